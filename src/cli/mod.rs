@@ -1,0 +1,55 @@
+//! The command line: clap structs that describe arguments, and one call per command into the
+//! module that does the work. Nothing here reads /proc or computes anything; it only parses,
+//! validates, dispatches and turns errors into a message and an exit code.
+
+use clap::{Parser, Subcommand};
+
+mod inspect;
+
+/// iolab: a Linux I/O-path performance lab.
+///
+/// Inspect the machine's CPUs, devices, queues and interrupts; run fio experiment matrices
+/// across kernel knobs and CPU placements; compare results with confidence intervals; analyse
+/// block traces; plan interrupt placement.
+#[derive(Debug, Parser)]
+#[command(
+    name = "iolab",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Inspect(inspect::InspectArgs),
+}
+
+/// Runs the command line and returns the process exit code: 0 success, 1 failure,
+/// 2 bad usage (clap's own convention).
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = e.exit_code();
+            let _ = e.print();
+            return code;
+        }
+    };
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("iolab: error: {e:#}");
+            1
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Inspect(args) => inspect::run(args),
+    }
+}

@@ -1,0 +1,9 @@
+//! iolab: a Linux I/O-path performance lab.
+//!
+//! Data flows one way: rooted readers of /proc and /sys (`sys`) feed pure parsers and the
+//! machine model; experiments drive fio and the sampler; results go to SQLite; statistics and
+//! reports read them back. The CLI (`cli`) only parses arguments and calls one function per
+//! command.
+
+pub mod cli;
+pub mod sys;

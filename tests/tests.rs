@@ -1,0 +1,4 @@
+//! The one integration-test binary (one link on 2 cores). Each module tests one command
+//! end to end through the built `iolab` binary.
+
+mod cli_basics;
