@@ -5,3 +5,17 @@
 mod root;
 
 pub use root::{SysError, SysRoot};
+
+/// True when this process runs with effective uid 0 (from /proc/self/status, so no libc call).
+/// Commands that write knobs or create devices check it to give a clear error; tests that need
+/// real devices skip themselves without it.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|rest| rest.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
