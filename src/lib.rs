@@ -6,4 +6,5 @@
 //! command.
 
 pub mod cli;
+pub mod placement;
 pub mod sys;

@@ -1,0 +1,445 @@
+//! Where to pin the I/O generator relative to the CPU that takes the device's interrupt
+//! (seeds/000: "IO on", "IO near", "IO far"). The words only mean something against a
+//! topology, so this module turns a placement level into a CPU list for one machine, or says
+//! plainly why the level cannot be realised here (a one-node VM has nothing "far").
+//!
+//! Pure: it sees the topology through `CpuPlace` and the node distance table, never /sys.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// What placement needs to know about one online CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuPlace {
+    pub cpu: u32,
+    /// Core id, unique only within its package.
+    pub core: u32,
+    pub package: u32,
+    pub node: u32,
+    /// An id of the last-level cache this CPU uses, when the kernel exposes one.
+    pub llc: Option<u32>,
+}
+
+/// A placement level as written in an experiment file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// The CPU(s) that take the device's interrupt.
+    On,
+    /// Other CPUs close to it: same last-level cache, else same package, else same node; the
+    /// anchor's own core (SMT siblings) only when nothing else is close.
+    Near,
+    /// CPUs as far as the topology allows: the most distant NUMA node, else another package,
+    /// else another last-level cache.
+    Far,
+    /// Every CPU of one NUMA node.
+    Node(u32),
+    /// An explicit CPU list.
+    Cpus(Vec<u32>),
+}
+
+impl Placement {
+    /// Parses `on`, `near`, `far`, `node:N`, or a CPU list such as `0-3,8` (optionally
+    /// written `cpus:0-3,8`).
+    pub fn parse(text: &str) -> Result<Placement, String> {
+        let t = text.trim();
+        match t {
+            "on" => return Ok(Placement::On),
+            "near" => return Ok(Placement::Near),
+            "far" => return Ok(Placement::Far),
+            _ => {}
+        }
+        if let Some(n) = t.strip_prefix("node:") {
+            return n
+                .trim()
+                .parse()
+                .map(Placement::Node)
+                .map_err(|_| format!("`{text}`: node:N needs a node number, e.g. node:1"));
+        }
+        let list = t.strip_prefix("cpus:").unwrap_or(t);
+        parse_cpu_list(list).map(Placement::Cpus).map_err(|e| {
+            format!("`{text}`: {e}; a placement is on, near, far, node:N or a CPU list like 0-3,8")
+        })
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Placement::On => f.write_str("on"),
+            Placement::Near => f.write_str("near"),
+            Placement::Far => f.write_str("far"),
+            Placement::Node(n) => write!(f, "node:{n}"),
+            Placement::Cpus(c) => f.write_str(&format_cpu_list(c)),
+        }
+    }
+}
+
+/// The CPUs to pin to, with a sentence saying how they were chosen (stored with the run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub cpus: Vec<u32>,
+    pub why: String,
+}
+
+/// Resolves `placement` on a machine whose online CPUs are `cpus`, with `distance[a][b]` the
+/// NUMA distance between nodes `a` and `b` (empty when unknown), relative to the `anchor`
+/// CPUs (the effective affinity of the device's interrupt). `Err` is a reason the level is
+/// not applicable here; it is recorded, not fatal.
+pub fn resolve(
+    placement: &Placement,
+    anchor: &[u32],
+    cpus: &[CpuPlace],
+    distance: &[Vec<u32>],
+) -> Result<Resolved, String> {
+    let online: BTreeSet<u32> = cpus.iter().map(|c| c.cpu).collect();
+    let needs_anchor = matches!(placement, Placement::On | Placement::Near | Placement::Far);
+    let anchors: Vec<&CpuPlace> = cpus.iter().filter(|c| anchor.contains(&c.cpu)).collect();
+    if needs_anchor && anchors.is_empty() {
+        return Err(if anchor.is_empty() {
+            "the device takes no interrupt here, so there is no CPU to be on, near or far \
+             from (set anchor_cpu in the experiment file)"
+                .to_string()
+        } else {
+            format!(
+                "the interrupt CPUs {} are not online",
+                format_cpu_list(anchor)
+            )
+        });
+    }
+    let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
+    match placement {
+        Placement::On => Ok(Resolved {
+            cpus: anchors.iter().map(|c| c.cpu).collect(),
+            why: format!(
+                "CPU {} takes the device's interrupt",
+                format_cpu_list(anchor)
+            ),
+        }),
+        Placement::Near => {
+            type Tier = (&'static str, fn(&CpuPlace, &CpuPlace) -> bool);
+            let tiers: [Tier; 4] = [
+                ("shares its last-level cache", |a, c| {
+                    a.llc.is_some() && a.llc == c.llc && !same_core(a, c)
+                }),
+                ("shares its package", |a, c| {
+                    a.package == c.package && !same_core(a, c)
+                }),
+                ("shares its NUMA node", |a, c| {
+                    a.node == c.node && !same_core(a, c)
+                }),
+                ("is its SMT sibling", same_core),
+            ];
+            for (what, f) in tiers.iter() {
+                let found = pick(&|c: &CpuPlace| anchors.iter().any(|a| f(a, c)));
+                if !found.is_empty() {
+                    return Ok(Resolved {
+                        why: format!(
+                            "CPU {} {what} with interrupt CPU {}",
+                            format_cpu_list(&found),
+                            format_cpu_list(anchor)
+                        ),
+                        cpus: found,
+                    });
+                }
+            }
+            Err(format!(
+                "no other online CPU besides interrupt CPU {}",
+                format_cpu_list(anchor)
+            ))
+        }
+        Placement::Far => resolve_far(anchor, &anchors, cpus, distance),
+        Placement::Node(n) => {
+            let found: Vec<u32> = cpus
+                .iter()
+                .filter(|c| c.node == *n)
+                .map(|c| c.cpu)
+                .collect();
+            if found.is_empty() {
+                Err(format!("node {n} has no online CPU here"))
+            } else {
+                Ok(Resolved {
+                    why: format!("the online CPUs of node {n}"),
+                    cpus: found,
+                })
+            }
+        }
+        Placement::Cpus(list) => {
+            let missing: Vec<u32> = list
+                .iter()
+                .copied()
+                .filter(|c| !online.contains(c))
+                .collect();
+            if missing.is_empty() {
+                Ok(Resolved {
+                    cpus: list.clone(),
+                    why: "CPUs named in the experiment".to_string(),
+                })
+            } else {
+                Err(format!("CPU {} not online here", format_cpu_list(&missing)))
+            }
+        }
+    }
+}
+
+fn same_core(a: &CpuPlace, c: &CpuPlace) -> bool {
+    a.package == c.package && a.core == c.core
+}
+
+/// Online CPUs other than the anchors that satisfy `pred`.
+fn others(cpus: &[CpuPlace], anchor: &[u32], pred: &dyn Fn(&CpuPlace) -> bool) -> Vec<u32> {
+    cpus.iter()
+        .filter(|c| !anchor.contains(&c.cpu) && pred(c))
+        .map(|c| c.cpu)
+        .collect()
+}
+
+fn resolve_far(
+    anchor: &[u32],
+    anchors: &[&CpuPlace],
+    cpus: &[CpuPlace],
+    distance: &[Vec<u32>],
+) -> Result<Resolved, String> {
+    let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
+    let anchor_nodes: BTreeSet<u32> = anchors.iter().map(|a| a.node).collect();
+    let dist = |a: u32, b: u32| -> u32 {
+        distance
+            .get(a as usize)
+            .and_then(|row| row.get(b as usize))
+            .copied()
+            // Unknown distances: any other node is farther than our own.
+            .unwrap_or(if a == b { 10 } else { 20 })
+    };
+    // Nodes with online CPUs other than the anchor's, ranked by their distance to the nearest
+    // anchor node (so with anchors on two nodes, "far" is far from both).
+    let mut best: Option<(u32, Vec<u32>)> = None;
+    let nodes: BTreeSet<u32> = cpus.iter().map(|c| c.node).collect();
+    for node in nodes.iter().filter(|n| !anchor_nodes.contains(n)) {
+        let d = anchor_nodes
+            .iter()
+            .map(|a| dist(*a, *node))
+            .min()
+            .unwrap_or(0);
+        let here = pick(&|c: &CpuPlace| c.node == *node);
+        if here.is_empty() {
+            continue;
+        }
+        match &mut best {
+            Some((bd, list)) if *bd == d => list.extend(here),
+            Some((bd, _)) if *bd > d => {}
+            _ => best = Some((d, here)),
+        }
+    }
+    if let Some((d, mut found)) = best {
+        found.sort_unstable();
+        return Ok(Resolved {
+            why: format!(
+                "CPU {} on the most distant node (distance {d}) from interrupt CPU {}",
+                format_cpu_list(&found),
+                format_cpu_list(anchor)
+            ),
+            cpus: found,
+        });
+    }
+    let other_package = pick(&|c: &CpuPlace| anchors.iter().all(|a| a.package != c.package));
+    if !other_package.is_empty() {
+        return Ok(Resolved {
+            why: format!(
+                "one NUMA node: CPU {} is in another package than interrupt CPU {}",
+                format_cpu_list(&other_package),
+                format_cpu_list(anchor)
+            ),
+            cpus: other_package,
+        });
+    }
+    let other_llc = pick(&|c: &CpuPlace| {
+        anchors
+            .iter()
+            .all(|a| a.llc.is_some() && c.llc.is_some() && a.llc != c.llc)
+    });
+    if !other_llc.is_empty() {
+        return Ok(Resolved {
+            why: format!(
+                "one package: CPU {} uses another last-level cache than interrupt CPU {}",
+                format_cpu_list(&other_llc),
+                format_cpu_list(anchor)
+            ),
+            cpus: other_llc,
+        });
+    }
+    Err(
+        "nothing here is farther than `near`: one NUMA node, one package, one last-level cache"
+            .to_string(),
+    )
+}
+
+/// Parses a kernel-style CPU list (`0-3,8-11`, `5`, `0-7:2` strides are not accepted).
+pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+    let mut out = BTreeSet::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let lo: u32 = lo
+            .parse()
+            .map_err(|_| format!("`{part}` is not a CPU number or range"))?;
+        let hi: u32 = hi
+            .parse()
+            .map_err(|_| format!("`{part}` is not a CPU number or range"))?;
+        if hi < lo || hi - lo > 65_535 {
+            return Err(format!("`{part}` is not a valid CPU range"));
+        }
+        out.extend(lo..=hi);
+    }
+    if out.is_empty() {
+        return Err("empty CPU list".to_string());
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// Formats CPUs the way the kernel does (`0-3,8`), which is also what fio's cpus_allowed takes.
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Alan Brunelle's box (seeds/000): 4 cells of 4 CPUs, one package per cell, no SMT.
+    fn four_cells() -> (Vec<CpuPlace>, Vec<Vec<u32>>) {
+        let cpus = (0..16)
+            .map(|cpu| CpuPlace {
+                cpu,
+                core: cpu % 4,
+                package: cpu / 4,
+                node: cpu / 4,
+                llc: Some(cpu / 4),
+            })
+            .collect();
+        // Cell 3 is the farthest from cell 0.
+        let d = vec![
+            vec![10, 20, 20, 30],
+            vec![20, 10, 20, 20],
+            vec![20, 20, 10, 20],
+            vec![30, 20, 20, 10],
+        ];
+        (cpus, d)
+    }
+
+    fn this_vm() -> Vec<CpuPlace> {
+        (0..2)
+            .map(|cpu| CpuPlace {
+                cpu,
+                core: cpu,
+                package: 0,
+                node: 0,
+                llc: Some(0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_near_far_on_a_four_cell_box() {
+        let (cpus, d) = four_cells();
+        let on = resolve(&Placement::On, &[2], &cpus, &d).unwrap();
+        assert_eq!(on.cpus, vec![2]);
+        let near = resolve(&Placement::Near, &[2], &cpus, &d).unwrap();
+        assert_eq!(near.cpus, vec![0, 1, 3]);
+        let far = resolve(&Placement::Far, &[2], &cpus, &d).unwrap();
+        assert_eq!(far.cpus, vec![12, 13, 14, 15], "{}", far.why);
+    }
+
+    #[test]
+    fn far_without_distances_takes_every_other_node() {
+        let (cpus, _) = four_cells();
+        let far = resolve(&Placement::Far, &[0], &cpus, &[]).unwrap();
+        assert_eq!(far.cpus, (4..16).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn near_prefers_other_cores_to_smt_siblings() {
+        // 1 package, 2 cores x 2 threads: CPUs 0/2 on core 0, 1/3 on core 1.
+        let cpus: Vec<CpuPlace> = (0..4)
+            .map(|cpu| CpuPlace {
+                cpu,
+                core: cpu % 2,
+                package: 0,
+                node: 0,
+                llc: Some(0),
+            })
+            .collect();
+        let near = resolve(&Placement::Near, &[0], &cpus, &[]).unwrap();
+        assert_eq!(near.cpus, vec![1, 3]);
+        // A one-core machine: only the sibling is left.
+        let near = resolve(
+            &Placement::Near,
+            &[0],
+            &cpus[..1]
+                .iter()
+                .chain(&cpus[2..3])
+                .cloned()
+                .collect::<Vec<_>>(),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(near.cpus, vec![2]);
+        assert!(near.why.contains("SMT sibling"), "{}", near.why);
+    }
+
+    #[test]
+    fn a_small_vm_has_nothing_far_and_says_why() {
+        let cpus = this_vm();
+        assert_eq!(
+            resolve(&Placement::Near, &[1], &cpus, &[]).unwrap().cpus,
+            vec![0]
+        );
+        let err = resolve(&Placement::Far, &[1], &cpus, &[]).unwrap_err();
+        assert!(err.contains("one NUMA node"), "{err}");
+    }
+
+    #[test]
+    fn no_interrupt_means_no_anchor() {
+        let err = resolve(&Placement::On, &[], &this_vm(), &[]).unwrap_err();
+        assert!(err.contains("anchor_cpu"), "{err}");
+        // Explicit lists and nodes need no anchor.
+        let r = resolve(&Placement::Node(0), &[], &this_vm(), &[]).unwrap();
+        assert_eq!(r.cpus, vec![0, 1]);
+        assert!(resolve(&Placement::Cpus(vec![5]), &[], &this_vm(), &[]).is_err());
+    }
+
+    #[test]
+    fn parses_and_prints_levels() {
+        assert_eq!(Placement::parse("near").unwrap(), Placement::Near);
+        assert_eq!(Placement::parse("node:1").unwrap(), Placement::Node(1));
+        assert_eq!(
+            Placement::parse("0-2,8").unwrap(),
+            Placement::Cpus(vec![0, 1, 2, 8])
+        );
+        assert_eq!(Placement::parse("cpus:3").unwrap().to_string(), "3");
+        assert!(Placement::parse("nearby")
+            .unwrap_err()
+            .contains("on, near, far"));
+        assert!(Placement::parse("3-1").is_err());
+        assert_eq!(format_cpu_list(&[8, 0, 1, 2, 3, 10]), "0-3,8,10");
+    }
+}
