@@ -6,4 +6,6 @@
 //! command.
 
 pub mod cli;
+pub mod report;
+pub mod stats;
 pub mod sys;
