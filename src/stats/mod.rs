@@ -11,7 +11,7 @@ pub mod adaptive;
 pub mod bootstrap;
 pub mod compare;
 pub mod direction;
-mod distributions;
+pub mod distributions;
 pub mod error;
 pub mod fdr;
 pub mod histogram;
