@@ -4,4 +4,5 @@
 pub mod comparisons;
 pub mod format;
 pub mod pivot;
+pub mod plot;
 pub mod table;
