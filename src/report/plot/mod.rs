@@ -16,6 +16,7 @@ mod latency;
 mod lines;
 
 pub use bars::{bars_with_ci, Bar};
+pub use lines::{metric_vs_factor, Series, SeriesPoint};
 
 use plotters::style::RGBColor;
 use thiserror::Error;
