@@ -16,6 +16,9 @@ mod latency;
 mod lines;
 
 pub use bars::{bars_with_ci, Bar};
+pub use cpu_breakdown::cpu_breakdown;
+pub use heatmap::{irq_heatmap, RateGrid};
+pub use latency::latency_cdf;
 pub use lines::{metric_vs_factor, Series, SeriesPoint};
 
 use plotters::style::RGBColor;
