@@ -113,9 +113,9 @@ mod tests {
         ];
         let svg = cpu_breakdown("CPU time during randread", &[0, 1], &cats, &shares).unwrap();
         let doc = parse(&svg);
-        for k in 0..cats.len() {
+        for (k, cat) in cats.iter().enumerate() {
             // two CPUs + one legend swatch each
-            assert_eq!(rects_filled(&doc, color(k)), 3, "category {}", cats[k]);
+            assert_eq!(rects_filled(&doc, color(k)), 3, "category {cat}");
         }
         let texts = texts(&doc);
         for l in ["cpu0", "cpu1", "softirq", "CPU time [%]"] {

@@ -104,8 +104,10 @@ fn validate(grid: &RateGrid) -> Result<(), PlotError> {
             grid.rates.len()
         )));
     }
-    if grid.times_s.windows(2).any(|w| !(w[0] < w[1])) {
-        return Err(bad("interval boundaries must increase".into()));
+    let increasing =
+        grid.times_s.iter().all(|t| t.is_finite()) && grid.times_s.windows(2).all(|w| w[0] < w[1]);
+    if !increasing {
+        return Err(bad("interval boundaries must be finite and increase".into()));
     }
     let m = grid.times_s.len() - 1;
     for (cpu, row) in grid.cpus.iter().zip(&grid.rates) {
