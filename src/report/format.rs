@@ -41,6 +41,33 @@ fn text_is_nonzero(int_part: &str, frac: &Option<String>) -> bool {
         || frac.as_ref().is_some_and(|f| f.chars().any(|c| c != '0'))
 }
 
+/// Like [`number`] without trailing zeros (`100`, `2.5`, `1,000`), for axis ticks.
+pub fn short(x: f64) -> String {
+    let t = number(x);
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
+}
+
+/// Tick labels on a log axis: only 1-2-5 values are labelled, the others stay blank, so
+/// the labels do not overlap where decades are narrow.
+pub fn log_tick(x: f64) -> String {
+    if x.is_nan() || x <= 0.0 || x.is_infinite() {
+        return String::new();
+    }
+    let mantissa = x / 10f64.powf(x.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 1e-6 * m)
+    {
+        short(x)
+    } else {
+        String::new()
+    }
+}
+
 /// A signed percentage with one decimal: `+12.3%`, `-0.4%`.
 pub fn signed_pct(x: f64) -> String {
     format!("{x:+.1}%")
@@ -71,5 +98,11 @@ mod tests {
         assert_eq!(number(f64::NAN), "nan");
         assert_eq!(p_value(0.0004), "<0.001");
         assert_eq!(signed_pct(-0.04), "-0.0%");
+        assert_eq!(short(100.0), "100");
+        assert_eq!(short(2.5), "2.5");
+        assert_eq!(short(1000.0), "1,000");
+        assert_eq!(log_tick(20.0), "20");
+        assert_eq!(log_tick(30.0), "");
+        assert_eq!(log_tick(0.5), "0.5");
     }
 }

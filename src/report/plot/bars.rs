@@ -3,9 +3,9 @@
 
 use plotters::prelude::*;
 
-use crate::report::format::number;
+use crate::report::format::short;
 
-use super::{check_finite, color, draw_err, padded_range, PlotError, FONT, SIZE, WHISKER};
+use super::{check_finite, color, draw_err, padded_range, slots, PlotError, FONT, SIZE, WHISKER};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bar {
@@ -52,7 +52,7 @@ pub fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<String, 
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d((0..bars.len()).into_segmented(), y0..y1)
+            .build_cartesian_2d(slots(bars.len()).into_segmented(), y0..y1)
             .map_err(draw_err)?;
         chart
             .configure_mesh()
@@ -62,7 +62,7 @@ pub fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<String, 
                 SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
                 _ => String::new(),
             })
-            .y_label_formatter(&|v| number(*v))
+            .y_label_formatter(&|v| short(*v))
             .y_desc(y_label)
             .label_style((FONT, 13))
             .draw()
@@ -140,6 +140,12 @@ mod tests {
         }
         // 5 bars with a CI: a vertical line and two caps each.
         assert_eq!(stroked(&doc, "polyline", WHISKER), 15);
+    }
+
+    #[test]
+    fn a_single_bar_works() {
+        let svg = bars_with_ci("one", "y", &[bar("only", 5.0, 2)]).unwrap();
+        assert_eq!(rects_filled(&parse(&svg), color(2)), 1);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use plotters::prelude::*;
 
-use super::{check_finite, color, draw_err, PlotError, FONT, SIZE};
+use super::{check_finite, color, draw_err, slots, PlotError, FONT, SIZE};
 
 /// `shares[cpu][category]` in percent of that CPU's time (each row sums to about 100).
 pub fn cpu_breakdown(
@@ -53,7 +53,7 @@ pub fn cpu_breakdown(
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((0..cpus.len()).into_segmented(), 0.0..top * 1.02)
+            .build_cartesian_2d(slots(cpus.len()).into_segmented(), 0.0..top * 1.02)
             .map_err(draw_err)?;
         chart
             .configure_mesh()

@@ -4,9 +4,9 @@
 
 use plotters::prelude::*;
 
-use crate::report::format::number;
+use crate::report::format::{number, short};
 
-use super::{draw_err, PlotError, FONT, SIZE};
+use super::{draw_err, slots, PlotError, FONT, SIZE};
 
 /// Rates per CPU and interval. `times_s` holds the interval boundaries (seconds since the
 /// start), so it is one longer than each row of `rates`. `None` is "no value" (a counter
@@ -53,12 +53,13 @@ pub fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<String, P
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(60)
-            .build_cartesian_2d(t0..t1, (0..ncpu).into_segmented())
+            .build_cartesian_2d(t0..t1, slots(ncpu).into_segmented())
             .map_err(draw_err)?;
         chart
             .configure_mesh()
             .disable_mesh()
             .x_desc("time [s]")
+            .x_label_formatter(&|v| short(*v))
             .y_labels(ncpu.min(64))
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => cpu_labels.get(*i).cloned().unwrap_or_default(),

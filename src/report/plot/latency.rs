@@ -5,7 +5,7 @@
 
 use plotters::prelude::*;
 
-use crate::report::format::number;
+use crate::report::format::{log_tick, number};
 use crate::stats::LatencyHistogram;
 
 use super::{color, draw_err, PlotError, FONT, SIZE};
@@ -47,7 +47,7 @@ pub fn latency_cdf(
             .configure_mesh()
             .x_desc("completion latency [us]")
             .y_desc("fraction of I/Os")
-            .x_label_formatter(&|v| number(*v))
+            .x_label_formatter(&|v| log_tick(*v))
             .y_label_formatter(&|v| format!("{v:.2}"))
             .label_style((FONT, 13))
             .draw()

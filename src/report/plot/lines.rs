@@ -6,7 +6,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::report::format::number;
+use crate::report::format::{log_tick, short};
 
 use super::{check_finite, color, draw_err, padded_range, PlotError, FONT, SIZE, WHISKER};
 
@@ -67,13 +67,13 @@ pub fn metric_vs_factor(
             let chart = builder(&root, title)
                 .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
                 .map_err(draw_err)?;
-            draw(chart, x_label, y_label, series)?;
+            draw(chart, x_label, y_label, series, log_tick)?;
         } else {
             let (x0, x1) = padded_range(xmin, xmax, false);
             let chart = builder(&root, title)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(draw_err)?;
-            draw(chart, x_label, y_label, series)?;
+            draw(chart, x_label, y_label, series, short)?;
         }
         root.present().map_err(draw_err)?;
     }
@@ -104,6 +104,7 @@ fn draw<'a, X>(
     x_label: &str,
     y_label: &str,
     series: &[Series],
+    x_tick: fn(f64) -> String,
 ) -> Result<(), PlotError>
 where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
@@ -112,8 +113,8 @@ where
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
-        .x_label_formatter(&|v| number(*v))
-        .y_label_formatter(&|v| number(*v))
+        .x_label_formatter(&|v| x_tick(*v))
+        .y_label_formatter(&|v| short(*v))
         .label_style((FONT, 13))
         .draw()
         .map_err(draw_err)?;

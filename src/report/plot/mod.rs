@@ -78,6 +78,13 @@ pub(crate) fn check_finite(
     Ok(())
 }
 
+/// A segmented axis with exactly `n` slots: plotters' integer ranges include their end, so
+/// `0..n` would leave an empty slot after the last bar. One bar still gets two slots
+/// (a zero-length range has no scale).
+pub(crate) fn slots(n: usize) -> std::ops::Range<usize> {
+    0..n.saturating_sub(1).max(1)
+}
+
 /// A value range with some headroom, always including 0 for quantities drawn from 0 (bars).
 pub(crate) fn padded_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
     let (mut lo, mut hi) = if include_zero {
