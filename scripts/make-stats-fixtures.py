@@ -60,6 +60,10 @@ PAIRS = {
     "noisy_39pct_6_vs_6": (rounded(rng.normal(100, 40, 6), 1), rounded(rng.normal(139, 50, 6), 1)),
     "large_40_vs_40": (rounded(rng.normal(1000, 50, 40), 3), rounded(rng.normal(1020, 50, 40), 3)),
     "exact_one_small_side": ([3.1, 2.7, 3.9], rounded(rng.normal(3.5, 0.4, 25), 3)),
+    # exact in integers with one small side and a long other side (scipy's auto: exact)
+    "eight_vs_300_exact": (rounded(rng.normal(50, 5, 8), 6), rounded(rng.normal(53, 5, 300), 6)),
+    # exact only when forced; C(140, 70) overflows i128, so iolab's f64 recurrence runs
+    "seventy_vs_seventy": (rounded(rng.normal(10, 1, 70), 6), rounded(rng.normal(10.4, 1, 70), 6)),
 }
 
 

@@ -117,10 +117,7 @@ fn asymptotic_sf(u: f64, n1: usize, n2: usize, tie_sizes: &[usize]) -> f64 {
     normal_sf(z).unwrap_or(1.0)
 }
 
-/// P(U >= u) under H0 without ties. The number of arrangements giving each U value is the
-/// coefficient list of the Gaussian binomial [n1+n2 choose m]_q with m = min(n1, n2); it is
-/// built by the additive recurrence [j+i choose i] = [j+i-1 choose i-1] + q^i [j-1+i choose i]
-/// so every step adds non-negative numbers (no cancellation in f64).
+/// P(U >= u) under H0 without ties, from the exact counts of arrangements per U value.
 fn exact_sf(u: usize, n1: usize, n2: usize) -> f64 {
     let counts = u_distribution_counts(n1.min(n2), n1.max(n2));
     let total: f64 = counts.iter().sum();
@@ -130,13 +127,56 @@ fn exact_sf(u: usize, n1: usize, n2: usize) -> f64 {
     counts[u..].iter().sum::<f64>() / total
 }
 
-/// Counts of arrangements with U = 0..=m*n for groups of sizes m <= n.
+/// Counts of arrangements with U = 0..=m*n for groups of sizes m <= n: the coefficients of
+/// the Gaussian binomial [m+n choose m]_q.
+///
+/// When C(m+n, m) fits comfortably in an i128 (always for m <= 8, the sizes scipy's `auto`
+/// sends here, up to n ~ 10^5) they are computed exactly in integers as
+/// prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i), in O(m^2 n). Otherwise (only when `Exact` is
+/// forced on two large groups) the additive recurrence
+/// [j+i choose i] = [j+i-1 choose i-1] + q^i [j-1+i choose i] runs in f64: O(m^2 n^2), but
+/// every step adds non-negative numbers, so there is no cancellation.
 fn u_distribution_counts(m: usize, n: usize) -> Vec<f64> {
+    if ln_binomial(m + n, m) < 37.0 * std::f64::consts::LN_10 {
+        u_counts_exact(m, n).into_iter().map(|c| c as f64).collect()
+    } else {
+        u_counts_additive(m, n)
+    }
+}
+
+fn ln_binomial(n: usize, k: usize) -> f64 {
+    (0..k.min(n - k))
+        .map(|i| ((n - i) as f64 / (i + 1) as f64).ln())
+        .sum()
+}
+
+fn u_counts_exact(m: usize, n: usize) -> Vec<i128> {
+    // The product before each division reaches degree i*n + i, hence the extra m slots.
+    let mut poly = vec![0i128; m * n + m + 1];
+    poly[0] = 1;
+    let mut degree = 0;
+    for i in 1..=m {
+        // multiply by (1 - q^(n+i)); downwards, so every source term is still unmodified
+        let shift = n + i;
+        for j in (shift..=degree + shift).rev() {
+            poly[j] -= poly[j - shift];
+        }
+        // divide by (1 - q^i): a running sum with stride i (exact: the quotient is a
+        // polynomial, so the top i coefficients come out 0)
+        for j in i..=degree + shift {
+            poly[j] += poly[j - i];
+        }
+        degree += n;
+    }
+    poly.truncate(m * n + 1);
+    poly
+}
+
+fn u_counts_additive(m: usize, n: usize) -> Vec<f64> {
     // polys[i] = [i + j choose i]_q for the current j; starts at j = 0 where each is 1.
     let mut polys: Vec<Vec<f64>> = vec![vec![1.0]; m + 1];
     for j in 1..=n {
         for i in 1..=m {
-            // new polys[i] = new polys[i-1] + q^i * old polys[i]; degree i*j.
             let mut next = vec![0.0; i * j + 1];
             for (k, c) in polys[i - 1].iter().enumerate() {
                 next[k] += c;
@@ -158,6 +198,26 @@ mod tests {
     fn distribution_of_u_for_two_by_two() {
         // Arrangements of 2+2: U = 0,1,2,2,3,4 -> counts 1,1,2,1,1.
         assert_eq!(u_distribution_counts(2, 2), vec![1.0, 1.0, 2.0, 1.0, 1.0]);
+    }
+
+    #[test]
+    fn integer_and_additive_counts_agree() {
+        for (m, n) in [(1, 1), (1, 7), (3, 5), (8, 8), (6, 20), (10, 12)] {
+            let exact: Vec<f64> = u_counts_exact(m, n).into_iter().map(|c| c as f64).collect();
+            assert_eq!(exact, u_counts_additive(m, n), "m={m} n={n}");
+        }
+    }
+
+    #[test]
+    fn exact_with_one_small_group_is_fast() {
+        // 8 vs 10,000 without ties: scipy's auto rule picks the exact test here.
+        let a: Vec<f64> = (0..8).map(|i| i as f64 * 1250.0 + 0.5).collect();
+        let b: Vec<f64> = (0..10_000).map(|i| i as f64).collect();
+        let start = std::time::Instant::now();
+        let r = mann_whitney_u(&a, &b, MwuMethod::Auto).unwrap();
+        assert_eq!(r.method, MwuMethod::Exact);
+        assert!(r.p > 0.5, "{r:?}");
+        assert!(start.elapsed().as_secs_f64() < 5.0);
     }
 
     #[test]
