@@ -44,6 +44,9 @@ SAMPLES = {
     "mostly_equal_one_far": [1.0] * 7 + [50.0],
     "large_30": rounded(rng.lognormal(np.log(260), 0.15, 30), 2),
     "tiny_values": [1e-6, 1.2e-6, 0.9e-6, 1.1e-6, 1.05e-6, 0.95e-6],
+    # large n: the binomial tail of the median CI underflows 2^-n; own generator so the
+    # vectors above stay the same
+    "large_2000": rounded(np.random.default_rng(7).gamma(4.0, 25.0, 2000), 3),
 }
 
 PAIRS = {

@@ -31,31 +31,23 @@ pub fn normal_sf(z: f64) -> Option<f64> {
     Some(Normal::standard().sf(z))
 }
 
-/// P(B <= k) for B ~ Binomial(n, 1/2), summed exactly in f64 from the pmf. Only small n are
-/// used (sample sizes of benchmark cells), where this is exact to rounding.
+/// P(B <= k) for B ~ Binomial(n, 1/2).
 pub fn binomial_half_cdf(k: usize, n: usize) -> f64 {
-    // log2 of C(n, i) / 2^n accumulated term by term keeps large n from overflowing.
-    let mut term = 0.5f64.powi(n as i32); // C(n,0)/2^n
-    if term == 0.0 {
-        return binomial_half_cdf_log(k, n);
-    }
-    let mut sum = 0.0;
-    for i in 0..=k.min(n) {
-        sum += term;
-        term *= (n - i) as f64 / (i + 1) as f64;
-    }
-    sum.min(1.0)
+    binomial_half_cdfs(n).nth(k.min(n)).unwrap_or(1.0)
 }
 
-fn binomial_half_cdf_log(k: usize, n: usize) -> f64 {
+/// P(B <= 0), P(B <= 1), ... for B ~ Binomial(n, 1/2), accumulated term by term in O(1)
+/// each. The pmf is formed in log space, so 2^-n underflowing for n > 1074 only makes the
+/// far tail terms 0 (their true size) instead of zeroing the whole sum.
+pub fn binomial_half_cdfs(n: usize) -> impl Iterator<Item = f64> {
     let ln_half_n = n as f64 * 0.5f64.ln();
-    let mut ln_c = 0.0f64;
-    let mut sum = 0.0;
-    for i in 0..=k.min(n) {
+    let mut ln_c = 0.0f64; // ln C(n, i)
+    let mut sum = 0.0f64;
+    (0..=n).map(move |i| {
         sum += (ln_c + ln_half_n).exp();
         ln_c += ((n - i) as f64).ln() - ((i + 1) as f64).ln();
-    }
-    sum.min(1.0)
+        sum.min(1.0)
+    })
 }
 
 #[cfg(test)]
