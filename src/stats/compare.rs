@@ -36,6 +36,20 @@ pub struct CompareOptions {
 }
 
 impl CompareOptions {
+    /// Defaults with the direction derived from a documented metric name; an error naming
+    /// the metric when it has no known direction (the caller must then choose one).
+    pub fn for_metric(metric: &str) -> Result<Self, StatsError> {
+        Direction::for_metric(metric)
+            .map(Self::new)
+            .ok_or_else(|| StatsError::InvalidParameter {
+                name: "metric",
+                reason: format!(
+                    "{metric:?} has no known direction (neither work done nor a cost); \
+                     say whether higher or lower is better"
+                ),
+            })
+    }
+
     pub fn new(direction: Direction) -> Self {
         CompareOptions {
             min_effect: 0.01,
@@ -301,6 +315,14 @@ mod tests {
         );
         adjust_family(&mut family);
         assert_eq!(family[0].reason, VerdictReason::NotSignificant);
+    }
+
+    #[test]
+    fn options_from_metric_names() {
+        let o = CompareOptions::for_metric("read_clat_p99_us").unwrap();
+        assert_eq!(o.direction, Direction::LowerIsBetter);
+        let err = CompareOptions::for_metric("dev_avg_rq_kb").unwrap_err();
+        assert!(err.to_string().contains("dev_avg_rq_kb"), "{err}");
     }
 
     #[test]
