@@ -143,9 +143,11 @@ mod tests {
     }
 
     #[test]
-    fn a_single_bar_works() {
-        let svg = bars_with_ci("one", "y", &[bar("only", 5.0, 2)]).unwrap();
-        assert_eq!(rects_filled(&parse(&svg), color(2)), 1);
+    fn a_single_bar_with_markup_characters_still_gives_valid_xml() {
+        let svg = bars_with_ci("a <b> & c", "y", &[bar("rw=r&w", 5.0, 2)]).unwrap();
+        let doc = parse(&svg);
+        assert_eq!(rects_filled(&doc, color(2)), 1);
+        assert!(texts(&doc).iter().any(|t| t == "rw=r&w"));
     }
 
     #[test]
