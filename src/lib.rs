@@ -7,4 +7,6 @@
 
 pub mod cli;
 pub mod placement;
+pub mod report;
+pub mod stats;
 pub mod sys;

@@ -1,0 +1,184 @@
+//! The `compare` table: per cell (and metric), baseline and candidate medians, the change
+//! with its CI, the p-value and the verdict, with a legend saying what each column means
+//! so a reader of the mailing-list post does not have to guess.
+
+use crate::stats::compare::VerdictReason;
+use crate::stats::Comparison;
+
+use super::format::{p_value, signed_pct};
+use super::table::{Cell, Column, Table};
+
+pub struct ComparisonRow<'a> {
+    /// The cell's factor levels, e.g. `bs=4k rw=randread`.
+    pub cell: String,
+    /// Shown as a column only when some row names a metric (mixed-metric tables).
+    pub metric: Option<String>,
+    pub comparison: &'a Comparison,
+}
+
+/// Builds the table. `unit` is the unit of the medians (single-metric tables only); it is
+/// shown once in the title line so the eight columns still fit 80 characters.
+pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'_>]) -> Table {
+    let with_metric = rows.iter().any(|r| r.metric.is_some());
+    let mut columns = vec![Column::label("cell")];
+    if with_metric {
+        columns.push(Column::label("metric"));
+    }
+    columns.extend([
+        Column::number("baseline", None),
+        Column::number("candidate", None),
+        Column::number("change", None),
+        Column::number("95% CI", None),
+        Column::number("p", None),
+        Column::label("verdict"),
+    ]);
+    let mut table = Table::new(columns);
+    table.title = Some(match unit {
+        Some(u) => format!("{title} [{u}]"),
+        None => title.to_string(),
+    });
+    let mut too_few = None;
+    for r in rows {
+        let c = r.comparison;
+        let mut row = vec![Cell::text(&r.cell)];
+        if with_metric {
+            row.push(Cell::text(r.metric.clone().unwrap_or_default()));
+        }
+        row.push(Cell::number(c.baseline.median));
+        row.push(Cell::number(c.candidate.median));
+        row.push(match c.change_pct {
+            Some(x) => Cell::Number {
+                value: x,
+                text: signed_pct(x),
+            },
+            None => Cell::Missing,
+        });
+        row.push(match (c.ci_low_pct, c.ci_high_pct) {
+            (Some(lo), Some(hi)) => Cell::text(format!("[{lo:+.1}, {hi:+.1}]")),
+            _ => Cell::Missing,
+        });
+        let p = c.p_adjusted.unwrap_or(c.p_mannwhitney);
+        row.push(Cell::Number {
+            value: p,
+            text: p_value(p),
+        });
+        let mut verdict = c.verdict.as_str().to_string();
+        if c.reason == VerdictReason::TooFewSamples {
+            verdict.push_str(" (n)");
+            too_few = Some(c.explanation.clone());
+        }
+        row.push(Cell::text(verdict));
+        table.push(row);
+    }
+    let adjusted = rows.iter().any(|r| r.comparison.p_adjusted.is_some());
+    table.notes.push(format!(
+        "baseline, candidate: medians; change: of the medians, 95% CI by bootstrap (seed {})",
+        rows.first().map_or(0, |r| r.comparison.seed)
+    ));
+    table.notes.push(if adjusted {
+        format!(
+            "p: Mann-Whitney U, Benjamini-Hochberg adjusted over {} comparisons",
+            rows.len()
+        )
+    } else {
+        "p: Mann-Whitney U (two-sided)".to_string()
+    });
+    if let Some(min_effect) = rows.first().map(|r| r.comparison.min_effect_pct) {
+        table.notes.push(format!(
+            "~: no difference shown (CI includes 0, |change| < {min_effect}%, or p >= {})",
+            rows[0].comparison.alpha
+        ));
+    }
+    if let Some(why) = too_few {
+        table.notes.push(format!("(n): {why}"));
+    }
+    table
+}
+
+/// The JSON `compare --json` prints: `{"comparisons": [...]}`, each object the full
+/// [`Comparison`] (baseline and candidate summaries, `change_pct`, `ci_low_pct`,
+/// `ci_high_pct`, `p_mannwhitney`, `p_welch`, `p_adjusted`, `verdict`, `reason`, seed...)
+/// plus `cell` and `metric`.
+pub fn comparisons_json(rows: &[ComparisonRow<'_>]) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r.comparison).unwrap_or(serde_json::Value::Null);
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("cell".into(), r.cell.clone().into());
+                obj.insert("metric".into(), r.metric.clone().into());
+            }
+            v
+        })
+        .collect();
+    serde_json::json!({ "comparisons": items })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::table::MAX_WIDTH;
+    use crate::stats::compare::{adjust_family, compare, CompareOptions};
+    use crate::stats::Direction;
+
+    #[test]
+    fn kernel_regression_table_like_seeds_001() {
+        let opts = CompareOptions::new(Direction::HigherIsBetter);
+        let mut cmps = vec![
+            compare(
+                &[260.1, 258.3, 262.0, 259.5, 261.2, 260.7],
+                &[145.2, 147.9, 144.1, 146.3, 150.0, 143.8],
+                &opts,
+            )
+            .unwrap(),
+            compare(
+                &[255.0, 259.0, 262.0, 258.1],
+                &[257.0, 260.0, 263.5, 256.2],
+                &opts,
+            )
+            .unwrap(),
+            compare(&[240.0, 250.0, 245.0], &[260.0, 270.0, 265.0], &opts).unwrap(),
+        ];
+        adjust_family(&mut cmps);
+        let labels = ["sched=mq-deadline", "sched=none", "sched=bfq"];
+        let rows: Vec<ComparisonRow> = cmps
+            .iter()
+            .zip(labels)
+            .map(|(c, l)| ComparisonRow {
+                cell: l.into(),
+                metric: None,
+                comparison: c,
+            })
+            .collect();
+        let t = comparison_table("read_bw_mbs: kernel=6.1 vs kernel=6.6", Some("MB/s"), &rows);
+        let text = t.render_text(MAX_WIDTH);
+        assert!(text.contains("regressed"));
+        assert!(text.contains("~ (n)"));
+        assert!(
+            text.lines().all(|l| l.len() <= MAX_WIDTH && l.is_ascii()),
+            "{text}"
+        );
+        insta::assert_snapshot!(text);
+        let json = comparisons_json(&rows);
+        let first = &json["comparisons"][0];
+        for key in ["cell", "metric", "change_pct", "ci_low_pct", "ci_high_pct"] {
+            assert!(first.get(key).is_some(), "{key} missing in {first}");
+        }
+        for key in ["p_mannwhitney", "p_welch", "verdict"] {
+            assert!(first.get(key).is_some(), "{key} missing in {first}");
+        }
+        for key in ["n", "mean", "median", "stddev"] {
+            assert!(
+                first["baseline"].get(key).is_some(),
+                "baseline.{key} missing"
+            );
+            assert!(
+                first["candidate"].get(key).is_some(),
+                "candidate.{key} missing"
+            );
+        }
+        assert_eq!(first["verdict"], "regressed");
+        assert_eq!(json["comparisons"][1]["verdict"], "~");
+        insta::assert_json_snapshot!(json["comparisons"][0]);
+    }
+}

@@ -1,0 +1,108 @@
+//! Number formatting shared by tables and chart labels: enough significant digits to see a
+//! 1% change, thousands separators so 69112 reads as 69,112, and ASCII only so the text
+//! survives any mail client.
+
+/// At least four significant digits, no decimals from 1000 up, commas between thousands.
+/// Non-finite values print as `nan`/`inf` rather than panicking.
+pub fn number(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}").to_lowercase();
+    }
+    if x == 0.0 {
+        return "0".into();
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    let decimals = (3 - magnitude).clamp(0, 6) as usize;
+    let text = format!("{:.*}", decimals, x.abs());
+    let (int_part, frac) = match text.split_once('.') {
+        Some((i, f)) => (i.to_string(), Some(f.to_string())),
+        None => (text, None),
+    };
+    let mut grouped = String::new();
+    for (i, ch) in int_part.chars().enumerate() {
+        if i > 0 && (int_part.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(ch);
+    }
+    let sign = if x < 0.0 && text_is_nonzero(&grouped, &frac) {
+        "-"
+    } else {
+        ""
+    };
+    match frac {
+        Some(f) => format!("{sign}{grouped}.{f}"),
+        None => format!("{sign}{grouped}"),
+    }
+}
+
+fn text_is_nonzero(int_part: &str, frac: &Option<String>) -> bool {
+    int_part.chars().any(|c| c.is_ascii_digit() && c != '0')
+        || frac.as_ref().is_some_and(|f| f.chars().any(|c| c != '0'))
+}
+
+/// Like [`number`] without trailing zeros (`100`, `2.5`, `1,000`), for axis ticks.
+pub fn short(x: f64) -> String {
+    let t = number(x);
+    if t.contains('.') {
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        t
+    }
+}
+
+/// Tick labels on a log axis: only 1-2-5 values are labelled, the others stay blank, so
+/// the labels do not overlap where decades are narrow.
+pub fn log_tick(x: f64) -> String {
+    if x.is_nan() || x <= 0.0 || x.is_infinite() {
+        return String::new();
+    }
+    let mantissa = x / 10f64.powf(x.log10().floor());
+    if [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .any(|m| (mantissa - m).abs() < 1e-6 * m)
+    {
+        short(x)
+    } else {
+        String::new()
+    }
+}
+
+/// A signed percentage with one decimal: `+12.3%`, `-0.4%`.
+pub fn signed_pct(x: f64) -> String {
+    format!("{x:+.1}%")
+}
+
+/// A p-value with 3 decimals, or `<0.001`.
+pub fn p_value(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(number(69112.4), "69,112");
+        assert_eq!(number(1234567.0), "1,234,567");
+        assert_eq!(number(145.34), "145.3");
+        assert_eq!(number(12.534), "12.53");
+        assert_eq!(number(0.012345), "0.01235");
+        assert_eq!(number(-2500.0), "-2,500");
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(f64::NAN), "nan");
+        assert_eq!(p_value(0.0004), "<0.001");
+        assert_eq!(signed_pct(-0.04), "-0.0%");
+        assert_eq!(short(100.0), "100");
+        assert_eq!(short(2.5), "2.5");
+        assert_eq!(short(1000.0), "1,000");
+        assert_eq!(log_tick(20.0), "20");
+        assert_eq!(log_tick(30.0), "");
+        assert_eq!(log_tick(0.5), "0.5");
+    }
+}

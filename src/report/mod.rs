@@ -1,0 +1,8 @@
+//! Turning statistics into things people read and post: aligned plain-text tables that fit a
+//! mailing-list message, CSV and JSON for scripts, and SVG charts.
+
+pub mod comparisons;
+pub mod format;
+pub mod pivot;
+pub mod plot;
+pub mod table;

@@ -1,0 +1,165 @@
+//! Bars with CI whiskers, one per configuration (seeds/000's r/s and %sys per placement and
+//! rq_affinity): the whisker shows at a glance which bars could be the same.
+
+use plotters::prelude::*;
+
+use crate::report::format::short;
+
+use super::{check_finite, color, draw_err, padded_range, slots, PlotError, FONT, SIZE, WHISKER};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    pub label: String,
+    pub value: f64,
+    /// 95% CI (low, high) drawn as a whisker; `None` for n < 2.
+    pub ci: Option<(f64, f64)>,
+    /// Bars with the same group share a colour (e.g. the rq_affinity level).
+    pub group: usize,
+    /// Marked with `*` after the label when the configuration has outliers.
+    pub outliers: bool,
+}
+
+pub fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<String, PlotError> {
+    if bars.is_empty() {
+        return Err(PlotError::NoData("no bars given".into()));
+    }
+    check_finite(
+        "bars",
+        bars.iter()
+            .flat_map(|b| [Some(b.value), b.ci.map(|c| c.0), b.ci.map(|c| c.1)])
+            .flatten(),
+    )?;
+    let lo = bars
+        .iter()
+        .map(|b| b.ci.map_or(b.value, |c| c.0.min(b.value)))
+        .fold(f64::INFINITY, f64::min);
+    let hi = bars
+        .iter()
+        .map(|b| b.ci.map_or(b.value, |c| c.1.max(b.value)))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (y0, y1) = padded_range(lo, hi, true);
+    let labels: Vec<String> = bars
+        .iter()
+        .map(|b| format!("{}{}", b.label, if b.outliers { "*" } else { "" }))
+        .collect();
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(slots(bars.len()).into_segmented(), y0..y1)
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(bars.len())
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_label_formatter(&|v| short(*v))
+            .y_desc(y_label)
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(draw_err)?;
+        chart
+            .draw_series(bars.iter().enumerate().map(|(i, b)| {
+                let mut r = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), b.value),
+                    ],
+                    color(b.group).filled(),
+                );
+                r.set_margin(0, 0, 8, 8);
+                r
+            }))
+            .map_err(draw_err)?;
+        let whisker = WHISKER.stroke_width(2);
+        for (i, b) in bars.iter().enumerate() {
+            let Some((lo, hi)) = b.ci else { continue };
+            let x = SegmentValue::CenterOf(i);
+            chart
+                .draw_series([PathElement::new(
+                    vec![(x.clone(), lo), (x.clone(), hi)],
+                    whisker,
+                )])
+                .map_err(draw_err)?;
+            chart
+                .draw_series([lo, hi].map(|y| {
+                    EmptyElement::at((x.clone(), y))
+                        + PathElement::new(vec![(-7, 0), (7, 0)], whisker)
+                }))
+                .map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::svg_check::*;
+    use super::*;
+
+    fn bar(label: &str, value: f64, group: usize) -> Bar {
+        Bar {
+            label: label.into(),
+            value,
+            ci: Some((value * 0.97, value * 1.03)),
+            group,
+            outliers: label == "far/rq=1",
+        }
+    }
+
+    #[test]
+    fn one_rect_per_bar_and_whiskers_and_labels() {
+        let bars = vec![
+            bar("on/rq=0", 69112.0, 0),
+            bar("near/rq=0", 70210.0, 0),
+            bar("far/rq=0", 66050.0, 0),
+            bar("on/rq=1", 69000.0, 1),
+            bar("near/rq=1", 71000.0, 1),
+            Bar {
+                ci: None,
+                ..bar("far/rq=1", 64000.0, 1)
+            },
+        ];
+        let svg = bars_with_ci("r/s by placement and rq_affinity", "r/s [IO/s]", &bars).unwrap();
+        let doc = parse(&svg);
+        assert_eq!(rects_filled(&doc, color(0)), 3);
+        assert_eq!(rects_filled(&doc, color(1)), 3);
+        let texts = texts(&doc);
+        for l in ["on/rq=0", "near/rq=1", "far/rq=1*", "r/s [IO/s]"] {
+            assert!(texts.iter().any(|t| t == l), "label {l} missing: {texts:?}");
+        }
+        // 5 bars with a CI: a vertical line and two caps each.
+        assert_eq!(stroked(&doc, "polyline", WHISKER), 15);
+    }
+
+    #[test]
+    fn a_single_bar_with_markup_characters_still_gives_valid_xml() {
+        let svg = bars_with_ci("a <b> & c", "y", &[bar("rw=r&w", 5.0, 2)]).unwrap();
+        let doc = parse(&svg);
+        assert_eq!(rects_filled(&doc, color(2)), 1);
+        assert!(texts(&doc).iter().any(|t| t == "rw=r&w"));
+    }
+
+    #[test]
+    fn empty_and_nan_are_errors() {
+        assert!(matches!(
+            bars_with_ci("t", "y", &[]),
+            Err(PlotError::NoData(_))
+        ));
+        let nan = bar("x", f64::NAN, 0);
+        assert!(matches!(
+            bars_with_ci("t", "y", &[nan]),
+            Err(PlotError::BadInput { .. })
+        ));
+    }
+}

@@ -1,0 +1,132 @@
+//! Per-CPU time breakdown as stacked bars (usr, sys, irq, softirq, iowait, idle...): shows
+//! which CPU pays for the I/O and in which currency, e.g. the softirq time that follows an
+//! IRQ's affinity in seeds/000 and seeds/002.
+
+use plotters::prelude::*;
+
+use super::{check_finite, color, draw_err, slots, PlotError, FONT, SIZE};
+
+/// `shares[cpu][category]` in percent of that CPU's time (each row sums to about 100).
+pub fn cpu_breakdown(
+    title: &str,
+    cpus: &[u32],
+    categories: &[&str],
+    shares: &[Vec<f64>],
+) -> Result<String, PlotError> {
+    if cpus.is_empty() || categories.is_empty() {
+        return Err(PlotError::NoData(
+            "no CPUs or no time categories given".into(),
+        ));
+    }
+    if shares.len() != cpus.len() {
+        return Err(PlotError::BadInput {
+            what: "the CPU time breakdown".into(),
+            reason: format!("{} CPUs but {} rows of shares", cpus.len(), shares.len()),
+        });
+    }
+    for (cpu, row) in cpus.iter().zip(shares) {
+        if row.len() != categories.len() {
+            return Err(PlotError::BadInput {
+                what: format!("cpu{cpu}"),
+                reason: format!("{} shares for {} categories", row.len(), categories.len()),
+            });
+        }
+        check_finite(&format!("cpu{cpu}"), row.iter().copied())?;
+        if let Some(v) = row.iter().find(|v| **v < 0.0) {
+            return Err(PlotError::BadInput {
+                what: format!("cpu{cpu}"),
+                reason: format!("negative share {v}"),
+            });
+        }
+    }
+    let top = shares
+        .iter()
+        .map(|r| r.iter().sum::<f64>())
+        .fold(100.0f64, f64::max);
+    let labels: Vec<String> = cpus.iter().map(|c| format!("cpu{c}")).collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (FONT, 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(slots(cpus.len()).into_segmented(), 0.0..top * 1.02)
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(cpus.len().min(64))
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .y_desc("CPU time [%]")
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(draw_err)?;
+        for (k, name) in categories.iter().enumerate() {
+            let c = color(k);
+            chart
+                .draw_series(shares.iter().enumerate().map(|(i, row)| {
+                    let below: f64 = row[..k].iter().sum();
+                    let mut r = Rectangle::new(
+                        [
+                            (SegmentValue::Exact(i), below),
+                            (SegmentValue::Exact(i + 1), below + row[k]),
+                        ],
+                        c.filled(),
+                    );
+                    r.set_margin(0, 0, 6, 6);
+                    r
+                }))
+                .map_err(draw_err)?
+                .label(name.to_string())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .label_font((FONT, 13))
+            .draw()
+            .map_err(draw_err)?;
+        root.present().map_err(draw_err)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::svg_check::*;
+    use super::*;
+
+    #[test]
+    fn one_segment_per_cpu_and_category_plus_legend() {
+        let cats = ["usr", "sys", "irq", "softirq", "iowait", "idle"];
+        let shares = vec![
+            vec![10.0, 35.0, 5.0, 30.0, 0.0, 20.0],
+            vec![12.0, 8.0, 0.0, 1.0, 2.0, 77.0],
+        ];
+        let svg = cpu_breakdown("CPU time during randread", &[0, 1], &cats, &shares).unwrap();
+        let doc = parse(&svg);
+        for (k, cat) in cats.iter().enumerate() {
+            // two CPUs + one legend swatch each
+            assert_eq!(rects_filled(&doc, color(k)), 3, "category {cat}");
+        }
+        let texts = texts(&doc);
+        for l in ["cpu0", "cpu1", "softirq", "CPU time [%]"] {
+            assert!(texts.iter().any(|t| t == l), "{l} missing: {texts:?}");
+        }
+    }
+
+    #[test]
+    fn mismatched_rows_name_the_cpu() {
+        let err = cpu_breakdown("t", &[0, 3], &["usr"], &[vec![1.0], vec![]]).unwrap_err();
+        assert!(err.to_string().contains("cpu3"), "{err}");
+        assert!(cpu_breakdown("t", &[], &["usr"], &[]).is_err());
+    }
+}

@@ -1,0 +1,209 @@
+//! Per-CPU interrupt rate over time as a heatmap (seeds/002): cumulative counts in
+//! /proc/interrupts hide that heavy IRQs pile onto one CPU; a row per CPU and a column per
+//! sampling interval shows the pile-up and when it moved.
+
+use plotters::prelude::*;
+
+use crate::report::format::{number, short};
+
+use super::{draw_err, slots, PlotError, FONT, SIZE};
+
+/// Rates per CPU and interval. `times_s` holds the interval boundaries (seconds since the
+/// start), so it is one longer than each row of `rates`. `None` is "no value" (a counter
+/// that went backwards, a CPU that was offline) and is drawn grey.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateGrid {
+    pub cpus: Vec<u32>,
+    pub times_s: Vec<f64>,
+    pub rates: Vec<Vec<Option<f64>>>,
+}
+
+/// Colour for a rate from 0 (white) to `max` (dark red), linear.
+pub fn heat(value: f64, max: f64) -> RGBColor {
+    let f = if max > 0.0 {
+        (value / max).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let lerp = |a: f64, b: f64| (a + (b - a) * f).round() as u8;
+    RGBColor(lerp(255.0, 153.0), lerp(255.0, 0.0), lerp(255.0, 13.0))
+}
+
+/// "No value" cells.
+pub const MISSING: RGBColor = RGBColor(0xBB, 0xBB, 0xBB);
+
+pub fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<String, PlotError> {
+    validate(grid)?;
+    let max = grid
+        .rates
+        .iter()
+        .flatten()
+        .flatten()
+        .fold(0.0f64, |m, &v| m.max(v));
+    let (t0, t1) = (grid.times_s[0], *grid.times_s.last().expect("validated"));
+    let ncpu = grid.cpus.len();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (main, legend) = root.split_horizontally(SIZE.0 - 110);
+        let cpu_labels: Vec<String> = grid.cpus.iter().map(|c| format!("cpu{c}")).collect();
+        let mut chart = ChartBuilder::on(&main)
+            .caption(title, (FONT, 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(t0..t1, slots(ncpu).into_segmented())
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("time [s]")
+            .x_label_formatter(&|v| short(*v))
+            .y_labels(ncpu.min(64))
+            .y_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => cpu_labels.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(draw_err)?;
+        for (row, rates) in grid.rates.iter().enumerate() {
+            chart
+                .draw_series(rates.iter().enumerate().map(|(j, r)| {
+                    let fill = r.map_or(MISSING, |v| heat(v, max));
+                    Rectangle::new(
+                        [
+                            (grid.times_s[j], SegmentValue::Exact(row)),
+                            (grid.times_s[j + 1], SegmentValue::Exact(row + 1)),
+                        ],
+                        fill.filled(),
+                    )
+                }))
+                .map_err(draw_err)?;
+        }
+        draw_scale(&legend, max, unit)?;
+        root.present().map_err(draw_err)?;
+    }
+    Ok(svg)
+}
+
+fn validate(grid: &RateGrid) -> Result<(), PlotError> {
+    let bad = |reason: String| PlotError::BadInput {
+        what: "the interrupt-rate grid".into(),
+        reason,
+    };
+    if grid.cpus.is_empty() || grid.times_s.len() < 2 {
+        return Err(PlotError::NoData(
+            "the interrupt-rate grid needs at least one CPU and one interval".into(),
+        ));
+    }
+    if grid.rates.len() != grid.cpus.len() {
+        return Err(bad(format!(
+            "{} CPUs but {} rows of rates",
+            grid.cpus.len(),
+            grid.rates.len()
+        )));
+    }
+    let increasing =
+        grid.times_s.iter().all(|t| t.is_finite()) && grid.times_s.windows(2).all(|w| w[0] < w[1]);
+    if !increasing {
+        return Err(bad("interval boundaries must be finite and increase".into()));
+    }
+    let m = grid.times_s.len() - 1;
+    for (cpu, row) in grid.cpus.iter().zip(&grid.rates) {
+        if row.len() != m {
+            return Err(bad(format!(
+                "cpu{cpu} has {} rates for {m} intervals",
+                row.len()
+            )));
+        }
+        if let Some(v) = row.iter().flatten().find(|v| !v.is_finite() || **v < 0.0) {
+            return Err(bad(format!("cpu{cpu} has rate {v}; use None for no value")));
+        }
+    }
+    Ok(())
+}
+
+/// A vertical colour bar from 0 to `max` with its two end labels.
+fn draw_scale(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    max: f64,
+    unit: &str,
+) -> Result<(), PlotError> {
+    const STEPS: i32 = 20;
+    let (top, bottom, x0, x1) = (60, 400, 20, 45);
+    let step_h = (bottom - top) / STEPS;
+    for s in 0..STEPS {
+        let f = (s as f64 + 0.5) / STEPS as f64;
+        let y = bottom - (s + 1) * step_h;
+        area.draw(&Rectangle::new(
+            [(x0, y), (x1, y + step_h)],
+            heat(f * max, max).filled(),
+        ))
+        .map_err(draw_err)?;
+    }
+    let style = (FONT, 12).into_font();
+    area.draw(&Text::new(number(max), (x1 + 4, top - 6), style.clone()))
+        .map_err(draw_err)?;
+    area.draw(&Text::new(
+        "0".to_string(),
+        (x1 + 4, bottom - 6),
+        style.clone(),
+    ))
+    .map_err(draw_err)?;
+    area.draw(&Text::new(unit.to_string(), (x0, top - 30), style))
+        .map_err(draw_err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::svg_check::*;
+    use super::*;
+
+    #[test]
+    fn one_cell_per_cpu_and_interval_and_a_scale() {
+        let grid = RateGrid {
+            cpus: vec![0, 1, 2, 3],
+            times_s: vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+            rates: vec![
+                vec![Some(90_000.0); 5],
+                vec![Some(100.0), Some(120.0), None, Some(90.0), Some(80.0)],
+                vec![Some(0.0); 5],
+                vec![Some(50.0); 5],
+            ],
+        };
+        let svg = irq_heatmap("interrupts per CPU", "IRQ/s", &grid).unwrap();
+        let doc = parse(&svg);
+        assert_eq!(rects_filled(&doc, heat(90_000.0, 90_000.0)), 5);
+        assert_eq!(rects_filled(&doc, MISSING), 1);
+        // 20 cells of 4 CPUs x 5 intervals, 20 steps of the colour scale, 1 background.
+        let rects = doc.descendants().filter(|n| n.has_tag_name("rect")).count();
+        assert_eq!(rects, 20 + 20 + 1);
+        let texts = texts(&doc);
+        for l in ["cpu0", "cpu3", "90,000", "IRQ/s", "time [s]"] {
+            assert!(texts.iter().any(|t| t == l), "{l} missing: {texts:?}");
+        }
+    }
+
+    #[test]
+    fn shape_errors_name_the_cpu() {
+        let grid = RateGrid {
+            cpus: vec![0, 7],
+            times_s: vec![0.0, 1.0, 2.0],
+            rates: vec![vec![Some(1.0); 2], vec![Some(1.0)]],
+        };
+        let err = irq_heatmap("t", "IRQ/s", &grid).unwrap_err();
+        assert!(err.to_string().contains("cpu7"), "{err}");
+        let empty = RateGrid {
+            cpus: vec![],
+            times_s: vec![],
+            rates: vec![],
+        };
+        assert!(matches!(
+            irq_heatmap("t", "u", &empty),
+            Err(PlotError::NoData(_))
+        ));
+    }
+}

@@ -1,0 +1,212 @@
+//! A metric against a numeric factor, one line per variant (seeds/004: aggregated
+//! throughput vs block size, stock vs backported kernel), with each point's CI as a
+//! whisker so crossing lines can be told from noise.
+
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::report::format::{log_tick, short};
+
+use super::{check_finite, color, draw_err, padded_range, PlotError, FONT, SIZE, WHISKER};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesPoint {
+    pub x: f64,
+    pub y: f64,
+    /// 95% CI of y; drawn as a whisker.
+    pub ci: Option<(f64, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<SeriesPoint>,
+}
+
+/// `log_x` suits factors that double (block sizes, queue depths); it needs x > 0.
+pub fn metric_vs_factor(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    log_x: bool,
+) -> Result<String, PlotError> {
+    let points: Vec<&SeriesPoint> = series.iter().flat_map(|s| &s.points).collect();
+    if points.is_empty() {
+        return Err(PlotError::NoData("no series with points given".into()));
+    }
+    for s in series {
+        check_finite(
+            &format!("series {:?}", s.name),
+            s.points.iter().flat_map(|p| {
+                [Some(p.x), Some(p.y), p.ci.map(|c| c.0), p.ci.map(|c| c.1)]
+                    .into_iter()
+                    .flatten()
+            }),
+        )?;
+    }
+    let (xmin, xmax) = min_max(points.iter().map(|p| p.x));
+    if log_x && xmin <= 0.0 {
+        return Err(PlotError::BadInput {
+            what: x_label.into(),
+            reason: format!("a log scale needs x > 0, got {xmin}"),
+        });
+    }
+    let (ylo, yhi) = min_max(points.iter().flat_map(|p| {
+        let (lo, hi) = p.ci.unwrap_or((p.y, p.y));
+        [lo.min(p.y), hi.max(p.y)]
+    }));
+    let (y0, y1) = padded_range(ylo, yhi, ylo >= 0.0);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        if log_x {
+            let (x0, x1) = (xmin / 1.3, xmax * 1.3);
+            let chart = builder(&root, title)
+                .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+                .map_err(draw_err)?;
+            draw(chart, x_label, y_label, series, log_tick)?;
+        } else {
+            let (x0, x1) = padded_range(xmin, xmax, false);
+            let chart = builder(&root, title)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(draw_err)?;
+            draw(chart, x_label, y_label, series, short)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    Ok(svg)
+}
+
+fn builder<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, (FONT, 20))
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70);
+    b
+}
+
+fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    })
+}
+
+/// The drawing shared by the linear and the log x axis.
+fn draw<'a, X>(
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    x_tick: fn(f64) -> String,
+) -> Result<(), PlotError>
+where
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_label_formatter(&|v| x_tick(*v))
+        .y_label_formatter(&|v| short(*v))
+        .label_style((FONT, 13))
+        .draw()
+        .map_err(draw_err)?;
+    for (i, s) in series.iter().enumerate() {
+        let c = color(i);
+        let mut pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(draw_err)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(draw_err)?;
+        let whisker = WHISKER.stroke_width(1);
+        for p in &s.points {
+            let Some((lo, hi)) = p.ci else { continue };
+            chart
+                .draw_series([PathElement::new(vec![(p.x, lo), (p.x, hi)], whisker)])
+                .map_err(draw_err)?;
+            chart
+                .draw_series([lo, hi].map(|y| {
+                    EmptyElement::at((p.x, y)) + PathElement::new(vec![(-5, 0), (5, 0)], whisker)
+                }))
+                .map_err(draw_err)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FONT, 13))
+        .draw()
+        .map_err(draw_err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::svg_check::*;
+    use super::*;
+
+    fn series(name: &str, scale: f64) -> Series {
+        Series {
+            name: name.into(),
+            points: [4.0f64, 16.0, 64.0, 256.0, 1024.0]
+                .iter()
+                .map(|&bs| {
+                    let y = scale * 100.0 * bs.ln();
+                    SeriesPoint {
+                        x: bs,
+                        y,
+                        ci: Some((y * 0.95, y * 1.05)),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn one_line_per_variant_with_legend_and_whiskers() {
+        let s = [series("stock", 1.0), series("backport", 1.3)];
+        for log_x in [true, false] {
+            let svg = metric_vs_factor("throughput vs bs", "bs [KiB]", "MB/s", &s, log_x).unwrap();
+            let doc = parse(&svg);
+            // One data line per series plus one legend sample line per series.
+            assert_eq!(stroked(&doc, "polyline", color(0)), 2, "log_x={log_x}");
+            assert_eq!(stroked(&doc, "polyline", color(1)), 2);
+            let circles = doc
+                .descendants()
+                .filter(|n| n.has_tag_name("circle"))
+                .count();
+            assert_eq!(circles, 10);
+            assert_eq!(stroked(&doc, "polyline", WHISKER), 30);
+            let texts = texts(&doc);
+            assert!(texts.iter().any(|t| t == "stock"));
+            assert!(texts.iter().any(|t| t == "backport"));
+            assert!(texts.iter().any(|t| t == "bs [KiB]"));
+        }
+    }
+
+    #[test]
+    fn log_scale_rejects_zero_and_empty_is_an_error() {
+        let mut s = series("a", 1.0);
+        s.points[0].x = 0.0;
+        let err = metric_vs_factor("t", "qd", "y", &[s], true).unwrap_err();
+        assert!(err.to_string().contains("x > 0"), "{err}");
+        assert!(matches!(
+            metric_vs_factor("t", "x", "y", &[], false),
+            Err(PlotError::NoData(_))
+        ));
+    }
+}

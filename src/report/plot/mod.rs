@@ -1,0 +1,152 @@
+//! SVG charts of the kinds people post with performance results: bars with CI whiskers per
+//! configuration, a metric against a numeric factor with one line per variant, latency
+//! CDFs from merged fio histograms, per-CPU interrupt-rate heatmaps and per-CPU time
+//! breakdowns.
+//!
+//! SVG only, on purpose: plotters' SVG backend writes `<text>` elements and lets the viewer
+//! pick the font, so no font file is loaded or embedded and the charts inline into an
+//! offline HTML report. (PNG would need a rasteriser plus an embedded font; see
+//! notes/crates.md.) Every function takes plain data and returns the SVG document as a
+//! `String`; empty or non-finite input is an error that names what is missing.
+
+mod bars;
+mod cpu_breakdown;
+mod heatmap;
+mod latency;
+mod lines;
+
+pub use bars::{bars_with_ci, Bar};
+pub use cpu_breakdown::cpu_breakdown;
+pub use heatmap::{irq_heatmap, RateGrid};
+pub use latency::latency_cdf;
+pub use lines::{metric_vs_factor, Series, SeriesPoint};
+
+use plotters::style::RGBColor;
+use thiserror::Error;
+
+#[derive(Debug, Error, PartialEq)]
+pub enum PlotError {
+    #[error("nothing to plot: {0}")]
+    NoData(String),
+    #[error("cannot plot {what}: {reason}")]
+    BadInput { what: String, reason: String },
+    #[error("drawing the chart failed: {0}")]
+    Draw(String),
+}
+
+pub(crate) fn draw_err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError::Draw(e.to_string())
+}
+
+/// Chart size in SVG pixels; wide enough for 8-12 labelled bars.
+pub const SIZE: (u32, u32) = (800, 480);
+
+/// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
+pub const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x00, 0x72, 0xB2),
+    RGBColor(0xE6, 0x9F, 0x00),
+    RGBColor(0x00, 0x9E, 0x73),
+    RGBColor(0xD5, 0x5E, 0x00),
+    RGBColor(0xCC, 0x79, 0xA7),
+    RGBColor(0x56, 0xB4, 0xE9),
+    RGBColor(0xF0, 0xE4, 0x42),
+    RGBColor(0x00, 0x00, 0x00),
+];
+
+/// CI whiskers and bands: dark grey, distinct from the black axes.
+pub const WHISKER: RGBColor = RGBColor(0x33, 0x33, 0x33);
+
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+pub(crate) const FONT: &str = "sans-serif";
+
+/// Rejects NaN/infinite values, naming the series and position.
+pub(crate) fn check_finite(
+    what: &str,
+    values: impl IntoIterator<Item = f64>,
+) -> Result<(), PlotError> {
+    for (i, v) in values.into_iter().enumerate() {
+        if !v.is_finite() {
+            return Err(PlotError::BadInput {
+                what: what.into(),
+                reason: format!("value {i} is {v}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A segmented axis with exactly `n` slots: plotters' integer ranges include their end, so
+/// `0..n` would leave an empty slot after the last bar. One bar still gets two slots
+/// (a zero-length range has no scale).
+pub(crate) fn slots(n: usize) -> std::ops::Range<usize> {
+    0..n.saturating_sub(1).max(1)
+}
+
+/// A value range with some headroom, always including 0 for quantities drawn from 0 (bars).
+pub(crate) fn padded_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = if include_zero {
+        (lo.min(0.0), hi.max(0.0))
+    } else {
+        (lo, hi)
+    };
+    if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+        lo -= 1.0;
+        hi += 1.0;
+    }
+    let pad = 0.08 * (hi - lo);
+    (
+        if include_zero && lo == 0.0 {
+            0.0
+        } else {
+            lo - pad
+        },
+        hi + pad,
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod svg_check {
+    //! Test helpers: parse the SVG as XML and count what was drawn.
+
+    pub fn parse(svg: &str) -> roxmltree::Document<'_> {
+        roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("not XML: {e}\n{svg}"))
+    }
+
+    /// Rectangles filled with `rgb` (plotters writes `fill="#RRGGBB"`).
+    pub fn rects_filled(doc: &roxmltree::Document<'_>, rgb: plotters::style::RGBColor) -> usize {
+        let hex = format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2);
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect"))
+            .filter(|n| {
+                n.attribute("fill")
+                    .is_some_and(|f| f.eq_ignore_ascii_case(&hex))
+            })
+            .count()
+    }
+
+    /// Elements of any kind stroked with `rgb` (lines, polylines).
+    pub fn stroked(
+        doc: &roxmltree::Document<'_>,
+        tag: &str,
+        rgb: plotters::style::RGBColor,
+    ) -> usize {
+        let hex = format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2);
+        doc.descendants()
+            .filter(|n| n.has_tag_name(tag))
+            .filter(|n| {
+                n.attribute("stroke")
+                    .is_some_and(|f| f.eq_ignore_ascii_case(&hex))
+            })
+            .count()
+    }
+
+    pub fn texts(doc: &roxmltree::Document<'_>) -> Vec<String> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| n.text().unwrap_or("").trim().to_string())
+            .collect()
+    }
+}

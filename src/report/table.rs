@@ -1,0 +1,349 @@
+//! A plain-text table that fits a mailing-list post, plus CSV and JSON of the same table.
+//!
+//! One `Table` value feeds all three emitters so `show`, `compare` and `report` print the
+//! same facts in every format. Text is ASCII, columns are aligned (numbers right, labels
+//! left), units sit in the headers, and a table wider than the limit (80 columns) is split
+//! into blocks that repeat the first column, the way people cut tables for email by hand.
+
+use serde_json::{json, Map, Value};
+
+use crate::stats::Summary;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    pub name: String,
+    /// Shown in brackets after the name: `read_iops [IO/s]`.
+    pub unit: Option<String>,
+    pub align: Align,
+}
+
+impl Column {
+    pub fn label(name: &str) -> Self {
+        Column {
+            name: name.into(),
+            unit: None,
+            align: Align::Left,
+        }
+    }
+    pub fn number(name: &str, unit: Option<&str>) -> Self {
+        Column {
+            name: name.into(),
+            unit: unit.map(Into::into),
+            align: Align::Right,
+        }
+    }
+    fn header(&self) -> String {
+        match &self.unit {
+            Some(u) => format!("{} [{u}]", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// One table cell. `Number` and `Stat` keep the value so CSV/JSON carry full precision
+/// while the text shows the formatted form.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Text(String),
+    Number {
+        value: f64,
+        text: String,
+    },
+    /// A summarised cell: text like `69,112 +-1.2%*`; CSV gets mean, CI and n columns,
+    /// JSON the whole summary.
+    Stat {
+        summary: Box<Summary>,
+        text: String,
+    },
+    Missing,
+}
+
+impl Cell {
+    pub fn text(s: impl Into<String>) -> Self {
+        Cell::Text(s.into())
+    }
+    pub fn number(value: f64) -> Self {
+        Cell::Number {
+            value,
+            text: super::format::number(value),
+        }
+    }
+    fn shown(&self) -> &str {
+        match self {
+            Cell::Text(t) | Cell::Number { text: t, .. } | Cell::Stat { text: t, .. } => t,
+            Cell::Missing => "-",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Table {
+    pub title: Option<String>,
+    pub columns: Vec<Column>,
+    pub rows: Vec<Vec<Cell>>,
+    /// Footnotes printed under the text table (legend for marks, method names).
+    pub notes: Vec<String>,
+}
+
+/// The width people expect a mail-friendly table to fit in.
+pub const MAX_WIDTH: usize = 80;
+const GAP: &str = "  ";
+
+impl Table {
+    pub fn new(columns: Vec<Column>) -> Self {
+        Table {
+            columns,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a row; a short row is padded with `Missing`, extra cells are an error in the
+    /// caller and are dropped rather than breaking the layout.
+    pub fn push(&mut self, mut row: Vec<Cell>) {
+        row.resize(self.columns.len(), Cell::Missing);
+        self.rows.push(row);
+    }
+
+    /// Renders the table as text no wider than `max_width` where possible: when it is
+    /// wider, the columns after the first are split into blocks, each repeating column 1.
+    pub fn render_text(&self, max_width: usize) -> String {
+        let widths: Vec<usize> = (0..self.columns.len())
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .map(|r| r[c].shown().len())
+                    .chain([self.columns[c].header().len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        if let Some(t) = &self.title {
+            out.push_str(t);
+            out.push('\n');
+        }
+        for (i, block) in column_blocks(&widths, max_width).iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            let line = |cells: Vec<String>| cells.join(GAP).trim_end().to_string() + "\n";
+            out.push_str(&line(
+                block
+                    .iter()
+                    .map(|&c| pad(&self.columns[c].header(), widths[c], self.columns[c].align))
+                    .collect(),
+            ));
+            out.push_str(&line(
+                block.iter().map(|&c| "-".repeat(widths[c])).collect(),
+            ));
+            for row in &self.rows {
+                out.push_str(&line(
+                    block
+                        .iter()
+                        .map(|&c| pad(row[c].shown(), widths[c], self.columns[c].align))
+                        .collect(),
+                ));
+            }
+        }
+        for n in &self.notes {
+            out.push_str(&wrap(n, max_width));
+        }
+        out
+    }
+
+    /// RFC 4180 CSV with a header row. Numbers at full precision; a `Stat` column becomes
+    /// four: mean, CI low, CI high and n.
+    pub fn to_csv(&self) -> String {
+        let mut header = Vec::new();
+        let stat_cols: Vec<bool> = (0..self.columns.len())
+            .map(|c| self.rows.iter().any(|r| matches!(r[c], Cell::Stat { .. })))
+            .collect();
+        for (c, col) in self.columns.iter().enumerate() {
+            let h = col.header();
+            if stat_cols[c] {
+                for suffix in ["mean", "ci_low", "ci_high", "n"] {
+                    header.push(format!("{h} {suffix}"));
+                }
+            } else {
+                header.push(h);
+            }
+        }
+        let mut out = csv_line(&header);
+        for row in &self.rows {
+            let mut fields = Vec::new();
+            for (c, cell) in row.iter().enumerate() {
+                match cell {
+                    Cell::Stat { summary, .. } => {
+                        let ci = summary.ci_mean;
+                        fields.push(summary.mean.to_string());
+                        fields.push(ci.map(|i| i.low.to_string()).unwrap_or_default());
+                        fields.push(ci.map(|i| i.high.to_string()).unwrap_or_default());
+                        fields.push(summary.n.to_string());
+                    }
+                    _ if stat_cols[c] => fields.extend(std::iter::repeat_n(String::new(), 4)),
+                    Cell::Number { value, .. } => fields.push(value.to_string()),
+                    Cell::Text(t) => fields.push(t.clone()),
+                    Cell::Missing => fields.push(String::new()),
+                }
+            }
+            out.push_str(&csv_line(&fields));
+        }
+        out
+    }
+
+    /// `{"title", "columns": [{"name", "unit"}], "rows": [{column name: value}], "notes"}`;
+    /// numbers are JSON numbers (non-finite ones null), `Stat` cells the whole summary.
+    pub fn to_json(&self) -> Value {
+        let columns: Vec<Value> = self
+            .columns
+            .iter()
+            .map(|c| json!({"name": c.name, "unit": c.unit}))
+            .collect();
+        let rows: Vec<Value> =
+            self.rows
+                .iter()
+                .map(|row| {
+                    let mut obj = Map::new();
+                    for (col, cell) in self.columns.iter().zip(row) {
+                        let v = match cell {
+                            Cell::Text(t) => Value::String(t.clone()),
+                            Cell::Number { value, .. } => serde_json::Number::from_f64(*value)
+                                .map_or(Value::Null, Value::Number),
+                            Cell::Stat { summary, .. } => {
+                                serde_json::to_value(summary).unwrap_or(Value::Null)
+                            }
+                            Cell::Missing => Value::Null,
+                        };
+                        obj.insert(col.name.clone(), v);
+                    }
+                    Value::Object(obj)
+                })
+                .collect();
+        json!({"title": self.title, "columns": columns, "rows": rows, "notes": self.notes})
+    }
+}
+
+/// Word-wraps a footnote to `width`, indenting continuation lines by two spaces.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.trim().is_empty() && line.len() + 1 + word.len() > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = "  ".to_string();
+        } else if !line.trim().is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
+
+fn pad(s: &str, width: usize, align: Align) -> String {
+    match align {
+        Align::Left => format!("{s:<width$}"),
+        Align::Right => format!("{s:>width$}"),
+    }
+}
+
+/// Groups column indices into blocks that fit `max_width`; column 0 is in every block.
+/// A single column wider than the limit still gets its own block (it cannot be cut).
+fn column_blocks(widths: &[usize], max_width: usize) -> Vec<Vec<usize>> {
+    if widths.is_empty() {
+        return vec![];
+    }
+    let mut blocks = vec![vec![0]];
+    let mut used = widths[0];
+    for (c, &w) in widths.iter().enumerate().skip(1) {
+        let last = blocks.last_mut().expect("non-empty");
+        if last.len() > 1 && used + GAP.len() + w > max_width {
+            blocks.push(vec![0, c]);
+            used = widths[0] + GAP.len() + w;
+        } else {
+            last.push(c);
+            used += GAP.len() + w;
+        }
+    }
+    blocks
+}
+
+fn csv_line(fields: &[String]) -> String {
+    let quoted: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            if f.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", f.replace('"', "\"\""))
+            } else {
+                f.clone()
+            }
+        })
+        .collect();
+    quoted.join(",") + "\r\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        let mut t = Table::new(vec![
+            Column::label("device"),
+            Column::number("read", Some("IO/s")),
+            Column::number("sys", Some("%")),
+        ]);
+        t.title = Some("two devices".into());
+        t.push(vec![
+            Cell::text("loop0"),
+            Cell::number(69112.0),
+            Cell::number(12.5),
+        ]);
+        t.push(vec![Cell::text("vda, \"virtio\""), Cell::number(1234.5)]);
+        t.notes.push("- = not measured".into());
+        t
+    }
+
+    #[test]
+    fn text_is_aligned_ascii_and_trimmed() {
+        let text = sample().render_text(MAX_WIDTH);
+        insta::assert_snapshot!(text);
+        assert!(text.is_ascii());
+        assert!(text.lines().all(|l| !l.ends_with(' ')));
+    }
+
+    #[test]
+    fn wide_tables_split_into_blocks_repeating_the_first_column() {
+        let mut cols = vec![Column::label("bs")];
+        for i in 0..8 {
+            cols.push(Column::number(&format!("variant-{i}"), Some("MB/s")));
+        }
+        let mut t = Table::new(cols);
+        for bs in ["4k", "64k"] {
+            let mut row = vec![Cell::text(bs)];
+            row.extend((0..8).map(|i| Cell::number(100.0 * i as f64 + 0.5)));
+            t.push(row);
+        }
+        let text = t.render_text(MAX_WIDTH);
+        assert!(text.lines().all(|l| l.len() <= MAX_WIDTH), "{text}");
+        assert_eq!(text.matches("bs ").count(), 2, "{text}");
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn csv_quotes_and_keeps_precision() {
+        insta::assert_snapshot!(sample().to_csv());
+    }
+
+    #[test]
+    fn json_has_typed_values() {
+        insta::assert_json_snapshot!(sample().to_json());
+    }
+}

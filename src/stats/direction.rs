@@ -1,0 +1,69 @@
+//! Which way is "better" for a metric, derived from its stable name (docs/architecture.md),
+//! so `compare` can say improved/regressed without a table that drifts from the metric list.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    HigherIsBetter,
+    LowerIsBetter,
+}
+
+impl Direction {
+    /// The direction of a metric named per docs/architecture.md; `None` for names that are
+    /// neither work done nor a cost (`dev_avg_rq_kb`, `dev_avg_qu_sz`) or unknown names,
+    /// where the caller must state a direction.
+    ///
+    /// Work done (`_iops`, `_bw_mbs`, `_mb_per_s`, the device's `dev_*_per_s`) is better
+    /// higher; latencies (`_us`, `_ms`, `await`) and CPU costs (`_pct`, except `idle_pct`)
+    /// are better lower. Interrupt rates (`irq_per_s`, `dev_irq_per_s`) count as a cost:
+    /// they are overhead, not work, and polling's win in seeds/003 is fewer ints/s.
+    pub fn for_metric(name: &str) -> Option<Direction> {
+        use Direction::*;
+        let lower = ["_us", "_ms", "await", "_pct", "irq_per_s"];
+        let higher = ["_iops", "_bw_mbs", "_mb_per_s", "_mbs", "_per_s"];
+        if name == "idle_pct" {
+            return Some(HigherIsBetter);
+        }
+        if name.contains("await") || lower.iter().any(|s| name.ends_with(s)) {
+            return Some(LowerIsBetter);
+        }
+        if higher.iter().any(|s| name.ends_with(s)) {
+            return Some(HigherIsBetter);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Direction::*;
+
+    #[test]
+    fn documented_metrics_have_the_documented_direction() {
+        for m in [
+            "read_iops",
+            "write_bw_mbs",
+            "dev_r_per_s",
+            "dev_rmb_per_s",
+            "idle_pct",
+        ] {
+            assert_eq!(Direction::for_metric(m), Some(HigherIsBetter), "{m}");
+        }
+        for m in [
+            "read_clat_p99_us",
+            "write_clat_stddev_us",
+            "sys_pct",
+            "fio_usr_pct",
+            "dev_r_await_ms",
+            "irq_per_s",
+            "dev_irq_per_s",
+        ] {
+            assert_eq!(Direction::for_metric(m), Some(LowerIsBetter), "{m}");
+        }
+        assert_eq!(Direction::for_metric("dev_avg_rq_kb"), None);
+        assert_eq!(Direction::for_metric("dev_avg_qu_sz"), None);
+    }
+}

@@ -1,0 +1,169 @@
+//! Completion-latency histograms from fio's json+ output (`clat_ns.bins`: `{ns: count}`).
+//!
+//! Percentiles cannot be averaged across runs or hosts; fio's bins can be summed, because
+//! every fio uses the same bucket boundaries and the keys are the buckets' values in ns.
+//! Merging is therefore exact, and percentiles of the merge are what fio itself would print
+//! for one run holding all the I/Os: the value of the first bucket whose cumulative count
+//! reaches p% of the total (fio's `calc_clat_percentiles`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::error::StatsError;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LatencyHistogram {
+    /// bucket value in ns -> number of I/Os
+    bins: BTreeMap<u64, u64>,
+}
+
+impl LatencyHistogram {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// From (ns, count) pairs; repeated keys add up.
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (u64, u64)>) -> Self {
+        let mut h = Self::new();
+        for (ns, count) in pairs {
+            h.add(ns, count);
+        }
+        h
+    }
+
+    /// From the JSON object fio writes under `clat_ns.bins` (string keys, integer counts).
+    /// Errors name the offending key.
+    pub fn from_fio_bins(bins: &serde_json::Value) -> Result<Self, StatsError> {
+        let bad = |reason: String| StatsError::InvalidParameter {
+            name: "clat_ns.bins",
+            reason,
+        };
+        let obj = bins
+            .as_object()
+            .ok_or_else(|| bad(format!("expected an object of {{ns: count}}, got {bins}")))?;
+        let mut h = Self::new();
+        for (key, value) in obj {
+            let ns: u64 = key
+                .parse()
+                .map_err(|_| bad(format!("key {key:?} is not a latency in ns")))?;
+            let count = value
+                .as_u64()
+                .ok_or_else(|| bad(format!("count of {key:?} is not a count: {value}")))?;
+            h.add(ns, count);
+        }
+        Ok(h)
+    }
+
+    pub fn add(&mut self, ns: u64, count: u64) {
+        if count > 0 {
+            *self.bins.entry(ns).or_insert(0) += count;
+        }
+    }
+
+    /// Adds every bucket of `other`: exact, because fio's bucket values are identical everywhere.
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        for (&ns, &count) in &other.bins {
+            self.add(ns, count);
+        }
+    }
+
+    /// Merge of many runs (repetitions, hosts).
+    pub fn merged<'a>(all: impl IntoIterator<Item = &'a LatencyHistogram>) -> Self {
+        let mut h = Self::new();
+        for x in all {
+            h.merge(x);
+        }
+        h
+    }
+
+    pub fn total(&self) -> u64 {
+        self.bins.values().sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bins.is_empty()
+    }
+
+    pub fn bins(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.bins.iter().map(|(&k, &v)| (k, v))
+    }
+
+    /// The `p`-th percentile (0 < p <= 100) in ns, as fio computes it; `None` when empty.
+    pub fn percentile(&self, p: f64) -> Option<u64> {
+        if !(p > 0.0 && p <= 100.0) {
+            return None;
+        }
+        let threshold = p / 100.0 * self.total() as f64;
+        let mut cumulative = 0u64;
+        for (&ns, &count) in &self.bins {
+            cumulative += count;
+            if cumulative as f64 >= threshold {
+                return Some(ns);
+            }
+        }
+        self.bins.keys().next_back().copied()
+    }
+
+    /// The empirical CDF as (ns, fraction of I/Os <= ns), one point per bucket.
+    pub fn cdf(&self) -> Vec<(u64, f64)> {
+        let total = self.total() as f64;
+        let mut cumulative = 0u64;
+        self.bins
+            .iter()
+            .map(|(&ns, &count)| {
+                cumulative += count;
+                (ns, cumulative as f64 / total)
+            })
+            .collect()
+    }
+
+    /// Mean latency in ns from the bucket values; `None` when empty.
+    pub fn mean(&self) -> Option<f64> {
+        let total = self.total();
+        (total > 0).then(|| {
+            self.bins
+                .iter()
+                .map(|(&ns, &c)| ns as f64 * c as f64)
+                .sum::<f64>()
+                / total as f64
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_is_exact_and_percentiles_follow_fio() {
+        let a = LatencyHistogram::from_pairs([(1000, 50), (2000, 40), (10_000, 10)]);
+        let b = LatencyHistogram::from_pairs([(1000, 50), (3000, 49), (50_000, 1)]);
+        let m = LatencyHistogram::merged([&a, &b]);
+        assert_eq!(m.total(), 200);
+        assert_eq!(m.percentile(50.0), Some(1000)); // 100 of 200 at 1000
+        assert_eq!(m.percentile(50.1), Some(2000));
+        assert_eq!(m.percentile(99.0), Some(10_000)); // 198 reached at 10_000 (50+40+49+... )
+        assert_eq!(m.percentile(99.9), Some(50_000));
+        assert_eq!(m.percentile(100.0), Some(50_000));
+        assert_eq!(m.cdf().last(), Some(&(50_000, 1.0)));
+    }
+
+    #[test]
+    fn empty_and_bad_input() {
+        let h = LatencyHistogram::new();
+        assert_eq!(h.percentile(50.0), None);
+        assert_eq!(h.mean(), None);
+        assert!(h.cdf().is_empty());
+        let bad = serde_json::json!({"12x": 3});
+        let err = LatencyHistogram::from_fio_bins(&bad).unwrap_err();
+        assert!(err.to_string().contains("12x"), "{err}");
+    }
+
+    #[test]
+    fn parses_fio_json_bins() {
+        let v = serde_json::json!({"1012": 3, "2048": 1});
+        let h = LatencyHistogram::from_fio_bins(&v).unwrap();
+        assert_eq!(h.bins().collect::<Vec<_>>(), vec![(1012, 3), (2048, 1)]);
+    }
+}

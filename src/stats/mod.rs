@@ -1,0 +1,31 @@
+//! Statistics that decide whether a difference between measurements is real.
+//!
+//! A table of means is not an answer (seeds/000, seeds/004): every number iolab shows carries
+//! its spread and a confidence interval, every comparison a p-value, an effect-size CI and a
+//! verdict that says `~` when the data cannot tell. This module works on plain `&[f64]`
+//! vectors so the store, the commands and the tests can all feed it without a database.
+//! Reference values for every routine here come from scipy (see
+//! `scripts/make-stats-fixtures.py` and `tests/fixtures/stats/`).
+
+pub mod adaptive;
+pub mod bootstrap;
+pub mod compare;
+pub mod direction;
+pub mod distributions;
+pub mod error;
+pub mod fdr;
+pub mod histogram;
+pub mod mann_whitney;
+pub mod order;
+pub mod summary;
+pub mod welch;
+
+pub use adaptive::{AdaptiveRule, CellProgress, CellStatus};
+pub use compare::{compare, CompareOptions, Comparison, Verdict};
+pub use direction::Direction;
+pub use error::StatsError;
+pub use fdr::benjamini_hochberg;
+pub use histogram::LatencyHistogram;
+pub use mann_whitney::{mann_whitney_u, MannWhitney, MwuMethod};
+pub use summary::{summarize, Summary};
+pub use welch::{welch_t_test, Welch};
