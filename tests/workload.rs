@@ -178,3 +178,57 @@ fn client_mode_separates_all_clients_and_names_hosts() {
     let c = r.total(Dir::Read).clat.unwrap();
     assert_eq!(c.percentile_source, PercentileSource::MergedBins);
 }
+
+fn fio_available() -> bool {
+    std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// fio itself accepts the job files iolab writes (placement, polling on and off, overrides).
+#[test]
+fn fio_parses_generated_job_files() {
+    use iolab::workload::JobBuilder;
+    if !fio_available() {
+        eprintln!("skipped: fio not on PATH");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = [
+        JobBuilder::new("plain")
+            .base([
+                ("rw", "randread"),
+                ("bs", "4k"),
+                ("time_based", "1"),
+                ("runtime", "1"),
+            ])
+            .filename("/dev/null"),
+        JobBuilder::new("pinned polled")
+            .base([("rw", "randread"), ("numjobs", "2")])
+            .set("readwrite", "read")
+            .filename("/dev/null")
+            .cpus(&[0], true)
+            .polling(true),
+        JobBuilder::new("not polled")
+            .base([("rw", "randread")])
+            .filename("/dev/null")
+            .polling(false),
+    ];
+    for (i, builder) in jobs.into_iter().enumerate() {
+        let spec = builder.build().unwrap();
+        let path = dir.path().join(format!("{i}.fio"));
+        std::fs::write(&path, spec.job_file()).unwrap();
+        let out = std::process::Command::new("fio")
+            .arg("--parse-only")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fio rejected:\n{}\n{}",
+            spec.job_file(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -3,5 +3,9 @@
 //! Nothing here knows about knobs, the store or the sampler; the run loop joins them.
 
 pub mod fio_json;
+pub mod job;
+pub mod options;
 
 pub use fio_json::{parse as parse_fio_json, Dir, FioJsonError, FioReport, JobResult};
+pub use job::{JobBuilder, JobError, JobSpec};
+pub use options::{OptionPolicy, Refusal};
