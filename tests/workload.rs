@@ -232,3 +232,212 @@ fn fio_parses_generated_job_files() {
         );
     }
 }
+
+mod real_fio {
+    //! `RealFio` against real fio: on a file in a temp dir (no root needed) for cancellation
+    //! and time limits, and on a scratch loop device over /dev/shm (root) for success and the
+    //! not-applicable classification of polling on a device that cannot poll.
+
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    use iolab::workload::{FioRunner, FioStatus, JobBuilder, RealFio};
+
+    use super::fio_available;
+
+    /// A loop device over a file in /dev/shm, detached and deleted on drop.
+    struct ScratchLoop {
+        device: String,
+        image: PathBuf,
+    }
+
+    impl ScratchLoop {
+        fn new(size_mb: u64) -> Option<Self> {
+            let image = PathBuf::from(format!(
+                "/dev/shm/iolab-test-workload-{}.img",
+                std::process::id()
+            ));
+            let f = std::fs::File::create(&image).ok()?;
+            f.set_len(size_mb << 20).ok()?;
+            let out = Command::new("losetup")
+                .args(["-f", "--show"])
+                .arg(&image)
+                .output()
+                .ok()?;
+            if !out.status.success() {
+                let _ = std::fs::remove_file(&image);
+                return None;
+            }
+            let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            Some(ScratchLoop { device, image })
+        }
+    }
+
+    impl Drop for ScratchLoop {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").args(["-d", &self.device]).status();
+            let _ = std::fs::remove_file(&self.image);
+        }
+    }
+
+    fn file_job(dir: &Path, runtime: &str) -> iolab::workload::JobSpec {
+        JobBuilder::new("file")
+            .cell_key("cell")
+            .base([
+                ("rw", "randread"),
+                ("bs", "4k"),
+                ("size", "8m"),
+                ("ioengine", "psync"),
+                ("time_based", "1"),
+                ("runtime", runtime),
+            ])
+            .filename(dir.join("data").to_str().unwrap())
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn cancel_stops_fio_gracefully_with_its_results() {
+        if !fio_available() {
+            eprintln!("skipped: fio not on PATH");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fio = RealFio {
+            work_dir: dir.path().to_path_buf(),
+            ..RealFio::default()
+        };
+        let cancel = fio.cancel.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            cancel.cancel();
+        });
+        let start = Instant::now();
+        let out = fio.run(&file_job(dir.path(), "60")).unwrap();
+        canceller.join().unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(out.status, FioStatus::Cancelled);
+        assert!(out
+            .command_line
+            .contains("--output-format=json+ --eta=never"));
+        assert!(out.job_file.contains("runtime=60"));
+        // The job file is removed; only fio's data file stays in the directory.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, ["data"]);
+    }
+
+    #[test]
+    fn time_limit_kills_a_run_that_overstays() {
+        if !fio_available() {
+            eprintln!("skipped: fio not on PATH");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fio = RealFio {
+            work_dir: dir.path().to_path_buf(),
+            time_limit: Some(Duration::from_secs(1)),
+            ..RealFio::default()
+        };
+        let out = fio.run(&file_job(dir.path(), "60")).unwrap();
+        match out.status {
+            FioStatus::Crash { reason } => assert!(reason.contains("within 1 s"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_missing_fio_binary_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fio = RealFio {
+            program: "/nonexistent/fio".into(),
+            work_dir: dir.path().to_path_buf(),
+            ..RealFio::default()
+        };
+        let e = fio.run(&file_job(dir.path(), "1")).unwrap_err();
+        assert!(format!("{e:#}").contains("/nonexistent/fio"));
+    }
+
+    #[test]
+    fn loop_device_reads_succeed_and_polling_is_not_applicable() {
+        if !iolab::sys::is_root() || !fio_available() {
+            eprintln!("skipped: needs root and fio");
+            return;
+        }
+        let Some(scratch) = ScratchLoop::new(64) else {
+            eprintln!("skipped: no loop device available");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let fio = RealFio {
+            work_dir: dir.path().to_path_buf(),
+            time_limit: Some(Duration::from_secs(30)),
+            ..RealFio::default()
+        };
+        let base = [
+            ("rw", "randread"),
+            ("bs", "4k"),
+            ("direct", "1"),
+            ("iodepth", "8"),
+            ("time_based", "1"),
+            ("runtime", "1"),
+        ];
+        let job = |polling: bool| {
+            JobBuilder::new("loop")
+                .base(base)
+                .filename(&scratch.device)
+                .cpus(&[0], false)
+                .polling(polling)
+                .build()
+                .unwrap()
+        };
+        let ok = fio.run(&job(false)).unwrap();
+        assert_eq!(ok.status, FioStatus::Success, "{}", ok.stderr);
+        let m: std::collections::BTreeMap<String, f64> =
+            ok.report.unwrap().metrics().into_iter().collect();
+        assert!(m["read_iops"] > 100.0, "{m:?}");
+        assert!(m.contains_key("read_clat_p99_us"));
+        let polled = fio.run(&job(true)).unwrap();
+        match polled.status {
+            FioStatus::NotApplicable { errno: 95, reason } => {
+                assert!(reason.contains("cannot poll"))
+            }
+            other => panic!("{other:?}\n{}", polled.stderr),
+        }
+    }
+}
+
+/// Replaying the real outputs classifies them as the real runner would.
+#[test]
+fn replay_of_real_outputs_is_classified() {
+    use iolab::workload::{Canned, FioRunner, FioStatus, JobBuilder, ReplayFio};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio");
+    let replay = ReplayFio::in_order([
+        Canned::from_files(&dir.join("randread_2jobs_jsonplus"), 0).unwrap(),
+        Canned::from_files(&dir.join("hipri_loop_jsonplus"), 1).unwrap(),
+    ]);
+    let job = |polling| {
+        JobBuilder::new("rr")
+            .base([("rw", "randread")])
+            .filename("/dev/loop0")
+            .polling(polling)
+            .build()
+            .unwrap()
+    };
+    let ok = replay.run(&job(false)).unwrap();
+    assert_eq!(ok.status, FioStatus::Success);
+    assert_eq!(ok.report.unwrap().jobs.len(), 2);
+    let na = replay.run(&job(true)).unwrap();
+    assert!(matches!(
+        na.status,
+        FioStatus::NotApplicable { errno: 95, .. }
+    ));
+    assert!(na.stderr.contains("Operation not supported"));
+}
