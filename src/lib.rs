@@ -6,5 +6,6 @@
 //! command.
 
 pub mod cli;
+pub mod experiment;
 pub mod sys;
 pub mod workload;
