@@ -10,7 +10,8 @@
 //! name = "rq_affinity vs placement"
 //! seed = 42
 //! repetitions = 5              # or { target_ci = 0.02, min = 3, max = 30 }
-//! warmup = true
+//! warmup = true                # one unrecorded run per cell before its first
+//! split_cpus = false           # true: one CPU of the placement per fio job clone
 //! [target]
 //! device = "default"           # a scratch loop device on /dev/shm; or "nvme0n1"
 //! size = "1G"
@@ -102,6 +103,9 @@ pub struct Experiment {
     /// Factors in file order; the matrix is the product of their levels.
     pub factors: Vec<Factor>,
     pub policy: OptionPolicy,
+    /// Give each of fio's `numjobs` clones its own CPU of the placement
+    /// (`cpus_allowed_policy=split`) instead of sharing them all.
+    pub split_cpus: bool,
 }
 
 impl Experiment {
@@ -172,6 +176,7 @@ const TOP_KEYS: &[&str] = &[
     "seed",
     "repetitions",
     "warmup",
+    "split_cpus",
     "allow_exec",
     "allow_unknown_fio_options",
     "target",
@@ -218,6 +223,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut seed = 0;
     let mut repetitions = Repetitions::Fixed(3);
     let mut warmup = false;
+    let mut split_cpus = false;
     let mut target = TargetSpec {
         device: TargetDevice::Scratch,
         size_bytes: DEFAULT_SCRATCH_BYTES,
@@ -240,6 +246,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 }
             }
             "warmup" => warmup = w.boolean(value).unwrap_or(false),
+            "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
             "allow_exec" | "allow_unknown_fio_options" => {}
             "target" => {
                 if let Some(t) = w.target(value) {
@@ -277,6 +284,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         workload,
         factors,
         policy,
+        split_cpus,
     })
 }
 

@@ -5,7 +5,9 @@
 
 pub mod factor;
 pub mod file;
+pub mod plan;
 pub mod queue_knobs;
 
 pub use factor::{Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement};
 pub use file::{load, parse, Experiment, ExperimentError, Repetitions, TargetDevice, TargetSpec};
+pub use plan::{cells, Cell, PlannedRun, Planner};
