@@ -2,4 +2,5 @@
 //! end to end through the built `iolab` binary.
 
 mod cli_basics;
+mod experiment;
 mod workload;

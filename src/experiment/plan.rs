@@ -153,6 +153,27 @@ impl Cell {
             .unwrap_or_default()
     }
 
+    /// How long one run of this cell should take (ramp_time + runtime), when fio is told a
+    /// runtime and `time_based`; for progress and ETA. `None` when fio decides by size.
+    pub fn nominal_seconds(&self, exp: &Experiment) -> Option<f64> {
+        let opts = self.fio_options(exp);
+        let get = |name: &str| {
+            opts.iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let time_based = get("time_based").is_some_and(|v| v.trim() != "0");
+        if !time_based {
+            return None;
+        }
+        let runtime = options::parse_duration_secs(get("runtime")?)?;
+        let ramp = get("ramp_time")
+            .and_then(options::parse_duration_secs)
+            .unwrap_or(0.0);
+        Some(runtime + ramp)
+    }
+
     /// Why this cell's workload writes, if it does.
     pub fn writes(&self, exp: &Experiment) -> Option<String> {
         let opts = self.fio_options(exp);
@@ -385,6 +406,13 @@ mod tests {
         assert!(!file.contains("cpus_allowed_policy"), "{file}");
         assert_eq!(job.cell_key, c.key);
         assert!(c.writes(&e).is_none());
+        assert_eq!(c.nominal_seconds(&e), None, "not time based");
+        let timed = parse(
+            "t.toml",
+            "name = \"t\"\n[workload]\nruntime = \"4s\"\nramp_time = 1\ntime_based = true\n",
+        )
+        .unwrap();
+        assert_eq!(cells(&timed)[0].nominal_seconds(&timed), Some(5.0));
     }
 
     #[test]

@@ -340,6 +340,25 @@ pub fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> Opti
     None
 }
 
+/// A fio time value in seconds: plain numbers are seconds; suffixes us, ms, s, m, h, d.
+pub fn parse_duration_secs(text: &str) -> Option<f64> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let number: f64 = t[..split].parse().ok()?;
+    let scale = match t[split..].trim() {
+        "" | "s" | "sec" => 1.0,
+        "us" | "usec" => 1e-6,
+        "ms" | "msec" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        _ => return None,
+    };
+    Some(number * scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,6 +459,15 @@ mod tests {
             ..DEFAULT
         };
         check_option("iodeph", "4", &newer).unwrap();
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_secs("10"), Some(10.0));
+        assert_eq!(parse_duration_secs("10s"), Some(10.0));
+        assert_eq!(parse_duration_secs("2m"), Some(120.0));
+        assert_eq!(parse_duration_secs("500ms"), Some(0.5));
+        assert_eq!(parse_duration_secs("1x"), None);
     }
 
     #[test]
