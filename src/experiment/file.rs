@@ -521,7 +521,18 @@ impl Walker<'_> {
                     }
                 }
                 "metric" => match self.nonempty_string(value, "metric") {
-                    Some(m) => metric = Some(m),
+                    Some(m) if super::metrics::is_known(&m) => metric = Some(m),
+                    Some(m) => {
+                        ok = false;
+                        let hint = closest(&m, super::metrics::known().iter().map(String::as_str))
+                            .map(|s| format!(" (did you mean `{s}`?)"))
+                            .unwrap_or_default();
+                        self.error(
+                            value.span(),
+                            format!("`{m}` is not a metric iolab records{hint}"),
+                            Some(super::metrics::known().join(", ")),
+                        );
+                    }
                     None => ok = false,
                 },
                 other => {
@@ -951,6 +962,28 @@ impl Walker<'_> {
                 );
             }
         }
+        if has(&FactorKind::Polling) {
+            for f in factors {
+                if let FactorKind::Fio { option } = &f.kind {
+                    if options::canonical(option) != "ioengine" {
+                        continue;
+                    }
+                    for level in &f.levels {
+                        if !POLLING_ENGINES.contains(&level.label.trim()) {
+                            self.diags.push(Diagnostic {
+                                line: f.line,
+                                column: 1,
+                                message: format!(
+                                    "ioengine level `{}` cannot poll, but `hipri` is a factor",
+                                    level.label
+                                ),
+                                allowed: Some(POLLING_ENGINES.join(", ")),
+                            });
+                        }
+                    }
+                }
+            }
+        }
         if has(&FactorKind::Placement) {
             for f in factors {
                 if let FactorKind::Fio { option } = &f.kind {
@@ -1081,6 +1114,12 @@ scheduler = ["none", "mq-deadline"]
         let errs = errors("name = \"n\"\nrepetitions = { target_ci = 0.1, min = 5, max = 4 }");
         assert!(
             errs[0].contains("min (5) is larger than max (4)"),
+            "{errs:?}"
+        );
+        let errs = errors("name = \"n\"\nrepetitions = { target_ci = 0.1, metric = \"read_iop\" }");
+        assert!(
+            errs[0]
+                .contains("`read_iop` is not a metric iolab records (did you mean `read_iops`?)"),
             "{errs:?}"
         );
         let errs = errors("name = \"n\"\nrepetitions = 0");

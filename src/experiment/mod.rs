@@ -5,6 +5,7 @@
 
 pub mod factor;
 pub mod file;
+pub mod metrics;
 pub mod plan;
 pub mod queue_knobs;
 

@@ -212,7 +212,9 @@ impl JobSpec {
         if !self.cell_key.is_empty() {
             out.push_str(&format!("; cell: {}\n", self.cell_key.replace('\n', " ")));
         }
-        out.push_str(&format!("[{}]\nfilename={}\n", self.name, self.filename));
+        // fio splits `filename` on ':' (several files); a colon in a path must be escaped.
+        let filename = self.filename.replace(':', "\\:");
+        out.push_str(&format!("[{}]\nfilename={filename}\n", self.name));
         for (n, v) in &self.options {
             out.push_str(&format!("{n}={v}\n"));
         }
@@ -313,6 +315,17 @@ mod tests {
             base().cpus(&[], false).build().unwrap_err(),
             JobError::EmptyCpuList
         );
+    }
+
+    #[test]
+    fn colons_in_the_target_are_escaped() {
+        let job = JobBuilder::new("x")
+            .filename("/dev/disk/by-path/pci-0000:00:04.0")
+            .build()
+            .unwrap();
+        assert!(job
+            .job_file()
+            .contains("filename=/dev/disk/by-path/pci-0000\\:00\\:04.0\n"));
     }
 
     #[test]
