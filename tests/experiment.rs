@@ -187,11 +187,18 @@ mod on_a_loop_device {
     }
 
     fn scratch() -> Option<ScratchLoop> {
+        scratch_of(64 << 20)
+    }
+
+    fn scratch_of(bytes: u64) -> Option<ScratchLoop> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
         let image = std::path::PathBuf::from(format!(
-            "/dev/shm/iolab-test-experiment-{}.img",
-            std::process::id()
+            "/dev/shm/iolab-test-experiment-{}-{}.img",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
         ));
-        std::fs::File::create(&image).ok()?.set_len(64 << 20).ok()?;
+        std::fs::File::create(&image).ok()?.set_len(bytes).ok()?;
         let out = Command::new("losetup")
             .args(["-f", "--show"])
             .arg(&image)
@@ -207,6 +214,28 @@ mod on_a_loop_device {
         })
     }
 
+    fn short(mut exp: experiment::Experiment) -> experiment::Experiment {
+        // Shorter runs: this checks the plumbing, not the numbers.
+        for (n, v) in exp.workload.iter_mut() {
+            if n == "runtime" {
+                *v = "1s".to_string();
+            } else if n == "ramp_time" {
+                *v = "0".to_string();
+            }
+        }
+        exp
+    }
+
+    fn fio() -> (RealFio, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let fio = RealFio {
+            work_dir: dir.path().to_path_buf(),
+            time_limit: Some(Duration::from_secs(30)),
+            ..RealFio::default()
+        };
+        (fio, dir)
+    }
+
     #[test]
     fn polling_example_cells_on_loop() {
         if !iolab::sys::is_root() || !super::fio_available() {
@@ -217,21 +246,8 @@ mod on_a_loop_device {
             eprintln!("skipped: no loop device");
             return;
         };
-        let mut exp = experiment::load(&super::root().join("examples/polling.toml")).unwrap();
-        // Shorter runs: this checks the plumbing, not the numbers.
-        for (n, v) in exp.workload.iter_mut() {
-            if n == "runtime" {
-                *v = "1s".to_string();
-            } else if n == "ramp_time" {
-                *v = "0".to_string();
-            }
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let fio = RealFio {
-            work_dir: dir.path().to_path_buf(),
-            time_limit: Some(Duration::from_secs(30)),
-            ..RealFio::default()
-        };
+        let exp = short(experiment::load(&super::root().join("examples/polling.toml")).unwrap());
+        let (fio, _dir) = fio();
         let mut seen = (0, 0);
         for cell in experiment::cells(&exp) {
             let job = cell.job(&exp, &dev.device, None).unwrap();
@@ -248,5 +264,51 @@ mod on_a_loop_device {
             }
         }
         assert_eq!(seen, (2, 2));
+    }
+
+    /// The first and last cell of every example run on a 1 GiB scratch device (the examples'
+    /// default size), with fio's figures in range. Knobs and placement are the run loop's
+    /// job; here fio runs unpinned under the device's current settings.
+    #[test]
+    fn every_examples_first_and_last_cell_run() {
+        if !iolab::sys::is_root() || !super::fio_available() {
+            eprintln!("skipped: needs root and fio");
+            return;
+        }
+        let Some(dev) = scratch_of(1 << 30) else {
+            eprintln!("skipped: no loop device");
+            return;
+        };
+        let (fio, _dir) = fio();
+        for path in super::examples() {
+            let exp = short(experiment::load(&path).unwrap());
+            let cells = experiment::cells(&exp);
+            for cell in [&cells[0], &cells[cells.len() - 1]] {
+                let out = fio
+                    .run(&cell.job(&exp, &dev.device, None).unwrap())
+                    .unwrap();
+                if cell.polling() == Some(true) {
+                    assert!(matches!(out.status, FioStatus::NotApplicable { .. }));
+                    continue;
+                }
+                assert_eq!(
+                    out.status,
+                    FioStatus::Success,
+                    "{} {}: {}",
+                    path.display(),
+                    cell.key,
+                    out.stderr
+                );
+                let m: std::collections::BTreeMap<String, f64> =
+                    out.report.unwrap().metrics().into_iter().collect();
+                assert!(
+                    m["read_bw_mbs"] > 1.0,
+                    "{} {}: {m:?}",
+                    path.display(),
+                    cell.key
+                );
+                assert_eq!(m["write_iops"], 0.0);
+            }
+        }
     }
 }
