@@ -6,7 +6,9 @@
 //! command.
 
 pub mod cli;
+pub mod experiment;
 pub mod placement;
 pub mod report;
 pub mod stats;
 pub mod sys;
+pub mod workload;

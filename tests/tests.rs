@@ -2,4 +2,6 @@
 //! end to end through the built `iolab` binary.
 
 mod cli_basics;
+mod experiment;
 mod stats;
+mod workload;

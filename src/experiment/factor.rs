@@ -1,0 +1,218 @@
+//! What an experiment varies: factors and their levels, as typed values. A level keeps both
+//! its meaning (a knob value, a placement, ...) and a label for cell keys and tables
+//! (`placement=far`). Placements are relative (`on`/`near`/`far` the device's interrupt) and
+//! are resolved to CPUs by the machine model at plan time; here they are only syntax.
+
+use std::fmt;
+
+/// Where fio runs, relative to the CPU that takes the device's interrupt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// No pinning: the scheduler decides.
+    Unpinned,
+    /// A CPU that takes the device's (queue's) interrupt.
+    On,
+    /// Another CPU sharing its cache, package or node.
+    Near,
+    /// A CPU on another node, or as far as the topology allows.
+    Far,
+    /// Any CPU of this NUMA node.
+    Node(u32),
+    /// Exactly these CPUs.
+    Cpus(Vec<u32>),
+}
+
+/// Where the device's movable interrupts go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IrqPlacement {
+    /// Leave the affinity as found.
+    Unchanged,
+    /// The CPUs of the device's own node.
+    OnNode,
+    /// CPUs as far from the device as the topology allows.
+    Far,
+    Node(u32),
+    Cpus(Vec<u32>),
+}
+
+/// The accepted spellings, for error messages.
+pub const PLACEMENT_ALLOWED: &str =
+    "\"on\", \"near\", \"far\", \"none\" (unpinned), \"node:N\", a CPU list such as \"0-3,6\", \
+     or an array of CPU numbers";
+pub const IRQ_ALLOWED: &str = "\"unchanged\", \"on-node\", \"far\", \"node:N\", a CPU list such \
+                               as \"0-3,6\", or an array of CPU numbers";
+
+/// Parses a kernel-style CPU list (`0-3,6,8-9`) into sorted, de-duplicated CPU numbers.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("`{part}` is not a CPU number or range (e.g. 0-3)");
+        if part.is_empty() {
+            return Err("empty entry in CPU list".to_string());
+        }
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: u32 = a.trim().parse().map_err(|_| bad())?;
+                let b: u32 = b.trim().parse().map_err(|_| bad())?;
+                if a > b || b - a > 65536 {
+                    return Err(format!("`{part}`: a range goes from low to high"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+fn parse_node(text: &str) -> Option<Result<u32, String>> {
+    let n = text.strip_prefix("node:")?;
+    Some(
+        n.trim()
+            .parse()
+            .map_err(|_| format!("`{text}`: node:N takes a node number")),
+    )
+}
+
+impl Placement {
+    pub fn parse(text: &str) -> Result<Placement, String> {
+        let t = text.trim();
+        match t {
+            "on" => Ok(Placement::On),
+            "near" => Ok(Placement::Near),
+            "far" => Ok(Placement::Far),
+            "none" | "unpinned" => Ok(Placement::Unpinned),
+            _ => {
+                if let Some(n) = parse_node(t) {
+                    return n.map(Placement::Node);
+                }
+                if t.starts_with(|c: char| c.is_ascii_digit()) {
+                    return parse_cpu_list(t).map(Placement::Cpus);
+                }
+                Err(format!("`{t}` is not a placement"))
+            }
+        }
+    }
+}
+
+impl IrqPlacement {
+    pub fn parse(text: &str) -> Result<IrqPlacement, String> {
+        let t = text.trim();
+        match t {
+            "unchanged" => Ok(IrqPlacement::Unchanged),
+            "on-node" => Ok(IrqPlacement::OnNode),
+            "far" => Ok(IrqPlacement::Far),
+            _ => {
+                if let Some(n) = parse_node(t) {
+                    return n.map(IrqPlacement::Node);
+                }
+                if t.starts_with(|c: char| c.is_ascii_digit()) {
+                    return parse_cpu_list(t).map(IrqPlacement::Cpus);
+                }
+                Err(format!("`{t}` is not an interrupt placement"))
+            }
+        }
+    }
+}
+
+fn cpus_label(cpus: &[u32]) -> String {
+    crate::workload::job::cpu_list(cpus)
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Placement::Unpinned => write!(f, "none"),
+            Placement::On => write!(f, "on"),
+            Placement::Near => write!(f, "near"),
+            Placement::Far => write!(f, "far"),
+            Placement::Node(n) => write!(f, "node:{n}"),
+            Placement::Cpus(c) => write!(f, "{}", cpus_label(c)),
+        }
+    }
+}
+
+impl fmt::Display for IrqPlacement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IrqPlacement::Unchanged => write!(f, "unchanged"),
+            IrqPlacement::OnNode => write!(f, "on-node"),
+            IrqPlacement::Far => write!(f, "far"),
+            IrqPlacement::Node(n) => write!(f, "node:{n}"),
+            IrqPlacement::Cpus(c) => write!(f, "{}", cpus_label(c)),
+        }
+    }
+}
+
+/// What kind of thing a factor varies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactorKind {
+    /// A queue attribute, by path under /sys/block/DEV/queue/ (`rq_affinity`, `iosched/...`).
+    QueueKnob { attribute: String },
+    /// io_uring `hipri` on or off.
+    Polling,
+    /// Where fio runs.
+    Placement,
+    /// Where the device's movable interrupts go.
+    IrqAffinity,
+    /// A plain fio option (bs, iodepth, numjobs, rw, ...).
+    Fio { option: String },
+}
+
+/// One level of a factor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LevelValue {
+    /// Text to write to the queue attribute.
+    Knob(String),
+    Polling(bool),
+    Placement(Placement),
+    Irq(IrqPlacement),
+    /// The fio option's value.
+    Fio(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Level {
+    /// How the level appears in cell keys and tables.
+    pub label: String,
+    pub value: LevelValue,
+}
+
+/// A factor as written in `[factors]`, with its levels in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Factor {
+    pub name: String,
+    pub kind: FactorKind,
+    pub levels: Vec<Level>,
+    /// Line of the factor in the experiment file (for later, model-time errors).
+    pub line: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-3,6, 2").unwrap(), vec![0, 1, 2, 3, 6]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+        assert!(parse_cpu_list("1,,2").is_err());
+    }
+
+    #[test]
+    fn placements_round_trip() {
+        for t in ["on", "near", "far", "none", "node:1", "0-2,5"] {
+            assert_eq!(Placement::parse(t).unwrap().to_string(), t);
+        }
+        assert_eq!(Placement::parse("unpinned").unwrap(), Placement::Unpinned);
+        assert!(Placement::parse("nearby").is_err());
+        assert!(Placement::parse("node:x").is_err());
+        for t in ["unchanged", "on-node", "far", "node:0", "1"] {
+            assert_eq!(IrqPlacement::parse(t).unwrap().to_string(), t);
+        }
+        assert!(IrqPlacement::parse("on").is_err());
+    }
+}

@@ -1,0 +1,1326 @@
+//! The experiment file (TOML): what to run, where, how often, and what to vary. Everything is
+//! checked here, before anything runs: unknown keys, empty or duplicate levels, impossible knob
+//! values, placements that are not placements, fio options that run code or bypass iolab's
+//! checks. Every problem is reported at once, each with file:line:column and what is allowed,
+//! because a user fixing a file wants the whole list, not one error per attempt. Whether this
+//! machine can realise a level (a scheduler that is not loaded, no IRQ to be `on`) is decided
+//! later, at plan time, by the machine model.
+//!
+//! ```toml
+//! name = "rq_affinity vs placement"
+//! seed = 42
+//! repetitions = 5              # or { target_ci = 0.02, min = 3, max = 30 }
+//! warmup = true                # one unrecorded run per cell before its first
+//! split_cpus = false           # true: one CPU of the placement per fio job clone
+//! [target]
+//! device = "default"           # a scratch loop device on /dev/shm; or "nvme0n1"
+//! size = "1G"
+//! [workload]                   # plain fio options
+//! rw = "randread"
+//! bs = "4k"
+//! [factors]
+//! rq_affinity = [0, 1, 2]
+//! placement = ["on", "near", "far"]
+//! ```
+
+use std::ops::Range;
+use std::path::Path;
+
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use super::factor::{
+    Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement, IRQ_ALLOWED, PLACEMENT_ALLOWED,
+};
+use super::queue_knobs;
+use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
+
+/// How many times each cell runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Repetitions {
+    Fixed(u32),
+    /// Run `min` rounds, then more rounds for the cells whose confidence interval (relative
+    /// half-width of the mean of `metric`) is still wider than `target_ci`, up to `max`.
+    Adaptive {
+        min: u32,
+        max: u32,
+        target_ci: f64,
+        metric: Option<String>,
+    },
+}
+
+impl Repetitions {
+    /// Rounds that always run.
+    pub fn min_rounds(&self) -> u32 {
+        match self {
+            Repetitions::Fixed(n) => *n,
+            Repetitions::Adaptive { min, .. } => *min,
+        }
+    }
+    /// Rounds that may run at most.
+    pub fn max_rounds(&self) -> u32 {
+        match self {
+            Repetitions::Fixed(n) => *n,
+            Repetitions::Adaptive { max, .. } => *max,
+        }
+    }
+}
+
+/// The device the workload runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetDevice {
+    /// A scratch loop device over a RAM-backed file, created and removed by iolab.
+    Scratch,
+    /// A named block device (`nvme0n1`, without /dev/).
+    Named(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSpec {
+    pub device: TargetDevice,
+    /// Size of the scratch device in bytes.
+    pub size_bytes: u64,
+}
+
+/// Size of the scratch device when `[target] size` is not given.
+pub const DEFAULT_SCRATCH_BYTES: u64 = 1 << 30;
+
+/// A validated experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    /// Where the text came from (a path, for messages).
+    pub source: String,
+    /// The file's text, stored with the experiment.
+    pub text: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub seed: u64,
+    pub repetitions: Repetitions,
+    pub warmup: bool,
+    pub target: TargetSpec,
+    /// Plain fio options in file order, values in fio's text form.
+    pub workload: Vec<(String, String)>,
+    /// Factors in file order; the matrix is the product of their levels.
+    pub factors: Vec<Factor>,
+    pub policy: OptionPolicy,
+    /// Give each of fio's `numjobs` clones its own CPU of the placement
+    /// (`cpus_allowed_policy=split`) instead of sharing them all.
+    pub split_cpus: bool,
+}
+
+impl Experiment {
+    pub fn factor(&self, name: &str) -> Option<&Factor> {
+        self.factors.iter().find(|f| f.name == name)
+    }
+
+    /// Why the base workload writes, if it does (a factor may still make a cell write).
+    pub fn workload_writes(&self) -> Option<String> {
+        options::writes(self.workload.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+    }
+}
+
+/// One problem in an experiment file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    /// What would have been accepted.
+    pub allowed: Option<String>,
+}
+
+/// Everything wrong with an experiment file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ExperimentError {
+    pub source_name: String,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl std::fmt::Display for ExperimentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, d) in self.diagnostics.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.source_name, d.line, d.column, d.message
+            )?;
+            if let Some(allowed) = &d.allowed {
+                write!(f, "\n    allowed: {allowed}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads and validates an experiment file.
+pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ExperimentError {
+        source_name: source.clone(),
+        diagnostics: vec![Diagnostic {
+            line: 0,
+            column: 0,
+            message: format!("cannot read the experiment file: {e}"),
+            allowed: None,
+        }],
+    })?;
+    parse(&source, &text)
+}
+
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "seed",
+    "repetitions",
+    "warmup",
+    "split_cpus",
+    "allow_exec",
+    "allow_unknown_fio_options",
+    "target",
+    "workload",
+    "factors",
+];
+const TARGET_KEYS: &[&str] = &["device", "size"];
+const ADAPTIVE_KEYS: &[&str] = &["min", "max", "target_ci", "metric"];
+const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
+
+/// Validates an experiment given as text; `source` names it in messages.
+pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
+    let mut w = Walker {
+        text,
+        diags: Vec::new(),
+    };
+    let fail = |w: Walker| ExperimentError {
+        source_name: source.to_string(),
+        diagnostics: w.diags,
+    };
+    let root = match DeTable::parse(text) {
+        Ok(root) => root,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            w.error(span, e.message().trim().to_string(), None);
+            return Err(fail(w));
+        }
+    };
+    let root = root.get_ref();
+
+    // Policy flags first: they decide how [workload] and [factors] are checked, wherever
+    // they appear in the file.
+    let mut policy = OptionPolicy::default();
+    for (key, value) in root.iter() {
+        match key.get_ref().as_ref() {
+            "allow_exec" => policy.allow_exec = w.boolean(value).unwrap_or(false),
+            "allow_unknown_fio_options" => policy.allow_unknown = w.boolean(value).unwrap_or(false),
+            _ => {}
+        }
+    }
+
+    let mut name = None;
+    let mut description = None;
+    let mut seed = 0;
+    let mut repetitions = Repetitions::Fixed(3);
+    let mut warmup = false;
+    let mut split_cpus = false;
+    let mut target = TargetSpec {
+        device: TargetDevice::Scratch,
+        size_bytes: DEFAULT_SCRATCH_BYTES,
+    };
+    let mut workload = Vec::new();
+    let mut workload_spans = Vec::new();
+    let mut factors = Vec::new();
+    for (key, value) in root.iter() {
+        match key.get_ref().as_ref() {
+            "name" => name = w.nonempty_string(value, "name"),
+            "description" => description = w.string(value, "description"),
+            "seed" => {
+                if let Some(s) = w.integer_in(value, "seed", 0, i64::MAX) {
+                    seed = s as u64;
+                }
+            }
+            "repetitions" => {
+                if let Some(r) = w.repetitions(value) {
+                    repetitions = r;
+                }
+            }
+            "warmup" => warmup = w.boolean(value).unwrap_or(false),
+            "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
+            "allow_exec" | "allow_unknown_fio_options" => {}
+            "target" => {
+                if let Some(t) = w.target(value) {
+                    target = t;
+                }
+            }
+            "workload" => {
+                (workload, workload_spans) = w.workload(value, &policy);
+            }
+            "factors" => factors = w.factors(value, &policy),
+            other => w.unknown_key(key.span(), other, "the top level", TOP_KEYS),
+        }
+    }
+    if name.is_none() && !root.iter().any(|(k, _)| k.get_ref() == "name") {
+        w.error(
+            0..0,
+            "the experiment has no `name`".to_string(),
+            Some("name = \"a short title\" at the top of the file".to_string()),
+        );
+    }
+    w.conflicts(&workload, &workload_spans, &factors);
+    if !w.diags.is_empty() {
+        w.diags.sort_by_key(|d| (d.line, d.column));
+        return Err(fail(w));
+    }
+    Ok(Experiment {
+        source: source.to_string(),
+        text: text.to_string(),
+        name: name.unwrap_or_default(),
+        description,
+        seed,
+        repetitions,
+        warmup,
+        target,
+        workload,
+        factors,
+        policy,
+        split_cpus,
+    })
+}
+
+type Value<'i> = Spanned<DeValue<'i>>;
+
+struct Walker<'t> {
+    text: &'t str,
+    diags: Vec<Diagnostic>,
+}
+
+/// A TOML scalar in fio's text form: booleans become 1/0, integers decimal.
+fn scalar_text(v: &DeValue) -> Option<String> {
+    match v {
+        DeValue::String(s) => Some(s.to_string()),
+        DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+        DeValue::Float(f) => Some(f.as_str().to_string()),
+        DeValue::Boolean(b) => Some(if *b { "1" } else { "0" }.to_string()),
+        _ => None,
+    }
+}
+
+fn integer(i: &toml::de::DeInteger) -> Option<i64> {
+    i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok()
+}
+
+fn type_name(v: &DeValue) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim(word, c), c))
+        .filter(|&(d, c)| d <= 2.max(word.len() / 4) && d < c.len())
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn strsim(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, &cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Parses `2G`, `512M`, `64k`, `1GiB`, `1073741824` (binary units, as fio does).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let number: u64 = t[..digits_end].parse().ok()?;
+    let unit = t[digits_end..].trim().to_ascii_lowercase();
+    let shift = match unit.trim_end_matches("ib").trim_end_matches('b') {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1u64 << shift)
+}
+
+impl Walker<'_> {
+    fn position(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, column)
+    }
+
+    fn error(&mut self, span: Range<usize>, message: String, allowed: Option<String>) {
+        let (line, column) = self.position(span.start);
+        self.diags.push(Diagnostic {
+            line,
+            column,
+            message,
+            allowed,
+        });
+    }
+
+    fn unknown_key(&mut self, span: Range<usize>, key: &str, place: &str, allowed: &[&str]) {
+        let hint = closest(key, allowed.iter().copied())
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        self.error(
+            span,
+            format!("unknown key `{key}` in {place}{hint}"),
+            Some(allowed.join(", ")),
+        );
+    }
+
+    fn expected(&mut self, v: &Value, what: &str, key: &str) {
+        self.error(
+            v.span(),
+            format!("`{key}` must be {what}, not {}", type_name(v.get_ref())),
+            None,
+        );
+    }
+
+    fn string(&mut self, v: &Value, key: &str) -> Option<String> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            _ => {
+                self.expected(v, "a string", key);
+                None
+            }
+        }
+    }
+
+    fn nonempty_string(&mut self, v: &Value, key: &str) -> Option<String> {
+        let s = self.string(v, key)?;
+        if s.trim().is_empty() {
+            self.error(v.span(), format!("`{key}` must not be empty"), None);
+            return None;
+        }
+        Some(s)
+    }
+
+    fn boolean(&mut self, v: &Value) -> Option<bool> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            other => {
+                let (line, column) = self.position(v.span().start);
+                // Report once even though policy flags are read twice.
+                let message = format!("expected true or false, not {}", type_name(other));
+                if !self
+                    .diags
+                    .iter()
+                    .any(|d| d.line == line && d.column == column)
+                {
+                    self.diags.push(Diagnostic {
+                        line,
+                        column,
+                        message,
+                        allowed: Some("true, false".to_string()),
+                    });
+                }
+                None
+            }
+        }
+    }
+
+    fn integer_in(&mut self, v: &Value, key: &str, lo: i64, hi: i64) -> Option<i64> {
+        let allowed = if hi == i64::MAX {
+            format!("an integer >= {lo}")
+        } else {
+            format!("an integer from {lo} to {hi}")
+        };
+        match v.get_ref() {
+            DeValue::Integer(i) => match integer(i) {
+                Some(n) if (lo..=hi).contains(&n) => Some(n),
+                _ => {
+                    self.error(v.span(), format!("`{key}` is out of range"), Some(allowed));
+                    None
+                }
+            },
+            other => {
+                self.error(
+                    v.span(),
+                    format!("`{key}` must be an integer, not {}", type_name(other)),
+                    Some(allowed),
+                );
+                None
+            }
+        }
+    }
+
+    fn repetitions(&mut self, v: &Value) -> Option<Repetitions> {
+        let allowed = "an integer from 1 to 1000, or { target_ci = 0.02, min = 3, max = 30, \
+                       metric = \"read_iops\" } for adaptive repetitions";
+        let table = match v.get_ref() {
+            DeValue::Integer(_) => {
+                return self
+                    .integer_in(v, "repetitions", 1, 1000)
+                    .map(|n| Repetitions::Fixed(n as u32))
+            }
+            DeValue::Table(t) => t,
+            other => {
+                self.error(
+                    v.span(),
+                    format!("`repetitions` cannot be {}", type_name(other)),
+                    Some(allowed.to_string()),
+                );
+                return None;
+            }
+        };
+        let (mut min, mut max, mut target_ci, mut metric) = (3, 30, None, None);
+        let mut ok = true;
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "min" => match self.integer_in(value, "min", 1, 1000) {
+                    Some(n) => min = n as u32,
+                    None => ok = false,
+                },
+                "max" => match self.integer_in(value, "max", 1, 1000) {
+                    Some(n) => max = n as u32,
+                    None => ok = false,
+                },
+                "target_ci" => {
+                    let x = match value.get_ref() {
+                        DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
+                        DeValue::Integer(i) => integer(i).map(|n| n as f64),
+                        _ => None,
+                    };
+                    match x.filter(|x| *x > 0.0 && *x < 1.0) {
+                        Some(x) => target_ci = Some(x),
+                        None => {
+                            ok = false;
+                            self.error(
+                                value.span(),
+                                "`target_ci` is the wanted relative half-width of the 95% \
+                                 confidence interval"
+                                    .to_string(),
+                                Some("a number between 0 and 1, e.g. 0.02 for ±2%".to_string()),
+                            )
+                        }
+                    }
+                }
+                "metric" => match self.nonempty_string(value, "metric") {
+                    Some(m) if super::metrics::is_known(&m) => metric = Some(m),
+                    Some(m) => {
+                        ok = false;
+                        let hint = closest(&m, super::metrics::known().iter().map(String::as_str))
+                            .map(|s| format!(" (did you mean `{s}`?)"))
+                            .unwrap_or_default();
+                        self.error(
+                            value.span(),
+                            format!("`{m}` is not a metric iolab records{hint}"),
+                            Some(super::metrics::known().join(", ")),
+                        );
+                    }
+                    None => ok = false,
+                },
+                other => {
+                    ok = false;
+                    self.unknown_key(key.span(), other, "`repetitions`", ADAPTIVE_KEYS)
+                }
+            }
+        }
+        if target_ci.is_none() && ok {
+            self.error(
+                v.span(),
+                "adaptive `repetitions` needs `target_ci`".to_string(),
+                Some(allowed.to_string()),
+            );
+            return None;
+        }
+        if min > max {
+            self.error(
+                v.span(),
+                format!("`repetitions`: min ({min}) is larger than max ({max})"),
+                None,
+            );
+            return None;
+        }
+        ok.then(|| Repetitions::Adaptive {
+            min,
+            max,
+            target_ci: target_ci.unwrap_or_default(),
+            metric,
+        })
+    }
+
+    fn target(&mut self, v: &Value) -> Option<TargetSpec> {
+        let DeValue::Table(table) = v.get_ref() else {
+            self.expected(v, "a table ([target])", "target");
+            return None;
+        };
+        let mut device = TargetDevice::Scratch;
+        let mut size: Option<(u64, Range<usize>)> = None;
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "device" => {
+                    let Some(d) = self.nonempty_string(value, "device") else {
+                        continue;
+                    };
+                    let name = d.trim().trim_start_matches("/dev/");
+                    if name == "default" {
+                        device = TargetDevice::Scratch;
+                    } else if name.split('/').any(|p| p.is_empty() || p == "..")
+                        || !name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+                    {
+                        self.error(
+                            value.span(),
+                            format!("`{d}` is not a block device name"),
+                            Some(
+                                "\"default\" (a scratch loop device on /dev/shm) or a device \
+                                 name such as \"nvme0n1\" or \"/dev/sdb\""
+                                    .to_string(),
+                            ),
+                        );
+                    } else {
+                        device = TargetDevice::Named(name.to_string());
+                    }
+                }
+                "size" => {
+                    let text = match value.get_ref() {
+                        DeValue::String(s) => Some(s.to_string()),
+                        DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+                        _ => None,
+                    };
+                    match text.as_deref().and_then(parse_size) {
+                        Some(bytes) if bytes >= 1 << 20 => size = Some((bytes, value.span())),
+                        _ => self.error(
+                            value.span(),
+                            "`size` is not a size of at least 1M".to_string(),
+                            Some("a size such as \"512M\", \"2G\" or bytes".to_string()),
+                        ),
+                    }
+                }
+                other => self.unknown_key(key.span(), other, "[target]", TARGET_KEYS),
+            }
+        }
+        if let (TargetDevice::Named(name), Some((_, span))) = (&device, &size) {
+            self.error(
+                span.clone(),
+                format!("`size` sizes the default scratch device; `{name}` has its own size"),
+                None,
+            );
+        }
+        Some(TargetSpec {
+            device,
+            size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
+        })
+    }
+
+    fn fio_option(&mut self, span: Range<usize>, name: &str, value: &str, policy: &OptionPolicy) {
+        if let Err(refusal) = options::check_option(name, value, policy) {
+            let allowed = match &refusal {
+                options::Refusal::Unknown { .. } => Some(
+                    "options listed by `fio --cmdhelp=all`, or set allow_unknown_fio_options \
+                     = true for a newer fio"
+                        .to_string(),
+                ),
+                _ => None,
+            };
+            self.error(span, refusal.to_string(), allowed);
+        }
+    }
+
+    fn workload(
+        &mut self,
+        v: &Value,
+        policy: &OptionPolicy,
+    ) -> (Vec<(String, String)>, Vec<Range<usize>>) {
+        let DeValue::Table(table) = v.get_ref() else {
+            self.expected(v, "a table ([workload])", "workload");
+            return Default::default();
+        };
+        let mut opts = Vec::new();
+        let mut spans = Vec::new();
+        for (key, value) in table.iter() {
+            let name = key.get_ref().to_string();
+            let Some(text) = scalar_text(value.get_ref()) else {
+                let hint = if matches!(value.get_ref(), DeValue::Array(_)) {
+                    format!("; to vary it, list its levels under [factors]: {name} = [...]")
+                } else {
+                    String::new()
+                };
+                self.error(
+                    value.span(),
+                    format!(
+                        "fio option `{name}` takes one value, not {}{hint}",
+                        type_name(value.get_ref())
+                    ),
+                    Some("a string, integer, float or boolean".to_string()),
+                );
+                continue;
+            };
+            self.fio_option(key.span(), &name, &text, policy);
+            opts.push((name, text));
+            spans.push(key.span());
+        }
+        (opts, spans)
+    }
+
+    fn factors(&mut self, v: &Value, policy: &OptionPolicy) -> Vec<Factor> {
+        let DeValue::Table(table) = v.get_ref() else {
+            self.expected(v, "a table ([factors])", "factors");
+            return Vec::new();
+        };
+        let mut factors: Vec<Factor> = Vec::new();
+        for (key, value) in table.iter() {
+            let name = key.get_ref().to_string();
+            let Some(kind) = self.factor_kind(key.span(), &name, policy) else {
+                continue;
+            };
+            if kind == FactorKind::Polling && factors.iter().any(|f| f.kind == kind) {
+                self.error(
+                    key.span(),
+                    "`hipri` and `polling` are the same factor; keep one".to_string(),
+                    None,
+                );
+                continue;
+            }
+            let DeValue::Array(items) = value.get_ref() else {
+                self.error(
+                    value.span(),
+                    format!("the levels of `{name}` must be a list, e.g. {name} = [a, b]"),
+                    None,
+                );
+                continue;
+            };
+            if items.is_empty() {
+                self.error(
+                    value.span(),
+                    format!("`{name}` has no levels; give at least one"),
+                    None,
+                );
+                continue;
+            }
+            let mut levels: Vec<Level> = Vec::new();
+            for item in items.iter() {
+                let Some(level) = self.level(item, &name, &kind, policy) else {
+                    continue;
+                };
+                if levels.iter().any(|l| l.label == level.label) {
+                    self.error(
+                        item.span(),
+                        format!("level `{}` of `{name}` is listed twice", level.label),
+                        None,
+                    );
+                    continue;
+                }
+                levels.push(level);
+            }
+            if levels.len() == items.len() {
+                factors.push(Factor {
+                    name,
+                    kind,
+                    levels,
+                    line: self.position(key.span().start).0,
+                });
+            }
+        }
+        factors
+    }
+
+    fn factor_kind(
+        &mut self,
+        span: Range<usize>,
+        name: &str,
+        policy: &OptionPolicy,
+    ) -> Option<FactorKind> {
+        match name {
+            "placement" => return Some(FactorKind::Placement),
+            "hipri" | "polling" => return Some(FactorKind::Polling),
+            "irq_cpu" => return Some(FactorKind::IrqAffinity),
+            _ => {}
+        }
+        let attribute = name.strip_prefix("queue/").unwrap_or(name);
+        if let Some(knob) = queue_knobs::find(attribute) {
+            return Some(FactorKind::QueueKnob {
+                attribute: knob.attribute.to_string(),
+            });
+        }
+        if name.starts_with("queue/") {
+            if queue_knobs::is_valid_attribute_path(attribute) {
+                return Some(FactorKind::QueueKnob {
+                    attribute: attribute.to_string(),
+                });
+            }
+            self.error(
+                span,
+                format!("`{name}` is not a queue attribute path"),
+                Some("queue/NAME or queue/iosched/NAME in lower case".to_string()),
+            );
+            return None;
+        }
+        if options::is_fio_option(name) || (policy.allow_unknown && !name.is_empty()) {
+            return Some(FactorKind::Fio {
+                option: name.to_string(),
+            });
+        }
+        let knobs = queue_knobs::names();
+        let hint = closest(name, SPECIAL_FACTORS.iter().chain(&knobs).copied())
+            .or_else(|| options::suggest(name))
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        self.error(
+            span,
+            format!("unknown factor `{name}`{hint}"),
+            Some(format!(
+                "a queue knob ({}), queue/ATTRIBUTE, placement, hipri, irq_cpu, or a fio option \
+                 (bs, iodepth, numjobs, rw, ...)",
+                knobs.join(", ")
+            )),
+        );
+        None
+    }
+
+    fn level(
+        &mut self,
+        item: &Value,
+        factor: &str,
+        kind: &FactorKind,
+        policy: &OptionPolicy,
+    ) -> Option<Level> {
+        let v = item.get_ref();
+        match kind {
+            FactorKind::Polling => match v {
+                DeValue::Boolean(b) => Some(Level {
+                    label: b.to_string(),
+                    value: LevelValue::Polling(*b),
+                }),
+                other => {
+                    self.error(
+                        item.span(),
+                        format!(
+                            "`{factor}` levels are true or false, not {}",
+                            type_name(other)
+                        ),
+                        Some("true, false".to_string()),
+                    );
+                    None
+                }
+            },
+            FactorKind::Placement | FactorKind::IrqAffinity => {
+                let placement = *kind == FactorKind::Placement;
+                let allowed = if placement {
+                    PLACEMENT_ALLOWED
+                } else {
+                    IRQ_ALLOWED
+                };
+                let text = match v {
+                    DeValue::String(s) => Some(s.to_string()),
+                    DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+                    DeValue::Array(cpus) => {
+                        let nums: Option<Vec<String>> = cpus
+                            .iter()
+                            .map(|c| match c.get_ref() {
+                                DeValue::Integer(i) => {
+                                    integer(i).filter(|n| *n >= 0).map(|n| n.to_string())
+                                }
+                                _ => None,
+                            })
+                            .collect();
+                        nums.filter(|n| !n.is_empty()).map(|n| n.join(","))
+                    }
+                    _ => None,
+                };
+                let parsed = match text {
+                    Some(t) if placement => Placement::parse(&t).map(LevelValue::Placement),
+                    Some(t) => IrqPlacement::parse(&t).map(LevelValue::Irq),
+                    None => Err(format!("{} is not a placement", type_name(v))),
+                };
+                match parsed {
+                    Ok(value) => {
+                        let label = match &value {
+                            LevelValue::Placement(p) => p.to_string(),
+                            LevelValue::Irq(p) => p.to_string(),
+                            _ => unreachable!("placement levels only"),
+                        };
+                        Some(Level { label, value })
+                    }
+                    Err(e) => {
+                        self.error(item.span(), e, Some(allowed.to_string()));
+                        None
+                    }
+                }
+            }
+            FactorKind::QueueKnob { attribute } => {
+                let text = match v {
+                    DeValue::String(s) => Some(s.to_string()),
+                    DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+                    _ => None,
+                };
+                let Some(text) = text.filter(|t| !t.contains(['\n', '\r', '\0'])) else {
+                    self.error(
+                        item.span(),
+                        format!(
+                            "`{factor}` levels are strings or integers, not {}",
+                            type_name(v)
+                        ),
+                        None,
+                    );
+                    return None;
+                };
+                match queue_knobs::find(attribute) {
+                    Some(knob) => match knob.check(&text) {
+                        Ok(value) => Some(Level {
+                            label: value.clone(),
+                            value: LevelValue::Knob(value),
+                        }),
+                        Err(allowed) => {
+                            self.error(
+                                item.span(),
+                                format!("`{text}` is not a value of `{factor}`"),
+                                Some(allowed),
+                            );
+                            None
+                        }
+                    },
+                    None => Some(Level {
+                        label: text.clone(),
+                        value: LevelValue::Knob(text),
+                    }),
+                }
+            }
+            FactorKind::Fio { option } => {
+                let Some(text) = scalar_text(v) else {
+                    self.error(
+                        item.span(),
+                        format!(
+                            "a level of fio option `{option}` is one value, not {}",
+                            type_name(v)
+                        ),
+                        Some("a string, integer, float or boolean".to_string()),
+                    );
+                    return None;
+                };
+                let before = self.diags.len();
+                self.fio_option(item.span(), option, &text, policy);
+                (self.diags.len() == before).then(|| Level {
+                    label: text.clone(),
+                    value: LevelValue::Fio(text),
+                })
+            }
+        }
+    }
+
+    /// Options in [workload] that a factor sets itself.
+    fn conflicts(
+        &mut self,
+        workload: &[(String, String)],
+        spans: &[Range<usize>],
+        factors: &[Factor],
+    ) {
+        let has = |k: &FactorKind| factors.iter().any(|f| &f.kind == k);
+        for ((name, value), span) in workload.iter().zip(spans) {
+            let canon = options::canonical(name);
+            if has(&FactorKind::Placement) && PLACEMENT_OPTIONS.contains(&canon) {
+                self.error(
+                    span.clone(),
+                    format!(
+                        "`{name}` conflicts with the `placement` factor, which pins fio itself"
+                    ),
+                    Some("remove it from [workload] or drop the placement factor".to_string()),
+                );
+            }
+            if has(&FactorKind::Polling) && canon == "hipri" {
+                self.error(
+                    span.clone(),
+                    "`hipri` in [workload] conflicts with the `hipri` factor".to_string(),
+                    None,
+                );
+            }
+            if has(&FactorKind::Polling)
+                && canon == "ioengine"
+                && !POLLING_ENGINES.contains(&value.trim())
+            {
+                self.error(
+                    span.clone(),
+                    format!("ioengine={value} cannot poll, but `hipri` is a factor"),
+                    Some(POLLING_ENGINES.join(", ")),
+                );
+            }
+        }
+        if has(&FactorKind::Polling) {
+            for f in factors {
+                if let FactorKind::Fio { option } = &f.kind {
+                    if options::canonical(option) != "ioengine" {
+                        continue;
+                    }
+                    for level in &f.levels {
+                        if !POLLING_ENGINES.contains(&level.label.trim()) {
+                            self.diags.push(Diagnostic {
+                                line: f.line,
+                                column: 1,
+                                message: format!(
+                                    "ioengine level `{}` cannot poll, but `hipri` is a factor",
+                                    level.label
+                                ),
+                                allowed: Some(POLLING_ENGINES.join(", ")),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if has(&FactorKind::Placement) {
+            for f in factors {
+                if let FactorKind::Fio { option } = &f.kind {
+                    if PLACEMENT_OPTIONS.contains(&options::canonical(option)) {
+                        self.diags.push(Diagnostic {
+                            line: f.line,
+                            column: 1,
+                            message: format!(
+                                "factor `{option}` conflicts with the `placement` factor"
+                            ),
+                            allowed: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "rq_affinity vs placement"
+seed = 42
+repetitions = 5
+warmup = true
+[target]
+device = "default"
+size = "2G"
+[workload]
+rw = "randread"
+bs = "4k"
+iodepth = 32
+ioengine = "io_uring"
+direct = 1
+runtime = "10s"
+time_based = true
+[factors]
+rq_affinity = [0, 1, 2]
+placement = ["on", "near", "far", [0, 1]]
+hipri = [false, true]
+bs = ["4k", "64k", "1m"]
+irq_cpu = ["on-node", "far"]
+scheduler = ["none", "mq-deadline"]
+"queue/iosched/fifo_batch" = [8, 16]
+"#;
+
+    fn errors(text: &str) -> Vec<String> {
+        parse("x.toml", text)
+            .unwrap_err()
+            .to_string()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_full_file_parses() {
+        let e = parse("x.toml", GOOD).unwrap();
+        assert_eq!(e.name, "rq_affinity vs placement");
+        assert_eq!(e.seed, 42);
+        assert_eq!(e.repetitions, Repetitions::Fixed(5));
+        assert!(e.warmup);
+        assert_eq!(e.target.size_bytes, 2 << 30);
+        assert_eq!(e.target.device, TargetDevice::Scratch);
+        assert_eq!(e.workload[0], ("rw".to_string(), "randread".to_string()));
+        assert_eq!(e.workload[6], ("time_based".to_string(), "1".to_string()));
+        let names: Vec<&str> = e.factors.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "rq_affinity",
+                "placement",
+                "hipri",
+                "bs",
+                "irq_cpu",
+                "scheduler",
+                "queue/iosched/fifo_batch"
+            ]
+        );
+        let placement = e.factor("placement").unwrap();
+        assert_eq!(placement.levels[3].label, "0-1");
+        assert_eq!(
+            placement.levels[3].value,
+            LevelValue::Placement(Placement::Cpus(vec![0, 1]))
+        );
+        assert_eq!(
+            e.factor("queue/iosched/fifo_batch").unwrap().kind,
+            FactorKind::QueueKnob {
+                attribute: "iosched/fifo_batch".to_string()
+            }
+        );
+        assert_eq!(e.factor("rq_affinity").unwrap().line, 18);
+        assert!(e.workload_writes().is_none());
+    }
+
+    #[test]
+    fn defaults() {
+        let e = parse("x.toml", "name = \"n\"").unwrap();
+        assert_eq!(e.repetitions, Repetitions::Fixed(3));
+        assert_eq!(e.target.size_bytes, DEFAULT_SCRATCH_BYTES);
+        assert!(e.factors.is_empty() && e.workload.is_empty());
+        assert_eq!(e.seed, 0);
+    }
+
+    #[test]
+    fn adaptive_repetitions() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\nrepetitions = { target_ci = 0.02, max = 12 }",
+        )
+        .unwrap();
+        assert_eq!(
+            e.repetitions,
+            Repetitions::Adaptive {
+                min: 3,
+                max: 12,
+                target_ci: 0.02,
+                metric: None
+            }
+        );
+        let errs = errors("name = \"n\"\nrepetitions = { max = 12 }");
+        assert!(errs[0].starts_with("x.toml:2:15: adaptive `repetitions` needs `target_ci`"));
+        let errs = errors("name = \"n\"\nrepetitions = { target_ci = 2.0 }");
+        assert!(errs[0].contains("confidence interval"), "{errs:?}");
+        let errs = errors("name = \"n\"\nrepetitions = { target_ci = 0.1, min = 5, max = 4 }");
+        assert!(
+            errs[0].contains("min (5) is larger than max (4)"),
+            "{errs:?}"
+        );
+        let errs = errors("name = \"n\"\nrepetitions = { target_ci = 0.1, metric = \"read_iop\" }");
+        assert!(
+            errs[0]
+                .contains("`read_iop` is not a metric iolab records (did you mean `read_iops`?)"),
+            "{errs:?}"
+        );
+        let errs = errors("name = \"n\"\nrepetitions = 0");
+        assert!(errs[0].starts_with("x.toml:2:15: `repetitions` is out of range"));
+        assert_eq!(errs[1], "    allowed: an integer from 1 to 1000");
+    }
+
+    #[test]
+    fn syntax_errors_carry_line_and_column() {
+        let errs = errors("name = \"n\"\nseed = = 3\n");
+        assert!(errs[0].starts_with("x.toml:2:"), "{errs:?}");
+    }
+
+    #[test]
+    fn unknown_keys_everywhere_with_suggestions() {
+        let errs = errors(
+            "name = \"n\"\nrepetition = 3\n[target]\ndevise = \"default\"\n[factors]\nrq_afinity = [1]\n",
+        );
+        assert_eq!(
+            errs[0],
+            "x.toml:2:1: unknown key `repetition` in the top level (did you mean `repetitions`?)"
+        );
+        assert!(errs[1].contains("allowed: name, description, seed"));
+        assert!(errs[2]
+            .starts_with("x.toml:4:1: unknown key `devise` in [target] (did you mean `device`?)"));
+        assert!(errs[4]
+            .starts_with("x.toml:6:1: unknown factor `rq_afinity` (did you mean `rq_affinity`?)"));
+        assert!(errs[5].contains("scheduler, rq_affinity, nr_requests"));
+    }
+
+    #[test]
+    fn impossible_levels_are_refused_with_the_allowed_values() {
+        let errs = errors(
+            "name = \"n\"\n[factors]\nrq_affinity = [0, 3]\nplacement = [\"on\", \"nearby\"]\n\
+             scheduler = [\"cfq\"]\nhipri = [\"yes\"]\nbs = []\nnomerges = 1\n",
+        );
+        let text = errs.join("\n");
+        assert!(
+            text.contains("x.toml:3:19: `3` is not a value of `rq_affinity`"),
+            "{text}"
+        );
+        assert!(text.contains("takes \"0\", \"1\", \"2\""), "{text}");
+        assert!(
+            text.contains("x.toml:4:20: `nearby` is not a placement"),
+            "{text}"
+        );
+        assert!(text.contains("\"on\", \"near\", \"far\""), "{text}");
+        assert!(
+            text.contains("x.toml:5:14: `cfq` is not a value of `scheduler`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\"none\", \"mq-deadline\", \"kyber\", \"bfq\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:6:10: `hipri` levels are true or false"),
+            "{text}"
+        );
+        assert!(text.contains("x.toml:7:6: `bs` has no levels"), "{text}");
+        assert!(
+            text.contains("x.toml:8:12: the levels of `nomerges` must be a list"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn duplicate_levels_and_bad_attribute_paths() {
+        let text = errors("name = \"n\"\n[factors]\nbs = [\"4k\", \"4k\"]\n\"queue/../x\" = [1]\n")
+            .join("\n");
+        assert!(
+            text.contains("x.toml:3:13: level `4k` of `bs` is listed twice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:1: `queue/../x` is not a queue attribute path"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn dangerous_fio_options_are_refused_unless_allowed() {
+        let file = "name = \"n\"\n[workload]\nexec_prerun = \"curl x | sh\"\n\
+                    [factors]\nioengine = [\"io_uring\", \"external:/tmp/e.so\"]\n";
+        let text = errors(file).join("\n");
+        assert!(
+            text.contains("x.toml:3:1: `exec_prerun` makes fio run a shell command"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "x.toml:5:25: `ioengine=external:/tmp/e.so` makes fio load a shared object"
+            ),
+            "{text}"
+        );
+        let allowed = format!("allow_exec = true\n{file}");
+        let e = parse("x.toml", &allowed).unwrap();
+        assert!(e.policy.allow_exec);
+        let text =
+            errors("name = \"n\"\n[workload]\nfilename = \"/dev/vda\"\nioscheduler = \"none\"\n")
+                .join("\n");
+        assert!(
+            text.contains("x.toml:3:1: `filename` is set by iolab"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:1: `ioscheduler` switches"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_fio_options_and_array_values() {
+        let text = errors("name = \"n\"\n[workload]\niodeph = 4\nbs = [\"4k\"]\n").join("\n");
+        assert!(
+            text.contains(
+                "x.toml:3:1: `iodeph` is not an option of fio 3.33 (did you mean `iodepth`?)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:6: fio option `bs` takes one value, not an array; to vary it"),
+            "{text}"
+        );
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\nallow_unknown_fio_options = true\n[workload]\nnew_option = 1\n",
+        )
+        .unwrap();
+        assert_eq!(e.workload, [("new_option".to_string(), "1".to_string())]);
+    }
+
+    #[test]
+    fn conflicts_between_workload_and_factors() {
+        let text = errors(
+            "name = \"n\"\n[workload]\ncpus_allowed = \"0\"\nioengine = \"libaio\"\nhipri = 1\n\
+             [factors]\nplacement = [\"on\"]\nhipri = [true]\n",
+        )
+        .join("\n");
+        assert!(
+            text.contains("x.toml:3:1: `cpus_allowed` conflicts with the `placement` factor"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:1: ioengine=libaio cannot poll"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:5:1: `hipri` in [workload] conflicts"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn target_checks() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"/dev/nvme0n1\"\n",
+        )
+        .unwrap();
+        assert_eq!(e.target.device, TargetDevice::Named("nvme0n1".to_string()));
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = \"nvme0n1\"\nsize = \"1G\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:4:8: `size` sizes the default scratch device"),
+            "{text}"
+        );
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = \"../etc\"\nsize = \"lots\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:10: `../etc` is not a block device name"),
+            "{text}"
+        );
+        assert!(text.contains("x.toml:4:8: `size` is not a size"), "{text}");
+    }
+
+    #[test]
+    fn missing_name_and_wrong_types() {
+        let text = errors("seed = -1\nwarmup = \"yes\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:1:1: the experiment has no `name`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:1:8: `seed` is out of range"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:2:10: expected true or false"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("512MiB"), Some(512 << 20));
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("1.5G"), None);
+        assert_eq!(parse_size("G"), None);
+        assert_eq!(parse_size("99999999999T"), None);
+    }
+}

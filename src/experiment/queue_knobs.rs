@@ -1,0 +1,208 @@
+//! The block-queue knobs an experiment can vary, and the values each accepts — in one place,
+//! so the experiment validator, the knob writer and the documentation agree. Whether a device
+//! actually offers a knob or a scheduler is a question for the machine model at plan time;
+//! this list only rejects values no kernel accepts, before anything runs.
+
+/// The values a knob accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    /// One of these exact words.
+    OneOf(&'static [&'static str]),
+    /// An integer in this inclusive range.
+    Range(i64, i64),
+}
+
+impl Domain {
+    /// Human-readable description, used in error messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Domain::OneOf(words) => words
+                .iter()
+                .map(|w| format!("\"{w}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Domain::Range(lo, hi) if *hi == i64::MAX => format!("an integer >= {lo}"),
+            Domain::Range(lo, hi) => format!("an integer from {lo} to {hi}"),
+        }
+    }
+}
+
+/// One knob under /sys/block/DEV/queue/.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueKnob {
+    /// The factor name in experiment files.
+    pub name: &'static str,
+    /// Path relative to /sys/block/DEV/queue/.
+    pub attribute: &'static str,
+    pub domain: Domain,
+    pub about: &'static str,
+}
+
+/// I/O schedulers the kernel ships (the device's `queue/scheduler` lists those loaded).
+pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
+
+pub const QUEUE_KNOBS: &[QueueKnob] = &[
+    QueueKnob {
+        name: "scheduler",
+        attribute: "scheduler",
+        domain: Domain::OneOf(SCHEDULERS),
+        about: "the I/O scheduler",
+    },
+    QueueKnob {
+        name: "rq_affinity",
+        attribute: "rq_affinity",
+        domain: Domain::OneOf(&["0", "1", "2"]),
+        about: "complete requests on the submitting CPU's group (1) or the CPU itself (2)",
+    },
+    QueueKnob {
+        name: "nr_requests",
+        attribute: "nr_requests",
+        domain: Domain::Range(4, 1 << 20),
+        about: "requests the queue may hold (the kernel's minimum is 4)",
+    },
+    QueueKnob {
+        name: "read_ahead_kb",
+        attribute: "read_ahead_kb",
+        domain: Domain::Range(0, 1 << 30),
+        about: "read-ahead window in KiB",
+    },
+    QueueKnob {
+        name: "nomerges",
+        attribute: "nomerges",
+        domain: Domain::OneOf(&["0", "1", "2"]),
+        about: "merging: all (0), only simple one-hit (1), none (2)",
+    },
+    QueueKnob {
+        name: "wbt_lat_usec",
+        attribute: "wbt_lat_usec",
+        domain: Domain::Range(-1, i64::MAX),
+        about: "writeback throttling target latency; 0 disables, -1 restores the default",
+    },
+    QueueKnob {
+        name: "io_poll",
+        attribute: "io_poll",
+        domain: Domain::OneOf(&["0", "1"]),
+        about: "polled completions on the queue",
+    },
+    QueueKnob {
+        name: "io_poll_delay",
+        attribute: "io_poll_delay",
+        domain: Domain::Range(-1, i64::MAX),
+        about: "polling delay: -1 classic polling, 0 hybrid, >0 fixed microseconds",
+    },
+    QueueKnob {
+        name: "add_random",
+        attribute: "add_random",
+        domain: Domain::OneOf(&["0", "1"]),
+        about: "feed I/O timings to the entropy pool",
+    },
+    QueueKnob {
+        name: "iostats",
+        attribute: "iostats",
+        domain: Domain::OneOf(&["0", "1"]),
+        about: "account I/O statistics",
+    },
+    QueueKnob {
+        name: "rotational",
+        attribute: "rotational",
+        domain: Domain::OneOf(&["0", "1"]),
+        about: "treat the device as rotational",
+    },
+    QueueKnob {
+        name: "max_sectors_kb",
+        attribute: "max_sectors_kb",
+        domain: Domain::Range(4, 1 << 30),
+        about: "largest request in KiB (up to the device's max_hw_sectors_kb)",
+    },
+    QueueKnob {
+        name: "write_cache",
+        attribute: "write_cache",
+        domain: Domain::OneOf(&["write back", "write through"]),
+        about: "how the kernel treats the device's volatile cache",
+    },
+    QueueKnob {
+        name: "io_timeout",
+        attribute: "io_timeout",
+        domain: Domain::Range(1, i64::MAX),
+        about: "request timeout in milliseconds",
+    },
+];
+
+/// The knob with this factor name.
+pub fn find(name: &str) -> Option<&'static QueueKnob> {
+    QUEUE_KNOBS.iter().find(|k| k.name == name)
+}
+
+/// The names of all known knobs, for "allowed" lists.
+pub fn names() -> Vec<&'static str> {
+    QUEUE_KNOBS.iter().map(|k| k.name).collect()
+}
+
+impl QueueKnob {
+    /// Checks a value (already in text form) and returns the text to write to sysfs, or a
+    /// message saying what is allowed.
+    pub fn check(&self, value: &str) -> Result<String, String> {
+        let v = value.trim();
+        match self.domain {
+            Domain::OneOf(words) if words.contains(&v) => Ok(v.to_string()),
+            Domain::Range(lo, hi) => match v.parse::<i64>() {
+                Ok(n) if (lo..=hi).contains(&n) => Ok(n.to_string()),
+                _ => Err(self.allowed()),
+            },
+            Domain::OneOf(_) => Err(self.allowed()),
+        }
+    }
+
+    pub fn allowed(&self) -> String {
+        format!(
+            "`{}` ({}) takes {}",
+            self.name,
+            self.about,
+            self.domain.describe()
+        )
+    }
+}
+
+/// A queue attribute named by path (`queue/iosched/fifo_batch`): a safe relative path of
+/// lower-case words, no `..`.
+pub fn is_valid_attribute_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domains_accept_and_refuse() {
+        let rq = find("rq_affinity").unwrap();
+        assert_eq!(rq.check("2"), Ok("2".to_string()));
+        let e = rq.check("3").unwrap_err();
+        assert!(e.contains("\"0\", \"1\", \"2\""), "{e}");
+        let nr = find("nr_requests").unwrap();
+        assert_eq!(nr.check(" 64 "), Ok("64".to_string()));
+        assert!(nr.check("2").is_err());
+        assert!(nr.check("x").unwrap_err().contains("from 4 to"));
+        assert!(find("wbt_lat_usec").unwrap().check("-1").is_ok());
+        assert!(find("scheduler").unwrap().check("cfq").is_err());
+        assert!(find("write_cache").unwrap().check("write through").is_ok());
+        assert!(find("nope").is_none());
+        assert!(names().contains(&"io_poll"));
+    }
+
+    #[test]
+    fn attribute_paths() {
+        assert!(is_valid_attribute_path("iosched/fifo_batch"));
+        assert!(!is_valid_attribute_path("../../../etc"));
+        assert!(!is_valid_attribute_path("a//b"));
+        assert!(!is_valid_attribute_path("A"));
+    }
+}

@@ -1,0 +1,690 @@
+//! fio's JSON output, read defensively. fio prints warnings before its JSON (`fio: pid=...,
+//! err=95/...`), several complete documents with `--status-interval`, one entry per job unless
+//! `group_reporting` is set, a different top level in client mode (`client_stats` plus an "All
+//! clients" sum without percentiles), and direction blocks full of zeros for unused directions.
+//! This module turns any of those into one typed `FioReport`, and derives iolab's stable
+//! metric names from it. Percentiles across jobs are merged exactly from `json+` histogram bins
+//! or not at all: averaging percentiles gives numbers that describe no distribution.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// What went wrong reading fio's output; offsets and lines refer to the text given.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FioJsonError {
+    #[error("no JSON document in fio's output (no line starts with '{{'); fio printed: {excerpt}")]
+    NoDocument { excerpt: String },
+    #[error("fio's JSON is malformed at line {line}, column {column}: {message}")]
+    Malformed {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("fio's JSON has neither `jobs` nor `client_stats`")]
+    NoJobs,
+}
+
+/// Completion-latency statistics of one direction of one job (nanoseconds).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latency {
+    pub min_ns: f64,
+    pub max_ns: f64,
+    pub mean_ns: f64,
+    pub stddev_ns: f64,
+    /// Number of completions the figures describe.
+    pub samples: u64,
+    /// fio's own percentiles, (percent, ns), sorted by percent.
+    pub percentiles: Vec<(f64, f64)>,
+    /// `json+` histogram: bucket value in ns -> count. `None` with plain `json`.
+    pub bins: Option<BTreeMap<u64, u64>>,
+}
+
+/// One direction (read, write or trim) of one job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Direction {
+    pub iops: f64,
+    /// Bytes per second (fio's `bw_bytes`; `bw` is KiB/s and not used).
+    pub bw_bytes: f64,
+    pub io_bytes: u64,
+    pub total_ios: u64,
+    pub runtime_ms: u64,
+    pub clat: Latency,
+}
+
+impl Direction {
+    /// True when the job did I/O in this direction.
+    pub fn used(&self) -> bool {
+        self.total_ios > 0 || self.clat.samples > 0 || self.io_bytes > 0
+    }
+}
+
+/// One job as fio reported it (one clone of `numjobs`, a group, or one client host's job).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobResult {
+    pub name: String,
+    /// The server a client-mode job ran on.
+    pub hostname: Option<String>,
+    /// fio's errno for this job; 0 means no error.
+    pub error: i64,
+    pub read: Direction,
+    pub write: Direction,
+    pub trim: Direction,
+    /// Percent of one CPU spent by this job's own threads in user and system mode.
+    pub usr_cpu: f64,
+    pub sys_cpu: f64,
+    /// The options fio echoed (valueless booleans such as `hipri` are missing: fio drops them).
+    pub options: BTreeMap<String, String>,
+}
+
+/// A whole fio run, from the last complete document of its output.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FioReport {
+    /// `"fio version"`, e.g. "fio-3.33".
+    pub version: Option<String>,
+    pub jobs: Vec<JobResult>,
+    /// Client/server mode: the layout had `client_stats`.
+    pub client_mode: bool,
+    /// Client mode's "All clients" sum, kept apart so it is not counted twice.
+    pub all_clients: Option<JobResult>,
+    /// How many complete documents the output held (more than one with `--status-interval`).
+    pub documents: usize,
+    /// Text found before the first document (fio's warnings), trimmed.
+    pub preamble: String,
+}
+
+/// Which of the three directions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Read,
+    Write,
+    Trim,
+}
+
+impl Dir {
+    pub const ALL: [Dir; 3] = [Dir::Read, Dir::Write, Dir::Trim];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Read => "read",
+            Dir::Write => "write",
+            Dir::Trim => "trim",
+        }
+    }
+
+    fn of(self, job: &JobResult) -> &Direction {
+        match self {
+            Dir::Read => &job.read,
+            Dir::Write => &job.write,
+            Dir::Trim => &job.trim,
+        }
+    }
+}
+
+/// Percentiles iolab publishes, with the suffix of their metric name.
+const PUBLISHED_PERCENTILES: [(f64, &str); 3] = [(50.0, "p50"), (99.0, "p99"), (99.9, "p999")];
+
+/// Parses fio's stdout. Starts at the first line beginning with `{`, reads every complete
+/// document that follows and keeps the last one (status-interval documents are cumulative).
+pub fn parse(output: &str) -> Result<FioReport, FioJsonError> {
+    let start = first_document_start(output, 0).ok_or_else(|| FioJsonError::NoDocument {
+        excerpt: excerpt(output),
+    })?;
+    let preamble = output[..start].trim().to_string();
+    let mut last: Option<Value> = None;
+    let mut documents = 0;
+    let mut pos = start;
+    loop {
+        let mut stream = serde_json::Deserializer::from_str(&output[pos..]).into_iter::<Value>();
+        match stream.next() {
+            Some(Ok(value)) => {
+                documents += 1;
+                last = Some(value);
+                pos += stream.byte_offset();
+            }
+            Some(Err(e)) => {
+                // A truncated final document (fio killed mid-print) leaves the previous one
+                // as the best complete answer; a broken only document is an error.
+                if last.is_some() {
+                    break;
+                }
+                let (line, column) = line_column(output, pos, e.line(), e.column());
+                return Err(FioJsonError::Malformed {
+                    line,
+                    column,
+                    message: e.to_string(),
+                });
+            }
+            None => break,
+        }
+        match first_document_start(output, pos) {
+            Some(next) => pos = next,
+            None => break,
+        }
+    }
+    let doc = last.ok_or_else(|| FioJsonError::NoDocument {
+        excerpt: excerpt(output),
+    })?;
+    let mut report = report_from_value(&doc)?;
+    report.documents = documents;
+    report.preamble = preamble;
+    Ok(report)
+}
+
+fn first_document_start(text: &str, from: usize) -> Option<usize> {
+    let mut offset = from;
+    for line in text[from..].split_inclusive('\n') {
+        if line.starts_with('{') {
+            return Some(offset);
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// serde_json counts lines from the slice it was given; turn that into a line of the whole
+/// output so the message points where a user would look.
+fn line_column(output: &str, slice_start: usize, line: usize, column: usize) -> (usize, usize) {
+    let lines_before = output[..slice_start].matches('\n').count();
+    (lines_before + line, column)
+}
+
+fn excerpt(output: &str) -> String {
+    let trimmed = output.trim();
+    if trimmed.is_empty() {
+        return "(nothing)".to_string();
+    }
+    let mut s: String = trimmed.chars().take(200).collect();
+    if s.len() < trimmed.len() {
+        s.push_str("...");
+    }
+    s
+}
+
+fn report_from_value(doc: &Value) -> Result<FioReport, FioJsonError> {
+    let version = doc
+        .get("fio version")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let (entries, client_mode) = if let Some(jobs) = doc.get("jobs").and_then(Value::as_array) {
+        (jobs, false)
+    } else if let Some(clients) = doc.get("client_stats").and_then(Value::as_array) {
+        (clients, true)
+    } else {
+        return Err(FioJsonError::NoJobs);
+    };
+    let mut jobs = Vec::new();
+    let mut all_clients = None;
+    for entry in entries {
+        let job = job_from_value(entry);
+        if client_mode && job.name == "All clients" {
+            all_clients = Some(job);
+        } else {
+            jobs.push(job);
+        }
+    }
+    Ok(FioReport {
+        version,
+        jobs,
+        client_mode,
+        all_clients,
+        documents: 1,
+        preamble: String::new(),
+    })
+}
+
+/// fio prints most numbers as numbers, but be lenient: strings holding numbers are accepted,
+/// anything else counts as absent.
+fn num(v: Option<&Value>) -> Option<f64> {
+    match v? {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn num_or_zero(v: &Value, key: &str) -> f64 {
+    num(v.get(key)).filter(|x| x.is_finite()).unwrap_or(0.0)
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    let x = num_or_zero(v, key);
+    if x > 0.0 {
+        x as u64
+    } else {
+        0
+    }
+}
+
+fn job_from_value(v: &Value) -> JobResult {
+    let options = v
+        .get("job options")
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| {
+                    let value = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    (k.clone(), value)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    JobResult {
+        name: v
+            .get("jobname")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        hostname: v
+            .get("hostname")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        error: num(v.get("error")).map(|e| e as i64).unwrap_or(0),
+        read: direction_from_value(v.get("read")),
+        write: direction_from_value(v.get("write")),
+        trim: direction_from_value(v.get("trim")),
+        usr_cpu: num_or_zero(v, "usr_cpu"),
+        sys_cpu: num_or_zero(v, "sys_cpu"),
+        options,
+    }
+}
+
+fn direction_from_value(v: Option<&Value>) -> Direction {
+    let Some(v) = v.filter(|v| v.is_object()) else {
+        return Direction::default();
+    };
+    Direction {
+        iops: num_or_zero(v, "iops"),
+        bw_bytes: num_or_zero(v, "bw_bytes"),
+        io_bytes: count(v, "io_bytes"),
+        total_ios: count(v, "total_ios"),
+        runtime_ms: count(v, "runtime"),
+        clat: latency_from_value(v.get("clat_ns")),
+    }
+}
+
+fn latency_from_value(v: Option<&Value>) -> Latency {
+    let Some(v) = v.filter(|v| v.is_object()) else {
+        return Latency::default();
+    };
+    let mut percentiles: Vec<(f64, f64)> = v
+        .get("percentile")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter_map(|(k, val)| Some((k.trim().parse::<f64>().ok()?, num(Some(val))?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let bins = v.get("bins").and_then(Value::as_object).map(|b| {
+        let mut map = BTreeMap::new();
+        for (k, val) in b {
+            if let (Ok(ns), Some(n)) = (k.trim().parse::<u64>(), num(Some(val))) {
+                if n > 0.0 {
+                    *map.entry(ns).or_insert(0) += n as u64;
+                }
+            }
+        }
+        map
+    });
+    Latency {
+        min_ns: num_or_zero(v, "min"),
+        max_ns: num_or_zero(v, "max"),
+        mean_ns: num_or_zero(v, "mean"),
+        stddev_ns: num_or_zero(v, "stddev"),
+        samples: count(v, "N"),
+        percentiles,
+        bins,
+    }
+}
+
+/// The value at `percent` of a histogram, the way fio computes it: the first bucket at which
+/// the running count reaches `percent`% of all samples. `None` for an empty histogram.
+pub fn percentile_from_bins(bins: &BTreeMap<u64, u64>, percent: f64) -> Option<u64> {
+    let total: u64 = bins.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let threshold = percent / 100.0 * total as f64;
+    let mut running = 0u64;
+    for (&value, &n) in bins {
+        running += n;
+        if running as f64 >= threshold {
+            return Some(value);
+        }
+    }
+    bins.keys().next_back().copied()
+}
+
+/// Adds histograms bucket by bucket (fio's bucket values are the same on every host and job).
+pub fn merge_bins<'a>(all: impl IntoIterator<Item = &'a BTreeMap<u64, u64>>) -> BTreeMap<u64, u64> {
+    let mut merged = BTreeMap::new();
+    for bins in all {
+        for (&k, &n) in bins {
+            *merged.entry(k).or_insert(0) += n;
+        }
+    }
+    merged
+}
+
+/// Figures of one direction summed or combined over every job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DirectionTotal {
+    pub iops: f64,
+    pub bw_bytes: f64,
+    pub total_ios: u64,
+    /// Completion latency over all jobs; `None` when no job did I/O in this direction.
+    pub clat: Option<CombinedLatency>,
+}
+
+/// Completion latency combined over jobs, in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CombinedLatency {
+    pub samples: u64,
+    /// Mean weighted by each job's number of completions.
+    pub mean_ns: f64,
+    /// Stddev of the pooled samples (exact from each job's mean, stddev and count).
+    pub stddev_ns: f64,
+    pub min_ns: f64,
+    pub max_ns: f64,
+    /// (percent, ns) for 50, 99 and 99.9 where they can be known exactly; see `PercentileSource`.
+    pub percentiles: Vec<(f64, f64)>,
+    pub percentile_source: PercentileSource,
+}
+
+/// Where the combined percentiles came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PercentileSource {
+    /// Merged `json+` bins of every job: exact.
+    MergedBins,
+    /// Only one job did I/O in this direction: its own percentiles.
+    SingleJob,
+    /// Several jobs without bins: percentiles cannot be combined, so none are given.
+    #[default]
+    Unavailable,
+}
+
+impl FioReport {
+    /// The first job that reported an error, with its errno.
+    pub fn first_error(&self) -> Option<(&str, i64)> {
+        self.jobs
+            .iter()
+            .find(|j| j.error != 0)
+            .map(|j| (j.name.as_str(), j.error))
+    }
+
+    /// One direction summed over jobs: IOPS and bandwidth add up, latency means are weighted by
+    /// completions, percentiles are merged from bins or taken from the only job that has them.
+    pub fn total(&self, dir: Dir) -> DirectionTotal {
+        let used: Vec<&Direction> = self
+            .jobs
+            .iter()
+            .map(|j| dir.of(j))
+            .filter(|d| d.used())
+            .collect();
+        let mut total = DirectionTotal {
+            iops: self.jobs.iter().map(|j| dir.of(j).iops).sum(),
+            bw_bytes: self.jobs.iter().map(|j| dir.of(j).bw_bytes).sum(),
+            total_ios: self.jobs.iter().map(|j| dir.of(j).total_ios).sum(),
+            clat: None,
+        };
+        let with_samples: Vec<&Latency> = used
+            .iter()
+            .map(|d| &d.clat)
+            .filter(|l| l.samples > 0)
+            .collect();
+        if with_samples.is_empty() {
+            return total;
+        }
+        let n: u64 = with_samples.iter().map(|l| l.samples).sum();
+        let mean = with_samples
+            .iter()
+            .map(|l| l.mean_ns * l.samples as f64)
+            .sum::<f64>()
+            / n as f64;
+        // Pooled variance from per-job (n-1)-variances and the spread of the job means.
+        let ss: f64 = with_samples
+            .iter()
+            .map(|l| {
+                let ni = l.samples as f64;
+                (ni - 1.0).max(0.0) * l.stddev_ns * l.stddev_ns
+                    + ni * (l.mean_ns - mean) * (l.mean_ns - mean)
+            })
+            .sum();
+        let stddev = if n > 1 {
+            (ss / (n as f64 - 1.0)).sqrt()
+        } else {
+            0.0
+        };
+        let (percentiles, source) = if with_samples.iter().all(|l| l.bins.is_some()) {
+            let merged = merge_bins(with_samples.iter().filter_map(|l| l.bins.as_ref()));
+            let p = PUBLISHED_PERCENTILES
+                .iter()
+                .filter_map(|&(pct, _)| Some((pct, percentile_from_bins(&merged, pct)? as f64)))
+                .collect();
+            (p, PercentileSource::MergedBins)
+        } else if with_samples.len() == 1 {
+            let own = &with_samples[0].percentiles;
+            let p = PUBLISHED_PERCENTILES
+                .iter()
+                .filter_map(|&(pct, _)| {
+                    own.iter()
+                        .find(|(k, _)| (k - pct).abs() < 1e-9)
+                        .map(|&(_, v)| (pct, v))
+                })
+                .collect();
+            (p, PercentileSource::SingleJob)
+        } else {
+            (Vec::new(), PercentileSource::Unavailable)
+        };
+        total.clat = Some(CombinedLatency {
+            samples: n,
+            mean_ns: mean,
+            stddev_ns: stddev,
+            min_ns: with_samples
+                .iter()
+                .map(|l| l.min_ns)
+                .fold(f64::INFINITY, f64::min),
+            max_ns: with_samples.iter().map(|l| l.max_ns).fold(0.0, f64::max),
+            percentiles,
+            percentile_source: source,
+        });
+        total
+    }
+
+    /// iolab's stable metric names (docs/architecture.md). Read and write IOPS and bandwidth
+    /// are always present (0 for an unused direction, which is a real figure); latencies only
+    /// for directions that did I/O; percentiles only where they are exact; trim only if used.
+    /// `fio_usr_pct`/`fio_sys_pct` are summed over jobs: percent of one CPU, so two jobs each
+    /// keeping a CPU half busy give 100.
+    pub fn metrics(&self) -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        for dir in Dir::ALL {
+            let total = self.total(dir);
+            if dir == Dir::Trim && total.total_ios == 0 && total.clat.is_none() {
+                continue;
+            }
+            let name = dir.name();
+            out.push((format!("{name}_iops"), total.iops));
+            out.push((format!("{name}_bw_mbs"), total.bw_bytes / 1e6));
+            if let Some(clat) = &total.clat {
+                out.push((format!("{name}_clat_mean_us"), clat.mean_ns / 1e3));
+                for &(pct, suffix) in &PUBLISHED_PERCENTILES {
+                    if let Some(&(_, v)) = clat.percentiles.iter().find(|(p, _)| *p == pct) {
+                        out.push((format!("{name}_clat_{suffix}_us"), v / 1e3));
+                    }
+                }
+                out.push((format!("{name}_clat_min_us"), clat.min_ns / 1e3));
+                out.push((format!("{name}_clat_max_us"), clat.max_ns / 1e3));
+                out.push((format!("{name}_clat_stddev_us"), clat.stddev_ns / 1e3));
+            }
+        }
+        out.push((
+            "fio_usr_pct".to_string(),
+            self.jobs.iter().map(|j| j.usr_cpu).sum(),
+        ));
+        out.push((
+            "fio_sys_pct".to_string(),
+            self.jobs.iter().map(|j| j.sys_cpu).sum(),
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_json(name: &str, iops: f64, n: u64, mean: f64, sd: f64, bins: Option<&str>) -> String {
+        let bins = bins
+            .map(|b| format!(r#", "bins": {b}"#))
+            .unwrap_or_default();
+        format!(
+            r#"{{"jobname": "{name}", "error": 0, "usr_cpu": 1.5, "sys_cpu": 10.0,
+               "read": {{"iops": {iops}, "bw_bytes": 4096000, "io_bytes": 8192, "total_ios": {n},
+                        "runtime": 1000,
+                        "clat_ns": {{"min": 10, "max": 900, "mean": {mean}, "stddev": {sd},
+                                    "N": {n}, "percentile": {{"50.000000": 100, "99.000000": 800,
+                                    "99.900000": 900}}{bins}}}}},
+               "write": {{"iops": 0.0, "bw_bytes": 0, "total_ios": 0,
+                         "clat_ns": {{"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}}}}}}"#
+        )
+    }
+
+    fn doc(jobs: &[String]) -> String {
+        format!(
+            "{{\"fio version\": \"fio-3.33\", \"jobs\": [{}]}}\n",
+            jobs.join(",")
+        )
+    }
+
+    #[test]
+    fn text_before_the_json_is_skipped_and_kept() {
+        let out = format!(
+            "fio: pid=1, err=95/file:io_u.c:1876\n{}",
+            doc(&[job_json("a", 5.0, 10, 100.0, 0.0, None)])
+        );
+        let r = parse(&out).unwrap();
+        assert_eq!(r.preamble, "fio: pid=1, err=95/file:io_u.c:1876");
+        assert_eq!(r.jobs.len(), 1);
+        assert_eq!(r.version.as_deref(), Some("fio-3.33"));
+    }
+
+    #[test]
+    fn no_json_is_an_error_quoting_the_output() {
+        let e = parse("fio: failed to open /dev/nope\n").unwrap_err();
+        assert!(
+            matches!(e, FioJsonError::NoDocument { ref excerpt } if excerpt.contains("/dev/nope"))
+        );
+        assert!(matches!(
+            parse("").unwrap_err(),
+            FioJsonError::NoDocument { .. }
+        ));
+    }
+
+    #[test]
+    fn malformed_json_points_at_the_line_of_the_whole_output() {
+        let e = parse("warning\n{\n  \"jobs\": [,]\n}\n").unwrap_err();
+        match e {
+            FioJsonError::Malformed { line, .. } => assert_eq!(line, 3),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn several_documents_keep_the_last_and_a_truncated_tail_is_ignored() {
+        let first = doc(&[job_json("a", 1.0, 10, 100.0, 0.0, None)]);
+        let second = doc(&[job_json("a", 2.0, 20, 100.0, 0.0, None)]);
+        let r = parse(&format!("{first}{second}{{\"jobs\": [")).unwrap();
+        assert_eq!(r.documents, 2);
+        assert_eq!(r.jobs[0].read.iops, 2.0);
+    }
+
+    #[test]
+    fn neither_jobs_nor_clients_is_an_error() {
+        assert_eq!(
+            parse("{\"fio version\": \"x\"}").unwrap_err(),
+            FioJsonError::NoJobs
+        );
+    }
+
+    #[test]
+    fn means_are_weighted_and_stddev_pooled_exactly() {
+        // Job a: samples {1,3} -> mean 2, sample sd sqrt(2). Job b: {5,5,5,9} -> mean 6,
+        // sd 2. Pooled {1,3,5,5,5,9}: mean 14/3, sample variance = 7.8667.
+        let a = job_json("a", 1.0, 2, 2.0, 2f64.sqrt(), None);
+        let b = job_json("b", 2.0, 4, 6.0, 2.0, None);
+        let r = parse(&doc(&[a, b])).unwrap();
+        let t = r.total(Dir::Read);
+        let c = t.clat.unwrap();
+        assert_eq!(t.iops, 3.0);
+        assert!((c.mean_ns - 28.0 / 6.0).abs() < 1e-12);
+        let xs = [1.0, 3.0, 5.0, 5.0, 5.0, 9.0];
+        let m: f64 = xs.iter().sum::<f64>() / 6.0;
+        let var = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / 5.0;
+        assert!((c.stddev_ns - var.sqrt()).abs() < 1e-12);
+        // Two jobs without bins: no percentile may be invented.
+        assert_eq!(c.percentile_source, PercentileSource::Unavailable);
+        assert!(c.percentiles.is_empty());
+        let names: Vec<String> = r.metrics().into_iter().map(|(n, _)| n).collect();
+        assert!(!names.iter().any(|n| n.contains("p99")));
+        assert!(names.contains(&"read_clat_mean_us".to_string()));
+    }
+
+    #[test]
+    fn single_job_percentiles_come_from_fio() {
+        let r = parse(&doc(&[job_json("a", 1.0, 10, 100.0, 5.0, None)])).unwrap();
+        let m: BTreeMap<String, f64> = r.metrics().into_iter().collect();
+        assert_eq!(m["read_clat_p50_us"], 0.1);
+        assert_eq!(m["read_clat_p99_us"], 0.8);
+        assert_eq!(m["read_clat_p999_us"], 0.9);
+        assert_eq!(m["read_bw_mbs"], 4.096);
+        assert_eq!(m["write_iops"], 0.0);
+        assert!(!m.contains_key("write_clat_mean_us"));
+        assert!(!m.contains_key("trim_iops"));
+        assert_eq!(m["fio_sys_pct"], 10.0);
+    }
+
+    #[test]
+    fn bins_are_merged_before_taking_percentiles() {
+        let a = job_json("a", 1.0, 4, 1.0, 0.0, Some(r#"{"100": 3, "1000": 1}"#));
+        let b = job_json("b", 1.0, 4, 1.0, 0.0, Some(r#"{"100": 1, "2000": 3}"#));
+        let r = parse(&doc(&[a, b])).unwrap();
+        let c = r.total(Dir::Read).clat.unwrap();
+        assert_eq!(c.percentile_source, PercentileSource::MergedBins);
+        // merged: 100 x4, 1000 x1, 2000 x3 -> p50 = 100 (4 >= 4), p99 = 2000.
+        assert_eq!(
+            c.percentiles,
+            vec![(50.0, 100.0), (99.0, 2000.0), (99.9, 2000.0)]
+        );
+    }
+
+    #[test]
+    fn percentile_from_bins_matches_fios_rule() {
+        let bins: BTreeMap<u64, u64> = [(10, 1), (20, 1), (30, 2)].into_iter().collect();
+        assert_eq!(percentile_from_bins(&bins, 25.0), Some(10));
+        assert_eq!(percentile_from_bins(&bins, 25.1), Some(20));
+        assert_eq!(percentile_from_bins(&bins, 50.0), Some(20));
+        assert_eq!(percentile_from_bins(&bins, 100.0), Some(30));
+        assert_eq!(percentile_from_bins(&BTreeMap::new(), 50.0), None);
+    }
+
+    #[test]
+    fn odd_values_do_not_panic() {
+        let out = r#"{"jobs": [{"jobname": 5, "error": "95", "read": "x",
+                      "write": {"iops": "12.5", "clat_ns": {"N": -3, "bins": {"x": 1, "7": "2"}}}}]}"#;
+        let r = parse(out).unwrap();
+        assert_eq!(r.jobs[0].error, 95);
+        assert_eq!(r.jobs[0].write.iops, 12.5);
+        assert_eq!(r.jobs[0].write.clat.samples, 0);
+        assert_eq!(
+            r.jobs[0].write.clat.bins.as_ref().unwrap().get(&7),
+            Some(&2)
+        );
+        let _ = r.metrics();
+    }
+}

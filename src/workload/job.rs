@@ -1,0 +1,344 @@
+//! One fio job file per experiment cell. The job file is the record of what ran (fio's JSON
+//! drops valueless booleans such as `hipri`, so the store keeps this text), and building it is
+//! the last point where options are checked: the base workload, the cell's overrides, then
+//! what iolab itself decides (target, CPU placement, polling) — in that order, so iolab's own
+//! settings always win and a user option can never silently contradict them.
+
+use super::options::{self, OptionPolicy, Refusal, PLACEMENT_OPTIONS, POLLING_ENGINES};
+
+/// A job ready to hand to a runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    /// The cell this job realises, e.g. `rq_affinity=1,placement=far` (replay looks it up).
+    pub cell_key: String,
+    /// fio's job name (section header).
+    pub name: String,
+    /// The target device or file.
+    pub filename: String,
+    /// Options in the order they appear in the job file, `filename` excluded.
+    pub options: Vec<(String, String)>,
+    /// Why this job writes to its target, `None` when it only reads.
+    pub writes: Option<String>,
+}
+
+/// Why a job could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    #[error("{0}")]
+    Refused(#[from] Refusal),
+    #[error("`{option}` conflicts with {what}: remove it from the workload")]
+    Conflict { option: String, what: String },
+    #[error("polling needs one of the engines {engines}, but the workload sets ioengine={engine}")]
+    EngineCannotPoll { engine: String, engines: String },
+    #[error("no target file or device was given")]
+    NoTarget,
+    #[error("an empty CPU list cannot be pinned to")]
+    EmptyCpuList,
+}
+
+/// Builds a `JobSpec` step by step.
+#[derive(Debug, Clone, Default)]
+pub struct JobBuilder {
+    name: String,
+    cell_key: String,
+    options: Vec<(String, String)>,
+    filename: Option<String>,
+    cpus: Option<(Vec<u32>, bool)>,
+    polling: Option<bool>,
+    policy: OptionPolicy,
+}
+
+impl JobBuilder {
+    pub fn new(name: &str) -> Self {
+        JobBuilder {
+            name: name.to_string(),
+            ..Default::default()
+        }
+    }
+
+    pub fn cell_key(mut self, key: &str) -> Self {
+        self.cell_key = key.to_string();
+        self
+    }
+
+    pub fn policy(mut self, policy: OptionPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The experiment's base workload (plain fio options).
+    pub fn base<'a>(mut self, options: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        for (n, v) in options {
+            self = self.set(n, v);
+        }
+        self
+    }
+
+    /// Sets one option, replacing an earlier value of the same option (aliases included:
+    /// `blocksize` replaces `bs`) in place, so the job file keeps the workload's order.
+    pub fn set(mut self, name: &str, value: &str) -> Self {
+        let canon = options::canonical(name);
+        match self
+            .options
+            .iter_mut()
+            .find(|(n, _)| options::canonical(n) == canon)
+        {
+            Some(slot) => *slot = (canon.to_string(), value.to_string()),
+            None => self.options.push((canon.to_string(), value.to_string())),
+        }
+        self
+    }
+
+    pub fn filename(mut self, path: &str) -> Self {
+        self.filename = Some(path.to_string());
+        self
+    }
+
+    /// Pins the job to these CPUs; `split` gives each of `numjobs` clones its own CPU.
+    pub fn cpus(mut self, cpus: &[u32], split: bool) -> Self {
+        self.cpus = Some((cpus.to_vec(), split));
+        self
+    }
+
+    /// Polled completions on or off. Either way the engine is io_uring unless the workload
+    /// chose another polling engine, so on/off compares polling and nothing else.
+    pub fn polling(mut self, on: bool) -> Self {
+        self.polling = Some(on);
+        self
+    }
+
+    pub fn build(self) -> Result<JobSpec, JobError> {
+        let filename = self.filename.clone().ok_or(JobError::NoTarget)?;
+        for (n, v) in &self.options {
+            options::check_option(n, v, &self.policy)?;
+        }
+        let mut opts = self.options;
+        if let Some((cpus, split)) = &self.cpus {
+            if cpus.is_empty() {
+                return Err(JobError::EmptyCpuList);
+            }
+            if let Some((n, _)) = opts
+                .iter()
+                .find(|(n, _)| PLACEMENT_OPTIONS.contains(&n.as_str()))
+            {
+                return Err(JobError::Conflict {
+                    option: n.clone(),
+                    what: "the placement factor, which pins fio itself".to_string(),
+                });
+            }
+            opts.push(("cpus_allowed".to_string(), cpu_list(cpus)));
+            if *split {
+                opts.push(("cpus_allowed_policy".to_string(), "split".to_string()));
+            }
+        }
+        if let Some(on) = self.polling {
+            if let Some((n, _)) = opts.iter().find(|(n, _)| n == "hipri") {
+                return Err(JobError::Conflict {
+                    option: n.clone(),
+                    what: "the polling factor, which sets hipri itself".to_string(),
+                });
+            }
+            match opts.iter().find(|(n, _)| n == "ioengine") {
+                Some((_, engine)) if !POLLING_ENGINES.contains(&engine.as_str()) => {
+                    return Err(JobError::EngineCannotPoll {
+                        engine: engine.clone(),
+                        engines: POLLING_ENGINES.join(", "),
+                    })
+                }
+                Some(_) => {}
+                None => opts.push(("ioengine".to_string(), "io_uring".to_string())),
+            }
+            opts.push(("hipri".to_string(), if on { "1" } else { "0" }.to_string()));
+        }
+        let writes = options::writes(opts.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        Ok(JobSpec {
+            cell_key: self.cell_key,
+            name: sanitize_name(&self.name),
+            filename,
+            options: opts,
+            writes,
+        })
+    }
+}
+
+/// Compact fio CPU list: `0-3,6`.
+pub fn cpu_list(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// fio section names are free text, but `[`/`]`, spaces and the reserved word `global` would
+/// change the file's meaning.
+fn sanitize_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if cleaned.is_empty() || cleaned == "global" {
+        "iolab".to_string()
+    } else {
+        cleaned
+    }
+}
+
+impl JobSpec {
+    /// The fio job file, as stored with the run.
+    pub fn job_file(&self) -> String {
+        let mut out = String::from("; fio job file written by iolab\n");
+        if !self.cell_key.is_empty() {
+            out.push_str(&format!("; cell: {}\n", self.cell_key.replace('\n', " ")));
+        }
+        // fio splits `filename` on ':' (several files); a colon in a path must be escaped.
+        let filename = self.filename.replace(':', "\\:");
+        out.push_str(&format!("[{}]\nfilename={filename}\n", self.name));
+        for (n, v) in &self.options {
+            out.push_str(&format!("{n}={v}\n"));
+        }
+        out
+    }
+
+    /// The last value of an option, by any of its names.
+    pub fn option(&self, name: &str) -> Option<&str> {
+        let canon = options::canonical(name);
+        self.options
+            .iter()
+            .rev()
+            .find(|(n, _)| n == canon)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// True when the job asks for polled completions.
+    pub fn polls(&self) -> bool {
+        self.option("hipri").is_some_and(|v| v.trim() != "0")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> JobBuilder {
+        JobBuilder::new("rr")
+            .cell_key("rq_affinity=1,placement=far")
+            .base([
+                ("rw", "randread"),
+                ("bs", "4k"),
+                ("iodepth", "32"),
+                ("time_based", "1"),
+            ])
+            .filename("/dev/loop7")
+    }
+
+    #[test]
+    fn job_file_has_workload_overrides_and_placement_in_order() {
+        let job = base()
+            .set("blocksize", "64k")
+            .cpus(&[3, 0, 1, 2], true)
+            .polling(true)
+            .build()
+            .unwrap();
+        assert_eq!(
+            job.job_file(),
+            "; fio job file written by iolab\n\
+             ; cell: rq_affinity=1,placement=far\n\
+             [rr]\n\
+             filename=/dev/loop7\n\
+             rw=randread\n\
+             bs=64k\n\
+             iodepth=32\n\
+             time_based=1\n\
+             cpus_allowed=0-3\n\
+             cpus_allowed_policy=split\n\
+             ioengine=io_uring\n\
+             hipri=1\n"
+        );
+        assert!(job.polls());
+        assert_eq!(job.option("blocksize"), Some("64k"));
+        assert_eq!(job.writes, None);
+    }
+
+    #[test]
+    fn polling_off_keeps_the_engine_and_says_so() {
+        let job = base().polling(false).build().unwrap();
+        assert_eq!(job.option("ioengine"), Some("io_uring"));
+        assert_eq!(job.option("hipri"), Some("0"));
+        assert!(!job.polls());
+    }
+
+    #[test]
+    fn conflicts_and_refusals() {
+        assert!(matches!(
+            base().set("cpus_allowed", "1").cpus(&[0], false).build(),
+            Err(JobError::Conflict { .. })
+        ));
+        assert!(matches!(
+            base().set("ioengine", "libaio").polling(true).build(),
+            Err(JobError::EngineCannotPoll { .. })
+        ));
+        assert!(matches!(
+            base().set("hipri", "1").polling(false).build(),
+            Err(JobError::Conflict { .. })
+        ));
+        assert!(matches!(
+            base().set("exec_prerun", "true").build(),
+            Err(JobError::Refused(Refusal::RunsCode { .. }))
+        ));
+        assert_eq!(
+            JobBuilder::new("x").build().unwrap_err(),
+            JobError::NoTarget
+        );
+        assert_eq!(
+            base().cpus(&[], false).build().unwrap_err(),
+            JobError::EmptyCpuList
+        );
+    }
+
+    #[test]
+    fn colons_in_the_target_are_escaped() {
+        let job = JobBuilder::new("x")
+            .filename("/dev/disk/by-path/pci-0000:00:04.0")
+            .build()
+            .unwrap();
+        assert!(job
+            .job_file()
+            .contains("filename=/dev/disk/by-path/pci-0000\\:00\\:04.0\n"));
+    }
+
+    #[test]
+    fn writes_are_reported() {
+        let job = base().set("rw", "randwrite").build().unwrap();
+        assert!(job.writes.unwrap().contains("randwrite"));
+    }
+
+    #[test]
+    fn cpu_lists_and_names() {
+        assert_eq!(cpu_list(&[5, 1, 2, 3, 7, 8, 2]), "1-3,5,7-8");
+        assert_eq!(cpu_list(&[0]), "0");
+        assert_eq!(sanitize_name("a b]["), "a_b__");
+        assert_eq!(sanitize_name("global"), "iolab");
+    }
+}

@@ -1,0 +1,642 @@
+//! Running fio. The run loop talks to a `FioRunner` trait: `RealFio` spawns fio as a child
+//! process (in its own process group, so cancelling also stops fio's forked job processes),
+//! and `ReplayFio` hands back canned outputs so the whole run loop can be tested exactly and
+//! fast. Both go through one pure `classify` that decides what a run's output means: success,
+//! not applicable here (fio error 95, EOPNOTSUPP: e.g. a device that cannot poll), a fio
+//! error with its errno, or a crash.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+use super::fio_json::{self, FioReport};
+use super::job::JobSpec;
+
+/// EOPNOTSUPP: the device or kernel cannot do what the job asked (polling on loop, dm, ...).
+pub const ERRNO_NOT_SUPPORTED: i64 = 95;
+
+/// Anything that can run a fio job.
+pub trait FioRunner {
+    fn run(&self, job: &JobSpec) -> Result<FioOutcome>;
+}
+
+/// What a run came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FioStatus {
+    Success,
+    /// The cell cannot be realised on this device; record it, do not retry.
+    NotApplicable {
+        errno: i64,
+        reason: String,
+    },
+    /// fio ran and reported an error (`errno` when fio named one).
+    FioError {
+        errno: Option<i64>,
+        message: String,
+    },
+    /// fio died, hung or printed no result.
+    Crash {
+        reason: String,
+    },
+    /// Stopped on request (Ctrl-C, SIGTERM).
+    Cancelled,
+}
+
+/// Everything a run leaves behind, stored with the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FioOutcome {
+    pub command_line: String,
+    pub job_file: String,
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub elapsed: Duration,
+    pub status: FioStatus,
+    /// The parsed output when there was one (also for errors: fio reports per-job errors).
+    pub report: Option<FioReport>,
+}
+
+/// The raw result of running fio, before interpretation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawOutput {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub cancelled: bool,
+    /// Killed because it ran past the runner's time limit.
+    pub timed_out: Option<Duration>,
+}
+
+/// Short names for the errnos fio reports most.
+pub fn errno_name(errno: i64) -> &'static str {
+    match errno {
+        1 => "EPERM",
+        2 => "ENOENT",
+        5 => "EIO",
+        11 => "EAGAIN",
+        12 => "ENOMEM",
+        13 => "EACCES",
+        16 => "EBUSY",
+        22 => "EINVAL",
+        28 => "ENOSPC",
+        30 => "EROFS",
+        95 => "EOPNOTSUPP",
+        110 => "ETIMEDOUT",
+        _ => "errno",
+    }
+}
+
+/// Decides what a run's output means. Pure: the same for real and replayed runs.
+pub fn classify(job: &JobSpec, raw: &RawOutput) -> (FioStatus, Option<FioReport>) {
+    let parsed = fio_json::parse(&raw.stdout);
+    let report = parsed.as_ref().ok().cloned();
+    if raw.cancelled {
+        return (FioStatus::Cancelled, report);
+    }
+    if let Some(limit) = raw.timed_out {
+        let reason = format!(
+            "fio did not finish within {} s and was killed",
+            limit.as_secs()
+        );
+        return (FioStatus::Crash { reason }, report);
+    }
+    if let Some(sig) = raw.signal {
+        let reason = format!("fio was killed by signal {sig}{}", stderr_tail(&raw.stderr));
+        return (FioStatus::Crash { reason }, report);
+    }
+    let errno = match &report {
+        Some(r) => r.first_error().map(|(name, e)| (name.to_string(), e)),
+        None => errno_in_text(&raw.stderr)
+            .or_else(|| errno_in_text(&raw.stdout))
+            .map(|e| (job.name.clone(), e)),
+    };
+    if let Some((name, e)) = errno {
+        if e == ERRNO_NOT_SUPPORTED {
+            let reason = if job.polls() {
+                "device cannot poll (fio error 95, EOPNOTSUPP: polled I/O needs a queue with \
+                 poll queues, io_poll=1)"
+                    .to_string()
+            } else {
+                "the device does not support this operation (fio error 95, EOPNOTSUPP)".to_string()
+            };
+            return (FioStatus::NotApplicable { errno: e, reason }, report);
+        }
+        let message = format!(
+            "fio job `{name}` failed with error {e} ({}){}",
+            errno_name(e),
+            stderr_tail(&raw.stderr)
+        );
+        return (
+            FioStatus::FioError {
+                errno: Some(e),
+                message,
+            },
+            report,
+        );
+    }
+    match (&parsed, raw.exit_code) {
+        (Ok(_), Some(0)) => (FioStatus::Success, report),
+        (Ok(_), code) => (
+            FioStatus::FioError {
+                errno: None,
+                message: format!(
+                    "fio exited with status {}{}",
+                    code.map_or("?".to_string(), |c| c.to_string()),
+                    stderr_tail(&raw.stderr)
+                ),
+            },
+            report,
+        ),
+        (Err(e), Some(code)) if code != 0 => (
+            FioStatus::FioError {
+                errno: None,
+                message: format!(
+                    "fio exited with status {code}: {e}{}",
+                    stderr_tail(&raw.stderr)
+                ),
+            },
+            None,
+        ),
+        (Err(e), _) => (
+            FioStatus::Crash {
+                reason: format!("fio gave no usable result: {e}{}", stderr_tail(&raw.stderr)),
+            },
+            None,
+        ),
+    }
+}
+
+/// fio's own error lines carry `err=NN/` or `error=...`; take the errno from the first.
+fn errno_in_text(text: &str) -> Option<i64> {
+    text.lines().find_map(|line| {
+        let rest = &line[line.find("err=")? + 4..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok().filter(|&e| e > 0)
+    })
+}
+
+/// The last few lines of stderr, for error messages.
+fn stderr_tail(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    format!("; fio said: {}", tail.join(" | "))
+}
+
+fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_=./:,+@%".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// A flag the run loop sets on Ctrl-C / SIGTERM; a running fio is then stopped gracefully.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs the real fio binary.
+#[derive(Debug, Clone)]
+pub struct RealFio {
+    /// The fio program (default: `fio` from PATH).
+    pub program: PathBuf,
+    /// Where job files are written for the run's duration.
+    pub work_dir: PathBuf,
+    /// Kill fio if it runs longer than this (it should stop by itself after runtime).
+    pub time_limit: Option<Duration>,
+    /// How long fio gets to print its results after SIGTERM before SIGKILL.
+    pub grace: Duration,
+    pub cancel: CancelToken,
+}
+
+impl Default for RealFio {
+    fn default() -> Self {
+        RealFio {
+            program: PathBuf::from("fio"),
+            work_dir: std::env::temp_dir(),
+            time_limit: None,
+            grace: Duration::from_secs(5),
+            cancel: CancelToken::new(),
+        }
+    }
+}
+
+/// Kills fio's whole process group if the run is abandoned (panic, early return).
+struct GroupGuard {
+    child: std::process::Child,
+    done: bool,
+}
+
+impl GroupGuard {
+    fn signal(&self, sig: i32) {
+        // fio was started as a process-group leader, so its pid is the group id.
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Removes the job file when the run ends, however it ends.
+struct FileGuard(PathBuf);
+
+impl Drop for FileGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+impl RealFio {
+    /// The arguments fio is started with, before the job file.
+    pub const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
+
+    fn job_path(&self, job: &JobSpec) -> PathBuf {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        self.work_dir
+            .join(format!("iolab-{}-{n}-{}.fio", std::process::id(), job.name))
+    }
+
+    fn execute(&self, path: &std::path::Path) -> Result<RawOutput> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(Self::ARGS)
+            .arg(path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.program.display()))?;
+        let mut guard = GroupGuard { child, done: false };
+        let stdout = reader_thread(guard.child.stdout.take());
+        let stderr = reader_thread(guard.child.stderr.take());
+        let start = Instant::now();
+        let mut raw = RawOutput::default();
+        let mut term_sent: Option<Instant> = None;
+        let status = loop {
+            if let Some(status) = guard.child.try_wait()? {
+                break status;
+            }
+            let over_time = self.time_limit.filter(|&l| start.elapsed() > l);
+            if term_sent.is_none() && (self.cancel.is_cancelled() || over_time.is_some()) {
+                raw.cancelled = self.cancel.is_cancelled();
+                raw.timed_out = over_time;
+                guard.signal(libc::SIGTERM);
+                term_sent = Some(Instant::now());
+            }
+            if term_sent.is_some_and(|t| t.elapsed() > self.grace) {
+                guard.signal(libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        guard.done = true;
+        raw.exit_code = status.code();
+        raw.signal = status.signal();
+        raw.stdout = stdout.join().unwrap_or_default();
+        raw.stderr = stderr.join().unwrap_or_default();
+        Ok(raw)
+    }
+}
+
+fn reader_thread<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+impl FioRunner for RealFio {
+    fn run(&self, job: &JobSpec) -> Result<FioOutcome> {
+        let path = self.job_path(job);
+        let job_file = job.job_file();
+        std::fs::write(&path, &job_file)
+            .with_context(|| format!("cannot write the fio job file {}", path.display()))?;
+        let _cleanup = FileGuard(path.clone());
+        let command_line = std::iter::once(self.program.display().to_string())
+            .chain(Self::ARGS.iter().map(|s| s.to_string()))
+            .chain(std::iter::once(path.display().to_string()))
+            .map(|a| shell_quote(&a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let start = Instant::now();
+        let raw = self.execute(&path)?;
+        let (status, report) = classify(job, &raw);
+        Ok(FioOutcome {
+            command_line,
+            job_file,
+            stdout: raw.stdout,
+            stderr: raw.stderr,
+            exit_code: raw.exit_code,
+            signal: raw.signal,
+            elapsed: start.elapsed(),
+            status,
+            report,
+        })
+    }
+}
+
+/// A canned fio result for replay.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Canned {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl Canned {
+    /// A run that exited with `exit_code` after printing `stdout` and `stderr`.
+    pub fn exited(stdout: &str, stderr: &str, exit_code: i32) -> Self {
+        Canned {
+            stdout: stdout.to_string(),
+            stderr: stderr.to_string(),
+            exit_code: Some(exit_code),
+            signal: None,
+        }
+    }
+
+    /// A run killed by a signal.
+    pub fn killed(signal: i32) -> Self {
+        Canned {
+            signal: Some(signal),
+            ..Default::default()
+        }
+    }
+
+    /// Reads `STEM.out` and, if present, `STEM.stderr` (as captured for the fixtures).
+    pub fn from_files(stem: &std::path::Path, exit_code: i32) -> Result<Self> {
+        let out = stem.with_extension("out");
+        let stdout = std::fs::read_to_string(&out)
+            .with_context(|| format!("cannot read {}", out.display()))?;
+        let err = stem.with_extension("stderr");
+        let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+        Ok(Canned::exited(&stdout, &stderr, exit_code))
+    }
+}
+
+/// Replays canned outputs: in order, or per cell key (the last one for a cell repeats, so one
+/// output can stand for every repetition of that cell). Records every job it was given.
+#[derive(Debug, Default)]
+pub struct ReplayFio {
+    in_order: Mutex<VecDeque<Canned>>,
+    by_cell: Mutex<HashMap<String, VecDeque<Canned>>>,
+    calls: Mutex<Vec<JobSpec>>,
+}
+
+impl ReplayFio {
+    pub fn in_order(outputs: impl IntoIterator<Item = Canned>) -> Self {
+        ReplayFio {
+            in_order: Mutex::new(outputs.into_iter().collect()),
+            ..Default::default()
+        }
+    }
+
+    pub fn by_cell(outputs: impl IntoIterator<Item = (String, Vec<Canned>)>) -> Self {
+        ReplayFio {
+            by_cell: Mutex::new(
+                outputs
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_iter().collect()))
+                    .collect(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    /// The jobs run so far, in order.
+    pub fn calls(&self) -> Vec<JobSpec> {
+        self.calls.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    fn next_for(&self, job: &JobSpec) -> Result<Canned> {
+        let lock_err = || anyhow!("replay runner state is poisoned");
+        let mut cells = self.by_cell.lock().map_err(|_| lock_err())?;
+        if let Some(queue) = cells.get_mut(&job.cell_key) {
+            return match queue.len() {
+                0 => Err(anyhow!("replay has no output for cell `{}`", job.cell_key)),
+                1 => Ok(queue[0].clone()),
+                _ => Ok(queue.pop_front().expect("non-empty")),
+            };
+        }
+        drop(cells);
+        let runs = self.calls.lock().map_err(|_| lock_err())?.len();
+        self.in_order
+            .lock()
+            .map_err(|_| lock_err())?
+            .pop_front()
+            .ok_or_else(|| {
+                anyhow!(
+                    "replay ran out of canned outputs after {runs} runs (cell `{}`)",
+                    job.cell_key
+                )
+            })
+    }
+}
+
+impl FioRunner for ReplayFio {
+    fn run(&self, job: &JobSpec) -> Result<FioOutcome> {
+        let canned = self.next_for(job)?;
+        self.calls
+            .lock()
+            .map_err(|_| anyhow!("replay runner state is poisoned"))?
+            .push(job.clone());
+        let raw = RawOutput {
+            stdout: canned.stdout,
+            stderr: canned.stderr,
+            exit_code: canned.exit_code,
+            signal: canned.signal,
+            cancelled: false,
+            timed_out: None,
+        };
+        let (status, report) = classify(job, &raw);
+        Ok(FioOutcome {
+            command_line: format!("replay {}", shell_quote(&job.name)),
+            job_file: job.job_file(),
+            stdout: raw.stdout,
+            stderr: raw.stderr,
+            exit_code: raw.exit_code,
+            signal: raw.signal,
+            elapsed: Duration::ZERO,
+            status,
+            report,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::JobBuilder;
+
+    fn job(cell: &str, polling: Option<bool>) -> JobSpec {
+        let b = JobBuilder::new("j")
+            .cell_key(cell)
+            .base([("rw", "randread")])
+            .filename("/dev/loop0");
+        match polling {
+            Some(p) => b.polling(p),
+            None => b,
+        }
+        .build()
+        .unwrap()
+    }
+
+    const OK: &str = r#"{"jobs": [{"jobname": "j", "error": 0, "read": {"iops": 10}}]}"#;
+    const ERR95: &str = r#"{"jobs": [{"jobname": "j", "error": 95}]}"#;
+    const ERR5: &str = r#"{"jobs": [{"jobname": "j", "error": 5}]}"#;
+
+    fn raw(stdout: &str, stderr: &str, code: Option<i32>) -> RawOutput {
+        RawOutput {
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            exit_code: code,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn classification() {
+        let j = job("c", None);
+        assert_eq!(classify(&j, &raw(OK, "", Some(0))).0, FioStatus::Success);
+        let polled = job("c", Some(true));
+        match classify(&polled, &raw(ERR95, "", Some(1))).0 {
+            FioStatus::NotApplicable { errno: 95, reason } => {
+                assert!(reason.contains("cannot poll"))
+            }
+            other => panic!("{other:?}"),
+        }
+        match classify(&j, &raw(ERR95, "", Some(1))).0 {
+            FioStatus::NotApplicable { reason, .. } => assert!(!reason.contains("poll")),
+            other => panic!("{other:?}"),
+        }
+        match classify(
+            &j,
+            &raw(ERR5, "fio: io_u error: Input/output error", Some(1)),
+        )
+        .0
+        {
+            FioStatus::FioError {
+                errno: Some(5),
+                message,
+            } => {
+                assert!(message.contains("EIO") && message.contains("Input/output"))
+            }
+            other => panic!("{other:?}"),
+        }
+        // No JSON, fio complained: an error with the errno from its text.
+        let (s, r) = classify(
+            &j,
+            &raw(
+                "",
+                "fio: pid=3, err=2/file:filesetup.c:1, error=No such file",
+                Some(1),
+            ),
+        );
+        assert!(r.is_none());
+        assert!(
+            matches!(s, FioStatus::FioError { errno: Some(2), .. }),
+            "{s:?}"
+        );
+        assert!(matches!(
+            classify(&j, &raw("", "fio: bad option", Some(1))).0,
+            FioStatus::FioError { errno: None, .. }
+        ));
+        assert!(matches!(
+            classify(&j, &raw("", "", Some(0))).0,
+            FioStatus::Crash { .. }
+        ));
+        let mut killed = raw(OK, "", None);
+        killed.signal = Some(9);
+        assert!(matches!(classify(&j, &killed).0, FioStatus::Crash { .. }));
+        killed.cancelled = true;
+        assert_eq!(classify(&j, &killed).0, FioStatus::Cancelled);
+        assert!(matches!(
+            classify(&j, &raw(OK, "", Some(1))).0,
+            FioStatus::FioError { errno: None, .. }
+        ));
+    }
+
+    #[test]
+    fn replay_in_order_then_runs_out() {
+        let r = ReplayFio::in_order([Canned::exited(OK, "", 0), Canned::killed(9)]);
+        assert_eq!(r.run(&job("a", None)).unwrap().status, FioStatus::Success);
+        assert!(matches!(
+            r.run(&job("b", None)).unwrap().status,
+            FioStatus::Crash { .. }
+        ));
+        let e = r.run(&job("c", None)).unwrap_err().to_string();
+        assert!(e.contains("ran out") && e.contains("after 2 runs"), "{e}");
+        let cells: Vec<String> = r.calls().into_iter().map(|j| j.cell_key).collect();
+        assert_eq!(cells, ["a", "b"]);
+    }
+
+    #[test]
+    fn replay_by_cell_repeats_the_last_output() {
+        let r = ReplayFio::by_cell([
+            (
+                "x".to_string(),
+                vec![Canned::exited(ERR5, "", 1), Canned::exited(OK, "", 0)],
+            ),
+            ("y".to_string(), vec![Canned::exited(ERR95, "", 1)]),
+        ]);
+        assert!(matches!(
+            r.run(&job("x", None)).unwrap().status,
+            FioStatus::FioError { .. }
+        ));
+        for _ in 0..3 {
+            assert_eq!(r.run(&job("x", None)).unwrap().status, FioStatus::Success);
+        }
+        assert!(matches!(
+            r.run(&job("y", Some(true))).unwrap().status,
+            FioStatus::NotApplicable { .. }
+        ));
+        assert!(r.run(&job("z", None)).is_err());
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("/tmp/a.fio"), "/tmp/a.fio");
+        assert_eq!(shell_quote("a b'c"), r"'a b'\''c'");
+    }
+}
