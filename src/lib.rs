@@ -6,4 +6,5 @@
 //! command.
 
 pub mod cli;
+pub mod store;
 pub mod sys;
