@@ -6,5 +6,7 @@
 //! command.
 
 pub mod cli;
+pub mod knobs;
 pub mod store;
 pub mod sys;
+pub mod target;

@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 
 mod inspect;
+mod restore;
 mod runs;
 
 /// iolab: a Linux I/O-path performance lab.
@@ -28,6 +29,7 @@ pub struct Cli {
 pub enum Command {
     Inspect(inspect::InspectArgs),
     Runs(runs::RunsArgs),
+    Restore(restore::RestoreArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -54,5 +56,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
         Command::Runs(args) => runs::run(args),
+        Command::Restore(args) => restore::run(args),
     }
 }
