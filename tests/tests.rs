@@ -3,3 +3,4 @@
 
 mod cli_basics;
 mod store;
+mod target;

@@ -28,6 +28,8 @@ pub enum Reason {
     Partitions { names: Vec<String> },
     /// Its bytes carry a known signature.
     Signature { signature: Signature },
+    /// Its first bytes could not be read, so a signature cannot be ruled out (treated as data).
+    Unreadable { why: String },
 }
 
 impl fmt::Display for Reason {
@@ -41,6 +43,7 @@ impl fmt::Display for Reason {
             Reason::Swap { device } => write!(f, "{device} is in use as swap"),
             Reason::Partitions { names } => write!(f, "it has partitions ({})", names.join(", ")),
             Reason::Signature { signature } => write!(f, "it carries a {}", signature.name()),
+            Reason::Unreadable { why } => write!(f, "its contents cannot be checked: {why}"),
         }
     }
 }
@@ -181,8 +184,14 @@ pub fn holds_data(root: &SysRoot, device: &str) -> Result<Vec<Reason>, TargetErr
     }
     if root.is_live() {
         let dev_path = format!("/dev/{name}");
-        for signature in read_signatures(&dev_path)? {
-            reasons.push(Reason::Signature { signature });
+        match read_signatures(&dev_path) {
+            Ok(found) => reasons.extend(
+                found
+                    .into_iter()
+                    .map(|signature| Reason::Signature { signature }),
+            ),
+            // Fail safe: what cannot be read cannot be shown to be blank.
+            Err(e) => reasons.push(Reason::Unreadable { why: e.to_string() }),
         }
     }
     Ok(reasons)
