@@ -2,5 +2,6 @@
 //! end to end through the built `iolab` binary.
 
 mod cli_basics;
+mod knobs;
 mod store;
 mod target;

@@ -130,6 +130,20 @@ impl Journal {
     /// restore stays a plain reverse replay.
     pub fn set(&mut self, path: &str, value: &str) -> Result<String, KnobError> {
         let old = read_attr(path)?;
+        let mark = self.file.entries.len();
+        // Switching the elevator resets nr_requests to the new elevator's default (and bfq
+        // turns writeback throttling off). Journal their current values *before* the scheduler
+        // entry, so the reverse replay rewrites them after the old scheduler is back.
+        for dependent in dependents_of(path) {
+            if let Ok(now) = read_attr(&dependent) {
+                self.file.entries.push(JournalEntry {
+                    path: dependent,
+                    old: now.clone(),
+                    new: now,
+                    time_unix: crate::store::time::now_unix(),
+                });
+            }
+        }
         self.file.entries.push(JournalEntry {
             path: path.to_string(),
             old: old.clone(),
@@ -138,8 +152,8 @@ impl Journal {
         });
         self.persist()?;
         if let Err(e) = write_attr(path, value) {
-            // The knob did not change: take the entry back so restore never tries to write it.
-            self.file.entries.pop();
+            // The knob did not change: take the entries back so restore never tries to write it.
+            self.file.entries.truncate(mark);
             self.persist()?;
             return Err(e);
         }
@@ -178,6 +192,17 @@ impl Drop for Journal {
         if let Err(e) = self.restore() {
             eprintln!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
         }
+    }
+}
+
+/// Attributes that writing `path` resets as a side effect.
+fn dependents_of(path: &str) -> Vec<String> {
+    match path.strip_suffix("/queue/scheduler") {
+        Some(dev) => ["nr_requests", "wbt_lat_usec"]
+            .iter()
+            .map(|a| format!("{dev}/queue/{a}"))
+            .collect(),
+        None => Vec::new(),
     }
 }
 
@@ -419,6 +444,24 @@ mod tests {
         let report = j.restore().unwrap();
         assert_eq!(report.restored.len(), 1);
         assert_eq!(std::fs::read_to_string(&ok).unwrap(), "1");
+    }
+
+    #[test]
+    fn a_scheduler_switch_also_journals_what_it_resets() {
+        let sys = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        std::fs::create_dir(sys.path().join("queue")).unwrap();
+        let sched = knob(sys.path(), "queue/scheduler", "[mq-deadline] none\n");
+        let nr = knob(sys.path(), "queue/nr_requests", "64\n");
+        let mut j = Journal::begin_in(state.path()).unwrap();
+        j.set(&sched, "none").unwrap();
+        // What the kernel does on an elevator switch:
+        std::fs::write(&nr, "256").unwrap();
+        let paths: Vec<&str> = j.entries().iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, vec![nr.as_str(), sched.as_str()]);
+        j.restore().unwrap();
+        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "64");
+        assert_eq!(std::fs::read_to_string(&sched).unwrap(), "mq-deadline");
     }
 
     #[test]
