@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod knobs;
+pub mod preflight;
 pub mod store;
 pub mod sys;
 pub mod target;

@@ -3,5 +3,6 @@
 
 mod cli_basics;
 mod knobs;
+mod preflight;
 mod store;
 mod target;

@@ -4,7 +4,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod emit;
 mod inspect;
+mod preflight;
 mod restore;
 mod runs;
 
@@ -30,6 +32,7 @@ pub enum Command {
     Inspect(inspect::InspectArgs),
     Runs(runs::RunsArgs),
     Restore(restore::RestoreArgs),
+    Preflight(preflight::PreflightArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -57,5 +60,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Inspect(args) => inspect::run(args),
         Command::Runs(args) => runs::run(args),
         Command::Restore(args) => restore::run(args),
+        Command::Preflight(args) => preflight::run(args),
     }
 }

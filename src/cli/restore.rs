@@ -18,8 +18,7 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
     let scratch = crate::target::remove_leaked_scratch(&dir)?;
     if args.json {
         let doc = serde_json::json!({ "knobs": knobs, "scratch_devices_removed": scratch });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-        return Ok(());
+        return super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"));
     }
     let mut out = String::new();
     match &knobs {
@@ -41,6 +40,5 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
     for s in &scratch {
         let _ = writeln!(out, "removed scratch device {s}");
     }
-    print!("{out}");
-    Ok(())
+    super::emit::stdout(&out)
 }

@@ -43,8 +43,7 @@ pub fn run(args: RunsArgs) -> anyhow::Result<()> {
             }
         }
     };
-    print!("{text}");
-    Ok(())
+    super::emit::stdout(&text)
 }
 
 /// One line per experiment.
