@@ -287,3 +287,84 @@ fn sigterm_and_repeated_ctrl_c_restore_before_exit() {
         Journal::check_clean_in(state.path()).unwrap();
     }
 }
+
+/// Child for `a_second_signal_during_restore_does_not_abort_it`: its one "knob" is a FIFO, so
+/// both the journaled read and the restoring write block until the parent takes part, which
+/// lets the parent send signals while the restore is in progress.
+#[test]
+fn helper_process_fifo_knob() {
+    let Ok(fifo) = std::env::var("IOLAB_TEST_FIFO") else {
+        return;
+    };
+    let interrupt = knobs::signals::Interrupt::install().unwrap();
+    let mut j = Journal::begin().unwrap();
+    j.set(&fifo, "new").unwrap();
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    while !interrupt.is_set() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    println!("RESTORING");
+    std::io::stdout().flush().unwrap();
+    drop(j); // blocks in open(2) of the FIFO until the parent reads
+    println!("RESTORED");
+}
+
+#[test]
+fn a_second_signal_during_restore_does_not_abort_it() {
+    let state = tempfile::tempdir().unwrap();
+    let fifo = state.path().join("knob.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: plain mkfifo(3) on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "knobs::helper_process_fifo_knob",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IOLAB_TEST_FIFO", &fifo)
+        .env("IOLAB_STATE_DIR", state.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Watchdog: if anything goes wrong, unblock every opener of the FIFO so the test fails
+    // instead of hanging.
+    let watchdog_fifo = fifo.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(watchdog_fifo);
+    });
+    // The child's journaled read of the current value, then its write of the new one.
+    std::fs::write(&fifo, "old\n").unwrap();
+    assert_eq!(std::fs::read_to_string(&fifo).unwrap(), "new");
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    assert!(lines.by_ref().any(|l| l.contains("READY")));
+    let journal = std::fs::read_to_string(state.path().join("journal.json")).unwrap();
+    assert!(journal.contains("\"old\": \"old\""), "{journal}");
+
+    let pid = child.id() as i32;
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(lines.by_ref().any(|l| l.contains("RESTORING")));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for _ in 0..2 {
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the child died during its restore"
+    );
+    assert_eq!(std::fs::read_to_string(&fifo).unwrap(), "old");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(lines.any(|l| l.contains("RESTORED")));
+    Journal::check_clean_in(state.path()).unwrap();
+}

@@ -61,6 +61,17 @@ fn a_blank_scratch_device_accepts_writes_and_vanishes_on_drop() {
 }
 
 #[test]
+fn impossible_scratch_sizes_are_refused_before_anything_is_created() {
+    let state = tempfile::tempdir().unwrap();
+    let err = ScratchDevice::create_in(state.path(), 1000).unwrap_err();
+    assert!(err.to_string().contains("at least 1 MiB"), "{err}");
+    let err = ScratchDevice::create_in(state.path(), 1 << 62).unwrap_err();
+    assert!(matches!(err, TargetError::NoRoom { .. }), "{err}");
+    assert!(err.to_string().contains("/dev/shm"), "{err}");
+    assert!(!state.path().join("scratch").exists());
+}
+
+#[test]
 fn a_scratch_device_is_removed_when_its_owner_panics() {
     if !root_or_skip() {
         return;

@@ -39,6 +39,22 @@ impl Interrupt {
         }
     }
 
+    /// Sleeps for `d` in short steps, returning early (false) as soon as a signal arrived;
+    /// true when the whole time passed undisturbed.
+    pub fn sleep(&self, d: std::time::Duration) -> bool {
+        let end = std::time::Instant::now() + d;
+        loop {
+            if self.is_set() {
+                return false;
+            }
+            let now = std::time::Instant::now();
+            if now >= end {
+                return true;
+            }
+            std::thread::sleep((end - now).min(std::time::Duration::from_millis(20)));
+        }
+    }
+
     /// The conventional exit code for having been stopped by the signal (128 + number).
     pub fn exit_code(&self) -> Option<i32> {
         self.signal().map(|s| 128 + s)

@@ -458,19 +458,21 @@ impl Store {
 
     /// All experiments, oldest first, with run counts (warm-up runs not counted).
     pub fn experiments(&self) -> Result<Vec<Experiment>> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT e.id, e.name, e.seed, e.created_unix, e.host, e.kernel, e.status,
-                        COALESCE(SUM(r.status = 'ok'), 0),
-                        COALESCE(SUM(r.status = 'failed'), 0),
-                        COALESCE(SUM(r.status = 'not_applicable'), 0)
-                 FROM experiments e LEFT JOIN runs r ON r.experiment_id = e.id AND r.warmup = 0
-                 GROUP BY e.id ORDER BY e.id",
-            )
-            .map_err(self.err())?;
+        self.experiments_where("1", [])
+    }
+
+    fn experiments_where<P: rusqlite::Params>(&self, cond: &str, p: P) -> Result<Vec<Experiment>> {
+        let sql = format!(
+            "SELECT e.id, e.name, e.seed, e.created_unix, e.host, e.kernel, e.status,
+                    COALESCE(SUM(r.status = 'ok'), 0),
+                    COALESCE(SUM(r.status = 'failed'), 0),
+                    COALESCE(SUM(r.status = 'not_applicable'), 0)
+             FROM experiments e LEFT JOIN runs r ON r.experiment_id = e.id AND r.warmup = 0
+             WHERE {cond} GROUP BY e.id ORDER BY e.id"
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.err())?;
         let rows = st
-            .query_map([], |r| {
+            .query_map(p, |r| {
                 Ok(Experiment {
                     id: r.get(0)?,
                     name: r.get(1)?,
@@ -491,9 +493,9 @@ impl Store {
 
     /// One experiment by id.
     pub fn experiment(&self, id: i64) -> Result<Experiment> {
-        self.experiments()?
+        self.experiments_where("e.id = ?1", [id])?
             .into_iter()
-            .find(|e| e.id == id)
+            .next()
             .ok_or_else(|| StoreError::NoExperiment {
                 path: self.path.clone(),
                 id,

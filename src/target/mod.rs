@@ -27,6 +27,12 @@ pub enum TargetError {
     NoDevice { device: String },
     #[error("scratch device {file}: losetup failed: {why}")]
     Losetup { file: String, why: String },
+    #[error("scratch device of {} MiB does not fit in {dir} ({} MiB free); choose a smaller size", size_bytes >> 20, free_bytes >> 20)]
+    NoRoom {
+        dir: String,
+        size_bytes: u64,
+        free_bytes: u64,
+    },
     #[error("scratch size {size_bytes} bytes: must be at least 1 MiB and a multiple of 4 KiB")]
     BadSize { size_bytes: u64 },
     #[error("refusing to write to /dev/{device}: it may hold data ({}). If its contents are expendable, name it exactly: --destructive-device {device}", reasons.iter().map(|r| r.to_string()).collect::<Vec<_>>().join("; "))]

@@ -49,6 +49,16 @@ impl ScratchDevice {
         if size_bytes < 1 << 20 || !size_bytes.is_multiple_of(4096) {
             return Err(TargetError::BadSize { size_bytes });
         }
+        let free = free_bytes(Path::new(SCRATCH_FILE_DIR))?;
+        if size_bytes > free {
+            // Sparse, so creation would succeed; the workload's writes would then fail with
+            // ENOSPC half-way through a run. Refuse now instead.
+            return Err(TargetError::NoRoom {
+                dir: SCRATCH_FILE_DIR.to_string(),
+                size_bytes,
+                free_bytes: free,
+            });
+        }
         let stem = format!(
             "iolab-scratch-{}-{}",
             std::process::id(),
@@ -129,6 +139,23 @@ impl Drop for ScratchDevice {
         let _ = std::fs::remove_file(&self.backing_file);
         let _ = std::fs::remove_file(&self.marker);
     }
+}
+
+/// Bytes an unprivileged file could still grow into on the filesystem holding `dir`.
+fn free_bytes(dir: &Path) -> Result<u64, TargetError> {
+    use std::os::unix::ffi::OsStrExt;
+    let io = |source| TargetError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io(std::io::Error::last_os_error()));
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 fn write_marker(path: &Path, m: &Marker) -> Result<(), TargetError> {
