@@ -126,6 +126,92 @@ fn an_ext4_device_is_refused_for_writes_unless_named_as_destructive() {
     target::check_write_allowed(dev.name(), true, Some(&dev.dev_path())).unwrap();
 }
 
+/// Unmounts on drop, so a failing assertion never leaves a mount behind.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_mounted_device_is_refused_even_when_named_by_path() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F", &dev.dev_path()])
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let mnt = tempfile::tempdir().unwrap();
+    let out = Command::new("mount")
+        .arg(dev.dev_path())
+        .arg(mnt.path())
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        eprintln!(
+            "skipped: cannot mount ext4 here: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let _guard = Mounted(mnt.path().to_path_buf());
+    let reasons = target::holds_data(&iolab::sys::SysRoot::live(), &dev.dev_path()).unwrap();
+    let mounted = Reason::Mounted {
+        device: dev.name().to_string(),
+        mount_point: mnt.path().display().to_string(),
+    };
+    assert!(reasons.contains(&mounted), "{reasons:?}");
+    let msg = target::check_write_allowed(&dev.dev_path(), true, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("is mounted on"), "{msg}");
+}
+
+#[test]
+fn swap_signatures_agree_with_blkid() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let out = Command::new("mkswap").arg(dev.dev_path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ours = target::read_signatures(&dev.dev_path()).unwrap();
+    assert_eq!(ours, vec![Signature::Swap]);
+    let blkid = Command::new("blkid")
+        .args(["-p", "-o", "value", "-s", "TYPE"])
+        .arg(dev.dev_path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&blkid.stdout).trim(), "swap");
+    // wipefs removes what blkid sees; then we must see nothing either.
+    let wipe = Command::new("wipefs")
+        .args(["-a", "-q"])
+        .arg(dev.dev_path())
+        .output()
+        .unwrap();
+    assert!(
+        wipe.status.success(),
+        "{}",
+        String::from_utf8_lossy(&wipe.stderr)
+    );
+    assert_eq!(target::read_signatures(&dev.dev_path()).unwrap(), vec![]);
+}
+
 #[test]
 fn a_gpt_header_is_refused() {
     if !root_or_skip() {
