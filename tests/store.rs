@@ -314,3 +314,35 @@ fn runs_command_on_a_missing_database_says_so_without_creating_it() {
     assert!(err.contains("none.db") && err.contains("--db"), "{err}");
     assert!(!path.exists());
 }
+
+#[test]
+fn sampled_series_cost_about_sixteen_bytes_per_reading() {
+    // The size argument in store/schema.rs, measured: 40 runs x 100 series x 60 one-second
+    // readings = 240,000 readings.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("samples.db");
+    let mut db = Store::open(&path).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    let t: Vec<f64> = (1..=60).map(|s| s as f64 + 0.0003 * s as f64).collect();
+    for r in 0..40u32 {
+        let mut run = run(e, "c", r, 1.0);
+        run.samples = (0..100)
+            .map(|k| SampleSeries {
+                kind: "irq".into(),
+                key: format!("{}/cpu{}", 24 + k / 2, k % 2),
+                t_offsets: t.clone(),
+                values: t.iter().map(|x| x * 1000.0 + k as f64).collect(),
+            })
+            .collect();
+        db.insert_run(&run).unwrap();
+    }
+    drop(db); // last connection: checkpoints the WAL into the main file
+    let bytes = std::fs::metadata(&path).unwrap().len() as f64;
+    let per_reading = bytes / 240_000.0;
+    eprintln!("{per_reading:.1} bytes per reading");
+    assert!(per_reading < 20.0, "{per_reading:.1} bytes per reading");
+    let db = Store::open(&path).unwrap();
+    let back = db.samples(db.select_runs(&[]).unwrap()[7]).unwrap();
+    assert_eq!(back.len(), 100);
+    assert_eq!(back.iter().map(|s| s.values.len()).sum::<usize>(), 6000);
+}

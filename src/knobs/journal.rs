@@ -76,6 +76,14 @@ impl Journal {
     }
 
     pub fn check_clean_in(dir: &Path) -> Result<(), KnobError> {
+        // A journal whose owner is alive is not a leftover: say so instead of "run restore".
+        if dir.join(JOURNAL).exists() && dir.join(LOCK).exists() {
+            drop(take_lock(dir)?);
+        }
+        Self::unrestored(dir)
+    }
+
+    fn unrestored(dir: &Path) -> Result<(), KnobError> {
         let path = dir.join(JOURNAL);
         match read_journal(&path)? {
             None => Ok(()),
@@ -100,7 +108,7 @@ impl Journal {
             source,
         })?;
         let lock = take_lock(dir)?;
-        Journal::check_clean_in(dir)?;
+        Self::unrestored(dir)?;
         let mut j = Journal {
             dir: dir.to_path_buf(),
             file: JournalFile {
@@ -385,7 +393,7 @@ mod tests {
             let on_disk = read_journal(&j.path()).unwrap().unwrap();
             assert_eq!(on_disk.entries.len(), 3);
             assert!(matches!(
-                Journal::check_clean_in(state.path()),
+                Journal::unrestored(state.path()),
                 Err(KnobError::Unrestored { count: 3, .. })
             ));
         }
@@ -406,7 +414,8 @@ mod tests {
         j.set(&gone, "0").unwrap();
         std::mem::forget(j); // what SIGKILL does: no drop, no restore (the lock fd leaks too)
         std::fs::remove_file(&gone).unwrap();
-        let err = Journal::check_clean_in(state.path()).unwrap_err();
+        // (The leaked lock fd of the forgotten journal is still open in this very process.)
+        let err = Journal::unrestored(state.path()).unwrap_err();
         assert!(err.to_string().contains("iolab restore"), "{err}");
         // The forgotten journal's lock fd is still open in this process; flock locks belong to
         // the open file, so take it over as a killed process's lock would have been released.
@@ -469,6 +478,9 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let _first = Journal::begin_in(state.path()).unwrap();
         let err = Journal::begin_in(state.path()).unwrap_err();
+        assert!(matches!(err, KnobError::Busy { .. }), "{err}");
+        // A live owner is reported as busy, not as a leftover to restore.
+        let err = Journal::check_clean_in(state.path()).unwrap_err();
         assert!(matches!(err, KnobError::Busy { .. }), "{err}");
     }
 
