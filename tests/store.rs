@@ -55,6 +55,8 @@ fn refuses_a_newer_schema_naming_the_file() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.pragma_update(None, "user_version", 999).unwrap();
+        conn.pragma_update(None, "application_id", 0x696f_6c62)
+            .unwrap();
     }
     let err = Store::open(&path).unwrap_err();
     assert!(
@@ -62,6 +64,31 @@ fn refuses_a_newer_schema_naming_the_file() {
         "{err}"
     );
     assert!(err.to_string().contains("future.db"), "{err}");
+}
+
+#[test]
+fn another_programs_database_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("places.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE bookmarks (url TEXT);")
+            .unwrap();
+    }
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        err.to_string().contains("not an iolab results database"),
+        "{err}"
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 1, "no iolab tables were added");
 }
 
 #[test]

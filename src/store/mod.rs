@@ -212,6 +212,7 @@ impl Store {
             source,
         })?;
         let mut store = Store { conn, path: shown };
+        store.check_ours()?;
         store.configure()?;
         store.migrate()?;
         Ok(store)
@@ -275,6 +276,34 @@ impl Store {
             .map_err(self.err())
     }
 
+    /// Refuses files that belong to another program, before changing anything in them
+    /// (not even the journal mode).
+    fn check_ours(&self) -> Result<()> {
+        let found = self.schema_version()?;
+        let app_id: i32 = self
+            .conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(self.err())?;
+        let foreign = if found == 0 {
+            let objects: i64 = self
+                .conn
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                .map_err(self.err())?;
+            objects > 0
+        } else {
+            app_id != schema::APPLICATION_ID
+        };
+        if foreign {
+            return Err(StoreError::Invalid {
+                path: self.path.clone(),
+                what:
+                    "this SQLite file is not an iolab results database; name another file with --db"
+                        .into(),
+            });
+        }
+        Ok(())
+    }
+
     fn migrate(&mut self) -> Result<()> {
         let known = MIGRATIONS.len() as i64;
         let found = self.schema_version()?;
@@ -294,6 +323,8 @@ impl Store {
             let tx = self.conn.transaction().map_err(wrap)?;
             tx.execute_batch(sql).map_err(wrap)?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(wrap)?;
+            tx.pragma_update(None, "application_id", schema::APPLICATION_ID)
                 .map_err(wrap)?;
             tx.commit().map_err(wrap)?;
         }

@@ -12,6 +12,10 @@
 //! 16 bytes per reading (offset + value), need no index beyond the run id, and a series is read
 //! back whole anyway (plots, rates). Nobody queries "all readings where value > x" across runs.
 
+/// Marks a SQLite file as iolab's (`PRAGMA application_id`, "iolb"), so iolab never adds its
+/// tables to some other program's database given by mistake.
+pub const APPLICATION_ID: i32 = 0x696f_6c62;
+
 /// Each entry is applied in one transaction; never edit a shipped entry, append a new one.
 pub const MIGRATIONS: &[&str] = &[
     // 1: the first layout.
@@ -37,7 +41,7 @@ CREATE TABLE runs (
     warmup        INTEGER NOT NULL DEFAULT 0,
     start_unix    REAL NOT NULL,
     end_unix      REAL NOT NULL,
-    status        TEXT NOT NULL,          -- ok | failed | not_applicable
+    status        TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'not_applicable')),
     reason        TEXT,                   -- why failed / not applicable
     fio_json      TEXT,
     fio_command   TEXT,
