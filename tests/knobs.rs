@@ -140,10 +140,18 @@ fn a_managed_irq_refuses_a_move_with_a_clear_error() {
     let state = tempfile::tempdir().unwrap();
     let path = knobs::irq_affinity_path(irq);
     let current = knobs::read_attr(&path).unwrap();
+    let probe = knobs::probe_rewrite(&path);
     let mut j = Journal::begin_in(state.path()).unwrap();
     match j.set(&path, &current) {
-        Ok(_) => eprintln!("note: IRQ {irq} is not managed on this machine"),
+        Ok(_) => {
+            assert!(probe.is_ok());
+            eprintln!("note: IRQ {irq} is not managed on this machine")
+        }
         Err(e) => {
+            assert!(
+                probe.is_err(),
+                "the probe must find what the real write finds"
+            );
             let msg = e.to_string();
             assert!(
                 msg.contains(&path) && msg.contains("managed by the kernel"),

@@ -17,6 +17,28 @@ pub fn current_choice(text: &str) -> String {
     t.to_string()
 }
 
+/// All choices of a multiple-choice attribute ("mq-deadline kyber [none]" -> the three names);
+/// empty for a plain value. Lets an experiment reject an impossible level before it starts.
+pub fn choices(text: &str) -> Vec<String> {
+    let t = text.trim();
+    if !t.contains('[') {
+        return Vec::new();
+    }
+    t.split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Writes an attribute's current value back: no change, but the kernel still checks whether
+/// the attribute may be written at all. Finds kernel-managed IRQs (EPERM/EIO) and read-only
+/// attributes before an experiment depends on them. Not for `scheduler` on old kernels, where
+/// rewriting the same elevator re-initialises it.
+pub fn probe_rewrite(path: &str) -> Result<(), super::KnobError> {
+    let current = read_attr(path)?;
+    write_attr(path, &current)
+}
+
 /// Reads an attribute's restorable value.
 pub fn read_attr(path: &str) -> Result<String, super::KnobError> {
     std::fs::read_to_string(path)
@@ -83,6 +105,28 @@ mod tests {
         assert_eq!(current_choice("128\n"), "128");
         assert_eq!(current_choice("0-1\n"), "0-1");
         assert_eq!(current_choice("] odd [\n"), "] odd [");
+    }
+
+    #[test]
+    fn choices_list_every_option_of_multiple_choice_attributes() {
+        assert_eq!(
+            choices("mq-deadline kyber [none] bfq\n"),
+            vec!["mq-deadline", "kyber", "none", "bfq"]
+        );
+        assert_eq!(choices("[none] mq-deadline"), vec!["none", "mq-deadline"]);
+        assert!(choices("128\n").is_empty());
+    }
+
+    #[test]
+    fn probe_rewrite_leaves_the_value_and_reports_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("attr");
+        std::fs::write(&p, "always [madvise] never\n").unwrap();
+        probe_rewrite(p.to_str().unwrap()).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "madvise");
+        let missing = dir.path().join("missing");
+        let err = probe_rewrite(missing.to_str().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
     }
 
     #[test]

@@ -7,7 +7,9 @@ mod attr;
 mod journal;
 pub mod signals;
 
-pub use attr::{current_choice, explain_write_error, read_attr, write_attr};
+pub use attr::{
+    choices, current_choice, explain_write_error, probe_rewrite, read_attr, write_attr,
+};
 pub use journal::{replay, state_dir, Journal, JournalEntry, RestoreReport};
 
 /// Sysfs path of one block-queue attribute of a device ("loop0", "nr_requests").
