@@ -152,6 +152,8 @@ impl Journal {
                 });
             }
         }
+        // A journal used again after `restore` is live again: Drop must restore the new changes.
+        self.finished = false;
         self.file.entries.push(JournalEntry {
             path: path.to_string(),
             old: old.clone(),
@@ -436,6 +438,22 @@ mod tests {
 
     fn replay_unlocked_for_test_none(dir: &Path) -> bool {
         read_journal(&dir.join(JOURNAL)).unwrap().is_none()
+    }
+
+    #[test]
+    fn a_journal_used_again_after_restore_restores_again() {
+        let sys = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let k = knob(sys.path(), "k", "1\n");
+        {
+            let mut j = Journal::begin_in(state.path()).unwrap();
+            j.set(&k, "2").unwrap();
+            j.restore().unwrap();
+            assert!(!j.path().exists());
+            j.set(&k, "3").unwrap();
+            assert!(j.path().exists(), "the second change is journaled on disk");
+        }
+        assert_eq!(std::fs::read_to_string(&k).unwrap(), "1");
     }
 
     #[test]

@@ -131,12 +131,14 @@ impl ScratchDevice {
 
 impl Drop for ScratchDevice {
     fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.backing_file);
         if !self.name.is_empty() {
             if let Err(e) = detach(&self.name) {
-                eprintln!("iolab: warning: {e}");
+                // Keep the marker: once this process is gone, `iolab restore` retries.
+                eprintln!("iolab: warning: {e}; `iolab restore` will retry");
+                return;
             }
         }
-        let _ = std::fs::remove_file(&self.backing_file);
         let _ = std::fs::remove_file(&self.marker);
     }
 }
