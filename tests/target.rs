@@ -348,17 +348,70 @@ fn an_unknown_device_is_a_clear_error() {
     );
 }
 
-/// Entry point of the child process used by `a_scratch_device_leaked_by_sigkill_is_removed_by_restore`:
-/// does nothing unless that test started this executable with IOLAB_TEST_HELPER=scratch.
+/// Child process for the signal tests below; does nothing in a normal run. With
+/// IOLAB_TEST_HELPER=scratch it creates a scratch device and sleeps until killed; with
+/// "scratch-signal" it waits for SIGINT/SIGTERM and then returns, so the guard cleans up.
 #[test]
 fn helper_process_scratch() {
-    if std::env::var("IOLAB_TEST_HELPER").as_deref() != Ok("scratch") {
+    let mode = std::env::var("IOLAB_TEST_HELPER").unwrap_or_default();
+    if !mode.starts_with("scratch") {
         return;
     }
+    let interrupt = iolab::knobs::signals::Interrupt::install().unwrap();
     let dev = ScratchDevice::create(8 << 20).unwrap();
     println!("READY {} {}", dev.name(), dev.backing_file().display());
     std::io::stdout().flush().unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(60));
+    let waited_out = interrupt.sleep(std::time::Duration::from_secs(60));
+    assert!(!waited_out || mode == "scratch");
+}
+
+fn spawn_scratch_helper(mode: &str, state: &Path) -> (std::process::Child, String, String) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "target::helper_process_scratch",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IOLAB_TEST_HELPER", mode)
+        .env("IOLAB_STATE_DIR", state)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // libtest prints "test NAME ... " before the helper's own output, on the same line.
+    let ready = lines
+        .find_map(|l| {
+            l.ok()
+                .and_then(|l| l.find("READY ").map(|i| l[i..].to_string()))
+        })
+        .expect("child ready");
+    // Keep reading so the child's later output never hits a closed pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    let parts: Vec<&str> = ready.split(' ').collect();
+    (child, parts[1].to_string(), parts[2].to_string())
+}
+
+fn still_backed(name: &str, file: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+        .map(|b| b.contains(file))
+        .unwrap_or(false)
+}
+
+#[test]
+fn sigterm_removes_the_scratch_device_before_exit() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let (mut child, name, file) = spawn_scratch_helper("scratch-signal", state.path());
+    assert!(still_backed(&name, &file));
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!still_backed(&name, &file), "{name} still attached");
+    assert!(!Path::new(&file).exists());
 }
 
 #[test]
@@ -367,28 +420,7 @@ fn a_scratch_device_leaked_by_sigkill_is_removed_by_restore() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "target::helper_process_scratch",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("IOLAB_TEST_HELPER", "scratch")
-        .env("IOLAB_STATE_DIR", state.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines
-        // libtest prints "test NAME ... " before the helper's own output, on the same line.
-        .find_map(|l| {
-            l.ok()
-                .and_then(|l| l.find("READY ").map(|i| l[i..].to_string()))
-        })
-        .expect("child ready");
-    let parts: Vec<&str> = ready.split(' ').collect();
-    let (name, file) = (parts[1].to_string(), parts[2].to_string());
+    let (mut child, name, file) = spawn_scratch_helper("scratch", state.path());
     child.kill().unwrap(); // SIGKILL: no guard runs
     child.wait().unwrap();
     assert!(loop_exists(&name) && Path::new(&file).exists());
@@ -410,7 +442,5 @@ fn a_scratch_device_leaked_by_sigkill_is_removed_by_restore() {
         "{text}"
     );
     assert!(!Path::new(&file).exists());
-    let still =
-        std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file")).unwrap_or_default();
-    assert!(!still.contains(&file), "{name} still backed by {file}");
+    assert!(!still_backed(&name, &file), "{name} still backed by {file}");
 }
