@@ -7,8 +7,12 @@
 
 pub mod cli;
 pub mod experiment;
+pub mod knobs;
 pub mod placement;
+pub mod preflight;
 pub mod report;
 pub mod stats;
+pub mod store;
 pub mod sys;
+pub mod target;
 pub mod workload;

@@ -3,5 +3,9 @@
 
 mod cli_basics;
 mod experiment;
+mod knobs;
+mod preflight;
 mod stats;
+mod store;
+mod target;
 mod workload;

@@ -4,7 +4,11 @@
 
 use clap::{Parser, Subcommand};
 
+mod emit;
 mod inspect;
+mod preflight;
+mod restore;
+mod runs;
 
 /// iolab: a Linux I/O-path performance lab.
 ///
@@ -26,6 +30,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Inspect(inspect::InspectArgs),
+    Runs(runs::RunsArgs),
+    Restore(restore::RestoreArgs),
+    Preflight(preflight::PreflightArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -51,5 +58,8 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
+        Command::Runs(args) => runs::run(args),
+        Command::Restore(args) => restore::run(args),
+        Command::Preflight(args) => preflight::run(args),
     }
 }

@@ -1,0 +1,13 @@
+//! Writing a command's output to stdout without dying when the reader goes away: `iolab runs |
+//! head` must not panic ("failed printing to stdout") — a closed pipe just ends the output.
+
+use std::io::Write;
+
+/// Writes `text` to stdout; a closed pipe is not an error.
+pub fn stdout(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}

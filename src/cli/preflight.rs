@@ -1,0 +1,33 @@
+//! `iolab preflight`: print what on this machine makes I/O numbers noisy, with advice — the
+//! same findings `iolab run` records with every experiment.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Check the machine for sources of noise (governor, turbo, C-states, SMT, irqbalance, THP,
+/// swap, load, busy processes, virtualisation).
+#[derive(Debug, clap::Args)]
+pub struct PreflightArgs {
+    /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// How long to watch per-process CPU use, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub sample_ms: u64,
+    /// Print the findings as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: PreflightArgs) -> anyhow::Result<()> {
+    let root = match &args.root {
+        Some(dir) => crate::sys::SysRoot::at(dir)?,
+        None => crate::sys::SysRoot::live(),
+    };
+    let findings = crate::preflight::collect(&root, Duration::from_millis(args.sample_ms));
+    if args.json {
+        super::emit::stdout(&(serde_json::to_string_pretty(&findings)? + "\n"))
+    } else {
+        super::emit::stdout(&crate::preflight::render(&findings))
+    }
+}

@@ -1,0 +1,44 @@
+//! `iolab restore`: undo what a killed iolab left behind — knob changes still in the journal
+//! (written back newest first, then the journal is removed) and scratch loop devices whose
+//! guard never ran.
+
+use std::fmt::Write as _;
+
+/// Put back knobs (and remove scratch devices) left behind by an iolab that was killed.
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
+    let dir = crate::knobs::state_dir();
+    let knobs = crate::knobs::replay(&dir)?;
+    let scratch = crate::target::remove_leaked_scratch(&dir)?;
+    if args.json {
+        let doc = serde_json::json!({ "knobs": knobs, "scratch_devices_removed": scratch });
+        return super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"));
+    }
+    let mut out = String::new();
+    match &knobs {
+        None => out.push_str("no knob journal: nothing to restore\n"),
+        Some(r) => {
+            for e in &r.restored {
+                let _ = writeln!(out, "restored {} = {} (was {})", e.path, e.old, e.new);
+            }
+            for e in &r.vanished {
+                let _ = writeln!(out, "gone     {} (device no longer present)", e.path);
+            }
+            let _ = writeln!(
+                out,
+                "journal {} removed",
+                dir.join("journal.json").display()
+            );
+        }
+    }
+    for s in &scratch {
+        let _ = writeln!(out, "removed scratch device {s}");
+    }
+    super::emit::stdout(&out)
+}

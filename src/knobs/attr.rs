@@ -1,0 +1,147 @@
+//! Reading and writing one sysfs/procfs attribute, with the kernel's terse errno turned into
+//! a message that names the file, the value and what to do. Pure helpers (`current_choice`,
+//! `explain_write_error`) are separate from the two calls that touch the file.
+
+use std::io;
+
+/// The value an attribute holds now, as it must be written back to restore it. Multiple-choice
+/// attributes (`queue/scheduler`, THP's `enabled`) print every choice with the active one in
+/// brackets: "[mq-deadline] none" -> "mq-deadline". Everything else is the trimmed text.
+pub fn current_choice(text: &str) -> String {
+    let t = text.trim();
+    if let (Some(open), Some(close)) = (t.find('['), t.find(']')) {
+        if open < close {
+            return t[open + 1..close].trim().to_string();
+        }
+    }
+    t.to_string()
+}
+
+/// All choices of a multiple-choice attribute ("mq-deadline kyber [none]" -> the three names);
+/// empty for a plain value. Lets an experiment reject an impossible level before it starts.
+pub fn choices(text: &str) -> Vec<String> {
+    let t = text.trim();
+    if !t.contains('[') {
+        return Vec::new();
+    }
+    t.split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Writes an attribute's current value back: no change, but the kernel still checks whether
+/// the attribute may be written at all. Finds kernel-managed IRQs (EPERM/EIO) and read-only
+/// attributes before an experiment depends on them. Not for `scheduler` on old kernels, where
+/// rewriting the same elevator re-initialises it.
+pub fn probe_rewrite(path: &str) -> Result<(), super::KnobError> {
+    let current = read_attr(path)?;
+    write_attr(path, &current)
+}
+
+/// Reads an attribute's restorable value.
+pub fn read_attr(path: &str) -> Result<String, super::KnobError> {
+    std::fs::read_to_string(path)
+        .map(|t| current_choice(&t))
+        .map_err(|source| super::KnobError::Read {
+            path: path.to_string(),
+            source,
+        })
+}
+
+/// Writes `value` to the attribute in a single write(2), as sysfs expects. O_TRUNC is what a
+/// shell's `echo v > attr` does: sysfs ignores it, and on plain files (tests) it makes the
+/// file hold exactly the value.
+pub fn write_attr(path: &str, value: &str) -> Result<(), super::KnobError> {
+    use std::io::Write;
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(value.as_bytes()));
+    result.map_err(|e| {
+        let choices = std::fs::read_to_string(path).ok();
+        super::KnobError::Write {
+            path: path.to_string(),
+            value: value.to_string(),
+            why: explain_write_error(path, &e, choices.as_deref()),
+            source: e,
+        }
+    })
+}
+
+/// Why a write failed, in terms a user can act on.
+pub fn explain_write_error(path: &str, e: &io::Error, current_text: Option<&str>) -> String {
+    let is_irq = path.starts_with("/proc/irq/");
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => match current_text.map(str::trim) {
+            Some(t) if t.contains('[') => format!("the kernel rejected it; choices: {t}"),
+            _ if is_irq => {
+                "the kernel rejected it (CPU list empty, offline or out of range?)".into()
+            }
+            _ => "the kernel rejected it (out of range or not supported by this device)".into(),
+        },
+        Some(libc::EPERM) | Some(libc::EIO) if is_irq => {
+            "this interrupt's affinity is managed by the kernel and cannot be moved".into()
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "permission denied (iolab must run as root to change knobs)".into()
+        }
+        Some(libc::ENOENT) => "no such attribute on this kernel or device".into(),
+        Some(libc::EBUSY) => "the device is busy; try again when it is idle".into(),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracketed_choice_is_the_current_value() {
+        assert_eq!(current_choice("[mq-deadline] none\n"), "mq-deadline");
+        assert_eq!(current_choice("mq-deadline kyber [none] bfq\n"), "none");
+        assert_eq!(current_choice("always [madvise] never\n"), "madvise");
+        assert_eq!(current_choice("128\n"), "128");
+        assert_eq!(current_choice("0-1\n"), "0-1");
+        assert_eq!(current_choice("] odd [\n"), "] odd [");
+    }
+
+    #[test]
+    fn choices_list_every_option_of_multiple_choice_attributes() {
+        assert_eq!(
+            choices("mq-deadline kyber [none] bfq\n"),
+            vec!["mq-deadline", "kyber", "none", "bfq"]
+        );
+        assert_eq!(choices("[none] mq-deadline"), vec!["none", "mq-deadline"]);
+        assert!(choices("128\n").is_empty());
+    }
+
+    #[test]
+    fn probe_rewrite_leaves_the_value_and_reports_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("attr");
+        std::fs::write(&p, "always [madvise] never\n").unwrap();
+        probe_rewrite(p.to_str().unwrap()).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "madvise");
+        let missing = dir.path().join("missing");
+        let err = probe_rewrite(missing.to_str().unwrap()).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+
+    #[test]
+    fn errors_are_explained_per_errno_and_file_kind() {
+        let einval = io::Error::from_raw_os_error(libc::EINVAL);
+        let why = explain_write_error(
+            "/sys/block/loop0/queue/scheduler",
+            &einval,
+            Some("[none] mq-deadline\n"),
+        );
+        assert!(why.contains("choices: [none] mq-deadline"), "{why}");
+        let eperm = io::Error::from_raw_os_error(libc::EPERM);
+        let why = explain_write_error("/proc/irq/25/smp_affinity_list", &eperm, None);
+        assert!(why.contains("managed by the kernel"), "{why}");
+        let why = explain_write_error("/sys/block/loop0/queue/nr_requests", &eperm, None);
+        assert!(why.contains("root"), "{why}");
+    }
+}

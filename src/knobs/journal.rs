@@ -1,0 +1,513 @@
+//! The promise "knobs always come back" rests on this file. Before a knob is written, its old
+//! value is added to a journal on disk (written to a temporary file, fsynced, renamed over the
+//! old journal, directory fsynced), so that whatever happens next — an error, Ctrl-C, SIGTERM,
+//! SIGKILL, a power cut — the machine's original settings are recorded somewhere durable.
+//! A `Journal` restores in reverse order when it is dropped or `restore` is called; after a
+//! hard kill, `iolab restore` replays the file (`replay`).
+//!
+//! The whole journal is rewritten atomically on every change instead of appended to: it holds
+//! a handful of entries, and rewriting means a failed write can be taken back out (a knob the
+//! kernel refused must not be "restored" later — a managed IRQ would refuse that too) and a
+//! torn half-line can never exist. A lock file (flock) marks the journal as owned by a live
+//! process, so `iolab restore` cannot undo knobs under a running experiment.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::attr::{read_attr, write_attr};
+use super::KnobError;
+
+/// Where iolab keeps state that must survive a crash: `$IOLAB_STATE_DIR`, else /var/lib/iolab.
+pub fn state_dir() -> PathBuf {
+    match std::env::var_os("IOLAB_STATE_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from("/var/lib/iolab"),
+    }
+}
+
+const JOURNAL: &str = "journal.json";
+const LOCK: &str = "journal.lock";
+
+/// One knob change: enough to undo it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    pub path: String,
+    pub old: String,
+    pub new: String,
+    pub time_unix: f64,
+}
+
+/// The file's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct JournalFile {
+    pid: u32,
+    started_unix: f64,
+    entries: Vec<JournalEntry>,
+}
+
+/// What a restore did.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct RestoreReport {
+    /// Knobs written back to their old value, in the order they were restored.
+    pub restored: Vec<JournalEntry>,
+    /// Knobs whose file no longer exists (the device went away): nothing left to restore.
+    pub vanished: Vec<JournalEntry>,
+}
+
+/// A live journal owned by this process: every knob change goes through `set`.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    file: JournalFile,
+    _lock: File,
+    finished: bool,
+}
+
+impl Journal {
+    /// Refuses to go on when a journal from an earlier run was never restored (that run was
+    /// killed): its knobs may still be changed, and a new run would record the changed values
+    /// as the "originals".
+    pub fn check_clean() -> Result<(), KnobError> {
+        Journal::check_clean_in(&state_dir())
+    }
+
+    pub fn check_clean_in(dir: &Path) -> Result<(), KnobError> {
+        // A journal whose owner is alive is not a leftover: say so instead of "run restore".
+        if dir.join(JOURNAL).exists() && dir.join(LOCK).exists() {
+            drop(take_lock(dir)?);
+        }
+        Self::unrestored(dir)
+    }
+
+    fn unrestored(dir: &Path) -> Result<(), KnobError> {
+        let path = dir.join(JOURNAL);
+        match read_journal(&path)? {
+            None => Ok(()),
+            Some(j) => Err(KnobError::Unrestored {
+                path: path.display().to_string(),
+                pid: j.pid,
+                count: j.entries.len(),
+            }),
+        }
+    }
+
+    /// Starts a journal in the default state directory.
+    pub fn begin() -> Result<Journal, KnobError> {
+        Journal::begin_in(&state_dir())
+    }
+
+    /// Starts a journal in `dir` (created if needed). Fails if an unrestored journal exists or
+    /// another process holds the lock.
+    pub fn begin_in(dir: &Path) -> Result<Journal, KnobError> {
+        std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let lock = take_lock(dir)?;
+        Self::unrestored(dir)?;
+        let mut j = Journal {
+            dir: dir.to_path_buf(),
+            file: JournalFile {
+                pid: std::process::id(),
+                started_unix: crate::store::time::now_unix(),
+                entries: Vec::new(),
+            },
+            _lock: lock,
+            finished: false,
+        };
+        j.persist()?;
+        Ok(j)
+    }
+
+    /// The journal file's path.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(JOURNAL)
+    }
+
+    /// The changes made so far, oldest first.
+    pub fn entries(&self) -> &[JournalEntry] {
+        &self.file.entries
+    }
+
+    /// Sets the attribute at `path` (a live absolute path) to `value`, journaling the old value
+    /// first. Returns the old value. Writing the value it already has is still journaled, so
+    /// restore stays a plain reverse replay.
+    pub fn set(&mut self, path: &str, value: &str) -> Result<String, KnobError> {
+        let old = read_attr(path)?;
+        let mark = self.file.entries.len();
+        // Switching the elevator resets nr_requests to the new elevator's default (and bfq
+        // turns writeback throttling off). Journal their current values *before* the scheduler
+        // entry, so the reverse replay rewrites them after the old scheduler is back.
+        for dependent in dependents_of(path) {
+            if let Ok(now) = read_attr(&dependent) {
+                self.file.entries.push(JournalEntry {
+                    path: dependent,
+                    old: now.clone(),
+                    new: now,
+                    time_unix: crate::store::time::now_unix(),
+                });
+            }
+        }
+        // A journal used again after `restore` is live again: Drop must restore the new changes.
+        self.finished = false;
+        self.file.entries.push(JournalEntry {
+            path: path.to_string(),
+            old: old.clone(),
+            new: value.to_string(),
+            time_unix: crate::store::time::now_unix(),
+        });
+        self.persist()?;
+        if let Err(e) = write_attr(path, value) {
+            // The knob did not change: take the entries back so restore never tries to write it.
+            self.file.entries.truncate(mark);
+            self.persist()?;
+            return Err(e);
+        }
+        Ok(old)
+    }
+
+    /// Writes every old value back, newest first, and removes the journal. Each successful
+    /// restore is persisted before the next, so a kill half-way leaves an exact journal.
+    /// Safe to call more than once.
+    pub fn restore(&mut self) -> Result<RestoreReport, KnobError> {
+        let report = restore_entries(&mut self.file.entries, |entries| {
+            write_journal(
+                &self.dir,
+                &JournalFile {
+                    pid: self.file.pid,
+                    started_unix: self.file.started_unix,
+                    entries: entries.to_vec(),
+                },
+            )
+        })?;
+        remove_journal(&self.dir)?;
+        self.finished = true;
+        Ok(report)
+    }
+
+    fn persist(&mut self) -> Result<(), KnobError> {
+        write_journal(&self.dir, &self.file)
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        if let Err(e) = self.restore() {
+            eprintln!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
+        }
+    }
+}
+
+/// Attributes that writing `path` resets as a side effect.
+fn dependents_of(path: &str) -> Vec<String> {
+    match path.strip_suffix("/queue/scheduler") {
+        Some(dev) => ["nr_requests", "wbt_lat_usec"]
+            .iter()
+            .map(|a| format!("{dev}/queue/{a}"))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Replays an unrestored journal left by a killed run (what `iolab restore` does). `Ok(None)`
+/// when there is nothing to restore.
+pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
+    let path = dir.join(JOURNAL);
+    if !path.exists() {
+        return Ok(None);
+    }
+    let _lock = take_lock(dir)?;
+    let Some(mut file) = read_journal(&path)? else {
+        return Ok(None);
+    };
+    let (pid, started_unix) = (file.pid, file.started_unix);
+    let report = restore_entries(&mut file.entries, |entries| {
+        write_journal(
+            dir,
+            &JournalFile {
+                pid,
+                started_unix,
+                entries: entries.to_vec(),
+            },
+        )
+    })?;
+    remove_journal(dir)?;
+    Ok(Some(report))
+}
+
+/// Restores newest first; `save` persists what is still left after each step.
+fn restore_entries(
+    entries: &mut Vec<JournalEntry>,
+    mut save: impl FnMut(&[JournalEntry]) -> Result<(), KnobError>,
+) -> Result<RestoreReport, KnobError> {
+    let mut report = RestoreReport::default();
+    let mut failed: Vec<KnobError> = Vec::new();
+    let mut kept: Vec<JournalEntry> = Vec::new();
+    while let Some(entry) = entries.pop() {
+        if !Path::new(&entry.path).exists() {
+            report.vanished.push(entry);
+        } else {
+            match write_attr(&entry.path, &entry.old) {
+                Ok(()) => report.restored.push(entry),
+                Err(e) => {
+                    failed.push(e);
+                    kept.push(entry);
+                }
+            }
+        }
+        let mut left: Vec<JournalEntry> = entries.clone();
+        left.extend(kept.iter().rev().cloned());
+        save(&left)?;
+    }
+    if failed.is_empty() {
+        Ok(report)
+    } else {
+        kept.reverse();
+        *entries = kept;
+        Err(KnobError::RestoreFailed {
+            errors: failed.iter().map(|e| e.to_string()).collect(),
+        })
+    }
+}
+
+fn read_journal(path: &Path) -> Result<Option<JournalFile>, KnobError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(KnobError::State {
+                path: path.display().to_string(),
+                source,
+            })
+        }
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| KnobError::Corrupt {
+            path: path.display().to_string(),
+            line: e.line(),
+            message: e.to_string(),
+        })
+}
+
+fn write_journal(dir: &Path, file: &JournalFile) -> Result<(), KnobError> {
+    let path = dir.join(JOURNAL);
+    let tmp = dir.join(format!("{JOURNAL}.tmp"));
+    let state = |source| KnobError::State {
+        path: tmp.display().to_string(),
+        source,
+    };
+    let text = serde_json::to_string_pretty(file).expect("journal serialises");
+    let mut f = File::create(&tmp).map_err(state)?;
+    f.write_all(text.as_bytes()).map_err(state)?;
+    f.write_all(b"\n").map_err(state)?;
+    f.sync_all().map_err(state)?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(|source| KnobError::State {
+        path: path.display().to_string(),
+        source,
+    })?;
+    sync_dir(dir)
+}
+
+fn remove_journal(dir: &Path) -> Result<(), KnobError> {
+    let path = dir.join(JOURNAL);
+    match std::fs::remove_file(&path) {
+        Ok(()) => sync_dir(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(KnobError::State {
+            path: path.display().to_string(),
+            source,
+        }),
+    }
+}
+
+/// Makes a rename or removal in `dir` durable.
+fn sync_dir(dir: &Path) -> Result<(), KnobError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| KnobError::State {
+            path: dir.display().to_string(),
+            source,
+        })
+}
+
+/// Holds an exclusive flock on the state directory's lock file for as long as the returned
+/// file lives; another holder means another iolab is changing knobs right now.
+fn take_lock(dir: &Path) -> Result<File, KnobError> {
+    let path = dir.join(LOCK);
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| KnobError::State {
+            path: path.display().to_string(),
+            source,
+        })?;
+    // SAFETY: flock on a file descriptor we own; no memory is involved.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(KnobError::Busy {
+                path: path.display().to_string(),
+            });
+        }
+        return Err(KnobError::State {
+            path: path.display().to_string(),
+            source: err,
+        });
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn knob(dir: &Path, name: &str, value: &str) -> String {
+        let p = dir.join(name);
+        std::fs::write(&p, value).unwrap();
+        p.display().to_string()
+    }
+
+    #[test]
+    fn restores_in_reverse_order_on_drop() {
+        let sys = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let sched = knob(sys.path(), "scheduler", "[mq-deadline] none\n");
+        let ra = knob(sys.path(), "read_ahead_kb", "128\n");
+        {
+            let mut j = Journal::begin_in(state.path()).unwrap();
+            assert_eq!(j.set(&sched, "none").unwrap(), "mq-deadline");
+            assert_eq!(j.set(&ra, "4").unwrap(), "128");
+            // Plain files, unlike sysfs, keep what was written verbatim.
+            std::fs::write(&sched, "mq-deadline [none]\n").unwrap();
+            assert_eq!(j.set(&sched, "kyber").unwrap(), "none");
+            let on_disk = read_journal(&j.path()).unwrap().unwrap();
+            assert_eq!(on_disk.entries.len(), 3);
+            assert!(matches!(
+                Journal::unrestored(state.path()),
+                Err(KnobError::Unrestored { count: 3, .. })
+            ));
+        }
+        // Reverse order: kyber->none, 4->128, none->mq-deadline; the last write wins.
+        assert_eq!(std::fs::read_to_string(&sched).unwrap(), "mq-deadline");
+        assert_eq!(std::fs::read_to_string(&ra).unwrap(), "128");
+        Journal::check_clean_in(state.path()).unwrap();
+    }
+
+    #[test]
+    fn a_forgotten_journal_is_replayed_and_removed() {
+        let sys = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let nr = knob(sys.path(), "nr_requests", "256\n");
+        let gone = knob(sys.path(), "gone", "1\n");
+        let mut j = Journal::begin_in(state.path()).unwrap();
+        j.set(&nr, "32").unwrap();
+        j.set(&gone, "0").unwrap();
+        std::mem::forget(j); // what SIGKILL does: no drop, no restore (the lock fd leaks too)
+        std::fs::remove_file(&gone).unwrap();
+        // (The leaked lock fd of the forgotten journal is still open in this very process.)
+        let err = Journal::unrestored(state.path()).unwrap_err();
+        assert!(err.to_string().contains("iolab restore"), "{err}");
+        // The forgotten journal's lock fd is still open in this process; flock locks belong to
+        // the open file, so take it over as a killed process's lock would have been released.
+        let report = replay_unlocked_for_test(state.path());
+        assert_eq!(report.restored.len(), 1);
+        assert_eq!(report.vanished.len(), 1);
+        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "256");
+        assert!(replay_unlocked_for_test_none(state.path()));
+    }
+
+    fn replay_unlocked_for_test(dir: &Path) -> RestoreReport {
+        let path = dir.join(JOURNAL);
+        let mut file = read_journal(&path).unwrap().unwrap();
+        let r = restore_entries(&mut file.entries, |_| Ok(())).unwrap();
+        remove_journal(dir).unwrap();
+        r
+    }
+
+    fn replay_unlocked_for_test_none(dir: &Path) -> bool {
+        read_journal(&dir.join(JOURNAL)).unwrap().is_none()
+    }
+
+    #[test]
+    fn a_journal_used_again_after_restore_restores_again() {
+        let sys = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let k = knob(sys.path(), "k", "1\n");
+        {
+            let mut j = Journal::begin_in(state.path()).unwrap();
+            j.set(&k, "2").unwrap();
+            j.restore().unwrap();
+            assert!(!j.path().exists());
+            j.set(&k, "3").unwrap();
+            assert!(j.path().exists(), "the second change is journaled on disk");
+        }
+        assert_eq!(std::fs::read_to_string(&k).unwrap(), "1");
+    }
+
+    #[test]
+    fn a_refused_write_is_not_left_in_the_journal() {
+        let sys = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let ok = knob(sys.path(), "ok", "1\n");
+        let dir_not_file = sys.path().join("adir");
+        std::fs::create_dir(&dir_not_file).unwrap();
+        let mut j = Journal::begin_in(state.path()).unwrap();
+        j.set(&ok, "2").unwrap();
+        // Reading a directory fails before anything is journaled.
+        assert!(j.set(&dir_not_file.display().to_string(), "x").is_err());
+        assert_eq!(j.entries().len(), 1);
+        let report = j.restore().unwrap();
+        assert_eq!(report.restored.len(), 1);
+        assert_eq!(std::fs::read_to_string(&ok).unwrap(), "1");
+    }
+
+    #[test]
+    fn a_scheduler_switch_also_journals_what_it_resets() {
+        let sys = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        std::fs::create_dir(sys.path().join("queue")).unwrap();
+        let sched = knob(sys.path(), "queue/scheduler", "[mq-deadline] none\n");
+        let nr = knob(sys.path(), "queue/nr_requests", "64\n");
+        let mut j = Journal::begin_in(state.path()).unwrap();
+        j.set(&sched, "none").unwrap();
+        // What the kernel does on an elevator switch:
+        std::fs::write(&nr, "256").unwrap();
+        let paths: Vec<&str> = j.entries().iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, vec![nr.as_str(), sched.as_str()]);
+        j.restore().unwrap();
+        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "64");
+        assert_eq!(std::fs::read_to_string(&sched).unwrap(), "mq-deadline");
+    }
+
+    #[test]
+    fn a_second_journal_in_the_same_dir_is_refused_while_the_first_lives() {
+        let state = tempfile::tempdir().unwrap();
+        let _first = Journal::begin_in(state.path()).unwrap();
+        let err = Journal::begin_in(state.path()).unwrap_err();
+        assert!(matches!(err, KnobError::Busy { .. }), "{err}");
+        // A live owner is reported as busy, not as a leftover to restore.
+        let err = Journal::check_clean_in(state.path()).unwrap_err();
+        assert!(matches!(err, KnobError::Busy { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_corrupt_journal_names_the_file_and_line() {
+        let state = tempfile::tempdir().unwrap();
+        std::fs::write(state.path().join(JOURNAL), "{\n  \"pid\": 1,\n  oops\n").unwrap();
+        let err = Journal::check_clean_in(state.path()).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("journal.json:3"), "{msg}");
+    }
+}

@@ -1,0 +1,62 @@
+//! Ctrl-C and SIGTERM must not kill iolab between "knob changed" and "knob restored". Instead
+//! of dying, the process records that a signal arrived; the run loop checks `Interrupt::is_set`
+//! between steps (and while waiting for fio), stops, and lets the `Journal` and scratch-device
+//! guards restore everything on the way out. Because the handlers only set a flag, a second
+//! Ctrl-C during a restore cannot abort it half-way.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+/// Set when SIGINT, SIGTERM or SIGHUP arrives; holds the number of the last one.
+#[derive(Debug, Clone)]
+pub struct Interrupt {
+    signal: Arc<AtomicUsize>,
+}
+
+impl Interrupt {
+    /// Installs the handlers for the rest of the process's life (idempotent: each call adds
+    /// handlers that set its own flag).
+    pub fn install() -> std::io::Result<Interrupt> {
+        let signal = Arc::new(AtomicUsize::new(0));
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
+        }
+        Ok(Interrupt { signal })
+    }
+
+    /// True once any of the signals arrived.
+    pub fn is_set(&self) -> bool {
+        self.signal.load(Ordering::SeqCst) != 0
+    }
+
+    /// The signal that arrived last, if any.
+    pub fn signal(&self) -> Option<i32> {
+        match self.signal.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s as i32),
+        }
+    }
+
+    /// Sleeps for `d` in short steps, returning early (false) as soon as a signal arrived;
+    /// true when the whole time passed undisturbed.
+    pub fn sleep(&self, d: std::time::Duration) -> bool {
+        let end = std::time::Instant::now() + d;
+        loop {
+            if self.is_set() {
+                return false;
+            }
+            let now = std::time::Instant::now();
+            if now >= end {
+                return true;
+            }
+            std::thread::sleep((end - now).min(std::time::Duration::from_millis(20)));
+        }
+    }
+
+    /// The conventional exit code for having been stopped by the signal (128 + number).
+    pub fn exit_code(&self) -> Option<i32> {
+        self.signal().map(|s| 128 + s)
+    }
+}

@@ -1,0 +1,618 @@
+//! Preflight: what on this machine makes I/O numbers noisy or different from another machine's
+//! — frequency scaling, turbo, SMT, deep C-states, irqbalance, THP, swap, load, other busy
+//! processes, virtualisation. Each finding is recorded with the experiment (so a later
+//! `compare` can explain a difference) and printed with advice before a run. Everything is read
+//! through a `SysRoot`; the only thing that needs the live machine is the short sampling of
+//! CPU use (busy processes, steal time), which is skipped for a snapshot.
+
+pub mod parse;
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::sys::SysRoot;
+
+/// How much a finding matters for the numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Recorded for comparison; no action needed.
+    Info,
+    /// Likely to add noise or bias; the advice says what to change.
+    Warn,
+}
+
+/// One fact about the machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub key: String,
+    pub value: String,
+    pub severity: Severity,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advice: Option<String>,
+}
+
+impl Finding {
+    fn info(key: &str, value: impl Into<String>) -> Finding {
+        Finding {
+            key: key.into(),
+            value: value.into(),
+            severity: Severity::Info,
+            advice: None,
+        }
+    }
+
+    fn warn(key: &str, value: impl Into<String>, advice: impl Into<String>) -> Finding {
+        Finding {
+            key: key.into(),
+            value: value.into(),
+            severity: Severity::Warn,
+            advice: Some(advice.into()),
+        }
+    }
+
+    fn note(mut self, advice: impl Into<String>) -> Finding {
+        self.advice = Some(advice.into());
+        self
+    }
+}
+
+/// How long to watch per-process CPU use.
+pub const DEFAULT_SAMPLE: Duration = Duration::from_millis(200);
+/// A process above this share of one CPU is "busy".
+pub const BUSY_THRESHOLD_PCT: f64 = 5.0;
+
+/// Collects all findings. `sample` is how long CPU use is watched on a live machine.
+pub fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
+    let mut f = Vec::new();
+    let cpus = online_cpus(root);
+    identity(root, &mut f);
+    frequency(root, &cpus, &mut f);
+    smt_and_idle(root, &cpus, &mut f);
+    memory(root, &mut f);
+    load(root, cpus.len().max(1), &mut f);
+    irqbalance(root, &mut f);
+    if root.is_live() {
+        activity(root, sample, &mut f);
+    } else {
+        f.push(Finding::info(
+            "busy_processes",
+            "not measured (snapshot root)",
+        ));
+    }
+    f
+}
+
+fn online_cpus(root: &SysRoot) -> Vec<u32> {
+    root.attr("/sys/devices/system/cpu/online")
+        .and_then(|s| parse_cpu_list(&s))
+        .unwrap_or_default()
+}
+
+/// "0-3,8,10-11" -> [0,1,2,3,8,10,11]; None on malformed text.
+fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                if b < a || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+fn identity(root: &SysRoot, f: &mut Vec<Finding>) {
+    if let Some(h) = root.attr("/proc/sys/kernel/hostname") {
+        f.push(Finding::info("host", h));
+    }
+    if let Some(k) = root.attr("/proc/sys/kernel/osrelease") {
+        f.push(Finding::info("kernel", k));
+    }
+    let cpuinfo = root
+        .read_optional("/proc/cpuinfo")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if let Some(m) = parse::cpu_model(&cpuinfo) {
+        f.push(Finding::info("cpu.model", m));
+    }
+    f.push(Finding::info(
+        "cpu.online",
+        online_cpus(root).len().to_string(),
+    ));
+    let hv = root.attr("/sys/hypervisor/type");
+    if parse::has_hypervisor_flag(&cpuinfo) || hv.is_some() {
+        f.push(
+            Finding::info("virtualization", hv.unwrap_or_else(|| "guest (hypervisor flag)".into()))
+                .note("a guest: steal time, virtual interrupts and host load add noise; compare only runs from the same host"),
+        );
+    } else {
+        f.push(Finding::info("virtualization", "none detected"));
+    }
+}
+
+fn frequency(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
+    let per_cpu = |attr: &str| -> Vec<String> {
+        cpus.iter()
+            .filter_map(|c| root.attr(&format!("/sys/devices/system/cpu/cpu{c}/cpufreq/{attr}")))
+            .collect()
+    };
+    let governors = per_cpu("scaling_governor");
+    if governors.is_empty() {
+        f.push(Finding::info(
+            "cpufreq.governor",
+            "none (no cpufreq: fixed frequency or a VM)",
+        ));
+    } else {
+        let summary = parse::summarise_values(&governors);
+        if governors.iter().all(|g| g == "performance") {
+            f.push(Finding::info("cpufreq.governor", summary));
+        } else {
+            f.push(Finding::warn(
+                "cpufreq.governor",
+                summary,
+                "frequency follows load, so numbers vary run to run; set the performance governor (cpupower frequency-set -g performance)",
+            ));
+        }
+        let drivers = per_cpu("scaling_driver");
+        if !drivers.is_empty() {
+            f.push(Finding::info(
+                "cpufreq.driver",
+                parse::summarise_values(&drivers),
+            ));
+        }
+    }
+    if let Some(no_turbo) = root.attr("/sys/devices/system/cpu/intel_pstate/no_turbo") {
+        if no_turbo == "0" {
+            f.push(Finding::warn(
+                "turbo",
+                "on (intel_pstate)",
+                "turbo frequency depends on temperature and how many cores are busy; for stable numbers: echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo",
+            ));
+        } else {
+            f.push(Finding::info("turbo", "off (intel_pstate)"));
+        }
+    } else if let Some(boost) = root.attr("/sys/devices/system/cpu/cpufreq/boost") {
+        if boost == "1" {
+            f.push(Finding::warn(
+                "turbo",
+                "on (cpufreq boost)",
+                "boost frequency depends on temperature and load; for stable numbers: echo 0 > /sys/devices/system/cpu/cpufreq/boost",
+            ));
+        } else {
+            f.push(Finding::info("turbo", "off (cpufreq boost)"));
+        }
+    } else {
+        f.push(Finding::info("turbo", "not exposed"));
+    }
+}
+
+fn smt_and_idle(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
+    match root.attr("/sys/devices/system/cpu/smt/control") {
+        Some(c) => {
+            let active = root
+                .attr("/sys/devices/system/cpu/smt/active")
+                .unwrap_or_default();
+            let finding = Finding::info(
+                "smt",
+                format!("{c}{}", if active == "1" { " (active)" } else { "" }),
+            );
+            f.push(if active == "1" {
+                finding.note("SMT siblings share a core: placements on siblings interfere; iolab's near/far placement accounts for it")
+            } else {
+                finding
+            });
+        }
+        None => f.push(Finding::info("smt", "not exposed")),
+    }
+    let base = "/sys/devices/system/cpu/cpuidle";
+    if let Some(driver) = root.attr(&format!("{base}/current_driver")) {
+        f.push(Finding::info("cpuidle.driver", driver));
+    }
+    if let Some(gov) = root
+        .attr(&format!("{base}/current_governor"))
+        .or_else(|| root.attr(&format!("{base}/current_governor_ro")))
+    {
+        f.push(Finding::info("cpuidle.governor", gov));
+    }
+    let cmdline = root.attr("/proc/cmdline").unwrap_or_default();
+    let mut limits = Vec::new();
+    for p in ["intel_idle.max_cstate", "processor.max_cstate", "idle"] {
+        if let Some(v) = parse::cmdline_param(&cmdline, p) {
+            limits.push(format!("{p}={v}"));
+        }
+    }
+    if let Some(v) = root.attr("/sys/module/intel_idle/parameters/max_cstate") {
+        limits.push(format!("intel_idle max_cstate={v}"));
+    }
+    if !limits.is_empty() {
+        f.push(Finding::info("cstate.limits", limits.join(", ")));
+    }
+    // The deepest idle state still enabled on the first CPU, and its exit latency.
+    if let Some(cpu) = cpus.first() {
+        let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+        let mut deepest: Option<(String, u64)> = None;
+        for state in root.list_optional(&dir).unwrap_or_default() {
+            if !state.starts_with("state") {
+                continue;
+            }
+            let s = format!("{dir}/{state}");
+            if root.attr(&format!("{s}/disable")).as_deref() == Some("1") {
+                continue;
+            }
+            let lat = root
+                .attr(&format!("{s}/latency"))
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(0);
+            let name = root.attr(&format!("{s}/name")).unwrap_or(state.clone());
+            if deepest.as_ref().is_none_or(|(_, l)| lat > *l) {
+                deepest = Some((name, lat));
+            }
+        }
+        match deepest {
+            Some((name, lat)) if lat > 10 => f.push(Finding::warn(
+                "cstate.deepest",
+                format!("{name} (exit latency {lat} us)"),
+                "deep idle states add wake-up latency to every interrupt; for latency runs limit them (cpupower idle-set -D 10)",
+            )),
+            Some((name, lat)) => f.push(Finding::info("cstate.deepest", format!("{name} (exit latency {lat} us)"))),
+            None => f.push(Finding::info("cstate.deepest", "no cpuidle states exposed")),
+        }
+    }
+}
+
+fn memory(root: &SysRoot, f: &mut Vec<Finding>) {
+    if let Some(thp) = root.attr("/sys/kernel/mm/transparent_hugepage/enabled") {
+        let mode = crate::knobs::current_choice(&thp);
+        let finding = Finding::info("thp", mode.clone());
+        f.push(if mode == "always" {
+            finding.note("khugepaged compaction can stall allocations now and then; record it when comparing machines")
+        } else {
+            finding
+        });
+    }
+    if let Some(nb) = root.attr("/proc/sys/kernel/numa_balancing") {
+        if nb != "0" {
+            f.push(Finding::warn(
+                "numa_balancing",
+                nb,
+                "automatic NUMA balancing migrates pages and tasks during runs; for placement experiments: sysctl kernel.numa_balancing=0",
+            ));
+        } else {
+            f.push(Finding::info("numa_balancing", "0"));
+        }
+    }
+    let meminfo = root
+        .read_optional("/proc/meminfo")
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if let Some((total, free)) = parse::swap_kib(&meminfo) {
+        let used = total.saturating_sub(free);
+        let value = format!("{} MiB used of {} MiB", used / 1024, total / 1024);
+        if used > 0 {
+            f.push(Finding::warn(
+                "swap",
+                value,
+                "swap in use: memory pressure can stall the workload and add swap I/O; free memory first",
+            ));
+        } else {
+            f.push(Finding::info("swap", value));
+        }
+    }
+}
+
+fn load(root: &SysRoot, ncpus: usize, f: &mut Vec<Finding>) {
+    let Some(text) = root.attr("/proc/loadavg") else {
+        return;
+    };
+    let Some([l1, l5, l15]) = parse::loadavg(&text) else {
+        return;
+    };
+    let value = format!("{l1:.2} {l5:.2} {l15:.2}");
+    if l1 > 0.3 * ncpus as f64 {
+        f.push(Finding::warn(
+            "loadavg",
+            value,
+            format!("the machine is busy ({l1:.2} runnable on {ncpus} CPUs): other work competes with the workload"),
+        ));
+    } else {
+        f.push(Finding::info("loadavg", value));
+    }
+}
+
+/// Numeric entries of /proc.
+fn pids(root: &SysRoot) -> Vec<u32> {
+    root.list_optional("/proc")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| e.parse().ok())
+        .collect()
+}
+
+fn irqbalance(root: &SysRoot, f: &mut Vec<Finding>) {
+    let running: Vec<u32> = pids(root)
+        .into_iter()
+        .filter(|p| root.attr(&format!("/proc/{p}/comm")).as_deref() == Some("irqbalance"))
+        .collect();
+    if running.is_empty() {
+        f.push(Finding::info("irqbalance", "not running"));
+    } else {
+        f.push(Finding::warn(
+            "irqbalance",
+            format!("running (pid {})", running.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
+            "irqbalance moves interrupts during runs, so placement changes under you; stop it (systemctl stop irqbalance)",
+        ));
+    }
+}
+
+fn process_ticks(root: &SysRoot) -> Vec<(u32, String, u64)> {
+    let me = std::process::id();
+    pids(root)
+        .into_iter()
+        .filter(|p| *p != me)
+        .filter_map(|p| {
+            let (name, ticks) =
+                parse::proc_stat_ticks(&root.read(&format!("/proc/{p}/stat")).ok()?)?;
+            Some((p, name, ticks))
+        })
+        .collect()
+}
+
+/// Busy processes and steal time over a short window.
+fn activity(root: &SysRoot, sample: Duration, f: &mut Vec<Finding>) {
+    let stat0 = root
+        .attr("/proc/stat")
+        .and_then(|s| parse::cpu_total_and_steal(&s));
+    let before = process_ticks(root);
+    let t0 = Instant::now();
+    std::thread::sleep(sample);
+    let after = process_ticks(root);
+    let elapsed = t0.elapsed().as_secs_f64();
+    let stat1 = root
+        .attr("/proc/stat")
+        .and_then(|s| parse::cpu_total_and_steal(&s));
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let busy = parse::busy_processes(&before, &after, elapsed, hz, BUSY_THRESHOLD_PCT);
+    if busy.is_empty() {
+        f.push(Finding::info(
+            "busy_processes",
+            format!(
+                "none above {BUSY_THRESHOLD_PCT}% of a CPU over {} ms",
+                sample.as_millis()
+            ),
+        ));
+    } else {
+        let list = busy
+            .iter()
+            .take(8)
+            .map(|b| format!("{} (pid {}) {:.0}%", b.name, b.pid, b.cpu_pct))
+            .collect::<Vec<_>>()
+            .join(", ");
+        f.push(Finding::warn(
+            "busy_processes",
+            list,
+            "other processes use CPU and will compete with the workload; stop them or expect more noise",
+        ));
+    }
+    if let (Some((tot0, st0)), Some((tot1, st1))) = (stat0, stat1) {
+        if let (Some(dt), Some(ds)) = (tot1.checked_sub(tot0), st1.checked_sub(st0)) {
+            if dt > 0 {
+                let pct = ds as f64 / dt as f64 * 100.0;
+                let value = format!("{pct:.1}%");
+                if pct >= 1.0 {
+                    f.push(Finding::warn(
+                        "cpu.steal",
+                        value,
+                        "the hypervisor is running other guests on these CPUs; numbers will vary with their load",
+                    ));
+                } else {
+                    f.push(Finding::info("cpu.steal", value));
+                }
+            }
+        }
+    }
+}
+
+/// Human-readable report: one line per finding, warnings marked and followed by their advice.
+pub fn render(findings: &[Finding]) -> String {
+    let width = findings.iter().map(|f| f.key.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for f in findings {
+        let mark = match f.severity {
+            Severity::Warn => "!",
+            Severity::Info => " ",
+        };
+        let _ = writeln!(out, "{mark} {:<width$}  {}", f.key, f.value);
+        if let Some(a) = &f.advice {
+            let _ = writeln!(out, "  {:<width$}  -> {a}", "");
+        }
+    }
+    let warnings = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Warn)
+        .count();
+    let _ = writeln!(
+        out,
+        "{warnings} warning(s){}",
+        if warnings > 0 {
+            ": numbers from this machine may be noisier than they need to be"
+        } else {
+            ""
+        }
+    );
+    out
+}
+
+/// The findings as environment rows for the results database.
+pub fn to_environment(findings: &[Finding]) -> Vec<crate::store::EnvironmentEntry> {
+    findings
+        .iter()
+        .map(|f| crate::store::EnvironmentEntry {
+            key: f.key.clone(),
+            value: f.value.clone(),
+            severity: Some(match f.severity {
+                Severity::Info => "info".into(),
+                Severity::Warn => "warn".into(),
+            }),
+            advice: f.advice.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = dir.path().join(path.trim_start_matches('/'));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    fn by_key<'a>(f: &'a [Finding], key: &str) -> &'a Finding {
+        f.iter()
+            .find(|x| x.key == key)
+            .unwrap_or_else(|| panic!("no {key} in {f:#?}"))
+    }
+
+    #[test]
+    fn a_noisy_machine_gets_warnings_with_advice() {
+        let cpu = "/sys/devices/system/cpu";
+        let dir = tree(&[
+            ("/proc/sys/kernel/hostname", "box1\n"),
+            ("/proc/sys/kernel/osrelease", "6.1.0-13-amd64\n"),
+            (
+                "/proc/cpuinfo",
+                "model name\t: AMD EPYC 7R13\nflags\t: fpu hypervisor\n",
+            ),
+            ("/sys/devices/system/cpu/online", "0-1\n"),
+            (
+                &format!("{cpu}/cpu0/cpufreq/scaling_governor"),
+                "powersave\n",
+            ),
+            (
+                &format!("{cpu}/cpu1/cpufreq/scaling_governor"),
+                "performance\n",
+            ),
+            (
+                &format!("{cpu}/cpu0/cpufreq/scaling_driver"),
+                "intel_pstate\n",
+            ),
+            (&format!("{cpu}/intel_pstate/no_turbo"), "0\n"),
+            (&format!("{cpu}/smt/control"), "on\n"),
+            (&format!("{cpu}/smt/active"), "1\n"),
+            (&format!("{cpu}/cpuidle/current_driver"), "intel_idle\n"),
+            (&format!("{cpu}/cpu0/cpuidle/state0/name"), "POLL\n"),
+            (&format!("{cpu}/cpu0/cpuidle/state0/latency"), "0\n"),
+            (&format!("{cpu}/cpu0/cpuidle/state1/name"), "C6\n"),
+            (&format!("{cpu}/cpu0/cpuidle/state1/latency"), "133\n"),
+            (&format!("{cpu}/cpu0/cpuidle/state2/name"), "C10\n"),
+            (&format!("{cpu}/cpu0/cpuidle/state2/latency"), "890\n"),
+            (&format!("{cpu}/cpu0/cpuidle/state2/disable"), "1\n"),
+            ("/proc/cmdline", "ro quiet intel_idle.max_cstate=6\n"),
+            (
+                "/sys/kernel/mm/transparent_hugepage/enabled",
+                "[always] madvise never\n",
+            ),
+            ("/proc/sys/kernel/numa_balancing", "1\n"),
+            (
+                "/proc/meminfo",
+                "SwapTotal: 2097152 kB\nSwapFree: 1048576 kB\n",
+            ),
+            ("/proc/loadavg", "3.50 2.00 1.00 3/200 999\n"),
+            ("/proc/812/comm", "irqbalance\n"),
+            ("/proc/813/comm", "sshd\n"),
+        ]);
+        let root = SysRoot::at(dir.path()).unwrap();
+        let f = collect(&root, Duration::ZERO);
+        assert_eq!(by_key(&f, "kernel").value, "6.1.0-13-amd64");
+        assert_eq!(by_key(&f, "cpu.model").value, "AMD EPYC 7R13");
+        assert_eq!(by_key(&f, "cpu.online").value, "2");
+        let g = by_key(&f, "cpufreq.governor");
+        assert_eq!(
+            (g.severity, g.value.as_str()),
+            (Severity::Warn, "powersave (1), performance (1)")
+        );
+        assert!(g.advice.as_deref().unwrap().contains("performance"));
+        assert_eq!(by_key(&f, "turbo").severity, Severity::Warn);
+        assert_eq!(by_key(&f, "smt").value, "on (active)");
+        let c = by_key(&f, "cstate.deepest");
+        assert_eq!(
+            (c.severity, c.value.as_str()),
+            (Severity::Warn, "C6 (exit latency 133 us)")
+        );
+        assert_eq!(by_key(&f, "cstate.limits").value, "intel_idle.max_cstate=6");
+        assert_eq!(by_key(&f, "thp").value, "always");
+        assert_eq!(by_key(&f, "numa_balancing").severity, Severity::Warn);
+        assert_eq!(by_key(&f, "swap").value, "1024 MiB used of 2048 MiB");
+        assert_eq!(by_key(&f, "loadavg").severity, Severity::Warn);
+        assert_eq!(by_key(&f, "irqbalance").value, "running (pid 812)");
+        assert_eq!(
+            by_key(&f, "virtualization").value,
+            "guest (hypervisor flag)"
+        );
+        assert_eq!(
+            by_key(&f, "busy_processes").value,
+            "not measured (snapshot root)"
+        );
+        let text = render(&f);
+        assert!(text.contains("! irqbalance"), "{text}");
+        assert!(text.contains("warning(s): numbers"), "{text}");
+        let env = to_environment(&f);
+        assert_eq!(env.len(), f.len());
+        assert_eq!(
+            env.iter()
+                .find(|e| e.key == "turbo")
+                .unwrap()
+                .severity
+                .as_deref(),
+            Some("warn")
+        );
+    }
+
+    #[test]
+    fn a_quiet_machine_has_no_warnings() {
+        let cpu = "/sys/devices/system/cpu";
+        let dir = tree(&[
+            ("/sys/devices/system/cpu/online", "0\n"),
+            (
+                &format!("{cpu}/cpu0/cpufreq/scaling_governor"),
+                "performance\n",
+            ),
+            (&format!("{cpu}/cpufreq/boost"), "0\n"),
+            ("/proc/meminfo", "SwapTotal: 0 kB\nSwapFree: 0 kB\n"),
+            ("/proc/loadavg", "0.01 0.02 0.00 1/100 5\n"),
+            ("/proc/1/comm", "init\n"),
+        ]);
+        let f = collect(&SysRoot::at(dir.path()).unwrap(), Duration::ZERO);
+        let warns: Vec<_> = f.iter().filter(|x| x.severity == Severity::Warn).collect();
+        assert!(warns.is_empty(), "{warns:#?}");
+        assert_eq!(by_key(&f, "turbo").value, "off (cpufreq boost)");
+        assert_eq!(by_key(&f, "irqbalance").value, "not running");
+    }
+
+    #[test]
+    fn cpu_lists_parse_and_reject_garbage() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11\n"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+    }
+}

@@ -1,0 +1,866 @@
+//! Results live in one SQLite file so that years of runs can be selected, compared and
+//! re-analysed without re-running anything. This module is the only code that speaks SQL: it
+//! opens (creating or migrating) the file, records experiments and runs — each run in its own
+//! transaction, so a crash loses at most the run in progress — and answers the queries `runs`,
+//! `show` and `compare` need (runs by tag, one metric's values over many runs).
+
+mod schema;
+pub mod time;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use serde::Serialize;
+
+pub use schema::MIGRATIONS;
+
+/// The database file used when neither `--db` nor `IOLAB_DB` names one.
+pub const DEFAULT_DB: &str = "iolab.db";
+
+/// Which database file a command uses: `--db` wins, then `IOLAB_DB`, then `iolab.db` in the
+/// current directory. Every command resolves it here so they all agree.
+pub fn resolve_db_path(cli_db: Option<&Path>) -> PathBuf {
+    resolve_db_path_from(cli_db, std::env::var_os("IOLAB_DB").as_deref())
+}
+
+fn resolve_db_path_from(cli_db: Option<&Path>, env: Option<&std::ffi::OsStr>) -> PathBuf {
+    if let Some(p) = cli_db {
+        return p.to_path_buf();
+    }
+    match env {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from(DEFAULT_DB),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{path}: schema version {found} is newer than this iolab knows ({known}); use a newer iolab to read it")]
+    TooNew {
+        path: String,
+        found: i64,
+        known: i64,
+    },
+    #[error("{path}: no results database here (run an experiment first, or name one with --db or IOLAB_DB)")]
+    Missing { path: String },
+    #[error("{path}: no experiment with id {id}")]
+    NoExperiment { path: String, id: i64 },
+    #[error("{path}: {what}")]
+    Invalid { path: String, what: String },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// What the caller knows when an experiment starts.
+#[derive(Debug, Clone, Default)]
+pub struct NewExperiment {
+    pub name: String,
+    /// The experiment file's text, as read (so the run can be reproduced exactly).
+    pub file_text: String,
+    pub seed: u64,
+    /// The shuffled run order, as JSON (whatever shape the plan uses).
+    pub planned_order: serde_json::Value,
+    pub host: String,
+    pub kernel: String,
+}
+
+/// One finished run (or one that could not be run), with everything recorded about it.
+/// `Store::insert_run` writes all of it in one transaction.
+#[derive(Debug, Clone, Default)]
+pub struct NewRun {
+    pub experiment_id: i64,
+    pub cell_key: String,
+    /// Factor -> level, as a JSON object.
+    pub cell_levels: serde_json::Value,
+    pub repetition: u32,
+    pub warmup: bool,
+    pub start_unix: f64,
+    pub end_unix: f64,
+    pub status: RunStatus,
+    pub fio_json: Option<String>,
+    pub fio_command: Option<String>,
+    pub job_file: Option<String>,
+    /// User tags (`--tag NAME=VALUE`); `host` and `kernel` come from the experiment unless set here.
+    pub tags: Vec<(String, String)>,
+    pub metrics: Vec<(String, f64)>,
+    pub samples: Vec<SampleSeries>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
+pub enum RunStatus {
+    #[default]
+    Ok,
+    Failed(String),
+    /// The cell cannot be realised on this machine (e.g. the device cannot poll).
+    NotApplicable(String),
+}
+
+impl RunStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed(_) => "failed",
+            RunStatus::NotApplicable(_) => "not_applicable",
+        }
+    }
+
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            RunStatus::Ok => None,
+            RunStatus::Failed(r) | RunStatus::NotApplicable(r) => Some(r),
+        }
+    }
+
+    fn from_columns(status: &str, reason: Option<String>) -> RunStatus {
+        let reason = reason.unwrap_or_default();
+        match status {
+            "ok" => RunStatus::Ok,
+            "not_applicable" => RunStatus::NotApplicable(reason),
+            "failed" => RunStatus::Failed(reason),
+            other => RunStatus::Failed(format!("unknown status {other:?}: {reason}")),
+        }
+    }
+}
+
+/// One sampled time series of one run: `t_offsets[i]` seconds after the run started, the
+/// reading was `values[i]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SampleSeries {
+    pub kind: String,
+    pub key: String,
+    pub t_offsets: Vec<f64>,
+    pub values: Vec<f64>,
+}
+
+/// A stored experiment, with its run counts by status.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Experiment {
+    pub id: i64,
+    pub name: String,
+    pub seed: u64,
+    pub created_unix: f64,
+    pub host: String,
+    pub kernel: String,
+    pub status: String,
+    pub runs_ok: u64,
+    pub runs_failed: u64,
+    pub runs_not_applicable: u64,
+}
+
+/// A stored run (without its large texts; see `Store::run_texts`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub experiment_id: i64,
+    pub cell_key: String,
+    pub cell_levels: serde_json::Value,
+    pub repetition: u32,
+    pub warmup: bool,
+    pub start_unix: f64,
+    pub end_unix: f64,
+    #[serde(flatten)]
+    pub status: RunStatus,
+}
+
+/// The large texts kept with a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunTexts {
+    pub fio_json: Option<String>,
+    pub fio_command: Option<String>,
+    pub job_file: Option<String>,
+}
+
+/// One preflight finding as stored with an experiment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EnvironmentEntry {
+    pub key: String,
+    pub value: String,
+    pub severity: Option<String>,
+    pub advice: Option<String>,
+}
+
+/// An open results database.
+pub struct Store {
+    conn: Connection,
+    path: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.path)
+    }
+}
+
+/// How many ids go into one `IN (...)` list: well under SQLite's variable limit.
+const ID_CHUNK: usize = 500;
+
+impl Store {
+    /// Opens the database at `path`, creating it if needed and migrating it to the current
+    /// schema. Refuses a file written by a newer iolab.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        let shown = path.as_ref().display().to_string();
+        let conn = Connection::open(path.as_ref()).map_err(|source| StoreError::Sqlite {
+            path: shown.clone(),
+            source,
+        })?;
+        let mut store = Store { conn, path: shown };
+        store.check_ours()?;
+        store.configure()?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Opens an existing database for reading commands; a missing file is an error that says
+    /// how to get one, instead of silently creating an empty database.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+        if !path.as_ref().exists() {
+            return Err(StoreError::Missing {
+                path: path.as_ref().display().to_string(),
+            });
+        }
+        Store::open(path)
+    }
+
+    /// The file this store was opened from, as given.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+        move |source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn configure(&mut self) -> Result<()> {
+        // WAL: readers (a `show` in another terminal) never block the running experiment, and a
+        // commit is one sequential append. NORMAL sync is durable against process crashes,
+        // which is the failure the per-run commit protects against.
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        self.conn
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(wrap)?;
+        let mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(wrap)?;
+        if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+            return Err(StoreError::Invalid {
+                path,
+                what: format!("could not switch to WAL journal mode (got {mode})"),
+            });
+        }
+        self.conn
+            .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            .map_err(wrap)?;
+        Ok(())
+    }
+
+    /// The schema version of the open file.
+    pub fn schema_version(&self) -> Result<i64> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(self.err())
+    }
+
+    /// Refuses files that belong to another program, before changing anything in them
+    /// (not even the journal mode).
+    fn check_ours(&self) -> Result<()> {
+        let found = self.schema_version()?;
+        let app_id: i32 = self
+            .conn
+            .query_row("PRAGMA application_id", [], |r| r.get(0))
+            .map_err(self.err())?;
+        let foreign = if found == 0 {
+            let objects: i64 = self
+                .conn
+                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+                .map_err(self.err())?;
+            objects > 0
+        } else {
+            app_id != schema::APPLICATION_ID
+        };
+        if foreign {
+            return Err(StoreError::Invalid {
+                path: self.path.clone(),
+                what:
+                    "this SQLite file is not an iolab results database; name another file with --db"
+                        .into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let known = MIGRATIONS.len() as i64;
+        let found = self.schema_version()?;
+        if found > known {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found,
+                known,
+            });
+        }
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            let tx = self.conn.transaction().map_err(wrap)?;
+            tx.execute_batch(sql).map_err(wrap)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(wrap)?;
+            tx.pragma_update(None, "application_id", schema::APPLICATION_ID)
+                .map_err(wrap)?;
+            tx.commit().map_err(wrap)?;
+        }
+        Ok(())
+    }
+
+    /// Records a new experiment (status `running`) and returns its id.
+    pub fn create_experiment(&mut self, e: &NewExperiment) -> Result<i64> {
+        self.create_experiment_with_status(e, "running")
+    }
+
+    /// Like `create_experiment` with an explicit status (e.g. `imported` for `iolab import`).
+    pub fn create_experiment_with_status(
+        &mut self,
+        e: &NewExperiment,
+        status: &str,
+    ) -> Result<i64> {
+        let order = serde_json::to_string(&e.planned_order).unwrap_or_else(|_| "null".into());
+        self.conn
+            .execute(
+                "INSERT INTO experiments (name, file_text, seed, planned_order, created_unix, host, kernel, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    e.name,
+                    e.file_text,
+                    e.seed as i64,
+                    order,
+                    time::now_unix(),
+                    e.host,
+                    e.kernel,
+                    status
+                ],
+            )
+            .map_err(self.err())?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Marks an experiment `done`, `failed`, `interrupted`, ...
+    pub fn set_experiment_status(&mut self, id: i64, status: &str) -> Result<()> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE experiments SET status = ?1 WHERE id = ?2",
+                params![status, id],
+            )
+            .map_err(self.err())?;
+        if n == 0 {
+            return Err(StoreError::NoExperiment {
+                path: self.path.clone(),
+                id,
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores one run with its tags, metrics and samples in a single transaction, committed
+    /// before returning. `host` and `kernel` tags are copied from the experiment unless the
+    /// run's own tags set them (imported runs from other machines).
+    pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(wrap)?;
+        let exp: Option<(String, String)> = tx
+            .query_row(
+                "SELECT host, kernel FROM experiments WHERE id = ?1",
+                [run.experiment_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(wrap)?;
+        let Some((host, kernel)) = exp else {
+            return Err(StoreError::NoExperiment {
+                path,
+                id: run.experiment_id,
+            });
+        };
+        let levels = serde_json::to_string(&run.cell_levels).unwrap_or_else(|_| "null".into());
+        tx.execute(
+            "INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, warmup, start_unix,
+                               end_unix, status, reason, fio_json, fio_command, job_file)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                run.experiment_id,
+                run.cell_key,
+                levels,
+                run.repetition,
+                run.warmup,
+                run.start_unix,
+                run.end_unix,
+                run.status.as_str(),
+                run.status.reason(),
+                run.fio_json,
+                run.fio_command,
+                run.job_file
+            ],
+        )
+        .map_err(wrap)?;
+        let id = tx.last_insert_rowid();
+        let has = |name: &str| run.tags.iter().any(|(n, _)| n == name);
+        let mut tags: Vec<(String, String)> = Vec::new();
+        if !has("host") {
+            tags.push(("host".into(), host));
+        }
+        if !has("kernel") {
+            tags.push(("kernel".into(), kernel));
+        }
+        tags.extend(run.tags.iter().cloned());
+        insert_tags(&tx, id, &tags).map_err(wrap)?;
+        insert_metrics(&tx, id, &run.metrics).map_err(wrap)?;
+        insert_samples(&tx, id, &run.samples).map_err(wrap)?;
+        tx.commit().map_err(wrap)?;
+        Ok(id)
+    }
+
+    /// Adds or replaces tags on an existing run.
+    pub fn add_tags(&mut self, run_id: i64, tags: &[(String, String)]) -> Result<()> {
+        self.in_tx(|tx| insert_tags(tx, run_id, tags))
+    }
+
+    /// Adds or replaces metrics on an existing run.
+    pub fn add_metrics(&mut self, run_id: i64, metrics: &[(String, f64)]) -> Result<()> {
+        self.in_tx(|tx| insert_metrics(tx, run_id, metrics))
+    }
+
+    /// Adds or replaces sample series on an existing run.
+    pub fn add_samples(&mut self, run_id: i64, samples: &[SampleSeries]) -> Result<()> {
+        self.in_tx(|tx| insert_samples(tx, run_id, samples))
+    }
+
+    /// Records environment findings (preflight) for an experiment; a key given twice keeps the
+    /// last value.
+    pub fn add_environment(
+        &mut self,
+        experiment_id: i64,
+        entries: &[EnvironmentEntry],
+    ) -> Result<()> {
+        self.in_tx(|tx| {
+            let mut st = tx.prepare(
+                "INSERT OR REPLACE INTO environment (experiment_id, key, value, severity, advice)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for e in entries {
+                st.execute(params![experiment_id, e.key, e.value, e.severity, e.advice])?;
+            }
+            Ok(())
+        })
+    }
+
+    fn in_tx(&mut self, f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<()>) -> Result<()> {
+        let path = self.path.clone();
+        let wrap = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(wrap)?;
+        f(&tx).map_err(wrap)?;
+        tx.commit().map_err(wrap)
+    }
+
+    /// All experiments, oldest first, with run counts (warm-up runs not counted).
+    pub fn experiments(&self) -> Result<Vec<Experiment>> {
+        self.experiments_where("1", [])
+    }
+
+    fn experiments_where<P: rusqlite::Params>(&self, cond: &str, p: P) -> Result<Vec<Experiment>> {
+        let sql = format!(
+            "SELECT e.id, e.name, e.seed, e.created_unix, e.host, e.kernel, e.status,
+                    COALESCE(SUM(r.status = 'ok'), 0),
+                    COALESCE(SUM(r.status = 'failed'), 0),
+                    COALESCE(SUM(r.status = 'not_applicable'), 0)
+             FROM experiments e LEFT JOIN runs r ON r.experiment_id = e.id AND r.warmup = 0
+             WHERE {cond} GROUP BY e.id ORDER BY e.id"
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.err())?;
+        let rows = st
+            .query_map(p, |r| {
+                Ok(Experiment {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    seed: r.get::<_, i64>(2)? as u64,
+                    created_unix: r.get(3)?,
+                    host: r.get(4)?,
+                    kernel: r.get(5)?,
+                    status: r.get(6)?,
+                    runs_ok: r.get::<_, i64>(7)? as u64,
+                    runs_failed: r.get::<_, i64>(8)? as u64,
+                    runs_not_applicable: r.get::<_, i64>(9)? as u64,
+                })
+            })
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err())
+    }
+
+    /// One experiment by id.
+    pub fn experiment(&self, id: i64) -> Result<Experiment> {
+        self.experiments_where("e.id = ?1", [id])?
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::NoExperiment {
+                path: self.path.clone(),
+                id,
+            })
+    }
+
+    /// The experiment file's text and the planned order, as stored.
+    pub fn experiment_texts(&self, id: i64) -> Result<(String, serde_json::Value)> {
+        let row: Option<(String, String)> = self
+            .conn
+            .query_row(
+                "SELECT file_text, planned_order FROM experiments WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(self.err())?;
+        let (text, order) = row.ok_or_else(|| StoreError::NoExperiment {
+            path: self.path.clone(),
+            id,
+        })?;
+        Ok((
+            text,
+            serde_json::from_str(&order).unwrap_or(serde_json::Value::Null),
+        ))
+    }
+
+    /// The runs of one experiment in the order they ran (warm-ups included, flagged).
+    pub fn runs(&self, experiment_id: i64) -> Result<Vec<Run>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, experiment_id, cell_key, cell_levels, repetition, warmup, start_unix,
+                        end_unix, status, reason
+                 FROM runs WHERE experiment_id = ?1 ORDER BY id",
+            )
+            .map_err(self.err())?;
+        let rows = st
+            .query_map([experiment_id], run_from_row)
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err())
+    }
+
+    /// The stored fio JSON, command line and job file of one run.
+    pub fn run_texts(&self, run_id: i64) -> Result<Option<RunTexts>> {
+        self.conn
+            .query_row(
+                "SELECT fio_json, fio_command, job_file FROM runs WHERE id = ?1",
+                [run_id],
+                |r| {
+                    Ok(RunTexts {
+                        fio_json: r.get(0)?,
+                        fio_command: r.get(1)?,
+                        job_file: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.err())
+    }
+
+    /// Ids of the non-warm-up runs that carry every given tag (name = value), ascending.
+    /// No filters selects all non-warm-up runs.
+    pub fn select_runs(&self, tags: &[(&str, &str)]) -> Result<Vec<i64>> {
+        let mut sql = String::from("SELECT r.id FROM runs r WHERE r.warmup = 0");
+        for i in 0..tags.len() {
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = r.id AND t.name = ?{} AND t.value = ?{})",
+                2 * i + 1,
+                2 * i + 2
+            ));
+        }
+        sql.push_str(" ORDER BY r.id");
+        let args: Vec<&str> = tags.iter().flat_map(|(n, v)| [*n, *v]).collect();
+        let mut st = self.conn.prepare(&sql).map_err(self.err())?;
+        let rows = st
+            .query_map(rusqlite::params_from_iter(args), |r| r.get(0))
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<i64>>>()
+            .map_err(self.err())
+    }
+
+    /// The tags of one run, by name.
+    pub fn run_tags(&self, run_id: i64) -> Result<Vec<(String, String)>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT name, value FROM run_tags WHERE run_id = ?1 ORDER BY name")
+            .map_err(self.err())?;
+        let rows = st
+            .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err())
+    }
+
+    /// `(run id, value)` of one metric for the given runs, ascending by run id; runs without
+    /// that metric are absent.
+    pub fn metric_values(&self, run_ids: &[i64], metric: &str) -> Result<Vec<(i64, f64)>> {
+        let mut out = Vec::with_capacity(run_ids.len());
+        for chunk in run_ids.chunks(ID_CHUNK) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            let sql =
+                format!("SELECT run_id, value FROM metrics WHERE name = ? AND run_id IN ({marks})");
+            let mut st = self.conn.prepare_cached(&sql).map_err(self.err())?;
+            let mut args: Vec<rusqlite::types::Value> = vec![metric.to_string().into()];
+            args.extend(chunk.iter().map(|&id| rusqlite::types::Value::Integer(id)));
+            let rows = st
+                .query_map(rusqlite::params_from_iter(args), |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .map_err(self.err())?;
+            for row in rows {
+                out.push(row.map_err(self.err())?);
+            }
+        }
+        out.sort_by_key(|&(id, _)| id);
+        Ok(out)
+    }
+
+    /// All metrics of one run, by name.
+    pub fn run_metrics(&self, run_id: i64) -> Result<Vec<(String, f64)>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT name, value FROM metrics WHERE run_id = ?1 ORDER BY name")
+            .map_err(self.err())?;
+        let rows = st
+            .query_map([run_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err())
+    }
+
+    /// Every metric name present in the database, sorted.
+    pub fn metric_names(&self) -> Result<Vec<String>> {
+        self.strings("SELECT DISTINCT name FROM metrics ORDER BY name", [])
+    }
+
+    /// Every value a tag takes, sorted.
+    pub fn tag_values(&self, name: &str) -> Result<Vec<String>> {
+        self.strings(
+            "SELECT DISTINCT value FROM run_tags WHERE name = ?1 ORDER BY value",
+            [name],
+        )
+    }
+
+    /// The sample series of one run.
+    pub fn samples(&self, run_id: i64) -> Result<Vec<SampleSeries>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT kind, key, t_offsets, vals FROM samples WHERE run_id = ?1 ORDER BY kind, key",
+            )
+            .map_err(self.err())?;
+        let rows = st
+            .query_map([run_id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                    r.get::<_, Vec<u8>>(3)?,
+                ))
+            })
+            .map_err(self.err())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (kind, key, t, v) = row.map_err(self.err())?;
+            let (Some(t_offsets), Some(values)) = (unpack_f64(&t), unpack_f64(&v)) else {
+                return Err(StoreError::Invalid {
+                    path: self.path.clone(),
+                    what: format!("run {run_id}: sample series {kind}/{key} is not a whole number of f64 values"),
+                });
+            };
+            out.push(SampleSeries {
+                kind,
+                key,
+                t_offsets,
+                values,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The environment findings recorded with an experiment, by key.
+    pub fn environment(&self, experiment_id: i64) -> Result<Vec<EnvironmentEntry>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT key, value, severity, advice FROM environment WHERE experiment_id = ?1 ORDER BY key",
+            )
+            .map_err(self.err())?;
+        let rows = st
+            .query_map([experiment_id], |r| {
+                Ok(EnvironmentEntry {
+                    key: r.get(0)?,
+                    value: r.get(1)?,
+                    severity: r.get(2)?,
+                    advice: r.get(3)?,
+                })
+            })
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err())
+    }
+
+    fn strings<P: rusqlite::Params>(&self, sql: &str, p: P) -> Result<Vec<String>> {
+        let mut st = self.conn.prepare(sql).map_err(self.err())?;
+        let rows = st.query_map(p, |r| r.get(0)).map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<String>>>()
+            .map_err(self.err())
+    }
+}
+
+fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Run> {
+    let levels: String = r.get(3)?;
+    Ok(Run {
+        id: r.get(0)?,
+        experiment_id: r.get(1)?,
+        cell_key: r.get(2)?,
+        cell_levels: serde_json::from_str(&levels).unwrap_or(serde_json::Value::Null),
+        repetition: r.get(4)?,
+        warmup: r.get(5)?,
+        start_unix: r.get(6)?,
+        end_unix: r.get(7)?,
+        status: RunStatus::from_columns(&r.get::<_, String>(8)?, r.get(9)?),
+    })
+}
+
+fn insert_tags(
+    tx: &Transaction<'_>,
+    run_id: i64,
+    tags: &[(String, String)],
+) -> rusqlite::Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT OR REPLACE INTO run_tags (run_id, name, value) VALUES (?1, ?2, ?3)",
+    )?;
+    for (n, v) in tags {
+        st.execute(params![run_id, n, v])?;
+    }
+    Ok(())
+}
+
+fn insert_metrics(
+    tx: &Transaction<'_>,
+    run_id: i64,
+    metrics: &[(String, f64)],
+) -> rusqlite::Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT OR REPLACE INTO metrics (run_id, name, value) VALUES (?1, ?2, ?3)",
+    )?;
+    for (n, v) in metrics {
+        // SQLite stores NaN as NULL, which the NOT NULL column rejects: a metric that could not
+        // be computed is simply absent.
+        if v.is_finite() {
+            st.execute(params![run_id, n, v])?;
+        }
+    }
+    Ok(())
+}
+
+fn insert_samples(
+    tx: &Transaction<'_>,
+    run_id: i64,
+    samples: &[SampleSeries],
+) -> rusqlite::Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT OR REPLACE INTO samples (run_id, kind, key, t_offsets, vals) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for s in samples {
+        let n = s.t_offsets.len().min(s.values.len());
+        st.execute(params![
+            run_id,
+            s.kind,
+            s.key,
+            pack_f64(&s.t_offsets[..n]),
+            pack_f64(&s.values[..n])
+        ])?;
+    }
+    Ok(())
+}
+
+fn pack_f64(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn unpack_f64(b: &[u8]) -> Option<Vec<f64>> {
+    if !b.len().is_multiple_of(8) {
+        return None;
+    }
+    Some(
+        b.chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("chunk of 8")))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn db_path_prefers_flag_then_env_then_default() {
+        assert_eq!(
+            resolve_db_path_from(Some(Path::new("a.db")), Some(OsStr::new("b.db"))),
+            PathBuf::from("a.db")
+        );
+        assert_eq!(
+            resolve_db_path_from(None, Some(OsStr::new("b.db"))),
+            PathBuf::from("b.db")
+        );
+        assert_eq!(
+            resolve_db_path_from(None, Some(OsStr::new(""))),
+            PathBuf::from(DEFAULT_DB)
+        );
+        assert_eq!(resolve_db_path_from(None, None), PathBuf::from(DEFAULT_DB));
+    }
+
+    #[test]
+    fn f64_packing_round_trips_and_rejects_ragged_blobs() {
+        let v = vec![0.0, 1.5, -2.25, f64::MAX];
+        assert_eq!(unpack_f64(&pack_f64(&v)).unwrap(), v);
+        assert_eq!(unpack_f64(&[0u8; 7]), None);
+    }
+
+    #[test]
+    fn status_round_trips_through_columns() {
+        for s in [
+            RunStatus::Ok,
+            RunStatus::Failed("fio exit 1".into()),
+            RunStatus::NotApplicable("cannot poll".into()),
+        ] {
+            let back = RunStatus::from_columns(s.as_str(), s.reason().map(String::from));
+            assert_eq!(back, s);
+        }
+    }
+}

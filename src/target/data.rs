@@ -1,0 +1,331 @@
+//! "Would writing to this device destroy someone's data?" Collects every reason to think so:
+//! it (or one of its partitions) is mounted, something is stacked on it (device-mapper, MD,
+//! LVM — its `holders`), it is active swap, it has partitions, or its first/last bytes carry a
+//! filesystem, partition-table or volume signature. The pure parts (mountinfo and swaps
+//! matching) take text; `holds_data` gathers the text through a `SysRoot` and reads the
+//! device's bytes (read-only) on a live machine.
+
+use std::fmt;
+use std::io::{Read, Seek, SeekFrom};
+
+use serde::Serialize;
+
+use super::signatures::{self, Signature};
+use super::TargetError;
+use crate::sys::SysRoot;
+
+/// One reason to believe a device holds data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// `device` (the target or one of its partitions) is mounted at `mount_point`.
+    Mounted { device: String, mount_point: String },
+    /// `holder` (dm-0, md127, ...) is built on `device`.
+    Held { device: String, holder: String },
+    /// `device` is in use as swap.
+    Swap { device: String },
+    /// The device has partitions.
+    Partitions { names: Vec<String> },
+    /// Its bytes carry a known signature.
+    Signature { signature: Signature },
+    /// Its first bytes could not be read, so a signature cannot be ruled out (treated as data).
+    Unreadable { why: String },
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Mounted {
+                device,
+                mount_point,
+            } => write!(f, "{device} is mounted on {mount_point}"),
+            Reason::Held { device, holder } => write!(f, "{holder} is built on {device}"),
+            Reason::Swap { device } => write!(f, "{device} is in use as swap"),
+            Reason::Partitions { names } => write!(f, "it has partitions ({})", names.join(", ")),
+            Reason::Signature { signature } => write!(f, "it carries a {}", signature.name()),
+            Reason::Unreadable { why } => write!(f, "its contents cannot be checked: {why}"),
+        }
+    }
+}
+
+/// The kernel name of a block device given as "loop0", "/dev/loop0" or a /dev symlink
+/// ("/dev/disk/by-id/..."): what /sys/class/block knows it as.
+pub fn device_name(arg: &str) -> String {
+    let p = std::path::Path::new(arg);
+    if arg.starts_with('/') {
+        if let Ok(real) = p.canonicalize() {
+            if let Some(name) = real.strip_prefix("/dev").ok().and_then(|r| r.to_str()) {
+                return name.to_string();
+            }
+        }
+    }
+    arg.trim_start_matches("/dev/").to_string()
+}
+
+/// The device and its partitions, as (name, "major:minor").
+fn device_and_partitions(root: &SysRoot, name: &str) -> Result<Vec<(String, String)>, TargetError> {
+    let base = format!("/sys/class/block/{name}");
+    if !root.exists(&base) {
+        return Err(TargetError::NoDevice {
+            device: name.to_string(),
+        });
+    }
+    let mut out = vec![(
+        name.to_string(),
+        root.attr(&format!("{base}/dev")).unwrap_or_default(),
+    )];
+    for entry in root.list_optional(&base)? {
+        let sub = format!("{base}/{entry}");
+        if entry.starts_with(name) && root.exists(&format!("{sub}/partition")) {
+            out.push((
+                entry.clone(),
+                root.attr(&format!("{sub}/dev")).unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Mounts of any of `devices` ((name, "maj:min")), from /proc/self/mountinfo's text. Matches
+/// the device number (field 3) and, because btrfs and some others report an anonymous
+/// device number, also the mount source ("/dev/NAME").
+pub fn mounts_of(mountinfo: &str, devices: &[(String, String)]) -> Vec<Reason> {
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.len() < 5 {
+            continue;
+        }
+        let (majmin, mount_point) = (fields[2], fields[4]);
+        let source = line
+            .split(" - ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').nth(1))
+            .unwrap_or("");
+        for (name, dev) in devices {
+            let by_number = !dev.is_empty() && majmin == dev;
+            let by_source = source == format!("/dev/{name}");
+            if by_number || by_source {
+                let r = Reason::Mounted {
+                    device: name.clone(),
+                    mount_point: unescape_octal(mount_point),
+                };
+                if !out.contains(&r) {
+                    out.push(r);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// mountinfo escapes space, tab, newline and backslash as \ooo.
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Swap areas on any of `names`, from /proc/swaps' text (first line is a header).
+pub fn swaps_on(swaps: &str, names: &[String]) -> Vec<Reason> {
+    swaps
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .filter_map(|file| {
+            let name = file.strip_prefix("/dev/")?;
+            names
+                .iter()
+                .find(|n| *n == name)
+                .map(|n| Reason::Swap { device: n.clone() })
+        })
+        .collect()
+}
+
+/// Every reason to think `device` holds data; empty means it looks blank and unused. Reading
+/// the signature needs the live machine (and root); under a snapshot root it is skipped.
+pub fn holds_data(root: &SysRoot, device: &str) -> Result<Vec<Reason>, TargetError> {
+    let name = device_name(device);
+    let devs = device_and_partitions(root, &name)?;
+    let names: Vec<String> = devs.iter().map(|(n, _)| n.clone()).collect();
+    let mut reasons = Vec::new();
+    if let Some(mi) = root.read_optional("/proc/self/mountinfo")? {
+        reasons.extend(mounts_of(&mi, &devs));
+    }
+    for (n, _) in &devs {
+        for holder in root.list_optional(&format!("/sys/class/block/{n}/holders"))? {
+            reasons.push(Reason::Held {
+                device: n.clone(),
+                holder,
+            });
+        }
+    }
+    if let Some(sw) = root.read_optional("/proc/swaps")? {
+        reasons.extend(swaps_on(&sw, &names));
+    }
+    if names.len() > 1 {
+        reasons.push(Reason::Partitions {
+            names: names[1..].to_vec(),
+        });
+    }
+    if root.is_live() {
+        let dev_path = format!("/dev/{name}");
+        match read_signatures(&dev_path) {
+            Ok(found) => reasons.extend(
+                found
+                    .into_iter()
+                    .map(|signature| Reason::Signature { signature }),
+            ),
+            // Fail safe: what cannot be read cannot be shown to be blank.
+            Err(e) => reasons.push(Reason::Unreadable { why: e.to_string() }),
+        }
+    }
+    Ok(reasons)
+}
+
+/// Reads the first MiB and the last 128 KiB of a block device (read-only) and looks for
+/// signatures.
+pub fn read_signatures(dev_path: &str) -> Result<Vec<Signature>, TargetError> {
+    let io = |source| TargetError::Io {
+        path: dev_path.to_string(),
+        source,
+    };
+    let mut f = std::fs::File::open(dev_path).map_err(io)?;
+    let size = f.seek(SeekFrom::End(0)).map_err(io)?;
+    f.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut head = Vec::new();
+    (&mut f)
+        .take(signatures::HEAD_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    let tail_start = size.saturating_sub(signatures::TAIL_BYTES as u64);
+    f.seek(SeekFrom::Start(tail_start)).map_err(io)?;
+    let mut tail = Vec::new();
+    f.take(signatures::TAIL_BYTES as u64)
+        .read_to_end(&mut tail)
+        .map_err(io)?;
+    Ok(signatures::detect(&head, &tail, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+23 22 0:21 / /proc rw,nosuid - proc proc rw
+40 22 8:17 / /mnt/my\\040data rw - xfs /dev/sdb1 rw
+41 22 0:45 / /srv rw - btrfs /dev/sdc rw
+";
+
+    fn devs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn finds_mounts_by_number_partition_and_source() {
+        let r = mounts_of(MOUNTINFO, &devs(&[("vda", "254:0")]));
+        assert_eq!(
+            r,
+            vec![Reason::Mounted {
+                device: "vda".into(),
+                mount_point: "/".into()
+            }]
+        );
+        let r = mounts_of(MOUNTINFO, &devs(&[("sdb", "8:16"), ("sdb1", "8:17")]));
+        assert_eq!(
+            r,
+            vec![Reason::Mounted {
+                device: "sdb1".into(),
+                mount_point: "/mnt/my data".into()
+            }]
+        );
+        let r = mounts_of(MOUNTINFO, &devs(&[("sdc", "8:32")]));
+        assert_eq!(
+            r.len(),
+            1,
+            "btrfs reports 0:45 but the source names the device"
+        );
+        assert!(mounts_of(MOUNTINFO, &devs(&[("loop0", "7:0")])).is_empty());
+        assert!(mounts_of("garbage\n\n1 2\n", &devs(&[("loop0", "7:0")])).is_empty());
+    }
+
+    #[test]
+    fn finds_swap_devices_not_files() {
+        let swaps = "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0 partition 100 0 100\n/swapfile file 10 0 -2\n";
+        assert_eq!(
+            swaps_on(swaps, &["zram0".into()]),
+            vec![Reason::Swap {
+                device: "zram0".into()
+            }]
+        );
+        assert!(swaps_on(swaps, &["vda".into()]).is_empty());
+    }
+
+    #[test]
+    fn names_are_normalised() {
+        assert_eq!(device_name("loop3"), "loop3");
+        assert_eq!(device_name("/dev/nonexistent-iolab0"), "nonexistent-iolab0");
+    }
+
+    #[test]
+    fn reads_holders_partitions_from_a_fixture_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        let mk = |rel: &str, text: Option<&str>| {
+            let path = p.join(rel);
+            match text {
+                Some(t) => {
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(path, t).unwrap();
+                }
+                None => std::fs::create_dir_all(path).unwrap(),
+            }
+        };
+        mk("sys/class/block/sdb/dev", Some("8:16\n"));
+        mk("sys/class/block/sdb/holders", None);
+        mk("sys/class/block/sdb/sdb1/partition", Some("1\n"));
+        mk("sys/class/block/sdb/sdb1/dev", Some("8:17\n"));
+        mk("sys/class/block/sdb1/holders/dm-0", None);
+        mk("sys/class/block/sdb1/dev", Some("8:17\n"));
+        mk("proc/self/mountinfo", Some(MOUNTINFO));
+        mk("proc/swaps", Some("Filename Type Size Used Priority\n"));
+        let root = SysRoot::at(p).unwrap();
+        let r = holds_data(&root, "/dev/sdb").unwrap();
+        assert!(
+            r.contains(&Reason::Held {
+                device: "sdb1".into(),
+                holder: "dm-0".into()
+            }),
+            "{r:?}"
+        );
+        assert!(
+            r.contains(&Reason::Partitions {
+                names: vec!["sdb1".into()]
+            }),
+            "{r:?}"
+        );
+        assert!(
+            r.iter().any(|x| matches!(x, Reason::Mounted { .. })),
+            "{r:?}"
+        );
+        let err = holds_data(&root, "sdz").unwrap_err();
+        assert!(err.to_string().contains("sdz"), "{err}");
+    }
+}

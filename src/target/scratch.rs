@@ -1,0 +1,287 @@
+//! The embedded default target: a loop device over a sparse file in /dev/shm, so an experiment
+//! with no device named runs somewhere fast and harmless. The device exists exactly as long as
+//! its `ScratchDevice` guard: dropping it (normal end, error, panic unwinding, or the run loop
+//! stopping on a signal) detaches the loop device and deletes the file. A marker in the state
+//! directory records it first, so a scratch device leaked by a SIGKILL is found and removed by
+//! `iolab restore`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use super::TargetError;
+
+/// Default size of the scratch file (sparse: RAM is used only for what is written).
+pub const DEFAULT_SCRATCH_BYTES: u64 = 1 << 30;
+
+/// Where scratch files live: RAM-backed on every systemd machine and most others.
+pub const SCRATCH_FILE_DIR: &str = "/dev/shm";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// What the state directory remembers about a scratch device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Marker {
+    pid: u32,
+    backing_file: String,
+    device: Option<String>,
+}
+
+/// A scratch loop device, removed when dropped.
+#[derive(Debug)]
+pub struct ScratchDevice {
+    name: String,
+    backing_file: PathBuf,
+    marker: PathBuf,
+    size_bytes: u64,
+    direct_io: bool,
+}
+
+impl ScratchDevice {
+    /// Creates a scratch device of `size_bytes` with its marker in the default state directory.
+    pub fn create(size_bytes: u64) -> Result<ScratchDevice, TargetError> {
+        ScratchDevice::create_in(&crate::knobs::state_dir(), size_bytes)
+    }
+
+    pub fn create_in(state_dir: &Path, size_bytes: u64) -> Result<ScratchDevice, TargetError> {
+        if size_bytes < 1 << 20 || !size_bytes.is_multiple_of(4096) {
+            return Err(TargetError::BadSize { size_bytes });
+        }
+        let free = free_bytes(Path::new(SCRATCH_FILE_DIR))?;
+        if size_bytes > free {
+            // Sparse, so creation would succeed; the workload's writes would then fail with
+            // ENOSPC half-way through a run. Refuse now instead.
+            return Err(TargetError::NoRoom {
+                dir: SCRATCH_FILE_DIR.to_string(),
+                size_bytes,
+                free_bytes: free,
+            });
+        }
+        let stem = format!(
+            "iolab-scratch-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let backing_file = Path::new(SCRATCH_FILE_DIR).join(format!("{stem}.img"));
+        let markers = state_dir.join("scratch");
+        std::fs::create_dir_all(&markers).map_err(|source| TargetError::Io {
+            path: markers.display().to_string(),
+            source,
+        })?;
+        let marker = markers.join(format!("{stem}.json"));
+        let mut m = Marker {
+            pid: std::process::id(),
+            backing_file: backing_file.display().to_string(),
+            device: None,
+        };
+        write_marker(&marker, &m)?;
+        // From here on, the guard cleans up whatever exists if a later step fails.
+        let mut guard = ScratchDevice {
+            name: String::new(),
+            backing_file,
+            marker,
+            size_bytes,
+            direct_io: false,
+        };
+        let io = |p: &Path| {
+            let path = p.display().to_string();
+            move |source| TargetError::Io { path, source }
+        };
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&guard.backing_file)
+            .map_err(io(&guard.backing_file))?;
+        f.set_len(size_bytes).map_err(io(&guard.backing_file))?;
+        drop(f);
+        let (name, direct_io) = attach(&guard.backing_file)?;
+        guard.name = name;
+        guard.direct_io = direct_io;
+        m.device = Some(guard.name.clone());
+        write_marker(&guard.marker, &m)?;
+        Ok(guard)
+    }
+
+    /// Kernel name, e.g. "loop3".
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Device node, e.g. "/dev/loop3".
+    pub fn dev_path(&self) -> String {
+        format!("/dev/{}", self.name)
+    }
+
+    pub fn backing_file(&self) -> &Path {
+        &self.backing_file
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    /// Whether the loop device bypasses the page cache of its backing file (not every
+    /// filesystem under /dev/shm supports it; without it, I/O is double-cached in RAM).
+    pub fn direct_io(&self) -> bool {
+        self.direct_io
+    }
+}
+
+impl Drop for ScratchDevice {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.backing_file);
+        if !self.name.is_empty() {
+            if let Err(e) = detach(&self.name) {
+                // Keep the marker: once this process is gone, `iolab restore` retries.
+                eprintln!("iolab: warning: {e}; `iolab restore` will retry");
+                return;
+            }
+        }
+        let _ = std::fs::remove_file(&self.marker);
+    }
+}
+
+/// Bytes an unprivileged file could still grow into on the filesystem holding `dir`.
+fn free_bytes(dir: &Path) -> Result<u64, TargetError> {
+    use std::os::unix::ffi::OsStrExt;
+    let io = |source| TargetError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io(std::io::Error::from(std::io::ErrorKind::InvalidInput)))?;
+    // SAFETY: statvfs writes into the zeroed struct we own; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io(std::io::Error::last_os_error()));
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+fn write_marker(path: &Path, m: &Marker) -> Result<(), TargetError> {
+    let text = serde_json::to_string(m).expect("marker serialises");
+    std::fs::write(path, text).map_err(|source| TargetError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// `losetup --find --show`, with direct I/O when the backing filesystem allows it.
+fn attach(file: &Path) -> Result<(String, bool), TargetError> {
+    let try_attach = |direct: bool| -> Result<String, String> {
+        let mut cmd = Command::new("losetup");
+        cmd.args(["--find", "--show"]);
+        if direct {
+            cmd.arg("--direct-io=on");
+        }
+        let out = cmd
+            .arg(file)
+            .output()
+            .map_err(|e| format!("cannot run losetup: {e}"))?;
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if out.status.success() && dev.starts_with("/dev/") {
+            Ok(dev)
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
+    };
+    let (dev, direct) = match try_attach(true) {
+        Ok(d) => (d, true),
+        Err(_) => (
+            try_attach(false).map_err(|why| TargetError::Losetup {
+                file: file.display().to_string(),
+                why,
+            })?,
+            false,
+        ),
+    };
+    let name = dev.trim_start_matches("/dev/").to_string();
+    // losetup may accept --direct-io and silently fall back; trust the kernel's answer.
+    let dio = std::fs::read_to_string(format!("/sys/block/{name}/loop/dio"))
+        .map(|s| s.trim() == "1")
+        .unwrap_or(direct);
+    Ok((name, dio))
+}
+
+fn detach(name: &str) -> Result<(), TargetError> {
+    let out = Command::new("losetup")
+        .args(["--detach", &format!("/dev/{name}")])
+        .output()
+        .map_err(|e| TargetError::Losetup {
+            file: name.to_string(),
+            why: format!("cannot run losetup: {e}"),
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(TargetError::Losetup {
+            file: format!("/dev/{name}"),
+            why: format!(
+                "could not detach: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        })
+    }
+}
+
+/// Loop devices whose backing file is `file` (from /sys/block/loop*/loop/backing_file).
+fn loops_backed_by(file: &str) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = rd
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("loop"))
+        .filter(|n| {
+            std::fs::read_to_string(format!("/sys/block/{n}/loop/backing_file"))
+                .map(|b| b.trim().trim_end_matches(" (deleted)") == file)
+                .unwrap_or(false)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Removes scratch devices and files left by iolab processes that no longer exist (killed
+/// before their guard ran). Returns the loop devices (or files) removed.
+pub fn remove_leaked_scratch(state_dir: &Path) -> Result<Vec<String>, TargetError> {
+    let dir = state_dir.join("scratch");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(TargetError::Io {
+                path: dir.display().to_string(),
+                source,
+            })
+        }
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(m) = serde_json::from_str::<Marker>(&text) else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{}", m.pid)).exists() {
+            continue; // its owner is still running and will clean up itself
+        }
+        for name in loops_backed_by(&m.backing_file) {
+            detach(&name)?;
+            removed.push(name);
+        }
+        if std::fs::remove_file(&m.backing_file).is_ok() && removed.is_empty() {
+            removed.push(m.backing_file.clone());
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    Ok(removed)
+}

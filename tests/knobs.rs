@@ -1,0 +1,378 @@
+//! Knobs on real devices (root only): every change comes back after a normal end, an error,
+//! SIGTERM/SIGINT, and — through `iolab restore` — after SIGKILL. The devices are scratch loop
+//! devices over /dev/shm created here; the only other thing touched is a write of an IRQ's
+//! *current* affinity, which the kernel refuses for managed IRQs.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use iolab::knobs::{self, queue_attr_path, Journal, KnobError};
+use iolab::target::ScratchDevice;
+
+fn root_or_skip() -> bool {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return false;
+    }
+    true
+}
+
+fn get(dev: &str, attr: &str) -> String {
+    knobs::read_attr(&queue_attr_path(dev, attr)).unwrap()
+}
+
+/// Values different from the device's current ones, for the four knobs the issue names.
+fn changes(dev: &str) -> Vec<(&'static str, String)> {
+    let sched_choices = std::fs::read_to_string(queue_attr_path(dev, "scheduler")).unwrap();
+    let cur_sched = get(dev, "scheduler");
+    let other_sched = sched_choices
+        .split_whitespace()
+        .map(|s| s.trim_matches(|c| c == '[' || c == ']'))
+        .find(|s| *s != cur_sched)
+        .expect("a loop device offers at least two schedulers")
+        .to_string();
+    let rq = if get(dev, "rq_affinity") == "2" {
+        "1"
+    } else {
+        "2"
+    };
+    let nr: u32 = get(dev, "nr_requests").parse().unwrap();
+    let ra: u32 = get(dev, "read_ahead_kb").parse().unwrap();
+    vec![
+        ("scheduler", other_sched),
+        ("rq_affinity", rq.to_string()),
+        ("nr_requests", (nr / 2).max(4).to_string()),
+        ("read_ahead_kb", (ra + 64).to_string()),
+    ]
+}
+
+fn snapshot(dev: &str) -> Vec<(String, String)> {
+    ["scheduler", "rq_affinity", "nr_requests", "read_ahead_kb"]
+        .iter()
+        .map(|a| (a.to_string(), get(dev, a)))
+        .collect()
+}
+
+#[test]
+fn queue_knobs_change_and_come_back_in_reverse_order() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    // A user's own tuning, which a scheduler switch would silently reset to the default.
+    std::fs::write(queue_attr_path(dev.name(), "nr_requests"), "64").unwrap();
+    let before = snapshot(dev.name());
+    let wanted = changes(dev.name());
+    {
+        let mut j = Journal::begin_in(state.path()).unwrap();
+        for (attr, value) in &wanted {
+            // Not `before`: switching the scheduler resets nr_requests to the new default.
+            let just_before = get(dev.name(), attr);
+            let old = j.set(&queue_attr_path(dev.name(), attr), value).unwrap();
+            assert_eq!(old, just_before);
+            assert_eq!(&get(dev.name(), attr), value, "{attr} did not take");
+        }
+        // Changing one knob twice still ends at the original.
+        j.set(&queue_attr_path(dev.name(), "read_ahead_kb"), "8")
+            .unwrap();
+        assert!(Journal::check_clean_in(state.path()).is_err());
+        let report = j.restore().unwrap();
+        // 5 writes + nr_requests and wbt_lat_usec journaled as side effects of the scheduler.
+        let side_effects = ["nr_requests", "wbt_lat_usec"]
+            .iter()
+            .filter(|a| Path::new(&queue_attr_path(dev.name(), a)).exists())
+            .count();
+        assert_eq!(report.restored.len(), 5 + side_effects);
+        assert_eq!(report.restored[0].new, "8");
+    }
+    assert_eq!(snapshot(dev.name()), before);
+    Journal::check_clean_in(state.path()).unwrap();
+}
+
+#[test]
+fn a_rejected_value_names_file_value_and_choices_and_is_not_journaled() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let before = snapshot(dev.name());
+    let mut j = Journal::begin_in(state.path()).unwrap();
+    let path = queue_attr_path(dev.name(), "scheduler");
+    let err = j.set(&path, "no-such-elevator").unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&path) && msg.contains("no-such-elevator") && msg.contains("choices:"),
+        "{msg}"
+    );
+    assert!(j.entries().is_empty());
+    let err = j
+        .set(&queue_attr_path(dev.name(), "rq_affinity"), "fast")
+        .unwrap_err();
+    assert!(matches!(err, KnobError::Write { .. }), "{err}");
+    drop(j);
+    assert_eq!(snapshot(dev.name()), before);
+}
+
+#[test]
+fn a_managed_irq_refuses_a_move_with_a_clear_error() {
+    if !root_or_skip() {
+        return;
+    }
+    // vda's request-queue IRQ here is kernel-managed. Writing its current affinity changes
+    // nothing even where it is allowed.
+    let Some(irq) = std::fs::read_to_string("/proc/interrupts")
+        .unwrap()
+        .lines()
+        .find(|l| l.trim_end().ends_with("-req.0"))
+        .and_then(|l| {
+            l.trim_start()
+                .split(':')
+                .next()
+                .and_then(|n| n.parse::<u32>().ok())
+        })
+    else {
+        eprintln!("skipped: no virtio request-queue IRQ here");
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let path = knobs::irq_affinity_path(irq);
+    let current = knobs::read_attr(&path).unwrap();
+    let probe = knobs::probe_rewrite(&path);
+    let mut j = Journal::begin_in(state.path()).unwrap();
+    match j.set(&path, &current) {
+        Ok(_) => {
+            assert!(probe.is_ok());
+            eprintln!("note: IRQ {irq} is not managed on this machine")
+        }
+        Err(e) => {
+            assert!(
+                probe.is_err(),
+                "the probe must find what the real write finds"
+            );
+            let msg = e.to_string();
+            assert!(
+                msg.contains(&path) && msg.contains("managed by the kernel"),
+                "{msg}"
+            );
+            assert!(j.entries().is_empty());
+        }
+    }
+    j.restore().unwrap();
+    assert_eq!(knobs::read_attr(&path).unwrap(), current);
+}
+
+/// Child process for the kill tests: changes the knobs of the device named in IOLAB_TEST_DEV,
+/// says READY, then (mode "wait-signal") waits for SIGINT/SIGTERM and exits normally so the
+/// journal restores, or (mode "sleep") just sleeps until killed. Does nothing in a normal run.
+#[test]
+fn helper_process_knobs() {
+    let Ok(mode) = std::env::var("IOLAB_TEST_HELPER") else {
+        return;
+    };
+    let dev = std::env::var("IOLAB_TEST_DEV").unwrap();
+    let interrupt = knobs::signals::Interrupt::install().unwrap();
+    let mut j = Journal::begin().unwrap();
+    for (attr, value) in changes(&dev) {
+        j.set(&queue_attr_path(&dev, attr), &value).unwrap();
+    }
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if mode == "wait-signal" && interrupt.is_set() {
+            println!("GOT {:?}", interrupt.signal());
+            return; // `j` drops here: the knobs come back
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+fn spawn_helper(mode: &str, dev: &str, state: &Path) -> (Child, impl Iterator<Item = String>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "knobs::helper_process_knobs",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IOLAB_TEST_HELPER", mode)
+        .env("IOLAB_TEST_DEV", dev)
+        .env("IOLAB_STATE_DIR", state)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    assert!(
+        lines.by_ref().any(|l| l.contains("READY")),
+        "helper never got ready"
+    );
+    (child, lines)
+}
+
+#[test]
+fn after_sigkill_run_is_refused_and_restore_undoes_everything() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let before = snapshot(dev.name());
+    let (mut child, _) = spawn_helper("sleep", dev.name(), state.path());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_ne!(
+        snapshot(dev.name()),
+        before,
+        "the killed process left its changes"
+    );
+    let err = Journal::check_clean_in(state.path()).unwrap_err();
+    assert!(
+        err.to_string().contains("run `iolab restore` first"),
+        "{err}"
+    );
+
+    let out = assert_cmd::Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", state.path())
+        .args(["restore", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let side_effects = ["nr_requests", "wbt_lat_usec"]
+        .iter()
+        .filter(|a| Path::new(&queue_attr_path(dev.name(), a)).exists())
+        .count();
+    let restored = doc["knobs"]["restored"].as_array().unwrap();
+    assert_eq!(restored.len(), 4 + side_effects, "{doc}");
+    assert_eq!(
+        restored[0]["path"],
+        queue_attr_path(dev.name(), "read_ahead_kb"),
+        "newest first"
+    );
+    assert_eq!(snapshot(dev.name()), before);
+    Journal::check_clean_in(state.path()).unwrap();
+    let out = assert_cmd::Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", state.path())
+        .arg("restore")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to restore"));
+}
+
+#[test]
+fn sigterm_and_repeated_ctrl_c_restore_before_exit() {
+    if !root_or_skip() {
+        return;
+    }
+    for signals in [
+        vec![libc::SIGTERM],
+        vec![libc::SIGINT, libc::SIGINT, libc::SIGINT],
+    ] {
+        let state = tempfile::tempdir().unwrap();
+        let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+        let before = snapshot(dev.name());
+        let (mut child, mut rest) = spawn_helper("wait-signal", dev.name(), state.path());
+        assert_ne!(snapshot(dev.name()), before);
+        for s in &signals {
+            // SAFETY: sending a signal to our own child process.
+            unsafe { libc::kill(child.id() as i32, *s) };
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "{status:?} after {signals:?}");
+        assert!(rest.any(|l| l.contains("GOT Some")));
+        assert_eq!(snapshot(dev.name()), before, "after {signals:?}");
+        Journal::check_clean_in(state.path()).unwrap();
+    }
+}
+
+/// Child for `a_second_signal_during_restore_does_not_abort_it`: its one "knob" is a FIFO, so
+/// both the journaled read and the restoring write block until the parent takes part, which
+/// lets the parent send signals while the restore is in progress.
+#[test]
+fn helper_process_fifo_knob() {
+    let Ok(fifo) = std::env::var("IOLAB_TEST_FIFO") else {
+        return;
+    };
+    let interrupt = knobs::signals::Interrupt::install().unwrap();
+    let mut j = Journal::begin().unwrap();
+    j.set(&fifo, "new").unwrap();
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    while !interrupt.is_set() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    println!("RESTORING");
+    std::io::stdout().flush().unwrap();
+    drop(j); // blocks in open(2) of the FIFO until the parent reads
+    println!("RESTORED");
+}
+
+#[test]
+fn a_second_signal_during_restore_does_not_abort_it() {
+    let state = tempfile::tempdir().unwrap();
+    let fifo = state.path().join("knob.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: plain mkfifo(3) on a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "knobs::helper_process_fifo_knob",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IOLAB_TEST_FIFO", &fifo)
+        .env("IOLAB_STATE_DIR", state.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Watchdog: if anything goes wrong, unblock every opener of the FIFO so the test fails
+    // instead of hanging.
+    let watchdog_fifo = fifo.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(watchdog_fifo);
+    });
+    // The child's journaled read of the current value, then its write of the new one.
+    std::fs::write(&fifo, "old\n").unwrap();
+    assert_eq!(std::fs::read_to_string(&fifo).unwrap(), "new");
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    assert!(lines.by_ref().any(|l| l.contains("READY")));
+    let journal = std::fs::read_to_string(state.path().join("journal.json")).unwrap();
+    assert!(journal.contains("\"old\": \"old\""), "{journal}");
+
+    let pid = child.id() as i32;
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert!(lines.by_ref().any(|l| l.contains("RESTORING")));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for _ in 0..2 {
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the child died during its restore"
+    );
+    assert_eq!(std::fs::read_to_string(&fifo).unwrap(), "old");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(lines.any(|l| l.contains("RESTORED")));
+    Journal::check_clean_in(state.path()).unwrap();
+}

@@ -1,0 +1,375 @@
+//! The results database: creation and migration, per-run commits, selection by tag, metric
+//! queries at scale, and `iolab runs` over a real file.
+
+use assert_cmd::Command;
+use iolab::store::{
+    EnvironmentEntry, NewExperiment, NewRun, RunStatus, SampleSeries, Store, StoreError,
+};
+use serde_json::json;
+
+fn experiment() -> NewExperiment {
+    NewExperiment {
+        name: "rq-affinity".into(),
+        file_text: "[target]\ndevice = \"loop0\"\n".into(),
+        seed: 42,
+        planned_order: json!([["rq_affinity=1", 0], ["rq_affinity=2", 0]]),
+        host: "box1".into(),
+        kernel: "6.1.0".into(),
+    }
+}
+
+fn run(exp: i64, cell: &str, rep: u32, iops: f64) -> NewRun {
+    NewRun {
+        experiment_id: exp,
+        cell_key: cell.into(),
+        cell_levels: json!({ "rq_affinity": cell }),
+        repetition: rep,
+        start_unix: 1000.0,
+        end_unix: 1010.5,
+        fio_json: Some("{\"jobs\":[]}".into()),
+        fio_command: Some("fio --output-format=json+ job.fio".into()),
+        job_file: Some("[job]\nrw=randread\n".into()),
+        metrics: vec![("read_iops".into(), iops), ("usr_pct".into(), 3.5)],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn creates_migrates_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let db = Store::open(&path).unwrap();
+    assert_eq!(
+        db.schema_version().unwrap(),
+        iolab::store::MIGRATIONS.len() as i64
+    );
+    drop(db);
+    let db = Store::open(&path).unwrap();
+    assert!(db.experiments().unwrap().is_empty());
+}
+
+#[test]
+fn refuses_a_newer_schema_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("future.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 999).unwrap();
+        conn.pragma_update(None, "application_id", 0x696f_6c62)
+            .unwrap();
+    }
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        matches!(err, StoreError::TooNew { found: 999, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("future.db"), "{err}");
+}
+
+#[test]
+fn another_programs_database_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("places.sqlite");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE bookmarks (url TEXT);")
+            .unwrap();
+    }
+    let err = Store::open(&path).unwrap_err();
+    assert!(
+        err.to_string().contains("not an iolab results database"),
+        "{err}"
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 1, "no iolab tables were added");
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.db");
+    std::fs::write(&path, b"this is not sqlite, just some text long enough to be a header......................................................").unwrap();
+    let err = Store::open(&path).unwrap_err();
+    assert!(err.to_string().contains("notes.db"), "{err}");
+}
+
+#[test]
+fn stores_runs_with_automatic_and_user_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Store::open(dir.path().join("r.db")).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    let mut a = run(e, "rq_affinity=1", 0, 100.0);
+    a.tags = vec![("variant".into(), "backports".into())];
+    let a = db.insert_run(&a).unwrap();
+    let mut b = run(e, "rq_affinity=2", 0, 200.0);
+    b.tags = vec![
+        ("variant".into(), "stock".into()),
+        ("host".into(), "guest7".into()),
+    ];
+    let b = db.insert_run(&b).unwrap();
+    let mut na = run(e, "hipri=1", 0, 0.0);
+    na.status = RunStatus::NotApplicable("loop devices cannot poll (fio error 95)".into());
+    na.metrics.clear();
+    let na = db.insert_run(&na).unwrap();
+    let mut warm = run(e, "rq_affinity=1", 0, 1.0);
+    warm.warmup = true;
+    db.insert_run(&warm).unwrap();
+
+    assert_eq!(db.select_runs(&[]).unwrap(), vec![a, b, na]);
+    assert_eq!(
+        db.select_runs(&[("kernel", "6.1.0")]).unwrap(),
+        vec![a, b, na]
+    );
+    assert_eq!(db.select_runs(&[("host", "box1")]).unwrap(), vec![a, na]);
+    assert_eq!(
+        db.select_runs(&[("host", "guest7"), ("variant", "stock")])
+            .unwrap(),
+        vec![b]
+    );
+    assert!(db.select_runs(&[("variant", "nope")]).unwrap().is_empty());
+    assert_eq!(
+        db.tag_values("variant").unwrap(),
+        vec!["backports", "stock"]
+    );
+    assert_eq!(db.tag_values("host").unwrap(), vec!["box1", "guest7"]);
+    assert_eq!(
+        db.metric_values(&[a, b, na], "read_iops").unwrap(),
+        vec![(a, 100.0), (b, 200.0)]
+    );
+    assert_eq!(db.metric_names().unwrap(), vec!["read_iops", "usr_pct"]);
+
+    let runs = db.runs(e).unwrap();
+    assert_eq!(runs.len(), 4);
+    assert_eq!(
+        runs[2].status,
+        RunStatus::NotApplicable("loop devices cannot poll (fio error 95)".into())
+    );
+    assert!(runs[3].warmup);
+    assert_eq!(
+        runs[0].cell_levels,
+        json!({ "rq_affinity": "rq_affinity=1" })
+    );
+    let texts = db.run_texts(a).unwrap().unwrap();
+    assert_eq!(texts.job_file.as_deref(), Some("[job]\nrw=randread\n"));
+
+    let exps = db.experiments().unwrap();
+    assert_eq!((exps[0].runs_ok, exps[0].runs_not_applicable), (2, 1));
+    db.set_experiment_status(e, "done").unwrap();
+    assert_eq!(db.experiment(e).unwrap().status, "done");
+    let (text, order) = db.experiment_texts(e).unwrap();
+    assert!(text.contains("loop0"));
+    assert_eq!(order, experiment().planned_order);
+}
+
+#[test]
+fn a_run_for_an_unknown_experiment_is_refused_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Store::open(dir.path().join("r.db")).unwrap();
+    let err = db.insert_run(&run(77, "x", 0, 1.0)).unwrap_err();
+    assert!(
+        matches!(err, StoreError::NoExperiment { id: 77, .. }),
+        "{err}"
+    );
+    assert!(db.select_runs(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn each_run_is_visible_to_another_reader_as_soon_as_it_is_inserted() {
+    // What "a crash loses at most the run in progress" needs: the insert is committed on return.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut writer = Store::open(&path).unwrap();
+    let e = writer.create_experiment(&experiment()).unwrap();
+    let id = writer.insert_run(&run(e, "c", 0, 5.0)).unwrap();
+    let reader = Store::open(&path).unwrap();
+    assert_eq!(
+        reader.metric_values(&[id], "read_iops").unwrap(),
+        vec![(id, 5.0)]
+    );
+    std::mem::forget(writer); // no orderly close: the data must already be on disk
+    let again = Store::open(&path).unwrap();
+    assert_eq!(again.select_runs(&[]).unwrap(), vec![id]);
+}
+
+#[test]
+fn samples_and_environment_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Store::open(dir.path().join("r.db")).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    let mut r = run(e, "c", 0, 1.0);
+    let series = SampleSeries {
+        kind: "irq".into(),
+        key: "45/cpu1".into(),
+        t_offsets: vec![1.0, 2.0, 3.001],
+        values: vec![1200.0, 1180.5, 0.0],
+    };
+    r.samples = vec![series.clone()];
+    let id = db.insert_run(&r).unwrap();
+    assert_eq!(db.samples(id).unwrap(), vec![series]);
+    let env = vec![EnvironmentEntry {
+        key: "cpufreq.governor".into(),
+        value: "powersave".into(),
+        severity: Some("warn".into()),
+        advice: Some("set performance".into()),
+    }];
+    db.add_environment(e, &env).unwrap();
+    assert_eq!(db.environment(e).unwrap(), env);
+    db.add_metrics(id, &[("read_iops".into(), 9.0), ("nan".into(), f64::NAN)])
+        .unwrap();
+    assert_eq!(
+        db.metric_values(&[id], "read_iops").unwrap(),
+        vec![(id, 9.0)]
+    );
+    assert!(db.metric_values(&[id], "nan").unwrap().is_empty());
+    db.add_tags(id, &[("variant".into(), "x".into())]).unwrap();
+    assert!(db
+        .run_tags(id)
+        .unwrap()
+        .contains(&("variant".into(), "x".into())));
+}
+
+#[test]
+fn selecting_a_metric_over_ten_thousand_runs_is_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Store::open(dir.path().join("big.db")).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    for i in 0..10_000u32 {
+        let mut r = run(e, if i % 2 == 0 { "a" } else { "b" }, i / 2, i as f64);
+        r.fio_json = None;
+        r.tags = vec![(
+            "variant".into(),
+            if i % 2 == 0 { "stock" } else { "backports" }.into(),
+        )];
+        for m in ["read_bw_mbs", "read_clat_p99_us", "sys_pct", "irq_per_s"] {
+            r.metrics.push((m.into(), i as f64 * 0.5));
+        }
+        db.insert_run(&r).unwrap();
+    }
+    let t0 = std::time::Instant::now();
+    let ids = db
+        .select_runs(&[("variant", "stock"), ("kernel", "6.1.0")])
+        .unwrap();
+    let values = db.metric_values(&ids, "read_iops").unwrap();
+    let all = db.select_runs(&[]).unwrap();
+    let p99 = db.metric_values(&all, "read_clat_p99_us").unwrap();
+    let names = db.metric_names().unwrap();
+    let elapsed = t0.elapsed();
+    assert_eq!(ids.len(), 5_000);
+    assert_eq!(values.len(), 5_000);
+    assert_eq!(values[1].1, 2.0);
+    assert_eq!(p99.len(), 10_000);
+    assert_eq!(names.len(), 6);
+    // Debug build on a shared 2-core machine: still far below the "few seconds" budget.
+    assert!(elapsed.as_secs_f64() < 1.5, "queries took {elapsed:?}");
+}
+
+#[test]
+fn runs_command_lists_experiments_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    {
+        let mut db = Store::open(&path).unwrap();
+        let e = db.create_experiment(&experiment()).unwrap();
+        db.insert_run(&run(e, "rq_affinity=1", 0, 1.0)).unwrap();
+        let mut na = run(e, "hipri=1", 0, 1.0);
+        na.status = RunStatus::NotApplicable("cannot poll".into());
+        db.insert_run(&na).unwrap();
+    }
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["runs", "--db"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("rq-affinity") && text.contains("box1 / 6.1.0"),
+        "{text}"
+    );
+
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_DB", &path)
+        .args(["runs", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["runs"][1]["status"], "not_applicable");
+    assert_eq!(doc["runs"][1]["reason"], "cannot poll");
+    assert_eq!(doc["experiment"]["runs_ok"], 1);
+
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["runs", "9", "--db"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no experiment with id 9"));
+}
+
+#[test]
+fn runs_command_on_a_missing_database_says_so_without_creating_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none.db");
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["runs", "--db"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("none.db") && err.contains("--db"), "{err}");
+    assert!(!path.exists());
+}
+
+#[test]
+fn sampled_series_cost_about_sixteen_bytes_per_reading() {
+    // The size argument in store/schema.rs, measured: 40 runs x 100 series x 60 one-second
+    // readings = 240,000 readings.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("samples.db");
+    let mut db = Store::open(&path).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    let t: Vec<f64> = (1..=60).map(|s| s as f64 + 0.0003 * s as f64).collect();
+    for r in 0..40u32 {
+        let mut run = run(e, "c", r, 1.0);
+        run.samples = (0..100)
+            .map(|k| SampleSeries {
+                kind: "irq".into(),
+                key: format!("{}/cpu{}", 24 + k / 2, k % 2),
+                t_offsets: t.clone(),
+                values: t.iter().map(|x| x * 1000.0 + k as f64).collect(),
+            })
+            .collect();
+        db.insert_run(&run).unwrap();
+    }
+    drop(db); // last connection: checkpoints the WAL into the main file
+    let bytes = std::fs::metadata(&path).unwrap().len() as f64;
+    let per_reading = bytes / 240_000.0;
+    eprintln!("{per_reading:.1} bytes per reading");
+    assert!(per_reading < 20.0, "{per_reading:.1} bytes per reading");
+    let db = Store::open(&path).unwrap();
+    let back = db.samples(db.select_runs(&[]).unwrap()[7]).unwrap();
+    assert_eq!(back.len(), 100);
+    assert_eq!(back.iter().map(|s| s.values.len()).sum::<usize>(), 6000);
+}
