@@ -6,4 +6,5 @@
 //! command.
 
 pub mod cli;
+pub mod model;
 pub mod sys;
