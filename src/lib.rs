@@ -7,4 +7,5 @@
 
 pub mod cli;
 pub mod model;
+pub mod snapshot;
 pub mod sys;
