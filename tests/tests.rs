@@ -2,3 +2,5 @@
 //! end to end through the built `iolab` binary.
 
 mod cli_basics;
+mod inspect;
+mod snapshot;

@@ -183,10 +183,16 @@ mod tests {
     #[test]
     fn relative_paths() {
         assert_eq!(
-            relative_path(Path::new("/sys/block"), Path::new("/sys/devices/virtual/block/loop0")),
+            relative_path(
+                Path::new("/sys/block"),
+                Path::new("/sys/devices/virtual/block/loop0")
+            ),
             PathBuf::from("../devices/virtual/block/loop0")
         );
-        assert_eq!(relative_path(Path::new("/a/b"), Path::new("/a/b/c")), PathBuf::from("c"));
+        assert_eq!(
+            relative_path(Path::new("/a/b"), Path::new("/a/b/c")),
+            PathBuf::from("c")
+        );
     }
 
     #[test]
@@ -194,16 +200,37 @@ mod tests {
         let src = tempfile::tempdir().unwrap();
         let dst = tempfile::tempdir().unwrap();
         let s = src.path();
-        fs::create_dir_all(s.join("sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue")).unwrap();
-        fs::write(s.join("sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue/scheduler"), "[none]\n").unwrap();
+        fs::create_dir_all(s.join("sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue"))
+            .unwrap();
+        fs::write(
+            s.join("sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue/scheduler"),
+            "[none]\n",
+        )
+        .unwrap();
         fs::create_dir_all(s.join("sys/block")).unwrap();
-        std::os::unix::fs::symlink("../devices/pci0000:00/0000:00:02.0/virtio1/block/vda", s.join("sys/block/vda")).unwrap();
+        std::os::unix::fs::symlink(
+            "../devices/pci0000:00/0000:00:02.0/virtio1/block/vda",
+            s.join("sys/block/vda"),
+        )
+        .unwrap();
         let mut m = Mirror::new(&s.canonicalize().unwrap(), dst.path());
-        let found = m.walk("/sys/block/vda/queue/scheduler", true).unwrap().unwrap();
-        assert_eq!(found.canonical, "/sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue/scheduler");
+        let found = m
+            .walk("/sys/block/vda/queue/scheduler", true)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            found.canonical,
+            "/sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue/scheduler"
+        );
         m.copy_file(&found.canonical).unwrap();
-        assert_eq!(fs::read_to_string(dst.path().join("sys/block/vda/queue/scheduler")).unwrap(), "[none]\n");
-        assert!(fs::symlink_metadata(dst.path().join("sys/block/vda")).unwrap().file_type().is_symlink());
+        assert_eq!(
+            fs::read_to_string(dst.path().join("sys/block/vda/queue/scheduler")).unwrap(),
+            "[none]\n"
+        );
+        assert!(fs::symlink_metadata(dst.path().join("sys/block/vda"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
         assert!(m.walk("/sys/block/nope", true).unwrap().is_none());
     }
 }

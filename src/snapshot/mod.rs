@@ -137,7 +137,10 @@ pub fn capture(source: &SysRoot, out: &Path, interval: Duration) -> anyhow::Resu
     // The snapshot must read back as a machine, or it is not a snapshot.
     let back = SysRoot::at(&out)?;
     Machine::read(&back).with_context(|| {
-        format!("the snapshot in {} does not read back as a machine", out.display())
+        format!(
+            "the snapshot in {} does not read back as a machine",
+            out.display()
+        )
     })?;
     Ok(meta)
 }
