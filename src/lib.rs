@@ -7,5 +7,6 @@
 
 pub mod cli;
 pub mod model;
+pub mod sample;
 pub mod snapshot;
 pub mod sys;

@@ -179,6 +179,18 @@ impl SysRoot {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// Reads a file into a buffer the caller keeps between calls, so a sampler reading the
+    /// same files every interval does not allocate each time. The buffer is cleared first.
+    pub fn read_into(&self, abs: &str, buf: &mut Vec<u8>) -> Result<(), SysError> {
+        use std::io::Read;
+        self.note(|r| &mut r.files, abs);
+        buf.clear();
+        std::fs::File::open(self.path(abs))
+            .and_then(|mut f| f.read_to_end(buf))
+            .map_err(|e| self.io_error(abs, e))?;
+        Ok(())
+    }
+
     /// The text of a file that may legitimately be absent (an attribute this kernel or this
     /// device lacks). Other errors (permission, I/O) are still errors.
     pub fn read_optional(&self, abs: &str) -> Result<Option<String>, SysError> {

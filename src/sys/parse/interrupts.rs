@@ -279,3 +279,153 @@ Err:          0\n";
         assert!(interrupts("hello world\n").is_err());
     }
 }
+
+/// The shape of /proc/interrupts (CPU columns and row labels) that per-sample count vectors
+/// are laid out by; it changes only when an IRQ appears or goes, or a CPU goes on/offline.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IrqLayout {
+    pub cpus: Vec<u32>,
+    pub ids: Vec<IrqId>,
+    /// Rows with one system-wide count (ERR, MIS): their count is in column 0.
+    pub single: Vec<bool>,
+}
+
+impl IrqLayout {
+    /// Row-major index of a count.
+    pub fn index(&self, row: usize, column: usize) -> usize {
+        row * self.cpus.len() + column
+    }
+}
+
+fn label_matches(id: &IrqId, label: &str) -> bool {
+    match id {
+        IrqId::Number(n) => label.parse::<u32>().ok() == Some(*n),
+        IrqId::Named(s) => s == label,
+    }
+}
+
+/// The sampler's fast path: only the labels and counts of /proc/interrupts, written into
+/// `counts` (row-major, `layout.cpus.len()` per row) without allocating unless `layout` has
+/// to change. Returns true when it did change.
+pub fn counts_into(
+    text: &str,
+    layout: &mut IrqLayout,
+    counts: &mut Vec<u64>,
+) -> Result<bool, ParseError> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines
+        .next()
+        .ok_or_else(|| ParseError::new(0, "empty file: expected a header of CPU columns"))?;
+    let mut changed = false;
+    let mut ncols = 0;
+    for (i, name) in header.split_whitespace().enumerate() {
+        let n = name
+            .strip_prefix("CPU")
+            .and_then(|n| n.parse::<u32>().ok())
+            .ok_or_else(|| {
+                ParseError::new(1, format!("expected CPUn column names, found {name:?}"))
+            })?;
+        if layout.cpus.get(i) != Some(&n) {
+            layout.cpus.truncate(i);
+            layout.cpus.push(n);
+            changed = true;
+        }
+        ncols += 1;
+    }
+    if layout.cpus.len() != ncols {
+        layout.cpus.truncate(ncols);
+        changed = true;
+    }
+    counts.clear();
+    let mut row = 0;
+    for (i, line) in lines {
+        let lineno = i + 1;
+        let (label, rest) = line.split_once(':').ok_or_else(|| {
+            ParseError::new(lineno, format!("expected `IRQ:` at the start of {line:?}"))
+        })?;
+        let label = label.trim();
+        if layout
+            .ids
+            .get(row)
+            .is_none_or(|id| !label_matches(id, label))
+        {
+            layout.ids.truncate(row);
+            layout.single.truncate(row);
+            layout.ids.push(match label.parse::<u32>() {
+                Ok(n) => IrqId::Number(n),
+                Err(_) => IrqId::Named(label.to_string()),
+            });
+            layout.single.push(false);
+            changed = true;
+        }
+        let mut fields = rest.split_whitespace();
+        let mut got = 0;
+        for _ in 0..ncols {
+            match fields.next().and_then(|f| f.parse::<u64>().ok()) {
+                Some(v) => {
+                    counts.push(v);
+                    got += 1;
+                }
+                None => break,
+            }
+        }
+        let single =
+            got == 1 && ncols > 1 && fields.next().is_none() && label.parse::<u32>().is_err();
+        if got < ncols && !single {
+            return Err(ParseError::new(
+                lineno,
+                format!("IRQ {label}: expected {ncols} per-CPU counts, found {got}"),
+            ));
+        }
+        if single {
+            counts.extend(std::iter::repeat_n(0, ncols - 1));
+        }
+        if layout.single[row] != single {
+            layout.single[row] = single;
+            changed = true;
+        }
+        row += 1;
+    }
+    if layout.ids.len() != row {
+        layout.ids.truncate(row);
+        layout.single.truncate(row);
+        changed = true;
+    }
+    Ok(changed)
+}
+
+#[cfg(test)]
+mod counts_tests {
+    use super::*;
+
+    #[test]
+    fn counts_match_the_full_parser_and_reuse_the_layout() {
+        let text = "           CPU0       CPU1\n 36:  0  27567 PCI-MSIX 1-edge virtio1-req.0\nLOC: 5 6 Local timer interrupts\nERR:  3\n";
+        let mut layout = IrqLayout::default();
+        let mut counts = Vec::new();
+        assert!(counts_into(text, &mut layout, &mut counts).unwrap());
+        assert_eq!(layout.cpus, vec![0, 1]);
+        assert_eq!(
+            layout.ids,
+            vec![
+                IrqId::Number(36),
+                IrqId::Named("LOC".into()),
+                IrqId::Named("ERR".into())
+            ]
+        );
+        assert_eq!(layout.single, vec![false, false, true]);
+        assert_eq!(counts, vec![0, 27567, 5, 6, 3, 0]);
+        let full = interrupts(text).unwrap();
+        assert_eq!(full.rows[0].counts, counts[0..2]);
+        // Same shape again: no change.
+        assert!(!counts_into(text, &mut layout, &mut counts).unwrap());
+        // An IRQ appears: the layout changes.
+        let more = text.replace("LOC:", " 37: 1 1 PCI-MSIX 2-edge x\nLOC:");
+        assert!(counts_into(&more, &mut layout, &mut counts).unwrap());
+        assert_eq!(layout.ids.len(), 4);
+        assert!(counts_into("  CPU0 CPU1\n 36: 1\n", &mut layout, &mut counts).is_err());
+    }
+}
