@@ -105,6 +105,21 @@ fn two_node_box_topology_queues_and_managed_irqs() {
     let nvme1 = device(&m, "nvme1n1");
     assert_eq!(nvme1["node"], 1);
     assert_eq!(nvme1["queues"][1]["irq"], 142);
+    // NVMe multipath: the head takes controller, IRQs and queues from its hidden path; the
+    // poll queue has no interrupt even though the driver names its vectors.
+    let head = device(&m, "nvme2n1");
+    assert_eq!(head["paths"][0], "nvme2c2n1");
+    assert_eq!(head["pci"], "0000:c2:00.0");
+    assert_eq!(numbers(&head["irqs"]), vec![181, 182]);
+    assert_eq!(head["queues"][1]["irq"], 182);
+    assert_eq!(head["queues"][2]["irq"], Value::Null);
+    assert_eq!(device(&m, "nvme2c2n1")["hidden"], true);
+    assert_eq!(numbers(&irq(&m, 163)["hint"]), vec![7]);
+    assert!(irq(&m, 123).get("hint").is_none());
+    assert_eq!(
+        numbers(&m["default_irq_affinity"]),
+        (0..15).collect::<Vec<u64>>()
+    );
     assert_eq!(irq(&m, 123)["managed"], true);
     assert_eq!(irq(&m, 120)["managed"], false);
     assert_eq!(irq(&m, 160)["managed"], false);

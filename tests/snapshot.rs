@@ -187,3 +187,26 @@ fn refuses_a_non_empty_directory_and_bad_intervals() {
         assert!(!tmp.path().join("new").exists());
     }
 }
+
+#[test]
+fn extra_readers_add_their_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("snap");
+    let source = iolab::sys::SysRoot::at(machines().join("scsi-hba")).unwrap();
+    let extra = |root: &iolab::sys::SysRoot| -> anyhow::Result<()> {
+        root.read("/proc/sys/kernel/hostname")?;
+        root.list("/sys/devices/system/cpu/cpu3")?;
+        Ok(())
+    };
+    let meta = iolab::snapshot::capture_with(
+        &source,
+        &dir,
+        std::time::Duration::from_millis(5),
+        &[&extra],
+    )
+    .unwrap();
+    assert_eq!(meta.hostname.as_deref(), Some("storage-hba"));
+    assert!(dir.join("sys/devices/system/cpu/cpu3/topology").is_dir());
+    assert!(dir.join("proc/sys/kernel/hostname").is_file());
+    assert!(dir.join("later/proc/interrupts").is_file());
+}

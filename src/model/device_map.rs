@@ -69,54 +69,97 @@ fn queue_from_action(action: &str, controllers: &[String]) -> Option<u32> {
     None
 }
 
-/// Finds the controller, its IRQs and the per-queue IRQs of one device.
-pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], _warn: &mut Warnings) {
-    let mut controllers = Vec::new();
-    let mut candidates: Vec<u32> = Vec::new();
-    let mut dir = std::path::PathBuf::from(&dev.sysfs);
+/// What walking up from one sysfs path found.
+#[derive(Default)]
+struct Controller {
+    /// Names of the devices between the disk and the PCI function (`nvme0`, `virtio1`,
+    /// `host0`, ...), nearest first: action names start with some of them.
+    names: Vec<String>,
+    driver: Option<String>,
+    pci: Option<String>,
+    pci_driver: Option<String>,
+    node: Option<u32>,
+    irqs: Vec<u32>,
+}
+
+fn link_name(root: &SysRoot, abs: &str) -> Option<String> {
+    root.read_link(abs).ok().and_then(|t| basename(&t))
+}
+
+/// Walks up from a device's sysfs path to the nearest PCI function.
+fn walk_up(root: &SysRoot, sysfs: &str) -> Controller {
+    let mut c = Controller::default();
+    let mut dir = std::path::PathBuf::from(sysfs);
     while dir.pop()
         && dir.starts_with("/sys/devices")
         && dir != std::path::Path::new("/sys/devices")
     {
         let abs = dir.display().to_string();
         let Some(name) = basename(&dir) else { break };
-        if dev.driver.is_none() {
-            dev.driver = root
-                .read_link(&format!("{abs}/driver"))
-                .ok()
-                .and_then(|t| basename(&t));
+        if c.driver.is_none() {
+            c.driver = link_name(root, &format!("{abs}/driver"));
         }
         if is_pci_address(&name) {
-            dev.pci = Some(name.clone());
-            dev.controller_driver = root
-                .read_link(&format!("{abs}/driver"))
-                .ok()
-                .and_then(|t| basename(&t));
-            dev.node = root
+            c.pci = Some(name);
+            c.pci_driver = link_name(root, &format!("{abs}/driver"));
+            c.node = root
                 .attr(&format!("{abs}/numa_node"))
                 .and_then(|v| v.parse::<i64>().ok())
                 .filter(|n| *n >= 0)
                 .map(|n| n as u32);
-            candidates = root
+            c.irqs = root
                 .list_optional(&format!("{abs}/msi_irqs"))
                 .unwrap_or_default()
                 .iter()
                 .filter_map(|e| e.parse().ok())
                 .collect();
-            if candidates.is_empty() {
+            if c.irqs.is_empty() {
                 // Legacy INTx: one line, shared with whatever else sits on it.
-                if let Some(irq) = root
-                    .attr(&format!("{abs}/irq"))
-                    .and_then(|v| v.parse::<u32>().ok())
-                    .filter(|n| *n > 0)
-                {
-                    candidates.push(irq);
-                }
+                c.irqs.extend(
+                    root.attr(&format!("{abs}/irq"))
+                        .and_then(|v| v.parse::<u32>().ok())
+                        .filter(|n| *n > 0),
+                );
             }
             break;
         }
-        controllers.push(name);
+        c.names.push(name);
     }
+    c
+}
+
+/// Finds the controller, its IRQs and the per-queue IRQs of one device.
+pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], warn: &mut Warnings) {
+    let mut c = walk_up(root, &dev.sysfs);
+    if c.pci.is_none() {
+        // An NVMe multipath head sits under /sys/devices/virtual/nvme-subsystem; its paths
+        // (nvme0c0n1, ...) sit under the controllers that have the queues and interrupts.
+        let dir = format!("/sys/block/{}/multipath", dev.name);
+        for path in root.list_optional(&dir).unwrap_or_default() {
+            let Ok(sysfs) = root.resolve(&format!("{dir}/{path}")) else {
+                continue;
+            };
+            let p = walk_up(root, &sysfs);
+            if c.pci.is_none() {
+                c.pci = p.pci.clone();
+                c.pci_driver = p.pci_driver.clone();
+                c.node = p.node;
+                c.driver = p.driver.clone().or(c.driver);
+            }
+            c.names.extend(p.names);
+            c.irqs.extend(p.irqs);
+            if dev.queues.is_empty() {
+                dev.queues = super::devices::read_queues(root, &path, warn);
+            }
+            dev.paths.push(path);
+        }
+    }
+    dev.driver = c.driver;
+    dev.pci = c.pci;
+    dev.controller_driver = c.pci_driver;
+    dev.node = c.node;
+    let controllers = c.names;
+    let mut candidates = c.irqs;
     if dev.pci.is_none() {
         // Platform devices (virtio-mmio, SoC controllers): match action names instead.
         candidates = irqs
@@ -147,6 +190,13 @@ pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], _warn: &mut W
     let serving = if io.is_empty() { known } else { io };
     dev.irqs = serving.iter().filter_map(|i| i.number()).collect();
 
+    // Where the driver names its queue vectors, the name decides; poll queues then have no
+    // IRQ even when some vector's affinity happens to equal their CPU list.
+    let named_scheme = serving.iter().any(|irq| {
+        irq.actions
+            .iter()
+            .any(|a| queue_from_action(a, &controllers).is_some())
+    });
     for q in &mut dev.queues {
         let by_name = serving.iter().find(|irq| {
             irq.actions
@@ -154,6 +204,9 @@ pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], _warn: &mut W
                 .any(|a| queue_from_action(a, &controllers) == Some(q.queue))
         });
         let by_affinity = || {
+            if named_scheme {
+                return None;
+            }
             let same: Vec<_> = serving
                 .iter()
                 .filter(|irq| irq.affinity.as_deref() == Some(q.cpus.as_slice()))

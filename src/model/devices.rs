@@ -42,6 +42,11 @@ pub struct BlockDevice {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub partitions: Vec<Partition>,
+    /// True for the hidden per-path disks of NVMe multipath (`nvme0c0n1`).
+    pub hidden: bool,
+    /// For an NVMe multipath head, its path disks (whose controllers serve it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
     /// Current value of each queue knob that exists on this device.
     pub knobs: BTreeMap<String, String>,
     /// What each knob accepts, where that is known.
@@ -148,7 +153,7 @@ fn read_knobs(root: &SysRoot, name: &str) -> (BTreeMap<String, String>, BTreeMap
 }
 
 /// Reads the blk-mq hardware queues (`/sys/block/X/mq/N/cpu_list`), IRQs not yet assigned.
-fn read_queues(root: &SysRoot, name: &str, warn: &mut Warnings) -> Vec<HwQueue> {
+pub(crate) fn read_queues(root: &SysRoot, name: &str, warn: &mut Warnings) -> Vec<HwQueue> {
     let dir = format!("/sys/block/{name}/mq");
     let mut queues: Vec<HwQueue> = Vec::new();
     let entries = match root.list_optional(&dir) {
@@ -259,6 +264,8 @@ pub fn read_device(
             .attr(&format!("{dir}/device/model"))
             .filter(|m| !m.is_empty()),
         partitions,
+        hidden: root.attr(&format!("{dir}/hidden")).as_deref() == Some("1"),
+        paths: Vec::new(),
         knobs,
         allowed,
         queues: read_queues(root, name, warn),

@@ -7,7 +7,7 @@
 
 use super::Warnings;
 use crate::sys::parse::interrupts::{InterruptRow, Interrupts, IrqId};
-use crate::sys::parse::{cpulist, interrupts};
+use crate::sys::parse::{cpulist, cpumask, interrupts};
 use crate::sys::{SysError, SysRoot};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -36,6 +36,9 @@ pub struct Irq {
     /// CPUs it is actually delivered to (`effective_affinity_list`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effective: Option<Vec<u32>>,
+    /// The driver's affinity hint (`affinity_hint`, a hex mask), when it set one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<Vec<u32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<u32>,
     /// Count since boot per CPU id (only CPUs that are columns of /proc/interrupts).
@@ -55,6 +58,19 @@ pub struct IrqRate {
 impl Irq {
     pub fn number(&self) -> Option<u32> {
         self.irq.number()
+    }
+}
+
+/// The affinity new IRQs get (`/proc/irq/default_smp_affinity`, a hex mask).
+pub fn default_affinity(root: &SysRoot, warn: &mut Warnings) -> Option<Vec<u32>> {
+    const ABS: &str = "/proc/irq/default_smp_affinity";
+    let text = root.attr(ABS)?;
+    match cpumask(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            warn.push(root.parse_error(ABS, e.line, e.message).to_string());
+            None
+        }
     }
 }
 
@@ -93,6 +109,7 @@ fn summary(row: &InterruptRow, cpus: &[u32]) -> Irq {
         managed: false,
         affinity: None,
         effective: None,
+        hint: None,
         node: None,
         counts: counts_by_cpu(row, cpus),
         total: row.total,
@@ -116,6 +133,18 @@ fn numbered(root: &SysRoot, n: u32, row: &InterruptRow, cpus: &[u32], warn: &mut
     };
     let affinity = list("smp_affinity_list", warn);
     let effective = list("effective_affinity_list", warn);
+    // An all-zero mask means "no hint".
+    let hint = root
+        .attr(&format!("{proc_dir}/affinity_hint"))
+        .and_then(|text| match cpumask(&text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let abs = format!("{proc_dir}/affinity_hint");
+                warn.push(root.parse_error(&abs, e.line, e.message).to_string());
+                None
+            }
+        })
+        .filter(|v| !v.is_empty());
     let node = root
         .attr(&format!("{proc_dir}/node"))
         .and_then(|s| s.parse::<i64>().ok())
@@ -151,6 +180,7 @@ fn numbered(root: &SysRoot, n: u32, row: &InterruptRow, cpus: &[u32], warn: &mut
         managed,
         affinity,
         effective,
+        hint,
         node,
         counts: counts_by_cpu(row, cpus),
         total: row.total,

@@ -37,6 +37,8 @@ pub struct Machine {
     pub possible: Vec<u32>,
     pub isolated: Vec<u32>,
     pub nohz_full: Vec<u32>,
+    /// The affinity the kernel gives new IRQs.
+    pub default_irq_affinity: Option<Vec<u32>>,
     pub cpus: Vec<Cpu>,
     pub nodes: Vec<Node>,
     pub devices: Vec<BlockDevice>,
@@ -95,6 +97,7 @@ impl Machine {
             possible: topo.possible,
             isolated: topo.isolated,
             nohz_full: topo.nohz_full,
+            default_irq_affinity: irqs::default_affinity(root, &mut warn),
             cpus: topo.cpus,
             nodes,
             devices,

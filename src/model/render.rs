@@ -175,7 +175,13 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
     if let Some(drv) = &d.driver {
         let _ = write!(head, "  driver {drv}");
     }
+    if d.hidden {
+        head.push_str("  (hidden multipath path)");
+    }
     let _ = writeln!(s, "{head}");
+    if !d.paths.is_empty() {
+        let _ = writeln!(s, "    multipath paths {}", d.paths.join(" "));
+    }
     let mut ctrl = String::from("    controller");
     match &d.pci {
         Some(pci) => {

@@ -44,15 +44,33 @@ pub struct SnapshotMeta {
     pub unreadable: Vec<String>,
 }
 
+/// A reader whose files belong in snapshots too (e.g. preflight's governor and C-state
+/// checks): it is run once against a recording root and everything it reads is copied.
+pub type ExtraReader<'a> = &'a dyn Fn(&SysRoot) -> anyhow::Result<()>;
+
 /// Captures `source` (usually the live machine) into `out`, which must not exist or be
 /// empty. Returns what was written to `snapshot.json`.
 pub fn capture(source: &SysRoot, out: &Path, interval: Duration) -> anyhow::Result<SnapshotMeta> {
+    capture_with(source, out, interval, &[])
+}
+
+/// Like `capture`, also copying whatever each of `extra` reads, so every feature that
+/// accepts `--root` finds its files in the snapshot.
+pub fn capture_with(
+    source: &SysRoot,
+    out: &Path,
+    interval: Duration,
+    extra: &[ExtraReader],
+) -> anyhow::Result<SnapshotMeta> {
     prepare_dir(out)?;
     let out = out
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", out.display()))?;
     let (recording_root, recording) = source.recording();
     Machine::read(&recording_root).context("reading the machine model to snapshot")?;
+    for reader in extra {
+        reader(&recording_root).context("reading extra files to snapshot")?;
+    }
     let rec = recording
         .lock()
         .map_err(|_| anyhow::anyhow!("recording lock poisoned"))?
