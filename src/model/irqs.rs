@@ -30,11 +30,9 @@ pub struct Irq {
     /// True when user space cannot change the affinity (kernel-managed, or a per-CPU or
     /// chip-restricted interrupt). False for summary rows.
     pub managed: bool,
-    /// CPUs the interrupt may be delivered to (`smp_affinity_list`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// CPUs the interrupt may be delivered to (`smp_affinity_list`); null for summary rows.
     pub affinity: Option<Vec<u32>>,
     /// CPUs it is actually delivered to (`effective_affinity_list`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub effective: Option<Vec<u32>>,
     /// The driver's affinity hint (`affinity_hint`, a hex mask), when it set one.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -13,9 +13,10 @@ pub fn tree(m: &Machine) -> String {
     let mut s = String::new();
     let host = m.hostname.as_deref().unwrap_or("(unknown host)");
     let kernel = m.kernel.as_deref().unwrap_or("(unknown kernel)");
+    let _ = writeln!(s, "{host}  Linux {kernel}");
     let _ = writeln!(
         s,
-        "{host}  Linux {kernel}  {} CPUs online ({}), possible {}, {} NUMA node{}",
+        "{} CPUs online ({}), possible {}, {} NUMA node{}",
         m.online.len(),
         cl(&m.online),
         cl(&m.possible),
@@ -264,6 +265,16 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
     }
 }
 
+/// Cuts a line to WIDTH columns, marking the cut.
+fn clip(line: &str) -> String {
+    if line.chars().count() <= WIDTH {
+        return line.to_string();
+    }
+    let mut out: String = line.chars().take(WIDTH - 1).collect();
+    out.push('~');
+    out
+}
+
 fn interrupts(s: &mut String, m: &Machine) {
     const SHOWN: usize = 15;
     let with_rates = m.rates.is_some();
@@ -287,9 +298,10 @@ fn interrupts(s: &mut String, m: &Machine) {
             "count since boot"
         }
     );
+    let _ = writeln!(s, "  (M: kernel-managed affinity, cannot be moved)");
     let _ = writeln!(
         s,
-        "  {:<5} {:>12}  {:<18} {:<9} {:<5} name",
+        "  {:<5} {:>11}  {:<16} {:<9} {:<5} M name",
         "irq",
         if with_rates { "per second" } else { "count" },
         "top CPUs (share)",
@@ -317,14 +329,8 @@ fn interrupts(s: &mut String, m: &Machine) {
             .take(2)
             .map(|(c, v)| format!("{c}({:.0}%)", v * 100.0 / sum))
             .collect();
-        let name = if irq.managed {
-            format!("{} [managed]", irq.name)
-        } else {
-            irq.name.clone()
-        };
-        let _ = writeln!(
-            s,
-            "  {:<5} {:>12}  {:<18} {:<9} {:<5} {}",
+        let line = format!(
+            "  {:<5} {:>11}  {:<16} {:<9} {:<5} {} {}",
             irq.irq.to_string(),
             value,
             if tops.is_empty() {
@@ -340,7 +346,9 @@ fn interrupts(s: &mut String, m: &Machine) {
                 .as_deref()
                 .map(cl)
                 .unwrap_or_else(|| "-".into()),
-            name
+            if irq.managed { "M" } else { " " },
+            irq.name
         );
+        let _ = writeln!(s, "{}", clip(&line));
     }
 }
