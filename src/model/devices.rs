@@ -193,7 +193,7 @@ fn size_bytes(root: &SysRoot, dir: &str) -> u64 {
     root.attr(&format!("{dir}/size"))
         .and_then(|s| s.parse::<u64>().ok())
         .unwrap_or(0)
-        * 512
+        .saturating_mul(512)
 }
 
 fn kind_of(name: &str, sysfs: &str) -> String {

@@ -110,7 +110,9 @@ pub fn cpu_share(before: &CpuTimes, after: &CpuTimes) -> Option<CpuShare> {
     let irq = d(before.irq, after.irq)?;
     let softirq = d(before.softirq, after.softirq)?;
     let steal = d(before.steal, after.steal)?;
-    let total = user + nice + system + idle + iowait + irq + softirq + steal;
+    let total = [nice, system, idle, iowait, irq, softirq, steal]
+        .iter()
+        .fold(user, |a, b| a.saturating_add(*b));
     if total == 0 {
         return None;
     }
@@ -141,13 +143,13 @@ pub fn disk_rates(before: &DiskStat, after: &DiskStat, interval_ns: u64) -> Opti
     let wticks = delta(before.write_ms, after.write_ms)?;
     let io_ms = delta(before.io_ms, after.io_ms)?;
     let weighted = delta(before.weighted_io_ms, after.weighted_io_ms)?;
-    let ios = reads + writes;
+    let ios = reads.saturating_add(writes);
     Some(DiskRates {
         r_per_s: reads as f64 / secs,
         w_per_s: writes as f64 / secs,
         rmb_per_s: rsec as f64 * 512.0 / 1e6 / secs,
         wmb_per_s: wsec as f64 * 512.0 / 1e6 / secs,
-        avg_rq_kb: (ios > 0).then(|| (rsec + wsec) as f64 / 2.0 / ios as f64),
+        avg_rq_kb: (ios > 0).then(|| (rsec as f64 + wsec as f64) / 2.0 / ios as f64),
         avg_qu_sz: weighted as f64 / 1000.0 / secs,
         r_await_ms: (reads > 0).then(|| rticks as f64 / reads as f64),
         w_await_ms: (writes > 0).then(|| wticks as f64 / writes as f64),

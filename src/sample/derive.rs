@@ -60,7 +60,7 @@ pub fn interval(a: &Reading, b: &Reading, devices: &[String]) -> Interval {
         let mut per_cpu = Vec::new();
         for (col, cpu) in b.irq_layout.cpus.iter().enumerate() {
             let new = b.irq_counts[b.irq_layout.index(row, col)];
-            total_new += new;
+            total_new = total_new.saturating_add(new);
             let old_col = if same_shape {
                 Some(col)
             } else {
@@ -68,7 +68,7 @@ pub fn interval(a: &Reading, b: &Reading, devices: &[String]) -> Interval {
             };
             let old = old_col.map(|c| a.irq_counts[a.irq_layout.index(old_row, c)]);
             if let Some(o) = old {
-                total_old += o;
+                total_old = total_old.saturating_add(o);
             }
             if single {
                 continue;

@@ -72,8 +72,10 @@ pub fn start(
             let mut errors = Vec::new();
             let mut tick: u32 = 1;
             loop {
-                let deadline = started + interval * tick;
-                let wait = deadline.saturating_duration_since(Instant::now());
+                let wait = interval
+                    .checked_mul(tick)
+                    .map(|t| (started + t).saturating_duration_since(Instant::now()))
+                    .unwrap_or(interval);
                 let last = !matches!(
                     stopped.recv_timeout(wait),
                     Err(mpsc::RecvTimeoutError::Timeout)
@@ -87,8 +89,11 @@ pub fn start(
                     break;
                 }
                 // Skip grid points a slow read already passed rather than bunching samples.
-                while started + interval * tick <= Instant::now() {
-                    tick += 1;
+                while interval
+                    .checked_mul(tick)
+                    .is_some_and(|t| started + t <= Instant::now())
+                {
+                    tick = tick.saturating_add(1);
                 }
             }
             (readings, errors)

@@ -144,7 +144,8 @@ fn row(line: &str, columns: usize, lineno: usize) -> Result<InterruptRow, ParseE
             ),
         ));
     }
-    let total = counts.iter().sum();
+    // Saturating: garbage input must not overflow (and panic in debug builds).
+    let total = counts.iter().fold(0u64, |a, b| a.saturating_add(*b));
     let tail = tail.trim();
     let mut out = InterruptRow {
         id,

@@ -25,14 +25,17 @@ impl CpuTimes {
     /// All ticks. guest and guest_nice are already counted in user and nice, so they are
     /// left out, as top and mpstat do.
     pub fn total(&self) -> u64 {
-        self.user
-            + self.nice
-            + self.system
-            + self.idle
-            + self.iowait
-            + self.irq
-            + self.softirq
-            + self.steal
+        [
+            self.nice,
+            self.system,
+            self.idle,
+            self.iowait,
+            self.irq,
+            self.softirq,
+            self.steal,
+        ]
+        .iter()
+        .fold(self.user, |a, b| a.saturating_add(*b))
     }
 }
 
