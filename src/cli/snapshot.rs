@@ -14,8 +14,8 @@ pub struct SnapshotArgs {
     /// Time between the two readings of the counters (e.g. 5s, 500ms, 2).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
     pub interval: Duration,
-    /// Snapshot another root (e.g. a snapshot) instead of this machine.
-    #[arg(long, value_name = "DIR", hide = true)]
+    /// Snapshot another machine root (e.g. an earlier snapshot) instead of this machine.
+    #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
 }
 

@@ -41,6 +41,9 @@ pub struct BlockDevice {
     pub node: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// For a bound loop device, the file behind it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backing_file: Option<String>,
     pub partitions: Vec<Partition>,
     /// True for the hidden per-path disks of NVMe multipath (`nvme0c0n1`).
     pub hidden: bool,
@@ -263,6 +266,9 @@ pub fn read_device(
         model: root
             .attr(&format!("{dir}/device/model"))
             .filter(|m| !m.is_empty()),
+        backing_file: root
+            .attr(&format!("{dir}/loop/backing_file"))
+            .filter(|f| !f.is_empty()),
         partitions,
         hidden: root.attr(&format!("{dir}/hidden")).as_deref() == Some("1"),
         paths: Vec::new(),

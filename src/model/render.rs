@@ -202,6 +202,9 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
     if let Some(model) = &d.model {
         let _ = write!(ctrl, "  model {model}");
     }
+    if let Some(file) = &d.backing_file {
+        let _ = write!(ctrl, "  backing file {file}");
+    }
     let _ = writeln!(s, "{ctrl}");
     if d.holds_data {
         wrapped(
