@@ -120,6 +120,16 @@ fn two_node_box_topology_queues_and_managed_irqs() {
         numbers(&m["default_irq_affinity"]),
         (0..15).collect::<Vec<u64>>()
     );
+    // On / near / far from the CPU that takes the interrupt (seeds/000).
+    let sda = &device(&m, "sda")["placement"];
+    assert_eq!(numbers(&sda["on"]), vec![2]);
+    assert_eq!(numbers(&sda["near"]), vec![0, 1, 3, 8, 9, 10, 11]);
+    assert_eq!(numbers(&sda["far"]), vec![4, 5, 6, 7, 12, 13, 14]);
+    // Managed per-queue vectors are local to their queue's CPUs: nothing is far.
+    let p = &nvme1["placement"];
+    assert_eq!(numbers(&p["on"]), vec![0, 2, 4, 6]);
+    assert!(numbers(&p["far"]).is_empty());
+    assert!(device(&m, "dm-0").get("placement").is_none());
     assert_eq!(irq(&m, 123)["managed"], true);
     assert_eq!(irq(&m, 120)["managed"], false);
     assert_eq!(irq(&m, 160)["managed"], false);
@@ -222,6 +232,14 @@ fn live_machine_matches_the_kernel() {
         .unwrap();
     assert_eq!(irq(&m, number)["managed"], mode & 0o222 == 0);
     assert_eq!(vda["holds_data"], true, "vda is the root disk");
+    let effective =
+        std::fs::read_to_string(format!("/proc/irq/{number}/effective_affinity_list")).unwrap();
+    let effective = iolab::sys::parse::cpulist(&effective).unwrap();
+    let on: Vec<u32> = numbers(&vda["placement"]["on"])
+        .into_iter()
+        .map(|c| c as u32)
+        .collect();
+    assert_eq!(on, effective, "vda's single IRQ decides where \"on\" is");
 }
 
 #[test]

@@ -58,6 +58,10 @@ pub struct BlockDevice {
     pub queues: Vec<HwQueue>,
     /// IRQ numbers that complete this device's I/O.
     pub irqs: Vec<u32>,
+    /// Where an I/O generator would run "on", "near" or "far" from the CPU that takes this
+    /// device's completion interrupts (see `placement`); absent without interrupts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<super::Placement>,
     pub holds_data: bool,
     /// Why it holds data ("mounted at / (ext4)", "holder dm-0", "swap", "partition vda1").
     pub data_reasons: Vec<String>,
@@ -276,6 +280,7 @@ pub fn read_device(
         allowed,
         queues: read_queues(root, name, warn),
         irqs: Vec::new(),
+        placement: None,
         holds_data: false,
         data_reasons: Vec::new(),
         sysfs,

@@ -10,12 +10,14 @@
 pub mod device_map;
 pub mod devices;
 pub mod irqs;
+pub mod placement;
 pub mod rates;
 pub mod render;
 pub mod topology;
 
 pub use devices::{Allowed, BlockDevice, HwQueue, Partition};
 pub use irqs::{Irq, IrqRate};
+pub use placement::Placement;
 pub use rates::{rates, Counters, Rates};
 pub use topology::{Cache, Cpu, Node, NodeDistance};
 
@@ -110,6 +112,14 @@ impl Machine {
                 Ok((before, after, ns)) => machine.apply_rates(&rates(&before, &after, ns)),
                 Err(e) => warn.push(format!("rates not shown: {e}")),
             }
+        }
+        let placements: Vec<_> = machine
+            .devices
+            .iter()
+            .map(|d| placement::placement(&machine, d))
+            .collect();
+        for (dev, p) in machine.devices.iter_mut().zip(placements) {
+            dev.placement = p;
         }
         machine.warnings = warn;
         Ok(machine)

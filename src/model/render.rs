@@ -259,6 +259,15 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
         }
         let _ = writeln!(s, "{l}");
     }
+    if let Some(p) = &d.placement {
+        let _ = writeln!(
+            s,
+            "    placement: on {}  near {}  far {}",
+            cl(&p.on),
+            cl(&p.near),
+            cl(&p.far)
+        );
+    }
     if let Some(r) = m.rates.as_ref().and_then(|r| r.disks.get(&d.name)) {
         let _ = writeln!(
             s,
