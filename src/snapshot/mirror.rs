@@ -139,21 +139,34 @@ impl Mirror {
         Ok(())
     }
 
-    /// Recreates the entries of a listed directory: subdirectories (empty) and symlinks; the
-    /// files of `msi_irqs` (whose names are the IRQ numbers) are copied.
+    /// Completes a listed directory, after everything read has been copied: a symlink entry
+    /// is kept when its target is in the snapshot (holders, /sys/block), so a listing finds
+    /// the same devices without dangling links to things never read; the entries of
+    /// `msi_irqs`, whose names are the IRQ numbers, are all kept. Other entries were either
+    /// read (and are there already) or do not matter.
     pub fn copy_listing(&mut self, canonical: &str) -> io::Result<()> {
         let dir = self.src.join(rel(canonical));
-        let copy_files = canonical.ends_with("/msi_irqs");
+        let names_matter = canonical.ends_with("/msi_irqs");
         for entry in fs::read_dir(&dir)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let abs = format!("{}/{name}", canonical.trim_end_matches('/'));
             let ft = entry.file_type()?;
             if ft.is_symlink() {
-                self.copy_link(&abs, &entry.path())?;
+                let in_snapshot = entry
+                    .path()
+                    .canonicalize()
+                    .ok()
+                    .and_then(|t| t.strip_prefix(&self.src).ok().map(|t| self.dst.join(t)))
+                    .is_some_and(|t| t.exists());
+                if in_snapshot || names_matter {
+                    self.copy_link(&abs, &entry.path())?;
+                }
             } else if ft.is_dir() {
-                fs::create_dir_all(self.dst.join(rel(&abs)))?;
-            } else if copy_files {
+                if names_matter {
+                    fs::create_dir_all(self.dst.join(rel(&abs)))?;
+                }
+            } else if names_matter {
                 self.copy_file(&abs)?;
             }
         }

@@ -83,13 +83,6 @@ pub fn capture_with(
     for abs in &rec.links {
         m.walk(abs, false).map_err(io(abs))?;
     }
-    for abs in &rec.dirs {
-        if let Some(found) = m.walk(abs, true).map_err(io(abs))? {
-            if found.is_dir {
-                m.copy_listing(&found.canonical).map_err(io(abs))?;
-            }
-        }
-    }
     let mut modes = String::new();
     for abs in rec.files.iter().chain(&rec.modes) {
         if abs.starts_with("/proc/self/") || abs.starts_with(LATER_DIR) || abs == SNAPSHOT_META {
@@ -98,6 +91,14 @@ pub fn capture_with(
         if let Some(found) = m.walk(abs, true).map_err(io(abs))? {
             if !found.is_dir {
                 m.copy_file(&found.canonical).map_err(io(abs))?;
+            }
+        }
+    }
+    // Listings last, so they can tell which of their entries the snapshot already holds.
+    for abs in &rec.dirs {
+        if let Some(found) = m.walk(abs, true).map_err(io(abs))? {
+            if found.is_dir {
+                m.copy_listing(&found.canonical).map_err(io(abs))?;
             }
         }
     }
