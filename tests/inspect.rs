@@ -411,3 +411,12 @@ fn live_loop_device_is_modelled_with_its_backing_file() {
         "a loop device has no interrupts"
     );
 }
+
+#[test]
+fn the_json_model_reads_back_as_a_machine() {
+    for name in ["thisvm", "two-node-nvme", "scsi-hba"] {
+        let (json, _) = inspect_json(&machines().join(name));
+        let machine: iolab::model::Machine = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&machine).unwrap(), json, "{name}");
+    }
+}

@@ -9,14 +9,14 @@ use crate::sys::parse::mountinfo::{mountinfo, Mount};
 use crate::sys::parse::queue::bracketed_choice;
 use crate::sys::parse::swaps::{swaps, Swap};
 use crate::sys::{SysError, SysRoot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const MOUNTINFO: &str = "/proc/self/mountinfo";
 pub const SWAPS: &str = "/proc/swaps";
 
 /// One disk (not a partition).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockDevice {
     pub name: String,
     /// `major:minor`.
@@ -48,7 +48,7 @@ pub struct BlockDevice {
     /// True for the hidden per-path disks of NVMe multipath (`nvme0c0n1`).
     pub hidden: bool,
     /// For an NVMe multipath head, its path disks (whose controllers serve it).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<String>,
     /// Current value of each queue knob that exists on this device.
     pub knobs: BTreeMap<String, String>,
@@ -67,7 +67,7 @@ pub struct BlockDevice {
     pub data_reasons: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Partition {
     pub name: String,
     pub dev: String,
@@ -75,7 +75,7 @@ pub struct Partition {
 }
 
 /// What a knob accepts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Allowed {
     Choices(Vec<String>),
@@ -83,7 +83,7 @@ pub enum Allowed {
 }
 
 /// One blk-mq hardware context.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HwQueue {
     pub queue: u32,
     /// CPUs whose submissions go to this queue.

@@ -9,13 +9,13 @@ use super::Warnings;
 use crate::sys::parse::interrupts::{InterruptRow, Interrupts, IrqId};
 use crate::sys::parse::{cpulist, cpumask, interrupts};
 use crate::sys::{SysError, SysRoot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const INTERRUPTS: &str = "/proc/interrupts";
 
 /// One interrupt row.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Irq {
     /// The IRQ number, or the summary row's name (`"LOC"`).
     pub irq: IrqId,
@@ -47,7 +47,7 @@ pub struct Irq {
     pub rate: Option<IrqRate>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IrqRate {
     pub total: f64,
     pub per_cpu: BTreeMap<u32, f64>,

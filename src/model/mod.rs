@@ -22,7 +22,7 @@ pub use rates::{rates, Counters, Rates};
 pub use topology::{Cache, Cpu, Node, NodeDistance};
 
 use crate::sys::{SysError, SysRoot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Problems that degraded the model without stopping it, one message each (naming the file).
 pub type Warnings = Vec<String>;
@@ -31,7 +31,7 @@ pub type Warnings = Vec<String>;
 pub const LATER_DIR: &str = "/later";
 pub const SNAPSHOT_META: &str = "/snapshot.json";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
     pub hostname: Option<String>,
     pub kernel: Option<String>,
@@ -53,7 +53,7 @@ pub struct Machine {
 }
 
 /// The machine-wide part of `Rates` (the per-IRQ part is folded into `Irq::rate`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MachineRates {
     pub interval_ns: u64,
     pub cpu_interrupts_per_s: std::collections::BTreeMap<u32, f64>,

@@ -6,9 +6,9 @@
 //! node has no "far"; a device without interrupts (loop, zram) has no placement at all.
 
 use super::{BlockDevice, Irq, Machine};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Placement {
     pub on: Vec<u32>,
     pub near: Vec<u32>,

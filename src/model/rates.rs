@@ -7,7 +7,7 @@ use crate::sys::parse::diskstats::DiskStat;
 use crate::sys::parse::interrupts::{Interrupts, IrqId};
 use crate::sys::parse::stat::{CpuTimes, Stat};
 use crate::sys::{SysError, SysRoot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 pub const STAT: &str = "/proc/stat";
@@ -52,14 +52,14 @@ pub fn per_second(before: u64, after: u64, interval_ns: u64) -> Option<f64> {
 }
 
 /// Per-IRQ rates: total and per CPU.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IrqRates {
     pub total: Option<f64>,
     pub per_cpu: BTreeMap<u32, Option<f64>>,
 }
 
 /// CPU time shares over the interval, in percent of all ticks that passed on that CPU.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CpuShare {
     pub usr_pct: f64,
     pub nice_pct: f64,
@@ -72,7 +72,7 @@ pub struct CpuShare {
 }
 
 /// iostat-like figures for one device over the interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct DiskRates {
     pub r_per_s: f64,
     pub w_per_s: f64,
@@ -87,7 +87,7 @@ pub struct DiskRates {
 }
 
 /// Everything derived from two readings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rates {
     pub interval_ns: u64,
     pub irqs: BTreeMap<IrqId, IrqRates>,

@@ -7,13 +7,13 @@
 use super::Warnings;
 use crate::sys::parse::{cpulist, ParseError};
 use crate::sys::{SysError, SysRoot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const CPU_DIR: &str = "/sys/devices/system/cpu";
 const NODE_DIR: &str = "/sys/devices/system/node";
 
 /// One online CPU and where it sits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cpu {
     pub cpu: u32,
     /// `core_id`: unique only within a package.
@@ -37,7 +37,7 @@ pub struct Cpu {
 }
 
 /// A cache level shared by a set of CPUs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cache {
     pub level: u32,
     /// The cache's id where exposed (distinguishes L3s on multi-CCX parts).
@@ -47,7 +47,7 @@ pub struct Cache {
 }
 
 /// One NUMA node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
     pub node: u32,
     pub cpus: Vec<u32>,
@@ -55,7 +55,7 @@ pub struct Node {
     pub distances: Vec<NodeDistance>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeDistance {
     pub node: u32,
     pub distance: u32,
