@@ -185,8 +185,8 @@ fn read_counters(source: &SysRoot) -> anyhow::Result<Vec<(&'static str, Vec<u8>)
     COUNTER_FILES
         .iter()
         .map(|abs| {
-            let bytes = std::fs::read(source.path(abs))
-                .with_context(|| format!("{abs}: cannot read the counters"))?;
+            let mut bytes = Vec::new();
+            source.read_into(abs, &mut bytes)?;
             Ok((*abs, bytes))
         })
         .collect()
