@@ -2,6 +2,8 @@
 //! the same there: real directories become directories, sysfs symlinks become the same
 //! relative symlinks (so `/sys/block/vda` still resolves to its PCI path inside the
 //! snapshot), and files get their bytes. Only what is asked for is copied.
+//! This is the one place that works below `SysRoot` (on `SysRoot::base()`): it must see
+//! symlinks as links rather than follow them.
 
 use std::fs;
 use std::io;
