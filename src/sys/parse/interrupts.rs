@@ -183,12 +183,16 @@ fn split_tail(tail: &str, row: &mut InterruptRow) {
     let after_chip = rest;
     if let Some(tok) = next_token(&mut rest) {
         let lower = tok.to_ascii_lowercase();
-        if let Some((hw, trig)) = lower.split_once('-').filter(|(hw, trig)| {
-            !hw.is_empty()
-                && hw.chars().all(|c| c.is_ascii_hexdigit())
-                && (*trig == "edge" || *trig == "level" || *trig == "fasteoi")
+        // `5-edge` (x86), or `-ioapic-edge` (Xen pirq chips, no hardware number).
+        if let Some((hw, trig)) = lower.rsplit_once('-').filter(|(hw, trig)| {
+            (*trig == "edge" || *trig == "level" || *trig == "fasteoi")
+                && (hw.is_empty()
+                    || hw.starts_with('-')
+                    || hw.chars().all(|c| c.is_ascii_hexdigit()))
         }) {
-            row.hwirq = Some(hw.to_string());
+            if !hw.is_empty() && !hw.starts_with('-') {
+                row.hwirq = Some(hw.to_string());
+            }
             row.trigger = Some(trig.to_string());
         } else if tok.chars().all(|c| c.is_ascii_digit()) {
             row.hwirq = Some(tok);
@@ -265,6 +269,18 @@ Err:          0\n";
         assert_eq!(t.actions, vec!["arch_timer"]);
         assert_eq!(p.row(&IrqId::Number(50)).unwrap().actions, vec!["nvme0q0"]);
         assert_eq!(p.row(&IrqId::Named("Err".into())).unwrap().total, 0);
+    }
+
+    #[test]
+    fn xen_pirq_rows() {
+        let text = "           CPU0\n  8:          0  xen-pirq    -ioapic-edge  rtc0\n 64:      12345  xen-percpu-virq      timer0\n";
+        let p = interrupts(text).unwrap();
+        let rtc = &p.rows[0];
+        assert_eq!(rtc.chip.as_deref(), Some("xen-pirq"));
+        assert_eq!(rtc.hwirq, None);
+        assert_eq!(rtc.trigger.as_deref(), Some("edge"));
+        assert_eq!(rtc.actions, vec!["rtc0"]);
+        assert_eq!(p.rows[1].actions, vec!["timer0"]);
     }
 
     #[test]
