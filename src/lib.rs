@@ -8,9 +8,12 @@
 pub mod cli;
 pub mod experiment;
 pub mod knobs;
+pub mod model;
 pub mod placement;
 pub mod preflight;
 pub mod report;
+pub mod sample;
+pub mod snapshot;
 pub mod stats;
 pub mod store;
 pub mod sys;

@@ -3,8 +3,10 @@
 
 mod cli_basics;
 mod experiment;
+mod inspect;
 mod knobs;
 mod preflight;
+mod snapshot;
 mod stats;
 mod store;
 mod target;

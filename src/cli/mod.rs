@@ -9,6 +9,7 @@ mod inspect;
 mod preflight;
 mod restore;
 mod runs;
+mod snapshot;
 
 /// iolab: a Linux I/O-path performance lab.
 ///
@@ -33,6 +34,7 @@ pub enum Command {
     Runs(runs::RunsArgs),
     Restore(restore::RestoreArgs),
     Preflight(preflight::PreflightArgs),
+    Snapshot(snapshot::SnapshotArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -61,5 +63,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Runs(args) => runs::run(args),
         Command::Restore(args) => restore::run(args),
         Command::Preflight(args) => preflight::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
     }
 }
