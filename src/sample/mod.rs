@@ -260,7 +260,10 @@ mod tests {
         // points, but the first and the final reading are always there.
         assert!(run.readings.len() >= 3, "{}", run.readings.len());
         assert!(run.readings.len() <= 8, "{}", run.readings.len());
-        assert!(run.readings.windows(2).all(|w| w[0].elapsed_ns < w[1].elapsed_ns));
+        assert!(run
+            .readings
+            .windows(2)
+            .all(|w| w[0].elapsed_ns < w[1].elapsed_ns));
         assert_eq!(run.intervals.len(), run.readings.len() - 1);
         let s = run.summary.unwrap();
         let sum: f64 = [
