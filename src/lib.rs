@@ -7,3 +7,4 @@
 
 pub mod cli;
 pub mod sys;
+pub mod trace;

@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 
 mod inspect;
+mod trace;
 
 /// iolab: a Linux I/O-path performance lab.
 ///
@@ -26,6 +27,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Inspect(inspect::InspectArgs),
+    Trace(trace::TraceArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -51,5 +53,6 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
+        Command::Trace(args) => trace::run(args),
     }
 }

@@ -1,0 +1,140 @@
+//! `iolab trace ...`: record block traces through tracefs, analyse them like btt (and
+//! beyond), compare two traces. Argument parsing only; the work is in `crate::trace`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::trace;
+
+/// Block traces: record, analyse, compare.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TraceCommand {
+    Record(RecordArgs),
+    Analyze(AnalyzeArgs),
+    Compare(CompareArgs),
+}
+
+/// Record a device's block events through tracefs into NAME.blktrace.CPU files
+/// (readable by blkparse and btt).
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Device to trace (e.g. loop0 or /dev/loop0).
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: String,
+    /// Base name of the output files.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "NAME",
+        default_value = "trace"
+    )]
+    pub output: PathBuf,
+    /// Stop after this many seconds (default: until Ctrl-C, or until COMMAND exits).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Per-CPU trace buffer size in KiB while recording.
+    #[arg(long, value_name = "KB", default_value_t = 8192)]
+    pub buffer_kb: u64,
+    /// Command to run while recording; recording stops when it exits.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Analyse traces: btt's sections, percentiles, per-request view, timeline, findings.
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeArgs {
+    /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures).
+    #[arg(required = true, value_name = "NAME|FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Timeline bucket width in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub interval: f64,
+    /// Print the analysis as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Put two traces side by side with the changes and the findings that differ.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The baseline trace.
+    pub a: PathBuf,
+    /// The trace to compare with it.
+    pub b: PathBuf,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: TraceArgs) -> anyhow::Result<()> {
+    match args.command {
+        TraceCommand::Record(a) => record(a),
+        TraceCommand::Analyze(a) => analyze(a),
+        TraceCommand::Compare(a) => compare(a),
+    }
+}
+
+fn options(interval: f64) -> anyhow::Result<trace::analyze::Options> {
+    if !(interval > 0.0 && interval.is_finite()) {
+        anyhow::bail!("--interval must be a positive number of seconds");
+    }
+    Ok(trace::analyze::Options {
+        interval_ns: (interval * 1e9) as u64,
+        timeline: true,
+    })
+}
+
+fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
+    let report = trace::analyze::analyze_paths(&args.inputs, options(args.interval)?)?;
+    let findings = trace::diagnose::diagnose(&report);
+    if args.json {
+        let doc = trace::diagnose::with_findings(&report, &findings);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", trace::analyze::render::render(&report));
+        print!("{}", trace::diagnose::render(&findings));
+    }
+    Ok(())
+}
+
+fn compare(args: CompareArgs) -> anyhow::Result<()> {
+    let opts = options(1.0)?;
+    let a = trace::analyze::analyze_paths(std::slice::from_ref(&args.a), opts.clone())
+        .with_context(|| format!("analysing {}", args.a.display()))?;
+    let b = trace::analyze::analyze_paths(std::slice::from_ref(&args.b), opts)
+        .with_context(|| format!("analysing {}", args.b.display()))?;
+    let cmp = trace::compare::compare(&a, &b);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&cmp)?);
+    } else {
+        print!(
+            "{}",
+            trace::compare::render(
+                &cmp,
+                &args.a.display().to_string(),
+                &args.b.display().to_string()
+            )
+        );
+    }
+    Ok(())
+}
+
+fn record(args: RecordArgs) -> anyhow::Result<()> {
+    let cfg = trace::capture::Config {
+        device: args.device,
+        output: args.output,
+        duration: args.duration.map(std::time::Duration::from_secs_f64),
+        buffer_kb: args.buffer_kb,
+        command: args.command,
+    };
+    let summary = trace::capture::record(&cfg)?;
+    eprint!("{}", trace::capture::render(&summary));
+    Ok(())
+}
