@@ -2,3 +2,4 @@
 //! end to end through the built `iolab` binary.
 
 mod cli_basics;
+mod trace;

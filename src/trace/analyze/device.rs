@@ -131,7 +131,7 @@ pub struct Device {
     pub live_periods: u64,
     pub live_ns: u64,
     pub idle_ns: u64,
-    last_live_end: u64,
+    pub last_live_end: u64,
     last_live_start: u64,
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,

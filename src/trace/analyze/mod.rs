@@ -52,6 +52,8 @@ pub struct Analyzer {
     pub ignored_before_first_q: u64,
     first_time: Option<u64>,
     last_time: u64,
+    /// Time of the first record of any kind: btt's (blkparse's) time zero.
+    trace_start: u64,
 }
 
 impl Analyzer {
@@ -69,11 +71,13 @@ impl Analyzer {
             ignored_before_first_q: 0,
             first_time: None,
             last_time: 0,
+            trace_start: u64::MAX,
         }
     }
 
     pub fn feed(&mut self, ev: &Event) {
         self.events += 1;
+        self.trace_start = self.trace_start.min(ev.time);
         if ev.is_notify() {
             self.notify += 1;
             if let Payload::ProcessName(name) = &ev.payload {
@@ -143,7 +147,7 @@ impl Analyzer {
                 e.1.merge(&p.lat);
                 e.2 += p.bytes;
             }
-            devices.push(device_report(d, origin, &self.opts));
+            devices.push(device_report(d, origin, self.trace_start, &self.opts));
         }
         all.q2q = self.all_q2q;
         let processes = by_name
@@ -217,7 +221,7 @@ fn pct(part: &Latency, whole: &Latency) -> f64 {
     }
 }
 
-fn device_report(d: Device, origin: u64, opts: &Options) -> DeviceReport {
+fn device_report(d: Device, origin: u64, trace_start: u64, opts: &Options) -> DeviceReport {
     let l = &d.lat;
     let bio_based = d.n_d == 0 && d.n_q > 0;
     let n_q = d.n_q + d.n_requeue;
@@ -254,7 +258,22 @@ fn device_report(d: Device, origin: u64, opts: &Options) -> DeviceReport {
             d.ios_timer_unplugged as f64 / d.n_timer_unplugs as f64
         },
     };
+    // btt measures the lulls from time zero of the trace (its t_start is never set), so the
+    // lead-in before the first dispatch counts as idle; iolab counts only gaps between periods.
+    let btt_span = d.last_live_end.saturating_sub(trace_start);
     let active = ActivePeriods {
+        btt_avg_inactive: if d.live_periods < 2 || d.last_live_end == u64::MAX {
+            0.0
+        } else {
+            btt_span.saturating_sub(d.live_ns) as f64 / (d.live_periods - 1) as f64 / 1e9
+        },
+        btt_pct_live: if d.live_periods == 1 {
+            100.0
+        } else if btt_span == 0 || d.last_live_end == u64::MAX {
+            0.0
+        } else {
+            100.0 * d.live_ns as f64 / btt_span as f64
+        },
         live: d.live_periods,
         avg_active: if d.live_periods == 0 {
             0.0
@@ -417,6 +436,10 @@ pub struct ActivePeriods {
     /// Mean gap between such periods (seconds).
     pub avg_inactive: f64,
     pub pct_live: f64,
+    /// btt's "Avg. !Act": lulls measured from the trace's time zero (includes the lead-in).
+    pub btt_avg_inactive: f64,
+    /// btt's "% Live": live time over time zero to the last completion.
+    pub btt_pct_live: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -201,7 +201,16 @@ pub fn render(r: &Report) -> String {
             a.pct_live
         );
     }
-    o.push('\n');
+    o.push_str("(Avg. !Act and % Live over the gaps between periods; btt also counts the time\n before the first dispatch");
+    for d in &r.devices {
+        let a = &d.active_periods;
+        let _ = write!(
+            o,
+            "; {}: btt would print {:.9} {:.2}",
+            d.dev, a.btt_avg_inactive, a.btt_pct_live
+        );
+    }
+    o.push_str(")\n\n");
     if !r.processes.is_empty() {
         section(&mut o, "Per Process");
         for key in ["q2c", "d2c"] {
