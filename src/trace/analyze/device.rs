@@ -22,7 +22,8 @@ struct Queued {
     time: u64,
     end: u64,
     bytes: u32,
-    pid: u32,
+    /// Index into `Device::procs`.
+    proc: u32,
     g: u64,
     s: u64,
     i: u64,
@@ -52,6 +53,22 @@ pub struct BioLatencies {
 }
 
 impl BioLatencies {
+    /// Without histograms (min/avg/max/N only).
+    pub fn plain() -> Self {
+        let p = Latency::plain;
+        BioLatencies {
+            q2q: p(),
+            q2g: p(),
+            s2g: p(),
+            g2i: p(),
+            q2m: p(),
+            i2d: p(),
+            m2d: p(),
+            d2c: p(),
+            q2c: p(),
+        }
+    }
+
     pub fn merge(&mut self, o: &BioLatencies) {
         self.q2q.merge(&o.q2q);
         self.q2g.merge(&o.q2g);
@@ -79,9 +96,11 @@ impl BioLatencies {
     }
 }
 
-/// Per-process accumulations (keyed by pid; names are attached at the end).
-#[derive(Debug, Clone, Default)]
+/// Per-process accumulations (names are attached at the end). Like btt, min/avg/max/N only:
+/// no histograms, which halves the cost of every latency sample.
+#[derive(Debug, Clone)]
 pub struct ProcStats {
+    pub pid: u32,
     pub lat: BioLatencies,
     pub last_q: Option<u64>,
     pub bytes: u64,
@@ -138,7 +157,9 @@ pub struct Device {
     pub dispatch_sectors: Latency,
     queued: BTreeMap<u64, Queued>,
     in_driver: BTreeMap<u64, InDriver>,
-    pub procs: HashMap<u32, ProcStats>,
+    pub procs: Vec<ProcStats>,
+    proc_index: HashMap<u32, u32>,
+    last_proc: (u32, u32),
     pub timeline: Timeline,
 }
 
@@ -192,7 +213,9 @@ impl Device {
             dispatch_sectors: Latency::default(),
             queued: BTreeMap::new(),
             in_driver: BTreeMap::new(),
-            procs: HashMap::new(),
+            procs: Vec::new(),
+            proc_index: HashMap::new(),
+            last_proc: (u32::MAX, 0),
             timeline: Timeline::new(t, interval),
         }
     }
@@ -224,7 +247,7 @@ impl Device {
                     q.g = t;
                     let q2g = delta(q.time, t);
                     self.lat.q2g.add(q2g);
-                    let p = self.procs.entry(q.pid).or_default();
+                    let p = &mut self.procs[q.proc as usize];
                     p.lat.q2g.add(q2g);
                     if q.s != NONE {
                         let s2g = delta(q.s, t);
@@ -245,7 +268,7 @@ impl Device {
                     if q.g != NONE {
                         let g2i = delta(q.g, t);
                         self.lat.g2i.add(g2i);
-                        self.procs.entry(q.pid).or_default().lat.g2i.add(g2i);
+                        (&mut self.procs[q.proc as usize]).lat.g2i.add(g2i);
                     }
                 }
             }
@@ -255,7 +278,7 @@ impl Device {
                     q.m = t;
                     let q2m = delta(q.time, t);
                     self.lat.q2m.add(q2m);
-                    self.procs.entry(q.pid).or_default().lat.q2m.add(q2m);
+                    (&mut self.procs[q.proc as usize]).lat.q2m.add(q2m);
                 }
             }
             code::REQUEUE if sized => {
@@ -286,11 +309,30 @@ impl Device {
         global_q2q
     }
 
+    fn proc_for(&mut self, pid: u32) -> u32 {
+        if self.last_proc.0 == pid {
+            return self.last_proc.1;
+        }
+        let next = self.procs.len() as u32;
+        let i = *self.proc_index.entry(pid).or_insert(next);
+        if i == next {
+            self.procs.push(ProcStats {
+                pid,
+                lat: BioLatencies::plain(),
+                last_q: None,
+                bytes: 0,
+            });
+        }
+        self.last_proc = (pid, i);
+        i
+    }
+
     fn queue(&mut self, ev: &Event, last_q_global: &mut Option<u64>) -> Option<u64> {
         let t = ev.time;
         let global = last_q_global.map(|l| delta(l, t));
         *last_q_global = Some(t);
-        let p = self.procs.entry(ev.pid).or_default();
+        let pi = self.proc_for(ev.pid);
+        let p = &mut self.procs[pi as usize];
         if let Some(last) = p.last_q {
             p.lat.q2q.add(delta(last, t));
         }
@@ -317,7 +359,7 @@ impl Device {
                 time: t,
                 end: ev.end_sector(),
                 bytes: ev.bytes,
-                pid: ev.pid,
+                proc: pi,
                 g: NONE,
                 s: NONE,
                 i: NONE,
@@ -346,7 +388,7 @@ impl Device {
             }
             bios += 1;
             first_q = first_q.min(q.time);
-            let p = self.procs.entry(q.pid).or_default();
+            let p = &mut self.procs[q.proc as usize];
             if q.i != NONE {
                 let v = delta(q.i, t);
                 self.lat.i2d.add(v);
@@ -408,7 +450,7 @@ impl Device {
             let q2c = delta(q.time, t);
             self.lat.q2c.add(q2c);
             self.timeline.q2c(t, q2c);
-            let p = self.procs.entry(q.pid).or_default();
+            let p = &mut self.procs[q.proc as usize];
             p.lat.q2c.add(q2c);
             if q.d != NONE {
                 let d2c = delta(q.d, t);

@@ -38,6 +38,7 @@ pub struct LogHist {
 }
 
 impl LogHist {
+    #[inline]
     pub fn add(&mut self, v: u64) {
         let b = bucket(v);
         debug_assert!(b < BUCKETS);
@@ -73,6 +74,20 @@ impl LogHist {
         None
     }
 
+    /// The middle of the fullest bucket and its count.
+    pub fn mode(&self) -> Option<(u64, u64)> {
+        let (i, &c) = self
+            .counts
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))?;
+        if c == 0 {
+            return None;
+        }
+        let (lo, w) = bucket_range(i);
+        Some((lo + (w - 1) / 2, c))
+    }
+
     /// Counts per power-of-two range [2^k, 2^(k+1)) of the value, for display.
     pub fn octaves(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
@@ -103,6 +118,7 @@ pub struct Latency {
     pub min: u64,
     pub max: u64,
     pub hist: LogHist,
+    keep_hist: bool,
 }
 
 impl Default for Latency {
@@ -113,17 +129,29 @@ impl Default for Latency {
             min: u64::MAX,
             max: 0,
             hist: LogHist::default(),
+            keep_hist: true,
         }
     }
 }
 
 impl Latency {
+    /// min/avg/max/N only; percentiles are reported as unknown (null in JSON).
+    pub fn plain() -> Self {
+        Latency {
+            keep_hist: false,
+            ..Latency::default()
+        }
+    }
+
+    #[inline]
     pub fn add(&mut self, ns: u64) {
         self.n += 1;
         self.total += u128::from(ns);
         self.min = self.min.min(ns);
         self.max = self.max.max(ns);
-        self.hist.add(ns);
+        if self.keep_hist {
+            self.hist.add(ns);
+        }
     }
 
     pub fn merge(&mut self, o: &Latency) {
@@ -148,6 +176,9 @@ impl Latency {
             return None;
         }
         let q = |p| {
+            if !self.keep_hist {
+                return f64::NAN;
+            }
             self.hist
                 .quantile(p, self.n)
                 .map(|v| v.clamp(self.min, self.max) as f64 / 1e9)

@@ -43,6 +43,7 @@ pub struct Analyzer {
     opts: Options,
     devices: Vec<Device>,
     index: HashMap<u32, usize>,
+    last_device: (u32, usize),
     names: HashMap<u32, String>,
     last_q: Option<u64>,
     all_q2q: Latency,
@@ -62,6 +63,7 @@ impl Analyzer {
             opts,
             devices: Vec::new(),
             index: HashMap::new(),
+            last_device: (u32::MAX, 0),
             names: HashMap::new(),
             last_q: None,
             all_q2q: Latency::default(),
@@ -93,8 +95,12 @@ impl Analyzer {
         }
         self.first_time.get_or_insert(ev.time);
         self.last_time = self.last_time.max(ev.time);
-        let i = match self.index.get(&ev.device) {
-            Some(&i) => i,
+        let cached = self.last_device;
+        let i = match (cached.0 == ev.device)
+            .then_some(cached.1)
+            .or_else(|| self.index.get(&ev.device).copied())
+        {
+            Some(i) => i,
             None => {
                 // Like btt, a device starts at its first Q (or remap); earlier events
                 // belong to IOs whose beginning the trace missed.
@@ -109,6 +115,7 @@ impl Analyzer {
                 self.devices.len() - 1
             }
         };
+        self.last_device = (ev.device, i);
         if let Some(q2q) = self.devices[i].handle(ev, &mut self.last_q) {
             self.all_q2q.add(q2q);
         }
@@ -134,15 +141,18 @@ impl Analyzer {
         for mut d in self.devices {
             d.finish();
             all.merge(&d.lat);
-            for (pid, p) in &d.procs {
+            for p in &d.procs {
+                let pid = p.pid;
                 let name = self
                     .names
-                    .get(pid)
+                    .get(&pid)
                     .cloned()
                     .unwrap_or_else(|| format!("pid {pid}"));
-                let e = by_name.entry(name).or_default();
-                if !e.0.contains(pid) {
-                    e.0.push(*pid);
+                let e = by_name
+                    .entry(name)
+                    .or_insert_with(|| (Vec::new(), BioLatencies::plain(), 0));
+                if !e.0.contains(&pid) {
+                    e.0.push(pid);
                 }
                 e.1.merge(&p.lat);
                 e.2 += p.bytes;

@@ -37,10 +37,22 @@ fn lat_table<'a>(
         if s.n == 0 {
             continue;
         }
+        let pct = |v: f64| {
+            if v.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{v:.9}")
+            }
+        };
         let _ = writeln!(
             out,
-            "{name:<15} {:>13.9} {:>13.9} {:>13.9} {:>11} {:>11.9} {:>11.9}",
-            s.min, s.avg, s.max, s.n, s.p99, s.p999
+            "{name:<15} {:>13.9} {:>13.9} {:>13.9} {:>11} {:>11} {:>11}",
+            s.min,
+            s.avg,
+            s.max,
+            s.n,
+            pct(s.p99),
+            pct(s.p999)
         );
     }
     out.push('\n');
@@ -124,22 +136,20 @@ pub fn render(r: &Report) -> String {
         for d in &r.devices {
             let s = if pick { &d.seek_q2q } else { &d.seek_d2d };
             if let Some(s) = s {
-                let mode = if s.approximate {
-                    "(approximate)".to_string()
-                } else {
-                    format!("{}({})", s.mode, s.mode_count)
-                };
+                let approx = |exact: bool| if exact { "" } else { "~" };
+                let mode = format!("{}{}({})", approx(s.mode_exact), s.mode, s.mode_count);
+                let median = format!("{}{}", approx(s.median_exact), s.median);
                 let _ = writeln!(
                     o,
                     "{:>10} | {:>15} {:>15.1} {:>15} | {mode}",
                     dev_hdr(&d.dev),
                     s.nseeks,
                     s.mean,
-                    s.median
+                    median
                 );
             }
         }
-        o.push_str("(MEDIAN is the true median of |distance|; btt's is not)\n\n");
+        o.push_str("(MEDIAN is the true median of |distance|, btt's is not; ~ = within 0.4%)\n\n");
     }
     section(&mut o, "Plug Information");
     let _ = writeln!(o, "       DEV |    # Plugs # Timer Us  | % Time Q Plugged");
