@@ -118,36 +118,35 @@ impl<R: Read> RecordStream<R> {
                 source: e,
             }
         };
-        if let Err(e) = self.fill(record::V8_HEADER) {
-            return Some(Err(io_err(self, e)));
-        }
-        if self.start == self.end {
-            return None;
-        }
-        let (endian, version) = match record::sniff(&self.buf[self.start..self.end]) {
-            Ok(v) => v,
-            Err(e) => return Some(Err(self.corrupt(e))),
-        };
-        let len = match record::record_len(&self.buf[self.start..self.end], endian, version) {
-            Some(len) => len,
-            None => {
-                let have = self.end - self.start;
-                return Some(Err(self.corrupt(DecodeError::Truncated {
-                    needed: record::header_len(version),
-                    have,
-                })));
+        if self.end - self.start < record::V8_HEADER {
+            if let Err(e) = self.fill(record::V8_HEADER) {
+                return Some(Err(io_err(self, e)));
             }
-        };
-        if let Err(e) = self.fill(len) {
-            return Some(Err(io_err(self, e)));
-        }
-        match record::decode(&self.buf[self.start..self.end]) {
-            Ok((ev, n)) => {
-                self.start += n;
-                self.offset += n as u64;
-                Some(Ok(ev))
+            if self.start == self.end {
+                return None;
             }
-            Err(e) => Some(Err(self.corrupt(e))),
+        }
+        loop {
+            match record::decode(&self.buf[self.start..self.end]) {
+                Ok((ev, n)) => {
+                    self.start += n;
+                    self.offset += n as u64;
+                    return Some(Ok(ev));
+                }
+                // A record may straddle the buffer's end: read on, unless the input ended.
+                Err(DecodeError::Truncated { needed, have })
+                    if !self.eof && needed > have && needed <= (1 << 17) =>
+                {
+                    if let Err(e) = self.fill(needed) {
+                        return Some(Err(io_err(self, e)));
+                    }
+                    if self.end - self.start < needed && self.eof {
+                        let have = self.end - self.start;
+                        return Some(Err(self.corrupt(DecodeError::Truncated { needed, have })));
+                    }
+                }
+                Err(e) => return Some(Err(self.corrupt(e))),
+            }
         }
     }
 }

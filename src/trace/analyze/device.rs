@@ -158,6 +158,7 @@ pub struct Device {
     queued: BTreeMap<u64, Queued>,
     in_driver: BTreeMap<u64, InDriver>,
     pub procs: Vec<ProcStats>,
+    scratch: Vec<u64>,
     proc_index: HashMap<u32, u32>,
     last_proc: (u32, u32),
     pub timeline: Timeline,
@@ -214,6 +215,7 @@ impl Device {
             queued: BTreeMap::new(),
             in_driver: BTreeMap::new(),
             procs: Vec::new(),
+            scratch: Vec::new(),
             proc_index: HashMap::new(),
             last_proc: (u32::MAX, 0),
             timeline: Timeline::new(t, interval),
@@ -268,7 +270,7 @@ impl Device {
                     if q.g != NONE {
                         let g2i = delta(q.g, t);
                         self.lat.g2i.add(g2i);
-                        (&mut self.procs[q.proc as usize]).lat.g2i.add(g2i);
+                        self.procs[q.proc as usize].lat.g2i.add(g2i);
                     }
                 }
             }
@@ -278,7 +280,7 @@ impl Device {
                     q.m = t;
                     let q2m = delta(q.time, t);
                     self.lat.q2m.add(q2m);
-                    (&mut self.procs[q.proc as usize]).lat.q2m.add(q2m);
+                    self.procs[q.proc as usize].lat.q2m.add(q2m);
                 }
             }
             code::REQUEUE if sized => {
@@ -437,13 +439,15 @@ impl Device {
         self.blk_max = self.blk_max.max(sectors);
         self.blk_total += sectors;
         self.timeline.complete(t, ev.bytes, ev.is_write());
-        let done: Vec<u64> = self
-            .queued
-            .range(ev.sector..end)
-            .filter(|(_, q)| q.end <= end)
-            .map(|(&s, _)| s)
-            .collect();
-        for s in done {
+        let mut done = std::mem::take(&mut self.scratch);
+        done.clear();
+        done.extend(
+            self.queued
+                .range(ev.sector..end)
+                .filter(|(_, q)| q.end <= end)
+                .map(|(&s, _)| s),
+        );
+        for &s in &done {
             let Some(q) = self.queued.remove(&s) else {
                 continue;
             };
@@ -459,6 +463,7 @@ impl Device {
             }
             let _ = q.bytes;
         }
+        self.scratch = done;
         self.timeline.queue_depth(t, self.queued.len() as u64);
         if let Some(r) = self.in_driver.remove(&ev.sector) {
             self.req_d2c.add(delta(r.d, t));

@@ -484,9 +484,62 @@ pub struct ProcessReport {
 }
 
 /// Opens and analyses traces in one call.
+///
+/// Reading and decoding run on a second thread, handing batches of events to the analysis
+/// through a bounded channel (batches are recycled, so memory stays constant): on two cores
+/// the two halves overlap.
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
-    let events = super::merge::open_trace(names)?;
+    use std::sync::mpsc::sync_channel;
+    const BATCH: usize = 8192;
+    let mut events = super::merge::open_trace(names)?;
+    let (full_tx, full_rx) = sync_channel::<Result<Vec<Event>, TraceError>>(4);
+    let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(8);
+    for _ in 0..6 {
+        let _ = empty_tx.send(Vec::with_capacity(BATCH));
+    }
+    let reader = std::thread::spawn(move || loop {
+        let mut batch = empty_rx.recv().unwrap_or_default();
+        batch.clear();
+        let mut failed = None;
+        while batch.len() < BATCH {
+            match events.next() {
+                Some(Ok(ev)) => batch.push(ev),
+                Some(Err(e)) => {
+                    failed = Some(e);
+                    break;
+                }
+                None => break,
+            }
+        }
+        let done = batch.len() < BATCH || failed.is_some();
+        if !batch.is_empty() && full_tx.send(Ok(batch)).is_err() {
+            return;
+        }
+        if let Some(e) = failed {
+            let _ = full_tx.send(Err(e));
+        }
+        if done {
+            return;
+        }
+    });
     let mut a = Analyzer::new(opts);
-    a.run(events)?;
+    let mut result = Ok(());
+    for batch in full_rx {
+        match batch {
+            Ok(batch) => {
+                for ev in &batch {
+                    a.feed(ev);
+                }
+                let _ = empty_tx.send(batch);
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    drop(empty_tx);
+    let _ = reader.join();
+    result?;
     Ok(a.finish())
 }

@@ -4,38 +4,50 @@
 //!
 //! Memory and speed: btt spends ~43% of its time inserting distances into a tree that grows
 //! with the trace. Here distances below 2^16 sectors (32 MiB) are counted exactly in a dense
-//! array, larger ones in the log-linear histogram (within 0.4%). The median and mode are
-//! therefore exact whenever they are below 32 MiB, and flagged approximate otherwise.
+//! array (256 KiB, constant), larger ones in a hash map of at most 2^16 distinct values; past
+//! that cap they go to the log-linear histogram (within 0.4%) and the median and mode are
+//! flagged approximate. So memory is bounded whatever the trace's length.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 
 use super::latency::LogHist;
 
 const EXACT: u64 = 1 << 16;
+const LARGE_CAP: usize = 1 << 16;
 
-#[derive(Debug, Clone)]
+/// A multiplicative hasher for u64 keys (SipHash is needlessly slow here).
+#[derive(Default)]
+struct MulHasher(u64);
+
+impl Hasher for MulHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+type LargeMap = HashMap<u64, u64, BuildHasherDefault<MulHasher>>;
+
+#[derive(Debug, Clone, Default)]
 pub struct Seeks {
     last_start: u64,
     last_end: u64,
     n: u64,
     sum_abs: u128,
     small: Vec<u32>,
-    large: LogHist,
+    large: LargeMap,
+    overflow: Option<LogHist>,
     n_large: u64,
-}
-
-impl Default for Seeks {
-    fn default() -> Self {
-        Seeks {
-            last_start: 0,
-            last_end: 0,
-            n: 0,
-            sum_abs: 0,
-            small: Vec::new(),
-            large: LogHist::default(),
-            n_large: 0,
-        }
-    }
 }
 
 impl Seeks {
@@ -61,8 +73,23 @@ impl Seeks {
             }
             self.small[d as usize] += 1;
         } else {
-            self.large.add(d);
             self.n_large += 1;
+            match &mut self.overflow {
+                Some(h) => h.add(d),
+                None => {
+                    *self.large.entry(d).or_insert(0) += 1;
+                    if self.large.len() > LARGE_CAP {
+                        let mut h = LogHist::default();
+                        for (&v, &c) in &self.large {
+                            for _ in 0..c {
+                                h.add(v);
+                            }
+                        }
+                        self.large = LargeMap::default();
+                        self.overflow = Some(h);
+                    }
+                }
+            }
         }
     }
 
@@ -85,9 +112,22 @@ impl Seeks {
                 }
             }
             (m, true)
-        } else {
+        } else if let Some(h) = &self.overflow {
             let q = (target - n_small + 1) as f64 / self.n_large as f64;
-            (self.large.quantile(q, self.n_large).unwrap_or(EXACT), false)
+            (h.quantile(q, self.n_large).unwrap_or(EXACT), false)
+        } else {
+            let mut large: Vec<(u64, u64)> = self.large.iter().map(|(&v, &c)| (v, c)).collect();
+            large.sort_unstable();
+            let mut seen = n_small;
+            let mut m = EXACT;
+            for (v, c) in large {
+                seen += c;
+                if seen > target {
+                    m = v;
+                    break;
+                }
+            }
+            (m, true)
         };
         let (mode, mode_count) =
             self.small
@@ -100,9 +140,23 @@ impl Seeks {
                         best
                     }
                 });
-        let (large_mode, large_count) = self.large.mode().unwrap_or((0, 0));
+        let (large_mode, large_count, large_exact) = match &self.overflow {
+            Some(h) => {
+                let (v, c) = h.mode().unwrap_or((0, 0));
+                (v, c, false)
+            }
+            None => {
+                let (v, c) = self
+                    .large
+                    .iter()
+                    .map(|(&v, &c)| (v, c))
+                    .min_by_key(|&(v, c)| (std::cmp::Reverse(c), v))
+                    .unwrap_or((0, 0));
+                (v, c, true)
+            }
+        };
         let (mode, mode_count, mode_exact) = if large_count > mode_count {
-            (large_mode, large_count, false)
+            (large_mode, large_count, large_exact)
         } else {
             (mode, mode_count, true)
         };
@@ -126,13 +180,13 @@ pub struct SeekSummary {
     pub mean: f64,
     /// True median of the absolute distances.
     pub median: u64,
-    /// False when the median is above 2^16 sectors (then within 0.4%).
+    /// False when distances overflowed the exact tables (then within 0.4%).
     pub median_exact: bool,
     /// Most frequent distance (the smallest on ties) and how often it occurred.
     pub mode: u64,
     pub mode_count: u64,
-    /// False when the most frequent distance is above 2^16 sectors (then the middle of a
-    /// histogram bucket, and its count that of the bucket).
+    /// False when distances overflowed the exact tables (then the middle of the fullest
+    /// histogram bucket, and that bucket's count).
     pub mode_exact: bool,
 }
 
@@ -158,20 +212,29 @@ mod tests {
     }
 
     #[test]
-    fn large_distances_give_an_approximate_median() {
+    fn large_distances_are_exact_until_the_cap_then_approximate() {
         let mut s = Seeks::default();
         for i in 0..1001u64 {
-            // Alternate between two far regions: every distance is about 600k sectors.
-            let at = if i % 2 == 0 { 0 } else { 600_000 };
+            // Far-apart regions: distinct distances above 2^16 sectors.
+            let at = if i % 2 == 0 { 0 } else { 2_000_000 + i * 1000 };
+            s.add(at, at + 8);
+        }
+        let sum = s.summary().unwrap();
+        assert!(sum.median_exact && sum.mode_exact);
+        assert!(sum.median > 2_000_000, "{}", sum.median);
+
+        let mut s = Seeks::default();
+        for i in 0..(3 * LARGE_CAP as u64) {
+            let at = if i % 2 == 0 { 0 } else { 2_000_000 + i * 16 };
             s.add(at, at + 8);
         }
         let sum = s.summary().unwrap();
         assert!(!sum.median_exact);
+        let want = 2_000_000.0 + 1.5 * LARGE_CAP as f64 * 16.0;
         assert!(
-            (sum.median as f64 - 600_000.0).abs() / 600_000.0 < 0.005,
+            (sum.median as f64 - want).abs() / want < 0.01,
             "{}",
             sum.median
         );
-        assert!(!sum.mode_exact);
     }
 }
