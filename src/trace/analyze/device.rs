@@ -8,10 +8,11 @@
 //! the requests in the driver (dispatch depth), and a timeline. State grows only with IOs in
 //! flight.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+
+use super::sectormap::SectorMap;
 
 use super::latency::Latency;
-use super::seek::Seeks;
 use super::timeline::Timeline;
 use crate::trace::record::{code, Event, Payload};
 
@@ -127,8 +128,6 @@ pub struct Device {
     pub blk_min: u64,
     pub blk_max: u64,
     pub blk_total: u64,
-    pub q2q_seeks: Seeks,
-    pub d2d_seeks: Seeks,
     pub replaced: u64,
     pub cgroup_events: u64,
     pub remaps: u64,
@@ -155,8 +154,8 @@ pub struct Device {
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
-    queued: BTreeMap<u64, Queued>,
-    in_driver: BTreeMap<u64, InDriver>,
+    queued: SectorMap<Queued>,
+    in_driver: SectorMap<InDriver>,
     pub procs: Vec<ProcStats>,
     scratch: Vec<u64>,
     proc_index: HashMap<u32, u32>,
@@ -188,8 +187,6 @@ impl Device {
             blk_min: u64::MAX,
             blk_max: 0,
             blk_total: 0,
-            q2q_seeks: Seeks::default(),
-            d2d_seeks: Seeks::default(),
             replaced: 0,
             cgroup_events: 0,
             remaps: 0,
@@ -212,8 +209,8 @@ impl Device {
             last_live_start: NONE,
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
-            queued: BTreeMap::new(),
-            in_driver: BTreeMap::new(),
+            queued: SectorMap::default(),
+            in_driver: SectorMap::default(),
             procs: Vec::new(),
             scratch: Vec::new(),
             proc_index: HashMap::new(),
@@ -245,7 +242,7 @@ impl Device {
         match c {
             code::QUEUE if sized => global_q2q = self.queue(ev, last_q_global),
             code::GETRQ if sized => {
-                if let Some(q) = self.queued.get_mut(&ev.sector) {
+                if let Some(q) = self.queued.get_mut(ev.sector) {
                     q.g = t;
                     let q2g = delta(q.time, t);
                     self.lat.q2g.add(q2g);
@@ -260,12 +257,12 @@ impl Device {
             }
             code::SLEEPRQ => {
                 self.sleeps += 1;
-                if let Some(q) = self.queued.get_mut(&ev.sector) {
+                if let Some(q) = self.queued.get_mut(ev.sector) {
                     q.s = t;
                 }
             }
             code::INSERT if sized => {
-                if let Some(q) = self.queued.get_mut(&ev.sector) {
+                if let Some(q) = self.queued.get_mut(ev.sector) {
                     q.i = t;
                     if q.g != NONE {
                         let g2i = delta(q.g, t);
@@ -276,7 +273,7 @@ impl Device {
             }
             code::BACKMERGE | code::FRONTMERGE if sized => {
                 self.act_q = self.act_q.saturating_sub(1);
-                if let Some(q) = self.queued.get_mut(&ev.sector) {
+                if let Some(q) = self.queued.get_mut(ev.sector) {
                     q.m = t;
                     let q2m = delta(q.time, t);
                     self.lat.q2m.add(q2m);
@@ -287,7 +284,7 @@ impl Device {
                 self.n_requeue += 1;
                 self.act_q += 1;
                 // The request leaves the driver; its D will come again.
-                if self.in_driver.remove(&ev.sector).is_some() {
+                if self.in_driver.remove(ev.sector).is_some() {
                     self.timeline.driver_depth(t, self.in_driver.len() as u64);
                 }
             }
@@ -352,7 +349,6 @@ impl Device {
         } else {
             self.n_reads += 1;
         }
-        self.q2q_seeks.add(ev.sector, ev.end_sector());
         self.act_q_total += self.act_q;
         self.act_q += 1;
         let old = self.queued.insert(
@@ -381,27 +377,27 @@ impl Device {
         let end = ev.end_sector();
         self.act_q = self.act_q.saturating_sub(1);
         self.n_d += 1;
-        self.d2d_seeks.add(ev.sector, end);
         let mut first_q = t;
         let mut bios = 0;
-        for (_, q) in self.queued.range_mut(ev.sector..end) {
+        let (lat, procs) = (&mut self.lat, &mut self.procs);
+        self.queued.for_range_mut(ev.sector, end, |_, q| {
             if q.end > end {
-                continue;
+                return;
             }
             bios += 1;
             first_q = first_q.min(q.time);
-            let p = &mut self.procs[q.proc as usize];
+            let p = &mut procs[q.proc as usize];
             if q.i != NONE {
                 let v = delta(q.i, t);
-                self.lat.i2d.add(v);
+                lat.i2d.add(v);
                 p.lat.i2d.add(v);
             } else if q.m != NONE {
                 let v = delta(q.m, t);
-                self.lat.m2d.add(v);
+                lat.m2d.add(v);
                 p.lat.m2d.add(v);
             }
             q.d = t;
-        }
+        });
         self.in_driver.insert(
             ev.sector,
             InDriver {
@@ -441,14 +437,13 @@ impl Device {
         self.timeline.complete(t, ev.bytes, ev.is_write());
         let mut done = std::mem::take(&mut self.scratch);
         done.clear();
-        done.extend(
-            self.queued
-                .range(ev.sector..end)
-                .filter(|(_, q)| q.end <= end)
-                .map(|(&s, _)| s),
-        );
+        self.queued.for_range_mut(ev.sector, end, |s, q| {
+            if q.end <= end {
+                done.push(s);
+            }
+        });
         for &s in &done {
-            let Some(q) = self.queued.remove(&s) else {
+            let Some(q) = self.queued.remove(s) else {
                 continue;
             };
             let q2c = delta(q.time, t);
@@ -465,7 +460,7 @@ impl Device {
         }
         self.scratch = done;
         self.timeline.queue_depth(t, self.queued.len() as u64);
-        if let Some(r) = self.in_driver.remove(&ev.sector) {
+        if let Some(r) = self.in_driver.remove(ev.sector) {
             self.req_d2c.add(delta(r.d, t));
             self.req_q2c.add(delta(r.first_q, t));
             self.req_q2d.add(delta(r.first_q, r.d));

@@ -6,6 +6,7 @@
 pub mod device;
 pub mod latency;
 pub mod render;
+pub mod sectormap;
 pub mod seek;
 pub mod timeline;
 
@@ -15,7 +16,7 @@ use serde::Serialize;
 
 use self::device::{BioLatencies, Device};
 use self::latency::{Latency, LatencySummary};
-use self::seek::SeekSummary;
+use self::seek::{SeekSummary, Seeks};
 use self::timeline::TimelinePoint;
 use super::record::{code, dev_name, Event, Payload};
 use super::stream::TraceError;
@@ -38,8 +39,55 @@ impl Default for Options {
     }
 }
 
+/// Seek distances per device (Q2Q from every Q, D2D from every D), kept apart from the
+/// state machine so `analyze_paths` can run them on the reader thread. Same filters as the
+/// analyzer: no notify/PC records, no zero-byte IOs, nothing before a device's first Q.
+#[derive(Debug, Default)]
+pub struct SeekStage {
+    devices: Vec<(u32, Seeks, Seeks)>,
+    last: usize,
+}
+
+impl SeekStage {
+    #[inline]
+    pub fn feed(&mut self, ev: &Event) {
+        let c = ev.code();
+        if ev.bytes == 0 || (c != code::QUEUE && c != code::ISSUE) || ev.is_notify() || ev.is_pc() {
+            return;
+        }
+        let i = match self.devices.get(self.last) {
+            Some(d) if d.0 == ev.device => self.last,
+            _ => match self.devices.iter().position(|d| d.0 == ev.device) {
+                Some(i) => i,
+                None if c == code::QUEUE => {
+                    self.devices
+                        .push((ev.device, Seeks::default(), Seeks::default()));
+                    self.devices.len() - 1
+                }
+                None => return,
+            },
+        };
+        self.last = i;
+        let d = &mut self.devices[i];
+        if c == code::QUEUE {
+            d.1.add(ev.sector, ev.end_sector());
+        } else {
+            d.2.add(ev.sector, ev.end_sector());
+        }
+    }
+
+    fn summaries(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {
+        match self.devices.iter().find(|d| d.0 == dev) {
+            Some((_, q, d)) => (q.summary(), d.summary()),
+            None => (None, None),
+        }
+    }
+}
+
 /// Consumes events one at a time.
 pub struct Analyzer {
+    /// Seek statistics, when fed here rather than on a reader thread.
+    seeks: Option<SeekStage>,
     opts: Options,
     devices: Vec<Device>,
     index: HashMap<u32, usize>,
@@ -60,6 +108,7 @@ pub struct Analyzer {
 impl Analyzer {
     pub fn new(opts: Options) -> Self {
         Analyzer {
+            seeks: Some(SeekStage::default()),
             opts,
             devices: Vec::new(),
             index: HashMap::new(),
@@ -79,6 +128,9 @@ impl Analyzer {
 
     pub fn feed(&mut self, ev: &Event) {
         self.events += 1;
+        if let Some(s) = self.seeks.as_mut() {
+            s.feed(ev);
+        }
         self.trace_start = self.trace_start.min(ev.time);
         if ev.is_notify() {
             self.notify += 1;
@@ -133,6 +185,12 @@ impl Analyzer {
     }
 
     pub fn finish(mut self) -> Report {
+        let seeks = self.seeks.take().unwrap_or_default();
+        self.finish_with(&seeks)
+    }
+
+    /// Finishes with seek statistics gathered elsewhere.
+    pub fn finish_with(mut self, seeks: &SeekStage) -> Report {
         let mut devices = Vec::new();
         let mut all = BioLatencies::default();
         let mut by_name: BTreeMap<String, (Vec<u32>, BioLatencies, u64)> = BTreeMap::new();
@@ -157,7 +215,8 @@ impl Analyzer {
                 e.1.merge(&p.lat);
                 e.2 += p.bytes;
             }
-            devices.push(device_report(d, origin, self.trace_start, &self.opts));
+            let sk = seeks.summaries(d.device);
+            devices.push(device_report(d, sk, origin, self.trace_start, &self.opts));
         }
         all.q2q = self.all_q2q;
         let processes = by_name
@@ -231,7 +290,13 @@ fn pct(part: &Latency, whole: &Latency) -> f64 {
     }
 }
 
-fn device_report(d: Device, origin: u64, trace_start: u64, opts: &Options) -> DeviceReport {
+fn device_report(
+    d: Device,
+    seeks: (Option<SeekSummary>, Option<SeekSummary>),
+    origin: u64,
+    trace_start: u64,
+    opts: &Options,
+) -> DeviceReport {
     let l = &d.lat;
     let bio_based = d.n_d == 0 && d.n_q > 0;
     let n_q = d.n_q + d.n_requeue;
@@ -333,8 +398,8 @@ fn device_report(d: Device, origin: u64, trace_start: u64, opts: &Options) -> De
             d2c: pct(&l.d2c, &l.q2c),
         },
         merge,
-        seek_q2q: d.q2q_seeks.summary(),
-        seek_d2d: d.d2d_seeks.summary(),
+        seek_q2q: seeks.0,
+        seek_d2d: seeks.1,
         plug,
         active_requests_at_q: if d.n_q == 0 {
             0.0
@@ -485,9 +550,9 @@ pub struct ProcessReport {
 
 /// Opens and analyses traces in one call.
 ///
-/// Reading and decoding run on a second thread, handing batches of events to the analysis
-/// through a bounded channel (batches are recycled, so memory stays constant): on two cores
-/// the two halves overlap.
+/// Reading, decoding and seek counting run on a second thread, handing batches of events to
+/// the state machine through a bounded channel (batches are recycled, so memory stays
+/// constant): on two cores the two halves overlap.
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use std::sync::mpsc::sync_channel;
     const BATCH: usize = 8192;
@@ -497,32 +562,42 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     for _ in 0..6 {
         let _ = empty_tx.send(Vec::with_capacity(BATCH));
     }
-    let reader = std::thread::spawn(move || loop {
-        let mut batch = empty_rx.recv().unwrap_or_default();
-        batch.clear();
-        let mut failed = None;
-        while batch.len() < BATCH {
-            match events.next() {
-                Some(Ok(ev)) => batch.push(ev),
-                Some(Err(e)) => {
-                    failed = Some(e);
-                    break;
+    let reader = std::thread::Builder::new()
+        .name("trace-reader".into())
+        .spawn(move || {
+            let mut seeks = SeekStage::default();
+            loop {
+                let mut batch = empty_rx.recv().unwrap_or_default();
+                batch.clear();
+                let mut failed = None;
+                while batch.len() < BATCH {
+                    match events.next() {
+                        Some(Ok(ev)) => {
+                            seeks.feed(&ev);
+                            batch.push(ev);
+                        }
+                        Some(Err(e)) => {
+                            failed = Some(e);
+                            break;
+                        }
+                        None => break,
+                    }
                 }
-                None => break,
+                let done = batch.len() < BATCH || failed.is_some();
+                if !batch.is_empty() && full_tx.send(Ok(batch)).is_err() {
+                    return seeks;
+                }
+                if let Some(e) = failed {
+                    let _ = full_tx.send(Err(e));
+                }
+                if done {
+                    return seeks;
+                }
             }
-        }
-        let done = batch.len() < BATCH || failed.is_some();
-        if !batch.is_empty() && full_tx.send(Ok(batch)).is_err() {
-            return;
-        }
-        if let Some(e) = failed {
-            let _ = full_tx.send(Err(e));
-        }
-        if done {
-            return;
-        }
-    });
+        })
+        .map_err(|e| TraceError::Input(format!("cannot start the reader thread: {e}")))?;
     let mut a = Analyzer::new(opts);
+    a.seeks = None;
     let mut result = Ok(());
     for batch in full_rx {
         match batch {
@@ -539,7 +614,9 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         }
     }
     drop(empty_tx);
-    let _ = reader.join();
+    let seeks = reader
+        .join()
+        .map_err(|_| TraceError::Input("the reader thread failed".into()))?;
     result?;
-    Ok(a.finish())
+    Ok(a.finish_with(&seeks))
 }
