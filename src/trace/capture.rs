@@ -280,7 +280,7 @@ impl Splitter {
                         pid: ev.pid,
                         device: ev.device,
                         cpu: ev.cpu,
-                        payload: Payload::ProcessName(comm.trim().to_string()),
+                        payload: Payload::ProcessName(comm.trim().into()),
                         ..Event::default()
                     };
                     self.writers.write(&mut note)?;

@@ -63,7 +63,8 @@ pub mod notify {
     pub const MESSAGE: u8 = 2;
 }
 
-/// What the payload holds, decoded according to the action.
+/// What the payload holds, decoded according to the action. Text and raw bytes are boxed
+/// slices so the enum (and every `Event`) stays small: events are copied in bulk.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Payload {
     #[default]
@@ -77,13 +78,13 @@ pub enum Payload {
     /// Unplug (U/UT): number of requests released; split (X): the new sector.
     Count(u64),
     /// Notify: process name.
-    ProcessName(String),
+    ProcessName(Box<str>),
     /// Notify: wall-clock time at the trace start.
     Timestamp { sec: u32, nsec: u32 },
     /// Notify: free text.
-    Message(String),
+    Message(Box<str>),
     /// Anything else: the raw payload bytes (e.g. driver data).
-    Raw(Vec<u8>),
+    Raw(Box<[u8]>),
 }
 
 /// One decoded record.
@@ -372,13 +373,13 @@ fn decode_payload(ev: &Event, pdu: &[u8], endian: Endian) -> Payload {
             pdu
         };
         return match ev.code() {
-            notify::PROCESS => Payload::ProcessName(text(pdu)),
+            notify::PROCESS => Payload::ProcessName(text(pdu).into()),
             notify::TIMESTAMP if pdu.len() >= 8 => Payload::Timestamp {
                 sec: endian.u32(pdu, 0),
                 nsec: endian.u32(pdu, 4),
             },
-            notify::MESSAGE => Payload::Message(text(pdu)),
-            _ => Payload::Raw(pdu.to_vec()),
+            notify::MESSAGE => Payload::Message(text(pdu).into()),
+            _ => Payload::Raw(pdu.into()),
         };
     }
     match ev.code() {
@@ -390,7 +391,7 @@ fn decode_payload(ev: &Event, pdu: &[u8], endian: Endian) -> Payload {
         code::UNPLUG_IO | code::UNPLUG_TIMER | code::SPLIT if pdu.len() >= 8 => {
             Payload::Count(be64(pdu, 0))
         }
-        _ => Payload::Raw(pdu.to_vec()),
+        _ => Payload::Raw(pdu.into()),
     }
 }
 

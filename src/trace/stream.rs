@@ -28,7 +28,7 @@ pub enum TraceError {
     Input(String),
 }
 
-const BUF: usize = 1 << 20;
+const BUF: usize = 1 << 17;
 
 /// Reads records from one source in file order.
 pub struct RecordStream<R> {
