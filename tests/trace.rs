@@ -525,3 +525,45 @@ fn record_refuses_a_non_device() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("nosuchdisk0"), "{err}");
 }
+
+#[test]
+fn plot_writes_four_svg_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "plot", fixture("fx").to_str().unwrap(), "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["sectors.svg", "latency.svg", "depth.svg", "histogram.svg"] {
+        let svg = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{name}"
+        );
+    }
+    // The fixture has sequential writes and random reads: both colours in the sector cloud.
+    let sectors = std::fs::read_to_string(dir.path().join("sectors.svg")).unwrap();
+    assert!(sectors.matches("#1f77b4").count() > 100, "reads");
+    assert!(sectors.matches("#d62728").count() > 100, "writes");
+    let bad = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "trace",
+            "plot",
+            fixture("fx").to_str().unwrap(),
+            "--dev",
+            "9,9",
+            "-o",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("7,0"));
+}

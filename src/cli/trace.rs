@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use crate::trace;
 
-/// Block traces: record, analyse, compare.
+/// Block traces: record, analyse, compare, plot.
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
     #[command(subcommand)]
@@ -19,6 +19,27 @@ pub enum TraceCommand {
     Record(RecordArgs),
     Analyze(AnalyzeArgs),
     Compare(CompareArgs),
+    Plot(PlotArgs),
+}
+
+/// Draw a trace: sectors over time (reads and writes coloured), latency over time, queue and
+/// driver depth over time, latency histogram (SVG files).
+#[derive(Debug, clap::Args)]
+pub struct PlotArgs {
+    /// Trace base names (NAME.blktrace.N) or files.
+    #[arg(required = true, value_name = "NAME|FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Directory for the SVG files.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "trace-plots"
+    )]
+    pub output: PathBuf,
+    /// Device to draw, as MAJOR,MINOR (default: the busiest).
+    #[arg(long, value_name = "MAJOR,MINOR")]
+    pub dev: Option<String>,
 }
 
 /// Record a device's block events through tracefs into NAME.blktrace.CPU files
@@ -78,6 +99,12 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Record(a) => record(a),
         TraceCommand::Analyze(a) => analyze(a),
         TraceCommand::Compare(a) => compare(a),
+        TraceCommand::Plot(a) => {
+            for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref())? {
+                println!("{}", p.display());
+            }
+            Ok(())
+        }
     }
 }
 

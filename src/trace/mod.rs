@@ -8,5 +8,7 @@ pub mod capture;
 pub mod compare;
 pub mod diagnose;
 pub mod merge;
+pub mod plot;
 pub mod record;
 pub mod stream;
+pub mod svg;

@@ -113,6 +113,8 @@ pub struct Device {
     pub device: u32,
     pub first_time: u64,
     pub last_time: u64,
+    pub sector_min: u64,
+    pub sector_max: u64,
     last_q: u64,
     pub lat: BioLatencies,
     /// Per dispatched request: first Q of its bios to D, D to C, first Q to C.
@@ -173,6 +175,8 @@ impl Device {
             device,
             first_time: t,
             last_time: t,
+            sector_min: u64::MAX,
+            sector_max: 0,
             last_q: t,
             lat: BioLatencies::default(),
             req_q2d: Latency::default(),
@@ -344,6 +348,8 @@ impl Device {
         }
         self.last_q = t;
         self.n_q += 1;
+        self.sector_min = self.sector_min.min(ev.sector);
+        self.sector_max = self.sector_max.max(ev.end_sector());
         if ev.is_write() {
             self.n_writes += 1;
         } else {

@@ -388,6 +388,8 @@ fn device_report(
         last: d.last_time.saturating_sub(origin) as f64 / 1e9,
         reads: d.n_reads,
         writes: d.n_writes,
+        sector_min: if d.n_q == 0 { 0 } else { d.sector_min },
+        sector_max: d.sector_max,
         latency: latency_map(l),
         overhead: Overhead {
             q2g: pct(&l.q2g, &l.q2c),
@@ -448,6 +450,9 @@ pub struct DeviceReport {
     pub last: f64,
     pub reads: u64,
     pub writes: u64,
+    /// Lowest and highest (end) sector queued.
+    pub sector_min: u64,
+    pub sector_max: u64,
     /// Per bio (btt's view): q2q, q2g, s2g, g2i, q2m, i2d, m2d, d2c, q2c.
     pub latency: BTreeMap<String, LatencySummary>,
     pub overhead: Overhead,
