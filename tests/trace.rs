@@ -361,6 +361,13 @@ fn compare_a_trace_with_itself_shows_no_change() {
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
+/// The blk tracer is global: recording tests take turns.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
+    RECORDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A loop device over a file in /dev/shm, detached and removed on drop.
 struct Scratch {
     dev: String,
@@ -437,6 +444,7 @@ fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
         eprintln!("skipped: needs fio, blkparse and btt");
         return;
     }
+    let _turn = recording_turn();
     let scratch = Scratch::new("trace");
     let name = scratch.dev.trim_start_matches("/dev/").to_string();
     let _ = std::fs::write(format!("/sys/block/{name}/queue/scheduler"), "mq-deadline");
@@ -566,4 +574,102 @@ fn plot_writes_four_svg_charts() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("7,0"));
+}
+
+/// Re-encodes every record of a trace with `f`, writing a new file.
+fn reencode(
+    src: &Path,
+    dst: &Path,
+    version: u8,
+    endian: iolab::trace::record::Endian,
+    f: impl Fn(&mut iolab::trace::record::Event),
+) {
+    let mut out = Vec::new();
+    for ev in iolab::trace::stream::RecordStream::open(src).unwrap() {
+        let mut ev = ev.unwrap();
+        f(&mut ev);
+        iolab::trace::record::encode(&ev, version, endian, &mut out);
+    }
+    std::fs::write(dst, out).unwrap();
+}
+
+fn without_volatile(mut v: Value) -> Value {
+    // Everything but the counters that describe the encoding itself.
+    for d in v["devices"].as_array_mut().unwrap() {
+        d["cgroup_events"] = Value::Null;
+    }
+    v["findings"] = Value::Null;
+    v
+}
+
+#[test]
+fn version_8_big_endian_and_cgroup_tagged_records_give_the_same_analysis() {
+    use iolab::trace::record::Endian;
+    let dir = tempfile::tempdir().unwrap();
+    let v8 = dir.path().join("v8be.bin");
+    reencode(&fixture("fx.bin"), &v8, 8, Endian::Big, |_| {});
+    let cg = dir.path().join("cgroup.bin");
+    reencode(&fixture("fx.bin"), &cg, 7, Endian::Little, |ev| {
+        if !ev.is_notify() {
+            ev.cgroup = Some(4242);
+        }
+    });
+    let base = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        fixture("fx.bin").to_str().unwrap(),
+    ]);
+    let a = iolab_json(&["trace", "analyze", "--json", v8.to_str().unwrap()]);
+    let b = iolab_json(&["trace", "analyze", "--json", cg.to_str().unwrap()]);
+    assert_eq!(a, base, "v8 big-endian differs from v7");
+    // btt drops every cgroup-tagged event; iolab counts them and says so.
+    assert!(f(&b["devices"][0]["cgroup_events"]) > 1000.0);
+    assert_eq!(without_volatile(b), without_volatile(base));
+}
+
+#[test]
+fn record_restores_tracefs_on_sigterm() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("sigterm");
+    let dir = tempfile::tempdir().unwrap();
+    let before = tracefs_state(&scratch.dev);
+    let mut child = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args([
+            "trace",
+            "record",
+            "-d",
+            &scratch.dev,
+            "--duration",
+            "60",
+            "-o",
+        ])
+        .arg(dir.path().join("t"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // While recording, the device's trace is on.
+    let name = scratch.dev.trim_start_matches("/dev/");
+    let during = std::fs::read_to_string(format!("/sys/block/{name}/trace/enable")).unwrap();
+    let _ = Std::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(during.trim(), "1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("signal"));
+    assert_eq!(
+        tracefs_state(&scratch.dev),
+        before,
+        "tracefs settings not restored"
+    );
 }
