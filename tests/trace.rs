@@ -638,7 +638,7 @@ fn record_restores_tracefs_on_sigterm() {
     let scratch = Scratch::new("sigterm");
     let dir = tempfile::tempdir().unwrap();
     let before = tracefs_state(&scratch.dev);
-    let mut child = Std::new(env!("CARGO_BIN_EXE_iolab"))
+    let child = Std::new(env!("CARGO_BIN_EXE_iolab"))
         .args([
             "trace",
             "record",
