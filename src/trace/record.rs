@@ -254,7 +254,7 @@ pub fn decode(buf: &[u8]) -> Result<(Event, usize), DecodeError> {
 /// The common case — a version 7 record in this machine's byte order without payload (what
 /// tracefs and blkparse write here) — without the general path's checks per field.
 #[inline]
-fn decode_native_v7(buf: &[u8]) -> Option<(Event, usize)> {
+pub(crate) fn decode_native_v7(buf: &[u8]) -> Option<(Event, usize)> {
     let h: &[u8; V7_HEADER] = buf.get(..V7_HEADER)?.try_into().ok()?;
     let w32 = |at: usize| u32::from_ne_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
     let w64 = |at: usize| {

@@ -151,6 +151,29 @@ impl<R: Read> RecordStream<R> {
     }
 }
 
+impl<R: Read> RecordStream<R> {
+    /// Appends records to `out` until it holds `max`; returns false at the end of input.
+    /// The analysis pipeline's fast path: common records are decoded straight into the batch.
+    pub fn read_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
+        while out.len() < max {
+            if !self.failed && self.end - self.start >= record::V8_HEADER {
+                if let Some((ev, n)) = record::decode_native_v7(&self.buf[self.start..self.end]) {
+                    out.push(ev);
+                    self.start += n;
+                    self.offset += n as u64;
+                    continue;
+                }
+            }
+            match self.next_event() {
+                Some(Ok(ev)) => out.push(ev),
+                Some(Err(e)) => return Err(e),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
 impl<R: Read> Iterator for RecordStream<R> {
     type Item = Result<Event, TraceError>;
     fn next(&mut self) -> Option<Self::Item> {

@@ -574,21 +574,14 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
             loop {
                 let mut batch = empty_rx.recv().unwrap_or_default();
                 batch.clear();
-                let mut failed = None;
-                while batch.len() < BATCH {
-                    match events.next() {
-                        Some(Ok(ev)) => {
-                            seeks.feed(&ev);
-                            batch.push(ev);
-                        }
-                        Some(Err(e)) => {
-                            failed = Some(e);
-                            break;
-                        }
-                        None => break,
-                    }
+                let (more, failed) = match events.read_batch(&mut batch, BATCH) {
+                    Ok(more) => (more, None),
+                    Err(e) => (false, Some(e)),
+                };
+                for ev in &batch {
+                    seeks.feed(ev);
                 }
-                let done = batch.len() < BATCH || failed.is_some();
+                let done = !more || failed.is_some();
                 if !batch.is_empty() && full_tx.send(Ok(batch)).is_err() {
                     return seeks;
                 }
