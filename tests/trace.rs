@@ -673,3 +673,44 @@ fn record_restores_tracefs_on_sigterm() {
         "tracefs settings not restored"
     );
 }
+
+#[test]
+fn compare_shows_slower_completions() {
+    use iolab::trace::record::{code, Endian};
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow.bin");
+    // Every completion 1 ms later (and so everything after it shifted too).
+    reencode(&fixture("fx.bin"), &slow, 7, Endian::Little, |ev| {
+        if ev.code() == code::COMPLETE && !ev.is_notify() {
+            ev.time += 1_000_000;
+        }
+    });
+    let a = fixture("fx.bin");
+    let c = iolab_json(&[
+        "trace",
+        "compare",
+        "--json",
+        a.to_str().unwrap(),
+        slow.to_str().unwrap(),
+    ]);
+    let rows = c["devices"][0]["rows"].as_array().unwrap();
+    let row = |m: &str| rows.iter().find(|r| r["metric"] == m).unwrap().clone();
+    let d2c = row("D2C avg (s)");
+    assert!(f(&d2c["b"]) - f(&d2c["a"]) > 0.0009, "{d2c}");
+    assert!(f(&d2c["change_pct"]) > 500.0, "{d2c}");
+    let text = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "trace",
+            "compare",
+            a.to_str().unwrap(),
+            slow.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("D2C avg (s)") && text.contains("findings only in B"),
+        "{text}"
+    );
+}

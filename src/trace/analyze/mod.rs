@@ -618,3 +618,80 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     result?;
     Ok(a.finish_with(&seeks))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::record::{action, category, Event};
+
+    fn ev(t: u64, c: u8, dev: u32, sector: u64, bytes: u32) -> Event {
+        Event {
+            version: 7,
+            time: t,
+            sector,
+            bytes,
+            action: action(c, category::WRITE),
+            pid: 1,
+            device: dev,
+            ..Event::default()
+        }
+    }
+
+    /// A device-mapper device (253,0) queues and remaps to a virtio disk (254,0): no major is
+    /// treated specially; the dm device is recognised as bio-based because it never
+    /// dispatches, and its bios are not reported as never completed.
+    #[test]
+    fn remappers_are_recognised_by_behaviour_not_major() {
+        let dm = 253 << 20;
+        let vd = 254 << 20;
+        let mut a = Analyzer::new(Options::default());
+        for i in 0..10u64 {
+            let t = i * 1_000_000;
+            a.feed(&ev(t, code::QUEUE, dm, i * 8, 4096));
+            let mut remap = ev(t + 10, code::REMAP, vd, i * 8 + 2048, 4096);
+            remap.payload = Payload::Remap {
+                dev_from: dm,
+                dev_to: vd,
+                sector_from: i * 8,
+            };
+            a.feed(&remap);
+            a.feed(&ev(t + 20, code::QUEUE, vd, i * 8 + 2048, 4096));
+            a.feed(&ev(t + 30, code::ISSUE, vd, i * 8 + 2048, 4096));
+            a.feed(&ev(t + 500, code::COMPLETE, vd, i * 8 + 2048, 4096));
+        }
+        let r = a.finish();
+        assert_eq!(r.devices.len(), 2);
+        let (d0, d1) = (&r.devices[0], &r.devices[1]);
+        assert_eq!(d0.dev, "253,0");
+        assert!(d0.kind.starts_with("bio-based"));
+        assert_eq!(d0.never_completed.bios, 0);
+        assert_eq!(d1.dev, "254,0");
+        assert_eq!(d1.kind, "request-based");
+        assert_eq!(d1.latency["d2c"].n, 10);
+        assert_eq!(d1.remaps, 10);
+        assert!((d1.latency["d2c"].avg - 470e-9).abs() < 1e-12);
+    }
+
+    /// btt's iostat queue goes negative when requests merge; iolab's counters cannot: merges
+    /// and dispatches of IOs it never saw queued leave them at zero.
+    #[test]
+    fn depths_never_go_negative() {
+        let dev = 8 << 20;
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&ev(0, code::QUEUE, dev, 0, 4096));
+        for i in 1..20u64 {
+            a.feed(&ev(i * 10, code::BACKMERGE, dev, i * 8, 4096));
+            a.feed(&ev(i * 10 + 1, code::ISSUE, dev, 10_000 + i * 8, 4096));
+            a.feed(&ev(i * 10 + 2, code::COMPLETE, dev, 10_000 + i * 8, 4096));
+        }
+        a.feed(&ev(500, code::QUEUE, dev, 64, 4096));
+        let r = a.finish();
+        let d = &r.devices[0];
+        assert!(d.active_requests_at_q >= 0.0);
+        assert!(d
+            .timeline
+            .iter()
+            .all(|p| p.queue_depth >= 0.0 && p.driver_depth >= 0.0));
+        assert_eq!(d.never_completed.bios, 2);
+    }
+}
