@@ -714,3 +714,48 @@ fn compare_shows_slower_completions() {
         "{text}"
     );
 }
+
+/// The library API an experiment uses to trace each run: start, run the workload, stop.
+#[test]
+fn background_recording_api_captures_a_workload() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("bg");
+    let dir = tempfile::tempdir().unwrap();
+    let before = tracefs_state(&scratch.dev);
+    let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
+        device: scratch.dev.clone(),
+        output: dir.path().join("run1"),
+        duration: None,
+        buffer_kb: 4096,
+        command: Vec::new(),
+    })
+    .unwrap();
+    let dd = Std::new("dd")
+        .args([
+            "if=/dev/zero",
+            "bs=4k",
+            "count=300",
+            "oflag=direct",
+            "status=none",
+        ])
+        .arg(format!("of={}", scratch.dev))
+        .status()
+        .unwrap();
+    assert!(dd.success());
+    let summary = rec.stop().unwrap();
+    assert!(summary.events() >= 300 * 3, "{}", summary.events());
+    assert_eq!(tracefs_state(&scratch.dev), before);
+    let report = iolab::trace::analyze::analyze_paths(
+        &[dir.path().join("run1")],
+        iolab::trace::analyze::Options::default(),
+    )
+    .unwrap();
+    let d = &report.devices[0];
+    assert_eq!(d.latency["q2c"].n, 300);
+    assert_eq!(d.writes, 300);
+    assert!(report.processes.iter().any(|p| p.name == "dd"));
+}

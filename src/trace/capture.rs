@@ -310,6 +310,60 @@ fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
 
 /// Records until the duration elapses, the command exits, or SIGINT/SIGTERM arrives.
 pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut sig_ids = Vec::new();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        sig_ids.push(signal_hook::flag::register(sig, Arc::clone(&stop))?);
+    }
+    let result = record_until(cfg, &stop, None);
+    for id in sig_ids {
+        signal_hook::low_level::unregister(id);
+    }
+    result
+}
+
+/// A recording running in the background (for experiments that trace each run).
+pub struct Recording {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<anyhow::Result<Summary>>,
+}
+
+/// Starts recording in a background thread and returns once the device's events are being
+/// captured. Signals are left to the caller, who must call [`Recording::stop`]; tracefs is
+/// restored when the recording stops (also if its thread fails).
+pub fn start(cfg: Config) -> anyhow::Result<Recording> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+    let flag = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("trace-record".into())
+        .spawn(move || record_until(&cfg, &flag, Some(ready_tx)))?;
+    match ready_rx.recv() {
+        Ok(()) => Ok(Recording { stop, thread }),
+        Err(_) => match thread.join() {
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(_)) => bail!("the recording ended before it started"),
+            Err(_) => bail!("the recording thread panicked"),
+        },
+    }
+}
+
+impl Recording {
+    /// Stops, drains the ring buffer, restores tracefs and says what was recorded.
+    pub fn stop(self) -> anyhow::Result<Summary> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.join() {
+            Ok(r) => r,
+            Err(_) => bail!("the recording thread panicked"),
+        }
+    }
+}
+
+fn record_until(
+    cfg: &Config,
+    stop: &AtomicBool,
+    ready: Option<std::sync::mpsc::SyncSender<()>>,
+) -> anyhow::Result<Summary> {
     if !crate::sys::is_root() {
         bail!("trace record needs root (it writes tracefs settings)");
     }
@@ -344,15 +398,7 @@ pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
         bail!("tracefs is in use by the `{current}` tracer; refusing to take it over");
     }
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut sig_ids = Vec::new();
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        sig_ids.push(signal_hook::flag::register(sig, Arc::clone(&stop))?);
-    }
-    let result = record_with(cfg, &name, &trace_dir, &tracefs, &mut settings, &stop);
-    for id in sig_ids {
-        signal_hook::low_level::unregister(id);
-    }
+    let result = record_with(cfg, &name, &trace_dir, &tracefs, &mut settings, stop, ready);
     let errors = settings.restore();
     drop(lock);
     let summary = result?;
@@ -372,6 +418,7 @@ fn record_with(
     tracefs: &Path,
     settings: &mut Settings,
     stop: &AtomicBool,
+    ready: Option<std::sync::mpsc::SyncSender<()>>,
 ) -> anyhow::Result<Summary> {
     let p = |f: &str| tracefs.join(f);
     let old_tracer = read_trim(&p("current_tracer"))?;
@@ -412,6 +459,9 @@ fn record_with(
         },
     };
     settings.set(&trace_dir.join("enable"), "1", old_enable)?;
+    if let Some(tx) = ready {
+        let _ = tx.send(());
+    }
     let start = Instant::now();
     let mut child: Option<Child> = match cfg.command.split_first() {
         Some((prog, args)) => Some(
@@ -428,7 +478,7 @@ fn record_with(
     loop {
         let n = drain(&mut pipe, &mut buf, &mut splitter)?;
         if stop.load(Ordering::Relaxed) {
-            stopped_by = "signal".to_string();
+            stopped_by = "stopped (signal or caller)".to_string();
             break;
         }
         if let Some(d) = cfg.duration {
