@@ -560,11 +560,11 @@ pub struct ProcessReport {
 /// constant): on two cores the two halves overlap.
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use std::sync::mpsc::sync_channel;
-    const BATCH: usize = 8192;
+    const BATCH: usize = 1024;
     let mut events = super::merge::open_trace(names)?;
-    let (full_tx, full_rx) = sync_channel::<Result<Vec<Event>, TraceError>>(4);
-    let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(8);
-    for _ in 0..6 {
+    let (full_tx, full_rx) = sync_channel::<Result<Vec<Event>, TraceError>>(8);
+    let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(16);
+    for _ in 0..12 {
         let _ = empty_tx.send(Vec::with_capacity(BATCH));
     }
     let reader = std::thread::Builder::new()
