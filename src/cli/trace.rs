@@ -40,6 +40,9 @@ pub struct PlotArgs {
     /// Device to draw, as MAJOR,MINOR (default: the busiest).
     #[arg(long, value_name = "MAJOR,MINOR")]
     pub dev: Option<String>,
+    /// Also write PNG files (converted with rsvg-convert, which must be installed).
+    #[arg(long)]
+    pub png: bool,
 }
 
 /// Record a device's block events through tracefs into NAME.blktrace.CPU files
@@ -102,6 +105,9 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Plot(a) => {
             for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref())? {
                 println!("{}", p.display());
+                if a.png {
+                    println!("{}", trace::plot::to_png(&p)?.display());
+                }
             }
             Ok(())
         }
@@ -161,6 +167,9 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         buffer_kb: args.buffer_kb,
         command: args.command,
     };
+    if cfg.duration.is_none() && cfg.command.is_empty() {
+        eprintln!("recording {}; press Ctrl-C to stop", cfg.device);
+    }
     let summary = trace::capture::record(&cfg)?;
     eprint!("{}", trace::capture::render(&summary));
     Ok(())

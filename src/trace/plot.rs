@@ -117,17 +117,28 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
     // 2. Latency over time.
     let tl = &fine.timeline;
     let ms = |v: f64| v * 1e3;
+    // Intervals without completions have no latency: NaN breaks the line there.
+    let value = |p: &super::analyze::timeline::TimelinePoint, v: f64| {
+        if p.q2c_max > 0.0 {
+            ms(v)
+        } else {
+            f64::NAN
+        }
+    };
     let avg: Vec<(f64, f64)> = tl
         .iter()
-        .filter(|p| p.q2c_max > 0.0)
-        .map(|p| (p.start + p.interval / 2.0, ms(p.q2c_avg)))
+        .map(|p| (p.start + p.interval / 2.0, value(p, p.q2c_avg)))
         .collect();
     let max: Vec<(f64, f64)> = tl
         .iter()
-        .filter(|p| p.q2c_max > 0.0)
-        .map(|p| (p.start + p.interval / 2.0, ms(p.q2c_max)))
+        .map(|p| (p.start + p.interval / 2.0, value(p, p.q2c_max)))
         .collect();
-    let top = max.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-6);
+    let top = max
+        .iter()
+        .map(|p| p.1)
+        .filter(|v| !v.is_nan())
+        .fold(0.0, f64::max)
+        .max(1e-6);
     let mut chart = Chart::new(
         900.0,
         400.0,
@@ -213,6 +224,22 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
     chart.line(&d2c_tops, WRITE, "D2C", 1);
     save("histogram.svg", chart.finish())?;
     Ok(written)
+}
+
+/// Converts an SVG file to PNG beside it with `rsvg-convert` (librsvg), if installed: a
+/// bitmap backend in-process would need an embedded font (notes/crates.md).
+pub fn to_png(svg: &Path) -> anyhow::Result<PathBuf> {
+    let png = svg.with_extension("png");
+    let status = std::process::Command::new("rsvg-convert")
+        .arg(svg)
+        .arg("-o")
+        .arg(&png)
+        .status()
+        .context("running rsvg-convert for --png (install librsvg2-bin)")?;
+    if !status.success() {
+        anyhow::bail!("rsvg-convert failed on {} ({status})", svg.display());
+    }
+    Ok(png)
 }
 
 fn parse_dev(s: &str) -> anyhow::Result<u32> {

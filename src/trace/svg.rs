@@ -164,19 +164,26 @@ impl Chart {
     }
 
     /// A polyline through the points, in a colour, with a legend entry at slot `legend`.
+    /// A point whose y is NaN breaks the line (no data there: nothing is interpolated).
     pub fn line(&mut self, points: &[(f64, f64)], colour: &str, label: &str, legend: usize) {
-        if points.is_empty() {
-            return;
-        }
         let mut d = String::new();
-        for (i, &(x, y)) in points.iter().enumerate() {
+        let mut pen_down = false;
+        for &(x, y) in points {
+            if y.is_nan() {
+                pen_down = false;
+                continue;
+            }
             let _ = write!(
                 d,
                 "{}{:.1},{:.1} ",
-                if i == 0 { "M" } else { "L" },
+                if pen_down { "L" } else { "M" },
                 self.px(x),
                 self.py(y)
             );
+            pen_down = true;
+        }
+        if d.is_empty() {
+            return;
         }
         let _ = writeln!(
             self.out,
