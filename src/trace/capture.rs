@@ -184,6 +184,7 @@ struct Writers {
     files: BTreeMap<u32, BufWriter<File>>,
     sequence: HashMap<u32, u32>,
     counts: BTreeMap<u32, u64>,
+    last_time: HashMap<u32, u64>,
     buf: Vec<u8>,
 }
 
@@ -231,11 +232,69 @@ impl Writers {
     }
 }
 
+fn name_note(ev: &Event, time: u64, comm: &str) -> Event {
+    Event {
+        version: 7,
+        time,
+        action: action(notify::PROCESS, category::NOTIFY),
+        pid: ev.pid,
+        device: ev.device,
+        cpu: ev.cpu,
+        payload: Payload::ProcessName(comm.into()),
+        ..Event::default()
+    }
+}
+
+/// "PID COMM" lines of tracefs' saved_cmdlines (the kernel's pid -> comm cache for traced
+/// tasks, filled by the blk tracer too).
+pub fn parse_saved_cmdlines(text: &str) -> HashMap<u32, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (pid, comm) = l.trim().split_once(' ')?;
+            Some((pid.parse().ok()?, comm.trim().to_string()))
+        })
+        .collect()
+}
+
+impl Splitter {
+    /// Names the processes that exited before /proc could be read, from saved_cmdlines;
+    /// the note goes at the end of the CPU's file (with that file's last time, keeping the
+    /// file in time order). Returns how many processes have names.
+    fn name_late(&mut self, tracefs: &Path) -> anyhow::Result<usize> {
+        let saved = fs::read_to_string(tracefs.join("saved_cmdlines"))
+            .map(|t| parse_saved_cmdlines(&t))
+            .unwrap_or_default();
+        let mut late: Vec<(u32, u32, u32)> = self
+            .named
+            .iter()
+            .filter_map(|(&pid, at)| at.map(|(cpu, dev)| (pid, cpu, dev)))
+            .collect();
+        late.sort_unstable();
+        for (pid, cpu, device) in late {
+            if let Some(comm) = saved.get(&pid) {
+                let time = self.writers.last_time.get(&cpu).copied().unwrap_or(0);
+                let ev = Event {
+                    pid,
+                    cpu,
+                    device,
+                    ..Event::default()
+                };
+                let mut note = name_note(&ev, time, comm);
+                self.writers.write(&mut note)?;
+                self.named.insert(pid, None);
+            }
+        }
+        Ok(self.named.values().filter(|v| v.is_none()).count())
+    }
+}
+
 /// Turns raw trace_pipe bytes into per-CPU files, naming processes as they appear.
 struct Splitter {
     pending: Vec<u8>,
     lost: u64,
-    named: HashMap<u32, ()>,
+    /// Pids seen, and whether a name was written for them; unnamed ones remember where
+    /// (CPU, device) to put a late name from tracefs' saved_cmdlines.
+    named: HashMap<u32, Option<(u32, u32)>>,
     writers: Writers,
 }
 
@@ -271,21 +330,19 @@ impl Splitter {
                 .map_err(|e| anyhow::anyhow!("trace_pipe: bad record: {e}"))?;
             at += len;
             if ev.pid != 0 && !self.named.contains_key(&ev.pid) {
-                self.named.insert(ev.pid, ());
-                if let Ok(comm) = fs::read_to_string(format!("/proc/{}/comm", ev.pid)) {
-                    let mut note = Event {
-                        version: 7,
-                        time: ev.time,
-                        action: action(notify::PROCESS, category::NOTIFY),
-                        pid: ev.pid,
-                        device: ev.device,
-                        cpu: ev.cpu,
-                        payload: Payload::ProcessName(comm.trim().into()),
-                        ..Event::default()
-                    };
-                    self.writers.write(&mut note)?;
+                match fs::read_to_string(format!("/proc/{}/comm", ev.pid)) {
+                    Ok(comm) => {
+                        self.named.insert(ev.pid, None);
+                        let mut note = name_note(&ev, ev.time, comm.trim());
+                        self.writers.write(&mut note)?;
+                    }
+                    // Already gone (a short-lived process): named at the end from tracefs.
+                    Err(_) => {
+                        self.named.insert(ev.pid, Some((ev.cpu, ev.device)));
+                    }
                 }
             }
+            self.writers.last_time.insert(ev.cpu, ev.time);
             self.writers.write(&mut ev)?;
         }
         self.pending.drain(..at);
@@ -455,6 +512,7 @@ fn record_with(
             files: BTreeMap::new(),
             sequence: HashMap::new(),
             counts: BTreeMap::new(),
+            last_time: HashMap::new(),
             buf: Vec::new(),
         },
     };
@@ -522,7 +580,7 @@ fn record_with(
         }
     }
     let (over1, drop1) = lost_events(tracefs);
-    let processes = splitter.named.len();
+    let processes = splitter.name_late(tracefs)?;
     let (files, counts) = splitter.writers.finish()?;
     Ok(Summary {
         device: name.to_string(),
@@ -568,5 +626,8 @@ mod tests {
         let stats = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
         assert_eq!(parse_stats(stats), (12, 3));
         assert_eq!(parse_lost("CPU:1 [LOST 1234 EVENTS]"), 1234);
+        let saved = parse_saved_cmdlines("6707 fio\n22 ksoftirqd/1\nbad\n");
+        assert_eq!(saved.get(&22).map(String::as_str), Some("ksoftirqd/1"));
+        assert_eq!(saved.len(), 2);
     }
 }
