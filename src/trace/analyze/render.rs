@@ -24,35 +24,24 @@ fn lat_table<'a>(
     label: &str,
     rows: impl Iterator<Item = (String, &'a LatencySummary)>,
 ) {
+    // btt's exact layout (percentiles are in the per-device section below).
     let _ = writeln!(
         out,
-        "{label:>15} {:>13} {:>13} {:>13} {:>11} {:>11} {:>11}",
-        "MIN", "AVG", "MAX", "N", "P99", "P99.9"
+        "{label:>15} {:>13} {:>13} {:>13} {:>11}",
+        "MIN", "AVG", "MAX", "N"
     );
     let _ = writeln!(
         out,
-        "--------------- ------------- ------------- ------------- ----------- ----------- -----------"
+        "--------------- ------------- ------------- ------------- -----------"
     );
     for (name, s) in rows {
         if s.n == 0 {
             continue;
         }
-        let pct = |v: f64| {
-            if v.is_nan() {
-                "-".to_string()
-            } else {
-                format!("{v:.9}")
-            }
-        };
         let _ = writeln!(
             out,
-            "{name:<15} {:>13.9} {:>13.9} {:>13.9} {:>11} {:>11} {:>11}",
-            s.min,
-            s.avg,
-            s.max,
-            s.n,
-            pct(s.p99),
-            pct(s.p999)
+            "{name:<15} {:>13.9} {:>13.9} {:>13.9} {:>11}",
+            s.min, s.avg, s.max, s.n
         );
     }
     out.push('\n');
@@ -248,15 +237,16 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
     let _ = writeln!(o, "kind: {}", d.kind);
     let _ = writeln!(
         o,
-        "{:>6} {:>11} {:>11} {:>11} {:>11} {:>11}",
-        "per bio", "P50", "P90", "P99", "P99.9", "N"
+        "{:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "per bio", "AVG", "P50", "P90", "P99", "P99.9", "N"
     );
     for k in ORDER {
         if let Some(s) = d.latency.get(k).filter(|s| s.n > 0) {
             let _ = writeln!(
                 o,
-                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
+                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
                 k.to_uppercase(),
+                s.avg,
                 s.p50,
                 s.p90,
                 s.p99,
@@ -270,14 +260,14 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
         if let Some(s) = d.per_request.get(k).filter(|s| s.n > 0) {
             let _ = writeln!(
                 o,
-                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}  avg {:.9}",
+                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
                 k.to_uppercase(),
+                s.avg,
                 s.p50,
                 s.p90,
                 s.p99,
                 s.p999,
-                s.n,
-                s.avg
+                s.n
             );
         }
     }
@@ -301,7 +291,7 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
     );
     let _ = writeln!(
         o,
-        "reads {} writes {}; allocation sleeps (S) {}; cgroup-tagged events {} (btt drops them)",
+        "reads {} writes {}; allocation sleeps (S) {}; cgroup-tagged events {}",
         d.reads, d.writes, d.sleeps, d.cgroup_events
     );
     if let Some(q2c) = d.latency.get("q2c").filter(|s| s.n > 0) {
