@@ -66,6 +66,31 @@ impl<R: Read> Merged<R> {
     }
 }
 
+impl<R: Read> Merged<R> {
+    /// Like [`Merged::read_batch`], into the compact form.
+    pub fn read_io_batch(
+        &mut self,
+        out: &mut super::stream::IoBatch,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        if self.streams.len() == 1 && !self.failed {
+            let r = self.streams[0].read_io_batch(out, max);
+            if r.is_err() {
+                self.failed = true;
+            }
+            return r;
+        }
+        while out.ios.len() < max {
+            match self.next() {
+                Some(Ok(ev)) => out.push_event(ev),
+                Some(Err(e)) => return Err(e),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
 impl<R: Read> Iterator for Merged<R> {
     type Item = Result<Event, TraceError>;
 

@@ -174,6 +174,52 @@ impl<R: Read> RecordStream<R> {
     }
 }
 
+/// A batch of records for the analysis pipeline: compact [`Io`]s, plus the full events of
+/// the few records whose payload matters beyond a count (process names, remaps), each with
+/// the index of its `Io`.
+#[derive(Debug, Default)]
+pub struct IoBatch {
+    pub ios: Vec<record::Io>,
+    pub extra: Vec<(usize, Event)>,
+}
+
+impl IoBatch {
+    pub fn clear(&mut self) {
+        self.ios.clear();
+        self.extra.clear();
+    }
+    pub fn push_event(&mut self, ev: Event) {
+        let (io, needs_event) = ev.io();
+        if needs_event {
+            self.extra.push((self.ios.len(), ev));
+        }
+        self.ios.push(io);
+    }
+}
+
+impl<R: Read> RecordStream<R> {
+    /// Like [`RecordStream::read_batch`], into the compact form.
+    pub fn read_io_batch(&mut self, out: &mut IoBatch, max: usize) -> Result<bool, TraceError> {
+        while out.ios.len() < max {
+            if !self.failed && self.end - self.start >= record::V8_HEADER {
+                if let Some((io, n)) = record::decode_io_native_v7(&self.buf[self.start..self.end])
+                {
+                    out.ios.push(io);
+                    self.start += n;
+                    self.offset += n as u64;
+                    continue;
+                }
+            }
+            match self.next_event() {
+                Some(Ok(ev)) => out.push_event(ev),
+                Some(Err(e)) => return Err(e),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
 impl<R: Read> Iterator for RecordStream<R> {
     type Item = Result<Event, TraceError>;
     fn next(&mut self) -> Option<Self::Item> {

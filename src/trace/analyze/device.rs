@@ -14,7 +14,7 @@ use super::sectormap::SectorMap;
 
 use super::latency::Latency;
 use super::timeline::Timeline;
-use crate::trace::record::{code, Event, Payload};
+use crate::trace::record::{code, Io};
 
 const NONE: u64 = u64::MAX;
 
@@ -234,9 +234,9 @@ impl Device {
     }
 
     /// Feeds one event of this device (already filtered: no notify, no PC).
-    pub fn handle(&mut self, ev: &Event, last_q_global: &mut Option<u64>) -> Option<u64> {
+    pub fn handle(&mut self, ev: &Io, last_q_global: &mut Option<u64>) -> Option<u64> {
         self.last_time = self.last_time.max(ev.time);
-        if ev.cgroup.is_some() {
+        if ev.has_cgroup() {
             self.cgroup_events += 1;
         }
         let t = ev.time;
@@ -299,10 +299,7 @@ impl Device {
                 self.last_plug = t;
             }
             code::UNPLUG_IO | code::UNPLUG_TIMER => {
-                let n = match ev.payload {
-                    Payload::Count(n) => n,
-                    _ => 0,
-                };
+                let n = ev.count;
                 self.unplug(t, n, c == code::UNPLUG_TIMER);
             }
             code::REMAP => self.remaps += 1,
@@ -330,7 +327,7 @@ impl Device {
         i
     }
 
-    fn queue(&mut self, ev: &Event, last_q_global: &mut Option<u64>) -> Option<u64> {
+    fn queue(&mut self, ev: &Io, last_q_global: &mut Option<u64>) -> Option<u64> {
         let t = ev.time;
         let global = last_q_global.map(|l| delta(l, t));
         *last_q_global = Some(t);
@@ -378,7 +375,7 @@ impl Device {
         global
     }
 
-    fn issue(&mut self, ev: &Event) {
+    fn issue(&mut self, ev: &Io) {
         let t = ev.time;
         let end = ev.end_sector();
         self.act_q = self.act_q.saturating_sub(1);
@@ -432,7 +429,7 @@ impl Device {
         }
     }
 
-    fn complete(&mut self, ev: &Event) {
+    fn complete(&mut self, ev: &Io) {
         let t = ev.time;
         let end = ev.end_sector();
         let sectors = u64::from(ev.bytes >> 9);

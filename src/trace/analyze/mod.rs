@@ -18,7 +18,7 @@ use self::device::{BioLatencies, Device};
 use self::latency::{Latency, LatencySummary};
 use self::seek::{SeekSummary, Seeks};
 use self::timeline::TimelinePoint;
-use super::record::{code, dev_name, Event, Payload};
+use super::record::{code, dev_name, Event, Io, Payload};
 use super::stream::TraceError;
 
 /// How to analyse.
@@ -50,7 +50,7 @@ pub struct SeekStage {
 
 impl SeekStage {
     #[inline]
-    pub fn feed(&mut self, ev: &Event) {
+    pub fn feed(&mut self, ev: &Io) {
         let c = ev.code();
         if ev.bytes == 0 || (c != code::QUEUE && c != code::ISSUE) || ev.is_notify() || ev.is_pc() {
             return;
@@ -127,6 +127,14 @@ impl Analyzer {
     }
 
     pub fn feed(&mut self, ev: &Event) {
+        let (io, needs_event) = ev.io();
+        self.feed_io(&io, needs_event.then_some(ev));
+    }
+
+    /// Feeds one record in its compact form; `full` is the whole event when its payload
+    /// matters (process names).
+    #[inline]
+    pub fn feed_io(&mut self, ev: &Io, full: Option<&Event>) {
         self.events += 1;
         if let Some(s) = self.seeks.as_mut() {
             s.feed(ev);
@@ -134,7 +142,7 @@ impl Analyzer {
         self.trace_start = self.trace_start.min(ev.time);
         if ev.is_notify() {
             self.notify += 1;
-            if let Payload::ProcessName(name) = &ev.payload {
+            if let Some(Payload::ProcessName(name)) = full.map(|e| &e.payload) {
                 // blktrace writes "comm/..." for kernel threads at times; keep the command.
                 let name = name.split('/').next().unwrap_or(name).to_string();
                 self.names.insert(ev.pid, name);
@@ -559,13 +567,17 @@ pub struct ProcessReport {
 /// the state machine through a bounded channel (batches are recycled, so memory stays
 /// constant): on two cores the two halves overlap.
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
+    use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
-    const BATCH: usize = 1024;
+    const BATCH: usize = 2048;
     let mut events = super::merge::open_trace(names)?;
-    let (full_tx, full_rx) = sync_channel::<Result<Vec<Event>, TraceError>>(8);
-    let (empty_tx, empty_rx) = sync_channel::<Vec<Event>>(16);
+    let (full_tx, full_rx) = sync_channel::<Result<IoBatch, TraceError>>(8);
+    let (empty_tx, empty_rx) = sync_channel::<IoBatch>(16);
     for _ in 0..12 {
-        let _ = empty_tx.send(Vec::with_capacity(BATCH));
+        let _ = empty_tx.send(IoBatch {
+            ios: Vec::with_capacity(BATCH),
+            extra: Vec::new(),
+        });
     }
     let reader = std::thread::Builder::new()
         .name("trace-reader".into())
@@ -574,15 +586,15 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
             loop {
                 let mut batch = empty_rx.recv().unwrap_or_default();
                 batch.clear();
-                let (more, failed) = match events.read_batch(&mut batch, BATCH) {
+                let (more, failed) = match events.read_io_batch(&mut batch, BATCH) {
                     Ok(more) => (more, None),
                     Err(e) => (false, Some(e)),
                 };
-                for ev in &batch {
-                    seeks.feed(ev);
+                for io in &batch.ios {
+                    seeks.feed(io);
                 }
                 let done = !more || failed.is_some();
-                if !batch.is_empty() && full_tx.send(Ok(batch)).is_err() {
+                if !batch.ios.is_empty() && full_tx.send(Ok(batch)).is_err() {
                     return seeks;
                 }
                 if let Some(e) = failed {
@@ -600,8 +612,16 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     for batch in full_rx {
         match batch {
             Ok(batch) => {
-                for ev in &batch {
-                    a.feed(ev);
+                let mut extra = batch.extra.iter().peekable();
+                for (i, io) in batch.ios.iter().enumerate() {
+                    let full = match extra.peek() {
+                        Some((at, ev)) if *at == i => {
+                            extra.next();
+                            Some(ev)
+                        }
+                        _ => None,
+                    };
+                    a.feed_io(io, full);
                 }
                 let _ = empty_tx.send(batch);
             }
