@@ -46,28 +46,8 @@ impl<R: Read> Merged<R> {
 }
 
 impl<R: Read> Merged<R> {
-    /// Appends events to `out` until it holds `max`; returns false at the end of input.
-    pub fn read_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        if self.streams.len() == 1 && !self.failed {
-            let r = self.streams[0].read_batch(out, max);
-            if r.is_err() {
-                self.failed = true;
-            }
-            return r;
-        }
-        while out.len() < max {
-            match self.next() {
-                Some(Ok(ev)) => out.push(ev),
-                Some(Err(e)) => return Err(e),
-                None => return Ok(false),
-            }
-        }
-        Ok(true)
-    }
-}
-
-impl<R: Read> Merged<R> {
-    /// Like [`Merged::read_batch`], into the compact form.
+    /// Appends records in time order to `out` until it holds `max`; returns false at the
+    /// end of input.
     pub fn read_io_batch(
         &mut self,
         out: &mut super::stream::IoBatch,

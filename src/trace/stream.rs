@@ -151,29 +151,6 @@ impl<R: Read> RecordStream<R> {
     }
 }
 
-impl<R: Read> RecordStream<R> {
-    /// Appends records to `out` until it holds `max`; returns false at the end of input.
-    /// The analysis pipeline's fast path: common records are decoded straight into the batch.
-    pub fn read_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<bool, TraceError> {
-        while out.len() < max {
-            if !self.failed && self.end - self.start >= record::V8_HEADER {
-                if let Some((ev, n)) = record::decode_native_v7(&self.buf[self.start..self.end]) {
-                    out.push(ev);
-                    self.start += n;
-                    self.offset += n as u64;
-                    continue;
-                }
-            }
-            match self.next_event() {
-                Some(Ok(ev)) => out.push(ev),
-                Some(Err(e)) => return Err(e),
-                None => return Ok(false),
-            }
-        }
-        Ok(true)
-    }
-}
-
 /// A batch of records for the analysis pipeline: compact [`Io`]s, plus the full events of
 /// the few records whose payload matters beyond a count (process names, remaps), each with
 /// the index of its `Io`.
@@ -198,7 +175,9 @@ impl IoBatch {
 }
 
 impl<R: Read> RecordStream<R> {
-    /// Like [`RecordStream::read_batch`], into the compact form.
+    /// Appends records to `out` until it holds `max`; returns false at the end of input.
+    /// The analysis pipeline's fast path: common records are decoded straight into the
+    /// compact form, others through [`RecordStream::next_event`].
     pub fn read_io_batch(&mut self, out: &mut IoBatch, max: usize) -> Result<bool, TraceError> {
         while out.ios.len() < max {
             if !self.failed && self.end - self.start >= record::V8_HEADER {

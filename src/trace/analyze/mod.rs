@@ -563,9 +563,9 @@ pub struct ProcessReport {
 
 /// Opens and analyses traces in one call.
 ///
-/// Reading, decoding and seek counting run on a second thread, handing batches of events to
-/// the state machine through a bounded channel (batches are recycled, so memory stays
-/// constant): on two cores the two halves overlap.
+/// Reading, decoding and seek counting run on a second thread, handing batches of compact
+/// records ([`Io`], 48 bytes) to the state machine through a bounded channel (batches are
+/// recycled, so memory stays constant): on two cores the two halves overlap.
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
