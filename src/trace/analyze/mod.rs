@@ -569,7 +569,7 @@ pub struct ProcessReport {
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
-    const BATCH: usize = 2048;
+    const BATCH: usize = 8192;
     let mut events = super::merge::open_trace(names)?;
     let (full_tx, full_rx) = sync_channel::<Result<IoBatch, TraceError>>(8);
     let (empty_tx, empty_rx) = sync_channel::<IoBatch>(16);
