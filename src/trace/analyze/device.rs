@@ -135,14 +135,6 @@ pub struct Device {
     pub remaps: u64,
     pub splits: u64,
     pub sleeps: u64,
-    // Plugging
-    plugged: bool,
-    last_plug: u64,
-    pub n_plugs: u64,
-    pub n_timer_unplugs: u64,
-    pub ios_unplugged: u64,
-    pub ios_timer_unplugged: u64,
-    pub plugged_ns: u64,
     // Active requests at Q (btt's counter, floored at 0).
     act_q: u64,
     pub act_q_total: u64,
@@ -196,13 +188,6 @@ impl Device {
             remaps: 0,
             splits: 0,
             sleeps: 0,
-            plugged: false,
-            last_plug: 0,
-            n_plugs: 0,
-            n_timer_unplugs: 0,
-            ios_unplugged: 0,
-            ios_timer_unplugged: 0,
-            plugged_ns: 0,
             act_q: 0,
             act_q_total: 0,
             live_start: NONE,
@@ -294,14 +279,7 @@ impl Device {
             }
             code::ISSUE if sized => self.issue(ev),
             code::COMPLETE if sized => self.complete(ev),
-            code::PLUG if !self.plugged => {
-                self.plugged = true;
-                self.last_plug = t;
-            }
-            code::UNPLUG_IO | code::UNPLUG_TIMER => {
-                let n = ev.count;
-                self.unplug(t, n, c == code::UNPLUG_TIMER);
-            }
+            // Plugs are counted by the side stage (`side.rs`).
             code::REMAP => self.remaps += 1,
             code::SPLIT => self.splits += 1,
             _ => {}
@@ -478,26 +456,9 @@ impl Device {
         }
     }
 
-    fn unplug(&mut self, t: u64, n: u64, timer: bool) {
-        if self.plugged {
-            if timer {
-                self.n_timer_unplugs += 1;
-                self.ios_timer_unplugged += n;
-            } else {
-                self.n_plugs += 1;
-                self.ios_unplugged += n;
-            }
-            self.plugged_ns += t.saturating_sub(self.last_plug);
-            self.plugged = false;
-        }
-    }
-
     /// Closes open intervals at the end of the trace.
     pub fn finish(&mut self) {
         let end = self.last_time;
-        if self.plugged {
-            self.unplug(end, 0, false);
-        }
         if self.live_start != NONE {
             // Requests still in the driver never completed: the period ends at the last event.
             self.live_ns += end.saturating_sub(self.live_start);

@@ -8,6 +8,7 @@ pub mod latency;
 pub mod render;
 pub mod sectormap;
 pub mod seek;
+pub mod side;
 pub mod timeline;
 
 use std::collections::{BTreeMap, HashMap};
@@ -16,7 +17,8 @@ use serde::Serialize;
 
 use self::device::{BioLatencies, Device};
 use self::latency::{Latency, LatencySummary};
-use self::seek::{SeekSummary, Seeks};
+use self::seek::SeekSummary;
+use self::side::SideStage;
 use self::timeline::TimelinePoint;
 use super::record::{code, dev_name, Event, Io, Payload};
 use super::stream::TraceError;
@@ -39,55 +41,10 @@ impl Default for Options {
     }
 }
 
-/// Seek distances per device (Q2Q from every Q, D2D from every D), kept apart from the
-/// state machine so `analyze_paths` can run them on the reader thread. Same filters as the
-/// analyzer: no notify/PC records, no zero-byte IOs, nothing before a device's first Q.
-#[derive(Debug, Default)]
-pub struct SeekStage {
-    devices: Vec<(u32, Seeks, Seeks)>,
-    last: usize,
-}
-
-impl SeekStage {
-    #[inline]
-    pub fn feed(&mut self, ev: &Io) {
-        let c = ev.code();
-        if ev.bytes == 0 || (c != code::QUEUE && c != code::ISSUE) || ev.is_notify() || ev.is_pc() {
-            return;
-        }
-        let i = match self.devices.get(self.last) {
-            Some(d) if d.0 == ev.device => self.last,
-            _ => match self.devices.iter().position(|d| d.0 == ev.device) {
-                Some(i) => i,
-                None if c == code::QUEUE => {
-                    self.devices
-                        .push((ev.device, Seeks::default(), Seeks::default()));
-                    self.devices.len() - 1
-                }
-                None => return,
-            },
-        };
-        self.last = i;
-        let d = &mut self.devices[i];
-        if c == code::QUEUE {
-            d.1.add(ev.sector, ev.end_sector());
-        } else {
-            d.2.add(ev.sector, ev.end_sector());
-        }
-    }
-
-    fn summaries(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {
-        match self.devices.iter().find(|d| d.0 == dev) {
-            Some((_, q, d)) => (q.summary(), d.summary()),
-            None => (None, None),
-        }
-    }
-}
-
 /// Consumes events one at a time.
 pub struct Analyzer {
-    /// Seek statistics, when fed here rather than on a reader thread.
-    seeks: Option<SeekStage>,
+    /// Seek and plug statistics, when fed here rather than on a reader thread.
+    side: Option<SideStage>,
     opts: Options,
     devices: Vec<Device>,
     index: HashMap<u32, usize>,
@@ -108,7 +65,7 @@ pub struct Analyzer {
 impl Analyzer {
     pub fn new(opts: Options) -> Self {
         Analyzer {
-            seeks: Some(SeekStage::default()),
+            side: Some(SideStage::default()),
             opts,
             devices: Vec::new(),
             index: HashMap::new(),
@@ -135,10 +92,12 @@ impl Analyzer {
     /// matters (process names).
     #[inline]
     pub fn feed_io(&mut self, ev: &Io, full: Option<&Event>) {
-        self.events += 1;
-        if let Some(s) = self.seeks.as_mut() {
-            s.feed(ev);
+        if let Some(s) = self.side.as_mut() {
+            if !s.feed(ev) {
+                return;
+            }
         }
+        self.events += 1;
         self.trace_start = self.trace_start.min(ev.time);
         if ev.is_notify() {
             self.notify += 1;
@@ -193,12 +152,20 @@ impl Analyzer {
     }
 
     pub fn finish(mut self) -> Report {
-        let seeks = self.seeks.take().unwrap_or_default();
-        self.finish_with(&seeks)
+        let side = self.side.take().unwrap_or_default();
+        self.finish_with(&side)
     }
 
-    /// Finishes with seek statistics gathered elsewhere.
-    pub fn finish_with(mut self, seeks: &SeekStage) -> Report {
+    /// Finishes with the seek and plug statistics gathered elsewhere.
+    pub fn finish_with(mut self, side: &SideStage) -> Report {
+        // Records consumed by the side stage count for the trace as a whole.
+        self.events += side.consumed;
+        self.ignored_before_first_q += side.ignored;
+        if let Some(t) = side.min_time {
+            self.trace_start = self.trace_start.min(t);
+            self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
+        }
+        self.last_time = self.last_time.max(side.max_time);
         let mut devices = Vec::new();
         let mut all = BioLatencies::default();
         let mut by_name: BTreeMap<String, (Vec<u32>, BioLatencies, u64)> = BTreeMap::new();
@@ -223,8 +190,19 @@ impl Analyzer {
                 e.1.merge(&p.lat);
                 e.2 += p.bytes;
             }
-            let sk = seeks.summaries(d.device);
-            devices.push(device_report(d, sk, origin, self.trace_start, &self.opts));
+            let sk = side.seeks(d.device);
+            let plugs = side.plugs(d.device);
+            if let Some(p) = &plugs {
+                d.last_time = d.last_time.max(p.last);
+            }
+            devices.push(device_report(
+                d,
+                sk,
+                plugs,
+                origin,
+                self.trace_start,
+                &self.opts,
+            ));
         }
         all.q2q = self.all_q2q;
         let processes = by_name
@@ -301,6 +279,7 @@ fn pct(part: &Latency, whole: &Latency) -> f64 {
 fn device_report(
     d: Device,
     seeks: (Option<SeekSummary>, Option<SeekSummary>),
+    plugs: Option<side::PlugStats>,
     origin: u64,
     trace_start: u64,
     opts: &Options,
@@ -321,24 +300,33 @@ fn device_report(
         blk_max: d.blk_max,
         total: d.blk_total,
     };
-    let span = d.last_time.saturating_sub(d.first_time);
+    let p = plugs.unwrap_or(side::PlugStats {
+        plugs: 0,
+        timer_unplugs: 0,
+        ios_unplugged: 0,
+        ios_timer_unplugged: 0,
+        plugged_ns: 0,
+        first: d.first_time,
+        last: d.last_time,
+    });
+    let plug_span = p.last.saturating_sub(p.first);
     let plug = Plug {
-        plugs: d.n_plugs,
-        timer_unplugs: d.n_timer_unplugs,
-        pct_time_plugged: if span == 0 {
+        plugs: p.plugs,
+        timer_unplugs: p.timer_unplugs,
+        pct_time_plugged: if plug_span == 0 {
             0.0
         } else {
-            100.0 * d.plugged_ns as f64 / span as f64
+            100.0 * p.plugged_ns as f64 / plug_span as f64
         },
-        ios_per_unplug: if d.n_plugs == 0 {
+        ios_per_unplug: if p.plugs == 0 {
             0.0
         } else {
-            d.ios_unplugged as f64 / d.n_plugs as f64
+            p.ios_unplugged as f64 / p.plugs as f64
         },
-        ios_per_timer_unplug: if d.n_timer_unplugs == 0 {
+        ios_per_timer_unplug: if p.timer_unplugs == 0 {
             0.0
         } else {
-            d.ios_timer_unplugged as f64 / d.n_timer_unplugs as f64
+            p.ios_timer_unplugged as f64 / p.timer_unplugs as f64
         },
     };
     // btt measures the lulls from time zero of the trace (its t_start is never set), so the
@@ -582,7 +570,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     let reader = std::thread::Builder::new()
         .name("trace-reader".into())
         .spawn(move || {
-            let mut seeks = SeekStage::default();
+            let mut side = SideStage::default();
             loop {
                 let mut batch = empty_rx.recv().unwrap_or_default();
                 batch.clear();
@@ -590,24 +578,40 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
                     Ok(more) => (more, None),
                     Err(e) => (false, Some(e)),
                 };
-                for io in &batch.ios {
-                    seeks.feed(io);
+                // Plug records stop here; the full events' indices follow the compaction
+                // (plug records never have one: their payload is a count).
+                let mut kept = 0;
+                let mut next_extra = 0;
+                for r in 0..batch.ios.len() {
+                    let io = batch.ios[r];
+                    let has_extra = batch.extra.get(next_extra).is_some_and(|e| e.0 == r);
+                    if side.feed(&io) {
+                        if has_extra {
+                            batch.extra[next_extra].0 = kept;
+                        }
+                        batch.ios[kept] = io;
+                        kept += 1;
+                    }
+                    if has_extra {
+                        next_extra += 1;
+                    }
                 }
+                batch.ios.truncate(kept);
                 let done = !more || failed.is_some();
                 if !batch.ios.is_empty() && full_tx.send(Ok(batch)).is_err() {
-                    return seeks;
+                    return side;
                 }
                 if let Some(e) = failed {
                     let _ = full_tx.send(Err(e));
                 }
                 if done {
-                    return seeks;
+                    return side;
                 }
             }
         })
         .map_err(|e| TraceError::Input(format!("cannot start the reader thread: {e}")))?;
     let mut a = Analyzer::new(opts);
-    a.seeks = None;
+    a.side = None;
     let mut result = Ok(());
     for batch in full_rx {
         match batch {
@@ -632,11 +636,11 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         }
     }
     drop(empty_tx);
-    let seeks = reader
+    let side = reader
         .join()
         .map_err(|_| TraceError::Input("the reader thread failed".into()))?;
     result?;
-    Ok(a.finish_with(&seeks))
+    Ok(a.finish_with(&side))
 }
 
 #[cfg(test)]
