@@ -759,3 +759,29 @@ fn background_recording_api_captures_a_workload() {
     assert_eq!(d.writes, 300);
     assert!(report.processes.iter().any(|p| p.name == "dd"));
 }
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::io::Read;
+    let mut child = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args([
+            "trace",
+            "analyze",
+            "--json",
+            fixture("fx.bin").to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe is closed here, long before iolab has written its ~100 KB.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

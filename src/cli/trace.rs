@@ -104,13 +104,27 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Compare(a) => compare(a),
         TraceCommand::Plot(a) => {
             for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref())? {
-                println!("{}", p.display());
+                out(&format!("{}\n", p.display()))?;
                 if a.png {
-                    println!("{}", trace::plot::to_png(&p)?.display());
+                    out(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;
                 }
             }
             Ok(())
         }
+    }
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the output quietly instead of
+/// panicking as `print!` would.
+fn out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
     }
 }
 
@@ -129,10 +143,10 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
     let findings = trace::diagnose::diagnose(&report);
     if args.json {
         let doc = trace::diagnose::with_findings(&report, &findings);
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        out(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
-        print!("{}", trace::analyze::render::render(&report));
-        print!("{}", trace::diagnose::render(&findings));
+        out(&trace::analyze::render::render(&report))?;
+        out(&trace::diagnose::render(&findings))?;
     }
     Ok(())
 }
@@ -145,16 +159,13 @@ fn compare(args: CompareArgs) -> anyhow::Result<()> {
         .with_context(|| format!("analysing {}", args.b.display()))?;
     let cmp = trace::compare::compare(&a, &b);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&cmp)?);
+        out(&(serde_json::to_string_pretty(&cmp)? + "\n"))?;
     } else {
-        print!(
-            "{}",
-            trace::compare::render(
-                &cmp,
-                &args.a.display().to_string(),
-                &args.b.display().to_string()
-            )
-        );
+        out(&trace::compare::render(
+            &cmp,
+            &args.a.display().to_string(),
+            &args.b.display().to_string(),
+        ))?;
     }
     Ok(())
 }
