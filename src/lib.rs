@@ -18,4 +18,5 @@ pub mod stats;
 pub mod store;
 pub mod sys;
 pub mod target;
+pub mod trace;
 pub mod workload;

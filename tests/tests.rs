@@ -10,4 +10,5 @@ mod snapshot;
 mod stats;
 mod store;
 mod target;
+mod trace;
 mod workload;

@@ -10,6 +10,7 @@ mod preflight;
 mod restore;
 mod runs;
 mod snapshot;
+mod trace;
 
 /// iolab: a Linux I/O-path performance lab.
 ///
@@ -35,6 +36,7 @@ pub enum Command {
     Restore(restore::RestoreArgs),
     Preflight(preflight::PreflightArgs),
     Snapshot(snapshot::SnapshotArgs),
+    Trace(trace::TraceArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -64,5 +66,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Restore(args) => restore::run(args),
         Command::Preflight(args) => preflight::run(args),
         Command::Snapshot(args) => snapshot::run(args),
+        Command::Trace(args) => trace::run(args),
     }
 }
