@@ -8,6 +8,7 @@ pub mod file;
 pub mod metrics;
 pub mod plan;
 pub mod queue_knobs;
+pub mod run;
 
 pub use factor::{Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement};
 pub use file::{load, parse, Experiment, ExperimentError, Repetitions, TargetDevice, TargetSpec};
