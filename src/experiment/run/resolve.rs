@@ -169,7 +169,16 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
     if let Some(p) = cell.placement().and_then(placement_level) {
         match crate::model::placement::resolve(m, Some(dev), &p, exp.target.anchor_cpu) {
             Ok(r) => {
-                out.placement_why = Some(r.why);
+                let anchored = exp.target.anchor_cpu.is_some()
+                    && matches!(
+                        p,
+                        level::Placement::On | level::Placement::Near | level::Placement::Far
+                    );
+                out.placement_why = Some(if anchored {
+                    format!("{} (anchor_cpu stands in for the interrupt CPU)", r.why)
+                } else {
+                    r.why
+                });
                 out.cpus = Some(r.cpus);
             }
             Err(why) => out.not_applicable = Some(format!("placement {p}: {why}")),
