@@ -660,3 +660,46 @@ fn a_write_workload_on_a_device_holding_data_is_refused_and_nothing_is_written()
     assert!(!dir.path().join("r.db").exists());
     assert!(!state.join("journal.json").exists());
 }
+
+#[test]
+fn ctrl_c_stops_fio_restores_knobs_and_exits_130() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let dev = iolab::target::ScratchDevice::create_in(&state, 64 << 20).unwrap();
+    let before = knob_values(dev.name());
+    let file = matrix_file(dir.path(), "30s", 1, dev.name());
+    let db_path = dir.path().join("r.db");
+    let child = iolab()
+        .args(["run", "--db"])
+        .arg(&db_path)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let journal = state.join("journal.json");
+    let changed = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&journal).is_ok_and(|t| t.contains("rq_affinity"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(changed, "the run never changed a knob");
+    // fio was stopped, not waited for: its runtime is 30 s.
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("stopped by signal 2"), "{err}");
+    assert_eq!(knob_values(dev.name()), before);
+    assert!(!journal.exists());
+    let db = Store::open_existing(&db_path).unwrap();
+    assert_eq!(db.experiment(1).unwrap().status, "interrupted");
+}
