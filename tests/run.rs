@@ -694,7 +694,11 @@ fn ctrl_c_stops_fio_restores_knobs_and_exits_130() {
     let out = child.wait_with_output().unwrap();
     assert!(changed, "the run never changed a knob");
     // fio was stopped, not waited for: its runtime is 30 s.
-    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("stopped by signal 2"), "{err}");
