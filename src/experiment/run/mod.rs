@@ -418,6 +418,7 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
     let mut elapsed_runs: Vec<f64> = Vec::new();
     let mut interrupted = false;
     let planned = plan.order.len();
+    let matrix = super::cells(exp);
 
     'rounds: loop {
         let needing: Vec<usize> = match &rule {
@@ -466,7 +467,7 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
                 eta_seconds: eta(&remaining, &elapsed_runs),
             });
             let t0 = Instant::now();
-            let result = one_run(exp, plan, cell, run, lp)?;
+            let result = one_run(exp, plan, (&matrix[run.cell], cell), run, lp)?;
             elapsed_runs.push(t0.elapsed().as_secs_f64());
             let Some((status, metrics)) = result else {
                 interrupted = true;
@@ -522,7 +523,7 @@ type RunResult = (RunStatus, Vec<(String, f64)>);
 fn one_run(
     exp: &Experiment,
     plan: &Plan,
-    cell: &ResolvedCell,
+    (matrix_cell, cell): (&super::Cell, &ResolvedCell),
     run: &PlannedRun,
     lp: &mut Loop,
 ) -> Result<Option<RunResult>> {
@@ -555,7 +556,7 @@ fn one_run(
         return Ok(Some((record.status, Vec::new())));
     }
     let filename = format!("/dev/{}", plan.device);
-    let job = super::cells(exp)[cell.index]
+    let job = matrix_cell
         .job(exp, &filename, cell.cpus.as_deref())
         .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
     let sampler = crate::sample::start(
@@ -609,5 +610,30 @@ fn under_root(root: &SysRoot, abs: &str) -> String {
         abs.to_string()
     } else {
         root.path(abs).display().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_uses_nominal_durations_and_falls_back_to_the_mean_so_far() {
+        assert_eq!(eta(&[Some(5.0), Some(5.0)], &[]), Some(10.0));
+        assert_eq!(eta(&[Some(5.0), None], &[2.0, 4.0]), Some(8.0));
+        assert_eq!(eta(&[None], &[]), None);
+        assert_eq!(eta(&[], &[]), Some(0.0));
+    }
+
+    #[test]
+    fn the_primary_metric_is_the_files_or_total_iops() {
+        let m = vec![
+            ("read_iops".to_string(), 10.0),
+            ("write_iops".to_string(), 5.0),
+            ("sys_pct".to_string(), 3.0),
+        ];
+        assert_eq!(primary(None, &m), Some(15.0));
+        assert_eq!(primary(Some("sys_pct"), &m), Some(3.0));
+        assert_eq!(primary(Some("usr_pct"), &m), None);
     }
 }
