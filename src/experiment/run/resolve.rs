@@ -64,7 +64,15 @@ pub fn resolve_cells(
     m: &Machine,
     dev: &BlockDevice,
 ) -> Result<Vec<ResolvedCell>, ResolveError> {
-    let errors = check_knob_levels(exp, dev);
+    let mut errors = Vec::new();
+    if let Some(a) = exp.target.anchor_cpu.filter(|a| !m.online.contains(a)) {
+        errors.push(format!(
+            "{}: [target] anchor_cpu = {a}: CPU {a} is not online here (online: {})",
+            exp.source,
+            format_cpulist(&m.online)
+        ));
+    }
+    errors.extend(check_knob_levels(exp, dev));
     if !errors.is_empty() {
         return Err(ResolveError(errors));
     }
@@ -305,6 +313,21 @@ mod tests {
                 "/sys/block/loop3/queue/scheduler",
                 "/sys/block/loop3/queue/nr_requests"
             ]
+        );
+    }
+
+    #[test]
+    fn an_offline_anchor_cpu_is_an_error() {
+        let m = machine("thisvm");
+        let e = resolve(
+            "name = \"n\"\n[target]\nanchor_cpu = 7\n[factors]\nplacement = [\"on\"]\n",
+            &m,
+            "loop3",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "x.toml: [target] anchor_cpu = 7: CPU 7 is not online here (online: 0-1)"
         );
     }
 
