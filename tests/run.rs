@@ -29,10 +29,14 @@ struct Lab {
 
 impl Lab {
     fn new() -> Lab {
+        Lab::of("thisvm")
+    }
+
+    fn of(machine: &str) -> Lab {
         let dir = tempfile::tempdir().unwrap();
         let ok = Command::new("cp")
             .arg("-a")
-            .arg(manifest().join("tests/fixtures/machines/thisvm"))
+            .arg(manifest().join("tests/fixtures/machines").join(machine))
             .arg(dir.path().join("root"))
             .status()
             .unwrap()
@@ -251,6 +255,70 @@ fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
             .count(),
         4
     );
+}
+
+#[test]
+fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
+    // Two NUMA nodes; sda's IRQ 35 is movable and delivered to CPU 2 (node 0).
+    let lab = Lab::of("two-node-nvme");
+    assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
+    let e = exp(
+        "name = \"irq\"\nseed = 2\nrepetitions = 1\n[target]\ndevice = \"sda\"\n\
+         [workload]\nrw = \"randread\"\n\
+         [factors]\nirq_cpu = [\"on-node\", \"far\"]\nplacement = [\"on\", \"far\"]\n",
+    );
+    let replay = ReplayFio::in_order((0..4).map(|_| fio_fixture("randread_1job_json")));
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    let writes: Vec<(String, String)> = out
+        .knob_changes
+        .iter()
+        .map(|c| {
+            (
+                c.path.rsplit("/proc/").next().unwrap().to_string(),
+                c.new.clone(),
+            )
+        })
+        .collect();
+    let pins: Vec<(String, String)> = replay
+        .calls()
+        .iter()
+        .map(|j| {
+            (
+                j.cell_key.clone(),
+                j.option("cpus_allowed").unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(writes.len(), 4);
+    for ((key, cpus), (path, irq_cpus)) in pins.iter().zip(&writes) {
+        assert_eq!(path, "irq/35/smp_affinity_list");
+        let want_irq = if key.starts_with("irq_cpu=on-node") {
+            "0-3,8-11"
+        } else {
+            "4-7,12-14"
+        };
+        assert_eq!(irq_cpus, want_irq, "{key}");
+        // fio's placement follows the interrupt to where this cell moves it.
+        let other = if want_irq == "0-3,8-11" {
+            "4-7,12-14"
+        } else {
+            "0-3,8-11"
+        };
+        let want_fio = if key.ends_with("placement=on") {
+            want_irq
+        } else {
+            other
+        };
+        assert_eq!(cpus, want_fio, "{key}");
+    }
+    assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
 }
 
 /// Cancels the token (as a signal would) while the n-th run is in progress.

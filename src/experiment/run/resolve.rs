@@ -167,6 +167,7 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
     let mut knobs = cell.queue_knobs();
     // Stable: the scheduler moves to the front, the rest keep factor order.
     knobs.sort_by_key(|(attr, _)| attr != "scheduler");
+    let mut irq_knobs = Vec::new();
     out.writes = knobs
         .into_iter()
         .map(|(attr, value)| KnobWrite {
@@ -174,8 +175,33 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
             value,
         })
         .collect();
+    // Interrupts first: when a cell moves them, "on/near/far" are relative to where they go.
+    let mut moved_to: Option<Vec<u32>> = None;
+    if let Some(irq) = cell.irq_placement() {
+        match irq_writes(m, dev, irq, exp.target.anchor_cpu) {
+            Ok(Some((w, cpus))) => {
+                moved_to = Some(cpus);
+                irq_knobs = w;
+            }
+            Ok(None) => {}
+            Err(why) => out.not_applicable = Some(format!("irq_cpu {irq}: {why}")),
+        }
+    }
     if let Some(p) = cell.placement().and_then(placement_level) {
-        match crate::model::placement::resolve(m, Some(dev), &p, exp.target.anchor_cpu) {
+        let resolved = match (&moved_to, exp.target.anchor_cpu) {
+            (Some(cpus), None) => level::resolve(
+                &p,
+                cpus,
+                &crate::model::placement::cpu_places(m),
+                &|a, b| m.distance(a, b),
+            )
+            .map(|r| level::Resolved {
+                why: format!("{} (where this cell moves the interrupt)", r.why),
+                cpus: r.cpus,
+            }),
+            _ => crate::model::placement::resolve(m, Some(dev), &p, exp.target.anchor_cpu),
+        };
+        match resolved {
             Ok(r) => {
                 let anchored = exp.target.anchor_cpu.is_some()
                     && matches!(
@@ -189,30 +215,26 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
                 });
                 out.cpus = Some(r.cpus);
             }
-            Err(why) => out.not_applicable = Some(format!("placement {p}: {why}")),
-        }
-    }
-    if let Some(irq) = cell.irq_placement() {
-        match irq_writes(m, dev, irq, exp.target.anchor_cpu) {
-            Ok(w) => out.writes.extend(w),
             Err(why) => {
                 out.not_applicable
-                    .get_or_insert(format!("irq_cpu {irq}: {why}"));
+                    .get_or_insert(format!("placement {p}: {why}"));
             }
         }
     }
+    out.writes.extend(irq_knobs);
     out
 }
 
-/// The affinity writes for the device's movable interrupts.
+/// The affinity writes for the device's movable interrupts and the CPUs they go to; `None`
+/// when the level leaves them where they are.
 fn irq_writes(
     m: &Machine,
     dev: &BlockDevice,
     wanted: &IrqPlacement,
     anchor_cpu: Option<u32>,
-) -> Result<Vec<KnobWrite>, String> {
+) -> Result<Option<(Vec<KnobWrite>, Vec<u32>)>, String> {
     if *wanted == IrqPlacement::Unchanged {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     let irqs = m.device_irqs(&dev.name);
     if irqs.is_empty() {
@@ -262,13 +284,14 @@ fn irq_writes(
         }
     };
     let value = format_cpulist(&cpus);
-    Ok(movable
+    let writes = movable
         .into_iter()
         .map(|n| KnobWrite {
             path: irq_affinity_path(n),
             value: value.clone(),
         })
-        .collect())
+        .collect();
+    Ok(Some((writes, cpus)))
 }
 
 #[cfg(test)]
