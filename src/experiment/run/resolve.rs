@@ -225,6 +225,9 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
     out
 }
 
+/// The affinity writes for a device's movable interrupts, and the CPUs they go to.
+type IrqMove = (Vec<KnobWrite>, Vec<u32>);
+
 /// The affinity writes for the device's movable interrupts and the CPUs they go to; `None`
 /// when the level leaves them where they are.
 fn irq_writes(
@@ -232,7 +235,7 @@ fn irq_writes(
     dev: &BlockDevice,
     wanted: &IrqPlacement,
     anchor_cpu: Option<u32>,
-) -> Result<Option<(Vec<KnobWrite>, Vec<u32>)>, String> {
+) -> Result<Option<IrqMove>, String> {
     if *wanted == IrqPlacement::Unchanged {
         return Ok(None);
     }
