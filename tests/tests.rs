@@ -6,6 +6,7 @@ mod experiment;
 mod inspect;
 mod knobs;
 mod preflight;
+mod run;
 mod snapshot;
 mod stats;
 mod store;

@@ -8,6 +8,7 @@ mod emit;
 mod inspect;
 mod preflight;
 mod restore;
+mod run;
 mod runs;
 mod snapshot;
 mod trace;
@@ -32,6 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Inspect(inspect::InspectArgs),
+    Run(run::RunArgs),
     Runs(runs::RunsArgs),
     Restore(restore::RestoreArgs),
     Preflight(preflight::PreflightArgs),
@@ -40,7 +42,7 @@ pub enum Command {
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
-/// 2 bad usage (clap's own convention).
+/// 2 bad usage (clap's own convention), 128 + N when stopped by signal N (130: Ctrl-C).
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -54,7 +56,8 @@ pub fn main() -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("iolab: error: {e:#}");
-            1
+            e.downcast_ref::<run::Stopped>()
+                .map_or(1, run::Stopped::exit_code)
         }
     }
 }
@@ -62,6 +65,7 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
+        Command::Run(args) => run::run(args),
         Command::Runs(args) => runs::run(args),
         Command::Restore(args) => restore::run(args),
         Command::Preflight(args) => preflight::run(args),
