@@ -638,9 +638,15 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     });
     // A moment into fio's run, then the hardest stop there is.
     std::thread::sleep(Duration::from_millis(500));
+    let job_tag = format!("iolab-{}-", child.id());
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(changed, "the run never changed a knob");
+    // fio learns of iolab's death (PR_SET_PDEATHSIG) and stops well before its 2 s are up.
+    assert!(
+        wait_for(Duration::from_millis(1500), || !fio_running(&job_tag)),
+        "fio kept running after iolab was killed"
+    );
     assert!(journal.exists());
     assert_ne!(
         knob_values(dev.name()),
@@ -675,9 +681,16 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("restored /sys/block/"));
     assert_eq!(knob_values(dev.name()), before);
     assert!(!journal.exists());
-    // fio was in its own process group and finishes its 2 s by itself; let it go before the
-    // device guard detaches the loop device.
-    std::thread::sleep(Duration::from_secs(2));
+}
+
+/// Whether a fio process started with a job file whose name contains `tag` is alive.
+fn fio_running(tag: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+        std::fs::read(p.path().join("cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c);
+            c.starts_with("fio") && c.contains(tag)
+        })
+    })
 }
 
 #[test]
