@@ -168,50 +168,15 @@ mod on_a_loop_device {
     //! The polling example's cells through `RealFio` on a scratch loop device: the
     //! interrupt-driven cells run, the polled ones come back not applicable (error 95).
 
-    use std::process::Command;
     use std::time::Duration;
 
     use iolab::experiment;
     use iolab::workload::{FioRunner, FioStatus, RealFio};
 
-    struct ScratchLoop {
-        device: String,
-        image: std::path::PathBuf,
-    }
+    use crate::common::Scratch;
 
-    impl Drop for ScratchLoop {
-        fn drop(&mut self) {
-            let _ = Command::new("losetup").args(["-d", &self.device]).status();
-            let _ = std::fs::remove_file(&self.image);
-        }
-    }
-
-    fn scratch() -> Option<ScratchLoop> {
-        scratch_of(64 << 20)
-    }
-
-    fn scratch_of(bytes: u64) -> Option<ScratchLoop> {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let image = std::path::PathBuf::from(format!(
-            "/dev/shm/iolab-test-experiment-{}-{}.img",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::File::create(&image).ok()?.set_len(bytes).ok()?;
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&image)
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            let _ = std::fs::remove_file(&image);
-            return None;
-        }
-        Some(ScratchLoop {
-            device: String::from_utf8_lossy(&out.stdout).trim().to_string(),
-            image,
-        })
+    fn scratch() -> Option<Scratch> {
+        Scratch::new(64 << 20)
     }
 
     fn short(mut exp: experiment::Experiment) -> experiment::Experiment {
@@ -250,7 +215,7 @@ mod on_a_loop_device {
         let (fio, _dir) = fio();
         let mut seen = (0, 0);
         for cell in experiment::cells(&exp) {
-            let job = cell.job(&exp, &dev.device, None).unwrap();
+            let job = cell.job(&exp, &dev.path(), None).unwrap();
             let out = fio.run(&job).unwrap();
             match (cell.polling(), &out.status) {
                 (Some(false), FioStatus::Success) => {
@@ -275,7 +240,7 @@ mod on_a_loop_device {
             eprintln!("skipped: needs root and fio");
             return;
         }
-        let Some(dev) = scratch_of(1 << 30) else {
+        let Some(dev) = Scratch::new(1 << 30) else {
             eprintln!("skipped: no loop device");
             return;
         };
@@ -285,7 +250,7 @@ mod on_a_loop_device {
             let cells = experiment::cells(&exp);
             for cell in [&cells[0], &cells[cells.len() - 1]] {
                 let out = fio
-                    .run(&cell.job(&exp, &dev.device, None).unwrap())
+                    .run(&cell.job(&exp, &dev.path(), None).unwrap())
                     .unwrap();
                 if cell.polling() == Some(true) {
                     assert!(matches!(out.status, FioStatus::NotApplicable { .. }));

@@ -337,69 +337,28 @@ fn a_root_that_is_a_file_is_a_clear_error() {
     assert!(err.contains("not a directory"), "{err}");
 }
 
-/// A loop device over a file in /dev/shm, detached and removed on drop (also on failure).
-struct ScratchLoop {
-    device: String,
-    file: PathBuf,
-}
-
-impl ScratchLoop {
-    fn new() -> Option<ScratchLoop> {
-        let file = PathBuf::from(format!(
-            "/dev/shm/iolab-test-model-{}.img",
-            std::process::id()
-        ));
-        std::fs::write(&file, vec![0u8; 8 << 20]).ok()?;
-        let out = std::process::Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&file)
-            .output()
-            .ok();
-        match out {
-            Some(o) if o.status.success() => {
-                let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
-                Some(ScratchLoop {
-                    device: dev.trim_start_matches("/dev/").to_string(),
-                    file,
-                })
-            }
-            _ => {
-                let _ = std::fs::remove_file(&file);
-                None
-            }
-        }
-    }
-}
-
-impl Drop for ScratchLoop {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("losetup")
-            .args(["-d", &format!("/dev/{}", self.device)])
-            .status();
-        let _ = std::fs::remove_file(&self.file);
-    }
-}
-
 #[test]
 fn live_loop_device_is_modelled_with_its_backing_file() {
     if !iolab::sys::is_root() {
         eprintln!("skipped: needs root");
         return;
     }
-    let Some(scratch) = ScratchLoop::new() else {
-        eprintln!("skipped: losetup failed");
+    let Some(scratch) = crate::common::Scratch::new(8 << 20) else {
         return;
     };
     let out = iolab().args(["inspect", "--json"]).output().unwrap();
     assert!(out.status.success());
     let m: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let dev = device(&m, &scratch.device);
-    assert_eq!(dev["backing_file"], scratch.file.display().to_string());
+    let dev = device(&m, scratch.name());
+    assert_eq!(
+        dev["backing_file"],
+        scratch.dev.backing_file().display().to_string()
+    );
     assert_eq!(dev["size_bytes"], 8u64 << 20);
     assert_eq!(dev["holds_data"], false);
     assert_eq!(dev["kind"], "loop");
     let sched =
-        std::fs::read_to_string(format!("/sys/block/{}/queue/scheduler", scratch.device)).unwrap();
+        std::fs::read_to_string(format!("/sys/block/{}/queue/scheduler", scratch.name())).unwrap();
     assert!(
         sched.contains(&format!(
             "[{}]",

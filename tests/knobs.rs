@@ -10,13 +10,7 @@ use std::process::{Child, Command, Stdio};
 use iolab::knobs::{self, queue_attr_path, Journal, KnobError};
 use iolab::target::ScratchDevice;
 
-fn root_or_skip() -> bool {
-    if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    true
-}
+use crate::common::root_or_skip;
 
 fn get(dev: &str, attr: &str) -> String {
     knobs::read_attr(&queue_attr_path(dev, attr)).unwrap()

@@ -8,13 +8,7 @@ use std::process::{Command, Stdio};
 
 use iolab::target::{self, Reason, ScratchDevice, Signature, TargetError};
 
-fn root_or_skip() -> bool {
-    if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    true
-}
+use crate::common::root_or_skip;
 
 fn loop_exists(name: &str) -> bool {
     Path::new(&format!("/sys/block/{name}/loop/backing_file")).exists()

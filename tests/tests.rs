@@ -2,6 +2,7 @@
 //! end to end through the built `iolab` binary.
 
 mod cli_basics;
+mod common;
 mod experiment;
 mod inspect;
 mod knobs;

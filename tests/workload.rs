@@ -238,48 +238,12 @@ mod real_fio {
     //! and time limits, and on a scratch loop device over /dev/shm (root) for success and the
     //! not-applicable classification of polling on a device that cannot poll.
 
-    use std::path::{Path, PathBuf};
-    use std::process::Command;
+    use std::path::Path;
     use std::time::{Duration, Instant};
 
     use iolab::workload::{FioRunner, FioStatus, JobBuilder, RealFio};
 
     use super::fio_available;
-
-    /// A loop device over a file in /dev/shm, detached and deleted on drop.
-    struct ScratchLoop {
-        device: String,
-        image: PathBuf,
-    }
-
-    impl ScratchLoop {
-        fn new(size_mb: u64) -> Option<Self> {
-            let image = PathBuf::from(format!(
-                "/dev/shm/iolab-test-workload-{}.img",
-                std::process::id()
-            ));
-            let f = std::fs::File::create(&image).ok()?;
-            f.set_len(size_mb << 20).ok()?;
-            let out = Command::new("losetup")
-                .args(["-f", "--show"])
-                .arg(&image)
-                .output()
-                .ok()?;
-            if !out.status.success() {
-                let _ = std::fs::remove_file(&image);
-                return None;
-            }
-            let device = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            Some(ScratchLoop { device, image })
-        }
-    }
-
-    impl Drop for ScratchLoop {
-        fn drop(&mut self) {
-            let _ = Command::new("losetup").args(["-d", &self.device]).status();
-            let _ = std::fs::remove_file(&self.image);
-        }
-    }
 
     fn file_job(dir: &Path, runtime: &str) -> iolab::workload::JobSpec {
         JobBuilder::new("file")
@@ -371,7 +335,7 @@ mod real_fio {
             eprintln!("skipped: needs root and fio");
             return;
         }
-        let Some(scratch) = ScratchLoop::new(64) else {
+        let Some(scratch) = crate::common::Scratch::new(64 << 20) else {
             eprintln!("skipped: no loop device available");
             return;
         };
@@ -392,7 +356,7 @@ mod real_fio {
         let job = |polling: bool| {
             JobBuilder::new("loop")
                 .base(base)
-                .filename(&scratch.device)
+                .filename(&scratch.path())
                 .cpus(&[0], false)
                 .polling(polling)
                 .build()
