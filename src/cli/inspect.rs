@@ -58,13 +58,5 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     } else {
         crate::model::render::tree(&machine)
     };
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(out.as_bytes()) {
-        // A closed pipe (`| head`) is not an error worth a message.
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e.into());
-        }
-    }
-    Ok(())
+    super::emit::stdout(&out)
 }

@@ -28,14 +28,13 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     for f in &meta.unreadable {
         eprintln!("iolab: warning: {f}: could not be read; left out of the snapshot");
     }
-    println!(
-        "snapshot of {} (Linux {}) in {}: {} files, {} bytes, readings {:.3} s apart",
+    super::emit::stdout(&format!(
+        "snapshot of {} (Linux {}) in {}: {} files, {} bytes, readings {:.3} s apart\n",
         meta.hostname.as_deref().unwrap_or("?"),
         meta.kernel.as_deref().unwrap_or("?"),
         args.output.display(),
         meta.files,
         meta.bytes,
         meta.interval_ns as f64 / 1e9
-    );
-    Ok(())
+    ))
 }

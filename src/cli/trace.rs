@@ -104,27 +104,13 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Compare(a) => compare(a),
         TraceCommand::Plot(a) => {
             for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref())? {
-                out(&format!("{}\n", p.display()))?;
+                super::emit::stdout(&format!("{}\n", p.display()))?;
                 if a.png {
-                    out(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;
+                    super::emit::stdout(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;
                 }
             }
             Ok(())
         }
-    }
-}
-
-/// Writes to stdout; a reader that went away (`| head`) ends the output quietly instead of
-/// panicking as `print!` would.
-fn out(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
     }
 }
 
@@ -143,10 +129,10 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
     let findings = trace::diagnose::diagnose(&report);
     if args.json {
         let doc = trace::diagnose::with_findings(&report, &findings);
-        out(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+        super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
-        out(&trace::analyze::render::render(&report))?;
-        out(&trace::diagnose::render(&findings))?;
+        super::emit::stdout(&trace::analyze::render::render(&report))?;
+        super::emit::stdout(&trace::diagnose::render(&findings))?;
     }
     Ok(())
 }
@@ -159,9 +145,9 @@ fn compare(args: CompareArgs) -> anyhow::Result<()> {
         .with_context(|| format!("analysing {}", args.b.display()))?;
     let cmp = trace::compare::compare(&a, &b);
     if args.json {
-        out(&(serde_json::to_string_pretty(&cmp)? + "\n"))?;
+        super::emit::stdout(&(serde_json::to_string_pretty(&cmp)? + "\n"))?;
     } else {
-        out(&trace::compare::render(
+        super::emit::stdout(&trace::compare::render(
             &cmp,
             &args.a.display().to_string(),
             &args.b.display().to_string(),
