@@ -5,10 +5,12 @@
 use clap::{Parser, Subcommand};
 
 mod emit;
+mod import;
 mod inspect;
 mod preflight;
 mod restore;
 mod runs;
+mod show;
 
 /// iolab: a Linux I/O-path performance lab.
 ///
@@ -33,6 +35,8 @@ pub enum Command {
     Runs(runs::RunsArgs),
     Restore(restore::RestoreArgs),
     Preflight(preflight::PreflightArgs),
+    Import(import::ImportArgs),
+    Show(show::ShowArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -61,5 +65,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Runs(args) => runs::run(args),
         Command::Restore(args) => restore::run(args),
         Command::Preflight(args) => preflight::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Show(args) => show::run(args),
     }
 }
