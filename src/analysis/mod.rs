@@ -5,6 +5,7 @@
 //! them into cells by their factor levels, and feeds plain vectors to `stats` and `report`.
 
 pub mod cells;
+pub mod compare;
 pub mod import;
 pub mod metrics;
 pub mod show;

@@ -4,6 +4,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod compare;
 mod emit;
 mod import;
 mod inspect;
@@ -37,6 +38,7 @@ pub enum Command {
     Preflight(preflight::PreflightArgs),
     Import(import::ImportArgs),
     Show(show::ShowArgs),
+    Compare(compare::CompareArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -67,5 +69,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Preflight(args) => preflight::run(args),
         Command::Import(args) => import::run(args),
         Command::Show(args) => show::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
