@@ -8,4 +8,6 @@ pub mod cells;
 pub mod compare;
 pub mod import;
 pub mod metrics;
+pub mod page;
+pub mod plots;
 pub mod show;

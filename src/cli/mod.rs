@@ -8,7 +8,9 @@ mod compare;
 mod emit;
 mod import;
 mod inspect;
+mod plot;
 mod preflight;
+mod report;
 mod restore;
 mod runs;
 mod show;
@@ -39,6 +41,8 @@ pub enum Command {
     Import(import::ImportArgs),
     Show(show::ShowArgs),
     Compare(compare::CompareArgs),
+    Plot(plot::PlotArgs),
+    Report(report::ReportArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -70,5 +74,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(args) => import::run(args),
         Command::Show(args) => show::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Plot(args) => plot::run(args),
+        Command::Report(args) => report::run(args),
     }
 }
