@@ -285,3 +285,227 @@ fn compare_errors_name_what_exists() {
     let e = err(&db, &["compare", "kernel", "2"]);
     assert!(e.contains("NAME=VALUE"), "{e}");
 }
+
+#[test]
+fn plot_writes_each_kind_as_svg_and_refuses_png() {
+    let (dir, db) = two_kernels();
+    for (kind, expect) in [
+        ("bars", "read_iops per rq_affinity/placement"),
+        ("lines", "read_iops vs rq_affinity"),
+        ("latency", "read completion latency"),
+        ("heatmap", "all interrupts per CPU"),
+        ("cpu", "CPU time per CPU"),
+    ] {
+        let out = dir.path().join(format!("{kind}.svg"));
+        ok(
+            &db,
+            &["plot", "1", "--kind", kind, "-o", out.to_str().unwrap()],
+        );
+        let svg = std::fs::read_to_string(&out).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let texts: String = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .collect::<Vec<_>>()
+            .join("|");
+        assert!(texts.contains(expect), "{kind}: {texts}");
+    }
+    // Only IRQ 45, which lands on cpu0.
+    let out = dir.path().join("irq45.svg");
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "heatmap",
+            "--irq",
+            "45",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "heatmap",
+            "--irq",
+            "99",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("45") && e.contains("LOC"), "{e}");
+    let png = dir.path().join("bars.png");
+    let e = err(
+        &db,
+        &["plot", "1", "--kind", "bars", "-o", png.to_str().unwrap()],
+    );
+    assert!(e.contains("PNG") && e.contains(".svg"), "{e}");
+    assert!(!png.exists());
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "lines",
+            "--x",
+            "placement",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("on, near, far"), "{e}");
+}
+
+#[test]
+fn plots_of_imported_runs_say_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("i.db");
+    ok(
+        &db,
+        &[
+            "import",
+            &fixture("randread_1job_json.out"),
+            &fixture("write_1job_jsonplus.out"),
+        ],
+    );
+    let out = dir.path().join("x.svg");
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "heatmap",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("imported"), "{e}");
+    // json+ bins of the write run make a latency CDF; the plain json run has none.
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "latency",
+            "--metric",
+            "write_iops",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|b| {
+        std::process::Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[test]
+fn report_is_one_offline_page_that_chromium_renders() {
+    let (dir, db) = two_kernels();
+    let html_path = dir.path().join("report.html");
+    let summary: Value = serde_json::from_str(&ok(
+        &db,
+        &["report", "1", "-o", html_path.to_str().unwrap(), "--json"],
+    ))
+    .unwrap();
+    assert!(summary["comparisons"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(
+        summary["missing_figures"].as_array().unwrap().len(),
+        0,
+        "{summary}"
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    for forbidden in ["<script", "<link", "@import", "url(", "src="] {
+        assert!(!html.contains(forbidden), "{forbidden} in the page");
+    }
+    // The only URL is SVG's namespace, which is a name, not a fetch.
+    let urls = html.matches("http").count();
+    assert_eq!(
+        urls,
+        html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
+    );
+
+    let Some(browser) = chromium() else {
+        panic!("chromium is not installed; scripts/deps installs it");
+    };
+    let run = |extra: &[&str]| {
+        std::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--window-size=1200,4000",
+            ])
+            .args(extra)
+            .arg(format!("file://{}", html_path.display()))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--dump-dom"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8(out.stdout).unwrap();
+    for id in [
+        "environment",
+        "preflight",
+        "results",
+        "comparisons",
+        "plots",
+    ] {
+        assert!(
+            dom.contains(&format!("id=\"{id}\"")),
+            "section {id} not rendered"
+        );
+    }
+    assert!(dom.contains("powersave"), "preflight finding missing");
+    assert!(
+        dom.contains("rq_affinity \\ placement"),
+        "pivot table missing"
+    );
+    assert!(
+        dom.contains("class=\"num na\"") || dom.contains("class=\"na\""),
+        "n/a cell missing"
+    );
+    assert_eq!(
+        dom.matches("<svg").count(),
+        summary["figures"].as_array().unwrap().len(),
+        "every chart is inline SVG"
+    );
+    let shot = dir.path().join("report.png");
+    let out = run(&[&format!("--screenshot={}", shot.display())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    // A blank 1200x4000 page compresses to a few KB; tables and charts take far more.
+    assert!(
+        png.len() > 100_000,
+        "screenshot is only {} bytes",
+        png.len()
+    );
+    if let Ok(keep) = std::env::var("IOLAB_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}
