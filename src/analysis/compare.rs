@@ -210,6 +210,7 @@ pub fn compare_cells(
         .filter_map(|b| cand.iter().find(|c| c.levels == b.levels).map(|c| (b, c)))
         .collect();
     let mut measurable = Vec::new();
+    let mut not_comparable = Vec::new();
     for (b, c) in pairs {
         let why = |x: &CellRuns, side: &str| {
             x.ok.is_empty().then(|| match x.not_applicable_reason() {
@@ -218,9 +219,12 @@ pub fn compare_cells(
             })
         };
         match why(b, "baseline").or_else(|| why(c, "candidate")) {
-            Some(reason) => skipped.push(format!("{} ({reason})", b.label())),
+            Some(reason) => not_comparable.push((reason, b.label())),
             None => measurable.push((b, c)),
         }
+    }
+    for (why, cells) in super::show::by_reason(not_comparable) {
+        skipped.push(format!("{cells} ({why})"));
     }
     for (metric, bv, cv) in metrics {
         let mut opts = CompareOptions::for_metric(metric)?;

@@ -345,7 +345,7 @@ pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
                     None => ("-", "no value for this metric".to_string()),
                 };
                 if mark == "n/a" {
-                    na_notes.push(format!("{label}: {why}"));
+                    na_notes.push((why, label.clone()));
                 }
                 t.push(vec![Cell::text(label), Cell::text(mark)]);
             }
@@ -359,11 +359,9 @@ pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
                 .into(),
         );
     }
-    if !na_notes.is_empty() {
-        t.notes.push(format!(
-            "n/a (not applicable here): {}",
-            na_notes.join("; ")
-        ));
+    for (why, cells) in by_reason(na_notes) {
+        t.notes
+            .push(format!("n/a (not applicable here: {why}): {cells}"));
     }
     if !failed_notes.is_empty() {
         t.notes.push(format!(
@@ -372,6 +370,20 @@ pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
         ));
     }
     t
+}
+
+/// (reason, cell) pairs as one line per reason listing its cells, in first-seen order.
+pub fn by_reason(items: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (why, cell) in items {
+        match out.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, cells)) => cells.push(cell),
+            None => out.push((why, vec![cell])),
+        }
+    }
+    out.into_iter()
+        .map(|(why, cells)| (why, cells.join(", ")))
+        .collect()
 }
 
 fn header(loaded: &Loaded) -> String {
