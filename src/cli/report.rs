@@ -7,8 +7,9 @@ use anyhow::{bail, Context};
 use crate::analysis::page::{report, ReportOptions};
 use crate::store::{self, Store};
 
-/// Write one self-contained HTML page about an experiment: environment and preflight
-/// findings, the tables of `iolab show`, each factor's levels compared with its first level
+/// Write one self-contained HTML page about an experiment.
+///
+/// The page holds the environment and preflight findings, the tables of `iolab show`, each factor's levels compared with its first level
 /// (change, CI, p-values, verdicts), and the charts. Inline CSS and SVG only: no scripts, no
 /// fonts or images from the network; it works offline and survives being mailed.
 #[derive(Debug, clap::Args)]

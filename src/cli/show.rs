@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use crate::analysis::show::{show, ShowOptions};
 use crate::store::{self, Store};
 
-/// Show one experiment: per metric, a pivot table (one factor in rows, another in columns;
-/// mean +-95% CI, `*` where a cell has outliers) and every cell's n, mean, median, stddev, CV
+/// Show one experiment's results: pivot tables and per-cell statistics with CIs.
+///
+/// Per metric, a pivot table (one factor in rows, another in columns; mean +-95% CI, `*` where a cell has outliers) and every cell's n, mean, median, stddev, CV
 /// and CI. Cells that cannot run here show `n/a` with the reason; failed runs are counted.
 /// Without --metric: IOPS, MB/s, mean and p99 latency, %usr/%sys and interrupts/s, where
 /// measured.
