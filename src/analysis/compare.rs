@@ -226,6 +226,10 @@ pub fn compare_cells(
     for (why, cells) in super::show::by_reason(not_comparable) {
         skipped.push(format!("{cells} ({why})"));
     }
+    // Gather the work first, then compare on every core: each comparison is independent
+    // (its bootstrap has its own recorded seed), and the bootstrap dominates on cells with
+    // hundreds of runs.
+    let mut jobs = Vec::new();
     for (metric, bv, cv) in metrics {
         let mut opts = CompareOptions::for_metric(metric)?;
         opts.min_effect = min_effect_pct / 100.0;
@@ -238,26 +242,48 @@ pub fn compare_cells(
             };
             let (x, y) = (pick(b, bv), pick(c, cv));
             if x.is_empty() || y.is_empty() {
+                let side = if x.is_empty() {
+                    "baseline"
+                } else {
+                    "candidate"
+                };
                 skipped.push(format!(
-                    "{} {metric}: no values on the {} side",
-                    b.label(),
-                    if x.is_empty() {
-                        "baseline"
-                    } else {
-                        "candidate"
-                    }
+                    "{} {metric}: no values on the {side} side",
+                    b.label()
                 ));
                 continue;
             }
-            let comparison = compare(&x, &y, &opts)
-                .map_err(|e| anyhow::anyhow!("{} {metric}: {e}", b.label()))?;
-            out.push(Compared {
-                cell: b.label(),
-                short_cell: b.short_label(),
-                metric: metric.clone(),
-                comparison,
-            });
+            jobs.push((b, metric, opts.clone(), x, y));
         }
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let chunk = jobs.len().div_ceil(threads).max(1);
+    let results: Vec<Result<Comparison, crate::stats::StatsError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|(_, _, opts, x, y)| compare(x, y, opts))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    for ((b, metric, ..), result) in jobs.iter().zip(results) {
+        let comparison = result.map_err(|e| anyhow::anyhow!("{} {metric}: {e}", b.label()))?;
+        out.push(Compared {
+            cell: b.label(),
+            short_cell: b.short_label(),
+            metric: (*metric).clone(),
+            comparison,
+        });
     }
     let mut cmps: Vec<Comparison> = out.iter().map(|c| c.comparison.clone()).collect();
     adjust_family(&mut cmps);
