@@ -135,6 +135,23 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
     assert!(text.contains("all"), "{text}");
     assert!(text.contains("~ (n)"), "{text}");
 
+    // Client mode names the host it ran on; that is used when --tag host is not given.
+    let client: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "import",
+            "--json",
+            &fixture("client_randread_2jobs_json.out"),
+        ],
+    ))
+    .unwrap();
+    let run = client["runs"][0]["run_id"].as_i64().unwrap();
+    let tags = store.run_tags(run).unwrap();
+    assert!(
+        tags.contains(&("host".into(), "127.0.0.1".into())),
+        "{tags:?}"
+    );
+
     // One bad file: nothing stored, the error names it.
     let before = store.experiments().unwrap().len();
     let bad = dir.path().join("broken.json");

@@ -231,7 +231,12 @@ pub fn compare_cells(
     // hundreds of runs.
     let mut jobs = Vec::new();
     for (metric, bv, cv) in metrics {
-        let mut opts = CompareOptions::for_metric(metric)?;
+        let mut opts = CompareOptions::for_metric(metric).map_err(|_| {
+            anyhow::anyhow!(
+                "{metric} is neither work done nor a cost (no better direction), so a change \
+                 cannot be called improved or regressed; `iolab show` prints its values"
+            )
+        })?;
         opts.min_effect = min_effect_pct / 100.0;
         for &(b, c) in &measurable {
             let pick = |cell: &CellRuns, vals: &Values| -> Vec<f64> {

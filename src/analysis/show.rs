@@ -538,3 +538,78 @@ pub fn long_table(loaded: &Loaded, per_metric: &[MetricCells]) -> Table {
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RunStatus;
+
+    fn loaded_3x2x2() -> (Loaded, Values) {
+        let mut runs = Vec::new();
+        let mut values = Values::new();
+        let mut id = 0;
+        for rep in 0..4 {
+            for a in ["1", "2", "4"] {
+                for b in ["x", "y"] {
+                    for c in ["p", "q"] {
+                        id += 1;
+                        runs.push(Run {
+                            id,
+                            experiment_id: 1,
+                            cell_key: String::new(),
+                            cell_levels: json!({"a": a, "b": b, "c": c}),
+                            repetition: rep,
+                            warmup: false,
+                            start_unix: 0.0,
+                            end_unix: 1.0,
+                            status: RunStatus::Ok,
+                        });
+                        values.insert(id, 100.0 * a.parse::<f64>().unwrap() + rep as f64);
+                    }
+                }
+            }
+        }
+        let factors = factors_of(&declared_factors("[factors]\na = [1, 2, 4]\n"), &runs);
+        let cells = group(&runs, &factors);
+        let experiment = Experiment {
+            id: 1,
+            name: "t".into(),
+            seed: 0,
+            created_unix: 0.0,
+            host: "h".into(),
+            kernel: "k".into(),
+            status: "done".into(),
+            runs_ok: runs.len() as u64,
+            runs_failed: 0,
+            runs_not_applicable: 0,
+        };
+        (
+            Loaded {
+                experiment,
+                factors,
+                cells,
+                runs,
+            },
+            values,
+        )
+    }
+
+    #[test]
+    fn three_factors_give_one_pivot_per_level_of_the_third() {
+        let (loaded, values) = loaded_3x2x2();
+        let mc = summarise(&loaded, "read_iops", &values).unwrap();
+        let lay = layout(&loaded, None, None).unwrap().unwrap();
+        assert_eq!((lay.rows.name.as_str(), lay.cols.name.as_str()), ("a", "b"));
+        let tables = pivot_tables(&loaded, &lay, &mc);
+        assert_eq!(tables.len(), 2);
+        assert!(tables[1].title.as_deref().unwrap().ends_with("(c=q)"));
+        let text = tables[0].render_text(80);
+        // a = 1: values 100..103, mean 101.5
+        assert!(text.contains("101.5"), "{text}");
+        let lay = layout(&loaded, Some("c"), Some("a")).unwrap().unwrap();
+        assert_eq!(lay.fixed.len(), 1);
+        assert_eq!(pivot_tables(&loaded, &lay, &mc).len(), 2);
+        assert!(layout(&loaded, Some("a"), Some("a")).is_err());
+        assert!(layout(&loaded, Some("zz"), None).is_err());
+    }
+}
