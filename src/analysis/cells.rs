@@ -71,10 +71,15 @@ impl CellRuns {
     }
 }
 
-/// A level as text: strings as they are, numbers and booleans as TOML/JSON print them.
+/// A level as text: strings as they are, numbers and booleans as TOML/JSON print them, and a
+/// structured level (e.g. a placement stored with its resolved CPUs) by its `label`.
 pub fn level_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
+        Value::Object(map) => match map.get("label").or_else(|| map.get("name")) {
+            Some(label) => level_text(label),
+            None => v.to_string(),
+        },
         other => other.to_string(),
     }
 }
@@ -288,6 +293,17 @@ mod tests {
         assert_eq!(cells[1].ok, [3]);
         assert_eq!(cells[1].failed.len(), 1);
         assert_eq!(cells[2].short_label(), "1/far");
+    }
+
+    #[test]
+    fn levels_print_as_people_wrote_them() {
+        assert_eq!(level_text(&serde_json::json!("on")), "on");
+        assert_eq!(level_text(&serde_json::json!(1)), "1");
+        assert_eq!(level_text(&serde_json::json!(true)), "true");
+        assert_eq!(
+            level_text(&serde_json::json!({"label": "near", "cpus": [1]})),
+            "near"
+        );
     }
 
     #[test]
