@@ -258,29 +258,41 @@ fn latency(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<
     let mut series = Vec::new();
     let mut without_bins = 0usize;
     for cell in &loaded.cells {
-        let mut merged = LatencyHistogram::new();
+        // One cell at a time (memory stays bounded), its runs parsed on every core.
+        let mut texts = Vec::with_capacity(cell.ok.len());
         for &id in &cell.ok {
-            let Some(text) = store.run_texts(id)?.and_then(|t| t.fio_json) else {
-                without_bins += 1;
-                continue;
-            };
-            let report = fio_json::parse(&text).with_context(|| format!("run {id}"))?;
-            let mut any = false;
-            for job in &report.jobs {
-                let d = match dir {
-                    Dir::Read => &job.read,
-                    Dir::Write => &job.write,
-                    Dir::Trim => &job.trim,
-                };
-                if let Some(bins) = &d.clat.bins {
-                    any = true;
-                    merged.merge(&LatencyHistogram::from_pairs(
-                        bins.iter().map(|(&k, &v)| (k, v)),
-                    ));
-                }
+            match store.run_texts(id)?.and_then(|t| t.fio_json) {
+                Some(text) => texts.push((id, text)),
+                None => without_bins += 1,
             }
-            if !any {
-                without_bins += 1;
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = texts.len().div_ceil(threads).max(1);
+        let parsed: Vec<anyhow::Result<Option<std::collections::BTreeMap<u64, u64>>>> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = texts
+                    .chunks(chunk)
+                    .map(|part| {
+                        s.spawn(move || {
+                            part.iter()
+                                .map(|(id, text)| {
+                                    fio_json::clat_bins(text, dir)
+                                        .with_context(|| format!("run {id}: stored fio output"))
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            });
+        let mut merged = LatencyHistogram::new();
+        for bins in parsed {
+            match bins? {
+                Some(b) => merged.merge(&LatencyHistogram::from_pairs(b)),
+                None => without_bins += 1,
             }
         }
         if !merged.is_empty() {
