@@ -2,7 +2,7 @@
 //! for "well under a few seconds"). Builds the database once through the store API (two
 //! 3x3 experiments, two kernels, ~556 repetitions per cell: 10,008 runs with 9 metrics each),
 //! then runs the real `iolab` binary several times per command and prints min/median/max
-//! wall-clock times.
+//! wall-clock times, and the mean CPU time per run (user + system, all threads).
 //!
 //! `cargo bench --bench answers` (release build). Options after `--`:
 //! `--reps N` (repetitions per cell, default 556), `--keep DIR` (build the database in DIR
@@ -15,6 +15,16 @@ mod answers_db;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+/// CPU seconds (user + system) used so far by finished child processes: unlike wall-clock
+/// time, it does not grow when other work shares the machine's cores.
+fn children_cpu_s() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes into the struct we pass.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
 
 fn main() {
     let mut reps = 556u32;
@@ -78,6 +88,7 @@ fn main() {
     );
     for (name, argv) in cases {
         let mut times: Vec<Duration> = Vec::new();
+        let cpu0 = children_cpu_s();
         for _ in 0..rounds {
             let t = Instant::now();
             let out = Command::new(bin)
@@ -93,13 +104,15 @@ fn main() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        let cpu = (children_cpu_s() - cpu0) / rounds as f64;
         times.sort();
         println!(
-            "{:<34} {:>8.3} {:>8.3} {:>8.3}",
+            "{:<34} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
             name,
             times[0].as_secs_f64(),
             times[times.len() / 2].as_secs_f64(),
-            times[times.len() - 1].as_secs_f64()
+            times[times.len() - 1].as_secs_f64(),
+            cpu
         );
     }
 }
