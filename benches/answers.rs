@@ -83,8 +83,8 @@ fn main() {
         ),
     ];
     println!(
-        "{:<34} {:>8} {:>8} {:>8}",
-        "command", "min s", "median s", "max s"
+        "{:<34} {:>8} {:>8} {:>8} {:>8}",
+        "command", "min s", "median s", "max s", "cpu s"
     );
     for (name, argv) in cases {
         let mut times: Vec<Duration> = Vec::new();

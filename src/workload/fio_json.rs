@@ -397,13 +397,14 @@ struct BinsDir {
 
 #[derive(serde::Deserialize)]
 struct BinsClat {
-    bins: Option<BTreeMap<String, u64>>,
+    // serde_json reads quoted integer keys straight into u64: no String per bucket.
+    bins: Option<BTreeMap<u64, u64>>,
 }
 
 /// The completion-latency histogram of one direction, merged over every job of the last
 /// complete document (like [`parse`]; client mode's "All clients" sum is left out so nothing
-/// counts twice). `Ok(None)` when no job has `json+` bins for that direction. A bucket key
-/// that is not a number is an error naming it.
+/// counts twice). `Ok(None)` when no job has `json+` bins for that direction; a bucket key
+/// that is not a number makes the document malformed.
 pub fn clat_bins(output: &str, dir: Dir) -> Result<Option<BTreeMap<u64, u64>>, FioJsonError> {
     let mut pos = first_document_start(output, 0).ok_or_else(|| FioJsonError::NoDocument {
         excerpt: excerpt(output),
@@ -457,12 +458,7 @@ pub fn clat_bins(output: &str, dir: Dir) -> Result<Option<BTreeMap<u64, u64>>, F
             continue;
         };
         let into = merged.get_or_insert_with(BTreeMap::new);
-        for (k, n) in bins {
-            let ns: u64 = k.trim().parse().map_err(|_| FioJsonError::Malformed {
-                line: 0,
-                column: 0,
-                message: format!("clat_ns.bins key {k:?} is not a number of nanoseconds"),
-            })?;
+        for (ns, n) in bins {
             *into.entry(ns).or_insert(0) += n;
         }
     }
