@@ -31,7 +31,14 @@ fn main() {
     let mut rounds = 5usize;
     let mut keep: Option<PathBuf> = None;
     let mut rich = false;
-    let mut args = std::env::args().skip(1);
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if !argv.iter().any(|a| a == "--bench") {
+        // `cargo test --all-targets` runs this without --bench (and unoptimised): a smoke
+        // run on a small database that checks every command works, not a measurement.
+        reps = 3;
+        rounds = 1;
+    }
+    let mut args = argv.into_iter();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--reps" => reps = args.next().and_then(|v| v.parse().ok()).expect("--reps N"),
@@ -43,7 +50,7 @@ fn main() {
             }
             "--rich" => rich = true,
             "--keep" => keep = Some(PathBuf::from(args.next().expect("--keep DIR"))),
-            _ => {} // cargo bench passes --bench
+            _ => {} // --bench: passed by cargo bench
         }
     }
     let tmp = tempfile::tempdir().unwrap();
