@@ -328,6 +328,39 @@ fn plot_writes_each_kind_as_svg_and_refuses_png() {
             .join("|");
         assert!(texts.contains(expect), "{kind}: {texts}");
     }
+    // Two kernels on one chart (seeds/004's stock vs backport), told apart by their tag.
+    let both = dir.path().join("both.svg");
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "lines",
+            "--with",
+            "2",
+            "-o",
+            both.to_str().unwrap(),
+        ],
+    );
+    let svg = std::fs::read_to_string(&both).unwrap();
+    assert!(svg.contains("variant=stock placement=on"), "legend");
+    assert!(svg.contains("variant=backport placement=near"), "legend");
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "bars",
+            "--with",
+            "2",
+            "-o",
+            both.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("lines"), "{e}");
+
     // Only IRQ 45, which lands on cpu0.
     let out = dir.path().join("irq45.svg");
     ok(

@@ -52,6 +52,8 @@ pub struct PlotRequest {
     pub run: Option<i64>,
     /// `heatmap`: only this IRQ (as named in /proc/interrupts: `45`, `LOC`, ...).
     pub irq: Option<String>,
+    /// `lines`: more experiments drawn on the same axes, one set of lines each.
+    pub with: Vec<i64>,
 }
 
 impl PlotRequest {
@@ -63,12 +65,16 @@ impl PlotRequest {
             by: None,
             run: None,
             irq: None,
+            with: Vec::new(),
         }
     }
 }
 
 /// The SVG document for `req`.
 pub fn plot(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    if !req.with.is_empty() && req.kind != Kind::Lines {
+        bail!("--with draws several experiments on one chart; only --kind lines supports it");
+    }
     let svg = match req.kind {
         Kind::Bars => bars(store, loaded, req)?,
         Kind::Lines => lines(store, loaded, req)?,
@@ -178,44 +184,59 @@ fn lines(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<St
     };
     let sizes = x.levels.iter().any(|l| has_size_suffix(l));
     let scale = if sizes { 1024.0 } else { 1.0 };
-    let values = metrics::values(store, &loaded.ok_run_ids(), &metric)?;
-    let mc = summarise(loaded, &metric, &values)?;
     let mut series: BTreeMap<Vec<usize>, Series> = BTreeMap::new();
-    for (cell, s) in loaded.cells.iter().zip(&mc.summaries) {
-        let (Some(s), Some(level)) = (s, cell.level(&x.name)) else {
-            continue;
-        };
-        let Some(xv) = numeric_value(level) else {
-            continue;
-        };
-        let key: Vec<usize> = by
-            .iter()
-            .map(|f| {
+    let mut experiments = vec![loaded.clone()];
+    for &id in &req.with {
+        let other = super::show::load(store, id)?;
+        if other.factor(&x.name).is_err() {
+            bail!(
+                "experiment {id} has no factor {:?} to put on the x axis; its factors: {}",
+                x.name,
+                other.factor_list()
+            );
+        }
+        experiments.push(other);
+    }
+    let labels = variant_labels(store, &experiments)?;
+    for (e, exp) in experiments.iter().enumerate() {
+        let values = metrics::values(store, &exp.ok_run_ids(), &metric)?;
+        let mc = summarise(exp, &metric, &values)?;
+        for (cell, s) in exp.cells.iter().zip(&mc.summaries) {
+            let (Some(s), Some(level)) = (s, cell.level(&x.name)) else {
+                continue;
+            };
+            let Some(xv) = numeric_value(level) else {
+                continue;
+            };
+            let mut key = vec![e];
+            key.extend(by.iter().map(|f| {
                 cell.level(&f.name)
                     .and_then(|l| f.levels.iter().position(|x| x == l))
                     .unwrap_or(usize::MAX)
-            })
-            .collect();
-        let name = if by.is_empty() {
-            metric.clone()
-        } else {
-            by.iter()
-                .filter_map(|f| cell.level(&f.name).map(|l| format!("{}={l}", f.name)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        series
-            .entry(key)
-            .or_insert_with(|| Series {
-                name,
-                points: Vec::new(),
-            })
-            .points
-            .push(SeriesPoint {
-                x: xv / scale,
-                y: s.mean,
-                ci: s.ci_mean.map(|c| (c.low, c.high)),
-            });
+            }));
+            let mut parts: Vec<String> = labels.get(e).cloned().into_iter().collect();
+            parts.extend(
+                by.iter()
+                    .filter_map(|f| cell.level(&f.name).map(|l| format!("{}={l}", f.name))),
+            );
+            let name = if parts.is_empty() {
+                metric.clone()
+            } else {
+                parts.join(" ")
+            };
+            series
+                .entry(key)
+                .or_insert_with(|| Series {
+                    name,
+                    points: Vec::new(),
+                })
+                .points
+                .push(SeriesPoint {
+                    x: xv / scale,
+                    y: s.mean,
+                    ci: s.ci_mean.map(|c| (c.low, c.high)),
+                });
+        }
     }
     let mut series: Vec<Series> = series.into_values().collect();
     for s in &mut series {
@@ -244,6 +265,49 @@ fn lines(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<St
         &series,
         log_x,
     )?)
+}
+
+/// How to tell experiments apart in a legend (seeds/004: stock vs backported kernel): the
+/// first run tag whose value differs between them (user tags before `kernel` and `host`),
+/// else the experiment id. Empty when only one experiment is drawn.
+fn variant_labels(store: &Store, experiments: &[Loaded]) -> anyhow::Result<Vec<String>> {
+    if experiments.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let mut tags: Vec<BTreeMap<String, String>> = Vec::new();
+    for e in experiments {
+        let first = e.runs.first().map(|r| r.id);
+        let t = match first {
+            Some(id) => store.run_tags(id)?.into_iter().collect(),
+            None => BTreeMap::new(),
+        };
+        tags.push(t);
+    }
+    let mut names: Vec<&String> = tags[0]
+        .keys()
+        .filter(|n| *n != "kernel" && *n != "host")
+        .collect();
+    names.sort();
+    let kernel = "kernel".to_string();
+    let host = "host".to_string();
+    names.push(&kernel);
+    names.push(&host);
+    for name in names {
+        let values: Vec<Option<&String>> = tags.iter().map(|t| t.get(name)).collect();
+        let distinct: std::collections::BTreeSet<&String> =
+            values.iter().flatten().copied().collect();
+        if values.iter().all(Option::is_some) && distinct.len() == experiments.len() {
+            return Ok(values
+                .into_iter()
+                .flatten()
+                .map(|v| format!("{name}={v}"))
+                .collect());
+        }
+    }
+    Ok(experiments
+        .iter()
+        .map(|e| format!("experiment {}", e.experiment.id))
+        .collect())
 }
 
 fn latency(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {

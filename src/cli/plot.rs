@@ -44,6 +44,10 @@ pub struct PlotArgs {
     /// heatmap: only this IRQ (e.g. 45 or LOC; default: all interrupts summed).
     #[arg(long, value_name = "IRQ")]
     pub irq: Option<String>,
+    /// lines: also draw this experiment on the same axes (repeatable), e.g. the same block-size
+    /// sweep on another kernel; lines are labelled by the tag that tells the experiments apart.
+    #[arg(long, value_name = "ID")]
+    pub with: Vec<i64>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
@@ -78,6 +82,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
         by: args.by,
         run: args.run,
         irq: args.irq,
+        with: args.with,
     };
     let svg = plot(&db, &loaded, &req)?;
     std::fs::write(&args.output, &svg)
