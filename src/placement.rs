@@ -8,6 +8,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::sys::parse::{cpulist, format_cpulist as format_cpu_list};
+
 /// What placement needs to know about one online CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuPlace {
@@ -56,9 +58,12 @@ impl Placement {
                 .map_err(|_| format!("`{text}`: node:N needs a node number, e.g. node:1"));
         }
         let list = t.strip_prefix("cpus:").unwrap_or(t);
-        parse_cpu_list(list).map(Placement::Cpus).map_err(|e| {
-            format!("`{text}`: {e}; a placement is on, near, far, node:N or a CPU list like 0-3,8")
-        })
+        match cpulist(list) {
+            Ok(cpus) if !cpus.is_empty() => Ok(Placement::Cpus(cpus)),
+            _ => Err(format!(
+                "`{text}` is not a placement: use on, near, far, node:N or a CPU list like 0-3,8"
+            )),
+        }
     }
 }
 
@@ -81,15 +86,15 @@ pub struct Resolved {
     pub why: String,
 }
 
-/// Resolves `placement` on a machine whose online CPUs are `cpus`, with `distance[a][b]` the
-/// NUMA distance between nodes `a` and `b` (empty when unknown), relative to the `anchor`
+/// Resolves `placement` on a machine whose online CPUs are `cpus`, with `distance(a, b)` the
+/// NUMA distance between nodes `a` and `b` (None when unknown), relative to the `anchor`
 /// CPUs (the effective affinity of the device's interrupt). `Err` is a reason the level is
 /// not applicable here; it is recorded, not fatal.
 pub fn resolve(
     placement: &Placement,
     anchor: &[u32],
     cpus: &[CpuPlace],
-    distance: &[Vec<u32>],
+    distance: &dyn Fn(u32, u32) -> Option<u32>,
 ) -> Result<Resolved, String> {
     let online: BTreeSet<u32> = cpus.iter().map(|c| c.cpu).collect();
     let needs_anchor = matches!(placement, Placement::On | Placement::Near | Placement::Far);
@@ -197,15 +202,12 @@ fn resolve_far(
     anchor: &[u32],
     anchors: &[&CpuPlace],
     cpus: &[CpuPlace],
-    distance: &[Vec<u32>],
+    distance: &dyn Fn(u32, u32) -> Option<u32>,
 ) -> Result<Resolved, String> {
     let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
     let anchor_nodes: BTreeSet<u32> = anchors.iter().map(|a| a.node).collect();
     let dist = |a: u32, b: u32| -> u32 {
-        distance
-            .get(a as usize)
-            .and_then(|row| row.get(b as usize))
-            .copied()
+        distance(a, b)
             // Unknown distances: any other node is farther than our own.
             .unwrap_or(if a == b { 10 } else { 20 })
     };
@@ -272,60 +274,19 @@ fn resolve_far(
     )
 }
 
-/// Parses a kernel-style CPU list (`0-3,8-11`, `5`, `0-7:2` strides are not accepted).
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
-    let mut out = BTreeSet::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let lo: u32 = lo
-            .parse()
-            .map_err(|_| format!("`{part}` is not a CPU number or range"))?;
-        let hi: u32 = hi
-            .parse()
-            .map_err(|_| format!("`{part}` is not a CPU number or range"))?;
-        if hi < lo || hi - lo > 65_535 {
-            return Err(format!("`{part}` is not a valid CPU range"));
-        }
-        out.extend(lo..=hi);
-    }
-    if out.is_empty() {
-        return Err("empty CPU list".to_string());
-    }
-    Ok(out.into_iter().collect())
-}
-
-/// Formats CPUs the way the kernel does (`0-3,8`), which is also what fio's cpus_allowed takes.
-pub fn format_cpu_list(cpus: &[u32]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Alan Brunelle's box (seeds/000): 4 cells of 4 CPUs, one package per cell, no SMT.
+    fn table(d: &[Vec<u32>]) -> impl Fn(u32, u32) -> Option<u32> + '_ {
+        move |a, b| d.get(a as usize)?.get(b as usize).copied()
+    }
+
+    fn unknown(_: u32, _: u32) -> Option<u32> {
+        None
+    }
+
     fn four_cells() -> (Vec<CpuPlace>, Vec<Vec<u32>>) {
         let cpus = (0..16)
             .map(|cpu| CpuPlace {
@@ -361,18 +322,18 @@ mod tests {
     #[test]
     fn on_near_far_on_a_four_cell_box() {
         let (cpus, d) = four_cells();
-        let on = resolve(&Placement::On, &[2], &cpus, &d).unwrap();
+        let on = resolve(&Placement::On, &[2], &cpus, &table(&d)).unwrap();
         assert_eq!(on.cpus, vec![2]);
-        let near = resolve(&Placement::Near, &[2], &cpus, &d).unwrap();
+        let near = resolve(&Placement::Near, &[2], &cpus, &table(&d)).unwrap();
         assert_eq!(near.cpus, vec![0, 1, 3]);
-        let far = resolve(&Placement::Far, &[2], &cpus, &d).unwrap();
+        let far = resolve(&Placement::Far, &[2], &cpus, &table(&d)).unwrap();
         assert_eq!(far.cpus, vec![12, 13, 14, 15], "{}", far.why);
     }
 
     #[test]
     fn far_without_distances_takes_every_other_node() {
         let (cpus, _) = four_cells();
-        let far = resolve(&Placement::Far, &[0], &cpus, &[]).unwrap();
+        let far = resolve(&Placement::Far, &[0], &cpus, &unknown).unwrap();
         assert_eq!(far.cpus, (4..16).collect::<Vec<_>>());
     }
 
@@ -388,7 +349,7 @@ mod tests {
                 llc: Some(0),
             })
             .collect();
-        let near = resolve(&Placement::Near, &[0], &cpus, &[]).unwrap();
+        let near = resolve(&Placement::Near, &[0], &cpus, &unknown).unwrap();
         assert_eq!(near.cpus, vec![1, 3]);
         // A one-core machine: only the sibling is left.
         let near = resolve(
@@ -399,7 +360,7 @@ mod tests {
                 .chain(&cpus[2..3])
                 .cloned()
                 .collect::<Vec<_>>(),
-            &[],
+            &unknown,
         )
         .unwrap();
         assert_eq!(near.cpus, vec![2]);
@@ -410,21 +371,23 @@ mod tests {
     fn a_small_vm_has_nothing_far_and_says_why() {
         let cpus = this_vm();
         assert_eq!(
-            resolve(&Placement::Near, &[1], &cpus, &[]).unwrap().cpus,
+            resolve(&Placement::Near, &[1], &cpus, &unknown)
+                .unwrap()
+                .cpus,
             vec![0]
         );
-        let err = resolve(&Placement::Far, &[1], &cpus, &[]).unwrap_err();
+        let err = resolve(&Placement::Far, &[1], &cpus, &unknown).unwrap_err();
         assert!(err.contains("one NUMA node"), "{err}");
     }
 
     #[test]
     fn no_interrupt_means_no_anchor() {
-        let err = resolve(&Placement::On, &[], &this_vm(), &[]).unwrap_err();
+        let err = resolve(&Placement::On, &[], &this_vm(), &unknown).unwrap_err();
         assert!(err.contains("anchor_cpu"), "{err}");
         // Explicit lists and nodes need no anchor.
-        let r = resolve(&Placement::Node(0), &[], &this_vm(), &[]).unwrap();
+        let r = resolve(&Placement::Node(0), &[], &this_vm(), &unknown).unwrap();
         assert_eq!(r.cpus, vec![0, 1]);
-        assert!(resolve(&Placement::Cpus(vec![5]), &[], &this_vm(), &[]).is_err());
+        assert!(resolve(&Placement::Cpus(vec![5]), &[], &this_vm(), &unknown).is_err());
     }
 
     #[test]
@@ -440,6 +403,5 @@ mod tests {
             .unwrap_err()
             .contains("on, near, far"));
         assert!(Placement::parse("3-1").is_err());
-        assert_eq!(format_cpu_list(&[8, 0, 1, 2, 3, 10]), "0-3,8,10");
     }
 }

@@ -162,7 +162,21 @@ pub fn add_experiment(store: &mut Store, spec: &Spec<'_>) -> i64 {
 /// lands on CPU 0; `near`/`far` placement moves the submitting work to CPU 1.
 fn samples(noise: &mut Noise, iops: f64, placement: usize) -> Vec<SampleSeries> {
     let t: Vec<f64> = (1..=4).map(f64::from).collect();
-    let mut out = Vec::new();
+    // Keys as experiment::run::record::series writes them, totals included.
+    let mut out = vec![
+        SampleSeries {
+            kind: "irq".into(),
+            key: "all".into(),
+            t_offsets: t.clone(),
+            values: vec![iops + 500.0; t.len()],
+        },
+        SampleSeries {
+            kind: "cpu".into(),
+            key: "all/sys_pct".into(),
+            t_offsets: t.clone(),
+            values: vec![20.0; t.len()],
+        },
+    ];
     for cpu in 0..2u32 {
         let share = if cpu == 0 { 0.97 } else { 0.03 };
         out.push(SampleSeries {
@@ -194,7 +208,7 @@ fn samples(noise: &mut Noise, iops: f64, placement: usize) -> Vec<SampleSeries> 
         ] {
             out.push(SampleSeries {
                 kind: "cpu".into(),
-                key: format!("cpu{cpu}/{cat}"),
+                key: format!("cpu{cpu}/{cat}_pct"),
                 t_offsets: t.clone(),
                 values: t
                     .iter()
@@ -205,7 +219,7 @@ fn samples(noise: &mut Noise, iops: f64, placement: usize) -> Vec<SampleSeries> 
         let idle = 100.0 - usr - sys - softirq - 2.0;
         out.push(SampleSeries {
             kind: "cpu".into(),
-            key: format!("cpu{cpu}/idle"),
+            key: format!("cpu{cpu}/idle_pct"),
             t_offsets: t.clone(),
             values: vec![idle; t.len()],
         });

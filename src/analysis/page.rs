@@ -147,7 +147,7 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
             out.push_str(&format!(
                 "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                 html::escape(&f.key),
-                html::escape(&f.value),
+                long_value(&f.value),
                 html::escape(sev),
                 html::escape(f.advice.as_deref().unwrap_or(""))
             ));
@@ -156,6 +156,22 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
     }
     out.push_str("</section>\n");
     Ok(out)
+}
+
+/// Long values (the stored plan, a process list) fold into a `<details>`: readable without
+/// scripts, out of the way until opened.
+fn long_value(value: &str) -> String {
+    const SHORT: usize = 120;
+    if value.chars().count() <= SHORT {
+        return html::escape(value);
+    }
+    let head: String = value.chars().take(SHORT).collect();
+    format!(
+        "<details><summary>{}&hellip; ({} characters)</summary><pre>{}</pre></details>",
+        html::escape(&head),
+        value.chars().count(),
+        html::escape(value)
+    )
 }
 
 fn missing(what: &str, why: &anyhow::Error) -> String {

@@ -5,10 +5,10 @@
 //! data and says clearly when it is not there (imported runs have no sampled series; plain
 //! `json` output has no histogram bins).
 //!
-//! Sampled series as the run loop stores them (`store::SampleSeries`, one per run and key):
-//! kind `irq`, key `IRQ/cpuN`, values in interrupts/s over the interval that ends at each
-//! offset; kind `cpu`, key `cpuN/CATEGORY` (usr, sys, irq, softirq, iowait, idle, ...), values
-//! in percent of that CPU's time over the interval.
+//! Sampled series as the run loop stores them (`experiment::run::record::series`, one per run
+//! and key, offsets at the end of each interval): kind `irq`, key `IRQ/cpuN` in interrupts/s
+//! (and `all`, the total, which the per-CPU heatmap does not need); kind `cpu`, key
+//! `cpuN/usr_pct` ... `cpuN/idle_pct` in percent of that CPU's time (and `all/...`).
 
 use std::collections::BTreeMap;
 
@@ -511,6 +511,7 @@ fn cpu(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Stri
         let Some(cpu) = cpu_number(cpu) else {
             continue;
         };
+        let cat = cat.strip_suffix("_pct").unwrap_or(cat);
         if s.values.is_empty() {
             continue;
         }

@@ -1,8 +1,15 @@
 //! `iolab inspect`: the machine model, as a tree for people or JSON for scripts.
 
+use crate::model::{Counters, Machine};
+use crate::sys::SysRoot;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// Show the machine's CPUs, NUMA nodes, block devices, queues and interrupts.
+///
+/// With `--root DIR` it shows a snapshot made by `iolab snapshot`, including interrupt and
+/// CPU rates from the snapshot's two readings. On the live machine, `--interval` takes a
+/// second reading to show rates.
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
@@ -11,15 +18,53 @@ pub struct InspectArgs {
     /// Print the model as one JSON document.
     #[arg(long)]
     pub json: bool,
+    /// On the live machine, read the counters twice this far apart and show rates
+    /// (e.g. 1s, 500ms, 2).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
+    pub interval: Option<Duration>,
+}
+
+pub(crate) fn parse_interval(text: &str) -> Result<Duration, String> {
+    let d = crate::sys::parse::duration::duration(text)?;
+    if d.is_zero() {
+        return Err("the interval must be longer than zero".to_string());
+    }
+    Ok(d)
 }
 
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     let root = match &args.root {
-        Some(dir) => crate::sys::SysRoot::at(dir)?,
-        None => crate::sys::SysRoot::live(),
+        Some(dir) => SysRoot::at(dir)?,
+        None => SysRoot::live(),
     };
-    anyhow::bail!(
-        "inspect is not built yet (root {root:?}, json {})",
-        args.json
-    )
+    let mut machine = Machine::read(&root)?;
+    if let Some(interval) = args.interval {
+        anyhow::ensure!(
+            root.is_live(),
+            "--interval measures the live machine; a snapshot carries its own second reading"
+        );
+        let before = Counters::read(&root)?;
+        let start = Instant::now();
+        std::thread::sleep(interval);
+        let after = Counters::read(&root)?;
+        let ns = start.elapsed().as_nanos() as u64;
+        machine.apply_rates(&crate::model::rates(&before, &after, ns));
+    }
+    for w in &machine.warnings {
+        eprintln!("iolab: warning: {w}");
+    }
+    let out = if args.json {
+        serde_json::to_string_pretty(&machine)? + "\n"
+    } else {
+        crate::model::render::tree(&machine)
+    };
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(out.as_bytes()) {
+        // A closed pipe (`| head`) is not an error worth a message.
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e.into());
+        }
+    }
+    Ok(())
 }

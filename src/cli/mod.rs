@@ -12,8 +12,11 @@ mod plot;
 mod preflight;
 mod report;
 mod restore;
+mod run;
 mod runs;
 mod show;
+mod snapshot;
+mod trace;
 
 /// iolab: a Linux I/O-path performance lab.
 ///
@@ -35,6 +38,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Inspect(inspect::InspectArgs),
+    Run(run::RunArgs),
     Runs(runs::RunsArgs),
     Restore(restore::RestoreArgs),
     Preflight(preflight::PreflightArgs),
@@ -43,10 +47,12 @@ pub enum Command {
     Compare(compare::CompareArgs),
     Plot(plot::PlotArgs),
     Report(report::ReportArgs),
+    Snapshot(snapshot::SnapshotArgs),
+    Trace(trace::TraceArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
-/// 2 bad usage (clap's own convention).
+/// 2 bad usage (clap's own convention), 128 + N when stopped by signal N (130: Ctrl-C).
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -60,7 +66,8 @@ pub fn main() -> i32 {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("iolab: error: {e:#}");
-            1
+            e.downcast_ref::<run::Stopped>()
+                .map_or(1, run::Stopped::exit_code)
         }
     }
 }
@@ -68,6 +75,7 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
+        Command::Run(args) => run::run(args),
         Command::Runs(args) => runs::run(args),
         Command::Restore(args) => restore::run(args),
         Command::Preflight(args) => preflight::run(args),
@@ -76,5 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Compare(args) => compare::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Report(args) => report::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
+        Command::Trace(args) => trace::run(args),
     }
 }

@@ -15,6 +15,7 @@
 //! [target]
 //! device = "default"           # a scratch loop device on /dev/shm; or "nvme0n1"
 //! size = "1G"
+//! anchor_cpu = 0               # stands in for the interrupt CPU of a device without one
 //! [workload]                   # plain fio options
 //! rw = "randread"
 //! bs = "4k"
@@ -80,7 +81,14 @@ pub struct TargetSpec {
     pub device: TargetDevice,
     /// Size of the scratch device in bytes.
     pub size_bytes: u64,
+    /// The CPU that stands in for the device's interrupt CPU when placing fio `on`, `near`
+    /// or `far` — for devices that take no interrupt (the loop device of the default
+    /// target). When set it is used even if the device has interrupts.
+    pub anchor_cpu: Option<u32>,
 }
+
+/// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
+pub const MAX_CPU: u32 = 8191;
 
 /// Size of the scratch device when `[target] size` is not given.
 pub const DEFAULT_SCRATCH_BYTES: u64 = 1 << 30;
@@ -183,7 +191,7 @@ const TOP_KEYS: &[&str] = &[
     "workload",
     "factors",
 ];
-const TARGET_KEYS: &[&str] = &["device", "size"];
+const TARGET_KEYS: &[&str] = &["device", "size", "anchor_cpu"];
 const ADAPTIVE_KEYS: &[&str] = &["min", "max", "target_ci", "metric"];
 const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
 
@@ -227,6 +235,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut target = TargetSpec {
         device: TargetDevice::Scratch,
         size_bytes: DEFAULT_SCRATCH_BYTES,
+        anchor_cpu: None,
     };
     let mut workload = Vec::new();
     let mut workload_spans = Vec::new();
@@ -572,6 +581,7 @@ impl Walker<'_> {
         };
         let mut device = TargetDevice::Scratch;
         let mut size: Option<(u64, Range<usize>)> = None;
+        let mut anchor_cpu = None;
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "device" => {
@@ -614,6 +624,12 @@ impl Walker<'_> {
                         ),
                     }
                 }
+                "anchor_cpu" => {
+                    // Whether the CPU is online here is checked at plan time, per machine.
+                    anchor_cpu = self
+                        .integer_in(value, "anchor_cpu", 0, i64::from(MAX_CPU))
+                        .map(|n| n as u32);
+                }
                 other => self.unknown_key(key.span(), other, "[target]", TARGET_KEYS),
             }
         }
@@ -627,6 +643,7 @@ impl Walker<'_> {
         Some(TargetSpec {
             device,
             size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
+            anchor_cpu,
         })
     }
 
@@ -1294,6 +1311,25 @@ scheduler = ["none", "mq-deadline"]
             "{text}"
         );
         assert!(text.contains("x.toml:4:8: `size` is not a size"), "{text}");
+    }
+
+    #[test]
+    fn anchor_cpu() {
+        let e = parse("x.toml", "name = \"n\"\n[target]\nanchor_cpu = 1\n").unwrap();
+        assert_eq!(e.target.anchor_cpu, Some(1));
+        let e = parse("x.toml", "name = \"n\"\n").unwrap();
+        assert_eq!(e.target.anchor_cpu, None);
+        let text = errors("name = \"n\"\n[target]\nanchor_cpu = -1\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:14: `anchor_cpu` is out of range"),
+            "{text}"
+        );
+        assert!(text.contains("an integer from 0 to 8191"), "{text}");
+        let text = errors("name = \"n\"\n[target]\nanchor_cpu = \"0\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:14: `anchor_cpu` must be an integer"),
+            "{text}"
+        );
     }
 
     #[test]

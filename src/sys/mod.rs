@@ -2,9 +2,10 @@
 //! so the same code runs on the live machine and on a snapshot directory, and pure parsers
 //! that turn the text of /proc and /sys files into values without doing any I/O themselves.
 
+pub mod parse;
 mod root;
 
-pub use root::{SysError, SysRoot};
+pub use root::{Recording, SysError, SysRoot, MODES_FILE};
 
 /// True when this process runs with effective uid 0 (from /proc/self/status, so no libc call).
 /// Commands that write knobs or create devices check it to give a clear error; tests that need

@@ -3,9 +3,32 @@
 //! the real filesystem or a snapshot directory. Tests point it at fixture trees, and users
 //! point `--root DIR` at a snapshot taken on another machine. Errors always carry the path.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The file in a snapshot that keeps permission bits a copy (or git) would lose: one line per
+/// file, `0444 /proc/irq/36/smp_affinity`. Whether an IRQ's affinity file is writable is how
+/// iolab tells a kernel-managed IRQ without writing to it.
+pub const MODES_FILE: &str = "file-modes";
+
+/// Every path a reader touched, by kind, so `iolab snapshot` copies exactly what the model
+/// reads and nothing else.
+#[derive(Debug, Default, Clone)]
+pub struct Recording {
+    /// Files read (or probed with `exists`).
+    pub files: BTreeSet<String>,
+    /// Directories listed: their entries' names are needed, not their contents.
+    pub dirs: BTreeSet<String>,
+    /// Symlinks read with `read_link` (only the link itself is needed).
+    pub links: BTreeSet<String>,
+    /// Paths resolved through symlinks (the whole chain must exist).
+    pub resolved: BTreeSet<String>,
+    /// Files whose permission bits were asked for.
+    pub modes: BTreeSet<String>,
+}
 
 /// A failure to read or understand one file, always naming the file (as the live path and,
 /// under a snapshot root, the real path on disk).
@@ -35,10 +58,20 @@ impl SysError {
 }
 
 /// Where /proc and /sys live: `/` on the machine itself, or a snapshot directory.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct SysRoot {
     base: PathBuf,
+    /// Permission bits recorded by a snapshot (`MODES_FILE`), by live path.
+    modes: Arc<BTreeMap<String, u32>>,
+    recorder: Option<Arc<Mutex<Recording>>>,
 }
+
+impl PartialEq for SysRoot {
+    fn eq(&self, other: &Self) -> bool {
+        self.base == other.base
+    }
+}
+impl Eq for SysRoot {}
 
 impl fmt::Debug for SysRoot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -51,6 +84,8 @@ impl SysRoot {
     pub fn live() -> Self {
         SysRoot {
             base: PathBuf::from("/"),
+            modes: Arc::default(),
+            recorder: None,
         }
     }
 
@@ -73,7 +108,31 @@ impl SysRoot {
             path: shown,
             source,
         })?;
-        Ok(SysRoot { base })
+        let modes = match std::fs::read_to_string(base.join(MODES_FILE)) {
+            Ok(text) => parse_modes(&text),
+            Err(_) => BTreeMap::new(),
+        };
+        Ok(SysRoot {
+            base,
+            modes: Arc::new(modes),
+            recorder: None,
+        })
+    }
+
+    /// The same root, remembering every path read through it (see `Recording`).
+    pub fn recording(&self) -> (SysRoot, Arc<Mutex<Recording>>) {
+        let rec = Arc::new(Mutex::new(Recording::default()));
+        let mut root = self.clone();
+        root.recorder = Some(rec.clone());
+        (root, rec)
+    }
+
+    fn note(&self, kind: fn(&mut Recording) -> &mut BTreeSet<String>, abs: &str) {
+        if let Some(rec) = &self.recorder {
+            if let Ok(mut rec) = rec.lock() {
+                kind(&mut rec).insert(abs.to_string());
+            }
+        }
     }
 
     pub fn is_live(&self) -> bool {
@@ -115,8 +174,21 @@ impl SysRoot {
 
     /// The whole text of a file.
     pub fn read(&self, abs: &str) -> Result<String, SysError> {
+        self.note(|r| &mut r.files, abs);
         let bytes = std::fs::read(self.path(abs)).map_err(|e| self.io_error(abs, e))?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Reads a file into a buffer the caller keeps between calls, so a sampler reading the
+    /// same files every interval does not allocate each time. The buffer is cleared first.
+    pub fn read_into(&self, abs: &str, buf: &mut Vec<u8>) -> Result<(), SysError> {
+        use std::io::Read;
+        self.note(|r| &mut r.files, abs);
+        buf.clear();
+        std::fs::File::open(self.path(abs))
+            .and_then(|mut f| f.read_to_end(buf))
+            .map_err(|e| self.io_error(abs, e))?;
+        Ok(())
     }
 
     /// The text of a file that may legitimately be absent (an attribute this kernel or this
@@ -136,11 +208,13 @@ impl SysRoot {
     }
 
     pub fn exists(&self, abs: &str) -> bool {
+        self.note(|r| &mut r.files, abs);
         self.path(abs).exists()
     }
 
     /// Entry names of a directory, sorted so output is stable.
     pub fn list(&self, abs: &str) -> Result<Vec<String>, SysError> {
+        self.note(|r| &mut r.dirs, abs);
         let rd = std::fs::read_dir(self.path(abs)).map_err(|e| self.io_error(abs, e))?;
         let mut names = Vec::new();
         for entry in rd {
@@ -161,6 +235,7 @@ impl SysRoot {
 
     /// The target of a symlink, as stored (sysfs links are relative).
     pub fn read_link(&self, abs: &str) -> Result<PathBuf, SysError> {
+        self.note(|r| &mut r.links, abs);
         std::fs::read_link(self.path(abs)).map_err(|e| self.io_error(abs, e))
     }
 
@@ -168,6 +243,7 @@ impl SysRoot {
     /// "/sys/block/vda" -> "/sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda".
     /// Resolution stays inside the root: a link that leaves it is an error.
     pub fn resolve(&self, abs: &str) -> Result<String, SysError> {
+        self.note(|r| &mut r.resolved, abs);
         let real = self
             .path(abs)
             .canonicalize()
@@ -180,6 +256,28 @@ impl SysRoot {
         })?;
         Ok(format!("/{}", inside.display()))
     }
+
+    /// The permission bits of a file (e.g. 0o444). Under a snapshot root the bits recorded
+    /// at capture time win, because copies and git do not keep them.
+    pub fn mode(&self, abs: &str) -> Result<u32, SysError> {
+        self.note(|r| &mut r.modes, abs);
+        if let Some(mode) = self.modes.get(abs) {
+            return Ok(*mode);
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(self.path(abs)).map_err(|e| self.io_error(abs, e))?;
+        Ok(meta.permissions().mode() & 0o7777)
+    }
+}
+
+/// Reads `MODES_FILE` lines; lines that do not parse are ignored (the file is advisory).
+pub fn parse_modes(text: &str) -> BTreeMap<String, u32> {
+    text.lines()
+        .filter_map(|l| {
+            let (mode, path) = l.trim().split_once(' ')?;
+            Some((path.trim().to_string(), u32::from_str_radix(mode, 8).ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -302,6 +302,19 @@ impl RealFio {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        // fio runs in its own process group (so a terminal's Ctrl-C reaches iolab first and
+        // iolab decides), which also means nothing stops it if iolab is SIGKILLed. Ask the
+        // kernel to send it SIGTERM when the thread that started it dies; fio then stops its
+        // jobs and exits instead of hammering the device after the experiment is gone.
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd
             .spawn()
             .with_context(|| format!("cannot start {}", self.program.display()))?;

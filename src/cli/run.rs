@@ -1,0 +1,347 @@
+//! `iolab run EXPERIMENT.toml`: validate the file, then either print the resolved plan
+//! (`--dry-run`, touching nothing) or run it through `experiment::run` with real fio, a
+//! progress line on stderr, and the summary table on stdout. Ctrl-C and SIGTERM only set a
+//! flag: the loop stops fio, restores every knob, removes the scratch device, and the process
+//! exits with 128 + the signal number (130 for Ctrl-C).
+
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write as _};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+
+use crate::experiment::run::{self as runloop, Outcome, Plan, Progress, Settings, Step};
+use crate::report::table::MAX_WIDTH;
+use crate::workload::{CancelToken, RealFio};
+
+/// Run an experiment: a matrix of queue knobs, CPU placements and fio options, repeated in
+/// shuffled order, with the machine sampled and every run stored.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The experiment file (see examples/).
+    #[arg(value_name = "EXPERIMENT.toml")]
+    pub experiment: PathBuf,
+    /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Tag every run (repeatable), e.g. --tag variant=backports.
+    #[arg(long = "tag", value_name = "NAME=VALUE", value_parser = parse_tag)]
+    pub tags: Vec<(String, String)>,
+    /// Run on this block device instead of the file's target ("default": a scratch device).
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<String>,
+    /// Allow a writing workload on this exact device although it may hold data. Its contents
+    /// will be destroyed.
+    #[arg(long, value_name = "DEV")]
+    pub destructive_device: Option<String>,
+    /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Sampling interval of /proc/interrupts, /proc/stat and /proc/diskstats, in ms.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub sample_ms: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The run was stopped by a signal after everything was restored; the exit code is 128 + it.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped by signal {signal}; knobs restored, scratch device removed")]
+pub struct Stopped {
+    pub signal: i32,
+}
+
+impl Stopped {
+    pub fn exit_code(&self) -> i32 {
+        128 + self.signal
+    }
+}
+
+fn parse_tag(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: a tag is NAME=VALUE"))?;
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    {
+        return Err(format!(
+            "`{name}`: tag names use letters, digits, `_`, `-` and `.`"
+        ));
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    // Before anything can be created: from here on a signal only sets the flag.
+    let interrupt = crate::knobs::signals::Interrupt::install()?;
+    let exp = crate::experiment::load(&args.experiment)?;
+    let mut settings = Settings::live(crate::store::resolve_db_path(args.db.as_deref()));
+    settings.tags = args.tags.clone();
+    settings.device = args.device.clone();
+    settings.destructive_device = args.destructive_device.clone();
+    settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));
+
+    if args.dry_run {
+        let plan = runloop::dry_run(&exp, &settings)?;
+        let text = if args.json {
+            serde_json::to_string_pretty(&plan)? + "\n"
+        } else {
+            plan_text(&plan, &exp)
+        };
+        return super::emit::stdout(&text);
+    }
+
+    let cancel = CancelToken::new();
+    let watcher = {
+        let (cancel, interrupt) = (cancel.clone(), interrupt.clone());
+        let done = CancelToken::new();
+        let done2 = done.clone();
+        let handle = std::thread::spawn(move || {
+            while !done2.is_cancelled() {
+                if interrupt.is_set() {
+                    cancel.cancel();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        (done, handle)
+    };
+    // fio stops by itself after ramp + runtime; a hung fio is stopped well after that.
+    let longest = crate::experiment::cells(&exp)
+        .iter()
+        .map(|c| c.nominal_seconds(&exp))
+        .collect::<Option<Vec<f64>>>()
+        .and_then(|v| v.into_iter().reduce(f64::max));
+    let runner = RealFio {
+        cancel: cancel.clone(),
+        time_limit: longest.map(|s| Duration::from_secs_f64(s * 2.0 + 60.0)),
+        ..RealFio::default()
+    };
+    let mut progress = StderrProgress::new();
+    let result = runloop::run(&exp, &settings, &runner, &cancel, &mut progress);
+    watcher.0.cancel();
+    let _ = watcher.1.join();
+    let outcome = result?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&outcome_json(&outcome))? + "\n"
+    } else {
+        outcome_text(&outcome, args.db.is_some())
+    };
+    super::emit::stdout(&text)?;
+    if outcome.interrupted {
+        return Err(Stopped {
+            signal: interrupt.signal().unwrap_or(libc::SIGINT),
+        }
+        .into());
+    }
+    if outcome.failed_runs > 0 {
+        return Err(anyhow!(
+            "{} run(s) failed (their reasons are above and stored with the runs)",
+            outcome.failed_runs
+        ));
+    }
+    Ok(())
+}
+
+fn duration_text(s: f64) -> String {
+    let s = s.round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The resolved plan for people.
+pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "experiment: {} ({}), seed {}",
+        exp.name, exp.source, exp.seed
+    );
+    let _ = writeln!(
+        out,
+        "target: /dev/{}{}",
+        plan.device,
+        if plan.scratch {
+            " (standing in for the scratch device)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(out, "cells ({}):", plan.cells.len());
+    for c in &plan.cells {
+        let _ = writeln!(out, "  #{:<3} {}", c.index, c.key);
+        if let Some(why) = &c.not_applicable {
+            let _ = writeln!(out, "        not applicable: {why}");
+            continue;
+        }
+        match (&c.cpus, &c.placement_why) {
+            (Some(cpus), Some(why)) => {
+                let _ = writeln!(
+                    out,
+                    "        fio on CPU {}: {why}",
+                    crate::sys::parse::format_cpulist(cpus)
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "        fio unpinned");
+            }
+        }
+        for w in &c.writes {
+            let _ = writeln!(out, "        set {} = {}", w.path, w.value);
+        }
+        if let Some(why) = &c.workload_writes {
+            let _ = writeln!(out, "        writes to the device: {why}");
+        }
+    }
+    let rounds = plan.order.iter().map(|r| r.round).max().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "order ({} runs in {rounds} round(s){}):",
+        plan.order.len(),
+        if plan.adaptive {
+            "; adaptive: more rounds for imprecise cells"
+        } else {
+            ""
+        }
+    );
+    for round in 1..=rounds {
+        let cells: Vec<String> = plan
+            .order
+            .iter()
+            .filter(|r| r.round == round)
+            .map(|r| format!("{}{}", r.cell, if r.warmup { "w" } else { "" }))
+            .collect();
+        let _ = writeln!(out, "  round {round}: {}", cells.join(" "));
+    }
+    match plan.estimated_seconds {
+        Some(s) => {
+            let _ = writeln!(out, "estimated time: {}", duration_text(s));
+        }
+        None => {
+            let _ = writeln!(out, "estimated time: unknown (fio is not time based)");
+        }
+    }
+    for n in &plan.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+fn outcome_text(o: &Outcome, db_given: bool) -> String {
+    let mut out = String::new();
+    let ran: usize = o.cells.iter().map(|c| c.runs.len()).sum();
+    let na = o
+        .cells
+        .iter()
+        .filter(|c| c.not_applicable.is_some())
+        .count();
+    let _ = writeln!(
+        out,
+        "experiment {} \"{}\": {ran} run(s) stored in {}, {} failed, {na} cell(s) not applicable{}",
+        o.experiment_id,
+        o.plan.experiment,
+        o.db_path.display(),
+        o.failed_runs,
+        if o.interrupted { " (interrupted)" } else { "" }
+    );
+    out.push_str(&runloop::summary::table(&o.cells).render_text(MAX_WIDTH));
+    if !o.capped_cells.is_empty() {
+        let _ = writeln!(
+            out,
+            "adaptive repetitions: {} cell(s) reached `max` before the target precision on {}",
+            o.capped_cells.len(),
+            o.primary_metric
+        );
+    }
+    let db = if db_given {
+        format!(" --db {}", o.db_path.display())
+    } else {
+        String::new()
+    };
+    let _ = writeln!(out, "see it again: iolab show {}{db}", o.experiment_id);
+    out
+}
+
+fn outcome_json(o: &Outcome) -> serde_json::Value {
+    serde_json::json!({
+        "experiment_id": o.experiment_id,
+        "db": o.db_path,
+        "interrupted": o.interrupted,
+        "failed_runs": o.failed_runs,
+        "capped_cells": o.capped_cells,
+        "primary_metric": o.primary_metric,
+        "summary": runloop::summary::table(&o.cells).to_json(),
+        "cells": o.cells,
+        "knob_changes": o.knob_changes,
+        "restored": o.restored,
+        "plan": o.plan,
+    })
+}
+
+/// Progress on stderr: one updating line on a terminal, plain lines otherwise (logs, CI).
+struct StderrProgress {
+    tty: bool,
+    line_open: bool,
+}
+
+impl StderrProgress {
+    fn new() -> Self {
+        StderrProgress {
+            tty: std::io::stderr().is_terminal(),
+            line_open: false,
+        }
+    }
+}
+
+impl Progress for StderrProgress {
+    fn message(&mut self, text: &str) {
+        let mut err = std::io::stderr().lock();
+        if self.line_open {
+            let _ = writeln!(err);
+            self.line_open = false;
+        }
+        let _ = writeln!(err, "{}", text.trim_end());
+    }
+
+    fn run_started(&mut self, s: &Step) {
+        let eta = s
+            .eta_seconds
+            .map(|e| format!("  ETA {}", duration_text(e)))
+            .unwrap_or_default();
+        let text = format!(
+            "[{}/{}] {} {}{eta}",
+            s.number,
+            s.planned,
+            if s.warmup {
+                "warm-up".to_string()
+            } else {
+                format!("rep {}", s.round)
+            },
+            s.cell,
+        );
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(err, "\r\x1b[2K{text}");
+            let _ = err.flush();
+            self.line_open = true;
+        } else {
+            let _ = writeln!(err, "{text}");
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.line_open {
+            let _ = writeln!(std::io::stderr());
+            self.line_open = false;
+        }
+    }
+}

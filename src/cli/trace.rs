@@ -1,0 +1,187 @@
+//! `iolab trace ...`: record block traces through tracefs, analyse them like btt (and
+//! beyond), compare two traces. Argument parsing only; the work is in `crate::trace`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::trace;
+
+/// Block traces: record, analyse, compare, plot.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    pub command: TraceCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum TraceCommand {
+    Record(RecordArgs),
+    Analyze(AnalyzeArgs),
+    Compare(CompareArgs),
+    Plot(PlotArgs),
+}
+
+/// Draw a trace: sectors over time (reads and writes coloured), latency over time, queue and
+/// driver depth over time, latency histogram (SVG files).
+#[derive(Debug, clap::Args)]
+pub struct PlotArgs {
+    /// Trace base names (NAME.blktrace.N) or files.
+    #[arg(required = true, value_name = "NAME|FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Directory for the SVG files.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "trace-plots"
+    )]
+    pub output: PathBuf,
+    /// Device to draw, as MAJOR,MINOR (default: the busiest).
+    #[arg(long, value_name = "MAJOR,MINOR")]
+    pub dev: Option<String>,
+    /// Also write PNG files (converted with rsvg-convert, which must be installed).
+    #[arg(long)]
+    pub png: bool,
+}
+
+/// Record a device's block events through tracefs into NAME.blktrace.CPU files
+/// (readable by blkparse and btt).
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Device to trace (e.g. loop0 or /dev/loop0).
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: String,
+    /// Base name of the output files.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "NAME",
+        default_value = "trace"
+    )]
+    pub output: PathBuf,
+    /// Stop after this many seconds (default: until Ctrl-C, or until COMMAND exits).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Per-CPU trace buffer size in KiB while recording.
+    #[arg(long, value_name = "KB", default_value_t = 8192)]
+    pub buffer_kb: u64,
+    /// Command to run while recording; recording stops when it exits.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Analyse traces: btt's sections, percentiles, per-request view, timeline, findings.
+#[derive(Debug, clap::Args)]
+pub struct AnalyzeArgs {
+    /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures).
+    #[arg(required = true, value_name = "NAME|FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Timeline bucket width in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    pub interval: f64,
+    /// Print the analysis as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Put two traces side by side with the changes and the findings that differ.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The baseline trace.
+    pub a: PathBuf,
+    /// The trace to compare with it.
+    pub b: PathBuf,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: TraceArgs) -> anyhow::Result<()> {
+    match args.command {
+        TraceCommand::Record(a) => record(a),
+        TraceCommand::Analyze(a) => analyze(a),
+        TraceCommand::Compare(a) => compare(a),
+        TraceCommand::Plot(a) => {
+            for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref())? {
+                out(&format!("{}\n", p.display()))?;
+                if a.png {
+                    out(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the output quietly instead of
+/// panicking as `print!` would.
+fn out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+fn options(interval: f64) -> anyhow::Result<trace::analyze::Options> {
+    if !(interval > 0.0 && interval.is_finite()) {
+        anyhow::bail!("--interval must be a positive number of seconds");
+    }
+    Ok(trace::analyze::Options {
+        interval_ns: (interval * 1e9) as u64,
+        timeline: true,
+    })
+}
+
+fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
+    let report = trace::analyze::analyze_paths(&args.inputs, options(args.interval)?)?;
+    let findings = trace::diagnose::diagnose(&report);
+    if args.json {
+        let doc = trace::diagnose::with_findings(&report, &findings);
+        out(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+    } else {
+        out(&trace::analyze::render::render(&report))?;
+        out(&trace::diagnose::render(&findings))?;
+    }
+    Ok(())
+}
+
+fn compare(args: CompareArgs) -> anyhow::Result<()> {
+    let opts = options(1.0)?;
+    let a = trace::analyze::analyze_paths(std::slice::from_ref(&args.a), opts.clone())
+        .with_context(|| format!("analysing {}", args.a.display()))?;
+    let b = trace::analyze::analyze_paths(std::slice::from_ref(&args.b), opts)
+        .with_context(|| format!("analysing {}", args.b.display()))?;
+    let cmp = trace::compare::compare(&a, &b);
+    if args.json {
+        out(&(serde_json::to_string_pretty(&cmp)? + "\n"))?;
+    } else {
+        out(&trace::compare::render(
+            &cmp,
+            &args.a.display().to_string(),
+            &args.b.display().to_string(),
+        ))?;
+    }
+    Ok(())
+}
+
+fn record(args: RecordArgs) -> anyhow::Result<()> {
+    let cfg = trace::capture::Config {
+        device: args.device,
+        output: args.output,
+        duration: args.duration.map(std::time::Duration::from_secs_f64),
+        buffer_kb: args.buffer_kb,
+        command: args.command,
+    };
+    if cfg.duration.is_none() && cfg.command.is_empty() {
+        eprintln!("recording {}; press Ctrl-C to stop", cfg.device);
+    }
+    let summary = trace::capture::record(&cfg)?;
+    eprint!("{}", trace::capture::render(&summary));
+    Ok(())
+}

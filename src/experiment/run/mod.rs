@@ -1,0 +1,639 @@
+//! The run loop: everything `iolab run` does between reading an experiment file and printing
+//! its summary, in an order chosen so that a mistake costs as little as possible.
+//!
+//! 1. Refuse to start while an earlier run's knob journal is unrestored (its "original" values
+//!    would be wrong), and refuse a writing workload on a device that holds data — before
+//!    anything is created or written.
+//! 2. Preflight (printed and stored), the target (a scratch loop device on /dev/shm, removed
+//!    on every way out, or the named device), the machine model, and every cell resolved
+//!    (`resolve`): impossible levels stop here, unrealisable ones become *not applicable*.
+//! 3. The experiment is stored (file text, seed, planned order), then runs go round by round
+//!    in the planner's shuffled, interleaved order: knobs through the journal (scheduler
+//!    first), fio pinned with `cpus_allowed`, the sampler around fio, and each run committed
+//!    to the store as soon as it ends.
+//! 4. Knobs are restored (also on error and on Ctrl-C/SIGTERM via the cancel token), the
+//!    scratch device removed, and the per-cell results returned for the summary.
+//!
+//! Adaptive repetitions ask `stats::AdaptiveRule` after each round which cells are still too
+//! imprecise on the primary metric: the file's `metric` when given, otherwise total IOPS
+//! (`read_iops + write_iops`, which is the workload's own throughput whatever its direction).
+//!
+//! Warm-up runs are stored flagged `warmup` (the store's counts and `show` leave them out),
+//! so what ran stays on record. A cell that cannot be realised is stored once, as one
+//! `not_applicable` run with its reason, and not retried.
+
+pub mod record;
+pub mod resolve;
+pub mod summary;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::plan::{PlannedRun, Planner};
+use super::{Experiment, Repetitions, TargetDevice};
+use crate::knobs::{Journal, JournalEntry, RestoreReport};
+use crate::model::Machine;
+use crate::stats::{AdaptiveRule, CellStatus};
+use crate::store::{NewExperiment, NewRun, RunStatus, Store};
+use crate::sys::SysRoot;
+use crate::workload::{CancelToken, FioRunner, FioStatus};
+
+pub use resolve::{KnobWrite, ResolveError, ResolvedCell};
+pub use summary::CellResult;
+
+/// Where and how an experiment runs; `Settings::live` gives the defaults of `iolab run`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where /proc and /sys are read and knobs written (a fixture tree in tests).
+    pub root: SysRoot,
+    /// Where the knob journal and scratch markers live.
+    pub state_dir: PathBuf,
+    pub db_path: PathBuf,
+    /// User tags for every run (`--tag NAME=VALUE`).
+    pub tags: Vec<(String, String)>,
+    /// Overrides the file's `[target] device` ("default" for the scratch device).
+    pub device: Option<String>,
+    /// The one device the user declared expendable (`--destructive-device`).
+    pub destructive_device: Option<String>,
+    pub sample_interval: Duration,
+    /// How long preflight watches per-process CPU use.
+    pub preflight_sample: Duration,
+}
+
+impl Settings {
+    pub fn live(db_path: PathBuf) -> Settings {
+        Settings {
+            root: SysRoot::live(),
+            state_dir: crate::knobs::state_dir(),
+            db_path,
+            tags: Vec::new(),
+            device: None,
+            destructive_device: None,
+            sample_interval: Duration::from_secs(1),
+            preflight_sample: Duration::from_millis(200),
+        }
+    }
+}
+
+/// What the loop tells the user while it works (stderr in the CLI).
+pub trait Progress {
+    /// A line of information (preflight, target, restore).
+    fn message(&mut self, text: &str);
+    /// A run is about to start.
+    fn run_started(&mut self, step: &Step);
+    /// All runs are over (clear a progress line).
+    fn finish(&mut self) {}
+}
+
+/// Where the experiment is, for a progress line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Runs started so far, this one included.
+    pub number: usize,
+    /// Runs planned (the minimum for adaptive repetitions).
+    pub planned: usize,
+    pub cell: String,
+    pub round: u32,
+    pub warmup: bool,
+    /// Expected seconds until the planned runs are done.
+    pub eta_seconds: Option<f64>,
+}
+
+/// A `Progress` that says nothing (tests, scripts).
+pub struct Quiet;
+impl Progress for Quiet {
+    fn message(&mut self, _: &str) {}
+    fn run_started(&mut self, _: &Step) {}
+}
+
+/// The resolved plan: what `--dry-run` prints and what the loop executes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub experiment: String,
+    /// The device the workload runs on (for a dry run of the default target, the loop device
+    /// that stood in for the scratch device that would be created).
+    pub device: String,
+    pub scratch: bool,
+    pub cells: Vec<ResolvedCell>,
+    /// The planned runs in order (adaptive: the minimum rounds; more may follow).
+    pub order: Vec<PlannedRun>,
+    pub adaptive: bool,
+    /// Sum of the runs' nominal durations (cells that are not applicable do not run).
+    pub estimated_seconds: Option<f64>,
+    /// Things the user should know (stand-in device, unchecked levels).
+    pub notes: Vec<String>,
+}
+
+/// Resolves an experiment against device `device` of machine `m`.
+pub fn plan(exp: &Experiment, m: &Machine, device: &str, scratch: bool) -> Result<Plan> {
+    let dev = m
+        .device(device)
+        .with_context(|| format!("/dev/{device}: no such block device in the machine model"))?;
+    let cells = super::cells(exp);
+    let resolved = resolve::resolve_cells(exp, &cells, m, dev)?;
+    let order = Planner::fixed_plan(exp);
+    let estimated_seconds = order
+        .iter()
+        .filter(|r| resolved[r.cell].not_applicable.is_none())
+        .map(|r| resolved[r.cell].nominal_seconds)
+        .sum::<Option<f64>>();
+    Ok(Plan {
+        experiment: exp.name.clone(),
+        device: device.to_string(),
+        scratch,
+        cells: resolved,
+        order,
+        adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
+        estimated_seconds,
+        notes: Vec::new(),
+    })
+}
+
+/// The device named by the command line, else by the file; `None` for the scratch device.
+fn named_device(exp: &Experiment, settings: &Settings) -> Option<String> {
+    match settings.device.as_deref() {
+        Some("default") => None,
+        Some(d) => Some(crate::target::device_name(d)),
+        None => match &exp.target.device {
+            TargetDevice::Scratch => None,
+            TargetDevice::Named(n) => Some(crate::target::device_name(n)),
+        },
+    }
+}
+
+/// Refuses a writing workload on a device that may hold data, naming the first cell that
+/// writes and why.
+fn check_writes(exp: &Experiment, settings: &Settings, device: &str) -> Result<()> {
+    for cell in super::cells(exp) {
+        if let Some(why) = cell.writes(exp) {
+            crate::target::check_write_allowed_at(
+                &settings.root,
+                device,
+                true,
+                settings.destructive_device.as_deref(),
+            )
+            .with_context(|| format!("cell {} writes ({why})", cell.key))?;
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The plan without touching anything: no scratch device, no knob, no store. For the default
+/// target an existing loop device stands in for the scratch device (same driver, same knobs).
+pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
+    let m = Machine::read(&settings.root)?;
+    match named_device(exp, settings) {
+        Some(dev) => {
+            check_writes(exp, settings, &dev)?;
+            plan(exp, &m, &dev, false)
+        }
+        None => {
+            let stand_in = m
+                .devices
+                .iter()
+                .find(|d| d.kind == "loop")
+                .map(|d| d.name.clone())
+                .context(
+                    "no loop device to model the scratch target on (is the loop module \
+                     loaded? `modprobe loop`)",
+                )?;
+            let mut p = plan(exp, &m, &stand_in, true)?;
+            p.notes.push(format!(
+                "the default target is a scratch loop device created at run time; \
+                 /dev/{stand_in} stood in for it here"
+            ));
+            Ok(p)
+        }
+    }
+}
+
+/// What an experiment came to.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub experiment_id: i64,
+    pub db_path: PathBuf,
+    pub plan: Plan,
+    pub cells: Vec<CellResult>,
+    /// Every knob write made, oldest first, as journaled.
+    pub knob_changes: Vec<JournalEntry>,
+    pub restored: RestoreReport,
+    /// Stopped by Ctrl-C / SIGTERM (the token was cancelled).
+    pub interrupted: bool,
+    /// Runs that failed (not counting not-applicable ones).
+    pub failed_runs: usize,
+    /// The rounds ran out at `max` while some cells were still imprecise.
+    pub capped_cells: Vec<String>,
+    pub primary_metric: String,
+}
+
+/// Runs an experiment end to end. `cancel` is the stop flag (the CLI sets it on a signal; a
+/// running `RealFio` sharing it stops fio). Knobs are restored and the scratch device removed
+/// on every way out of this function.
+pub fn run(
+    exp: &Experiment,
+    settings: &Settings,
+    runner: &dyn FioRunner,
+    cancel: &CancelToken,
+    progress: &mut dyn Progress,
+) -> Result<Outcome> {
+    Journal::check_clean_in(&settings.state_dir)?;
+    let named = named_device(exp, settings);
+    if let Some(dev) = &named {
+        check_writes(exp, settings, dev)?;
+    }
+
+    let findings = crate::preflight::collect(&settings.root, settings.preflight_sample);
+    progress.message(&format!(
+        "preflight:\n{}",
+        crate::preflight::render(&findings)
+    ));
+
+    // The guard lives until the end of this function: every return below removes it.
+    let scratch = match &named {
+        Some(_) => None,
+        None => Some(crate::target::ScratchDevice::create_in(
+            &settings.state_dir,
+            exp.target.size_bytes,
+        )?),
+    };
+    let device = match (&named, &scratch) {
+        (Some(d), _) => d.clone(),
+        (None, Some(s)) => s.name().to_string(),
+        (None, None) => unreachable!("one of the two is set"),
+    };
+    progress.message(&match &scratch {
+        Some(s) => format!(
+            "target: scratch device /dev/{device} ({} MiB on {})",
+            s.size_bytes() >> 20,
+            s.backing_file().display()
+        ),
+        None => format!("target: /dev/{device}"),
+    });
+
+    let machine = Machine::read(&settings.root)?;
+    let plan = plan(exp, &machine, &device, scratch.is_some())?;
+
+    let mut store = Store::open(&settings.db_path)?;
+    let host = machine.hostname.clone().unwrap_or_default();
+    let kernel = machine.kernel.clone().unwrap_or_default();
+    let experiment_id = store.create_experiment(&NewExperiment {
+        name: exp.name.clone(),
+        file_text: exp.text.clone(),
+        seed: exp.seed,
+        planned_order: planned_order_json(&plan),
+        host: host.clone(),
+        kernel: kernel.clone(),
+    })?;
+    let mut env = crate::preflight::to_environment(&findings);
+    env.push(crate::store::EnvironmentEntry {
+        key: "target".into(),
+        value: match &scratch {
+            Some(s) => format!("/dev/{device} (scratch, {} bytes)", s.size_bytes()),
+            None => format!("/dev/{device}"),
+        },
+        severity: None,
+        advice: None,
+    });
+    env.push(crate::store::EnvironmentEntry {
+        key: "plan".into(),
+        value: serde_json::to_string(&plan.cells)?,
+        severity: None,
+        advice: None,
+    });
+    store.add_environment(experiment_id, &env)?;
+
+    let mut journal = Journal::begin_in(&settings.state_dir)?;
+    let looped = execute(
+        exp,
+        &plan,
+        &mut Loop {
+            settings,
+            runner,
+            cancel,
+            store: &mut store,
+            journal: &mut journal,
+            experiment_id,
+            progress,
+        },
+    );
+    progress.finish();
+    let knob_changes = journal.entries().to_vec();
+    let restored = journal.restore();
+    drop(scratch);
+    let status = match (&looped, &restored) {
+        (Ok(r), Ok(_)) if r.interrupted => "interrupted",
+        (Ok(_), Ok(_)) => "done",
+        _ => "failed",
+    };
+    store.set_experiment_status(experiment_id, status)?;
+    let restored = restored?;
+    let looped = looped?;
+    let capped_cells = looped
+        .cells
+        .iter()
+        .filter(|c| c.capped)
+        .map(|c| c.key.clone())
+        .collect();
+    Ok(Outcome {
+        experiment_id,
+        db_path: settings.db_path.clone(),
+        plan,
+        failed_runs: looped.cells.iter().map(|c| c.failures.len()).sum(),
+        cells: looped.cells,
+        knob_changes,
+        restored,
+        interrupted: looped.interrupted,
+        capped_cells,
+        primary_metric: looped.primary_metric,
+    })
+}
+
+fn planned_order_json(plan: &Plan) -> serde_json::Value {
+    serde_json::json!({
+        "cells": plan.cells.iter().map(|c| &c.key).collect::<Vec<_>>(),
+        "runs": plan.order,
+        "adaptive": plan.adaptive,
+    })
+}
+
+/// What the loop needs besides the experiment and its plan.
+struct Loop<'a> {
+    settings: &'a Settings,
+    runner: &'a dyn FioRunner,
+    cancel: &'a CancelToken,
+    store: &'a mut Store,
+    journal: &'a mut Journal,
+    experiment_id: i64,
+    progress: &'a mut dyn Progress,
+}
+
+struct Looped {
+    cells: Vec<CellResult>,
+    interrupted: bool,
+    primary_metric: String,
+}
+
+/// The primary metric of one run: the file's adaptive `metric`, else total IOPS.
+fn primary(metric: Option<&str>, metrics: &[(String, f64)]) -> Option<f64> {
+    let get = |n: &str| metrics.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+    match metric {
+        Some(m) => get(m),
+        None => Some(get("read_iops").unwrap_or(0.0) + get("write_iops").unwrap_or(0.0)),
+    }
+}
+
+fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
+    let (rule, metric) = match &exp.repetitions {
+        Repetitions::Adaptive {
+            min,
+            max,
+            target_ci,
+            metric,
+        } => {
+            let mut rule = AdaptiveRule::new(*target_ci, *max as usize)?;
+            rule.min = (*min as usize).min(rule.max);
+            (Some(rule), metric.clone())
+        }
+        Repetitions::Fixed(_) => (None, None),
+    };
+    let primary_metric = metric
+        .clone()
+        .unwrap_or_else(|| "read_iops+write_iops".into());
+    let mut cells: Vec<CellResult> = plan
+        .cells
+        .iter()
+        .map(|c| CellResult {
+            index: c.index,
+            key: c.key.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let mut values: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
+    let mut planner = Planner::new(exp);
+    let mut position = 0usize;
+    let mut elapsed_runs: Vec<f64> = Vec::new();
+    let mut interrupted = false;
+    let planned = plan.order.len();
+    let matrix = super::cells(exp);
+
+    'rounds: loop {
+        let needing: Vec<usize> = match &rule {
+            Some(rule) => {
+                let refs: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+                rule.cells_needing_runs(&refs)?
+            }
+            None => Vec::new(),
+        };
+        let round = planner.next_round(|c| {
+            needing.contains(&c.index)
+                && cells[c.index].not_applicable.is_none()
+                && !values[c.index].is_empty()
+        });
+        let Some(round) = round else { break };
+        for (i, run) in round.iter().enumerate() {
+            if lp.cancel.is_cancelled() {
+                interrupted = true;
+                break 'rounds;
+            }
+            let cell = &plan.cells[run.cell];
+            position += 1;
+            if cells[run.cell].not_applicable.is_some()
+                || (run.warmup && cell.not_applicable.is_some())
+            {
+                continue;
+            }
+            // Fixed repetitions run exactly the planned order; past it (adaptive), only the
+            // rest of this round is known.
+            let rest = if position <= planned {
+                &plan.order[position - 1..]
+            } else {
+                &round[i..]
+            };
+            let remaining: Vec<Option<f64>> = rest
+                .iter()
+                .filter(|r| cells[r.cell].not_applicable.is_none())
+                .map(|r| plan.cells[r.cell].nominal_seconds)
+                .collect();
+            lp.progress.run_started(&Step {
+                number: position,
+                planned: planned.max(position),
+                cell: cell.key.clone(),
+                round: run.round,
+                warmup: run.warmup,
+                eta_seconds: eta(&remaining, &elapsed_runs),
+            });
+            let t0 = Instant::now();
+            let result = one_run(exp, plan, (&matrix[run.cell], cell), run, lp)?;
+            elapsed_runs.push(t0.elapsed().as_secs_f64());
+            let Some((status, metrics)) = result else {
+                interrupted = true;
+                break 'rounds;
+            };
+            let c = &mut cells[run.cell];
+            if let RunStatus::NotApplicable(why) = &status {
+                c.not_applicable = Some(why.clone());
+            }
+            if run.warmup {
+                continue;
+            }
+            match status {
+                RunStatus::Ok => {
+                    if let Some(v) = primary(metric.as_deref(), &metrics) {
+                        values[run.cell].push(v);
+                    }
+                    c.runs.push(metrics);
+                }
+                RunStatus::NotApplicable(_) => {}
+                RunStatus::Failed(why) => c.failures.push(why),
+            }
+        }
+    }
+    if let (Some(rule), false) = (&rule, interrupted) {
+        let refs: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+        for p in rule.assess(&refs)? {
+            if matches!(p.status, CellStatus::Capped { .. })
+                && cells[p.cell].not_applicable.is_none()
+            {
+                cells[p.cell].capped = true;
+            }
+        }
+    }
+    Ok(Looped {
+        cells,
+        interrupted,
+        primary_metric,
+    })
+}
+
+/// Seconds left: the nominal durations where known, else the mean of the runs so far.
+fn eta(remaining: &[Option<f64>], elapsed: &[f64]) -> Option<f64> {
+    let mean = (!elapsed.is_empty()).then(|| elapsed.iter().sum::<f64>() / elapsed.len() as f64);
+    remaining.iter().map(|n| n.or(mean)).sum()
+}
+
+/// How a run ended and its metrics (empty unless it succeeded).
+type RunResult = (RunStatus, Vec<(String, f64)>);
+
+/// One run: knobs, fio under the sampler, the record. `Ok(None)` when it was interrupted
+/// (nothing stored). A cell that cannot be realised is stored as not applicable.
+fn one_run(
+    exp: &Experiment,
+    plan: &Plan,
+    (matrix_cell, cell): (&super::Cell, &ResolvedCell),
+    run: &PlannedRun,
+    lp: &mut Loop,
+) -> Result<Option<RunResult>> {
+    let start_unix = crate::store::time::now_unix();
+    let mut record = NewRun {
+        experiment_id: lp.experiment_id,
+        cell_key: cell.key.clone(),
+        cell_levels: serde_json::Value::Object(
+            cell.levels
+                .iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect(),
+        ),
+        repetition: run.round,
+        warmup: run.warmup,
+        start_unix,
+        end_unix: start_unix,
+        tags: lp.settings.tags.clone(),
+        ..Default::default()
+    };
+    if let Some(why) = &cell.not_applicable {
+        record.status = RunStatus::NotApplicable(why.clone());
+        lp.store.insert_run(&record)?;
+        return Ok(Some((record.status, Vec::new())));
+    }
+    if let Err(why) = write_knobs(lp, &cell.writes) {
+        record.status = RunStatus::Failed(why);
+        record.end_unix = crate::store::time::now_unix();
+        lp.store.insert_run(&record)?;
+        return Ok(Some((record.status, Vec::new())));
+    }
+    let filename = format!("/dev/{}", plan.device);
+    let job = matrix_cell
+        .job(exp, &filename, cell.cpus.as_deref())
+        .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
+    let sampler = crate::sample::start(
+        &lp.settings.root,
+        std::slice::from_ref(&plan.device),
+        lp.settings.sample_interval,
+    )?;
+    let outcome = lp.runner.run(&job);
+    let samples = sampler.stop();
+    let outcome = outcome?;
+    record.end_unix = crate::store::time::now_unix();
+    if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
+        return Ok(None);
+    }
+    // A run that cannot happen here is no warm-up of anything: it is the cell's record.
+    record.warmup = run.warmup && !matches!(outcome.status, FioStatus::NotApplicable { .. });
+    record.status = match &outcome.status {
+        FioStatus::Success => RunStatus::Ok,
+        FioStatus::NotApplicable { reason, .. } => RunStatus::NotApplicable(reason.clone()),
+        FioStatus::FioError { message, .. } => RunStatus::Failed(message.clone()),
+        FioStatus::Crash { reason } => RunStatus::Failed(reason.clone()),
+        FioStatus::Cancelled => unreachable!("handled above"),
+    };
+    let metrics = if record.status == RunStatus::Ok {
+        record::metrics(&outcome, Some(&samples), &plan.device)
+    } else {
+        Vec::new()
+    };
+    record.metrics = metrics.clone();
+    record.samples = record::series(&samples);
+    record.fio_json = Some(outcome.stdout);
+    record.fio_command = Some(outcome.command_line);
+    record.job_file = Some(outcome.job_file);
+    lp.store.insert_run(&record)?;
+    Ok(Some((record.status, metrics)))
+}
+
+/// Writes a cell's knobs through the journal; the reason of the first failure.
+fn write_knobs(lp: &mut Loop, writes: &[KnobWrite]) -> std::result::Result<(), String> {
+    for w in writes {
+        let path = under_root(&lp.settings.root, &w.path);
+        lp.journal
+            .set(&path, &w.value)
+            .map_err(|e| format!("cannot set {} = {}: {e}", w.path, w.value))?;
+    }
+    Ok(())
+}
+
+fn under_root(root: &SysRoot, abs: &str) -> String {
+    if root.is_live() {
+        abs.to_string()
+    } else {
+        root.path(abs).display().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eta_uses_nominal_durations_and_falls_back_to_the_mean_so_far() {
+        assert_eq!(eta(&[Some(5.0), Some(5.0)], &[]), Some(10.0));
+        assert_eq!(eta(&[Some(5.0), None], &[2.0, 4.0]), Some(8.0));
+        assert_eq!(eta(&[None], &[]), None);
+        assert_eq!(eta(&[], &[]), Some(0.0));
+    }
+
+    #[test]
+    fn the_primary_metric_is_the_files_or_total_iops() {
+        let m = vec![
+            ("read_iops".to_string(), 10.0),
+            ("write_iops".to_string(), 5.0),
+            ("sys_pct".to_string(), 3.0),
+        ];
+        assert_eq!(primary(None, &m), Some(15.0));
+        assert_eq!(primary(Some("sys_pct"), &m), Some(3.0));
+        assert_eq!(primary(Some("usr_pct"), &m), None);
+    }
+}

@@ -1,0 +1,428 @@
+//! Turning every cell of an experiment into what will actually happen on this machine, before
+//! anything runs: the knob writes (checked against what the device accepts), the CPUs fio is
+//! pinned to and why (through `model::placement::resolve`, the one definition of on/near/far),
+//! and the interrupt affinities to write. A level the file allows but the device cannot take
+//! (a scheduler that is not loaded, a knob the device lacks) is an error naming the file and
+//! line, because running half a matrix and then failing wastes the user's afternoon. A level
+//! that is meaningful but cannot be realised here (no interrupt to be `on`, a kernel-managed
+//! IRQ) makes the cell *not applicable*, with the reason, and the experiment goes on.
+//!
+//! Pure: it reads only the `Machine` given to it and returns paths relative to the live
+//! system (`/sys/...`, `/proc/...`); the loop maps them under its `SysRoot`.
+
+use serde::Serialize;
+
+use super::super::factor::{FactorKind, IrqPlacement, LevelValue, Placement};
+use super::super::plan::Cell;
+use super::super::Experiment;
+use crate::knobs::{irq_affinity_path, queue_attr_path};
+use crate::model::{Allowed, BlockDevice, Machine};
+use crate::placement as level;
+use crate::sys::parse::format_cpulist;
+
+/// One sysfs/procfs write a cell needs before its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KnobWrite {
+    /// Live path, e.g. `/sys/block/loop3/queue/scheduler`.
+    pub path: String,
+    pub value: String,
+}
+
+/// A cell as it will run here.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolvedCell {
+    pub index: usize,
+    pub key: String,
+    /// Factor -> level label, in factor order.
+    pub levels: Vec<(String, String)>,
+    /// CPUs fio is pinned to (`cpus_allowed`); `None` leaves it unpinned.
+    pub cpus: Option<Vec<u32>>,
+    /// How the CPUs were chosen.
+    pub placement_why: Option<String>,
+    /// Writes in the order they are made: the scheduler first (the kernel resets
+    /// `nr_requests` and `wbt_lat_usec` when the scheduler changes), then the other queue
+    /// knobs in factor order, then interrupt affinities.
+    pub writes: Vec<KnobWrite>,
+    /// Why this cell cannot be realised here; it is recorded, not run.
+    pub not_applicable: Option<String>,
+    /// Why the workload writes to the device, if it does.
+    pub workload_writes: Option<String>,
+    /// Expected length of one run (ramp + runtime), when fio is time based.
+    pub nominal_seconds: Option<f64>,
+}
+
+/// A problem that stops the experiment before it starts: `file:line: message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub struct ResolveError(pub Vec<String>);
+
+/// Resolves every cell against `dev` on machine `m`. `knob_device` names the device whose
+/// queue attributes are written (normally `dev` itself).
+pub fn resolve_cells(
+    exp: &Experiment,
+    cells: &[Cell],
+    m: &Machine,
+    dev: &BlockDevice,
+) -> Result<Vec<ResolvedCell>, ResolveError> {
+    let mut errors = Vec::new();
+    if let Some(a) = exp.target.anchor_cpu.filter(|a| !m.online.contains(a)) {
+        errors.push(format!(
+            "{}: [target] anchor_cpu = {a}: CPU {a} is not online here (online: {})",
+            exp.source,
+            format_cpulist(&m.online)
+        ));
+    }
+    errors.extend(check_knob_levels(exp, dev));
+    if !errors.is_empty() {
+        return Err(ResolveError(errors));
+    }
+    Ok(cells
+        .iter()
+        .map(|cell| resolve_cell(exp, cell, m, dev))
+        .collect())
+}
+
+/// Every knob level against what this device accepts; one message per impossible level.
+fn check_knob_levels(exp: &Experiment, dev: &BlockDevice) -> Vec<String> {
+    let mut errors = Vec::new();
+    for f in &exp.factors {
+        let FactorKind::QueueKnob { attribute } = &f.kind else {
+            continue;
+        };
+        let at = format!("{}:{}", exp.source, f.line);
+        // Scheduler-specific attributes (iosched/...) appear only once that scheduler is
+        // active, so they are checked when written.
+        if attribute.contains('/') {
+            continue;
+        }
+        if !dev.knobs.contains_key(attribute) {
+            // A knob the model does not read is checked when written.
+            if crate::model::devices::KNOBS.contains(&attribute.as_str()) {
+                errors.push(format!(
+                    "{at}: `{}`: /dev/{} has no queue attribute `{attribute}`",
+                    f.name, dev.name
+                ));
+            }
+            continue;
+        }
+        for l in &f.levels {
+            let LevelValue::Knob(v) = &l.value else {
+                continue;
+            };
+            match dev.allowed.get(attribute) {
+                Some(Allowed::Choices(c)) if !c.iter().any(|x| x == v) => errors.push(format!(
+                    "{at}: `{} = {v}` is not possible on /dev/{}; it offers {}",
+                    f.name,
+                    dev.name,
+                    c.join(", ")
+                )),
+                Some(Allowed::Range { min, max }) => {
+                    let n: Option<i64> = v.parse().ok();
+                    let ok = n.is_some_and(|n| n >= *min && max.is_none_or(|mx| n <= mx));
+                    if !ok {
+                        errors.push(format!(
+                            "{at}: `{} = {v}` is not possible on /dev/{}; it takes {} to {}",
+                            f.name,
+                            dev.name,
+                            min,
+                            max.map_or("any larger value".to_string(), |m| m.to_string())
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    errors
+}
+
+/// The experiment's placement level in the placement module's terms; `None` for unpinned.
+fn placement_level(p: &Placement) -> Option<level::Placement> {
+    match p {
+        Placement::Unpinned => None,
+        Placement::On => Some(level::Placement::On),
+        Placement::Near => Some(level::Placement::Near),
+        Placement::Far => Some(level::Placement::Far),
+        Placement::Node(n) => Some(level::Placement::Node(*n)),
+        Placement::Cpus(c) => Some(level::Placement::Cpus(c.clone())),
+    }
+}
+
+fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -> ResolvedCell {
+    let mut out = ResolvedCell {
+        index: cell.index,
+        key: cell.key.clone(),
+        levels: cell
+            .levels
+            .iter()
+            .map(|(n, _, l)| (n.clone(), l.label.clone()))
+            .collect(),
+        cpus: None,
+        placement_why: None,
+        writes: Vec::new(),
+        not_applicable: None,
+        workload_writes: cell.writes(exp),
+        nominal_seconds: cell.nominal_seconds(exp),
+    };
+    let mut knobs = cell.queue_knobs();
+    // Stable: the scheduler moves to the front, the rest keep factor order.
+    knobs.sort_by_key(|(attr, _)| attr != "scheduler");
+    let mut irq_knobs = Vec::new();
+    out.writes = knobs
+        .into_iter()
+        .map(|(attr, value)| KnobWrite {
+            path: queue_attr_path(&dev.name, &attr),
+            value,
+        })
+        .collect();
+    // Interrupts first: when a cell moves them, "on/near/far" are relative to where they go.
+    let mut moved_to: Option<Vec<u32>> = None;
+    if let Some(irq) = cell.irq_placement() {
+        match irq_writes(m, dev, irq, exp.target.anchor_cpu) {
+            Ok(Some((w, cpus))) => {
+                moved_to = Some(cpus);
+                irq_knobs = w;
+            }
+            Ok(None) => {}
+            Err(why) => out.not_applicable = Some(format!("irq_cpu {irq}: {why}")),
+        }
+    }
+    if let Some(p) = cell.placement().and_then(placement_level) {
+        let resolved = match (&moved_to, exp.target.anchor_cpu) {
+            (Some(cpus), None) => level::resolve(
+                &p,
+                cpus,
+                &crate::model::placement::cpu_places(m),
+                &|a, b| m.distance(a, b),
+            )
+            .map(|r| level::Resolved {
+                why: format!("{} (where this cell moves the interrupt)", r.why),
+                cpus: r.cpus,
+            }),
+            _ => crate::model::placement::resolve(m, Some(dev), &p, exp.target.anchor_cpu),
+        };
+        match resolved {
+            Ok(r) => {
+                let anchored = exp.target.anchor_cpu.is_some()
+                    && matches!(
+                        p,
+                        level::Placement::On | level::Placement::Near | level::Placement::Far
+                    );
+                out.placement_why = Some(if anchored {
+                    format!("{} (anchor_cpu stands in for the interrupt CPU)", r.why)
+                } else {
+                    r.why
+                });
+                out.cpus = Some(r.cpus);
+            }
+            Err(why) => {
+                out.not_applicable
+                    .get_or_insert(format!("placement {p}: {why}"));
+            }
+        }
+    }
+    out.writes.extend(irq_knobs);
+    out
+}
+
+/// The affinity writes for a device's movable interrupts, and the CPUs they go to.
+type IrqMove = (Vec<KnobWrite>, Vec<u32>);
+
+/// The affinity writes for the device's movable interrupts and the CPUs they go to; `None`
+/// when the level leaves them where they are.
+fn irq_writes(
+    m: &Machine,
+    dev: &BlockDevice,
+    wanted: &IrqPlacement,
+    anchor_cpu: Option<u32>,
+) -> Result<Option<IrqMove>, String> {
+    if *wanted == IrqPlacement::Unchanged {
+        return Ok(None);
+    }
+    let irqs = m.device_irqs(&dev.name);
+    if irqs.is_empty() {
+        return Err(format!("/dev/{} takes no interrupt", dev.name));
+    }
+    let movable: Vec<u32> = irqs
+        .iter()
+        .filter(|i| !i.managed)
+        .filter_map(|i| i.number())
+        .collect();
+    if movable.is_empty() {
+        let nums: Vec<u32> = irqs.iter().filter_map(|i| i.number()).collect();
+        return Err(format!(
+            "the kernel manages the affinity of IRQ {} (it cannot be moved)",
+            format_cpulist(&nums)
+        ));
+    }
+    let cpus = match wanted {
+        IrqPlacement::Unchanged => unreachable!("handled above"),
+        IrqPlacement::OnNode => {
+            let node = dev.node.unwrap_or(0);
+            m.node(node)
+                .map(|n| {
+                    n.cpus
+                        .iter()
+                        .copied()
+                        .filter(|c| m.online.contains(c))
+                        .collect::<Vec<_>>()
+                })
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| format!("node {node} has no online CPU"))?
+        }
+        IrqPlacement::Far => {
+            crate::model::placement::resolve(m, Some(dev), &level::Placement::Far, anchor_cpu)?.cpus
+        }
+        IrqPlacement::Node(n) => {
+            crate::model::placement::resolve(m, Some(dev), &level::Placement::Node(*n), None)?.cpus
+        }
+        IrqPlacement::Cpus(c) => {
+            crate::model::placement::resolve(
+                m,
+                Some(dev),
+                &level::Placement::Cpus(c.clone()),
+                None,
+            )?
+            .cpus
+        }
+    };
+    let value = format_cpulist(&cpus);
+    let writes = movable
+        .into_iter()
+        .map(|n| KnobWrite {
+            path: irq_affinity_path(n),
+            value: value.clone(),
+        })
+        .collect();
+    Ok(Some((writes, cpus)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::{cells, parse};
+    use crate::sys::SysRoot;
+
+    fn machine(name: &str) -> Machine {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines")
+            .join(name);
+        Machine::read(&SysRoot::at(dir).unwrap()).unwrap()
+    }
+
+    fn resolve(text: &str, m: &Machine, dev: &str) -> Result<Vec<ResolvedCell>, ResolveError> {
+        let e = parse("x.toml", text).unwrap();
+        resolve_cells(&e, &cells(&e), m, m.device(dev).unwrap())
+    }
+
+    #[test]
+    fn loop_device_with_anchor_cpu_has_on_and_near_but_no_far() {
+        let m = machine("thisvm");
+        let r = resolve(
+            "name = \"n\"\n[target]\nanchor_cpu = 0\n[factors]\n\
+             nr_requests = [64]\nscheduler = [\"none\"]\nplacement = [\"on\", \"near\", \"far\"]\n",
+            &m,
+            "loop3",
+        )
+        .unwrap();
+        assert_eq!(r[0].cpus, Some(vec![0]));
+        assert_eq!(r[1].cpus, Some(vec![1]));
+        assert!(r[1].placement_why.as_ref().unwrap().contains("CPU 1"));
+        assert_eq!(r[2].cpus, None);
+        let why = r[2].not_applicable.as_ref().unwrap();
+        assert!(why.starts_with("placement far: "), "{why}");
+        // The scheduler is written before nr_requests although the file lists it second.
+        let paths: Vec<&str> = r[0].writes.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/sys/block/loop3/queue/scheduler",
+                "/sys/block/loop3/queue/nr_requests"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_offline_anchor_cpu_is_an_error() {
+        let m = machine("thisvm");
+        let e = resolve(
+            "name = \"n\"\n[target]\nanchor_cpu = 7\n[factors]\nplacement = [\"on\"]\n",
+            &m,
+            "loop3",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "x.toml: [target] anchor_cpu = 7: CPU 7 is not online here (online: 0-1)"
+        );
+    }
+
+    #[test]
+    fn without_anchor_a_loop_device_has_no_placement() {
+        let m = machine("thisvm");
+        let r = resolve(
+            "name = \"n\"\n[factors]\nplacement = [\"on\", \"none\", \"1\"]\n",
+            &m,
+            "loop3",
+        )
+        .unwrap();
+        assert!(r[0]
+            .not_applicable
+            .as_ref()
+            .unwrap()
+            .contains("set anchor_cpu"));
+        assert_eq!(
+            (r[1].cpus.clone(), r[1].not_applicable.clone()),
+            (None, None)
+        );
+        assert_eq!(r[2].cpus, Some(vec![1]));
+    }
+
+    #[test]
+    fn impossible_levels_name_the_file_line_and_what_the_device_offers() {
+        let m = machine("thisvm");
+        let e = resolve(
+            "name = \"n\"\n[factors]\nscheduler = [\"none\"]\nrq_affinity = [1]\n",
+            &m,
+            "zram0",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "x.toml:3: `scheduler`: /dev/zram0 has no queue attribute `scheduler`\n\
+             x.toml:4: `rq_affinity`: /dev/zram0 has no queue attribute `rq_affinity`"
+        );
+        let e = resolve(
+            "name = \"n\"\n[factors]\nmax_sectors_kb = [64, 99999999]\n",
+            &m,
+            "loop3",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("x.toml:3: `max_sectors_kb = 99999999` is not possible on /dev/loop3; it takes 4 to"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn managed_irqs_make_irq_affinity_cells_not_applicable() {
+        let m = machine("thisvm");
+        let r = resolve(
+            "name = \"n\"\n[factors]\nirq_cpu = [\"unchanged\", \"0\"]\n",
+            &m,
+            "vda",
+        )
+        .unwrap();
+        assert_eq!(r[0].not_applicable, None);
+        let why = r[1].not_applicable.as_ref().unwrap();
+        assert!(why.contains("manages the affinity"), "{why}");
+        let r = resolve("name = \"n\"\n[factors]\nirq_cpu = [\"0\"]\n", &m, "loop3").unwrap();
+        assert!(r[0]
+            .not_applicable
+            .as_ref()
+            .unwrap()
+            .contains("takes no interrupt"));
+    }
+}

@@ -1,0 +1,186 @@
+//! The table printed when an experiment ends: per cell, IOPS, MB/s, mean and p99 completion
+//! latency, %usr/%sys and interrupts/s as mean ± stddev over the repetitions that succeeded,
+//! then the cells that could not run here with their reasons. It is a quick look, not the
+//! analysis: `iolab show ID` and `iolab compare` carry the confidence intervals.
+
+use serde::Serialize;
+
+use crate::report::format::number;
+use crate::report::table::{Cell as TableCell, Column, Table};
+
+/// What happened to one cell over the whole experiment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CellResult {
+    pub index: usize,
+    pub key: String,
+    /// Metrics of each successful repetition, in run order.
+    pub runs: Vec<Vec<(String, f64)>>,
+    /// Set when the cell cannot be realised here.
+    pub not_applicable: Option<String>,
+    /// Reasons of failed repetitions.
+    pub failures: Vec<String>,
+    /// The adaptive rule stopped at `max` runs before reaching its precision target.
+    pub capped: bool,
+}
+
+/// Total IOPS and MB/s over both directions; latencies from the direction that did most of
+/// the I/O (for a mixed workload, the dominant one is the figure people quote).
+pub fn headline(metrics: &[(String, f64)]) -> Vec<(&'static str, f64)> {
+    let get = |n: &str| metrics.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+    let r = get("read_iops").unwrap_or(0.0);
+    let w = get("write_iops").unwrap_or(0.0);
+    let dir = if w > r { "write" } else { "read" };
+    let mut out = vec![
+        ("iops", r + w),
+        (
+            "mb_s",
+            get("read_bw_mbs").unwrap_or(0.0) + get("write_bw_mbs").unwrap_or(0.0),
+        ),
+    ];
+    for (name, metric) in [
+        ("clat_mean_us", format!("{dir}_clat_mean_us")),
+        ("clat_p99_us", format!("{dir}_clat_p99_us")),
+        ("usr_pct", "usr_pct".to_string()),
+        ("sys_pct", "sys_pct".to_string()),
+        ("irq_per_s", "irq_per_s".to_string()),
+    ] {
+        if let Some(v) = get(&metric) {
+            out.push((name, v));
+        }
+    }
+    out
+}
+
+const COLUMNS: [(&str, &str, Option<&str>); 7] = [
+    ("iops", "IOPS", None),
+    ("mb_s", "MB/s", None),
+    ("clat_mean_us", "clat mean", Some("us")),
+    ("clat_p99_us", "clat p99", Some("us")),
+    ("usr_pct", "usr", Some("%")),
+    ("sys_pct", "sys", Some("%")),
+    ("irq_per_s", "ints/s", None),
+];
+
+/// Mean and sample standard deviation (None with one value).
+pub fn mean_stddev(values: &[f64]) -> Option<(f64, Option<f64>)> {
+    let s = crate::stats::summarize(values).ok()?;
+    Some((s.mean, s.stddev))
+}
+
+fn stat_text(values: &[f64]) -> TableCell {
+    match mean_stddev(values) {
+        None => TableCell::Missing,
+        Some((mean, Some(sd))) => TableCell::text(format!("{} +-{}", number(mean), number(sd))),
+        Some((mean, None)) => TableCell::text(number(mean)),
+    }
+}
+
+/// The summary table (cells that ran) and the notes under it (not applicable, failures,
+/// capped cells).
+pub fn table(cells: &[CellResult]) -> Table {
+    let mut columns = vec![Column::label("cell"), Column::number("n", None)];
+    columns.extend(
+        COLUMNS
+            .iter()
+            .map(|(_, name, unit)| Column::number(name, *unit)),
+    );
+    let mut t = Table::new(columns);
+    for c in cells.iter().filter(|c| c.not_applicable.is_none()) {
+        let heads: Vec<Vec<(&str, f64)>> = c.runs.iter().map(|m| headline(m)).collect();
+        let mut row = vec![
+            TableCell::text(&c.key),
+            TableCell::text(c.runs.len().to_string()),
+        ];
+        for (id, _, _) in COLUMNS {
+            let values: Vec<f64> = heads
+                .iter()
+                .filter_map(|h| h.iter().find(|(k, _)| *k == id).map(|(_, v)| *v))
+                .collect();
+            row.push(stat_text(&values));
+        }
+        t.push(row);
+    }
+    t.notes
+        .push("mean +-stddev over the repetitions that succeeded".to_string());
+    for c in cells {
+        if let Some(why) = &c.not_applicable {
+            t.notes.push(format!("not applicable: {}: {why}", c.key));
+        }
+        if !c.failures.is_empty() {
+            t.notes.push(format!(
+                "failed: {}: {} run(s), first: {}",
+                c.key,
+                c.failures.len(),
+                c.failures[0]
+            ));
+        }
+        if c.capped {
+            t.notes.push(format!(
+                "capped: {}: reached the maximum repetitions before the target precision",
+                c.key
+            ));
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn headline_sums_directions_and_takes_the_dominant_latency() {
+        let h = headline(&m(&[
+            ("read_iops", 100.0),
+            ("write_iops", 300.0),
+            ("read_bw_mbs", 1.0),
+            ("write_bw_mbs", 2.0),
+            ("read_clat_mean_us", 5.0),
+            ("write_clat_mean_us", 7.0),
+            ("sys_pct", 3.0),
+        ]));
+        assert_eq!(
+            h,
+            vec![
+                ("iops", 400.0),
+                ("mb_s", 3.0),
+                ("clat_mean_us", 7.0),
+                ("sys_pct", 3.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn table_shows_mean_and_stddev_and_lists_cells_that_did_not_run() {
+        let cells = vec![
+            CellResult {
+                index: 0,
+                key: "rq_affinity=1".into(),
+                runs: vec![
+                    m(&[("read_iops", 1000.0), ("usr_pct", 1.0)]),
+                    m(&[("read_iops", 1200.0), ("usr_pct", 3.0)]),
+                ],
+                ..Default::default()
+            },
+            CellResult {
+                index: 1,
+                key: "placement=far".into(),
+                not_applicable: Some("no other node".into()),
+                ..Default::default()
+            },
+        ];
+        let text = table(&cells).render_text(200);
+        assert!(text.contains("rq_affinity=1"), "{text}");
+        assert!(text.contains("rq_affinity=1  2  1,100 +-141.4"), "{text}");
+        assert!(text.contains("2.000 +-1.414"), "{text}");
+        assert!(!text.contains("placement=far  "), "{text}");
+        assert!(
+            text.contains("not applicable: placement=far: no other node"),
+            "{text}"
+        );
+    }
+}

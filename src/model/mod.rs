@@ -1,0 +1,197 @@
+//! The machine model: one value that answers the questions every iolab feature asks — which
+//! CPUs exist and how they group (threads, cores, packages, LLC, NUMA nodes), which disks
+//! exist, what their queue knobs are and may become, whether they hold data, which interrupts
+//! complete their I/O, which CPUs submit to which hardware queue — read entirely through a
+//! `SysRoot` so it works the same on the live machine and on a snapshot.
+//!
+//! Required inputs (CPU list, /proc/interrupts, /sys/block) fail with an error naming the
+//! file; optional ones degrade the model and leave a warning in `warnings`.
+
+pub mod device_map;
+pub mod devices;
+pub mod irqs;
+pub mod placement;
+pub mod rates;
+pub mod render;
+pub mod topology;
+
+pub use devices::{Allowed, BlockDevice, HwQueue, Partition};
+pub use irqs::{Irq, IrqRate};
+pub use placement::Placement;
+pub use rates::{rates, Counters, Rates};
+pub use topology::{Cache, Cpu, Node, NodeDistance};
+
+use crate::sys::{SysError, SysRoot};
+use serde::{Deserialize, Serialize};
+
+/// Problems that degraded the model without stopping it, one message each (naming the file).
+pub type Warnings = Vec<String>;
+
+/// Where a snapshot keeps its second reading and its description (see `crate::snapshot`).
+pub const LATER_DIR: &str = "/later";
+pub const SNAPSHOT_META: &str = "/snapshot.json";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Machine {
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    pub online: Vec<u32>,
+    pub possible: Vec<u32>,
+    pub isolated: Vec<u32>,
+    pub nohz_full: Vec<u32>,
+    /// The affinity the kernel gives new IRQs.
+    pub default_irq_affinity: Option<Vec<u32>>,
+    pub cpus: Vec<Cpu>,
+    pub nodes: Vec<Node>,
+    pub devices: Vec<BlockDevice>,
+    pub irqs: Vec<Irq>,
+    /// CPU, per-CPU interrupt and disk rates when a second reading exists (per-IRQ rates are
+    /// in each `irqs[].rate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rates: Option<MachineRates>,
+    pub warnings: Vec<String>,
+}
+
+/// The machine-wide part of `Rates` (the per-IRQ part is folded into `Irq::rate`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineRates {
+    pub interval_ns: u64,
+    pub cpu_interrupts_per_s: std::collections::BTreeMap<u32, f64>,
+    pub cpus: std::collections::BTreeMap<u32, rates::CpuShare>,
+    pub all_cpus: Option<rates::CpuShare>,
+    pub disks: std::collections::BTreeMap<String, rates::DiskRates>,
+}
+
+impl Machine {
+    /// Reads the whole model. Under a snapshot root with a second reading, rates are filled.
+    pub fn read(root: &SysRoot) -> Result<Machine, SysError> {
+        let mut warn = Warnings::new();
+        let topo = topology::read(root, &mut warn)?;
+        let mut nodes = topo.nodes;
+        if nodes.is_empty() {
+            // Kernels without NUMA expose no node directories: one node holds every CPU.
+            nodes.push(Node {
+                node: 0,
+                cpus: topo.online.clone(),
+                distances: vec![NodeDistance {
+                    node: 0,
+                    distance: 10,
+                }],
+            });
+        }
+        let irqs = irqs::read(root, &mut warn)?;
+        let in_use = devices::read_in_use(root, &mut warn);
+        let mut devices = Vec::new();
+        for name in root.list("/sys/block")? {
+            match devices::read_device(root, &name, &mut warn) {
+                Ok(mut dev) => {
+                    devices::mark_data(root, &mut dev, &in_use);
+                    device_map::attach(root, &mut dev, &irqs, &mut warn);
+                    devices.push(dev);
+                }
+                Err(e) => warn.push(format!("device {name} skipped: {e}")),
+            }
+        }
+        let mut machine = Machine {
+            hostname: root.attr("/proc/sys/kernel/hostname"),
+            kernel: root.attr("/proc/sys/kernel/osrelease"),
+            online: topo.online,
+            possible: topo.possible,
+            isolated: topo.isolated,
+            nohz_full: topo.nohz_full,
+            default_irq_affinity: irqs::default_affinity(root, &mut warn),
+            cpus: topo.cpus,
+            nodes,
+            devices,
+            irqs,
+            rates: None,
+            warnings: Vec::new(),
+        };
+        if !root.is_live() && root.exists(&format!("{LATER_DIR}/proc/interrupts")) {
+            match second_reading(root) {
+                Ok((before, after, ns)) => machine.apply_rates(&rates(&before, &after, ns)),
+                Err(e) => warn.push(format!("rates not shown: {e}")),
+            }
+        }
+        let placements: Vec<_> = machine
+            .devices
+            .iter()
+            .map(|d| placement::placement(&machine, d))
+            .collect();
+        for (dev, p) in machine.devices.iter_mut().zip(placements) {
+            dev.placement = p;
+        }
+        machine.warnings = warn;
+        Ok(machine)
+    }
+
+    /// Folds rates from two readings into the model.
+    pub fn apply_rates(&mut self, r: &Rates) {
+        for irq in &mut self.irqs {
+            if let Some(ir) = r.irqs.get(&irq.irq) {
+                irq.rate = ir.total.map(|total| IrqRate {
+                    total,
+                    per_cpu: ir
+                        .per_cpu
+                        .iter()
+                        .filter_map(|(c, v)| Some((*c, (*v)?)))
+                        .collect(),
+                });
+            }
+        }
+        self.rates = Some(MachineRates {
+            interval_ns: r.interval_ns,
+            cpu_interrupts_per_s: r.cpu_interrupts_per_s.clone(),
+            cpus: r.cpus.clone(),
+            all_cpus: r.all_cpus,
+            disks: r.disks.clone(),
+        });
+    }
+
+    pub fn device(&self, name: &str) -> Option<&BlockDevice> {
+        self.devices.iter().find(|d| d.name == name)
+    }
+
+    pub fn cpu(&self, cpu: u32) -> Option<&Cpu> {
+        self.cpus.iter().find(|c| c.cpu == cpu)
+    }
+
+    pub fn node(&self, node: u32) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.node == node)
+    }
+
+    /// A numbered IRQ.
+    pub fn irq(&self, irq: u32) -> Option<&Irq> {
+        self.irqs.iter().find(|i| i.number() == Some(irq))
+    }
+
+    /// The IRQs serving a device, in IRQ order.
+    pub fn device_irqs(&self, name: &str) -> Vec<&Irq> {
+        self.device(name)
+            .map(|d| d.irqs.iter().filter_map(|n| self.irq(*n)).collect())
+            .unwrap_or_default()
+    }
+
+    /// SLIT distance between two nodes (None when the kernel did not say).
+    pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
+        self.node(from)?
+            .distances
+            .iter()
+            .find(|d| d.node == to)
+            .map(|d| d.distance)
+    }
+}
+
+/// The two readings of a snapshot and the measured time between them.
+fn second_reading(root: &SysRoot) -> Result<(Counters, Counters, u64), SysError> {
+    let meta = root.read(SNAPSHOT_META)?;
+    let interval_ns = serde_json::from_str::<serde_json::Value>(&meta)
+        .ok()
+        .and_then(|v| v.get("interval_ns")?.as_u64())
+        .filter(|ns| *ns > 0)
+        .ok_or_else(|| root.parse_error(SNAPSHOT_META, 1, "no positive `interval_ns`"))?;
+    let before = Counters::read(root)?;
+    let later = SysRoot::at(root.path(LATER_DIR))?;
+    let after = Counters::read(&later)?;
+    Ok((before, after, interval_ns))
+}

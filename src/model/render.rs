@@ -1,0 +1,366 @@
+//! The model as a readable tree for people: node → package → core → threads, then devices
+//! with their knobs, hardware queues and interrupts, then the busiest interrupts. ASCII only,
+//! aligned, wrapped to 80 columns where a line would run long.
+
+use super::{Allowed, BlockDevice, Machine};
+use crate::sys::parse::format_cpulist as cl;
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+const WIDTH: usize = 80;
+
+pub fn tree(m: &Machine) -> String {
+    let mut s = String::new();
+    let host = m.hostname.as_deref().unwrap_or("(unknown host)");
+    let kernel = m.kernel.as_deref().unwrap_or("(unknown kernel)");
+    let _ = writeln!(s, "{host}  Linux {kernel}");
+    let _ = writeln!(
+        s,
+        "{} CPUs online ({}), possible {}, {} NUMA node{}",
+        m.online.len(),
+        cl(&m.online),
+        cl(&m.possible),
+        m.nodes.len(),
+        if m.nodes.len() == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(
+        s,
+        "isolated {}  nohz_full {}",
+        cl(&m.isolated),
+        cl(&m.nohz_full)
+    );
+    if let Some(r) = &m.rates {
+        let _ = writeln!(
+            s,
+            "rates over {:.2} s (two readings)",
+            r.interval_ns as f64 / 1e9
+        );
+    }
+    cpus(&mut s, m);
+    devices(&mut s, m);
+    interrupts(&mut s, m);
+    s
+}
+
+fn cpus(s: &mut String, m: &Machine) {
+    let _ = writeln!(s, "\nCPUs");
+    for node in &m.nodes {
+        let dist: Vec<String> = node
+            .distances
+            .iter()
+            .map(|d| format!("{}:{}", d.node, d.distance))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  node {}  cpus {}  distances {}",
+            node.node,
+            cl(&node.cpus),
+            if dist.is_empty() {
+                "-".to_string()
+            } else {
+                dist.join(" ")
+            }
+        );
+        let in_node: Vec<_> = m.cpus.iter().filter(|c| c.node == node.node).collect();
+        let packages: BTreeSet<u32> = in_node.iter().map(|c| c.package).collect();
+        for pkg in packages {
+            let pcpus: Vec<u32> = in_node
+                .iter()
+                .filter(|c| c.package == pkg)
+                .map(|c| c.cpu)
+                .collect();
+            let _ = writeln!(s, "    package {pkg}  cpus {}", cl(&pcpus));
+            let cores: BTreeSet<(Option<u32>, u32)> = in_node
+                .iter()
+                .filter(|c| c.package == pkg)
+                .map(|c| (c.die, c.core))
+                .collect();
+            let mut llcs_shown = BTreeSet::new();
+            for (die, core) in cores {
+                let threads: Vec<_> = in_node
+                    .iter()
+                    .filter(|c| c.package == pkg && c.core == core && c.die == die)
+                    .collect();
+                let ids: Vec<u32> = threads.iter().map(|c| c.cpu).collect();
+                let mut line = format!("      core {core:<3} threads {:<8}", cl(&ids));
+                if let Some(llc) = threads.first().and_then(|c| c.llc.as_ref()) {
+                    if llcs_shown.insert(llc.cpus.clone()) {
+                        let _ = write!(line, " L{} shared by {}", llc.level, cl(&llc.cpus));
+                    }
+                }
+                let _ = writeln!(s, "{}", line.trim_end());
+                if let Some(r) = &m.rates {
+                    for c in &threads {
+                        let ints = r.cpu_interrupts_per_s.get(&c.cpu).copied();
+                        let share = r.cpus.get(&c.cpu);
+                        let mut l = format!("        cpu {:<4}", c.cpu);
+                        if let Some(i) = ints {
+                            let _ = write!(l, " {i:>9.1} ints/s");
+                        }
+                        if let Some(sh) = share {
+                            let _ = write!(
+                                l,
+                                "  usr {:.0}% sys {:.0}% irq+soft {:.0}% iowait {:.0}% idle {:.0}%",
+                                sh.usr_pct + sh.nice_pct,
+                                sh.sys_pct,
+                                sh.irq_pct + sh.softirq_pct,
+                                sh.iowait_pct,
+                                sh.idle_pct
+                            );
+                        }
+                        let _ = writeln!(s, "{l}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// Writes `items` after `lead`, wrapping at WIDTH with continuation lines indented.
+fn wrapped(s: &mut String, lead: &str, items: &[String]) {
+    let indent = " ".repeat(lead.len() + 1);
+    let mut line = lead.to_string();
+    let mut first = false;
+    for item in items {
+        if !first && line.len() + 1 + item.len() > WIDTH {
+            let _ = writeln!(s, "{line}");
+            line = indent.clone();
+            first = true;
+        }
+        if !first {
+            line.push(' ');
+        }
+        line.push_str(item);
+        first = false;
+    }
+    let _ = writeln!(s, "{line}");
+}
+
+fn devices(s: &mut String, m: &Machine) {
+    let _ = writeln!(s, "\nDevices");
+    let (unused, used): (Vec<&BlockDevice>, Vec<&BlockDevice>) = m
+        .devices
+        .iter()
+        .partition(|d| d.size_bytes == 0 && !d.holds_data);
+    for d in used {
+        device(s, m, d);
+    }
+    if !unused.is_empty() {
+        let names: Vec<String> = unused.iter().map(|d| d.name.clone()).collect();
+        wrapped(s, "  size 0 (unused):", &names);
+    }
+}
+
+fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
+    let mut head = format!("  {}  {}  {}", d.name, d.kind, size(d.size_bytes));
+    match d.rotational {
+        Some(true) => head.push_str("  rotational"),
+        Some(false) => head.push_str("  non-rotational"),
+        None => {}
+    }
+    if let Some(drv) = &d.driver {
+        let _ = write!(head, "  driver {drv}");
+    }
+    if d.hidden {
+        head.push_str("  (hidden multipath path)");
+    }
+    let _ = writeln!(s, "{head}");
+    if !d.paths.is_empty() {
+        let _ = writeln!(s, "    multipath paths {}", d.paths.join(" "));
+    }
+    let mut ctrl = String::from("    controller");
+    match &d.pci {
+        Some(pci) => {
+            let _ = write!(ctrl, " pci {pci}");
+            if let Some(drv) = &d.controller_driver {
+                let _ = write!(ctrl, " ({drv})");
+            }
+        }
+        None => ctrl.push_str(" none (virtual or platform device)"),
+    }
+    match d.node {
+        Some(n) => {
+            let _ = write!(ctrl, "  node {n}");
+        }
+        None => ctrl.push_str("  node unknown"),
+    }
+    if let Some(model) = &d.model {
+        let _ = write!(ctrl, "  model {model}");
+    }
+    if let Some(file) = &d.backing_file {
+        let _ = write!(ctrl, "  backing file {file}");
+    }
+    let _ = writeln!(s, "{ctrl}");
+    if d.holds_data {
+        wrapped(
+            s,
+            "    HOLDS DATA:",
+            &d.data_reasons
+                .iter()
+                .map(|r| format!("{r};"))
+                .collect::<Vec<_>>(),
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "    holds no data (not mounted, no holders, no swap, no partitions)"
+        );
+    }
+    let knobs: Vec<String> = super::devices::KNOBS
+        .iter()
+        .filter_map(|k| Some((k.to_string(), d.knobs.get(*k)?)))
+        .map(|(k, v)| {
+            let v = if v.contains(' ') {
+                format!("\"{v}\"")
+            } else {
+                v.clone()
+            };
+            match d.allowed.get(&k) {
+                Some(Allowed::Choices(c)) if c.len() > 1 => format!("{k}={v} ({})", c.join("|")),
+                _ => format!("{k}={v}"),
+            }
+        })
+        .collect();
+    if !knobs.is_empty() {
+        wrapped(s, "    knobs:", &knobs);
+    }
+    for q in &d.queues {
+        let irq = match q.irq {
+            Some(n) => format!("irq {n}"),
+            None => "irq -".to_string(),
+        };
+        let _ = writeln!(s, "    queue {:<3} cpus {:<12} {irq}", q.queue, cl(&q.cpus));
+    }
+    for irq in m.device_irqs(&d.name) {
+        let mut l = format!("    irq {:<5} {}", irq.irq, irq.name);
+        if irq.managed {
+            l.push_str("  managed");
+        }
+        if let Some(a) = &irq.affinity {
+            let _ = write!(l, "  affinity {}", cl(a));
+        }
+        if let Some(e) = &irq.effective {
+            let _ = write!(l, "  effective {}", cl(e));
+        }
+        let _ = writeln!(s, "{l}");
+    }
+    if let Some(p) = &d.placement {
+        let _ = writeln!(
+            s,
+            "    placement: on {}  near {}  far {}",
+            cl(&p.on),
+            cl(&p.near),
+            cl(&p.far)
+        );
+    }
+    if let Some(r) = m.rates.as_ref().and_then(|r| r.disks.get(&d.name)) {
+        let _ = writeln!(
+            s,
+            "    io: r/s {:.1}  w/s {:.1}  rMB/s {:.2}  wMB/s {:.2}  util {:.1}%",
+            r.r_per_s, r.w_per_s, r.rmb_per_s, r.wmb_per_s, r.util_pct
+        );
+    }
+}
+
+/// Cuts a line to WIDTH columns, marking the cut.
+fn clip(line: &str) -> String {
+    if line.chars().count() <= WIDTH {
+        return line.to_string();
+    }
+    let mut out: String = line.chars().take(WIDTH - 1).collect();
+    out.push('~');
+    out
+}
+
+fn interrupts(s: &mut String, m: &Machine) {
+    const SHOWN: usize = 15;
+    let with_rates = m.rates.is_some();
+    let mut rows: Vec<_> = m.irqs.iter().collect();
+    let key = |i: &super::Irq| -> f64 {
+        if with_rates {
+            i.rate.as_ref().map(|r| r.total).unwrap_or(-1.0)
+        } else {
+            i.total as f64
+        }
+    };
+    rows.sort_by(|a, b| key(b).total_cmp(&key(a)));
+    let _ = writeln!(
+        s,
+        "\nInterrupts (busiest {} of {}, by {})",
+        SHOWN.min(rows.len()),
+        rows.len(),
+        if with_rates {
+            "rate"
+        } else {
+            "count since boot"
+        }
+    );
+    let _ = writeln!(s, "  (M: kernel-managed affinity, cannot be moved)");
+    let _ = writeln!(
+        s,
+        "  {:<5} {:>11}  {:<16} {:<9} {:<5} M name",
+        "irq",
+        if with_rates { "per second" } else { "count" },
+        "top CPUs (share)",
+        "affinity",
+        "eff"
+    );
+    for irq in rows.into_iter().take(SHOWN) {
+        let (value, per_cpu): (String, Vec<(u32, f64)>) = match (&irq.rate, with_rates) {
+            (Some(r), true) => (
+                format!("{:.1}", r.total),
+                r.per_cpu.iter().map(|(c, v)| (*c, *v)).collect(),
+            ),
+            (None, true) => ("-".to_string(), Vec::new()),
+            _ => (
+                irq.total.to_string(),
+                irq.counts.iter().map(|(c, v)| (*c, *v as f64)).collect(),
+            ),
+        };
+        let sum: f64 = per_cpu.iter().map(|(_, v)| v).sum();
+        let mut top = per_cpu.clone();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let tops: Vec<String> = top
+            .iter()
+            .filter(|(_, v)| *v > 0.0)
+            .take(2)
+            .map(|(c, v)| format!("{c}({:.0}%)", v * 100.0 / sum))
+            .collect();
+        let line = format!(
+            "  {:<5} {:>11}  {:<16} {:<9} {:<5} {} {}",
+            irq.irq.to_string(),
+            value,
+            if tops.is_empty() {
+                "-".to_string()
+            } else {
+                tops.join(" ")
+            },
+            irq.affinity
+                .as_deref()
+                .map(cl)
+                .unwrap_or_else(|| "-".into()),
+            irq.effective
+                .as_deref()
+                .map(cl)
+                .unwrap_or_else(|| "-".into()),
+            if irq.managed { "M" } else { " " },
+            irq.name
+        );
+        let _ = writeln!(s, "{}", clip(&line));
+    }
+}

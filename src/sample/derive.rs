@@ -1,0 +1,206 @@
+//! What a run's readings mean: per interval and over the whole run, CPU time shares per CPU
+//! (%usr %sys %irq %softirq %iowait %idle), interrupts per second per IRQ and per CPU, and
+//! iostat's device figures. Pure functions of two `Reading`s; a counter that went backwards
+//! gives no value. The whole-run summary also names the figures with the store's metric
+//! names (docs/architecture.md).
+
+use super::reading::Reading;
+use crate::model::rates::{cpu_share, disk_rates, per_second, CpuShare, DiskRates};
+use crate::sys::parse::interrupts::IrqId;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Interrupts per second of one IRQ over an interval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IrqRate {
+    pub irq: IrqId,
+    pub total: Option<f64>,
+    /// Per CPU column (empty for one-count rows like ERR).
+    pub per_cpu: Vec<(u32, Option<f64>)>,
+}
+
+/// Everything derived from two readings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interval {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub all_cpus: Option<CpuShare>,
+    pub cpus: Vec<(u32, CpuShare)>,
+    pub irqs: Vec<IrqRate>,
+    /// All interrupts per second (numbered and summary rows).
+    pub irq_per_s: Option<f64>,
+    /// Interrupts per second delivered to each CPU.
+    pub cpu_irq_per_s: Vec<(u32, f64)>,
+    /// Per watched device, in the sampler's order.
+    pub disks: Vec<(String, Option<DiskRates>)>,
+}
+
+/// Derives one interval. `devices` names the entries of `Reading::disks`.
+pub fn interval(a: &Reading, b: &Reading, devices: &[String]) -> Interval {
+    let ns = b.elapsed_ns.saturating_sub(a.elapsed_ns);
+    let mut irqs = Vec::with_capacity(b.irq_layout.ids.len());
+    let mut cpu_irq: Vec<(u32, f64)> = b.irq_layout.cpus.iter().map(|c| (*c, 0.0)).collect();
+    let mut all: Option<f64> = Some(0.0);
+    let same_layout =
+        std::sync::Arc::ptr_eq(&a.irq_layout, &b.irq_layout) || a.irq_layout == b.irq_layout;
+    let same_shape = a.irq_layout.cpus == b.irq_layout.cpus;
+    for (row, id) in b.irq_layout.ids.iter().enumerate() {
+        // Rows are matched by label, so an IRQ that appeared between readings has no rate.
+        let old_row = if same_layout {
+            Some(row)
+        } else {
+            a.irq_layout.ids.iter().position(|x| x == id)
+        };
+        let Some(old_row) = old_row else {
+            continue;
+        };
+        let single = b.irq_layout.single[row];
+        let mut total_old = 0u64;
+        let mut total_new = 0u64;
+        let mut per_cpu = Vec::new();
+        for (col, cpu) in b.irq_layout.cpus.iter().enumerate() {
+            let new = b.irq_counts[b.irq_layout.index(row, col)];
+            total_new = total_new.saturating_add(new);
+            let old_col = if same_shape {
+                Some(col)
+            } else {
+                a.irq_layout.cpus.iter().position(|c| c == cpu)
+            };
+            let old = old_col.map(|c| a.irq_counts[a.irq_layout.index(old_row, c)]);
+            if let Some(o) = old {
+                total_old = total_old.saturating_add(o);
+            }
+            if single {
+                continue;
+            }
+            let rate = old.and_then(|o| per_second(o, new, ns));
+            if let Some(r) = rate {
+                cpu_irq[col].1 += r;
+            }
+            per_cpu.push((*cpu, rate));
+        }
+        let total = if same_shape || single {
+            per_second(total_old, total_new, ns)
+        } else {
+            None
+        };
+        all = match (all, total) {
+            (Some(s), Some(t)) => Some(s + t),
+            _ => None,
+        };
+        irqs.push(IrqRate {
+            irq: id.clone(),
+            total,
+            per_cpu,
+        });
+    }
+    let cpus = b
+        .cpus
+        .iter()
+        .filter_map(|(cpu, t)| {
+            let old = a.cpus.iter().find(|(c, _)| c == cpu)?;
+            Some((*cpu, cpu_share(&old.1, t)?))
+        })
+        .collect();
+    let disks = devices
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let rates = match (a.disks.get(i), b.disks.get(i)) {
+                (Some(Some(x)), Some(Some(y))) => disk_rates(x, y, ns),
+                _ => None,
+            };
+            (name.clone(), rates)
+        })
+        .collect();
+    Interval {
+        start_ns: a.elapsed_ns,
+        end_ns: b.elapsed_ns,
+        all_cpus: cpu_share(&a.all_cpus, &b.all_cpus),
+        cpus,
+        irqs,
+        irq_per_s: all,
+        cpu_irq_per_s: cpu_irq,
+        disks,
+    }
+}
+
+/// The run as a whole (first to last reading) plus the named metrics of each device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    pub whole: Interval,
+    /// Metric name → value: `usr_pct` ... `idle_pct`, `irq_per_s`, and per device
+    /// `dev_irq_per_s`, `dev_r_per_s`, ... under the device's name.
+    pub system: BTreeMap<&'static str, f64>,
+    pub devices: BTreeMap<String, BTreeMap<&'static str, f64>>,
+}
+
+/// Summarises readings; `device_irqs[i]` are the IRQ numbers serving `devices[i]`.
+pub fn summary(
+    readings: &[Reading],
+    devices: &[String],
+    device_irqs: &[Vec<u32>],
+) -> Option<Summary> {
+    let (first, last) = (readings.first()?, readings.last()?);
+    if readings.len() < 2 {
+        return None;
+    }
+    let whole = interval(first, last, devices);
+    let mut system = BTreeMap::new();
+    if let Some(c) = &whole.all_cpus {
+        system.insert("usr_pct", c.usr_pct + c.nice_pct);
+        system.insert("sys_pct", c.sys_pct);
+        system.insert("irq_pct", c.irq_pct);
+        system.insert("softirq_pct", c.softirq_pct);
+        system.insert("iowait_pct", c.iowait_pct);
+        system.insert("idle_pct", c.idle_pct);
+    }
+    if let Some(v) = whole.irq_per_s {
+        system.insert("irq_per_s", v);
+    }
+    let mut per_device = BTreeMap::new();
+    for (i, (name, rates)) in whole.disks.iter().enumerate() {
+        let mut m = BTreeMap::new();
+        let irqs = device_irqs.get(i).map(Vec::as_slice).unwrap_or(&[]);
+        if !irqs.is_empty() {
+            let mut sum = Some(0.0);
+            for n in irqs {
+                let r = whole
+                    .irqs
+                    .iter()
+                    .find(|r| r.irq == IrqId::Number(*n))
+                    .and_then(|r| r.total);
+                sum = match (sum, r) {
+                    (Some(s), Some(r)) => Some(s + r),
+                    _ => None,
+                };
+            }
+            if let Some(s) = sum {
+                m.insert("dev_irq_per_s", s);
+            }
+        }
+        if let Some(r) = rates {
+            m.insert("dev_r_per_s", r.r_per_s);
+            m.insert("dev_w_per_s", r.w_per_s);
+            m.insert("dev_rmb_per_s", r.rmb_per_s);
+            m.insert("dev_wmb_per_s", r.wmb_per_s);
+            if let Some(v) = r.avg_rq_kb {
+                m.insert("dev_avg_rq_kb", v);
+            }
+            m.insert("dev_avg_qu_sz", r.avg_qu_sz);
+            if let Some(v) = r.r_await_ms {
+                m.insert("dev_r_await_ms", v);
+            }
+            if let Some(v) = r.w_await_ms {
+                m.insert("dev_w_await_ms", v);
+            }
+            m.insert("dev_util_pct", r.util_pct);
+        }
+        per_device.insert(name.clone(), m);
+    }
+    Some(Summary {
+        whole,
+        system,
+        devices: per_device,
+    })
+}

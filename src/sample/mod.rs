@@ -1,0 +1,292 @@
+//! The sampler: what the machine did while a workload ran. A background thread reads
+//! /proc/interrupts, /proc/stat and /proc/diskstats through a `SysRoot` at a fixed rate
+//! (deadlines on a fixed grid, so a slow read does not shift later samples), keeps the raw
+//! readings, and takes one last reading when stopped so the run's tail is counted. Rates are
+//! derived afterwards (`derive`), never while sampling, so sampling stays cheap.
+//!
+//! ```no_run
+//! # use iolab::{sample, sys::SysRoot};
+//! # use std::time::Duration;
+//! let handle = sample::start(&SysRoot::live(), &["vda".to_string()], Duration::from_secs(1)).unwrap();
+//! // ... run fio ...
+//! let run = handle.stop();
+//! println!("{:?}", run.summary.map(|s| s.system));
+//! ```
+
+pub mod derive;
+pub mod reading;
+
+pub use derive::{interval, summary, Interval, IrqRate, Summary};
+pub use reading::{Reader, Reading};
+
+use crate::sys::{SysError, SysRoot};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A running sampler.
+pub struct SamplerHandle {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<(Vec<Reading>, Vec<String>)>,
+    devices: Vec<String>,
+    device_irqs: Vec<Vec<u32>>,
+}
+
+/// What a sampled run produced.
+#[derive(Debug)]
+pub struct SampleRun {
+    pub readings: Vec<Reading>,
+    pub devices: Vec<String>,
+    /// Each consecutive pair of readings.
+    pub intervals: Vec<Interval>,
+    /// First to last reading, with the store's metric names; None with fewer than 2 readings.
+    pub summary: Option<Summary>,
+    /// Readings that failed (the file vanished, a line did not parse), one message each.
+    pub errors: Vec<String>,
+}
+
+/// Starts sampling `devices` (names as in /proc/diskstats) every `interval`. The first
+/// reading is taken before this returns, so an error in it (a missing file) is reported
+/// here. The IRQs serving each device come from the machine model, read once now.
+pub fn start(
+    root: &SysRoot,
+    devices: &[String],
+    interval: Duration,
+) -> Result<SamplerHandle, SysError> {
+    let device_irqs = match crate::model::Machine::read(root) {
+        Ok(m) => devices
+            .iter()
+            .map(|d| m.device(d).map(|d| d.irqs.clone()).unwrap_or_default())
+            .collect(),
+        Err(_) => vec![Vec::new(); devices.len()],
+    };
+    let mut reader = Reader::new(root.clone(), devices.to_vec());
+    let started = Instant::now();
+    let first = reader.read(0)?;
+    let interval = interval.max(Duration::from_millis(1));
+    let (stop, stopped) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("iolab-sampler".into())
+        .spawn(move || {
+            let mut readings = vec![first];
+            let mut errors = Vec::new();
+            let mut tick: u32 = 1;
+            loop {
+                let wait = interval
+                    .checked_mul(tick)
+                    .map(|t| (started + t).saturating_duration_since(Instant::now()))
+                    .unwrap_or(interval);
+                let last = !matches!(
+                    stopped.recv_timeout(wait),
+                    Err(mpsc::RecvTimeoutError::Timeout)
+                );
+                let now = started.elapsed().as_nanos() as u64;
+                match reader.read(now) {
+                    Ok(r) => readings.push(r),
+                    Err(e) => errors.push(e.to_string()),
+                }
+                if last {
+                    break;
+                }
+                // Skip grid points a slow read already passed rather than bunching samples.
+                while interval
+                    .checked_mul(tick)
+                    .is_some_and(|t| started + t <= Instant::now())
+                {
+                    tick = tick.saturating_add(1);
+                }
+            }
+            (readings, errors)
+        })
+        .map_err(|e| SysError::Io {
+            path: "sampler thread".into(),
+            source: e,
+        })?;
+    Ok(SamplerHandle {
+        stop,
+        thread,
+        devices: devices.to_vec(),
+        device_irqs,
+    })
+}
+
+impl SamplerHandle {
+    /// Stops the sampler after one final reading and derives the intervals and summary.
+    pub fn stop(self) -> SampleRun {
+        let _ = self.stop.send(());
+        let (readings, mut errors) = match self.thread.join() {
+            Ok(r) => r,
+            Err(_) => (Vec::new(), vec!["the sampler thread panicked".to_string()]),
+        };
+        let intervals = readings
+            .windows(2)
+            .map(|w| interval(&w[0], &w[1], &self.devices))
+            .collect();
+        let summary = summary(&readings, &self.devices, &self.device_irqs);
+        if readings.len() < 2 {
+            errors.push("fewer than two readings: no rates".to_string());
+        }
+        SampleRun {
+            readings,
+            devices: self.devices,
+            intervals,
+            summary,
+            errors,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines")
+            .join(name)
+    }
+
+    /// The fixture's two readings, 2 s apart (its snapshot.json says so).
+    fn two_readings() -> (Reading, Reading, Vec<String>) {
+        let devices = vec![
+            "nvme0n1".to_string(),
+            "nvme1n1".to_string(),
+            "gone".to_string(),
+        ];
+        let root = SysRoot::at(fixture("two-node-nvme")).unwrap();
+        let later = SysRoot::at(fixture("two-node-nvme/later")).unwrap();
+        let a = Reader::new(root, devices.clone()).read(0).unwrap();
+        let b = Reader::new(later, devices.clone())
+            .read(2_000_000_000)
+            .unwrap();
+        (a, b, devices)
+    }
+
+    #[test]
+    fn derives_interrupt_rates_per_irq_and_cpu() {
+        let (a, b, devices) = two_readings();
+        let iv = interval(&a, &b, &devices);
+        let nic = iv
+            .irqs
+            .iter()
+            .find(|r| r.irq == IrqId::Number(160))
+            .unwrap();
+        assert_eq!(nic.total, Some(100_000.0));
+        assert_eq!(
+            nic.per_cpu.iter().find(|(c, _)| *c == 4).unwrap().1,
+            Some(100_000.0)
+        );
+        assert_eq!(
+            nic.per_cpu.iter().find(|(c, _)| *c == 5).unwrap().1,
+            Some(0.0)
+        );
+        let cpu1 = iv.cpu_irq_per_s.iter().find(|(c, _)| *c == 1).unwrap().1;
+        assert_eq!(cpu1, 15_000.0);
+        assert_eq!(iv.irq_per_s, Some(100_000.0 + 15_000.0 + 2_000.0));
+    }
+
+    #[test]
+    fn derives_cpu_shares_like_mpstat() {
+        let (a, b, devices) = two_readings();
+        let iv = interval(&a, &b, &devices);
+        // cpu0 ticks: user 1000->1020, system 400->408, idle 9000->9180, iowait 20->20,
+        // softirq 30->30 (all scaled by 1.02 and truncated by the fixture generator).
+        let (_, c0) = iv.cpus.iter().find(|(c, _)| *c == 0).unwrap();
+        let total = 20.0 + 8.0 + 180.0;
+        assert!((c0.usr_pct - 2000.0 / total).abs() < 1e-9, "{c0:?}");
+        assert!((c0.sys_pct - 800.0 / total).abs() < 1e-9);
+        assert!((c0.idle_pct - 18000.0 / total).abs() < 1e-9);
+        assert_eq!(c0.irq_pct, 0.0);
+        assert_eq!(iv.cpus.len(), 15, "offline CPU 15 has no line");
+    }
+
+    #[test]
+    fn derives_iostat_figures_and_names_metrics() {
+        let (a, b, devices) = two_readings();
+        let iv = interval(&a, &b, &devices);
+        let (name, nvme0) = &iv.disks[0];
+        assert_eq!(name, "nvme0n1");
+        let r = nvme0.unwrap();
+        // 1,000,000 -> 1,010,000 reads of 8 sectors in 2 s.
+        assert_eq!(r.r_per_s, 5000.0);
+        assert!((r.rmb_per_s - 5000.0 * 8.0 * 512.0 / 1e6).abs() < 1e-9);
+        assert_eq!(
+            iv.disks[2].1, None,
+            "a device missing from diskstats has no figures"
+        );
+        let s = summary(&[a, b], &devices, &[vec![121, 122], vec![], vec![]]).unwrap();
+        assert_eq!(s.devices["nvme0n1"]["dev_irq_per_s"], 17_000.0);
+        assert_eq!(s.devices["nvme0n1"]["dev_r_per_s"], 5000.0);
+        assert!(!s.devices["nvme1n1"].contains_key("dev_irq_per_s"));
+        for k in [
+            "usr_pct",
+            "sys_pct",
+            "irq_pct",
+            "softirq_pct",
+            "iowait_pct",
+            "idle_pct",
+            "irq_per_s",
+        ] {
+            assert!(s.system.contains_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn counters_that_go_backwards_give_no_value() {
+        let (a, b, devices) = two_readings();
+        let iv = interval(&b, &a, &devices);
+        assert!(iv
+            .irqs
+            .iter()
+            .filter(|r| r.irq == IrqId::Number(160))
+            .all(|r| r.total.is_none()));
+        assert!(iv.disks[0].1.is_none());
+        assert!(iv.all_cpus.is_none());
+        assert_eq!(iv.irq_per_s, None);
+    }
+
+    #[test]
+    fn samples_the_live_machine_on_a_fixed_grid() {
+        let devices: Vec<String> = std::fs::read_dir("/sys/block")
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .take(2)
+            .collect();
+        let h = start(&SysRoot::live(), &devices, Duration::from_millis(50)).unwrap();
+        std::thread::sleep(Duration::from_millis(280));
+        let run = h.stop();
+        assert!(run.errors.is_empty(), "{:?}", run.errors);
+        // 0, 50, ..., 250 ms and the final reading (7); a busy 2-core box may skip grid
+        // points, but the first and the final reading are always there.
+        assert!(run.readings.len() >= 3, "{}", run.readings.len());
+        assert!(run.readings.len() <= 8, "{}", run.readings.len());
+        assert!(run
+            .readings
+            .windows(2)
+            .all(|w| w[0].elapsed_ns < w[1].elapsed_ns));
+        assert_eq!(run.intervals.len(), run.readings.len() - 1);
+        let s = run.summary.unwrap();
+        let sum: f64 = [
+            "usr_pct",
+            "sys_pct",
+            "irq_pct",
+            "softirq_pct",
+            "iowait_pct",
+            "idle_pct",
+        ]
+        .iter()
+        .map(|k| s.system[k])
+        .sum();
+        assert!(sum <= 100.0 + 1e-6, "{sum}");
+        assert!(s.system["irq_per_s"] > 0.0, "the timer alone interrupts");
+        // Readings share one layout while no IRQ comes or goes.
+        let shared = run
+            .readings
+            .windows(2)
+            .filter(|w| std::sync::Arc::ptr_eq(&w[0].irq_layout, &w[1].irq_layout))
+            .count();
+        assert!(shared > 0);
+    }
+
+    use crate::sys::parse::interrupts::IrqId;
+}

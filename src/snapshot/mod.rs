@@ -1,0 +1,267 @@
+//! `iolab snapshot`: a machine in a directory. Users capture production boxes and analyse
+//! them elsewhere with `--root DIR`, so a snapshot holds exactly the files the model reads —
+//! found by reading the model once through a recording `SysRoot`, not by a hand-kept list
+//! that would drift — at their real paths, with sysfs symlinks kept relative. Then, after the
+//! interval, a second reading of the counters goes to `DIR/later/proc/`, and
+//! `DIR/snapshot.json` says when, where and how far apart.
+//!
+//! Nothing secret: no process environments or command lines. The one per-process file,
+//! mountinfo, is rewritten to the block-backed mounts and the fields that tie a mount to a
+//! device; mount options (which can carry credentials) are dropped.
+
+mod mirror;
+
+use crate::model::{Machine, LATER_DIR, SNAPSHOT_META};
+use crate::sys::parse::mountinfo::{escape, mountinfo};
+use crate::sys::{SysRoot, MODES_FILE};
+use anyhow::{bail, Context};
+use mirror::Mirror;
+use serde::Serialize;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub use mirror::relative_path;
+
+/// The counters read twice.
+pub const COUNTER_FILES: [&str; 3] = ["/proc/interrupts", "/proc/stat", "/proc/diskstats"];
+
+/// What `snapshot.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct SnapshotMeta {
+    pub format: String,
+    pub iolab_version: String,
+    pub hostname: Option<String>,
+    pub kernel: Option<String>,
+    /// UTC, RFC 3339, when the first reading of the counters was taken.
+    pub captured_at: String,
+    pub captured_at_unix_ms: u128,
+    /// Measured time between the two readings of the counters.
+    pub interval_ns: u64,
+    pub requested_interval_ns: u64,
+    pub files: usize,
+    pub bytes: u64,
+    /// Files the model touched that could not be read (left out).
+    pub unreadable: Vec<String>,
+}
+
+/// A reader whose files belong in snapshots too (e.g. preflight's governor and C-state
+/// checks): it is run once against a recording root and everything it reads is copied.
+pub type ExtraReader<'a> = &'a dyn Fn(&SysRoot) -> anyhow::Result<()>;
+
+/// Captures `source` (usually the live machine) into `out`, which must not exist or be
+/// empty. Returns what was written to `snapshot.json`.
+pub fn capture(source: &SysRoot, out: &Path, interval: Duration) -> anyhow::Result<SnapshotMeta> {
+    capture_with(source, out, interval, &[])
+}
+
+/// Like `capture`, also copying whatever each of `extra` reads, so every feature that
+/// accepts `--root` finds its files in the snapshot.
+pub fn capture_with(
+    source: &SysRoot,
+    out: &Path,
+    interval: Duration,
+    extra: &[ExtraReader],
+) -> anyhow::Result<SnapshotMeta> {
+    prepare_dir(out)?;
+    let out = out
+        .canonicalize()
+        .with_context(|| format!("{}: cannot resolve", out.display()))?;
+    let (recording_root, recording) = source.recording();
+    Machine::read(&recording_root).context("reading the machine model to snapshot")?;
+    for reader in extra {
+        reader(&recording_root).context("reading extra files to snapshot")?;
+    }
+    let rec = recording
+        .lock()
+        .map_err(|_| anyhow::anyhow!("recording lock poisoned"))?
+        .clone();
+
+    let mut m = Mirror::new(source.base(), &out);
+    for abs in &rec.resolved {
+        m.walk(abs, true).map_err(io(abs))?;
+    }
+    for abs in &rec.links {
+        m.walk(abs, false).map_err(io(abs))?;
+    }
+    let mut modes = String::new();
+    for abs in rec.files.iter().chain(&rec.modes) {
+        if abs.starts_with("/proc/self/") || abs.starts_with(LATER_DIR) || abs == SNAPSHOT_META {
+            continue;
+        }
+        if let Some(found) = m.walk(abs, true).map_err(io(abs))? {
+            if !found.is_dir {
+                m.copy_file(&found.canonical).map_err(io(abs))?;
+            }
+        }
+    }
+    // Listings last, so they can tell which of their entries the snapshot already holds.
+    for abs in &rec.dirs {
+        if let Some(found) = m.walk(abs, true).map_err(io(abs))? {
+            if found.is_dir {
+                m.copy_listing(&found.canonical).map_err(io(abs))?;
+            }
+        }
+    }
+    for abs in &rec.modes {
+        if let Ok(mode) = source.mode(abs) {
+            modes.push_str(&format!("{mode:04o} {abs}\n"));
+        }
+    }
+    m.write(&format!("/{MODES_FILE}"), modes.as_bytes())
+        .map_err(io(MODES_FILE))?;
+    if rec.files.contains(crate::model::devices::MOUNTINFO) {
+        let abs = crate::model::devices::MOUNTINFO;
+        if let Ok(text) = source.read(abs) {
+            m.write(abs, sanitized_mountinfo(&text).as_bytes())
+                .map_err(io(abs))?;
+        }
+    }
+
+    // The counters last, right before the clock starts, so the interval is what it says.
+    let first = read_counters(source)?;
+    let started = Instant::now();
+    let captured_at = SystemTime::now();
+    for (abs, bytes) in &first {
+        m.write(abs, bytes).map_err(io(abs))?;
+    }
+    std::thread::sleep(interval.saturating_sub(started.elapsed()));
+    let second = read_counters(source)?;
+    let interval_ns = started.elapsed().as_nanos() as u64;
+    for (abs, bytes) in &second {
+        let later = format!("{LATER_DIR}{abs}");
+        m.write(&later, bytes).map_err(io(&later))?;
+    }
+
+    let unix = captured_at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let mut meta = SnapshotMeta {
+        format: "iolab-snapshot/1".to_string(),
+        iolab_version: env!("CARGO_PKG_VERSION").to_string(),
+        hostname: source.attr("/proc/sys/kernel/hostname"),
+        kernel: source.attr("/proc/sys/kernel/osrelease"),
+        captured_at: rfc3339(unix.as_secs()),
+        captured_at_unix_ms: unix.as_millis(),
+        interval_ns,
+        requested_interval_ns: interval.as_nanos() as u64,
+        files: 0,
+        bytes: 0,
+        unreadable: m.unreadable.clone(),
+    };
+    meta.files = m.files + 1;
+    meta.bytes = m.bytes;
+    let json = serde_json::to_string_pretty(&meta)? + "\n";
+    meta.bytes += json.len() as u64;
+    m.write(SNAPSHOT_META, json.as_bytes())
+        .map_err(io(SNAPSHOT_META))?;
+
+    // The snapshot must read back as a machine, or it is not a snapshot.
+    let back = SysRoot::at(&out)?;
+    Machine::read(&back).with_context(|| {
+        format!(
+            "the snapshot in {} does not read back as a machine",
+            out.display()
+        )
+    })?;
+    Ok(meta)
+}
+
+fn prepare_dir(out: &Path) -> anyhow::Result<()> {
+    match std::fs::read_dir(out) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                bail!(
+                    "{}: exists and is not empty; choose a new directory for the snapshot",
+                    out.display()
+                );
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(out)
+            .with_context(|| format!("{}: cannot create", out.display()))?,
+        Err(e) => bail!("{}: {e}", out.display()),
+    }
+    Ok(())
+}
+
+fn read_counters(source: &SysRoot) -> anyhow::Result<Vec<(&'static str, Vec<u8>)>> {
+    COUNTER_FILES
+        .iter()
+        .map(|abs| {
+            let mut bytes = Vec::new();
+            source.read_into(abs, &mut bytes)?;
+            Ok((*abs, bytes))
+        })
+        .collect()
+}
+
+/// An I/O error while copying `abs`, naming it.
+fn io(abs: &str) -> impl Fn(std::io::Error) -> anyhow::Error + '_ {
+    move |e| anyhow::anyhow!("copying {abs}: {e}")
+}
+
+/// Keeps the mounts that can sit on a block device (device number with a non-zero major, or
+/// a /dev source), with the device-identifying fields only.
+pub fn sanitized_mountinfo(text: &str) -> String {
+    let mut out = String::new();
+    for m in mountinfo(text).unwrap_or_default() {
+        if m.major == 0 && !m.source.starts_with("/dev/") {
+            continue;
+        }
+        out.push_str(&format!(
+            "{} {} {}:{} {} {} {} - {} {} -\n",
+            m.id,
+            m.parent,
+            m.major,
+            m.minor,
+            escape(&m.root),
+            escape(&m.mount_point),
+            if m.read_only { "ro" } else { "rw" },
+            escape(&m.fs_type),
+            escape(&m.source),
+        ));
+    }
+    out
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (Howard Hinnant's civil-from-days).
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_763_776_000), "2025-11-22T01:46:40Z");
+    }
+
+    #[test]
+    fn mountinfo_keeps_block_mounts_without_options() {
+        let text = "27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard\n\
+40 27 0:50 / /mnt/share rw - cifs //server/share rw,username=bob,password=hunter2\n\
+41 27 0:51 / /data rw - btrfs /dev/sdb1 rw,subvol=/\n";
+        let s = sanitized_mountinfo(text);
+        assert!(!s.contains("hunter2") && !s.contains("cifs"), "{s}");
+        assert!(s.contains("254:0 / / rw - ext4 /dev/vda -"), "{s}");
+        assert!(s.contains("/dev/sdb1"), "{s}");
+        assert_eq!(mountinfo(&s).unwrap().len(), 2);
+    }
+}

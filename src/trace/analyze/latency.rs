@@ -1,0 +1,266 @@
+//! Latency accumulators with btt's min/avg/max/N plus percentiles, in constant memory: a
+//! log-linear histogram (128 sub-buckets per power of two, so a percentile is within 0.4% of
+//! the true sample) instead of storing every sample. Exact min, max and sum are kept beside it.
+
+use serde::Serialize;
+
+const SUB_BITS: u32 = 7;
+const SUB: u64 = 1 << SUB_BITS;
+const LINEAR: u64 = 2 * SUB;
+const BUCKETS: usize = ((64 - SUB_BITS as usize) * SUB as usize) + SUB as usize;
+
+fn bucket(v: u64) -> usize {
+    if v < LINEAR {
+        v as usize
+    } else {
+        let msb = 63 - v.leading_zeros();
+        let shift = msb - SUB_BITS;
+        (((shift + 1) as u64) << SUB_BITS) as usize + ((v >> shift) & (SUB - 1)) as usize
+    }
+}
+
+/// Lowest value and width of a bucket.
+fn bucket_range(i: usize) -> (u64, u64) {
+    let i = i as u64;
+    if i < LINEAR {
+        (i, 1)
+    } else {
+        let shift = (i >> SUB_BITS) - 1;
+        let mantissa = SUB + (i & (SUB - 1));
+        (mantissa << shift, 1u64 << shift)
+    }
+}
+
+/// A histogram of nanosecond (or any u64) values.
+#[derive(Debug, Clone, Default)]
+pub struct LogHist {
+    counts: Vec<u64>,
+}
+
+impl LogHist {
+    #[inline]
+    pub fn add(&mut self, v: u64) {
+        let b = bucket(v);
+        debug_assert!(b < BUCKETS);
+        if b >= self.counts.len() {
+            self.counts.resize(b + 1, 0);
+        }
+        self.counts[b] += 1;
+    }
+
+    pub fn merge(&mut self, other: &LogHist) {
+        if other.counts.len() > self.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+    }
+
+    /// The value at nearest rank ceil(q * n), as the middle of its bucket.
+    pub fn quantile(&self, q: f64, n: u64) -> Option<u64> {
+        if n == 0 {
+            return None;
+        }
+        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let (lo, w) = bucket_range(i);
+                return Some(lo + (w - 1) / 2);
+            }
+        }
+        None
+    }
+
+    /// The middle of the fullest bucket and its count.
+    pub fn mode(&self) -> Option<(u64, u64)> {
+        let (i, &c) = self
+            .counts
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))?;
+        if c == 0 {
+            return None;
+        }
+        let (lo, w) = bucket_range(i);
+        Some((lo + (w - 1) / 2, c))
+    }
+
+    /// Counts per power-of-two range [2^k, 2^(k+1)) of the value, for display.
+    pub fn octaves(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (i, &c) in self.counts.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let (lo, _) = bucket_range(i);
+            let floor = if lo == 0 {
+                0
+            } else {
+                1u64 << (63 - lo.leading_zeros())
+            };
+            match out.last_mut() {
+                Some((f, n)) if *f == floor => *n += c,
+                _ => out.push((floor, c)),
+            }
+        }
+        out
+    }
+}
+
+/// One latency (Q2C, D2C, ...): btt's numbers and a histogram for percentiles.
+#[derive(Debug, Clone)]
+pub struct Latency {
+    pub n: u64,
+    pub total: u128,
+    pub min: u64,
+    pub max: u64,
+    pub hist: LogHist,
+    keep_hist: bool,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency {
+            n: 0,
+            total: 0,
+            min: u64::MAX,
+            max: 0,
+            hist: LogHist::default(),
+            keep_hist: true,
+        }
+    }
+}
+
+impl Latency {
+    /// min/avg/max/N only; percentiles are reported as unknown (null in JSON).
+    pub fn plain() -> Self {
+        Latency {
+            keep_hist: false,
+            ..Latency::default()
+        }
+    }
+
+    #[inline]
+    pub fn add(&mut self, ns: u64) {
+        self.n += 1;
+        self.total += u128::from(ns);
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+        if self.keep_hist {
+            self.hist.add(ns);
+        }
+    }
+
+    pub fn merge(&mut self, o: &Latency) {
+        self.n += o.n;
+        self.total += o.total;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.hist.merge(&o.hist);
+    }
+
+    pub fn avg_ns(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.total as f64 / self.n as f64
+        }
+    }
+
+    /// The JSON/report form in seconds; `None` when there are no samples.
+    pub fn summary(&self) -> Option<LatencySummary> {
+        if self.n == 0 {
+            return None;
+        }
+        let q = |p| {
+            if !self.keep_hist {
+                return f64::NAN;
+            }
+            self.hist
+                .quantile(p, self.n)
+                .map(|v| v.clamp(self.min, self.max) as f64 / 1e9)
+                .unwrap_or(0.0)
+        };
+        Some(LatencySummary {
+            min: self.min as f64 / 1e9,
+            avg: self.avg_ns() / 1e9,
+            max: self.max as f64 / 1e9,
+            n: self.n,
+            total: self.total as f64 / 1e9,
+            p50: q(0.50),
+            p90: q(0.90),
+            p99: q(0.99),
+            p999: q(0.999),
+            histogram: self
+                .hist
+                .octaves()
+                .into_iter()
+                .map(|(lo, count)| HistBucket {
+                    from: lo as f64 / 1e9,
+                    to: if lo == 0 { 1e-9 } else { (lo * 2) as f64 / 1e9 },
+                    count,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// A latency in seconds with its percentiles and a power-of-two histogram.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub min: f64,
+    pub avg: f64,
+    pub max: f64,
+    pub n: u64,
+    /// Sum of all samples (seconds): what btt's Device Overhead divides.
+    pub total: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub histogram: Vec<HistBucket>,
+}
+
+/// Samples in [from, to) seconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HistBucket {
+    pub from: f64,
+    pub to: f64,
+    pub count: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_cover_u64() {
+        let mut last = 0;
+        for v in [0u64, 1, 255, 256, 257, 511, 512, 1 << 20, u64::MAX] {
+            let b = bucket(v);
+            assert!(b >= last && b < BUCKETS, "{v}");
+            let (lo, w) = bucket_range(b);
+            assert!(lo <= v && v - lo < w, "{v} in [{lo}, +{w})");
+            last = b;
+        }
+    }
+
+    #[test]
+    fn percentiles_are_close_to_exact() {
+        let mut l = Latency::default();
+        for v in 1..=100_000u64 {
+            l.add(v * 1000);
+        }
+        let s = l.summary().unwrap();
+        let close = |got: f64, want: f64| (got - want).abs() / want < 0.005;
+        assert!(close(s.p50, 0.05), "{}", s.p50);
+        assert!(close(s.p99, 0.099), "{}", s.p99);
+        assert!(close(s.p999, 0.0999), "{}", s.p999);
+        assert_eq!(s.n, 100_000);
+        assert!((s.avg - 0.0500005).abs() < 1e-9);
+        assert_eq!(s.min, 1e-6);
+    }
+}

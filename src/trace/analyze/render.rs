@@ -1,0 +1,349 @@
+//! Human output of a [`Report`]: btt's sections in btt's order and column layout (so the two
+//! can be read side by side), then what btt does not have. ASCII only.
+
+use std::fmt::Write;
+
+use super::latency::LatencySummary;
+use super::{DeviceReport, Report};
+
+const ORDER: [&str; 9] = [
+    "q2q", "q2g", "s2g", "g2i", "q2m", "i2d", "m2d", "d2c", "q2c",
+];
+
+fn dev_hdr(dev: &str) -> String {
+    let (ma, mi) = dev.split_once(',').unwrap_or((dev, ""));
+    format!("({ma:>3},{mi:>3})")
+}
+
+fn section(out: &mut String, title: &str) {
+    let _ = writeln!(out, "==================== {title} ====================\n");
+}
+
+fn lat_table<'a>(
+    out: &mut String,
+    label: &str,
+    rows: impl Iterator<Item = (String, &'a LatencySummary)>,
+) {
+    // btt's exact layout (percentiles are in the per-device section below).
+    let _ = writeln!(
+        out,
+        "{label:>15} {:>13} {:>13} {:>13} {:>11}",
+        "MIN", "AVG", "MAX", "N"
+    );
+    let _ = writeln!(
+        out,
+        "--------------- ------------- ------------- ------------- -----------"
+    );
+    for (name, s) in rows {
+        if s.n == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{name:<15} {:>13.9} {:>13.9} {:>13.9} {:>11}",
+            s.min, s.avg, s.max, s.n
+        );
+    }
+    out.push('\n');
+}
+
+/// The report as text.
+pub fn render(r: &Report) -> String {
+    let mut o = String::new();
+    section(&mut o, "All Devices");
+    lat_table(
+        &mut o,
+        "ALL",
+        ORDER
+            .iter()
+            .filter_map(|k| r.all.get(*k).map(|s| (k.to_uppercase(), s))),
+    );
+    section(&mut o, "Device Overhead");
+    let _ = writeln!(
+        o,
+        "       DEV | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "Q2G", "G2I", "Q2M", "I2D", "M2D", "D2C"
+    );
+    let _ = writeln!(
+        o,
+        "---------- | --------- --------- --------- --------- --------- ---------"
+    );
+    for d in &r.devices {
+        let v = &d.overhead;
+        let _ = writeln!(
+            o,
+            "{:>10} | {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}%",
+            dev_hdr(&d.dev),
+            v.q2g,
+            v.g2i,
+            v.q2m,
+            v.i2d,
+            v.m2d,
+            v.d2c
+        );
+    }
+    o.push_str("(iolab adds M2D, which btt leaves out of this table)\n\n");
+    section(&mut o, "Device Merge Information");
+    let _ = writeln!(
+        o,
+        "       DEV |       #Q       #D   Ratio |   BLKmin   BLKavg   BLKmax    Total"
+    );
+    let _ = writeln!(
+        o,
+        "---------- | -------- -------- ------- | -------- -------- -------- --------"
+    );
+    for d in &r.devices {
+        let m = &d.merge;
+        let _ = writeln!(
+            o,
+            "{:>10} | {:>8} {:>8} {:>7.1} | {:>8} {:>8} {:>8} {:>8}",
+            dev_hdr(&d.dev),
+            m.q,
+            m.d,
+            m.ratio,
+            m.blk_min,
+            m.blk_avg,
+            m.blk_max,
+            m.total
+        );
+    }
+    o.push('\n');
+    for (title, pick) in [
+        ("Device Q2Q Seek Information", true),
+        ("Device D2D Seek Information", false),
+    ] {
+        section(&mut o, title);
+        let _ = writeln!(
+            o,
+            "       DEV | {:>15} {:>15} {:>15} | MODE",
+            "NSEEKS", "MEAN", "MEDIAN"
+        );
+        let _ = writeln!(
+            o,
+            "---------- | --------------- --------------- --------------- | ---------------"
+        );
+        for d in &r.devices {
+            let s = if pick { &d.seek_q2q } else { &d.seek_d2d };
+            if let Some(s) = s {
+                let approx = |exact: bool| if exact { "" } else { "~" };
+                let mode = format!("{}{}({})", approx(s.mode_exact), s.mode, s.mode_count);
+                let median = format!("{}{}", approx(s.median_exact), s.median);
+                let _ = writeln!(
+                    o,
+                    "{:>10} | {:>15} {:>15.1} {:>15} | {mode}",
+                    dev_hdr(&d.dev),
+                    s.nseeks,
+                    s.mean,
+                    median
+                );
+            }
+        }
+        o.push_str("(MEDIAN is the true median of |distance|, btt's is not; ~ = within 0.4%)\n\n");
+    }
+    section(&mut o, "Plug Information");
+    let _ = writeln!(o, "       DEV |    # Plugs # Timer Us  | % Time Q Plugged");
+    let _ = writeln!(o, "---------- | ---------- ----------  | ----------------");
+    for d in &r.devices {
+        let p = &d.plug;
+        let _ = writeln!(
+            o,
+            "{:>10} | {:>10}({:>10}) | {:>13.9}%",
+            dev_hdr(&d.dev),
+            p.plugs,
+            p.timer_unplugs,
+            p.pct_time_plugged
+        );
+    }
+    o.push('\n');
+    let _ = writeln!(o, "       DEV |    IOs/Unp   IOs/Unp(to)");
+    let _ = writeln!(o, "---------- | ----------   ----------");
+    for d in &r.devices {
+        let _ = writeln!(
+            o,
+            "{:>10} | {:>10.1}   {:>10.1}",
+            dev_hdr(&d.dev),
+            d.plug.ios_per_unplug,
+            d.plug.ios_per_timer_unplug
+        );
+    }
+    o.push('\n');
+    section(&mut o, "Active Requests At Q Information");
+    let _ = writeln!(o, "       DEV |  Avg Reqs @ Q");
+    let _ = writeln!(o, "---------- | -------------");
+    for d in &r.devices {
+        let _ = writeln!(
+            o,
+            "{:>10} | {:>13.1}",
+            dev_hdr(&d.dev),
+            d.active_requests_at_q
+        );
+    }
+    o.push('\n');
+    section(&mut o, "I/O Active Period Information");
+    let _ = writeln!(
+        o,
+        "       DEV |     # Live      Avg. Act     Avg. !Act % Live"
+    );
+    let _ = writeln!(
+        o,
+        "---------- | ---------- ------------- ------------- ------"
+    );
+    for d in &r.devices {
+        let a = &d.active_periods;
+        let _ = writeln!(
+            o,
+            "{:>10} | {:>10} {:>13.9} {:>13.9} {:>6.2}",
+            dev_hdr(&d.dev),
+            a.live,
+            a.avg_active,
+            a.avg_inactive,
+            a.pct_live
+        );
+    }
+    o.push_str("(Avg. !Act and % Live over the gaps between periods; btt also counts the time\n before the first dispatch");
+    for d in &r.devices {
+        let a = &d.active_periods;
+        let _ = write!(
+            o,
+            "; {}: btt would print {:.9} {:.2}",
+            d.dev, a.btt_avg_inactive, a.btt_pct_live
+        );
+    }
+    o.push_str(")\n\n");
+    if !r.processes.is_empty() {
+        section(&mut o, "Per Process");
+        for key in ["q2c", "d2c"] {
+            lat_table(
+                &mut o,
+                &key.to_uppercase(),
+                r.processes.iter().filter_map(|p| {
+                    p.latency.get(key).map(|s| {
+                        let mut n = p.name.clone();
+                        n.truncate(15);
+                        (n, s)
+                    })
+                }),
+            );
+        }
+    }
+    for d in &r.devices {
+        device_extras(&mut o, d);
+    }
+    o
+}
+
+fn device_extras(o: &mut String, d: &DeviceReport) {
+    section(o, &format!("Device {} beyond btt", dev_hdr(&d.dev)));
+    let _ = writeln!(o, "kind: {}", d.kind);
+    let _ = writeln!(
+        o,
+        "{:>7} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "per bio", "AVG", "P50", "P90", "P99", "P99.9", "N"
+    );
+    for k in ORDER {
+        if let Some(s) = d.latency.get(k).filter(|s| s.n > 0) {
+            let _ = writeln!(
+                o,
+                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
+                k.to_uppercase(),
+                s.avg,
+                s.p50,
+                s.p90,
+                s.p99,
+                s.p999,
+                s.n
+            );
+        }
+    }
+    let _ = writeln!(o, "per request (one sample per dispatched request):");
+    for k in ["q2d", "d2c", "q2c"] {
+        if let Some(s) = d.per_request.get(k).filter(|s| s.n > 0) {
+            let _ = writeln!(
+                o,
+                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
+                k.to_uppercase(),
+                s.avg,
+                s.p50,
+                s.p90,
+                s.p99,
+                s.p999,
+                s.n
+            );
+        }
+    }
+    let dd = &d.dispatch_depth;
+    let _ = writeln!(
+        o,
+        "dispatch depth (requests in driver at D): avg {:.1} p50 {} p90 {} p99 {} max {}",
+        dd.avg, dd.p50, dd.p90, dd.p99, dd.max
+    );
+    let ds = &d.dispatch_sectors;
+    let _ = writeln!(
+        o,
+        "dispatch size (sectors): avg {:.1} p50 {} max {}",
+        ds.avg, ds.p50, ds.max
+    );
+    let n = &d.never_completed;
+    let _ = writeln!(
+        o,
+        "never completed: {} bios, {} requests; bios replaced before completing: {}",
+        n.bios, n.requests, n.replaced_bios
+    );
+    let _ = writeln!(
+        o,
+        "reads {} writes {}; allocation sleeps (S) {}; cgroup-tagged events {}",
+        d.reads, d.writes, d.sleeps, d.cgroup_events
+    );
+    if let Some(q2c) = d.latency.get("q2c").filter(|s| s.n > 0) {
+        let _ = writeln!(o, "Q2C histogram:");
+        let most = q2c.histogram.iter().map(|b| b.count).max().unwrap_or(1);
+        for b in &q2c.histogram {
+            let bar = (b.count * 40).div_ceil(most) as usize;
+            let _ = writeln!(
+                o,
+                "  {:>10} - {:<10} {:>10} {}",
+                fmt_secs(b.from),
+                fmt_secs(b.to),
+                b.count,
+                "#".repeat(bar)
+            );
+        }
+    }
+    if !d.timeline.is_empty() {
+        let _ = writeln!(
+            o,
+            "{:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>10}",
+            "t(s)", "r/s", "w/s", "rMB/s", "wMB/s", "qdepth", "ddepth", "Q2C avg"
+        );
+        for p in &d.timeline {
+            let _ = writeln!(
+                o,
+                "{:>8.1} {:>9.0} {:>9.0} {:>8.1} {:>8.1} {:>7.1} {:>7.1} {:>10}",
+                p.start,
+                p.read_iops,
+                p.write_iops,
+                p.read_mb_per_s,
+                p.write_mb_per_s,
+                p.queue_depth,
+                p.driver_depth,
+                fmt_secs(p.q2c_avg)
+            );
+        }
+    }
+    o.push('\n');
+}
+
+/// Seconds with a unit that keeps three significant figures.
+pub fn fmt_secs(s: f64) -> String {
+    if s == 0.0 {
+        "0".into()
+    } else if s < 1e-6 {
+        format!("{:.0}ns", s * 1e9)
+    } else if s < 1e-3 {
+        format!("{:.1}us", s * 1e6)
+    } else if s < 1.0 {
+        format!("{:.2}ms", s * 1e3)
+    } else {
+        format!("{s:.2}s")
+    }
+}

@@ -1,0 +1,633 @@
+//! Recording block events through tracefs, where relay-based blktrace is locked out (kernel
+//! lockdown, Secure Boot): the `blk` tracer with `options/bin=1` writes native blktrace
+//! records to `trace_pipe`. This module sets that up, splits the records by CPU into
+//! `NAME.blktrace.N` files (blkparse and btt insist that a file's records carry its CPU),
+//! adds the process-name notify records that bin mode never emits (from /proc/PID/comm while
+//! recording), and puts every tracefs setting back — on success, on error, on Ctrl-C and
+//! SIGTERM (the journal lives in a guard whose Drop restores in reverse order).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use super::record::{self, action, category, notify, Endian, Event, Payload};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+const O_NONBLOCK: i32 = 0o4000;
+
+/// What to record.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub device: String,
+    pub output: PathBuf,
+    pub duration: Option<Duration>,
+    pub buffer_kb: u64,
+    pub command: Vec<String>,
+}
+
+/// What was recorded.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub device: String,
+    pub files: Vec<PathBuf>,
+    pub events_per_cpu: BTreeMap<u32, u64>,
+    pub processes: usize,
+    pub overrun: u64,
+    pub dropped: u64,
+    /// Events trace_pipe reported lost ("[LOST N EVENTS]" lines).
+    pub lost_in_pipe: u64,
+    pub elapsed: Duration,
+    pub stopped_by: String,
+    pub command_status: Option<ExitStatus>,
+}
+
+impl Summary {
+    pub fn events(&self) -> u64 {
+        self.events_per_cpu.values().sum()
+    }
+}
+
+pub fn render(s: &Summary) -> String {
+    let mut o = format!(
+        "recorded {} events of {} in {:.1}s ({}) into {} files; {} processes named\n",
+        s.events(),
+        s.device,
+        s.elapsed.as_secs_f64(),
+        s.stopped_by,
+        s.files.len(),
+        s.processes
+    );
+    if s.overrun + s.dropped + s.lost_in_pipe > 0 {
+        o.push_str(&format!(
+            "WARNING: the kernel lost events: {} overrun, {} dropped, {} reported lost by trace_pipe (raise --buffer-kb)\n",
+            s.overrun, s.dropped, s.lost_in_pipe
+        ));
+    } else {
+        o.push_str("no events lost (tracefs overrun 0, dropped 0)\n");
+    }
+    if let Some(st) = s.command_status {
+        o.push_str(&format!("command exited with {st}\n"));
+    }
+    o
+}
+
+/// Every tracefs write, journaled; Drop writes the old values back in reverse order.
+struct Settings {
+    journal: Vec<(PathBuf, String)>,
+    unmount: Option<PathBuf>,
+}
+
+impl Settings {
+    fn set(&mut self, path: &Path, value: &str, old: String) -> anyhow::Result<()> {
+        // Journal first, so a failed write is also undone.
+        self.journal.push((path.to_path_buf(), old));
+        fs::write(path, value).with_context(|| format!("writing {value:?} to {}", path.display()))
+    }
+
+    fn restore(&mut self) -> Vec<String> {
+        let mut errors = Vec::new();
+        while let Some((path, old)) = self.journal.pop() {
+            if let Err(e) = fs::write(&path, &old) {
+                errors.push(format!("{}: restoring {old:?}: {e}", path.display()));
+            }
+        }
+        if let Some(dir) = self.unmount.take() {
+            let _ = Command::new("umount").arg(&dir).status();
+        }
+        errors
+    }
+}
+
+impl Drop for Settings {
+    fn drop(&mut self) {
+        for e in self.restore() {
+            eprintln!("iolab: warning: {e}");
+        }
+    }
+}
+
+fn read_trim(path: &Path) -> anyhow::Result<String> {
+    Ok(fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .trim()
+        .to_string())
+}
+
+/// The selected word of a tracefs choice file: "[local] global counter" -> "local".
+pub fn selected(choices: &str) -> Option<&str> {
+    let start = choices.find('[')? + 1;
+    let end = choices[start..].find(']')? + start;
+    Some(&choices[start..end])
+}
+
+/// "7 (expanded: 1408)" -> 1408; "8192" -> 8192.
+pub fn buffer_kb(text: &str) -> Option<u64> {
+    if let Some(rest) = text.split("expanded:").nth(1) {
+        return rest.trim().trim_end_matches(')').trim().parse().ok();
+    }
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Sums "overrun:" and "dropped events:" over per_cpu/cpu*/stats.
+pub fn lost_events(tracefs: &Path) -> (u64, u64) {
+    let mut overrun = 0;
+    let mut dropped = 0;
+    if let Ok(dir) = fs::read_dir(tracefs.join("per_cpu")) {
+        for e in dir.flatten() {
+            if let Ok(text) = fs::read_to_string(e.path().join("stats")) {
+                let (o, d) = parse_stats(&text);
+                overrun += o;
+                dropped += d;
+            }
+        }
+    }
+    (overrun, dropped)
+}
+
+/// Parses one per-CPU stats file.
+pub fn parse_stats(text: &str) -> (u64, u64) {
+    let mut o = 0;
+    let mut d = 0;
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once(':') {
+            let v = v.trim().parse().unwrap_or(0);
+            match k.trim() {
+                "overrun" => o = v,
+                "dropped events" => d = v,
+                _ => {}
+            }
+        }
+    }
+    (o, d)
+}
+
+/// "CPU:1 [LOST 1234 EVENTS]" -> 1234.
+pub fn parse_lost(line: &str) -> u64 {
+    line.split("LOST")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Per-CPU output files, created on demand.
+struct Writers {
+    base: PathBuf,
+    files: BTreeMap<u32, BufWriter<File>>,
+    sequence: HashMap<u32, u32>,
+    counts: BTreeMap<u32, u64>,
+    last_time: HashMap<u32, u64>,
+    buf: Vec<u8>,
+}
+
+impl Writers {
+    fn path(&self, cpu: u32) -> PathBuf {
+        PathBuf::from(format!("{}.blktrace.{cpu}", self.base.display()))
+    }
+
+    fn write(&mut self, ev: &mut Event) -> anyhow::Result<()> {
+        if !self.files.contains_key(&ev.cpu) {
+            let p = self.path(ev.cpu);
+            let f = File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            self.files
+                .insert(ev.cpu, BufWriter::with_capacity(1 << 20, f));
+        }
+        // Number records per CPU as relay blktrace does, so blkparse's checks are happy.
+        let seq = self.sequence.entry(ev.cpu).or_insert(0);
+        *seq += 1;
+        ev.sequence = *seq;
+        self.buf.clear();
+        record::encode(ev, 7, Endian::native(), &mut self.buf);
+        if let Some(w) = self.files.get_mut(&ev.cpu) {
+            w.write_all(&self.buf)?;
+        }
+        *self.counts.entry(ev.cpu).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Flushes, and creates empty files for CPUs that saw nothing below the highest one:
+    /// blkparse stops reading at the first missing CPU file.
+    fn finish(mut self) -> anyhow::Result<(Vec<PathBuf>, BTreeMap<u32, u64>)> {
+        for w in self.files.values_mut() {
+            w.flush()?;
+        }
+        let max = self.files.keys().next_back().copied().unwrap_or(0);
+        let mut paths = Vec::new();
+        for cpu in 0..=max {
+            let p = self.path(cpu);
+            if !self.files.contains_key(&cpu) {
+                File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            }
+            paths.push(p);
+        }
+        Ok((paths, self.counts))
+    }
+}
+
+fn name_note(ev: &Event, time: u64, comm: &str) -> Event {
+    Event {
+        version: 7,
+        time,
+        action: action(notify::PROCESS, category::NOTIFY),
+        pid: ev.pid,
+        device: ev.device,
+        cpu: ev.cpu,
+        payload: Payload::ProcessName(comm.into()),
+        ..Event::default()
+    }
+}
+
+/// "PID COMM" lines of tracefs' saved_cmdlines (the kernel's pid -> comm cache for traced
+/// tasks, filled by the blk tracer too).
+pub fn parse_saved_cmdlines(text: &str) -> HashMap<u32, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (pid, comm) = l.trim().split_once(' ')?;
+            Some((pid.parse().ok()?, comm.trim().to_string()))
+        })
+        .collect()
+}
+
+impl Splitter {
+    /// Names the processes that exited before /proc could be read, from saved_cmdlines;
+    /// the note goes at the end of the CPU's file (with that file's last time, keeping the
+    /// file in time order). Returns how many processes have names.
+    fn name_late(&mut self, tracefs: &Path) -> anyhow::Result<usize> {
+        let saved = fs::read_to_string(tracefs.join("saved_cmdlines"))
+            .map(|t| parse_saved_cmdlines(&t))
+            .unwrap_or_default();
+        let mut late: Vec<(u32, u32, u32)> = self
+            .named
+            .iter()
+            .filter_map(|(&pid, at)| at.map(|(cpu, dev)| (pid, cpu, dev)))
+            .collect();
+        late.sort_unstable();
+        for (pid, cpu, device) in late {
+            if let Some(comm) = saved.get(&pid) {
+                let time = self.writers.last_time.get(&cpu).copied().unwrap_or(0);
+                let ev = Event {
+                    pid,
+                    cpu,
+                    device,
+                    ..Event::default()
+                };
+                let mut note = name_note(&ev, time, comm);
+                self.writers.write(&mut note)?;
+                self.named.insert(pid, None);
+            }
+        }
+        Ok(self.named.values().filter(|v| v.is_none()).count())
+    }
+}
+
+/// Turns raw trace_pipe bytes into per-CPU files, naming processes as they appear.
+struct Splitter {
+    pending: Vec<u8>,
+    lost: u64,
+    /// Pids seen, and whether a name was written for them; unnamed ones remember where
+    /// (CPU, device) to put a late name from tracefs' saved_cmdlines.
+    named: HashMap<u32, Option<(u32, u32)>>,
+    writers: Writers,
+}
+
+impl Splitter {
+    fn feed(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.pending.extend_from_slice(bytes);
+        let mut at = 0;
+        loop {
+            let rest = &self.pending[at..];
+            // When the ring buffer overflowed, trace_pipe inserts a text line
+            // "CPU:N [LOST M EVENTS]" between records.
+            if rest.starts_with(b"CPU:") {
+                let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+                    break;
+                };
+                self.lost += parse_lost(&String::from_utf8_lossy(&rest[..nl]));
+                at += nl + 1;
+                continue;
+            }
+            if rest.len() < record::V7_HEADER {
+                break;
+            }
+            let (endian, version) = record::sniff(rest).map_err(|e| {
+                anyhow::anyhow!("trace_pipe: unexpected bytes ({e}); is another tracer active?")
+            })?;
+            let Some(len) = record::record_len(rest, endian, version) else {
+                break;
+            };
+            if rest.len() < len {
+                break;
+            }
+            let (mut ev, _) = record::decode(&rest[..len])
+                .map_err(|e| anyhow::anyhow!("trace_pipe: bad record: {e}"))?;
+            at += len;
+            if ev.pid != 0 && !self.named.contains_key(&ev.pid) {
+                match fs::read_to_string(format!("/proc/{}/comm", ev.pid)) {
+                    Ok(comm) => {
+                        self.named.insert(ev.pid, None);
+                        let mut note = name_note(&ev, ev.time, comm.trim());
+                        self.writers.write(&mut note)?;
+                    }
+                    // Already gone (a short-lived process): named at the end from tracefs.
+                    Err(_) => {
+                        self.named.insert(ev.pid, Some((ev.cpu, ev.device)));
+                    }
+                }
+            }
+            self.writers.last_time.insert(ev.cpu, ev.time);
+            self.writers.write(&mut ev)?;
+        }
+        self.pending.drain(..at);
+        Ok(())
+    }
+}
+
+fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
+    let name = device.trim_start_matches("/dev/").to_string();
+    if name.is_empty() || name.contains('/') || name.contains("..") {
+        bail!("{device}: not a block device name (try e.g. loop0 or /dev/loop0)");
+    }
+    let dir = PathBuf::from("/sys/class/block").join(&name).join("trace");
+    if !dir.join("enable").exists() {
+        bail!(
+            "{device}: no {} (not a block device, or the kernel lacks CONFIG_BLK_DEV_IO_TRACE)",
+            dir.join("enable").display()
+        );
+    }
+    Ok((name, dir))
+}
+
+/// Records until the duration elapses, the command exits, or SIGINT/SIGTERM arrives.
+pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut sig_ids = Vec::new();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        sig_ids.push(signal_hook::flag::register(sig, Arc::clone(&stop))?);
+    }
+    let result = record_until(cfg, &stop, None);
+    for id in sig_ids {
+        signal_hook::low_level::unregister(id);
+    }
+    result
+}
+
+/// A recording running in the background (for experiments that trace each run).
+pub struct Recording {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<anyhow::Result<Summary>>,
+}
+
+/// Starts recording in a background thread and returns once the device's events are being
+/// captured. Signals are left to the caller, who must call [`Recording::stop`]; tracefs is
+/// restored when the recording stops (also if its thread fails).
+pub fn start(cfg: Config) -> anyhow::Result<Recording> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+    let flag = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("trace-record".into())
+        .spawn(move || record_until(&cfg, &flag, Some(ready_tx)))?;
+    match ready_rx.recv() {
+        Ok(()) => Ok(Recording { stop, thread }),
+        Err(_) => match thread.join() {
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(_)) => bail!("the recording ended before it started"),
+            Err(_) => bail!("the recording thread panicked"),
+        },
+    }
+}
+
+impl Recording {
+    /// Stops, drains the ring buffer, restores tracefs and says what was recorded.
+    pub fn stop(self) -> anyhow::Result<Summary> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.join() {
+            Ok(r) => r,
+            Err(_) => bail!("the recording thread panicked"),
+        }
+    }
+}
+
+fn record_until(
+    cfg: &Config,
+    stop: &AtomicBool,
+    ready: Option<std::sync::mpsc::SyncSender<()>>,
+) -> anyhow::Result<Summary> {
+    if !crate::sys::is_root() {
+        bail!("trace record needs root (it writes tracefs settings)");
+    }
+    let (name, trace_dir) = device_dir(&cfg.device)?;
+    let tracefs = PathBuf::from(TRACEFS);
+    let mut settings = Settings {
+        journal: Vec::new(),
+        unmount: None,
+    };
+    if !tracefs.join("trace_pipe").exists() {
+        let st = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACEFS])
+            .status()
+            .context("running mount -t tracefs")?;
+        if !st.success() || !tracefs.join("trace_pipe").exists() {
+            bail!("tracefs is not mounted at {TRACEFS} and mounting it failed");
+        }
+        settings.unmount = Some(tracefs.clone());
+    }
+    // The blk tracer is global: one recorder at a time.
+    let lock_path = Path::new("/run/iolab-trace.lock");
+    let lock =
+        File::create(lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        bail!(
+            "another `iolab trace record` is running (lock {} is held)",
+            lock_path.display()
+        );
+    }
+    let current = read_trim(&tracefs.join("current_tracer"))?;
+    if current != "nop" && current != "blk" {
+        bail!("tracefs is in use by the `{current}` tracer; refusing to take it over");
+    }
+
+    let result = record_with(cfg, &name, &trace_dir, &tracefs, &mut settings, stop, ready);
+    let errors = settings.restore();
+    drop(lock);
+    let summary = result?;
+    if !errors.is_empty() {
+        bail!(
+            "recorded, but could not restore tracefs: {}",
+            errors.join("; ")
+        );
+    }
+    Ok(summary)
+}
+
+fn record_with(
+    cfg: &Config,
+    name: &str,
+    trace_dir: &Path,
+    tracefs: &Path,
+    settings: &mut Settings,
+    stop: &AtomicBool,
+    ready: Option<std::sync::mpsc::SyncSender<()>>,
+) -> anyhow::Result<Summary> {
+    let p = |f: &str| tracefs.join(f);
+    let old_tracer = read_trim(&p("current_tracer"))?;
+    let old_clock = read_trim(&p("trace_clock"))?;
+    let old_clock = selected(&old_clock).unwrap_or("local").to_string();
+    let old_buf = read_trim(&p("buffer_size_kb"))?;
+    let old_buf = buffer_kb(&old_buf).unwrap_or(1408).to_string();
+    let old_bin = read_trim(&p("options/bin"))?;
+    let old_ctx = read_trim(&p("options/context-info"))?;
+    let old_on = read_trim(&p("tracing_on"))?;
+    let old_enable = read_trim(&trace_dir.join("enable"))?;
+
+    settings.set(&p("buffer_size_kb"), &cfg.buffer_kb.to_string(), old_buf)?;
+    settings.set(&p("trace_clock"), "mono", old_clock)?;
+    settings.set(&p("current_tracer"), "blk", old_tracer)?;
+    settings.set(&p("options/bin"), "1", old_bin)?;
+    settings.set(&p("options/context-info"), "0", old_ctx)?;
+    settings.set(&p("tracing_on"), "1", old_on)?;
+    // Empty whatever an earlier session left in the ring buffer.
+    fs::write(p("trace"), "").context("clearing the trace buffer")?;
+    let (over0, drop0) = lost_events(tracefs);
+
+    let mut pipe = OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(p("trace_pipe"))
+        .context("opening trace_pipe")?;
+    let mut splitter = Splitter {
+        pending: Vec::new(),
+        lost: 0,
+        named: HashMap::new(),
+        writers: Writers {
+            base: cfg.output.clone(),
+            files: BTreeMap::new(),
+            sequence: HashMap::new(),
+            counts: BTreeMap::new(),
+            last_time: HashMap::new(),
+            buf: Vec::new(),
+        },
+    };
+    settings.set(&trace_dir.join("enable"), "1", old_enable)?;
+    if let Some(tx) = ready {
+        let _ = tx.send(());
+    }
+    let start = Instant::now();
+    let mut child: Option<Child> = match cfg.command.split_first() {
+        Some((prog, args)) => Some(
+            Command::new(prog)
+                .args(args)
+                .spawn()
+                .with_context(|| format!("starting {prog}"))?,
+        ),
+        None => None,
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut status = None;
+    let stopped_by;
+    loop {
+        let n = drain(&mut pipe, &mut buf, &mut splitter)?;
+        if stop.load(Ordering::Relaxed) {
+            stopped_by = "stopped (signal or caller)".to_string();
+            break;
+        }
+        if let Some(d) = cfg.duration {
+            if start.elapsed() >= d {
+                stopped_by = format!("after {:.1}s", d.as_secs_f64());
+                break;
+            }
+        }
+        if let Some(c) = child.as_mut() {
+            if let Some(st) = c.try_wait()? {
+                status = Some(st);
+                stopped_by = "command exited".to_string();
+                break;
+            }
+        }
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let elapsed = start.elapsed();
+    if let Some(mut c) = child {
+        if status.is_none() {
+            // Stopped by signal or duration: give the command (which got the terminal's
+            // SIGINT too, if any) two seconds, then kill it.
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while status.is_none() && Instant::now() < deadline {
+                status = c.try_wait()?;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if status.is_none() {
+                let _ = c.kill();
+                status = c.wait().ok();
+            }
+        }
+    }
+    fs::write(trace_dir.join("enable"), "0").context("disabling the device's trace")?;
+    // Drain what is left in the ring buffer.
+    for _ in 0..50 {
+        if drain(&mut pipe, &mut buf, &mut splitter)? == 0 {
+            break;
+        }
+    }
+    let (over1, drop1) = lost_events(tracefs);
+    let processes = splitter.name_late(tracefs)?;
+    let (files, counts) = splitter.writers.finish()?;
+    Ok(Summary {
+        device: name.to_string(),
+        files,
+        events_per_cpu: counts,
+        processes,
+        overrun: over1.saturating_sub(over0),
+        dropped: drop1.saturating_sub(drop0),
+        lost_in_pipe: splitter.lost,
+        elapsed,
+        stopped_by,
+        command_status: status,
+    })
+}
+
+/// Reads everything available now; returns the number of bytes read.
+fn drain(pipe: &mut File, buf: &mut [u8], splitter: &mut Splitter) -> anyhow::Result<usize> {
+    let mut total = 0;
+    loop {
+        match pipe.read(buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => {
+                total += n;
+                splitter.feed(&buf[..n])?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(total),
+            Err(e) => return Err(e).context("reading trace_pipe"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tracefs_files() {
+        assert_eq!(selected("[local] global counter"), Some("local"));
+        assert_eq!(selected("local global [mono] boot"), Some("mono"));
+        assert_eq!(buffer_kb("7 (expanded: 1408)"), Some(1408));
+        assert_eq!(buffer_kb("8192"), Some(8192));
+        let stats = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
+        assert_eq!(parse_stats(stats), (12, 3));
+        assert_eq!(parse_lost("CPU:1 [LOST 1234 EVENTS]"), 1234);
+        let saved = parse_saved_cmdlines("6707 fio\n22 ksoftirqd/1\nbad\n");
+        assert_eq!(saved.get(&22).map(String::as_str), Some("ksoftirqd/1"));
+        assert_eq!(saved.len(), 2);
+    }
+}

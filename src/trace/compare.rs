@@ -1,0 +1,158 @@
+//! Two traces side by side (seeds/001: the same workload on 2.6.16 and 2.6.32): the key
+//! numbers of each device with their change, and the findings present in only one of them.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::analyze::{DeviceReport, Report};
+use super::diagnose::{diagnose, Finding};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub metric: String,
+    pub a: f64,
+    pub b: f64,
+    /// (b - a) / a in percent; None when a is 0.
+    pub change_pct: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceComparison {
+    pub dev_a: String,
+    pub dev_b: String,
+    pub rows: Vec<Row>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub devices: Vec<DeviceComparison>,
+    pub only_in_a: Vec<Finding>,
+    pub only_in_b: Vec<Finding>,
+}
+
+fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, f64)> {
+    let mut m = Vec::new();
+    let secs = (d.last - d.first).max(1e-9).min(duration.max(1e-9));
+    m.push(("IOs/s (completed requests)".into(), d.merge.d as f64 / secs));
+    m.push(("MB/s".into(), d.merge.total as f64 * 512.0 / 1e6 / secs));
+    for k in ["q2c", "d2c", "i2d", "q2g", "s2g", "m2d"] {
+        if let Some(s) = d.latency.get(k) {
+            if s.n > 0 {
+                m.push((format!("{} avg (s)", k.to_uppercase()), s.avg));
+                m.push((format!("{} p99 (s)", k.to_uppercase()), s.p99));
+            }
+        }
+    }
+    let o = &d.overhead;
+    for (k, v) in [
+        ("I2D", o.i2d),
+        ("D2C", o.d2c),
+        ("Q2G", o.q2g),
+        ("M2D", o.m2d),
+    ] {
+        m.push((format!("{k} % of Q2C"), v));
+    }
+    m.push(("merge ratio".into(), d.merge.ratio));
+    m.push(("avg request (sectors)".into(), d.merge.blk_avg as f64));
+    m.push(("dispatch depth avg".into(), d.dispatch_depth.avg));
+    if let Some(s) = &d.seek_d2d {
+        m.push(("D2D seek median (sectors)".into(), s.median as f64));
+    }
+    m.push(("allocation sleeps".into(), d.sleeps as f64));
+    m
+}
+
+/// Compares devices pairwise: same "major,minor" first, else in order.
+pub fn compare(a: &Report, b: &Report) -> Comparison {
+    let mut devices = Vec::new();
+    let mut used = vec![false; b.devices.len()];
+    for (i, da) in a.devices.iter().enumerate() {
+        let j = b
+            .devices
+            .iter()
+            .position(|db| db.dev == da.dev)
+            .filter(|&j| !used[j])
+            .or_else(|| (i < b.devices.len() && !used[i]).then_some(i));
+        let Some(j) = j else { continue };
+        used[j] = true;
+        let db = &b.devices[j];
+        let mb = metrics(db, b.duration);
+        let rows = metrics(da, a.duration)
+            .into_iter()
+            .filter_map(|(k, va)| {
+                let vb = mb.iter().find(|(kb, _)| *kb == k)?.1;
+                Some(Row {
+                    metric: k,
+                    a: va,
+                    b: vb,
+                    change_pct: (va != 0.0).then(|| 100.0 * (vb - va) / va),
+                })
+            })
+            .collect();
+        devices.push(DeviceComparison {
+            dev_a: da.dev.clone(),
+            dev_b: db.dev.clone(),
+            rows,
+        });
+    }
+    let fa = diagnose(a);
+    let fb = diagnose(b);
+    let only = |x: &[Finding], y: &[Finding]| {
+        x.iter()
+            .filter(|f| !y.iter().any(|g| g.code == f.code))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    Comparison {
+        only_in_a: only(&fa, &fb),
+        only_in_b: only(&fb, &fa),
+        devices,
+    }
+}
+
+pub fn render(c: &Comparison, name_a: &str, name_b: &str) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "A: {name_a}\nB: {name_b}\n");
+    for d in &c.devices {
+        let _ = writeln!(o, "device A {} vs B {}", d.dev_a, d.dev_b);
+        let _ = writeln!(
+            o,
+            "{:<28} {:>14} {:>14} {:>9}",
+            "metric", "A", "B", "change"
+        );
+        for r in &d.rows {
+            let ch = r
+                .change_pct
+                .map(|p| format!("{p:+.1}%"))
+                .unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                o,
+                "{:<28} {:>14} {:>14} {:>9}",
+                r.metric,
+                num(r.a),
+                num(r.b),
+                ch
+            );
+        }
+        o.push('\n');
+    }
+    for (title, list) in [("only in A", &c.only_in_a), ("only in B", &c.only_in_b)] {
+        let _ = writeln!(o, "findings {title}:");
+        if list.is_empty() {
+            o.push_str("  none\n");
+        }
+        for f in list.iter() {
+            let _ = writeln!(o, "  ({}) {}", f.dev, f.message);
+        }
+    }
+    o
+}
+
+fn num(v: f64) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("{v:.9}")
+    } else {
+        format!("{v:.2}")
+    }
+}

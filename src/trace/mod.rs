@@ -1,0 +1,14 @@
+//! Block traces: read blktrace records (v7/v8, either byte order, per-CPU files or one merged
+//! file or a raw tracefs stream), record them through tracefs where relay blktrace is locked
+//! out, and analyse them with btt's definitions plus what btt lacks (percentiles, per-request
+//! view, timeline, diagnosis). Depends on nothing else in iolab except `sys`.
+
+pub mod analyze;
+pub mod capture;
+pub mod compare;
+pub mod diagnose;
+pub mod merge;
+pub mod plot;
+pub mod record;
+pub mod stream;
+pub mod svg;

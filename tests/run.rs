@@ -1,0 +1,791 @@
+//! `iolab run`: the loop exactly, with replayed fio outputs against a copy of a real machine's
+//! /proc and /sys (knob files are plain files there, so every write and restore is checked);
+//! then, as root, end to end with real fio on scratch loop devices: a 2x2 matrix, a SIGKILL
+//! mid-way followed by `iolab restore`, a write refused on a device that holds data, and
+//! malformed files reported through the CLI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use iolab::experiment::run::{self as runloop, Quiet, Settings};
+use iolab::experiment::{self, Planner};
+use iolab::store::{RunStatus, Store};
+use iolab::sys::SysRoot;
+use iolab::workload::{CancelToken, Canned, FioOutcome, FioRunner, JobSpec, ReplayFio};
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fio_fixture(stem: &str) -> Canned {
+    Canned::from_files(&manifest().join("tests/fixtures/fio").join(stem), 0).unwrap()
+}
+
+/// A writable copy of the `thisvm` machine (2 CPUs, loop devices, virtio disk).
+struct Lab {
+    dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        Lab::of("thisvm")
+    }
+
+    fn of(machine: &str) -> Lab {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("cp")
+            .arg("-a")
+            .arg(manifest().join("tests/fixtures/machines").join(machine))
+            .arg(dir.path().join("root"))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cannot copy the fixture machine");
+        Lab { dir }
+    }
+
+    fn settings(&self) -> Settings {
+        let mut s = Settings::live(self.dir.path().join("results.db"));
+        s.root = SysRoot::at(self.dir.path().join("root")).unwrap();
+        s.state_dir = self.dir.path().join("state");
+        s.tags = vec![("variant".to_string(), "stock".to_string())];
+        s.sample_interval = Duration::from_millis(5);
+        s.preflight_sample = Duration::ZERO;
+        s
+    }
+
+    fn attr(&self, rel: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("root").join(rel)).unwrap();
+        iolab::knobs::current_choice(&text)
+    }
+
+    fn loop3(&self, attr: &str) -> String {
+        self.attr(&format!("sys/block/loop3/queue/{attr}"))
+    }
+}
+
+fn exp(text: &str) -> experiment::Experiment {
+    experiment::parse("t.toml", text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const MATRIX: &str = "name = \"matrix\"\nseed = 11\nrepetitions = 2\n\
+    [target]\ndevice = \"loop3\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\n\
+    [factors]\nnr_requests = [32]\nscheduler = [\"none\", \"mq-deadline\"]\nrq_affinity = [1, 2]\n";
+
+#[test]
+fn replay_runs_the_planned_order_stores_every_run_and_restores_every_knob() {
+    let lab = Lab::new();
+    let before: Vec<String> = ["scheduler", "rq_affinity", "nr_requests"]
+        .iter()
+        .map(|a| lab.loop3(a))
+        .collect();
+    assert_eq!(before, ["none", "1", "64"]);
+    let e = exp(MATRIX);
+    let replay = ReplayFio::in_order((0..8).map(|_| fio_fixture("randread_1job_json")));
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+
+    // fio ran the cells in exactly the planner's shuffled, interleaved order.
+    let cells = experiment::cells(&e);
+    let planned: Vec<&str> = Planner::fixed_plan(&e)
+        .iter()
+        .map(|r| cells[r.cell].key.as_str())
+        .collect();
+    let ran: Vec<String> = replay.calls().iter().map(|j| j.cell_key.clone()).collect();
+    assert_eq!(ran, planned);
+    assert_eq!(replay.calls()[0].filename, "/dev/loop3");
+
+    // Every cell's knobs were journaled, the scheduler first (the kernel resets nr_requests
+    // when it changes, so the journal also records the two attributes it resets, before
+    // it), and all came back.
+    assert_eq!(out.knob_changes.len(), 8 * 5);
+    for (run, writes) in out.knob_changes.chunks(5).enumerate() {
+        let attrs: Vec<&str> = writes
+            .iter()
+            .map(|w| w.path.rsplit('/').next().unwrap())
+            .collect();
+        assert_eq!(
+            attrs,
+            [
+                "nr_requests",
+                "wbt_lat_usec",
+                "scheduler",
+                "nr_requests",
+                "rq_affinity"
+            ],
+            "run {run}"
+        );
+        let key = &planned[run];
+        assert!(
+            key.contains(&format!("scheduler={}", writes[2].new)),
+            "{key}"
+        );
+        assert_eq!(writes[3].new, "32");
+        assert!(
+            key.contains(&format!("rq_affinity={}", writes[4].new)),
+            "{key}"
+        );
+    }
+    assert_eq!(out.knob_changes[2].old, "none");
+    assert_eq!(out.restored.restored.len(), 40);
+    let after: Vec<String> = ["scheduler", "rq_affinity", "nr_requests"]
+        .iter()
+        .map(|a| lab.loop3(a))
+        .collect();
+    assert_eq!(after, before);
+    assert!(!lab.dir.path().join("state/journal.json").exists());
+
+    // Eight runs stored, in run order, with fio's and the sampler's metrics and the tags.
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let stored = db.experiment(out.experiment_id).unwrap();
+    assert_eq!((stored.status.as_str(), stored.runs_ok), ("done", 8));
+    let runs = db.runs(out.experiment_id).unwrap();
+    let keys: Vec<&str> = runs.iter().map(|r| r.cell_key.as_str()).collect();
+    assert_eq!(keys, planned);
+    let reps: Vec<u32> = runs.iter().map(|r| r.repetition).collect();
+    assert_eq!(reps, [1, 1, 1, 1, 2, 2, 2, 2]);
+    assert!(runs.iter().all(|r| r.status == RunStatus::Ok && !r.warmup));
+    let (text, order) = db.experiment_texts(out.experiment_id).unwrap();
+    assert_eq!(text, MATRIX);
+    assert_eq!(order["runs"].as_array().unwrap().len(), 8);
+    assert_eq!(out.cells.iter().map(|c| c.runs.len()).sum::<usize>(), 8);
+    let m = &out.cells[0].runs[0];
+    let iops = m.iter().find(|(k, _)| k == "read_iops").unwrap().1;
+    assert!((iops - 137647.176412).abs() < 1e-6, "{iops}");
+    // The fixture's counters stand still, so rates are 0 and CPU shares undefined (absent).
+    assert!(!m.iter().any(|(k, _)| k == "usr_pct"));
+    for name in ["read_clat_p99_us", "irq_per_s", "dev_util_pct"] {
+        assert!(m.iter().any(|(k, _)| k == name), "{name} missing: {m:?}");
+    }
+}
+
+#[test]
+fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
+    let lab = Lab::new();
+    let e = exp("name = \"na\"\nseed = 3\nrepetitions = 2\nwarmup = true\n\
+         [target]\ndevice = \"loop3\"\nanchor_cpu = 0\n\
+         [workload]\nrw = \"randread\"\nioengine = \"io_uring\"\n\
+         [factors]\nplacement = [\"on\", \"near\", \"far\"]\nhipri = [false, true]\n");
+    let ok = fio_fixture("randread_1job_json");
+    let poll = Canned::exited(
+        &std::fs::read_to_string(manifest().join("tests/fixtures/fio/hipri_loop_jsonplus.out"))
+            .unwrap(),
+        "",
+        1,
+    );
+    let replay = ReplayFio::by_cell([
+        ("placement=on,hipri=false".to_string(), vec![ok.clone()]),
+        ("placement=near,hipri=false".to_string(), vec![ok]),
+        ("placement=on,hipri=true".to_string(), vec![poll.clone()]),
+        ("placement=near,hipri=true".to_string(), vec![poll]),
+    ]);
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    // on = the anchor CPU, near = the other CPU; fio is pinned there.
+    let pins: Vec<(String, Option<String>)> = replay
+        .calls()
+        .iter()
+        .map(|j: &JobSpec| {
+            (
+                j.cell_key.clone(),
+                j.option("cpus_allowed").map(str::to_string),
+            )
+        })
+        .collect();
+    for (key, cpus) in &pins {
+        let want = if key.contains("placement=on") {
+            "0"
+        } else {
+            "1"
+        };
+        assert_eq!(cpus.as_deref(), Some(want), "{key}");
+    }
+    // The two polling cells ran once (fio said errno 95) and never again; the far cells never
+    // ran. The two cells that work ran a warm-up plus two repetitions.
+    let count = |k: &str| pins.iter().filter(|(key, _)| key == k).count();
+    assert_eq!(count("placement=on,hipri=true"), 1);
+    assert_eq!(count("placement=near,hipri=true"), 1);
+    assert_eq!(count("placement=on,hipri=false"), 3);
+    assert_eq!(pins.len(), 8);
+
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    let na: Vec<(&str, &str)> = runs
+        .iter()
+        .filter_map(|r| match &r.status {
+            RunStatus::NotApplicable(why) => Some((r.cell_key.as_str(), why.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(na.len(), 4, "{na:?}");
+    for (key, why) in &na {
+        if key.contains("far") {
+            assert!(
+                why.starts_with("placement far: nothing here is farther"),
+                "{why}"
+            );
+        } else {
+            assert!(why.contains("95") || why.contains("not supported"), "{why}");
+        }
+    }
+    assert!(runs
+        .iter()
+        .filter(|r| matches!(r.status, RunStatus::NotApplicable(_)))
+        .all(|r| !r.warmup));
+    let warmups = runs.iter().filter(|r| r.warmup).count();
+    assert_eq!(warmups, 2);
+    assert_eq!(db.experiment(out.experiment_id).unwrap().runs_ok, 4);
+    assert_eq!(
+        out.cells
+            .iter()
+            .filter(|c| c.not_applicable.is_some())
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
+    // Two NUMA nodes; sda's IRQ 35 is movable and delivered to CPU 2 (node 0).
+    let lab = Lab::of("two-node-nvme");
+    assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
+    let e = exp(
+        "name = \"irq\"\nseed = 2\nrepetitions = 1\n[target]\ndevice = \"sda\"\n\
+         [workload]\nrw = \"randread\"\n\
+         [factors]\nirq_cpu = [\"on-node\", \"far\"]\nplacement = [\"on\", \"far\"]\n",
+    );
+    let replay = ReplayFio::in_order((0..4).map(|_| fio_fixture("randread_1job_json")));
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    let writes: Vec<(String, String)> = out
+        .knob_changes
+        .iter()
+        .map(|c| {
+            (
+                c.path.rsplit("/proc/").next().unwrap().to_string(),
+                c.new.clone(),
+            )
+        })
+        .collect();
+    let pins: Vec<(String, String)> = replay
+        .calls()
+        .iter()
+        .map(|j| {
+            (
+                j.cell_key.clone(),
+                j.option("cpus_allowed").unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(writes.len(), 4);
+    for ((key, cpus), (path, irq_cpus)) in pins.iter().zip(&writes) {
+        assert_eq!(path, "irq/35/smp_affinity_list");
+        let want_irq = if key.starts_with("irq_cpu=on-node") {
+            "0-3,8-11"
+        } else {
+            "4-7,12-14"
+        };
+        assert_eq!(irq_cpus, want_irq, "{key}");
+        // fio's placement follows the interrupt to where this cell moves it.
+        let other = if want_irq == "0-3,8-11" {
+            "4-7,12-14"
+        } else {
+            "0-3,8-11"
+        };
+        let want_fio = if key.ends_with("placement=on") {
+            want_irq
+        } else {
+            other
+        };
+        assert_eq!(cpus, want_fio, "{key}");
+    }
+    assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
+}
+
+/// Cancels the token (as a signal would) while the n-th run is in progress.
+struct CancelDuring<'a> {
+    inner: ReplayFio,
+    token: &'a CancelToken,
+    at: usize,
+}
+
+impl FioRunner for CancelDuring<'_> {
+    fn run(&self, job: &JobSpec) -> anyhow::Result<FioOutcome> {
+        if self.inner.calls().len() + 1 == self.at {
+            self.token.cancel();
+        }
+        self.inner.run(job)
+    }
+}
+
+#[test]
+fn an_interrupted_run_keeps_finished_runs_and_restores_knobs() {
+    let lab = Lab::new();
+    let e = exp(MATRIX);
+    let token = CancelToken::new();
+    let runner = CancelDuring {
+        inner: ReplayFio::in_order((0..8).map(|_| fio_fixture("randread_1job_json"))),
+        token: &token,
+        at: 3,
+    };
+    let out = runloop::run(&e, &lab.settings(), &runner, &token, &mut Quiet).unwrap();
+    assert!(out.interrupted);
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let exp_row = db.experiment(out.experiment_id).unwrap();
+    assert_eq!(
+        (exp_row.status.as_str(), exp_row.runs_ok),
+        ("interrupted", 2)
+    );
+    assert_eq!(lab.loop3("scheduler"), "none");
+    assert_eq!(lab.loop3("nr_requests"), "64");
+    assert!(!lab.dir.path().join("state/journal.json").exists());
+}
+
+#[test]
+fn adaptive_repetitions_stop_precise_cells_and_report_capped_ones() {
+    let lab = Lab::new();
+    let e = exp(
+        "name = \"adaptive\"\nseed = 5\nrepetitions = { target_ci = 0.05, min = 3, max = 5 }\n\
+         [target]\ndevice = \"loop3\"\n[workload]\nrw = \"randread\"\n\
+         [factors]\nrq_affinity = [1, 2]\n",
+    );
+    let base =
+        std::fs::read_to_string(manifest().join("tests/fixtures/fio/randread_1job_json.out"))
+            .unwrap();
+    let with_iops = |iops: f64| {
+        Canned::exited(
+            &base.replacen("\"iops\" : 137647.176412", &format!("\"iops\" : {iops}"), 1),
+            "",
+            0,
+        )
+    };
+    // rq_affinity=1 is steady (stops after 3), rq_affinity=2 is all over the place (capped).
+    let replay = ReplayFio::by_cell([
+        (
+            "rq_affinity=1".to_string(),
+            vec![with_iops(1000.0), with_iops(1001.0), with_iops(999.0)],
+        ),
+        (
+            "rq_affinity=2".to_string(),
+            [100.0, 1000.0, 300.0, 2000.0, 50.0]
+                .into_iter()
+                .map(with_iops)
+                .collect(),
+        ),
+    ]);
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    let n: Vec<usize> = out.cells.iter().map(|c| c.runs.len()).collect();
+    assert_eq!(n, [3, 5]);
+    assert_eq!(out.capped_cells, ["rq_affinity=2"]);
+    assert_eq!(out.primary_metric, "read_iops+write_iops");
+}
+
+#[test]
+fn an_impossible_level_stops_everything_before_a_run() {
+    let lab = Lab::new();
+    let e =
+        exp("name = \"bad\"\n[target]\ndevice = \"zram0\"\n[factors]\nscheduler = [\"none\"]\n");
+    let replay = ReplayFio::in_order([]);
+    let err = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        err,
+        "t.toml:5: `scheduler`: /dev/zram0 has no queue attribute `scheduler`"
+    );
+    assert!(replay.calls().is_empty());
+    assert!(!lab.dir.path().join("results.db").exists());
+}
+
+// ---------------------------------------------------------------------------------------
+// Through the CLI.
+
+fn iolab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_iolab"))
+}
+
+#[test]
+fn malformed_experiment_files_give_precise_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "name = \"bad\"\nrepetitons = 3\n[target]\nanchor_cpu = -2\n[factors]\nrq_affinity = [0, 5]\n",
+    )
+    .unwrap();
+    let out = iolab()
+        .args(["run", "--dry-run"])
+        .arg(&path)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let p = path.display();
+    for want in [
+        format!("{p}:2:1: unknown key `repetitons`"),
+        format!("{p}:4:14: `anchor_cpu` is out of range"),
+        format!("{p}:6:19:"),
+    ] {
+        assert!(err.contains(&want), "missing {want:?} in:\n{err}");
+    }
+    assert!(out.stdout.is_empty());
+
+    let out = iolab()
+        .args(["run", "--dry-run", "nowhere.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("nowhere.toml:0:0: cannot read the experiment file"));
+}
+
+#[test]
+fn dry_run_prints_the_resolved_plan_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = iolab()
+        .args(["run", "--dry-run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(manifest().join("examples/rq_affinity_placement.toml"))
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("cells (9):"), "{text}");
+    assert!(text.contains("order (27 runs in 3 round(s)):"), "{text}");
+    assert!(text.contains("estimated time: 1m30s"), "{text}");
+    // anchor_cpu = 0 stands in for the loop device's missing interrupt.
+    assert!(
+        text.contains("fio on CPU 0: CPU 0 takes the device's interrupt (anchor_cpu stands in"),
+        "{text}"
+    );
+    assert!(!dir.path().join("r.db").exists());
+    assert!(!dir.path().join("state").exists());
+}
+
+// ---------------------------------------------------------------------------------------
+// Real fio on scratch loop devices (root).
+
+fn root_or_skip() -> bool {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return false;
+    }
+    true
+}
+
+fn read_queue(dev: &str, attr: &str) -> String {
+    iolab::knobs::read_attr(&iolab::knobs::queue_attr_path(dev, attr)).unwrap()
+}
+
+fn knob_values(dev: &str) -> Vec<String> {
+    ["scheduler", "rq_affinity", "nr_requests", "read_ahead_kb"]
+        .iter()
+        .map(|a| read_queue(dev, a))
+        .collect()
+}
+
+/// A 2x2 matrix whose levels differ from the device's current values where possible.
+fn matrix_file(dir: &Path, runtime: &str, reps: u32, dev: &str) -> PathBuf {
+    let path = dir.join("matrix.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"e2e\"\nseed = 9\nrepetitions = {reps}\n[target]\ndevice = \"{dev}\"\n\
+             anchor_cpu = 0\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\n\
+             direct = 1\nsize = \"16m\"\nruntime = \"{runtime}\"\ntime_based = true\n\
+             [factors]\nscheduler = [\"none\", \"mq-deadline\"]\nnr_requests = [16]\n\
+             rq_affinity = [0, 2]\nread_ahead_kb = [4]\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn real_fio_matrix_stores_eight_sane_runs_and_restores_every_knob() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let dev = iolab::target::ScratchDevice::create_in(&state, 64 << 20).unwrap();
+    let before = knob_values(dev.name());
+    let file = matrix_file(dir.path(), "1s", 2, dev.name());
+    let db_path = dir.path().join("r.db");
+    let out = iolab()
+        .args(["run", "--tag", "variant=test", "--sample-ms", "250", "--db"])
+        .arg(&db_path)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("8 run(s) stored"), "{stdout}");
+    assert!(
+        stdout.contains("see it again: iolab show 1 --db"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("[8/8] rep 2"), "{stderr}");
+    assert_eq!(knob_values(dev.name()), before);
+
+    let db = Store::open_existing(&db_path).unwrap();
+    let runs = db.runs(1).unwrap();
+    assert_eq!(runs.len(), 8);
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    for r in &runs {
+        assert_eq!(r.status, RunStatus::Ok, "{}", r.cell_key);
+        assert!(r.end_unix - r.start_unix >= 0.9, "{}", r.cell_key);
+    }
+    for metric in [
+        "read_iops",
+        "read_clat_mean_us",
+        "read_clat_p99_us",
+        "usr_pct",
+        "sys_pct",
+    ] {
+        let values = db.metric_values(&ids, metric).unwrap();
+        assert_eq!(values.len(), 8, "{metric}");
+        assert!(values.iter().all(|(_, v)| *v > 0.0), "{metric}: {values:?}");
+    }
+    let iops = db.metric_values(&ids, "read_iops").unwrap();
+    assert!(iops.iter().all(|(_, v)| *v > 100.0), "{iops:?}");
+    let tags = db.run_tags(ids[0]).unwrap();
+    assert!(
+        tags.iter().any(|(k, v)| k == "variant" && v == "test"),
+        "{tags:?}"
+    );
+    assert!(tags.iter().any(|(k, _)| k == "kernel"), "{tags:?}");
+    let texts = db.run_texts(ids[0]).unwrap().unwrap();
+    assert!(texts.job_file.unwrap().contains("rw=randread"));
+    assert!(texts.fio_json.unwrap().contains("\"fio version\""));
+    assert!(texts.fio_command.unwrap().contains("--output-format=json+"));
+}
+
+/// Waits until `cond` holds, up to `limit`.
+fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let dev = iolab::target::ScratchDevice::create_in(&state, 64 << 20).unwrap();
+    let before = knob_values(dev.name());
+    let file = matrix_file(dir.path(), "2s", 2, dev.name());
+    let mut child = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = state.join("journal.json");
+    let changed = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&journal).is_ok_and(|t| t.contains("rq_affinity"))
+    });
+    // A moment into fio's run, then the hardest stop there is.
+    std::thread::sleep(Duration::from_millis(500));
+    let job_tag = format!("iolab-{}-", child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(changed, "the run never changed a knob");
+    // fio learns of iolab's death (PR_SET_PDEATHSIG) and stops well before its 2 s are up.
+    assert!(
+        wait_for(Duration::from_millis(1500), || !fio_running(&job_tag)),
+        "fio kept running after iolab was killed"
+    );
+    assert!(journal.exists());
+    assert_ne!(
+        knob_values(dev.name()),
+        before,
+        "knobs should still be changed"
+    );
+
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("were never restored; run `iolab restore` first"),
+        "{err}"
+    );
+
+    let out = iolab()
+        .arg("restore")
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("restored /sys/block/"));
+    assert_eq!(knob_values(dev.name()), before);
+    assert!(!journal.exists());
+}
+
+/// Whether a fio process started with a job file whose name contains `tag` is alive.
+fn fio_running(tag: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+        std::fs::read(p.path().join("cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c);
+            c.starts_with("fio") && c.contains(tag)
+        })
+    })
+}
+
+#[test]
+fn a_write_workload_on_a_device_holding_data_is_refused_and_nothing_is_written() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let dev = iolab::target::ScratchDevice::create_in(&state, 32 << 20).unwrap();
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F"])
+        .arg(dev.dev_path())
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let image = || std::fs::read(dev.backing_file()).unwrap();
+    let before = image();
+    let file = dir.path().join("write.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"w\"\n[target]\ndevice = \"{}\"\n[workload]\nrw = \"randwrite\"\n\
+             bs = \"4k\"\nruntime = \"1s\"\ntime_based = true\n",
+            dev.name()
+        ),
+    )
+    .unwrap();
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to write"), "{err}");
+    assert!(err.contains("filesystem"), "{err}");
+    assert!(
+        err.contains(&format!("--destructive-device {}", dev.name())),
+        "{err}"
+    );
+    assert!(image() == before, "the device was written");
+    assert!(!dir.path().join("r.db").exists());
+    assert!(!state.join("journal.json").exists());
+}
+
+#[test]
+fn ctrl_c_stops_fio_restores_knobs_and_exits_130() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let dev = iolab::target::ScratchDevice::create_in(&state, 64 << 20).unwrap();
+    let before = knob_values(dev.name());
+    let file = matrix_file(dir.path(), "30s", 1, dev.name());
+    let db_path = dir.path().join("r.db");
+    let child = iolab()
+        .args(["run", "--db"])
+        .arg(&db_path)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let journal = state.join("journal.json");
+    let changed = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&journal).is_ok_and(|t| t.contains("rq_affinity"))
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let started = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(changed, "the run never changed a knob");
+    // fio was stopped, not waited for: its runtime is 30 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("stopped by signal 2"), "{err}");
+    assert_eq!(knob_values(dev.name()), before);
+    assert!(!journal.exists());
+    let db = Store::open_existing(&db_path).unwrap();
+    assert_eq!(db.experiment(1).unwrap().status, "interrupted");
+}

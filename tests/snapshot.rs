@@ -1,0 +1,212 @@
+//! `iolab snapshot` end to end: a real capture of this machine is small, self-contained
+//! (relative links that resolve inside it), free of secrets, and reads back with rates; a
+//! snapshot of a snapshot reproduces the same model.
+
+use crate::inspect::{inspect_json, machines};
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+fn iolab() -> Command {
+    Command::cargo_bin("iolab").unwrap()
+}
+
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let ft = e.file_type().unwrap();
+        out.push(e.path());
+        if ft.is_dir() {
+            walk(&e.path(), out);
+        }
+    }
+}
+
+#[test]
+fn live_snapshot_is_small_self_contained_and_reads_back_with_rates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("snap");
+    let out = iolab()
+        .args(["snapshot", "--interval", "300ms", "-o"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("snapshot.json")).unwrap()).unwrap();
+    assert!(meta["interval_ns"].as_u64().unwrap() >= 300_000_000);
+    assert_eq!(
+        meta["kernel"].as_str().unwrap(),
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap()
+            .trim()
+    );
+    assert!(meta["hostname"].is_string() && meta["captured_at"].is_string());
+    for f in ["interrupts", "stat", "diskstats"] {
+        assert!(dir.join("later/proc").join(f).is_file(), "{f}");
+    }
+
+    let mut paths = Vec::new();
+    walk(&dir, &mut paths);
+    let mut bytes = 0;
+    for p in &paths {
+        let meta = std::fs::symlink_metadata(p).unwrap();
+        let rel = p.strip_prefix(&dir).unwrap().display().to_string();
+        assert!(
+            !rel.ends_with("environ") && !rel.ends_with("cmdline") && !rel.contains("/proc/1"),
+            "{rel} should not be in a snapshot"
+        );
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(p).unwrap();
+            assert!(target.is_relative(), "{rel} -> {}", target.display());
+        } else if meta.is_file() {
+            bytes += meta.len();
+        }
+    }
+    assert!(bytes < 1_000_000, "snapshot holds {bytes} bytes");
+    let mountinfo = std::fs::read_to_string(dir.join("proc/self/mountinfo")).unwrap();
+    assert!(
+        !mountinfo.contains("relatime"),
+        "mount options kept:\n{mountinfo}"
+    );
+    // sysfs links resolve inside the snapshot.
+    let vda = dir.join("sys/block/vda");
+    if vda.exists() {
+        let real = vda.canonicalize().unwrap();
+        assert!(
+            real.starts_with(dir.canonicalize().unwrap()),
+            "{}",
+            real.display()
+        );
+    }
+
+    let (snap, _) = inspect_json(&dir);
+    let live: Value =
+        serde_json::from_slice(&iolab().args(["inspect", "--json"]).output().unwrap().stdout)
+            .unwrap();
+    assert_eq!(snap["cpus"], live["cpus"]);
+    assert_eq!(snap["nodes"], live["nodes"]);
+    let names = |m: &Value| -> Vec<Value> {
+        m["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].clone())
+            .collect()
+    };
+    assert_eq!(names(&snap), names(&live));
+    assert!(snap["rates"]["interval_ns"].as_u64().unwrap() >= 300_000_000);
+    let with_rate = snap["irqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i.get("rate").is_some())
+        .count();
+    assert!(with_rate > 0);
+    for i in snap["irqs"].as_array().unwrap() {
+        let live_irq = live["irqs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["irq"] == i["irq"]);
+        if let Some(l) = live_irq {
+            assert_eq!(
+                i["managed"], l["managed"],
+                "managed flag of IRQ {}",
+                i["irq"]
+            );
+        }
+    }
+}
+
+/// Drops what legitimately differs between two captures of the same tree.
+fn without_rates(mut m: Value) -> Value {
+    m.as_object_mut().unwrap().remove("rates");
+    for irq in m["irqs"].as_array_mut().unwrap() {
+        irq.as_object_mut().unwrap().remove("rate");
+    }
+    m
+}
+
+#[test]
+fn snapshot_of_a_fixture_reproduces_its_model() {
+    for name in ["two-node-nvme", "scsi-hba"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("copy");
+        let out = iolab()
+            .args(["snapshot", "--interval", "10ms", "--root"])
+            .arg(machines().join(name))
+            .arg("-o")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (original, _) = inspect_json(&machines().join(name));
+        let (copy, _) = inspect_json(&dir);
+        assert_eq!(without_rates(copy), without_rates(original), "{name}");
+    }
+}
+
+#[test]
+fn refuses_a_non_empty_directory_and_bad_intervals() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("precious"), "x").unwrap();
+    let out = iolab()
+        .args(["snapshot", "--interval", "10ms", "-o"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not empty") && err.contains(&tmp.path().display().to_string()),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("precious")).unwrap(),
+        "x"
+    );
+
+    for bad in ["fast", "0", "-1s"] {
+        let out = iolab()
+            .args(["snapshot", "-o"])
+            .arg(tmp.path().join("new"))
+            .args(["--interval", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(!tmp.path().join("new").exists());
+    }
+}
+
+#[test]
+fn extra_readers_add_their_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("snap");
+    let source = iolab::sys::SysRoot::at(machines().join("scsi-hba")).unwrap();
+    let extra = |root: &iolab::sys::SysRoot| -> anyhow::Result<()> {
+        root.read("/proc/sys/kernel/hostname")?;
+        root.list("/sys/devices/system/cpu/cpu3")?;
+        Ok(())
+    };
+    let meta = iolab::snapshot::capture_with(
+        &source,
+        &dir,
+        std::time::Duration::from_millis(5),
+        &[&extra],
+    )
+    .unwrap();
+    assert_eq!(meta.hostname.as_deref(), Some("storage-hba"));
+    assert!(dir.join("sys/devices/system/cpu/cpu3/topology").is_dir());
+    assert!(dir.join("proc/sys/kernel/hostname").is_file());
+    assert!(dir.join("later/proc/interrupts").is_file());
+}

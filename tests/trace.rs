@@ -1,0 +1,787 @@
+//! `iolab trace`: the analysis checked number by number against btt's own output on a
+//! recorded trace (committed fixture, and — as root — a fresh capture through tracefs that
+//! blkparse and btt must read), error handling on bad input, JSON schema, compare.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/trace")
+        .join(name)
+}
+
+fn iolab_json(args: &[&str]) -> Value {
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The numbers of btt's text output for the first device of each section.
+#[derive(Debug, Default)]
+struct Btt {
+    all: HashMap<String, (f64, f64, f64, u64)>,
+    overhead: Vec<f64>,
+    merge: Vec<f64>,
+    seeks: Vec<Vec<f64>>,
+    plugs: Vec<f64>,
+    ios_per_unplug: f64,
+    reqs_at_q: f64,
+    live: Vec<f64>,
+}
+
+fn numbers(s: &str) -> Vec<f64> {
+    s.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter(|w| !w.is_empty() && *w != ".")
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+fn parse_btt(text: &str) -> Btt {
+    let mut b = Btt::default();
+    let mut section = String::new();
+    for line in text.lines() {
+        if let Some(t) = line.strip_prefix("==================== ") {
+            section = t.trim_end_matches(" ====================").to_string();
+            continue;
+        }
+        let is_dev_row = line.trim_start().starts_with("(");
+        match section.as_str() {
+            "All Devices" => {
+                let w: Vec<&str> = line.split_whitespace().collect();
+                if w.len() == 5 && w[0].len() == 3 && w[1].contains('.') {
+                    b.all.insert(
+                        w[0].to_lowercase(),
+                        (
+                            w[1].parse().unwrap(),
+                            w[2].parse().unwrap(),
+                            w[3].parse().unwrap(),
+                            w[4].parse().unwrap(),
+                        ),
+                    );
+                }
+            }
+            "Device Overhead" if is_dev_row && b.overhead.is_empty() => {
+                b.overhead = numbers(line.split('|').nth(1).unwrap());
+            }
+            "Device Merge Information" if is_dev_row && b.merge.is_empty() => {
+                let rest = line.split_once('|').unwrap().1;
+                b.merge = numbers(rest);
+            }
+            "Device Q2Q Seek Information" | "Device D2D Seek Information" if is_dev_row => {
+                let rest = line.split_once('|').unwrap().1;
+                b.seeks.push(numbers(rest));
+            }
+            "Plug Information" if is_dev_row => {
+                let rest = line.split_once('|').unwrap().1;
+                if b.plugs.is_empty() {
+                    b.plugs = numbers(rest);
+                } else {
+                    b.ios_per_unplug = numbers(rest)[0];
+                }
+            }
+            "Active Requests At Q Information" if is_dev_row => {
+                b.reqs_at_q = numbers(line.split_once('|').unwrap().1)[0];
+            }
+            "I/O Active Period Information" if is_dev_row => {
+                b.live = numbers(line.split_once('|').unwrap().1);
+            }
+            _ => {}
+        }
+    }
+    b
+}
+
+fn close(what: &str, got: f64, want: f64, tol: f64) {
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: iolab {got} vs btt {want} (tolerance {tol})"
+    );
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Checks iolab's JSON for a trace against btt's text for the same trace. `tie_order`:
+/// per-CPU input is merged with a different order of same-nanosecond events than blkparse
+/// used, which can move a few seek distances and plug intervals.
+fn check_against_btt(report: &Value, btt_text: &str, tie_order: bool) {
+    let b = parse_btt(btt_text);
+    assert!(
+        b.all.contains_key("q2c"),
+        "btt output not parsed: {btt_text}"
+    );
+    let dev = &report["devices"][0];
+    for (name, (min, avg, max, n)) in &b.all {
+        let l = if name == "q2q" {
+            &report["all"][name.as_str()]
+        } else {
+            &dev["latency"][name.as_str()]
+        };
+        assert_eq!(l["n"].as_u64().unwrap(), *n, "{name} N");
+        let tol = if tie_order { 2e-9 + avg * 1e-3 } else { 1.5e-9 };
+        close(
+            &format!("{name} min"),
+            f(&l["min"]),
+            *min,
+            if tie_order { 1e-6 } else { 1.5e-9 },
+        );
+        close(&format!("{name} avg"), f(&l["avg"]), *avg, tol);
+        close(
+            &format!("{name} max"),
+            f(&l["max"]),
+            *max,
+            if tie_order { 1e-6 } else { 1.5e-9 },
+        );
+    }
+    let o = &dev["overhead"];
+    for (i, k) in ["q2g", "g2i", "q2m", "i2d", "d2c"].iter().enumerate() {
+        close(&format!("overhead {k}"), f(&o[k]), b.overhead[i], 0.0051);
+    }
+    let m = &dev["merge"];
+    for (i, k) in ["q", "d", "ratio", "blk_min", "blk_avg", "blk_max", "total"]
+        .iter()
+        .enumerate()
+    {
+        close(&format!("merge {k}"), f(&m[k]), b.merge[i], 0.051);
+    }
+    for (i, k) in ["seek_q2q", "seek_d2d"].iter().enumerate() {
+        let s = &dev[k];
+        let want = &b.seeks[i]; // nseeks mean median mode count
+        assert_eq!(s["nseeks"].as_u64().unwrap() as f64, want[0], "{k} nseeks");
+        if tie_order {
+            close(&format!("{k} mean"), f(&s["mean"]), want[1], want[1] * 0.01);
+        } else {
+            close(&format!("{k} mean"), f(&s["mean"]), want[1], 0.051);
+            assert_eq!(f(&s["mode"]), want[3], "{k} mode");
+            assert_eq!(f(&s["mode_count"]), want[4], "{k} mode count");
+        }
+    }
+    let p = &dev["plug"];
+    let slack = if tie_order { 0.01 } else { 0.0 };
+    close("plugs", f(&p["plugs"]), b.plugs[0], b.plugs[0] * slack);
+    close("timer unplugs", f(&p["timer_unplugs"]), b.plugs[1], 0.0);
+    close(
+        "% plugged",
+        f(&p["pct_time_plugged"]),
+        b.plugs[2],
+        if tie_order { 0.05 } else { 1e-8 },
+    );
+    close(
+        "IOs/unplug",
+        f(&p["ios_per_unplug"]),
+        b.ios_per_unplug,
+        0.051,
+    );
+    close(
+        "reqs at Q",
+        f(&dev["active_requests_at_q"]),
+        b.reqs_at_q,
+        0.051,
+    );
+    let a = &dev["active_periods"];
+    let t = if tie_order { 0.02 } else { 0.0 };
+    close("# live", f(&a["live"]), b.live[0], b.live[0] * t);
+    close(
+        "avg act",
+        f(&a["avg_active"]),
+        b.live[1],
+        1.5e-9 + b.live[1] * t,
+    );
+    close(
+        "btt avg !act",
+        f(&a["btt_avg_inactive"]),
+        b.live[2],
+        1.5e-9 + b.live[2] * t,
+    );
+    close(
+        "btt % live",
+        f(&a["btt_pct_live"]),
+        b.live[3],
+        0.0051 + b.live[3] * t,
+    );
+}
+
+#[test]
+fn merged_fixture_matches_btt_exactly() {
+    let report = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        fixture("fx.bin").to_str().unwrap(),
+    ]);
+    let btt = std::fs::read_to_string(fixture("fx.btt.txt")).unwrap();
+    check_against_btt(&report, &btt, false);
+}
+
+#[test]
+fn per_cpu_fixture_matches_btt_up_to_tie_order() {
+    let report = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        fixture("fx").to_str().unwrap(),
+    ]);
+    let btt = std::fs::read_to_string(fixture("fx.btt.txt")).unwrap();
+    check_against_btt(&report, &btt, true);
+    // Process names come from the notify records `trace record` writes.
+    let procs = report["processes"].as_array().unwrap();
+    assert!(procs.iter().any(|p| p["name"] == "fio"), "{procs:?}");
+}
+
+#[test]
+fn json_schema_has_devices_latency_merge_and_findings() {
+    let r = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        fixture("fx.bin").to_str().unwrap(),
+    ]);
+    let d = &r["devices"][0];
+    assert!(d["dev"].as_str().unwrap().starts_with("7,"));
+    for k in [
+        "q2q", "q2g", "s2g", "g2i", "q2m", "i2d", "m2d", "d2c", "q2c",
+    ] {
+        let l = &d["latency"][k];
+        for field in ["min", "avg", "max", "n", "p50", "p90", "p99", "p999"] {
+            assert!(l.get(field).is_some(), "latency.{k}.{field} missing");
+        }
+    }
+    let q2c = &d["latency"]["q2c"];
+    assert!(f(&q2c["min"]) <= f(&q2c["p50"]) && f(&q2c["p50"]) <= f(&q2c["p99"]));
+    assert!(f(&q2c["p99"]) <= f(&q2c["p999"]) && f(&q2c["p999"]) <= f(&q2c["max"]));
+    for k in ["q", "d", "ratio", "blk_min", "blk_avg", "blk_max", "total"] {
+        assert!(d["merge"].get(k).is_some(), "merge.{k}");
+    }
+    // M2D is in iolab's overhead table (btt leaves it out).
+    assert!(f(&d["overhead"]["m2d"]) > 0.0);
+    assert!(f(&d["per_request"]["d2c"]["n"]) > 0.0);
+    assert!(f(&d["dispatch_depth"]["avg"]) >= 1.0);
+    assert!(!d["timeline"].as_array().unwrap().is_empty());
+    assert!(r["findings"].is_array());
+}
+
+#[test]
+fn human_output_has_btt_sections() {
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze", fixture("fx.bin").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for s in [
+        "All Devices",
+        "Device Overhead",
+        "Device Merge Information",
+        "Device Q2Q Seek Information",
+        "Device D2D Seek Information",
+        "Plug Information",
+        "Active Requests At Q Information",
+        "I/O Active Period Information",
+        "Per Process",
+        "Findings",
+    ] {
+        assert!(text.contains(s), "missing section {s}");
+    }
+    assert!(text.is_ascii());
+}
+
+#[test]
+fn garbage_and_truncated_input_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage");
+    std::fs::write(&garbage, b"this is not a block trace at all, just text\n").unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze", garbage.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("byte offset 0") && err.contains("garbage"),
+        "{err}"
+    );
+
+    let bytes = std::fs::read(fixture("fx.bin")).unwrap();
+    let cut = dir.path().join("cut");
+    std::fs::write(&cut, &bytes[..bytes.len() - 30]).unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze", cut.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("truncated record"), "{err}");
+
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze", "/no/such/trace"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn compare_a_trace_with_itself_shows_no_change() {
+    let p = fixture("fx.bin");
+    let c = iolab_json(&[
+        "trace",
+        "compare",
+        "--json",
+        p.to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
+    let rows = c["devices"][0]["rows"].as_array().unwrap();
+    assert!(rows.len() > 5);
+    for r in rows {
+        if let Some(ch) = r["change_pct"].as_f64() {
+            assert_eq!(ch, 0.0, "{r}");
+        }
+    }
+    assert!(c["only_in_a"].as_array().unwrap().is_empty());
+}
+
+// ---------------------------------------------------------------- live capture (root)
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// The blk tracer is global: recording tests take turns.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
+    RECORDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A loop device over a file in /dev/shm, detached and removed on drop.
+struct Scratch {
+    dev: String,
+    img: PathBuf,
+}
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let img = PathBuf::from(format!(
+            "/dev/shm/iolab-test-{tag}-{}.img",
+            std::process::id()
+        ));
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(64 << 20)
+            .unwrap();
+        let out = Std::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        if !out.status.success() || dev.is_empty() {
+            let _ = std::fs::remove_file(&img);
+            panic!("losetup failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Scratch { dev, img }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = Std::new("losetup").args(["-d", &self.dev]).status();
+        let _ = std::fs::remove_file(&self.img);
+    }
+}
+
+fn have(tool: &str) -> bool {
+    Std::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn tracefs_state(dev: &str) -> Vec<(String, String)> {
+    let name = dev.trim_start_matches("/dev/");
+    let mut v = Vec::new();
+    for f in [
+        "current_tracer",
+        "trace_clock",
+        "options/bin",
+        "options/context-info",
+        "tracing_on",
+    ] {
+        let p = Path::new(TRACEFS).join(f);
+        v.push((
+            f.to_string(),
+            std::fs::read_to_string(p).unwrap_or_default(),
+        ));
+    }
+    let en = format!("/sys/block/{name}/trace/enable");
+    v.push((en.clone(), std::fs::read_to_string(&en).unwrap_or_default()));
+    v
+}
+
+#[test]
+fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    if !have("fio") || !have("blkparse") || !have("btt") {
+        eprintln!("skipped: needs fio, blkparse and btt");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("trace");
+    let name = scratch.dev.trim_start_matches("/dev/").to_string();
+    let _ = std::fs::write(format!("/sys/block/{name}/queue/scheduler"), "mq-deadline");
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("cap");
+    // Tracefs may be unmounted before the first recording; iolab mounts it and unmounts after.
+    let before = tracefs_state(&scratch.dev);
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "-d", &scratch.dev, "-o"])
+        .arg(&base)
+        .args([
+            "--",
+            "fio",
+            "--output=/dev/null",
+            "--name=t",
+            "--rw=randrw",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=8",
+            "--number_ios=3000",
+        ])
+        .arg(format!("--filename={}", scratch.dev))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("recorded") && err.contains("events"), "{err}");
+    assert_eq!(
+        tracefs_state(&scratch.dev),
+        before,
+        "tracefs settings not restored"
+    );
+    assert!(PathBuf::from(format!("{}.blktrace.0", base.display())).exists());
+
+    let merged = dir.path().join("merged.bin");
+    let bp = Std::new("blkparse")
+        .arg("-i")
+        .arg(&base)
+        .arg("-d")
+        .arg(&merged)
+        .arg("-O")
+        .output()
+        .unwrap();
+    assert!(
+        bp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bp.stderr)
+    );
+    let bt = Std::new("btt")
+        .current_dir(dir.path())
+        .arg("-i")
+        .arg(&merged)
+        .args(["-o", "btt"])
+        .output()
+        .unwrap();
+    assert!(
+        bt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bt.stderr)
+    );
+    let btt = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+
+    let report = iolab_json(&["trace", "analyze", "--json", merged.to_str().unwrap()]);
+    check_against_btt(&report, &btt, false);
+    assert!(f(&report["devices"][0]["latency"]["q2c"]["n"]) >= 3000.0);
+    let per_cpu = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
+    check_against_btt(&per_cpu, &btt, true);
+    let procs = per_cpu["processes"].as_array().unwrap();
+    assert!(procs.iter().any(|p| p["name"] == "fio"), "{procs:?}");
+}
+
+#[test]
+fn record_refuses_a_non_device() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "-d", "nosuchdisk0", "--duration", "0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("nosuchdisk0"), "{err}");
+}
+
+#[test]
+fn plot_writes_four_svg_charts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "plot", fixture("fx").to_str().unwrap(), "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["sectors.svg", "latency.svg", "depth.svg", "histogram.svg"] {
+        let svg = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{name}"
+        );
+    }
+    // The fixture has sequential writes and random reads: both colours in the sector cloud.
+    let sectors = std::fs::read_to_string(dir.path().join("sectors.svg")).unwrap();
+    assert!(sectors.matches("#1f77b4").count() > 100, "reads");
+    assert!(sectors.matches("#d62728").count() > 100, "writes");
+    let bad = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "trace",
+            "plot",
+            fixture("fx").to_str().unwrap(),
+            "--dev",
+            "9,9",
+            "-o",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("7,0"));
+}
+
+/// Re-encodes every record of a trace with `f`, writing a new file.
+fn reencode(
+    src: &Path,
+    dst: &Path,
+    version: u8,
+    endian: iolab::trace::record::Endian,
+    f: impl Fn(&mut iolab::trace::record::Event),
+) {
+    let mut out = Vec::new();
+    for ev in iolab::trace::stream::RecordStream::open(src).unwrap() {
+        let mut ev = ev.unwrap();
+        f(&mut ev);
+        iolab::trace::record::encode(&ev, version, endian, &mut out);
+    }
+    std::fs::write(dst, out).unwrap();
+}
+
+fn without_volatile(mut v: Value) -> Value {
+    // Everything but the counters that describe the encoding itself.
+    for d in v["devices"].as_array_mut().unwrap() {
+        d["cgroup_events"] = Value::Null;
+    }
+    v["findings"] = Value::Null;
+    v
+}
+
+#[test]
+fn version_8_big_endian_and_cgroup_tagged_records_give_the_same_analysis() {
+    use iolab::trace::record::Endian;
+    let dir = tempfile::tempdir().unwrap();
+    let v8 = dir.path().join("v8be.bin");
+    reencode(&fixture("fx.bin"), &v8, 8, Endian::Big, |_| {});
+    let cg = dir.path().join("cgroup.bin");
+    reencode(&fixture("fx.bin"), &cg, 7, Endian::Little, |ev| {
+        if !ev.is_notify() {
+            ev.cgroup = Some(4242);
+        }
+    });
+    let base = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        fixture("fx.bin").to_str().unwrap(),
+    ]);
+    let a = iolab_json(&["trace", "analyze", "--json", v8.to_str().unwrap()]);
+    let b = iolab_json(&["trace", "analyze", "--json", cg.to_str().unwrap()]);
+    assert_eq!(a, base, "v8 big-endian differs from v7");
+    // btt drops every cgroup-tagged event; iolab counts them and says so.
+    assert!(f(&b["devices"][0]["cgroup_events"]) > 1000.0);
+    assert_eq!(without_volatile(b), without_volatile(base));
+}
+
+#[test]
+fn record_restores_tracefs_on_sigterm() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("sigterm");
+    let dir = tempfile::tempdir().unwrap();
+    let before = tracefs_state(&scratch.dev);
+    let child = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args([
+            "trace",
+            "record",
+            "-d",
+            &scratch.dev,
+            "--duration",
+            "60",
+            "-o",
+        ])
+        .arg(dir.path().join("t"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // While recording, the device's trace is on.
+    let name = scratch.dev.trim_start_matches("/dev/");
+    let during = std::fs::read_to_string(format!("/sys/block/{name}/trace/enable")).unwrap();
+    let _ = Std::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(during.trim(), "1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("signal"));
+    assert_eq!(
+        tracefs_state(&scratch.dev),
+        before,
+        "tracefs settings not restored"
+    );
+}
+
+#[test]
+fn compare_shows_slower_completions() {
+    use iolab::trace::record::{code, Endian};
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow.bin");
+    // Every completion 1 ms later (and so everything after it shifted too).
+    reencode(&fixture("fx.bin"), &slow, 7, Endian::Little, |ev| {
+        if ev.code() == code::COMPLETE && !ev.is_notify() {
+            ev.time += 1_000_000;
+        }
+    });
+    let a = fixture("fx.bin");
+    let c = iolab_json(&[
+        "trace",
+        "compare",
+        "--json",
+        a.to_str().unwrap(),
+        slow.to_str().unwrap(),
+    ]);
+    let rows = c["devices"][0]["rows"].as_array().unwrap();
+    let row = |m: &str| rows.iter().find(|r| r["metric"] == m).unwrap().clone();
+    let d2c = row("D2C avg (s)");
+    assert!(f(&d2c["b"]) - f(&d2c["a"]) > 0.0009, "{d2c}");
+    assert!(f(&d2c["change_pct"]) > 500.0, "{d2c}");
+    let text = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "trace",
+            "compare",
+            a.to_str().unwrap(),
+            slow.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("D2C avg (s)") && text.contains("findings only in B"),
+        "{text}"
+    );
+}
+
+/// The library API an experiment uses to trace each run: start, run the workload, stop.
+#[test]
+fn background_recording_api_captures_a_workload() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("bg");
+    let dir = tempfile::tempdir().unwrap();
+    let before = tracefs_state(&scratch.dev);
+    let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
+        device: scratch.dev.clone(),
+        output: dir.path().join("run1"),
+        duration: None,
+        buffer_kb: 4096,
+        command: Vec::new(),
+    })
+    .unwrap();
+    let dd = Std::new("dd")
+        .args([
+            "if=/dev/zero",
+            "bs=4k",
+            "count=300",
+            "oflag=direct",
+            "status=none",
+        ])
+        .arg(format!("of={}", scratch.dev))
+        .status()
+        .unwrap();
+    assert!(dd.success());
+    let summary = rec.stop().unwrap();
+    assert!(summary.events() >= 300 * 3, "{}", summary.events());
+    assert_eq!(tracefs_state(&scratch.dev), before);
+    let report = iolab::trace::analyze::analyze_paths(
+        &[dir.path().join("run1")],
+        iolab::trace::analyze::Options::default(),
+    )
+    .unwrap();
+    let d = &report.devices[0];
+    assert_eq!(d.latency["q2c"].n, 300);
+    assert_eq!(d.writes, 300);
+    assert!(report.processes.iter().any(|p| p.name == "dd"));
+}
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    use std::io::Read;
+    let mut child = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args([
+            "trace",
+            "analyze",
+            "--json",
+            fixture("fx.bin").to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe is closed here, long before iolab has written its ~100 KB.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
