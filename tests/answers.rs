@@ -559,3 +559,88 @@ fn report_is_one_offline_page_that_chromium_renders() {
         std::fs::copy(&shot, keep).unwrap();
     }
 }
+
+/// The whole path on real data: `iolab run` (real fio on a scratch loop device, the real
+/// sampler) stores runs that `show`, `compare`, every `plot` kind and `report` read — so the
+/// keys the run loop writes and the ones the answers read cannot drift apart unnoticed.
+#[test]
+fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("real.db");
+    let file = dir.path().join("e.toml");
+    std::fs::write(
+        &file,
+        "name = \"answers e2e\"\nseed = 3\nrepetitions = 2\n\
+         [target]\ndevice = \"default\"\nsize = \"64M\"\n\
+         [workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"libaio\"\niodepth = 4\n\
+         direct = 1\nruntime = \"1s\"\ntime_based = true\n\
+         [factors]\nscheduler = [\"none\", \"mq-deadline\"]\n",
+    )
+    .unwrap();
+    for variant in ["a", "b"] {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["run", "--tag", &format!("variant={variant}"), "--db"])
+            .arg(&db)
+            .arg(&file)
+            .env("IOLAB_STATE_DIR", dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let json: Value = serde_json::from_str(&ok(&db, &["show", "1", "--json"])).unwrap();
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{json}");
+    for c in cells {
+        assert_eq!(c["metrics"]["read_iops"]["n"], 2, "{c}");
+        assert!(
+            c["metrics"]["read_iops"]["mean"].as_f64().unwrap() > 100.0,
+            "{c}"
+        );
+        assert!(
+            c["metrics"]["sys_pct"]["n"] == 2,
+            "sampler metrics missing: {c}"
+        );
+    }
+    let cmp: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "compare",
+            "variant=a",
+            "variant=b",
+            "--metric",
+            "read_iops",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(cmp["comparisons"].as_array().unwrap().len(), 2, "{cmp}");
+    for kind in ["bars", "latency", "heatmap", "cpu"] {
+        let out = dir.path().join(format!("{kind}.svg"));
+        ok(
+            &db,
+            &["plot", "1", "--kind", kind, "-o", out.to_str().unwrap()],
+        );
+        roxmltree::Document::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    }
+    let html = dir.path().join("r.html");
+    let summary: Value = serde_json::from_str(&ok(
+        &db,
+        &["report", "1", "-o", html.to_str().unwrap(), "--json"],
+    ))
+    .unwrap();
+    // No numeric factor here, so no lines chart; everything else is drawn from real data.
+    assert_eq!(
+        summary["missing_figures"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+}
