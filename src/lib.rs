@@ -5,6 +5,7 @@
 //! reports read them back. The CLI (`cli`) only parses arguments and calls one function per
 //! command.
 
+pub mod analysis;
 pub mod cli;
 pub mod experiment;
 pub mod knobs;

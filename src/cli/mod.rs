@@ -4,12 +4,17 @@
 
 use clap::{Parser, Subcommand};
 
+mod compare;
 mod emit;
+mod import;
 mod inspect;
+mod plot;
 mod preflight;
+mod report;
 mod restore;
 mod run;
 mod runs;
+mod show;
 mod snapshot;
 mod trace;
 
@@ -37,6 +42,11 @@ pub enum Command {
     Runs(runs::RunsArgs),
     Restore(restore::RestoreArgs),
     Preflight(preflight::PreflightArgs),
+    Import(import::ImportArgs),
+    Show(show::ShowArgs),
+    Compare(compare::CompareArgs),
+    Plot(plot::PlotArgs),
+    Report(report::ReportArgs),
     Snapshot(snapshot::SnapshotArgs),
     Trace(trace::TraceArgs),
 }
@@ -69,6 +79,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Runs(args) => runs::run(args),
         Command::Restore(args) => restore::run(args),
         Command::Preflight(args) => preflight::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Show(args) => show::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Plot(args) => plot::run(args),
+        Command::Report(args) => report::run(args),
         Command::Snapshot(args) => snapshot::run(args),
         Command::Trace(args) => trace::run(args),
     }

@@ -19,6 +19,18 @@ pub struct ComparisonRow<'a> {
 /// Builds the table. `unit` is the unit of the medians (single-metric tables only); it is
 /// shown once in the title line so the eight columns still fit 80 characters.
 pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'_>]) -> Table {
+    comparison_table_in_family(title, unit, rows, rows.len())
+}
+
+/// Like [`comparison_table`] for one table out of a larger family (several metrics compared
+/// at once): `family` is how many comparisons the Benjamini-Hochberg adjustment covered, so
+/// the legend states it truthfully.
+pub fn comparison_table_in_family(
+    title: &str,
+    unit: Option<&str>,
+    rows: &[ComparisonRow<'_>],
+    family: usize,
+) -> Table {
     let with_metric = rows.iter().any(|r| r.metric.is_some());
     let mut columns = vec![Column::label("cell")];
     if with_metric {
@@ -31,6 +43,9 @@ pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'
         Column::number("95% CI", None),
         Column::number("p", None),
         Column::label("verdict"),
+        // After the verdict: when a table must split to fit 80 columns, the reference
+        // p-value moves to the second block, not the verdict.
+        Column::number("Welch", None),
     ]);
     let mut table = Table::new(columns);
     table.title = Some(match unit {
@@ -68,6 +83,13 @@ pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'
             too_few = Some(c.explanation.clone());
         }
         row.push(Cell::text(verdict));
+        row.push(match c.p_welch {
+            Some(w) => Cell::Number {
+                value: w,
+                text: p_value(w),
+            },
+            None => Cell::Missing,
+        });
         table.push(row);
     }
     let adjusted = rows.iter().any(|r| r.comparison.p_adjusted.is_some());
@@ -77,11 +99,11 @@ pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'
     ));
     table.notes.push(if adjusted {
         format!(
-            "p: Mann-Whitney U, Benjamini-Hochberg adjusted over {} comparisons",
-            rows.len()
+            "p: Mann-Whitney U, Benjamini-Hochberg adjusted over {family} comparisons; \
+             Welch: t-test p (unadjusted, for reference)"
         )
     } else {
-        "p: Mann-Whitney U (two-sided)".to_string()
+        "p: Mann-Whitney U (two-sided); Welch: t-test p, for reference".to_string()
     });
     if let Some(min_effect) = rows.first().map(|r| r.comparison.min_effect_pct) {
         table.notes.push(format!(

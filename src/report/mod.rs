@@ -3,6 +3,7 @@
 
 pub mod comparisons;
 pub mod format;
+pub mod html;
 pub mod pivot;
 pub mod plot;
 pub mod table;

@@ -30,9 +30,29 @@ pub fn cell_text(s: &Summary) -> String {
     t
 }
 
+/// What one pivot position holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PivotCell<'s> {
+    Measured(&'s Summary),
+    /// The combination cannot be realised on the machine (shown `n/a`, reason in a footnote).
+    NotApplicable(String),
+    /// Every run of the combination failed (shown `failed`, reason in a footnote).
+    Failed(String),
+    /// The combination was not run (shown `-`).
+    NotRun,
+}
+
 /// Builds the table; `cell(row_level, col_level)` gives the summary or `None` when that
 /// combination was not run (shown as `-`).
 pub fn pivot<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> Option<&'s Summary>) -> Table {
+    pivot_cells(spec, |r, c| {
+        cell(r, c).map_or(PivotCell::NotRun, PivotCell::Measured)
+    })
+}
+
+/// Like [`pivot`], with positions that are not applicable or failed marked as such (`n/a[1]`,
+/// `failed[2]`) and their reasons numbered in footnotes, never shown as numbers.
+pub fn pivot_cells<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> PivotCell<'s>) -> Table {
     let mut columns = vec![Column::label(&format!(
         "{} \\ {}",
         spec.row_factor, spec.col_factor
@@ -45,11 +65,22 @@ pub fn pivot<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> Option<&'s S
     });
     let mut ns = Vec::new();
     let mut any_outliers = false;
+    let mut reasons: Vec<(&'static str, String)> = Vec::new();
+    let mut mark = |kind: &'static str, why: String| {
+        let i = match reasons.iter().position(|(k, r)| *k == kind && *r == why) {
+            Some(i) => i,
+            None => {
+                reasons.push((kind, why));
+                reasons.len() - 1
+            }
+        };
+        Cell::text(format!("{kind}[{}]", i + 1))
+    };
     for r in spec.row_levels {
         let mut row = vec![Cell::text(r)];
         for c in spec.col_levels {
             row.push(match cell(r, c) {
-                Some(s) => {
+                PivotCell::Measured(s) => {
                     ns.push(s.n);
                     any_outliers |= !s.outliers.is_empty();
                     Cell::Stat {
@@ -57,7 +88,9 @@ pub fn pivot<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> Option<&'s S
                         text: cell_text(s),
                     }
                 }
-                None => Cell::Missing,
+                PivotCell::NotApplicable(why) => mark("n/a", why),
+                PivotCell::Failed(why) => mark("failed", why),
+                PivotCell::NotRun => Cell::Missing,
             });
         }
         table.push(row);
@@ -75,6 +108,16 @@ pub fn pivot<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> Option<&'s S
         table
             .notes
             .push("*: cell has outliers (modified z-score > 3.5); kept in the numbers".into());
+    }
+    for (i, (kind, why)) in reasons.iter().enumerate() {
+        let what = if *kind == "n/a" {
+            "not applicable on this machine"
+        } else {
+            "every run failed"
+        };
+        table
+            .notes
+            .push(format!("[{}] {kind}: {what}: {why}", i + 1));
     }
     table
 }

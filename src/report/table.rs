@@ -230,7 +230,7 @@ impl Table {
 }
 
 /// Word-wraps a footnote to `width`, indenting continuation lines by two spaces.
-fn wrap(text: &str, width: usize) -> String {
+pub fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();
     let mut line = String::new();
     for word in text.split_whitespace() {

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::order::{median_of_sorted, quantile_of_sorted, sorted};
+use super::order::{median_in_place, quantile_of_sorted, sorted};
 
 /// The seed used when the caller gives none; recorded in every comparison.
 pub const DEFAULT_SEED: u64 = 0x0001_01ab_5eed;
@@ -109,8 +109,7 @@ fn resampled_median(values: &[f64], buf: &mut [f64], rng: &mut Pcg32) -> f64 {
     for slot in buf.iter_mut() {
         *slot = values[rng.below(values.len() as u32) as usize];
     }
-    buf.sort_unstable_by(f64::total_cmp);
-    median_of_sorted(buf).unwrap_or(f64::NAN)
+    median_in_place(buf).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

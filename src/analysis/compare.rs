@@ -1,0 +1,558 @@
+//! `iolab compare A B`: two groups of runs — two experiments, or two tag selections such as
+//! `kernel=6.1` vs `kernel=6.6` — matched cell by cell on their factor levels, and for each
+//! cell and metric the change with its CI, the p-values and a verdict. All comparisons shown
+//! at once form one family for the Benjamini–Hochberg adjustment, so looking at 40 cells does
+//! not manufacture two "significant" ones by chance.
+//!
+//! The same matching serves `report`'s comparisons between the levels of one factor inside an
+//! experiment: there the compared factor is left out of the cell key.
+
+use std::collections::BTreeSet;
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+
+use crate::report::comparisons::{comparison_table_in_family, comparisons_json, ComparisonRow};
+use crate::report::table::{Table, MAX_WIDTH};
+use crate::stats::compare::{adjust_family, compare, CompareOptions, Comparison};
+use crate::store::{Run, Store};
+
+use super::cells::{declared_factors, factors_of, group, CellRuns, Factor};
+use super::metrics::{self, Values};
+
+/// What `A` or `B` names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Selector {
+    Experiment(i64),
+    /// `name=value` pairs that must all hold; `experiment=N` restricts to one experiment.
+    Tags {
+        tags: Vec<(String, String)>,
+        experiment: Option<i64>,
+    },
+}
+
+impl Selector {
+    pub fn parse(text: &str) -> anyhow::Result<Selector> {
+        let text = text.trim();
+        if let Ok(id) = text.parse::<i64>() {
+            return Ok(Selector::Experiment(id));
+        }
+        let mut tags = Vec::new();
+        let mut experiment = None;
+        for part in text.split(',') {
+            let Some((name, value)) = part.split_once('=') else {
+                bail!(
+                    "selector {text:?}: {part:?} is neither an experiment id nor NAME=VALUE \
+                     (e.g. 3, kernel=6.1, or variant=stock,host=db7)"
+                );
+            };
+            let (name, value) = (name.trim(), value.trim());
+            if name.is_empty() || value.is_empty() {
+                bail!("selector {text:?}: {part:?} needs a name and a value");
+            }
+            if name == "experiment" {
+                experiment = Some(value.parse().with_context(|| {
+                    format!("selector {text:?}: experiment={value:?} is not an id")
+                })?);
+            } else {
+                tags.push((name.to_string(), value.to_string()));
+            }
+        }
+        Ok(Selector::Tags { tags, experiment })
+    }
+}
+
+/// A resolved selector: its runs (non-warm-up, any status) and a label for titles.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub label: String,
+    pub runs: Vec<Run>,
+    /// Declared factor order of the experiments involved (first experiment first).
+    pub declared: Vec<Factor>,
+}
+
+impl Group {
+    pub fn ok_ids(&self) -> Vec<i64> {
+        self.runs
+            .iter()
+            .filter(|r| r.status == crate::store::RunStatus::Ok)
+            .map(|r| r.id)
+            .collect()
+    }
+}
+
+fn experiment_ids(store: &Store) -> anyhow::Result<String> {
+    let ids: Vec<String> = store
+        .experiments()?
+        .iter()
+        .map(|e| e.id.to_string())
+        .collect();
+    Ok(if ids.is_empty() {
+        "none".into()
+    } else {
+        ids.join(", ")
+    })
+}
+
+/// Resolves a selector to its runs, with errors that name what exists.
+pub fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
+    let sel = Selector::parse(text)?;
+    let (runs, label) = match &sel {
+        Selector::Experiment(id) => {
+            if store.experiment(*id).is_err() {
+                bail!(
+                    "no experiment with id {id} in {}; experiments: {}",
+                    store.path(),
+                    experiment_ids(store)?
+                );
+            }
+            let runs: Vec<Run> = store.runs(*id)?.into_iter().filter(|r| !r.warmup).collect();
+            (runs, format!("experiment {id}"))
+        }
+        Selector::Tags { tags, experiment } => {
+            let names = store.tag_names()?;
+            for (n, v) in tags {
+                if !names.contains(n) {
+                    bail!(
+                        "selector {text:?}: no run has a tag {n:?}; tags present: {}",
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    );
+                }
+                let values = store.tag_values(n)?;
+                if !values.contains(v) {
+                    bail!(
+                        "selector {text:?}: no run has {n}={v}; {n} takes: {}",
+                        values.join(", ")
+                    );
+                }
+            }
+            if let Some(id) = experiment {
+                if store.experiment(*id).is_err() {
+                    bail!(
+                        "selector {text:?}: no experiment with id {id}; experiments: {}",
+                        experiment_ids(store)?
+                    );
+                }
+            }
+            let pairs: Vec<(&str, &str)> =
+                tags.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            let ids = store.select_runs(&pairs)?;
+            let runs: Vec<Run> = store
+                .runs_by_ids(&ids)?
+                .into_iter()
+                .filter(|r| experiment.is_none_or(|e| r.experiment_id == e))
+                .collect();
+            (runs, text.to_string())
+        }
+    };
+    if runs.is_empty() {
+        bail!("{label} selects no runs (each part exists, but no run matches all of them)");
+    }
+    let exps: BTreeSet<i64> = runs.iter().map(|r| r.experiment_id).collect();
+    let mut declared: Vec<Factor> = Vec::new();
+    for id in exps {
+        let (text, _) = store.experiment_texts(id)?;
+        for f in declared_factors(&text) {
+            if !declared.iter().any(|d| d.name == f.name) {
+                declared.push(f);
+            }
+        }
+    }
+    Ok(Group {
+        label,
+        runs,
+        declared,
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct CompareRequest {
+    pub metrics: Vec<String>,
+    /// Minimum effect in percent (1.0 = 1%).
+    pub min_effect_pct: f64,
+}
+
+impl Default for CompareRequest {
+    fn default() -> Self {
+        CompareRequest {
+            metrics: Vec::new(),
+            min_effect_pct: 1.0,
+        }
+    }
+}
+
+/// One compared cell and metric.
+#[derive(Debug, Clone)]
+pub struct Compared {
+    pub cell: String,
+    /// Levels only (`2/near`), for text tables whose heading names the factors.
+    pub short_cell: String,
+    pub metric: String,
+    pub comparison: Comparison,
+}
+
+/// Compares matched cells for every metric; `values` are (baseline, candidate) per metric.
+/// Cells where a side has no value for a metric are skipped (listed in the returned notes).
+pub fn compare_cells(
+    base: &[CellRuns],
+    cand: &[CellRuns],
+    metrics: &[(String, Values, Values)],
+    min_effect_pct: f64,
+) -> anyhow::Result<(Vec<Compared>, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    let pairs: Vec<(&CellRuns, &CellRuns)> = base
+        .iter()
+        .filter_map(|b| cand.iter().find(|c| c.levels == b.levels).map(|c| (b, c)))
+        .collect();
+    let mut measurable = Vec::new();
+    let mut not_comparable = Vec::new();
+    for (b, c) in pairs {
+        let why = |x: &CellRuns, side: &str| {
+            x.ok.is_empty().then(|| match x.not_applicable_reason() {
+                Some(r) => format!("not applicable in the {side}: {r}"),
+                None => format!("every {side} run failed"),
+            })
+        };
+        match why(b, "baseline").or_else(|| why(c, "candidate")) {
+            Some(reason) => not_comparable.push((reason, b.label())),
+            None => measurable.push((b, c)),
+        }
+    }
+    for (why, cells) in super::show::by_reason(not_comparable) {
+        skipped.push(format!("{cells} ({why})"));
+    }
+    // Gather the work first, then compare on every core: each comparison is independent
+    // (its bootstrap has its own recorded seed), and the bootstrap dominates on cells with
+    // hundreds of runs.
+    let mut jobs = Vec::new();
+    for (metric, bv, cv) in metrics {
+        let mut opts = CompareOptions::for_metric(metric).map_err(|_| {
+            anyhow::anyhow!(
+                "{metric} is neither work done nor a cost (no better direction), so a change \
+                 cannot be called improved or regressed; `iolab show` prints its values"
+            )
+        })?;
+        opts.min_effect = min_effect_pct / 100.0;
+        for &(b, c) in &measurable {
+            let pick = |cell: &CellRuns, vals: &Values| -> Vec<f64> {
+                cell.ok
+                    .iter()
+                    .filter_map(|id| vals.get(id).copied())
+                    .collect()
+            };
+            let (x, y) = (pick(b, bv), pick(c, cv));
+            if x.is_empty() || y.is_empty() {
+                let side = if x.is_empty() {
+                    "baseline"
+                } else {
+                    "candidate"
+                };
+                skipped.push(format!(
+                    "{} {metric}: no values on the {side} side",
+                    b.label()
+                ));
+                continue;
+            }
+            jobs.push((b, metric, opts.clone(), x, y));
+        }
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let chunk = jobs.len().div_ceil(threads).max(1);
+    let results: Vec<Result<Comparison, crate::stats::StatsError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|(_, _, opts, x, y)| compare(x, y, opts))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    for ((b, metric, ..), result) in jobs.iter().zip(results) {
+        let comparison = result.map_err(|e| anyhow::anyhow!("{} {metric}: {e}", b.label()))?;
+        out.push(Compared {
+            cell: b.label(),
+            short_cell: b.short_label(),
+            metric: (*metric).clone(),
+            comparison,
+        });
+    }
+    let mut cmps: Vec<Comparison> = out.iter().map(|c| c.comparison.clone()).collect();
+    adjust_family(&mut cmps);
+    for (o, c) in out.iter_mut().zip(cmps) {
+        o.comparison = c;
+    }
+    Ok((out, skipped))
+}
+
+/// Per-metric text tables over one family, in metric order.
+pub fn tables(title_of: impl Fn(&str) -> String, compared: &[Compared]) -> Vec<Table> {
+    let mut metrics: Vec<&str> = Vec::new();
+    for c in compared {
+        if !metrics.contains(&c.metric.as_str()) {
+            metrics.push(&c.metric);
+        }
+    }
+    metrics
+        .iter()
+        .map(|m| {
+            let rows: Vec<ComparisonRow> = compared
+                .iter()
+                .filter(|c| c.metric == *m)
+                .map(|c| ComparisonRow {
+                    cell: c.short_cell.clone(),
+                    metric: None,
+                    comparison: &c.comparison,
+                })
+                .collect();
+            comparison_table_in_family(&title_of(m), metrics::unit(m), &rows, compared.len())
+        })
+        .collect()
+}
+
+/// All comparisons in one table with a metric column (CSV, HTML).
+pub fn long_table(title: &str, compared: &[Compared]) -> Table {
+    let rows: Vec<ComparisonRow> = compared
+        .iter()
+        .map(|c| ComparisonRow {
+            cell: c.cell.clone(),
+            metric: Some(c.metric.clone()),
+            comparison: &c.comparison,
+        })
+        .collect();
+    comparison_table_in_family(title, None, &rows, compared.len())
+}
+
+pub fn json_of(compared: &[Compared]) -> Value {
+    let rows: Vec<ComparisonRow> = compared
+        .iter()
+        .map(|c| ComparisonRow {
+            cell: c.cell.clone(),
+            metric: Some(c.metric.clone()),
+            comparison: &c.comparison,
+        })
+        .collect();
+    comparisons_json(&rows)
+}
+
+/// Renders tables one after another with their footnotes merged at the end (the legends of
+/// per-metric tables are the same; printing them once keeps a mail short).
+pub fn render_tables(tables: &[Table]) -> String {
+    let mut out = String::new();
+    let mut notes: Vec<String> = Vec::new();
+    for t in tables {
+        let mut bare = t.clone();
+        for n in bare.notes.drain(..) {
+            if !notes.contains(&n) {
+                notes.push(n);
+            }
+        }
+        out.push('\n');
+        out.push_str(&bare.render_text(MAX_WIDTH));
+    }
+    if !notes.is_empty() {
+        out.push('\n');
+        for n in notes {
+            out.push_str(&crate::report::table::wrap(&n, MAX_WIDTH));
+        }
+    }
+    out
+}
+
+/// What `compare` prints.
+#[derive(Debug, Clone)]
+pub struct CompareOutput {
+    pub text: String,
+    pub json: Value,
+    pub csv: String,
+}
+
+fn describe(g: &Group) -> String {
+    let ok = g.ok_ids().len();
+    let exps: BTreeSet<i64> = g.runs.iter().map(|r| r.experiment_id).collect();
+    format!(
+        "{} ({} runs ok of {}, from {} experiment{})",
+        g.label,
+        ok,
+        g.runs.len(),
+        exps.len(),
+        if exps.len() == 1 { "" } else { "s" }
+    )
+}
+
+pub fn compare_selectors(
+    store: &Store,
+    a: &str,
+    b: &str,
+    req: &CompareRequest,
+) -> anyhow::Result<CompareOutput> {
+    if !(req.min_effect_pct.is_finite() && req.min_effect_pct >= 0.0) {
+        bail!(
+            "--min-effect {} must be a percentage >= 0",
+            req.min_effect_pct
+        );
+    }
+    let base = resolve(store, a)?;
+    let cand = resolve(store, b)?;
+    let (bi, ci) = (base.ok_ids(), cand.ok_ids());
+    for (g, ids) in [(&base, &bi), (&cand, &ci)] {
+        if ids.is_empty() {
+            bail!(
+                "{} has no successful runs ({} runs, all failed or not applicable)",
+                g.label,
+                g.runs.len()
+            );
+        }
+    }
+    let mut declared = base.declared.clone();
+    for f in &cand.declared {
+        if !declared.iter().any(|d| d.name == f.name) {
+            declared.push(f.clone());
+        }
+    }
+    let all: Vec<Run> = base.runs.iter().chain(&cand.runs).cloned().collect();
+    let factors = factors_of(&declared, &all);
+    let bcells = group(&base.runs, &factors);
+    let ccells = group(&cand.runs, &factors);
+    let matched = bcells
+        .iter()
+        .filter(|b| ccells.iter().any(|c| c.levels == b.levels))
+        .count();
+    if matched == 0 {
+        let list = |cells: &[CellRuns]| {
+            cells
+                .iter()
+                .map(CellRuns::label)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        bail!(
+            "no cell of {} matches a cell of {} by factor levels\n  {}: {}\n  {}: {}",
+            base.label,
+            cand.label,
+            base.label,
+            list(&bcells),
+            cand.label,
+            list(&ccells)
+        );
+    }
+    let unmatched: Vec<String> = bcells
+        .iter()
+        .filter(|b| !ccells.iter().any(|c| c.levels == b.levels))
+        .map(|b| format!("{} (only in {})", b.label(), base.label))
+        .chain(
+            ccells
+                .iter()
+                .filter(|c| !bcells.iter().any(|b| b.levels == c.levels))
+                .map(|c| format!("{} (only in {})", c.label(), cand.label)),
+        )
+        .collect();
+    let chosen = metrics::choose(
+        store,
+        &[(&base.label, &bi), (&cand.label, &ci)],
+        &req.metrics,
+    )?;
+    let triples: Vec<(String, Values, Values)> = chosen
+        .into_iter()
+        .map(|(m, mut v)| {
+            let c = v.pop().unwrap_or_default();
+            let b = v.pop().unwrap_or_default();
+            (m, b, c)
+        })
+        .collect();
+    let (compared, skipped) = compare_cells(&bcells, &ccells, &triples, req.min_effect_pct)?;
+    if compared.is_empty() {
+        bail!(
+            "nothing to compare: the matched cells have no values on one side ({})",
+            skipped.join("; ")
+        );
+    }
+    let title = |m: &str| format!("{m}: {} -> {}", base.label, cand.label);
+    let mut text = format!(
+        "baseline:  {}\ncandidate: {}\ncells:     {}\n",
+        describe(&base),
+        describe(&cand),
+        if factors.is_empty() {
+            "all runs of each side form one cell".to_string()
+        } else {
+            factors
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join("/")
+        }
+    );
+    text.push_str(&render_tables(&tables(title, &compared)));
+    if !unmatched.is_empty() {
+        text.push_str(&crate::report::table::wrap(
+            &format!("not compared (no matching cell): {}", unmatched.join("; ")),
+            MAX_WIDTH,
+        ));
+    }
+    if !skipped.is_empty() {
+        text.push_str(&crate::report::table::wrap(
+            &format!("not compared: {}", skipped.join("; ")),
+            MAX_WIDTH,
+        ));
+    }
+    let mut json = json_of(&compared);
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert(
+            "baseline".into(),
+            json!({"selector": a, "runs": base.runs.len(), "runs_ok": bi.len()}),
+        );
+        obj.insert(
+            "candidate".into(),
+            json!({"selector": b, "runs": cand.runs.len(), "runs_ok": ci.len()}),
+        );
+        obj.insert("min_effect_pct".into(), json!(req.min_effect_pct));
+        obj.insert("family_size".into(), json!(compared.len()));
+        obj.insert("unmatched_cells".into(), json!(unmatched));
+        obj.insert("skipped".into(), json!(skipped));
+    }
+    let csv = long_table(&format!("{} -> {}", base.label, cand.label), &compared).to_csv();
+    Ok(CompareOutput { text, json, csv })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_are_ids_or_tag_lists() {
+        assert_eq!(Selector::parse("3").unwrap(), Selector::Experiment(3));
+        assert_eq!(
+            Selector::parse("kernel=6.1,variant=stock").unwrap(),
+            Selector::Tags {
+                tags: vec![
+                    ("kernel".into(), "6.1".into()),
+                    ("variant".into(), "stock".into())
+                ],
+                experiment: None
+            }
+        );
+        assert_eq!(
+            Selector::parse("experiment=2,host=a").unwrap(),
+            Selector::Tags {
+                tags: vec![("host".into(), "a".into())],
+                experiment: Some(2)
+            }
+        );
+        for bad in ["kernel", "kernel=", "=6.1", "a=b,c", "experiment=x"] {
+            assert!(Selector::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

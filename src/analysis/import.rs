@@ -1,0 +1,304 @@
+//! `iolab import`: years of fio JSON outputs already exist on people's disks; storing each file
+//! as a run lets `show` and `compare` treat them like runs iolab made itself.
+//!
+//! What an imported file cannot tell is *where* it ran: fio's JSON names no kernel, and names a
+//! host only in client mode. Claiming this machine's host and kernel would make a comparison
+//! "kernel=6.1 vs kernel=6.6" silently wrong, so those tags come from the user (`--tag`), from
+//! fio's client-mode hostname, or are recorded as `unknown`. Every file is parsed before
+//! anything is written, so a bad file in the list stores nothing and the error names it.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+
+use crate::store::{NewExperiment, NewRun, RunStatus, Store};
+use crate::workload::fio_json::{self, FioReport};
+use crate::workload::runner::errno_name;
+
+/// The tag value for a host or kernel nobody told us.
+pub const UNKNOWN: &str = "unknown";
+
+/// The cell key of runs without factors (the plan uses the same word).
+pub const BASE_CELL: &str = "base";
+
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// `--tag NAME=VALUE`, in order; a later value for the same name wins.
+    pub tags: Vec<(String, String)>,
+    /// Add to the imported experiment of this name (created when missing).
+    pub experiment: Option<String>,
+}
+
+/// What one file became.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImportedRun {
+    pub file: String,
+    pub run_id: i64,
+    pub status: String,
+    pub reason: Option<String>,
+    pub metrics: usize,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImportSummary {
+    pub experiment_id: i64,
+    pub experiment_name: String,
+    pub created: bool,
+    pub runs: Vec<ImportedRun>,
+}
+
+/// Parses `NAME=VALUE`; names are identifiers so selectors like `a=b,c=d` stay unambiguous.
+pub fn parse_tag(text: &str) -> anyhow::Result<(String, String)> {
+    let Some((name, value)) = text.split_once('=') else {
+        bail!("tag {text:?} is not NAME=VALUE");
+    };
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    {
+        bail!("tag name {name:?} must be letters, digits, '_', '-' or '.'");
+    }
+    if value.is_empty() || value.contains(',') {
+        bail!("tag {text:?}: the value must be non-empty and hold no ','");
+    }
+    Ok((name.to_string(), value.to_string()))
+}
+
+/// One file, parsed and ready to store.
+struct Parsed {
+    path: PathBuf,
+    text: String,
+    report: FioReport,
+    /// fio's `timestamp` (seconds, end of the run) when present.
+    timestamp: Option<f64>,
+    mtime: Option<f64>,
+}
+
+fn read_one(path: &Path) -> anyhow::Result<Parsed> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: not UTF-8 text (byte {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    let report = fio_json::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if report.jobs.is_empty() {
+        bail!("{}: fio's JSON lists no jobs", path.display());
+    }
+    let mtime = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs_f64());
+    Ok(Parsed {
+        path: path.to_path_buf(),
+        timestamp: last_timestamp(&text),
+        text,
+        report,
+        mtime,
+    })
+}
+
+/// fio's `timestamp` of the last complete document (status-interval output holds several).
+fn last_timestamp(text: &str) -> Option<f64> {
+    let start = text
+        .find("\n{")
+        .map(|i| i + 1)
+        .or_else(|| text.starts_with('{').then_some(0))?;
+    serde_json::Deserializer::from_str(&text[start..])
+        .into_iter::<Value>()
+        .map_while(Result::ok)
+        .filter_map(|doc| doc.get("timestamp").and_then(Value::as_f64))
+        .last()
+}
+
+/// The host a client-mode run names, when all its jobs name the same one.
+fn client_host(report: &FioReport) -> Option<String> {
+    let mut hosts = report.jobs.iter().filter_map(|j| j.hostname.as_deref());
+    let first = hosts.next()?;
+    hosts.all(|h| h == first).then(|| first.to_string())
+}
+
+fn status_of(report: &FioReport) -> RunStatus {
+    match report.first_error() {
+        Some((job, errno)) => RunStatus::Failed(format!(
+            "fio job {job:?} reported error {errno} ({})",
+            errno_name(errno)
+        )),
+        None => RunStatus::Ok,
+    }
+}
+
+/// Imports `files` into `store`; see the module comment for host and kernel tags.
+pub fn import_files(
+    store: &mut Store,
+    files: &[PathBuf],
+    opts: &ImportOptions,
+) -> anyhow::Result<ImportSummary> {
+    if files.is_empty() {
+        bail!("no files to import");
+    }
+    let mut parsed = Vec::with_capacity(files.len());
+    let mut errors = Vec::new();
+    for f in files {
+        match read_one(f) {
+            Ok(p) => parsed.push(p),
+            Err(e) => errors.push(format!("{e:#}")),
+        }
+    }
+    if !errors.is_empty() {
+        bail!(
+            "nothing imported; {} of {} files could not be read:\n  {}",
+            errors.len(),
+            files.len(),
+            errors.join("\n  ")
+        );
+    }
+    let tag = |name: &str| {
+        opts.tags
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    };
+    let host = tag("host").unwrap_or_else(|| UNKNOWN.to_string());
+    let kernel = tag("kernel").unwrap_or_else(|| UNKNOWN.to_string());
+
+    let existing = match &opts.experiment {
+        Some(name) => store
+            .experiments()?
+            .into_iter()
+            .find(|e| &e.name == name && e.status == "imported"),
+        None => None,
+    };
+    let created = existing.is_none();
+    let (experiment_id, experiment_name, first_rep) = match existing {
+        Some(e) => {
+            let reps = store
+                .runs(e.id)?
+                .iter()
+                .map(|r| r.repetition)
+                .max()
+                .unwrap_or(0);
+            (e.id, e.name, reps + 1)
+        }
+        None => {
+            let name = opts.experiment.clone().unwrap_or_else(|| {
+                format!(
+                    "import of {} fio file{}",
+                    files.len(),
+                    if files.len() == 1 { "" } else { "s" }
+                )
+            });
+            let listing: String = files
+                .iter()
+                .map(|f| format!("# {}\n", f.display()))
+                .collect();
+            let id = store.create_experiment_with_status(
+                &NewExperiment {
+                    name: name.clone(),
+                    file_text: format!("# imported fio outputs\n{listing}"),
+                    seed: 0,
+                    planned_order: Value::Null,
+                    host: host.clone(),
+                    kernel: kernel.clone(),
+                },
+                "imported",
+            )?;
+            (id, name, 1)
+        }
+    };
+
+    let mut runs = Vec::with_capacity(parsed.len());
+    for (i, p) in parsed.into_iter().enumerate() {
+        let status = status_of(&p.report);
+        let metrics = if status == RunStatus::Ok {
+            p.report.metrics()
+        } else {
+            Vec::new()
+        };
+        let runtime_s = p
+            .report
+            .jobs
+            .iter()
+            .flat_map(|j| [j.read.runtime_ms, j.write.runtime_ms, j.trim.runtime_ms])
+            .max()
+            .unwrap_or(0) as f64
+            / 1000.0;
+        let end = p.timestamp.or(p.mtime).unwrap_or(0.0);
+        let mut tags: Vec<(String, String)> = Vec::new();
+        let run_host = tag("host")
+            .or_else(|| client_host(&p.report))
+            .unwrap_or_else(|| UNKNOWN.to_string());
+        tags.push(("host".into(), run_host));
+        tags.push(("kernel".into(), kernel.clone()));
+        for (n, v) in &opts.tags {
+            if n != "host" && n != "kernel" {
+                tags.retain(|(m, _)| m != n);
+                tags.push((n.clone(), v.clone()));
+            }
+        }
+        let run = NewRun {
+            experiment_id,
+            cell_key: BASE_CELL.to_string(),
+            cell_levels: Value::Object(Default::default()),
+            repetition: first_rep + i as u32,
+            warmup: false,
+            start_unix: end - runtime_s,
+            end_unix: end,
+            status: status.clone(),
+            fio_json: Some(p.text),
+            fio_command: None,
+            job_file: None,
+            tags,
+            metrics: metrics.clone(),
+            samples: Vec::new(),
+        };
+        let run_id = store
+            .insert_run(&run)
+            .with_context(|| format!("{}: storing the run", p.path.display()))?;
+        runs.push(ImportedRun {
+            file: p.path.display().to_string(),
+            run_id,
+            status: status.as_str().to_string(),
+            reason: status.reason().map(str::to_string),
+            metrics: metrics.len(),
+        });
+    }
+    Ok(ImportSummary {
+        experiment_id,
+        experiment_name,
+        created,
+        runs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_name_value_with_plain_names() {
+        assert_eq!(
+            parse_tag("kernel=6.1.0-13").unwrap(),
+            ("kernel".into(), "6.1.0-13".into())
+        );
+        assert!(parse_tag("kernel").is_err());
+        assert!(parse_tag("=x").is_err());
+        assert!(parse_tag("a b=x").is_err());
+        assert!(parse_tag("a=x,y").is_err());
+        assert!(parse_tag("a=").is_err());
+    }
+
+    #[test]
+    fn the_last_documents_timestamp_is_the_run_end() {
+        let text = "fio: warning\n{\"timestamp\": 10}\n{\"timestamp\": 12, \"jobs\": []}\n";
+        assert_eq!(last_timestamp(text), Some(12.0));
+        assert_eq!(last_timestamp("no json"), None);
+    }
+}

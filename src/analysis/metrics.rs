@@ -1,0 +1,151 @@
+//! Which metrics to show when the user names none, their units, and their values for a set
+//! of runs. Defaults are the figures the seeds' authors posted (IOPS, MB/s, mean and p99
+//! completion latency, %usr/%sys, interrupts/s), kept only when the runs measured them and
+//! not all zero (a read workload's `write_iops` is a true 0 and says nothing).
+
+use std::collections::HashMap;
+
+use anyhow::bail;
+
+use crate::store::Store;
+
+/// The default metrics, in display order (names from docs/architecture.md).
+pub const HEADLINE: &[&str] = &[
+    "read_iops",
+    "write_iops",
+    "read_bw_mbs",
+    "write_bw_mbs",
+    "read_clat_mean_us",
+    "read_clat_p99_us",
+    "write_clat_mean_us",
+    "write_clat_p99_us",
+    "usr_pct",
+    "sys_pct",
+    "irq_per_s",
+];
+
+/// The unit shown in headers, from the metric's stable name.
+pub fn unit(metric: &str) -> Option<&'static str> {
+    let table: [(&str, &str); 9] = [
+        ("_iops", "IO/s"),
+        ("_bw_mbs", "MB/s"),
+        ("mb_per_s", "MB/s"),
+        ("_us", "us"),
+        ("_ms", "ms"),
+        ("_pct", "%"),
+        ("_per_s", "1/s"),
+        ("_kb", "KiB"),
+        ("_qu_sz", "requests"),
+    ];
+    table
+        .iter()
+        .find(|(suffix, _)| metric.ends_with(suffix))
+        .map(|(_, u)| *u)
+}
+
+/// One metric's values by run id.
+pub type Values = HashMap<i64, f64>;
+
+pub fn values(store: &Store, run_ids: &[i64], metric: &str) -> anyhow::Result<Values> {
+    Ok(store.metric_values(run_ids, metric)?.into_iter().collect())
+}
+
+/// The metrics to use and their values: the requested ones (each must have values in every
+/// group given, else an error naming the metrics that do), or the headline metrics present
+/// and not all zero.
+pub fn choose(
+    store: &Store,
+    groups: &[(&str, &[i64])],
+    requested: &[String],
+) -> anyhow::Result<Vec<(String, Vec<Values>)>> {
+    let load = |m: &str| -> anyhow::Result<Vec<Values>> {
+        groups
+            .iter()
+            .map(|(_, ids)| values(store, ids, m))
+            .collect()
+    };
+    let mut out = Vec::new();
+    if requested.is_empty() {
+        for m in HEADLINE {
+            let v = load(m)?;
+            if v.iter().all(|g| !g.is_empty())
+                && v.iter().flat_map(|g| g.values()).any(|x| *x != 0.0)
+            {
+                out.push((m.to_string(), v));
+            }
+        }
+        if out.is_empty() {
+            bail!(
+                "none of the default metrics has values in {}; metrics present: {}",
+                describe(groups),
+                present(store, groups)?.join(", ")
+            );
+        }
+        return Ok(out);
+    }
+    for m in requested {
+        let v = load(m)?;
+        if let Some(((label, _), _)) = groups.iter().zip(&v).find(|(_, g)| g.is_empty()) {
+            let have = present(store, groups)?;
+            bail!(
+                "metric {m:?} has no values in {label}; metrics present{}: {}",
+                if groups.len() > 1 {
+                    " in every group"
+                } else {
+                    ""
+                },
+                if have.is_empty() {
+                    "none (no successful runs)".to_string()
+                } else {
+                    have.join(", ")
+                }
+            );
+        }
+        out.push((m.clone(), v));
+    }
+    Ok(out)
+}
+
+fn describe(groups: &[(&str, &[i64])]) -> String {
+    groups
+        .iter()
+        .map(|(l, _)| *l)
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
+/// Metric names with values in every group (for error messages; not on the fast path).
+pub fn present(store: &Store, groups: &[(&str, &[i64])]) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for name in store.metric_names()? {
+        let mut everywhere = true;
+        for (_, ids) in groups {
+            if store.metric_values(ids, &name)?.is_empty() {
+                everywhere = false;
+                break;
+            }
+        }
+        if everywhere {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_follow_the_documented_names() {
+        assert_eq!(unit("read_iops"), Some("IO/s"));
+        assert_eq!(unit("write_bw_mbs"), Some("MB/s"));
+        assert_eq!(unit("read_clat_p99_us"), Some("us"));
+        assert_eq!(unit("dev_r_await_ms"), Some("ms"));
+        assert_eq!(unit("sys_pct"), Some("%"));
+        assert_eq!(unit("irq_per_s"), Some("1/s"));
+        assert_eq!(unit("dev_rmb_per_s"), Some("MB/s"));
+        assert_eq!(unit("dev_avg_rq_kb"), Some("KiB"));
+        assert_eq!(unit("mystery"), None);
+    }
+}

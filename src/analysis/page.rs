@@ -1,0 +1,324 @@
+//! `iolab report ID`: everything about one experiment on one offline page — where it ran and
+//! what could make its numbers noisy (preflight findings), the tables `show` prints, each
+//! factor's levels compared against its first level (the question the experiment was run to
+//! answer, with CIs, p-values and verdicts over one Benjamini–Hochberg family), and the charts.
+//! A chart or section that cannot be made says why instead of disappearing.
+
+use serde::Serialize;
+
+use crate::report::html;
+use crate::store::time::format_utc;
+use crate::store::Store;
+
+use super::cells::{group, CellRuns, Factor};
+use super::compare::{compare_cells, long_table, Compared};
+use super::metrics::{self, Values};
+use super::plots::{plot, Kind, PlotRequest};
+use super::show::{detail_table, layout, load, pivot_tables, summarise, Loaded};
+
+#[derive(Debug, Clone, Default)]
+pub struct ReportOptions {
+    pub metrics: Vec<String>,
+    pub min_effect_pct: f64,
+}
+
+/// What went into the page, for `--json` and tests.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportSummary {
+    pub experiment: i64,
+    pub metrics: Vec<String>,
+    pub tables: usize,
+    pub comparisons: usize,
+    pub figures: Vec<String>,
+    pub missing_figures: Vec<String>,
+    pub bytes: usize,
+}
+
+/// Each varying factor's levels against its first level, matched on the other factors.
+pub fn factor_comparisons(
+    loaded: &Loaded,
+    chosen: &[(String, Vec<Values>)],
+    min_effect_pct: f64,
+) -> anyhow::Result<(Vec<Compared>, Vec<String>)> {
+    let mut all = Vec::new();
+    let mut notes = Vec::new();
+    let triples: Vec<(String, Values, Values)> = chosen
+        .iter()
+        .map(|(m, v)| (m.clone(), v[0].clone(), v[0].clone()))
+        .collect();
+    for f in loaded.varying() {
+        let others: Vec<Factor> = loaded
+            .factors
+            .iter()
+            .filter(|o| o.name != f.name)
+            .cloned()
+            .collect();
+        let runs_at = |level: &str| -> Vec<CellRuns> {
+            let runs: Vec<_> = loaded
+                .runs
+                .iter()
+                .filter(|r| {
+                    super::cells::run_levels(r)
+                        .get(&f.name)
+                        .is_some_and(|l| l == level)
+                })
+                .cloned()
+                .collect();
+            group(&runs, &others)
+        };
+        let base_level = &f.levels[0];
+        let base = runs_at(base_level);
+        for level in &f.levels[1..] {
+            let cand = runs_at(level);
+            let (mut cmp, skipped) = compare_cells(&base, &cand, &triples, min_effect_pct)?;
+            for c in &mut cmp {
+                let at = if c.cell == "all" {
+                    String::new()
+                } else {
+                    format!(" at {}", c.cell)
+                };
+                c.cell = format!("{}: {base_level} -> {level}{at}", f.name);
+                c.short_cell = c.cell.clone();
+            }
+            notes.extend(
+                skipped
+                    .into_iter()
+                    .map(|s| format!("{}: {base_level} -> {level}: {s}", f.name)),
+            );
+            all.extend(cmp);
+        }
+    }
+    // One family for the whole page: re-adjust across factors.
+    let mut cmps: Vec<_> = all.iter().map(|c| c.comparison.clone()).collect();
+    crate::stats::compare::adjust_family(&mut cmps);
+    for (o, c) in all.iter_mut().zip(cmps) {
+        o.comparison = c;
+    }
+    Ok((all, notes))
+}
+
+fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String> {
+    let e = &loaded.experiment;
+    let mut out = String::from("<section id=\"environment\">\n<h2>Environment</h2>\n");
+    out.push_str("<table class=\"meta\">\n<tbody>\n");
+    let rows: Vec<(&str, String)> = vec![
+        ("experiment", format!("{} \"{}\"", e.id, e.name)),
+        ("status", e.status.clone()),
+        ("created (UTC)", format_utc(e.created_unix)),
+        ("host", e.host.clone()),
+        ("kernel", e.kernel.clone()),
+        ("seed", e.seed.to_string()),
+        (
+            "runs",
+            format!(
+                "{} ok, {} failed, {} not applicable",
+                e.runs_ok, e.runs_failed, e.runs_not_applicable
+            ),
+        ),
+        ("factors", loaded.factor_list()),
+    ];
+    for (k, v) in rows {
+        out.push_str(&format!(
+            "<tr><th>{}</th><td>{}</td></tr>\n",
+            html::escape(k),
+            html::escape(&v)
+        ));
+    }
+    out.push_str("</tbody>\n</table>\n");
+    let env = store.environment(e.id)?;
+    out.push_str("<h3 id=\"preflight\">Preflight findings</h3>\n");
+    if env.is_empty() {
+        out.push_str(
+            "<p class=\"missing\">No environment findings were recorded with this experiment \
+             (imported runs carry none).</p>\n",
+        );
+    } else {
+        out.push_str(
+            "<table class=\"preflight\">\n<thead><tr><th>what</th><th>value</th>\
+             <th>severity</th><th>advice</th></tr></thead>\n<tbody>\n",
+        );
+        for f in &env {
+            let sev = f.severity.as_deref().unwrap_or("");
+            let class = match sev {
+                "warn" | "warning" => " class=\"warn\"",
+                "bad" | "error" | "critical" => " class=\"bad\"",
+                _ => "",
+            };
+            out.push_str(&format!(
+                "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                html::escape(&f.key),
+                long_value(&f.value),
+                html::escape(sev),
+                html::escape(f.advice.as_deref().unwrap_or(""))
+            ));
+        }
+        out.push_str("</tbody>\n</table>\n");
+    }
+    out.push_str("</section>\n");
+    Ok(out)
+}
+
+/// Long values (the stored plan, a process list) fold into a `<details>`: readable without
+/// scripts, out of the way until opened.
+fn long_value(value: &str) -> String {
+    const SHORT: usize = 120;
+    if value.chars().count() <= SHORT {
+        return html::escape(value);
+    }
+    let head: String = value.chars().take(SHORT).collect();
+    format!(
+        "<details><summary>{}&hellip; ({} characters)</summary><pre>{}</pre></details>",
+        html::escape(&head),
+        value.chars().count(),
+        html::escape(value)
+    )
+}
+
+fn missing(what: &str, why: &anyhow::Error) -> String {
+    format!(
+        "<p class=\"missing\">{}: not drawn: {}</p>\n",
+        html::escape(what),
+        html::escape(&format!("{why:#}"))
+    )
+}
+
+/// Builds the page; returns the HTML and what went into it.
+pub fn report(
+    store: &Store,
+    id: i64,
+    opts: &ReportOptions,
+) -> anyhow::Result<(String, ReportSummary)> {
+    let loaded = load(store, id)?;
+    let ok = loaded.ok_run_ids();
+    let label = format!("experiment {id}");
+    let mut body = format!(
+        "<h1>iolab report: experiment {} &ldquo;{}&rdquo;</h1>\n",
+        id,
+        html::escape(&loaded.experiment.name)
+    );
+    body.push_str(&environment_section(store, &loaded)?);
+    let mut summary = ReportSummary {
+        experiment: id,
+        metrics: Vec::new(),
+        tables: 0,
+        comparisons: 0,
+        figures: Vec::new(),
+        missing_figures: Vec::new(),
+        bytes: 0,
+    };
+    if ok.is_empty() {
+        body.push_str(&format!(
+            "<p class=\"missing\">No successful runs: {} failed, {} not applicable.</p>\n",
+            loaded.experiment.runs_failed, loaded.experiment.runs_not_applicable
+        ));
+    } else {
+        let chosen = metrics::choose(store, &[(&label, &ok)], &opts.metrics)?;
+        summary.metrics = chosen.iter().map(|(m, _)| m.clone()).collect();
+        let lay = layout(&loaded, None, None)?;
+
+        body.push_str("<section id=\"results\">\n<h2>Results</h2>\n");
+        for (m, vals) in &chosen {
+            let mc = summarise(&loaded, m, &vals[0])?;
+            body.push_str(&format!("<h3>{}</h3>\n", html::escape(m)));
+            if let Some(l) = &lay {
+                for t in pivot_tables(&loaded, l, &mc) {
+                    body.push_str(&html::table(&t, "pivot"));
+                    summary.tables += 1;
+                }
+            }
+            body.push_str(&html::table(&detail_table(&loaded, &mc), "cells"));
+            summary.tables += 1;
+            let req = PlotRequest {
+                metric: Some(m.clone()),
+                ..PlotRequest::new(Kind::Bars)
+            };
+            match plot(store, &loaded, &req) {
+                Ok(svg) => {
+                    body.push_str(&html::figure(&svg, &format!("{m}: mean per cell, 95% CI")));
+                    summary.figures.push(format!("bars {m}"));
+                }
+                Err(e) => {
+                    body.push_str(&missing(&format!("bars of {m}"), &e));
+                    summary.missing_figures.push(format!("bars {m}"));
+                }
+            }
+        }
+        body.push_str("</section>\n");
+
+        body.push_str("<section id=\"comparisons\">\n<h2>Comparisons between levels</h2>\n");
+        let (cmps, notes) = factor_comparisons(&loaded, &chosen, opts.min_effect_pct)?;
+        if cmps.is_empty() {
+            body.push_str(
+                "<p class=\"missing\">Nothing to compare: no factor has two levels with \
+                 successful runs in matching cells.</p>\n",
+            );
+        } else {
+            let mut t = long_table(
+                "each level against the factor's first level (baseline)",
+                &cmps,
+            );
+            t.notes.extend(notes);
+            body.push_str(&html::table(&t, "comparisons"));
+            summary.comparisons = cmps.len();
+        }
+        body.push_str("</section>\n");
+
+        body.push_str("<section id=\"plots\">\n<h2>Charts</h2>\n");
+        let mut extra: Vec<(String, PlotRequest)> = Vec::new();
+        if loaded.varying().iter().any(|f| {
+            f.levels
+                .iter()
+                .all(|l| super::cells::numeric_value(l).is_some())
+        }) {
+            extra.push((
+                "metric against a numeric factor".into(),
+                PlotRequest {
+                    metric: Some(chosen[0].0.clone()),
+                    ..PlotRequest::new(Kind::Lines)
+                },
+            ));
+        }
+        let dir = if chosen.iter().any(|(m, _)| m.starts_with("read")) {
+            "read_iops"
+        } else {
+            "write_iops"
+        };
+        extra.push((
+            "completion latency CDF".into(),
+            PlotRequest {
+                metric: Some(dir.into()),
+                ..PlotRequest::new(Kind::Latency)
+            },
+        ));
+        extra.push((
+            "interrupts per CPU over time".into(),
+            PlotRequest::new(Kind::Heatmap),
+        ));
+        extra.push(("CPU time per CPU".into(), PlotRequest::new(Kind::Cpu)));
+        for (what, req) in extra {
+            match plot(store, &loaded, &req) {
+                Ok(svg) => {
+                    body.push_str(&html::figure(&svg, &what));
+                    summary.figures.push(what);
+                }
+                Err(e) => {
+                    body.push_str(&missing(&what, &e));
+                    summary.missing_figures.push(what);
+                }
+            }
+        }
+        body.push_str("</section>\n");
+    }
+    body.push_str(&format!(
+        "<footer>Made by iolab {} from {}. Medians, CIs and p-values as described under each \
+         table; nothing on this page loads anything from a network.</footer>\n",
+        env!("CARGO_PKG_VERSION"),
+        html::escape(store.path())
+    ));
+    let page = html::page(
+        &format!("iolab report: experiment {id} {}", loaded.experiment.name),
+        &body,
+    );
+    summary.bytes = page.len();
+    Ok((page, summary))
+}

@@ -1,0 +1,548 @@
+//! From one stored experiment to the charts people post (issue 4): bars with CI whiskers per
+//! cell, a metric against a numeric factor with one line per variant, completion-latency CDFs
+//! from fio's json+ bins merged exactly across repetitions, a per-CPU interrupt-rate heatmap,
+//! and a per-CPU time breakdown. The drawing lives in `report::plot`; this module picks the
+//! data and says clearly when it is not there (imported runs have no sampled series; plain
+//! `json` output has no histogram bins).
+//!
+//! Sampled series as the run loop stores them (`experiment::run::record::series`, one per run
+//! and key, offsets at the end of each interval): kind `irq`, key `IRQ/cpuN` in interrupts/s
+//! (and `all`, the total, which the per-CPU heatmap does not need); kind `cpu`, key
+//! `cpuN/usr_pct` ... `cpuN/idle_pct` in percent of that CPU's time (and `all/...`).
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context};
+
+use crate::report::plot::{
+    bars_with_ci, cpu_breakdown, irq_heatmap, latency_cdf, metric_vs_factor, Bar, RateGrid, Series,
+    SeriesPoint,
+};
+use crate::stats::LatencyHistogram;
+use crate::store::{SampleSeries, Store};
+use crate::workload::fio_json::{self, Dir};
+
+use super::cells::{has_size_suffix, numeric_value, Factor};
+use super::metrics;
+use super::show::{summarise, Loaded};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    /// Mean per cell with 95% CI whiskers (seeds/000's r/s and %sys).
+    Bars,
+    /// A metric against a numeric factor, one line per variant (seeds/004).
+    Lines,
+    /// Completion-latency CDF per cell from merged json+ histograms.
+    Latency,
+    /// Interrupts/s per CPU over time for one run (seeds/002).
+    Heatmap,
+    /// Per-CPU time breakdown (usr, sys, irq, softirq, iowait, idle) for one run.
+    Cpu,
+}
+
+#[derive(Debug, Clone)]
+pub struct PlotRequest {
+    pub kind: Kind,
+    pub metric: Option<String>,
+    /// `lines`: the numeric factor on the x axis.
+    pub x: Option<String>,
+    /// `bars`: the factor that colours bars; `lines`: the factor that makes the lines.
+    pub by: Option<String>,
+    /// `heatmap`/`cpu`: which run (default: the first successful run with samples).
+    pub run: Option<i64>,
+    /// `heatmap`: only this IRQ (as named in /proc/interrupts: `45`, `LOC`, ...).
+    pub irq: Option<String>,
+    /// `lines`: more experiments drawn on the same axes, one set of lines each.
+    pub with: Vec<i64>,
+}
+
+impl PlotRequest {
+    pub fn new(kind: Kind) -> Self {
+        PlotRequest {
+            kind,
+            metric: None,
+            x: None,
+            by: None,
+            run: None,
+            irq: None,
+            with: Vec::new(),
+        }
+    }
+}
+
+/// The SVG document for `req`.
+pub fn plot(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    if !req.with.is_empty() && req.kind != Kind::Lines {
+        bail!("--with draws several experiments on one chart; only --kind lines supports it");
+    }
+    let svg = match req.kind {
+        Kind::Bars => bars(store, loaded, req)?,
+        Kind::Lines => lines(store, loaded, req)?,
+        Kind::Latency => latency(store, loaded, req)?,
+        Kind::Heatmap => heatmap(store, loaded, req)?,
+        Kind::Cpu => cpu(store, loaded, req)?,
+    };
+    Ok(svg)
+}
+
+fn metric_of(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let ids = loaded.ok_run_ids();
+    if ids.is_empty() {
+        bail!("experiment {} has no successful runs", loaded.experiment.id);
+    }
+    let requested: Vec<String> = req.metric.iter().cloned().collect();
+    let label = format!("experiment {}", loaded.experiment.id);
+    let chosen = metrics::choose(store, &[(&label, &ids)], &requested)?;
+    Ok(chosen[0].0.clone())
+}
+
+fn y_label(metric: &str) -> String {
+    match metrics::unit(metric) {
+        Some(u) => format!("{metric} [{u}]"),
+        None => metric.to_string(),
+    }
+}
+
+fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let metric = metric_of(store, loaded, req)?;
+    let values = metrics::values(store, &loaded.ok_run_ids(), &metric)?;
+    let mc = summarise(loaded, &metric, &values)?;
+    let by: Option<&Factor> = match &req.by {
+        Some(name) => Some(loaded.factor(name)?),
+        None => loaded.varying().first().copied(),
+    };
+    let mut bars = Vec::new();
+    let mut missing = Vec::new();
+    for (cell, s) in loaded.cells.iter().zip(&mc.summaries) {
+        let Some(s) = s else {
+            missing.push(cell.short_label());
+            continue;
+        };
+        let group = by
+            .and_then(|f| {
+                let l = cell.level(&f.name)?;
+                f.levels.iter().position(|x| x == l)
+            })
+            .unwrap_or(0);
+        bars.push(Bar {
+            label: cell.short_label(),
+            value: s.mean,
+            ci: s.ci_mean.map(|c| (c.low, c.high)),
+            group,
+            outliers: !s.outliers.is_empty(),
+        });
+    }
+    let cells_named = if loaded.factors.is_empty() {
+        "all runs".to_string()
+    } else {
+        loaded
+            .factors
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let mut title = format!("{metric} per {cells_named}: mean, 95% CI");
+    if !missing.is_empty() {
+        title.push_str(&format!(" (no value: {})", missing.join(", ")));
+    }
+    Ok(bars_with_ci(&title, &y_label(&metric), &bars)?)
+}
+
+fn lines(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let metric = metric_of(store, loaded, req)?;
+    let numeric = |f: &Factor| f.levels.iter().all(|l| numeric_value(l).is_some());
+    let x = match &req.x {
+        Some(name) => {
+            let f = loaded.factor(name)?;
+            if !numeric(f) {
+                bail!(
+                    "factor {name:?} has levels that are not numbers ({}); lines need a numeric factor on the x axis",
+                    f.levels.join(", ")
+                );
+            }
+            f
+        }
+        // Sizes (bs = 4k, 64k, 1m) are the usual x axis; other numbers (rq_affinity = 0,
+        // 1, 2) are often codes, so they come second.
+        None => loaded
+            .varying()
+            .into_iter()
+            .filter(|f| numeric(f))
+            .min_by_key(|f| !f.levels.iter().any(|l| has_size_suffix(l)))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "experiment {} has no factor with numeric levels for the x axis; factors: {}",
+                    loaded.experiment.id,
+                    loaded.factor_list()
+                )
+            })?,
+    };
+    let by: Vec<&Factor> = match &req.by {
+        Some(name) => vec![loaded.factor(name)?],
+        None => loaded.factors.iter().filter(|f| f.name != x.name).collect(),
+    };
+    let sizes = x.levels.iter().any(|l| has_size_suffix(l));
+    let scale = if sizes { 1024.0 } else { 1.0 };
+    let mut series: BTreeMap<Vec<usize>, Series> = BTreeMap::new();
+    let mut experiments = vec![loaded.clone()];
+    for &id in &req.with {
+        let other = super::show::load(store, id)?;
+        if other.factor(&x.name).is_err() {
+            bail!(
+                "experiment {id} has no factor {:?} to put on the x axis; its factors: {}",
+                x.name,
+                other.factor_list()
+            );
+        }
+        experiments.push(other);
+    }
+    let labels = variant_labels(store, &experiments)?;
+    for (e, exp) in experiments.iter().enumerate() {
+        let values = metrics::values(store, &exp.ok_run_ids(), &metric)?;
+        let mc = summarise(exp, &metric, &values)?;
+        for (cell, s) in exp.cells.iter().zip(&mc.summaries) {
+            let (Some(s), Some(level)) = (s, cell.level(&x.name)) else {
+                continue;
+            };
+            let Some(xv) = numeric_value(level) else {
+                continue;
+            };
+            let mut key = vec![e];
+            key.extend(by.iter().map(|f| {
+                cell.level(&f.name)
+                    .and_then(|l| f.levels.iter().position(|x| x == l))
+                    .unwrap_or(usize::MAX)
+            }));
+            let mut parts: Vec<String> = labels.get(e).cloned().into_iter().collect();
+            parts.extend(
+                by.iter()
+                    .filter_map(|f| cell.level(&f.name).map(|l| format!("{}={l}", f.name))),
+            );
+            let name = if parts.is_empty() {
+                metric.clone()
+            } else {
+                parts.join(" ")
+            };
+            series
+                .entry(key)
+                .or_insert_with(|| Series {
+                    name,
+                    points: Vec::new(),
+                })
+                .points
+                .push(SeriesPoint {
+                    x: xv / scale,
+                    y: s.mean,
+                    ci: s.ci_mean.map(|c| (c.low, c.high)),
+                });
+        }
+    }
+    let mut series: Vec<Series> = series.into_values().collect();
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
+    }
+    let xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.x))
+        .collect();
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let log_x = lo > 0.0 && hi / lo >= 8.0;
+    let x_label = if sizes {
+        format!("{} [KiB]", x.name)
+    } else {
+        x.name.clone()
+    };
+    let title = format!("{metric} vs {}: mean, 95% CI", x.name);
+    Ok(metric_vs_factor(
+        &title,
+        &x_label,
+        &y_label(&metric),
+        &series,
+        log_x,
+    )?)
+}
+
+/// How to tell experiments apart in a legend (seeds/004: stock vs backported kernel): the
+/// first run tag whose value differs between them (user tags before `kernel` and `host`),
+/// else the experiment id. Empty when only one experiment is drawn.
+fn variant_labels(store: &Store, experiments: &[Loaded]) -> anyhow::Result<Vec<String>> {
+    if experiments.len() < 2 {
+        return Ok(Vec::new());
+    }
+    let mut tags: Vec<BTreeMap<String, String>> = Vec::new();
+    for e in experiments {
+        let first = e.runs.first().map(|r| r.id);
+        let t = match first {
+            Some(id) => store.run_tags(id)?.into_iter().collect(),
+            None => BTreeMap::new(),
+        };
+        tags.push(t);
+    }
+    let mut names: Vec<&String> = tags[0]
+        .keys()
+        .filter(|n| *n != "kernel" && *n != "host")
+        .collect();
+    names.sort();
+    let kernel = "kernel".to_string();
+    let host = "host".to_string();
+    names.push(&kernel);
+    names.push(&host);
+    for name in names {
+        let values: Vec<Option<&String>> = tags.iter().map(|t| t.get(name)).collect();
+        let distinct: std::collections::BTreeSet<&String> =
+            values.iter().flatten().copied().collect();
+        if values.iter().all(Option::is_some) && distinct.len() == experiments.len() {
+            return Ok(values
+                .into_iter()
+                .flatten()
+                .map(|v| format!("{name}={v}"))
+                .collect());
+        }
+    }
+    Ok(experiments
+        .iter()
+        .map(|e| format!("experiment {}", e.experiment.id))
+        .collect())
+}
+
+fn latency(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let dir = match req.metric.as_deref() {
+        Some(m) if m.starts_with("write") => Dir::Write,
+        Some(m) if m.starts_with("read") => Dir::Read,
+        Some(m) => {
+            bail!("--metric {m:?}: a latency plot takes read_... or write_... (the direction)")
+        }
+        None => Dir::Read,
+    };
+    let mut series = Vec::new();
+    let mut without_bins = 0usize;
+    for cell in &loaded.cells {
+        // One cell at a time (memory stays bounded), its runs parsed on every core.
+        let mut texts = Vec::with_capacity(cell.ok.len());
+        for &id in &cell.ok {
+            match store.run_texts(id)?.and_then(|t| t.fio_json) {
+                Some(text) => texts.push((id, text)),
+                None => without_bins += 1,
+            }
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = texts.len().div_ceil(threads).max(1);
+        let parsed: Vec<anyhow::Result<Option<std::collections::BTreeMap<u64, u64>>>> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = texts
+                    .chunks(chunk)
+                    .map(|part| {
+                        s.spawn(move || {
+                            part.iter()
+                                .map(|(id, text)| {
+                                    fio_json::clat_bins(text, dir)
+                                        .with_context(|| format!("run {id}: stored fio output"))
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            });
+        let mut merged = LatencyHistogram::new();
+        for bins in parsed {
+            match bins? {
+                Some(b) => merged.merge(&LatencyHistogram::from_pairs(b)),
+                None => without_bins += 1,
+            }
+        }
+        if !merged.is_empty() {
+            series.push((cell.label(), merged));
+        }
+    }
+    if series.is_empty() {
+        bail!(
+            "experiment {}: no {} completion-latency histograms ({} runs without clat_ns.bins); \
+             they come from fio --output-format=json+",
+            loaded.experiment.id,
+            dir.name(),
+            without_bins
+        );
+    }
+    let title = format!("{} completion latency, merged over repetitions", dir.name());
+    Ok(latency_cdf(&title, &series)?)
+}
+
+/// The run a per-run chart shows: `--run`, else the first successful run with `kind` series.
+fn run_with_samples(
+    store: &Store,
+    loaded: &Loaded,
+    req: &PlotRequest,
+    kind: &str,
+) -> anyhow::Result<(i64, Vec<SampleSeries>)> {
+    if let Some(id) = req.run {
+        if !loaded.runs.iter().any(|r| r.id == id) {
+            bail!("run {id} is not in experiment {}", loaded.experiment.id);
+        }
+        let s: Vec<SampleSeries> = store
+            .samples(id)?
+            .into_iter()
+            .filter(|s| s.kind == kind)
+            .collect();
+        if s.is_empty() {
+            bail!("run {id} has no sampled {kind} series");
+        }
+        return Ok((id, s));
+    }
+    for id in loaded.ok_run_ids() {
+        let s: Vec<SampleSeries> = store
+            .samples(id)?
+            .into_iter()
+            .filter(|s| s.kind == kind)
+            .collect();
+        if !s.is_empty() {
+            return Ok((id, s));
+        }
+    }
+    bail!(
+        "experiment {} has no sampled {kind} series (imported fio outputs carry none)",
+        loaded.experiment.id
+    )
+}
+
+fn cell_of(loaded: &Loaded, run: i64) -> String {
+    loaded
+        .cells
+        .iter()
+        .find(|c| c.ok.contains(&run))
+        .map(|c| c.label())
+        .unwrap_or_default()
+}
+
+/// `cpu12` -> 12.
+fn cpu_number(text: &str) -> Option<u32> {
+    text.strip_prefix("cpu")?.parse().ok()
+}
+
+fn heatmap(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let (run, series) = run_with_samples(store, loaded, req, "irq")?;
+    let mut per_cpu: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut times: Vec<f64> = Vec::new();
+    let mut irqs: Vec<String> = Vec::new();
+    for s in &series {
+        let Some((irq, cpu)) = s.key.split_once('/') else {
+            continue;
+        };
+        let Some(cpu) = cpu_number(cpu) else {
+            continue;
+        };
+        if !irqs.iter().any(|i| i == irq) {
+            irqs.push(irq.to_string());
+        }
+        if req.irq.as_deref().is_some_and(|want| want != irq) {
+            continue;
+        }
+        if times.len() < s.t_offsets.len() {
+            times = s.t_offsets.clone();
+        }
+        let row = per_cpu.entry(cpu).or_default();
+        if row.len() < s.values.len() {
+            row.resize(s.values.len(), 0.0);
+        }
+        for (slot, v) in row.iter_mut().zip(&s.values) {
+            *slot += v;
+        }
+    }
+    if per_cpu.is_empty() {
+        bail!(
+            "run {run} has no interrupt series{}; IRQs sampled: {}",
+            req.irq
+                .as_deref()
+                .map(|i| format!(" for IRQ {i}"))
+                .unwrap_or_default(),
+            irqs.join(", ")
+        );
+    }
+    let n = times.len();
+    let mut times_s = vec![0.0];
+    times_s.extend(&times);
+    if times_s.windows(2).any(|w| w[0] >= w[1]) {
+        // Offsets that start at 0 describe the reading times, not interval ends.
+        times_s.remove(0);
+    }
+    let intervals = times_s.len() - 1;
+    let grid = RateGrid {
+        cpus: per_cpu.keys().copied().collect(),
+        times_s,
+        rates: per_cpu
+            .values()
+            .map(|row| {
+                (0..intervals)
+                    .map(|i| row.get(i + n - intervals).copied())
+                    .collect()
+            })
+            .collect(),
+    };
+    let what = req
+        .irq
+        .as_deref()
+        .map(|i| format!("IRQ {i}"))
+        .unwrap_or_else(|| "all interrupts".to_string());
+    let title = format!("{what} per CPU, run {run} ({})", cell_of(loaded, run));
+    Ok(irq_heatmap(&title, "interrupts/s", &grid)?)
+}
+
+/// Categories in the order /proc/stat lists them, then any others.
+const CPU_ORDER: [&str; 8] = [
+    "usr", "nice", "sys", "irq", "softirq", "iowait", "steal", "idle",
+];
+
+fn cpu(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let (run, series) = run_with_samples(store, loaded, req, "cpu")?;
+    let mut shares: BTreeMap<u32, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut cats: Vec<String> = Vec::new();
+    for s in &series {
+        let Some((cpu, cat)) = s.key.split_once('/') else {
+            continue;
+        };
+        let Some(cpu) = cpu_number(cpu) else {
+            continue;
+        };
+        let cat = cat.strip_suffix("_pct").unwrap_or(cat);
+        if s.values.is_empty() {
+            continue;
+        }
+        let mean = s.values.iter().sum::<f64>() / s.values.len() as f64;
+        shares.entry(cpu).or_default().insert(cat.to_string(), mean);
+        if !cats.iter().any(|c| c == cat) {
+            cats.push(cat.to_string());
+        }
+    }
+    if shares.is_empty() {
+        bail!("run {run} has no per-CPU series (keys cpuN/CATEGORY)");
+    }
+    cats.sort_by_key(|c| {
+        CPU_ORDER
+            .iter()
+            .position(|o| o == c)
+            .unwrap_or(CPU_ORDER.len())
+    });
+    let cpus: Vec<u32> = shares.keys().copied().collect();
+    let rows: Vec<Vec<f64>> = shares
+        .values()
+        .map(|m| {
+            cats.iter()
+                .map(|c| m.get(c).copied().unwrap_or(0.0))
+                .collect()
+        })
+        .collect();
+    let cat_refs: Vec<&str> = cats.iter().map(String::as_str).collect();
+    let title = format!(
+        "CPU time per CPU, run {run} ({}), mean over the run",
+        cell_of(loaded, run)
+    );
+    Ok(cpu_breakdown(&title, &cpus, &cat_refs, &rows)?)
+}

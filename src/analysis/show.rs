@@ -1,0 +1,615 @@
+//! `iolab show ID`: one experiment as the tables people post — a metric by one factor in rows
+//! and another in columns (seeds/000's "r/s: rq=0/1 x QAF on/near/far"), each cell with its
+//! 95% CI and outlier mark — and, per metric, every cell's n, mean, median, stddev, CV and CI.
+//! Cells that cannot be realised here say `n/a` with the reason; failed runs are counted and
+//! named, never silently left out.
+
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+use serde_json::{json, Value};
+
+use crate::report::pivot::{pivot_cells, PivotCell, PivotSpec};
+use crate::report::table::{Cell, Column, Table};
+use crate::stats::{summarize, Summary};
+use crate::store::{Experiment, Run, Store};
+
+use super::cells::{declared_factors, factors_of, group, CellRuns, Factor};
+use super::metrics::{self, Values};
+
+/// One experiment's runs grouped into cells; shared by `show`, `plot` and `report`.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub experiment: Experiment,
+    pub factors: Vec<Factor>,
+    pub cells: Vec<CellRuns>,
+    pub runs: Vec<Run>,
+}
+
+impl Loaded {
+    pub fn ok_run_ids(&self) -> Vec<i64> {
+        self.cells
+            .iter()
+            .flat_map(|c| c.ok.iter().copied())
+            .collect()
+    }
+
+    /// Factors with more than one level: the ones a table or chart can spread out.
+    pub fn varying(&self) -> Vec<&Factor> {
+        self.factors.iter().filter(|f| f.levels.len() > 1).collect()
+    }
+
+    pub fn factor(&self, name: &str) -> anyhow::Result<&Factor> {
+        self.factors.iter().find(|f| f.name == name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "experiment {} has no factor {name:?}; its factors: {}",
+                self.experiment.id,
+                self.factor_list()
+            )
+        })
+    }
+
+    pub fn factor_list(&self) -> String {
+        if self.factors.is_empty() {
+            "none (all runs are one cell)".to_string()
+        } else {
+            self.factors
+                .iter()
+                .map(|f| format!("{} ({})", f.name, f.levels.join(", ")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
+}
+
+pub fn load(store: &Store, id: i64) -> anyhow::Result<Loaded> {
+    let experiment = store.experiment(id)?;
+    let (file_text, _) = store.experiment_texts(id)?;
+    let runs: Vec<Run> = store.runs(id)?.into_iter().filter(|r| !r.warmup).collect();
+    if runs.is_empty() {
+        bail!("experiment {id} \"{}\" has no runs stored", experiment.name);
+    }
+    let factors = factors_of(&declared_factors(&file_text), &runs);
+    let cells = group(&runs, &factors);
+    Ok(Loaded {
+        experiment,
+        factors,
+        cells,
+        runs,
+    })
+}
+
+/// One metric summarised per cell (same order as `Loaded::cells`); `None` where the cell has
+/// no successful run with that metric.
+#[derive(Debug, Clone)]
+pub struct MetricCells {
+    pub metric: String,
+    pub summaries: Vec<Option<Summary>>,
+    /// The run ids behind each summary, in the order given to `summarize` (outlier indices
+    /// point into it).
+    pub run_ids: Vec<Vec<i64>>,
+}
+
+pub fn summarise(loaded: &Loaded, metric: &str, values: &Values) -> anyhow::Result<MetricCells> {
+    let mut summaries = Vec::with_capacity(loaded.cells.len());
+    let mut run_ids = Vec::with_capacity(loaded.cells.len());
+    for c in &loaded.cells {
+        let ids: Vec<i64> =
+            c.ok.iter()
+                .copied()
+                .filter(|id| values.contains_key(id))
+                .collect();
+        let v: Vec<f64> = ids.iter().map(|id| values[id]).collect();
+        summaries.push(if v.is_empty() {
+            None
+        } else {
+            Some(summarize(&v).map_err(|e| anyhow::anyhow!("{metric} in {}: {e}", c.label()))?)
+        });
+        run_ids.push(ids);
+    }
+    Ok(MetricCells {
+        metric: metric.to_string(),
+        summaries,
+        run_ids,
+    })
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ShowOptions {
+    pub metrics: Vec<String>,
+    pub rows: Option<String>,
+    pub cols: Option<String>,
+}
+
+/// Everything `show` prints, in each format.
+#[derive(Debug, Clone)]
+pub struct Shown {
+    pub header: String,
+    pub tables: Vec<Table>,
+    pub json: Value,
+    pub csv: String,
+}
+
+impl Shown {
+    pub fn text(&self) -> String {
+        let mut out = self.header.clone();
+        for t in &self.tables {
+            out.push('\n');
+            out.push_str(&t.render_text(crate::report::table::MAX_WIDTH));
+        }
+        out
+    }
+}
+
+/// The pivot layout: which factor goes in rows, which in columns, and the others held fixed.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub rows: Factor,
+    pub cols: Factor,
+    pub fixed: Vec<Factor>,
+}
+
+/// Resolves `--rows`/`--cols`; `None` when the experiment varies fewer than two factors and
+/// none was asked for.
+pub fn layout(
+    loaded: &Loaded,
+    rows: Option<&str>,
+    cols: Option<&str>,
+) -> anyhow::Result<Option<Layout>> {
+    let varying = loaded.varying();
+    for name in [rows, cols].into_iter().flatten() {
+        loaded.factor(name)?;
+    }
+    if rows.is_some() && rows == cols {
+        bail!(
+            "--rows and --cols name the same factor {:?}",
+            rows.unwrap_or("")
+        );
+    }
+    if varying.len() < 2 {
+        if rows.is_some() || cols.is_some() {
+            bail!(
+                "a pivot table needs two factors with several levels; experiment {} has: {}",
+                loaded.experiment.id,
+                loaded.factor_list()
+            );
+        }
+        return Ok(None);
+    }
+    let pick = |taken: Option<&str>| {
+        varying
+            .iter()
+            .find(|f| Some(f.name.as_str()) != taken)
+            .map(|f| f.name.clone())
+            .unwrap_or_default()
+    };
+    let row_name = rows.map(str::to_string).unwrap_or_else(|| pick(cols));
+    let col_name = cols
+        .map(str::to_string)
+        .unwrap_or_else(|| pick(Some(&row_name)));
+    let rows = loaded.factor(&row_name)?.clone();
+    let cols = loaded.factor(&col_name)?.clone();
+    let fixed = loaded
+        .factors
+        .iter()
+        .filter(|f| f.name != rows.name && f.name != cols.name)
+        .cloned()
+        .collect();
+    Ok(Some(Layout { rows, cols, fixed }))
+}
+
+/// Every combination of the fixed factors' levels (one pivot table each).
+fn combinations(fixed: &[Factor]) -> Vec<Vec<(String, String)>> {
+    let mut out: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for f in fixed {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                f.levels.iter().map(move |l| {
+                    let mut p = prefix.clone();
+                    p.push((f.name.clone(), l.clone()));
+                    p
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// The pivot tables of one metric.
+pub fn pivot_tables(loaded: &Loaded, layout: &Layout, mc: &MetricCells) -> Vec<Table> {
+    let mut out = Vec::new();
+    for fixed in combinations(&layout.fixed) {
+        let find = |r: &str, c: &str| {
+            loaded.cells.iter().position(|cell| {
+                cell.level(&layout.rows.name) == Some(r)
+                    && cell.level(&layout.cols.name) == Some(c)
+                    && fixed.iter().all(|(f, l)| cell.level(f) == Some(l))
+            })
+        };
+        let any = layout
+            .rows
+            .levels
+            .iter()
+            .any(|r| layout.cols.levels.iter().any(|c| find(r, c).is_some()));
+        if !any {
+            continue;
+        }
+        let spec = PivotSpec {
+            metric: &mc.metric,
+            unit: metrics::unit(&mc.metric),
+            row_factor: &layout.rows.name,
+            row_levels: &layout.rows.levels,
+            col_factor: &layout.cols.name,
+            col_levels: &layout.cols.levels,
+        };
+        let mut t = pivot_cells(&spec, |r, c| match find(r, c) {
+            None => PivotCell::NotRun,
+            Some(i) => {
+                let cell = &loaded.cells[i];
+                match &mc.summaries[i] {
+                    Some(s) => PivotCell::Measured(s),
+                    None => match cell.not_applicable_reason() {
+                        Some(why) => PivotCell::NotApplicable(why.to_string()),
+                        None => match cell.failed.first() {
+                            Some((_, why)) if cell.ok.is_empty() => PivotCell::Failed(why.clone()),
+                            _ => PivotCell::NotRun,
+                        },
+                    },
+                }
+            }
+        });
+        if !fixed.is_empty() {
+            let with: Vec<String> = fixed.iter().map(|(f, l)| format!("{f}={l}")).collect();
+            if let Some(title) = &mut t.title {
+                title.push_str(&format!(" ({})", with.join(" ")));
+            }
+        }
+        out.push(t);
+    }
+    out
+}
+
+/// Per cell: n, mean, median, stddev, CV, CI of the mean, outliers.
+pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
+    let head = if loaded.factors.is_empty() {
+        "cell".to_string()
+    } else {
+        loaded
+            .factors
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    let mut t = Table::new(vec![
+        Column::label(&head),
+        Column::number("n", None),
+        Column::number("mean", None),
+        Column::number("median", None),
+        Column::number("stddev", None),
+        Column::number("CV", Some("%")),
+        Column::number("CI low", None),
+        Column::number("CI high", None),
+        Column::number("out", None),
+    ]);
+    t.title = Some(match metrics::unit(&mc.metric) {
+        Some(u) => format!("{} [{u}] per cell", mc.metric),
+        None => format!("{} per cell", mc.metric),
+    });
+    let mut failed_notes = Vec::new();
+    let mut na_notes = Vec::new();
+    let mut any_outliers = false;
+    for (i, cell) in loaded.cells.iter().enumerate() {
+        let label = cell.short_label();
+        if !cell.failed.is_empty() {
+            failed_notes.push(format!(
+                "{label}: {} ({})",
+                cell.failed.len(),
+                cell.failed[0].1
+            ));
+        }
+        match &mc.summaries[i] {
+            Some(s) => {
+                any_outliers |= !s.outliers.is_empty();
+                let opt = |x: Option<f64>| x.map_or(Cell::Missing, Cell::number);
+                t.push(vec![
+                    Cell::text(label),
+                    Cell::Number {
+                        value: s.n as f64,
+                        text: s.n.to_string(),
+                    },
+                    Cell::number(s.mean),
+                    Cell::number(s.median),
+                    opt(s.stddev),
+                    s.cv.map_or(Cell::Missing, |cv| Cell::Number {
+                        value: 100.0 * cv,
+                        text: format!("{:.1}", 100.0 * cv),
+                    }),
+                    opt(s.ci_mean.map(|c| c.low)),
+                    opt(s.ci_mean.map(|c| c.high)),
+                    Cell::Number {
+                        value: s.outliers.len() as f64,
+                        text: if s.outliers.is_empty() {
+                            "0".into()
+                        } else {
+                            format!("{}*", s.outliers.len())
+                        },
+                    },
+                ]);
+            }
+            None => {
+                let (mark, why) = match cell.not_applicable_reason() {
+                    Some(why) => ("n/a", why.to_string()),
+                    None if cell.ok.is_empty() => ("failed", String::new()),
+                    None => ("-", "no value for this metric".to_string()),
+                };
+                if mark == "n/a" {
+                    na_notes.push((why, label.clone()));
+                }
+                t.push(vec![Cell::text(label), Cell::text(mark)]);
+            }
+        }
+    }
+    t.notes
+        .push("CI: 95% Student-t interval of the mean; CV: stddev / mean".into());
+    if any_outliers {
+        t.notes.push(
+            "out: runs flagged by the modified z-score (> 3.5 on the MAD); kept in the numbers"
+                .into(),
+        );
+    }
+    for (why, cells) in by_reason(na_notes) {
+        t.notes
+            .push(format!("n/a (not applicable here: {why}): {cells}"));
+    }
+    if !failed_notes.is_empty() {
+        t.notes.push(format!(
+            "failed runs, not in the numbers: {}",
+            failed_notes.join("; ")
+        ));
+    }
+    t
+}
+
+/// (reason, cell) pairs as one line per reason listing its cells, in first-seen order.
+pub fn by_reason(items: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (why, cell) in items {
+        match out.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, cells)) => cells.push(cell),
+            None => out.push((why, vec![cell])),
+        }
+    }
+    out.into_iter()
+        .map(|(why, cells)| (why, cells.join(", ")))
+        .collect()
+}
+
+fn header(loaded: &Loaded) -> String {
+    let e = &loaded.experiment;
+    let mut out = format!(
+        "experiment {} \"{}\" ({}), seed {}\nhost {}, kernel {}; runs: {} ok, {} failed, {} not applicable\n",
+        e.id, e.name, e.status, e.seed, e.host, e.kernel, e.runs_ok, e.runs_failed, e.runs_not_applicable
+    );
+    out.push_str(&format!("factors: {}\n", loaded.factor_list()));
+    out
+}
+
+fn summary_json(s: &Summary, ids: &[i64]) -> Value {
+    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
+    if let Some(obj) = v.as_object_mut() {
+        let runs: Vec<i64> = s
+            .outliers
+            .iter()
+            .filter_map(|&i| ids.get(i).copied())
+            .collect();
+        obj.insert("outlier_runs".into(), json!(runs));
+        obj.insert("runs".into(), json!(ids));
+    }
+    v
+}
+
+pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown> {
+    let loaded = load(store, id)?;
+    let ok = loaded.ok_run_ids();
+    let label = format!("experiment {id}");
+    if ok.is_empty() {
+        bail!(
+            "experiment {id} has no successful runs ({} failed, {} not applicable); `iolab runs {id}` lists them",
+            loaded.experiment.runs_failed,
+            loaded.experiment.runs_not_applicable
+        );
+    }
+    let chosen = metrics::choose(store, &[(&label, &ok)], &opts.metrics)?;
+    let lay = layout(&loaded, opts.rows.as_deref(), opts.cols.as_deref())?;
+    let mut tables = Vec::new();
+    let mut per_metric = Vec::new();
+    for (m, vals) in &chosen {
+        let mc = summarise(&loaded, m, &vals[0])?;
+        if let Some(l) = &lay {
+            tables.extend(pivot_tables(&loaded, l, &mc));
+        }
+        tables.push(detail_table(&loaded, &mc));
+        per_metric.push(mc);
+    }
+    let json = show_json(&loaded, &per_metric, &tables);
+    let csv = long_table(&loaded, &per_metric).to_csv();
+    Ok(Shown {
+        header: header(&loaded),
+        tables,
+        json,
+        csv,
+    })
+}
+
+fn show_json(loaded: &Loaded, per_metric: &[MetricCells], tables: &[Table]) -> Value {
+    let cells: Vec<Value> = loaded
+        .cells
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let levels: BTreeMap<&str, &str> =
+                c.levels.iter().map(|(f, l)| (f.as_str(), l.as_str())).collect();
+            let mut ms = serde_json::Map::new();
+            for mc in per_metric {
+                if let Some(s) = &mc.summaries[i] {
+                    ms.insert(mc.metric.clone(), summary_json(s, &mc.run_ids[i]));
+                }
+            }
+            json!({
+                "cell": c.label(),
+                "levels": levels,
+                "runs_ok": c.ok.len(),
+                "runs_failed": c.failed.len(),
+                "failed": c.failed.iter().map(|(id, why)| json!({"run": id, "reason": why})).collect::<Vec<_>>(),
+                "not_applicable": c.not_applicable_reason(),
+                "metrics": ms,
+            })
+        })
+        .collect();
+    json!({
+        "experiment": loaded.experiment,
+        "factors": loaded.factors,
+        "metrics": per_metric.iter().map(|m| json!({"name": m.metric, "unit": metrics::unit(&m.metric)})).collect::<Vec<_>>(),
+        "cells": cells,
+        "tables": tables.iter().map(Table::to_json).collect::<Vec<_>>(),
+    })
+}
+
+/// One row per cell and metric, every statistic in its own column: what a script wants.
+pub fn long_table(loaded: &Loaded, per_metric: &[MetricCells]) -> Table {
+    let mut cols = vec![Column::label("cell")];
+    cols.extend(loaded.factors.iter().map(|f| Column::label(&f.name)));
+    for (name, num) in [
+        ("metric", false),
+        ("unit", false),
+        ("status", false),
+        ("n", true),
+        ("mean", true),
+        ("median", true),
+        ("stddev", true),
+        ("cv", true),
+        ("min", true),
+        ("max", true),
+        ("ci_low", true),
+        ("ci_high", true),
+        ("median_ci_low", true),
+        ("median_ci_high", true),
+        ("outliers", true),
+        ("runs_failed", true),
+    ] {
+        cols.push(if num {
+            Column::number(name, None)
+        } else {
+            Column::label(name)
+        });
+    }
+    let mut t = Table::new(cols);
+    let num = |x: Option<f64>| x.map_or(Cell::Missing, Cell::number);
+    for mc in per_metric {
+        for (i, c) in loaded.cells.iter().enumerate() {
+            let mut row = vec![Cell::text(c.label())];
+            row.extend(c.levels.iter().map(|(_, l)| Cell::text(l)));
+            row.push(Cell::text(&mc.metric));
+            row.push(Cell::text(metrics::unit(&mc.metric).unwrap_or("")));
+            let s = mc.summaries[i].as_ref();
+            row.push(Cell::text(match (s, c.not_applicable_reason()) {
+                (Some(_), _) => "ok",
+                (None, Some(_)) => "not_applicable",
+                (None, None) if c.ok.is_empty() => "failed",
+                (None, None) => "no_value",
+            }));
+            row.push(num(s.map(|s| s.n as f64)));
+            row.push(num(s.map(|s| s.mean)));
+            row.push(num(s.map(|s| s.median)));
+            row.push(num(s.and_then(|s| s.stddev)));
+            row.push(num(s.and_then(|s| s.cv)));
+            row.push(num(s.map(|s| s.min)));
+            row.push(num(s.map(|s| s.max)));
+            row.push(num(s.and_then(|s| s.ci_mean.map(|c| c.low))));
+            row.push(num(s.and_then(|s| s.ci_mean.map(|c| c.high))));
+            row.push(num(s.and_then(|s| s.ci_median.map(|c| c.low))));
+            row.push(num(s.and_then(|s| s.ci_median.map(|c| c.high))));
+            row.push(num(s.map(|s| s.outliers.len() as f64)));
+            row.push(num(Some(c.failed.len() as f64)));
+            t.push(row);
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RunStatus;
+
+    fn loaded_3x2x2() -> (Loaded, Values) {
+        let mut runs = Vec::new();
+        let mut values = Values::new();
+        let mut id = 0;
+        for rep in 0..4 {
+            for a in ["1", "2", "4"] {
+                for b in ["x", "y"] {
+                    for c in ["p", "q"] {
+                        id += 1;
+                        runs.push(Run {
+                            id,
+                            experiment_id: 1,
+                            cell_key: String::new(),
+                            cell_levels: json!({"a": a, "b": b, "c": c}),
+                            repetition: rep,
+                            warmup: false,
+                            start_unix: 0.0,
+                            end_unix: 1.0,
+                            status: RunStatus::Ok,
+                        });
+                        values.insert(id, 100.0 * a.parse::<f64>().unwrap() + rep as f64);
+                    }
+                }
+            }
+        }
+        let factors = factors_of(&declared_factors("[factors]\na = [1, 2, 4]\n"), &runs);
+        let cells = group(&runs, &factors);
+        let experiment = Experiment {
+            id: 1,
+            name: "t".into(),
+            seed: 0,
+            created_unix: 0.0,
+            host: "h".into(),
+            kernel: "k".into(),
+            status: "done".into(),
+            runs_ok: runs.len() as u64,
+            runs_failed: 0,
+            runs_not_applicable: 0,
+        };
+        (
+            Loaded {
+                experiment,
+                factors,
+                cells,
+                runs,
+            },
+            values,
+        )
+    }
+
+    #[test]
+    fn three_factors_give_one_pivot_per_level_of_the_third() {
+        let (loaded, values) = loaded_3x2x2();
+        let mc = summarise(&loaded, "read_iops", &values).unwrap();
+        let lay = layout(&loaded, None, None).unwrap().unwrap();
+        assert_eq!((lay.rows.name.as_str(), lay.cols.name.as_str()), ("a", "b"));
+        let tables = pivot_tables(&loaded, &lay, &mc);
+        assert_eq!(tables.len(), 2);
+        assert!(tables[1].title.as_deref().unwrap().ends_with("(c=q)"));
+        let text = tables[0].render_text(80);
+        // a = 1: values 100..103, mean 101.5
+        assert!(text.contains("101.5"), "{text}");
+        let lay = layout(&loaded, Some("c"), Some("a")).unwrap().unwrap();
+        assert_eq!(lay.fixed.len(), 1);
+        assert_eq!(pivot_tables(&loaded, &lay, &mc).len(), 2);
+        assert!(layout(&loaded, Some("a"), Some("a")).is_err());
+        assert!(layout(&loaded, Some("zz"), None).is_err());
+    }
+}

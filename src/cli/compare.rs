@@ -1,0 +1,61 @@
+//! `iolab compare A B`: two groups of runs, cell by cell, with CIs, p-values and verdicts.
+
+use std::path::PathBuf;
+
+use crate::analysis::compare::{compare_selectors, CompareRequest};
+use crate::store::{self, Store};
+
+/// Compare two groups of runs cell by cell: baseline A, candidate B.
+///
+/// A and B are experiment ids (`3`) or tag selectors (`kernel=6.1`, `variant=stock`, several
+/// joined with `,`, `experiment=3,variant=stock` to stay inside one experiment). Cells are
+/// matched by their factor levels (imported runs without factors form one cell). Per cell and
+/// metric: baseline and candidate medians, change % with a 95% bootstrap CI, Mann-Whitney p
+/// (Benjamini-Hochberg adjusted over everything shown), Welch's p, and a verdict: improved,
+/// regressed, or `~` when the CI includes 0, the change is below --min-effect, or p >= 0.05.
+/// `(n)` marks cells with too few runs for any verdict.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// Baseline: experiment id or tag selector.
+    #[arg(value_name = "A")]
+    pub baseline: String,
+    /// Candidate: experiment id or tag selector.
+    #[arg(value_name = "B")]
+    pub candidate: String,
+    /// Metric to compare, e.g. read_iops (repeatable; default: the headline metrics measured).
+    #[arg(long = "metric", value_name = "M")]
+    pub metrics: Vec<String>,
+    /// Smallest change in percent that can be called improved or regressed.
+    #[arg(long, value_name = "PCT", default_value_t = 1.0)]
+    pub min_effect: f64,
+    /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print JSON with a `comparisons` array.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV, one row per cell and metric.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
+    let out = compare_selectors(
+        &db,
+        &args.baseline,
+        &args.candidate,
+        &CompareRequest {
+            metrics: args.metrics,
+            min_effect_pct: args.min_effect,
+        },
+    )?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&out.json)? + "\n"
+    } else if args.csv {
+        out.csv
+    } else {
+        out.text
+    };
+    super::emit::stdout(&text)
+}

@@ -1,0 +1,78 @@
+//! `iolab import`: store existing fio JSON / json+ outputs as runs.
+
+use std::path::PathBuf;
+
+use crate::analysis::import::{import_files, parse_tag, ImportOptions};
+use crate::store::{self, Store};
+
+/// Store existing fio JSON or json+ outputs as runs, one run per file, so they can be shown
+/// and compared like runs iolab made.
+///
+/// All files go into one new experiment (status "imported"), or into the imported experiment
+/// named by --experiment. fio's JSON does not say which kernel it ran on, and names a host
+/// only in client mode, so the `host` and `kernel` tags come from --tag (e.g. --tag
+/// kernel=6.1 --tag host=db7); without them they are recorded as "unknown", never as this
+/// machine's. Every file is parsed before anything is stored: one bad file stores nothing.
+/// A file whose fio job reported an error is stored as a failed run without metrics.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// fio outputs (--output-format=json or json+; text before the JSON is fine).
+    #[arg(value_name = "FILES", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Tag every imported run, e.g. kernel=6.1 or variant=stock (repeatable).
+    #[arg(long = "tag", value_name = "NAME=VALUE")]
+    pub tags: Vec<String>,
+    /// Add the runs to the imported experiment of this name (created when missing).
+    #[arg(long, value_name = "NAME")]
+    pub experiment: Option<String>,
+    /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print JSON instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ImportArgs) -> anyhow::Result<()> {
+    let tags = args
+        .tags
+        .iter()
+        .map(|t| parse_tag(t))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let path = store::resolve_db_path(args.db.as_deref());
+    let mut db = Store::open(&path)?;
+    let summary = import_files(
+        &mut db,
+        &args.files,
+        &ImportOptions {
+            tags,
+            experiment: args.experiment,
+        },
+    )?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&summary)? + "\n"
+    } else {
+        let ok = summary.runs.iter().filter(|r| r.status == "ok").count();
+        let mut out = format!(
+            "{} {} run{} into experiment {} \"{}\" ({} ok, {} failed) in {}\n",
+            if summary.created { "imported" } else { "added" },
+            summary.runs.len(),
+            if summary.runs.len() == 1 { "" } else { "s" },
+            summary.experiment_id,
+            summary.experiment_name,
+            ok,
+            summary.runs.len() - ok,
+            db.path()
+        );
+        for r in summary.runs.iter().filter(|r| r.status != "ok") {
+            out.push_str(&format!(
+                "  {}: run {} failed: {}\n",
+                r.file,
+                r.run_id,
+                r.reason.as_deref().unwrap_or("")
+            ));
+        }
+        out
+    };
+    super::emit::stdout(&text)
+}

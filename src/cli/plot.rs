@@ -1,0 +1,100 @@
+//! `iolab plot ID --kind ... -o FILE.svg`: one chart of one experiment.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+
+use crate::analysis::plots::{plot, Kind, PlotRequest};
+use crate::analysis::show::load;
+use crate::store::{self, Store};
+
+/// Draw one chart of an experiment as SVG.
+///
+/// Kinds: bars (mean per cell with 95% CI whiskers), lines (a metric against a numeric factor
+/// such as bs, one line per level of the other factors), latency (completion-latency CDF per
+/// cell from fio json+ histograms merged across repetitions), heatmap (interrupts/s per CPU
+/// over time for one run), cpu (per-CPU time breakdown for one run).
+///
+/// Only SVG is written: it needs no font or rasteriser inside iolab, stays sharp when zoomed,
+/// and is what `iolab report` inlines. For a PNG, convert it (`rsvg-convert -o x.png x.svg`,
+/// or open it in a browser).
+#[derive(Debug, clap::Args)]
+pub struct PlotArgs {
+    /// Experiment id (see `iolab runs`).
+    #[arg(value_name = "ID")]
+    pub experiment: i64,
+    /// What to draw.
+    #[arg(long, value_enum)]
+    pub kind: Kind,
+    /// Output file (.svg).
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    pub output: PathBuf,
+    /// Metric (bars, lines; for latency read_... or write_... picks the direction).
+    #[arg(long, value_name = "M")]
+    pub metric: Option<String>,
+    /// lines: the numeric factor on the x axis (default: the first numeric factor).
+    #[arg(long, value_name = "FACTOR")]
+    pub x: Option<String>,
+    /// bars: factor that colours the bars; lines: factor that makes one line per level.
+    #[arg(long, value_name = "FACTOR")]
+    pub by: Option<String>,
+    /// heatmap, cpu: the run to draw (default: the first successful run with samples).
+    #[arg(long, value_name = "RUN_ID")]
+    pub run: Option<i64>,
+    /// heatmap: only this IRQ (e.g. 45 or LOC; default: all interrupts summed).
+    #[arg(long, value_name = "IRQ")]
+    pub irq: Option<String>,
+    /// lines: also draw this experiment on the same axes (repeatable), e.g. the same block-size
+    /// sweep on another kernel; lines are labelled by the tag that tells the experiments apart.
+    #[arg(long, value_name = "ID")]
+    pub with: Vec<i64>,
+    /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: PlotArgs) -> anyhow::Result<()> {
+    let ext = args
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => {}
+        Some("png") => bail!(
+            "{}: PNG is not built in (it would need a rasteriser and an embedded font); \
+             write .svg and convert it, e.g. rsvg-convert -o {} {}",
+            args.output.display(),
+            args.output.display(),
+            args.output.with_extension("svg").display()
+        ),
+        _ => bail!("{}: the output must end in .svg", args.output.display()),
+    }
+    let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
+    let loaded = load(&db, args.experiment)?;
+    let req = PlotRequest {
+        kind: args.kind,
+        metric: args.metric,
+        x: args.x,
+        by: args.by,
+        run: args.run,
+        irq: args.irq,
+        with: args.with,
+    };
+    let svg = plot(&db, &loaded, &req)?;
+    std::fs::write(&args.output, &svg)
+        .with_context(|| format!("{}: writing the chart", args.output.display()))?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&serde_json::json!({
+            "output": args.output.display().to_string(),
+            "bytes": svg.len(),
+            "experiment": args.experiment,
+        }))? + "\n"
+    } else {
+        format!("wrote {} ({} bytes)\n", args.output.display(), svg.len())
+    };
+    super::emit::stdout(&text)
+}

@@ -1,0 +1,58 @@
+//! `iolab show ID`: one experiment's tables with CIs and outlier marks.
+
+use std::path::PathBuf;
+
+use crate::analysis::show::{show, ShowOptions};
+use crate::store::{self, Store};
+
+/// Show one experiment's results: pivot tables and per-cell statistics with CIs.
+///
+/// Per metric, a pivot table (one factor in rows, another in columns; mean +-95% CI, `*` where a cell has outliers) and every cell's n, mean, median, stddev, CV
+/// and CI. Cells that cannot run here show `n/a` with the reason; failed runs are counted.
+/// Without --metric: IOPS, MB/s, mean and p99 latency, %usr/%sys and interrupts/s, where
+/// measured.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Experiment id (see `iolab runs`).
+    #[arg(value_name = "ID")]
+    pub experiment: i64,
+    /// Metric to show, e.g. read_iops or read_clat_p99_us (repeatable).
+    #[arg(long = "metric", value_name = "M")]
+    pub metrics: Vec<String>,
+    /// Factor whose levels form the pivot rows (default: the first factor).
+    #[arg(long, value_name = "FACTOR")]
+    pub rows: Option<String>,
+    /// Factor whose levels form the pivot columns (default: the second factor).
+    #[arg(long, value_name = "FACTOR")]
+    pub cols: Option<String>,
+    /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print JSON (every cell's full summary, and the tables).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV: one row per cell and metric, one column per statistic.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+pub fn run(args: ShowArgs) -> anyhow::Result<()> {
+    let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
+    let shown = show(
+        &db,
+        args.experiment,
+        &ShowOptions {
+            metrics: args.metrics,
+            rows: args.rows,
+            cols: args.cols,
+        },
+    )?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&shown.json)? + "\n"
+    } else if args.csv {
+        shown.csv
+    } else {
+        shown.text()
+    };
+    super::emit::stdout(&text)
+}

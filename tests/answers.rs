@@ -1,0 +1,646 @@
+//! `import`, `show`, `compare`, `plot` and `report` end to end through the binary, on a
+//! database built in the test (fio fixtures imported, and a realistic 3x3 experiment stored
+//! through the store API). Text and JSON outputs are snapshot-tested.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use crate::answers_db;
+
+fn iolab(db: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .env_remove("IOLAB_DB")
+        .arg(args[0])
+        .arg("--db")
+        .arg(db)
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn ok(db: &Path, args: &[&str]) -> String {
+    let (success, stdout, stderr) = iolab(db, args);
+    assert!(success, "iolab {args:?} failed: {stderr}");
+    stdout
+}
+
+fn err(db: &Path, args: &[&str]) -> String {
+    let (success, _, stderr) = iolab(db, args);
+    assert!(!success, "iolab {args:?} should have failed");
+    stderr
+}
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fio")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn two_kernels() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    answers_db::two_kernels(&db, 5, true);
+    (dir, db)
+}
+
+fn assert_mail_friendly(text: &str) {
+    for line in text.lines() {
+        assert!(line.is_ascii(), "not ASCII: {line}");
+        assert!(line.len() <= 80, "wider than 80: {line}");
+    }
+}
+
+/// Timestamps and paths change between runs; snapshots keep the rest.
+fn redact(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, x) in map.iter_mut() {
+                if k == "created_unix" || k == "file" {
+                    *x = Value::String("[redacted]".into());
+                } else {
+                    redact(x);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
+}
+
+#[test]
+fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("i.db");
+    let files = [
+        fixture("randread_1job_json.out"),
+        fixture("randread_2jobs_jsonplus.out"),
+        fixture("hipri_loop_jsonplus.out"),
+    ];
+    let mut args = vec!["import", "--tag", "variant=old", "--json"];
+    args.extend(files.iter().map(String::as_str));
+    let out: Value = serde_json::from_str(&ok(&db, &args)).unwrap();
+    assert_eq!(out["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(out["runs"][2]["status"], "failed");
+    assert!(out["runs"][2]["reason"].as_str().unwrap().contains("95"));
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let run = out["runs"][0]["run_id"].as_i64().unwrap();
+    let tags = store.run_tags(run).unwrap();
+    assert!(
+        tags.contains(&("host".into(), "unknown".into())),
+        "{tags:?}"
+    );
+    assert!(
+        tags.contains(&("kernel".into(), "unknown".into())),
+        "{tags:?}"
+    );
+    assert!(tags.contains(&("variant".into(), "old".into())), "{tags:?}");
+    let iops = store.metric_values(&[run], "read_iops").unwrap();
+    assert!(iops[0].1 > 1000.0, "{iops:?}");
+
+    // Tagged: a second experiment for kernel 6.6; then both compare as one cell each.
+    ok(
+        &db,
+        &[
+            "import",
+            "--tag",
+            "kernel=6.6",
+            "--experiment",
+            "new kernel",
+            &fixture("randread_1job_json.out"),
+            &fixture("randread_2jobs_jsonplus.out"),
+        ],
+    );
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    assert_eq!(store.tag_values("kernel").unwrap(), ["6.6", "unknown"]);
+    let text = ok(
+        &db,
+        &[
+            "compare",
+            "kernel=unknown",
+            "kernel=6.6",
+            "--metric",
+            "read_iops",
+        ],
+    );
+    assert!(text.contains("all"), "{text}");
+    assert!(text.contains("~ (n)"), "{text}");
+
+    // Client mode names the host it ran on; that is used when --tag host is not given.
+    let client: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "import",
+            "--json",
+            &fixture("client_randread_2jobs_json.out"),
+        ],
+    ))
+    .unwrap();
+    let run = client["runs"][0]["run_id"].as_i64().unwrap();
+    let tags = store.run_tags(run).unwrap();
+    assert!(
+        tags.contains(&("host".into(), "127.0.0.1".into())),
+        "{tags:?}"
+    );
+
+    // One bad file: nothing stored, the error names it.
+    let before = store.experiments().unwrap().len();
+    let bad = dir.path().join("broken.json");
+    std::fs::write(&bad, "{ \"jobs\": [ {").unwrap();
+    let e = err(
+        &db,
+        &[
+            "import",
+            &fixture("randread_1job_json.out"),
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("broken.json"), "{e}");
+    assert_eq!(store.experiments().unwrap().len(), before);
+}
+
+#[test]
+fn show_prints_pivot_tables_with_na_failed_and_outliers() {
+    let (_dir, db) = two_kernels();
+    let text = ok(
+        &db,
+        &["show", "1", "--metric", "read_iops", "--metric", "sys_pct"],
+    );
+    assert_mail_friendly(&text);
+    assert!(text.contains("rq_affinity \\ placement"), "{text}");
+    assert!(text.contains("n/a[1]"), "{text}");
+    assert!(text.contains("failed runs, not in the numbers"), "{text}");
+    assert!(text.contains('*'), "outlier mark missing: {text}");
+    insta::assert_snapshot!("show_text", text);
+
+    let swapped = ok(
+        &db,
+        &["show", "1", "--metric", "read_iops", "--rows", "placement"],
+    );
+    assert!(swapped.contains("placement \\ rq_affinity"), "{swapped}");
+
+    let mut json: Value = serde_json::from_str(&ok(&db, &["show", "1", "--json"])).unwrap();
+    redact(&mut json);
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 9);
+    let far = cells
+        .iter()
+        .find(|c| c["cell"] == "rq_affinity=0 placement=far")
+        .unwrap();
+    assert!(far["not_applicable"].as_str().unwrap().contains("NUMA"));
+    let near = cells
+        .iter()
+        .find(|c| c["cell"] == "rq_affinity=0 placement=near")
+        .unwrap();
+    assert_eq!(
+        near["metrics"]["read_iops"]["outlier_runs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    insta::assert_json_snapshot!("show_json_cells", json["cells"]);
+
+    let csv = ok(&db, &["show", "1", "--csv", "--metric", "read_iops"]);
+    assert_eq!(csv.lines().count(), 1 + 9, "{csv}");
+    assert!(
+        csv.starts_with("cell,rq_affinity,placement,metric,"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn show_errors_name_what_exists() {
+    let (_dir, db) = two_kernels();
+    let e = err(&db, &["show", "1", "--metric", "read_iopz"]);
+    assert!(e.contains("read_iopz") && e.contains("read_iops"), "{e}");
+    let e = err(&db, &["show", "1", "--rows", "bs"]);
+    assert!(e.contains("rq_affinity") && e.contains("placement"), "{e}");
+    let e = err(&db, &["show", "9"]);
+    assert!(e.contains('9'), "{e}");
+}
+
+#[test]
+fn compare_finds_the_regression_and_leaves_noise_alone() {
+    let (_dir, db) = two_kernels();
+    let text = ok(
+        &db,
+        &[
+            "compare",
+            "kernel=6.1",
+            "kernel=6.6",
+            "--metric",
+            "read_iops",
+        ],
+    );
+    assert_mail_friendly(&text);
+    insta::assert_snapshot!("compare_text", text);
+    let json: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "compare",
+            "1",
+            "2",
+            "--metric",
+            "read_iops",
+            "--metric",
+            "sys_pct",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let cmps = json["comparisons"].as_array().unwrap();
+    // 6 measurable cells (far is n/a) x 2 metrics.
+    assert_eq!(cmps.len(), 12);
+    for c in cmps {
+        for key in ["cell", "metric", "change_pct", "ci_low_pct", "ci_high_pct"] {
+            assert!(c.get(key).is_some(), "{key}");
+        }
+        for key in ["p_mannwhitney", "p_welch", "verdict"] {
+            assert!(c.get(key).is_some(), "{key}");
+        }
+        for side in ["baseline", "candidate"] {
+            for key in ["n", "mean", "median", "stddev"] {
+                assert!(c[side].get(key).is_some(), "{side}.{key}");
+            }
+        }
+        let regressed = c["verdict"] == "regressed";
+        let rq2_iops =
+            c["metric"] == "read_iops" && c["cell"].as_str().unwrap().starts_with("rq_affinity=2");
+        assert_eq!(regressed, rq2_iops, "{c}");
+    }
+    insta::assert_json_snapshot!("compare_json_first", cmps[0]);
+    let csv = ok(
+        &db,
+        &["compare", "1", "2", "--csv", "--metric", "read_iops"],
+    );
+    assert_eq!(csv.lines().count(), 1 + 6, "{csv}");
+}
+
+#[test]
+fn compare_errors_name_what_exists() {
+    let (_dir, db) = two_kernels();
+    let e = err(&db, &["compare", "kernel=6.1", "kernel=6.2"]);
+    assert!(e.contains("6.1") && e.contains("6.6"), "{e}");
+    let e = err(&db, &["compare", "kernal=6.1", "kernel=6.6"]);
+    assert!(e.contains("kernel") && e.contains("variant"), "{e}");
+    let e = err(&db, &["compare", "1", "2", "--metric", "read_iopz"]);
+    assert!(e.contains("read_iops"), "{e}");
+    let e = err(&db, &["compare", "1", "7"]);
+    assert!(e.contains("experiments: 1, 2"), "{e}");
+    let e = err(&db, &["compare", "kernel=6.1,variant=backport", "2"]);
+    assert!(e.contains("selects no runs"), "{e}");
+    let e = err(&db, &["compare", "kernel", "2"]);
+    assert!(e.contains("NAME=VALUE"), "{e}");
+}
+
+#[test]
+fn plot_writes_each_kind_as_svg_and_refuses_png() {
+    let (dir, db) = two_kernels();
+    for (kind, expect) in [
+        ("bars", "read_iops per rq_affinity/placement"),
+        ("lines", "read_iops vs rq_affinity"),
+        ("latency", "read completion latency"),
+        ("heatmap", "all interrupts per CPU"),
+        ("cpu", "CPU time per CPU"),
+    ] {
+        let out = dir.path().join(format!("{kind}.svg"));
+        ok(
+            &db,
+            &["plot", "1", "--kind", kind, "-o", out.to_str().unwrap()],
+        );
+        let svg = std::fs::read_to_string(&out).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let texts: String = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text())
+            .collect::<Vec<_>>()
+            .join("|");
+        assert!(texts.contains(expect), "{kind}: {texts}");
+    }
+    // Two kernels on one chart (seeds/004's stock vs backport), told apart by their tag.
+    let both = dir.path().join("both.svg");
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "lines",
+            "--with",
+            "2",
+            "-o",
+            both.to_str().unwrap(),
+        ],
+    );
+    let svg = std::fs::read_to_string(&both).unwrap();
+    assert!(svg.contains("variant=stock placement=on"), "legend");
+    assert!(svg.contains("variant=backport placement=near"), "legend");
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "bars",
+            "--with",
+            "2",
+            "-o",
+            both.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("lines"), "{e}");
+
+    // Only IRQ 45, which lands on cpu0.
+    let out = dir.path().join("irq45.svg");
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "heatmap",
+            "--irq",
+            "45",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "heatmap",
+            "--irq",
+            "99",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("45") && e.contains("LOC"), "{e}");
+    let png = dir.path().join("bars.png");
+    let e = err(
+        &db,
+        &["plot", "1", "--kind", "bars", "-o", png.to_str().unwrap()],
+    );
+    assert!(e.contains("PNG") && e.contains(".svg"), "{e}");
+    assert!(!png.exists());
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "lines",
+            "--x",
+            "placement",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("on, near, far"), "{e}");
+}
+
+#[test]
+fn plots_of_imported_runs_say_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("i.db");
+    ok(
+        &db,
+        &[
+            "import",
+            &fixture("randread_1job_json.out"),
+            &fixture("write_1job_jsonplus.out"),
+        ],
+    );
+    let out = dir.path().join("x.svg");
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "heatmap",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("imported"), "{e}");
+    // json+ bins of the write run make a latency CDF; the plain json run has none.
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "latency",
+            "--metric",
+            "write_iops",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|b| {
+        std::process::Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[test]
+fn report_is_one_offline_page_that_chromium_renders() {
+    let (dir, db) = two_kernels();
+    let html_path = dir.path().join("report.html");
+    let summary: Value = serde_json::from_str(&ok(
+        &db,
+        &["report", "1", "-o", html_path.to_str().unwrap(), "--json"],
+    ))
+    .unwrap();
+    assert!(summary["comparisons"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(
+        summary["missing_figures"].as_array().unwrap().len(),
+        0,
+        "{summary}"
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    for forbidden in ["<script", "<link", "@import", "url(", "src="] {
+        assert!(!html.contains(forbidden), "{forbidden} in the page");
+    }
+    // The only URL is SVG's namespace, which is a name, not a fetch.
+    let urls = html.matches("http").count();
+    assert_eq!(
+        urls,
+        html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
+    );
+
+    let Some(browser) = chromium() else {
+        panic!("chromium is not installed; scripts/deps installs it");
+    };
+    let run = |extra: &[&str]| {
+        std::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--window-size=1200,4000",
+            ])
+            .args(extra)
+            .arg(format!("file://{}", html_path.display()))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--dump-dom"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8(out.stdout).unwrap();
+    for id in [
+        "environment",
+        "preflight",
+        "results",
+        "comparisons",
+        "plots",
+    ] {
+        assert!(
+            dom.contains(&format!("id=\"{id}\"")),
+            "section {id} not rendered"
+        );
+    }
+    assert!(dom.contains("powersave"), "preflight finding missing");
+    assert!(
+        dom.contains("rq_affinity \\ placement"),
+        "pivot table missing"
+    );
+    assert!(
+        dom.contains("class=\"num na\"") || dom.contains("class=\"na\""),
+        "n/a cell missing"
+    );
+    assert_eq!(
+        dom.matches("<svg").count(),
+        summary["figures"].as_array().unwrap().len(),
+        "every chart is inline SVG"
+    );
+    let shot = dir.path().join("report.png");
+    let out = run(&[&format!("--screenshot={}", shot.display())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    // A blank 1200x4000 page compresses to a few KB; tables and charts take far more.
+    assert!(
+        png.len() > 100_000,
+        "screenshot is only {} bytes",
+        png.len()
+    );
+    if let Ok(keep) = std::env::var("IOLAB_KEEP_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+}
+
+/// The whole path on real data: `iolab run` (real fio on a scratch loop device, the real
+/// sampler) stores runs that `show`, `compare`, every `plot` kind and `report` read — so the
+/// keys the run loop writes and the ones the answers read cannot drift apart unnoticed.
+#[test]
+fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("real.db");
+    let file = dir.path().join("e.toml");
+    std::fs::write(
+        &file,
+        "name = \"answers e2e\"\nseed = 3\nrepetitions = 2\n\
+         [target]\ndevice = \"default\"\nsize = \"64M\"\n\
+         [workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"libaio\"\niodepth = 4\n\
+         direct = 1\nruntime = \"1s\"\ntime_based = true\n\
+         [factors]\nscheduler = [\"none\", \"mq-deadline\"]\n",
+    )
+    .unwrap();
+    for variant in ["a", "b"] {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["run", "--tag", &format!("variant={variant}"), "--db"])
+            .arg(&db)
+            .arg(&file)
+            .env("IOLAB_STATE_DIR", dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let json: Value = serde_json::from_str(&ok(&db, &["show", "1", "--json"])).unwrap();
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{json}");
+    for c in cells {
+        assert_eq!(c["metrics"]["read_iops"]["n"], 2, "{c}");
+        assert!(
+            c["metrics"]["read_iops"]["mean"].as_f64().unwrap() > 100.0,
+            "{c}"
+        );
+        assert!(
+            c["metrics"]["sys_pct"]["n"] == 2,
+            "sampler metrics missing: {c}"
+        );
+    }
+    let cmp: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "compare",
+            "variant=a",
+            "variant=b",
+            "--metric",
+            "read_iops",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(cmp["comparisons"].as_array().unwrap().len(), 2, "{cmp}");
+    for kind in ["bars", "latency", "heatmap", "cpu"] {
+        let out = dir.path().join(format!("{kind}.svg"));
+        ok(
+            &db,
+            &["plot", "1", "--kind", kind, "-o", out.to_str().unwrap()],
+        );
+        roxmltree::Document::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    }
+    let html = dir.path().join("r.html");
+    let summary: Value = serde_json::from_str(&ok(
+        &db,
+        &["report", "1", "-o", html.to_str().unwrap(), "--json"],
+    ))
+    .unwrap();
+    // No numeric factor here, so no lines chart; everything else is drawn from real data.
+    assert_eq!(
+        summary["missing_figures"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+}
