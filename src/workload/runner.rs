@@ -305,13 +305,16 @@ impl RealFio {
         // fio runs in its own process group (so a terminal's Ctrl-C reaches iolab first and
         // iolab decides), which also means nothing stops it if iolab is SIGKILLed. Ask the
         // kernel to send it SIGTERM when the thread that started it dies; fio then stops its
-        // jobs and exits instead of hammering the device after the experiment is gone.
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+        // jobs and exits instead of hammering the device after the experiment is gone. Its
+        // SIGTERM handler first prints to stdout, a pipe nobody reads any more: with SIGPIPE
+        // at its default fio's main process would die there and orphan its job processes.
+        // SAFETY: prctl and signal are async-signal-safe and touch no memory of the parent.
         unsafe {
             cmd.pre_exec(|| {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
                 Ok(())
             });
         }
