@@ -5,21 +5,16 @@
 
 use std::fmt;
 
-/// Where fio runs, relative to the CPU that takes the device's interrupt.
+use crate::placement as level;
+use crate::sys::parse::{cpulist, format_cpulist};
+
+/// Where fio runs: unpinned, or a placement level (`on`, `near`, `far`, `node:N`, CPUs) that
+/// `crate::placement` resolves against the machine at plan time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
     /// No pinning: the scheduler decides.
     Unpinned,
-    /// A CPU that takes the device's (queue's) interrupt.
-    On,
-    /// Another CPU sharing its cache, package or node.
-    Near,
-    /// A CPU on another node, or as far as the topology allows.
-    Far,
-    /// Any CPU of this NUMA node.
-    Node(u32),
-    /// Exactly these CPUs.
-    Cpus(Vec<u32>),
+    Pinned(level::Placement),
 }
 
 /// Where the device's movable interrupts go.
@@ -42,29 +37,12 @@ pub const PLACEMENT_ALLOWED: &str =
 pub const IRQ_ALLOWED: &str = "\"unchanged\", \"on-node\", \"far\", \"node:N\", a CPU list such \
                                as \"0-3,6\", or an array of CPU numbers";
 
-/// Parses a kernel-style CPU list (`0-3,6,8-9`) into sorted, de-duplicated CPU numbers.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<u32>, String> {
-    let mut cpus = Vec::new();
-    for part in text.split(',').map(str::trim) {
-        let bad = || format!("`{part}` is not a CPU number or range (e.g. 0-3)");
-        if part.is_empty() {
-            return Err("empty entry in CPU list".to_string());
-        }
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: u32 = a.trim().parse().map_err(|_| bad())?;
-                let b: u32 = b.trim().parse().map_err(|_| bad())?;
-                if a > b || b - a > 65536 {
-                    return Err(format!("`{part}`: a range goes from low to high"));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().map_err(|_| bad())?),
-        }
+/// A non-empty kernel-style CPU list (`0-3,6,8-9`).
+fn cpus(text: &str) -> Result<Vec<u32>, String> {
+    match cpulist(text) {
+        Ok(c) if !c.is_empty() => Ok(c),
+        _ => Err(format!("`{text}` is not a CPU list (e.g. 0-3,6)")),
     }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
 }
 
 fn parse_node(text: &str) -> Option<Result<u32, String>> {
@@ -78,21 +56,11 @@ fn parse_node(text: &str) -> Option<Result<u32, String>> {
 
 impl Placement {
     pub fn parse(text: &str) -> Result<Placement, String> {
-        let t = text.trim();
-        match t {
-            "on" => Ok(Placement::On),
-            "near" => Ok(Placement::Near),
-            "far" => Ok(Placement::Far),
+        match text.trim() {
             "none" | "unpinned" => Ok(Placement::Unpinned),
-            _ => {
-                if let Some(n) = parse_node(t) {
-                    return n.map(Placement::Node);
-                }
-                if t.starts_with(|c: char| c.is_ascii_digit()) {
-                    return parse_cpu_list(t).map(Placement::Cpus);
-                }
-                Err(format!("`{t}` is not a placement"))
-            }
+            t => level::Placement::parse(t)
+                .map(Placement::Pinned)
+                .map_err(|_| format!("`{t}` is not a placement")),
         }
     }
 }
@@ -109,7 +77,7 @@ impl IrqPlacement {
                     return n.map(IrqPlacement::Node);
                 }
                 if t.starts_with(|c: char| c.is_ascii_digit()) {
-                    return parse_cpu_list(t).map(IrqPlacement::Cpus);
+                    return cpus(t).map(IrqPlacement::Cpus);
                 }
                 Err(format!("`{t}` is not an interrupt placement"))
             }
@@ -117,19 +85,11 @@ impl IrqPlacement {
     }
 }
 
-fn cpus_label(cpus: &[u32]) -> String {
-    crate::workload::job::cpu_list(cpus)
-}
-
 impl fmt::Display for Placement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Placement::Unpinned => write!(f, "none"),
-            Placement::On => write!(f, "on"),
-            Placement::Near => write!(f, "near"),
-            Placement::Far => write!(f, "far"),
-            Placement::Node(n) => write!(f, "node:{n}"),
-            Placement::Cpus(c) => write!(f, "{}", cpus_label(c)),
+            Placement::Pinned(p) => write!(f, "{p}"),
         }
     }
 }
@@ -141,7 +101,7 @@ impl fmt::Display for IrqPlacement {
             IrqPlacement::OnNode => write!(f, "on-node"),
             IrqPlacement::Far => write!(f, "far"),
             IrqPlacement::Node(n) => write!(f, "node:{n}"),
-            IrqPlacement::Cpus(c) => write!(f, "{}", cpus_label(c)),
+            IrqPlacement::Cpus(c) => write!(f, "{}", format_cpulist(c)),
         }
     }
 }
@@ -193,14 +153,6 @@ pub struct Factor {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-3,6, 2").unwrap(), vec![0, 1, 2, 3, 6]);
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("a").is_err());
-        assert!(parse_cpu_list("1,,2").is_err());
-    }
 
     #[test]
     fn placements_round_trip() {

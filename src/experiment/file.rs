@@ -1087,7 +1087,9 @@ scheduler = ["none", "mq-deadline"]
         assert_eq!(placement.levels[3].label, "0-1");
         assert_eq!(
             placement.levels[3].value,
-            LevelValue::Placement(Placement::Cpus(vec![0, 1]))
+            LevelValue::Placement(Placement::Pinned(crate::placement::Placement::Cpus(vec![
+                0, 1
+            ])))
         );
         assert_eq!(
             e.factor("queue/iosched/fifo_batch").unwrap().kind,

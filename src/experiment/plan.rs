@@ -390,7 +390,12 @@ mod tests {
             [("rq_affinity".to_string(), "2".to_string())]
         );
         assert_eq!(c.polling(), Some(true));
-        assert_eq!(c.placement(), Some(&Placement::Cpus(vec![0, 2])));
+        assert_eq!(
+            c.placement(),
+            Some(&Placement::Pinned(crate::placement::Placement::Cpus(vec![
+                0, 2
+            ])))
+        );
         assert_eq!(c.fio_overrides(), [("bs".to_string(), "1m".to_string())]);
         assert_eq!(c.level("bs").unwrap().label, "1m");
         let job = c.job(&e, "/dev/loop3", Some(&[0, 2])).unwrap();

@@ -87,26 +87,8 @@ pub fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
 
 fn online_cpus(root: &SysRoot) -> Vec<u32> {
     root.attr("/sys/devices/system/cpu/online")
-        .and_then(|s| parse_cpu_list(&s))
+        .and_then(|s| crate::sys::parse::cpulist(&s).ok())
         .unwrap_or_default()
-}
-
-/// "0-3,8,10-11" -> [0,1,2,3,8,10,11]; None on malformed text.
-fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a || b - a > 1 << 16 {
-                    return None;
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(part.parse().ok()?),
-        }
-    }
-    Some(out)
 }
 
 fn identity(root: &SysRoot, f: &mut Vec<Finding>) {
@@ -603,16 +585,5 @@ mod tests {
         assert!(warns.is_empty(), "{warns:#?}");
         assert_eq!(by_key(&f, "turbo").value, "off (cpufreq boost)");
         assert_eq!(by_key(&f, "irqbalance").value, "not running");
-    }
-
-    #[test]
-    fn cpu_lists_parse_and_reject_garbage() {
-        assert_eq!(
-            parse_cpu_list("0-3,8,10-11\n"),
-            Some(vec![0, 1, 2, 3, 8, 10, 11])
-        );
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("3-1"), None);
-        assert_eq!(parse_cpu_list("x"), None);
     }
 }

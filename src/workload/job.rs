@@ -5,6 +5,7 @@
 //! settings always win and a user option can never silently contradict them.
 
 use super::options::{self, OptionPolicy, Refusal, PLACEMENT_OPTIONS, POLLING_ENGINES};
+use crate::sys::parse::format_cpulist;
 
 /// A job ready to hand to a runner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +127,7 @@ impl JobBuilder {
                     what: "the placement factor, which pins fio itself".to_string(),
                 });
             }
-            opts.push(("cpus_allowed".to_string(), cpu_list(cpus)));
+            opts.push(("cpus_allowed".to_string(), format_cpulist(cpus)));
             if *split {
                 opts.push(("cpus_allowed_policy".to_string(), "split".to_string()));
             }
@@ -159,30 +160,6 @@ impl JobBuilder {
             writes,
         })
     }
-}
-
-/// Compact fio CPU list: `0-3,6`.
-pub fn cpu_list(cpus: &[u32]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
 }
 
 /// fio section names are free text, but `[`/`]`, spaces and the reserved word `global` would
@@ -335,9 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn cpu_lists_and_names() {
-        assert_eq!(cpu_list(&[5, 1, 2, 3, 7, 8, 2]), "1-3,5,7-8");
-        assert_eq!(cpu_list(&[0]), "0");
+    fn names() {
         assert_eq!(sanitize_name("a b]["), "a_b__");
         assert_eq!(sanitize_name("global"), "iolab");
     }

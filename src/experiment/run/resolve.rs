@@ -140,11 +140,7 @@ fn check_knob_levels(exp: &Experiment, dev: &BlockDevice) -> Vec<String> {
 fn placement_level(p: &Placement) -> Option<level::Placement> {
     match p {
         Placement::Unpinned => None,
-        Placement::On => Some(level::Placement::On),
-        Placement::Near => Some(level::Placement::Near),
-        Placement::Far => Some(level::Placement::Far),
-        Placement::Node(n) => Some(level::Placement::Node(*n)),
-        Placement::Cpus(c) => Some(level::Placement::Cpus(c.clone())),
+        Placement::Pinned(p) => Some(p.clone()),
     }
 }
 

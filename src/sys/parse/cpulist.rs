@@ -82,11 +82,15 @@ pub fn cpumask(text: &str) -> Result<Vec<u32>, ParseError> {
     Ok(cpus)
 }
 
-/// Formats a sorted CPU set the way the kernel does (`0-3,8-11`); empty is `-`.
+/// Formats a CPU set the way the kernel does (`0-3,8-11`), which is also what fio's
+/// `cpus_allowed` takes; empty is `-`. Order and repeats in the input do not matter.
 pub fn format_cpulist(cpus: &[u32]) -> String {
     if cpus.is_empty() {
         return "-".to_string();
     }
+    let mut cpus = cpus.to_vec();
+    cpus.sort_unstable();
+    cpus.dedup();
     let mut out = Vec::new();
     let mut i = 0;
     while i < cpus.len() {
@@ -109,6 +113,12 @@ pub fn format_cpulist(cpus: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_unsorted_sets_with_repeats() {
+        assert_eq!(format_cpulist(&[5, 1, 2, 3, 7, 8, 2]), "1-3,5,7-8");
+        assert_eq!(format_cpulist(&[]), "-");
+    }
 
     #[test]
     fn lists_with_ranges_singles_and_spaces() {
