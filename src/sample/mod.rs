@@ -7,7 +7,10 @@
 //! ```no_run
 //! # use iolab::{sample, sys::SysRoot};
 //! # use std::time::Duration;
-//! let handle = sample::start(&SysRoot::live(), &["vda".to_string()], Duration::from_secs(1)).unwrap();
+//! let root = SysRoot::live();
+//! let machine = iolab::model::Machine::read(&root).unwrap();
+//! let watch = sample::Watch::of(&machine, "vda");
+//! let handle = sample::start(&root, &[watch], Duration::from_secs(1)).unwrap();
 //! // ... run fio ...
 //! let run = handle.stop();
 //! println!("{:?}", run.summary.map(|s| s.system));
@@ -45,22 +48,37 @@ pub struct SampleRun {
     pub errors: Vec<String>,
 }
 
-/// Starts sampling `devices` (names as in /proc/diskstats) every `interval`. The first
-/// reading is taken before this returns, so an error in it (a missing file) is reported
-/// here. The IRQs serving each device come from the machine model, read once now.
+/// A device to watch: its name as in /proc/diskstats and the IRQs that serve it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    pub device: String,
+    pub irqs: Vec<u32>,
+}
+
+impl Watch {
+    /// `device` with the IRQs the machine model found for it (none if it is unknown).
+    pub fn of(machine: &crate::model::Machine, device: &str) -> Watch {
+        Watch {
+            device: device.to_string(),
+            irqs: machine
+                .device(device)
+                .map(|d| d.irqs.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Starts sampling the `watched` devices every `interval`. The first reading is taken before
+/// this returns, so an error in it (a missing file) is reported here. The caller names each
+/// device's IRQs (it has the machine model already; reading it here would cost every run).
 pub fn start(
     root: &SysRoot,
-    devices: &[String],
+    watched: &[Watch],
     interval: Duration,
 ) -> Result<SamplerHandle, SysError> {
-    let device_irqs = match crate::model::Machine::read(root) {
-        Ok(m) => devices
-            .iter()
-            .map(|d| m.device(d).map(|d| d.irqs.clone()).unwrap_or_default())
-            .collect(),
-        Err(_) => vec![Vec::new(); devices.len()],
-    };
-    let mut reader = Reader::new(root.clone(), devices.to_vec());
+    let device_irqs: Vec<Vec<u32>> = watched.iter().map(|w| w.irqs.clone()).collect();
+    let devices: Vec<String> = watched.iter().map(|w| w.device.clone()).collect();
+    let mut reader = Reader::new(root.clone(), devices.clone());
     let started = Instant::now();
     let first = reader.read(0)?;
     let interval = interval.max(Duration::from_millis(1));
@@ -105,7 +123,7 @@ pub fn start(
     Ok(SamplerHandle {
         stop,
         thread,
-        devices: devices.to_vec(),
+        devices,
         device_irqs,
     })
 }
@@ -247,12 +265,15 @@ mod tests {
 
     #[test]
     fn samples_the_live_machine_on_a_fixed_grid() {
-        let devices: Vec<String> = std::fs::read_dir("/sys/block")
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        let root = SysRoot::live();
+        let machine = crate::model::Machine::read(&root).unwrap();
+        let watched: Vec<Watch> = machine
+            .devices
+            .iter()
             .take(2)
+            .map(|d| Watch::of(&machine, &d.name))
             .collect();
-        let h = start(&SysRoot::live(), &devices, Duration::from_millis(50)).unwrap();
+        let h = start(&root, &watched, Duration::from_millis(50)).unwrap();
         std::thread::sleep(Duration::from_millis(280));
         let run = h.stop();
         assert!(run.errors.is_empty(), "{:?}", run.errors);

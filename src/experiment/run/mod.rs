@@ -116,6 +116,8 @@ pub struct Plan {
     /// The device the workload runs on (for a dry run of the default target, the loop device
     /// that stood in for the scratch device that would be created).
     pub device: String,
+    /// The interrupts serving the device (for the sampler's per-device interrupt rate).
+    pub device_irqs: Vec<u32>,
     pub scratch: bool,
     pub cells: Vec<ResolvedCell>,
     /// The planned runs in order (adaptive: the minimum rounds; more may follow).
@@ -143,6 +145,7 @@ pub fn plan(exp: &Experiment, m: &Machine, device: &str, scratch: bool) -> Resul
     Ok(Plan {
         experiment: exp.name.clone(),
         device: device.to_string(),
+        device_irqs: dev.irqs.clone(),
         scratch,
         cells: resolved,
         order,
@@ -559,11 +562,11 @@ fn one_run(
     let job = matrix_cell
         .job(exp, &filename, cell.cpus.as_deref())
         .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
-    let sampler = crate::sample::start(
-        &lp.settings.root,
-        std::slice::from_ref(&plan.device),
-        lp.settings.sample_interval,
-    )?;
+    let watch = crate::sample::Watch {
+        device: plan.device.clone(),
+        irqs: plan.device_irqs.clone(),
+    };
+    let sampler = crate::sample::start(&lp.settings.root, &[watch], lp.settings.sample_interval)?;
     let outcome = lp.runner.run(&job);
     let samples = sampler.stop();
     let outcome = outcome?;
