@@ -17,6 +17,7 @@ pub mod sample;
 pub mod snapshot;
 pub mod stats;
 pub mod store;
+pub mod suggest;
 pub mod sys;
 pub mod target;
 pub mod trace;

@@ -331,30 +331,6 @@ fn type_name(v: &DeValue) -> &'static str {
     }
 }
 
-fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim(word, c), c))
-        .filter(|&(d, c)| d <= 2.max(word.len() / 4) && d < c.len())
-        .min()
-        .map(|(_, c)| c)
-}
-
-fn strsim(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 /// Parses `2G`, `512M`, `64k`, `1GiB`, `1073741824` (binary units, as fio does).
 pub fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
@@ -392,7 +368,7 @@ impl Walker<'_> {
     }
 
     fn unknown_key(&mut self, span: Range<usize>, key: &str, place: &str, allowed: &[&str]) {
-        let hint = closest(key, allowed.iter().copied())
+        let hint = crate::suggest::closest(key, allowed.iter().copied())
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();
         self.error(
@@ -533,9 +509,12 @@ impl Walker<'_> {
                     Some(m) if super::metrics::is_known(&m) => metric = Some(m),
                     Some(m) => {
                         ok = false;
-                        let hint = closest(&m, super::metrics::known().iter().map(String::as_str))
-                            .map(|s| format!(" (did you mean `{s}`?)"))
-                            .unwrap_or_default();
+                        let hint = crate::suggest::closest(
+                            &m,
+                            super::metrics::known().iter().map(String::as_str),
+                        )
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default();
                         self.error(
                             value.span(),
                             format!("`{m}` is not a metric iolab records{hint}"),
@@ -796,7 +775,7 @@ impl Walker<'_> {
             });
         }
         let knobs = queue_knobs::names();
-        let hint = closest(name, SPECIAL_FACTORS.iter().chain(&knobs).copied())
+        let hint = crate::suggest::closest(name, SPECIAL_FACTORS.iter().chain(&knobs).copied())
             .or_else(|| options::suggest(name))
             .map(|s| format!(" (did you mean `{s}`?)"))
             .unwrap_or_default();

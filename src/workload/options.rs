@@ -169,28 +169,7 @@ pub fn is_fio_option(name: &str) -> bool {
 /// The closest known name, for "did you mean" messages.
 pub fn suggest(name: &str) -> Option<&'static str> {
     let c = catalogue();
-    c.names
-        .iter()
-        .chain(c.aliases.keys())
-        .map(|&cand| (edit_distance(name, cand), cand))
-        .filter(|&(d, cand)| d <= 2.max(name.len() / 4) && d < cand.len())
-        .min()
-        .map(|(_, cand)| cand)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+    crate::suggest::closest(name, c.names.iter().chain(c.aliases.keys()).copied())
 }
 
 /// Checks one `name=value` pair of a workload. The value is fio's text form.
