@@ -87,28 +87,32 @@ fn device_and_partitions(root: &SysRoot, name: &str) -> Result<Vec<(String, Stri
 }
 
 /// Mounts of any of `devices` ((name, "maj:min")), from /proc/self/mountinfo's text. Matches
-/// the device number (field 3) and, because btrfs and some others report an anonymous
-/// device number, also the mount source ("/dev/NAME").
+/// the device number and, because btrfs and some others report an anonymous device number,
+/// also the mount source ("/dev/NAME"). A line that does not parse cannot be ruled out, so it
+/// counts as a reason too: this check errs towards "holds data".
 pub fn mounts_of(mountinfo: &str, devices: &[(String, String)]) -> Vec<Reason> {
     let mut out = Vec::new();
-    for line in mountinfo.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        if fields.len() < 5 {
+    for (i, line) in mountinfo.lines().enumerate() {
+        if line.trim().is_empty() {
             continue;
         }
-        let (majmin, mount_point) = (fields[2], fields[4]);
-        let source = line
-            .split(" - ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').nth(1))
-            .unwrap_or("");
+        let m = match crate::sys::parse::mountinfo::mount_line(line, i + 1) {
+            Ok(m) => m,
+            Err(e) => {
+                out.push(Reason::Unreadable {
+                    why: format!("/proc/self/mountinfo:{}: {}", e.line, e.message),
+                });
+                continue;
+            }
+        };
+        let majmin = format!("{}:{}", m.major, m.minor);
         for (name, dev) in devices {
-            let by_number = !dev.is_empty() && majmin == dev;
-            let by_source = source == format!("/dev/{name}");
+            let by_number = !dev.is_empty() && majmin == *dev;
+            let by_source = m.source == format!("/dev/{name}");
             if by_number || by_source {
                 let r = Reason::Mounted {
                     device: name.clone(),
-                    mount_point: unescape_octal(mount_point),
+                    mount_point: m.mount_point.clone(),
                 };
                 if !out.contains(&r) {
                     out.push(r);
@@ -117,27 +121,6 @@ pub fn mounts_of(mountinfo: &str, devices: &[(String, String)]) -> Vec<Reason> {
         }
     }
     out
-}
-
-/// mountinfo escapes space, tab, newline and backslash as \ooo.
-fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Swap areas on any of `names`, from /proc/swaps' text (first line is a header).
@@ -263,7 +246,14 @@ mod tests {
             "btrfs reports 0:45 but the source names the device"
         );
         assert!(mounts_of(MOUNTINFO, &devs(&[("loop0", "7:0")])).is_empty());
-        assert!(mounts_of("garbage\n\n1 2\n", &devs(&[("loop0", "7:0")])).is_empty());
+        // Lines that do not parse cannot rule a mount out: they count against writing.
+        let r = mounts_of("garbage\n\n1 2\n", &devs(&[("loop0", "7:0")]));
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert!(
+            r[0].to_string().contains("/proc/self/mountinfo:1:"),
+            "{}",
+            r[0]
+        );
     }
 
     #[test]

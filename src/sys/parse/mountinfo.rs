@@ -31,7 +31,8 @@ pub fn mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
     Ok(out)
 }
 
-fn mount_line(line: &str, lineno: usize) -> Result<Mount, ParseError> {
+/// Parses one line (`lineno` is 1-based, for the error).
+pub fn mount_line(line: &str, lineno: usize) -> Result<Mount, ParseError> {
     let fields: Vec<&str> = line.split(' ').filter(|f| !f.is_empty()).collect();
     let err = |m: &str| ParseError::new(lineno, m.to_string());
     let sep = fields
