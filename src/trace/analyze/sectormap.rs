@@ -91,8 +91,10 @@ impl<V> SectorMap<V> {
     pub fn for_range_mut(&mut self, from: u64, to: u64, mut f: impl FnMut(u64, &mut V)) {
         match self {
             SectorMap::Small { keys, vals } => {
+                // One unsigned comparison per key: k - from wraps above `span` when k < from.
+                let span = to.saturating_sub(from);
                 for (&k, v) in keys.iter().zip(vals.iter_mut()) {
-                    if k >= from && k < to {
+                    if k.wrapping_sub(from) < span {
                         f(k, v);
                     }
                 }
