@@ -326,7 +326,10 @@ pub fn run(
     });
     store.add_environment(experiment_id, &env)?;
 
-    let tracing = exp.trace.then(|| {
+    if exp.trace && !settings.root.is_live() {
+        progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
+    }
+    let tracing = (exp.trace && settings.root.is_live()).then(|| {
         let dev = machine
             .device(&device)
             .map(|d| d.dev.clone())
