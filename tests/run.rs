@@ -789,3 +789,39 @@ fn ctrl_c_stops_fio_restores_knobs_and_exits_130() {
     let db = Store::open_existing(&db_path).unwrap();
     assert_eq!(db.experiment(1).unwrap().status, "interrupted");
 }
+
+/// A fixture machine is not this one: `trace = true` records nothing there, says so once,
+/// and the runs are stored without a trace.
+#[test]
+fn trace_true_on_a_fixture_machine_stores_runs_without_traces() {
+    struct Said(Vec<String>);
+    impl runloop::Progress for Said {
+        fn message(&mut self, text: &str) {
+            self.0.push(text.to_string());
+        }
+        fn run_started(&mut self, _: &runloop::Step) {}
+    }
+    let lab = Lab::new();
+    let e = exp(&MATRIX.replace("repetitions = 2", "repetitions = 1\ntrace = true"));
+    assert!(e.trace);
+    let replay = ReplayFio::in_order((0..4).map(|_| fio_fixture("randread_1job_json")));
+    let settings = lab.settings();
+    let mut said = Said(Vec::new());
+    runloop::run(&e, &settings, &replay, &CancelToken::new(), &mut said).unwrap();
+    let traced: Vec<&String> = said.0.iter().filter(|m| m.starts_with("trace:")).collect();
+    assert_eq!(traced.len(), 1, "{:?}", said.0);
+    let db = Store::open_existing(&settings.db_path).unwrap();
+    let runs = db.runs(1).unwrap();
+    assert_eq!(runs.len(), 4);
+    for r in runs {
+        assert_eq!(db.run_texts(r.id).unwrap().unwrap().trace, None);
+        let names: Vec<String> = db
+            .run_metrics(r.id)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.0)
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with("trace_")), "{names:?}");
+    }
+    assert!(!runloop::trace::traces_dir(&settings.db_path).exists());
+}

@@ -785,3 +785,116 @@ fn a_closed_stdout_is_not_a_panic() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `trace = true`: every measured run of a 2-cell experiment keeps a trace beside the
+/// database that `iolab trace analyze` reads, and carries trace metrics that agree with fio.
+#[test]
+fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
+    if !iolab::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("exp");
+    let dir = tempfile::tempdir().unwrap();
+    let before = tracefs_state(&scratch.dev);
+    let file = dir.path().join("traced.toml");
+    // fio is rate-limited so that a loaded machine's recorder keeps up (no lost events).
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"traced\"\nseed = 3\nrepetitions = 1\nwarmup = true\ntrace = true\n\
+             [target]\ndevice = \"{}\"\nanchor_cpu = 0\n[workload]\nrw = \"randread\"\n\
+             bs = \"4k\"\nioengine = \"psync\"\ndirect = 1\nsize = \"16m\"\n\
+             runtime = \"1s\"\ntime_based = true\nrate_iops = 20000\n[factors]\n\
+             scheduler = [\"none\", \"mq-deadline\"]\n",
+            scratch.dev
+        ),
+    )
+    .unwrap();
+    let db_path = dir.path().join("r.db");
+    let out = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "--db"])
+        .arg(&db_path)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("trace:"), "{stderr}");
+    assert_eq!(tracefs_state(&scratch.dev), before);
+
+    let db = iolab::store::Store::open_existing(&db_path).unwrap();
+    let runs = db.runs(1).unwrap();
+    assert_eq!(runs.len(), 4, "two warm-ups and two measured runs");
+    let traces = dir.path().join("r.db.traces/experiment-1");
+    let mut dirs: Vec<String> = std::fs::read_dir(&traces)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort();
+    assert_eq!(
+        dirs,
+        ["cell0-round1", "cell1-round1"],
+        "warm-ups are not traced"
+    );
+    for run in &runs {
+        let texts = db.run_texts(run.id).unwrap().unwrap();
+        if run.warmup {
+            assert_eq!(texts.trace, None);
+            continue;
+        }
+        let stored = texts.trace.expect("a measured run has a trace");
+        assert!(!Path::new(&stored).is_absolute(), "{stored}");
+        let base = iolab::store::trace_location(&db_path, &stored);
+        let name = base.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            std::fs::read_dir(base.parent().unwrap()).unwrap().any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{name}.blktrace."))),
+            "{}",
+            base.display()
+        );
+        let report = iolab_json(&["trace", "analyze", base.to_str().unwrap(), "--json"]);
+        let q2c_n = f(&report["devices"][0]["latency"]["q2c"]["n"]);
+
+        let metrics: HashMap<String, f64> = db.run_metrics(run.id).unwrap().into_iter().collect();
+        let fio: Value = serde_json::from_str(&texts.fio_json.unwrap()).unwrap();
+        let fio_ios: f64 = fio["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["read"]["total_ios"].as_f64().unwrap())
+            .sum();
+        let count = metrics["trace_q2c_count"];
+        assert_eq!(
+            count, q2c_n,
+            "the metric is the analysis of the stored files"
+        );
+        assert!(fio_ios > 1000.0, "{fio_ios}");
+        // The trace starts before fio and ends after it: a few extra IOs at most.
+        assert!(
+            count >= fio_ios && count <= fio_ios * 1.01 + 64.0,
+            "{}: trace Q2C count {count} vs fio's {fio_ios} IOs; {metrics:?}",
+            run.cell_key
+        );
+        assert_eq!(metrics["trace_events_lost"], 0.0, "{}", run.cell_key);
+        let q2c = metrics["trace_q2c_mean_us"];
+        let fio_clat = metrics["read_clat_mean_us"];
+        assert!(
+            q2c > 0.0 && q2c < fio_clat * 1.5 + 50.0,
+            "{}: Q2C {q2c} us vs fio clat {fio_clat} us",
+            run.cell_key
+        );
+        assert!(metrics["trace_q2c_p99_us"] >= metrics["trace_q2c_p50_us"]);
+        assert!((0.0..=100.0).contains(&metrics["trace_i2d_pct"]));
+        assert!(
+            (metrics["trace_merge_ratio"] - 1.0).abs() < 0.01,
+            "random 4k: no merges"
+        );
+        assert!(metrics["trace_dispatch_depth_mean"] >= 1.0);
+    }
+}

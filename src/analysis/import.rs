@@ -258,6 +258,7 @@ pub fn import_files(
             tags,
             metrics: metrics.clone(),
             samples: Vec::new(),
+            trace: None,
         };
         let run_id = store
             .insert_run(&run)

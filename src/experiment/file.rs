@@ -12,6 +12,7 @@
 //! repetitions = 5              # or { target_ci = 0.02, min = 3, max = 30 }
 //! warmup = true                # one unrecorded run per cell before its first
 //! split_cpus = false           # true: one CPU of the placement per fio job clone
+//! trace = true                 # record and analyse a block trace of each measured run
 //! [target]
 //! device = "default"           # a scratch loop device on /dev/shm; or "nvme0n1"
 //! size = "1G"
@@ -114,6 +115,9 @@ pub struct Experiment {
     /// Give each of fio's `numjobs` clones its own CPU of the placement
     /// (`cpus_allowed_policy=split`) instead of sharing them all.
     pub split_cpus: bool,
+    /// Record a block trace of the target device during each measured run, store it beside
+    /// the results and store its headline figures as `trace_*` metrics.
+    pub trace: bool,
 }
 
 impl Experiment {
@@ -185,6 +189,7 @@ const TOP_KEYS: &[&str] = &[
     "repetitions",
     "warmup",
     "split_cpus",
+    "trace",
     "allow_exec",
     "allow_unknown_fio_options",
     "target",
@@ -232,6 +237,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut repetitions = Repetitions::Fixed(3);
     let mut warmup = false;
     let mut split_cpus = false;
+    let mut trace = false;
     let mut target = TargetSpec {
         device: TargetDevice::Scratch,
         size_bytes: DEFAULT_SCRATCH_BYTES,
@@ -256,6 +262,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
             }
             "warmup" => warmup = w.boolean(value).unwrap_or(false),
             "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
+            "trace" => trace = w.boolean(value).unwrap_or(false),
             "allow_exec" | "allow_unknown_fio_options" => {}
             "target" => {
                 if let Some(t) = w.target(value) {
@@ -294,6 +301,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         factors,
         policy,
         split_cpus,
+        trace,
     })
 }
 
@@ -1328,6 +1336,23 @@ scheduler = ["none", "mq-deadline"]
             text.contains("x.toml:2:10: expected true or false"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn trace_is_a_top_level_flag() {
+        assert!(!parse("x.toml", GOOD).unwrap().trace);
+        assert!(
+            parse("x.toml", "name = \"n\"\ntrace = true\n")
+                .unwrap()
+                .trace
+        );
+        let text = errors("name = \"n\"\ntrace = 1\n").join("\n");
+        assert!(
+            text.contains("x.toml:2:9: expected true or false, not an integer"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\ntraces = true\n").join("\n");
+        assert!(text.contains("(did you mean `trace`?)"), "{text}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ const SAMPLER_METRICS: &[&str] = &[
     "dev_util_pct",
 ];
 
-/// Every metric name, fio's (per direction) then the sampler's.
+/// Every metric name: fio's (per direction), the sampler's, then a traced run's.
 pub fn known() -> &'static [String] {
     static KNOWN: OnceLock<Vec<String>> = OnceLock::new();
     KNOWN.get_or_init(|| {
@@ -47,6 +47,11 @@ pub fn known() -> &'static [String] {
         names.push("fio_usr_pct".to_string());
         names.push("fio_sys_pct".to_string());
         names.extend(SAMPLER_METRICS.iter().map(|s| s.to_string()));
+        names.extend(
+            super::run::trace::METRIC_NAMES
+                .iter()
+                .map(|s| s.to_string()),
+        );
         names
     })
 }

@@ -66,4 +66,34 @@ mod tests {
         assert_eq!(Direction::for_metric("dev_avg_rq_kb"), None);
         assert_eq!(Direction::for_metric("dev_avg_qu_sz"), None);
     }
+
+    /// A traced run's latencies and the share spent in the scheduler are costs; counts,
+    /// sizes, depths and the merge ratio are descriptions whose better side depends on the
+    /// workload (seeds/001's collapsed dispatch depth was bad, a deep queue on a slow disk is
+    /// too), so a comparison must name its direction.
+    #[test]
+    fn trace_metrics_have_their_documented_direction() {
+        for m in [
+            "trace_q2c_mean_us",
+            "trace_q2c_p50_us",
+            "trace_q2c_p99_us",
+            "trace_q2c_max_us",
+            "trace_d2c_mean_us",
+            "trace_d2c_p99_us",
+            "trace_i2d_pct",
+        ] {
+            assert_eq!(Direction::for_metric(m), Some(LowerIsBetter), "{m}");
+        }
+        for m in [
+            "trace_events",
+            "trace_events_lost",
+            "trace_q2c_count",
+            "trace_merge_ratio",
+            "trace_request_kb_mean",
+            "trace_dispatch_depth_mean",
+            "trace_sleeps",
+        ] {
+            assert_eq!(Direction::for_metric(m), None, "{m}");
+        }
+    }
 }

@@ -86,6 +86,9 @@ pub struct NewRun {
     pub fio_json: Option<String>,
     pub fio_command: Option<String>,
     pub job_file: Option<String>,
+    /// The run's block trace: base name of its NAME.blktrace.CPU files, relative to the
+    /// database's directory (see [`trace_location`]).
+    pub trace: Option<String>,
     /// User tags (`--tag NAME=VALUE`); `host` and `kernel` come from the experiment unless set here.
     pub tags: Vec<(String, String)>,
     pub metrics: Vec<(String, f64)>,
@@ -176,6 +179,21 @@ pub struct RunTexts {
     pub fio_json: Option<String>,
     pub fio_command: Option<String>,
     pub job_file: Option<String>,
+    /// The run's block trace as stored (relative to the database's directory); resolve it
+    /// with [`trace_location`].
+    pub trace: Option<String>,
+}
+
+/// Where a stored trace name points: relative names are taken from the database's directory.
+pub fn trace_location(db_path: &Path, stored: &str) -> PathBuf {
+    let stored = Path::new(stored);
+    if stored.is_absolute() {
+        return stored.to_path_buf();
+    }
+    match db_path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(stored),
+        _ => stored.to_path_buf(),
+    }
 }
 
 /// One preflight finding as stored with an experiment.
@@ -407,8 +425,8 @@ impl Store {
         let levels = serde_json::to_string(&run.cell_levels).unwrap_or_else(|_| "null".into());
         tx.execute(
             "INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, warmup, start_unix,
-                               end_unix, status, reason, fio_json, fio_command, job_file)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                               end_unix, status, reason, fio_json, fio_command, job_file, trace)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 run.experiment_id,
                 run.cell_key,
@@ -421,7 +439,8 @@ impl Store {
                 run.status.reason(),
                 run.fio_json,
                 run.fio_command,
-                run.job_file
+                run.job_file,
+                run.trace
             ],
         )
         .map_err(wrap)?;
@@ -575,13 +594,14 @@ impl Store {
     pub fn run_texts(&self, run_id: i64) -> Result<Option<RunTexts>> {
         self.conn
             .query_row(
-                "SELECT fio_json, fio_command, job_file FROM runs WHERE id = ?1",
+                "SELECT fio_json, fio_command, job_file, trace FROM runs WHERE id = ?1",
                 [run_id],
                 |r| {
                     Ok(RunTexts {
                         fio_json: r.get(0)?,
                         fio_command: r.get(1)?,
                         job_file: r.get(2)?,
+                        trace: r.get(3)?,
                     })
                 },
             )
@@ -890,5 +910,47 @@ mod tests {
             let back = RunStatus::from_columns(s.as_str(), s.reason().map(String::from));
             assert_eq!(back, s);
         }
+    }
+
+    #[test]
+    fn a_version_1_file_gains_the_trace_column_and_keeps_its_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
+                .unwrap();
+            conn.execute_batch(
+                "INSERT INTO experiments VALUES (1, 'e', '', 0, '{}', 0, 'h', 'k', 'done');
+                 INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, start_unix,
+                                   end_unix, status, job_file)
+                 VALUES (1, 'c', '{}', 1, 0, 1, 'ok', 'old job');",
+            )
+            .unwrap();
+        }
+        let mut db = Store::open(&path).unwrap();
+        assert_eq!(db.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        let old = db.run_texts(1).unwrap().unwrap();
+        assert_eq!(old.job_file.as_deref(), Some("old job"));
+        assert_eq!(old.trace, None);
+        let id = db
+            .insert_run(&NewRun {
+                experiment_id: 1,
+                cell_key: "c".into(),
+                trace: Some("v1.db.traces/e1/run".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        let stored = db.run_texts(id).unwrap().unwrap().trace.unwrap();
+        assert_eq!(
+            trace_location(&path, &stored),
+            dir.path().join("v1.db.traces/e1/run")
+        );
+        assert_eq!(
+            trace_location(Path::new("r.db"), "r.db.traces/x"),
+            PathBuf::from("r.db.traces/x")
+        );
     }
 }

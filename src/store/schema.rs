@@ -83,4 +83,9 @@ CREATE TABLE environment (
     PRIMARY KEY (experiment_id, key)
 ) WITHOUT ROWID;
 "#,
+    // 2: a run's block trace (`trace = true` experiments): the trace's base name
+    // (NAME.blktrace.CPU files), relative to the database's directory so the two move together.
+    r#"
+ALTER TABLE runs ADD COLUMN trace TEXT;
+"#,
 ];

@@ -46,15 +46,16 @@ impl<R: Read> Merged<R> {
 }
 
 impl<R: Read> Merged<R> {
-    /// Appends records in time order to `out` until it holds `max`; returns false at the
-    /// end of input.
+    /// Appends records in time order to `out` until it holds `max`, offering each to `keep`
+    /// first (see [`RecordStream::read_io_batch`]); returns false at the end of input.
     pub fn read_io_batch(
         &mut self,
         out: &mut super::stream::IoBatch,
         max: usize,
+        keep: &mut impl FnMut(&super::record::Io) -> bool,
     ) -> Result<bool, TraceError> {
         if self.streams.len() == 1 && !self.failed {
-            let r = self.streams[0].read_io_batch(out, max);
+            let r = self.streams[0].read_io_batch(out, max, keep);
             if r.is_err() {
                 self.failed = true;
             }
@@ -62,7 +63,7 @@ impl<R: Read> Merged<R> {
         }
         while out.ios.len() < max {
             match self.next() {
-                Some(Ok(ev)) => out.push_event(ev),
+                Some(Ok(ev)) => out.push_event_if(ev, keep),
                 Some(Err(e)) => return Err(e),
                 None => return Ok(false),
             }

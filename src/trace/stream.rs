@@ -166,7 +166,15 @@ impl IoBatch {
         self.extra.clear();
     }
     pub fn push_event(&mut self, ev: Event) {
+        self.push_event_if(ev, &mut |_| true);
+    }
+    /// Appends the record unless `keep` says it was consumed.
+    #[inline]
+    pub fn push_event_if(&mut self, ev: Event, keep: &mut impl FnMut(&record::Io) -> bool) {
         let (io, needs_event) = ev.io();
+        if !keep(&io) {
+            return;
+        }
         if needs_event {
             self.extra.push((self.ios.len(), ev));
         }
@@ -176,21 +184,30 @@ impl IoBatch {
 
 impl<R: Read> RecordStream<R> {
     /// Appends records to `out` until it holds `max`; returns false at the end of input.
-    /// The analysis pipeline's fast path: common records are decoded straight into the
-    /// compact form, others through [`RecordStream::next_event`].
-    pub fn read_io_batch(&mut self, out: &mut IoBatch, max: usize) -> Result<bool, TraceError> {
+    /// Every record is first offered to `keep`, in order; those it consumes (returns false
+    /// for) are not appended — the pipeline's reader stage takes plug records this way,
+    /// without a second pass over the batch. The fast path: common records are decoded
+    /// straight into the compact form, others through [`RecordStream::next_event`].
+    pub fn read_io_batch(
+        &mut self,
+        out: &mut IoBatch,
+        max: usize,
+        keep: &mut impl FnMut(&record::Io) -> bool,
+    ) -> Result<bool, TraceError> {
         while out.ios.len() < max {
             if !self.failed && self.end - self.start >= record::V8_HEADER {
                 if let Some((io, n)) = record::decode_io_native_v7(&self.buf[self.start..self.end])
                 {
-                    out.ios.push(io);
+                    if keep(&io) {
+                        out.ios.push(io);
+                    }
                     self.start += n;
                     self.offset += n as u64;
                     continue;
                 }
             }
             match self.next_event() {
-                Some(Ok(ev)) => out.push_event(ev),
+                Some(Ok(ev)) => out.push_event_if(ev, keep),
                 Some(Err(e)) => return Err(e),
                 None => return Ok(false),
             }

@@ -25,6 +25,7 @@
 pub mod record;
 pub mod resolve;
 pub mod summary;
+pub mod trace;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -188,6 +189,25 @@ fn check_writes(exp: &Experiment, settings: &Settings, device: &str) -> Result<(
 /// The plan without touching anything: no scratch device, no knob, no store. For the default
 /// target an existing loop device stands in for the scratch device (same driver, same knobs).
 pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
+    let mut p = dry_plan(exp, settings)?;
+    if exp.trace {
+        let dir = trace::traces_dir(&settings.db_path);
+        p.notes.push(format!(
+            "trace = true: each measured run records a block trace of the target through \
+             tracefs into {}/experiment-ID/cellC-roundR/ and stores its trace_* metrics{}",
+            dir.display(),
+            match trace::unavailable(&p.device) {
+                Some(why) => format!(
+                    "; right now recording would fail ({why}) and runs would go on untraced"
+                ),
+                None => String::new(),
+            }
+        ));
+    }
+    Ok(p)
+}
+
+fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     let m = Machine::read(&settings.root)?;
     match named_device(exp, settings) {
         Some(dev) => {
@@ -309,6 +329,16 @@ pub fn run(
     });
     store.add_environment(experiment_id, &env)?;
 
+    if exp.trace && !settings.root.is_live() {
+        progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
+    }
+    let tracing = (exp.trace && settings.root.is_live()).then(|| {
+        let dev = machine
+            .device(&device)
+            .map(|d| d.dev.clone())
+            .unwrap_or_default();
+        trace::Tracing::new(&settings.db_path, experiment_id, &device, &dev)
+    });
     let mut journal = Journal::begin_in(&settings.state_dir)?;
     let looped = execute(
         exp,
@@ -321,6 +351,7 @@ pub fn run(
             journal: &mut journal,
             experiment_id,
             progress,
+            tracing,
         },
     );
     progress.finish();
@@ -372,6 +403,8 @@ struct Loop<'a> {
     journal: &'a mut Journal,
     experiment_id: i64,
     progress: &'a mut dyn Progress,
+    /// Set for `trace = true` experiments.
+    tracing: Option<trace::Tracing>,
 }
 
 struct Looped {
@@ -562,6 +595,15 @@ fn one_run(
     let job = matrix_cell
         .job(exp, &filename, cell.cpus.as_deref())
         .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
+    // Warm-ups are not traced: they are not measured. Dropped unfinished (an error, Ctrl-C),
+    // the recording stops and its files go.
+    let tracer = match (&mut lp.tracing, run.warmup) {
+        (Some(t), false) => {
+            let progress = &mut *lp.progress;
+            t.start(cell.index, run.round, &mut |m| progress.message(m))
+        }
+        _ => None,
+    };
     let watch = crate::sample::Watch {
         device: plan.device.clone(),
         irqs: plan.device_irqs.clone(),
@@ -574,6 +616,14 @@ fn one_run(
     if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
         return Ok(None);
     }
+    let recorded = tracer.and_then(|t| match t.finish() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            lp.progress
+                .message(&format!("trace: the run's recording failed: {e:#}"));
+            None
+        }
+    });
     // A run that cannot happen here is no warm-up of anything: it is the cell's record.
     record.warmup = run.warmup && !matches!(outcome.status, FioStatus::NotApplicable { .. });
     record.status = match &outcome.status {
@@ -583,11 +633,20 @@ fn one_run(
         FioStatus::Crash { reason } => RunStatus::Failed(reason.clone()),
         FioStatus::Cancelled => unreachable!("handled above"),
     };
-    let metrics = if record.status == RunStatus::Ok {
+    let mut metrics = if record.status == RunStatus::Ok {
         record::metrics(&outcome, Some(&samples), &plan.device)
     } else {
         Vec::new()
     };
+    if let (Some(recorded), Some(tracing)) = (&recorded, &lp.tracing) {
+        if record.status == RunStatus::Ok {
+            match tracing.metrics(recorded) {
+                Ok(m) => metrics.extend(m),
+                Err(e) => lp.progress.message(&format!("trace: {e:#}")),
+            }
+        }
+        record.trace = Some(recorded.stored.clone());
+    }
     record.metrics = metrics.clone();
     record.samples = record::series(&samples);
     record.fio_json = Some(outcome.stdout);

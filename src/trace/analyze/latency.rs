@@ -42,10 +42,13 @@ impl LogHist {
     pub fn add(&mut self, v: u64) {
         let b = bucket(v);
         debug_assert!(b < BUCKETS);
-        if b >= self.counts.len() {
-            self.counts.resize(b + 1, 0);
+        match self.counts.get_mut(b) {
+            Some(c) => *c += 1,
+            None => {
+                self.counts.resize(b + 1, 0);
+                self.counts[b] = 1;
+            }
         }
-        self.counts[b] += 1;
     }
 
     pub fn merge(&mut self, other: &LogHist) {

@@ -574,29 +574,12 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
             loop {
                 let mut batch = empty_rx.recv().unwrap_or_default();
                 batch.clear();
-                let (more, failed) = match events.read_io_batch(&mut batch, BATCH) {
+                // Plug records stop here (the side stage consumes them as they are read).
+                let mut keep = |io: &Io| side.feed(io);
+                let (more, failed) = match events.read_io_batch(&mut batch, BATCH, &mut keep) {
                     Ok(more) => (more, None),
                     Err(e) => (false, Some(e)),
                 };
-                // Plug records stop here; the full events' indices follow the compaction
-                // (plug records never have one: their payload is a count).
-                let mut kept = 0;
-                let mut next_extra = 0;
-                for r in 0..batch.ios.len() {
-                    let io = batch.ios[r];
-                    let has_extra = batch.extra.get(next_extra).is_some_and(|e| e.0 == r);
-                    if side.feed(&io) {
-                        if has_extra {
-                            batch.extra[next_extra].0 = kept;
-                        }
-                        batch.ios[kept] = io;
-                        kept += 1;
-                    }
-                    if has_extra {
-                        next_extra += 1;
-                    }
-                }
-                batch.ios.truncate(kept);
                 let done = !more || failed.is_some();
                 if !batch.ios.is_empty() && full_tx.send(Ok(batch)).is_err() {
                     return side;

@@ -1,0 +1,321 @@
+//! Per-run block traces for experiments with `trace = true`: each measured run records the
+//! target device's block events through tracefs (`trace::capture`), the per-CPU files are kept
+//! beside the database, and the trace is analysed at once so its headline figures become
+//! ordinary `trace_*` metrics of the run (docs/architecture.md).
+//!
+//! Where the files go: `<db>.traces/experiment-<E>/cell<C>-round<R>/<device>.blktrace.<CPU>`.
+//! The run's database id is known only after its row is inserted, which is after the trace
+//! has been written; experiment id, cell index and round are known before and identify a
+//! measured run uniquely (warm-ups are never traced). If iolab dies between writing the files
+//! and inserting the run, the directory is an orphan no run points to, and a later experiment
+//! gets a new id, so nothing is overwritten. The run row stores the base name relative to the
+//! database's directory, so a results directory can be moved as a whole.
+//!
+//! The blk tracer is global (one recorder per machine): when it is busy, tracefs is missing or
+//! iolab is not root, the run goes on without a trace and the reason is said once.
+
+use std::path::{Path, PathBuf};
+
+use crate::trace::analyze::{self, DeviceReport, Report};
+use crate::trace::capture::{self, Recording, Summary};
+
+/// Per-CPU ring buffer while recording (KiB), as `iolab trace record`'s default.
+const BUFFER_KB: u64 = 8192;
+
+/// The directory that holds every trace of the database `db_path`.
+pub fn traces_dir(db_path: &Path) -> PathBuf {
+    let mut name = db_path.file_name().unwrap_or_default().to_os_string();
+    name.push(".traces");
+    db_path.with_file_name(name)
+}
+
+/// Why tracing cannot work here, checked without touching anything (for `--dry-run`).
+pub fn unavailable(device: &str) -> Option<String> {
+    if !crate::sys::is_root() {
+        return Some("recording needs root".into());
+    }
+    let enable = Path::new("/sys/class/block")
+        .join(device)
+        .join("trace/enable");
+    if !enable.exists() {
+        return Some(format!(
+            "{} is missing (kernel without CONFIG_BLK_DEV_IO_TRACE?)",
+            enable.display()
+        ));
+    }
+    match std::fs::read_to_string("/sys/kernel/tracing/current_tracer") {
+        Ok(t) if matches!(t.trim(), "nop" | "blk") => None,
+        Ok(t) => Some(format!("tracefs is in use by the `{}` tracer", t.trim())),
+        // tracefs is mounted by the recorder when it is not.
+        Err(_) => None,
+    }
+}
+
+/// Tracing for one experiment.
+pub struct Tracing {
+    db_path: PathBuf,
+    experiment_id: i64,
+    device: String,
+    /// "major,minor" of the target, as the analysis names devices.
+    dev: String,
+    said_unavailable: bool,
+}
+
+/// A recording in progress for one run. Dropped without [`RunTrace::finish`] (fio failed,
+/// Ctrl-C), it stops the recording — which restores tracefs — and removes its files, since no
+/// run will point to them.
+pub struct RunTrace {
+    recording: Option<Recording>,
+    dir: PathBuf,
+    base: PathBuf,
+    stored: String,
+}
+
+/// A finished recording: where it is and what the recorder saw.
+pub struct Recorded {
+    pub base: PathBuf,
+    /// The base name relative to the database's directory (what the run row stores).
+    pub stored: String,
+    pub summary: Summary,
+}
+
+impl Tracing {
+    /// `dev` is the target's `major:minor` (the machine model's form).
+    pub fn new(db_path: &Path, experiment_id: i64, device: &str, dev: &str) -> Tracing {
+        Tracing {
+            db_path: db_path.to_path_buf(),
+            experiment_id,
+            device: device.to_string(),
+            dev: dev.replace(':', ","),
+            said_unavailable: false,
+        }
+    }
+
+    /// Starts recording for the measured run of cell `cell` in round `round`; `None` (and,
+    /// the first time, a message) when tracing is unavailable.
+    pub fn start(
+        &mut self,
+        cell: usize,
+        round: u32,
+        say: &mut dyn FnMut(&str),
+    ) -> Option<RunTrace> {
+        let db_name = self.db_path.file_name().unwrap_or_default();
+        let relative_dir = traces_dir(Path::new(db_name))
+            .join(format!("experiment-{}", self.experiment_id))
+            .join(format!("cell{cell}-round{round}"));
+        let dir = crate::store::trace_location(&self.db_path, &relative_dir.to_string_lossy());
+        let started = std::fs::create_dir_all(&dir)
+            .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))
+            .and_then(|()| {
+                capture::start(capture::Config {
+                    device: self.device.clone(),
+                    output: dir.join(&self.device),
+                    duration: None,
+                    buffer_kb: BUFFER_KB,
+                    command: Vec::new(),
+                })
+            });
+        match started {
+            Ok(recording) => Some(RunTrace {
+                recording: Some(recording),
+                base: dir.join(&self.device),
+                stored: relative_dir
+                    .join(&self.device)
+                    .to_string_lossy()
+                    .into_owned(),
+                dir,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                if !self.said_unavailable {
+                    self.said_unavailable = true;
+                    say(&format!(
+                        "trace: cannot record /dev/{} ({e:#}); runs go on without a trace",
+                        self.device
+                    ));
+                }
+                None
+            }
+        }
+    }
+
+    /// Analyses a finished recording into the run's `trace_*` metrics.
+    pub fn metrics(&self, recorded: &Recorded) -> anyhow::Result<Vec<(String, f64)>> {
+        let report = analyze::analyze_paths(
+            std::slice::from_ref(&recorded.base),
+            analyze::Options {
+                timeline: false,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("analysing {}: {e}", recorded.base.display()))?;
+        Ok(metrics(&report, &self.dev, &recorded.summary))
+    }
+}
+
+impl RunTrace {
+    /// Stops recording (draining the buffers and restoring tracefs).
+    pub fn finish(mut self) -> anyhow::Result<Recorded> {
+        let recording = self
+            .recording
+            .take()
+            .expect("a RunTrace records until finished");
+        let summary = recording.stop()?;
+        let recorded = Recorded {
+            base: self.base.clone(),
+            stored: std::mem::take(&mut self.stored),
+            summary,
+        };
+        // Kept: forget the directory so Drop leaves it.
+        self.dir = PathBuf::new();
+        Ok(recorded)
+    }
+}
+
+impl Drop for RunTrace {
+    fn drop(&mut self) {
+        if let Some(r) = self.recording.take() {
+            let _ = r.stop();
+        }
+        if !self.dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The headline figures of a trace for device `dev` ("major,minor"), under the stable names
+/// of docs/architecture.md. Latencies are btt's per-bio view. A device with no events in the
+/// trace gives only the event counts.
+pub fn metrics(report: &Report, dev: &str, summary: &Summary) -> Vec<(String, f64)> {
+    let mut out = vec![
+        ("trace_events".to_string(), report.events as f64),
+        (
+            "trace_events_lost".to_string(),
+            (summary.overrun + summary.dropped + summary.lost_in_pipe) as f64,
+        ),
+    ];
+    let Some(d) = report.devices.iter().find(|d| d.dev == dev) else {
+        return out;
+    };
+    out.extend(device_metrics(d));
+    out.retain(|(_, v)| v.is_finite());
+    out
+}
+
+fn device_metrics(d: &DeviceReport) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let us = |s: f64| s * 1e6;
+    if let Some(q2c) = d.latency.get("q2c") {
+        out.push(("trace_q2c_count".into(), q2c.n as f64));
+        out.push(("trace_q2c_mean_us".into(), us(q2c.avg)));
+        out.push(("trace_q2c_p50_us".into(), us(q2c.p50)));
+        out.push(("trace_q2c_p99_us".into(), us(q2c.p99)));
+        out.push(("trace_q2c_max_us".into(), us(q2c.max)));
+    }
+    if let Some(d2c) = d.latency.get("d2c") {
+        out.push(("trace_d2c_mean_us".into(), us(d2c.avg)));
+        out.push(("trace_d2c_p99_us".into(), us(d2c.p99)));
+    }
+    if d.latency.contains_key("q2c") {
+        out.push(("trace_i2d_pct".into(), d.overhead.i2d));
+    }
+    if d.merge.d > 0 {
+        out.push(("trace_merge_ratio".into(), d.merge.ratio));
+        out.push(("trace_request_kb_mean".into(), d.merge.blk_avg as f64 / 2.0));
+    }
+    if d.dispatch_depth.n > 0 {
+        out.push(("trace_dispatch_depth_mean".into(), d.dispatch_depth.avg));
+    }
+    out.push(("trace_sleeps".into(), d.sleeps as f64));
+    out
+}
+
+/// Every metric name this module can produce (for `experiment::metrics::known`).
+pub const METRIC_NAMES: &[&str] = &[
+    "trace_events",
+    "trace_events_lost",
+    "trace_q2c_count",
+    "trace_q2c_mean_us",
+    "trace_q2c_p50_us",
+    "trace_q2c_p99_us",
+    "trace_q2c_max_us",
+    "trace_d2c_mean_us",
+    "trace_d2c_p99_us",
+    "trace_i2d_pct",
+    "trace_merge_ratio",
+    "trace_request_kb_mean",
+    "trace_dispatch_depth_mean",
+    "trace_sleeps",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn fixture_report() -> Report {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace/fx");
+        analyze::analyze_paths(&[base], analyze::Options::default()).unwrap()
+    }
+
+    fn summary(overrun: u64, dropped: u64, lost: u64) -> Summary {
+        Summary {
+            device: "loop0".into(),
+            files: Vec::new(),
+            events_per_cpu: BTreeMap::new(),
+            processes: 0,
+            overrun,
+            dropped,
+            lost_in_pipe: lost,
+            elapsed: std::time::Duration::ZERO,
+            stopped_by: String::new(),
+            command_status: None,
+        }
+    }
+
+    #[test]
+    fn headline_figures_come_from_the_targets_section_of_the_analysis() {
+        let report = fixture_report();
+        let m: BTreeMap<String, f64> = metrics(&report, "7,0", &summary(1, 2, 3))
+            .into_iter()
+            .collect();
+        let d = &report.devices[0];
+        let q2c = &d.latency["q2c"];
+        assert_eq!(m["trace_events"], report.events as f64);
+        assert_eq!(m["trace_events_lost"], 6.0);
+        assert_eq!(m["trace_q2c_count"], 1600.0);
+        assert_eq!(m["trace_q2c_mean_us"], q2c.avg * 1e6);
+        assert_eq!(m["trace_q2c_p99_us"], q2c.p99 * 1e6);
+        assert_eq!(m["trace_d2c_p99_us"], d.latency["d2c"].p99 * 1e6);
+        assert_eq!(m["trace_i2d_pct"], d.overhead.i2d);
+        assert!(m["trace_i2d_pct"] > 0.0 && m["trace_i2d_pct"] < 100.0);
+        assert_eq!(m["trace_merge_ratio"], 1600.0 / 1585.0);
+        assert_eq!(m["trace_dispatch_depth_mean"], d.dispatch_depth.avg);
+        assert_eq!(m["trace_request_kb_mean"], 5.5);
+        assert_eq!(m["trace_sleeps"], 0.0);
+        for name in m.keys() {
+            assert!(METRIC_NAMES.contains(&name.as_str()), "{name}");
+            assert!(crate::experiment::metrics::is_known(name), "{name}");
+        }
+        assert_eq!(m.len(), METRIC_NAMES.len());
+    }
+
+    #[test]
+    fn another_device_gives_only_the_event_counts() {
+        let m = metrics(&fixture_report(), "8,0", &summary(0, 0, 0));
+        let names: Vec<&str> = m.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["trace_events", "trace_events_lost"]);
+    }
+
+    #[test]
+    fn traces_live_beside_the_database() {
+        assert_eq!(
+            traces_dir(Path::new("/r/results.db")),
+            PathBuf::from("/r/results.db.traces")
+        );
+        assert_eq!(
+            traces_dir(Path::new("iolab.db")),
+            PathBuf::from("iolab.db.traces")
+        );
+    }
+}
