@@ -304,7 +304,7 @@ fn compare_errors_name_what_exists() {
 }
 
 #[test]
-fn plot_writes_each_kind_as_svg_and_refuses_png() {
+fn plot_writes_each_kind_as_svg_or_png() {
     let (dir, db) = two_kernels();
     for (kind, expect) in [
         ("bars", "read_iops per rq_affinity/placement"),
@@ -390,13 +390,41 @@ fn plot_writes_each_kind_as_svg_and_refuses_png() {
         ],
     );
     assert!(e.contains("45") && e.contains("LOC"), "{e}");
+    // .png is the same chart rasterised at 2x: IHDR holds twice the SVG's width and height.
     let png = dir.path().join("bars.png");
-    let e = err(
+    ok(
         &db,
         &["plot", "1", "--kind", "bars", "-o", png.to_str().unwrap()],
     );
-    assert!(e.contains("PNG") && e.contains(".svg"), "{e}");
-    assert!(!png.exists());
+    let svg = std::fs::read_to_string(dir.path().join("bars.svg")).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let svg_px = |a: &str| {
+        doc.root_element()
+            .attribute(a)
+            .unwrap()
+            .parse::<u32>()
+            .unwrap()
+    };
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!(
+        (be(16), be(20)),
+        (2 * svg_px("width"), 2 * svg_px("height"))
+    );
+    assert!(
+        bytes.len() > 10_000,
+        "a chart, not a blank page: {}",
+        bytes.len()
+    );
+    let gif = dir.path().join("bars.gif");
+    let e = err(
+        &db,
+        &["plot", "1", "--kind", "bars", "-o", gif.to_str().unwrap()],
+    );
+    assert!(e.contains(".svg or .png"), "{e}");
+    assert!(!gif.exists());
     let e = err(
         &db,
         &[

@@ -576,6 +576,49 @@ fn plot_writes_four_svg_charts() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("7,0"));
 }
 
+#[test]
+fn plot_png_writes_a_png_beside_each_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "trace",
+            "plot",
+            fixture("fx").to_str().unwrap(),
+            "--png",
+            "-o",
+        ])
+        .arg(dir.path())
+        .env("PATH", "/nonexistent") // no external converter to fall back on
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["sectors", "latency", "depth", "histogram"] {
+        let svg = std::fs::read_to_string(dir.path().join(format!("{name}.svg"))).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let svg_px = |a: &str| {
+            doc.root_element()
+                .attribute(a)
+                .unwrap()
+                .parse::<u32>()
+                .unwrap()
+        };
+        let png = std::fs::read(dir.path().join(format!("{name}.png"))).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}");
+        let be = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+        assert_eq!(
+            (be(16), be(20)),
+            (2 * svg_px("width"), 2 * svg_px("height")),
+            "{name}"
+        );
+        assert!(png.len() > 10_000, "{name}: {} bytes", png.len());
+    }
+}
+
 /// Re-encodes every record of a trace with `f`, writing a new file.
 fn reencode(
     src: &Path,

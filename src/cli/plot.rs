@@ -1,4 +1,4 @@
-//! `iolab plot ID --kind ... -o FILE.svg`: one chart of one experiment.
+//! `iolab plot ID --kind ... -o FILE.svg|FILE.png`: one chart of one experiment.
 
 use std::path::PathBuf;
 
@@ -6,18 +6,19 @@ use anyhow::{bail, Context};
 
 use crate::analysis::plots::{plot, Kind, PlotRequest};
 use crate::analysis::show::load;
+use crate::report::png::svg_to_png;
 use crate::store::{self, Store};
 
-/// Draw one chart of an experiment as SVG.
+/// Draw one chart of an experiment as SVG or PNG.
 ///
 /// Kinds: bars (mean per cell with 95% CI whiskers), lines (a metric against a numeric factor
 /// such as bs, one line per level of the other factors), latency (completion-latency CDF per
 /// cell from fio json+ histograms merged across repetitions), heatmap (interrupts/s per CPU
 /// over time for one run), cpu (per-CPU time breakdown for one run).
 ///
-/// Only SVG is written: it needs no font or rasteriser inside iolab, stays sharp when zoomed,
-/// and is what `iolab report` inlines. For a PNG, convert it (`rsvg-convert -o x.png x.svg`,
-/// or open it in a browser).
+/// The output's extension picks the format: .svg stays sharp when zoomed and is what
+/// `iolab report` inlines; .png is the same chart rasterised at 2x with a font built into
+/// iolab, for mail, chat and trackers that do not show SVG.
 #[derive(Debug, clap::Args)]
 pub struct PlotArgs {
     /// Experiment id (see `iolab runs`).
@@ -26,8 +27,8 @@ pub struct PlotArgs {
     /// What to draw.
     #[arg(long, value_enum)]
     pub kind: Kind,
-    /// Output file (.svg).
-    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    /// Output file: .svg or .png.
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg|FILE.png")]
     pub output: PathBuf,
     /// Metric (bars, lines; for latency read_... or write_... picks the direction).
     #[arg(long, value_name = "M")]
@@ -62,17 +63,14 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("svg") => {}
-        Some("png") => bail!(
-            "{}: PNG is not built in (it would need a rasteriser and an embedded font); \
-             write .svg and convert it, e.g. rsvg-convert -o {} {}",
-            args.output.display(),
-            args.output.display(),
-            args.output.with_extension("svg").display()
+    let as_png = match ext.as_deref() {
+        Some("svg") => false,
+        Some("png") => true,
+        _ => bail!(
+            "{}: the output must end in .svg or .png (the extension picks the format)",
+            args.output.display()
         ),
-        _ => bail!("{}: the output must end in .svg", args.output.display()),
-    }
+    };
     let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
     let loaded = load(&db, args.experiment)?;
     let req = PlotRequest {
@@ -85,16 +83,22 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
         with: args.with,
     };
     let svg = plot(&db, &loaded, &req)?;
-    std::fs::write(&args.output, &svg)
+    let bytes = if as_png {
+        svg_to_png(&svg)
+            .with_context(|| format!("{}: rasterising the chart", args.output.display()))?
+    } else {
+        svg.into_bytes()
+    };
+    std::fs::write(&args.output, &bytes)
         .with_context(|| format!("{}: writing the chart", args.output.display()))?;
     let text = if args.json {
         serde_json::to_string_pretty(&serde_json::json!({
             "output": args.output.display().to_string(),
-            "bytes": svg.len(),
+            "bytes": bytes.len(),
             "experiment": args.experiment,
         }))? + "\n"
     } else {
-        format!("wrote {} ({} bytes)\n", args.output.display(), svg.len())
+        format!("wrote {} ({} bytes)\n", args.output.display(), bytes.len())
     };
     super::emit::stdout(&text)
 }

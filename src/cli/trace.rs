@@ -40,7 +40,7 @@ pub struct PlotArgs {
     /// Device to draw, as MAJOR,MINOR (default: the busiest).
     #[arg(long, value_name = "MAJOR,MINOR")]
     pub dev: Option<String>,
-    /// Also write PNG files (converted with rsvg-convert, which must be installed).
+    /// Also write a PNG copy of each chart (2x scale, rendered inside iolab).
     #[arg(long)]
     pub png: bool,
 }

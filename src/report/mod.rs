@@ -6,4 +6,5 @@ pub mod format;
 pub mod html;
 pub mod pivot;
 pub mod plot;
+pub mod png;
 pub mod table;

@@ -226,19 +226,14 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
     Ok(written)
 }
 
-/// Converts an SVG file to PNG beside it with `rsvg-convert` (librsvg), if installed: a
-/// bitmap backend in-process would need an embedded font (notes/crates.md).
+/// Writes a PNG copy of an SVG chart beside it (same name, .png), rasterised in-process.
 pub fn to_png(svg: &Path) -> anyhow::Result<PathBuf> {
     let png = svg.with_extension("png");
-    let status = std::process::Command::new("rsvg-convert")
-        .arg(svg)
-        .arg("-o")
-        .arg(&png)
-        .status()
-        .context("running rsvg-convert for --png (install librsvg2-bin)")?;
-    if !status.success() {
-        anyhow::bail!("rsvg-convert failed on {} ({status})", svg.display());
-    }
+    let text =
+        std::fs::read_to_string(svg).with_context(|| format!("{}: reading", svg.display()))?;
+    let bytes = crate::report::png::svg_to_png(&text)
+        .with_context(|| format!("{}: rasterising", svg.display()))?;
+    std::fs::write(&png, bytes).with_context(|| format!("{}: writing", png.display()))?;
     Ok(png)
 }
 

@@ -3,10 +3,9 @@
 //! CDFs from merged fio histograms, per-CPU interrupt-rate heatmaps and per-CPU time
 //! breakdowns.
 //!
-//! SVG only, on purpose: plotters' SVG backend writes `<text>` elements and lets the viewer
-//! pick the font, so no font file is loaded or embedded and the charts inline into an
-//! offline HTML report. (PNG would need a rasteriser plus an embedded font; see
-//! notes/crates.md.) Every function takes plain data and returns the SVG document as a
+//! SVG on purpose: plotters' SVG backend writes `<text>` elements and lets the viewer
+//! pick the font, so no font file is loaded here and the charts inline into an offline HTML
+//! report. PNG is a rasterised copy of the same SVG (`report::png`). Every function takes plain data and returns the SVG document as a
 //! `String`; empty or non-finite input is an error that names what is missing.
 
 mod bars;
