@@ -287,6 +287,33 @@ fn compare_finds_the_regression_and_leaves_noise_alone() {
 }
 
 #[test]
+fn compare_takes_factor_levels_and_matches_the_other_factors() {
+    let (_dir, db) = two_kernels();
+    let json: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "compare",
+            "experiment=1,rq_affinity=0",
+            "experiment=1,rq_affinity=1",
+            "--metric",
+            "read_iops",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let cells: Vec<&str> = json["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cell"].as_str().unwrap())
+        .collect();
+    // rq_affinity is what is compared, so cells are placements; far is not applicable.
+    assert_eq!(cells, ["placement=on", "placement=near"], "{json}");
+    let e = err(&db, &["compare", "rq_affinity=7", "rq_affinity=1"]);
+    assert!(e.contains("no level \"7\"") && e.contains("0, 1, 2"), "{e}");
+}
+
+#[test]
 fn compare_errors_name_what_exists() {
     let (_dir, db) = two_kernels();
     let e = err(&db, &["compare", "kernel=6.1", "kernel=6.2"]);

@@ -5,7 +5,10 @@
 //! not manufacture two "significant" ones by chance.
 //!
 //! The same matching serves `report`'s comparisons between the levels of one factor inside an
-//! experiment: there the compared factor is left out of the cell key.
+//! experiment: there the compared factor is left out of the cell key. A selector may name a
+//! factor level as well as a tag (`scheduler=none` vs `scheduler=mq-deadline`): the factors a
+//! selector fixes are left out of the cell key in the same way, so the other factors' cells
+//! are matched across the two levels.
 
 use std::collections::BTreeSet;
 
@@ -24,7 +27,8 @@ use super::metrics::{self, Values};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Selector {
     Experiment(i64),
-    /// `name=value` pairs that must all hold; `experiment=N` restricts to one experiment.
+    /// `name=value` pairs that must all hold (run tags or factor levels); `experiment=N`
+    /// restricts to one experiment.
     Tags {
         tags: Vec<(String, String)>,
         experiment: Option<i64>,
@@ -69,6 +73,8 @@ pub struct Group {
     pub runs: Vec<Run>,
     /// Declared factor order of the experiments involved (first experiment first).
     pub declared: Vec<Factor>,
+    /// Factors whose level the selector fixed (left out of the cell key when comparing).
+    pub fixed: Vec<String>,
 }
 
 impl Group {
@@ -97,6 +103,7 @@ fn experiment_ids(store: &Store) -> anyhow::Result<String> {
 /// Resolves a selector to its runs, with errors that name what exists.
 pub fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
     let sel = Selector::parse(text)?;
+    let mut fixed = Vec::new();
     let (runs, label) = match &sel {
         Selector::Experiment(id) => {
             if store.experiment(*id).is_err() {
@@ -110,26 +117,6 @@ pub fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
             (runs, format!("experiment {id}"))
         }
         Selector::Tags { tags, experiment } => {
-            let names = store.tag_names()?;
-            for (n, v) in tags {
-                if !names.contains(n) {
-                    bail!(
-                        "selector {text:?}: no run has a tag {n:?}; tags present: {}",
-                        if names.is_empty() {
-                            "none".into()
-                        } else {
-                            names.join(", ")
-                        }
-                    );
-                }
-                let values = store.tag_values(n)?;
-                if !values.contains(v) {
-                    bail!(
-                        "selector {text:?}: no run has {n}={v}; {n} takes: {}",
-                        values.join(", ")
-                    );
-                }
-            }
             if let Some(id) = experiment {
                 if store.experiment(*id).is_err() {
                     bail!(
@@ -138,14 +125,61 @@ pub fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                     );
                 }
             }
-            let pairs: Vec<(&str, &str)> =
-                tags.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-            let ids = store.select_runs(&pairs)?;
-            let runs: Vec<Run> = store
-                .runs_by_ids(&ids)?
-                .into_iter()
-                .filter(|r| experiment.is_none_or(|e| r.experiment_id == e))
-                .collect();
+            let names = store.tag_names()?;
+            let (tag_pairs, level_pairs): (Vec<_>, Vec<_>) =
+                tags.iter().partition(|(n, _)| names.contains(n));
+            for (n, v) in &tag_pairs {
+                let values = store.tag_values(n)?;
+                if !values.contains(v) {
+                    bail!(
+                        "selector {text:?}: no run has {n}={v}; {n} takes: {}",
+                        values.join(", ")
+                    );
+                }
+            }
+            let mut runs: Vec<Run> = if tag_pairs.is_empty() {
+                let ids: Vec<i64> = match experiment {
+                    Some(id) => vec![*id],
+                    None => store.experiments()?.iter().map(|e| e.id).collect(),
+                };
+                let mut all = Vec::new();
+                for id in ids {
+                    all.extend(store.runs(id)?);
+                }
+                all
+            } else {
+                let pairs: Vec<(&str, &str)> = tag_pairs
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_str()))
+                    .collect();
+                store.runs_by_ids(&store.select_runs(&pairs)?)?
+            };
+            runs.retain(|r| !r.warmup && experiment.is_none_or(|e| r.experiment_id == e));
+            for (n, v) in &level_pairs {
+                let levels: BTreeSet<String> = runs
+                    .iter()
+                    .filter_map(|r| super::cells::run_levels(r).remove(n.as_str()))
+                    .collect();
+                if levels.is_empty() {
+                    bail!(
+                        "selector {text:?}: {n:?} is neither a run tag nor a factor of the selected \
+                         runs; tags present: {}",
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    );
+                }
+                if !levels.contains(v.as_str()) {
+                    bail!(
+                        "selector {text:?}: factor {n} has no level {v:?}; its levels: {}",
+                        levels.into_iter().collect::<Vec<_>>().join(", ")
+                    );
+                }
+                runs.retain(|r| super::cells::run_levels(r).get(n.as_str()) == Some(v));
+            }
+            fixed = level_pairs.iter().map(|(n, _)| n.clone()).collect();
             (runs, text.to_string())
         }
     };
@@ -166,6 +200,7 @@ pub fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
         label,
         runs,
         declared,
+        fixed,
     })
 }
 
@@ -424,7 +459,8 @@ pub fn compare_selectors(
         }
     }
     let all: Vec<Run> = base.runs.iter().chain(&cand.runs).cloned().collect();
-    let factors = factors_of(&declared, &all);
+    let mut factors = factors_of(&declared, &all);
+    factors.retain(|f| !base.fixed.contains(&f.name) && !cand.fixed.contains(&f.name));
     let bcells = group(&base.runs, &factors);
     let ccells = group(&cand.runs, &factors);
     let matched = bcells

@@ -8,8 +8,10 @@ use crate::store::{self, Store};
 /// Compare two groups of runs cell by cell: baseline A, candidate B.
 ///
 /// A and B are experiment ids (`3`) or tag selectors (`kernel=6.1`, `variant=stock`, several
-/// joined with `,`, `experiment=3,variant=stock` to stay inside one experiment). Cells are
-/// matched by their factor levels (imported runs without factors form one cell). Per cell and
+/// joined with `,`, `experiment=3,variant=stock` to stay inside one experiment). A selector may
+/// also fix a factor's level (`scheduler=none` vs `scheduler=mq-deadline`): that factor then
+/// leaves the cell key and the remaining factors' cells are matched. Cells are matched by
+/// their factor levels (imported runs without factors form one cell). Per cell and
 /// metric: baseline and candidate medians, change % with a 95% bootstrap CI, Mann-Whitney p
 /// (Benjamini-Hochberg adjusted over everything shown), Welch's p, and a verdict: improved,
 /// regressed, or `~` when the CI includes 0, the change is below --min-effect, or p >= 0.05.
