@@ -5,7 +5,7 @@
 //! "within 1%": the interval should sit inside -1%..+1%).
 //!
 //! Needs root and fio. `cargo bench --bench sampler_overhead [-- PAIRS [RUNTIME_S]]`
-//! (defaults: 10 pairs of 3 s runs, about 1.5 minutes).
+//! (defaults: 10 pairs of 3 s runs, about 1.5 minutes; under `cargo test`, 2 pairs of 1 s).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -19,12 +19,20 @@ fn main() {
         eprintln!("sampler_overhead: needs root (it creates a scratch loop device)");
         return;
     }
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let pairs: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10);
-    let runtime: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(3);
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo test --all-targets` runs this without --bench: a smoke run that checks the
+    // plumbing, not a measurement.
+    let smoke = !argv.iter().any(|a| a == "--bench");
+    let args: Vec<&String> = argv.iter().filter(|a| *a != "--bench").collect();
+    let (default_pairs, default_runtime) = if smoke { (2, 1) } else { (10, 3) };
+    let pairs: usize = args
+        .first()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default_pairs);
+    let runtime: u32 = args
+        .get(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default_runtime);
 
     let work = tempfile::tempdir().expect("temp dir");
     let state = work.path().join("state");
