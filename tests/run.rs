@@ -825,3 +825,128 @@ fn trace_true_on_a_fixture_machine_stores_runs_without_traces() {
     }
     assert!(!runloop::trace::traces_dir(&settings.db_path).exists());
 }
+
+#[test]
+fn several_devices_get_their_knobs_their_own_placement_and_one_job_file() {
+    let lab = Lab::of("two-node-nvme");
+    let queue = |d: &str, a: &str| lab.attr(&format!("sys/block/{d}/queue/{a}"));
+    let before: Vec<String> = ["nvme0n1", "nvme1n1"]
+        .iter()
+        .map(|d| queue(d, "scheduler"))
+        .collect();
+    let e = exp("name = \"two\"\nseed = 5\nrepetitions = 1\n\
+         [target]\ndevice = [\"nvme0n1\", \"/dev/nvme1n1\"]\n\
+         [workload]\nrw = \"randread\"\n\
+         [factors]\nscheduler = [\"mq-deadline\"]\nplacement = [\"on\"]\n\
+         irq_cpu = [\"unchanged\", \"far\"]\n");
+    let replay = ReplayFio::in_order([fio_fixture("randread_1job_json")]);
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    // The scheduler went to both devices through the journal, and both came back.
+    let set: Vec<(String, String)> = out
+        .knob_changes
+        .iter()
+        .filter(|w| w.path.ends_with("/queue/scheduler"))
+        .map(|w| {
+            (
+                w.path.split('/').rev().nth(2).unwrap().to_string(),
+                w.new.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        set,
+        [
+            ("nvme0n1".to_string(), "mq-deadline".to_string()),
+            ("nvme1n1".to_string(), "mq-deadline".to_string())
+        ]
+    );
+    let after: Vec<String> = ["nvme0n1", "nvme1n1"]
+        .iter()
+        .map(|d| queue(d, "scheduler"))
+        .collect();
+    assert_eq!(after, before);
+
+    // One fio run, one job file, a section per device placed `on` its own interrupt's CPUs.
+    let calls = replay.calls();
+    assert_eq!(calls.len(), 1);
+    let file = calls[0].job_file();
+    let sections: Vec<(&str, &str, &str)> = file
+        .split("\n[")
+        .skip(1)
+        .map(|s| {
+            let get = |k: &str| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .unwrap_or_default()
+            };
+            (
+                s.lines().next().unwrap(),
+                get("filename="),
+                get("cpus_allowed="),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            ("iolab-nvme0n1]", "/dev/nvme0n1", "0-7"),
+            ("iolab-nvme1n1]", "/dev/nvme1n1", "0,2,4,6")
+        ],
+        "{file}"
+    );
+
+    // The cell whose interrupts cannot move is not applicable, and says on which device.
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    let na: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| match &r.status {
+            RunStatus::NotApplicable(why) => Some(why.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(na.len(), 1, "{na:?}");
+    assert!(
+        na[0].starts_with("/dev/nvme0n1: irq_cpu far: the kernel manages"),
+        "{}",
+        na[0]
+    );
+    assert_eq!(runs.iter().filter(|r| r.status == RunStatus::Ok).count(), 1);
+}
+
+#[test]
+fn dry_run_shows_every_device_and_its_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        "name = \"two\"\n[target]\ndevice = \"default\"\ncount = 2\nanchor_cpu = 0\n\
+         [workload]\nrw = \"randread\"\n[factors]\nplacement = [\"on\"]\n",
+    )
+    .unwrap();
+    let out = iolab()
+        .args(["run", "--dry-run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let target = text.lines().find(|l| l.starts_with("target: ")).unwrap();
+    assert_eq!(target.matches("/dev/loop").count(), 2, "{text}");
+    assert_eq!(text.matches("fio for /dev/loop").count(), 2, "{text}");
+    assert_eq!(text.matches(" on CPU 0: CPU 0 takes").count(), 2, "{text}");
+    assert!(!dir.path().join("r.db").exists());
+}
