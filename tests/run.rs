@@ -950,3 +950,84 @@ fn dry_run_shows_every_device_and_its_cpus() {
     assert_eq!(text.matches(" on CPU 0: CPU 0 takes").count(), 2, "{text}");
     assert!(!dir.path().join("r.db").exists());
 }
+
+/// Keeps what the loop says (the scratch devices it created and their files).
+#[derive(Default)]
+struct Said(Vec<String>);
+impl runloop::Progress for Said {
+    fn message(&mut self, text: &str) {
+        self.0.push(text.to_string());
+    }
+    fn run_started(&mut self, _: &runloop::Step) {}
+}
+
+#[test]
+fn real_fio_on_two_scratch_devices_drives_both_and_removes_both() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let e = exp("name = \"two scratch\"\nseed = 4\nrepetitions = 1\n\
+         [target]\ndevice = \"default\"\ncount = 2\nsize = \"64M\"\nanchor_cpu = 0\n\
+         [workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\ndirect = 1\n\
+         runtime = \"1s\"\ntime_based = true\n\
+         [factors]\nscheduler = [\"none\", \"mq-deadline\"]\nnr_requests = [16]\n");
+    let mut settings = Settings::live(dir.path().join("r.db"));
+    settings.state_dir = dir.path().join("state");
+    settings.sample_interval = Duration::from_millis(250);
+    settings.preflight_sample = Duration::ZERO;
+    let mut said = Said::default();
+    let out = runloop::run(
+        &e,
+        &settings,
+        &iolab::workload::RealFio::default(),
+        &CancelToken::new(),
+        &mut said,
+    )
+    .unwrap();
+
+    // Both scratch devices existed, were driven by one fio run each cell, and are gone.
+    let names: Vec<&str> = out.plan.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names.len(), 2);
+    assert_ne!(names[0], names[1]);
+    let files: Vec<String> = said
+        .0
+        .iter()
+        .filter_map(|m| m.strip_prefix("target: scratch device /dev/"))
+        .map(|m| {
+            m.rsplit(" on ")
+                .next()
+                .unwrap()
+                .trim_end_matches(')')
+                .to_string()
+        })
+        .collect();
+    assert_eq!(files.len(), 2, "{:?}", said.0);
+    for (name, file) in names.iter().zip(&files) {
+        assert!(!Path::new(file).exists(), "{file} is still there");
+        let bound = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"));
+        assert!(
+            bound.map_or(true, |b| b.trim() != file),
+            "/dev/{name} still backs {file}"
+        );
+    }
+
+    // Every knob written (on both devices) was put back before the devices went.
+    assert!(out.knob_changes.iter().any(|w| w.path.contains(names[0])));
+    assert!(out.knob_changes.iter().any(|w| w.path.contains(names[1])));
+    assert_eq!(out.restored.restored.len(), out.knob_changes.len());
+    assert!(out.restored.vanished.is_empty());
+
+    let db = Store::open_existing(dir.path().join("r.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    assert_eq!(runs.len(), 2);
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    assert!(runs.iter().all(|r| r.status == RunStatus::Ok), "{runs:?}");
+    let iops = db.metric_values(&ids, "read_iops").unwrap();
+    assert_eq!(iops.len(), 2);
+    assert!(iops.iter().all(|(_, v)| *v > 0.0), "{iops:?}");
+    let job = db.run_texts(ids[0]).unwrap().unwrap().job_file.unwrap();
+    for name in &names {
+        assert!(job.contains(&format!("filename=/dev/{name}\n")), "{job}");
+    }
+}
