@@ -346,4 +346,22 @@ mod tests {
         assert_eq!(sanitize_name("a b]["), "a_b__");
         assert_eq!(sanitize_name("global"), "iolab");
     }
+
+    #[test]
+    fn joined_jobs_are_one_file_with_a_section_per_target() {
+        let one = |f: &str, cpu: u32| base().filename(f).cpus(&[cpu], false).build().unwrap();
+        let job = JobSpec::join(vec![one("/dev/sdb", 0), one("/dev/sdc", 3)]).unwrap();
+        let file = job.job_file();
+        assert!(
+            file.ends_with(
+                "[rr-sdb]\nfilename=/dev/sdb\nrw=randread\nbs=4k\niodepth=32\ntime_based=1\n\
+                 cpus_allowed=0\n[rr-sdc]\nfilename=/dev/sdc\nrw=randread\nbs=4k\niodepth=32\n\
+                 time_based=1\ncpus_allowed=3\n"
+            ),
+            "{file}"
+        );
+        // A single target keeps its name; no target is no job.
+        assert_eq!(JobSpec::join(vec![one("/dev/sdb", 0)]).unwrap().name, "rr");
+        assert_eq!(JobSpec::join(Vec::new()), None);
+    }
 }
