@@ -825,3 +825,209 @@ fn trace_true_on_a_fixture_machine_stores_runs_without_traces() {
     }
     assert!(!runloop::trace::traces_dir(&settings.db_path).exists());
 }
+
+#[test]
+fn several_devices_get_their_knobs_their_own_placement_and_one_job_file() {
+    let lab = Lab::of("two-node-nvme");
+    let queue = |d: &str, a: &str| lab.attr(&format!("sys/block/{d}/queue/{a}"));
+    let before: Vec<String> = ["nvme0n1", "nvme1n1"]
+        .iter()
+        .map(|d| queue(d, "scheduler"))
+        .collect();
+    let e = exp("name = \"two\"\nseed = 5\nrepetitions = 1\n\
+         [target]\ndevice = [\"nvme0n1\", \"/dev/nvme1n1\"]\n\
+         [workload]\nrw = \"randread\"\n\
+         [factors]\nscheduler = [\"mq-deadline\"]\nplacement = [\"on\"]\n\
+         irq_cpu = [\"unchanged\", \"far\"]\n");
+    let replay = ReplayFio::in_order([fio_fixture("randread_1job_json")]);
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    // The scheduler went to both devices through the journal, and both came back.
+    let set: Vec<(String, String)> = out
+        .knob_changes
+        .iter()
+        .filter(|w| w.path.ends_with("/queue/scheduler"))
+        .map(|w| {
+            (
+                w.path.split('/').rev().nth(2).unwrap().to_string(),
+                w.new.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        set,
+        [
+            ("nvme0n1".to_string(), "mq-deadline".to_string()),
+            ("nvme1n1".to_string(), "mq-deadline".to_string())
+        ]
+    );
+    let after: Vec<String> = ["nvme0n1", "nvme1n1"]
+        .iter()
+        .map(|d| queue(d, "scheduler"))
+        .collect();
+    assert_eq!(after, before);
+
+    // One fio run, one job file, a section per device placed `on` its own interrupt's CPUs.
+    let calls = replay.calls();
+    assert_eq!(calls.len(), 1);
+    let file = calls[0].job_file();
+    let sections: Vec<(&str, &str, &str)> = file
+        .split("\n[")
+        .skip(1)
+        .map(|s| {
+            let get = |k: &str| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix(k))
+                    .unwrap_or_default()
+            };
+            (
+                s.lines().next().unwrap(),
+                get("filename="),
+                get("cpus_allowed="),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sections,
+        [
+            ("iolab-nvme0n1]", "/dev/nvme0n1", "0-7"),
+            ("iolab-nvme1n1]", "/dev/nvme1n1", "0,2,4,6")
+        ],
+        "{file}"
+    );
+
+    // The cell whose interrupts cannot move is not applicable, and says on which device.
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    let na: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| match &r.status {
+            RunStatus::NotApplicable(why) => Some(why.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(na.len(), 1, "{na:?}");
+    assert!(
+        na[0].starts_with("/dev/nvme0n1: irq_cpu far: the kernel manages"),
+        "{}",
+        na[0]
+    );
+    assert_eq!(runs.iter().filter(|r| r.status == RunStatus::Ok).count(), 1);
+}
+
+#[test]
+fn dry_run_shows_every_device_and_its_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        "name = \"two\"\n[target]\ndevice = \"default\"\ncount = 2\nanchor_cpu = 0\n\
+         [workload]\nrw = \"randread\"\n[factors]\nplacement = [\"on\"]\n",
+    )
+    .unwrap();
+    let out = iolab()
+        .args(["run", "--dry-run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let target = text.lines().find(|l| l.starts_with("target: ")).unwrap();
+    assert_eq!(target.matches("/dev/loop").count(), 2, "{text}");
+    assert_eq!(text.matches("fio for /dev/loop").count(), 2, "{text}");
+    assert_eq!(text.matches(" on CPU 0: CPU 0 takes").count(), 2, "{text}");
+    assert!(!dir.path().join("r.db").exists());
+}
+
+/// Keeps what the loop says (the scratch devices it created and their files).
+#[derive(Default)]
+struct Said(Vec<String>);
+impl runloop::Progress for Said {
+    fn message(&mut self, text: &str) {
+        self.0.push(text.to_string());
+    }
+    fn run_started(&mut self, _: &runloop::Step) {}
+}
+
+#[test]
+fn real_fio_on_two_scratch_devices_drives_both_and_removes_both() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let e = exp("name = \"two scratch\"\nseed = 4\nrepetitions = 1\n\
+         [target]\ndevice = \"default\"\ncount = 2\nsize = \"64M\"\nanchor_cpu = 0\n\
+         [workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\ndirect = 1\n\
+         runtime = \"1s\"\ntime_based = true\n\
+         [factors]\nscheduler = [\"none\", \"mq-deadline\"]\nnr_requests = [16]\n");
+    let mut settings = Settings::live(dir.path().join("r.db"));
+    settings.state_dir = dir.path().join("state");
+    settings.sample_interval = Duration::from_millis(250);
+    settings.preflight_sample = Duration::ZERO;
+    let mut said = Said::default();
+    let out = runloop::run(
+        &e,
+        &settings,
+        &iolab::workload::RealFio::default(),
+        &CancelToken::new(),
+        &mut said,
+    )
+    .unwrap();
+
+    // Both scratch devices existed, were driven by one fio run each cell, and are gone.
+    let names: Vec<&str> = out.plan.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names.len(), 2);
+    assert_ne!(names[0], names[1]);
+    let files: Vec<String> = said
+        .0
+        .iter()
+        .filter_map(|m| m.strip_prefix("target: scratch device /dev/"))
+        .map(|m| {
+            m.rsplit(" on ")
+                .next()
+                .unwrap()
+                .trim_end_matches(')')
+                .to_string()
+        })
+        .collect();
+    assert_eq!(files.len(), 2, "{:?}", said.0);
+    for (name, file) in names.iter().zip(&files) {
+        assert!(!Path::new(file).exists(), "{file} is still there");
+        let bound = std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"));
+        assert!(
+            bound.map_or(true, |b| b.trim() != file),
+            "/dev/{name} still backs {file}"
+        );
+    }
+
+    // Every knob written (on both devices) was put back before the devices went.
+    assert!(out.knob_changes.iter().any(|w| w.path.contains(names[0])));
+    assert!(out.knob_changes.iter().any(|w| w.path.contains(names[1])));
+    assert_eq!(out.restored.restored.len(), out.knob_changes.len());
+    assert!(out.restored.vanished.is_empty());
+
+    let db = Store::open_existing(dir.path().join("r.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    assert_eq!(runs.len(), 2);
+    let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+    assert!(runs.iter().all(|r| r.status == RunStatus::Ok), "{runs:?}");
+    let iops = db.metric_values(&ids, "read_iops").unwrap();
+    assert_eq!(iops.len(), 2);
+    assert!(iops.iter().all(|(_, v)| *v > 0.0), "{iops:?}");
+    let job = db.run_texts(ids[0]).unwrap().unwrap().job_file.unwrap();
+    for name in &names {
+        assert!(job.contains(&format!("filename=/dev/{name}\n")), "{job}");
+    }
+}

@@ -169,7 +169,11 @@ pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
     let _ = writeln!(
         out,
         "target: /dev/{}{}",
-        plan.device,
+        plan.devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", /dev/"),
         if plan.scratch {
             " (standing in for the scratch device)"
         } else {
@@ -183,16 +187,24 @@ pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
             let _ = writeln!(out, "        not applicable: {why}");
             continue;
         }
-        match (&c.cpus, &c.placement_why) {
-            (Some(cpus), Some(why)) => {
-                let _ = writeln!(
-                    out,
-                    "        fio on CPU {}: {why}",
-                    crate::sys::parse::format_cpulist(cpus)
-                );
-            }
-            _ => {
-                let _ = writeln!(out, "        fio unpinned");
+        for d in &c.devices {
+            // With several devices each has its own fio section and placement.
+            let on = if plan.devices.len() > 1 {
+                format!(" for /dev/{}", d.device)
+            } else {
+                String::new()
+            };
+            match (&d.cpus, &d.placement_why) {
+                (Some(cpus), Some(why)) => {
+                    let _ = writeln!(
+                        out,
+                        "        fio{on} on CPU {}: {why}",
+                        crate::sys::parse::format_cpulist(cpus)
+                    );
+                }
+                _ => {
+                    let _ = writeln!(out, "        fio{on} unpinned");
+                }
             }
         }
         for w in &c.writes {

@@ -15,6 +15,8 @@
 //! trace = true                 # record and analyse a block trace of each measured run
 //! [target]
 //! device = "default"           # a scratch loop device on /dev/shm; or "nvme0n1"
+//! count = 1                    # how many scratch devices (driven at once)
+//! # device = ["sdb", "sdc"]    # several named devices, driven at once by one fio run
 //! size = "1G"
 //! anchor_cpu = 0               # stands in for the interrupt CPU of a device without one
 //! [workload]                   # plain fio options
@@ -73,13 +75,16 @@ impl Repetitions {
 pub enum TargetDevice {
     /// A scratch loop device over a RAM-backed file, created and removed by iolab.
     Scratch,
-    /// A named block device (`nvme0n1`, without /dev/).
-    Named(String),
+    /// Named block devices (`nvme0n1`, without /dev/), driven at the same time; never
+    /// empty, no duplicates.
+    Named(Vec<String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetSpec {
     pub device: TargetDevice,
+    /// How many scratch devices to create (`count`); 1 unless the target is the scratch one.
+    pub count: u32,
     /// Size of the scratch device in bytes.
     pub size_bytes: u64,
     /// The CPU that stands in for the device's interrupt CPU when placing fio `on`, `near`
@@ -118,6 +123,16 @@ pub struct Experiment {
     /// Record a block trace of the target device during each measured run, store it beside
     /// the results and store its headline figures as `trace_*` metrics.
     pub trace: bool,
+}
+
+impl TargetSpec {
+    /// How many devices the workload drives at once.
+    pub fn device_count(&self) -> usize {
+        match &self.device {
+            TargetDevice::Scratch => self.count as usize,
+            TargetDevice::Named(names) => names.len(),
+        }
+    }
 }
 
 impl Experiment {
@@ -196,7 +211,10 @@ const TOP_KEYS: &[&str] = &[
     "workload",
     "factors",
 ];
-const TARGET_KEYS: &[&str] = &["device", "size", "anchor_cpu"];
+const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu"];
+
+/// Most scratch devices one experiment may create (each is RAM-backed).
+pub const MAX_SCRATCH_COUNT: i64 = 64;
 const ADAPTIVE_KEYS: &[&str] = &["min", "max", "target_ci", "metric"];
 const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
 
@@ -240,9 +258,11 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut trace = false;
     let mut target = TargetSpec {
         device: TargetDevice::Scratch,
+        count: 1,
         size_bytes: DEFAULT_SCRATCH_BYTES,
         anchor_cpu: None,
     };
+    let mut trace_span = 0..0;
     let mut workload = Vec::new();
     let mut workload_spans = Vec::new();
     let mut factors = Vec::new();
@@ -262,7 +282,10 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
             }
             "warmup" => warmup = w.boolean(value).unwrap_or(false),
             "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
-            "trace" => trace = w.boolean(value).unwrap_or(false),
+            "trace" => {
+                trace = w.boolean(value).unwrap_or(false);
+                trace_span = value.span();
+            }
             "allow_exec" | "allow_unknown_fio_options" => {}
             "target" => {
                 if let Some(t) = w.target(value) {
@@ -284,6 +307,16 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         );
     }
     w.conflicts(&workload, &workload_spans, &factors);
+    if trace && target.device_count() > 1 {
+        w.error(
+            trace_span,
+            format!(
+                "`trace = true` records one device, but [target] names {}",
+                target.device_count()
+            ),
+            Some("one device in [target], or trace = false".to_string()),
+        );
+    }
     if !w.diags.is_empty() {
         w.diags.sort_by_key(|d| (d.line, d.column));
         return Err(fail(w));
@@ -306,6 +339,10 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
 }
 
 type Value<'i> = Spanned<DeValue<'i>>;
+
+fn device_is_scratch(d: &TargetDevice) -> bool {
+    matches!(d, TargetDevice::Scratch)
+}
 
 struct Walker<'t> {
     text: &'t str,
@@ -567,34 +604,27 @@ impl Walker<'_> {
             return None;
         };
         let mut device = TargetDevice::Scratch;
+        let mut count: Option<(u32, Range<usize>)> = None;
         let mut size: Option<(u64, Range<usize>)> = None;
         let mut anchor_cpu = None;
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "device" => {
-                    let Some(d) = self.nonempty_string(value, "device") else {
-                        continue;
-                    };
-                    let name = d.trim().trim_start_matches("/dev/");
-                    if name == "default" {
-                        device = TargetDevice::Scratch;
-                    } else if name.split('/').any(|p| p.is_empty() || p == "..")
-                        || !name
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
-                    {
-                        self.error(
-                            value.span(),
-                            format!("`{d}` is not a block device name"),
-                            Some(
-                                "\"default\" (a scratch loop device on /dev/shm) or a device \
-                                 name such as \"nvme0n1\" or \"/dev/sdb\""
-                                    .to_string(),
-                            ),
-                        );
-                    } else {
-                        device = TargetDevice::Named(name.to_string());
+                    device = match value.get_ref() {
+                        DeValue::Array(items) => self.device_list(value, items),
+                        _ => self.nonempty_string(value, "device").and_then(|d| {
+                            match self.device_name(&d, value.span())? {
+                                None => Some(TargetDevice::Scratch),
+                                Some(n) => Some(TargetDevice::Named(vec![n])),
+                            }
+                        }),
                     }
+                    .unwrap_or(TargetDevice::Scratch);
+                }
+                "count" => {
+                    count = self
+                        .integer_in(value, "count", 1, MAX_SCRATCH_COUNT)
+                        .map(|n| (n as u32, value.span()));
                 }
                 "size" => {
                     let text = match value.get_ref() {
@@ -620,18 +650,104 @@ impl Walker<'_> {
                 other => self.unknown_key(key.span(), other, "[target]", TARGET_KEYS),
             }
         }
-        if let (TargetDevice::Named(name), Some((_, span))) = (&device, &size) {
+        if let (TargetDevice::Named(names), Some((_, span))) = (&device, &size) {
             self.error(
                 span.clone(),
-                format!("`size` sizes the default scratch device; `{name}` has its own size"),
+                format!(
+                    "`size` sizes the default scratch device; `{}` has its own size",
+                    names.join("`, `")
+                ),
                 None,
             );
         }
+        if let (TargetDevice::Named(names), Some((_, span))) = (&device, &count) {
+            self.error(
+                span.clone(),
+                format!(
+                    "`count` is the number of default scratch devices; name each device \
+                     instead (`{}` named)",
+                    names.join("`, `")
+                ),
+                Some("device = [\"sdb\", \"sdc\"]".to_string()),
+            );
+        }
+        let count = match (device_is_scratch(&device), &count) {
+            (true, Some((n, _))) => *n,
+            _ => 1,
+        };
         Some(TargetSpec {
             device,
+            count,
             size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
             anchor_cpu,
         })
+    }
+
+    /// A `device` string checked as a block device name: `Some(None)` for "default",
+    /// `None` (reported) when it is not a name.
+    fn device_name(&mut self, d: &str, span: Range<usize>) -> Option<Option<String>> {
+        let name = d.trim().trim_start_matches("/dev/");
+        if name == "default" {
+            return Some(None);
+        }
+        if name.split('/').any(|p| p.is_empty() || p == "..")
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+        {
+            self.error(
+                span,
+                format!("`{d}` is not a block device name"),
+                Some(
+                    "\"default\" (a scratch loop device on /dev/shm) or a device name such \
+                     as \"nvme0n1\" or \"/dev/sdb\""
+                        .to_string(),
+                ),
+            );
+            return None;
+        }
+        Some(Some(name.to_string()))
+    }
+
+    /// `device = ["sdb", "sdc"]`: named devices only, each once.
+    fn device_list(&mut self, v: &Value, items: &[Value]) -> Option<TargetDevice> {
+        if items.is_empty() {
+            self.error(
+                v.span(),
+                "`device` lists no device".to_string(),
+                Some("device = [\"sdb\", \"sdc\"], or \"default\"".to_string()),
+            );
+            return None;
+        }
+        let mut names: Vec<String> = Vec::new();
+        let mut ok = true;
+        for item in items {
+            let Some(d) = self.nonempty_string(item, "device") else {
+                ok = false;
+                continue;
+            };
+            match self.device_name(&d, item.span()) {
+                None => ok = false,
+                Some(None) => {
+                    ok = false;
+                    self.error(
+                        item.span(),
+                        "\"default\" cannot be mixed with named devices".to_string(),
+                        Some(
+                            "device = \"default\" with `count = N` for several scratch \
+                             devices, or only named devices"
+                                .to_string(),
+                        ),
+                    );
+                }
+                Some(Some(n)) if names.contains(&n) => {
+                    ok = false;
+                    self.error(item.span(), format!("`{n}` is listed twice"), None);
+                }
+                Some(Some(n)) => names.push(n),
+            }
+        }
+        ok.then_some(TargetDevice::Named(names))
     }
 
     fn fio_option(&mut self, span: Range<usize>, name: &str, value: &str, policy: &OptionPolicy) {
@@ -1280,13 +1396,75 @@ scheduler = ["none", "mq-deadline"]
     }
 
     #[test]
+    fn several_targets_named_or_counted() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = [\"sdb\", \"/dev/sdc\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            e.target.device,
+            TargetDevice::Named(vec!["sdb".to_string(), "sdc".to_string()])
+        );
+        assert_eq!(e.target.device_count(), 2);
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"default\"\ncount = 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (e.target.device.clone(), e.target.count),
+            (TargetDevice::Scratch, 3)
+        );
+        assert_eq!(e.target.device_count(), 3);
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = [\"sdb\", \"default\", \"sdb\", \"../x\"]\n")
+                .join("\n");
+        assert!(
+            text.contains("x.toml:3:18: \"default\" cannot be mixed with named devices"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:3:29: `sdb` is listed twice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:3:36: `../x` is not a block device name"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[target]\ndevice = []\ncount = 0\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:10: `device` lists no device"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:9: `count` is out of range"),
+            "{text}"
+        );
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = [\"sdb\", \"sdc\"]\ncount = 2\n").join("\n");
+        assert!(
+            text.contains("x.toml:4:9: `count` is the number of default scratch devices"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\ntrace = true\n[target]\ncount = 2\n").join("\n");
+        assert!(
+            text.contains("x.toml:2:9: `trace = true` records one device, but [target] names 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn target_checks() {
         let e = parse(
             "x.toml",
             "name = \"n\"\n[target]\ndevice = \"/dev/nvme0n1\"\n",
         )
         .unwrap();
-        assert_eq!(e.target.device, TargetDevice::Named("nvme0n1".to_string()));
+        assert_eq!(
+            e.target.device,
+            TargetDevice::Named(vec!["nvme0n1".to_string()])
+        );
         let text =
             errors("name = \"n\"\n[target]\ndevice = \"nvme0n1\"\nsize = \"1G\"\n").join("\n");
         assert!(

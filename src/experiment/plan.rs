@@ -203,6 +203,20 @@ impl Cell {
         }
         b.build()
     }
+
+    /// One fio job driving every target at once: a section per `(filename, cpus)`, each
+    /// pinned to its own device's placement.
+    pub fn jobs(
+        &self,
+        exp: &Experiment,
+        targets: &[(String, Option<Vec<u32>>)],
+    ) -> Result<JobSpec, JobError> {
+        let sections = targets
+            .iter()
+            .map(|(f, cpus)| self.job(exp, f, cpus.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        JobSpec::join(sections).ok_or(JobError::NoTarget)
+    }
 }
 
 /// A small, fast, well-mixed PRNG (SplitMix64); enough for shuffling, and stable across

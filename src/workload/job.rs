@@ -20,6 +20,9 @@ pub struct JobSpec {
     pub options: Vec<(String, String)>,
     /// Why this job writes to its target, `None` when it only reads.
     pub writes: Option<String>,
+    /// Further sections of the same job file (one per further device of a multi-device
+    /// experiment); fio runs all sections at once.
+    pub also: Vec<JobSpec>,
 }
 
 /// Why a job could not be built.
@@ -158,6 +161,7 @@ impl JobBuilder {
             filename,
             options: opts,
             writes,
+            also: Vec::new(),
         })
     }
 }
@@ -189,13 +193,39 @@ impl JobSpec {
         if !self.cell_key.is_empty() {
             out.push_str(&format!("; cell: {}\n", self.cell_key.replace('\n', " ")));
         }
-        // fio splits `filename` on ':' (several files); a colon in a path must be escaped.
-        let filename = self.filename.replace(':', "\\:");
-        out.push_str(&format!("[{}]\nfilename={filename}\n", self.name));
-        for (n, v) in &self.options {
-            out.push_str(&format!("{n}={v}\n"));
+        for section in std::iter::once(self).chain(&self.also) {
+            // fio splits `filename` on ':' (several files); a colon in a path must be escaped.
+            let filename = section.filename.replace(':', "\\:");
+            out.push_str(&format!("[{}]\nfilename={filename}\n", section.name));
+            for (n, v) in &section.options {
+                out.push_str(&format!("{n}={v}\n"));
+            }
         }
         out
+    }
+
+    /// One job file driving several targets at once: the first job leads, the others become
+    /// its further sections. With more than one, each section is named after its target
+    /// (`iolab-sdb`) so fio's per-job results and errors say which device they are about.
+    pub fn join(mut jobs: Vec<JobSpec>) -> Option<JobSpec> {
+        if jobs.len() > 1 {
+            for j in &mut jobs {
+                let base = j
+                    .filename
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                j.name = sanitize_name(&format!("{}-{base}", j.name));
+            }
+        }
+        let mut jobs = jobs.into_iter();
+        let mut lead = jobs.next()?;
+        lead.also.extend(jobs);
+        lead.writes = std::iter::once(&lead)
+            .chain(&lead.also)
+            .find_map(|j| j.writes.clone());
+        Some(lead)
     }
 
     /// The last value of an option, by any of its names.
@@ -315,5 +345,23 @@ mod tests {
     fn names() {
         assert_eq!(sanitize_name("a b]["), "a_b__");
         assert_eq!(sanitize_name("global"), "iolab");
+    }
+
+    #[test]
+    fn joined_jobs_are_one_file_with_a_section_per_target() {
+        let one = |f: &str, cpu: u32| base().filename(f).cpus(&[cpu], false).build().unwrap();
+        let job = JobSpec::join(vec![one("/dev/sdb", 0), one("/dev/sdc", 3)]).unwrap();
+        let file = job.job_file();
+        assert!(
+            file.ends_with(
+                "[rr-sdb]\nfilename=/dev/sdb\nrw=randread\nbs=4k\niodepth=32\ntime_based=1\n\
+                 cpus_allowed=0\n[rr-sdc]\nfilename=/dev/sdc\nrw=randread\nbs=4k\niodepth=32\n\
+                 time_based=1\ncpus_allowed=3\n"
+            ),
+            "{file}"
+        );
+        // A single target keeps its name; no target is no job.
+        assert_eq!(JobSpec::join(vec![one("/dev/sdb", 0)]).unwrap().name, "rr");
+        assert_eq!(JobSpec::join(Vec::new()), None);
     }
 }

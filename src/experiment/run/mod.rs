@@ -4,13 +4,15 @@
 //! 1. Refuse to start while an earlier run's knob journal is unrestored (its "original" values
 //!    would be wrong), and refuse a writing workload on a device that holds data — before
 //!    anything is created or written.
-//! 2. Preflight (printed and stored), the target (a scratch loop device on /dev/shm, removed
-//!    on every way out, or the named device), the machine model, and every cell resolved
-//!    (`resolve`): impossible levels stop here, unrealisable ones become *not applicable*.
+//! 2. Preflight (printed and stored), the targets (scratch loop devices on /dev/shm, removed
+//!    on every way out, or the named devices), the machine model, and every cell resolved
+//!    (`resolve`) against every device: impossible levels stop here, unrealisable ones
+//!    become *not applicable*.
 //! 3. The experiment is stored (file text, seed, planned order), then runs go round by round
 //!    in the planner's shuffled, interleaved order: knobs through the journal (scheduler
-//!    first), fio pinned with `cpus_allowed`, the sampler around fio, and each run committed
-//!    to the store as soon as it ends.
+//!    first) on every device, one fio job file with a section per device (each pinned with
+//!    its own `cpus_allowed`, all running at once), the sampler around fio watching every
+//!    device, and each run committed to the store as soon as it ends.
 //! 4. Knobs are restored (also on error and on Ctrl-C/SIGTERM via the cancel token), the
 //!    scratch device removed, and the per-cell results returned for the summary.
 //!
@@ -42,7 +44,7 @@ use crate::store::{NewExperiment, NewRun, RunStatus, Store};
 use crate::sys::SysRoot;
 use crate::workload::{CancelToken, FioRunner, FioStatus};
 
-pub use resolve::{KnobWrite, ResolveError, ResolvedCell};
+pub use resolve::{DeviceCpus, KnobWrite, ResolveError, ResolvedCell};
 pub use summary::CellResult;
 
 /// Where and how an experiment runs; `Settings::live` gives the defaults of `iolab run`.
@@ -55,7 +57,8 @@ pub struct Settings {
     pub db_path: PathBuf,
     /// User tags for every run (`--tag NAME=VALUE`).
     pub tags: Vec<(String, String)>,
-    /// Overrides the file's `[target] device` ("default" for the scratch device).
+    /// Overrides the file's `[target] device` with one device ("default" for one scratch
+    /// device).
     pub device: Option<String>,
     /// The one device the user declared expendable (`--destructive-device`).
     pub destructive_device: Option<String>,
@@ -114,11 +117,10 @@ impl Progress for Quiet {
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub experiment: String,
-    /// The device the workload runs on (for a dry run of the default target, the loop device
-    /// that stood in for the scratch device that would be created).
-    pub device: String,
-    /// The interrupts serving the device (for the sampler's per-device interrupt rate).
-    pub device_irqs: Vec<u32>,
+    /// The devices the workload drives at once, never empty (for a dry run of the default
+    /// target, the loop devices that stood in for the scratch devices that would be created).
+    /// The first one is the one traced and the one the `dev_*` metrics describe.
+    pub devices: Vec<PlanDevice>,
     pub scratch: bool,
     pub cells: Vec<ResolvedCell>,
     /// The planned runs in order (adaptive: the minimum rounds; more may follow).
@@ -130,13 +132,33 @@ pub struct Plan {
     pub notes: Vec<String>,
 }
 
-/// Resolves an experiment against device `device` of machine `m`.
-pub fn plan(exp: &Experiment, m: &Machine, device: &str, scratch: bool) -> Result<Plan> {
-    let dev = m
-        .device(device)
-        .with_context(|| format!("/dev/{device}: no such block device in the machine model"))?;
+/// One target of a plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlanDevice {
+    pub name: String,
+    /// The interrupts serving the device (for the sampler's per-device interrupt rate).
+    pub irqs: Vec<u32>,
+}
+
+impl Plan {
+    /// The first device: the one traced and described by the `dev_*` metrics.
+    pub fn device(&self) -> &str {
+        &self.devices[0].name
+    }
+}
+
+/// Resolves an experiment against `devices` of machine `m`, driven at once.
+pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) -> Result<Plan> {
+    let devs = devices
+        .iter()
+        .map(|d| {
+            m.device(d)
+                .with_context(|| format!("/dev/{d}: no such block device in the machine model"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    anyhow::ensure!(!devs.is_empty(), "the experiment has no target device");
     let cells = super::cells(exp);
-    let resolved = resolve::resolve_cells(exp, &cells, m, dev)?;
+    let resolved = resolve::resolve_cells_on(exp, &cells, m, &devs)?;
     let order = Planner::fixed_plan(exp);
     let estimated_seconds = order
         .iter()
@@ -145,8 +167,13 @@ pub fn plan(exp: &Experiment, m: &Machine, device: &str, scratch: bool) -> Resul
         .sum::<Option<f64>>();
     Ok(Plan {
         experiment: exp.name.clone(),
-        device: device.to_string(),
-        device_irqs: dev.irqs.clone(),
+        devices: devs
+            .iter()
+            .map(|d| PlanDevice {
+                name: d.name.clone(),
+                irqs: d.irqs.clone(),
+            })
+            .collect(),
         scratch,
         cells: resolved,
         order,
@@ -156,30 +183,42 @@ pub fn plan(exp: &Experiment, m: &Machine, device: &str, scratch: bool) -> Resul
     })
 }
 
-/// The device named by the command line, else by the file; `None` for the scratch device.
-fn named_device(exp: &Experiment, settings: &Settings) -> Option<String> {
+/// The devices named by the command line, else by the file; `None` for scratch devices.
+fn named_devices(exp: &Experiment, settings: &Settings) -> Option<Vec<String>> {
     match settings.device.as_deref() {
         Some("default") => None,
-        Some(d) => Some(crate::target::device_name(d)),
+        Some(d) => Some(vec![crate::target::device_name(d)]),
         None => match &exp.target.device {
             TargetDevice::Scratch => None,
-            TargetDevice::Named(n) => Some(crate::target::device_name(n)),
+            TargetDevice::Named(n) => {
+                Some(n.iter().map(|d| crate::target::device_name(d)).collect())
+            }
         },
     }
 }
 
-/// Refuses a writing workload on a device that may hold data, naming the first cell that
+/// How many scratch devices the run creates (the command line's `--device default` means one).
+fn scratch_count(exp: &Experiment, settings: &Settings) -> usize {
+    match settings.device.as_deref() {
+        Some(_) => 1,
+        None => exp.target.count as usize,
+    }
+}
+
+/// Refuses a writing workload on any device that may hold data, naming the first cell that
 /// writes and why.
-fn check_writes(exp: &Experiment, settings: &Settings, device: &str) -> Result<()> {
+fn check_writes(exp: &Experiment, settings: &Settings, devices: &[String]) -> Result<()> {
     for cell in super::cells(exp) {
         if let Some(why) = cell.writes(exp) {
-            crate::target::check_write_allowed_at(
-                &settings.root,
-                device,
-                true,
-                settings.destructive_device.as_deref(),
-            )
-            .with_context(|| format!("cell {} writes ({why})", cell.key))?;
+            for device in devices {
+                crate::target::check_write_allowed_at(
+                    &settings.root,
+                    device,
+                    true,
+                    settings.destructive_device.as_deref(),
+                )
+                .with_context(|| format!("cell {} writes ({why})", cell.key))?;
+            }
             return Ok(());
         }
     }
@@ -196,7 +235,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
             "trace = true: each measured run records a block trace of the target through \
              tracefs into {}/experiment-ID/cellC-roundR/ and stores its trace_* metrics{}",
             dir.display(),
-            match trace::unavailable(&p.device) {
+            match trace::unavailable(p.device()) {
                 Some(why) => format!(
                     "; right now recording would fail ({why}) and runs would go on untraced"
                 ),
@@ -209,25 +248,32 @@ pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
 
 fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     let m = Machine::read(&settings.root)?;
-    match named_device(exp, settings) {
-        Some(dev) => {
-            check_writes(exp, settings, &dev)?;
-            plan(exp, &m, &dev, false)
+    match named_devices(exp, settings) {
+        Some(devs) => {
+            check_writes(exp, settings, &devs)?;
+            plan(exp, &m, &devs, false)
         }
         None => {
-            let stand_in = m
+            let count = scratch_count(exp, settings);
+            let stand_ins: Vec<String> = m
                 .devices
                 .iter()
-                .find(|d| d.kind == "loop")
+                .filter(|d| d.kind == "loop")
+                .take(count)
                 .map(|d| d.name.clone())
-                .context(
-                    "no loop device to model the scratch target on (is the loop module \
-                     loaded? `modprobe loop`)",
-                )?;
-            let mut p = plan(exp, &m, &stand_in, true)?;
+                .collect();
+            anyhow::ensure!(
+                stand_ins.len() == count,
+                "{} loop device(s) to model {count} scratch target(s) on, {} here (is the loop \
+                 module loaded? `modprobe loop`)",
+                count,
+                stand_ins.len()
+            );
+            let mut p = plan(exp, &m, &stand_ins, true)?;
             p.notes.push(format!(
-                "the default target is a scratch loop device created at run time; \
-                 /dev/{stand_in} stood in for it here"
+                "the default target is {count} scratch loop device(s) created at run time; \
+                 /dev/{} stood in for it here",
+                stand_ins.join(", /dev/")
             ));
             Ok(p)
         }
@@ -264,9 +310,9 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
     Journal::check_clean_in(&settings.state_dir)?;
-    let named = named_device(exp, settings);
-    if let Some(dev) = &named {
-        check_writes(exp, settings, dev)?;
+    let named = named_devices(exp, settings);
+    if let Some(devs) = &named {
+        check_writes(exp, settings, devs)?;
     }
 
     let findings = crate::preflight::collect(&settings.root, settings.preflight_sample);
@@ -275,30 +321,34 @@ pub fn run(
         crate::preflight::render(&findings)
     ));
 
-    // The guard lives until the end of this function: every return below removes it.
+    // The guards live until the end of this function: every return below removes them (one
+    // that fails to be created removes the ones before it).
     let scratch = match &named {
-        Some(_) => None,
-        None => Some(crate::target::ScratchDevice::create_in(
-            &settings.state_dir,
-            exp.target.size_bytes,
-        )?),
+        Some(_) => Vec::new(),
+        None => (0..scratch_count(exp, settings))
+            .map(|_| {
+                crate::target::ScratchDevice::create_in(&settings.state_dir, exp.target.size_bytes)
+            })
+            .collect::<Result<Vec<_>, _>>()?,
     };
-    let device = match (&named, &scratch) {
-        (Some(d), _) => d.clone(),
-        (None, Some(s)) => s.name().to_string(),
-        (None, None) => unreachable!("one of the two is set"),
+    let devices: Vec<String> = match &named {
+        Some(d) => d.clone(),
+        None => scratch.iter().map(|s| s.name().to_string()).collect(),
     };
-    progress.message(&match &scratch {
-        Some(s) => format!(
-            "target: scratch device /dev/{device} ({} MiB on {})",
+    for s in &scratch {
+        progress.message(&format!(
+            "target: scratch device /dev/{} ({} MiB on {})",
+            s.name(),
             s.size_bytes() >> 20,
             s.backing_file().display()
-        ),
-        None => format!("target: /dev/{device}"),
-    });
+        ));
+    }
+    if scratch.is_empty() {
+        progress.message(&format!("target: /dev/{}", devices.join(", /dev/")));
+    }
 
     let machine = Machine::read(&settings.root)?;
-    let plan = plan(exp, &machine, &device, scratch.is_some())?;
+    let plan = plan(exp, &machine, &devices, !scratch.is_empty())?;
 
     let mut store = Store::open(&settings.db_path)?;
     let host = machine.hostname.clone().unwrap_or_default();
@@ -314,9 +364,13 @@ pub fn run(
     let mut env = crate::preflight::to_environment(&findings);
     env.push(crate::store::EnvironmentEntry {
         key: "target".into(),
-        value: match &scratch {
-            Some(s) => format!("/dev/{device} (scratch, {} bytes)", s.size_bytes()),
-            None => format!("/dev/{device}"),
+        value: match scratch.first() {
+            Some(s) => format!(
+                "/dev/{} (scratch, {} bytes each)",
+                devices.join(", /dev/"),
+                s.size_bytes()
+            ),
+            None => format!("/dev/{}", devices.join(", /dev/")),
         },
         severity: None,
         advice: None,
@@ -332,12 +386,14 @@ pub fn run(
     if exp.trace && !settings.root.is_live() {
         progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
     }
+    // The file allows `trace` with one device only; a `--device` override is one too.
     let tracing = (exp.trace && settings.root.is_live()).then(|| {
+        let device = plan.device();
         let dev = machine
-            .device(&device)
+            .device(device)
             .map(|d| d.dev.clone())
             .unwrap_or_default();
-        trace::Tracing::new(&settings.db_path, experiment_id, &device, &dev)
+        trace::Tracing::new(&settings.db_path, experiment_id, device, &dev)
     });
     let mut journal = Journal::begin_in(&settings.state_dir)?;
     let looped = execute(
@@ -591,9 +647,13 @@ fn one_run(
         lp.store.insert_run(&record)?;
         return Ok(Some((record.status, Vec::new())));
     }
-    let filename = format!("/dev/{}", plan.device);
+    let targets: Vec<(String, Option<Vec<u32>>)> = cell
+        .devices
+        .iter()
+        .map(|d| (format!("/dev/{}", d.device), d.cpus.clone()))
+        .collect();
     let job = matrix_cell
-        .job(exp, &filename, cell.cpus.as_deref())
+        .jobs(exp, &targets)
         .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
     // Warm-ups are not traced: they are not measured. Dropped unfinished (an error, Ctrl-C),
     // the recording stops and its files go.
@@ -604,11 +664,15 @@ fn one_run(
         }
         _ => None,
     };
-    let watch = crate::sample::Watch {
-        device: plan.device.clone(),
-        irqs: plan.device_irqs.clone(),
-    };
-    let sampler = crate::sample::start(&lp.settings.root, &[watch], lp.settings.sample_interval)?;
+    let watches: Vec<crate::sample::Watch> = plan
+        .devices
+        .iter()
+        .map(|d| crate::sample::Watch {
+            device: d.name.clone(),
+            irqs: d.irqs.clone(),
+        })
+        .collect();
+    let sampler = crate::sample::start(&lp.settings.root, &watches, lp.settings.sample_interval)?;
     let outcome = lp.runner.run(&job);
     let samples = sampler.stop();
     let outcome = outcome?;
@@ -634,7 +698,7 @@ fn one_run(
         FioStatus::Cancelled => unreachable!("handled above"),
     };
     let mut metrics = if record.status == RunStatus::Ok {
-        record::metrics(&outcome, Some(&samples), &plan.device)
+        record::metrics(&outcome, Some(&samples), plan.device())
     } else {
         Vec::new()
     };

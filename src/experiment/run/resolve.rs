@@ -28,6 +28,15 @@ pub struct KnobWrite {
     pub value: String,
 }
 
+/// Where fio runs for one device of a cell.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceCpus {
+    pub device: String,
+    /// `None` leaves this device's fio section unpinned.
+    pub cpus: Option<Vec<u32>>,
+    pub placement_why: Option<String>,
+}
+
 /// A cell as it will run here.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResolvedCell {
@@ -35,15 +44,19 @@ pub struct ResolvedCell {
     pub key: String,
     /// Factor -> level label, in factor order.
     pub levels: Vec<(String, String)>,
-    /// CPUs fio is pinned to (`cpus_allowed`); `None` leaves it unpinned.
+    /// CPUs fio is pinned to (`cpus_allowed`) for the first device; `None` leaves it
+    /// unpinned.
     pub cpus: Option<Vec<u32>>,
-    /// How the CPUs were chosen.
+    /// How the CPUs were chosen (first device).
     pub placement_why: Option<String>,
+    /// Every device's CPUs, in target order (each placed against its own interrupt).
+    pub devices: Vec<DeviceCpus>,
     /// Writes in the order they are made: the scheduler first (the kernel resets
     /// `nr_requests` and `wbt_lat_usec` when the scheduler changes), then the other queue
     /// knobs in factor order, then interrupt affinities.
     pub writes: Vec<KnobWrite>,
-    /// Why this cell cannot be realised here; it is recorded, not run.
+    /// Why this cell cannot be realised here; it is recorded, not run. With several devices
+    /// it names the first device that cannot realise it.
     pub not_applicable: Option<String>,
     /// Why the workload writes to the device, if it does.
     pub workload_writes: Option<String>,
@@ -80,6 +93,58 @@ pub fn resolve_cells(
         .iter()
         .map(|cell| resolve_cell(exp, cell, m, dev))
         .collect())
+}
+
+/// Resolves every cell against several devices driven at once: each device is resolved on
+/// its own (its knobs checked and written, fio placed against its own interrupt), then the
+/// cells merge: every device's writes in device order, every device's CPUs, and the first
+/// device's reason, naming it, when one cannot realise the cell.
+pub fn resolve_cells_on(
+    exp: &Experiment,
+    cells: &[Cell],
+    m: &Machine,
+    devs: &[&BlockDevice],
+) -> Result<Vec<ResolvedCell>, ResolveError> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut each = Vec::new();
+    for dev in devs {
+        match resolve_cells(exp, cells, m, dev) {
+            Ok(r) => each.push((dev.name.as_str(), r)),
+            // anchor_cpu is checked once per device; say it once.
+            Err(ResolveError(e)) => {
+                for x in e {
+                    if !errors.contains(&x) {
+                        errors.push(x);
+                    }
+                }
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ResolveError(errors));
+    }
+    let several = each.len() > 1;
+    let mut each = each.into_iter();
+    let Some((_, mut merged)) = each.next().map(|(name, mut first)| {
+        if several {
+            for c in &mut first {
+                c.not_applicable = c.not_applicable.take().map(|w| format!("/dev/{name}: {w}"));
+            }
+        }
+        (name, first)
+    }) else {
+        return Ok(Vec::new());
+    };
+    for (name, resolved) in each {
+        for (into, r) in merged.iter_mut().zip(resolved) {
+            into.writes.extend(r.writes);
+            into.devices.extend(r.devices);
+            if into.not_applicable.is_none() {
+                into.not_applicable = r.not_applicable.map(|w| format!("/dev/{name}: {w}"));
+            }
+        }
+    }
+    Ok(merged)
 }
 
 /// Every knob level against what this device accepts; one message per impossible level.
@@ -155,6 +220,7 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
             .collect(),
         cpus: None,
         placement_why: None,
+        devices: Vec::new(),
         writes: Vec::new(),
         not_applicable: None,
         workload_writes: cell.writes(exp),
@@ -218,6 +284,11 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         }
     }
     out.writes.extend(irq_knobs);
+    out.devices = vec![DeviceCpus {
+        device: dev.name.clone(),
+        cpus: out.cpus.clone(),
+        placement_why: out.placement_why.clone(),
+    }];
     out
 }
 
