@@ -503,13 +503,7 @@ fn dry_run_prints_the_resolved_plan_and_touches_nothing() {
 // ---------------------------------------------------------------------------------------
 // Real fio on scratch loop devices (root).
 
-fn root_or_skip() -> bool {
-    if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
-        return false;
-    }
-    true
-}
+use crate::common::root_or_skip;
 
 fn read_queue(dev: &str, attr: &str) -> String {
     iolab::knobs::read_attr(&iolab::knobs::queue_attr_path(dev, attr)).unwrap()

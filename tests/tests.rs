@@ -1,5 +1,5 @@
-//! The one integration-test binary (one link on 2 cores). Each module tests one command
-//! end to end through the built `iolab` binary.
+//! The one integration-test binary (one link on 2 cores). One module per area, through the
+//! built `iolab` binary or the library; `common` holds the root check and scratch devices.
 
 mod answers;
 mod answers_db;

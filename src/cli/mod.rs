@@ -38,17 +38,17 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Inspect(inspect::InspectArgs),
+    Snapshot(snapshot::SnapshotArgs),
+    Preflight(preflight::PreflightArgs),
     Run(run::RunArgs),
     Runs(runs::RunsArgs),
-    Restore(restore::RestoreArgs),
-    Preflight(preflight::PreflightArgs),
-    Import(import::ImportArgs),
     Show(show::ShowArgs),
     Compare(compare::CompareArgs),
     Plot(plot::PlotArgs),
     Report(report::ReportArgs),
-    Snapshot(snapshot::SnapshotArgs),
+    Import(import::ImportArgs),
     Trace(trace::TraceArgs),
+    Restore(restore::RestoreArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -75,16 +75,16 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Inspect(args) => inspect::run(args),
+        Command::Snapshot(args) => snapshot::run(args),
+        Command::Preflight(args) => preflight::run(args),
         Command::Run(args) => run::run(args),
         Command::Runs(args) => runs::run(args),
-        Command::Restore(args) => restore::run(args),
-        Command::Preflight(args) => preflight::run(args),
-        Command::Import(args) => import::run(args),
         Command::Show(args) => show::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Report(args) => report::run(args),
-        Command::Snapshot(args) => snapshot::run(args),
+        Command::Import(args) => import::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Restore(args) => restore::run(args),
     }
 }
