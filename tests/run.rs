@@ -533,14 +533,22 @@ fn matrix_file(dir: &Path, runtime: &str, reps: u32, dev: &str) -> PathBuf {
     path
 }
 
+/// A temp dir, the iolab state dir inside it (journal, scratch markers; pass it to the
+/// command as IOLAB_STATE_DIR) and a scratch device of `bytes` registered there. The device
+/// is declared last so it is dropped (detached) before the directory goes.
+fn live_scratch(bytes: u64) -> (tempfile::TempDir, PathBuf, iolab::target::ScratchDevice) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let dev = iolab::target::ScratchDevice::create_in(&state, bytes).unwrap();
+    (dir, state, dev)
+}
+
 #[test]
 fn real_fio_matrix_stores_eight_sane_runs_and_restores_every_knob() {
     if !root_or_skip() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let dev = iolab::target::ScratchDevice::create_in(&state, 64 << 20).unwrap();
+    let (dir, state, dev) = live_scratch(64 << 20);
     let before = knob_values(dev.name());
     let file = matrix_file(dir.path(), "1s", 2, dev.name());
     let db_path = dir.path().join("r.db");
@@ -612,9 +620,7 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     if !root_or_skip() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let dev = iolab::target::ScratchDevice::create_in(&state, 64 << 20).unwrap();
+    let (dir, state, dev) = live_scratch(64 << 20);
     let before = knob_values(dev.name());
     let file = matrix_file(dir.path(), "20s", 2, dev.name());
     let mut child = iolab()
@@ -692,9 +698,7 @@ fn a_write_workload_on_a_device_holding_data_is_refused_and_nothing_is_written()
     if !root_or_skip() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let dev = iolab::target::ScratchDevice::create_in(&state, 32 << 20).unwrap();
+    let (dir, state, dev) = live_scratch(32 << 20);
     let mkfs = Command::new("mkfs.ext4")
         .args(["-q", "-F"])
         .arg(dev.dev_path())
@@ -742,9 +746,7 @@ fn ctrl_c_stops_fio_restores_knobs_and_exits_130() {
     if !root_or_skip() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let dev = iolab::target::ScratchDevice::create_in(&state, 64 << 20).unwrap();
+    let (dir, state, dev) = live_scratch(64 << 20);
     let before = knob_values(dev.name());
     let file = matrix_file(dir.path(), "30s", 1, dev.name());
     let db_path = dir.path().join("r.db");
