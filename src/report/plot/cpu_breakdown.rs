@@ -86,14 +86,7 @@ pub fn cpu_breakdown(
                 .label(name.to_string())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(draw_err)?;
+        super::draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 0.9)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)

@@ -76,14 +76,7 @@ pub fn latency_cdf(
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 13))
-            .draw()
-            .map_err(draw_err)?;
+        super::draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 0.85)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)

@@ -143,14 +143,7 @@ where
                 .map_err(draw_err)?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(draw_err)?;
+    super::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 0.85)?;
     Ok(())
 }
 
