@@ -107,7 +107,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                     cancel.cancel();
                     return;
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(crate::workload::runner::POLL);
             }
         });
         (done, handle)

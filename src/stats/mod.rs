@@ -17,6 +17,7 @@ pub mod fdr;
 pub mod histogram;
 pub mod mann_whitney;
 pub mod order;
+pub mod paired;
 pub mod summary;
 pub mod welch;
 
@@ -27,5 +28,6 @@ pub use error::StatsError;
 pub use fdr::benjamini_hochberg;
 pub use histogram::LatencyHistogram;
 pub use mann_whitney::{mann_whitney_u, MannWhitney, MwuMethod};
+pub use paired::{paired_change, PairedChange};
 pub use summary::{summarize, Summary};
 pub use welch::{welch_t_test, Welch};

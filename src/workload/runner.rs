@@ -206,6 +206,11 @@ fn shell_quote(arg: &str) -> String {
     }
 }
 
+/// How often a waiting runner looks at fio and at the cancel flag. Each look wakes a CPU that
+/// fio may be using; ten a second keeps Ctrl-C prompt and iolab's own share of the machine
+/// far below what the sampler overhead bench can resolve.
+pub const POLL: Duration = Duration::from_millis(100);
+
 /// A flag the run loop sets on Ctrl-C / SIGTERM; a running fio is then stopped gracefully.
 #[derive(Debug, Clone, Default)]
 pub struct CancelToken(Arc<AtomicBool>);
@@ -341,7 +346,7 @@ impl RealFio {
             if term_sent.is_some_and(|t| t.elapsed() > self.grace) {
                 guard.signal(libc::SIGKILL);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(POLL);
         };
         guard.done = true;
         raw.exit_code = status.code();
