@@ -7,6 +7,7 @@ mod cli_basics;
 mod common;
 mod experiment;
 mod inspect;
+mod irq;
 mod knobs;
 mod preflight;
 mod run;

@@ -8,6 +8,7 @@ mod compare;
 mod emit;
 mod import;
 mod inspect;
+mod irq;
 mod plot;
 mod preflight;
 mod report;
@@ -48,6 +49,7 @@ pub enum Command {
     Report(report::ReportArgs),
     Import(import::ImportArgs),
     Trace(trace::TraceArgs),
+    Irq(irq::IrqArgs),
     Restore(restore::RestoreArgs),
 }
 
@@ -85,6 +87,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => report::run(args),
         Command::Import(args) => import::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Irq(args) => irq::run(args),
         Command::Restore(args) => restore::run(args),
     }
 }

@@ -40,5 +40,14 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
     for s in &scratch {
         let _ = writeln!(out, "removed scratch device {s}");
     }
+    // Not undone here: a placement written by `irq apply` is meant to stay.
+    let placed = crate::knobs::pending(&crate::irq::apply::journal_dir())?.len();
+    if placed > 0 {
+        let _ = writeln!(
+            out,
+            "{placed} interrupt affinity change(s) by `iolab irq apply` stay in effect; \
+             `iolab irq rollback` undoes them"
+        );
+    }
     super::emit::stdout(&out)
 }

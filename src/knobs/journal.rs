@@ -123,6 +123,39 @@ impl Journal {
         Ok(j)
     }
 
+    /// Takes over the journal in `dir` to add to it, keeping the entries an earlier process
+    /// left there (a placement applied to stay, e.g. by `iolab irq apply`): a later restore
+    /// then goes all the way back to the values before the first change. Fails only if
+    /// another live process holds the lock.
+    pub fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
+        std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let lock = take_lock(dir)?;
+        let earlier = read_journal(&dir.join(JOURNAL))?;
+        let mut j = Journal {
+            dir: dir.to_path_buf(),
+            file: JournalFile {
+                pid: std::process::id(),
+                started_unix: earlier
+                    .as_ref()
+                    .map_or_else(crate::store::time::now_unix, |e| e.started_unix),
+                entries: earlier.map(|e| e.entries).unwrap_or_default(),
+            },
+            _lock: lock,
+            finished: false,
+        };
+        j.persist()?;
+        Ok(j)
+    }
+
+    /// Ends this process's hold on the journal without restoring: the changes stay in effect
+    /// and on disk, for a later `resume_in` + `restore`, or `replay`.
+    pub fn keep(mut self) {
+        self.finished = true;
+    }
+
     /// The journal file's path.
     pub fn path(&self) -> PathBuf {
         self.dir.join(JOURNAL)
@@ -214,6 +247,14 @@ fn dependents_of(path: &str) -> Vec<String> {
             .collect(),
         None => Vec::new(),
     }
+}
+
+/// The changes recorded in `dir`'s journal, oldest first (none when there is no journal).
+/// Reads without the lock: a snapshot for reporting, not for restoring.
+pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
+    Ok(read_journal(&dir.join(JOURNAL))?
+        .map(|j| j.entries)
+        .unwrap_or_default())
 }
 
 /// Replays an unrestored journal left by a killed run (what `iolab restore` does). `Ok(None)`

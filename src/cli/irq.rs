@@ -1,0 +1,317 @@
+//! `iolab irq ...`: interrupt rates, placement plans, applying and rolling back, the daemon.
+//! Argument parsing only; the work is in `crate::irq`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::irq::{self, apply, daemon, inputs, plan, render, top};
+use crate::knobs::signals::Interrupt;
+use crate::sys::SysRoot;
+
+/// Interrupts: rates per CPU, a topology-aware placement, apply with rollback, a daemon.
+///
+/// Heavy interrupts that pile onto one CPU are invisible in /proc/interrupts' counts since
+/// boot. `top` shows rates; `plan` measures and proposes moves (heavy interrupts spread across
+/// packages, then cores, then SMT siblings, within each one's allowed CPUs and its device's
+/// node; managed, pinned and light ones left alone; nothing moved once balanced); `apply`
+/// writes the plan through a journal; `rollback` puts every affinity back; `daemon` keeps
+/// the load balanced.
+#[derive(Debug, clap::Args)]
+pub struct IrqArgs {
+    #[command(subcommand)]
+    pub command: IrqCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum IrqCommand {
+    Top(TopArgs),
+    Plan(PlanArgs),
+    Apply(ApplyArgs),
+    Rollback(RollbackArgs),
+    Daemon(DaemonArgs),
+}
+
+/// Interrupts per second per IRQ and CPU, refreshed every interval (Ctrl-C stops).
+#[derive(Debug, clap::Args)]
+pub struct TopArgs {
+    /// Time between refreshes (e.g. 1s, 500ms).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::inspect::parse_interval)]
+    pub interval: Duration,
+    /// Stop after this many refreshes.
+    #[arg(short = 'n', long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Rows shown per refresh (busiest first).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+    /// Also show the per-CPU summary rows (timer, IPIs: LOC, RES, CAL, ...).
+    #[arg(long)]
+    pub all: bool,
+    /// One JSON object per refresh, one per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What to measure and how to plan (shared by plan, apply and daemon).
+#[derive(Debug, clap::Args)]
+pub struct PlanningArgs {
+    /// Interrupts per second from which an interrupt counts as heavy (light ones never move).
+    #[arg(long, value_name = "RATE", default_value_t = 1000.0)]
+    pub heavy: f64,
+    /// Move nothing unless the busiest package + core + CPU load drops by this many percent.
+    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    pub min_gain: f64,
+    /// Allow placing an interrupt on another NUMA node than its device's.
+    #[arg(long)]
+    pub any_node: bool,
+}
+
+impl PlanningArgs {
+    fn options(&self) -> anyhow::Result<plan::Options> {
+        if !(self.heavy >= 0.0 && self.heavy.is_finite()) {
+            bail!("--heavy must be a rate of 0 or more, not {}", self.heavy);
+        }
+        if !(self.min_gain >= 0.0 && self.min_gain < 100.0) {
+            bail!(
+                "--min-gain must be from 0 to under 100, not {}",
+                self.min_gain
+            );
+        }
+        Ok(plan::Options {
+            heavy: self.heavy,
+            min_gain_pct: self.min_gain,
+            any_node: self.any_node,
+        })
+    }
+}
+
+/// Measure interrupt rates and propose a placement (writes nothing).
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// How long to measure the load.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
+    pub over: Duration,
+    /// Plan for a snapshot made by `iolab snapshot` (its two readings give the rates).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    #[command(flatten)]
+    pub planning: PlanningArgs,
+    /// Print the plan as JSON (`irq apply --plan` reads it).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Measure, plan and write the placement, journaled (`iolab irq rollback` undoes it).
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    /// How long to measure the load.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
+    pub over: Duration,
+    /// Apply a plan saved by `iolab irq plan --json` instead of measuring now.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    #[command(flatten)]
+    pub planning: PlanningArgs,
+    /// Apply even though irqbalance is running (it will likely move them again).
+    #[arg(long)]
+    pub force: bool,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Put every interrupt iolab moved back to the affinity it had before.
+#[derive(Debug, clap::Args)]
+pub struct RollbackArgs {
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
+/// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep.
+#[derive(Debug, clap::Args)]
+pub struct DaemonArgs {
+    /// Shortest time between looks (after a move).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::inspect::parse_interval)]
+    pub min_interval: Duration,
+    /// Longest time between looks (reached by doubling while balanced).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::inspect::parse_interval)]
+    pub max_interval: Duration,
+    /// Stop after this many looks.
+    #[arg(long, value_name = "N")]
+    pub cycles: Option<u64>,
+    /// Leave the placement in effect on exit (`iolab irq rollback` undoes it later).
+    #[arg(long)]
+    pub keep: bool,
+    #[command(flatten)]
+    pub planning: PlanningArgs,
+    /// Run even though irqbalance is running (the two would fight).
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn run(args: IrqArgs) -> anyhow::Result<()> {
+    match args.command {
+        IrqCommand::Top(a) => top_cmd(a),
+        IrqCommand::Plan(a) => plan_cmd(a),
+        IrqCommand::Apply(a) => apply_cmd(a),
+        IrqCommand::Rollback(a) => rollback_cmd(a),
+        IrqCommand::Daemon(a) => daemon_cmd(a),
+    }
+}
+
+/// Sleeps, returning false when Ctrl-C or SIGTERM arrived.
+fn waiter() -> anyhow::Result<impl Fn(Duration) -> bool> {
+    let interrupt = Interrupt::install().context("cannot install signal handlers")?;
+    Ok(move |d| interrupt.sleep(d))
+}
+
+fn top_cmd(a: TopArgs) -> anyhow::Result<()> {
+    let root = SysRoot::live();
+    let wait = waiter()?;
+    let mut before = crate::model::irqs::read_interrupts(&root)?;
+    let mut at = Instant::now();
+    let mut shown = 0u64;
+    while a.count.is_none_or(|n| shown < n) {
+        if !wait(a.interval) {
+            break;
+        }
+        let after = crate::model::irqs::read_interrupts(&root)?;
+        let now = Instant::now();
+        let f = top::frame(&before, &after, (now - at).as_nanos() as u64, a.all);
+        let text = if a.json {
+            serde_json::to_string(&f)? + "\n"
+        } else {
+            top::render(&f, a.limit) + "\n"
+        };
+        super::emit::stdout(&text)?;
+        (before, at) = (after, now);
+        shown += 1;
+    }
+    Ok(())
+}
+
+fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {
+    let options = a.planning.options()?;
+    let root = match &a.root {
+        Some(dir) => SysRoot::at(dir)?,
+        None => SysRoot::live(),
+    };
+    let wait = waiter()?;
+    let Some((m, secs)) = irq::measure(&root, a.over, &wait)? else {
+        bail!("interrupted before the measurement ended");
+    };
+    // A snapshot's placement journal is not this machine's: judge it by what it shows.
+    let before = if root.is_live() {
+        apply::before_iolab(&apply::journal_dir())?
+    } else {
+        Default::default()
+    };
+    let p = plan::plan(&inputs::sources(&m, &before), &inputs::slots(&m), options);
+    let text = if a.json {
+        serde_json::to_string_pretty(&p)? + "\n"
+    } else {
+        render::plan_text(&p, secs)
+    };
+    super::emit::stdout(&text)
+}
+
+fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> anyhow::Result<()> {
+    if let (Some(pid), false) = (irq::irqbalance_pid(root), force) {
+        bail!(
+            "irqbalance (pid {pid}) is running and would move the interrupts again; stop it \
+             first, or pass --force"
+        );
+    }
+    Ok(())
+}
+
+fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
+    let root = SysRoot::live();
+    refuse_beside_irqbalance(&root, a.force)?;
+    let dir = apply::journal_dir();
+    let wait = waiter()?;
+    let (p, m) = match &a.plan {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the plan {}", file.display()))?;
+            let p: plan::Plan = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{}: not a plan written by `iolab irq plan --json`",
+                    file.display()
+                )
+            })?;
+            (p, crate::model::Machine::read(&root)?)
+        }
+        None => {
+            let options = a.planning.options()?;
+            let Some((m, _)) = irq::measure(&root, a.over, &wait)? else {
+                bail!("interrupted before the measurement ended; nothing was changed");
+            };
+            let before = apply::before_iolab(&dir)?;
+            let p = plan::plan(&inputs::sources(&m, &before), &inputs::slots(&m), options);
+            (p, m)
+        }
+    };
+    apply::check(&p.moves, &m, &inputs::slots(&m))?;
+    if p.moves.is_empty() {
+        let text = if a.json {
+            serde_json::to_string_pretty(&serde_json::json!({ "plan": p, "applied": [] }))? + "\n"
+        } else {
+            "nothing to move: the heavy interrupts are balanced\n".to_string()
+        };
+        return super::emit::stdout(&text);
+    }
+    let mut journal = crate::knobs::Journal::resume_in(&dir)?;
+    let done = apply::apply(&root, &p.moves, &mut journal);
+    journal.keep();
+    let done = done?;
+    let text = if a.json {
+        serde_json::to_string_pretty(&serde_json::json!({ "plan": p, "applied": done }))? + "\n"
+    } else if done.is_empty() {
+        "nothing to move: every interrupt is already where the plan puts it\n".to_string()
+    } else {
+        render::applied_text(&done) + "undo with `iolab irq rollback`\n"
+    };
+    super::emit::stdout(&text)
+}
+
+fn rollback_cmd(a: RollbackArgs) -> anyhow::Result<()> {
+    let report = apply::rollback(&apply::journal_dir())?;
+    if a.json {
+        return super::emit::stdout(&(serde_json::to_string_pretty(&report)? + "\n"));
+    }
+    let text = match report {
+        None => "no interrupt placement by iolab to roll back\n".to_string(),
+        Some(r) => {
+            let mut out = String::new();
+            for e in &r.restored {
+                out += &format!("restored {} = {} (was {})\n", e.path, e.old, e.new);
+            }
+            for e in &r.vanished {
+                out += &format!("gone     {} (the interrupt no longer exists)\n", e.path);
+            }
+            out
+        }
+    };
+    super::emit::stdout(&text)
+}
+
+fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
+    if a.min_interval > a.max_interval {
+        bail!("--min-interval must not be longer than --max-interval");
+    }
+    let root = SysRoot::live();
+    refuse_beside_irqbalance(&root, a.force)?;
+    let settings = daemon::Settings {
+        plan: a.planning.options()?,
+        min_interval: a.min_interval,
+        max_interval: a.max_interval,
+        cycles: a.cycles,
+        keep: a.keep,
+    };
+    let wait = waiter()?;
+    daemon::run(&root, &settings, &wait, &mut |line| eprintln!("{line}"))
+}

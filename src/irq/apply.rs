@@ -1,0 +1,136 @@
+//! Writing a placement: each move goes through a knob journal kept in its own directory
+//! (`STATE_DIR/irq`), separate from the experiments' journal because a placement is meant to
+//! stay after iolab exits. Applying again adds to the same journal, so `iolab irq rollback`
+//! always returns every interrupt to the affinity it had before iolab first touched it.
+//! Moves are checked against the live machine before anything is written: a plan made
+//! earlier, or on another machine, cannot move a managed interrupt or target an isolated CPU.
+
+use super::plan::Move;
+use crate::knobs::{Journal, RestoreReport};
+use crate::model::Machine;
+use crate::sys::parse::cpulist;
+use crate::sys::SysRoot;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Where the placement journal lives.
+pub fn journal_dir() -> PathBuf {
+    crate::knobs::state_dir().join("irq")
+}
+
+/// The affinity each interrupt had before iolab first changed it, from the journal in `dir`.
+pub fn before_iolab(dir: &Path) -> Result<BTreeMap<u32, Vec<u32>>> {
+    let mut out = BTreeMap::new();
+    for e in crate::knobs::pending(dir)? {
+        let Some(irq) = irq_of_path(&e.path) else {
+            continue;
+        };
+        // The oldest entry holds the original value.
+        if let std::collections::btree_map::Entry::Vacant(v) = out.entry(irq) {
+            let cpus = cpulist(&e.old)
+                .map_err(|err| anyhow::anyhow!("{}: old value {:?}: {err}", e.path, e.old))?;
+            v.insert(cpus);
+        }
+    }
+    Ok(out)
+}
+
+/// The IRQ number in `.../proc/irq/N/smp_affinity_list` (whatever root it lies under).
+fn irq_of_path(path: &str) -> Option<u32> {
+    let rest = path.strip_suffix("/smp_affinity_list")?;
+    rest.rsplit('/').next()?.parse().ok()
+}
+
+/// One written move and what the kernel reports afterwards.
+#[derive(Debug, Clone, Serialize)]
+pub struct Applied {
+    pub irq: u32,
+    pub name: String,
+    pub to: u32,
+    /// The affinity before this write.
+    pub was: String,
+    /// `effective_affinity_list` read back. Some interrupt chips move an interrupt only when
+    /// it next fires, so a stale value here is reported, not treated as failure.
+    pub effective: Option<Vec<u32>>,
+}
+
+/// Refuses moves the live machine cannot take, naming each.
+pub fn check(moves: &[Move], m: &Machine, slots: &[super::plan::Slot]) -> Result<()> {
+    let mut problems = Vec::new();
+    for mv in moves {
+        match m.irq(mv.irq) {
+            None => problems.push(format!("IRQ {} does not exist here", mv.irq)),
+            Some(irq) if irq.managed => problems.push(format!(
+                "IRQ {} ({}) is managed by the kernel: its affinity cannot be changed",
+                mv.irq, irq.name
+            )),
+            Some(_) if !slots.iter().any(|s| s.cpu == mv.to) => problems.push(format!(
+                "IRQ {}: CPU {} is offline or isolated",
+                mv.irq, mv.to
+            )),
+            Some(_) => {}
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "the plan cannot be applied here:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// Writes every move, journaled. Stops at the first refusal (the moves already written stay
+/// journaled, so rollback still covers them) and says which.
+pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Vec<Applied>> {
+    let mut done = Vec::with_capacity(moves.len());
+    for mv in moves {
+        let abs = crate::knobs::irq_affinity_path(mv.irq);
+        // Already there (applied before, and the measurement predates the move): no write.
+        if root.attr(&abs) == Some(mv.to.to_string()) {
+            continue;
+        }
+        let path = root.path(&abs).display().to_string();
+        let was = journal.set(&path, &mv.to.to_string()).with_context(|| {
+            format!(
+                "moving IRQ {} ({}) to CPU {} ({} of {} moves were made; \
+                     `iolab irq rollback` undoes them)",
+                mv.irq,
+                mv.name,
+                mv.to,
+                done.len(),
+                moves.len()
+            )
+        })?;
+        let effective = root
+            .attr(&format!("/proc/irq/{}/effective_affinity_list", mv.irq))
+            .and_then(|t| cpulist(&t).ok());
+        done.push(Applied {
+            irq: mv.irq,
+            name: mv.name.clone(),
+            to: mv.to,
+            was,
+            effective,
+        });
+    }
+    Ok(done)
+}
+
+/// Puts every interrupt iolab moved back where it was. `Ok(None)`: nothing was applied.
+pub fn rollback(dir: &Path) -> Result<Option<RestoreReport>> {
+    Ok(crate::knobs::replay(dir)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_irq_is_read_from_a_journaled_path_under_any_root() {
+        assert_eq!(irq_of_path("/proc/irq/42/smp_affinity_list"), Some(42));
+        assert_eq!(irq_of_path("/tmp/x/proc/irq/7/smp_affinity_list"), Some(7));
+        assert_eq!(irq_of_path("/sys/block/loop0/queue/scheduler"), None);
+    }
+}

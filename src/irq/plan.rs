@@ -1,0 +1,484 @@
+//! The interrupt placement planner: given each interrupt's measured rate per CPU and the CPU
+//! topology, decide which interrupts to move where. It follows what seeds/002 found to matter:
+//! consider all heavy interrupts together (balancing each on its own piles them up), spread
+//! them across packages first, then cores, then SMT siblings; ignore light ones; and move
+//! nothing once the load is balanced (moves cost cache warmth). Interrupts the kernel manages
+//! and interrupts whose affinity allows one CPU only (a user's pin) stay where they are, and
+//! every other interrupt stays inside the CPU set its affinity allows.
+//!
+//! Pure: the caller measures and builds the inputs (see `super::inputs`), so every rule here
+//! is tested exactly on synthetic loads.
+
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// A CPU interrupts may be placed on (online, not isolated) and where it sits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slot {
+    pub cpu: u32,
+    pub package: u32,
+    /// `core_id` is unique only within a package.
+    pub core: u32,
+    pub node: u32,
+}
+
+/// One numbered interrupt as measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub irq: u32,
+    pub name: String,
+    /// Interrupts per second delivered to each CPU over the measured interval.
+    pub per_cpu: BTreeMap<u32, f64>,
+    /// CPUs its affinity allows (for an interrupt iolab already moved: the affinity it had
+    /// before, so a plan is never narrowed by iolab's own earlier choice).
+    pub allowed: Vec<u32>,
+    /// CPUs it is delivered to now (`effective_affinity_list`), used when it had no interrupts.
+    pub effective: Vec<u32>,
+    /// NUMA node of its device, when the kernel says.
+    pub node: Option<u32>,
+    pub managed: bool,
+}
+
+impl Source {
+    pub fn rate(&self) -> f64 {
+        self.per_cpu.values().sum()
+    }
+
+    /// The CPU that took most of its interrupts, else the first effective one.
+    fn home(&self) -> Option<u32> {
+        self.per_cpu
+            .iter()
+            .filter(|(_, r)| **r > 0.0)
+            .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+            .map(|(c, _)| *c)
+            .or_else(|| self.effective.first().copied())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Options {
+    /// Interrupts per second from which an interrupt counts as heavy.
+    pub heavy: f64,
+    /// The least improvement of the load peaks, in percent, worth moving anything for.
+    pub min_gain_pct: f64,
+    /// Allow placing an interrupt off its device's NUMA node.
+    pub any_node: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            heavy: 1000.0,
+            min_gain_pct: 10.0,
+            any_node: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Move {
+    pub irq: u32,
+    pub name: String,
+    pub rate: f64,
+    /// CPUs it was delivered to during the measurement.
+    pub from: Vec<u32>,
+    pub to: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kept {
+    pub irq: u32,
+    pub name: String,
+    pub rate: f64,
+    pub on: Vec<u32>,
+    pub why: String,
+}
+
+/// The busiest package, core and CPU, each as interrupts per second per CPU in it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Peaks {
+    pub package: f64,
+    pub core: f64,
+    pub cpu: f64,
+}
+
+impl Peaks {
+    fn cost(&self) -> f64 {
+        self.package + self.core + self.cpu
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub options: Options,
+    pub moves: Vec<Move>,
+    /// Interrupts that had interrupts and stay, with the reason.
+    pub kept: Vec<Kept>,
+    /// Interrupts per second per placeable CPU, now and after the moves.
+    pub cpu_before: BTreeMap<u32, f64>,
+    pub cpu_after: BTreeMap<u32, f64>,
+    pub peaks_before: Peaks,
+    pub peaks_after: Peaks,
+    /// How much the plan lowers the sum of the three peaks, in percent.
+    pub gain_pct: f64,
+    /// True when the load is already as good as the threshold asks: nothing moves.
+    pub balanced: bool,
+}
+
+/// Plans the placement of `sources` over `slots`.
+pub fn plan(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
+    let placeable = |c: &u32| slots.iter().any(|s| s.cpu == *c);
+    let mut fixed: BTreeMap<u32, f64> = slots.iter().map(|s| (s.cpu, 0.0)).collect();
+    let mut before = fixed.clone();
+    let mut heavy: Vec<(&Source, Vec<u32>)> = Vec::new();
+    let mut kept = Vec::new();
+    for src in sources {
+        for (cpu, r) in &src.per_cpu {
+            if let Some(b) = before.get_mut(cpu) {
+                *b += r;
+            }
+        }
+        let rate = src.rate();
+        let allowed: Vec<u32> = src.allowed.iter().copied().filter(placeable).collect();
+        let why = if src.managed {
+            Some("managed by the kernel".to_string())
+        } else if src.allowed.len() == 1 {
+            Some(format!("pinned to CPU {} by its affinity", src.allowed[0]))
+        } else if rate < options.heavy {
+            Some(format!("light (under {}/s)", options.heavy))
+        } else if allowed.is_empty() {
+            Some("no CPU its affinity allows can take interrupts (offline or isolated)".into())
+        } else {
+            None
+        };
+        match why {
+            Some(why) => {
+                for (cpu, r) in &src.per_cpu {
+                    if let Some(f) = fixed.get_mut(cpu) {
+                        *f += r;
+                    }
+                }
+                if rate > 0.0 {
+                    kept.push(kept_entry(src, why));
+                }
+            }
+            None => heavy.push((src, candidates(src, allowed, slots, options.any_node))),
+        }
+    }
+    // Biggest first: each lands where it raises the peaks least.
+    heavy.sort_by(|a, b| {
+        b.0.rate()
+            .total_cmp(&a.0.rate())
+            .then(a.0.irq.cmp(&b.0.irq))
+    });
+    let mut after = fixed;
+    let mut chosen = Vec::with_capacity(heavy.len());
+    for (src, cands) in &heavy {
+        let rate = src.rate();
+        let home = src.home();
+        let best = cands
+            .iter()
+            .copied()
+            .min_by(|&a, &b| {
+                let key = |c: u32| score_with(&after, slots, c, rate);
+                close_cmp(key(a), key(b))
+                    .then((Some(a) != home).cmp(&(Some(b) != home)))
+                    .then(a.cmp(&b))
+            })
+            .expect("a heavy source has a candidate");
+        *after.get_mut(&best).expect("candidates are slots") += rate;
+        chosen.push(best);
+    }
+    let peaks_before = peaks(&before, slots);
+    let peaks_after = peaks(&after, slots);
+    let gain_pct = if peaks_before.cost() > 0.0 {
+        (peaks_before.cost() - peaks_after.cost()) / peaks_before.cost() * 100.0
+    } else {
+        0.0
+    };
+    let balanced = gain_pct < options.min_gain_pct;
+    let mut moves = Vec::new();
+    for ((src, _), to) in heavy.iter().zip(chosen) {
+        let from: Vec<u32> = on_cpus(src);
+        if balanced || from == [to] {
+            let why = if balanced {
+                "balanced: moving would not lower the peaks enough".to_string()
+            } else {
+                "already well placed".to_string()
+            };
+            kept.push(kept_entry(src, why));
+        } else {
+            moves.push(Move {
+                irq: src.irq,
+                name: src.name.clone(),
+                rate: src.rate(),
+                from,
+                to,
+            });
+        }
+    }
+    kept.sort_by(|a, b| b.rate.total_cmp(&a.rate).then(a.irq.cmp(&b.irq)));
+    Plan {
+        options,
+        moves,
+        kept,
+        cpu_after: if balanced { before.clone() } else { after },
+        peaks_after: if balanced { peaks_before } else { peaks_after },
+        cpu_before: before,
+        peaks_before,
+        gain_pct: if balanced { 0.0 } else { gain_pct },
+        balanced,
+    }
+}
+
+fn kept_entry(src: &Source, why: String) -> Kept {
+    Kept {
+        irq: src.irq,
+        name: src.name.clone(),
+        rate: src.rate(),
+        on: on_cpus(src),
+        why,
+    }
+}
+
+/// CPUs that took its interrupts, else where it is delivered.
+fn on_cpus(src: &Source) -> Vec<u32> {
+    let on: Vec<u32> = src
+        .per_cpu
+        .iter()
+        .filter(|(_, r)| **r > 0.0)
+        .map(|(c, _)| *c)
+        .collect();
+    if on.is_empty() {
+        src.effective.clone()
+    } else {
+        on
+    }
+}
+
+/// The allowed CPUs, narrowed to the device's node when it has any of them.
+fn candidates(src: &Source, allowed: Vec<u32>, slots: &[Slot], any_node: bool) -> Vec<u32> {
+    let Some(node) = src.node.filter(|_| !any_node) else {
+        return allowed;
+    };
+    let local: Vec<u32> = allowed
+        .iter()
+        .copied()
+        .filter(|c| slots.iter().any(|s| s.cpu == *c && s.node == node))
+        .collect();
+    if local.is_empty() {
+        allowed
+    } else {
+        local
+    }
+}
+
+/// Package, core and CPU load per CPU if `rate` were added on `cpu`.
+fn score_with(load: &BTreeMap<u32, f64>, slots: &[Slot], cpu: u32, rate: f64) -> [f64; 3] {
+    let me = slots.iter().find(|s| s.cpu == cpu).expect("a slot");
+    let per_cpu = |same: &dyn Fn(&Slot) -> bool| {
+        let members: Vec<&Slot> = slots.iter().filter(|s| same(s)).collect();
+        let sum: f64 = members.iter().map(|s| load[&s.cpu]).sum();
+        (sum + rate) / members.len() as f64
+    };
+    [
+        per_cpu(&|s| s.package == me.package),
+        per_cpu(&|s| s.package == me.package && s.core == me.core),
+        load[&cpu] + rate,
+    ]
+}
+
+fn peaks(load: &BTreeMap<u32, f64>, slots: &[Slot]) -> Peaks {
+    let peak = |key: &dyn Fn(&Slot) -> (u32, u32)| {
+        let mut groups: BTreeMap<(u32, u32), (f64, usize)> = BTreeMap::new();
+        for s in slots {
+            let g = groups.entry(key(s)).or_default();
+            g.0 += load[&s.cpu];
+            g.1 += 1;
+        }
+        groups
+            .values()
+            .map(|(sum, n)| sum / *n as f64)
+            .fold(0.0, f64::max)
+    };
+    Peaks {
+        package: peak(&|s| (s.package, 0)),
+        core: peak(&|s| (s.package, s.core)),
+        cpu: peak(&|s| (s.cpu, 0)),
+    }
+}
+
+/// Lexicographic comparison that treats values within rounding of each other as equal, so
+/// that an exact tie in load is decided by "stay where it is", not by float noise.
+fn close_cmp(a: [f64; 3], b: [f64; 3]) -> Ordering {
+    for (x, y) in a.iter().zip(&b) {
+        let tol = 1e-9 * x.abs().max(y.abs()).max(1.0);
+        if (x - y).abs() > tol {
+            return x.total_cmp(y);
+        }
+    }
+    Ordering::Equal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two packages, two cores each, two SMT threads per core: CPUs 0-3 are package 0 (core
+    /// of CPU c is c % 2, siblings c and c + 2), CPUs 4-7 package 1; one node.
+    fn box8() -> Vec<Slot> {
+        (0..8)
+            .map(|cpu| Slot {
+                cpu,
+                package: cpu / 4,
+                core: cpu % 2,
+                node: 0,
+            })
+            .collect()
+    }
+
+    fn src(irq: u32, on: &[(u32, f64)], allowed: &[u32]) -> Source {
+        Source {
+            irq,
+            name: format!("dev{irq}"),
+            per_cpu: on.iter().copied().collect(),
+            allowed: allowed.to_vec(),
+            effective: on.first().map(|(c, _)| vec![*c]).unwrap_or_default(),
+            node: None,
+            managed: false,
+        }
+    }
+
+    const ALL: &[u32] = &[0, 1, 2, 3, 4, 5, 6, 7];
+
+    fn moved(p: &Plan) -> Vec<(u32, u32)> {
+        p.moves.iter().map(|m| (m.irq, m.to)).collect()
+    }
+
+    #[test]
+    fn heavy_interrupts_on_one_cpu_spread_packages_then_cores_then_siblings() {
+        let sources: Vec<Source> = (0..4)
+            .map(|i| src(40 + i, &[(0, 10_000.0 - i as f64)], ALL))
+            .collect();
+        let p = plan(&sources, &box8(), Options::default());
+        // The biggest stays home; the rest go one to each idle core, the other package's
+        // first; never to an SMT sibling of a busy core while a core is idle.
+        assert_eq!(moved(&p), vec![(41, 4), (42, 5), (43, 1)]);
+        assert!(!p.balanced);
+        assert_eq!(p.peaks_before.cpu, 39_994.0);
+        assert_eq!(p.peaks_after.cpu, 10_000.0);
+        assert!(p.gain_pct > 50.0);
+        assert_eq!(p.cpu_after[&4], 9_999.0);
+        assert_eq!(p.kept[0].why, "already well placed");
+    }
+
+    #[test]
+    fn a_balanced_load_moves_nothing_and_a_plan_is_a_fixed_point() {
+        let sources: Vec<Source> = (0..4).map(|i| src(40 + i, &[(0, 10_000.0)], ALL)).collect();
+        let first = plan(&sources, &box8(), Options::default());
+        // Apply the plan to the measurement, then plan again: nothing more to do.
+        let after: Vec<Source> = sources
+            .iter()
+            .map(|s| match first.moves.iter().find(|m| m.irq == s.irq) {
+                Some(m) => src(s.irq, &[(m.to, s.rate())], ALL),
+                None => s.clone(),
+            })
+            .collect();
+        let second = plan(&after, &box8(), Options::default());
+        assert!(second.moves.is_empty(), "{:?}", second.moves);
+        assert!(second.balanced);
+        assert_eq!(second.cpu_after, second.cpu_before);
+    }
+
+    #[test]
+    fn a_single_heavy_interrupt_is_not_moved_for_nothing() {
+        let p = plan(
+            &[src(40, &[(3, 50_000.0)], ALL)],
+            &box8(),
+            Options::default(),
+        );
+        assert!(p.moves.is_empty());
+        assert!(p.balanced);
+    }
+
+    #[test]
+    fn small_gains_below_the_threshold_are_not_worth_a_move() {
+        // 10k + 1k on CPU 0 against 10k on CPU 4: moving the 1k lowers the peaks a little.
+        let sources = vec![
+            src(40, &[(0, 10_000.0)], ALL),
+            src(41, &[(0, 1_000.0)], ALL),
+            src(42, &[(4, 10_000.0)], ALL),
+        ];
+        let lax = plan(&sources, &box8(), Options::default());
+        assert!(lax.balanced, "gain {}", lax.gain_pct);
+        let eager = plan(
+            &sources,
+            &box8(),
+            Options {
+                min_gain_pct: 0.5,
+                ..Options::default()
+            },
+        );
+        assert_eq!(moved(&eager), vec![(41, 1)]);
+    }
+
+    #[test]
+    fn managed_pinned_light_and_fenced_interrupts_are_respected() {
+        let mut managed = src(50, &[(0, 30_000.0)], ALL);
+        managed.managed = true;
+        let pinned = src(51, &[(0, 20_000.0)], &[0]);
+        let light = src(52, &[(0, 500.0)], ALL);
+        // Allowed only on package 0's CPUs 0 and 2 (siblings): stays in that fence.
+        let fenced = src(53, &[(0, 20_000.0)], &[0, 2]);
+        let p = plan(
+            &[managed, pinned, light, fenced],
+            &box8(),
+            Options::default(),
+        );
+        assert_eq!(moved(&p), vec![(53, 2)]);
+        let why: BTreeMap<u32, &str> = p.kept.iter().map(|k| (k.irq, k.why.as_str())).collect();
+        assert_eq!(why[&50], "managed by the kernel");
+        assert_eq!(why[&51], "pinned to CPU 0 by its affinity");
+        assert!(why[&52].starts_with("light"));
+        // Fixed load counts: CPU 0 carries the managed, pinned and light interrupts.
+        assert_eq!(p.cpu_after[&0], 50_500.0);
+    }
+
+    #[test]
+    fn interrupts_stay_on_their_devices_node_and_off_isolated_cpus() {
+        // Node 1 is package 1; CPU 7 is isolated (not a slot).
+        let slots: Vec<Slot> = box8()
+            .into_iter()
+            .filter(|s| s.cpu != 7)
+            .map(|s| Slot {
+                node: s.package,
+                ..s
+            })
+            .collect();
+        let sources: Vec<Source> = (0..4)
+            .map(|i| {
+                let mut s = src(60 + i, &[(4, 10_000.0 - i as f64)], ALL);
+                s.node = Some(1);
+                s
+            })
+            .collect();
+        let p = plan(&sources, &slots, Options::default());
+        // CPUs 4 and 6 are one core's two threads: that core takes two, CPU 5's core one.
+        assert_eq!(moved(&p), vec![(61, 5), (62, 6), (63, 6)]);
+        let anywhere = plan(
+            &sources,
+            &slots,
+            Options {
+                any_node: true,
+                ..Options::default()
+            },
+        );
+        // Package 0 has four idle CPUs to package 1's three: the biggest goes there.
+        assert_eq!(moved(&anywhere), vec![(60, 0), (62, 1), (63, 5)]);
+        let isolated_only = src(64, &[(7, 5_000.0)], &[7]);
+        let q = plan(&[isolated_only], &slots, Options::default());
+        assert!(q.moves.is_empty());
+        assert!(q.kept[0].why.starts_with("pinned"));
+    }
+}

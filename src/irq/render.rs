@@ -1,0 +1,98 @@
+//! Plain-text views of a placement plan and of what applying it did, for the terminal and
+//! for pasting into a mail.
+
+use super::apply::Applied;
+use super::plan::{Peaks, Plan};
+use crate::sys::parse::format_cpulist;
+use std::fmt::Write as _;
+
+/// Interrupts per second: whole numbers, but a rare interrupt still shows as more than zero.
+pub fn rate(v: f64) -> String {
+    if v > 0.0 && v < 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+pub fn plan_text(p: &Plan, measured_s: f64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "interrupt placement over {measured_s:.1} s of load (heavy: {}/s and up)",
+        p.options.heavy
+    );
+    if p.moves.is_empty() {
+        let why = if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
+            "the heavy interrupts are balanced"
+        } else if p.kept.iter().any(|k| k.why == "already well placed") {
+            "every heavy interrupt is already well placed"
+        } else {
+            "no movable interrupt is heavy"
+        };
+        let _ = writeln!(out, "nothing to move: {why}");
+    } else {
+        let _ = writeln!(
+            out,
+            "{:>5} {:>10} {:>8} {:>4}  name",
+            "IRQ", "rate/s", "from", "to"
+        );
+        for m in &p.moves {
+            let _ = writeln!(
+                out,
+                "{:>5} {:>10} {:>8} {:>4}  {}",
+                m.irq,
+                rate(m.rate),
+                format_cpulist(&m.from),
+                m.to,
+                m.name
+            );
+        }
+    }
+    if !p.kept.is_empty() {
+        out.push_str("kept:\n");
+        for k in &p.kept {
+            let _ = writeln!(
+                out,
+                "{:>5} {:>10} {:>8}  {} — {}",
+                k.irq,
+                rate(k.rate),
+                format_cpulist(&k.on),
+                k.name,
+                k.why
+            );
+        }
+    }
+    let peaks = |x: &Peaks| {
+        format!(
+            "CPU {:.0}, core {:.0}, package {:.0}",
+            x.cpu, x.core, x.package
+        )
+    };
+    let _ = writeln!(
+        out,
+        "busiest (interrupts/s per CPU): now {}; planned {} ({:.0}% lower; moves need {}%)",
+        peaks(&p.peaks_before),
+        peaks(&p.peaks_after),
+        p.gain_pct,
+        p.options.min_gain_pct
+    );
+    out
+}
+
+pub fn applied_text(done: &[Applied]) -> String {
+    let mut out = String::new();
+    for a in done {
+        let eff = match &a.effective {
+            Some(e) if e == &[a.to] => String::new(),
+            Some(e) => format!(" (delivered to {} until it next fires)", format_cpulist(e)),
+            None => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "moved IRQ {} ({}) to CPU {} (affinity was {}){eff}",
+            a.irq, a.name, a.to, a.was
+        );
+    }
+    out
+}

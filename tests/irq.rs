@@ -1,0 +1,386 @@
+//! `iolab irq` end to end: a plan for a synthetic pile-up (eight heavy NIC queues on one CPU
+//! of a two-node box), the placement written into a fixture tree and rolled back through the
+//! journal, bad input, and — as root — `top`, `apply`/`rollback` and `daemon` on this machine.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn iolab() -> Command {
+    Command::cargo_bin("iolab").unwrap()
+}
+
+fn machines() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines")
+}
+
+/// A copy of the two-node fixture where, in the second reading, each of eth0's eight queue
+/// interrupts took 100,000 more on CPU 4 (the snapshot's 2 s: 50,000/s each, 150,000/s for
+/// queue 0 which already grew in the fixture).
+fn pileup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(machines().join("two-node-nvme/."))
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let later = dir.path().join("later/proc/interrupts");
+    let text = std::fs::read_to_string(&later).unwrap();
+    let out: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if !l.contains("eth0-TxRx-") {
+                return l.to_string();
+            }
+            let mut t: Vec<String> = l.split_whitespace().map(String::from).collect();
+            let cpu4: u64 = t[5].parse().unwrap();
+            t[5] = (cpu4 + 100_000).to_string();
+            t.join(" ")
+        })
+        .collect();
+    std::fs::write(&later, out.join("\n") + "\n").unwrap();
+    dir
+}
+
+fn plan_json(root: &Path, extra: &[&str]) -> Value {
+    let out = iolab()
+        .args(["irq", "plan", "--json", "--root"])
+        .arg(root)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
+    let root = pileup();
+    let p = plan_json(root.path(), &[]);
+    let moves = p["moves"].as_array().unwrap();
+    // Queue 0 (the busiest) stays on CPU 4; the other seven leave it.
+    assert_eq!(moves.len(), 7, "{p:#}");
+    let node1 = [4u64, 5, 6, 7, 12, 13];
+    let mut targets: Vec<u64> = moves.iter().map(|m| m["to"].as_u64().unwrap()).collect();
+    for m in moves {
+        assert!((161..=167).contains(&m["irq"].as_u64().unwrap()), "{m}");
+        assert_eq!(m["from"], serde_json::json!([4]));
+    }
+    assert!(targets.iter().all(|t| node1.contains(t)), "{targets:?}");
+    targets.sort();
+    targets.dedup();
+    assert!(targets.len() >= 5, "{targets:?}");
+    assert_eq!(p["peaks_before"]["cpu"].as_f64().unwrap(), 500_000.0);
+    assert!(p["peaks_after"]["cpu"].as_f64().unwrap() <= 150_000.0 + 50_000.0);
+    let kept = p["kept"].as_array().unwrap();
+    let why = |irq: u64| {
+        kept.iter()
+            .find(|k| k["irq"] == irq)
+            .map(|k| k["why"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(why(160), "already well placed");
+    assert_eq!(why(122), "managed by the kernel");
+
+    // The text view says the same.
+    let out = iolab()
+        .args(["irq", "plan", "--root"])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("eth0-TxRx-7"), "{text}");
+    assert!(text.contains("managed by the kernel"), "{text}");
+
+    // Their affinity (node 1's CPUs, as the driver set it) fences them even off the node.
+    let anywhere = plan_json(root.path(), &["--any-node"]);
+    assert_eq!(anywhere["moves"], p["moves"]);
+    // With a threshold above every rate nothing is heavy, so nothing moves.
+    let light = plan_json(root.path(), &["--heavy", "1000000"]);
+    assert!(light["moves"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
+    use iolab::irq::{apply, inputs, plan};
+    let root_dir = pileup();
+    let state = tempfile::tempdir().unwrap();
+    let root = iolab::sys::SysRoot::at(root_dir.path()).unwrap();
+    let m = iolab::model::Machine::read(&root).unwrap();
+    let p = plan::plan(
+        &inputs::sources(&m, &Default::default()),
+        &inputs::slots(&m),
+        plan::Options::default(),
+    );
+    apply::check(&p.moves, &m, &inputs::slots(&m)).unwrap();
+    let file = |irq: u32| {
+        root_dir
+            .path()
+            .join(format!("proc/irq/{irq}/smp_affinity_list"))
+    };
+    let original = std::fs::read_to_string(file(161)).unwrap();
+    let mut j = iolab::knobs::Journal::resume_in(state.path()).unwrap();
+    let done = apply::apply(&root, &p.moves, &mut j).unwrap();
+    j.keep();
+    assert_eq!(done.len(), 7);
+    let to161 = p.moves.iter().find(|m| m.irq == 161).unwrap().to;
+    assert_eq!(
+        std::fs::read_to_string(file(161)).unwrap(),
+        to161.to_string()
+    );
+    // The journal remembers the affinity before iolab: a second plan is not fenced by it.
+    let before = apply::before_iolab(state.path()).unwrap();
+    assert_eq!(
+        before[&161],
+        iolab::sys::parse::cpulist(original.trim()).unwrap()
+    );
+    // Applying the same plan again writes nothing.
+    let mut j = iolab::knobs::Journal::resume_in(state.path()).unwrap();
+    assert!(apply::apply(&root, &p.moves, &mut j).unwrap().is_empty());
+    j.keep();
+    let report = apply::rollback(state.path()).unwrap().unwrap();
+    assert_eq!(report.restored.len(), 7);
+    assert_eq!(std::fs::read_to_string(file(161)).unwrap(), original.trim());
+    assert!(apply::rollback(state.path()).unwrap().is_none());
+}
+
+#[test]
+fn a_plan_cannot_move_a_managed_interrupt_or_use_an_isolated_cpu() {
+    use iolab::irq::{apply, inputs, plan::Move};
+    let root = iolab::sys::SysRoot::at(machines().join("two-node-nvme")).unwrap();
+    let m = iolab::model::Machine::read(&root).unwrap();
+    let mv = |irq, to| Move {
+        irq,
+        name: String::new(),
+        rate: 0.0,
+        from: vec![],
+        to,
+    };
+    let err = apply::check(
+        &[mv(121, 1), mv(161, 14), mv(9999, 1)],
+        &m,
+        &inputs::slots(&m),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("IRQ 121 (nvme0q1) is managed"), "{err}");
+    assert!(err.contains("CPU 14 is offline or isolated"), "{err}");
+    assert!(err.contains("IRQ 9999 does not exist"), "{err}");
+}
+
+#[test]
+fn bad_input_is_refused_with_a_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["irq", "plan", "--heavy=-1"], "--heavy"),
+        (&["irq", "plan", "--min-gain", "100"], "--min-gain"),
+        (
+            &["irq", "plan", "--root", "/nonexistent/snap"],
+            "/nonexistent/snap",
+        ),
+        (
+            &[
+                "irq",
+                "daemon",
+                "--min-interval",
+                "10s",
+                "--max-interval",
+                "1s",
+            ],
+            "--min-interval",
+        ),
+        (&["irq", "top", "--interval", "0"], "longer than zero"),
+    ];
+    for (args, says) in cases {
+        let out = iolab().args(*args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("plan.json");
+    std::fs::write(&bad, "{\"moves\": 3}").unwrap();
+    let out = iolab()
+        .args(["irq", "apply", "--force", "--plan"])
+        .arg(&bad)
+        .env("IOLAB_STATE_DIR", dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not a plan written by `iolab irq plan --json`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn top_shows_every_cpu_once_per_refresh() {
+    let out = iolab()
+        .args([
+            "irq",
+            "top",
+            "--json",
+            "--all",
+            "-n",
+            "2",
+            "--interval",
+            "200ms",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let frames: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(frames.len(), 2);
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let cpus = iolab::sys::parse::cpulist(online.trim()).unwrap();
+    for f in &frames {
+        assert_eq!(f["cpu_totals"].as_object().unwrap().len(), cpus.len());
+        let s = f["interval_s"].as_f64().unwrap();
+        assert!((0.19..1.0).contains(&s), "{s}");
+        // The local timer ticks on some CPU in any 200 ms.
+        assert!(f["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["irq"] == "LOC"));
+    }
+}
+
+/// An interrupt of this machine whose affinity can be written and allows several CPUs.
+fn movable_irq() -> Option<(u32, String, u32)> {
+    let m = iolab::model::Machine::read(&iolab::sys::SysRoot::live()).ok()?;
+    m.irqs.iter().find_map(|i| {
+        let n = i.number()?;
+        let allowed = i.affinity.as_ref()?;
+        let eff = i.effective.as_ref()?.first().copied()?;
+        let other = allowed.iter().copied().find(|c| *c != eff)?;
+        let text = std::fs::read_to_string(format!("/proc/irq/{n}/smp_affinity_list")).ok()?;
+        (!i.managed).then(|| (n, text.trim().to_string(), other))
+    })
+}
+
+/// Writes the affinity back if the test stops half-way.
+struct PutBack(u32, String);
+
+impl Drop for PutBack {
+    fn drop(&mut self) {
+        let _ = std::fs::write(format!("/proc/irq/{}/smp_affinity_list", self.0), &self.1);
+    }
+}
+
+#[test]
+fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
+    if !common_root() {
+        return;
+    }
+    let Some((irq, original, to)) = movable_irq() else {
+        eprintln!("skipped: no movable interrupt with two allowed CPUs here");
+        return;
+    };
+    let _guard = PutBack(irq, original.clone());
+    let state = tempfile::tempdir().unwrap();
+    // A real plan from this machine, with one move added by hand.
+    let out = iolab()
+        .args(["irq", "plan", "--json", "--over", "200ms"])
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    p["moves"] =
+        serde_json::json!([{ "irq": irq, "name": "test", "rate": 0.0, "from": [], "to": to }]);
+    let file = state.path().join("plan.json");
+    std::fs::write(&file, p.to_string()).unwrap();
+    let affinity = || {
+        std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+
+    let out = iolab()
+        .args(["irq", "apply", "--force", "--plan"])
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&format!("moved IRQ {irq}")), "{stdout}");
+    assert_eq!(affinity(), to.to_string());
+
+    // `restore` leaves a placement alone and says how to undo it.
+    let out = iolab()
+        .arg("restore")
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("`iolab irq rollback` undoes them"),
+        "{stdout}"
+    );
+    assert_eq!(affinity(), to.to_string());
+
+    let out = iolab()
+        .args(["irq", "rollback", "--json"])
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["restored"].as_array().unwrap().len(), 1);
+    assert_eq!(affinity(), original);
+}
+
+#[test]
+fn the_daemon_looks_and_puts_everything_back_on_exit() {
+    if !common_root() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let out = iolab()
+        .args([
+            "irq",
+            "daemon",
+            "--force",
+            "--cycles",
+            "3",
+            "--min-interval",
+            "100ms",
+            "--max-interval",
+            "300ms",
+        ])
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("next look in"), "{stderr}");
+    assert!(stderr.contains("put back"), "{stderr}");
+    assert!(iolab::knobs::pending(&state.path().join("irq"))
+        .unwrap()
+        .is_empty());
+}
+
+fn common_root() -> bool {
+    crate::common::root_or_skip()
+}
