@@ -742,6 +742,56 @@ fn a_write_workload_on_a_device_holding_data_is_refused_and_nothing_is_written()
 }
 
 #[test]
+fn every_device_of_a_writing_target_must_be_named_destructive() {
+    if !root_or_skip() {
+        return;
+    }
+    let (dir, state, a) = live_scratch(32 << 20);
+    let b = iolab::target::ScratchDevice::create_in(&state, 32 << 20).unwrap();
+    for dev in [&a, &b] {
+        let mkfs = Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(dev.dev_path())
+            .output()
+            .unwrap();
+        assert!(mkfs.status.success());
+    }
+    let file = dir.path().join("write2.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"w2\"\n[target]\ndevice = [\"{}\", \"{}\"]\n[workload]\n\
+             rw = \"randwrite\"\nbs = \"4k\"\nruntime = \"1s\"\ntime_based = true\n",
+            a.name(),
+            b.name()
+        ),
+    )
+    .unwrap();
+    let dry = |named: &[&str]| {
+        let mut cmd = iolab();
+        cmd.args(["run", "--dry-run"]).arg(&file);
+        for n in named {
+            cmd.args(["--destructive-device", n]);
+        }
+        cmd.env("IOLAB_STATE_DIR", &state).output().unwrap()
+    };
+    let out = dry(&[a.name()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("--destructive-device {}", b.name())),
+        "{err}"
+    );
+    let b_path = b.dev_path();
+    let out = dry(&[a.name(), &b_path]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn ctrl_c_stops_fio_restores_knobs_and_exits_130() {
     if !root_or_skip() {
         return;

@@ -32,9 +32,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DEV")]
     pub device: Option<String>,
     /// Allow a writing workload on this exact device although it may hold data. Its contents
-    /// will be destroyed.
+    /// will be destroyed. Repeat it for each device of a several-device target.
     #[arg(long, value_name = "DEV")]
-    pub destructive_device: Option<String>,
+    pub destructive_device: Vec<String>,
     /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -83,7 +83,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut settings = Settings::live(crate::store::resolve_db_path(args.db.as_deref()));
     settings.tags = args.tags.clone();
     settings.device = args.device.clone();
-    settings.destructive_device = args.destructive_device.clone();
+    settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));
 
     if args.dry_run {

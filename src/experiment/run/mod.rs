@@ -60,8 +60,8 @@ pub struct Settings {
     /// Overrides the file's `[target] device` with one device ("default" for one scratch
     /// device).
     pub device: Option<String>,
-    /// The one device the user declared expendable (`--destructive-device`).
-    pub destructive_device: Option<String>,
+    /// Devices the user declared expendable (`--destructive-device`, repeatable).
+    pub destructive_devices: Vec<String>,
     pub sample_interval: Duration,
     /// How long preflight watches per-process CPU use.
     pub preflight_sample: Duration,
@@ -75,7 +75,7 @@ impl Settings {
             db_path,
             tags: Vec::new(),
             device: None,
-            destructive_device: None,
+            destructive_devices: Vec::new(),
             sample_interval: Duration::from_secs(1),
             preflight_sample: Duration::from_millis(200),
         }
@@ -211,13 +211,14 @@ fn check_writes(exp: &Experiment, settings: &Settings, devices: &[String]) -> Re
     for cell in super::cells(exp) {
         if let Some(why) = cell.writes(exp) {
             for device in devices {
-                crate::target::check_write_allowed_at(
-                    &settings.root,
-                    device,
-                    true,
-                    settings.destructive_device.as_deref(),
-                )
-                .with_context(|| format!("cell {} writes ({why})", cell.key))?;
+                let name = crate::target::device_name(device);
+                let expendable = settings
+                    .destructive_devices
+                    .iter()
+                    .map(String::as_str)
+                    .find(|d| crate::target::device_name(d) == name);
+                crate::target::check_write_allowed_at(&settings.root, device, true, expendable)
+                    .with_context(|| format!("cell {} writes ({why})", cell.key))?;
             }
             return Ok(());
         }
