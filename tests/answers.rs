@@ -287,6 +287,36 @@ fn compare_finds_the_regression_and_leaves_noise_alone() {
 }
 
 #[test]
+fn compare_takes_the_better_direction_from_the_user() {
+    let (_dir, db) = two_kernels();
+    let verdicts = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["compare", "1", "2", "--metric", "read_iops", "--json"];
+        args.extend_from_slice(extra);
+        let json: Value = serde_json::from_str(&ok(&db, &args)).unwrap();
+        json["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["verdict"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let named = verdicts(&[]);
+    let flipped = verdicts(&["--better", "read_iops=lower"]);
+    assert!(named.iter().any(|v| v == "regressed"), "{named:?}");
+    let swap = |v: &String| match v.as_str() {
+        "regressed" => "improved".to_string(),
+        "improved" => "regressed".to_string(),
+        other => other.to_string(),
+    };
+    assert_eq!(flipped, named.iter().map(swap).collect::<Vec<_>>());
+    let e = err(
+        &db,
+        &["compare", "1", "2", "--better", "read_iops=sideways"],
+    );
+    assert!(e.contains("expected higher or lower"), "{e}");
+}
+
+#[test]
 fn compare_takes_factor_levels_and_matches_the_other_factors() {
     let (_dir, db) = two_kernels();
     let json: Value = serde_json::from_str(&ok(

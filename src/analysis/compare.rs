@@ -209,6 +209,9 @@ pub struct CompareRequest {
     pub metrics: Vec<String>,
     /// Minimum effect in percent (1.0 = 1%).
     pub min_effect_pct: f64,
+    /// Which way is better, for metrics whose name does not say (`dev_avg_qu_sz`, trace
+    /// counts); also overrides a name's own direction.
+    pub better: std::collections::BTreeMap<String, crate::stats::direction::Direction>,
 }
 
 impl Default for CompareRequest {
@@ -216,6 +219,7 @@ impl Default for CompareRequest {
         CompareRequest {
             metrics: Vec::new(),
             min_effect_pct: 1.0,
+            better: Default::default(),
         }
     }
 }
@@ -237,6 +241,7 @@ pub fn compare_cells(
     cand: &[CellRuns],
     metrics: &[(String, Values, Values)],
     min_effect_pct: f64,
+    better: &std::collections::BTreeMap<String, crate::stats::direction::Direction>,
 ) -> anyhow::Result<(Vec<Compared>, Vec<String>)> {
     let mut out = Vec::new();
     let mut skipped = Vec::new();
@@ -266,12 +271,17 @@ pub fn compare_cells(
     // hundreds of runs.
     let mut jobs = Vec::new();
     for (metric, bv, cv) in metrics {
-        let mut opts = CompareOptions::for_metric(metric).map_err(|_| {
-            anyhow::anyhow!(
-                "{metric} is neither work done nor a cost (no better direction), so a change \
-                 cannot be called improved or regressed; `iolab show` prints its values"
-            )
-        })?;
+        let mut opts = match better.get(metric) {
+            Some(d) => CompareOptions::new(*d),
+            None => CompareOptions::for_metric(metric).map_err(|_| {
+                anyhow::anyhow!(
+                    "{metric} is neither work done nor a cost (no better direction), so a \
+                     change cannot be called improved or regressed; say which way is better \
+                     with `--better {metric}=higher` (or `=lower`), or see its values with \
+                     `iolab show`"
+                )
+            })?,
+        };
         opts.min_effect = min_effect_pct / 100.0;
         for &(b, c) in &measurable {
             let pick = |cell: &CellRuns, vals: &Values| -> Vec<f64> {
@@ -509,7 +519,8 @@ pub fn compare_selectors(
             (m, b, c)
         })
         .collect();
-    let (compared, skipped) = compare_cells(&bcells, &ccells, &triples, req.min_effect_pct)?;
+    let (compared, skipped) =
+        compare_cells(&bcells, &ccells, &triples, req.min_effect_pct, &req.better)?;
     if compared.is_empty() {
         bail!(
             "nothing to compare: the matched cells have no values on one side ({})",
@@ -555,6 +566,9 @@ pub fn compare_selectors(
             json!({"selector": b, "runs": cand.runs.len(), "runs_ok": ci.len()}),
         );
         obj.insert("min_effect_pct".into(), json!(req.min_effect_pct));
+        if !req.better.is_empty() {
+            obj.insert("better".into(), json!(req.better));
+        }
         obj.insert("family_size".into(), json!(compared.len()));
         obj.insert("unmatched_cells".into(), json!(unmatched));
         obj.insert("skipped".into(), json!(skipped));

@@ -70,7 +70,8 @@ pub fn factor_comparisons(
         let base = runs_at(base_level);
         for level in &f.levels[1..] {
             let cand = runs_at(level);
-            let (mut cmp, skipped) = compare_cells(&base, &cand, &triples, min_effect_pct)?;
+            let (mut cmp, skipped) =
+                compare_cells(&base, &cand, &triples, min_effect_pct, &Default::default())?;
             for c in &mut cmp {
                 let at = if c.cell == "all" {
                     String::new()

@@ -3,7 +3,20 @@
 use std::path::PathBuf;
 
 use crate::analysis::compare::{compare_selectors, CompareRequest};
+use crate::stats::direction::Direction;
 use crate::store::{self, Store};
+
+fn parse_better(text: &str) -> Result<(String, Direction), String> {
+    let (metric, way) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}`: expected METRIC=higher or METRIC=lower"))?;
+    let way = match way.trim() {
+        "higher" => Direction::HigherIsBetter,
+        "lower" => Direction::LowerIsBetter,
+        other => return Err(format!("`{other}`: expected higher or lower")),
+    };
+    Ok((metric.trim().to_string(), way))
+}
 
 /// Compare two groups of runs cell by cell: baseline A, candidate B.
 ///
@@ -30,6 +43,10 @@ pub struct CompareArgs {
     /// Smallest change in percent that can be called improved or regressed.
     #[arg(long, value_name = "PCT", default_value_t = 1.0)]
     pub min_effect: f64,
+    /// Which way is better for a metric whose name does not say (e.g. dev_avg_qu_sz=lower);
+    /// repeatable; also overrides a metric's own direction.
+    #[arg(long, value_name = "METRIC=higher|lower", value_parser = parse_better)]
+    pub better: Vec<(String, Direction)>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
@@ -50,6 +67,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         &CompareRequest {
             metrics: args.metrics,
             min_effect_pct: args.min_effect,
+            better: args.better.into_iter().collect(),
         },
     )?;
     let text = if args.json {
