@@ -1077,3 +1077,151 @@ fn real_fio_on_two_scratch_devices_drives_both_and_removes_both() {
         assert!(job.contains(&format!("filename=/dev/{name}\n")), "{job}");
     }
 }
+
+/// A `fio --server` on a free local port, stopped on drop (also when the test fails).
+struct FioServer {
+    port: u16,
+    pid_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl FioServer {
+    fn start() -> FioServer {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let pid_file = dir.path().join("fio.pid");
+        let ok = Command::new("fio")
+            .arg(format!("--server=ip:127.0.0.1,{port}"))
+            .arg(format!("--daemonize={}", pid_file.display()))
+            .current_dir(dir.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "fio --server did not start");
+        let server = FioServer {
+            port,
+            pid_file,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "fio server not listening");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    fn address(&self) -> String {
+        format!("ip:127.0.0.1,{}", self.port)
+    }
+}
+
+impl Drop for FioServer {
+    fn drop(&mut self) {
+        if let Some(pid) = std::fs::read_to_string(&self.pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<i32>().ok())
+        {
+            // SAFETY: kill has no memory preconditions; the pid is the server we started.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    }
+}
+
+#[test]
+fn hosts_run_one_job_at_once_and_their_results_add_up() {
+    if !root_or_skip() {
+        return;
+    }
+    let (dir, state, dev) = live_scratch(32 << 20);
+    let servers = [FioServer::start(), FioServer::start()];
+    let write_file = |rw: &str| {
+        let file = dir.path().join(format!("{rw}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"two hosts\"\nrepetitions = 2\n[target]\ndevice = \"{}\"\n\
+                 hosts = [\"{}\", \"{}\"]\n[workload]\nrw = \"{rw}\"\nbs = \"4k\"\n\
+                 direct = 1\nruntime = \"1s\"\ntime_based = true\n[factors]\n\
+                 iodepth = [1, 2]\n",
+                dev.name(),
+                servers[0].address(),
+                servers[1].address()
+            ),
+        )
+        .unwrap();
+        file
+    };
+    let db_path = dir.path().join("hosts.db");
+    let out = iolab()
+        .args(["run", "--json", "--db"])
+        .arg(&db_path)
+        .arg(write_file("randread"))
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = rusqlite::Connection::open(&db_path).unwrap();
+    let runs: Vec<(i64, String, String)> = db
+        .prepare("SELECT id, status, fio_json FROM runs")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(runs.len(), 4);
+    for (id, status, fio_json) in &runs {
+        assert_eq!(status, "ok");
+        let doc: serde_json::Value =
+            serde_json::from_str(&fio_json[fio_json.find('{').unwrap()..]).unwrap();
+        let clients: Vec<&serde_json::Value> = doc["client_stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["jobname"] != "All clients")
+            .collect();
+        let ports: std::collections::BTreeSet<u64> = clients
+            .iter()
+            .map(|c| c["port"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            ports,
+            servers.iter().map(|s| u64::from(s.port)).collect(),
+            "both servers ran the job"
+        );
+        let sum: f64 = clients
+            .iter()
+            .map(|c| c["read"]["iops"].as_f64().unwrap())
+            .sum();
+        let stored: f64 = db
+            .query_row(
+                "SELECT value FROM metrics WHERE run_id = ?1 AND name = 'read_iops'",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!((stored - sum).abs() < 1e-6 * sum, "{stored} vs {sum}");
+    }
+
+    // Writing to another machine's device needs it named expendable.
+    let out = iolab()
+        .args(["run", "--dry-run"])
+        .arg(write_file("randwrite"))
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("--destructive-device {}", dev.name())),
+        "{err}"
+    );
+}

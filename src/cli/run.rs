@@ -121,6 +121,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let runner = RealFio {
         cancel: cancel.clone(),
         time_limit: longest.map(|s| Duration::from_secs_f64(s * 2.0 + 60.0)),
+        clients: exp.target.hosts.clone(),
         ..RealFio::default()
     };
     let mut progress = StderrProgress::new();

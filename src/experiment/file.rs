@@ -19,6 +19,7 @@
 //! # device = ["sdb", "sdc"]    # several named devices, driven at once by one fio run
 //! size = "1G"
 //! anchor_cpu = 0               # stands in for the interrupt CPU of a device without one
+//! # hosts = ["10.0.0.1", "10.0.0.2,8765"]  # fio servers that all run the job at once
 //! [workload]                   # plain fio options
 //! rw = "randread"
 //! bs = "4k"
@@ -91,6 +92,9 @@ pub struct TargetSpec {
     /// or `far` — for devices that take no interrupt (the loop device of the default
     /// target). When set it is used even if the device has interrupts.
     pub anchor_cpu: Option<u32>,
+    /// fio servers (`fio --server` on each; "host" or "host,port") that run the job at once
+    /// through fio's client mode, on the named device of each. Empty: this machine.
+    pub hosts: Vec<String>,
 }
 
 /// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
@@ -211,7 +215,7 @@ const TOP_KEYS: &[&str] = &[
     "workload",
     "factors",
 ];
-const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu"];
+const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
 pub const MAX_SCRATCH_COUNT: i64 = 64;
@@ -261,6 +265,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         count: 1,
         size_bytes: DEFAULT_SCRATCH_BYTES,
         anchor_cpu: None,
+        hosts: Vec::new(),
     };
     let mut trace_span = 0..0;
     let mut workload = Vec::new();
@@ -309,13 +314,38 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     w.conflicts(&workload, &workload_spans, &factors);
     if trace && target.device_count() > 1 {
         w.error(
-            trace_span,
+            trace_span.clone(),
             format!(
                 "`trace = true` records one device, but [target] names {}",
                 target.device_count()
             ),
             Some("one device in [target], or trace = false".to_string()),
         );
+    }
+    if !target.hosts.is_empty() {
+        if trace {
+            w.error(
+                trace_span,
+                "`trace = true` records this machine's device; with `hosts` fio runs elsewhere"
+                    .to_string(),
+                Some("trace = false".to_string()),
+            );
+        }
+        // Knobs, placement and interrupts are set on this machine only.
+        for f in &factors {
+            if !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling) {
+                w.diags.push(Diagnostic {
+                    line: f.line,
+                    column: 1,
+                    message: format!(
+                        "factor `{}` changes this machine, but with `hosts` fio runs on other \
+                         machines",
+                        f.name
+                    ),
+                    allowed: Some("fio options and hipri".to_string()),
+                });
+            }
+        }
     }
     if !w.diags.is_empty() {
         w.diags.sort_by_key(|d| (d.line, d.column));
@@ -607,8 +637,10 @@ impl Walker<'_> {
         let mut count: Option<(u32, Range<usize>)> = None;
         let mut size: Option<(u64, Range<usize>)> = None;
         let mut anchor_cpu = None;
+        let mut hosts: Option<(Vec<String>, Range<usize>)> = None;
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
+                "hosts" => hosts = self.host_list(value).map(|h| (h, value.span())),
                 "device" => {
                     device = match value.get_ref() {
                         DeValue::Array(items) => self.device_list(value, items),
@@ -671,6 +703,15 @@ impl Walker<'_> {
                 Some("device = [\"sdb\", \"sdc\"]".to_string()),
             );
         }
+        if let (true, Some((_, span))) = (device_is_scratch(&device), &hosts) {
+            self.error(
+                span.clone(),
+                "`hosts` run fio on other machines, where the default scratch device does \
+                 not exist: name the device they use"
+                    .to_string(),
+                Some("device = \"nvme0n1\" (the same name on every host)".to_string()),
+            );
+        }
         let count = match (device_is_scratch(&device), &count) {
             (true, Some((n, _))) => *n,
             _ => 1,
@@ -680,7 +721,48 @@ impl Walker<'_> {
             count,
             size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
             anchor_cpu,
+            hosts: hosts.map(|(h, _)| h).unwrap_or_default(),
         })
+    }
+
+    /// `hosts`: fio server addresses as fio's `--client` takes them ("host", "host,port",
+    /// "ip:1.2.3.4,8765", "ip6:::1,8765"), each once.
+    fn host_list(&mut self, v: &Value) -> Option<Vec<String>> {
+        let DeValue::Array(items) = v.get_ref() else {
+            self.expected(v, "a list of fio server addresses", "hosts");
+            return None;
+        };
+        if items.is_empty() {
+            self.error(
+                v.span(),
+                "`hosts` lists no host".to_string(),
+                Some("hosts = [\"10.0.0.1\", \"10.0.0.2,8765\"]".to_string()),
+            );
+            return None;
+        }
+        let mut out: Vec<String> = Vec::new();
+        for item in items {
+            let Some(h) = self.nonempty_string(item, "hosts") else {
+                continue;
+            };
+            let h = h.trim().to_string();
+            if !h
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".:,-_[]".contains(c))
+            {
+                self.error(
+                    item.span(),
+                    format!("`{h}` is not a fio server address"),
+                    Some("\"host\", \"host,port\", \"ip:1.2.3.4,8765\"".to_string()),
+                );
+            } else if out.contains(&h) {
+                self.error(item.span(), format!("host `{h}` is listed twice"), None);
+            } else {
+                out.push(h);
+            }
+        }
+        // The valid ones still count, so the checks that depend on `hosts` report too.
+        (!out.is_empty()).then_some(out)
     }
 
     /// A `device` string checked as a block device name: `Some(None)` for "default",
@@ -1478,6 +1560,50 @@ scheduler = ["none", "mq-deadline"]
             "{text}"
         );
         assert!(text.contains("x.toml:4:8: `size` is not a size"), "{text}");
+    }
+
+    #[test]
+    fn hosts_run_the_job_elsewhere_and_change_nothing_here() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"nvme0n1\"\n\
+             hosts = [\"10.0.0.1\", \"ip:10.0.0.2,8765\"]\n[factors]\nbs = [\"4k\", \"8k\"]\n\
+             hipri = [false, true]\n[workload]\nioengine = \"io_uring\"\n",
+        )
+        .unwrap();
+        assert_eq!(e.target.hosts, vec!["10.0.0.1", "ip:10.0.0.2,8765"]);
+        let text = errors(
+            "name = \"n\"\ntrace = true\n[target]\nhosts = [\"a\", \"a\", \"b c\"]\n\
+             [factors]\nrq_affinity = [1, 2]\nplacement = [\"on\", \"far\"]\n",
+        )
+        .join("\n");
+        assert!(
+            text.contains("x.toml:2:9: `trace = true` records this machine's device"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:15: host `a` is listed twice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:6:1: factor `rq_affinity` changes this machine"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:7:1: factor `placement` changes this machine"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[target]\nhosts = [\"h;rm\", \"ok\"]\n").join("\n");
+        assert!(
+            text.contains("`h;rm` is not a fio server address"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the default scratch device does not exist"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = []\n").join("\n");
+        assert!(text.contains("x.toml:4:9: `hosts` lists no host"), "{text}");
     }
 
     #[test]

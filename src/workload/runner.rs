@@ -239,6 +239,8 @@ pub struct RealFio {
     /// How long fio gets to print its results after SIGTERM before SIGKILL.
     pub grace: Duration,
     pub cancel: CancelToken,
+    /// fio servers to run the job on at once (client mode); empty: run it here.
+    pub clients: Vec<String>,
 }
 
 impl Default for RealFio {
@@ -249,6 +251,7 @@ impl Default for RealFio {
             time_limit: None,
             grace: Duration::from_secs(5),
             cancel: CancelToken::new(),
+            clients: Vec::new(),
         }
     }
 }
@@ -299,10 +302,19 @@ impl RealFio {
             .join(format!("iolab-{}-{n}-{}.fio", std::process::id(), job.name))
     }
 
-    fn execute(&self, path: &std::path::Path) -> Result<RawOutput> {
+    /// fio's arguments: the fixed ones, the client host list when there is one, the job file.
+    fn arguments(job: &std::path::Path, hosts: Option<&std::path::Path>) -> Vec<String> {
+        Self::ARGS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(hosts.map(|h| format!("--client={}", h.display())))
+            .chain(std::iter::once(job.display().to_string()))
+            .collect()
+    }
+
+    fn execute(&self, args: &[String]) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
-        cmd.args(Self::ARGS)
-            .arg(path)
+        cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -374,14 +386,21 @@ impl FioRunner for RealFio {
         std::fs::write(&path, &job_file)
             .with_context(|| format!("cannot write the fio job file {}", path.display()))?;
         let _cleanup = FileGuard(path.clone());
+        // Client mode reads the servers from a file, one per line.
+        let hosts = (!self.clients.is_empty()).then(|| path.with_extension("hosts"));
+        if let Some(h) = &hosts {
+            std::fs::write(h, self.clients.join("\n") + "\n")
+                .with_context(|| format!("cannot write the fio host list {}", h.display()))?;
+        }
+        let _hosts_cleanup = hosts.clone().map(FileGuard);
+        let args = Self::arguments(&path, hosts.as_deref());
         let command_line = std::iter::once(self.program.display().to_string())
-            .chain(Self::ARGS.iter().map(|s| s.to_string()))
-            .chain(std::iter::once(path.display().to_string()))
+            .chain(args.iter().cloned())
             .map(|a| shell_quote(&a))
             .collect::<Vec<_>>()
             .join(" ");
         let start = Instant::now();
-        let raw = self.execute(&path)?;
+        let raw = self.execute(&args)?;
         let (status, report) = classify(job, &raw);
         Ok(FioOutcome {
             command_line,
@@ -529,6 +548,24 @@ impl FioRunner for ReplayFio {
 mod tests {
     use super::*;
     use crate::workload::JobBuilder;
+
+    #[test]
+    fn client_mode_adds_the_host_list_before_the_job_file() {
+        let job = std::path::Path::new("/tmp/j.fio");
+        assert_eq!(
+            RealFio::arguments(job, None),
+            vec!["--output-format=json+", "--eta=never", "/tmp/j.fio"]
+        );
+        assert_eq!(
+            RealFio::arguments(job, Some(std::path::Path::new("/tmp/j.hosts"))),
+            vec![
+                "--output-format=json+",
+                "--eta=never",
+                "--client=/tmp/j.hosts",
+                "/tmp/j.fio"
+            ]
+        );
+    }
 
     fn job(cell: &str, polling: Option<bool>) -> JobSpec {
         let b = JobBuilder::new("j")

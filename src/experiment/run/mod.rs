@@ -183,6 +183,66 @@ pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) ->
     })
 }
 
+/// The plan when fio runs on `[target] hosts`: the devices are theirs, so nothing is
+/// resolved against this machine (the file allows only fio options and `hipri` to vary).
+fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
+    let cells = resolve::remote_cells(exp, &super::cells(exp), devices);
+    let order = Planner::fixed_plan(exp);
+    let estimated_seconds = order.iter().map(|r| cells[r.cell].nominal_seconds).sum();
+    Plan {
+        experiment: exp.name.clone(),
+        devices: devices
+            .iter()
+            .map(|d| PlanDevice {
+                name: d.clone(),
+                irqs: Vec::new(),
+            })
+            .collect(),
+        scratch: false,
+        cells,
+        order,
+        adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
+        estimated_seconds,
+        notes: vec![format!(
+            "fio runs on {} at once (fio client mode); nothing on this machine is changed or \
+             sampled for the device",
+            exp.target.hosts.join(", ")
+        )],
+    }
+}
+
+/// The devices `hosts` drive, and the refusal to write to any of them unless named
+/// expendable: iolab cannot look at another machine's mounts, holders or signatures.
+fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> {
+    let devices = named_devices(exp, settings).ok_or_else(|| {
+        anyhow::anyhow!(
+            "`hosts` run fio on other machines, where the default scratch device does not \
+             exist: name their device with --device or [target] device"
+        )
+    })?;
+    for cell in super::cells(exp) {
+        let Some(why) = cell.writes(exp) else {
+            continue;
+        };
+        for d in &devices {
+            let named = settings
+                .destructive_devices
+                .iter()
+                .any(|x| crate::target::device_name(x) == *d);
+            anyhow::ensure!(
+                named,
+                "cell {} writes ({why}) to /dev/{d} on {}: iolab cannot check another \
+                 machine's device for data, so it writes there only to a device named with \
+                 --destructive-device {d} (its contents on every host will be destroyed)",
+                cell.key,
+                exp.target.hosts.join(", ")
+            );
+        }
+        break;
+    }
+    Ok(devices)
+}
+
 /// The devices named by the command line, else by the file; `None` for scratch devices.
 fn named_devices(exp: &Experiment, settings: &Settings) -> Option<Vec<String>> {
     match settings.device.as_deref() {
@@ -248,6 +308,9 @@ pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
 }
 
 fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
+    if !exp.target.hosts.is_empty() {
+        return Ok(remote_plan(exp, &remote_devices(exp, settings)?));
+    }
     let m = Machine::read(&settings.root)?;
     match named_devices(exp, settings) {
         Some(devs) => {
@@ -311,8 +374,13 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
     Journal::check_clean_in(&settings.state_dir)?;
-    let named = named_devices(exp, settings);
-    if let Some(devs) = &named {
+    let remote = !exp.target.hosts.is_empty();
+    let named = if remote {
+        Some(remote_devices(exp, settings)?)
+    } else {
+        named_devices(exp, settings)
+    };
+    if let (Some(devs), false) = (&named, remote) {
         check_writes(exp, settings, devs)?;
     }
 
@@ -345,15 +413,34 @@ pub fn run(
         ));
     }
     if scratch.is_empty() {
-        progress.message(&format!("target: /dev/{}", devices.join(", /dev/")));
+        let on = if remote {
+            format!(" on {}", exp.target.hosts.join(", "))
+        } else {
+            String::new()
+        };
+        progress.message(&format!("target: /dev/{}{on}", devices.join(", /dev/")));
     }
 
     let machine = Machine::read(&settings.root)?;
-    let plan = plan(exp, &machine, &devices, !scratch.is_empty())?;
+    let plan = if remote {
+        remote_plan(exp, &devices)
+    } else {
+        plan(exp, &machine, &devices, !scratch.is_empty())?
+    };
 
     let mut store = Store::open(&settings.db_path)?;
-    let host = machine.hostname.clone().unwrap_or_default();
-    let kernel = machine.kernel.clone().unwrap_or_default();
+    let host = if remote {
+        // Addresses hold commas ("host,port"); '+' keeps tag selectors usable.
+        exp.target.hosts.join("+")
+    } else {
+        machine.hostname.clone().unwrap_or_default()
+    };
+    // The hosts' kernels are theirs; say so with `--tag kernel=...` (as for imports).
+    let kernel = if remote {
+        "unknown".to_string()
+    } else {
+        machine.kernel.clone().unwrap_or_default()
+    };
     let experiment_id = store.create_experiment(&NewExperiment {
         name: exp.name.clone(),
         file_text: exp.text.clone(),
@@ -665,9 +752,11 @@ fn one_run(
         }
         _ => None,
     };
+    // The devices of remote hosts are not here to watch; this machine's CPUs still are.
     let watches: Vec<crate::sample::Watch> = plan
         .devices
         .iter()
+        .filter(|_| exp.target.hosts.is_empty())
         .map(|d| crate::sample::Watch {
             device: d.name.clone(),
             irqs: d.irqs.clone(),

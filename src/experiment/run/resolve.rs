@@ -209,8 +209,28 @@ fn placement_level(p: &Placement) -> Option<level::Placement> {
     }
 }
 
-fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -> ResolvedCell {
-    let mut out = ResolvedCell {
+/// Cells as they run on fio servers (`[target] hosts`): nothing of this machine applies, so
+/// nothing is pinned or written; the file allows only fio options and `hipri` to vary there.
+pub fn remote_cells(exp: &Experiment, cells: &[Cell], devices: &[String]) -> Vec<ResolvedCell> {
+    cells
+        .iter()
+        .map(|cell| ResolvedCell {
+            devices: devices
+                .iter()
+                .map(|d| DeviceCpus {
+                    device: d.clone(),
+                    cpus: None,
+                    placement_why: None,
+                })
+                .collect(),
+            ..unplaced(exp, cell)
+        })
+        .collect()
+}
+
+/// A cell with nothing resolved yet: unpinned, no writes, applicable.
+fn unplaced(exp: &Experiment, cell: &Cell) -> ResolvedCell {
+    ResolvedCell {
         index: cell.index,
         key: cell.key.clone(),
         levels: cell
@@ -225,7 +245,11 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         not_applicable: None,
         workload_writes: cell.writes(exp),
         nominal_seconds: cell.nominal_seconds(exp),
-    };
+    }
+}
+
+fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -> ResolvedCell {
+    let mut out = unplaced(exp, cell);
     let mut knobs = cell.queue_knobs();
     // Stable: the scheduler moves to the front, the rest keep factor order.
     knobs.sort_by_key(|(attr, _)| attr != "scheduler");
