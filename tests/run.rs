@@ -1211,6 +1211,18 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
         assert!((stored - sum).abs() < 1e-6 * sum, "{stored} vs {sum}");
     }
 
+    let out = iolab()
+        .args(["run", "--dry-run"])
+        .arg(write_file("randread"))
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        plan.contains(&format!("/dev/{} on {}", dev.name(), servers[0].address())),
+        "{plan}"
+    );
+
     // Writing to another machine's device needs it named expendable.
     let out = iolab()
         .args(["run", "--dry-run"])

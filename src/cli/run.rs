@@ -176,9 +176,11 @@ pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
             .collect::<Vec<_>>()
             .join(", /dev/"),
         if plan.scratch {
-            " (standing in for the scratch device)"
+            " (standing in for the scratch device)".to_string()
+        } else if !exp.target.hosts.is_empty() {
+            format!(" on {}", exp.target.hosts.join(", "))
         } else {
-            ""
+            String::new()
         }
     );
     let _ = writeln!(out, "cells ({}):", plan.cells.len());
