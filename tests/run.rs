@@ -1209,6 +1209,16 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
             )
             .unwrap();
         assert!((stored - sum).abs() < 1e-6 * sum, "{stored} vs {sum}");
+        // This machine did none of the work: none of its figures are stored as the run's.
+        let local: i64 = db
+            .query_row(
+                "SELECT (SELECT COUNT(*) FROM samples WHERE run_id = ?1) + (SELECT COUNT(*) \
+                 FROM metrics WHERE run_id = ?1 AND name IN ('irq_per_s', 'dev_r_per_s'))",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(local, 0);
     }
 
     let out = iolab()

@@ -205,7 +205,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
         estimated_seconds,
         notes: vec![format!(
             "fio runs on {} at once (fio client mode); nothing on this machine is changed or \
-             sampled for the device",
+             sampled",
             exp.target.hosts.join(", ")
         )],
     }
@@ -752,19 +752,27 @@ fn one_run(
         }
         _ => None,
     };
-    // The devices of remote hosts are not here to watch; this machine's CPUs still are.
     let watches: Vec<crate::sample::Watch> = plan
         .devices
         .iter()
-        .filter(|_| exp.target.hosts.is_empty())
         .map(|d| crate::sample::Watch {
             device: d.name.clone(),
             irqs: d.irqs.clone(),
         })
         .collect();
-    let sampler = crate::sample::start(&lp.settings.root, &watches, lp.settings.sample_interval)?;
+    // On remote hosts nothing of the workload happens here: this machine's figures would be
+    // stored as if they were the run's, so nothing is sampled.
+    let sampler = if exp.target.hosts.is_empty() {
+        Some(crate::sample::start(
+            &lp.settings.root,
+            &watches,
+            lp.settings.sample_interval,
+        )?)
+    } else {
+        None
+    };
     let outcome = lp.runner.run(&job);
-    let samples = sampler.stop();
+    let samples = sampler.map(crate::sample::SamplerHandle::stop);
     let outcome = outcome?;
     record.end_unix = crate::store::time::now_unix();
     if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
@@ -788,7 +796,7 @@ fn one_run(
         FioStatus::Cancelled => unreachable!("handled above"),
     };
     let mut metrics = if record.status == RunStatus::Ok {
-        record::metrics(&outcome, Some(&samples), plan.device())
+        record::metrics(&outcome, samples.as_ref(), plan.device())
     } else {
         Vec::new()
     };
@@ -802,7 +810,7 @@ fn one_run(
         record.trace = Some(recorded.stored.clone());
     }
     record.metrics = metrics.clone();
-    record.samples = record::series(&samples);
+    record.samples = samples.as_ref().map(record::series).unwrap_or_default();
     record.fio_json = Some(outcome.stdout);
     record.fio_command = Some(outcome.command_line);
     record.job_file = Some(outcome.job_file);
