@@ -2,16 +2,14 @@
 //! of a two-node box), the placement written into a fixture tree and rolled back through the
 //! journal, bad input, and — as root — `top`, `apply`/`rollback` and `daemon` on this machine.
 
+use crate::common::root_or_skip;
+use crate::inspect::machines;
 use assert_cmd::Command;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn iolab() -> Command {
     Command::cargo_bin("iolab").unwrap()
-}
-
-fn machines() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines")
 }
 
 /// A copy of the two-node fixture where, in the second reading, each of eth0's eight queue
@@ -280,7 +278,7 @@ impl Drop for PutBack {
 
 #[test]
 fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
-    if !common_root() {
+    if !root_or_skip() {
         return;
     }
     let Some((irq, original, to)) = movable_irq() else {
@@ -353,7 +351,7 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
 
 #[test]
 fn the_daemon_looks_and_puts_everything_back_on_exit() {
-    if !common_root() {
+    if !root_or_skip() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
@@ -379,8 +377,4 @@ fn the_daemon_looks_and_puts_everything_back_on_exit() {
     assert!(iolab::knobs::pending(&state.path().join("irq"))
         .unwrap()
         .is_empty());
-}
-
-fn common_root() -> bool {
-    crate::common::root_or_skip()
 }

@@ -285,16 +285,7 @@ fn rollback_cmd(a: RollbackArgs) -> anyhow::Result<()> {
     }
     let text = match report {
         None => "no interrupt placement by iolab to roll back\n".to_string(),
-        Some(r) => {
-            let mut out = String::new();
-            for e in &r.restored {
-                out += &format!("restored {} = {} (was {})\n", e.path, e.old, e.new);
-            }
-            for e in &r.vanished {
-                out += &format!("gone     {} (the interrupt no longer exists)\n", e.path);
-            }
-            out
-        }
+        Some(r) => super::restore::restored_lines(&r, "the interrupt no longer exists"),
     };
     super::emit::stdout(&text)
 }

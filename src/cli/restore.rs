@@ -24,12 +24,7 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
     match &knobs {
         None => out.push_str("no knob journal: nothing to restore\n"),
         Some(r) => {
-            for e in &r.restored {
-                let _ = writeln!(out, "restored {} = {} (was {})", e.path, e.old, e.new);
-            }
-            for e in &r.vanished {
-                let _ = writeln!(out, "gone     {} (device no longer present)", e.path);
-            }
+            out += &restored_lines(r, "device no longer present");
             let _ = writeln!(
                 out,
                 "journal {} removed",
@@ -50,4 +45,16 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
         );
     }
     super::emit::stdout(&out)
+}
+
+/// One line per knob written back, and per knob whose file is gone (`gone_why` says why).
+pub(super) fn restored_lines(r: &crate::knobs::RestoreReport, gone_why: &str) -> String {
+    let mut out = String::new();
+    for e in &r.restored {
+        let _ = writeln!(out, "restored {} = {} (was {})", e.path, e.old, e.new);
+    }
+    for e in &r.vanished {
+        let _ = writeln!(out, "gone     {} ({gone_why})", e.path);
+    }
+    out
 }

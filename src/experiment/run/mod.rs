@@ -220,25 +220,16 @@ fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> 
              exist: name their device with --device or [target] device"
         )
     })?;
-    for cell in super::cells(exp) {
-        let Some(why) = cell.writes(exp) else {
-            continue;
-        };
+    if let Some((key, why)) = first_write(exp) {
         for d in &devices {
-            let named = settings
-                .destructive_devices
-                .iter()
-                .any(|x| crate::target::device_name(x) == *d);
             anyhow::ensure!(
-                named,
-                "cell {} writes ({why}) to /dev/{d} on {}: iolab cannot check another \
+                expendable(settings, d).is_some(),
+                "cell {key} writes ({why}) to /dev/{d} on {}: iolab cannot check another \
                  machine's device for data, so it writes there only to a device named with \
                  --destructive-device {d} (its contents on every host will be destroyed)",
-                cell.key,
                 exp.target.hosts.join(", ")
             );
         }
-        break;
     }
     Ok(devices)
 }
@@ -268,22 +259,35 @@ fn scratch_count(exp: &Experiment, settings: &Settings) -> usize {
 /// Refuses a writing workload on any device that may hold data, naming the first cell that
 /// writes and why.
 fn check_writes(exp: &Experiment, settings: &Settings, devices: &[String]) -> Result<()> {
-    for cell in super::cells(exp) {
-        if let Some(why) = cell.writes(exp) {
-            for device in devices {
-                let name = crate::target::device_name(device);
-                let expendable = settings
-                    .destructive_devices
-                    .iter()
-                    .map(String::as_str)
-                    .find(|d| crate::target::device_name(d) == name);
-                crate::target::check_write_allowed_at(&settings.root, device, true, expendable)
-                    .with_context(|| format!("cell {} writes ({why})", cell.key))?;
-            }
-            return Ok(());
+    if let Some((key, why)) = first_write(exp) {
+        for device in devices {
+            crate::target::check_write_allowed_at(
+                &settings.root,
+                device,
+                true,
+                expendable(settings, device),
+            )
+            .with_context(|| format!("cell {key} writes ({why})"))?;
         }
     }
     Ok(())
+}
+
+/// The first cell whose workload writes, and why it writes.
+fn first_write(exp: &Experiment) -> Option<(String, String)> {
+    super::cells(exp)
+        .into_iter()
+        .find_map(|c| c.writes(exp).map(|why| (c.key.clone(), why)))
+}
+
+/// The `--destructive-device` argument naming `device`, if one does.
+fn expendable<'a>(settings: &'a Settings, device: &str) -> Option<&'a str> {
+    let name = crate::target::device_name(device);
+    settings
+        .destructive_devices
+        .iter()
+        .map(String::as_str)
+        .find(|d| crate::target::device_name(d) == name)
 }
 
 /// The plan without touching anything: no scratch device, no knob, no store. For the default
