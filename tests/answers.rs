@@ -651,7 +651,7 @@ fn report_is_one_offline_page_that_chromium_renders() {
 #[test]
 fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
     if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
+        crate::common::skip("needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,39 @@ fn help_lists_commands() {
         .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("inspect"), "{text}");
+    // Every command is listed with a description, and its own --help teaches its usage.
+    for cmd in [
+        "inspect",
+        "snapshot",
+        "preflight",
+        "run",
+        "runs",
+        "show",
+        "compare",
+        "plot",
+        "report",
+        "import",
+        "trace",
+        "irq",
+        "restore",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(cmd))
+            .unwrap_or_else(|| panic!("`{cmd}` is not listed in --help:\n{text}"));
+        assert!(
+            line.split_whitespace().count() > 2,
+            "`{cmd}` has no description: {line}"
+        );
+        let sub = Command::cargo_bin("iolab")
+            .unwrap()
+            .args([cmd, "--help"])
+            .output()
+            .unwrap();
+        assert!(sub.status.success(), "iolab {cmd} --help failed");
+        let help = String::from_utf8(sub.stdout).unwrap();
+        assert!(help.contains(&format!("Usage: iolab {cmd}")), "{help}");
+    }
 }
 
 #[test]

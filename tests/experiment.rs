@@ -98,7 +98,7 @@ fn fio_available() -> bool {
 #[test]
 fn fio_accepts_every_cell_of_every_example() {
     if !fio_available() {
-        eprintln!("skipped: fio not on PATH");
+        crate::common::skip("fio not on PATH");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -204,11 +204,11 @@ mod on_a_loop_device {
     #[test]
     fn polling_example_cells_on_loop() {
         if !iolab::sys::is_root() || !super::fio_available() {
-            eprintln!("skipped: needs root and fio");
+            crate::common::skip("needs root and fio");
             return;
         }
         let Some(dev) = scratch() else {
-            eprintln!("skipped: no loop device");
+            crate::common::skip("no loop device");
             return;
         };
         let exp = short(experiment::load(&super::root().join("examples/polling.toml")).unwrap());
@@ -237,11 +237,11 @@ mod on_a_loop_device {
     #[test]
     fn every_examples_first_and_last_cell_run() {
         if !iolab::sys::is_root() || !super::fio_available() {
-            eprintln!("skipped: needs root and fio");
+            crate::common::skip("needs root and fio");
             return;
         }
         let Some(dev) = Scratch::new(1 << 30) else {
-            eprintln!("skipped: no loop device");
+            crate::common::skip("no loop device");
             return;
         };
         let (fio, _dir) = fio();

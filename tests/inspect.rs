@@ -207,7 +207,7 @@ fn live_machine_matches_the_kernel() {
     let expected = iolab::sys::parse::cpulist(&online).unwrap();
     assert_eq!(m["cpus"].as_array().unwrap().len(), expected.len());
     if !Path::new("/sys/block/vda").exists() {
-        eprintln!("skipped vda checks: no vda on this machine");
+        crate::common::skip("vda checks: no vda on this machine");
         return;
     }
     let sched = std::fs::read_to_string("/sys/block/vda/queue/scheduler").unwrap();
@@ -340,7 +340,7 @@ fn a_root_that_is_a_file_is_a_clear_error() {
 #[test]
 fn live_loop_device_is_modelled_with_its_backing_file() {
     if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
+        crate::common::skip("needs root");
         return;
     }
     let Some(scratch) = crate::common::Scratch::new(8 << 20) else {

@@ -282,7 +282,7 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
         return;
     }
     let Some((irq, original, to)) = movable_irq() else {
-        eprintln!("skipped: no movable interrupt with two allowed CPUs here");
+        crate::common::skip("no movable interrupt with two allowed CPUs here");
         return;
     };
     let _guard = PutBack(irq, original.clone());

@@ -128,7 +128,7 @@ fn a_managed_irq_refuses_a_move_with_a_clear_error() {
                 .and_then(|n| n.parse::<u32>().ok())
         })
     else {
-        eprintln!("skipped: no virtio request-queue IRQ here");
+        crate::common::skip("no virtio request-queue IRQ here");
         return;
     };
     let state = tempfile::tempdir().unwrap();

@@ -152,10 +152,10 @@ fn a_mounted_device_is_refused_even_when_named_by_path() {
         .output()
         .unwrap();
     if !out.status.success() {
-        eprintln!(
-            "skipped: cannot mount ext4 here: {}",
+        crate::common::skip(&format!(
+            "cannot mount ext4 here: {}",
             String::from_utf8_lossy(&out.stderr)
-        );
+        ));
         return;
     }
     let _guard = Mounted(mnt.path().to_path_buf());
@@ -308,7 +308,7 @@ fn a_device_with_partitions_is_refused() {
 #[test]
 fn vda_is_refused_for_writes_and_allowed_for_reads() {
     if !root_or_skip() || !Path::new("/sys/block/vda").exists() {
-        eprintln!("skipped: needs root and vda");
+        crate::common::skip("needs root and vda");
         return;
     }
     // Only reads vda: the mount table, holders, swaps and its first and last bytes.

@@ -437,11 +437,11 @@ fn tracefs_state(dev: &str) -> Vec<(String, String)> {
 #[test]
 fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
+        crate::common::skip("needs root");
         return;
     }
     if !have("fio") || !have("blkparse") || !have("btt") {
-        eprintln!("skipped: needs fio, blkparse and btt");
+        crate::common::skip("needs fio, blkparse and btt");
         return;
     }
     let _turn = recording_turn();
@@ -521,7 +521,7 @@ fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
 #[test]
 fn record_refuses_a_non_device() {
     if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
+        crate::common::skip("needs root");
         return;
     }
     let out = Command::cargo_bin("iolab")
@@ -674,7 +674,7 @@ fn version_8_big_endian_and_cgroup_tagged_records_give_the_same_analysis() {
 #[test]
 fn record_restores_tracefs_on_sigterm() {
     if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
+        crate::common::skip("needs root");
         return;
     }
     let _turn = recording_turn();
@@ -762,7 +762,7 @@ fn compare_shows_slower_completions() {
 #[test]
 fn background_recording_api_captures_a_workload() {
     if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
+        crate::common::skip("needs root");
         return;
     }
     let _turn = recording_turn();
@@ -834,7 +834,7 @@ fn a_closed_stdout_is_not_a_panic() {
 #[test]
 fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
     if !iolab::sys::is_root() {
-        eprintln!("skipped: needs root");
+        crate::common::skip("needs root");
         return;
     }
     let _turn = recording_turn();

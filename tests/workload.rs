@@ -191,7 +191,7 @@ fn fio_available() -> bool {
 fn fio_parses_generated_job_files() {
     use iolab::workload::JobBuilder;
     if !fio_available() {
-        eprintln!("skipped: fio not on PATH");
+        crate::common::skip("fio not on PATH");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -264,7 +264,7 @@ mod real_fio {
     #[test]
     fn cancel_stops_fio_gracefully_with_its_results() {
         if !fio_available() {
-            eprintln!("skipped: fio not on PATH");
+            crate::common::skip("fio not on PATH");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -301,7 +301,7 @@ mod real_fio {
     #[test]
     fn time_limit_kills_a_run_that_overstays() {
         if !fio_available() {
-            eprintln!("skipped: fio not on PATH");
+            crate::common::skip("fio not on PATH");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -332,11 +332,11 @@ mod real_fio {
     #[test]
     fn loop_device_reads_succeed_and_polling_is_not_applicable() {
         if !iolab::sys::is_root() || !fio_available() {
-            eprintln!("skipped: needs root and fio");
+            crate::common::skip("needs root and fio");
             return;
         }
         let Some(scratch) = crate::common::Scratch::new(64 << 20) else {
-            eprintln!("skipped: no loop device available");
+            crate::common::skip("no loop device available");
             return;
         };
         let dir = tempfile::tempdir().unwrap();
