@@ -124,6 +124,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         clients: exp.target.hosts.clone(),
         ..RealFio::default()
     };
+    // What an iolab killed by SIGKILL left of fio's run directories.
+    crate::workload::run_dir::sweep(&runner.work_dir);
     let mut progress = StderrProgress::new();
     let result = runloop::run(&exp, &settings, &runner, &cancel, &mut progress);
     watcher.0.cancel();

@@ -23,6 +23,9 @@ pub struct JobSpec {
     /// Further sections of the same job file (one per further device of a multi-device
     /// experiment); fio runs all sections at once.
     pub also: Vec<JobSpec>,
+    /// Where the files fio writes itself (the logs of `write_*_log`) are kept; `None`: they go
+    /// with the run's private directory when the run ends.
+    pub files_dir: Option<std::path::PathBuf>,
 }
 
 /// Why a job could not be built.
@@ -162,6 +165,7 @@ impl JobBuilder {
             options: opts,
             writes,
             also: Vec::new(),
+            files_dir: None,
         })
     }
 }
@@ -236,6 +240,15 @@ impl JobSpec {
             .rev()
             .find(|(n, _)| n == canon)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// True when some section asks fio for per-I/O logs (files fio writes itself).
+    pub fn writes_logs(&self) -> bool {
+        std::iter::once(self).chain(&self.also).any(|j| {
+            options::LOG_NAME_OPTIONS
+                .iter()
+                .any(|o| j.option(o).is_some())
+        })
     }
 
     /// True when the job asks for polled completions.

@@ -9,6 +9,7 @@ pub mod options;
 pub use fio_json::{parse as parse_fio_json, Dir, FioJsonError, FioReport, JobResult};
 pub use job::{JobBuilder, JobError, JobSpec};
 pub use options::{OptionPolicy, Refusal};
+pub mod run_dir;
 pub mod runner;
 
 pub use runner::{CancelToken, Canned, FioOutcome, FioRunner, FioStatus, RealFio, ReplayFio};

@@ -1,61 +1,62 @@
-//! Which fio options an experiment file may use, and what they imply. An experiment file is
-//! code someone hands you: iolab refuses options that make fio run programs or load shared
-//! objects, that send I/O to files other than the checked target, or that change kernel knobs
-//! behind the journal's back. It also says whether a workload writes, so the target check can
-//! refuse writes to devices that hold data. Names are checked against fio 3.33's own list
-//! (`fio_options.txt`) so a typo is caught before anything runs, with a suggestion.
+//! Which fio options an experiment file may use: an allow-list. An experiment file is code
+//! someone hands you, and fio has hundreds of options, many of which name files or programs
+//! (`mem=mmap:PATH` truncates PATH, `write_*_log` writes anywhere, `exec_*` runs commands). So
+//! every option fio 3.33 has is listed in `fio_options.txt` (written by `scripts/fio-catalogue`
+//! from fio's own help) and gets a rule here: a typed value (a number, a duration, one of fio's
+//! listed choices, a CPU list, ...) whose shape cannot name a file; a log-name prefix confined to
+//! the run's own directory; allowed only with `allow_exec = true`; set by iolab; or refused with
+//! the reason. An option with no rule is refused, so a new fio option is refused until someone
+//! decides what it may do. Unknown names are refused with a suggestion unless the experiment
+//! says `allow_unknown_fio_options = true`. It also says whether a workload writes, so the
+//! target check can refuse writes to devices that hold data.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-/// fio's option names and aliases, generated from the installed fio (see the file's header).
+/// Every fio option with its type, aliases and choices (see the file's header).
 const FIO_OPTIONS_TXT: &str = include_str!("fio_options.txt");
 
-/// I/O engines compiled into (or packaged with) fio 3.33; any other name would make fio try to
-/// `dlopen` it as a shared object.
-pub const KNOWN_ENGINES: &[&str] = &[
-    "cpuio",
-    "mmap",
+/// Engines that do block I/O on the target device, the only kind iolab allows. fio's other
+/// engines work on files (filecreate, filedelete, ftruncate, falloc, e4defrag), the network
+/// (net, rdma, nbd, rbd, rados, gfapi), memory devices or the CPU; `exec` and external engines
+/// run code.
+pub const BLOCK_ENGINES: &[&str] = &[
     "sync",
     "psync",
     "vsync",
     "pvsync",
     "pvsync2",
+    "io_uring",
+    "io_uring_cmd",
+    "libaio",
+    "posixaio",
+    "mmap",
+    "splice",
+    "sg",
     "null",
+];
+
+/// fio's engines that do something other than block I/O on the target (besides `exec`).
+const OTHER_ENGINES: &[&str] = &[
+    "cpuio",
     "net",
     "netsplice",
     "ftruncate",
     "filecreate",
     "filestat",
     "filedelete",
-    "exec",
-    "posixaio",
     "falloc",
     "e4defrag",
-    "splice",
     "gfapi",
     "gfapi_async",
     "mtd",
-    "sg",
-    "io_uring",
-    "io_uring_cmd",
     "nbd",
-    "libaio",
     "rdma",
     "rados",
     "rbd",
     "pmemblk",
     "dev-dax",
     "libpmem",
-];
-
-/// Engines that modify files or their layout whatever `rw` says.
-const WRITING_ENGINES: &[&str] = &[
-    "ftruncate",
-    "filecreate",
-    "filedelete",
-    "falloc",
-    "e4defrag",
 ];
 
 /// Engines that support polled completions (`hipri`).
@@ -74,24 +75,14 @@ const WRITING_RW: &[&str] = &[
     "randtrimwrite",
 ];
 
+const TARGET_IS_IOLABS: &str = "the target comes from [target]; iolab checks it before any I/O";
+
 /// Options iolab sets itself from the experiment; a user value would bypass its checks.
 pub const SET_BY_IOLAB: &[(&str, &str)] = &[
-    (
-        "filename",
-        "the target comes from [target]; iolab checks it before any I/O",
-    ),
-    (
-        "directory",
-        "the target comes from [target]; iolab checks it before any I/O",
-    ),
-    (
-        "filename_format",
-        "the target comes from [target]; iolab checks it before any I/O",
-    ),
-    (
-        "opendir",
-        "the target comes from [target]; iolab checks it before any I/O",
-    ),
+    ("filename", TARGET_IS_IOLABS),
+    ("directory", TARGET_IS_IOLABS),
+    ("filename_format", TARGET_IS_IOLABS),
+    ("opendir", TARGET_IS_IOLABS),
     ("name", "iolab names the job after the experiment cell"),
 ];
 
@@ -101,6 +92,15 @@ pub const PLACEMENT_OPTIONS: &[&str] = &[
     "cpus_allowed_policy",
     "cpumask",
     "numa_cpu_nodes",
+];
+
+/// Options whose value is a file-name prefix for fio's per-I/O logs. Allowed as a plain name:
+/// fio runs in a directory iolab owns for the run, so the logs land there.
+pub const LOG_NAME_OPTIONS: &[&str] = &[
+    "write_bw_log",
+    "write_lat_log",
+    "write_iops_log",
+    "write_hist_log",
 ];
 
 /// What the caller has explicitly allowed.
@@ -127,31 +127,114 @@ pub enum Refusal {
     Unknown { name: String, suggestion: String },
     #[error("`{name}`: {why}")]
     BadSyntax { name: String, why: String },
+    #[error("`{name}` = {value:?}: expected {expected}")]
+    BadValue {
+        name: String,
+        value: String,
+        expected: String,
+    },
+}
+
+/// How iolab treats one fio option: the allow-list's entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Allowed when the value has this shape.
+    Value(Shape),
+    /// A log file-name prefix: allowed as a plain name, written in the run's own directory.
+    LogName,
+    /// Runs a program or loads code: allowed only with `allow_exec = true`.
+    Exec(&'static str),
+    /// Disables fio's refusal to write to mounted devices: only with the destructive option.
+    Destructive,
+    /// The I/O engine: one of [`BLOCK_ENGINES`] (others run code or touch other things).
+    Engine,
+    /// iolab sets it itself.
+    SetByIolab(&'static str),
+    /// Refused; says why and what to use instead.
+    Refused(&'static str),
+}
+
+/// The shapes a value may have. None of them can spell a path: numbers carry at most a unit,
+/// choices are fio's own words, lists hold digits and separators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Empty (fio's valueless boolean), 0/1, true/false, yes/no, on/off.
+    Bool,
+    /// Numbers with an optional unit or `%`, in lists (`,` `:`) or ranges (`-`): `4k`,
+    /// `4k,64k`, `1k-4k`, `50%`, `0x1f`, `-1`, and fio's `$ncpus`, `$mb_memory`, `$pagesize`.
+    Number,
+    /// One non-negative number with a time unit: `10s`, `500ms`, `2m`, `30`.
+    Duration,
+    /// Floating-point numbers separated by `:` (percentile lists).
+    Floats,
+    /// Block-size splits: sizes and percentages joined by `/`, `:` and `,` (`4k/10:64k/90`).
+    SizeSplit,
+    /// One of the choices fio lists for the option; with `modifier`, optionally followed by
+    /// `:` and digits (`randread:8`, `zipf:1.2`, `zoned:60/10:40/90`, `iops:1%`).
+    Choice { modifier: bool },
+    /// A CPU or node list: digits, `,` and `-`.
+    CpuList,
+    /// `default`, `local`, or `prefer|bind|interleave:NODES`.
+    NumaPolicy,
+    /// Error names or numbers: letters, digits, `,` and `:` (`EIO,ENOSPC:5`).
+    ErrorList,
+    /// A buffer or verify pattern: hex (`0xdeadbeef`), decimal, `"quoted text"` and `%o`; a
+    /// pattern read from a file (`'name'`) is refused.
+    Pattern,
+    /// Lower-case words, digits, `,`, `:` and `_` (`read,write`, `wait_before,write`).
+    Words,
+    /// Another job's name: letters, digits, `_`, `-`, `.`.
+    JobName,
+    /// Free text fio only prints (a job description): anything without control characters.
+    Text,
+}
+
+/// What fio says about one of its options.
+struct FioOption {
+    /// fio's type, as `scripts/fio-catalogue` normalises it: bool, int, range, size, size_str,
+    /// float_list, time, str.
+    kind: &'static str,
+    /// The choices fio lists, if any.
+    values: Vec<&'static str>,
 }
 
 struct Catalogue {
-    names: Vec<&'static str>,
+    options: BTreeMap<&'static str, FioOption>,
     aliases: BTreeMap<&'static str, &'static str>,
 }
 
 fn catalogue() -> &'static Catalogue {
     static CATALOGUE: OnceLock<Catalogue> = OnceLock::new();
     CATALOGUE.get_or_init(|| {
-        let mut names = Vec::new();
+        let mut options = BTreeMap::new();
         let mut aliases = BTreeMap::new();
+        let list = |s: &'static str| -> Vec<&'static str> {
+            if s == "-" {
+                Vec::new()
+            } else {
+                s.split(',').collect()
+            }
+        };
         for line in FIO_OPTIONS_TXT.lines() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
+            if line.trim().is_empty() || line.starts_with('#') {
                 continue;
             }
-            match line.split_once(' ') {
-                Some((alias, canonical)) => {
-                    aliases.insert(alias, canonical.trim());
-                }
-                None => names.push(line),
+            let cols: Vec<&'static str> = line.split('\t').collect();
+            let [name, kind, alias, values, _engines] = cols[..] else {
+                panic!("fio_options.txt: malformed line {line:?}");
+            };
+            for a in list(alias) {
+                aliases.insert(a, name);
             }
+            options.insert(
+                name,
+                FioOption {
+                    kind,
+                    values: list(values),
+                },
+            );
         }
-        Catalogue { names, aliases }
+        Catalogue { options, aliases }
     })
 }
 
@@ -162,14 +245,101 @@ pub fn canonical(name: &str) -> &str {
 
 /// True for a name (or alias) fio 3.33 accepts.
 pub fn is_fio_option(name: &str) -> bool {
-    let c = catalogue();
-    c.aliases.contains_key(name) || c.names.contains(&name)
+    catalogue().options.contains_key(canonical(name))
+}
+
+/// Every option name fio 3.33 has (canonical names, sorted).
+pub fn fio_option_names() -> impl Iterator<Item = &'static str> {
+    catalogue().options.keys().copied()
+}
+
+/// The choices fio lists for an option (empty when it lists none).
+pub fn choices(name: &str) -> &'static [&'static str] {
+    catalogue()
+        .options
+        .get(canonical(name))
+        .map_or(&[], |o| o.values.as_slice())
 }
 
 /// The closest known name, for "did you mean" messages.
 pub fn suggest(name: &str) -> Option<&'static str> {
     let c = catalogue();
-    crate::suggest::closest(name, c.names.iter().chain(c.aliases.keys()).copied())
+    crate::suggest::closest(name, c.options.keys().chain(c.aliases.keys()).copied())
+}
+
+/// The allow-list's rule for an option (canonical name or alias); `None` for a name fio does
+/// not have, or an option of fio's that iolab has no rule for (refused).
+pub fn rule(name: &str) -> Option<Rule> {
+    let canon = canonical(name);
+    explicit_rule(canon).or_else(|| {
+        let o = catalogue().options.get(canon)?;
+        match o.kind {
+            "bool" => Some(Rule::Value(Shape::Bool)),
+            "int" | "range" | "size" | "size_str" => Some(Rule::Value(Shape::Number)),
+            "float_list" => Some(Rule::Value(Shape::Floats)),
+            "time" => Some(Rule::Value(Shape::Duration)),
+            "str" if !o.values.is_empty() => Some(Rule::Value(Shape::Choice { modifier: false })),
+            // Free text: it may be a path, so it needs a rule of its own.
+            _ => None,
+        }
+    })
+}
+
+/// Rules for the options fio types as free text, and for those whose type alone says too
+/// little (a boolean that deletes the target, a choice that reads a file after a colon).
+fn explicit_rule(canon: &str) -> Option<Rule> {
+    use Rule::*;
+    use Shape::*;
+    if let Some((_, why)) = SET_BY_IOLAB.iter().find(|(n, _)| *n == canon) {
+        return Some(SetByIolab(why));
+    }
+    if LOG_NAME_OPTIONS.contains(&canon) {
+        return Some(LogName);
+    }
+    Some(match canon {
+        "ioengine" => Engine,
+        "exec_prerun" | "exec_postrun" => Exec("run a shell command through system(3)"),
+        "program" | "arguments" | "grace_time" | "std_redirect" => {
+            Exec("run a program (options of the `exec` engine)")
+        }
+        "allow_mounted_write" => Destructive,
+        "ioscheduler" => Refused(
+            "switches the device's I/O scheduler outside iolab's knob journal, so it would not \
+             be restored; use the `scheduler` factor instead",
+        ),
+        "read_iolog" | "replay_redirect" | "merge_blktrace_file" => {
+            Refused("replays I/O onto the devices named in a log, not the checked target")
+        }
+        "write_iolog" => {
+            Refused("writes a log to any path; record block traces with `trace = true` instead")
+        }
+        "unlink" | "unlink_each_loop" => {
+            Refused("deletes the target file, which for a block device is its device node")
+        }
+        "cgroup" | "cgroup_weight" | "cgroup_nodelete" => Refused(
+            "makes fio create and remove cgroup directories outside the target; run iolab \
+             itself in the cgroup instead",
+        ),
+        "profile" => Refused(
+            "runs a built-in fio profile whose own options name files outside iolab's checks",
+        ),
+        // fio reads `mmap:PATH` / `mmaphuge:PATH` as a file to truncate and map.
+        "mem" => Value(Choice { modifier: false }),
+        "rw" | "random_distribution" | "file_service_type" | "steadystate" => {
+            Value(Choice { modifier: true })
+        }
+        "description" => Value(Text),
+        "wait_for" => Value(JobName),
+        "bssplit" | "cmdprio_bssplit" => Value(SizeSplit),
+        "randseed" | "filesize" | "number_ios" | "verify_backlog" | "trim_backlog" | "zonesize"
+        | "zonecapacity" | "zonerange" | "lockmem" => Value(Number),
+        "cpus_allowed" | "numa_cpu_nodes" | "log_compression_cpus" => Value(CpuList),
+        "numa_mem_policy" => Value(NumaPolicy),
+        "ignore_error" => Value(ErrorList),
+        "buffer_pattern" | "verify_pattern" => Value(Pattern),
+        "replay_skip" | "sync_file_range" => Value(Words),
+        _ => return None,
+    })
 }
 
 /// Checks one `name=value` pair of a workload. The value is fio's text form.
@@ -192,104 +362,278 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
             "a value must be one line (a line break would start a new job-file entry)",
         ));
     }
-    let canon = canonical(name);
-    let runs = |what: &str| Refusal::RunsCode {
-        name: name.to_string(),
-        what: what.to_string(),
-    };
-    let bypass = |why: &str| Refusal::Bypasses {
+    let refused = |why: &str| Refusal::Bypasses {
         name: name.to_string(),
         why: why.to_string(),
     };
-    match canon {
-        "exec_prerun" | "exec_postrun" if !policy.allow_exec => {
-            return Err(runs("run a shell command through system(3)"))
+    let bad_value = |expected: String| Refusal::BadValue {
+        name: name.to_string(),
+        value: value.to_string(),
+        expected,
+    };
+    let Some(rule) = rule(name) else {
+        if is_fio_option(name) {
+            return Err(refused(
+                "takes free text that iolab has no rule for (it could name a file)",
+            ));
         }
-        "program" | "arguments" | "grace_time" | "std_redirect" if !policy.allow_exec => {
-            return Err(runs("run a program (options of the `exec` engine)"))
+        if policy.allow_unknown {
+            return Ok(());
         }
-        "trigger" | "trigger-file" | "trigger-timeout" | "trigger-remote" | "trigger_file"
-        | "trigger_timeout" | "trigger_remote"
-            if !policy.allow_exec =>
-        {
-            return Err(runs("run a trigger command"))
-        }
-        "ioengine" => check_engine(name, value, policy)?,
-        "ioscheduler" => {
-            return Err(bypass(
-                "switches the device's I/O scheduler outside iolab's knob journal, so it would \
-                 not be restored; use the `scheduler` factor instead",
-            ))
-        }
-        "read_iolog" | "replay_redirect" | "merge_blktrace_file" => {
-            return Err(bypass(
-                "replays I/O onto the devices named in a log, not the checked target",
-            ))
-        }
-        "write_iolog" => {
-            return Err(bypass(
-                "appends to an arbitrary path outside the run's own files; use the block trace \
-                 recording of iolab instead",
-            ))
-        }
-        "unlink" | "unlink_each_loop" => {
-            return Err(bypass(
-                "deletes the target file, which for a block device is its device node",
-            ))
-        }
-        "allow_mounted_write" if !policy.allow_destructive => {
-            return Err(bypass(
-                "disables fio's refusal to write to mounted devices (needs the explicit \
-                 destructive option)",
-            ))
-        }
-        _ => {}
-    }
-    if let Some((_, why)) = SET_BY_IOLAB.iter().find(|(n, _)| *n == canon) {
-        return Err(Refusal::SetByIolab {
-            name: name.to_string(),
-            why: why.to_string(),
-        });
-    }
-    if !policy.allow_unknown && !is_fio_option(name) && !name.starts_with("trigger") {
         return Err(Refusal::Unknown {
             name: name.to_string(),
             suggestion: suggest(name)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default(),
         });
+    };
+    match rule {
+        Rule::Value(shape) => {
+            if !shape.accepts(value.trim(), choices(name)) {
+                return Err(bad_value(shape.describe(choices(name))));
+            }
+        }
+        Rule::LogName => {
+            if !is_plain_name(value.trim()) {
+                return Err(bad_value(
+                    "a plain file-name prefix (letters, digits, '_', '-', '.'; no '/'): fio \
+                     writes the log into the run's own directory"
+                        .to_string(),
+                ));
+            }
+        }
+        Rule::Exec(what) if !policy.allow_exec => {
+            return Err(Refusal::RunsCode {
+                name: name.to_string(),
+                what: what.to_string(),
+            })
+        }
+        Rule::Exec(_) => {}
+        Rule::Destructive if !policy.allow_destructive => {
+            return Err(refused(
+                "disables fio's refusal to write to mounted devices (needs the explicit \
+                 destructive option)",
+            ))
+        }
+        Rule::Destructive => {}
+        Rule::Engine => check_engine(name, value, policy)?,
+        Rule::SetByIolab(why) => {
+            return Err(Refusal::SetByIolab {
+                name: name.to_string(),
+                why: why.to_string(),
+            })
+        }
+        Rule::Refused(why) => return Err(refused(why)),
     }
     Ok(())
 }
 
 fn check_engine(name: &str, value: &str, policy: &OptionPolicy) -> Result<(), Refusal> {
     let engine = value.trim();
+    let runs = |what: &str| Refusal::RunsCode {
+        name: format!("{name}={engine}"),
+        what: what.to_string(),
+    };
+    if BLOCK_ENGINES.contains(&engine) {
+        return Ok(());
+    }
     if engine.starts_with("external") || engine.contains('/') {
-        if policy.allow_exec {
-            return Ok(());
-        }
-        return Err(Refusal::RunsCode {
-            name: format!("{name}={engine}"),
-            what: "load a shared object into its process (external engine)".to_string(),
-        });
+        return match policy.allow_exec {
+            true => Ok(()),
+            false => Err(runs(
+                "load a shared object into its process (external engine)",
+            )),
+        };
     }
-    if engine == "exec" && !policy.allow_exec {
-        return Err(Refusal::RunsCode {
-            name: format!("{name}={engine}"),
-            what: "run a program (the `exec` engine)".to_string(),
-        });
+    if engine == "exec" {
+        return match policy.allow_exec {
+            true => Ok(()),
+            false => Err(runs("run a program (the `exec` engine)")),
+        };
     }
-    if !KNOWN_ENGINES.contains(&engine) && !policy.allow_exec {
-        return Err(Refusal::RunsCode {
+    if OTHER_ENGINES.contains(&engine) || choices("ioengine").contains(&engine) {
+        return Err(Refusal::Bypasses {
             name: format!("{name}={engine}"),
-            what: format!(
-                "look for a shared object named after an engine it does not know; known \
-                 engines: {}",
-                KNOWN_ENGINES.join(", ")
+            why: format!(
+                "does no block I/O on the target (it works on files, the network or the CPU); \
+                 block engines: {}",
+                BLOCK_ENGINES.join(", ")
             ),
         });
     }
-    Ok(())
+    match policy.allow_exec {
+        true => Ok(()),
+        false => Err(runs(&format!(
+            "look for a shared object named after an engine it does not know; block engines: \
+             {}",
+            BLOCK_ENGINES.join(", ")
+        ))),
+    }
+}
+
+/// A file name without a directory: what a log prefix may be.
+fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with(['.', '-'])
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+}
+
+impl Shape {
+    /// Whether `v` (trimmed) has this shape; `choices` are fio's listed values.
+    pub fn accepts(self, v: &str, choices: &[&str]) -> bool {
+        let only = |allowed: &dyn Fn(char) -> bool| !v.is_empty() && v.chars().all(allowed);
+        match self {
+            Shape::Bool => {
+                v.is_empty()
+                    || ["0", "1", "true", "false", "yes", "no", "on", "off"]
+                        .contains(&v.to_ascii_lowercase().as_str())
+            }
+            Shape::Number => {
+                !v.is_empty()
+                    && v.split([',', ':'])
+                        .all(|item| item.is_empty() || is_range(item))
+            }
+            Shape::Duration => is_number(v) && !v.starts_with('-') && !v.starts_with('$'),
+            Shape::Floats => {
+                !v.is_empty()
+                    && v.split(':')
+                        .all(|f| f.parse::<f64>().is_ok_and(f64::is_finite) && is_number(f))
+            }
+            Shape::SizeSplit => {
+                !v.is_empty()
+                    && v.split([',', ':', '/'])
+                        .all(|item| item.is_empty() || is_number(item))
+            }
+            Shape::Choice { modifier } => {
+                let (word, rest) = match v.split_once(':') {
+                    Some((w, r)) if modifier => (w, Some(r)),
+                    _ => (v, None),
+                };
+                choices.contains(&word)
+                    && rest.is_none_or(|r| {
+                        !r.is_empty()
+                            && r.chars().all(|c| c.is_ascii_digit() || ".:/,%".contains(c))
+                    })
+            }
+            Shape::CpuList => only(&|c| c.is_ascii_digit() || c == ',' || c == '-'),
+            Shape::NumaPolicy => match v.split_once(':') {
+                None => ["default", "local"].contains(&v),
+                Some((mode, nodes)) => {
+                    ["prefer", "bind", "interleave", "local"].contains(&mode)
+                        && Shape::CpuList.accepts(nodes, &[])
+                }
+            },
+            Shape::ErrorList => only(&|c| c.is_ascii_alphanumeric() || c == ',' || c == ':'),
+            Shape::Pattern => is_pattern(v),
+            Shape::Words => {
+                only(&|c| c.is_ascii_lowercase() || c.is_ascii_digit() || ",:_".contains(c))
+            }
+            Shape::JobName => only(&|c| c.is_ascii_alphanumeric() || "_-.".contains(c)),
+            Shape::Text => !v.chars().any(char::is_control),
+        }
+    }
+
+    /// What this shape allows, for error messages.
+    pub fn describe(self, choices: &[&str]) -> String {
+        match self {
+            Shape::Bool => "a boolean: 0, 1, true, false, yes, no, on or off".into(),
+            Shape::Number => "numbers with an optional unit or '%' (4k, 64k,1m, 1k-4k, 50%, \
+                              0x1f, $ncpus)"
+                .into(),
+            Shape::Duration => "a non-negative time such as 10s, 500ms, 2m or 30".into(),
+            Shape::Floats => "numbers separated by ':' (99:99.9)".into(),
+            Shape::SizeSplit => "sizes and percentages joined by '/', ':' and ',' \
+                                 (4k/10:64k/90)"
+                .into(),
+            Shape::Choice { modifier } => format!(
+                "one of {}{}",
+                choices.join(", "),
+                if modifier {
+                    ", optionally followed by ':' and numbers"
+                } else {
+                    " (nothing after it)"
+                }
+            ),
+            Shape::CpuList => "a CPU or node list such as 0-3,8".into(),
+            Shape::NumaPolicy => "default, local, or prefer/bind/interleave:NODES".into(),
+            Shape::ErrorList => "error names or numbers separated by ',' or ':'".into(),
+            Shape::Pattern => "hex (0xdeadbeef), decimal, \"text\" or %o; a pattern read from \
+                               a file ('name') is refused"
+                .into(),
+            Shape::Words => "lower-case words, digits, ',' and ':'".into(),
+            Shape::JobName => "a job name (letters, digits, '_', '-', '.')".into(),
+            Shape::Text => "text without control characters".into(),
+        }
+    }
+}
+
+/// `4k`, `1.5`, `0x1f`, `-1`, `50%`, `10usec`, `$ncpus`: a number with at most a short unit.
+fn is_number(s: &str) -> bool {
+    if ["$ncpus", "$mb_memory", "$pagesize"].contains(&s) {
+        return true;
+    }
+    let s = s.strip_prefix('-').unwrap_or(s);
+    let s = s.strip_suffix('%').unwrap_or(s);
+    if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        return !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit());
+    }
+    let digits = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(digits);
+    number.parse::<f64>().is_ok_and(f64::is_finite)
+        && unit.len() <= 4
+        && unit.chars().all(|c| c.is_ascii_alphabetic())
+}
+
+/// A number or a range of two (`1k-4k`).
+fn is_range(s: &str) -> bool {
+    if is_number(s) {
+        return true;
+    }
+    // A range's first bound is not negative, so the first '-' after it splits the two.
+    match s.char_indices().skip(1).find(|&(_, c)| c == '-') {
+        Some((i, _)) => is_number(&s[..i]) && is_number(&s[i + 1..]),
+        None => false,
+    }
+}
+
+/// fio's pattern syntax without its file form: hex, decimal, "text" and %o, concatenated.
+fn is_pattern(s: &str) -> bool {
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('"') {
+            let Some(end) = r.find('"') else {
+                return false;
+            };
+            if r[..end].chars().any(char::is_control) {
+                return false;
+            }
+            rest = &r[end + 1..];
+        } else if let Some(r) = rest.strip_prefix("%o") {
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix("0x").or_else(|| rest.strip_prefix("0X")) {
+            let end = r.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(r.len());
+            if end == 0 {
+                return false;
+            }
+            rest = &r[end..];
+        } else {
+            let r = rest.strip_prefix('-').unwrap_or(rest);
+            let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+            if end == 0 {
+                return false;
+            }
+            rest = &r[end..];
+        }
+        rest = rest.trim_start_matches([' ', ',', '|']);
+    }
+    true
 }
 
 /// Why a set of options writes to its target, or `None` for a read-only workload. Reads the
@@ -310,11 +654,11 @@ pub fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> Opti
     if WRITING_RW.contains(&mode) {
         return Some(format!("rw={rw} writes to the target"));
     }
-    if let Some(e) = engine
-        .map(str::trim)
-        .filter(|e| WRITING_ENGINES.contains(e))
-    {
-        return Some(format!("ioengine={e} modifies the target"));
+    // An engine allowed only through `allow_exec` (a program, a shared object) may do anything.
+    if let Some(e) = engine.map(str::trim).filter(|e| !BLOCK_ENGINES.contains(e)) {
+        return Some(format!(
+            "ioengine={e} is not a block engine iolab knows, so it may modify the target"
+        ));
     }
     None
 }
@@ -348,30 +692,150 @@ mod tests {
         allow_unknown: false,
     };
 
+    /// Values that name a file, in every form fio might read one.
+    const PATHS: &[&str] = &[
+        "/tmp/iolab-probe",
+        "../iolab-probe",
+        "mmap:/tmp/iolab-probe",
+        "mmaphuge:/tmp/iolab-probe",
+        "external:/tmp/iolab-probe.so",
+        "'/tmp/iolab-probe'",
+        "randread:/tmp/iolab-probe",
+        "${HOME}/iolab-probe",
+    ];
+
     #[test]
     fn catalogue_has_options_and_aliases() {
         assert!(is_fio_option("iodepth"));
         assert!(is_fio_option("hipri"));
         assert!(is_fio_option("readwrite"));
+        assert!(is_fio_option("iomem"));
         assert_eq!(canonical("readwrite"), "rw");
         assert_eq!(canonical("blocksize"), "bs");
+        assert_eq!(canonical("iomem"), "mem");
         assert!(!is_fio_option("iodeph"));
         assert_eq!(suggest("iodeph"), Some("iodepth"));
         assert_eq!(suggest("zzzzzzzzzzzz"), None);
+        assert!(fio_option_names().count() > 230);
+    }
+
+    /// The allow-list is total: every option fio has gets a rule, so none falls through to
+    /// "no rule" by accident (that would be refused, but silently for the wrong reason).
+    #[test]
+    fn every_fio_option_has_a_rule() {
+        let missing: Vec<&str> = fio_option_names().filter(|n| rule(n).is_none()).collect();
+        assert!(missing.is_empty(), "options without a rule: {missing:?}");
+    }
+
+    /// Whatever the option, a value that names a file is refused; only a job description,
+    /// which fio prints and never opens, takes free text.
+    #[test]
+    fn no_option_takes_a_path() {
+        for name in fio_option_names() {
+            if rule(name) == Some(Rule::Value(Shape::Text)) {
+                assert_eq!(name, "description");
+                continue;
+            }
+            for value in PATHS {
+                assert!(
+                    check_option(name, value, &DEFAULT).is_err(),
+                    "{name}={value} was allowed"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fios_own_choices_are_accepted() {
+        for name in fio_option_names() {
+            if let Some(Rule::Value(Shape::Choice { .. })) = rule(name) {
+                for v in choices(name) {
+                    check_option(name, v, &DEFAULT).unwrap_or_else(|e| panic!("{name}={v}: {e}"));
+                }
+            }
+        }
     }
 
     #[test]
     fn plain_options_pass() {
         for (n, v) in [
             ("rw", "randread"),
+            ("rw", "randread:8"),
+            ("readwrite", "randrw"),
             ("bs", "4k"),
+            ("bs", "4k,64k"),
+            ("bs", ",8k"),
+            ("bsrange", "1k-4k,4k-8k"),
+            ("bssplit", "4k/10:64k/50:1m/40"),
             ("iodepth", "32"),
+            ("numjobs", "$ncpus"),
             ("ioengine", "io_uring"),
             ("direct", "1"),
-            ("time_based", "1"),
+            ("time_based", ""),
+            ("time_based", "true"),
+            ("runtime", "10s"),
+            ("ramp_time", "500ms"),
+            ("size", "50%"),
+            ("size", "1G"),
+            ("offset", "10%"),
+            ("thinktime", "10usec"),
+            ("nice", "-10"),
+            ("cpumask", "0xf"),
+            ("percentile_list", "50:99:99.9"),
+            ("random_distribution", "zipf:1.2"),
+            ("random_distribution", "zoned:60/10:30/20:10/70"),
+            ("mem", "mmaphuge"),
+            ("iomem", "malloc"),
+            ("cpus_allowed", "0-3,8"),
+            ("numa_mem_policy", "bind:0-1"),
+            ("ignore_error", "EIO,ENOSPC:5"),
+            ("verify_pattern", "0xdeadbeef"),
+            ("buffer_pattern", "\"abcd\"-12%o"),
+            ("description", "4k/64k mix, as in seeds/001"),
             ("write_lat_log", "lat"),
+            ("write_bw_log", "iolab.bw"),
         ] {
-            check_option(n, v, &DEFAULT).unwrap();
+            check_option(n, v, &DEFAULT).unwrap_or_else(|e| panic!("{n}={v}: {e}"));
+        }
+    }
+
+    /// The two holes found by hand: buffers in a file, logs anywhere.
+    #[test]
+    fn files_named_by_values_are_refused() {
+        for (n, v) in [
+            ("mem", "mmap:/tmp/x"),
+            ("iomem", "mmapshared:/root/file"),
+            ("write_bw_log", "/etc/iolab"),
+            ("write_lat_log", "../lat"),
+            ("write_iops_log", "a/b"),
+            ("write_hist_log", ".hidden"),
+            ("buffer_pattern", "'/etc/shadow'"),
+            ("verify_pattern", "'x'"),
+        ] {
+            let e = check_option(n, v, &DEFAULT).unwrap_err();
+            assert!(matches!(e, Refusal::BadValue { .. }), "{n}={v}: {e:?}");
+        }
+        let e = check_option("mem", "mmap:/tmp/x", &DEFAULT).unwrap_err();
+        assert!(e.to_string().contains("one of malloc"), "{e}");
+    }
+
+    #[test]
+    fn values_of_the_wrong_shape_are_refused() {
+        for (n, v) in [
+            ("bs", "big"),
+            ("iodepth", "(1+2)"),
+            ("runtime", "-4s"),
+            ("runtime", "inf"),
+            ("runtime", "nan"),
+            ("direct", "maybe"),
+            ("rw", "sideways"),
+            ("rw", "read:x"),
+            ("cpus_allowed", "all"),
+            ("percentile_list", "99:inf"),
+            ("description", "a\u{1b}[2Jb"),
+        ] {
+            let e = check_option(n, v, &DEFAULT).unwrap_err();
+            assert!(matches!(e, Refusal::BadValue { .. }), "{n}={v}: {e:?}");
         }
     }
 
@@ -385,7 +849,7 @@ mod tests {
             ("ioengine", "exec"),
             ("ioengine", "nosuchengine"),
             ("program", "/bin/sh"),
-            ("trigger-file", "/tmp/t"),
+            ("std_redirect", "1"),
         ] {
             let e = check_option(n, v, &DEFAULT).unwrap_err();
             assert!(matches!(e, Refusal::RunsCode { .. }), "{n}={v}: {e:?}");
@@ -399,6 +863,14 @@ mod tests {
     }
 
     #[test]
+    fn engines_that_do_no_block_io_are_refused() {
+        for e in ["filedelete", "ftruncate", "net", "cpuio", "rdma"] {
+            let r = check_option("ioengine", e, &DEFAULT).unwrap_err();
+            assert!(matches!(r, Refusal::Bypasses { .. }), "{e}: {r:?}");
+        }
+    }
+
+    #[test]
     fn options_that_bypass_checks_are_refused() {
         for n in [
             "ioscheduler",
@@ -406,6 +878,8 @@ mod tests {
             "write_iolog",
             "replay_redirect",
             "unlink",
+            "cgroup",
+            "profile",
         ] {
             let e = check_option(n, "x", &DEFAULT).unwrap_err();
             assert!(matches!(e, Refusal::Bypasses { .. }), "{n}: {e:?}");
@@ -419,6 +893,11 @@ mod tests {
             Err(Refusal::SetByIolab { .. })
         ));
         assert!(check_option("allow_mounted_write", "1", &DEFAULT).is_err());
+        let destructive = OptionPolicy {
+            allow_destructive: true,
+            ..DEFAULT
+        };
+        check_option("allow_mounted_write", "1", &destructive).unwrap();
     }
 
     #[test]
@@ -458,6 +937,7 @@ mod tests {
         assert!(writes([("readwrite", "randrw"), ("rwmixread", "100")]).is_some());
         assert!(writes([("rw", "trim")]).is_some());
         assert!(writes([("rw", "write"), ("rw", "read")]).is_none());
-        assert!(writes([("ioengine", "filedelete")]).is_some());
+        assert!(writes([("ioengine", "external:/x.so")]).is_some());
+        assert!(writes([("ioengine", "io_uring")]).is_none());
     }
 }

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,7 @@ use anyhow::{anyhow, Context, Result};
 
 use super::fio_json::{self, FioReport};
 use super::job::JobSpec;
+use super::run_dir::RunDir;
 
 /// EOPNOTSUPP: the device or kernel cannot do what the job asked (polling on loop, dm, ...).
 pub const ERRNO_NOT_SUPPORTED: i64 = 95;
@@ -232,7 +233,8 @@ impl CancelToken {
 pub struct RealFio {
     /// The fio program (default: `fio` from PATH).
     pub program: PathBuf,
-    /// Where job files are written for the run's duration.
+    /// Where each run's private directory is made (fio's working directory and `--aux-path`,
+    /// with the job file): iolab's state directory unless a caller says otherwise.
     pub work_dir: PathBuf,
     /// Kill fio if it runs longer than this (it should stop by itself after runtime).
     pub time_limit: Option<Duration>,
@@ -247,13 +249,18 @@ impl Default for RealFio {
     fn default() -> Self {
         RealFio {
             program: PathBuf::from("fio"),
-            work_dir: std::env::temp_dir(),
+            work_dir: default_work_dir(),
             time_limit: None,
             grace: Duration::from_secs(5),
             cancel: CancelToken::new(),
             clients: Vec::new(),
         }
     }
+}
+
+/// `STATE_DIR/fio`: iolab's own directory, where `iolab restore` sweeps what a killed run left.
+pub fn default_work_dir() -> PathBuf {
+    crate::knobs::state_dir().join("fio")
 }
 
 /// Kills fio's whole process group if the run is abandoned (panic, early return).
@@ -282,39 +289,30 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Removes the job file when the run ends, however it ends.
-struct FileGuard(PathBuf);
-
-impl Drop for FileGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 impl RealFio {
     /// The arguments fio is started with, before the job file.
     pub const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
 
-    fn job_path(&self, job: &JobSpec) -> PathBuf {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        self.work_dir
-            .join(format!("iolab-{}-{n}-{}.fio", std::process::id(), job.name))
-    }
-
-    /// fio's arguments: the fixed ones, the client host list when there is one, the job file.
-    fn arguments(job: &std::path::Path, hosts: Option<&std::path::Path>) -> Vec<String> {
+    /// fio's arguments: the fixed ones, where fio keeps its state files, the client host list
+    /// when there is one, the job file.
+    fn arguments(
+        job: &std::path::Path,
+        aux: &std::path::Path,
+        hosts: Option<&std::path::Path>,
+    ) -> Vec<String> {
         Self::ARGS
             .iter()
             .map(|s| s.to_string())
+            .chain(std::iter::once(format!("--aux-path={}", aux.display())))
             .chain(hosts.map(|h| format!("--client={}", h.display())))
             .chain(std::iter::once(job.display().to_string()))
             .collect()
     }
 
-    fn execute(&self, args: &[String]) -> Result<RawOutput> {
+    fn execute(&self, args: &[String], cwd: &std::path::Path) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
         cmd.args(args)
+            .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -381,26 +379,46 @@ fn reader_thread<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::Join
 
 impl FioRunner for RealFio {
     fn run(&self, job: &JobSpec) -> Result<FioOutcome> {
-        let path = self.job_path(job);
+        // Removed when this function returns, however it returns.
+        let dir = RunDir::create(&self.work_dir).with_context(|| {
+            format!(
+                "cannot make fio's run directory under {}",
+                self.work_dir.display()
+            )
+        })?;
+        let path = dir.path().join(format!("{}.fio", job.name));
         let job_file = job.job_file();
         std::fs::write(&path, &job_file)
             .with_context(|| format!("cannot write the fio job file {}", path.display()))?;
-        let _cleanup = FileGuard(path.clone());
         // Client mode reads the servers from a file, one per line.
-        let hosts = (!self.clients.is_empty()).then(|| path.with_extension("hosts"));
+        let hosts = (!self.clients.is_empty()).then(|| dir.path().join("hosts"));
         if let Some(h) = &hosts {
             std::fs::write(h, self.clients.join("\n") + "\n")
                 .with_context(|| format!("cannot write the fio host list {}", h.display()))?;
         }
-        let _hosts_cleanup = hosts.clone().map(FileGuard);
-        let args = Self::arguments(&path, hosts.as_deref());
+        // fio writes its logs into its working directory: the run's own, or where the caller
+        // keeps them.
+        let cwd = match &job.files_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d)
+                    .with_context(|| format!("cannot make {}", d.display()))?;
+                d.clone()
+            }
+            None => dir.path().to_path_buf(),
+        };
+        let args = Self::arguments(&path, dir.path(), hosts.as_deref());
         let command_line = std::iter::once(self.program.display().to_string())
             .chain(args.iter().cloned())
             .map(|a| shell_quote(&a))
             .collect::<Vec<_>>()
             .join(" ");
         let start = Instant::now();
-        let raw = self.execute(&args)?;
+        let raw = self.execute(&args, &cwd);
+        if let Some(d) = &job.files_dir {
+            // Only removes it when fio wrote nothing there.
+            let _ = std::fs::remove_dir(d);
+        }
+        let raw = raw?;
         let (status, report) = classify(job, &raw);
         Ok(FioOutcome {
             command_line,
@@ -551,18 +569,25 @@ mod tests {
 
     #[test]
     fn client_mode_adds_the_host_list_before_the_job_file() {
-        let job = std::path::Path::new("/tmp/j.fio");
+        use std::path::Path;
+        let (job, aux) = (Path::new("/run/d/j.fio"), Path::new("/run/d"));
         assert_eq!(
-            RealFio::arguments(job, None),
-            vec!["--output-format=json+", "--eta=never", "/tmp/j.fio"]
-        );
-        assert_eq!(
-            RealFio::arguments(job, Some(std::path::Path::new("/tmp/j.hosts"))),
+            RealFio::arguments(job, aux, None),
             vec![
                 "--output-format=json+",
                 "--eta=never",
-                "--client=/tmp/j.hosts",
-                "/tmp/j.fio"
+                "--aux-path=/run/d",
+                "/run/d/j.fio"
+            ]
+        );
+        assert_eq!(
+            RealFio::arguments(job, aux, Some(Path::new("/run/d/hosts"))),
+            vec![
+                "--output-format=json+",
+                "--eta=never",
+                "--aux-path=/run/d",
+                "--client=/run/d/hosts",
+                "/run/d/j.fio"
             ]
         );
     }

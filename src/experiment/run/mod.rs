@@ -29,7 +29,7 @@ pub mod resolve;
 pub mod summary;
 pub mod trace;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -42,6 +42,7 @@ use crate::model::Machine;
 use crate::stats::{AdaptiveRule, CellStatus};
 use crate::store::{NewExperiment, NewRun, RunStatus, Store};
 use crate::sys::SysRoot;
+use crate::workload::options::LOG_NAME_OPTIONS;
 use crate::workload::{CancelToken, FioRunner, FioStatus};
 
 pub use resolve::{DeviceCpus, KnobWrite, ResolveError, ResolvedCell};
@@ -487,6 +488,16 @@ pub fn run(
             .unwrap_or_default();
         trace::Tracing::new(&settings.db_path, experiment_id, device, &dev)
     });
+    if crate::experiment::cells(exp).iter().any(|c| {
+        c.fio_options(exp)
+            .iter()
+            .any(|(n, _)| LOG_NAME_OPTIONS.contains(&n.as_str()))
+    }) {
+        progress.message(&format!(
+            "fio logs: kept in {}/cell<C>-round<R>/",
+            fio_logs_dir(&settings.db_path, experiment_id).display()
+        ));
+    }
     let mut journal = Journal::begin_in(&settings.state_dir)?;
     let looped = execute(
         exp,
@@ -532,6 +543,17 @@ pub fn run(
         capped_cells,
         primary_metric: looped.primary_metric,
     })
+}
+
+/// Where the logs fio writes itself (`write_*_log`, a plain name confined to the run's own
+/// directory) are kept: `<db>.fio-logs/experiment-<E>/`, one `cell<C>-round<R>` directory per
+/// measured run, named like the traces (the run's id does not exist yet when fio writes).
+pub fn fio_logs_dir(db_path: &Path, experiment_id: i64) -> PathBuf {
+    let mut name = db_path.file_name().unwrap_or_default().to_os_string();
+    name.push(".fio-logs");
+    db_path
+        .with_file_name(name)
+        .join(format!("experiment-{experiment_id}"))
 }
 
 fn planned_order_json(plan: &Plan) -> serde_json::Value {
@@ -744,9 +766,16 @@ fn one_run(
         .iter()
         .map(|d| (format!("/dev/{}", d.device), d.cpus.clone()))
         .collect();
-    let job = matrix_cell
+    let mut job = matrix_cell
         .jobs(exp, &targets)
         .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
+    // A warm-up's logs measure nothing: they go with the run's private directory.
+    if !run.warmup && job.writes_logs() {
+        job.files_dir = Some(
+            fio_logs_dir(&lp.settings.db_path, lp.experiment_id)
+                .join(format!("cell{}-round{}", cell.index, run.round)),
+        );
+    }
     // Warm-ups are not traced: they are not measured. Dropped unfinished (an error, Ctrl-C),
     // the recording stops and its files go.
     let tracer = match (&mut lp.tracing, run.warmup) {

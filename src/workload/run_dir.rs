@@ -1,0 +1,100 @@
+//! The directory fio runs in. fio writes files of its own into its working directory (the logs
+//! of `write_*_log`) and its `--aux-path` (verify state), so iolab never lets it run where the
+//! user happens to be: each run gets a fresh private directory (mode 0700) under iolab's state
+//! directory, which holds the job file too and is removed when the run ends, however it ends.
+//! An iolab killed with SIGKILL leaves its directory behind; `sweep` removes the directories of
+//! processes that are gone (`iolab run` and `iolab restore` call it).
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One run's private directory, removed on drop.
+#[derive(Debug)]
+pub struct RunDir {
+    path: PathBuf,
+}
+
+impl RunDir {
+    /// Makes `parent/run-<pid>-<n>` (and `parent`), readable by root only.
+    pub fn create(parent: &Path) -> std::io::Result<RunDir> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true).mode(0o700).create(parent)?;
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = parent.join(format!("run-{}-{n}", std::process::id()));
+        // Not recursive: a directory already there (a reused pid's leftover) is not ours to use.
+        builder.recursive(false).create(&path)?;
+        Ok(RunDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Removes the run directories in `parent` whose process no longer exists; returns them.
+pub fn sweep(parent: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("run-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if !process_exists(pid) && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    removed
+}
+
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists; nothing is sent.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_directory_is_private_and_goes_away() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().unwrap();
+        let dir = RunDir::create(&parent.path().join("fio")).unwrap();
+        let path = dir.path().to_path_buf();
+        std::fs::write(path.join("x_bw.1.log"), "1, 2\n").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        drop(dir);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn sweep_removes_only_directories_of_dead_processes() {
+        let parent = tempfile::tempdir().unwrap();
+        let mine = RunDir::create(parent.path()).unwrap();
+        // pid_max is at most 2^22: this pid cannot exist.
+        let dead = parent.path().join("run-99999999-0");
+        let other = parent.path().join("notes");
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        assert_eq!(sweep(parent.path()), vec![dead.clone()]);
+        assert!(!dead.exists() && other.exists() && mine.path().exists());
+    }
+}

@@ -1,0 +1,198 @@
+//! What fio may do under iolab: the allow-list against the installed fio's own option list, the
+//! two holes found by hand (`mem=mmap:PATH` truncated a file, `write_*_log` wrote anywhere)
+//! refused before anything runs, and the logs a user may ask for confined to iolab's own
+//! directories.
+
+use std::path::Path;
+use std::process::Command;
+
+use iolab::workload::options::{self, OptionPolicy, Rule, Shape};
+
+fn iolab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_iolab"))
+}
+
+fn fio(args: &[&str]) -> Option<String> {
+    let out = Command::new("fio").args(args).output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Option names from a `fio --cmdhelp=all` / `--enghelp=ENGINE` listing.
+fn listed(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(name, _)| name.trim().to_string())
+        .filter(|n| !n.is_empty() && !n.contains(' '))
+        .collect()
+}
+
+/// Every option the installed fio has is known to iolab's allow-list (so its catalogue is not
+/// stale), and none of them lets a value name a file: a path in every form fio might read one
+/// is refused, whatever the option (a job description, which fio only prints, excepted).
+#[test]
+fn every_option_of_the_installed_fio_is_ruled_and_none_takes_a_path() {
+    let Some(all) = fio(&["--cmdhelp=all"]) else {
+        crate::common::skip("fio not on PATH");
+        return;
+    };
+    let mut names = listed(&all);
+    for engine in ["io_uring", "libaio", "pvsync2", "mmap", "sg", "exec"] {
+        names.extend(listed(&fio(&[&format!("--enghelp={engine}")]).unwrap()));
+    }
+    assert!(names.len() > 200, "fio listed only {} options", names.len());
+    let policy = OptionPolicy::default();
+    let mut unknown = Vec::new();
+    for name in &names {
+        if !options::is_fio_option(name) {
+            unknown.push(name.clone());
+            continue;
+        }
+        assert!(options::rule(name).is_some(), "`{name}` has no rule");
+        if options::rule(name) == Some(Rule::Value(Shape::Text)) {
+            assert_eq!(name, "description", "only a description may be free text");
+            continue;
+        }
+        for value in [
+            "/tmp/iolab-probe",
+            "iolab-dir/../../probe",
+            "mmap:/tmp/iolab-probe",
+            "'/tmp/iolab-probe'",
+            "external:/tmp/iolab-probe.so",
+            "$HOME/probe",
+        ] {
+            assert!(
+                options::check_option(name, value, &policy).is_err(),
+                "{name}={value} is allowed"
+            );
+        }
+    }
+    assert!(
+        unknown.is_empty(),
+        "fio has options iolab's catalogue lacks (run scripts/fio-catalogue): {unknown:?}"
+    );
+}
+
+/// A read-only experiment naming a file through `mem`/`iomem`/`write_*_log`: refused before
+/// anything runs, in the dry run too, and the file is untouched.
+#[test]
+fn options_that_would_write_a_file_are_refused_and_the_file_is_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, vec![7u8; 1 << 20]).unwrap();
+    for (option, value) in [
+        ("mem", format!("mmap:{}", victim.display())),
+        ("iomem", format!("mmapshared:{}", victim.display())),
+        ("write_bw_log", victim.display().to_string()),
+        ("write_lat_log", "../victim".to_string()),
+        ("buffer_pattern", format!("'{}'", victim.display())),
+    ] {
+        let file = dir.path().join("e.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"ro\"\n[workload]\nrw = \"randread\"\nruntime = \"1s\"\n\
+                 time_based = true\n{option} = {value:?}\n"
+            ),
+        )
+        .unwrap();
+        for dry in [true, false] {
+            let mut cmd = iolab();
+            cmd.arg("run")
+                .arg(&file)
+                .arg("--db")
+                .arg(dir.path().join("r.db"));
+            if dry {
+                cmd.arg("--dry-run");
+            }
+            let out = cmd
+                .env("IOLAB_STATE_DIR", dir.path().join("state"))
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{option}: {err}");
+            assert!(err.contains(&format!("`{option}`")), "{option}: {err}");
+            assert!(err.contains("e.toml:6:"), "{option}: {err}");
+        }
+        assert_eq!(std::fs::read(&victim).unwrap(), vec![7u8; 1 << 20]);
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|n| ["victim", "e.toml"].contains(&n.as_str())),
+        "{left:?}"
+    );
+}
+
+/// Logs asked for by a plain name are written by fio in the run's own directory and kept
+/// beside the database; nothing lands in the directory iolab was started from, and the run's
+/// private directory is gone afterwards.
+#[test]
+fn fio_logs_are_confined_to_iolabs_directories() {
+    if !crate::common::root_or_skip() {
+        return;
+    }
+    if fio(&["--version"]).is_none() {
+        crate::common::skip("fio not on PATH");
+        return;
+    }
+    let Some(scratch) = crate::common::Scratch::new(32 << 20) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().join("cwd");
+    let results = dir.path().join("results");
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&results).unwrap();
+    let file = cwd.join("logs.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"logs\"\nrepetitions = 1\n[target]\ndevice = \"{}\"\n[workload]\n\
+             rw = \"randread\"\nioengine = \"psync\"\ndirect = 1\nsize = \"8m\"\n\
+             runtime = \"1s\"\ntime_based = true\nwrite_lat_log = \"lat\"\n\
+             write_bw_log = \"bw\"\nlog_avg_msec = 100\n",
+            scratch.name()
+        ),
+    )
+    .unwrap();
+    let db = results.join("r.db");
+    let out = iolab()
+        .current_dir(&cwd)
+        .args(["run", "logs.toml", "--db"])
+        .arg(&db)
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("fio logs: kept in"), "{err}");
+    let kept = results.join("r.db.fio-logs/experiment-1/cell0-round1");
+    let logs = names(&kept);
+    for want in ["lat_lat.1.log", "lat_clat.1.log", "bw_bw.1.log"] {
+        assert!(logs.contains(&want.to_string()), "{want} missing: {logs:?}");
+    }
+    assert!(std::fs::metadata(kept.join("bw_bw.1.log")).unwrap().len() > 0);
+    assert_eq!(names(&cwd), vec!["logs.toml".to_string()]);
+    let runs = state.join("fio");
+    assert!(
+        names(&runs).is_empty(),
+        "left in {}: {:?}",
+        runs.display(),
+        names(&runs)
+    );
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
