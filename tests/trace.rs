@@ -941,3 +941,89 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
         assert!(metrics["trace_dispatch_depth_mean"] >= 1.0);
     }
 }
+
+/// Large writes on a device with a small `max_sectors_kb` split every bio (one Q, then a G, I,
+/// D and C per part, as seeds/004's 1M and 4M block sizes do). btt finds each part's Q by
+/// sector range, so every part gets its Q2G and G2I; iolab's counts must match btt's, N for N.
+#[test]
+fn split_bios_are_counted_per_part_like_btt() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    if !have("fio") || !have("blkparse") || !have("btt") {
+        crate::common::skip("needs fio, blkparse and btt");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("split");
+    let name = scratch.dev.trim_start_matches("/dev/").to_string();
+    std::fs::write(format!("/sys/block/{name}/queue/max_sectors_kb"), "64").unwrap();
+    let _ = std::fs::write(format!("/sys/block/{name}/queue/scheduler"), "mq-deadline");
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("split");
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "-d", &scratch.dev, "-o"])
+        .arg(&base)
+        .args([
+            "--",
+            "fio",
+            "--output=/dev/null",
+            "--name=t",
+            "--rw=write",
+            "--bs=1m",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=4",
+            "--number_ios=40",
+        ])
+        .arg(format!("--filename={}", scratch.dev))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged = dir.path().join("merged.bin");
+    let bp = Std::new("blkparse")
+        .arg("-i")
+        .arg(&base)
+        .arg("-d")
+        .arg(&merged)
+        .arg("-O")
+        .output()
+        .unwrap();
+    assert!(bp.status.success());
+    let bt = Std::new("btt")
+        .current_dir(dir.path())
+        .arg("-i")
+        .arg(&merged)
+        .args(["-o", "btt"])
+        .output()
+        .unwrap();
+    assert!(bt.status.success());
+    let btt = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+    let report = iolab_json(&["trace", "analyze", "--json", merged.to_str().unwrap()]);
+    let dev = &report["devices"][0];
+    assert!(f(&dev["splits"]) >= 40.0, "no splits recorded: {dev}");
+    // Every 1 MiB bio became 16 parts of 64 KiB, each with its own G and I.
+    let q2g = dev["latency"]["q2g"]["n"].as_u64().unwrap();
+    assert!(q2g >= 16 * 40, "q2g n = {q2g}");
+    // btt lists Q2Q, Q2G and G2I here: a whole bio never lies inside one part's D or C, so
+    // neither btt nor iolab gives it a D2C or Q2C.
+    let b = parse_btt(&btt);
+    assert!(b.all.contains_key("g2i"), "{btt}");
+    for (name, (min, avg, max, n)) in &b.all {
+        let l = if name == "q2q" {
+            &report["all"][name.as_str()]
+        } else {
+            &dev["latency"][name.as_str()]
+        };
+        assert_eq!(l["n"].as_u64(), Some(*n), "{name} N");
+        close(&format!("{name} min"), f(&l["min"]), *min, 1.5e-9);
+        close(&format!("{name} avg"), f(&l["avg"]), *avg, 1.5e-9);
+        close(&format!("{name} max"), f(&l["max"]), *max, 1.5e-9);
+    }
+}

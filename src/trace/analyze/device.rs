@@ -1,8 +1,9 @@
 //! The per-device state machine that reproduces btt's statistics event by event.
 //!
-//! btt's definitions (notes/blktrace-and-btt.md): a Q is remembered by its start sector (a
-//! new Q on the same sector replaces the old one — counted here as "replaced"); G, S, I and
-//! M find the Q with exactly that sector; D and C take every remembered Q whose range lies
+//! btt's definitions: a Q is remembered by its start sector (a new Q on the same sector
+//! replaces the old one — counted here as "replaced"); G, S, I and M find the Q whose sectors
+//! hold their start sector (so each part of a split bio, which starts inside the one queued
+//! bio, gets its own Q2G and G2I); D and C take every remembered Q whose range lies
 //! inside theirs; C forgets its Qs; every delta is clamped to at least 1 ns. Everything is per
 //! Q (bio). Beside that, iolab keeps a per-request view (one sample per dispatched request),
 //! the requests in the driver (dispatch depth), and a timeline. State grows only with IOs in
@@ -231,7 +232,7 @@ impl Device {
         match c {
             code::QUEUE if sized => global_q2q = self.queue(ev, last_q_global),
             code::GETRQ if sized => {
-                if let Some(q) = self.queued.get_mut(ev.sector) {
+                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.g = t;
                     let q2g = delta(q.time, t);
                     self.lat.q2g.add(q2g);
@@ -246,12 +247,12 @@ impl Device {
             }
             code::SLEEPRQ => {
                 self.sleeps += 1;
-                if let Some(q) = self.queued.get_mut(ev.sector) {
+                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.s = t;
                 }
             }
             code::INSERT if sized => {
-                if let Some(q) = self.queued.get_mut(ev.sector) {
+                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.i = t;
                     if q.g != NONE {
                         let g2i = delta(q.g, t);
@@ -262,7 +263,7 @@ impl Device {
             }
             code::BACKMERGE | code::FRONTMERGE if sized => {
                 self.act_q = self.act_q.saturating_sub(1);
-                if let Some(q) = self.queued.get_mut(ev.sector) {
+                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.m = t;
                     let q2m = delta(q.time, t);
                     self.lat.q2m.add(q2m);

@@ -87,6 +87,31 @@ impl<V> SectorMap<V> {
         }
     }
 
+    /// The entry whose range holds `sector`: the exact start if there is one, else the entry
+    /// with the greatest start below `sector` whose end (`end_of`) lies beyond it. This is how
+    /// btt finds the bio of a later event: every part of a split bio starts inside it.
+    pub fn containing_mut(&mut self, sector: u64, end_of: impl Fn(&V) -> u64) -> Option<&mut V> {
+        match self {
+            SectorMap::Small { keys, vals } => {
+                if let Some(i) = position(keys, sector) {
+                    return Some(&mut vals[i]);
+                }
+                let mut best: Option<usize> = None;
+                for (i, (&k, v)) in keys.iter().zip(vals.iter()).enumerate() {
+                    if k < sector && sector < end_of(v) && best.is_none_or(|b| keys[b] < k) {
+                        best = Some(i);
+                    }
+                }
+                best.map(|i| &mut vals[i])
+            }
+            SectorMap::Large(m) => m
+                .range_mut(..=sector)
+                .next_back()
+                .filter(|(&k, v)| k == sector || sector < end_of(v))
+                .map(|(_, v)| v),
+        }
+    }
+
     /// Calls `f` for every entry with `from <= key < to` (in key order only for large maps).
     pub fn for_range_mut(&mut self, from: u64, to: u64, mut f: impl FnMut(u64, &mut V)) {
         match self {
@@ -119,6 +144,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn containing_finds_the_entry_whose_range_holds_a_sector() {
+        // Two bios in flight: [100, 356) and [1000, 1008).
+        let mut s: SectorMap<u64> = SectorMap::default();
+        s.insert(100, 356);
+        s.insert(1000, 1008);
+        let end = |v: &u64| *v;
+        assert_eq!(s.containing_mut(100, end).copied(), Some(356));
+        assert_eq!(s.containing_mut(228, end).copied(), Some(356));
+        assert_eq!(s.containing_mut(356, end), None);
+        assert_eq!(s.containing_mut(99, end), None);
+        assert_eq!(s.containing_mut(1007, end).copied(), Some(1008));
+        let mut large: SectorMap<u64> = SectorMap::default();
+        for k in 0..400u64 {
+            large.insert(k * 1000, k * 1000 + 256);
+        }
+        assert!(matches!(large, SectorMap::Large(_)));
+        assert_eq!(large.containing_mut(5128, end).copied(), Some(5256));
+        assert_eq!(large.containing_mut(5256, end), None);
+    }
+
+    #[test]
     fn behaves_like_a_btreemap_across_the_switch() {
         let mut s: SectorMap<u64> = SectorMap::default();
         let mut b: BTreeMap<u64, u64> = BTreeMap::new();
@@ -143,6 +189,11 @@ mod tests {
             }
         }
         assert!(matches!(s, SectorMap::Large(_)));
+        for k in 0..2000 {
+            let want = b.range(..=k).next_back().map(|(&start, &v)| (start, v));
+            let got = s.containing_mut(k, |_| k + 1).map(|v| *v);
+            assert_eq!(got, want.map(|(_, v)| v), "{k}");
+        }
         for k in 0..2000 {
             s.remove(k);
         }
