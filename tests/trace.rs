@@ -1027,3 +1027,28 @@ fn split_bios_are_counted_per_part_like_btt() {
         close(&format!("{name} max"), f(&l["max"]), *max, 1.5e-9);
     }
 }
+
+/// Input that is not a trace is an error that says so: an empty file (it used to be analysed
+/// as a trace where "nothing stands out"), a directory, and a file with no events.
+#[test]
+fn empty_input_and_directories_are_errors_that_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.bin");
+    std::fs::write(&empty, b"").unwrap();
+    for (arg, want) in [
+        (empty.clone(), "holds no block events"),
+        (dir.path().to_path_buf(), "is a directory"),
+    ] {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "analyze"])
+            .arg(&arg)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(want), "{err}");
+        assert!(err.contains(&arg.display().to_string()), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}

@@ -73,6 +73,15 @@ pub fn render(s: &Summary) -> String {
     } else {
         o.push_str("no events lost (tracefs overrun 0, dropped 0)\n");
     }
+    if s.events() == 0 {
+        o.push_str(&format!(
+            "WARNING: nothing was recorded: no I/O reached {} while recording (a command that \
+             did I/O elsewhere, or only through the page cache without writeback yet?), the \
+             wrong device (a partition or a device below a dm/md device gets its own events), \
+             or another tracer took tracefs over\n",
+            s.device
+        ));
+    }
     if let Some(st) = s.command_status {
         o.push_str(&format!("command exited with {st}\n"));
     }

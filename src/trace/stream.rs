@@ -238,6 +238,14 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
         }
         files.push(p);
     }
+    if files.is_empty() && name.is_dir() {
+        return Err(TraceError::Input(format!(
+            "{}: is a directory; name a trace file, or the base NAME of NAME.blktrace.0, \
+             NAME.blktrace.1, ... (e.g. {}/DEVICE)",
+            name.display(),
+            name.display()
+        )));
+    }
     if files.is_empty() {
         return Err(TraceError::Input(format!(
             "{}: no such trace (neither a file nor {}.blktrace.0)",

@@ -623,7 +623,16 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         .join()
         .map_err(|_| TraceError::Input("the reader thread failed".into()))?;
     result?;
-    Ok(a.finish_with(&side))
+    let report = a.finish_with(&side);
+    if report.events + report.notify_events + report.pc_events + side.consumed == 0 {
+        let names: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
+        return Err(TraceError::Input(format!(
+            "{}: holds no block events (an empty file; if it is a capture, nothing reached the \
+             device while recording: see what `iolab trace record` said)",
+            names.join(", ")
+        )));
+    }
+    Ok(report)
 }
 
 #[cfg(test)]
