@@ -1052,3 +1052,40 @@ fn empty_input_and_directories_are_errors_that_say_so() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// Reads and writes apart (biolatency -F): the per-direction Q2C and D2C split the per-bio
+/// figures exactly, and the writes of the fixture (a buffered writer beside a reader) are the
+/// slow tail.
+#[test]
+fn latencies_are_given_for_reads_and_writes_apart() {
+    let r = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        fixture("fx.bin").to_str().unwrap(),
+    ]);
+    let d = &r["devices"][0];
+    let by = &d["by_direction"];
+    for k in ["q2c", "d2c"] {
+        let (rn, wn) = (f(&by["read"][k]["n"]), f(&by["write"][k]["n"]));
+        assert!(rn > 0.0 && wn > 0.0, "{k}: {by}");
+        assert_eq!(rn + wn, f(&d["latency"][k]["n"]), "{k}");
+        let total = f(&d["latency"][k]["avg"]) * f(&d["latency"][k]["n"]);
+        let parts = f(&by["read"][k]["avg"]) * rn + f(&by["write"][k]["avg"]) * wn;
+        close(&format!("{k} sum"), parts, total, total * 1e-9);
+    }
+    assert_eq!(f(&by["read"]["q2c"]["n"]), f(&d["reads"]));
+    assert_eq!(f(&by["write"]["q2c"]["n"]), f(&d["writes"]));
+    let text = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze"])
+        .arg(fixture("fx.bin"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("reads and writes apart"), "{text}");
+    assert!(
+        text.contains("  R Q2C ") && text.contains("  W D2C "),
+        "{text}"
+    );
+}

@@ -24,6 +24,7 @@ struct Queued {
     time: u64,
     end: u64,
     bytes: u32,
+    write: bool,
     /// Index into `Device::procs`.
     proc: u32,
     g: u64,
@@ -122,6 +123,10 @@ pub struct Device {
     pub req_q2d: Latency,
     pub req_d2c: Latency,
     pub req_q2c: Latency,
+    /// Q2C and D2C per bio with reads and writes apart (index: 0 read, 1 write): a buffered
+    /// writer and a reader behave nothing alike.
+    pub dir_q2c: [Latency; 2],
+    pub dir_d2c: [Latency; 2],
     pub n_q: u64,
     pub n_requeue: u64,
     pub n_d: u64,
@@ -175,6 +180,8 @@ impl Device {
             req_q2d: Latency::default(),
             req_d2c: Latency::default(),
             req_q2c: Latency::default(),
+            dir_q2c: Default::default(),
+            dir_d2c: Default::default(),
             n_q: 0,
             n_requeue: 0,
             n_d: 0,
@@ -339,6 +346,7 @@ impl Device {
                 time: t,
                 end: ev.end_sector(),
                 bytes: ev.bytes,
+                write: ev.is_write(),
                 proc: pi,
                 g: NONE,
                 s: NONE,
@@ -430,12 +438,14 @@ impl Device {
             };
             let q2c = delta(q.time, t);
             self.lat.q2c.add(q2c);
+            self.dir_q2c[usize::from(q.write)].add(q2c);
             self.timeline.q2c(t, q2c);
             let p = &mut self.procs[q.proc as usize];
             p.lat.q2c.add(q2c);
             if q.d != NONE {
                 let d2c = delta(q.d, t);
                 self.lat.d2c.add(d2c);
+                self.dir_d2c[usize::from(q.write)].add(d2c);
                 p.lat.d2c.add(d2c);
             }
             let _ = q.bytes;

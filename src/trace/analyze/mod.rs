@@ -410,6 +410,17 @@ fn device_report(
             ("d2c".to_string(), summary_or_empty(&d.req_d2c)),
             ("q2c".to_string(), summary_or_empty(&d.req_q2c)),
         ]),
+        by_direction: ["read", "write"]
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| {
+                let lat = BTreeMap::from([
+                    ("q2c".to_string(), summary_or_empty(&d.dir_q2c[i])),
+                    ("d2c".to_string(), summary_or_empty(&d.dir_d2c[i])),
+                ]);
+                (dir.to_string(), lat)
+            })
+            .collect(),
         dispatch_depth: count_summary(&d.dispatch_depth),
         dispatch_sectors: count_summary(&d.dispatch_sectors),
         never_completed: never,
@@ -460,6 +471,8 @@ pub struct DeviceReport {
     pub active_periods: ActivePeriods,
     /// Per dispatched request: q2d (first bio queued to dispatch), d2c, q2c.
     pub per_request: BTreeMap<String, LatencySummary>,
+    /// Per bio, reads and writes apart: `read`/`write` -> q2c, d2c.
+    pub by_direction: BTreeMap<String, BTreeMap<String, LatencySummary>>,
     /// Requests in the driver at each dispatch, including the one dispatched.
     pub dispatch_depth: CountSummary,
     /// Size of each dispatched request in sectors.

@@ -271,6 +271,28 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
             );
         }
     }
+    let _ = writeln!(o, "per bio, reads and writes apart:");
+    for (dir, lat) in &d.by_direction {
+        for k in ["q2c", "d2c"] {
+            if let Some(s) = lat.get(k).filter(|s| s.n > 0) {
+                let _ = writeln!(
+                    o,
+                    "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
+                    format!(
+                        "{} {}",
+                        if dir == "read" { "R" } else { "W" },
+                        k.to_uppercase()
+                    ),
+                    s.avg,
+                    s.p50,
+                    s.p90,
+                    s.p99,
+                    s.p999,
+                    s.n
+                );
+            }
+        }
+    }
     let dd = &d.dispatch_depth;
     let _ = writeln!(
         o,
