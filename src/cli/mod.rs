@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod compare;
 mod emit;
+mod generate;
 mod import;
 mod inspect;
 mod irq;
@@ -27,7 +28,7 @@ mod trace;
 #[derive(Debug, Parser)]
 #[command(
     name = "iolab",
-    version,
+    version = env!("IOLAB_VERSION"),
     propagate_version = true,
     max_term_width = 100
 )]
@@ -51,6 +52,14 @@ pub enum Command {
     Trace(trace::TraceArgs),
     Irq(irq::IrqArgs),
     Restore(restore::RestoreArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// For bash: `iolab completions bash > /etc/bash_completion.d/iolab` (the Debian
+    /// package installs them for bash, zsh and fish).
+    Completions(generate::CompletionsArgs),
+    /// Write the man pages (iolab.1 and one per command) into a directory.
+    #[command(hide = true)]
+    Man(generate::ManArgs),
 }
 
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
@@ -89,5 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trace(args) => trace::run(args),
         Command::Irq(args) => irq::run(args),
         Command::Restore(args) => restore::run(args),
+        Command::Completions(args) => generate::completions(args),
+        Command::Man(args) => generate::man(args),
     }
 }
