@@ -10,6 +10,13 @@
 //! kernel refused must not be "restored" later — a managed IRQ would refuse that too) and a
 //! torn half-line can never exist. A lock file (flock) marks the journal as owned by a live
 //! process, so `iolab restore` cannot undo knobs under a running experiment.
+//!
+//! Entries hold live paths (`/sys/block/loop0/queue/scheduler`) and the journal records the
+//! root it writes under (a fixture tree in tests), so the journal maps paths itself. A journal
+//! is only a file, so nothing in it is trusted: every path is checked against `kinds` when set
+//! and again when restored, and an entry that fails is refused, named, and not written. The
+//! journal also holds the machine-wide lock (`sys::lock`) of every device and IRQ it changes
+//! until it has put them back.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -19,7 +26,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::attr::{read_attr, write_attr};
+use super::kinds::{self, Located};
 use super::KnobError;
+use crate::sys::lock::{self, MachineLock};
+use crate::sys::SysRoot;
 
 /// Where iolab keeps state that must survive a crash: `$IOLAB_STATE_DIR`, else /var/lib/iolab.
 pub fn state_dir() -> PathBuf {
@@ -35,6 +45,7 @@ const LOCK: &str = "journal.lock";
 /// One knob change: enough to undo it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JournalEntry {
+    /// The live path (`/sys/block/loop0/queue/scheduler`), under the journal's root.
     pub path: String,
     pub old: String,
     pub new: String,
@@ -46,7 +57,17 @@ pub struct JournalEntry {
 struct JournalFile {
     pid: u32,
     started_unix: f64,
+    /// The machine root the paths lie under; absent (journals before it was recorded) = "/".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    root: Option<String>,
     entries: Vec<JournalEntry>,
+}
+
+/// An entry restore would not write, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefusedEntry {
+    pub entry: JournalEntry,
+    pub why: String,
 }
 
 /// What a restore did.
@@ -56,14 +77,19 @@ pub struct RestoreReport {
     pub restored: Vec<JournalEntry>,
     /// Knobs whose file no longer exists (the device went away): nothing left to restore.
     pub vanished: Vec<JournalEntry>,
+    /// Entries naming a file iolab never changes (a forged or damaged journal): not written.
+    pub refused: Vec<RefusedEntry>,
 }
 
 /// A live journal owned by this process: every knob change goes through `set`.
 #[derive(Debug)]
 pub struct Journal {
     dir: PathBuf,
+    root: SysRoot,
     file: JournalFile,
     _lock: File,
+    /// Machine-wide locks of what this journal changes; released after the restore.
+    held: Vec<MachineLock>,
     finished: bool,
 }
 
@@ -95,59 +121,86 @@ impl Journal {
         }
     }
 
-    /// Starts a journal in the default state directory.
+    /// Starts a journal for this machine in the default state directory.
     pub fn begin() -> Result<Journal, KnobError> {
         Journal::begin_in(&state_dir())
     }
 
-    /// Starts a journal in `dir` (created if needed). Fails if an unrestored journal exists or
-    /// another process holds the lock.
+    /// Starts a journal for this machine in `dir`.
     pub fn begin_in(dir: &Path) -> Result<Journal, KnobError> {
-        std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
-            path: dir.display().to_string(),
-            source,
-        })?;
+        Journal::begin_at(dir, &SysRoot::live())
+    }
+
+    /// Starts a journal in `dir` (created if needed) for knobs under `root`. Fails if an
+    /// unrestored journal exists or another process holds the lock.
+    pub fn begin_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
+        create_dir(dir)?;
         let lock = take_lock(dir)?;
         Self::unrestored(dir)?;
         let mut j = Journal {
             dir: dir.to_path_buf(),
+            root: root.clone(),
             file: JournalFile {
                 pid: std::process::id(),
                 started_unix: crate::store::time::now_unix(),
+                root: root_field(root),
                 entries: Vec::new(),
             },
             _lock: lock,
+            held: Vec::new(),
             finished: false,
         };
         j.persist()?;
         Ok(j)
     }
 
+    /// `resume_at` for this machine.
+    pub fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
+        Journal::resume_at(dir, &SysRoot::live())
+    }
+
     /// Takes over the journal in `dir` to add to it, keeping the entries an earlier process
     /// left there (a placement applied to stay, e.g. by `iolab irq apply`): a later restore
-    /// then goes all the way back to the values before the first change. Fails only if
-    /// another live process holds the lock.
-    pub fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
-        std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
-            path: dir.display().to_string(),
-            source,
-        })?;
+    /// then goes all the way back to the values before the first change. Fails if another
+    /// live process holds the lock, or the journal was written for another root.
+    pub fn resume_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
+        create_dir(dir)?;
         let lock = take_lock(dir)?;
-        let earlier = read_journal(&dir.join(JOURNAL))?;
+        let path = dir.join(JOURNAL);
+        let earlier = read_journal(&path)?;
+        if let Some(e) = &earlier {
+            let theirs = e.root.as_deref().unwrap_or("/");
+            if Path::new(theirs) != root.base() {
+                return Err(KnobError::OtherRoot {
+                    path: path.display().to_string(),
+                    theirs: theirs.to_string(),
+                    ours: root.base().display().to_string(),
+                });
+            }
+        }
         let mut j = Journal {
             dir: dir.to_path_buf(),
+            root: root.clone(),
             file: JournalFile {
                 pid: std::process::id(),
                 started_unix: earlier
                     .as_ref()
                     .map_or_else(crate::store::time::now_unix, |e| e.started_unix),
+                root: root_field(root),
                 entries: earlier.map(|e| e.entries).unwrap_or_default(),
             },
             _lock: lock,
+            held: Vec::new(),
             finished: false,
         };
         j.persist()?;
         Ok(j)
+    }
+
+    /// Hands the journal machine-wide locks its owner took up front (before creating
+    /// anything); `set` takes any other it needs itself. They are released after the restore.
+    pub fn hold(&mut self, locks: Vec<MachineLock>) {
+        self.held.extend(locks);
     }
 
     /// Ends this process's hold on the journal without restoring: the changes stay in effect
@@ -166,17 +219,29 @@ impl Journal {
         &self.file.entries
     }
 
-    /// Sets the attribute at `path` (a live absolute path) to `value`, journaling the old value
-    /// first. Returns the old value. Writing the value it already has is still journaled, so
-    /// restore stays a plain reverse replay.
+    /// Sets the attribute at `path` (a live path of a kind in `kinds::KINDS`, mapped under the
+    /// journal's root) to `value`, journaling the old value first. Returns the old value.
+    /// Writing the value it already has is still journaled, so restore stays a plain reverse
+    /// replay.
     pub fn set(&mut self, path: &str, value: &str) -> Result<String, KnobError> {
-        let old = read_attr(path)?;
+        let file = self.locate(path)?;
+        let resource = kinds::classify(path)
+            .map_err(|why| refused(path, why))?
+            .resource;
+        if !self.held.iter().any(|l| l.resource() == &resource) {
+            self.held.push(lock::acquire(&self.root, resource)?);
+        }
+        let shown = self.shown(path);
+        let old = read_attr(&file).map_err(|e| e.naming(&shown))?;
         let mark = self.file.entries.len();
         // Switching the elevator resets nr_requests to the new elevator's default (and bfq
         // turns writeback throttling off). Journal their current values *before* the scheduler
         // entry, so the reverse replay rewrites them after the old scheduler is back.
         for dependent in dependents_of(path) {
-            if let Ok(now) = read_attr(&dependent) {
+            let Ok(f) = self.locate(&dependent) else {
+                continue;
+            };
+            if let Ok(now) = read_attr(&f) {
                 self.file.entries.push(JournalEntry {
                     path: dependent,
                     old: now.clone(),
@@ -194,25 +259,51 @@ impl Journal {
             time_unix: crate::store::time::now_unix(),
         });
         self.persist()?;
-        if let Err(e) = write_attr(path, value) {
+        if let Err(e) = write_attr(&file, value) {
             // The knob did not change: take the entries back so restore never tries to write it.
             self.file.entries.truncate(mark);
             self.persist()?;
-            return Err(e);
+            return Err(e.naming(&shown));
         }
         Ok(old)
+    }
+
+    /// The file behind a valid live path; a missing one is a read error naming it.
+    fn locate(&self, path: &str) -> Result<String, KnobError> {
+        match kinds::locate(self.root.base(), path).map_err(|why| refused(path, why))? {
+            Located::File(f) => Ok(f.display().to_string()),
+            Located::Missing => Err(KnobError::Read {
+                path: self.shown(path),
+                source: std::io::ErrorKind::NotFound.into(),
+            }),
+        }
+    }
+
+    /// How a path is named in messages: as is on this machine, else where it is on disk.
+    fn shown(&self, path: &str) -> String {
+        if self.root.is_live() {
+            path.to_string()
+        } else {
+            self.root.path(path).display().to_string()
+        }
     }
 
     /// Writes every old value back, newest first, and removes the journal. Each successful
     /// restore is persisted before the next, so a kill half-way leaves an exact journal.
     /// Safe to call more than once.
     pub fn restore(&mut self) -> Result<RestoreReport, KnobError> {
-        let report = restore_entries(&mut self.file.entries, |entries| {
+        let (pid, started_unix, root) = (
+            self.file.pid,
+            self.file.started_unix,
+            self.file.root.clone(),
+        );
+        let report = restore_entries(self.root.base(), &mut self.file.entries, |entries| {
             write_journal(
                 &self.dir,
                 &JournalFile {
-                    pid: self.file.pid,
-                    started_unix: self.file.started_unix,
+                    pid,
+                    started_unix,
+                    root: root.clone(),
                     entries: entries.to_vec(),
                 },
             )
@@ -238,6 +329,25 @@ impl Drop for Journal {
     }
 }
 
+fn create_dir(dir: &Path) -> Result<(), KnobError> {
+    std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
+        path: dir.display().to_string(),
+        source,
+    })
+}
+
+/// The `root` field: omitted for this machine, so journals stay readable by older iolabs.
+fn root_field(root: &SysRoot) -> Option<String> {
+    (!root.is_live()).then(|| root.base().display().to_string())
+}
+
+fn refused(path: &str, why: String) -> KnobError {
+    KnobError::Refused {
+        path: path.to_string(),
+        why,
+    }
+}
+
 /// Attributes that writing `path` resets as a side effect.
 fn dependents_of(path: &str) -> Vec<String> {
     match path.strip_suffix("/queue/scheduler") {
@@ -258,7 +368,8 @@ pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
 }
 
 /// Replays an unrestored journal left by a killed run (what `iolab restore` does). `Ok(None)`
-/// when there is nothing to restore.
+/// when there is nothing to restore. Takes the machine-wide lock of every device and IRQ the
+/// journal names first: they are not restored under another iolab that is changing them now.
 pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     let path = dir.join(JOURNAL);
     if !path.exists() {
@@ -268,13 +379,30 @@ pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     let Some(mut file) = read_journal(&path)? else {
         return Ok(None);
     };
-    let (pid, started_unix) = (file.pid, file.started_unix);
-    let report = restore_entries(&mut file.entries, |entries| {
+    let base = PathBuf::from(file.root.as_deref().unwrap_or("/"));
+    let root = SysRoot::at(&base).map_err(|e| KnobError::State {
+        path: path.display().to_string(),
+        source: std::io::Error::other(format!(
+            "the journal's root {} is gone ({e}); nothing under it can be restored: delete {}",
+            base.display(),
+            path.display()
+        )),
+    })?;
+    let _held = lock::acquire_all(
+        &root,
+        file.entries
+            .iter()
+            .filter_map(|e| kinds::classify(&e.path).ok())
+            .map(|m| m.resource),
+    )?;
+    let (pid, started_unix, root_text) = (file.pid, file.started_unix, file.root.clone());
+    let report = restore_entries(root.base(), &mut file.entries, |entries| {
         write_journal(
             dir,
             &JournalFile {
                 pid,
                 started_unix,
+                root: root_text.clone(),
                 entries: entries.to_vec(),
             },
         )
@@ -283,8 +411,11 @@ pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     Ok(Some(report))
 }
 
-/// Restores newest first; `save` persists what is still left after each step.
+/// Restores newest first, each entry only if it passes `kinds::locate` under `root`;
+/// `save` persists what is still left after each step. Refused entries are dropped from the
+/// journal (they would be refused every time) and reported.
 fn restore_entries(
+    root: &Path,
     entries: &mut Vec<JournalEntry>,
     mut save: impl FnMut(&[JournalEntry]) -> Result<(), KnobError>,
 ) -> Result<RestoreReport, KnobError> {
@@ -292,14 +423,16 @@ fn restore_entries(
     let mut failed: Vec<KnobError> = Vec::new();
     let mut kept: Vec<JournalEntry> = Vec::new();
     while let Some(entry) = entries.pop() {
-        if !Path::new(&entry.path).exists() {
-            report.vanished.push(entry);
-        } else {
-            match write_attr(&entry.path, &entry.old) {
-                Ok(()) => report.restored.push(entry),
-                Err(e) => {
-                    failed.push(e);
-                    kept.push(entry);
+        match kinds::locate(root, &entry.path) {
+            Err(why) => report.refused.push(RefusedEntry { entry, why }),
+            Ok(Located::Missing) => report.vanished.push(entry),
+            Ok(Located::File(file)) => {
+                match write_attr(&file.display().to_string(), &entry.old) {
+                    Ok(()) => report.restored.push(entry),
+                    Err(e) => {
+                        failed.push(e.naming(&entry.path));
+                        kept.push(entry);
+                    }
                 }
             }
         }
@@ -319,7 +452,7 @@ fn restore_entries(
 }
 
 fn read_journal(path: &Path) -> Result<Option<JournalFile>, KnobError> {
-    let text = match std::fs::read_to_string(path) {
+    let bytes = match std::fs::read(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
@@ -329,6 +462,14 @@ fn read_journal(path: &Path) -> Result<Option<JournalFile>, KnobError> {
             })
         }
     };
+    let text = String::from_utf8(bytes).map_err(|e| KnobError::Corrupt {
+        path: path.display().to_string(),
+        line: 1 + e.as_bytes()[..e.utf8_error().valid_up_to()]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count(),
+        message: format!("not UTF-8 text: {}", e.utf8_error()),
+    })?;
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| KnobError::Corrupt {
