@@ -555,122 +555,155 @@ fn take_lock(dir: &Path) -> Result<File, KnobError> {
 mod tests {
     use super::*;
 
-    fn knob(dir: &Path, name: &str, value: &str) -> String {
-        let p = dir.join(name);
-        std::fs::write(&p, value).unwrap();
-        p.display().to_string()
+    /// A fixture root with queue attributes as plain files; knobs are named by live path.
+    struct Fake {
+        dir: tempfile::TempDir,
+        root: SysRoot,
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            let dir = tempfile::tempdir().unwrap();
+            let root = SysRoot::at(dir.path()).unwrap();
+            Fake { dir, root }
+        }
+
+        /// Creates `/sys/block/DEV/queue/ATTR` holding `value`; returns the live path.
+        fn knob(&self, dev: &str, attr: &str, value: &str) -> String {
+            let live = format!("/sys/block/{dev}/queue/{attr}");
+            let p = self.file(&live);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, value).unwrap();
+            live
+        }
+
+        fn file(&self, live: &str) -> PathBuf {
+            self.dir.path().join(live.trim_start_matches('/'))
+        }
+
+        fn read(&self, live: &str) -> String {
+            std::fs::read_to_string(self.file(live)).unwrap()
+        }
+
+        fn journal(&self, state: &Path) -> Journal {
+            Journal::begin_at(state, &self.root).unwrap()
+        }
     }
 
     #[test]
     fn restores_in_reverse_order_on_drop() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let sched = knob(sys.path(), "scheduler", "[mq-deadline] none\n");
-        let ra = knob(sys.path(), "read_ahead_kb", "128\n");
+        let sched = sys.knob("loop0", "scheduler", "[mq-deadline] none\n");
+        let ra = sys.knob("loop0", "read_ahead_kb", "128\n");
         {
-            let mut j = Journal::begin_in(state.path()).unwrap();
+            let mut j = sys.journal(state.path());
             assert_eq!(j.set(&sched, "none").unwrap(), "mq-deadline");
             assert_eq!(j.set(&ra, "4").unwrap(), "128");
             // Plain files, unlike sysfs, keep what was written verbatim.
-            std::fs::write(&sched, "mq-deadline [none]\n").unwrap();
+            std::fs::write(sys.file(&sched), "mq-deadline [none]\n").unwrap();
             assert_eq!(j.set(&sched, "kyber").unwrap(), "none");
             let on_disk = read_journal(&j.path()).unwrap().unwrap();
             assert_eq!(on_disk.entries.len(), 3);
+            assert_eq!(on_disk.entries[0].path, sched, "live paths are journaled");
+            assert_eq!(
+                on_disk.root.as_deref(),
+                Some(sys.root.base().to_str().unwrap())
+            );
             assert!(matches!(
                 Journal::unrestored(state.path()),
                 Err(KnobError::Unrestored { count: 3, .. })
             ));
         }
         // Reverse order: kyber->none, 4->128, none->mq-deadline; the last write wins.
-        assert_eq!(std::fs::read_to_string(&sched).unwrap(), "mq-deadline");
-        assert_eq!(std::fs::read_to_string(&ra).unwrap(), "128");
+        assert_eq!(sys.read(&sched), "mq-deadline");
+        assert_eq!(sys.read(&ra), "128");
         Journal::check_clean_in(state.path()).unwrap();
     }
 
     #[test]
     fn a_forgotten_journal_is_replayed_and_removed() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let nr = knob(sys.path(), "nr_requests", "256\n");
-        let gone = knob(sys.path(), "gone", "1\n");
-        let mut j = Journal::begin_in(state.path()).unwrap();
+        let nr = sys.knob("loop0", "nr_requests", "256\n");
+        let gone = sys.knob("loop1", "nr_requests", "1\n");
+        let mut j = sys.journal(state.path());
         j.set(&nr, "32").unwrap();
         j.set(&gone, "0").unwrap();
-        std::mem::forget(j); // what SIGKILL does: no drop, no restore (the lock fd leaks too)
-        std::fs::remove_file(&gone).unwrap();
-        // (The leaked lock fd of the forgotten journal is still open in this very process.)
+        // What SIGKILL does: no drop, no restore. The journal's locks (its state-dir lock and
+        // the machine-wide ones) leak with it, as a killed process's would not; take them back.
+        let held = std::mem::take(&mut j.held);
+        std::mem::forget(j);
+        drop(held);
+        std::fs::remove_dir_all(sys.file("/sys/block/loop1")).unwrap();
         let err = Journal::unrestored(state.path()).unwrap_err();
         assert!(err.to_string().contains("iolab restore"), "{err}");
-        // The forgotten journal's lock fd is still open in this process; flock locks belong to
-        // the open file, so take it over as a killed process's lock would have been released.
         let report = replay_unlocked_for_test(state.path());
         assert_eq!(report.restored.len(), 1);
         assert_eq!(report.vanished.len(), 1);
-        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "256");
-        assert!(replay_unlocked_for_test_none(state.path()));
+        assert_eq!(sys.read(&nr), "256");
+        assert!(read_journal(&state.path().join(JOURNAL)).unwrap().is_none());
     }
 
+    /// `replay` without the state-dir lock (the forgotten journal's lock fd is still open in
+    /// this process, and flock locks belong to the open file).
     fn replay_unlocked_for_test(dir: &Path) -> RestoreReport {
         let path = dir.join(JOURNAL);
         let mut file = read_journal(&path).unwrap().unwrap();
-        let r = restore_entries(&mut file.entries, |_| Ok(())).unwrap();
+        let root = PathBuf::from(file.root.clone().unwrap());
+        let r = restore_entries(&root, &mut file.entries, |_| Ok(())).unwrap();
         remove_journal(dir).unwrap();
         r
     }
 
-    fn replay_unlocked_for_test_none(dir: &Path) -> bool {
-        read_journal(&dir.join(JOURNAL)).unwrap().is_none()
-    }
-
     #[test]
     fn a_journal_used_again_after_restore_restores_again() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let k = knob(sys.path(), "k", "1\n");
+        let k = sys.knob("loop0", "rq_affinity", "1\n");
         {
-            let mut j = Journal::begin_in(state.path()).unwrap();
+            let mut j = sys.journal(state.path());
             j.set(&k, "2").unwrap();
             j.restore().unwrap();
             assert!(!j.path().exists());
             j.set(&k, "3").unwrap();
             assert!(j.path().exists(), "the second change is journaled on disk");
         }
-        assert_eq!(std::fs::read_to_string(&k).unwrap(), "1");
+        assert_eq!(sys.read(&k), "1");
     }
 
     #[test]
     fn a_refused_write_is_not_left_in_the_journal() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let ok = knob(sys.path(), "ok", "1\n");
-        let dir_not_file = sys.path().join("adir");
-        std::fs::create_dir(&dir_not_file).unwrap();
-        let mut j = Journal::begin_in(state.path()).unwrap();
+        let ok = sys.knob("loop0", "rq_affinity", "1\n");
+        let dir_not_file = "/sys/block/loop0/queue/adir";
+        std::fs::create_dir(sys.file(dir_not_file)).unwrap();
+        let mut j = sys.journal(state.path());
         j.set(&ok, "2").unwrap();
         // Reading a directory fails before anything is journaled.
-        assert!(j.set(&dir_not_file.display().to_string(), "x").is_err());
+        assert!(j.set(dir_not_file, "x").is_err());
         assert_eq!(j.entries().len(), 1);
         let report = j.restore().unwrap();
         assert_eq!(report.restored.len(), 1);
-        assert_eq!(std::fs::read_to_string(&ok).unwrap(), "1");
+        assert_eq!(sys.read(&ok), "1");
     }
 
     #[test]
     fn a_scheduler_switch_also_journals_what_it_resets() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        std::fs::create_dir(sys.path().join("queue")).unwrap();
-        let sched = knob(sys.path(), "queue/scheduler", "[mq-deadline] none\n");
-        let nr = knob(sys.path(), "queue/nr_requests", "64\n");
-        let mut j = Journal::begin_in(state.path()).unwrap();
+        let sched = sys.knob("loop0", "scheduler", "[mq-deadline] none\n");
+        let nr = sys.knob("loop0", "nr_requests", "64\n");
+        let mut j = sys.journal(state.path());
         j.set(&sched, "none").unwrap();
         // What the kernel does on an elevator switch:
-        std::fs::write(&nr, "256").unwrap();
+        std::fs::write(sys.file(&nr), "256").unwrap();
         let paths: Vec<&str> = j.entries().iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, vec![nr.as_str(), sched.as_str()]);
         j.restore().unwrap();
-        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "64");
-        assert_eq!(std::fs::read_to_string(&sched).unwrap(), "mq-deadline");
+        assert_eq!(sys.read(&nr), "64");
+        assert_eq!(sys.read(&sched), "mq-deadline");
     }
 
     #[test]
@@ -685,11 +718,110 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_journal_names_the_file_and_line() {
+    fn a_second_journal_elsewhere_is_refused_on_the_same_device() {
+        let sys = Fake::new();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let k = sys.knob("loop0", "nr_requests", "64\n");
+        let other = sys.knob("loop1", "nr_requests", "64\n");
+        let mut first = sys.journal(a.path());
+        first.set(&k, "32").unwrap();
+        let mut second = sys.journal(b.path());
+        let err = second.set(&k, "16").unwrap_err();
+        assert!(matches!(err, KnobError::Machine(_)), "{err}");
+        assert!(err.to_string().contains("/dev/loop0"), "{err}");
+        assert!(second.entries().is_empty());
+        second.set(&other, "16").unwrap();
+        assert_eq!(sys.read(&k), "32");
+        drop(first);
+        assert_eq!(sys.read(&k), "64");
+        second.set(&k, "8").unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_journal_names_the_file_and_line_and_says_what_to_do() {
         let state = tempfile::tempdir().unwrap();
-        std::fs::write(state.path().join(JOURNAL), "{\n  \"pid\": 1,\n  oops\n").unwrap();
+        let path = state.path().join(JOURNAL);
+        std::fs::write(&path, "{\n  \"pid\": 1,\n  oops\n").unwrap();
         let err = Journal::check_clean_in(state.path()).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("journal.json:3"), "{msg}");
+        std::fs::write(&path, b"{\n\"pid\": 1,\n\xff\xfe\n").unwrap();
+        let msg = replay(state.path()).unwrap_err().to_string();
+        assert!(
+            msg.contains("journal.json:3")
+                && msg.contains("not UTF-8")
+                && msg.contains("restore the knobs it lists by hand")
+                && msg.contains(&format!("then delete {}", path.display())),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn forged_entries_are_refused_and_the_valid_ones_restored() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let nr = sys.knob("loop0", "nr_requests", "32\n");
+        // A file outside any kind, one the fake root links out to, and one under /tmp.
+        let victim = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(victim.path(), "keep\n").unwrap();
+        let link = "/sys/block/loop0/queue/scheduler";
+        std::os::unix::fs::symlink(victim.path(), sys.file(link)).unwrap();
+        let forged = [
+            victim.path().display().to_string(),
+            "/etc/hostname".to_string(),
+            link.to_string(),
+            "/sys/block/loop0/queue/../../../../etc/hostname".to_string(),
+        ];
+        let mut entries: Vec<JournalEntry> = forged
+            .iter()
+            .map(|p| JournalEntry {
+                path: p.clone(),
+                old: "pwned".into(),
+                new: "x".into(),
+                time_unix: 0.0,
+            })
+            .collect();
+        entries.push(JournalEntry {
+            path: nr.clone(),
+            old: "64".into(),
+            new: "32".into(),
+            time_unix: 0.0,
+        });
+        let file = JournalFile {
+            pid: 1,
+            started_unix: 0.0,
+            root: Some(sys.root.base().display().to_string()),
+            entries,
+        };
+        write_journal(state.path(), &file).unwrap();
+        let hostname = std::fs::read("/etc/hostname").ok();
+        let report = replay(state.path()).unwrap().unwrap();
+        assert_eq!(report.restored.len(), 1);
+        assert_eq!(sys.read(&nr), "64");
+        let refused: Vec<&str> = report
+            .refused
+            .iter()
+            .map(|r| r.entry.path.as_str())
+            .collect();
+        assert_eq!(refused.len(), 4, "{refused:?}");
+        assert!(report.refused.iter().any(|r| r.why.contains("outside")));
+        assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "keep\n");
+        assert_eq!(std::fs::read("/etc/hostname").ok(), hostname);
+        assert!(!state.path().join(JOURNAL).exists());
+        // And `set` refuses the same paths before writing anything.
+        let mut j = sys.journal(state.path());
+        for p in &forged {
+            assert!(j.set(p, "x").is_err(), "{p}");
+        }
+        assert!(j.entries().is_empty());
+        assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "keep\n");
+    }
+
+    #[test]
+    fn an_old_journal_without_a_root_is_this_machines() {
+        let text = r#"{"pid": 5, "started_unix": 1.0, "entries": []}"#;
+        let f: JournalFile = serde_json::from_str(text).unwrap();
+        assert_eq!(f.root, None);
+        assert!(!serde_json::to_string(&f).unwrap().contains("root"));
     }
 }
