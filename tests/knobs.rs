@@ -290,17 +290,21 @@ fn sigterm_and_repeated_ctrl_c_restore_before_exit() {
     }
 }
 
-/// Child for `a_second_signal_during_restore_does_not_abort_it`: its one "knob" is a FIFO, so
-/// both the journaled read and the restoring write block until the parent takes part, which
-/// lets the parent send signals while the restore is in progress.
+/// The live path of the FIFO "knob" under the fake root of the FIFO test.
+const FIFO_KNOB: &str = "/sys/block/fifo0/queue/scheduler";
+
+/// Child for `a_second_signal_during_restore_does_not_abort_it`: its one "knob" is a FIFO in a
+/// fake root, so both the journaled read and the restoring write block until the parent takes
+/// part, which lets the parent send signals while the restore is in progress.
 #[test]
 fn helper_process_fifo_knob() {
-    let Ok(fifo) = std::env::var("IOLAB_TEST_FIFO") else {
+    let Ok(root) = std::env::var("IOLAB_TEST_FIFO_ROOT") else {
         return;
     };
     let interrupt = knobs::signals::Interrupt::install().unwrap();
-    let mut j = Journal::begin().unwrap();
-    j.set(&fifo, "new").unwrap();
+    let root = iolab::sys::SysRoot::at(root).unwrap();
+    let mut j = Journal::begin_at(&knobs::state_dir(), &root).unwrap();
+    j.set(FIFO_KNOB, "new").unwrap();
     println!("READY");
     std::io::stdout().flush().unwrap();
     while !interrupt.is_set() {
@@ -315,7 +319,9 @@ fn helper_process_fifo_knob() {
 #[test]
 fn a_second_signal_during_restore_does_not_abort_it() {
     let state = tempfile::tempdir().unwrap();
-    let fifo = state.path().join("knob.fifo");
+    let root = tempfile::tempdir().unwrap();
+    let fifo = root.path().join(FIFO_KNOB.trim_start_matches('/'));
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: plain mkfifo(3) on a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
@@ -326,7 +332,7 @@ fn a_second_signal_during_restore_does_not_abort_it() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("IOLAB_TEST_FIFO", &fifo)
+        .env("IOLAB_TEST_FIFO_ROOT", root.path())
         .env("IOLAB_STATE_DIR", state.path())
         .stdout(Stdio::piped())
         .spawn()
