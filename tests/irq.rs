@@ -176,9 +176,13 @@ fn a_plan_cannot_move_a_managed_interrupt_or_use_an_isolated_cpu() {
         name: name.to_string(),
         ..mv(irq, 1)
     };
-    let err = apply::check(&[named(161, "nvme0q41"), mv(162, 1)], &m, &inputs::slots(&m))
-        .unwrap_err()
-        .to_string();
+    let err = apply::check(
+        &[named(161, "nvme0q41"), mv(162, 1)],
+        &m,
+        &inputs::slots(&m),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("IRQ 161 is"), "{err}");
     assert!(err.contains("not \"nvme0q41\" as the plan says"), "{err}");
     assert!(!err.contains("IRQ 162"), "{err}");
@@ -333,10 +337,16 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(
-        stderr.contains(&format!("IRQ {irq} is {name:?} here, not \"something-else\"")),
+        stderr.contains(&format!(
+            "IRQ {irq} is {name:?} here, not \"something-else\""
+        )),
         "{stderr}"
     );
-    assert_eq!(affinity(), original, "a mismatched plan moved the interrupt");
+    assert_eq!(
+        affinity(),
+        original,
+        "a mismatched plan moved the interrupt"
+    );
     assert!(iolab::knobs::pending(&state.path().join("irq"))
         .unwrap()
         .is_empty());

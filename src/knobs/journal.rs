@@ -426,15 +426,13 @@ fn restore_entries(
         match kinds::locate(root, &entry.path) {
             Err(why) => report.refused.push(RefusedEntry { entry, why }),
             Ok(Located::Missing) => report.vanished.push(entry),
-            Ok(Located::File(file)) => {
-                match write_attr(&file.display().to_string(), &entry.old) {
-                    Ok(()) => report.restored.push(entry),
-                    Err(e) => {
-                        failed.push(e.naming(&entry.path));
-                        kept.push(entry);
-                    }
+            Ok(Located::File(file)) => match write_attr(&file.display().to_string(), &entry.old) {
+                Ok(()) => report.restored.push(entry),
+                Err(e) => {
+                    failed.push(e.naming(&entry.path));
+                    kept.push(entry);
                 }
-            }
+            },
         }
         let mut left: Vec<JournalEntry> = entries.clone();
         left.extend(kept.iter().rev().cloned());

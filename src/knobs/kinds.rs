@@ -159,7 +159,10 @@ mod tests {
             "/sys/block//queue/scheduler",
         ] {
             let why = classify(bad).unwrap_err();
-            assert!(why.contains("/sys/block/{dev}/queue/{attr}"), "{bad}: {why}");
+            assert!(
+                why.contains("/sys/block/{dev}/queue/{attr}"),
+                "{bad}: {why}"
+            );
         }
     }
 

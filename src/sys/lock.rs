@@ -192,11 +192,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = SysRoot::at(dir.path()).unwrap();
         let _held = acquire(&root, Resource::Irq(7)).unwrap();
-        let err = acquire_all(
-            &root,
-            [Resource::Device("loop1".into()), Resource::Irq(7)],
-        )
-        .unwrap_err();
+        let err =
+            acquire_all(&root, [Resource::Device("loop1".into()), Resource::Irq(7)]).unwrap_err();
         assert!(err.to_string().contains("IRQ 7"), "{err}");
         // loop1 was taken first and released with the refusal.
         acquire(&root, Resource::Device("loop1".into())).unwrap();
