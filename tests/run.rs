@@ -668,6 +668,27 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
         "{err}"
     );
 
+    // Another state directory does not make the device free: the killed run's journal holds
+    // its original values.
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("other.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("other-state"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("/dev/{}: an iolab (pid ", dev.name()))
+            && err.contains(&format!(
+                "IOLAB_STATE_DIR={} iolab restore",
+                state.display()
+            )),
+        "{err}"
+    );
+    assert!(!dir.path().join("other-state/journal.json").exists());
+
     let out = iolab()
         .arg("restore")
         .env("IOLAB_STATE_DIR", &state)

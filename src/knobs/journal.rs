@@ -229,7 +229,8 @@ impl Journal {
             .map_err(|why| refused(path, why))?
             .resource;
         if !self.held.iter().any(|l| l.resource() == &resource) {
-            self.held.push(lock::acquire(&self.root, resource)?);
+            self.held
+                .extend(machine_locks(&self.root, &self.dir, [resource])?);
         }
         let shown = self.shown(path);
         let old = read_attr(&file).map_err(|e| e.naming(&shown))?;
@@ -320,13 +321,63 @@ impl Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        if self.finished {
-            return;
+        if !self.finished {
+            if let Err(e) = self.restore() {
+                eprintln!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
+            }
         }
-        if let Err(e) = self.restore() {
-            eprintln!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
+        // Changes still in effect (kept on purpose, or not restorable): the lock files keep
+        // naming this journal, so no other iolab takes these devices or IRQs over unawares.
+        if !self.file.entries.is_empty() {
+            self.held.iter_mut().for_each(MachineLock::keep_record);
         }
     }
+}
+
+/// Takes the machine-wide locks of `resources` for the journal in `dir`: refused while
+/// another iolab holds one, and while an iolab that was killed holding one left its journal
+/// (in whatever state directory) unrestored — its entries may hold the original values, and
+/// changing the knob now would record the changed value as the original.
+pub fn machine_locks(
+    root: &SysRoot,
+    dir: &Path,
+    resources: impl IntoIterator<Item = lock::Resource>,
+) -> Result<Vec<MachineLock>, KnobError> {
+    let ours = std::path::absolute(dir.join(JOURNAL)).unwrap_or_else(|_| dir.join(JOURNAL));
+    Ok(lock::acquire_all_noting(
+        root,
+        resources,
+        Some(&ours),
+        &stale_journal,
+    )?)
+}
+
+/// Why a dead holder's journal `theirs` blocks the lock, if it does.
+fn stale_journal(pid: u32, theirs: &Path) -> Option<String> {
+    if theirs.file_name()? != JOURNAL {
+        return None;
+    }
+    let dir = theirs.parent()?;
+    let left = match read_journal(theirs) {
+        Ok(Some(j)) if !j.entries.is_empty() => j.entries.len(),
+        Ok(_) => return None,
+        Err(e) => {
+            return Some(format!(
+                "an iolab (pid {pid}) that was killed left a journal behind: {e}"
+            ))
+        }
+    };
+    // The placement journal of `irq apply` lives in STATE/irq and is undone by rollback.
+    let (state, command) = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("irq") => (dir.parent().unwrap_or(dir), "irq rollback"),
+        _ => (dir, "restore"),
+    };
+    Some(format!(
+        "an iolab (pid {pid}) that is gone left {left} change(s) in {} unrestored, perhaps \
+         this one's original value; put them back first: `IOLAB_STATE_DIR={} iolab {command}`",
+        theirs.display(),
+        state.display()
+    ))
 }
 
 fn create_dir(dir: &Path) -> Result<(), KnobError> {
@@ -388,8 +439,9 @@ pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             path.display()
         )),
     })?;
-    let _held = lock::acquire_all(
+    let _held = machine_locks(
         &root,
+        dir,
         file.entries
             .iter()
             .filter_map(|e| kinds::classify(&e.path).ok())
@@ -733,6 +785,37 @@ mod tests {
         drop(first);
         assert_eq!(sys.read(&k), "64");
         second.set(&k, "8").unwrap();
+    }
+
+    #[test]
+    fn a_killed_holders_unrestored_journal_blocks_the_device_from_any_state_dir() {
+        let sys = Fake::new();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let k = sys.knob("loop0", "nr_requests", "64\n");
+        let mut first = sys.journal(a.path());
+        first.set(&k, "32").unwrap();
+        // SIGKILL: the flock goes with the process, the lock file's record and journal stay.
+        let held = std::mem::take(&mut first.held);
+        std::mem::forget(first);
+        let lock_file = sys.dir.path().join("run/lock/iolab/block-loop0.lock");
+        let record = std::fs::read_to_string(&lock_file).unwrap();
+        assert!(record.contains("journal.json"), "{record}");
+        drop(held); // releases the flock, and (unlike a kill) clears the record: put it back
+        std::fs::write(&lock_file, &record).unwrap();
+        let mut second = sys.journal(b.path());
+        let err = second.set(&k, "16").unwrap_err().to_string();
+        assert!(
+            err.contains("/dev/loop0")
+                && err.contains(&format!(
+                    "IOLAB_STATE_DIR={} iolab restore",
+                    a.path().display()
+                )),
+            "{err}"
+        );
+        assert_eq!(sys.read(&k), "32");
+        // Once it is restored, the device is free again.
+        replay_unlocked_for_test(a.path());
+        assert_eq!(second.set(&k, "16").unwrap(), "64");
     }
 
     #[test]

@@ -11,7 +11,9 @@ pub mod signals;
 pub use attr::{
     choices, current_choice, explain_write_error, probe_rewrite, read_attr, write_attr,
 };
-pub use journal::{pending, replay, state_dir, Journal, JournalEntry, RefusedEntry, RestoreReport};
+pub use journal::{
+    machine_locks, pending, replay, state_dir, Journal, JournalEntry, RefusedEntry, RestoreReport,
+};
 
 /// Sysfs path of one block-queue attribute of a device ("loop0", "nr_requests").
 pub fn queue_attr_path(device: &str, attr: &str) -> String {

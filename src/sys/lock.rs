@@ -60,6 +60,8 @@ pub enum LockError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{what}: {why}")]
+    Stale { what: String, why: String },
     #[error("{0:?}: not a block device name (expected a kernel name such as loop3)")]
     BadName(String),
 }
@@ -69,11 +71,19 @@ pub enum LockError {
 pub struct MachineLock {
     file: File,
     resource: Resource,
+    /// False when refusing over a stale holder: its record must stay for the next look.
+    clear: bool,
 }
 
 impl MachineLock {
     pub fn resource(&self) -> &Resource {
         &self.resource
+    }
+
+    /// Leaves the record (pid, note) in the lock file on release: the holder's changes stay
+    /// in effect (kept, or not restorable), so the next taker must see whose they are.
+    pub fn keep_record(&mut self) {
+        self.clear = false;
     }
 }
 
@@ -81,7 +91,9 @@ impl Drop for MachineLock {
     fn drop(&mut self) {
         // Still holding the flock: nobody reads a half-cleared file. Failing to clear only
         // leaves a stale pid, which the next holder overwrites.
-        let _ = self.file.set_len(0);
+        if self.clear {
+            let _ = self.file.set_len(0);
+        }
     }
 }
 
@@ -93,6 +105,22 @@ pub fn lock_dir(root: &SysRoot) -> PathBuf {
 /// Takes the lock on `resource` without waiting; refuses, naming the holder's pid, when
 /// another process has it.
 pub fn acquire(root: &SysRoot, resource: Resource) -> Result<MachineLock, LockError> {
+    acquire_noting(root, resource, None, &|_, _| None)
+}
+
+/// What a holder that died without releasing left in the lock file: its pid and note.
+pub type StaleCheck<'a> = &'a dyn Fn(u32, &Path) -> Option<String>;
+
+/// `acquire`, recording `note` (the holder's journal) beside the pid. A process killed while
+/// holding the lock leaves both behind; the next taker's `stale` check sees them (pid, note)
+/// when the note is not its own, and a `Some(why)` refuses the lock with that reason, keeping
+/// the record for the next look.
+pub fn acquire_noting(
+    root: &SysRoot,
+    resource: Resource,
+    note: Option<&Path>,
+    stale: StaleCheck,
+) -> Result<MachineLock, LockError> {
     if let Resource::Device(d) = &resource {
         if d.is_empty() || d.contains('/') || d == "." || d == ".." {
             return Err(LockError::BadName(d.clone()));
@@ -127,12 +155,39 @@ pub fn acquire(root: &SysRoot, resource: Resource) -> Result<MachineLock, LockEr
             path: path.display().to_string(),
         });
     }
-    let me = format!("{}\n", std::process::id());
+    let mut earlier = String::new();
+    file.read_to_string(&mut earlier).map_err(io)?;
+    let mut lines = earlier.lines();
+    if let (Some(Ok(pid)), Some(theirs)) = (lines.next().map(str::parse::<u32>), lines.next()) {
+        let theirs = Path::new(theirs);
+        if Some(theirs) != note {
+            if let Some(why) = stale(pid, theirs) {
+                // Dropped without clearing: the record stays for whoever looks next.
+                drop(MachineLock {
+                    file,
+                    resource: resource.clone(),
+                    clear: false,
+                });
+                return Err(LockError::Stale {
+                    what: resource.describe(),
+                    why,
+                });
+            }
+        }
+    }
+    let me = match note {
+        Some(n) => format!("{}\n{}\n", std::process::id(), n.display()),
+        None => format!("{}\n", std::process::id()),
+    };
     file.set_len(0)
         .and_then(|()| file.rewind())
         .and_then(|()| file.write_all(me.as_bytes()))
         .map_err(io)?;
-    Ok(MachineLock { file, resource })
+    Ok(MachineLock {
+        file,
+        resource,
+        clear: true,
+    })
 }
 
 /// Takes every lock in `resources` (sorted, duplicates once, so two processes wanting the
@@ -141,17 +196,36 @@ pub fn acquire_all(
     root: &SysRoot,
     resources: impl IntoIterator<Item = Resource>,
 ) -> Result<Vec<MachineLock>, LockError> {
+    acquire_all_noting(root, resources, None, &|_, _| None)
+}
+
+/// `acquire_all` with `acquire_noting`'s note and stale check.
+pub fn acquire_all_noting(
+    root: &SysRoot,
+    resources: impl IntoIterator<Item = Resource>,
+    note: Option<&Path>,
+    stale: StaleCheck,
+) -> Result<Vec<MachineLock>, LockError> {
     let mut wanted: Vec<Resource> = resources.into_iter().collect();
     wanted.sort();
     wanted.dedup();
-    wanted.into_iter().map(|r| acquire(root, r)).collect()
+    wanted
+        .into_iter()
+        .map(|r| acquire_noting(root, r, note, stale))
+        .collect()
 }
 
 /// "pid N" from a held lock file (the holder may not have written it yet).
 fn holder_of(path: &Path) -> String {
     let mut text = String::new();
     let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut text));
-    match text.trim().parse::<u32>() {
+    match text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .parse::<u32>()
+    {
         Ok(pid) => format!("pid {pid}"),
         Err(_) => "pid not yet recorded".to_string(),
     }

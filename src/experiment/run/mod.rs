@@ -42,7 +42,7 @@ use crate::knobs::{Journal, JournalEntry, RestoreReport};
 use crate::model::Machine;
 use crate::stats::{AdaptiveRule, CellStatus};
 use crate::store::{NewExperiment, NewRun, RunStatus, Store};
-use crate::sys::lock::{self, Resource};
+use crate::sys::lock::Resource;
 use crate::sys::SysRoot;
 use crate::workload::{CancelToken, FioRunner, FioStatus};
 
@@ -391,8 +391,9 @@ pub fn run(
     let mut locks = Vec::new();
     if let (Some(devs), false) = (&named, remote) {
         check_writes(exp, settings, devs)?;
-        locks = lock::acquire_all(
+        locks = crate::knobs::machine_locks(
             &settings.root,
+            &settings.state_dir,
             devs.iter().map(|d| Resource::Device(d.clone())),
         )?;
     }
@@ -418,8 +419,9 @@ pub fn run(
         None => scratch.iter().map(|s| s.name().to_string()).collect(),
     };
     if named.is_none() {
-        locks.extend(lock::acquire_all(
+        locks.extend(crate::knobs::machine_locks(
             &settings.root,
+            &settings.state_dir,
             devices.iter().map(|d| Resource::Device(d.clone())),
         )?);
     }
@@ -456,7 +458,11 @@ pub fn run(
         .filter_map(|w| crate::knobs::kinds::classify(&w.path).ok())
         .map(|m| m.resource)
         .filter(|r| !held.contains(r));
-    locks.extend(lock::acquire_all(&settings.root, more)?);
+    locks.extend(crate::knobs::machine_locks(
+        &settings.root,
+        &settings.state_dir,
+        more,
+    )?);
     // Begun before the experiment is stored, so a busy state directory stores nothing either;
     // it holds the locks until it has restored everything.
     let mut journal = Journal::begin_at(&settings.state_dir, &settings.root)?;
