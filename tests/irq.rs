@@ -124,6 +124,22 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
             .join(format!("proc/irq/{irq}/smp_affinity_list"))
     };
     let original = std::fs::read_to_string(file(161)).unwrap();
+    // While another iolab holds IRQ 161, applying stops there and says who holds it.
+    {
+        let other = iolab::sys::lock::acquire(&root, iolab::sys::lock::Resource::Irq(161)).unwrap();
+        let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
+        let err = format!("{:#}", apply::apply(&root, &p.moves, &mut j).unwrap_err());
+        assert!(
+            err.contains(&format!(
+                "IRQ 161 is being changed by another iolab (pid {}",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(file(161)).unwrap(), original);
+        drop(j); // puts back any move made before it
+        drop(other);
+    }
     let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
     let done = apply::apply(&root, &p.moves, &mut j).unwrap();
     j.keep();

@@ -321,6 +321,49 @@ fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
     assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
 }
 
+#[test]
+fn a_run_is_refused_while_another_iolab_holds_a_device_or_irq_it_would_change() {
+    let lab = Lab::of("two-node-nvme");
+    let settings = lab.settings();
+    let e = exp(
+        "name = \"irq\"\nseed = 2\nrepetitions = 1\n[target]\ndevice = \"sda\"\n\
+         [workload]\nrw = \"randread\"\n[factors]\nirq_cpu = [\"on-node\", \"far\"]\n",
+    );
+    use iolab::sys::lock::{acquire, Resource};
+    for held in [Resource::Irq(35), Resource::Device("sda".into())] {
+        // Another iolab (this process, through another open file) holds it.
+        let other = acquire(&settings.root, held.clone()).unwrap();
+        let replay = ReplayFio::in_order(Vec::new());
+        let err = runloop::run(&e, &settings, &replay, &CancelToken::new(), &mut Quiet)
+            .unwrap_err()
+            .to_string();
+        let what = match &held {
+            Resource::Irq(_) => "IRQ 35",
+            _ => "/dev/sda",
+        };
+        assert!(
+            err.contains(&format!(
+                "{what} is being changed by another iolab (pid {}",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        assert!(replay.calls().is_empty());
+        assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
+        // Refused before the experiment was stored: nothing is left `running`.
+        if settings.db_path.exists() {
+            let db = Store::open_existing(&settings.db_path).unwrap();
+            assert!(db.experiments().unwrap().is_empty());
+        }
+        assert!(!settings.state_dir.join("journal.json").exists());
+        drop(other);
+    }
+    // Free again: the run goes ahead.
+    let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
+    runloop::run(&e, &settings, &replay, &CancelToken::new(), &mut Quiet).unwrap();
+    assert_eq!(replay.calls().len(), 2);
+}
+
 /// Cancels the token (as a signal would) while the n-th run is in progress.
 struct CancelDuring<'a> {
     inner: ReplayFio,
