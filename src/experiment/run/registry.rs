@@ -120,3 +120,68 @@ fn mark(rec: &Record) -> Result<bool> {
     store.set_experiment_status(rec.experiment_id, "interrupted")?;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewExperiment;
+
+    fn experiment(store: &mut Store) -> i64 {
+        store
+            .create_experiment(&NewExperiment {
+                name: "e".into(),
+                file_text: String::new(),
+                seed: 1,
+                planned_order: serde_json::json!([]),
+                host: "h".into(),
+                kernel: "k".into(),
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn experiments_of_gone_runs_are_marked_interrupted_and_live_ones_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let state = dir.path().join("state");
+        let mut store = Store::open(&db).unwrap();
+        let (killed, live, done) = (
+            experiment(&mut store),
+            experiment(&mut store),
+            experiment(&mut store),
+        );
+        store.set_experiment_status(done, "done").unwrap();
+        // This process stands for the live run; a reaped child's pid for the killed one.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let registered = register(&state, &db, live).unwrap();
+        for (pid, id) in [(gone, killed), (gone, done)] {
+            let rec = Record {
+                pid,
+                db_path: db.clone(),
+                experiment_id: id,
+            };
+            std::fs::write(
+                dir.path().join(format!("state/runs/{pid}-{id}.json")),
+                serde_json::to_string(&rec).unwrap(),
+            )
+            .unwrap();
+        }
+        std::fs::write(state.join("runs/junk.json"), "{").unwrap();
+
+        let (marked, problems) = mark_abandoned(&state).unwrap();
+        assert_eq!(marked.len(), 1);
+        assert_eq!(marked[0].experiment_id, killed);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("junk.json"), "{problems:?}");
+        let store = Store::open_existing(&db).unwrap();
+        assert_eq!(store.experiment(killed).unwrap().status, "interrupted");
+        assert_eq!(store.experiment(live).unwrap().status, "running");
+        assert_eq!(store.experiment(done).unwrap().status, "done");
+        // Only the live run's record is left, until it finishes.
+        assert_eq!(std::fs::read_dir(state.join("runs")).unwrap().count(), 1);
+        registered.finish();
+        assert_eq!(std::fs::read_dir(state.join("runs")).unwrap().count(), 0);
+    }
+}
