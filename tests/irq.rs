@@ -124,7 +124,23 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
             .join(format!("proc/irq/{irq}/smp_affinity_list"))
     };
     let original = std::fs::read_to_string(file(161)).unwrap();
-    let mut j = iolab::knobs::Journal::resume_in(state.path()).unwrap();
+    // While another iolab holds IRQ 161, applying stops there and says who holds it.
+    {
+        let other = iolab::sys::lock::acquire(&root, iolab::sys::lock::Resource::Irq(161)).unwrap();
+        let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
+        let err = format!("{:#}", apply::apply(&root, &p.moves, &mut j).unwrap_err());
+        assert!(
+            err.contains(&format!(
+                "IRQ 161 is being changed by another iolab (pid {}",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(file(161)).unwrap(), original);
+        drop(j); // puts back any move made before it
+        drop(other);
+    }
+    let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
     let done = apply::apply(&root, &p.moves, &mut j).unwrap();
     j.keep();
     assert_eq!(done.len(), 7);
@@ -140,7 +156,7 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
         iolab::sys::parse::cpulist(original.trim()).unwrap()
     );
     // Applying the same plan again writes nothing.
-    let mut j = iolab::knobs::Journal::resume_in(state.path()).unwrap();
+    let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
     assert!(apply::apply(&root, &p.moves, &mut j).unwrap().is_empty());
     j.keep();
     let report = apply::rollback(state.path()).unwrap().unwrap();
@@ -156,7 +172,7 @@ fn a_plan_cannot_move_a_managed_interrupt_or_use_an_isolated_cpu() {
     let m = iolab::model::Machine::read(&root).unwrap();
     let mv = |irq, to| Move {
         irq,
-        name: String::new(),
+        name: m.irq(irq).map(|i| i.name.clone()).unwrap_or_default(),
         rate: 0.0,
         from: vec![],
         to,
@@ -171,6 +187,21 @@ fn a_plan_cannot_move_a_managed_interrupt_or_use_an_isolated_cpu() {
     assert!(err.contains("IRQ 121 (nvme0q1) is managed"), "{err}");
     assert!(err.contains("CPU 14 is offline or isolated"), "{err}");
     assert!(err.contains("IRQ 9999 does not exist"), "{err}");
+    // Numbers differ between boots: a move whose name is not the interrupt's is refused.
+    let named = |irq, name: &str| Move {
+        name: name.to_string(),
+        ..mv(irq, 1)
+    };
+    let err = apply::check(
+        &[named(161, "nvme0q41"), mv(162, 1)],
+        &m,
+        &inputs::slots(&m),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("IRQ 161 is"), "{err}");
+    assert!(err.contains("not \"nvme0q41\" as the plan says"), "{err}");
+    assert!(!err.contains("IRQ 162"), "{err}");
 }
 
 #[test]
@@ -255,7 +286,8 @@ fn top_shows_every_cpu_once_per_refresh() {
 }
 
 /// An interrupt of this machine whose affinity can be written and allows several CPUs.
-fn movable_irq() -> Option<(u32, String, u32)> {
+/// A movable interrupt: its number, affinity list, a CPU to move it to and its name.
+fn movable_irq() -> Option<(u32, String, u32, String)> {
     let m = iolab::model::Machine::read(&iolab::sys::SysRoot::live()).ok()?;
     m.irqs.iter().find_map(|i| {
         let n = i.number()?;
@@ -263,7 +295,7 @@ fn movable_irq() -> Option<(u32, String, u32)> {
         let eff = i.effective.as_ref()?.first().copied()?;
         let other = allowed.iter().copied().find(|c| *c != eff)?;
         let text = std::fs::read_to_string(format!("/proc/irq/{n}/smp_affinity_list")).ok()?;
-        (!i.managed).then(|| (n, text.trim().to_string(), other))
+        (!i.managed).then(|| (n, text.trim().to_string(), other, i.name.clone()))
     })
 }
 
@@ -281,7 +313,7 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
     if !root_or_skip() {
         return;
     }
-    let Some((irq, original, to)) = movable_irq() else {
+    let Some((irq, original, to, name)) = movable_irq() else {
         crate::common::skip("no movable interrupt with two allowed CPUs here");
         return;
     };
@@ -299,16 +331,45 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
         String::from_utf8_lossy(&out.stderr)
     );
     let mut p: Value = serde_json::from_slice(&out.stdout).unwrap();
-    p["moves"] =
-        serde_json::json!([{ "irq": irq, "name": "test", "rate": 0.0, "from": [], "to": to }]);
     let file = state.path().join("plan.json");
-    std::fs::write(&file, p.to_string()).unwrap();
     let affinity = || {
         std::fs::read_to_string(format!("/proc/irq/{irq}/smp_affinity_list"))
             .unwrap()
             .trim()
             .to_string()
     };
+    // A plan made elsewhere (another boot, another machine) names another interrupt under
+    // this number: the whole plan is refused and nothing moves.
+    p["moves"] = serde_json::json!([
+        { "irq": irq, "name": "something-else", "rate": 0.0, "from": [], "to": to }
+    ]);
+    std::fs::write(&file, p.to_string()).unwrap();
+    let out = iolab()
+        .args(["irq", "apply", "--force", "--plan"])
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "IRQ {irq} is {name:?} here, not \"something-else\""
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        affinity(),
+        original,
+        "a mismatched plan moved the interrupt"
+    );
+    assert!(iolab::knobs::pending(&state.path().join("irq"))
+        .unwrap()
+        .is_empty());
+
+    p["moves"] =
+        serde_json::json!([{ "irq": irq, "name": name, "rate": 0.0, "from": [], "to": to }]);
+    std::fs::write(&file, p.to_string()).unwrap();
 
     let out = iolab()
         .args(["irq", "apply", "--force", "--plan"])

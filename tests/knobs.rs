@@ -290,17 +290,21 @@ fn sigterm_and_repeated_ctrl_c_restore_before_exit() {
     }
 }
 
-/// Child for `a_second_signal_during_restore_does_not_abort_it`: its one "knob" is a FIFO, so
-/// both the journaled read and the restoring write block until the parent takes part, which
-/// lets the parent send signals while the restore is in progress.
+/// The live path of the FIFO "knob" under the fake root of the FIFO test.
+const FIFO_KNOB: &str = "/sys/block/fifo0/queue/scheduler";
+
+/// Child for `a_second_signal_during_restore_does_not_abort_it`: its one "knob" is a FIFO in a
+/// fake root, so both the journaled read and the restoring write block until the parent takes
+/// part, which lets the parent send signals while the restore is in progress.
 #[test]
 fn helper_process_fifo_knob() {
-    let Ok(fifo) = std::env::var("IOLAB_TEST_FIFO") else {
+    let Ok(root) = std::env::var("IOLAB_TEST_FIFO_ROOT") else {
         return;
     };
     let interrupt = knobs::signals::Interrupt::install().unwrap();
-    let mut j = Journal::begin().unwrap();
-    j.set(&fifo, "new").unwrap();
+    let root = iolab::sys::SysRoot::at(root).unwrap();
+    let mut j = Journal::begin_at(&knobs::state_dir(), &root).unwrap();
+    j.set(FIFO_KNOB, "new").unwrap();
     println!("READY");
     std::io::stdout().flush().unwrap();
     while !interrupt.is_set() {
@@ -315,7 +319,9 @@ fn helper_process_fifo_knob() {
 #[test]
 fn a_second_signal_during_restore_does_not_abort_it() {
     let state = tempfile::tempdir().unwrap();
-    let fifo = state.path().join("knob.fifo");
+    let root = tempfile::tempdir().unwrap();
+    let fifo = root.path().join(FIFO_KNOB.trim_start_matches('/'));
+    std::fs::create_dir_all(fifo.parent().unwrap()).unwrap();
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: plain mkfifo(3) on a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
@@ -326,7 +332,7 @@ fn a_second_signal_during_restore_does_not_abort_it() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("IOLAB_TEST_FIFO", &fifo)
+        .env("IOLAB_TEST_FIFO_ROOT", root.path())
         .env("IOLAB_STATE_DIR", state.path())
         .stdout(Stdio::piped())
         .spawn()
@@ -369,4 +375,91 @@ fn a_second_signal_during_restore_does_not_abort_it() {
     assert!(status.success(), "{status:?}");
     assert!(lines.any(|l| l.contains("RESTORED")));
     Journal::check_clean_in(state.path()).unwrap();
+}
+
+fn restore_in(state: &Path) -> std::process::Output {
+    assert_cmd::Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", state)
+        .arg("restore")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn restore_refuses_forged_journal_entries_and_restores_the_rest() {
+    let state = tempfile::tempdir().unwrap();
+    let fake = tempfile::tempdir().unwrap();
+    let queue = fake.path().join("sys/block/loop0/queue");
+    std::fs::create_dir_all(&queue).unwrap();
+    std::fs::write(queue.join("nr_requests"), "32").unwrap();
+    // Files the forged entries aim at: one outside any knob kind, one behind a symlink that
+    // leaves the fake root.
+    let victim = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(victim.path(), "keep").unwrap();
+    std::os::unix::fs::symlink(victim.path(), queue.join("scheduler")).unwrap();
+    let entry = |path: &str, old: &str| serde_json::json!({ "path": path, "old": old, "new": "x", "time_unix": 0.0 });
+    let journal = serde_json::json!({
+        "pid": 1,
+        "started_unix": 0.0,
+        "root": fake.path().canonicalize().unwrap(),
+        "entries": [
+            entry("/sys/block/loop0/queue/nr_requests", "64"),
+            entry(&victim.path().display().to_string(), "pwned"),
+            entry("/etc/hostname", "pwned"),
+            entry("/sys/block/loop0/queue/scheduler", "pwned"),
+        ],
+    });
+    let path = state.path().join("journal.json");
+    std::fs::write(&path, journal.to_string()).unwrap();
+    let hostname = std::fs::read("/etc/hostname").ok();
+
+    let out = restore_in(state.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(stderr.contains("3 journal entr(y/ies) refused"), "{stderr}");
+    assert!(
+        stdout.contains("restored /sys/block/loop0/queue/nr_requests = 64"),
+        "{stdout}"
+    );
+    for forged in [
+        victim.path().display().to_string(),
+        "/etc/hostname".into(),
+        "/sys/block/loop0/queue/scheduler".into(),
+    ] {
+        assert!(
+            stdout.contains(&format!("refused  {forged} = pwned (not written:")),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("outside"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(queue.join("nr_requests")).unwrap(),
+        "64"
+    );
+    assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "keep");
+    assert_eq!(std::fs::read("/etc/hostname").ok(), hostname);
+    // The journal is done with: refused entries would be refused every time.
+    assert!(!path.exists());
+}
+
+#[test]
+fn an_unreadable_journal_says_what_to_do() {
+    let state = tempfile::tempdir().unwrap();
+    let path = state.path().join("journal.json");
+    for bytes in [&b"{\"pid\": 1, \xff\xfe}"[..], &b"{\"pid\": 1,\n oops"[..]] {
+        std::fs::write(&path, bytes).unwrap();
+        let out = restore_in(state.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{}:", path.display()))
+                && stderr.contains("restore the knobs it lists by hand")
+                && stderr.contains(&format!("then delete {}", path.display())),
+            "{stderr}"
+        );
+        // Nothing was removed: the user still has the list.
+        assert!(path.exists());
+    }
 }

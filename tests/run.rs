@@ -321,6 +321,49 @@ fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
     assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
 }
 
+#[test]
+fn a_run_is_refused_while_another_iolab_holds_a_device_or_irq_it_would_change() {
+    let lab = Lab::of("two-node-nvme");
+    let settings = lab.settings();
+    let e = exp(
+        "name = \"irq\"\nseed = 2\nrepetitions = 1\n[target]\ndevice = \"sda\"\n\
+         [workload]\nrw = \"randread\"\n[factors]\nirq_cpu = [\"on-node\", \"far\"]\n",
+    );
+    use iolab::sys::lock::{acquire, Resource};
+    for held in [Resource::Irq(35), Resource::Device("sda".into())] {
+        // Another iolab (this process, through another open file) holds it.
+        let other = acquire(&settings.root, held.clone()).unwrap();
+        let replay = ReplayFio::in_order(Vec::new());
+        let err = runloop::run(&e, &settings, &replay, &CancelToken::new(), &mut Quiet)
+            .unwrap_err()
+            .to_string();
+        let what = match &held {
+            Resource::Irq(_) => "IRQ 35",
+            _ => "/dev/sda",
+        };
+        assert!(
+            err.contains(&format!(
+                "{what} is being changed by another iolab (pid {}",
+                std::process::id()
+            )),
+            "{err}"
+        );
+        assert!(replay.calls().is_empty());
+        assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
+        // Refused before the experiment was stored: nothing is left `running`.
+        if settings.db_path.exists() {
+            let db = Store::open_existing(&settings.db_path).unwrap();
+            assert!(db.experiments().unwrap().is_empty());
+        }
+        assert!(!settings.state_dir.join("journal.json").exists());
+        drop(other);
+    }
+    // Free again: the run goes ahead.
+    let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
+    runloop::run(&e, &settings, &replay, &CancelToken::new(), &mut Quiet).unwrap();
+    assert_eq!(replay.calls().len(), 2);
+}
+
 /// Cancels the token (as a signal would) while the n-th run is in progress.
 struct CancelDuring<'a> {
     inner: ReplayFio,
@@ -668,6 +711,27 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
         "{err}"
     );
 
+    // Another state directory does not make the device free: the killed run's journal holds
+    // its original values.
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("other.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("other-state"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("/dev/{}: an iolab (pid ", dev.name()))
+            && err.contains(&format!(
+                "IOLAB_STATE_DIR={} iolab restore",
+                state.display()
+            )),
+        "{err}"
+    );
+    assert!(!dir.path().join("other-state/journal.json").exists());
+
     let out = iolab()
         .arg("restore")
         .env("IOLAB_STATE_DIR", &state)
@@ -678,9 +742,91 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("restored /sys/block/"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("restored /sys/block/"), "{stdout}");
     assert_eq!(knob_values(dev.name()), before);
     assert!(!journal.exists());
+    // The killed run's experiment is no longer `running`; the refused run stored none.
+    assert!(
+        stdout.contains("experiment 1 in ") && stdout.contains("marked interrupted"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("scratch device"), "{stdout}");
+    let db = Store::open_existing(dir.path().join("r.db")).unwrap();
+    let all = db.experiments().unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].status, "interrupted");
+}
+
+#[test]
+fn two_runs_with_different_state_dirs_cannot_share_a_device() {
+    if !root_or_skip() {
+        return;
+    }
+    let (dir, state_a, dev) = live_scratch(64 << 20);
+    // The user's own settings, which the two runs must not lose between them.
+    let sched =
+        std::fs::read_to_string(iolab::knobs::queue_attr_path(dev.name(), "scheduler")).unwrap();
+    let own = if sched.contains("bfq") { "bfq" } else { "none" };
+    std::fs::write(iolab::knobs::queue_attr_path(dev.name(), "scheduler"), own).unwrap();
+    std::fs::write(
+        iolab::knobs::queue_attr_path(dev.name(), "nr_requests"),
+        "48",
+    )
+    .unwrap();
+    let before = knob_values(dev.name());
+    assert_eq!(before[0], own);
+    assert_eq!(before[2], "48");
+    let file = matrix_file(dir.path(), "2s", 1, dev.name());
+    let state_b = dir.path().join("state-b");
+    let first = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("a.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state_a)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first_pid = first.id();
+    let journal = state_a.join("journal.json");
+    let changed = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&journal).is_ok_and(|t| t.contains("rq_affinity"))
+    });
+    assert!(changed, "the first run never changed a knob");
+    let second = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("b.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state_b)
+        .output()
+        .unwrap();
+    let first = first.wait_with_output().unwrap();
+
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "/dev/{} is being changed by another iolab (pid {first_pid},",
+            dev.name(),
+        )),
+        "{err}"
+    );
+    assert!(err.contains("wait for it to finish"), "{err}");
+    // Refused before anything was stored or written.
+    let b = Store::open(dir.path().join("b.db")).unwrap();
+    assert!(b.experiments().unwrap().is_empty());
+    assert!(!state_b.join("journal.json").exists());
+
+    let first_err = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{first_err}");
+    assert!(
+        String::from_utf8_lossy(&first.stdout).contains("4 run(s) stored"),
+        "{first_err}"
+    );
+    let a = Store::open_existing(dir.path().join("a.db")).unwrap();
+    assert_eq!(a.experiment(1).unwrap().status, "done");
+    assert_eq!(knob_values(dev.name()), before);
 }
 
 /// Whether a fio process started with a job file whose name contains `tag` is alive.
@@ -829,7 +975,9 @@ fn ctrl_c_stops_fio_restores_knobs_and_exits_130() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
-    assert!(err.contains("stopped by signal 2"), "{err}");
+    assert!(err.contains("stopped by signal 2; knobs restored"), "{err}");
+    // The device was named, not created by the run: there was no scratch device to remove.
+    assert!(!err.contains("scratch device"), "{err}");
     assert_eq!(knob_values(dev.name()), before);
     assert!(!journal.exists());
     let db = Store::open_existing(&db_path).unwrap();

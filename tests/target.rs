@@ -438,3 +438,149 @@ fn a_scratch_device_leaked_by_sigkill_is_removed_by_restore() {
     assert!(!Path::new(&file).exists());
     assert!(!still_backed(&name, &file), "{name} still backed by {file}");
 }
+
+/// A loop device iolab did not make: over a file in /dev/shm not named like its scratch
+/// files, detached and deleted on drop.
+struct ForeignLoop {
+    name: String,
+    file: std::path::PathBuf,
+}
+
+impl ForeignLoop {
+    fn new(file_name: &str) -> Option<ForeignLoop> {
+        let file = Path::new("/dev/shm").join(file_name);
+        std::fs::File::create(&file)
+            .and_then(|f| f.set_len(4 << 20))
+            .ok()?;
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&file)
+            .output()
+            .ok()?;
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !out.status.success() || !dev.starts_with("/dev/loop") {
+            let _ = std::fs::remove_file(&file);
+            crate::common::skip("losetup could not attach a loop device");
+            return None;
+        }
+        Some(ForeignLoop {
+            name: dev.trim_start_matches("/dev/").to_string(),
+            file,
+        })
+    }
+}
+
+impl Drop for ForeignLoop {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup")
+            .args(["--detach", &format!("/dev/{}", self.name)])
+            .status();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// A pid no process has right now (a child that has exited and been reaped).
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+fn restore_in(state: &Path) -> std::process::Output {
+    assert_cmd::Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", state)
+        .arg("restore")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_forged_scratch_marker_detaches_and_deletes_nothing_iolab_did_not_make() {
+    if !root_or_skip() {
+        return;
+    }
+    let Some(foreign) = ForeignLoop::new(&format!("not-iolab-{}.img", std::process::id())) else {
+        return;
+    };
+    // A real scratch device of a live iolab (this test), and a marker that claims its file
+    // for a dead pid.
+    let live_state = tempfile::tempdir().unwrap();
+    let live = ScratchDevice::create_in(live_state.path(), 8 << 20).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let markers = state.path().join("scratch");
+    std::fs::create_dir_all(&markers).unwrap();
+    let pid = dead_pid();
+    let forged = [
+        (
+            foreign.file.display().to_string(),
+            Some(foreign.name.clone()),
+        ),
+        (
+            live.backing_file().display().to_string(),
+            Some(live.name().to_string()),
+        ),
+        ("/etc/hostname".to_string(), None),
+    ];
+    for (i, (file, device)) in forged.iter().enumerate() {
+        let marker = serde_json::json!({ "pid": pid, "backing_file": file, "device": device });
+        std::fs::write(markers.join(format!("forged-{i}.json")), marker.to_string()).unwrap();
+    }
+    let hostname = std::fs::read("/etc/hostname").ok();
+
+    let out = restore_in(state.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(still_backed(
+        &foreign.name,
+        &foreign.file.display().to_string()
+    ));
+    assert!(foreign.file.exists());
+    assert!(still_backed(
+        live.name(),
+        &live.backing_file().display().to_string()
+    ));
+    assert!(live.backing_file().exists());
+    assert_eq!(std::fs::read("/etc/hostname").ok(), hostname);
+    assert!(!stdout.contains("removed scratch device"), "{stdout}");
+    for (file, _) in &forged {
+        assert!(
+            stdout.contains(&format!(
+                "names {file} (pid {pid}), which is not a scratch file"
+            )),
+            "{stdout}"
+        );
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("3 other problem(s)"), "{stderr}");
+    // The forged markers are gone; a second restore has nothing to say about them.
+    assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 0);
+    assert!(restore_in(state.path()).status.success());
+}
+
+#[test]
+fn a_corrupt_scratch_marker_is_reported_and_moved_aside() {
+    let state = tempfile::tempdir().unwrap();
+    let markers = state.path().join("scratch");
+    std::fs::create_dir_all(&markers).unwrap();
+    let marker = markers.join("iolab-scratch-1-0.json");
+    std::fs::write(&marker, b"{\"pid\": 1, \"backing_f\xff").unwrap();
+    let out = restore_in(state.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{}: unreadable scratch marker", marker.display()))
+            && stdout.contains("losetup -d"),
+        "{stdout}"
+    );
+    assert!(!marker.exists());
+    assert!(markers.join("iolab-scratch-1-0.json.corrupt").exists());
+    // Said once: the next restore is clean.
+    let out = restore_in(state.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

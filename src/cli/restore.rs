@@ -16,35 +16,64 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
     let dir = crate::knobs::state_dir();
     let knobs = crate::knobs::replay(&dir)?;
     let scratch = crate::target::remove_leaked_scratch(&dir)?;
+    let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(&dir)?;
+    let refused = knobs.as_ref().map_or(0, |k| k.refused.len());
+    let problems = scratch.problems.len() + run_problems.len();
     if args.json {
-        let doc = serde_json::json!({ "knobs": knobs, "scratch_devices_removed": scratch });
-        return super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"));
-    }
-    let mut out = String::new();
-    match &knobs {
-        None => out.push_str("no knob journal: nothing to restore\n"),
-        Some(r) => {
-            out += &restored_lines(r, "device no longer present");
+        let doc = serde_json::json!({
+            "knobs": knobs,
+            "scratch_devices_removed": scratch.removed,
+            "experiments_interrupted": interrupted,
+            "problems": scratch.problems.iter().chain(&run_problems).collect::<Vec<_>>(),
+        });
+        super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+    } else {
+        let mut out = String::new();
+        match &knobs {
+            None => out.push_str("no knob journal: nothing to restore\n"),
+            Some(r) => {
+                out += &restored_lines(r, "device no longer present");
+                let _ = writeln!(
+                    out,
+                    "journal {} removed",
+                    dir.join("journal.json").display()
+                );
+            }
+        }
+        for s in &scratch.removed {
+            let _ = writeln!(out, "removed scratch device {s}");
+        }
+        for a in &interrupted {
             let _ = writeln!(
                 out,
-                "journal {} removed",
-                dir.join("journal.json").display()
+                "experiment {} in {} marked interrupted (its run was killed)",
+                a.experiment_id,
+                a.db_path.display()
             );
         }
+        for p in scratch.problems.iter().chain(&run_problems) {
+            let _ = writeln!(out, "problem  {p}");
+        }
+        // Not undone here: a placement written by `irq apply` is meant to stay.
+        let placed = crate::knobs::pending(&crate::irq::apply::journal_dir())?.len();
+        if placed > 0 {
+            let _ = writeln!(
+                out,
+                "{placed} interrupt affinity change(s) by `iolab irq apply` stay in effect; \
+                 `iolab irq rollback` undoes them"
+            );
+        }
+        super::emit::stdout(&out)?;
     }
-    for s in &scratch {
-        let _ = writeln!(out, "removed scratch device {s}");
-    }
-    // Not undone here: a placement written by `irq apply` is meant to stay.
-    let placed = crate::knobs::pending(&crate::irq::apply::journal_dir())?.len();
-    if placed > 0 {
-        let _ = writeln!(
-            out,
-            "{placed} interrupt affinity change(s) by `iolab irq apply` stay in effect; \
-             `iolab irq rollback` undoes them"
+    // Everything that could be done was done; a forged or unreadable entry still fails the
+    // command, so a script notices.
+    if refused + problems > 0 {
+        anyhow::bail!(
+            "{refused} journal entr(y/ies) refused and {problems} other problem(s), listed \
+             above; nothing outside iolab's own knobs and scratch files was touched"
         );
     }
-    super::emit::stdout(&out)
+    Ok(())
 }
 
 /// One line per knob written back, and per knob whose file is gone (`gone_why` says why).
@@ -55,6 +84,13 @@ pub(super) fn restored_lines(r: &crate::knobs::RestoreReport, gone_why: &str) ->
     }
     for e in &r.vanished {
         let _ = writeln!(out, "gone     {} ({gone_why})", e.path);
+    }
+    for r in &r.refused {
+        let _ = writeln!(
+            out,
+            "refused  {} = {} (not written: {})",
+            r.entry.path, r.entry.old, r.why
+        );
     }
     out
 }

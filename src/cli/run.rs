@@ -48,9 +48,21 @@ pub struct RunArgs {
 
 /// The run was stopped by a signal after everything was restored; the exit code is 128 + it.
 #[derive(Debug, thiserror::Error)]
-#[error("stopped by signal {signal}; knobs restored, scratch device removed")]
 pub struct Stopped {
     pub signal: i32,
+    /// Scratch devices the run had created (and removed); a named device is not removed.
+    pub scratch_devices: usize,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped by signal {}; knobs restored", self.signal)?;
+        match self.scratch_devices {
+            0 => Ok(()),
+            1 => write!(f, ", scratch device removed"),
+            n => write!(f, ", {n} scratch devices removed"),
+        }
+    }
 }
 
 impl Stopped {
@@ -140,6 +152,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     if outcome.interrupted {
         return Err(Stopped {
             signal: interrupt.signal().unwrap_or(libc::SIGINT),
+            scratch_devices: if outcome.plan.scratch {
+                outcome.plan.devices.len()
+            } else {
+                0
+            },
         }
         .into());
     }

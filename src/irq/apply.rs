@@ -56,12 +56,19 @@ pub struct Applied {
     pub effective: Option<Vec<u32>>,
 }
 
-/// Refuses moves the live machine cannot take, naming each.
+/// Refuses moves the live machine cannot take, naming each: an IRQ whose name (its actions)
+/// differs from the plan's, a managed one, an offline or isolated CPU. One problem refuses all.
 pub fn check(moves: &[Move], m: &Machine, slots: &[super::plan::Slot]) -> Result<()> {
     let mut problems = Vec::new();
     for mv in moves {
         match m.irq(mv.irq) {
             None => problems.push(format!("IRQ {} does not exist here", mv.irq)),
+            // Numbers differ between boots and machines; the actions name the interrupt.
+            Some(irq) if irq.name != mv.name => problems.push(format!(
+                "IRQ {} is {:?} here, not {:?} as the plan says (numbers change between boots \
+                 and machines: make a new plan here with `iolab irq plan`)",
+                mv.irq, irq.name, mv.name
+            )),
             Some(irq) if irq.managed => problems.push(format!(
                 "IRQ {} ({}) is managed by the kernel: its affinity cannot be changed",
                 mv.irq, irq.name
@@ -92,8 +99,7 @@ pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Ve
         if root.attr(&abs) == Some(mv.to.to_string()) {
             continue;
         }
-        let path = root.path(&abs).display().to_string();
-        let was = journal.set(&path, &mv.to.to_string()).with_context(|| {
+        let was = journal.set(&abs, &mv.to.to_string()).with_context(|| {
             format!(
                 "moving IRQ {} ({}) to CPU {} ({} of {} moves were made; \
                      `iolab irq rollback` undoes them)",

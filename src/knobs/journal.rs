@@ -10,6 +10,13 @@
 //! kernel refused must not be "restored" later — a managed IRQ would refuse that too) and a
 //! torn half-line can never exist. A lock file (flock) marks the journal as owned by a live
 //! process, so `iolab restore` cannot undo knobs under a running experiment.
+//!
+//! Entries hold live paths (`/sys/block/loop0/queue/scheduler`) and the journal records the
+//! root it writes under (a fixture tree in tests), so the journal maps paths itself. A journal
+//! is only a file, so nothing in it is trusted: every path is checked against `kinds` when set
+//! and again when restored, and an entry that fails is refused, named, and not written. The
+//! journal also holds the machine-wide lock (`sys::lock`) of every device and IRQ it changes
+//! until it has put them back.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -19,7 +26,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::attr::{read_attr, write_attr};
+use super::kinds::{self, Located};
 use super::KnobError;
+use crate::sys::lock::{self, MachineLock};
+use crate::sys::SysRoot;
 
 /// Where iolab keeps state that must survive a crash: `$IOLAB_STATE_DIR`, else /var/lib/iolab.
 pub fn state_dir() -> PathBuf {
@@ -35,6 +45,7 @@ const LOCK: &str = "journal.lock";
 /// One knob change: enough to undo it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JournalEntry {
+    /// The live path (`/sys/block/loop0/queue/scheduler`), under the journal's root.
     pub path: String,
     pub old: String,
     pub new: String,
@@ -46,7 +57,17 @@ pub struct JournalEntry {
 struct JournalFile {
     pid: u32,
     started_unix: f64,
+    /// The machine root the paths lie under; absent (journals before it was recorded) = "/".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    root: Option<String>,
     entries: Vec<JournalEntry>,
+}
+
+/// An entry restore would not write, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefusedEntry {
+    pub entry: JournalEntry,
+    pub why: String,
 }
 
 /// What a restore did.
@@ -56,14 +77,19 @@ pub struct RestoreReport {
     pub restored: Vec<JournalEntry>,
     /// Knobs whose file no longer exists (the device went away): nothing left to restore.
     pub vanished: Vec<JournalEntry>,
+    /// Entries naming a file iolab never changes (a forged or damaged journal): not written.
+    pub refused: Vec<RefusedEntry>,
 }
 
 /// A live journal owned by this process: every knob change goes through `set`.
 #[derive(Debug)]
 pub struct Journal {
     dir: PathBuf,
+    root: SysRoot,
     file: JournalFile,
     _lock: File,
+    /// Machine-wide locks of what this journal changes; released after the restore.
+    held: Vec<MachineLock>,
     finished: bool,
 }
 
@@ -95,59 +121,86 @@ impl Journal {
         }
     }
 
-    /// Starts a journal in the default state directory.
+    /// Starts a journal for this machine in the default state directory.
     pub fn begin() -> Result<Journal, KnobError> {
         Journal::begin_in(&state_dir())
     }
 
-    /// Starts a journal in `dir` (created if needed). Fails if an unrestored journal exists or
-    /// another process holds the lock.
+    /// Starts a journal for this machine in `dir`.
     pub fn begin_in(dir: &Path) -> Result<Journal, KnobError> {
-        std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
-            path: dir.display().to_string(),
-            source,
-        })?;
+        Journal::begin_at(dir, &SysRoot::live())
+    }
+
+    /// Starts a journal in `dir` (created if needed) for knobs under `root`. Fails if an
+    /// unrestored journal exists or another process holds the lock.
+    pub fn begin_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
+        create_dir(dir)?;
         let lock = take_lock(dir)?;
         Self::unrestored(dir)?;
         let mut j = Journal {
             dir: dir.to_path_buf(),
+            root: root.clone(),
             file: JournalFile {
                 pid: std::process::id(),
                 started_unix: crate::store::time::now_unix(),
+                root: root_field(root),
                 entries: Vec::new(),
             },
             _lock: lock,
+            held: Vec::new(),
             finished: false,
         };
         j.persist()?;
         Ok(j)
     }
 
+    /// `resume_at` for this machine.
+    pub fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
+        Journal::resume_at(dir, &SysRoot::live())
+    }
+
     /// Takes over the journal in `dir` to add to it, keeping the entries an earlier process
     /// left there (a placement applied to stay, e.g. by `iolab irq apply`): a later restore
-    /// then goes all the way back to the values before the first change. Fails only if
-    /// another live process holds the lock.
-    pub fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
-        std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
-            path: dir.display().to_string(),
-            source,
-        })?;
+    /// then goes all the way back to the values before the first change. Fails if another
+    /// live process holds the lock, or the journal was written for another root.
+    pub fn resume_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
+        create_dir(dir)?;
         let lock = take_lock(dir)?;
-        let earlier = read_journal(&dir.join(JOURNAL))?;
+        let path = dir.join(JOURNAL);
+        let earlier = read_journal(&path)?;
+        if let Some(e) = &earlier {
+            let theirs = e.root.as_deref().unwrap_or("/");
+            if Path::new(theirs) != root.base() {
+                return Err(KnobError::OtherRoot {
+                    path: path.display().to_string(),
+                    theirs: theirs.to_string(),
+                    ours: root.base().display().to_string(),
+                });
+            }
+        }
         let mut j = Journal {
             dir: dir.to_path_buf(),
+            root: root.clone(),
             file: JournalFile {
                 pid: std::process::id(),
                 started_unix: earlier
                     .as_ref()
                     .map_or_else(crate::store::time::now_unix, |e| e.started_unix),
+                root: root_field(root),
                 entries: earlier.map(|e| e.entries).unwrap_or_default(),
             },
             _lock: lock,
+            held: Vec::new(),
             finished: false,
         };
         j.persist()?;
         Ok(j)
+    }
+
+    /// Hands the journal machine-wide locks its owner took up front (before creating
+    /// anything); `set` takes any other it needs itself. They are released after the restore.
+    pub fn hold(&mut self, locks: Vec<MachineLock>) {
+        self.held.extend(locks);
     }
 
     /// Ends this process's hold on the journal without restoring: the changes stay in effect
@@ -166,17 +219,30 @@ impl Journal {
         &self.file.entries
     }
 
-    /// Sets the attribute at `path` (a live absolute path) to `value`, journaling the old value
-    /// first. Returns the old value. Writing the value it already has is still journaled, so
-    /// restore stays a plain reverse replay.
+    /// Sets the attribute at `path` (a live path of a kind in `kinds::KINDS`, mapped under the
+    /// journal's root) to `value`, journaling the old value first. Returns the old value.
+    /// Writing the value it already has is still journaled, so restore stays a plain reverse
+    /// replay.
     pub fn set(&mut self, path: &str, value: &str) -> Result<String, KnobError> {
-        let old = read_attr(path)?;
+        let file = self.locate(path)?;
+        let resource = kinds::classify(path)
+            .map_err(|why| refused(path, why))?
+            .resource;
+        if !self.held.iter().any(|l| l.resource() == &resource) {
+            self.held
+                .extend(machine_locks(&self.root, &self.dir, [resource])?);
+        }
+        let shown = self.shown(path);
+        let old = read_attr(&file).map_err(|e| e.naming(&shown))?;
         let mark = self.file.entries.len();
         // Switching the elevator resets nr_requests to the new elevator's default (and bfq
         // turns writeback throttling off). Journal their current values *before* the scheduler
         // entry, so the reverse replay rewrites them after the old scheduler is back.
         for dependent in dependents_of(path) {
-            if let Ok(now) = read_attr(&dependent) {
+            let Ok(f) = self.locate(&dependent) else {
+                continue;
+            };
+            if let Ok(now) = read_attr(&f) {
                 self.file.entries.push(JournalEntry {
                     path: dependent,
                     old: now.clone(),
@@ -194,25 +260,51 @@ impl Journal {
             time_unix: crate::store::time::now_unix(),
         });
         self.persist()?;
-        if let Err(e) = write_attr(path, value) {
+        if let Err(e) = write_attr(&file, value) {
             // The knob did not change: take the entries back so restore never tries to write it.
             self.file.entries.truncate(mark);
             self.persist()?;
-            return Err(e);
+            return Err(e.naming(&shown));
         }
         Ok(old)
+    }
+
+    /// The file behind a valid live path; a missing one is a read error naming it.
+    fn locate(&self, path: &str) -> Result<String, KnobError> {
+        match kinds::locate(self.root.base(), path).map_err(|why| refused(path, why))? {
+            Located::File(f) => Ok(f.display().to_string()),
+            Located::Missing => Err(KnobError::Read {
+                path: self.shown(path),
+                source: std::io::ErrorKind::NotFound.into(),
+            }),
+        }
+    }
+
+    /// How a path is named in messages: as is on this machine, else where it is on disk.
+    fn shown(&self, path: &str) -> String {
+        if self.root.is_live() {
+            path.to_string()
+        } else {
+            self.root.path(path).display().to_string()
+        }
     }
 
     /// Writes every old value back, newest first, and removes the journal. Each successful
     /// restore is persisted before the next, so a kill half-way leaves an exact journal.
     /// Safe to call more than once.
     pub fn restore(&mut self) -> Result<RestoreReport, KnobError> {
-        let report = restore_entries(&mut self.file.entries, |entries| {
+        let (pid, started_unix, root) = (
+            self.file.pid,
+            self.file.started_unix,
+            self.file.root.clone(),
+        );
+        let report = restore_entries(self.root.base(), &mut self.file.entries, |entries| {
             write_journal(
                 &self.dir,
                 &JournalFile {
-                    pid: self.file.pid,
-                    started_unix: self.file.started_unix,
+                    pid,
+                    started_unix,
+                    root: root.clone(),
                     entries: entries.to_vec(),
                 },
             )
@@ -229,12 +321,81 @@ impl Journal {
 
 impl Drop for Journal {
     fn drop(&mut self) {
-        if self.finished {
-            return;
+        if !self.finished {
+            if let Err(e) = self.restore() {
+                eprintln!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
+            }
         }
-        if let Err(e) = self.restore() {
-            eprintln!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
+        // Changes still in effect (kept on purpose, or not restorable): the lock files keep
+        // naming this journal, so no other iolab takes these devices or IRQs over unawares.
+        if !self.file.entries.is_empty() {
+            self.held.iter_mut().for_each(MachineLock::keep_record);
         }
+    }
+}
+
+/// Takes the machine-wide locks of `resources` for the journal in `dir`: refused while
+/// another iolab holds one, and while an iolab that was killed holding one left its journal
+/// (in whatever state directory) unrestored — its entries may hold the original values, and
+/// changing the knob now would record the changed value as the original.
+pub fn machine_locks(
+    root: &SysRoot,
+    dir: &Path,
+    resources: impl IntoIterator<Item = lock::Resource>,
+) -> Result<Vec<MachineLock>, KnobError> {
+    let ours = std::path::absolute(dir.join(JOURNAL)).unwrap_or_else(|_| dir.join(JOURNAL));
+    Ok(lock::acquire_all_noting(
+        root,
+        resources,
+        Some(&ours),
+        &stale_journal,
+    )?)
+}
+
+/// Why a dead holder's journal `theirs` blocks the lock, if it does.
+fn stale_journal(pid: u32, theirs: &Path) -> Option<String> {
+    if theirs.file_name()? != JOURNAL {
+        return None;
+    }
+    let dir = theirs.parent()?;
+    let left = match read_journal(theirs) {
+        Ok(Some(j)) if !j.entries.is_empty() => j.entries.len(),
+        Ok(_) => return None,
+        Err(e) => {
+            return Some(format!(
+                "an iolab (pid {pid}) that was killed left a journal behind: {e}"
+            ))
+        }
+    };
+    // The placement journal of `irq apply` lives in STATE/irq and is undone by rollback.
+    let (state, command) = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("irq") => (dir.parent().unwrap_or(dir), "irq rollback"),
+        _ => (dir, "restore"),
+    };
+    Some(format!(
+        "an iolab (pid {pid}) that is gone left {left} change(s) in {} unrestored, perhaps \
+         this one's original value; put them back first: `IOLAB_STATE_DIR={} iolab {command}`",
+        theirs.display(),
+        state.display()
+    ))
+}
+
+fn create_dir(dir: &Path) -> Result<(), KnobError> {
+    std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
+        path: dir.display().to_string(),
+        source,
+    })
+}
+
+/// The `root` field: omitted for this machine, so journals stay readable by older iolabs.
+fn root_field(root: &SysRoot) -> Option<String> {
+    (!root.is_live()).then(|| root.base().display().to_string())
+}
+
+fn refused(path: &str, why: String) -> KnobError {
+    KnobError::Refused {
+        path: path.to_string(),
+        why,
     }
 }
 
@@ -258,7 +419,8 @@ pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
 }
 
 /// Replays an unrestored journal left by a killed run (what `iolab restore` does). `Ok(None)`
-/// when there is nothing to restore.
+/// when there is nothing to restore. Takes the machine-wide lock of every device and IRQ the
+/// journal names first: they are not restored under another iolab that is changing them now.
 pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     let path = dir.join(JOURNAL);
     if !path.exists() {
@@ -268,13 +430,31 @@ pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     let Some(mut file) = read_journal(&path)? else {
         return Ok(None);
     };
-    let (pid, started_unix) = (file.pid, file.started_unix);
-    let report = restore_entries(&mut file.entries, |entries| {
+    let base = PathBuf::from(file.root.as_deref().unwrap_or("/"));
+    let root = SysRoot::at(&base).map_err(|e| KnobError::State {
+        path: path.display().to_string(),
+        source: std::io::Error::other(format!(
+            "the journal's root {} is gone ({e}); nothing under it can be restored: delete {}",
+            base.display(),
+            path.display()
+        )),
+    })?;
+    let _held = machine_locks(
+        &root,
+        dir,
+        file.entries
+            .iter()
+            .filter_map(|e| kinds::classify(&e.path).ok())
+            .map(|m| m.resource),
+    )?;
+    let (pid, started_unix, root_text) = (file.pid, file.started_unix, file.root.clone());
+    let report = restore_entries(root.base(), &mut file.entries, |entries| {
         write_journal(
             dir,
             &JournalFile {
                 pid,
                 started_unix,
+                root: root_text.clone(),
                 entries: entries.to_vec(),
             },
         )
@@ -283,8 +463,11 @@ pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     Ok(Some(report))
 }
 
-/// Restores newest first; `save` persists what is still left after each step.
+/// Restores newest first, each entry only if it passes `kinds::locate` under `root`;
+/// `save` persists what is still left after each step. Refused entries are dropped from the
+/// journal (they would be refused every time) and reported.
 fn restore_entries(
+    root: &Path,
     entries: &mut Vec<JournalEntry>,
     mut save: impl FnMut(&[JournalEntry]) -> Result<(), KnobError>,
 ) -> Result<RestoreReport, KnobError> {
@@ -292,16 +475,16 @@ fn restore_entries(
     let mut failed: Vec<KnobError> = Vec::new();
     let mut kept: Vec<JournalEntry> = Vec::new();
     while let Some(entry) = entries.pop() {
-        if !Path::new(&entry.path).exists() {
-            report.vanished.push(entry);
-        } else {
-            match write_attr(&entry.path, &entry.old) {
+        match kinds::locate(root, &entry.path) {
+            Err(why) => report.refused.push(RefusedEntry { entry, why }),
+            Ok(Located::Missing) => report.vanished.push(entry),
+            Ok(Located::File(file)) => match write_attr(&file.display().to_string(), &entry.old) {
                 Ok(()) => report.restored.push(entry),
                 Err(e) => {
-                    failed.push(e);
+                    failed.push(e.naming(&entry.path));
                     kept.push(entry);
                 }
-            }
+            },
         }
         let mut left: Vec<JournalEntry> = entries.clone();
         left.extend(kept.iter().rev().cloned());
@@ -319,7 +502,7 @@ fn restore_entries(
 }
 
 fn read_journal(path: &Path) -> Result<Option<JournalFile>, KnobError> {
-    let text = match std::fs::read_to_string(path) {
+    let bytes = match std::fs::read(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
@@ -329,6 +512,14 @@ fn read_journal(path: &Path) -> Result<Option<JournalFile>, KnobError> {
             })
         }
     };
+    let text = String::from_utf8(bytes).map_err(|e| KnobError::Corrupt {
+        path: path.display().to_string(),
+        line: 1 + e.as_bytes()[..e.utf8_error().valid_up_to()]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count(),
+        message: format!("not UTF-8 text: {}", e.utf8_error()),
+    })?;
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| KnobError::Corrupt {
@@ -414,122 +605,155 @@ fn take_lock(dir: &Path) -> Result<File, KnobError> {
 mod tests {
     use super::*;
 
-    fn knob(dir: &Path, name: &str, value: &str) -> String {
-        let p = dir.join(name);
-        std::fs::write(&p, value).unwrap();
-        p.display().to_string()
+    /// A fixture root with queue attributes as plain files; knobs are named by live path.
+    struct Fake {
+        dir: tempfile::TempDir,
+        root: SysRoot,
+    }
+
+    impl Fake {
+        fn new() -> Fake {
+            let dir = tempfile::tempdir().unwrap();
+            let root = SysRoot::at(dir.path()).unwrap();
+            Fake { dir, root }
+        }
+
+        /// Creates `/sys/block/DEV/queue/ATTR` holding `value`; returns the live path.
+        fn knob(&self, dev: &str, attr: &str, value: &str) -> String {
+            let live = format!("/sys/block/{dev}/queue/{attr}");
+            let p = self.file(&live);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, value).unwrap();
+            live
+        }
+
+        fn file(&self, live: &str) -> PathBuf {
+            self.dir.path().join(live.trim_start_matches('/'))
+        }
+
+        fn read(&self, live: &str) -> String {
+            std::fs::read_to_string(self.file(live)).unwrap()
+        }
+
+        fn journal(&self, state: &Path) -> Journal {
+            Journal::begin_at(state, &self.root).unwrap()
+        }
     }
 
     #[test]
     fn restores_in_reverse_order_on_drop() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let sched = knob(sys.path(), "scheduler", "[mq-deadline] none\n");
-        let ra = knob(sys.path(), "read_ahead_kb", "128\n");
+        let sched = sys.knob("loop0", "scheduler", "[mq-deadline] none\n");
+        let ra = sys.knob("loop0", "read_ahead_kb", "128\n");
         {
-            let mut j = Journal::begin_in(state.path()).unwrap();
+            let mut j = sys.journal(state.path());
             assert_eq!(j.set(&sched, "none").unwrap(), "mq-deadline");
             assert_eq!(j.set(&ra, "4").unwrap(), "128");
             // Plain files, unlike sysfs, keep what was written verbatim.
-            std::fs::write(&sched, "mq-deadline [none]\n").unwrap();
+            std::fs::write(sys.file(&sched), "mq-deadline [none]\n").unwrap();
             assert_eq!(j.set(&sched, "kyber").unwrap(), "none");
             let on_disk = read_journal(&j.path()).unwrap().unwrap();
             assert_eq!(on_disk.entries.len(), 3);
+            assert_eq!(on_disk.entries[0].path, sched, "live paths are journaled");
+            assert_eq!(
+                on_disk.root.as_deref(),
+                Some(sys.root.base().to_str().unwrap())
+            );
             assert!(matches!(
                 Journal::unrestored(state.path()),
                 Err(KnobError::Unrestored { count: 3, .. })
             ));
         }
         // Reverse order: kyber->none, 4->128, none->mq-deadline; the last write wins.
-        assert_eq!(std::fs::read_to_string(&sched).unwrap(), "mq-deadline");
-        assert_eq!(std::fs::read_to_string(&ra).unwrap(), "128");
+        assert_eq!(sys.read(&sched), "mq-deadline");
+        assert_eq!(sys.read(&ra), "128");
         Journal::check_clean_in(state.path()).unwrap();
     }
 
     #[test]
     fn a_forgotten_journal_is_replayed_and_removed() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let nr = knob(sys.path(), "nr_requests", "256\n");
-        let gone = knob(sys.path(), "gone", "1\n");
-        let mut j = Journal::begin_in(state.path()).unwrap();
+        let nr = sys.knob("loop0", "nr_requests", "256\n");
+        let gone = sys.knob("loop1", "nr_requests", "1\n");
+        let mut j = sys.journal(state.path());
         j.set(&nr, "32").unwrap();
         j.set(&gone, "0").unwrap();
-        std::mem::forget(j); // what SIGKILL does: no drop, no restore (the lock fd leaks too)
-        std::fs::remove_file(&gone).unwrap();
-        // (The leaked lock fd of the forgotten journal is still open in this very process.)
+        // What SIGKILL does: no drop, no restore. The journal's locks (its state-dir lock and
+        // the machine-wide ones) leak with it, as a killed process's would not; take them back.
+        let held = std::mem::take(&mut j.held);
+        std::mem::forget(j);
+        drop(held);
+        std::fs::remove_dir_all(sys.file("/sys/block/loop1")).unwrap();
         let err = Journal::unrestored(state.path()).unwrap_err();
         assert!(err.to_string().contains("iolab restore"), "{err}");
-        // The forgotten journal's lock fd is still open in this process; flock locks belong to
-        // the open file, so take it over as a killed process's lock would have been released.
         let report = replay_unlocked_for_test(state.path());
         assert_eq!(report.restored.len(), 1);
         assert_eq!(report.vanished.len(), 1);
-        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "256");
-        assert!(replay_unlocked_for_test_none(state.path()));
+        assert_eq!(sys.read(&nr), "256");
+        assert!(read_journal(&state.path().join(JOURNAL)).unwrap().is_none());
     }
 
+    /// `replay` without the state-dir lock (the forgotten journal's lock fd is still open in
+    /// this process, and flock locks belong to the open file).
     fn replay_unlocked_for_test(dir: &Path) -> RestoreReport {
         let path = dir.join(JOURNAL);
         let mut file = read_journal(&path).unwrap().unwrap();
-        let r = restore_entries(&mut file.entries, |_| Ok(())).unwrap();
+        let root = PathBuf::from(file.root.clone().unwrap());
+        let r = restore_entries(&root, &mut file.entries, |_| Ok(())).unwrap();
         remove_journal(dir).unwrap();
         r
     }
 
-    fn replay_unlocked_for_test_none(dir: &Path) -> bool {
-        read_journal(&dir.join(JOURNAL)).unwrap().is_none()
-    }
-
     #[test]
     fn a_journal_used_again_after_restore_restores_again() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let k = knob(sys.path(), "k", "1\n");
+        let k = sys.knob("loop0", "rq_affinity", "1\n");
         {
-            let mut j = Journal::begin_in(state.path()).unwrap();
+            let mut j = sys.journal(state.path());
             j.set(&k, "2").unwrap();
             j.restore().unwrap();
             assert!(!j.path().exists());
             j.set(&k, "3").unwrap();
             assert!(j.path().exists(), "the second change is journaled on disk");
         }
-        assert_eq!(std::fs::read_to_string(&k).unwrap(), "1");
+        assert_eq!(sys.read(&k), "1");
     }
 
     #[test]
     fn a_refused_write_is_not_left_in_the_journal() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let ok = knob(sys.path(), "ok", "1\n");
-        let dir_not_file = sys.path().join("adir");
-        std::fs::create_dir(&dir_not_file).unwrap();
-        let mut j = Journal::begin_in(state.path()).unwrap();
+        let ok = sys.knob("loop0", "rq_affinity", "1\n");
+        let dir_not_file = "/sys/block/loop0/queue/adir";
+        std::fs::create_dir(sys.file(dir_not_file)).unwrap();
+        let mut j = sys.journal(state.path());
         j.set(&ok, "2").unwrap();
         // Reading a directory fails before anything is journaled.
-        assert!(j.set(&dir_not_file.display().to_string(), "x").is_err());
+        assert!(j.set(dir_not_file, "x").is_err());
         assert_eq!(j.entries().len(), 1);
         let report = j.restore().unwrap();
         assert_eq!(report.restored.len(), 1);
-        assert_eq!(std::fs::read_to_string(&ok).unwrap(), "1");
+        assert_eq!(sys.read(&ok), "1");
     }
 
     #[test]
     fn a_scheduler_switch_also_journals_what_it_resets() {
-        let sys = tempfile::tempdir().unwrap();
+        let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        std::fs::create_dir(sys.path().join("queue")).unwrap();
-        let sched = knob(sys.path(), "queue/scheduler", "[mq-deadline] none\n");
-        let nr = knob(sys.path(), "queue/nr_requests", "64\n");
-        let mut j = Journal::begin_in(state.path()).unwrap();
+        let sched = sys.knob("loop0", "scheduler", "[mq-deadline] none\n");
+        let nr = sys.knob("loop0", "nr_requests", "64\n");
+        let mut j = sys.journal(state.path());
         j.set(&sched, "none").unwrap();
         // What the kernel does on an elevator switch:
-        std::fs::write(&nr, "256").unwrap();
+        std::fs::write(sys.file(&nr), "256").unwrap();
         let paths: Vec<&str> = j.entries().iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, vec![nr.as_str(), sched.as_str()]);
         j.restore().unwrap();
-        assert_eq!(std::fs::read_to_string(&nr).unwrap(), "64");
-        assert_eq!(std::fs::read_to_string(&sched).unwrap(), "mq-deadline");
+        assert_eq!(sys.read(&nr), "64");
+        assert_eq!(sys.read(&sched), "mq-deadline");
     }
 
     #[test]
@@ -544,11 +768,141 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_journal_names_the_file_and_line() {
+    fn a_second_journal_elsewhere_is_refused_on_the_same_device() {
+        let sys = Fake::new();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let k = sys.knob("loop0", "nr_requests", "64\n");
+        let other = sys.knob("loop1", "nr_requests", "64\n");
+        let mut first = sys.journal(a.path());
+        first.set(&k, "32").unwrap();
+        let mut second = sys.journal(b.path());
+        let err = second.set(&k, "16").unwrap_err();
+        assert!(matches!(err, KnobError::Machine(_)), "{err}");
+        assert!(err.to_string().contains("/dev/loop0"), "{err}");
+        assert!(second.entries().is_empty());
+        second.set(&other, "16").unwrap();
+        assert_eq!(sys.read(&k), "32");
+        drop(first);
+        assert_eq!(sys.read(&k), "64");
+        second.set(&k, "8").unwrap();
+    }
+
+    #[test]
+    fn a_killed_holders_unrestored_journal_blocks_the_device_from_any_state_dir() {
+        let sys = Fake::new();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let k = sys.knob("loop0", "nr_requests", "64\n");
+        let mut first = sys.journal(a.path());
+        first.set(&k, "32").unwrap();
+        // SIGKILL: the flock goes with the process, the lock file's record and journal stay.
+        let held = std::mem::take(&mut first.held);
+        std::mem::forget(first);
+        let lock_file = sys.dir.path().join("run/lock/iolab/block-loop0.lock");
+        let record = std::fs::read_to_string(&lock_file).unwrap();
+        assert!(record.contains("journal.json"), "{record}");
+        drop(held); // releases the flock, and (unlike a kill) clears the record: put it back
+        std::fs::write(&lock_file, &record).unwrap();
+        let mut second = sys.journal(b.path());
+        let err = second.set(&k, "16").unwrap_err().to_string();
+        assert!(
+            err.contains("/dev/loop0")
+                && err.contains(&format!(
+                    "IOLAB_STATE_DIR={} iolab restore",
+                    a.path().display()
+                )),
+            "{err}"
+        );
+        assert_eq!(sys.read(&k), "32");
+        // Once it is restored, the device is free again.
+        replay_unlocked_for_test(a.path());
+        assert_eq!(second.set(&k, "16").unwrap(), "64");
+    }
+
+    #[test]
+    fn a_corrupt_journal_names_the_file_and_line_and_says_what_to_do() {
         let state = tempfile::tempdir().unwrap();
-        std::fs::write(state.path().join(JOURNAL), "{\n  \"pid\": 1,\n  oops\n").unwrap();
+        let path = state.path().join(JOURNAL);
+        std::fs::write(&path, "{\n  \"pid\": 1,\n  oops\n").unwrap();
         let err = Journal::check_clean_in(state.path()).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("journal.json:3"), "{msg}");
+        std::fs::write(&path, b"{\n\"pid\": 1,\n\xff\xfe\n").unwrap();
+        let msg = replay(state.path()).unwrap_err().to_string();
+        assert!(
+            msg.contains("journal.json:3")
+                && msg.contains("not UTF-8")
+                && msg.contains("restore the knobs it lists by hand")
+                && msg.contains(&format!("then delete {}", path.display())),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn forged_entries_are_refused_and_the_valid_ones_restored() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let nr = sys.knob("loop0", "nr_requests", "32\n");
+        // A file outside any kind, one the fake root links out to, and one under /tmp.
+        let victim = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(victim.path(), "keep\n").unwrap();
+        let link = "/sys/block/loop0/queue/scheduler";
+        std::os::unix::fs::symlink(victim.path(), sys.file(link)).unwrap();
+        let forged = [
+            victim.path().display().to_string(),
+            "/etc/hostname".to_string(),
+            link.to_string(),
+            "/sys/block/loop0/queue/../../../../etc/hostname".to_string(),
+        ];
+        let mut entries: Vec<JournalEntry> = forged
+            .iter()
+            .map(|p| JournalEntry {
+                path: p.clone(),
+                old: "pwned".into(),
+                new: "x".into(),
+                time_unix: 0.0,
+            })
+            .collect();
+        entries.push(JournalEntry {
+            path: nr.clone(),
+            old: "64".into(),
+            new: "32".into(),
+            time_unix: 0.0,
+        });
+        let file = JournalFile {
+            pid: 1,
+            started_unix: 0.0,
+            root: Some(sys.root.base().display().to_string()),
+            entries,
+        };
+        write_journal(state.path(), &file).unwrap();
+        let hostname = std::fs::read("/etc/hostname").ok();
+        let report = replay(state.path()).unwrap().unwrap();
+        assert_eq!(report.restored.len(), 1);
+        assert_eq!(sys.read(&nr), "64");
+        let refused: Vec<&str> = report
+            .refused
+            .iter()
+            .map(|r| r.entry.path.as_str())
+            .collect();
+        assert_eq!(refused.len(), 4, "{refused:?}");
+        assert!(report.refused.iter().any(|r| r.why.contains("outside")));
+        assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "keep\n");
+        assert_eq!(std::fs::read("/etc/hostname").ok(), hostname);
+        assert!(!state.path().join(JOURNAL).exists());
+        // And `set` refuses the same paths before writing anything.
+        let mut j = sys.journal(state.path());
+        for p in &forged {
+            assert!(j.set(p, "x").is_err(), "{p}");
+        }
+        assert!(j.entries().is_empty());
+        assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "keep\n");
+    }
+
+    #[test]
+    fn an_old_journal_without_a_root_is_this_machines() {
+        let text = r#"{"pid": 5, "started_unix": 1.0, "entries": []}"#;
+        let f: JournalFile = serde_json::from_str(text).unwrap();
+        assert_eq!(f.root, None);
+        assert!(!serde_json::to_string(&f).unwrap().contains("root"));
     }
 }

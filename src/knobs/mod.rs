@@ -5,12 +5,15 @@
 
 mod attr;
 mod journal;
+pub mod kinds;
 pub mod signals;
 
 pub use attr::{
     choices, current_choice, explain_write_error, probe_rewrite, read_attr, write_attr,
 };
-pub use journal::{pending, replay, state_dir, Journal, JournalEntry, RestoreReport};
+pub use journal::{
+    machine_locks, pending, replay, state_dir, Journal, JournalEntry, RefusedEntry, RestoreReport,
+};
 
 /// Sysfs path of one block-queue attribute of a device ("loop0", "nr_requests").
 pub fn queue_attr_path(device: &str, attr: &str) -> String {
@@ -44,7 +47,7 @@ pub enum KnobError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}:{line}: journal is not valid JSON ({message}); inspect it, restore the listed knobs by hand, then delete it")]
+    #[error("{path}:{line}: the journal cannot be read ({message}); nothing was restored from it: restore the knobs it lists by hand (`cat -v {path}` shows them), then delete {path}")]
     Corrupt {
         path: String,
         line: usize,
@@ -58,6 +61,38 @@ pub enum KnobError {
     },
     #[error("{path}: another iolab is changing knobs right now; wait for it to finish (or stop it) first")]
     Busy { path: String },
+    #[error("{path}: refused: {why}; iolab writes nothing there (a journal entry naming it was forged or damaged)")]
+    Refused { path: String, why: String },
+    #[error("{path}: this journal holds changes under root {theirs}, not {ours}; restore it first (`iolab restore` or `iolab irq rollback`)")]
+    OtherRoot {
+        path: String,
+        theirs: String,
+        ours: String,
+    },
+    #[error(transparent)]
+    Machine(#[from] crate::sys::lock::LockError),
     #[error("some knobs could not be restored (they stay in the journal; fix the cause and run `iolab restore`):\n  {}", errors.join("\n  "))]
     RestoreFailed { errors: Vec<String> },
+}
+
+impl KnobError {
+    /// The same error naming `shown` instead of the file it was about (a resolved sysfs path
+    /// is not what the user asked for: `/sys/block/loop0/...` is).
+    pub(crate) fn naming(self, shown: &str) -> KnobError {
+        match self {
+            KnobError::Read { source, .. } => KnobError::Read {
+                path: shown.to_string(),
+                source,
+            },
+            KnobError::Write {
+                value, why, source, ..
+            } => KnobError::Write {
+                path: shown.to_string(),
+                value,
+                why,
+                source,
+            },
+            other => other,
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! so the same code runs on the live machine and on a snapshot directory, and pure parsers
 //! that turn the text of /proc and /sys files into values without doing any I/O themselves.
 
+pub mod lock;
 pub mod parse;
 mod root;
 

@@ -8,7 +8,10 @@ mod scratch;
 pub mod signatures;
 
 pub use data::{device_name, holds_data, mounts_of, read_signatures, swaps_on, Reason};
-pub use scratch::{remove_leaked_scratch, ScratchDevice, DEFAULT_SCRATCH_BYTES, SCRATCH_FILE_DIR};
+pub use scratch::{
+    remove_leaked_scratch, scratch_file_pid, ScratchCleanup, ScratchDevice, DEFAULT_SCRATCH_BYTES,
+    SCRATCH_FILE_DIR,
+};
 pub use signatures::Signature;
 
 use crate::sys::SysRoot;

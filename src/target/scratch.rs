@@ -245,13 +245,39 @@ fn loops_backed_by(file: &str) -> Vec<String> {
     out
 }
 
+/// What `remove_leaked_scratch` did, and what it would not do.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct ScratchCleanup {
+    /// Loop devices detached (or, where none was attached, scratch files deleted).
+    pub removed: Vec<String>,
+    /// Markers that were unreadable or named something iolab does not make, each with what
+    /// was done about it and what to do.
+    pub problems: Vec<String>,
+}
+
+/// The pid in a scratch file's name when `file` is one `create_in` makes
+/// (`/dev/shm/iolab-scratch-PID-N.img`), else None. Pure.
+pub fn scratch_file_pid(file: &str) -> Option<u32> {
+    let name = file.strip_prefix(SCRATCH_FILE_DIR)?.strip_prefix('/')?;
+    let (pid, n) = name
+        .strip_prefix("iolab-scratch-")?
+        .strip_suffix(".img")?
+        .split_once('-')?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(n)).then(|| pid.parse().ok())?
+}
+
 /// Removes scratch devices and files left by iolab processes that no longer exist (killed
-/// before their guard ran). Returns the loop devices (or files) removed.
-pub fn remove_leaked_scratch(state_dir: &Path) -> Result<Vec<String>, TargetError> {
+/// before their guard ran). A marker is only a file in the state directory, so nothing in it
+/// is trusted: only a file iolab makes (`scratch_file_pid`) whose creator — the pid in its
+/// name, which must be the marker's — is gone, is deleted, and a loop device is detached only
+/// when the kernel says that file is its backing file. A marker that cannot be read is moved
+/// aside (`NAME.json.corrupt`) and reported, never skipped silently.
+pub fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, TargetError> {
     let dir = state_dir.join("scratch");
     let entries = match std::fs::read_dir(&dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
         Err(source) => {
             return Err(TargetError::Io {
                 path: dir.display().to_string(),
@@ -259,29 +285,86 @@ pub fn remove_leaked_scratch(state_dir: &Path) -> Result<Vec<String>, TargetErro
             })
         }
     };
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
+    let mut out = ScratchCleanup::default();
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let Ok(m) = serde_json::from_str::<Marker>(&text) else {
-            continue;
+        let m = match std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<Marker>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(m) => m,
+            Err(why) => {
+                let aside = path.with_extension("json.corrupt");
+                let moved = match std::fs::rename(&path, &aside) {
+                    Ok(()) => format!("moved to {}", aside.display()),
+                    Err(e) => format!("could not be moved aside ({e}); delete it"),
+                };
+                out.problems.push(format!(
+                    "{}: unreadable scratch marker ({why}); {moved}. Check `losetup --list` for \
+                     a loop device over {SCRATCH_FILE_DIR}/iolab-scratch-*.img whose iolab is \
+                     gone: detach it with `losetup -d` and delete the file",
+                    path.display()
+                ));
+                continue;
+            }
         };
         if Path::new(&format!("/proc/{}", m.pid)).exists() {
             continue; // its owner is still running and will clean up itself
         }
+        match scratch_file_pid(&m.backing_file) {
+            Some(pid) if pid == m.pid => {}
+            _ => {
+                out.problems.push(format!(
+                    "{}: names {} (pid {}), which is not a scratch file of that iolab \
+                     ({SCRATCH_FILE_DIR}/iolab-scratch-PID-N.img): nothing was detached or \
+                     deleted; the marker was removed",
+                    path.display(),
+                    m.backing_file,
+                    m.pid
+                ));
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+        }
+        let mut detached = Vec::new();
         for name in loops_backed_by(&m.backing_file) {
             detach(&name)?;
-            removed.push(name);
+            detached.push(name);
         }
-        if std::fs::remove_file(&m.backing_file).is_ok() && removed.is_empty() {
-            removed.push(m.backing_file.clone());
+        if std::fs::remove_file(&m.backing_file).is_ok() && detached.is_empty() {
+            detached.push(m.backing_file.clone());
         }
+        out.removed.extend(detached);
         let _ = std::fs::remove_file(&path);
     }
-    Ok(removed)
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_files_named_like_iolabs_scratch_files_are_its_own() {
+        assert_eq!(
+            scratch_file_pid("/dev/shm/iolab-scratch-123-0.img"),
+            Some(123)
+        );
+        for other in [
+            "/dev/shm/iolab-scratch-123-0.img.bak",
+            "/dev/shm/sub/iolab-scratch-1-0.img",
+            "/dev/shm/../etc/iolab-scratch-1-0.img",
+            "/tmp/iolab-scratch-1-0.img",
+            "/dev/shm/iolab-scratch--0.img",
+            "/dev/shm/iolab-scratch-1-x.img",
+            "/dev/shm/data.img",
+            "/etc/passwd",
+        ] {
+            assert_eq!(scratch_file_pid(other), None, "{other}");
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! recording), and puts every tracefs setting back — on success, on error, on Ctrl-C and
 //! SIGTERM (the journal lives in a guard whose Drop restores in reverse order).
 
+use crate::sys::lock::Resource;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -449,16 +450,8 @@ fn record_until(
         }
         settings.unmount = Some(tracefs.clone());
     }
-    // The blk tracer is global: one recorder at a time.
-    let lock_path = Path::new("/run/iolab-trace.lock");
-    let lock =
-        File::create(lock_path).with_context(|| format!("creating {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        bail!(
-            "another `iolab trace record` is running (lock {} is held)",
-            lock_path.display()
-        );
-    }
+    // The blk tracer is global: one recorder at a time, machine-wide.
+    let lock = crate::sys::lock::acquire(&crate::sys::SysRoot::live(), Resource::Tracer)?;
     let current = read_trim(&tracefs.join("current_tracer"))?;
     if current != "nop" && current != "blk" {
         bail!("tracefs is in use by the `{current}` tracer; refusing to take it over");

@@ -25,6 +25,7 @@
 //! `not_applicable` run with its reason, and not retried.
 
 pub mod record;
+pub mod registry;
 pub mod resolve;
 pub mod summary;
 pub mod trace;
@@ -41,6 +42,7 @@ use crate::knobs::{Journal, JournalEntry, RestoreReport};
 use crate::model::Machine;
 use crate::stats::{AdaptiveRule, CellStatus};
 use crate::store::{NewExperiment, NewRun, RunStatus, Store};
+use crate::sys::lock::Resource;
 use crate::sys::SysRoot;
 use crate::workload::options::LOG_NAME_OPTIONS;
 use crate::workload::{CancelToken, FioRunner, FioStatus};
@@ -385,8 +387,16 @@ pub fn run(
     } else {
         named_devices(exp, settings)
     };
+    // Machine-wide locks on the named devices before anything is written, created or
+    // stored: a second iolab on the same device, whatever its state directory, stops here.
+    let mut locks = Vec::new();
     if let (Some(devs), false) = (&named, remote) {
         check_writes(exp, settings, devs)?;
+        locks = crate::knobs::machine_locks(
+            &settings.root,
+            &settings.state_dir,
+            devs.iter().map(|d| Resource::Device(d.clone())),
+        )?;
     }
 
     let findings = crate::preflight::collect(&settings.root, settings.preflight_sample);
@@ -409,6 +419,13 @@ pub fn run(
         Some(d) => d.clone(),
         None => scratch.iter().map(|s| s.name().to_string()).collect(),
     };
+    if named.is_none() {
+        locks.extend(crate::knobs::machine_locks(
+            &settings.root,
+            &settings.state_dir,
+            devices.iter().map(|d| Resource::Device(d.clone())),
+        )?);
+    }
     for s in &scratch {
         progress.message(&format!(
             "target: scratch device /dev/{} ({} MiB on {})",
@@ -433,6 +450,25 @@ pub fn run(
         plan(exp, &machine, &devices, !scratch.is_empty())?
     };
 
+    // Every other machine-wide thing a cell writes (the IRQs an `irq_cpu` factor moves).
+    let held: Vec<Resource> = locks.iter().map(|l| l.resource().clone()).collect();
+    let more = plan
+        .cells
+        .iter()
+        .flat_map(|c| &c.writes)
+        .filter_map(|w| crate::knobs::kinds::classify(&w.path).ok())
+        .map(|m| m.resource)
+        .filter(|r| !held.contains(r));
+    locks.extend(crate::knobs::machine_locks(
+        &settings.root,
+        &settings.state_dir,
+        more,
+    )?);
+    // Begun before the experiment is stored, so a busy state directory stores nothing either;
+    // it holds the locks until it has restored everything.
+    let mut journal = Journal::begin_at(&settings.state_dir, &settings.root)?;
+    journal.hold(locks);
+
     let mut store = Store::open(&settings.db_path)?;
     let host = if remote {
         // Addresses hold commas ("host,port"); '+' keeps tag selectors usable.
@@ -454,6 +490,15 @@ pub fn run(
         host: host.clone(),
         kernel: kernel.clone(),
     })?;
+    // Until the status is final, `iolab restore` can find (and mark) this experiment.
+    let registered = match registry::register(&settings.state_dir, &settings.db_path, experiment_id)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            store.set_experiment_status(experiment_id, "failed")?;
+            return Err(e);
+        }
+    };
     let mut env = crate::preflight::to_environment(&findings);
     env.push(crate::store::EnvironmentEntry {
         key: "target".into(),
@@ -498,7 +543,6 @@ pub fn run(
             fio_logs_dir(&settings.db_path, experiment_id).display()
         ));
     }
-    let mut journal = Journal::begin_in(&settings.state_dir)?;
     let looped = execute(
         exp,
         &plan,
@@ -523,6 +567,8 @@ pub fn run(
         _ => "failed",
     };
     store.set_experiment_status(experiment_id, status)?;
+    registered.finish();
+    drop(journal); // releases the machine-wide locks
     let restored = restored?;
     let looped = looped?;
     let capped_cells = looped
@@ -851,23 +897,15 @@ fn one_run(
     Ok(Some((record.status, metrics)))
 }
 
-/// Writes a cell's knobs through the journal; the reason of the first failure.
+/// Writes a cell's knobs through the journal (which maps them under the run's root); the
+/// reason of the first failure.
 fn write_knobs(lp: &mut Loop, writes: &[KnobWrite]) -> std::result::Result<(), String> {
     for w in writes {
-        let path = under_root(&lp.settings.root, &w.path);
         lp.journal
-            .set(&path, &w.value)
+            .set(&w.path, &w.value)
             .map_err(|e| format!("cannot set {} = {}: {e}", w.path, w.value))?;
     }
     Ok(())
-}
-
-fn under_root(root: &SysRoot, abs: &str) -> String {
-    if root.is_live() {
-        abs.to_string()
-    } else {
-        root.path(abs).display().to_string()
-    }
 }
 
 #[cfg(test)]

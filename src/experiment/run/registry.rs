@@ -1,0 +1,187 @@
+//! Which experiment a run is writing, and where, recorded in the state directory while it runs.
+//! A run killed with SIGKILL never sets its experiment's final status, so the experiment would
+//! stay `running` forever; `iolab restore` only knows the state directory, not the database the
+//! run used. So the run leaves a small record `STATE/runs/PID-ID.json` (database path and
+//! experiment id) from the moment the experiment is created until its status is final, and
+//! `restore` marks every experiment whose recording process is gone as `interrupted`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::store::Store;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    pid: u32,
+    db_path: PathBuf,
+    experiment_id: i64,
+}
+
+/// The record of one running experiment; `finish` removes it once its status is final.
+#[derive(Debug)]
+pub struct Registered {
+    path: PathBuf,
+}
+
+fn dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("runs")
+}
+
+/// Records that this process is writing experiment `id` in `db_path`.
+pub fn register(state_dir: &Path, db_path: &Path, id: i64) -> Result<Registered> {
+    let dir = dir(state_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{}-{id}.json", std::process::id()));
+    let rec = Record {
+        pid: std::process::id(),
+        // Absolute: `restore` may run from another directory.
+        db_path: std::path::absolute(db_path).unwrap_or_else(|_| db_path.to_path_buf()),
+        experiment_id: id,
+    };
+    std::fs::write(&path, serde_json::to_string(&rec)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(Registered { path })
+}
+
+impl Registered {
+    /// The experiment's status is final: nothing left for `restore` to mark.
+    pub fn finish(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// One experiment `mark_abandoned` set to `interrupted`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Abandoned {
+    pub db_path: PathBuf,
+    pub experiment_id: i64,
+}
+
+/// Marks `interrupted` every experiment recorded in `state_dir` whose process is gone and whose
+/// status is still `running`, and removes the records. A record that cannot be read, or whose
+/// database is gone, is reported in `problems` (with what to do) and removed.
+pub fn mark_abandoned(state_dir: &Path) -> Result<(Vec<Abandoned>, Vec<String>)> {
+    let dir = dir(state_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    let (mut marked, mut problems) = (Vec::new(), Vec::new());
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let rec = match std::fs::read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<Record>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(r) => r,
+            Err(why) => {
+                problems.push(format!(
+                    "{}: unreadable run record ({why}), removed; if an experiment still shows \
+                     `running`, its run was killed",
+                    path.display()
+                ));
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+        };
+        if Path::new(&format!("/proc/{}", rec.pid)).exists() {
+            continue; // still running: it sets its own status
+        }
+        match mark(&rec) {
+            Ok(true) => marked.push(Abandoned {
+                db_path: rec.db_path.clone(),
+                experiment_id: rec.experiment_id,
+            }),
+            Ok(false) => {}
+            Err(e) => problems.push(format!(
+                "{}: experiment {} in {} could not be marked interrupted ({e:#}); the record \
+                 was removed",
+                path.display(),
+                rec.experiment_id,
+                rec.db_path.display()
+            )),
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    Ok((marked, problems))
+}
+
+fn mark(rec: &Record) -> Result<bool> {
+    let mut store = Store::open_existing(&rec.db_path)?;
+    if store.experiment(rec.experiment_id)?.status != "running" {
+        return Ok(false);
+    }
+    store.set_experiment_status(rec.experiment_id, "interrupted")?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewExperiment;
+
+    fn experiment(store: &mut Store) -> i64 {
+        store
+            .create_experiment(&NewExperiment {
+                name: "e".into(),
+                file_text: String::new(),
+                seed: 1,
+                planned_order: serde_json::json!([]),
+                host: "h".into(),
+                kernel: "k".into(),
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn experiments_of_gone_runs_are_marked_interrupted_and_live_ones_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let state = dir.path().join("state");
+        let mut store = Store::open(&db).unwrap();
+        let (killed, live, done) = (
+            experiment(&mut store),
+            experiment(&mut store),
+            experiment(&mut store),
+        );
+        store.set_experiment_status(done, "done").unwrap();
+        // This process stands for the live run; a reaped child's pid for the killed one.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let registered = register(&state, &db, live).unwrap();
+        for (pid, id) in [(gone, killed), (gone, done)] {
+            let rec = Record {
+                pid,
+                db_path: db.clone(),
+                experiment_id: id,
+            };
+            std::fs::write(
+                dir.path().join(format!("state/runs/{pid}-{id}.json")),
+                serde_json::to_string(&rec).unwrap(),
+            )
+            .unwrap();
+        }
+        std::fs::write(state.join("runs/junk.json"), "{").unwrap();
+
+        let (marked, problems) = mark_abandoned(&state).unwrap();
+        assert_eq!(marked.len(), 1);
+        assert_eq!(marked[0].experiment_id, killed);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].contains("junk.json"), "{problems:?}");
+        let store = Store::open_existing(&db).unwrap();
+        assert_eq!(store.experiment(killed).unwrap().status, "interrupted");
+        assert_eq!(store.experiment(live).unwrap().status, "running");
+        assert_eq!(store.experiment(done).unwrap().status, "done");
+        // Only the live run's record is left, until it finishes.
+        assert_eq!(std::fs::read_dir(state.join("runs")).unwrap().count(), 1);
+        registered.finish();
+        assert_eq!(std::fs::read_dir(state.join("runs")).unwrap().count(), 0);
+    }
+}

@@ -1,0 +1,279 @@
+//! Machine-wide locks. A block device's queue knobs, an interrupt's affinity and the kernel's
+//! tracer belong to the machine, not to one state directory: two iolab processes with
+//! different `IOLAB_STATE_DIR`s would otherwise both change them, each measure under the
+//! other's settings, and each journal the other's values as "originals". So every writer takes
+//! an exclusive flock on one file per thing it changes, in `<root>/run/lock/iolab/` (live:
+//! /run/lock/iolab), before its first write, and holds it until everything is put back.
+//!
+//! The directory hangs off the `SysRoot`, never off the state directory (that is what differs
+//! between the two processes), and fixture-root tests get their own. The holder writes its pid
+//! into the file so a refused process can say who holds it; a lock whose holder died is free
+//! again (flock dies with its process), and the stale pid is simply overwritten.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::SysRoot;
+
+/// One thing only one iolab may change at a time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Resource {
+    /// A block device by kernel name ("loop3"): its queue attributes.
+    Device(String),
+    /// An interrupt by number: its affinity.
+    Irq(u32),
+    /// The kernel's tracer (tracefs `current_tracer` and its options).
+    Tracer,
+}
+
+impl Resource {
+    fn file_name(&self) -> String {
+        match self {
+            Resource::Device(d) => format!("block-{d}.lock"),
+            Resource::Irq(n) => format!("irq-{n}.lock"),
+            Resource::Tracer => "tracer.lock".to_string(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Resource::Device(d) => format!("/dev/{d}"),
+            Resource::Irq(n) => format!("IRQ {n}"),
+            Resource::Tracer => "the kernel's block tracer".to_string(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("{what} is being changed by another iolab ({holder}, lock {path}); wait for it to finish, or stop it, then try again")]
+    Held {
+        what: String,
+        holder: String,
+        path: String,
+    },
+    #[error("{path}: cannot take the machine-wide lock: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what}: {why}")]
+    Stale { what: String, why: String },
+    #[error("{0:?}: not a block device name (expected a kernel name such as loop3)")]
+    BadName(String),
+}
+
+/// A held lock; released when dropped (the file stays, emptied, for the next holder).
+#[derive(Debug)]
+pub struct MachineLock {
+    file: File,
+    resource: Resource,
+    /// False when refusing over a stale holder: its record must stay for the next look.
+    clear: bool,
+}
+
+impl MachineLock {
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// Leaves the record (pid, note) in the lock file on release: the holder's changes stay
+    /// in effect (kept, or not restorable), so the next taker must see whose they are.
+    pub fn keep_record(&mut self) {
+        self.clear = false;
+    }
+}
+
+impl Drop for MachineLock {
+    fn drop(&mut self) {
+        // Still holding the flock: nobody reads a half-cleared file. Failing to clear only
+        // leaves a stale pid, which the next holder overwrites.
+        if self.clear {
+            let _ = self.file.set_len(0);
+        }
+    }
+}
+
+/// Where the lock files of `root` live.
+pub fn lock_dir(root: &SysRoot) -> PathBuf {
+    root.base().join("run/lock/iolab")
+}
+
+/// Takes the lock on `resource` without waiting; refuses, naming the holder's pid, when
+/// another process has it.
+pub fn acquire(root: &SysRoot, resource: Resource) -> Result<MachineLock, LockError> {
+    acquire_noting(root, resource, None, &|_, _| None)
+}
+
+/// What a holder that died without releasing left in the lock file: its pid and note.
+pub type StaleCheck<'a> = &'a dyn Fn(u32, &Path) -> Option<String>;
+
+/// `acquire`, recording `note` (the holder's journal) beside the pid. A process killed while
+/// holding the lock leaves both behind; the next taker's `stale` check sees them (pid, note)
+/// when the note is not its own, and a `Some(why)` refuses the lock with that reason, keeping
+/// the record for the next look.
+pub fn acquire_noting(
+    root: &SysRoot,
+    resource: Resource,
+    note: Option<&Path>,
+    stale: StaleCheck,
+) -> Result<MachineLock, LockError> {
+    if let Resource::Device(d) = &resource {
+        if d.is_empty() || d.contains('/') || d == "." || d == ".." {
+            return Err(LockError::BadName(d.clone()));
+        }
+    }
+    let dir = lock_dir(root);
+    std::fs::create_dir_all(&dir).map_err(|source| LockError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let path = dir.join(resource.file_name());
+    let io = |source| LockError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    // SAFETY: flock on a file descriptor we own; no memory is involved.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(io(err));
+        }
+        return Err(LockError::Held {
+            what: resource.describe(),
+            holder: holder_of(&path),
+            path: path.display().to_string(),
+        });
+    }
+    let mut earlier = String::new();
+    file.read_to_string(&mut earlier).map_err(io)?;
+    let mut lines = earlier.lines();
+    if let (Some(Ok(pid)), Some(theirs)) = (lines.next().map(str::parse::<u32>), lines.next()) {
+        let theirs = Path::new(theirs);
+        if Some(theirs) != note {
+            if let Some(why) = stale(pid, theirs) {
+                // Dropped without clearing: the record stays for whoever looks next.
+                drop(MachineLock {
+                    file,
+                    resource: resource.clone(),
+                    clear: false,
+                });
+                return Err(LockError::Stale {
+                    what: resource.describe(),
+                    why,
+                });
+            }
+        }
+    }
+    let me = match note {
+        Some(n) => format!("{}\n{}\n", std::process::id(), n.display()),
+        None => format!("{}\n", std::process::id()),
+    };
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(me.as_bytes()))
+        .map_err(io)?;
+    Ok(MachineLock {
+        file,
+        resource,
+        clear: true,
+    })
+}
+
+/// Takes every lock in `resources` (sorted, duplicates once, so two processes wanting the
+/// same set never deadlock or half-succeed); on the first refusal the ones taken are released.
+pub fn acquire_all(
+    root: &SysRoot,
+    resources: impl IntoIterator<Item = Resource>,
+) -> Result<Vec<MachineLock>, LockError> {
+    acquire_all_noting(root, resources, None, &|_, _| None)
+}
+
+/// `acquire_all` with `acquire_noting`'s note and stale check.
+pub fn acquire_all_noting(
+    root: &SysRoot,
+    resources: impl IntoIterator<Item = Resource>,
+    note: Option<&Path>,
+    stale: StaleCheck,
+) -> Result<Vec<MachineLock>, LockError> {
+    let mut wanted: Vec<Resource> = resources.into_iter().collect();
+    wanted.sort();
+    wanted.dedup();
+    wanted
+        .into_iter()
+        .map(|r| acquire_noting(root, r, note, stale))
+        .collect()
+}
+
+/// "pid N" from a held lock file (the holder may not have written it yet).
+fn holder_of(path: &Path) -> String {
+    let mut text = String::new();
+    let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut text));
+    match text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .parse::<u32>()
+    {
+        Ok(pid) => format!("pid {pid}"),
+        Err(_) => "pid not yet recorded".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_holder_is_refused_with_the_pid_and_a_released_lock_is_free_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::at(dir.path()).unwrap();
+        let first = acquire(&root, Resource::Device("loop3".into())).unwrap();
+        let file = dir.path().join("run/lock/iolab/block-loop3.lock");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap().trim(),
+            std::process::id().to_string()
+        );
+        // flock locks belong to the open file, so a second open in this process conflicts.
+        let err = acquire(&root, Resource::Device("loop3".into())).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("/dev/loop3")
+                && msg.contains(&format!("pid {}", std::process::id()))
+                && msg.contains("block-loop3.lock"),
+            "{msg}"
+        );
+        // Other things stay free.
+        let _irq = acquire(&root, Resource::Irq(29)).unwrap();
+        drop(first);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+        acquire(&root, Resource::Device("loop3".into())).unwrap();
+    }
+
+    #[test]
+    fn a_set_is_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::at(dir.path()).unwrap();
+        let _held = acquire(&root, Resource::Irq(7)).unwrap();
+        let err =
+            acquire_all(&root, [Resource::Device("loop1".into()), Resource::Irq(7)]).unwrap_err();
+        assert!(err.to_string().contains("IRQ 7"), "{err}");
+        // loop1 was taken first and released with the refusal.
+        acquire(&root, Resource::Device("loop1".into())).unwrap();
+        assert!(matches!(
+            acquire(&root, Resource::Device("../x".into())),
+            Err(LockError::BadName(_))
+        ));
+    }
+}
