@@ -120,7 +120,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         .and_then(|v| v.into_iter().reduce(f64::max));
     let runner = RealFio {
         cancel: cancel.clone(),
-        time_limit: longest.map(|s| Duration::from_secs_f64(s * 2.0 + 60.0)),
+        // `nominal_seconds` is at most 60 days, but never let a conversion panic.
+        time_limit: longest.and_then(|s| Duration::try_from_secs_f64(s * 2.0 + 60.0).ok()),
         clients: exp.target.hosts.clone(),
         ..RealFio::default()
     };
