@@ -6,6 +6,7 @@ mod answers_db;
 mod cli_basics;
 mod common;
 mod experiment;
+mod fuzz;
 mod inspect;
 mod irq;
 mod knobs;
