@@ -112,8 +112,7 @@ fn mutate(rng: &mut Rng, text: &str, values: &[String]) -> Vec<u8> {
                     Some((key, _)) if i == at => {
                         let v = rng.pick(values);
                         if rng.below(2) == 0 {
-                            out +=
-                                &format!("{key}= \"{}\"\n", v.replace('\\', "").replace('"', ""));
+                            out += &format!("{key}= \"{}\"\n", v.replace(['\\', '"'], ""));
                         } else {
                             out += &format!("{key}= {v}\n");
                         }

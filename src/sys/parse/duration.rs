@@ -52,7 +52,7 @@ fn seconds(text: &str) -> Result<f64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     // An exponent (`2e10`, `1e-9`): no unit starts with `e`, so it cannot be mistaken.
-    let rest = t[split..].as_bytes();
+    let rest = &t.as_bytes()[split..];
     if split > 0 && matches!(rest.first(), Some(b'e' | b'E')) {
         let sign = usize::from(matches!(rest.get(1), Some(b'+' | b'-')));
         let digits = rest[1 + sign..]
@@ -114,11 +114,11 @@ fn human(d: Duration) -> String {
         } else {
             format!("{}us", d.as_secs_f64() * 1e6)
         }
-    } else if s % 86400 == 0 {
+    } else if s.is_multiple_of(86400) {
         format!("{}d", s / 86400)
-    } else if s % 3600 == 0 {
+    } else if s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
-    } else if s % 60 == 0 {
+    } else if s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else {
         format!("{s}s")

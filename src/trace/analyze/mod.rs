@@ -655,7 +655,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
 /// A duration in nanoseconds as a `--interval` value, rounded up to whole milliseconds.
 fn seconds_text(ns: u64) -> String {
     let ms = ns.div_ceil(1_000_000).max(1);
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
