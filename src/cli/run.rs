@@ -38,8 +38,10 @@ pub struct RunArgs {
     /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop.
     #[arg(long)]
     pub dry_run: bool,
-    /// Sampling interval of /proc/interrupts, /proc/stat and /proc/diskstats, in ms.
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    /// Sampling interval of /proc/interrupts, /proc/stat and /proc/diskstats, in ms
+    /// (10 to 3600000).
+    #[arg(long, value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub sample_ms: u64,
     /// Print JSON instead of text.
     #[arg(long)]

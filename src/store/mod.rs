@@ -1032,6 +1032,33 @@ fn unpack_f64(b: &[u8]) -> Option<Vec<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sqlite_messages_appear_once_and_busy_says_what_to_do() {
+        let failure = |code| {
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(code),
+                Some("database is locked".into()),
+            )
+        };
+        let e = StoreError::from_sqlite("r.db", failure(rusqlite::ffi::SQLITE_BUSY));
+        assert!(e.is_busy());
+        let text = format!("{:#}", anyhow::Error::new(e));
+        assert!(
+            text.starts_with("r.db: the database stayed locked"),
+            "{text}"
+        );
+        assert!(text.contains("more than 60s"), "{text}");
+        let e = StoreError::from_sqlite("r.db", failure(rusqlite::ffi::SQLITE_ERROR));
+        let text = format!("{:#}", anyhow::Error::new(e));
+        assert_eq!(text, "r.db: database is locked");
+        let e = StoreError::from_sqlite("r.db", failure(rusqlite::ffi::SQLITE_READONLY));
+        let text = format!("{:#}", anyhow::Error::new(e));
+        assert!(
+            text.contains("r.db: the database cannot be written"),
+            "{text}"
+        );
+    }
     use std::ffi::OsStr;
 
     #[test]
