@@ -53,3 +53,60 @@ impl Scratch {
         self.dev.dev_path()
     }
 }
+
+/// What a command did within a time limit: its exit code (`None` after a signal), output,
+/// and whether it had to be killed for running too long.
+pub struct Bounded {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+}
+
+/// Runs `cmd` (stdin closed), killing it after `limit`: a test about hangs must not hang.
+pub fn run_within(cmd: &mut std::process::Command, limit: std::time::Duration) -> Bounded {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the command");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let start = std::time::Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the command") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            timed_out = true;
+            let _ = child.kill();
+            break child.wait().expect("wait for the killed command");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    Bounded {
+        code: status.code(),
+        signal: status.signal(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        timed_out,
+    }
+}
+
+/// The built `iolab` binary as a plain `std::process::Command`.
+pub fn iolab() -> std::process::Command {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("iolab"))
+}

@@ -277,3 +277,121 @@ mod on_a_loop_device {
         }
     }
 }
+
+/// An experiment file with one factor per entry of `levels`, each with that many valid
+/// levels (block sizes), written into `dir`.
+fn matrix_file(dir: &Path, levels: &[usize], repetitions: u32) -> PathBuf {
+    let mut text = format!(
+        "name = \"matrix\"\nrepetitions = {repetitions}\n[workload]\nrw = \"read\"\n[factors]\n"
+    );
+    let names = ["bs", "iodepth", "numjobs", "offset", "size"];
+    for (name, n) in names.iter().zip(levels) {
+        let values: Vec<String> = (1..=*n).map(|i| format!("\"{}k\"", i * 4)).collect();
+        text += &format!("{name} = [{}]\n", values.join(", "));
+    }
+    let path = dir.join("matrix.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn dry_run(path: &Path) -> crate::common::Bounded {
+    crate::common::run_within(
+        crate::common::iolab().args(["run", path.to_str().unwrap(), "--dry-run"]),
+        std::time::Duration::from_secs(10),
+    )
+}
+
+#[test]
+fn huge_matrices_are_refused_at_once_with_the_numbers_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1e8 cells in a 3 KB file: refused from the level counts, instantly, in little memory.
+    let path = matrix_file(dir.path(), &[100, 100, 100, 100], 3);
+    assert!(std::fs::metadata(&path).unwrap().len() < 4000);
+    let started = std::time::Instant::now();
+    let r = dry_run(&path);
+    assert!(!r.timed_out && started.elapsed().as_secs() < 5);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "(100 x 100 x 100 x 100) make 100000000 cells, more than the limit \
+             of 10000"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty(), "{}", r.stdout.len());
+    let r = dry_run(&matrix_file(dir.path(), &[1000, 1000], 3));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("make 1000000 cells"), "{}", r.stderr);
+    // Levels per factor are bounded too.
+    let r = dry_run(&matrix_file(dir.path(), &[1001], 1));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("has 1001 levels, more than the limit of 1000"),
+        "{}",
+        r.stderr
+    );
+    // Cells within the limit but too many runs with the repetitions.
+    let r = dry_run(&matrix_file(dir.path(), &[100, 100], 11));
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("10000 cells (100 x 100) x up to 11 repetitions make 110000 runs"),
+        "{}",
+        r.stderr
+    );
+    // At the limit, the plan is made.
+    let r = dry_run(&matrix_file(dir.path(), &[100, 100], 10));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
+#[test]
+fn runtimes_that_are_not_durations_are_refused_with_the_range() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in [
+        "-4s",
+        "inf",
+        "nan",
+        "100000000000d",
+        "100000000000000000000000000d",
+    ] {
+        for (key, line) in [("runtime", "runtime"), ("ramp_time", "ramp_time")] {
+            let path = dir.path().join("rt.toml");
+            std::fs::write(
+                &path,
+                format!(
+                    "name = \"rt\"\n[workload]\nrw = \"read\"\ntime_based = true\n\
+                     runtime = \"4s\"\n{line} = \"{bad}\"\n"
+                )
+                .replace("runtime = \"4s\"\nruntime", "runtime"),
+            )
+            .unwrap();
+            let r = dry_run(&path);
+            assert_eq!(r.code, Some(1), "{key} = {bad}: {}", r.stderr);
+            assert!(
+                r.stderr.contains("rt.toml:") && r.stderr.contains(&format!("`{key}`")),
+                "{key} = {bad}: {}",
+                r.stderr
+            );
+            assert!(
+                r.stderr.contains("0 to 30d") || r.stderr.contains("0s to 30d"),
+                "{key} = {bad}: {}",
+                r.stderr
+            );
+        }
+        // As a factor's level too.
+        let path = dir.path().join("lv.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"lv\"\n[workload]\nrw = \"read\"\ntime_based = true\n[factors]\n\
+                 runtime = [\"1s\", \"{bad}\"]\n"
+            ),
+        )
+        .unwrap();
+        let r = dry_run(&path);
+        assert_eq!(r.code, Some(1), "level {bad}: {}", r.stderr);
+        assert!(r.stderr.contains("lv.toml:6:"), "{}", r.stderr);
+    }
+}

@@ -373,3 +373,176 @@ fn sampled_series_cost_about_sixteen_bytes_per_reading() {
     assert_eq!(back.len(), 100);
     assert_eq!(back.iter().map(|s| s.values.len()).sum::<usize>(), 6000);
 }
+
+fn fio_fixture() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/fio/client_randread_2jobs_json.out"
+    )
+    .to_string()
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn two_processes_creating_one_new_database_at_once_both_succeed() {
+    let fixture = fio_fixture();
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("new.db");
+        let start = || {
+            crate::common::iolab()
+                .args(["import", "--db", db.to_str().unwrap(), &fixture])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (start(), start());
+        for child in [a, b] {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let store = Store::open_existing(&db).unwrap();
+        assert_eq!(store.experiments().unwrap().len(), 2, "round {round}");
+        drop(store);
+        assert_eq!(names_in(dir.path()), ["new.db"], "round {round}");
+    }
+}
+
+#[test]
+fn a_finished_run_waits_out_a_database_locked_for_longer_than_the_old_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut db = Store::open(&path).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    // Another program holds the write lock for 7 s (the old busy timeout was 5 s).
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let holder = {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+            locked_tx.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(7));
+            conn.execute_batch("COMMIT").unwrap();
+        })
+    };
+    locked_rx.recv().unwrap();
+    let started = std::time::Instant::now();
+    let id = db.insert_run(&run(e, "1", 0, 100.0)).unwrap();
+    assert!(started.elapsed().as_secs_f64() > 6.0);
+    holder.join().unwrap();
+    assert_eq!(db.runs(e).unwrap().len(), 1);
+    assert!(id > 0);
+}
+
+#[test]
+fn commands_leave_nothing_beside_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let db_arg = db.to_str().unwrap();
+    let fixture = fio_fixture();
+    for args in [
+        vec!["import", "--db", db_arg, &fixture],
+        vec!["runs", "--db", db_arg],
+        vec!["runs", "1", "--db", db_arg],
+        vec!["show", "1", "--db", db_arg],
+    ] {
+        let r = crate::common::run_within(
+            crate::common::iolab().args(&args),
+            std::time::Duration::from_secs(30),
+        );
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
+        assert_eq!(names_in(dir.path()), ["r.db"], "after {args:?}");
+    }
+}
+
+/// A tmpfs mounted on a temporary directory, remounted read-only on request, unmounted on
+/// drop (also when the test fails).
+struct Mount {
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn new() -> Option<Mount> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Mount { dir })
+    }
+
+    fn read_only(&self) {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", "remount,ro"])
+            .arg(self.dir.path())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_database_on_read_only_media_is_readable_and_writes_say_why_not() {
+    if !crate::common::root_or_skip() {
+        return;
+    }
+    let Some(mount) = Mount::new() else {
+        crate::common::skip("cannot mount a tmpfs");
+        return;
+    };
+    let db = mount.dir.path().join("archive.db");
+    let db_arg = db.to_str().unwrap();
+    let fixture = fio_fixture();
+    let run = |args: &[&str]| {
+        crate::common::run_within(
+            crate::common::iolab().args(args),
+            std::time::Duration::from_secs(30),
+        )
+    };
+    assert_eq!(run(&["import", "--db", db_arg, &fixture]).code, Some(0));
+    mount.read_only();
+    for args in [
+        vec!["runs", "--db", db_arg],
+        vec!["runs", "1", "--db", db_arg],
+        vec!["show", "1", "--db", db_arg],
+        vec!["compare", "experiment=1", "experiment=1", "--db", db_arg],
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
+        assert!(!r.stdout.is_empty(), "{args:?}");
+    }
+    assert_eq!(names_in(mount.dir.path()), ["archive.db"]);
+    let r = run(&["import", "--db", db_arg, &fixture]);
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains(db_arg)
+            && r.stderr.contains("cannot be written")
+            && r.stderr.contains("is read-only"),
+        "{}",
+        r.stderr
+    );
+}

@@ -7,6 +7,7 @@ mod cli_basics;
 mod common;
 mod experiment;
 mod fio_safety;
+mod fuzz;
 mod inspect;
 mod irq;
 mod knobs;

@@ -1089,3 +1089,74 @@ fn latencies_are_given_for_reads_and_writes_apart() {
         "{text}"
     );
 }
+#[test]
+fn analyze_refuses_intervals_that_would_spin_or_exhaust_memory() {
+    let fx = fixture("fx.bin");
+    for bad in ["2e10", "1e-9", "-1", "nan", "inf", "0", "1e400"] {
+        let r = crate::common::run_within(
+            crate::common::iolab().args([
+                "trace",
+                "analyze",
+                fx.to_str().unwrap(),
+                &format!("--interval={bad}"),
+            ]),
+            std::time::Duration::from_secs(10),
+        );
+        assert!(!r.timed_out, "--interval {bad} ran for more than 10 s");
+        assert_eq!(r.code, Some(2), "--interval {bad}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("--interval") && r.stderr.contains("duration"),
+            "--interval {bad}: {}",
+            r.stderr
+        );
+    }
+    // A trace spanning 2521 s: fine at the default 1 s, 2.5 million intervals at 1 ms.
+    let dir = tempfile::tempdir().unwrap();
+    let long = dir.path().join("long.bin");
+    reencode(&fx, &long, 7, iolab::trace::record::Endian::Little, |ev| {
+        ev.time *= 100_000
+    });
+    let r = crate::common::run_within(
+        crate::common::iolab().args([
+            "trace",
+            "analyze",
+            long.to_str().unwrap(),
+            "--interval",
+            "1ms",
+        ]),
+        std::time::Duration::from_secs(20),
+    );
+    assert!(!r.timed_out);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("2521.")
+            && r.stderr
+                .contains("intervals, more than the limit of 100000")
+            && r.stderr.contains("use --interval 26ms or longer"),
+        "{}",
+        r.stderr
+    );
+    let ok = iolab_json(&["trace", "analyze", "--json", long.to_str().unwrap()]);
+    let points = ok["devices"][0]["timeline"].as_array().unwrap().len();
+    assert!((2500..=2530).contains(&points), "{points}");
+}
+
+#[test]
+fn record_refuses_durations_that_are_not_durations() {
+    // Refused while parsing the arguments: nothing is traced, so no root is needed.
+    for bad in ["-1", "inf", "nan", "1e30", "0", "100000000000d"] {
+        let r = crate::common::run_within(
+            crate::common::iolab().args([
+                "trace",
+                "record",
+                "-d",
+                "nosuchdisk0",
+                &format!("--duration={bad}"),
+            ]),
+            std::time::Duration::from_secs(10),
+        );
+        assert!(!r.timed_out, "--duration {bad}");
+        assert_eq!(r.code, Some(2), "--duration {bad}: {}", r.stderr);
+        assert!(r.stderr.contains("duration"), "{bad}: {}", r.stderr);
+    }
+}

@@ -76,11 +76,29 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("iolab: error: {e:#}");
+            eprintln!("iolab: error: {}", error_text(&e));
             e.downcast_ref::<run::Stopped>()
                 .map_or(1, run::Stopped::exit_code)
         }
     }
+}
+
+/// The error and its causes, joined by ": " like `{:#}`, but each cause at most once: many
+/// errors (ours, rusqlite's, std's) already include their source in their own message, and
+/// "database is locked: database is locked" helps nobody.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -100,5 +118,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Restore(args) => restore::run(args),
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),
+    }
+}
+
+#[cfg(test)]
+mod error_text_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct Wrapped {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::from_raw_os_error(2);
+        let e = anyhow::Error::new(Wrapped {
+            path: "/x/y".into(),
+            source: io,
+        })
+        .context("reading the plan");
+        let text = super::error_text(&e);
+        assert_eq!(
+            text,
+            "reading the plan: /x/y: No such file or directory (os error 2)"
+        );
+        let plain = anyhow::anyhow!("database is locked").context("r.db");
+        assert_eq!(super::error_text(&plain), "r.db: database is locked");
     }
 }

@@ -11,8 +11,9 @@ pub struct PreflightArgs {
     /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// How long to watch per-process CPU use, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = 200)]
+    /// How long to watch per-process CPU use, in milliseconds (1 to 60000).
+    #[arg(long, value_name = "MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub sample_ms: u64,
     /// Print the findings as JSON.
     #[arg(long)]

@@ -38,8 +38,10 @@ pub struct RunArgs {
     /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop.
     #[arg(long)]
     pub dry_run: bool,
-    /// Sampling interval of /proc/interrupts, /proc/stat and /proc/diskstats, in ms.
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    /// Sampling interval of /proc/interrupts, /proc/stat and /proc/diskstats, in ms
+    /// (10 to 3600000).
+    #[arg(long, value_name = "MS", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub sample_ms: u64,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -132,7 +134,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         .and_then(|v| v.into_iter().reduce(f64::max));
     let runner = RealFio {
         cancel: cancel.clone(),
-        time_limit: longest.map(|s| Duration::from_secs_f64(s * 2.0 + 60.0)),
+        // `nominal_seconds` is at most 60 days, but never let a conversion panic.
+        time_limit: longest.and_then(|s| Duration::try_from_secs_f64(s * 2.0 + 60.0).ok()),
         clients: exp.target.hosts.clone(),
         ..RealFio::default()
     };

@@ -2,9 +2,11 @@
 //! beyond), compare two traces. Argument parsing only; the work is in `crate::trace`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::sys::parse::duration;
 use crate::trace;
 
 /// Block traces: record, analyse, compare, plot.
@@ -60,9 +62,10 @@ pub struct RecordArgs {
         default_value = "trace"
     )]
     pub output: PathBuf,
-    /// Stop after this many seconds (default: until Ctrl-C, or until COMMAND exits).
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
+    /// Stop after this long, e.g. 10s, 500ms, 2m or 10 (default: until Ctrl-C, or until
+    /// COMMAND exits); at most 30 days.
+    #[arg(long, value_name = "DURATION", value_parser = parse_record_duration)]
+    pub duration: Option<Duration>,
     /// Per-CPU trace buffer size in KiB while recording.
     #[arg(long, value_name = "KB", default_value_t = 8192)]
     pub buffer_kb: u64,
@@ -77,9 +80,10 @@ pub struct AnalyzeArgs {
     /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures).
     #[arg(required = true, value_name = "NAME|FILE")]
     pub inputs: Vec<PathBuf>,
-    /// Timeline bucket width in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
-    pub interval: f64,
+    /// Timeline bucket width, e.g. 1s, 100ms or 2 (from 1ms to 30 days; the timeline may
+    /// have at most 100000 buckets).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_bucket)]
+    pub interval: Duration,
     /// Print the analysis as one JSON document.
     #[arg(long)]
     pub json: bool,
@@ -114,12 +118,21 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
     }
 }
 
-fn options(interval: f64) -> anyhow::Result<trace::analyze::Options> {
-    if !(interval > 0.0 && interval.is_finite()) {
-        anyhow::bail!("--interval must be a positive number of seconds");
-    }
+/// A recording lasts longer than zero and at most `duration::MAX`.
+fn parse_record_duration(text: &str) -> Result<Duration, String> {
+    duration::duration_in(text, Duration::from_millis(1), duration::MAX)
+}
+
+/// Timeline buckets narrower than 1 ms say nothing a reader could see and would make the
+/// timeline of an ordinary trace enormous.
+fn parse_bucket(text: &str) -> Result<Duration, String> {
+    duration::duration_in(text, Duration::from_millis(1), duration::MAX)
+}
+
+fn options(interval: Duration) -> anyhow::Result<trace::analyze::Options> {
     Ok(trace::analyze::Options {
-        interval_ns: (interval * 1e9) as u64,
+        // At most 30 days, about 2.6e15 ns: fits u64.
+        interval_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
         timeline: true,
     })
 }
@@ -138,7 +151,7 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
 }
 
 fn compare(args: CompareArgs) -> anyhow::Result<()> {
-    let opts = options(1.0)?;
+    let opts = options(Duration::from_secs(1))?;
     let a = trace::analyze::analyze_paths(std::slice::from_ref(&args.a), opts.clone())
         .with_context(|| format!("analysing {}", args.a.display()))?;
     let b = trace::analyze::analyze_paths(std::slice::from_ref(&args.b), opts)
@@ -160,7 +173,7 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     let cfg = trace::capture::Config {
         device: args.device,
         output: args.output,
-        duration: args.duration.map(std::time::Duration::from_secs_f64),
+        duration: args.duration,
         buffer_kb: args.buffer_kb,
         command: args.command,
     };

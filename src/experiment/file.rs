@@ -38,6 +38,7 @@ use super::factor::{
     Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement, IRQ_ALLOWED, PLACEMENT_ALLOWED,
 };
 use super::queue_knobs;
+use crate::sys::parse::duration;
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
 
 /// How many times each cell runs.
@@ -220,6 +221,17 @@ const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"]
 /// Most scratch devices one experiment may create (each is RAM-backed).
 pub const MAX_SCRATCH_COUNT: i64 = 64;
 const ADAPTIVE_KEYS: &[&str] = &["min", "max", "target_ci", "metric"];
+/// Most levels one factor may list.
+pub const MAX_LEVELS: usize = 1000;
+/// Most cells (combinations of levels) one experiment may have: every cell is planned,
+/// shown and stored, and 10,000 cells of even a one-second run take most of a day per round.
+pub const MAX_CELLS: u64 = 10_000;
+/// Most measured runs (cells x the most rounds the repetitions allow) one experiment may ask
+/// for.
+pub const MAX_RUNS: u64 = 100_000;
+
+/// fio options that take a time, checked by iolab's duration parser.
+const TIME_OPTIONS: &[&str] = &["runtime", "ramp_time"];
 const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
 
 /// Validates an experiment given as text; `source` names it in messages.
@@ -271,6 +283,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut workload = Vec::new();
     let mut workload_spans = Vec::new();
     let mut factors = Vec::new();
+    let mut factors_span = 0..0;
     for (key, value) in root.iter() {
         match key.get_ref().as_ref() {
             "name" => name = w.nonempty_string(value, "name"),
@@ -300,7 +313,10 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
             "workload" => {
                 (workload, workload_spans) = w.workload(value, &policy);
             }
-            "factors" => factors = w.factors(value, &policy),
+            "factors" => {
+                factors = w.factors(value, &policy);
+                factors_span = key.span();
+            }
             other => w.unknown_key(key.span(), other, "the top level", TOP_KEYS),
         }
     }
@@ -312,6 +328,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         );
     }
     w.conflicts(&workload, &workload_spans, &factors);
+    w.matrix_size(factors_span, &factors, &repetitions);
     if trace && target.device_count() > 1 {
         w.error(
             trace_span.clone(),
@@ -843,6 +860,18 @@ impl Walker<'_> {
                 _ => None,
             };
             self.error(span, refusal.to_string(), allowed);
+            return;
+        }
+        // fio's time options: a negative, infinite or absurd runtime would be passed to fio
+        // and multiplied into estimates and time limits (`Duration` panics on overflow).
+        if TIME_OPTIONS.contains(&options::canonical(name)) {
+            if let Err(e) = duration::duration(value) {
+                self.error(
+                    span,
+                    format!("`{name}`: {e}"),
+                    Some("a time from 0 to 30d, e.g. \"10s\", \"500ms\", \"2m\" or 10".to_string()),
+                );
+            }
         }
     }
 
@@ -914,6 +943,17 @@ impl Walker<'_> {
                     value.span(),
                     format!("`{name}` has no levels; give at least one"),
                     None,
+                );
+                continue;
+            }
+            if items.len() > MAX_LEVELS {
+                self.error(
+                    value.span(),
+                    format!(
+                        "`{name}` has {} levels, more than the limit of {MAX_LEVELS} per factor",
+                        items.len()
+                    ),
+                    Some(format!("at most {MAX_LEVELS} levels per factor")),
                 );
                 continue;
             }
@@ -1124,6 +1164,42 @@ impl Walker<'_> {
                     value: LevelValue::Fio(text),
                 })
             }
+        }
+    }
+
+    /// Refuses a matrix too large to plan, before anything is allocated per cell: the
+    /// product of the level counts is computed with checked multiplication.
+    fn matrix_size(&mut self, span: Range<usize>, factors: &[Factor], reps: &Repetitions) {
+        let cells = factors
+            .iter()
+            .try_fold(1u64, |n, f| n.checked_mul(f.levels.len() as u64));
+        let counts = factors
+            .iter()
+            .map(|f| f.levels.len().to_string())
+            .collect::<Vec<_>>()
+            .join(" x ");
+        let Some(cells) = cells.filter(|c| *c <= MAX_CELLS) else {
+            let n = cells.map_or("more than 2^64".to_string(), |c| c.to_string());
+            self.error(
+                span,
+                format!("the factors' levels ({counts}) make {n} cells, more than the limit of {MAX_CELLS}"),
+                Some(format!("at most {MAX_CELLS} cells: fewer factors or fewer levels")),
+            );
+            return;
+        };
+        let rounds = u64::from(reps.max_rounds());
+        let runs = cells.saturating_mul(rounds);
+        if runs > MAX_RUNS {
+            self.error(
+                span,
+                format!(
+                    "{cells} cells ({counts}) x up to {rounds} repetitions make {runs} runs, more \
+                     than the limit of {MAX_RUNS}"
+                ),
+                Some(format!(
+                    "at most {MAX_RUNS} runs: fewer cells or fewer repetitions"
+                )),
+            );
         }
     }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::factor::{FactorKind, IrqPlacement, Level, LevelValue, Placement};
 use super::file::{Experiment, Repetitions};
+use crate::sys::parse::duration;
 use crate::workload::{options, JobBuilder, JobError, JobSpec};
 
 /// One combination of levels.
@@ -167,10 +168,11 @@ impl Cell {
         if !time_based {
             return None;
         }
-        let runtime = options::parse_duration_secs(get("runtime")?)?;
-        let ramp = get("ramp_time")
-            .and_then(options::parse_duration_secs)
-            .unwrap_or(0.0);
+        // The bounded parser (at most 30 days each) keeps the estimate and the time limit
+        // derived from it finite; validation refused anything else already.
+        let secs = |text: &str| duration::duration(text).ok().map(|d| d.as_secs_f64());
+        let runtime = secs(get("runtime")?)?;
+        let ramp = get("ramp_time").and_then(secs).unwrap_or(0.0);
         Some(runtime + ramp)
     }
 

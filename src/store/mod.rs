@@ -4,12 +4,13 @@
 //! transaction, so a crash loses at most the run in progress — and answers the queries `runs`,
 //! `show` and `compare` need (runs by tag, one metric's values over many runs).
 
+mod access;
 mod schema;
 pub mod time;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 use serde::Serialize;
 
 pub use schema::MIGRATIONS;
@@ -35,12 +36,21 @@ fn resolve_db_path_from(cli_db: Option<&Path>, env: Option<&std::ffi::OsStr>) ->
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("{path}: {source}")]
+    /// SQLite's own message is shown once: it is part of this message and deliberately not
+    /// a `source`, which `{:#}` would print a second time.
+    #[error("{path}: {cause}")]
     Sqlite {
         path: String,
-        #[source]
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
+    #[error("{path}: the database cannot be written: {why}")]
+    ReadOnly { path: String, why: String },
+    #[error(
+        "{path}: the database stayed locked by another process for more than {}s; try again \
+         when it has finished (a running experiment, or a sqlite3 session in a transaction)",
+        BUSY_TIMEOUT.as_secs()
+    )]
+    Busy { path: String },
     #[error("{path}: schema version {found} is newer than this iolab knows ({known}); use a newer iolab to read it")]
     TooNew {
         path: String,
@@ -56,6 +66,40 @@ pub enum StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// How many times `insert_run` tries a run whose database stays locked.
+pub const INSERT_ATTEMPTS: u32 = 3;
+
+/// How long a command waits for another connection's lock before giving up.
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl StoreError {
+    /// SQLite's error about the file at `path`, with the cases people meet said plainly.
+    pub fn from_sqlite(path: &str, e: rusqlite::Error) -> StoreError {
+        use rusqlite::ErrorCode;
+        let path = path.to_string();
+        match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy { path },
+            Some(ErrorCode::ReadOnly) => StoreError::ReadOnly {
+                path,
+                why: "SQLite refused to write to it (is the file or its directory read-only?)"
+                    .into(),
+            },
+            Some(ErrorCode::CannotOpen) => StoreError::Invalid {
+                path,
+                what: "SQLite cannot open the file; check that its directory exists and that \
+                       iolab may read and write there"
+                    .into(),
+            },
+            _ => StoreError::Sqlite { path, cause: e },
+        }
+    }
+
+    /// True when another connection held the lock for longer than the busy timeout.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Busy { .. })
+    }
+}
 
 /// What the caller knows when an experiment starts.
 #[derive(Debug, Clone, Default)]
@@ -221,30 +265,80 @@ impl std::fmt::Debug for Store {
 const ID_CHUNK: usize = 500;
 
 impl Store {
-    /// Opens the database at `path`, creating it if needed and migrating it to the current
-    /// schema. Refuses a file written by a newer iolab.
+    /// Opens the database at `path` for writing, creating it if needed and migrating it to
+    /// the current schema. Refuses a file written by a newer iolab, and says so when the file
+    /// or its directory is read-only. Two processes creating the same new file at once both
+    /// succeed: the schema is checked and created inside one `BEGIN IMMEDIATE` transaction.
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
-        let shown = path.as_ref().display().to_string();
-        let conn = Connection::open(path.as_ref()).map_err(|source| StoreError::Sqlite {
-            path: shown.clone(),
-            source,
-        })?;
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        if let Some(why) = access::read_only_reason(path) {
+            return Err(StoreError::ReadOnly { path: shown, why });
+        }
+        let conn =
+            Connection::open(path).map_err(|source| StoreError::from_sqlite(&shown, source))?;
         let mut store = Store { conn, path: shown };
-        store.check_ours()?;
         store.configure()?;
-        store.migrate()?;
+        store.check_and_migrate()?;
+        store.use_wal()?;
         Ok(store)
     }
 
     /// Opens an existing database for reading commands; a missing file is an error that says
-    /// how to get one, instead of silently creating an empty database.
+    /// how to get one, instead of silently creating an empty database. Archived results stay
+    /// readable where nothing can be written: a read-only file or directory is opened
+    /// read-only (nothing is migrated or converted then).
     pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
-        if !path.as_ref().exists() {
+        let path = path.as_ref();
+        if !path.exists() {
             return Err(StoreError::Missing {
-                path: path.as_ref().display().to_string(),
+                path: path.display().to_string(),
             });
         }
-        Store::open(path)
+        match access::read_only_reason(path) {
+            None => Store::open(path),
+            Some(why) => Store::open_read_only(path, &why),
+        }
+    }
+
+    /// Opens a file that cannot be written here. In a read-only directory no journal can
+    /// appear beside the file, so it is opened `immutable` (SQLite then needs no lock files,
+    /// which it could not create; a WAL-mode file from an older iolab reads this way too).
+    fn open_read_only(path: &Path, why: &str) -> Result<Store> {
+        use rusqlite::OpenFlags;
+        let shown = path.display().to_string();
+        let wrap = |source| StoreError::from_sqlite(&shown, source);
+        // Immutable: SQLite takes no locks and creates no -shm/-wal/-journal files, which it
+        // could not (read-only directory) or could not remove (read-only file). A file that
+        // someone else is writing at that moment may read as of an earlier commit.
+        let uri = access::file_uri(path, true);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(uri, flags).map_err(wrap)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        let store = Store { conn, path: shown };
+        store.check_ours()?;
+        let known = MIGRATIONS.len() as i64;
+        let found = store.schema_version()?;
+        if found > known {
+            return Err(StoreError::TooNew {
+                path: store.path.clone(),
+                found,
+                known,
+            });
+        }
+        if found < known {
+            return Err(StoreError::ReadOnly {
+                path: store.path.clone(),
+                why: format!(
+                    "{why}, and the file has schema version {found}, which this iolab \
+                     (version {known}) must upgrade before reading it; copy it to a writable \
+                     directory"
+                ),
+            });
+        }
+        Ok(store)
     }
 
     /// The file this store was opened from, as given.
@@ -253,38 +347,56 @@ impl Store {
     }
 
     fn err(&self) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
-        move |source| StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        }
+        move |source| StoreError::from_sqlite(&self.path, source)
     }
 
     fn configure(&mut self) -> Result<()> {
-        // WAL: readers (a `show` in another terminal) never block the running experiment, and a
-        // commit is one sequential append. NORMAL sync is durable against process crashes,
-        // which is the failure the per-run commit protects against.
         let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
+        let wrap = |source| StoreError::from_sqlite(&path, source);
+        // Long enough that a `show` in another terminal, another iolab creating the file, or
+        // an admin's sqlite3 session holding the lock for a while never costs a finished run.
+        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
         self.conn
-            .busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(wrap)?;
-        let mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(wrap)?;
-        if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
-            return Err(StoreError::Invalid {
-                path,
-                what: format!("could not switch to WAL journal mode (got {mode})"),
-            });
-        }
-        self.conn
-            .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            .execute_batch("PRAGMA foreign_keys = ON;")
             .map_err(wrap)?;
         Ok(())
+    }
+
+    /// WAL: readers (a `show` in another terminal) never block the running experiment, and
+    /// a commit is one sequential append with no fsync under NORMAL sync (durable against
+    /// process crashes, the failure the per-run commit protects against); a rollback journal
+    /// costs ~20 ms of fsyncs per run here, minutes for an import of thousands of runs.
+    /// SQLite removes `-wal` and `-shm` when the last connection closes, which `Store`'s
+    /// drop does; read-only opens are `immutable` and create neither.
+    ///
+    /// Switching a new file to WAL needs the file to itself; when another process is
+    /// switching the same new file at that moment SQLite answers "locked" without waiting,
+    /// so the switch is retried until it is done (by us or by the other) or the busy
+    /// timeout has passed.
+    fn use_wal(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        let started = std::time::Instant::now();
+        loop {
+            let mode = self
+                .conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0));
+            match mode {
+                Ok(m) if m.eq_ignore_ascii_case("wal") || m.eq_ignore_ascii_case("memory") => break,
+                Ok(m) => {
+                    return Err(StoreError::Invalid {
+                        path,
+                        what: format!("could not switch to WAL journal mode (got {m})"),
+                    })
+                }
+                Err(e) if busy(&e) && started.elapsed() < BUSY_TIMEOUT => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(StoreError::from_sqlite(&path, e)),
+            }
+        }
+        self.conn
+            .execute_batch("PRAGMA synchronous = NORMAL;")
+            .map_err(|e| StoreError::from_sqlite(&path, e))
     }
 
     /// The schema version of the open file.
@@ -294,58 +406,61 @@ impl Store {
             .map_err(self.err())
     }
 
-    /// Refuses files that belong to another program, before changing anything in them
-    /// (not even the journal mode).
+    /// Refuses files that belong to another program, before changing anything in them.
     fn check_ours(&self) -> Result<()> {
-        let found = self.schema_version()?;
-        let app_id: i32 = self
-            .conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(self.err())?;
-        let foreign = if found == 0 {
-            let objects: i64 = self
-                .conn
-                .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
-                .map_err(self.err())?;
-            objects > 0
-        } else {
-            app_id != schema::APPLICATION_ID
-        };
-        if foreign {
-            return Err(StoreError::Invalid {
+        check_ours_in(&self.conn).map_err(|e| self.ours_error(e))
+    }
+
+    fn ours_error(&self, e: Option<rusqlite::Error>) -> StoreError {
+        match e {
+            Some(source) => StoreError::from_sqlite(&self.path, source),
+            None => StoreError::Invalid {
                 path: self.path.clone(),
                 what:
                     "this SQLite file is not an iolab results database; name another file with --db"
                         .into(),
-            });
+            },
         }
-        Ok(())
     }
 
-    fn migrate(&mut self) -> Result<()> {
+    /// Checks the file is ours and brings it to the current schema, all inside one
+    /// `BEGIN IMMEDIATE` transaction: a second process creating the same new file waits for
+    /// the first (busy timeout), then finds the schema in place instead of creating it again
+    /// or mistaking the first one's half-made tables for another program's.
+    fn check_and_migrate(&mut self) -> Result<()> {
         let known = MIGRATIONS.len() as i64;
-        let found = self.schema_version()?;
+        let path = self.path.clone();
+        let wrap = |source| StoreError::from_sqlite(&path, source);
+        // Nothing to do (the usual case): no write lock taken.
+        if self.schema_version()? == known {
+            return self.check_ours();
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(wrap)?;
+        if let Err(e) = check_ours_in(&tx) {
+            drop(tx);
+            return Err(self.ours_error(e));
+        }
+        let found: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(wrap)?;
         if found > known {
             return Err(StoreError::TooNew {
-                path: self.path.clone(),
+                path: path.clone(),
                 found,
                 known,
             });
         }
-        let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            let tx = self.conn.transaction().map_err(wrap)?;
             tx.execute_batch(sql).map_err(wrap)?;
             tx.pragma_update(None, "user_version", (i + 1) as i64)
                 .map_err(wrap)?;
-            tx.pragma_update(None, "application_id", schema::APPLICATION_ID)
-                .map_err(wrap)?;
-            tx.commit().map_err(wrap)?;
         }
+        tx.pragma_update(None, "application_id", schema::APPLICATION_ID)
+            .map_err(wrap)?;
+        tx.commit().map_err(wrap)?;
         Ok(())
     }
 
@@ -401,13 +516,29 @@ impl Store {
     /// Stores one run with its tags, metrics and samples in a single transaction, committed
     /// before returning. `host` and `kernel` tags are copied from the experiment unless the
     /// run's own tags set them (imported runs from other machines).
+    ///
+    /// A finished run is not lost to a busy database: each attempt waits up to
+    /// [`BUSY_TIMEOUT`] for the lock, and a run still locked out is tried again, up to
+    /// [`INSERT_ATTEMPTS`] times, before the error is returned.
     pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
+        let mut attempt = 1;
+        loop {
+            match self.insert_run_once(run) {
+                Err(e) if e.is_busy() && attempt < INSERT_ATTEMPTS => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    fn insert_run_once(&mut self, run: &NewRun) -> Result<i64> {
         let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(wrap)?;
+        let wrap = |source| StoreError::from_sqlite(&path, source);
+        // IMMEDIATE: take the write lock first (waiting for it), so the transaction never
+        // has to give up midway because another connection started writing after our read.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(wrap)?;
         let exp: Option<(String, String)> = tx
             .query_row(
                 "SELECT host, kernel FROM experiments WHERE id = ?1",
@@ -497,11 +628,11 @@ impl Store {
 
     fn in_tx(&mut self, f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<()>) -> Result<()> {
         let path = self.path.clone();
-        let wrap = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(wrap)?;
+        let wrap = |source| StoreError::from_sqlite(&path, source);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(wrap)?;
         f(&tx).map_err(wrap)?;
         tx.commit().map_err(wrap)
     }
@@ -788,6 +919,33 @@ impl Store {
     }
 }
 
+/// True for SQLite's "the file is locked by another connection" answers.
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// `Ok` when the open file is empty or iolab's; `Err(None)` when it belongs to another
+/// program; `Err(Some(e))` when SQLite failed.
+fn check_ours_in(conn: &Connection) -> std::result::Result<(), Option<rusqlite::Error>> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let foreign = if found == 0 {
+        let objects: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        objects > 0
+    } else {
+        app_id != schema::APPLICATION_ID
+    };
+    if foreign {
+        Err(None)
+    } else {
+        Ok(())
+    }
+}
+
 fn run_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Run> {
     let levels: String = r.get(3)?;
     Ok(Run {
@@ -874,6 +1032,33 @@ fn unpack_f64(b: &[u8]) -> Option<Vec<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sqlite_messages_appear_once_and_busy_says_what_to_do() {
+        let failure = |code| {
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(code),
+                Some("database is locked".into()),
+            )
+        };
+        let e = StoreError::from_sqlite("r.db", failure(rusqlite::ffi::SQLITE_BUSY));
+        assert!(e.is_busy());
+        let text = format!("{:#}", anyhow::Error::new(e));
+        assert!(
+            text.starts_with("r.db: the database stayed locked"),
+            "{text}"
+        );
+        assert!(text.contains("more than 60s"), "{text}");
+        let e = StoreError::from_sqlite("r.db", failure(rusqlite::ffi::SQLITE_ERROR));
+        let text = format!("{:#}", anyhow::Error::new(e));
+        assert_eq!(text, "r.db: database is locked");
+        let e = StoreError::from_sqlite("r.db", failure(rusqlite::ffi::SQLITE_READONLY));
+        let text = format!("{:#}", anyhow::Error::new(e));
+        assert!(
+            text.contains("r.db: the database cannot be written"),
+            "{text}"
+        );
+    }
     use std::ffi::OsStr;
 
     #[test]

@@ -163,7 +163,7 @@ pub enum Shape {
     /// Numbers with an optional unit or `%`, in lists (`,` `:`) or ranges (`-`): `4k`,
     /// `4k,64k`, `1k-4k`, `50%`, `0x1f`, `-1`, and fio's `$ncpus`, `$mb_memory`, `$pagesize`.
     Number,
-    /// One non-negative number with a time unit: `10s`, `500ms`, `2m`, `30`.
+    /// One time from 0 to 30 days (`sys::parse::duration`): `10s`, `500ms`, `2m`, `30`.
     Duration,
     /// Floating-point numbers separated by `:` (percentile lists).
     Floats,
@@ -495,7 +495,7 @@ impl Shape {
                     && v.split([',', ':'])
                         .all(|item| item.is_empty() || is_range(item))
             }
-            Shape::Duration => is_number(v) && !v.starts_with('-') && !v.starts_with('$'),
+            Shape::Duration => crate::sys::parse::duration::duration(v).is_ok(),
             Shape::Floats => {
                 !v.is_empty()
                     && v.split(':')
@@ -542,7 +542,7 @@ impl Shape {
             Shape::Number => "numbers with an optional unit or '%' (4k, 64k,1m, 1k-4k, 50%, \
                               0x1f, $ncpus)"
                 .into(),
-            Shape::Duration => "a non-negative time such as 10s, 500ms, 2m or 30".into(),
+            Shape::Duration => "a time from 0 to 30 days such as 10s, 500ms, 2m or 30".into(),
             Shape::Floats => "numbers separated by ':' (99:99.9)".into(),
             Shape::SizeSplit => "sizes and percentages joined by '/', ':' and ',' \
                                  (4k/10:64k/90)"
@@ -661,25 +661,6 @@ pub fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> Opti
         ));
     }
     None
-}
-
-/// A fio time value in seconds: plain numbers are seconds; suffixes us, ms, s, m, h, d.
-pub fn parse_duration_secs(text: &str) -> Option<f64> {
-    let t = text.trim().to_ascii_lowercase();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let number: f64 = t[..split].parse().ok()?;
-    let scale = match t[split..].trim() {
-        "" | "s" | "sec" => 1.0,
-        "us" | "usec" => 1e-6,
-        "ms" | "msec" => 1e-3,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => return None,
-    };
-    Some(number * scale)
 }
 
 #[cfg(test)]
@@ -917,15 +898,6 @@ mod tests {
             ..DEFAULT
         };
         check_option("iodeph", "4", &newer).unwrap();
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_secs("10"), Some(10.0));
-        assert_eq!(parse_duration_secs("10s"), Some(10.0));
-        assert_eq!(parse_duration_secs("2m"), Some(120.0));
-        assert_eq!(parse_duration_secs("500ms"), Some(0.5));
-        assert_eq!(parse_duration_secs("1x"), None);
     }
 
     #[test]

@@ -151,6 +151,29 @@ impl Analyzer {
         Ok(())
     }
 
+    /// Why the timeline cannot be drawn at this interval, when events fell beyond
+    /// [`timeline::MAX_INTERVALS`] intervals: the trace's span, the interval, the number of
+    /// intervals that would take, the limit, and the interval that would fit.
+    pub fn timeline_overflow(&self) -> Option<String> {
+        if !self.opts.timeline || !self.devices.iter().any(|d| d.timeline.overflowed()) {
+            return None;
+        }
+        let span = self
+            .last_time
+            .saturating_sub(self.first_time.unwrap_or(self.last_time));
+        let interval = self.opts.interval_ns.max(1);
+        let needed = span / interval + 1;
+        let fits = span.div_ceil(timeline::MAX_INTERVALS).max(1);
+        Some(format!(
+            "the trace spans {:.3} s: a timeline at an interval of {} s would have {needed} \
+             intervals, more than the limit of {}; use --interval {} or longer",
+            span as f64 / 1e9,
+            interval as f64 / 1e9,
+            timeline::MAX_INTERVALS,
+            seconds_text(fits),
+        ))
+    }
+
     pub fn finish(mut self) -> Report {
         let side = self.side.take().unwrap_or_default();
         self.finish_with(&side)
@@ -636,6 +659,9 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         .join()
         .map_err(|_| TraceError::Input("the reader thread failed".into()))?;
     result?;
+    if let Some(why) = a.timeline_overflow() {
+        return Err(TraceError::Input(why));
+    }
     let report = a.finish_with(&side);
     if report.events + report.notify_events + report.pc_events + side.consumed == 0 {
         let names: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
@@ -646,6 +672,16 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         )));
     }
     Ok(report)
+}
+
+/// A duration in nanoseconds as a `--interval` value, rounded up to whole milliseconds.
+fn seconds_text(ns: u64) -> String {
+    let ms = ns.div_ceil(1_000_000).max(1);
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! A per-interval timeline of one device: completed IOs and bytes (IOPS, MB/s), time-weighted
 //! queue depth (bios queued, not completed) and driver depth (requests dispatched, not
 //! completed), and mean Q2C of the bios completed in the interval. Memory grows with the
-//! trace's duration / interval, not with its number of events.
+//! trace's duration / interval, not with its number of events, and is capped at
+//! [`MAX_INTERVALS`]: a trace that would need more intervals is marked as overflowed (the
+//! caller refuses it with the numbers) instead of allocating or looping without end.
 
 use serde::Serialize;
 
@@ -25,11 +27,19 @@ struct DepthClock {
     since: u64,
 }
 
+/// Most intervals one device's timeline may hold (a few MB): enough for a day at 1 s or
+/// 100 s at 1 ms; more is a mistaken `--interval`, not a wish for a longer chart.
+pub const MAX_INTERVALS: u64 = 100_000;
+
 #[derive(Debug, Clone)]
 pub struct Timeline {
     origin: u64,
     interval: u64,
     buckets: Vec<Bucket>,
+    /// Set when an event fell beyond `MAX_INTERVALS` intervals: the timeline is incomplete.
+    overflowed: bool,
+    /// The end of the last interval allowed (saturating: a huge interval ends at u64::MAX).
+    limit: u64,
     queue: DepthClock,
     driver: DepthClock,
     /// The bucket most recently used and its time window: nearly every event falls in it,
@@ -45,6 +55,8 @@ impl Timeline {
             origin,
             interval: interval.max(1),
             buckets: Vec::new(),
+            overflowed: false,
+            limit: origin.saturating_add(interval.max(1).saturating_mul(MAX_INTERVALS)),
             queue: DepthClock {
                 depth: 0,
                 since: origin,
@@ -59,16 +71,34 @@ impl Timeline {
         }
     }
 
-    /// The bucket index of `t`, growing the bucket list as needed.
+    /// True when events fell beyond [`MAX_INTERVALS`] intervals (the points are incomplete).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// `t`, or the last instant of the last allowed interval when `t` lies beyond it.
+    fn clamp(&mut self, t: u64) -> u64 {
+        if t >= self.limit {
+            self.overflowed = true;
+            self.limit.saturating_sub(1).max(self.origin)
+        } else {
+            t
+        }
+    }
+
+    /// The bucket index of `t`, growing the bucket list as needed (never past the limit).
     #[inline]
     fn index(&mut self, t: u64) -> usize {
         if t >= self.win_start && t < self.win_end {
             return self.win_idx;
         }
+        let t = self.clamp(t);
         let i = (t.saturating_sub(self.origin) / self.interval) as usize;
         self.win_idx = i;
-        self.win_start = self.origin + i as u64 * self.interval;
-        self.win_end = self.win_start + self.interval;
+        self.win_start = self
+            .origin
+            .saturating_add((i as u64).saturating_mul(self.interval));
+        self.win_end = self.win_start.saturating_add(self.interval);
         if t < self.origin {
             // Before the origin (out-of-order input): counted in the first bucket.
             self.win_start = 1;
@@ -86,6 +116,7 @@ impl Timeline {
     }
 
     fn advance(&mut self, which: bool, t: u64) {
+        let t = self.clamp(t);
         let (origin, interval) = (self.origin, self.interval);
         let clock = if which { &self.queue } else { &self.driver };
         let (depth, mut from) = (clock.depth, clock.since);
@@ -102,7 +133,7 @@ impl Timeline {
             self.index(t);
             while from < t {
                 let i = (from.saturating_sub(origin) / interval) as usize;
-                let edge = origin + (i as u64 + 1) * interval;
+                let edge = origin.saturating_add((i as u64 + 1).saturating_mul(interval));
                 let to = edge.min(t);
                 let area = u128::from(depth) * u128::from(to - from);
                 let b = &mut self.buckets[i];
@@ -161,7 +192,9 @@ impl Timeline {
             .iter()
             .enumerate()
             .map(|(i, b)| {
-                let start = self.origin + i as u64 * self.interval;
+                let start = self
+                    .origin
+                    .saturating_add((i as u64).saturating_mul(self.interval));
                 // The last bucket may be partial: average depth over the part covered.
                 let span = (end.max(start) - start).clamp(1, self.interval) as f64;
                 let span = if i + 1 == self.buckets.len() {
