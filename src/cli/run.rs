@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 
 use crate::experiment::run::{self as runloop, Outcome, Plan, Progress, Settings, Step};
+use crate::report::format::terminal_safe as safe;
 use crate::report::table::MAX_WIDTH;
 use crate::workload::{CancelToken, RealFio};
 
@@ -25,8 +26,10 @@ pub struct RunArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// Tag every run (repeatable), e.g. --tag variant=backports.
-    #[arg(long = "tag", value_name = "NAME=VALUE", value_parser = parse_tag)]
+    /// Tag every run (repeatable), e.g. --tag variant=backports. Names: lowercase letters,
+    /// digits, '_', '-', '.'; values: no ','. Refused: `experiment`, `host`, `kernel` (iolab
+    /// sets them; `kernel` is allowed with [target] hosts) and the experiment's factor names.
+    #[arg(long = "tag", value_name = "NAME=VALUE", value_parser = crate::store::tags::parse_tag)]
     pub tags: Vec<(String, String)>,
     /// Run on this block device instead of the file's target ("default": a scratch device).
     #[arg(long, value_name = "DEV")]
@@ -57,23 +60,6 @@ impl Stopped {
     pub fn exit_code(&self) -> i32 {
         128 + self.signal
     }
-}
-
-fn parse_tag(s: &str) -> Result<(String, String), String> {
-    let (name, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: a tag is NAME=VALUE"))?;
-    let name = name.trim();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
-    {
-        return Err(format!(
-            "`{name}`: tag names use letters, digits, `_`, `-` and `.`"
-        ));
-    }
-    Ok((name.to_string(), value.to_string()))
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -165,24 +151,35 @@ pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
     let _ = writeln!(
         out,
         "experiment: {} ({}), seed {}",
-        exp.name, exp.source, exp.seed
+        safe(&exp.name),
+        safe(&exp.source),
+        exp.seed
     );
-    let _ = writeln!(
-        out,
-        "target: /dev/{}{}",
-        plan.devices
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", /dev/"),
-        if plan.scratch {
-            " (standing in for the scratch device)".to_string()
-        } else if !exp.target.hosts.is_empty() {
-            format!(" on {}", exp.target.hosts.join(", "))
-        } else {
-            String::new()
-        }
-    );
+    let names = plan
+        .devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect::<Vec<_>>();
+    if plan.scratch {
+        let _ = writeln!(
+            out,
+            "target: {} new scratch loop device(s) (created when the run starts; called {} \
+             below)",
+            names.len(),
+            safe(&names.join(", "))
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "target: /dev/{}{}",
+            safe(&names.join(", /dev/")),
+            if exp.target.hosts.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", safe(&exp.target.hosts.join(", ")))
+            }
+        );
+    }
     let _ = writeln!(out, "cells ({}):", plan.cells.len());
     for c in &plan.cells {
         let _ = writeln!(out, "  #{:<3} {}", c.index, c.key);
@@ -263,7 +260,7 @@ fn outcome_text(o: &Outcome, db_given: bool) -> String {
         out,
         "experiment {} \"{}\": {ran} run(s) stored in {}, {} failed, {na} cell(s) not applicable{}",
         o.experiment_id,
-        o.plan.experiment,
+        safe(&o.plan.experiment),
         o.db_path.display(),
         o.failed_runs,
         if o.interrupted { " (interrupted)" } else { "" }

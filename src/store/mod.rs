@@ -5,6 +5,7 @@
 //! `show` and `compare` need (runs by tag, one metric's values over many runs).
 
 mod schema;
+pub mod tags;
 pub mod time;
 
 use std::path::{Path, PathBuf};
