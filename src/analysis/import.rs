@@ -48,23 +48,10 @@ pub struct ImportSummary {
     pub runs: Vec<ImportedRun>,
 }
 
-/// Parses `NAME=VALUE`; names are identifiers so selectors like `a=b,c=d` stay unambiguous.
+/// Parses `--tag NAME=VALUE` by the one tag rule (`store::tags`). `host` and `kernel` are
+/// allowed here: an imported file cannot say them, so only the user can.
 pub fn parse_tag(text: &str) -> anyhow::Result<(String, String)> {
-    let Some((name, value)) = text.split_once('=') else {
-        bail!("tag {text:?} is not NAME=VALUE");
-    };
-    let name = name.trim();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
-    {
-        bail!("tag name {name:?} must be letters, digits, '_', '-' or '.'");
-    }
-    if value.is_empty() || value.contains(',') {
-        bail!("tag {text:?}: the value must be non-empty and hold no ','");
-    }
-    Ok((name.to_string(), value.to_string()))
+    crate::store::tags::parse_tag(text).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// One file, parsed and ready to store.
@@ -282,19 +269,6 @@ pub fn import_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tags_are_name_value_with_plain_names() {
-        assert_eq!(
-            parse_tag("kernel=6.1.0-13").unwrap(),
-            ("kernel".into(), "6.1.0-13".into())
-        );
-        assert!(parse_tag("kernel").is_err());
-        assert!(parse_tag("=x").is_err());
-        assert!(parse_tag("a b=x").is_err());
-        assert!(parse_tag("a=x,y").is_err());
-        assert!(parse_tag("a=").is_err());
-    }
 
     #[test]
     fn the_last_documents_timestamp_is_the_run_end() {
