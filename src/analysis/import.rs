@@ -64,8 +64,32 @@ struct Parsed {
     mtime: Option<f64>,
 }
 
+/// The largest file `import` reads. fio's json+ output is about 40 KB per job and direction,
+/// so 64 MiB holds hundreds of jobs; anything larger (or endless, like /dev/zero) is not one
+/// fio run and would only exhaust memory.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads at most `limit + 1` bytes, so an endless file costs no more than a large one.
+fn read_limited(path: &Path, limit: u64) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("{}: cannot open it for reading", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("{}: reading it", path.display()))?;
+    if bytes.len() as u64 > limit {
+        bail!(
+            "{}: larger than {limit} bytes, which no single fio output is; import the \
+             --output-format=json or json+ file of one fio run",
+            path.display()
+        );
+    }
+    Ok(bytes)
+}
+
 fn read_one(path: &Path) -> anyhow::Result<Parsed> {
-    let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
+    let bytes = read_limited(path, MAX_FILE_BYTES)?;
     let text = String::from_utf8(bytes).map_err(|e| {
         anyhow::anyhow!(
             "{}: not UTF-8 text (byte {})",
@@ -74,9 +98,6 @@ fn read_one(path: &Path) -> anyhow::Result<Parsed> {
         )
     })?;
     let report = fio_json::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    if report.jobs.is_empty() {
-        bail!("{}: fio's JSON lists no jobs", path.display());
-    }
     let mtime = std::fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
@@ -269,6 +290,16 @@ pub fn import_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_stop_after_the_limit() {
+        let e = read_limited(Path::new("/dev/zero"), 1000).unwrap_err();
+        assert!(e.to_string().contains("/dev/zero: larger than"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("small.json");
+        std::fs::write(&f, [b'x'; 1000]).unwrap();
+        assert_eq!(read_limited(&f, 1000).unwrap().len(), 1000);
+    }
 
     #[test]
     fn the_last_documents_timestamp_is_the_run_end() {
