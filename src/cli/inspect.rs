@@ -34,7 +34,7 @@ pub(crate) fn parse_interval(text: &str) -> Result<Duration, String> {
 
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     let root = match &args.root {
-        Some(dir) => SysRoot::at(dir)?,
+        Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),
     };
     let mut machine = Machine::read(&root)?;

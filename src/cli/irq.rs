@@ -196,7 +196,7 @@ fn top_cmd(a: TopArgs) -> anyhow::Result<()> {
 fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {
     let options = a.planning.options()?;
     let root = match &a.root {
-        Some(dir) => SysRoot::at(dir)?,
+        Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),
     };
     let wait = waiter()?;

@@ -21,7 +21,7 @@ pub struct SnapshotArgs {
 
 pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     let source = match &args.root {
-        Some(dir) => crate::sys::SysRoot::at(dir)?,
+        Some(dir) => crate::sys::SysRoot::machine_root(dir)?,
         None => crate::sys::SysRoot::live(),
     };
     let meta = crate::snapshot::capture(&source, &args.output, args.interval)?;
