@@ -67,7 +67,11 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("iolab: error: {e:#}");
+            // Errors quote names from files and the database: escaped like any other text.
+            eprintln!(
+                "iolab: error: {}",
+                crate::report::format::terminal_safe_lines(&format!("{e:#}"))
+            );
             e.downcast_ref::<run::Stopped>()
                 .map_or(1, run::Stopped::exit_code)
         }

@@ -86,7 +86,9 @@ pub fn p_value(p: f64) -> String {
 /// Unicode bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can
 /// reorder what a table shows ("Trojan Source").
 pub fn needs_escape(c: char) -> bool {
-    c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c) || ('\u{2066}'..='\u{2069}').contains(&c)
+    c.is_control()
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 
 /// Untrusted text (names from files, the database, tags, devices, fio jobs, IRQ actions) made
@@ -107,6 +109,20 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Like [`terminal_safe`] for text of several lines: each line is made safe, the line breaks
+/// stay (titles and notes that iolab itself writes over several lines).
+pub fn terminal_safe_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c != '\n' && needs_escape(c)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.split('\n')
+            .map(|l| terminal_safe(l).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,10 +132,17 @@ mod tests {
         assert_eq!(terminal_safe("plain name"), "plain name");
         assert_eq!(terminal_safe("a\0b"), "a\\u{0}b");
         assert_eq!(terminal_safe("x\u{202e}y"), "x\\u{202e}y");
-        assert_eq!(terminal_safe("\u{1b}[31m\u{7f}\u{85}"), "\\u{1b}[31m\\u{7f}\\u{85}");
-        assert_eq!(terminal_safe("\u{2066}\u{2069}\u{202a}"), "\\u{2066}\\u{2069}\\u{202a}");
+        assert_eq!(
+            terminal_safe("\u{1b}[31m\u{7f}\u{85}"),
+            "\\u{1b}[31m\\u{7f}\\u{85}"
+        );
+        assert_eq!(
+            terminal_safe("\u{2066}\u{2069}\u{202a}"),
+            "\\u{2066}\\u{2069}\\u{202a}"
+        );
         assert_eq!(terminal_safe("tab\there\n"), "tab\\u{9}here\\u{a}");
         assert_eq!(terminal_safe("ünïcode ok \u{2067}"), "ünïcode ok \\u{2067}");
+        assert_eq!(terminal_safe_lines("a\nb\0"), "a\nb\\u{0}");
     }
 
     #[test]

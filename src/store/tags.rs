@@ -102,7 +102,10 @@ mod tests {
             parse_tag("kernel=6.1.0-13").unwrap(),
             ("kernel".into(), "6.1.0-13".into())
         );
-        assert_eq!(parse_tag(" a.b_c-1=x y").unwrap(), ("a.b_c-1".into(), "x y".into()));
+        assert_eq!(
+            parse_tag(" a.b_c-1=x y").unwrap(),
+            ("a.b_c-1".into(), "x y".into())
+        );
         for bad in [
             "kernel",
             "=x",

@@ -313,7 +313,9 @@ fn checked_value(x: &Value, path: &str, max: f64) -> Result<f64, FioJsonError> {
     if n > max {
         return Err(invalid(
             path,
-            format!("{n} is above {max:e}, more than fio can measure; the file is damaged or edited"),
+            format!(
+                "{n} is above {max:e}, more than fio can measure; the file is damaged or edited"
+            ),
         ));
     }
     Ok(n)
@@ -321,7 +323,10 @@ fn checked_value(x: &Value, path: &str, max: f64) -> Result<f64, FioJsonError> {
 
 fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
     if !v.is_object() {
-        return Err(invalid(path, format!("expected a job object, found {}", describe(v))));
+        return Err(invalid(
+            path,
+            format!("expected a job object, found {}", describe(v)),
+        ));
     }
     let options = v
         .get("job options")
@@ -936,14 +941,38 @@ mod tests {
         let cases = [
             (job(r#""oops""#, "{}"), "jobs[0].read", "expected an object"),
             (job("{}", "[1]"), "jobs[0].write", "expected an object"),
-            (r#"{"jobs": [{"jobname": "j"}]}"#.to_string(), "jobs[0].read", "missing"),
+            (
+                r#"{"jobs": [{"jobname": "j"}]}"#.to_string(),
+                "jobs[0].read",
+                "missing",
+            ),
             (r#"{"jobs": []}"#.to_string(), "jobs", "no jobs"),
             (r#"{"jobs": [7]}"#.to_string(), "jobs[0]", "job object"),
-            (job(r#"{"iops": -1e308}"#, "{}"), "jobs[0].read.iops", "negative"),
-            (job(r#"{"iops": "NaN"}"#, "{}"), "jobs[0].read.iops", "finite"),
-            (job(r#"{"iops": "inf"}"#, "{}"), "jobs[0].read.iops", "finite"),
-            (job(r#"{"bw_bytes": 1e300}"#, "{}"), "jobs[0].read.bw_bytes", "above"),
-            (job(r#"{"iops": true}"#, "{}"), "jobs[0].read.iops", "expected a number"),
+            (
+                job(r#"{"iops": -1e308}"#, "{}"),
+                "jobs[0].read.iops",
+                "negative",
+            ),
+            (
+                job(r#"{"iops": "NaN"}"#, "{}"),
+                "jobs[0].read.iops",
+                "finite",
+            ),
+            (
+                job(r#"{"iops": "inf"}"#, "{}"),
+                "jobs[0].read.iops",
+                "finite",
+            ),
+            (
+                job(r#"{"bw_bytes": 1e300}"#, "{}"),
+                "jobs[0].read.bw_bytes",
+                "above",
+            ),
+            (
+                job(r#"{"iops": true}"#, "{}"),
+                "jobs[0].read.iops",
+                "expected a number",
+            ),
             (
                 job("{}", r#"{"clat_ns": {"mean": -5}}"#),
                 "jobs[0].write.clat_ns.mean",
