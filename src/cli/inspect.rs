@@ -51,7 +51,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         machine.apply_rates(&crate::model::rates(&before, &after, ns));
     }
     for w in &machine.warnings {
-        eprintln!("iolab: warning: {w}");
+        eprintln!(
+            "iolab: warning: {}",
+            crate::report::format::terminal_safe_lines(w)
+        );
     }
     let out = if args.json {
         serde_json::to_string_pretty(&machine)? + "\n"

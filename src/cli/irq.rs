@@ -304,5 +304,7 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
         keep: a.keep,
     };
     let wait = waiter()?;
-    daemon::run(&root, &settings, &wait, &mut |line| eprintln!("{line}"))
+    daemon::run(&root, &settings, &wait, &mut |line| {
+        eprintln!("{}", crate::report::format::terminal_safe_lines(line))
+    })
 }

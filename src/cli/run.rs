@@ -147,13 +147,16 @@ fn duration_text(s: f64) -> String {
 
 /// The resolved plan for people.
 pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
+    // Cell keys, reasons and notes quote the file and the machine: escaped as a whole.
+    crate::report::format::terminal_safe_lines(&plan_text_unescaped(plan, exp)).into_owned()
+}
+
+fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "experiment: {} ({}), seed {}",
-        safe(&exp.name),
-        safe(&exp.source),
-        exp.seed
+        exp.name, &exp.source, exp.seed
     );
     let names = plan
         .devices
@@ -166,17 +169,17 @@ pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
             "target: {} new scratch loop device(s) (created when the run starts; called {} \
              below)",
             names.len(),
-            safe(&names.join(", "))
+            names.join(", ")
         );
     } else {
         let _ = writeln!(
             out,
             "target: /dev/{}{}",
-            safe(&names.join(", /dev/")),
+            names.join(", /dev/"),
             if exp.target.hosts.is_empty() {
                 String::new()
             } else {
-                format!(" on {}", safe(&exp.target.hosts.join(", ")))
+                format!(" on {}", exp.target.hosts.join(", "))
             }
         );
     }
@@ -249,6 +252,10 @@ pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
 }
 
 fn outcome_text(o: &Outcome, db_given: bool) -> String {
+    crate::report::format::terminal_safe_lines(&outcome_text_unescaped(o, db_given)).into_owned()
+}
+
+fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
     let mut out = String::new();
     let ran: usize = o.cells.iter().map(|c| c.runs.len()).sum();
     let na = o
@@ -260,7 +267,7 @@ fn outcome_text(o: &Outcome, db_given: bool) -> String {
         out,
         "experiment {} \"{}\": {ran} run(s) stored in {}, {} failed, {na} cell(s) not applicable{}",
         o.experiment_id,
-        safe(&o.plan.experiment),
+        o.plan.experiment,
         o.db_path.display(),
         o.failed_runs,
         if o.interrupted { " (interrupted)" } else { "" }
@@ -321,7 +328,11 @@ impl Progress for StderrProgress {
             let _ = writeln!(err);
             self.line_open = false;
         }
-        let _ = writeln!(err, "{}", text.trim_end());
+        let _ = writeln!(
+            err,
+            "{}",
+            crate::report::format::terminal_safe_lines(text.trim_end())
+        );
     }
 
     fn run_started(&mut self, s: &Step) {
@@ -338,7 +349,7 @@ impl Progress for StderrProgress {
             } else {
                 format!("rep {}", s.round)
             },
-            s.cell,
+            safe(&s.cell),
         );
         let mut err = std::io::stderr().lock();
         if self.tty {

@@ -26,7 +26,10 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     };
     let meta = crate::snapshot::capture(&source, &args.output, args.interval)?;
     for f in &meta.unreadable {
-        eprintln!("iolab: warning: {f}: could not be read; left out of the snapshot");
+        eprintln!(
+            "iolab: warning: {}: could not be read; left out of the snapshot",
+            crate::report::format::terminal_safe(f)
+        );
     }
     super::emit::stdout(&format!(
         "snapshot of {} (Linux {}) in {}: {} files, {} bytes, readings {:.3} s apart\n",
