@@ -328,3 +328,46 @@ fn dry_run_on_the_default_target_names_no_existing_loop_device() {
         "{name} is a real device"
     );
 }
+
+#[test]
+fn machine_names_from_a_snapshot_are_printed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("m");
+    let copied = std::process::Command::new("cp")
+        .args(["-a", "tests/fixtures/machines/thisvm"])
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    for rel in [
+        "proc/interrupts",
+        "later/proc/interrupts",
+        "sys/kernel/irq/36/actions",
+    ] {
+        let p = root.join(rel);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains("virtio1-req.0"), "{rel}");
+        std::fs::write(&p, text.replace("virtio1-req.0", "virtio1-req\u{202e}.0")).unwrap();
+    }
+    std::fs::write(
+        root.join("proc/sys/kernel/hostname"),
+        "vm\u{1b}]0;owned\u{7}\n",
+    )
+    .unwrap();
+    let shown = root.display().to_string();
+    for cmd in [
+        vec!["inspect", "--root", &shown],
+        vec!["irq", "plan", "--root", &shown, "--heavy", "0"],
+    ] {
+        let (ok, out, err) = iolab(&cmd);
+        assert!(ok, "{cmd:?}: {err}");
+        assert_no_raw_controls(&format!("{cmd:?}"), &out);
+        assert!(!out.contains('\u{7}'), "{out}");
+    }
+    let (_, out, _) = iolab(&["inspect", "--root", &shown]);
+    assert!(out.contains("vm\\u{1b}]0;owned\\u{7}"), "{out}");
+    assert!(out.contains("virtio1-req\\u{202e}.0"), "{out}");
+    let (_, out, _) = iolab(&["inspect", "--root", &shown, "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hostname"], "vm\u{1b}]0;owned\u{7}");
+}
