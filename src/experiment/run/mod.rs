@@ -917,6 +917,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reserved_tags_depend_on_where_fio_runs() {
+        let tag = |n: &str| vec![(n.to_string(), "x".to_string())];
+        let local = crate::experiment::parse(
+            "l.toml",
+            "name = \"l\"\n[workload]\nrw = \"read\"\n[factors]\nbs = [\"4k\"]\n",
+        )
+        .unwrap();
+        for name in ["host", "kernel", "bs", "experiment"] {
+            assert!(check_tags(&local, &tag(name)).is_err(), "{name}");
+        }
+        assert!(check_tags(&local, &tag("variant")).is_ok());
+        // On fio servers only the user knows their kernels.
+        let remote = crate::experiment::parse(
+            "r.toml",
+            "name = \"r\"\n[target]\ndevice = \"nvme0n1\"\nhosts = [\"10.0.0.1\"]\n\
+             [workload]\nrw = \"read\"\n",
+        )
+        .unwrap();
+        assert!(check_tags(&remote, &tag("kernel")).is_ok());
+        let e = check_tags(&remote, &tag("host")).unwrap_err().to_string();
+        assert!(e.contains("fio servers"), "{e}");
+    }
+
+    #[test]
     fn eta_uses_nominal_durations_and_falls_back_to_the_mean_so_far() {
         assert_eq!(eta(&[Some(5.0), Some(5.0)], &[]), Some(10.0));
         assert_eq!(eta(&[Some(5.0), None], &[2.0, 4.0]), Some(8.0));
