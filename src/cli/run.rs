@@ -29,8 +29,10 @@ pub struct RunArgs {
     /// Tag every run (repeatable), e.g. --tag variant=backports. Names: lowercase letters,
     /// digits, '_', '-', '.'; values: no ','. Refused: `experiment`, `host`, `kernel` (iolab
     /// sets them; `kernel` is allowed with [target] hosts) and the experiment's factor names.
-    #[arg(long = "tag", value_name = "NAME=VALUE", value_parser = crate::store::tags::parse_tag)]
-    pub tags: Vec<(String, String)>,
+    // Parsed in `run`, not by clap: clap would echo a refused value with its control
+    // characters raw, iolab's error printer escapes them.
+    #[arg(long = "tag", value_name = "NAME=VALUE")]
+    pub tags: Vec<String>,
     /// Run on this block device instead of the file's target ("default": a scratch device).
     #[arg(long, value_name = "DEV")]
     pub device: Option<String>,
@@ -67,7 +69,12 @@ pub fn run(args: RunArgs) -> Result<()> {
     let interrupt = crate::knobs::signals::Interrupt::install()?;
     let exp = crate::experiment::load(&args.experiment)?;
     let mut settings = Settings::live(crate::store::resolve_db_path(args.db.as_deref()));
-    settings.tags = args.tags.clone();
+    settings.tags = args
+        .tags
+        .iter()
+        .map(|t| crate::store::tags::parse_tag(t))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow!(e))?;
     settings.device = args.device.clone();
     settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));

@@ -22,7 +22,8 @@ pub fn check_name(name: &str) -> Result<(), String> {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-.".contains(&b))
     {
         return Err(format!(
-            "tag name {name:?} is not allowed: use {NAME_RULE} (e.g. variant=stock)"
+            "tag name \"{}\" is not allowed: use {NAME_RULE} (e.g. variant=stock)",
+            crate::report::format::terminal_safe(name)
         ));
     }
     if name == EXPERIMENT {
@@ -41,15 +42,15 @@ pub fn check_value(name: &str, value: &str) -> Result<(), String> {
     }
     if value.contains(',') {
         return Err(format!(
-            "tag value {:?} of {name} holds ',', which compare's selectors use to join parts; \
-             use another separator (e.g. '+' or '_')",
+            "tag value \"{}\" of {name} holds ',', which compare's selectors use to join \
+             parts; use another separator (e.g. '+' or '_')",
             crate::report::format::terminal_safe(value)
         ));
     }
     if value.chars().any(is_unsafe_char) {
         return Err(format!(
-            "tag value {:?} of {name} holds a control character; tags are printed in tables, \
-             use printable text",
+            "tag value \"{}\" of {name} holds a control character; tags are printed in \
+             tables, use printable text",
             crate::report::format::terminal_safe(value)
         ));
     }
@@ -64,7 +65,7 @@ fn is_unsafe_char(c: char) -> bool {
 pub fn parse_tag(text: &str) -> Result<(String, String), String> {
     let Some((name, value)) = text.split_once('=') else {
         return Err(format!(
-            "tag {:?} is not NAME=VALUE (e.g. variant=stock)",
+            "tag \"{}\" is not NAME=VALUE (e.g. variant=stock)",
             crate::report::format::terminal_safe(text)
         ));
     };
@@ -122,6 +123,12 @@ mod tests {
         }
         let e = parse_tag("experiment=99").unwrap_err();
         assert!(e.contains("reserved"), "{e}");
+    }
+
+    #[test]
+    fn messages_show_controls_escaped_once() {
+        let e = parse_tag("v=a\u{202e}b").unwrap_err();
+        assert!(e.contains("\"a\\u{202e}b\""), "{e}");
     }
 
     #[test]
