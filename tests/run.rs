@@ -1139,8 +1139,13 @@ fn dry_run_shows_every_device_and_its_cpus() {
         String::from_utf8_lossy(&out.stderr)
     );
     let target = text.lines().find(|l| l.starts_with("target: ")).unwrap();
-    assert_eq!(target.matches("/dev/loop").count(), 2, "{text}");
-    assert_eq!(text.matches("fio for /dev/loop").count(), 2, "{text}");
+    // The scratch devices do not exist yet: no existing loop device is named for them.
+    assert!(
+        target.contains("2 new scratch loop device(s)") && target.contains("scratch1, scratch2"),
+        "{text}"
+    );
+    assert!(!text.contains("/dev/loop"), "{text}");
+    assert_eq!(text.matches("fio for /dev/scratch").count(), 2, "{text}");
     assert_eq!(text.matches(" on CPU 0: CPU 0 takes").count(), 2, "{text}");
     assert!(!dir.path().join("r.db").exists());
 }

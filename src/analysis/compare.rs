@@ -54,11 +54,15 @@ impl Selector {
             if name.is_empty() || value.is_empty() {
                 bail!("selector {text:?}: {part:?} needs a name and a value");
             }
-            if name == "experiment" {
+            if name == crate::store::tags::EXPERIMENT {
                 experiment = Some(value.parse().with_context(|| {
                     format!("selector {text:?}: experiment={value:?} is not an id")
                 })?);
             } else {
+                // The rule tags were stored under (factor names follow it too).
+                crate::store::tags::check_name(name)
+                    .and_then(|()| crate::store::tags::check_value(name, value))
+                    .map_err(|e| anyhow::anyhow!("selector {text:?}: {e}"))?;
                 tags.push((name.to_string(), value.to_string()));
             }
         }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use anyhow::bail;
 use serde_json::{json, Value};
 
+use crate::report::format::terminal_safe as safe;
 use crate::report::pivot::{pivot_cells, PivotCell, PivotSpec};
 use crate::report::table::{Cell, Column, Table};
 use crate::stats::{summarize, Summary};
@@ -390,9 +391,17 @@ fn header(loaded: &Loaded) -> String {
     let e = &loaded.experiment;
     let mut out = format!(
         "experiment {} \"{}\" ({}), seed {}\nhost {}, kernel {}; runs: {} ok, {} failed, {} not applicable\n",
-        e.id, e.name, e.status, e.seed, e.host, e.kernel, e.runs_ok, e.runs_failed, e.runs_not_applicable
+        e.id,
+        safe(&e.name),
+        safe(&e.status),
+        e.seed,
+        safe(&e.host),
+        safe(&e.kernel),
+        e.runs_ok,
+        e.runs_failed,
+        e.runs_not_applicable
     );
-    out.push_str(&format!("factors: {}\n", loaded.factor_list()));
+    out.push_str(&format!("factors: {}\n", safe(&loaded.factor_list())));
     out
 }
 

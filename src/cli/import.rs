@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::analysis::import::{import_files, parse_tag, ImportOptions};
+use crate::report::format::terminal_safe as safe;
 use crate::store::{self, Store};
 
 /// Store existing fio JSON or json+ outputs as runs, one run per file, so they can be shown
@@ -59,7 +60,7 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
             summary.runs.len(),
             if summary.runs.len() == 1 { "" } else { "s" },
             summary.experiment_id,
-            summary.experiment_name,
+            safe(&summary.experiment_name),
             ok,
             summary.runs.len() - ok,
             db.path()
@@ -67,9 +68,9 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         for r in summary.runs.iter().filter(|r| r.status != "ok") {
             out.push_str(&format!(
                 "  {}: run {} failed: {}\n",
-                r.file,
+                safe(&r.file),
                 r.run_id,
-                r.reason.as_deref().unwrap_or("")
+                safe(r.reason.as_deref().unwrap_or(""))
             ));
         }
         out

@@ -34,7 +34,7 @@ pub(crate) fn parse_interval(text: &str) -> Result<Duration, String> {
 
 pub fn run(args: InspectArgs) -> anyhow::Result<()> {
     let root = match &args.root {
-        Some(dir) => SysRoot::at(dir)?,
+        Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),
     };
     let mut machine = Machine::read(&root)?;
@@ -51,7 +51,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         machine.apply_rates(&crate::model::rates(&before, &after, ns));
     }
     for w in &machine.warnings {
-        eprintln!("iolab: warning: {w}");
+        eprintln!(
+            "iolab: warning: {}",
+            crate::report::format::terminal_safe_lines(w)
+        );
     }
     let out = if args.json {
         serde_json::to_string_pretty(&machine)? + "\n"

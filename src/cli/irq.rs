@@ -196,7 +196,7 @@ fn top_cmd(a: TopArgs) -> anyhow::Result<()> {
 fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {
     let options = a.planning.options()?;
     let root = match &a.root {
-        Some(dir) => SysRoot::at(dir)?,
+        Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),
     };
     let wait = waiter()?;
@@ -304,5 +304,7 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
         keep: a.keep,
     };
     let wait = waiter()?;
-    daemon::run(&root, &settings, &wait, &mut |line| eprintln!("{line}"))
+    daemon::run(&root, &settings, &wait, &mut |line| {
+        eprintln!("{}", crate::report::format::terminal_safe_lines(line))
+    })
 }

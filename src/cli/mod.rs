@@ -76,7 +76,11 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("iolab: error: {}", error_text(&e));
+            // Errors quote names from files and the database: escaped like any other text.
+            eprintln!(
+                "iolab: error: {}",
+                crate::report::format::terminal_safe_lines(&error_text(&e))
+            );
             e.downcast_ref::<run::Stopped>()
                 .map_or(1, run::Stopped::exit_code)
         }

@@ -22,7 +22,7 @@ pub struct PreflightArgs {
 
 pub fn run(args: PreflightArgs) -> anyhow::Result<()> {
     let root = match &args.root {
-        Some(dir) => crate::sys::SysRoot::at(dir)?,
+        Some(dir) => crate::sys::SysRoot::machine_root(dir)?,
         None => crate::sys::SysRoot::live(),
     };
     let findings = crate::preflight::collect(&root, Duration::from_millis(args.sample_ms));

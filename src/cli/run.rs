@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 
 use crate::experiment::run::{self as runloop, Outcome, Plan, Progress, Settings, Step};
+use crate::report::format::terminal_safe as safe;
 use crate::report::table::MAX_WIDTH;
 use crate::workload::{CancelToken, RealFio};
 
@@ -25,9 +26,13 @@ pub struct RunArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// Tag every run (repeatable), e.g. --tag variant=backports.
-    #[arg(long = "tag", value_name = "NAME=VALUE", value_parser = parse_tag)]
-    pub tags: Vec<(String, String)>,
+    /// Tag every run (repeatable), e.g. --tag variant=backports. Names: lowercase letters,
+    /// digits, '_', '-', '.'; values: no ','. Refused: `experiment`, `host`, `kernel` (iolab
+    /// sets them; `kernel` is allowed with [target] hosts) and the experiment's factor names.
+    // Parsed in `run`, not by clap: clap would echo a refused value with its control
+    // characters raw, iolab's error printer escapes them.
+    #[arg(long = "tag", value_name = "NAME=VALUE")]
+    pub tags: Vec<String>,
     /// Run on this block device instead of the file's target ("default": a scratch device).
     #[arg(long, value_name = "DEV")]
     pub device: Option<String>,
@@ -73,29 +78,17 @@ impl Stopped {
     }
 }
 
-fn parse_tag(s: &str) -> Result<(String, String), String> {
-    let (name, value) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: a tag is NAME=VALUE"))?;
-    let name = name.trim();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
-    {
-        return Err(format!(
-            "`{name}`: tag names use letters, digits, `_`, `-` and `.`"
-        ));
-    }
-    Ok((name.to_string(), value.to_string()))
-}
-
 pub fn run(args: RunArgs) -> Result<()> {
     // Before anything can be created: from here on a signal only sets the flag.
     let interrupt = crate::knobs::signals::Interrupt::install()?;
     let exp = crate::experiment::load(&args.experiment)?;
     let mut settings = Settings::live(crate::store::resolve_db_path(args.db.as_deref()));
-    settings.tags = args.tags.clone();
+    settings.tags = args
+        .tags
+        .iter()
+        .map(|t| crate::store::tags::parse_tag(t))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow!(e))?;
     settings.device = args.device.clone();
     settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));
@@ -183,28 +176,42 @@ fn duration_text(s: f64) -> String {
 
 /// The resolved plan for people.
 pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
+    // Cell keys, reasons and notes quote the file and the machine: escaped as a whole.
+    crate::report::format::terminal_safe_lines(&plan_text_unescaped(plan, exp)).into_owned()
+}
+
+fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "experiment: {} ({}), seed {}",
-        exp.name, exp.source, exp.seed
+        exp.name, &exp.source, exp.seed
     );
-    let _ = writeln!(
-        out,
-        "target: /dev/{}{}",
-        plan.devices
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", /dev/"),
-        if plan.scratch {
-            " (standing in for the scratch device)".to_string()
-        } else if !exp.target.hosts.is_empty() {
-            format!(" on {}", exp.target.hosts.join(", "))
-        } else {
-            String::new()
-        }
-    );
+    let names = plan
+        .devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect::<Vec<_>>();
+    if plan.scratch {
+        let _ = writeln!(
+            out,
+            "target: {} new scratch loop device(s) (created when the run starts; called {} \
+             below)",
+            names.len(),
+            names.join(", ")
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "target: /dev/{}{}",
+            names.join(", /dev/"),
+            if exp.target.hosts.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", exp.target.hosts.join(", "))
+            }
+        );
+    }
     let _ = writeln!(out, "cells ({}):", plan.cells.len());
     for c in &plan.cells {
         let _ = writeln!(out, "  #{:<3} {}", c.index, c.key);
@@ -274,6 +281,10 @@ pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
 }
 
 fn outcome_text(o: &Outcome, db_given: bool) -> String {
+    crate::report::format::terminal_safe_lines(&outcome_text_unescaped(o, db_given)).into_owned()
+}
+
+fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
     let mut out = String::new();
     let ran: usize = o.cells.iter().map(|c| c.runs.len()).sum();
     let na = o
@@ -346,7 +357,11 @@ impl Progress for StderrProgress {
             let _ = writeln!(err);
             self.line_open = false;
         }
-        let _ = writeln!(err, "{}", text.trim_end());
+        let _ = writeln!(
+            err,
+            "{}",
+            crate::report::format::terminal_safe_lines(text.trim_end())
+        );
     }
 
     fn run_started(&mut self, s: &Step) {
@@ -363,7 +378,7 @@ impl Progress for StderrProgress {
             } else {
                 format!("rep {}", s.round)
             },
-            s.cell,
+            safe(&s.cell),
         );
         let mut err = std::io::stderr().lock();
         if self.tty {

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use crate::report::format::terminal_safe as safe;
 use crate::store::{self, time::format_utc, Store};
 
 /// List stored experiments, or the runs of one experiment.
@@ -61,13 +62,13 @@ pub fn experiments_table(exps: &[store::Experiment]) -> String {
             "{:>4}  {:<19}  {:<20}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}",
             e.id,
             format_utc(e.created_unix),
-            clip(&e.name, 20),
-            e.status,
+            clip(&safe(&e.name), 20),
+            safe(&e.status),
             e.runs_ok,
             e.runs_failed,
             e.runs_not_applicable,
-            e.host,
-            e.kernel
+            safe(&e.host),
+            safe(&e.kernel)
         );
     }
     out
@@ -77,7 +78,12 @@ pub fn experiments_table(exps: &[store::Experiment]) -> String {
 pub fn runs_table(exp: &store::Experiment, runs: &[store::Run]) -> String {
     let mut out = format!(
         "experiment {} \"{}\" ({}), seed {}, {} on {}\n",
-        exp.id, exp.name, exp.status, exp.seed, exp.kernel, exp.host
+        exp.id,
+        safe(&exp.name),
+        safe(&exp.status),
+        exp.seed,
+        safe(&exp.kernel),
+        safe(&exp.host)
     );
     if runs.is_empty() {
         out.push_str("no runs stored\n");
@@ -94,13 +100,13 @@ pub fn runs_table(exp: &store::Experiment, runs: &[store::Run]) -> String {
             status.push_str(" (warm-up)");
         }
         if let Some(reason) = r.status.reason() {
-            let _ = write!(status, ": {reason}");
+            let _ = write!(status, ": {}", safe(reason));
         }
         let _ = writeln!(
             out,
             "{:>6}  {:<30}  {:>3}  {:<19}  {:>7.1}  {}",
             r.id,
-            clip(&r.cell_key, 30),
+            clip(&safe(&r.cell_key), 30),
             r.repetition,
             format_utc(r.start_unix),
             r.end_unix - r.start_unix,

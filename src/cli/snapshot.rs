@@ -21,12 +21,15 @@ pub struct SnapshotArgs {
 
 pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     let source = match &args.root {
-        Some(dir) => crate::sys::SysRoot::at(dir)?,
+        Some(dir) => crate::sys::SysRoot::machine_root(dir)?,
         None => crate::sys::SysRoot::live(),
     };
     let meta = crate::snapshot::capture(&source, &args.output, args.interval)?;
     for f in &meta.unreadable {
-        eprintln!("iolab: warning: {f}: could not be read; left out of the snapshot");
+        eprintln!(
+            "iolab: warning: {}: could not be read; left out of the snapshot",
+            crate::report::format::terminal_safe(f)
+        );
     }
     super::emit::stdout(&format!(
         "snapshot of {} (Linux {}) in {}: {} files, {} bytes, readings {:.3} s apart\n",

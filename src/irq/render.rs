@@ -15,7 +15,13 @@ pub fn rate(v: f64) -> String {
     }
 }
 
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn plan_text(p: &Plan, measured_s: f64) -> String {
+    crate::report::format::terminal_safe_lines(&plan_text_unescaped(p, measured_s)).into_owned()
+}
+
+fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -80,7 +86,13 @@ pub fn plan_text(p: &Plan, measured_s: f64) -> String {
     out
 }
 
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn applied_text(done: &[Applied]) -> String {
+    crate::report::format::terminal_safe_lines(&applied_text_unescaped(done)).into_owned()
+}
+
+fn applied_text_unescaped(done: &[Applied]) -> String {
     let mut out = String::new();
     for a in done {
         let eff = match &a.effective {

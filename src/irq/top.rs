@@ -83,7 +83,13 @@ pub fn frame(before: &Interrupts, after: &Interrupts, ns: u64, with_summary: boo
 
 /// A table: the `limit` busiest rows, one column per CPU that took any interrupt shown, the
 /// device-interrupt total per CPU and each CPU's share of it.
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn render(f: &TopFrame, limit: usize) -> String {
+    crate::report::format::terminal_safe_lines(&render_unescaped(f, limit)).into_owned()
+}
+
+fn render_unescaped(f: &TopFrame, limit: usize) -> String {
     let rows = &f.rows[..f.rows.len().min(limit)];
     let cpus: Vec<u32> = f
         .cpu_totals

@@ -9,7 +9,13 @@ use std::fmt::Write;
 
 const WIDTH: usize = 80;
 
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn tree(m: &Machine) -> String {
+    crate::report::format::terminal_safe_lines(&tree_unescaped(m)).into_owned()
+}
+
+fn tree_unescaped(m: &Machine) -> String {
     let mut s = String::new();
     let host = m.hostname.as_deref().unwrap_or("(unknown host)");
     let kernel = m.kernel.as_deref().unwrap_or("(unknown kernel)");

@@ -406,7 +406,13 @@ fn activity(root: &SysRoot, sample: Duration, f: &mut Vec<Finding>) {
 }
 
 /// Human-readable report: one line per finding, warnings marked and followed by their advice.
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn render(findings: &[Finding]) -> String {
+    crate::report::format::terminal_safe_lines(&render_unescaped(findings)).into_owned()
+}
+
+fn render_unescaped(findings: &[Finding]) -> String {
     let width = findings.iter().map(|f| f.key.len()).max().unwrap_or(0);
     let mut out = String::new();
     for f in findings {

@@ -82,9 +82,68 @@ pub fn p_value(p: f64) -> String {
     }
 }
 
+/// True for characters that must not reach a terminal raw: C0 and C1 controls, DEL, and the
+/// Unicode bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can
+/// reorder what a table shows ("Trojan Source").
+pub fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// Untrusted text (names from files, the database, tags, devices, fio jobs, IRQ actions) made
+/// safe for a terminal: every character [`needs_escape`] finds is written as `\u{..}`; the rest
+/// is unchanged. Text renderers call this; JSON output keeps the exact text (serde escapes).
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if needs_escape(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Like [`terminal_safe`] for text of several lines: each line is made safe, the line breaks
+/// stay (titles and notes that iolab itself writes over several lines).
+pub fn terminal_safe_lines(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c != '\n' && needs_escape(c)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.split('\n')
+            .map(|l| terminal_safe(l).into_owned())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn controls_and_bidi_overrides_are_escaped() {
+        assert_eq!(terminal_safe("plain name"), "plain name");
+        assert_eq!(terminal_safe("a\0b"), "a\\u{0}b");
+        assert_eq!(terminal_safe("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(
+            terminal_safe("\u{1b}[31m\u{7f}\u{85}"),
+            "\\u{1b}[31m\\u{7f}\\u{85}"
+        );
+        assert_eq!(
+            terminal_safe("\u{2066}\u{2069}\u{202a}"),
+            "\\u{2066}\\u{2069}\\u{202a}"
+        );
+        assert_eq!(terminal_safe("tab\there\n"), "tab\\u{9}here\\u{a}");
+        assert_eq!(terminal_safe("ünïcode ok \u{2067}"), "ünïcode ok \\u{2067}");
+        assert_eq!(terminal_safe_lines("a\nb\0"), "a\nb\\u{0}");
+    }
 
     #[test]
     fn numbers_read_well() {

@@ -9,6 +9,10 @@ use serde_json::{json, Map, Value};
 
 use crate::stats::Summary;
 
+// Cells hold names from files and the database (experiments, tags, devices, jobs): the text
+// form escapes what a terminal would act on; CSV and JSON keep the exact text.
+use super::format::{terminal_safe as safe, terminal_safe_lines as safe_lines};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Align {
     Left,
@@ -117,15 +121,15 @@ impl Table {
             .map(|c| {
                 self.rows
                     .iter()
-                    .map(|r| r[c].shown().len())
-                    .chain([self.columns[c].header().len()])
+                    .map(|r| safe(r[c].shown()).len())
+                    .chain([safe(&self.columns[c].header()).len()])
                     .max()
                     .unwrap_or(0)
             })
             .collect();
         let mut out = String::new();
         if let Some(t) = &self.title {
-            out.push_str(t);
+            out.push_str(&safe_lines(t));
             out.push('\n');
         }
         for (i, block) in column_blocks(&widths, max_width).iter().enumerate() {
@@ -136,7 +140,10 @@ impl Table {
             out.push_str(&line(
                 block
                     .iter()
-                    .map(|&c| pad(&self.columns[c].header(), widths[c], self.columns[c].align))
+                    .map(|&c| {
+                        let h = self.columns[c].header();
+                        pad(&safe(&h), widths[c], self.columns[c].align)
+                    })
                     .collect(),
             ));
             out.push_str(&line(
@@ -146,13 +153,13 @@ impl Table {
                 out.push_str(&line(
                     block
                         .iter()
-                        .map(|&c| pad(row[c].shown(), widths[c], self.columns[c].align))
+                        .map(|&c| pad(&safe(row[c].shown()), widths[c], self.columns[c].align))
                         .collect(),
                 ));
             }
         }
         for n in &self.notes {
-            out.push_str(&wrap(n, max_width));
+            out.push_str(&wrap(&safe_lines(n), max_width));
         }
         out
     }

@@ -78,27 +78,27 @@ pub fn capture_with(
 
     let mut m = Mirror::new(source.base(), &out);
     for abs in &rec.resolved {
-        m.walk(abs, true).map_err(io(abs))?;
+        m.walk(abs, true).map_err(io(&out, abs))?;
     }
     for abs in &rec.links {
-        m.walk(abs, false).map_err(io(abs))?;
+        m.walk(abs, false).map_err(io(&out, abs))?;
     }
     let mut modes = String::new();
     for abs in rec.files.iter().chain(&rec.modes) {
         if abs.starts_with("/proc/self/") || abs.starts_with(LATER_DIR) || abs == SNAPSHOT_META {
             continue;
         }
-        if let Some(found) = m.walk(abs, true).map_err(io(abs))? {
+        if let Some(found) = m.walk(abs, true).map_err(io(&out, abs))? {
             if !found.is_dir {
-                m.copy_file(&found.canonical).map_err(io(abs))?;
+                m.copy_file(&found.canonical).map_err(io(&out, abs))?;
             }
         }
     }
     // Listings last, so they can tell which of their entries the snapshot already holds.
     for abs in &rec.dirs {
-        if let Some(found) = m.walk(abs, true).map_err(io(abs))? {
+        if let Some(found) = m.walk(abs, true).map_err(io(&out, abs))? {
             if found.is_dir {
-                m.copy_listing(&found.canonical).map_err(io(abs))?;
+                m.copy_listing(&found.canonical).map_err(io(&out, abs))?;
             }
         }
     }
@@ -108,12 +108,12 @@ pub fn capture_with(
         }
     }
     m.write(&format!("/{MODES_FILE}"), modes.as_bytes())
-        .map_err(io(MODES_FILE))?;
+        .map_err(io(&out, MODES_FILE))?;
     if rec.files.contains(crate::model::devices::MOUNTINFO) {
         let abs = crate::model::devices::MOUNTINFO;
         if let Ok(text) = source.read(abs) {
             m.write(abs, sanitized_mountinfo(&text).as_bytes())
-                .map_err(io(abs))?;
+                .map_err(io(&out, abs))?;
         }
     }
 
@@ -122,14 +122,14 @@ pub fn capture_with(
     let started = Instant::now();
     let captured_at = SystemTime::now();
     for (abs, bytes) in &first {
-        m.write(abs, bytes).map_err(io(abs))?;
+        m.write(abs, bytes).map_err(io(&out, abs))?;
     }
     std::thread::sleep(interval.saturating_sub(started.elapsed()));
     let second = read_counters(source)?;
     let interval_ns = started.elapsed().as_nanos() as u64;
     for (abs, bytes) in &second {
         let later = format!("{LATER_DIR}{abs}");
-        m.write(&later, bytes).map_err(io(&later))?;
+        m.write(&later, bytes).map_err(io(&out, &later))?;
     }
 
     let unix = captured_at.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -151,7 +151,7 @@ pub fn capture_with(
     let json = serde_json::to_string_pretty(&meta)? + "\n";
     meta.bytes += json.len() as u64;
     m.write(SNAPSHOT_META, json.as_bytes())
-        .map_err(io(SNAPSHOT_META))?;
+        .map_err(io(&out, SNAPSHOT_META))?;
 
     // The snapshot must read back as a machine, or it is not a snapshot.
     let back = SysRoot::at(&out)?;
@@ -178,6 +178,17 @@ fn prepare_dir(out: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("{}: cannot create", out.display()))?,
         Err(e) => bail!("{}: {e}", out.display()),
     }
+    // Find out now, naming the destination, rather than on the first copied file (whose
+    // source path would be all the message said).
+    let probe = out.join(".iolab-write-test");
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot write the snapshot there ({e}); choose a writable directory",
+                out.display()
+            )
+        })?;
     Ok(())
 }
 
@@ -192,9 +203,10 @@ fn read_counters(source: &SysRoot) -> anyhow::Result<Vec<(&'static str, Vec<u8>)
         .collect()
 }
 
-/// An I/O error while copying `abs`, naming it.
-fn io(abs: &str) -> impl Fn(std::io::Error) -> anyhow::Error + '_ {
-    move |e| anyhow::anyhow!("copying {abs}: {e}")
+/// An I/O error while copying `abs` into the snapshot at `out`, naming both: the failure may
+/// be on either side (an unreadable source file, a full or read-only destination).
+fn io<'a>(out: &'a Path, abs: &'a str) -> impl Fn(std::io::Error) -> anyhow::Error + 'a {
+    move |e| anyhow::anyhow!("{}: copying {abs} into the snapshot: {e}", out.display())
 }
 
 /// Keeps the mounts that can sit on a block device (device number with a non-zero major, or

@@ -6,6 +6,7 @@
 
 mod access;
 mod schema;
+pub mod tags;
 pub mod time;
 
 use std::path::{Path, PathBuf};

@@ -48,6 +48,8 @@ pub enum SysError {
     },
     #[error("{path}: not a directory (expected a machine root such as / or a snapshot made by `iolab snapshot`)")]
     BadRoot { path: String },
+    #[error("{path} is not a snapshot or machine root (no {missing}); make one with `iolab snapshot -o {path}`")]
+    NotMachineRoot { path: String, missing: String },
 }
 
 impl SysError {
@@ -117,6 +119,24 @@ impl SysRoot {
             modes: Arc::new(modes),
             recorder: None,
         })
+    }
+
+    /// A user's `--root DIR`: like [`SysRoot::at`], and DIR must hold what every reader of the
+    /// machine model needs (`proc/` and `sys/devices/system/cpu`), so a wrong directory is
+    /// named as such instead of failing later on some file deep inside it.
+    pub fn machine_root(dir: impl AsRef<Path>) -> Result<Self, SysError> {
+        let root = SysRoot::at(dir.as_ref())?;
+        let missing: Vec<&str> = ["proc/", "sys/devices/system/cpu/"]
+            .into_iter()
+            .filter(|rel| !root.base.join(rel).is_dir())
+            .collect();
+        if !missing.is_empty() {
+            return Err(SysError::NotMachineRoot {
+                path: dir.as_ref().display().to_string(),
+                missing: missing.join(", no "),
+            });
+        }
+        Ok(root)
     }
 
     /// The same root, remembering every path read through it (see `Recording`).

@@ -56,7 +56,13 @@ impl Summary {
     }
 }
 
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn render(s: &Summary) -> String {
+    crate::report::format::terminal_safe_lines(&render_unescaped(s)).into_owned()
+}
+
+fn render_unescaped(s: &Summary) -> String {
     let mut o = format!(
         "recorded {} events of {} in {:.1}s ({}) into {} files; {} processes named\n",
         s.events(),

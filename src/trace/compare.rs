@@ -111,7 +111,13 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
     }
 }
 
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn render(c: &Comparison, name_a: &str, name_b: &str) -> String {
+    crate::report::format::terminal_safe_lines(&render_unescaped(c, name_a, name_b)).into_owned()
+}
+
+fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "A: {name_a}\nB: {name_b}\n");
     for d in &c.devices {

@@ -186,7 +186,13 @@ fn device_findings(d: &DeviceReport, out: &mut Vec<Finding>) {
 }
 
 /// The findings as text.
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn render(findings: &[Finding]) -> String {
+    crate::report::format::terminal_safe_lines(&render_unescaped(findings)).into_owned()
+}
+
+fn render_unescaped(findings: &[Finding]) -> String {
     let mut o = String::from("==================== Findings ====================\n\n");
     if findings.is_empty() {
         o.push_str("nothing stands out\n");

@@ -23,6 +23,35 @@ pub enum FioJsonError {
     },
     #[error("fio's JSON has neither `jobs` nor `client_stats`")]
     NoJobs,
+    /// A field fio always writes is missing, has the wrong type, or holds a value fio cannot
+    /// produce (negative, non-finite, absurdly large); `path` is the JSON path to it.
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+fn invalid(path: &str, message: impl Into<String>) -> FioJsonError {
+    FioJsonError::Invalid {
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Largest values fio can plausibly report, per job. Anything above comes from a damaged or
+/// hand-edited file, and would dominate every mean and sum it entered.
+mod limits {
+    /// 10 billion I/Os per second.
+    pub const IOPS: f64 = 1e10;
+    /// 100 TB/s.
+    pub const BW_BYTES: f64 = 1e14;
+    /// About 11.6 days, in nanoseconds.
+    pub const LATENCY_NS: f64 = 1e15;
+    /// About 3 years, in milliseconds.
+    pub const RUNTIME_MS: f64 = 1e11;
+    /// An exabyte, and a quadrillion I/Os.
+    pub const BYTES: f64 = 1e18;
+    pub const COUNT: f64 = 1e15;
+    /// Percent of one CPU (fio's usr_cpu/sys_cpu), for a job with very many threads.
+    pub const CPU_PCT: f64 = 1e6;
 }
 
 /// Completion-latency statistics of one direction of one job (nanoseconds).
@@ -213,15 +242,19 @@ fn report_from_value(doc: &Value) -> Result<FioReport, FioJsonError> {
     } else {
         return Err(FioJsonError::NoJobs);
     };
+    let list = if client_mode { "client_stats" } else { "jobs" };
     let mut jobs = Vec::new();
     let mut all_clients = None;
-    for entry in entries {
-        let job = job_from_value(entry);
+    for (i, entry) in entries.iter().enumerate() {
+        let job = job_from_value(entry, &format!("{list}[{i}]"))?;
         if client_mode && job.name == "All clients" {
             all_clients = Some(job);
         } else {
             jobs.push(job);
         }
+    }
+    if jobs.is_empty() {
+        return Err(invalid(list, "lists no jobs"));
     }
     Ok(FioReport {
         version,
@@ -233,30 +266,68 @@ fn report_from_value(doc: &Value) -> Result<FioReport, FioJsonError> {
     })
 }
 
-/// fio prints most numbers as numbers, but be lenient: strings holding numbers are accepted,
-/// anything else counts as absent.
-fn num(v: Option<&Value>) -> Option<f64> {
-    match v? {
+/// A short description of a JSON value for messages.
+fn describe(v: &Value) -> String {
+    let text = v.to_string();
+    let kind = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    if text.chars().count() > 40 {
+        format!("{kind} ({}...)", text.chars().take(40).collect::<String>())
+    } else {
+        format!("{kind} ({text})")
+    }
+}
+
+/// A number fio wrote at `path`: absent counts as 0 (fio omits some fields in some versions);
+/// a string holding a number is accepted; anything else, or a value that is negative,
+/// non-finite or above `max`, is an error naming the path.
+fn checked(v: &Value, key: &str, path: &str, max: f64) -> Result<f64, FioJsonError> {
+    match v.get(key) {
+        None => Ok(0.0),
+        Some(x) => checked_value(x, &format!("{path}.{key}"), max),
+    }
+}
+
+fn checked_value(x: &Value, path: &str, max: f64) -> Result<f64, FioJsonError> {
+    let n = match x {
         Value::Number(n) => n.as_f64(),
-        Value::String(s) => s.trim().parse().ok(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
         _ => None,
     }
-}
-
-fn num_or_zero(v: &Value, key: &str) -> f64 {
-    num(v.get(key)).filter(|x| x.is_finite()).unwrap_or(0.0)
-}
-
-fn count(v: &Value, key: &str) -> u64 {
-    let x = num_or_zero(v, key);
-    if x > 0.0 {
-        x as u64
-    } else {
-        0
+    .ok_or_else(|| invalid(path, format!("expected a number, found {}", describe(x))))?;
+    if !n.is_finite() {
+        return Err(invalid(path, format!("{n} is not a finite number")));
     }
+    if n < 0.0 {
+        return Err(invalid(
+            path,
+            format!("{n} is negative, which fio never reports; the file is damaged or edited"),
+        ));
+    }
+    if n > max {
+        return Err(invalid(
+            path,
+            format!(
+                "{n} is above {max:e}, more than fio can measure; the file is damaged or edited"
+            ),
+        ));
+    }
+    Ok(n)
 }
 
-fn job_from_value(v: &Value) -> JobResult {
+fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
+    if !v.is_object() {
+        return Err(invalid(
+            path,
+            format!("expected a job object, found {}", describe(v)),
+        ));
+    }
     let options = v
         .get("job options")
         .and_then(Value::as_object)
@@ -272,7 +343,21 @@ fn job_from_value(v: &Value) -> JobResult {
                 .collect()
         })
         .unwrap_or_default();
-    JobResult {
+    let error = match v.get("error") {
+        None => 0,
+        Some(x) => match x {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            invalid(
+                &format!("{path}.error"),
+                format!("expected an errno, found {}", describe(x)),
+            )
+        })?,
+    };
+    Ok(JobResult {
         name: v
             .get("jobname")
             .and_then(Value::as_str)
@@ -282,64 +367,104 @@ fn job_from_value(v: &Value) -> JobResult {
             .get("hostname")
             .and_then(Value::as_str)
             .map(str::to_string),
-        error: num(v.get("error")).map(|e| e as i64).unwrap_or(0),
-        read: direction_from_value(v.get("read")),
-        write: direction_from_value(v.get("write")),
-        trim: direction_from_value(v.get("trim")),
-        usr_cpu: num_or_zero(v, "usr_cpu"),
-        sys_cpu: num_or_zero(v, "sys_cpu"),
+        error,
+        read: direction_from_value(v, "read", path, true)?,
+        write: direction_from_value(v, "write", path, true)?,
+        trim: direction_from_value(v, "trim", path, false)?,
+        usr_cpu: checked(v, "usr_cpu", path, limits::CPU_PCT)?,
+        sys_cpu: checked(v, "sys_cpu", path, limits::CPU_PCT)?,
         options,
-    }
+    })
 }
 
-fn direction_from_value(v: Option<&Value>) -> Direction {
-    let Some(v) = v.filter(|v| v.is_object()) else {
-        return Direction::default();
+/// fio writes `read` and `write` objects for every job (zeros when unused) and `trim` since
+/// 2.x; a job without them is not fio's output, and a non-object there is damage.
+fn direction_from_value(
+    job: &Value,
+    key: &str,
+    job_path: &str,
+    required: bool,
+) -> Result<Direction, FioJsonError> {
+    let path = format!("{job_path}.{key}");
+    let v = match job.get(key) {
+        Some(v) if v.is_object() => v,
+        Some(other) => {
+            return Err(invalid(
+                &path,
+                format!("expected an object, found {}", describe(other)),
+            ))
+        }
+        None if required => {
+            return Err(invalid(
+                &path,
+                "missing: fio writes a read and a write object for every job; is this fio's \
+                 --output-format=json output?",
+            ))
+        }
+        None => return Ok(Direction::default()),
     };
-    Direction {
-        iops: num_or_zero(v, "iops"),
-        bw_bytes: num_or_zero(v, "bw_bytes"),
-        io_bytes: count(v, "io_bytes"),
-        total_ios: count(v, "total_ios"),
-        runtime_ms: count(v, "runtime"),
-        clat: latency_from_value(v.get("clat_ns")),
-    }
+    Ok(Direction {
+        iops: checked(v, "iops", &path, limits::IOPS)?,
+        bw_bytes: checked(v, "bw_bytes", &path, limits::BW_BYTES)?,
+        io_bytes: checked(v, "io_bytes", &path, limits::BYTES)? as u64,
+        total_ios: checked(v, "total_ios", &path, limits::COUNT)? as u64,
+        runtime_ms: checked(v, "runtime", &path, limits::RUNTIME_MS)? as u64,
+        clat: latency_from_value(v.get("clat_ns"), &format!("{path}.clat_ns"))?,
+    })
 }
 
-fn latency_from_value(v: Option<&Value>) -> Latency {
-    let Some(v) = v.filter(|v| v.is_object()) else {
-        return Latency::default();
+fn latency_from_value(v: Option<&Value>, path: &str) -> Result<Latency, FioJsonError> {
+    let v = match v {
+        None => return Ok(Latency::default()),
+        Some(v) if v.is_object() => v,
+        Some(other) => {
+            return Err(invalid(
+                path,
+                format!("expected an object, found {}", describe(other)),
+            ))
+        }
     };
-    let mut percentiles: Vec<(f64, f64)> = v
-        .get("percentile")
-        .and_then(Value::as_object)
-        .map(|p| {
-            p.iter()
-                .filter_map(|(k, val)| Some((k.trim().parse::<f64>().ok()?, num(Some(val))?)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut percentiles = Vec::new();
+    if let Some(p) = v.get("percentile").and_then(Value::as_object) {
+        for (k, val) in p {
+            let at = format!("{path}.percentile[{k:?}]");
+            let pct = k
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=100.0).contains(p))
+                .ok_or_else(|| invalid(&at, "the key is not a percentage"))?;
+            percentiles.push((pct, checked_value(val, &at, limits::LATENCY_NS)?));
+        }
+    }
     percentiles.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let bins = v.get("bins").and_then(Value::as_object).map(|b| {
-        let mut map = BTreeMap::new();
-        for (k, val) in b {
-            if let (Ok(ns), Some(n)) = (k.trim().parse::<u64>(), num(Some(val))) {
+    let bins = match v.get("bins").and_then(Value::as_object) {
+        None => None,
+        Some(b) => {
+            let mut map = BTreeMap::new();
+            for (k, val) in b {
+                let at = format!("{path}.bins[{k:?}]");
+                let ns = k
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| invalid(&at, "the key is not a latency in ns"))?;
+                let n = checked_value(val, &at, limits::COUNT)?;
                 if n > 0.0 {
                     *map.entry(ns).or_insert(0) += n as u64;
                 }
             }
+            Some(map)
         }
-        map
-    });
-    Latency {
-        min_ns: num_or_zero(v, "min"),
-        max_ns: num_or_zero(v, "max"),
-        mean_ns: num_or_zero(v, "mean"),
-        stddev_ns: num_or_zero(v, "stddev"),
-        samples: count(v, "N"),
+    };
+    Ok(Latency {
+        min_ns: checked(v, "min", path, limits::LATENCY_NS)?,
+        max_ns: checked(v, "max", path, limits::LATENCY_NS)?,
+        mean_ns: checked(v, "mean", path, limits::LATENCY_NS)?,
+        stddev_ns: checked(v, "stddev", path, limits::LATENCY_NS)?,
+        samples: checked(v, "N", path, limits::COUNT)? as u64,
         percentiles,
         bins,
-    }
+    })
 }
 
 /// The value at `percent` of a histogram, the way fio computes it: the first bucket at which
@@ -792,17 +917,86 @@ mod tests {
     }
 
     #[test]
-    fn odd_values_do_not_panic() {
-        let out = r#"{"jobs": [{"jobname": 5, "error": "95", "read": "x",
-                      "write": {"iops": "12.5", "clat_ns": {"N": -3, "bins": {"x": 1, "7": "2"}}}}]}"#;
+    fn lenient_where_fio_is_and_strict_where_damage_shows() {
+        // Numbers as strings are fio's own habit in places; they are accepted.
+        let out = r#"{"jobs": [{"jobname": 5, "error": "95", "read": {},
+                      "write": {"iops": "12.5", "clat_ns": {"N": 3, "bins": {"7": "2"}}}}]}"#;
         let r = parse(out).unwrap();
         assert_eq!(r.jobs[0].error, 95);
         assert_eq!(r.jobs[0].write.iops, 12.5);
-        assert_eq!(r.jobs[0].write.clat.samples, 0);
+        assert_eq!(r.jobs[0].write.clat.samples, 3);
         assert_eq!(
             r.jobs[0].write.clat.bins.as_ref().unwrap().get(&7),
             Some(&2)
         );
         let _ = r.metrics();
+    }
+
+    /// Each damaged field is refused with its JSON path (the list says which and why).
+    #[test]
+    fn damaged_fields_are_refused_with_their_json_path() {
+        let job = |read: &str, write: &str| {
+            format!(r#"{{"jobs": [{{"jobname": "j", "read": {read}, "write": {write}}}]}}"#)
+        };
+        let cases = [
+            (job(r#""oops""#, "{}"), "jobs[0].read", "expected an object"),
+            (job("{}", "[1]"), "jobs[0].write", "expected an object"),
+            (
+                r#"{"jobs": [{"jobname": "j"}]}"#.to_string(),
+                "jobs[0].read",
+                "missing",
+            ),
+            (r#"{"jobs": []}"#.to_string(), "jobs", "no jobs"),
+            (r#"{"jobs": [7]}"#.to_string(), "jobs[0]", "job object"),
+            (
+                job(r#"{"iops": -1e308}"#, "{}"),
+                "jobs[0].read.iops",
+                "negative",
+            ),
+            (
+                job(r#"{"iops": "NaN"}"#, "{}"),
+                "jobs[0].read.iops",
+                "finite",
+            ),
+            (
+                job(r#"{"iops": "inf"}"#, "{}"),
+                "jobs[0].read.iops",
+                "finite",
+            ),
+            (
+                job(r#"{"bw_bytes": 1e300}"#, "{}"),
+                "jobs[0].read.bw_bytes",
+                "above",
+            ),
+            (
+                job(r#"{"iops": true}"#, "{}"),
+                "jobs[0].read.iops",
+                "expected a number",
+            ),
+            (
+                job("{}", r#"{"clat_ns": {"mean": -5}}"#),
+                "jobs[0].write.clat_ns.mean",
+                "negative",
+            ),
+            (
+                job("{}", r#"{"clat_ns": {"percentile": {"99.000000": -1}}}"#),
+                "jobs[0].write.clat_ns.percentile[\"99.000000\"]",
+                "negative",
+            ),
+            (
+                job("{}", r#"{"clat_ns": {"bins": {"x": 1}}}"#),
+                "jobs[0].write.clat_ns.bins[\"x\"]",
+                "not a latency",
+            ),
+        ];
+        for (text, path, what) in cases {
+            match parse(&text) {
+                Err(FioJsonError::Invalid { path: p, message }) => {
+                    assert_eq!(p, path, "{text}");
+                    assert!(message.contains(what), "{text}: {message}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 }

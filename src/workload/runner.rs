@@ -605,9 +605,10 @@ mod tests {
         .unwrap()
     }
 
-    const OK: &str = r#"{"jobs": [{"jobname": "j", "error": 0, "read": {"iops": 10}}]}"#;
-    const ERR95: &str = r#"{"jobs": [{"jobname": "j", "error": 95}]}"#;
-    const ERR5: &str = r#"{"jobs": [{"jobname": "j", "error": 5}]}"#;
+    const OK: &str =
+        r#"{"jobs": [{"jobname": "j", "error": 0, "read": {"iops": 10}, "write": {}}]}"#;
+    const ERR95: &str = r#"{"jobs": [{"jobname": "j", "error": 95, "read": {}, "write": {}}]}"#;
+    const ERR5: &str = r#"{"jobs": [{"jobname": "j", "error": 5, "read": {}, "write": {}}]}"#;
 
     fn raw(stdout: &str, stderr: &str, code: Option<i32>) -> RawOutput {
         RawOutput {
@@ -615,6 +616,20 @@ mod tests {
             stderr: stderr.into(),
             exit_code: code,
             ..Default::default()
+        }
+    }
+
+    /// fio's own output goes through the same validation as imports: damage is a failed run
+    /// with the JSON path, never an ok run with garbage figures.
+    #[test]
+    fn damaged_output_from_a_run_is_a_failure_naming_the_field() {
+        let j = job("c", None);
+        let bad = r#"{"jobs": [{"jobname": "j", "read": {"iops": -1e308}, "write": {}}]}"#;
+        match classify(&j, &raw(bad, "", Some(0))) {
+            (FioStatus::Crash { reason }, None) => {
+                assert!(reason.contains("jobs[0].read.iops"), "{reason}")
+            }
+            other => panic!("{other:?}"),
         }
     }
 

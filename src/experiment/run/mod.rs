@@ -293,9 +293,52 @@ fn expendable<'a>(settings: &'a Settings, device: &str) -> Option<&'a str> {
         .find(|d| crate::target::device_name(d) == name)
 }
 
+/// Refuses `--tag` names iolab sets itself or that `compare` would read as something else:
+/// `host` (this machine's name, or the fio servers), `kernel` when the runs are on this
+/// machine (with `hosts` the kernels are theirs and only the user can say them), and every
+/// factor of the experiment: `compare` reads `NAME=VALUE` as a tag when any run has a tag of
+/// that name and as a factor level otherwise, so such a tag would hide the factor from every
+/// selector. The name and value rule itself is `store::tags::parse_tag`.
+pub fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<()> {
+    let host_why = if exp.target.hosts.is_empty() {
+        "iolab tags every run with this machine's host name".to_string()
+    } else {
+        "iolab tags every run with the fio servers it ran on".to_string()
+    };
+    let mut reserved: Vec<(String, String)> = vec![("host".into(), host_why)];
+    if exp.target.hosts.is_empty() {
+        reserved.push((
+            "kernel".into(),
+            "iolab tags every run with this machine's running kernel".into(),
+        ));
+    }
+    for f in &exp.factors {
+        reserved.push((
+            f.name.clone(),
+            format!(
+                "{} is a factor of {} (line {}); compare would read {}=VALUE as this tag and no \
+                 longer as the factor's level; pick another tag name",
+                f.name, exp.source, f.line, f.name
+            ),
+        ));
+    }
+    let reserved: Vec<(&str, &str)> = reserved
+        .iter()
+        .map(|(n, w)| (n.as_str(), w.as_str()))
+        .collect();
+    crate::store::tags::check_reserved(tags, &reserved).map_err(|e| anyhow::anyhow!(e))?;
+    for (n, v) in tags {
+        crate::store::tags::check_name(n).map_err(|e| anyhow::anyhow!(e))?;
+        crate::store::tags::check_value(n, v).map_err(|e| anyhow::anyhow!(e))?;
+    }
+    Ok(())
+}
+
 /// The plan without touching anything: no scratch device, no knob, no store. For the default
-/// target an existing loop device stands in for the scratch device (same driver, same knobs).
+/// target no device stands for the scratch device: the plan is resolved on the machine's
+/// model with a stand-in name that names no real device (see `dry_plan`).
 pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
+    check_tags(exp, &settings.tags)?;
     let mut p = dry_plan(exp, settings)?;
     if exp.trace {
         let dir = trace::traces_dir(&settings.db_path);
@@ -326,29 +369,56 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
         }
         None => {
             let count = scratch_count(exp, settings);
-            let stand_ins: Vec<String> = m
-                .devices
-                .iter()
-                .filter(|d| d.kind == "loop")
-                .take(count)
-                .map(|d| d.name.clone())
-                .collect();
-            anyhow::ensure!(
-                stand_ins.len() == count,
-                "{} loop device(s) to model {count} scratch target(s) on, {} here (is the loop \
-                 module loaded? `modprobe loop`)",
-                count,
-                stand_ins.len()
-            );
+            let (m, stand_ins) = with_new_scratch_models(m, count)?;
             let mut p = plan(exp, &m, &stand_ins, true)?;
             p.notes.push(format!(
-                "the default target is {count} scratch loop device(s) created at run time; \
-                 /dev/{} stood in for it here",
-                stand_ins.join(", /dev/")
+                "the default target is {count} new scratch loop device(s) on /dev/shm, created \
+                 when the run starts and removed after it; their names are not known yet, so \
+                 the plan calls them {} (modelled on this kernel's loop driver)",
+                stand_ins.join(", ")
             ));
             Ok(p)
         }
     }
+}
+
+/// The machine model plus `count` loop devices that do not exist yet, for a dry run on the
+/// default target. An existing loop device may be someone's (mounted, with holders), so none
+/// is named as a stand-in: its driver's knobs and allowed values serve as the template, under
+/// names no device here has (`scratch1`, ...), with nothing on them.
+fn with_new_scratch_models(mut m: Machine, count: usize) -> Result<(Machine, Vec<String>)> {
+    let template = m
+        .devices
+        .iter()
+        .find(|d| d.kind == "loop")
+        .cloned()
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no loop device here to model the scratch target on (is the loop module \
+                 loaded? `modprobe loop`)"
+            )
+        })?;
+    let mut names = Vec::with_capacity(count);
+    let mut i = 1;
+    while names.len() < count {
+        let name = format!("scratch{i}");
+        i += 1;
+        if m.device(&name).is_some() {
+            continue;
+        }
+        let mut d = template.clone();
+        d.name = name.clone();
+        d.dev = "new".into();
+        d.sysfs = String::new();
+        d.backing_file = None;
+        d.partitions.clear();
+        d.holds_data = false;
+        d.data_reasons.clear();
+        d.read_only = false;
+        m.devices.push(d);
+        names.push(name);
+    }
+    Ok((m, names))
 }
 
 /// What an experiment came to.
@@ -380,6 +450,7 @@ pub fn run(
     cancel: &CancelToken,
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
+    check_tags(exp, &settings.tags)?;
     Journal::check_clean_in(&settings.state_dir)?;
     let remote = !exp.target.hosts.is_empty();
     let named = if remote {
@@ -911,6 +982,30 @@ fn write_knobs(lp: &mut Loop, writes: &[KnobWrite]) -> std::result::Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_tags_depend_on_where_fio_runs() {
+        let tag = |n: &str| vec![(n.to_string(), "x".to_string())];
+        let local = crate::experiment::parse(
+            "l.toml",
+            "name = \"l\"\n[workload]\nrw = \"read\"\n[factors]\nbs = [\"4k\"]\n",
+        )
+        .unwrap();
+        for name in ["host", "kernel", "bs", "experiment"] {
+            assert!(check_tags(&local, &tag(name)).is_err(), "{name}");
+        }
+        assert!(check_tags(&local, &tag("variant")).is_ok());
+        // On fio servers only the user knows their kernels.
+        let remote = crate::experiment::parse(
+            "r.toml",
+            "name = \"r\"\n[target]\ndevice = \"nvme0n1\"\nhosts = [\"10.0.0.1\"]\n\
+             [workload]\nrw = \"read\"\n",
+        )
+        .unwrap();
+        assert!(check_tags(&remote, &tag("kernel")).is_ok());
+        let e = check_tags(&remote, &tag("host")).unwrap_err().to_string();
+        assert!(e.contains("fio servers"), "{e}");
+    }
 
     #[test]
     fn eta_uses_nominal_durations_and_falls_back_to_the_mean_so_far() {

@@ -48,7 +48,13 @@ fn lat_table<'a>(
 }
 
 /// The report as text.
+/// Names from the machine, files or the database are escaped for the terminal
+/// (`report::format::terminal_safe`).
 pub fn render(r: &Report) -> String {
+    crate::report::format::terminal_safe_lines(&render_unescaped(r)).into_owned()
+}
+
+fn render_unescaped(r: &Report) -> String {
     let mut o = String::new();
     section(&mut o, "All Devices");
     lat_table(
