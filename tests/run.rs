@@ -681,7 +681,8 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     });
     // A moment into fio's run, then the hardest stop there is.
     std::thread::sleep(Duration::from_millis(500));
-    let job_tag = format!("iolab-{}-", child.id());
+    // fio's job file lives in the run's private directory, named after iolab's pid.
+    let job_tag = format!("/fio/run-{}-", child.id());
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(changed, "the run never changed a knob");
@@ -696,6 +697,16 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
         before,
         "knobs should still be changed"
     );
+    let leftover = |state: &Path| -> Vec<String> {
+        std::fs::read_dir(state.join("fio"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(leftover(&state).len(), 1, "the killed run's fio directory");
 
     let out = iolab()
         .args(["run", "--db"])
@@ -732,6 +743,10 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     );
     assert!(!dir.path().join("other-state/journal.json").exists());
 
+    // The refused `iolab run` already swept the killed run's fio directory; one of a process
+    // that no longer exists (pid_max is below 2^22) is restore's to remove.
+    assert!(leftover(&state).is_empty(), "{:?}", leftover(&state));
+    std::fs::create_dir_all(state.join("fio/run-99999999-0")).unwrap();
     let out = iolab()
         .arg("restore")
         .env("IOLAB_STATE_DIR", &state)
@@ -746,6 +761,8 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     assert!(stdout.contains("restored /sys/block/"), "{stdout}");
     assert_eq!(knob_values(dev.name()), before);
     assert!(!journal.exists());
+    assert!(stdout.contains("removed fio run directory"), "{stdout}");
+    assert!(leftover(&state).is_empty(), "{:?}", leftover(&state));
     // The killed run's experiment is no longer `running`; the refused run stored none.
     assert!(
         stdout.contains("experiment 1 in ") && stdout.contains("marked interrupted"),

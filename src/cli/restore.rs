@@ -17,6 +17,8 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
     let knobs = crate::knobs::replay(&dir)?;
     let scratch = crate::target::remove_leaked_scratch(&dir)?;
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(&dir)?;
+    // fio's private run directories of killed runs (job files, a log fio was writing).
+    let swept = crate::workload::run_dir::sweep(&crate::workload::runner::default_work_dir());
     let refused = knobs.as_ref().map_or(0, |k| k.refused.len());
     let problems = scratch.problems.len() + run_problems.len();
     if args.json {
@@ -24,6 +26,7 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
             "knobs": knobs,
             "scratch_devices_removed": scratch.removed,
             "experiments_interrupted": interrupted,
+            "fio_run_directories_removed": swept,
             "problems": scratch.problems.iter().chain(&run_problems).collect::<Vec<_>>(),
         });
         super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
@@ -42,6 +45,9 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
         }
         for s in &scratch.removed {
             let _ = writeln!(out, "removed scratch device {s}");
+        }
+        for d in &swept {
+            let _ = writeln!(out, "removed fio run directory {}", d.display());
         }
         for a in &interrupted {
             let _ = writeln!(
