@@ -439,3 +439,76 @@ fn the_daemon_looks_and_puts_everything_back_on_exit() {
         .unwrap()
         .is_empty());
 }
+
+/// For dashboards and the service manager: the daemon writes its figures as a node_exporter
+/// textfile and serves them over HTTP while it runs; under systemd (JOURNAL_STREAM set) its
+/// lines carry sd-daemon priorities instead of a clock.
+#[test]
+fn the_daemon_publishes_its_figures_and_logs_for_the_journal() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let prom = state.path().join("iolab.prom");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args([
+            "irq",
+            "daemon",
+            "--force",
+            "--cycles",
+            "5",
+            "--min-interval",
+            "100ms",
+            "--max-interval",
+            "1s",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-file",
+        ])
+        .arg(&prom)
+        .env("IOLAB_STATE_DIR", state.path())
+        .env("JOURNAL_STREAM", "8:12345")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut log = Vec::new();
+    let mut addr = None;
+    let mut served = None;
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(rest) = line.split("serving metrics on http://").nth(1) {
+            addr = Some(rest.trim_end_matches("/metrics").to_string());
+        }
+        let looked = line.contains("next look in");
+        log.push(line);
+        if looked && served.is_none() {
+            let mut s = std::net::TcpStream::connect(addr.clone().unwrap()).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+            let mut body = String::new();
+            s.read_to_string(&mut body).unwrap();
+            served = Some(body);
+        }
+    }
+    assert!(child.wait().unwrap().success(), "{log:?}");
+    let served = served.expect("the daemon never said it looked");
+    assert!(served.starts_with("HTTP/1.0 200 OK"), "{served}");
+    for text in [served.as_str(), &std::fs::read_to_string(&prom).unwrap()] {
+        assert!(
+            text.contains("# TYPE iolab_irq_cpu_interrupts_per_second gauge"),
+            "{text}"
+        );
+        assert!(
+            text.contains("iolab_irq_cpu_interrupts_per_second{cpu=\"0\"}"),
+            "{text}"
+        );
+        assert!(text.contains("iolab_irq_moves_total 0"), "{text}");
+    }
+    assert!(
+        log.iter()
+            .all(|l| l.starts_with("<5>") || l.starts_with("<6>")),
+        "{log:?}"
+    );
+    assert!(log.iter().any(|l| l.starts_with("<5>put back")), "{log:?}");
+}

@@ -150,6 +150,14 @@ pub struct DaemonArgs {
     /// Run even though irqbalance is running (the two would fight).
     #[arg(long)]
     pub force: bool,
+    /// Write the figures of every look to FILE in the Prometheus text format (for
+    /// node_exporter's textfile collector: e.g. /var/lib/prometheus/node-exporter/iolab.prom).
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<std::path::PathBuf>,
+    /// Serve the same figures over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9464). The
+    /// figures are not secret, but nothing listens unless you name an address.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
 }
 
 pub fn run(args: IrqArgs) -> anyhow::Result<()> {
@@ -303,8 +311,51 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
         cycles: a.cycles,
         keep: a.keep,
     };
+    // Under systemd, stderr goes to the journal, which stamps lines itself and reads the
+    // level from an sd-daemon `<N>` prefix; elsewhere each line carries its time and level.
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    let mut log = |level: daemon::Level, line: &str| {
+        let line = crate::report::format::terminal_safe_lines(line);
+        if journald {
+            eprintln!("<{}>{line}", level.priority());
+        } else {
+            let name = match level {
+                daemon::Level::Notice => "notice",
+                daemon::Level::Info => "info",
+            };
+            eprintln!("{} {name}: {line}", clock());
+        }
+    };
+    let served = match &a.listen {
+        Some(addr) => {
+            let (bound, slot) = irq::metrics::serve(addr)?;
+            log(
+                daemon::Level::Info,
+                &format!("serving metrics on http://{bound}/metrics"),
+            );
+            Some(slot)
+        }
+        None => None,
+    };
+    let mut publish = |f: &irq::metrics::Figures| {
+        let text = irq::metrics::prometheus_text(f);
+        if let Some(path) = &a.metrics_file {
+            if let Err(e) = irq::metrics::write_textfile(path, &text) {
+                eprintln!("iolab: warning: {e:#}");
+            }
+        }
+        if let Some(slot) = &served {
+            if let Ok(mut s) = slot.lock() {
+                *s = text;
+            }
+        }
+    };
     let wait = waiter()?;
-    daemon::run(&root, &settings, &wait, &mut |line| {
-        eprintln!("{}", crate::report::format::terminal_safe_lines(line))
-    })
+    daemon::run(&root, &settings, &wait, &mut log, &mut publish)
+}
+
+/// The time of day (UTC) for a log line.
+fn clock() -> String {
+    let secs = crate::store::time::now_unix() as u64 % 86_400;
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }

@@ -38,7 +38,6 @@ use super::factor::{
     Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement, IRQ_ALLOWED, PLACEMENT_ALLOWED,
 };
 use super::queue_knobs;
-use crate::sys::parse::duration;
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
 
 /// How many times each cell runs.
@@ -230,8 +229,6 @@ pub const MAX_CELLS: u64 = 10_000;
 /// for.
 pub const MAX_RUNS: u64 = 100_000;
 
-/// fio options that take a time, checked by iolab's duration parser.
-const TIME_OPTIONS: &[&str] = &["runtime", "ramp_time"];
 const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
 
 /// Validates an experiment given as text; `source` names it in messages.
@@ -860,18 +857,6 @@ impl Walker<'_> {
                 _ => None,
             };
             self.error(span, refusal.to_string(), allowed);
-            return;
-        }
-        // fio's time options: a negative, infinite or absurd runtime would be passed to fio
-        // and multiplied into estimates and time limits (`Duration` panics on overflow).
-        if TIME_OPTIONS.contains(&options::canonical(name)) {
-            if let Err(e) = duration::duration(value) {
-                self.error(
-                    span,
-                    format!("`{name}`: {e}"),
-                    Some("a time from 0 to 30d, e.g. \"10s\", \"500ms\", \"2m\" or 10".to_string()),
-                );
-            }
         }
     }
 

@@ -5,6 +5,7 @@
 //! them (after SIGKILL, `iolab irq rollback` does it).
 
 use super::apply::{self, journal_dir};
+use super::metrics::Figures;
 use super::plan::{plan, Options};
 use crate::knobs::Journal;
 use crate::sys::SysRoot;
@@ -31,17 +32,39 @@ pub fn next_interval(now: Duration, moved: bool, s: &Settings) -> Duration {
     }
 }
 
-/// Runs until `wait` reports a signal or the cycles are done. `log` gets one line per event.
+/// How much a log line matters, in syslog's terms (what a service manager files it under).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// A decision that changed the machine (a move, a restore).
+    Notice,
+    /// A look that changed nothing.
+    Info,
+}
+
+impl Level {
+    /// The syslog priority (sd-daemon's `<N>` prefix).
+    pub fn priority(self) -> u8 {
+        match self {
+            Level::Notice => 5,
+            Level::Info => 6,
+        }
+    }
+}
+
+/// Runs until `wait` reports a signal or the cycles are done. `log` gets one line per decision;
+/// `publish` gets the figures of every look (for `--metrics-file` / `--listen`).
 pub fn run(
     root: &SysRoot,
     s: &Settings,
     wait: &dyn Fn(Duration) -> bool,
-    log: &mut dyn FnMut(&str),
+    log: &mut dyn FnMut(Level, &str),
+    publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
     let dir = journal_dir();
     let mut journal = Journal::resume_in(&dir)?;
     let mut interval = s.min_interval;
     let mut looks = 0u64;
+    let mut moves_total = 0u64;
     let result = (|| -> Result<()> {
         while s.cycles.is_none_or(|n| looks < n) {
             let Some((m, secs)) = super::measure(root, interval, wait)? else {
@@ -54,31 +77,51 @@ pub fn run(
             apply::check(&p.moves, &m, &slots)?;
             let done = apply::apply(root, &p.moves, &mut journal)?;
             for a in &done {
-                log(&format!(
-                    "{} moved IRQ {} ({}, {:.0}/s) to CPU {}",
-                    stamp(),
-                    a.irq,
-                    a.name,
-                    p.moves
-                        .iter()
-                        .find(|m| m.irq == a.irq)
-                        .map_or(0.0, |m| m.rate),
-                    a.to
-                ));
+                log(
+                    Level::Notice,
+                    &format!(
+                        "moved IRQ {} ({}, {:.0}/s) to CPU {}",
+                        a.irq,
+                        a.name,
+                        p.moves
+                            .iter()
+                            .find(|m| m.irq == a.irq)
+                            .map_or(0.0, |m| m.rate),
+                        a.to
+                    ),
+                );
             }
+            moves_total += done.len() as u64;
             let next = next_interval(interval, !done.is_empty(), s);
+            publish(&Figures {
+                cpu: p.cpu_before.clone(),
+                irqs: super::inputs::sources(&m, &before)
+                    .iter()
+                    .map(|src| (src.irq, src.name.clone(), src.per_cpu.values().sum::<f64>()))
+                    .filter(|(_, _, rate)| *rate > 0.0)
+                    .collect(),
+                moves_total,
+                interval_secs: next.as_secs_f64(),
+                time_unix: crate::store::time::now_unix(),
+            });
             if next != interval || looks == 1 {
-                log(&format!(
-                    "{} {} over {secs:.1} s (busiest CPU {:.0}/s); next look in {} s",
-                    stamp(),
+                log(
                     if done.is_empty() {
-                        "balanced"
+                        Level::Info
                     } else {
-                        "rebalanced"
+                        Level::Notice
                     },
-                    p.peaks_after.cpu,
-                    next.as_secs_f64()
-                ));
+                    &format!(
+                        "{} over {secs:.1} s (busiest CPU {:.0}/s); next look in {} s",
+                        if done.is_empty() {
+                            "balanced"
+                        } else {
+                            "rebalanced"
+                        },
+                        p.peaks_after.cpu,
+                        next.as_secs_f64()
+                    ),
+                );
             }
             interval = next;
         }
@@ -86,25 +129,18 @@ pub fn run(
     })();
     if s.keep {
         journal.keep();
-        log(&format!(
-            "{} placement kept; `iolab irq rollback` undoes it",
-            stamp()
-        ));
+        log(
+            Level::Notice,
+            "placement kept; `iolab irq rollback` undoes it",
+        );
     } else {
         let r = journal.restore()?;
-        log(&format!(
-            "{} put back {} affinity change(s)",
-            stamp(),
-            r.restored.len()
-        ));
+        log(
+            Level::Notice,
+            &format!("put back {} affinity change(s)", r.restored.len()),
+        );
     }
     result
-}
-
-fn stamp() -> String {
-    let now = crate::store::time::now_unix();
-    let secs = now as u64 % 86_400;
-    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod daemon;
 pub mod inputs;
+pub mod metrics;
 pub mod plan;
 pub mod render;
 pub mod top;

@@ -542,7 +542,7 @@ impl Shape {
             Shape::Number => "numbers with an optional unit or '%' (4k, 64k,1m, 1k-4k, 50%, \
                               0x1f, $ncpus)"
                 .into(),
-            Shape::Duration => "a time from 0 to 30 days such as 10s, 500ms, 2m or 30".into(),
+            Shape::Duration => "a time from 0s to 30d such as 10s, 500ms, 2m or 30".into(),
             Shape::Floats => "numbers separated by ':' (99:99.9)".into(),
             Shape::SizeSplit => "sizes and percentages joined by '/', ':' and ',' \
                                  (4k/10:64k/90)"

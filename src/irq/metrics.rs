@@ -1,0 +1,262 @@
+//! The interrupt daemon's figures for dashboards, in the Prometheus text format: per-CPU and
+//! per-IRQ interrupt rates, moves made, the busiest CPU against the mean. `irq daemon` writes
+//! them after every look as a node_exporter textfile (`--metrics-file`, replaced atomically so
+//! the collector never reads half a file) and/or serves them over HTTP on an address the user
+//! names (`--listen`); nothing listens unless asked.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write as _};
+use std::net::{TcpListener, ToSocketAddrs};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+
+/// What one look of the daemon measured and did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    /// Interrupts per second per CPU iolab can place interrupts on.
+    pub cpu: BTreeMap<u32, f64>,
+    /// Interrupts per second of each interrupt that had any: (irq, name, rate).
+    pub irqs: Vec<(u32, String, f64)>,
+    /// Interrupts moved since the daemon started.
+    pub moves_total: u64,
+    /// Seconds until the next look.
+    pub interval_secs: f64,
+    /// When the look ended (Unix seconds).
+    pub time_unix: f64,
+}
+
+impl Figures {
+    /// The busiest CPU's rate over the mean CPU's rate (1 = perfectly even); 0 when idle.
+    pub fn imbalance(&self) -> f64 {
+        let n = self.cpu.len() as f64;
+        let sum: f64 = self.cpu.values().sum();
+        let max = self.cpu.values().copied().fold(0.0, f64::max);
+        if sum > 0.0 {
+            max / (sum / n)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The figures in the Prometheus text exposition format (version 0.0.4).
+pub fn prometheus_text(f: &Figures) -> String {
+    let mut o = String::new();
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    family(
+        &mut o,
+        "iolab_irq_cpu_interrupts_per_second",
+        "gauge",
+        "Device interrupts per second handled by each CPU over the last look.",
+    );
+    for (cpu, rate) in &f.cpu {
+        let _ = writeln!(
+            o,
+            "iolab_irq_cpu_interrupts_per_second{{cpu=\"{cpu}\"}} {}",
+            number(*rate)
+        );
+    }
+    family(
+        &mut o,
+        "iolab_irq_interrupts_per_second",
+        "gauge",
+        "Interrupts per second of each interrupt over the last look.",
+    );
+    for (irq, name, rate) in &f.irqs {
+        let _ = writeln!(
+            o,
+            "iolab_irq_interrupts_per_second{{irq=\"{irq}\",name=\"{}\"}} {}",
+            label(name),
+            number(*rate)
+        );
+    }
+    family(
+        &mut o,
+        "iolab_irq_imbalance_ratio",
+        "gauge",
+        "The busiest CPU's interrupt rate over the mean CPU's (1 is even).",
+    );
+    let _ = writeln!(o, "iolab_irq_imbalance_ratio {}", number(f.imbalance()));
+    family(
+        &mut o,
+        "iolab_irq_moves_total",
+        "counter",
+        "Interrupts the daemon moved since it started.",
+    );
+    let _ = writeln!(o, "iolab_irq_moves_total {}", f.moves_total);
+    family(
+        &mut o,
+        "iolab_irq_next_look_seconds",
+        "gauge",
+        "Seconds until the daemon looks again (its adaptive interval).",
+    );
+    let _ = writeln!(o, "iolab_irq_next_look_seconds {}", number(f.interval_secs));
+    family(
+        &mut o,
+        "iolab_irq_last_look_timestamp_seconds",
+        "gauge",
+        "When the last look ended, in Unix seconds.",
+    );
+    let _ = writeln!(
+        o,
+        "iolab_irq_last_look_timestamp_seconds {}",
+        number(f.time_unix)
+    );
+    o
+}
+
+fn number(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "NaN".to_string()
+    }
+}
+
+/// A label value as the text format wants it: backslash, quote and newline escaped.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Replaces `path` with `text` atomically (a temporary file beside it, then a rename).
+pub fn write_textfile(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
+}
+
+/// The latest exposition, shared with the HTTP thread.
+pub type Published = Arc<Mutex<String>>;
+
+/// Serves the latest figures on `addr` (`GET /metrics`, or `/`); returns the address bound
+/// (port 0 picks a free one) and the slot to publish into. The thread lives as long as the
+/// process; each request is read with a timeout and a size limit.
+pub fn serve(addr: &str) -> anyhow::Result<(std::net::SocketAddr, Published)> {
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .with_context(|| format!("--listen {addr}: not an address (e.g. 127.0.0.1:9464)"))?
+        .collect();
+    let listener =
+        TcpListener::bind(&addrs[..]).with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let published: Published = Arc::new(Mutex::new(String::new()));
+    let slot = published.clone();
+    std::thread::Builder::new()
+        .name("irq-metrics".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let _ = answer(stream, &slot);
+            }
+        })?;
+    Ok((bound, published))
+}
+
+fn answer(mut stream: std::net::TcpStream, slot: &Published) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        request.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&request);
+    let target = line.split_whitespace().nth(1).unwrap_or("");
+    let (status, body) = if line.starts_with("GET ") && matches!(target, "/" | "/metrics") {
+        let body = slot.lock().map(|s| s.clone()).unwrap_or_default();
+        ("200 OK", body)
+    } else {
+        (
+            "404 Not Found",
+            "only GET /metrics is served here\n".to_string(),
+        )
+    };
+    write!(
+        stream,
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures() -> Figures {
+        Figures {
+            cpu: BTreeMap::from([(0, 3000.0), (1, 1000.0)]),
+            irqs: vec![(29, "virtio0-input.0 \"x\"\\y".into(), 2500.0)],
+            moves_total: 2,
+            interval_secs: 4.0,
+            time_unix: 1.5e9,
+        }
+    }
+
+    #[test]
+    fn the_text_format_has_every_family_with_help_type_and_escaped_labels() {
+        let t = prometheus_text(&figures());
+        for family in [
+            "iolab_irq_cpu_interrupts_per_second",
+            "iolab_irq_interrupts_per_second",
+            "iolab_irq_imbalance_ratio",
+            "iolab_irq_moves_total",
+            "iolab_irq_next_look_seconds",
+            "iolab_irq_last_look_timestamp_seconds",
+        ] {
+            assert!(t.contains(&format!("# HELP {family} ")), "{family}");
+            assert!(t.contains(&format!("# TYPE {family} ")), "{family}");
+        }
+        assert!(t.contains("iolab_irq_cpu_interrupts_per_second{cpu=\"0\"} 3000\n"));
+        assert!(
+            t.contains(r#"{irq="29",name="virtio0-input.0 \"x\"\\y"} 2500"#),
+            "{t}"
+        );
+        // The busiest CPU carries 3000/s against a mean of 2000/s.
+        assert!(t.contains("iolab_irq_imbalance_ratio 1.5\n"), "{t}");
+        assert!(t.contains("iolab_irq_moves_total 2\n"));
+        assert!(t.ends_with('\n'));
+    }
+
+    #[test]
+    fn the_server_answers_get_metrics_and_nothing_else() {
+        let (addr, slot) = serve("127.0.0.1:0").unwrap();
+        *slot.lock().unwrap() = prometheus_text(&figures());
+        let get = |req: &str| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).unwrap();
+            out
+        };
+        let ok = get("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.0 200 OK"), "{ok}");
+        assert!(ok.contains("iolab_irq_moves_total 2"), "{ok}");
+        assert!(get("GET /etc/passwd HTTP/1.1\r\n\r\n").starts_with("HTTP/1.0 404"));
+        assert!(get("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.0 404"));
+    }
+
+    #[test]
+    fn a_textfile_is_replaced_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("iolab.prom");
+        write_textfile(&p, "a 1\n").unwrap();
+        write_textfile(&p, &prometheus_text(&figures())).unwrap();
+        assert!(std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("iolab_irq_moves_total 2"));
+        assert!(!dir.path().join("iolab.prom.tmp").exists());
+    }
+}
