@@ -9,6 +9,7 @@ mod experiment;
 mod inspect;
 mod irq;
 mod knobs;
+mod lab;
 mod preflight;
 mod run;
 mod snapshot;

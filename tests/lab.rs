@@ -1,0 +1,316 @@
+//! Live tests in the lab machines (docs/lab.md): QEMU guests that boot Debian's packaged kernel
+//! with the seeds' topologies and devices (lab/machines/NAME.sh) and run the iolab just built,
+//! through this machine's `/` shared read-only. Fixture trees only confirm what their author
+//! believed about the kernel; these check iolab against a real one.
+//!
+//! Each machine boots once: a test writes one guest script that runs every iolab command it
+//! needs and leaves their output in the results export, then checks the files here. Guests
+//! run one at a time (a lock), since TCG has only this machine's 2 cores. TCG timings are
+//! behaviour, never performance: nothing here checks a speed.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One guest at a time.
+static LAB: Mutex<()> = Mutex::new(());
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// True when a lab machine can boot here; otherwise says what is missing (a failure in CI).
+fn lab_ready() -> bool {
+    if !crate::common::root_or_skip() {
+        return false;
+    }
+    let missing: Vec<&str> = [
+        ("qemu-system-x86_64", "command -v qemu-system-x86_64"),
+        ("a kernel in /boot", "ls /boot/vmlinuz-* >/dev/null 2>&1"),
+        ("/bin/busybox", "test -x /bin/busybox"),
+        ("cpio", "command -v cpio"),
+    ]
+    .into_iter()
+    .filter(|(_, check)| {
+        !Command::new("sh")
+            .args(["-c", &format!("{check} >/dev/null")])
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+    .map(|(what, _)| what)
+    .collect();
+    if !missing.is_empty() {
+        crate::common::skip(&format!(
+            "lab machines need {} (scripts/lab-deps installs them)",
+            missing.join(", ")
+        ));
+        return false;
+    }
+    true
+}
+
+/// A finished boot: the results export (removed on drop) and what QEMU and the script printed.
+struct Boot {
+    out: tempfile::TempDir,
+    log: String,
+    code: Option<i32>,
+}
+
+impl Boot {
+    fn path(&self, name: &str) -> PathBuf {
+        self.out.path().join(name)
+    }
+
+    fn text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; the guest's console:\n{}",
+                self.path(name).display(),
+                self.log
+            )
+        })
+    }
+
+    fn json(&self, name: &str) -> Value {
+        let text = self.text(name);
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            panic!(
+                "{name} is not JSON ({e}): {text:.500}\nstderr: {}",
+                std::fs::read_to_string(self.path(&format!("{name}.err"))).unwrap_or_default()
+            )
+        })
+    }
+}
+
+/// Boots `machine` and runs `script` (sh) in it with `$IOLAB` the binary under test and
+/// `$LAB_OUT` the results export. Prints how long the boot took.
+fn boot(machine: &str, script: &str, timeout_s: u32) -> Boot {
+    let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::Builder::new()
+        .prefix("iolab-lab-out.")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let script = format!(
+        "IOLAB={}\nexport IOLAB\n{script}\n",
+        env!("CARGO_BIN_EXE_iolab")
+    );
+    std::fs::write(out.path().join("checks.sh"), script).unwrap();
+    let started = Instant::now();
+    let run = Command::new(repo().join("scripts/lab"))
+        .arg(machine)
+        .arg("--out")
+        .arg(out.path())
+        .args(["--timeout", &timeout_s.to_string()])
+        .args(["--", "sh", "/tmp/lab/checks.sh"])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    eprintln!(
+        "lab: {machine} booted and ran its checks in {:.0?}",
+        started.elapsed()
+    );
+    Boot {
+        out,
+        log,
+        code: run.status.code(),
+    }
+}
+
+fn cpus(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a CPU list: {v}"))
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+fn range(a: u64, b: u64) -> Vec<u64> {
+    (a..=b).collect()
+}
+
+fn device<'a>(m: &'a Value, name: &str) -> &'a Value {
+    m["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("no device {name} in {}", m["devices"]))
+}
+
+fn irq(m: &Value, n: &Value) -> Value {
+    m["irqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| &i["irq"] == n)
+        .unwrap_or_else(|| panic!("no irq {n}"))
+        .clone()
+}
+
+/// The topology part of `inspect --json`: CPU c is in package `package(c)` and node
+/// `node(c)`, its SMT siblings are `siblings(c)`, and it shares its LLC with `llc(c)`.
+fn check_topology(
+    m: &Value,
+    n: u64,
+    package: &dyn Fn(u64) -> u64,
+    node: &dyn Fn(u64) -> u64,
+    siblings: &dyn Fn(u64) -> Vec<u64>,
+    llc: &dyn Fn(u64) -> Vec<u64>,
+) {
+    assert_eq!(cpus(&m["online"]), range(0, n - 1));
+    let list = m["cpus"].as_array().unwrap();
+    assert_eq!(list.len() as u64, n);
+    for c in list {
+        let cpu = c["cpu"].as_u64().unwrap();
+        assert_eq!(c["package"], package(cpu), "package of CPU {cpu}: {c}");
+        assert_eq!(c["node"], node(cpu), "node of CPU {cpu}: {c}");
+        assert_eq!(
+            cpus(&c["siblings"]),
+            siblings(cpu),
+            "siblings of {cpu}: {c}"
+        );
+        assert_eq!(cpus(&c["llc"]["cpus"]), llc(cpu), "LLC of CPU {cpu}: {c}");
+        let in_package: Vec<u64> = range(0, n - 1)
+            .into_iter()
+            .filter(|o| package(*o) == package(cpu))
+            .collect();
+        assert_eq!(cpus(&c["package_cpus"]), in_package, "{c}");
+    }
+    let nodes = m["nodes"].as_array().unwrap();
+    for nd in nodes {
+        let id = nd["node"].as_u64().unwrap();
+        let mine: Vec<u64> = range(0, n - 1)
+            .into_iter()
+            .filter(|c| node(*c) == id)
+            .collect();
+        assert_eq!(cpus(&nd["cpus"]), mine, "node {id}");
+        for d in nd["distances"].as_array().unwrap() {
+            let want = if d["node"] == id { 10 } else { 20 };
+            assert_eq!(d["distance"], want, "node {id}: {nd}");
+        }
+    }
+}
+
+/// on/near/far of a device: pairwise disjoint, online, and `on` where its interrupts go.
+fn check_placement(m: &Value, dev: &Value) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let p = &dev["placement"];
+    let (on, near, far) = (cpus(&p["on"]), cpus(&p["near"]), cpus(&p["far"]));
+    let online = cpus(&m["online"]);
+    for (a, b) in [(&on, &near), (&on, &far), (&near, &far)] {
+        assert!(
+            a.iter().all(|c| !b.contains(c)),
+            "{}: on {on:?} near {near:?} far {far:?} overlap",
+            dev["name"]
+        );
+    }
+    for c in on.iter().chain(&near).chain(&far) {
+        assert!(online.contains(c), "{}: CPU {c} is not online", dev["name"]);
+    }
+    (on, near, far)
+}
+
+/// The guest script's common part: the model, and the kernel's own nohz_full text.
+const INSPECT: &str = r#"
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+"#;
+
+/// Debian's 6.1 prints `(null)` for an unset nohz_full; iolab reads it as no CPU, quietly.
+fn check_nohz_and_warnings(b: &Boot, m: &Value) {
+    assert_eq!(
+        b.text("nohz_full.raw").trim(),
+        "(null)",
+        "the kernel changed"
+    );
+    assert_eq!(m["nohz_full"], serde_json::json!([]));
+    assert_eq!(
+        m["warnings"],
+        serde_json::json!([]),
+        "{}",
+        b.text("inspect.json.err")
+    );
+}
+
+/// seeds/000's 4-cell box: 4 nodes x 2 cores x 2 threads, an HBA with one movable
+/// interrupt and two disks on node 0, an NVMe with 4 managed queue interrupts on node 2.
+#[test]
+fn cells4_is_modelled_as_defined() {
+    if !lab_ready() {
+        return;
+    }
+    let script = format!(
+        "{INSPECT}
+# Is an NVMe queue interrupt really kernel-managed? Writing its affinity must fail.
+q=$(awk '/nvme0q1$/ {{ sub(\":\", \"\", $1); print $1 }}' /proc/interrupts)
+echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OUT/managed-write.rc
+"
+    );
+    let b = boot("cells4", &script, 300);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    assert_eq!(m["hostname"], "cells4");
+    check_topology(
+        &m,
+        16,
+        &|c| c / 4,
+        &|c| c / 4,
+        &|c| vec![c & !1, c | 1],
+        &|c| range(c / 4 * 4, c / 4 * 4 + 3),
+    );
+    check_nohz_and_warnings(&b, &m);
+
+    // The HBA: one interrupt for both disks, movable, on node 0, and the placement says
+    // on = its CPU, near = the rest of node 0's package, far = the other nodes.
+    let hba_irq = {
+        let sda = device(&m, "sda");
+        let sdb = device(&m, "sdb");
+        for d in [sda, sdb] {
+            assert_eq!(d["kind"], "scsi", "{d}");
+            assert_eq!(d["node"], 0, "{d}");
+            assert_eq!(d["controller_driver"], "megaraid_sas", "{d}");
+            assert_eq!(d["irqs"].as_array().unwrap().len(), 1, "{d}");
+        }
+        assert_eq!(sda["irqs"], sdb["irqs"]);
+        irq(&m, &sda["irqs"][0])
+    };
+    assert!(
+        hba_irq["name"].as_str().unwrap().starts_with("megasas"),
+        "{hba_irq}"
+    );
+    assert_eq!(hba_irq["managed"], false, "{hba_irq}");
+    let eff = cpus(&hba_irq["effective"]);
+    assert_eq!(eff.len(), 1, "{hba_irq}");
+    assert!(eff[0] < 4, "the HBA's interrupt left node 0: {hba_irq}");
+    let (on, near, far) = check_placement(&m, device(&m, "sda"));
+    assert_eq!(on, eff);
+    assert!(!near.is_empty() && near.iter().all(|c| *c < 4), "{near:?}");
+    assert_eq!(far, range(4, 15));
+
+    // The NVMe: node 2, 4 hardware queues over the 16 CPUs, one interrupt each whose affinity
+    // is the queue's CPUs, managed by the kernel.
+    let nvme = device(&m, "nvme0n1");
+    assert_eq!(nvme["node"], 2, "{nvme}");
+    let queues = nvme["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 4, "{nvme}");
+    for (k, q) in queues.iter().enumerate() {
+        let k = k as u64;
+        assert_eq!(cpus(&q["cpus"]), range(4 * k, 4 * k + 3), "{q}");
+        let i = irq(&m, &q["irq"]);
+        assert_eq!(cpus(&i["affinity"]), cpus(&q["cpus"]), "{i}");
+        assert!(cpus(&i["effective"]).iter().all(|c| c / 4 == k), "{i}");
+        assert_eq!(i["managed"], true, "{i}");
+    }
+    assert_ne!(
+        b.text("managed-write.rc").trim(),
+        "0",
+        "the kernel let a managed IRQ move"
+    );
+    check_placement(&m, nvme);
+}
