@@ -314,3 +314,59 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
     );
     check_placement(&m, nvme);
 }
+
+/// A machine whose packages and L3s span nodes (nodes interleave: 0 = CPUs 0-1,4-5, 1 = 2-3,6-7).
+/// The model must say so, keep on/near/far disjoint, and agree with the kernel about which
+/// CPUs are near: with the HBA's interrupt on CPU 5 and rq_affinity=1, I/O submitted from a
+/// near CPU completes on CPU 5, and I/O from a far CPU (even one sharing CPU 5's L3 from the
+/// other node, like CPU 6) completes on the submitting CPU. BLOCK softirqs per CPU show where.
+#[test]
+fn snc2_cache_spanning_nodes_is_near_only_within_the_node() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+irq=$(awk '/megasas/ { sub(":", "", $1); print $1 }' /proc/interrupts)
+echo 5 >/proc/irq/$irq/smp_affinity_list
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+echo 1 >/sys/block/sda/queue/rq_affinity
+for c in 4 6 2; do
+  grep BLOCK /proc/softirqs >/tmp/before
+  fio --name=probe --filename=/dev/sda --rw=randread --bs=4k --direct=1 --ioengine=psync \
+    --cpus_allowed=$c --number_ios=200 --output=/dev/null
+  grep BLOCK /proc/softirqs >/tmp/after
+  # One line per submitting CPU: the BLOCK softirqs each CPU ran meanwhile.
+  echo "$c $(cat /tmp/before /tmp/after | awk 'NR == 1 { for (i = 2; i <= NF; i++) b[i] = $i }
+    NR == 2 { for (i = 2; i <= NF; i++) printf "%d ", $i - b[i] }')" >>$LAB_OUT/completions
+done
+"#;
+    let b = boot("snc2", script, 300);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    let node = |c: u64| u64::from(c % 4 >= 2);
+    check_topology(&m, 8, &|c| c / 4, &node, &|c| vec![c], &|c| {
+        range(c / 4 * 4, c / 4 * 4 + 3)
+    });
+    check_nohz_and_warnings(&b, &m);
+    let sda = device(&m, "sda");
+    assert_eq!(sda["node"], 0, "{sda}");
+    let (on, near, far) = check_placement(&m, sda);
+    assert_eq!(on, vec![5]);
+    assert_eq!(near, vec![4], "the L3 sharers on node 1 are not near");
+    assert_eq!(far, vec![2, 3, 6, 7]);
+    let lines = b.text("completions");
+    for line in lines.lines() {
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let (cpu, per_cpu) = (v[0], &v[1..]);
+        let expect = if near.contains(&cpu) { 5 } else { cpu };
+        assert!(
+            per_cpu[expect as usize] >= 180,
+            "I/O from CPU {cpu} should complete on CPU {expect}: {lines}"
+        );
+    }
+    assert_eq!(lines.lines().count(), 3, "{lines}\n{}", b.log);
+}
