@@ -370,3 +370,88 @@ done
     }
     assert_eq!(lines.lines().count(), 3, "{lines}\n{}", b.log);
 }
+
+/// seeds/003's NVMe with poll queues (`nvme.poll_queues=2` on the kernel command line, which
+/// scripts/lab hands to insmod): two interrupt-driven queues, two poll queues without an
+/// interrupt, io_poll on; iolab runs both `hipri` cells (none is "not applicable"), and polled
+/// I/O takes (almost) no device interrupts while interrupt-driven I/O takes about one each.
+#[test]
+fn nvme_poll_runs_hipri_cells_and_polling_drops_interrupts() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+cat >/tmp/exp.toml <<'T'
+name = "lab nvme-poll hipri"
+seed = 3
+repetitions = 1
+[target]
+device = "nvme0n1"
+[workload]
+rw = "randread"
+bs = "4k"
+ioengine = "io_uring"
+iodepth = 4
+direct = 1
+runtime = "2s"
+time_based = true
+[factors]
+hipri = [false, true]
+T
+# SQLite's shared memory does not work over 9p: the database lives in the guest's /tmp.
+$IOLAB run /tmp/exp.toml --db /tmp/lab.db >$LAB_OUT/run.txt 2>&1
+$IOLAB show 1 --db /tmp/lab.db --json >$LAB_OUT/show.json 2>$LAB_OUT/show.json.err
+nvme_ints() { awk '/nvme0q[1-9]/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
+for h in 0 1; do
+  a=$(nvme_ints)
+  fio --name=p --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
+    --iodepth=1 --hipri=$h --number_ios=1000 --output=/dev/null
+  echo "$h $(( $(nvme_ints) - a ))" >>$LAB_OUT/interrupts
+done
+"#;
+    let b = boot("nvme-poll", script, 400);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    check_topology(&m, 4, &|_| 0, &|_| 0, &|c| vec![c], &|_| range(0, 3));
+    check_nohz_and_warnings(&b, &m);
+    let nvme = device(&m, "nvme0n1");
+    assert_eq!(nvme["knobs"]["io_poll"], "1", "{nvme}");
+    let queues = nvme["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 4, "{nvme}");
+    let with_irq: Vec<&Value> = queues.iter().filter(|q| !q["irq"].is_null()).collect();
+    assert_eq!(
+        with_irq.len(),
+        2,
+        "two poll queues have no interrupt: {nvme}"
+    );
+    for q in with_irq {
+        assert_eq!(irq(&m, &q["irq"])["managed"], true);
+    }
+    check_placement(&m, nvme);
+
+    let shown = b.json("show.json");
+    let cells = shown["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{shown}");
+    for c in cells {
+        assert_eq!(c["failed"], serde_json::json!([]), "{c}");
+        let iops = c["metrics"]["read_iops"]["mean"].as_f64().unwrap_or(0.0);
+        assert!(iops > 0.0, "{} did not run: {c}", c["cell"]);
+    }
+    // 1000 I/Os each: about one interrupt per I/O without polling, almost none with it.
+    let text = b.text("interrupts");
+    let per = |h: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{h} ")))
+            .unwrap_or_else(|| panic!("no hipri={h} line: {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        per("0") >= 500,
+        "interrupt-driven I/O took few interrupts: {text}"
+    );
+    assert!(per("1") <= 100, "polled I/O still took interrupts: {text}");
+}
