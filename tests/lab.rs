@@ -87,6 +87,12 @@ impl Boot {
 /// Boots `machine` and runs `script` (sh) in it with `$IOLAB` the binary under test and
 /// `$LAB_OUT` the results export. Prints how long the boot took.
 fn boot(machine: &str, script: &str, timeout_s: u32) -> Boot {
+    boot_with(machine, script, timeout_s, &|_, _| {})
+}
+
+/// Like `boot`, with `during(out, port_base)` run here while the guest runs (to drive traffic
+/// through the machine's port forwards, which start at `port_base`).
+fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path, u16)) -> Boot {
     let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::Builder::new()
         .prefix("iolab-lab-out.")
@@ -98,15 +104,22 @@ fn boot(machine: &str, script: &str, timeout_s: u32) -> Boot {
     );
     std::fs::write(out.path().join("checks.sh"), script).unwrap();
     let started = Instant::now();
-    let run = Command::new(repo().join("scripts/lab"))
+    // Ports by process id, so two test runs on one machine do not collide.
+    let port_base = 20000 + (std::process::id() % 4000) as u16 * 4;
+    let child = Command::new(repo().join("scripts/lab"))
         .arg(machine)
         .arg("--out")
         .arg(out.path())
         .args(["--timeout", &timeout_s.to_string()])
         .args(["--", "sh", "/tmp/lab/checks.sh"])
+        .env("LAB_PORT_BASE", port_base.to_string())
         .current_dir(repo())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    during(out.path(), port_base);
+    let run = child.wait_with_output().unwrap();
     let log = format!(
         "{}{}",
         String::from_utf8_lossy(&run.stdout),
@@ -454,4 +467,93 @@ done
         "interrupt-driven I/O took few interrupts: {text}"
     );
     assert!(per("1") <= 100, "polled I/O still took interrupts: {text}");
+}
+
+/// HTTP downloads through NIC K's port forward (127.0.0.1 only), in four threads, until the
+/// guest writes `done` into its export or 3 minutes pass. Bounded in count and time.
+fn drive_http(out: &Path, port_base: u16) {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + std::time::Duration::from_secs(240);
+    while !out.join("ready").exists() {
+        if Instant::now() > deadline || out.join(".lab/rc").exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let stop = Instant::now() + std::time::Duration::from_secs(180);
+    std::thread::scope(|s| {
+        for k in 0..4u16 {
+            s.spawn(move || {
+                for _ in 0..500 {
+                    if out.join("done").exists() || Instant::now() > stop {
+                        break;
+                    }
+                    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port_base + k))
+                    else {
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                        continue;
+                    };
+                    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                    let _ = c.write_all(b"GET /f HTTP/1.0\r\nHost: lab\r\n\r\n");
+                    let mut sink = Vec::new();
+                    let _ = c.read_to_end(&mut sink);
+                }
+            });
+        }
+    });
+}
+
+/// seeds/002's box: 4 packages x 2 threads and four virtio-net NICs with movable queue
+/// interrupts. Under real traffic (HTTP downloads from here through each NIC's port forward)
+/// `irq top` sees every NIC's interrupts with a rate.
+#[test]
+fn ht4_nics_are_movable_and_irq_top_sees_them_under_traffic() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+mkdir -p /tmp/www && head -c 2000000 /dev/zero >/tmp/www/f
+cd /tmp/www && python3 -m http.server 8000 >/dev/null 2>&1 &
+for i in $(seq 100); do ss -ltn | grep -q ':8000 ' && break; sleep 0.2; done
+touch $LAB_OUT/ready
+sleep 3
+$IOLAB irq top --json --interval 3s -n 1 >$LAB_OUT/top.json 2>$LAB_OUT/top.json.err
+touch $LAB_OUT/done
+"#;
+    let b = boot_with("ht4", script, 400, &drive_http);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    check_topology(&m, 8, &|c| c / 2, &|_| 0, &|c| vec![c & !1, c | 1], &|c| {
+        vec![c & !1, c | 1]
+    });
+    check_nohz_and_warnings(&b, &m);
+    let nic_irqs: Vec<&Value> = m["irqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| {
+            let n = i["name"].as_str().unwrap_or("");
+            n.contains("-input.") || n.contains("-output.")
+        })
+        .collect();
+    assert_eq!(nic_irqs.len(), 8, "4 NICs x (input, output): {}", m["irqs"]);
+    for i in &nic_irqs {
+        assert_eq!(
+            i["managed"], false,
+            "a NIC's queue interrupt is movable: {i}"
+        );
+    }
+    let top = b.json("top.json");
+    let rows = top["rows"].as_array().unwrap();
+    let busy: Vec<&str> = rows
+        .iter()
+        .filter(|r| {
+            let n = r["name"].as_str().unwrap_or("");
+            (n.contains("-input.") || n.contains("-output.")) && r["total"].as_f64() > Some(0.0)
+        })
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(busy.len() >= 4, "irq top saw too few NIC interrupts: {top}");
 }
