@@ -470,7 +470,8 @@ mod tests {
             })
             .collect();
         let cells_distance = table(&d);
-        let machines: Vec<(&str, Vec<CpuPlace>, &dyn Fn(u32, u32) -> Option<u32>)> = vec![
+        type Machine<'a> = (&'a str, Vec<CpuPlace>, &'a dyn Fn(u32, u32) -> Option<u32>);
+        let machines: Vec<Machine> = vec![
             ("four cells", cells, &cells_distance),
             ("interleaved", interleaved(true), &two_nodes),
             ("interleaved, no cache ids", interleaved(false), &two_nodes),
