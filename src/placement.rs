@@ -31,7 +31,7 @@ pub enum Placement {
     /// anchor's own core (SMT siblings) only when nothing else is close.
     Near,
     /// CPUs as far as the topology allows: the most distant NUMA node, else another package,
-    /// else another last-level cache.
+    /// else another last-level cache; never a CPU that `near` takes (see `resolve`).
     Far,
     /// Every CPU of one NUMA node.
     Node(u32),
@@ -90,6 +90,17 @@ pub struct Resolved {
 /// NUMA distance between nodes `a` and `b` (None when unknown), relative to the `anchor`
 /// CPUs (the effective affinity of the device's interrupt). `Err` is a reason the level is
 /// not applicable here; it is recorded, not fatal.
+///
+/// On, near and far are disjoint on every topology, and only online CPUs (those in `cpus`)
+/// are ever chosen. Where relations disagree — a package or last-level cache that spans NUMA
+/// nodes (Intel sub-NUMA clustering, QEMU nodes with interleaved CPU numbers) — the node
+/// wins: a CPU on another node is never near, even where sysfs says it shares the interrupt
+/// CPU's LLC, and it can be far. That is how the kernel judges it: `rq_affinity=1` completes
+/// on the interrupt CPU only when the submitting CPU shares its cache by the scheduler's
+/// measure (`cpus_share_cache`), and x86 stops the scheduler's LLC at a node boundary. The
+/// lab's snc2 shows it: I/O submitted from a CPU that shares the L3 from the other node is
+/// completed on that CPU, like I/O from any far CPU (tests/lab.rs). Far never takes a CPU
+/// near takes, so the sets stay disjoint whatever the tiers below find.
 pub fn resolve(
     placement: &Placement,
     anchor: &[u32],
@@ -111,7 +122,6 @@ pub fn resolve(
             )
         });
     }
-    let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
     match placement {
         Placement::On => Ok(Resolved {
             cpus: anchors.iter().map(|c| c.cpu).collect(),
@@ -120,39 +130,19 @@ pub fn resolve(
                 format_cpu_list(anchor)
             ),
         }),
-        Placement::Near => {
-            type Tier = (&'static str, fn(&CpuPlace, &CpuPlace) -> bool);
-            let tiers: [Tier; 4] = [
-                ("shares its last-level cache", |a, c| {
-                    a.llc.is_some() && a.llc == c.llc && !same_core(a, c)
-                }),
-                ("shares its package", |a, c| {
-                    a.package == c.package && !same_core(a, c)
-                }),
-                ("shares its NUMA node", |a, c| {
-                    a.node == c.node && !same_core(a, c)
-                }),
-                ("is its SMT sibling", same_core),
-            ];
-            for (what, f) in tiers.iter() {
-                let found = pick(&|c: &CpuPlace| anchors.iter().any(|a| f(a, c)));
-                if !found.is_empty() {
-                    return Ok(Resolved {
-                        why: format!(
-                            "CPU {} {what} with interrupt CPU {}",
-                            format_cpu_list(&found),
-                            format_cpu_list(anchor)
-                        ),
-                        cpus: found,
-                    });
-                }
-            }
-            Err(format!(
-                "no other online CPU besides interrupt CPU {}",
-                format_cpu_list(anchor)
-            ))
+        Placement::Near => resolve_near(anchor, &anchors, cpus),
+        Placement::Far => {
+            // Far chooses only among the CPUs near does not take (see above).
+            let near = resolve_near(anchor, &anchors, cpus)
+                .map(|r| r.cpus)
+                .unwrap_or_default();
+            let rest: Vec<CpuPlace> = cpus
+                .iter()
+                .filter(|c| !near.contains(&c.cpu))
+                .cloned()
+                .collect();
+            resolve_far(anchor, &anchors, &rest, distance)
         }
-        Placement::Far => resolve_far(anchor, &anchors, cpus, distance),
         Placement::Node(n) => {
             let found: Vec<u32> = cpus
                 .iter()
@@ -196,6 +186,47 @@ fn others(cpus: &[CpuPlace], anchor: &[u32], pred: &dyn Fn(&CpuPlace) -> bool) -
         .filter(|c| !anchor.contains(&c.cpu) && pred(c))
         .map(|c| c.cpu)
         .collect()
+}
+
+/// Other CPUs close to the anchors: the first non-empty tier of shared last-level cache and
+/// package (both within the anchor's node), node, then SMT siblings.
+fn resolve_near(
+    anchor: &[u32],
+    anchors: &[&CpuPlace],
+    cpus: &[CpuPlace],
+) -> Result<Resolved, String> {
+    let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
+    type Tier = (&'static str, fn(&CpuPlace, &CpuPlace) -> bool);
+    // Cache and package count within the node only (see `resolve`).
+    let tiers: [Tier; 4] = [
+        ("shares its last-level cache", |a, c| {
+            a.llc.is_some() && a.llc == c.llc && a.node == c.node && !same_core(a, c)
+        }),
+        ("shares its package", |a, c| {
+            a.package == c.package && a.node == c.node && !same_core(a, c)
+        }),
+        ("shares its NUMA node", |a, c| {
+            a.node == c.node && !same_core(a, c)
+        }),
+        ("is its SMT sibling", same_core),
+    ];
+    for (what, f) in tiers.iter() {
+        let found = pick(&|c: &CpuPlace| anchors.iter().any(|a| f(a, c)));
+        if !found.is_empty() {
+            return Ok(Resolved {
+                why: format!(
+                    "CPU {} {what} with interrupt CPU {}",
+                    format_cpu_list(&found),
+                    format_cpu_list(anchor)
+                ),
+                cpus: found,
+            });
+        }
+    }
+    Err(format!(
+        "no other online CPU besides interrupt CPU {}",
+        format_cpu_list(anchor)
+    ))
 }
 
 fn resolve_far(
@@ -388,6 +419,93 @@ mod tests {
         let r = resolve(&Placement::Node(0), &[], &this_vm(), &unknown).unwrap();
         assert_eq!(r.cpus, vec![0, 1]);
         assert!(resolve(&Placement::Cpus(vec![5]), &[], &this_vm(), &unknown).is_err());
+    }
+
+    /// Two packages of 4 cores whose nodes interleave (QEMU's `-numa node,cpus=0-1,cpus=4-5`,
+    /// Intel SNC, AMD NPS): node 0 = CPUs 0-1,4-5, node 1 = 2-3,6-7; each package's L3 spans
+    /// both nodes. `llc` None models a kernel that exposes no cache ids.
+    fn interleaved(llc: bool) -> Vec<CpuPlace> {
+        (0..8)
+            .map(|cpu| CpuPlace {
+                cpu,
+                core: cpu % 4,
+                package: cpu / 4,
+                node: u32::from(cpu % 4 >= 2),
+                llc: llc.then_some(cpu / 4),
+            })
+            .collect()
+    }
+
+    fn two_nodes(a: u32, b: u32) -> Option<u32> {
+        Some(if a == b { 10 } else { 20 })
+    }
+
+    #[test]
+    fn the_node_wins_where_a_cache_spans_nodes() {
+        let cpus = interleaved(true);
+        // CPUs 2 and 3 share CPU 0's L3 from node 1: the kernel completes their I/O on
+        // themselves under rq_affinity=1, as for any far CPU. Near is CPU 1 alone.
+        let near = resolve(&Placement::Near, &[0], &cpus, &two_nodes).unwrap();
+        assert_eq!(near.cpus, vec![1], "{}", near.why);
+        let far = resolve(&Placement::Far, &[0], &cpus, &two_nodes).unwrap();
+        assert_eq!(far.cpus, vec![2, 3, 6, 7], "{}", far.why);
+        // Without cache ids the package is judged in the same way.
+        let cpus = interleaved(false);
+        let near = resolve(&Placement::Near, &[0], &cpus, &two_nodes).unwrap();
+        assert_eq!(near.cpus, vec![1], "{}", near.why);
+        let far = resolve(&Placement::Far, &[0], &cpus, &two_nodes).unwrap();
+        assert_eq!(far.cpus, vec![2, 3, 6, 7], "{}", far.why);
+    }
+
+    #[test]
+    fn on_near_far_are_disjoint_and_online_on_every_topology() {
+        let (cells, d) = four_cells();
+        let smt: Vec<CpuPlace> = (0..4)
+            .map(|cpu| CpuPlace {
+                cpu,
+                core: cpu / 2,
+                package: 0,
+                node: 0,
+                llc: Some(0),
+            })
+            .collect();
+        let cells_distance = table(&d);
+        type Machine<'a> = (&'a str, Vec<CpuPlace>, &'a dyn Fn(u32, u32) -> Option<u32>);
+        let machines: Vec<Machine> = vec![
+            ("four cells", cells, &cells_distance),
+            ("interleaved", interleaved(true), &two_nodes),
+            ("interleaved, no cache ids", interleaved(false), &two_nodes),
+            ("one core pair", smt, &unknown),
+            ("this vm", this_vm(), &unknown),
+        ];
+        for (name, all, distance) in machines {
+            // Every CPU in turn is offline, and every other CPU in turn takes the interrupt;
+            // the offline CPU is also named as an interrupt CPU, as a stale mask would.
+            for offline in all.iter().map(|c| c.cpu) {
+                let online: Vec<CpuPlace> =
+                    all.iter().filter(|c| c.cpu != offline).cloned().collect();
+                for anchor in online.iter().map(|c| c.cpu) {
+                    let get = |p: Placement| {
+                        resolve(&p, &[anchor, offline], &online, distance)
+                            .map(|r| r.cpus)
+                            .unwrap_or_default()
+                    };
+                    let (on, near, far) = (
+                        get(Placement::On),
+                        get(Placement::Near),
+                        get(Placement::Far),
+                    );
+                    let ctx = format!("{name}: irq on {anchor}, {offline} offline: on {on:?} near {near:?} far {far:?}");
+                    assert_eq!(on, vec![anchor], "{ctx}");
+                    for (a, b) in [(&on, &near), (&on, &far), (&near, &far)] {
+                        assert!(a.iter().all(|c| !b.contains(c)), "{ctx}");
+                    }
+                    for set in [&on, &near, &far] {
+                        assert!(!set.contains(&offline), "{ctx}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

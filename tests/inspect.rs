@@ -380,3 +380,45 @@ fn the_json_model_reads_back_as_a_machine() {
         assert_eq!(serde_json::to_value(&machine).unwrap(), json, "{name}");
     }
 }
+
+/// Debian's 6.1 kernel (NO_HZ_FULL built in, no `nohz_full=` given) prints `(null)` in
+/// /sys/devices/system/cpu/nohz_full, as the lab guests show (tests/lab.rs): that is no CPU,
+/// read without a warning; a garbled list there is still a warning.
+#[test]
+fn a_null_nohz_full_reads_as_no_cpu_without_a_warning() {
+    let dir = scratch_copy("thisvm");
+    let root = dir.path().join("m");
+    let file = root.join("sys/devices/system/cpu/nohz_full");
+    std::fs::write(&file, "(null)\n").unwrap();
+    let (code, out, err) = inspect_raw(&root);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("nohz_full"), "{err}");
+    let m: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(m["nohz_full"], serde_json::json!([]));
+    assert!(m["warnings"].as_array().unwrap().is_empty(), "{out}");
+    std::fs::write(&file, "1-x\n").unwrap();
+    let (code, _, err) = inspect_raw(&root);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("cpu/nohz_full:1:"), "{err}");
+}
+
+/// Debian's 6.1 creates `smp_affinity` 0644 even for kernel-managed NVMe queue vectors (the
+/// lab's cells4 shows it, and that a write there fails): the queue ↔ IRQ spread still marks
+/// them managed, while the admin vector and the NIC's stay movable.
+#[test]
+fn managed_queue_vectors_are_known_without_a_read_only_mode() {
+    let dir = scratch_copy("two-node-nvme");
+    let root = dir.path().join("m");
+    let modes = root.join("file-modes");
+    let text = std::fs::read_to_string(&modes).unwrap();
+    assert!(text.contains("444 /proc/irq/123/smp_affinity"), "{text}");
+    std::fs::write(&modes, text.replace("444 /proc/irq/", "644 /proc/irq/")).unwrap();
+    let (code, out, err) = inspect_raw(&root);
+    assert_eq!(code, Some(0), "{err}");
+    let m: Value = serde_json::from_str(&out).unwrap();
+    for n in [121, 122, 123, 141, 142] {
+        assert_eq!(irq(&m, n)["managed"], true, "{}", irq(&m, n));
+    }
+    assert_eq!(irq(&m, 120)["managed"], false);
+    assert_eq!(irq(&m, 160)["managed"], false);
+}

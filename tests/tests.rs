@@ -11,6 +11,7 @@ mod fuzz;
 mod inspect;
 mod irq;
 mod knobs;
+mod lab;
 mod messages;
 mod preflight;
 mod run;

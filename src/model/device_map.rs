@@ -220,6 +220,30 @@ pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], warn: &mut Wa
     }
 }
 
+/// Marks as kernel-managed the interrupts that blk-mq spread over a multi-queue device: one
+/// IRQ per hardware queue whose affinity is exactly that queue's CPUs. Such vectors come from
+/// `pci_alloc_irq_vectors_affinity(.., PCI_IRQ_AFFINITY)` (the map `blk_mq_pci_map_queues`
+/// builds from), and the kernel refuses to move them (a write to `smp_affinity` fails with
+/// EIO). Their file mode does not always say so: Debian's 6.1 creates `smp_affinity` 0644 for
+/// them too (seen in the lab's cells4 NVMe, tests/lab.rs), so the mode check in `irqs` alone
+/// would offer them to `irq plan`. A one-queue device's vector is left as its mode says.
+pub fn mark_spread_managed(devices: &[BlockDevice], irqs: &mut [Irq]) {
+    for dev in devices {
+        let with_irq = dev.queues.iter().filter(|q| q.irq.is_some()).count();
+        if with_irq < 2 {
+            continue;
+        }
+        for q in &dev.queues {
+            let Some(n) = q.irq else { continue };
+            if let Some(irq) = irqs.iter_mut().find(|i| i.number() == Some(n)) {
+                if irq.affinity.as_deref() == Some(q.cpus.as_slice()) {
+                    irq.managed = true;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,7 +79,7 @@ impl Machine {
                 }],
             });
         }
-        let irqs = irqs::read(root, &mut warn)?;
+        let mut irqs = irqs::read(root, &mut warn)?;
         let in_use = devices::read_in_use(root, &mut warn);
         let mut devices = Vec::new();
         for name in root.list("/sys/block")? {
@@ -92,6 +92,7 @@ impl Machine {
                 Err(e) => warn.push(format!("device {name} skipped: {e}")),
             }
         }
+        device_map::mark_spread_managed(&devices, &mut irqs);
         let mut machine = Machine {
             hostname: root.attr("/proc/sys/kernel/hostname"),
             kernel: root.attr("/proc/sys/kernel/osrelease"),

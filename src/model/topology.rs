@@ -5,7 +5,7 @@
 //! own files under /sys/devices/system/{cpu,node}.
 
 use super::Warnings;
-use crate::sys::parse::{cpulist, ParseError};
+use crate::sys::parse::{cpulist, cpulist_or_null, ParseError};
 use crate::sys::{SysError, SysRoot};
 use serde::{Deserialize, Serialize};
 
@@ -74,13 +74,28 @@ pub struct Topology {
 
 /// Reads a CPU-list file, turning a parse error into one that names it.
 pub(crate) fn read_cpulist(root: &SysRoot, abs: &str) -> Result<Vec<u32>, SysError> {
+    read_with(root, abs, cpulist)
+}
+
+type ListParser = fn(&str) -> Result<Vec<u32>, ParseError>;
+
+fn read_with(root: &SysRoot, abs: &str, parse: ListParser) -> Result<Vec<u32>, SysError> {
     let text = root.read(abs)?;
-    cpulist(&text).map_err(|e: ParseError| root.parse_error(abs, e.line, e.message))
+    parse(&text).map_err(|e: ParseError| root.parse_error(abs, e.line, e.message))
 }
 
 /// Like `read_cpulist`, but an absent file is `None` and a bad one a warning.
 fn optional_cpulist(root: &SysRoot, abs: &str, warn: &mut Warnings) -> Option<Vec<u32>> {
-    match read_cpulist(root, abs) {
+    optional_with(root, abs, warn, cpulist)
+}
+
+fn optional_with(
+    root: &SysRoot,
+    abs: &str,
+    warn: &mut Warnings,
+    parse: ListParser,
+) -> Option<Vec<u32>> {
+    match read_with(root, abs, parse) {
         Ok(v) => Some(v),
         Err(e) if e.is_not_found() => None,
         Err(e) => {
@@ -102,8 +117,9 @@ pub fn read(root: &SysRoot, warn: &mut Warnings) -> Result<Topology, SysError> {
     let possible = optional_cpulist(root, &format!("{CPU_DIR}/possible"), warn)
         .unwrap_or_else(|| online.clone());
     let isolated = optional_cpulist(root, &format!("{CPU_DIR}/isolated"), warn).unwrap_or_default();
-    let nohz_full =
-        optional_cpulist(root, &format!("{CPU_DIR}/nohz_full"), warn).unwrap_or_default();
+    // Debian's 6.1 prints `(null)` here when nohz_full= is not set: no CPU.
+    let nohz_full = optional_with(root, &format!("{CPU_DIR}/nohz_full"), warn, cpulist_or_null)
+        .unwrap_or_default();
     let nodes = read_nodes(root, warn)?;
 
     let mut cpus = Vec::with_capacity(online.len());

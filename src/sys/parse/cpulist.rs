@@ -43,6 +43,17 @@ pub fn cpulist(text: &str) -> Result<Vec<u32>, ParseError> {
     Ok(cpus)
 }
 
+/// Like `cpulist`, for files the kernel may print from a mask it never allocated: with
+/// `CONFIG_NO_HZ_FULL=y` but no `nohz_full=` on the command line, Debian's 6.1 kernel prints
+/// `(null)` in /sys/devices/system/cpu/nohz_full (`%*pbl` of a NULL cpumask). That means "no
+/// CPU", not a bad list.
+pub fn cpulist_or_null(text: &str) -> Result<Vec<u32>, ParseError> {
+    if text.trim() == "(null)" {
+        return Ok(Vec::new());
+    }
+    cpulist(text)
+}
+
 fn cpu_number(text: &str, part: &str) -> Result<u32, ParseError> {
     text.trim()
         .parse::<u32>()
@@ -113,6 +124,16 @@ pub fn format_cpulist(cpus: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_null_mask_is_no_cpu_and_anything_else_still_a_list() {
+        assert_eq!(cpulist_or_null("(null)\n").unwrap(), Vec::<u32>::new());
+        assert_eq!(cpulist_or_null("1-3\n").unwrap(), vec![1, 2, 3]);
+        assert_eq!(cpulist_or_null("\n").unwrap(), Vec::<u32>::new());
+        assert!(cpulist_or_null("(nul)").is_err());
+        // The plain parser still refuses it: only files known to print it accept it.
+        assert!(cpulist("(null)").is_err());
+    }
 
     #[test]
     fn formats_unsorted_sets_with_repeats() {

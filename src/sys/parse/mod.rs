@@ -13,7 +13,7 @@ pub mod queue;
 pub mod stat;
 pub mod swaps;
 
-pub use cpulist::{cpulist, cpumask, format_cpulist};
+pub use cpulist::{cpulist, cpulist_or_null, cpumask, format_cpulist};
 pub use diskstats::diskstats;
 pub use interrupts::interrupts;
 pub use stat::stat;

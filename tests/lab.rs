@@ -1,0 +1,559 @@
+//! Live tests in the lab machines (docs/lab.md): QEMU guests that boot Debian's packaged kernel
+//! with the seeds' topologies and devices (lab/machines/NAME.sh) and run the iolab just built,
+//! through this machine's `/` shared read-only. Fixture trees only confirm what their author
+//! believed about the kernel; these check iolab against a real one.
+//!
+//! Each machine boots once: a test writes one guest script that runs every iolab command it
+//! needs and leaves their output in the results export, then checks the files here. Guests
+//! run one at a time (a lock), since TCG has only this machine's 2 cores. TCG timings are
+//! behaviour, never performance: nothing here checks a speed.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One guest at a time.
+static LAB: Mutex<()> = Mutex::new(());
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// True when a lab machine can boot here; otherwise says what is missing (a failure in CI).
+fn lab_ready() -> bool {
+    if !crate::common::root_or_skip() {
+        return false;
+    }
+    let missing: Vec<&str> = [
+        ("qemu-system-x86_64", "command -v qemu-system-x86_64"),
+        ("a kernel in /boot", "ls /boot/vmlinuz-* >/dev/null 2>&1"),
+        ("/bin/busybox", "test -x /bin/busybox"),
+        ("cpio", "command -v cpio"),
+    ]
+    .into_iter()
+    .filter(|(_, check)| {
+        !Command::new("sh")
+            .args(["-c", &format!("{check} >/dev/null")])
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+    .map(|(what, _)| what)
+    .collect();
+    if !missing.is_empty() {
+        crate::common::skip(&format!(
+            "lab machines need {} (scripts/lab-deps installs them)",
+            missing.join(", ")
+        ));
+        return false;
+    }
+    true
+}
+
+/// A finished boot: the results export (removed on drop) and what QEMU and the script printed.
+struct Boot {
+    out: tempfile::TempDir,
+    log: String,
+    code: Option<i32>,
+}
+
+impl Boot {
+    fn path(&self, name: &str) -> PathBuf {
+        self.out.path().join(name)
+    }
+
+    fn text(&self, name: &str) -> String {
+        std::fs::read_to_string(self.path(name)).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; the guest's console:\n{}",
+                self.path(name).display(),
+                self.log
+            )
+        })
+    }
+
+    fn json(&self, name: &str) -> Value {
+        let text = self.text(name);
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            panic!(
+                "{name} is not JSON ({e}): {text:.500}\nstderr: {}",
+                std::fs::read_to_string(self.path(&format!("{name}.err"))).unwrap_or_default()
+            )
+        })
+    }
+}
+
+/// Boots `machine` and runs `script` (sh) in it with `$IOLAB` the binary under test and
+/// `$LAB_OUT` the results export. Prints how long the boot took.
+fn boot(machine: &str, script: &str, timeout_s: u32) -> Boot {
+    boot_with(machine, script, timeout_s, &|_, _| {})
+}
+
+/// Like `boot`, with `during(out, port_base)` run here while the guest runs (to drive traffic
+/// through the machine's port forwards, which start at `port_base`).
+fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path, u16)) -> Boot {
+    let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::Builder::new()
+        .prefix("iolab-lab-out.")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let script = format!(
+        "IOLAB={}\nexport IOLAB\n{script}\n",
+        env!("CARGO_BIN_EXE_iolab")
+    );
+    std::fs::write(out.path().join("checks.sh"), script).unwrap();
+    let started = Instant::now();
+    // Ports by process id, so two test runs on one machine do not collide.
+    let port_base = 20000 + (std::process::id() % 4000) as u16 * 4;
+    let child = Command::new(repo().join("scripts/lab"))
+        .arg(machine)
+        .arg("--out")
+        .arg(out.path())
+        .args(["--timeout", &timeout_s.to_string()])
+        .args(["--", "sh", "/tmp/lab/checks.sh"])
+        .env("LAB_PORT_BASE", port_base.to_string())
+        .current_dir(repo())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    during(out.path(), port_base);
+    let run = child.wait_with_output().unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    eprintln!(
+        "lab: {machine} booted and ran its checks in {:.0?}",
+        started.elapsed()
+    );
+    Boot {
+        out,
+        log,
+        code: run.status.code(),
+    }
+}
+
+fn cpus(v: &Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a CPU list: {v}"))
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+fn range(a: u64, b: u64) -> Vec<u64> {
+    (a..=b).collect()
+}
+
+fn device<'a>(m: &'a Value, name: &str) -> &'a Value {
+    m["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .unwrap_or_else(|| panic!("no device {name} in {}", m["devices"]))
+}
+
+fn irq(m: &Value, n: &Value) -> Value {
+    m["irqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| &i["irq"] == n)
+        .unwrap_or_else(|| panic!("no irq {n}"))
+        .clone()
+}
+
+/// The topology part of `inspect --json`: CPU c is in package `package(c)` and node
+/// `node(c)`, its SMT siblings are `siblings(c)`, and it shares its LLC with `llc(c)`.
+fn check_topology(
+    m: &Value,
+    n: u64,
+    package: &dyn Fn(u64) -> u64,
+    node: &dyn Fn(u64) -> u64,
+    siblings: &dyn Fn(u64) -> Vec<u64>,
+    llc: &dyn Fn(u64) -> Vec<u64>,
+) {
+    assert_eq!(cpus(&m["online"]), range(0, n - 1));
+    let list = m["cpus"].as_array().unwrap();
+    assert_eq!(list.len() as u64, n);
+    for c in list {
+        let cpu = c["cpu"].as_u64().unwrap();
+        assert_eq!(c["package"], package(cpu), "package of CPU {cpu}: {c}");
+        assert_eq!(c["node"], node(cpu), "node of CPU {cpu}: {c}");
+        assert_eq!(
+            cpus(&c["siblings"]),
+            siblings(cpu),
+            "siblings of {cpu}: {c}"
+        );
+        assert_eq!(cpus(&c["llc"]["cpus"]), llc(cpu), "LLC of CPU {cpu}: {c}");
+        let in_package: Vec<u64> = range(0, n - 1)
+            .into_iter()
+            .filter(|o| package(*o) == package(cpu))
+            .collect();
+        assert_eq!(cpus(&c["package_cpus"]), in_package, "{c}");
+    }
+    let nodes = m["nodes"].as_array().unwrap();
+    for nd in nodes {
+        let id = nd["node"].as_u64().unwrap();
+        let mine: Vec<u64> = range(0, n - 1)
+            .into_iter()
+            .filter(|c| node(*c) == id)
+            .collect();
+        assert_eq!(cpus(&nd["cpus"]), mine, "node {id}");
+        for d in nd["distances"].as_array().unwrap() {
+            let want = if d["node"] == id { 10 } else { 20 };
+            assert_eq!(d["distance"], want, "node {id}: {nd}");
+        }
+    }
+}
+
+/// on/near/far of a device: pairwise disjoint, online, and `on` where its interrupts go.
+fn check_placement(m: &Value, dev: &Value) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let p = &dev["placement"];
+    let (on, near, far) = (cpus(&p["on"]), cpus(&p["near"]), cpus(&p["far"]));
+    let online = cpus(&m["online"]);
+    for (a, b) in [(&on, &near), (&on, &far), (&near, &far)] {
+        assert!(
+            a.iter().all(|c| !b.contains(c)),
+            "{}: on {on:?} near {near:?} far {far:?} overlap",
+            dev["name"]
+        );
+    }
+    for c in on.iter().chain(&near).chain(&far) {
+        assert!(online.contains(c), "{}: CPU {c} is not online", dev["name"]);
+    }
+    (on, near, far)
+}
+
+/// The guest script's common part: the model, and the kernel's own nohz_full text.
+const INSPECT: &str = r#"
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+"#;
+
+/// Debian's 6.1 prints `(null)` for an unset nohz_full; iolab reads it as no CPU, quietly.
+fn check_nohz_and_warnings(b: &Boot, m: &Value) {
+    assert_eq!(
+        b.text("nohz_full.raw").trim(),
+        "(null)",
+        "the kernel changed"
+    );
+    assert_eq!(m["nohz_full"], serde_json::json!([]));
+    assert_eq!(
+        m["warnings"],
+        serde_json::json!([]),
+        "{}",
+        b.text("inspect.json.err")
+    );
+}
+
+/// seeds/000's 4-cell box: 4 nodes x 2 cores x 2 threads, an HBA with one movable
+/// interrupt and two disks on node 0, an NVMe with 4 managed queue interrupts on node 2.
+#[test]
+fn cells4_is_modelled_as_defined() {
+    if !lab_ready() {
+        return;
+    }
+    let script = format!(
+        "{INSPECT}
+# Is an NVMe queue interrupt really kernel-managed? Writing its affinity must fail.
+q=$(awk '/nvme0q1$/ {{ sub(\":\", \"\", $1); print $1 }}' /proc/interrupts)
+echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OUT/managed-write.rc
+"
+    );
+    let b = boot("cells4", &script, 300);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    assert_eq!(m["hostname"], "cells4");
+    check_topology(
+        &m,
+        16,
+        &|c| c / 4,
+        &|c| c / 4,
+        &|c| vec![c & !1, c | 1],
+        &|c| range(c / 4 * 4, c / 4 * 4 + 3),
+    );
+    check_nohz_and_warnings(&b, &m);
+
+    // The HBA: one interrupt for both disks, movable, on node 0, and the placement says
+    // on = its CPU, near = the rest of node 0's package, far = the other nodes.
+    let hba_irq = {
+        let sda = device(&m, "sda");
+        let sdb = device(&m, "sdb");
+        for d in [sda, sdb] {
+            assert_eq!(d["kind"], "scsi", "{d}");
+            assert_eq!(d["node"], 0, "{d}");
+            assert_eq!(d["controller_driver"], "megaraid_sas", "{d}");
+            assert_eq!(d["irqs"].as_array().unwrap().len(), 1, "{d}");
+        }
+        assert_eq!(sda["irqs"], sdb["irqs"]);
+        irq(&m, &sda["irqs"][0])
+    };
+    assert!(
+        hba_irq["name"].as_str().unwrap().starts_with("megasas"),
+        "{hba_irq}"
+    );
+    assert_eq!(hba_irq["managed"], false, "{hba_irq}");
+    let eff = cpus(&hba_irq["effective"]);
+    assert_eq!(eff.len(), 1, "{hba_irq}");
+    assert!(eff[0] < 4, "the HBA's interrupt left node 0: {hba_irq}");
+    let (on, near, far) = check_placement(&m, device(&m, "sda"));
+    assert_eq!(on, eff);
+    assert!(!near.is_empty() && near.iter().all(|c| *c < 4), "{near:?}");
+    assert_eq!(far, range(4, 15));
+
+    // The NVMe: node 2, 4 hardware queues over the 16 CPUs, one interrupt each whose affinity
+    // is the queue's CPUs, managed by the kernel.
+    let nvme = device(&m, "nvme0n1");
+    assert_eq!(nvme["node"], 2, "{nvme}");
+    let queues = nvme["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 4, "{nvme}");
+    for (k, q) in queues.iter().enumerate() {
+        let k = k as u64;
+        assert_eq!(cpus(&q["cpus"]), range(4 * k, 4 * k + 3), "{q}");
+        let i = irq(&m, &q["irq"]);
+        assert_eq!(cpus(&i["affinity"]), cpus(&q["cpus"]), "{i}");
+        assert!(cpus(&i["effective"]).iter().all(|c| c / 4 == k), "{i}");
+        assert_eq!(i["managed"], true, "{i}");
+    }
+    assert_ne!(
+        b.text("managed-write.rc").trim(),
+        "0",
+        "the kernel let a managed IRQ move"
+    );
+    check_placement(&m, nvme);
+}
+
+/// A machine whose packages and L3s span nodes (nodes interleave: 0 = CPUs 0-1,4-5, 1 = 2-3,6-7).
+/// The model must say so, keep on/near/far disjoint, and agree with the kernel about which
+/// CPUs are near: with the HBA's interrupt on CPU 5 and rq_affinity=1, I/O submitted from a
+/// near CPU completes on CPU 5, and I/O from a far CPU (even one sharing CPU 5's L3 from the
+/// other node, like CPU 6) completes on the submitting CPU. BLOCK softirqs per CPU show where.
+#[test]
+fn snc2_cache_spanning_nodes_is_near_only_within_the_node() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+irq=$(awk '/megasas/ { sub(":", "", $1); print $1 }' /proc/interrupts)
+echo 5 >/proc/irq/$irq/smp_affinity_list
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+echo 1 >/sys/block/sda/queue/rq_affinity
+for c in 4 6 2; do
+  grep BLOCK /proc/softirqs >/tmp/before
+  fio --name=probe --filename=/dev/sda --rw=randread --bs=4k --direct=1 --ioengine=psync \
+    --cpus_allowed=$c --number_ios=200 --output=/dev/null
+  grep BLOCK /proc/softirqs >/tmp/after
+  # One line per submitting CPU: the BLOCK softirqs each CPU ran meanwhile.
+  echo "$c $(cat /tmp/before /tmp/after | awk 'NR == 1 { for (i = 2; i <= NF; i++) b[i] = $i }
+    NR == 2 { for (i = 2; i <= NF; i++) printf "%d ", $i - b[i] }')" >>$LAB_OUT/completions
+done
+"#;
+    let b = boot("snc2", script, 300);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    let node = |c: u64| u64::from(c % 4 >= 2);
+    check_topology(&m, 8, &|c| c / 4, &node, &|c| vec![c], &|c| {
+        range(c / 4 * 4, c / 4 * 4 + 3)
+    });
+    check_nohz_and_warnings(&b, &m);
+    let sda = device(&m, "sda");
+    assert_eq!(sda["node"], 0, "{sda}");
+    let (on, near, far) = check_placement(&m, sda);
+    assert_eq!(on, vec![5]);
+    assert_eq!(near, vec![4], "the L3 sharers on node 1 are not near");
+    assert_eq!(far, vec![2, 3, 6, 7]);
+    let lines = b.text("completions");
+    for line in lines.lines() {
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let (cpu, per_cpu) = (v[0], &v[1..]);
+        let expect = if near.contains(&cpu) { 5 } else { cpu };
+        assert!(
+            per_cpu[expect as usize] >= 180,
+            "I/O from CPU {cpu} should complete on CPU {expect}: {lines}"
+        );
+    }
+    assert_eq!(lines.lines().count(), 3, "{lines}\n{}", b.log);
+}
+
+/// seeds/003's NVMe with poll queues (`nvme.poll_queues=2` on the kernel command line, which
+/// scripts/lab hands to insmod): two interrupt-driven queues, two poll queues without an
+/// interrupt, io_poll on; iolab runs both `hipri` cells (none is "not applicable"), and polled
+/// I/O takes (almost) no device interrupts while interrupt-driven I/O takes about one each.
+#[test]
+fn nvme_poll_runs_hipri_cells_and_polling_drops_interrupts() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+cat >/tmp/exp.toml <<'T'
+name = "lab nvme-poll hipri"
+seed = 3
+repetitions = 1
+[target]
+device = "nvme0n1"
+[workload]
+rw = "randread"
+bs = "4k"
+ioengine = "io_uring"
+iodepth = 4
+direct = 1
+runtime = "2s"
+time_based = true
+[factors]
+hipri = [false, true]
+T
+# SQLite's shared memory does not work over 9p: the database lives in the guest's /tmp.
+$IOLAB run /tmp/exp.toml --db /tmp/lab.db >$LAB_OUT/run.txt 2>&1
+$IOLAB show 1 --db /tmp/lab.db --json >$LAB_OUT/show.json 2>$LAB_OUT/show.json.err
+nvme_ints() { awk '/nvme0q[1-9]/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
+for h in 0 1; do
+  a=$(nvme_ints)
+  fio --name=p --filename=/dev/nvme0n1 --rw=randread --bs=4k --direct=1 --ioengine=io_uring \
+    --iodepth=1 --hipri=$h --number_ios=1000 --output=/dev/null
+  echo "$h $(( $(nvme_ints) - a ))" >>$LAB_OUT/interrupts
+done
+"#;
+    let b = boot("nvme-poll", script, 400);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    check_topology(&m, 4, &|_| 0, &|_| 0, &|c| vec![c], &|_| range(0, 3));
+    check_nohz_and_warnings(&b, &m);
+    let nvme = device(&m, "nvme0n1");
+    assert_eq!(nvme["knobs"]["io_poll"], "1", "{nvme}");
+    let queues = nvme["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 4, "{nvme}");
+    let with_irq: Vec<&Value> = queues.iter().filter(|q| !q["irq"].is_null()).collect();
+    assert_eq!(
+        with_irq.len(),
+        2,
+        "two poll queues have no interrupt: {nvme}"
+    );
+    for q in with_irq {
+        assert_eq!(irq(&m, &q["irq"])["managed"], true);
+    }
+    check_placement(&m, nvme);
+
+    let shown = b.json("show.json");
+    let cells = shown["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{shown}");
+    for c in cells {
+        assert_eq!(c["failed"], serde_json::json!([]), "{c}");
+        let iops = c["metrics"]["read_iops"]["mean"].as_f64().unwrap_or(0.0);
+        assert!(iops > 0.0, "{} did not run: {c}", c["cell"]);
+    }
+    // 1000 I/Os each: about one interrupt per I/O without polling, almost none with it.
+    let text = b.text("interrupts");
+    let per = |h: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{h} ")))
+            .unwrap_or_else(|| panic!("no hipri={h} line: {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        per("0") >= 500,
+        "interrupt-driven I/O took few interrupts: {text}"
+    );
+    assert!(per("1") <= 100, "polled I/O still took interrupts: {text}");
+}
+
+/// HTTP downloads through NIC K's port forward (127.0.0.1 only), in four threads, until the
+/// guest writes `done` into its export or 3 minutes pass. Bounded in count and time.
+fn drive_http(out: &Path, port_base: u16) {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + std::time::Duration::from_secs(240);
+    while !out.join("ready").exists() {
+        if Instant::now() > deadline || out.join(".lab/rc").exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let stop = Instant::now() + std::time::Duration::from_secs(180);
+    std::thread::scope(|s| {
+        for k in 0..4u16 {
+            s.spawn(move || {
+                for _ in 0..500 {
+                    if out.join("done").exists() || Instant::now() > stop {
+                        break;
+                    }
+                    let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port_base + k))
+                    else {
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                        continue;
+                    };
+                    let _ = c.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                    let _ = c.write_all(b"GET /f HTTP/1.0\r\nHost: lab\r\n\r\n");
+                    let mut sink = Vec::new();
+                    let _ = c.read_to_end(&mut sink);
+                }
+            });
+        }
+    });
+}
+
+/// seeds/002's box: 4 packages x 2 threads and four virtio-net NICs with movable queue
+/// interrupts. Under real traffic (HTTP downloads from here through each NIC's port forward)
+/// `irq top` sees every NIC's interrupts with a rate.
+#[test]
+fn ht4_nics_are_movable_and_irq_top_sees_them_under_traffic() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
+mkdir -p /tmp/www && head -c 2000000 /dev/zero >/tmp/www/f
+cd /tmp/www && python3 -m http.server 8000 >/dev/null 2>&1 &
+for i in $(seq 100); do ss -ltn | grep -q ':8000 ' && break; sleep 0.2; done
+touch $LAB_OUT/ready
+sleep 3
+$IOLAB irq top --json --interval 3s -n 1 >$LAB_OUT/top.json 2>$LAB_OUT/top.json.err
+touch $LAB_OUT/done
+"#;
+    let b = boot_with("ht4", script, 400, &drive_http);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let m = b.json("inspect.json");
+    check_topology(&m, 8, &|c| c / 2, &|_| 0, &|c| vec![c & !1, c | 1], &|c| {
+        vec![c & !1, c | 1]
+    });
+    check_nohz_and_warnings(&b, &m);
+    let nic_irqs: Vec<&Value> = m["irqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| {
+            let n = i["name"].as_str().unwrap_or("");
+            n.contains("-input.") || n.contains("-output.")
+        })
+        .collect();
+    assert_eq!(nic_irqs.len(), 8, "4 NICs x (input, output): {}", m["irqs"]);
+    for i in &nic_irqs {
+        assert_eq!(
+            i["managed"], false,
+            "a NIC's queue interrupt is movable: {i}"
+        );
+    }
+    let top = b.json("top.json");
+    let rows = top["rows"].as_array().unwrap();
+    let busy: Vec<&str> = rows
+        .iter()
+        .filter(|r| {
+            let n = r["name"].as_str().unwrap_or("");
+            (n.contains("-input.") || n.contains("-output.")) && r["total"].as_f64() > Some(0.0)
+        })
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(busy.len() >= 4, "irq top saw too few NIC interrupts: {top}");
+}
