@@ -1417,3 +1417,62 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
         "{err}"
     );
 }
+
+/// On a terminal the progress is one live line (a bar, the run, a counting-down ETA) redrawn
+/// in place while fio runs; piped, it is one plain line per run.
+#[test]
+fn progress_is_a_live_bar_on_a_terminal_and_plain_lines_in_a_pipe() {
+    if !root_or_skip() {
+        return;
+    }
+    let (dir, state, dev) = live_scratch(32 << 20);
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"progress\"\nrepetitions = 2\n[target]\ndevice = \"{}\"\n[workload]\n\
+             rw = \"randread\"\nioengine = \"psync\"\ndirect = 1\nsize = \"8m\"\n\
+             runtime = \"3s\"\ntime_based = true\n",
+            dev.name()
+        ),
+    )
+    .unwrap();
+    let command = format!(
+        "{} run --db {} {}",
+        env!("CARGO_BIN_EXE_iolab"),
+        dir.path().join("tty.db").display(),
+        file.display()
+    );
+    // `script` gives the command a pseudo-terminal; what it drew comes back on stdout.
+    let out = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{screen}");
+    let redraws = screen.matches("\r\x1b[2K[").count();
+    // Two runs of 3 s, redrawn every second: more redraws than runs.
+    assert!(redraws > 3, "{redraws} redraws:\n{screen:?}");
+    assert!(screen.contains("] [2/2] rep 2 base"), "{screen:?}");
+    assert!(screen.contains("ETA "), "{screen:?}");
+
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("pipe.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains('\x1b'), "{err:?}");
+    assert!(
+        err.lines().any(|l| l.starts_with("[1/2] rep 1 base")),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("[2/2] rep 2 base")),
+        "{err}"
+    );
+}

@@ -12,6 +12,7 @@ mod inspect;
 mod irq;
 mod plot;
 mod preflight;
+mod progress;
 mod report;
 mod restore;
 mod run;

@@ -5,14 +5,12 @@
 //! exits with 128 + the signal number (130 for Ctrl-C).
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 
-use crate::experiment::run::{self as runloop, Outcome, Plan, Progress, Settings, Step};
-use crate::report::format::terminal_safe as safe;
+use crate::experiment::run::{self as runloop, Outcome, Plan, Settings};
 use crate::report::table::MAX_WIDTH;
 use crate::workload::{CancelToken, RealFio};
 
@@ -134,7 +132,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     // What an iolab killed by SIGKILL left of fio's run directories.
     crate::workload::run_dir::sweep(&runner.work_dir);
-    let mut progress = StderrProgress::new();
+    let mut progress = super::progress::StderrProgress::new();
     let result = runloop::run(&exp, &settings, &runner, &cancel, &mut progress);
     watcher.0.cancel();
     let _ = watcher.1.join();
@@ -165,7 +163,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn duration_text(s: f64) -> String {
+pub(super) fn duration_text(s: f64) -> String {
     let s = s.round() as u64;
     match s {
         0..=59 => format!("{s}s"),
@@ -333,67 +331,4 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
         "restored": o.restored,
         "plan": o.plan,
     })
-}
-
-/// Progress on stderr: one updating line on a terminal, plain lines otherwise (logs, CI).
-struct StderrProgress {
-    tty: bool,
-    line_open: bool,
-}
-
-impl StderrProgress {
-    fn new() -> Self {
-        StderrProgress {
-            tty: std::io::stderr().is_terminal(),
-            line_open: false,
-        }
-    }
-}
-
-impl Progress for StderrProgress {
-    fn message(&mut self, text: &str) {
-        let mut err = std::io::stderr().lock();
-        if self.line_open {
-            let _ = writeln!(err);
-            self.line_open = false;
-        }
-        let _ = writeln!(
-            err,
-            "{}",
-            crate::report::format::terminal_safe_lines(text.trim_end())
-        );
-    }
-
-    fn run_started(&mut self, s: &Step) {
-        let eta = s
-            .eta_seconds
-            .map(|e| format!("  ETA {}", duration_text(e)))
-            .unwrap_or_default();
-        let text = format!(
-            "[{}/{}] {} {}{eta}",
-            s.number,
-            s.planned,
-            if s.warmup {
-                "warm-up".to_string()
-            } else {
-                format!("rep {}", s.round)
-            },
-            safe(&s.cell),
-        );
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(err, "\r\x1b[2K{text}");
-            let _ = err.flush();
-            self.line_open = true;
-        } else {
-            let _ = writeln!(err, "{text}");
-        }
-    }
-
-    fn finish(&mut self) {
-        if self.line_open {
-            let _ = writeln!(std::io::stderr());
-            self.line_open = false;
-        }
-    }
 }
