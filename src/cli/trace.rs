@@ -22,8 +22,9 @@ pub enum TraceCommand {
     Plot(PlotArgs),
 }
 
-/// Draw a trace: sectors over time (reads and writes coloured), latency over time, queue and
-/// driver depth over time, latency histogram (SVG files).
+/// Draw a trace: sectors over time (reads and writes coloured), latency, queue and driver
+/// depth, throughput, IOPS and seeks per second over time, latency histogram with reads and
+/// writes apart (SVG files); with --with, several traces on one sector-vs-time chart.
 #[derive(Debug, clap::Args)]
 pub struct PlotArgs {
     /// Trace base names (NAME.blktrace.N) or files.
@@ -40,6 +41,14 @@ pub struct PlotArgs {
     /// Device to draw, as MAJOR,MINOR (default: the busiest).
     #[arg(long, value_name = "MAJOR,MINOR")]
     pub dev: Option<String>,
+    /// Another trace (base name or file) to draw on the same sector-vs-time chart
+    /// (sectors-overlay.svg), each from its own start; repeat for more.
+    #[arg(long = "with", value_name = "NAME|FILE")]
+    pub with: Vec<PathBuf>,
+    /// Legend label of each trace on that chart, in order: the main trace first, then each
+    /// --with (default: the names given).
+    #[arg(long = "label", value_name = "TEXT")]
+    pub labels: Vec<String>,
     /// Also write a PNG copy of each chart (2x scale, rendered inside iolab).
     #[arg(long)]
     pub png: bool,
@@ -103,7 +112,8 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Analyze(a) => analyze(a),
         TraceCommand::Compare(a) => compare(a),
         TraceCommand::Plot(a) => {
-            for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref())? {
+            for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref(), &a.with, &a.labels)?
+            {
                 super::emit::stdout(&format!("{}\n", p.display()))?;
                 if a.png {
                     super::emit::stdout(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;

@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use super::mapped::Mapped;
 use super::record::{self, DecodeError, Event};
 
 /// A failure while reading a trace, naming where.
@@ -30,11 +31,13 @@ pub enum TraceError {
 
 const BUF: usize = 1 << 17;
 
-/// Reads records from one source in file order.
+/// Reads records from one source in file order: from a memory map of the whole file when it
+/// is a regular file (no copies), else through a fixed-size buffer.
 pub struct RecordStream<R> {
     name: String,
     src: R,
     buf: Vec<u8>,
+    map: Option<Mapped>,
     start: usize,
     end: usize,
     offset: u64,
@@ -48,7 +51,15 @@ impl RecordStream<File> {
             path: path.display().to_string(),
             source,
         })?;
-        Ok(RecordStream::new(path.display().to_string(), f))
+        let map = Mapped::new(&f);
+        let mut s = RecordStream::new(path.display().to_string(), f);
+        if let Some(m) = map {
+            s.end = m.bytes().len();
+            s.eof = true;
+            s.buf = Vec::new();
+            s.map = Some(m);
+        }
+        Ok(s)
     }
 }
 
@@ -58,6 +69,7 @@ impl<R: Read> RecordStream<R> {
             name,
             src,
             buf: vec![0; BUF],
+            map: None,
             start: 0,
             end: 0,
             offset: 0,
@@ -70,9 +82,18 @@ impl<R: Read> RecordStream<R> {
         &self.name
     }
 
+    /// The bytes not yet decoded.
+    #[inline]
+    fn pending(&self) -> &[u8] {
+        match &self.map {
+            Some(m) => &m.bytes()[self.start..self.end],
+            None => &self.buf[self.start..self.end],
+        }
+    }
+
     /// Makes at least `need` bytes available from `start`, unless the source ends first.
     fn fill(&mut self, need: usize) -> io::Result<()> {
-        if self.end - self.start >= need || self.eof {
+        if self.end - self.start >= need || self.eof || self.map.is_some() {
             return Ok(());
         }
         if self.start > 0 {
@@ -127,7 +148,7 @@ impl<R: Read> RecordStream<R> {
             }
         }
         loop {
-            match record::decode(&self.buf[self.start..self.end]) {
+            match record::decode(self.pending()) {
                 Ok((ev, n)) => {
                     self.start += n;
                     self.offset += n as u64;
@@ -195,15 +216,23 @@ impl<R: Read> RecordStream<R> {
         keep: &mut impl FnMut(&record::Io) -> bool,
     ) -> Result<bool, TraceError> {
         while out.ios.len() < max {
-            if !self.failed && self.end - self.start >= record::V8_HEADER {
-                if let Some((io, n)) = record::decode_io_native_v7(&self.buf[self.start..self.end])
-                {
+            if !self.failed {
+                // Decode in place as far as the fast path goes, then settle the position once.
+                let data = self.pending();
+                let mut used = 0;
+                while out.ios.len() < max && data.len() - used >= record::V8_HEADER {
+                    let Some((io, n)) = record::decode_io_native_v7(&data[used..]) else {
+                        break;
+                    };
                     if keep(&io) {
                         out.ios.push(io);
                     }
-                    self.start += n;
-                    self.offset += n as u64;
-                    continue;
+                    used += n;
+                }
+                self.start += used;
+                self.offset += used as u64;
+                if out.ios.len() >= max {
+                    break;
                 }
             }
             match self.next_event() {
