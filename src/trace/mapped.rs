@@ -13,7 +13,12 @@ use std::os::fd::AsRawFd;
 pub struct Mapped {
     ptr: *mut libc::c_void,
     len: usize,
+    /// Bytes before this offset were handed back to the kernel (see [`Mapped::release`]).
+    released: usize,
 }
+
+/// How much to read past the last release before releasing again.
+const RELEASE_STEP: usize = 8 << 20;
 
 // The map is read-only and owned: sharing or moving it between threads is safe.
 unsafe impl Send for Mapped {}
@@ -48,12 +53,39 @@ impl Mapped {
         unsafe {
             libc::madvise(ptr, len, libc::MADV_SEQUENTIAL);
         }
-        Some(Mapped { ptr, len })
+        Some(Mapped {
+            ptr,
+            len,
+            released: 0,
+        })
     }
 
     pub fn bytes(&self) -> &[u8] {
         // SAFETY: ptr/len describe a live PROT_READ mapping owned by self until drop.
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Mapped {
+    /// Says the bytes before `upto` will not be read again: their pages leave this process
+    /// (they stay in the page cache), so resident memory stays at a few MiB whatever the
+    /// file's size, as it does when reading through a buffer.
+    pub fn release(&mut self, upto: usize) {
+        let page = 4096;
+        let upto = upto.min(self.len) / page * page;
+        if upto < self.released + RELEASE_STEP {
+            return;
+        }
+        // SAFETY: a page-aligned range inside our own read-only private file mapping; the
+        // pages are refetched from the file should they ever be touched again.
+        unsafe {
+            libc::madvise(
+                (self.ptr as *mut u8).add(self.released) as *mut libc::c_void,
+                upto - self.released,
+                libc::MADV_DONTNEED,
+            );
+        }
+        self.released = upto;
     }
 }
 
