@@ -20,6 +20,19 @@ pub enum TraceCommand {
     Analyze(AnalyzeArgs),
     Compare(CompareArgs),
     Plot(PlotArgs),
+    Export(ExportArgs),
+}
+
+/// Write a trace (an experiment's compressed NAME.blktrace.N.gz files, or any trace) as plain
+/// NAME.blktrace.N files that blkparse and btt read.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Trace base name (NAME.blktrace.N[.gz]) or file.
+    #[arg(value_name = "NAME|FILE")]
+    pub input: PathBuf,
+    /// Directory for the plain files.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: PathBuf,
 }
 
 /// Draw a trace: sectors over time (reads and writes coloured), latency, queue and driver
@@ -111,6 +124,12 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Record(a) => record(a),
         TraceCommand::Analyze(a) => analyze(a),
         TraceCommand::Compare(a) => compare(a),
+        TraceCommand::Export(a) => {
+            for p in trace::keep::export(&a.input, &a.output)? {
+                super::emit::stdout(&format!("{}\n", p.display()))?;
+            }
+            Ok(())
+        }
         TraceCommand::Plot(a) => {
             for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref(), &a.with, &a.labels)?
             {

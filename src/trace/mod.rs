@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod capture;
 pub mod compare;
 pub mod diagnose;
+pub mod keep;
 pub mod mapped;
 pub mod merge;
 pub mod plot;

@@ -45,13 +45,53 @@ pub struct RecordStream<R> {
     failed: bool,
 }
 
-impl RecordStream<File> {
+/// What a trace file is read from: the file itself (mapped, or read through a buffer), or a
+/// gzip stream decompressed on the fly (kept experiment traces, `NAME.blktrace.N.gz`).
+pub enum Source {
+    File(File),
+    Gz(Box<flate2::read::MultiGzDecoder<io::BufReader<File>>>),
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Source::File(f) => f.read(buf),
+            Source::Gz(g) => g.read(buf),
+        }
+    }
+}
+
+/// Whether a file starts with the gzip magic (1f 8b): decided by content, not by name.
+fn is_gzip(f: &mut File) -> io::Result<bool> {
+    use std::io::{Seek, SeekFrom};
+    let mut magic = [0u8; 2];
+    let mut got = 0;
+    while got < 2 {
+        match f.read(&mut magic[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    f.seek(SeekFrom::Start(0))?;
+    Ok(got == 2 && magic == [0x1f, 0x8b])
+}
+
+impl RecordStream<Source> {
     pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let f = File::open(path).map_err(|source| TraceError::Io {
+        let io_err = |source| TraceError::Io {
             path: path.display().to_string(),
             source,
-        })?;
+        };
+        let mut f = File::open(path).map_err(io_err)?;
+        if f.metadata().map(|m| m.is_file()).unwrap_or(false) && is_gzip(&mut f).map_err(io_err)? {
+            let gz = flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(1 << 16, f));
+            return Ok(RecordStream::new(
+                path.display().to_string(),
+                Source::Gz(Box::new(gz)),
+            ));
+        }
         let map = Mapped::new(&f);
+        let f = Source::File(f);
         let mut s = RecordStream::new(path.display().to_string(), f);
         if let Some(m) = map {
             s.end = m.bytes().len();
@@ -80,6 +120,11 @@ impl<R: Read> RecordStream<R> {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The underlying byte source, unread (for copying a trace as it is stored, decompressed).
+    pub fn source_mut(&mut self) -> &mut R {
+        &mut self.src
     }
 
     /// The bytes not yet decoded.
@@ -256,8 +301,8 @@ impl<R: Read> Iterator for RecordStream<R> {
 }
 
 /// The files a trace name stands for: the path itself when it is a file (a merged file or a
-/// raw tracefs capture), else `NAME.blktrace.0`, `.1`, ... up to the first missing CPU (as
-/// blkparse `-i` does).
+/// raw tracefs capture, plain or gzip), else `NAME.blktrace.0`, `.1`, ... up to the first
+/// missing CPU (as blkparse `-i` does), each plain or compressed (`NAME.blktrace.0.gz`).
 pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     if name.is_file() {
         return Ok(vec![name.to_path_buf()]);
@@ -265,10 +310,14 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     let mut files = Vec::new();
     for cpu in 0.. {
         let p = PathBuf::from(format!("{}.blktrace.{cpu}", name.display()));
-        if !p.is_file() {
+        let gz = PathBuf::from(format!("{}.blktrace.{cpu}.gz", name.display()));
+        if p.is_file() {
+            files.push(p);
+        } else if gz.is_file() {
+            files.push(gz);
+        } else {
             break;
         }
-        files.push(p);
     }
     if files.is_empty() && name.is_dir() {
         return Err(TraceError::Input(format!(
@@ -280,7 +329,7 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     }
     if files.is_empty() {
         return Err(TraceError::Input(format!(
-            "{}: no such trace (neither a file nor {}.blktrace.0)",
+            "{}: no such trace (neither a file nor {}.blktrace.0 or .blktrace.0.gz)",
             name.display(),
             name.display()
         )));
