@@ -901,8 +901,23 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
             "{}",
             base.display()
         );
+        // Kept compressed, and no plain copy beside it.
+        let gz = PathBuf::from(format!("{}.blktrace.0.gz", base.display()));
+        assert!(gz.is_file(), "{}", gz.display());
+        assert!(!PathBuf::from(format!("{}.blktrace.0", base.display())).exists());
         let report = iolab_json(&["trace", "analyze", base.to_str().unwrap(), "--json"]);
         let q2c_n = f(&report["devices"][0]["latency"]["q2c"]["n"]);
+        // Exported plain files are what btt counts: the same Q2C count.
+        let plain = tempfile::tempdir().unwrap();
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "export", base.to_str().unwrap(), "-o"])
+            .arg(plain.path())
+            .assert()
+            .success();
+        let exported = plain.path().join(&name);
+        let again = iolab_json(&["trace", "analyze", exported.to_str().unwrap(), "--json"]);
+        assert_eq!(f(&again["devices"][0]["latency"]["q2c"]["n"]), q2c_n);
 
         let metrics: HashMap<String, f64> = db.run_metrics(run.id).unwrap().into_iter().collect();
         let fio: Value = serde_json::from_str(&texts.fio_json.unwrap()).unwrap();
