@@ -901,8 +901,23 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
             "{}",
             base.display()
         );
+        // Kept compressed, and no plain copy beside it.
+        let gz = PathBuf::from(format!("{}.blktrace.0.gz", base.display()));
+        assert!(gz.is_file(), "{}", gz.display());
+        assert!(!PathBuf::from(format!("{}.blktrace.0", base.display())).exists());
         let report = iolab_json(&["trace", "analyze", base.to_str().unwrap(), "--json"]);
         let q2c_n = f(&report["devices"][0]["latency"]["q2c"]["n"]);
+        // Exported plain files are what btt counts: the same Q2C count.
+        let plain = tempfile::tempdir().unwrap();
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "export", base.to_str().unwrap(), "-o"])
+            .arg(plain.path())
+            .assert()
+            .success();
+        let exported = plain.path().join(&name);
+        let again = iolab_json(&["trace", "analyze", exported.to_str().unwrap(), "--json"]);
+        assert_eq!(f(&again["devices"][0]["latency"]["q2c"]["n"]), q2c_n);
 
         let metrics: HashMap<String, f64> = db.run_metrics(run.id).unwrap().into_iter().collect();
         let fio: Value = serde_json::from_str(&texts.fio_json.unwrap()).unwrap();
@@ -1089,6 +1104,151 @@ fn latencies_are_given_for_reads_and_writes_apart() {
         "{text}"
     );
 }
+
+/// `trace plot` draws throughput, IOPS and seeks over time, several traces on one sector
+/// chart (one colour and one legend label each), and reads and writes apart in the
+/// histogram. Checked in the SVG's structure, not its pixels.
+#[test]
+fn plot_draws_rates_overlays_and_directions_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "plot", fixture("fx").to_str().unwrap()])
+        .args(["--with", fixture("fx.bin").to_str().unwrap()])
+        .args(["--label", "2.6.16", "--label", "2.6.32", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let texts = |svg: &str| -> Vec<String> {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text().map(str::to_string))
+            .collect()
+    };
+    // Lines over time: one path per series with one point per timeline interval.
+    for (name, series) in [
+        ("throughput.svg", vec!["reads", "writes"]),
+        ("iops.svg", vec!["reads", "writes"]),
+        ("seeks.svg", vec!["seeks"]),
+    ] {
+        let svg = read(name);
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let paths: Vec<usize> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("path"))
+            .map(|n| n.attribute("d").unwrap().matches(['M', 'L']).count())
+            .collect();
+        assert_eq!(paths.len(), series.len(), "{name}: {paths:?}");
+        assert!(paths.iter().all(|&n| n > 50), "{name}: {paths:?}");
+        let t = texts(&svg);
+        for s in series {
+            assert!(t.iter().any(|x| x == s), "{name} lacks {s}: {t:?}");
+        }
+    }
+    // The fixture's writes are sequential, its reads random: seeks are not all zero.
+    let seeks = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        fixture("fx").to_str().unwrap(),
+    ]);
+    let tl = seeks["devices"][0]["timeline"].as_array().unwrap();
+    assert!(tl.iter().any(|p| f(&p["seeks_per_s"]) > 0.0));
+    // Two traces on one chart: both labels in the legend, one colour each, points of both.
+    let overlay = read("sectors-overlay.svg");
+    let t = texts(&overlay);
+    assert!(
+        t.contains(&"2.6.16".to_string()) && t.contains(&"2.6.32".to_string()),
+        "{t:?}"
+    );
+    let doc = roxmltree::Document::parse(&overlay).unwrap();
+    let fills = |c: &str| {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(c))
+            .count()
+    };
+    let (green, red) = (fills("#2ca02c"), fills("#d62728"));
+    assert!(green > 100 && red > 100, "green {green} red {red}");
+    // The same trace twice: the same cells, so the same number of points (+ legend square).
+    assert_eq!(green, red);
+    // Histogram: reads and writes apart.
+    let t = texts(&read("histogram.svg"));
+    for s in ["read Q2C", "write Q2C", "read D2C", "write D2C"] {
+        assert!(t.iter().any(|x| x == s), "histogram lacks {s}: {t:?}");
+    }
+    // More labels than traces is an error that says how many.
+    let bad = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "plot", fixture("fx").to_str().unwrap()])
+        .args(["--label", "a", "--label", "b", "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("2 --label given for 1 traces"));
+}
+
+/// A trace compressed as experiments keep it is analysed exactly like the plain one, and
+/// `trace export` gives back the plain files byte for byte (what blkparse and btt read).
+#[test]
+fn compressed_traces_are_analysed_and_exported_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("fx");
+    let mut cpus = 0;
+    for cpu in 0.. {
+        let src = fixture(&format!("fx.blktrace.{cpu}"));
+        if !src.is_file() {
+            break;
+        }
+        std::fs::copy(&src, dir.path().join(format!("fx.blktrace.{cpu}"))).unwrap();
+        cpus += 1;
+    }
+    assert!(cpus >= 1);
+    let plain = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
+    let sizes = iolab::trace::keep::compress(&base).unwrap();
+    assert!(
+        sizes.gz_bytes > 0 && sizes.gz_bytes < sizes.plain_bytes / 2,
+        "{sizes:?}"
+    );
+    for cpu in 0..cpus {
+        assert!(!dir.path().join(format!("fx.blktrace.{cpu}")).exists());
+        assert!(dir.path().join(format!("fx.blktrace.{cpu}.gz")).is_file());
+    }
+    let gz = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
+    assert_eq!(plain, gz);
+    let out_dir = dir.path().join("plain");
+    Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "export", base.to_str().unwrap(), "-o"])
+        .arg(&out_dir)
+        .assert()
+        .success();
+    for cpu in 0..cpus {
+        let name = format!("fx.blktrace.{cpu}");
+        assert_eq!(
+            std::fs::read(out_dir.join(&name)).unwrap(),
+            std::fs::read(fixture(&name)).unwrap(),
+            "{name}"
+        );
+    }
+    if have("blkparse") {
+        let st = Std::new("blkparse")
+            .args(["-i", out_dir.join("fx").to_str().unwrap(), "-d"])
+            .arg(dir.path().join("m.bin"))
+            .arg("-O")
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
 #[test]
 fn analyze_refuses_intervals_that_would_spin_or_exhaust_memory() {
     let fx = fixture("fx.bin");

@@ -22,10 +22,24 @@ pub enum TraceCommand {
     Analyze(AnalyzeArgs),
     Compare(CompareArgs),
     Plot(PlotArgs),
+    Export(ExportArgs),
 }
 
-/// Draw a trace: sectors over time (reads and writes coloured), latency over time, queue and
-/// driver depth over time, latency histogram (SVG files).
+/// Write a trace (an experiment's compressed NAME.blktrace.N.gz files, or any trace) as plain
+/// NAME.blktrace.N files that blkparse and btt read.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// Trace base name (NAME.blktrace.N[.gz]) or file.
+    #[arg(value_name = "NAME|FILE")]
+    pub input: PathBuf,
+    /// Directory for the plain files.
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: PathBuf,
+}
+
+/// Draw a trace: sectors over time (reads and writes coloured), latency, queue and driver
+/// depth, throughput, IOPS and seeks per second over time, latency histogram with reads and
+/// writes apart (SVG files); with --with, several traces on one sector-vs-time chart.
 #[derive(Debug, clap::Args)]
 pub struct PlotArgs {
     /// Trace base names (NAME.blktrace.N) or files.
@@ -42,6 +56,14 @@ pub struct PlotArgs {
     /// Device to draw, as MAJOR,MINOR (default: the busiest).
     #[arg(long, value_name = "MAJOR,MINOR")]
     pub dev: Option<String>,
+    /// Another trace (base name or file) to draw on the same sector-vs-time chart
+    /// (sectors-overlay.svg), each from its own start; repeat for more.
+    #[arg(long = "with", value_name = "NAME|FILE")]
+    pub with: Vec<PathBuf>,
+    /// Legend label of each trace on that chart, in order: the main trace first, then each
+    /// --with (default: the names given).
+    #[arg(long = "label", value_name = "TEXT")]
+    pub labels: Vec<String>,
     /// Also write a PNG copy of each chart (2x scale, rendered inside iolab).
     #[arg(long)]
     pub png: bool,
@@ -106,8 +128,15 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Record(a) => record(a),
         TraceCommand::Analyze(a) => analyze(a),
         TraceCommand::Compare(a) => compare(a),
+        TraceCommand::Export(a) => {
+            for p in trace::keep::export(&a.input, &a.output)? {
+                super::emit::stdout(&format!("{}\n", p.display()))?;
+            }
+            Ok(())
+        }
         TraceCommand::Plot(a) => {
-            for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref())? {
+            for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref(), &a.with, &a.labels)?
+            {
                 super::emit::stdout(&format!("{}\n", p.display()))?;
                 if a.png {
                     super::emit::stdout(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;

@@ -4,12 +4,11 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::fs::File;
 use std::io::Read;
 use std::path::PathBuf;
 
 use super::record::Event;
-use super::stream::{resolve_input, RecordStream, TraceError};
+use super::stream::{resolve_input, RecordStream, Source, TraceError};
 
 /// A time-ordered merge of streams.
 pub struct Merged<R> {
@@ -108,7 +107,7 @@ impl<R: Read> Iterator for Merged<R> {
 
 /// Opens the traces named on a command line (each a file or a per-CPU base name) as one
 /// time-ordered stream.
-pub fn open_trace(names: &[PathBuf]) -> Result<Merged<File>, TraceError> {
+pub fn open_trace(names: &[PathBuf]) -> Result<Merged<Source>, TraceError> {
     let mut streams = Vec::new();
     for name in names {
         for path in resolve_input(name)? {

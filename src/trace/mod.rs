@@ -7,6 +7,8 @@ pub mod analyze;
 pub mod capture;
 pub mod compare;
 pub mod diagnose;
+pub mod keep;
+pub mod mapped;
 pub mod merge;
 pub mod plot;
 pub mod record;

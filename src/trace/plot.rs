@@ -1,6 +1,8 @@
 //! `trace plot`: the pictures of seeds/001 — where on the device the I/O went over time (the
-//! "cloud" of dispatched sectors, reads and writes coloured), latency over time, queue and
-//! driver depth over time, and the latency histogram — as SVG files.
+//! "cloud" of dispatched sectors, reads and writes coloured; several traces on one chart, one
+//! colour each), latency over time, queue and driver depth over time, throughput, IOPS and
+//! seeks per second over time, and the latency histogram with reads and writes apart — as
+//! SVG files.
 //!
 //! Two passes over the trace: the first finds the device, its duration and sector range; the
 //! second bins dispatches into a fixed time x sector grid (so a trace of any length gives a
@@ -20,9 +22,52 @@ const SECTOR_BINS: usize = 300;
 const READ: &str = "#1f77b4";
 const WRITE: &str = "#d62728";
 const BOTH: &str = "#9467bd";
+/// A named, coloured line of (time, value) points.
+type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
 
-/// Writes sectors.svg, latency.svg, depth.svg and histogram.svg into `out_dir`; returns them.
-pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Result<Vec<PathBuf>> {
+const READ_LIGHT: &str = "#17becf";
+const WRITE_LIGHT: &str = "#ff7f0e";
+
+/// One trace binned for drawing: its device, a fine timeline, and dispatches in a fixed
+/// time x sector grid (so a trace of any length gives a bounded picture).
+struct Pass {
+    d: DeviceReport,
+    span: f64,
+    smin: u64,
+    smax: u64,
+    /// (reads, writes) per cell, time-major.
+    grid: Vec<(u32, u32)>,
+}
+
+impl Pass {
+    /// The centres of the cells with dispatches: reads only, writes only, both; x in seconds
+    /// from the trace's start (plus `shift`).
+    #[allow(clippy::type_complexity)]
+    fn cloud(&self, shift: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<(f64, f64)>) {
+        let (mut reads, mut writes, mut both) = (Vec::new(), Vec::new(), Vec::new());
+        let (smin, smax) = (self.smin as f64, self.smax as f64);
+        for ti in 0..TIME_BINS {
+            for si in 0..SECTOR_BINS {
+                let (r, w) = self.grid[ti * SECTOR_BINS + si];
+                if r + w == 0 {
+                    continue;
+                }
+                let x = shift + (ti as f64 + 0.5) / TIME_BINS as f64 * self.span;
+                let y = smin + (si as f64 + 0.5) / SECTOR_BINS as f64 * (smax - smin);
+                match (r > 0, w > 0) {
+                    (true, false) => reads.push((x, y)),
+                    (false, true) => writes.push((x, y)),
+                    _ => both.push((x, y)),
+                }
+            }
+        }
+        (reads, writes, both)
+    }
+}
+
+/// Two passes over a trace: the first finds the device, its duration and sector range; the
+/// second bins dispatches and builds a timeline fine enough for ~300 points.
+fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
     let first = analyze_paths(
         names,
         Options {
@@ -35,7 +80,6 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
     let span = (d.last - d.first).max(1e-6);
     let interval_ns = ((span / 300.0) * 1e9).max(1e5) as u64;
 
-    // Second pass: fine timeline and the sector grid.
     let mut analyzer = Analyzer::new(Options {
         interval_ns,
         timeline: true,
@@ -67,9 +111,48 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
     let report = analyzer.finish();
     let fine = report
         .devices
-        .iter()
+        .into_iter()
         .find(|x| x.dev == d.dev)
         .context("device vanished in the second pass")?;
+    Ok(Pass {
+        d: fine,
+        span,
+        smin,
+        smax,
+        grid,
+    })
+}
+
+/// Colours of overlaid traces, in order (seeds/001: the first in green, the second in red).
+const TRACE_COLOURS: [&str; 6] = [
+    "#2ca02c", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+/// Writes sectors.svg, latency.svg, depth.svg, throughput.svg, iops.svg, seeks.svg and
+/// histogram.svg into `out_dir`, and sectors-overlay.svg when traces are given `with` the main
+/// one (`labels`: the main trace's, then one per `with`; the names given by default); returns
+/// the files written.
+pub fn plot(
+    names: &[PathBuf],
+    out_dir: &Path,
+    dev: Option<&str>,
+    with: &[PathBuf],
+    labels: &[String],
+) -> anyhow::Result<Vec<PathBuf>> {
+    if labels.len() > with.len() + 1 {
+        anyhow::bail!(
+            "{} --label given for {} traces: give one per trace (the main one, then each --with)",
+            labels.len(),
+            with.len() + 1
+        );
+    }
+    let label =
+        |i: usize, names: &[PathBuf]| labels.get(i).cloned().unwrap_or_else(|| show_names(names));
+    let main = pass(names, dev)?;
+    let fine = &main.d;
+    let d = fine;
+    let span = main.span;
+    let (smin, smax) = (main.smin, main.smax);
 
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let mut written = Vec::new();
@@ -93,26 +176,43 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
             log_x: false,
         },
     );
-    let (mut reads, mut writes, mut both) = (Vec::new(), Vec::new(), Vec::new());
-    for ti in 0..TIME_BINS {
-        for si in 0..SECTOR_BINS {
-            let (r, w) = grid[ti * SECTOR_BINS + si];
-            if r + w == 0 {
-                continue;
-            }
-            let x = d.first + (ti as f64 + 0.5) / TIME_BINS as f64 * span;
-            let y = smin as f64 + (si as f64 + 0.5) / SECTOR_BINS as f64 * (smax - smin) as f64;
-            match (r > 0, w > 0) {
-                (true, false) => reads.push((x, y)),
-                (false, true) => writes.push((x, y)),
-                _ => both.push((x, y)),
-            }
-        }
-    }
+    let (reads, writes, both) = main.cloud(d.first);
     chart.points(&reads, READ, "reads", 0);
     chart.points(&writes, WRITE, "writes", 1);
     chart.points(&both, BOTH, "reads and writes", 2);
     save("sectors.svg", chart.finish())?;
+
+    // 1b. Several traces on one chart, each from its own start, one colour per trace.
+    if !with.is_empty() {
+        let mut passes = vec![(label(0, names), main_cloud(&main))];
+        let mut ranges = vec![(main.span, main.smin, main.smax)];
+        for (i, w) in with.iter().enumerate() {
+            let w = std::slice::from_ref(w);
+            let p = pass(w, dev).with_context(|| format!("--with {}", show_names(w)))?;
+            ranges.push((p.span, p.smin, p.smax));
+            passes.push((label(i + 1, w), main_cloud(&p)));
+        }
+        let x_hi = ranges.iter().map(|r| r.0).fold(0.0, f64::max);
+        let y_lo = ranges.iter().map(|r| r.1).min().unwrap_or(0);
+        let y_hi = ranges.iter().map(|r| r.2).max().unwrap_or(1);
+        let labels: Vec<&str> = passes.iter().map(|p| p.0.as_str()).collect();
+        let mut chart = Chart::new(
+            900.0,
+            500.0,
+            &format!("dispatched sectors over time: {}", labels.join(" vs ")),
+            Axes {
+                x_name: "time from each trace's start (s)",
+                y_name: "sector",
+                x: (0.0, x_hi),
+                y: (y_lo as f64, y_hi as f64),
+                log_x: false,
+            },
+        );
+        for (i, (name, pts)) in passes.iter().enumerate() {
+            chart.points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name, i);
+        }
+        save("sectors-overlay.svg", chart.finish())?;
+    }
 
     // 2. Latency over time.
     let tl = &fine.timeline;
@@ -186,10 +286,71 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
     chart.line(&dd, WRITE, "requests in driver (D..C)", 1);
     save("depth.svg", chart.finish())?;
 
-    // 4. Latency histogram (power-of-two buckets, log time axis).
-    let h = |k: &str| {
-        fine.latency
-            .get(k)
+    // 4. Throughput, IOPS and seeks per second over time, from the same timeline.
+    let mid = |p: &super::analyze::timeline::TimelinePoint| p.start + p.interval / 2.0;
+    let over_time = |title: &str, y_name: &str, series: &[Series]| -> String {
+        let top = series
+            .iter()
+            .flat_map(|s| s.2.iter().map(|p| p.1))
+            .fold(0.0, f64::max)
+            .max(1e-9);
+        let mut chart = Chart::new(
+            900.0,
+            400.0,
+            &format!("{title}, device {}", d.dev),
+            Axes {
+                x_name: "time (s)",
+                y_name,
+                x: (d.first, d.first + span),
+                y: (0.0, top * 1.05),
+                log_x: false,
+            },
+        );
+        for (i, (name, colour, pts)) in series.iter().enumerate() {
+            chart.line(pts, colour, name, i);
+        }
+        chart.finish()
+    };
+    let pick = |f: fn(&super::analyze::timeline::TimelinePoint) -> f64| -> Vec<(f64, f64)> {
+        tl.iter().map(|p| (mid(p), f(p))).collect()
+    };
+    save(
+        "throughput.svg",
+        over_time(
+            "throughput over time",
+            "MB/s (completed)",
+            &[
+                ("reads", READ, pick(|p| p.read_mb_per_s)),
+                ("writes", WRITE, pick(|p| p.write_mb_per_s)),
+            ],
+        ),
+    )?;
+    save(
+        "iops.svg",
+        over_time(
+            "IOPS over time",
+            "completed requests per second",
+            &[
+                ("reads", READ, pick(|p| p.read_iops)),
+                ("writes", WRITE, pick(|p| p.write_iops)),
+            ],
+        ),
+    )?;
+    save(
+        "seeks.svg",
+        over_time(
+            "seeks per second over time",
+            "dispatches at a nonzero seek distance per second",
+            &[("seeks", BOTH, pick(|p| p.seeks_per_s))],
+        ),
+    )?;
+
+    // 5. Latency histogram, reads and writes apart (power-of-two buckets, log time axis):
+    // Q2C as bars, D2C as a line through the bars' tops.
+    let h = |dir: &str, k: &str| {
+        fine.by_direction
+            .get(dir)
+            .and_then(|m| m.get(k))
             .map(|s| {
                 s.histogram
                     .iter()
@@ -198,19 +359,20 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
             })
             .unwrap_or_default()
     };
-    let (q2c, d2c) = (h("q2c"), h("d2c"));
-    let lo = q2c.iter().chain(&d2c).map(|b| b.0).fold(f64::MAX, f64::min);
-    let hi = q2c.iter().chain(&d2c).map(|b| b.1).fold(0.0, f64::max);
-    let top = q2c
-        .iter()
-        .chain(&d2c)
-        .map(|b| b.2)
-        .fold(0.0, f64::max)
-        .max(1.0);
+    let sets = [
+        ("read Q2C", READ, h("read", "q2c"), true),
+        ("write Q2C", WRITE, h("write", "q2c"), true),
+        ("read D2C", READ_LIGHT, h("read", "d2c"), false),
+        ("write D2C", WRITE_LIGHT, h("write", "d2c"), false),
+    ];
+    let all = || sets.iter().flat_map(|s| s.2.iter());
+    let lo = all().map(|b| b.0).fold(f64::MAX, f64::min);
+    let hi = all().map(|b| b.1).fold(0.0, f64::max);
+    let top = all().map(|b| b.2).fold(0.0, f64::max).max(1.0);
     let mut chart = Chart::new(
         900.0,
         400.0,
-        &format!("latency histogram, device {}", d.dev),
+        &format!("latency histogram, reads and writes, device {}", d.dev),
         Axes {
             x_name: "latency (s, log scale)",
             y_name: "bios",
@@ -219,9 +381,19 @@ pub fn plot(names: &[PathBuf], out_dir: &Path, dev: Option<&str>) -> anyhow::Res
             log_x: true,
         },
     );
-    chart.bars(&q2c, READ, "Q2C", 0);
-    let d2c_tops: Vec<(f64, f64)> = d2c.iter().map(|b| ((b.0 * b.1).sqrt(), b.2)).collect();
-    chart.line(&d2c_tops, WRITE, "D2C", 1);
+    let mut slot = 0;
+    for (name, colour, buckets, bars) in &sets {
+        if buckets.is_empty() {
+            continue;
+        }
+        if *bars {
+            chart.bars(buckets, colour, name, slot);
+        } else {
+            let tops: Vec<(f64, f64)> = buckets.iter().map(|b| ((b.0 * b.1).sqrt(), b.2)).collect();
+            chart.line(&tops, colour, name, slot);
+        }
+        slot += 1;
+    }
     save("histogram.svg", chart.finish())?;
     Ok(written)
 }
@@ -271,4 +443,17 @@ fn pick_device<'a>(
             .max_by_key(|d| (d.merge.d, d.merge.q))
             .context("the trace holds no block I/O"),
     }
+}
+
+/// Every cell with a dispatch of a trace, reads and writes alike, x from the trace's start.
+fn main_cloud(p: &Pass) -> Vec<(f64, f64)> {
+    let (mut a, b, c) = p.cloud(0.0);
+    a.extend(b);
+    a.extend(c);
+    a
+}
+
+fn show_names(names: &[PathBuf]) -> String {
+    let v: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
+    v.join(", ")
 }

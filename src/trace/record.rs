@@ -211,8 +211,11 @@ impl Event {
     }
 }
 
-/// Decodes the common record (version 7, this machine's byte order, no cgroup, no payload
-/// or an 8-byte count) straight into an [`Io`]; `None` means: use [`decode`].
+/// Decodes the common record (version 7, this machine's byte order; no payload, an 8-byte
+/// count, or a cgroup id before either) straight into an [`Io`]; `None` means: use
+/// [`decode`]. Notify records other than process names (the tracer's text messages: BFQ
+/// writes several per request, half of a trace on a BFQ device) become an [`Io`] too: the
+/// analysis only counts them, so their text is never decoded or allocated.
 #[inline]
 pub(crate) fn decode_io_native_v7(buf: &[u8]) -> Option<(Io, usize)> {
     let h: &[u8; V7_HEADER] = buf.get(..V7_HEADER)?.try_into().ok()?;
@@ -233,19 +236,37 @@ pub(crate) fn decode_io_native_v7(buf: &[u8]) -> Option<(Io, usize)> {
         return None;
     }
     let action = u64::from(w32(28));
-    if action & CGROUP_FLAG != 0 || (action >> 16) & category::NOTIFY != 0 {
-        return None;
-    }
     let pdu_len = usize::from(u16::from_ne_bytes([h[46], h[47]]));
     let code = (action & 0xff) as u8;
-    let count = match pdu_len {
-        0 => 0,
-        8 if matches!(code, code::UNPLUG_IO | code::UNPLUG_TIMER | code::SPLIT) => {
-            let p: [u8; 8] = buf.get(V7_HEADER..V7_HEADER + 8)?.try_into().ok()?;
-            u64::from_be_bytes(p)
+    let mut flags = 0;
+    let count = if (action >> 16) & category::NOTIFY != 0 {
+        // The whole record must be here (as `decode` requires); process names need the text.
+        if code == notify::PROCESS || buf.len() < V7_HEADER + pdu_len {
+            return None;
         }
-        _ => return None,
+        0
+    } else {
+        // A cgroup id (native order, unused by the analysis) comes before the payload.
+        let cg = if action & CGROUP_FLAG != 0 { 8 } else { 0 };
+        if pdu_len < cg {
+            return None;
+        }
+        if cg != 0 {
+            flags = Io::CGROUP;
+        }
+        match pdu_len - cg {
+            0 => 0,
+            8 if matches!(code, code::UNPLUG_IO | code::UNPLUG_TIMER | code::SPLIT) => {
+                let at = V7_HEADER + cg;
+                let p: [u8; 8] = buf.get(at..at + 8)?.try_into().ok()?;
+                u64::from_be_bytes(p)
+            }
+            _ => return None,
+        }
     };
+    if buf.len() < V7_HEADER + pdu_len {
+        return None;
+    }
     Some((
         Io {
             time: w64(8),
@@ -255,7 +276,7 @@ pub(crate) fn decode_io_native_v7(buf: &[u8]) -> Option<(Io, usize)> {
             bytes: w32(24),
             pid: w32(32),
             device: w32(36),
-            flags: 0,
+            flags,
         },
         V7_HEADER + pdu_len,
     ))
@@ -656,6 +677,86 @@ mod tests {
                     assert_eq!(back, expect, "v{version} {endian:?}");
                 }
             }
+        }
+    }
+
+    /// The fast decoder (what the analysis reads with) must agree with the full one on every
+    /// record it accepts, and leave the rest (process names, remaps, other byte orders,
+    /// truncated records) to it.
+    #[test]
+    fn fast_path_agrees_with_the_full_decoder() {
+        let notify_msg = action(notify::MESSAGE, category::NOTIFY);
+        let mk = |act: u64, cgroup: Option<u64>, payload: Payload| Event {
+            action: act,
+            cgroup,
+            payload,
+            ..sample()
+        };
+        let unplug = action(code::UNPLUG_IO, category::QUEUE);
+        let cases = [
+            (mk(sample().action, None, Payload::None), true),
+            (mk(sample().action, Some(7), Payload::None), true),
+            (mk(unplug, None, Payload::Count(5)), true),
+            (mk(unplug, Some(7), Payload::Count(5)), true),
+            (
+                mk(
+                    action(code::SPLIT, category::WRITE),
+                    None,
+                    Payload::Count(9),
+                ),
+                true,
+            ),
+            (
+                mk(notify_msg, Some(7), Payload::Message("bfq D-S x".into())),
+                true,
+            ),
+            (mk(notify_msg, None, Payload::Message("hello".into())), true),
+            (
+                mk(
+                    action(notify::PROCESS, category::NOTIFY),
+                    None,
+                    Payload::ProcessName("fio".into()),
+                ),
+                false,
+            ),
+            (
+                mk(
+                    action(code::REMAP, category::READ),
+                    None,
+                    Payload::Remap {
+                        dev_from: 1,
+                        dev_to: 2,
+                        sector_from: 3,
+                    },
+                ),
+                false,
+            ),
+        ];
+        for (ev, fast) in cases {
+            let mut buf = Vec::new();
+            encode(&ev, 7, Endian::native(), &mut buf);
+            let got = decode_io_native_v7(&buf);
+            assert_eq!(got.is_some(), fast, "{ev:?}");
+            if let Some((io, n)) = got {
+                assert_eq!(n, buf.len(), "{ev:?}");
+                let (full, m) = decode(&buf).unwrap();
+                assert_eq!((io, n), (full.io().0, m), "{ev:?}");
+                // A record cut short is never taken by the fast path.
+                for cut in 0..buf.len() {
+                    assert!(
+                        decode_io_native_v7(&buf[..cut]).is_none(),
+                        "{ev:?} cut at {cut}"
+                    );
+                }
+            }
+            let mut other = Vec::new();
+            let swapped = if Endian::native() == Endian::Little {
+                Endian::Big
+            } else {
+                Endian::Little
+            };
+            encode(&ev, 7, swapped, &mut other);
+            assert!(decode_io_native_v7(&other).is_none());
         }
     }
 

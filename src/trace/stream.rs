@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use super::mapped::Mapped;
 use super::record::{self, DecodeError, Event};
 
 /// A failure while reading a trace, naming where.
@@ -30,11 +31,13 @@ pub enum TraceError {
 
 const BUF: usize = 1 << 17;
 
-/// Reads records from one source in file order.
+/// Reads records from one source in file order: from a memory map of the whole file when it
+/// is a regular file (no copies), else through a fixed-size buffer.
 pub struct RecordStream<R> {
     name: String,
     src: R,
     buf: Vec<u8>,
+    map: Option<Mapped>,
     start: usize,
     end: usize,
     offset: u64,
@@ -42,13 +45,61 @@ pub struct RecordStream<R> {
     failed: bool,
 }
 
-impl RecordStream<File> {
+/// What a trace file is read from: the file itself (mapped, or read through a buffer), or a
+/// gzip stream decompressed on the fly (kept experiment traces, `NAME.blktrace.N.gz`).
+pub enum Source {
+    File(File),
+    Gz(Box<flate2::read::MultiGzDecoder<io::BufReader<File>>>),
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Source::File(f) => f.read(buf),
+            Source::Gz(g) => g.read(buf),
+        }
+    }
+}
+
+/// Whether a file starts with the gzip magic (1f 8b): decided by content, not by name.
+fn is_gzip(f: &mut File) -> io::Result<bool> {
+    use std::io::{Seek, SeekFrom};
+    let mut magic = [0u8; 2];
+    let mut got = 0;
+    while got < 2 {
+        match f.read(&mut magic[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    f.seek(SeekFrom::Start(0))?;
+    Ok(got == 2 && magic == [0x1f, 0x8b])
+}
+
+impl RecordStream<Source> {
     pub fn open(path: &Path) -> Result<Self, TraceError> {
-        let f = File::open(path).map_err(|source| TraceError::Io {
+        let io_err = |source| TraceError::Io {
             path: path.display().to_string(),
             source,
-        })?;
-        Ok(RecordStream::new(path.display().to_string(), f))
+        };
+        let mut f = File::open(path).map_err(io_err)?;
+        if f.metadata().map(|m| m.is_file()).unwrap_or(false) && is_gzip(&mut f).map_err(io_err)? {
+            let gz = flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(1 << 16, f));
+            return Ok(RecordStream::new(
+                path.display().to_string(),
+                Source::Gz(Box::new(gz)),
+            ));
+        }
+        let map = Mapped::new(&f);
+        let f = Source::File(f);
+        let mut s = RecordStream::new(path.display().to_string(), f);
+        if let Some(m) = map {
+            s.end = m.bytes().len();
+            s.eof = true;
+            s.buf = Vec::new();
+            s.map = Some(m);
+        }
+        Ok(s)
     }
 }
 
@@ -58,6 +109,7 @@ impl<R: Read> RecordStream<R> {
             name,
             src,
             buf: vec![0; BUF],
+            map: None,
             start: 0,
             end: 0,
             offset: 0,
@@ -70,9 +122,23 @@ impl<R: Read> RecordStream<R> {
         &self.name
     }
 
+    /// The underlying byte source, unread (for copying a trace as it is stored, decompressed).
+    pub fn source_mut(&mut self) -> &mut R {
+        &mut self.src
+    }
+
+    /// The bytes not yet decoded.
+    #[inline]
+    fn pending(&self) -> &[u8] {
+        match &self.map {
+            Some(m) => &m.bytes()[self.start..self.end],
+            None => &self.buf[self.start..self.end],
+        }
+    }
+
     /// Makes at least `need` bytes available from `start`, unless the source ends first.
     fn fill(&mut self, need: usize) -> io::Result<()> {
-        if self.end - self.start >= need || self.eof {
+        if self.end - self.start >= need || self.eof || self.map.is_some() {
             return Ok(());
         }
         if self.start > 0 {
@@ -127,7 +193,7 @@ impl<R: Read> RecordStream<R> {
             }
         }
         loop {
-            match record::decode(&self.buf[self.start..self.end]) {
+            match record::decode(self.pending()) {
                 Ok((ev, n)) => {
                     self.start += n;
                     self.offset += n as u64;
@@ -195,15 +261,26 @@ impl<R: Read> RecordStream<R> {
         keep: &mut impl FnMut(&record::Io) -> bool,
     ) -> Result<bool, TraceError> {
         while out.ios.len() < max {
-            if !self.failed && self.end - self.start >= record::V8_HEADER {
-                if let Some((io, n)) = record::decode_io_native_v7(&self.buf[self.start..self.end])
-                {
+            if !self.failed {
+                // Decode in place as far as the fast path goes, then settle the position once.
+                let data = self.pending();
+                let mut used = 0;
+                while out.ios.len() < max && data.len() - used >= record::V8_HEADER {
+                    let Some((io, n)) = record::decode_io_native_v7(&data[used..]) else {
+                        break;
+                    };
                     if keep(&io) {
                         out.ios.push(io);
                     }
-                    self.start += n;
-                    self.offset += n as u64;
-                    continue;
+                    used += n;
+                }
+                self.start += used;
+                self.offset += used as u64;
+                if let Some(m) = self.map.as_mut() {
+                    m.release(self.start);
+                }
+                if out.ios.len() >= max {
+                    break;
                 }
             }
             match self.next_event() {
@@ -224,8 +301,8 @@ impl<R: Read> Iterator for RecordStream<R> {
 }
 
 /// The files a trace name stands for: the path itself when it is a file (a merged file or a
-/// raw tracefs capture), else `NAME.blktrace.0`, `.1`, ... up to the first missing CPU (as
-/// blkparse `-i` does).
+/// raw tracefs capture, plain or gzip), else `NAME.blktrace.0`, `.1`, ... up to the first
+/// missing CPU (as blkparse `-i` does), each plain or compressed (`NAME.blktrace.0.gz`).
 pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     if name.is_file() {
         return Ok(vec![name.to_path_buf()]);
@@ -233,10 +310,14 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     let mut files = Vec::new();
     for cpu in 0.. {
         let p = PathBuf::from(format!("{}.blktrace.{cpu}", name.display()));
-        if !p.is_file() {
+        let gz = PathBuf::from(format!("{}.blktrace.{cpu}.gz", name.display()));
+        if p.is_file() {
+            files.push(p);
+        } else if gz.is_file() {
+            files.push(gz);
+        } else {
             break;
         }
-        files.push(p);
     }
     if files.is_empty() && name.is_dir() {
         return Err(TraceError::Input(format!(
@@ -248,7 +329,7 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     }
     if files.is_empty() {
         return Err(TraceError::Input(format!(
-            "{}: no such trace (neither a file nor {}.blktrace.0)",
+            "{}: no such trace (neither a file nor {}.blktrace.0 or .blktrace.0.gz)",
             name.display(),
             name.display()
         )));

@@ -957,6 +957,10 @@ fn one_run(
                 Err(e) => lp.progress.message(&format!("trace: {e:#}")),
             }
         }
+        // Kept compressed (analysed above from the plain files); `trace export` unpacks them.
+        if let Err(e) = crate::trace::keep::compress(&recorded.base) {
+            lp.progress.message(&format!("trace: {e:#}"));
+        }
         record.trace = Some(recorded.stored.clone());
     }
     record.metrics = metrics.clone();

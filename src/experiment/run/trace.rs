@@ -3,7 +3,9 @@
 //! beside the database, and the trace is analysed at once so its headline figures become
 //! ordinary `trace_*` metrics of the run (docs/architecture.md).
 //!
-//! Where the files go: `<db>.traces/experiment-<E>/cell<C>-round<R>/<device>.blktrace.<CPU>`.
+//! Where the files go: `<db>.traces/experiment-<E>/cell<C>-round<R>/<device>.blktrace.<CPU>.gz`
+//! (gzip-compressed once analysed, `trace::keep`; `iolab trace analyze` reads them as they are,
+//! `iolab trace export` writes the plain files blkparse and btt need).
 //! The run's database id is known only after its row is inserted, which is after the trace
 //! has been written; experiment id, cell index and round are known before and identify a
 //! measured run uniquely (warm-ups are never traced). If iolab dies between writing the files

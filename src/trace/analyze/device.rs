@@ -154,6 +154,9 @@ pub struct Device {
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
+    /// The previous dispatch's sectors (btt's first seek is from sector 0), for the
+    /// timeline's seeks per second.
+    last_d: (u64, u64),
     queued: SectorMap<Queued>,
     in_driver: SectorMap<InDriver>,
     pub procs: Vec<ProcStats>,
@@ -206,6 +209,7 @@ impl Device {
             last_live_start: NONE,
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
+            last_d: (0, 0),
             queued: SectorMap::default(),
             in_driver: SectorMap::default(),
             procs: Vec::new(),
@@ -400,6 +404,10 @@ impl Device {
         self.dispatch_depth.add(depth);
         self.dispatch_sectors.add(u64::from(ev.bytes >> 9));
         self.timeline.driver_depth(t, depth);
+        if super::seek::distance(self.last_d.0, self.last_d.1, ev.sector, end) != 0 {
+            self.timeline.seek(t);
+        }
+        self.last_d = (ev.sector, end);
         if self.live_start == NONE {
             if self.last_live_end == t {
                 // Dispatched at the very nanosecond the last request completed: btt's

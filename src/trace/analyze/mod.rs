@@ -182,7 +182,9 @@ impl Analyzer {
     /// Finishes with the seek and plug statistics gathered elsewhere.
     pub fn finish_with(mut self, side: &SideStage) -> Report {
         // Records consumed by the side stage count for the trace as a whole.
-        self.events += side.consumed;
+        self.events += side.consumed + side.notify;
+        self.notify += side.notify;
+        self.trace_start = self.trace_start.min(side.notify_min_time);
         self.ignored_before_first_q += side.ignored;
         if let Some(t) = side.min_time {
             self.trace_start = self.trace_start.min(t);
@@ -663,7 +665,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         return Err(TraceError::Input(why));
     }
     let report = a.finish_with(&side);
-    if report.events + report.notify_events + report.pc_events + side.consumed == 0 {
+    if report.events + report.notify_events + report.pc_events == 0 {
         let names: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
         return Err(TraceError::Input(format!(
             "{}: holds no block events (an empty file; if it is a capture, nothing reached the \

@@ -133,10 +133,30 @@ impl<V> SectorMap<V> {
     }
 }
 
-/// Where `key` is in an unsorted key list: a plain scan, the list is short.
+/// Where `key` is in an unsorted key list: a scan, the list is short. Eight keys are compared
+/// per step into a bit mask without a branch per key, which the compiler turns into SIMD
+/// compares: `iter().position()` stops after each key and was 40% of the state machine's
+/// time on a trace with a few hundred bios queued (a buffered writer), where most scans
+/// (every new Q) run to the end without a match.
 #[inline]
 fn position(keys: &[u64], key: u64) -> Option<usize> {
-    keys.iter().position(|&k| k == key)
+    let mut chunks = keys.chunks_exact(8);
+    let mut base = 0;
+    for chunk in &mut chunks {
+        let mut mask = 0u32;
+        for (i, &k) in chunk.iter().enumerate() {
+            mask |= u32::from(k == key) << i;
+        }
+        if mask != 0 {
+            return Some(base + mask.trailing_zeros() as usize);
+        }
+        base += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&k| k == key)
+        .map(|i| base + i)
 }
 
 #[cfg(test)]
@@ -162,6 +182,17 @@ mod tests {
         assert!(matches!(large, SectorMap::Large(_)));
         assert_eq!(large.containing_mut(5128, end).copied(), Some(5256));
         assert_eq!(large.containing_mut(5256, end), None);
+    }
+
+    #[test]
+    fn position_finds_the_first_match_anywhere() {
+        let keys: Vec<u64> = (0..37).map(|k| k * 3).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(position(&keys, k), Some(i));
+        }
+        assert_eq!(position(&keys, 1), None);
+        assert_eq!(position(&[], 1), None);
+        assert_eq!(position(&[5, 5, 5, 5, 5, 5, 5, 5, 5], 5), Some(0));
     }
 
     #[test]

@@ -50,19 +50,26 @@ pub struct Seeks {
     n_large: u64,
 }
 
+/// btt's seek distance of an IO [start, end) after one at [last_start, last_end): 0 when they
+/// overlap, forward = start - previous end, else start - previous start (absolute).
+#[inline]
+pub fn distance(last_start: u64, last_end: u64, start: u64, end: u64) -> u64 {
+    let (ls, le) = (last_start, last_end);
+    if (ls <= start && start <= le) || (ls <= end && end <= le) {
+        0
+    } else if start > le {
+        start - le
+    } else {
+        // start < previous start here (else it would overlap or lie beyond the end).
+        ls.abs_diff(start)
+    }
+}
+
 impl Seeks {
     /// Feeds one IO (start sector, end = start + sectors).
     #[inline]
     pub fn add(&mut self, start: u64, end: u64) {
-        let (ls, le) = (self.last_start, self.last_end);
-        let d: u64 = if (ls <= start && start <= le) || (ls <= end && end <= le) {
-            0
-        } else if start > le {
-            start - le
-        } else {
-            // start < previous start here (else it would overlap or lie beyond the end).
-            ls.abs_diff(start)
-        };
+        let d = distance(self.last_start, self.last_end, start, end);
         self.last_start = start;
         self.last_end = end;
         self.n += 1;

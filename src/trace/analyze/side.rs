@@ -1,7 +1,8 @@
 //! The statistics that need no Q/D/C matching — seek distances (Q2Q from every Q, D2D from
 //! every D) and plugging (P, U, UT) — kept apart from the state machine so `analyze_paths`
 //! can compute them on the reader thread, which then drops plug records from the batches:
-//! the two threads end up with similar work. Same filters as the analyzer: no notify/PC
+//! the two threads end up with similar work. Notify records other than process names (the
+//! tracer's messages; BFQ writes several per request) are only counted, so they stop here too. Same filters as the analyzer: no notify/PC
 //! records, no zero-byte IOs, nothing before a device's first Q (or remap).
 
 use super::seek::{SeekSummary, Seeks};
@@ -52,7 +53,7 @@ pub struct PlugStats {
     pub last: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SideStage {
     devices: Vec<SideDevice>,
     last: usize,
@@ -63,6 +64,25 @@ pub struct SideStage {
     /// First and last time of the consumed records, for the trace's span.
     pub min_time: Option<u64>,
     pub max_time: u64,
+    /// Notify records consumed here (all but process names: the analysis only counts them),
+    /// and the earliest of their times (they count for the trace's time zero only).
+    pub notify: u64,
+    pub notify_min_time: u64,
+}
+
+impl Default for SideStage {
+    fn default() -> Self {
+        SideStage {
+            devices: Vec::new(),
+            last: 0,
+            consumed: 0,
+            ignored: 0,
+            min_time: None,
+            max_time: 0,
+            notify: 0,
+            notify_min_time: u64::MAX,
+        }
+    }
 }
 
 impl SideStage {
@@ -70,7 +90,15 @@ impl SideStage {
     /// state machine.
     #[inline]
     pub fn feed(&mut self, ev: &Io) -> bool {
-        if ev.is_notify() || ev.is_pc() {
+        if ev.is_notify() {
+            if ev.code() == crate::trace::record::notify::PROCESS {
+                return true;
+            }
+            self.notify += 1;
+            self.notify_min_time = self.notify_min_time.min(ev.time);
+            return false;
+        }
+        if ev.is_pc() {
             return true;
         }
         let c = ev.code();

@@ -1,7 +1,8 @@
 //! A per-interval timeline of one device: completed IOs and bytes (IOPS, MB/s), time-weighted
 //! queue depth (bios queued, not completed) and driver depth (requests dispatched, not
-//! completed), and mean Q2C of the bios completed in the interval. Memory grows with the
-//! trace's duration / interval, not with its number of events, and is capped at
+//! completed), mean Q2C of the bios completed in the interval, and seeks (dispatches at a
+//! nonzero distance from the previous dispatch, by btt's seek-distance rule). Memory grows with
+//! the trace's duration / interval, not with its number of events, and is capped at
 //! [`MAX_INTERVALS`]: a trace that would need more intervals is marked as overflowed (the
 //! caller refuses it with the numbers) instead of allocating or looping without end.
 
@@ -18,6 +19,7 @@ struct Bucket {
     q2c_sum: u128,
     q2c_n: u64,
     q2c_max: u64,
+    seeks: u64,
 }
 
 /// Integrates a depth over time, splitting across bucket boundaries.
@@ -176,6 +178,11 @@ impl Timeline {
         }
     }
 
+    /// A dispatch at `t` moved the head (a nonzero seek distance).
+    pub fn seek(&mut self, t: u64) {
+        self.bucket(t).seeks += 1;
+    }
+
     pub fn q2c(&mut self, t: u64, ns: u64) {
         let b = self.bucket(t);
         b.q2c_sum += u128::from(ns);
@@ -217,6 +224,7 @@ impl Timeline {
                         b.q2c_sum as f64 / b.q2c_n as f64 / 1e9
                     },
                     q2c_max: b.q2c_max as f64 / 1e9,
+                    seeks_per_s: b.seeks as f64 / dur,
                     interval: secs,
                 }
             })
@@ -239,6 +247,10 @@ pub struct TimelinePoint {
     pub driver_depth: f64,
     pub q2c_avg: f64,
     pub q2c_max: f64,
+    /// Dispatches per second whose seek distance (btt's rule at D: 0 when the request overlaps
+    /// the previous one, else its start minus the previous end going forward, or minus the
+    /// previous start going back; the first from sector 0) is not zero.
+    pub seeks_per_s: f64,
 }
 
 #[cfg(test)]
@@ -256,5 +268,17 @@ mod tests {
         assert!((pts[0].driver_depth - 1.0).abs() < 1e-9);
         assert!((pts[1].driver_depth - 1.0).abs() < 1e-9);
         assert!(pts[1].read_iops > 0.0);
+    }
+
+    #[test]
+    fn seeks_are_counted_per_interval() {
+        let mut t = Timeline::new(0, 1000);
+        t.seek(10);
+        t.seek(20);
+        t.seek(1500);
+        let pts = t.finish(2000, 0);
+        // 2 seeks in the first 1000 ns bucket: 2e6 per second; 1 in the second.
+        assert!((pts[0].seeks_per_s - 2.0e6).abs() < 1e-3);
+        assert!((pts[1].seeks_per_s - 1.0e6).abs() < 1e-3);
     }
 }

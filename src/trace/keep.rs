@@ -1,0 +1,99 @@
+//! Keeping traces small: an experiment's per-run traces (15 MB per 5 s sequential run, ~175 MB
+//! per 12 s random run) are stored gzip-compressed, `NAME.blktrace.N.gz`, which `trace
+//! analyze` reads on the fly (`stream::Source`). blkparse and btt cannot read gzip, so
+//! [`export`] writes the plain `NAME.blktrace.N` files they expect into a directory.
+//! gzip (flate2's pure-Rust backend) because it builds offline here and every machine can
+//! also undo it with `gunzip`.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+use super::stream::{resolve_input, RecordStream};
+
+/// Sizes before and after compressing a trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Compressed {
+    pub plain_bytes: u64,
+    pub gz_bytes: u64,
+}
+
+/// Compresses every plain `BASE.blktrace.N` file into `BASE.blktrace.N.gz` and removes the
+/// plain one (only after the compressed copy is complete and flushed; a failure leaves the
+/// plain file and removes the partial copy).
+pub fn compress(base: &Path) -> anyhow::Result<Compressed> {
+    let mut sizes = Compressed::default();
+    for cpu in 0.. {
+        let plain = PathBuf::from(format!("{}.blktrace.{cpu}", base.display()));
+        if !plain.is_file() {
+            break;
+        }
+        let gz = PathBuf::from(format!("{}.gz", plain.display()));
+        let result = (|| -> io::Result<u64> {
+            let mut input = File::open(&plain)?;
+            // Level 3: most of level 9's ratio on these records at several times the speed.
+            let mut enc = GzEncoder::new(BufWriter::new(File::create(&gz)?), Compression::new(3));
+            let n = io::copy(&mut input, &mut enc)?;
+            let out = enc.finish()?;
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+            Ok(n)
+        })();
+        match result {
+            Ok(n) => {
+                sizes.plain_bytes += n;
+                sizes.gz_bytes += std::fs::metadata(&gz).map(|m| m.len()).unwrap_or(0);
+                std::fs::remove_file(&plain).with_context(|| {
+                    format!("removing {} after compressing it", plain.display())
+                })?;
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&gz);
+                return Err(e).with_context(|| {
+                    format!("compressing {} into {}", plain.display(), gz.display())
+                });
+            }
+        }
+    }
+    Ok(sizes)
+}
+
+/// Writes the trace `name` (plain or compressed per-CPU files, or one file) as plain files
+/// blkparse and btt read, `DIR/BASENAME.blktrace.N`; returns them.
+pub fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let inputs = resolve_input(name)?;
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let base = name
+        .file_name()
+        .map(|b| b.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    // A single file keeps its own name without a .gz ending.
+    let single = inputs.len() == 1 && inputs[0] == name;
+    let mut written = Vec::new();
+    for (cpu, input) in inputs.iter().enumerate() {
+        let out_name = if single {
+            base.strip_suffix(".gz").unwrap_or(&base).to_string()
+        } else {
+            format!("{base}.blktrace.{cpu}")
+        };
+        let out = out_dir.join(out_name);
+        if out == *input {
+            anyhow::bail!(
+                "{}: exporting would overwrite the trace itself; choose another -o DIR",
+                out.display()
+            );
+        }
+        let mut stream = RecordStream::open(input)?;
+        let mut w = BufWriter::new(
+            File::create(&out).with_context(|| format!("creating {}", out.display()))?,
+        );
+        io::copy(stream.source_mut(), &mut w)
+            .and_then(|_| w.flush())
+            .with_context(|| format!("writing {} from {}", out.display(), input.display()))?;
+        written.push(out);
+    }
+    Ok(written)
+}
