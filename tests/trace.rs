@@ -434,6 +434,41 @@ fn tracefs_state(dev: &str) -> Vec<(String, String)> {
     v
 }
 
+/// Merges a recording `base` with blkparse into `dir/merged.bin` (btt's input) and runs btt on
+/// it: the merged file and btt's `btt.avg` text.
+fn blkparse_and_btt(dir: &Path, base: &Path) -> (PathBuf, String) {
+    let merged = dir.join("merged.bin");
+    let bp = Std::new("blkparse")
+        .arg("-i")
+        .arg(base)
+        .arg("-d")
+        .arg(&merged)
+        .arg("-O")
+        .output()
+        .unwrap();
+    assert!(
+        bp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bp.stderr)
+    );
+    let bt = Std::new("btt")
+        .current_dir(dir)
+        .arg("-i")
+        .arg(&merged)
+        .args(["-o", "btt"])
+        .output()
+        .unwrap();
+    assert!(
+        bt.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bt.stderr)
+    );
+    (
+        merged,
+        std::fs::read_to_string(dir.join("btt.avg")).unwrap(),
+    )
+}
+
 #[test]
 fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     if !iolab::sys::is_root() {
@@ -481,33 +516,7 @@ fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     );
     assert!(PathBuf::from(format!("{}.blktrace.0", base.display())).exists());
 
-    let merged = dir.path().join("merged.bin");
-    let bp = Std::new("blkparse")
-        .arg("-i")
-        .arg(&base)
-        .arg("-d")
-        .arg(&merged)
-        .arg("-O")
-        .output()
-        .unwrap();
-    assert!(
-        bp.status.success(),
-        "{}",
-        String::from_utf8_lossy(&bp.stderr)
-    );
-    let bt = Std::new("btt")
-        .current_dir(dir.path())
-        .arg("-i")
-        .arg(&merged)
-        .args(["-o", "btt"])
-        .output()
-        .unwrap();
-    assert!(
-        bt.status.success(),
-        "{}",
-        String::from_utf8_lossy(&bt.stderr)
-    );
-    let btt = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+    let (merged, btt) = blkparse_and_btt(dir.path(), &base);
 
     let report = iolab_json(&["trace", "analyze", "--json", merged.to_str().unwrap()]);
     check_against_btt(&report, &btt, false);
@@ -1001,25 +1010,7 @@ fn split_bios_are_counted_per_part_like_btt() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let merged = dir.path().join("merged.bin");
-    let bp = Std::new("blkparse")
-        .arg("-i")
-        .arg(&base)
-        .arg("-d")
-        .arg(&merged)
-        .arg("-O")
-        .output()
-        .unwrap();
-    assert!(bp.status.success());
-    let bt = Std::new("btt")
-        .current_dir(dir.path())
-        .arg("-i")
-        .arg(&merged)
-        .args(["-o", "btt"])
-        .output()
-        .unwrap();
-    assert!(bt.status.success());
-    let btt = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+    let (merged, btt) = blkparse_and_btt(dir.path(), &base);
     let report = iolab_json(&["trace", "analyze", "--json", merged.to_str().unwrap()]);
     let dev = &report["devices"][0];
     assert!(f(&dev["splits"]) >= 40.0, "no splits recorded: {dev}");

@@ -238,6 +238,17 @@ fn render_unescaped(r: &Report) -> String {
     o
 }
 
+/// One row of the percentile tables (nothing when there are no samples).
+fn percentile_row(o: &mut String, label: &str, s: Option<&LatencySummary>) {
+    if let Some(s) = s.filter(|s| s.n > 0) {
+        let _ = writeln!(
+            o,
+            "{label:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
+            s.avg, s.p50, s.p90, s.p99, s.p999, s.n
+        );
+    }
+}
+
 fn device_extras(o: &mut String, d: &DeviceReport) {
     section(o, &format!("Device {} beyond btt", dev_hdr(&d.dev)));
     let _ = writeln!(o, "kind: {}", d.kind);
@@ -247,56 +258,17 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
         "per bio", "AVG", "P50", "P90", "P99", "P99.9", "N"
     );
     for k in ORDER {
-        if let Some(s) = d.latency.get(k).filter(|s| s.n > 0) {
-            let _ = writeln!(
-                o,
-                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
-                k.to_uppercase(),
-                s.avg,
-                s.p50,
-                s.p90,
-                s.p99,
-                s.p999,
-                s.n
-            );
-        }
+        percentile_row(o, &k.to_uppercase(), d.latency.get(k));
     }
     let _ = writeln!(o, "per request (one sample per dispatched request):");
     for k in ["q2d", "d2c", "q2c"] {
-        if let Some(s) = d.per_request.get(k).filter(|s| s.n > 0) {
-            let _ = writeln!(
-                o,
-                "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
-                k.to_uppercase(),
-                s.avg,
-                s.p50,
-                s.p90,
-                s.p99,
-                s.p999,
-                s.n
-            );
-        }
+        percentile_row(o, &k.to_uppercase(), d.per_request.get(k));
     }
     let _ = writeln!(o, "per bio, reads and writes apart:");
     for (dir, lat) in &d.by_direction {
+        let side = if dir == "read" { "R" } else { "W" };
         for k in ["q2c", "d2c"] {
-            if let Some(s) = lat.get(k).filter(|s| s.n > 0) {
-                let _ = writeln!(
-                    o,
-                    "{:>7} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11.9} {:>11}",
-                    format!(
-                        "{} {}",
-                        if dir == "read" { "R" } else { "W" },
-                        k.to_uppercase()
-                    ),
-                    s.avg,
-                    s.p50,
-                    s.p90,
-                    s.p99,
-                    s.p999,
-                    s.n
-                );
-            }
+            percentile_row(o, &format!("{side} {}", k.to_uppercase()), lat.get(k));
         }
     }
     let dd = &d.dispatch_depth;
