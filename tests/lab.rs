@@ -98,10 +98,10 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         .prefix("iolab-lab-out.")
         .tempdir_in("/dev/shm")
         .unwrap();
-    let script = format!(
-        "IOLAB={}\nexport IOLAB\n{script}\n",
-        env!("CARGO_BIN_EXE_iolab")
-    );
+    // The guest mounts its own /tmp, /run and /dev/shm over this machine's, so a binary built
+    // under one of them (a checkout in /tmp) would be hidden: it travels in the results export.
+    std::fs::copy(env!("CARGO_BIN_EXE_iolab"), out.path().join("iolab")).unwrap();
+    let script = format!("IOLAB=/tmp/lab/iolab\nexport IOLAB\n{script}\n");
     std::fs::write(out.path().join("checks.sh"), script).unwrap();
     let started = Instant::now();
     // Ports by process id, so two test runs on one machine do not collide.
