@@ -557,3 +557,96 @@ touch $LAB_OUT/done
         .collect();
     assert!(busy.len() >= 4, "irq top saw too few NIC interrupts: {top}");
 }
+
+/// seeds/004's many guests: two guests each run `fio --server` on their own scratch disk, and a
+/// hosts-mode experiment here drives both at once through fio's client mode. Every stored run
+/// holds both servers' figures, and its IOPS are their sum.
+#[test]
+fn guests_run_one_hosts_mode_experiment_and_their_figures_add_up() {
+    if !lab_ready() {
+        return;
+    }
+    let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::Builder::new()
+        .prefix("iolab-lab-out.")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    // Runs on this machine once both servers answer; LAB_FIO_SERVERS lists them.
+    let script = format!(
+        r#"set -e
+hosts=""
+for s in $LAB_FIO_SERVERS; do hosts="$hosts\"$s\", "; done
+cat >"$LAB_OUT/guests.toml" <<TOML
+name = "guests"
+seed = 4
+repetitions = 1
+[target]
+device = "vda"
+hosts = [$hosts]
+[workload]
+rw = "randread"
+ioengine = "psync"
+direct = 1
+size = "32m"
+runtime = "2s"
+time_based = true
+[factors]
+bs = ["4k", "64k"]
+TOML
+IOLAB_STATE_DIR="$LAB_OUT/state" {iolab} run "$LAB_OUT/guests.toml" --db "$LAB_OUT/r.db" \
+  >"$LAB_OUT/run.txt" 2>&1
+"#,
+        iolab = env!("CARGO_BIN_EXE_iolab")
+    );
+    std::fs::write(out.path().join("guests.sh"), script).unwrap();
+    let port_base = 20000 + (std::process::id() % 4000) as u16 * 4;
+    let run = Command::new(repo().join("scripts/lab"))
+        .args(["guests", "--out"])
+        .arg(out.path())
+        .args(["--timeout", "600", "--", "sh"])
+        .arg(out.path().join("guests.sh"))
+        .env("LAB_GUESTS", "2")
+        .env("LAB_PORT_BASE", port_base.to_string())
+        .output()
+        .unwrap();
+    let log = format!(
+        "{}{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+        std::fs::read_to_string(out.path().join("run.txt")).unwrap_or_default()
+    );
+    assert!(run.status.success(), "{log}");
+    let db = iolab::store::Store::open_existing(out.path().join("r.db")).unwrap();
+    let runs = db.runs(1).unwrap();
+    assert_eq!(runs.len(), 2, "{log}");
+    for r in &runs {
+        assert_eq!(
+            r.status,
+            iolab::store::RunStatus::Ok,
+            "{}: {log}",
+            r.cell_key
+        );
+        let texts = db.run_texts(r.id).unwrap().unwrap();
+        let text = texts.fio_json.unwrap();
+        // fio may print a line before its JSON.
+        let fio: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+        let clients: Vec<&Value> = fio["client_stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["jobname"] != "All clients")
+            .collect();
+        let ports: std::collections::BTreeSet<u64> =
+            clients.iter().filter_map(|c| c["port"].as_u64()).collect();
+        assert_eq!(ports.len(), 2, "one set of figures per guest: {ports:?}");
+        let sum: f64 = clients
+            .iter()
+            .map(|c| c["read"]["iops"].as_f64().unwrap())
+            .sum();
+        let stored = db.metric_values(&[r.id], "read_iops").unwrap()[0].1;
+        assert!(
+            sum > 0.0 && (stored - sum).abs() <= sum * 1e-9,
+            "{stored} vs {sum}"
+        );
+    }
+}
