@@ -110,3 +110,12 @@ pub fn run_within(cmd: &mut std::process::Command, limit: std::time::Duration) -
 pub fn iolab() -> std::process::Command {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("iolab"))
 }
+
+/// `iolab restore` with `state` as its state directory.
+pub fn restore_in(state: &std::path::Path) -> std::process::Output {
+    iolab()
+        .env("IOLAB_STATE_DIR", state)
+        .arg("restore")
+        .output()
+        .unwrap()
+}

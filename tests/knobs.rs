@@ -377,15 +377,6 @@ fn a_second_signal_during_restore_does_not_abort_it() {
     Journal::check_clean_in(state.path()).unwrap();
 }
 
-fn restore_in(state: &Path) -> std::process::Output {
-    assert_cmd::Command::cargo_bin("iolab")
-        .unwrap()
-        .env("IOLAB_STATE_DIR", state)
-        .arg("restore")
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn restore_refuses_forged_journal_entries_and_restores_the_rest() {
     let state = tempfile::tempdir().unwrap();
@@ -414,7 +405,7 @@ fn restore_refuses_forged_journal_entries_and_restores_the_rest() {
     std::fs::write(&path, journal.to_string()).unwrap();
     let hostname = std::fs::read("/etc/hostname").ok();
 
-    let out = restore_in(state.path());
+    let out = crate::common::restore_in(state.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stdout}");
@@ -450,7 +441,7 @@ fn an_unreadable_journal_says_what_to_do() {
     let path = state.path().join("journal.json");
     for bytes in [&b"{\"pid\": 1, \xff\xfe}"[..], &b"{\"pid\": 1,\n oops"[..]] {
         std::fs::write(&path, bytes).unwrap();
-        let out = restore_in(state.path());
+        let out = crate::common::restore_in(state.path());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(

@@ -487,15 +487,6 @@ fn dead_pid() -> u32 {
     pid
 }
 
-fn restore_in(state: &Path) -> std::process::Output {
-    assert_cmd::Command::cargo_bin("iolab")
-        .unwrap()
-        .env("IOLAB_STATE_DIR", state)
-        .arg("restore")
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn a_forged_scratch_marker_detaches_and_deletes_nothing_iolab_did_not_make() {
     if !root_or_skip() {
@@ -529,7 +520,7 @@ fn a_forged_scratch_marker_detaches_and_deletes_nothing_iolab_did_not_make() {
     }
     let hostname = std::fs::read("/etc/hostname").ok();
 
-    let out = restore_in(state.path());
+    let out = crate::common::restore_in(state.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
     assert!(still_backed(
@@ -556,7 +547,7 @@ fn a_forged_scratch_marker_detaches_and_deletes_nothing_iolab_did_not_make() {
     assert!(stderr.contains("3 other problem(s)"), "{stderr}");
     // The forged markers are gone; a second restore has nothing to say about them.
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 0);
-    assert!(restore_in(state.path()).status.success());
+    assert!(crate::common::restore_in(state.path()).status.success());
 }
 
 #[test]
@@ -566,7 +557,7 @@ fn a_corrupt_scratch_marker_is_reported_and_moved_aside() {
     std::fs::create_dir_all(&markers).unwrap();
     let marker = markers.join("iolab-scratch-1-0.json");
     std::fs::write(&marker, b"{\"pid\": 1, \"backing_f\xff").unwrap();
-    let out = restore_in(state.path());
+    let out = crate::common::restore_in(state.path());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success(), "{stdout}");
     assert!(
@@ -577,7 +568,7 @@ fn a_corrupt_scratch_marker_is_reported_and_moved_aside() {
     assert!(!marker.exists());
     assert!(markers.join("iolab-scratch-1-0.json.corrupt").exists());
     // Said once: the next restore is clean.
-    let out = restore_in(state.path());
+    let out = crate::common::restore_in(state.path());
     assert!(
         out.status.success(),
         "{}",

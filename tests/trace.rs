@@ -469,6 +469,19 @@ fn blkparse_and_btt(dir: &Path, base: &Path) -> (PathBuf, String) {
     )
 }
 
+/// `iolab trace record` of `dev` into `base` while fio does direct libaio I/O on it with `io`.
+fn record_fio(dev: &str, base: &Path, io: &[&str]) -> std::process::Output {
+    Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "-d", dev, "-o"])
+        .arg(base)
+        .args(["--", "fio", "--output=/dev/null", "--name=t", "--direct=1"])
+        .args(["--ioengine=libaio", &format!("--filename={dev}")])
+        .args(io)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     if !iolab::sys::is_root() {
@@ -487,25 +500,11 @@ fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     let base = dir.path().join("cap");
     // Tracefs may be unmounted before the first recording; iolab mounts it and unmounts after.
     let before = tracefs_state(&scratch.dev);
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "record", "-d", &scratch.dev, "-o"])
-        .arg(&base)
-        .args([
-            "--",
-            "fio",
-            "--output=/dev/null",
-            "--name=t",
-            "--rw=randrw",
-            "--bs=4k",
-            "--direct=1",
-            "--ioengine=libaio",
-            "--iodepth=8",
-            "--number_ios=3000",
-        ])
-        .arg(format!("--filename={}", scratch.dev))
-        .output()
-        .unwrap();
+    let out = record_fio(
+        &scratch.dev,
+        &base,
+        &["--rw=randrw", "--bs=4k", "--iodepth=8", "--number_ios=3000"],
+    );
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(err.contains("recorded") && err.contains("events"), "{err}");
@@ -986,25 +985,11 @@ fn split_bios_are_counted_per_part_like_btt() {
     let _ = std::fs::write(format!("/sys/block/{name}/queue/scheduler"), "mq-deadline");
     let dir = tempfile::tempdir().unwrap();
     let base = dir.path().join("split");
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "record", "-d", &scratch.dev, "-o"])
-        .arg(&base)
-        .args([
-            "--",
-            "fio",
-            "--output=/dev/null",
-            "--name=t",
-            "--rw=write",
-            "--bs=1m",
-            "--direct=1",
-            "--ioengine=libaio",
-            "--iodepth=4",
-            "--number_ios=40",
-        ])
-        .arg(format!("--filename={}", scratch.dev))
-        .output()
-        .unwrap();
+    let out = record_fio(
+        &scratch.dev,
+        &base,
+        &["--rw=write", "--bs=1m", "--iodepth=4", "--number_ios=40"],
+    );
     assert!(
         out.status.success(),
         "{}",
