@@ -111,7 +111,9 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         .arg("--out")
         .arg(out.path())
         .args(["--timeout", &timeout_s.to_string()])
-        .args(["--", "sh", "/tmp/lab/checks.sh"])
+        // -x: the console shows each command as it starts, so a guest that overstays its
+        // time says which command it was in.
+        .args(["--", "sh", "-x", "/tmp/lab/checks.sh"])
         .env("LAB_PORT_BASE", port_base.to_string())
         .current_dir(repo())
         .stdout(std::process::Stdio::piped())
@@ -120,11 +122,14 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         .unwrap();
     during(out.path(), port_base);
     let run = child.wait_with_output().unwrap();
-    let log = format!(
+    let mut log = format!(
         "{}{}",
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
+    if run.status.code() != Some(0) {
+        log.push_str(&export_listing(out.path()));
+    }
     eprintln!(
         "lab: {machine} booted and ran its checks in {:.0?}",
         started.elapsed()
@@ -134,6 +139,24 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         log,
         code: run.status.code(),
     }
+}
+
+/// What a failed guest left in its export: each file's size, and the text of its `*.err` files.
+fn export_listing(dir: &Path) -> String {
+    let mut text = String::from("\nthe results export held:\n");
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    entries.sort();
+    for path in entries {
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        text.push_str(&format!("  {} ({size} bytes)\n", path.display()));
+        if path.extension().is_some_and(|e| e == "err") && size > 0 {
+            let err = std::fs::read_to_string(&path).unwrap_or_default();
+            text.push_str(&format!("    {}\n", err.trim().replace('\n', "\n    ")));
+        }
+    }
+    text
 }
 
 fn cpus(v: &Value) -> Vec<u64> {
@@ -265,7 +288,7 @@ q=$(awk '/nvme0q1$/ {{ sub(\":\", \"\", $1); print $1 }}' /proc/interrupts)
 echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OUT/managed-write.rc
 "
     );
-    let b = boot("cells4", &script, 300);
+    let b = boot("cells4", &script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let m = b.json("inspect.json");
     assert_eq!(m["hostname"], "cells4");
@@ -354,7 +377,7 @@ for c in 4 6 2; do
     NR == 2 { for (i = 2; i <= NF; i++) printf "%d ", $i - b[i] }')" >>$LAB_OUT/completions
 done
 "#;
-    let b = boot("snc2", script, 300);
+    let b = boot("snc2", script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let m = b.json("inspect.json");
     let node = |c: u64| u64::from(c % 4 >= 2);
@@ -424,7 +447,7 @@ for h in 0 1; do
   echo "$h $(( $(nvme_ints) - a ))" >>$LAB_OUT/interrupts
 done
 "#;
-    let b = boot("nvme-poll", script, 400);
+    let b = boot("nvme-poll", script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let m = b.json("inspect.json");
     check_topology(&m, 4, &|_| 0, &|_| 0, &|c| vec![c], &|_| range(0, 3));
@@ -522,7 +545,7 @@ sleep 3
 $IOLAB irq top --json --interval 3s -n 1 >$LAB_OUT/top.json 2>$LAB_OUT/top.json.err
 touch $LAB_OUT/done
 "#;
-    let b = boot_with("ht4", script, 400, &drive_http);
+    let b = boot_with("ht4", script, 600, &drive_http);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let m = b.json("inspect.json");
     check_topology(&m, 8, &|c| c / 2, &|_| 0, &|c| vec![c & !1, c | 1], &|c| {
