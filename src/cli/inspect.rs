@@ -1,9 +1,9 @@
 //! `iolab inspect`: the machine model, as a tree for people or JSON for scripts.
 
-use crate::model::{Counters, Machine};
+use crate::model::Machine;
 use crate::sys::SysRoot;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Show the machine's CPUs, NUMA nodes, block devices, queues and interrupts.
 ///
@@ -37,19 +37,22 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),
     };
-    let mut machine = Machine::read(&root)?;
-    if let Some(interval) = args.interval {
-        anyhow::ensure!(
-            root.is_live(),
-            "--interval measures the live machine; a snapshot carries its own second reading"
-        );
-        let before = Counters::read(&root)?;
-        let start = Instant::now();
-        std::thread::sleep(interval);
-        let after = Counters::read(&root)?;
-        let ns = start.elapsed().as_nanos() as u64;
-        machine.apply_rates(&crate::model::rates(&before, &after, ns));
-    }
+    let machine = match args.interval {
+        Some(interval) => {
+            anyhow::ensure!(
+                root.is_live(),
+                "--interval measures the live machine; a snapshot carries its own second reading"
+            );
+            let sleep = |d| {
+                std::thread::sleep(d);
+                true
+            };
+            Machine::measure(&root, interval, &sleep)?
+                .expect("a plain sleep is never interrupted")
+                .0
+        }
+        None => Machine::read(&root)?,
+    };
     for w in &machine.warnings {
         eprintln!(
             "iolab: warning: {}",

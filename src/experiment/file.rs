@@ -38,6 +38,7 @@ use super::factor::{
     Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement, IRQ_ALLOWED, PLACEMENT_ALLOWED,
 };
 use super::queue_knobs;
+use crate::target::DEFAULT_SCRATCH_BYTES;
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
 
 /// How many times each cell runs.
@@ -99,9 +100,6 @@ pub struct TargetSpec {
 
 /// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
 pub const MAX_CPU: u32 = 8191;
-
-/// Size of the scratch device when `[target] size` is not given.
-pub const DEFAULT_SCRATCH_BYTES: u64 = 1 << 30;
 
 /// A validated experiment.
 #[derive(Debug, Clone, PartialEq)]

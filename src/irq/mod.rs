@@ -1,4 +1,4 @@
-//! Interrupt placement (DESIGN story 3): see interrupt rates per CPU (`top`), plan a
+//! Interrupt placement (story 3 in docs/design.md): see interrupt rates per CPU (`top`), plan a
 //! topology-aware placement of the heavy ones (`plan`), write it with a journal so it can be
 //! rolled back (`apply`), and keep it balanced as the load changes (`daemon`).
 
@@ -10,41 +10,18 @@ pub mod plan;
 pub mod render;
 pub mod top;
 
-use crate::model::{rates, Counters, Machine};
+use crate::model::Machine;
 use crate::sys::SysRoot;
 use anyhow::Result;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The machine model with interrupt rates. Live: two readings `over` apart (`wait` sleeps,
-/// returning false when interrupted). A snapshot root carries its own second reading.
-/// Returns the model and the seconds the rates cover.
+/// The machine model with interrupt rates and the seconds they cover (`Machine::measure`).
 pub fn measure(
     root: &SysRoot,
     over: Duration,
     wait: &dyn Fn(Duration) -> bool,
 ) -> Result<Option<(Machine, f64)>> {
-    if !root.is_live() {
-        let m = Machine::read(root)?;
-        let Some(r) = &m.rates else {
-            anyhow::bail!(
-                "{}: this snapshot has no second reading, so no rates (take it again with \
-                 `iolab snapshot`)",
-                root.base().display()
-            );
-        };
-        let s = r.interval_ns as f64 / 1e9;
-        return Ok(Some((m, s)));
-    }
-    let before = Counters::read(root)?;
-    let start = Instant::now();
-    if !wait(over) {
-        return Ok(None);
-    }
-    let after = Counters::read(root)?;
-    let ns = start.elapsed().as_nanos() as u64;
-    let mut m = Machine::read(root)?;
-    m.apply_rates(&rates(&before, &after, ns));
-    Ok(Some((m, ns as f64 / 1e9)))
+    Machine::measure(root, over, wait)
 }
 
 /// The pid of a running irqbalance, which would undo any placement iolab writes.

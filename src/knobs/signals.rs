@@ -1,7 +1,8 @@
 //! Ctrl-C and SIGTERM must not kill iolab between "knob changed" and "knob restored". Instead
-//! of dying, the process records that a signal arrived; the run loop checks `Interrupt::is_set`
-//! between steps (and while waiting for fio), stops, and lets the `Journal` and scratch-device
-//! guards restore everything on the way out. Because the handlers only set a flag, a second
+//! of dying, the process records that a signal arrived. `iolab run` watches the flag from a
+//! thread that turns it into the run's cancel token (which stops fio and the run loop), and the
+//! `Journal` and scratch-device guards restore everything on the way out; the irq commands
+//! sleep through `Interrupt::sleep`, which returns early. Because the handlers only set a flag, a second
 //! Ctrl-C during a restore cannot abort it half-way.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,10 +54,5 @@ impl Interrupt {
             }
             std::thread::sleep((end - now).min(std::time::Duration::from_millis(20)));
         }
-    }
-
-    /// The conventional exit code for having been stopped by the signal (128 + number).
-    pub fn exit_code(&self) -> Option<i32> {
-        self.signal().map(|s| 128 + s)
     }
 }

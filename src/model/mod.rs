@@ -126,6 +126,39 @@ impl Machine {
         Ok(machine)
     }
 
+    /// The model with rates. On the live machine: two readings of the counters `over` apart
+    /// (`wait` sleeps and returns false when interrupted, which gives `None`); a snapshot root
+    /// carries its own second reading and must have one. Returns the model and the seconds the
+    /// rates cover.
+    pub fn measure(
+        root: &SysRoot,
+        over: std::time::Duration,
+        wait: &dyn Fn(std::time::Duration) -> bool,
+    ) -> anyhow::Result<Option<(Machine, f64)>> {
+        if !root.is_live() {
+            let m = Machine::read(root)?;
+            let Some(r) = &m.rates else {
+                anyhow::bail!(
+                    "{}: this snapshot has no second reading, so no rates (take it again with \
+                     `iolab snapshot`)",
+                    root.base().display()
+                );
+            };
+            let s = r.interval_ns as f64 / 1e9;
+            return Ok(Some((m, s)));
+        }
+        let before = Counters::read(root)?;
+        let start = std::time::Instant::now();
+        if !wait(over) {
+            return Ok(None);
+        }
+        let after = Counters::read(root)?;
+        let ns = start.elapsed().as_nanos() as u64;
+        let mut m = Machine::read(root)?;
+        m.apply_rates(&rates(&before, &after, ns));
+        Ok(Some((m, ns as f64 / 1e9)))
+    }
+
     /// Folds rates from two readings into the model.
     pub fn apply_rates(&mut self, r: &Rates) {
         for irq in &mut self.irqs {
