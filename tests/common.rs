@@ -119,3 +119,37 @@ pub fn restore_in(state: &std::path::Path) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// Gives the fixture machine under `root` (CPUs 0 and 1) the system controls that
+/// `cpu.*` and `sysctl.*` factors change, as plain files: a sysctl, governors, boost, SMT and
+/// three idle states per CPU. Returns every file written with its value.
+pub fn system_controls(root: &std::path::Path) -> Vec<(String, String)> {
+    let mut files = vec![
+        ("proc/sys/vm/dirty_ratio".to_string(), "20".to_string()),
+        (
+            "sys/devices/system/cpu/intel_pstate/no_turbo".to_string(),
+            "0".to_string(),
+        ),
+        (
+            "sys/devices/system/cpu/smt/control".to_string(),
+            "on".to_string(),
+        ),
+    ];
+    for cpu in 0..2 {
+        let c = format!("sys/devices/system/cpu/cpu{cpu}");
+        files.push((format!("{c}/cpufreq/scaling_governor"), "powersave".into()));
+        files.push((
+            format!("{c}/cpufreq/scaling_available_governors"),
+            "performance powersave".into(),
+        ));
+        for k in 0..3 {
+            files.push((format!("{c}/cpuidle/state{k}/disable"), "0".into()));
+        }
+    }
+    for (rel, value) in &files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{value}\n")).unwrap();
+    }
+    files
+}

@@ -454,3 +454,85 @@ fn an_unreadable_journal_says_what_to_do() {
         assert!(path.exists());
     }
 }
+
+/// One change of every system-control kind, under a fixture root (see `system_controls`).
+const SYSTEM_CHANGES: &[(&str, &str)] = &[
+    ("/proc/sys/vm/dirty_ratio", "5"),
+    ("/sys/module/nvme/parameters/io_timeout", "60"),
+    (
+        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+        "performance",
+    ),
+    (
+        "/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+        "performance",
+    ),
+    ("/sys/devices/system/cpu/intel_pstate/no_turbo", "1"),
+    ("/sys/devices/system/cpu/smt/control", "off"),
+    ("/sys/devices/system/cpu/cpu1/cpuidle/state2/disable", "1"),
+];
+
+/// Sets `SYSTEM_CHANGES` under the root in IOLAB_TEST_SYSTEM_ROOT, says READY and waits to be
+/// killed (a no-op when run as a plain test).
+#[test]
+fn helper_process_system_knobs() {
+    let Ok(root) = std::env::var("IOLAB_TEST_SYSTEM_ROOT") else {
+        return;
+    };
+    let root = iolab::sys::SysRoot::at(root).unwrap();
+    let mut j = Journal::begin_at(&knobs::state_dir(), &root).unwrap();
+    for (path, value) in SYSTEM_CHANGES {
+        j.set(path, value).unwrap();
+    }
+    println!("READY");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(30));
+}
+
+/// Sysctls, module parameters, governors, boost, SMT and idle states stay changed when the
+/// process that set them is killed, and `iolab restore` puts every one back.
+#[test]
+fn system_controls_survive_sigkill_and_restore_puts_them_back() {
+    let root = tempfile::tempdir().unwrap();
+    let mut files = crate::common::system_controls(root.path());
+    let param = root.path().join("sys/module/nvme/parameters/io_timeout");
+    std::fs::create_dir_all(param.parent().unwrap()).unwrap();
+    std::fs::write(&param, "30\n").unwrap();
+    files.push(("sys/module/nvme/parameters/io_timeout".into(), "30".into()));
+    let read = |rel: &str| knobs::read_attr(root.path().join(rel).to_str().unwrap()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "knobs::helper_process_system_knobs",
+            "--nocapture",
+        ])
+        .env("IOLAB_TEST_SYSTEM_ROOT", root.path())
+        .env("IOLAB_STATE_DIR", state.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("READY"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(ready, "the helper never set its knobs");
+    for (path, value) in SYSTEM_CHANGES {
+        assert_eq!(
+            read(path.trim_start_matches('/')),
+            *value,
+            "{path} left changed"
+        );
+    }
+    let out = crate::common::restore_in(state.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (rel, value) in &files {
+        assert_eq!(&read(rel), value, "{rel} put back");
+    }
+}

@@ -73,6 +73,114 @@ const MATRIX: &str = "name = \"matrix\"\nseed = 11\nrepetitions = 2\n\
     [target]\ndevice = \"loop3\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\n\
     [factors]\nnr_requests = [32]\nscheduler = [\"none\", \"mq-deadline\"]\nrq_affinity = [1, 2]\n";
 
+/// Machine-wide controls as factors: each cell sets its sysctl, governor, boost and idle-state
+/// limit on every CPU through the journal, and every file is back as it was afterwards.
+#[test]
+fn system_controls_are_set_per_cell_and_all_come_back() {
+    let lab = Lab::new();
+    let root = lab.dir.path().join("root");
+    let files = crate::common::system_controls(&root);
+    let e = exp(
+        "name = \"sys\"\nseed = 3\nrepetitions = 1\n[target]\ndevice = \"loop3\"\n\
+         [workload]\nrw = \"randread\"\n[factors]\nsysctl.vm.dirty_ratio = [10, 40]\n\
+         cpu.governor = [\"performance\"]\ncpu.boost = [\"off\"]\ncpu.max_cstate = [1]\n",
+    );
+    let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    assert_eq!(out.cells.iter().map(|c| c.runs.len()).sum::<usize>(), 2);
+    // Per run: the sysctl, two governors, no_turbo, and 2 CPUs x 3 idle states.
+    assert_eq!(out.knob_changes.len(), 2 * 10);
+    let set = |path: &str| -> Vec<&str> {
+        out.knob_changes
+            .iter()
+            .filter(|w| w.path == path)
+            .map(|w| w.new.as_str())
+            .collect()
+    };
+    let mut ratios = set("/proc/sys/vm/dirty_ratio");
+    ratios.sort();
+    assert_eq!(ratios, ["10", "40"]);
+    assert_eq!(
+        set("/sys/devices/system/cpu/cpu1/cpufreq/scaling_governor"),
+        ["performance", "performance"]
+    );
+    assert_eq!(
+        set("/sys/devices/system/cpu/intel_pstate/no_turbo"),
+        ["1", "1"]
+    );
+    assert_eq!(
+        set("/sys/devices/system/cpu/cpu0/cpuidle/state2/disable"),
+        ["1", "1"],
+        "states deeper than 1 are disabled"
+    );
+    assert_eq!(
+        set("/sys/devices/system/cpu/cpu0/cpuidle/state1/disable"),
+        ["0", "0"]
+    );
+    for (rel, value) in &files {
+        assert_eq!(&lab.attr(rel), value, "{rel} came back");
+    }
+    assert!(!lab.dir.path().join("state/journal.json").exists());
+
+    // A machine without the control records the cell as not applicable, with the reason.
+    let bare = Lab::new();
+    let e = exp(
+        "name = \"gov\"\nrepetitions = 1\n[target]\ndevice = \"loop3\"\n[workload]\nrw = \"read\"\n\
+         [factors]\ncpu.governor = [\"performance\"]\n",
+    );
+    let replay = ReplayFio::in_order(std::iter::empty());
+    let out = runloop::run(
+        &e,
+        &bare.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    let db = Store::open_existing(bare.dir.path().join("results.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].status,
+        RunStatus::NotApplicable("no CPU here has a cpufreq governor".into())
+    );
+    assert!(out.knob_changes.is_empty());
+}
+
+/// Sysctls that could make the kernel run a program, and SMT together with placement, are
+/// refused before anything runs, each at its line.
+#[test]
+fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
+    let err = experiment::parse(
+        "t.toml",
+        "name = \"x\"\n[workload]\nrw = \"read\"\n[factors]\n\
+         sysctl.kernel.core_pattern = [\"core\"]\n\
+         module.firmware_class.path = [\"x\"]\n\
+         cpu.smt = [\"on\", \"off\"]\nplacement = [\"on\"]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("t.toml:5:1") && err.contains("kernel.core_pattern is not one"),
+        "{err}"
+    );
+    assert!(
+        err.contains("t.toml:6:1") && err.contains("firmware_class"),
+        "{err}"
+    );
+    assert!(
+        err.contains("t.toml:7:1") && err.contains("takes CPUs offline"),
+        "{err}"
+    );
+}
+
 #[test]
 fn replay_runs_the_planned_order_stores_every_run_and_restores_every_knob() {
     let lab = Lab::new();

@@ -119,12 +119,15 @@ pub enum FactorKind {
     IrqAffinity,
     /// A plain fio option (bs, iodepth, numjobs, rw, ...).
     Fio { option: String },
+    /// A machine-wide control: a sysctl, a module parameter, the CPUs' governor, boost, SMT or
+    /// deepest idle state. Its levels are `LevelValue::Knob`.
+    System(super::system_knobs::SystemKnob),
 }
 
 /// One level of a factor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LevelValue {
-    /// Text to write to the queue attribute.
+    /// Text to write to the queue attribute (or, normalised, to the system control).
     Knob(String),
     Polling(bool),
     Placement(Placement),

@@ -38,6 +38,7 @@ use super::factor::{
     Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement, IRQ_ALLOWED, PLACEMENT_ALLOWED,
 };
 use super::queue_knobs;
+use super::system_knobs::{self, SystemKnob};
 use crate::target::DEFAULT_SCRATCH_BYTES;
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
 
@@ -381,6 +382,26 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
 }
 
 type Value<'i> = Spanned<DeValue<'i>>;
+
+/// Factor names whose dotted keys TOML turns into nested tables.
+const SYSTEM_PREFIXES: &[&str] = &["sysctl", "module", "cpu"];
+
+/// The leaves of a nested `[factors]` table as dotted names (`sysctl.vm.dirty_ratio`), each
+/// with the span of its whole dotted key (from `start`, where the first part begins).
+fn dotted_entries<'a, 'i>(
+    prefix: &str,
+    start: usize,
+    table: &'a DeTable<'i>,
+    out: &mut Vec<(String, Range<usize>, &'a Value<'i>)>,
+) {
+    for (key, value) in table.iter() {
+        let name = format!("{prefix}.{}", key.get_ref());
+        match value.get_ref() {
+            DeValue::Table(inner) => dotted_entries(&name, start, inner, out),
+            _ => out.push((name, start.min(key.span().start)..key.span().end, value)),
+        }
+    }
+}
 
 fn device_is_scratch(d: &TargetDevice) -> bool {
     matches!(d, TargetDevice::Scratch)
@@ -900,14 +921,25 @@ impl Walker<'_> {
             return Vec::new();
         };
         let mut factors: Vec<Factor> = Vec::new();
+        // `sysctl.vm.dirty_ratio = [..]` is a dotted key, so TOML nests it in tables: walk
+        // them back into one name.
+        let mut entries = Vec::new();
         for (key, value) in table.iter() {
             let name = key.get_ref().to_string();
-            let Some(kind) = self.factor_kind(key.span(), &name, policy) else {
+            match value.get_ref() {
+                DeValue::Table(inner) if SYSTEM_PREFIXES.contains(&name.as_str()) => {
+                    dotted_entries(&name, key.span().start, inner, &mut entries)
+                }
+                _ => entries.push((name, key.span(), value)),
+            }
+        }
+        for (name, key_span, value) in entries {
+            let Some(kind) = self.factor_kind(key_span.clone(), &name, policy) else {
                 continue;
             };
             if kind == FactorKind::Polling && factors.iter().any(|f| f.kind == kind) {
                 self.error(
-                    key.span(),
+                    key_span.clone(),
                     "`hipri` and `polling` are the same factor; keep one".to_string(),
                     None,
                 );
@@ -960,7 +992,25 @@ impl Walker<'_> {
                     name,
                     kind,
                     levels,
-                    line: self.position(key.span().start).0,
+                    line: self.position(key_span.clone().start).0,
+                });
+            }
+        }
+        // Placements are resolved against the CPUs online when the experiment starts.
+        let placed = factors
+            .iter()
+            .any(|f| matches!(f.kind, FactorKind::Placement | FactorKind::IrqAffinity));
+        for f in &factors {
+            if matches!(&f.kind, FactorKind::System(k) if k.changes_cpus()) && placed {
+                self.diags.push(Diagnostic {
+                    line: f.line,
+                    column: 1,
+                    message: format!(
+                        "`{}` takes CPUs offline, but placement and irq_cpu are resolved \
+                         against the CPUs online at the start",
+                        f.name
+                    ),
+                    allowed: Some("vary it in an experiment of its own".to_string()),
                 });
             }
         }
@@ -978,6 +1028,14 @@ impl Walker<'_> {
             "hipri" | "polling" => return Some(FactorKind::Polling),
             "irq_cpu" => return Some(FactorKind::IrqAffinity),
             _ => {}
+        }
+        match SystemKnob::parse(name) {
+            Some(Ok(knob)) => return Some(FactorKind::System(knob)),
+            Some(Err(why)) => {
+                self.error(span, why, Some(system_knobs::NAMES.join(", ")));
+                return None;
+            }
+            None => {}
         }
         let attribute = name.strip_prefix("queue/").unwrap_or(name);
         if let Some(knob) = queue_knobs::find(attribute) {
@@ -1012,9 +1070,10 @@ impl Walker<'_> {
             span,
             format!("unknown factor `{name}`{hint}"),
             Some(format!(
-                "a queue knob ({}), queue/ATTRIBUTE, placement, hipri, irq_cpu, or a fio option \
-                 (bs, iodepth, numjobs, rw, ...)",
-                knobs.join(", ")
+                "a queue knob ({}), queue/ATTRIBUTE, placement, hipri, irq_cpu, a system \
+                 control ({}), or a fio option (bs, iodepth, numjobs, rw, ...)",
+                knobs.join(", "),
+                system_knobs::NAMES.join(", ")
             )),
         );
         None
@@ -1086,6 +1145,39 @@ impl Walker<'_> {
                     }
                     Err(e) => {
                         self.error(item.span(), e, Some(allowed.to_string()));
+                        None
+                    }
+                }
+            }
+            FactorKind::System(knob) => {
+                let text = match v {
+                    DeValue::String(s) => Some(s.to_string()),
+                    DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+                    DeValue::Boolean(b) => Some(b.to_string()),
+                    _ => None,
+                };
+                match text.map(|t| knob.check(&t)) {
+                    Some(Ok(value)) => Some(Level {
+                        label: value.clone(),
+                        value: LevelValue::Knob(value),
+                    }),
+                    Some(Err(allowed)) => {
+                        self.error(
+                            item.span(),
+                            format!("not a value of `{factor}`"),
+                            Some(allowed),
+                        );
+                        None
+                    }
+                    None => {
+                        self.error(
+                            item.span(),
+                            format!(
+                                "`{factor}` levels are strings, integers or booleans, not {}",
+                                type_name(v)
+                            ),
+                            None,
+                        );
                         None
                     }
                 }

@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod plan;
 pub mod queue_knobs;
 pub mod run;
+pub mod system_knobs;
 
 pub use factor::{Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement};
 pub use file::{load, parse, Experiment, ExperimentError, Repetitions, TargetDevice, TargetSpec};

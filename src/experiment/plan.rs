@@ -116,6 +116,17 @@ impl Cell {
             .collect()
     }
 
+    /// Machine-wide controls to set: (control, normalised level), in factor order.
+    pub fn system_knobs(&self) -> Vec<(&super::system_knobs::SystemKnob, &str)> {
+        self.levels
+            .iter()
+            .filter_map(|(_, kind, level)| match (kind, &level.value) {
+                (FactorKind::System(k), LevelValue::Knob(v)) => Some((k, v.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn polling(&self) -> Option<bool> {
         self.levels.iter().find_map(|(_, _, l)| match l.value {
             LevelValue::Polling(p) => Some(p),

@@ -4,34 +4,186 @@
 //! is checked against this table both when a knob is set and when a journal is replayed:
 //! it must match one pattern exactly (one path component per placeholder, no `..`), and the
 //! file it names under the journal's root must, with every symlink resolved, still lie inside
-//! that root's /sys or /proc. A new kind of knob (sysctl, cpufreq) is one more line in `KINDS`.
+//! that root's /sys or /proc. A new kind of knob is one more entry in `KINDS`; kinds whose
+//! names are open-ended (sysctls, module parameters) pass an allow-list as well.
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::sys::lock::Resource;
 
-/// One kind of knob: its live path pattern. `{dev}` is a block device's kernel name, `{n}` a
-/// number, `{attr}` an attribute name; every other component is literal.
+/// One kind of knob: its live path pattern, the machine-wide lock that guards it, and, for
+/// kinds whose names are open-ended (sysctls, module parameters), the allow-list they must pass.
+///
+/// Placeholders take one path component each: `{dev}` a block device's kernel name, `{n}` a
+/// number, `{attr}` an attribute name, `{module}` a module name, `cpu{n}`/`state{n}` a literal
+/// prefix and a number. `{sysctl...}` takes the rest of the path (1 to 8 components). Every
+/// other component is literal.
 #[derive(Debug)]
 pub struct Kind {
     pub what: &'static str,
     pub pattern: &'static str,
+    lock: Lock,
+    allowed: Option<AllowList>,
+}
+
+/// Checks a kind's placeholder values against its allow-list; the error says why.
+type AllowList = fn(&[&str]) -> Result<(), String>;
+
+/// Which machine-wide lock a path of a kind takes, from its placeholders' values.
+#[derive(Debug)]
+enum Lock {
+    /// The device of the `{dev}` placeholder.
+    Device,
+    /// The interrupt of the `{n}` placeholder.
+    Irq,
+    /// One lock for every file of the kind (every CPU's governor is one setting).
+    Named(&'static str),
+    /// The prefix and the placeholders' values joined by dots (`sysctl.vm.dirty_ratio`).
+    Dotted(&'static str),
 }
 
 pub const KINDS: &[Kind] = &[
     Kind {
         what: "block queue attribute",
         pattern: "/sys/block/{dev}/queue/{attr}",
+        lock: Lock::Device,
+        allowed: None,
     },
     Kind {
         what: "interrupt affinity",
         pattern: "/proc/irq/{n}/smp_affinity_list",
+        lock: Lock::Irq,
+        allowed: None,
     },
     Kind {
         what: "interrupt affinity",
         pattern: "/proc/irq/{n}/smp_affinity",
+        lock: Lock::Irq,
+        allowed: None,
+    },
+    Kind {
+        what: "sysctl",
+        pattern: "/proc/sys/{sysctl...}",
+        lock: Lock::Dotted("sysctl"),
+        allowed: Some(sysctl_allowed),
+    },
+    Kind {
+        what: "module parameter",
+        pattern: "/sys/module/{module}/parameters/{attr}",
+        lock: Lock::Dotted("module"),
+        allowed: Some(module_allowed),
+    },
+    Kind {
+        what: "CPU frequency governor",
+        pattern: "/sys/devices/system/cpu/cpu{n}/cpufreq/scaling_governor",
+        lock: Lock::Named("cpu.governor"),
+        allowed: None,
+    },
+    Kind {
+        what: "CPU boost",
+        pattern: "/sys/devices/system/cpu/cpufreq/boost",
+        lock: Lock::Named("cpu.boost"),
+        allowed: None,
+    },
+    Kind {
+        what: "CPU boost",
+        pattern: "/sys/devices/system/cpu/intel_pstate/no_turbo",
+        lock: Lock::Named("cpu.boost"),
+        allowed: None,
+    },
+    Kind {
+        what: "SMT control",
+        pattern: "/sys/devices/system/cpu/smt/control",
+        lock: Lock::Named("cpu.smt"),
+        allowed: None,
+    },
+    Kind {
+        what: "idle state",
+        pattern: "/sys/devices/system/cpu/cpu{n}/cpuidle/state{n}/disable",
+        lock: Lock::Named("cpu.cstates"),
+        allowed: None,
     },
 ];
+
+/// Sysctl trees iolab may change, as dotted prefixes (a prefix ending in `.` covers a tree).
+/// An allow-list because some sysctls name programs the kernel runs as root
+/// (`kernel.core_pattern`, `kernel.modprobe`, `kernel.poweroff_cmd`): a journal that could
+/// name them would make `restore` run anything. `vm.drop_caches` and `vm.compact_memory` are
+/// actions, not settings, and have no value to put back.
+pub const SYSCTLS: &[&str] = &[
+    "vm.",
+    "net.",
+    "dev.raid.",
+    "fs.aio-max-nr",
+    "kernel.numa_balancing",
+    "kernel.sched_",
+    "kernel.timer_migration",
+    "kernel.nmi_watchdog",
+    "kernel.watchdog",
+];
+const SYSCTL_ACTIONS: &[&str] = &["vm.drop_caches", "vm.compact_memory"];
+
+fn sysctl_allowed(parts: &[&str]) -> Result<(), String> {
+    let name = parts.join(".");
+    if SYSCTL_ACTIONS.contains(&name.as_str()) {
+        return Err(format!("{name} is an action, not a setting"));
+    }
+    if SYSCTLS.iter().any(|p| name.starts_with(p)) {
+        return Ok(());
+    }
+    Err(format!(
+        "sysctl {name} is not one iolab changes (only {})",
+        SYSCTLS
+            .iter()
+            .map(|p| if p.ends_with(['.', '_']) {
+                format!("{p}*")
+            } else {
+                p.to_string()
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// Modules whose writable parameters iolab may change: storage and network drivers and the
+/// block layer's neighbours. An allow-list because a parameter can name a file the kernel then
+/// loads (`firmware_class.path`).
+pub const MODULES: &[&str] = &[
+    "nvme",
+    "nvme_core",
+    "scsi_mod",
+    "sd_mod",
+    "virtio_blk",
+    "virtio_net",
+    "null_blk",
+    "loop",
+    "dm_mod",
+    "md_mod",
+    "raid456",
+    "megaraid_sas",
+    "mpt3sas",
+    "ahci",
+    "libata",
+    "e1000e",
+    "igb",
+    "ixgbe",
+    "i40e",
+    "ice",
+    "mlx5_core",
+    "bnxt_en",
+    "workqueue",
+];
+
+fn module_allowed(parts: &[&str]) -> Result<(), String> {
+    match parts.first() {
+        Some(m) if MODULES.contains(m) => Ok(()),
+        m => Err(format!(
+            "module {} is not one whose parameters iolab changes (only {})",
+            m.unwrap_or(&""),
+            MODULES.join(", ")
+        )),
+    }
+}
 
 /// What a valid path names: its kind and the machine-wide thing it belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,40 +192,67 @@ pub struct Matched {
     pub resource: Resource,
 }
 
-/// Checks `path` against the table (no I/O). The error says why and which kinds are allowed.
-pub fn classify(path: &str) -> Result<Matched, String> {
+/// The placeholders' values when `path` matches `pattern`, else `None`.
+fn captures<'p>(pattern: &str, path: &'p str) -> Option<Vec<&'p str>> {
+    let pat: Vec<&str> = pattern.split('/').collect();
     let parts: Vec<&str> = path.split('/').collect();
-    for k in KINDS {
-        let pat: Vec<&str> = k.pattern.split('/').collect();
-        if pat.len() != parts.len() {
-            continue;
-        }
-        let mut resource = None;
-        let ok = pat.iter().zip(&parts).all(|(p, s)| match *p {
-            "{dev}" if is_name(s) => {
-                resource = Some(Resource::Device(s.to_string()));
-                true
+    let mut got = Vec::new();
+    for (i, p) in pat.iter().enumerate() {
+        if *p == "{sysctl...}" {
+            let rest = parts.get(i..)?;
+            if rest.is_empty() || rest.len() > 8 || !rest.iter().all(|s| is_name(s)) {
+                return None;
             }
-            "{n}" => match s.parse::<u32>() {
-                Ok(n) if s.bytes().all(|b| b.is_ascii_digit()) => {
-                    resource = Some(Resource::Irq(n));
-                    true
-                }
-                _ => false,
-            },
-            "{attr}" => {
+            got.extend_from_slice(rest);
+            return Some(got);
+        }
+        let s = *parts.get(i)?;
+        let ok = match *p {
+            "{dev}" => is_name(s),
+            "{n}" => is_number(s),
+            "{attr}" | "{module}" => {
                 !s.is_empty()
                     && s.bytes()
                         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             }
-            lit => lit == *s,
-        });
-        if let (true, Some(resource)) = (ok, resource) {
-            return Ok(Matched {
-                kind: k.what,
-                resource,
-            });
+            lit => match lit.split_once("{n}") {
+                Some((prefix, "")) => s.strip_prefix(prefix).is_some_and(is_number),
+                _ => lit == s,
+            },
+        };
+        if !ok {
+            return None;
         }
+        if p.contains('{') {
+            got.push(s);
+        }
+    }
+    (parts.len() == pat.len()).then_some(got)
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Checks `path` against the table (no I/O). The error says why and which kinds are allowed.
+pub fn classify(path: &str) -> Result<Matched, String> {
+    for k in KINDS {
+        let Some(got) = captures(k.pattern, path) else {
+            continue;
+        };
+        if let Some(allowed) = k.allowed {
+            allowed(&got)?;
+        }
+        let resource = match k.lock {
+            Lock::Device => Resource::Device(got[0].to_string()),
+            Lock::Irq => Resource::Irq(got[0].parse().map_err(|_| format!("{path}: IRQ number"))?),
+            Lock::Named(name) => Resource::Setting(name.to_string()),
+            Lock::Dotted(prefix) => Resource::Setting(format!("{prefix}.{}", got.join("."))),
+        };
+        return Ok(Matched {
+            kind: k.what,
+            resource,
+        });
     }
     Err(format!(
         "not a kind of file iolab changes (only {})",
@@ -163,6 +342,74 @@ mod tests {
                 why.contains("/sys/block/{dev}/queue/{attr}"),
                 "{bad}: {why}"
             );
+        }
+    }
+
+    #[test]
+    fn system_settings_pass_their_allow_lists_and_take_one_lock_per_setting() {
+        let setting = |p: &str| classify(p).map(|m| m.resource);
+        let named = |s: &str| Ok(Resource::Setting(s.to_string()));
+        assert_eq!(
+            setting("/proc/sys/vm/dirty_ratio"),
+            named("sysctl.vm.dirty_ratio")
+        );
+        assert_eq!(
+            setting("/proc/sys/net/ipv4/conf/eth0.100/rp_filter"),
+            named("sysctl.net.ipv4.conf.eth0.100.rp_filter")
+        );
+        assert_eq!(
+            setting("/sys/module/nvme/parameters/io_queue_depth"),
+            named("module.nvme.io_queue_depth")
+        );
+        // Every CPU's governor (and every idle state) is one setting, one lock.
+        for cpu in ["cpu0", "cpu17"] {
+            let g = format!("/sys/devices/system/cpu/{cpu}/cpufreq/scaling_governor");
+            assert_eq!(setting(&g), named("cpu.governor"));
+            let idle = format!("/sys/devices/system/cpu/{cpu}/cpuidle/state3/disable");
+            assert_eq!(setting(&idle), named("cpu.cstates"));
+        }
+        assert_eq!(
+            setting("/sys/devices/system/cpu/smt/control"),
+            named("cpu.smt")
+        );
+        assert_eq!(
+            setting("/sys/devices/system/cpu/cpufreq/boost"),
+            named("cpu.boost")
+        );
+        assert_eq!(
+            setting("/sys/devices/system/cpu/intel_pstate/no_turbo"),
+            named("cpu.boost")
+        );
+        // Sysctls and modules that could make the kernel run or load something are refused,
+        // and so are actions with no value to put back.
+        for (bad, says) in [
+            (
+                "/proc/sys/kernel/core_pattern",
+                "kernel.core_pattern is not one",
+            ),
+            ("/proc/sys/kernel/modprobe", "not one iolab changes"),
+            ("/proc/sys/vm/drop_caches", "an action"),
+            (
+                "/sys/module/firmware_class/parameters/path",
+                "firmware_class is not one",
+            ),
+            ("/proc/sys/vm/../kernel/core_pattern", "only"),
+            ("/proc/sys/", "only"),
+            (
+                "/sys/devices/system/cpu/cpux/cpufreq/scaling_governor",
+                "only",
+            ),
+            (
+                "/sys/devices/system/cpu/cpu0/cpuidle/state1/latency",
+                "only",
+            ),
+            (
+                "/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq",
+                "only",
+            ),
+        ] {
+            let why = classify(bad).unwrap_err();
+            assert!(why.contains(says), "{bad}: {why}");
         }
     }
 

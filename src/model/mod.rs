@@ -7,6 +7,7 @@
 //! Required inputs (CPU list, /proc/interrupts, /sys/block) fail with an error naming the
 //! file; optional ones degrade the model and leave a warning in `warnings`.
 
+pub mod controls;
 pub mod device_map;
 pub mod devices;
 pub mod irqs;
@@ -15,6 +16,7 @@ pub mod rates;
 pub mod render;
 pub mod topology;
 
+pub use controls::{BoostControl, Controls};
 pub use devices::{Allowed, BlockDevice, HwQueue, Partition};
 pub use irqs::{Irq, IrqRate};
 pub use placement::Placement;
@@ -45,6 +47,9 @@ pub struct Machine {
     pub nodes: Vec<Node>,
     pub devices: Vec<BlockDevice>,
     pub irqs: Vec<Irq>,
+    /// Governors, boost, SMT and idle states, as far as this machine exposes them.
+    #[serde(default)]
+    pub controls: Controls,
     /// CPU, per-CPU interrupt and disk rates when a second reading exists (per-IRQ rates are
     /// in each `irqs[].rate`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,6 +98,7 @@ impl Machine {
             }
         }
         device_map::mark_spread_managed(&devices, &mut irqs);
+        let controls = Controls::read(root, &topo.online);
         let mut machine = Machine {
             hostname: root.attr("/proc/sys/kernel/hostname"),
             kernel: root.attr("/proc/sys/kernel/osrelease"),
@@ -105,6 +111,7 @@ impl Machine {
             nodes,
             devices,
             irqs,
+            controls,
             rates: None,
             warnings: Vec::new(),
         };

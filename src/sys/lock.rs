@@ -26,6 +26,9 @@ pub enum Resource {
     Irq(u32),
     /// The kernel's tracer (tracefs `current_tracer` and its options).
     Tracer,
+    /// A system-wide setting by name: `sysctl.vm.dirty_ratio`, `module.nvme.io_timeout`,
+    /// `cpu.governor` (every CPU's at once), `cpu.smt`, `cpu.boost`, `cpu.cstates`.
+    Setting(String),
 }
 
 impl Resource {
@@ -34,6 +37,16 @@ impl Resource {
             Resource::Device(d) => format!("block-{d}.lock"),
             Resource::Irq(n) => format!("irq-{n}.lock"),
             Resource::Tracer => "tracer.lock".to_string(),
+            Resource::Setting(name) => {
+                let safe: String = name
+                    .chars()
+                    .map(|c| match c {
+                        'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '-' | '.' => c,
+                        _ => '_',
+                    })
+                    .collect();
+                format!("setting-{safe}.lock")
+            }
         }
     }
 
@@ -42,6 +55,7 @@ impl Resource {
             Resource::Device(d) => format!("/dev/{d}"),
             Resource::Irq(n) => format!("IRQ {n}"),
             Resource::Tracer => "the kernel's block tracer".to_string(),
+            Resource::Setting(name) => format!("the setting {name}"),
         }
     }
 }

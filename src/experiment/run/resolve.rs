@@ -51,7 +51,8 @@ pub struct ResolvedCell {
     pub placement_why: Option<String>,
     /// Every device's CPUs, in target order (each placed against its own interrupt).
     pub devices: Vec<DeviceCpus>,
-    /// Writes in the order they are made: the scheduler first (the kernel resets
+    /// Writes in the order they are made: machine-wide controls (sysctls, governors, ...),
+    /// then the scheduler (the kernel resets
     /// `nr_requests` and `wbt_lat_usec` when the scheduler changes), then the other queue
     /// knobs in factor order, then interrupt affinities.
     pub writes: Vec<KnobWrite>,
@@ -137,7 +138,12 @@ pub fn resolve_cells_on(
     };
     for (name, resolved) in each {
         for (into, r) in merged.iter_mut().zip(resolved) {
-            into.writes.extend(r.writes);
+            // Machine-wide controls are the same for every device: set them once.
+            for w in r.writes {
+                if !into.writes.contains(&w) {
+                    into.writes.push(w);
+                }
+            }
             into.devices.extend(r.devices);
             if into.not_applicable.is_none() {
                 into.not_applicable = r.not_applicable.map(|w| format!("/dev/{name}: {w}"));
@@ -254,13 +260,20 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
     // Stable: the scheduler moves to the front, the rest keep factor order.
     knobs.sort_by_key(|(attr, _)| attr != "scheduler");
     let mut irq_knobs = Vec::new();
-    out.writes = knobs
-        .into_iter()
-        .map(|(attr, value)| KnobWrite {
+    // The machine's controls first, then the device's queue.
+    for (knob, level) in cell.system_knobs() {
+        match knob.writes(level, m) {
+            Ok(w) => out.writes.extend(w),
+            Err(why) => {
+                out.not_applicable.get_or_insert(why);
+            }
+        }
+    }
+    out.writes
+        .extend(knobs.into_iter().map(|(attr, value)| KnobWrite {
             path: queue_attr_path(&dev.name, &attr),
             value,
-        })
-        .collect();
+        }));
     // Interrupts first: when a cell moves them, "on/near/far" are relative to where they go.
     let mut moved_to: Option<Vec<u32>> = None;
     if let Some(irq) = cell.irq_placement() {

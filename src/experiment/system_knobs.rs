@@ -1,0 +1,265 @@
+//! Factors that change the machine rather than a device's queue: `sysctl.NAME`,
+//! `module.MODULE.PARAMETER`, `cpu.governor`, `cpu.boost`, `cpu.smt` and `cpu.max_cstate`
+//! (the deepest idle state CPUs may enter). Case 3 toggled polling through a sysctl and case 4
+//! fixed the governor, turbo, C-states and SMT before measuring; as factors they are journaled
+//! and put back like queue knobs. Each level becomes plain file writes that `knobs::kinds`
+//! allows (sysctls and modules pass its allow-lists), so restore treats them like every knob.
+
+use crate::knobs::kinds;
+use crate::model::Machine;
+
+use super::run::KnobWrite;
+
+const CPU: &str = "/sys/devices/system/cpu";
+
+/// A machine-wide control, as named in `[factors]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemKnob {
+    /// Dotted name without the `sysctl.` prefix: `vm.dirty_ratio`.
+    Sysctl(String),
+    Module {
+        module: String,
+        parameter: String,
+    },
+    Governor,
+    Boost,
+    Smt,
+    MaxCstate,
+}
+
+/// The factor names, for help and suggestions.
+pub const NAMES: &[&str] = &[
+    "sysctl.NAME",
+    "module.MODULE.PARAMETER",
+    "cpu.governor",
+    "cpu.boost",
+    "cpu.smt",
+    "cpu.max_cstate",
+];
+
+impl SystemKnob {
+    /// `None` when `name` is not a system knob's name at all; an error when it is one but not
+    /// one iolab may change.
+    pub fn parse(name: &str) -> Option<Result<SystemKnob, String>> {
+        if let Some(sysctl) = name.strip_prefix("sysctl.") {
+            let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
+            return Some(kinds::classify(&path).map(|_| SystemKnob::Sysctl(sysctl.to_string())));
+        }
+        if let Some(rest) = name.strip_prefix("module.") {
+            let Some((module, parameter)) = rest.split_once('.') else {
+                return Some(Err(format!("`{name}`: write module.MODULE.PARAMETER")));
+            };
+            let path = format!("/sys/module/{module}/parameters/{parameter}");
+            return Some(kinds::classify(&path).map(|_| SystemKnob::Module {
+                module: module.to_string(),
+                parameter: parameter.to_string(),
+            }));
+        }
+        Some(Ok(match name {
+            "cpu.governor" => SystemKnob::Governor,
+            "cpu.boost" => SystemKnob::Boost,
+            "cpu.smt" => SystemKnob::Smt,
+            "cpu.max_cstate" => SystemKnob::MaxCstate,
+            _ if name.starts_with("cpu.") => {
+                return Some(Err(format!(
+                    "`{name}` is not a CPU control (cpu.governor, cpu.boost, cpu.smt, \
+                     cpu.max_cstate)"
+                )))
+            }
+            _ => return None,
+        }))
+    }
+
+    /// Checks and normalises one level's text; the error says what is allowed.
+    pub fn check(&self, text: &str) -> Result<String, String> {
+        let t = text.trim();
+        let on_off = |t: &str| match t {
+            "on" | "true" | "1" => Ok("on".to_string()),
+            "off" | "false" | "0" => Ok("off".to_string()),
+            _ => Err("on or off".to_string()),
+        };
+        match self {
+            SystemKnob::Boost | SystemKnob::Smt => on_off(t),
+            SystemKnob::MaxCstate => t
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n < 64)
+                .map(|n| n.to_string())
+                .ok_or_else(|| "an idle-state number: 0 (polling only) to 63".to_string()),
+            SystemKnob::Governor => {
+                if !t.is_empty() && t.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                    Ok(t.to_string())
+                } else {
+                    Err("a governor name (performance, powersave, schedutil, ...)".to_string())
+                }
+            }
+            // The kernel parses these; a value must be one line and cannot name a path.
+            SystemKnob::Sysctl(_) | SystemKnob::Module { .. } => {
+                if t.is_empty() || t.contains(['\n', '\r', '\0', '/']) {
+                    Err("one line of text without `/`".to_string())
+                } else {
+                    Ok(t.to_string())
+                }
+            }
+        }
+    }
+
+    /// The writes that set `level` on machine `m`, or why this machine cannot.
+    pub fn writes(&self, level: &str, m: &Machine) -> Result<Vec<KnobWrite>, String> {
+        let w = |path: String, value: &str| KnobWrite {
+            path,
+            value: value.to_string(),
+        };
+        let c = &m.controls;
+        match self {
+            SystemKnob::Sysctl(name) => Ok(vec![w(
+                format!("/proc/sys/{}", name.replace('.', "/")),
+                level,
+            )]),
+            SystemKnob::Module { module, parameter } => Ok(vec![w(
+                format!("/sys/module/{module}/parameters/{parameter}"),
+                level,
+            )]),
+            SystemKnob::Governor => {
+                if c.governor_cpus.is_empty() {
+                    return Err("no CPU here has a cpufreq governor".into());
+                }
+                if !c.governors.is_empty() && !c.governors.iter().any(|g| g == level) {
+                    return Err(format!(
+                        "governor {level} is not offered here (offered: {})",
+                        c.governors.join(", ")
+                    ));
+                }
+                Ok(c.governor_cpus
+                    .iter()
+                    .map(|cpu| w(format!("{CPU}/cpu{cpu}/cpufreq/scaling_governor"), level))
+                    .collect())
+            }
+            SystemKnob::Boost => {
+                let b = c
+                    .boost
+                    .as_ref()
+                    .ok_or("this machine exposes no boost/turbo switch")?;
+                let on = level == "on";
+                let value = if on != b.inverted { "1" } else { "0" };
+                Ok(vec![w(b.path.clone(), value)])
+            }
+            SystemKnob::Smt => {
+                if c.smt.is_none() {
+                    return Err("SMT cannot be switched here (smt/control)".into());
+                }
+                Ok(vec![w(format!("{CPU}/smt/control"), level)])
+            }
+            SystemKnob::MaxCstate => {
+                if c.idle_states.is_empty() {
+                    return Err("no CPU here exposes idle states (cpuidle)".into());
+                }
+                let deepest: u32 = level.parse().map_err(|_| format!("`{level}`"))?;
+                Ok(c.idle_states
+                    .iter()
+                    .flat_map(|&(cpu, states)| {
+                        (0..states).map(move |k| {
+                            let off = if k > deepest { "1" } else { "0" };
+                            w(format!("{CPU}/cpu{cpu}/cpuidle/state{k}/disable"), off)
+                        })
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Whether the knob changes which CPUs are online, which the placement of fio and of
+    /// interrupts is resolved against before the first run.
+    pub fn changes_cpus(&self) -> bool {
+        matches!(self, SystemKnob::Smt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{BoostControl, Controls};
+
+    fn machine(controls: Controls) -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["sys/block", "sys/devices/system/cpu", "proc/irq"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        std::fs::write(dir.path().join("sys/devices/system/cpu/online"), "0-1\n").unwrap();
+        std::fs::write(
+            dir.path().join("proc/interrupts"),
+            "           CPU0       CPU1\n",
+        )
+        .unwrap();
+        let mut m = Machine::read(&crate::sys::SysRoot::at(dir.path()).unwrap()).unwrap();
+        m.controls = controls;
+        m
+    }
+
+    #[test]
+    fn names_parse_into_knobs_that_the_journal_allows() {
+        assert_eq!(
+            SystemKnob::parse("sysctl.vm.dirty_ratio"),
+            Some(Ok(SystemKnob::Sysctl("vm.dirty_ratio".into())))
+        );
+        assert_eq!(
+            SystemKnob::parse("module.nvme.io_timeout"),
+            Some(Ok(SystemKnob::Module {
+                module: "nvme".into(),
+                parameter: "io_timeout".into()
+            }))
+        );
+        assert_eq!(SystemKnob::parse("cpu.smt"), Some(Ok(SystemKnob::Smt)));
+        assert_eq!(SystemKnob::parse("bs"), None);
+        for bad in [
+            "sysctl.kernel.core_pattern",
+            "module.firmware_class.path",
+            "cpu.speed",
+        ] {
+            assert!(matches!(SystemKnob::parse(bad), Some(Err(_))), "{bad}");
+        }
+        assert_eq!(SystemKnob::Boost.check("true").unwrap(), "on");
+        assert!(SystemKnob::MaxCstate.check("deep").is_err());
+        assert!(SystemKnob::Sysctl("vm.x".into())
+            .check("/etc/passwd")
+            .is_err());
+    }
+
+    #[test]
+    fn levels_become_writes_for_every_cpu_or_a_reason() {
+        let none = machine(Controls::default());
+        for k in [
+            SystemKnob::Governor,
+            SystemKnob::Boost,
+            SystemKnob::Smt,
+            SystemKnob::MaxCstate,
+        ] {
+            assert!(k.writes("on", &none).is_err(), "{k:?}");
+        }
+        let m = machine(Controls {
+            governor_cpus: vec![0, 1],
+            governors: vec!["performance".into(), "powersave".into()],
+            boost: Some(BoostControl {
+                path: format!("{CPU}/intel_pstate/no_turbo"),
+                inverted: true,
+            }),
+            smt: Some("on".into()),
+            idle_states: vec![(0, 3), (1, 3)],
+        });
+        let g = SystemKnob::Governor.writes("performance", &m).unwrap();
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[1].path, format!("{CPU}/cpu1/cpufreq/scaling_governor"));
+        assert!(SystemKnob::Governor
+            .writes("ondemand", &m)
+            .unwrap_err()
+            .contains("offered"));
+        // no_turbo reads the other way round.
+        assert_eq!(SystemKnob::Boost.writes("off", &m).unwrap()[0].value, "1");
+        let c = SystemKnob::MaxCstate.writes("1", &m).unwrap();
+        let disabled: Vec<&str> = c.iter().map(|w| w.value.as_str()).collect();
+        assert_eq!(disabled, ["0", "0", "1", "0", "0", "1"]);
+        for w in g.iter().chain(&c) {
+            kinds::classify(&w.path).unwrap();
+        }
+    }
+}
