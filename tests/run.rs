@@ -154,6 +154,66 @@ fn system_controls_are_set_per_cell_and_all_come_back() {
     assert!(out.knob_changes.is_empty());
 }
 
+/// `[prepare]`: every measured run drops the page cache first (here a plain file under the
+/// fixture root), and a run whose preparation fails is stored failed with the reason.
+#[test]
+fn prepare_drops_caches_before_every_run_or_fails_the_run() {
+    let lab = Lab::new();
+    let drop = lab.dir.path().join("root/proc/sys/vm/drop_caches");
+    std::fs::create_dir_all(drop.parent().unwrap()).unwrap();
+    std::fs::write(&drop, "0").unwrap();
+    let text = "name = \"cold\"\nrepetitions = 2\n[target]\ndevice = \"loop3\"\n\
+                [workload]\nrw = \"read\"\n[prepare]\nsync = true\ndrop_caches = true\n\
+                settle = \"10ms\"\n";
+    let e = exp(text);
+    assert!(e.prepare.drop_caches && e.prepare.settle == Some(Duration::from_millis(10)));
+    let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    assert_eq!(out.failed_runs, 0);
+    assert_eq!(std::fs::read_to_string(&drop).unwrap(), "3");
+
+    // Where the cache cannot be dropped, the runs fail and say why.
+    std::fs::remove_file(&drop).unwrap();
+    std::fs::create_dir(&drop).unwrap();
+    let replay = ReplayFio::in_order(std::iter::empty());
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        let RunStatus::Failed(why) = &r.status else {
+            panic!("{:?}", r.status)
+        };
+        assert!(why.contains("cannot drop caches"), "{why}");
+    }
+
+    let err = experiment::parse(
+        "p.toml",
+        "name = \"x\"\n[workload]\nrw = \"read\"\n[prepare]\nsettle = \"soon\"\ntrim = true\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("p.toml:5:10"), "{err}");
+    assert!(
+        err.contains("p.toml:6:1: unknown key `trim` in [prepare]"),
+        "{err}"
+    );
+}
+
 /// Sysctls that could make the kernel run a program, and SMT together with placement, are
 /// refused before anything runs, each at its line.
 #[test]

@@ -37,6 +37,7 @@ use toml::Spanned;
 use super::factor::{
     Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement, IRQ_ALLOWED, PLACEMENT_ALLOWED,
 };
+use super::prepare::Prepare;
 use super::queue_knobs;
 use super::system_knobs::{self, SystemKnob};
 use crate::target::DEFAULT_SCRATCH_BYTES;
@@ -126,6 +127,8 @@ pub struct Experiment {
     /// Record a block trace of the target device during each measured run, store it beside
     /// the results and store its headline figures as `trace_*` metrics.
     pub trace: bool,
+    /// Steps before every measured run (`[prepare]`).
+    pub prepare: Prepare,
 }
 
 impl TargetSpec {
@@ -213,7 +216,9 @@ const TOP_KEYS: &[&str] = &[
     "target",
     "workload",
     "factors",
+    "prepare",
 ];
+const PREPARE_KEYS: &[&str] = &["sync", "drop_caches", "settle"];
 const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
@@ -280,6 +285,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut workload_spans = Vec::new();
     let mut factors = Vec::new();
     let mut factors_span = 0..0;
+    let mut prepare = Prepare::default();
     for (key, value) in root.iter() {
         match key.get_ref().as_ref() {
             "name" => name = w.nonempty_string(value, "name"),
@@ -313,6 +319,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 factors = w.factors(value, &policy);
                 factors_span = key.span();
             }
+            "prepare" => prepare = w.prepare(value),
             other => w.unknown_key(key.span(), other, "the top level", TOP_KEYS),
         }
     }
@@ -342,6 +349,13 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 "`trace = true` records this machine's device; with `hosts` fio runs elsewhere"
                     .to_string(),
                 Some("trace = false".to_string()),
+            );
+        }
+        if !prepare.is_empty() {
+            w.error(
+                0..0,
+                "[prepare] acts on this machine; with `hosts` fio runs elsewhere".to_string(),
+                Some("prepare the hosts yourself, or leave [prepare] out".to_string()),
             );
         }
         // Knobs, placement and interrupts are set on this machine only.
@@ -378,6 +392,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         policy,
         split_cpus,
         trace,
+        prepare,
     })
 }
 
@@ -659,6 +674,30 @@ impl Walker<'_> {
             target_ci: target_ci.unwrap_or_default(),
             metric,
         })
+    }
+
+    fn prepare(&mut self, v: &Value) -> Prepare {
+        let mut p = Prepare::default();
+        let DeValue::Table(table) = v.get_ref() else {
+            self.expected(v, "a table ([prepare])", "prepare");
+            return p;
+        };
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "sync" => p.sync = self.boolean(value).unwrap_or(false),
+                "drop_caches" => p.drop_caches = self.boolean(value).unwrap_or(false),
+                "settle" => {
+                    let text = self.string(value, "settle");
+                    match text.map(|t| crate::sys::parse::duration::duration(&t)) {
+                        Some(Ok(d)) => p.settle = Some(d),
+                        Some(Err(e)) => self.error(value.span(), e, None),
+                        None => {}
+                    }
+                }
+                other => self.unknown_key(key.span(), other, "[prepare]", PREPARE_KEYS),
+            }
+        }
+        p
     }
 
     fn target(&mut self, v: &Value) -> Option<TargetSpec> {

@@ -7,6 +7,7 @@ pub mod factor;
 pub mod file;
 pub mod metrics;
 pub mod plan;
+pub mod prepare;
 pub mod queue_knobs;
 pub mod run;
 pub mod system_knobs;

@@ -872,11 +872,17 @@ fn one_run(
         lp.store.insert_run(&record)?;
         return Ok(Some((record.status, Vec::new())));
     }
-    if let Err(why) = write_knobs(lp, &cell.writes) {
-        record.status = RunStatus::Failed(why);
-        record.end_unix = crate::store::time::now_unix();
-        lp.store.insert_run(&record)?;
-        return Ok(Some((record.status, Vec::new())));
+    let prepared = write_knobs(lp, &cell.writes)
+        .and_then(|()| exp.prepare.before_run(&lp.settings.root, &lp.cancel));
+    match prepared {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        Err(why) => {
+            record.status = RunStatus::Failed(why);
+            record.end_unix = crate::store::time::now_unix();
+            lp.store.insert_run(&record)?;
+            return Ok(Some((record.status, Vec::new())));
+        }
     }
     let targets: Vec<(String, Option<Vec<u32>>)> = cell
         .devices
