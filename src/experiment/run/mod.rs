@@ -873,7 +873,7 @@ fn one_run(
         return Ok(Some((record.status, Vec::new())));
     }
     let prepared = write_knobs(lp, &cell.writes)
-        .and_then(|()| exp.prepare.before_run(&lp.settings.root, &lp.cancel));
+        .and_then(|()| exp.prepare.before_run(&lp.settings.root, lp.cancel));
     match prepared {
         Ok(true) => {}
         Ok(false) => return Ok(None),
