@@ -154,6 +154,79 @@ fn system_controls_are_set_per_cell_and_all_come_back() {
     assert!(out.knob_changes.is_empty());
 }
 
+/// `[stabilise]` sets preflight's advice and the named controls once, before the first run,
+/// records them with the experiment and puts them back after the last; a control this
+/// machine lacks stops the experiment before anything is written.
+#[test]
+fn stabilise_sets_the_advice_once_and_puts_it_back() {
+    let lab = Lab::new();
+    let files = crate::common::system_controls(&lab.dir.path().join("root"));
+    let e = exp(
+        "name = \"quiet\"\nrepetitions = 2\n[target]\ndevice = \"loop3\"\n\
+                 [workload]\nrw = \"read\"\n[stabilise]\npreflight = true\n\
+                 sysctl.vm.dirty_ratio = 15\n",
+    );
+    let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap();
+    assert_eq!(out.failed_runs, 0);
+    // Two governors, no_turbo, 2 x 3 idle states and the sysctl, once for both runs.
+    let changed: Vec<(&str, &str)> = out
+        .knob_changes
+        .iter()
+        .map(|w| (w.path.as_str(), w.new.as_str()))
+        .collect();
+    assert_eq!(changed.len(), 10, "{changed:?}");
+    assert!(changed.contains(&(
+        "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+        "performance"
+    )));
+    assert!(changed.contains(&("/sys/devices/system/cpu/intel_pstate/no_turbo", "1")));
+    assert!(changed.contains(&("/sys/devices/system/cpu/cpu1/cpuidle/state2/disable", "1")));
+    assert!(changed.contains(&("/proc/sys/vm/dirty_ratio", "15")));
+    for (rel, value) in &files {
+        assert_eq!(&lab.attr(rel), value, "{rel} came back");
+    }
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let env = db.environment(out.experiment_id).unwrap();
+    let st = env
+        .iter()
+        .find(|e| e.key == "stabilised")
+        .expect("recorded");
+    assert_eq!(
+        st.value,
+        "cpu.governor=performance, cpu.boost=off, cpu.max_cstate=1, sysctl.vm.dirty_ratio=15"
+    );
+
+    // The bare fixture has no cpufreq: naming the governor stops everything, writing nothing.
+    let bare = Lab::new();
+    let e = exp(
+        "name = \"q\"\n[target]\ndevice = \"loop3\"\n[workload]\nrw = \"read\"\n\
+                 [stabilise]\ncpu.governor = \"performance\"\n",
+    );
+    let replay = ReplayFio::in_order(std::iter::empty());
+    let err = runloop::run(
+        &e,
+        &bare.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("[stabilise] cpu.governor: no CPU here has a cpufreq governor"),
+        "{err}"
+    );
+    assert!(replay.calls().is_empty());
+}
+
 /// `[prepare]`: every measured run drops the page cache first (here a plain file under the
 /// fixture root), and a run whose preparation fails is stored failed with the reason.
 #[test]

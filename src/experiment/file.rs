@@ -129,6 +129,18 @@ pub struct Experiment {
     pub trace: bool,
     /// Steps before every measured run (`[prepare]`).
     pub prepare: Prepare,
+    /// Machine-wide controls set once for the whole experiment (`[stabilise]`).
+    pub stabilise: Stabilise,
+}
+
+/// `[stabilise]`: machine-wide controls set before the first run and put back after the last.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stabilise {
+    /// `preflight = true`: what preflight advises where this machine has it (the performance
+    /// governor, boost off, no idle state deeper than C1).
+    pub advice: bool,
+    /// Controls named in the table, with their normalised values, in file order.
+    pub settings: Vec<(SystemKnob, String)>,
 }
 
 impl TargetSpec {
@@ -217,6 +229,7 @@ const TOP_KEYS: &[&str] = &[
     "workload",
     "factors",
     "prepare",
+    "stabilise",
 ];
 const PREPARE_KEYS: &[&str] = &["sync", "drop_caches", "settle"];
 const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"];
@@ -286,6 +299,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut factors = Vec::new();
     let mut factors_span = 0..0;
     let mut prepare = Prepare::default();
+    let mut stabilise = Stabilise::default();
     for (key, value) in root.iter() {
         match key.get_ref().as_ref() {
             "name" => name = w.nonempty_string(value, "name"),
@@ -320,6 +334,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 factors_span = key.span();
             }
             "prepare" => prepare = w.prepare(value),
+            "stabilise" => stabilise = w.stabilise(value),
             other => w.unknown_key(key.span(), other, "the top level", TOP_KEYS),
         }
     }
@@ -329,6 +344,18 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
             "the experiment has no `name`".to_string(),
             Some("name = \"a short title\" at the top of the file".to_string()),
         );
+    }
+    for f in &factors {
+        if let FactorKind::System(k) = &f.kind {
+            if stabilise.settings.iter().any(|(s, _)| s == k) {
+                w.diags.push(Diagnostic {
+                    line: f.line,
+                    column: 1,
+                    message: format!("`{}` is a factor and is also set in [stabilise]", f.name),
+                    allowed: Some("one of the two".to_string()),
+                });
+            }
+        }
     }
     w.conflicts(&workload, &workload_spans, &factors);
     w.matrix_size(factors_span, &factors, &repetitions);
@@ -351,11 +378,12 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 Some("trace = false".to_string()),
             );
         }
-        if !prepare.is_empty() {
+        if !prepare.is_empty() || stabilise != Stabilise::default() {
             w.error(
                 0..0,
-                "[prepare] acts on this machine; with `hosts` fio runs elsewhere".to_string(),
-                Some("prepare the hosts yourself, or leave [prepare] out".to_string()),
+                "[prepare] and [stabilise] act on this machine; with `hosts` fio runs elsewhere"
+                    .to_string(),
+                Some("prepare the hosts yourself, or leave those tables out".to_string()),
             );
         }
         // Knobs, placement and interrupts are set on this machine only.
@@ -393,6 +421,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         split_cpus,
         trace,
         prepare,
+        stabilise,
     })
 }
 
@@ -698,6 +727,53 @@ impl Walker<'_> {
             }
         }
         p
+    }
+
+    fn stabilise(&mut self, v: &Value) -> Stabilise {
+        let mut st = Stabilise::default();
+        let DeValue::Table(table) = v.get_ref() else {
+            self.expected(v, "a table ([stabilise])", "stabilise");
+            return st;
+        };
+        let mut entries = Vec::new();
+        for (key, value) in table.iter() {
+            let name = key.get_ref().to_string();
+            match value.get_ref() {
+                DeValue::Table(inner) if SYSTEM_PREFIXES.contains(&name.as_str()) => {
+                    dotted_entries(&name, key.span().start, inner, &mut entries)
+                }
+                _ => entries.push((name, key.span(), value)),
+            }
+        }
+        for (name, span, value) in entries {
+            if name == "preflight" {
+                st.advice = self.boolean(value).unwrap_or(false);
+                continue;
+            }
+            let knob = match SystemKnob::parse(&name) {
+                Some(Ok(k)) => k,
+                Some(Err(why)) => {
+                    self.error(span, why, None);
+                    continue;
+                }
+                None => {
+                    let mut allowed = vec!["preflight"];
+                    allowed.extend(system_knobs::NAMES);
+                    self.unknown_key(span, &name, "[stabilise]", &allowed);
+                    continue;
+                }
+            };
+            match scalar_text(value.get_ref()).map(|t| knob.check(&t)) {
+                Some(Ok(level)) => st.settings.push((knob, level)),
+                Some(Err(allowed)) => self.error(
+                    value.span(),
+                    format!("not a value of `{name}`"),
+                    Some(allowed),
+                ),
+                None => self.expected(value, "a string, integer or boolean", &name),
+            }
+        }
+        st
     }
 
     fn target(&mut self, v: &Value) -> Option<TargetSpec> {

@@ -168,6 +168,35 @@ impl SystemKnob {
         }
     }
 
+    /// What preflight advises for a quiet machine, as far as `m` has the controls: the
+    /// performance governor, boost off, no idle state deeper than C1 (case 4's set-up).
+    pub fn advice(m: &Machine) -> Vec<(SystemKnob, String)> {
+        let c = &m.controls;
+        let mut out = Vec::new();
+        if c.governors.iter().any(|g| g == "performance") {
+            out.push((SystemKnob::Governor, "performance".to_string()));
+        }
+        if c.boost.is_some() {
+            out.push((SystemKnob::Boost, "off".to_string()));
+        }
+        if !c.idle_states.is_empty() {
+            out.push((SystemKnob::MaxCstate, "1".to_string()));
+        }
+        out
+    }
+
+    /// The name as written in an experiment file.
+    pub fn name(&self) -> String {
+        match self {
+            SystemKnob::Sysctl(n) => format!("sysctl.{n}"),
+            SystemKnob::Module { module, parameter } => format!("module.{module}.{parameter}"),
+            SystemKnob::Governor => "cpu.governor".into(),
+            SystemKnob::Boost => "cpu.boost".into(),
+            SystemKnob::Smt => "cpu.smt".into(),
+            SystemKnob::MaxCstate => "cpu.max_cstate".into(),
+        }
+    }
+
     /// Whether the knob changes which CPUs are online, which the placement of fio and of
     /// interrupts is resolved against before the first run.
     pub fn changes_cpus(&self) -> bool {

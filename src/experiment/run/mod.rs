@@ -539,6 +539,10 @@ pub fn run(
     // it holds the locks until it has restored everything.
     let mut journal = Journal::begin_at(&settings.state_dir, &settings.root)?;
     journal.hold(locks);
+    let stabilised = stabilise(exp, &machine, &mut journal)?;
+    if !stabilised.is_empty() {
+        progress.message(&format!("stabilised: {stabilised}"));
+    }
 
     let mut store = Store::open(&settings.db_path)?;
     let host = if remote {
@@ -584,6 +588,14 @@ pub fn run(
         severity: None,
         advice: None,
     });
+    if !stabilised.is_empty() {
+        env.push(crate::store::EnvironmentEntry {
+            key: "stabilised".into(),
+            value: stabilised,
+            severity: None,
+            advice: None,
+        });
+    }
     env.push(crate::store::EnvironmentEntry {
         key: "plan".into(),
         value: serde_json::to_string(&plan.cells)?,
@@ -976,6 +988,34 @@ fn one_run(
     record.job_file = Some(outcome.job_file);
     lp.store.insert_run(&record)?;
     Ok(Some((record.status, metrics)))
+}
+
+/// Sets `[stabilise]` once, through the journal (which puts it back with everything else):
+/// preflight's advice where this machine has the control, then the controls the file names,
+/// which must exist. Returns what was set, `name=value, ...`.
+fn stabilise(exp: &Experiment, m: &Machine, journal: &mut Journal) -> Result<String> {
+    use super::system_knobs::SystemKnob;
+    let st = &exp.stabilise;
+    let mut wanted: Vec<(SystemKnob, String)> = if st.advice {
+        SystemKnob::advice(m)
+    } else {
+        Vec::new()
+    };
+    wanted.retain(|(k, _)| !st.settings.iter().any(|(s, _)| s == k));
+    wanted.extend(st.settings.iter().cloned());
+    let mut done = Vec::new();
+    for (knob, level) in &wanted {
+        let writes = knob
+            .writes(level, m)
+            .map_err(|why| anyhow::anyhow!("{}: [stabilise] {}: {why}", exp.source, knob.name()))?;
+        for w in writes {
+            journal
+                .set(&w.path, &w.value)
+                .with_context(|| format!("[stabilise] {} = {level}", knob.name()))?;
+        }
+        done.push(format!("{}={level}", knob.name()));
+    }
+    Ok(done.join(", "))
 }
 
 /// Writes a cell's knobs through the journal (which maps them under the run's root); the
