@@ -14,6 +14,8 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Instant;
 
+mod system;
+
 /// One guest at a time.
 static LAB: Mutex<()> = Mutex::new(());
 
