@@ -1,5 +1,5 @@
 //! Where to pin the I/O generator relative to the CPU that takes the device's interrupt
-//! (seeds/000: "IO on", "IO near", "IO far"). The words only mean something against a
+//! (case 0: "IO on", "IO near", "IO far"). The words only mean something against a
 //! topology, so this module turns a placement level into a CPU list for one machine, or says
 //! plainly why the level cannot be realised here (a one-node VM has nothing "far").
 //!
@@ -309,7 +309,7 @@ fn resolve_far(
 mod tests {
     use super::*;
 
-    /// Alan Brunelle's box (seeds/000): 4 cells of 4 CPUs, one package per cell, no SMT.
+    /// Alan Brunelle's box (case 0): 4 cells of 4 CPUs, one package per cell, no SMT.
     fn table(d: &[Vec<u32>]) -> impl Fn(u32, u32) -> Option<u32> + '_ {
         move |a, b| d.get(a as usize)?.get(b as usize).copied()
     }

@@ -1,4 +1,4 @@
-//! A results database shaped like a real rq_affinity x placement experiment (seeds/000), built
+//! A results database shaped like a real rq_affinity x placement experiment (case 0), built
 //! through the store API: realistic IOPS/latency/CPU figures with run-to-run noise, one slow
 //! outlier run, a failed run, cells that are not applicable here (no CPU on another node),
 //! sampled interrupt and CPU series, and fio json+ output for latency histograms. Used by the

@@ -120,7 +120,7 @@ fn two_node_box_topology_queues_and_managed_irqs() {
         numbers(&m["default_irq_affinity"]),
         (0..15).collect::<Vec<u64>>()
     );
-    // On / near / far from the CPU that takes the interrupt (seeds/000).
+    // On / near / far from the CPU that takes the interrupt (case 0).
     let sda = &device(&m, "sda")["placement"];
     assert_eq!(numbers(&sda["on"]), vec![2]);
     // Near shares the LLC but not the core: CPU 10, the IRQ CPU's SMT sibling, is left out.

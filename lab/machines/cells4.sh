@@ -1,4 +1,4 @@
-# cells4 — seeds/000's 4-cell box: 4 NUMA nodes, each one package of 2 cores x 2 threads
+# cells4 — case 0's 4-cell box: 4 NUMA nodes, each one package of 2 cores x 2 threads
 # (CPUs 4N..4N+3 on node N); a megasas-gen2 HBA (one interrupt, like the seed's FC HBAs)
 # with two scsi-hd disks on node 0; an NVMe with 4 I/O queue pairs (fewer than the 16 CPUs,
 # so several CPUs share each queue's managed interrupt) on node 2.

@@ -1,4 +1,4 @@
-# guests — seeds/004's many guests: LAB_GUESTS (default 3) small guests, 1 CPU each, each
+# guests — case 4's many guests: LAB_GUESTS (default 3) small guests, 1 CPU each, each
 # running `fio --server` forwarded from 127.0.0.1:(LAB_PORT_BASE+I). The command runs on THIS
 # machine once every server answers, with LAB_FIO_SERVERS set to the `host,port` list that
 # a hosts-mode experiment or `fio --client` takes. Each guest has a scratch virtio disk

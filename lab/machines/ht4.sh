@@ -1,4 +1,4 @@
-# ht4 — seeds/002's box: 4 packages of 1 core x 2 threads (one node), four virtio-net NICs
+# ht4 — case 2's box: 4 packages of 1 core x 2 threads (one node), four virtio-net NICs
 # whose queue interrupts can be moved. Each NIC has its own user-net subnet 10.0.(10+K).0/24
 # (guest address .15) and a port forward 127.0.0.1:(LAB_PORT_BASE+K) -> guest port 8000, so
 # traffic driven from this machine arrives on NIC K. The guest set-up gives each NIC its

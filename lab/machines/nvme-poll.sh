@@ -1,4 +1,4 @@
-# nvme-poll — seeds/003's NVMe with polling: 4 CPUs on one node, an NVMe with 4 I/O queue
+# nvme-poll — case 3's NVMe with polling: 4 CPUs on one node, an NVMe with 4 I/O queue
 # pairs of which `nvme.poll_queues=2` (kernel command line) become poll queues, so io_uring
 # `hipri` I/O completes without interrupts and the queue's io_poll is 1.
 LAB_DESCRIPTION="4 CPUs, one node; NVMe with 4 queue pairs, 2 of them poll queues"

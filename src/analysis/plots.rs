@@ -28,13 +28,13 @@ use super::show::{summarise, Loaded};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
-    /// Mean per cell with 95% CI whiskers (seeds/000's r/s and %sys).
+    /// Mean per cell with 95% CI whiskers (case 0's r/s and %sys).
     Bars,
-    /// A metric against a numeric factor, one line per variant (seeds/004).
+    /// A metric against a numeric factor, one line per variant (case 4).
     Lines,
     /// Completion-latency CDF per cell from merged json+ histograms.
     Latency,
-    /// Interrupts/s per CPU over time for one run (seeds/002).
+    /// Interrupts/s per CPU over time for one run (case 2).
     Heatmap,
     /// Per-CPU time breakdown (usr, sys, irq, softirq, iowait, idle) for one run.
     Cpu,
@@ -267,7 +267,7 @@ fn lines(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<St
     )?)
 }
 
-/// How to tell experiments apart in a legend (seeds/004: stock vs backported kernel): the
+/// How to tell experiments apart in a legend (case 4: stock vs backported kernel): the
 /// first run tag whose value differs between them (user tags before `kernel` and `host`),
 /// else the experiment id. Empty when only one experiment is drawn.
 fn variant_labels(store: &Store, experiments: &[Loaded]) -> anyhow::Result<Vec<String>> {

@@ -1,5 +1,5 @@
 //! `irq top`'s numbers: interrupts per second per IRQ and per CPU between two readings of
-//! /proc/interrupts. The cumulative counts in that file hide a pile-up (seeds/002: load that
+//! /proc/interrupts. The cumulative counts in that file hide a pile-up (case 2: load that
 //! rotates between CPUs looks even since boot); rates over a short interval show it.
 
 use super::render::rate;

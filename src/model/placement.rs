@@ -1,4 +1,4 @@
-//! On / near / far for one device (seeds/000). For each online CPU c we find the CPUs that
+//! On / near / far for one device (case 0). For each online CPU c we find the CPUs that
 //! handle the interrupt for I/O submitted from c — the effective affinity of the IRQ of the
 //! hardware queue c submits to, or of the device's only IRQ — and call c "on" if it is one of
 //! them. "Near" and "far" are then resolved from the "on" CPUs by `crate::placement`, the one

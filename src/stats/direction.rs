@@ -18,7 +18,7 @@ impl Direction {
     /// Work done (`_iops`, `_bw_mbs`, `_mb_per_s`, the device's `dev_*_per_s`) is better
     /// higher; latencies (`_us`, `_ms`, `await`) and CPU costs (`_pct`, except `idle_pct`)
     /// are better lower. Interrupt rates (`irq_per_s`, `dev_irq_per_s`) count as a cost:
-    /// they are overhead, not work, and polling's win in seeds/003 is fewer ints/s.
+    /// they are overhead, not work, and polling's win in case 3 is fewer ints/s.
     pub fn for_metric(name: &str) -> Option<Direction> {
         use Direction::*;
         let lower = ["_us", "_ms", "await", "_pct", "irq_per_s"];
@@ -69,7 +69,7 @@ mod tests {
 
     /// A traced run's latencies and the share spent in the scheduler are costs; counts,
     /// sizes, depths and the merge ratio are descriptions whose better side depends on the
-    /// workload (seeds/001's collapsed dispatch depth was bad, a deep queue on a slow disk is
+    /// workload (case 1's collapsed dispatch depth was bad, a deep queue on a slow disk is
     /// too), so a comparison must name its direction.
     #[test]
     fn trace_metrics_have_their_documented_direction() {

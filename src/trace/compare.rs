@@ -1,4 +1,4 @@
-//! Two traces side by side (seeds/001: the same workload on 2.6.16 and 2.6.32): the key
+//! Two traces side by side (case 1: the same workload on 2.6.16 and 2.6.32): the key
 //! numbers of each device with their change, and the findings present in only one of them.
 
 use std::fmt::Write;

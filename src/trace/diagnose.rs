@@ -1,5 +1,5 @@
 //! Diagnosis: turns a [`Report`] into findings a person can act on, each with the numbers
-//! that triggered it (seeds/001: I2D grew to 88% of Q2C, allocation sleeps appeared, the
+//! that triggered it (case 1: I2D grew to 88% of Q2C, allocation sleeps appeared, the
 //! dispatch depth collapsed). Rules are plain thresholds on the report, kept in one table so
 //! they are easy to read and to test.
 
@@ -237,10 +237,10 @@ mod tests {
         }
     }
 
-    /// seeds/001's regression in miniature: requests wait ~90% of their life in the
+    /// case 1's regression in miniature: requests wait ~90% of their life in the
     /// scheduler (I2D), allocation sleeps (S) appear, one request at a time in the driver.
     #[test]
-    fn scheduler_bound_trace_gives_the_seeds_001_findings() {
+    fn scheduler_bound_trace_gives_the_case_1_findings() {
         let mut a = Analyzer::new(Options::default());
         let mut t = 1_000_000;
         for i in 0..500u64 {

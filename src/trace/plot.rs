@@ -1,4 +1,4 @@
-//! `trace plot`: the pictures of seeds/001 — where on the device the I/O went over time (the
+//! `trace plot`: the pictures of case 1 — where on the device the I/O went over time (the
 //! "cloud" of dispatched sectors, reads and writes coloured; several traces on one chart, one
 //! colour each), latency over time, queue and driver depth over time, throughput, IOPS and
 //! seeks per second over time, and the latency histogram with reads and writes apart — as
@@ -123,7 +123,7 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
     })
 }
 
-/// Colours of overlaid traces, in order (seeds/001: the first in green, the second in red).
+/// Colours of overlaid traces, in order (case 1: the first in green, the second in red).
 const TRACE_COLOURS: [&str; 6] = [
     "#2ca02c", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#8c564b",
 ];

@@ -2,7 +2,7 @@
 //! 8, either byte order) from a slice, and encode one back. Everything else in `trace` sees
 //! only [`Event`]s, so the on-disk layout is known in exactly one place.
 //!
-//! Layouts (see notes/blktrace-and-btt.md): v7 is a 48-byte header with a 32-bit action;
+//! Layouts (docs/design.md, "blktrace records"): v7 is a 48-byte header with a 32-bit action;
 //! v8 (Linux 6.19) a 64-byte header with a 64-bit action. Each header is followed by
 //! `pdu_len` payload bytes. Integer payloads are big-endian by kernel convention, except the
 //! cgroup id that leads the payload when the action carries the cgroup flag (native order).

@@ -1,6 +1,7 @@
-//! A minimal SVG chart writer: axes with ticks and labels, polylines, points and bars. Hand
-//! written because plotters needs an embedded font even for SVG (notes/crates.md), and these
-//! charts need nothing more than this. Output is deterministic text, so it can be tested.
+//! A minimal SVG chart writer for the trace charts: axes with ticks and labels, polylines,
+//! points and bars. Output is deterministic text, so it can be tested. The experiment charts
+//! (`report::plot`) draw through plotters' SVG backend instead; two chart engines is a known
+//! duplication, to be folded into one.
 
 use std::fmt::Write;
 

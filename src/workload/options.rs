@@ -772,7 +772,7 @@ mod tests {
             ("ignore_error", "EIO,ENOSPC:5"),
             ("verify_pattern", "0xdeadbeef"),
             ("buffer_pattern", "\"abcd\"-12%o"),
-            ("description", "4k/64k mix, as in seeds/001"),
+            ("description", "4k/64k mix, as in case 1"),
             ("write_lat_log", "lat"),
             ("write_bw_log", "iolab.bw"),
         ] {

@@ -1,4 +1,4 @@
-//! Bars with CI whiskers, one per configuration (seeds/000's r/s and %sys per placement and
+//! Bars with CI whiskers, one per configuration (case 0's r/s and %sys per placement and
 //! rq_affinity): the whisker shows at a glance which bars could be the same.
 
 use plotters::prelude::*;

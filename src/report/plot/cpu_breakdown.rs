@@ -1,6 +1,6 @@
 //! Per-CPU time breakdown as stacked bars (usr, sys, irq, softirq, iowait, idle...): shows
 //! which CPU pays for the I/O and in which currency, e.g. the softirq time that follows an
-//! IRQ's affinity in seeds/000 and seeds/002.
+//! IRQ's affinity in case 0 and case 2.
 
 use plotters::prelude::*;
 

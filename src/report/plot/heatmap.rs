@@ -1,4 +1,4 @@
-//! Per-CPU interrupt rate over time as a heatmap (seeds/002): cumulative counts in
+//! Per-CPU interrupt rate over time as a heatmap (case 2): cumulative counts in
 //! /proc/interrupts hide that heavy IRQs pile onto one CPU; a row per CPU and a column per
 //! sampling interval shows the pile-up and when it moved.
 

@@ -1,4 +1,4 @@
-//! A metric against a numeric factor, one line per variant (seeds/004: aggregated
+//! A metric against a numeric factor, one line per variant (case 4: aggregated
 //! throughput vs block size, stock vs backported kernel), with each point's CI as a
 //! whisker so crossing lines can be told from noise.
 
