@@ -430,21 +430,35 @@ type Value<'i> = Spanned<DeValue<'i>>;
 /// Factor names whose dotted keys TOML turns into nested tables.
 const SYSTEM_PREFIXES: &[&str] = &["sysctl", "module", "cpu"];
 
-/// The leaves of a nested `[factors]` table as dotted names (`sysctl.vm.dirty_ratio`), each
-/// with the span of its whole dotted key (from `start`, where the first part begins).
-fn dotted_entries<'a, 'i>(
-    prefix: &str,
-    start: usize,
-    table: &'a DeTable<'i>,
-    out: &mut Vec<(String, Range<usize>, &'a Value<'i>)>,
-) {
-    for (key, value) in table.iter() {
-        let name = format!("{prefix}.{}", key.get_ref());
-        match value.get_ref() {
-            DeValue::Table(inner) => dotted_entries(&name, start, inner, out),
-            _ => out.push((name, start.min(key.span().start)..key.span().end, value)),
+/// A table's entries, with the nested tables TOML makes of dotted keys under the system
+/// prefixes (`sysctl.vm.dirty_ratio = ..`) walked back into one dotted name each; every entry
+/// has the span of its whole key.
+fn flat_entries<'a, 'i>(table: &'a DeTable<'i>) -> Vec<(String, Range<usize>, &'a Value<'i>)> {
+    fn walk<'a, 'i>(
+        prefix: &str,
+        start: usize,
+        table: &'a DeTable<'i>,
+        out: &mut Vec<(String, Range<usize>, &'a Value<'i>)>,
+    ) {
+        for (key, value) in table.iter() {
+            let name = format!("{prefix}.{}", key.get_ref());
+            match value.get_ref() {
+                DeValue::Table(inner) => walk(&name, start, inner, out),
+                _ => out.push((name, start.min(key.span().start)..key.span().end, value)),
+            }
         }
     }
+    let mut out = Vec::new();
+    for (key, value) in table.iter() {
+        let name = key.get_ref().to_string();
+        match value.get_ref() {
+            DeValue::Table(inner) if SYSTEM_PREFIXES.contains(&name.as_str()) => {
+                walk(&name, key.span().start, inner, &mut out)
+            }
+            _ => out.push((name, key.span(), value)),
+        }
+    }
+    out
 }
 
 fn device_is_scratch(d: &TargetDevice) -> bool {
@@ -735,16 +749,7 @@ impl Walker<'_> {
             self.expected(v, "a table ([stabilise])", "stabilise");
             return st;
         };
-        let mut entries = Vec::new();
-        for (key, value) in table.iter() {
-            let name = key.get_ref().to_string();
-            match value.get_ref() {
-                DeValue::Table(inner) if SYSTEM_PREFIXES.contains(&name.as_str()) => {
-                    dotted_entries(&name, key.span().start, inner, &mut entries)
-                }
-                _ => entries.push((name, key.span(), value)),
-            }
-        }
+        let entries = flat_entries(table);
         for (name, span, value) in entries {
             if name == "preflight" {
                 st.advice = self.boolean(value).unwrap_or(false);
@@ -1036,18 +1041,7 @@ impl Walker<'_> {
             return Vec::new();
         };
         let mut factors: Vec<Factor> = Vec::new();
-        // `sysctl.vm.dirty_ratio = [..]` is a dotted key, so TOML nests it in tables: walk
-        // them back into one name.
-        let mut entries = Vec::new();
-        for (key, value) in table.iter() {
-            let name = key.get_ref().to_string();
-            match value.get_ref() {
-                DeValue::Table(inner) if SYSTEM_PREFIXES.contains(&name.as_str()) => {
-                    dotted_entries(&name, key.span().start, inner, &mut entries)
-                }
-                _ => entries.push((name, key.span(), value)),
-            }
-        }
+        let entries = flat_entries(table);
         for (name, key_span, value) in entries {
             let Some(kind) = self.factor_kind(key_span.clone(), &name, policy) else {
                 continue;

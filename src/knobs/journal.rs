@@ -251,11 +251,35 @@ impl Journal {
                 });
             }
         }
+        // An interrupt is put back in two writes, replayed in reverse: first to the CPU it was
+        // delivered to, then to its old mask. x86 keeps an interrupt's target when a new mask
+        // still holds it, so the mask alone would leave it on the CPU iolab moved it to.
+        // Only the first change of an interrupt needs it: restore ends with that one's entries.
+        // The effective file is only read, so not a kind of knob: mapped under the root.
+        let mut first = old.clone();
+        let seen = self.file.entries.iter().any(|e| e.path == path);
+        if let Some(effective) = effective_of(path)
+            .filter(|_| !seen)
+            .map(|e| self.root.path(&e))
+        {
+            match read_attr(&effective.display().to_string()) {
+                Ok(eff) if !eff.is_empty() && eff != old => {
+                    self.file.entries.push(JournalEntry {
+                        path: path.to_string(),
+                        old: old.clone(),
+                        new: old.clone(),
+                        time_unix: crate::store::time::now_unix(),
+                    });
+                    first = eff;
+                }
+                _ => {}
+            }
+        }
         // A journal used again after `restore` is live again: Drop must restore the new changes.
         self.finished = false;
         self.file.entries.push(JournalEntry {
             path: path.to_string(),
-            old: old.clone(),
+            old: first,
             new: value.to_string(),
             time_unix: crate::store::time::now_unix(),
         });
@@ -400,6 +424,20 @@ fn refused(path: &str, why: String) -> KnobError {
 }
 
 /// Attributes that writing `path` resets as a side effect.
+/// The file that says which CPUs an interrupt is delivered to, in the same format as `path`
+/// (`/proc/irq/N/smp_affinity_list` -> `effective_affinity_list`); `None` for other knobs.
+fn effective_of(path: &str) -> Option<String> {
+    let (dir, file) = path.rsplit_once('/')?;
+    if !dir.starts_with("/proc/irq/") {
+        return None;
+    }
+    match file {
+        "smp_affinity_list" => Some(format!("{dir}/effective_affinity_list")),
+        "smp_affinity" => Some(format!("{dir}/effective_affinity")),
+        _ => None,
+    }
+}
+
 fn dependents_of(path: &str) -> Vec<String> {
     match path.strip_suffix("/queue/scheduler") {
         Some(dev) => ["nr_requests", "wbt_lat_usec"]
@@ -669,6 +707,32 @@ mod tests {
         assert_eq!(sys.read(&sched), "mq-deadline");
         assert_eq!(sys.read(&ra), "128");
         Journal::check_clean_in(state.path()).unwrap();
+    }
+
+    /// x86 keeps an interrupt where it is when a new mask still holds that CPU, so restore
+    /// first sends it back to the CPU it was delivered to, then writes the old mask.
+    #[test]
+    fn an_interrupt_goes_back_to_its_cpu_before_its_mask() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let live = "/proc/irq/30/smp_affinity_list";
+        std::fs::create_dir_all(sys.file("/proc/irq/30")).unwrap();
+        std::fs::write(sys.file(live), "0-3\n").unwrap();
+        std::fs::write(sys.file("/proc/irq/30/effective_affinity_list"), "2\n").unwrap();
+        let mut j = sys.journal(state.path());
+        assert_eq!(j.set(live, "9").unwrap(), "0-3");
+        let olds: Vec<&str> = j.entries().iter().map(|e| e.old.as_str()).collect();
+        assert_eq!(olds, ["0-3", "2"]);
+        let report = j.restore().unwrap();
+        let written: Vec<&str> = report.restored.iter().map(|e| e.old.as_str()).collect();
+        assert_eq!(written, ["2", "0-3"], "the CPU first, then the mask");
+        assert_eq!(sys.read(live), "0-3");
+        drop(j);
+        // Where the interrupt already goes to its whole mask, one write is enough.
+        std::fs::write(sys.file("/proc/irq/30/effective_affinity_list"), "0-3\n").unwrap();
+        let mut j = sys.journal(state.path());
+        j.set(live, "9").unwrap();
+        assert_eq!(j.entries().len(), 1);
     }
 
     #[test]

@@ -333,7 +333,7 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
 type IrqMove = (Vec<KnobWrite>, Vec<u32>);
 
 /// The affinity writes for the device's movable interrupts and the CPUs they go to; `None`
-/// when the level leaves them where they are.
+/// when the device has no movable interrupt to put back.
 fn irq_writes(
     m: &Machine,
     dev: &BlockDevice,
@@ -341,7 +341,7 @@ fn irq_writes(
     anchor_cpu: Option<u32>,
 ) -> Result<Option<IrqMove>, String> {
     if *wanted == IrqPlacement::Unchanged {
-        return Ok(None);
+        return Ok(as_found(m, dev));
     }
     let irqs = m.device_irqs(&dev.name);
     if irqs.is_empty() {
@@ -399,6 +399,38 @@ fn irq_writes(
         })
         .collect();
     Ok(Some((writes, cpus)))
+}
+
+/// `unchanged` means as found when the experiment began, not as the previous cell left it:
+/// each movable interrupt goes back to the CPU it was delivered to, then to its mask. x86
+/// keeps an interrupt's target when a new mask still holds it, so writing the mask alone
+/// would leave it where an earlier cell moved it.
+fn as_found(m: &Machine, dev: &BlockDevice) -> Option<IrqMove> {
+    let mut writes = Vec::new();
+    let mut on = Vec::new();
+    for irq in m.device_irqs(&dev.name).into_iter().filter(|i| !i.managed) {
+        let (Some(n), Some(mask)) = (irq.number(), irq.affinity.as_ref()) else {
+            continue;
+        };
+        if let Some(eff) = irq
+            .effective
+            .as_ref()
+            .filter(|e| !e.is_empty() && *e != mask)
+        {
+            writes.push(KnobWrite {
+                path: irq_affinity_path(n),
+                value: format_cpulist(eff),
+            });
+        }
+        writes.push(KnobWrite {
+            path: irq_affinity_path(n),
+            value: format_cpulist(mask),
+        });
+        on.extend(irq.effective.clone().unwrap_or_else(|| mask.clone()));
+    }
+    on.sort_unstable();
+    on.dedup();
+    (!writes.is_empty()).then_some((writes, on))
 }
 
 #[cfg(test)]
@@ -508,6 +540,38 @@ mod tests {
             e.contains("x.toml:3: `max_sectors_kb = 99999999` is not possible on /dev/loop3; it takes 4 to"),
             "{e}"
         );
+    }
+
+    /// `unchanged` puts the HBA's interrupt back as the model found it (its CPU, then its
+    /// mask), so a cell after one that moved it does not run with it moved.
+    #[test]
+    fn unchanged_puts_the_interrupt_back_where_it_was_found() {
+        // sda's IRQ 35 is movable (0-14) and delivered to CPU 2.
+        let m = machine("two-node-nvme");
+        let dev = m.device("sda").unwrap();
+        let irq = m.device_irqs("sda")[0];
+        let (n, mask, eff) = (
+            irq.number().unwrap(),
+            irq.affinity.clone().unwrap(),
+            irq.effective.clone(),
+        );
+        let (writes, on) = as_found(&m, dev).unwrap();
+        let mut want = Vec::new();
+        if let Some(e) = eff.as_ref().filter(|e| **e != mask) {
+            want.push(format_cpulist(e));
+        }
+        want.push(format_cpulist(&mask));
+        let got: Vec<&str> = writes.iter().map(|w| w.value.as_str()).collect();
+        assert_eq!(got, want);
+        assert!(writes.iter().all(|w| w.path == irq_affinity_path(n)));
+        assert_eq!(on, eff.unwrap_or(mask));
+        let r = resolve(
+            "name = \"n\"\n[factors]\nirq_cpu = [\"unchanged\"]\n",
+            &m,
+            "sda",
+        )
+        .unwrap();
+        assert_eq!(r[0].writes, writes);
     }
 
     #[test]
