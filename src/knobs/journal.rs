@@ -79,6 +79,9 @@ pub struct RestoreReport {
     pub vanished: Vec<JournalEntry>,
     /// Entries naming a file iolab never changes (a forged or damaged journal): not written.
     pub refused: Vec<RefusedEntry>,
+    /// Intermediate steps that could not be written but an older entry of the same file
+    /// (restored after them) puts right: an interrupt's old CPU that went offline.
+    pub superseded: Vec<JournalEntry>,
 }
 
 /// A live journal owned by this process: every knob change goes through `set`.
@@ -518,6 +521,9 @@ fn restore_entries(
             Ok(Located::Missing) => report.vanished.push(entry),
             Ok(Located::File(file)) => match write_attr(&file.display().to_string(), &entry.old) {
                 Ok(()) => report.restored.push(entry),
+                Err(_) if entries.iter().any(|e| e.path == entry.path) => {
+                    report.superseded.push(entry)
+                }
                 Err(e) => {
                     failed.push(e.naming(&entry.path));
                     kept.push(entry);
