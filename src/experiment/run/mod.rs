@@ -24,6 +24,9 @@
 //! so what ran stays on record. A cell that cannot be realised is stored once, as one
 //! `not_applicable` run with its reason, and not retried.
 
+pub mod align;
+pub mod checks;
+pub mod environment;
 pub mod record;
 pub mod registry;
 pub mod resolve;
@@ -912,12 +915,13 @@ fn one_run(
         .collect();
     // On remote hosts nothing of the workload happens here: this machine's figures would be
     // stored as if they were the run's, so nothing is sampled.
+    // Short runs are sampled more often, so fio's measured interval spans enough readings
+    // for its ends to be placed between them (`sample::window`).
+    let interval =
+        crate::sample::window::interval_for(lp.settings.sample_interval, job.measured_seconds());
+    let env_at_start = environment::at_start(&lp.settings.root);
     let sampler = if exp.target.hosts.is_empty() {
-        Some(crate::sample::start(
-            &lp.settings.root,
-            &watches,
-            lp.settings.sample_interval,
-        )?)
+        Some(crate::sample::start(&lp.settings.root, &watches, interval)?)
     } else {
         None
     };
@@ -945,15 +949,36 @@ fn one_run(
         FioStatus::Crash { reason } => RunStatus::Failed(reason.clone()),
         FioStatus::Cancelled => unreachable!("handled above"),
     };
+    let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
+    let aligned = samples
+        .as_ref()
+        .map(|s| align::align(s, &outcome.stdout, &irqs));
+    let summary = aligned.as_ref().and_then(|a| a.summary.as_ref());
     let mut metrics = if record.status == RunStatus::Ok {
-        record::metrics(&outcome, samples.as_ref(), plan.device())
+        record::metrics(&outcome, summary, plan.device())
     } else {
         Vec::new()
     };
+    let mut run_checks = Vec::new();
+    if let (Some(report), Some(summary), RunStatus::Ok) = (&outcome.report, summary, &record.status)
+    {
+        let owned =
+            |dev: &str| plan.scratch || lp.settings.destructive_devices.iter().any(|d| d == dev);
+        run_checks.extend(checks::iops_vs_diskstats(report, &summary.devices, &owned));
+    }
+    if let (Some(report), RunStatus::Ok) = (&outcome.report, &record.status) {
+        run_checks.extend(checks::percentiles_vs_bins(report));
+    }
     if let (Some(recorded), Some(tracing)) = (&recorded, &lp.tracing) {
         if record.status == RunStatus::Ok {
             match tracing.metrics(recorded) {
-                Ok(m) => metrics.extend(m),
+                Ok(m) => {
+                    let ios = m.iter().find(|(k, _)| k == "trace_q2c_count");
+                    if let (Some((_, n)), Some(report)) = (ios, &outcome.report) {
+                        run_checks.push(checks::trace_vs_fio(report, *n));
+                    }
+                    metrics.extend(m)
+                }
                 Err(e) => lp.progress.message(&format!("trace: {e:#}")),
             }
         }
@@ -965,7 +990,15 @@ fn one_run(
     }
     record.metrics = metrics.clone();
     record.samples = samples.as_ref().map(record::series).unwrap_or_default();
-    record.fio_json = Some(outcome.stdout);
+    record.sample_window = aligned.and_then(|a| serde_json::to_value(a.window).ok());
+    record.checks = (!run_checks.is_empty())
+        .then(|| serde_json::to_value(&run_checks).ok())
+        .flatten();
+    record.environment = Some(environment::with_fio(env_at_start, outcome.report.as_ref()));
+    // The status reports served the window; the store keeps the final one.
+    record.fio_json = Some(crate::workload::fio_window::final_report_only(
+        &outcome.stdout,
+    ));
     record.fio_command = Some(outcome.command_line);
     record.job_file = Some(outcome.job_file);
     lp.store.insert_run(&record)?;

@@ -2,7 +2,7 @@
 //! metric names of docs/architecture.md, and the sampler's time series. Pure functions over
 //! the runner's and the sampler's results, so the mapping is tested without running anything.
 
-use crate::sample::SampleRun;
+use crate::sample::{SampleRun, Summary};
 use crate::store::SampleSeries;
 use crate::workload::FioOutcome;
 
@@ -10,7 +10,7 @@ use crate::workload::FioOutcome;
 /// target device's iostat-like figures.
 pub fn metrics(
     outcome: &FioOutcome,
-    samples: Option<&SampleRun>,
+    summary: Option<&Summary>,
     device: &str,
 ) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> = outcome
@@ -18,7 +18,7 @@ pub fn metrics(
         .as_ref()
         .map(|r| r.metrics())
         .unwrap_or_default();
-    if let Some(summary) = samples.and_then(|s| s.summary.as_ref()) {
+    if let Some(summary) = summary {
         out.extend(summary.system.iter().map(|(k, v)| (k.to_string(), *v)));
         if let Some(dev) = summary.devices.get(device) {
             out.extend(dev.iter().map(|(k, v)| (k.to_string(), *v)));
@@ -152,6 +152,7 @@ mod tests {
             readings,
             devices,
             errors: Vec::new(),
+            started_unix_ns: 0.0,
         }
     }
 
@@ -169,7 +170,7 @@ mod tests {
             status: crate::workload::FioStatus::Success,
             report: None,
         };
-        let m = metrics(&outcome, Some(&s), "nvme0n1");
+        let m = metrics(&outcome, s.summary.as_ref(), "nvme0n1");
         let names: Vec<&str> = m.iter().map(|(n, _)| n.as_str()).collect();
         for n in [
             "usr_pct",
