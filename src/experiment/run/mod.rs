@@ -30,6 +30,7 @@ pub mod environment;
 pub mod record;
 pub mod registry;
 pub mod resolve;
+pub mod stacked;
 pub mod summary;
 pub mod trace;
 
@@ -127,6 +128,10 @@ pub struct Plan {
     /// target, the loop devices that stood in for the scratch devices that would be created).
     /// The first one is the one traced and the one the `dev_*` metrics describe.
     pub devices: Vec<PlanDevice>,
+    /// Devices under the targets (dm and md members, NVMe multipath paths): sampled too,
+    /// never driven or changed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stacked: Vec<PlanDevice>,
     pub scratch: bool,
     pub cells: Vec<ResolvedCell>,
     /// The planned runs in order (adaptive: the minimum rounds; more may follow).
@@ -180,6 +185,7 @@ pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) ->
                 irqs: d.irqs.clone(),
             })
             .collect(),
+        stacked: Vec::new(),
         scratch,
         cells: resolved,
         order,
@@ -187,6 +193,22 @@ pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) ->
         estimated_seconds,
         notes: Vec::new(),
     })
+}
+
+/// The devices under `targets` that are not targets themselves, with their IRQs.
+fn stacked_devices(root: &SysRoot, m: &Machine, targets: &[String]) -> Vec<PlanDevice> {
+    let paths = |d: &str| m.device(d).map(|d| d.paths.clone()).unwrap_or_default();
+    let mut out: Vec<PlanDevice> = Vec::new();
+    for t in targets {
+        for name in stacked::below(root, &paths, t) {
+            if targets.contains(&name) || out.iter().any(|d| d.name == name) {
+                continue;
+            }
+            let irqs = m.device(&name).map(|d| d.irqs.clone()).unwrap_or_default();
+            out.push(PlanDevice { name, irqs });
+        }
+    }
+    out
 }
 
 /// The plan when fio runs on `[target] hosts`: the devices are theirs, so nothing is
@@ -204,6 +226,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
                 irqs: Vec::new(),
             })
             .collect(),
+        stacked: Vec::new(),
         scratch: false,
         cells,
         order,
@@ -521,7 +544,9 @@ pub fn run(
     let plan = if remote {
         remote_plan(exp, &devices)
     } else {
-        plan(exp, &machine, &devices, !scratch.is_empty())?
+        let mut p = plan(exp, &machine, &devices, !scratch.is_empty())?;
+        p.stacked = stacked_devices(&settings.root, &machine, &devices);
+        p
     };
 
     // Every other machine-wide thing a cell writes (the IRQs an `irq_cpu` factor moves).
@@ -908,6 +933,7 @@ fn one_run(
     let watches: Vec<crate::sample::Watch> = plan
         .devices
         .iter()
+        .chain(&plan.stacked)
         .map(|d| crate::sample::Watch {
             device: d.name.clone(),
             irqs: d.irqs.clone(),
