@@ -193,3 +193,54 @@ fn fio_figures_that_disagree_with_the_samples_are_a_failed_check_with_both_figur
         "{text}"
     );
 }
+
+/// Two scratch devices driven at once: `dev_*` over both, each device's own figures under its
+/// name, and each device's fio figure checked against its own diskstats.
+#[test]
+fn every_target_device_has_its_figures_and_its_check() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        "name = \"two\"\nseed = 3\nrepetitions = 1\n[target]\ndevice = \"default\"\n\
+         count = 2\nsize = \"64M\"\nanchor_cpu = 0\n[workload]\nrw = \"randread\"\n\
+         bs = \"4k\"\nioengine = \"psync\"\ndirect = 1\nruntime = \"2s\"\ntime_based = true\n",
+    )
+    .unwrap();
+    let db_path = dir.path().join("t.db");
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(&db_path)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = Store::open_existing(&db_path).unwrap();
+    let b = db.run_bases(1).unwrap().pop().unwrap();
+    let metrics = db.run_metrics(b.run_id).unwrap();
+    let own: Vec<&(String, f64)> = metrics
+        .iter()
+        .filter(|(n, _)| n.ends_with(":dev_r_per_s"))
+        .collect();
+    assert_eq!(own.len(), 2, "{metrics:?}");
+    let sum: f64 = own.iter().map(|(_, v)| v).sum();
+    let all = metric(&db, b.run_id, "dev_r_per_s").unwrap();
+    assert!((sum - all).abs() < 1e-6 * all, "{sum} vs {all}");
+    let checks: Vec<serde_json::Value> = b.checks.unwrap().as_array().unwrap().clone();
+    let per_device: Vec<&serde_json::Value> = checks
+        .iter()
+        .filter(|c| c["check"] == "fio_iops_vs_diskstats")
+        .collect();
+    assert_eq!(per_device.len(), 2, "{checks:?}");
+    for c in per_device {
+        assert_eq!(c["verdict"], "ok", "{c}");
+    }
+}

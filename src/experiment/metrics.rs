@@ -59,8 +59,14 @@ pub fn known() -> &'static [String] {
     })
 }
 
+/// A known name, or a device's own `dev_*` figure, `DEVICE:dev_*` (several target devices,
+/// or devices stacked under one).
 pub fn is_known(name: &str) -> bool {
-    known().iter().any(|k| k == name)
+    let bare = match name.split_once(':') {
+        Some((dev, m)) if !dev.is_empty() && m.starts_with("dev_") => m,
+        _ => name,
+    };
+    known().iter().any(|k| k == bare)
 }
 
 #[cfg(test)]

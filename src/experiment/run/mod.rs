@@ -126,7 +126,8 @@ pub struct Plan {
     pub experiment: String,
     /// The devices the workload drives at once, never empty (for a dry run of the default
     /// target, the loop devices that stood in for the scratch devices that would be created).
-    /// The first one is the one traced and the one the `dev_*` metrics describe.
+    /// The first one is the one traced; `dev_*` describe it alone, or all of them summed
+    /// (`record::metrics`).
     pub devices: Vec<PlanDevice>,
     /// Devices under the targets (dm and md members, NVMe multipath paths): sampled too,
     /// never driven or changed.
@@ -152,7 +153,7 @@ pub struct PlanDevice {
 }
 
 impl Plan {
-    /// The first device: the one traced and described by the `dev_*` metrics.
+    /// The first device: the one traced.
     pub fn device(&self) -> &str {
         &self.devices[0].name
     }
@@ -981,7 +982,13 @@ fn one_run(
         .map(|s| align::align(s, &outcome.stdout, &irqs));
     let summary = aligned.as_ref().and_then(|a| a.summary.as_ref());
     let mut metrics = if record.status == RunStatus::Ok {
-        record::metrics(&outcome, summary, plan.device())
+        let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        record::metrics(
+            &outcome,
+            summary,
+            &names(&plan.devices),
+            &names(&plan.stacked),
+        )
     } else {
         Vec::new()
     };
