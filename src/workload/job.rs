@@ -259,7 +259,7 @@ impl JobSpec {
 
     /// How long fio measures (runtime, after ramp_time) when it is `time_based`.
     pub fn measured_seconds(&self) -> Option<f64> {
-        if !self.option("time_based").is_some_and(|v| v.trim() != "0") {
+        if self.option("time_based").is_none_or(|v| v.trim() == "0") {
             return None;
         }
         self.seconds("runtime")
