@@ -143,16 +143,19 @@ pub fn iops_vs_diskstats(
     out
 }
 
-/// The bios a block trace saw queued and completed against fio's I/O count.
-pub fn trace_vs_fio(report: &FioReport, trace_ios: f64) -> Check {
+/// The bios a block trace of `device` saw queued and completed against the I/O count of
+/// fio's jobs on that device (all jobs when none names its file).
+pub fn trace_vs_fio(report: &FioReport, device: &str, trace_ios: f64) -> Check {
+    let named = report.jobs.iter().any(|j| device_of(j).is_some());
     let fio: f64 = report
         .jobs
         .iter()
+        .filter(|j| !named || device_of(j) == Some(device))
         .map(|j| (j.read.total_ios + j.write.total_ios + j.trim.total_ios) as f64)
         .sum();
     let c = Check::new(
         "trace_ios_vs_fio",
-        "trace".into(),
+        format!("trace of {device}"),
         fio,
         trace_ios,
         "bios queued and completed in the trace",
@@ -273,12 +276,17 @@ mod tests {
     #[test]
     fn trace_counts_must_match_fios_without_a_ramp() {
         let r = report(1.0, DIRECT);
-        assert_eq!(trace_vs_fio(&r, 20_100.0).verdict, "ok");
-        let c = trace_vs_fio(&r, 19_000.0);
+        assert_eq!(trace_vs_fio(&r, "loop0", 20_100.0).verdict, "ok");
+        // Another device's trace is compared with no job's I/O.
+        assert!(trace_vs_fio(&r, "loop1", 20_000.0).failed());
+        let c = trace_vs_fio(&r, "loop0", 19_000.0);
         assert!(c.failed());
         assert_eq!((c.fio, c.other), (20_000.0, 19_000.0));
         let ramped = report(1.0, r#""filename": "/dev/loop0", "ramp_time": "1s""#);
-        assert_eq!(trace_vs_fio(&ramped, 30_000.0).verdict, "not judged");
+        assert_eq!(
+            trace_vs_fio(&ramped, "loop0", 30_000.0).verdict,
+            "not judged"
+        );
     }
 
     #[test]

@@ -16,8 +16,7 @@ pub const IOLAB_VERSION: &str = env!("IOLAB_VERSION");
 /// What is known before fio starts: memory (KiB), the kernel command line, iolab's version.
 /// A file that cannot be read leaves its keys out.
 pub fn at_start(root: &SysRoot) -> Map<String, Value> {
-    let mut env = Map::new();
-    env.insert("iolab_version".into(), json!(IOLAB_VERSION));
+    let mut env = of_iolab();
     if let Ok(Some(meminfo)) = root.read_optional("/proc/meminfo") {
         for (key, field) in [
             ("mem_total_kib", "MemTotal"),
@@ -33,6 +32,13 @@ pub fn at_start(root: &SysRoot) -> Map<String, Value> {
     if let Some(cmdline) = root.attr("/proc/cmdline") {
         env.insert("kernel_cmdline".into(), json!(cmdline.trim()));
     }
+    env
+}
+
+/// iolab's version alone (a run on fio servers: their memory is not this machine's).
+pub fn of_iolab() -> Map<String, Value> {
+    let mut env = Map::new();
+    env.insert("iolab_version".into(), json!(IOLAB_VERSION));
     env
 }
 

@@ -946,7 +946,12 @@ fn one_run(
     // for its ends to be placed between them (`sample::window`).
     let interval =
         crate::sample::window::interval_for(lp.settings.sample_interval, job.measured_seconds());
-    let env_at_start = environment::at_start(&lp.settings.root);
+    // fio servers' memory and command lines are theirs, not this machine's.
+    let env_at_start = if exp.target.hosts.is_empty() {
+        environment::at_start(&lp.settings.root)
+    } else {
+        environment::of_iolab()
+    };
     let sampler = if exp.target.hosts.is_empty() {
         Some(crate::sample::start(&lp.settings.root, &watches, interval)?)
     } else {
@@ -1008,7 +1013,7 @@ fn one_run(
                 Ok(m) => {
                     let ios = m.iter().find(|(k, _)| k == "trace_q2c_count");
                     if let (Some((_, n)), Some(report)) = (ios, &outcome.report) {
-                        run_checks.push(checks::trace_vs_fio(report, *n));
+                        run_checks.push(checks::trace_vs_fio(report, plan.device(), *n));
                     }
                     metrics.extend(m)
                 }
