@@ -198,6 +198,9 @@ pub fn report(
         html::escape(&loaded.experiment.name)
     );
     body.push_str(&environment_section(store, &loaded)?);
+    body.push_str(&super::basis::html(&super::basis::summarise(
+        &store.run_bases(id)?,
+    )));
     let mut summary = ReportSummary {
         experiment: id,
         metrics: Vec::new(),

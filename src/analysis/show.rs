@@ -442,10 +442,12 @@ pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown>
         tables.push(detail_table(&loaded, &mc));
         per_metric.push(mc);
     }
-    let json = show_json(&loaded, &per_metric, &tables);
+    let basis = super::basis::summarise(&store.run_bases(id)?);
+    let mut json = show_json(&loaded, &per_metric, &tables);
+    json["basis"] = serde_json::to_value(&basis).unwrap_or(Value::Null);
     let csv = long_table(&loaded, &per_metric).to_csv();
     Ok(Shown {
-        header: header(&loaded),
+        header: header(&loaded) + &super::basis::text(&basis),
         tables,
         json,
         csv,
