@@ -444,8 +444,14 @@ pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown>
     }
     let json = show_json(&loaded, &per_metric, &tables);
     let csv = long_table(&loaded, &per_metric).to_csv();
+    let mut header = header(&loaded);
+    let (analysed, kept) = store.trace_counts(id)?;
+    if let Some(note) = crate::experiment::run::trace::kept_note(analysed, kept) {
+        header.push_str(&note);
+        header.push('\n');
+    }
     Ok(Shown {
-        header: header(&loaded),
+        header,
         tables,
         json,
         csv,
