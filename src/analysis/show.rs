@@ -446,8 +446,14 @@ pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown>
     let mut json = show_json(&loaded, &per_metric, &tables);
     json["basis"] = serde_json::to_value(&basis).unwrap_or(Value::Null);
     let csv = long_table(&loaded, &per_metric).to_csv();
+    let mut header = header(&loaded);
+    let (analysed, kept) = store.trace_counts(id)?;
+    if let Some(note) = crate::experiment::run::trace::kept_note(analysed, kept) {
+        header.push_str(&note);
+        header.push('\n');
+    }
     Ok(Shown {
-        header: header(&loaded) + &super::basis::text(&basis),
+        header: header + &super::basis::text(&basis),
         tables,
         json,
         csv,

@@ -741,6 +741,20 @@ impl Store {
             .map_err(self.err())
     }
 
+    /// Of one experiment's runs with an analysed trace (a `trace_events` metric), how many
+    /// there are and how many still name their trace files (`[trace] keep` may drop them).
+    pub fn trace_counts(&self, experiment_id: i64) -> Result<(u64, u64)> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*), COUNT(r.trace) FROM runs r
+                 JOIN metrics m ON m.run_id = r.id AND m.name = 'trace_events'
+                 WHERE r.experiment_id = ?1",
+                [experiment_id],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+            )
+            .map_err(self.err())
+    }
+
     /// The stored fio JSON, command line and job file of one run.
     pub fn run_texts(&self, run_id: i64) -> Result<Option<RunTexts>> {
         self.conn

@@ -643,7 +643,13 @@ pub fn run(
             .device(device)
             .map(|d| d.dev.clone())
             .unwrap_or_default();
-        trace::Tracing::new(&settings.db_path, experiment_id, device, &dev)
+        trace::Tracing::new(
+            &settings.db_path,
+            experiment_id,
+            device,
+            &dev,
+            exp.trace_keep,
+        )
     });
     if crate::experiment::cells(exp).iter().any(|c| {
         c.fio_options(exp)
@@ -1025,7 +1031,7 @@ fn one_run(
     if let (Some(report), RunStatus::Ok) = (&outcome.report, &record.status) {
         run_checks.extend(checks::percentiles_vs_bins(report));
     }
-    if let (Some(recorded), Some(tracing)) = (&recorded, &lp.tracing) {
+    if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
         if record.status == RunStatus::Ok {
             match tracing.metrics(recorded) {
                 Ok(m) => {
@@ -1038,11 +1044,9 @@ fn one_run(
                 Err(e) => lp.progress.message(&format!("trace: {e:#}")),
             }
         }
-        // Kept compressed (analysed above from the plain files); `trace export` unpacks them.
-        if let Err(e) = crate::trace::keep::compress(&recorded.base) {
-            lp.progress.message(&format!("trace: {e:#}"));
-        }
-        record.trace = Some(recorded.stored.clone());
+        // Kept compressed, or removed, as `[trace] keep` says.
+        let progress = &mut *lp.progress;
+        record.trace = tracing.keep(cell.index, recorded, &mut |m| progress.message(m));
     }
     record.metrics = metrics.clone();
     record.samples = samples.as_ref().map(record::series).unwrap_or_default();
