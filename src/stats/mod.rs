@@ -18,6 +18,7 @@ pub mod histogram;
 pub mod mann_whitney;
 pub mod order;
 pub mod paired;
+pub mod student_t;
 pub mod summary;
 pub mod welch;
 
