@@ -137,7 +137,7 @@ fn continued_fraction(a: f64, b: f64, x: f64) -> Option<f64> {
 
 /// P(|T| >= |t|) for T ~ Student's t with `df` degrees of freedom (df may be fractional).
 pub fn t_two_sided_sf(t: f64, df: f64) -> Option<f64> {
-    if t.is_nan() || !(df > 0.0) || df.is_nan() {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
         return None;
     }
     if t.is_infinite() {
