@@ -105,9 +105,10 @@ pub fn pivot_cells<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> PivotC
         .notes
         .push("+-: half-width of the 95% CI of the mean, in % of the mean".into());
     if any_outliers {
-        table
-            .notes
-            .push("*: cell has outliers (modified z-score > 3.5); kept in the numbers".into());
+        table.notes.push(
+            "*: cell has outliers (modified z-score > 3.5, cells of 6+ runs); kept in the numbers"
+                .into(),
+        );
     }
     for (i, (kind, why)) in reasons.iter().enumerate() {
         let what = if *kind == "n/a" {
