@@ -133,7 +133,9 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
         ],
     );
     assert!(text.contains("all"), "{text}");
-    assert!(text.contains("~ (n)"), "{text}");
+    // Two runs per side (the same two files): Welch's t decides, and finds nothing.
+    let all = text.lines().find(|l| l.starts_with("all ")).unwrap();
+    assert!(all.contains(" ~ ") && all.contains("Welch"), "{text}");
 
     // Client mode names the host it ran on; that is used when --tag host is not given.
     let client: Value = serde_json::from_str(&ok(
@@ -170,7 +172,10 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
 
 #[test]
 fn show_prints_pivot_tables_with_na_failed_and_outliers() {
-    let (_dir, db) = two_kernels();
+    // Six repetitions: outliers are only marked in cells of 6 or more runs.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    answers_db::two_kernels(&db, 6, true);
     let text = ok(
         &db,
         &["show", "1", "--metric", "read_iops", "--metric", "sys_pct"],
@@ -209,6 +214,21 @@ fn show_prints_pivot_tables_with_na_failed_and_outliers() {
         1
     );
     insta::assert_json_snapshot!("show_json_cells", json["cells"]);
+
+    // The same slow run among five: too few runs for the modified z-score to mean much.
+    let (_dir5, db5) = two_kernels();
+    let five: Value = serde_json::from_str(&ok(&db5, &["show", "1", "--json"])).unwrap();
+    let near = five["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cell"] == "rq_affinity=0 placement=near")
+        .unwrap();
+    assert_eq!(near["metrics"]["read_iops"]["n"], 5, "{near}");
+    assert_eq!(
+        near["metrics"]["read_iops"]["outlier_runs"],
+        serde_json::json!([])
+    );
 
     let csv = ok(&db, &["show", "1", "--csv", "--metric", "read_iops"]);
     assert_eq!(csv.lines().count(), 1 + 9, "{csv}");
@@ -283,7 +303,12 @@ fn compare_finds_the_regression_and_leaves_noise_alone() {
         &db,
         &["compare", "1", "2", "--csv", "--metric", "read_iops"],
     );
-    assert_eq!(csv.lines().count(), 1 + 6, "{csv}");
+    // 6 cells and their geomean row.
+    assert_eq!(csv.lines().count(), 1 + 6 + 1, "{csv}");
+    let geomean = csv.lines().last().unwrap();
+    assert!(geomean.starts_with("geomean,read_iops,"), "{csv}");
+    assert!(geomean.contains(",0/2/4,"), "{csv}");
+    assert_eq!(json["across_cells"].as_array().unwrap().len(), 2, "{json}");
 }
 
 #[test]
@@ -565,6 +590,18 @@ fn report_is_one_offline_page_that_chromium_renders() {
     );
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
+    // One geomean row per compared pair of levels and metric, with the cells' verdicts.
+    for pair in [
+        "rq_affinity: 0 -&gt; 1",
+        "rq_affinity: 0 -&gt; 2",
+        "placement: on -&gt; near",
+    ] {
+        assert!(
+            html.contains(&format!("{pair}: geomean")),
+            "{pair} geomean missing"
+        );
+    }
+    assert!(html.contains("t interval on the log ratios across cells"));
     for forbidden in ["<script", "<link", "@import", "url(", "src="] {
         assert!(!html.contains(forbidden), "{forbidden} in the page");
     }

@@ -116,7 +116,10 @@ pub fn comparison_table_in_family(
          Welch's t on the runs (e.g. 3 vs 3); Welch column: Welch's t p, unadjusted, for \
          reference",
         if adjusted {
-            format!(", Benjamini-Hochberg adjusted over {family} comparisons")
+            format!(
+                ", Benjamini-Hochberg adjusted over {family} comparison{}",
+                if family == 1 { "" } else { "s" }
+            )
         } else {
             String::new()
         }
