@@ -70,17 +70,7 @@ pub fn comparison_table_in_family(
         }
         row.push(Cell::number(c.baseline.median));
         row.push(Cell::number(c.candidate.median));
-        row.push(match c.change_pct {
-            Some(x) => Cell::Number {
-                value: x,
-                text: signed_pct(x),
-            },
-            None => Cell::Missing,
-        });
-        row.push(match (c.ci_low_pct, c.ci_high_pct) {
-            (Some(lo), Some(hi)) => Cell::text(format!("[{lo:+.1}, {hi:+.1}]")),
-            _ => Cell::Missing,
-        });
+        row.extend(change_cells(c.change_pct, c.ci_low_pct, c.ci_high_pct));
         row.push(match c.p_adjusted.or(c.p_test) {
             Some(p) => Cell::Number {
                 value: p,
@@ -136,6 +126,23 @@ pub fn comparison_table_in_family(
     table
 }
 
+/// The `change` and `95% CI` cells: a signed percentage and `[low, high]`.
+fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
+    [
+        match change {
+            Some(x) => Cell::Number {
+                value: x,
+                text: signed_pct(x),
+            },
+            None => Cell::Missing,
+        },
+        match (low, high) {
+            (Some(lo), Some(hi)) => Cell::text(format!("[{lo:+.1}, {hi:+.1}]")),
+            _ => Cell::Missing,
+        },
+    ]
+}
+
 /// The `geomean` row of a comparison table (same columns as [`comparison_table_in_family`]
 /// built with or without a metric column): geometric means of the medians, the geomean
 /// change with its CI, and in the verdict column the cells improved/regressed/~.
@@ -147,17 +154,7 @@ pub fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> Vec<Cel
     let number = |v: Option<f64>| v.map_or(Cell::Missing, Cell::number);
     row.push(number(s.geomean_baseline));
     row.push(number(s.geomean_candidate));
-    row.push(match s.change_pct {
-        Some(x) => Cell::Number {
-            value: x,
-            text: signed_pct(x),
-        },
-        None => Cell::Missing,
-    });
-    row.push(match (s.ci_low_pct, s.ci_high_pct) {
-        (Some(lo), Some(hi)) => Cell::text(format!("[{lo:+.1}, {hi:+.1}]")),
-        _ => Cell::Missing,
-    });
+    row.extend(change_cells(s.change_pct, s.ci_low_pct, s.ci_high_pct));
     row.push(Cell::Missing); // p: the geomean is summarised, not tested
     row.push(Cell::text(format!(
         "{}/{}/{}",
