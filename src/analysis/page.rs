@@ -78,7 +78,8 @@ pub fn factor_comparisons(
                 } else {
                     format!(" at {}", c.cell)
                 };
-                c.cell = format!("{}: {base_level} -> {level}{at}", f.name);
+                c.group = format!("{}: {base_level} -> {level}", f.name);
+                c.cell = format!("{}{at}", c.group);
                 c.short_cell = c.cell.clone();
             }
             notes.extend(

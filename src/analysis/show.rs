@@ -356,7 +356,8 @@ pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
         .push("CI: 95% Student-t interval of the mean; CV: stddev / mean".into());
     if any_outliers {
         t.notes.push(
-            "out: runs flagged by the modified z-score (> 3.5 on the MAD); kept in the numbers"
+            "out: runs flagged by the modified z-score (> 3.5 on the MAD; only in cells of 6 \
+             or more runs); kept in the numbers"
                 .into(),
         );
     }
