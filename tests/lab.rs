@@ -286,7 +286,7 @@ fn cells4_is_modelled_as_defined() {
 # Is an NVMe queue interrupt really kernel-managed? Writing its affinity must fail.
 q=$(awk '/nvme0q1$/ {{ sub(\":\", \"\", $1); print $1 }}' /proc/interrupts)
 echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OUT/managed-write.rc
-"
+{PLACEMENT_RUN}"
     );
     let b = boot("cells4", &script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
@@ -349,6 +349,161 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
         "the kernel let a managed IRQ move"
     );
     check_placement(&m, nvme);
+    check_placement_run(&b, &hba_irq, (&on, &near, &far));
+}
+
+/// The cells4 guest's placement experiment: a read-only `iolab run` on the HBA disk with
+/// fio on, near and far from the HBA's interrupt, once where the interrupt is and once with
+/// an `irq_cpu` level that moves it to CPU 9 (node 2), and the HBA's affinity read before and
+/// after. 1 s runs, one repetition: TCG is slow, and only where things ran matters.
+const PLACEMENT_RUN: &str = r#"
+hba=$(awk '/megasas/ { sub(":", "", $1); print $1 }' /proc/interrupts)
+cat /proc/irq/$hba/smp_affinity >$LAB_OUT/hba-affinity.before
+cat >/tmp/place.toml <<'T'
+name = "lab cells4 placement"
+seed = 0
+repetitions = 1
+[target]
+device = "sda"
+[workload]
+rw = "randread"
+bs = "4k"
+ioengine = "psync"
+direct = 1
+runtime = "1s"
+time_based = true
+[factors]
+placement = ["on", "near", "far"]
+irq_cpu = ["unchanged", "9"]
+T
+$IOLAB run /tmp/place.toml --db /tmp/place.db >$LAB_OUT/place.txt 2>&1
+echo $? >$LAB_OUT/place.rc
+cp /tmp/place.db $LAB_OUT/place.db
+cat /proc/irq/$hba/smp_affinity >$LAB_OUT/hba-affinity.after
+"#;
+
+/// Checks the stored runs of `PLACEMENT_RUN`: every cell ran; fio was pinned to the CPUs the
+/// model gives for its placement (relative to CPU 9 where the cell moved the interrupt) and
+/// the CPU busiest in user+system time during the run is one of them; the HBA's interrupts
+/// were all counted on its interrupt CPU; and its affinity came back exactly.
+fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
+    let (on, near, far) = model;
+    let rc = b.text("place.rc");
+    assert_eq!(rc.trim(), "0", "iolab run failed: {}", b.text("place.txt"));
+    let db = iolab::store::Store::open_existing(b.path("place.db")).unwrap();
+    let runs = db.runs(1).unwrap();
+    assert_eq!(runs.len(), 6, "3 placements x 2 irq_cpu levels");
+    // Keep going on a failure below: print every run's figures first.
+    let mut failures = Vec::new();
+    let hba_irq = hba["irq"].as_u64().unwrap();
+    // With the interrupt moved to CPU 9 (node 2: CPUs 8-11), near is the rest of node 2.
+    let moved = (
+        vec![9],
+        vec![8, 10, 11],
+        range(0, 15)
+            .into_iter()
+            .filter(|c| c / 4 != 2)
+            .collect::<Vec<_>>(),
+    );
+    for r in &runs {
+        let what = r.cell_key.clone();
+        assert_eq!(r.status, iolab::store::RunStatus::Ok, "{what}");
+        let level = |f: &str| {
+            r.cell_levels[f]
+                .as_str()
+                .unwrap_or_else(|| panic!("{f}: {what}"))
+                .to_string()
+        };
+        let irq_cpus: Vec<u64> = if level("irq_cpu") == "9" {
+            vec![9]
+        } else {
+            on.to_vec()
+        };
+        let want: Vec<u64> = match (level("irq_cpu").as_str(), level("placement").as_str()) {
+            ("9", "on") => moved.0.clone(),
+            ("9", "near") => moved.1.clone(),
+            ("9", "far") => moved.2.clone(),
+            (_, "on") => on.to_vec(),
+            (_, "near") => near.to_vec(),
+            (_, "far") => far.to_vec(),
+            other => panic!("unexpected cell {other:?}"),
+        };
+        let texts = db.run_texts(r.id).unwrap().unwrap();
+        let job = texts.job_file.unwrap_or_default();
+        let pinned = job
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("cpus_allowed="))
+            .unwrap_or_else(|| panic!("fio was not pinned: {job}"));
+        assert_eq!(
+            iolab::sys::parse::cpulist(pinned)
+                .unwrap()
+                .iter()
+                .map(|c| u64::from(*c))
+                .collect::<Vec<_>>(),
+            want,
+            "{what}"
+        );
+        let samples = db.samples(r.id).unwrap();
+        let total = |kind: &str, key: &str| -> f64 {
+            samples
+                .iter()
+                .filter(|s| s.kind == kind && s.key == key)
+                .flat_map(|s| s.values.iter())
+                .sum()
+        };
+        let busiest = range(0, 15)
+            .into_iter()
+            .max_by(|a, b| {
+                let busy = |c: u64| {
+                    total("cpu", &format!("cpu{c}/usr_pct"))
+                        + total("cpu", &format!("cpu{c}/sys_pct"))
+                };
+                busy(*a).total_cmp(&busy(*b))
+            })
+            .unwrap();
+        let table: Vec<String> = range(0, 15)
+            .into_iter()
+            .map(|c| {
+                format!(
+                    "cpu{c} usr {:.0} sys {:.0} iowait {:.0} softirq {:.0}",
+                    total("cpu", &format!("cpu{c}/usr_pct")),
+                    total("cpu", &format!("cpu{c}/sys_pct")),
+                    total("cpu", &format!("cpu{c}/iowait_pct")),
+                    total("cpu", &format!("cpu{c}/softirq_pct"))
+                )
+            })
+            .collect();
+        if !want.contains(&busiest) {
+            failures.push(format!(
+                "{what}: fio ran on CPU {busiest}, not in {want:?}:\n  {}",
+                table.join("\n  ")
+            ));
+        }
+        let ints: Vec<(u64, f64)> = range(0, 15)
+            .into_iter()
+            .map(|c| (c, total("irq", &format!("{hba_irq}/cpu{c}"))))
+            .filter(|(_, v)| *v > 0.0)
+            .collect();
+        // x86 moves an interrupt when it next fires, so the first one after a move may
+        // still arrive on the old CPU: nearly all, not all, are counted on the IRQ CPU.
+        let all: f64 = ints.iter().map(|(_, v)| v).sum();
+        let there: f64 = ints
+            .iter()
+            .filter(|(c, _)| irq_cpus.contains(c))
+            .map(|(_, v)| v)
+            .sum();
+        if !(all > 0.0 && there >= 0.95 * all) {
+            failures.push(format!(
+                "{what}: HBA interrupts/s by CPU {ints:?}, not on {irq_cpus:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(
+        b.text("hba-affinity.after"),
+        b.text("hba-affinity.before"),
+        "the irq_cpu level did not put the HBA's affinity back"
+    );
 }
 
 /// A machine whose packages and L3s span nodes (nodes interleave: 0 = CPUs 0-1,4-5, 1 = 2-3,6-7).
@@ -493,7 +648,7 @@ done
 }
 
 /// HTTP downloads through NIC K's port forward (127.0.0.1 only), in four threads, until the
-/// guest writes `done` into its export or 3 minutes pass. Bounded in count and time.
+/// guest writes `done` into its export or 5 minutes pass. Bounded in count and time.
 fn drive_http(out: &Path, port_base: u16) {
     use std::io::{Read, Write};
     let deadline = Instant::now() + std::time::Duration::from_secs(240);
@@ -503,11 +658,11 @@ fn drive_http(out: &Path, port_base: u16) {
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    let stop = Instant::now() + std::time::Duration::from_secs(180);
+    let stop = Instant::now() + std::time::Duration::from_secs(300);
     std::thread::scope(|s| {
         for k in 0..4u16 {
             s.spawn(move || {
-                for _ in 0..500 {
+                for _ in 0..20_000 {
                     if out.join("done").exists() || Instant::now() > stop {
                         break;
                     }
@@ -526,11 +681,47 @@ fn drive_http(out: &Path, port_base: u16) {
     });
 }
 
+/// The ht4 guest's balancing steps, under traffic. `pile` puts every NIC interrupt on CPU 0
+/// with all CPUs allowed (x86 keeps an interrupt where it is when the new mask contains its
+/// CPU), `pin` pins them all to CPU 0 (a start-up script's mistake); `affs` lists every
+/// IRQ's mask. Heavy: 100/s and up (TCG's rates are low).
+const BALANCING: &str = r#"
+nics=$(awk '/-input\.|-output\./ { sub(":", "", $1); print $1 }' /proc/interrupts)
+echo $nics >$LAB_OUT/nics
+affs() { for d in /proc/irq/[0-9]*; do echo "${d##*/} $(cat $d/smp_affinity)"; done; }
+pile() { for n in $nics; do echo 0 >/proc/irq/$n/smp_affinity_list; echo 0-7 >/proc/irq/$n/smp_affinity_list; done; }
+pin() { for n in $nics; do echo 0 >/proc/irq/$n/smp_affinity_list; done; }
+H="--heavy 100"
+pile; sleep 1
+affs >$LAB_OUT/aff.piled
+$IOLAB irq apply $H --over 3s --json >$LAB_OUT/apply.json 2>$LAB_OUT/apply.json.err
+affs >$LAB_OUT/aff.applied
+$IOLAB irq rollback --json >$LAB_OUT/rollback.json 2>$LAB_OUT/rollback.json.err
+affs >$LAB_OUT/aff.rolled-back
+pile; sleep 1
+affs >$LAB_OUT/aff.daemon-before
+$IOLAB irq daemon $H --min-interval 2s --max-interval 2s --cycles 6 >$LAB_OUT/daemon.out 2>$LAB_OUT/daemon.log
+affs >$LAB_OUT/aff.daemon-after
+pin; sleep 1
+affs >$LAB_OUT/aff.pinned
+$IOLAB irq plan $H --over 3s --json >$LAB_OUT/pinned-plan.json 2>$LAB_OUT/pinned-plan.json.err
+$IOLAB irq plan $H --over 3s >$LAB_OUT/pinned-plan.txt 2>&1
+$IOLAB irq apply $H --over 3s --unpin all --ban-cpus 1 --json >$LAB_OUT/unpin.json 2>$LAB_OUT/unpin.json.err
+affs >$LAB_OUT/aff.unpinned
+$IOLAB irq rollback --json >$LAB_OUT/rollback2.json 2>$LAB_OUT/rollback2.json.err
+affs >$LAB_OUT/aff.pinned-again
+"#;
+
 /// seeds/002's box: 4 packages x 2 threads and four virtio-net NICs with movable queue
 /// interrupts. Under real traffic (HTTP downloads from here through each NIC's port forward)
-/// `irq top` sees every NIC's interrupts with a rate.
+/// `irq top` sees every NIC's interrupts with a rate; heavy NIC interrupts piled on CPU 0
+/// are spread by `irq apply` across packages before any shares a package (here: before any
+/// lands on an SMT sibling), `irq rollback` restores every mask exactly, `irq daemon` does the
+/// same on its own and then makes no more moves; with every NIC pinned to CPU 0, `irq plan`
+/// names the pins and the gain of lifting them, `--unpin all` moves them (never onto a
+/// `--ban-cpus` CPU) and rollback restores the pins.
 #[test]
-fn ht4_nics_are_movable_and_irq_top_sees_them_under_traffic() {
+fn ht4_under_traffic_nic_irqs_are_seen_spread_across_packages_unpinned_and_put_back() {
     if !lab_ready() {
         return;
     }
@@ -543,9 +734,11 @@ for i in $(seq 100); do ss -ltn | grep -q ':8000 ' && break; sleep 0.2; done
 touch $LAB_OUT/ready
 sleep 3
 $IOLAB irq top --json --interval 3s -n 1 >$LAB_OUT/top.json 2>$LAB_OUT/top.json.err
+{BALANCING}
 touch $LAB_OUT/done
-"#;
-    let b = boot_with("ht4", script, 600, &drive_http);
+"#
+    .replace("{BALANCING}", BALANCING);
+    let b = boot_with("ht4", &script, 600, &drive_http);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let m = b.json("inspect.json");
     check_topology(&m, 8, &|c| c / 2, &|_| 0, &|c| vec![c & !1, c | 1], &|c| {
@@ -579,6 +772,124 @@ touch $LAB_OUT/done
         .map(|r| r["name"].as_str().unwrap())
         .collect();
     assert!(busy.len() >= 4, "irq top saw too few NIC interrupts: {top}");
+    check_balancing(&b);
+}
+
+/// What `BALANCING` left: see the ht4 test.
+fn check_balancing(b: &Boot) {
+    let nics: Vec<u64> = b
+        .text("nics")
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(nics.len(), 8, "{nics:?}");
+    // apply: moves off CPU 0, and the heavy interrupts end one per package while any is free.
+    let applied = b.json("apply.json");
+    let plan = &applied["plan"];
+    let moves = plan["moves"].as_array().unwrap();
+    assert!(
+        !moves.is_empty(),
+        "nothing moved from the pile-up: {plan:#}"
+    );
+    let mut heavy_at: Vec<u64> = moves.iter().map(|m| m["to"].as_u64().unwrap()).collect();
+    heavy_at.extend(
+        plan["kept"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["why"] == "already well placed")
+            .map(|k| cpus(&k["on"])[0]),
+    );
+    let mut per_package = [0usize; 4];
+    for c in &heavy_at {
+        per_package[*c as usize / 2] += 1;
+    }
+    assert!(
+        !per_package.contains(&0) || per_package.iter().all(|n| *n <= 1),
+        "two heavy interrupts share a package while another has none: {per_package:?} \
+         {plan:#}"
+    );
+    let after = affinities(&b.text("aff.applied"));
+    for m in moves {
+        let irq = m["irq"].as_u64().unwrap();
+        let to = m["to"].as_u64().unwrap();
+        assert_eq!(after[&irq], 1u64 << to, "IRQ {irq} was not moved: {m}");
+    }
+    // rollback: every mask as it was.
+    assert_eq!(
+        b.text("aff.rolled-back"),
+        b.text("aff.piled"),
+        "{}",
+        b.text("rollback.json")
+    );
+    // daemon: moves on its own, then looks without moving, and puts everything back.
+    let log = b.text("daemon.log");
+    assert!(log.contains("moved IRQ"), "the daemon moved nothing: {log}");
+    let still = log
+        .lines()
+        .find_map(|l| l.split_once(" look(s) since without a move"))
+        .and_then(|(head, _)| head.rsplit('(').next())
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no closing line: {log}"));
+    assert!(still >= 3, "the daemon kept moving: {log}");
+    assert_eq!(
+        b.text("aff.daemon-after"),
+        b.text("aff.daemon-before"),
+        "{log}"
+    );
+    // pinned: the plan names the pins and the gain, --unpin all moves them (not to the
+    // banned CPU 1), rollback restores the pins.
+    let p = b.json("pinned-plan.json");
+    assert!(
+        p["moves"].as_array().unwrap().is_empty(),
+        "pins were moved: {p:#}"
+    );
+    let pin = &p["pinned"];
+    assert_eq!(cpus(&pin["cpus"]), vec![0], "{p:#}");
+    let pinned_irqs = cpus(&pin["irqs"]);
+    assert!(
+        !pinned_irqs.is_empty() && pinned_irqs.iter().all(|n| nics.contains(n)),
+        "{p:#}"
+    );
+    let gain = pin["gain_pct"].as_f64().unwrap();
+    assert!(gain > 0.0 && gain < 100.0, "{p:#}");
+    let text = b.text("pinned-plan.txt");
+    assert!(
+        text.contains("pinned to CPU 0") && text.contains("% less"),
+        "{text}"
+    );
+    let unpin = b.json("unpin.json");
+    let done = unpin["applied"].as_array().unwrap();
+    assert!(!done.is_empty(), "--unpin all moved nothing: {unpin:#}");
+    let unpinned = affinities(&b.text("aff.unpinned"));
+    for a in done {
+        let (irq, to) = (a["irq"].as_u64().unwrap(), a["to"].as_u64().unwrap());
+        assert!(nics.contains(&irq), "{a}");
+        assert!(
+            to != 0 && to != 1,
+            "moved onto CPU 0 or the banned CPU 1: {a}"
+        );
+        assert_eq!(unpinned[&irq], 1u64 << to, "{a}");
+    }
+    assert_eq!(
+        b.text("aff.pinned-again"),
+        b.text("aff.pinned"),
+        "{}",
+        b.text("rollback2.json")
+    );
+}
+
+/// `IRQ MASK` lines (MASK in hex, as /proc/irq/N/smp_affinity prints it) by IRQ.
+fn affinities(text: &str) -> std::collections::BTreeMap<u64, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (irq, mask) = l.split_once(' ')?;
+            Some((
+                irq.parse().ok()?,
+                u64::from_str_radix(&mask.replace(',', ""), 16).ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// seeds/004's many guests: two guests each run `fio --server` on their own scratch disk, and a
