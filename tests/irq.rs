@@ -43,6 +43,16 @@ fn pileup() -> tempfile::TempDir {
     dir
 }
 
+/// `irq plan`'s text view of a snapshot.
+fn plan_text(root: &Path) -> String {
+    let out = iolab()
+        .args(["irq", "plan", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn plan_json(root: &Path, extra: &[&str]) -> Value {
     let out = iolab()
         .args(["irq", "plan", "--json", "--root"])
@@ -88,12 +98,7 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
     assert_eq!(why(122), "managed by the kernel");
 
     // The text view says the same.
-    let out = iolab()
-        .args(["irq", "plan", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = plan_text(root.path());
     assert!(text.contains("eth0-TxRx-7"), "{text}");
     assert!(text.contains("managed by the kernel"), "{text}");
 
@@ -135,12 +140,7 @@ fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
         (gain - (500_000.0 - unpinned) / 5_000.0).abs() < 1e-6,
         "{p:#}"
     );
-    let out = iolab()
-        .args(["irq", "plan", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = plan_text(root.path());
     assert!(
         text.contains("8 heavy interrupts are pinned to CPU 4")
             && text.contains(&format!("would carry {gain:.0}% less"))

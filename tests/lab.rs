@@ -53,14 +53,16 @@ fn lab_ready() -> bool {
 
 /// A finished boot: the results export (removed on drop) and what QEMU and the script printed.
 struct Boot {
-    out: tempfile::TempDir,
+    dir: PathBuf,
+    /// Removes `dir` when dropped (None: kept, with LAB_KEEP).
+    _out: Option<tempfile::TempDir>,
     log: String,
     code: Option<i32>,
 }
 
 impl Boot {
     fn path(&self, name: &str) -> PathBuf {
-        self.out.path().join(name)
+        self.dir.join(name)
     }
 
     fn text(&self, name: &str) -> String {
@@ -134,8 +136,20 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         "lab: {machine} booted and ran its checks in {:.0?}",
         started.elapsed()
     );
+    // LAB_KEEP=1 keeps the results export for a look after the test (it says where).
+    let dir = out.path().to_path_buf();
+    let out = if std::env::var_os("LAB_KEEP").is_some() {
+        eprintln!(
+            "lab: the results export is kept in {}",
+            out.keep().display()
+        );
+        None
+    } else {
+        Some(out)
+    };
     Boot {
-        out,
+        dir,
+        _out: out,
         log,
         code: run.status.code(),
     }
@@ -327,6 +341,10 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
     let (on, near, far) = check_placement(&m, device(&m, "sda"));
     assert_eq!(on, eff);
     assert!(!near.is_empty() && near.iter().all(|c| *c < 4), "{near:?}");
+    assert!(
+        !near.contains(&(eff[0] ^ 1)),
+        "near holds the SMT sibling: {near:?}"
+    );
     assert_eq!(far, range(4, 15));
 
     // The NVMe: node 2, 4 hardware queues over the 16 CPUs, one interrupt each whose affinity
@@ -396,10 +414,12 @@ fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
     // Keep going on a failure below: print every run's figures first.
     let mut failures = Vec::new();
     let hba_irq = hba["irq"].as_u64().unwrap();
-    // With the interrupt moved to CPU 9 (node 2: CPUs 8-11), near is the rest of node 2.
+    // With the interrupt moved to CPU 9 (node 2: CPUs 8-11), near is the rest of node 2's
+    // package but CPU 9's SMT sibling 8, which the model leaves out of near (it shares the
+    // core), as it does for the HBA's own CPU (checked above).
     let moved = (
         vec![9],
-        vec![8, 10, 11],
+        vec![10, 11],
         range(0, 15)
             .into_iter()
             .filter(|c| c / 4 != 2)
@@ -434,15 +454,14 @@ fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
             .lines()
             .find_map(|l| l.trim().strip_prefix("cpus_allowed="))
             .unwrap_or_else(|| panic!("fio was not pinned: {job}"));
-        assert_eq!(
-            iolab::sys::parse::cpulist(pinned)
-                .unwrap()
-                .iter()
-                .map(|c| u64::from(*c))
-                .collect::<Vec<_>>(),
-            want,
-            "{what}"
-        );
+        let pinned: Vec<u64> = iolab::sys::parse::cpulist(pinned)
+            .unwrap()
+            .iter()
+            .map(|c| u64::from(*c))
+            .collect();
+        if pinned != want {
+            failures.push(format!("{what}: fio pinned to {pinned:?}, not {want:?}"));
+        }
         let samples = db.samples(r.id).unwrap();
         let total = |kind: &str, key: &str| -> f64 {
             samples
@@ -675,6 +694,9 @@ fn drive_http(out: &Path, port_base: u16) {
                     let _ = c.write_all(b"GET /f HTTP/1.0\r\nHost: lab\r\n\r\n");
                     let mut sink = Vec::new();
                     let _ = c.read_to_end(&mut sink);
+                    // A pause between downloads: steady interrupts without starving the
+                    // guest's TCG vCPUs of this machine's two cores.
+                    std::thread::sleep(std::time::Duration::from_millis(50));
                 }
             });
         }
@@ -684,14 +706,21 @@ fn drive_http(out: &Path, port_base: u16) {
 /// The ht4 guest's balancing steps, under traffic. `pile` puts every NIC interrupt on CPU 0
 /// with all CPUs allowed (x86 keeps an interrupt where it is when the new mask contains its
 /// CPU), `pin` pins them all to CPU 0 (a start-up script's mistake); `affs` lists every
-/// IRQ's mask. Heavy: 100/s and up (TCG's rates are low).
+/// IRQ's mask.
 const BALANCING: &str = r#"
 nics=$(awk '/-input\.|-output\./ { sub(":", "", $1); print $1 }' /proc/interrupts)
 echo $nics >$LAB_OUT/nics
 affs() { for d in /proc/irq/[0-9]*; do echo "${d##*/} $(cat $d/smp_affinity)"; done; }
 pile() { for n in $nics; do echo 0 >/proc/irq/$n/smp_affinity_list; echo 0-7 >/proc/irq/$n/smp_affinity_list; done; }
 pin() { for n in $nics; do echo 0 >/proc/irq/$n/smp_affinity_list; done; }
-H="--heavy 100"
+# Heavy: from half the 4th busiest NIC interrupt's rate in `irq top` (TCG's rates are low and
+# vary with this machine's load), so the four busiest NIC interrupts count as heavy.
+H="--heavy $(python3 -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+nic = sorted((r["total"] for r in rows if "-input." in r["name"] or "-output." in r["name"]), reverse=True)
+print(max(10, round(nic[3] / 2)) if len(nic) >= 4 else 10)' $LAB_OUT/top.json)"
+echo "$H" >$LAB_OUT/heavy
 pile; sleep 1
 affs >$LAB_OUT/aff.piled
 $IOLAB irq apply $H --over 3s --json >$LAB_OUT/apply.json 2>$LAB_OUT/apply.json.err
@@ -700,7 +729,7 @@ $IOLAB irq rollback --json >$LAB_OUT/rollback.json 2>$LAB_OUT/rollback.json.err
 affs >$LAB_OUT/aff.rolled-back
 pile; sleep 1
 affs >$LAB_OUT/aff.daemon-before
-$IOLAB irq daemon $H --min-interval 2s --max-interval 2s --cycles 6 >$LAB_OUT/daemon.out 2>$LAB_OUT/daemon.log
+$IOLAB irq daemon $H --min-interval 2s --max-interval 2s --cycles 5 >$LAB_OUT/daemon.out 2>$LAB_OUT/daemon.log
 affs >$LAB_OUT/aff.daemon-after
 pin; sleep 1
 affs >$LAB_OUT/aff.pinned

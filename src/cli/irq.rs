@@ -17,7 +17,9 @@ use crate::sys::SysRoot;
 /// packages, then cores, then SMT siblings, within each one's allowed CPUs and its device's
 /// node; managed, pinned and light ones left alone; nothing moved once balanced); `apply`
 /// writes the plan through a journal; `rollback` puts every affinity back; `daemon` keeps
-/// the load balanced.
+/// the load balanced. When pinned masks make the pile-up (one CPU, or one core's threads,
+/// written into every NIC's smp_affinity), `plan` says so and how much less the busiest CPU
+/// would carry unpinned; `--unpin all|IRQ,...` moves them, `--ban-cpus LIST` keeps CPUs free.
 #[derive(Debug, clap::Args)]
 pub struct IrqArgs {
     #[command(subcommand)]
