@@ -142,7 +142,8 @@ fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
     );
     let text = plan_text(root.path());
     assert!(
-        text.contains("8 heavy interrupts are pinned to CPU 4")
+        text.contains("nothing to move: the heavy interrupts are pinned (see below)")
+            && text.contains("8 heavy interrupts are pinned to CPU 4")
             && text.contains(&format!("would carry {gain:.0}% less"))
             && text.contains("--unpin all"),
         "{text}"

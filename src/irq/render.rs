@@ -29,7 +29,9 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         p.options.heavy
     );
     if p.moves.is_empty() {
-        let why = if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
+        let why = if p.pinned.is_some() {
+            "the heavy interrupts are pinned (see below)"
+        } else if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
             "the heavy interrupts are balanced"
         } else if p.kept.iter().any(|k| k.why == "already well placed") {
             "every heavy interrupt is already well placed"
