@@ -65,9 +65,22 @@ state >$LAB_OUT/restored.txt
         "{}",
         b.text("run.txt")
     );
-    assert_eq!(b.text("after.txt"), before, "the experiment put everything back");
+    assert_eq!(
+        b.text("after.txt"),
+        before,
+        "the experiment put everything back"
+    );
     // SMT off leaves one thread per core: the even CPUs.
     assert_eq!(b.text("killed.txt").trim(), "0,2,4,6,8,10,12,14");
-    assert_eq!(b.text("restore.rc").trim(), "0", "{}", b.text("restore.txt"));
-    assert_eq!(b.text("restored.txt"), before, "restore put everything back");
+    assert_eq!(
+        b.text("restore.rc").trim(),
+        "0",
+        "{}",
+        b.text("restore.txt")
+    );
+    assert_eq!(
+        b.text("restored.txt"),
+        before,
+        "restore put everything back"
+    );
 }
