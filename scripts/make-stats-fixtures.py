@@ -111,7 +111,8 @@ def summary(x):
     else:
         mean_ad = float(np.mean(np.abs(x - med)))
         z = np.zeros(n) if mean_ad == 0 else (x - med) / (1.253314 * mean_ad)
-    out["outliers"] = [int(i) for i in np.nonzero(np.abs(z) > 3.5)[0]]
+    # No marks below 6 values (iolab's OUTLIER_MIN_N: the score is unstable there).
+    out["outliers"] = [] if n < 6 else [int(i) for i in np.nonzero(np.abs(z) > 3.5)[0]]
     return out
 
 
@@ -184,7 +185,14 @@ def main():
         "benjamini_hochberg": {"p": BH_P, "adjusted": [
             float(q) for q in stats.false_discovery_control(BH_P, method="bh")]},
         "t_quantiles": [{"p": p, "df": df, "q": float(stats.t.ppf(p, df))}
-                        for p in (0.9, 0.975, 0.995) for df in (1, 2, 3, 5, 9, 29, 100, 1000)],
+                        for p in (0.9, 0.975, 0.995) for df in (1, 2, 3, 5, 9, 29, 100, 1000)]
+        + [{"p": p, "df": df, "q": float(stats.t.ppf(p, df))}
+           for p in (1e-6, 0.05, 0.3) for df in (1.5, 2.31, 4.7, 29.5)],
+        # Welch's df is fractional; tails down to 1e-12 and t near 0 both matter.
+        "t_cdf": [{"t": t, "df": df, "cdf": float(stats.t.cdf(t, df)),
+                   "two_sided_p": float(2 * stats.t.sf(abs(t), df))}
+                  for df in (1, 2, 2.31, 3, 4.7, 9, 29.5, 100, 1e4)
+                  for t in (-12.0, -4.3, -1.5, -0.1, 0.0, 1e-4, 0.3, 1.0, 2.1, 4.3, 30.0)],
         "histogram": histogram_case(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -133,7 +133,9 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
         ],
     );
     assert!(text.contains("all"), "{text}");
-    assert!(text.contains("~ (n)"), "{text}");
+    // Two runs per side (the same two files): Welch's t decides, and finds nothing.
+    let all = text.lines().find(|l| l.starts_with("all ")).unwrap();
+    assert!(all.contains(" ~ ") && all.contains("Welch"), "{text}");
 
     // Client mode names the host it ran on; that is used when --tag host is not given.
     let client: Value = serde_json::from_str(&ok(
@@ -170,7 +172,10 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
 
 #[test]
 fn show_prints_pivot_tables_with_na_failed_and_outliers() {
-    let (_dir, db) = two_kernels();
+    // Six repetitions: outliers are only marked in cells of 6 or more runs.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    answers_db::two_kernels(&db, 6, true);
     let text = ok(
         &db,
         &["show", "1", "--metric", "read_iops", "--metric", "sys_pct"],
@@ -209,6 +214,21 @@ fn show_prints_pivot_tables_with_na_failed_and_outliers() {
         1
     );
     insta::assert_json_snapshot!("show_json_cells", json["cells"]);
+
+    // The same slow run among five: too few runs for the modified z-score to mean much.
+    let (_dir5, db5) = two_kernels();
+    let five: Value = serde_json::from_str(&ok(&db5, &["show", "1", "--json"])).unwrap();
+    let near = five["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cell"] == "rq_affinity=0 placement=near")
+        .unwrap();
+    assert_eq!(near["metrics"]["read_iops"]["n"], 5, "{near}");
+    assert_eq!(
+        near["metrics"]["read_iops"]["outlier_runs"],
+        serde_json::json!([])
+    );
 
     let csv = ok(&db, &["show", "1", "--csv", "--metric", "read_iops"]);
     assert_eq!(csv.lines().count(), 1 + 9, "{csv}");
@@ -283,7 +303,12 @@ fn compare_finds_the_regression_and_leaves_noise_alone() {
         &db,
         &["compare", "1", "2", "--csv", "--metric", "read_iops"],
     );
-    assert_eq!(csv.lines().count(), 1 + 6, "{csv}");
+    // 6 cells and their geomean row.
+    assert_eq!(csv.lines().count(), 1 + 6 + 1, "{csv}");
+    let geomean = csv.lines().last().unwrap();
+    assert!(geomean.starts_with("geomean,read_iops,"), "{csv}");
+    assert!(geomean.contains(",0/2/4,"), "{csv}");
+    assert_eq!(json["across_cells"].as_array().unwrap().len(), 2, "{json}");
 }
 
 #[test]
@@ -565,6 +590,18 @@ fn report_is_one_offline_page_that_chromium_renders() {
     );
     let html = std::fs::read_to_string(&html_path).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"));
+    // One geomean row per compared pair of levels and metric, with the cells' verdicts.
+    for pair in [
+        "rq_affinity: 0 -&gt; 1",
+        "rq_affinity: 0 -&gt; 2",
+        "placement: on -&gt; near",
+    ] {
+        assert!(
+            html.contains(&format!("{pair}: geomean")),
+            "{pair} geomean missing"
+        );
+    }
+    assert!(html.contains("t interval on the log ratios across cells"));
     for forbidden in ["<script", "<link", "@import", "url(", "src="] {
         assert!(!html.contains(forbidden), "{forbidden} in the page");
     }
@@ -727,5 +764,125 @@ fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
         summary["missing_figures"],
         serde_json::json!([]),
         "{summary}"
+    );
+}
+
+/// Six cells (bs x iodepth), 3 runs each, the candidate `ratios[i]` times the baseline in
+/// cell i; runs within -1%, 0, +1% of the cell's level, so each side's median is the level.
+fn three_run_experiments(db: &Path, ratios: &[f64; 6]) {
+    let file = "name = \"bs x iodepth\"\nrepetitions = 3\n\n[workload]\nrw = \"randread\"\n\n\
+                [factors]\nbs = [\"4k\", \"64k\"]\niodepth = [1, 8, 32]\n";
+    let mut store = iolab::store::Store::open(db).unwrap();
+    for (kernel, candidate) in [("6.1", false), ("6.6", true)] {
+        let id = store
+            .create_experiment(&iolab::store::NewExperiment {
+                name: "bs x iodepth".into(),
+                file_text: file.into(),
+                seed: 1,
+                planned_order: serde_json::json!([]),
+                host: "lab1".into(),
+                kernel: kernel.into(),
+            })
+            .unwrap();
+        let mut t = 1_795_300_000.0;
+        for (i, (bs, depth)) in ["4k", "64k"]
+            .iter()
+            .flat_map(|bs| [1, 8, 32].map(|d| (bs, d)))
+            .enumerate()
+        {
+            let level = 10_000.0 * (i + 1) as f64 * if candidate { ratios[i] } else { 1.0 };
+            for (rep, spread) in [0.99, 1.0, 1.01].iter().enumerate() {
+                store
+                    .insert_run(&iolab::store::NewRun {
+                        experiment_id: id,
+                        cell_key: format!("bs={bs},iodepth={depth}"),
+                        cell_levels: serde_json::json!({"bs": bs, "iodepth": depth}),
+                        repetition: rep as u32 + 1,
+                        start_unix: t,
+                        end_unix: t + 2.0,
+                        metrics: vec![("read_iops".into(), level * spread)],
+                        ..Default::default()
+                    })
+                    .unwrap();
+                t += 3.0;
+            }
+        }
+        store.set_experiment_status(id, "done").unwrap();
+    }
+}
+
+#[test]
+fn compare_decides_at_three_runs_and_sums_up_across_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("three.db");
+    let ratios = [0.80, 0.85, 0.90, 0.85, 0.80, 0.90];
+    three_run_experiments(&db, &ratios);
+    let args = ["compare", "1", "2", "--metric", "read_iops"];
+    let text = ok(&db, &args);
+    assert_mail_friendly(&text);
+    let json: Value = serde_json::from_str(&ok(&db, &[&args[..], &["--json"]].concat())).unwrap();
+    let cmps = json["comparisons"].as_array().unwrap();
+    assert_eq!(cmps.len(), 6, "{json}");
+    for (c, r) in cmps.iter().zip(ratios) {
+        // 3 vs 3: the exact Mann-Whitney test cannot go below 0.1; Welch's t decides.
+        assert_eq!(c["test"], "welch", "{c}");
+        assert_eq!(c["verdict"], "regressed", "{c}");
+        assert!(c["p_adjusted"].as_f64().unwrap() < 0.05, "{c}");
+        let change = c["change_pct"].as_f64().unwrap();
+        assert!((change - 100.0 * (r - 1.0)).abs() < 1e-9, "{c}");
+    }
+    // By hand: geomean = (0.8 * 0.85 * 0.9)^(1/3) (each ratio twice); the CI is the t
+    // interval of the six log ratios, t(0.975, 5) = 2.570581835636314.
+    let logs: Vec<f64> = ratios.iter().map(|r: &f64| r.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / 6.0;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / 5.0).sqrt();
+    let half = 2.570_581_835_636_314 * sd / 6f64.sqrt();
+    let geomean = (0.8f64 * 0.85 * 0.9).powf(1.0 / 3.0);
+    assert!((mean.exp() - geomean).abs() < 1e-12);
+    let across = &json["across_cells"][0];
+    assert_eq!(across["metric"], "read_iops");
+    let pct = |x: f64| 100.0 * (x - 1.0);
+    let close = |key: &str, want: f64| {
+        let got = across[key].as_f64().unwrap();
+        assert!(
+            (got - want).abs() < 1e-9,
+            "{key}: {got} vs {want}: {across}"
+        );
+    };
+    close("change_pct", pct(geomean));
+    close("ci_low_pct", pct((mean - half).exp()));
+    close("ci_high_pct", pct((mean + half).exp()));
+    // Baseline levels 10k..60k: geomean (6!)^(1/6) * 10k.
+    close("geomean_baseline", 10_000.0 * 720f64.powf(1.0 / 6.0));
+    assert_eq!(
+        (
+            &across["improved"],
+            &across["regressed"],
+            &across["unchanged"]
+        ),
+        (&Value::from(0), &Value::from(6), &Value::from(0))
+    );
+    assert_eq!(
+        across["ci_method"],
+        "t interval on the log ratios across cells"
+    );
+    let geomean_line = text.lines().find(|l| l.starts_with("geomean")).unwrap();
+    assert!(
+        geomean_line.contains(&format!("{:+.1}%", pct(geomean))),
+        "{text}"
+    );
+    assert!(geomean_line.contains("0/6/0"), "{text}");
+    insta::assert_snapshot!("compare_three_runs_text", text);
+    let csv = ok(&db, &[&args[..], &["--csv"]].concat());
+    assert!(
+        csv.lines().nth(1).unwrap().contains(",regressed,Welch,"),
+        "{csv}"
+    );
+    assert!(
+        csv.lines()
+            .last()
+            .unwrap()
+            .starts_with("geomean,read_iops,"),
+        "{csv}"
     );
 }

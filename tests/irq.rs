@@ -43,6 +43,16 @@ fn pileup() -> tempfile::TempDir {
     dir
 }
 
+/// `irq plan`'s text view of a snapshot.
+fn plan_text(root: &Path) -> String {
+    let out = iolab()
+        .args(["irq", "plan", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn plan_json(root: &Path, extra: &[&str]) -> Value {
     let out = iolab()
         .args(["irq", "plan", "--json", "--root"])
@@ -88,12 +98,7 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
     assert_eq!(why(122), "managed by the kernel");
 
     // The text view says the same.
-    let out = iolab()
-        .args(["irq", "plan", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = plan_text(root.path());
     assert!(text.contains("eth0-TxRx-7"), "{text}");
     assert!(text.contains("managed by the kernel"), "{text}");
 
@@ -103,6 +108,69 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
     // With a threshold above every rate nothing is heavy, so nothing moves.
     let light = plan_json(root.path(), &["--heavy", "1000000"]);
     assert!(light["moves"].as_array().unwrap().is_empty());
+}
+
+/// `pileup()` with each of eth0's eight queue interrupts pinned to CPU 4 (where they fire).
+fn pinned_pileup() -> tempfile::TempDir {
+    let dir = pileup();
+    for irq in 160..=167 {
+        let path = dir.path().join(format!("proc/irq/{irq}/smp_affinity_list"));
+        std::fs::write(path, "4\n").unwrap();
+    }
+    dir
+}
+
+#[test]
+fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
+    let root = pinned_pileup();
+    let p = plan_json(root.path(), &[]);
+    assert!(p["moves"].as_array().unwrap().is_empty(), "{p:#}");
+    let pin = &p["pinned"];
+    assert_eq!(
+        pin["irqs"],
+        serde_json::json!((160..=167).collect::<Vec<_>>())
+    );
+    assert_eq!(pin["cpus"], serde_json::json!([4]));
+    assert_eq!(pin["busiest_cpu"].as_f64().unwrap(), 500_000.0);
+    // Unpinned, the plan spreads them as in the test above: queue 0 alone is the busiest.
+    let unpinned = pin["busiest_cpu_unpinned"].as_f64().unwrap();
+    assert!(unpinned <= 200_000.0, "{p:#}");
+    let gain = pin["gain_pct"].as_f64().unwrap();
+    assert!(
+        (gain - (500_000.0 - unpinned) / 5_000.0).abs() < 1e-6,
+        "{p:#}"
+    );
+    let text = plan_text(root.path());
+    assert!(
+        text.contains("nothing to move: the heavy interrupts are pinned (see below)")
+            && text.contains("8 heavy interrupts are pinned to CPU 4")
+            && text.contains(&format!("would carry {gain:.0}% less"))
+            && text.contains("--unpin all"),
+        "{text}"
+    );
+
+    // --unpin all: moved as if they had never been pinned, and nothing is reported pinned.
+    let all = plan_json(root.path(), &["--unpin", "all"]);
+    let free = plan_json(pileup().path(), &[]);
+    assert_eq!(all["moves"], free["moves"]);
+    assert!(all["pinned"].is_null(), "{all:#}");
+    // --unpin IRQ: only that one moves (one of eight is a small gain: asked for any gain).
+    let one = plan_json(root.path(), &["--unpin", "163", "--min-gain", "0"]);
+    let moved: Vec<u64> = one["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["irq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(moved, vec![163], "{one:#}");
+    // --ban-cpus: no interrupt is moved onto a banned CPU.
+    let banned = plan_json(root.path(), &["--unpin", "all", "--ban-cpus", "5-6"]);
+    let moves = banned["moves"].as_array().unwrap();
+    assert!(moves.len() >= 7, "{banned:#}");
+    for m in moves {
+        assert!(![5, 6].contains(&m["to"].as_u64().unwrap()), "{m}");
+    }
+    assert_eq!(banned["options"]["banned"], serde_json::json!([5, 6]));
 }
 
 #[test]
@@ -225,12 +293,35 @@ fn bad_input_is_refused_with_a_reason() {
             "--min-interval",
         ),
         (&["irq", "top", "--interval", "0"], "longer than zero"),
+        (&["irq", "plan", "--unpin", "some"], "neither `all` nor"),
+        (&["irq", "plan", "--ban-cpus", "x"], "not a CPU list"),
     ];
     for (args, says) in cases {
         let out = iolab().args(*args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // Names that do not exist on the machine planned for.
+    let root = pileup();
+    for (args, says) in [
+        (["--unpin", "999"], "--unpin: no IRQ 999 here"),
+        (
+            ["--ban-cpus", "99"],
+            "--ban-cpus: CPU 99 does not exist here",
+        ),
+    ] {
+        let out = iolab()
+            .args(["irq", "plan", "--root"])
+            .arg(root.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("plan.json");

@@ -4,6 +4,7 @@
 
 use iolab::stats::compare::{compare, CompareOptions};
 use iolab::stats::distributions::t_quantile;
+use iolab::stats::student_t::{t_cdf, t_two_sided_sf};
 use iolab::stats::{
     benjamini_hochberg, mann_whitney_u, summarize, welch_t_test, Direction, LatencyHistogram,
     MwuMethod,
@@ -246,6 +247,31 @@ fn t_quantiles_match_scipy() {
 }
 
 #[test]
+fn t_cdf_and_tails_match_scipy() {
+    // The brief asks for 1e-6; the computation here holds far tighter, and a looser check
+    // would hide a lost digit in the tails that decide small-n verdicts.
+    let r = reference();
+    let cases = nonempty(r["t_cdf"].as_array().unwrap());
+    assert!(cases.len() >= 90, "only {} reference points", cases.len());
+    for c in cases {
+        let (t, df) = (c["t"].as_f64().unwrap(), c["df"].as_f64().unwrap());
+        let cdf = t_cdf(t, df).unwrap();
+        let theirs = c["cdf"].as_f64().unwrap();
+        assert!(
+            (cdf - theirs).abs() <= 1e-13,
+            "cdf({t}, {df}): ours {cdf} vs scipy {theirs}"
+        );
+        let p = c["two_sided_p"].as_f64().unwrap();
+        close(
+            &format!("p({t}, {df})"),
+            t_two_sided_sf(t, df).unwrap(),
+            p,
+            1e-10,
+        );
+    }
+}
+
+#[test]
 fn fio_histograms_merge_exactly_and_percentiles_match() {
     let r = reference();
     let h = &r["histogram"];
@@ -269,7 +295,8 @@ fn verdicts_on_the_reference_pairs() {
     use iolab::stats::Verdict::*;
     let r = reference();
     let expected = [
-        ("three_vs_three_separated", NoDifference, TooFewSamples),
+        // 3 vs 3: the exact rank test's floor is p = 0.1; Welch's t decides.
+        ("three_vs_three_separated", Improved, Significant),
         ("four_vs_four_separated", Improved, Significant),
         ("bimodal_6_vs_6", NoDifference, CiIncludesZero),
         ("identical_groups", NoDifference, CiIncludesZero),

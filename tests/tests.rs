@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link on 2 cores). One module per area, through the
 //! built `iolab` binary or the library; `common` holds the root check and scratch devices.
 
+mod align;
 mod answers;
 mod answers_db;
 mod cli_basics;

@@ -965,6 +965,124 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
     }
 }
 
+/// Runs an experiment file on the scratch device `dev` into `db`; stderr.
+fn run_experiment(dir: &Path, db: &Path, name: &str, text: &str) -> String {
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, text).unwrap();
+    let out = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "--db"])
+        .arg(db)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+/// The `cellC-roundR` directories holding an experiment's kept traces, sorted.
+fn kept_trace_dirs(db: &Path, experiment: i64) -> Vec<String> {
+    let traces = PathBuf::from(format!("{}.traces/experiment-{experiment}", db.display()));
+    let mut dirs: Vec<String> = match std::fs::read_dir(&traces) {
+        Ok(rd) => rd
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    dirs.sort();
+    dirs
+}
+
+/// `[trace] keep` and `keep_max`: every measured run is analysed (its trace_* metrics are
+/// stored), but only the traces the cap allows stay on disk and in the run rows, and `show`
+/// says how many were analysed and not kept.
+#[test]
+fn trace_keep_caps_the_traces_an_experiment_keeps() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("keep");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("k.db");
+    let top = "seed = 5\nrepetitions = 2\n";
+    // Top-level keys first: after `[trace]` they would belong to it.
+    let body = format!(
+        "[target]\ndevice = \"{}\"\nanchor_cpu = 0\n\
+         [workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\ndirect = 1\n\
+         size = \"16m\"\nruntime = \"1s\"\ntime_based = true\nrate_iops = 5000\n\
+         [factors]\nscheduler = [\"none\", \"mq-deadline\"]\n",
+        scratch.dev
+    );
+    // keep = "first": two cells, two rounds: the first run of each cell keeps its trace.
+    let stderr = run_experiment(
+        dir.path(),
+        &db,
+        "first",
+        &format!("name = \"first\"\n{top}[trace]\nkeep = \"first\"\n{body}"),
+    );
+    assert!(!stderr.contains("trace:"), "{stderr}");
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let runs = store.runs(1).unwrap();
+    assert_eq!(runs.len(), 4);
+    let mut kept_rounds = Vec::new();
+    for run in &runs {
+        let metrics: HashMap<String, f64> =
+            store.run_metrics(run.id).unwrap().into_iter().collect();
+        assert!(
+            metrics.get("trace_q2c_count").copied().unwrap_or(0.0) > 1000.0,
+            "every run is analysed: {metrics:?}"
+        );
+        let texts = store.run_texts(run.id).unwrap().unwrap();
+        if let Some(stored) = texts.trace {
+            let base = iolab::store::trace_location(&db, &stored);
+            assert!(
+                PathBuf::from(format!("{}.blktrace.0.gz", base.display())).is_file(),
+                "{stored}"
+            );
+            kept_rounds.push((run.cell_key.clone(), run.repetition));
+        }
+    }
+    kept_rounds.sort();
+    assert_eq!(kept_rounds.len(), 2, "{kept_rounds:?}");
+    assert_ne!(kept_rounds[0].0, kept_rounds[1].0, "one per cell");
+    assert_eq!(
+        kept_trace_dirs(&db, 1),
+        ["cell0-round1", "cell1-round1"],
+        "the runs not kept left no files"
+    );
+    let show = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["show", "1", "--db"])
+        .arg(&db)
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&show.get_output().stdout).into_owned();
+    assert!(
+        text.contains("traces: 2 of 4 traced runs keep their trace files"),
+        "{text}"
+    );
+
+    // keep_max below one trace's size: nothing is kept, everything analysed, and it is said.
+    let stderr = run_experiment(
+        dir.path(),
+        &db,
+        "capped",
+        &format!("name = \"capped\"\n{top}[trace]\nkeep_max = \"1k\"\n{body}"),
+    );
+    assert_eq!(
+        stderr.matches("trace: keep_max reached").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(kept_trace_dirs(&db, 2).is_empty());
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    assert_eq!(store.trace_counts(2).unwrap(), (4, 0));
+    assert_eq!(store.trace_counts(1).unwrap(), (4, 2));
+}
+
 /// Large writes on a device with a small `max_sectors_kb` split every bio (one Q, then a G, I,
 /// D and C per part, as seeds/004's 1M and 4M block sizes do). btt finds each part's Q by
 /// sector range, so every part gets its Q2G and G2I; iolab's counts must match btt's, N for N.

@@ -15,8 +15,11 @@ use std::collections::BTreeSet;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
-use crate::report::comparisons::{comparison_table_in_family, comparisons_json, ComparisonRow};
-use crate::report::table::{Table, MAX_WIDTH};
+use crate::report::comparisons::{
+    across_note, across_row, comparison_table_in_family, comparisons_json, ComparisonRow,
+};
+use crate::report::table::{Cell, Table, MAX_WIDTH};
+use crate::stats::across::{across_cells, AcrossCells};
 use crate::stats::compare::{adjust_family, compare, CompareOptions, Comparison};
 use crate::store::{Run, Store};
 
@@ -231,6 +234,10 @@ impl Default for CompareRequest {
 /// One compared cell and metric.
 #[derive(Debug, Clone)]
 pub struct Compared {
+    /// Which comparison the cell belongs to when one family holds several (`report`: the
+    /// factor and its two levels); empty for `compare`. Geomean rows summarise per group
+    /// and metric.
+    pub group: String,
     pub cell: String,
     /// Levels only (`2/near`), for text tables whose heading names the factors.
     pub short_cell: String,
@@ -333,6 +340,7 @@ pub fn compare_cells(
     for ((b, metric, ..), result) in jobs.iter().zip(results) {
         let comparison = result.map_err(|e| anyhow::anyhow!("{} {metric}: {e}", b.label()))?;
         out.push(Compared {
+            group: String::new(),
             cell: b.label(),
             short_cell: b.short_label(),
             metric: (*metric).clone(),
@@ -347,7 +355,84 @@ pub fn compare_cells(
     Ok((out, skipped))
 }
 
-/// Per-metric text tables over one family, in metric order.
+/// The summary across cells of one group and metric.
+#[derive(Debug, Clone)]
+pub struct Across {
+    pub group: String,
+    pub metric: String,
+    pub summary: AcrossCells,
+}
+
+impl Across {
+    /// The row label: `geomean`, or `GROUP: geomean` inside a report's family.
+    pub fn label(&self) -> String {
+        if self.group.is_empty() {
+            "geomean".to_string()
+        } else {
+            format!("{}: geomean", self.group)
+        }
+    }
+}
+
+/// One summary per group and metric that has at least two cells (with one cell the row
+/// would repeat it), in the order the groups first appear.
+pub fn across(compared: &[Compared]) -> Vec<Across> {
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for c in compared {
+        if !keys.contains(&(c.group.as_str(), c.metric.as_str())) {
+            keys.push((&c.group, &c.metric));
+        }
+    }
+    keys.into_iter()
+        .filter_map(|(group, metric)| {
+            let cells: Vec<&Comparison> = compared
+                .iter()
+                .filter(|c| c.group == group && c.metric == metric)
+                .map(|c| &c.comparison)
+                .collect();
+            let level = 1.0 - cells.first()?.alpha;
+            (cells.len() >= 2).then(|| Across {
+                group: group.to_string(),
+                metric: metric.to_string(),
+                summary: across_cells(&cells, level),
+            })
+        })
+        .collect()
+}
+
+/// How many comparisons of the family have a p-value (the Benjamini-Hochberg family).
+fn family_size(compared: &[Compared]) -> usize {
+    compared
+        .iter()
+        .filter(|c| c.comparison.p_test.is_some())
+        .count()
+}
+
+/// Adds each summary's row after the last row of its group and metric (`rows[i]` is the
+/// table row of `compared[i]`), and the legend when any row was added.
+fn add_across_rows(table: &mut Table, compared: &[Compared], with_metric: bool) {
+    let summaries = across(compared);
+    let mut at: Vec<(usize, Vec<Cell>)> = summaries
+        .iter()
+        .filter_map(|a| {
+            let last = compared
+                .iter()
+                .rposition(|c| c.group == a.group && c.metric == a.metric)?;
+            let metric = with_metric.then_some(a.metric.as_str());
+            Some((last + 1, across_row(&a.label(), metric, &a.summary)))
+        })
+        .collect();
+    if let Some(first) = summaries.first() {
+        table.notes.push(across_note(first.summary.ci_level));
+    }
+    // From the bottom up, so earlier positions stay valid.
+    at.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+    for (i, row) in at {
+        table.rows.insert(i, row);
+    }
+}
+
+/// Per-metric text tables over one family, in metric order, each ending in its geomean row.
 pub fn tables(title_of: impl Fn(&str) -> String, compared: &[Compared]) -> Vec<Table> {
     let mut metrics: Vec<&str> = Vec::new();
     for c in compared {
@@ -355,24 +440,32 @@ pub fn tables(title_of: impl Fn(&str) -> String, compared: &[Compared]) -> Vec<T
             metrics.push(&c.metric);
         }
     }
+    let family = family_size(compared);
     metrics
         .iter()
         .map(|m| {
-            let rows: Vec<ComparisonRow> = compared
+            let of_metric: Vec<Compared> = compared
                 .iter()
                 .filter(|c| c.metric == *m)
+                .cloned()
+                .collect();
+            let rows: Vec<ComparisonRow> = of_metric
+                .iter()
                 .map(|c| ComparisonRow {
                     cell: c.short_cell.clone(),
                     metric: None,
                     comparison: &c.comparison,
                 })
                 .collect();
-            comparison_table_in_family(&title_of(m), metrics::unit(m), &rows, compared.len())
+            let mut t = comparison_table_in_family(&title_of(m), metrics::unit(m), &rows, family);
+            add_across_rows(&mut t, &of_metric, false);
+            t
         })
         .collect()
 }
 
-/// All comparisons in one table with a metric column (CSV, HTML).
+/// All comparisons in one table with a metric column (CSV, HTML), with a geomean row after
+/// each group and metric.
 pub fn long_table(title: &str, compared: &[Compared]) -> Table {
     let rows: Vec<ComparisonRow> = compared
         .iter()
@@ -382,9 +475,13 @@ pub fn long_table(title: &str, compared: &[Compared]) -> Table {
             comparison: &c.comparison,
         })
         .collect();
-    comparison_table_in_family(title, None, &rows, compared.len())
+    let mut t = comparison_table_in_family(title, None, &rows, family_size(compared));
+    add_across_rows(&mut t, compared, true);
+    t
 }
 
+/// `{"comparisons": [...], "across_cells": [...]}`: every comparison, then per group and
+/// metric the geomean summary (`group` is left out when empty).
 pub fn json_of(compared: &[Compared]) -> Value {
     let rows: Vec<ComparisonRow> = compared
         .iter()
@@ -394,7 +491,24 @@ pub fn json_of(compared: &[Compared]) -> Value {
             comparison: &c.comparison,
         })
         .collect();
-    comparisons_json(&rows)
+    let mut json = comparisons_json(&rows);
+    let summaries: Vec<Value> = across(compared)
+        .into_iter()
+        .map(|a| {
+            let mut v = serde_json::to_value(&a.summary).unwrap_or(Value::Null);
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("metric".into(), a.metric.clone().into());
+                if !a.group.is_empty() {
+                    obj.insert("group".into(), a.group.clone().into());
+                }
+            }
+            v
+        })
+        .collect();
+    if let Some(obj) = json.as_object_mut() {
+        obj.insert("across_cells".into(), Value::Array(summaries));
+    }
+    json
 }
 
 /// Renders tables one after another with their footnotes merged at the end (the legends of
@@ -573,7 +687,7 @@ pub fn compare_selectors(
         if !req.better.is_empty() {
             obj.insert("better".into(), json!(req.better));
         }
-        obj.insert("family_size".into(), json!(compared.len()));
+        obj.insert("family_size".into(), json!(family_size(&compared)));
         obj.insert("unmatched_cells".into(), json!(unmatched));
         obj.insert("skipped".into(), json!(skipped));
     }

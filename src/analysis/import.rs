@@ -267,6 +267,18 @@ pub fn import_files(
             metrics: metrics.clone(),
             samples: Vec::new(),
             trace: None,
+            // What can be checked without samples: fio's percentiles against its histogram.
+            checks: serde_json::to_value(crate::experiment::run::checks::percentiles_vs_bins(
+                &p.report,
+            ))
+            .ok()
+            .filter(|c| c.as_array().is_some_and(|a| !a.is_empty())),
+            environment: p
+                .report
+                .version
+                .as_ref()
+                .map(|v| serde_json::json!({"fio_version": v})),
+            sample_window: None,
         };
         let run_id = store
             .insert_run(&run)

@@ -22,6 +22,11 @@ pub const HEADLINE: &[&str] = &[
     "usr_pct",
     "sys_pct",
     "irq_per_s",
+    // The device's side of fio's figures (the lab's nvme0n1 had them stored, but `show`
+    // printed none: they were not headline metrics).
+    "dev_r_per_s",
+    "dev_w_per_s",
+    "dev_irq_per_io",
 ];
 
 /// The unit shown in headers, from the metric's stable name.

@@ -4,6 +4,7 @@
 //! statistics and report libraries (which know nothing of databases): it selects runs, groups
 //! them into cells by their factor levels, and feeds plain vectors to `stats` and `report`.
 
+pub mod basis;
 pub mod cells;
 pub mod compare;
 pub mod import;

@@ -78,7 +78,8 @@ pub fn factor_comparisons(
                 } else {
                     format!(" at {}", c.cell)
                 };
-                c.cell = format!("{}: {base_level} -> {level}{at}", f.name);
+                c.group = format!("{}: {base_level} -> {level}", f.name);
+                c.cell = format!("{}{at}", c.group);
                 c.short_cell = c.cell.clone();
             }
             notes.extend(
@@ -198,6 +199,9 @@ pub fn report(
         html::escape(&loaded.experiment.name)
     );
     body.push_str(&environment_section(store, &loaded)?);
+    body.push_str(&super::basis::html(&super::basis::summarise(
+        &store.run_bases(id)?,
+    )));
     let mut summary = ReportSummary {
         experiment: id,
         metrics: Vec::new(),

@@ -356,7 +356,8 @@ pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
         .push("CI: 95% Student-t interval of the mean; CV: stddev / mean".into());
     if any_outliers {
         t.notes.push(
-            "out: runs flagged by the modified z-score (> 3.5 on the MAD); kept in the numbers"
+            "out: runs flagged by the modified z-score (> 3.5 on the MAD; only in cells of 6 \
+             or more runs); kept in the numbers"
                 .into(),
         );
     }
@@ -442,10 +443,18 @@ pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown>
         tables.push(detail_table(&loaded, &mc));
         per_metric.push(mc);
     }
-    let json = show_json(&loaded, &per_metric, &tables);
+    let basis = super::basis::summarise(&store.run_bases(id)?);
+    let mut json = show_json(&loaded, &per_metric, &tables);
+    json["basis"] = serde_json::to_value(&basis).unwrap_or(Value::Null);
     let csv = long_table(&loaded, &per_metric).to_csv();
+    let mut header = header(&loaded);
+    let (analysed, kept) = store.trace_counts(id)?;
+    if let Some(note) = crate::experiment::run::trace::kept_note(analysed, kept) {
+        header.push_str(&note);
+        header.push('\n');
+    }
     Ok(Shown {
-        header: header(&loaded),
+        header: header + &super::basis::text(&basis),
         tables,
         json,
         csv,

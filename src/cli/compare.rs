@@ -25,10 +25,13 @@ fn parse_better(text: &str) -> Result<(String, Direction), String> {
 /// also fix a factor's level (`scheduler=none` vs `scheduler=mq-deadline`): that factor then
 /// leaves the cell key and the remaining factors' cells are matched. Cells are matched by
 /// their factor levels (imported runs without factors form one cell). Per cell and
-/// metric: baseline and candidate medians, change % with a 95% bootstrap CI, Mann-Whitney p
-/// (Benjamini-Hochberg adjusted over everything shown), Welch's p, and a verdict: improved,
-/// regressed, or `~` when the CI includes 0, the change is below --min-effect, or p >= 0.05.
-/// `(n)` marks cells with too few runs for any verdict.
+/// metric: baseline and candidate medians, change % with a 95% bootstrap CI, a p-value
+/// (Benjamini-Hochberg adjusted over everything shown) from the test named in `test`
+/// (Mann-Whitney where the run counts let it reach p < 0.05, e.g. 4 vs 4; Welch's t below
+/// that, e.g. 3 vs 3), and a verdict: improved, regressed, or `~` when the CI includes 0,
+/// the change is below --min-effect, or p >= 0.05. `(n)` marks cells with a single run on a
+/// side. Per metric, a `geomean` row sums up the cells: the geometric mean of the ratios with
+/// a t interval on the log ratios, and how many cells improved/regressed/~.
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     /// Baseline: experiment id or tag selector.

@@ -17,7 +17,9 @@ use crate::sys::SysRoot;
 /// packages, then cores, then SMT siblings, within each one's allowed CPUs and its device's
 /// node; managed, pinned and light ones left alone; nothing moved once balanced); `apply`
 /// writes the plan through a journal; `rollback` puts every affinity back; `daemon` keeps
-/// the load balanced.
+/// the load balanced. When pinned masks make the pile-up (one CPU, or one core's threads,
+/// written into every NIC's smp_affinity), `plan` says so and how much less the busiest CPU
+/// would carry unpinned; `--unpin all|IRQ,...` moves them, `--ban-cpus LIST` keeps CPUs free.
 #[derive(Debug, clap::Args)]
 pub struct IrqArgs {
     #[command(subcommand)]
@@ -65,6 +67,41 @@ pub struct PlanningArgs {
     /// Allow placing an interrupt on another NUMA node than its device's.
     #[arg(long)]
     pub any_node: bool,
+    /// Move pinned interrupts anyway: `all`, or IRQ numbers such as 40,41. A pin is an
+    /// affinity of one CPU or of one core's SMT threads (a user's or a start-up script's);
+    /// pins are respected unless named here, and `plan` says when they pile heavy
+    /// interrupts up and how much less the busiest CPU would carry without them. `iolab irq
+    /// rollback` restores the pins.
+    #[arg(long, value_name = "all|IRQ,...", value_parser = parse_unpin)]
+    pub unpin: Option<plan::Unpin>,
+    /// Keep these CPUs free of moved interrupts (a list such as 0,2-3, like irqbalance's
+    /// IRQBALANCE_BANNED_CPULIST); heavy movable interrupts on them are moved off.
+    #[arg(long, value_name = "LIST")]
+    pub ban_cpus: Option<String>,
+}
+
+/// `all`, or a list of IRQ numbers (`40,41` or `40-43`).
+fn parse_unpin(text: &str) -> Result<plan::Unpin, String> {
+    if text.trim() == "all" {
+        return Ok(plan::Unpin::All);
+    }
+    match crate::sys::parse::cpulist(text) {
+        Ok(irqs) if !irqs.is_empty() => Ok(plan::Unpin::Irqs(irqs)),
+        _ => Err(format!(
+            "`{text}` is neither `all` nor a list of IRQ numbers (e.g. 40,41 or 40-43)"
+        )),
+    }
+}
+
+/// `--ban-cpus`: a non-empty CPU list (`0,2-3`), or none.
+fn banned_cpus(text: Option<&str>) -> anyhow::Result<Vec<u32>> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    match crate::sys::parse::cpulist(text) {
+        Ok(cpus) if !cpus.is_empty() => Ok(cpus),
+        _ => bail!("--ban-cpus: `{text}` is not a CPU list (e.g. 0,2-3)"),
+    }
 }
 
 impl PlanningArgs {
@@ -82,6 +119,8 @@ impl PlanningArgs {
             heavy: self.heavy,
             min_gain_pct: self.min_gain,
             any_node: self.any_node,
+            unpin: self.unpin.clone().unwrap_or_default(),
+            banned: banned_cpus(self.ban_cpus.as_deref())?,
         })
     }
 }
@@ -217,7 +256,7 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {
     } else {
         Default::default()
     };
-    let p = plan::plan(&inputs::sources(&m, &before), &inputs::slots(&m), options);
+    let p = irq::plan_for(&m, &before, options)?;
     let text = if a.json {
         serde_json::to_string_pretty(&p)? + "\n"
     } else {
@@ -259,8 +298,7 @@ fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
                 bail!("interrupted before the measurement ended; nothing was changed");
             };
             let before = apply::before_iolab(&dir)?;
-            let p = plan::plan(&inputs::sources(&m, &before), &inputs::slots(&m), options);
-            (p, m)
+            (irq::plan_for(&m, &before, options)?, m)
         }
     };
     apply::check(&p.moves, &m, &inputs::slots(&m))?;

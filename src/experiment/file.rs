@@ -13,6 +13,9 @@
 //! warmup = true                # one unrecorded run per cell before its first
 //! split_cpus = false           # true: one CPU of the placement per fio job clone
 //! trace = true                 # record and analyse a block trace of each measured run
+//! # [trace]                    # the same, with a cap on the traces kept (instead of trace = true)
+//! # keep = "first"             # "all" (default), "first" run of each cell, or "none"
+//! # keep_max = "500M"          # keep no more once the kept traces would pass this size
 //! [target]
 //! device = "default"           # a scratch loop device on /dev/shm; or "nvme0n1"
 //! count = 1                    # how many scratch devices (driven at once)
@@ -131,6 +134,8 @@ pub struct Experiment {
     pub prepare: Prepare,
     /// Machine-wide controls set once for the whole experiment (`[stabilise]`).
     pub stabilise: Stabilise,
+    /// Which traces stay on disk once analysed (`[trace] keep`, `keep_max`).
+    pub trace_keep: TraceKeep,
 }
 
 /// `[stabilise]`: machine-wide controls set before the first run and put back after the last.
@@ -141,6 +146,25 @@ pub struct Stabilise {
     pub advice: bool,
     /// Controls named in the table, with their normalised values, in file order.
     pub settings: Vec<(SystemKnob, String)>,
+}
+
+/// Which measured runs keep their trace files (every traced run is analysed and its `trace_*`
+/// metrics stored either way): traces take 15-175 MB per run, compressed a few times less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeepRuns {
+    #[default]
+    All,
+    /// The first traced run of each cell.
+    First,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TraceKeep {
+    pub runs: KeepRuns,
+    /// Most bytes the kept (compressed) traces of one experiment may take: a trace that would
+    /// pass it is removed, and so is every later one.
+    pub max_bytes: Option<u64>,
 }
 
 impl TargetSpec {
@@ -233,6 +257,7 @@ const TOP_KEYS: &[&str] = &[
 ];
 const PREPARE_KEYS: &[&str] = &["sync", "drop_caches", "settle"];
 const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"];
+const TRACE_KEYS: &[&str] = &["keep", "keep_max"];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
 pub const MAX_SCRATCH_COUNT: i64 = 64;
@@ -286,6 +311,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut warmup = false;
     let mut split_cpus = false;
     let mut trace = false;
+    let mut trace_keep = TraceKeep::default();
     let mut target = TargetSpec {
         device: TargetDevice::Scratch,
         count: 1,
@@ -317,7 +343,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
             "warmup" => warmup = w.boolean(value).unwrap_or(false),
             "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
             "trace" => {
-                trace = w.boolean(value).unwrap_or(false);
+                (trace, trace_keep) = w.trace(value);
                 trace_span = value.span();
             }
             "allow_exec" | "allow_unknown_fio_options" => {}
@@ -422,6 +448,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         trace,
         prepare,
         stabilise,
+        trace_keep,
     })
 }
 
@@ -618,6 +645,61 @@ impl Walker<'_> {
                 None
             }
         }
+    }
+
+    /// `trace = true|false`, or a `[trace]` table (tracing on) with what to keep.
+    fn trace(&mut self, v: &Value) -> (bool, TraceKeep) {
+        let mut keep = TraceKeep::default();
+        let DeValue::Table(table) = v.get_ref() else {
+            return (self.boolean(v).unwrap_or(false), keep);
+        };
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "keep" => {
+                    let runs = match value.get_ref() {
+                        DeValue::String(s) => match s.as_ref() {
+                            "all" => Some(KeepRuns::All),
+                            "first" => Some(KeepRuns::First),
+                            "none" => Some(KeepRuns::None),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    match runs {
+                        Some(r) => keep.runs = r,
+                        None => self.error(
+                            value.span(),
+                            "`keep` says which runs keep their trace files".to_string(),
+                            Some(
+                                "\"all\", \"first\" (the first run of each cell) or \"none\""
+                                    .to_string(),
+                            ),
+                        ),
+                    }
+                }
+                "keep_max" => {
+                    let text = match value.get_ref() {
+                        DeValue::String(s) => Some(s.to_string()),
+                        DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+                        _ => None,
+                    };
+                    match text.as_deref().and_then(parse_size) {
+                        Some(bytes) => keep.max_bytes = Some(bytes),
+                        None => self.error(
+                            value.span(),
+                            "`keep_max` is not a size".to_string(),
+                            Some(
+                                "a size such as \"500M\" or \"2G\", or bytes: the most the \
+                                 kept (compressed) traces may take"
+                                    .to_string(),
+                            ),
+                        ),
+                    }
+                }
+                other => self.unknown_key(key.span(), other, "[trace]", TRACE_KEYS),
+            }
+        }
+        (true, keep)
     }
 
     fn repetitions(&mut self, v: &Value) -> Option<Repetitions> {
@@ -1917,6 +1999,50 @@ scheduler = ["none", "mq-deadline"]
         );
         let text = errors("name = \"n\"\ntraces = true\n").join("\n");
         assert!(text.contains("(did you mean `trace`?)"), "{text}");
+    }
+
+    #[test]
+    fn a_trace_table_turns_tracing_on_and_caps_what_is_kept() {
+        let e = parse("x.toml", "name = \"n\"\ntrace = true\n").unwrap();
+        assert_eq!(e.trace_keep, TraceKeep::default());
+        assert_eq!(e.trace_keep.runs, KeepRuns::All);
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[trace]\nkeep = \"first\"\nkeep_max = \"500M\"\n",
+        )
+        .unwrap();
+        assert!(e.trace);
+        assert_eq!(
+            e.trace_keep,
+            TraceKeep {
+                runs: KeepRuns::First,
+                max_bytes: Some(500 << 20)
+            }
+        );
+        let e = parse("x.toml", "name = \"n\"\ntrace = { keep = \"none\" }\n").unwrap();
+        assert!(e.trace);
+        assert_eq!(e.trace_keep.runs, KeepRuns::None);
+        let e = parse("x.toml", "name = \"n\"\n[trace]\nkeep_max = 1000\n").unwrap();
+        assert_eq!(e.trace_keep.max_bytes, Some(1000));
+        // Every mistake, each at its line and column.
+        let text =
+            errors("name = \"n\"\n[trace]\nkeep = \"some\"\nkeep_max = \"lots\"\nkeeps = 1\n")
+                .join("\n");
+        assert!(
+            text.contains("x.toml:3:8: `keep` says which runs keep their trace files"),
+            "{text}"
+        );
+        assert!(text.contains("\"all\", \"first\""), "{text}");
+        assert!(
+            text.contains("x.toml:4:12: `keep_max` is not a size"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:5:1: unknown key `keeps` in [trace] (did you mean `keep`?)"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[trace]\nkeep = 1\n").join("\n");
+        assert!(text.contains("x.toml:3:8: `keep`"), "{text}");
     }
 
     #[test]

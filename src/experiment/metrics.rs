@@ -15,6 +15,9 @@ const SAMPLER_METRICS: &[&str] = &[
     "dev_irq_per_s",
     "dev_r_per_s",
     "dev_w_per_s",
+    "dev_rrqm_per_s",
+    "dev_wrqm_per_s",
+    "dev_irq_per_io",
     "dev_rmb_per_s",
     "dev_wmb_per_s",
     "dev_avg_rq_kb",
@@ -56,8 +59,14 @@ pub fn known() -> &'static [String] {
     })
 }
 
+/// A known name, or a device's own `dev_*` figure, `DEVICE:dev_*` (several target devices,
+/// or devices stacked under one).
 pub fn is_known(name: &str) -> bool {
-    known().iter().any(|k| k == name)
+    let bare = match name.split_once(':') {
+        Some((dev, m)) if !dev.is_empty() && m.starts_with("dev_") => m,
+        _ => name,
+    };
+    known().iter().any(|k| k == bare)
 }
 
 #[cfg(test)]

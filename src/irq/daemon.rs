@@ -6,13 +6,13 @@
 
 use super::apply::{self, journal_dir};
 use super::metrics::Figures;
-use super::plan::{plan, Options};
+use super::plan::Options;
 use crate::knobs::Journal;
 use crate::sys::SysRoot;
 use anyhow::Result;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub plan: Options,
     pub min_interval: Duration,
@@ -65,6 +65,7 @@ pub fn run(
     let mut interval = s.min_interval;
     let mut looks = 0u64;
     let mut moves_total = 0u64;
+    let mut last_move_look = 0u64;
     let result = (|| -> Result<()> {
         while s.cycles.is_none_or(|n| looks < n) {
             let Some((m, secs)) = super::measure(root, interval, wait)? else {
@@ -73,7 +74,7 @@ pub fn run(
             looks += 1;
             let before = apply::before_iolab(&dir)?;
             let slots = super::inputs::slots(&m);
-            let p = plan(&super::inputs::sources(&m, &before), &slots, s.plan);
+            let p = super::plan_for(&m, &before, s.plan.clone())?;
             apply::check(&p.moves, &m, &slots)?;
             let done = apply::apply(root, &p.moves, &mut journal)?;
             for a in &done {
@@ -92,6 +93,9 @@ pub fn run(
                 );
             }
             moves_total += done.len() as u64;
+            if !done.is_empty() {
+                last_move_look = looks;
+            }
             let next = next_interval(interval, !done.is_empty(), s);
             publish(&Figures {
                 cpu: p.cpu_before.clone(),
@@ -127,6 +131,21 @@ pub fn run(
         }
         Ok(())
     })();
+    // How long the placement has held: a daemon that keeps moving is fighting something.
+    log(
+        Level::Info,
+        &format!(
+            "stopping after {looks} look(s): {moves_total} move(s), {}",
+            if moves_total == 0 {
+                "none needed".to_string()
+            } else {
+                format!(
+                    "the last in look {last_move_look} ({} look(s) since without a move)",
+                    looks - last_move_look
+                )
+            }
+        ),
+    );
     if s.keep {
         journal.keep();
         log(

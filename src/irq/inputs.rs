@@ -2,7 +2,8 @@
 //! not isolated, not nohz_full — those are kept quiet on purpose) and each numbered
 //! interrupt's measured rates, allowed CPUs and node. An interrupt iolab itself moved is
 //! judged by the affinity it had before (from the placement journal), so iolab never mistakes
-//! its own earlier move for a user's pin.
+//! its own earlier move for a user's pin; one iolab moved out of that affinity (`--unpin`) is
+//! judged free to move.
 
 use super::plan::{Slot, Source};
 use crate::model::Machine;
@@ -29,11 +30,14 @@ pub fn sources(m: &Machine, before_iolab: &BTreeMap<u32, Vec<u32>>) -> Vec<Sourc
         .iter()
         .filter_map(|irq| {
             let n = irq.number()?;
-            let allowed = before_iolab
-                .get(&n)
-                .cloned()
-                .or_else(|| irq.affinity.clone())
-                .unwrap_or_default();
+            let now = irq.affinity.clone().unwrap_or_default();
+            let allowed = match before_iolab.get(&n) {
+                // iolab moved it out of the mask it had: it was unpinned on purpose
+                // (`--unpin`), and stays free to move until `irq rollback` restores the pin.
+                Some(was) if !now.iter().all(|c| was.contains(c)) => m.online.clone(),
+                Some(was) => was.clone(),
+                None => now,
+            };
             Some(Source {
                 irq: n,
                 name: irq.name.clone(),

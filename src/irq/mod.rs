@@ -11,6 +11,7 @@ pub mod render;
 pub mod top;
 
 use crate::model::Machine;
+use crate::sys::parse::format_cpulist;
 use crate::sys::SysRoot;
 use anyhow::Result;
 use std::time::Duration;
@@ -31,4 +32,42 @@ pub fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
         .iter()
         .filter_map(|d| d.parse::<u32>().ok())
         .find(|pid| root.attr(&format!("/proc/{pid}/comm")).as_deref() == Some("irqbalance"))
+}
+
+/// The plan for a measured machine: checks that the interrupts `--unpin` names and the CPUs
+/// `--ban-cpus` names exist here, then plans. `before_iolab` is the placement journal's view
+/// (see `inputs::sources`).
+pub fn plan_for(
+    m: &Machine,
+    before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
+    options: plan::Options,
+) -> Result<plan::Plan> {
+    let sources = inputs::sources(m, before_iolab);
+    if let plan::Unpin::Irqs(list) = &options.unpin {
+        let missing: Vec<u32> = list
+            .iter()
+            .copied()
+            .filter(|n| !sources.iter().any(|s| s.irq == *n))
+            .collect();
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "--unpin: no IRQ {} here (see /proc/interrupts or `iolab irq top`)",
+                format_cpulist(&missing)
+            );
+        }
+    }
+    let unknown: Vec<u32> = options
+        .banned
+        .iter()
+        .copied()
+        .filter(|c| !m.cpus.iter().any(|k| k.cpu == *c))
+        .collect();
+    if !unknown.is_empty() {
+        anyhow::bail!(
+            "--ban-cpus: CPU {} does not exist here (CPUs: {})",
+            format_cpulist(&unknown),
+            format_cpulist(&m.cpus.iter().map(|c| c.cpu).collect::<Vec<_>>())
+        );
+    }
+    Ok(plan::plan(&sources, &inputs::slots(m), options))
 }

@@ -6,6 +6,13 @@
 //! and interrupts whose affinity allows one CPU only (a user's pin) stay where they are, and
 //! every other interrupt stays inside the CPU set its affinity allows.
 //!
+//! A pile-up can be made by the masks themselves (a start-up script that wrote one CPU into
+//! every NIC's `smp_affinity`, or masks confined to one core's two threads). Respecting them
+//! is right, but silence is not: the plan says which heavy interrupts are pinned, and what
+//! the busiest CPU would carry if they were not (a second plan without the pins). Only an
+//! explicit `unpin` moves them. `banned` CPUs (irqbalance's IRQBALANCE_BANNED_CPULIST) take
+//! no moved interrupt, and heavy interrupts on them are moved off.
+//!
 //! Pure: the caller measures and builds the inputs (see `super::inputs`), so every rule here
 //! is tested exactly on synthetic loads.
 
@@ -56,7 +63,7 @@ impl Source {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Options {
     /// Interrupts per second from which an interrupt counts as heavy.
     pub heavy: f64,
@@ -64,6 +71,12 @@ pub struct Options {
     pub min_gain_pct: f64,
     /// Allow placing an interrupt off its device's NUMA node.
     pub any_node: bool,
+    /// Pinned interrupts the plan may move anyway (their affinity is ignored).
+    #[serde(default)]
+    pub unpin: Unpin,
+    /// CPUs no interrupt is moved to; heavy interrupts on them are moved off.
+    #[serde(default)]
+    pub banned: Vec<u32>,
 }
 
 impl Default for Options {
@@ -72,8 +85,67 @@ impl Default for Options {
             heavy: 1000.0,
             min_gain_pct: 10.0,
             any_node: false,
+            unpin: Unpin::None,
+            banned: Vec::new(),
         }
     }
+}
+
+/// Which pinned interrupts a plan may move.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unpin {
+    /// Pins are respected.
+    #[default]
+    None,
+    /// Every pin is ignored.
+    All,
+    /// These IRQs' pins are ignored.
+    Irqs(Vec<u32>),
+}
+
+impl Unpin {
+    fn covers(&self, irq: u32) -> bool {
+        match self {
+            Unpin::None => false,
+            Unpin::All => true,
+            Unpin::Irqs(list) => list.contains(&irq),
+        }
+    }
+}
+
+/// True when `allowed` confines an interrupt to one core: one CPU, or SMT threads of one
+/// core. Such a mask is a pin (a user's or a script's choice), not a fence to balance within.
+pub fn is_pin(allowed: &[u32], slots: &[Slot]) -> bool {
+    if allowed.len() == 1 {
+        return true;
+    }
+    let cores: Option<Vec<(u32, u32)>> = allowed
+        .iter()
+        .map(|c| {
+            slots
+                .iter()
+                .find(|s| s.cpu == *c)
+                .map(|s| (s.package, s.core))
+        })
+        .collect();
+    matches!(cores, Some(c) if !c.is_empty() && c.iter().all(|k| *k == c[0]))
+}
+
+/// Heavy interrupts whose pins make the pile-up, and what unpinning them would give.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pinned {
+    pub irqs: Vec<u32>,
+    /// The CPUs their affinities allow.
+    pub cpus: Vec<u32>,
+    /// Their interrupts per second together.
+    pub rate: f64,
+    /// The busiest CPU's interrupts per second with the pins (after this plan's moves).
+    pub busiest_cpu: f64,
+    /// The same if the plan could move them too.
+    pub busiest_cpu_unpinned: f64,
+    /// How much less the busiest CPU would carry unpinned, in percent.
+    pub gain_pct: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,11 +196,57 @@ pub struct Plan {
     pub gain_pct: f64,
     /// True when the load is already as good as the threshold asks: nothing moves.
     pub balanced: bool,
+    /// Set when pinned heavy interrupts keep the load from being balanced.
+    #[serde(default)]
+    pub pinned: Option<Pinned>,
 }
 
-/// Plans the placement of `sources` over `slots`.
+/// Plans the placement of `sources` over `slots`, and says when pins keep the load unbalanced.
 pub fn plan(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
+    let mut p = plan_within(sources, slots, options.clone());
+    // Heavy interrupts whose masks pin them and that this plan may not move.
+    let pinned: Vec<&Source> = sources
+        .iter()
+        .filter(|s| !s.managed && s.rate() >= options.heavy && !options.unpin.covers(s.irq))
+        .filter(|s| is_pin(&s.allowed, slots))
+        .collect();
+    if pinned.is_empty() {
+        return p;
+    }
+    let free = plan_within(
+        sources,
+        slots,
+        Options {
+            unpin: Unpin::All,
+            ..options
+        },
+    );
+    let moves_a_pin = free
+        .moves
+        .iter()
+        .any(|m| pinned.iter().any(|s| s.irq == m.irq));
+    let (with, without) = (p.peaks_after.cpu, free.peaks_after.cpu);
+    if moves_a_pin && !free.balanced && without < with {
+        let mut cpus: Vec<u32> = pinned.iter().flat_map(|s| s.allowed.clone()).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        p.pinned = Some(Pinned {
+            irqs: pinned.iter().map(|s| s.irq).collect(),
+            cpus,
+            rate: pinned.iter().map(|s| s.rate()).sum(),
+            busiest_cpu: with,
+            busiest_cpu_unpinned: without,
+            gain_pct: (with - without) / with * 100.0,
+        });
+    }
+    p
+}
+
+/// The plan with the pins `options` allows to move ignored, the others respected.
+fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     let placeable = |c: &u32| slots.iter().any(|s| s.cpu == *c);
+    let takes_moves = |c: &u32| placeable(c) && !options.banned.contains(c);
+    let all: Vec<u32> = slots.iter().map(|s| s.cpu).collect();
     let mut fixed: BTreeMap<u32, f64> = slots.iter().map(|s| (s.cpu, 0.0)).collect();
     let mut before = fixed.clone();
     let mut heavy: Vec<(&Source, Vec<u32>)> = Vec::new();
@@ -140,13 +258,17 @@ pub fn plan(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
             }
         }
         let rate = src.rate();
-        let allowed: Vec<u32> = src.allowed.iter().copied().filter(placeable).collect();
+        let unpinned = options.unpin.covers(src.irq) && !src.managed;
+        let mask = if unpinned { &all } else { &src.allowed };
+        let allowed: Vec<u32> = mask.iter().copied().filter(takes_moves).collect();
         let why = if src.managed {
             Some("managed by the kernel".to_string())
-        } else if src.allowed.len() == 1 {
+        } else if src.allowed.len() == 1 && !unpinned {
             Some(format!("pinned to CPU {} by its affinity", src.allowed[0]))
         } else if rate < options.heavy {
             Some(format!("light (under {}/s)", options.heavy))
+        } else if allowed.is_empty() && mask.iter().any(placeable) {
+            Some("its affinity allows only banned CPUs".into())
         } else if allowed.is_empty() {
             Some("no CPU its affinity allows can take interrupts (offline or isolated)".into())
         } else {
@@ -197,7 +319,11 @@ pub fn plan(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     } else {
         0.0
     };
-    let balanced = gain_pct < options.min_gain_pct;
+    // Heavy interrupts on a banned CPU leave it whatever the gain.
+    let on_banned = heavy
+        .iter()
+        .any(|(src, _)| on_cpus(src).iter().any(|c| options.banned.contains(c)));
+    let balanced = gain_pct < options.min_gain_pct && !on_banned;
     let mut moves = Vec::new();
     for ((src, _), to) in heavy.iter().zip(chosen) {
         let from: Vec<u32> = on_cpus(src);
@@ -229,6 +355,7 @@ pub fn plan(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         peaks_before,
         gain_pct: if balanced { 0.0 } else { gain_pct },
         balanced,
+        pinned: None,
     }
 }
 
@@ -480,5 +607,120 @@ mod tests {
         let q = plan(&[isolated_only], &slots, Options::default());
         assert!(q.moves.is_empty());
         assert!(q.kept[0].why.starts_with("pinned"));
+    }
+
+    /// Four heavy interrupts on CPU 0, each with affinity `allowed`.
+    fn pinned_four(allowed: &[u32]) -> Vec<Source> {
+        (0..4)
+            .map(|i| src(40 + i, &[(0, 10_000.0 - i as f64)], allowed))
+            .collect()
+    }
+
+    #[test]
+    fn pins_that_pile_heavy_interrupts_up_are_named_with_the_gain_of_unpinning() {
+        let p = plan(&pinned_four(&[0]), &box8(), Options::default());
+        assert!(p.moves.is_empty(), "pins are respected: {:?}", p.moves);
+        let pin = p.pinned.expect("the pins are the problem");
+        assert_eq!(pin.irqs, vec![40, 41, 42, 43]);
+        assert_eq!(pin.cpus, vec![0]);
+        assert_eq!(pin.rate, 39_994.0);
+        assert_eq!(pin.busiest_cpu, 39_994.0);
+        // Unpinned, the four go one to a core: the busiest CPU carries the biggest alone.
+        assert_eq!(pin.busiest_cpu_unpinned, 10_000.0);
+        assert!((pin.gain_pct - 74.996).abs() < 0.01, "{}", pin.gain_pct);
+        // A lone pinned interrupt is no pile-up: moving it would gain nothing.
+        let one = plan(&pinned_four(&[0])[..1], &box8(), Options::default());
+        assert_eq!(one.pinned, None);
+    }
+
+    #[test]
+    fn masks_confined_to_one_cores_threads_are_pins_too() {
+        // CPUs 0 and 2 are one core's two threads in box8.
+        assert!(is_pin(&[0, 2], &box8()));
+        assert!(!is_pin(&[0, 1], &box8()));
+        assert!(!is_pin(&[0, 4], &box8()));
+        let p = plan(&pinned_four(&[0, 2]), &box8(), Options::default());
+        // Balanced within the mask (two on each thread) ...
+        assert_eq!(moved(&p), vec![(41, 2), (42, 2)]);
+        // ... and the mask is named as what keeps the busiest CPU at two interrupts' load.
+        let pin = p.pinned.expect("the mask is the problem");
+        assert_eq!(pin.cpus, vec![0, 2]);
+        assert_eq!(pin.busiest_cpu, 19_997.0);
+        assert_eq!(pin.busiest_cpu_unpinned, 10_000.0);
+    }
+
+    #[test]
+    fn unpin_moves_all_or_the_named_pinned_interrupts() {
+        let sources = pinned_four(&[0]);
+        let all = plan(
+            &sources,
+            &box8(),
+            Options {
+                unpin: Unpin::All,
+                ..Options::default()
+            },
+        );
+        // As if unpinned: across packages, then cores.
+        assert_eq!(moved(&all), vec![(41, 4), (42, 5), (43, 1)]);
+        assert_eq!(all.pinned, None);
+        let one = plan(
+            &sources,
+            &box8(),
+            Options {
+                unpin: Unpin::Irqs(vec![42]),
+                ..Options::default()
+            },
+        );
+        assert_eq!(moved(&one), vec![(42, 4)]);
+        // The others are still pinned, and unpinning them would still help.
+        assert_eq!(
+            one.pinned.expect("three pins remain").irqs,
+            vec![40, 41, 43]
+        );
+        // Managed interrupts stay managed whatever --unpin says.
+        let mut managed = sources.clone();
+        for s in &mut managed {
+            s.managed = true;
+        }
+        let m = plan(
+            &managed,
+            &box8(),
+            Options {
+                unpin: Unpin::All,
+                ..Options::default()
+            },
+        );
+        assert!(m.moves.is_empty() && m.pinned.is_none());
+    }
+
+    #[test]
+    fn banned_cpus_take_no_moved_interrupt_and_heavy_ones_leave_them() {
+        let banned = Options {
+            banned: vec![0, 4, 5],
+            ..Options::default()
+        };
+        let sources: Vec<Source> = (0..4)
+            .map(|i| src(40 + i, &[(0, 10_000.0 - i as f64)], ALL))
+            .collect();
+        let p = plan(&sources, &box8(), banned.clone());
+        // Every one leaves banned CPU 0 (even the biggest), none lands on 0, 4 or 5.
+        assert_eq!(p.moves.len(), 4, "{:?}", p.moves);
+        assert!(
+            p.moves.iter().all(|m| ![0, 4, 5].contains(&m.to)),
+            "{:?}",
+            p.moves
+        );
+        // A balanced load still leaves a banned CPU: one heavy interrupt each on CPUs 0 and 6.
+        let calm = vec![
+            src(40, &[(0, 10_000.0)], ALL),
+            src(41, &[(6, 10_000.0)], ALL),
+        ];
+        assert!(plan(&calm, &box8(), Options::default()).moves.is_empty());
+        let off = plan(&calm, &box8(), banned.clone());
+        assert_eq!(moved(&off), vec![(40, 1)]);
+        // An interrupt its affinity keeps on banned CPUs only stays, and says why.
+        let fenced = plan(&[src(40, &[(4, 10_000.0)], &[4, 5])], &box8(), banned);
+        assert!(fenced.moves.is_empty());
+        assert_eq!(fenced.kept[0].why, "its affinity allows only banned CPUs");
     }
 }

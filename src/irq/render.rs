@@ -2,7 +2,7 @@
 //! for pasting into a mail.
 
 use super::apply::Applied;
-use super::plan::{Peaks, Plan};
+use super::plan::{Peaks, Pinned, Plan};
 use crate::sys::parse::format_cpulist;
 use std::fmt::Write as _;
 
@@ -29,7 +29,9 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         p.options.heavy
     );
     if p.moves.is_empty() {
-        let why = if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
+        let why = if p.pinned.is_some() {
+            "the heavy interrupts are pinned (see below)"
+        } else if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
             "the heavy interrupts are balanced"
         } else if p.kept.iter().any(|k| k.why == "already well placed") {
             "every heavy interrupt is already well placed"
@@ -83,7 +85,46 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         p.gain_pct,
         p.options.min_gain_pct
     );
+    if let Some(pin) = &p.pinned {
+        out.push_str(&pinned_text(pin));
+    }
+    if !p.options.banned.is_empty() {
+        let _ = writeln!(
+            out,
+            "banned CPUs (no interrupt moved there): {}",
+            format_cpulist(&p.options.banned)
+        );
+    }
     out
+}
+
+/// The pins are the problem: say which, by how much, and how to lift them.
+fn pinned_text(pin: &Pinned) -> String {
+    let n = pin.irqs.len();
+    let (what, are) = if n == 1 {
+        ("heavy interrupt", "is")
+    } else {
+        ("heavy interrupts", "are")
+    };
+    let cpus = match pin.cpus.as_slice() {
+        [one] => format!("CPU {one}"),
+        many => format!("CPUs {}", format_cpulist(many)),
+    };
+    format!(
+        "pinned: {n} {what} {are} pinned to {cpus} by their affinity (IRQ {}, {}/s); \
+         unpinned, the busiest CPU would carry {:.0}% less ({} -> {}/s)\n  \
+         `--unpin all` (or --unpin {}) moves them; `iolab irq rollback` restores the pins\n",
+        format_cpulist(&pin.irqs),
+        rate(pin.rate),
+        pin.gain_pct,
+        rate(pin.busiest_cpu),
+        rate(pin.busiest_cpu_unpinned),
+        pin.irqs
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    )
 }
 
 /// Names from the machine, files or the database are escaped for the terminal

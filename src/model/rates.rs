@@ -76,6 +76,10 @@ pub struct CpuShare {
 pub struct DiskRates {
     pub r_per_s: f64,
     pub w_per_s: f64,
+    /// Requests merged into others per second (iostat's rrqm/s, wrqm/s): with the completed
+    /// ones, the I/Os submitted to the device.
+    pub rrqm_per_s: f64,
+    pub wrqm_per_s: f64,
     pub rmb_per_s: f64,
     pub wmb_per_s: f64,
     /// Average request size in KiB (sectors of both directions / requests).
@@ -137,6 +141,8 @@ pub fn disk_rates(before: &DiskStat, after: &DiskStat, interval_ns: u64) -> Opti
     let secs = interval_ns as f64 / 1e9;
     let reads = delta(before.reads, after.reads)?;
     let writes = delta(before.writes, after.writes)?;
+    let rmerged = delta(before.reads_merged, after.reads_merged)?;
+    let wmerged = delta(before.writes_merged, after.writes_merged)?;
     let rsec = delta(before.sectors_read, after.sectors_read)?;
     let wsec = delta(before.sectors_written, after.sectors_written)?;
     let rticks = delta(before.read_ms, after.read_ms)?;
@@ -147,6 +153,8 @@ pub fn disk_rates(before: &DiskStat, after: &DiskStat, interval_ns: u64) -> Opti
     Some(DiskRates {
         r_per_s: reads as f64 / secs,
         w_per_s: writes as f64 / secs,
+        rrqm_per_s: rmerged as f64 / secs,
+        wrqm_per_s: wmerged as f64 / secs,
         rmb_per_s: rsec as f64 * 512.0 / 1e6 / secs,
         wmb_per_s: wsec as f64 * 512.0 / 1e6 / secs,
         avg_rq_kb: (ios > 0).then(|| (rsec as f64 + wsec as f64) / 2.0 / ios as f64),

@@ -30,13 +30,18 @@ pub fn loadavg(text: &str) -> Option<[f64; 3]> {
 
 /// (SwapTotal, SwapFree) in KiB from /proc/meminfo.
 pub fn swap_kib(meminfo: &str) -> Option<(u64, u64)> {
-    let field = |name: &str| {
-        meminfo.lines().find_map(|l| {
-            let rest = l.strip_prefix(name)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse::<u64>().ok()
-        })
-    };
-    Some((field("SwapTotal")?, field("SwapFree")?))
+    Some((
+        meminfo_kib(meminfo, "SwapTotal")?,
+        meminfo_kib(meminfo, "SwapFree")?,
+    ))
+}
+
+/// One field of /proc/meminfo (`MemTotal`, `Cached`, ...), in KiB.
+pub fn meminfo_kib(meminfo: &str, name: &str) -> Option<u64> {
+    meminfo.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+        rest.split_whitespace().next()?.parse::<u64>().ok()
+    })
 }
 
 /// The value of `name=` on the kernel command line, if given.

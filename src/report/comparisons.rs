@@ -1,7 +1,9 @@
 //! The `compare` table: per cell (and metric), baseline and candidate medians, the change
-//! with its CI, the p-value and the verdict, with a legend saying what each column means
-//! so a reader of the mailing-list post does not have to guess.
+//! with its CI, the p-value, the test that gave it and the verdict, and a `geomean` row per
+//! metric across the cells, with a legend saying what each column means so a reader of the
+//! mailing-list post does not have to guess.
 
+use crate::stats::across::AcrossCells;
 use crate::stats::compare::VerdictReason;
 use crate::stats::Comparison;
 
@@ -19,7 +21,11 @@ pub struct ComparisonRow<'a> {
 /// Builds the table. `unit` is the unit of the medians (single-metric tables only); it is
 /// shown once in the title line so the eight columns still fit 80 characters.
 pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'_>]) -> Table {
-    comparison_table_in_family(title, unit, rows, rows.len())
+    let family = rows
+        .iter()
+        .filter(|r| r.comparison.p_test.is_some())
+        .count();
+    comparison_table_in_family(title, unit, rows, family)
 }
 
 /// Like [`comparison_table`] for one table out of a larger family (several metrics compared
@@ -43,6 +49,9 @@ pub fn comparison_table_in_family(
         Column::number("95% CI", None),
         Column::number("p", None),
         Column::label("verdict"),
+        // After the verdict, so that a table split to fit 80 columns keeps the verdict
+        // next to its p-value.
+        Column::label("test"),
         // After the verdict: when a table must split to fit 80 columns, the reference
         // p-value moves to the second block, not the verdict.
         Column::number("Welch", None),
@@ -61,21 +70,13 @@ pub fn comparison_table_in_family(
         }
         row.push(Cell::number(c.baseline.median));
         row.push(Cell::number(c.candidate.median));
-        row.push(match c.change_pct {
-            Some(x) => Cell::Number {
-                value: x,
-                text: signed_pct(x),
+        row.extend(change_cells(c.change_pct, c.ci_low_pct, c.ci_high_pct));
+        row.push(match c.p_adjusted.or(c.p_test) {
+            Some(p) => Cell::Number {
+                value: p,
+                text: p_value(p),
             },
             None => Cell::Missing,
-        });
-        row.push(match (c.ci_low_pct, c.ci_high_pct) {
-            (Some(lo), Some(hi)) => Cell::text(format!("[{lo:+.1}, {hi:+.1}]")),
-            _ => Cell::Missing,
-        });
-        let p = c.p_adjusted.unwrap_or(c.p_mannwhitney);
-        row.push(Cell::Number {
-            value: p,
-            text: p_value(p),
         });
         let mut verdict = c.verdict.as_str().to_string();
         if c.reason == VerdictReason::TooFewSamples {
@@ -83,6 +84,7 @@ pub fn comparison_table_in_family(
             too_few = Some(c.explanation.clone());
         }
         row.push(Cell::text(verdict));
+        row.push(c.test.map_or(Cell::Missing, |t| Cell::text(t.as_str())));
         row.push(match c.p_welch {
             Some(w) => Cell::Number {
                 value: w,
@@ -97,14 +99,21 @@ pub fn comparison_table_in_family(
         "baseline, candidate: medians; change: of the medians, 95% CI by bootstrap (seed {})",
         rows.first().map_or(0, |r| r.comparison.seed)
     ));
-    table.notes.push(if adjusted {
-        format!(
-            "p: Mann-Whitney U, Benjamini-Hochberg adjusted over {family} comparisons; \
-             Welch: t-test p (unadjusted, for reference)"
-        )
-    } else {
-        "p: Mann-Whitney U (two-sided); Welch: t-test p, for reference".to_string()
-    });
+    let alpha = rows.first().map_or(0.05, |r| r.comparison.alpha);
+    table.notes.push(format!(
+        "p: two-sided, of the test named in `test`{}; MW = Mann-Whitney U where its \
+         smallest possible p is below {alpha} (e.g. 4 vs 4 or 3 vs 5 runs), else Welch = \
+         Welch's t on the runs (e.g. 3 vs 3); Welch column: Welch's t p, unadjusted, for \
+         reference",
+        if adjusted {
+            format!(
+                ", Benjamini-Hochberg adjusted over {family} comparison{}",
+                if family == 1 { "" } else { "s" }
+            )
+        } else {
+            String::new()
+        }
+    ));
     if let Some(min_effect) = rows.first().map(|r| r.comparison.min_effect_pct) {
         table.notes.push(format!(
             "~: no difference shown (CI includes 0, |change| < {min_effect}%, or p >= {})",
@@ -117,10 +126,61 @@ pub fn comparison_table_in_family(
     table
 }
 
+/// The `change` and `95% CI` cells: a signed percentage and `[low, high]`.
+fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
+    [
+        match change {
+            Some(x) => Cell::Number {
+                value: x,
+                text: signed_pct(x),
+            },
+            None => Cell::Missing,
+        },
+        match (low, high) {
+            (Some(lo), Some(hi)) => Cell::text(format!("[{lo:+.1}, {hi:+.1}]")),
+            _ => Cell::Missing,
+        },
+    ]
+}
+
+/// The `geomean` row of a comparison table (same columns as [`comparison_table_in_family`]
+/// built with or without a metric column): geometric means of the medians, the geomean
+/// change with its CI, and in the verdict column the cells improved/regressed/~.
+pub fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> Vec<Cell> {
+    let mut row = vec![Cell::text(label)];
+    if let Some(m) = metric {
+        row.push(Cell::text(m));
+    }
+    let number = |v: Option<f64>| v.map_or(Cell::Missing, Cell::number);
+    row.push(number(s.geomean_baseline));
+    row.push(number(s.geomean_candidate));
+    row.extend(change_cells(s.change_pct, s.ci_low_pct, s.ci_high_pct));
+    row.push(Cell::Missing); // p: the geomean is summarised, not tested
+    row.push(Cell::text(format!(
+        "{}/{}/{}",
+        s.improved, s.regressed, s.unchanged
+    )));
+    row.push(Cell::Missing); // test
+    row.push(Cell::Missing); // Welch
+    row
+}
+
+/// The legend line for tables that carry [`across_row`]s.
+pub fn across_note(level: f64) -> String {
+    format!(
+        "geomean: over the cells, geometric means of the medians and of candidate/baseline; \
+         {:.0}% CI: {} (cells - 1 degrees of freedom); verdict: cells \
+         improved/regressed/~",
+        100.0 * level,
+        crate::stats::across::CI_METHOD
+    )
+}
+
 /// The JSON `compare --json` prints: `{"comparisons": [...]}`, each object the full
 /// [`Comparison`] (baseline and candidate summaries, `change_pct`, `ci_low_pct`,
 /// `ci_high_pct`, `p_mannwhitney`, `p_welch`, `p_adjusted`, `verdict`, `reason`, seed...)
-/// plus `cell` and `metric`.
+/// plus `cell` and `metric`. `test` names the test that decided (`mann-whitney`, `welch`,
+/// or null with one run on a side) and `p_test` its p-value.
 pub fn comparisons_json(rows: &[ComparisonRow<'_>]) -> serde_json::Value {
     let items: Vec<serde_json::Value> = rows
         .iter()
@@ -159,10 +219,18 @@ mod tests {
                 &opts,
             )
             .unwrap(),
+            // The seeds' 3 runs per side: Welch's t decides.
             compare(&[240.0, 250.0, 245.0], &[260.0, 270.0, 265.0], &opts).unwrap(),
+            // One run on a side: no test.
+            compare(&[251.0], &[249.0, 252.0, 250.5], &opts).unwrap(),
         ];
         adjust_family(&mut cmps);
-        let labels = ["sched=mq-deadline", "sched=none", "sched=bfq"];
+        let labels = [
+            "sched=mq-deadline",
+            "sched=none",
+            "sched=bfq",
+            "sched=kyber",
+        ];
         let rows: Vec<ComparisonRow> = cmps
             .iter()
             .zip(labels)
@@ -172,10 +240,24 @@ mod tests {
                 comparison: c,
             })
             .collect();
-        let t = comparison_table("read_bw_mbs: kernel=6.1 vs kernel=6.6", Some("MB/s"), &rows);
+        let mut t = comparison_table("read_bw_mbs: kernel=6.1 vs kernel=6.6", Some("MB/s"), &rows);
+        let refs: Vec<&Comparison> = cmps.iter().collect();
+        t.push(across_row(
+            "geomean",
+            None,
+            &crate::stats::across_cells(&refs, 0.95),
+        ));
+        t.notes.push(across_note(0.95));
         let text = t.render_text(MAX_WIDTH);
         assert!(text.contains("regressed"));
         assert!(text.contains("~ (n)"));
+        let bfq: String = text
+            .lines()
+            .filter(|l| l.starts_with("sched=bfq"))
+            .collect();
+        assert!(bfq.contains("Welch") && bfq.contains("improved"), "{text}");
+        let geomean = text.lines().find(|l| l.starts_with("geomean")).unwrap();
+        assert!(geomean.contains("1/1/2"), "{text}");
         assert!(
             text.lines().all(|l| l.len() <= MAX_WIDTH && l.is_ascii()),
             "{text}"
@@ -186,9 +268,10 @@ mod tests {
         for key in ["cell", "metric", "change_pct", "ci_low_pct", "ci_high_pct"] {
             assert!(first.get(key).is_some(), "{key} missing in {first}");
         }
-        for key in ["p_mannwhitney", "p_welch", "verdict"] {
+        for key in ["p_mannwhitney", "p_welch", "test", "p_test", "verdict"] {
             assert!(first.get(key).is_some(), "{key} missing in {first}");
         }
+        assert_eq!(json["comparisons"][2]["test"], "welch");
         for key in ["n", "mean", "median", "stddev"] {
             assert!(
                 first["baseline"].get(key).is_some(),

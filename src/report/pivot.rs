@@ -105,9 +105,10 @@ pub fn pivot_cells<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> PivotC
         .notes
         .push("+-: half-width of the 95% CI of the mean, in % of the mean".into());
     if any_outliers {
-        table
-            .notes
-            .push("*: cell has outliers (modified z-score > 3.5); kept in the numbers".into());
+        table.notes.push(
+            "*: cell has outliers (modified z-score > 3.5, cells of 6+ runs); kept in the numbers"
+                .into(),
+        );
     }
     for (i, (kind, why)) in reasons.iter().enumerate() {
         let what = if *kind == "n/a" {
@@ -134,7 +135,8 @@ mod tests {
         let cols = vec!["on".to_string(), "near".to_string(), "far".to_string()];
         let data = [
             summarize(&[69112.0, 69500.0, 68800.0, 69300.0, 69000.0]).unwrap(),
-            summarize(&[70210.0, 70100.0, 70400.0, 70300.0, 55000.0]).unwrap(),
+            // Six runs: fewer are never marked (OUTLIER_MIN_N).
+            summarize(&[70210.0, 70100.0, 70400.0, 70300.0, 70250.0, 55000.0]).unwrap(),
             summarize(&[66050.0, 65000.0, 67000.0, 66500.0, 66100.0]).unwrap(),
             summarize(&[69000.0, 69100.0, 68900.0, 69050.0, 68950.0]).unwrap(),
             summarize(&[71000.0, 70000.0, 72000.0, 71500.0, 70500.0]).unwrap(),
@@ -152,7 +154,7 @@ mod tests {
             data.get(i)
         });
         let text = t.render_text(MAX_WIDTH);
-        assert!(text.contains("67,202 +-")); // the outlier cell keeps its outlier, marked
+        assert!(text.contains("67,710 +-")); // the outlier cell keeps its outlier, marked
         assert!(text.contains('*'));
         assert!(text.lines().all(|l| l.len() <= MAX_WIDTH && l.is_ascii()));
         insta::assert_snapshot!(text);

@@ -182,6 +182,8 @@ pub fn summary(
         if let Some(r) = rates {
             m.insert("dev_r_per_s", r.r_per_s);
             m.insert("dev_w_per_s", r.w_per_s);
+            m.insert("dev_rrqm_per_s", r.rrqm_per_s);
+            m.insert("dev_wrqm_per_s", r.wrqm_per_s);
             m.insert("dev_rmb_per_s", r.rmb_per_s);
             m.insert("dev_wmb_per_s", r.wmb_per_s);
             if let Some(v) = r.avg_rq_kb {
@@ -195,6 +197,12 @@ pub fn summary(
                 m.insert("dev_w_await_ms", v);
             }
             m.insert("dev_util_pct", r.util_pct);
+            // Device interrupts per completed I/O (seeds/003's ints/s next to IOPS): 1 with
+            // one interrupt per completion, less with coalescing or polling.
+            let ios = r.r_per_s + r.w_per_s;
+            if let (Some(irq), true) = (m.get("dev_irq_per_s").copied(), ios > 0.0) {
+                m.insert("dev_irq_per_io", irq / ios);
+            }
         }
         per_device.insert(name.clone(), m);
     }

@@ -18,6 +18,7 @@
 
 pub mod derive;
 pub mod reading;
+pub mod window;
 
 pub use derive::{interval, summary, Interval, IrqRate, Summary};
 pub use reading::{Reader, Reading};
@@ -33,6 +34,7 @@ pub struct SamplerHandle {
     thread: JoinHandle<(Vec<Reading>, Vec<String>)>,
     devices: Vec<String>,
     device_irqs: Vec<Vec<u32>>,
+    started_unix_ns: f64,
 }
 
 /// What a sampled run produced.
@@ -46,6 +48,9 @@ pub struct SampleRun {
     pub summary: Option<Summary>,
     /// Readings that failed (the file vanished, a line did not parse), one message each.
     pub errors: Vec<String>,
+    /// Wall-clock time of the first reading (ns since the Unix epoch): puts fio's timestamps
+    /// on the readings' clock (`elapsed_ns`).
+    pub started_unix_ns: f64,
 }
 
 /// A device to watch: its name as in /proc/diskstats and the IRQs that serve it.
@@ -80,6 +85,9 @@ pub fn start(
     let devices: Vec<String> = watched.iter().map(|w| w.device.clone()).collect();
     let mut reader = Reader::new(root.clone(), devices.clone());
     let started = Instant::now();
+    let started_unix_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_nanos() as f64);
     let first = reader.read(0)?;
     let interval = interval.max(Duration::from_millis(1));
     let (stop, stopped) = mpsc::channel::<()>();
@@ -125,6 +133,7 @@ pub fn start(
         thread,
         devices,
         device_irqs,
+        started_unix_ns,
     })
 }
 
@@ -150,6 +159,7 @@ impl SamplerHandle {
             intervals,
             summary,
             errors,
+            started_unix_ns: self.started_unix_ns,
         }
     }
 }

@@ -8,10 +8,22 @@
 //! is a percentile bootstrap of the ratio of medians with a recorded seed, so the same data
 //! give the same interval everywhere.
 //!
-//! A verdict other than `~` needs all of: enough samples that the rank test *could* reach
-//! significance, a CI that excludes zero, a change of at least `min_effect`, and a
-//! Mann–Whitney p-value (BH-adjusted when a family of comparisons is adjusted) below alpha.
-//! "Significant" is not "large" and "large" is not "significant": both are required.
+//! Which test gives the p-value depends only on the group sizes, never on the data:
+//! - **Mann–Whitney U** where it can decide, i.e. where even completely separated groups
+//!   reach p < alpha (the exact two-sided minimum is 2 / C(n1 + n2, n1): 4 or more runs per
+//!   side at alpha = 0.05). It needs no normality, which matters with bimodal runs.
+//! - **Welch's t** on the runs where the rank test cannot (3 vs 3, the seeds' repetitions:
+//!   its smallest p is 0.1), as long as each side has 2 runs. It assumes roughly normal
+//!   runs; its Welch–Satterthwaite degrees of freedom (as low as 2 at 3 vs 3) keep it
+//!   cautious when one side is much noisier.
+//! - no test with a single run on a side: the verdict is `~ (n)`.
+//!
+//! A verdict other than `~` then needs all of: a CI that excludes zero, a change of at least
+//! `min_effect`, and the deciding test's p-value (BH-adjusted when a family of comparisons
+//! is adjusted) below alpha. "Significant" is not "large" and "large" is not "significant":
+//! both are required. At 3 runs per side the bootstrap CI runs from the smallest to the
+//! largest cross ratio of medians (each extreme is drawn in 7% of resamples, above the 2.5%
+//! cut), so a verdict there also needs the two groups not to overlap.
 
 use serde::Serialize;
 
@@ -86,8 +98,10 @@ impl Verdict {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictReason {
-    /// Even completely separated groups could not reach p < alpha with these sizes.
+    /// A single run on a side: no test can decide.
     TooFewSamples,
+    /// Welch's t decides at these sizes, but neither group varies, so it is undefined.
+    NoVariance,
     /// The baseline median is 0 (or mostly 0 in resamples): no relative change exists.
     NoRelativeChange,
     CiIncludesZero,
@@ -95,6 +109,37 @@ pub enum VerdictReason {
     NotSignificant,
     /// All conditions hold; the verdict is improved or regressed.
     Significant,
+}
+
+/// The test whose p-value decides a comparison (see the module notes for the rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Test {
+    #[serde(rename = "mann-whitney")]
+    MannWhitney,
+    #[serde(rename = "welch")]
+    Welch,
+}
+
+impl Test {
+    /// The short name tables show in their `test` column.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Test::MannWhitney => "MW",
+            Test::Welch => "Welch",
+        }
+    }
+
+    /// The test for groups of `n1` and `n2` runs at level `alpha`; `None` with one run on a
+    /// side. Depends on the sizes only, so choosing it cannot bias the p-value.
+    pub fn for_sizes(n1: usize, n2: usize, alpha: f64) -> Option<Test> {
+        if min_two_sided_p(n1, n2) < alpha {
+            Some(Test::MannWhitney)
+        } else if n1 >= 2 && n2 >= 2 {
+            Some(Test::Welch)
+        } else {
+            None
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -109,7 +154,12 @@ pub struct Comparison {
     pub mannwhitney_method: MwuMethod,
     /// `None` when undefined (a group with n < 2, or no variance in either group).
     pub p_welch: Option<f64>,
-    /// Benjamini–Hochberg adjusted Mann–Whitney p, set by [`adjust_family`].
+    /// The test that decides ([`Test::for_sizes`]); `None` with a single run on a side.
+    pub test: Option<Test>,
+    /// That test's two-sided p-value; `None` without a test, or when Welch's t is undefined
+    /// (neither group varies).
+    pub p_test: Option<f64>,
+    /// Benjamini–Hochberg adjusted `p_test`, set by [`adjust_family`].
     pub p_adjusted: Option<f64>,
     pub verdict: Verdict,
     pub reason: VerdictReason,
@@ -145,6 +195,12 @@ pub fn compare(
     let mwu = mann_whitney_u(candidate, baseline, opts.mwu_method)?;
     let welch = welch_t_test(candidate, baseline)?;
     let change = (base.median != 0.0).then(|| cand.median / base.median - 1.0);
+    let test = Test::for_sizes(base.n, cand.n, opts.alpha);
+    let p_test = match test {
+        Some(Test::MannWhitney) => Some(mwu.p),
+        Some(Test::Welch) => welch.map(|w| w.p),
+        None => None,
+    };
     let ci = median_ratio_ci(
         baseline,
         candidate,
@@ -159,6 +215,8 @@ pub fn compare(
         p_mannwhitney: mwu.p,
         mannwhitney_method: mwu.method,
         p_welch: welch.map(|w| w.p),
+        test,
+        p_test,
         p_adjusted: None,
         verdict: Verdict::NoDifference,
         reason: VerdictReason::NotSignificant,
@@ -189,64 +247,40 @@ fn rename(e: StatsError, group: &str) -> StatsError {
     }
 }
 
-/// Applies Benjamini–Hochberg to the Mann–Whitney p-values of a family of comparisons
-/// (all cells × metrics shown together) and re-decides every verdict on the adjusted p.
+/// Applies Benjamini–Hochberg to the deciding p-values of a family of comparisons (all
+/// cells × metrics shown together) and re-decides every verdict on the adjusted p.
+/// Comparisons without a p-value (one run on a side) are not counted in the family.
 pub fn adjust_family(comparisons: &mut [Comparison]) {
-    let ps: Vec<f64> = comparisons.iter().map(|c| c.p_mannwhitney).collect();
+    let ps: Vec<f64> = comparisons
+        .iter()
+        .map(|c| c.p_test.unwrap_or(f64::NAN))
+        .collect();
     for (c, q) in comparisons.iter_mut().zip(benjamini_hochberg(&ps)) {
-        c.p_adjusted = Some(q);
+        c.p_adjusted = (!q.is_nan()).then_some(q);
         decide(c);
     }
 }
 
 fn decide(c: &mut Comparison) {
     let (n1, n2) = (c.baseline.n, c.candidate.n);
-    let p = c.p_adjusted.unwrap_or(c.p_mannwhitney);
-    let min_p = min_two_sided_p(n1, n2);
-    let (reason, explanation) = if min_p >= c.alpha {
-        (
+    let p = c.p_adjusted.or(c.p_test);
+    let (reason, explanation) = match (c.test, p) {
+        (None, _) => (
             VerdictReason::TooFewSamples,
             format!(
-                "n = {n1} vs {n2}: the smallest possible Mann-Whitney p is {min_p:.3} >= {}, \
-                 so no verdict is possible; use at least 4 runs per side (6 for a median CI)",
+                "n = {n1} vs {n2}: no test can decide with a single run on a side; use at \
+                 least 3 runs per side (Welch's t), 4 for Mann-Whitney, 6 for a median CI"
+            ),
+        ),
+        (Some(_), None) => (
+            VerdictReason::NoVariance,
+            format!(
+                "n = {n1} vs {n2} and neither group varies, so Welch's t is undefined (and \
+                 Mann-Whitney cannot reach p < {} with so few runs)",
                 c.alpha
             ),
-        )
-    } else if let (Some(change), Some(lo), Some(hi)) = (c.change_pct, c.ci_low_pct, c.ci_high_pct) {
-        if lo <= 0.0 && hi >= 0.0 {
-            (
-                VerdictReason::CiIncludesZero,
-                format!("the CI [{lo:+.1}%, {hi:+.1}%] includes 0"),
-            )
-        } else if change.abs() < c.min_effect_pct {
-            (
-                VerdictReason::BelowMinEffect,
-                format!(
-                    "|{change:+.2}%| is below the minimum effect of {}%",
-                    c.min_effect_pct
-                ),
-            )
-        } else if p >= c.alpha {
-            let which = if c.p_adjusted.is_some() {
-                "BH-adjusted "
-            } else {
-                ""
-            };
-            (
-                VerdictReason::NotSignificant,
-                format!("{which}Mann-Whitney p = {p:.3} >= {}", c.alpha),
-            )
-        } else {
-            (
-                VerdictReason::Significant,
-                format!("{change:+.1}% [{lo:+.1}%, {hi:+.1}%], p = {p:.3}"),
-            )
-        }
-    } else {
-        (
-            VerdictReason::NoRelativeChange,
-            "the baseline median is 0, so there is no relative change".to_string(),
-        )
+        ),
+        (Some(test), Some(p)) => decide_on(c, test, p),
     };
     c.verdict = match reason {
         VerdictReason::Significant => {
@@ -262,6 +296,49 @@ fn decide(c: &mut Comparison) {
     };
     c.reason = reason;
     c.explanation = explanation;
+}
+
+/// The checks after a test exists: CI, minimum effect, then `test`'s (adjusted) `p`.
+fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
+    let (Some(change), Some(lo), Some(hi)) = (c.change_pct, c.ci_low_pct, c.ci_high_pct) else {
+        return (
+            VerdictReason::NoRelativeChange,
+            "the baseline median is 0, so there is no relative change".to_string(),
+        );
+    };
+    let name = match test {
+        Test::MannWhitney => "Mann-Whitney",
+        Test::Welch => "Welch's t",
+    };
+    let adjusted = if c.p_adjusted.is_some() {
+        "BH-adjusted "
+    } else {
+        ""
+    };
+    if lo <= 0.0 && hi >= 0.0 {
+        (
+            VerdictReason::CiIncludesZero,
+            format!("the CI [{lo:+.1}%, {hi:+.1}%] includes 0"),
+        )
+    } else if change.abs() < c.min_effect_pct {
+        (
+            VerdictReason::BelowMinEffect,
+            format!(
+                "|{change:+.2}%| is below the minimum effect of {}%",
+                c.min_effect_pct
+            ),
+        )
+    } else if p >= c.alpha {
+        (
+            VerdictReason::NotSignificant,
+            format!("{adjusted}{name} p = {p:.3} >= {}", c.alpha),
+        )
+    } else {
+        (
+            VerdictReason::Significant,
+            format!("{change:+.1}% [{lo:+.1}%, {hi:+.1}%], {adjusted}{name} p = {p:.3}"),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -284,11 +361,88 @@ mod tests {
     }
 
     #[test]
-    fn three_per_side_says_too_few() {
-        let r = compare(&[1.0, 1.1, 1.2], &[5.0, 5.1, 5.2], &opts()).unwrap();
+    fn three_per_side_with_a_clear_15_pct_drop_is_decided_by_welch() {
+        // The seeds' case: 3 runs per side, -15%, runs within +-2%. The exact Mann-Whitney
+        // test cannot go below p = 0.1 here; before Welch decided, this was `~ (n)`.
+        let r = compare(&[100.0, 102.0, 98.0], &[85.0, 86.5, 84.0], &opts()).unwrap();
+        assert_eq!(r.test, Some(Test::Welch));
+        assert!((r.p_mannwhitney - 0.1).abs() < 1e-12);
+        assert_eq!(r.p_test, r.p_welch);
+        assert!(r.p_test.unwrap() < 0.01, "{r:?}");
+        assert_eq!(r.verdict, Verdict::Regressed, "{}", r.explanation);
+        assert!(r.explanation.contains("Welch"), "{}", r.explanation);
+        assert!((r.change_pct.unwrap() - -15.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn three_per_side_with_heavy_overlap_stays_noise() {
+        let r = compare(&[100.0, 90.0, 110.0], &[95.0, 105.0, 86.0], &opts()).unwrap();
+        assert_eq!(r.test, Some(Test::Welch));
         assert_eq!(r.verdict, Verdict::NoDifference);
+        assert_eq!(r.reason, VerdictReason::CiIncludesZero, "{}", r.explanation);
+        assert!(r.p_test.unwrap() > 0.5, "{r:?}");
+    }
+
+    #[test]
+    fn the_test_follows_the_group_sizes() {
+        assert_eq!(Test::for_sizes(3, 3, 0.05), Some(Test::Welch));
+        assert_eq!(Test::for_sizes(2, 4, 0.05), Some(Test::Welch));
+        // 2 vs 9: 2 / C(11, 2) = 0.036.
+        assert_eq!(Test::for_sizes(2, 9, 0.05), Some(Test::MannWhitney));
+        assert_eq!(Test::for_sizes(4, 4, 0.05), Some(Test::MannWhitney));
+        // 3 vs 5: 2 / C(8, 3) = 0.036 < 0.05, the rank test can decide.
+        assert_eq!(Test::for_sizes(3, 5, 0.05), Some(Test::MannWhitney));
+        assert_eq!(Test::for_sizes(4, 4, 0.01), Some(Test::Welch));
+        assert_eq!(Test::for_sizes(1, 20, 0.05), None);
+        let four = compare(&[1.0, 1.1, 1.2, 1.3], &[5.0, 5.1, 5.2, 5.3], &opts()).unwrap();
+        assert_eq!(four.test, Some(Test::MannWhitney));
+        assert_eq!(four.p_test, Some(four.p_mannwhitney));
+        assert_eq!(four.verdict, Verdict::Improved, "{}", four.explanation);
+    }
+
+    #[test]
+    fn one_run_on_a_side_says_too_few() {
+        let r = compare(&[1.0], &[5.0, 5.1, 5.2], &opts()).unwrap();
+        assert_eq!((r.test, r.p_test), (None, None));
         assert_eq!(r.reason, VerdictReason::TooFewSamples);
-        assert!(r.explanation.contains("0.100"), "{}", r.explanation);
+        assert!(r.explanation.contains("n = 1 vs 3"), "{}", r.explanation);
+    }
+
+    #[test]
+    fn constant_groups_at_small_n_have_no_test() {
+        let r = compare(&[2.0; 3], &[3.0; 3], &opts()).unwrap();
+        assert_eq!(r.test, Some(Test::Welch));
+        assert_eq!(r.p_test, None);
+        assert_eq!(r.reason, VerdictReason::NoVariance, "{}", r.explanation);
+        let mut family = vec![r];
+        adjust_family(&mut family);
+        assert_eq!(family[0].p_adjusted, None);
+        assert_eq!(family[0].reason, VerdictReason::NoVariance);
+    }
+
+    #[test]
+    fn bh_adjustment_applies_to_welch_decided_cells() {
+        let b = [100.0, 103.0, 97.0];
+        let c = [107.0, 110.0, 105.0];
+        let mut family = vec![compare(&b, &c, &opts()).unwrap()];
+        let p = family[0].p_test.unwrap();
+        assert!(p < 0.05 && p * 6.0 > 0.05, "{p}");
+        assert_eq!(
+            family[0].verdict,
+            Verdict::Improved,
+            "{}",
+            family[0].explanation
+        );
+        for _ in 0..5 {
+            family.push(compare(&b, &b, &opts()).unwrap());
+        }
+        // A cell without a test is not a member of the family.
+        family.push(compare(&[100.0], &b, &opts()).unwrap());
+        adjust_family(&mut family);
+        assert!((family[0].p_adjusted.unwrap() - (p * 6.0).min(1.0)).abs() < 1e-12);
+        assert_eq!(family[0].reason, VerdictReason::NotSignificant);
+        assert!(family[0].explanation.contains("BH-adjusted Welch"));
+        assert_eq!(family[6].p_adjusted, None);
     }
 
     #[test]

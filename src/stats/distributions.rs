@@ -1,26 +1,15 @@
 //! Thin, panic-free wrappers over the few distributions the tests need (Student t, normal,
 //! binomial). statrs asserts on out-of-domain arguments; these return `None` instead, so a
-//! degenerate sample (n = 1, zero variance) becomes "no value" rather than a crash.
+//! degenerate sample (n = 1, zero variance) becomes "no value" rather than a crash. Student's
+//! t is computed in [`super::student_t`] (its quantile decides verdicts at small n).
 
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, Normal};
 
-/// The `p` quantile of Student's t with `df` degrees of freedom.
-pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
-    if !(p > 0.0 && p < 1.0 && df > 0.0) {
-        return None;
-    }
-    let t = StudentsT::new(0.0, 1.0, df).ok()?;
-    let q = t.inverse_cdf(p);
-    q.is_finite().then_some(q)
-}
+pub use super::student_t::t_quantile;
 
 /// Two-sided p-value of a t statistic: P(|T| >= |t|).
 pub fn t_two_sided_p(t: f64, df: f64) -> Option<f64> {
-    if t.is_nan() || df.is_nan() || df <= 0.0 {
-        return None;
-    }
-    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
-    Some((2.0 * dist.sf(t.abs())).min(1.0))
+    super::student_t::t_two_sided_sf(t, df).map(|p| p.min(1.0))
 }
 
 /// Upper tail of the standard normal, P(Z > z); defined for ±infinity.

@@ -7,6 +7,7 @@
 //! Reference values for every routine here come from scipy (see
 //! `scripts/make-stats-fixtures.py` and `tests/fixtures/stats/`).
 
+pub mod across;
 pub mod adaptive;
 pub mod bootstrap;
 pub mod compare;
@@ -18,9 +19,11 @@ pub mod histogram;
 pub mod mann_whitney;
 pub mod order;
 pub mod paired;
+pub mod student_t;
 pub mod summary;
 pub mod welch;
 
+pub use across::{across_cells, AcrossCells};
 pub use adaptive::{AdaptiveRule, CellProgress, CellStatus};
 pub use compare::{compare, CompareOptions, Comparison, Verdict};
 pub use direction::Direction;

@@ -138,6 +138,12 @@ pub struct NewRun {
     pub tags: Vec<(String, String)>,
     pub metrics: Vec<(String, f64)>,
     pub samples: Vec<SampleSeries>,
+    /// The interval the sampler's metrics describe (`experiment::run::align`).
+    pub sample_window: Option<serde_json::Value>,
+    /// Cross-checks between fio's and the sampler's figures (`experiment::run::checks`).
+    pub checks: Option<serde_json::Value>,
+    /// Memory, versions and the kernel command line at the run's start.
+    pub environment: Option<serde_json::Value>,
 }
 
 /// How a run ended.
@@ -227,6 +233,15 @@ pub struct RunTexts {
     /// The run's block trace as stored (relative to the database's directory); resolve it
     /// with [`trace_location`].
     pub trace: Option<String>,
+}
+
+/// What a run's figures rest on (schema version 3; absent for older runs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunBasis {
+    pub run_id: i64,
+    pub sample_window: Option<serde_json::Value>,
+    pub checks: Option<serde_json::Value>,
+    pub environment: Option<serde_json::Value>,
 }
 
 /// Where a stored trace name points: relative names are taken from the database's directory.
@@ -557,8 +572,9 @@ impl Store {
         let levels = serde_json::to_string(&run.cell_levels).unwrap_or_else(|_| "null".into());
         tx.execute(
             "INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, warmup, start_unix,
-                               end_unix, status, reason, fio_json, fio_command, job_file, trace)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                               end_unix, status, reason, fio_json, fio_command, job_file, trace,
+                               sample_window, checks, environment)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             params![
                 run.experiment_id,
                 run.cell_key,
@@ -572,7 +588,10 @@ impl Store {
                 run.fio_json,
                 run.fio_command,
                 run.job_file,
-                run.trace
+                run.trace,
+                run.sample_window.as_ref().map(|v| v.to_string()),
+                run.checks.as_ref().map(|v| v.to_string()),
+                run.environment.as_ref().map(|v| v.to_string()),
             ],
         )
         .map_err(wrap)?;
@@ -722,6 +741,20 @@ impl Store {
             .map_err(self.err())
     }
 
+    /// Of one experiment's runs with an analysed trace (a `trace_events` metric), how many
+    /// there are and how many still name their trace files (`[trace] keep` may drop them).
+    pub fn trace_counts(&self, experiment_id: i64) -> Result<(u64, u64)> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*), COUNT(r.trace) FROM runs r
+                 JOIN metrics m ON m.run_id = r.id AND m.name = 'trace_events'
+                 WHERE r.experiment_id = ?1",
+                [experiment_id],
+                |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+            )
+            .map_err(self.err())
+    }
+
     /// The stored fio JSON, command line and job file of one run.
     pub fn run_texts(&self, run_id: i64) -> Result<Option<RunTexts>> {
         self.conn
@@ -738,6 +771,30 @@ impl Store {
                 },
             )
             .optional()
+            .map_err(self.err())
+    }
+
+    /// The window, checks and environment of every run of one experiment, by run id.
+    pub fn run_bases(&self, experiment_id: i64) -> Result<Vec<RunBasis>> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, sample_window, checks, environment FROM runs
+                 WHERE experiment_id = ?1 ORDER BY id",
+            )
+            .map_err(self.err())?;
+        let json = |t: Option<String>| t.and_then(|t| serde_json::from_str(&t).ok());
+        let rows = st
+            .query_map([experiment_id], |r| {
+                Ok(RunBasis {
+                    run_id: r.get(0)?,
+                    sample_window: json(r.get(1)?),
+                    checks: json(r.get(2)?),
+                    environment: json(r.get(3)?),
+                })
+            })
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err())
     }
 
@@ -1121,15 +1178,24 @@ mod tests {
         let old = db.run_texts(1).unwrap().unwrap();
         assert_eq!(old.job_file.as_deref(), Some("old job"));
         assert_eq!(old.trace, None);
+        // Version 3's columns exist and are empty for the old run.
+        let bases = db.run_bases(1).unwrap();
+        assert_eq!(bases.len(), 1);
+        assert_eq!(bases[0].sample_window, None);
+        assert_eq!(bases[0].environment, None);
         let id = db
             .insert_run(&NewRun {
                 experiment_id: 1,
                 cell_key: "c".into(),
                 trace: Some("v1.db.traces/e1/run".into()),
+                checks: Some(serde_json::json!([{"check": "x"}])),
                 ..Default::default()
             })
             .unwrap();
         let stored = db.run_texts(id).unwrap().unwrap().trace.unwrap();
+        let basis = db.run_bases(1).unwrap().pop().unwrap();
+        assert_eq!(basis.run_id, id);
+        assert_eq!(basis.checks.unwrap()[0]["check"], "x");
         assert_eq!(
             trace_location(&path, &stored),
             dir.path().join("v1.db.traces/e1/run")

@@ -88,4 +88,13 @@ CREATE TABLE environment (
     r#"
 ALTER TABLE runs ADD COLUMN trace TEXT;
 "#,
+    // 3: what a run's figures rest on (issue 12), each a JSON document: the interval the
+    // sampler's metrics were taken over, the cross-checks between fio's and the sampler's
+    // figures (both figures each), and the environment at the run's start (memory, versions,
+    // kernel command line).
+    r#"
+ALTER TABLE runs ADD COLUMN sample_window TEXT;
+ALTER TABLE runs ADD COLUMN checks TEXT;
+ALTER TABLE runs ADD COLUMN environment TEXT;
+"#,
 ];

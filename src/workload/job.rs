@@ -251,6 +251,26 @@ impl JobSpec {
         })
     }
 
+    /// How long a run should take (ramp_time + runtime) when fio is told a runtime and
+    /// `time_based`; `None` when fio stops by size.
+    pub fn nominal_seconds(&self) -> Option<f64> {
+        Some(self.measured_seconds()? + self.seconds("ramp_time").unwrap_or(0.0))
+    }
+
+    /// How long fio measures (runtime, after ramp_time) when it is `time_based`.
+    pub fn measured_seconds(&self) -> Option<f64> {
+        if self.option("time_based").is_none_or(|v| v.trim() == "0") {
+            return None;
+        }
+        self.seconds("runtime")
+    }
+
+    fn seconds(&self, name: &str) -> Option<f64> {
+        self.option(name)
+            .and_then(|t| crate::sys::parse::duration::duration(t).ok())
+            .map(|d| d.as_secs_f64())
+    }
+
     /// True when the job asks for polled completions.
     pub fn polls(&self) -> bool {
         self.option("hipri").is_some_and(|v| v.trim() != "0")

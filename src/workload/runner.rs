@@ -294,17 +294,24 @@ impl RealFio {
     pub const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
 
     /// fio's arguments: the fixed ones, where fio keeps its state files, the client host list
-    /// when there is one, the job file.
+    /// when there is one, else how often to print status reports (they say when the job
+    /// measured, `fio_window`; a local run only, as only a local run is sampled), the job file.
     fn arguments(
         job: &std::path::Path,
         aux: &std::path::Path,
         hosts: Option<&std::path::Path>,
+        status: std::time::Duration,
     ) -> Vec<String> {
         Self::ARGS
             .iter()
             .map(|s| s.to_string())
             .chain(std::iter::once(format!("--aux-path={}", aux.display())))
             .chain(hosts.map(|h| format!("--client={}", h.display())))
+            .chain(
+                hosts
+                    .is_none()
+                    .then(|| format!("--status-interval={}ms", status.as_millis())),
+            )
             .chain(std::iter::once(job.display().to_string()))
             .collect()
     }
@@ -406,7 +413,8 @@ impl FioRunner for RealFio {
             }
             None => dir.path().to_path_buf(),
         };
-        let args = Self::arguments(&path, dir.path(), hosts.as_deref());
+        let status = super::fio_window::status_interval(job.nominal_seconds());
+        let args = Self::arguments(&path, dir.path(), hosts.as_deref(), status);
         let command_line = std::iter::once(self.program.display().to_string())
             .chain(args.iter().cloned())
             .map(|a| shell_quote(&a))
@@ -571,17 +579,19 @@ mod tests {
     fn client_mode_adds_the_host_list_before_the_job_file() {
         use std::path::Path;
         let (job, aux) = (Path::new("/run/d/j.fio"), Path::new("/run/d"));
+        let status = Duration::from_millis(500);
         assert_eq!(
-            RealFio::arguments(job, aux, None),
+            RealFio::arguments(job, aux, None, status),
             vec![
                 "--output-format=json+",
                 "--eta=never",
                 "--aux-path=/run/d",
+                "--status-interval=500ms",
                 "/run/d/j.fio"
             ]
         );
         assert_eq!(
-            RealFio::arguments(job, aux, Some(Path::new("/run/d/hosts"))),
+            RealFio::arguments(job, aux, Some(Path::new("/run/d/hosts")), status),
             vec![
                 "--output-format=json+",
                 "--eta=never",

@@ -24,9 +24,13 @@
 //! so what ran stays on record. A cell that cannot be realised is stored once, as one
 //! `not_applicable` run with its reason, and not retried.
 
+pub mod align;
+pub mod checks;
+pub mod environment;
 pub mod record;
 pub mod registry;
 pub mod resolve;
+pub mod stacked;
 pub mod summary;
 pub mod trace;
 
@@ -122,8 +126,13 @@ pub struct Plan {
     pub experiment: String,
     /// The devices the workload drives at once, never empty (for a dry run of the default
     /// target, the loop devices that stood in for the scratch devices that would be created).
-    /// The first one is the one traced and the one the `dev_*` metrics describe.
+    /// The first one is the one traced; `dev_*` describe it alone, or all of them summed
+    /// (`record::metrics`).
     pub devices: Vec<PlanDevice>,
+    /// Devices under the targets (dm and md members, NVMe multipath paths): sampled too,
+    /// never driven or changed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stacked: Vec<PlanDevice>,
     pub scratch: bool,
     pub cells: Vec<ResolvedCell>,
     /// The planned runs in order (adaptive: the minimum rounds; more may follow).
@@ -144,7 +153,7 @@ pub struct PlanDevice {
 }
 
 impl Plan {
-    /// The first device: the one traced and described by the `dev_*` metrics.
+    /// The first device: the one traced.
     pub fn device(&self) -> &str {
         &self.devices[0].name
     }
@@ -177,6 +186,7 @@ pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) ->
                 irqs: d.irqs.clone(),
             })
             .collect(),
+        stacked: Vec::new(),
         scratch,
         cells: resolved,
         order,
@@ -184,6 +194,22 @@ pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) ->
         estimated_seconds,
         notes: Vec::new(),
     })
+}
+
+/// The devices under `targets` that are not targets themselves, with their IRQs.
+fn stacked_devices(root: &SysRoot, m: &Machine, targets: &[String]) -> Vec<PlanDevice> {
+    let paths = |d: &str| m.device(d).map(|d| d.paths.clone()).unwrap_or_default();
+    let mut out: Vec<PlanDevice> = Vec::new();
+    for t in targets {
+        for name in stacked::below(root, &paths, t) {
+            if targets.contains(&name) || out.iter().any(|d| d.name == name) {
+                continue;
+            }
+            let irqs = m.device(&name).map(|d| d.irqs.clone()).unwrap_or_default();
+            out.push(PlanDevice { name, irqs });
+        }
+    }
+    out
 }
 
 /// The plan when fio runs on `[target] hosts`: the devices are theirs, so nothing is
@@ -201,6 +227,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
                 irqs: Vec::new(),
             })
             .collect(),
+        stacked: Vec::new(),
         scratch: false,
         cells,
         order,
@@ -518,7 +545,9 @@ pub fn run(
     let plan = if remote {
         remote_plan(exp, &devices)
     } else {
-        plan(exp, &machine, &devices, !scratch.is_empty())?
+        let mut p = plan(exp, &machine, &devices, !scratch.is_empty())?;
+        p.stacked = stacked_devices(&settings.root, &machine, &devices);
+        p
     };
 
     // Every other machine-wide thing a cell writes (the IRQs an `irq_cpu` factor moves).
@@ -614,7 +643,13 @@ pub fn run(
             .device(device)
             .map(|d| d.dev.clone())
             .unwrap_or_default();
-        trace::Tracing::new(&settings.db_path, experiment_id, device, &dev)
+        trace::Tracing::new(
+            &settings.db_path,
+            experiment_id,
+            device,
+            &dev,
+            exp.trace_keep,
+        )
     });
     if crate::experiment::cells(exp).iter().any(|c| {
         c.fio_options(exp)
@@ -923,6 +958,7 @@ fn one_run(
     let watches: Vec<crate::sample::Watch> = plan
         .devices
         .iter()
+        .chain(&plan.stacked)
         .map(|d| crate::sample::Watch {
             device: d.name.clone(),
             irqs: d.irqs.clone(),
@@ -930,12 +966,18 @@ fn one_run(
         .collect();
     // On remote hosts nothing of the workload happens here: this machine's figures would be
     // stored as if they were the run's, so nothing is sampled.
+    // Short runs are sampled more often, so fio's measured interval spans enough readings
+    // for its ends to be placed between them (`sample::window`).
+    let interval =
+        crate::sample::window::interval_for(lp.settings.sample_interval, job.measured_seconds());
+    // fio servers' memory and command lines are theirs, not this machine's.
+    let env_at_start = if exp.target.hosts.is_empty() {
+        environment::at_start(&lp.settings.root)
+    } else {
+        environment::of_iolab()
+    };
     let sampler = if exp.target.hosts.is_empty() {
-        Some(crate::sample::start(
-            &lp.settings.root,
-            &watches,
-            lp.settings.sample_interval,
-        )?)
+        Some(crate::sample::start(&lp.settings.root, &watches, interval)?)
     } else {
         None
     };
@@ -963,27 +1005,60 @@ fn one_run(
         FioStatus::Crash { reason } => RunStatus::Failed(reason.clone()),
         FioStatus::Cancelled => unreachable!("handled above"),
     };
+    let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
+    let aligned = samples
+        .as_ref()
+        .map(|s| align::align(s, &outcome.stdout, &irqs));
+    let summary = aligned.as_ref().and_then(|a| a.summary.as_ref());
     let mut metrics = if record.status == RunStatus::Ok {
-        record::metrics(&outcome, samples.as_ref(), plan.device())
+        let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        record::metrics(
+            &outcome,
+            summary,
+            &names(&plan.devices),
+            &names(&plan.stacked),
+        )
     } else {
         Vec::new()
     };
-    if let (Some(recorded), Some(tracing)) = (&recorded, &lp.tracing) {
+    let mut run_checks = Vec::new();
+    if let (Some(report), Some(summary), RunStatus::Ok) = (&outcome.report, summary, &record.status)
+    {
+        let owned =
+            |dev: &str| plan.scratch || lp.settings.destructive_devices.iter().any(|d| d == dev);
+        run_checks.extend(checks::iops_vs_diskstats(report, &summary.devices, &owned));
+    }
+    if let (Some(report), RunStatus::Ok) = (&outcome.report, &record.status) {
+        run_checks.extend(checks::percentiles_vs_bins(report));
+    }
+    if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
         if record.status == RunStatus::Ok {
             match tracing.metrics(recorded) {
-                Ok(m) => metrics.extend(m),
+                Ok(m) => {
+                    let ios = m.iter().find(|(k, _)| k == "trace_q2c_count");
+                    if let (Some((_, n)), Some(report)) = (ios, &outcome.report) {
+                        run_checks.push(checks::trace_vs_fio(report, plan.device(), *n));
+                    }
+                    metrics.extend(m)
+                }
                 Err(e) => lp.progress.message(&format!("trace: {e:#}")),
             }
         }
-        // Kept compressed (analysed above from the plain files); `trace export` unpacks them.
-        if let Err(e) = crate::trace::keep::compress(&recorded.base) {
-            lp.progress.message(&format!("trace: {e:#}"));
-        }
-        record.trace = Some(recorded.stored.clone());
+        // Kept compressed, or removed, as `[trace] keep` says.
+        let progress = &mut *lp.progress;
+        record.trace = tracing.keep(cell.index, recorded, &mut |m| progress.message(m));
     }
     record.metrics = metrics.clone();
     record.samples = samples.as_ref().map(record::series).unwrap_or_default();
-    record.fio_json = Some(outcome.stdout);
+    record.sample_window = aligned.and_then(|a| serde_json::to_value(a.window).ok());
+    record.checks = (!run_checks.is_empty())
+        .then(|| serde_json::to_value(&run_checks).ok())
+        .flatten();
+    record.environment = Some(environment::with_fio(env_at_start, outcome.report.as_ref()));
+    // The status reports served the window; the store keeps the final one.
+    record.fio_json = Some(crate::workload::fio_window::final_report_only(
+        &outcome.stdout,
+    ));
     record.fio_command = Some(outcome.command_line);
     record.job_file = Some(outcome.job_file);
     lp.store.insert_run(&record)?;

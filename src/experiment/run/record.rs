@@ -2,29 +2,112 @@
 //! metric names of docs/architecture.md, and the sampler's time series. Pure functions over
 //! the runner's and the sampler's results, so the mapping is tested without running anything.
 
-use crate::sample::SampleRun;
+use crate::sample::{SampleRun, Summary};
 use crate::store::SampleSeries;
 use crate::workload::FioOutcome;
 
 /// fio's metrics (summed over jobs) followed by the sampler's system-wide figures and the
-/// target device's iostat-like figures.
+/// devices' iostat-like figures. With one target and nothing under it, `dev_*` describe that
+/// device. With several targets, `dev_*` are over all of them (`per_device::aggregate`) and
+/// each target's and each stacked device's figures are also stored as `DEVICE:dev_*`.
 pub fn metrics(
     outcome: &FioOutcome,
-    samples: Option<&SampleRun>,
-    device: &str,
+    summary: Option<&Summary>,
+    targets: &[String],
+    stacked: &[String],
 ) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> = outcome
         .report
         .as_ref()
         .map(|r| r.metrics())
         .unwrap_or_default();
-    if let Some(summary) = samples.and_then(|s| s.summary.as_ref()) {
+    if let Some(summary) = summary {
         out.extend(summary.system.iter().map(|(k, v)| (k.to_string(), *v)));
-        if let Some(dev) = summary.devices.get(device) {
-            out.extend(dev.iter().map(|(k, v)| (k.to_string(), *v)));
+        let of = |d: &String| summary.devices.get(d);
+        match targets {
+            [one] => {
+                if let Some(dev) = of(one) {
+                    out.extend(dev.iter().map(|(k, v)| (k.to_string(), *v)));
+                }
+            }
+            many => {
+                let figures: Vec<_> = many.iter().filter_map(of).collect();
+                out.extend(
+                    aggregate(&figures)
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v)),
+                );
+            }
+        }
+        if targets.len() > 1 || !stacked.is_empty() {
+            for d in targets.iter().chain(stacked) {
+                if let Some(dev) = of(d) {
+                    out.extend(dev.iter().map(|(k, v)| (format!("{d}:{k}"), *v)));
+                }
+            }
         }
     }
     out.retain(|(_, v)| v.is_finite());
+    out
+}
+
+/// Several devices' `dev_*` figures as one: rates and the queue size summed (a sum means
+/// something), request size and await averaged over the I/Os, interrupts per I/O over the
+/// sums. `dev_util_pct` is left out: busy time does not add up across devices.
+pub fn aggregate(
+    devices: &[&std::collections::BTreeMap<&'static str, f64>],
+) -> std::collections::BTreeMap<&'static str, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let sum = |k: &str| -> Option<f64> {
+        let vals: Vec<f64> = devices.iter().filter_map(|d| d.get(k).copied()).collect();
+        (vals.len() == devices.len() && !vals.is_empty()).then(|| vals.iter().sum())
+    };
+    for k in [
+        "dev_r_per_s",
+        "dev_w_per_s",
+        "dev_rrqm_per_s",
+        "dev_wrqm_per_s",
+        "dev_rmb_per_s",
+        "dev_wmb_per_s",
+        "dev_avg_qu_sz",
+        "dev_irq_per_s",
+    ] {
+        if let Some(v) = sum(k) {
+            out.insert(k, v);
+        }
+    }
+    // Means weighted by the I/Os each device did.
+    let weighted =
+        |k: &str, weight: &dyn Fn(&std::collections::BTreeMap<&'static str, f64>) -> f64| {
+            let (mut num, mut den) = (0.0, 0.0);
+            for d in devices {
+                if let Some(v) = d.get(k) {
+                    num += v * weight(d);
+                    den += weight(d);
+                }
+            }
+            (den > 0.0).then(|| num / den)
+        };
+    let get = |d: &std::collections::BTreeMap<&'static str, f64>, k: &str| {
+        d.get(k).copied().unwrap_or(0.0)
+    };
+    let ios = |d: &std::collections::BTreeMap<&'static str, f64>| {
+        get(d, "dev_r_per_s") + get(d, "dev_w_per_s")
+    };
+    for (k, w) in [
+        ("dev_avg_rq_kb", &ios as &dyn Fn(&_) -> f64),
+        ("dev_r_await_ms", &|d: &_| get(d, "dev_r_per_s")),
+        ("dev_w_await_ms", &|d: &_| get(d, "dev_w_per_s")),
+    ] {
+        if let Some(v) = weighted(k, w) {
+            out.insert(k, v);
+        }
+    }
+    let total_ios = out.get("dev_r_per_s").copied().unwrap_or(0.0)
+        + out.get("dev_w_per_s").copied().unwrap_or(0.0);
+    if let (Some(irq), true) = (out.get("dev_irq_per_s").copied(), total_ios > 0.0) {
+        out.insert("dev_irq_per_io", irq / total_ios);
+    }
     out
 }
 
@@ -152,6 +235,7 @@ mod tests {
             readings,
             devices,
             errors: Vec::new(),
+            started_unix_ns: 0.0,
         }
     }
 
@@ -169,7 +253,7 @@ mod tests {
             status: crate::workload::FioStatus::Success,
             report: None,
         };
-        let m = metrics(&outcome, Some(&s), "nvme0n1");
+        let m = metrics(&outcome, s.summary.as_ref(), &["nvme0n1".to_string()], &[]);
         let names: Vec<&str> = m.iter().map(|(n, _)| n.as_str()).collect();
         for n in [
             "usr_pct",
@@ -183,6 +267,72 @@ mod tests {
         assert!(names
             .iter()
             .all(|n| crate::experiment::metrics::is_known(n)));
+    }
+
+    #[test]
+    fn several_devices_are_summed_where_a_sum_means_something_and_kept_apart() {
+        use std::collections::BTreeMap;
+        let dev = |r: f64, await_ms: f64, irq: f64| {
+            BTreeMap::from([
+                ("dev_r_per_s", r),
+                ("dev_w_per_s", 0.0),
+                ("dev_r_await_ms", await_ms),
+                ("dev_avg_rq_kb", 4.0),
+                ("dev_util_pct", 90.0),
+                ("dev_irq_per_s", irq),
+            ])
+        };
+        let (a, b) = (dev(1000.0, 1.0, 1000.0), dev(3000.0, 3.0, 1500.0));
+        let all = aggregate(&[&a, &b]);
+        assert_eq!(all["dev_r_per_s"], 4000.0);
+        assert_eq!(all["dev_irq_per_s"], 2500.0);
+        assert_eq!(all["dev_irq_per_io"], 2500.0 / 4000.0);
+        assert_eq!(all["dev_r_await_ms"], (1000.0 + 9000.0) / 4000.0);
+        assert_eq!(all["dev_avg_rq_kb"], 4.0);
+        assert!(
+            !all.contains_key("dev_util_pct"),
+            "busy time does not add up"
+        );
+
+        let summary = crate::sample::Summary {
+            whole: sample_run().summary.unwrap().whole,
+            system: BTreeMap::new(),
+            devices: BTreeMap::from([
+                ("sdb".to_string(), a.clone()),
+                ("sdc".to_string(), b.clone()),
+                ("sdd".to_string(), dev(50.0, 1.0, 0.0)),
+            ]),
+        };
+        let outcome = FioOutcome {
+            command_line: String::new(),
+            job_file: String::new(),
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            elapsed: std::time::Duration::ZERO,
+            status: crate::workload::FioStatus::Success,
+            report: None,
+        };
+        let names = |t: &[&str], s: &[&str]| {
+            let t: Vec<String> = t.iter().map(|x| x.to_string()).collect();
+            let s: Vec<String> = s.iter().map(|x| x.to_string()).collect();
+            metrics(&outcome, Some(&summary), &t, &s)
+        };
+        let m = names(&["sdb", "sdc"], &[]);
+        let get = |m: &[(String, f64)], k: &str| m.iter().find(|(n, _)| n == k).map(|x| x.1);
+        assert_eq!(get(&m, "dev_r_per_s"), Some(4000.0));
+        assert_eq!(get(&m, "sdc:dev_r_per_s"), Some(3000.0));
+        assert_eq!(get(&m, "sdb:dev_util_pct"), Some(90.0));
+        // One target with a disk under it: dev_* are the target's, the disk's apart.
+        let m = names(&["sdb"], &["sdd"]);
+        assert_eq!(get(&m, "dev_r_per_s"), Some(1000.0));
+        assert_eq!(get(&m, "sdd:dev_r_per_s"), Some(50.0));
+        assert!(
+            m.iter()
+                .all(|(n, _)| crate::experiment::metrics::is_known(n)),
+            "{m:?}"
+        );
     }
 
     #[test]

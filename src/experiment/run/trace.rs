@@ -15,9 +15,16 @@
 //!
 //! The blk tracer is global (one recorder per machine): when it is busy, tracefs is missing or
 //! iolab is not root, the run goes on without a trace and the reason is said once.
+//!
+//! What is kept: every traced run is analysed, but `[trace] keep` and `keep_max` decide which
+//! runs' files stay ([`Keeper`]); a trace not kept is removed at once and its run row names no
+//! trace, so `show` can say how many were analysed but not kept ([`kept_note`]).
 
 use std::path::{Path, PathBuf};
 
+use std::collections::HashSet;
+
+use crate::experiment::file::{KeepRuns, TraceKeep};
 use crate::trace::analyze::{self, DeviceReport, Report};
 use crate::trace::capture::{self, Recording, Summary};
 
@@ -61,6 +68,62 @@ pub struct Tracing {
     /// "major,minor" of the target, as the analysis names devices.
     dev: String,
     said_unavailable: bool,
+    keeper: Keeper,
+}
+
+/// Decides, run after run, which traces an experiment keeps (`[trace] keep`, `keep_max`).
+/// No I/O: the caller removes what is not kept.
+#[derive(Debug, Clone)]
+pub struct Keeper {
+    policy: TraceKeep,
+    /// Cells that already keep a trace (for `keep = "first"`).
+    cells: HashSet<usize>,
+    /// Bytes of the traces kept so far.
+    pub kept_bytes: u64,
+    pub kept: u64,
+    /// Set once a trace did not fit under `keep_max`: no later trace is kept.
+    pub full: bool,
+}
+
+impl Keeper {
+    pub fn new(policy: TraceKeep) -> Keeper {
+        Keeper {
+            policy,
+            cells: HashSet::new(),
+            kept_bytes: 0,
+            kept: 0,
+            full: false,
+        }
+    }
+
+    /// Whether a trace of `cell` may be kept at all (before its size is known).
+    pub fn wants(&self, cell: usize) -> bool {
+        !self.full
+            && match self.policy.runs {
+                KeepRuns::All => true,
+                KeepRuns::First => !self.cells.contains(&cell),
+                KeepRuns::None => false,
+            }
+    }
+
+    /// Offers a trace of `cell` that takes `bytes` on disk: true when it is kept (and counted).
+    /// A trace that would take the total past `keep_max` is refused, and so is every later one
+    /// (the cap is reached), so the kept ones are the experiment's earliest runs.
+    pub fn offer(&mut self, cell: usize, bytes: u64) -> bool {
+        if !self.wants(cell) {
+            return false;
+        }
+        if let Some(max) = self.policy.max_bytes {
+            if self.kept_bytes.saturating_add(bytes) > max {
+                self.full = true;
+                return false;
+            }
+        }
+        self.cells.insert(cell);
+        self.kept_bytes += bytes;
+        self.kept += 1;
+        true
+    }
 }
 
 /// A recording in progress for one run. Dropped without [`RunTrace::finish`] (fio failed,
@@ -83,14 +146,66 @@ pub struct Recorded {
 
 impl Tracing {
     /// `dev` is the target's `major:minor` (the machine model's form).
-    pub fn new(db_path: &Path, experiment_id: i64, device: &str, dev: &str) -> Tracing {
+    pub fn new(
+        db_path: &Path,
+        experiment_id: i64,
+        device: &str,
+        dev: &str,
+        keep: TraceKeep,
+    ) -> Tracing {
         Tracing {
             db_path: db_path.to_path_buf(),
             experiment_id,
             device: device.to_string(),
             dev: dev.replace(':', ","),
             said_unavailable: false,
+            keeper: Keeper::new(keep),
         }
+    }
+
+    /// Keeps an analysed recording of `cell` compressed, or removes it, as `[trace] keep` and
+    /// `keep_max` say; the name the run row stores when it is kept.
+    pub fn keep(
+        &mut self,
+        cell: usize,
+        recorded: &Recorded,
+        say: &mut dyn FnMut(&str),
+    ) -> Option<String> {
+        let dir = recorded.base.parent().map(Path::to_path_buf);
+        let remove = |say: &mut dyn FnMut(&str)| {
+            if let Some(dir) = &dir {
+                if let Err(e) = std::fs::remove_dir_all(dir) {
+                    say(&format!("trace: cannot remove {}: {e}", dir.display()));
+                }
+            }
+        };
+        if !self.keeper.wants(cell) {
+            remove(say);
+            return None;
+        }
+        // Kept compressed (analysed before from the plain files); `trace export` unpacks them.
+        let bytes = match crate::trace::keep::compress(&recorded.base) {
+            Ok(sizes) => sizes.gz_bytes,
+            Err(e) => {
+                say(&format!("trace: {e:#}"));
+                trace_bytes(&recorded.base)
+            }
+        };
+        let was_full = self.keeper.full;
+        if self.keeper.offer(cell, bytes) {
+            return Some(recorded.stored.clone());
+        }
+        if self.keeper.full && !was_full {
+            say(&format!(
+                "trace: keep_max reached ({} traces kept, {:.1} MB; the next would take {:.1} \
+                 MB): later runs' traces are analysed, not kept",
+                self.keeper.kept,
+                self.keeper.kept_bytes as f64 / 1e6,
+                bytes as f64 / 1e6
+            ));
+        }
+        remove(say);
+        None
     }
 
     /// Starts recording for the measured run of cell `cell` in round `round`; `None` (and,
@@ -183,6 +298,28 @@ impl Drop for RunTrace {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// Bytes on disk of the files of the trace `base` (plain or compressed).
+fn trace_bytes(base: &Path) -> u64 {
+    crate::trace::stream::resolve_input(base)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// What `show` says when traced runs were analysed but their traces not kept: `analysed`
+/// runs carry `trace_*` metrics, `kept` of them name their trace files.
+pub fn kept_note(analysed: u64, kept: u64) -> Option<String> {
+    (kept < analysed).then(|| {
+        format!(
+            "traces: {kept} of {analysed} traced runs keep their trace files; the other {} \
+             were analysed (trace_* metrics) and not kept ([trace] keep / keep_max)",
+            analysed - kept
+        )
+    })
 }
 
 /// The headline figures of a trace for device `dev` ("major,minor"), under the stable names
@@ -307,6 +444,48 @@ mod tests {
         let m = metrics(&fixture_report(), "8,0", &summary(0, 0, 0));
         let names: Vec<&str> = m.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["trace_events", "trace_events_lost"]);
+    }
+
+    fn policy(runs: KeepRuns, max_bytes: Option<u64>) -> Keeper {
+        Keeper::new(TraceKeep { runs, max_bytes })
+    }
+
+    #[test]
+    fn keep_first_keeps_one_trace_per_cell() {
+        let mut k = policy(KeepRuns::First, None);
+        let kept: Vec<bool> = [0, 1, 0, 1, 2, 0].iter().map(|&c| k.offer(c, 10)).collect();
+        assert_eq!(kept, [true, true, false, false, true, false]);
+        assert_eq!((k.kept, k.kept_bytes), (3, 30));
+        let mut all = policy(KeepRuns::All, None);
+        assert!((0..5).all(|_| all.offer(0, 10)));
+        let mut none = policy(KeepRuns::None, None);
+        assert!(!none.wants(0) && !none.offer(0, 0));
+    }
+
+    #[test]
+    fn keep_max_stops_keeping_once_a_trace_would_pass_it() {
+        let mut k = policy(KeepRuns::All, Some(100));
+        let kept: Vec<bool> = [40, 60, 1, 0].iter().map(|&b| k.offer(0, b)).collect();
+        // 40 + 60 = 100 fits exactly; the next byte would pass the cap, and after that nothing
+        // is kept, not even an empty trace.
+        assert_eq!(kept, [true, true, false, false]);
+        assert!(k.full && !k.wants(1));
+        assert_eq!(k.kept_bytes, 100);
+        let mut first = policy(KeepRuns::First, Some(50));
+        assert!(!first.offer(0, 51));
+        assert!(!first.offer(1, 1), "the cap was reached");
+    }
+
+    #[test]
+    fn show_notes_traces_analysed_but_not_kept() {
+        assert_eq!(kept_note(4, 4), None);
+        assert_eq!(kept_note(0, 0), None);
+        let note = kept_note(6, 2).unwrap();
+        assert!(
+            note.starts_with("traces: 2 of 6 traced runs keep"),
+            "{note}"
+        );
+        assert!(note.contains("the other 4 were analysed"), "{note}");
     }
 
     #[test]

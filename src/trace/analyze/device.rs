@@ -346,6 +346,7 @@ impl Device {
         self.act_q += 1;
         let old = self.queued.insert(
             ev.sector,
+            ev.end_sector(),
             Queued {
                 time: t,
                 end: ev.end_sector(),
@@ -394,6 +395,7 @@ impl Device {
         });
         self.in_driver.insert(
             ev.sector,
+            end,
             InDriver {
                 d: t,
                 first_q,

@@ -20,7 +20,7 @@ const LARGE_CAP: usize = 1 << 16;
 
 /// A multiplicative hasher for u64 keys (SipHash is needlessly slow here).
 #[derive(Default)]
-struct MulHasher(u64);
+pub struct MulHasher(u64);
 
 impl Hasher for MulHasher {
     fn finish(&self) -> u64 {
@@ -36,7 +36,10 @@ impl Hasher for MulHasher {
     }
 }
 
-type LargeMap = HashMap<u64, u64, BuildHasherDefault<MulHasher>>;
+/// A hash map with [`MulHasher`], for integer keys of the analysis' own tables.
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<MulHasher>>;
+
+type LargeMap = FastMap<u64, u64>;
 
 #[derive(Debug, Clone, Default)]
 pub struct Seeks {

@@ -1,0 +1,255 @@
+//! What an experiment's figures rest on, for `show` and the report: the interval the
+//! sampler's metrics were taken over, the cross-checks between fio's figures and the
+//! sampler's (every failed one listed with both figures: a disagreement is a finding, never
+//! passed over), and the environment the runs started in (memory, page cache, versions,
+//! kernel command line). Reads what the run loop stored per run (`store::RunBasis`).
+
+use crate::report::format::terminal_safe as safe;
+use crate::store::RunBasis;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One failed check of one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub run: i64,
+    pub check: String,
+    pub subject: String,
+    pub fio: f64,
+    pub other: f64,
+    pub other_is: String,
+    pub difference_pct: f64,
+    pub tolerance_pct: f64,
+}
+
+/// The experiment's runs summed up.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Basis {
+    /// Window basis (`fio status report`, ...) -> runs.
+    pub windows: BTreeMap<String, usize>,
+    /// Check name -> (ok, disagrees, not judged).
+    pub checks: BTreeMap<String, (usize, usize, usize)>,
+    pub findings: Vec<Finding>,
+    /// Environment key -> distinct values in run order (text keys), or (min, max) over runs
+    /// for the memory figures.
+    pub text: BTreeMap<String, Vec<String>>,
+    pub memory_kib: BTreeMap<String, (u64, u64)>,
+}
+
+/// Sums up the stored bases of an experiment's runs (runs without any are skipped).
+pub fn summarise(bases: &[RunBasis]) -> Basis {
+    let mut b = Basis::default();
+    for r in bases {
+        if let Some(w) = r.sample_window.as_ref().and_then(|w| w["basis"].as_str()) {
+            *b.windows.entry(w.to_string()).or_default() += 1;
+        }
+        for c in r
+            .checks
+            .iter()
+            .flat_map(|c| c.as_array().into_iter().flatten())
+        {
+            let name = c["check"].as_str().unwrap_or("?").to_string();
+            let e = b.checks.entry(name.clone()).or_default();
+            match c["verdict"].as_str() {
+                Some("ok") => e.0 += 1,
+                Some("disagrees") => {
+                    e.1 += 1;
+                    let f = |k: &str| c[k].as_f64().unwrap_or(f64::NAN);
+                    b.findings.push(Finding {
+                        run: r.run_id,
+                        check: name,
+                        subject: c["subject"].as_str().unwrap_or("").to_string(),
+                        fio: f("fio"),
+                        other: f("other"),
+                        other_is: c["other_is"].as_str().unwrap_or("").to_string(),
+                        difference_pct: f("difference_pct"),
+                        tolerance_pct: f("tolerance_pct"),
+                    });
+                }
+                _ => e.2 += 1,
+            }
+        }
+        let Some(env) = r.environment.as_ref().and_then(Value::as_object) else {
+            continue;
+        };
+        for (k, v) in env {
+            match v {
+                Value::Number(n) => {
+                    let Some(n) = n.as_u64() else { continue };
+                    let e = b.memory_kib.entry(k.clone()).or_insert((n, n));
+                    e.0 = e.0.min(n);
+                    e.1 = e.1.max(n);
+                }
+                Value::String(s) => {
+                    let e = b.text.entry(k.clone()).or_default();
+                    if !e.contains(s) {
+                        e.push(s.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    b
+}
+
+fn mib(kib: u64) -> String {
+    format!("{} MiB", kib / 1024)
+}
+
+/// The text section `show` prints under its header; empty when nothing was recorded (runs
+/// stored by an older iolab).
+pub fn text(b: &Basis) -> String {
+    let mut out = String::new();
+    if !b.windows.is_empty() {
+        let parts: Vec<String> = b
+            .windows
+            .iter()
+            .map(|(k, n)| format!("{} ({n} runs)", safe(k)))
+            .collect();
+        out.push_str(&format!(
+            "sampler metrics over fio's measured interval from: {}\n",
+            parts.join(", ")
+        ));
+    }
+    for key in ["iolab_version", "fio_version", "kernel_cmdline"] {
+        if let Some(v) = b.text.get(key) {
+            let v: Vec<String> = v.iter().map(|s| safe(s).into_owned()).collect();
+            out.push_str(&format!("{}: {}\n", key.replace('_', " "), v.join(" | ")));
+        }
+    }
+    let mem: Vec<String> = [
+        ("mem_total_kib", "RAM"),
+        ("mem_free_kib", "free"),
+        ("page_cache_kib", "page cache"),
+    ]
+    .iter()
+    .filter_map(|(k, label)| {
+        let (lo, hi) = b.memory_kib.get(*k)?;
+        Some(if lo == hi {
+            format!("{label} {}", mib(*lo))
+        } else {
+            format!("{label} {}-{}", mib(*lo), mib(*hi))
+        })
+    })
+    .collect();
+    if !mem.is_empty() {
+        out.push_str(&format!("memory at run start: {}\n", mem.join(", ")));
+    }
+    if !b.checks.is_empty() {
+        let parts: Vec<String> = b
+            .checks
+            .iter()
+            .map(|(k, (ok, bad, nj))| {
+                let mut s = format!("{k} {ok} ok");
+                if *bad > 0 {
+                    s.push_str(&format!(", {bad} disagree"));
+                }
+                if *nj > 0 {
+                    s.push_str(&format!(", {nj} not judged"));
+                }
+                s
+            })
+            .collect();
+        out.push_str(&format!("cross-checks: {}\n", parts.join("; ")));
+    }
+    for f in &b.findings {
+        out.push_str(&format!("  {}\n", finding_line(f)));
+    }
+    out
+}
+
+/// One failed check, both figures and the limit.
+pub fn finding_line(f: &Finding) -> String {
+    format!(
+        "run {}: {} {}: fio {}, {} {} ({:+.1}%, limit {:.1}%) disagrees",
+        f.run,
+        f.check,
+        safe(&f.subject),
+        figure(f.fio),
+        safe(&f.other_is),
+        figure(f.other),
+        f.difference_pct,
+        f.tolerance_pct
+    )
+}
+
+fn figure(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// The same as an HTML section for the report.
+pub fn html(b: &Basis) -> String {
+    let t = text(b);
+    if t.is_empty() {
+        return String::new();
+    }
+    format!(
+        "<section id=\"basis\">\n<h2>What the figures rest on</h2>\n<pre>{}</pre>\n</section>\n",
+        crate::report::html::escape(&t)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn basis(run: i64, verdict: &str, free: u64) -> RunBasis {
+        RunBasis {
+            run_id: run,
+            sample_window: Some(
+                json!({"basis": "fio status report", "start_s": 1.1, "end_s": 3.1}),
+            ),
+            checks: Some(
+                json!([{"check": "fio_iops_vs_diskstats", "subject": "loop0",
+                "fio": 10000.0, "other": 8500.0, "other_is": "diskstats completions+merges/s",
+                "difference_pct": -15.0, "tolerance_pct": 2.0, "verdict": verdict}]),
+            ),
+            environment: Some(json!({"mem_total_kib": 4096000, "mem_free_kib": free,
+                "page_cache_kib": 1024, "fio_version": "fio-3.33",
+                "kernel_cmdline": "ro quiet", "iolab_version": "0.1.0 (commit abc)"})),
+        }
+    }
+
+    #[test]
+    fn failed_checks_are_findings_with_both_figures() {
+        let b = summarise(&[basis(1, "ok", 2048), basis(2, "disagrees", 4096)]);
+        assert_eq!(b.checks["fio_iops_vs_diskstats"], (1, 1, 0));
+        assert_eq!(b.findings.len(), 1);
+        let t = text(&b);
+        assert!(
+            t.contains(
+                "run 2: fio_iops_vs_diskstats loop0: fio 10000, diskstats \
+                        completions+merges/s 8500 (-15.0%, limit 2.0%) disagrees"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("fio status report (2 runs)"), "{t}");
+        assert!(
+            t.contains("memory at run start: RAM 4000 MiB, free 2 MiB-4 MiB"),
+            "{t}"
+        );
+        assert!(t.contains("fio version: fio-3.33"), "{t}");
+        assert!(t.contains("kernel cmdline: ro quiet"), "{t}");
+        assert!(html(&b).contains("&lt;") || !t.contains('<'));
+    }
+
+    #[test]
+    fn runs_from_an_older_iolab_add_nothing() {
+        let old = RunBasis {
+            run_id: 1,
+            sample_window: None,
+            checks: None,
+            environment: None,
+        };
+        let b = summarise(&[old]);
+        assert_eq!(text(&b), "");
+        assert_eq!(html(&b), "");
+    }
+}

@@ -1,0 +1,318 @@
+//! Cross-checks on every run: figures that measure the same thing two ways must agree, and
+//! when they do not the run says so with both figures instead of the disagreement passing
+//! silently into a table. Each check is stored with the run (`checks`) and a failed one is a
+//! finding in `show` and the report.
+//!
+//! - fio's IOPS against the completions (and merges) the kernel counted for the device in
+//!   the same interval (`align`): over 2% apart on a device the experiment owns, something
+//!   else used the device or the windows do not match. Buffered I/O is left out: the page
+//!   cache decides what reaches the device.
+//! - with `trace = true`, the I/Os in the block trace against fio's I/O count (1%); without
+//!   `ramp_time` only, as the trace also holds the ramp's I/O, which fio does not count.
+//! - for each job, the percentiles taken from its `json+` histogram the way iolab merges them
+//!   against fio's own percentiles: equal within the width of the histogram bin.
+//!
+//! Pure: figures in, checks out.
+
+use crate::workload::fio_json::{percentile_from_bins, Dir, FioReport, JobResult};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How far two figures may differ before a check fails, in percent.
+pub const IOPS_TOLERANCE_PCT: f64 = 2.0;
+pub const TRACE_TOLERANCE_PCT: f64 = 1.0;
+
+/// One check: what was compared, both figures, and the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    /// `fio_iops_vs_diskstats`, `trace_ios_vs_fio`, `json_plus_percentile`.
+    pub check: String,
+    /// What it is about: a device, `read p99`, ...
+    pub subject: String,
+    /// fio's figure and what it is.
+    pub fio: f64,
+    pub other: f64,
+    /// What `other` is (e.g. `diskstats completions+merges/s`).
+    pub other_is: String,
+    /// `(other - fio) / fio` in percent.
+    pub difference_pct: f64,
+    pub tolerance_pct: f64,
+    /// `ok`, `disagrees`, or `not judged` (see `note`).
+    pub verdict: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Check {
+    pub fn failed(&self) -> bool {
+        self.verdict == "disagrees"
+    }
+
+    fn new(check: &str, subject: String, fio: f64, other: f64, other_is: &str) -> Check {
+        let difference_pct = if fio != 0.0 {
+            (other - fio) / fio * 100.0
+        } else if other == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        };
+        Check {
+            check: check.into(),
+            subject,
+            fio,
+            other,
+            other_is: other_is.into(),
+            difference_pct,
+            tolerance_pct: 0.0,
+            verdict: String::new(),
+            note: None,
+        }
+    }
+
+    fn judged(mut self, tolerance_pct: f64) -> Check {
+        self.tolerance_pct = tolerance_pct;
+        // Compared with a hair of slack: a figure exactly at the limit passes.
+        let ok = self.difference_pct.abs() <= tolerance_pct * (1.0 + 1e-9);
+        self.verdict = if ok { "ok" } else { "disagrees" }.into();
+        self
+    }
+
+    fn not_judged(mut self, tolerance_pct: f64, why: &str) -> Check {
+        self.tolerance_pct = tolerance_pct;
+        self.verdict = "not judged".into();
+        self.note = Some(why.into());
+        self
+    }
+}
+
+fn device_of(job: &JobResult) -> Option<&str> {
+    job.options.get("filename")?.rsplit('/').next()
+}
+
+fn is_direct(job: &JobResult) -> bool {
+    job.options
+        .get("direct")
+        .is_some_and(|v| v.trim() != "0" && !v.trim().is_empty())
+}
+
+/// fio's IOPS per device against the device's completions + merges per second over the
+/// same interval. `devices` holds the aligned `dev_*` figures by device; `owned` says which
+/// devices only this experiment uses.
+pub fn iops_vs_diskstats(
+    report: &FioReport,
+    devices: &BTreeMap<String, BTreeMap<&'static str, f64>>,
+    owned: &dyn Fn(&str) -> bool,
+) -> Vec<Check> {
+    let mut by_device: BTreeMap<&str, (f64, bool)> = BTreeMap::new();
+    for job in &report.jobs {
+        let Some(dev) = device_of(job) else { continue };
+        let e = by_device.entry(dev).or_insert((0.0, true));
+        e.0 += job.read.iops + job.write.iops;
+        e.1 &= is_direct(job);
+    }
+    let mut out = Vec::new();
+    for (dev, (fio, direct)) in by_device {
+        let Some(m) = devices.get(dev) else { continue };
+        let get = |k: &str| m.get(k).copied();
+        let (Some(r), Some(w)) = (get("dev_r_per_s"), get("dev_w_per_s")) else {
+            continue;
+        };
+        let other =
+            r + w + get("dev_rrqm_per_s").unwrap_or(0.0) + get("dev_wrqm_per_s").unwrap_or(0.0);
+        let c = Check::new(
+            "fio_iops_vs_diskstats",
+            dev.to_string(),
+            fio,
+            other,
+            "diskstats completions+merges/s",
+        );
+        out.push(if !direct {
+            c.not_judged(
+                IOPS_TOLERANCE_PCT,
+                "buffered I/O: the page cache decides what reaches the device",
+            )
+        } else if !owned(dev) {
+            c.not_judged(
+                IOPS_TOLERANCE_PCT,
+                "the device is not the experiment's own: other I/O may reach it",
+            )
+        } else {
+            c.judged(IOPS_TOLERANCE_PCT)
+        });
+    }
+    out
+}
+
+/// The bios a block trace of `device` saw queued and completed against the I/O count of
+/// fio's jobs on that device (all jobs when none names its file).
+pub fn trace_vs_fio(report: &FioReport, device: &str, trace_ios: f64) -> Check {
+    let named = report.jobs.iter().any(|j| device_of(j).is_some());
+    let fio: f64 = report
+        .jobs
+        .iter()
+        .filter(|j| !named || device_of(j) == Some(device))
+        .map(|j| (j.read.total_ios + j.write.total_ios + j.trim.total_ios) as f64)
+        .sum();
+    let c = Check::new(
+        "trace_ios_vs_fio",
+        format!("trace of {device}"),
+        fio,
+        trace_ios,
+        "bios queued and completed in the trace",
+    );
+    let ramp = report.jobs.iter().any(|j| {
+        j.options
+            .get("ramp_time")
+            .is_some_and(|v| crate::sys::parse::duration::duration(v).is_ok_and(|d| !d.is_zero()))
+    });
+    if ramp {
+        c.not_judged(
+            TRACE_TOLERANCE_PCT,
+            "the trace also holds the ramp_time's I/O, which fio does not count",
+        )
+    } else {
+        c.judged(TRACE_TOLERANCE_PCT)
+    }
+}
+
+/// The histogram bin holding `value`: the distance to the next bin fio could report. fio's
+/// bins are log-linear, 64 per power of two (FIO_IO_U_PLAT_BITS = 6), exact below 128 ns.
+fn bin_width_ns(value: f64) -> f64 {
+    if value < 128.0 {
+        return 1.0;
+    }
+    let power = value.log2().floor();
+    2f64.powf(power - 6.0)
+}
+
+/// Each job's percentiles from its own `json+` bins (as `metrics` takes them when jobs are
+/// merged) against the percentiles fio printed.
+pub fn percentiles_vs_bins(report: &FioReport) -> Vec<Check> {
+    let mut out = Vec::new();
+    for job in &report.jobs {
+        for dir in Dir::ALL {
+            let d = match dir {
+                Dir::Read => &job.read,
+                Dir::Write => &job.write,
+                Dir::Trim => &job.trim,
+            };
+            let Some(bins) = d.clat.bins.as_ref().filter(|b| !b.is_empty()) else {
+                continue;
+            };
+            for &(pct, fio_ns) in &d.clat.percentiles {
+                if ![50.0, 99.0, 99.9].contains(&pct) {
+                    continue;
+                }
+                let Some(ours) = percentile_from_bins(bins, pct) else {
+                    continue;
+                };
+                let width = bin_width_ns(fio_ns.max(ours as f64));
+                let subject = format!("{} {} p{}", job.name, dir.name(), pct);
+                let c = Check::new(
+                    "json_plus_percentile",
+                    subject,
+                    fio_ns,
+                    ours as f64,
+                    "ns, from the json+ histogram",
+                );
+                let tolerance = if fio_ns > 0.0 {
+                    width / fio_ns * 100.0
+                } else {
+                    0.0
+                };
+                out.push(c.judged(tolerance));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::fio_json::parse;
+
+    fn report(iops: f64, options: &str) -> FioReport {
+        parse(&format!(
+            r#"{{"jobs": [{{"jobname": "j", "job options": {{{options}}},
+                 "read": {{"iops": {iops}, "total_ios": 20000, "clat_ns": {{"N": 5,
+                   "percentile": {{"50.000000": 1000, "99.000000": 5000}},
+                   "bins": {{"1000": 3, "1008": 1, "5056": 1}}}}}},
+                 "write": {{}}}}]}}"#
+        ))
+        .unwrap()
+    }
+
+    fn dev(r: f64) -> BTreeMap<String, BTreeMap<&'static str, f64>> {
+        let m = BTreeMap::from([
+            ("dev_r_per_s", r),
+            ("dev_w_per_s", 0.0),
+            ("dev_rrqm_per_s", 0.0),
+            ("dev_wrqm_per_s", 0.0),
+        ]);
+        BTreeMap::from([("loop0".to_string(), m)])
+    }
+
+    const DIRECT: &str = r#""filename": "/dev/loop0", "direct": "1""#;
+
+    #[test]
+    fn iops_that_disagree_with_diskstats_are_flagged_with_both_figures() {
+        let owned = |_: &str| true;
+        let c = &iops_vs_diskstats(&report(10_000.0, DIRECT), &dev(9_900.0), &owned)[0];
+        assert_eq!(c.verdict, "ok", "{c:?}");
+        let c = &iops_vs_diskstats(&report(10_000.0, DIRECT), &dev(8_500.0), &owned)[0];
+        assert!(c.failed(), "{c:?}");
+        assert_eq!((c.fio, c.other), (10_000.0, 8_500.0));
+        assert!((c.difference_pct + 15.0).abs() < 1e-9);
+        // Not the experiment's device, or buffered I/O: shown, not judged.
+        let c = &iops_vs_diskstats(&report(10_000.0, DIRECT), &dev(8_500.0), &|_| false)[0];
+        assert_eq!(c.verdict, "not judged");
+        let buffered = r#""filename": "/dev/loop0", "direct": "0""#;
+        let c = &iops_vs_diskstats(&report(10_000.0, buffered), &dev(8_500.0), &owned)[0];
+        assert_eq!(c.verdict, "not judged");
+        assert!(c.note.as_deref().unwrap().contains("page cache"));
+    }
+
+    #[test]
+    fn trace_counts_must_match_fios_without_a_ramp() {
+        let r = report(1.0, DIRECT);
+        assert_eq!(trace_vs_fio(&r, "loop0", 20_100.0).verdict, "ok");
+        // Another device's trace is compared with no job's I/O.
+        assert!(trace_vs_fio(&r, "loop1", 20_000.0).failed());
+        let c = trace_vs_fio(&r, "loop0", 19_000.0);
+        assert!(c.failed());
+        assert_eq!((c.fio, c.other), (20_000.0, 19_000.0));
+        let ramped = report(1.0, r#""filename": "/dev/loop0", "ramp_time": "1s""#);
+        assert_eq!(
+            trace_vs_fio(&ramped, "loop0", 30_000.0).verdict,
+            "not judged"
+        );
+    }
+
+    #[test]
+    fn percentiles_from_bins_agree_with_fios_within_a_bin() {
+        let checks = percentiles_vs_bins(&report(1.0, DIRECT));
+        assert_eq!(checks.len(), 2);
+        // p50: 3 of 5 samples at 1000 ns; p99: the 5056 bin, fio printed 5000 (64 ns wide
+        // bins between 4096 and 8192: 56 ns apart is within one).
+        assert!(checks.iter().all(|c| c.verdict == "ok"), "{checks:?}");
+        // A histogram that disagrees with fio's own percentile by several bins.
+        let bad = parse(
+            r#"{"jobs": [{"jobname": "j", "read": {"iops": 1, "total_ios": 5,
+                 "clat_ns": {"N": 5, "percentile": {"50.000000": 1000},
+                   "bins": {"2000": 5}}}, "write": {}}]}"#,
+        )
+        .unwrap();
+        let c = &percentiles_vs_bins(&bad)[0];
+        assert!(c.failed(), "{c:?}");
+        assert_eq!((c.fio, c.other), (1000.0, 2000.0));
+    }
+
+    #[test]
+    fn bin_widths_follow_fios_histogram() {
+        assert_eq!(bin_width_ns(100.0), 1.0);
+        assert_eq!(bin_width_ns(4096.0), 64.0);
+        assert_eq!(bin_width_ns(8191.0), 64.0);
+        assert_eq!(bin_width_ns(1_000_000.0), 2f64.powi(13));
+    }
+}
