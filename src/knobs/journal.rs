@@ -256,7 +256,8 @@ impl Journal {
         }
         // An interrupt is put back in two writes, replayed in reverse: first to the CPU it was
         // delivered to, then to its old mask. x86 keeps an interrupt's target when a new mask
-        // still holds it, so the mask alone would leave it on the CPU iolab moved it to.
+        // still holds it, so the mask alone would leave it on the CPU iolab moved it to
+        // (restore waits briefly between the two for the interrupt to fire: `await_delivery`).
         // Only the first change of an interrupt needs it: restore ends with that one's entries.
         // The effective file is only read, so not a kind of knob: mapped under the root.
         let mut first = old.clone();
@@ -520,7 +521,12 @@ fn restore_entries(
             Err(why) => report.refused.push(RefusedEntry { entry, why }),
             Ok(Located::Missing) => report.vanished.push(entry),
             Ok(Located::File(file)) => match write_attr(&file.display().to_string(), &entry.old) {
-                Ok(()) => report.restored.push(entry),
+                Ok(()) => {
+                    if entries.iter().any(|e| e.path == entry.path) {
+                        await_delivery(root, &entry);
+                    }
+                    report.restored.push(entry)
+                }
                 Err(_) if entries.iter().any(|e| e.path == entry.path) => {
                     report.superseded.push(entry)
                 }
@@ -542,6 +548,27 @@ fn restore_entries(
         Err(KnobError::RestoreFailed {
             errors: failed.iter().map(|e| e.to_string()).collect(),
         })
+    }
+}
+
+/// After the first of an interrupt's two restoring writes (its old CPU), waits briefly for it
+/// to fire there: x86 applies a move when the interrupt next fires, and the mask written next
+/// would replace a move still pending, leaving the interrupt where iolab had put it. A busy
+/// interrupt fires within milliseconds; an idle one keeps its pending move and the wait ends
+/// after 200 ms. Only on the live machine, where the kernel updates the effective affinity.
+fn await_delivery(root: &Path, entry: &JournalEntry) {
+    let Some(effective) = effective_of(&entry.path) else {
+        return;
+    };
+    if root != Path::new("/") {
+        return;
+    }
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    while std::time::Instant::now() < end {
+        if read_attr(&effective).is_ok_and(|now| now == entry.old) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

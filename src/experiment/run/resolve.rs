@@ -402,9 +402,10 @@ fn irq_writes(
 }
 
 /// `unchanged` means as found when the experiment began, not as the previous cell left it:
-/// each movable interrupt goes back to the CPU it was delivered to, then to its mask. x86
-/// keeps an interrupt's target when a new mask still holds it, so writing the mask alone
-/// would leave it where an earlier cell moved it.
+/// each movable interrupt's mask goes back, preceded by the CPU it was delivered to. x86 keeps
+/// an interrupt's target when a new mask still holds it, and applies a move only when the
+/// interrupt next fires: an idle interrupt whose found mask also holds the CPU an earlier cell
+/// moved it to may stay there (docs/lab.md, "Open").
 fn as_found(m: &Machine, dev: &BlockDevice) -> Option<IrqMove> {
     let mut writes = Vec::new();
     let mut on = Vec::new();
