@@ -55,6 +55,11 @@ impl Lab {
         s
     }
 
+    /// Runs `e` here with `replay` standing in for fio, to the end.
+    fn run(&self, e: &experiment::Experiment, replay: &ReplayFio) -> runloop::Outcome {
+        runloop::run(e, &self.settings(), replay, &CancelToken::new(), &mut Quiet).unwrap()
+    }
+
     fn attr(&self, rel: &str) -> String {
         let text = std::fs::read_to_string(self.dir.path().join("root").join(rel)).unwrap();
         iolab::knobs::current_choice(&text)
@@ -86,14 +91,7 @@ fn system_controls_are_set_per_cell_and_all_come_back() {
          cpu.governor = [\"performance\"]\ncpu.boost = [\"off\"]\ncpu.max_cstate = [1]\n",
     );
     let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     assert_eq!(out.cells.iter().map(|c| c.runs.len()).sum::<usize>(), 2);
     // Per run: the sysctl, two governors, no_turbo, and 2 CPUs x 3 idle states.
     assert_eq!(out.knob_changes.len(), 2 * 10);
@@ -136,14 +134,7 @@ fn system_controls_are_set_per_cell_and_all_come_back() {
          [factors]\ncpu.governor = [\"performance\"]\n",
     );
     let replay = ReplayFio::in_order(std::iter::empty());
-    let out = runloop::run(
-        &e,
-        &bare.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = bare.run(&e, &replay);
     let db = Store::open_existing(bare.dir.path().join("results.db")).unwrap();
     let runs = db.runs(out.experiment_id).unwrap();
     assert_eq!(runs.len(), 1);
@@ -167,14 +158,7 @@ fn stabilise_sets_the_advice_once_and_puts_it_back() {
                  sysctl.vm.dirty_ratio = 15\n",
     );
     let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     assert_eq!(out.failed_runs, 0);
     // Two governors, no_turbo, 2 x 3 idle states and the sysctl, once for both runs.
     let changed: Vec<(&str, &str)> = out
@@ -241,14 +225,7 @@ fn prepare_drops_caches_before_every_run_or_fails_the_run() {
     let e = exp(text);
     assert!(e.prepare.drop_caches && e.prepare.settle == Some(Duration::from_millis(10)));
     let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     assert_eq!(out.failed_runs, 0);
     assert_eq!(std::fs::read_to_string(&drop).unwrap(), "3");
 
@@ -256,14 +233,7 @@ fn prepare_drops_caches_before_every_run_or_fails_the_run() {
     std::fs::remove_file(&drop).unwrap();
     std::fs::create_dir(&drop).unwrap();
     let replay = ReplayFio::in_order(std::iter::empty());
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
     let runs = db.runs(out.experiment_id).unwrap();
     assert_eq!(runs.len(), 2);
@@ -324,14 +294,7 @@ fn replay_runs_the_planned_order_stores_every_run_and_restores_every_knob() {
     assert_eq!(before, ["none", "1", "64"]);
     let e = exp(MATRIX);
     let replay = ReplayFio::in_order((0..8).map(|_| fio_fixture("randread_1job_json")));
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
 
     // fio ran the cells in exactly the planner's shuffled, interleaved order.
     let cells = experiment::cells(&e);
@@ -427,14 +390,7 @@ fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
         ("placement=on,hipri=true".to_string(), vec![poll.clone()]),
         ("placement=near,hipri=true".to_string(), vec![poll]),
     ]);
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     // on = the anchor CPU, near = the other CPU; fio is pinned there.
     let pins: Vec<(String, Option<String>)> = replay
         .calls()
@@ -509,14 +465,7 @@ fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
          [factors]\nirq_cpu = [\"on-node\", \"far\"]\nplacement = [\"on\", \"far\"]\n",
     );
     let replay = ReplayFio::in_order((0..4).map(|_| fio_fixture("randread_1job_json")));
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     // The first move also journals the old mask apart (new = old), so that restore can put
     // the interrupt back on CPU 2 first and then widen it to its mask.
     let (restore_only, writes) = out.knob_changes.split_first().unwrap();
@@ -683,14 +632,7 @@ fn adaptive_repetitions_stop_precise_cells_and_report_capped_ones() {
                 .collect(),
         ),
     ]);
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     let n: Vec<usize> = out.cells.iter().map(|c| c.runs.len()).collect();
     assert_eq!(n, [3, 5]);
     assert_eq!(out.capped_cells, ["rq_affinity=2"]);
@@ -1299,14 +1241,7 @@ fn several_devices_get_their_knobs_their_own_placement_and_one_job_file() {
          [factors]\nscheduler = [\"mq-deadline\"]\nplacement = [\"on\"]\n\
          irq_cpu = [\"unchanged\", \"far\"]\n");
     let replay = ReplayFio::in_order([fio_fixture("randread_1job_json")]);
-    let out = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap();
+    let out = lab.run(&e, &replay);
     // The scheduler went to both devices through the journal, and both came back.
     let set: Vec<(String, String)> = out
         .knob_changes
