@@ -410,7 +410,7 @@ fn plot_writes_each_kind_as_svg_or_png() {
             .join("|");
         assert!(texts.contains(expect), "{kind}: {texts}");
     }
-    // Two kernels on one chart (seeds/004's stock vs backport), told apart by their tag.
+    // Two kernels on one chart (case 4's stock vs backport), told apart by their tag.
     let both = dir.path().join("both.svg");
     ok(
         &db,

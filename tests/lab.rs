@@ -1,5 +1,5 @@
 //! Live tests in the lab machines (docs/lab.md): QEMU guests that boot Debian's packaged kernel
-//! with the seeds' topologies and devices (lab/machines/NAME.sh) and run the iolab just built,
+//! with the cases' topologies and devices (lab/machines/NAME.sh) and run the iolab just built,
 //! through this machine's `/` shared read-only. Fixture trees only confirm what their author
 //! believed about the kernel; these check iolab against a real one.
 //!
@@ -303,7 +303,7 @@ fn check_nohz_and_warnings(b: &Boot, m: &Value) {
     );
 }
 
-/// seeds/000's 4-cell box: 4 nodes x 2 cores x 2 threads, an HBA with one movable
+/// case 0's 4-cell box: 4 nodes x 2 cores x 2 threads, an HBA with one movable
 /// interrupt and two disks on node 0, an NVMe with 4 managed queue interrupts on node 2.
 #[test]
 fn cells4_is_modelled_as_defined() {
@@ -591,7 +591,7 @@ done
     assert_eq!(lines.lines().count(), 3, "{lines}\n{}", b.log);
 }
 
-/// seeds/003's NVMe with poll queues (`nvme.poll_queues=2` on the kernel command line, which
+/// case 3's NVMe with poll queues (`nvme.poll_queues=2` on the kernel command line, which
 /// scripts/lab hands to insmod): two interrupt-driven queues, two poll queues without an
 /// interrupt, io_poll on; iolab runs both `hipri` cells (none is "not applicable"), and polled
 /// I/O takes (almost) no device interrupts while interrupt-driven I/O takes about one each.
@@ -762,7 +762,7 @@ sleep 1
 while read n e a; do echo $a >/proc/irq/$n/smp_affinity_list; done </tmp/nic-orig
 "#;
 
-/// seeds/002's box: 4 packages x 2 threads and four virtio-net NICs with movable queue
+/// case 2's box: 4 packages x 2 threads and four virtio-net NICs with movable queue
 /// interrupts. Under real traffic (HTTP downloads from here through each NIC's port forward)
 /// `irq top` sees every NIC's interrupts with a rate; heavy NIC interrupts piled on CPU 0
 /// are spread by `irq apply` across packages before any shares a package (here: before any
@@ -965,7 +965,7 @@ fn affinities(text: &str) -> std::collections::BTreeMap<u64, u64> {
         .collect()
 }
 
-/// seeds/004's many guests: two guests each run `fio --server` on their own scratch disk, and a
+/// case 4's many guests: two guests each run `fio --server` on their own scratch disk, and a
 /// hosts-mode experiment here drives both at once through fio's client mode. Every stored run
 /// holds both servers' figures, and its IOPS are their sum.
 #[test]

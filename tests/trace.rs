@@ -1084,7 +1084,7 @@ fn trace_keep_caps_the_traces_an_experiment_keeps() {
 }
 
 /// Large writes on a device with a small `max_sectors_kb` split every bio (one Q, then a G, I,
-/// D and C per part, as seeds/004's 1M and 4M block sizes do). btt finds each part's Q by
+/// D and C per part, as case 4's 1M and 4M block sizes do). btt finds each part's Q by
 /// sector range, so every part gets its Q2G and G2I; iolab's counts must match btt's, N for N.
 #[test]
 fn split_bios_are_counted_per_part_like_btt() {

@@ -1,5 +1,5 @@
 //! Which metrics to show when the user names none, their units, and their values for a set
-//! of runs. Defaults are the figures the seeds' authors posted (IOPS, MB/s, mean and p99
+//! of runs. Defaults are the figures the cases' authors posted (IOPS, MB/s, mean and p99
 //! completion latency, %usr/%sys, interrupts/s), kept only when the runs measured them and
 //! not all zero (a read workload's `write_iops` is a true 0 and says nothing).
 

@@ -1,5 +1,5 @@
 //! `iolab show ID`: one experiment as the tables people post — a metric by one factor in rows
-//! and another in columns (seeds/000's "r/s: rq=0/1 x QAF on/near/far"), each cell with its
+//! and another in columns (case 0's "r/s: rq=0/1 x QAF on/near/far"), each cell with its
 //! 95% CI and outlier mark — and, per metric, every cell's n, mean, median, stddev, CV and CI.
 //! Cells that cannot be realised here say `n/a` with the reason; failed runs are counted and
 //! named, never silently left out.

@@ -1,4 +1,4 @@
-//! `irq daemon`: measure, plan, apply, repeat. The interval adapts (seeds/002): it doubles up
+//! `irq daemon`: measure, plan, apply, repeat. The interval adapts (case 2): it doubles up
 //! to a ceiling while the load stays balanced, and drops back to the floor after a move, so a
 //! quiet machine is looked at rarely and a changing one often. Moves go through the placement
 //! journal; on Ctrl-C or SIGTERM every affinity iolab changed is put back unless asked to keep

@@ -1,5 +1,5 @@
 //! The interrupt placement planner: given each interrupt's measured rate per CPU and the CPU
-//! topology, decide which interrupts to move where. It follows what seeds/002 found to matter:
+//! topology, decide which interrupts to move where. It follows what case 2 found to matter:
 //! consider all heavy interrupts together (balancing each on its own piles them up), spread
 //! them across packages first, then cores, then SMT siblings; ignore light ones; and move
 //! nothing once the load is balanced (moves cost cache warmth). Interrupts the kernel manages

@@ -219,7 +219,7 @@ mod tests {
                 &opts,
             )
             .unwrap(),
-            // The seeds' 3 runs per side: Welch's t decides.
+            // The cases' 3 runs per side: Welch's t decides.
             compare(&[240.0, 250.0, 245.0], &[260.0, 270.0, 265.0], &opts).unwrap(),
             // One run on a side: no test.
             compare(&[251.0], &[249.0, 252.0, 250.5], &opts).unwrap(),

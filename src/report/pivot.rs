@@ -1,5 +1,5 @@
 //! Pivot tables: one metric, the levels of one factor in rows and of another in columns,
-//! as in seeds/000's "r/s: rq=0/1 x QAF on/near/far" tables, but with each cell's
+//! as in case 0's "r/s: rq=0/1 x QAF on/near/far" tables, but with each cell's
 //! precision and outliers shown instead of a bare mean.
 
 use crate::stats::Summary;

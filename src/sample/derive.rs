@@ -197,7 +197,7 @@ pub fn summary(
                 m.insert("dev_w_await_ms", v);
             }
             m.insert("dev_util_pct", r.util_pct);
-            // Device interrupts per completed I/O (seeds/003's ints/s next to IOPS): 1 with
+            // Device interrupts per completed I/O (case 3's ints/s next to IOPS): 1 with
             // one interrupt per completion, less with coalescing or polling.
             let ios = r.r_per_s + r.w_per_s;
             if let (Some(irq), true) = (m.get("dev_irq_per_s").copied(), ios > 0.0) {

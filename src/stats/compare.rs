@@ -12,7 +12,7 @@
 //! - **Mann–Whitney U** where it can decide, i.e. where even completely separated groups
 //!   reach p < alpha (the exact two-sided minimum is 2 / C(n1 + n2, n1): 4 or more runs per
 //!   side at alpha = 0.05). It needs no normality, which matters with bimodal runs.
-//! - **Welch's t** on the runs where the rank test cannot (3 vs 3, the seeds' repetitions:
+//! - **Welch's t** on the runs where the rank test cannot (3 vs 3, the cases' repetitions:
 //!   its smallest p is 0.1), as long as each side has 2 runs. It assumes roughly normal
 //!   runs; its Welch–Satterthwaite degrees of freedom (as low as 2 at 3 vs 3) keep it
 //!   cautious when one side is much noisier.
@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn three_per_side_with_a_clear_15_pct_drop_is_decided_by_welch() {
-        // The seeds' case: 3 runs per side, -15%, runs within +-2%. The exact Mann-Whitney
+        // The cases' set-up: 3 runs per side, -15%, runs within +-2%. The exact Mann-Whitney
         // test cannot go below p = 0.1 here; before Welch decided, this was `~ (n)`.
         let r = compare(&[100.0, 102.0, 98.0], &[85.0, 86.5, 84.0], &opts()).unwrap();
         assert_eq!(r.test, Some(Test::Welch));

@@ -1,6 +1,6 @@
 //! Statistics that decide whether a difference between measurements is real.
 //!
-//! A table of means is not an answer (seeds/000, seeds/004): every number iolab shows carries
+//! A table of means is not an answer (case 0, case 4): every number iolab shows carries
 //! its spread and a confidence interval, every comparison a p-value, an effect-size CI and a
 //! verdict that says `~` when the data cannot tell. This module works on plain `&[f64]`
 //! vectors so the store, the commands and the tests can all feed it without a database.

@@ -1,7 +1,7 @@
 //! Student's t distribution, computed here: the CDF through the regularized incomplete beta
 //! function and the quantile by a safeguarded Newton iteration on it.
 //!
-//! Why our own: the verdict at the seeds' n (3 vs 3 runs) rests on Welch's t with
+//! Why our own: the verdict at the cases' n (3 vs 3 runs) rests on Welch's t with
 //! non-integer Welch–Satterthwaite degrees of freedom, and a verdict must not depend on a
 //! crate's numerical choices or panic on a degenerate argument. Every routine returns
 //! `None` outside its domain. Accuracy: better than 1e-12 relative on the reference values

@@ -1,7 +1,7 @@
 //! The devices under a target: what a dm or md device is built from (`/sys/block/DEV/slaves`,
 //! followed down), and the per-path disks of an NVMe multipath head (`nvme0c0n1`, where
 //! kernels before 6.3 count the head's I/O). The sampler watches them too, so a run on
-//! `dm-0` also says what each disk below it did (seeds/004 compared a dm device with the
+//! `dm-0` also says what each disk below it did (case 4 compared a dm device with the
 //! disks below it).
 
 use crate::sys::SysRoot;
