@@ -239,10 +239,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn sampler_figures_join_fio_metrics_under_their_stable_names() {
-        let s = sample_run();
-        let outcome = FioOutcome {
+    /// A fio run that succeeded without a JSON report: only the sampler's figures count.
+    fn no_report() -> FioOutcome {
+        FioOutcome {
             command_line: String::new(),
             job_file: String::new(),
             stdout: String::new(),
@@ -252,7 +251,13 @@ mod tests {
             elapsed: std::time::Duration::ZERO,
             status: crate::workload::FioStatus::Success,
             report: None,
-        };
+        }
+    }
+
+    #[test]
+    fn sampler_figures_join_fio_metrics_under_their_stable_names() {
+        let s = sample_run();
+        let outcome = no_report();
         let m = metrics(&outcome, s.summary.as_ref(), &["nvme0n1".to_string()], &[]);
         let names: Vec<&str> = m.iter().map(|(n, _)| n.as_str()).collect();
         for n in [
@@ -303,17 +308,7 @@ mod tests {
                 ("sdd".to_string(), dev(50.0, 1.0, 0.0)),
             ]),
         };
-        let outcome = FioOutcome {
-            command_line: String::new(),
-            job_file: String::new(),
-            stdout: String::new(),
-            stderr: String::new(),
-            exit_code: Some(0),
-            signal: None,
-            elapsed: std::time::Duration::ZERO,
-            status: crate::workload::FioStatus::Success,
-            report: None,
-        };
+        let outcome = no_report();
         let names = |t: &[&str], s: &[&str]| {
             let t: Vec<String> = t.iter().map(|x| x.to_string()).collect();
             let s: Vec<String> = s.iter().map(|x| x.to_string()).collect();
