@@ -386,8 +386,9 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
 }
 
 /// The cells4 guest's placement experiments: a read-only `iolab run` on the HBA disk with
-/// fio on, near and far from the HBA's interrupt where it is, then the same with an `irq_cpu`
-/// level that moves it to CPU 9 (node 2), and the HBA's affinity read before and after. 1 s runs, one repetition: TCG is slow, and only where things ran matters.
+/// fio on, near and far from the HBA's interrupt moved to CPU 9 (node 2) by an `irq_cpu` level
+/// and left unchanged, then the same without the factor; the HBA's affinity and the CPU it is
+/// delivered to read before and after. 1 s runs, one repetition: TCG is slow, and only where things ran matters.
 const PLACEMENT_RUN: &str = r#"
 hba=$(awk '/megasas/ { sub(":", "", $1); print $1 }' /proc/interrupts)
 cat /proc/irq/$hba/smp_affinity >$LAB_OUT/hba-affinity.before
@@ -407,14 +408,17 @@ time_based = true
 [factors]
 placement = ["on", "near", "far"]
 T
-sed 's/^placement = .*/&\nirq_cpu = ["9"]/; s/^name = .*/name = "lab cells4 irq_cpu"/' /tmp/place.toml >/tmp/irq.toml
-# Two experiments, the irq_cpu one last: restoring the mask does not bring the interrupt back
-# to its CPU (x86 keeps it on CPU 9, which the mask allows), so `unchanged` cells after an
-# irq_cpu cell find it on CPU 9, not where the model said (seen here; open, see docs/lab.md).
-( $IOLAB run /tmp/place.toml --db /tmp/place.db && $IOLAB run /tmp/irq.toml --db /tmp/place.db ) >$LAB_OUT/place.txt 2>&1
+sed 's/^placement = .*/&\nirq_cpu = ["9", "unchanged"]/; s/^name = .*/name = "lab cells4 irq_cpu"/' /tmp/place.toml >/tmp/irq.toml
+cat /proc/irq/$hba/effective_affinity_list >$LAB_OUT/hba-effective.before
+# The irq_cpu experiment first: x86 moves an interrupt only when it next fires, and keeps it
+# on a CPU its mask still allows, so its `unchanged` cells (shuffled among the CPU 9 ones) and
+# the placement experiment after it find the interrupt where the model did only if iolab
+# brings it back to its CPU, idle or not, before writing its mask.
+( $IOLAB run /tmp/irq.toml --db /tmp/place.db && $IOLAB run /tmp/place.toml --db /tmp/place.db ) >$LAB_OUT/place.txt 2>&1
 echo $? >$LAB_OUT/place.rc
 cp /tmp/place.db $LAB_OUT/place.db
 cat /proc/irq/$hba/smp_affinity >$LAB_OUT/hba-affinity.after
+cat /proc/irq/$hba/effective_affinity_list >$LAB_OUT/hba-effective.after
 "#;
 
 /// Checks the stored runs of `PLACEMENT_RUN`: every cell ran; fio was pinned to the CPUs the
@@ -428,7 +432,11 @@ fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
     let db = iolab::store::Store::open_existing(b.path("place.db")).unwrap();
     let mut runs = db.runs(1).unwrap();
     runs.extend(db.runs(2).unwrap());
-    assert_eq!(runs.len(), 6, "3 placements, then 3 with irq_cpu 9");
+    assert_eq!(
+        runs.len(),
+        9,
+        "3 placements x irq_cpu 9 and unchanged, then 3 placements"
+    );
     // Keep going on a failure below: print every run's figures first.
     let mut failures = Vec::new();
     let hba_irq = hba["irq"].as_u64().unwrap();
@@ -446,7 +454,8 @@ fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
     for r in &runs {
         let what = r.cell_key.clone();
         assert_eq!(r.status, iolab::store::RunStatus::Ok, "{what}");
-        // The first experiment has no irq_cpu factor: its interrupt stays where it is.
+        // `unchanged` cells and the experiment without an irq_cpu factor find the interrupt
+        // where the model did.
         let level = |f: &str| r.cell_levels[f].as_str().unwrap_or("unchanged").to_string();
         let irq_cpus: Vec<u64> = if level("irq_cpu") == "9" {
             vec![9]
@@ -532,6 +541,11 @@ fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
         b.text("hba-affinity.after"),
         b.text("hba-affinity.before"),
         "the irq_cpu level did not put the HBA's affinity back"
+    );
+    assert_eq!(
+        b.text("hba-effective.after"),
+        b.text("hba-effective.before"),
+        "the HBA's interrupt did not come back to its CPU"
     );
 }
 

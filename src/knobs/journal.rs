@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::attr::{read_attr, write_attr};
+use super::irq_move;
 use super::kinds::{self, Located};
 use super::KnobError;
 use crate::sys::lock::{self, MachineLock};
@@ -257,12 +258,13 @@ impl Journal {
         // An interrupt is put back in two writes, replayed in reverse: first to the CPU it was
         // delivered to, then to its old mask. x86 keeps an interrupt's target when a new mask
         // still holds it, so the mask alone would leave it on the CPU iolab moved it to
-        // (restore waits briefly between the two for the interrupt to fire: `await_delivery`).
+        // (the second write waits for the first move to happen: `irq_move::settle`).
         // Only the first change of an interrupt needs it: restore ends with that one's entries.
         // The effective file is only read, so not a kind of knob: mapped under the root.
         let mut first = old.clone();
         let seen = self.file.entries.iter().any(|e| e.path == path);
-        if let Some(effective) = effective_of(path)
+        if let Some(effective) = irq_move::effective_of(path)
+            .map(|(_, e)| e)
             .filter(|_| !seen)
             .map(|e| self.root.path(&e))
         {
@@ -288,7 +290,7 @@ impl Journal {
             time_unix: crate::store::time::now_unix(),
         });
         self.persist()?;
-        if let Err(e) = write_attr(&file, value) {
+        if let Err(e) = settle_then_write(self.root.is_live(), Path::new(&file), value) {
             // The knob did not change: take the entries back so restore never tries to write it.
             self.file.entries.truncate(mark);
             self.persist()?;
@@ -428,20 +430,6 @@ fn refused(path: &str, why: String) -> KnobError {
 }
 
 /// Attributes that writing `path` resets as a side effect.
-/// The file that says which CPUs an interrupt is delivered to, in the same format as `path`
-/// (`/proc/irq/N/smp_affinity_list` -> `effective_affinity_list`); `None` for other knobs.
-fn effective_of(path: &str) -> Option<String> {
-    let (dir, file) = path.rsplit_once('/')?;
-    if !dir.starts_with("/proc/irq/") {
-        return None;
-    }
-    match file {
-        "smp_affinity_list" => Some(format!("{dir}/effective_affinity_list")),
-        "smp_affinity" => Some(format!("{dir}/effective_affinity")),
-        _ => None,
-    }
-}
-
 fn dependents_of(path: &str) -> Vec<String> {
     match path.strip_suffix("/queue/scheduler") {
         Some(dev) => ["nr_requests", "wbt_lat_usec"]
@@ -520,21 +508,18 @@ fn restore_entries(
         match kinds::locate(root, &entry.path) {
             Err(why) => report.refused.push(RefusedEntry { entry, why }),
             Ok(Located::Missing) => report.vanished.push(entry),
-            Ok(Located::File(file)) => match write_attr(&file.display().to_string(), &entry.old) {
-                Ok(()) => {
-                    if entries.iter().any(|e| e.path == entry.path) {
-                        await_delivery(root, &entry);
+            Ok(Located::File(file)) => {
+                match settle_then_write(root == Path::new("/"), &file, &entry.old) {
+                    Ok(()) => report.restored.push(entry),
+                    Err(_) if entries.iter().any(|e| e.path == entry.path) => {
+                        report.superseded.push(entry)
                     }
-                    report.restored.push(entry)
+                    Err(e) => {
+                        failed.push(e.naming(&entry.path));
+                        kept.push(entry);
+                    }
                 }
-                Err(_) if entries.iter().any(|e| e.path == entry.path) => {
-                    report.superseded.push(entry)
-                }
-                Err(e) => {
-                    failed.push(e.naming(&entry.path));
-                    kept.push(entry);
-                }
-            },
+            }
         }
         let mut left: Vec<JournalEntry> = entries.clone();
         left.extend(kept.iter().rev().cloned());
@@ -551,25 +536,15 @@ fn restore_entries(
     }
 }
 
-/// After the first of an interrupt's two restoring writes (its old CPU), waits briefly for it
-/// to fire there: x86 applies a move when the interrupt next fires, and the mask written next
-/// would replace a move still pending, leaving the interrupt where iolab had put it. A busy
-/// interrupt fires within milliseconds; an idle one keeps its pending move and the wait ends
-/// after 200 ms. Only on the live machine, where the kernel updates the effective affinity.
-fn await_delivery(root: &Path, entry: &JournalEntry) {
-    let Some(effective) = effective_of(&entry.path) else {
-        return;
-    };
-    if root != Path::new("/") {
-        return;
+/// Writes a knob; on the live machine an interrupt's affinity is written only after a move
+/// still pending from the previous write has happened (`irq_move::settle`): restoring writes an
+/// interrupt's old CPU, then its old mask, and the second write would cancel the first move.
+fn settle_then_write(live: bool, file: &Path, value: &str) -> Result<(), KnobError> {
+    let file = file.display().to_string();
+    if live {
+        irq_move::settle(&file);
     }
-    let end = std::time::Instant::now() + std::time::Duration::from_millis(200);
-    while std::time::Instant::now() < end {
-        if read_attr(&effective).is_ok_and(|now| now == entry.old) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    write_attr(&file, value)
 }
 
 fn read_journal(path: &Path) -> Result<Option<JournalFile>, KnobError> {

@@ -4,6 +4,7 @@
 //! (see `signals`) and, after a hard kill, through `iolab restore`.
 
 mod attr;
+mod irq_move;
 mod journal;
 pub mod kinds;
 pub mod signals;

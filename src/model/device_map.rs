@@ -128,6 +128,22 @@ fn walk_up(root: &SysRoot, sysfs: &str) -> Controller {
     c
 }
 
+/// The disks (names under /sys/block) whose controller raises interrupt `irq`: the disks a
+/// read can be sent to when that interrupt has to fire.
+pub fn disks_of_irq(root: &SysRoot, irq: u32) -> Vec<String> {
+    let mut disks: Vec<String> = Vec::new();
+    for name in root.list_optional("/sys/block").unwrap_or_default() {
+        let Ok(sysfs) = root.resolve(&format!("/sys/block/{name}")) else {
+            continue;
+        };
+        if walk_up(root, &sysfs).irqs.contains(&irq) {
+            disks.push(name);
+        }
+    }
+    disks.sort();
+    disks
+}
+
 /// Finds the controller, its IRQs and the per-queue IRQs of one device.
 pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], warn: &mut Warnings) {
     let mut c = walk_up(root, &dev.sysfs);

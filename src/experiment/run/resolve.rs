@@ -404,8 +404,8 @@ fn irq_writes(
 /// `unchanged` means as found when the experiment began, not as the previous cell left it:
 /// each movable interrupt's mask goes back, preceded by the CPU it was delivered to. x86 keeps
 /// an interrupt's target when a new mask still holds it, and applies a move only when the
-/// interrupt next fires: an idle interrupt whose found mask also holds the CPU an earlier cell
-/// moved it to may stay there (docs/lab.md, "Open").
+/// interrupt next fires, so the mask is written once the move to that CPU has happened
+/// (`knobs::irq_move`; docs/lab.md).
 fn as_found(m: &Machine, dev: &BlockDevice) -> Option<IrqMove> {
     let mut writes = Vec::new();
     let mut on = Vec::new();
