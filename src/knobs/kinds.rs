@@ -109,10 +109,14 @@ pub const KINDS: &[Kind] = &[
 /// An allow-list because some sysctls name programs the kernel runs as root
 /// (`kernel.core_pattern`, `kernel.modprobe`, `kernel.poweroff_cmd`): a journal that could
 /// name them would make `restore` run anything. `vm.drop_caches` and `vm.compact_memory` are
-/// actions, not settings, and have no value to put back.
+/// actions, not settings, and have no value to put back. Of `net`, only the tuning trees
+/// (buffers, backlogs, busy polling, TCP and UDP): the rest decides routing and filtering
+/// (`net.ipv4.ip_forward`, `rp_filter`), and `net.core.bpf_*` hardens the BPF JIT.
 pub const SYSCTLS: &[&str] = &[
     "vm.",
-    "net.",
+    "net.core.",
+    "net.ipv4.tcp_",
+    "net.ipv4.udp_",
     "dev.raid.",
     "fs.aio-max-nr",
     "kernel.numa_balancing",
@@ -122,11 +126,15 @@ pub const SYSCTLS: &[&str] = &[
     "kernel.watchdog",
 ];
 const SYSCTL_ACTIONS: &[&str] = &["vm.drop_caches", "vm.compact_memory"];
+const SYSCTL_SECURITY: &str = "net.core.bpf_";
 
 fn sysctl_allowed(parts: &[&str]) -> Result<(), String> {
     let name = parts.join(".");
     if SYSCTL_ACTIONS.contains(&name.as_str()) {
         return Err(format!("{name} is an action, not a setting"));
+    }
+    if name.starts_with(SYSCTL_SECURITY) {
+        return Err(format!("{name} is a security setting, not a tuning one"));
     }
     if SYSCTLS.iter().any(|p| name.starts_with(p)) {
         return Ok(());
@@ -354,9 +362,21 @@ mod tests {
             named("sysctl.vm.dirty_ratio")
         );
         assert_eq!(
-            setting("/proc/sys/net/ipv4/conf/eth0.100/rp_filter"),
-            named("sysctl.net.ipv4.conf.eth0.100.rp_filter")
+            setting("/proc/sys/net/core/netdev_budget"),
+            named("sysctl.net.core.netdev_budget")
         );
+        assert_eq!(
+            setting("/proc/sys/net/ipv4/tcp_rmem"),
+            named("sysctl.net.ipv4.tcp_rmem")
+        );
+        // Routing, filtering and BPF hardening are not tuning.
+        for refused in [
+            "/proc/sys/net/ipv4/ip_forward",
+            "/proc/sys/net/ipv4/conf/eth0.100/rp_filter",
+            "/proc/sys/net/core/bpf_jit_harden",
+        ] {
+            assert!(classify(refused).is_err(), "{refused}");
+        }
         assert_eq!(
             setting("/sys/module/nvme/parameters/io_queue_depth"),
             named("module.nvme.io_queue_depth")
