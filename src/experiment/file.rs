@@ -24,6 +24,7 @@
 //! anchor_cpu = 0               # stands in for the interrupt CPU of a device without one
 //! # hosts = ["10.0.0.1", "10.0.0.2,8765"]  # fio servers that all run the job at once
 //! [workload]                   # plain fio options
+//! # job = "my.fio"             # or a fio job file (workload/job_file.rs); options here override it
 //! rw = "randread"
 //! bs = "4k"
 //! [factors]
@@ -44,6 +45,7 @@ use super::prepare::Prepare;
 use super::queue_knobs;
 use super::system_knobs::{self, SystemKnob};
 use crate::target::DEFAULT_SCRATCH_BYTES;
+use crate::workload::job_file::{self, JobSource};
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
 
 /// How many times each cell runs.
@@ -111,7 +113,8 @@ pub const MAX_CPU: u32 = 8191;
 pub struct Experiment {
     /// Where the text came from (a path, for messages).
     pub source: String,
-    /// The file's text, stored with the experiment.
+    /// The file's text, stored with the experiment; a `[workload] job` file's text (and its
+    /// includes') follows as TOML comments, so the store keeps what ran.
     pub text: String,
     pub name: String,
     pub description: Option<String>,
@@ -236,7 +239,7 @@ pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
             allowed: None,
         }],
     })?;
-    parse(&source, &text)
+    parse_with(&source, &text, &job_file::Disk)
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -273,11 +276,24 @@ pub const MAX_RUNS: u64 = 100_000;
 
 const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
 
-/// Validates an experiment given as text; `source` names it in messages.
+/// Validates an experiment given as text; `source` names it in messages. Reads nothing: a
+/// `[workload] job` file is refused (see [`parse_with`]).
 pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
+    parse_with(source, text, &job_file::NoFiles)
+}
+
+/// Validates an experiment given as text, reading a `[workload] job` file (relative to the
+/// directory of `source`) and its environment through `files`.
+pub fn parse_with(
+    source: &str,
+    text: &str,
+    files: &dyn JobSource,
+) -> Result<Experiment, ExperimentError> {
     let mut w = Walker {
         text,
         diags: Vec::new(),
+        files,
+        dir: Path::new(source).parent().unwrap_or(Path::new("")),
     };
     let fail = |w: Walker| ExperimentError {
         source_name: source.to_string(),
@@ -322,6 +338,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut trace_span = 0..0;
     let mut workload = Vec::new();
     let mut workload_spans = Vec::new();
+    let mut job = None;
     let mut factors = Vec::new();
     let mut factors_span = 0..0;
     let mut prepare = Prepare::default();
@@ -353,7 +370,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 }
             }
             "workload" => {
-                (workload, workload_spans) = w.workload(value, &policy);
+                (workload, workload_spans, job) = w.workload(value, &policy);
             }
             "factors" => {
                 factors = w.factors(value, &policy);
@@ -382,6 +399,12 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 });
             }
         }
+    }
+    let mut text = text.to_string();
+    if let Some(job) = job {
+        let (options, span) = w.job_options(job, &target, &policy, &mut text);
+        workload_spans.splice(0..0, options.iter().map(|_| span.clone()));
+        workload.splice(0..0, options);
     }
     w.conflicts(&workload, &workload_spans, &factors);
     w.matrix_size(factors_span, &factors, &repetitions);
@@ -434,7 +457,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     }
     Ok(Experiment {
         source: source.to_string(),
-        text: text.to_string(),
+        text,
         name: name.unwrap_or_default(),
         description,
         seed,
@@ -495,6 +518,18 @@ fn device_is_scratch(d: &TargetDevice) -> bool {
 struct Walker<'t> {
     text: &'t str,
     diags: Vec<Diagnostic>,
+    /// Where a `[workload] job` file and its environment come from.
+    files: &'t dyn JobSource,
+    /// The experiment file's directory, which a relative job path starts from.
+    dir: &'t Path,
+}
+
+/// `[workload] job = "..."`: the job file's options (parsed, not yet checked), the span of
+/// the value that names it, and the files read.
+struct JobRef {
+    options: Vec<job_file::JobOption>,
+    span: Range<usize>,
+    texts: Vec<(String, String)>,
 }
 
 /// A TOML scalar in fio's text form: booleans become 1/0, integers decimal.
@@ -1085,15 +1120,20 @@ impl Walker<'_> {
         &mut self,
         v: &Value,
         policy: &OptionPolicy,
-    ) -> (Vec<(String, String)>, Vec<Range<usize>>) {
+    ) -> (Vec<(String, String)>, Vec<Range<usize>>, Option<JobRef>) {
         let DeValue::Table(table) = v.get_ref() else {
             self.expected(v, "a table ([workload])", "workload");
             return Default::default();
         };
         let mut opts = Vec::new();
         let mut spans = Vec::new();
+        let mut job = None;
         for (key, value) in table.iter() {
             let name = key.get_ref().to_string();
+            if name == "job" {
+                job = self.job_file(value);
+                continue;
+            }
             let Some(text) = scalar_text(value.get_ref()) else {
                 let hint = if matches!(value.get_ref(), DeValue::Array(_)) {
                     format!("; to vary it, list its levels under [factors]: {name} = [...]")
@@ -1114,7 +1154,55 @@ impl Walker<'_> {
             opts.push((name, text));
             spans.push(key.span());
         }
-        (opts, spans)
+        (opts, spans, job)
+    }
+
+    /// Reads the job file `job = "..."` names; problems are reported at that line, each
+    /// naming the job file's own line.
+    fn job_file(&mut self, v: &Value) -> Option<JobRef> {
+        let name = self.nonempty_string(v, "job")?;
+        let path = self.dir.join(&name);
+        let parsed = job_file::parse(&path, self.files)
+            .and_then(|f| Ok((job_file::workload(&f.sections)?, f.texts)));
+        match parsed {
+            Ok((options, texts)) => Some(JobRef {
+                options,
+                span: v.span(),
+                texts,
+            }),
+            Err(problems) => {
+                for p in problems {
+                    self.error(v.span(), format!("job file {p}"), None);
+                }
+                None
+            }
+        }
+    }
+
+    /// Checks a job file's options against the target and the allow-list; keeps the job
+    /// file's text with the experiment's (as TOML comments), so the store records what ran.
+    fn job_options(
+        &mut self,
+        job: JobRef,
+        target: &TargetSpec,
+        policy: &OptionPolicy,
+        text: &mut String,
+    ) -> (Vec<(String, String)>, Range<usize>) {
+        let targets: Vec<String> = match &target.device {
+            TargetDevice::Named(names) => names.iter().map(|n| format!("/dev/{n}")).collect(),
+            TargetDevice::Scratch => Vec::new(),
+        };
+        let (kept, problems) = job_file::check(&job.options, &targets, policy);
+        for p in problems {
+            self.error(job.span.clone(), format!("job file {p}"), None);
+        }
+        for (path, body) in &job.texts {
+            text.push_str(&format!("\n# job file {path}, as read:\n"));
+            for line in body.lines() {
+                text.push_str(&format!("#   {line}\n"));
+            }
+        }
+        (kept, job.span)
     }
 
     fn factors(&mut self, v: &Value, policy: &OptionPolicy) -> Vec<Factor> {

@@ -202,7 +202,11 @@ impl JobSpec {
             let filename = section.filename.replace(':', "\\:");
             out.push_str(&format!("[{}]\nfilename={filename}\n", section.name));
             for (n, v) in &section.options {
-                out.push_str(&format!("{n}={v}\n"));
+                // fio refuses `time_based=`: an empty value is its valueless form.
+                match v.is_empty() {
+                    true => out.push_str(&format!("{n}\n")),
+                    false => out.push_str(&format!("{n}={v}\n")),
+                }
             }
         }
         out
