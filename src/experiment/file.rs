@@ -337,7 +337,7 @@ pub fn parse_with(
     };
     let mut trace_span = 0..0;
     let mut workload = Vec::new();
-    let mut workload_spans = Vec::new();
+    let mut workload_spans: Vec<Range<usize>> = Vec::new();
     let mut job = None;
     let mut factors = Vec::new();
     let mut factors_span = 0..0;
@@ -400,11 +400,19 @@ pub fn parse_with(
             }
         }
     }
+    // Where each workload option came from: its key, or (job file) the `job` value and the
+    // job file's line.
+    let mut workload_spans: Vec<_> = workload_spans
+        .into_iter()
+        .map(|s| (s, String::new()))
+        .collect();
     let mut text = text.to_string();
     if let Some(job) = job {
-        let (options, span) = w.job_options(job, &target, &policy, &mut text);
-        workload_spans.splice(0..0, options.iter().map(|_| span.clone()));
-        workload.splice(0..0, options);
+        let span = job.span.clone();
+        let options = w.job_options(job, &target, &policy, &mut text);
+        let at = |o: &job_file::JobOption| (span.clone(), format!("job file {}: ", o.origin));
+        workload_spans.splice(0..0, options.iter().map(at));
+        workload.splice(0..0, options.into_iter().map(|o| (o.name, o.value)));
     }
     w.conflicts(&workload, &workload_spans, &factors);
     w.matrix_size(factors_span, &factors, &repetitions);
@@ -1187,7 +1195,7 @@ impl Walker<'_> {
         target: &TargetSpec,
         policy: &OptionPolicy,
         text: &mut String,
-    ) -> (Vec<(String, String)>, Range<usize>) {
+    ) -> Vec<job_file::JobOption> {
         let targets: Vec<String> = match &target.device {
             TargetDevice::Named(names) => names.iter().map(|n| format!("/dev/{n}")).collect(),
             TargetDevice::Scratch => Vec::new(),
@@ -1202,7 +1210,7 @@ impl Walker<'_> {
                 text.push_str(&format!("#   {line}\n"));
             }
         }
-        (kept, job.span)
+        kept
     }
 
     fn factors(&mut self, v: &Value, policy: &OptionPolicy) -> Vec<Factor> {
@@ -1561,17 +1569,18 @@ impl Walker<'_> {
     fn conflicts(
         &mut self,
         workload: &[(String, String)],
-        spans: &[Range<usize>],
+        spans: &[(Range<usize>, String)],
         factors: &[Factor],
     ) {
         let has = |k: &FactorKind| factors.iter().any(|f| &f.kind == k);
-        for ((name, value), span) in workload.iter().zip(spans) {
+        for ((name, value), (span, at)) in workload.iter().zip(spans) {
             let canon = options::canonical(name);
             if has(&FactorKind::Placement) && PLACEMENT_OPTIONS.contains(&canon) {
                 self.error(
                     span.clone(),
                     format!(
-                        "`{name}` conflicts with the `placement` factor, which pins fio itself"
+                        "{at}`{name}` conflicts with the `placement` factor, which pins fio \
+                         itself"
                     ),
                     Some("remove it from [workload] or drop the placement factor".to_string()),
                 );
@@ -1579,7 +1588,7 @@ impl Walker<'_> {
             if has(&FactorKind::Polling) && canon == "hipri" {
                 self.error(
                     span.clone(),
-                    "`hipri` in [workload] conflicts with the `hipri` factor".to_string(),
+                    format!("{at}`hipri` in [workload] conflicts with the `hipri` factor"),
                     None,
                 );
             }
@@ -1589,7 +1598,7 @@ impl Walker<'_> {
             {
                 self.error(
                     span.clone(),
-                    format!("ioengine={value} cannot poll, but `hipri` is a factor"),
+                    format!("{at}ioengine={value} cannot poll, but `hipri` is a factor"),
                     Some(POLLING_ENGINES.join(", ")),
                 );
             }
@@ -1905,6 +1914,83 @@ scheduler = ["none", "mq-deadline"]
             text.contains("x.toml:5:1: `hipri` in [workload] conflicts"),
             "{text}"
         );
+    }
+
+    /// A job file in a fake directory beside the experiment `/e/x.toml`.
+    fn with_job(text: &str, job: &str) -> Result<Experiment, ExperimentError> {
+        let files = crate::workload::job_file::fake::Fake::default().file("/e/j.fio", job);
+        parse_with("/e/x.toml", text, &files)
+    }
+
+    #[test]
+    fn a_job_file_is_the_base_workload_under_inline_options_and_factors() {
+        let e = with_job(
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\n[workload]\nbs = \"8k\"\n\
+             job = \"j.fio\"\n[factors]\niodepth = [1, 4]\n",
+            "; mine\n[global]\nioengine=psync\nfilename=/dev/sdb\n[r]\nrw=randwrite\n\
+             bs=4k\ntime_based\n",
+        )
+        .unwrap();
+        let names: Vec<(&str, &str)> = e
+            .workload
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        // The job file first (its `filename` dropped: iolab sets the target), then [workload].
+        assert_eq!(
+            names,
+            [
+                ("ioengine", "psync"),
+                ("rw", "randwrite"),
+                ("bs", "4k"),
+                ("time_based", ""),
+                ("bs", "8k")
+            ]
+        );
+        // Writes are judged from the job file's options as from inline ones.
+        assert!(e.workload_writes().unwrap().contains("randwrite"));
+        // The job file's text is kept with the experiment's, as comments TOML still reads.
+        assert!(
+            e.text
+                .contains("# job file /e/j.fio, as read:\n#   ; mine\n"),
+            "{}",
+            e.text
+        );
+        assert!(e.text.parse::<toml::Table>().is_ok());
+    }
+
+    #[test]
+    fn job_file_problems_name_both_files_lines() {
+        let toml = "name = \"n\"\n[workload]\njob = \"j.fio\"\n[factors]\nplacement = [\"on\"]\n";
+        let text = with_job(
+            toml,
+            "[j]\nexec_prerun=touch /tmp/x\nfilename=/etc/passwd\ncpus_allowed=0\nbs=huge\n",
+        )
+        .unwrap_err()
+        .to_string();
+        for expect in [
+            "/e/x.toml:3:7: job file /e/j.fio:2: `exec_prerun` makes fio run",
+            "/e/x.toml:3:7: job file /e/j.fio:3: `filename=/etc/passwd` names /etc/passwd \
+             outside the experiment's target",
+            "/e/x.toml:3:7: job file /e/j.fio:5: `bs` = \"huge\"",
+            "/e/x.toml:3:7: job file /e/j.fio:4: `cpus_allowed` conflicts with the `placement`",
+        ] {
+            assert!(text.contains(expect), "{expect}\n{text}");
+        }
+        let text = with_job(toml, "[j]\ninclude ../x.fio\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("/e/x.toml:3:7: job file /e/j.fio:2: `include ../x.fio` reaches"),
+            "{text}"
+        );
+        // Given as text, an experiment reads no file.
+        let text = errors(toml).join("\n");
+        assert!(
+            text.contains("x.toml:3:7: job file j.fio: cannot read"),
+            "{text}"
+        );
+        assert!(text.contains("iolab run FILE"), "{text}");
     }
 
     #[test]

@@ -97,9 +97,11 @@ pub struct NoFiles;
 
 impl JobSource for NoFiles {
     fn read(&self, _: &Path) -> Result<String, String> {
-        Err("this experiment was given as text; job files are read when the experiment is \
+        Err(
+            "this experiment was given as text; job files are read when the experiment is \
              loaded from a file (iolab run FILE)"
-            .to_string())
+                .to_string(),
+        )
     }
     fn var(&self, _: &str) -> Option<String> {
         None
@@ -200,7 +202,9 @@ impl Parser<'_> {
                 );
                 continue;
             }
-            if let Some(file) = line.strip_prefix("include").filter(|r| r.starts_with([' ', '\t']))
+            if let Some(file) = line
+                .strip_prefix("include")
+                .filter(|r| r.starts_with([' ', '\t']))
             {
                 self.include(path, file.trim(), &origin, depth);
                 continue;
@@ -364,7 +368,7 @@ pub fn workload(sections: &[Section]) -> Result<Vec<JobOption>, Vec<Problem>> {
 }
 
 /// Checks a job file's options as inline [workload] options are checked, and returns those
-/// iolab passes on. `targets` are the device nodes of the experiment's named target devices
+/// iolab passes on (with their lines, for later messages). `targets` are the device nodes of the experiment's named target devices
 /// (empty for the scratch target, whose path is made at run time). A `filename` is accepted
 /// only when every file it lists is one of them, and is then dropped: iolab writes the target
 /// into each section itself.
@@ -372,7 +376,7 @@ pub fn check(
     options: &[JobOption],
     targets: &[String],
     policy: &OptionPolicy,
-) -> (Vec<(String, String)>, Vec<Problem>) {
+) -> (Vec<JobOption>, Vec<Problem>) {
     let mut kept = Vec::new();
     let mut problems = Vec::new();
     for o in options {
@@ -400,7 +404,7 @@ pub fn check(
             continue;
         }
         match options::check_option(&o.name, &o.value, policy) {
-            Ok(()) => kept.push((o.name.clone(), o.value.clone())),
+            Ok(()) => kept.push(o.clone()),
             Err(refusal) => problems.push(problem(refusal.to_string())),
         }
     }
@@ -425,24 +429,25 @@ fn split_filenames(value: &str) -> Vec<String> {
     files.iter().map(|f| f.trim().to_string()).collect()
 }
 
+/// Files and variables in memory, for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fake {
+    use super::JobSource;
     use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
 
-    /// Files and variables in memory.
     #[derive(Default)]
-    struct Fake {
+    pub(crate) struct Fake {
         files: BTreeMap<PathBuf, String>,
         vars: BTreeMap<String, String>,
     }
 
     impl Fake {
-        fn file(mut self, path: &str, text: &str) -> Self {
+        pub(crate) fn file(mut self, path: &str, text: &str) -> Self {
             self.files.insert(PathBuf::from(path), text.to_string());
             self
         }
-        fn var(mut self, name: &str, value: &str) -> Self {
+        pub(crate) fn var(mut self, name: &str, value: &str) -> Self {
             self.vars.insert(name.to_string(), value.to_string());
             self
         }
@@ -459,6 +464,12 @@ mod tests {
             self.vars.get(name).cloned()
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::Fake;
+    use super::*;
 
     fn messages(r: Result<JobFile, Vec<Problem>>) -> Vec<String> {
         r.unwrap_err().iter().map(Problem::to_string).collect()
@@ -501,7 +512,10 @@ mod tests {
     #[test]
     fn includes_are_spliced_relative_to_the_including_file() {
         let fake = Fake::default()
-            .file("/j/a.fio", "[global]\ninclude common/base.fio\n[job]\nbs=4k\n")
+            .file(
+                "/j/a.fio",
+                "[global]\ninclude common/base.fio\n[job]\nbs=4k\n",
+            )
             .file("/j/common/base.fio", "rw=randread\ninclude more.fio\n")
             .file("/j/common/more.fio", "iodepth=8\n");
         let w = workload(&parse(Path::new("/j/a.fio"), &fake).unwrap().sections).unwrap();
@@ -544,7 +558,10 @@ mod tests {
                 .var("BS", "4k")
                 .file("/j/a.fio", &format!("[job]\n{line}\n"));
             let m = messages(parse(Path::new("/j/a.fio"), &fake));
-            assert!(m[0].starts_with("/j/a.fio:2: ") && m[0].contains(expect), "{m:?}");
+            assert!(
+                m[0].starts_with("/j/a.fio:2: ") && m[0].contains(expect),
+                "{m:?}"
+            );
         }
     }
 
@@ -557,7 +574,10 @@ mod tests {
         assert!(m[1].starts_with("/j/a.fio:2: `[job` is not a section header"));
         assert!(m[2].starts_with("/j/a.fio:3: "));
         let m = messages(parse(Path::new("/j/none.fio"), &Fake::default()));
-        assert!(m[0].starts_with("/j/none.fio: cannot read the job file"), "{m:?}");
+        assert!(
+            m[0].starts_with("/j/none.fio: cannot read the job file"),
+            "{m:?}"
+        );
     }
 
     #[test]
@@ -585,7 +605,7 @@ mod tests {
         let opts = workload(&parse(Path::new("/j/a.fio"), &fake).unwrap().sections).unwrap();
         let targets = ["/dev/sdb".to_string()];
         let (kept, problems) = check(&opts, &targets, &OptionPolicy::default());
-        assert_eq!(kept, [("rw".to_string(), "randread".to_string())]);
+        assert_eq!(pairs(&kept), [("rw", "randread")]);
         let m: Vec<String> = problems.iter().map(Problem::to_string).collect();
         assert_eq!(m.len(), 3, "{m:?}");
         assert!(m[0].starts_with("/j/a.fio:4: `exec_prerun`"), "{m:?}");
@@ -599,7 +619,7 @@ mod tests {
             ..Default::default()
         };
         let (kept, problems) = check(&opts, &[], &allow);
-        assert!(kept.iter().any(|(n, _)| n == "exec_prerun"));
+        assert!(kept.iter().any(|o| o.name == "exec_prerun"));
         assert_eq!(problems.len(), 3, "{problems:?}");
         assert!(problems[0].message.contains("scratch target"));
     }
