@@ -138,3 +138,33 @@ fn job_files_that_break_the_rules_are_refused_at_both_files_lines() {
         assert!(!dir.path().join("r.db").exists(), "something ran");
     }
 }
+
+/// The shipped example reads its job file and the file that includes, in fio's order.
+#[test]
+fn the_example_job_file_is_read_with_its_include() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exp = iolab::experiment::load(&root.join("examples/job_file.toml")).unwrap();
+    let names: Vec<&str> = exp.workload.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "size",
+            "ramp_time",
+            "ioengine",
+            "direct",
+            "time_based",
+            "runtime",
+            "rw",
+            "bs"
+        ]
+    );
+    for file in ["fio/randread.fio", "fio/common.fio"] {
+        let path = root.join("examples").join(file);
+        assert!(
+            exp.text
+                .contains(&format!("# job file {}, as read:", path.display())),
+            "{}",
+            exp.text
+        );
+    }
+}
