@@ -370,7 +370,8 @@ pub fn parse_with(
                 }
             }
             "workload" => {
-                (workload, workload_spans, job) = w.workload(value, &policy);
+                (workload, workload_spans) = w.workload(value, &policy);
+                job = w.job_file(value);
             }
             "factors" => {
                 factors = w.factors(value, &policy);
@@ -1128,19 +1129,17 @@ impl Walker<'_> {
         &mut self,
         v: &Value,
         policy: &OptionPolicy,
-    ) -> (Vec<(String, String)>, Vec<Range<usize>>, Option<JobRef>) {
+    ) -> (Vec<(String, String)>, Vec<Range<usize>>) {
         let DeValue::Table(table) = v.get_ref() else {
             self.expected(v, "a table ([workload])", "workload");
             return Default::default();
         };
         let mut opts = Vec::new();
         let mut spans = Vec::new();
-        let mut job = None;
         for (key, value) in table.iter() {
             let name = key.get_ref().to_string();
             if name == "job" {
-                job = self.job_file(value);
-                continue;
+                continue; // a job file (`job_file`), not a fio option
             }
             let Some(text) = scalar_text(value.get_ref()) else {
                 let hint = if matches!(value.get_ref(), DeValue::Array(_)) {
@@ -1162,12 +1161,16 @@ impl Walker<'_> {
             opts.push((name, text));
             spans.push(key.span());
         }
-        (opts, spans, job)
+        (opts, spans)
     }
 
-    /// Reads the job file `job = "..."` names; problems are reported at that line, each
-    /// naming the job file's own line.
-    fn job_file(&mut self, v: &Value) -> Option<JobRef> {
+    /// Reads the job file `[workload] job = "..."` names; problems are reported at that line,
+    /// each naming the job file's own line.
+    fn job_file(&mut self, workload: &Value) -> Option<JobRef> {
+        let DeValue::Table(table) = workload.get_ref() else {
+            return None;
+        };
+        let v = table.get("job")?;
         let name = self.nonempty_string(v, "job")?;
         let path = self.dir.join(&name);
         let parsed = job_file::parse(&path, self.files)
