@@ -372,6 +372,18 @@ mod tests {
             .contains("filename=/dev/disk/by-path/pci-0000\\:00\\:04.0\n"));
     }
 
+    /// fio refuses `time_based=`; a valueless option (from a job file, or `= ""` in TOML)
+    /// is written as its bare name.
+    #[test]
+    fn valueless_options_are_written_bare() {
+        let job = base().set("time_based", "").build().unwrap();
+        assert!(
+            job.job_file().contains("\ntime_based\n"),
+            "{}",
+            job.job_file()
+        );
+    }
+
     #[test]
     fn writes_are_reported() {
         let job = base().set("rw", "randwrite").build().unwrap();
