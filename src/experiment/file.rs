@@ -1210,7 +1210,8 @@ impl Walker<'_> {
         for (path, body) in &job.texts {
             text.push_str(&format!("\n# job file {path}, as read:\n"));
             for line in body.lines() {
-                text.push_str(&format!("#   {line}\n"));
+                text.push_str(format!("#   {line}").trim_end());
+                text.push('\n');
             }
         }
         kept
