@@ -11,6 +11,7 @@ mod fio_safety;
 mod fuzz;
 mod inspect;
 mod irq;
+mod job_file;
 mod knobs;
 mod lab;
 mod messages;

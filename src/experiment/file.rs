@@ -24,6 +24,7 @@
 //! anchor_cpu = 0               # stands in for the interrupt CPU of a device without one
 //! # hosts = ["10.0.0.1", "10.0.0.2,8765"]  # fio servers that all run the job at once
 //! [workload]                   # plain fio options
+//! # job = "my.fio"             # or a fio job file (workload/job_file.rs); options here override it
 //! rw = "randread"
 //! bs = "4k"
 //! [factors]
@@ -44,6 +45,7 @@ use super::prepare::Prepare;
 use super::queue_knobs;
 use super::system_knobs::{self, SystemKnob};
 use crate::target::DEFAULT_SCRATCH_BYTES;
+use crate::workload::job_file::{self, JobSource};
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
 
 /// How many times each cell runs.
@@ -111,7 +113,8 @@ pub const MAX_CPU: u32 = 8191;
 pub struct Experiment {
     /// Where the text came from (a path, for messages).
     pub source: String,
-    /// The file's text, stored with the experiment.
+    /// The file's text, stored with the experiment; a `[workload] job` file's text (and its
+    /// includes') follows as TOML comments, so the store keeps what ran.
     pub text: String,
     pub name: String,
     pub description: Option<String>,
@@ -236,7 +239,7 @@ pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
             allowed: None,
         }],
     })?;
-    parse(&source, &text)
+    parse_with(&source, &text, &job_file::Disk)
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -273,11 +276,24 @@ pub const MAX_RUNS: u64 = 100_000;
 
 const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
 
-/// Validates an experiment given as text; `source` names it in messages.
+/// Validates an experiment given as text; `source` names it in messages. Reads nothing: a
+/// `[workload] job` file is refused (see [`parse_with`]).
 pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
+    parse_with(source, text, &job_file::NoFiles)
+}
+
+/// Validates an experiment given as text, reading a `[workload] job` file (relative to the
+/// directory of `source`) and its environment through `files`.
+pub fn parse_with(
+    source: &str,
+    text: &str,
+    files: &dyn JobSource,
+) -> Result<Experiment, ExperimentError> {
     let mut w = Walker {
         text,
         diags: Vec::new(),
+        files,
+        dir: Path::new(source).parent().unwrap_or(Path::new("")),
     };
     let fail = |w: Walker| ExperimentError {
         source_name: source.to_string(),
@@ -321,7 +337,8 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     };
     let mut trace_span = 0..0;
     let mut workload = Vec::new();
-    let mut workload_spans = Vec::new();
+    let mut workload_spans: Vec<Range<usize>> = Vec::new();
+    let mut job = None;
     let mut factors = Vec::new();
     let mut factors_span = 0..0;
     let mut prepare = Prepare::default();
@@ -354,6 +371,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
             }
             "workload" => {
                 (workload, workload_spans) = w.workload(value, &policy);
+                job = w.job_file(value);
             }
             "factors" => {
                 factors = w.factors(value, &policy);
@@ -382,6 +400,20 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 });
             }
         }
+    }
+    // Where each workload option came from: its key, or (job file) the `job` value and the
+    // job file's line.
+    let mut workload_spans: Vec<_> = workload_spans
+        .into_iter()
+        .map(|s| (s, String::new()))
+        .collect();
+    let mut text = text.to_string();
+    if let Some(job) = job {
+        let span = job.span.clone();
+        let options = w.job_options(job, &target, &policy, &mut text);
+        let at = |o: &job_file::JobOption| (span.clone(), format!("job file {}: ", o.origin));
+        workload_spans.splice(0..0, options.iter().map(at));
+        workload.splice(0..0, options.into_iter().map(|o| (o.name, o.value)));
     }
     w.conflicts(&workload, &workload_spans, &factors);
     w.matrix_size(factors_span, &factors, &repetitions);
@@ -434,7 +466,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     }
     Ok(Experiment {
         source: source.to_string(),
-        text: text.to_string(),
+        text,
         name: name.unwrap_or_default(),
         description,
         seed,
@@ -495,6 +527,18 @@ fn device_is_scratch(d: &TargetDevice) -> bool {
 struct Walker<'t> {
     text: &'t str,
     diags: Vec<Diagnostic>,
+    /// Where a `[workload] job` file and its environment come from.
+    files: &'t dyn JobSource,
+    /// The experiment file's directory, which a relative job path starts from.
+    dir: &'t Path,
+}
+
+/// `[workload] job = "..."`: the job file's options (parsed, not yet checked), the span of
+/// the value that names it, and the files read.
+struct JobRef {
+    options: Vec<job_file::JobOption>,
+    span: Range<usize>,
+    texts: Vec<(String, String)>,
 }
 
 /// A TOML scalar in fio's text form: booleans become 1/0, integers decimal.
@@ -1094,6 +1138,9 @@ impl Walker<'_> {
         let mut spans = Vec::new();
         for (key, value) in table.iter() {
             let name = key.get_ref().to_string();
+            if name == "job" {
+                continue; // a job file (`job_file`), not a fio option
+            }
             let Some(text) = scalar_text(value.get_ref()) else {
                 let hint = if matches!(value.get_ref(), DeValue::Array(_)) {
                     format!("; to vary it, list its levels under [factors]: {name} = [...]")
@@ -1115,6 +1162,59 @@ impl Walker<'_> {
             spans.push(key.span());
         }
         (opts, spans)
+    }
+
+    /// Reads the job file `[workload] job = "..."` names; problems are reported at that line,
+    /// each naming the job file's own line.
+    fn job_file(&mut self, workload: &Value) -> Option<JobRef> {
+        let DeValue::Table(table) = workload.get_ref() else {
+            return None;
+        };
+        let v = table.get("job")?;
+        let name = self.nonempty_string(v, "job")?;
+        let path = self.dir.join(&name);
+        let parsed = job_file::parse(&path, self.files)
+            .and_then(|f| Ok((job_file::workload(&f.sections)?, f.texts)));
+        match parsed {
+            Ok((options, texts)) => Some(JobRef {
+                options,
+                span: v.span(),
+                texts,
+            }),
+            Err(problems) => {
+                for p in problems {
+                    self.error(v.span(), format!("job file {p}"), None);
+                }
+                None
+            }
+        }
+    }
+
+    /// Checks a job file's options against the target and the allow-list; keeps the job
+    /// file's text with the experiment's (as TOML comments), so the store records what ran.
+    fn job_options(
+        &mut self,
+        job: JobRef,
+        target: &TargetSpec,
+        policy: &OptionPolicy,
+        text: &mut String,
+    ) -> Vec<job_file::JobOption> {
+        let targets: Vec<String> = match &target.device {
+            TargetDevice::Named(names) => names.iter().map(|n| format!("/dev/{n}")).collect(),
+            TargetDevice::Scratch => Vec::new(),
+        };
+        let (kept, problems) = job_file::check(&job.options, &targets, policy);
+        for p in problems {
+            self.error(job.span.clone(), format!("job file {p}"), None);
+        }
+        for (path, body) in &job.texts {
+            text.push_str(&format!("\n# job file {path}, as read:\n"));
+            for line in body.lines() {
+                text.push_str(format!("#   {line}").trim_end());
+                text.push('\n');
+            }
+        }
+        kept
     }
 
     fn factors(&mut self, v: &Value, policy: &OptionPolicy) -> Vec<Factor> {
@@ -1473,17 +1573,18 @@ impl Walker<'_> {
     fn conflicts(
         &mut self,
         workload: &[(String, String)],
-        spans: &[Range<usize>],
+        spans: &[(Range<usize>, String)],
         factors: &[Factor],
     ) {
         let has = |k: &FactorKind| factors.iter().any(|f| &f.kind == k);
-        for ((name, value), span) in workload.iter().zip(spans) {
+        for ((name, value), (span, at)) in workload.iter().zip(spans) {
             let canon = options::canonical(name);
             if has(&FactorKind::Placement) && PLACEMENT_OPTIONS.contains(&canon) {
                 self.error(
                     span.clone(),
                     format!(
-                        "`{name}` conflicts with the `placement` factor, which pins fio itself"
+                        "{at}`{name}` conflicts with the `placement` factor, which pins fio \
+                         itself"
                     ),
                     Some("remove it from [workload] or drop the placement factor".to_string()),
                 );
@@ -1491,7 +1592,7 @@ impl Walker<'_> {
             if has(&FactorKind::Polling) && canon == "hipri" {
                 self.error(
                     span.clone(),
-                    "`hipri` in [workload] conflicts with the `hipri` factor".to_string(),
+                    format!("{at}`hipri` in [workload] conflicts with the `hipri` factor"),
                     None,
                 );
             }
@@ -1501,7 +1602,7 @@ impl Walker<'_> {
             {
                 self.error(
                     span.clone(),
-                    format!("ioengine={value} cannot poll, but `hipri` is a factor"),
+                    format!("{at}ioengine={value} cannot poll, but `hipri` is a factor"),
                     Some(POLLING_ENGINES.join(", ")),
                 );
             }
@@ -1817,6 +1918,83 @@ scheduler = ["none", "mq-deadline"]
             text.contains("x.toml:5:1: `hipri` in [workload] conflicts"),
             "{text}"
         );
+    }
+
+    /// A job file in a fake directory beside the experiment `/e/x.toml`.
+    fn with_job(text: &str, job: &str) -> Result<Experiment, ExperimentError> {
+        let files = crate::workload::job_file::fake::Fake::default().file("/e/j.fio", job);
+        parse_with("/e/x.toml", text, &files)
+    }
+
+    #[test]
+    fn a_job_file_is_the_base_workload_under_inline_options_and_factors() {
+        let e = with_job(
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\n[workload]\nbs = \"8k\"\n\
+             job = \"j.fio\"\n[factors]\niodepth = [1, 4]\n",
+            "; mine\n[global]\nioengine=psync\nfilename=/dev/sdb\n[r]\nrw=randwrite\n\
+             bs=4k\ntime_based\n",
+        )
+        .unwrap();
+        let names: Vec<(&str, &str)> = e
+            .workload
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        // The job file first (its `filename` dropped: iolab sets the target), then [workload].
+        assert_eq!(
+            names,
+            [
+                ("ioengine", "psync"),
+                ("rw", "randwrite"),
+                ("bs", "4k"),
+                ("time_based", ""),
+                ("bs", "8k")
+            ]
+        );
+        // Writes are judged from the job file's options as from inline ones.
+        assert!(e.workload_writes().unwrap().contains("randwrite"));
+        // The job file's text is kept with the experiment's, as comments TOML still reads.
+        assert!(
+            e.text
+                .contains("# job file /e/j.fio, as read:\n#   ; mine\n"),
+            "{}",
+            e.text
+        );
+        assert!(e.text.parse::<toml::Table>().is_ok());
+    }
+
+    #[test]
+    fn job_file_problems_name_both_files_lines() {
+        let toml = "name = \"n\"\n[workload]\njob = \"j.fio\"\n[factors]\nplacement = [\"on\"]\n";
+        let text = with_job(
+            toml,
+            "[j]\nexec_prerun=touch /tmp/x\nfilename=/etc/passwd\ncpus_allowed=0\nbs=huge\n",
+        )
+        .unwrap_err()
+        .to_string();
+        for expect in [
+            "/e/x.toml:3:7: job file /e/j.fio:2: `exec_prerun` makes fio run",
+            "/e/x.toml:3:7: job file /e/j.fio:3: `filename=/etc/passwd` names /etc/passwd \
+             outside the experiment's target",
+            "/e/x.toml:3:7: job file /e/j.fio:5: `bs` = \"huge\"",
+            "/e/x.toml:3:7: job file /e/j.fio:4: `cpus_allowed` conflicts with the `placement`",
+        ] {
+            assert!(text.contains(expect), "{expect}\n{text}");
+        }
+        let text = with_job(toml, "[j]\ninclude ../x.fio\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("/e/x.toml:3:7: job file /e/j.fio:2: `include ../x.fio` reaches"),
+            "{text}"
+        );
+        // Given as text, an experiment reads no file.
+        let text = errors(toml).join("\n");
+        assert!(
+            text.contains("x.toml:3:7: job file j.fio: cannot read"),
+            "{text}"
+        );
+        assert!(text.contains("iolab run FILE"), "{text}");
     }
 
     #[test]

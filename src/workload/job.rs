@@ -202,7 +202,11 @@ impl JobSpec {
             let filename = section.filename.replace(':', "\\:");
             out.push_str(&format!("[{}]\nfilename={filename}\n", section.name));
             for (n, v) in &section.options {
-                out.push_str(&format!("{n}={v}\n"));
+                // fio refuses `time_based=`: an empty value is its valueless form.
+                match v.is_empty() {
+                    true => out.push_str(&format!("{n}\n")),
+                    false => out.push_str(&format!("{n}={v}\n")),
+                }
             }
         }
         out
@@ -366,6 +370,18 @@ mod tests {
         assert!(job
             .job_file()
             .contains("filename=/dev/disk/by-path/pci-0000\\:00\\:04.0\n"));
+    }
+
+    /// fio refuses `time_based=`; a valueless option (from a job file, or `= ""` in TOML)
+    /// is written as its bare name.
+    #[test]
+    fn valueless_options_are_written_bare() {
+        let job = base().set("time_based", "").build().unwrap();
+        assert!(
+            job.job_file().contains("\ntime_based\n"),
+            "{}",
+            job.job_file()
+        );
     }
 
     #[test]

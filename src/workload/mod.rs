@@ -5,6 +5,7 @@
 pub mod fio_json;
 pub mod fio_window;
 pub mod job;
+pub mod job_file;
 pub mod options;
 
 pub use fio_json::{parse as parse_fio_json, Dir, FioJsonError, FioReport, JobResult};
