@@ -113,7 +113,9 @@ fn spawn_reader(input: impl Read + Send + 'static) -> mpsc::Receiver<Incoming> {
 
 /// Writes one line and flushes; false when the other end is gone.
 fn send(output: &mut impl Write, line: &str) -> bool {
-    writeln!(output, "{line}").and_then(|()| output.flush()).is_ok()
+    writeln!(output, "{line}")
+        .and_then(|()| output.flush())
+        .is_ok()
 }
 
 impl Session {
@@ -146,7 +148,9 @@ impl Session {
                     let bye = r == Request::Bye;
                     let answer = match self.handle(r) {
                         Ok(result) => Answer::ok(number, op, result),
-                        Err(e) => Answer::error(number, Some(op), format!("request line {number}: {e}")),
+                        Err(e) => {
+                            Answer::error(number, Some(op), format!("request line {number}: {e}"))
+                        }
                     };
                     (answer, bye)
                 }
@@ -173,7 +177,9 @@ impl Session {
             Request::Set { path, value } => {
                 let journal = match &mut self.journal {
                     Some(j) => j,
-                    None => self.journal.insert(Journal::begin().map_err(|e| e.to_string())?),
+                    None => self
+                        .journal
+                        .insert(Journal::begin().map_err(|e| e.to_string())?),
                 };
                 let old = journal.set(&path, &value).map_err(|e| e.to_string())?;
                 Ok(json!({"path": path, "old": old, "new": value, "journal": journal.path()}))
@@ -283,8 +289,9 @@ mod tests {
 
     #[test]
     fn greets_answers_each_line_and_ends_on_bye() {
-        let (outcome, lines) =
-            session(b"{\"op\":\"hello\"}\nnot json\n{\"op\":\"fly\"}\n\xff\n{\"op\":\"bye\"}\nhello\n");
+        let (outcome, lines) = session(
+            b"{\"op\":\"hello\"}\nnot json\n{\"op\":\"fly\"}\n\xff\n{\"op\":\"bye\"}\nhello\n",
+        );
         assert_eq!(outcome.ended, Ended::Bye);
         assert!(outcome.restore_error.is_none());
         let greeting = protocol::parse_greeting(&lines[0]).unwrap();
@@ -324,8 +331,16 @@ mod tests {
             .map(|l| protocol::parse_answer(l).unwrap())
             .collect();
         assert_eq!(answers.len(), 3);
-        assert!(answers[0].error.as_deref().unwrap().contains("no sampler is running"));
-        assert!(answers[1].error.as_deref().unwrap().contains("\"no-such-disk\""));
+        assert!(answers[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no sampler is running"));
+        assert!(answers[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("\"no-such-disk\""));
         assert!(answers[2].ok, "{:?}", answers[2]);
     }
 }

@@ -127,7 +127,10 @@ fn measure(host: &str, options: &SshOptions) -> HostCheck {
             let hello: Hello = serde_json::from_value(value)
                 .map_err(|e| anyhow::anyhow!("{host}: a hello answer iolab cannot read: {e}"))?;
             let s = skew(sent, received, hello.clock_unix);
-            if best.as_ref().is_none_or(|(_, b)| s.round_trip_s < b.round_trip_s) {
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| s.round_trip_s < b.round_trip_s)
+            {
                 best = Some((hello, s));
             }
         }
@@ -336,8 +339,14 @@ mod tests {
         assert_eq!(report.problems(), 1);
         let text = render(&report);
         assert!(text.contains("(this machine)  0.1.0"), "{text}");
-        assert!(text.contains("+0.0005 s +- 0.0010 (round trip 0.0020 s)"), "{text}");
+        assert!(
+            text.contains("+0.0005 s +- 0.0010 (round trip 0.0020 s)"),
+            "{text}"
+        );
         assert!(text.contains("gone            unreachable"), "{text}");
-        assert!(text.contains("problems:\n  gone: gone: the connection closed"), "{text}");
+        assert!(
+            text.contains("problems:\n  gone: gone: the connection closed"),
+            "{text}"
+        );
     }
 }

@@ -229,15 +229,18 @@ mod tests {
         assert!(e.starts_with("request line 7: not JSON"), "{e}");
         assert!(e.contains("\"not json at all\""), "{e}");
         let e = parse_request(3, r#"{"op":"reboot"}"#).unwrap_err();
-        assert!(e.starts_with("request line 3: unknown op \"reboot\""), "{e}");
+        assert!(
+            e.starts_with("request line 3: unknown op \"reboot\""),
+            "{e}"
+        );
         assert!(e.contains("hello, inspect"), "{e}");
         let e = parse_request(4, r#"{"path":"x"}"#).unwrap_err();
         assert!(e.starts_with("request line 4: no \"op\""), "{e}");
         let e = parse_request(5, r#"{"op":"set","path":"/sys/x"}"#).unwrap_err();
         assert!(e.starts_with("request line 5: op \"set\""), "{e}");
         assert!(e.contains("value"), "{e}");
-        let e = parse_request(6, r#"{"op":"set","path":"/sys/x","value":"1","extra":1}"#)
-            .unwrap_err();
+        let e =
+            parse_request(6, r#"{"op":"set","path":"/sys/x","value":"1","extra":1}"#).unwrap_err();
         assert!(e.contains("extra"), "{e}");
         let e = parse_request(8, r#"[1,2]"#).unwrap_err();
         assert!(e.starts_with("request line 8"), "{e}");

@@ -173,8 +173,8 @@ impl Connection {
                 });
             }
         };
-        let greeting = protocol::parse_greeting(&first)
-            .map_err(|e| Failure::Other(anyhow!("{host}: {e}")))?;
+        let greeting =
+            protocol::parse_greeting(&first).map_err(|e| Failure::Other(anyhow!("{host}: {e}")))?;
         if greeting.protocol != PROTOCOL_VERSION {
             return Err(Failure::Mismatch(greeting));
         }
@@ -206,7 +206,10 @@ impl Connection {
             bail!(
                 "{}: {}",
                 self.host,
-                answer.error.as_deref().unwrap_or("the agent failed without saying why")
+                answer
+                    .error
+                    .as_deref()
+                    .unwrap_or("the agent failed without saying why")
             )
         }
     }
@@ -219,7 +222,10 @@ impl Connection {
             .as_mut()
             .ok_or_else(|| anyhow!("{host}: the session was closed"))?;
         if let Err(e) = writeln!(stdin, "{line}").and_then(|()| stdin.flush()) {
-            return Err(anyhow!("{host}: cannot send to the agent ({e}){}", self.ssh_said_suffix()));
+            return Err(anyhow!(
+                "{host}: cannot send to the agent ({e}){}",
+                self.ssh_said_suffix()
+            ));
         }
         let text = self.next_line(self.answer_timeout)?;
         protocol::parse_answer(&text).map_err(|e| anyhow!("{host}: {e}"))
@@ -362,7 +368,16 @@ mod tests {
         assert_eq!(cmd.get_program(), "ssh");
         assert_eq!(
             args,
-            ["-T", "-o", "BatchMode=yes", "-F", "/tmp/cfg", "h1", "--", "'iolab' agent"]
+            [
+                "-T",
+                "-o",
+                "BatchMode=yes",
+                "-F",
+                "/tmp/cfg",
+                "h1",
+                "--",
+                "'iolab' agent"
+            ]
         );
     }
 
