@@ -242,6 +242,19 @@ impl Lab {
         cmd
     }
 
+    /// `iolab hosts check ARGS`: whether it succeeded, and its stdout and stderr.
+    fn check(&self, args: &[&str]) -> (bool, String) {
+        let out = self
+            .iolab()
+            .args(["hosts", "check"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    }
+
     fn addrs(&self) -> Vec<String> {
         self.hosts.iter().map(|h| h.addr.clone()).collect()
     }
@@ -389,6 +402,9 @@ fn a_cut_connection_puts_the_agents_knob_back() {
 
 #[test]
 fn a_malformed_request_over_ssh_is_answered_with_an_error_and_the_session_goes_on() {
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
     let Some(lab) = Lab::new(1) else { return };
     let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
     let bad = conn.exchange("{\"op\": \"hello\"").unwrap();
@@ -403,6 +419,33 @@ fn a_malformed_request_over_ssh_is_answered_with_an_error_and_the_session_goes_o
         .contains("unknown op \"format_disk\""));
     let hello = conn.request(&Request::Hello).expect("hello after errors");
     assert_eq!(hello["protocol"], iolab::hosts::protocol::PROTOCOL_VERSION);
+    // The other ops answer over the same session: the model, and the sampler over a window.
+    let dev = scratch.name().to_string();
+    let model = conn.request(&Request::Inspect).expect("inspect");
+    let devices = model["devices"].as_array().expect("the model's devices");
+    assert!(
+        devices.iter().any(|d| d["name"] == dev.as_str()),
+        "{dev} in the model"
+    );
+    let no_sampler = conn.request(&Request::SampleStop).unwrap_err().to_string();
+    assert!(no_sampler.contains("no sampler is running"), "{no_sampler}");
+    conn.request(&Request::SampleStart {
+        devices: vec![dev.clone()],
+        interval_ms: 20,
+    })
+    .expect("sample_start");
+    std::fs::read(scratch.path()).ok();
+    std::thread::sleep(Duration::from_millis(300));
+    let sampled = conn.request(&Request::SampleStop).expect("sample_stop");
+    assert!(sampled["readings"].as_u64().unwrap() >= 2, "{sampled}");
+    assert!(
+        sampled["summary"]["devices"][&dev]["dev_util_pct"].is_number(),
+        "{sampled}"
+    );
+    assert!(
+        sampled["summary"]["system"]["idle_pct"].is_number(),
+        "{sampled}"
+    );
     conn.close().expect("bye");
 }
 
@@ -420,38 +463,35 @@ fn a_protocol_mismatch_is_refused_and_copy_binary_installs_this_iolab() {
     .unwrap();
     let exec = std::os::unix::fs::PermissionsExt::from_mode(0o755);
     std::fs::set_permissions(&fake, exec).unwrap();
-    let host = &lab.hosts[0].addr;
-    let refused = lab
-        .iolab()
-        .args([
-            "hosts",
-            "check",
-            "--remote-iolab",
-            fake.to_str().unwrap(),
-            host,
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&refused.stdout).to_string()
-        + &String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success(), "{text}");
+    let host = lab.hosts[0].addr.as_str();
+    let fake = fake.to_str().unwrap();
+    let (ok, text) = lab.check(&["--remote-iolab", fake, host]);
+    assert!(!ok, "{text}");
     assert!(
         text.contains("speaks agent protocol 999")
             && text.contains("install the same iolab version on both, or pass --copy-binary"),
         "{text}"
     );
+    // A host without that iolab: said so, with the way out.
+    let (ok, text) = lab.check(&["--remote-iolab", "/nonexistent/iolab", host]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!("{host}: no `/nonexistent/iolab` there"))
+            && text.contains("pass --copy-binary"),
+        "{text}"
+    );
     // Asked to, iolab copies itself into the directory it owns on the host and uses that.
     let bin = d.join("remote-bin");
-    let copied = lab
-        .iolab()
-        .args(["hosts", "check", "--copy-binary", "--remote-dir"])
-        .arg(&bin)
-        .args(["--remote-iolab", fake.to_str().unwrap(), host])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&copied.stdout).to_string()
-        + &String::from_utf8_lossy(&copied.stderr);
-    assert!(copied.status.success(), "{text}");
+    let bin_arg = bin.to_str().unwrap();
+    let (ok, text) = lab.check(&[
+        "--copy-binary",
+        "--remote-dir",
+        bin_arg,
+        "--remote-iolab",
+        fake,
+        host,
+    ]);
+    assert!(ok, "{text}");
     assert_eq!(
         std::fs::read(bin.join("iolab")).unwrap(),
         std::fs::read(iolab_binary()).unwrap()

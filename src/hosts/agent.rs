@@ -175,6 +175,9 @@ impl Session {
                 json_of(&machine)
             }
             Request::Set { path, value } => {
+                // Said here in the agent's words; the journal checks again before writing.
+                crate::knobs::kinds::classify(&path)
+                    .map_err(|why| format!("{path}: not a knob iolab sets: {why}"))?;
                 let journal = match &mut self.journal {
                     Some(j) => j,
                     None => self
@@ -342,5 +345,16 @@ mod tests {
             .unwrap()
             .contains("\"no-such-disk\""));
         assert!(answers[2].ok, "{:?}", answers[2]);
+    }
+
+    #[test]
+    fn set_refuses_files_that_are_not_knobs_before_any_journal() {
+        let (_, lines) = session(b"{\"op\":\"set\",\"path\":\"/etc/passwd\",\"value\":\"x\"}\n");
+        let a = protocol::parse_answer(&lines[1]).unwrap();
+        let e = a.error.unwrap();
+        assert!(
+            e.starts_with("request line 1: /etc/passwd: not a knob iolab sets: "),
+            "{e}"
+        );
     }
 }

@@ -142,7 +142,12 @@ fn measure(host: &str, options: &SshOptions) -> HostCheck {
             out.hello = Some(hello);
             out.skew = Some(s);
         }
-        Err(e) => out.error = Some(crate::cli::error_text(&e)),
+        Err(e) => {
+            // The transport's messages name the host; the row already does.
+            let text = crate::cli::error_text(&e);
+            let own = text.strip_prefix(&format!("{host}: ")).unwrap_or(&text);
+            out.error = Some(own.to_string());
+        }
     }
     out
 }

@@ -111,9 +111,10 @@ impl Connection {
                 };
                 let copied = copy_binary(host, options)
                     .with_context(|| format!("{host}: {why}; copying this iolab there failed"))?;
-                Connection::start(host, options, &copied).map_err(|f| f.into_error(host, &copied))
+                Connection::start(host, options, &copied)
+                    .map_err(|f| f.into_error(host, &copied, &options.remote_dir))
             }
-            Err(f) => Err(f.into_error(host, &options.remote_iolab)),
+            Err(f) => Err(f.into_error(host, &options.remote_iolab, &options.remote_dir)),
         }
     }
 
@@ -302,17 +303,17 @@ impl Drop for Connection {
 }
 
 impl Failure {
-    fn into_error(self, host: &str, iolab: &str) -> anyhow::Error {
+    fn into_error(self, host: &str, iolab: &str, dir: &str) -> anyhow::Error {
         match self {
             Failure::Missing(said) => anyhow!(
                 "{host}: no `{iolab}` there (ssh said: {}); install iolab on {host}, or pass \
-                 --copy-binary to copy this one into {REMOTE_DIR} there",
+                 --copy-binary to copy this one into {dir} there",
                 said.replace('\n', "; ")
             ),
             Failure::Mismatch(g) => anyhow!(
                 "{host}: its iolab ({}) speaks agent protocol {}, this one ({}) speaks {}; \
                  install the same iolab version on both, or pass --copy-binary to copy this \
-                 one into {REMOTE_DIR} there",
+                 one into {dir} there",
                 g.version,
                 g.protocol,
                 env!("IOLAB_VERSION"),
