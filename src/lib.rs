@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod cli;
 pub mod experiment;
+pub mod hosts;
 pub mod irq;
 pub mod knobs;
 pub mod model;

@@ -9,6 +9,7 @@ mod common;
 mod experiment;
 mod fio_safety;
 mod fuzz;
+mod hosts;
 mod inspect;
 mod irq;
 mod job_file;

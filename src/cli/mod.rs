@@ -4,9 +4,11 @@
 
 use clap::{Parser, Subcommand};
 
+mod agent;
 mod compare;
 mod emit;
 mod generate;
+mod hosts;
 mod import;
 mod inspect;
 mod irq;
@@ -53,6 +55,8 @@ pub enum Command {
     Trace(trace::TraceArgs),
     Irq(irq::IrqArgs),
     Restore(restore::RestoreArgs),
+    Hosts(hosts::HostsArgs),
+    Agent(agent::AgentArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// For bash: `iolab completions bash > /etc/bash_completion.d/iolab` (the Debian
@@ -121,6 +125,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trace(args) => trace::run(args),
         Command::Irq(args) => irq::run(args),
         Command::Restore(args) => restore::run(args),
+        Command::Hosts(args) => hosts::run(args),
+        Command::Agent(args) => agent::run(args),
         Command::Completions(args) => generate::completions(args),
         Command::Man(args) => generate::man(args),
     }

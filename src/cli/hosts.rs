@@ -1,0 +1,77 @@
+//! `iolab hosts`: the other machines an experiment runs on, reached over SSH.
+
+use std::time::Duration;
+
+use crate::hosts::ssh::{SshOptions, REMOTE_DIR};
+
+/// Check the hosts an experiment runs on: versions, fio and clock skew.
+#[derive(Debug, clap::Args)]
+pub struct HostsArgs {
+    #[command(subcommand)]
+    pub command: HostsCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HostsCommand {
+    Check(CheckArgs),
+}
+
+/// Connect to each host over SSH and report its iolab, fio, kernel and clock skew.
+///
+/// Runs `ssh -T -o BatchMode=yes HOST -- iolab agent` with your keys and ~/.ssh/config (more
+/// ssh options from $IOLAB_SSH, e.g. `IOLAB_SSH="-F ./lab_ssh_config"`). The skew is the
+/// host's clock against the midpoint of the round trip, give or take half of it. fio versions
+/// that differ from this machine's and skews over --max-skew are flagged, and the command
+/// then fails.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Hosts as ssh knows them (names from ~/.ssh/config, user@address, ...).
+    #[arg(required = true, value_name = "HOST")]
+    pub hosts: Vec<String>,
+    /// Print the check as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Flag clocks further than this from this machine's (e.g. 50ms, 1s).
+    #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_skew)]
+    pub max_skew: Duration,
+    /// The iolab to run on the hosts: a name on their PATH or a path.
+    #[arg(long, value_name = "PATH", default_value = "iolab")]
+    pub remote_iolab: String,
+    /// Copy this iolab binary to hosts that lack it or speak another protocol.
+    #[arg(long)]
+    pub copy_binary: bool,
+    /// Where --copy-binary puts the binary on the hosts.
+    #[arg(long, value_name = "DIR", default_value = REMOTE_DIR)]
+    pub remote_dir: String,
+}
+
+fn parse_skew(text: &str) -> Result<Duration, String> {
+    crate::sys::parse::duration::duration(text)
+}
+
+pub fn run(args: HostsArgs) -> anyhow::Result<()> {
+    match args.command {
+        HostsCommand::Check(a) => check(a),
+    }
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let options = SshOptions {
+        remote_iolab: args.remote_iolab,
+        remote_dir: args.remote_dir,
+        copy_binary: args.copy_binary,
+        ..SshOptions::default()
+    };
+    let report = crate::hosts::check::check(&args.hosts, &options, args.max_skew);
+    let out = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
+    } else {
+        crate::hosts::check::render(&report)
+    };
+    super::emit::stdout(&out)?;
+    let problems = report.problems();
+    if problems > 0 {
+        anyhow::bail!("{problems} problem(s) with the hosts, listed above");
+    }
+    Ok(())
+}

@@ -1,0 +1,360 @@
+//! `iolab agent`: iolab controlled by another iolab, over whatever carries stdin and stdout
+//! (in practice `ssh HOST -- iolab agent`). It greets with the protocol version, then answers
+//! one request line with one answer line (`protocol`). Knobs go through the same `Journal` as
+//! `iolab run` (kinds allow-list, machine-wide locks, the host's usual state directory), so a
+//! killed agent leaves a journal `iolab restore` replays on that host.
+//!
+//! A controller that vanishes must never leave a host's knobs changed: when the input closes
+//! (the SSH connection died, or the controller closed it), when a write of an answer fails,
+//! or on SIGHUP/SIGTERM/SIGINT, the agent restores its journal and stops its sampler before
+//! it exits. Requests are read on their own thread so a signal is noticed while the main
+//! thread waits for the next line. Nothing a request says can make the agent panic: every
+//! failure is an answer with `ok: false` that names the request line.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::facts;
+use super::protocol::{self, Answer, Greeting, Request};
+use crate::knobs::Journal;
+use crate::sample::{self, SamplerHandle, Watch};
+use crate::sys::SysRoot;
+
+/// Why the session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The controller said `bye`.
+    Bye,
+    /// The input closed (or could not be read) without a `bye`.
+    InputClosed,
+    /// An answer could not be written: nobody is listening any more.
+    OutputClosed,
+    /// A signal arrived (its number).
+    Signal(i32),
+}
+
+/// How the session ended and whether the knobs came back (an error says which did not).
+#[derive(Debug)]
+pub struct Outcome {
+    pub ended: Ended,
+    pub restore_error: Option<String>,
+}
+
+/// One line from the input thread: its text, or why it is not text.
+enum Incoming {
+    Line(Result<String, String>),
+    Closed,
+}
+
+/// What the session has changed or started on this host.
+struct Session {
+    root: SysRoot,
+    journal: Option<Journal>,
+    sampler: Option<SamplerHandle>,
+    /// `fio --version`, asked once.
+    fio: Option<Option<String>>,
+}
+
+/// Serves requests from `input` to `output` until `bye`, the input's end, a failed write or
+/// `signal()` naming a signal that arrived (`knobs::signals::Interrupt`); then restores every knob the session set.
+pub fn serve(
+    input: impl Read + Send + 'static,
+    mut output: impl Write,
+    signal: &dyn Fn() -> Option<i32>,
+) -> Outcome {
+    let mut session = Session {
+        root: SysRoot::live(),
+        journal: None,
+        sampler: None,
+        fio: None,
+    };
+    let lines = spawn_reader(input);
+    let ended = if send(&mut output, &protocol::encode(&Greeting::ours())) {
+        session.serve_lines(&lines, &mut output, signal)
+    } else {
+        Ended::OutputClosed
+    };
+    let restore_error = session.finish().err();
+    Outcome {
+        ended,
+        restore_error,
+    }
+}
+
+/// Reads lines on a thread of their own (a blocking read would hide a signal).
+fn spawn_reader(input: impl Read + Send + 'static) -> mpsc::Receiver<Incoming> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(input);
+        loop {
+            let mut buf = Vec::new();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => {
+                    let _ = tx.send(Incoming::Closed);
+                    return;
+                }
+                Ok(_) => {
+                    while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                        buf.pop();
+                    }
+                    let line = String::from_utf8(buf).map_err(|e| e.utf8_error().to_string());
+                    if tx.send(Incoming::Line(line)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Writes one line and flushes; false when the other end is gone.
+fn send(output: &mut impl Write, line: &str) -> bool {
+    writeln!(output, "{line}")
+        .and_then(|()| output.flush())
+        .is_ok()
+}
+
+impl Session {
+    fn serve_lines(
+        &mut self,
+        lines: &mpsc::Receiver<Incoming>,
+        output: &mut impl Write,
+        signal: &dyn Fn() -> Option<i32>,
+    ) -> Ended {
+        let mut number = 0;
+        loop {
+            if let Some(sig) = signal() {
+                return Ended::Signal(sig);
+            }
+            let text = match lines.recv_timeout(Duration::from_millis(50)) {
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) | Ok(Incoming::Closed) => {
+                    return Ended::InputClosed
+                }
+                Ok(Incoming::Line(text)) => text,
+            };
+            number += 1;
+            let request = text
+                .map_err(|why| format!("request line {number}: not UTF-8 text ({why})"))
+                .and_then(|t| protocol::parse_request(number, &t));
+            let (answer, bye) = match request {
+                Err(e) => (Answer::error(number, None, e), false),
+                Ok(r) => {
+                    let op = r.op();
+                    let bye = r == Request::Bye;
+                    let answer = match self.handle(r) {
+                        Ok(result) => Answer::ok(number, op, result),
+                        Err(e) => {
+                            Answer::error(number, Some(op), format!("request line {number}: {e}"))
+                        }
+                    };
+                    (answer, bye)
+                }
+            };
+            if !send(output, &protocol::encode(&answer)) {
+                return Ended::OutputClosed;
+            }
+            if bye {
+                return Ended::Bye;
+            }
+        }
+    }
+
+    fn handle(&mut self, request: Request) -> Result<Value, String> {
+        match request {
+            Request::Hello => {
+                let fio = self.fio.get_or_insert_with(facts::fio_version).clone();
+                json_of(&facts::hello(&self.root, fio))
+            }
+            Request::Inspect => {
+                let machine = crate::model::Machine::read(&self.root).map_err(|e| e.to_string())?;
+                json_of(&machine)
+            }
+            Request::Set { path, value } => {
+                // Said here in the agent's words; the journal checks again before writing.
+                crate::knobs::kinds::classify(&path)
+                    .map_err(|why| format!("{path}: not a knob iolab sets: {why}"))?;
+                let journal = match &mut self.journal {
+                    Some(j) => j,
+                    None => self
+                        .journal
+                        .insert(Journal::begin().map_err(|e| e.to_string())?),
+                };
+                let old = journal.set(&path, &value).map_err(|e| e.to_string())?;
+                Ok(json!({"path": path, "old": old, "new": value, "journal": journal.path()}))
+            }
+            Request::Restore => self.restore(),
+            Request::SampleStart {
+                devices,
+                interval_ms,
+            } => self.sample_start(&devices, interval_ms),
+            Request::SampleStop => {
+                let handle = self
+                    .sampler
+                    .take()
+                    .ok_or("no sampler is running: send sample_start first")?;
+                let run = handle.stop();
+                Ok(json!({
+                    "devices": run.devices,
+                    "started_unix_ns": run.started_unix_ns,
+                    "readings": run.readings.len(),
+                    "intervals": run.intervals,
+                    "summary": run.summary,
+                    "errors": run.errors,
+                }))
+            }
+            Request::Bye => {
+                let restored = self.restore()?;
+                Ok(json!({"restored": restored}))
+            }
+        }
+    }
+
+    fn sample_start(&mut self, devices: &[String], interval_ms: u64) -> Result<Value, String> {
+        if self.sampler.is_some() {
+            return Err("a sampler is already running: send sample_stop first".into());
+        }
+        if interval_ms == 0 {
+            return Err("interval_ms must be at least 1".into());
+        }
+        let machine = crate::model::Machine::read(&self.root).map_err(|e| e.to_string())?;
+        let mut watches = Vec::new();
+        for d in devices {
+            if machine.device(d).is_none() {
+                return Err(format!(
+                    "no block device {d:?} on this host (`iolab inspect` lists them)"
+                ));
+            }
+            watches.push(Watch::of(&machine, d));
+        }
+        let handle = sample::start(&self.root, &watches, Duration::from_millis(interval_ms))
+            .map_err(|e| e.to_string())?;
+        self.sampler = Some(handle);
+        Ok(json!({"devices": devices, "interval_ms": interval_ms}))
+    }
+
+    /// Puts back what this session set (nothing set: an empty report).
+    fn restore(&mut self) -> Result<Value, String> {
+        let Some(mut journal) = self.journal.take() else {
+            return Ok(json!({"restored": [], "vanished": [], "refused": [], "superseded": []}));
+        };
+        match journal.restore() {
+            Ok(report) => json_of(&report),
+            Err(e) => {
+                // Still in the journal: keep it so a later restore (or the exit) tries again.
+                self.journal = Some(journal);
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// The end of the session, however it came: the sampler stops, the knobs come back.
+    fn finish(&mut self) -> Result<(), String> {
+        if let Some(handle) = self.sampler.take() {
+            drop(handle.stop());
+        }
+        self.restore().map(drop)
+    }
+}
+
+fn json_of<T: serde::Serialize>(value: &T) -> Result<Value, String> {
+    serde_json::to_value(value).map_err(|e| format!("cannot encode the answer: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer the test reads back after the session.
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn session(input: &'static [u8]) -> (Outcome, Vec<String>) {
+        let out = Shared::default();
+        let outcome = serve(input, out.clone(), &|| None);
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        (outcome, text.lines().map(str::to_string).collect())
+    }
+
+    #[test]
+    fn greets_answers_each_line_and_ends_on_bye() {
+        let (outcome, lines) = session(
+            b"{\"op\":\"hello\"}\nnot json\n{\"op\":\"fly\"}\n\xff\n{\"op\":\"bye\"}\nhello\n",
+        );
+        assert_eq!(outcome.ended, Ended::Bye);
+        assert!(outcome.restore_error.is_none());
+        let greeting = protocol::parse_greeting(&lines[0]).unwrap();
+        assert_eq!(greeting.protocol, protocol::PROTOCOL_VERSION);
+        let answers: Vec<Answer> = lines[1..]
+            .iter()
+            .map(|l| protocol::parse_answer(l).unwrap())
+            .collect();
+        // Nothing is read after bye.
+        assert_eq!(answers.len(), 5, "{lines:?}");
+        assert!(answers[0].ok);
+        let hello: facts::Hello = serde_json::from_value(answers[0].result.clone()).unwrap();
+        let now = crate::store::time::now_unix();
+        assert!((now - hello.clock_unix).abs() < 60.0, "{hello:?}");
+        for (a, line, what) in [
+            (&answers[1], 2, "not JSON"),
+            (&answers[2], 3, "unknown op \"fly\""),
+            (&answers[3], 4, "not UTF-8"),
+        ] {
+            assert!(!a.ok);
+            assert_eq!(a.line, line);
+            let e = a.error.as_deref().unwrap();
+            assert!(e.starts_with(&format!("request line {line}: ")), "{e}");
+            assert!(e.contains(what), "{e}");
+        }
+        assert!(answers[4].ok && answers[4].op.as_deref() == Some("bye"));
+    }
+
+    #[test]
+    fn the_input_closing_ends_the_session_and_errors_are_answers() {
+        let (outcome, lines) = session(
+            b"{\"op\":\"sample_stop\"}\n{\"op\":\"sample_start\",\"devices\":[\"no-such-disk\"],\"interval_ms\":10}\n{\"op\":\"restore\"}\n",
+        );
+        assert_eq!(outcome.ended, Ended::InputClosed);
+        let answers: Vec<Answer> = lines[1..]
+            .iter()
+            .map(|l| protocol::parse_answer(l).unwrap())
+            .collect();
+        assert_eq!(answers.len(), 3);
+        assert!(answers[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("no sampler is running"));
+        assert!(answers[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("\"no-such-disk\""));
+        assert!(answers[2].ok, "{:?}", answers[2]);
+    }
+
+    #[test]
+    fn set_refuses_files_that_are_not_knobs_before_any_journal() {
+        let (_, lines) = session(b"{\"op\":\"set\",\"path\":\"/etc/passwd\",\"value\":\"x\"}\n");
+        let a = protocol::parse_answer(&lines[1]).unwrap();
+        let e = a.error.unwrap();
+        assert!(
+            e.starts_with("request line 1: /etc/passwd: not a knob iolab sets: "),
+            "{e}"
+        );
+    }
+}

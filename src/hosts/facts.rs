@@ -1,0 +1,46 @@
+//! What a host says about itself in the agent's `hello`: the versions that must match across
+//! hosts (iolab, the protocol, fio), the kernel and hostname, and the host's wall clock, read
+//! as late as possible so the controller can measure the skew against its own.
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys::SysRoot;
+
+/// The `hello` answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// iolab's version with the commit it was built from.
+    pub iolab_version: String,
+    pub protocol: u32,
+    /// `fio --version` ("fio-3.33"); None when fio is not installed there.
+    pub fio_version: Option<String>,
+    /// /proc/sys/kernel/osrelease.
+    pub kernel: Option<String>,
+    pub hostname: Option<String>,
+    /// The host's clock (seconds since the Unix epoch, sub-second) when it answered.
+    pub clock_unix: f64,
+}
+
+/// `fio --version` of the fio on PATH, trimmed; None when there is none or it fails.
+pub fn fio_version() -> Option<String> {
+    let out = std::process::Command::new("fio")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// This machine's facts. `fio` is passed in: it costs a process, so the agent asks once.
+pub fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
+    Hello {
+        iolab_version: env!("IOLAB_VERSION").to_string(),
+        protocol: super::protocol::PROTOCOL_VERSION,
+        fio_version: fio,
+        kernel: root.attr("/proc/sys/kernel/osrelease"),
+        hostname: root.attr("/proc/sys/kernel/hostname"),
+        clock_unix: crate::store::time::now_unix(),
+    }
+}

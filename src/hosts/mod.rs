@@ -1,0 +1,12 @@
+//! Other machines as lab hosts. An experiment's `[target] hosts` run one fio job on several
+//! `fio --server`s; controlling and sampling those hosts needs iolab on each of them. This
+//! module is that control channel: `agent` (iolab on the host, answering JSON lines on
+//! stdin/stdout), `protocol` (the wire format both ends share), `ssh` (the OpenSSH client
+//! carrying it, with the user's own keys and config) and `check` (versions and clock skew,
+//! measured before a run). `facts` is what a host says about itself.
+
+pub mod agent;
+pub mod check;
+pub mod facts;
+pub mod protocol;
+pub mod ssh;

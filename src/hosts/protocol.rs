@@ -1,0 +1,277 @@
+//! The agent's wire format, and nothing else: one JSON object per line each way. The agent
+//! speaks first with a greeting that carries the protocol version, then answers each request
+//! line with exactly one answer line, in order. Kept apart from the agent and the transport so
+//! both ends share one definition and the codec is tested without a process or a network.
+//! Parsing does no I/O and never panics: a line that is not a request becomes an error that
+//! names the line, which the agent sends back as an answer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Bumped whenever a request or answer changes shape; both ends must agree exactly.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Lines longer than this are refused without being parsed (a runaway writer, not a request).
+pub const MAX_LINE: usize = 1 << 20;
+
+/// The agent's first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Greeting {
+    /// Always "iolab-agent": tells a greeting from whatever a shell printed first.
+    pub agent: String,
+    pub protocol: u32,
+    /// iolab's version with its commit.
+    pub version: String,
+}
+
+impl Greeting {
+    pub fn ours() -> Greeting {
+        Greeting {
+            agent: "iolab-agent".to_string(),
+            protocol: PROTOCOL_VERSION,
+            version: env!("IOLAB_VERSION").to_string(),
+        }
+    }
+}
+
+/// One request, tagged by `op`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Request {
+    /// Versions, kernel, hostname and the host's clock.
+    Hello,
+    /// The machine model, as `iolab inspect --json` prints it.
+    Inspect,
+    /// Set one knob (a live path of a kind iolab changes) through the agent's journal.
+    Set { path: String, value: String },
+    /// Put back every knob the agent changed, newest first.
+    Restore,
+    /// Start the sampler on these devices (kernel names), reading every `interval_ms`.
+    SampleStart {
+        #[serde(default)]
+        devices: Vec<String>,
+        interval_ms: u64,
+    },
+    /// Stop the sampler and answer with what it measured.
+    SampleStop,
+    /// Restore and end the session.
+    Bye,
+}
+
+/// The agent's answer to one request line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The request line's number (1 = the first line the agent read).
+    pub line: usize,
+    pub ok: bool,
+    /// The request's op when the line was understood.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub result: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Answer {
+    pub fn ok(line: usize, op: &str, result: Value) -> Answer {
+        Answer {
+            line,
+            ok: true,
+            op: Some(op.to_string()),
+            result,
+            error: None,
+        }
+    }
+
+    pub fn error(line: usize, op: Option<&str>, error: String) -> Answer {
+        Answer {
+            line,
+            ok: false,
+            op: op.map(str::to_string),
+            result: Value::Null,
+            error: Some(error),
+        }
+    }
+}
+
+impl Request {
+    /// The op name as it appears on the wire.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Hello => "hello",
+            Request::Inspect => "inspect",
+            Request::Set { .. } => "set",
+            Request::Restore => "restore",
+            Request::SampleStart { .. } => "sample_start",
+            Request::SampleStop => "sample_stop",
+            Request::Bye => "bye",
+        }
+    }
+}
+
+/// At most this much of a bad line is quoted back in an error.
+const QUOTE: usize = 80;
+
+fn quoted(text: &str) -> String {
+    let mut q: String = text.chars().take(QUOTE).collect();
+    if q.len() < text.len() {
+        q.push_str("...");
+    }
+    format!("{q:?}")
+}
+
+/// Reads request line number `line` (without its newline). The error names the line, quotes
+/// its start and lists what is understood.
+pub fn parse_request(line: usize, text: &str) -> Result<Request, String> {
+    const OPS: &str = "hello, inspect, set, restore, sample_start, sample_stop, bye";
+    if text.len() > MAX_LINE {
+        return Err(format!(
+            "request line {line}: {} bytes, more than the {MAX_LINE} a request may have",
+            text.len()
+        ));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "request line {line}: not JSON ({e}): {}; send one JSON object per line, \
+             e.g. {{\"op\":\"hello\"}}",
+            quoted(text)
+        )
+    })?;
+    let op = match value.get("op") {
+        Some(Value::String(op)) => op.clone(),
+        _ => {
+            return Err(format!(
+                "request line {line}: no \"op\" string in {}; ops: {OPS}",
+                quoted(text)
+            ))
+        }
+    };
+    serde_json::from_value::<Request>(value).map_err(|e| {
+        if e.to_string().starts_with("unknown variant") {
+            format!("request line {line}: unknown op {op:?}; ops: {OPS}")
+        } else {
+            format!("request line {line}: op {op:?}: {e}")
+        }
+    })
+}
+
+/// One line to send (no newline).
+pub fn encode<T: Serialize>(message: &T) -> String {
+    // Serialising these plain structs cannot fail (string keys, no maps with other keys).
+    serde_json::to_string(message).unwrap_or_else(|e| {
+        format!("{{\"ok\":false,\"line\":0,\"error\":\"cannot encode an answer: {e}\"}}")
+    })
+}
+
+/// Reads the agent's first line. The error says what came instead.
+pub fn parse_greeting(text: &str) -> Result<Greeting, String> {
+    serde_json::from_str::<Greeting>(text)
+        .ok()
+        .filter(|g| g.agent == "iolab-agent")
+        .ok_or_else(|| {
+            format!(
+                "expected the iolab agent's greeting, got {}",
+                quoted(text.trim_end())
+            )
+        })
+}
+
+/// Reads an answer line.
+pub fn parse_answer(text: &str) -> Result<Answer, String> {
+    serde_json::from_str(text)
+        .map_err(|e| format!("not an agent answer ({e}): {}", quoted(text.trim_end())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip() {
+        let all = [
+            Request::Hello,
+            Request::Inspect,
+            Request::Set {
+                path: "/sys/block/loop0/queue/nr_requests".into(),
+                value: "64".into(),
+            },
+            Request::Restore,
+            Request::SampleStart {
+                devices: vec!["loop0".into()],
+                interval_ms: 100,
+            },
+            Request::SampleStop,
+            Request::Bye,
+        ];
+        for (i, r) in all.iter().enumerate() {
+            let line = encode(r);
+            assert!(line.contains(&format!("\"op\":\"{}\"", r.op())), "{line}");
+            assert_eq!(&parse_request(i + 1, &line).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn a_bare_op_parses() {
+        assert_eq!(parse_request(1, r#"{"op":"hello"}"#), Ok(Request::Hello));
+        assert_eq!(
+            parse_request(2, r#"{"op":"sample_start","interval_ms":5}"#),
+            Ok(Request::SampleStart {
+                devices: vec![],
+                interval_ms: 5
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_naming_the_line() {
+        let e = parse_request(7, "not json at all").unwrap_err();
+        assert!(e.starts_with("request line 7: not JSON"), "{e}");
+        assert!(e.contains("\"not json at all\""), "{e}");
+        let e = parse_request(3, r#"{"op":"reboot"}"#).unwrap_err();
+        assert!(
+            e.starts_with("request line 3: unknown op \"reboot\""),
+            "{e}"
+        );
+        assert!(e.contains("hello, inspect"), "{e}");
+        let e = parse_request(4, r#"{"path":"x"}"#).unwrap_err();
+        assert!(e.starts_with("request line 4: no \"op\""), "{e}");
+        let e = parse_request(5, r#"{"op":"set","path":"/sys/x"}"#).unwrap_err();
+        assert!(e.starts_with("request line 5: op \"set\""), "{e}");
+        assert!(e.contains("value"), "{e}");
+        let e =
+            parse_request(6, r#"{"op":"set","path":"/sys/x","value":"1","extra":1}"#).unwrap_err();
+        assert!(e.contains("extra"), "{e}");
+        let e = parse_request(8, r#"[1,2]"#).unwrap_err();
+        assert!(e.starts_with("request line 8"), "{e}");
+    }
+
+    #[test]
+    fn long_lines_are_quoted_short_and_huge_ones_refused() {
+        let long = "x".repeat(500);
+        let e = parse_request(1, &long).unwrap_err();
+        assert!(e.len() < 300, "{e}");
+        assert!(e.contains("...\""), "{e}");
+        let huge = " ".repeat(MAX_LINE + 1);
+        let e = parse_request(2, &huge).unwrap_err();
+        assert!(e.contains("more than"), "{e}");
+    }
+
+    #[test]
+    fn greeting_and_answers_round_trip() {
+        let g = Greeting::ours();
+        assert_eq!(parse_greeting(&encode(&g)), Ok(g.clone()));
+        assert_eq!(g.protocol, PROTOCOL_VERSION);
+        let e = parse_greeting("Welcome to host7!\n").unwrap_err();
+        assert!(e.contains("\"Welcome to host7!\""), "{e}");
+        let e = parse_greeting(r#"{"agent":"other","protocol":1,"version":"x"}"#).unwrap_err();
+        assert!(e.contains("expected the iolab agent's greeting"), "{e}");
+        let a = Answer::ok(3, "hello", serde_json::json!({"x": 1}));
+        assert_eq!(parse_answer(&encode(&a)), Ok(a));
+        let b = Answer::error(4, None, "request line 4: bad".into());
+        let line = encode(&b);
+        assert!(!line.contains("result"), "{line}");
+        assert_eq!(parse_answer(&line), Ok(b));
+        assert!(parse_answer("garbage").is_err());
+    }
+}

@@ -1,0 +1,390 @@
+//! The control channel to another host: the OpenSSH client running `iolab agent` there.
+//! iolab adds no transport and handles no password: `ssh -T -o BatchMode=yes` uses the user's
+//! keys, agent and `~/.ssh/config` as they are (extra options, such as `-F FILE`, come from
+//! `$IOLAB_SSH`, split at whitespace), and a host that would ask for a password fails at once.
+//! The agent's greeting is checked before anything else is sent: another protocol version is
+//! refused with what to do. `--copy-binary` copies this very binary into a directory iolab
+//! owns on the host (`/var/lib/iolab/bin`) through `ssh HOST 'cat > ...'` when the host lacks
+//! iolab or runs another protocol; nothing is copied unless asked.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::Value;
+
+use super::protocol::{self, Greeting, Request, PROTOCOL_VERSION};
+
+/// Where `--copy-binary` puts iolab on a host by default.
+pub const REMOTE_DIR: &str = "/var/lib/iolab/bin";
+
+/// How to reach hosts.
+#[derive(Debug, Clone)]
+pub struct SshOptions {
+    /// Options put before the host on every ssh command line (`$IOLAB_SSH`).
+    pub extra: Vec<String>,
+    /// The iolab to run on the host: a name on its PATH or a path.
+    pub remote_iolab: String,
+    /// Where `copy_binary` puts this binary on the host.
+    pub remote_dir: String,
+    /// Copy this binary to a host that lacks iolab or speaks another protocol.
+    pub copy_binary: bool,
+    /// How long to wait for the greeting (connecting, authenticating, starting the agent).
+    pub connect_timeout: Duration,
+    /// How long to wait for one answer.
+    pub answer_timeout: Duration,
+}
+
+impl Default for SshOptions {
+    fn default() -> SshOptions {
+        SshOptions {
+            extra: from_env(),
+            remote_iolab: "iolab".to_string(),
+            remote_dir: REMOTE_DIR.to_string(),
+            copy_binary: false,
+            connect_timeout: Duration::from_secs(30),
+            answer_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// `$IOLAB_SSH` split at whitespace (no shell quoting: a path with spaces belongs in an ssh
+/// config file, named with `-F`).
+pub fn from_env() -> Vec<String> {
+    std::env::var("IOLAB_SSH")
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Quotes `text` for the remote shell.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The ssh command line for `remote` (a shell command) on `host`.
+pub fn command(options: &SshOptions, host: &str, remote: &str) -> Command {
+    let mut cmd = Command::new("ssh");
+    cmd.arg("-T")
+        .args(["-o", "BatchMode=yes"])
+        .args(&options.extra)
+        .arg(host)
+        .arg("--")
+        .arg(remote);
+    cmd
+}
+
+/// An open agent session on one host.
+pub struct Connection {
+    host: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Option<String>>,
+    stderr: Arc<Mutex<String>>,
+    greeting: Greeting,
+    answer_timeout: Duration,
+}
+
+/// Why a connection did not come up.
+#[derive(Debug)]
+enum Failure {
+    /// The host has no such iolab (the remote shell said 127).
+    Missing(String),
+    /// The agent speaks another protocol.
+    Mismatch(Greeting),
+    Other(anyhow::Error),
+}
+
+impl Connection {
+    /// Connects to `host`, copying this binary there first when asked and needed.
+    pub fn open(host: &str, options: &SshOptions) -> anyhow::Result<Connection> {
+        match Connection::start(host, options, &options.remote_iolab) {
+            Ok(c) => Ok(c),
+            Err(Failure::Other(e)) => Err(e),
+            Err(f) if options.copy_binary => {
+                let why = match f {
+                    Failure::Missing(_) => "has no iolab".to_string(),
+                    Failure::Mismatch(g) => format!("runs protocol {}", g.protocol),
+                    Failure::Other(_) => unreachable!("handled above"),
+                };
+                let copied = copy_binary(host, options)
+                    .with_context(|| format!("{host}: {why}; copying this iolab there failed"))?;
+                Connection::start(host, options, &copied)
+                    .map_err(|f| f.into_error(host, &copied, &options.remote_dir))
+            }
+            Err(f) => Err(f.into_error(host, &options.remote_iolab, &options.remote_dir)),
+        }
+    }
+
+    fn start(host: &str, options: &SshOptions, iolab: &str) -> Result<Connection, Failure> {
+        let remote = format!("{} agent", shell_quote(iolab));
+        let mut child = command(options, host, &remote)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                Failure::Other(anyhow!(
+                    "cannot run ssh ({e}); install the OpenSSH client (Debian: openssh-client)"
+                ))
+            })?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped");
+        let stderr_pipe = child.stderr.take().expect("piped");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let keep = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
+                if let Ok(mut s) = keep.lock() {
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            }
+        });
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(Some(line)).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(None);
+        });
+        let mut conn = Connection {
+            host: host.to_string(),
+            child,
+            stdin,
+            lines,
+            stderr,
+            greeting: Greeting::ours(),
+            answer_timeout: options.answer_timeout,
+        };
+        let first = match conn.next_line(options.connect_timeout) {
+            Ok(line) => line,
+            Err(e) => {
+                // ssh ends at once when the remote command is not found: tell that apart.
+                let code = conn.wait_briefly();
+                return Err(if code == Some(127) {
+                    Failure::Missing(conn.ssh_said())
+                } else {
+                    Failure::Other(e)
+                });
+            }
+        };
+        let greeting =
+            protocol::parse_greeting(&first).map_err(|e| Failure::Other(anyhow!("{host}: {e}")))?;
+        if greeting.protocol != PROTOCOL_VERSION {
+            return Err(Failure::Mismatch(greeting));
+        }
+        conn.greeting = greeting;
+        Ok(conn)
+    }
+
+    /// The host as named.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The agent's greeting.
+    pub fn greeting(&self) -> &Greeting {
+        &self.greeting
+    }
+
+    /// The local ssh process (a test cuts the connection by killing it).
+    pub fn ssh_pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends one request and waits for its answer; an agent error is an error naming the host.
+    pub fn request(&mut self, request: &Request) -> anyhow::Result<Value> {
+        let answer = self.exchange(&protocol::encode(request))?;
+        if answer.ok {
+            Ok(answer.result)
+        } else {
+            bail!(
+                "{}: {}",
+                self.host,
+                answer
+                    .error
+                    .as_deref()
+                    .unwrap_or("the agent failed without saying why")
+            )
+        }
+    }
+
+    /// Sends one raw line (a test sends malformed ones) and returns the agent's answer.
+    pub fn exchange(&mut self, line: &str) -> anyhow::Result<protocol::Answer> {
+        let host = self.host.clone();
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| anyhow!("{host}: the session was closed"))?;
+        if let Err(e) = writeln!(stdin, "{line}").and_then(|()| stdin.flush()) {
+            return Err(anyhow!(
+                "{host}: cannot send to the agent ({e}){}",
+                self.ssh_said_suffix()
+            ));
+        }
+        let text = self.next_line(self.answer_timeout)?;
+        protocol::parse_answer(&text).map_err(|e| anyhow!("{host}: {e}"))
+    }
+
+    fn next_line(&mut self, timeout: Duration) -> anyhow::Result<String> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(Some(line)) => Ok(line),
+            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // Let ssh finish writing why it stopped.
+                self.wait_briefly();
+                Err(anyhow!(
+                    "{}: the connection closed{}",
+                    self.host,
+                    self.ssh_said_suffix()
+                ))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(anyhow!(
+                "{}: no answer within {:?}{}; is the host reachable (`ssh {} true`)?",
+                self.host,
+                timeout,
+                self.ssh_said_suffix(),
+                self.host
+            )),
+        }
+    }
+
+    /// ssh's exit code once it has ended (within a second), else None.
+    fn wait_briefly(&mut self) -> Option<i32> {
+        let end = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < end {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // The stderr thread may still be reading ssh's last words.
+                std::thread::sleep(Duration::from_millis(20));
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    fn ssh_said(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    }
+
+    fn ssh_said_suffix(&self) -> String {
+        match self.ssh_said() {
+            s if s.is_empty() => String::new(),
+            s => format!(" (ssh said: {})", s.replace('\n', "; ")),
+        }
+    }
+
+    /// Says `bye` (the agent restores what it set) and waits for ssh to end.
+    pub fn close(mut self) -> anyhow::Result<Value> {
+        let result = self.request(&Request::Bye);
+        self.stdin = None;
+        self.wait_briefly();
+        result
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Closing the agent's input makes it restore and exit; ssh follows.
+        self.stdin = None;
+        if self.wait_briefly().is_none() && self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Failure {
+    fn into_error(self, host: &str, iolab: &str, dir: &str) -> anyhow::Error {
+        match self {
+            Failure::Missing(said) => anyhow!(
+                "{host}: no `{iolab}` there (ssh said: {}); install iolab on {host}, or pass \
+                 --copy-binary to copy this one into {dir} there",
+                said.replace('\n', "; ")
+            ),
+            Failure::Mismatch(g) => anyhow!(
+                "{host}: its iolab ({}) speaks agent protocol {}, this one ({}) speaks {}; \
+                 install the same iolab version on both, or pass --copy-binary to copy this \
+                 one into {dir} there",
+                g.version,
+                g.protocol,
+                env!("IOLAB_VERSION"),
+                PROTOCOL_VERSION
+            ),
+            Failure::Other(e) => e,
+        }
+    }
+}
+
+/// Copies this binary to `options.remote_dir/iolab` on `host` (through a temporary name, so
+/// a running agent's file is never overwritten in place) and returns the remote path.
+pub fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<String> {
+    let exe = std::env::current_exe().context("cannot find this iolab's own file")?;
+    let binary = std::fs::File::open(&exe).with_context(|| format!("{}", exe.display()))?;
+    let dir = shell_quote(&options.remote_dir);
+    let target = format!("{}/iolab", options.remote_dir);
+    let tmp = shell_quote(&format!("{target}.copy-$$"));
+    // `$$` expands remotely; the quotes keep the directory literal.
+    let tmp = tmp.replace("$$", "'$$'");
+    let remote = format!(
+        "umask 022 && mkdir -p {dir} && cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {}",
+        shell_quote(&target)
+    );
+    let out = command(options, host, &remote)
+        .stdin(binary)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("cannot run ssh; install the OpenSSH client (Debian: openssh-client)")?;
+    if !out.status.success() {
+        bail!(
+            "ssh {host} 'cat > {target}' failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_batch_mode_with_the_users_options() {
+        let options = SshOptions {
+            extra: vec!["-F".into(), "/tmp/cfg".into()],
+            ..SshOptions::default()
+        };
+        let cmd = command(&options, "h1", "'iolab' agent");
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+        assert_eq!(cmd.get_program(), "ssh");
+        assert_eq!(
+            args,
+            [
+                "-T",
+                "-o",
+                "BatchMode=yes",
+                "-F",
+                "/tmp/cfg",
+                "h1",
+                "--",
+                "'iolab' agent"
+            ]
+        );
+    }
+
+    #[test]
+    fn remote_words_are_quoted_for_the_shell() {
+        assert_eq!(shell_quote("/opt/io lab"), "'/opt/io lab'");
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    }
+}

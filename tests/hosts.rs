@@ -1,0 +1,572 @@
+//! Lab hosts over SSH (`iolab hosts`, `iolab agent`), on "hosts" made of network namespaces:
+//! each has its own veth pair, a /24 of its own and an sshd (Debian's openssh-server) bound to
+//! its address, with host keys, an authorized root key and the client's ssh config generated
+//! in a temp dir (the client gets `-F` through `IOLAB_SSH`, so ~/.ssh is never read or
+//! touched). Every namespace, veth, sshd and file is removed when the `Lab` drops, also when
+//! a test fails.
+//!
+//! Network namespaces share this machine's filesystem and /sys: every "host" sees the same
+//! devices, the same iolab binary and the same clock. So each test uses a scratch loop device
+//! of its own, each host gets its own state directory (sshd's `SetEnv IOLAB_STATE_DIR`), and
+//! a skew near 0 is what the clock check must find.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use iolab::hosts::protocol::Request;
+use iolab::hosts::ssh::{Connection, SshOptions};
+
+use crate::common::{self, Scratch};
+
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// Namespaces made by this process so far (names and subnets stay unique across tests).
+static MADE: AtomicUsize = AtomicUsize::new(0);
+
+/// One namespace with its sshd.
+struct Host {
+    ns: String,
+    veth: String,
+    addr: String,
+    sshd: Option<Child>,
+    state: PathBuf,
+}
+
+/// A few hosts and the client's ssh config.
+struct Lab {
+    hosts: Vec<Host>,
+    config: PathBuf,
+    // Last: the files go after the processes and namespaces that use them.
+    dir: tempfile::TempDir,
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn keygen(path: &Path) -> String {
+    run(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            path.to_str().unwrap(),
+        ],
+    )
+    .expect("ssh-keygen");
+    std::fs::read_to_string(path.with_extension("pub"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+impl Lab {
+    /// `n` hosts, or None (with a skip message) when this machine cannot make them.
+    fn new(n: usize) -> Option<Lab> {
+        if !common::root_or_skip() {
+            return None;
+        }
+        if !Path::new(SSHD).exists() {
+            common::skip("needs sshd (Debian: openssh-server; scripts/deps installs it)");
+            return None;
+        }
+        if run("ip", &["netns", "list"]).is_err() {
+            common::skip("needs `ip netns` (iproute2) and network namespaces");
+            return None;
+        }
+        // sshd's privilege separation directory (the package's service makes it at boot).
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let host_pub = keygen(&d.join("host_ed25519"));
+        let client_pub = keygen(&d.join("id_ed25519"));
+        std::fs::write(d.join("authorized_keys"), format!("{client_pub}\n")).unwrap();
+        let config = d.join("ssh_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Host *\n  User root\n  IdentityFile {0}/id_ed25519\n  IdentitiesOnly yes\n  \
+                 UserKnownHostsFile {0}/known_hosts\n  GlobalKnownHostsFile /dev/null\n  \
+                 StrictHostKeyChecking yes\n  ConnectTimeout 10\n  LogLevel ERROR\n",
+                d.display()
+            ),
+        )
+        .unwrap();
+        let mut lab = Lab {
+            hosts: Vec::new(),
+            config,
+            dir,
+        };
+        let mut known = String::new();
+        for _ in 0..n {
+            let host = lab.add_host();
+            known += &format!("{} {host_pub}\n", host.addr);
+            lab.hosts.push(host);
+        }
+        std::fs::write(lab.dir.path().join("known_hosts"), known).unwrap();
+        for h in &lab.hosts {
+            wait_for_port(&h.addr);
+        }
+        Some(lab)
+    }
+
+    /// A namespace with its veth pair, addresses and sshd. Pushed by the caller at once, so
+    /// a failure after this returns still cleans it up.
+    fn add_host(&mut self) -> Host {
+        let pid = std::process::id();
+        // 10.B.N.0/24: B from the pid (200..249), N from the counter; a subnet in use on this
+        // machine (another test process, another lab) is passed over.
+        let b = 200 + pid % 50;
+        let n = loop {
+            let n = MADE.fetch_add(1, Ordering::SeqCst) % 250 + 1;
+            let used = Command::new("ip")
+                .args([
+                    "-4",
+                    "-o",
+                    "addr",
+                    "show",
+                    "to",
+                    &format!("10.{b}.{n}.0/24"),
+                ])
+                .output()
+                .map(|o| !o.stdout.is_empty())
+                .unwrap_or(true);
+            if !used {
+                break n;
+            }
+        };
+        let ns = format!("iolab-hosts-{pid}-{n}");
+        let veth = format!("ilh{pid:x}n{n}");
+        let peer = format!("{veth}p");
+        let d = self.dir.path();
+        let state = d.join(format!("state-{n}"));
+        let mut host = Host {
+            ns: ns.clone(),
+            veth: veth.clone(),
+            addr: format!("10.{b}.{n}.2"),
+            sshd: None,
+            state: state.clone(),
+        };
+        let setup = || -> Result<(), String> {
+            run("ip", &["netns", "add", &ns])?;
+            run(
+                "ip",
+                &["link", "add", &veth, "type", "veth", "peer", "name", &peer],
+            )?;
+            run("ip", &["link", "set", &peer, "netns", &ns])?;
+            run(
+                "ip",
+                &["addr", "add", &format!("10.{b}.{n}.1/24"), "dev", &veth],
+            )?;
+            run("ip", &["link", "set", &veth, "up"])?;
+            run(
+                "ip",
+                &[
+                    "-n",
+                    &ns,
+                    "addr",
+                    "add",
+                    &format!("10.{b}.{n}.2/24"),
+                    "dev",
+                    &peer,
+                ],
+            )?;
+            run("ip", &["-n", &ns, "link", "set", &peer, "up"])?;
+            run("ip", &["-n", &ns, "link", "set", "lo", "up"])
+        };
+        if let Err(e) = setup() {
+            drop(host);
+            panic!("making namespace {ns}: {e}");
+        }
+        let cfg = d.join(format!("sshd_config-{n}"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "ListenAddress {addr}:22\nHostKey {d}/host_ed25519\nPidFile none\n\
+                 AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 StrictModes no\nSetEnv IOLAB_STATE_DIR={state}\n",
+                addr = host.addr,
+                d = d.display(),
+                state = state.display()
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(d.join(format!("sshd-{n}.log"))).unwrap();
+        host.sshd = Some(
+            Command::new("ip")
+                .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
+                .arg(&cfg)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("start sshd"),
+        );
+        host
+    }
+
+    /// Client options that use this lab's ssh config and the iolab under test.
+    fn options(&self) -> SshOptions {
+        SshOptions {
+            extra: vec!["-F".into(), self.config.display().to_string()],
+            remote_iolab: iolab_binary(),
+            connect_timeout: Duration::from_secs(20),
+            answer_timeout: Duration::from_secs(60),
+            ..SshOptions::default()
+        }
+    }
+
+    /// `iolab hosts check ...` with this lab's ssh config.
+    fn iolab(&self) -> Command {
+        let mut cmd = common::iolab();
+        cmd.env("IOLAB_SSH", format!("-F {}", self.config.display()));
+        cmd
+    }
+
+    /// `iolab hosts check ARGS`: whether it succeeded, and its stdout and stderr.
+    fn check(&self, args: &[&str]) -> (bool, String) {
+        let out = self
+            .iolab()
+            .args(["hosts", "check"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    }
+
+    fn addrs(&self) -> Vec<String> {
+        self.hosts.iter().map(|h| h.addr.clone()).collect()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(mut sshd) = self.sshd.take() {
+            let _ = sshd.kill();
+            let _ = sshd.wait();
+        }
+        // Sessions sshd forked (an agent still restoring) die with the namespace's links;
+        // deleting one end of the veth pair deletes both.
+        let _ = run("ip", &["link", "del", &self.veth]);
+        let _ = run("ip", &["netns", "del", &self.ns]);
+    }
+}
+
+fn iolab_binary() -> String {
+    assert_cmd::cargo::cargo_bin("iolab").display().to_string()
+}
+
+/// Waits until sshd accepts connections at `addr`.
+fn wait_for_port(addr: &str) {
+    let end = Instant::now() + Duration::from_secs(15);
+    let sock: std::net::SocketAddr = format!("{addr}:22").parse().unwrap();
+    while Instant::now() < end {
+        if std::net::TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("sshd at {addr} did not come up within 15 s");
+}
+
+fn attr(dev: &str, name: &str) -> String {
+    std::fs::read_to_string(format!("/sys/block/{dev}/queue/{name}"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Polls until the attribute reads `want` (true) or `limit` passes (false).
+fn becomes(dev: &str, name: &str, want: &str, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if attr(dev, name) == want {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn hosts_check_reports_versions_and_a_skew_within_the_round_trip() {
+    let Some(lab) = Lab::new(3) else { return };
+    let out = lab
+        .iolab()
+        .args([
+            "hosts",
+            "check",
+            "--json",
+            "--remote-iolab",
+            &iolab_binary(),
+        ])
+        .args(lab.addrs())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let local = &doc["local"];
+    let hosts = doc["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 3);
+    for (h, addr) in hosts.iter().zip(lab.addrs()) {
+        assert_eq!(h["host"], addr.as_str());
+        assert!(h["error"].is_null(), "{h}");
+        assert_eq!(h["flags"].as_array().unwrap().len(), 0, "{h}");
+        // One machine: the same versions and kernel everywhere...
+        for key in ["iolab_version", "fio_version", "kernel", "protocol"] {
+            assert_eq!(h["hello"][key], local[key], "{key}: {h}");
+        }
+        assert!(local["fio_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("fio-")));
+        // ... and one clock: the estimate is within half the round trip of 0.
+        let skew = h["skew"]["skew_s"].as_f64().unwrap();
+        let within = h["skew"]["uncertainty_s"].as_f64().unwrap();
+        let rtt = h["skew"]["round_trip_s"].as_f64().unwrap();
+        assert!(rtt > 0.0 && (within - rtt / 2.0).abs() < 1e-9, "{h}");
+        assert!(
+            skew.abs() <= within + 1e-6,
+            "skew {skew} beyond ±{within}: {h}"
+        );
+    }
+    // Each host's agent ran in its own state directory and left no journal.
+    for h in &lab.hosts {
+        assert!(!h.state.join("journal.json").exists());
+    }
+}
+
+#[test]
+fn a_cut_connection_puts_the_agents_knob_back() {
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let Some(lab) = Lab::new(1) else { return };
+    let dev = scratch.name().to_string();
+    let before = attr(&dev, "read_ahead_kb");
+    let changed = (before.parse::<u64>().unwrap() + 64).to_string();
+    let path = format!("/sys/block/{dev}/queue/read_ahead_kb");
+    let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
+    let answer = conn
+        .request(&Request::Set {
+            path: path.clone(),
+            value: changed.clone(),
+        })
+        .expect("set");
+    assert_eq!(answer["old"], before.as_str());
+    assert_eq!(attr(&dev, "read_ahead_kb"), changed);
+    let journal = lab.hosts[0].state.join("journal.json");
+    assert!(
+        journal.exists(),
+        "the agent journals in its host's state dir"
+    );
+    // The controller vanishes: its ssh is killed, sshd closes the agent's input.
+    unsafe {
+        libc::kill(conn.ssh_pid() as i32, libc::SIGKILL);
+    }
+    assert!(
+        becomes(&dev, "read_ahead_kb", &before, Duration::from_secs(20)),
+        "{path} still {} after the connection was cut",
+        attr(&dev, "read_ahead_kb")
+    );
+    let end = Instant::now() + Duration::from_secs(5);
+    while journal.exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!journal.exists(), "the restored journal is removed");
+}
+
+#[test]
+fn a_malformed_request_over_ssh_is_answered_with_an_error_and_the_session_goes_on() {
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let Some(lab) = Lab::new(1) else { return };
+    let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
+    let bad = conn.exchange("{\"op\": \"hello\"").unwrap();
+    assert!(!bad.ok);
+    assert_eq!(bad.line, 1);
+    let e = bad.error.unwrap();
+    assert!(e.starts_with("request line 1: not JSON"), "{e}");
+    let unknown = conn.exchange("{\"op\":\"format_disk\"}").unwrap();
+    assert!(unknown
+        .error
+        .unwrap()
+        .contains("unknown op \"format_disk\""));
+    let hello = conn.request(&Request::Hello).expect("hello after errors");
+    assert_eq!(hello["protocol"], iolab::hosts::protocol::PROTOCOL_VERSION);
+    // The other ops answer over the same session: the model, and the sampler over a window.
+    let dev = scratch.name().to_string();
+    let model = conn.request(&Request::Inspect).expect("inspect");
+    let devices = model["devices"].as_array().expect("the model's devices");
+    assert!(
+        devices.iter().any(|d| d["name"] == dev.as_str()),
+        "{dev} in the model"
+    );
+    let no_sampler = conn.request(&Request::SampleStop).unwrap_err().to_string();
+    assert!(no_sampler.contains("no sampler is running"), "{no_sampler}");
+    conn.request(&Request::SampleStart {
+        devices: vec![dev.clone()],
+        interval_ms: 20,
+    })
+    .expect("sample_start");
+    std::fs::read(scratch.path()).ok();
+    std::thread::sleep(Duration::from_millis(300));
+    let sampled = conn.request(&Request::SampleStop).expect("sample_stop");
+    assert!(sampled["readings"].as_u64().unwrap() >= 2, "{sampled}");
+    assert!(
+        sampled["summary"]["devices"][&dev]["dev_util_pct"].is_number(),
+        "{sampled}"
+    );
+    assert!(
+        sampled["summary"]["system"]["idle_pct"].is_number(),
+        "{sampled}"
+    );
+    conn.close().expect("bye");
+}
+
+#[test]
+fn a_protocol_mismatch_is_refused_and_copy_binary_installs_this_iolab() {
+    let Some(lab) = Lab::new(1) else { return };
+    let d = lab.dir.path();
+    // An "iolab" from the future: it greets with another protocol.
+    let fake = d.join("iolab-future");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho '{\"agent\":\"iolab-agent\",\"protocol\":999,\"version\":\"9.0.0\"}'\n\
+         cat > /dev/null\n",
+    )
+    .unwrap();
+    let exec = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&fake, exec).unwrap();
+    let host = lab.hosts[0].addr.as_str();
+    let fake = fake.to_str().unwrap();
+    let (ok, text) = lab.check(&["--remote-iolab", fake, host]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("speaks agent protocol 999")
+            && text.contains("install the same iolab version on both, or pass --copy-binary"),
+        "{text}"
+    );
+    // A host without that iolab: said so, with the way out.
+    let (ok, text) = lab.check(&["--remote-iolab", "/nonexistent/iolab", host]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!("{host}: no `/nonexistent/iolab` there"))
+            && text.contains("pass --copy-binary"),
+        "{text}"
+    );
+    // Asked to, iolab copies itself into the directory it owns on the host and uses that.
+    let bin = d.join("remote-bin");
+    let bin_arg = bin.to_str().unwrap();
+    let (ok, text) = lab.check(&[
+        "--copy-binary",
+        "--remote-dir",
+        bin_arg,
+        "--remote-iolab",
+        fake,
+        host,
+    ]);
+    assert!(ok, "{text}");
+    assert_eq!(
+        std::fs::read(bin.join("iolab")).unwrap(),
+        std::fs::read(iolab_binary()).unwrap()
+    );
+    assert!(text.contains("ok: every host answered"), "{text}");
+}
+
+/// The agent run directly (no ssh), for what happens to it on this host.
+fn local_agent(state: &Path) -> (Child, std::io::BufReader<std::process::ChildStdout>) {
+    let mut child = common::iolab()
+        .arg("agent")
+        .env("IOLAB_STATE_DIR", state)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    (child, out)
+}
+
+fn ask(child: &mut Child, out: &mut impl std::io::BufRead, line: &str) -> String {
+    use std::io::Write;
+    let stdin = child.stdin.as_mut().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let mut answer = String::new();
+    out.read_line(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn restore_replays_what_a_killed_agent_left_and_a_hangup_restores_at_once() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let dev = scratch.name().to_string();
+    let before = attr(&dev, "read_ahead_kb");
+    let changed = (before.parse::<u64>().unwrap() + 32).to_string();
+    let set = format!(
+        "{{\"op\":\"set\",\"path\":\"/sys/block/{dev}/queue/read_ahead_kb\",\"value\":\"{changed}\"}}"
+    );
+    let state = tempfile::tempdir().unwrap();
+    for signal in [libc::SIGKILL, libc::SIGHUP] {
+        let (mut child, mut out) = local_agent(state.path());
+        let mut greeting = String::new();
+        std::io::BufRead::read_line(&mut out, &mut greeting).unwrap();
+        assert!(greeting.contains("\"protocol\":1"), "{greeting}");
+        let answer = ask(&mut child, &mut out, &set);
+        assert!(answer.contains("\"ok\":true"), "{answer}");
+        assert_eq!(attr(&dev, "read_ahead_kb"), changed);
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let end = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > end {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the agent did not end within 20 s of signal {signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if signal == libc::SIGKILL {
+            // Killed outright: the knob stays changed, journaled, until `iolab restore`.
+            assert_eq!(attr(&dev, "read_ahead_kb"), changed);
+            let r = common::restore_in(state.path());
+            let text = String::from_utf8_lossy(&r.stdout);
+            assert!(r.status.success(), "{text}");
+            assert!(text.contains("read_ahead_kb"), "{text}");
+        }
+        assert_eq!(attr(&dev, "read_ahead_kb"), before, "after signal {signal}");
+        assert!(!state.path().join("journal.json").exists());
+    }
+}
