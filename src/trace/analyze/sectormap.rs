@@ -114,6 +114,34 @@ impl<V> SectorMap<V> {
         None
     }
 
+    /// Moves the entry at `key` to the cold tier at once, when it is hot: for an entry the
+    /// caller knows will linger (the Q of a split bio, which no C ever covers), so it does not
+    /// crowd the hot tier's scans. Where an entry sits changes no answer.
+    pub fn demote(&mut self, key: u64) {
+        if let Some(i) = position(&self.keys, key) {
+            self.keys.swap_remove(i);
+            self.ages.swap_remove(i);
+            let value = self.vals.swap_remove(i);
+            self.put_cold(key, value);
+        }
+    }
+
+    /// Stores an entry in the cold tier (its key is in neither tier).
+    fn put_cold(&mut self, key: u64, value: V) {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(value);
+                slot
+            }
+            None => {
+                self.slots.push(Some(value));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.cold.insert(key, slot);
+        *self.buckets.entry(key >> BUCKET_BITS).or_insert(0) += 1;
+    }
+
     /// Moves the older half of the hot tier to the cold one.
     fn cool(&mut self) {
         let young = self.inserted - (HOT / 2) as u64;
@@ -126,18 +154,7 @@ impl<V> SectorMap<V> {
             let key = self.keys.swap_remove(i);
             let value = self.vals.swap_remove(i);
             self.ages.swap_remove(i);
-            let slot = match self.free.pop() {
-                Some(slot) => {
-                    self.slots[slot as usize] = Some(value);
-                    slot
-                }
-                None => {
-                    self.slots.push(Some(value));
-                    (self.slots.len() - 1) as u32
-                }
-            };
-            self.cold.insert(key, slot);
-            *self.buckets.entry(key >> BUCKET_BITS).or_insert(0) += 1;
+            self.put_cold(key, value);
         }
     }
 
@@ -330,6 +347,28 @@ mod tests {
         assert_eq!(all, 299);
     }
 
+    /// A demoted entry leaves the hot tier at once and is found as before, by its key, by
+    /// a sector inside its range, and by a range holding it.
+    #[test]
+    fn demoted_entries_stay_in_the_map() {
+        let mut s: SectorMap<u64> = SectorMap::default();
+        let end = |v: &u64| *v;
+        s.insert(100, 356, 356);
+        s.insert(1000, 1008, 1008);
+        s.demote(100);
+        s.demote(5); // absent: nothing happens
+        assert_eq!((s.keys.len(), s.cold.len(), s.len()), (1, 1, 2));
+        assert_eq!(s.containing_mut(228, end).copied(), Some(356));
+        assert_eq!(s.get_mut(100).copied(), Some(356));
+        let mut seen = Vec::new();
+        s.for_range_mut(0, 2000, |k, _| seen.push(k));
+        seen.sort_unstable();
+        assert_eq!(seen, [100, 1000]);
+        assert_eq!(s.insert(100, 108, 108), Some(356));
+        assert_eq!(s.remove(100), Some(108));
+        assert_eq!(s.len(), 1);
+    }
+
     #[test]
     fn position_finds_the_first_match_anywhere() {
         let keys: Vec<u64> = (0..37).map(|k| k * 3).collect();
@@ -360,6 +399,9 @@ mod tests {
             let end = key + 1 + (x >> 20) % 24;
             if i % 3 == 2 {
                 assert_eq!(s.remove(key), b.remove(&key));
+            } else if i % 11 == 4 {
+                // Demoting (a split bio's Q) moves an entry, never changes the map.
+                s.demote(key);
             } else {
                 assert_eq!(s.insert(key, end, (end, i)), b.insert(key, (end, i)));
             }
