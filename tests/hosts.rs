@@ -570,3 +570,91 @@ fn restore_replays_what_a_killed_agent_left_and_a_hangup_restores_at_once() {
         assert!(!state.path().join("journal.json").exists());
     }
 }
+
+/// A host whose agent was killed outright keeps its knob changed, journaled in its own state
+/// dir; `iolab restore --host` runs that host's restore over ssh and puts the knob back. An
+/// unreachable host fails the command and says which.
+#[test]
+fn restore_host_puts_back_what_a_killed_remote_agent_left() {
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let Some(lab) = Lab::new(1) else { return };
+    let dev = scratch.name().to_string();
+    let before = attr(&dev, "read_ahead_kb");
+    let changed = (before.parse::<u64>().unwrap() + 128).to_string();
+    let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
+    conn.request(&Request::Set {
+        path: format!("/sys/block/{dev}/queue/read_ahead_kb"),
+        value: changed.clone(),
+    })
+    .expect("set");
+    let journal = lab.hosts[0].state.join("journal.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&journal).unwrap()).unwrap();
+    let agent = doc["pid"]
+        .as_i64()
+        .expect("the journal names the agent's pid");
+    unsafe {
+        libc::kill(agent as i32, libc::SIGKILL);
+    }
+    drop(conn);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        attr(&dev, "read_ahead_kb"),
+        changed,
+        "a killed agent restores nothing"
+    );
+    let addr = lab.hosts[0].addr.clone();
+    let out = lab
+        .iolab()
+        .args([
+            "restore",
+            "--host",
+            &addr,
+            "--remote-iolab",
+            &iolab_binary(),
+        ])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("== {addr}")) && text.contains("read_ahead_kb"),
+        "{text}"
+    );
+    assert_eq!(attr(&dev, "read_ahead_kb"), before);
+    assert!(!journal.exists(), "{text}");
+    // A host that does not answer: the command fails and names it.
+    let out = lab
+        .iolab()
+        .args([
+            "restore",
+            "--json",
+            "--host",
+            "10.255.255.1",
+            "--remote-iolab",
+            &iolab_binary(),
+        ])
+        .args(["--host", &addr])
+        .env(
+            "IOLAB_SSH",
+            format!("-F {} -o ConnectTimeout=2", lab.config.display()),
+        )
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("restore did not finish on 10.255.255.1:"),
+        "{text}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc[0]["ok"], false);
+    assert_eq!(doc[1]["ok"], true, "{doc}");
+    assert!(
+        doc[1]["output"]["knobs"].is_null(),
+        "nothing left to restore: {doc}"
+    );
+}

@@ -10,9 +10,19 @@ pub struct RestoreArgs {
     /// Print what was done as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Restore on this host instead, over ssh (`ssh HOST -- iolab restore`), e.g. once a host
+    /// cut off mid-experiment is back. Repeat for several; `$IOLAB_SSH` adds ssh options.
+    #[arg(long = "host", value_name = "HOST")]
+    pub hosts: Vec<String>,
+    /// The iolab to run on the hosts: a name on their PATH, or a path.
+    #[arg(long, value_name = "PATH", default_value = "iolab", requires = "hosts")]
+    pub remote_iolab: String,
 }
 
 pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
+    if !args.hosts.is_empty() {
+        return on_hosts(&args);
+    }
     let dir = crate::knobs::state_dir();
     let knobs = crate::knobs::replay(&dir)?;
     let scratch = crate::target::remove_leaked_scratch(&dir)?;
@@ -77,6 +87,43 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
         anyhow::bail!(
             "{refused} journal entr(y/ies) refused and {problems} other problem(s), listed \
              above; nothing outside iolab's own knobs and scratch files was touched"
+        );
+    }
+    Ok(())
+}
+
+/// `--host`: each host's own `iolab restore`, one after the other; fails when any did.
+fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
+    let options = crate::hosts::ssh::SshOptions {
+        remote_iolab: args.remote_iolab.clone(),
+        ..Default::default()
+    };
+    let mut done = Vec::new();
+    for host in &args.hosts {
+        done.push(crate::hosts::restore::restore(host, &options, args.json)?);
+    }
+    if args.json {
+        super::emit::stdout(&(serde_json::to_string_pretty(&done)? + "\n"))?;
+    } else {
+        let mut out = String::new();
+        for d in &done {
+            let _ = writeln!(out, "== {}", d.host);
+            out += d.output.as_str().unwrap_or_default();
+            for line in d.errors.lines() {
+                let _ = writeln!(out, "{}: {line}", d.host);
+            }
+        }
+        super::emit::stdout(&out)?;
+    }
+    let failed: Vec<&str> = done
+        .iter()
+        .filter(|d| !d.ok)
+        .map(|d| d.host.as_str())
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "restore did not finish on {}: see above; run it again once the host answers",
+            failed.join(", ")
         );
     }
     Ok(())

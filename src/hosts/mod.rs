@@ -2,11 +2,13 @@
 //! `fio --server`s; controlling and sampling those hosts needs iolab on each of them. This
 //! module is that control channel: `agent` (iolab on the host, answering JSON lines on
 //! stdin/stdout), `protocol` (the wire format both ends share), `ssh` (the OpenSSH client
-//! carrying it, with the user's own keys and config) and `check` (versions and clock skew,
-//! measured before a run). `facts` is what a host says about itself.
+//! carrying it, with the user's own keys and config), `check` (versions and clock skew,
+//! measured before a run) and `restore` (a host's own `iolab restore`, once it is back).
+//! `facts` is what a host says about itself.
 
 pub mod agent;
 pub mod check;
 pub mod facts;
 pub mod protocol;
+pub mod restore;
 pub mod ssh;

@@ -60,7 +60,7 @@ pub fn from_env() -> Vec<String> {
 }
 
 /// Quotes `text` for the remote shell.
-fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 

@@ -1,0 +1,47 @@
+//! `iolab restore --host H`: a host that died or was cut off mid-experiment keeps the journal
+//! its killed agent left; once the host is back, its own `iolab restore` (run over the same
+//! ssh as the agent) puts its knobs back. Nothing is replayed from here: the journal and the
+//! allow-list it is checked against live on the host.
+
+use std::process::Stdio;
+
+use anyhow::anyhow;
+
+use super::ssh::{command, shell_quote, SshOptions};
+
+/// What one host's `iolab restore` said.
+#[derive(Debug, serde::Serialize)]
+pub struct HostRestore {
+    pub host: String,
+    /// Its exit status was 0.
+    pub ok: bool,
+    /// Its standard output: text, or its `--json` document when asked for JSON.
+    pub output: serde_json::Value,
+    /// What it (or ssh) printed on standard error.
+    pub errors: String,
+}
+
+/// Runs `iolab restore` on `host` over ssh; `json` asks it for its JSON report. An error only
+/// when ssh itself cannot be started; a host that cannot be reached is a failed `HostRestore`.
+pub fn restore(host: &str, options: &SshOptions, json: bool) -> anyhow::Result<HostRestore> {
+    let remote = format!(
+        "{} restore{}",
+        shell_quote(&options.remote_iolab),
+        if json { " --json" } else { "" }
+    );
+    let out = command(options, host, &remote)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| anyhow!("cannot run ssh ({e}); install the OpenSSH client"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let output = match json {
+        true => serde_json::from_str(&stdout).unwrap_or(serde_json::Value::String(stdout)),
+        false => serde_json::Value::String(stdout),
+    };
+    Ok(HostRestore {
+        host: host.to_string(),
+        ok: out.status.success(),
+        output,
+        errors: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
