@@ -45,6 +45,9 @@ use super::queue_knobs;
 use super::system_knobs::{self, SystemKnob};
 use crate::target::DEFAULT_SCRATCH_BYTES;
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
+use crate::workload::EngineSpec;
+
+mod engine_table;
 
 /// How many times each cell runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +139,8 @@ pub struct Experiment {
     pub stabilise: Stabilise,
     /// Which traces stay on disk once analysed (`[trace] keep`, `keep_max`).
     pub trace_keep: TraceKeep,
+    /// What runs: fio (the default) or a program engine (`engine`, with its table).
+    pub engine: EngineSpec,
 }
 
 /// `[stabilise]`: machine-wide controls set before the first run and put back after the last.
@@ -249,6 +254,10 @@ const TOP_KEYS: &[&str] = &[
     "trace",
     "allow_exec",
     "allow_unknown_fio_options",
+    "engine",
+    "command",
+    "iperf3",
+    "sockperf",
     "target",
     "workload",
     "factors",
@@ -278,6 +287,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     let mut w = Walker {
         text,
         diags: Vec::new(),
+        engine: EngineSpec::Fio,
     };
     let fail = |w: Walker| ExperimentError {
         source_name: source.to_string(),
@@ -303,6 +313,17 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
             _ => {}
         }
     }
+    // The engine next: it decides which factors are options.
+    let engine_value = root
+        .iter()
+        .find(|(k, _)| k.get_ref() == "engine")
+        .map(|(_, v)| v);
+    let engine_tables: Vec<_> = root
+        .iter()
+        .filter(|(k, _)| engine_table::TABLES.contains(&k.get_ref().as_ref()))
+        .map(|(k, v)| (k.get_ref().to_string(), k.span(), v))
+        .collect();
+    w.engine = w.engine(engine_value, &engine_tables, policy.allow_exec);
 
     let mut name = None;
     let mut description = None;
@@ -347,6 +368,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
                 trace_span = value.span();
             }
             "allow_exec" | "allow_unknown_fio_options" => {}
+            "engine" | "command" | "iperf3" | "sockperf" => {}
             "target" => {
                 if let Some(t) = w.target(value) {
                     target = t;
@@ -384,6 +406,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         }
     }
     w.conflicts(&workload, &workload_spans, &factors);
+    w.engine_fits(&workload_spans, &factors, &target);
     w.matrix_size(factors_span, &factors, &repetitions);
     if trace && target.device_count() > 1 {
         w.error(
@@ -449,6 +472,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         prepare,
         stabilise,
         trace_keep,
+        engine: w.engine,
     })
 }
 
@@ -495,6 +519,8 @@ fn device_is_scratch(d: &TargetDevice) -> bool {
 struct Walker<'t> {
     text: &'t str,
     diags: Vec<Diagnostic>,
+    /// The file's engine, read before the factors (which may vary its options).
+    engine: EngineSpec,
 }
 
 /// A TOML scalar in fio's text form: booleans become 1/0, integers decimal.
@@ -1214,6 +1240,13 @@ impl Walker<'_> {
         name: &str,
         policy: &OptionPolicy,
     ) -> Option<FactorKind> {
+        if let Some(e) = self.engine.program() {
+            if e.is_option(name) {
+                return Some(FactorKind::Engine {
+                    option: name.to_string(),
+                });
+            }
+        }
         match name {
             "placement" => return Some(FactorKind::Placement),
             "hipri" | "polling" => return Some(FactorKind::Polling),
@@ -1279,6 +1312,20 @@ impl Walker<'_> {
     ) -> Option<Level> {
         let v = item.get_ref();
         match kind {
+            FactorKind::Engine { option } => {
+                let Some(text) = engine_table::option_text(v) else {
+                    self.expected(item, "a string, number or boolean", factor);
+                    return None;
+                };
+                if let Some(Err(e)) = self.engine.program().map(|e| e.check_option(option, &text)) {
+                    self.error(item.span(), e, None);
+                    return None;
+                }
+                Some(Level {
+                    label: text.clone(),
+                    value: LevelValue::Fio(text),
+                })
+            }
             FactorKind::Polling => match v {
                 DeValue::Boolean(b) => Some(Level {
                     label: b.to_string(),

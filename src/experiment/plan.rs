@@ -103,6 +103,40 @@ impl Cell {
             .collect()
     }
 
+    /// A program engine's options for this cell: the engine table's, then the cell's levels.
+    pub fn engine_options(&self, exp: &Experiment) -> Vec<(String, String)> {
+        let base = exp
+            .engine
+            .program()
+            .map(|e| e.base_options().to_vec())
+            .unwrap_or_default();
+        base.into_iter()
+            .chain(
+                self.levels
+                    .iter()
+                    .filter_map(|(_, kind, level)| match (kind, &level.value) {
+                        (FactorKind::Engine { option }, LevelValue::Fio(v)) => {
+                            Some((option.clone(), v.clone()))
+                        }
+                        _ => None,
+                    }),
+            )
+            .collect()
+    }
+
+    /// A program engine's invocation for this cell, pinned to `cpus`; `None` for fio.
+    pub fn invocation(
+        &self,
+        exp: &Experiment,
+        cpus: Option<&[u32]>,
+    ) -> Option<crate::workload::Invocation> {
+        let e = exp.engine.program()?;
+        let mut inv = e.invocation(&self.engine_options(exp));
+        inv.cell_key = self.key.clone();
+        inv.cpus = cpus.map(<[u32]>::to_vec);
+        Some(inv)
+    }
+
     /// Queue attributes to set: (path under queue/, value), in factor order.
     pub fn queue_knobs(&self) -> Vec<(String, String)> {
         self.levels
@@ -168,6 +202,9 @@ impl Cell {
     /// How long one run of this cell should take (ramp_time + runtime), when fio is told a
     /// runtime and `time_based`; for progress and ETA. `None` when fio decides by size.
     pub fn nominal_seconds(&self, exp: &Experiment) -> Option<f64> {
+        if let Some(e) = exp.engine.program() {
+            return e.nominal_seconds(&self.engine_options(exp));
+        }
         let opts = self.fio_options(exp);
         let get = |name: &str| {
             opts.iter()
