@@ -90,7 +90,7 @@ fn run_live(e: &Experiment) -> (runloop::Outcome, Store, tempfile::TempDir) {
         ..RealFio::default()
     };
     let out = runloop::run(e, &s, &runner, &CancelToken::new(), &mut Quiet).unwrap();
-    let store = Store::open(&dir.path().join("r.db")).unwrap();
+    let store = Store::open(dir.path().join("r.db")).unwrap();
     (out, store, dir)
 }
 
@@ -310,5 +310,114 @@ fn replayed_engine_runs_are_stored_exactly() {
     assert!(
         cmd.starts_with("iperf3 -c 10.0.0.2 -p 5201 -J") && cmd.contains("-P 8"),
         "{cmd}"
+    );
+}
+
+/// A program that forks a child and waits; the child's pid is left in `pidfile`.
+fn forking(pidfile: &std::path::Path, limit: Duration) -> iolab::workload::Invocation {
+    iolab::workload::Invocation {
+        cell_key: "base".into(),
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("sleep 300 & echo $! > {}; wait", pidfile.display()),
+        ],
+        netns: None,
+        cpus: Some(vec![0]),
+        server: None,
+        time_limit: limit,
+    }
+}
+
+fn gone_soon(pid: &str) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        // A zombie is gone too: it runs nothing.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(s) if s.split_whitespace().nth(2) == Some("Z") => return true,
+            Ok(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    false
+}
+
+fn pid_in(path: &std::path::Path) -> String {
+    let t = std::time::Instant::now();
+    loop {
+        if let Ok(p) = std::fs::read_to_string(path) {
+            if !p.trim().is_empty() {
+                return p.trim().to_string();
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no pid file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Ctrl-C (the cancel token) stops a program engine's program and what it forked.
+#[test]
+fn cancelling_stops_the_program_and_its_children() {
+    use iolab::workload::FioRunner;
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancelToken::new();
+    let runner = RealFio {
+        work_dir: dir.path().join("state/fio"),
+        cancel: cancel.clone(),
+        grace: Duration::from_secs(1),
+        ..RealFio::default()
+    };
+    let pidfile = dir.path().join("child.pid");
+    let inv = forking(&pidfile, Duration::from_secs(600));
+    let (pidfile2, cancel2) = (pidfile.clone(), cancel.clone());
+    let watcher = std::thread::spawn(move || {
+        let pid = pid_in(&pidfile2);
+        cancel2.cancel();
+        pid
+    });
+    let ran = runner.run_program(&inv).unwrap();
+    let child = watcher.join().unwrap();
+    assert!(ran.raw.cancelled);
+    assert!(ran.elapsed < Duration::from_secs(60), "{:?}", ran.elapsed);
+    assert!(
+        gone_soon(&child),
+        "the program's child {child} outlived the cancel"
+    );
+    assert!(
+        ran.command_line.starts_with("taskset -c 0 sh -c"),
+        "{}",
+        ran.command_line
+    );
+}
+
+/// A program past its time limit is killed with its children and the run fails saying so.
+#[test]
+fn a_program_past_its_time_limit_is_killed_with_its_children() {
+    use iolab::workload::FioRunner;
+    let dir = tempfile::tempdir().unwrap();
+    let runner = RealFio {
+        work_dir: dir.path().join("state/fio"),
+        grace: Duration::from_secs(1),
+        ..RealFio::default()
+    };
+    let pidfile = dir.path().join("child.pid");
+    let ran = runner
+        .run_program(&forking(&pidfile, Duration::from_secs(1)))
+        .unwrap();
+    assert_eq!(ran.raw.timed_out, Some(Duration::from_secs(1)));
+    assert!(gone_soon(&pid_in(&pidfile)));
+    let engine = iolab::workload::command::CommandEngine {
+        program: "sh".into(),
+        args: Vec::new(),
+        regex: vec!["(?P<x>1)".into()],
+        json: Vec::new(),
+        from_stderr: false,
+        time_limit: Duration::from_secs(1),
+        vars: Vec::new(),
+    };
+    let (status, _) = iolab::workload::engine::classify(&engine, &ran.raw);
+    assert!(
+        matches!(&status, iolab::workload::FioStatus::Crash { reason } if reason.contains("did not finish within 1 s")),
+        "{status:?}"
     );
 }

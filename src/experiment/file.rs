@@ -288,6 +288,7 @@ pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
         text,
         diags: Vec::new(),
         engine: EngineSpec::Fio,
+        engine_line: 0,
     };
     let fail = |w: Walker| ExperimentError {
         source_name: source.to_string(),
@@ -521,6 +522,8 @@ struct Walker<'t> {
     diags: Vec<Diagnostic>,
     /// The file's engine, read before the factors (which may vary its options).
     engine: EngineSpec,
+    /// The line of the engine's table, for problems found after it was read.
+    engine_line: usize,
 }
 
 /// A TOML scalar in fio's text form: booleans become 1/0, integers decimal.
@@ -780,7 +783,9 @@ impl Walker<'_> {
                     }
                 }
                 "metric" => match self.nonempty_string(value, "metric") {
-                    Some(m) if super::metrics::is_known(&m) => metric = Some(m),
+                    Some(m) if super::metrics::is_known(&m) || self.engine_metric(&m) => {
+                        metric = Some(m)
+                    }
                     Some(m) => {
                         ok = false;
                         let hint = crate::suggest::closest(

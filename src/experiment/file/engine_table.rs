@@ -77,6 +77,9 @@ impl Walker<'_> {
             }
         }
         let table = tables.iter().find(|(t, _, _)| *t == engine).map(|x| x.2);
+        if let Some((_, span, _)) = tables.iter().find(|(t, _, _)| *t == engine) {
+            self.engine_line = self.position(span.start).0;
+        }
         let span = name.map(|v| v.span()).unwrap_or(0..0);
         if engine != "fio" && table.is_none() {
             self.error(
@@ -160,8 +163,8 @@ impl Walker<'_> {
                     c.vars.iter().any(|(n, _)| *n == p) || factors.iter().any(|f| f.name == p);
                 if !set {
                     diags.push(super::Diagnostic {
-                        line: 0,
-                        column: 0,
+                        line: self.engine_line,
+                        column: 1,
                         message: format!(
                             "[command] uses {{{p}}}, but neither [command] vars nor a factor sets it"
                         ),
@@ -171,6 +174,17 @@ impl Walker<'_> {
             }
         }
         self.diags.extend(diags);
+    }
+
+    /// Whether a `command` engine reads a metric of this name (a regex group, a JSON name).
+    pub(super) fn engine_metric(&self, name: &str) -> bool {
+        let EngineSpec::Command(c) = &self.engine else {
+            return false;
+        };
+        c.json.iter().any(|(n, _)| n == name)
+            || c.regex.iter().any(|p| {
+                regex::Regex::new(p).is_ok_and(|re| re.capture_names().flatten().any(|g| g == name))
+            })
     }
 
     fn string_list(&mut self, v: &Value, key: &str) -> Option<Vec<String>> {
