@@ -11,6 +11,13 @@ use crate::store::Store;
 
 /// The default metrics, in display order (names from docs/architecture.md).
 pub const HEADLINE: &[&str] = &[
+    // The network engines' (`workload::net`); absent from fio's runs, so not shown there.
+    "net_received_mbit_per_s",
+    "net_retransmits",
+    "rr_trans_per_s",
+    "rr_lat_mean_us",
+    "rr_lat_p99_us",
+    "tp_msg_per_s",
     "read_iops",
     "write_iops",
     "read_bw_mbs",

@@ -229,12 +229,13 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
                 (Some(cpus), Some(why)) => {
                     let _ = writeln!(
                         out,
-                        "        fio{on} on CPU {}: {why}",
+                        "        {}{on} on CPU {}: {why}",
+                        exp.engine.name(),
                         crate::sys::parse::format_cpulist(cpus)
                     );
                 }
                 _ => {
-                    let _ = writeln!(out, "        fio{on} unpinned");
+                    let _ = writeln!(out, "        {}{on} unpinned", exp.engine.name());
                 }
             }
         }
