@@ -405,6 +405,8 @@ fn a_program_past_its_time_limit_is_killed_with_its_children() {
         .run_program(&forking(&pidfile, Duration::from_secs(1)))
         .unwrap();
     assert_eq!(ran.raw.timed_out, Some(Duration::from_secs(1)));
+    // The child (sleep 300) holds the output pipes: only a group kill ends the run early.
+    assert!(ran.elapsed < Duration::from_secs(120), "{:?}", ran.elapsed);
     assert!(gone_soon(&pid_in(&pidfile)));
     let engine = iolab::workload::command::CommandEngine {
         program: "sh".into(),
