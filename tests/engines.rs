@@ -109,15 +109,23 @@ fn ok_runs(out: &runloop::Outcome) {
     }
 }
 
+/// Namespaces for a test of `program`, or `None` (skipped) without root, it or `ip`.
+fn net_or_skip(program: &str, tag: &str, subnet: u8) -> Option<NetPair> {
+    if !crate::common::root_or_skip() {
+        return None;
+    }
+    if !has(program) || !has("ip") {
+        crate::common::skip(&format!("needs {program} and ip (scripts/deps)"));
+        return None;
+    }
+    Some(NetPair::new(tag, subnet))
+}
+
 #[test]
 fn iperf3_over_a_veth_pair_between_namespaces() {
-    if !crate::common::root_or_skip() {
+    let Some(net) = net_or_skip("iperf3", "i", 1) else {
         return;
-    }
-    if !has("iperf3") || !has("ip") {
-        return crate::common::skip("needs iperf3 and ip (scripts/deps)");
-    }
-    let net = NetPair::new("i", 1);
+    };
     let e = exp(&format!(
         "name = \"i\"\nrepetitions = 1\nengine = \"iperf3\"\n[iperf3]\nserver = \"10.231.1.2\"\n\
          port = 5399\nnetns = \"{}\"\nserver_netns = \"{}\"\ntime = 1\n\
@@ -144,13 +152,9 @@ fn iperf3_over_a_veth_pair_between_namespaces() {
 
 #[test]
 fn sockperf_ping_pong_over_a_veth_pair_between_namespaces() {
-    if !crate::common::root_or_skip() {
+    let Some(net) = net_or_skip("sockperf", "s", 2) else {
         return;
-    }
-    if !has("sockperf") || !has("ip") {
-        return crate::common::skip("needs sockperf and ip (scripts/deps)");
-    }
-    let net = NetPair::new("s", 2);
+    };
     let e = exp(&format!(
         "name = \"s\"\nrepetitions = 1\nengine = \"sockperf\"\n[sockperf]\n\
          server = \"10.231.2.2\"\nport = 11399\nnetns = \"{}\"\nserver_netns = \"{}\"\n\

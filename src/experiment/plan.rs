@@ -92,12 +92,21 @@ impl Cell {
 
     /// fio options this cell sets on top of the base workload.
     pub fn fio_overrides(&self) -> Vec<(String, String)> {
+        self.option_levels(|k| match k {
+            FactorKind::Fio { option } => Some(option),
+            _ => None,
+        })
+    }
+
+    /// (option, value) of the levels whose factor `pick` names an option of.
+    fn option_levels(
+        &self,
+        pick: impl Fn(&FactorKind) -> Option<&String>,
+    ) -> Vec<(String, String)> {
         self.levels
             .iter()
-            .filter_map(|(_, kind, level)| match (kind, &level.value) {
-                (FactorKind::Fio { option }, LevelValue::Fio(v)) => {
-                    Some((option.clone(), v.clone()))
-                }
+            .filter_map(|(_, kind, level)| match (pick(kind), &level.value) {
+                (Some(option), LevelValue::Fio(v)) => Some((option.clone(), v.clone())),
                 _ => None,
             })
             .collect()
@@ -111,16 +120,10 @@ impl Cell {
             .map(|e| e.base_options().to_vec())
             .unwrap_or_default();
         base.into_iter()
-            .chain(
-                self.levels
-                    .iter()
-                    .filter_map(|(_, kind, level)| match (kind, &level.value) {
-                        (FactorKind::Engine { option }, LevelValue::Fio(v)) => {
-                            Some((option.clone(), v.clone()))
-                        }
-                        _ => None,
-                    }),
-            )
+            .chain(self.option_levels(|k| match k {
+                FactorKind::Engine { option } => Some(option),
+                _ => None,
+            }))
             .collect()
     }
 

@@ -52,10 +52,18 @@ pub trait ProgramEngine {
     fn name(&self) -> &'static str;
     /// The options a factor may vary, with the table's values (text) as the base.
     fn base_options(&self) -> &[(String, String)];
+    /// The engine's fixed options and their kinds, when it has such a list.
+    fn option_table(&self) -> &'static [(&'static str, super::net::Kind)] {
+        &[]
+    }
     /// Whether `name` is an option a factor may vary.
-    fn is_option(&self, name: &str) -> bool;
+    fn is_option(&self, name: &str) -> bool {
+        self.option_table().iter().any(|(n, _)| *n == name)
+    }
     /// Checks one option value (the table's or a factor level's).
-    fn check_option(&self, name: &str, value: &str) -> Result<(), String>;
+    fn check_option(&self, name: &str, value: &str) -> Result<(), String> {
+        super::net::check_option(self.option_table(), name, value)
+    }
     /// What to run for one cell, its options being the base with the cell's levels applied.
     fn invocation(&self, options: &[(String, String)]) -> Invocation;
     /// How long one run should take, when the options say.
@@ -150,7 +158,7 @@ pub struct ProgramRun {
 /// What a program's run means: the same for real and replayed runs.
 pub fn classify(engine: &dyn ProgramEngine, raw: &RawOutput) -> (FioStatus, Option<Figures>) {
     let name = engine.name();
-    let said = tail(&raw.stderr);
+    let said = super::process::said("it", &raw.stderr);
     if raw.cancelled {
         return (FioStatus::Cancelled, None);
     }
@@ -187,17 +195,6 @@ pub fn classify(engine: &dyn ProgramEngine, raw: &RawOutput) -> (FioStatus, Opti
             None,
         ),
     }
-}
-
-fn tail(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    format!(
-        "; it said: {}",
-        lines[lines.len().saturating_sub(3)..].join(" | ")
-    )
 }
 
 /// The value at a JSON path: `a.b[0].c` (or `a.b.0.c`).

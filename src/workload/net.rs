@@ -24,6 +24,25 @@ pub struct NetSpec {
     pub options: Vec<(String, String)>,
 }
 
+impl NetSpec {
+    /// The client's invocation (unpinned; the cell pins it) with the server iolab starts.
+    fn invocation(
+        &self,
+        argv: Vec<String>,
+        server: Option<Server>,
+        o: &[(String, String)],
+    ) -> Invocation {
+        Invocation {
+            cell_key: String::new(),
+            argv,
+            netns: self.netns.clone(),
+            cpus: None,
+            server,
+            time_limit: time_limit(o),
+        }
+    }
+}
+
 /// An option an engine takes, and what its values may be.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
@@ -118,11 +137,8 @@ impl ProgramEngine for Iperf3 {
     fn base_options(&self) -> &[(String, String)] {
         &self.0.options
     }
-    fn is_option(&self, name: &str) -> bool {
-        IPERF3_OPTIONS.iter().any(|(n, _)| *n == name)
-    }
-    fn check_option(&self, name: &str, value: &str) -> Result<(), String> {
-        check_option(IPERF3_OPTIONS, name, value)
+    fn option_table(&self) -> &'static [(&'static str, Kind)] {
+        IPERF3_OPTIONS
     }
 
     fn invocation(&self, o: &[(String, String)]) -> Invocation {
@@ -152,14 +168,7 @@ impl ProgramEngine for Iperf3 {
             port: n.port,
             udp: false,
         });
-        Invocation {
-            cell_key: String::new(),
-            argv,
-            netns: n.netns.clone(),
-            cpus: None,
-            server,
-            time_limit: time_limit(o),
-        }
+        n.invocation(argv, server, o)
     }
 
     fn nominal_seconds(&self, o: &[(String, String)]) -> Option<f64> {
@@ -272,11 +281,8 @@ impl ProgramEngine for Sockperf {
     fn base_options(&self) -> &[(String, String)] {
         &self.0.options
     }
-    fn is_option(&self, name: &str) -> bool {
-        SOCKPERF_OPTIONS.iter().any(|(n, _)| *n == name)
-    }
-    fn check_option(&self, name: &str, value: &str) -> Result<(), String> {
-        check_option(SOCKPERF_OPTIONS, name, value)
+    fn option_table(&self) -> &'static [(&'static str, Kind)] {
+        SOCKPERF_OPTIONS
     }
 
     fn invocation(&self, o: &[(String, String)]) -> Invocation {
@@ -307,14 +313,7 @@ impl ProgramEngine for Sockperf {
                 udp: !tcp,
             }
         });
-        Invocation {
-            cell_key: String::new(),
-            argv,
-            netns: n.netns.clone(),
-            cpus: None,
-            server,
-            time_limit: time_limit(o),
-        }
+        n.invocation(argv, server, o)
     }
 
     fn nominal_seconds(&self, o: &[(String, String)]) -> Option<f64> {

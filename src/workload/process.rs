@@ -176,3 +176,13 @@ pub fn command_line(argv: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// `; WHO said: ...` with the last three non-empty lines of a program's stderr, or nothing.
+pub fn said(who: &str, stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    format!("; {who} said: {}", tail.join(" | "))
+}

@@ -194,14 +194,9 @@ fn errno_in_text(text: &str) -> Option<i64> {
     })
 }
 
-/// The last few lines of stderr, for error messages.
+/// The last few lines of fio's stderr, for error messages.
 fn stderr_tail(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    let tail = &lines[lines.len().saturating_sub(3)..];
-    format!("; fio said: {}", tail.join(" | "))
+    super::process::said("fio", stderr)
 }
 
 /// How often a waiting runner looks at fio and at the cancel flag. Each look wakes a CPU that
@@ -461,6 +456,19 @@ impl Canned {
     }
 }
 
+impl From<Canned> for RawOutput {
+    fn from(c: Canned) -> RawOutput {
+        RawOutput {
+            stdout: c.stdout,
+            stderr: c.stderr,
+            exit_code: c.exit_code,
+            signal: c.signal,
+            cancelled: false,
+            timed_out: None,
+        }
+    }
+}
+
 /// Replays canned outputs: in order, or per cell key (the last one for a cell repeats, so one
 /// output can stand for every repetition of that cell). Records every job it was given.
 #[derive(Debug, Default)]
@@ -538,14 +546,7 @@ impl FioRunner for ReplayFio {
             .lock()
             .map_err(|_| anyhow!("replay runner state is poisoned"))?
             .push(job.clone());
-        let raw = RawOutput {
-            stdout: canned.stdout,
-            stderr: canned.stderr,
-            exit_code: canned.exit_code,
-            signal: canned.signal,
-            cancelled: false,
-            timed_out: None,
-        };
+        let raw = RawOutput::from(canned);
         let (status, report) = classify(job, &raw);
         Ok(FioOutcome {
             command_line: format!("replay {}", shell_quote(&job.name)),
@@ -568,14 +569,7 @@ impl FioRunner for ReplayFio {
             .push(inv.clone());
         Ok(ProgramRun {
             command_line: format!("replay {}", inv.command_line("RUNDIR")),
-            raw: RawOutput {
-                stdout: canned.stdout,
-                stderr: canned.stderr,
-                exit_code: canned.exit_code,
-                signal: canned.signal,
-                cancelled: false,
-                timed_out: None,
-            },
+            raw: RawOutput::from(canned),
             elapsed: Duration::ZERO,
         })
     }
