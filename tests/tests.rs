@@ -6,6 +6,7 @@ mod answers;
 mod answers_db;
 mod cli_basics;
 mod common;
+mod engines;
 mod experiment;
 mod fio_safety;
 mod fuzz;

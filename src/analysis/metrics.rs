@@ -11,6 +11,13 @@ use crate::store::Store;
 
 /// The default metrics, in display order (names from docs/architecture.md).
 pub const HEADLINE: &[&str] = &[
+    // The network engines' (`workload::net`); absent from fio's runs, so not shown there.
+    "net_received_mbit_per_s",
+    "net_retransmits",
+    "rr_trans_per_s",
+    "rr_lat_mean_us",
+    "rr_lat_p99_us",
+    "tp_msg_per_s",
     "read_iops",
     "write_iops",
     "read_bw_mbs",
@@ -31,8 +38,9 @@ pub const HEADLINE: &[&str] = &[
 
 /// The unit shown in headers, from the metric's stable name.
 pub fn unit(metric: &str) -> Option<&'static str> {
-    let table: [(&str, &str); 9] = [
+    let table: [(&str, &str); 10] = [
         ("_iops", "IO/s"),
+        ("_mbit_per_s", "Mb/s"),
         ("_bw_mbs", "MB/s"),
         ("mb_per_s", "MB/s"),
         ("_us", "us"),
@@ -145,6 +153,7 @@ mod tests {
     fn units_follow_the_documented_names() {
         assert_eq!(unit("read_iops"), Some("IO/s"));
         assert_eq!(unit("write_bw_mbs"), Some("MB/s"));
+        assert_eq!(unit("net_received_mbit_per_s"), Some("Mb/s"));
         assert_eq!(unit("read_clat_p99_us"), Some("us"));
         assert_eq!(unit("dev_r_await_ms"), Some("ms"));
         assert_eq!(unit("sys_pct"), Some("%"));

@@ -132,6 +132,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     // What an iolab killed by SIGKILL left of fio's run directories.
     crate::workload::run_dir::sweep(&runner.work_dir);
+    crate::workload::run_dir::sweep(&runner.engine_dir());
     let mut progress = super::progress::StderrProgress::new();
     let result = runloop::run(&exp, &settings, &runner, &cancel, &mut progress);
     watcher.0.cancel();
@@ -228,12 +229,13 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
                 (Some(cpus), Some(why)) => {
                     let _ = writeln!(
                         out,
-                        "        fio{on} on CPU {}: {why}",
+                        "        {}{on} on CPU {}: {why}",
+                        exp.engine.name(),
                         crate::sys::parse::format_cpulist(cpus)
                     );
                 }
                 _ => {
-                    let _ = writeln!(out, "        fio{on} unpinned");
+                    let _ = writeln!(out, "        {}{on} unpinned", exp.engine.name());
                 }
             }
         }
@@ -242,6 +244,9 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
         }
         if let Some(why) = &c.workload_writes {
             let _ = writeln!(out, "        writes to the device: {why}");
+        }
+        if let Some(cmd) = &c.command {
+            let _ = writeln!(out, "        runs: {cmd}");
         }
     }
     let rounds = plan.order.iter().map(|r| r.round).max().unwrap_or(0);

@@ -119,6 +119,9 @@ pub enum FactorKind {
     IrqAffinity,
     /// A plain fio option (bs, iodepth, numjobs, rw, ...).
     Fio { option: String },
+    /// An option of a program engine (iperf3 `parallel`, sockperf `msg_size`, a `command`
+    /// placeholder); its levels are `LevelValue::Fio` text.
+    Engine { option: String },
     /// A machine-wide control: a sysctl, a module parameter, the CPUs' governor, boost, SMT or
     /// deepest idle state. Its levels are `LevelValue::Knob`.
     System(super::system_knobs::SystemKnob),
@@ -132,7 +135,7 @@ pub enum LevelValue {
     Polling(bool),
     Placement(Placement),
     Irq(IrqPlacement),
-    /// The fio option's value.
+    /// The fio option's (or engine option's) value.
     Fio(String),
 }
 

@@ -47,6 +47,9 @@ use super::system_knobs::{self, SystemKnob};
 use crate::target::DEFAULT_SCRATCH_BYTES;
 use crate::workload::job_file::{self, JobSource};
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
+use crate::workload::EngineSpec;
+
+mod engine_table;
 
 /// How many times each cell runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +142,8 @@ pub struct Experiment {
     pub stabilise: Stabilise,
     /// Which traces stay on disk once analysed (`[trace] keep`, `keep_max`).
     pub trace_keep: TraceKeep,
+    /// What runs: fio (the default) or a program engine (`engine`, with its table).
+    pub engine: EngineSpec,
 }
 
 /// `[stabilise]`: machine-wide controls set before the first run and put back after the last.
@@ -252,6 +257,10 @@ const TOP_KEYS: &[&str] = &[
     "trace",
     "allow_exec",
     "allow_unknown_fio_options",
+    "engine",
+    "command",
+    "iperf3",
+    "sockperf",
     "target",
     "workload",
     "factors",
@@ -294,6 +303,8 @@ pub fn parse_with(
         diags: Vec::new(),
         files,
         dir: Path::new(source).parent().unwrap_or(Path::new("")),
+        engine: EngineSpec::Fio,
+        engine_line: 0,
     };
     let fail = |w: Walker| ExperimentError {
         source_name: source.to_string(),
@@ -319,6 +330,17 @@ pub fn parse_with(
             _ => {}
         }
     }
+    // The engine next: it decides which factors are options.
+    let engine_value = root
+        .iter()
+        .find(|(k, _)| k.get_ref() == "engine")
+        .map(|(_, v)| v);
+    let engine_tables: Vec<_> = root
+        .iter()
+        .filter(|(k, _)| engine_table::TABLES.contains(&k.get_ref().as_ref()))
+        .map(|(k, v)| (k.get_ref().to_string(), k.span(), v))
+        .collect();
+    w.engine = w.engine(engine_value, &engine_tables, policy.allow_exec);
 
     let mut name = None;
     let mut description = None;
@@ -364,6 +386,7 @@ pub fn parse_with(
                 trace_span = value.span();
             }
             "allow_exec" | "allow_unknown_fio_options" => {}
+            "engine" | "command" | "iperf3" | "sockperf" => {}
             "target" => {
                 if let Some(t) = w.target(value) {
                     target = t;
@@ -416,6 +439,7 @@ pub fn parse_with(
         workload.splice(0..0, options.into_iter().map(|o| (o.name, o.value)));
     }
     w.conflicts(&workload, &workload_spans, &factors);
+    w.engine_fits(&workload_spans, &factors, &target);
     w.matrix_size(factors_span, &factors, &repetitions);
     if trace && target.device_count() > 1 {
         w.error(
@@ -481,6 +505,7 @@ pub fn parse_with(
         prepare,
         stabilise,
         trace_keep,
+        engine: w.engine,
     })
 }
 
@@ -531,6 +556,10 @@ struct Walker<'t> {
     files: &'t dyn JobSource,
     /// The experiment file's directory, which a relative job path starts from.
     dir: &'t Path,
+    /// The file's engine, read before the factors (which may vary its options).
+    engine: EngineSpec,
+    /// The line of the engine's table, for problems found after it was read.
+    engine_line: usize,
 }
 
 /// `[workload] job = "..."`: the job file's options (parsed, not yet checked), the span of
@@ -798,7 +827,9 @@ impl Walker<'_> {
                     }
                 }
                 "metric" => match self.nonempty_string(value, "metric") {
-                    Some(m) if super::metrics::is_known(&m) => metric = Some(m),
+                    Some(m) if super::metrics::is_known(&m) || self.engine_metric(&m) => {
+                        metric = Some(m)
+                    }
                     Some(m) => {
                         ok = false;
                         let hint = crate::suggest::closest(
@@ -1314,6 +1345,13 @@ impl Walker<'_> {
         name: &str,
         policy: &OptionPolicy,
     ) -> Option<FactorKind> {
+        if let Some(e) = self.engine.program() {
+            if e.is_option(name) {
+                return Some(FactorKind::Engine {
+                    option: name.to_string(),
+                });
+            }
+        }
         match name {
             "placement" => return Some(FactorKind::Placement),
             "hipri" | "polling" => return Some(FactorKind::Polling),
@@ -1379,6 +1417,20 @@ impl Walker<'_> {
     ) -> Option<Level> {
         let v = item.get_ref();
         match kind {
+            FactorKind::Engine { option } => {
+                let Some(text) = engine_table::option_text(v) else {
+                    self.expected(item, "a string, number or boolean", factor);
+                    return None;
+                };
+                if let Some(Err(e)) = self.engine.program().map(|e| e.check_option(option, &text)) {
+                    self.error(item.span(), e, None);
+                    return None;
+                }
+                Some(Level {
+                    label: text.clone(),
+                    value: LevelValue::Fio(text),
+                })
+            }
             FactorKind::Polling => match v {
                 DeValue::Boolean(b) => Some(Level {
                     label: b.to_string(),

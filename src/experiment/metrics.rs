@@ -27,7 +27,8 @@ const SAMPLER_METRICS: &[&str] = &[
     "dev_util_pct",
 ];
 
-/// Every metric name: fio's (per direction), the sampler's, then a traced run's.
+/// Every metric name: fio's (per direction), the sampler's, the network engines', then a
+/// traced run's.
 pub fn known() -> &'static [String] {
     static KNOWN: OnceLock<Vec<String>> = OnceLock::new();
     KNOWN.get_or_init(|| {
@@ -50,6 +51,13 @@ pub fn known() -> &'static [String] {
         names.push("fio_usr_pct".to_string());
         names.push("fio_sys_pct".to_string());
         names.extend(SAMPLER_METRICS.iter().map(|s| s.to_string()));
+        // The network engines' (`workload::net`); a `command`'s are the file's own.
+        for list in [
+            crate::workload::net::IPERF3_METRICS,
+            crate::workload::net::SOCKPERF_METRICS,
+        ] {
+            names.extend(list.iter().map(|s| s.to_string()));
+        }
         names.extend(
             super::run::trace::METRIC_NAMES
                 .iter()

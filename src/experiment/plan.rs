@@ -92,15 +92,52 @@ impl Cell {
 
     /// fio options this cell sets on top of the base workload.
     pub fn fio_overrides(&self) -> Vec<(String, String)> {
+        self.option_levels(|k| match k {
+            FactorKind::Fio { option } => Some(option),
+            _ => None,
+        })
+    }
+
+    /// (option, value) of the levels whose factor `pick` names an option of.
+    fn option_levels(
+        &self,
+        pick: impl Fn(&FactorKind) -> Option<&String>,
+    ) -> Vec<(String, String)> {
         self.levels
             .iter()
-            .filter_map(|(_, kind, level)| match (kind, &level.value) {
-                (FactorKind::Fio { option }, LevelValue::Fio(v)) => {
-                    Some((option.clone(), v.clone()))
-                }
+            .filter_map(|(_, kind, level)| match (pick(kind), &level.value) {
+                (Some(option), LevelValue::Fio(v)) => Some((option.clone(), v.clone())),
                 _ => None,
             })
             .collect()
+    }
+
+    /// A program engine's options for this cell: the engine table's, then the cell's levels.
+    pub fn engine_options(&self, exp: &Experiment) -> Vec<(String, String)> {
+        let base = exp
+            .engine
+            .program()
+            .map(|e| e.base_options().to_vec())
+            .unwrap_or_default();
+        base.into_iter()
+            .chain(self.option_levels(|k| match k {
+                FactorKind::Engine { option } => Some(option),
+                _ => None,
+            }))
+            .collect()
+    }
+
+    /// A program engine's invocation for this cell, pinned to `cpus`; `None` for fio.
+    pub fn invocation(
+        &self,
+        exp: &Experiment,
+        cpus: Option<&[u32]>,
+    ) -> Option<crate::workload::Invocation> {
+        let e = exp.engine.program()?;
+        let mut inv = e.invocation(&self.engine_options(exp));
+        inv.cell_key = self.key.clone();
+        inv.cpus = cpus.map(<[u32]>::to_vec);
+        Some(inv)
     }
 
     /// Queue attributes to set: (path under queue/, value), in factor order.
@@ -168,6 +205,9 @@ impl Cell {
     /// How long one run of this cell should take (ramp_time + runtime), when fio is told a
     /// runtime and `time_based`; for progress and ETA. `None` when fio decides by size.
     pub fn nominal_seconds(&self, exp: &Experiment) -> Option<f64> {
+        if let Some(e) = exp.engine.program() {
+            return e.nominal_seconds(&self.engine_options(exp));
+        }
         let opts = self.fio_options(exp);
         let get = |name: &str| {
             opts.iter()

@@ -15,13 +15,14 @@ impl Direction {
     /// neither work done nor a cost (`dev_avg_rq_kb`, `dev_avg_qu_sz`) or unknown names,
     /// where the caller must state a direction.
     ///
-    /// Work done (`_iops`, `_bw_mbs`, `_mb_per_s`, the device's `dev_*_per_s`) is better
-    /// higher; latencies (`_us`, `_ms`, `await`) and CPU costs (`_pct`, except `idle_pct`)
+    /// Work done (`_iops`, `_bw_mbs`, `_mb_per_s`, the device's `dev_*_per_s`, a network
+    /// engine's `net_*_mbit_per_s` and `rr_trans_per_s`) is better higher; TCP retransmits
+    /// (`net_retransmits`) are a cost; latencies (`_us`, `_ms`, `await`) and CPU costs (`_pct`, except `idle_pct`)
     /// are better lower. Interrupt rates (`irq_per_s`, `dev_irq_per_s`) count as a cost:
     /// they are overhead, not work, and polling's win in case 3 is fewer ints/s.
     pub fn for_metric(name: &str) -> Option<Direction> {
         use Direction::*;
-        let lower = ["_us", "_ms", "await", "_pct", "irq_per_s"];
+        let lower = ["_us", "_ms", "await", "_pct", "irq_per_s", "retransmits"];
         let higher = ["_iops", "_bw_mbs", "_mb_per_s", "_mbs", "_per_s"];
         if name == "idle_pct" {
             return Some(HigherIsBetter);
@@ -64,6 +65,13 @@ mod tests {
             assert_eq!(Direction::for_metric(m), Some(LowerIsBetter), "{m}");
         }
         assert_eq!(Direction::for_metric("dev_avg_rq_kb"), None);
+        // The network engines'.
+        for m in ["net_received_mbit_per_s", "rr_trans_per_s", "tp_msg_per_s"] {
+            assert_eq!(Direction::for_metric(m), Some(HigherIsBetter), "{m}");
+        }
+        for m in ["net_retransmits", "rr_lat_p99_us", "net_client_cpu_pct"] {
+            assert_eq!(Direction::for_metric(m), Some(LowerIsBetter), "{m}");
+        }
         assert_eq!(Direction::for_metric("dev_avg_qu_sz"), None);
     }
 

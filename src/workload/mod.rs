@@ -1,12 +1,18 @@
-//! fio as iolab's workload engine: building job files from an experiment cell, running fio
-//! (for real, or replaying canned outputs in tests), and reading its JSON into metrics.
+//! iolab's workload engines: fio (building job files from an experiment cell, running fio
+//! (for real, or replaying canned outputs in tests), and reading its JSON into metrics), and
+//! the program engines (`engine`: `command`, `iperf3`, `sockperf`).
 //! Nothing here knows about knobs, the store or the sampler; the run loop joins them.
 
+pub mod command;
+pub mod engine;
 pub mod fio_json;
 pub mod fio_window;
 pub mod job;
 pub mod job_file;
+pub mod net;
+pub mod netserver;
 pub mod options;
+pub mod process;
 
 pub use fio_json::{parse as parse_fio_json, Dir, FioJsonError, FioReport, JobResult};
 pub use job::{JobBuilder, JobError, JobSpec};
@@ -14,4 +20,5 @@ pub use options::{OptionPolicy, Refusal};
 pub mod run_dir;
 pub mod runner;
 
+pub use engine::{EngineSpec, Invocation, ProgramEngine, ProgramRun};
 pub use runner::{CancelToken, Canned, FioOutcome, FioRunner, FioStatus, RealFio, ReplayFio};

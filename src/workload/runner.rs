@@ -6,26 +6,35 @@
 //! error with its errno, or a crash.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 
+use super::engine::{Invocation, ProgramRun};
 use super::fio_json::{self, FioReport};
 use super::job::JobSpec;
+use super::process::shell_quote;
 use super::run_dir::RunDir;
 
 /// EOPNOTSUPP: the device or kernel cannot do what the job asked (polling on loop, dm, ...).
 pub const ERRNO_NOT_SUPPORTED: i64 = 95;
 
-/// Anything that can run a fio job.
+/// Anything that can run a workload: a fio job, or a program engine's invocation
+/// (`engine`).
 pub trait FioRunner {
     fn run(&self, job: &JobSpec) -> Result<FioOutcome>;
+    /// Runs a program engine's invocation (its server first, when iolab starts one). A
+    /// runner made for fio alone (a test's) refuses.
+    fn run_program(&self, inv: &Invocation) -> Result<ProgramRun> {
+        Err(anyhow!(
+            "this runner runs fio only; cell `{}` needs a program engine",
+            inv.cell_key
+        ))
+    }
 }
 
 /// What a run came to.
@@ -185,26 +194,9 @@ fn errno_in_text(text: &str) -> Option<i64> {
     })
 }
 
-/// The last few lines of stderr, for error messages.
+/// The last few lines of fio's stderr, for error messages.
 fn stderr_tail(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    let tail = &lines[lines.len().saturating_sub(3)..];
-    format!("; fio said: {}", tail.join(" | "))
-}
-
-fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_=./:,+@%".contains(c))
-    {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
+    super::process::said("fio", stderr)
 }
 
 /// How often a waiting runner looks at fio and at the cancel flag. Each look wakes a CPU that
@@ -263,32 +255,6 @@ pub fn default_work_dir() -> PathBuf {
     crate::knobs::state_dir().join("fio")
 }
 
-/// Kills fio's whole process group if the run is abandoned (panic, early return).
-struct GroupGuard {
-    child: std::process::Child,
-    done: bool,
-}
-
-impl GroupGuard {
-    fn signal(&self, sig: i32) {
-        // fio was started as a process-group leader, so its pid is the group id.
-        let pgid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
-        unsafe {
-            libc::kill(-pgid, sig);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if !self.done {
-            self.signal(libc::SIGKILL);
-            let _ = self.child.wait();
-        }
-    }
-}
-
 impl RealFio {
     /// The arguments fio is started with, before the job file.
     pub const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
@@ -318,70 +284,18 @@ impl RealFio {
 
     fn execute(&self, args: &[String], cwd: &std::path::Path) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
-        cmd.args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        // fio runs in its own process group (so a terminal's Ctrl-C reaches iolab first and
-        // iolab decides), which also means nothing stops it if iolab is SIGKILLed. Ask the
-        // kernel to send it SIGTERM when the thread that started it dies; fio then stops its
-        // jobs and exits instead of hammering the device after the experiment is gone. Its
-        // SIGTERM handler first prints to stdout, a pipe nobody reads any more: with SIGPIPE
-        // at its default fio's main process would die there and orphan its job processes.
-        // SAFETY: prctl and signal are async-signal-safe and touch no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {}", self.program.display()))?;
-        let mut guard = GroupGuard { child, done: false };
-        let stdout = reader_thread(guard.child.stdout.take());
-        let stderr = reader_thread(guard.child.stderr.take());
-        let start = Instant::now();
-        let mut raw = RawOutput::default();
-        let mut term_sent: Option<Instant> = None;
-        let status = loop {
-            if let Some(status) = guard.child.try_wait()? {
-                break status;
-            }
-            let over_time = self.time_limit.filter(|&l| start.elapsed() > l);
-            if term_sent.is_none() && (self.cancel.is_cancelled() || over_time.is_some()) {
-                raw.cancelled = self.cancel.is_cancelled();
-                raw.timed_out = over_time;
-                guard.signal(libc::SIGTERM);
-                term_sent = Some(Instant::now());
-            }
-            if term_sent.is_some_and(|t| t.elapsed() > self.grace) {
-                guard.signal(libc::SIGKILL);
-            }
-            std::thread::sleep(POLL);
-        };
-        guard.done = true;
-        raw.exit_code = status.code();
-        raw.signal = status.signal();
-        raw.stdout = stdout.join().unwrap_or_default();
-        raw.stderr = stderr.join().unwrap_or_default();
-        Ok(raw)
+        cmd.args(args).current_dir(cwd);
+        super::process::run(cmd, None, &self.limits())
     }
-}
 
-fn reader_thread<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut p) = pipe {
-            let _ = p.read_to_end(&mut bytes);
+    /// The time limit, grace and cancel flag every program this runner starts obeys.
+    pub fn limits(&self) -> super::process::Limits {
+        super::process::Limits {
+            time_limit: self.time_limit,
+            grace: self.grace,
+            cancel: self.cancel.clone(),
         }
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+    }
 }
 
 impl FioRunner for RealFio {
@@ -440,6 +354,67 @@ impl FioRunner for RealFio {
             report,
         })
     }
+
+    fn run_program(&self, inv: &Invocation) -> Result<ProgramRun> {
+        self.program_run(inv)
+    }
+}
+
+impl RealFio {
+    /// Where program engines run: `STATE_DIR/engine`, swept like fio's.
+    pub fn engine_dir(&self) -> PathBuf {
+        self.work_dir.with_file_name("engine")
+    }
+}
+
+/// Runs `argv` (a program and its arguments) in `cwd`.
+fn program(argv: &[String], cwd: &std::path::Path) -> Result<Command> {
+    let (first, rest) = argv
+        .split_first()
+        .ok_or_else(|| anyhow!("the engine gave no program to run"))?;
+    let mut cmd = Command::new(first);
+    cmd.args(rest).current_dir(cwd);
+    Ok(cmd)
+}
+
+impl RealFio {
+    fn program_run(&self, inv: &Invocation) -> Result<ProgramRun> {
+        let dir = RunDir::create(&self.engine_dir()).with_context(|| {
+            format!(
+                "cannot make the run directory under {}",
+                self.engine_dir().display()
+            )
+        })?;
+        let d = dir.path().display().to_string();
+        let command_line = inv.command_line(&d);
+        // Stopped (its whole group) when this function returns, however it returns.
+        let server = match &inv.server {
+            Some(s) => Some(super::netserver::start(s, dir.path(), &self.cancel)?),
+            None => None,
+        };
+        let limits = super::process::Limits {
+            time_limit: Some(inv.time_limit),
+            ..self.limits()
+        };
+        let start = Instant::now();
+        let mut raw = super::process::run(
+            program(&inv.client_argv(&d), dir.path())?,
+            inv.cpus.as_deref(),
+            &limits,
+        )?;
+        let elapsed = start.elapsed();
+        if let Some(s) = server {
+            let said = s.stop();
+            if raw.exit_code != Some(0) && !said.trim().is_empty() {
+                raw.stderr.push_str(&format!("\nserver: {}", said.trim()));
+            }
+        }
+        Ok(ProgramRun {
+            command_line,
+            raw,
+            elapsed,
+        })
+    }
 }
 
 /// A canned fio result for replay.
@@ -481,6 +456,19 @@ impl Canned {
     }
 }
 
+impl From<Canned> for RawOutput {
+    fn from(c: Canned) -> RawOutput {
+        RawOutput {
+            stdout: c.stdout,
+            stderr: c.stderr,
+            exit_code: c.exit_code,
+            signal: c.signal,
+            cancelled: false,
+            timed_out: None,
+        }
+    }
+}
+
 /// Replays canned outputs: in order, or per cell key (the last one for a cell repeats, so one
 /// output can stand for every repetition of that cell). Records every job it was given.
 #[derive(Debug, Default)]
@@ -488,6 +476,7 @@ pub struct ReplayFio {
     in_order: Mutex<VecDeque<Canned>>,
     by_cell: Mutex<HashMap<String, VecDeque<Canned>>>,
     calls: Mutex<Vec<JobSpec>>,
+    program_calls: Mutex<Vec<Invocation>>,
 }
 
 impl ReplayFio {
@@ -515,27 +504,37 @@ impl ReplayFio {
         self.calls.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
+    /// The program invocations run so far, in order.
+    pub fn program_calls(&self) -> Vec<Invocation> {
+        self.program_calls
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+
     fn next_for(&self, job: &JobSpec) -> Result<Canned> {
+        self.next_for_cell(&job.cell_key)
+    }
+
+    fn next_for_cell(&self, cell_key: &str) -> Result<Canned> {
         let lock_err = || anyhow!("replay runner state is poisoned");
         let mut cells = self.by_cell.lock().map_err(|_| lock_err())?;
-        if let Some(queue) = cells.get_mut(&job.cell_key) {
+        if let Some(queue) = cells.get_mut(cell_key) {
             return match queue.len() {
-                0 => Err(anyhow!("replay has no output for cell `{}`", job.cell_key)),
+                0 => Err(anyhow!("replay has no output for cell `{cell_key}`")),
                 1 => Ok(queue[0].clone()),
                 _ => Ok(queue.pop_front().expect("non-empty")),
             };
         }
         drop(cells);
-        let runs = self.calls.lock().map_err(|_| lock_err())?.len();
+        let runs = self.calls.lock().map_err(|_| lock_err())?.len()
+            + self.program_calls.lock().map_err(|_| lock_err())?.len();
         self.in_order
             .lock()
             .map_err(|_| lock_err())?
             .pop_front()
             .ok_or_else(|| {
-                anyhow!(
-                    "replay ran out of canned outputs after {runs} runs (cell `{}`)",
-                    job.cell_key
-                )
+                anyhow!("replay ran out of canned outputs after {runs} runs (cell `{cell_key}`)")
             })
     }
 }
@@ -547,14 +546,7 @@ impl FioRunner for ReplayFio {
             .lock()
             .map_err(|_| anyhow!("replay runner state is poisoned"))?
             .push(job.clone());
-        let raw = RawOutput {
-            stdout: canned.stdout,
-            stderr: canned.stderr,
-            exit_code: canned.exit_code,
-            signal: canned.signal,
-            cancelled: false,
-            timed_out: None,
-        };
+        let raw = RawOutput::from(canned);
         let (status, report) = classify(job, &raw);
         Ok(FioOutcome {
             command_line: format!("replay {}", shell_quote(&job.name)),
@@ -566,6 +558,19 @@ impl FioRunner for ReplayFio {
             elapsed: Duration::ZERO,
             status,
             report,
+        })
+    }
+
+    fn run_program(&self, inv: &Invocation) -> Result<ProgramRun> {
+        let canned = self.next_for_cell(&inv.cell_key)?;
+        self.program_calls
+            .lock()
+            .map_err(|_| anyhow!("replay runner state is poisoned"))?
+            .push(inv.clone());
+        Ok(ProgramRun {
+            command_line: format!("replay {}", inv.command_line("RUNDIR")),
+            raw: RawOutput::from(canned),
+            elapsed: Duration::ZERO,
         })
     }
 }

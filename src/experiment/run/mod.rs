@@ -170,7 +170,12 @@ pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) ->
         .collect::<Result<Vec<_>>>()?;
     anyhow::ensure!(!devs.is_empty(), "the experiment has no target device");
     let cells = super::cells(exp);
-    let resolved = resolve::resolve_cells_on(exp, &cells, m, &devs)?;
+    let mut resolved = resolve::resolve_cells_on(exp, &cells, m, &devs)?;
+    for r in &mut resolved {
+        r.command = cells[r.index]
+            .invocation(exp, r.cpus.as_deref())
+            .map(|i| i.command_line("RUNDIR"));
+    }
     let order = Planner::fixed_plan(exp);
     let estimated_seconds = order
         .iter()
@@ -770,6 +775,8 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
         }
         Repetitions::Fixed(_) => (None, None),
     };
+    // A program engine's own headline figure unless the file names one.
+    let metric = metric.or_else(|| exp.engine.program().and_then(|e| e.primary_metric()));
     let primary_metric = metric
         .clone()
         .unwrap_or_else(|| "read_iops+write_iops".into());
@@ -931,6 +938,9 @@ fn one_run(
             return Ok(Some((record.status, Vec::new())));
         }
     }
+    if let Some(inv) = matrix_cell.invocation(exp, cell.cpus.as_deref()) {
+        return engine_run(exp, plan, &inv, record, lp);
+    }
     let targets: Vec<(String, Option<Vec<u32>>)> = cell
         .devices
         .iter()
@@ -955,15 +965,7 @@ fn one_run(
         }
         _ => None,
     };
-    let watches: Vec<crate::sample::Watch> = plan
-        .devices
-        .iter()
-        .chain(&plan.stacked)
-        .map(|d| crate::sample::Watch {
-            device: d.name.clone(),
-            irqs: d.irqs.clone(),
-        })
-        .collect();
+    let watches = watches(plan);
     // On remote hosts nothing of the workload happens here: this machine's figures would be
     // stored as if they were the run's, so nothing is sampled.
     // Short runs are sampled more often, so fio's measured interval spans enough readings
@@ -1061,6 +1063,99 @@ fn one_run(
     ));
     record.fio_command = Some(outcome.command_line);
     record.job_file = Some(outcome.job_file);
+    lp.store.insert_run(&record)?;
+    Ok(Some((record.status, metrics)))
+}
+
+/// The watches of the sampler: the targets and the devices under them.
+fn watches(plan: &Plan) -> Vec<crate::sample::Watch> {
+    plan.devices
+        .iter()
+        .chain(&plan.stacked)
+        .map(|d| crate::sample::Watch {
+            device: d.name.clone(),
+            irqs: d.irqs.clone(),
+        })
+        .collect()
+}
+
+/// One run of a program engine (`command`, `iperf3`, `sockperf`) under the sampler, whose
+/// figures are taken over the whole sampled span (the program says nothing about when it
+/// measured), with the engine's metrics and per-interval series. `Ok(None)` when interrupted.
+fn engine_run(
+    exp: &Experiment,
+    plan: &Plan,
+    inv: &crate::workload::Invocation,
+    mut record: NewRun,
+    lp: &mut Loop,
+) -> Result<Option<RunResult>> {
+    let engine = exp
+        .engine
+        .program()
+        .context("engine_run is for program engines")?;
+    let watches = watches(plan);
+    let env_at_start = environment::at_start(&lp.settings.root);
+    let sampler = crate::sample::start(&lp.settings.root, &watches, lp.settings.sample_interval)?;
+    let ran = lp.runner.run_program(inv);
+    let samples = sampler.stop();
+    record.end_unix = crate::store::time::now_unix();
+    let ran = match ran {
+        Ok(r) => r,
+        // A server that would not start, a program that is not there: this run failed.
+        Err(e) if !lp.cancel.is_cancelled() => {
+            record.status = RunStatus::Failed(format!("{e:#}"));
+            lp.store.insert_run(&record)?;
+            return Ok(Some((record.status, Vec::new())));
+        }
+        Err(_) => return Ok(None),
+    };
+    let (status, figures) = crate::workload::engine::classify(engine, &ran.raw);
+    if status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
+        return Ok(None);
+    }
+    record.status = match status {
+        FioStatus::Success => RunStatus::Ok,
+        FioStatus::NotApplicable { reason, .. } => RunStatus::NotApplicable(reason),
+        FioStatus::FioError { message, .. } => RunStatus::Failed(message),
+        FioStatus::Crash { reason } => RunStatus::Failed(reason),
+        FioStatus::Cancelled => unreachable!("handled above"),
+    };
+    let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
+    let aligned = align::align(&samples, "", &irqs);
+    let mut metrics = Vec::new();
+    if record.status == RunStatus::Ok {
+        let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        metrics.extend(
+            figures
+                .as_ref()
+                .map(|f| f.metrics.clone())
+                .unwrap_or_default(),
+        );
+        record::sampler_metrics(
+            &mut metrics,
+            aligned.summary.as_ref(),
+            &names(&plan.devices),
+            &names(&plan.stacked),
+        );
+    }
+    record.metrics = metrics.clone();
+    record.samples = record::series(&samples);
+    record
+        .samples
+        .extend(
+            figures
+                .into_iter()
+                .flat_map(|f| f.series)
+                .map(|(key, t_offsets, values)| crate::store::SampleSeries {
+                    kind: "engine".into(),
+                    key,
+                    t_offsets,
+                    values,
+                }),
+        );
+    record.sample_window = serde_json::to_value(aligned.window).ok();
+    record.environment = Some(environment::with_fio(env_at_start, None));
+    record.fio_command = Some(ran.command_line);
     lp.store.insert_run(&record)?;
     Ok(Some((record.status, metrics)))
 }

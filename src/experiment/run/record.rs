@@ -21,6 +21,18 @@ pub fn metrics(
         .as_ref()
         .map(|r| r.metrics())
         .unwrap_or_default();
+    sampler_metrics(&mut out, summary, targets, stacked);
+    out
+}
+
+/// Appends the sampler's system-wide and device figures to a workload's metrics (any
+/// engine's) and drops figures that are not finite.
+pub fn sampler_metrics(
+    out: &mut Vec<(String, f64)>,
+    summary: Option<&Summary>,
+    targets: &[String],
+    stacked: &[String],
+) {
     if let Some(summary) = summary {
         out.extend(summary.system.iter().map(|(k, v)| (k.to_string(), *v)));
         let of = |d: &String| summary.devices.get(d);
@@ -48,7 +60,6 @@ pub fn metrics(
         }
     }
     out.retain(|(_, v)| v.is_finite());
-    out
 }
 
 /// Several devices' `dev_*` figures as one: rates and the queue size summed (a sum means

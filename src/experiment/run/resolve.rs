@@ -63,6 +63,10 @@ pub struct ResolvedCell {
     pub workload_writes: Option<String>,
     /// Expected length of one run (ramp + runtime), when fio is time based.
     pub nominal_seconds: Option<f64>,
+    /// What a program engine runs for this cell (the server too, when iolab starts it);
+    /// `RUNDIR` is the run's private directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// A problem that stops the experiment before it starts: `file:line: message`.
@@ -251,6 +255,7 @@ fn unplaced(exp: &Experiment, cell: &Cell) -> ResolvedCell {
         not_applicable: None,
         workload_writes: cell.writes(exp),
         nominal_seconds: cell.nominal_seconds(exp),
+        command: None,
     }
 }
 

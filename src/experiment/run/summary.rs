@@ -30,13 +30,21 @@ pub fn headline(metrics: &[(String, f64)]) -> Vec<(&'static str, f64)> {
     let r = get("read_iops").unwrap_or(0.0);
     let w = get("write_iops").unwrap_or(0.0);
     let dir = if w > r { "write" } else { "read" };
-    let mut out = vec![
-        ("iops", r + w),
-        (
+    let mut out = Vec::new();
+    // A network engine's run has no I/O figures: its own take their place.
+    let engine = ENGINE_COLUMNS.iter().any(|(id, _, _)| get(id).is_some());
+    if !engine || get("read_iops").is_some() || get("write_iops").is_some() {
+        out.push(("iops", r + w));
+        out.push((
             "mb_s",
             get("read_bw_mbs").unwrap_or(0.0) + get("write_bw_mbs").unwrap_or(0.0),
-        ),
-    ];
+        ));
+    }
+    for (id, _, _) in ENGINE_COLUMNS {
+        if let Some(v) = get(id) {
+            out.push((id, v));
+        }
+    }
     for (name, metric) in [
         ("clat_mean_us", format!("{dir}_clat_mean_us")),
         ("clat_p99_us", format!("{dir}_clat_p99_us")),
@@ -61,6 +69,16 @@ const COLUMNS: [(&str, &str, Option<&str>); 7] = [
     ("irq_per_s", "ints/s", None),
 ];
 
+/// The network engines' headline figures (`workload::net`), shown when the runs have them.
+const ENGINE_COLUMNS: [(&str, &str, Option<&str>); 6] = [
+    ("net_received_mbit_per_s", "received", Some("Mb/s")),
+    ("net_retransmits", "retransmits", None),
+    ("rr_trans_per_s", "trans/s", None),
+    ("rr_lat_p99_us", "lat p99", Some("us")),
+    ("tp_msg_per_s", "msg/s", None),
+    ("tp_mb_per_s", "MB/s", None),
+];
+
 /// Mean and sample standard deviation (None with one value).
 pub fn mean_stddev(values: &[f64]) -> Option<(f64, Option<f64>)> {
     let s = crate::stats::summarize(values).ok()?;
@@ -78,23 +96,45 @@ fn stat_text(values: &[f64]) -> TableCell {
 /// The summary table (cells that ran) and the notes under it (not applicable, failures,
 /// capped cells).
 pub fn table(cells: &[CellResult]) -> Table {
+    let heads: Vec<Vec<Vec<(&str, f64)>>> = cells
+        .iter()
+        .map(|c| c.runs.iter().map(|m| headline(m)).collect())
+        .collect();
+    let any = |id: &str| {
+        heads
+            .iter()
+            .flatten()
+            .any(|h| h.iter().any(|(k, _)| *k == id))
+    };
+    // fio's columns as always, unless every run is a network engine's; an engine's columns
+    // when some run has them.
+    let engine_only = any_run(cells) && !any("iops");
+    let shown: Vec<(&str, &str, Option<&str>)> = COLUMNS[..4]
+        .iter()
+        .filter(|_| !engine_only)
+        .chain(ENGINE_COLUMNS.iter().filter(|(id, _, _)| any(id)))
+        .chain(&COLUMNS[4..])
+        .copied()
+        .collect();
     let mut columns = vec![Column::label("cell"), Column::number("n", None)];
     columns.extend(
-        COLUMNS
+        shown
             .iter()
             .map(|(_, name, unit)| Column::number(name, *unit)),
     );
     let mut t = Table::new(columns);
-    for c in cells.iter().filter(|c| c.not_applicable.is_none()) {
-        let heads: Vec<Vec<(&str, f64)>> = c.runs.iter().map(|m| headline(m)).collect();
+    for (c, heads) in cells.iter().zip(&heads) {
+        if c.not_applicable.is_some() {
+            continue;
+        }
         let mut row = vec![
             TableCell::text(&c.key),
             TableCell::text(c.runs.len().to_string()),
         ];
-        for (id, _, _) in COLUMNS {
+        for (id, _, _) in &shown {
             let values: Vec<f64> = heads
                 .iter()
-                .filter_map(|h| h.iter().find(|(k, _)| *k == id).map(|(_, v)| *v))
+                .filter_map(|h| h.iter().find(|(k, _)| k == id).map(|(_, v)| *v))
                 .collect();
             row.push(stat_text(&values));
         }
@@ -122,6 +162,10 @@ pub fn table(cells: &[CellResult]) -> Table {
         }
     }
     t
+}
+
+fn any_run(cells: &[CellResult]) -> bool {
+    cells.iter().any(|c| !c.runs.is_empty())
 }
 
 #[cfg(test)]
@@ -180,6 +224,33 @@ mod tests {
         assert!(!text.contains("placement=far  "), "{text}");
         assert!(
             text.contains("not applicable: placement=far: no other node"),
+            "{text}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod engine_tests {
+    use super::*;
+
+    #[test]
+    fn network_runs_show_their_own_figures_instead_of_io() {
+        let cell = CellResult {
+            key: "base".into(),
+            runs: vec![vec![
+                ("rr_trans_per_s".to_string(), 29000.0),
+                ("rr_lat_p99_us".to_string(), 16.0),
+                ("usr_pct".to_string(), 3.0),
+            ]],
+            ..Default::default()
+        };
+        let text = table(&[cell]).render_text(200);
+        assert!(
+            text.contains("trans/s") && text.contains("29,000"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("IOPS") && !text.contains("received"),
             "{text}"
         );
     }

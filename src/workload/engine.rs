@@ -1,0 +1,279 @@
+//! Workloads other than fio. fio stays iolab's first engine (its job files, status reports
+//! and checks are its own: `runner`); every other engine is a program iolab starts with the
+//! cell's placement and reads figures from: `command` (any program, metrics by regular
+//! expression or JSON path), `iperf3` (streams) and `sockperf` (request/response). Each is a
+//! `ProgramEngine`: it turns a cell's options into an `Invocation` and the program's output
+//! into metrics. The runner (`FioRunner::run_program`) only runs invocations, for real or
+//! replayed, so the run loop is the same for all of them and tested without running anything.
+
+use std::time::Duration;
+
+use super::command::CommandEngine;
+use super::net::{Iperf3, Sockperf};
+use super::process::command_line;
+use super::runner::{FioStatus, RawOutput};
+
+/// Which engine an experiment uses (`engine = "..."`), with its table.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum EngineSpec {
+    #[default]
+    Fio,
+    Command(CommandEngine),
+    Iperf3(Iperf3),
+    Sockperf(Sockperf),
+}
+
+/// The names `engine` accepts.
+pub const ENGINE_NAMES: &[&str] = &["fio", "command", "iperf3", "sockperf"];
+
+impl EngineSpec {
+    pub fn name(&self) -> &'static str {
+        match self {
+            EngineSpec::Fio => "fio",
+            EngineSpec::Command(_) => "command",
+            EngineSpec::Iperf3(_) => "iperf3",
+            EngineSpec::Sockperf(_) => "sockperf",
+        }
+    }
+
+    /// The engine when it is a program engine; `None` for fio.
+    pub fn program(&self) -> Option<&dyn ProgramEngine> {
+        match self {
+            EngineSpec::Fio => None,
+            EngineSpec::Command(c) => Some(c),
+            EngineSpec::Iperf3(e) => Some(e),
+            EngineSpec::Sockperf(e) => Some(e),
+        }
+    }
+}
+
+/// A program engine: options in, an invocation out; output in, metrics out. Pure.
+pub trait ProgramEngine {
+    fn name(&self) -> &'static str;
+    /// The options a factor may vary, with the table's values (text) as the base.
+    fn base_options(&self) -> &[(String, String)];
+    /// The engine's fixed options and their kinds, when it has such a list.
+    fn option_table(&self) -> &'static [(&'static str, super::net::Kind)] {
+        &[]
+    }
+    /// Whether `name` is an option a factor may vary.
+    fn is_option(&self, name: &str) -> bool {
+        self.option_table().iter().any(|(n, _)| *n == name)
+    }
+    /// Checks one option value (the table's or a factor level's).
+    fn check_option(&self, name: &str, value: &str) -> Result<(), String> {
+        super::net::check_option(self.option_table(), name, value)
+    }
+    /// What to run for one cell, its options being the base with the cell's levels applied.
+    fn invocation(&self, options: &[(String, String)]) -> Invocation;
+    /// How long one run should take, when the options say.
+    fn nominal_seconds(&self, options: &[(String, String)]) -> Option<f64>;
+    /// The metrics in the program's output.
+    fn metrics(&self, stdout: &str, stderr: &str) -> Result<Figures, String>;
+    /// The metric adaptive repetitions judge when the file names none.
+    fn primary_metric(&self) -> Option<String>;
+}
+
+/// What a program's output says: metrics, and per-interval series (`kind` "engine").
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Figures {
+    pub metrics: Vec<(String, f64)>,
+    /// (key, seconds at the end of each interval, values).
+    pub series: Vec<(String, Vec<f64>, Vec<f64>)>,
+}
+
+/// A server iolab starts before the client and stops after it, in a network namespace.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Server {
+    pub netns: String,
+    pub argv: Vec<String>,
+    /// Where it listens: the client starts once a socket there is open.
+    pub port: u16,
+    pub udp: bool,
+}
+
+/// One run of a program engine.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Invocation {
+    pub cell_key: String,
+    /// The program and its arguments; `{dir}` stands for the run's private directory.
+    pub argv: Vec<String>,
+    /// The network namespace the client runs in (`ip netns exec`).
+    pub netns: Option<String>,
+    /// CPUs the client is pinned to.
+    pub cpus: Option<Vec<u32>>,
+    pub server: Option<Server>,
+    /// Killed past this.
+    pub time_limit: Duration,
+}
+
+/// Runs `argv` inside `netns` when given.
+pub fn in_netns(netns: Option<&str>, argv: &[String]) -> Vec<String> {
+    match netns {
+        Some(ns) => ["ip", "netns", "exec", ns]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(argv.iter().cloned())
+            .collect(),
+        None => argv.to_vec(),
+    }
+}
+
+impl Invocation {
+    /// The client's argv as started, in `dir`.
+    pub fn client_argv(&self, dir: &str) -> Vec<String> {
+        let argv: Vec<String> = self.argv.iter().map(|a| a.replace("{dir}", dir)).collect();
+        in_netns(self.netns.as_deref(), &argv)
+    }
+
+    /// What is run, for the store and `--dry-run`: the server (when iolab starts one), the
+    /// client with its CPUs.
+    pub fn command_line(&self, dir: &str) -> String {
+        let mut out = String::new();
+        if let Some(s) = &self.server {
+            out.push_str(&format!(
+                "server: {} ; client: ",
+                command_line(&in_netns(Some(&s.netns), &s.argv))
+            ));
+        }
+        if let Some(c) = &self.cpus {
+            out.push_str(&format!(
+                "taskset -c {} ",
+                crate::sys::parse::format_cpulist(c)
+            ));
+        }
+        out.push_str(&command_line(&self.client_argv(dir)));
+        out
+    }
+}
+
+/// A program engine's run as the runner saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgramRun {
+    pub command_line: String,
+    pub raw: RawOutput,
+    pub elapsed: Duration,
+}
+
+/// What a program's run means: the same for real and replayed runs.
+pub fn classify(engine: &dyn ProgramEngine, raw: &RawOutput) -> (FioStatus, Option<Figures>) {
+    let name = engine.name();
+    let said = super::process::said("it", &raw.stderr);
+    if raw.cancelled {
+        return (FioStatus::Cancelled, None);
+    }
+    if let Some(limit) = raw.timed_out {
+        let reason = format!(
+            "{name} did not finish within {} s and was killed",
+            limit.as_secs()
+        );
+        return (FioStatus::Crash { reason }, None);
+    }
+    if let Some(sig) = raw.signal {
+        let reason = format!("{name} was killed by signal {sig}{said}");
+        return (FioStatus::Crash { reason }, None);
+    }
+    if raw.exit_code != Some(0) {
+        let message = format!(
+            "{name} exited with status {}{said}",
+            raw.exit_code.map_or("?".to_string(), |c| c.to_string())
+        );
+        return (
+            FioStatus::FioError {
+                errno: None,
+                message,
+            },
+            None,
+        );
+    }
+    match engine.metrics(&raw.stdout, &raw.stderr) {
+        Ok(f) => (FioStatus::Success, Some(f)),
+        Err(e) => (
+            FioStatus::Crash {
+                reason: format!("{name} gave no usable result: {e}{said}"),
+            },
+            None,
+        ),
+    }
+}
+
+/// The value at a JSON path: `a.b[0].c` (or `a.b.0.c`).
+pub fn json_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    let mut cur = v;
+    for part in path.split('.') {
+        let (key, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !key.is_empty() {
+            cur = match (cur, key.parse::<usize>()) {
+                (serde_json::Value::Array(a), Ok(i)) => a.get(i)?,
+                _ => cur.get(key)?,
+            };
+        }
+        for idx in indices.split('[').filter(|s| !s.is_empty()) {
+            cur = cur.get(idx.strip_suffix(']')?.parse::<usize>().ok()?)?;
+        }
+    }
+    Some(cur)
+}
+
+/// Whether `path` is a JSON path `json_path` reads.
+pub fn is_json_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('.').all(|part| {
+            let key = part.split('[').next().unwrap_or("");
+            let idx_ok = part.split('[').skip(1).all(|i| {
+                i.strip_suffix(']')
+                    .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+            });
+            (!key.is_empty() || part.starts_with('[')) && idx_ok
+        })
+}
+
+/// A metric name as iolab stores them: lower case, digits and `_`, starting with a letter.
+pub fn is_metric_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_paths() {
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"a": {"b": [{"c": 1.5}, {"c": 2}]}, "n": [[7]]}"#).unwrap();
+        assert_eq!(json_path(&v, "a.b[1].c"), Some(&serde_json::json!(2)));
+        assert_eq!(json_path(&v, "a.b.0.c"), Some(&serde_json::json!(1.5)));
+        assert_eq!(json_path(&v, "n[0][0]"), Some(&serde_json::json!(7)));
+        assert_eq!(json_path(&v, "a.x"), None);
+        assert!(is_json_path("a.b[1].c") && is_json_path("x"));
+        assert!(!is_json_path("a..b") && !is_json_path("a[x]") && !is_json_path(""));
+    }
+
+    #[test]
+    fn the_command_line_says_server_cpus_and_namespace() {
+        let inv = Invocation {
+            cell_key: "base".into(),
+            argv: vec!["iperf3".into(), "-c".into(), "10.0.0.2".into()],
+            netns: Some("a".into()),
+            cpus: Some(vec![0, 1]),
+            server: Some(Server {
+                netns: "b".into(),
+                argv: vec!["iperf3".into(), "-s".into()],
+                port: 5201,
+                udp: false,
+            }),
+            time_limit: Duration::from_secs(1),
+        };
+        assert_eq!(
+            inv.command_line("/d"),
+            "server: ip netns exec b iperf3 -s ; client: taskset -c 0-1 ip netns exec a \
+             iperf3 -c 10.0.0.2"
+        );
+    }
+}

@@ -1,0 +1,188 @@
+//! Running a program the way iolab runs every workload: in its own process group (so a
+//! cancel or a time limit stops the program and everything it forked), told by the kernel to
+//! stop when iolab dies, optionally pinned to CPUs, with its output collected. fio and the
+//! program engines (`command`, `iperf3`, `sockperf`) share it, so Ctrl-C means the same for
+//! all of them.
+
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::runner::{CancelToken, RawOutput, POLL};
+
+/// When to stop a program that has not stopped by itself.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Killed if it runs longer than this.
+    pub time_limit: Option<Duration>,
+    /// How long it gets to finish after SIGTERM before SIGKILL.
+    pub grace: Duration,
+    pub cancel: CancelToken,
+}
+
+/// Kills the program's whole process group if the run is abandoned (panic, early return).
+pub struct GroupGuard {
+    pub child: std::process::Child,
+    done: bool,
+}
+
+impl GroupGuard {
+    pub fn signal(&self, sig: i32) {
+        // The program was started as a process-group leader, so its pid is the group id.
+        let pgid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+
+    /// Stops the group: SIGTERM, then SIGKILL after `grace`; waits for the leader.
+    pub fn stop(mut self, grace: Duration) {
+        self.signal(libc::SIGTERM);
+        let start = Instant::now();
+        while start.elapsed() < grace {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                self.done = true;
+                // Its children may outlive it: they are in the group too.
+                self.signal(libc::SIGKILL);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Drop kills the group and reaps the leader.
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Starts `cmd` as the leader of a new process group with piped output, pinned to `cpus`
+/// when given (the affinity is inherited by whatever it execs, `ip netns exec` included).
+pub fn spawn_group(mut cmd: Command, cpus: Option<&[u32]>) -> Result<GroupGuard> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // Built before the fork: the child may not allocate.
+    let set = cpus.map(|cpus| {
+        // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET only write inside it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_ZERO(&mut set);
+            for &c in cpus {
+                if (c as usize) < libc::CPU_SETSIZE as usize {
+                    libc::CPU_SET(c as usize, &mut set);
+                }
+            }
+            set
+        }
+    });
+    // The program runs in its own process group (so a terminal's Ctrl-C reaches iolab first
+    // and iolab decides), which also means nothing stops it if iolab is SIGKILLed. Ask the
+    // kernel to send it SIGTERM when the thread that started it dies. Its SIGTERM handler may
+    // print to a pipe nobody reads any more: with SIGPIPE at its default it would die there
+    // and orphan its children (fio's job processes).
+    // SAFETY: prctl, signal and sched_setaffinity are async-signal-safe and touch no memory
+    // of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            if let Some(set) = &set {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))?;
+    Ok(GroupGuard { child, done: false })
+}
+
+/// Runs `cmd` to its end (or until cancelled or over its time limit) and collects its output.
+pub fn run(cmd: Command, cpus: Option<&[u32]>, limits: &Limits) -> Result<RawOutput> {
+    let mut guard = spawn_group(cmd, cpus)?;
+    let stdout = reader_thread(guard.child.stdout.take());
+    let stderr = reader_thread(guard.child.stderr.take());
+    let start = Instant::now();
+    let mut raw = RawOutput::default();
+    let mut term_sent: Option<Instant> = None;
+    let status = loop {
+        if let Some(status) = guard.child.try_wait()? {
+            break status;
+        }
+        let over_time = limits.time_limit.filter(|&l| start.elapsed() > l);
+        if term_sent.is_none() && (limits.cancel.is_cancelled() || over_time.is_some()) {
+            raw.cancelled = limits.cancel.is_cancelled();
+            raw.timed_out = over_time;
+            guard.signal(libc::SIGTERM);
+            term_sent = Some(Instant::now());
+        }
+        if term_sent.is_some_and(|t| t.elapsed() > limits.grace) {
+            guard.signal(libc::SIGKILL);
+        }
+        std::thread::sleep(POLL);
+    };
+    guard.done = true;
+    raw.exit_code = status.code();
+    raw.signal = status.signal();
+    raw.stdout = stdout.join().unwrap_or_default();
+    raw.stderr = stderr.join().unwrap_or_default();
+    Ok(raw)
+}
+
+pub fn reader_thread<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// A command line as a shell would take it back.
+pub fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_=./:,+@%".contains(c))
+    {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// `argv` joined into one shell-quoted line.
+pub fn command_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `; WHO said: ...` with the last three non-empty lines of a program's stderr, or nothing.
+pub fn said(who: &str, stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    format!("; {who} said: {}", tail.join(" | "))
+}

@@ -1,0 +1,429 @@
+//! The program engines: `iperf3` and `sockperf` end to end over a veth pair between two
+//! network namespaces this test makes (and removes, also when it fails), with iolab starting
+//! the server in one and the client in the other; `command` with a regular-expression metric
+//! and with a JSON metric; the refusal of `command` without `allow_exec`; and the run loop
+//! with replayed engine outputs, exactly.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use iolab::experiment::run::{self as runloop, Quiet, Settings};
+use iolab::experiment::{self, Experiment};
+use iolab::store::{RunStatus, Store};
+use iolab::sys::SysRoot;
+use iolab::workload::{CancelToken, Canned, RealFio, ReplayFio};
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn exp(text: &str) -> Experiment {
+    experiment::parse("t.toml", text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn has(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Two network namespaces joined by a veth pair, 10.231.X.1 and .2; deleted on drop.
+struct NetPair {
+    a: String,
+    b: String,
+}
+
+impl NetPair {
+    fn new(tag: &str, subnet: u8) -> NetPair {
+        let pid = std::process::id();
+        let pair = NetPair {
+            a: format!("iolabt-{tag}a-{pid}"),
+            b: format!("iolabt-{tag}b-{pid}"),
+        };
+        let (va, vb) = (format!("ilv{tag}a{pid}"), format!("ilv{tag}b{pid}"));
+        let (va, vb) = (&va[..va.len().min(15)], &vb[..vb.len().min(15)]);
+        let sh = |args: &str| {
+            let ok = Command::new("sh")
+                .args(["-c", &format!("ip {args}")])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "ip {args}");
+        };
+        sh(&format!("netns add {}", pair.a));
+        sh(&format!("netns add {}", pair.b));
+        sh(&format!(
+            "link add {va} netns {} type veth peer name {vb} netns {}",
+            pair.a, pair.b
+        ));
+        for (ns, dev, host) in [(&pair.a, va, 1), (&pair.b, vb, 2)] {
+            sh(&format!(
+                "-n {ns} addr add 10.231.{subnet}.{host}/30 dev {dev}"
+            ));
+            sh(&format!("-n {ns} link set {dev} up"));
+            sh(&format!("-n {ns} link set lo up"));
+        }
+        pair
+    }
+}
+
+impl Drop for NetPair {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes its end of the veth pair, and with it the other.
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// Runs `e` on this machine (a scratch loop device as the target) with the real runner.
+fn run_live(e: &Experiment) -> (runloop::Outcome, Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Settings::live(dir.path().join("r.db"));
+    s.state_dir = dir.path().join("state");
+    s.sample_interval = Duration::from_millis(200);
+    s.preflight_sample = Duration::ZERO;
+    let runner = RealFio {
+        work_dir: dir.path().join("state/fio"),
+        ..RealFio::default()
+    };
+    let out = runloop::run(e, &s, &runner, &CancelToken::new(), &mut Quiet).unwrap();
+    let store = Store::open(dir.path().join("r.db")).unwrap();
+    (out, store, dir)
+}
+
+fn metric(out: &runloop::Outcome, cell: usize, name: &str) -> f64 {
+    out.cells[cell].runs[0]
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no {name} in {:?}", out.cells[cell]))
+        .1
+}
+
+fn ok_runs(out: &runloop::Outcome) {
+    for c in &out.cells {
+        assert!(c.failures.is_empty(), "{:?}", c.failures);
+        assert!(!c.runs.is_empty(), "{c:?}");
+    }
+}
+
+/// Namespaces for a test of `program`, or `None` (skipped) without root, it or `ip`.
+fn net_or_skip(program: &str, tag: &str, subnet: u8) -> Option<NetPair> {
+    if !crate::common::root_or_skip() {
+        return None;
+    }
+    if !has(program) || !has("ip") {
+        crate::common::skip(&format!("needs {program} and ip (scripts/deps)"));
+        return None;
+    }
+    Some(NetPair::new(tag, subnet))
+}
+
+#[test]
+fn iperf3_over_a_veth_pair_between_namespaces() {
+    let Some(net) = net_or_skip("iperf3", "i", 1) else {
+        return;
+    };
+    let e = exp(&format!(
+        "name = \"i\"\nrepetitions = 1\nengine = \"iperf3\"\n[iperf3]\nserver = \"10.231.1.2\"\n\
+         port = 5399\nnetns = \"{}\"\nserver_netns = \"{}\"\ntime = 1\n\
+         [factors]\nparallel = [1, 2]\nplacement = [\"0\"]\n",
+        net.a, net.b
+    ));
+    let (out, store, _dir) = run_live(&e);
+    ok_runs(&out);
+    for cell in 0..2 {
+        assert!(metric(&out, cell, "net_received_mbit_per_s") > 0.0);
+        assert!(metric(&out, cell, "net_sent_mbit_per_s") > 0.0);
+        // The sampler ran around the program.
+        assert!(metric(&out, cell, "idle_pct") >= 0.0);
+    }
+    let runs = store.runs(out.experiment_id).unwrap();
+    let texts = store.run_texts(runs[0].id).unwrap().unwrap();
+    let cmd = texts.fio_command.unwrap_or_default();
+    assert!(cmd.contains("taskset -c 0") && cmd.contains("-P "), "{cmd}");
+    assert!(
+        cmd.contains(&format!("ip netns exec {} iperf3 -s", net.b)),
+        "{cmd}"
+    );
+}
+
+#[test]
+fn sockperf_ping_pong_over_a_veth_pair_between_namespaces() {
+    let Some(net) = net_or_skip("sockperf", "s", 2) else {
+        return;
+    };
+    let e = exp(&format!(
+        "name = \"s\"\nrepetitions = 1\nengine = \"sockperf\"\n[sockperf]\n\
+         server = \"10.231.2.2\"\nport = 11399\nnetns = \"{}\"\nserver_netns = \"{}\"\n\
+         time = 1\ntcp = true\n[factors]\nmsg_size = [64, 1024]\n",
+        net.a, net.b
+    ));
+    let (out, _store, _dir) = run_live(&e);
+    ok_runs(&out);
+    for cell in 0..2 {
+        assert!(metric(&out, cell, "rr_trans_per_s") > 0.0);
+        let (p50, p99) = (
+            metric(&out, cell, "rr_lat_p50_us"),
+            metric(&out, cell, "rr_lat_p99_us"),
+        );
+        assert!(p50 > 0.0 && p99 >= p50, "{p50} {p99}");
+    }
+}
+
+#[test]
+fn a_command_with_a_regex_metric_and_one_with_a_json_metric() {
+    if !crate::common::root_or_skip() {
+        return;
+    }
+    // dd prints its figures on stderr; the count varies by factor.
+    let e = exp(
+        "name = \"dd\"\nrepetitions = 1\nallow_exec = true\nengine = \"command\"\n\
+         [command]\nprogram = \"dd\"\nargs = [\"if=/dev/zero\", \"of={dir}/x\", \"bs=4k\", \
+         \"count={count}\"]\noutput = \"stderr\"\n\
+         regex = '(?P<copied_bytes>[0-9]+) bytes'\n[factors]\ncount = [3, 5]\n",
+    );
+    let (out, _s, _d) = run_live(&e);
+    ok_runs(&out);
+    assert_eq!(metric(&out, 0, "copied_bytes"), 3.0 * 4096.0);
+    assert_eq!(metric(&out, 1, "copied_bytes"), 5.0 * 4096.0);
+    let e = exp(
+        "name = \"j\"\nrepetitions = 1\nallow_exec = true\nengine = \"command\"\n\
+         [command]\nprogram = \"sh\"\nargs = [\"-c\", 'echo \"{\\\"r\\\": [{\\\"ops\\\": $((6*7))}]}\"']\n\
+         json = { ops_per_s = \"r[0].ops\" }\n",
+    );
+    let (out, _s, _d) = run_live(&e);
+    ok_runs(&out);
+    assert_eq!(metric(&out, 0, "ops_per_s"), 42.0);
+}
+
+#[test]
+fn command_needs_allow_exec_at_the_engine_line() {
+    let text = "name = \"n\"\nengine = \"command\"\n[command]\nprogram = \"dd\"\n\
+                regex = '(?P<x>1)'\n";
+    let e = experiment::parse("t.toml", text).unwrap_err().to_string();
+    assert!(
+        e.contains("t.toml:2:") && e.contains("allow_exec = true"),
+        "{e}"
+    );
+    let ok = format!("allow_exec = true\n{text}");
+    assert!(experiment::parse("t.toml", &ok).is_ok());
+    // fio's options do not go with another engine, and a table needs its engine.
+    let e = experiment::parse(
+        "t.toml",
+        "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"h\"\nparalel = 2\n\
+         [factors]\nbs = [\"4k\"]\n[sockperf]\nserver = \"h\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("t.toml:5:1: unknown key `paralel`"), "{e}");
+    assert!(e.contains("t.toml:8:2: [sockperf] configures"), "{e}");
+    let e = experiment::parse(
+        "t.toml",
+        "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"h\"\n\
+         [factors]\nbs = [\"4k\"]\nparallel = [0]\n[workload]\nrw = \"read\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("t.toml:6:1: factor `bs` is a fio option"), "{e}");
+    assert!(
+        e.contains("t.toml:7:13: `parallel` is a whole number from 1"),
+        "{e}"
+    );
+    assert!(
+        e.contains("t.toml:9:1: [workload] holds fio options"),
+        "{e}"
+    );
+}
+
+/// A writable copy of the `thisvm` fixture machine, as in tests/run.rs.
+fn fixture_settings(dir: &tempfile::TempDir) -> Settings {
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(manifest().join("tests/fixtures/machines/thisvm"))
+        .arg(dir.path().join("root"))
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let mut s = Settings::live(dir.path().join("r.db"));
+    s.root = SysRoot::at(dir.path().join("root")).unwrap();
+    s.state_dir = dir.path().join("state");
+    s.sample_interval = Duration::from_millis(5);
+    s.preflight_sample = Duration::ZERO;
+    s
+}
+
+#[test]
+fn replayed_engine_runs_are_stored_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = fixture_settings(&dir);
+    let e = exp(
+        "name = \"r\"\nseed = 4\nrepetitions = 2\nengine = \"iperf3\"\n[target]\n\
+         device = \"loop3\"\n[iperf3]\nserver = \"10.0.0.2\"\ntime = 2\n[factors]\n\
+         parallel = [1, 8]\nrq_affinity = [2]\n",
+    );
+    let json =
+        std::fs::read_to_string(manifest().join("tests/fixtures/engines/iperf3.json")).unwrap();
+    let replay = ReplayFio::by_cell([
+        (
+            "parallel=1,rq_affinity=2".to_string(),
+            vec![Canned::exited(&json, "", 0)],
+        ),
+        (
+            "parallel=8,rq_affinity=2".to_string(),
+            vec![
+                Canned::exited("", "iperf3: error - unable to connect", 1),
+                Canned::exited(&json, "", 0),
+            ],
+        ),
+    ]);
+    let out = runloop::run(&e, &settings, &replay, &CancelToken::new(), &mut Quiet).unwrap();
+    assert_eq!(out.primary_metric, "net_received_mbit_per_s");
+    assert_eq!(out.cells[0].runs.len(), 2);
+    assert_eq!(out.cells[1].runs.len(), 1);
+    assert!(out.cells[1].failures[0].contains("iperf3 exited with status 1"));
+    assert!((metric(&out, 0, "net_received_mbit_per_s") - 11073.435753).abs() < 1e-3);
+    // The knob was set through the journal and put back.
+    assert!(out
+        .knob_changes
+        .iter()
+        .any(|w| w.path.ends_with("loop3/queue/rq_affinity") && w.new == "2"));
+    let calls = replay.program_calls();
+    assert_eq!(calls.len(), 4);
+    for c in &calls {
+        let p = if c.cell_key.starts_with("parallel=8") {
+            "8"
+        } else {
+            "1"
+        };
+        assert!(
+            c.argv.windows(2).any(|w| w[0] == "-P" && w[1] == p),
+            "{c:?}"
+        );
+        assert!(c.server.is_none(), "the user's server: iolab starts none");
+    }
+    let store = Store::open(&settings.db_path).unwrap();
+    let runs = store.runs(out.experiment_id).unwrap();
+    assert_eq!(runs.iter().filter(|r| r.status == RunStatus::Ok).count(), 3);
+    // The dry run shows each cell's command line.
+    let plan = runloop::dry_run(&e, &settings).unwrap();
+    let cmd = plan.cells[1].command.clone().unwrap();
+    assert!(
+        cmd.starts_with("iperf3 -c 10.0.0.2 -p 5201 -J") && cmd.contains("-P 8"),
+        "{cmd}"
+    );
+}
+
+/// A program that forks a child and waits; the child's pid is left in `pidfile`.
+fn forking(pidfile: &std::path::Path, limit: Duration) -> iolab::workload::Invocation {
+    iolab::workload::Invocation {
+        cell_key: "base".into(),
+        argv: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("sleep 300 & echo $! > {}; wait", pidfile.display()),
+        ],
+        netns: None,
+        cpus: Some(vec![0]),
+        server: None,
+        time_limit: limit,
+    }
+}
+
+fn gone_soon(pid: &str) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        // A zombie is gone too: it runs nothing.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => return true,
+            Ok(s) if s.split_whitespace().nth(2) == Some("Z") => return true,
+            Ok(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    false
+}
+
+fn pid_in(path: &std::path::Path) -> String {
+    let t = std::time::Instant::now();
+    loop {
+        if let Ok(p) = std::fs::read_to_string(path) {
+            if !p.trim().is_empty() {
+                return p.trim().to_string();
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "no pid file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Ctrl-C (the cancel token) stops a program engine's program and what it forked.
+#[test]
+fn cancelling_stops_the_program_and_its_children() {
+    use iolab::workload::FioRunner;
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancelToken::new();
+    let runner = RealFio {
+        work_dir: dir.path().join("state/fio"),
+        cancel: cancel.clone(),
+        grace: Duration::from_secs(1),
+        ..RealFio::default()
+    };
+    let pidfile = dir.path().join("child.pid");
+    let inv = forking(&pidfile, Duration::from_secs(600));
+    let (pidfile2, cancel2) = (pidfile.clone(), cancel.clone());
+    let watcher = std::thread::spawn(move || {
+        let pid = pid_in(&pidfile2);
+        cancel2.cancel();
+        pid
+    });
+    let ran = runner.run_program(&inv).unwrap();
+    let child = watcher.join().unwrap();
+    assert!(ran.raw.cancelled);
+    assert!(ran.elapsed < Duration::from_secs(60), "{:?}", ran.elapsed);
+    assert!(
+        gone_soon(&child),
+        "the program's child {child} outlived the cancel"
+    );
+    assert!(
+        ran.command_line.starts_with("taskset -c 0 sh -c"),
+        "{}",
+        ran.command_line
+    );
+}
+
+/// A program past its time limit is killed with its children and the run fails saying so.
+#[test]
+fn a_program_past_its_time_limit_is_killed_with_its_children() {
+    use iolab::workload::FioRunner;
+    let dir = tempfile::tempdir().unwrap();
+    let runner = RealFio {
+        work_dir: dir.path().join("state/fio"),
+        grace: Duration::from_secs(1),
+        ..RealFio::default()
+    };
+    let pidfile = dir.path().join("child.pid");
+    let ran = runner
+        .run_program(&forking(&pidfile, Duration::from_secs(1)))
+        .unwrap();
+    assert_eq!(ran.raw.timed_out, Some(Duration::from_secs(1)));
+    // The child (sleep 300) holds the output pipes: only a group kill ends the run early.
+    assert!(ran.elapsed < Duration::from_secs(120), "{:?}", ran.elapsed);
+    assert!(gone_soon(&pid_in(&pidfile)));
+    let engine = iolab::workload::command::CommandEngine {
+        program: "sh".into(),
+        args: Vec::new(),
+        regex: vec!["(?P<x>1)".into()],
+        json: Vec::new(),
+        from_stderr: false,
+        time_limit: Duration::from_secs(1),
+        vars: Vec::new(),
+    };
+    let (status, _) = iolab::workload::engine::classify(&engine, &ran.raw);
+    assert!(
+        matches!(&status, iolab::workload::FioStatus::Crash { reason } if reason.contains("did not finish within 1 s")),
+        "{status:?}"
+    );
+}
