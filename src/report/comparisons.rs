@@ -156,10 +156,12 @@ pub fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> Vec<Cel
     row.push(number(s.geomean_candidate));
     row.extend(change_cells(s.change_pct, s.ci_low_pct, s.ci_high_pct));
     row.push(Cell::Missing); // p: the geomean is summarised, not tested
-    row.push(Cell::text(format!(
-        "{}/{}/{}",
-        s.improved, s.regressed, s.unchanged
-    )));
+                             // A metric without a better side has only changed and unchanged cells.
+    row.push(Cell::text(if s.changed > 0 {
+        format!("{} changed/{} ~", s.changed, s.unchanged)
+    } else {
+        format!("{}/{}/{}", s.improved, s.regressed, s.unchanged)
+    }));
     row.push(Cell::Missing); // test
     row.push(Cell::Missing); // Welch
     row
@@ -170,7 +172,7 @@ pub fn across_note(level: f64) -> String {
     format!(
         "geomean: over the cells, geometric means of the medians and of candidate/baseline; \
          {:.0}% CI: {} (cells - 1 degrees of freedom); verdict: cells \
-         improved/regressed/~",
+         improved/regressed/~ (or changed/~ for a metric without a better side)",
         100.0 * level,
         crate::stats::across::CI_METHOD
     )
