@@ -244,3 +244,81 @@ fn every_target_device_has_its_figures_and_its_check() {
         assert_eq!(c["verdict"], "ok", "{c}");
     }
 }
+
+/// `compare` lists the failed cross-checks of the runs it compares, per side and with both
+/// figures: two replayed experiments whose fio figures (10,000 and 20,000 reads/s) the
+/// fixture's unmoving counters contradict.
+#[test]
+fn compare_shows_the_findings_of_the_runs_it_compares() {
+    let lab = fixture_machine();
+    let mut s = Settings::live(lab.path().join("r.db"));
+    s.root = SysRoot::at(lab.path().join("root")).unwrap();
+    s.state_dir = lab.path().join("state");
+    s.sample_interval = Duration::from_millis(5);
+    s.preflight_sample = Duration::ZERO;
+    s.destructive_devices = vec!["loop3".into()];
+    let exp = iolab::experiment::parse(
+        "t.toml",
+        "name = \"checks\"\nrepetitions = 1\n[target]\ndevice = \"loop3\"\n\
+         [workload]\nrw = \"randread\"\nbs = \"4k\"\ndirect = 1\n",
+    )
+    .unwrap();
+    for iops in [10000, 20000] {
+        let out = format!(
+            r#"{{"fio version": "fio-3.33", "jobs": [{{"jobname": "j", "error": 0,
+            "job options": {{"filename": "/dev/loop3", "direct": "1"}},
+            "read": {{"iops": {iops}, "total_ios": {}, "runtime": 2000}}, "write": {{}}}}]}}"#,
+            2 * iops
+        );
+        let fio = ReplayFio::in_order([Canned::exited(&out, "", 0)]);
+        runloop::run(&exp, &s, &fio, &CancelToken::new(), &mut Quiet).unwrap();
+    }
+    let out = iolab()
+        .args(["compare", "1", "2", "--metric", "read_iops", "--db"])
+        .arg(&s.db_path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = |run: &str, fio: &str| {
+        text.lines().any(|l| {
+            l.contains(run)
+                && l.contains("fio_iops_vs_diskstats")
+                && l.contains(&format!("fio {fio},"))
+                && l.contains(" 0 (")
+                && l.contains("disagrees")
+        })
+    };
+    assert!(
+        text.contains("cross-check findings in experiment 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cross-check findings in experiment 2"),
+        "{text}"
+    );
+    assert!(line("run 1:", "10000"), "{text}");
+    assert!(line("run 2:", "20000"), "{text}");
+    let json = iolab()
+        .args([
+            "compare",
+            "1",
+            "2",
+            "--metric",
+            "read_iops",
+            "--json",
+            "--db",
+        ])
+        .arg(&s.db_path)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let c = &v["findings"]["candidate"][0];
+    assert_eq!(c["check"], "fio_iops_vs_diskstats", "{v}");
+    assert_eq!(c["fio"], 20000.0);
+    assert_eq!(c["other"], 0.0);
+}
