@@ -6,8 +6,10 @@
 
 mod access;
 mod schema;
+mod series;
 pub mod tags;
 pub mod time;
+pub use series::SeriesPoint;
 
 use std::path::{Path, PathBuf};
 
