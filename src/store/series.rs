@@ -9,25 +9,36 @@ use super::{Result, Store};
 
 /// One value of one series: `t_s` is the end of the interval it covers (seconds since the
 /// measured window's start); the interval began at the series' previous `t_s`, or at 0.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct SeriesPoint {
     pub name: String,
     pub t_s: f64,
     pub value: f64,
 }
 
+/// Inserts points inside the caller's transaction (a run and its series commit together);
+/// non-finite points are left out (a bin without a value is absent, never NaN).
+pub(super) fn insert(
+    tx: &rusqlite::Transaction<'_>,
+    run_id: i64,
+    points: &[SeriesPoint],
+) -> rusqlite::Result<()> {
+    let mut st = tx.prepare(
+        "INSERT OR REPLACE INTO series (run_id, name, t_s, value) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for p in points
+        .iter()
+        .filter(|p| p.t_s.is_finite() && p.value.is_finite())
+    {
+        st.execute(params![run_id, p.name, p.t_s, p.value])?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Adds (or replaces) a run's series points.
     pub fn add_series(&mut self, run_id: i64, points: &[SeriesPoint]) -> Result<()> {
-        self.in_tx(|tx| {
-            let mut st = tx.prepare(
-                "INSERT OR REPLACE INTO series (run_id, name, t_s, value) VALUES (?1, ?2, ?3, ?4)",
-            )?;
-            for p in points.iter().filter(|p| p.t_s.is_finite() && p.value.is_finite()) {
-                st.execute(params![run_id, p.name, p.t_s, p.value])?;
-            }
-            Ok(())
-        })
+        self.in_tx(|tx| insert(tx, run_id, points))
     }
 
     /// A run's series, by name then time.
@@ -98,7 +109,10 @@ mod tests {
         .unwrap();
         assert_eq!(
             db.series(1).unwrap(),
-            vec![p("fio:read_iops", 1.0, 1000.0), p("fio:read_iops", 2.0, 900.0)]
+            vec![
+                p("fio:read_iops", 1.0, 1000.0),
+                p("fio:read_iops", 2.0, 900.0)
+            ]
         );
     }
 }

@@ -3,6 +3,7 @@
 //! Nothing here knows about knobs, the store or the sampler; the run loop joins them.
 
 pub mod fio_json;
+pub mod fio_series;
 pub mod fio_window;
 pub mod job;
 pub mod options;
