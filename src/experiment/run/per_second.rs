@@ -23,6 +23,9 @@ pub fn edges(len_s: f64) -> Vec<f64> {
     if !(len_s.is_finite() && len_s > 0.0) {
         return Vec::new();
     }
+    // To the millisecond, fio's resolution: the sampler's window (from nanoseconds) and
+    // fio's runtime then end their series at the same `t_s`.
+    let len_s = (len_s * 1000.0).round() / 1000.0;
     let whole = len_s.floor() as usize;
     let mut e: Vec<f64> = (0..=whole).map(|k| k as f64).collect();
     if len_s - whole as f64 > 0.05 || whole == 0 {
@@ -222,6 +225,7 @@ mod tests {
         assert_eq!(edges(2.5), vec![0.0, 1.0, 2.0, 2.5]);
         assert_eq!(edges(2.007), vec![0.0, 1.0, 2.007]);
         assert_eq!(edges(0.4), vec![0.0, 0.4]);
+        assert_eq!(edges(2.003000064), vec![0.0, 1.0, 2.003]);
         assert!(edges(0.0).is_empty());
         assert!(edges(f64::NAN).is_empty());
     }
