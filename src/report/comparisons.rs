@@ -172,7 +172,7 @@ pub fn across_note(level: f64) -> String {
     format!(
         "geomean: over the cells, geometric means of the medians and of candidate/baseline; \
          {:.0}% CI: {} (cells - 1 degrees of freedom); verdict: cells \
-         improved/regressed/~ (or changed/~ for a metric without a better side)",
+         improved/regressed/~",
         100.0 * level,
         crate::stats::across::CI_METHOD
     )
