@@ -338,7 +338,7 @@ fn compare_takes_the_better_direction_from_the_user() {
         &db,
         &["compare", "1", "2", "--better", "read_iops=sideways"],
     );
-    assert!(e.contains("expected higher or lower"), "{e}");
+    assert!(e.contains("expected higher, lower or none"), "{e}");
 }
 
 #[test]
