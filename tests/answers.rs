@@ -338,7 +338,7 @@ fn compare_takes_the_better_direction_from_the_user() {
         &db,
         &["compare", "1", "2", "--better", "read_iops=sideways"],
     );
-    assert!(e.contains("expected higher or lower"), "{e}");
+    assert!(e.contains("expected higher, lower or none"), "{e}");
 }
 
 #[test]
@@ -442,6 +442,90 @@ fn plot_writes_each_kind_as_svg_or_png() {
         ],
     );
     assert!(e.contains("lines"), "{e}");
+
+    // Per-second series: one line per run of the chosen cell, and one per CPU.
+    let texts_of = |path: &Path| -> Vec<String> {
+        let svg = std::fs::read_to_string(path).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+            .collect()
+    };
+    let over = dir.path().join("over.svg");
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "over-time",
+            "-o",
+            over.to_str().unwrap(),
+        ],
+    );
+    let texts = texts_of(&over);
+    let runs = texts.iter().filter(|t| t.starts_with("run ")).count();
+    assert_eq!(runs, 5, "one legend entry per run of the cell: {texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("read_iops per second, cell")),
+        "{texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("seconds since fio's measured interval")),
+        "{texts:?}"
+    );
+    let irq = dir.path().join("irq-over.svg");
+    ok(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "irq-over-time",
+            "-o",
+            irq.to_str().unwrap(),
+        ],
+    );
+    let texts = texts_of(&irq);
+    for cpu in ["CPU 0", "CPU 1"] {
+        assert!(texts.iter().any(|t| t == cpu), "{cpu}: {texts:?}");
+    }
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "over-time",
+            "--cell",
+            "nope",
+            "-o",
+            over.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        e.contains("no cell \"nope\"") && e.contains("its cells:"),
+        "{e}"
+    );
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "over-time",
+            "--metric",
+            "write_iops",
+            "-o",
+            over.to_str().unwrap(),
+        ],
+    );
+    assert!(e.contains("stored: cpu0:irq_per_s"), "{e}");
 
     // Only IRQ 45, which lands on cpu0.
     let out = dir.path().join("irq45.svg");

@@ -183,6 +183,28 @@ fn figure(v: f64) -> String {
     }
 }
 
+/// The failed checks of the given runs (any experiments), in run order: what `compare`
+/// lists under each side, so a disagreement behind a compared figure is never passed over.
+pub fn findings_of_runs(
+    store: &crate::store::Store,
+    runs: &[crate::store::Run],
+) -> anyhow::Result<Vec<Finding>> {
+    let ids: std::collections::BTreeSet<i64> = runs.iter().map(|r| r.id).collect();
+    let experiments: std::collections::BTreeSet<i64> =
+        runs.iter().map(|r| r.experiment_id).collect();
+    let mut bases = Vec::new();
+    for e in experiments {
+        bases.extend(
+            store
+                .run_bases(e)?
+                .into_iter()
+                .filter(|b| ids.contains(&b.run_id)),
+        );
+    }
+    bases.sort_by_key(|b| b.run_id);
+    Ok(summarise(&bases).findings)
+}
+
 /// The same as an HTML section for the report.
 pub fn html(b: &Basis) -> String {
     let t = text(b);

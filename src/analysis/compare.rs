@@ -556,6 +556,25 @@ fn describe(g: &Group) -> String {
     )
 }
 
+/// The failed cross-checks of each side, both figures per line; empty when all agree.
+fn findings_text(sides: &[(&str, &[super::basis::Finding])]) -> String {
+    let mut out = String::new();
+    for (label, findings) in sides {
+        if findings.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "\ncross-check findings in {} ({} failed):\n",
+            crate::report::format::terminal_safe(label),
+            findings.len()
+        ));
+        for f in *findings {
+            out.push_str(&format!("  {}\n", super::basis::finding_line(f)));
+        }
+    }
+    out
+}
+
 pub fn compare_selectors(
     store: &Store,
     a: &str,
@@ -673,8 +692,16 @@ pub fn compare_selectors(
             MAX_WIDTH,
         ));
     }
+    // The cross-checks of the compared runs: a figure in the table may rest on a run whose
+    // fio and kernel figures disagree, and the reader must see that next to the verdict.
+    let (bf, cf) = (
+        super::basis::findings_of_runs(store, &base.runs)?,
+        super::basis::findings_of_runs(store, &cand.runs)?,
+    );
+    text.push_str(&findings_text(&[(&base.label, &bf), (&cand.label, &cf)]));
     let mut json = json_of(&compared);
     if let Some(obj) = json.as_object_mut() {
+        obj.insert("findings".into(), json!({"baseline": bf, "candidate": cf}));
         obj.insert(
             "baseline".into(),
             json!({"selector": a, "runs": base.runs.len(), "runs_ok": bi.len()}),

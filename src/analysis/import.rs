@@ -279,6 +279,7 @@ pub fn import_files(
                 .as_ref()
                 .map(|v| serde_json::json!({"fio_version": v})),
             sample_window: None,
+            series: Vec::new(),
         };
         let run_id = store
             .insert_run(&run)

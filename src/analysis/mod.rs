@@ -9,6 +9,7 @@ pub mod cells;
 pub mod compare;
 pub mod import;
 pub mod metrics;
+pub mod over_time;
 pub mod page;
 pub mod plots;
 pub mod show;

@@ -20,6 +20,8 @@ use super::show::{detail_table, layout, load, pivot_tables, summarise, Loaded};
 pub struct ReportOptions {
     pub metrics: Vec<String>,
     pub min_effect_pct: f64,
+    /// The cell whose per-second series the page draws (default: the first with series).
+    pub cell: Option<String>,
 }
 
 /// What went into the page, for `--json` and tests.
@@ -300,6 +302,24 @@ pub fn report(
             PlotRequest::new(Kind::Heatmap),
         ));
         extra.push(("CPU time per CPU".into(), PlotRequest::new(Kind::Cpu)));
+        // Per-second series of one cell: its runs' throughput, and one run's interrupts
+        // per CPU, on fio's measured interval.
+        for (what, kind) in [
+            (format!("{dir} per second, per run"), Kind::OverTime),
+            (
+                "interrupts per CPU per second".to_string(),
+                Kind::IrqOverTime,
+            ),
+        ] {
+            extra.push((
+                what,
+                PlotRequest {
+                    metric: (kind == Kind::OverTime).then(|| dir.to_string()),
+                    cell: opts.cell.clone(),
+                    ..PlotRequest::new(kind)
+                },
+            ));
+        }
         for (what, req) in extra {
             match plot(store, &loaded, &req) {
                 Ok(svg) => {

@@ -38,6 +38,11 @@ pub enum Kind {
     Heatmap,
     /// Per-CPU time breakdown (usr, sys, irq, softirq, iowait, idle) for one run.
     Cpu,
+    /// A metric per second over the measured interval, one line per run of a cell
+    /// (`--metric`: read_iops, read_bw_mbs, read_clat_mean_us, dev_r_per_s, ...; `--cell`).
+    OverTime,
+    /// Interrupts per second on each CPU over the measured interval for one run.
+    IrqOverTime,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +59,9 @@ pub struct PlotRequest {
     pub irq: Option<String>,
     /// `lines`: more experiments drawn on the same axes, one set of lines each.
     pub with: Vec<i64>,
+    /// `over-time`, `irq-over-time`: the cell (full or short label; default: the first
+    /// with per-second series).
+    pub cell: Option<String>,
 }
 
 impl PlotRequest {
@@ -66,6 +74,7 @@ impl PlotRequest {
             run: None,
             irq: None,
             with: Vec::new(),
+            cell: None,
         }
     }
 }
@@ -81,6 +90,8 @@ pub fn plot(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result
         Kind::Latency => latency(store, loaded, req)?,
         Kind::Heatmap => heatmap(store, loaded, req)?,
         Kind::Cpu => cpu(store, loaded, req)?,
+        Kind::OverTime => super::over_time::over_time(store, loaded, req)?,
+        Kind::IrqOverTime => super::over_time::irq_over_time(store, loaded, req)?,
     };
     Ok(svg)
 }

@@ -9,11 +9,12 @@ use crate::store::{self, Store};
 fn parse_better(text: &str) -> Result<(String, Direction), String> {
     let (metric, way) = text
         .split_once('=')
-        .ok_or_else(|| format!("`{text}`: expected METRIC=higher or METRIC=lower"))?;
+        .ok_or_else(|| format!("`{text}`: expected METRIC=higher, =lower or =none"))?;
     let way = match way.trim() {
         "higher" => Direction::HigherIsBetter,
         "lower" => Direction::LowerIsBetter,
-        other => return Err(format!("`{other}`: expected higher or lower")),
+        "none" => Direction::NoDirection,
+        other => return Err(format!("`{other}`: expected higher, lower or none")),
     };
     Ok((metric.trim().to_string(), way))
 }
@@ -47,8 +48,10 @@ pub struct CompareArgs {
     #[arg(long, value_name = "PCT", default_value_t = 1.0)]
     pub min_effect: f64,
     /// Which way is better for a metric whose name does not say (e.g. dev_avg_qu_sz=lower);
-    /// repeatable; also overrides a metric's own direction.
-    #[arg(long, value_name = "METRIC=higher|lower", value_parser = parse_better)]
+    /// `none` reports a real change as `changed` without calling it better or worse (the
+    /// default for merges, dev_rrqm_per_s and dev_wrqm_per_s); repeatable; also overrides a
+    /// metric's own direction.
+    #[arg(long, value_name = "METRIC=higher|lower|none", value_parser = parse_better)]
     pub better: Vec<(String, Direction)>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]

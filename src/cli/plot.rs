@@ -14,7 +14,9 @@ use crate::store::{self, Store};
 /// Kinds: bars (mean per cell with 95% CI whiskers), lines (a metric against a numeric factor
 /// such as bs, one line per level of the other factors), latency (completion-latency CDF per
 /// cell from fio json+ histograms merged across repetitions), heatmap (interrupts/s per CPU
-/// over time for one run), cpu (per-CPU time breakdown for one run).
+/// over time for one run), cpu (per-CPU time breakdown for one run), over-time (a metric per
+/// second over fio's measured interval, one line per run of a cell: throughput, latency,
+/// device completions), irq-over-time (interrupts per second on each CPU for one run).
 ///
 /// The output's extension picks the format: .svg stays sharp when zoomed and is what
 /// `iolab report` inlines; .png is the same chart rasterised at 2x with a font built into
@@ -49,6 +51,10 @@ pub struct PlotArgs {
     /// sweep on another kernel; lines are labelled by the tag that tells the experiments apart.
     #[arg(long, value_name = "ID")]
     pub with: Vec<i64>,
+    /// over-time, irq-over-time: the cell, by its label (e.g. scheduler=none or none;
+    /// default: the first cell with per-second series).
+    #[arg(long, value_name = "CELL")]
+    pub cell: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
@@ -81,6 +87,7 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
         run: args.run,
         irq: args.irq,
         with: args.with,
+        cell: args.cell,
     };
     let svg = plot(&db, &loaded, &req)?;
     let bytes = if as_png {

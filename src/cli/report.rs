@@ -26,6 +26,10 @@ pub struct ReportArgs {
     /// Smallest change in percent that can be called improved or regressed.
     #[arg(long, value_name = "PCT", default_value_t = 1.0)]
     pub min_effect: f64,
+    /// The cell whose per-second series (throughput per run, interrupts per CPU) the page
+    /// draws, by its label (default: the first cell with per-second series).
+    #[arg(long, value_name = "CELL")]
+    pub cell: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
@@ -45,6 +49,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
         &ReportOptions {
             metrics: args.metrics,
             min_effect_pct: args.min_effect,
+            cell: args.cell,
         },
     )?;
     std::fs::write(&args.output, &page)

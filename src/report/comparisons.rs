@@ -156,10 +156,12 @@ pub fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> Vec<Cel
     row.push(number(s.geomean_candidate));
     row.extend(change_cells(s.change_pct, s.ci_low_pct, s.ci_high_pct));
     row.push(Cell::Missing); // p: the geomean is summarised, not tested
-    row.push(Cell::text(format!(
-        "{}/{}/{}",
-        s.improved, s.regressed, s.unchanged
-    )));
+                             // A metric without a better side has only changed and unchanged cells.
+    row.push(Cell::text(if s.changed > 0 {
+        format!("{} changed/{} ~", s.changed, s.unchanged)
+    } else {
+        format!("{}/{}/{}", s.improved, s.regressed, s.unchanged)
+    }));
     row.push(Cell::Missing); // test
     row.push(Cell::Missing); // Welch
     row

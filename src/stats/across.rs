@@ -40,6 +40,8 @@ pub struct AcrossCells {
     pub regressed: usize,
     /// Verdict `~`, whatever the reason (too few runs included).
     pub unchanged: usize,
+    /// Verdict `changed`: a real change of a metric without a better side (merges).
+    pub changed: usize,
 }
 
 /// Summarises the comparisons of one metric over cells at confidence `level` (0.95).
@@ -72,6 +74,7 @@ pub fn across_cells(cells: &[&Comparison], level: f64) -> AcrossCells {
         improved: count(Verdict::Improved),
         regressed: count(Verdict::Regressed),
         unchanged: count(Verdict::NoDifference),
+        changed: count(Verdict::Changed),
     }
 }
 

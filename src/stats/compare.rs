@@ -82,6 +82,9 @@ pub enum Verdict {
     Regressed,
     #[serde(rename = "~")]
     NoDifference,
+    /// A real change of a metric without a better side ([`Direction::NoDirection`]).
+    #[serde(rename = "changed")]
+    Changed,
 }
 
 impl Verdict {
@@ -90,6 +93,7 @@ impl Verdict {
             Verdict::Improved => "improved",
             Verdict::Regressed => "regressed",
             Verdict::NoDifference => "~",
+            Verdict::Changed => "changed",
         }
     }
 }
@@ -286,6 +290,7 @@ fn decide(c: &mut Comparison) {
         VerdictReason::Significant => {
             let up = c.change_pct.unwrap_or(0.0) > 0.0;
             match (up, c.direction) {
+                (_, Direction::NoDirection) => Verdict::Changed,
                 (true, Direction::HigherIsBetter) | (false, Direction::LowerIsBetter) => {
                     Verdict::Improved
                 }
@@ -358,6 +363,22 @@ mod tests {
         assert!((r.change_pct.unwrap() - 10.0).abs() < 0.2);
         let lower = CompareOptions::new(Direction::LowerIsBetter);
         assert_eq!(compare(&b, &c, &lower).unwrap().verdict, Verdict::Regressed);
+    }
+
+    /// Merges went up 10% or down 10%: a real change either way, never a better or worse.
+    #[test]
+    fn a_metric_without_direction_changes_without_a_verdict() {
+        let b = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2];
+        let c = [110.0, 111.0, 109.0, 110.5, 109.5, 110.2];
+        let none = CompareOptions::for_metric("dev_rrqm_per_s").unwrap();
+        assert_eq!(none.direction, Direction::NoDirection);
+        for (x, y) in [(&b, &c), (&c, &b)] {
+            let r = compare(x, y, &none).unwrap();
+            assert_eq!(r.verdict, Verdict::Changed, "{}", r.explanation);
+            assert_eq!(r.verdict.as_str(), "changed");
+        }
+        let same = compare(&b, &b, &none).unwrap();
+        assert_eq!(same.verdict, Verdict::NoDifference);
     }
 
     #[test]

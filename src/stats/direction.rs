@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 pub enum Direction {
     HigherIsBetter,
     LowerIsBetter,
+    /// A change is reported as `changed`, never as better or worse: the metric describes
+    /// what happened (merges) and its good side depends on the workload.
+    NoDirection,
 }
 
 impl Direction {
@@ -17,12 +20,30 @@ impl Direction {
     ///
     /// Work done (`_iops`, `_bw_mbs`, `_mb_per_s`, the device's `dev_*_per_s`, a network
     /// engine's `net_*_mbit_per_s` and `rr_trans_per_s`) is better higher; TCP retransmits
-    /// (`net_retransmits`) are a cost; latencies (`_us`, `_ms`, `await`) and CPU costs (`_pct`, except `idle_pct`)
-    /// are better lower. Interrupt rates (`irq_per_s`, `dev_irq_per_s`) count as a cost:
+    /// (`net_retransmits`) are a cost; latencies (`_us`, `_ms`, `await`) and CPU costs
+    /// (`_pct`, except `idle_pct`) are better lower. Interrupt rates (`irq_per_s`, `dev_irq_per_s`) count as a cost:
     /// they are overhead, not work, and polling's win in case 3 is fewer ints/s.
+    /// `dev_irq_per_io` is a cost per unit of work (interrupts each completion paid for),
+    /// so lower is better.
+    ///
+    /// Merges (`dev_rrqm_per_s`, `dev_wrqm_per_s`, also per device) have no direction: more
+    /// merges mean fewer, larger requests, which helps a seeking disk and says nothing on
+    /// its own (a workload that stopped issuing adjacent I/O merges less and may be faster),
+    /// so `compare` reports a significant change as `changed`, without a verdict.
     pub fn for_metric(name: &str) -> Option<Direction> {
         use Direction::*;
-        let lower = ["_us", "_ms", "await", "_pct", "irq_per_s", "retransmits"];
+        if name.ends_with("rqm_per_s") {
+            return Some(NoDirection);
+        }
+        let lower = [
+            "_us",
+            "_ms",
+            "await",
+            "_pct",
+            "irq_per_s",
+            "_per_io",
+            "retransmits",
+        ];
         let higher = ["_iops", "_bw_mbs", "_mb_per_s", "_mbs", "_per_s"];
         if name == "idle_pct" {
             return Some(HigherIsBetter);
@@ -61,8 +82,13 @@ mod tests {
             "dev_r_await_ms",
             "irq_per_s",
             "dev_irq_per_s",
+            "dev_irq_per_io",
+            "sdb:dev_irq_per_io",
         ] {
             assert_eq!(Direction::for_metric(m), Some(LowerIsBetter), "{m}");
+        }
+        for m in ["dev_rrqm_per_s", "dev_wrqm_per_s", "sdb:dev_wrqm_per_s"] {
+            assert_eq!(Direction::for_metric(m), Some(NoDirection), "{m}");
         }
         assert_eq!(Direction::for_metric("dev_avg_rq_kb"), None);
         // The network engines'.

@@ -6,8 +6,10 @@
 
 mod access;
 mod schema;
+mod series;
 pub mod tags;
 pub mod time;
+pub use series::SeriesPoint;
 
 use std::path::{Path, PathBuf};
 
@@ -144,6 +146,8 @@ pub struct NewRun {
     pub checks: Option<serde_json::Value>,
     /// Memory, versions and the kernel command line at the run's start.
     pub environment: Option<serde_json::Value>,
+    /// Per-second series on the measured window's axis (`experiment::run::per_second`).
+    pub series: Vec<SeriesPoint>,
 }
 
 /// How a run ended.
@@ -608,6 +612,7 @@ impl Store {
         insert_tags(&tx, id, &tags).map_err(wrap)?;
         insert_metrics(&tx, id, &run.metrics).map_err(wrap)?;
         insert_samples(&tx, id, &run.samples).map_err(wrap)?;
+        series::insert(&tx, id, &run.series).map_err(wrap)?;
         tx.commit().map_err(wrap)?;
         Ok(id)
     }

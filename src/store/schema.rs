@@ -97,4 +97,18 @@ ALTER TABLE runs ADD COLUMN sample_window TEXT;
 ALTER TABLE runs ADD COLUMN checks TEXT;
 ALTER TABLE runs ADD COLUMN environment TEXT;
 "#,
+    // 4: per-second series within a run (issue 12), on one time axis: seconds since the
+    // measured window's start (`sample_window`). One row per second per series keeps them
+    // small (a 60 s run with 2 CPUs and one device: ~10 series, 600 rows) and lets a plot
+    // ask for one series of many runs without unpacking blobs. `t_s` is the end of the
+    // second the value covers; the last one may be shorter (from the previous `t_s`).
+    r#"
+CREATE TABLE series (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name   TEXT NOT NULL,                 -- e.g. fio:read_iops, loop3:dev_r_per_s, cpu1:irq_per_s
+    t_s    REAL NOT NULL,
+    value  REAL NOT NULL,
+    PRIMARY KEY (run_id, name, t_s)
+) WITHOUT ROWID;
+"#,
 ];

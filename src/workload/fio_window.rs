@@ -91,10 +91,15 @@ impl Job {
 /// Every complete document of fio's output, in order (fio's warnings before, between or
 /// after them skipped; a truncated last one ignored).
 fn documents(output: &str) -> Vec<Doc> {
+    documents_of(output)
+}
+
+/// [`documents`] read as any shape (`fio_series` reads other fields of the same reports).
+pub(crate) fn documents_of<T: serde::de::DeserializeOwned>(output: &str) -> Vec<T> {
     let mut out = Vec::new();
     let mut pos = 0;
     while let Some(start) = next_document(output, pos) {
-        let mut stream = serde_json::Deserializer::from_str(&output[start..]).into_iter::<Doc>();
+        let mut stream = serde_json::Deserializer::from_str(&output[start..]).into_iter::<T>();
         match stream.next() {
             Some(Ok(doc)) => {
                 out.push(doc);

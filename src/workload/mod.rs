@@ -6,6 +6,7 @@
 pub mod command;
 pub mod engine;
 pub mod fio_json;
+pub mod fio_series;
 pub mod fio_window;
 pub mod job;
 pub mod job_file;

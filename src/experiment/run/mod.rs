@@ -27,6 +27,7 @@
 pub mod align;
 pub mod checks;
 pub mod environment;
+pub mod per_second;
 pub mod record;
 pub mod registry;
 pub mod resolve;
@@ -1052,6 +1053,11 @@ fn one_run(
     }
     record.metrics = metrics.clone();
     record.samples = samples.as_ref().map(record::series).unwrap_or_default();
+    record.series = per_second::series(
+        samples.as_ref(),
+        aligned.as_ref().map(|a| &a.window),
+        &outcome.stdout,
+    );
     record.sample_window = aligned.and_then(|a| serde_json::to_value(a.window).ok());
     record.checks = (!run_checks.is_empty())
         .then(|| serde_json::to_value(&run_checks).ok())

@@ -1,0 +1,179 @@
+//! Charts of the per-second series a run stores (`experiment::run::per_second`): a metric
+//! over the measured window for every run of one cell, one line per run, so a sag after some
+//! seconds or a slow first second after a knob change shows; and interrupts per CPU over
+//! time for one run, one line per CPU. The axis is the one the series are stored on:
+//! seconds since fio's measured interval began. Drawing is `report::plot::metric_vs_factor`.
+
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+
+use crate::report::plot::{metric_vs_factor, Series, SeriesPoint};
+use crate::store::{self, Store};
+
+use super::cells::CellRuns;
+use super::plots::PlotRequest;
+use super::show::Loaded;
+
+const X_LABEL: &str = "seconds since fio's measured interval began";
+
+/// The cell named by `--cell` (its full or short label), or the first with stored series.
+fn chosen_cell<'a>(
+    store: &Store,
+    loaded: &'a Loaded,
+    cell: Option<&str>,
+) -> anyhow::Result<&'a CellRuns> {
+    if let Some(want) = cell {
+        return loaded
+            .cells
+            .iter()
+            .find(|c| c.label() == want || c.short_label() == want)
+            .ok_or_else(|| {
+                let labels: Vec<String> = loaded.cells.iter().map(CellRuns::label).collect();
+                anyhow::anyhow!(
+                    "experiment {} has no cell {want:?}; its cells: {}",
+                    loaded.experiment.id,
+                    labels.join("; ")
+                )
+            });
+    }
+    for c in &loaded.cells {
+        for id in &c.ok {
+            if !store.series(*id)?.is_empty() {
+                return Ok(c);
+            }
+        }
+    }
+    bail!(
+        "experiment {} has no per-second series (runs stored before schema version 4, or \
+         imported fio outputs, carry none)",
+        loaded.experiment.id
+    )
+}
+
+/// One series of a run by metric: the exact name (`read_iops`, `cpu1:irq_per_s`), else the
+/// sum over devices of `DEV:metric` (`dev_r_per_s` over every watched device).
+fn points_of(all: &[store::SeriesPoint], metric: &str) -> Vec<SeriesPoint> {
+    let exact: Vec<&store::SeriesPoint> = all.iter().filter(|p| p.name == metric).collect();
+    let picked: Vec<&store::SeriesPoint> = if exact.is_empty() {
+        let suffix = format!(":{metric}");
+        all.iter().filter(|p| p.name.ends_with(&suffix)).collect()
+    } else {
+        exact
+    };
+    // t_s as the key in ms: the bins of one run share their edges.
+    let mut by_t: BTreeMap<i64, f64> = BTreeMap::new();
+    for p in picked {
+        *by_t.entry((p.t_s * 1000.0).round() as i64).or_default() += p.value;
+    }
+    by_t.into_iter()
+        .map(|(t, y)| SeriesPoint {
+            x: t as f64 / 1000.0,
+            y,
+            ci: None,
+        })
+        .collect()
+}
+
+/// `metric` (default read_iops, else write_iops) over time, one line per run of the cell.
+pub fn over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let cell = chosen_cell(store, loaded, req.cell.as_deref())?;
+    let mut runs: Vec<(i64, Vec<store::SeriesPoint>)> = Vec::new();
+    for id in &cell.ok {
+        runs.push((*id, store.series(*id)?));
+    }
+    let metric = match &req.metric {
+        Some(m) => m.clone(),
+        None => ["read_iops", "write_iops"]
+            .into_iter()
+            .find(|m| runs.iter().any(|(_, s)| !points_of(s, m).is_empty()))
+            .unwrap_or("read_iops")
+            .to_string(),
+    };
+    let series: Vec<Series> = runs
+        .iter()
+        .map(|(id, s)| Series {
+            name: format!("run {id}"),
+            points: points_of(s, &metric),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    if series.is_empty() {
+        let names: std::collections::BTreeSet<&str> = runs
+            .iter()
+            .flat_map(|(_, s)| s.iter().map(|p| p.name.as_str()))
+            .collect();
+        bail!(
+            "cell {} has no per-second series {metric:?}; stored: {}",
+            cell.label(),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.into_iter().collect::<Vec<_>>().join(", ")
+            }
+        );
+    }
+    let y = match super::metrics::unit(&metric) {
+        Some(u) => format!("{metric} [{u}]"),
+        None => metric.clone(),
+    };
+    let title = format!(
+        "{metric} per second, cell {}: one line per run",
+        cell.label()
+    );
+    Ok(metric_vs_factor(&title, X_LABEL, &y, &series, false)?)
+}
+
+/// Interrupts per second on each CPU over time for one run (`--run`, else the chosen cell's
+/// first run with series), one line per CPU.
+pub fn irq_over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+    let run = match req.run {
+        Some(id) => {
+            if !loaded.runs.iter().any(|r| r.id == id) {
+                bail!("run {id} is not in experiment {}", loaded.experiment.id);
+            }
+            id
+        }
+        None => {
+            let cell = chosen_cell(store, loaded, req.cell.as_deref())?;
+            let mut found = None;
+            for id in &cell.ok {
+                if !store.series(*id)?.is_empty() {
+                    found = Some(*id);
+                    break;
+                }
+            }
+            found.ok_or_else(|| {
+                anyhow::anyhow!("cell {} has no run with per-second series", cell.label())
+            })?
+        }
+    };
+    let all = store.series(run)?;
+    let mut cpus: Vec<(u32, String)> = all
+        .iter()
+        .filter_map(|p| {
+            let cpu = p.name.strip_suffix(":irq_per_s")?.strip_prefix("cpu")?;
+            Some((cpu.parse().ok()?, p.name.clone()))
+        })
+        .collect();
+    cpus.sort();
+    cpus.dedup();
+    if cpus.is_empty() {
+        bail!("run {run} has no per-second interrupt series (cpuN:irq_per_s)");
+    }
+    let series: Vec<Series> = cpus
+        .iter()
+        .map(|(cpu, name)| Series {
+            name: format!("CPU {cpu}"),
+            points: points_of(&all, name),
+        })
+        .collect();
+    let title = format!("interrupts per second on each CPU, run {run}");
+    Ok(metric_vs_factor(
+        &title,
+        X_LABEL,
+        "interrupts/s",
+        &series,
+        false,
+    )?)
+}
