@@ -12,8 +12,7 @@
 //!
 //! Pure: text in, points out.
 
-use serde::Deserialize;
-use std::collections::BTreeMap;
+use super::fio_window::{Dir, Job};
 
 /// Cumulative counts of one direction at one point.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -33,79 +32,27 @@ pub struct Point {
     pub write: DirTotals,
 }
 
-#[derive(Deserialize)]
-struct Doc {
-    timestamp_ms: Option<f64>,
-    #[serde(default)]
-    jobs: Vec<Job>,
-}
-
-#[derive(Deserialize)]
-struct Job {
-    #[serde(default)]
-    jobname: String,
-    #[serde(rename = "job options", default)]
-    options: BTreeMap<String, serde_json::Value>,
-    read: Option<Dir>,
-    write: Option<Dir>,
-}
-
-#[derive(Deserialize, Default)]
-struct Dir {
-    runtime: Option<f64>,
-    total_ios: Option<f64>,
-    io_bytes: Option<f64>,
-    clat_ns: Option<Clat>,
-}
-
-#[derive(Deserialize, Default)]
-struct Clat {
-    #[serde(rename = "N")]
-    n: Option<f64>,
-    mean: Option<f64>,
-}
-
-impl Dir {
-    fn totals(&self) -> DirTotals {
-        let f = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0);
-        let (n, mean) = self
-            .clat_ns
-            .as_ref()
-            .map_or((0.0, 0.0), |c| (f(c.n), f(c.mean)));
-        DirTotals {
-            ios: f(self.total_ios),
-            bytes: f(self.io_bytes),
-            clat_sum_ns: n * mean,
-            clat_n: n,
-        }
+/// A direction's cumulative counts in one report.
+fn totals(d: &Dir) -> DirTotals {
+    let f = |v: Option<f64>| v.filter(|x| x.is_finite() && *x >= 0.0).unwrap_or(0.0);
+    let (n, mean) = d
+        .clat_ns
+        .as_ref()
+        .map_or((0.0, 0.0), |c| (f(c.n), f(c.mean)));
+    DirTotals {
+        ios: f(d.total_ios),
+        bytes: f(d.io_bytes),
+        clat_sum_ns: n * mean,
+        clat_n: n,
     }
 }
 
-impl Job {
-    fn runtime_ms(&self) -> f64 {
-        [&self.read, &self.write]
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d.runtime)
-            .filter(|r| r.is_finite() && *r >= 0.0)
-            .fold(0.0, f64::max)
-    }
-
-    fn point(&self) -> Point {
-        Point {
-            t_s: self.runtime_ms() / 1000.0,
-            read: self.read.as_ref().map(Dir::totals).unwrap_or_default(),
-            write: self.write.as_ref().map(Dir::totals).unwrap_or_default(),
-        }
-    }
-
-    fn ramp_ms(&self) -> f64 {
-        let t = match self.options.get("ramp_time") {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => return 0.0,
-        };
-        crate::sys::parse::duration::duration(&t).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+/// A job's totals in one report, at its runtime.
+fn point(job: &Job) -> Point {
+    Point {
+        t_s: job.runtime_ms() / 1000.0,
+        read: job.read.as_ref().map(totals).unwrap_or_default(),
+        write: job.write.as_ref().map(totals).unwrap_or_default(),
     }
 }
 
@@ -113,19 +60,19 @@ impl Job {
 /// `t_s = 0` with nothing done, every status report printed after the ramp, and the final
 /// report last. Empty when the output holds no report.
 pub fn job_points(output: &str) -> Vec<Vec<Point>> {
-    let docs: Vec<Doc> = super::fio_window::documents_of(output);
+    let docs = super::fio_window::documents(output);
     let Some((last, interim)) = docs.split_last() else {
         return Vec::new();
     };
     let mut out = Vec::new();
     for (i, job) in last.jobs.iter().enumerate() {
-        let end = job.point();
+        let end = point(job);
         // Reports of this job, oldest first (jobs keep their order; the name guards it).
         let reports: Vec<(Option<f64>, Point)> = interim
             .iter()
             .filter_map(|d| {
                 let j = d.jobs.get(i).filter(|j| j.jobname == job.jobname)?;
-                Some((d.timestamp_ms, j.point()))
+                Some((d.timestamp_ms, point(j)))
             })
             .collect();
         // The measured phase is the tail in which runtime never goes back: fio resets its

@@ -38,33 +38,45 @@ pub struct JobWindow {
     pub anchor: Anchor,
 }
 
+/// One of fio's JSON documents (a status report or the final one), only the fields iolab's
+/// readers of the reports use (`fio_series` reads the counters).
 #[derive(Deserialize)]
-struct Doc {
-    timestamp_ms: Option<f64>,
+pub(crate) struct Doc {
+    pub timestamp_ms: Option<f64>,
     #[serde(default)]
-    jobs: Vec<Job>,
+    pub jobs: Vec<Job>,
 }
 
 #[derive(Deserialize)]
-struct Job {
+pub(crate) struct Job {
     #[serde(default)]
-    jobname: String,
+    pub jobname: String,
     #[serde(rename = "job options", default)]
     options: BTreeMap<String, serde_json::Value>,
-    read: Option<Dir>,
-    write: Option<Dir>,
-    trim: Option<Dir>,
+    pub read: Option<Dir>,
+    pub write: Option<Dir>,
+    pub trim: Option<Dir>,
 }
 
-#[derive(Deserialize)]
-struct Dir {
-    runtime: Option<f64>,
+#[derive(Deserialize, Default)]
+pub(crate) struct Dir {
+    pub runtime: Option<f64>,
+    pub total_ios: Option<f64>,
+    pub io_bytes: Option<f64>,
+    pub clat_ns: Option<Clat>,
+}
+
+#[derive(Deserialize, Default)]
+pub(crate) struct Clat {
+    #[serde(rename = "N")]
+    pub n: Option<f64>,
+    pub mean: Option<f64>,
 }
 
 impl Job {
     /// Milliseconds the job has measured so far: fio divides each direction's count by its
     /// own runtime, and they differ by a millisecond at most.
-    fn runtime_ms(&self) -> f64 {
+    pub(crate) fn runtime_ms(&self) -> f64 {
         [&self.read, &self.write, &self.trim]
             .into_iter()
             .flatten()
@@ -81,7 +93,7 @@ impl Job {
     }
 
     /// `ramp_time` in ms (fio's bare numbers are seconds); 0 when absent or unreadable.
-    fn ramp_ms(&self) -> f64 {
+    pub(crate) fn ramp_ms(&self) -> f64 {
         self.option("ramp_time")
             .and_then(|t| crate::sys::parse::duration::duration(&t).ok())
             .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
@@ -90,16 +102,11 @@ impl Job {
 
 /// Every complete document of fio's output, in order (fio's warnings before, between or
 /// after them skipped; a truncated last one ignored).
-fn documents(output: &str) -> Vec<Doc> {
-    documents_of(output)
-}
-
-/// [`documents`] read as any shape (`fio_series` reads other fields of the same reports).
-pub(crate) fn documents_of<T: serde::de::DeserializeOwned>(output: &str) -> Vec<T> {
+pub(crate) fn documents(output: &str) -> Vec<Doc> {
     let mut out = Vec::new();
     let mut pos = 0;
     while let Some(start) = next_document(output, pos) {
-        let mut stream = serde_json::Deserializer::from_str(&output[start..]).into_iter::<T>();
+        let mut stream = serde_json::Deserializer::from_str(&output[start..]).into_iter::<Doc>();
         match stream.next() {
             Some(Ok(doc)) => {
                 out.push(doc);
