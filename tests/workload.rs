@@ -60,7 +60,7 @@ fn percentiles_from_bins_reproduce_fio_exactly() {
             for dir in [&job.read, &job.write] {
                 let Some(bins) = &dir.clat.bins else { continue };
                 for &(pct, ns) in &dir.clat.percentiles {
-                    let ours = fio_json::percentile_from_bins(bins, pct).unwrap();
+                    let ours = iolab::stats::histogram::percentile_of(bins, pct).unwrap();
                     assert_eq!(ours as f64, ns, "{name} {} p{pct}", job.name);
                     checked += 1;
                 }

@@ -91,18 +91,7 @@ impl LatencyHistogram {
 
     /// The `p`-th percentile (0 < p <= 100) in ns, as fio computes it; `None` when empty.
     pub fn percentile(&self, p: f64) -> Option<u64> {
-        if !(p > 0.0 && p <= 100.0) {
-            return None;
-        }
-        let threshold = p / 100.0 * self.total() as f64;
-        let mut cumulative = 0u64;
-        for (&ns, &count) in &self.bins {
-            cumulative += count;
-            if cumulative as f64 >= threshold {
-                return Some(ns);
-            }
-        }
-        self.bins.keys().next_back().copied()
+        percentile_of(&self.bins, p)
     }
 
     /// The empirical CDF as (ns, fraction of I/Os <= ns), one point per bucket.
@@ -131,9 +120,50 @@ impl LatencyHistogram {
     }
 }
 
+/// The `p`-th percentile (0 < p <= 100) of fio's bins (`{ns: count}`), the way fio computes
+/// it: the first bucket at which the running count reaches p% of all samples. `None` when
+/// empty or `p` is out of range. Also for bins read straight from fio's JSON.
+pub fn percentile_of(bins: &BTreeMap<u64, u64>, p: f64) -> Option<u64> {
+    let total: u64 = bins.values().sum();
+    if total == 0 || !(p > 0.0 && p <= 100.0) {
+        return None;
+    }
+    let threshold = p / 100.0 * total as f64;
+    let mut cumulative = 0u64;
+    for (&ns, &count) in bins {
+        cumulative += count;
+        if cumulative as f64 >= threshold {
+            return Some(ns);
+        }
+    }
+    bins.keys().next_back().copied()
+}
+
+/// Adds fio's bins bucket by bucket (exact: the bucket values are the same on every host and
+/// job).
+pub fn merge_bins<'a>(all: impl IntoIterator<Item = &'a BTreeMap<u64, u64>>) -> BTreeMap<u64, u64> {
+    let mut merged = LatencyHistogram::new();
+    for bins in all {
+        for (&ns, &count) in bins {
+            merged.add(ns, count);
+        }
+    }
+    merged.bins
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentile_of_bins_matches_fios_rule() {
+        let bins: BTreeMap<u64, u64> = [(10, 1), (20, 1), (30, 2)].into_iter().collect();
+        assert_eq!(percentile_of(&bins, 25.0), Some(10));
+        assert_eq!(percentile_of(&bins, 25.1), Some(20));
+        assert_eq!(percentile_of(&bins, 50.0), Some(20));
+        assert_eq!(percentile_of(&bins, 100.0), Some(30));
+        assert_eq!(percentile_of(&BTreeMap::new(), 50.0), None);
+    }
 
     #[test]
     fn merge_is_exact_and_percentiles_follow_fio() {

@@ -467,34 +467,7 @@ fn latency_from_value(v: Option<&Value>, path: &str) -> Result<Latency, FioJsonE
     })
 }
 
-/// The value at `percent` of a histogram, the way fio computes it: the first bucket at which
-/// the running count reaches `percent`% of all samples. `None` for an empty histogram.
-pub fn percentile_from_bins(bins: &BTreeMap<u64, u64>, percent: f64) -> Option<u64> {
-    let total: u64 = bins.values().sum();
-    if total == 0 {
-        return None;
-    }
-    let threshold = percent / 100.0 * total as f64;
-    let mut running = 0u64;
-    for (&value, &n) in bins {
-        running += n;
-        if running as f64 >= threshold {
-            return Some(value);
-        }
-    }
-    bins.keys().next_back().copied()
-}
-
-/// Adds histograms bucket by bucket (fio's bucket values are the same on every host and job).
-pub fn merge_bins<'a>(all: impl IntoIterator<Item = &'a BTreeMap<u64, u64>>) -> BTreeMap<u64, u64> {
-    let mut merged = BTreeMap::new();
-    for bins in all {
-        for (&k, &n) in bins {
-            *merged.entry(k).or_insert(0) += n;
-        }
-    }
-    merged
-}
+use crate::stats::histogram::{merge_bins, percentile_of};
 
 /// Only what a latency histogram needs, so the rest of a 40 KB json+ document is skipped
 /// instead of built into a `Value` tree (a report over thousands of runs reads them all).
@@ -683,7 +656,7 @@ impl FioReport {
             let merged = merge_bins(with_samples.iter().filter_map(|l| l.bins.as_ref()));
             let p = PUBLISHED_PERCENTILES
                 .iter()
-                .filter_map(|&(pct, _)| Some((pct, percentile_from_bins(&merged, pct)? as f64)))
+                .filter_map(|&(pct, _)| Some((pct, percentile_of(&merged, pct)? as f64)))
                 .collect();
             (p, PercentileSource::MergedBins)
         } else if with_samples.len() == 1 {
@@ -904,16 +877,6 @@ mod tests {
             c.percentiles,
             vec![(50.0, 100.0), (99.0, 2000.0), (99.9, 2000.0)]
         );
-    }
-
-    #[test]
-    fn percentile_from_bins_matches_fios_rule() {
-        let bins: BTreeMap<u64, u64> = [(10, 1), (20, 1), (30, 2)].into_iter().collect();
-        assert_eq!(percentile_from_bins(&bins, 25.0), Some(10));
-        assert_eq!(percentile_from_bins(&bins, 25.1), Some(20));
-        assert_eq!(percentile_from_bins(&bins, 50.0), Some(20));
-        assert_eq!(percentile_from_bins(&bins, 100.0), Some(30));
-        assert_eq!(percentile_from_bins(&BTreeMap::new(), 50.0), None);
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!
 //! Pure: figures in, checks out.
 
-use crate::workload::fio_json::{percentile_from_bins, Dir, FioReport, JobResult};
+use crate::stats::histogram::percentile_of;
+use crate::workload::fio_json::{Dir, FioReport, JobResult};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -203,7 +204,7 @@ pub fn percentiles_vs_bins(report: &FioReport) -> Vec<Check> {
                 if ![50.0, 99.0, 99.9].contains(&pct) {
                     continue;
                 }
-                let Some(ours) = percentile_from_bins(bins, pct) else {
+                let Some(ours) = percentile_of(bins, pct) else {
                     continue;
                 };
                 let width = bin_width_ns(fio_ns.max(ours as f64));
