@@ -279,7 +279,11 @@ fn fio_histograms_merge_exactly_and_percentiles_match() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| LatencyHistogram::from_fio_bins(b).unwrap())
+        .map(|b| {
+            let bins: std::collections::BTreeMap<u64, u64> =
+                serde_json::from_value(b.clone()).unwrap();
+            LatencyHistogram::from_pairs(bins)
+        })
         .collect();
     let merged = LatencyHistogram::merged(&runs);
     assert_eq!(merged.total(), h["total"].as_u64().unwrap());

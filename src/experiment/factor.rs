@@ -11,7 +11,7 @@ use crate::sys::parse::{cpulist, format_cpulist};
 /// Where fio runs: unpinned, or a placement level (`on`, `near`, `far`, `node:N`, CPUs) that
 /// `crate::placement` resolves against the machine at plan time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
+pub enum Pinning {
     /// No pinning: the scheduler decides.
     Unpinned,
     Pinned(level::Placement),
@@ -54,12 +54,12 @@ fn parse_node(text: &str) -> Option<Result<u32, String>> {
     )
 }
 
-impl Placement {
-    pub fn parse(text: &str) -> Result<Placement, String> {
+impl Pinning {
+    pub fn parse(text: &str) -> Result<Pinning, String> {
         match text.trim() {
-            "none" | "unpinned" => Ok(Placement::Unpinned),
+            "none" | "unpinned" => Ok(Pinning::Unpinned),
             t => level::Placement::parse(t)
-                .map(Placement::Pinned)
+                .map(Pinning::Pinned)
                 .map_err(|_| format!("`{t}` is not a placement")),
         }
     }
@@ -85,11 +85,11 @@ impl IrqPlacement {
     }
 }
 
-impl fmt::Display for Placement {
+impl fmt::Display for Pinning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Placement::Unpinned => write!(f, "none"),
-            Placement::Pinned(p) => write!(f, "{p}"),
+            Pinning::Unpinned => write!(f, "none"),
+            Pinning::Pinned(p) => write!(f, "{p}"),
         }
     }
 }
@@ -133,7 +133,7 @@ pub enum LevelValue {
     /// Text to write to the queue attribute (or, normalised, to the system control).
     Knob(String),
     Polling(bool),
-    Placement(Placement),
+    Placement(Pinning),
     Irq(IrqPlacement),
     /// The fio option's (or engine option's) value.
     Fio(String),
@@ -163,11 +163,11 @@ mod tests {
     #[test]
     fn placements_round_trip() {
         for t in ["on", "near", "far", "none", "node:1", "0-2,5"] {
-            assert_eq!(Placement::parse(t).unwrap().to_string(), t);
+            assert_eq!(Pinning::parse(t).unwrap().to_string(), t);
         }
-        assert_eq!(Placement::parse("unpinned").unwrap(), Placement::Unpinned);
-        assert!(Placement::parse("nearby").is_err());
-        assert!(Placement::parse("node:x").is_err());
+        assert_eq!(Pinning::parse("unpinned").unwrap(), Pinning::Unpinned);
+        assert!(Pinning::parse("nearby").is_err());
+        assert!(Pinning::parse("node:x").is_err());
         for t in ["unchanged", "on-node", "far", "node:0", "1"] {
             assert_eq!(IrqPlacement::parse(t).unwrap().to_string(), t);
         }

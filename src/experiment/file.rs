@@ -39,7 +39,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::factor::{
-    Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement, IRQ_ALLOWED, PLACEMENT_ALLOWED,
+    Factor, FactorKind, IrqPlacement, Level, LevelValue, Pinning, IRQ_ALLOWED, PLACEMENT_ALLOWED,
 };
 use super::prepare::Prepare;
 use super::queue_knobs;
@@ -1473,7 +1473,7 @@ impl Walker<'_> {
                     _ => None,
                 };
                 let parsed = match text {
-                    Some(t) if placement => Placement::parse(&t).map(LevelValue::Placement),
+                    Some(t) if placement => Pinning::parse(&t).map(LevelValue::Placement),
                     Some(t) => IrqPlacement::parse(&t).map(LevelValue::Irq),
                     None => Err(format!("{} is not a placement", type_name(v))),
                 };
@@ -1767,7 +1767,7 @@ scheduler = ["none", "mq-deadline"]
         assert_eq!(placement.levels[3].label, "0-1");
         assert_eq!(
             placement.levels[3].value,
-            LevelValue::Placement(Placement::Pinned(crate::placement::Placement::Cpus(vec![
+            LevelValue::Placement(Pinning::Pinned(crate::placement::Placement::Cpus(vec![
                 0, 1
             ])))
         );

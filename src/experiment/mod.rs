@@ -12,6 +12,6 @@ pub mod queue_knobs;
 pub mod run;
 pub mod system_knobs;
 
-pub use factor::{Factor, FactorKind, IrqPlacement, Level, LevelValue, Placement};
+pub use factor::{Factor, FactorKind, IrqPlacement, Level, LevelValue, Pinning};
 pub use file::{load, parse, Experiment, ExperimentError, Repetitions, TargetDevice, TargetSpec};
 pub use plan::{cells, Cell, PlannedRun, Planner};

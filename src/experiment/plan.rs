@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::factor::{FactorKind, IrqPlacement, Level, LevelValue, Placement};
+use super::factor::{FactorKind, IrqPlacement, Level, LevelValue, Pinning};
 use super::file::{Experiment, Repetitions};
 use crate::sys::parse::duration;
 use crate::workload::{options, JobBuilder, JobError, JobSpec};
@@ -171,7 +171,7 @@ impl Cell {
         })
     }
 
-    pub fn placement(&self) -> Option<&Placement> {
+    pub fn placement(&self) -> Option<&Pinning> {
         self.levels.iter().find_map(|(_, _, l)| match &l.value {
             LevelValue::Placement(p) => Some(p),
             _ => None,
@@ -459,7 +459,7 @@ mod tests {
         assert_eq!(c.polling(), Some(true));
         assert_eq!(
             c.placement(),
-            Some(&Placement::Pinned(crate::placement::Placement::Cpus(vec![
+            Some(&Pinning::Pinned(crate::placement::Placement::Cpus(vec![
                 0, 2
             ])))
         );

@@ -61,7 +61,7 @@ pub struct BlockDevice {
     /// Where an I/O generator would run "on", "near" or "far" from the CPU that takes this
     /// device's completion interrupts (see `placement`); absent without interrupts.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub placement: Option<super::Placement>,
+    pub placement: Option<super::OnNearFar>,
     pub holds_data: bool,
     /// Why it holds data ("mounted at / (ext4)", "holder dm-0", "swap", "partition vda1").
     pub data_reasons: Vec<String>,

@@ -19,7 +19,7 @@ pub mod topology;
 pub use controls::{BoostControl, Controls};
 pub use devices::{Allowed, BlockDevice, HwQueue, Partition};
 pub use irqs::{Irq, IrqRate};
-pub use placement::Placement;
+pub use placement::OnNearFar;
 pub use rates::{rates, Counters, Rates};
 pub use topology::{Cache, Cpu, Node, NodeDistance};
 

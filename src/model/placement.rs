@@ -10,7 +10,7 @@ use crate::placement::{self as level, CpuPlace, Resolved};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Placement {
+pub struct OnNearFar {
     pub on: Vec<u32>,
     pub near: Vec<u32>,
     pub far: Vec<u32>,
@@ -57,7 +57,7 @@ fn irq_cpus(m: &Machine, dev: &BlockDevice, cpu: u32) -> Vec<u32> {
 }
 
 /// Classifies the online CPUs for one device; None when the device has no interrupts.
-pub fn placement(m: &Machine, dev: &BlockDevice) -> Option<Placement> {
+pub fn placement(m: &Machine, dev: &BlockDevice) -> Option<OnNearFar> {
     if dev.irqs.is_empty() {
         return None;
     }
@@ -74,7 +74,7 @@ pub fn placement(m: &Machine, dev: &BlockDevice) -> Option<Placement> {
             .map(|r| r.cpus)
             .unwrap_or_default()
     };
-    Some(Placement {
+    Some(OnNearFar {
         near: cpus_of(level::Placement::Near),
         far: cpus_of(level::Placement::Far),
         on,

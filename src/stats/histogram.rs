@@ -10,8 +10,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::error::StatsError;
-
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LatencyHistogram {
     /// bucket value in ns -> number of I/Os
@@ -30,29 +28,6 @@ impl LatencyHistogram {
             h.add(ns, count);
         }
         h
-    }
-
-    /// From the JSON object fio writes under `clat_ns.bins` (string keys, integer counts).
-    /// Errors name the offending key.
-    pub fn from_fio_bins(bins: &serde_json::Value) -> Result<Self, StatsError> {
-        let bad = |reason: String| StatsError::InvalidParameter {
-            name: "clat_ns.bins",
-            reason,
-        };
-        let obj = bins
-            .as_object()
-            .ok_or_else(|| bad(format!("expected an object of {{ns: count}}, got {bins}")))?;
-        let mut h = Self::new();
-        for (key, value) in obj {
-            let ns: u64 = key
-                .parse()
-                .map_err(|_| bad(format!("key {key:?} is not a latency in ns")))?;
-            let count = value
-                .as_u64()
-                .ok_or_else(|| bad(format!("count of {key:?} is not a count: {value}")))?;
-            h.add(ns, count);
-        }
-        Ok(h)
     }
 
     pub fn add(&mut self, ns: u64, count: u64) {
@@ -180,20 +155,10 @@ mod tests {
     }
 
     #[test]
-    fn empty_and_bad_input() {
+    fn empty_input() {
         let h = LatencyHistogram::new();
         assert_eq!(h.percentile(50.0), None);
         assert_eq!(h.mean(), None);
         assert!(h.cdf().is_empty());
-        let bad = serde_json::json!({"12x": 3});
-        let err = LatencyHistogram::from_fio_bins(&bad).unwrap_err();
-        assert!(err.to_string().contains("12x"), "{err}");
-    }
-
-    #[test]
-    fn parses_fio_json_bins() {
-        let v = serde_json::json!({"1012": 3, "2048": 1});
-        let h = LatencyHistogram::from_fio_bins(&v).unwrap();
-        assert_eq!(h.bins().collect::<Vec<_>>(), vec![(1012, 3), (2048, 1)]);
     }
 }

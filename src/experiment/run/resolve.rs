@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use super::super::factor::{FactorKind, IrqPlacement, LevelValue, Placement};
+use super::super::factor::{FactorKind, IrqPlacement, LevelValue, Pinning};
 use super::super::plan::Cell;
 use super::super::Experiment;
 use crate::knobs::{irq_affinity_path, queue_attr_path};
@@ -212,10 +212,10 @@ fn check_knob_levels(exp: &Experiment, dev: &BlockDevice) -> Vec<String> {
 }
 
 /// The experiment's placement level in the placement module's terms; `None` for unpinned.
-fn placement_level(p: &Placement) -> Option<level::Placement> {
+fn placement_level(p: &Pinning) -> Option<level::Placement> {
     match p {
-        Placement::Unpinned => None,
-        Placement::Pinned(p) => Some(p.clone()),
+        Pinning::Unpinned => None,
+        Pinning::Pinned(p) => Some(p.clone()),
     }
 }
 
