@@ -1,7 +1,8 @@
 //! Block traces: read blktrace records (v7/v8, either byte order, per-CPU files or one merged
 //! file or a raw tracefs stream), record them through tracefs where relay blktrace is locked
 //! out, and analyse them with btt's definitions plus what btt lacks (percentiles, per-request
-//! view, timeline, diagnosis). Depends on nothing else in iolab except `sys`.
+//! view, timeline, diagnosis). Depends on nothing else in iolab except `sys`, and `report`
+//! for making text terminal-safe and rendering its charts to PNG.
 
 pub mod analyze;
 pub mod capture;
