@@ -11,6 +11,7 @@ pub mod experiment;
 pub mod hosts;
 pub mod irq;
 pub mod knobs;
+pub mod metrics;
 pub mod model;
 pub mod placement;
 pub mod preflight;

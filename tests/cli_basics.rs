@@ -23,6 +23,7 @@ fn help_lists_commands() {
         "import",
         "trace",
         "irq",
+        "metrics",
         "restore",
     ] {
         let line = text

@@ -1659,3 +1659,39 @@ fn progress_is_a_live_bar_on_a_terminal_and_plain_lines_in_a_pipe() {
         "{err}"
     );
 }
+
+/// Every metric a run stores is in the metric registry (`iolab::metrics`), listed as itself
+/// (per-device `DEVICE:dev_*` names as their `dev_*`), so `iolab metrics` and docs/metrics.md
+/// describe everything a database can hold: fio's per direction, the sampler's system-wide,
+/// summed and per-device figures.
+#[test]
+fn every_metric_a_replayed_run_stores_is_in_the_registry() {
+    let lab = Lab::of("two-node-nvme");
+    let e = exp("name = \"all\"\nseed = 3\nrepetitions = 1\n\
+         [target]\ndevice = [\"nvme0n1\", \"nvme1n1\"]\n[workload]\nrw = \"randread\"\n");
+    // The replayed output is a mixed workload's (reads and writes): a read-only job here keeps
+    // the devices safe, and the figures come from the output.
+    let replay = ReplayFio::in_order([fio_fixture("randrw_2jobs_jsonplus")]);
+    lab.run(&e, &replay);
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let names = db.metric_names().unwrap();
+    for wanted in [
+        "read_clat_p99_us",
+        "write_iops",
+        "fio_sys_pct",
+        "irq_per_s",
+        "dev_r_per_s",
+        "nvme1n1:dev_w_per_s",
+    ] {
+        assert!(
+            names.iter().any(|n| n == wanted),
+            "{wanted} not in {names:?}"
+        );
+    }
+    for name in &names {
+        assert!(
+            iolab::metrics::exact(name).is_some(),
+            "{name} is stored but not in the registry"
+        );
+    }
+}

@@ -36,24 +36,9 @@ pub const HEADLINE: &[&str] = &[
     "dev_irq_per_io",
 ];
 
-/// The unit shown in headers, from the metric's stable name.
+/// The unit shown in headers, from the metric registry (its entry or its name's rule).
 pub fn unit(metric: &str) -> Option<&'static str> {
-    let table: [(&str, &str); 10] = [
-        ("_iops", "IO/s"),
-        ("_mbit_per_s", "Mb/s"),
-        ("_bw_mbs", "MB/s"),
-        ("mb_per_s", "MB/s"),
-        ("_us", "us"),
-        ("_ms", "ms"),
-        ("_pct", "%"),
-        ("_per_s", "1/s"),
-        ("_kb", "KiB"),
-        ("_qu_sz", "requests"),
-    ];
-    table
-        .iter()
-        .find(|(suffix, _)| metric.ends_with(suffix))
-        .map(|(_, u)| *u)
+    crate::metrics::lookup(metric).and_then(|m| m.unit)
 }
 
 /// One metric's values by run id.

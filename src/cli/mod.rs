@@ -12,6 +12,7 @@ mod hosts;
 mod import;
 mod inspect;
 mod irq;
+mod metrics;
 mod plot;
 mod preflight;
 mod progress;
@@ -53,6 +54,7 @@ pub enum Command {
     Report(report::ReportArgs),
     Import(import::ImportArgs),
     Trace(trace::TraceArgs),
+    Metrics(metrics::MetricsArgs),
     Irq(irq::IrqArgs),
     Restore(restore::RestoreArgs),
     Hosts(hosts::HostsArgs),
@@ -123,6 +125,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => report::run(args),
         Command::Import(args) => import::run(args),
         Command::Trace(args) => trace::run(args),
+        Command::Metrics(args) => metrics::run(args),
         Command::Irq(args) => irq::run(args),
         Command::Restore(args) => restore::run(args),
         Command::Hosts(args) => hosts::run(args),

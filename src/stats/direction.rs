@@ -1,5 +1,5 @@
-//! Which way is "better" for a metric, derived from its stable name (docs/architecture.md),
-//! so `compare` can say improved/regressed without a table that drifts from the metric list.
+//! Which way is "better" for a metric, read from the metric registry (`crate::metrics`), so
+//! `compare` can say improved/regressed without a second table that drifts from the list.
 
 use serde::{Deserialize, Serialize};
 
@@ -14,47 +14,17 @@ pub enum Direction {
 }
 
 impl Direction {
-    /// The direction of a metric named per docs/architecture.md; `None` for names that are
-    /// neither work done nor a cost (`dev_avg_rq_kb`, `dev_avg_qu_sz`) or unknown names,
-    /// where the caller must state a direction.
+    /// The direction of a metric, from the registry (`crate::metrics`): its own entry, else
+    /// the naming rule its name follows. `None` for names that are neither work done nor a
+    /// cost (`dev_avg_rq_kb`, `dev_avg_qu_sz`, a trace's counts) or follow no rule, where
+    /// the caller must state a direction.
     ///
-    /// Work done (`_iops`, `_bw_mbs`, `_mb_per_s`, the device's `dev_*_per_s`, a network
-    /// engine's `net_*_mbit_per_s` and `rr_trans_per_s`) is better higher; TCP retransmits
-    /// (`net_retransmits`) are a cost; latencies (`_us`, `_ms`, `await`) and CPU costs
-    /// (`_pct`, except `idle_pct`) are better lower. Interrupt rates (`irq_per_s`, `dev_irq_per_s`) count as a cost:
-    /// they are overhead, not work, and polling's win in case 3 is fewer ints/s.
-    /// `dev_irq_per_io` is a cost per unit of work (interrupts each completion paid for),
-    /// so lower is better.
-    ///
-    /// Merges (`dev_rrqm_per_s`, `dev_wrqm_per_s`, also per device) have no direction: more
-    /// merges mean fewer, larger requests, which helps a seeking disk and says nothing on
-    /// its own (a workload that stopped issuing adjacent I/O merges less and may be faster),
-    /// so `compare` reports a significant change as `changed`, without a verdict.
+    /// Work done (`_iops`, `_bw_mbs`, `_mb_per_s`, `_per_s`) is better higher; latencies,
+    /// CPU shares (except `idle_pct`), interrupt rates, costs per I/O and retransmits are
+    /// better lower; merges (`*rqm_per_s`) have no direction: more merges mean fewer, larger
+    /// requests, which says nothing on its own, so `compare` reports `changed`.
     pub fn for_metric(name: &str) -> Option<Direction> {
-        use Direction::*;
-        if name.ends_with("rqm_per_s") {
-            return Some(NoDirection);
-        }
-        let lower = [
-            "_us",
-            "_ms",
-            "await",
-            "_pct",
-            "irq_per_s",
-            "_per_io",
-            "retransmits",
-        ];
-        let higher = ["_iops", "_bw_mbs", "_mb_per_s", "_mbs", "_per_s"];
-        if name == "idle_pct" {
-            return Some(HigherIsBetter);
-        }
-        if name.contains("await") || lower.iter().any(|s| name.ends_with(s)) {
-            return Some(LowerIsBetter);
-        }
-        if higher.iter().any(|s| name.ends_with(s)) {
-            return Some(HigherIsBetter);
-        }
-        None
+        crate::metrics::lookup(name).and_then(|m| m.direction)
     }
 }
 

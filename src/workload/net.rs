@@ -119,17 +119,6 @@ pub const IPERF3_OPTIONS: &[(&str, Kind)] = &[
     ("zerocopy", Kind::Bool),
 ];
 
-/// iperf3's metrics, in the names docs/architecture.md lists.
-pub const IPERF3_METRICS: &[&str] = &[
-    "net_sent_mbit_per_s",
-    "net_received_mbit_per_s",
-    "net_retransmits",
-    "net_interval_min_mbit_per_s",
-    "net_interval_max_mbit_per_s",
-    "net_client_cpu_pct",
-    "net_server_cpu_pct",
-];
-
 impl ProgramEngine for Iperf3 {
     fn name(&self) -> &'static str {
         "iperf3"
@@ -261,17 +250,6 @@ pub const SOCKPERF_OPTIONS: &[(&str, Kind)] = &[
     ("msg_size", Kind::Int(14, 65_000)),
     ("tcp", Kind::Bool),
     ("mps", Kind::Int(1, 100_000_000)),
-];
-
-pub const SOCKPERF_METRICS: &[&str] = &[
-    "rr_trans_per_s",
-    "rr_lat_mean_us",
-    "rr_lat_p50_us",
-    "rr_lat_p99_us",
-    "rr_lat_p999_us",
-    "rr_lat_max_us",
-    "tp_msg_per_s",
-    "tp_mb_per_s",
 ];
 
 impl ProgramEngine for Sockperf {
@@ -436,16 +414,34 @@ mod tests {
         assert!((get(&f, "net_interval_max_mbit_per_s") - 12959.021808).abs() < 1e-3);
         assert_eq!(f.series[0].1.len(), 2);
         for (n, _) in &f.metrics {
-            assert!(IPERF3_METRICS.contains(&n.as_str()), "{n}");
+            let listed = crate::metrics::exact(n).map(|m| (m.source, &m.description[..7]));
+            assert_eq!(
+                listed,
+                Some((crate::metrics::Source::Engine, "iperf3:")),
+                "{n}"
+            );
         }
         let e = iperf3_figures(r#"{"error": "unable to connect to server"}"#).unwrap_err();
         assert!(e.contains("unable to connect"), "{e}");
+    }
+
+    /// Every figure sockperf gives is in the metric registry as the engine's.
+    fn listed_as_sockperf(f: &Figures) {
+        for (n, _) in &f.metrics {
+            let listed = crate::metrics::exact(n).map(|m| (m.source, &m.description[..8]));
+            assert_eq!(
+                listed,
+                Some((crate::metrics::Source::Engine, "sockperf")),
+                "{n}"
+            );
+        }
     }
 
     #[test]
     fn sockperf_ping_pong_and_throughput() {
         let f = sockperf_figures(&fixture("sockperf-ping-pong.txt")).unwrap();
         assert!((get(&f, "rr_trans_per_s") - 45314.0 / 1.552).abs() < 1e-6);
+        listed_as_sockperf(&f);
         assert_eq!(get(&f, "rr_lat_mean_us"), 17.108);
         assert_eq!(get(&f, "rr_lat_p50_us"), 8.340);
         assert_eq!(get(&f, "rr_lat_p99_us"), 16.305);
@@ -453,6 +449,7 @@ mod tests {
         let f = sockperf_figures(&fixture("sockperf-throughput.txt")).unwrap();
         assert_eq!(get(&f, "tp_msg_per_s"), 124552.0);
         assert_eq!(get(&f, "tp_mb_per_s"), 166.295);
+        listed_as_sockperf(&f);
         assert!(sockperf_figures("sockperf: error").is_err());
     }
 

@@ -369,24 +369,6 @@ fn device_metrics(d: &DeviceReport) -> Vec<(String, f64)> {
     out
 }
 
-/// Every metric name this module can produce (for `experiment::metrics::known`).
-pub const METRIC_NAMES: &[&str] = &[
-    "trace_events",
-    "trace_events_lost",
-    "trace_q2c_count",
-    "trace_q2c_mean_us",
-    "trace_q2c_p50_us",
-    "trace_q2c_p99_us",
-    "trace_q2c_max_us",
-    "trace_d2c_mean_us",
-    "trace_d2c_p99_us",
-    "trace_i2d_pct",
-    "trace_merge_ratio",
-    "trace_request_kb_mean",
-    "trace_dispatch_depth_mean",
-    "trace_sleeps",
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,10 +415,13 @@ mod tests {
         assert_eq!(m["trace_request_kb_mean"], 5.5);
         assert_eq!(m["trace_sleeps"], 0.0);
         for name in m.keys() {
-            assert!(METRIC_NAMES.contains(&name.as_str()), "{name}");
-            assert!(crate::experiment::metrics::is_known(name), "{name}");
+            let source = crate::metrics::exact(name).map(|m| m.source);
+            assert_eq!(source, Some(crate::metrics::Source::Trace), "{name}");
         }
-        assert_eq!(m.len(), METRIC_NAMES.len());
+        assert_eq!(
+            m.len(),
+            crate::metrics::names(crate::metrics::Source::Trace).count()
+        );
     }
 
     #[test]
