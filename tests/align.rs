@@ -21,6 +21,35 @@ fn metric(db: &Store, run: i64, name: &str) -> Option<f64> {
         .map(|(_, v)| v)
 }
 
+/// Runs `repetitions` 2 s random-read runs after a 1 s ramp on a scratch device of `size`,
+/// pinned near CPU 0; the directory (kept alive by the caller) and the store.
+fn run_ramped(repetitions: u32, size: &str) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ramped.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"ramped\"\nseed = 3\nrepetitions = {repetitions}\n[target]\n\
+             device = \"default\"\nsize = \"{size}\"\nanchor_cpu = 0\n[workload]\n\
+             rw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\ndirect = 1\n\
+             runtime = \"2s\"\nramp_time = \"1s\"\ntime_based = true\n"
+        ),
+    )
+    .unwrap();
+    let db_path = dir.path().join("ramped.db");
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(&db_path)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let db = Store::open_existing(&db_path).unwrap();
+    (dir, db)
+}
+
 /// The issue's acceptance test: 2 s runs after a 1 s ramp on a scratch device, where fio's
 /// `read_iops` and the sampler's `dev_r_per_s` must agree within 2% in every run (before the
 /// alignment they were 15% apart: the sampler's span held fio's start-up, ramp and tail).
@@ -29,28 +58,7 @@ fn with_a_ramp_fio_and_the_sampler_agree_within_two_percent() {
     if !root_or_skip() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let file = dir.path().join("aligned.toml");
-    std::fs::write(
-        &file,
-        "name = \"aligned\"\nseed = 3\nrepetitions = 4\n[target]\ndevice = \"default\"\n\
-         size = \"256M\"\nanchor_cpu = 0\n[workload]\nrw = \"randread\"\nbs = \"4k\"\n\
-         ioengine = \"psync\"\ndirect = 1\nruntime = \"2s\"\nramp_time = \"1s\"\n\
-         time_based = true\n",
-    )
-    .unwrap();
-    let db_path = dir.path().join("a.db");
-    let out = iolab()
-        .args(["run", "--db"])
-        .arg(&db_path)
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", &state)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let db = Store::open_existing(&db_path).unwrap();
+    let (dir, db) = run_ramped(4, "256M");
     let bases = db.run_bases(1).unwrap();
     assert_eq!(bases.len(), 4);
     let mut seen = Vec::new();
@@ -104,7 +112,7 @@ fn with_a_ramp_fio_and_the_sampler_agree_within_two_percent() {
     // `show` names the window and the checks.
     let show = iolab()
         .args(["show", "1", "--db"])
-        .arg(&db_path)
+        .arg(dir.path().join("ramped.db"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&show.stdout);
@@ -343,30 +351,7 @@ fn a_live_run_stores_per_second_series_that_add_up_to_its_io_count() {
     if !root_or_skip() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("series.toml");
-    std::fs::write(
-        &file,
-        "name = \"series\"\nseed = 3\nrepetitions = 1\n[target]\ndevice = \"default\"\n\
-         size = \"128M\"\nanchor_cpu = 0\n[workload]\nrw = \"randread\"\nbs = \"4k\"\n\
-         ioengine = \"psync\"\ndirect = 1\nruntime = \"2s\"\nramp_time = \"1s\"\n\
-         time_based = true\n",
-    )
-    .unwrap();
-    let db_path = dir.path().join("s.db");
-    let out = iolab()
-        .args(["run", "--db"])
-        .arg(&db_path)
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let db = Store::open_existing(&db_path).unwrap();
+    let (_dir, db) = run_ramped(1, "128M");
     let run = db.runs(1).unwrap().into_iter().find(|r| !r.warmup).unwrap();
     let texts = db.run_texts(run.id).unwrap().unwrap();
     let report = iolab::workload::parse_fio_json(&texts.fio_json.unwrap()).unwrap();
