@@ -139,10 +139,9 @@ fn fixture_machine() -> tempfile::TempDir {
     dir
 }
 
-/// fio says 10,000 reads/s on loop3 while the fixture's counters do not move: the check
-/// fails, is stored with both figures, and `show` says so.
-#[test]
-fn fio_figures_that_disagree_with_the_samples_are_a_failed_check_with_both_figures() {
+/// A copy of the fixture machine, settings that replay on it (sampled every 5 ms, loop3
+/// writable) and a one-run random-read experiment on loop3.
+fn replay_on_loop3() -> (tempfile::TempDir, Settings, iolab::experiment::Experiment) {
     let lab = fixture_machine();
     let mut s = Settings::live(lab.path().join("r.db"));
     s.root = SysRoot::at(lab.path().join("root")).unwrap();
@@ -156,6 +155,14 @@ fn fio_figures_that_disagree_with_the_samples_are_a_failed_check_with_both_figur
          [workload]\nrw = \"randread\"\nbs = \"4k\"\ndirect = 1\n",
     )
     .unwrap();
+    (lab, s, exp)
+}
+
+/// fio says 10,000 reads/s on loop3 while the fixture's counters do not move: the check
+/// fails, is stored with both figures, and `show` says so.
+#[test]
+fn fio_figures_that_disagree_with_the_samples_are_a_failed_check_with_both_figures() {
+    let (_lab, s, exp) = replay_on_loop3();
     let out = r#"{"fio version": "fio-3.33", "jobs": [{"jobname": "j", "error": 0,
         "job options": {"filename": "/dev/loop3", "direct": "1"},
         "read": {"iops": 10000, "total_ios": 20000, "runtime": 2000,
@@ -258,19 +265,7 @@ fn every_target_device_has_its_figures_and_its_check() {
 /// fixture's unmoving counters contradict.
 #[test]
 fn compare_shows_the_findings_of_the_runs_it_compares() {
-    let lab = fixture_machine();
-    let mut s = Settings::live(lab.path().join("r.db"));
-    s.root = SysRoot::at(lab.path().join("root")).unwrap();
-    s.state_dir = lab.path().join("state");
-    s.sample_interval = Duration::from_millis(5);
-    s.preflight_sample = Duration::ZERO;
-    s.destructive_devices = vec!["loop3".into()];
-    let exp = iolab::experiment::parse(
-        "t.toml",
-        "name = \"checks\"\nrepetitions = 1\n[target]\ndevice = \"loop3\"\n\
-         [workload]\nrw = \"randread\"\nbs = \"4k\"\ndirect = 1\n",
-    )
-    .unwrap();
+    let (_lab, s, exp) = replay_on_loop3();
     for iops in [10000, 20000] {
         let out = format!(
             r#"{{"fio version": "fio-3.33", "jobs": [{{"jobname": "j", "error": 0,
