@@ -6,15 +6,15 @@ use std::ops::Range;
 
 use toml::de::DeValue;
 
-use super::super::factor::{
-    Factor, FactorKind, IrqPlacement, Level, LevelValue, Pinning, IRQ_ALLOWED, PLACEMENT_ALLOWED,
-};
-use super::super::queue_knobs;
-use super::super::system_knobs::{self, SystemKnob};
 use super::{
     engine_table, flat_entries, integer, scalar_text, type_name, Diagnostic, Repetitions, Value,
     Walker,
 };
+use crate::experiment::factor::{
+    Factor, FactorKind, IrqPlacement, Level, LevelValue, Pinning, IRQ_ALLOWED, PLACEMENT_ALLOWED,
+};
+use crate::experiment::queue_knobs;
+use crate::experiment::system_knobs::{self, SystemKnob};
 use crate::workload::options::{self, OptionPolicy};
 
 /// Most levels one factor may list.

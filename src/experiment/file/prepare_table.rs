@@ -2,8 +2,8 @@
 
 use toml::de::DeValue;
 
-use super::super::prepare::Prepare;
 use super::{Value, Walker};
+use crate::experiment::prepare::Prepare;
 
 pub(super) const PREPARE_KEYS: &[&str] = &["sync", "drop_caches", "settle"];
 

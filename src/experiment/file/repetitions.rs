@@ -91,21 +91,25 @@ impl Walker<'_> {
                     }
                 }
                 "metric" => match self.nonempty_string(value, "metric") {
-                    Some(m) if super::super::metrics::is_known(&m) || self.engine_metric(&m) => {
+                    Some(m)
+                        if crate::experiment::metrics::is_known(&m) || self.engine_metric(&m) =>
+                    {
                         metric = Some(m)
                     }
                     Some(m) => {
                         ok = false;
                         let hint = crate::suggest::closest(
                             &m,
-                            super::super::metrics::known().iter().map(String::as_str),
+                            crate::experiment::metrics::known()
+                                .iter()
+                                .map(String::as_str),
                         )
                         .map(|s| format!(" (did you mean `{s}`?)"))
                         .unwrap_or_default();
                         self.error(
                             value.span(),
                             format!("`{m}` is not a metric iolab records{hint}"),
-                            Some(super::super::metrics::known().join(", ")),
+                            Some(crate::experiment::metrics::known().join(", ")),
                         );
                     }
                     None => ok = false,

@@ -2,8 +2,8 @@
 
 use toml::de::DeValue;
 
-use super::super::system_knobs::{self, SystemKnob};
 use super::{flat_entries, scalar_text, Value, Walker};
+use crate::experiment::system_knobs::{self, SystemKnob};
 
 /// `[stabilise]`: machine-wide controls set before the first run and put back after the last.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,13 +6,13 @@ use std::path::Path;
 
 use toml::de::DeTable;
 
-use super::super::factor::{Factor, FactorKind};
-use super::super::prepare::Prepare;
 use super::engine_table;
 use super::{
     Diagnostic, ExperimentError, Repetitions, Stabilise, TargetDevice, TargetSpec, TraceKeep,
     Walker,
 };
+use crate::experiment::factor::{Factor, FactorKind};
+use crate::experiment::prepare::Prepare;
 use crate::target::DEFAULT_SCRATCH_BYTES;
 use crate::workload::job_file::{self, JobSource};
 use crate::workload::options::{self, OptionPolicy};
@@ -305,10 +305,10 @@ pub fn parse_with(
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::factor::{LevelValue, Pinning};
     use super::super::test_support::*;
     use super::super::*;
     use super::*;
+    use crate::experiment::factor::{LevelValue, Pinning};
 
     #[test]
     fn a_full_file_parses() {

@@ -5,8 +5,8 @@ use std::ops::Range;
 
 use toml::de::DeValue;
 
-use super::super::factor::{Factor, FactorKind};
 use super::{scalar_text, type_name, Diagnostic, TargetDevice, TargetSpec, Value, Walker};
+use crate::experiment::factor::{Factor, FactorKind};
 use crate::workload::job_file;
 use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_ENGINES};
 
