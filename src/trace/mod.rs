@@ -2,7 +2,8 @@
 //! file or a raw tracefs stream), record them through tracefs where relay blktrace is locked
 //! out, and analyse them with btt's definitions plus what btt lacks (percentiles, per-request
 //! view, timeline, diagnosis). Depends on nothing else in iolab except `sys`, and `report`
-//! for making text terminal-safe and rendering its charts to PNG.
+//! for making text terminal-safe and for drawing its charts (`report::plot::Chart`, SVG and
+//! PNG), so every chart iolab writes comes from one engine.
 
 pub mod analyze;
 pub mod capture;
@@ -14,4 +15,3 @@ pub mod merge;
 pub mod plot;
 pub mod record;
 pub mod stream;
-pub mod svg;

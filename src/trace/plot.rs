@@ -15,18 +15,19 @@ use anyhow::Context;
 use super::analyze::{analyze_paths, Analyzer, DeviceReport, Options};
 use super::merge::open_trace;
 use super::record::code;
-use super::svg::{Axes, Chart};
+use crate::report::plot::{Axes, Chart};
+use plotters::style::RGBColor;
 
 const TIME_BINS: usize = 600;
 const SECTOR_BINS: usize = 300;
-const READ: &str = "#1f77b4";
-const WRITE: &str = "#d62728";
-const BOTH: &str = "#9467bd";
+const READ: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const WRITE: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const BOTH: RGBColor = RGBColor(0x94, 0x67, 0xbd);
 /// A named, coloured line of (time, value) points.
-type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
-const READ_LIGHT: &str = "#17becf";
-const WRITE_LIGHT: &str = "#ff7f0e";
+const READ_LIGHT: RGBColor = RGBColor(0x17, 0xbe, 0xcf);
+const WRITE_LIGHT: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 
 /// One trace binned for drawing: its device, a fine timeline, and dispatches in a fixed
 /// time x sector grid (so a trace of any length gives a bounded picture).
@@ -124,8 +125,13 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
 }
 
 /// Colours of overlaid traces, in order (case 1: the first in green, the second in red).
-const TRACE_COLOURS: [&str; 6] = [
-    "#2ca02c", "#d62728", "#1f77b4", "#ff7f0e", "#9467bd", "#8c564b",
+const TRACE_COLOURS: [RGBColor; 6] = [
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
 ];
 
 /// Writes sectors.svg, latency.svg, depth.svg, throughput.svg, iops.svg, seeks.svg and
@@ -165,8 +171,7 @@ pub fn plot(
 
     // 1. Sector against time.
     let mut chart = Chart::new(
-        900.0,
-        500.0,
+        (900, 500),
         &format!("dispatched sectors over time, device {}", d.dev),
         Axes {
             x_name: "time (s)",
@@ -177,10 +182,10 @@ pub fn plot(
         },
     );
     let (reads, writes, both) = main.cloud(d.first);
-    chart.points(&reads, READ, "reads", 0);
-    chart.points(&writes, WRITE, "writes", 1);
-    chart.points(&both, BOTH, "reads and writes", 2);
-    save("sectors.svg", chart.finish())?;
+    chart.points(&reads, READ, "reads");
+    chart.points(&writes, WRITE, "writes");
+    chart.points(&both, BOTH, "reads and writes");
+    save("sectors.svg", chart.finish()?)?;
 
     // 1b. Several traces on one chart, each from its own start, one colour per trace.
     if !with.is_empty() {
@@ -197,8 +202,7 @@ pub fn plot(
         let y_hi = ranges.iter().map(|r| r.2).max().unwrap_or(1);
         let labels: Vec<&str> = passes.iter().map(|p| p.0.as_str()).collect();
         let mut chart = Chart::new(
-            900.0,
-            500.0,
+            (900, 500),
             &format!("dispatched sectors over time: {}", labels.join(" vs ")),
             Axes {
                 x_name: "time from each trace's start (s)",
@@ -209,9 +213,9 @@ pub fn plot(
             },
         );
         for (i, (name, pts)) in passes.iter().enumerate() {
-            chart.points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name, i);
+            chart.points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name);
         }
-        save("sectors-overlay.svg", chart.finish())?;
+        save("sectors-overlay.svg", chart.finish()?)?;
     }
 
     // 2. Latency over time.
@@ -240,8 +244,7 @@ pub fn plot(
         .fold(0.0, f64::max)
         .max(1e-6);
     let mut chart = Chart::new(
-        900.0,
-        400.0,
+        (900, 400),
         &format!("Q2C latency over time, device {}", d.dev),
         Axes {
             x_name: "time (s)",
@@ -251,9 +254,9 @@ pub fn plot(
             log_x: false,
         },
     );
-    chart.line(&avg, READ, "mean", 0);
-    chart.line(&max, WRITE, "max", 1);
-    save("latency.svg", chart.finish())?;
+    chart.line(&avg, READ, "mean");
+    chart.line(&max, WRITE, "max");
+    save("latency.svg", chart.finish()?)?;
 
     // 3. Depth over time.
     let q: Vec<(f64, f64)> = tl
@@ -271,8 +274,7 @@ pub fn plot(
         .fold(0.0, f64::max)
         .max(1.0);
     let mut chart = Chart::new(
-        900.0,
-        400.0,
+        (900, 400),
         &format!("queue and driver depth over time, device {}", d.dev),
         Axes {
             x_name: "time (s)",
@@ -282,21 +284,20 @@ pub fn plot(
             log_x: false,
         },
     );
-    chart.line(&q, READ, "queued bios (Q..C)", 0);
-    chart.line(&dd, WRITE, "requests in driver (D..C)", 1);
-    save("depth.svg", chart.finish())?;
+    chart.line(&q, READ, "queued bios (Q..C)");
+    chart.line(&dd, WRITE, "requests in driver (D..C)");
+    save("depth.svg", chart.finish()?)?;
 
     // 4. Throughput, IOPS and seeks per second over time, from the same timeline.
     let mid = |p: &super::analyze::timeline::TimelinePoint| p.start + p.interval / 2.0;
-    let over_time = |title: &str, y_name: &str, series: &[Series]| -> String {
+    let over_time = |title: &str, y_name: &str, series: &[Series]| -> anyhow::Result<String> {
         let top = series
             .iter()
             .flat_map(|s| s.2.iter().map(|p| p.1))
             .fold(0.0, f64::max)
             .max(1e-9);
         let mut chart = Chart::new(
-            900.0,
-            400.0,
+            (900, 400),
             &format!("{title}, device {}", d.dev),
             Axes {
                 x_name: "time (s)",
@@ -306,10 +307,10 @@ pub fn plot(
                 log_x: false,
             },
         );
-        for (i, (name, colour, pts)) in series.iter().enumerate() {
-            chart.line(pts, colour, name, i);
+        for (name, colour, pts) in series {
+            chart.line(pts, *colour, name);
         }
-        chart.finish()
+        Ok(chart.finish()?)
     };
     let pick = |f: fn(&super::analyze::timeline::TimelinePoint) -> f64| -> Vec<(f64, f64)> {
         tl.iter().map(|p| (mid(p), f(p))).collect()
@@ -323,7 +324,7 @@ pub fn plot(
                 ("reads", READ, pick(|p| p.read_mb_per_s)),
                 ("writes", WRITE, pick(|p| p.write_mb_per_s)),
             ],
-        ),
+        )?,
     )?;
     save(
         "iops.svg",
@@ -334,7 +335,7 @@ pub fn plot(
                 ("reads", READ, pick(|p| p.read_iops)),
                 ("writes", WRITE, pick(|p| p.write_iops)),
             ],
-        ),
+        )?,
     )?;
     save(
         "seeks.svg",
@@ -342,7 +343,7 @@ pub fn plot(
             "seeks per second over time",
             "dispatches at a nonzero seek distance per second",
             &[("seeks", BOTH, pick(|p| p.seeks_per_s))],
-        ),
+        )?,
     )?;
 
     // 5. Latency histogram, reads and writes apart (power-of-two buckets, log time axis):
@@ -370,8 +371,7 @@ pub fn plot(
     let hi = all().map(|b| b.1).fold(0.0, f64::max);
     let top = all().map(|b| b.2).fold(0.0, f64::max).max(1.0);
     let mut chart = Chart::new(
-        900.0,
-        400.0,
+        (900, 400),
         &format!("latency histogram, reads and writes, device {}", d.dev),
         Axes {
             x_name: "latency (s, log scale)",
@@ -381,20 +381,18 @@ pub fn plot(
             log_x: true,
         },
     );
-    let mut slot = 0;
     for (name, colour, buckets, bars) in &sets {
         if buckets.is_empty() {
             continue;
         }
         if *bars {
-            chart.bars(buckets, colour, name, slot);
+            chart.bars(buckets, *colour, name);
         } else {
             let tops: Vec<(f64, f64)> = buckets.iter().map(|b| ((b.0 * b.1).sqrt(), b.2)).collect();
-            chart.line(&tops, colour, name, slot);
+            chart.line(&tops, *colour, name);
         }
-        slot += 1;
     }
-    save("histogram.svg", chart.finish())?;
+    save("histogram.svg", chart.finish()?)?;
     Ok(written)
 }
 

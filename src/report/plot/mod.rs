@@ -1,7 +1,7 @@
 //! SVG charts of the kinds people post with performance results: bars with CI whiskers per
 //! configuration, a metric against a numeric factor with one line per variant, latency
 //! CDFs from merged fio histograms, per-CPU interrupt-rate heatmaps and per-CPU time
-//! breakdowns.
+//! breakdowns; and plain x-y charts of many points (`xy`), which the trace charts use.
 //!
 //! SVG on purpose: plotters' SVG backend writes `<text>` elements and lets the viewer
 //! pick the font, so no font file is loaded here and the charts inline into an offline HTML
@@ -13,12 +13,14 @@ mod cpu_breakdown;
 mod heatmap;
 mod latency;
 mod lines;
+mod xy;
 
 pub use bars::{bars_with_ci, Bar};
 pub use cpu_breakdown::cpu_breakdown;
 pub use heatmap::{irq_heatmap, RateGrid};
 pub use latency::latency_cdf;
 pub use lines::{metric_vs_factor, Series, SeriesPoint};
+pub use xy::{Axes, Chart};
 
 use plotters::style::RGBColor;
 use thiserror::Error;

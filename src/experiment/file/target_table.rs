@@ -1,0 +1,418 @@
+//! `[target]`: the device(s) the workload drives (the scratch loop device, or named devices),
+//! how many scratch devices and how large, the anchor CPU, and remote fio hosts.
+
+use std::ops::Range;
+
+use toml::de::DeValue;
+
+use super::{integer, parse_size, Value, Walker};
+use crate::target::DEFAULT_SCRATCH_BYTES;
+
+/// The device the workload runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetDevice {
+    /// A scratch loop device over a RAM-backed file, created and removed by iolab.
+    Scratch,
+    /// Named block devices (`nvme0n1`, without /dev/), driven at the same time; never
+    /// empty, no duplicates.
+    Named(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSpec {
+    pub device: TargetDevice,
+    /// How many scratch devices to create (`count`); 1 unless the target is the scratch one.
+    pub count: u32,
+    /// Size of the scratch device in bytes.
+    pub size_bytes: u64,
+    /// The CPU that stands in for the device's interrupt CPU when placing fio `on`, `near`
+    /// or `far` — for devices that take no interrupt (the loop device of the default
+    /// target). When set it is used even if the device has interrupts.
+    pub anchor_cpu: Option<u32>,
+    /// fio servers (`fio --server` on each; "host" or "host,port") that run the job at once
+    /// through fio's client mode, on the named device of each. Empty: this machine.
+    pub hosts: Vec<String>,
+}
+
+/// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
+pub const MAX_CPU: u32 = 8191;
+
+impl TargetSpec {
+    /// How many devices the workload drives at once.
+    pub fn device_count(&self) -> usize {
+        match &self.device {
+            TargetDevice::Scratch => self.count as usize,
+            TargetDevice::Named(names) => names.len(),
+        }
+    }
+}
+
+pub(super) const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"];
+
+/// Most scratch devices one experiment may create (each is RAM-backed).
+pub const MAX_SCRATCH_COUNT: i64 = 64;
+
+pub(super) fn device_is_scratch(d: &TargetDevice) -> bool {
+    matches!(d, TargetDevice::Scratch)
+}
+
+impl Walker<'_> {
+    pub(super) fn target(&mut self, v: &Value) -> Option<TargetSpec> {
+        let DeValue::Table(table) = v.get_ref() else {
+            self.expected(v, "a table ([target])", "target");
+            return None;
+        };
+        let mut device = TargetDevice::Scratch;
+        let mut count: Option<(u32, Range<usize>)> = None;
+        let mut size: Option<(u64, Range<usize>)> = None;
+        let mut anchor_cpu = None;
+        let mut hosts: Option<(Vec<String>, Range<usize>)> = None;
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "hosts" => hosts = self.host_list(value).map(|h| (h, value.span())),
+                "device" => {
+                    device = match value.get_ref() {
+                        DeValue::Array(items) => self.device_list(value, items),
+                        _ => self.nonempty_string(value, "device").and_then(|d| {
+                            match self.device_name(&d, value.span())? {
+                                None => Some(TargetDevice::Scratch),
+                                Some(n) => Some(TargetDevice::Named(vec![n])),
+                            }
+                        }),
+                    }
+                    .unwrap_or(TargetDevice::Scratch);
+                }
+                "count" => {
+                    count = self
+                        .integer_in(value, "count", 1, MAX_SCRATCH_COUNT)
+                        .map(|n| (n as u32, value.span()));
+                }
+                "size" => {
+                    let text = match value.get_ref() {
+                        DeValue::String(s) => Some(s.to_string()),
+                        DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+                        _ => None,
+                    };
+                    match text.as_deref().and_then(parse_size) {
+                        Some(bytes) if bytes >= 1 << 20 => size = Some((bytes, value.span())),
+                        _ => self.error(
+                            value.span(),
+                            "`size` is not a size of at least 1M".to_string(),
+                            Some("a size such as \"512M\", \"2G\" or bytes".to_string()),
+                        ),
+                    }
+                }
+                "anchor_cpu" => {
+                    // Whether the CPU is online here is checked at plan time, per machine.
+                    anchor_cpu = self
+                        .integer_in(value, "anchor_cpu", 0, i64::from(MAX_CPU))
+                        .map(|n| n as u32);
+                }
+                other => self.unknown_key(key.span(), other, "[target]", TARGET_KEYS),
+            }
+        }
+        if let (TargetDevice::Named(names), Some((_, span))) = (&device, &size) {
+            self.error(
+                span.clone(),
+                format!(
+                    "`size` sizes the default scratch device; `{}` has its own size",
+                    names.join("`, `")
+                ),
+                None,
+            );
+        }
+        if let (TargetDevice::Named(names), Some((_, span))) = (&device, &count) {
+            self.error(
+                span.clone(),
+                format!(
+                    "`count` is the number of default scratch devices; name each device \
+                     instead (`{}` named)",
+                    names.join("`, `")
+                ),
+                Some("device = [\"sdb\", \"sdc\"]".to_string()),
+            );
+        }
+        if let (true, Some((_, span))) = (device_is_scratch(&device), &hosts) {
+            self.error(
+                span.clone(),
+                "`hosts` run fio on other machines, where the default scratch device does \
+                 not exist: name the device they use"
+                    .to_string(),
+                Some("device = \"nvme0n1\" (the same name on every host)".to_string()),
+            );
+        }
+        let count = match (device_is_scratch(&device), &count) {
+            (true, Some((n, _))) => *n,
+            _ => 1,
+        };
+        Some(TargetSpec {
+            device,
+            count,
+            size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
+            anchor_cpu,
+            hosts: hosts.map(|(h, _)| h).unwrap_or_default(),
+        })
+    }
+
+    /// `hosts`: fio server addresses as fio's `--client` takes them ("host", "host,port",
+    /// "ip:1.2.3.4,8765", "ip6:::1,8765"), each once.
+    pub(super) fn host_list(&mut self, v: &Value) -> Option<Vec<String>> {
+        let DeValue::Array(items) = v.get_ref() else {
+            self.expected(v, "a list of fio server addresses", "hosts");
+            return None;
+        };
+        if items.is_empty() {
+            self.error(
+                v.span(),
+                "`hosts` lists no host".to_string(),
+                Some("hosts = [\"10.0.0.1\", \"10.0.0.2,8765\"]".to_string()),
+            );
+            return None;
+        }
+        let mut out: Vec<String> = Vec::new();
+        for item in items {
+            let Some(h) = self.nonempty_string(item, "hosts") else {
+                continue;
+            };
+            let h = h.trim().to_string();
+            if !h
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".:,-_[]".contains(c))
+            {
+                self.error(
+                    item.span(),
+                    format!("`{h}` is not a fio server address"),
+                    Some("\"host\", \"host,port\", \"ip:1.2.3.4,8765\"".to_string()),
+                );
+            } else if out.contains(&h) {
+                self.error(item.span(), format!("host `{h}` is listed twice"), None);
+            } else {
+                out.push(h);
+            }
+        }
+        // The valid ones still count, so the checks that depend on `hosts` report too.
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// A `device` string checked as a block device name: `Some(None)` for "default",
+    /// `None` (reported) when it is not a name.
+    pub(super) fn device_name(&mut self, d: &str, span: Range<usize>) -> Option<Option<String>> {
+        let name = d.trim().trim_start_matches("/dev/");
+        if name == "default" {
+            return Some(None);
+        }
+        if name.split('/').any(|p| p.is_empty() || p == "..")
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+        {
+            self.error(
+                span,
+                format!("`{d}` is not a block device name"),
+                Some(
+                    "\"default\" (a scratch loop device on /dev/shm) or a device name such \
+                     as \"nvme0n1\" or \"/dev/sdb\""
+                        .to_string(),
+                ),
+            );
+            return None;
+        }
+        Some(Some(name.to_string()))
+    }
+
+    /// `device = ["sdb", "sdc"]`: named devices only, each once.
+    pub(super) fn device_list(&mut self, v: &Value, items: &[Value]) -> Option<TargetDevice> {
+        if items.is_empty() {
+            self.error(
+                v.span(),
+                "`device` lists no device".to_string(),
+                Some("device = [\"sdb\", \"sdc\"], or \"default\"".to_string()),
+            );
+            return None;
+        }
+        let mut names: Vec<String> = Vec::new();
+        let mut ok = true;
+        for item in items {
+            let Some(d) = self.nonempty_string(item, "device") else {
+                ok = false;
+                continue;
+            };
+            match self.device_name(&d, item.span()) {
+                None => ok = false,
+                Some(None) => {
+                    ok = false;
+                    self.error(
+                        item.span(),
+                        "\"default\" cannot be mixed with named devices".to_string(),
+                        Some(
+                            "device = \"default\" with `count = N` for several scratch \
+                             devices, or only named devices"
+                                .to_string(),
+                        ),
+                    );
+                }
+                Some(Some(n)) if names.contains(&n) => {
+                    ok = false;
+                    self.error(item.span(), format!("`{n}` is listed twice"), None);
+                }
+                Some(Some(n)) => names.push(n),
+            }
+        }
+        ok.then_some(TargetDevice::Named(names))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn several_targets_named_or_counted() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = [\"sdb\", \"/dev/sdc\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            e.target.device,
+            TargetDevice::Named(vec!["sdb".to_string(), "sdc".to_string()])
+        );
+        assert_eq!(e.target.device_count(), 2);
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"default\"\ncount = 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (e.target.device.clone(), e.target.count),
+            (TargetDevice::Scratch, 3)
+        );
+        assert_eq!(e.target.device_count(), 3);
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = [\"sdb\", \"default\", \"sdb\", \"../x\"]\n")
+                .join("\n");
+        assert!(
+            text.contains("x.toml:3:18: \"default\" cannot be mixed with named devices"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:3:29: `sdb` is listed twice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:3:36: `../x` is not a block device name"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[target]\ndevice = []\ncount = 0\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:10: `device` lists no device"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:9: `count` is out of range"),
+            "{text}"
+        );
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = [\"sdb\", \"sdc\"]\ncount = 2\n").join("\n");
+        assert!(
+            text.contains("x.toml:4:9: `count` is the number of default scratch devices"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\ntrace = true\n[target]\ncount = 2\n").join("\n");
+        assert!(
+            text.contains("x.toml:2:9: `trace = true` records one device, but [target] names 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn target_checks() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"/dev/nvme0n1\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            e.target.device,
+            TargetDevice::Named(vec!["nvme0n1".to_string()])
+        );
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = \"nvme0n1\"\nsize = \"1G\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:4:8: `size` sizes the default scratch device"),
+            "{text}"
+        );
+        let text =
+            errors("name = \"n\"\n[target]\ndevice = \"../etc\"\nsize = \"lots\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:10: `../etc` is not a block device name"),
+            "{text}"
+        );
+        assert!(text.contains("x.toml:4:8: `size` is not a size"), "{text}");
+    }
+
+    #[test]
+    fn hosts_run_the_job_elsewhere_and_change_nothing_here() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"nvme0n1\"\n\
+             hosts = [\"10.0.0.1\", \"ip:10.0.0.2,8765\"]\n[factors]\nbs = [\"4k\", \"8k\"]\n\
+             hipri = [false, true]\n[workload]\nioengine = \"io_uring\"\n",
+        )
+        .unwrap();
+        assert_eq!(e.target.hosts, vec!["10.0.0.1", "ip:10.0.0.2,8765"]);
+        let text = errors(
+            "name = \"n\"\ntrace = true\n[target]\nhosts = [\"a\", \"a\", \"b c\"]\n\
+             [factors]\nrq_affinity = [1, 2]\nplacement = [\"on\", \"far\"]\n",
+        )
+        .join("\n");
+        assert!(
+            text.contains("x.toml:2:9: `trace = true` records this machine's device"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:4:15: host `a` is listed twice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:6:1: factor `rq_affinity` changes this machine"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:7:1: factor `placement` changes this machine"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[target]\nhosts = [\"h;rm\", \"ok\"]\n").join("\n");
+        assert!(
+            text.contains("`h;rm` is not a fio server address"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the default scratch device does not exist"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = []\n").join("\n");
+        assert!(text.contains("x.toml:4:9: `hosts` lists no host"), "{text}");
+    }
+
+    #[test]
+    fn anchor_cpu() {
+        let e = parse("x.toml", "name = \"n\"\n[target]\nanchor_cpu = 1\n").unwrap();
+        assert_eq!(e.target.anchor_cpu, Some(1));
+        let e = parse("x.toml", "name = \"n\"\n").unwrap();
+        assert_eq!(e.target.anchor_cpu, None);
+        let text = errors("name = \"n\"\n[target]\nanchor_cpu = -1\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:14: `anchor_cpu` is out of range"),
+            "{text}"
+        );
+        assert!(text.contains("an integer from 0 to 8191"), "{text}");
+        let text = errors("name = \"n\"\n[target]\nanchor_cpu = \"0\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:14: `anchor_cpu` must be an integer"),
+            "{text}"
+        );
+    }
+}

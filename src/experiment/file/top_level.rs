@@ -1,0 +1,403 @@
+//! The top-level keys (`name`, `seed`, `warmup`, ...) and the walk over the whole file: which
+//! table goes to which parser, and the checks that need more than one table.
+
+use std::ops::Range;
+use std::path::Path;
+
+use toml::de::DeTable;
+
+use super::engine_table;
+use super::{
+    Diagnostic, ExperimentError, Repetitions, Stabilise, TargetDevice, TargetSpec, TraceKeep,
+    Walker,
+};
+use crate::experiment::factor::{Factor, FactorKind};
+use crate::experiment::prepare::Prepare;
+use crate::target::DEFAULT_SCRATCH_BYTES;
+use crate::workload::job_file::{self, JobSource};
+use crate::workload::options::{self, OptionPolicy};
+use crate::workload::EngineSpec;
+
+/// A validated experiment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experiment {
+    /// Where the text came from (a path, for messages).
+    pub source: String,
+    /// The file's text, stored with the experiment; a `[workload] job` file's text (and its
+    /// includes') follows as TOML comments, so the store keeps what ran.
+    pub text: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub seed: u64,
+    pub repetitions: Repetitions,
+    pub warmup: bool,
+    pub target: TargetSpec,
+    /// Plain fio options in file order, values in fio's text form.
+    pub workload: Vec<(String, String)>,
+    /// Factors in file order; the matrix is the product of their levels.
+    pub factors: Vec<Factor>,
+    pub policy: OptionPolicy,
+    /// Give each of fio's `numjobs` clones its own CPU of the placement
+    /// (`cpus_allowed_policy=split`) instead of sharing them all.
+    pub split_cpus: bool,
+    /// Record a block trace of the target device during each measured run, store it beside
+    /// the results and store its headline figures as `trace_*` metrics.
+    pub trace: bool,
+    /// Steps before every measured run (`[prepare]`).
+    pub prepare: Prepare,
+    /// Machine-wide controls set once for the whole experiment (`[stabilise]`).
+    pub stabilise: Stabilise,
+    /// Which traces stay on disk once analysed (`[trace] keep`, `keep_max`).
+    pub trace_keep: TraceKeep,
+    /// What runs: fio (the default) or a program engine (`engine`, with its table).
+    pub engine: EngineSpec,
+}
+
+impl Experiment {
+    pub fn factor(&self, name: &str) -> Option<&Factor> {
+        self.factors.iter().find(|f| f.name == name)
+    }
+
+    /// Why the base workload writes, if it does (a factor may still make a cell write).
+    pub fn workload_writes(&self) -> Option<String> {
+        options::writes(self.workload.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+    }
+}
+
+pub(super) const TOP_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "seed",
+    "repetitions",
+    "warmup",
+    "split_cpus",
+    "trace",
+    "allow_exec",
+    "allow_unknown_fio_options",
+    "engine",
+    "command",
+    "iperf3",
+    "sockperf",
+    "target",
+    "workload",
+    "factors",
+    "prepare",
+    "stabilise",
+];
+
+/// Validates an experiment given as text, reading a `[workload] job` file (relative to the
+/// directory of `source`) and its environment through `files`.
+pub fn parse_with(
+    source: &str,
+    text: &str,
+    files: &dyn JobSource,
+) -> Result<Experiment, ExperimentError> {
+    let mut w = Walker {
+        text,
+        diags: Vec::new(),
+        files,
+        dir: Path::new(source).parent().unwrap_or(Path::new("")),
+        engine: EngineSpec::Fio,
+        engine_line: 0,
+    };
+    let fail = |w: Walker| ExperimentError {
+        source_name: source.to_string(),
+        diagnostics: w.diags,
+    };
+    let root = match DeTable::parse(text) {
+        Ok(root) => root,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            w.error(span, e.message().trim().to_string(), None);
+            return Err(fail(w));
+        }
+    };
+    let root = root.get_ref();
+
+    // Policy flags first: they decide how [workload] and [factors] are checked, wherever
+    // they appear in the file.
+    let mut policy = OptionPolicy::default();
+    for (key, value) in root.iter() {
+        match key.get_ref().as_ref() {
+            "allow_exec" => policy.allow_exec = w.boolean(value).unwrap_or(false),
+            "allow_unknown_fio_options" => policy.allow_unknown = w.boolean(value).unwrap_or(false),
+            _ => {}
+        }
+    }
+    // The engine next: it decides which factors are options.
+    let engine_value = root
+        .iter()
+        .find(|(k, _)| k.get_ref() == "engine")
+        .map(|(_, v)| v);
+    let engine_tables: Vec<_> = root
+        .iter()
+        .filter(|(k, _)| engine_table::TABLES.contains(&k.get_ref().as_ref()))
+        .map(|(k, v)| (k.get_ref().to_string(), k.span(), v))
+        .collect();
+    w.engine = w.engine(engine_value, &engine_tables, policy.allow_exec);
+
+    let mut name = None;
+    let mut description = None;
+    let mut seed = 0;
+    let mut repetitions = Repetitions::Fixed(3);
+    let mut warmup = false;
+    let mut split_cpus = false;
+    let mut trace = false;
+    let mut trace_keep = TraceKeep::default();
+    let mut target = TargetSpec {
+        device: TargetDevice::Scratch,
+        count: 1,
+        size_bytes: DEFAULT_SCRATCH_BYTES,
+        anchor_cpu: None,
+        hosts: Vec::new(),
+    };
+    let mut trace_span = 0..0;
+    let mut workload = Vec::new();
+    let mut workload_spans: Vec<Range<usize>> = Vec::new();
+    let mut job = None;
+    let mut factors = Vec::new();
+    let mut factors_span = 0..0;
+    let mut prepare = Prepare::default();
+    let mut stabilise = Stabilise::default();
+    for (key, value) in root.iter() {
+        match key.get_ref().as_ref() {
+            "name" => name = w.nonempty_string(value, "name"),
+            "description" => description = w.string(value, "description"),
+            "seed" => {
+                if let Some(s) = w.integer_in(value, "seed", 0, i64::MAX) {
+                    seed = s as u64;
+                }
+            }
+            "repetitions" => {
+                if let Some(r) = w.repetitions(value) {
+                    repetitions = r;
+                }
+            }
+            "warmup" => warmup = w.boolean(value).unwrap_or(false),
+            "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
+            "trace" => {
+                (trace, trace_keep) = w.trace(value);
+                trace_span = value.span();
+            }
+            "allow_exec" | "allow_unknown_fio_options" => {}
+            "engine" | "command" | "iperf3" | "sockperf" => {}
+            "target" => {
+                if let Some(t) = w.target(value) {
+                    target = t;
+                }
+            }
+            "workload" => {
+                (workload, workload_spans) = w.workload(value, &policy);
+                job = w.job_file(value);
+            }
+            "factors" => {
+                factors = w.factors(value, &policy);
+                factors_span = key.span();
+            }
+            "prepare" => prepare = w.prepare(value),
+            "stabilise" => stabilise = w.stabilise(value),
+            other => w.unknown_key(key.span(), other, "the top level", TOP_KEYS),
+        }
+    }
+    if name.is_none() && !root.iter().any(|(k, _)| k.get_ref() == "name") {
+        w.error(
+            0..0,
+            "the experiment has no `name`".to_string(),
+            Some("name = \"a short title\" at the top of the file".to_string()),
+        );
+    }
+    for f in &factors {
+        if let FactorKind::System(k) = &f.kind {
+            if stabilise.settings.iter().any(|(s, _)| s == k) {
+                w.diags.push(Diagnostic {
+                    line: f.line,
+                    column: 1,
+                    message: format!("`{}` is a factor and is also set in [stabilise]", f.name),
+                    allowed: Some("one of the two".to_string()),
+                });
+            }
+        }
+    }
+    // Where each workload option came from: its key, or (job file) the `job` value and the
+    // job file's line.
+    let mut workload_spans: Vec<_> = workload_spans
+        .into_iter()
+        .map(|s| (s, String::new()))
+        .collect();
+    let mut text = text.to_string();
+    if let Some(job) = job {
+        let span = job.span.clone();
+        let options = w.job_options(job, &target, &policy, &mut text);
+        let at = |o: &job_file::JobOption| (span.clone(), format!("job file {}: ", o.origin));
+        workload_spans.splice(0..0, options.iter().map(at));
+        workload.splice(0..0, options.into_iter().map(|o| (o.name, o.value)));
+    }
+    w.conflicts(&workload, &workload_spans, &factors);
+    w.engine_fits(&workload_spans, &factors, &target);
+    w.matrix_size(factors_span, &factors, &repetitions);
+    if trace && target.device_count() > 1 {
+        w.error(
+            trace_span.clone(),
+            format!(
+                "`trace = true` records one device, but [target] names {}",
+                target.device_count()
+            ),
+            Some("one device in [target], or trace = false".to_string()),
+        );
+    }
+    if !target.hosts.is_empty() {
+        if trace {
+            w.error(
+                trace_span,
+                "`trace = true` records this machine's device; with `hosts` fio runs elsewhere"
+                    .to_string(),
+                Some("trace = false".to_string()),
+            );
+        }
+        if !prepare.is_empty() || stabilise != Stabilise::default() {
+            w.error(
+                0..0,
+                "[prepare] and [stabilise] act on this machine; with `hosts` fio runs elsewhere"
+                    .to_string(),
+                Some("prepare the hosts yourself, or leave those tables out".to_string()),
+            );
+        }
+        // Knobs, placement and interrupts are set on this machine only.
+        for f in &factors {
+            if !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling) {
+                w.diags.push(Diagnostic {
+                    line: f.line,
+                    column: 1,
+                    message: format!(
+                        "factor `{}` changes this machine, but with `hosts` fio runs on other \
+                         machines",
+                        f.name
+                    ),
+                    allowed: Some("fio options and hipri".to_string()),
+                });
+            }
+        }
+    }
+    if !w.diags.is_empty() {
+        w.diags.sort_by_key(|d| (d.line, d.column));
+        return Err(fail(w));
+    }
+    Ok(Experiment {
+        source: source.to_string(),
+        text,
+        name: name.unwrap_or_default(),
+        description,
+        seed,
+        repetitions,
+        warmup,
+        target,
+        workload,
+        factors,
+        policy,
+        split_cpus,
+        trace,
+        prepare,
+        stabilise,
+        trace_keep,
+        engine: w.engine,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::*;
+    use super::*;
+    use crate::experiment::factor::{LevelValue, Pinning};
+
+    #[test]
+    fn a_full_file_parses() {
+        let e = parse("x.toml", GOOD).unwrap();
+        assert_eq!(e.name, "rq_affinity vs placement");
+        assert_eq!(e.seed, 42);
+        assert_eq!(e.repetitions, Repetitions::Fixed(5));
+        assert!(e.warmup);
+        assert_eq!(e.target.size_bytes, 2 << 30);
+        assert_eq!(e.target.device, TargetDevice::Scratch);
+        assert_eq!(e.workload[0], ("rw".to_string(), "randread".to_string()));
+        assert_eq!(e.workload[6], ("time_based".to_string(), "1".to_string()));
+        let names: Vec<&str> = e.factors.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "rq_affinity",
+                "placement",
+                "hipri",
+                "bs",
+                "irq_cpu",
+                "scheduler",
+                "queue/iosched/fifo_batch"
+            ]
+        );
+        let placement = e.factor("placement").unwrap();
+        assert_eq!(placement.levels[3].label, "0-1");
+        assert_eq!(
+            placement.levels[3].value,
+            LevelValue::Placement(Pinning::Pinned(crate::placement::Placement::Cpus(vec![
+                0, 1
+            ])))
+        );
+        assert_eq!(
+            e.factor("queue/iosched/fifo_batch").unwrap().kind,
+            FactorKind::QueueKnob {
+                attribute: "iosched/fifo_batch".to_string()
+            }
+        );
+        assert_eq!(e.factor("rq_affinity").unwrap().line, 18);
+        assert!(e.workload_writes().is_none());
+    }
+
+    #[test]
+    fn defaults() {
+        let e = parse("x.toml", "name = \"n\"").unwrap();
+        assert_eq!(e.repetitions, Repetitions::Fixed(3));
+        assert_eq!(e.target.size_bytes, DEFAULT_SCRATCH_BYTES);
+        assert!(e.factors.is_empty() && e.workload.is_empty());
+        assert_eq!(e.seed, 0);
+    }
+
+    #[test]
+    fn syntax_errors_carry_line_and_column() {
+        let errs = errors("name = \"n\"\nseed = = 3\n");
+        assert!(errs[0].starts_with("x.toml:2:"), "{errs:?}");
+    }
+
+    #[test]
+    fn unknown_keys_everywhere_with_suggestions() {
+        let errs = errors(
+            "name = \"n\"\nrepetition = 3\n[target]\ndevise = \"default\"\n[factors]\nrq_afinity = [1]\n",
+        );
+        assert_eq!(
+            errs[0],
+            "x.toml:2:1: unknown key `repetition` in the top level (did you mean `repetitions`?)"
+        );
+        assert!(errs[1].contains("allowed: name, description, seed"));
+        assert!(errs[2]
+            .starts_with("x.toml:4:1: unknown key `devise` in [target] (did you mean `device`?)"));
+        assert!(errs[4]
+            .starts_with("x.toml:6:1: unknown factor `rq_afinity` (did you mean `rq_affinity`?)"));
+        assert!(errs[5].contains("scheduler, rq_affinity, nr_requests"));
+    }
+
+    #[test]
+    fn missing_name_and_wrong_types() {
+        let text = errors("seed = -1\nwarmup = \"yes\"\n").join("\n");
+        assert!(
+            text.contains("x.toml:1:1: the experiment has no `name`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:1:8: `seed` is out of range"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:2:10: expected true or false"),
+            "{text}"
+        );
+    }
+}

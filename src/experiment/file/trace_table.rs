@@ -1,0 +1,152 @@
+//! `trace = true|false` or a `[trace]` table: whether measured runs are traced, and which
+//! traces are kept on disk.
+
+use toml::de::DeValue;
+
+use super::{integer, parse_size, Value, Walker};
+
+/// Which measured runs keep their trace files (every traced run is analysed and its `trace_*`
+/// metrics stored either way): traces take 15-175 MB per run, compressed a few times less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeepRuns {
+    #[default]
+    All,
+    /// The first traced run of each cell.
+    First,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TraceKeep {
+    pub runs: KeepRuns,
+    /// Most bytes the kept (compressed) traces of one experiment may take: a trace that would
+    /// pass it is removed, and so is every later one.
+    pub max_bytes: Option<u64>,
+}
+
+pub(super) const TRACE_KEYS: &[&str] = &["keep", "keep_max"];
+
+impl Walker<'_> {
+    /// `trace = true|false`, or a `[trace]` table (tracing on) with what to keep.
+    pub(super) fn trace(&mut self, v: &Value) -> (bool, TraceKeep) {
+        let mut keep = TraceKeep::default();
+        let DeValue::Table(table) = v.get_ref() else {
+            return (self.boolean(v).unwrap_or(false), keep);
+        };
+        for (key, value) in table.iter() {
+            match key.get_ref().as_ref() {
+                "keep" => {
+                    let runs = match value.get_ref() {
+                        DeValue::String(s) => match s.as_ref() {
+                            "all" => Some(KeepRuns::All),
+                            "first" => Some(KeepRuns::First),
+                            "none" => Some(KeepRuns::None),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    match runs {
+                        Some(r) => keep.runs = r,
+                        None => self.error(
+                            value.span(),
+                            "`keep` says which runs keep their trace files".to_string(),
+                            Some(
+                                "\"all\", \"first\" (the first run of each cell) or \"none\""
+                                    .to_string(),
+                            ),
+                        ),
+                    }
+                }
+                "keep_max" => {
+                    let text = match value.get_ref() {
+                        DeValue::String(s) => Some(s.to_string()),
+                        DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+                        _ => None,
+                    };
+                    match text.as_deref().and_then(parse_size) {
+                        Some(bytes) => keep.max_bytes = Some(bytes),
+                        None => self.error(
+                            value.span(),
+                            "`keep_max` is not a size".to_string(),
+                            Some(
+                                "a size such as \"500M\" or \"2G\", or bytes: the most the \
+                                 kept (compressed) traces may take"
+                                    .to_string(),
+                            ),
+                        ),
+                    }
+                }
+                other => self.unknown_key(key.span(), other, "[trace]", TRACE_KEYS),
+            }
+        }
+        (true, keep)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn trace_is_a_top_level_flag() {
+        assert!(!parse("x.toml", GOOD).unwrap().trace);
+        assert!(
+            parse("x.toml", "name = \"n\"\ntrace = true\n")
+                .unwrap()
+                .trace
+        );
+        let text = errors("name = \"n\"\ntrace = 1\n").join("\n");
+        assert!(
+            text.contains("x.toml:2:9: expected true or false, not an integer"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\ntraces = true\n").join("\n");
+        assert!(text.contains("(did you mean `trace`?)"), "{text}");
+    }
+
+    #[test]
+    fn a_trace_table_turns_tracing_on_and_caps_what_is_kept() {
+        let e = parse("x.toml", "name = \"n\"\ntrace = true\n").unwrap();
+        assert_eq!(e.trace_keep, TraceKeep::default());
+        assert_eq!(e.trace_keep.runs, KeepRuns::All);
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[trace]\nkeep = \"first\"\nkeep_max = \"500M\"\n",
+        )
+        .unwrap();
+        assert!(e.trace);
+        assert_eq!(
+            e.trace_keep,
+            TraceKeep {
+                runs: KeepRuns::First,
+                max_bytes: Some(500 << 20)
+            }
+        );
+        let e = parse("x.toml", "name = \"n\"\ntrace = { keep = \"none\" }\n").unwrap();
+        assert!(e.trace);
+        assert_eq!(e.trace_keep.runs, KeepRuns::None);
+        let e = parse("x.toml", "name = \"n\"\n[trace]\nkeep_max = 1000\n").unwrap();
+        assert_eq!(e.trace_keep.max_bytes, Some(1000));
+        // Every mistake, each at its line and column.
+        let text =
+            errors("name = \"n\"\n[trace]\nkeep = \"some\"\nkeep_max = \"lots\"\nkeeps = 1\n")
+                .join("\n");
+        assert!(
+            text.contains("x.toml:3:8: `keep` says which runs keep their trace files"),
+            "{text}"
+        );
+        assert!(text.contains("\"all\", \"first\""), "{text}");
+        assert!(
+            text.contains("x.toml:4:12: `keep_max` is not a size"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:5:1: unknown key `keeps` in [trace] (did you mean `keep`?)"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[trace]\nkeep = 1\n").join("\n");
+        assert!(text.contains("x.toml:3:8: `keep`"), "{text}");
+    }
+}
