@@ -50,6 +50,9 @@ use crate::workload::options::{self, OptionPolicy, PLACEMENT_OPTIONS, POLLING_EN
 use crate::workload::EngineSpec;
 
 mod engine_table;
+mod host_table;
+
+pub use host_table::HostSpec;
 
 /// How many times each cell runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -106,6 +109,9 @@ pub struct TargetSpec {
     /// fio servers (`fio --server` on each; "host" or "host,port") that run the job at once
     /// through fio's client mode, on the named device of each. Empty: this machine.
     pub hosts: Vec<String>,
+    /// The same hosts, one each in the same order, with how to control them when
+    /// `[[target.host]]` says (`host_table`).
+    pub host_specs: Vec<HostSpec>,
 }
 
 /// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
@@ -176,6 +182,11 @@ pub struct TraceKeep {
 }
 
 impl TargetSpec {
+    /// Every host is controlled over SSH (and there is at least one).
+    pub fn controlled(&self) -> bool {
+        !self.host_specs.is_empty() && self.host_specs.iter().all(|h| h.ssh.is_some())
+    }
+
     /// How many devices the workload drives at once.
     pub fn device_count(&self) -> usize {
         match &self.device {
@@ -268,7 +279,7 @@ const TOP_KEYS: &[&str] = &[
     "stabilise",
 ];
 const PREPARE_KEYS: &[&str] = &["sync", "drop_caches", "settle"];
-const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"];
+const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts", "host"];
 const TRACE_KEYS: &[&str] = &["keep", "keep_max"];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
@@ -356,6 +367,7 @@ pub fn parse_with(
         size_bytes: DEFAULT_SCRATCH_BYTES,
         anchor_cpu: None,
         hosts: Vec::new(),
+        host_specs: Vec::new(),
     };
     let mut trace_span = 0..0;
     let mut workload = Vec::new();
@@ -468,9 +480,17 @@ pub fn parse_with(
                 Some("prepare the hosts yourself, or leave those tables out".to_string()),
             );
         }
-        // Knobs, placement and interrupts are set on this machine only.
+        // Knobs, placement and interrupts are set on this machine only, unless every host is
+        // controlled over SSH (`[[target.host]] ssh`): then its agent sets them there.
+        let controlled = target.controlled();
         for f in &factors {
-            if !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling) {
+            let on_hosts = matches!(
+                f.kind,
+                FactorKind::QueueKnob { .. } | FactorKind::Placement | FactorKind::IrqAffinity
+            );
+            if !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling)
+                && !(controlled && on_hosts)
+            {
                 w.diags.push(Diagnostic {
                     line: f.line,
                     column: 1,
@@ -615,6 +635,17 @@ pub fn parse_size(text: &str) -> Option<u64> {
 }
 
 impl Walker<'_> {
+    /// The span of line `line`'s start (1-based), for problems about a whole table.
+    fn line_start(&self, line: usize) -> Range<usize> {
+        let start = self
+            .text
+            .split_inclusive('\n')
+            .take(line.saturating_sub(1))
+            .map(str::len)
+            .sum();
+        start..start
+    }
+
     fn position(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
         let before = &self.text[..offset];
@@ -948,9 +979,11 @@ impl Walker<'_> {
         let mut size: Option<(u64, Range<usize>)> = None;
         let mut anchor_cpu = None;
         let mut hosts: Option<(Vec<String>, Range<usize>)> = None;
+        let mut host_tables: Vec<HostSpec> = Vec::new();
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "hosts" => hosts = self.host_list(value).map(|h| (h, value.span())),
+                "host" => host_tables = self.host_tables(value).unwrap_or_default(),
                 "device" => {
                     device = match value.get_ref() {
                         DeValue::Array(items) => self.device_list(value, items),
@@ -1013,7 +1046,35 @@ impl Walker<'_> {
                 Some("device = [\"sdb\", \"sdc\"]".to_string()),
             );
         }
-        if let (true, Some((_, span))) = (device_is_scratch(&device), &hosts) {
+        // Every host, string form first; a fio server named in both forms is named twice.
+        let mut host_specs: Vec<HostSpec> = Vec::new();
+        for h in hosts.iter().flat_map(|(h, _)| h) {
+            host_specs.push(HostSpec {
+                fio: h.clone(),
+                ssh: None,
+                device: None,
+                line: hosts.as_ref().map_or(0, |(_, s)| self.position(s.start).0),
+            });
+        }
+        for h in host_tables {
+            if host_specs.iter().any(|o| o.fio == h.fio) {
+                self.diags.push(Diagnostic {
+                    line: h.line,
+                    column: 1,
+                    message: format!("fio server `{}` is also in `hosts`", h.fio),
+                    allowed: None,
+                });
+            } else {
+                host_specs.push(h);
+            }
+        }
+        let deviceless = host_specs.iter().find(|h| h.device.is_none());
+        let scratch_span = match (&hosts, deviceless) {
+            (Some((_, span)), Some(h)) if h.ssh.is_none() => Some(span.clone()),
+            (_, Some(h)) => Some(self.line_start(h.line)),
+            _ => None,
+        };
+        if let (true, Some(span)) = (device_is_scratch(&device), &scratch_span) {
             self.error(
                 span.clone(),
                 "`hosts` run fio on other machines, where the default scratch device does \
@@ -1031,7 +1092,8 @@ impl Walker<'_> {
             count,
             size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
             anchor_cpu,
-            hosts: hosts.map(|(h, _)| h).unwrap_or_default(),
+            hosts: host_specs.iter().map(|h| h.fio.clone()).collect(),
+            host_specs,
         })
     }
 
