@@ -488,9 +488,8 @@ pub fn parse_with(
                 f.kind,
                 FactorKind::QueueKnob { .. } | FactorKind::Placement | FactorKind::IrqAffinity
             );
-            if !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling)
-                && !(controlled && on_hosts)
-            {
+            let here_only = !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling);
+            if here_only && !(controlled && on_hosts) {
                 w.diags.push(Diagnostic {
                     line: f.line,
                     column: 1,
