@@ -172,3 +172,42 @@ pub fn not_yet(exp: &Experiment) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{host_device, not_yet, own_device};
+    use crate::experiment::file::parse;
+
+    fn exp(devices: [&str; 2], factors: &str) -> crate::experiment::Experiment {
+        let mut text = "name = \"n\"\n".to_string();
+        for (i, d) in devices.iter().enumerate() {
+            text += &format!("[[target.host]]\nssh = \"h{i}\"\nfio = \"10.0.0.{i}\"\n{d}");
+        }
+        text += &format!("[factors]\n{factors}");
+        parse("x.toml", &text).unwrap()
+    }
+
+    #[test]
+    fn what_the_run_does_not_do_on_hosts_yet_is_refused_by_name() {
+        let same = exp(["device = \"loop5\"\n"; 2], "bs = [\"4k\"]\n");
+        assert_eq!(own_device(&same), Some(vec!["loop5".to_string()]));
+        assert_eq!(
+            host_device(&same, &same.target.host_specs[1]).unwrap(),
+            "loop5"
+        );
+        not_yet(&same).unwrap();
+        let differ = exp(
+            ["device = \"loop5\"\n", "device = \"loop6\"\n"],
+            "bs = [\"4k\"]\n",
+        );
+        assert_eq!(own_device(&differ), None);
+        let text = not_yet(&differ).unwrap_err().to_string();
+        assert!(text.contains("the hosts drive different devices"), "{text}");
+        let knob = exp(["device = \"loop5\"\n"; 2], "nr_requests = [32, 64]\n");
+        let text = not_yet(&knob).unwrap_err().to_string();
+        assert!(
+            text.contains("x.toml line 11: factor `nr_requests` would be set on the hosts"),
+            "{text}"
+        );
+    }
+}
