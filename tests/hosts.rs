@@ -658,3 +658,78 @@ fn restore_host_puts_back_what_a_killed_remote_agent_left() {
         "nothing left to restore: {doc}"
     );
 }
+
+/// An experiment on `hosts` (ssh destination, device), each host's fio server on port 8765.
+fn controlled_experiment(
+    hosts: &[(String, String)],
+    factors: &str,
+) -> iolab::experiment::Experiment {
+    let mut text =
+        "name = \"hosts\"\n[workload]\nrw = \"randread\"\nruntime = \"1s\"\n".to_string();
+    for (ssh, device) in hosts {
+        text += &format!(
+            "[[target.host]]\nssh = \"{ssh}\"\nfio = \"{ssh},8765\"\ndevice = \"{device}\"\n"
+        );
+    }
+    text += &format!("[factors]\n{factors}");
+    iolab::experiment::file::parse("hosts.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+#[test]
+fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
+    use iolab::experiment::run::hosts::{connect, MAX_SKEW};
+    let Some(lab) = Lab::new(3) else { return };
+    // All "hosts" share this machine's /sys: each drives a scratch device of its own.
+    let scratches: Vec<Scratch> = (0..3).filter_map(|_| Scratch::new(16 << 20)).collect();
+    if scratches.len() < 3 {
+        return;
+    }
+    let hosts: Vec<(String, String)> = lab
+        .addrs()
+        .into_iter()
+        .zip(&scratches)
+        .map(|(a, s)| (a, s.name().to_string()))
+        .collect();
+    let factors = "read_ahead_kb = [128, 256]\nplacement = [\"on\", \"far\"]\n";
+    let exp = controlled_experiment(&hosts, factors);
+    let controlled = connect(&exp, &lab.options(), MAX_SKEW).expect("every host is ready");
+    assert_eq!(controlled.len(), 3);
+    for (c, (addr, dev)) in controlled.iter().zip(&hosts) {
+        assert_eq!(c.spec.ssh.as_deref(), Some(addr.as_str()));
+        assert_eq!(&c.device, dev);
+        // The model came from the host's agent and the plan resolved on its device.
+        assert!(c.machine.device(dev).is_some(), "{dev} in {addr}'s model");
+        assert_eq!(c.plan.cells.len(), 4, "{addr}");
+        assert_eq!(c.plan.devices[0].name, *dev);
+    }
+    drop(controlled);
+    // The agents said bye: no journal left on any host.
+    for h in &lab.hosts {
+        assert!(!h.state.join("journal.json").exists());
+    }
+
+    // A host that cannot be reached refuses the whole run, naming it.
+    let mut broken = hosts.clone();
+    broken.push(("nosuchhost.invalid".into(), hosts[0].1.clone()));
+    let exp = controlled_experiment(&broken, factors);
+    let err = connect(&exp, &lab.options(), MAX_SKEW)
+        .err()
+        .expect("refused");
+    let text = format!("{err:#}");
+    assert!(text.contains("the hosts are not ready"), "{text}");
+    assert!(text.contains("nosuchhost.invalid"), "{text}");
+
+    // A device the host does not have is refused with the host and its line.
+    let mut missing = hosts.clone();
+    missing[1].1 = "nosuchdev9".into();
+    let exp = controlled_experiment(&missing, factors);
+    let err = connect(&exp, &lab.options(), MAX_SKEW)
+        .err()
+        .expect("refused");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains(&format!("host {} (hosts.toml line 9)", hosts[1].0))
+            && text.contains("nosuchdev9"),
+        "{text}"
+    );
+}

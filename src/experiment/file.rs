@@ -41,6 +41,7 @@ use crate::workload::job_file;
 
 mod engine_table;
 mod factors_table;
+mod host_table;
 mod prepare_table;
 mod repetitions;
 mod stabilise_table;
@@ -53,6 +54,7 @@ mod walker;
 mod workload_table;
 
 pub use factors_table::{MAX_CELLS, MAX_LEVELS, MAX_RUNS};
+pub use host_table::HostSpec;
 pub use repetitions::Repetitions;
 pub use stabilise_table::Stabilise;
 pub use target_table::{TargetDevice, TargetSpec, MAX_CPU, MAX_SCRATCH_COUNT};

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use toml::de::DeValue;
 
-use super::{integer, parse_size, Value, Walker};
+use super::{integer, parse_size, Diagnostic, HostSpec, Value, Walker};
 use crate::target::DEFAULT_SCRATCH_BYTES;
 
 /// The device the workload runs on.
@@ -32,12 +32,20 @@ pub struct TargetSpec {
     /// fio servers (`fio --server` on each; "host" or "host,port") that run the job at once
     /// through fio's client mode, on the named device of each. Empty: this machine.
     pub hosts: Vec<String>,
+    /// The same hosts, one each in the same order, with how to control them when
+    /// `[[target.host]]` says (`host_table`).
+    pub host_specs: Vec<HostSpec>,
 }
 
 /// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
 pub const MAX_CPU: u32 = 8191;
 
 impl TargetSpec {
+    /// Every host is controlled over SSH (and there is at least one).
+    pub fn controlled(&self) -> bool {
+        !self.host_specs.is_empty() && self.host_specs.iter().all(|h| h.ssh.is_some())
+    }
+
     /// How many devices the workload drives at once.
     pub fn device_count(&self) -> usize {
         match &self.device {
@@ -47,7 +55,7 @@ impl TargetSpec {
     }
 }
 
-pub(super) const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts"];
+pub(super) const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts", "host"];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
 pub const MAX_SCRATCH_COUNT: i64 = 64;
@@ -67,9 +75,11 @@ impl Walker<'_> {
         let mut size: Option<(u64, Range<usize>)> = None;
         let mut anchor_cpu = None;
         let mut hosts: Option<(Vec<String>, Range<usize>)> = None;
+        let mut host_tables: Vec<HostSpec> = Vec::new();
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "hosts" => hosts = self.host_list(value).map(|h| (h, value.span())),
+                "host" => host_tables = self.host_tables(value).unwrap_or_default(),
                 "device" => {
                     device = match value.get_ref() {
                         DeValue::Array(items) => self.device_list(value, items),
@@ -132,7 +142,35 @@ impl Walker<'_> {
                 Some("device = [\"sdb\", \"sdc\"]".to_string()),
             );
         }
-        if let (true, Some((_, span))) = (device_is_scratch(&device), &hosts) {
+        // Every host, string form first; a fio server named in both forms is named twice.
+        let mut host_specs: Vec<HostSpec> = Vec::new();
+        for h in hosts.iter().flat_map(|(h, _)| h) {
+            host_specs.push(HostSpec {
+                fio: h.clone(),
+                ssh: None,
+                device: None,
+                line: hosts.as_ref().map_or(0, |(_, s)| self.position(s.start).0),
+            });
+        }
+        for h in host_tables {
+            if host_specs.iter().any(|o| o.fio == h.fio) {
+                self.diags.push(Diagnostic {
+                    line: h.line,
+                    column: 1,
+                    message: format!("fio server `{}` is also in `hosts`", h.fio),
+                    allowed: None,
+                });
+            } else {
+                host_specs.push(h);
+            }
+        }
+        let deviceless = host_specs.iter().find(|h| h.device.is_none());
+        let scratch_span = match (&hosts, deviceless) {
+            (Some((_, span)), Some(h)) if h.ssh.is_none() => Some(span.clone()),
+            (_, Some(h)) => Some(self.line_start(h.line)),
+            _ => None,
+        };
+        if let (true, Some(span)) = (device_is_scratch(&device), &scratch_span) {
             self.error(
                 span.clone(),
                 "`hosts` run fio on other machines, where the default scratch device does \
@@ -150,7 +188,8 @@ impl Walker<'_> {
             count,
             size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
             anchor_cpu,
-            hosts: hosts.map(|(h, _)| h).unwrap_or_default(),
+            hosts: host_specs.iter().map(|h| h.fio.clone()).collect(),
+            host_specs,
         })
     }
 

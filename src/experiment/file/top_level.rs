@@ -150,6 +150,7 @@ pub fn parse_with(
         size_bytes: DEFAULT_SCRATCH_BYTES,
         anchor_cpu: None,
         hosts: Vec::new(),
+        host_specs: Vec::new(),
     };
     let mut trace_span = 0..0;
     let mut workload = Vec::new();
@@ -262,9 +263,16 @@ pub fn parse_with(
                 Some("prepare the hosts yourself, or leave those tables out".to_string()),
             );
         }
-        // Knobs, placement and interrupts are set on this machine only.
+        // Knobs, placement and interrupts are set on this machine only, unless every host is
+        // controlled over SSH (`[[target.host]] ssh`): then its agent sets them there.
+        let controlled = target.controlled();
         for f in &factors {
-            if !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling) {
+            let on_hosts = matches!(
+                f.kind,
+                FactorKind::QueueKnob { .. } | FactorKind::Placement | FactorKind::IrqAffinity
+            );
+            let here_only = !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling);
+            if here_only && !(controlled && on_hosts) {
                 w.diags.push(Diagnostic {
                     line: f.line,
                     column: 1,

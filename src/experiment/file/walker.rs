@@ -144,6 +144,17 @@ pub fn parse_size(text: &str) -> Option<u64> {
 }
 
 impl Walker<'_> {
+    /// The span of line `line`'s start (1-based), for problems about a whole table.
+    pub(super) fn line_start(&self, line: usize) -> Range<usize> {
+        let start = self
+            .text
+            .split_inclusive('\n')
+            .take(line.saturating_sub(1))
+            .map(str::len)
+            .sum();
+        start..start
+    }
+
     pub(super) fn position(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
         let before = &self.text[..offset];

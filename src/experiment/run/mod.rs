@@ -27,6 +27,7 @@
 pub mod align;
 pub mod checks;
 pub mod environment;
+pub mod hosts;
 pub mod per_second;
 pub mod record;
 pub mod registry;
@@ -250,12 +251,14 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
 /// The devices `hosts` drive, and the refusal to write to any of them unless named
 /// expendable: iolab cannot look at another machine's mounts, holders or signatures.
 fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> {
-    let devices = named_devices(exp, settings).ok_or_else(|| {
-        anyhow::anyhow!(
-            "`hosts` run fio on other machines, where the default scratch device does not \
+    let devices = hosts::own_device(exp)
+        .or_else(|| named_devices(exp, settings))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "`hosts` run fio on other machines, where the default scratch device does not \
              exist: name their device with --device or [target] device"
-        )
-    })?;
+            )
+        })?;
     if let Some((key, why)) = first_write(exp) {
         for d in &devices {
             anyhow::ensure!(
@@ -486,6 +489,15 @@ pub fn run(
     check_tags(exp, &settings.tags)?;
     Journal::check_clean_in(&settings.state_dir)?;
     let remote = !exp.target.hosts.is_empty();
+    // Controlled hosts are checked and modelled before anything here is touched; their
+    // sessions say bye (restoring each host) when this function returns.
+    let _controlled = if exp.target.controlled() {
+        let c = hosts::connect(exp, &Default::default(), hosts::MAX_SKEW)?;
+        hosts::not_yet(exp)?;
+        c
+    } else {
+        Vec::new()
+    };
     let named = if remote {
         Some(remote_devices(exp, settings)?)
     } else {

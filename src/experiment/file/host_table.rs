@@ -1,0 +1,301 @@
+//! `[[target.host]]`: hosts named for control. The older `hosts = ["10.0.0.1"]` only names fio
+//! servers; a host table also names how iolab reaches the host over SSH (to check it, set its
+//! knobs, place its jobs and sample it through `iolab agent`) and, because hosts can differ,
+//! the device fio drives there. Kept apart from the rest of [target] so this syntax grows here.
+//!
+//! ```toml
+//! [[target.host]]
+//! ssh = "lab1"                 # anything ssh takes: a name from ~/.ssh/config, user@address
+//! fio = "10.0.0.1,8765"        # the fio server, on an address of its own (never all interfaces)
+//! device = "loop5"             # optional: this host's device (else [target] device)
+//! ```
+
+use std::ops::Range;
+
+use toml::de::DeValue;
+
+use super::{Value, Walker};
+
+const HOST_KEYS: &[&str] = &["ssh", "fio", "device"];
+
+/// One host of `[target]`: the fio server always, the SSH destination and device when named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSpec {
+    /// fio's `--client` address ("10.0.0.1", "10.0.0.1,8765", "ip:10.0.0.1,8765").
+    pub fio: String,
+    /// The SSH destination of the host's agent; `None`: fio server only (the string form).
+    pub ssh: Option<String>,
+    /// This host's device (without /dev/); `None`: [target] device.
+    pub device: Option<String>,
+    /// The line the host is named on, for messages at run time.
+    pub line: usize,
+}
+
+/// Addresses that name no one host: a fio server bound to them listens on every interface.
+const ANY_ADDRESS: &[&str] = &["0.0.0.0", "::", "[::]", "*", ""];
+
+/// Why `address` is not a fio server address a client can name, if it is not.
+pub fn fio_address_problem(address: &str) -> Option<String> {
+    if !address
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || ".:,-_[]".contains(c))
+    {
+        return Some(format!("`{address}` is not a fio server address"));
+    }
+    let bare = address
+        .strip_prefix("ip6:")
+        .or_else(|| address.strip_prefix("ip:"))
+        .unwrap_or(address);
+    let (host, port) = match bare.rsplit_once(',') {
+        Some((h, p)) => (h, Some(p)),
+        None => (bare, None),
+    };
+    if let Some(p) = port {
+        if !p.parse::<u16>().is_ok_and(|n| n > 0) {
+            return Some(format!("`{address}`: `{p}` is not a port (1 to 65535)"));
+        }
+    }
+    if ANY_ADDRESS.contains(&host) || host.starts_with('-') {
+        return Some(format!(
+            "`{address}` names no host: a fio server must listen on an address of its own, \
+             never on all interfaces (fio's server protocol has no authentication)"
+        ));
+    }
+    None
+}
+
+/// Why `dest` is not an SSH destination iolab passes to ssh, if it is not. A leading `-`
+/// would be read as an option; spaces and controls would be split or hidden.
+fn ssh_problem(dest: &str) -> Option<String> {
+    if dest.starts_with('-') {
+        return Some(format!("`{dest}` would be read by ssh as an option"));
+    }
+    if dest.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some(format!(
+            "`{dest}` is not an SSH destination (no spaces: put options in an ssh config file)"
+        ));
+    }
+    None
+}
+
+impl Walker<'_> {
+    /// `[[target.host]]` (an array of tables): each host once, by fio address and by ssh.
+    pub(super) fn host_tables(&mut self, v: &Value) -> Option<Vec<HostSpec>> {
+        let example = "[[target.host]]\nssh = \"lab1\"\nfio = \"10.0.0.1,8765\"\ndevice = \"sdb\"";
+        let DeValue::Array(items) = v.get_ref() else {
+            self.expected(v, "tables ([[target.host]])", "host");
+            return None;
+        };
+        let mut out: Vec<HostSpec> = Vec::new();
+        for item in items {
+            let Some(h) = self.host_table(item, example) else {
+                continue;
+            };
+            let span = item.span();
+            if out.iter().any(|o| o.fio == h.fio) {
+                self.error(span, format!("fio server `{}` is named twice", h.fio), None);
+            } else if let Some(s) = h
+                .ssh
+                .as_ref()
+                .filter(|s| out.iter().any(|o| o.ssh.as_deref() == Some(s.as_str())))
+            {
+                self.error(span, format!("ssh host `{s}` is named twice"), None);
+            } else {
+                out.push(h);
+            }
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    fn host_table(&mut self, item: &Value, example: &str) -> Option<HostSpec> {
+        let DeValue::Table(table) = item.get_ref() else {
+            self.expected(item, "a table ([[target.host]])", "host");
+            return None;
+        };
+        let (line, _) = self.position(item.span().start);
+        let mut fio = None;
+        let mut ssh = None;
+        let mut device = None;
+        let mut bad = false;
+        for (key, value) in table.iter() {
+            let checked = |w: &mut Self, problem: fn(&str) -> Option<String>, allowed: &str| {
+                let s = w.nonempty_string(value, key.get_ref())?;
+                let s = s.trim().to_string();
+                match problem(&s) {
+                    Some(p) => {
+                        w.error(value.span(), p, Some(allowed.to_string()));
+                        None
+                    }
+                    None => Some(s),
+                }
+            };
+            match key.get_ref().as_ref() {
+                "fio" => {
+                    fio = checked(self, fio_address_problem, "\"10.0.0.1\", \"10.0.0.1,8765\"");
+                    bad |= fio.is_none();
+                }
+                "ssh" => {
+                    ssh = checked(self, ssh_problem, "\"lab1\", \"root@10.0.0.1\"");
+                    bad |= ssh.is_none();
+                }
+                "device" => {
+                    device = self.host_device(value);
+                    bad |= device.is_none();
+                }
+                other => self.unknown_key(key.span(), other, "[[target.host]]", HOST_KEYS),
+            }
+        }
+        if fio.is_none() && !bad {
+            self.error(
+                item.span(),
+                "this [[target.host]] names no fio server (`fio`)".to_string(),
+                Some(example.to_string()),
+            );
+        }
+        Some(HostSpec {
+            fio: fio?,
+            ssh,
+            device,
+            line,
+        })
+    }
+
+    /// A host's own device: a name, never the default scratch device (it is this machine's).
+    fn host_device(&mut self, value: &Value) -> Option<String> {
+        let d = self.nonempty_string(value, "device")?;
+        let span: Range<usize> = value.span();
+        match self.device_name(&d, span.clone())? {
+            Some(name) => Some(name),
+            None => {
+                self.error(
+                    span,
+                    "a host's `device` is a device on that host; the default scratch device \
+                     is this machine's"
+                        .to_string(),
+                    Some("device = \"loop5\", \"nvme0n1\"".to_string()),
+                );
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fio_address_problem;
+    use crate::experiment::file::parse;
+
+    fn errors(text: &str) -> String {
+        match parse("x.toml", text) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn host_tables_name_ssh_fio_and_device_per_host() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = [\"10.0.0.9\"]\n\
+             [[target.host]]\nssh = \"lab1\"\nfio = \"10.0.0.1,8765\"\ndevice = \"loop5\"\n\
+             [[target.host]]\nssh = \"root@10.0.0.2\"\nfio = \"ip:10.0.0.2\"\n\
+             [factors]\nbs = [\"4k\", \"8k\"]\n",
+        )
+        .unwrap();
+        // Both forms: every fio server in `hosts`, the string form without control.
+        assert_eq!(
+            e.target.hosts,
+            vec!["10.0.0.9", "10.0.0.1,8765", "ip:10.0.0.2"]
+        );
+        let specs = &e.target.host_specs;
+        assert_eq!(specs.len(), 3);
+        assert_eq!(
+            (specs[0].ssh.as_deref(), specs[0].device.as_deref()),
+            (None, None)
+        );
+        assert_eq!(specs[1].ssh.as_deref(), Some("lab1"));
+        assert_eq!(specs[1].device.as_deref(), Some("loop5"));
+        assert_eq!(specs[1].line, 5);
+        assert_eq!(specs[2].ssh.as_deref(), Some("root@10.0.0.2"));
+        assert_eq!(specs[2].device, None);
+    }
+
+    #[test]
+    fn host_table_problems_name_their_line() {
+        let text = errors(
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\n\
+             [[target.host]]\nssh = \"-oProxyCommand=x\"\nfio = \"0.0.0.0,8765\"\n\
+             [[target.host]]\nssh = \"lab2\"\nfio = \"10.0.0.2,99999\"\ndevic = \"x\"\n\
+             [[target.host]]\nssh = \"lab3\"\n\
+             [[target.host]]\nssh = \"lab3\"\nfio = \"10.0.0.4\"\ndevice = \"default\"\n",
+        );
+        assert!(
+            text.contains("x.toml:5:7: `-oProxyCommand=x` would be read by ssh as an option"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:6:7: `0.0.0.0,8765` names no host"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:9:7: `10.0.0.2,99999`: `99999` is not a port"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:10:1: unknown key `devic` in [[target.host]]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:11:1: this [[target.host]] names no fio server"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:16:10: a host's `device` is a device on that host"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn hosts_with_their_own_devices_need_no_target_device_and_may_vary_knobs() {
+        let file = "name = \"n\"\n\
+             [[target.host]]\nssh = \"a\"\nfio = \"10.0.0.1\"\ndevice = \"loop5\"\n\
+             [[target.host]]\nssh = \"b\"\nfio = \"10.0.0.2\"\ndevice = \"loop6\"\n\
+             [factors]\nnr_requests = [32, 64]\nplacement = [\"on\", \"far\"]\n";
+        let e = parse("x.toml", file).unwrap();
+        assert_eq!(e.target.host_specs.len(), 2);
+        // A host without ssh cannot have its knobs set, nor one without its own device run.
+        let text = errors(&file.replace("ssh = \"b\"\n", ""));
+        assert!(
+            text.contains("factor `nr_requests` changes this machine"),
+            "{text}"
+        );
+        let text = errors(&file.replace("device = \"loop6\"\n", ""));
+        assert!(
+            text.contains("the default scratch device does not exist"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fio_addresses() {
+        for ok in [
+            "10.0.0.1",
+            "lab1,8765",
+            "ip:10.0.0.2,8765",
+            "ip6:fe80::1,8765",
+        ] {
+            assert_eq!(fio_address_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "0.0.0.0",
+            "::",
+            "ip:0.0.0.0,8765",
+            ",8765",
+            "a;b",
+            "h,0",
+            "-x",
+        ] {
+            assert!(fio_address_problem(bad).is_some(), "{bad}");
+        }
+    }
+}
