@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::engine::{in_netns, Figures, Invocation, ProgramEngine, Server};
+use super::engine::{in_netns, Engine, Figures, Invocation, Server};
 
 /// Where the client and server run, shared by both engines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +119,7 @@ pub const IPERF3_OPTIONS: &[(&str, Kind)] = &[
     ("zerocopy", Kind::Bool),
 ];
 
-impl ProgramEngine for Iperf3 {
+impl Engine for Iperf3 {
     fn name(&self) -> &'static str {
         "iperf3"
     }
@@ -130,7 +130,7 @@ impl ProgramEngine for Iperf3 {
         IPERF3_OPTIONS
     }
 
-    fn invocation(&self, o: &[(String, String)]) -> Invocation {
+    fn invocation(&self, o: &[(String, String)]) -> Option<Invocation> {
         let n = &self.0;
         let port = n.port.to_string();
         let mut argv = strings(&["iperf3", "-c", &n.server, "-p", &port, "-J", "-i", "1"]);
@@ -157,7 +157,7 @@ impl ProgramEngine for Iperf3 {
             port: n.port,
             udp: false,
         });
-        n.invocation(argv, server, o)
+        Some(n.invocation(argv, server, o))
     }
 
     fn nominal_seconds(&self, o: &[(String, String)]) -> Option<f64> {
@@ -252,7 +252,7 @@ pub const SOCKPERF_OPTIONS: &[(&str, Kind)] = &[
     ("mps", Kind::Int(1, 100_000_000)),
 ];
 
-impl ProgramEngine for Sockperf {
+impl Engine for Sockperf {
     fn name(&self) -> &'static str {
         "sockperf"
     }
@@ -263,7 +263,7 @@ impl ProgramEngine for Sockperf {
         SOCKPERF_OPTIONS
     }
 
-    fn invocation(&self, o: &[(String, String)]) -> Invocation {
+    fn invocation(&self, o: &[(String, String)]) -> Option<Invocation> {
         let n = &self.0;
         let port = n.port.to_string();
         let mode = get(o, "mode").unwrap_or("ping-pong");
@@ -291,7 +291,7 @@ impl ProgramEngine for Sockperf {
                 udp: !tcp,
             }
         });
-        n.invocation(argv, server, o)
+        Some(n.invocation(argv, server, o))
     }
 
     fn nominal_seconds(&self, o: &[(String, String)]) -> Option<f64> {
@@ -462,17 +462,21 @@ mod tests {
             server_netns: Some("b".into()),
             options: vec![("time".into(), "3".into())],
         };
-        let inv = Iperf3(net.clone()).invocation(&[
-            ("time".into(), "3".into()),
-            ("parallel".into(), "4".into()),
-            ("reverse".into(), "true".into()),
-        ]);
+        let inv = Iperf3(net.clone())
+            .invocation(&[
+                ("time".into(), "3".into()),
+                ("parallel".into(), "4".into()),
+                ("reverse".into(), "true".into()),
+            ])
+            .unwrap();
         assert_eq!(
             inv.command_line("/d"),
             "server: ip netns exec b iperf3 -s -1 -B 10.1.0.2 -p 5202 ; client: ip netns exec \
              a iperf3 -c 10.1.0.2 -p 5202 -J -i 1 -t 3 -P 4 -R"
         );
-        let inv = Sockperf(net).invocation(&[("msg_size".into(), "64".into())]);
+        let inv = Sockperf(net)
+            .invocation(&[("msg_size".into(), "64".into())])
+            .unwrap();
         assert!(inv.server.as_ref().unwrap().udp);
         assert_eq!(
             super::super::process::command_line(&inv.argv),
