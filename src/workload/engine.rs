@@ -122,6 +122,8 @@ pub struct Server {
     /// Where it listens: the client starts once a socket there is open.
     pub port: u16,
     pub udp: bool,
+    /// CPUs the server is pinned to (`server_cpus`), else wherever the scheduler puts it.
+    pub cpus: Option<Vec<u32>>,
 }
 
 /// One run of a program engine.
@@ -163,8 +165,11 @@ impl Invocation {
     pub fn command_line(&self, dir: &str) -> String {
         let mut out = String::new();
         if let Some(s) = &self.server {
+            let pin = s.cpus.as_ref().map_or(String::new(), |c| {
+                format!("taskset -c {} ", crate::sys::parse::format_cpulist(c))
+            });
             out.push_str(&format!(
-                "server: {} ; client: ",
+                "server: {pin}{} ; client: ",
                 command_line(&in_netns(Some(&s.netns), &s.argv))
             ));
         }
@@ -299,13 +304,14 @@ mod tests {
                 argv: vec!["iperf3".into(), "-s".into()],
                 port: 5201,
                 udp: false,
+                cpus: Some(vec![3]),
             }),
             time_limit: Duration::from_secs(1),
         };
         assert_eq!(
             inv.command_line("/d"),
-            "server: ip netns exec b iperf3 -s ; client: taskset -c 0-1 ip netns exec a \
-             iperf3 -c 10.0.0.2"
+            "server: taskset -c 3 ip netns exec b iperf3 -s ; client: taskset -c 0-1 ip netns \
+             exec a iperf3 -c 10.0.0.2"
         );
     }
 }

@@ -4,7 +4,8 @@
 //! and MB/s), the role netperf TCP_RR plays in case 2 of docs/cases.md (netperf is in
 //! Debian's non-free section). The client runs here with the cell's placement, optionally in
 //! a network namespace; the server is either at an address the user started it on, or one
-//! iolab starts for each run in a network namespace it is told (`server_netns`).
+//! iolab starts for each run in a network namespace it is told (`server_netns`), pinned to
+//! `server_cpus` when given.
 
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ pub struct NetSpec {
     pub netns: Option<String>,
     /// When set iolab starts the server there (`ip netns exec`), bound to `server`.
     pub server_netns: Option<String>,
+    /// CPUs the server iolab starts is pinned to (`server_cpus`, with `server_netns`).
+    pub server_cpus: Option<Vec<u32>>,
     /// The engine's options from its table, as text.
     pub options: Vec<(String, String)>,
 }
@@ -156,6 +159,7 @@ impl Engine for Iperf3 {
             argv: strings(&["iperf3", "-s", "-1", "-B", &n.server, "-p", &port]),
             port: n.port,
             udp: false,
+            cpus: n.server_cpus.clone(),
         });
         Some(n.invocation(argv, server, o))
     }
@@ -289,6 +293,7 @@ impl Engine for Sockperf {
                 argv,
                 port: n.port,
                 udp: !tcp,
+                cpus: n.server_cpus.clone(),
             }
         });
         Some(n.invocation(argv, server, o))
@@ -460,6 +465,7 @@ mod tests {
             port: 5202,
             netns: Some("a".into()),
             server_netns: Some("b".into()),
+            server_cpus: None,
             options: vec![("time".into(), "3".into())],
         };
         let inv = Iperf3(net.clone())
