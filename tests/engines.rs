@@ -150,6 +150,38 @@ fn iperf3_over_a_veth_pair_between_namespaces() {
     );
 }
 
+/// `server_cpus` pins the server iolab starts (`spawn_group` sets its affinity before exec,
+/// as for the client); the stored command line says where. A server pinned to a CPU that
+/// is not there would not start: the run fails, naming the pin.
+#[test]
+fn iperf3_server_cpus_pins_the_server_iolab_starts() {
+    let Some(net) = net_or_skip("iperf3", "p", 3) else {
+        return;
+    };
+    let e = exp(&format!(
+        "name = \"p\"\nrepetitions = 1\nengine = \"iperf3\"\n[iperf3]\nserver = \"10.231.3.2\"\n\
+         port = 5398\nnetns = \"{}\"\nserver_netns = \"{}\"\nserver_cpus = \"1\"\ntime = 1\n",
+        net.a, net.b
+    ));
+    let (out, store, _dir) = run_live(&e);
+    ok_runs(&out);
+    assert!(metric(&out, 0, "net_received_mbit_per_s") > 0.0);
+    let runs = store.runs(out.experiment_id).unwrap();
+    let cmd = store
+        .run_texts(runs[0].id)
+        .unwrap()
+        .unwrap()
+        .fio_command
+        .unwrap_or_default();
+    assert!(
+        cmd.starts_with(&format!(
+            "server: taskset -c 1 ip netns exec {} iperf3 -s",
+            net.b
+        )),
+        "{cmd}"
+    );
+}
+
 #[test]
 fn sockperf_ping_pong_over_a_veth_pair_between_namespaces() {
     let Some(net) = net_or_skip("sockperf", "s", 2) else {
@@ -234,6 +266,24 @@ fn command_needs_allow_exec_at_the_engine_line() {
     );
     assert!(
         e.contains("t.toml:9:1: [workload] holds fio options"),
+        "{e}"
+    );
+    // The server's CPUs pin the server iolab starts: a list, and only with `server_netns`.
+    let e = experiment::parse(
+        "t.toml",
+        "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"h\"\nserver_cpus = \"x\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("t.toml:5:15: `x` is not a CPU list"), "{e}");
+    let e = experiment::parse(
+        "t.toml",
+        "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"h\"\nserver_cpus = \"0\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("iolab starts none without `server_netns`"),
         "{e}"
     );
 }

@@ -11,7 +11,6 @@ use serde::Serialize;
 
 use super::factor::{FactorKind, IrqPlacement, Level, LevelValue, Pinning};
 use super::file::{Experiment, Repetitions};
-use crate::sys::parse::duration;
 use crate::workload::{options, JobBuilder, JobError, JobSpec};
 
 /// One combination of levels.
@@ -114,11 +113,7 @@ impl Cell {
 
     /// A program engine's options for this cell: the engine table's, then the cell's levels.
     pub fn engine_options(&self, exp: &Experiment) -> Vec<(String, String)> {
-        let base = exp
-            .engine
-            .program()
-            .map(|e| e.base_options().to_vec())
-            .unwrap_or_default();
+        let base = exp.engine.engine().base_options().to_vec();
         base.into_iter()
             .chain(self.option_levels(|k| match k {
                 FactorKind::Engine { option } => Some(option),
@@ -133,8 +128,7 @@ impl Cell {
         exp: &Experiment,
         cpus: Option<&[u32]>,
     ) -> Option<crate::workload::Invocation> {
-        let e = exp.engine.program()?;
-        let mut inv = e.invocation(&self.engine_options(exp));
+        let mut inv = exp.engine.engine().invocation(&self.engine_options(exp))?;
         inv.cell_key = self.key.clone();
         inv.cpus = cpus.map(<[u32]>::to_vec);
         Some(inv)
@@ -202,29 +196,23 @@ impl Cell {
             .unwrap_or_default()
     }
 
-    /// How long one run of this cell should take (ramp_time + runtime), when fio is told a
-    /// runtime and `time_based`; for progress and ETA. `None` when fio decides by size.
+    /// How long one run of this cell should take, as its engine reads the cell's options
+    /// (fio: ramp_time + runtime when `time_based`); for progress and ETA. `None` when the
+    /// workload decides (fio by size).
     pub fn nominal_seconds(&self, exp: &Experiment) -> Option<f64> {
-        if let Some(e) = exp.engine.program() {
-            return e.nominal_seconds(&self.engine_options(exp));
+        exp.engine
+            .engine()
+            .nominal_seconds(&self.workload_options(exp))
+    }
+
+    /// The cell's options as its engine reads them: fio's job options, or a program
+    /// engine's table with the cell's levels.
+    pub fn workload_options(&self, exp: &Experiment) -> Vec<(String, String)> {
+        if exp.engine.engine().runs_job_file() {
+            self.fio_options(exp)
+        } else {
+            self.engine_options(exp)
         }
-        let opts = self.fio_options(exp);
-        let get = |name: &str| {
-            opts.iter()
-                .rev()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| v.as_str())
-        };
-        let time_based = get("time_based").is_some_and(|v| v.trim() != "0");
-        if !time_based {
-            return None;
-        }
-        // The bounded parser (at most 30 days each) keeps the estimate and the time limit
-        // derived from it finite; validation refused anything else already.
-        let secs = |text: &str| duration::duration(text).ok().map(|d| d.as_secs_f64());
-        let runtime = secs(get("runtime")?)?;
-        let ramp = get("ramp_time").and_then(secs).unwrap_or(0.0);
-        Some(runtime + ramp)
     }
 
     /// Why this cell's workload writes, if it does.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use regex::Regex;
 
-use super::engine::{json_path, Figures, Invocation, ProgramEngine};
+use super::engine::{json_path, Engine, Figures, Invocation};
 
 /// `[command]` as validated.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,7 +88,7 @@ fn number(v: &serde_json::Value) -> Option<f64> {
     .filter(|x: &f64| x.is_finite())
 }
 
-impl ProgramEngine for CommandEngine {
+impl Engine for CommandEngine {
     fn name(&self) -> &'static str {
         "command"
     }
@@ -105,13 +105,13 @@ impl ProgramEngine for CommandEngine {
         Ok(())
     }
 
-    fn invocation(&self, options: &[(String, String)]) -> Invocation {
+    fn invocation(&self, options: &[(String, String)]) -> Option<Invocation> {
         let fill = |t: &str| {
             options.iter().fold(t.to_string(), |acc, (n, v)| {
                 acc.replace(&format!("{{{n}}}"), v)
             })
         };
-        Invocation {
+        Some(Invocation {
             cell_key: String::new(),
             argv: std::iter::once(&self.program)
                 .chain(&self.args)
@@ -121,7 +121,7 @@ impl ProgramEngine for CommandEngine {
             cpus: None,
             server: None,
             time_limit: self.time_limit,
-        }
+        })
     }
 
     fn nominal_seconds(&self, _: &[(String, String)]) -> Option<f64> {
@@ -247,7 +247,7 @@ mod tests {
     fn placeholders_take_the_cells_values() {
         let e = engine(&[], &[]);
         assert!(e.is_option("bs") && !e.is_option("dir"));
-        let inv = e.invocation(&[("bs".into(), "4k".into())]);
+        let inv = e.invocation(&[("bs".into(), "4k".into())]).unwrap();
         assert_eq!(inv.argv, ["dd", "bs=4k", "of={dir}/x"]);
         assert_eq!(inv.client_argv("/r"), ["dd", "bs=4k", "of=/r/x"]);
     }

@@ -1,10 +1,12 @@
-//! Workloads other than fio. fio stays iolab's first engine (its job files, status reports
-//! and checks are its own: `runner`); every other engine is a program iolab starts with the
-//! cell's placement and reads figures from: `command` (any program, metrics by regular
-//! expression or JSON path), `iperf3` (streams) and `sockperf` (request/response). Each is a
-//! `ProgramEngine`: it turns a cell's options into an `Invocation` and the program's output
-//! into metrics. The runner (`FioRunner::run_program`) only runs invocations, for real or
-//! replayed, so the run loop is the same for all of them and tested without running anything.
+//! The workload engines behind one trait, `Engine`: fio (`fio_engine`), `command` (any
+//! program, metrics by regular expression or JSON path), `iperf3` (streams) and `sockperf`
+//! (request/response). The run loop asks the engine for a cell's nominal time, its primary
+//! metric, its metrics and series, and what to run: a program engine turns a cell's options
+//! into an `Invocation` the runner (`FioRunner::run_program`) starts with the cell's
+//! placement, for real or replayed; fio's run is a job file with a section per target device
+//! (`runner`). What fio has more (status reports that place its measured window, json+
+//! histograms and the cross-checks on them) sits behind trait methods whose defaults say
+//! "none", so the loop is the same for all engines and tested without running anything.
 
 use std::time::Duration;
 
@@ -36,19 +38,30 @@ impl EngineSpec {
         }
     }
 
-    /// The engine when it is a program engine; `None` for fio.
-    pub fn program(&self) -> Option<&dyn ProgramEngine> {
+    /// The engine.
+    pub fn engine(&self) -> &dyn Engine {
         match self {
-            EngineSpec::Fio => None,
-            EngineSpec::Command(c) => Some(c),
-            EngineSpec::Iperf3(e) => Some(e),
-            EngineSpec::Sockperf(e) => Some(e),
+            EngineSpec::Fio => &super::fio_engine::Fio,
+            EngineSpec::Command(c) => c,
+            EngineSpec::Iperf3(e) => e,
+            EngineSpec::Sockperf(e) => e,
         }
+    }
+
+    /// The engine when it runs a program per cell (`invocation`); `None` for fio.
+    pub fn program(&self) -> Option<&dyn Engine> {
+        Some(self.engine()).filter(|e| !e.runs_job_file())
+    }
+
+    /// Whether the engine's workload is the network (iperf3, sockperf): it needs no block
+    /// device, and its placement is relative to a NIC.
+    pub fn is_network(&self) -> bool {
+        matches!(self, EngineSpec::Iperf3(_) | EngineSpec::Sockperf(_))
     }
 }
 
-/// A program engine: options in, an invocation out; output in, metrics out. Pure.
-pub trait ProgramEngine {
+/// A workload engine: options in, what to run out; output in, metrics out. Pure.
+pub trait Engine {
     fn name(&self) -> &'static str;
     /// The options a factor may vary, with the table's values (text) as the base.
     fn base_options(&self) -> &[(String, String)];
@@ -64,14 +77,33 @@ pub trait ProgramEngine {
     fn check_option(&self, name: &str, value: &str) -> Result<(), String> {
         super::net::check_option(self.option_table(), name, value)
     }
-    /// What to run for one cell, its options being the base with the cell's levels applied.
-    fn invocation(&self, options: &[(String, String)]) -> Invocation;
+    /// What to run for one cell, its options being the base with the cell's levels applied;
+    /// `None` when the engine runs a job file instead (`runs_job_file`).
+    fn invocation(&self, options: &[(String, String)]) -> Option<Invocation>;
     /// How long one run should take, when the options say.
     fn nominal_seconds(&self, options: &[(String, String)]) -> Option<f64>;
     /// The metrics in the program's output.
     fn metrics(&self, stdout: &str, stderr: &str) -> Result<Figures, String>;
-    /// The metric adaptive repetitions judge when the file names none.
+    /// The metric adaptive repetitions judge when the file names none (`None`: total IOPS,
+    /// `read_iops + write_iops`).
     fn primary_metric(&self) -> Option<String>;
+
+    // What fio has more; the defaults say the engine has none of it.
+
+    /// Runs as a job file with a section per target device (fio), not as an `Invocation`.
+    fn runs_job_file(&self) -> bool {
+        false
+    }
+    /// Prints status reports that say when it measured (fio's `--status-interval`), so the
+    /// sampler's window is its measured span rather than the whole run.
+    fn reports_measured_window(&self) -> bool {
+        false
+    }
+    /// Its output carries latency histograms (fio's json+) that can be checked against its
+    /// percentiles and the sampler's device counts (`run::checks`).
+    fn checks_its_output(&self) -> bool {
+        false
+    }
 }
 
 /// What a program's output says: metrics, and per-interval series (`kind` "engine").
@@ -90,6 +122,8 @@ pub struct Server {
     /// Where it listens: the client starts once a socket there is open.
     pub port: u16,
     pub udp: bool,
+    /// CPUs the server is pinned to (`server_cpus`), else wherever the scheduler puts it.
+    pub cpus: Option<Vec<u32>>,
 }
 
 /// One run of a program engine.
@@ -131,8 +165,11 @@ impl Invocation {
     pub fn command_line(&self, dir: &str) -> String {
         let mut out = String::new();
         if let Some(s) = &self.server {
+            let pin = s.cpus.as_ref().map_or(String::new(), |c| {
+                format!("taskset -c {} ", crate::sys::parse::format_cpulist(c))
+            });
             out.push_str(&format!(
-                "server: {} ; client: ",
+                "server: {pin}{} ; client: ",
                 command_line(&in_netns(Some(&s.netns), &s.argv))
             ));
         }
@@ -156,7 +193,7 @@ pub struct ProgramRun {
 }
 
 /// What a program's run means: the same for real and replayed runs.
-pub fn classify(engine: &dyn ProgramEngine, raw: &RawOutput) -> (FioStatus, Option<Figures>) {
+pub fn classify(engine: &dyn Engine, raw: &RawOutput) -> (FioStatus, Option<Figures>) {
     let name = engine.name();
     let said = super::process::said("it", &raw.stderr);
     if raw.cancelled {
@@ -267,13 +304,14 @@ mod tests {
                 argv: vec!["iperf3".into(), "-s".into()],
                 port: 5201,
                 udp: false,
+                cpus: Some(vec![3]),
             }),
             time_limit: Duration::from_secs(1),
         };
         assert_eq!(
             inv.command_line("/d"),
-            "server: ip netns exec b iperf3 -s ; client: taskset -c 0-1 ip netns exec a \
-             iperf3 -c 10.0.0.2"
+            "server: taskset -c 3 ip netns exec b iperf3 -s ; client: taskset -c 0-1 ip netns \
+             exec a iperf3 -c 10.0.0.2"
         );
     }
 }

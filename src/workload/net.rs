@@ -4,11 +4,12 @@
 //! and MB/s), the role netperf TCP_RR plays in case 2 of docs/cases.md (netperf is in
 //! Debian's non-free section). The client runs here with the cell's placement, optionally in
 //! a network namespace; the server is either at an address the user started it on, or one
-//! iolab starts for each run in a network namespace it is told (`server_netns`).
+//! iolab starts for each run in a network namespace it is told (`server_netns`), pinned to
+//! `server_cpus` when given.
 
 use std::time::Duration;
 
-use super::engine::{in_netns, Figures, Invocation, ProgramEngine, Server};
+use super::engine::{in_netns, Engine, Figures, Invocation, Server};
 
 /// Where the client and server run, shared by both engines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,8 @@ pub struct NetSpec {
     pub netns: Option<String>,
     /// When set iolab starts the server there (`ip netns exec`), bound to `server`.
     pub server_netns: Option<String>,
+    /// CPUs the server iolab starts is pinned to (`server_cpus`, with `server_netns`).
+    pub server_cpus: Option<Vec<u32>>,
     /// The engine's options from its table, as text.
     pub options: Vec<(String, String)>,
 }
@@ -119,7 +122,7 @@ pub const IPERF3_OPTIONS: &[(&str, Kind)] = &[
     ("zerocopy", Kind::Bool),
 ];
 
-impl ProgramEngine for Iperf3 {
+impl Engine for Iperf3 {
     fn name(&self) -> &'static str {
         "iperf3"
     }
@@ -130,7 +133,7 @@ impl ProgramEngine for Iperf3 {
         IPERF3_OPTIONS
     }
 
-    fn invocation(&self, o: &[(String, String)]) -> Invocation {
+    fn invocation(&self, o: &[(String, String)]) -> Option<Invocation> {
         let n = &self.0;
         let port = n.port.to_string();
         let mut argv = strings(&["iperf3", "-c", &n.server, "-p", &port, "-J", "-i", "1"]);
@@ -156,8 +159,9 @@ impl ProgramEngine for Iperf3 {
             argv: strings(&["iperf3", "-s", "-1", "-B", &n.server, "-p", &port]),
             port: n.port,
             udp: false,
+            cpus: n.server_cpus.clone(),
         });
-        n.invocation(argv, server, o)
+        Some(n.invocation(argv, server, o))
     }
 
     fn nominal_seconds(&self, o: &[(String, String)]) -> Option<f64> {
@@ -252,7 +256,7 @@ pub const SOCKPERF_OPTIONS: &[(&str, Kind)] = &[
     ("mps", Kind::Int(1, 100_000_000)),
 ];
 
-impl ProgramEngine for Sockperf {
+impl Engine for Sockperf {
     fn name(&self) -> &'static str {
         "sockperf"
     }
@@ -263,7 +267,7 @@ impl ProgramEngine for Sockperf {
         SOCKPERF_OPTIONS
     }
 
-    fn invocation(&self, o: &[(String, String)]) -> Invocation {
+    fn invocation(&self, o: &[(String, String)]) -> Option<Invocation> {
         let n = &self.0;
         let port = n.port.to_string();
         let mode = get(o, "mode").unwrap_or("ping-pong");
@@ -289,9 +293,10 @@ impl ProgramEngine for Sockperf {
                 argv,
                 port: n.port,
                 udp: !tcp,
+                cpus: n.server_cpus.clone(),
             }
         });
-        n.invocation(argv, server, o)
+        Some(n.invocation(argv, server, o))
     }
 
     fn nominal_seconds(&self, o: &[(String, String)]) -> Option<f64> {
@@ -460,19 +465,24 @@ mod tests {
             port: 5202,
             netns: Some("a".into()),
             server_netns: Some("b".into()),
+            server_cpus: None,
             options: vec![("time".into(), "3".into())],
         };
-        let inv = Iperf3(net.clone()).invocation(&[
-            ("time".into(), "3".into()),
-            ("parallel".into(), "4".into()),
-            ("reverse".into(), "true".into()),
-        ]);
+        let inv = Iperf3(net.clone())
+            .invocation(&[
+                ("time".into(), "3".into()),
+                ("parallel".into(), "4".into()),
+                ("reverse".into(), "true".into()),
+            ])
+            .unwrap();
         assert_eq!(
             inv.command_line("/d"),
             "server: ip netns exec b iperf3 -s -1 -B 10.1.0.2 -p 5202 ; client: ip netns exec \
              a iperf3 -c 10.1.0.2 -p 5202 -J -i 1 -t 3 -P 4 -R"
         );
-        let inv = Sockperf(net).invocation(&[("msg_size".into(), "64".into())]);
+        let inv = Sockperf(net)
+            .invocation(&[("msg_size".into(), "64".into())])
+            .unwrap();
         assert!(inv.server.as_ref().unwrap().udp);
         assert_eq!(
             super::super::process::command_line(&inv.argv),

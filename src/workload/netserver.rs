@@ -60,7 +60,7 @@ pub fn start(server: &Server, cwd: &std::path::Path, cancel: &CancelToken) -> Re
     let argv = in_netns(Some(&server.netns), &server.argv);
     let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..]).current_dir(cwd);
-    let mut guard = spawn_group(cmd, None)?;
+    let mut guard = spawn_group(cmd, server.cpus.as_deref())?;
     let out = reader_thread(guard.child.stdout.take());
     let err = reader_thread(guard.child.stderr.take());
     let pid = guard.child.id();

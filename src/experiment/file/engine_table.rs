@@ -22,7 +22,7 @@ const COMMAND_KEYS: &[&str] = &[
     "time_limit",
     "vars",
 ];
-const NET_KEYS: &[&str] = &["server", "port", "netns", "server_netns"];
+const NET_KEYS: &[&str] = &["server", "port", "netns", "server_netns", "server_cpus"];
 /// The engines' own tables.
 pub const TABLES: &[&str] = &["command", "iperf3", "sockperf"];
 
@@ -328,6 +328,7 @@ impl Walker<'_> {
             port: default_port,
             netns: None,
             server_netns: None,
+            server_cpus: None,
             options: Vec::new(),
         };
         let allowed: Vec<&str> = NET_KEYS
@@ -363,6 +364,17 @@ impl Walker<'_> {
                         n.server_netns = Some(s);
                     }
                 }
+                "server_cpus" => {
+                    let s = self.string(value, k).unwrap_or_default();
+                    match crate::sys::parse::cpulist(&s) {
+                        Ok(c) if !c.is_empty() => n.server_cpus = Some(c),
+                        _ => self.error(
+                            value.span(),
+                            format!("`{s}` is not a CPU list"),
+                            Some("server_cpus = \"2\" or \"2-3\" (see `iolab inspect`)".into()),
+                        ),
+                    }
+                }
                 _ if options.iter().any(|(o, _)| *o == k) => {
                     let text = option_text(value.get_ref()).unwrap_or_default();
                     match crate::workload::net::check_option(options, k, &text) {
@@ -378,6 +390,16 @@ impl Walker<'_> {
                 v.span(),
                 format!("[{engine}] has no `server` (the address the client connects to)"),
                 Some("server = \"10.0.0.2\"".to_string()),
+            );
+        }
+        if n.server_cpus.is_some() && n.server_netns.is_none() && self.diags.len() == before {
+            self.error(
+                v.span(),
+                format!(
+                    "[{engine}] server_cpus pins the server iolab starts, but iolab starts \
+                     none without `server_netns`"
+                ),
+                Some("add server_netns = \"NAME\", or pin your own server yourself".into()),
             );
         }
         (self.diags.len() == before).then_some(n)

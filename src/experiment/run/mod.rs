@@ -789,7 +789,7 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
         Repetitions::Fixed(_) => (None, None),
     };
     // A program engine's own headline figure unless the file names one.
-    let metric = metric.or_else(|| exp.engine.program().and_then(|e| e.primary_metric()));
+    let metric = metric.or_else(|| exp.engine.engine().primary_metric());
     let primary_metric = metric
         .clone()
         .unwrap_or_else(|| "read_iops+write_iops".into());
@@ -1013,17 +1013,15 @@ fn one_run(
     });
     // A run that cannot happen here is no warm-up of anything: it is the cell's record.
     record.warmup = run.warmup && !matches!(outcome.status, FioStatus::NotApplicable { .. });
-    record.status = match &outcome.status {
-        FioStatus::Success => RunStatus::Ok,
-        FioStatus::NotApplicable { reason, .. } => RunStatus::NotApplicable(reason.clone()),
-        FioStatus::FioError { message, .. } => RunStatus::Failed(message.clone()),
-        FioStatus::Crash { reason } => RunStatus::Failed(reason.clone()),
-        FioStatus::Cancelled => unreachable!("handled above"),
-    };
+    record.status = run_status(outcome.status.clone());
     let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
-    let aligned = samples
-        .as_ref()
-        .map(|s| align::align(s, &outcome.stdout, &irqs));
+    let engine = exp.engine.engine();
+    let reports = if engine.reports_measured_window() {
+        outcome.stdout.as_str()
+    } else {
+        ""
+    };
+    let aligned = samples.as_ref().map(|s| align::align(s, reports, &irqs));
     let summary = aligned.as_ref().and_then(|a| a.summary.as_ref());
     let mut metrics = if record.status == RunStatus::Ok {
         let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
@@ -1037,13 +1035,16 @@ fn one_run(
         Vec::new()
     };
     let mut run_checks = Vec::new();
-    if let (Some(report), Some(summary), RunStatus::Ok) = (&outcome.report, summary, &record.status)
-    {
+    let report = outcome
+        .report
+        .as_ref()
+        .filter(|_| engine.checks_its_output());
+    if let (Some(report), Some(summary), RunStatus::Ok) = (report, summary, &record.status) {
         let owned =
             |dev: &str| plan.scratch || lp.settings.destructive_devices.iter().any(|d| d == dev);
         run_checks.extend(checks::iops_vs_diskstats(report, &summary.devices, &owned));
     }
-    if let (Some(report), RunStatus::Ok) = (&outcome.report, &record.status) {
+    if let (Some(report), RunStatus::Ok) = (report, &record.status) {
         run_checks.extend(checks::percentiles_vs_bins(report));
     }
     if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
@@ -1051,7 +1052,7 @@ fn one_run(
             match tracing.metrics(recorded) {
                 Ok(m) => {
                     let ios = m.iter().find(|(k, _)| k == "trace_q2c_count");
-                    if let (Some((_, n)), Some(report)) = (ios, &outcome.report) {
+                    if let (Some((_, n)), Some(report)) = (ios, report) {
                         run_checks.push(checks::trace_vs_fio(report, plan.device(), *n));
                     }
                     metrics.extend(m)
@@ -1085,6 +1086,17 @@ fn one_run(
     Ok(Some((record.status, metrics)))
 }
 
+/// What a workload's status (any engine's) is stored as; `Cancelled` runs are not stored.
+fn run_status(status: FioStatus) -> RunStatus {
+    match status {
+        FioStatus::Success => RunStatus::Ok,
+        FioStatus::NotApplicable { reason, .. } => RunStatus::NotApplicable(reason),
+        FioStatus::FioError { message, .. } => RunStatus::Failed(message),
+        FioStatus::Crash { reason } => RunStatus::Failed(reason),
+        FioStatus::Cancelled => RunStatus::Failed("cancelled".into()),
+    }
+}
+
 /// The watches of the sampler: the targets and the devices under them.
 fn watches(plan: &Plan) -> Vec<crate::sample::Watch> {
     plan.devices
@@ -1107,10 +1119,7 @@ fn engine_run(
     mut record: NewRun,
     lp: &mut Loop,
 ) -> Result<Option<RunResult>> {
-    let engine = exp
-        .engine
-        .program()
-        .context("engine_run is for program engines")?;
+    let engine = exp.engine.engine();
     let watches = watches(plan);
     let env_at_start = environment::at_start(&lp.settings.root);
     let sampler = crate::sample::start(&lp.settings.root, &watches, lp.settings.sample_interval)?;
@@ -1131,13 +1140,7 @@ fn engine_run(
     if status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
         return Ok(None);
     }
-    record.status = match status {
-        FioStatus::Success => RunStatus::Ok,
-        FioStatus::NotApplicable { reason, .. } => RunStatus::NotApplicable(reason),
-        FioStatus::FioError { message, .. } => RunStatus::Failed(message),
-        FioStatus::Crash { reason } => RunStatus::Failed(reason),
-        FioStatus::Cancelled => unreachable!("handled above"),
-    };
+    record.status = run_status(status);
     let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
     let aligned = align::align(&samples, "", &irqs);
     let mut metrics = Vec::new();
