@@ -293,12 +293,7 @@ impl Device {
             code::COMPLETE if sized => self.complete(ev),
             // Plugs are counted by the side stage (`side.rs`).
             code::REMAP => self.remaps += 1,
-            code::SPLIT => {
-                self.splits += 1;
-                // The queued bio is split into parts that each complete alone, so no C will
-                // cover its Q: keep it out of the hot tier's scans (the parts still find it).
-                self.queued.demote(ev.sector);
-            }
+            code::SPLIT => self.splits += 1,
             _ => {}
         }
         global_q2q
