@@ -313,7 +313,11 @@ mod tests {
         use crate::sys::parse::interrupts::{IrqId, IrqLayout};
         let layout = std::sync::Arc::new(IrqLayout {
             cpus: vec![0, 1],
-            ids: vec![IrqId::Number(40), IrqId::Number(41), IrqId::Named("ERR".into())],
+            ids: vec![
+                IrqId::Number(40),
+                IrqId::Number(41),
+                IrqId::Named("ERR".into()),
+            ],
             single: vec![false, false, true],
         });
         let readings = counts
@@ -357,7 +361,11 @@ mod tests {
         };
         let points = sampler_series(&samples, &window);
         let values = |name: &str| -> Vec<f64> {
-            points.iter().filter(|p| p.name == name).map(|p| p.value).collect()
+            points
+                .iter()
+                .filter(|p| p.name == name)
+                .map(|p| p.value)
+                .collect()
         };
         assert_eq!(values("cpu0:dev_irq_per_s"), vec![100.0, 200.0]);
         assert_eq!(values("cpu1:dev_irq_per_s"), vec![10.0, 20.0]);
@@ -370,5 +378,4 @@ mod tests {
             .iter()
             .all(|p| !p.name.ends_with(":dev_irq_per_s")));
     }
-
 }
