@@ -149,15 +149,26 @@ pub fn irq_over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyho
         }
     };
     let all = store.series(run)?;
-    let mut cpus: Vec<(u32, String)> = all
-        .iter()
-        .filter_map(|p| {
-            let cpu = p.name.strip_suffix(":irq_per_s")?.strip_prefix("cpu")?;
-            Some((cpu.parse().ok()?, p.name.clone()))
-        })
-        .collect();
-    cpus.sort();
-    cpus.dedup();
+    // The device's own interrupts when its IRQs are known, else every interrupt per CPU.
+    let per_cpu = |suffix: &str| -> Vec<(u32, String)> {
+        let mut cpus: Vec<(u32, String)> = all
+            .iter()
+            .filter_map(|p| {
+                let cpu = p.name.strip_suffix(suffix)?.strip_prefix("cpu")?;
+                Some((cpu.parse().ok()?, p.name.clone()))
+            })
+            .collect();
+        cpus.sort();
+        cpus.dedup();
+        cpus
+    };
+    let (cpus, which) = match per_cpu(":dev_irq_per_s") {
+        dev if !dev.is_empty() => (dev, "the target devices' interrupts"),
+        _ => (
+            per_cpu(":irq_per_s"),
+            "all interrupts (device IRQs unknown)",
+        ),
+    };
     if cpus.is_empty() {
         bail!("run {run} has no per-second interrupt series (cpuN:irq_per_s)");
     }
@@ -168,7 +179,7 @@ pub fn irq_over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyho
             points: points_of(&all, name),
         })
         .collect();
-    let title = format!("interrupts per second on each CPU, run {run}");
+    let title = format!("{which} per second on each CPU, run {run}");
     Ok(metric_vs_factor(
         &title,
         X_LABEL,

@@ -42,6 +42,8 @@ pub struct SamplerHandle {
 pub struct SampleRun {
     pub readings: Vec<Reading>,
     pub devices: Vec<String>,
+    /// The IRQ numbers serving each of `devices` (empty when none is known, as for loop).
+    pub device_irqs: Vec<Vec<u32>>,
     /// Each consecutive pair of readings.
     pub intervals: Vec<Interval>,
     /// First to last reading, with the store's metric names; None with fewer than 2 readings.
@@ -156,6 +158,7 @@ impl SamplerHandle {
         SampleRun {
             readings,
             devices: self.devices,
+            device_irqs: self.device_irqs,
             intervals,
             summary,
             errors,

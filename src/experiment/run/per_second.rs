@@ -145,7 +145,9 @@ pub fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
 
 /// The sampler's series over `window`: per watched device `DEV:dev_r_per_s` and
 /// `DEV:dev_w_per_s` (completions), and per CPU `cpuN:irq_per_s` (all interrupts that CPU
-/// took, from /proc/interrupts).
+/// took, from /proc/interrupts) and `cpuN:dev_irq_per_s` (only those of the IRQs serving the
+/// watched devices, when any is known: the device's own interrupts, without the timer's or a
+/// NIC's).
 pub fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesPoint> {
     let edges = edges(window.end_s - window.start_s);
     let t = |r: &Reading| r.elapsed_ns as f64 / 1e9 - window.start_s;
@@ -174,30 +176,50 @@ pub fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesP
         .iter()
         .flat_map(|r| r.irq_layout.cpus.iter().copied())
         .collect();
+    let mut device_irqs: Vec<u32> = samples.device_irqs.iter().flatten().copied().collect();
+    device_irqs.sort_unstable();
+    device_irqs.dedup();
     for cpu in cpus {
-        let curve: Vec<(f64, f64)> = samples
-            .readings
-            .iter()
-            .filter_map(|r| Some((t(r), irqs_on(r, cpu)? as f64)))
-            .collect();
-        out.extend(rates(
-            &format!("cpu{cpu}:irq_per_s"),
-            &edges,
-            &deltas(&curve, &edges),
-            1.0,
-        ));
+        let mut per_cpu = |metric: &str, only: Option<&[u32]>| {
+            let curve: Vec<(f64, f64)> = samples
+                .readings
+                .iter()
+                .filter_map(|r| Some((t(r), irqs_on(r, cpu, only)? as f64)))
+                .collect();
+            out.extend(rates(
+                &format!("cpu{cpu}:{metric}"),
+                &edges,
+                &deltas(&curve, &edges),
+                1.0,
+            ));
+        };
+        per_cpu(ALL_IRQ_SERIES, None);
+        if !device_irqs.is_empty() {
+            per_cpu(DEVICE_IRQ_SERIES, Some(&device_irqs));
+        }
     }
     out
 }
 
-/// All interrupts CPU `cpu` has taken by reading `r` (rows with one system-wide count left
-/// out); `None` when the CPU is not in the reading.
-fn irqs_on(r: &Reading, cpu: u32) -> Option<u64> {
+/// The per-CPU interrupt series: `cpuN:` followed by one of these.
+pub const ALL_IRQ_SERIES: &str = "irq_per_s";
+pub const DEVICE_IRQ_SERIES: &str = "dev_irq_per_s";
+
+/// The interrupts CPU `cpu` has taken by reading `r`: of every numbered IRQ (`only` None;
+/// rows with one system-wide count left out), or of the IRQs in `only`; `None` when the CPU
+/// is not in the reading.
+fn irqs_on(r: &Reading, cpu: u32, only: Option<&[u32]>) -> Option<u64> {
+    use crate::sys::parse::interrupts::IrqId;
     let l = &r.irq_layout;
     let col = l.cpus.iter().position(|c| *c == cpu)?;
     Some(
         (0..l.ids.len())
             .filter(|row| !l.single.get(*row).copied().unwrap_or(false))
+            .filter(|row| match (only, &l.ids[*row]) {
+                (None, _) => true,
+                (Some(set), IrqId::Number(n)) => set.contains(n),
+                (Some(_), _) => false,
+            })
             .filter_map(|row| r.irq_counts.get(l.index(row, col)))
             .sum(),
     )
@@ -282,5 +304,78 @@ mod tests {
         assert!(s.iter().all(|p| !p.name.starts_with("write")));
         let bw = s.iter().find(|p| p.name == "read_bw_mbs").unwrap();
         assert!((bw.value - 4000.0 * 4096.0 / 1e6).abs() < 1e-9);
+    }
+
+    /// Readings at 0, 1 and 2 s on CPUs 0 and 1 with the device's IRQ 40, a foreign IRQ 41
+    /// and a one-count ERR row; `counts[k]` are reading k's (40 on cpu0, 40 on cpu1, 41 on
+    /// cpu0, 41 on cpu1, ERR).
+    fn replayed(counts: [[u64; 5]; 3]) -> SampleRun {
+        use crate::sys::parse::interrupts::{IrqId, IrqLayout};
+        let layout = std::sync::Arc::new(IrqLayout {
+            cpus: vec![0, 1],
+            ids: vec![
+                IrqId::Number(40),
+                IrqId::Number(41),
+                IrqId::Named("ERR".into()),
+            ],
+            single: vec![false, false, true],
+        });
+        let readings = counts
+            .iter()
+            .enumerate()
+            .map(|(k, c)| Reading {
+                elapsed_ns: k as u64 * 1_000_000_000,
+                irq_layout: layout.clone(),
+                irq_counts: vec![c[0], c[1], c[2], c[3], c[4], 0],
+                all_cpus: Default::default(),
+                cpus: Vec::new(),
+                disks: vec![None],
+            })
+            .collect();
+        SampleRun {
+            readings,
+            devices: vec!["nvme0n1".into()],
+            device_irqs: vec![vec![40]],
+            intervals: Vec::new(),
+            summary: None,
+            errors: Vec::new(),
+            started_unix_ns: 0.0,
+        }
+    }
+
+    /// The device's series per CPU counts its own IRQ only; the all-interrupts series keeps
+    /// the foreign one too (issue 12: interrupts per CPU over time, of the device).
+    #[test]
+    fn device_interrupts_per_cpu_leave_other_irqs_out() {
+        let samples = replayed([
+            [0, 0, 0, 0, 7],
+            [100, 10, 5_000, 50, 9],
+            [300, 30, 9_000, 90, 12],
+        ]);
+        let window = WindowRecord {
+            basis: "test".into(),
+            start_s: 0.0,
+            end_s: 2.0,
+            devices: Default::default(),
+            note: None,
+        };
+        let points = sampler_series(&samples, &window);
+        let values = |name: &str| -> Vec<f64> {
+            points
+                .iter()
+                .filter(|p| p.name == name)
+                .map(|p| p.value)
+                .collect()
+        };
+        assert_eq!(values("cpu0:dev_irq_per_s"), vec![100.0, 200.0]);
+        assert_eq!(values("cpu1:dev_irq_per_s"), vec![10.0, 20.0]);
+        assert_eq!(values("cpu0:irq_per_s"), vec![5_100.0, 4_200.0]);
+        assert_eq!(values("cpu1:irq_per_s"), vec![60.0, 60.0]);
+        // Without known device IRQs (a loop device) there is no device series at all.
+        let mut no_irqs = samples;
+        no_irqs.device_irqs = vec![vec![]];
+        assert!(sampler_series(&no_irqs, &window)
+            .iter()
+            .all(|p| !p.name.ends_with(":dev_irq_per_s")));
     }
 }

@@ -245,6 +245,7 @@ mod tests {
             summary: summary(&readings, &devices, &[vec![]]),
             readings,
             devices,
+            device_irqs: vec![vec![]],
             errors: Vec::new(),
             started_unix_ns: 0.0,
         }
