@@ -324,6 +324,29 @@ fn compare_shows_the_findings_of_the_runs_it_compares() {
     assert_eq!(c["check"], "fio_iops_vs_diskstats", "{v}");
     assert_eq!(c["fio"], 20000.0);
     assert_eq!(c["other"], 0.0);
+    // The CSV carries them too, in a `findings` column beside the row whose runs they concern.
+    let csv = iolab()
+        .args([
+            "compare",
+            "1",
+            "2",
+            "--metric",
+            "read_iops",
+            "--csv",
+            "--db",
+        ])
+        .arg(&s.db_path)
+        .output()
+        .unwrap();
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",findings"), "{csv}");
+    let row = lines.find(|l| l.contains("read_iops")).unwrap();
+    assert!(
+        row.contains("baseline run 1: fio_iops_vs_diskstats")
+            && row.contains("candidate run 2: fio_iops_vs_diskstats"),
+        "{csv}"
+    );
 }
 
 /// Sums a per-second series back into a count: each value covers the time since the

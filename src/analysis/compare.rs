@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::report::comparisons::{
     across_note, across_row, comparison_table_in_family, comparisons_json, ComparisonRow,
 };
-use crate::report::table::{Cell, Table, MAX_WIDTH};
+use crate::report::table::{Cell, Column, Table, MAX_WIDTH};
 use crate::stats::across::{across_cells, AcrossCells};
 use crate::stats::compare::{adjust_family, compare, CompareOptions, Comparison};
 use crate::store::{Run, Store};
@@ -575,6 +575,32 @@ fn findings_text(sides: &[(&str, &[super::basis::Finding])]) -> String {
     out
 }
 
+/// The CSV's `findings` column: for each row, the failed cross-checks of the runs of that
+/// row's cell on either side, so a spreadsheet shows beside each figure that it rests on runs
+/// whose fio and kernel figures disagree. Empty where all agree and on the geomean rows.
+fn add_findings_column(table: &mut Table, sides: &[(&str, &[CellRuns], &[super::basis::Finding])]) {
+    let Some(cell_col) = table.columns.iter().position(|c| c.name == "cell") else {
+        return;
+    };
+    table.columns.push(Column::label("findings"));
+    for row in &mut table.rows {
+        let label = match &row[cell_col] {
+            Cell::Text(t) => t.clone(),
+            _ => String::new(),
+        };
+        let mut lines = Vec::new();
+        for (side, cells, findings) in sides {
+            let Some(cell) = cells.iter().find(|c| c.label() == label) else {
+                continue;
+            };
+            for f in findings.iter().filter(|f| cell.ok.contains(&f.run)) {
+                lines.push(format!("{side} {}", super::basis::finding_line(f)));
+            }
+        }
+        row.push(Cell::Text(lines.join("; ")));
+    }
+}
+
 pub fn compare_selectors(
     store: &Store,
     a: &str,
@@ -718,7 +744,12 @@ pub fn compare_selectors(
         obj.insert("unmatched_cells".into(), json!(unmatched));
         obj.insert("skipped".into(), json!(skipped));
     }
-    let csv = long_table(&format!("{} -> {}", base.label, cand.label), &compared).to_csv();
+    let mut csv_table = long_table(&format!("{} -> {}", base.label, cand.label), &compared);
+    add_findings_column(
+        &mut csv_table,
+        &[("baseline", &bcells, &bf), ("candidate", &ccells, &cf)],
+    );
+    let csv = csv_table.to_csv();
     Ok(CompareOutput { text, json, csv })
 }
 
