@@ -276,17 +276,23 @@ fn compare_shows_the_findings_of_the_runs_it_compares() {
         let fio = ReplayFio::in_order([Canned::exited(&out, "", 0)]);
         runloop::run(&exp, &s, &fio, &CancelToken::new(), &mut Quiet).unwrap();
     }
-    let out = iolab()
-        .args(["compare", "1", "2", "--metric", "read_iops", "--db"])
-        .arg(&s.db_path)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `compare 1 2` on read_iops with the given output flags; it must succeed.
+    let compare = |flags: &[&str]| {
+        let out = iolab()
+            .args(["compare", "1", "2", "--metric", "read_iops"])
+            .args(flags)
+            .arg("--db")
+            .arg(&s.db_path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = compare(&[]);
     let line = |run: &str, fio: &str| {
         text.lines().any(|l| {
             l.contains(run)
@@ -306,39 +312,14 @@ fn compare_shows_the_findings_of_the_runs_it_compares() {
     );
     assert!(line("run 1:", "10000"), "{text}");
     assert!(line("run 2:", "20000"), "{text}");
-    let json = iolab()
-        .args([
-            "compare",
-            "1",
-            "2",
-            "--metric",
-            "read_iops",
-            "--json",
-            "--db",
-        ])
-        .arg(&s.db_path)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let json = compare(&["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     let c = &v["findings"]["candidate"][0];
     assert_eq!(c["check"], "fio_iops_vs_diskstats", "{v}");
     assert_eq!(c["fio"], 20000.0);
     assert_eq!(c["other"], 0.0);
     // The CSV carries them too, in a `findings` column beside the row whose runs they concern.
-    let csv = iolab()
-        .args([
-            "compare",
-            "1",
-            "2",
-            "--metric",
-            "read_iops",
-            "--csv",
-            "--db",
-        ])
-        .arg(&s.db_path)
-        .output()
-        .unwrap();
-    let csv = String::from_utf8_lossy(&csv.stdout);
+    let csv = compare(&["--csv"]);
     let mut lines = csv.lines();
     assert!(lines.next().unwrap().ends_with(",findings"), "{csv}");
     let row = lines.find(|l| l.contains("read_iops")).unwrap();
