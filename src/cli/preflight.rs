@@ -27,8 +27,8 @@ pub fn run(args: PreflightArgs) -> anyhow::Result<()> {
     };
     let findings = crate::preflight::collect(&root, Duration::from_millis(args.sample_ms));
     if args.json {
-        super::emit::stdout(&(serde_json::to_string_pretty(&findings)? + "\n"))
+        crate::output::stdout(&(serde_json::to_string_pretty(&findings)? + "\n"))
     } else {
-        super::emit::stdout(&crate::preflight::render(&findings))
+        crate::output::stdout(&crate::preflight::render(&findings))
     }
 }
