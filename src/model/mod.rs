@@ -168,7 +168,10 @@ impl Machine {
 
     /// What `iolab inspect` shows: the model, and with `interval` (live machines only; a
     /// snapshot carries its own second reading) rates from two readings that far apart.
-    pub fn observe(root: &SysRoot, interval: Option<std::time::Duration>) -> anyhow::Result<Machine> {
+    pub fn observe(
+        root: &SysRoot,
+        interval: Option<std::time::Duration>,
+    ) -> anyhow::Result<Machine> {
         let Some(interval) = interval else {
             return Ok(Machine::read(root)?);
         };
