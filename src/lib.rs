@@ -13,6 +13,7 @@ pub mod irq;
 pub mod knobs;
 pub mod metrics;
 pub mod model;
+pub mod output;
 pub mod placement;
 pub mod preflight;
 pub mod report;

@@ -83,5 +83,5 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     } else {
         out.text
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }

@@ -27,7 +27,7 @@ pub fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
     let mut cmd = super::Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "iolab", &mut script);
-    super::emit::stdout(&String::from_utf8_lossy(&script))
+    crate::output::stdout(&String::from_utf8_lossy(&script))
 }
 
 pub fn man(args: ManArgs) -> anyhow::Result<()> {
@@ -36,7 +36,7 @@ pub fn man(args: ManArgs) -> anyhow::Result<()> {
     let mut cmd = super::Cli::command();
     cmd.build();
     for page in write_pages(&cmd, "iolab", &args.output)? {
-        super::emit::stdout(&format!("{}\n", page.display()))?;
+        crate::output::stdout(&format!("{}\n", page.display()))?;
     }
     Ok(())
 }

@@ -68,7 +68,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
     } else {
         crate::hosts::check::render(&report)
     };
-    super::emit::stdout(&out)?;
+    crate::output::stdout(&out)?;
     let problems = report.problems();
     if problems > 0 {
         anyhow::bail!("{problems} problem(s) with the hosts, listed above");

@@ -75,5 +75,5 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         }
         out
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }

@@ -1,6 +1,7 @@
 //! `iolab inspect`: the machine model, as a tree for people or JSON for scripts.
 
 use crate::model::Machine;
+use crate::output::OutputArgs;
 use crate::sys::SysRoot;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,13 +12,13 @@ use std::time::Duration;
 /// CPU rates from the snapshot's two readings. On the live machine, `--interval` takes a
 /// second reading to show rates.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the model as one JSON document")))]
 pub struct InspectArgs {
     /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Print the model as one JSON document.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// On the live machine, read the counters twice this far apart and show rates
     /// (e.g. 1s, 500ms, 2).
     #[arg(long, value_name = "DURATION", value_parser = parse_interval)]
@@ -37,32 +38,12 @@ pub fn run(args: InspectArgs) -> anyhow::Result<()> {
         Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),
     };
-    let machine = match args.interval {
-        Some(interval) => {
-            anyhow::ensure!(
-                root.is_live(),
-                "--interval measures the live machine; a snapshot carries its own second reading"
-            );
-            let sleep = |d| {
-                std::thread::sleep(d);
-                true
-            };
-            Machine::measure(&root, interval, &sleep)?
-                .expect("a plain sleep is never interrupted")
-                .0
-        }
-        None => Machine::read(&root)?,
-    };
+    let machine = Machine::observe(&root, args.interval)?;
     for w in &machine.warnings {
         eprintln!(
             "iolab: warning: {}",
             crate::report::format::terminal_safe_lines(w)
         );
     }
-    let out = if args.json {
-        serde_json::to_string_pretty(&machine)? + "\n"
-    } else {
-        crate::model::render::tree(&machine)
-    };
-    super::emit::stdout(&out)
+    crate::output::print(&machine, args.out)
 }

@@ -233,7 +233,7 @@ fn top_cmd(a: TopArgs) -> anyhow::Result<()> {
         } else {
             top::render(&f, a.limit) + "\n"
         };
-        super::emit::stdout(&text)?;
+        crate::output::stdout(&text)?;
         (before, at) = (after, now);
         shown += 1;
     }
@@ -262,7 +262,7 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {
     } else {
         render::plan_text(&p, secs)
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }
 
 fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> anyhow::Result<()> {
@@ -308,7 +308,7 @@ fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
         } else {
             "nothing to move: the heavy interrupts are balanced\n".to_string()
         };
-        return super::emit::stdout(&text);
+        return crate::output::stdout(&text);
     }
     let mut journal = crate::knobs::Journal::resume_in(&dir)?;
     let done = apply::apply(&root, &p.moves, &mut journal);
@@ -321,19 +321,19 @@ fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
     } else {
         render::applied_text(&done) + "undo with `iolab irq rollback`\n"
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }
 
 fn rollback_cmd(a: RollbackArgs) -> anyhow::Result<()> {
     let report = apply::rollback(&apply::journal_dir())?;
     if a.json {
-        return super::emit::stdout(&(serde_json::to_string_pretty(&report)? + "\n"));
+        return crate::output::stdout(&(serde_json::to_string_pretty(&report)? + "\n"));
     }
     let text = match report {
         None => "no interrupt placement by iolab to roll back\n".to_string(),
         Some(r) => super::restore::restored_lines(&r, "the interrupt no longer exists"),
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }
 
 fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {

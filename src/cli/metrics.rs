@@ -23,5 +23,5 @@ pub fn run(args: MetricsArgs) -> anyhow::Result<()> {
     } else {
         render::text()
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }

@@ -6,7 +6,6 @@ use clap::{Parser, Subcommand};
 
 mod agent;
 mod compare;
-mod emit;
 mod generate;
 mod hosts;
 mod import;

@@ -107,5 +107,5 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
     } else {
         format!("wrote {} ({} bytes)\n", args.output.display(), bytes.len())
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 /// Check the machine for sources of noise (governor, turbo, C-states, SMT, irqbalance, THP,
 /// swap, load, busy processes, virtualisation).
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the findings as JSON")))]
 pub struct PreflightArgs {
     /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
     #[arg(long, value_name = "DIR")]
@@ -15,9 +16,8 @@ pub struct PreflightArgs {
     #[arg(long, value_name = "MS", default_value_t = 200,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub sample_ms: u64,
-    /// Print the findings as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 pub fn run(args: PreflightArgs) -> anyhow::Result<()> {
@@ -26,9 +26,5 @@ pub fn run(args: PreflightArgs) -> anyhow::Result<()> {
         None => crate::sys::SysRoot::live(),
     };
     let findings = crate::preflight::collect(&root, Duration::from_millis(args.sample_ms));
-    if args.json {
-        super::emit::stdout(&(serde_json::to_string_pretty(&findings)? + "\n"))
-    } else {
-        super::emit::stdout(&crate::preflight::render(&findings))
-    }
+    crate::output::print(&findings, args.out)
 }

@@ -71,5 +71,5 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
             }
         )
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }

@@ -39,7 +39,7 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
             "fio_run_directories_removed": swept,
             "problems": scratch.problems.iter().chain(&run_problems).collect::<Vec<_>>(),
         });
-        super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+        crate::output::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
         let mut out = String::new();
         match &knobs {
@@ -79,7 +79,7 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
                  `iolab irq rollback` undoes them"
             );
         }
-        super::emit::stdout(&out)?;
+        crate::output::stdout(&out)?;
     }
     // Everything that could be done was done; a forged or unreadable entry still fails the
     // command, so a script notices.
@@ -103,7 +103,7 @@ fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
         done.push(crate::hosts::restore::restore(host, &options, args.json)?);
     }
     if args.json {
-        super::emit::stdout(&(serde_json::to_string_pretty(&done)? + "\n"))?;
+        crate::output::stdout(&(serde_json::to_string_pretty(&done)? + "\n"))?;
     } else {
         let mut out = String::new();
         for d in &done {
@@ -113,7 +113,7 @@ fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
                 let _ = writeln!(out, "{}: {line}", d.host);
             }
         }
-        super::emit::stdout(&out)?;
+        crate::output::stdout(&out)?;
     }
     let failed: Vec<&str> = done
         .iter()

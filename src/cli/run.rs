@@ -98,7 +98,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         } else {
             plan_text(&plan, &exp)
         };
-        return super::emit::stdout(&text);
+        return crate::output::stdout(&text);
     }
 
     let cancel = CancelToken::new();
@@ -143,7 +143,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     } else {
         outcome_text(&outcome, args.db.is_some())
     };
-    super::emit::stdout(&text)?;
+    crate::output::stdout(&text)?;
     if outcome.interrupted {
         return Err(Stopped {
             signal: interrupt.signal().unwrap_or(libc::SIGINT),

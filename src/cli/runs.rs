@@ -44,7 +44,7 @@ pub fn run(args: RunsArgs) -> anyhow::Result<()> {
             }
         }
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }
 
 /// One line per experiment.

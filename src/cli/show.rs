@@ -54,5 +54,5 @@ pub fn run(args: ShowArgs) -> anyhow::Result<()> {
     } else {
         shown.text()
     };
-    super::emit::stdout(&text)
+    crate::output::stdout(&text)
 }

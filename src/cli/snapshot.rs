@@ -31,7 +31,7 @@ pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
             crate::report::format::terminal_safe(f)
         );
     }
-    super::emit::stdout(&format!(
+    crate::output::stdout(&format!(
         "snapshot of {} (Linux {}) in {}: {} files, {} bytes, readings {:.3} s apart\n",
         meta.hostname.as_deref().unwrap_or("?"),
         meta.kernel.as_deref().unwrap_or("?"),

@@ -130,16 +130,16 @@ pub fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Compare(a) => compare(a),
         TraceCommand::Export(a) => {
             for p in trace::keep::export(&a.input, &a.output)? {
-                super::emit::stdout(&format!("{}\n", p.display()))?;
+                crate::output::stdout(&format!("{}\n", p.display()))?;
             }
             Ok(())
         }
         TraceCommand::Plot(a) => {
             for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref(), &a.with, &a.labels)?
             {
-                super::emit::stdout(&format!("{}\n", p.display()))?;
+                crate::output::stdout(&format!("{}\n", p.display()))?;
                 if a.png {
-                    super::emit::stdout(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;
+                    crate::output::stdout(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;
                 }
             }
             Ok(())
@@ -171,10 +171,10 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
     let findings = trace::diagnose::diagnose(&report);
     if args.json {
         let doc = trace::diagnose::with_findings(&report, &findings);
-        super::emit::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+        crate::output::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     } else {
-        super::emit::stdout(&trace::analyze::render::render(&report))?;
-        super::emit::stdout(&trace::diagnose::render(&findings))?;
+        crate::output::stdout(&trace::analyze::render::render(&report))?;
+        crate::output::stdout(&trace::diagnose::render(&findings))?;
     }
     Ok(())
 }
@@ -187,9 +187,9 @@ fn compare(args: CompareArgs) -> anyhow::Result<()> {
         .with_context(|| format!("analysing {}", args.b.display()))?;
     let cmp = trace::compare::compare(&a, &b);
     if args.json {
-        super::emit::stdout(&(serde_json::to_string_pretty(&cmp)? + "\n"))?;
+        crate::output::stdout(&(serde_json::to_string_pretty(&cmp)? + "\n"))?;
     } else {
-        super::emit::stdout(&trace::compare::render(
+        crate::output::stdout(&trace::compare::render(
             &cmp,
             &args.a.display().to_string(),
             &args.b.display().to_string(),

@@ -166,6 +166,28 @@ impl Machine {
         Ok(Some((m, ns as f64 / 1e9)))
     }
 
+    /// What `iolab inspect` shows: the model, and with `interval` (live machines only; a
+    /// snapshot carries its own second reading) rates from two readings that far apart.
+    pub fn observe(
+        root: &SysRoot,
+        interval: Option<std::time::Duration>,
+    ) -> anyhow::Result<Machine> {
+        let Some(interval) = interval else {
+            return Ok(Machine::read(root)?);
+        };
+        anyhow::ensure!(
+            root.is_live(),
+            "--interval measures the live machine; a snapshot carries its own second reading"
+        );
+        let sleep = |d| {
+            std::thread::sleep(d);
+            true
+        };
+        Ok(Machine::measure(root, interval, &sleep)?
+            .expect("a plain sleep is never interrupted")
+            .0)
+    }
+
     /// Folds rates from two readings into the model.
     pub fn apply_rates(&mut self, r: &Rates) {
         for irq in &mut self.irqs {

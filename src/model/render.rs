@@ -9,6 +9,12 @@ use std::fmt::Write;
 
 const WIDTH: usize = 80;
 
+impl crate::output::Render for Machine {
+    fn text(&self) -> String {
+        tree(self)
+    }
+}
+
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
 pub fn tree(m: &Machine) -> String {

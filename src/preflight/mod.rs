@@ -405,6 +405,12 @@ fn activity(root: &SysRoot, sample: Duration, f: &mut Vec<Finding>) {
     }
 }
 
+impl crate::output::Render for Vec<Finding> {
+    fn text(&self) -> String {
+        render(self)
+    }
+}
+
 /// Human-readable report: one line per finding, warnings marked and followed by their advice.
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
