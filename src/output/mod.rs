@@ -31,17 +31,6 @@ pub fn print(result: &impl Render, out: OutputArgs) -> anyhow::Result<()> {
     stdout(&format(result, out)?)
 }
 
-/// Writes one result of a stream (`irq top`'s refreshes): one compact JSON object per line, or
-/// its text.
-pub fn print_line(result: &impl Render, out: OutputArgs) -> anyhow::Result<()> {
-    let text = if out.json {
-        serde_json::to_string(result)? + "\n"
-    } else {
-        result.text()
-    };
-    stdout(&text)
-}
-
 /// The text [`print`] writes.
 pub fn format(result: &impl Render, out: OutputArgs) -> anyhow::Result<String> {
     Ok(if out.json {
@@ -81,7 +70,7 @@ mod tests {
     }
 
     #[test]
-    fn text_json_and_json_lines_come_from_one_result() {
+    fn text_and_json_come_from_one_result() {
         let d = Doc {
             inner: Inner { zeta: 1, alpha: 2 },
         };
