@@ -638,11 +638,14 @@ mod tests {
     #[test]
     fn one_job_file_per_host_follows_each_client() {
         let files = [
-            ("10.0.0.1,8765".to_string(), PathBuf::from("/run/d/j-host0.fio")),
+            (
+                "10.0.0.1,8765".to_string(),
+                PathBuf::from("/run/d/j-host0.fio"),
+            ),
             ("10.0.0.2".to_string(), PathBuf::from("/run/d/j-host1.fio")),
         ];
         assert_eq!(
-            RealFio::per_host_arguments(Path::new("/run/d"), &files),
+            RealFio::per_host_arguments(std::path::Path::new("/run/d"), &files),
             [
                 "--output-format=json+",
                 "--eta=never",

@@ -185,9 +185,9 @@ pub fn jobs(
                 .iter()
                 .map(|d| (format!("/dev/{}", d.device), d.cpus.clone()))
                 .collect();
-            let job = matrix_cell.jobs(exp, &targets).with_context(|| {
-                format!("{}: cannot build the fio job", describe(exp, &c.spec))
-            })?;
+            let job = matrix_cell
+                .jobs(exp, &targets)
+                .with_context(|| format!("{}: cannot build the fio job", describe(exp, &c.spec)))?;
             Ok((c.spec.fio.clone(), job.job_file()))
         })
         .collect()
