@@ -271,8 +271,6 @@ mod tests {
             own_device(&differ),
             Some(vec!["loop5".to_string(), "loop6".to_string()])
         );
-        let one = exp(["device = \"loop5\"\n", ""], "bs = [\"4k\"]\n");
-        assert_eq!(own_device(&one), None);
     }
 
     #[test]
