@@ -6,7 +6,10 @@
 //! agent (`inspect`) and the experiment is planned on it, against that host's own device and
 //! interrupt CPUs, so a knob level or placement one host cannot realise is refused here, with
 //! the host and its line, not half-way through the matrix. The sessions stay open for the
-//! run; dropping them says `bye`, which restores each host.
+//! run; dropping them says `bye`, which restores each host. During the run, this module
+//! turns each run into the hosts' part of it: the cell's knob writes sent as `set`, one fio
+//! job file per host (its device, its placement), and each host's sampler around fio, stored
+//! as `HOST:metric` figures; the run loop only calls it.
 
 use std::time::Duration;
 
