@@ -664,8 +664,18 @@ fn controlled_experiment(
     hosts: &[(String, String)],
     factors: &str,
 ) -> iolab::experiment::Experiment {
+    anchored_experiment(hosts, factors, "")
+}
+
+/// As `controlled_experiment`, with `target` ([target] lines) ahead of the hosts.
+fn anchored_experiment(
+    hosts: &[(String, String)],
+    factors: &str,
+    target: &str,
+) -> iolab::experiment::Experiment {
     let mut text =
         "name = \"hosts\"\n[workload]\nrw = \"randread\"\nruntime = \"1s\"\n".to_string();
+    text += target;
     for (ssh, device) in hosts {
         text += &format!(
             "[[target.host]]\nssh = \"{ssh}\"\nfio = \"{ssh},8765\"\ndevice = \"{device}\"\n"
@@ -732,4 +742,150 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
             && text.contains("nosuchdev9"),
         "{text}"
     );
+}
+
+/// `fio --server` in each namespace on its address, port 8765; killed on drop.
+struct FioServers(Vec<Child>);
+
+impl FioServers {
+    fn start(lab: &Lab) -> FioServers {
+        let mut servers = FioServers(Vec::new());
+        for h in &lab.hosts {
+            // `ip netns exec` execs fio: the child's pid is fio's.
+            let child = Command::new("ip")
+                .args(["netns", "exec", &h.ns, "fio"])
+                .arg(format!("--server=ip:{},8765", h.addr))
+                .current_dir(lab.dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start fio --server");
+            servers.0.push(child);
+        }
+        for h in &lab.hosts {
+            let sock: std::net::SocketAddr = format!("{}:8765", h.addr).parse().unwrap();
+            let end = Instant::now() + Duration::from_secs(15);
+            while std::net::TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_err() {
+                assert!(
+                    Instant::now() < end,
+                    "fio server at {} not listening",
+                    h.addr
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        servers
+    }
+}
+
+impl Drop for FioServers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Real fio, noting each scratch device's `read_ahead_kb` as each run starts: what the
+/// hosts' agents had set for the cell.
+struct Watching {
+    fio: iolab::workload::RealFio,
+    devices: Vec<String>,
+    seen: std::sync::Mutex<Vec<(String, Vec<String>)>>,
+}
+
+impl iolab::workload::FioRunner for Watching {
+    fn run(&self, job: &iolab::workload::JobSpec) -> anyhow::Result<iolab::workload::FioOutcome> {
+        let now = self
+            .devices
+            .iter()
+            .map(|d| attr(d, "read_ahead_kb"))
+            .collect();
+        self.seen.lock().unwrap().push((job.cell_key.clone(), now));
+        // One job file per host: its own device, pinned where its own plan placed the cell.
+        assert_eq!(job.per_host.len(), self.devices.len());
+        for ((_, text), dev) in job.per_host.iter().zip(&self.devices) {
+            assert!(text.contains(&format!("filename=/dev/{dev}\n")), "{text}");
+            assert!(text.contains("cpus_allowed="), "{text}");
+        }
+        self.fio.run(job)
+    }
+}
+
+struct Quiet;
+
+impl iolab::experiment::run::Progress for Quiet {
+    fn message(&mut self, _: &str) {}
+    fn run_started(&mut self, _: &iolab::experiment::run::Step) {}
+}
+
+#[test]
+fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
+    use iolab::experiment::run::{self as runloop, Settings};
+    let Some(lab) = Lab::new(3) else { return };
+    if Command::new("fio").arg("--version").output().is_err() {
+        common::skip("needs fio");
+        return;
+    }
+    let scratches: Vec<Scratch> = (0..3).filter_map(|_| Scratch::new(16 << 20)).collect();
+    if scratches.len() < 3 {
+        return;
+    }
+    let devices: Vec<String> = scratches.iter().map(|s| s.name().to_string()).collect();
+    let before: Vec<String> = devices.iter().map(|d| attr(d, "read_ahead_kb")).collect();
+    let hosts: Vec<(String, String)> = lab.addrs().into_iter().zip(devices.clone()).collect();
+    let _servers = FioServers::start(&lab);
+    let factors = "read_ahead_kb = [256, 512]\nplacement = [\"on\", \"near\"]\n";
+    // Loop devices take no interrupt: placement is relative to CPU 0 on every host.
+    let exp = anchored_experiment(&hosts, factors, "[target]\nanchor_cpu = 0\n");
+    let state = tempfile::tempdir().unwrap();
+    let mut settings = Settings::live(state.path().join("r.db"));
+    settings.state_dir = state.path().join("state");
+    settings.sample_interval = Duration::from_millis(100);
+    settings.preflight_sample = Duration::ZERO;
+    settings.ssh = lab.options();
+    let runner = Watching {
+        fio: iolab::workload::RealFio {
+            time_limit: Some(Duration::from_secs(120)),
+            clients: exp.target.hosts.clone(),
+            ..Default::default()
+        },
+        devices: devices.clone(),
+        seen: Default::default(),
+    };
+    let cancel = iolab::workload::CancelToken::new();
+    let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
+    assert_eq!(outcome.failed_runs, 0, "{:?}", outcome.cells);
+    // During each cell every host's device had the cell's read_ahead_kb.
+    let seen = runner.seen.lock().unwrap();
+    assert!(seen.len() >= 4, "{seen:?}");
+    for (key, values) in seen.iter() {
+        let want = if key.contains("read_ahead_kb=256") {
+            "256"
+        } else {
+            "512"
+        };
+        assert!(values.iter().all(|v| v == want), "{key}: {values:?}");
+    }
+    // Every knob is back on every host, and no agent journal is left.
+    let after: Vec<String> = devices.iter().map(|d| attr(d, "read_ahead_kb")).collect();
+    assert_eq!(after, before);
+    for h in &lab.hosts {
+        assert!(!h.state.join("journal.json").exists(), "{}", h.addr);
+    }
+    // Each host's sampler figures are stored with each run, under the host's name.
+    for cell in &outcome.cells {
+        assert!(!cell.runs.is_empty(), "{}", cell.key);
+        for run in &cell.runs {
+            for (addr, _) in &hosts {
+                let reads = run
+                    .iter()
+                    .find(|(k, _)| *k == format!("{addr}:dev_r_per_s"))
+                    .map(|(_, v)| *v);
+                assert!(reads.is_some_and(|r| r > 0.0), "{addr} in {run:?}");
+            }
+        }
+    }
 }

@@ -26,6 +26,10 @@ pub struct JobSpec {
     /// Where the files fio writes itself (the logs of `write_*_log`) are kept; `None`: they go
     /// with the run's private directory when the run ends.
     pub files_dir: Option<std::path::PathBuf>,
+    /// Client mode with one job file per fio server (`--client=H1 a.fio --client=H2 b.fio`):
+    /// each server's address and its own job file (its device, its placement). Empty: this
+    /// job's file goes to every server the runner names, or runs here.
+    pub per_host: Vec<(String, String)>,
 }
 
 /// Why a job could not be built.
@@ -166,6 +170,7 @@ impl JobBuilder {
             writes,
             also: Vec::new(),
             files_dir: None,
+            per_host: Vec::new(),
         })
     }
 }

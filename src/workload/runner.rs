@@ -282,6 +282,23 @@ impl RealFio {
             .collect()
     }
 
+    /// Client mode with a job file per server: `--client=H1 a.fio --client=H2 b.fio`.
+    fn per_host_arguments(
+        aux: &std::path::Path,
+        files: &[(String, std::path::PathBuf)],
+    ) -> Vec<String> {
+        Self::ARGS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(std::iter::once(format!("--aux-path={}", aux.display())))
+            .chain(
+                files
+                    .iter()
+                    .flat_map(|(h, f)| [format!("--client={h}"), f.display().to_string()]),
+            )
+            .collect()
+    }
+
     fn execute(&self, args: &[String], cwd: &std::path::Path) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
         cmd.args(args).current_dir(cwd);
@@ -328,7 +345,18 @@ impl FioRunner for RealFio {
             None => dir.path().to_path_buf(),
         };
         let status = super::fio_window::status_interval(job.nominal_seconds());
-        let args = Self::arguments(&path, dir.path(), hosts.as_deref(), status);
+        let args = if job.per_host.is_empty() {
+            Self::arguments(&path, dir.path(), hosts.as_deref(), status)
+        } else {
+            let mut files = Vec::new();
+            for (i, (host, text)) in job.per_host.iter().enumerate() {
+                let p = dir.path().join(format!("{}-host{i}.fio", job.name));
+                std::fs::write(&p, text)
+                    .with_context(|| format!("cannot write the fio job file {}", p.display()))?;
+                files.push((host.clone(), p));
+            }
+            Self::per_host_arguments(dir.path(), &files)
+        };
         let command_line = std::iter::once(self.program.display().to_string())
             .chain(args.iter().cloned())
             .map(|a| shell_quote(&a))
@@ -603,6 +631,29 @@ mod tests {
                 "--aux-path=/run/d",
                 "--client=/run/d/hosts",
                 "/run/d/j.fio"
+            ]
+        );
+    }
+
+    #[test]
+    fn one_job_file_per_host_follows_each_client() {
+        let files = [
+            (
+                "10.0.0.1,8765".to_string(),
+                PathBuf::from("/run/d/j-host0.fio"),
+            ),
+            ("10.0.0.2".to_string(), PathBuf::from("/run/d/j-host1.fio")),
+        ];
+        assert_eq!(
+            RealFio::per_host_arguments(std::path::Path::new("/run/d"), &files),
+            [
+                "--output-format=json+",
+                "--eta=never",
+                "--aux-path=/run/d",
+                "--client=10.0.0.1,8765",
+                "/run/d/j-host0.fio",
+                "--client=10.0.0.2",
+                "/run/d/j-host1.fio",
             ]
         );
     }

@@ -6,7 +6,10 @@
 //! agent (`inspect`) and the experiment is planned on it, against that host's own device and
 //! interrupt CPUs, so a knob level or placement one host cannot realise is refused here, with
 //! the host and its line, not half-way through the matrix. The sessions stay open for the
-//! run; dropping them says `bye`, which restores each host.
+//! run; dropping them says `bye`, which restores each host. During the run, this module
+//! turns each run into the hosts' part of it: the cell's knob writes sent as `set`, one fio
+//! job file per host (its device, its placement), and each host's sampler around fio, stored
+//! as `HOST:metric` figures; the run loop only calls it.
 
 use std::time::Duration;
 
@@ -132,50 +135,118 @@ fn model(exp: &Experiment, spec: &HostSpec, options: &SshOptions) -> Result<Cont
     })
 }
 
-/// The device the hosts name in their own tables, when every host names one and it is the
-/// same everywhere (fio's client sends one job file to every host today); `None` otherwise.
+/// The devices the hosts name in their own tables, each once, when every host names one
+/// (each host gets its own job file); `None` when some host does not.
 pub fn own_device(exp: &Experiment) -> Option<Vec<String>> {
-    let mut names = exp.target.host_specs.iter().map(|s| s.device.as_deref());
-    let first = names.next()??;
-    names
-        .all(|d| d == Some(first))
-        .then(|| vec![crate::target::device_name(first)])
+    let mut out: Vec<String> = Vec::new();
+    for s in &exp.target.host_specs {
+        let d = crate::target::device_name(s.device.as_deref()?);
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
-/// What the run loop does not do on controlled hosts yet, refused before anything is
-/// touched rather than run and stored as if it had been done: factors set on the hosts
-/// (knobs, placement, `irq_cpu`) and devices that differ between hosts (one job file per
-/// host).
-pub fn not_yet(exp: &Experiment) -> Result<()> {
-    use crate::experiment::factor::FactorKind;
-    if let Some(f) = exp
-        .factors
-        .iter()
-        .find(|f| !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling))
-    {
-        bail!(
-            "{} line {}: factor `{}` would be set on the hosts through their agents, which \
-             `iolab run` does not do yet (the hosts were checked and modelled); vary fio \
-             options and hipri only for now",
-            exp.source,
-            f.line,
-            f.name
-        );
-    }
-    let with_own = exp.target.host_specs.iter().filter(|s| s.device.is_some());
-    if with_own.count() > 0 && own_device(exp).is_none() {
-        bail!(
-            "{}: the hosts drive different devices, which needs one fio job file per host, \
-             which `iolab run` does not do yet; give every host the same `device`",
-            exp.source
-        );
+/// Sets cell `cell`'s knobs on every host through its agent, as its own plan resolved them
+/// on its own model (the agent journals each write; `bye` or `iolab restore --host` puts
+/// them back). Like the local loop, the next cell's writes overwrite these: every cell of a
+/// knob factor writes that knob. `Err` is the run's failure reason, naming the host.
+pub fn apply(exp: &Experiment, hosts: &mut [Controlled], cell: usize) -> Result<(), String> {
+    for c in hosts.iter_mut() {
+        let who = describe(exp, &c.spec);
+        let planned = &c.plan.cells[cell];
+        if let Some(why) = &planned.not_applicable {
+            return Err(format!("{who}: {why}"));
+        }
+        for w in &planned.writes {
+            let request = Request::Set {
+                path: w.path.clone(),
+                value: w.value.clone(),
+            };
+            c.connection
+                .request(&request)
+                .map_err(|e| format!("{who}: cannot set {} = {}: {e:#}", w.path, w.value))?;
+        }
     }
     Ok(())
 }
 
+/// One fio job file per host for cell `cell`: each host's own device and the CPUs its own
+/// plan placed the cell on, keyed by the host's fio server address.
+pub fn jobs(
+    exp: &Experiment,
+    hosts: &[Controlled],
+    matrix_cell: &crate::experiment::Cell,
+    cell: usize,
+) -> Result<Vec<(String, String)>> {
+    hosts
+        .iter()
+        .map(|c| {
+            let targets: Vec<(String, Option<Vec<u32>>)> = c.plan.cells[cell]
+                .devices
+                .iter()
+                .map(|d| (format!("/dev/{}", d.device), d.cpus.clone()))
+                .collect();
+            let job = matrix_cell
+                .jobs(exp, &targets)
+                .with_context(|| format!("{}: cannot build the fio job", describe(exp, &c.spec)))?;
+            Ok((c.spec.fio.clone(), job.job_file()))
+        })
+        .collect()
+}
+
+/// Starts every host's sampler on its device, reading every `interval`.
+pub fn sample_start(exp: &Experiment, hosts: &mut [Controlled], interval: Duration) -> Result<()> {
+    for c in hosts.iter_mut() {
+        let request = Request::SampleStart {
+            devices: vec![c.device.clone()],
+            interval_ms: (interval.as_millis() as u64).max(1),
+        };
+        c.connection
+            .request(&request)
+            .with_context(|| format!("{}: sample_start", describe(exp, &c.spec)))?;
+    }
+    Ok(())
+}
+
+/// Stops every host's sampler and returns its figures as per-host metrics `HOST:name`
+/// (system-wide `usr_pct`, `irq_per_s`, ... and its device's `dev_r_per_s`, ...): the runs
+/// table keeps one run per cell and round, and a prefixed name keeps each host's figures
+/// apart from the aggregate fio figures while `show`/`compare` list them like any metric.
+pub fn sample_stop(exp: &Experiment, hosts: &mut [Controlled]) -> Result<Vec<(String, f64)>> {
+    let mut out = Vec::new();
+    for c in hosts.iter_mut() {
+        let name = c.spec.ssh.clone().unwrap_or_else(|| c.spec.fio.clone());
+        let answer = c
+            .connection
+            .request(&Request::SampleStop)
+            .with_context(|| format!("{}: sample_stop", describe(exp, &c.spec)))?;
+        out.extend(host_metrics(&name, &c.device, &answer));
+    }
+    Ok(out)
+}
+
+/// `HOST:metric` pairs from a `sample_stop` answer: its summary's system figures and those
+/// of `device`; none when the sampler had too few readings for a summary.
+fn host_metrics(host: &str, device: &str, answer: &serde_json::Value) -> Vec<(String, f64)> {
+    let summary = &answer["summary"];
+    let figures = |v: &serde_json::Value| {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((format!("{host}:{k}"), v.as_f64()?)))
+            .collect::<Vec<_>>()
+    };
+    let mut out = figures(&summary["system"]);
+    out.extend(figures(&summary["devices"][device]));
+    out.retain(|(_, v)| v.is_finite());
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{host_device, not_yet, own_device};
+    use super::{host_device, host_metrics, own_device};
     use crate::experiment::file::parse;
 
     fn exp(devices: [&str; 2], factors: &str) -> crate::experiment::Experiment {
@@ -188,26 +259,41 @@ mod tests {
     }
 
     #[test]
-    fn what_the_run_does_not_do_on_hosts_yet_is_refused_by_name() {
+    fn each_host_drives_its_own_device() {
         let same = exp(["device = \"loop5\"\n"; 2], "bs = [\"4k\"]\n");
         assert_eq!(own_device(&same), Some(vec!["loop5".to_string()]));
         assert_eq!(
             host_device(&same, &same.target.host_specs[1]).unwrap(),
             "loop5"
         );
-        not_yet(&same).unwrap();
         let differ = exp(
-            ["device = \"loop5\"\n", "device = \"loop6\"\n"],
+            ["device = \"loop5\"\n", "device = \"/dev/loop6\"\n"],
             "bs = [\"4k\"]\n",
         );
-        assert_eq!(own_device(&differ), None);
-        let text = not_yet(&differ).unwrap_err().to_string();
-        assert!(text.contains("the hosts drive different devices"), "{text}");
-        let knob = exp(["device = \"loop5\"\n"; 2], "nr_requests = [32, 64]\n");
-        let text = not_yet(&knob).unwrap_err().to_string();
-        assert!(
-            text.contains("x.toml line 11: factor `nr_requests` would be set on the hosts"),
-            "{text}"
+        assert_eq!(
+            own_device(&differ),
+            Some(vec!["loop5".to_string(), "loop6".to_string()])
         );
+    }
+
+    #[test]
+    fn a_hosts_sampler_figures_are_prefixed_with_the_host() {
+        let answer = serde_json::json!({"summary": {
+            "system": {"usr_pct": 12.5, "irq_per_s": 100.0},
+            "devices": {"loop5": {"dev_r_per_s": 2000.0}, "loop6": {"dev_r_per_s": 1.0}}
+        }});
+        let mut m = host_metrics("h1", "loop5", &answer);
+        m.sort_by(|a, b| a.0.cmp(&b.0));
+        let want = [
+            ("h1:dev_r_per_s", 2000.0),
+            ("h1:irq_per_s", 100.0),
+            ("h1:usr_pct", 12.5),
+        ];
+        assert_eq!(
+            m,
+            want.map(|(k, v)| (k.to_string(), v)).to_vec(),
+            "the other device's figures stay out"
+        );
+        assert!(host_metrics("h1", "loop5", &serde_json::json!({"summary": null})).is_empty());
     }
 }

@@ -74,6 +74,8 @@ pub struct Settings {
     pub sample_interval: Duration,
     /// How long preflight watches per-process CPU use.
     pub preflight_sample: Duration,
+    /// How controlled hosts (`[[target.host]] ssh`) are reached.
+    pub ssh: crate::hosts::ssh::SshOptions,
 }
 
 impl Settings {
@@ -87,6 +89,7 @@ impl Settings {
             destructive_devices: Vec::new(),
             sample_interval: Duration::from_secs(1),
             preflight_sample: Duration::from_millis(200),
+            ssh: Default::default(),
         }
     }
 }
@@ -491,10 +494,8 @@ pub fn run(
     let remote = !exp.target.hosts.is_empty();
     // Controlled hosts are checked and modelled before anything here is touched; their
     // sessions say bye (restoring each host) when this function returns.
-    let _controlled = if exp.target.controlled() {
-        let c = hosts::connect(exp, &Default::default(), hosts::MAX_SKEW)?;
-        hosts::not_yet(exp)?;
-        c
+    let mut controlled = if exp.target.controlled() {
+        hosts::connect(exp, &settings.ssh, hosts::MAX_SKEW)?
     } else {
         Vec::new()
     };
@@ -691,6 +692,7 @@ pub fn run(
             experiment_id,
             progress,
             tracing,
+            hosts: &mut controlled,
         },
     );
     progress.finish();
@@ -757,6 +759,8 @@ struct Loop<'a> {
     progress: &'a mut dyn Progress,
     /// Set for `trace = true` experiments.
     tracing: Option<trace::Tracing>,
+    /// Controlled hosts: their knobs set, their job files and samplers, per run.
+    hosts: &'a mut [hosts::Controlled],
 }
 
 struct Looped {
@@ -940,6 +944,7 @@ fn one_run(
         return Ok(Some((record.status, Vec::new())));
     }
     let prepared = write_knobs(lp, &cell.writes)
+        .and_then(|()| hosts::apply(exp, lp.hosts, cell.index))
         .and_then(|()| exp.prepare.before_run(&lp.settings.root, lp.cancel));
     match prepared {
         Ok(true) => {}
@@ -962,6 +967,9 @@ fn one_run(
     let mut job = matrix_cell
         .jobs(exp, &targets)
         .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
+    if !lp.hosts.is_empty() {
+        job.per_host = hosts::jobs(exp, lp.hosts, matrix_cell, cell.index)?;
+    }
     // A warm-up's logs measure nothing: they go with the run's private directory.
     if !run.warmup && job.writes_logs() {
         job.files_dir = Some(
@@ -996,8 +1004,10 @@ fn one_run(
     } else {
         None
     };
+    hosts::sample_start(exp, lp.hosts, interval)?;
     let outcome = lp.runner.run(&job);
     let samples = sampler.map(crate::sample::SamplerHandle::stop);
+    let host_metrics = hosts::sample_stop(exp, lp.hosts)?;
     let outcome = outcome?;
     record.end_unix = crate::store::time::now_unix();
     if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
@@ -1034,6 +1044,9 @@ fn one_run(
     } else {
         Vec::new()
     };
+    if record.status == RunStatus::Ok {
+        metrics.extend(host_metrics);
+    }
     let mut run_checks = Vec::new();
     let report = outcome
         .report
