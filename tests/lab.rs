@@ -825,6 +825,29 @@ touch $LAB_OUT/done
             "a NIC's queue interrupt is movable: {i}"
         );
     }
+    // The model's NIC list: 4 virtio NICs whose queue interrupts (8) each have a serving CPU.
+    let nics: Vec<&Value> = m["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["is_virtual"] == false)
+        .collect();
+    assert_eq!(nics.len(), 4, "4 virtio NICs: {}", m["nics"]);
+    let mut queue_irqs = 0;
+    for n in &nics {
+        assert_eq!(n["driver"], "virtio_net", "{n}");
+        for i in n["irqs"].as_array().unwrap() {
+            let name = i["name"].as_str().unwrap_or("");
+            if name.contains("-input.") || name.contains("-output.") {
+                queue_irqs += 1;
+                assert!(
+                    i["effective"].as_array().is_some_and(|e| !e.is_empty()),
+                    "{i}"
+                );
+            }
+        }
+    }
+    assert_eq!(queue_irqs, 8, "4 NICs x (input, output): {}", m["nics"]);
     let top = b.json("top.json");
     let rows = top["rows"].as_array().unwrap();
     let busy: Vec<&str> = rows

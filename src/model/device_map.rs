@@ -71,15 +71,15 @@ fn queue_from_action(action: &str, controllers: &[String]) -> Option<u32> {
 
 /// What walking up from one sysfs path found.
 #[derive(Default)]
-struct Controller {
+pub(crate) struct Controller {
     /// Names of the devices between the disk and the PCI function (`nvme0`, `virtio1`,
     /// `host0`, ...), nearest first: action names start with some of them.
-    names: Vec<String>,
-    driver: Option<String>,
-    pci: Option<String>,
-    pci_driver: Option<String>,
-    node: Option<u32>,
-    irqs: Vec<u32>,
+    pub(crate) names: Vec<String>,
+    pub(crate) driver: Option<String>,
+    pub(crate) pci: Option<String>,
+    pub(crate) pci_driver: Option<String>,
+    pub(crate) node: Option<u32>,
+    pub(crate) irqs: Vec<u32>,
 }
 
 fn link_name(root: &SysRoot, abs: &str) -> Option<String> {
@@ -87,7 +87,7 @@ fn link_name(root: &SysRoot, abs: &str) -> Option<String> {
 }
 
 /// Walks up from a device's sysfs path to the nearest PCI function.
-fn walk_up(root: &SysRoot, sysfs: &str) -> Controller {
+pub(crate) fn walk_up(root: &SysRoot, sysfs: &str) -> Controller {
     let mut c = Controller::default();
     let mut dir = std::path::PathBuf::from(sysfs);
     while dir.pop()

@@ -11,6 +11,7 @@ pub mod controls;
 pub mod device_map;
 pub mod devices;
 pub mod irqs;
+pub mod nics;
 pub mod placement;
 pub mod rates;
 pub mod render;
@@ -19,6 +20,7 @@ pub mod topology;
 pub use controls::{BoostControl, Controls};
 pub use devices::{Allowed, BlockDevice, HwQueue, Partition};
 pub use irqs::{Irq, IrqRate};
+pub use nics::{Nic, NicIrq};
 pub use placement::OnNearFar;
 pub use rates::{rates, Counters, Rates};
 pub use topology::{Cache, Cpu, Node, NodeDistance};
@@ -47,6 +49,9 @@ pub struct Machine {
     pub nodes: Vec<Node>,
     pub devices: Vec<BlockDevice>,
     pub irqs: Vec<Irq>,
+    /// Network interfaces (not `lo`) and the interrupts they raise.
+    #[serde(default)]
+    pub nics: Vec<Nic>,
     /// Governors, boost, SMT and idle states, as far as this machine exposes them.
     #[serde(default)]
     pub controls: Controls,
@@ -99,6 +104,7 @@ impl Machine {
         }
         device_map::mark_spread_managed(&devices, &mut irqs);
         let controls = Controls::read(root, &topo.online);
+        let nics = nics::read(root, &irqs, &mut warn);
         let mut machine = Machine {
             hostname: root.attr("/proc/sys/kernel/hostname"),
             kernel: root.attr("/proc/sys/kernel/osrelease"),
@@ -111,6 +117,7 @@ impl Machine {
             nodes,
             devices,
             irqs,
+            nics,
             controls,
             rates: None,
             warnings: Vec::new(),

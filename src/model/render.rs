@@ -50,6 +50,7 @@ fn tree_unescaped(m: &Machine) -> String {
     }
     cpus(&mut s, m);
     devices(&mut s, m);
+    nics(&mut s, m);
     interrupts(&mut s, m);
     s
 }
@@ -161,6 +162,35 @@ fn wrapped(s: &mut String, lead: &str, items: &[String]) {
         first = false;
     }
     let _ = writeln!(s, "{line}");
+}
+
+/// One line per interface, then one per interrupt with the CPU that serves it.
+fn nics(s: &mut String, m: &Machine) {
+    if m.nics.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nNetwork interfaces");
+    for n in &m.nics {
+        if n.is_virtual {
+            let _ = writeln!(s, "  {}  virtual (no device)", n.name);
+            continue;
+        }
+        let node = n.node.map_or("-".to_string(), |v| v.to_string());
+        let _ = writeln!(
+            s,
+            "  {}  driver {}  device {}  pci {}  node {}  {} IRQs",
+            n.name,
+            n.driver.as_deref().unwrap_or("-"),
+            n.device.as_deref().unwrap_or("-"),
+            n.pci.as_deref().unwrap_or("-"),
+            node,
+            n.irqs.len()
+        );
+        for i in &n.irqs {
+            let cpus = i.effective.as_deref().map_or("-".to_string(), cl);
+            let _ = writeln!(s, "    irq {:>4} {}  on CPU {}", i.irq, i.name, cpus);
+        }
+    }
 }
 
 fn devices(s: &mut String, m: &Machine) {
