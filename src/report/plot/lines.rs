@@ -109,15 +109,7 @@ fn draw<'a, X>(
 where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .x_label_formatter(&|v| x_tick(*v))
-        .y_label_formatter(&|v| short(*v))
-        .label_style((FONT, 13))
-        .draw()
-        .map_err(draw_err)?;
+    super::draw_xy_mesh(&mut chart, (x_label, y_label), x_tick, 13)?;
     for (i, s) in series.iter().enumerate() {
         let c = color(i);
         let mut pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();

@@ -39,6 +39,32 @@ pub(crate) fn draw_err<E: std::fmt::Display>(e: E) -> PlotError {
     PlotError::Draw(e.to_string())
 }
 
+/// The axes and grid of an x-y chart on a linear or log x axis, labelled the same way on
+/// every chart: `x_tick` formats the x labels, values on y are shortened.
+pub(crate) fn draw_xy_mesh<'a, X>(
+    chart: &mut plotters::chart::ChartContext<
+        'a,
+        plotters::prelude::SVGBackend<'a>,
+        plotters::prelude::Cartesian2d<X, plotters::coord::types::RangedCoordf64>,
+    >,
+    (x_label, y_label): (&str, &str),
+    x_tick: fn(f64) -> String,
+    font_size: u32,
+) -> Result<(), PlotError>
+where
+    X: plotters::prelude::Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_label_formatter(&|v| x_tick(*v))
+        .y_label_formatter(&|v| crate::report::format::short(*v))
+        .label_style((FONT, font_size))
+        .draw()
+        .map_err(draw_err)
+}
+
 /// Chart size in SVG pixels; wide enough for 8-12 labelled bars.
 pub const SIZE: (u32, u32) = (800, 480);
 

@@ -146,15 +146,7 @@ impl Chart {
     where
         X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
     {
-        chart
-            .configure_mesh()
-            .x_desc(self.x_name.as_str())
-            .y_desc(self.y_name.as_str())
-            .x_label_formatter(&|v| x_tick(*v))
-            .y_label_formatter(&|v| short(*v))
-            .label_style((FONT, 12))
-            .draw()
-            .map_err(draw_err)?;
+        super::draw_xy_mesh(&mut chart, (&self.x_name, &self.y_name), x_tick, 12)?;
         let cx = |v: f64| v.clamp(self.x.0, self.x.1);
         let cy = |v: f64| v.clamp(self.y.0, self.y.1);
         for layer in &self.layers {
