@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::{iolab, root_or_skip};
+use crate::common::{iolab, root_or_skip, stdout_of};
 use iolab::experiment::run::{self as runloop, Quiet, Settings};
 use iolab::store::Store;
 use iolab::sys::SysRoot;
@@ -278,19 +278,13 @@ fn compare_shows_the_findings_of_the_runs_it_compares() {
     }
     // `compare 1 2` on read_iops with the given output flags; it must succeed.
     let compare = |flags: &[&str]| {
-        let out = iolab()
-            .args(["compare", "1", "2", "--metric", "read_iops"])
-            .args(flags)
-            .arg("--db")
-            .arg(&s.db_path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        stdout_of(
+            iolab()
+                .args(["compare", "1", "2", "--metric", "read_iops"])
+                .args(flags)
+                .arg("--db")
+                .arg(&s.db_path),
+        )
     };
     let text = compare(&[]);
     let line = |run: &str, fio: &str| {

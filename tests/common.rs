@@ -111,6 +111,17 @@ pub fn iolab() -> std::process::Command {
     std::process::Command::new(assert_cmd::cargo::cargo_bin("iolab"))
 }
 
+/// Runs `cmd`, fails the test with its stderr unless it succeeded, and returns its stdout.
+pub fn stdout_of(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `iolab restore` with `state` as its state directory.
 pub fn restore_in(state: &std::path::Path) -> std::process::Output {
     iolab()
