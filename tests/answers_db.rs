@@ -182,7 +182,7 @@ fn per_second(iops: f64) -> Vec<iolab::store::SeriesPoint> {
 /// lands on CPU 0; `near`/`far` placement moves the submitting work to CPU 1.
 fn samples(noise: &mut Noise, iops: f64, placement: usize) -> Vec<SampleSeries> {
     let t: Vec<f64> = (1..=4).map(f64::from).collect();
-    // Keys as experiment::run::record::series writes them, totals included.
+    // Keys as experiment::run::stored::series writes them, totals included.
     let mut out = vec![
         SampleSeries {
             kind: "irq".into(),

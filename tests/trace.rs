@@ -634,14 +634,14 @@ fn reencode(
     src: &Path,
     dst: &Path,
     version: u8,
-    endian: iolab::trace::record::Endian,
-    f: impl Fn(&mut iolab::trace::record::Event),
+    endian: iolab::trace::blk_io_trace::Endian,
+    f: impl Fn(&mut iolab::trace::blk_io_trace::Event),
 ) {
     let mut out = Vec::new();
     for ev in iolab::trace::stream::RecordStream::open(src).unwrap() {
         let mut ev = ev.unwrap();
         f(&mut ev);
-        iolab::trace::record::encode(&ev, version, endian, &mut out);
+        iolab::trace::blk_io_trace::encode(&ev, version, endian, &mut out);
     }
     std::fs::write(dst, out).unwrap();
 }
@@ -657,7 +657,7 @@ fn without_volatile(mut v: Value) -> Value {
 
 #[test]
 fn version_8_big_endian_and_cgroup_tagged_records_give_the_same_analysis() {
-    use iolab::trace::record::Endian;
+    use iolab::trace::blk_io_trace::Endian;
     let dir = tempfile::tempdir().unwrap();
     let v8 = dir.path().join("v8be.bin");
     reencode(&fixture("fx.bin"), &v8, 8, Endian::Big, |_| {});
@@ -729,7 +729,7 @@ fn record_restores_tracefs_on_sigterm() {
 
 #[test]
 fn compare_shows_slower_completions() {
-    use iolab::trace::record::{code, Endian};
+    use iolab::trace::blk_io_trace::{code, Endian};
     let dir = tempfile::tempdir().unwrap();
     let slow = dir.path().join("slow.bin");
     // Every completion 1 ms later (and so everything after it shifted too).
@@ -1374,9 +1374,13 @@ fn analyze_refuses_intervals_that_would_spin_or_exhaust_memory() {
     // A trace spanning 2521 s: fine at the default 1 s, 2.5 million intervals at 1 ms.
     let dir = tempfile::tempdir().unwrap();
     let long = dir.path().join("long.bin");
-    reencode(&fx, &long, 7, iolab::trace::record::Endian::Little, |ev| {
-        ev.time *= 100_000
-    });
+    reencode(
+        &fx,
+        &long,
+        7,
+        iolab::trace::blk_io_trace::Endian::Little,
+        |ev| ev.time *= 100_000,
+    );
     let r = crate::common::run_within(
         crate::common::iolab().args([
             "trace",

@@ -5,7 +5,7 @@
 //! data and says clearly when it is not there (imported runs have no sampled series; plain
 //! `json` output has no histogram bins).
 //!
-//! Sampled series as the run loop stores them (`experiment::run::record::series`, one per run
+//! Sampled series as the run loop stores them (`experiment::run::stored::series`, one per run
 //! and key, offsets at the end of each interval): kind `irq`, key `IRQ/cpuN` in interrupts/s
 //! (and `all`, the total, which the per-CPU heatmap does not need); kind `cpu`, key
 //! `cpuN/usr_pct` ... `cpuN/idle_pct` in percent of that CPU's time (and `all/...`).

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::record::{self, action, category, notify, Endian, Event, Payload};
+use super::blk_io_trace::{self, action, category, notify, Endian, Event, Payload};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 const O_NONBLOCK: i32 = 0o4000;
@@ -221,7 +221,7 @@ impl Writers {
         *seq += 1;
         ev.sequence = *seq;
         self.buf.clear();
-        record::encode(ev, 7, Endian::native(), &mut self.buf);
+        blk_io_trace::encode(ev, 7, Endian::native(), &mut self.buf);
         if let Some(w) = self.files.get_mut(&ev.cpu) {
             w.write_all(&self.buf)?;
         }
@@ -330,19 +330,19 @@ impl Splitter {
                 at += nl + 1;
                 continue;
             }
-            if rest.len() < record::V7_HEADER {
+            if rest.len() < blk_io_trace::V7_HEADER {
                 break;
             }
-            let (endian, version) = record::sniff(rest).map_err(|e| {
+            let (endian, version) = blk_io_trace::sniff(rest).map_err(|e| {
                 anyhow::anyhow!("trace_pipe: unexpected bytes ({e}); is another tracer active?")
             })?;
-            let Some(len) = record::record_len(rest, endian, version) else {
+            let Some(len) = blk_io_trace::record_len(rest, endian, version) else {
                 break;
             };
             if rest.len() < len {
                 break;
             }
-            let (mut ev, _) = record::decode(&rest[..len])
+            let (mut ev, _) = blk_io_trace::decode(&rest[..len])
                 .map_err(|e| anyhow::anyhow!("trace_pipe: bad record: {e}"))?;
             at += len;
             if ev.pid != 0 && !self.named.contains_key(&ev.pid) {

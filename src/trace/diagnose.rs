@@ -222,7 +222,7 @@ pub fn with_findings(r: &Report, findings: &[Finding]) -> serde_json::Value {
 mod tests {
     use super::*;
     use crate::trace::analyze::{Analyzer, Options};
-    use crate::trace::record::{action, category, code, Event};
+    use crate::trace::blk_io_trace::{action, category, code, Event};
 
     fn ev(t: u64, c: u8, sector: u64) -> Event {
         Event {

@@ -7,7 +7,7 @@ use std::collections::BinaryHeap;
 use std::io::Read;
 use std::path::PathBuf;
 
-use super::record::Event;
+use super::blk_io_trace::Event;
 use super::stream::{resolve_input, RecordStream, Source, TraceError};
 
 /// A time-ordered merge of streams.
@@ -51,7 +51,7 @@ impl<R: Read> Merged<R> {
         &mut self,
         out: &mut super::stream::IoBatch,
         max: usize,
-        keep: &mut impl FnMut(&super::record::Io) -> bool,
+        keep: &mut impl FnMut(&super::blk_io_trace::Io) -> bool,
     ) -> Result<bool, TraceError> {
         if self.streams.len() == 1 && !self.failed {
             let r = self.streams[0].read_io_batch(out, max, keep);
@@ -123,7 +123,7 @@ pub fn open_trace(names: &[PathBuf]) -> Result<Merged<Source>, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::record::{encode, Endian};
+    use crate::trace::blk_io_trace::{encode, Endian};
 
     #[test]
     fn merges_by_time_keeping_stream_order_on_ties() {

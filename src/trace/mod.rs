@@ -6,6 +6,7 @@
 //! PNG), so every chart iolab writes comes from one engine.
 
 pub mod analyze;
+pub mod blk_io_trace;
 pub mod capture;
 pub mod compare;
 pub mod diagnose;
@@ -13,5 +14,4 @@ pub mod keep;
 pub mod mapped;
 pub mod merge;
 pub mod plot;
-pub mod record;
 pub mod stream;

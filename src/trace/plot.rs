@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::analyze::{analyze_paths, Analyzer, DeviceReport, Options};
+use super::blk_io_trace::code;
 use super::merge::open_trace;
-use super::record::code;
 use crate::report::plot::{Axes, Chart};
 use plotters::style::RGBColor;
 

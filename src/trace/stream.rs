@@ -6,8 +6,8 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use super::blk_io_trace::{self, DecodeError, Event};
 use super::mapped::Mapped;
-use super::record::{self, DecodeError, Event};
 
 /// A failure while reading a trace, naming where.
 #[derive(Debug, thiserror::Error)]
@@ -184,8 +184,8 @@ impl<R: Read> RecordStream<R> {
                 source: e,
             }
         };
-        if self.end - self.start < record::V8_HEADER {
-            if let Err(e) = self.fill(record::V8_HEADER) {
+        if self.end - self.start < blk_io_trace::V8_HEADER {
+            if let Err(e) = self.fill(blk_io_trace::V8_HEADER) {
                 return Some(Err(io_err(self, e)));
             }
             if self.start == self.end {
@@ -193,7 +193,7 @@ impl<R: Read> RecordStream<R> {
             }
         }
         loop {
-            match record::decode(self.pending()) {
+            match blk_io_trace::decode(self.pending()) {
                 Ok((ev, n)) => {
                     self.start += n;
                     self.offset += n as u64;
@@ -222,7 +222,7 @@ impl<R: Read> RecordStream<R> {
 /// the index of its `Io`.
 #[derive(Debug, Default)]
 pub struct IoBatch {
-    pub ios: Vec<record::Io>,
+    pub ios: Vec<blk_io_trace::Io>,
     pub extra: Vec<(usize, Event)>,
 }
 
@@ -236,7 +236,7 @@ impl IoBatch {
     }
     /// Appends the record unless `keep` says it was consumed.
     #[inline]
-    pub fn push_event_if(&mut self, ev: Event, keep: &mut impl FnMut(&record::Io) -> bool) {
+    pub fn push_event_if(&mut self, ev: Event, keep: &mut impl FnMut(&blk_io_trace::Io) -> bool) {
         let (io, needs_event) = ev.io();
         if !keep(&io) {
             return;
@@ -258,15 +258,15 @@ impl<R: Read> RecordStream<R> {
         &mut self,
         out: &mut IoBatch,
         max: usize,
-        keep: &mut impl FnMut(&record::Io) -> bool,
+        keep: &mut impl FnMut(&blk_io_trace::Io) -> bool,
     ) -> Result<bool, TraceError> {
         while out.ios.len() < max {
             if !self.failed {
                 // Decode in place as far as the fast path goes, then settle the position once.
                 let data = self.pending();
                 let mut used = 0;
-                while out.ios.len() < max && data.len() - used >= record::V8_HEADER {
-                    let Some((io, n)) = record::decode_io_native_v7(&data[used..]) else {
+                while out.ios.len() < max && data.len() - used >= blk_io_trace::V8_HEADER {
+                    let Some((io, n)) = blk_io_trace::decode_io_native_v7(&data[used..]) else {
                         break;
                     };
                     if keep(&io) {
@@ -340,7 +340,7 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::record::{action, category, code, encode, Endian, Payload};
+    use crate::trace::blk_io_trace::{action, category, code, encode, Endian, Payload};
 
     fn ev(t: u64) -> Event {
         Event {

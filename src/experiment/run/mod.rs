@@ -29,10 +29,10 @@ pub mod checks;
 pub mod environment;
 pub mod hosts;
 pub mod per_second;
-pub mod record;
 pub mod registry;
 pub mod resolve;
 pub mod stacked;
+pub mod stored;
 pub mod summary;
 pub mod trace;
 
@@ -132,7 +132,7 @@ pub struct Plan {
     /// The devices the workload drives at once, never empty (for a dry run of the default
     /// target, the loop devices that stood in for the scratch devices that would be created).
     /// The first one is the one traced; `dev_*` describe it alone, or all of them summed
-    /// (`record::metrics`).
+    /// (`stored::metrics`).
     pub devices: Vec<PlanDevice>,
     /// Devices under the targets (dm and md members, NVMe multipath paths): sampled too,
     /// never driven or changed.
@@ -1035,7 +1035,7 @@ fn one_run(
     let summary = aligned.as_ref().and_then(|a| a.summary.as_ref());
     let mut metrics = if record.status == RunStatus::Ok {
         let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
-        record::metrics(
+        stored::metrics(
             &outcome,
             summary,
             &names(&plan.devices),
@@ -1078,7 +1078,7 @@ fn one_run(
         record.trace = tracing.keep(cell.index, recorded, &mut |m| progress.message(m));
     }
     record.metrics = metrics.clone();
-    record.samples = samples.as_ref().map(record::series).unwrap_or_default();
+    record.samples = samples.as_ref().map(stored::series).unwrap_or_default();
     record.series = per_second::series(
         samples.as_ref(),
         aligned.as_ref().map(|a| &a.window),
@@ -1165,7 +1165,7 @@ fn engine_run(
                 .map(|f| f.metrics.clone())
                 .unwrap_or_default(),
         );
-        record::sampler_metrics(
+        stored::sampler_metrics(
             &mut metrics,
             aligned.summary.as_ref(),
             &names(&plan.devices),
@@ -1173,7 +1173,7 @@ fn engine_run(
         );
     }
     record.metrics = metrics.clone();
-    record.samples = record::series(&samples);
+    record.samples = stored::series(&samples);
     record
         .samples
         .extend(

@@ -20,7 +20,7 @@ use self::latency::{Latency, LatencySummary};
 use self::seek::SeekSummary;
 use self::side::SideStage;
 use self::timeline::TimelinePoint;
-use super::record::{code, dev_name, Event, Io, Payload};
+use super::blk_io_trace::{code, dev_name, Event, Io, Payload};
 use super::stream::TraceError;
 
 /// How to analyse.
@@ -689,7 +689,7 @@ fn seconds_text(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::record::{action, category, Event};
+    use crate::trace::blk_io_trace::{action, category, Event};
 
     fn ev(t: u64, c: u8, dev: u32, sector: u64, bytes: u32) -> Event {
         Event {

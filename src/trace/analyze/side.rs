@@ -6,7 +6,7 @@
 //! records, no zero-byte IOs, nothing before a device's first Q (or remap).
 
 use super::seek::{SeekSummary, Seeks};
-use crate::trace::record::{code, Io};
+use crate::trace::blk_io_trace::{code, Io};
 
 #[derive(Debug, Clone)]
 struct SideDevice {
@@ -91,7 +91,7 @@ impl SideStage {
     #[inline]
     pub fn feed(&mut self, ev: &Io) -> bool {
         if ev.is_notify() {
-            if ev.code() == crate::trace::record::notify::PROCESS {
+            if ev.code() == crate::trace::blk_io_trace::notify::PROCESS {
                 return true;
             }
             self.notify += 1;

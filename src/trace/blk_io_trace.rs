@@ -1,5 +1,6 @@
-//! The blktrace record format, as pure functions over bytes: decode one record (version 7 or
-//! 8, either byte order) from a slice, and encode one back. Everything else in `trace` sees
+//! The blktrace record format (the kernel's `struct blk_io_trace`, hence the name), as pure
+//! functions over bytes: decode one record (version 7 or 8, either byte order) from a slice,
+//! and encode one back. Everything else in `trace` sees
 //! only [`Event`]s, so the on-disk layout is known in exactly one place.
 //!
 //! Layouts (docs/design.md, "blktrace records"): v7 is a 48-byte header with a 32-bit action;

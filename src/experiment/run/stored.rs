@@ -8,7 +8,7 @@ use crate::workload::FioOutcome;
 
 /// fio's metrics (summed over jobs) followed by the sampler's system-wide figures and the
 /// devices' iostat-like figures. With one target and nothing under it, `dev_*` describe that
-/// device. With several targets, `dev_*` are over all of them (`per_device::aggregate`) and
+/// device. With several targets, `dev_*` are over all of them (`aggregate`) and
 /// each target's and each stacked device's figures are also stored as `DEVICE:dev_*`.
 pub fn metrics(
     outcome: &FioOutcome,
