@@ -191,7 +191,18 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
         .iter()
         .map(|d| d.name.as_str())
         .collect::<Vec<_>>();
-    if plan.scratch {
+    if let Some(nic) = &plan.nic {
+        let _ = writeln!(
+            out,
+            "target: NIC {nic} (on/near/far and irq_cpu refer to its interrupts: IRQ {})",
+            plan.devices[0]
+                .irqs
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    } else if plan.scratch {
         let _ = writeln!(
             out,
             "target: {} new scratch loop device(s) (created when the run starts; called {} \

@@ -190,6 +190,7 @@ const SAMPLER: &[Row] = &[
     ("idle_pct", Some("%"), Some(Higher), "system-wide CPU share idle: headroom, so more is better"),
     ("irq_per_s", Some("1/s"), Some(Lower), "all interrupts per second, machine-wide (overhead, not work)"),
     ("dev_irq_per_s", Some("1/s"), Some(Lower), "the target device's interrupts per second (its IRQs in /proc/interrupts)"),
+    ("nic_irq_per_s", Some("1/s"), Some(Lower), "the target NIC's interrupts per second (`[target] nic`; its IRQs in /proc/interrupts)"),
     ("dev_r_per_s", Some("1/s"), Some(Higher), "reads the device completed per second (diskstats)"),
     ("dev_w_per_s", Some("1/s"), Some(Higher), "writes the device completed per second"),
     ("dev_rrqm_per_s", Some("1/s"), Some(NoDirection), "read requests merged into others per second: more merges are not better in themselves"),

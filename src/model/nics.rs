@@ -94,6 +94,58 @@ fn read_nic(root: &SysRoot, name: &str, irqs: &[Irq]) -> Nic {
     nic
 }
 
+/// The machine model with NIC `name` standing as an experiment's target device: an entry
+/// with the NIC's name, node and interrupts and no block queue, so placement (on / near / far
+/// from the CPUs its interrupts are delivered to) and `irq_cpu` are resolved by the same code
+/// as for a disk. Queue knobs, fio and traces never reach it (the experiment file refuses
+/// them with `nic`). `Err` names the NICs the machine has.
+pub fn with_nic_target(mut m: super::Machine, name: &str) -> Result<super::Machine, String> {
+    let Some(nic) = m.nics.iter().find(|n| n.name == name) else {
+        let have: Vec<&str> = m.nics.iter().map(|n| n.name.as_str()).collect();
+        return Err(format!(
+            "[target] nic = \"{name}\": no such network interface here (this machine has: {})",
+            if have.is_empty() {
+                "none".to_string()
+            } else {
+                have.join(", ")
+            }
+        ));
+    };
+    if m.device(name).is_some() {
+        return Err(format!(
+            "[target] nic = \"{name}\": a block device has the same name"
+        ));
+    }
+    let mut dev = super::BlockDevice {
+        name: name.to_string(),
+        dev: String::new(),
+        sysfs: format!("{NET}/{name}"),
+        kind: "nic".to_string(),
+        size_bytes: 0,
+        rotational: None,
+        read_only: true,
+        driver: nic.driver.clone(),
+        pci: nic.pci.clone(),
+        controller_driver: None,
+        node: nic.node,
+        model: None,
+        backing_file: None,
+        partitions: Vec::new(),
+        hidden: false,
+        paths: Vec::new(),
+        knobs: Default::default(),
+        allowed: Default::default(),
+        queues: Vec::new(),
+        irqs: nic.irqs.iter().map(|i| i.irq).collect(),
+        placement: None,
+        holds_data: false,
+        data_reasons: Vec::new(),
+    };
+    dev.placement = super::placement::placement(&m, &dev);
+    m.devices.push(dev);
+    Ok(m)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::model::Machine;
@@ -175,5 +227,23 @@ mod tests {
         assert!(text.contains("veth0  virtual"), "{text}");
         let json = serde_json::to_string(&m).unwrap();
         assert!(json.contains("\"nics\":[{\"name\":\"eth0\""), "{json}");
+    }
+
+    /// A NIC as the target: its interrupts stand for a device's, so "on" is where they are
+    /// delivered (CPU 0 takes input.0, CPU 1 output.0); a NIC not here is refused with the
+    /// list, as is a virtual one's absent placement (no interrupts, nothing to be on).
+    #[test]
+    fn a_nic_stands_as_the_target_device_with_its_interrupts() {
+        let dir = tree();
+        let m = Machine::read(&SysRoot::at(dir.path()).unwrap()).unwrap();
+        let with = super::with_nic_target(m.clone(), "eth0").unwrap();
+        let d = with.device("eth0").unwrap();
+        assert_eq!((d.kind.as_str(), d.irqs.clone()), ("nic", vec![24, 25]));
+        assert!(d.queues.is_empty() && d.knobs.is_empty() && !d.holds_data);
+        assert_eq!(d.placement.as_ref().unwrap().on, vec![0, 1]);
+        let veth = super::with_nic_target(m.clone(), "veth0").unwrap();
+        assert!(veth.device("veth0").unwrap().placement.is_none());
+        let err = super::with_nic_target(m, "eth9").unwrap_err();
+        assert!(err.contains("eth9") && err.contains("eth0, veth0"), "{err}");
     }
 }

@@ -123,6 +123,17 @@ impl Walker<'_> {
     ) {
         use crate::experiment::FactorKind;
         let Some(e) = self.engine.program() else {
+            if let Some((nic, line)) = &target.nic {
+                self.diags.push(super::Diagnostic {
+                    line: *line,
+                    column: 1,
+                    message: format!(
+                        "`nic = \"{nic}\"` is the target of a network or command engine; fio \
+                         drives block devices"
+                    ),
+                    allowed: Some("engine = \"iperf3\", \"sockperf\" or \"command\"".to_string()),
+                });
+            }
             return;
         };
         let name = e.name();
@@ -147,6 +158,24 @@ impl Walker<'_> {
                         "the options of [{name}], knobs, placement, irq_cpu"
                     )),
                 });
+            }
+        }
+        if let Some((nic, _)) = &target.nic {
+            for f in factors {
+                if matches!(f.kind, FactorKind::QueueKnob { .. }) {
+                    diags.push(super::Diagnostic {
+                        line: f.line,
+                        column: 1,
+                        message: format!(
+                            "factor `{}` is a block device's queue attribute, but the target \
+                             is NIC `{nic}`",
+                            f.name
+                        ),
+                        allowed: Some(
+                            "placement, irq_cpu, system knobs, engine options".to_string(),
+                        ),
+                    });
+                }
             }
         }
         if !target.hosts.is_empty() {

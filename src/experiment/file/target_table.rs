@@ -1,5 +1,6 @@
 //! `[target]`: the device(s) the workload drives (the scratch loop device, or named devices),
-//! how many scratch devices and how large, the anchor CPU, and remote fio hosts.
+//! how many scratch devices and how large, the anchor CPU, remote fio hosts, or, for a
+//! network engine, the NIC whose interrupts placement and `irq_cpu` refer to.
 
 use std::ops::Range;
 
@@ -35,6 +36,10 @@ pub struct TargetSpec {
     /// The same hosts, one each in the same order, with how to control them when
     /// `[[target.host]]` says (`host_table`).
     pub host_specs: Vec<HostSpec>,
+    /// A network interface instead of a block device (`nic = "eth0"`, program engines only):
+    /// placement and `irq_cpu` refer to its interrupts, the sampler counts them, and no
+    /// block device is created or driven. With its line in the file.
+    pub nic: Option<(String, usize)>,
 }
 
 /// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
@@ -55,7 +60,15 @@ impl TargetSpec {
     }
 }
 
-pub(super) const TARGET_KEYS: &[&str] = &["device", "count", "size", "anchor_cpu", "hosts", "host"];
+pub(super) const TARGET_KEYS: &[&str] = &[
+    "device",
+    "count",
+    "size",
+    "anchor_cpu",
+    "hosts",
+    "host",
+    "nic",
+];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
 pub const MAX_SCRATCH_COUNT: i64 = 64;
@@ -76,11 +89,15 @@ impl Walker<'_> {
         let mut anchor_cpu = None;
         let mut hosts: Option<(Vec<String>, Range<usize>)> = None;
         let mut host_tables: Vec<HostSpec> = Vec::new();
+        let mut nic: Option<(String, Range<usize>)> = None;
+        let mut device_span: Option<Range<usize>> = None;
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "hosts" => hosts = self.host_list(value).map(|h| (h, value.span())),
                 "host" => host_tables = self.host_tables(value).unwrap_or_default(),
+                "nic" => nic = self.nic_name(value).map(|n| (n, value.span())),
                 "device" => {
+                    device_span = Some(value.span());
                     device = match value.get_ref() {
                         DeValue::Array(items) => self.device_list(value, items),
                         _ => self.nonempty_string(value, "device").and_then(|d| {
@@ -152,6 +169,7 @@ impl Walker<'_> {
                 line: hosts.as_ref().map_or(0, |(_, s)| self.position(s.start).0),
             });
         }
+        let host_table_count = host_tables.len();
         for h in host_tables {
             if host_specs.iter().any(|o| o.fio == h.fio) {
                 self.diags.push(Diagnostic {
@@ -179,6 +197,28 @@ impl Walker<'_> {
                 Some("device = \"nvme0n1\" (the same name on every host)".to_string()),
             );
         }
+        if let Some((name, span)) = &nic {
+            let other = [
+                device_span.as_ref().map(|s| (s, "device")),
+                count.as_ref().map(|(_, s)| (s, "count")),
+                size.as_ref().map(|(_, s)| (s, "size")),
+                hosts.as_ref().map(|(_, s)| (s, "hosts")),
+            ];
+            for (s, key) in other.into_iter().flatten() {
+                self.error(
+                    s.clone(),
+                    format!("`{key}` names block devices, but the target is NIC `{name}`"),
+                    Some("a [target] with either `nic` or block devices".to_string()),
+                );
+            }
+            if host_table_count > 0 {
+                self.error(
+                    span.clone(),
+                    format!("[[target.host]] runs fio on hosts, but the target is NIC `{name}`"),
+                    None,
+                );
+            }
+        }
         let count = match (device_is_scratch(&device), &count) {
             (true, Some((n, _))) => *n,
             _ => 1,
@@ -190,7 +230,29 @@ impl Walker<'_> {
             anchor_cpu,
             hosts: host_specs.iter().map(|h| h.fio.clone()).collect(),
             host_specs,
+            nic: nic.map(|(n, span)| (n, self.position(span.start).0)),
         })
+    }
+
+    /// `nic`: a network interface's name as the kernel allows it (1 to 15 bytes, no `/`,
+    /// whitespace or `:`); whether this machine has it is checked when the run starts.
+    fn nic_name(&mut self, v: &Value) -> Option<String> {
+        let name = self.nonempty_string(v, "nic")?;
+        let ok = name.len() <= 15
+            && name != "."
+            && name != ".."
+            && name
+                .chars()
+                .all(|c| c.is_ascii_graphic() && c != '/' && c != ':');
+        if !ok {
+            self.error(
+                v.span(),
+                format!("`{name}` is not a network interface name"),
+                Some("an interface `iolab inspect` lists under NICs, e.g. \"eth0\"".to_string()),
+            );
+            return None;
+        }
+        Some(name)
     }
 
     /// `hosts`: fio server addresses as fio's `--client` takes them ("host", "host,port",
@@ -453,5 +515,25 @@ mod tests {
             text.contains("x.toml:3:14: `anchor_cpu` must be an integer"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_nic_target_goes_with_program_engines_and_without_block_devices() {
+        let ok = "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"10.0.0.2\"\n\
+                  [target]\nnic = \"eth1\"\n[factors]\nplacement = [\"on\", \"far\"]\n\
+                  irq_cpu = [0, 1]\n";
+        let e = parse("x.toml", ok).unwrap();
+        assert_eq!(e.target.nic, Some(("eth1".to_string(), 6)));
+        let fio = errors("name = \"n\"\n[target]\nnic = \"eth1\"\n").join("\n");
+        assert!(fio.contains("x.toml:3") && fio.contains("fio"), "{fio}");
+        let both = errors(&ok.replace("nic = ", "device = \"sdb\"\nnic = ")).join("\n");
+        assert!(both.contains("`device` names block devices"), "{both}");
+        let knob = errors(&format!("{ok}scheduler = [\"none\"]\n")).join("\n");
+        assert!(
+            knob.contains("x.toml:10") && knob.contains("queue attribute"),
+            "{knob}"
+        );
+        let bad = errors(&ok.replace("\"eth1\"", "\"../x\"")).join("\n");
+        assert!(bad.contains("not a network interface name"), "{bad}");
     }
 }

@@ -149,6 +149,7 @@ pub fn parse_with(
         count: 1,
         size_bytes: DEFAULT_SCRATCH_BYTES,
         anchor_cpu: None,
+        nic: None,
         hosts: Vec::new(),
         host_specs: Vec::new(),
     };

@@ -139,6 +139,11 @@ pub struct Plan {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stacked: Vec<PlanDevice>,
     pub scratch: bool,
+    /// `[target] nic`: the one "device" is this network interface, standing in the model
+    /// for its interrupts (`model::nics::with_nic_target`); its interrupt figures are stored
+    /// as `nic_irq_per_s` and `cpuN:nic_irq_per_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
     pub cells: Vec<ResolvedCell>,
     /// The planned runs in order (adaptive: the minimum rounds; more may follow).
     pub order: Vec<PlannedRun>,
@@ -198,6 +203,7 @@ pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) ->
             .collect(),
         stacked: Vec::new(),
         scratch,
+        nic: None,
         cells: resolved,
         order,
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
@@ -239,6 +245,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
             .collect(),
         stacked: Vec::new(),
         scratch: false,
+        nic: None,
         cells,
         order,
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
@@ -401,6 +408,9 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
         return Ok(remote_plan(exp, &remote_devices(exp, settings)?));
     }
     let m = Machine::read(&settings.root)?;
+    if let Some(nic) = target_nic(exp, settings)? {
+        return nic_plan(exp, m, &nic);
+    }
     match named_devices(exp, settings) {
         Some(devs) => {
             check_writes(exp, settings, &devs)?;
@@ -419,6 +429,34 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
             Ok(p)
         }
     }
+}
+
+/// The NIC an experiment targets (`[target] nic`), refused with what cannot go with it.
+fn target_nic(exp: &Experiment, settings: &Settings) -> Result<Option<String>> {
+    let Some((nic, line)) = &exp.target.nic else {
+        return Ok(None);
+    };
+    if let Some(d) = &settings.device {
+        anyhow::bail!(
+            "--device {d} names a block device, but {}:{line} makes NIC `{nic}` the target",
+            exp.source
+        );
+    }
+    anyhow::ensure!(
+        !exp.trace,
+        "{}: `trace = true` records a block device's trace, but the target is NIC `{nic}`",
+        exp.source
+    );
+    Ok(Some(nic.clone()))
+}
+
+/// The plan on a NIC: the model with the NIC standing as the target device.
+fn nic_plan(exp: &Experiment, m: Machine, nic: &str) -> Result<Plan> {
+    let m = crate::model::nics::with_nic_target(m, nic)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", exp.source))?;
+    let mut p = plan(exp, &m, &[nic.to_string()], false)?;
+    p.nic = Some(nic.to_string());
+    Ok(p)
 }
 
 /// The machine model plus `count` loop devices that do not exist yet, for a dry run on the
@@ -499,15 +537,19 @@ pub fn run(
     } else {
         Vec::new()
     };
+    let nic = target_nic(exp, settings)?;
     let named = if remote {
         Some(remote_devices(exp, settings)?)
+    } else if let Some(n) = &nic {
+        Some(vec![n.clone()])
     } else {
         named_devices(exp, settings)
     };
     // Machine-wide locks on the named devices before anything is written, created or
     // stored: a second iolab on the same device, whatever its state directory, stops here.
+    // A NIC is not written to; the locks on the interrupts a cell moves are taken below.
     let mut locks = Vec::new();
-    if let (Some(devs), false) = (&named, remote) {
+    if let (Some(devs), false, None) = (&named, remote, &nic) {
         check_writes(exp, settings, devs)?;
         locks = crate::knobs::machine_locks(
             &settings.root,
@@ -551,7 +593,9 @@ pub fn run(
             s.backing_file().display()
         ));
     }
-    if scratch.is_empty() {
+    if let Some(n) = &nic {
+        progress.message(&format!("target: NIC {n}"));
+    } else if scratch.is_empty() {
         let on = if remote {
             format!(" on {}", exp.target.hosts.join(", "))
         } else {
@@ -563,6 +607,8 @@ pub fn run(
     let machine = Machine::read(&settings.root)?;
     let plan = if remote {
         remote_plan(exp, &devices)
+    } else if let Some(n) = &nic {
+        nic_plan(exp, machine.clone(), n)?
     } else {
         let mut p = plan(exp, &machine, &devices, !scratch.is_empty())?;
         p.stacked = stacked_devices(&settings.root, &machine, &devices);
@@ -631,6 +677,7 @@ pub fn run(
                 devices.join(", /dev/"),
                 s.size_bytes()
             ),
+            None if nic.is_some() => format!("NIC {}", devices.join(", ")),
             None => format!("/dev/{}", devices.join(", /dev/")),
         },
         severity: None,
@@ -1171,6 +1218,10 @@ fn engine_run(
             &names(&plan.devices),
             &names(&plan.stacked),
         );
+    }
+    record.series = per_second::series(Some(&samples), Some(&aligned.window), "");
+    if plan.nic.is_some() {
+        stored::name_as_nic(&mut metrics, &mut record.series);
     }
     record.metrics = metrics.clone();
     record.samples = stored::series(&samples);

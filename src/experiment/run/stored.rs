@@ -62,6 +62,22 @@ pub fn sampler_metrics(
     out.retain(|(_, v)| v.is_finite());
 }
 
+/// With a NIC as the target (`[target] nic`) the "device" interrupts are the NIC's: their
+/// rate is `nic_irq_per_s` and their per-CPU series `cpuN:nic_irq_per_s`.
+pub fn name_as_nic(metrics: &mut [(String, f64)], series: &mut [crate::store::SeriesPoint]) {
+    for (name, _) in metrics.iter_mut() {
+        if name == "dev_irq_per_s" {
+            *name = "nic_irq_per_s".to_string();
+        }
+    }
+    let dev = format!(":{}", super::per_second::DEVICE_IRQ_SERIES);
+    for p in series.iter_mut() {
+        if let Some(cpu) = p.name.strip_suffix(&dev) {
+            p.name = format!("{cpu}:nic_irq_per_s");
+        }
+    }
+}
+
 /// Several devices' `dev_*` figures as one: rates and the queue size summed (a sum means
 /// something), request size and await averaged over the I/Os, interrupts per I/O over the
 /// sums. `dev_util_pct` is left out: busy time does not add up across devices.
