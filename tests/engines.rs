@@ -150,6 +150,102 @@ fn iperf3_over_a_veth_pair_between_namespaces() {
     );
 }
 
+/// One veth pair from this namespace (10.231.X.1, where iolab can see it as a NIC) into a
+/// new namespace (10.231.X.2); deleted on drop.
+struct RootVeth {
+    nic: String,
+    ns: String,
+}
+
+impl RootVeth {
+    fn new(tag: &str, subnet: u8) -> RootVeth {
+        let pid = std::process::id();
+        let v = RootVeth {
+            nic: format!("ilr{tag}{pid}").chars().take(15).collect(),
+            ns: format!("iolabt-r{tag}-{pid}"),
+        };
+        let peer: String = format!("ilp{tag}{pid}").chars().take(15).collect();
+        for args in [
+            format!("netns add {}", v.ns),
+            format!(
+                "link add {} type veth peer name {peer} netns {}",
+                v.nic, v.ns
+            ),
+            format!("addr add 10.231.{subnet}.1/30 dev {}", v.nic),
+            format!("link set {} up", v.nic),
+            format!("-n {} addr add 10.231.{subnet}.2/30 dev {peer}", v.ns),
+            format!("-n {} link set {peer} up", v.ns),
+            format!("-n {} link set lo up", v.ns),
+        ] {
+            let ok = Command::new("sh")
+                .args(["-c", &format!("ip {args}")])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "ip {args}");
+        }
+        v
+    }
+}
+
+impl Drop for RootVeth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.nic]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+/// `[target] nic`: the run drives no block device (no scratch device is made or sampled),
+/// the environment names the NIC, and placements relative to its interrupts are not
+/// applicable on a veth, which takes none, while an explicit CPU list runs.
+#[test]
+fn a_nic_target_runs_without_a_block_device() {
+    if !crate::common::root_or_skip() {
+        return;
+    }
+    if !has("iperf3") || !has("ip") {
+        crate::common::skip("needs iperf3 and ip (scripts/deps)");
+        return;
+    }
+    let v = RootVeth::new("n", 4);
+    let e = exp(&format!(
+        "name = \"n\"\nrepetitions = 1\nengine = \"iperf3\"\n[target]\nnic = \"{}\"\n\
+         [iperf3]\nserver = \"10.231.4.2\"\nport = 5398\nserver_netns = \"{}\"\ntime = 1\n\
+         [factors]\nplacement = [\"0\", \"on\"]\n",
+        v.nic, v.ns
+    ));
+    let loops_before = std::fs::read_dir("/sys/block").unwrap().count();
+    let (out, store, _dir) = run_live(&e);
+    assert_eq!(out.plan.nic.as_deref(), Some(v.nic.as_str()));
+    assert!(!out.plan.scratch);
+    assert!(out.cells[0].failures.is_empty(), "{:?}", out.cells[0]);
+    assert!(metric(&out, 0, "net_received_mbit_per_s") > 0.0);
+    let names: Vec<&str> = out.cells[0].runs[0]
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("dev_") || *n == "nic_irq_per_s"),
+        "a veth has no block statistics and no interrupts: {names:?}"
+    );
+    let why = out.plan.cells[1].not_applicable.clone().unwrap_or_default();
+    assert!(why.contains("placement on"), "{why}");
+    assert_eq!(
+        std::fs::read_dir("/sys/block").unwrap().count(),
+        loops_before
+    );
+    let runs = store.runs(out.experiment_id).unwrap();
+    let env = store.environment(out.experiment_id).unwrap();
+    assert!(
+        env.iter()
+            .any(|x| x.key == "target" && x.value == format!("NIC {}", v.nic)),
+        "{env:?}"
+    );
+    assert!(!runs.is_empty());
+}
+
 /// `server_cpus` pins the server iolab starts (`spawn_group` sets its affinity before exec,
 /// as for the client); the stored command line says where. A server pinned to a CPU that
 /// is not there would not start: the run fails, naming the pin.

@@ -1094,3 +1094,105 @@ IOLAB_STATE_DIR="$LAB_OUT/state" {iolab} run "$LAB_OUT/guests.toml" --db "$LAB_O
         );
     }
 }
+
+/// case 2's question asked of a NIC: an iperf3 experiment whose target is the guest's NIC
+/// `nica` (wired back to back to `nicb` in another namespace), with `irq_cpu` x `placement`.
+/// Every run stores the NIC's interrupt rate; during each cell (nearly) all of the NIC's
+/// interrupts land on that cell's `irq_cpu`; the client runs on that CPU (`on`), its SMT
+/// sibling (`near`) or the other node (`far`); and every interrupt's mask is as before once
+/// the run ends.
+#[test]
+fn nic2_irq_cpu_and_placement_follow_the_nics_interrupts() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+affs() { grep -H . /proc/irq/*/smp_affinity_list; }
+affs >$LAB_OUT/aff.before
+cat >/tmp/exp.toml <<'T'
+name = "lab nic2 irq_cpu x placement"
+seed = 5
+repetitions = 1
+engine = "iperf3"
+[target]
+nic = "nica"
+[iperf3]
+server = "10.0.50.2"
+server_netns = "peer"
+time = 2
+[factors]
+irq_cpu = [1, 2]
+placement = ["on", "near", "far"]
+T
+$IOLAB run /tmp/exp.toml --db /tmp/lab.db >$LAB_OUT/run.txt 2>&1
+echo $? >$LAB_OUT/run.rc
+affs >$LAB_OUT/aff.after
+# SQLite's shared memory does not work over 9p: copied out once iolab has closed it.
+cp /tmp/lab.db $LAB_OUT/lab.db
+"#;
+    let b = boot("nic2", script, 600);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    assert_eq!(b.text("run.rc").trim(), "0", "{}", b.text("run.txt"));
+    assert_eq!(
+        b.text("aff.before"),
+        b.text("aff.after"),
+        "masks not put back"
+    );
+    let db = rusqlite::Connection::open(b.path("lab.db")).unwrap();
+    let runs: Vec<(i64, String, String, Option<String>)> = db
+        .prepare("SELECT id, cell_levels, status, fio_command FROM runs ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(runs.len(), 6, "{runs:?}\n{}", b.text("run.txt"));
+    let metric = |run: i64, name: &str| -> f64 {
+        db.query_row(
+            "SELECT value FROM metrics WHERE run_id = ?1 AND name = ?2",
+            rusqlite::params![run, name],
+            |r| r.get(0),
+        )
+        .unwrap_or_else(|e| panic!("run {run} has no {name}: {e}"))
+    };
+    for (id, levels, status, command) in &runs {
+        assert_eq!(status, "ok", "{levels}: {}", b.text("run.txt"));
+        let command = command.as_deref().unwrap_or_default();
+        let l: Value = serde_json::from_str(levels).unwrap();
+        let irq_cpu: u32 = l["irq_cpu"].as_str().unwrap().parse().unwrap();
+        assert!(metric(*id, "net_received_mbit_per_s") > 0.0, "{levels}");
+        assert!(metric(*id, "nic_irq_per_s") > 0.0, "{levels}");
+        // The NIC's interrupts per CPU over the run: the cell's irq_cpu took nearly all.
+        let per_cpu: Vec<(String, f64)> = db
+            .prepare(
+                "SELECT name, SUM(value) FROM series WHERE run_id = ?1 \
+                 AND name LIKE 'cpu%:nic_irq_per_s' GROUP BY name",
+            )
+            .unwrap()
+            .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let total: f64 = per_cpu.iter().map(|(_, v)| v).sum();
+        let on_it = per_cpu
+            .iter()
+            .find(|(n, _)| *n == format!("cpu{irq_cpu}:nic_irq_per_s"))
+            .map_or(0.0, |(_, v)| *v);
+        assert!(
+            total > 0.0 && on_it / total > 0.8,
+            "{levels}: the NIC's interrupts per CPU {per_cpu:?}"
+        );
+        // 2 nodes of one core x 2 threads: CPUs 0-1 and 2-3.
+        let want = match (l["placement"].as_str().unwrap(), irq_cpu) {
+            ("on", c) => c.to_string(),
+            ("near", c) => (c ^ 1).to_string(),
+            ("far", 1) => "2-3".to_string(),
+            ("far", _) => "0-1".to_string(),
+            (p, _) => panic!("placement {p}"),
+        };
+        assert!(
+            command.contains(&format!("client: taskset -c {want} iperf3")),
+            "{levels}: {command}"
+        );
+    }
+}
