@@ -246,6 +246,92 @@ fn a_nic_target_runs_without_a_block_device() {
     assert!(!runs.is_empty());
 }
 
+/// `[prepare] fstrim`: before every run the file system on the target is trimmed, so the
+/// blocks a run wrote and deleted are discarded before the next (a loop device over a
+/// /dev/shm file frees them in the file). A mount point of a file system elsewhere is refused.
+#[test]
+fn fstrim_trims_the_targets_file_system_before_every_run() {
+    if !crate::common::root_or_skip() {
+        return;
+    }
+    if !has("mkfs.ext4") {
+        crate::common::skip("needs mkfs.ext4 (e2fsprogs)");
+        return;
+    }
+    let Some(scratch) = crate::common::Scratch::new(64 << 20) else {
+        return;
+    };
+    let mnt = tempfile::tempdir().unwrap();
+    let sh = |c: &str| {
+        let ok = Command::new("sh")
+            .args(["-c", c])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "{c}");
+    };
+    sh(&format!("mkfs.ext4 -q -E nodiscard {}", scratch.path()));
+    sh(&format!(
+        "mount {} {}",
+        scratch.path(),
+        mnt.path().display()
+    ));
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.path().to_path_buf());
+    let backing = scratch.dev.backing_file().display().to_string();
+    let m = mnt.path().display().to_string();
+    let text = format!(
+        "name = \"t\"\nrepetitions = 3\nallow_exec = true\nengine = \"command\"\n\
+         [target]\ndevice = \"{dev}\"\n[prepare]\nfstrim = \"{m}\"\n[command]\nprogram = \"sh\"\n\
+         args = [\"-c\", \"sync; echo start $(du -k {backing} | cut -f1); \
+         dd if=/dev/zero of={m}/f bs=1M count=16 conv=fsync 2>/dev/null; \
+         echo written $(du -k {backing} | cut -f1); rm {m}/f; sync\"]\n\
+         regex = ['start (?P<start_kib>[0-9]+)', 'written (?P<written_kib>[0-9]+)']\n",
+        dev = scratch.name()
+    );
+    let (out, _store, _dir) = run_live(&exp(&text));
+    ok_runs(&out);
+    let runs = &out.cells[0].runs;
+    assert_eq!(runs.len(), 3);
+    let get = |r: &Vec<(String, f64)>, n: &str| r.iter().find(|(k, _)| k == n).unwrap().1;
+    let first = get(&runs[0], "start_kib");
+    for r in runs {
+        // Each run wrote 16 MiB into the file system, and the file grew by about that...
+        assert!(
+            get(r, "written_kib") - get(r, "start_kib") > 12_000.0,
+            "{runs:?}"
+        );
+        // ...which the trim before the next run discarded (without it: +16 MiB a run).
+        assert!((get(r, "start_kib") - first).abs() < 4_000.0, "{runs:?}");
+    }
+
+    // A mount point of a file system that is not on the target is refused before anything.
+    let elsewhere = text.replace(&format!("fstrim = \"{m}\""), "fstrim = \"/\"");
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Settings::live(dir.path().join("r.db"));
+    s.state_dir = dir.path().join("state");
+    let err = runloop::run(
+        &exp(&elsewhere),
+        &s,
+        &RealFio::default(),
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("fstrim = \"/\"") && err.contains("no file system on the target"),
+        "{err}"
+    );
+    assert!(!dir.path().join("r.db").exists());
+}
+
 /// `server_cpus` pins the server iolab starts (`spawn_group` sets its affinity before exec,
 /// as for the client); the stored command line says where. A server pinned to a CPU that
 /// is not there would not start: the run fails, naming the pin.

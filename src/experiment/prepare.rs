@@ -1,10 +1,11 @@
 //! Steps taken before every measured run (`[prepare]`): flush dirty pages, drop the page
-//! cache, let the machine settle. Case 4 dropped caches between runs so that no run read what
+//! cache, trim a file system on the target, let the machine settle. Case 4 dropped caches between runs so that no run read what
 //! the one before it left in memory; without it, buffered reads after the first run of a cell
 //! measure RAM. These are actions, not settings: there is nothing to put back, so nothing is
 //! journaled. The experiment's text, stored with its results, says which steps every run took;
 //! a step that fails makes the run fail with the reason.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::sys::SysRoot;
@@ -19,6 +20,10 @@ pub struct Prepare {
     /// Free the page cache, dentries and inodes (after a sync, which it needs to free dirty
     /// pages).
     pub drop_caches: bool,
+    /// Discard the free blocks of the file system mounted here (FITRIM, what fstrim(8) does),
+    /// so an SSD or thin device starts every run with the same free space. Only a file system
+    /// on the experiment's own target (`check_fstrim`).
+    pub fstrim: Option<PathBuf>,
     /// Wait this long before the run (after the steps above and the cell's knobs).
     pub settle: Option<Duration>,
 }
@@ -40,6 +45,9 @@ impl Prepare {
             std::fs::write(&path, "3")
                 .map_err(|e| format!("cannot drop caches ({}): {e}", path.display()))?;
         }
+        if let Some(mount) = &self.fstrim {
+            fitrim(mount).map_err(|e| format!("fstrim {}: {e}", mount.display()))?;
+        }
         if let Some(settle) = self.settle {
             let end = std::time::Instant::now() + settle;
             while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
@@ -51,6 +59,57 @@ impl Prepare {
         }
         Ok(true)
     }
+}
+
+/// FITRIM on the whole of the file system mounted at `mount`; the kernel answers with how
+/// many bytes it trimmed, which nothing here needs.
+fn fitrim(mount: &Path) -> std::io::Result<()> {
+    #[repr(C)]
+    struct FstrimRange {
+        start: u64,
+        len: u64,
+        minlen: u64,
+    }
+    // _IOWR('X', 121, struct fstrim_range), linux/fs.h.
+    const FITRIM: libc::c_ulong = 0xC018_5879;
+    let dir = std::fs::File::open(mount)?;
+    let mut range = FstrimRange {
+        start: 0,
+        len: u64::MAX,
+        minlen: 0,
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is open for the call and `range` is the struct FITRIM reads and
+    // writes, alive across it.
+    let rc = unsafe { libc::ioctl(dir.as_raw_fd(), FITRIM, &mut range as *mut FstrimRange) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Refuses `fstrim` unless `mount` is the mount point of a file system on one of `targets`
+/// ((name, "maj:min"), partitions included), from /proc/self/mountinfo's text: trimming
+/// discards blocks, and iolab changes nothing but its target.
+pub fn check_fstrim(
+    mount: &Path,
+    mountinfo: &str,
+    targets: &[(String, String)],
+) -> Result<(), String> {
+    let on_target = crate::target::mounts_of(mountinfo, targets)
+        .into_iter()
+        .any(|r| matches!(r, crate::target::Reason::Mounted { mount_point, .. } if Path::new(&mount_point) == mount));
+    if on_target {
+        return Ok(());
+    }
+    let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
+    Err(format!(
+        "[prepare] fstrim = \"{}\": no file system on the target (/dev/{}) is mounted there; \
+         fstrim trims only a file system on the experiment's own target",
+        mount.display(),
+        names.join(", /dev/")
+    ))
 }
 
 #[cfg(test)]
@@ -67,6 +126,7 @@ mod tests {
         let p = Prepare {
             sync: false,
             drop_caches: true,
+            fstrim: None,
             settle: Some(Duration::from_secs(60)),
         };
         let cancel = CancelToken::new();
@@ -77,5 +137,18 @@ mod tests {
         std::fs::create_dir(&file).unwrap();
         let err = p.before_run(&root, &CancelToken::new()).unwrap_err();
         assert!(err.contains("cannot drop caches"), "{err}");
+    }
+
+    #[test]
+    fn fstrim_is_only_for_a_file_system_on_the_target() {
+        let info = "22 1 7:3 / /mnt/bench rw,relatime - ext4 /dev/loop3 rw\n\
+                    23 1 259:2 / /srv rw - xfs /dev/nvme0n1p2 rw\n";
+        let t = |n: &str, d: &str| (n.to_string(), d.to_string());
+        assert!(check_fstrim(Path::new("/mnt/bench"), info, &[t("loop3", "7:3")]).is_ok());
+        let part = [t("nvme0n1", "259:0"), t("nvme0n1p2", "259:2")];
+        assert!(check_fstrim(Path::new("/srv"), info, &part).is_ok());
+        let err = check_fstrim(Path::new("/srv"), info, &[t("loop3", "7:3")]).unwrap_err();
+        assert!(err.contains("/srv") && err.contains("/dev/loop3"), "{err}");
+        assert!(check_fstrim(Path::new("/mnt"), info, &[t("loop3", "7:3")]).is_err());
     }
 }

@@ -431,6 +431,22 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     }
 }
 
+/// `[prepare] fstrim` names a mount point of a file system on one of `devices` (or their
+/// partitions); anything else is refused before the experiment starts.
+fn check_fstrim(settings: &Settings, m: &Machine, devices: &[String], mount: &Path) -> Result<()> {
+    let mut targets = Vec::new();
+    for d in devices {
+        let dev = m.device(d);
+        targets.push((d.clone(), dev.map(|b| b.dev.clone()).unwrap_or_default()));
+        for p in dev.map(|b| b.partitions.as_slice()).unwrap_or_default() {
+            targets.push((p.name.clone(), p.dev.clone()));
+        }
+    }
+    let mountinfo = settings.root.read("/proc/self/mountinfo")?;
+    crate::experiment::prepare::check_fstrim(mount, &mountinfo, &targets)
+        .map_err(anyhow::Error::msg)
+}
+
 /// The NIC an experiment targets (`[target] nic`), refused with what cannot go with it.
 fn target_nic(exp: &Experiment, settings: &Settings) -> Result<Option<String>> {
     let Some((nic, line)) = &exp.target.nic else {
@@ -605,6 +621,9 @@ pub fn run(
     }
 
     let machine = Machine::read(&settings.root)?;
+    if let (Some(mount), false) = (&exp.prepare.fstrim, remote) {
+        check_fstrim(settings, &machine, &devices, mount)?;
+    }
     let plan = if remote {
         remote_plan(exp, &devices)
     } else if let Some(n) = &nic {
