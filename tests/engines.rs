@@ -270,7 +270,11 @@ fn fstrim_trims_the_targets_file_system_before_every_run() {
             .success();
         assert!(ok, "{c}");
     };
-    sh(&format!("mkfs.ext4 -q -E nodiscard {}", scratch.path()));
+    // No journal: its blocks, written round by round, would count as the runs' own.
+    sh(&format!(
+        "mkfs.ext4 -q -O ^has_journal -E nodiscard {}",
+        scratch.path()
+    ));
     sh(&format!(
         "mount {} {}",
         scratch.path(),
@@ -306,8 +310,9 @@ fn fstrim_trims_the_targets_file_system_before_every_run() {
             get(r, "written_kib") - get(r, "start_kib") > 12_000.0,
             "{runs:?}"
         );
-        // ...which the trim before the next run discarded (without it: +16 MiB a run).
-        assert!((get(r, "start_kib") - first).abs() < 4_000.0, "{runs:?}");
+        // ...which the trim before the next run discarded (without it: +16 MiB a run; the
+        // margin is half that, for metadata the file system writes on its own).
+        assert!((get(r, "start_kib") - first).abs() < 8_000.0, "{runs:?}");
     }
 
     // A mount point of a file system that is not on the target is refused before anything.
