@@ -331,7 +331,7 @@ fn rollback_cmd(a: RollbackArgs) -> anyhow::Result<()> {
     }
     let text = match report {
         None => "no interrupt placement by iolab to roll back\n".to_string(),
-        Some(r) => super::restore::restored_lines(&r, "the interrupt no longer exists"),
+        Some(r) => crate::knobs::leftovers::restored_lines(&r, "the interrupt no longer exists"),
     };
     crate::output::stdout(&text)
 }

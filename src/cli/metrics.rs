@@ -5,10 +5,10 @@
 /// Names not listed (a `command` engine's) take the first naming rule (`*_us`, ...) they match.
 /// `--markdown` prints docs/metrics.md.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the registry as JSON").conflicts_with("markdown")))]
 pub struct MetricsArgs {
-    /// Print the registry as JSON.
-    #[arg(long, conflicts_with = "markdown")]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
     /// Print the registry as Markdown (docs/metrics.md).
     #[arg(long)]
     pub markdown: bool,
@@ -16,12 +16,8 @@ pub struct MetricsArgs {
 
 pub fn run(args: MetricsArgs) -> anyhow::Result<()> {
     use crate::metrics::render;
-    let text = if args.json {
-        render::json()
-    } else if args.markdown {
-        render::markdown()
-    } else {
-        render::text()
-    };
-    crate::output::stdout(&text)
+    if args.markdown {
+        return crate::output::stdout(&render::markdown());
+    }
+    crate::output::print(&render::Listing(render::rows()), args.out)
 }

@@ -1,15 +1,14 @@
-//! `iolab restore`: undo what a killed iolab left behind — knob changes still in the journal
-//! (written back newest first, then the journal is removed) and scratch loop devices whose
-//! guard never ran.
+//! `iolab restore`: undo what a killed iolab left behind (`knobs::leftovers`), here or, with
+//! `--host`, on other hosts over ssh.
 
 use std::fmt::Write as _;
 
 /// Put back knobs (and remove scratch devices) left behind by an iolab that was killed.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
 pub struct RestoreArgs {
-    /// Print what was done as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
     /// Restore on this host instead, over ssh (`ssh HOST -- iolab restore`), e.g. once a host
     /// cut off mid-experiment is back. Repeat for several; `$IOLAB_SSH` adds ssh options.
     #[arg(long = "host", value_name = "HOST")]
@@ -23,66 +22,14 @@ pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
     if !args.hosts.is_empty() {
         return on_hosts(&args);
     }
-    let dir = crate::knobs::state_dir();
-    let knobs = crate::knobs::replay(&dir)?;
-    let scratch = crate::target::remove_leaked_scratch(&dir)?;
-    let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(&dir)?;
-    // fio's private run directories of killed runs (job files, a log fio was writing).
-    let swept = crate::workload::run_dir::sweep(&crate::workload::runner::default_work_dir());
-    let refused = knobs.as_ref().map_or(0, |k| k.refused.len());
-    let problems = scratch.problems.len() + run_problems.len();
-    if args.json {
-        let doc = serde_json::json!({
-            "knobs": knobs,
-            "scratch_devices_removed": scratch.removed,
-            "experiments_interrupted": interrupted,
-            "fio_run_directories_removed": swept,
-            "problems": scratch.problems.iter().chain(&run_problems).collect::<Vec<_>>(),
-        });
-        crate::output::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
-    } else {
-        let mut out = String::new();
-        match &knobs {
-            None => out.push_str("no knob journal: nothing to restore\n"),
-            Some(r) => {
-                out += &restored_lines(r, "device no longer present");
-                let _ = writeln!(
-                    out,
-                    "journal {} removed",
-                    dir.join("journal.json").display()
-                );
-            }
-        }
-        for s in &scratch.removed {
-            let _ = writeln!(out, "removed scratch device {s}");
-        }
-        for d in &swept {
-            let _ = writeln!(out, "removed fio run directory {}", d.display());
-        }
-        for a in &interrupted {
-            let _ = writeln!(
-                out,
-                "experiment {} in {} marked interrupted (its run was killed)",
-                a.experiment_id,
-                a.db_path.display()
-            );
-        }
-        for p in scratch.problems.iter().chain(&run_problems) {
-            let _ = writeln!(out, "problem  {p}");
-        }
-        // Not undone here: a placement written by `irq apply` is meant to stay.
-        let placed = crate::knobs::pending(&crate::irq::apply::journal_dir())?.len();
-        if placed > 0 {
-            let _ = writeln!(
-                out,
-                "{placed} interrupt affinity change(s) by `iolab irq apply` stay in effect; \
-                 `iolab irq rollback` undoes them"
-            );
-        }
-        crate::output::stdout(&out)?;
-    }
+    let left = crate::knobs::leftovers::undo(
+        &crate::knobs::state_dir(),
+        &crate::workload::runner::default_work_dir(),
+    )?;
+    crate::output::print(&left, args.out)?;
     // Everything that could be done was done; a forged or unreadable entry still fails the
     // command, so a script notices.
+    let (refused, problems) = left.failures();
     if refused + problems > 0 {
         anyhow::bail!(
             "{refused} journal entr(y/ies) refused and {problems} other problem(s), listed \
@@ -100,9 +47,9 @@ fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
     };
     let mut done = Vec::new();
     for host in &args.hosts {
-        done.push(crate::hosts::restore::restore(host, &options, args.json)?);
+        done.push(crate::hosts::restore::restore(host, &options, args.out.json)?);
     }
-    if args.json {
+    if args.out.json {
         crate::output::stdout(&(serde_json::to_string_pretty(&done)? + "\n"))?;
     } else {
         let mut out = String::new();
@@ -127,23 +74,4 @@ fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// One line per knob written back, and per knob whose file is gone (`gone_why` says why).
-pub(super) fn restored_lines(r: &crate::knobs::RestoreReport, gone_why: &str) -> String {
-    let mut out = String::new();
-    for e in &r.restored {
-        let _ = writeln!(out, "restored {} = {} (was {})", e.path, e.old, e.new);
-    }
-    for e in &r.vanished {
-        let _ = writeln!(out, "gone     {} ({gone_why})", e.path);
-    }
-    for r in &r.refused {
-        let _ = writeln!(
-            out,
-            "refused  {} = {} (not written: {})",
-            r.entry.path, r.entry.old, r.why
-        );
-    }
-    out
 }

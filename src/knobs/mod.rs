@@ -7,6 +7,7 @@ mod attr;
 mod irq_move;
 mod journal;
 pub mod kinds;
+pub mod leftovers;
 pub mod signals;
 
 pub use attr::{

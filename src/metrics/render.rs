@@ -91,8 +91,15 @@ pub fn text() -> String {
     out
 }
 
-pub fn json() -> String {
-    serde_json::to_string_pretty(&rows()).expect("rows serialise") + "\n"
+/// The registry as `iolab metrics` prints it: `text()` for people, the rows as JSON.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct Listing(pub Vec<Row>);
+
+impl crate::output::Render for Listing {
+    fn text(&self) -> String {
+        text()
+    }
 }
 
 /// docs/metrics.md.

@@ -1,0 +1,123 @@
+//! What a killed iolab left behind, undone in one place: knob changes still in the journal
+//! (written back newest first, then the journal removed), scratch loop devices whose guard
+//! never ran, experiments still marked running, and fio's private run directories. `iolab
+//! restore` prints the result; keeping the sequence here leaves the CLI only its arguments.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::experiment::run::registry::Abandoned;
+use crate::output::sorted_keys;
+
+/// What `undo` did. Its JSON has the keys sorted, as scripts have always read it.
+#[derive(Debug, Serialize)]
+pub struct Leftovers {
+    #[serde(serialize_with = "sorted_keys")]
+    pub experiments_interrupted: Vec<Abandoned>,
+    pub fio_run_directories_removed: Vec<PathBuf>,
+    /// None when there was no journal.
+    #[serde(serialize_with = "sorted_keys")]
+    pub knobs: Option<super::RestoreReport>,
+    pub problems: Vec<String>,
+    pub scratch_devices_removed: Vec<String>,
+    #[serde(skip)]
+    journal: PathBuf,
+    /// Interrupt placements by `iolab irq apply`, which are meant to stay (text only).
+    #[serde(skip)]
+    irq_placements_in_effect: usize,
+}
+
+/// Undoes what was left in `state_dir` (and fio's run directories under `fio_work_dir`).
+pub fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
+    let knobs = super::replay(state_dir)?;
+    let scratch = crate::target::remove_leaked_scratch(state_dir)?;
+    let (interrupted, run_problems) =
+        crate::experiment::run::registry::mark_abandoned(state_dir)?;
+    let swept = crate::workload::run_dir::sweep(fio_work_dir);
+    let placed = super::pending(&crate::irq::apply::journal_dir())?.len();
+    Ok(Leftovers {
+        experiments_interrupted: interrupted,
+        fio_run_directories_removed: swept,
+        knobs,
+        problems: scratch
+            .problems
+            .iter()
+            .chain(&run_problems)
+            .map(ToString::to_string)
+            .collect(),
+        scratch_devices_removed: scratch.removed,
+        journal: state_dir.join("journal.json"),
+        irq_placements_in_effect: placed,
+    })
+}
+
+impl Leftovers {
+    /// Journal entries refused plus other problems: any makes `iolab restore` fail, so a
+    /// script notices.
+    pub fn failures(&self) -> (usize, usize) {
+        (
+            self.knobs.as_ref().map_or(0, |k| k.refused.len()),
+            self.problems.len(),
+        )
+    }
+}
+
+impl crate::output::Render for Leftovers {
+    fn text(&self) -> String {
+        let mut out = String::new();
+        match &self.knobs {
+            None => out.push_str("no knob journal: nothing to restore\n"),
+            Some(r) => {
+                out += &restored_lines(r, "device no longer present");
+                let _ = writeln!(out, "journal {} removed", self.journal.display());
+            }
+        }
+        for s in &self.scratch_devices_removed {
+            let _ = writeln!(out, "removed scratch device {s}");
+        }
+        for d in &self.fio_run_directories_removed {
+            let _ = writeln!(out, "removed fio run directory {}", d.display());
+        }
+        for a in &self.experiments_interrupted {
+            let _ = writeln!(
+                out,
+                "experiment {} in {} marked interrupted (its run was killed)",
+                a.experiment_id,
+                a.db_path.display()
+            );
+        }
+        for p in &self.problems {
+            let _ = writeln!(out, "problem  {p}");
+        }
+        if self.irq_placements_in_effect > 0 {
+            let _ = writeln!(
+                out,
+                "{} interrupt affinity change(s) by `iolab irq apply` stay in effect; \
+                 `iolab irq rollback` undoes them",
+                self.irq_placements_in_effect
+            );
+        }
+        out
+    }
+}
+
+/// One line per knob written back, and per knob whose file is gone (`gone_why` says why).
+pub fn restored_lines(r: &super::RestoreReport, gone_why: &str) -> String {
+    let mut out = String::new();
+    for e in &r.restored {
+        let _ = writeln!(out, "restored {} = {} (was {})", e.path, e.old, e.new);
+    }
+    for e in &r.vanished {
+        let _ = writeln!(out, "gone     {} ({gone_why})", e.path);
+    }
+    for r in &r.refused {
+        let _ = writeln!(
+            out,
+            "refused  {} = {} (not written: {})",
+            r.entry.path, r.entry.old, r.why
+        );
+    }
+    out
+}
