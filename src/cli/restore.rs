@@ -47,7 +47,11 @@ fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
     };
     let mut done = Vec::new();
     for host in &args.hosts {
-        done.push(crate::hosts::restore::restore(host, &options, args.out.json)?);
+        done.push(crate::hosts::restore::restore(
+            host,
+            &options,
+            args.out.json,
+        )?);
     }
     if args.out.json {
         crate::output::stdout(&(serde_json::to_string_pretty(&done)? + "\n"))?;

@@ -33,8 +33,7 @@ pub struct Leftovers {
 pub fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
     let knobs = super::replay(state_dir)?;
     let scratch = crate::target::remove_leaked_scratch(state_dir)?;
-    let (interrupted, run_problems) =
-        crate::experiment::run::registry::mark_abandoned(state_dir)?;
+    let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
     let placed = super::pending(&crate::irq::apply::journal_dir())?.len();
     Ok(Leftovers {

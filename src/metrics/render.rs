@@ -152,7 +152,9 @@ mod tests {
         let text = text();
         assert_eq!(text.lines().take_while(|l| !l.is_empty()).count(), n + 1);
         assert!(text.contains("read_clat_p99_us"));
-        let doc: serde_json::Value = serde_json::from_str(&json()).unwrap();
+        let json =
+            crate::output::format(&Listing(rows()), crate::output::OutputArgs { json: true });
+        let doc: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
         assert_eq!(doc.as_array().unwrap().len(), n);
         assert_eq!(doc[0]["name"], "read_iops");
         assert_eq!(doc[0]["better"], "higher");
