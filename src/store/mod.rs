@@ -5,6 +5,7 @@
 //! `show` and `compare` need (runs by tag, one metric's values over many runs).
 
 mod access;
+pub mod listing;
 mod schema;
 mod series;
 pub mod tags;

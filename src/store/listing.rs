@@ -1,0 +1,123 @@
+//! What the results database holds, as `iolab runs` lists it: every experiment with its run
+//! counts, or the runs of one experiment, as a table for people or JSON for scripts.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{time::format_utc, Experiment, Run, Store};
+use crate::output::sorted_keys;
+use crate::report::format::terminal_safe as safe;
+
+/// `iolab runs`' result. JSON: the list of experiments, or `{experiment, runs}` with every
+/// object's keys sorted, as scripts have always read it.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Listing {
+    Experiments(Vec<Experiment>),
+    Runs {
+        #[serde(serialize_with = "sorted_keys")]
+        experiment: Experiment,
+        #[serde(serialize_with = "sorted_keys")]
+        runs: Vec<Run>,
+    },
+}
+
+/// The experiments in `db`, or the runs of `experiment`.
+pub fn listing(db: &Store, experiment: Option<i64>) -> anyhow::Result<Listing> {
+    Ok(match experiment {
+        None => Listing::Experiments(db.experiments()?),
+        Some(id) => Listing::Runs {
+            experiment: db.experiment(id)?,
+            runs: db.runs(id)?,
+        },
+    })
+}
+
+impl crate::output::Render for Listing {
+    fn text(&self) -> String {
+        match self {
+            Listing::Experiments(e) => experiments_table(e),
+            Listing::Runs { experiment, runs } => runs_table(experiment, runs),
+        }
+    }
+}
+
+/// One line per experiment.
+fn experiments_table(exps: &[Experiment]) -> String {
+    if exps.is_empty() {
+        return "no experiments stored yet\n".to_string();
+    }
+    let mut out = format!(
+        "{:>4}  {:<19}  {:<20}  {:<11}  {:>4}  {:>6}  {:>4}  host / kernel\n",
+        "id", "created (UTC)", "name", "status", "ok", "failed", "n/a"
+    );
+    for e in exps {
+        let _ = writeln!(
+            out,
+            "{:>4}  {:<19}  {:<20}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}",
+            e.id,
+            format_utc(e.created_unix),
+            clip(&safe(&e.name), 20),
+            safe(&e.status),
+            e.runs_ok,
+            e.runs_failed,
+            e.runs_not_applicable,
+            safe(&e.host),
+            safe(&e.kernel)
+        );
+    }
+    out
+}
+
+/// One line per run of one experiment, in the order they ran.
+fn runs_table(exp: &Experiment, runs: &[Run]) -> String {
+    let mut out = format!(
+        "experiment {} \"{}\" ({}), seed {}, {} on {}\n",
+        exp.id,
+        safe(&exp.name),
+        safe(&exp.status),
+        exp.seed,
+        safe(&exp.kernel),
+        safe(&exp.host)
+    );
+    if runs.is_empty() {
+        out.push_str("no runs stored\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:>6}  {:<30}  {:>3}  {:<19}  {:>7}  status",
+        "run", "cell", "rep", "start (UTC)", "secs"
+    );
+    for r in runs {
+        let mut status = r.status.as_str().to_string();
+        if r.warmup {
+            status.push_str(" (warm-up)");
+        }
+        if let Some(reason) = r.status.reason() {
+            let _ = write!(status, ": {}", safe(reason));
+        }
+        let _ = writeln!(
+            out,
+            "{:>6}  {:<30}  {:>3}  {:<19}  {:>7.1}  {}",
+            r.id,
+            clip(&safe(&r.cell_key), 30),
+            r.repetition,
+            format_utc(r.start_unix),
+            r.end_unix - r.start_unix,
+            status
+        );
+    }
+    out
+}
+
+fn clip(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(width - 1).collect();
+        t.push('~');
+        t
+    }
+}
