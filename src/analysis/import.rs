@@ -46,6 +46,36 @@ pub struct ImportSummary {
     pub experiment_name: String,
     pub created: bool,
     pub runs: Vec<ImportedRun>,
+    /// The database the runs went into (for the text only).
+    #[serde(skip)]
+    pub db_path: String,
+}
+
+impl crate::output::Render for ImportSummary {
+    fn text(&self) -> String {
+        use crate::report::format::terminal_safe as safe;
+        let ok = self.runs.iter().filter(|r| r.status == "ok").count();
+        let mut out = format!(
+            "{} {} run{} into experiment {} \"{}\" ({} ok, {} failed) in {}\n",
+            if self.created { "imported" } else { "added" },
+            self.runs.len(),
+            if self.runs.len() == 1 { "" } else { "s" },
+            self.experiment_id,
+            safe(&self.experiment_name),
+            ok,
+            self.runs.len() - ok,
+            self.db_path
+        );
+        for r in self.runs.iter().filter(|r| r.status != "ok") {
+            out.push_str(&format!(
+                "  {}: run {} failed: {}\n",
+                safe(&r.file),
+                r.run_id,
+                safe(r.reason.as_deref().unwrap_or(""))
+            ));
+        }
+        out
+    }
 }
 
 /// Parses `--tag NAME=VALUE` by the one tag rule (`store::tags`). `host` and `kernel` are
@@ -297,6 +327,7 @@ pub fn import_files(
         experiment_name,
         created,
         runs,
+        db_path: store.path().to_string(),
     })
 }
 

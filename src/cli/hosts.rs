@@ -24,13 +24,13 @@ pub enum HostsCommand {
 /// that differ from this machine's and skews over --max-skew are flagged, and the command
 /// then fails.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the check as JSON")))]
 pub struct CheckArgs {
     /// Hosts as ssh knows them (names from ~/.ssh/config, user@address, ...).
     #[arg(required = true, value_name = "HOST")]
     pub hosts: Vec<String>,
-    /// Print the check as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
     /// Flag clocks further than this from this machine's (e.g. 50ms, 1s).
     #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_skew)]
     pub max_skew: Duration,
@@ -63,12 +63,7 @@ fn check(args: CheckArgs) -> anyhow::Result<()> {
         ..SshOptions::default()
     };
     let report = crate::hosts::check::check(&args.hosts, &options, args.max_skew);
-    let out = if args.json {
-        serde_json::to_string_pretty(&report)? + "\n"
-    } else {
-        crate::hosts::check::render(&report)
-    };
-    crate::output::stdout(&out)?;
+    crate::output::print(&report, args.out)?;
     let problems = report.problems();
     if problems > 0 {
         anyhow::bail!("{problems} problem(s) with the hosts, listed above");

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use crate::analysis::import::{import_files, parse_tag, ImportOptions};
-use crate::report::format::terminal_safe as safe;
 use crate::store::{self, Store};
 
 /// Store existing fio JSON or json+ outputs as runs, one run per file, so they can be shown
@@ -16,6 +15,7 @@ use crate::store::{self, Store};
 /// machine's. Every file is parsed before anything is stored: one bad file stores nothing.
 /// A file whose fio job reported an error is stored as a failed run without metrics.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print JSON instead of a summary")))]
 pub struct ImportArgs {
     /// fio outputs (--output-format=json or json+; text before the JSON is fine).
     #[arg(value_name = "FILES", required = true)]
@@ -29,9 +29,8 @@ pub struct ImportArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// Print JSON instead of a summary.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 pub fn run(args: ImportArgs) -> anyhow::Result<()> {
@@ -50,30 +49,5 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
             experiment: args.experiment,
         },
     )?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&summary)? + "\n"
-    } else {
-        let ok = summary.runs.iter().filter(|r| r.status == "ok").count();
-        let mut out = format!(
-            "{} {} run{} into experiment {} \"{}\" ({} ok, {} failed) in {}\n",
-            if summary.created { "imported" } else { "added" },
-            summary.runs.len(),
-            if summary.runs.len() == 1 { "" } else { "s" },
-            summary.experiment_id,
-            safe(&summary.experiment_name),
-            ok,
-            summary.runs.len() - ok,
-            db.path()
-        );
-        for r in summary.runs.iter().filter(|r| r.status != "ok") {
-            out.push_str(&format!(
-                "  {}: run {} failed: {}\n",
-                safe(&r.file),
-                r.run_id,
-                safe(r.reason.as_deref().unwrap_or(""))
-            ));
-        }
-        out
-    };
-    crate::output::stdout(&text)
+    crate::output::print(&summary, args.out)
 }

@@ -190,6 +190,12 @@ pub fn flags(local: &Hello, host: &HostCheck, max_skew_s: f64) -> Vec<String> {
     flags
 }
 
+impl crate::output::Render for Report {
+    fn text(&self) -> String {
+        render(self)
+    }
+}
+
 /// The check as aligned text: one row per machine, then the problems.
 pub fn render(report: &Report) -> String {
     let safe = |s: &str| terminal_safe(s).into_owned();
