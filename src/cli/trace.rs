@@ -98,6 +98,7 @@ pub struct RecordArgs {
 
 /// Analyse traces: btt's sections, percentiles, per-request view, timeline, findings.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the analysis as one JSON document")))]
 pub struct AnalyzeArgs {
     /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures).
     #[arg(required = true, value_name = "NAME|FILE")]
@@ -106,21 +107,20 @@ pub struct AnalyzeArgs {
     /// have at most 100000 buckets).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_bucket)]
     pub interval: Duration,
-    /// Print the analysis as one JSON document.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// Put two traces side by side with the changes and the findings that differ.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print as JSON")))]
 pub struct CompareArgs {
     /// The baseline trace.
     pub a: PathBuf,
     /// The trace to compare with it.
     pub b: PathBuf,
-    /// Print as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<()> {
@@ -168,15 +168,7 @@ fn options(interval: Duration) -> anyhow::Result<trace::analyze::Options> {
 
 fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
     let report = trace::analyze::analyze_paths(&args.inputs, options(args.interval)?)?;
-    let findings = trace::diagnose::diagnose(&report);
-    if args.json {
-        let doc = trace::diagnose::with_findings(&report, &findings);
-        crate::output::stdout(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
-    } else {
-        crate::output::stdout(&trace::analyze::render::render(&report))?;
-        crate::output::stdout(&trace::diagnose::render(&findings))?;
-    }
-    Ok(())
+    crate::output::print(&trace::diagnose::Diagnosed::of(report), args.out)
 }
 
 fn compare(args: CompareArgs) -> anyhow::Result<()> {
@@ -185,17 +177,11 @@ fn compare(args: CompareArgs) -> anyhow::Result<()> {
         .with_context(|| format!("analysing {}", args.a.display()))?;
     let b = trace::analyze::analyze_paths(std::slice::from_ref(&args.b), opts)
         .with_context(|| format!("analysing {}", args.b.display()))?;
-    let cmp = trace::compare::compare(&a, &b);
-    if args.json {
-        crate::output::stdout(&(serde_json::to_string_pretty(&cmp)? + "\n"))?;
-    } else {
-        crate::output::stdout(&trace::compare::render(
-            &cmp,
-            &args.a.display().to_string(),
-            &args.b.display().to_string(),
-        ))?;
-    }
-    Ok(())
+    let named = trace::compare::Named {
+        comparison: trace::compare::compare(&a, &b),
+        names: (args.a.display().to_string(), args.b.display().to_string()),
+    };
+    crate::output::print(&named, args.out)
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<()> {

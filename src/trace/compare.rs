@@ -113,6 +113,21 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
 
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
+/// Two traces compared, with the names the text calls them; JSON is the comparison alone.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+pub struct Named {
+    pub comparison: Comparison,
+    #[serde(skip)]
+    pub names: (String, String),
+}
+
+impl crate::output::Render for Named {
+    fn text(&self) -> String {
+        render(&self.comparison, &self.names.0, &self.names.1)
+    }
+}
+
 pub fn render(c: &Comparison, name_a: &str, name_b: &str) -> String {
     crate::report::format::terminal_safe_lines(&render_unescaped(c, name_a, name_b)).into_owned()
 }

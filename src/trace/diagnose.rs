@@ -207,6 +207,32 @@ fn render_unescaped(findings: &[Finding]) -> String {
 }
 
 /// The report's JSON with the findings added under "findings".
+/// A trace's analysis with its findings, as `trace analyze` prints it: the report's text
+/// then the findings', or one JSON document (the report's fields and `findings`).
+pub struct Diagnosed {
+    pub report: Report,
+    pub findings: Vec<Finding>,
+}
+
+impl Diagnosed {
+    pub fn of(report: Report) -> Diagnosed {
+        let findings = diagnose(&report);
+        Diagnosed { report, findings }
+    }
+}
+
+impl serde::Serialize for Diagnosed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        with_findings(&self.report, &self.findings).serialize(s)
+    }
+}
+
+impl crate::output::Render for Diagnosed {
+    fn text(&self) -> String {
+        crate::trace::analyze::render::render(&self.report) + &render(&self.findings)
+    }
+}
+
 pub fn with_findings(r: &Report, findings: &[Finding]) -> serde_json::Value {
     let mut v = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
     if let serde_json::Value::Object(map) = &mut v {
