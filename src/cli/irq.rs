@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::irq::{self, apply, daemon, inputs, plan, render, top};
+use crate::irq::{self, commands, daemon, plan, top};
 use crate::knobs::signals::Interrupt;
 use crate::sys::SysRoot;
 
@@ -127,6 +127,7 @@ impl PlanningArgs {
 
 /// Measure interrupt rates and propose a placement (writes nothing).
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the plan as JSON (`irq apply --plan` reads it)")))]
 pub struct PlanArgs {
     /// How long to measure the load.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
@@ -136,13 +137,13 @@ pub struct PlanArgs {
     pub root: Option<PathBuf>,
     #[command(flatten)]
     pub planning: PlanningArgs,
-    /// Print the plan as JSON (`irq apply --plan` reads it).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// Measure, plan and write the placement, journaled (`iolab irq rollback` undoes it).
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
 pub struct ApplyArgs {
     /// How long to measure the load.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
@@ -155,17 +156,16 @@ pub struct ApplyArgs {
     /// Apply even though irqbalance is running (it will likely move them again).
     #[arg(long)]
     pub force: bool,
-    /// Print what was done as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// Put every interrupt iolab moved back to the affinity it had before.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
 pub struct RollbackArgs {
-    /// Print what was done as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
@@ -247,93 +247,27 @@ fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {
         None => SysRoot::live(),
     };
     let wait = waiter()?;
-    let Some((m, secs)) = irq::measure(&root, a.over, &wait)? else {
+    let Some((planned, _)) = commands::plan_now(&root, a.over, &wait, options)? else {
         bail!("interrupted before the measurement ended");
     };
-    // A snapshot's placement journal is not this machine's: judge it by what it shows.
-    let before = if root.is_live() {
-        apply::before_iolab(&apply::journal_dir())?
-    } else {
-        Default::default()
-    };
-    let p = irq::plan_for(&m, &before, options)?;
-    let text = if a.json {
-        serde_json::to_string_pretty(&p)? + "\n"
-    } else {
-        render::plan_text(&p, secs)
-    };
-    crate::output::stdout(&text)
-}
-
-fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> anyhow::Result<()> {
-    if let (Some(pid), false) = (irq::irqbalance_pid(root), force) {
-        bail!(
-            "irqbalance (pid {pid}) is running and would move the interrupts again; stop it \
-             first, or pass --force"
-        );
-    }
-    Ok(())
+    crate::output::print(&planned, a.out)
 }
 
 fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
-    let root = SysRoot::live();
-    refuse_beside_irqbalance(&root, a.force)?;
-    let dir = apply::journal_dir();
+    let source = match a.plan {
+        Some(file) => commands::PlanSource::File(file),
+        None => commands::PlanSource::Measure {
+            over: a.over,
+            options: a.planning.options()?,
+        },
+    };
     let wait = waiter()?;
-    let (p, m) = match &a.plan {
-        Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read the plan {}", file.display()))?;
-            let p: plan::Plan = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{}: not a plan written by `iolab irq plan --json`",
-                    file.display()
-                )
-            })?;
-            (p, crate::model::Machine::read(&root)?)
-        }
-        None => {
-            let options = a.planning.options()?;
-            let Some((m, _)) = irq::measure(&root, a.over, &wait)? else {
-                bail!("interrupted before the measurement ended; nothing was changed");
-            };
-            let before = apply::before_iolab(&dir)?;
-            (irq::plan_for(&m, &before, options)?, m)
-        }
-    };
-    apply::check(&p.moves, &m, &inputs::slots(&m))?;
-    if p.moves.is_empty() {
-        let text = if a.json {
-            serde_json::to_string_pretty(&serde_json::json!({ "plan": p, "applied": [] }))? + "\n"
-        } else {
-            "nothing to move: the heavy interrupts are balanced\n".to_string()
-        };
-        return crate::output::stdout(&text);
-    }
-    let mut journal = crate::knobs::Journal::resume_in(&dir)?;
-    let done = apply::apply(&root, &p.moves, &mut journal);
-    journal.keep();
-    let done = done?;
-    let text = if a.json {
-        serde_json::to_string_pretty(&serde_json::json!({ "plan": p, "applied": done }))? + "\n"
-    } else if done.is_empty() {
-        "nothing to move: every interrupt is already where the plan puts it\n".to_string()
-    } else {
-        render::applied_text(&done) + "undo with `iolab irq rollback`\n"
-    };
-    crate::output::stdout(&text)
+    let done = commands::apply_plan(&SysRoot::live(), source, &wait, a.force)?;
+    crate::output::print(&done, a.out)
 }
 
 fn rollback_cmd(a: RollbackArgs) -> anyhow::Result<()> {
-    let report = apply::rollback(&apply::journal_dir())?;
-    if a.json {
-        return crate::output::stdout(&(serde_json::to_string_pretty(&report)? + "\n"));
-    }
-    let text = match report {
-        None => "no interrupt placement by iolab to roll back\n".to_string(),
-        Some(r) => crate::knobs::leftovers::restored_lines(&r, "the interrupt no longer exists"),
-    };
-    crate::output::stdout(&text)
+    crate::output::print(&commands::rollback()?, a.out)
 }
 
 fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
@@ -341,7 +275,7 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
         bail!("--min-interval must not be longer than --max-interval");
     }
     let root = SysRoot::live();
-    refuse_beside_irqbalance(&root, a.force)?;
+    commands::refuse_beside_irqbalance(&root, a.force)?;
     let settings = daemon::Settings {
         plan: a.planning.options()?,
         min_interval: a.min_interval,

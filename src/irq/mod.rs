@@ -3,6 +3,7 @@
 //! rolled back (`apply`), and keep it balanced as the load changes (`daemon`).
 
 pub mod apply;
+pub mod commands;
 pub mod daemon;
 pub mod inputs;
 pub mod metrics;

@@ -1,0 +1,167 @@
+//! The sequences behind `iolab irq plan`, `apply` and `rollback` — measure, plan, check,
+//! journal, apply — each returning a typed result that prints as text or JSON through
+//! `crate::output`, so the CLI only parses arguments and calls one function.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use super::{apply, inputs, plan, render};
+use crate::knobs::RestoreReport;
+use crate::model::Machine;
+use crate::output::{sorted_keys, Render};
+use crate::sys::SysRoot;
+
+/// A plan and how long the rates behind it were measured (for the text).
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct Planned {
+    pub plan: plan::Plan,
+    #[serde(skip)]
+    pub measured_s: f64,
+}
+
+impl Render for Planned {
+    fn text(&self) -> String {
+        render::plan_text(&self.plan, self.measured_s)
+    }
+}
+
+/// Measures interrupt rates over `over` on `root` and plans a placement; `None` when
+/// interrupted before the measurement ended. The model's journal of earlier placements is this
+/// machine's only on a live root.
+pub fn plan_now(
+    root: &SysRoot,
+    over: Duration,
+    wait: &dyn Fn(Duration) -> bool,
+    options: plan::Options,
+) -> Result<Option<(Planned, Machine)>> {
+    let Some((m, secs)) = super::measure(root, over, wait)? else {
+        return Ok(None);
+    };
+    // A snapshot's placement journal is not this machine's: judge it by what it shows.
+    let before = if root.is_live() {
+        apply::before_iolab(&apply::journal_dir())?
+    } else {
+        Default::default()
+    };
+    let plan = super::plan_for(&m, &before, options)?;
+    Ok(Some((
+        Planned {
+            plan,
+            measured_s: secs,
+        },
+        m,
+    )))
+}
+
+/// Where `irq apply` takes its plan from.
+pub enum PlanSource {
+    /// A plan saved by `iolab irq plan --json`.
+    File(PathBuf),
+    /// Measured now.
+    Measure {
+        over: Duration,
+        options: plan::Options,
+    },
+}
+
+/// What `irq apply` did: the plan and the moves it made. JSON keys sorted, as scripts have
+/// always read them.
+#[derive(Serialize)]
+pub struct Outcome {
+    #[serde(serialize_with = "sorted_keys")]
+    pub applied: Vec<apply::Applied>,
+    #[serde(serialize_with = "sorted_keys")]
+    pub plan: plan::Plan,
+}
+
+impl Render for Outcome {
+    fn text(&self) -> String {
+        if self.plan.moves.is_empty() {
+            "nothing to move: the heavy interrupts are balanced\n".to_string()
+        } else if self.applied.is_empty() {
+            "nothing to move: every interrupt is already where the plan puts it\n".to_string()
+        } else {
+            render::applied_text(&self.applied) + "undo with `iolab irq rollback`\n"
+        }
+    }
+}
+
+/// Checks the plan against this machine and writes its moves through the placement journal
+/// (kept, so `irq rollback` can undo them). Refused beside a running irqbalance unless `force`.
+pub fn apply_plan(
+    root: &SysRoot,
+    source: PlanSource,
+    wait: &dyn Fn(Duration) -> bool,
+    force: bool,
+) -> Result<Outcome> {
+    refuse_beside_irqbalance(root, force)?;
+    let dir = apply::journal_dir();
+    let (p, m) = match source {
+        PlanSource::File(file) => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("cannot read the plan {}", file.display()))?;
+            let p: plan::Plan = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{}: not a plan written by `iolab irq plan --json`",
+                    file.display()
+                )
+            })?;
+            (p, Machine::read(root)?)
+        }
+        PlanSource::Measure { over, options } => {
+            let Some((m, _)) = super::measure(root, over, wait)? else {
+                bail!("interrupted before the measurement ended; nothing was changed");
+            };
+            let before = apply::before_iolab(&dir)?;
+            (super::plan_for(&m, &before, options)?, m)
+        }
+    };
+    apply::check(&p.moves, &m, &inputs::slots(&m))?;
+    if p.moves.is_empty() {
+        return Ok(Outcome {
+            applied: Vec::new(),
+            plan: p,
+        });
+    }
+    let mut journal = crate::knobs::Journal::resume_in(&dir)?;
+    let done = apply::apply(root, &p.moves, &mut journal);
+    journal.keep();
+    Ok(Outcome {
+        applied: done?,
+        plan: p,
+    })
+}
+
+/// irqbalance would move the interrupts iolab places: refused unless `force`.
+pub fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> Result<()> {
+    if let (Some(pid), false) = (super::irqbalance_pid(root), force) {
+        bail!(
+            "irqbalance (pid {pid}) is running and would move the interrupts again; stop it \
+             first, or pass --force"
+        );
+    }
+    Ok(())
+}
+
+/// What `irq rollback` put back (`None`: nothing placed by iolab).
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct RolledBack(pub Option<RestoreReport>);
+
+impl Render for RolledBack {
+    fn text(&self) -> String {
+        match &self.0 {
+            None => "no interrupt placement by iolab to roll back\n".to_string(),
+            Some(r) => crate::knobs::leftovers::restored_lines(r, "the interrupt no longer exists"),
+        }
+    }
+}
+
+/// Puts back every affinity in the placement journal.
+pub fn rollback() -> Result<RolledBack> {
+    Ok(RolledBack(apply::rollback(&apply::journal_dir())?))
+}
