@@ -536,11 +536,26 @@ pub fn render_tables(tables: &[Table]) -> String {
 }
 
 /// What `compare` prints.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
 pub struct CompareOutput {
+    #[serde(skip)]
     pub text: String,
     pub json: Value,
+    #[serde(skip)]
     pub csv: String,
+}
+
+impl crate::output::Render for CompareOutput {
+    fn text(&self) -> String {
+        self.text.clone()
+    }
+}
+
+impl crate::output::RenderCsv for CompareOutput {
+    fn csv(&self) -> String {
+        self.csv.clone()
+    }
 }
 
 fn describe(g: &Group) -> String {

@@ -131,6 +131,24 @@ pub struct Shown {
     pub csv: String,
 }
 
+impl serde::Serialize for Shown {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.json.serialize(s)
+    }
+}
+
+impl crate::output::Render for Shown {
+    fn text(&self) -> String {
+        Shown::text(self)
+    }
+}
+
+impl crate::output::RenderCsv for Shown {
+    fn csv(&self) -> String {
+        self.csv.clone()
+    }
+}
+
 impl Shown {
     pub fn text(&self) -> String {
         let mut out = self.header.clone();

@@ -34,6 +34,8 @@ fn parse_better(text: &str) -> Result<(String, Direction), String> {
 /// side. Per metric, a `geomean` row sums up the cells: the geometric mean of the ratios with
 /// a t interval on the log ratios, and how many cells improved/regressed/~.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print JSON with a `comparisons` array")))]
+#[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric")))]
 pub struct CompareArgs {
     /// Baseline: experiment id or tag selector.
     #[arg(value_name = "A")]
@@ -56,12 +58,8 @@ pub struct CompareArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// Print JSON with a `comparisons` array.
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print CSV, one row per cell and metric.
-    #[arg(long)]
-    pub csv: bool,
+    #[command(flatten)]
+    pub out: crate::output::TableOutputArgs,
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
@@ -76,12 +74,5 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             better: args.better.into_iter().collect(),
         },
     )?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&out.json)? + "\n"
-    } else if args.csv {
-        out.csv
-    } else {
-        out.text
-    };
-    crate::output::stdout(&text)
+    crate::output::print_table(&out, args.out)
 }

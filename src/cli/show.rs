@@ -12,6 +12,8 @@ use crate::store::{self, Store};
 /// Without --metric: IOPS, MB/s, mean and p99 latency, %usr/%sys and interrupts/s, where
 /// measured.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print JSON (every cell's full summary, and the tables)")))]
+#[command(mut_arg("csv", |a| a.help("Print CSV: one row per cell and metric, one column per statistic")))]
 pub struct ShowArgs {
     /// Experiment id (see `iolab runs`).
     #[arg(value_name = "ID")]
@@ -28,12 +30,8 @@ pub struct ShowArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// Print JSON (every cell's full summary, and the tables).
-    #[arg(long, conflicts_with = "csv")]
-    pub json: bool,
-    /// Print CSV: one row per cell and metric, one column per statistic.
-    #[arg(long)]
-    pub csv: bool,
+    #[command(flatten)]
+    pub out: crate::output::TableOutputArgs,
 }
 
 pub fn run(args: ShowArgs) -> anyhow::Result<()> {
@@ -47,12 +45,5 @@ pub fn run(args: ShowArgs) -> anyhow::Result<()> {
             cols: args.cols,
         },
     )?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&shown.json)? + "\n"
-    } else if args.csv {
-        shown.csv
-    } else {
-        shown.text()
-    };
-    crate::output::stdout(&text)
+    crate::output::print_table(&shown, args.out)
 }

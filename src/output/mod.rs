@@ -16,6 +16,32 @@ pub trait Render: Serialize {
     fn text(&self) -> String;
 }
 
+/// A result that is also a table a spreadsheet reads (`show`, `compare`).
+pub trait RenderCsv: Render {
+    /// The CSV text: a header line, then one line per row.
+    fn csv(&self) -> String;
+}
+
+/// The output-format flags of a command whose result is a table: JSON or CSV.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct TableOutputArgs {
+    /// Print the result as JSON.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the result as CSV.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// Writes a table result: JSON, CSV or text, as `out` says.
+pub fn print_table(result: &impl RenderCsv, out: TableOutputArgs) -> anyhow::Result<()> {
+    if out.csv {
+        stdout(&result.csv())
+    } else {
+        print(result, OutputArgs { json: out.json })
+    }
+}
+
 /// The output-format flags, flattened into each command's arguments (`#[command(flatten)]`).
 /// A command whose `--json` means something more specific names it with
 /// `#[command(mut_arg("json", |a| a.help("...")))]`, so `--help` keeps saying it.
