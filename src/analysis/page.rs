@@ -187,6 +187,62 @@ fn missing(what: &str, why: &anyhow::Error) -> String {
 }
 
 /// Builds the page; returns the HTML and what went into it.
+/// The report written to a file: what `iolab report` prints (the page's size and what went
+/// into it as text; the summary as JSON).
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct Written {
+    pub summary: ReportSummary,
+    #[serde(skip)]
+    pub path: std::path::PathBuf,
+    #[serde(skip)]
+    pub page_bytes: usize,
+}
+
+impl crate::output::Render for Written {
+    fn text(&self) -> String {
+        let s = &self.summary;
+        format!(
+            "wrote {} ({} bytes: {} tables, {} comparisons, {} charts{})\n",
+            self.path.display(),
+            self.page_bytes,
+            s.tables,
+            s.comparisons,
+            s.figures.len(),
+            if s.missing_figures.is_empty() {
+                String::new()
+            } else {
+                format!("; not drawn: {}", s.missing_figures.join(", "))
+            }
+        )
+    }
+}
+
+/// Builds experiment `id`'s report from the database at `db` and writes the page to `path`.
+pub fn write_report(
+    db: &std::path::Path,
+    id: i64,
+    opts: &ReportOptions,
+    path: &std::path::Path,
+) -> anyhow::Result<Written> {
+    if !(opts.min_effect_pct.is_finite() && opts.min_effect_pct >= 0.0) {
+        anyhow::bail!(
+            "--min-effect {} must be a percentage >= 0",
+            opts.min_effect_pct
+        );
+    }
+    let store = Store::open_existing(db)?;
+    let (page, summary) = report(&store, id, opts)?;
+    std::fs::write(path, &page).map_err(|e| {
+        anyhow::Error::new(e).context(format!("{}: writing the report", path.display()))
+    })?;
+    Ok(Written {
+        summary,
+        path: path.to_path_buf(),
+        page_bytes: page.len(),
+    })
+}
+
 pub fn report(
     store: &Store,
     id: i64,

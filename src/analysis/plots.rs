@@ -80,6 +80,58 @@ impl PlotRequest {
 }
 
 /// The SVG document for `req`.
+/// A chart written to a file: what `iolab plot` prints.
+#[derive(Debug, serde::Serialize)]
+pub struct Written {
+    pub bytes: usize,
+    pub experiment: i64,
+    pub output: String,
+}
+
+impl crate::output::Render for Written {
+    fn text(&self) -> String {
+        format!("wrote {} ({} bytes)\n", self.output, self.bytes)
+    }
+}
+
+/// Draws experiment `id`'s chart from the database at `db` and writes it to `output`, as SVG
+/// or PNG by its extension (checked before the database is opened).
+pub fn write_chart(
+    db: &std::path::Path,
+    id: i64,
+    req: &PlotRequest,
+    output: &std::path::Path,
+) -> anyhow::Result<Written> {
+    let ext = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let as_png = match ext.as_deref() {
+        Some("svg") => false,
+        Some("png") => true,
+        _ => bail!(
+            "{}: the output must end in .svg or .png (the extension picks the format)",
+            output.display()
+        ),
+    };
+    let store = Store::open_existing(db)?;
+    let loaded = super::show::load(&store, id)?;
+    let svg = plot(&store, &loaded, req)?;
+    let bytes = if as_png {
+        crate::report::png::svg_to_png(&svg)
+            .with_context(|| format!("{}: rasterising the chart", output.display()))?
+    } else {
+        svg.into_bytes()
+    };
+    std::fs::write(output, &bytes)
+        .with_context(|| format!("{}: writing the chart", output.display()))?;
+    Ok(Written {
+        bytes: bytes.len(),
+        experiment: id,
+        output: output.display().to_string(),
+    })
+}
+
 pub fn plot(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
     if !req.with.is_empty() && req.kind != Kind::Lines {
         bail!("--with draws several experiments on one chart; only --kind lines supports it");

@@ -2,12 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-
-use crate::analysis::plots::{plot, Kind, PlotRequest};
-use crate::analysis::show::load;
-use crate::report::png::svg_to_png;
-use crate::store::{self, Store};
+use crate::analysis::plots::{write_chart, Kind, PlotRequest};
+use crate::store;
 
 /// Draw one chart of an experiment as SVG or PNG.
 ///
@@ -22,6 +18,7 @@ use crate::store::{self, Store};
 /// `iolab report` inlines; .png is the same chart rasterised at 2x with a font built into
 /// iolab, for mail, chat and trackers that do not show SVG.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print what was written as JSON")))]
 pub struct PlotArgs {
     /// Experiment id (see `iolab runs`).
     #[arg(value_name = "ID")]
@@ -58,27 +55,12 @@ pub struct PlotArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// Print what was written as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 pub fn run(args: PlotArgs) -> anyhow::Result<()> {
-    let ext = args
-        .output
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let as_png = match ext.as_deref() {
-        Some("svg") => false,
-        Some("png") => true,
-        _ => bail!(
-            "{}: the output must end in .svg or .png (the extension picks the format)",
-            args.output.display()
-        ),
-    };
-    let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
-    let loaded = load(&db, args.experiment)?;
+    let db = store::resolve_db_path(args.db.as_deref());
     let req = PlotRequest {
         kind: args.kind,
         metric: args.metric,
@@ -89,23 +71,6 @@ pub fn run(args: PlotArgs) -> anyhow::Result<()> {
         with: args.with,
         cell: args.cell,
     };
-    let svg = plot(&db, &loaded, &req)?;
-    let bytes = if as_png {
-        svg_to_png(&svg)
-            .with_context(|| format!("{}: rasterising the chart", args.output.display()))?
-    } else {
-        svg.into_bytes()
-    };
-    std::fs::write(&args.output, &bytes)
-        .with_context(|| format!("{}: writing the chart", args.output.display()))?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&serde_json::json!({
-            "output": args.output.display().to_string(),
-            "bytes": bytes.len(),
-            "experiment": args.experiment,
-        }))? + "\n"
-    } else {
-        format!("wrote {} ({} bytes)\n", args.output.display(), bytes.len())
-    };
-    crate::output::stdout(&text)
+    let written = write_chart(&db, args.experiment, &req, &args.output)?;
+    crate::output::print(&written, args.out)
 }

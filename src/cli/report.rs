@@ -2,10 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-
-use crate::analysis::page::{report, ReportOptions};
-use crate::store::{self, Store};
+use crate::analysis::page::{write_report, ReportOptions};
+use crate::store;
 
 /// Write one self-contained HTML page about an experiment.
 ///
@@ -13,6 +11,7 @@ use crate::store::{self, Store};
 /// (change, CI, p-values, verdicts), and the charts. Inline CSS and SVG only: no scripts, no
 /// fonts or images from the network; it works offline and survives being mailed.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print what went into the page as JSON")))]
 pub struct ReportArgs {
     /// Experiment id (see `iolab runs`).
     #[arg(value_name = "ID")]
@@ -33,17 +32,13 @@ pub struct ReportArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
-    /// Print what went into the page as JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
-    if !(args.min_effect.is_finite() && args.min_effect >= 0.0) {
-        bail!("--min-effect {} must be a percentage >= 0", args.min_effect);
-    }
-    let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
-    let (page, summary) = report(
+    let db = store::resolve_db_path(args.db.as_deref());
+    let written = write_report(
         &db,
         args.experiment,
         &ReportOptions {
@@ -51,25 +46,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
             min_effect_pct: args.min_effect,
             cell: args.cell,
         },
+        &args.output,
     )?;
-    std::fs::write(&args.output, &page)
-        .with_context(|| format!("{}: writing the report", args.output.display()))?;
-    let text = if args.json {
-        serde_json::to_string_pretty(&summary)? + "\n"
-    } else {
-        format!(
-            "wrote {} ({} bytes: {} tables, {} comparisons, {} charts{})\n",
-            args.output.display(),
-            page.len(),
-            summary.tables,
-            summary.comparisons,
-            summary.figures.len(),
-            if summary.missing_figures.is_empty() {
-                String::new()
-            } else {
-                format!("; not drawn: {}", summary.missing_figures.join(", "))
-            }
-        )
-    };
-    crate::output::stdout(&text)
+    crate::output::print(&written, args.out)
 }
