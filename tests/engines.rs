@@ -29,6 +29,16 @@ fn has(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Runs `ip ARGS`, which must succeed.
+fn ip(args: &str) {
+    let ok = Command::new("sh")
+        .args(["-c", &format!("ip {args}")])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ip {args}");
+}
+
 /// Two network namespaces joined by a veth pair, 10.231.X.1 and .2; deleted on drop.
 struct NetPair {
     a: String,
@@ -44,26 +54,18 @@ impl NetPair {
         };
         let (va, vb) = (format!("ilv{tag}a{pid}"), format!("ilv{tag}b{pid}"));
         let (va, vb) = (&va[..va.len().min(15)], &vb[..vb.len().min(15)]);
-        let sh = |args: &str| {
-            let ok = Command::new("sh")
-                .args(["-c", &format!("ip {args}")])
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "ip {args}");
-        };
-        sh(&format!("netns add {}", pair.a));
-        sh(&format!("netns add {}", pair.b));
-        sh(&format!(
+        ip(&format!("netns add {}", pair.a));
+        ip(&format!("netns add {}", pair.b));
+        ip(&format!(
             "link add {va} netns {} type veth peer name {vb} netns {}",
             pair.a, pair.b
         ));
         for (ns, dev, host) in [(&pair.a, va, 1), (&pair.b, vb, 2)] {
-            sh(&format!(
+            ip(&format!(
                 "-n {ns} addr add 10.231.{subnet}.{host}/30 dev {dev}"
             ));
-            sh(&format!("-n {ns} link set {dev} up"));
-            sh(&format!("-n {ns} link set lo up"));
+            ip(&format!("-n {ns} link set {dev} up"));
+            ip(&format!("-n {ns} link set lo up"));
         }
         pair
     }
@@ -177,12 +179,7 @@ impl RootVeth {
             format!("-n {} link set {peer} up", v.ns),
             format!("-n {} link set lo up", v.ns),
         ] {
-            let ok = Command::new("sh")
-                .args(["-c", &format!("ip {args}")])
-                .status()
-                .unwrap()
-                .success();
-            assert!(ok, "ip {args}");
+            ip(&args);
         }
         v
     }
