@@ -30,7 +30,7 @@ pub fn line(step: &Step, elapsed: f64) -> String {
         .map(|e| {
             format!(
                 "  ETA {}",
-                super::run::duration_text((e - elapsed).max(0.0))
+                crate::experiment::run::render::duration_text((e - elapsed).max(0.0))
             )
         })
         .unwrap_or_default();
@@ -45,7 +45,7 @@ pub fn line(step: &Step, elapsed: f64) -> String {
 pub fn plain(step: &Step) -> String {
     let eta = step
         .eta_seconds
-        .map(|e| format!("  ETA {}", super::run::duration_text(e)))
+        .map(|e| format!("  ETA {}", crate::experiment::run::render::duration_text(e)))
         .unwrap_or_default();
     format!(
         "[{}/{}] {} {}{eta}",

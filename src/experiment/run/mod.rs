@@ -30,6 +30,7 @@ pub mod environment;
 pub mod hosts;
 pub mod per_second;
 pub mod registry;
+pub mod render;
 pub mod resolve;
 pub mod stacked;
 pub mod stored;
