@@ -1127,6 +1127,7 @@ T
 $IOLAB run /tmp/exp.toml --db /tmp/lab.db >$LAB_OUT/run.txt 2>&1
 echo $? >$LAB_OUT/run.rc
 affs >$LAB_OUT/aff.after
+$IOLAB show 1 --db /tmp/lab.db --json >$LAB_OUT/show.json 2>$LAB_OUT/show.json.err
 # SQLite's shared memory does not work over 9p: copied out once iolab has closed it.
 cp /tmp/lab.db $LAB_OUT/lab.db
 "#;
@@ -1138,6 +1139,14 @@ cp /tmp/lab.db $LAB_OUT/lab.db
         b.text("aff.after"),
         "masks not put back"
     );
+    // `show` without --metric puts the NIC's interrupt rate among its default metrics.
+    let shown = b.json("show.json");
+    for c in shown["cells"].as_array().unwrap() {
+        assert!(
+            c["metrics"]["nic_irq_per_s"]["mean"].as_f64() > Some(0.0),
+            "{c}"
+        );
+    }
     let db = rusqlite::Connection::open(b.path("lab.db")).unwrap();
     let runs: Vec<(i64, String, String, Option<String>)> = db
         .prepare("SELECT id, cell_levels, status, fio_command FROM runs ORDER BY id")

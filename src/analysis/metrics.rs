@@ -29,6 +29,9 @@ pub const HEADLINE: &[&str] = &[
     "usr_pct",
     "sys_pct",
     "irq_per_s",
+    // A NIC target's own interrupts (`[target] nic`): the figure an interrupt experiment
+    // on a NIC is about; absent elsewhere.
+    "nic_irq_per_s",
     // The device's side of fio's figures (the lab's nvme0n1 had them stored, but `show`
     // printed none: they were not headline metrics).
     "dev_r_per_s",
