@@ -866,6 +866,7 @@ fn three_run_experiments(db: &Path, ratios: &[f64; 6]) {
                 planned_order: serde_json::json!([]),
                 host: "lab1".into(),
                 kernel: kernel.into(),
+                part_of: None,
             })
             .unwrap();
         let mut t = 1_795_300_000.0;

@@ -66,6 +66,7 @@ pub fn add_experiment(store: &mut Store, spec: &Spec<'_>) -> i64 {
             planned_order: serde_json::json!([]),
             host: "lab1".into(),
             kernel: spec.kernel.into(),
+            part_of: None,
         })
         .unwrap();
     store

@@ -32,6 +32,9 @@ struct Host {
     addr: String,
     sshd: Option<Child>,
     state: PathBuf,
+    /// sshd's config and log, to start it again after `kill`.
+    sshd_config: PathBuf,
+    sshd_log: PathBuf,
 }
 
 /// A few hosts and the client's ssh config.
@@ -164,6 +167,8 @@ impl Lab {
             addr: format!("10.{b}.{n}.2"),
             sshd: None,
             state: state.clone(),
+            sshd_config: d.join(format!("sshd_config-{n}")),
+            sshd_log: d.join(format!("sshd-{n}.log")),
         };
         let setup = || -> Result<(), String> {
             run("ip", &["netns", "add", &ns])?;
@@ -196,9 +201,8 @@ impl Lab {
             drop(host);
             panic!("making namespace {ns}: {e}");
         }
-        let cfg = d.join(format!("sshd_config-{n}"));
         std::fs::write(
-            &cfg,
+            &host.sshd_config,
             format!(
                 "ListenAddress {addr}:22\nHostKey {d}/host_ed25519\nPidFile none\n\
                  AuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\n\
@@ -210,17 +214,7 @@ impl Lab {
             ),
         )
         .unwrap();
-        let log = std::fs::File::create(d.join(format!("sshd-{n}.log"))).unwrap();
-        host.sshd = Some(
-            Command::new("ip")
-                .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
-                .arg(&cfg)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .expect("start sshd"),
-        );
+        host.start_sshd();
         host
     }
 
@@ -257,6 +251,50 @@ impl Lab {
 
     fn addrs(&self) -> Vec<String> {
         self.hosts.iter().map(|h| h.addr.clone()).collect()
+    }
+}
+
+impl Host {
+    fn start_sshd(&mut self) {
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&self.sshd_log)
+            .unwrap();
+        self.sshd = Some(
+            Command::new("ip")
+                .args(["netns", "exec", &self.ns, SSHD, "-D", "-e", "-f"])
+                .arg(&self.sshd_config)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("start sshd"),
+        );
+    }
+
+    /// The host dies: every process in its namespace (sshd, the sessions and agents it
+    /// forked, a fio server) is killed outright, as a crash or power loss would.
+    fn kill(&mut self) {
+        kill_namespace(&self.ns);
+        if let Some(mut sshd) = self.sshd.take() {
+            let _ = sshd.wait();
+        }
+    }
+}
+
+/// SIGKILLs every process whose network namespace is `ns`.
+fn kill_namespace(ns: &str) {
+    let out = Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+        .unwrap();
+    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+        if let Ok(pid) = pid.parse::<i32>() {
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
     }
 }
 
@@ -542,7 +580,11 @@ fn restore_replays_what_a_killed_agent_left_and_a_hangup_restores_at_once() {
         let (mut child, mut out) = local_agent(state.path());
         let mut greeting = String::new();
         std::io::BufRead::read_line(&mut out, &mut greeting).unwrap();
-        assert!(greeting.contains("\"protocol\":1"), "{greeting}");
+        let protocol = iolab::hosts::protocol::PROTOCOL_VERSION;
+        assert!(
+            greeting.contains(&format!("\"protocol\":{protocol}")),
+            "{greeting}"
+        );
         let answer = ask(&mut child, &mut out, &set);
         assert!(answer.contains("\"ok\":true"), "{answer}");
         assert_eq!(attr(&dev, "read_ahead_kb"), changed);
@@ -888,4 +930,281 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
             }
         }
     }
+    assert!(
+        !settings.state_dir.join("hosts.json").exists(),
+        "every host said bye: none is left listed for `iolab restore`"
+    );
+
+    // Each host's own runs form an experiment of their own, part of the aggregate's: its
+    // name, its kernel, its fio figures and its sampler's, one run per aggregate run.
+    let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();
+    let id = outcome.experiment_id;
+    let parts = store.parts(id).unwrap();
+    let names: Vec<&str> = parts.iter().map(|p| p.host.as_str()).collect();
+    let addrs: Vec<&str> = hosts.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(names, addrs);
+    assert_eq!(
+        outcome.host_parts,
+        parts
+            .iter()
+            .map(|p| (p.host.clone(), p.id))
+            .collect::<Vec<_>>()
+    );
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let aggregate: Vec<_> = store
+        .runs(id)
+        .unwrap()
+        .into_iter()
+        .filter(|r| !r.warmup)
+        .collect();
+    let metric = |run: i64, name: &str| {
+        store
+            .run_metrics(run)
+            .unwrap()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    };
+    let mut own: Vec<Vec<i64>> = Vec::new();
+    for p in &parts {
+        assert_eq!(p.part_of, Some(id));
+        assert_eq!(p.kernel, kernel.trim());
+        assert_eq!(p.runs_ok as usize, aggregate.len(), "{}", p.host);
+        let runs: Vec<_> = store
+            .runs(p.id)
+            .unwrap()
+            .into_iter()
+            .filter(|r| !r.warmup)
+            .collect();
+        for (r, a) in runs.iter().zip(&aggregate) {
+            assert_eq!((&r.cell_key, r.repetition), (&a.cell_key, a.repetition));
+            assert!(
+                metric(r.id, "dev_r_per_s").is_some_and(|v| v > 0.0),
+                "{}",
+                p.host
+            );
+            let tags = store.run_tags(r.id).unwrap();
+            assert!(
+                tags.contains(&("host".to_string(), p.host.clone())),
+                "{tags:?}"
+            );
+        }
+        own.push(runs.iter().map(|r| r.id).collect());
+    }
+    for (i, a) in aggregate.iter().enumerate() {
+        // The aggregate's IOPS are the hosts' summed, run by run.
+        let total = metric(a.id, "read_iops").unwrap();
+        let sum: f64 = own.iter().map(|r| metric(r[i], "read_iops").unwrap()).sum();
+        assert!(
+            (sum - total).abs() <= 1e-9 * total.max(1.0),
+            "run {}: hosts {sum} vs aggregate {total}",
+            a.id
+        );
+        assert!(sum > 0.0);
+        // This machine drove them and was sampled as a whole meanwhile.
+        assert!(metric(a.id, "local:usr_pct").is_some(), "run {}", a.id);
+    }
+
+    // show, compare and plot take one host's runs, or the hosts as series.
+    let db = settings.db_path.display().to_string();
+    let out = common::iolab()
+        .args([
+            "show",
+            &id.to_string(),
+            "--host",
+            addrs[1],
+            "--json",
+            "--db",
+            &db,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(&format!("\"id\": {}", parts[1].id)), "{text}");
+    let out = common::iolab()
+        .args(["show", &id.to_string(), "--host", "nosuchhost", "--db", &db])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(addrs[0]), "{err}");
+    let out = common::iolab()
+        .args([
+            "compare",
+            &id.to_string(),
+            &id.to_string(),
+            "--host",
+            addrs[2],
+            "--db",
+            &db,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = state.path().join("hosts.svg");
+    let out = common::iolab()
+        .args([
+            "plot",
+            &id.to_string(),
+            "--kind",
+            "lines",
+            "--by-host",
+            "--x",
+            "read_ahead_kb",
+        ])
+        .args(["--by", "placement", "-o"])
+        .arg(&svg)
+        .args(["--db", &db])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    for a in &addrs {
+        assert!(drawn.contains(a), "{a} is a series of the chart");
+    }
+}
+
+/// Real fio; at the `at`-th run the host in namespace `ns` dies (every process there is
+/// SIGKILLed: sshd, its agent, its fio server) just before fio starts.
+struct Dying {
+    fio: iolab::workload::RealFio,
+    ns: String,
+    at: usize,
+    runs: std::sync::Mutex<usize>,
+}
+
+impl iolab::workload::FioRunner for Dying {
+    fn run(&self, job: &iolab::workload::JobSpec) -> anyhow::Result<iolab::workload::FioOutcome> {
+        let mut runs = self.runs.lock().unwrap();
+        *runs += 1;
+        if *runs == self.at {
+            kill_namespace(&self.ns);
+        }
+        drop(runs);
+        self.fio.run(job)
+    }
+}
+
+#[test]
+fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later() {
+    use iolab::experiment::run::{self as runloop, Settings};
+    let Some(mut lab) = Lab::new(3) else { return };
+    if Command::new("fio").arg("--version").output().is_err() {
+        common::skip("needs fio");
+        return;
+    }
+    let scratches: Vec<Scratch> = (0..3).filter_map(|_| Scratch::new(16 << 20)).collect();
+    if scratches.len() < 3 {
+        return;
+    }
+    let devices: Vec<String> = scratches.iter().map(|s| s.name().to_string()).collect();
+    let before: Vec<String> = devices.iter().map(|d| attr(d, "read_ahead_kb")).collect();
+    let hosts: Vec<(String, String)> = lab.addrs().into_iter().zip(devices.clone()).collect();
+    let servers = FioServers::start(&lab);
+    let mut text = "name = \"dies\"\nrepetitions = 3\nwarmup = false\n[workload]\n\
+                    rw = \"randread\"\nruntime = \"1s\"\n"
+        .to_string();
+    for (ssh, device) in &hosts {
+        text += &format!(
+            "[[target.host]]\nssh = \"{ssh}\"\nfio = \"{ssh},8765\"\ndevice = \"{device}\"\n"
+        );
+    }
+    text += "[factors]\nread_ahead_kb = [256, 512]\n";
+    let exp = iolab::experiment::file::parse("dies.toml", &text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut settings = Settings::live(state.path().join("r.db"));
+    settings.state_dir = state.path().join("state");
+    settings.sample_interval = Duration::from_millis(100);
+    settings.preflight_sample = Duration::ZERO;
+    settings.ssh = lab.options();
+    let runner = Dying {
+        fio: iolab::workload::RealFio {
+            time_limit: Some(Duration::from_secs(120)),
+            ..Default::default()
+        },
+        ns: lab.hosts[2].ns.clone(),
+        at: 3,
+        runs: Default::default(),
+    };
+    let cancel = iolab::workload::CancelToken::new();
+    let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
+    drop(servers);
+
+    // The two hosts that lived have every run; the dead one its first two, then failures
+    // that say it is gone; the aggregate of every run after the death failed with it.
+    let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();
+    let parts = store.parts(outcome.experiment_id).unwrap();
+    assert_eq!(parts.len(), 3);
+    for p in &parts[..2] {
+        assert_eq!((p.runs_ok, p.runs_failed), (6, 0), "{}", p.host);
+    }
+    let dead = &parts[2];
+    assert_eq!((dead.runs_ok, dead.runs_failed), (2, 4), "{}", dead.host);
+    let reasons: Vec<String> = store
+        .runs(dead.id)
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r.status {
+            iolab::store::RunStatus::Failed(why) => Some(why),
+            _ => None,
+        })
+        .collect();
+    // Its sampler's session or fio's connection, whichever noticed first.
+    assert!(reasons[0].contains(&hosts[2].0), "{reasons:?}");
+    for why in &reasons[1..] {
+        assert!(why.contains("unreachable since run 3"), "{why}");
+    }
+    assert_eq!(outcome.failed_runs, 4);
+    // The living hosts are back as they were; the dead one kept its knob and its journal,
+    // and this machine listed it for `iolab restore`, which a new run asks for first.
+    for i in 0..2 {
+        assert_eq!(attr(&devices[i], "read_ahead_kb"), before[i]);
+        assert!(!lab.hosts[i].state.join("journal.json").exists());
+    }
+    assert_ne!(attr(&devices[2], "read_ahead_kb"), before[2]);
+    assert!(lab.hosts[2].state.join("journal.json").exists());
+    assert_eq!(outcome.hosts_left.len(), 1, "{:?}", outcome.hosts_left);
+    assert!(outcome.hosts_left[0].contains(&hosts[2].0));
+    let listed = iolab::hosts::touched::read(&settings.state_dir).unwrap();
+    assert_eq!(
+        listed.iter().map(|h| h.ssh.as_str()).collect::<Vec<_>>(),
+        [hosts[2].0.as_str()]
+    );
+    let again = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect_err("refused");
+    assert!(format!("{again:#}").contains("iolab restore"), "{again:#}");
+
+    // Once the host is back, `iolab restore` here restores it there.
+    lab.hosts[2].kill();
+    lab.hosts[2].start_sshd();
+    wait_for_port(&hosts[2].0);
+    let out = lab
+        .iolab()
+        .env("IOLAB_STATE_DIR", &settings.state_dir)
+        .arg("restore")
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("host {}: restored over ssh", hosts[2].0)),
+        "{said}"
+    );
+    assert_eq!(attr(&devices[2], "read_ahead_kb"), before[2]);
+    assert!(!lab.hosts[2].state.join("journal.json").exists());
+    assert!(iolab::hosts::touched::read(&settings.state_dir)
+        .unwrap()
+        .is_empty());
 }

@@ -49,6 +49,7 @@ fn evil_db(dir: &Path) -> String {
             planned_order: Value::Null,
             host: "host\u{1b}[31m".into(),
             kernel: "6.1\u{2066}".into(),
+            part_of: None,
         })
         .unwrap();
     for rep in 1..=3 {

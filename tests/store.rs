@@ -15,6 +15,7 @@ fn experiment() -> NewExperiment {
         planned_order: json!([["rq_affinity=1", 0], ["rq_affinity=2", 0]]),
         host: "box1".into(),
         kernel: "6.1.0".into(),
+        part_of: None,
     }
 }
 

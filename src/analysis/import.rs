@@ -245,6 +245,7 @@ pub fn import_files(
                     planned_order: Value::Null,
                     host: host.clone(),
                     kernel: kernel.clone(),
+                    part_of: None,
                 },
                 "imported",
             )?;

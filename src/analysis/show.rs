@@ -615,6 +615,7 @@ mod tests {
             host: "h".into(),
             kernel: "k".into(),
             status: "done".into(),
+            part_of: None,
             runs_ok: runs.len() as u64,
             runs_failed: 0,
             runs_not_applicable: 0,

@@ -58,16 +58,27 @@ pub struct CompareArgs {
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
+    /// Where A or B is an experiment run on controlled hosts: compare this host's own runs
+    /// (its ssh name) instead of the hosts' aggregate. Tag selectors pick hosts with `host=H`.
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
     #[command(flatten)]
     pub out: crate::output::TableOutputArgs,
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
+    let on_host = |side: &str| -> anyhow::Result<String> {
+        match (&args.host, side.trim().parse::<i64>()) {
+            (Some(h), Ok(id)) => Ok(db.part_on_host(id, h)?.to_string()),
+            _ => Ok(side.to_string()),
+        }
+    };
+    let (baseline, candidate) = (on_host(&args.baseline)?, on_host(&args.candidate)?);
     let out = compare_selectors(
         &db,
-        &args.baseline,
-        &args.candidate,
+        &baseline,
+        &candidate,
         &CompareRequest {
             metrics: args.metrics,
             min_effect_pct: args.min_effect,

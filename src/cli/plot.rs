@@ -52,6 +52,12 @@ pub struct PlotArgs {
     /// default: the first cell with per-second series).
     #[arg(long, value_name = "CELL")]
     pub cell: Option<String>,
+    /// One controlled host's own runs instead of the hosts' aggregate (its ssh name).
+    #[arg(long, value_name = "HOST", conflicts_with = "by_host")]
+    pub host: Option<String>,
+    /// lines: one line per controlled host (each host's own runs) instead of the aggregate.
+    #[arg(long, conflicts_with = "with")]
+    pub by_host: bool,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
@@ -59,8 +65,26 @@ pub struct PlotArgs {
     pub out: crate::output::OutputArgs,
 }
 
-pub fn run(args: PlotArgs) -> anyhow::Result<()> {
+pub fn run(mut args: PlotArgs) -> anyhow::Result<()> {
     let db = store::resolve_db_path(args.db.as_deref());
+    if let Some(h) = &args.host {
+        args.experiment = store::Store::open_existing(&db)?.part_on_host(args.experiment, h)?;
+    }
+    if args.by_host {
+        if !matches!(args.kind, Kind::Lines) {
+            anyhow::bail!("--by-host draws one line per host: it needs --kind lines");
+        }
+        let parts = store::Store::open_existing(&db)?.parts(args.experiment)?;
+        let Some((first, rest)) = parts.split_first() else {
+            anyhow::bail!(
+                "experiment {} has no runs of single hosts (only a run on controlled hosts \
+                 stores each host's own)",
+                args.experiment
+            );
+        };
+        args.experiment = first.id;
+        args.with = rest.iter().map(|p| p.id).collect();
+    }
     let req = PlotRequest {
         kind: args.kind,
         metric: args.metric,

@@ -29,6 +29,9 @@ pub struct ReportArgs {
     /// draws, by its label (default: the first cell with per-second series).
     #[arg(long, value_name = "CELL")]
     pub cell: Option<String>,
+    /// One controlled host's own runs instead of the hosts' aggregate (its ssh name).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
@@ -38,9 +41,13 @@ pub struct ReportArgs {
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let db = store::resolve_db_path(args.db.as_deref());
+    let id = match &args.host {
+        Some(h) => store::Store::open_existing(&db)?.part_on_host(args.experiment, h)?,
+        None => args.experiment,
+    };
     let written = write_report(
         &db,
-        args.experiment,
+        id,
         &ReportOptions {
             metrics: args.metrics,
             min_effect_pct: args.min_effect,

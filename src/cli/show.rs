@@ -27,6 +27,10 @@ pub struct ShowArgs {
     /// Factor whose levels form the pivot columns (default: the second factor).
     #[arg(long, value_name = "FACTOR")]
     pub cols: Option<String>,
+    /// One controlled host's own runs instead of the hosts' aggregate (its ssh name, as
+    /// `iolab run` listed them).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
@@ -36,9 +40,13 @@ pub struct ShowArgs {
 
 pub fn run(args: ShowArgs) -> anyhow::Result<()> {
     let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
+    let id = match &args.host {
+        Some(h) => db.part_on_host(args.experiment, h)?,
+        None => args.experiment,
+    };
     let shown = show(
         &db,
-        args.experiment,
+        id,
         &ShowOptions {
             metrics: args.metrics,
             rows: args.rows,

@@ -207,6 +207,11 @@ impl Session {
                     "errors": run.errors,
                 }))
             }
+            Request::Preflight { sample_ms } => {
+                let sample = Duration::from_millis(sample_ms.min(10_000));
+                let findings = crate::preflight::collect(&self.root, sample);
+                json_of(&crate::preflight::to_environment(&findings))
+            }
             Request::Bye => {
                 let restored = self.restore()?;
                 Ok(json!({"restored": restored}))

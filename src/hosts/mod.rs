@@ -4,7 +4,8 @@
 //! stdin/stdout), `protocol` (the wire format both ends share), `ssh` (the OpenSSH client
 //! carrying it, with the user's own keys and config), `check` (versions and clock skew,
 //! measured before a run) and `restore` (a host's own `iolab restore`, once it is back).
-//! `facts` is what a host says about itself.
+//! `facts` is what a host says about itself; `touched` lists the hosts a run may have left
+//! changed, for `iolab restore`.
 
 pub mod agent;
 pub mod check;
@@ -12,3 +13,4 @@ pub mod facts;
 pub mod protocol;
 pub mod restore;
 pub mod ssh;
+pub mod touched;

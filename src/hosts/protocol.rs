@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Bumped whenever a request or answer changes shape; both ends must agree exactly.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Lines longer than this are refused without being parsed (a runaway writer, not a request).
 pub const MAX_LINE: usize = 1 << 20;
@@ -54,6 +54,12 @@ pub enum Request {
     },
     /// Stop the sampler and answer with what it measured.
     SampleStop,
+    /// The host's preflight findings (governor, SMT, load, ...), as an experiment stores them
+    /// in its environment; `sample_ms` is how long it watches the load (0: not at all).
+    Preflight {
+        #[serde(default)]
+        sample_ms: u64,
+    },
     /// Restore and end the session.
     Bye,
 }
@@ -105,6 +111,7 @@ impl Request {
             Request::Restore => "restore",
             Request::SampleStart { .. } => "sample_start",
             Request::SampleStop => "sample_stop",
+            Request::Preflight { .. } => "preflight",
             Request::Bye => "bye",
         }
     }

@@ -85,6 +85,9 @@ pub struct Connection {
     stderr: Arc<Mutex<String>>,
     greeting: Greeting,
     answer_timeout: Duration,
+    /// The session failed under a request (closed, or no answer in time): the host is
+    /// unreachable, not merely refusing one request.
+    broken: bool,
 }
 
 /// Why a connection did not come up.
@@ -161,6 +164,7 @@ impl Connection {
             stderr,
             greeting: Greeting::ours(),
             answer_timeout: options.answer_timeout,
+            broken: false,
         };
         let first = match conn.next_line(options.connect_timeout) {
             Ok(line) => line,
@@ -215,8 +219,22 @@ impl Connection {
         }
     }
 
+    /// True once a request found the session closed or unanswered: nothing more will get
+    /// through (an agent that refused a request leaves it false).
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
     /// Sends one raw line (a test sends malformed ones) and returns the agent's answer.
     pub fn exchange(&mut self, line: &str) -> anyhow::Result<protocol::Answer> {
+        let answer = self.exchange_once(line);
+        if answer.is_err() {
+            self.broken = true;
+        }
+        answer
+    }
+
+    fn exchange_once(&mut self, line: &str) -> anyhow::Result<protocol::Answer> {
         let host = self.host.clone();
         let stdin = self
             .stdin

@@ -22,6 +22,10 @@ pub struct Leftovers {
     pub knobs: Option<super::RestoreReport>,
     pub problems: Vec<String>,
     pub scratch_devices_removed: Vec<String>,
+    /// Hosts an earlier run controlled and left listed (`hosts::touched`), each restored by
+    /// its own `iolab restore`; absent when none was listed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<crate::hosts::restore::HostRestore>,
     #[serde(skip)]
     journal: PathBuf,
     /// Interrupt placements by `iolab irq apply`, which are meant to stay (text only).
@@ -36,6 +40,7 @@ pub fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> 
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
     let placed = super::pending(&crate::irq::apply::journal_dir())?.len();
+    let (hosts, host_problems) = restore_hosts(state_dir)?;
     Ok(Leftovers {
         experiments_interrupted: interrupted,
         fio_run_directories_removed: swept,
@@ -45,11 +50,41 @@ pub fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> 
             .iter()
             .chain(&run_problems)
             .map(ToString::to_string)
+            .chain(host_problems)
             .collect(),
         scratch_devices_removed: scratch.removed,
+        hosts,
         journal: state_dir.join("journal.json"),
         irq_placements_in_effect: placed,
     })
+}
+
+/// Runs `iolab restore` on every host an earlier run left listed; the hosts that did not
+/// finish stay listed and are problems.
+fn restore_hosts(
+    state_dir: &Path,
+) -> anyhow::Result<(Vec<crate::hosts::restore::HostRestore>, Vec<String>)> {
+    let listed = crate::hosts::touched::read(state_dir)?;
+    let (mut done, mut problems, mut still) = (Vec::new(), Vec::new(), Vec::new());
+    for h in listed {
+        let options = crate::hosts::ssh::SshOptions {
+            remote_iolab: h.remote_iolab.clone(),
+            ..Default::default()
+        };
+        let r = crate::hosts::restore::restore(&h.ssh, &options, true)?;
+        if !r.ok {
+            problems.push(format!(
+                "host {}: restore did not finish ({}); run `iolab restore` again once it \
+                 answers",
+                h.ssh,
+                r.errors.trim().replace('\n', "; ")
+            ));
+            still.push(h);
+        }
+        done.push(r);
+    }
+    crate::hosts::touched::keep_only(state_dir, still)?;
+    Ok((done, problems))
 }
 
 impl Leftovers {
@@ -85,6 +120,14 @@ impl crate::output::Render for Leftovers {
                 "experiment {} in {} marked interrupted (its run was killed)",
                 a.experiment_id,
                 a.db_path.display()
+            );
+        }
+        for h in self.hosts.iter().filter(|h| h.ok) {
+            let knobs = h.output["knobs"]["restored"].as_array().map_or(0, Vec::len);
+            let _ = writeln!(
+                out,
+                "host {}: restored over ssh ({knobs} knob(s) put back there)",
+                h.host
             );
         }
         for p in &self.problems {

@@ -55,7 +55,7 @@ fn experiments_table(exps: &[Experiment]) -> String {
     for e in exps {
         let _ = writeln!(
             out,
-            "{:>4}  {:<19}  {:<20}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}",
+            "{:>4}  {:<19}  {:<20}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}{}",
             e.id,
             format_utc(e.created_unix),
             clip(&safe(&e.name), 20),
@@ -64,7 +64,11 @@ fn experiments_table(exps: &[Experiment]) -> String {
             e.runs_failed,
             e.runs_not_applicable,
             safe(&e.host),
-            safe(&e.kernel)
+            safe(&e.kernel),
+            match e.part_of {
+                Some(p) => format!("  (one host of {p})"),
+                None => String::new(),
+            }
         );
     }
     out

@@ -116,6 +116,9 @@ pub struct NewExperiment {
     pub planned_order: serde_json::Value,
     pub host: String,
     pub kernel: String,
+    /// The experiment this one is part of: a controlled host's own runs are an experiment
+    /// of their own, part of the one that holds the hosts' aggregate.
+    pub part_of: Option<i64>,
 }
 
 /// One finished run (or one that could not be run), with everything recorded about it.
@@ -209,6 +212,9 @@ pub struct Experiment {
     pub host: String,
     pub kernel: String,
     pub status: String,
+    /// See `NewExperiment::part_of`; absent from JSON when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub part_of: Option<i64>,
     pub runs_ok: u64,
     pub runs_failed: u64,
     pub runs_not_applicable: u64,
@@ -262,7 +268,7 @@ pub fn trace_location(db_path: &Path, stored: &str) -> PathBuf {
 }
 
 /// One preflight finding as stored with an experiment.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct EnvironmentEntry {
     pub key: String,
     pub value: String,
@@ -499,8 +505,8 @@ impl Store {
         let order = serde_json::to_string(&e.planned_order).unwrap_or_else(|_| "null".into());
         self.conn
             .execute(
-                "INSERT INTO experiments (name, file_text, seed, planned_order, created_unix, host, kernel, status)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO experiments (name, file_text, seed, planned_order, created_unix, host, kernel, status, part_of)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     e.name,
                     e.file_text,
@@ -509,19 +515,21 @@ impl Store {
                     time::now_unix(),
                     e.host,
                     e.kernel,
-                    status
+                    status,
+                    e.part_of
                 ],
             )
             .map_err(self.err())?;
         Ok(self.conn.last_insert_rowid())
     }
 
-    /// Marks an experiment `done`, `failed`, `interrupted`, ...
+    /// Marks an experiment `done`, `failed`, `interrupted`, ..., and the experiments that are
+    /// part of it (its hosts' own) with it.
     pub fn set_experiment_status(&mut self, id: i64, status: &str) -> Result<()> {
         let n = self
             .conn
             .execute(
-                "UPDATE experiments SET status = ?1 WHERE id = ?2",
+                "UPDATE experiments SET status = ?1 WHERE id = ?2 OR part_of = ?2",
                 params![status, id],
             )
             .map_err(self.err())?;
@@ -670,7 +678,7 @@ impl Store {
 
     fn experiments_where<P: rusqlite::Params>(&self, cond: &str, p: P) -> Result<Vec<Experiment>> {
         let sql = format!(
-            "SELECT e.id, e.name, e.seed, e.created_unix, e.host, e.kernel, e.status,
+            "SELECT e.id, e.name, e.seed, e.created_unix, e.host, e.kernel, e.status, e.part_of,
                     COALESCE(SUM(r.status = 'ok'), 0),
                     COALESCE(SUM(r.status = 'failed'), 0),
                     COALESCE(SUM(r.status = 'not_applicable'), 0)
@@ -688,14 +696,41 @@ impl Store {
                     host: r.get(4)?,
                     kernel: r.get(5)?,
                     status: r.get(6)?,
-                    runs_ok: r.get::<_, i64>(7)? as u64,
-                    runs_failed: r.get::<_, i64>(8)? as u64,
-                    runs_not_applicable: r.get::<_, i64>(9)? as u64,
+                    part_of: r.get(7)?,
+                    runs_ok: r.get::<_, i64>(8)? as u64,
+                    runs_failed: r.get::<_, i64>(9)? as u64,
+                    runs_not_applicable: r.get::<_, i64>(10)? as u64,
                 })
             })
             .map_err(self.err())?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
             .map_err(self.err())
+    }
+
+    /// The experiments that are part of experiment `id` (its controlled hosts' own), by id.
+    pub fn parts(&self, id: i64) -> Result<Vec<Experiment>> {
+        self.experiments_where("e.part_of = ?1", [id])
+    }
+
+    /// The experiment holding host `host`'s own runs of experiment `id` (`--host`); an error
+    /// that lists the hosts there are when `host` is not one of them.
+    pub fn part_on_host(&self, id: i64, host: &str) -> anyhow::Result<i64> {
+        self.experiment(id)?;
+        let parts = self.parts(id)?;
+        if let Some(p) = parts.iter().find(|p| p.host == host) {
+            return Ok(p.id);
+        }
+        if parts.is_empty() {
+            anyhow::bail!(
+                "experiment {id} has no runs of single hosts (only a run on controlled hosts, \
+                 `[[target.host]] ssh = ...`, stores each host's own); drop --host"
+            );
+        }
+        let names: Vec<&str> = parts.iter().map(|p| p.host.as_str()).collect();
+        anyhow::bail!(
+            "experiment {id} ran on no host {host:?}; its hosts are: {}",
+            names.join(", ")
+        )
     }
 
     /// One experiment by id.

@@ -111,4 +111,10 @@ CREATE TABLE series (
     PRIMARY KEY (run_id, name, t_s)
 ) WITHOUT ROWID;
 "#,
+    // 5: experiments run on controlled hosts (issue 14): each host's own runs form an
+    // experiment of their own (its host, kernel, environment and samples) that is part of the
+    // experiment holding the aggregate, so `show`, `compare`, `plot` and `report` take either.
+    r#"
+ALTER TABLE experiments ADD COLUMN part_of INTEGER REFERENCES experiments(id) ON DELETE CASCADE;
+"#,
 ];

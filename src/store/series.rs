@@ -90,7 +90,8 @@ mod tests {
             .unwrap();
         }
         let mut db = Store::open(&path).unwrap();
-        assert_eq!(db.schema_version().unwrap(), 4);
+        assert_eq!(db.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        assert_eq!(db.experiment(1).unwrap().part_of, None);
         assert_eq!(db.runs(1).unwrap().len(), 1);
         assert!(db.series(1).unwrap().is_empty());
         let p = |name: &str, t_s: f64, value: f64| SeriesPoint {

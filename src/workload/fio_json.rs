@@ -688,6 +688,24 @@ impl FioReport {
         total
     }
 
+    /// The jobs one server ran in client mode (fio names them with the server's address,
+    /// `hostname`), as a report of their own: one host's figures of a run on several.
+    pub fn of_client(&self, hostname: &str) -> FioReport {
+        FioReport {
+            jobs: self
+                .jobs
+                .iter()
+                .filter(|j| j.hostname.as_deref() == Some(hostname))
+                .cloned()
+                .collect(),
+            all_clients: None,
+            version: self.version.clone(),
+            client_mode: self.client_mode,
+            documents: self.documents,
+            preamble: String::new(),
+        }
+    }
+
     /// iolab's stable metric names (docs/architecture.md). Read and write IOPS and bandwidth
     /// are always present (0 for an unused direction, which is a real figure); latencies only
     /// for directions that did I/O; percentiles only where they are exact; trim only if used.

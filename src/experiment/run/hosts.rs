@@ -22,6 +22,7 @@ use crate::hosts::check;
 use crate::hosts::protocol::Request;
 use crate::hosts::ssh::{Connection, SshOptions};
 use crate::model::Machine;
+use crate::store::{EnvironmentEntry, NewExperiment, NewRun, RunStatus, Store};
 
 /// The clock skew a controlled host may have (as `iolab hosts check`'s default).
 pub const MAX_SKEW: Duration = Duration::from_millis(50);
@@ -35,12 +36,22 @@ pub struct Controlled {
     /// The experiment planned on this host's model and device.
     pub plan: Plan,
     pub connection: Connection,
+    /// This host's own experiment, part of the aggregate's, once stored (`store_parts`).
+    pub part: Option<i64>,
+    /// Why the host left the experiment mid-run (unreachable); every later run of it is
+    /// recorded failed with this, and the others go on.
+    pub gone: Option<String>,
 }
 
 impl Controlled {
     /// "lab1 (x.toml line 5)", for messages.
     pub fn name(&self, exp: &Experiment) -> String {
         describe(exp, &self.spec)
+    }
+
+    /// The name its runs, tags and prefixed metrics carry: its ssh destination.
+    pub fn label(&self) -> &str {
+        self.spec.ssh.as_deref().unwrap_or(&self.spec.fio)
     }
 }
 
@@ -132,6 +143,8 @@ fn model(exp: &Experiment, spec: &HostSpec, options: &SshOptions) -> Result<Cont
         machine,
         plan,
         connection,
+        part: None,
+        gone: None,
     })
 }
 
@@ -148,41 +161,163 @@ pub fn own_device(exp: &Experiment) -> Option<Vec<String>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// Sets cell `cell`'s knobs on every host through its agent, as its own plan resolved them
-/// on its own model (the agent journals each write; `bye` or `iolab restore --host` puts
-/// them back). Like the local loop, the next cell's writes overwrite these: every cell of a
-/// knob factor writes that knob. `Err` is the run's failure reason, naming the host.
-pub fn apply(exp: &Experiment, hosts: &mut [Controlled], cell: usize) -> Result<(), String> {
+/// The kernel every controlled host runs, when they all run the same one.
+pub fn common_kernel(hosts: &[Controlled]) -> Option<String> {
+    let first = hosts.first()?.machine.kernel.clone()?;
+    hosts
+        .iter()
+        .all(|c| c.machine.kernel.as_deref() == Some(first.as_str()))
+        .then_some(first)
+}
+
+/// Stores one experiment per host, part of the aggregate `parent` (`new` is the aggregate's
+/// record): the host's name, its kernel, its preflight findings (asked of its agent, sampled
+/// for `preflight_sample`), its device and its own plan. Each host's runs go there.
+pub fn store_parts(
+    store: &mut Store,
+    hosts: &mut [Controlled],
+    new: &NewExperiment,
+    parent: i64,
+    preflight_sample: Duration,
+) -> Result<()> {
     for c in hosts.iter_mut() {
-        let who = describe(exp, &c.spec);
-        let planned = &c.plan.cells[cell];
-        if let Some(why) = &planned.not_applicable {
-            return Err(format!("{who}: {why}"));
+        let id = store.create_experiment(&NewExperiment {
+            host: c.label().to_string(),
+            kernel: c.machine.kernel.clone().unwrap_or_default(),
+            part_of: Some(parent),
+            ..new.clone()
+        })?;
+        c.part = Some(id);
+        let request = Request::Preflight {
+            sample_ms: preflight_sample.as_millis() as u64,
+        };
+        let mut env: Vec<EnvironmentEntry> = match c.connection.request(&request) {
+            Ok(v) => serde_json::from_value(v).unwrap_or_default(),
+            Err(e) => vec![EnvironmentEntry {
+                key: "preflight".into(),
+                value: format!("not read: {e:#}"),
+                severity: None,
+                advice: None,
+            }],
+        };
+        for (key, value) in [
+            ("target", format!("/dev/{} on {}", c.device, c.label())),
+            ("part_of", format!("experiment {parent}")),
+            ("plan", serde_json::to_string(&c.plan.cells)?),
+        ] {
+            env.push(EnvironmentEntry {
+                key: key.into(),
+                value,
+                severity: None,
+                advice: None,
+            });
         }
-        for w in &planned.writes {
-            let request = Request::Set {
-                path: w.path.clone(),
-                value: w.value.clone(),
-            };
-            c.connection
-                .request(&request)
-                .map_err(|e| format!("{who}: cannot set {} = {}: {e:#}", w.path, w.value))?;
-        }
+        store.add_environment(id, &env)?;
     }
     Ok(())
 }
 
-/// One fio job file per host for cell `cell`: each host's own device and the CPUs its own
-/// plan placed the cell on, keyed by the host's fio server address.
+/// Stores each host's run in its own experiment, from the aggregate's record (cell, round,
+/// times, tags) with the host's status, figures, tags and job file.
+pub fn store_runs(
+    store: &mut Store,
+    hosts: &[Controlled],
+    settled: Vec<Settled>,
+    aggregate: &NewRun,
+    job_files: &[(String, String)],
+) -> Result<()> {
+    for (c, s) in hosts.iter().zip(settled) {
+        let Some(part) = c.part else { continue };
+        let mut tags = aggregate.tags.clone();
+        tags.push(("host".into(), c.label().to_string()));
+        tags.push((
+            "kernel".into(),
+            c.machine.kernel.clone().unwrap_or_default(),
+        ));
+        store.insert_run(&NewRun {
+            experiment_id: part,
+            cell_key: aggregate.cell_key.clone(),
+            cell_levels: aggregate.cell_levels.clone(),
+            repetition: aggregate.repetition,
+            warmup: aggregate.warmup,
+            start_unix: aggregate.start_unix,
+            end_unix: aggregate.end_unix,
+            status: s.status,
+            tags,
+            metrics: s.metrics,
+            fio_command: aggregate.fio_command.clone(),
+            job_file: job_files
+                .iter()
+                .find(|(server, _)| *server == c.spec.fio)
+                .map(|(_, text)| text.clone()),
+            ..Default::default()
+        })?;
+    }
+    Ok(())
+}
+
+/// Where each host's part of one run stands: `None` while it goes on, else how it ended
+/// (not applicable there, failed, or the host gone), in the order of the hosts.
+pub type Parts = Vec<Option<RunStatus>>;
+
+/// A failure of `c`'s part of a run; when its session broke, the host leaves the experiment
+/// (`gone`) and every later run of it is failed with the reason.
+fn failed(c: &mut Controlled, run: usize, why: String) -> RunStatus {
+    if c.gone.is_none() && c.connection.broken() {
+        // `why` names the host already.
+        c.gone = Some(format!("unreachable since run {run}: {why}"));
+    }
+    RunStatus::Failed(why)
+}
+
+/// Sets cell `cell`'s knobs on every host still in the experiment, through its agent, as its
+/// own plan resolved them on its own model (the agent journals each write; `bye` or `iolab
+/// restore` puts them back). Like the local loop, the next cell's writes overwrite these.
+/// `run` numbers the run for messages.
+pub fn apply(exp: &Experiment, hosts: &mut [Controlled], cell: usize, run: usize) -> Parts {
+    let mut parts = Vec::with_capacity(hosts.len());
+    for c in hosts.iter_mut() {
+        let who = describe(exp, &c.spec);
+        if let Some(gone) = &c.gone {
+            parts.push(Some(RunStatus::Failed(gone.clone())));
+            continue;
+        }
+        let planned = &c.plan.cells[cell];
+        if let Some(why) = &planned.not_applicable {
+            parts.push(Some(RunStatus::NotApplicable(format!("{who}: {why}"))));
+            continue;
+        }
+        let mut part = None;
+        for w in planned.writes.clone() {
+            let request = Request::Set {
+                path: w.path.clone(),
+                value: w.value.clone(),
+            };
+            if let Err(e) = c.connection.request(&request) {
+                let why = format!("{who}: cannot set {} = {}: {e:#}", w.path, w.value);
+                part = Some(failed(c, run, why));
+                break;
+            }
+        }
+        parts.push(part);
+    }
+    parts
+}
+
+/// One fio job file per host whose part goes on, for cell `cell`: each host's own device and
+/// the CPUs its own plan placed the cell on, keyed by the host's fio server address.
 pub fn jobs(
     exp: &Experiment,
     hosts: &[Controlled],
     matrix_cell: &crate::experiment::Cell,
     cell: usize,
+    parts: &Parts,
 ) -> Result<Vec<(String, String)>> {
     hosts
         .iter()
-        .map(|c| {
+        .zip(parts)
+        .filter(|(_, p)| p.is_none())
+        .map(|(c, _)| {
             let targets: Vec<(String, Option<Vec<u32>>)> = c.plan.cells[cell]
                 .devices
                 .iter()
@@ -196,46 +331,235 @@ pub fn jobs(
         .collect()
 }
 
-/// Starts every host's sampler on its device, reading every `interval`.
-pub fn sample_start(exp: &Experiment, hosts: &mut [Controlled], interval: Duration) -> Result<()> {
-    for c in hosts.iter_mut() {
+/// Starts the sampler of every host whose part goes on, on its device, reading every
+/// `interval`.
+pub fn sample_start(
+    exp: &Experiment,
+    hosts: &mut [Controlled],
+    interval: Duration,
+    parts: &mut Parts,
+    run: usize,
+) {
+    for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
+        if part.is_some() {
+            continue;
+        }
         let request = Request::SampleStart {
             devices: vec![c.device.clone()],
             interval_ms: (interval.as_millis() as u64).max(1),
         };
-        c.connection
-            .request(&request)
-            .with_context(|| format!("{}: sample_start", describe(exp, &c.spec)))?;
+        if let Err(e) = c.connection.request(&request) {
+            let why = format!("{}: sample_start: {e:#}", describe(exp, &c.spec));
+            *part = Some(failed(c, run, why));
+        }
     }
-    Ok(())
 }
 
-/// Stops every host's sampler and returns its figures as per-host metrics `HOST:name`
-/// (system-wide `usr_pct`, `irq_per_s`, ... and its device's `dev_r_per_s`, ...): the runs
-/// table keeps one run per cell and round, and a prefixed name keeps each host's figures
-/// apart from the aggregate fio figures while `show`/`compare` list them like any metric.
-pub fn sample_stop(exp: &Experiment, hosts: &mut [Controlled]) -> Result<Vec<(String, f64)>> {
-    let mut out = Vec::new();
+/// Stops the sampler of every host whose part goes on and returns its answer (`None` for
+/// the others).
+pub fn sample_stop(
+    exp: &Experiment,
+    hosts: &mut [Controlled],
+    parts: &mut Parts,
+    run: usize,
+) -> Vec<Option<serde_json::Value>> {
+    let mut out = Vec::with_capacity(hosts.len());
+    for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
+        if part.is_some() {
+            out.push(None);
+            continue;
+        }
+        match c.connection.request(&Request::SampleStop) {
+            Ok(answer) => out.push(Some(answer)),
+            Err(e) => {
+                let why = format!("{}: sample_stop: {e:#}", describe(exp, &c.spec));
+                *part = Some(failed(c, run, why));
+                out.push(None);
+            }
+        }
+    }
+    out
+}
+
+/// One host's part of one run, settled: how it ended and its own figures (its fio jobs'
+/// metrics, then its sampler's system and device figures, unprefixed), and the same sampler
+/// figures prefixed with the host for the aggregate run.
+pub struct Settled {
+    pub status: RunStatus,
+    pub metrics: Vec<(String, f64)>,
+    pub prefixed: Vec<(String, f64)>,
+}
+
+/// Each host's part of a run after fio ended: its own jobs found in fio's report by the
+/// server's address (fio names each client's jobs with it), the host's sampler figures from
+/// its `sample_stop` answer. A host fio reported nothing for failed, with what fio said of
+/// it; when its agent does not answer either, it leaves the experiment.
+pub fn settle(
+    exp: &Experiment,
+    hosts: &mut [Controlled],
+    parts: Parts,
+    answers: Vec<Option<serde_json::Value>>,
+    outcome: Option<&crate::workload::FioOutcome>,
+    run: usize,
+) -> Vec<Settled> {
+    let mut out = Vec::with_capacity(hosts.len());
+    for ((c, part), answer) in hosts.iter_mut().zip(parts).zip(answers) {
+        if let Some(status) = part {
+            out.push(Settled {
+                status,
+                metrics: Vec::new(),
+                prefixed: Vec::new(),
+            });
+            continue;
+        }
+        let server = fio_host(&c.spec.fio);
+        let report = outcome.and_then(|o| o.report.as_ref());
+        let own = report.map(|r| r.of_client(server));
+        let sampled = answer
+            .as_ref()
+            .map(|a| sampler_figures(&c.device, a))
+            .unwrap_or_default();
+        let prefixed = sampled
+            .iter()
+            .map(|(k, v)| (format!("{}:{k}", c.label()), *v))
+            .collect();
+        let status = match &own {
+            Some(r) if !r.jobs.is_empty() && r.jobs.iter().all(|j| j.error == 0) => RunStatus::Ok,
+            Some(r) if !r.jobs.is_empty() => {
+                let errors: Vec<String> = r.jobs.iter().map(|j| j.error.to_string()).collect();
+                RunStatus::Failed(format!(
+                    "{}: fio's jobs there ended with error {}",
+                    describe(exp, &c.spec),
+                    errors.join(", ")
+                ))
+            }
+            _ => {
+                let said = outcome.map(|o| fio_said_of(o, server)).unwrap_or_default();
+                let why = format!(
+                    "{}: fio reported nothing from the server at {}{}",
+                    describe(exp, &c.spec),
+                    c.spec.fio,
+                    if said.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (fio said: {said})")
+                    }
+                );
+                // Its agent tells a dead host from a server that alone failed.
+                if c.connection.request(&Request::Hello).is_err() {
+                    failed(c, run, why)
+                } else {
+                    RunStatus::Failed(why)
+                }
+            }
+        };
+        let mut metrics = match (&status, own) {
+            (RunStatus::Ok, Some(r)) => r.metrics(),
+            _ => Vec::new(),
+        };
+        if status == RunStatus::Ok {
+            metrics.extend(sampled);
+        }
+        metrics.retain(|(_, v)| v.is_finite());
+        out.push(Settled {
+            status,
+            metrics,
+            prefixed,
+        });
+    }
+    out
+}
+
+/// The aggregate run's status given its hosts' parts: not applicable or failed when any
+/// host's part was (a sum over fewer hosts is not the experiment's figure), naming them.
+pub fn aggregate_status(settled: &[Settled]) -> Option<RunStatus> {
+    let reasons = |pick: fn(&RunStatus) -> Option<&String>| {
+        settled
+            .iter()
+            .filter_map(|s| pick(&s.status).cloned())
+            .collect::<Vec<_>>()
+    };
+    let not_applicable = reasons(|s| match s {
+        RunStatus::NotApplicable(w) => Some(w),
+        _ => None,
+    });
+    let failed = reasons(|s| match s {
+        RunStatus::Failed(w) => Some(w),
+        _ => None,
+    });
+    if !failed.is_empty() {
+        Some(RunStatus::Failed(failed.join("; ")))
+    } else if !not_applicable.is_empty() {
+        Some(RunStatus::NotApplicable(not_applicable.join("; ")))
+    } else {
+        None
+    }
+}
+
+/// The host part of fio's server address ("10.0.0.1,8765" -> "10.0.0.1"), as fio's client
+/// names the server's jobs in its report (`hostname`).
+fn fio_host(address: &str) -> &str {
+    address.split(',').next().unwrap_or(address)
+}
+
+/// The lines fio's client printed about `server` ("fio: failed to connect to H:8765",
+/// "client: host=H disconnected", "client <H>: timeout on SEND_ETA"), joined; the JSON
+/// report's own lines (indented) are not messages.
+fn fio_said_of(outcome: &crate::workload::FioOutcome, server: &str) -> String {
+    let names = |line: &str| {
+        line.match_indices(server).any(|(i, _)| {
+            let after = line[i + server.len()..].chars().next();
+            !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.')
+        })
+    };
+    let mut said: Vec<&str> = outcome
+        .stdout
+        .lines()
+        .chain(outcome.stderr.lines())
+        .filter(|l| !l.starts_with(|c: char| c.is_whitespace() || c == '{' || c == '"'))
+        .filter(|l| names(l))
+        .map(str::trim)
+        .collect();
+    said.dedup();
+    said.join("; ")
+}
+
+/// Says bye to every host still in the experiment (each restores what its agent set) and
+/// takes it off the list of touched hosts. Returns the hosts that may still be changed,
+/// with why: gone mid-run, or their bye not answered.
+pub fn finish(
+    exp: &Experiment,
+    hosts: &mut [Controlled],
+    touched: &mut crate::hosts::touched::Touched,
+) -> Vec<String> {
+    let mut left = Vec::new();
     for c in hosts.iter_mut() {
-        let name = c.spec.ssh.clone().unwrap_or_else(|| c.spec.fio.clone());
-        let answer = c
-            .connection
-            .request(&Request::SampleStop)
-            .with_context(|| format!("{}: sample_stop", describe(exp, &c.spec)))?;
-        out.extend(host_metrics(&name, &c.device, &answer));
+        if let Some(gone) = &c.gone {
+            left.push(gone.clone());
+            continue;
+        }
+        match c.connection.request(&Request::Bye) {
+            Ok(_) => {
+                if let Err(e) = touched.done(c.label()) {
+                    left.push(format!("{}: {e:#}", describe(exp, &c.spec)));
+                }
+            }
+            Err(e) => left.push(format!("{}: bye: {e:#}", describe(exp, &c.spec))),
+        }
     }
-    Ok(out)
+    left
 }
 
-/// `HOST:metric` pairs from a `sample_stop` answer: its summary's system figures and those
-/// of `device`; none when the sampler had too few readings for a summary.
-fn host_metrics(host: &str, device: &str, answer: &serde_json::Value) -> Vec<(String, f64)> {
+/// The sampler's figures for a host's run, from its `sample_stop` answer: the system's and
+/// those of `device`, under the names a local run stores them; none when the sampler had
+/// too few readings for a summary.
+fn sampler_figures(device: &str, answer: &serde_json::Value) -> Vec<(String, f64)> {
     let summary = &answer["summary"];
     let figures = |v: &serde_json::Value| {
         v.as_object()
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| Some((format!("{host}:{k}"), v.as_f64()?)))
+            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
             .collect::<Vec<_>>()
     };
     let mut out = figures(&summary["system"]);
@@ -246,8 +570,9 @@ fn host_metrics(host: &str, device: &str, answer: &serde_json::Value) -> Vec<(St
 
 #[cfg(test)]
 mod tests {
-    use super::{host_device, host_metrics, own_device};
+    use super::{aggregate_status, fio_host, host_device, own_device, sampler_figures, Settled};
     use crate::experiment::file::parse;
+    use crate::store::RunStatus;
 
     fn exp(devices: [&str; 2], factors: &str) -> crate::experiment::Experiment {
         let mut text = "name = \"n\"\n".to_string();
@@ -277,23 +602,69 @@ mod tests {
     }
 
     #[test]
-    fn a_hosts_sampler_figures_are_prefixed_with_the_host() {
+    fn a_hosts_sampler_figures_are_its_own_and_its_devices() {
         let answer = serde_json::json!({"summary": {
             "system": {"usr_pct": 12.5, "irq_per_s": 100.0},
             "devices": {"loop5": {"dev_r_per_s": 2000.0}, "loop6": {"dev_r_per_s": 1.0}}
         }});
-        let mut m = host_metrics("h1", "loop5", &answer);
+        let mut m = sampler_figures("loop5", &answer);
         m.sort_by(|a, b| a.0.cmp(&b.0));
         let want = [
-            ("h1:dev_r_per_s", 2000.0),
-            ("h1:irq_per_s", 100.0),
-            ("h1:usr_pct", 12.5),
+            ("dev_r_per_s", 2000.0),
+            ("irq_per_s", 100.0),
+            ("usr_pct", 12.5),
         ];
         assert_eq!(
             m,
             want.map(|(k, v)| (k.to_string(), v)).to_vec(),
             "the other device's figures stay out"
         );
-        assert!(host_metrics("h1", "loop5", &serde_json::json!({"summary": null})).is_empty());
+        assert!(sampler_figures("loop5", &serde_json::json!({"summary": null})).is_empty());
+    }
+
+    #[test]
+    fn the_aggregate_fails_when_any_hosts_part_did_and_says_which() {
+        let part = |status| Settled {
+            status,
+            metrics: Vec::new(),
+            prefixed: Vec::new(),
+        };
+        let ok = || part(RunStatus::Ok);
+        assert_eq!(aggregate_status(&[ok(), ok()]), None);
+        let na = part(RunStatus::NotApplicable("h1: one cache domain".into()));
+        assert_eq!(
+            aggregate_status(&[ok(), na]),
+            Some(RunStatus::NotApplicable("h1: one cache domain".into()))
+        );
+        let gone = part(RunStatus::Failed("h2: the connection closed".into()));
+        let na = part(RunStatus::NotApplicable("h1: far".into()));
+        assert_eq!(
+            aggregate_status(&[na, gone, ok()]),
+            Some(RunStatus::Failed("h2: the connection closed".into()))
+        );
+        assert_eq!(fio_host("10.0.0.1,8765"), "10.0.0.1");
+        assert_eq!(fio_host("lab1"), "lab1");
+    }
+
+    #[test]
+    fn what_fio_said_of_a_server_is_its_own_lines_only() {
+        let outcome = crate::workload::FioOutcome {
+            stdout: "client <10.0.0.2>: timeout on SEND_ETA\nclient <10.0.0.22>: other\n{\n  \
+                     \"hostname\" : \"10.0.0.2\",\n}\n"
+                .into(),
+            stderr: "fio: connect: Connection refused\nfio: failed to connect to 10.0.0.2:8765\n"
+                .into(),
+            command_line: String::new(),
+            job_file: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            elapsed: std::time::Duration::ZERO,
+            status: crate::workload::FioStatus::Success,
+            report: None,
+        };
+        assert_eq!(
+            super::fio_said_of(&outcome, "10.0.0.2"),
+            "client <10.0.0.2>: timeout on SEND_ETA; fio: failed to connect to 10.0.0.2:8765"
+        );
     }
 }

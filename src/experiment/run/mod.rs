@@ -532,6 +532,11 @@ pub struct Outcome {
     /// The rounds ran out at `max` while some cells were still imprecise.
     pub capped_cells: Vec<String>,
     pub primary_metric: String,
+    /// Controlled hosts that may still have knobs set (gone mid-run, or no answer to `bye`),
+    /// with why; `iolab restore` puts them back once they answer.
+    pub hosts_left: Vec<String>,
+    /// Each controlled host and the experiment holding its own runs.
+    pub host_parts: Vec<(String, i64)>,
 }
 
 /// Runs an experiment end to end. `cancel` is the stop flag (the CLI sets it on a signal; a
@@ -546,13 +551,30 @@ pub fn run(
 ) -> Result<Outcome> {
     check_tags(exp, &settings.tags)?;
     Journal::check_clean_in(&settings.state_dir)?;
+    crate::hosts::touched::check_clean(&settings.state_dir)?;
     let remote = !exp.target.hosts.is_empty();
     // Controlled hosts are checked and modelled before anything here is touched; their
-    // sessions say bye (restoring each host) when this function returns.
+    // sessions say bye (restoring each host) when the run ends, and the list of touched hosts
+    // keeps any that could not, for `iolab restore`.
     let mut controlled = if exp.target.controlled() {
         hosts::connect(exp, &settings.ssh, hosts::MAX_SKEW)?
     } else {
         Vec::new()
+    };
+    let mut touched = if controlled.is_empty() {
+        None
+    } else {
+        let list = controlled
+            .iter()
+            .map(|c| crate::hosts::touched::TouchedHost {
+                ssh: c.label().to_string(),
+                remote_iolab: settings.ssh.remote_iolab.clone(),
+            })
+            .collect();
+        Some(crate::hosts::touched::Touched::begin(
+            &settings.state_dir,
+            list,
+        )?)
     };
     let nic = target_nic(exp, settings)?;
     let named = if remote {
@@ -665,20 +687,23 @@ pub fn run(
     } else {
         machine.hostname.clone().unwrap_or_default()
     };
-    // The hosts' kernels are theirs; say so with `--tag kernel=...` (as for imports).
+    // The hosts' kernels are theirs: the one they all run when controlled hosts said so,
+    // else say it with `--tag kernel=...` (as for imports).
     let kernel = if remote {
-        "unknown".to_string()
+        hosts::common_kernel(&controlled).unwrap_or_else(|| "unknown".to_string())
     } else {
         machine.kernel.clone().unwrap_or_default()
     };
-    let experiment_id = store.create_experiment(&NewExperiment {
+    let new_experiment = NewExperiment {
         name: exp.name.clone(),
         file_text: exp.text.clone(),
         seed: exp.seed,
         planned_order: planned_order_json(&plan),
         host: host.clone(),
         kernel: kernel.clone(),
-    })?;
+        part_of: None,
+    };
+    let experiment_id = store.create_experiment(&new_experiment)?;
     // Until the status is final, `iolab restore` can find (and mark) this experiment.
     let registered = match registry::register(&settings.state_dir, &settings.db_path, experiment_id)
     {
@@ -718,6 +743,13 @@ pub fn run(
         advice: None,
     });
     store.add_environment(experiment_id, &env)?;
+    hosts::store_parts(
+        &mut store,
+        &mut controlled,
+        &new_experiment,
+        experiment_id,
+        settings.preflight_sample,
+    )?;
 
     if exp.trace && !settings.root.is_live() {
         progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
@@ -760,9 +792,18 @@ pub fn run(
             progress,
             tracing,
             hosts: &mut controlled,
+            position: 0,
         },
     );
     progress.finish();
+    let host_parts = controlled
+        .iter()
+        .filter_map(|c| Some((c.label().to_string(), c.part?)))
+        .collect();
+    let hosts_left = match &mut touched {
+        Some(t) => hosts::finish(exp, &mut controlled, t),
+        None => Vec::new(),
+    };
     let knob_changes = journal.entries().to_vec();
     let restored = journal.restore();
     drop(scratch);
@@ -793,6 +834,8 @@ pub fn run(
         interrupted: looped.interrupted,
         capped_cells,
         primary_metric: looped.primary_metric,
+        hosts_left,
+        host_parts,
     })
 }
 
@@ -828,6 +871,8 @@ struct Loop<'a> {
     tracing: Option<trace::Tracing>,
     /// Controlled hosts: their knobs set, their job files and samplers, per run.
     hosts: &'a mut [hosts::Controlled],
+    /// The run under way, counted from 1 as progress shows it (for messages).
+    position: usize,
 }
 
 struct Looped {
@@ -928,6 +973,7 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
                 eta_seconds: eta(&remaining, &elapsed_runs),
             });
             let t0 = Instant::now();
+            lp.position = position;
             let result = one_run(exp, plan, (&matrix[run.cell], cell), run, lp)?;
             elapsed_runs.push(t0.elapsed().as_secs_f64());
             let Some((status, metrics)) = result else {
@@ -1010,8 +1056,10 @@ fn one_run(
         lp.store.insert_run(&record)?;
         return Ok(Some((record.status, Vec::new())));
     }
+    // Each controlled host's part of the run: set up there, or over (not applicable, failed,
+    // gone) before fio starts.
+    let mut parts = hosts::apply(exp, lp.hosts, cell.index, lp.position);
     let prepared = write_knobs(lp, &cell.writes)
-        .and_then(|()| hosts::apply(exp, lp.hosts, cell.index))
         .and_then(|()| exp.prepare.before_run(&lp.settings.root, lp.cancel));
     match prepared {
         Ok(true) => {}
@@ -1022,6 +1070,16 @@ fn one_run(
             lp.store.insert_run(&record)?;
             return Ok(Some((record.status, Vec::new())));
         }
+    }
+    if !lp.hosts.is_empty() && parts.iter().all(Option::is_some) {
+        // No host can take part: nothing runs; each host's run and the aggregate say why.
+        let answers = vec![None; parts.len()];
+        let settled = hosts::settle(exp, lp.hosts, parts, answers, None, lp.position);
+        record.status = hosts::aggregate_status(&settled).unwrap_or(RunStatus::Ok);
+        record.end_unix = crate::store::time::now_unix();
+        hosts::store_runs(lp.store, lp.hosts, settled, &record, &[])?;
+        lp.store.insert_run(&record)?;
+        return Ok(Some((record.status, Vec::new())));
     }
     if let Some(inv) = matrix_cell.invocation(exp, cell.cpus.as_deref()) {
         return engine_run(exp, plan, &inv, record, lp);
@@ -1035,7 +1093,7 @@ fn one_run(
         .jobs(exp, &targets)
         .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
     if !lp.hosts.is_empty() {
-        job.per_host = hosts::jobs(exp, lp.hosts, matrix_cell, cell.index)?;
+        job.per_host = hosts::jobs(exp, lp.hosts, matrix_cell, cell.index, &parts)?;
     }
     // A warm-up's logs measure nothing: they go with the run's private directory.
     if !run.warmup && job.writes_logs() {
@@ -1066,20 +1124,30 @@ fn one_run(
     } else {
         environment::of_iolab()
     };
-    let sampler = if exp.target.hosts.is_empty() {
-        Some(crate::sample::start(&lp.settings.root, &watches, interval)?)
-    } else {
-        None
-    };
-    hosts::sample_start(exp, lp.hosts, interval)?;
+    // With fio on other hosts this machine drives them (and is often their hypervisor): it
+    // is sampled as a whole, with no device of its own, and its figures are stored apart.
+    let remote = !exp.target.hosts.is_empty();
+    let sampler = crate::sample::start(
+        &lp.settings.root,
+        if remote { &[] } else { &watches },
+        interval,
+    )?;
+    hosts::sample_start(exp, lp.hosts, interval, &mut parts, lp.position);
     let outcome = lp.runner.run(&job);
-    let samples = sampler.map(crate::sample::SamplerHandle::stop);
-    let host_metrics = hosts::sample_stop(exp, lp.hosts)?;
+    let samples = sampler.stop();
+    let answers = hosts::sample_stop(exp, lp.hosts, &mut parts, lp.position);
     let outcome = outcome?;
     record.end_unix = crate::store::time::now_unix();
     if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
         return Ok(None);
     }
+    let settled = hosts::settle(exp, lp.hosts, parts, answers, Some(&outcome), lp.position);
+    let (local, local_series, samples) = if remote {
+        let series = stored::series(&samples);
+        (stored::local_metrics(&samples), series, None)
+    } else {
+        (Vec::new(), Vec::new(), Some(samples))
+    };
     let recorded = tracer.and_then(|t| match t.finish() {
         Ok(r) => Some(r),
         Err(e) => {
@@ -1090,7 +1158,10 @@ fn one_run(
     });
     // A run that cannot happen here is no warm-up of anything: it is the cell's record.
     record.warmup = run.warmup && !matches!(outcome.status, FioStatus::NotApplicable { .. });
-    record.status = run_status(outcome.status.clone());
+    record.status = match hosts::aggregate_status(&settled) {
+        Some(status) => status,
+        None => run_status(outcome.status.clone()),
+    };
     let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
     let engine = exp.engine.engine();
     let reports = if engine.reports_measured_window() {
@@ -1112,7 +1183,8 @@ fn one_run(
         Vec::new()
     };
     if record.status == RunStatus::Ok {
-        metrics.extend(host_metrics);
+        metrics.extend(settled.iter().flat_map(|s| s.prefixed.iter().cloned()));
+        metrics.extend(local);
     }
     let mut run_checks = Vec::new();
     let report = outcome
@@ -1145,7 +1217,7 @@ fn one_run(
         record.trace = tracing.keep(cell.index, recorded, &mut |m| progress.message(m));
     }
     record.metrics = metrics.clone();
-    record.samples = samples.as_ref().map(stored::series).unwrap_or_default();
+    record.samples = samples.as_ref().map(stored::series).unwrap_or(local_series);
     record.series = per_second::series(
         samples.as_ref(),
         aligned.as_ref().map(|a| &a.window),
@@ -1162,6 +1234,7 @@ fn one_run(
     ));
     record.fio_command = Some(outcome.command_line);
     record.job_file = Some(outcome.job_file);
+    hosts::store_runs(lp.store, lp.hosts, settled, &record, &job.per_host)?;
     lp.store.insert_run(&record)?;
     Ok(Some((record.status, metrics)))
 }

@@ -135,6 +135,7 @@ mod tests {
                 planned_order: serde_json::json!([]),
                 host: "h".into(),
                 kernel: "k".into(),
+                part_of: None,
             })
             .unwrap()
     }

@@ -208,11 +208,33 @@ fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
         String::new()
     };
     let _ = writeln!(out, "see it again: iolab show {}{db}", o.experiment_id);
+    if !o.host_parts.is_empty() {
+        let parts: Vec<String> = o
+            .host_parts
+            .iter()
+            .map(|(host, id)| format!("{host} = experiment {id}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "each host's own runs: {} (iolab show {} --host HOST{db})",
+            parts.join(", "),
+            o.experiment_id
+        );
+    }
+    for why in &o.hosts_left {
+        let _ = writeln!(out, "knobs may still be set: {why}");
+    }
+    if !o.hosts_left.is_empty() {
+        let _ = writeln!(
+            out,
+            "once those hosts answer, run `iolab restore` here (it restores them over ssh)"
+        );
+    }
     out
 }
 
 fn outcome_json(o: &Outcome) -> serde_json::Value {
-    serde_json::json!({
+    let mut doc = serde_json::json!({
         "experiment_id": o.experiment_id,
         "db": o.db_path,
         "interrupted": o.interrupted,
@@ -224,5 +246,14 @@ fn outcome_json(o: &Outcome) -> serde_json::Value {
         "knob_changes": o.knob_changes,
         "restored": o.restored,
         "plan": o.plan,
-    })
+    });
+    if !o.host_parts.is_empty() {
+        doc["hosts"] = o
+            .host_parts
+            .iter()
+            .map(|(host, id)| serde_json::json!({"host": host, "experiment_id": id}))
+            .collect();
+        doc["hosts_left"] = serde_json::json!(o.hosts_left);
+    }
+    doc
 }

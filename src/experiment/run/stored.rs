@@ -62,6 +62,18 @@ pub fn sampler_metrics(
     out.retain(|(_, v)| v.is_finite());
 }
 
+/// This machine's system-wide figures while it drove fio on other hosts, as `local:NAME`
+/// (`local:usr_pct`, `local:irq_per_s`): apart from the hosts' own and from the aggregate's.
+pub fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
+    samples
+        .summary
+        .iter()
+        .flat_map(|s| &s.system)
+        .filter(|(_, v)| v.is_finite())
+        .map(|(k, v)| (format!("local:{k}"), *v))
+        .collect()
+}
+
 /// With a NIC as the target (`[target] nic`) the "device" interrupts are the NIC's: their
 /// rate is `nic_irq_per_s` and their per-CPU series `cpuN:nic_irq_per_s`.
 pub fn name_as_nic(metrics: &mut [(String, f64)], series: &mut [crate::store::SeriesPoint]) {

@@ -1,0 +1,132 @@
+//! Which hosts an experiment may have left changed: `STATE_DIR/hosts.json`, written before
+//! the first knob is set on any host and trimmed as each host's session says `bye` (which
+//! restores it there). A host that died or was cut off mid-run, or a controller killed
+//! mid-run, leaves its entry; `iolab restore` then runs each listed host's own `iolab
+//! restore` over ssh (see `restore`), and `iolab run` refuses to start while the file is
+//! there, as it does for this machine's own journal. The file names hosts and how to reach
+//! them, nothing else: each host's journal and the allow-list it is checked against stay on
+//! that host.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+const FILE: &str = "hosts.json";
+
+/// One host to restore: its ssh destination and the iolab to run there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TouchedHost {
+    pub ssh: String,
+    pub remote_iolab: String,
+}
+
+/// The file, held by the run that writes it.
+#[derive(Debug)]
+pub struct Touched {
+    path: PathBuf,
+    hosts: Vec<TouchedHost>,
+}
+
+impl Touched {
+    /// Records `hosts` in `dir` before anything is set on them.
+    pub fn begin(dir: &Path, hosts: Vec<TouchedHost>) -> Result<Touched> {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+        let mut t = Touched {
+            path: dir.join(FILE),
+            hosts,
+        };
+        t.persist()?;
+        Ok(t)
+    }
+
+    /// `ssh` was restored (its session said bye): it leaves the file, and the file goes with
+    /// the last host.
+    pub fn done(&mut self, ssh: &str) -> Result<()> {
+        self.hosts.retain(|h| h.ssh != ssh);
+        self.persist()
+    }
+
+    /// The hosts still listed.
+    pub fn left(&self) -> &[TouchedHost] {
+        &self.hosts
+    }
+
+    fn persist(&mut self) -> Result<()> {
+        if self.hosts.is_empty() {
+            return match std::fs::remove_file(&self.path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(e).with_context(|| format!("cannot remove {}", self.path.display()))
+                }
+                _ => Ok(()),
+            };
+        }
+        let text = serde_json::to_string_pretty(&self.hosts)? + "\n";
+        let tmp = self.path.with_extension("json.tmp");
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// The hosts an earlier run left listed in `dir` (none when there is no file).
+pub fn read(dir: &Path) -> Result<Vec<TouchedHost>> {
+    let path = dir.join(FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a list of hosts iolab wrote", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Rewrites `dir`'s list as `hosts` (after `iolab restore` put some of them back).
+pub fn keep_only(dir: &Path, hosts: Vec<TouchedHost>) -> Result<()> {
+    Touched {
+        path: dir.join(FILE),
+        hosts,
+    }
+    .persist()
+}
+
+/// Refuses a new run while an earlier one's hosts may still be changed.
+pub fn check_clean(dir: &Path) -> Result<()> {
+    let left = read(dir)?;
+    if !left.is_empty() {
+        let names: Vec<&str> = left.iter().map(|h| h.ssh.as_str()).collect();
+        bail!(
+            "an earlier run may have left knobs set on {} ({}); run `iolab restore` once the \
+             host(s) answer, then run again",
+            names.join(", "),
+            dir.join(FILE).display()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(n: &str) -> TouchedHost {
+        TouchedHost {
+            ssh: n.into(),
+            remote_iolab: "iolab".into(),
+        }
+    }
+
+    #[test]
+    fn the_file_lists_the_hosts_not_yet_restored_and_goes_with_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(check_clean(dir.path()).is_ok());
+        let mut t = Touched::begin(dir.path(), vec![host("a"), host("b")]).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), vec![host("a"), host("b")]);
+        let e = check_clean(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("a, b") && e.contains("iolab restore"), "{e}");
+        t.done("a").unwrap();
+        assert_eq!(read(dir.path()).unwrap(), vec![host("b")]);
+        t.done("b").unwrap();
+        assert!(!dir.path().join(FILE).exists());
+        assert!(read(dir.path()).unwrap().is_empty());
+    }
+}
