@@ -283,16 +283,22 @@ impl Host {
     }
 }
 
-/// SIGKILLs every process whose network namespace is `ns`.
+/// SIGKILLs every process whose network namespace is `ns`. All are stopped first: killed one
+/// by one, the agent could see its session end and restore before its own SIGKILL lands,
+/// which a host that loses power does not do.
 fn kill_namespace(ns: &str) {
     let out = Command::new("ip")
         .args(["netns", "pids", ns])
         .output()
         .unwrap();
-    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-        if let Ok(pid) = pid.parse::<i32>() {
+    let pids: Vec<i32> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    for signal in [libc::SIGSTOP, libc::SIGKILL] {
+        for &pid in &pids {
             unsafe {
-                libc::kill(pid, libc::SIGKILL);
+                libc::kill(pid, signal);
             }
         }
     }
@@ -746,6 +752,34 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
     let exp = controlled_experiment(&hosts, factors);
     let controlled = connect(&exp, &lab.options(), MAX_SKEW).expect("every host is ready");
     assert_eq!(controlled.len(), 3);
+
+    // `iolab run --dry-run` shows each host's own plan: its device, and per cell the CPUs
+    // fio gets there and what is set, or why the cell cannot run there.
+    let anchored = anchored_experiment(&hosts, factors, "[target]\nanchor_cpu = 0\n");
+    let file = lab.dir.path().join("hosts.toml");
+    std::fs::write(&file, &anchored.text).unwrap();
+    let out = lab
+        .iolab()
+        .args(["run", "--dry-run", "--remote-iolab", &iolab_binary()])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (addr, dev) in &hosts {
+        assert!(text.contains(&format!("host {addr}: /dev/{dev}")), "{text}");
+    }
+    for (_, dev) in &hosts {
+        let want = format!(
+            "read_ahead_kb=128,placement=on: fio on CPUs 0; sets \
+             /sys/block/{dev}/queue/read_ahead_kb = 128"
+        );
+        assert!(text.contains(&want), "{want} in {text}");
+    }
     for (c, (addr, dev)) in controlled.iter().zip(&hosts) {
         assert_eq!(c.spec.ssh.as_deref(), Some(addr.as_str()));
         assert_eq!(&c.device, dev);

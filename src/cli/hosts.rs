@@ -34,6 +34,13 @@ pub struct CheckArgs {
     /// Flag clocks further than this from this machine's (e.g. 50ms, 1s).
     #[arg(long, value_name = "DURATION", default_value = "50ms", value_parser = parse_skew)]
     pub max_skew: Duration,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// How iolab is found, or put, on the hosts (`iolab hosts check`, `iolab run`).
+#[derive(Debug, clap::Args)]
+pub struct RemoteArgs {
     /// The iolab to run on the hosts: a name on their PATH or a path.
     #[arg(long, value_name = "PATH", default_value = "iolab")]
     pub remote_iolab: String,
@@ -43,6 +50,18 @@ pub struct CheckArgs {
     /// Where --copy-binary puts the binary on the hosts.
     #[arg(long, value_name = "DIR", default_value = REMOTE_DIR)]
     pub remote_dir: String,
+}
+
+impl RemoteArgs {
+    /// The ssh options these make (more from $IOLAB_SSH).
+    pub fn options(&self) -> SshOptions {
+        SshOptions {
+            remote_iolab: self.remote_iolab.clone(),
+            remote_dir: self.remote_dir.clone(),
+            copy_binary: self.copy_binary,
+            ..SshOptions::default()
+        }
+    }
 }
 
 fn parse_skew(text: &str) -> Result<Duration, String> {
@@ -56,12 +75,7 @@ pub fn run(args: HostsArgs) -> anyhow::Result<()> {
 }
 
 fn check(args: CheckArgs) -> anyhow::Result<()> {
-    let options = SshOptions {
-        remote_iolab: args.remote_iolab,
-        remote_dir: args.remote_dir,
-        copy_binary: args.copy_binary,
-        ..SshOptions::default()
-    };
+    let options = args.remote.options();
     let report = crate::hosts::check::check(&args.hosts, &options, args.max_skew);
     crate::output::print(&report, args.out)?;
     let problems = report.problems();

@@ -45,6 +45,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub sample_ms: u64,
+    /// Controlled hosts (`[[target.host]] ssh = ...`): how iolab is found on them.
+    #[command(flatten)]
+    pub remote: super::hosts::RemoteArgs,
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
 }
@@ -88,6 +91,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     settings.device = args.device.clone();
     settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));
+    settings.ssh = args.remote.options();
 
     if args.dry_run {
         let plan = runloop::dry_run(&exp, &settings)?;

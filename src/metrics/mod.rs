@@ -4,9 +4,9 @@
 //! and docs/metrics.md is rendered from it, so adding a metric is one entry here (plus the
 //! code that measures it) and the reference cannot drift from what the code knows.
 //!
-//! A name is looked up exactly first (`DEVICE:dev_*` as its `dev_*`), then against the
-//! naming rules: suffix patterns that give a user-named metric (a `command` engine's) a unit
-//! and a direction. Every exact entry follows those rules too (a test holds them to it), except
+//! A name is looked up exactly first (`PREFIX:name` as its `name`: a device's, a host's,
+//! this machine's while it drove hosts), then against the naming rules: suffix patterns that
+//! give a user-named metric (a `command` engine's) a unit and a direction. Every exact entry follows those rules too (a test holds them to it), except
 //! `idle_pct`, the one share where more is better.
 
 pub mod render;
@@ -437,15 +437,19 @@ pub fn registry() -> &'static [Metric] {
     })
 }
 
-/// The entry listing `name` itself (a `DEVICE:dev_*` name as its `dev_*`), if any.
+/// The entry listing `name` itself, if any; a prefixed name as the metric after its last
+/// `:` (`DEVICE:dev_r_per_s`, a controlled host's `lab1:usr_pct`, this machine's
+/// `local:idle_pct` while it drove hosts).
 pub fn exact(name: &str) -> Option<&'static Metric> {
-    let bare = match name.split_once(':') {
-        Some((dev, m)) if !dev.is_empty() && m.starts_with("dev_") => m,
-        _ => name,
+    let listed = |n: &str| {
+        registry()
+            .iter()
+            .find(|m| matches!(&m.name, Name::Exact(e) if e == n))
     };
-    registry()
-        .iter()
-        .find(|m| matches!(&m.name, Name::Exact(n) if n == bare))
+    listed(name).or_else(|| match name.rsplit_once(':') {
+        Some((prefix, m)) if !prefix.is_empty() => listed(m),
+        _ => None,
+    })
 }
 
 /// The entry for `name`: its own, else the first naming rule it follows.
@@ -501,7 +505,13 @@ mod tests {
             exact("sdb:dev_r_per_s").unwrap().exact_name(),
             Some("dev_r_per_s")
         );
-        assert!(exact("sdb:usr_pct").is_none());
+        // A controlled host's figures and this machine's while it drove them.
+        assert_eq!(exact("lab1:usr_pct").unwrap().exact_name(), Some("usr_pct"));
+        assert_eq!(
+            exact("local:idle_pct").unwrap().direction,
+            Some(Direction::HigherIsBetter)
+        );
+        assert!(exact("lab1:nosuch_pct").is_none());
         assert!(exact(":dev_r_per_s").is_none());
         assert_eq!(lookup("copy_s"), None);
         assert_eq!(lookup("ops_per_s").unwrap().source, Source::Command);

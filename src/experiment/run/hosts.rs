@@ -161,6 +161,42 @@ pub fn own_device(exp: &Experiment) -> Option<Vec<String>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// What `iolab run --dry-run` says of one controlled host: its device, kernel and, per
+/// cell, where fio runs there and what is set, or why the cell cannot run there.
+pub fn plan_note(c: &Controlled) -> String {
+    let mut out = format!(
+        "host {}: /dev/{}, kernel {}",
+        c.label(),
+        c.device,
+        c.machine.kernel.as_deref().unwrap_or("unknown")
+    );
+    for cell in &c.plan.cells {
+        let what = match &cell.not_applicable {
+            Some(why) => format!("not applicable: {why}"),
+            None => {
+                let cpus = cell
+                    .devices
+                    .iter()
+                    .find_map(|d| d.cpus.as_deref())
+                    .map(|c| format!("CPUs {}", crate::sys::parse::format_cpulist(c)))
+                    .unwrap_or_else(|| "any CPU".to_string());
+                let sets: Vec<String> = cell
+                    .writes
+                    .iter()
+                    .map(|w| format!("{} = {}", w.path, w.value))
+                    .collect();
+                if sets.is_empty() {
+                    format!("fio on {cpus}")
+                } else {
+                    format!("fio on {cpus}; sets {}", sets.join(", "))
+                }
+            }
+        };
+        out += &format!("\n  {}: {what}", cell.key);
+    }
+    out
+}
+
 /// The kernel every controlled host runs, when they all run the same one.
 pub fn common_kernel(hosts: &[Controlled]) -> Option<String> {
     let first = hosts.first()?.machine.kernel.clone()?;

@@ -252,8 +252,8 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
         estimated_seconds,
         notes: vec![format!(
-            "fio runs on {} at once (fio client mode); nothing on this machine is changed or \
-             sampled",
+            "fio runs on {} at once (fio client mode); nothing on this machine is changed; it \
+             is sampled as a whole while it drives them (metrics local:*)",
             exp.target.hosts.join(", ")
         )],
     }
@@ -406,7 +406,14 @@ pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
 
 fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     if !exp.target.hosts.is_empty() {
-        return Ok(remote_plan(exp, &remote_devices(exp, settings)?));
+        let mut plan = remote_plan(exp, &remote_devices(exp, settings)?);
+        // Controlled hosts are checked and modelled as a run would (nothing is set there):
+        // each host's own plan is what its part of every cell will do.
+        if exp.target.controlled() {
+            let controlled = hosts::connect(exp, &settings.ssh, hosts::MAX_SKEW)?;
+            plan.notes.extend(controlled.iter().map(hosts::plan_note));
+        }
+        return Ok(plan);
     }
     let m = Machine::read(&settings.root)?;
     if let Some(nic) = target_nic(exp, settings)? {
@@ -981,7 +988,13 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
                 break 'rounds;
             };
             let c = &mut cells[run.cell];
-            if let RunStatus::NotApplicable(why) = &status {
+            // A cell some controlled hosts can realise keeps running there: their own
+            // experiments get every round, while the aggregate's runs say which host could not.
+            let nowhere = lp
+                .hosts
+                .iter()
+                .all(|h| h.plan.cells[run.cell].not_applicable.is_some());
+            if let (RunStatus::NotApplicable(why), true) = (&status, nowhere) {
                 c.not_applicable = Some(why.clone());
             }
             if run.warmup {
