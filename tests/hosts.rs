@@ -1000,7 +1000,7 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
             .map(|(_, v)| v)
     };
     let mut own: Vec<Vec<i64>> = Vec::new();
-    for p in &parts {
+    for (p, (_, dev)) in parts.iter().zip(&hosts) {
         assert_eq!(p.part_of, Some(id));
         assert_eq!(p.kernel, kernel.trim());
         assert_eq!(p.runs_ok as usize, aggregate.len(), "{}", p.host);
@@ -1021,6 +1021,16 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
             assert!(
                 tags.contains(&("host".to_string(), p.host.clone())),
                 "{tags:?}"
+            );
+            // Its sampler's series too, its own device's among them.
+            let samples = store.samples(r.id).unwrap();
+            assert!(
+                samples
+                    .iter()
+                    .any(|x| x.key == format!("{dev}/r_per_s") && !x.values.is_empty()),
+                "{}: {:?}",
+                p.host,
+                samples.iter().map(|x| &x.key).collect::<Vec<_>>()
             );
         }
         own.push(runs.iter().map(|r| r.id).collect());

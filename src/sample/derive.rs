@@ -7,11 +7,11 @@
 use super::reading::Reading;
 use crate::model::rates::{cpu_share, disk_rates, per_second, CpuShare, DiskRates};
 use crate::sys::parse::interrupts::IrqId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Interrupts per second of one IRQ over an interval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IrqRate {
     pub irq: IrqId,
     pub total: Option<f64>,
@@ -19,8 +19,8 @@ pub struct IrqRate {
     pub per_cpu: Vec<(u32, Option<f64>)>,
 }
 
-/// Everything derived from two readings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Everything derived from two readings (read back from a host's `sample_stop` answer too).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub start_ns: u64,
     pub end_ns: u64,

@@ -281,6 +281,7 @@ pub fn store_runs(
             status: s.status,
             tags,
             metrics: s.metrics,
+            samples: s.samples,
             fio_command: aggregate.fio_command.clone(),
             job_file: job_files
                 .iter()
@@ -424,6 +425,8 @@ pub struct Settled {
     pub status: RunStatus,
     pub metrics: Vec<(String, f64)>,
     pub prefixed: Vec<(String, f64)>,
+    /// The host's sampler series (CPU shares, interrupts, its device), as a local run's.
+    pub samples: Vec<crate::store::SampleSeries>,
 }
 
 /// Each host's part of a run after fio ended: its own jobs found in fio's report by the
@@ -445,6 +448,7 @@ pub fn settle(
                 status,
                 metrics: Vec::new(),
                 prefixed: Vec::new(),
+                samples: Vec::new(),
             });
             continue;
         }
@@ -497,10 +501,15 @@ pub fn settle(
             metrics.extend(sampled);
         }
         metrics.retain(|(_, v)| v.is_finite());
+        let samples = match (&status, &answer) {
+            (RunStatus::Ok, Some(a)) => sampler_series(&c.device, a),
+            _ => Vec::new(),
+        };
         out.push(Settled {
             status,
             metrics,
             prefixed,
+            samples,
         });
     }
     out
@@ -586,6 +595,23 @@ pub fn finish(
     left
 }
 
+/// The series of a host's run from its `sample_stop` answer's intervals, stored as a local
+/// run stores its own; none when the answer holds none this iolab can read.
+fn sampler_series(device: &str, answer: &serde_json::Value) -> Vec<crate::store::SampleSeries> {
+    let Ok(intervals) = serde_json::from_value(answer["intervals"].clone()) else {
+        return Vec::new();
+    };
+    super::stored::series(&crate::sample::SampleRun {
+        readings: Vec::new(),
+        devices: vec![device.to_string()],
+        device_irqs: Vec::new(),
+        intervals,
+        summary: None,
+        errors: Vec::new(),
+        started_unix_ns: answer["started_unix_ns"].as_f64().unwrap_or(0.0),
+    })
+}
+
 /// The sampler's figures for a host's run, from its `sample_stop` answer: the system's and
 /// those of `device`, under the names a local run stores them; none when the sampler had
 /// too few readings for a summary.
@@ -664,6 +690,7 @@ mod tests {
             status,
             metrics: Vec::new(),
             prefixed: Vec::new(),
+            samples: Vec::new(),
         };
         let ok = || part(RunStatus::Ok);
         assert_eq!(aggregate_status(&[ok(), ok()]), None);
