@@ -1252,3 +1252,71 @@ fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later()
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figures() {
+    use iolab::experiment::run::{self as runloop, Settings};
+    // One host: the namespaces share this machine's tracer, which records one trace at once.
+    let Some(lab) = Lab::new(1) else { return };
+    if Command::new("fio").arg("--version").output().is_err() {
+        common::skip("needs fio");
+        return;
+    }
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let dev = scratch.name().to_string();
+    let addr = lab.addrs()[0].clone();
+    let _servers = FioServers::start(&lab);
+    let text = format!(
+        "name = \"traced\"\nrepetitions = 2\nwarmup = false\ntrace = true\n[workload]\n\
+         rw = \"randread\"\nruntime = \"1s\"\n[[target.host]]\nssh = \"{addr}\"\n\
+         fio = \"{addr},8765\"\ndevice = \"{dev}\"\n[factors]\nread_ahead_kb = [256]\n"
+    );
+    let exp = iolab::experiment::file::parse("traced.toml", &text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut settings = Settings::live(state.path().join("r.db"));
+    settings.state_dir = state.path().join("state");
+    settings.sample_interval = Duration::from_millis(100);
+    settings.preflight_sample = Duration::ZERO;
+    settings.ssh = lab.options();
+    let runner = iolab::workload::RealFio {
+        time_limit: Some(Duration::from_secs(120)),
+        ..Default::default()
+    };
+    let cancel = iolab::workload::CancelToken::new();
+    let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
+    assert_eq!(outcome.failed_runs, 0, "{:?}", outcome.cells);
+    let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();
+    let part = &store.parts(outcome.experiment_id).unwrap()[0];
+    let metric = |run: i64, name: &str| {
+        store
+            .run_metrics(run)
+            .unwrap()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    };
+    let own = store.runs(part.id).unwrap();
+    let aggregate = store.runs(outcome.experiment_id).unwrap();
+    assert_eq!(own.len(), 2);
+    for (r, a) in own.iter().zip(&aggregate) {
+        // The host's own run has the trace's figures; the aggregate has them under its name.
+        let ios = metric(r.id, "trace_q2c_count")
+            .unwrap_or_else(|| panic!("{:?}", store.run_metrics(r.id).unwrap()));
+        let reads = metric(r.id, "read_iops").unwrap();
+        assert!(ios > 0.0 && reads > 0.0, "{ios} {reads}");
+        assert_eq!(metric(a.id, &format!("{addr}:trace_q2c_count")), Some(ios));
+    }
+    // Nothing of the traces is left on the host (its state directory) or here.
+    let left: Vec<_> = std::fs::read_dir(&lab.hosts[0].state)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.to_string_lossy().starts_with("agent-trace")),
+        "{left:?}"
+    );
+    assert!(!iolab::experiment::run::trace::traces_dir(&settings.db_path).exists());
+}

@@ -54,6 +54,7 @@ struct Session {
     root: SysRoot,
     journal: Option<Journal>,
     sampler: Option<SamplerHandle>,
+    trace: Option<super::agent_trace::AgentTrace>,
     /// `fio --version`, asked once.
     fio: Option<Option<String>>,
 }
@@ -69,6 +70,7 @@ pub fn serve(
         root: SysRoot::live(),
         journal: None,
         sampler: None,
+        trace: None,
         fio: None,
     };
     let lines = spawn_reader(input);
@@ -207,6 +209,23 @@ impl Session {
                     "errors": run.errors,
                 }))
             }
+            Request::TraceStart { device } => {
+                if self.trace.is_some() {
+                    return Err("a trace is already recording: send trace_stop first".into());
+                }
+                let t = super::agent_trace::AgentTrace::start(&crate::knobs::state_dir(), &device)?;
+                self.trace = Some(t);
+                Ok(json!({"device": device}))
+            }
+            Request::TraceStop => {
+                let t = self
+                    .trace
+                    .take()
+                    .ok_or("no trace is recording: send trace_start first")?;
+                let metrics: serde_json::Map<String, Value> =
+                    t.stop()?.into_iter().map(|(k, v)| (k, json!(v))).collect();
+                Ok(json!({"metrics": metrics}))
+            }
             Request::Preflight { sample_ms } => {
                 let sample = Duration::from_millis(sample_ms.min(10_000));
                 let findings = crate::preflight::collect(&self.root, sample);
@@ -262,6 +281,8 @@ impl Session {
         if let Some(handle) = self.sampler.take() {
             drop(handle.stop());
         }
+        // Stops the recording and removes its files.
+        self.trace = None;
         self.restore().map(drop)
     }
 }

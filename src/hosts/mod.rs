@@ -1,13 +1,14 @@
 //! Other machines as lab hosts. An experiment's `[target] hosts` run one fio job on several
 //! `fio --server`s; controlling and sampling those hosts needs iolab on each of them. This
 //! module is that control channel: `agent` (iolab on the host, answering JSON lines on
-//! stdin/stdout), `protocol` (the wire format both ends share), `ssh` (the OpenSSH client
-//! carrying it, with the user's own keys and config), `check` (versions and clock skew,
-//! measured before a run) and `restore` (a host's own `iolab restore`, once it is back).
-//! `facts` is what a host says about itself; `touched` lists the hosts a run may have left
-//! changed, for `iolab restore`.
+//! stdin/stdout; `agent_trace` is its block trace of a run), `protocol` (the wire format both
+//! ends share), `ssh` (the OpenSSH client carrying it, with the user's own keys and config),
+//! `check` (versions and clock skew, measured before a run) and `restore` (a host's own
+//! `iolab restore`, once it is back). `facts` is what a host says about itself; `touched`
+//! lists the hosts a run may have left changed, for `iolab restore`.
 
 pub mod agent;
+pub mod agent_trace;
 pub mod check;
 pub mod facts;
 pub mod protocol;

@@ -54,6 +54,10 @@ pub enum Request {
     },
     /// Stop the sampler and answer with what it measured.
     SampleStop,
+    /// Start recording a block trace of this device (kernel name) through tracefs.
+    TraceStart { device: String },
+    /// Stop the trace, analyse it there and answer with its `trace_*` metrics; the files go.
+    TraceStop,
     /// The host's preflight findings (governor, SMT, load, ...), as an experiment stores them
     /// in its environment; `sample_ms` is how long it watches the load (0: not at all).
     Preflight {
@@ -111,6 +115,8 @@ impl Request {
             Request::Restore => "restore",
             Request::SampleStart { .. } => "sample_start",
             Request::SampleStop => "sample_stop",
+            Request::TraceStart { .. } => "trace_start",
+            Request::TraceStop => "trace_stop",
             Request::Preflight { .. } => "preflight",
             Request::Bye => "bye",
         }

@@ -248,12 +248,17 @@ pub fn parse_with(
         );
     }
     if !target.hosts.is_empty() {
-        if trace {
+        // Controlled hosts record their own devices through their agents.
+        if trace && !target.controlled() {
             w.error(
                 trace_span,
                 "`trace = true` records this machine's device; with `hosts` fio runs elsewhere"
                     .to_string(),
-                Some("trace = false".to_string()),
+                Some(
+                    "trace = false, or name every host in [[target.host]] with `ssh` so each \
+                     records its own device"
+                        .to_string(),
+                ),
             );
         }
         if !prepare.is_empty() || stabilise != Stabilise::default() {

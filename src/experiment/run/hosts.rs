@@ -418,6 +418,60 @@ pub fn sample_stop(
     out
 }
 
+/// Starts a block trace of its device on every host whose part goes on; a host that cannot
+/// record (tracer busy, no tracefs) fails its part with why: a trace asked for and missing
+/// would leave that host's trace_* figures out of its cell.
+pub fn trace_start(exp: &Experiment, hosts: &mut [Controlled], parts: &mut Parts, run: usize) {
+    for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
+        if part.is_some() {
+            continue;
+        }
+        let request = Request::TraceStart {
+            device: c.device.clone(),
+        };
+        if let Err(e) = c.connection.request(&request) {
+            let why = format!("{}: trace_start: {e:#}", describe(exp, &c.spec));
+            *part = Some(failed(c, run, why));
+        }
+    }
+}
+
+/// Stops every host's trace and returns its `trace_*` metrics (empty for hosts whose part
+/// ended before).
+pub fn trace_stop(
+    exp: &Experiment,
+    hosts: &mut [Controlled],
+    parts: &mut Parts,
+    run: usize,
+) -> Vec<Vec<(String, f64)>> {
+    let mut out = Vec::with_capacity(hosts.len());
+    for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
+        if part.is_some() {
+            out.push(Vec::new());
+            continue;
+        }
+        match c.connection.request(&Request::TraceStop) {
+            Ok(answer) => out.push(
+                answer["metrics"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+                    .collect(),
+            ),
+            Err(e) => {
+                let why = format!("{}: trace_stop: {e:#}", describe(exp, &c.spec));
+                *part = Some(failed(c, run, why));
+                out.push(Vec::new());
+            }
+        }
+    }
+    out
+}
+
+/// What each host measured during a run: its `sample_stop` answer and its trace's figures.
+pub type Measured = (Vec<Option<serde_json::Value>>, Vec<Vec<(String, f64)>>);
+
 /// One host's part of one run, settled: how it ended and its own figures (its fio jobs'
 /// metrics, then its sampler's system and device figures, unprefixed), and the same sampler
 /// figures prefixed with the host for the aggregate run.
@@ -437,12 +491,16 @@ pub fn settle(
     exp: &Experiment,
     hosts: &mut [Controlled],
     parts: Parts,
-    answers: Vec<Option<serde_json::Value>>,
+    (answers, traces): Measured,
     outcome: Option<&crate::workload::FioOutcome>,
     run: usize,
 ) -> Vec<Settled> {
     let mut out = Vec::with_capacity(hosts.len());
-    for ((c, part), answer) in hosts.iter_mut().zip(parts).zip(answers) {
+    let each = hosts
+        .iter_mut()
+        .zip(parts)
+        .zip(answers.into_iter().zip(traces));
+    for ((c, part), (answer, traced)) in each {
         if let Some(status) = part {
             out.push(Settled {
                 status,
@@ -455,10 +513,11 @@ pub fn settle(
         let server = fio_host(&c.spec.fio);
         let report = outcome.and_then(|o| o.report.as_ref());
         let own = report.map(|r| r.of_client(server));
-        let sampled = answer
+        let mut sampled = answer
             .as_ref()
             .map(|a| sampler_figures(&c.device, a))
             .unwrap_or_default();
+        sampled.extend(traced);
         let prefixed = sampled
             .iter()
             .map(|(k, v)| (format!("{}:{k}", c.label()), *v))

@@ -387,7 +387,14 @@ pub fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<()> {
 pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     let mut p = dry_plan(exp, settings)?;
-    if exp.trace {
+    if exp.trace && !exp.target.hosts.is_empty() {
+        p.notes.push(
+            "trace = true: each host records a block trace of its own device for each measured \
+             run, analyses it there and sends back its trace_* metrics; the trace files are not \
+             kept"
+                .to_string(),
+        );
+    } else if exp.trace {
         let dir = trace::traces_dir(&settings.db_path);
         p.notes.push(format!(
             "trace = true: each measured run records a block trace of the target through \
@@ -762,7 +769,8 @@ pub fn run(
         progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
     }
     // The file allows `trace` with one device only; a `--device` override is one too.
-    let tracing = (exp.trace && settings.root.is_live()).then(|| {
+    // Controlled hosts record their own devices (`hosts::trace_start`).
+    let tracing = (exp.trace && !remote && settings.root.is_live()).then(|| {
         let device = plan.device();
         let dev = machine
             .device(device)
@@ -1086,8 +1094,8 @@ fn one_run(
     }
     if !lp.hosts.is_empty() && parts.iter().all(Option::is_some) {
         // No host can take part: nothing runs; each host's run and the aggregate say why.
-        let answers = vec![None; parts.len()];
-        let settled = hosts::settle(exp, lp.hosts, parts, answers, None, lp.position);
+        let nothing = (vec![None; parts.len()], vec![Vec::new(); parts.len()]);
+        let settled = hosts::settle(exp, lp.hosts, parts, nothing, None, lp.position);
         record.status = hosts::aggregate_status(&settled).unwrap_or(RunStatus::Ok);
         record.end_unix = crate::store::time::now_unix();
         hosts::store_runs(lp.store, lp.hosts, settled, &record, &[])?;
@@ -1146,15 +1154,31 @@ fn one_run(
         interval,
     )?;
     hosts::sample_start(exp, lp.hosts, interval, &mut parts, lp.position);
+    let traced = exp.trace && !run.warmup;
+    if traced {
+        hosts::trace_start(exp, lp.hosts, &mut parts, lp.position);
+    }
     let outcome = lp.runner.run(&job);
     let samples = sampler.stop();
     let answers = hosts::sample_stop(exp, lp.hosts, &mut parts, lp.position);
+    let traces = if traced {
+        hosts::trace_stop(exp, lp.hosts, &mut parts, lp.position)
+    } else {
+        vec![Vec::new(); lp.hosts.len()]
+    };
     let outcome = outcome?;
     record.end_unix = crate::store::time::now_unix();
     if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
         return Ok(None);
     }
-    let settled = hosts::settle(exp, lp.hosts, parts, answers, Some(&outcome), lp.position);
+    let settled = hosts::settle(
+        exp,
+        lp.hosts,
+        parts,
+        (answers, traces),
+        Some(&outcome),
+        lp.position,
+    );
     let (local, local_series, samples) = if remote {
         let series = stored::series(&samples);
         (stored::local_metrics(&samples), series, None)

@@ -1,0 +1,79 @@
+//! A block trace the agent records on its host for one run of a `trace = true` experiment
+//! (`trace_start` / `trace_stop`): the device's events through tracefs as `iolab run` records
+//! them here, analysed on the host, and only the run's `trace_*` metrics sent back. The files
+//! go once analysed: a run's trace is tens to hundreds of MB, too much to carry over the
+//! control channel, and a host's disk is not iolab's to fill.
+
+use std::path::PathBuf;
+
+use crate::experiment::run::trace as run_trace;
+use crate::trace::analyze;
+use crate::trace::capture::{self, Recording};
+
+/// Per-CPU ring buffer while recording (KiB), as a local run's.
+const BUFFER_KB: u64 = 8192;
+
+/// One recording under way; dropped unfinished, it stops and its files go.
+pub struct AgentTrace {
+    recording: Option<Recording>,
+    dir: PathBuf,
+    base: PathBuf,
+    /// "major,minor" of the device, as the analysis names devices.
+    dev: String,
+}
+
+impl AgentTrace {
+    /// Starts recording `device` into a directory of its own under `state_dir`.
+    pub fn start(state_dir: &std::path::Path, device: &str) -> Result<AgentTrace, String> {
+        let machine =
+            crate::model::Machine::read(&crate::sys::SysRoot::live()).map_err(|e| e.to_string())?;
+        let dev = machine
+            .device(device)
+            // The model says "major:minor", the analysis "major,minor".
+            .map(|d| d.dev.replace(':', ","))
+            .ok_or_else(|| format!("no block device {device:?} on this host"))?;
+        let dir = state_dir.join(format!("agent-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let base = dir.join(device);
+        let mut trace = AgentTrace {
+            recording: None,
+            dir,
+            base: base.clone(),
+            dev,
+        };
+        let recording = capture::start(capture::Config {
+            device: device.to_string(),
+            output: base,
+            duration: None,
+            buffer_kb: BUFFER_KB,
+            command: Vec::new(),
+        })
+        .map_err(|e| format!("cannot record /dev/{device}: {e:#}"))?;
+        trace.recording = Some(recording);
+        Ok(trace)
+    }
+
+    /// Stops recording and analyses the trace into the run's `trace_*` metrics; the files go.
+    pub fn stop(mut self) -> Result<Vec<(String, f64)>, String> {
+        let recording = self.recording.take().ok_or("not recording")?;
+        let summary = recording.stop().map_err(|e| format!("{e:#}"))?;
+        let report = analyze::analyze_paths(
+            std::slice::from_ref(&self.base),
+            analyze::Options {
+                timeline: false,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| format!("analysing the trace: {e}"))?;
+        Ok(run_trace::metrics(&report, &self.dev, &summary))
+    }
+}
+
+impl Drop for AgentTrace {
+    fn drop(&mut self) {
+        if let Some(r) = self.recording.take() {
+            let _ = r.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
