@@ -1285,6 +1285,7 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
         ..Default::default()
     };
     let cancel = iolab::workload::CancelToken::new();
+    let _turn = crate::trace::recording_turn();
     let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
     assert_eq!(outcome.failed_runs, 0, "{:?}", outcome.cells);
     let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();

@@ -361,10 +361,10 @@ fn compare_a_trace_with_itself_shows_no_change() {
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
-/// The blk tracer is global: recording tests take turns.
+/// The blk tracer is global: recording tests (here and in hosts) take turns.
 static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
+pub fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
     RECORDING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
