@@ -167,11 +167,11 @@ macro_rules! fio_direction {
             $bw: concat!($dir, "_bw_mbs"), Some("MB/s"), Some(Higher),
                 concat!($dir, " bandwidth, 10^6 bytes/s, summed over jobs");
             $mean: concat!($dir, "_clat_mean_us"), US, Some(Lower),
-                concat!("mean ", $dir, " completion latency (fio's clat), weighted by each \
-                 job's completions");
+                concat!("mean ", $dir, " completion latency (fio's clat), weighted by each ",
+                    "job's completions");
             $p50: concat!($dir, "_clat_p50_us"), US, Some(Lower),
-                concat!("median ", $dir, " completion latency, merged from the jobs' json+ \
-                 bins when there are several");
+                concat!("median ", $dir, " completion latency, merged from the jobs' json+ ",
+                    "bins when there are several");
             $p99: concat!($dir, "_clat_p99_us"), US, Some(Lower),
                 concat!("99th percentile of ", $dir, " completion latency, merged like p50");
             $p999: concat!($dir, "_clat_p999_us"), US, Some(Lower),
