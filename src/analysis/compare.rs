@@ -285,17 +285,19 @@ pub fn compare_cells(
     // hundreds of runs.
     let mut jobs = Vec::new();
     for (metric, bv, cv) in metrics {
-        let mut opts = match better.get(metric) {
-            Some(d) => CompareOptions::new(*d),
-            None => CompareOptions::for_metric(metric).map_err(|_| {
-                anyhow::anyhow!(
-                    "{metric} is neither work done nor a cost (no better direction), so a \
-                     change cannot be called improved or regressed; say which way is better \
-                     with `--better {metric}=higher` (or `=lower`), or see its values with \
-                     `iolab show`"
-                )
-            })?,
+        let direction = better
+            .get(metric)
+            .copied()
+            .or_else(|| crate::metrics::direction(metric));
+        let Some(direction) = direction else {
+            bail!(
+                "{metric} is neither work done nor a cost (no better direction), so a \
+                 change cannot be called improved or regressed; say which way is better \
+                 with `--better {metric}=higher` (or `=lower`), or see its values with \
+                 `iolab show`"
+            );
         };
+        let mut opts = CompareOptions::new(direction);
         opts.min_effect = min_effect_pct / 100.0;
         for &(b, c) in &measurable {
             let pick = |cell: &CellRuns, vals: &Values| -> Vec<f64> {
