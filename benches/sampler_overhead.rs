@@ -147,7 +147,11 @@ fn main() {
     let c = compare(
         &alone,
         &under,
-        &CompareOptions::for_metric("read_iops").expect("known metric"),
+        &CompareOptions::new(
+            iolab::metrics::READ_IOPS
+                .direction
+                .expect("read_iops has a direction"),
+        ),
     )
     .expect("comparison");
     println!(

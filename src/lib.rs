@@ -19,7 +19,8 @@ pub mod preflight;
 pub mod report;
 pub mod sample;
 pub mod snapshot;
-pub mod stats;
+/// The statistics, their own crate (crates/iolab-stats): every `crate::stats::...` path holds.
+pub use iolab_stats as stats;
 pub mod store;
 pub mod suggest;
 pub mod sys;

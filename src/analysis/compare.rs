@@ -10,18 +10,21 @@
 //! selector fixes are left out of the cell key in the same way, so the other factors' cells
 //! are matched across the two levels.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::report::comparisons::{
-    across_note, across_row, comparison_table_in_family, comparisons_json, ComparisonRow,
+    across_note, across_row, comparison_table_in_family, ComparisonRow,
 };
 use crate::report::table::{Cell, Column, Table, MAX_WIDTH};
 use crate::stats::across::{across_cells, AcrossCells};
 use crate::stats::compare::{adjust_family, compare, CompareOptions, Comparison};
+use crate::stats::direction::Direction;
 use crate::store::{Run, Store};
+
+use super::basis::Finding;
 
 use super::cells::{declared_factors, factors_of, group, CellRuns, Factor};
 use super::metrics::{self, Values};
@@ -282,17 +285,19 @@ pub fn compare_cells(
     // hundreds of runs.
     let mut jobs = Vec::new();
     for (metric, bv, cv) in metrics {
-        let mut opts = match better.get(metric) {
-            Some(d) => CompareOptions::new(*d),
-            None => CompareOptions::for_metric(metric).map_err(|_| {
-                anyhow::anyhow!(
-                    "{metric} is neither work done nor a cost (no better direction), so a \
-                     change cannot be called improved or regressed; say which way is better \
-                     with `--better {metric}=higher` (or `=lower`), or see its values with \
-                     `iolab show`"
-                )
-            })?,
+        let direction = better
+            .get(metric)
+            .copied()
+            .or_else(|| crate::metrics::direction(metric));
+        let Some(direction) = direction else {
+            bail!(
+                "{metric} is neither work done nor a cost (no better direction), so a \
+                 change cannot be called improved or regressed; say which way is better \
+                 with `--better {metric}=higher` (or `=lower`), or see its values with \
+                 `iolab show`"
+            );
         };
+        let mut opts = CompareOptions::new(direction);
         opts.min_effect = min_effect_pct / 100.0;
         for &(b, c) in &measurable {
             let pick = |cell: &CellRuns, vals: &Values| -> Vec<f64> {
@@ -355,11 +360,14 @@ pub fn compare_cells(
     Ok((out, skipped))
 }
 
-/// The summary across cells of one group and metric.
-#[derive(Debug, Clone)]
+/// The summary across cells of one group and metric; in JSON the `AcrossCells` with its
+/// `metric` (and `group`, when there is one).
+#[derive(Debug, Clone, Serialize)]
 pub struct Across {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub group: String,
     pub metric: String,
+    #[serde(flatten)]
     pub summary: AcrossCells,
 }
 
@@ -480,35 +488,14 @@ pub fn long_table(title: &str, compared: &[Compared]) -> Table {
     t
 }
 
-/// `{"comparisons": [...], "across_cells": [...]}`: every comparison, then per group and
-/// metric the geomean summary (`group` is left out when empty).
-pub fn json_of(compared: &[Compared]) -> Value {
-    let rows: Vec<ComparisonRow> = compared
-        .iter()
-        .map(|c| ComparisonRow {
-            cell: c.cell.clone(),
-            metric: Some(c.metric.clone()),
-            comparison: &c.comparison,
-        })
-        .collect();
-    let mut json = comparisons_json(&rows);
-    let summaries: Vec<Value> = across(compared)
-        .into_iter()
-        .map(|a| {
-            let mut v = serde_json::to_value(&a.summary).unwrap_or(Value::Null);
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("metric".into(), a.metric.clone().into());
-                if !a.group.is_empty() {
-                    obj.insert("group".into(), a.group.clone().into());
-                }
-            }
-            v
-        })
-        .collect();
-    if let Some(obj) = json.as_object_mut() {
-        obj.insert("across_cells".into(), Value::Array(summaries));
-    }
-    json
+/// `serialize_with` for the comparisons: each as `report::comparisons` writes a row, the full
+/// `Comparison` with its `cell` and `metric`.
+fn comparison_rows<S: serde::Serializer>(compared: &[Compared], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(compared.iter().map(|c| ComparisonRow {
+        cell: c.cell.clone(),
+        metric: Some(c.metric.clone()),
+        comparison: &c.comparison,
+    }))
 }
 
 /// Renders tables one after another with their footnotes merged at the end (the legends of
@@ -535,15 +522,53 @@ pub fn render_tables(tables: &[Table]) -> String {
     out
 }
 
-/// What `compare` prints.
-#[derive(Debug, Clone, serde::Serialize)]
+/// What `compare` prints: the text and the CSV as rendered, and the typed `--json` document.
+#[derive(Debug, Clone, Serialize)]
 #[serde(transparent)]
 pub struct CompareOutput {
     #[serde(skip)]
     pub text: String,
-    pub json: Value,
+    /// Scripts have always seen this document's objects with their keys sorted (it was
+    /// built with `json!`): `sorted_keys` keeps it byte for byte.
+    #[serde(serialize_with = "crate::output::sorted_keys")]
+    pub doc: CompareDoc,
     #[serde(skip)]
     pub csv: String,
+}
+
+/// `compare --json`: every comparison, per metric the summary across cells, the failed
+/// cross-checks of both sides' runs, what each side selected, and the options that decided.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareDoc {
+    #[serde(serialize_with = "comparison_rows")]
+    pub comparisons: Vec<Compared>,
+    pub across_cells: Vec<Across>,
+    pub findings: Findings,
+    pub baseline: Side,
+    pub candidate: Side,
+    pub min_effect_pct: f64,
+    /// The user's `--better` directions (left out when none was given).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub better: BTreeMap<String, Direction>,
+    /// How many comparisons have a p-value: the Benjamini-Hochberg family.
+    pub family_size: usize,
+    pub unmatched_cells: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+/// The failed cross-checks of each side's runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Findings {
+    pub baseline: Vec<Finding>,
+    pub candidate: Vec<Finding>,
+}
+
+/// One side of a comparison: its selector and how many of its runs succeeded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Side {
+    pub selector: String,
+    pub runs: usize,
+    pub runs_ok: usize,
 }
 
 impl crate::output::Render for CompareOutput {
@@ -740,32 +765,36 @@ pub fn compare_selectors(
         super::basis::findings_of_runs(store, &cand.runs)?,
     );
     text.push_str(&findings_text(&[(&base.label, &bf), (&cand.label, &cf)]));
-    let mut json = json_of(&compared);
-    if let Some(obj) = json.as_object_mut() {
-        obj.insert("findings".into(), json!({"baseline": bf, "candidate": cf}));
-        obj.insert(
-            "baseline".into(),
-            json!({"selector": a, "runs": base.runs.len(), "runs_ok": bi.len()}),
-        );
-        obj.insert(
-            "candidate".into(),
-            json!({"selector": b, "runs": cand.runs.len(), "runs_ok": ci.len()}),
-        );
-        obj.insert("min_effect_pct".into(), json!(req.min_effect_pct));
-        if !req.better.is_empty() {
-            obj.insert("better".into(), json!(req.better));
-        }
-        obj.insert("family_size".into(), json!(family_size(&compared)));
-        obj.insert("unmatched_cells".into(), json!(unmatched));
-        obj.insert("skipped".into(), json!(skipped));
-    }
     let mut csv_table = long_table(&format!("{} -> {}", base.label, cand.label), &compared);
     add_findings_column(
         &mut csv_table,
         &[("baseline", &bcells, &bf), ("candidate", &ccells, &cf)],
     );
     let csv = csv_table.to_csv();
-    Ok(CompareOutput { text, json, csv })
+    let doc = CompareDoc {
+        across_cells: across(&compared),
+        family_size: family_size(&compared),
+        baseline: Side {
+            selector: a.to_string(),
+            runs: base.runs.len(),
+            runs_ok: bi.len(),
+        },
+        candidate: Side {
+            selector: b.to_string(),
+            runs: cand.runs.len(),
+            runs_ok: ci.len(),
+        },
+        findings: Findings {
+            baseline: bf,
+            candidate: cf,
+        },
+        min_effect_pct: req.min_effect_pct,
+        better: req.better.clone(),
+        unmatched_cells: unmatched,
+        skipped,
+        comparisons: compared,
+    };
+    Ok(CompareOutput { text, doc, csv })
 }
 
 #[cfg(test)]

@@ -1,43 +1,14 @@
 //! Which metrics to show when the user names none, their units, and their values for a set
-//! of runs. Defaults are the figures the cases' authors posted (IOPS, MB/s, mean and p99
-//! completion latency, %usr/%sys, interrupts/s), kept only when the runs measured them and
-//! not all zero (a read workload's `write_iops` is a true 0 and says nothing).
+//! of runs. Defaults are the registry's `HEADLINE` metrics (the figures the cases' authors
+//! posted: IOPS, MB/s, mean and p99 completion latency, %usr/%sys, interrupts/s), kept only
+//! when the runs measured them and not all zero (a read workload's `write_iops` is a true 0
+//! and says nothing).
 
 use std::collections::HashMap;
 
 use anyhow::bail;
 
 use crate::store::Store;
-
-/// The default metrics, in display order (names from docs/architecture.md).
-pub const HEADLINE: &[&str] = &[
-    // The network engines' (`workload::net`); absent from fio's runs, so not shown there.
-    "net_received_mbit_per_s",
-    "net_retransmits",
-    "rr_trans_per_s",
-    "rr_lat_mean_us",
-    "rr_lat_p99_us",
-    "tp_msg_per_s",
-    "read_iops",
-    "write_iops",
-    "read_bw_mbs",
-    "write_bw_mbs",
-    "read_clat_mean_us",
-    "read_clat_p99_us",
-    "write_clat_mean_us",
-    "write_clat_p99_us",
-    "usr_pct",
-    "sys_pct",
-    "irq_per_s",
-    // A NIC target's own interrupts (`[target] nic`): the figure an interrupt experiment
-    // on a NIC is about; absent elsewhere.
-    "nic_irq_per_s",
-    // The device's side of fio's figures (the lab's nvme0n1 had them stored, but `show`
-    // printed none: they were not headline metrics).
-    "dev_r_per_s",
-    "dev_w_per_s",
-    "dev_irq_per_io",
-];
 
 /// The unit shown in headers, from the metric registry (its entry or its name's rule).
 pub fn unit(metric: &str) -> Option<&'static str> {
@@ -67,7 +38,7 @@ pub fn choose(
     };
     let mut out = Vec::new();
     if requested.is_empty() {
-        for m in HEADLINE {
+        for m in crate::metrics::HEADLINE.iter().map(|m| m.name) {
             let v = load(m)?;
             if v.iter().all(|g| !g.is_empty())
                 && v.iter().flat_map(|g| g.values()).any(|x| *x != 0.0)

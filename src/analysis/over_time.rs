@@ -84,11 +84,17 @@ pub fn over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::R
     }
     let metric = match &req.metric {
         Some(m) => m.clone(),
-        None => ["read_iops", "write_iops"]
-            .into_iter()
-            .find(|m| runs.iter().any(|(_, s)| !points_of(s, m).is_empty()))
-            .unwrap_or("read_iops")
-            .to_string(),
+        None => {
+            let (read, write) = (
+                crate::metrics::READ_IOPS.name,
+                crate::metrics::WRITE_IOPS.name,
+            );
+            [read, write]
+                .into_iter()
+                .find(|m| runs.iter().any(|(_, s)| !points_of(s, m).is_empty()))
+                .unwrap_or(read)
+                .to_string()
+        }
     };
     let series: Vec<Series> = runs
         .iter()

@@ -342,9 +342,9 @@ pub fn report(
             ));
         }
         let dir = if chosen.iter().any(|(m, _)| m.starts_with("read")) {
-            "read_iops"
+            crate::metrics::READ_IOPS.name
         } else {
-            "write_iops"
+            crate::metrics::WRITE_IOPS.name
         };
         extra.push((
             "completion latency CDF".into(),

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::bail;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::report::format::terminal_safe as safe;
 use crate::report::pivot::{pivot_cells, PivotCell, PivotSpec};
@@ -122,41 +122,82 @@ pub struct ShowOptions {
     pub cols: Option<String>,
 }
 
-/// Everything `show` prints, in each format.
-#[derive(Debug, Clone)]
+/// Everything `show` prints: the header and tables for people, the typed document for
+/// `--json`, the long table for `--csv`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
 pub struct Shown {
+    #[serde(skip)]
     pub header: String,
-    pub tables: Vec<Table>,
-    pub json: Value,
+    /// Scripts have always seen this document's objects with their keys sorted (it was
+    /// built with `json!`): `sorted_keys` keeps it byte for byte.
+    #[serde(serialize_with = "crate::output::sorted_keys")]
+    pub doc: ShowDoc,
+    #[serde(skip)]
     pub csv: String,
 }
 
-impl serde::Serialize for Shown {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.json.serialize(s)
-    }
+/// `show --json`: the experiment, its factors, the metrics shown with their units, every
+/// cell's runs and summaries, the tables as printed, and what the figures rest on.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShowDoc {
+    pub experiment: Experiment,
+    pub factors: Vec<Factor>,
+    pub metrics: Vec<MetricShown>,
+    pub cells: Vec<CellShown>,
+    pub tables: Vec<Table>,
+    pub basis: super::basis::Basis,
+}
+
+/// A metric shown and its unit (null when it has none).
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricShown {
+    pub name: String,
+    pub unit: Option<&'static str>,
+}
+
+/// One cell: its levels, how its runs ended, and its summary per metric.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellShown {
+    pub cell: String,
+    pub levels: BTreeMap<String, String>,
+    pub runs_ok: usize,
+    pub runs_failed: usize,
+    pub failed: Vec<FailedRun>,
+    pub not_applicable: Option<String>,
+    /// Metric name -> the cell's summary (metrics without values here are left out).
+    pub metrics: BTreeMap<String, CellSummary>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedRun {
+    pub run: i64,
+    pub reason: String,
+}
+
+/// A cell's summary of one metric, with the runs it covers and those marked as outliers.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellSummary {
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub runs: Vec<i64>,
+    pub outlier_runs: Vec<i64>,
 }
 
 impl crate::output::Render for Shown {
     fn text(&self) -> String {
-        Shown::text(self)
+        let mut out = self.header.clone();
+        for t in &self.doc.tables {
+            out.push('\n');
+            out.push_str(&t.render_text(crate::report::table::MAX_WIDTH));
+        }
+        out
     }
 }
 
 impl crate::output::RenderCsv for Shown {
     fn csv(&self) -> String {
         self.csv.clone()
-    }
-}
-
-impl Shown {
-    pub fn text(&self) -> String {
-        let mut out = self.header.clone();
-        for t in &self.tables {
-            out.push('\n');
-            out.push_str(&t.render_text(crate::report::table::MAX_WIDTH));
-        }
-        out
     }
 }
 
@@ -424,18 +465,16 @@ fn header(loaded: &Loaded) -> String {
     out
 }
 
-fn summary_json(s: &Summary, ids: &[i64]) -> Value {
-    let mut v = serde_json::to_value(s).unwrap_or(Value::Null);
-    if let Some(obj) = v.as_object_mut() {
-        let runs: Vec<i64> = s
+fn cell_summary(s: &Summary, ids: &[i64]) -> CellSummary {
+    CellSummary {
+        summary: s.clone(),
+        runs: ids.to_vec(),
+        outlier_runs: s
             .outliers
             .iter()
             .filter_map(|&i| ids.get(i).copied())
-            .collect();
-        obj.insert("outlier_runs".into(), json!(runs));
-        obj.insert("runs".into(), json!(ids));
+            .collect(),
     }
-    v
 }
 
 pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown> {
@@ -462,8 +501,6 @@ pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown>
         per_metric.push(mc);
     }
     let basis = super::basis::summarise(&store.run_bases(id)?);
-    let mut json = show_json(&loaded, &per_metric, &tables);
-    json["basis"] = serde_json::to_value(&basis).unwrap_or(Value::Null);
     let csv = long_table(&loaded, &per_metric).to_csv();
     let mut header = header(&loaded);
     let (analysed, kept) = store.trace_counts(id)?;
@@ -473,44 +510,58 @@ pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown>
     }
     Ok(Shown {
         header: header + &super::basis::text(&basis),
-        tables,
-        json,
+        doc: show_doc(loaded, &per_metric, tables, basis),
         csv,
     })
 }
 
-fn show_json(loaded: &Loaded, per_metric: &[MetricCells], tables: &[Table]) -> Value {
-    let cells: Vec<Value> = loaded
+fn show_doc(
+    loaded: Loaded,
+    per_metric: &[MetricCells],
+    tables: Vec<Table>,
+    basis: super::basis::Basis,
+) -> ShowDoc {
+    let cells = loaded
         .cells
         .iter()
         .enumerate()
-        .map(|(i, c)| {
-            let levels: BTreeMap<&str, &str> =
-                c.levels.iter().map(|(f, l)| (f.as_str(), l.as_str())).collect();
-            let mut ms = serde_json::Map::new();
-            for mc in per_metric {
-                if let Some(s) = &mc.summaries[i] {
-                    ms.insert(mc.metric.clone(), summary_json(s, &mc.run_ids[i]));
-                }
-            }
-            json!({
-                "cell": c.label(),
-                "levels": levels,
-                "runs_ok": c.ok.len(),
-                "runs_failed": c.failed.len(),
-                "failed": c.failed.iter().map(|(id, why)| json!({"run": id, "reason": why})).collect::<Vec<_>>(),
-                "not_applicable": c.not_applicable_reason(),
-                "metrics": ms,
-            })
+        .map(|(i, c)| CellShown {
+            cell: c.label(),
+            levels: c.levels.iter().cloned().collect(),
+            runs_ok: c.ok.len(),
+            runs_failed: c.failed.len(),
+            failed: c
+                .failed
+                .iter()
+                .map(|(run, reason)| FailedRun {
+                    run: *run,
+                    reason: reason.clone(),
+                })
+                .collect(),
+            not_applicable: c.not_applicable_reason().map(str::to_string),
+            metrics: per_metric
+                .iter()
+                .filter_map(|mc| {
+                    let s = mc.summaries[i].as_ref()?;
+                    Some((mc.metric.clone(), cell_summary(s, &mc.run_ids[i])))
+                })
+                .collect(),
         })
         .collect();
-    json!({
-        "experiment": loaded.experiment,
-        "factors": loaded.factors,
-        "metrics": per_metric.iter().map(|m| json!({"name": m.metric, "unit": metrics::unit(&m.metric)})).collect::<Vec<_>>(),
-        "cells": cells,
-        "tables": tables.iter().map(Table::to_json).collect::<Vec<_>>(),
-    })
+    ShowDoc {
+        metrics: per_metric
+            .iter()
+            .map(|m| MetricShown {
+                name: m.metric.clone(),
+                unit: metrics::unit(&m.metric),
+            })
+            .collect(),
+        cells,
+        tables,
+        basis,
+        experiment: loaded.experiment,
+        factors: loaded.factors,
+    }
 }
 
 /// One row per cell and metric, every statistic in its own column: what a script wants.
@@ -593,7 +644,7 @@ mod tests {
                             id,
                             experiment_id: 1,
                             cell_key: String::new(),
-                            cell_levels: json!({"a": a, "b": b, "c": c}),
+                            cell_levels: serde_json::json!({"a": a, "b": b, "c": c}),
                             repetition: rep,
                             warmup: false,
                             start_unix: 0.0,

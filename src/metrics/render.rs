@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{registry, Metric, Name};
+use super::{registry, Metric};
 use crate::stats::direction::Direction;
 
 /// One metric as printed: the name (or pattern) and the rest in words.
@@ -29,12 +29,12 @@ fn better(d: Option<Direction>) -> Option<&'static str> {
 
 fn row(m: &Metric) -> Row {
     Row {
-        name: m.name.shown(),
-        pattern: !matches!(m.name, Name::Exact(_)),
+        name: m.shown(),
+        pattern: m.exact_name().is_none(),
         unit: m.unit,
         better: better(m.direction),
         source: m.source.name(),
-        description: m.description.clone(),
+        description: m.description.to_string(),
     }
 }
 

@@ -10,11 +10,17 @@ use crate::stats::Comparison;
 use super::format::{p_value, signed_pct};
 use super::table::{Cell, Column, Table};
 
+/// One row; in `compare --json` the full [`Comparison`] (baseline and candidate summaries,
+/// `change_pct`, `ci_low_pct`, `ci_high_pct`, `p_mannwhitney`, `p_welch`, `p_adjusted`,
+/// `verdict`, `reason`, seed...) with `cell` and `metric`. `test` names the test that decided
+/// (`mann-whitney`, `welch`, or null with one run on a side) and `p_test` its p-value.
+#[derive(serde::Serialize)]
 pub struct ComparisonRow<'a> {
     /// The cell's factor levels, e.g. `bs=4k rw=randread`.
     pub cell: String,
     /// Shown as a column only when some row names a metric (mixed-metric tables).
     pub metric: Option<String>,
+    #[serde(flatten)]
     pub comparison: &'a Comparison,
 }
 
@@ -178,26 +184,6 @@ pub fn across_note(level: f64) -> String {
     )
 }
 
-/// The JSON `compare --json` prints: `{"comparisons": [...]}`, each object the full
-/// [`Comparison`] (baseline and candidate summaries, `change_pct`, `ci_low_pct`,
-/// `ci_high_pct`, `p_mannwhitney`, `p_welch`, `p_adjusted`, `verdict`, `reason`, seed...)
-/// plus `cell` and `metric`. `test` names the test that decided (`mann-whitney`, `welch`,
-/// or null with one run on a side) and `p_test` its p-value.
-pub fn comparisons_json(rows: &[ComparisonRow<'_>]) -> serde_json::Value {
-    let items: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            let mut v = serde_json::to_value(r.comparison).unwrap_or(serde_json::Value::Null);
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("cell".into(), r.cell.clone().into());
-                obj.insert("metric".into(), r.metric.clone().into());
-            }
-            v
-        })
-        .collect();
-    serde_json::json!({ "comparisons": items })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,15 +251,15 @@ mod tests {
             "{text}"
         );
         insta::assert_snapshot!(text);
-        let json = comparisons_json(&rows);
-        let first = &json["comparisons"][0];
+        let json = serde_json::to_value(&rows).unwrap();
+        let first = &json[0];
         for key in ["cell", "metric", "change_pct", "ci_low_pct", "ci_high_pct"] {
             assert!(first.get(key).is_some(), "{key} missing in {first}");
         }
         for key in ["p_mannwhitney", "p_welch", "test", "p_test", "verdict"] {
             assert!(first.get(key).is_some(), "{key} missing in {first}");
         }
-        assert_eq!(json["comparisons"][2]["test"], "welch");
+        assert_eq!(json[2]["test"], "welch");
         for key in ["n", "mean", "median", "stddev"] {
             assert!(
                 first["baseline"].get(key).is_some(),
@@ -285,7 +271,7 @@ mod tests {
             );
         }
         assert_eq!(first["verdict"], "regressed");
-        assert_eq!(json["comparisons"][1]["verdict"], "~");
-        insta::assert_json_snapshot!(json["comparisons"][0]);
+        assert_eq!(json[1]["verdict"], "~");
+        insta::assert_json_snapshot!(json[0]);
     }
 }

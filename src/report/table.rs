@@ -236,6 +236,13 @@ impl Table {
     }
 }
 
+/// A table in a command's JSON is [`Table::to_json`]'s document.
+impl serde::Serialize for Table {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&self.to_json(), s)
+    }
+}
+
 /// Word-wraps a footnote to `width`, indenting continuation lines by two spaces.
 pub fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();

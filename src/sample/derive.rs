@@ -5,6 +5,7 @@
 //! names (docs/architecture.md).
 
 use super::reading::Reading;
+use crate::metrics;
 use crate::model::rates::{cpu_share, disk_rates, per_second, CpuShare, DiskRates};
 use crate::sys::parse::interrupts::IrqId;
 use serde::{Deserialize, Serialize};
@@ -148,15 +149,15 @@ pub fn summary(
     let whole = interval(first, last, devices);
     let mut system = BTreeMap::new();
     if let Some(c) = &whole.all_cpus {
-        system.insert("usr_pct", c.usr_pct + c.nice_pct);
-        system.insert("sys_pct", c.sys_pct);
-        system.insert("irq_pct", c.irq_pct);
-        system.insert("softirq_pct", c.softirq_pct);
-        system.insert("iowait_pct", c.iowait_pct);
-        system.insert("idle_pct", c.idle_pct);
+        system.insert(metrics::USR_PCT.name, c.usr_pct + c.nice_pct);
+        system.insert(metrics::SYS_PCT.name, c.sys_pct);
+        system.insert(metrics::IRQ_PCT.name, c.irq_pct);
+        system.insert(metrics::SOFTIRQ_PCT.name, c.softirq_pct);
+        system.insert(metrics::IOWAIT_PCT.name, c.iowait_pct);
+        system.insert(metrics::IDLE_PCT.name, c.idle_pct);
     }
     if let Some(v) = whole.irq_per_s {
-        system.insert("irq_per_s", v);
+        system.insert(metrics::IRQ_PER_S.name, v);
     }
     let mut per_device = BTreeMap::new();
     for (i, (name, rates)) in whole.disks.iter().enumerate() {
@@ -176,32 +177,32 @@ pub fn summary(
                 };
             }
             if let Some(s) = sum {
-                m.insert("dev_irq_per_s", s);
+                m.insert(metrics::DEV_IRQ_PER_S.name, s);
             }
         }
         if let Some(r) = rates {
-            m.insert("dev_r_per_s", r.r_per_s);
-            m.insert("dev_w_per_s", r.w_per_s);
-            m.insert("dev_rrqm_per_s", r.rrqm_per_s);
-            m.insert("dev_wrqm_per_s", r.wrqm_per_s);
-            m.insert("dev_rmb_per_s", r.rmb_per_s);
-            m.insert("dev_wmb_per_s", r.wmb_per_s);
+            m.insert(metrics::DEV_R_PER_S.name, r.r_per_s);
+            m.insert(metrics::DEV_W_PER_S.name, r.w_per_s);
+            m.insert(metrics::DEV_RRQM_PER_S.name, r.rrqm_per_s);
+            m.insert(metrics::DEV_WRQM_PER_S.name, r.wrqm_per_s);
+            m.insert(metrics::DEV_RMB_PER_S.name, r.rmb_per_s);
+            m.insert(metrics::DEV_WMB_PER_S.name, r.wmb_per_s);
             if let Some(v) = r.avg_rq_kb {
-                m.insert("dev_avg_rq_kb", v);
+                m.insert(metrics::DEV_AVG_RQ_KB.name, v);
             }
-            m.insert("dev_avg_qu_sz", r.avg_qu_sz);
+            m.insert(metrics::DEV_AVG_QU_SZ.name, r.avg_qu_sz);
             if let Some(v) = r.r_await_ms {
-                m.insert("dev_r_await_ms", v);
+                m.insert(metrics::DEV_R_AWAIT_MS.name, v);
             }
             if let Some(v) = r.w_await_ms {
-                m.insert("dev_w_await_ms", v);
+                m.insert(metrics::DEV_W_AWAIT_MS.name, v);
             }
-            m.insert("dev_util_pct", r.util_pct);
+            m.insert(metrics::DEV_UTIL_PCT.name, r.util_pct);
             // Device interrupts per completed I/O (case 3's ints/s next to IOPS): 1 with
             // one interrupt per completion, less with coalescing or polling.
             let ios = r.r_per_s + r.w_per_s;
-            if let (Some(irq), true) = (m.get("dev_irq_per_s").copied(), ios > 0.0) {
-                m.insert("dev_irq_per_io", irq / ios);
+            if let (Some(irq), true) = (m.get(metrics::DEV_IRQ_PER_S.name).copied(), ios > 0.0) {
+                m.insert(metrics::DEV_IRQ_PER_IO.name, irq / ios);
             }
         }
         per_device.insert(name.clone(), m);

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::metrics;
+
 /// What went wrong reading fio's output; offsets and lines refer to the text given.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum FioJsonError {
@@ -141,6 +143,15 @@ impl Dir {
         }
     }
 
+    /// This direction's metrics in the registry.
+    pub fn metrics(self) -> &'static metrics::FioDirection {
+        match self {
+            Dir::Read => &metrics::FIO_READ,
+            Dir::Write => &metrics::FIO_WRITE,
+            Dir::Trim => &metrics::FIO_TRIM,
+        }
+    }
+
     fn of(self, job: &JobResult) -> &Direction {
         match self {
             Dir::Read => &job.read,
@@ -150,8 +161,13 @@ impl Dir {
     }
 }
 
-/// Percentiles iolab publishes, with the suffix of their metric name.
-const PUBLISHED_PERCENTILES: [(f64, &str); 3] = [(50.0, "p50"), (99.0, "p99"), (99.9, "p999")];
+/// Percentiles iolab publishes, with their metric in a direction's.
+type PercentileMetric = fn(&metrics::FioDirection) -> &metrics::Metric;
+const PUBLISHED_PERCENTILES: [(f64, PercentileMetric); 3] = [
+    (50.0, |m| &m.clat_p50_us),
+    (99.0, |m| &m.clat_p99_us),
+    (99.9, |m| &m.clat_p999_us),
+];
 
 /// Parses fio's stdout. Starts at the first line beginning with `{`, reads every complete
 /// document that follows and keeps the last one (status-interval documents are cumulative).
@@ -718,27 +734,29 @@ impl FioReport {
             if dir == Dir::Trim && total.total_ios == 0 && total.clat.is_none() {
                 continue;
             }
-            let name = dir.name();
-            out.push((format!("{name}_iops"), total.iops));
-            out.push((format!("{name}_bw_mbs"), total.bw_bytes / 1e6));
+            let m = dir.metrics();
+            let mut push =
+                |metric: &metrics::Metric, v: f64| out.push((metric.name.to_string(), v));
+            push(&m.iops, total.iops);
+            push(&m.bw_mbs, total.bw_bytes / 1e6);
             if let Some(clat) = &total.clat {
-                out.push((format!("{name}_clat_mean_us"), clat.mean_ns / 1e3));
-                for &(pct, suffix) in &PUBLISHED_PERCENTILES {
+                push(&m.clat_mean_us, clat.mean_ns / 1e3);
+                for &(pct, metric) in &PUBLISHED_PERCENTILES {
                     if let Some(&(_, v)) = clat.percentiles.iter().find(|(p, _)| *p == pct) {
-                        out.push((format!("{name}_clat_{suffix}_us"), v / 1e3));
+                        push(metric(m), v / 1e3);
                     }
                 }
-                out.push((format!("{name}_clat_min_us"), clat.min_ns / 1e3));
-                out.push((format!("{name}_clat_max_us"), clat.max_ns / 1e3));
-                out.push((format!("{name}_clat_stddev_us"), clat.stddev_ns / 1e3));
+                push(&m.clat_min_us, clat.min_ns / 1e3);
+                push(&m.clat_max_us, clat.max_ns / 1e3);
+                push(&m.clat_stddev_us, clat.stddev_ns / 1e3);
             }
         }
         out.push((
-            "fio_usr_pct".to_string(),
+            metrics::FIO_USR_PCT.name.to_string(),
             self.jobs.iter().map(|j| j.usr_cpu).sum(),
         ));
         out.push((
-            "fio_sys_pct".to_string(),
+            metrics::FIO_SYS_PCT.name.to_string(),
             self.jobs.iter().map(|j| j.sys_cpu).sum(),
         ));
         out

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use super::engine::{in_netns, Engine, Figures, Invocation, Server};
+use crate::metrics;
 
 /// Where the client and server run, shared by both engines.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,7 +174,7 @@ impl Engine for Iperf3 {
     }
 
     fn primary_metric(&self) -> Option<String> {
-        Some("net_received_mbit_per_s".into())
+        Some(metrics::NET_RECEIVED_MBIT_PER_S.name.into())
     }
 }
 
@@ -198,12 +199,15 @@ pub fn iperf3_figures(stdout: &str) -> Result<Figures, String> {
             (s, s)
         }
     };
-    let mut metrics = vec![
-        ("net_sent_mbit_per_s".to_string(), sent / 1e6),
-        ("net_received_mbit_per_s".to_string(), received / 1e6),
+    let mut out = vec![
+        (metrics::NET_SENT_MBIT_PER_S.name.to_string(), sent / 1e6),
+        (
+            metrics::NET_RECEIVED_MBIT_PER_S.name.to_string(),
+            received / 1e6,
+        ),
     ];
     if let Some(r) = num(&doc, "end.sum_sent.retransmits") {
-        metrics.push(("net_retransmits".into(), r));
+        out.push((metrics::NET_RETRANSMITS.name.to_string(), r));
     }
     let (mut t, mut v) = (Vec::new(), Vec::new());
     for i in doc
@@ -220,21 +224,21 @@ pub fn iperf3_figures(stdout: &str) -> Result<Figures, String> {
     if !v.is_empty() {
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let max = v.iter().copied().fold(0.0, f64::max);
-        metrics.push(("net_interval_min_mbit_per_s".into(), min));
-        metrics.push(("net_interval_max_mbit_per_s".into(), max));
+        out.push((metrics::NET_INTERVAL_MIN_MBIT_PER_S.name.to_string(), min));
+        out.push((metrics::NET_INTERVAL_MAX_MBIT_PER_S.name.to_string(), max));
     }
     for (name, path) in [
         (
-            "net_client_cpu_pct",
+            metrics::NET_CLIENT_CPU_PCT.name,
             "end.cpu_utilization_percent.host_total",
         ),
         (
-            "net_server_cpu_pct",
+            metrics::NET_SERVER_CPU_PCT.name,
             "end.cpu_utilization_percent.remote_total",
         ),
     ] {
         if let Some(x) = num(&doc, path) {
-            metrics.push((name.into(), x));
+            out.push((name.into(), x));
         }
     }
     let series = if v.is_empty() {
@@ -242,7 +246,10 @@ pub fn iperf3_figures(stdout: &str) -> Result<Figures, String> {
     } else {
         vec![("iperf3/mbit_per_s".to_string(), t, v)]
     };
-    Ok(Figures { metrics, series })
+    Ok(Figures {
+        metrics: out,
+        series,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,8 +316,8 @@ impl Engine for Sockperf {
 
     fn primary_metric(&self) -> Option<String> {
         match get(&self.0.options, "mode") {
-            Some("throughput") => Some("tp_msg_per_s".into()),
-            _ => Some("rr_trans_per_s".into()),
+            Some("throughput") => Some(metrics::TP_MSG_PER_S.name.into()),
+            _ => Some(metrics::RR_TRANS_PER_S.name.into()),
         }
     }
 }
@@ -352,39 +359,39 @@ fn after(line: &str, key: &str) -> Option<f64> {
 /// trip, in µs), or throughput's message rate and bandwidth.
 pub fn sockperf_figures(output: &str) -> Result<Figures, String> {
     let text = plain(output);
-    let mut metrics = Vec::new();
+    let mut out = Vec::new();
     if let Some(line) = text.lines().find(|l| l.contains("[Valid Duration]")) {
         let secs = after(line, "RunTime").ok_or("no RunTime in [Valid Duration]")?;
         let got = after(line, "ReceivedMessages").ok_or("no ReceivedMessages")?;
         if secs <= 0.0 {
             return Err("[Valid Duration] RunTime is 0".into());
         }
-        metrics.push(("rr_trans_per_s".to_string(), got / secs));
+        out.push((metrics::RR_TRANS_PER_S.name.to_string(), got / secs));
         let mean = text
             .lines()
             .find_map(|l| after(l, "Summary: Latency"))
             .ok_or("no `Summary: Latency` line")?;
-        metrics.push(("rr_lat_mean_us".into(), mean));
+        out.push((metrics::RR_LAT_MEAN_US.name.to_string(), mean));
         for (name, key) in [
-            ("rr_lat_p50_us", "percentile 50.000"),
-            ("rr_lat_p99_us", "percentile 99.000"),
-            ("rr_lat_p999_us", "percentile 99.900"),
-            ("rr_lat_max_us", "<MAX> observation"),
+            (metrics::RR_LAT_P50_US.name, "percentile 50.000"),
+            (metrics::RR_LAT_P99_US.name, "percentile 99.000"),
+            (metrics::RR_LAT_P999_US.name, "percentile 99.900"),
+            (metrics::RR_LAT_MAX_US.name, "<MAX> observation"),
         ] {
             if let Some(v) = text.lines().find_map(|l| after(l, key)) {
-                metrics.push((name.into(), v));
+                out.push((name.into(), v));
             }
         }
     } else if let Some(rate) = text.lines().find_map(|l| after(l, "Summary: Message Rate")) {
-        metrics.push(("tp_msg_per_s".to_string(), rate));
+        out.push((metrics::TP_MSG_PER_S.name.to_string(), rate));
         if let Some(bw) = text.lines().find_map(|l| after(l, "Summary: BandWidth")) {
-            metrics.push(("tp_mb_per_s".into(), bw));
+            out.push((metrics::TP_MB_PER_S.name.to_string(), bw));
         }
     } else {
         return Err("neither a [Valid Duration] nor a `Summary: Message Rate` line".into());
     }
     Ok(Figures {
-        metrics,
+        metrics: out,
         series: Vec::new(),
     })
 }

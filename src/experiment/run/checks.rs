@@ -14,6 +14,7 @@
 //!
 //! Pure: figures in, checks out.
 
+use crate::metrics;
 use crate::stats::histogram::percentile_of;
 use crate::workload::fio_json::{Dir, FioReport, JobResult};
 use serde::Serialize;
@@ -115,11 +116,16 @@ pub fn iops_vs_diskstats(
     for (dev, (fio, direct)) in by_device {
         let Some(m) = devices.get(dev) else { continue };
         let get = |k: &str| m.get(k).copied();
-        let (Some(r), Some(w)) = (get("dev_r_per_s"), get("dev_w_per_s")) else {
+        let (Some(r), Some(w)) = (
+            get(metrics::DEV_R_PER_S.name),
+            get(metrics::DEV_W_PER_S.name),
+        ) else {
             continue;
         };
-        let other =
-            r + w + get("dev_rrqm_per_s").unwrap_or(0.0) + get("dev_wrqm_per_s").unwrap_or(0.0);
+        let other = r
+            + w
+            + get(metrics::DEV_RRQM_PER_S.name).unwrap_or(0.0)
+            + get(metrics::DEV_WRQM_PER_S.name).unwrap_or(0.0);
         let c = Check::new(
             "fio_iops_vs_diskstats",
             dev.to_string(),

@@ -901,7 +901,10 @@ fn primary(metric: Option<&str>, metrics: &[(String, f64)]) -> Option<f64> {
     let get = |n: &str| metrics.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
     match metric {
         Some(m) => get(m),
-        None => Some(get("read_iops").unwrap_or(0.0) + get("write_iops").unwrap_or(0.0)),
+        None => Some(
+            get(crate::metrics::READ_IOPS.name).unwrap_or(0.0)
+                + get(crate::metrics::WRITE_IOPS.name).unwrap_or(0.0),
+        ),
     }
 }
 
@@ -921,9 +924,13 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
     };
     // A program engine's own headline figure unless the file names one.
     let metric = metric.or_else(|| exp.engine.engine().primary_metric());
-    let primary_metric = metric
-        .clone()
-        .unwrap_or_else(|| "read_iops+write_iops".into());
+    let primary_metric = metric.clone().unwrap_or_else(|| {
+        format!(
+            "{}+{}",
+            crate::metrics::READ_IOPS.name,
+            crate::metrics::WRITE_IOPS.name
+        )
+    });
     let mut cells: Vec<CellResult> = plan
         .cells
         .iter()
@@ -1240,7 +1247,9 @@ fn one_run(
         if record.status == RunStatus::Ok {
             match tracing.metrics(recorded) {
                 Ok(m) => {
-                    let ios = m.iter().find(|(k, _)| k == "trace_q2c_count");
+                    let ios = m
+                        .iter()
+                        .find(|(k, _)| k == crate::metrics::TRACE_Q2C_COUNT.name);
                     if let (Some((_, n)), Some(report)) = (ios, report) {
                         run_checks.push(checks::trace_vs_fio(report, plan.device(), *n));
                     }

@@ -14,6 +14,7 @@
 //! Pure: readings and text in, points out.
 
 use super::align::WindowRecord;
+use crate::metrics;
 use crate::sample::{Reading, SampleRun};
 use crate::store::SeriesPoint;
 use crate::workload::fio_series::{job_points, DirTotals, Point};
@@ -107,8 +108,8 @@ pub fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
     let mut out = Vec::new();
     type Pick = fn(&Point) -> DirTotals;
     for (dir, pick) in [
-        ("read", (|p| p.read) as Pick),
-        ("write", (|p| p.write) as Pick),
+        (&metrics::FIO_READ, (|p| p.read) as Pick),
+        (&metrics::FIO_WRITE, (|p| p.write) as Pick),
     ] {
         let (mut ios, mut bytes, mut lat, mut n) = (vec![], vec![], vec![], vec![]);
         for job in &jobs {
@@ -123,8 +124,8 @@ pub fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
         if !ios.iter().flatten().any(|c| *c > 0.0) {
             continue;
         }
-        out.extend(rates(&format!("{dir}_iops"), &edges, &ios, 1.0));
-        out.extend(rates(&format!("{dir}_bw_mbs"), &edges, &bytes, 1e-6));
+        out.extend(rates(dir.iops.name, &edges, &ios, 1.0));
+        out.extend(rates(dir.bw_mbs.name, &edges, &bytes, 1e-6));
         // The mean completion latency of the bin's completions (none: no value).
         out.extend(
             edges
@@ -133,7 +134,7 @@ pub fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
                 .filter_map(|(w, (l, n))| {
                     let (l, n) = ((*l)?, (*n)?);
                     (n > 0.0).then(|| SeriesPoint {
-                        name: format!("{dir}_clat_mean_us"),
+                        name: dir.clat_mean_us.name.to_string(),
                         t_s: w[1],
                         value: l / n / 1000.0,
                     })
@@ -155,8 +156,8 @@ pub fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesP
     for (i, dev) in samples.devices.iter().enumerate() {
         type Count = fn(&crate::sys::parse::diskstats::DiskStat) -> u64;
         for (metric, count) in [
-            ("dev_r_per_s", (|d| d.reads) as Count),
-            ("dev_w_per_s", (|d| d.writes) as Count),
+            (metrics::DEV_R_PER_S.name, (|d| d.reads) as Count),
+            (metrics::DEV_W_PER_S.name, (|d| d.writes) as Count),
         ] {
             let curve: Vec<(f64, f64)> = samples
                 .readings
@@ -202,8 +203,8 @@ pub fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesP
 }
 
 /// The per-CPU interrupt series: `cpuN:` followed by one of these.
-pub const ALL_IRQ_SERIES: &str = "irq_per_s";
-pub const DEVICE_IRQ_SERIES: &str = "dev_irq_per_s";
+pub const ALL_IRQ_SERIES: &str = metrics::IRQ_PER_S.name;
+pub const DEVICE_IRQ_SERIES: &str = metrics::DEV_IRQ_PER_S.name;
 
 /// The interrupts CPU `cpu` has taken by reading `r`: of every numbered IRQ (`only` None;
 /// rows with one system-wide count left out), or of the IRQs in `only`; `None` when the CPU

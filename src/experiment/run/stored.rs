@@ -2,6 +2,9 @@
 //! metric names of docs/architecture.md, and the sampler's time series. Pure functions over
 //! the runner's and the sampler's results, so the mapping is tested without running anything.
 
+use std::collections::BTreeMap;
+
+use crate::metrics::{self, Across};
 use crate::sample::{SampleRun, Summary};
 use crate::store::SampleSeries;
 use crate::workload::FioOutcome;
@@ -78,74 +81,53 @@ pub fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
 /// rate is `nic_irq_per_s` and their per-CPU series `cpuN:nic_irq_per_s`.
 pub fn name_as_nic(metrics: &mut [(String, f64)], series: &mut [crate::store::SeriesPoint]) {
     for (name, _) in metrics.iter_mut() {
-        if name == "dev_irq_per_s" {
-            *name = "nic_irq_per_s".to_string();
+        if name == metrics::DEV_IRQ_PER_S.name {
+            *name = metrics::NIC_IRQ_PER_S.name.to_string();
         }
     }
     let dev = format!(":{}", super::per_second::DEVICE_IRQ_SERIES);
     for p in series.iter_mut() {
         if let Some(cpu) = p.name.strip_suffix(&dev) {
-            p.name = format!("{cpu}:nic_irq_per_s");
+            p.name = format!("{cpu}:{}", metrics::NIC_IRQ_PER_S.name);
         }
     }
 }
 
-/// Several devices' `dev_*` figures as one: rates and the queue size summed (a sum means
-/// something), request size and await averaged over the I/Os, interrupts per I/O over the
-/// sums. `dev_util_pct` is left out: busy time does not add up across devices.
-pub fn aggregate(
-    devices: &[&std::collections::BTreeMap<&'static str, f64>],
-) -> std::collections::BTreeMap<&'static str, f64> {
-    let mut out = std::collections::BTreeMap::new();
+/// Several devices' `dev_*` figures as one, each as the registry says
+/// (`metrics::Across`): rates and the queue size summed (a sum means something), request
+/// size and await averaged over the I/Os, interrupts per I/O over the sums. `dev_util_pct`
+/// is left out: busy time does not add up across devices.
+pub fn aggregate(devices: &[&BTreeMap<&'static str, f64>]) -> BTreeMap<&'static str, f64> {
+    // Summed over the devices, when every one has it.
     let sum = |k: &str| -> Option<f64> {
         let vals: Vec<f64> = devices.iter().filter_map(|d| d.get(k).copied()).collect();
         (vals.len() == devices.len() && !vals.is_empty()).then(|| vals.iter().sum())
     };
-    for k in [
-        "dev_r_per_s",
-        "dev_w_per_s",
-        "dev_rrqm_per_s",
-        "dev_wrqm_per_s",
-        "dev_rmb_per_s",
-        "dev_wmb_per_s",
-        "dev_avg_qu_sz",
-        "dev_irq_per_s",
-    ] {
-        if let Some(v) = sum(k) {
-            out.insert(k, v);
-        }
-    }
-    // Means weighted by the I/Os each device did.
-    let weighted =
-        |k: &str, weight: &dyn Fn(&std::collections::BTreeMap<&'static str, f64>) -> f64| {
-            let (mut num, mut den) = (0.0, 0.0);
-            for d in devices {
-                if let Some(v) = d.get(k) {
-                    num += v * weight(d);
-                    den += weight(d);
+    let get = |d: &BTreeMap<&'static str, f64>, k: &str| d.get(k).copied().unwrap_or(0.0);
+    let mut out = BTreeMap::new();
+    for (m, across) in metrics::across_devices() {
+        let value = match across {
+            Across::Sum => sum(m.name),
+            Across::WeightedMean(weights) => {
+                let (mut num, mut den) = (0.0, 0.0);
+                for d in devices {
+                    if let Some(v) = d.get(m.name) {
+                        let w: f64 = weights.iter().map(|k| get(d, k)).sum();
+                        num += v * w;
+                        den += w;
+                    }
                 }
+                (den > 0.0).then(|| num / den)
             }
-            (den > 0.0).then(|| num / den)
+            Across::Ratio(of, per) => {
+                let total: f64 = per.iter().map(|k| sum(k).unwrap_or(0.0)).sum();
+                sum(of).filter(|_| total > 0.0).map(|v| v / total)
+            }
+            Across::Apart => None,
         };
-    let get = |d: &std::collections::BTreeMap<&'static str, f64>, k: &str| {
-        d.get(k).copied().unwrap_or(0.0)
-    };
-    let ios = |d: &std::collections::BTreeMap<&'static str, f64>| {
-        get(d, "dev_r_per_s") + get(d, "dev_w_per_s")
-    };
-    for (k, w) in [
-        ("dev_avg_rq_kb", &ios as &dyn Fn(&_) -> f64),
-        ("dev_r_await_ms", &|d: &_| get(d, "dev_r_per_s")),
-        ("dev_w_await_ms", &|d: &_| get(d, "dev_w_per_s")),
-    ] {
-        if let Some(v) = weighted(k, w) {
-            out.insert(k, v);
+        if let Some(v) = value {
+            out.insert(m.name, v);
         }
-    }
-    let total_ios = out.get("dev_r_per_s").copied().unwrap_or(0.0)
-        + out.get("dev_w_per_s").copied().unwrap_or(0.0);
-    if let (Some(irq), true) = (out.get("dev_irq_per_s").copied(), total_ios > 0.0) {
-        out.insert("dev_irq_per_io", irq / total_ios);
     }
     out
 }
@@ -155,7 +137,6 @@ pub fn aggregate(
 /// CPU 1, for each IRQ that fired during the run; `all` for the total) and `disk`
 /// (`loop3/r_per_s`, ...).
 pub fn series(samples: &SampleRun) -> Vec<SampleSeries> {
-    use std::collections::BTreeMap;
     type Points = (Vec<f64>, Vec<f64>);
     let mut by_key: BTreeMap<(&'static str, String), Points> = BTreeMap::new();
     let mut push = |kind: &'static str, key: String, t: f64, v: f64| {
@@ -174,14 +155,14 @@ pub fn series(samples: &SampleRun) -> Vec<SampleSeries> {
             .chain(iv.cpus.iter().map(|(n, c)| (format!("cpu{n}"), c)));
         for (who, c) in shares {
             for (name, v) in [
-                ("usr_pct", c.usr_pct + c.nice_pct),
-                ("sys_pct", c.sys_pct),
-                ("irq_pct", c.irq_pct),
-                ("softirq_pct", c.softirq_pct),
-                ("iowait_pct", c.iowait_pct),
-                ("idle_pct", c.idle_pct),
+                (metrics::USR_PCT, c.usr_pct + c.nice_pct),
+                (metrics::SYS_PCT, c.sys_pct),
+                (metrics::IRQ_PCT, c.irq_pct),
+                (metrics::SOFTIRQ_PCT, c.softirq_pct),
+                (metrics::IOWAIT_PCT, c.iowait_pct),
+                (metrics::IDLE_PCT, c.idle_pct),
             ] {
-                push("cpu", format!("{who}/{name}"), t, v);
+                push("cpu", format!("{who}/{}", name.name), t, v);
             }
         }
         if let Some(v) = iv.irq_per_s {

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::metrics::{self, Metric};
 use crate::report::format::number;
 use crate::report::table::{Cell as TableCell, Column, Table};
 
@@ -24,59 +25,73 @@ pub struct CellResult {
 }
 
 /// Total IOPS and MB/s over both directions; latencies from the direction that did most of
-/// the I/O (for a mixed workload, the dominant one is the figure people quote).
-pub fn headline(metrics: &[(String, f64)]) -> Vec<(&'static str, f64)> {
-    let get = |n: &str| metrics.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
-    let r = get("read_iops").unwrap_or(0.0);
-    let w = get("write_iops").unwrap_or(0.0);
-    let dir = if w > r { "write" } else { "read" };
+/// the I/O (for a mixed workload, the dominant one is the figure people quote). Keyed by the
+/// column ids below: a metric's name where a column is one metric, else the column's own id.
+pub fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
+    let get = |m: &Metric| figures.iter().find(|(k, _)| k == m.name).map(|(_, v)| *v);
+    let r = get(&metrics::READ_IOPS);
+    let w = get(&metrics::WRITE_IOPS);
+    let dir = if w.unwrap_or(0.0) > r.unwrap_or(0.0) {
+        &metrics::FIO_WRITE
+    } else {
+        &metrics::FIO_READ
+    };
     let mut out = Vec::new();
     // A network engine's run has no I/O figures: its own take their place.
-    let engine = ENGINE_COLUMNS.iter().any(|(id, _, _)| get(id).is_some());
-    if !engine || get("read_iops").is_some() || get("write_iops").is_some() {
-        out.push(("iops", r + w));
+    let engine = ENGINE_COLUMNS.iter().any(|(m, _, _)| get(m).is_some());
+    if !engine || r.is_some() || w.is_some() {
+        out.push((IOPS, r.unwrap_or(0.0) + w.unwrap_or(0.0)));
         out.push((
-            "mb_s",
-            get("read_bw_mbs").unwrap_or(0.0) + get("write_bw_mbs").unwrap_or(0.0),
+            MB_S,
+            get(&metrics::READ_BW_MBS).unwrap_or(0.0) + get(&metrics::WRITE_BW_MBS).unwrap_or(0.0),
         ));
     }
-    for (id, _, _) in ENGINE_COLUMNS {
-        if let Some(v) = get(id) {
-            out.push((id, v));
+    for (m, _, _) in &ENGINE_COLUMNS {
+        if let Some(v) = get(m) {
+            out.push((m.name, v));
         }
     }
-    for (name, metric) in [
-        ("clat_mean_us", format!("{dir}_clat_mean_us")),
-        ("clat_p99_us", format!("{dir}_clat_p99_us")),
-        ("usr_pct", "usr_pct".to_string()),
-        ("sys_pct", "sys_pct".to_string()),
-        ("irq_per_s", "irq_per_s".to_string()),
+    for (id, m) in [
+        (CLAT_MEAN_US, &dir.clat_mean_us),
+        (CLAT_P99_US, &dir.clat_p99_us),
+        (metrics::USR_PCT.name, &metrics::USR_PCT),
+        (metrics::SYS_PCT.name, &metrics::SYS_PCT),
+        (metrics::IRQ_PER_S.name, &metrics::IRQ_PER_S),
     ] {
-        if let Some(v) = get(&metric) {
-            out.push((name, v));
+        if let Some(v) = get(m) {
+            out.push((id, v));
         }
     }
     out
 }
 
+/// The columns that combine metrics: both directions' IOPS and MB/s, and the dominant
+/// direction's latencies.
+const IOPS: &str = "iops";
+const MB_S: &str = "mb_s";
+const CLAT_MEAN_US: &str = "clat_mean_us";
+const CLAT_P99_US: &str = "clat_p99_us";
+
+/// (column id, heading, unit).
 const COLUMNS: [(&str, &str, Option<&str>); 7] = [
-    ("iops", "IOPS", None),
-    ("mb_s", "MB/s", None),
-    ("clat_mean_us", "clat mean", Some("us")),
-    ("clat_p99_us", "clat p99", Some("us")),
-    ("usr_pct", "usr", Some("%")),
-    ("sys_pct", "sys", Some("%")),
-    ("irq_per_s", "ints/s", None),
+    (IOPS, "IOPS", None),
+    (MB_S, "MB/s", None),
+    (CLAT_MEAN_US, "clat mean", Some("us")),
+    (CLAT_P99_US, "clat p99", Some("us")),
+    (metrics::USR_PCT.name, "usr", Some("%")),
+    (metrics::SYS_PCT.name, "sys", Some("%")),
+    (metrics::IRQ_PER_S.name, "ints/s", None),
 ];
 
-/// The network engines' headline figures (`workload::net`), shown when the runs have them.
-const ENGINE_COLUMNS: [(&str, &str, Option<&str>); 6] = [
-    ("net_received_mbit_per_s", "received", Some("Mb/s")),
-    ("net_retransmits", "retransmits", None),
-    ("rr_trans_per_s", "trans/s", None),
-    ("rr_lat_p99_us", "lat p99", Some("us")),
-    ("tp_msg_per_s", "msg/s", None),
-    ("tp_mb_per_s", "MB/s", None),
+/// The network engines' headline figures (`workload::net`), shown when the runs have them:
+/// (metric, heading, unit).
+const ENGINE_COLUMNS: [(Metric, &str, Option<&str>); 6] = [
+    (metrics::NET_RECEIVED_MBIT_PER_S, "received", Some("Mb/s")),
+    (metrics::NET_RETRANSMITS, "retransmits", None),
+    (metrics::RR_TRANS_PER_S, "trans/s", None),
+    (metrics::RR_LAT_P99_US, "lat p99", Some("us")),
+    (metrics::TP_MSG_PER_S, "msg/s", None),
+    (metrics::TP_MB_PER_S, "MB/s", None),
 ];
 
 /// Mean and sample standard deviation (None with one value).
@@ -108,11 +123,12 @@ pub fn table(cells: &[CellResult]) -> Table {
     };
     // fio's columns as always, unless every run is a network engine's; an engine's columns
     // when some run has them.
-    let engine_only = any_run(cells) && !any("iops");
+    let engine_only = any_run(cells) && !any(IOPS);
+    let engine_columns = ENGINE_COLUMNS.map(|(m, heading, unit)| (m.name, heading, unit));
     let shown: Vec<(&str, &str, Option<&str>)> = COLUMNS[..4]
         .iter()
         .filter(|_| !engine_only)
-        .chain(ENGINE_COLUMNS.iter().filter(|(id, _, _)| any(id)))
+        .chain(engine_columns.iter().filter(|(id, _, _)| any(id)))
         .chain(&COLUMNS[4..])
         .copied()
         .collect();

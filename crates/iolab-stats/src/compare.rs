@@ -48,20 +48,6 @@ pub struct CompareOptions {
 }
 
 impl CompareOptions {
-    /// Defaults with the direction derived from a documented metric name; an error naming
-    /// the metric when it has no known direction (the caller must then choose one).
-    pub fn for_metric(metric: &str) -> Result<Self, StatsError> {
-        Direction::for_metric(metric)
-            .map(Self::new)
-            .ok_or_else(|| StatsError::InvalidParameter {
-                name: "metric",
-                reason: format!(
-                    "{metric:?} has no known direction (neither work done nor a cost); \
-                     say whether higher or lower is better"
-                ),
-            })
-    }
-
     pub fn new(direction: Direction) -> Self {
         CompareOptions {
             min_effect: 0.01,
@@ -370,8 +356,7 @@ mod tests {
     fn a_metric_without_direction_changes_without_a_verdict() {
         let b = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2];
         let c = [110.0, 111.0, 109.0, 110.5, 109.5, 110.2];
-        let none = CompareOptions::for_metric("dev_rrqm_per_s").unwrap();
-        assert_eq!(none.direction, Direction::NoDirection);
+        let none = CompareOptions::new(Direction::NoDirection);
         for (x, y) in [(&b, &c), (&c, &b)] {
             let r = compare(x, y, &none).unwrap();
             assert_eq!(r.verdict, Verdict::Changed, "{}", r.explanation);
@@ -490,14 +475,6 @@ mod tests {
         );
         adjust_family(&mut family);
         assert_eq!(family[0].reason, VerdictReason::NotSignificant);
-    }
-
-    #[test]
-    fn options_from_metric_names() {
-        let o = CompareOptions::for_metric("read_clat_p99_us").unwrap();
-        assert_eq!(o.direction, Direction::LowerIsBetter);
-        let err = CompareOptions::for_metric("dev_avg_rq_kb").unwrap_err();
-        assert!(err.to_string().contains("dev_avg_rq_kb"), "{err}");
     }
 
     #[test]

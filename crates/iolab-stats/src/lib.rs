@@ -2,10 +2,12 @@
 //!
 //! A table of means is not an answer (case 0, case 4): every number iolab shows carries
 //! its spread and a confidence interval, every comparison a p-value, an effect-size CI and a
-//! verdict that says `~` when the data cannot tell. This module works on plain `&[f64]`
-//! vectors so the store, the commands and the tests can all feed it without a database.
-//! Reference values for every routine here come from scipy (see
-//! `scripts/make-stats-fixtures.py` and `tests/fixtures/stats/`).
+//! verdict that says `~` when the data cannot tell. This crate works on plain `&[f64]`
+//! vectors so the store, the commands and the tests can all feed it without a database; it
+//! depends on nothing else of iolab (which way a metric is better comes from iolab's metric
+//! registry, as a `Direction`), and iolab re-exports it as `iolab::stats`.
+//! Reference values for every routine here come from scipy (see iolab's
+//! `scripts/make-stats-fixtures.py`, `tests/fixtures/stats/` and `tests/stats.rs`).
 
 pub mod across;
 pub mod adaptive;

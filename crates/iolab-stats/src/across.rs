@@ -81,8 +81,8 @@ pub fn across_cells(cells: &[&Comparison], level: f64) -> AcrossCells {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::compare::{compare, CompareOptions};
-    use crate::stats::Direction;
+    use crate::compare::{compare, CompareOptions};
+    use crate::Direction;
 
     fn cmp(b: &[f64], c: &[f64]) -> Comparison {
         compare(b, c, &CompareOptions::new(Direction::HigherIsBetter)).unwrap()
