@@ -1154,6 +1154,11 @@ fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later()
         return;
     }
     let devices: Vec<String> = scratches.iter().map(|s| s.name().to_string()).collect();
+    // A loop device keeps its queue settings across attachments: start from a value no cell
+    // sets, so the dead host's knob is seen to stay changed.
+    for d in &devices {
+        std::fs::write(format!("/sys/block/{d}/queue/read_ahead_kb"), "128").unwrap();
+    }
     let before: Vec<String> = devices.iter().map(|d| attr(d, "read_ahead_kb")).collect();
     let hosts: Vec<(String, String)> = lab.addrs().into_iter().zip(devices.clone()).collect();
     let servers = FioServers::start(&lab);
