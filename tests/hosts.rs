@@ -897,18 +897,45 @@ impl iolab::experiment::run::Progress for Quiet {
     fn run_started(&mut self, _: &iolab::experiment::run::Step) {}
 }
 
-#[test]
-fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
-    use iolab::experiment::run::{self as runloop, Settings};
-    let Some(lab) = Lab::new(3) else { return };
+/// `n` hosts, fio, and a scratch loop device per host ("hosts" share this machine's /sys);
+/// None, with a skip message, when this machine cannot make them.
+fn fio_lab(n: usize) -> Option<(Lab, Vec<Scratch>)> {
+    let lab = Lab::new(n)?;
     if Command::new("fio").arg("--version").output().is_err() {
         common::skip("needs fio");
-        return;
+        return None;
     }
-    let scratches: Vec<Scratch> = (0..3).filter_map(|_| Scratch::new(16 << 20)).collect();
-    if scratches.len() < 3 {
+    let scratches: Vec<Scratch> = (0..n).filter_map(|_| Scratch::new(16 << 20)).collect();
+    (scratches.len() == n).then_some((lab, scratches))
+}
+
+/// Settings for a run on `lab`'s hosts: database and state directory under `dir`, a fast
+/// sampler, no preflight sampling, the lab's ssh config.
+fn lab_settings(lab: &Lab, dir: &Path) -> iolab::experiment::run::Settings {
+    let mut settings = iolab::experiment::run::Settings::live(dir.join("r.db"));
+    settings.state_dir = dir.join("state");
+    settings.sample_interval = Duration::from_millis(100);
+    settings.preflight_sample = Duration::ZERO;
+    settings.ssh = lab.options();
+    settings
+}
+
+/// One stored metric of one run.
+fn metric(store: &iolab::store::Store, run: i64, name: &str) -> Option<f64> {
+    store
+        .run_metrics(run)
+        .unwrap()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+}
+
+#[test]
+fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
+    use iolab::experiment::run as runloop;
+    let Some((lab, scratches)) = fio_lab(3) else {
         return;
-    }
+    };
     let devices: Vec<String> = scratches.iter().map(|s| s.name().to_string()).collect();
     let before: Vec<String> = devices.iter().map(|d| attr(d, "read_ahead_kb")).collect();
     let hosts: Vec<(String, String)> = lab.addrs().into_iter().zip(devices.clone()).collect();
@@ -917,11 +944,7 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
     // Loop devices take no interrupt: placement is relative to CPU 0 on every host.
     let exp = anchored_experiment(&hosts, factors, "[target]\nanchor_cpu = 0\n");
     let state = tempfile::tempdir().unwrap();
-    let mut settings = Settings::live(state.path().join("r.db"));
-    settings.state_dir = state.path().join("state");
-    settings.sample_interval = Duration::from_millis(100);
-    settings.preflight_sample = Duration::ZERO;
-    settings.ssh = lab.options();
+    let settings = lab_settings(&lab, state.path());
     let runner = Watching {
         fio: iolab::workload::RealFio {
             time_limit: Some(Duration::from_secs(120)),
@@ -991,14 +1014,6 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
         .into_iter()
         .filter(|r| !r.warmup)
         .collect();
-    let metric = |run: i64, name: &str| {
-        store
-            .run_metrics(run)
-            .unwrap()
-            .into_iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v)
-    };
     let mut own: Vec<Vec<i64>> = Vec::new();
     for (p, (_, dev)) in parts.iter().zip(&hosts) {
         assert_eq!(p.part_of, Some(id));
@@ -1013,7 +1028,7 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
         for (r, a) in runs.iter().zip(&aggregate) {
             assert_eq!((&r.cell_key, r.repetition), (&a.cell_key, a.repetition));
             assert!(
-                metric(r.id, "dev_r_per_s").is_some_and(|v| v > 0.0),
+                metric(&store, r.id, "dev_r_per_s").is_some_and(|v| v > 0.0),
                 "{}",
                 p.host
             );
@@ -1037,8 +1052,11 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
     }
     for (i, a) in aggregate.iter().enumerate() {
         // The aggregate's IOPS are the hosts' summed, run by run.
-        let total = metric(a.id, "read_iops").unwrap();
-        let sum: f64 = own.iter().map(|r| metric(r[i], "read_iops").unwrap()).sum();
+        let total = metric(&store, a.id, "read_iops").unwrap();
+        let sum: f64 = own
+            .iter()
+            .map(|r| metric(&store, r[i], "read_iops").unwrap())
+            .sum();
         assert!(
             (sum - total).abs() <= 1e-9 * total.max(1.0),
             "run {}: hosts {sum} vs aggregate {total}",
@@ -1046,7 +1064,11 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
         );
         assert!(sum > 0.0);
         // This machine drove them and was sampled as a whole meanwhile.
-        assert!(metric(a.id, "local:usr_pct").is_some(), "run {}", a.id);
+        assert!(
+            metric(&store, a.id, "local:usr_pct").is_some(),
+            "run {}",
+            a.id
+        );
     }
 
     // show, compare and plot take one host's runs, or the hosts as series.
@@ -1143,16 +1165,10 @@ impl iolab::workload::FioRunner for Dying {
 
 #[test]
 fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later() {
-    use iolab::experiment::run::{self as runloop, Settings};
-    let Some(mut lab) = Lab::new(3) else { return };
-    if Command::new("fio").arg("--version").output().is_err() {
-        common::skip("needs fio");
+    use iolab::experiment::run as runloop;
+    let Some((mut lab, scratches)) = fio_lab(3) else {
         return;
-    }
-    let scratches: Vec<Scratch> = (0..3).filter_map(|_| Scratch::new(16 << 20)).collect();
-    if scratches.len() < 3 {
-        return;
-    }
+    };
     let devices: Vec<String> = scratches.iter().map(|s| s.name().to_string()).collect();
     // A loop device keeps its queue settings across attachments: start from a value no cell
     // sets, so the dead host's knob is seen to stay changed.
@@ -1173,11 +1189,7 @@ fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later()
     text += "[factors]\nread_ahead_kb = [256, 512]\n";
     let exp = iolab::experiment::file::parse("dies.toml", &text).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut settings = Settings::live(state.path().join("r.db"));
-    settings.state_dir = state.path().join("state");
-    settings.sample_interval = Duration::from_millis(100);
-    settings.preflight_sample = Duration::ZERO;
-    settings.ssh = lab.options();
+    let settings = lab_settings(&lab, state.path());
     let runner = Dying {
         fio: iolab::workload::RealFio {
             time_limit: Some(Duration::from_secs(120)),
@@ -1260,17 +1272,12 @@ fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later()
 
 #[test]
 fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figures() {
-    use iolab::experiment::run::{self as runloop, Settings};
+    use iolab::experiment::run as runloop;
     // One host: the namespaces share this machine's tracer, which records one trace at once.
-    let Some(lab) = Lab::new(1) else { return };
-    if Command::new("fio").arg("--version").output().is_err() {
-        common::skip("needs fio");
-        return;
-    }
-    let Some(scratch) = Scratch::new(16 << 20) else {
+    let Some((lab, scratches)) = fio_lab(1) else {
         return;
     };
-    let dev = scratch.name().to_string();
+    let dev = scratches[0].name().to_string();
     let addr = lab.addrs()[0].clone();
     let _servers = FioServers::start(&lab);
     let text = format!(
@@ -1280,11 +1287,7 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
     );
     let exp = iolab::experiment::file::parse("traced.toml", &text).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let mut settings = Settings::live(state.path().join("r.db"));
-    settings.state_dir = state.path().join("state");
-    settings.sample_interval = Duration::from_millis(100);
-    settings.preflight_sample = Duration::ZERO;
-    settings.ssh = lab.options();
+    let settings = lab_settings(&lab, state.path());
     let runner = iolab::workload::RealFio {
         time_limit: Some(Duration::from_secs(120)),
         ..Default::default()
@@ -1295,24 +1298,19 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
     assert_eq!(outcome.failed_runs, 0, "{:?}", outcome.cells);
     let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();
     let part = &store.parts(outcome.experiment_id).unwrap()[0];
-    let metric = |run: i64, name: &str| {
-        store
-            .run_metrics(run)
-            .unwrap()
-            .into_iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v)
-    };
     let own = store.runs(part.id).unwrap();
     let aggregate = store.runs(outcome.experiment_id).unwrap();
     assert_eq!(own.len(), 2);
     for (r, a) in own.iter().zip(&aggregate) {
         // The host's own run has the trace's figures; the aggregate has them under its name.
-        let ios = metric(r.id, "trace_q2c_count")
+        let ios = metric(&store, r.id, "trace_q2c_count")
             .unwrap_or_else(|| panic!("{:?}", store.run_metrics(r.id).unwrap()));
-        let reads = metric(r.id, "read_iops").unwrap();
+        let reads = metric(&store, r.id, "read_iops").unwrap();
         assert!(ios > 0.0 && reads > 0.0, "{ios} {reads}");
-        assert_eq!(metric(a.id, &format!("{addr}:trace_q2c_count")), Some(ios));
+        assert_eq!(
+            metric(&store, a.id, &format!("{addr}:trace_q2c_count")),
+            Some(ios)
+        );
     }
     // Nothing of the traces is left on the host (its state directory) or here.
     let left: Vec<_> = std::fs::read_dir(&lab.hosts[0].state)
