@@ -101,17 +101,7 @@ mod tests {
             reading(machine.join("later"), 2_000_000_000),
         ];
         let summary = summary(&readings, &devices, &[vec![121, 122], vec![]]).unwrap();
-        let outcome = crate::workload::FioOutcome {
-            command_line: String::new(),
-            job_file: String::new(),
-            stdout: String::new(),
-            stderr: String::new(),
-            exit_code: Some(0),
-            signal: None,
-            elapsed: std::time::Duration::ZERO,
-            status: crate::workload::FioStatus::Success,
-            report: None,
-        };
+        let outcome = crate::workload::FioOutcome::quiet_success();
         let stored = crate::experiment::run::stored::metrics;
         let mut recorded = BTreeSet::new();
         for (targets, stacked) in [

@@ -74,6 +74,25 @@ pub struct FioOutcome {
     pub report: Option<FioReport>,
 }
 
+#[cfg(test)]
+impl FioOutcome {
+    /// A run that succeeded and printed nothing (no report): for tests of what is made of
+    /// the rest of a run.
+    pub(crate) fn quiet_success() -> FioOutcome {
+        FioOutcome {
+            command_line: String::new(),
+            job_file: String::new(),
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: Some(0),
+            signal: None,
+            elapsed: Duration::ZERO,
+            status: FioStatus::Success,
+            report: None,
+        }
+    }
+}
+
 /// The raw result of running fio, before interpretation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawOutput {

@@ -776,13 +776,7 @@ mod tests {
                 .into(),
             stderr: "fio: connect: Connection refused\nfio: failed to connect to 10.0.0.2:8765\n"
                 .into(),
-            command_line: String::new(),
-            job_file: String::new(),
-            exit_code: Some(0),
-            signal: None,
-            elapsed: std::time::Duration::ZERO,
-            status: crate::workload::FioStatus::Success,
-            report: None,
+            ..crate::workload::FioOutcome::quiet_success()
         };
         assert_eq!(
             super::fio_said_of(&outcome, "10.0.0.2"),

@@ -262,17 +262,7 @@ mod tests {
 
     /// A fio run that succeeded without a JSON report: only the sampler's figures count.
     fn no_report() -> FioOutcome {
-        FioOutcome {
-            command_line: String::new(),
-            job_file: String::new(),
-            stdout: String::new(),
-            stderr: String::new(),
-            exit_code: Some(0),
-            signal: None,
-            elapsed: std::time::Duration::ZERO,
-            status: crate::workload::FioStatus::Success,
-            report: None,
-        }
+        FioOutcome::quiet_success()
     }
 
     #[test]
