@@ -1562,16 +1562,18 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
             )
             .unwrap();
         assert!((stored - sum).abs() < 1e-6 * sum, "{stored} vs {sum}");
-        // This machine did none of the work: none of its figures are stored as the run's.
-        let local: i64 = db
+        // This machine did none of the I/O: none of its figures are stored as the run's own,
+        // only as what it was doing meanwhile (`local:*`, and its series as the run's samples).
+        let (own, local): (i64, i64) = db
             .query_row(
-                "SELECT (SELECT COUNT(*) FROM samples WHERE run_id = ?1) + (SELECT COUNT(*) \
-                 FROM metrics WHERE run_id = ?1 AND name IN ('irq_per_s', 'dev_r_per_s'))",
+                "SELECT (SELECT COUNT(*) FROM metrics WHERE run_id = ?1 AND name IN \
+                 ('irq_per_s', 'dev_r_per_s', 'usr_pct')), (SELECT COUNT(*) FROM metrics \
+                 WHERE run_id = ?1 AND name IN ('local:irq_per_s', 'local:usr_pct'))",
                 [id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .unwrap();
-        assert_eq!(local, 0);
+        assert_eq!((own, local), (0, 2));
     }
 
     let out = iolab()
