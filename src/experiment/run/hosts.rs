@@ -432,6 +432,11 @@ pub fn trace_start(exp: &Experiment, hosts: &mut [Controlled], parts: &mut Parts
         if let Err(e) = c.connection.request(&request) {
             let why = format!("{}: trace_start: {e:#}", describe(exp, &c.spec));
             *part = Some(failed(c, run, why));
+            // Its sampler started for this run; the part is over, so it stops now (or the
+            // next run's sample_start would find it running).
+            if c.gone.is_none() {
+                let _ = c.connection.request(&Request::SampleStop);
+            }
         }
     }
 }
