@@ -4,6 +4,7 @@
 //! timeline. Memory grows with IOs in flight (and the timeline's length), not with events.
 
 pub mod device;
+pub mod inttable;
 pub mod latency;
 pub mod render;
 pub mod sectormap;
@@ -20,7 +21,7 @@ use self::latency::{Latency, LatencySummary};
 use self::seek::SeekSummary;
 use self::side::SideStage;
 use self::timeline::TimelinePoint;
-use super::blk_io_trace::{code, dev_name, Event, Io, Payload};
+use super::blk_io_trace::{category, code, dev_name, Event, Io, Payload};
 use super::stream::TraceError;
 
 /// How to analyse.
@@ -99,17 +100,8 @@ impl Analyzer {
         }
         self.events += 1;
         self.trace_start = self.trace_start.min(ev.time);
-        if ev.is_notify() {
-            self.notify += 1;
-            if let Some(Payload::ProcessName(name)) = full.map(|e| &e.payload) {
-                // blktrace writes "comm/..." for kernel threads at times; keep the command.
-                let name = name.split('/').next().unwrap_or(name).to_string();
-                self.names.insert(ev.pid, name);
-            }
-            return;
-        }
-        if ev.is_pc() {
-            self.pc += 1;
+        if ev.categories() & (category::NOTIFY | category::PC) != 0 {
+            self.feed_notify_or_pc(ev, full);
             return;
         }
         self.first_time.get_or_insert(ev.time);
@@ -137,6 +129,22 @@ impl Analyzer {
         self.last_device = (ev.device, i);
         if let Some(q2q) = self.devices[i].handle(ev, &mut self.last_q) {
             self.all_q2q.add(q2q);
+        }
+    }
+
+    /// Notify records (process names are kept) and PC records: only counted.
+    #[cold]
+    #[inline(never)]
+    fn feed_notify_or_pc(&mut self, ev: &Io, full: Option<&Event>) {
+        if ev.is_notify() {
+            self.notify += 1;
+            if let Some(Payload::ProcessName(name)) = full.map(|e| &e.payload) {
+                // blktrace writes "comm/..." for kernel threads at times; keep the command.
+                let name = name.split('/').next().unwrap_or(name).to_string();
+                self.names.insert(ev.pid, name);
+            }
+        } else {
+            self.pc += 1;
         }
     }
 
@@ -636,6 +644,12 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     let mut result = Ok(());
     for batch in full_rx {
         match batch {
+            Ok(batch) if batch.extra.is_empty() => {
+                for io in &batch.ios {
+                    a.feed_io(io, None);
+                }
+                let _ = empty_tx.send(batch);
+            }
             Ok(batch) => {
                 let mut extra = batch.extra.iter().peekable();
                 for (i, io) in batch.ios.iter().enumerate() {

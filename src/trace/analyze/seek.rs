@@ -8,38 +8,13 @@
 //! that cap they go to the log-linear histogram (within 0.4%) and the median and mode are
 //! flagged approximate. So memory is bounded whatever the trace's length.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use serde::Serialize;
 
+use super::inttable::IntTable;
 use super::latency::LogHist;
 
 const EXACT: u64 = 1 << 16;
 const LARGE_CAP: usize = 1 << 16;
-
-/// A multiplicative hasher for u64 keys (SipHash is needlessly slow here).
-#[derive(Default)]
-pub struct MulHasher(u64);
-
-impl Hasher for MulHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-/// A hash map with [`MulHasher`], for integer keys of the analysis' own tables.
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<MulHasher>>;
-
-type LargeMap = FastMap<u64, u64>;
 
 #[derive(Debug, Clone, Default)]
 pub struct Seeks {
@@ -48,7 +23,7 @@ pub struct Seeks {
     n: u64,
     sum_abs: u128,
     small: Vec<u32>,
-    large: LargeMap,
+    large: IntTable,
     overflow: Option<LogHist>,
     n_large: u64,
 }
@@ -87,15 +62,15 @@ impl Seeks {
             match &mut self.overflow {
                 Some(h) => h.add(d),
                 None => {
-                    *self.large.entry(d).or_insert(0) += 1;
+                    self.large.add(d, 1);
                     if self.large.len() > LARGE_CAP {
                         let mut h = LogHist::default();
-                        for (&v, &c) in &self.large {
+                        for (v, c) in self.large.iter() {
                             for _ in 0..c {
                                 h.add(v);
                             }
                         }
-                        self.large = LargeMap::default();
+                        self.large = IntTable::default();
                         self.overflow = Some(h);
                     }
                 }
@@ -126,7 +101,7 @@ impl Seeks {
             let q = (target - n_small + 1) as f64 / self.n_large as f64;
             (h.quantile(q, self.n_large).unwrap_or(EXACT), false)
         } else {
-            let mut large: Vec<(u64, u64)> = self.large.iter().map(|(&v, &c)| (v, c)).collect();
+            let mut large: Vec<(u64, u64)> = self.large.iter().collect();
             (
                 weighted_nth(&mut large, target - n_small).unwrap_or(EXACT),
                 true,
@@ -152,7 +127,6 @@ impl Seeks {
                 let (v, c) = self
                     .large
                     .iter()
-                    .map(|(&v, &c)| (v, c))
                     .min_by_key(|&(v, c)| (std::cmp::Reverse(c), v))
                     .unwrap_or((0, 0));
                 (v, c, true)

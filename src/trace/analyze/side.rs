@@ -6,7 +6,7 @@
 //! records, no zero-byte IOs, nothing before a device's first Q (or remap).
 
 use super::seek::{SeekSummary, Seeks};
-use crate::trace::blk_io_trace::{code, Io};
+use crate::trace::blk_io_trace::{category, code, Io};
 
 #[derive(Debug, Clone)]
 struct SideDevice {
@@ -90,16 +90,8 @@ impl SideStage {
     /// state machine.
     #[inline]
     pub fn feed(&mut self, ev: &Io) -> bool {
-        if ev.is_notify() {
-            if ev.code() == crate::trace::blk_io_trace::notify::PROCESS {
-                return true;
-            }
-            self.notify += 1;
-            self.notify_min_time = self.notify_min_time.min(ev.time);
-            return false;
-        }
-        if ev.is_pc() {
-            return true;
+        if ev.categories() & (category::NOTIFY | category::PC) != 0 {
+            return self.feed_notify_or_pc(ev);
         }
         let c = ev.code();
         let is_plug = matches!(c, code::PLUG | code::UNPLUG_IO | code::UNPLUG_TIMER);
@@ -110,25 +102,8 @@ impl SideStage {
         }
         let i = match self.devices.get(self.last) {
             Some(d) if d.device == ev.device => self.last,
-            _ => match self.devices.iter().position(|d| d.device == ev.device) {
+            _ => match self.find_device(ev, c) {
                 Some(i) => i,
-                None if (c == code::QUEUE && ev.bytes > 0) || c == code::REMAP => {
-                    self.devices.push(SideDevice {
-                        device: ev.device,
-                        q2q: Seeks::default(),
-                        d2d: Seeks::default(),
-                        first: ev.time,
-                        last: ev.time,
-                        plugged: false,
-                        last_plug: 0,
-                        plugs: 0,
-                        timer_unplugs: 0,
-                        ios_unplugged: 0,
-                        ios_timer_unplugged: 0,
-                        plugged_ns: 0,
-                    });
-                    self.devices.len() - 1
-                }
                 None => {
                     if is_plug {
                         self.ignored += 1;
@@ -153,6 +128,49 @@ impl SideStage {
             _ => {}
         }
         !is_plug
+    }
+
+    /// Notify records (all but process names stop here) and PC records (passed on).
+    #[cold]
+    #[inline(never)]
+    fn feed_notify_or_pc(&mut self, ev: &Io) -> bool {
+        if ev.is_notify() {
+            if ev.code() == crate::trace::blk_io_trace::notify::PROCESS {
+                return true;
+            }
+            self.notify += 1;
+            self.notify_min_time = self.notify_min_time.min(ev.time);
+            return false;
+        }
+        true
+    }
+
+    /// The index of the event's device, started at its first Q (or remap) as the analyzer
+    /// does; `None` before that.
+    #[cold]
+    #[inline(never)]
+    fn find_device(&mut self, ev: &Io, c: u8) -> Option<usize> {
+        if let Some(i) = self.devices.iter().position(|d| d.device == ev.device) {
+            return Some(i);
+        }
+        if !((c == code::QUEUE && ev.bytes > 0) || c == code::REMAP) {
+            return None;
+        }
+        self.devices.push(SideDevice {
+            device: ev.device,
+            q2q: Seeks::default(),
+            d2d: Seeks::default(),
+            first: ev.time,
+            last: ev.time,
+            plugged: false,
+            last_plug: 0,
+            plugs: 0,
+            timer_unplugs: 0,
+            ios_unplugged: 0,
+            ios_timer_unplugged: 0,
+            plugged_ns: 0,
+        });
+        Some(self.devices.len() - 1)
     }
 
     pub fn seeks(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {
