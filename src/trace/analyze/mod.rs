@@ -90,8 +90,9 @@ impl Analyzer {
     }
 
     /// Feeds one record in its compact form; `full` is the whole event when its payload
-    /// matters (process names).
-    #[inline]
+    /// matters (process names). Inlined into the batch loop: a call per record cost ~18
+    /// instructions of register saving and restoring.
+    #[inline(always)]
     pub fn feed_io(&mut self, ev: &Io, full: Option<&Event>) {
         if let Some(s) = self.side.as_mut() {
             if !s.feed(ev) {
