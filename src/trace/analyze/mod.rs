@@ -4,7 +4,6 @@
 //! timeline. Memory grows with IOs in flight (and the timeline's length), not with events.
 
 pub mod device;
-pub mod inttable;
 pub mod latency;
 pub mod render;
 pub mod sectormap;
