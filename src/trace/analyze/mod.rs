@@ -50,8 +50,6 @@ pub struct Analyzer {
     index: HashMap<u32, usize>,
     last_device: (u32, usize),
     names: HashMap<u32, String>,
-    last_q: Option<u64>,
-    all_q2q: Latency,
     pub events: u64,
     pub notify: u64,
     pub pc: u64,
@@ -71,8 +69,6 @@ impl Analyzer {
             index: HashMap::new(),
             last_device: (u32::MAX, 0),
             names: HashMap::new(),
-            last_q: None,
-            all_q2q: Latency::default(),
             events: 0,
             notify: 0,
             pc: 0,
@@ -127,9 +123,7 @@ impl Analyzer {
             }
         };
         self.last_device = (ev.device, i);
-        if let Some(q2q) = self.devices[i].handle(ev, &mut self.last_q) {
-            self.all_q2q.add(q2q);
-        }
+        self.devices[i].handle(ev);
     }
 
     /// Notify records (process names are kept) and PC records: only counted.
@@ -206,6 +200,16 @@ impl Analyzer {
         self.devices.sort_by_key(|d| d.device);
         for mut d in self.devices {
             d.finish();
+            // Q2Q and the bytes queued per process come from the side stage.
+            if let Some(times) = side.queue_times(d.device) {
+                d.lat.q2q = times.q2q.clone();
+                for p in &mut d.procs {
+                    if let Some(q) = times.process(p.pid) {
+                        p.lat.q2q = q.q2q.clone();
+                        p.bytes = q.bytes;
+                    }
+                }
+            }
             all.merge(&d.lat);
             for p in &d.procs {
                 let pid = p.pid;
@@ -237,7 +241,7 @@ impl Analyzer {
                 &self.opts,
             ));
         }
-        all.q2q = self.all_q2q;
+        all.q2q = side.all_q2q.clone();
         let processes = by_name
             .into_iter()
             .map(|(name, (mut pids, lat, bytes))| {
