@@ -100,12 +100,13 @@ impl BioLatencies {
 }
 
 /// Per-process accumulations (names are attached at the end). Like btt, min/avg/max/N only:
-/// no histograms, which halves the cost of every latency sample.
+/// no histograms, which halves the cost of every latency sample. Q2Q and the bytes queued
+/// need no matching: the side stage (`side.rs`) counts them, and the report takes them from
+/// there; the processes are numbered alike in both (by first Q on the device).
 #[derive(Debug, Clone)]
 pub struct ProcStats {
     pub pid: u32,
     pub lat: BioLatencies,
-    pub last_q: Option<u64>,
     pub bytes: u64,
 }
 
@@ -117,7 +118,7 @@ pub struct Device {
     pub last_time: u64,
     pub sector_min: u64,
     pub sector_max: u64,
-    last_q: u64,
+    /// btt's latencies per bio; Q2Q is filled in from the side stage at the end.
     pub lat: BioLatencies,
     /// Per dispatched request: first Q of its bios to D, D to C, first Q to C.
     pub req_q2d: Latency,
@@ -166,7 +167,8 @@ pub struct Device {
     pub timeline: Timeline,
 }
 
-fn delta(from: u64, to: u64) -> u64 {
+#[inline(always)]
+pub(super) fn delta(from: u64, to: u64) -> u64 {
     to.saturating_sub(from).max(1)
 }
 
@@ -178,7 +180,6 @@ impl Device {
             last_time: t,
             sector_min: u64::MAX,
             sector_max: 0,
-            last_q: t,
             lat: BioLatencies::default(),
             req_q2d: Latency::default(),
             req_d2c: Latency::default(),
@@ -231,7 +232,7 @@ impl Device {
     }
 
     /// Feeds one event of this device (already filtered: no notify, no PC).
-    pub fn handle(&mut self, ev: &Io, last_q_global: &mut Option<u64>) -> Option<u64> {
+    pub fn handle(&mut self, ev: &Io) {
         self.last_time = self.last_time.max(ev.time);
         if ev.has_cgroup() {
             self.cgroup_events += 1;
@@ -239,9 +240,8 @@ impl Device {
         let t = ev.time;
         let c = ev.code();
         let sized = ev.bytes > 0;
-        let mut global_q2q = None;
         match c {
-            code::QUEUE if sized => global_q2q = self.queue(ev, last_q_global),
+            code::QUEUE if sized => self.queue(ev),
             code::GETRQ if sized => {
                 if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.g = t;
@@ -296,7 +296,6 @@ impl Device {
             code::SPLIT => self.splits += 1,
             _ => {}
         }
-        global_q2q
     }
 
     fn proc_for(&mut self, pid: u32) -> u32 {
@@ -309,7 +308,6 @@ impl Device {
             self.procs.push(ProcStats {
                 pid,
                 lat: BioLatencies::plain(),
-                last_q: None,
                 bytes: 0,
             });
         }
@@ -317,23 +315,9 @@ impl Device {
         i
     }
 
-    fn queue(&mut self, ev: &Io, last_q_global: &mut Option<u64>) -> Option<u64> {
+    fn queue(&mut self, ev: &Io) {
         let t = ev.time;
-        let global = last_q_global.map(|l| delta(l, t));
-        *last_q_global = Some(t);
         let pi = self.proc_for(ev.pid);
-        let p = &mut self.procs[pi as usize];
-        if let Some(last) = p.last_q {
-            p.lat.q2q.add(delta(last, t));
-        }
-        p.last_q = Some(t);
-        p.bytes += u64::from(ev.bytes);
-        if self.n_q > 0 {
-            // btt's per-device Q2Q runs from the previous Q of this device.
-            let prev = self.last_q;
-            self.lat.q2q.add(delta(prev, t));
-        }
-        self.last_q = t;
         self.n_q += 1;
         self.sector_min = self.sector_min.min(ev.sector);
         self.sector_max = self.sector_max.max(ev.end_sector());
@@ -364,7 +348,6 @@ impl Device {
             self.replaced += 1;
         }
         self.timeline.queue_depth(t, self.queued.len() as u64);
-        global
     }
 
     fn issue(&mut self, ev: &Io) {

@@ -9,6 +9,7 @@ const SUB: u64 = 1 << SUB_BITS;
 const LINEAR: u64 = 2 * SUB;
 const BUCKETS: usize = ((64 - SUB_BITS as usize) * SUB as usize) + SUB as usize;
 
+#[inline(always)]
 fn bucket(v: u64) -> usize {
     if v < LINEAR {
         v as usize
@@ -38,7 +39,7 @@ pub struct LogHist {
 }
 
 impl LogHist {
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, v: u64) {
         let b = bucket(v);
         debug_assert!(b < BUCKETS);
@@ -146,7 +147,7 @@ impl Latency {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn add(&mut self, ns: u64) {
         self.n += 1;
         self.total += u128::from(ns);

@@ -4,70 +4,48 @@
 //! bio-based devices leave theirs too. A mixed trace (random IO beside a buffered writer
 //! whose writeback splits) keeps hundreds of bios live and about 2,000 stale split Qs.
 //!
-//! Every entry sits in a slab. Two hash tables index it: start sector to slot, for the exact
-//! lookups that are nearly every event's (G, I, M and C of an unsplit bio, every D and C of
-//! the driver's view), and a coarse one from a 2^`BUCKET_BITS`-sector bucket to a list of the
-//! slots whose keys fall in it (linked through the slab), for the range visits of D and C and
-//! the containing-range search of a split bio's parts. So a lookup costs one hash probe
-//! whatever the number in flight, and a range visit a probe per bucket it spans plus the
-//! entries in those buckets. (It replaced a scanned vector of recent entries in front of a
-//! B-tree, which cost ~700 instructions per event on that trace: a 64-entry hot tier
-//! overflowed all the time.) The tables' memory follows the most entries ever live at once.
+//! Every value sits in a slab; one open-addressed hash table of (start sector, slot) pairs
+//! indexes it. The table hashes a key's 2^`BUCKET_BITS`-sector bucket, not the key itself,
+//! and probes linearly, so every key of a bucket lies in the run of occupied entries that
+//! starts at the bucket's home: an exact lookup (nearly every event's: G, I, M and C of an
+//! unsplit bio, every D and C of the driver's view) walks that run, and so does each bucket
+//! of a range visit (D and C) or of the containing-range search of a split bio's parts. So
+//! a lookup or an insert is one short probe whatever the number in flight, and a range
+//! visit one per bucket it spans. The table is kept at most half full and deletes by
+//! backward shift (no tombstones). It replaced two general hash maps (start sector to slot,
+//! bucket to a linked list through the slab), whose four lookups per insert and remove cost
+//! ~175 instructions each on that trace, and before them a scanned vector in front of a
+//! B-tree (~700 per event). The table follows the most entries ever live at once.
 //!
 //! Ranges are visited in no particular order; every caller only sums, counts and takes minima
 //! over them (exact integer arithmetic), so the order changes no result.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// Sectors per bucket of the range index: 2^7 = 64 KiB. A 4 KiB IO lies in one bucket, a
-/// 128 KiB one in two or three; a bucket holds few keys unless a writer queues many small
-/// bios side by side.
+/// Sectors per bucket: 2^7 = 64 KiB. A 4 KiB IO lies in one bucket, a 128 KiB one in two or
+/// three; a bucket holds few keys unless a writer queues many small bios side by side.
 const BUCKET_BITS: u32 = 7;
-/// No slot (end of a bucket's list).
+/// The slot of an empty table entry.
 const NIL: u32 = u32::MAX;
+/// Fibonacci hashing's multiplier, 2^64 / golden ratio: the product's top bits are the home.
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// A multiplicative (Fx-style) hasher for sector numbers. The product's high bits are folded
-/// into the low ones: sectors are mostly multiples of 8, and the table picks its home slot
-/// from the low bits, which a plain product leaves zero.
-#[derive(Default)]
-pub struct SectorHasher(u64);
-
-impl Hasher for SectorHasher {
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 32)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-type SectorTable = HashMap<u64, u32, BuildHasherDefault<SectorHasher>>;
-
-#[derive(Debug, Clone)]
-struct Slot<V> {
+#[derive(Debug, Clone, Copy)]
+struct Entry {
     key: u64,
-    /// Neighbours in the bucket's list.
-    prev: u32,
-    next: u32,
-    /// None when the slot is free.
-    value: Option<V>,
+    slot: u32,
 }
+
+const EMPTY: Entry = Entry { key: 0, slot: NIL };
 
 #[derive(Debug, Clone)]
 pub struct SectorMap<V> {
-    slots: Vec<Slot<V>>,
+    values: Vec<Option<V>>,
     free: Vec<u32>,
-    /// Start sector to slot.
-    exact: SectorTable,
-    /// Bucket (`key >> BUCKET_BITS`) to the first slot of its list; empty buckets are absent.
-    heads: SectorTable,
+    table: Vec<Entry>,
+    /// `table.len() - 1` (a power of two minus one).
+    mask: usize,
+    /// 64 - log2(table.len()).
+    shift: u32,
+    len: usize,
     /// The longest range ever inserted: no entry starting this far below a sector holds it,
     /// which bounds the search of [`SectorMap::containing_mut`].
     max_span: u64,
@@ -76,10 +54,12 @@ pub struct SectorMap<V> {
 impl<V> Default for SectorMap<V> {
     fn default() -> Self {
         SectorMap {
-            slots: Vec::new(),
+            values: Vec::new(),
             free: Vec::new(),
-            exact: SectorTable::default(),
-            heads: SectorTable::default(),
+            table: vec![EMPTY; 16],
+            mask: 15,
+            shift: 60,
+            len: 0,
             max_span: 0,
         }
     }
@@ -87,130 +67,196 @@ impl<V> Default for SectorMap<V> {
 
 impl<V> SectorMap<V> {
     pub fn len(&self) -> usize {
-        self.exact.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.exact.is_empty()
+        self.len == 0
     }
 
+    /// Where a bucket's run starts.
+    #[inline(always)]
+    fn home(&self, bucket: u64) -> usize {
+        (bucket.wrapping_mul(GOLDEN) >> self.shift) as usize
+    }
+
+    /// The table position of `key`, or of the empty entry where it would go.
+    #[inline(always)]
+    fn find(&self, key: u64) -> (usize, bool) {
+        let mut i = self.home(key >> BUCKET_BITS);
+        loop {
+            let e = self.table[i];
+            if e.slot == NIL {
+                return (i, false);
+            }
+            if e.key == key {
+                return (i, true);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    #[inline(always)]
     fn value_mut(&mut self, slot: u32) -> &mut V {
-        self.slots[slot as usize]
-            .value
+        self.values[slot as usize]
             .as_mut()
             .expect("an indexed slot holds a value")
     }
 
     /// Inserts the entry for the range [`key`, `end`), returning the value it replaced.
+    #[inline]
     pub fn insert(&mut self, key: u64, end: u64, value: V) -> Option<V> {
         self.max_span = self.max_span.max(end.saturating_sub(key));
-        let vacant = match self.exact.entry(key) {
-            Entry::Occupied(o) => {
-                let slot = *o.get();
-                return self.slots[slot as usize].value.replace(value);
-            }
-            Entry::Vacant(v) => v,
-        };
-        let next = *self.heads.get(&(key >> BUCKET_BITS)).unwrap_or(&NIL);
-        let entry = Slot {
-            key,
-            prev: NIL,
-            next,
-            value: Some(value),
-        };
+        let (mut at, found) = self.find(key);
+        if found {
+            let slot = self.table[at].slot;
+            return self.values[slot as usize].replace(value);
+        }
         let slot = match self.free.pop() {
             Some(slot) => {
-                self.slots[slot as usize] = entry;
+                self.values[slot as usize] = Some(value);
                 slot
             }
             None => {
-                self.slots.push(entry);
-                (self.slots.len() - 1) as u32
+                self.values.push(Some(value));
+                (self.values.len() - 1) as u32
             }
         };
-        vacant.insert(slot);
-        if next != NIL {
-            self.slots[next as usize].prev = slot;
+        if (self.len + 1) * 2 > self.table.len() {
+            self.grow();
+            at = self.find(key).0;
         }
-        self.heads.insert(key >> BUCKET_BITS, slot);
+        self.table[at] = Entry { key, slot };
+        self.len += 1;
         None
     }
 
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let bits = 64 - self.shift + 1;
+        let old = std::mem::replace(&mut self.table, vec![EMPTY; 1 << bits]);
+        self.mask = (1 << bits) - 1;
+        self.shift = 64 - bits;
+        for e in old {
+            if e.slot != NIL {
+                let (at, _) = self.find(e.key);
+                self.table[at] = e;
+            }
+        }
+    }
+
     pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
-        let slot = *self.exact.get(&key)?;
-        Some(self.value_mut(slot))
+        match self.find(key) {
+            (at, true) => {
+                let slot = self.table[at].slot;
+                Some(self.value_mut(slot))
+            }
+            _ => None,
+        }
     }
 
+    #[inline]
     pub fn remove(&mut self, key: u64) -> Option<V> {
-        let slot = self.exact.remove(&key)?;
-        let Slot {
-            prev, next, value, ..
-        } = std::mem::replace(
-            &mut self.slots[slot as usize],
-            Slot {
-                key: 0,
-                prev: NIL,
-                next: NIL,
-                value: None,
-            },
-        );
-        if prev != NIL {
-            self.slots[prev as usize].next = next;
-        } else if next != NIL {
-            self.heads.insert(key >> BUCKET_BITS, next);
-        } else {
-            self.heads.remove(&(key >> BUCKET_BITS));
+        let (mut hole, found) = self.find(key);
+        if !found {
+            return None;
         }
-        if next != NIL {
-            self.slots[next as usize].prev = prev;
+        let slot = self.table[hole].slot;
+        // Backward shift: pull later entries of the run into the hole when the hole lies on
+        // their probe path (between their home and where they sit), so lookups that passed
+        // through the removed entry still find them.
+        let mut j = hole;
+        loop {
+            j = (j + 1) & self.mask;
+            let e = self.table[j];
+            if e.slot == NIL {
+                break;
+            }
+            let from_home = j.wrapping_sub(self.home(e.key >> BUCKET_BITS)) & self.mask;
+            let from_hole = j.wrapping_sub(hole) & self.mask;
+            if from_home >= from_hole {
+                self.table[hole] = e;
+                hole = j;
+            }
         }
+        self.table[hole] = EMPTY;
+        self.len -= 1;
         self.free.push(slot);
-        value
+        self.values[slot as usize].take()
     }
 
-    /// Buckets from `lo` to `hi` (inclusive) are worth walking one by one rather than every
-    /// slot: fewer of them than entries.
+    /// Buckets from `lo` to `hi` (inclusive) are worth walking one by one rather than
+    /// scanning the whole table: a walk costs a probe or so per bucket, a scan one read per
+    /// table entry, and the table stays as large as the most entries ever live (a bound by
+    /// the entries live now scanned thousands of empty entries whenever the queue ran low).
     #[inline]
     fn walk_buckets(&self, lo: u64, hi: u64) -> bool {
-        hi - lo < self.exact.len() as u64
+        hi - lo < self.table.len() as u64 / 4
+    }
+
+    /// The slots of bucket `b`'s keys, with their keys, through `f`.
+    #[inline(always)]
+    fn bucket_keys(&self, b: u64, mut f: impl FnMut(u64, u32)) {
+        let mut i = self.home(b);
+        loop {
+            let e = self.table[i];
+            if e.slot == NIL {
+                return;
+            }
+            if e.key >> BUCKET_BITS == b {
+                f(e.key, e.slot);
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 
     /// The entry whose range holds `sector`: the exact start if there is one, else the entry
     /// with the greatest start below `sector` whose end (`end_of`) lies beyond it. This is how
     /// btt finds the bio of a later event: every part of a split bio starts inside it.
+    #[inline]
     pub fn containing_mut(&mut self, sector: u64, end_of: impl Fn(&V) -> u64) -> Option<&mut V> {
-        if let Some(&slot) = self.exact.get(&sector) {
+        if let (at, true) = self.find(sector) {
+            let slot = self.table[at].slot;
             return Some(self.value_mut(slot));
         }
-        if sector == 0 || self.max_span <= 1 || self.exact.is_empty() {
+        self.containing_below(sector, end_of)
+    }
+
+    /// [`SectorMap::containing_mut`] when no entry starts at `sector`.
+    #[inline(never)]
+    fn containing_below(&mut self, sector: u64, end_of: impl Fn(&V) -> u64) -> Option<&mut V> {
+        if sector == 0 || self.max_span <= 1 || self.len == 0 {
             return None;
         }
         // Only entries starting within the longest range below can hold the sector.
         let low = sector.saturating_sub(self.max_span);
-        let holds = |s: &Slot<V>| {
-            low <= s.key && s.key < sector && s.value.as_ref().is_some_and(|v| sector < end_of(v))
+        let values = &self.values;
+        let holds = |key: u64, slot: u32| {
+            low <= key
+                && key < sector
+                && values[slot as usize]
+                    .as_ref()
+                    .is_some_and(|v| sector < end_of(v))
         };
         let (lo, hi) = (low >> BUCKET_BITS, (sector - 1) >> BUCKET_BITS);
         let mut best: Option<(u64, u32)> = None;
         if self.walk_buckets(lo, hi) {
             // Downwards: the first bucket with a holder has the greatest.
             for b in (lo..=hi).rev() {
-                let mut at = *self.heads.get(&b).unwrap_or(&NIL);
-                while at != NIL {
-                    let s = &self.slots[at as usize];
-                    if holds(s) && best.is_none_or(|(k, _)| k < s.key) {
-                        best = Some((s.key, at));
+                self.bucket_keys(b, |key, slot| {
+                    if holds(key, slot) && best.is_none_or(|(k, _)| k < key) {
+                        best = Some((key, slot));
                     }
-                    at = s.next;
-                }
+                });
                 if best.is_some() {
                     break;
                 }
             }
         } else {
-            for (at, s) in self.slots.iter().enumerate() {
-                if holds(s) && best.is_none_or(|(k, _)| k < s.key) {
-                    best = Some((s.key, at as u32));
+            for e in &self.table {
+                if e.slot != NIL && holds(e.key, e.slot) && best.is_none_or(|(k, _)| k < e.key) {
+                    best = Some((e.key, e.slot));
                 }
             }
         }
@@ -219,35 +265,58 @@ impl<V> SectorMap<V> {
     }
 
     /// Calls `f` for every entry with `from <= key < to`, in no particular order.
+    #[inline]
     pub fn for_range_mut(&mut self, from: u64, to: u64, mut f: impl FnMut(u64, &mut V)) {
-        if from >= to || self.exact.is_empty() {
+        if from >= to || self.len == 0 {
             return;
         }
         // One unsigned comparison per key: k - from wraps above `span` when k < from.
         let span = to - from;
         let (lo, hi) = (from >> BUCKET_BITS, (to - 1) >> BUCKET_BITS);
-        if self.walk_buckets(lo, hi) {
+        let walk = self.walk_buckets(lo, hi);
+        let (table, values) = (&self.table, &mut self.values);
+        let mut visit = |key: u64, slot: u32| {
+            if key.wrapping_sub(from) < span {
+                if let Some(v) = values[slot as usize].as_mut() {
+                    f(key, v);
+                }
+            }
+        };
+        if walk {
             for b in lo..=hi {
-                let mut at = *self.heads.get(&b).unwrap_or(&NIL);
-                while at != NIL {
-                    let s = &mut self.slots[at as usize];
-                    if s.key.wrapping_sub(from) < span {
-                        if let Some(v) = s.value.as_mut() {
-                            f(s.key, v);
-                        }
+                let mut i = (b.wrapping_mul(GOLDEN) >> self.shift) as usize;
+                loop {
+                    let e = table[i];
+                    if e.slot == NIL {
+                        break;
                     }
-                    at = s.next;
+                    if e.key >> BUCKET_BITS == b {
+                        visit(e.key, e.slot);
+                    }
+                    i = (i + 1) & self.mask;
                 }
             }
         } else {
-            for s in &mut self.slots {
-                if s.key.wrapping_sub(from) < span {
-                    if let Some(v) = s.value.as_mut() {
-                        f(s.key, v);
-                    }
+            for e in table {
+                if e.slot != NIL {
+                    visit(e.key, e.slot);
                 }
             }
         }
+    }
+
+    /// How many buckets hold keys (for tests of the layout).
+    #[cfg(test)]
+    fn buckets(&self) -> usize {
+        let mut b: Vec<u64> = self
+            .table
+            .iter()
+            .filter(|e| e.slot != NIL)
+            .map(|e| e.key >> BUCKET_BITS)
+            .collect();
+        b.sort_unstable();
+        b.dedup();
+        b.len()
     }
 }
 
@@ -289,7 +358,7 @@ mod tests {
     }
 
     /// Entries far from each other, each alone in its bucket: found by key, by a sector
-    /// inside, by a range; a range over more buckets than entries scans the slab instead.
+    /// inside, by a range; a range over more buckets than the table holds scans the table.
     #[test]
     fn entries_are_found_across_buckets() {
         let mut s: SectorMap<u64> = SectorMap::default();
@@ -298,7 +367,7 @@ mod tests {
             let at = k * 1_000_000;
             s.insert(at, at + 2048, at + 2048);
         }
-        assert_eq!(s.heads.len(), 300);
+        assert_eq!(s.buckets(), 300);
         for k in 0..300u64 {
             let at = k * 1_000_000;
             assert_eq!(s.get_mut(at).copied(), Some(at + 2048), "{k}");
@@ -361,6 +430,6 @@ mod tests {
         for k in 0..2000 {
             s.remove(k);
         }
-        assert!(s.is_empty() && s.heads.is_empty());
+        assert!(s.is_empty() && s.buckets() == 0);
     }
 }

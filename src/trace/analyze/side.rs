@@ -1,18 +1,87 @@
 //! The statistics that need no Q/D/C matching — seek distances (Q2Q from every Q, D2D from
-//! every D) and plugging (P, U, UT) — kept apart from the state machine so `analyze_paths`
-//! can compute them on the reader thread, which then drops plug records from the batches:
-//! the two threads end up with similar work. Notify records other than process names (the
+//! every D), plugging (P, U, UT), and the Q2Q times (per device, per process and across
+//! devices) with the bytes each process queued — kept apart from the state machine so
+//! `analyze_paths` can compute them on the reader thread, which then drops plug records from
+//! the batches: the two threads end up with similar work. Notify records other than process names (the
 //! tracer's messages; BFQ writes several per request) are only counted, so they stop here too. Same filters as the analyzer: no notify/PC
 //! records, no zero-byte IOs, nothing before a device's first Q (or remap).
 
+use std::collections::HashMap;
+
+use super::device::delta;
+use super::latency::Latency;
 use super::seek::{SeekSummary, Seeks};
-use crate::trace::blk_io_trace::{code, Io};
+use crate::trace::blk_io_trace::{category, code, Io};
+
+/// One process's Q2Q (min/avg/max/N, as the analyzer keeps per process) and bytes queued.
+#[derive(Debug, Clone)]
+pub struct ProcQueued {
+    pub pid: u32,
+    pub q2q: Latency,
+    last_q: Option<u64>,
+    pub bytes: u64,
+}
+
+/// Q2Q of one device (btt's: from the previous Q of the device) and of its processes, in
+/// the order the analyzer's `Device::procs` numbers them (by first Q).
+#[derive(Debug, Clone, Default)]
+pub struct QueueTimes {
+    pub q2q: Latency,
+    last_q: Option<u64>,
+    pub procs: Vec<ProcQueued>,
+    proc_index: HashMap<u32, usize>,
+    last_proc: Option<(u32, usize)>,
+}
+
+impl QueueTimes {
+    /// A process's Q2Q and bytes queued on this device.
+    pub fn process(&self, pid: u32) -> Option<&ProcQueued> {
+        self.proc_index.get(&pid).map(|&i| &self.procs[i])
+    }
+
+    #[inline]
+    fn queue(&mut self, ev: &Io) {
+        let t = ev.time;
+        if let Some(prev) = self.last_q {
+            self.q2q.add(delta(prev, t));
+        }
+        self.last_q = Some(t);
+        let i = match self.last_proc {
+            Some((pid, i)) if pid == ev.pid => i,
+            _ => self.proc_for(ev.pid),
+        };
+        let p = &mut self.procs[i];
+        if let Some(last) = p.last_q {
+            p.q2q.add(delta(last, t));
+        }
+        p.last_q = Some(t);
+        p.bytes += u64::from(ev.bytes);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn proc_for(&mut self, pid: u32) -> usize {
+        let next = self.procs.len();
+        let i = *self.proc_index.entry(pid).or_insert(next);
+        if i == next {
+            self.procs.push(ProcQueued {
+                pid,
+                q2q: Latency::plain(),
+                last_q: None,
+                bytes: 0,
+            });
+        }
+        self.last_proc = Some((pid, i));
+        i
+    }
+}
 
 #[derive(Debug, Clone)]
 struct SideDevice {
     device: u32,
     q2q: Seeks,
     d2d: Seeks,
+    times: QueueTimes,
     first: u64,
     last: u64,
     plugged: bool,
@@ -68,6 +137,9 @@ pub struct SideStage {
     /// and the earliest of their times (they count for the trace's time zero only).
     pub notify: u64,
     pub notify_min_time: u64,
+    /// Q2Q across all devices (btt's "All Devices" Q2Q).
+    pub all_q2q: Latency,
+    last_q: Option<u64>,
 }
 
 impl Default for SideStage {
@@ -81,6 +153,8 @@ impl Default for SideStage {
             max_time: 0,
             notify: 0,
             notify_min_time: u64::MAX,
+            all_q2q: Latency::default(),
+            last_q: None,
         }
     }
 }
@@ -90,16 +164,8 @@ impl SideStage {
     /// state machine.
     #[inline]
     pub fn feed(&mut self, ev: &Io) -> bool {
-        if ev.is_notify() {
-            if ev.code() == crate::trace::blk_io_trace::notify::PROCESS {
-                return true;
-            }
-            self.notify += 1;
-            self.notify_min_time = self.notify_min_time.min(ev.time);
-            return false;
-        }
-        if ev.is_pc() {
-            return true;
+        if ev.categories() & (category::NOTIFY | category::PC) != 0 {
+            return self.feed_notify_or_pc(ev);
         }
         let c = ev.code();
         let is_plug = matches!(c, code::PLUG | code::UNPLUG_IO | code::UNPLUG_TIMER);
@@ -110,25 +176,8 @@ impl SideStage {
         }
         let i = match self.devices.get(self.last) {
             Some(d) if d.device == ev.device => self.last,
-            _ => match self.devices.iter().position(|d| d.device == ev.device) {
+            _ => match self.find_device(ev, c) {
                 Some(i) => i,
-                None if (c == code::QUEUE && ev.bytes > 0) || c == code::REMAP => {
-                    self.devices.push(SideDevice {
-                        device: ev.device,
-                        q2q: Seeks::default(),
-                        d2d: Seeks::default(),
-                        first: ev.time,
-                        last: ev.time,
-                        plugged: false,
-                        last_plug: 0,
-                        plugs: 0,
-                        timer_unplugs: 0,
-                        ios_unplugged: 0,
-                        ios_timer_unplugged: 0,
-                        plugged_ns: 0,
-                    });
-                    self.devices.len() - 1
-                }
                 None => {
                     if is_plug {
                         self.ignored += 1;
@@ -141,7 +190,14 @@ impl SideStage {
         let d = &mut self.devices[i];
         d.last = d.last.max(ev.time);
         match c {
-            code::QUEUE if ev.bytes > 0 => d.q2q.add(ev.sector, ev.end_sector()),
+            code::QUEUE if ev.bytes > 0 => {
+                d.q2q.add(ev.sector, ev.end_sector());
+                d.times.queue(ev);
+                if let Some(prev) = self.last_q {
+                    self.all_q2q.add(delta(prev, ev.time));
+                }
+                self.last_q = Some(ev.time);
+            }
             code::ISSUE if ev.bytes > 0 => d.d2d.add(ev.sector, ev.end_sector()),
             code::PLUG if !d.plugged => {
                 d.plugged = true;
@@ -153,6 +209,58 @@ impl SideStage {
             _ => {}
         }
         !is_plug
+    }
+
+    /// Notify records (all but process names stop here) and PC records (passed on).
+    #[cold]
+    #[inline(never)]
+    fn feed_notify_or_pc(&mut self, ev: &Io) -> bool {
+        if ev.is_notify() {
+            if ev.code() == crate::trace::blk_io_trace::notify::PROCESS {
+                return true;
+            }
+            self.notify += 1;
+            self.notify_min_time = self.notify_min_time.min(ev.time);
+            return false;
+        }
+        true
+    }
+
+    /// The index of the event's device, started at its first Q (or remap) as the analyzer
+    /// does; `None` before that.
+    #[cold]
+    #[inline(never)]
+    fn find_device(&mut self, ev: &Io, c: u8) -> Option<usize> {
+        if let Some(i) = self.devices.iter().position(|d| d.device == ev.device) {
+            return Some(i);
+        }
+        if !((c == code::QUEUE && ev.bytes > 0) || c == code::REMAP) {
+            return None;
+        }
+        self.devices.push(SideDevice {
+            device: ev.device,
+            q2q: Seeks::default(),
+            d2d: Seeks::default(),
+            times: QueueTimes::default(),
+            first: ev.time,
+            last: ev.time,
+            plugged: false,
+            last_plug: 0,
+            plugs: 0,
+            timer_unplugs: 0,
+            ios_unplugged: 0,
+            ios_timer_unplugged: 0,
+            plugged_ns: 0,
+        });
+        Some(self.devices.len() - 1)
+    }
+
+    /// The Q2Q times of a device and its processes.
+    pub fn queue_times(&self, dev: u32) -> Option<&QueueTimes> {
+        self.devices
+            .iter()
+            .find(|d| d.device == dev)
+            .map(|d| &d.times)
     }
 
     pub fn seeks(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {

@@ -94,6 +94,12 @@ impl Timeline {
         if t >= self.win_start && t < self.win_end {
             return self.win_idx;
         }
+        self.move_window(t)
+    }
+
+    /// [`Timeline::index`] for a `t` outside the current bucket's window.
+    #[inline(never)]
+    fn move_window(&mut self, t: u64) -> usize {
         let t = self.clamp(t);
         let i = (t.saturating_sub(self.origin) / self.interval) as usize;
         self.win_idx = i;
@@ -112,18 +118,47 @@ impl Timeline {
         i
     }
 
+    #[inline]
     fn bucket(&mut self, t: u64) -> &mut Bucket {
         let i = self.index(t);
         &mut self.buckets[i]
     }
 
-    fn advance(&mut self, which: bool, t: u64) {
+    /// Adds the area under one depth (the queue's when `QUEUE`, else the driver's) up to `t`.
+    /// Nearly always the span since the last change lies in the current bucket's window,
+    /// which also lies below the limit (so `clamp` would change nothing): that case is a
+    /// multiply and an add, the rest goes to [`Timeline::advance_slow`].
+    #[inline]
+    fn advance<const QUEUE: bool>(&mut self, t: u64) {
+        let clock = if QUEUE {
+            &mut self.queue
+        } else {
+            &mut self.driver
+        };
+        let from = clock.since;
+        if from >= self.win_start && t < self.win_end {
+            if t > from {
+                clock.since = t;
+                let area = u128::from(clock.depth) * u128::from(t - from);
+                let b = &mut self.buckets[self.win_idx];
+                if QUEUE {
+                    b.queue_area += area;
+                } else {
+                    b.driver_area += area;
+                }
+            }
+            return;
+        }
+        self.advance_slow(QUEUE, t);
+    }
+
+    #[inline(never)]
+    fn advance_slow(&mut self, which: bool, t: u64) {
         let t = self.clamp(t);
         let (origin, interval) = (self.origin, self.interval);
         let clock = if which { &self.queue } else { &self.driver };
         let (depth, mut from) = (clock.depth, clock.since);
         if t > from && depth > 0 && from >= self.win_start && t < self.win_end {
-            // Common case: the whole span lies in the current bucket.
             let area = u128::from(depth) * u128::from(t - from);
             let b = &mut self.buckets[self.win_idx];
             if which {
@@ -156,17 +191,20 @@ impl Timeline {
     }
 
     /// The number of bios queued and not completed changed to `depth` at `t`.
+    #[inline]
     pub fn queue_depth(&mut self, t: u64, depth: u64) {
-        self.advance(true, t);
+        self.advance::<true>(t);
         self.queue.depth = depth;
     }
 
     /// The number of requests in the driver changed to `depth` at `t`.
+    #[inline]
     pub fn driver_depth(&mut self, t: u64, depth: u64) {
-        self.advance(false, t);
+        self.advance::<false>(t);
         self.driver.depth = depth;
     }
 
+    #[inline]
     pub fn complete(&mut self, t: u64, bytes: u32, write: bool) {
         let b = self.bucket(t);
         if write {
@@ -179,10 +217,12 @@ impl Timeline {
     }
 
     /// A dispatch at `t` moved the head (a nonzero seek distance).
+    #[inline]
     pub fn seek(&mut self, t: u64) {
         self.bucket(t).seeks += 1;
     }
 
+    #[inline]
     pub fn q2c(&mut self, t: u64, ns: u64) {
         let b = self.bucket(t);
         b.q2c_sum += u128::from(ns);
@@ -192,8 +232,8 @@ impl Timeline {
 
     /// The points, with start times in seconds from `trace_origin`.
     pub fn finish(mut self, end: u64, trace_origin: u64) -> Vec<TimelinePoint> {
-        self.advance(true, end);
-        self.advance(false, end);
+        self.advance::<true>(end);
+        self.advance::<false>(end);
         let secs = self.interval as f64 / 1e9;
         self.buckets
             .iter()
