@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A running sampler.
-pub(crate) struct SamplerHandle {
+pub struct SamplerHandle {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<(Vec<Reading>, Vec<String>)>,
     devices: Vec<String>,
@@ -40,7 +40,7 @@ pub(crate) struct SamplerHandle {
 
 /// What a sampled run produced.
 #[derive(Debug)]
-pub(crate) struct SampleRun {
+pub struct SampleRun {
     pub(crate) readings: Vec<Reading>,
     pub(crate) devices: Vec<String>,
     /// The IRQ numbers serving each of `devices` (empty when none is known, as for loop).
@@ -48,7 +48,7 @@ pub(crate) struct SampleRun {
     /// Each consecutive pair of readings.
     pub(crate) intervals: Vec<Interval>,
     /// First to last reading, with the store's metric names; None with fewer than 2 readings.
-    pub(crate) summary: Option<Summary>,
+    pub summary: Option<Summary>,
     /// Readings that failed (the file vanished, a line did not parse), one message each.
     pub(crate) errors: Vec<String>,
     /// Wall-clock time of the first reading (ns since the Unix epoch): puts fio's timestamps
@@ -58,14 +58,14 @@ pub(crate) struct SampleRun {
 
 /// A device to watch: its name as in /proc/diskstats and the IRQs that serve it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Watch {
+pub struct Watch {
     pub(crate) device: String,
     pub(crate) irqs: Vec<u32>,
 }
 
 impl Watch {
     /// `device` with the IRQs the machine model found for it (none if it is unknown).
-    pub(crate) fn of(machine: &crate::model::Machine, device: &str) -> Watch {
+    pub fn of(machine: &crate::model::Machine, device: &str) -> Watch {
         Watch {
             device: device.to_string(),
             irqs: machine
@@ -79,7 +79,7 @@ impl Watch {
 /// Starts sampling the `watched` devices every `interval`. The first reading is taken before
 /// this returns, so an error in it (a missing file) is reported here. The caller names each
 /// device's IRQs (it has the machine model already; reading it here would cost every run).
-pub(crate) fn start(
+pub fn start(
     root: &SysRoot,
     watched: &[Watch],
     interval: Duration,
@@ -142,7 +142,7 @@ pub(crate) fn start(
 
 impl SamplerHandle {
     /// Stops the sampler after one final reading and derives the intervals and summary.
-    pub(crate) fn stop(self) -> SampleRun {
+    pub fn stop(self) -> SampleRun {
         let _ = self.stop.send(());
         let (readings, mut errors) = match self.thread.join() {
             Ok(r) => r,
