@@ -5,7 +5,7 @@
 //! reports read them back. The CLI (`cli`) only parses arguments and calls one function per
 //! command.
 
-pub mod analysis;
+pub(crate) mod analysis;
 pub mod cli;
 pub mod experiment;
 pub mod hosts;
@@ -13,16 +13,16 @@ pub mod irq;
 pub mod knobs;
 pub mod metrics;
 pub mod model;
-pub mod output;
-pub mod placement;
-pub mod preflight;
-pub mod report;
+pub(crate) mod output;
+pub(crate) mod placement;
+pub(crate) mod preflight;
+pub(crate) mod report;
 pub mod sample;
 pub mod snapshot;
 /// The statistics, their own crate (crates/iolab-stats): every `crate::stats::...` path holds.
 pub use iolab_stats as stats;
 pub mod store;
-pub mod suggest;
+pub(crate) mod suggest;
 pub mod sys;
 pub mod target;
 pub mod trace;

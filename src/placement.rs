@@ -12,14 +12,14 @@ use crate::sys::parse::{cpulist, format_cpulist as format_cpu_list};
 
 /// What placement needs to know about one online CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuPlace {
-    pub cpu: u32,
+pub(crate) struct CpuPlace {
+    pub(crate) cpu: u32,
     /// Core id, unique only within its package.
-    pub core: u32,
-    pub package: u32,
-    pub node: u32,
+    pub(crate) core: u32,
+    pub(crate) package: u32,
+    pub(crate) node: u32,
     /// An id of the last-level cache this CPU uses, when the kernel exposes one.
-    pub llc: Option<u32>,
+    pub(crate) llc: Option<u32>,
 }
 
 /// A placement level as written in an experiment file.
@@ -42,7 +42,7 @@ pub enum Placement {
 impl Placement {
     /// Parses `on`, `near`, `far`, `node:N`, or a CPU list such as `0-3,8` (optionally
     /// written `cpus:0-3,8`).
-    pub fn parse(text: &str) -> Result<Placement, String> {
+    pub(crate) fn parse(text: &str) -> Result<Placement, String> {
         let t = text.trim();
         match t {
             "on" => return Ok(Placement::On),
@@ -81,9 +81,9 @@ impl fmt::Display for Placement {
 
 /// The CPUs to pin to, with a sentence saying how they were chosen (stored with the run).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    pub cpus: Vec<u32>,
-    pub why: String,
+pub(crate) struct Resolved {
+    pub(crate) cpus: Vec<u32>,
+    pub(crate) why: String,
 }
 
 /// Resolves `placement` on a machine whose online CPUs are `cpus`, with `distance(a, b)` the
@@ -101,7 +101,7 @@ pub struct Resolved {
 /// lab's snc2 shows it: I/O submitted from a CPU that shares the L3 from the other node is
 /// completed on that CPU, like I/O from any far CPU (tests/lab.rs). Far never takes a CPU
 /// near takes, so the sets stay disjoint whatever the tiers below find.
-pub fn resolve(
+pub(crate) fn resolve(
     placement: &Placement,
     anchor: &[u32],
     cpus: &[CpuPlace],

@@ -35,13 +35,13 @@ mod trace;
     propagate_version = true,
     max_term_width = 100
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     Inspect(inspect::InspectArgs),
     Snapshot(snapshot::SnapshotArgs),
     Preflight(preflight::PreflightArgs),
@@ -96,7 +96,7 @@ pub fn main() -> i32 {
 /// The error and its causes, joined by ": " like `{:#}`, but each cause at most once: many
 /// errors (ours, rusqlite's, std's) already include their source in their own message, and
 /// "database is locked: database is locked" helps nobody.
-pub fn error_text(e: &anyhow::Error) -> String {
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in e.chain() {
         let part = cause.to_string();

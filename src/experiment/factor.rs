@@ -19,7 +19,7 @@ pub enum Pinning {
 
 /// Where the device's movable interrupts go.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IrqPlacement {
+pub(crate) enum IrqPlacement {
     /// Leave the affinity as found.
     Unchanged,
     /// The CPUs of the device's own node.
@@ -31,10 +31,11 @@ pub enum IrqPlacement {
 }
 
 /// The accepted spellings, for error messages.
-pub const PLACEMENT_ALLOWED: &str =
+pub(crate) const PLACEMENT_ALLOWED: &str =
     "\"on\", \"near\", \"far\", \"none\" (unpinned), \"node:N\", a CPU list such as \"0-3,6\", \
      or an array of CPU numbers";
-pub const IRQ_ALLOWED: &str = "\"unchanged\", \"on-node\", \"far\", \"node:N\", a CPU list such \
+pub(crate) const IRQ_ALLOWED: &str =
+    "\"unchanged\", \"on-node\", \"far\", \"node:N\", a CPU list such \
                                as \"0-3,6\", or an array of CPU numbers";
 
 /// A non-empty kernel-style CPU list (`0-3,6,8-9`).
@@ -55,7 +56,7 @@ fn parse_node(text: &str) -> Option<Result<u32, String>> {
 }
 
 impl Pinning {
-    pub fn parse(text: &str) -> Result<Pinning, String> {
+    pub(crate) fn parse(text: &str) -> Result<Pinning, String> {
         match text.trim() {
             "none" | "unpinned" => Ok(Pinning::Unpinned),
             t => level::Placement::parse(t)
@@ -66,7 +67,7 @@ impl Pinning {
 }
 
 impl IrqPlacement {
-    pub fn parse(text: &str) -> Result<IrqPlacement, String> {
+    pub(crate) fn parse(text: &str) -> Result<IrqPlacement, String> {
         let t = text.trim();
         match t {
             "unchanged" => Ok(IrqPlacement::Unchanged),
@@ -108,7 +109,7 @@ impl fmt::Display for IrqPlacement {
 
 /// What kind of thing a factor varies.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FactorKind {
+pub(crate) enum FactorKind {
     /// A queue attribute, by path under /sys/block/DEV/queue/ (`rq_affinity`, `iosched/...`).
     QueueKnob { attribute: String },
     /// io_uring `hipri` on or off.
@@ -129,7 +130,7 @@ pub enum FactorKind {
 
 /// One level of a factor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LevelValue {
+pub(crate) enum LevelValue {
     /// Text to write to the queue attribute (or, normalised, to the system control).
     Knob(String),
     Polling(bool),
@@ -143,17 +144,17 @@ pub enum LevelValue {
 pub struct Level {
     /// How the level appears in cell keys and tables.
     pub label: String,
-    pub value: LevelValue,
+    pub(crate) value: LevelValue,
 }
 
 /// A factor as written in `[factors]`, with its levels in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Factor {
-    pub name: String,
-    pub kind: FactorKind,
+    pub(crate) name: String,
+    pub(crate) kind: FactorKind,
     pub levels: Vec<Level>,
     /// Line of the factor in the experiment file (for later, model-time errors).
-    pub line: usize,
+    pub(crate) line: usize,
 }
 
 #[cfg(test)]

@@ -53,15 +53,17 @@ mod trace_table;
 mod walker;
 mod workload_table;
 
-pub use factors_table::{MAX_CELLS, MAX_LEVELS, MAX_RUNS};
-pub use host_table::HostSpec;
-pub use repetitions::Repetitions;
-pub use stabilise_table::Stabilise;
-pub use target_table::{TargetDevice, TargetSpec, MAX_CPU, MAX_SCRATCH_COUNT};
-pub use top_level::{parse_with, Experiment};
-pub use trace_table::{KeepRuns, TraceKeep};
+pub(crate) use host_table::HostSpec;
+pub(crate) use repetitions::Repetitions;
+pub(crate) use stabilise_table::Stabilise;
+pub use target_table::TargetDevice;
+pub(crate) use target_table::TargetSpec;
+pub(crate) use top_level::parse_with;
+pub use top_level::Experiment;
+pub(crate) use trace_table::{KeepRuns, TraceKeep};
+pub use walker::ExperimentError;
 use walker::{flat_entries, integer, scalar_text, type_name, Value, Walker};
-pub use walker::{parse_size, Diagnostic, ExperimentError};
+pub(crate) use walker::{parse_size, Diagnostic};
 
 /// Reads and validates an experiment file.
 pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
@@ -79,7 +81,7 @@ pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
 }
 
 /// Validates an experiment given as text; `source` names it in messages. Reads nothing: a
-/// `[workload] job` file is refused (see [`parse_with`]).
+/// `[workload] job` file is refused (see `parse_with`).
 pub fn parse(source: &str, text: &str) -> Result<Experiment, ExperimentError> {
     parse_with(source, text, &job_file::NoFiles)
 }

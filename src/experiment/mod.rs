@@ -3,15 +3,17 @@
 //! interleaved list of runs (`plan`) — all pure — and the run loop (`run`), the one place
 //! that executes a plan on the machine with the knobs, target, sampler, runner and store.
 
-pub mod factor;
+pub(crate) mod factor;
 pub mod file;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod plan;
-pub mod prepare;
-pub mod queue_knobs;
+pub(crate) mod prepare;
+pub(crate) mod queue_knobs;
 pub mod run;
-pub mod system_knobs;
+pub(crate) mod system_knobs;
 
-pub use factor::{Factor, FactorKind, IrqPlacement, Level, LevelValue, Pinning};
-pub use file::{load, parse, Experiment, ExperimentError, Repetitions, TargetDevice, TargetSpec};
-pub use plan::{cells, Cell, PlannedRun, Planner};
+pub(crate) use factor::{Factor, FactorKind};
+pub(crate) use file::Repetitions;
+pub use file::{load, parse, Experiment, ExperimentError, TargetDevice};
+pub(crate) use plan::Cell;
+pub use plan::{cells, Planner};

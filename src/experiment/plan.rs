@@ -17,9 +17,9 @@ use crate::workload::{options, JobBuilder, JobError, JobSpec};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cell {
     /// Position in matrix order, from 0.
-    pub index: usize,
+    pub(crate) index: usize,
     /// (factor name, kind, level) in factor order.
-    pub levels: Vec<(String, FactorKind, Level)>,
+    pub(crate) levels: Vec<(String, FactorKind, Level)>,
     /// `factor=label,...`; labels with `,`, `=`, quotes or spaces are quoted. `base` when the
     /// experiment has no factors.
     pub key: String,
@@ -30,9 +30,9 @@ pub struct Cell {
 pub struct PlannedRun {
     pub cell: usize,
     /// Repetition number, from 1. A warm-up belongs to round 1 and is not a repetition.
-    pub round: u32,
+    pub(crate) round: u32,
     /// A warm-up run: executed, not stored as a result.
-    pub warmup: bool,
+    pub(crate) warmup: bool,
 }
 
 fn quote_label(label: &str) -> String {
@@ -82,7 +82,8 @@ pub fn cells(exp: &Experiment) -> Vec<Cell> {
 
 impl Cell {
     /// The level of a factor in this cell.
-    pub fn level(&self, factor: &str) -> Option<&Level> {
+    #[cfg(test)]
+    pub(crate) fn level(&self, factor: &str) -> Option<&Level> {
         self.levels
             .iter()
             .find(|(n, _, _)| n == factor)
@@ -90,7 +91,7 @@ impl Cell {
     }
 
     /// fio options this cell sets on top of the base workload.
-    pub fn fio_overrides(&self) -> Vec<(String, String)> {
+    pub(crate) fn fio_overrides(&self) -> Vec<(String, String)> {
         self.option_levels(|k| match k {
             FactorKind::Fio { option } => Some(option),
             _ => None,
@@ -112,7 +113,7 @@ impl Cell {
     }
 
     /// A program engine's options for this cell: the engine table's, then the cell's levels.
-    pub fn engine_options(&self, exp: &Experiment) -> Vec<(String, String)> {
+    pub(crate) fn engine_options(&self, exp: &Experiment) -> Vec<(String, String)> {
         let base = exp.engine.engine().base_options().to_vec();
         base.into_iter()
             .chain(self.option_levels(|k| match k {
@@ -123,7 +124,7 @@ impl Cell {
     }
 
     /// A program engine's invocation for this cell, pinned to `cpus`; `None` for fio.
-    pub fn invocation(
+    pub(crate) fn invocation(
         &self,
         exp: &Experiment,
         cpus: Option<&[u32]>,
@@ -135,7 +136,7 @@ impl Cell {
     }
 
     /// Queue attributes to set: (path under queue/, value), in factor order.
-    pub fn queue_knobs(&self) -> Vec<(String, String)> {
+    pub(crate) fn queue_knobs(&self) -> Vec<(String, String)> {
         self.levels
             .iter()
             .filter_map(|(_, kind, level)| match (kind, &level.value) {
@@ -148,7 +149,7 @@ impl Cell {
     }
 
     /// Machine-wide controls to set: (control, normalised level), in factor order.
-    pub fn system_knobs(&self) -> Vec<(&super::system_knobs::SystemKnob, &str)> {
+    pub(crate) fn system_knobs(&self) -> Vec<(&super::system_knobs::SystemKnob, &str)> {
         self.levels
             .iter()
             .filter_map(|(_, kind, level)| match (kind, &level.value) {
@@ -172,7 +173,7 @@ impl Cell {
         })
     }
 
-    pub fn irq_placement(&self) -> Option<&IrqPlacement> {
+    pub(crate) fn irq_placement(&self) -> Option<&IrqPlacement> {
         self.levels.iter().find_map(|(_, _, l)| match &l.value {
             LevelValue::Irq(p) => Some(p),
             _ => None,
@@ -180,7 +181,7 @@ impl Cell {
     }
 
     /// The base workload with this cell's overrides, in job-file order.
-    pub fn fio_options(&self, exp: &Experiment) -> Vec<(String, String)> {
+    pub(crate) fn fio_options(&self, exp: &Experiment) -> Vec<(String, String)> {
         let mut b = JobBuilder::new("x");
         for (n, v) in exp.workload.iter().chain(self.fio_overrides().iter()) {
             b = b.set(n, v);
@@ -207,7 +208,7 @@ impl Cell {
 
     /// The cell's options as its engine reads them: fio's job options, or a program
     /// engine's table with the cell's levels.
-    pub fn workload_options(&self, exp: &Experiment) -> Vec<(String, String)> {
+    pub(crate) fn workload_options(&self, exp: &Experiment) -> Vec<(String, String)> {
         if exp.engine.engine().runs_job_file() {
             self.fio_options(exp)
         } else {
@@ -247,7 +248,7 @@ impl Cell {
 
     /// One fio job driving every target at once: a section per `(filename, cpus)`, each
     /// pinned to its own device's placement.
-    pub fn jobs(
+    pub(crate) fn jobs(
         &self,
         exp: &Experiment,
         targets: &[(String, Option<Vec<u32>>)],
@@ -270,7 +271,7 @@ impl SplitMix64 {
         SplitMix64(seed)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -290,7 +291,7 @@ impl SplitMix64 {
     }
 
     /// Fisher–Yates shuffle.
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
         for i in (1..items.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
             items.swap(i, j);
@@ -299,7 +300,7 @@ impl SplitMix64 {
 }
 
 /// The order of the given cells in one round: shuffled from (seed, round) alone.
-pub fn round_order(seed: u64, round: u32, cells: &[usize]) -> Vec<usize> {
+pub(crate) fn round_order(seed: u64, round: u32, cells: &[usize]) -> Vec<usize> {
     let mut rng = SplitMix64::new(seed ^ (u64::from(round)).wrapping_mul(0xD1B5_4A32_D192_ED03));
     let mut order = cells.to_vec();
     rng.shuffle(&mut order);
@@ -314,7 +315,6 @@ pub struct Planner {
     repetitions: Repetitions,
     warmup: bool,
     rounds_done: u32,
-    history: Vec<PlannedRun>,
 }
 
 impl Planner {
@@ -325,7 +325,6 @@ impl Planner {
             repetitions: exp.repetitions.clone(),
             warmup: exp.warmup,
             rounds_done: 0,
-            history: Vec::new(),
         }
     }
 
@@ -333,20 +332,9 @@ impl Planner {
         &self.cells
     }
 
-    /// Every run handed out so far, in order: the record of what ran when.
-    pub fn history(&self) -> &[PlannedRun] {
-        &self.history
-    }
-
-    /// Runs that will happen at least (the minimum rounds, warm-ups included): for progress.
-    pub fn minimum_runs(&self) -> usize {
-        let n = self.cells.len();
-        n * self.repetitions.min_rounds() as usize + if self.warmup { n } else { 0 }
-    }
-
     /// The next round, or `None` when the experiment is done. `needs_more(cell)` is asked
     /// only for adaptive repetitions past the minimum: should this cell get another run?
-    pub fn next_round(
+    pub(crate) fn next_round(
         &mut self,
         mut needs_more: impl FnMut(&Cell) -> bool,
     ) -> Option<Vec<PlannedRun>> {
@@ -382,7 +370,6 @@ impl Planner {
             });
         }
         self.rounds_done = round;
-        self.history.extend_from_slice(&runs);
         Some(runs)
     }
 
@@ -554,7 +541,6 @@ mod tests {
         let n = cells(&e).len();
         assert_eq!(plan.len(), 3 * n);
         let mut p = Planner::new(&e);
-        assert_eq!(p.minimum_runs(), 3 * n);
         let first = p.next_round(|_| false).unwrap();
         for pair in first.chunks(2) {
             assert!(pair[0].warmup && !pair[1].warmup && pair[0].cell == pair[1].cell);
@@ -562,7 +548,7 @@ mod tests {
         let second = p.next_round(|_| false).unwrap();
         assert!(second.iter().all(|r| !r.warmup));
         assert!(p.next_round(|_| true).is_none());
-        assert_eq!(p.history().len(), 3 * n);
+        assert_eq!(first.len() + second.len(), 3 * n);
     }
 
     #[test]

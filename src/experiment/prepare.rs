@@ -16,26 +16,26 @@ const DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prepare {
     /// `sync(2)`: write dirty pages back.
-    pub sync: bool,
+    pub(crate) sync: bool,
     /// Free the page cache, dentries and inodes (after a sync, which it needs to free dirty
     /// pages).
     pub drop_caches: bool,
     /// Discard the free blocks of the file system mounted here (FITRIM, what fstrim(8) does),
     /// so an SSD or thin device starts every run with the same free space. Only a file system
     /// on the experiment's own target (`check_fstrim`).
-    pub fstrim: Option<PathBuf>,
+    pub(crate) fstrim: Option<PathBuf>,
     /// Wait this long before the run (after the steps above and the cell's knobs).
     pub settle: Option<Duration>,
 }
 
 impl Prepare {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Prepare::default()
     }
 
     /// Takes the steps under `root`. `false` when cancelled while settling; an error names the
     /// step that failed.
-    pub fn before_run(&self, root: &SysRoot, cancel: &CancelToken) -> Result<bool, String> {
+    pub(crate) fn before_run(&self, root: &SysRoot, cancel: &CancelToken) -> Result<bool, String> {
         if self.sync || self.drop_caches {
             // SAFETY: sync(2) takes no arguments and cannot fail.
             unsafe { libc::sync() };
@@ -92,7 +92,7 @@ fn fitrim(mount: &Path) -> std::io::Result<()> {
 /// Refuses `fstrim` unless `mount` is the mount point of a file system on one of `targets`
 /// ((name, "maj:min"), partitions included), from /proc/self/mountinfo's text: trimming
 /// discards blocks, and iolab changes nothing but its target.
-pub fn check_fstrim(
+pub(crate) fn check_fstrim(
     mount: &Path,
     mountinfo: &str,
     targets: &[(String, String)],

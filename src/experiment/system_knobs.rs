@@ -207,7 +207,8 @@ impl SystemKnob {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{BoostControl, Controls};
+    use crate::model::controls::BoostControl;
+    use crate::model::Controls;
 
     fn machine(controls: Controls) -> Machine {
         let dir = tempfile::tempdir().unwrap();

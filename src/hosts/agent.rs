@@ -39,6 +39,7 @@ pub enum Ended {
 /// How the session ended and whether the knobs came back (an error says which did not).
 #[derive(Debug)]
 pub struct Outcome {
+    #[allow(dead_code)] // only the tests read it; `iolab agent` needs restore_error alone
     pub ended: Ended,
     pub restore_error: Option<String>,
 }

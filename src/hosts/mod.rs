@@ -7,11 +7,11 @@
 //! `iolab restore`, once it is back). `facts` is what a host says about itself; `touched`
 //! lists the hosts a run may have left changed, for `iolab restore`.
 
-pub mod agent;
-pub mod agent_trace;
-pub mod check;
-pub mod facts;
+pub(crate) mod agent;
+pub(crate) mod agent_trace;
+pub(crate) mod check;
+pub(crate) mod facts;
 pub mod protocol;
-pub mod restore;
+pub(crate) mod restore;
 pub mod ssh;
 pub mod touched;

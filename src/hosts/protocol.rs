@@ -12,20 +12,20 @@ use serde_json::Value;
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Lines longer than this are refused without being parsed (a runaway writer, not a request).
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// The agent's first line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Greeting {
+pub(crate) struct Greeting {
     /// Always "iolab-agent": tells a greeting from whatever a shell printed first.
-    pub agent: String,
-    pub protocol: u32,
+    pub(crate) agent: String,
+    pub(crate) protocol: u32,
     /// iolab's version with its commit.
-    pub version: String,
+    pub(crate) version: String,
 }
 
 impl Greeting {
-    pub fn ours() -> Greeting {
+    pub(crate) fn ours() -> Greeting {
         Greeting {
             agent: "iolab-agent".to_string(),
             protocol: PROTOCOL_VERSION,
@@ -76,15 +76,15 @@ pub struct Answer {
     pub ok: bool,
     /// The request's op when the line was understood.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub op: Option<String>,
+    pub(crate) op: Option<String>,
     #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub result: Value,
+    pub(crate) result: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 impl Answer {
-    pub fn ok(line: usize, op: &str, result: Value) -> Answer {
+    pub(crate) fn ok(line: usize, op: &str, result: Value) -> Answer {
         Answer {
             line,
             ok: true,
@@ -94,7 +94,7 @@ impl Answer {
         }
     }
 
-    pub fn error(line: usize, op: Option<&str>, error: String) -> Answer {
+    pub(crate) fn error(line: usize, op: Option<&str>, error: String) -> Answer {
         Answer {
             line,
             ok: false,
@@ -107,7 +107,7 @@ impl Answer {
 
 impl Request {
     /// The op name as it appears on the wire.
-    pub fn op(&self) -> &'static str {
+    pub(crate) fn op(&self) -> &'static str {
         match self {
             Request::Hello => "hello",
             Request::Inspect => "inspect",
@@ -136,7 +136,7 @@ fn quoted(text: &str) -> String {
 
 /// Reads request line number `line` (without its newline). The error names the line, quotes
 /// its start and lists what is understood.
-pub fn parse_request(line: usize, text: &str) -> Result<Request, String> {
+pub(crate) fn parse_request(line: usize, text: &str) -> Result<Request, String> {
     const OPS: &str = "hello, inspect, set, restore, sample_start, sample_stop, bye";
     if text.len() > MAX_LINE {
         return Err(format!(
@@ -170,7 +170,7 @@ pub fn parse_request(line: usize, text: &str) -> Result<Request, String> {
 }
 
 /// One line to send (no newline).
-pub fn encode<T: Serialize>(message: &T) -> String {
+pub(crate) fn encode<T: Serialize>(message: &T) -> String {
     // Serialising these plain structs cannot fail (string keys, no maps with other keys).
     serde_json::to_string(message).unwrap_or_else(|e| {
         format!("{{\"ok\":false,\"line\":0,\"error\":\"cannot encode an answer: {e}\"}}")
@@ -178,7 +178,7 @@ pub fn encode<T: Serialize>(message: &T) -> String {
 }
 
 /// Reads the agent's first line. The error says what came instead.
-pub fn parse_greeting(text: &str) -> Result<Greeting, String> {
+pub(crate) fn parse_greeting(text: &str) -> Result<Greeting, String> {
     serde_json::from_str::<Greeting>(text)
         .ok()
         .filter(|g| g.agent == "iolab-agent")
@@ -191,7 +191,7 @@ pub fn parse_greeting(text: &str) -> Result<Greeting, String> {
 }
 
 /// Reads an answer line.
-pub fn parse_answer(text: &str) -> Result<Answer, String> {
+pub(crate) fn parse_answer(text: &str) -> Result<Answer, String> {
     serde_json::from_str(text)
         .map_err(|e| format!("not an agent answer ({e}): {}", quoted(text.trim_end())))
 }

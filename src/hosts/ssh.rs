@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::protocol::{self, Greeting, Request, PROTOCOL_VERSION};
 
 /// Where `--copy-binary` puts iolab on a host by default.
-pub const REMOTE_DIR: &str = "/var/lib/iolab/bin";
+pub(crate) const REMOTE_DIR: &str = "/var/lib/iolab/bin";
 
 /// How to reach hosts.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ impl Default for SshOptions {
 
 /// `$IOLAB_SSH` split at whitespace (no shell quoting: a path with spaces belongs in an ssh
 /// config file, named with `-F`).
-pub fn from_env() -> Vec<String> {
+pub(crate) fn from_env() -> Vec<String> {
     std::env::var("IOLAB_SSH")
         .map(|s| s.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()
@@ -65,7 +65,7 @@ pub(crate) fn shell_quote(text: &str) -> String {
 }
 
 /// The ssh command line for `remote` (a shell command) on `host`.
-pub fn command(options: &SshOptions, host: &str, remote: &str) -> Command {
+pub(crate) fn command(options: &SshOptions, host: &str, remote: &str) -> Command {
     let mut cmd = Command::new("ssh");
     cmd.arg("-T")
         .args(["-o", "BatchMode=yes"])
@@ -83,7 +83,6 @@ pub struct Connection {
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<Option<String>>,
     stderr: Arc<Mutex<String>>,
-    greeting: Greeting,
     answer_timeout: Duration,
     /// The session failed under a request (closed, or no answer in time): the host is
     /// unreachable, not merely refusing one request.
@@ -162,7 +161,6 @@ impl Connection {
             stdin,
             lines,
             stderr,
-            greeting: Greeting::ours(),
             answer_timeout: options.answer_timeout,
             broken: false,
         };
@@ -183,18 +181,7 @@ impl Connection {
         if greeting.protocol != PROTOCOL_VERSION {
             return Err(Failure::Mismatch(greeting));
         }
-        conn.greeting = greeting;
         Ok(conn)
-    }
-
-    /// The host as named.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The agent's greeting.
-    pub fn greeting(&self) -> &Greeting {
-        &self.greeting
     }
 
     /// The local ssh process (a test cuts the connection by killing it).
@@ -221,7 +208,7 @@ impl Connection {
 
     /// True once a request found the session closed or unanswered: nothing more will get
     /// through (an agent that refused a request leaves it false).
-    pub fn broken(&self) -> bool {
+    pub(crate) fn broken(&self) -> bool {
         self.broken
     }
 
@@ -344,7 +331,7 @@ impl Failure {
 
 /// Copies this binary to `options.remote_dir/iolab` on `host` (through a temporary name, so
 /// a running agent's file is never overwritten in place) and returns the remote path.
-pub fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<String> {
+pub(crate) fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<String> {
     let exe = std::env::current_exe().context("cannot find this iolab's own file")?;
     let binary = std::fs::File::open(&exe).with_context(|| format!("{}", exe.display()))?;
     let dir = shell_quote(&options.remote_dir);

@@ -18,19 +18,19 @@ const FILE: &str = "hosts.json";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TouchedHost {
     pub ssh: String,
-    pub remote_iolab: String,
+    pub(crate) remote_iolab: String,
 }
 
 /// The file, held by the run that writes it.
 #[derive(Debug)]
-pub struct Touched {
+pub(crate) struct Touched {
     path: PathBuf,
     hosts: Vec<TouchedHost>,
 }
 
 impl Touched {
     /// Records `hosts` in `dir` before anything is set on them.
-    pub fn begin(dir: &Path, hosts: Vec<TouchedHost>) -> Result<Touched> {
+    pub(crate) fn begin(dir: &Path, hosts: Vec<TouchedHost>) -> Result<Touched> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
         let mut t = Touched {
             path: dir.join(FILE),
@@ -42,14 +42,9 @@ impl Touched {
 
     /// `ssh` was restored (its session said bye): it leaves the file, and the file goes with
     /// the last host.
-    pub fn done(&mut self, ssh: &str) -> Result<()> {
+    pub(crate) fn done(&mut self, ssh: &str) -> Result<()> {
         self.hosts.retain(|h| h.ssh != ssh);
         self.persist()
-    }
-
-    /// The hosts still listed.
-    pub fn left(&self) -> &[TouchedHost] {
-        &self.hosts
     }
 
     fn persist(&mut self) -> Result<()> {
@@ -81,7 +76,7 @@ pub fn read(dir: &Path) -> Result<Vec<TouchedHost>> {
 }
 
 /// Rewrites `dir`'s list as `hosts` (after `iolab restore` put some of them back).
-pub fn keep_only(dir: &Path, hosts: Vec<TouchedHost>) -> Result<()> {
+pub(crate) fn keep_only(dir: &Path, hosts: Vec<TouchedHost>) -> Result<()> {
     Touched {
         path: dir.join(FILE),
         hosts,
@@ -90,7 +85,7 @@ pub fn keep_only(dir: &Path, hosts: Vec<TouchedHost>) -> Result<()> {
 }
 
 /// Refuses a new run while an earlier one's hosts may still be changed.
-pub fn check_clean(dir: &Path) -> Result<()> {
+pub(crate) fn check_clean(dir: &Path) -> Result<()> {
     let left = read(dir)?;
     if !left.is_empty() {
         let names: Vec<&str> = left.iter().map(|h| h.ssh.as_str()).collect();

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Where the placement journal lives.
-pub fn journal_dir() -> PathBuf {
+pub(crate) fn journal_dir() -> PathBuf {
     crate::knobs::state_dir().join("irq")
 }
 
@@ -46,14 +46,14 @@ fn irq_of_path(path: &str) -> Option<u32> {
 /// One written move and what the kernel reports afterwards.
 #[derive(Debug, Clone, Serialize)]
 pub struct Applied {
-    pub irq: u32,
-    pub name: String,
-    pub to: u32,
+    pub(crate) irq: u32,
+    pub(crate) name: String,
+    pub(crate) to: u32,
     /// The affinity before this write.
-    pub was: String,
+    pub(crate) was: String,
     /// `effective_affinity_list` read back. Some interrupt chips move an interrupt only when
     /// it next fires, so a stale value here is reported, not treated as failure.
-    pub effective: Option<Vec<u32>>,
+    pub(crate) effective: Option<Vec<u32>>,
 }
 
 /// Refuses moves the live machine cannot take, naming each: an IRQ whose name (its actions)

@@ -3,13 +3,13 @@
 //! rolled back (`apply`), and keep it balanced as the load changes (`daemon`).
 
 pub mod apply;
-pub mod commands;
-pub mod daemon;
+pub(crate) mod commands;
+pub(crate) mod daemon;
 pub mod inputs;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod plan;
-pub mod render;
-pub mod top;
+pub(crate) mod render;
+pub(crate) mod top;
 
 use crate::model::Machine;
 use crate::sys::parse::format_cpulist;
@@ -18,7 +18,7 @@ use anyhow::Result;
 use std::time::Duration;
 
 /// The machine model with interrupt rates and the seconds they cover (`Machine::measure`).
-pub fn measure(
+pub(crate) fn measure(
     root: &SysRoot,
     over: Duration,
     wait: &dyn Fn(Duration) -> bool,
@@ -27,7 +27,7 @@ pub fn measure(
 }
 
 /// The pid of a running irqbalance, which would undo any placement iolab writes.
-pub fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
+pub(crate) fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
     root.list_optional("/proc")
         .ok()?
         .iter()
@@ -38,7 +38,7 @@ pub fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
 /// The plan for a measured machine: checks that the interrupts `--unpin` names and the CPUs
 /// `--ban-cpus` names exist here, then plans. `before_iolab` is the placement journal's view
 /// (see `inputs::sources`).
-pub fn plan_for(
+pub(crate) fn plan_for(
     m: &Machine,
     before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
     options: plan::Options,

@@ -23,32 +23,32 @@ use std::collections::BTreeMap;
 /// A CPU interrupts may be placed on (online, not isolated) and where it sits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Slot {
-    pub cpu: u32,
-    pub package: u32,
+    pub(crate) cpu: u32,
+    pub(crate) package: u32,
     /// `core_id` is unique only within a package.
-    pub core: u32,
-    pub node: u32,
+    pub(crate) core: u32,
+    pub(crate) node: u32,
 }
 
 /// One numbered interrupt as measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Source {
-    pub irq: u32,
-    pub name: String,
+    pub(crate) irq: u32,
+    pub(crate) name: String,
     /// Interrupts per second delivered to each CPU over the measured interval.
-    pub per_cpu: BTreeMap<u32, f64>,
+    pub(crate) per_cpu: BTreeMap<u32, f64>,
     /// CPUs its affinity allows (for an interrupt iolab already moved: the affinity it had
     /// before, so a plan is never narrowed by iolab's own earlier choice).
-    pub allowed: Vec<u32>,
+    pub(crate) allowed: Vec<u32>,
     /// CPUs it is delivered to now (`effective_affinity_list`), used when it had no interrupts.
-    pub effective: Vec<u32>,
+    pub(crate) effective: Vec<u32>,
     /// NUMA node of its device, when the kernel says.
-    pub node: Option<u32>,
-    pub managed: bool,
+    pub(crate) node: Option<u32>,
+    pub(crate) managed: bool,
 }
 
 impl Source {
-    pub fn rate(&self) -> f64 {
+    pub(crate) fn rate(&self) -> f64 {
         self.per_cpu.values().sum()
     }
 
@@ -66,17 +66,17 @@ impl Source {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Options {
     /// Interrupts per second from which an interrupt counts as heavy.
-    pub heavy: f64,
+    pub(crate) heavy: f64,
     /// The least improvement of the load peaks, in percent, worth moving anything for.
-    pub min_gain_pct: f64,
+    pub(crate) min_gain_pct: f64,
     /// Allow placing an interrupt off its device's NUMA node.
-    pub any_node: bool,
+    pub(crate) any_node: bool,
     /// Pinned interrupts the plan may move anyway (their affinity is ignored).
     #[serde(default)]
-    pub unpin: Unpin,
+    pub(crate) unpin: Unpin,
     /// CPUs no interrupt is moved to; heavy interrupts on them are moved off.
     #[serde(default)]
-    pub banned: Vec<u32>,
+    pub(crate) banned: Vec<u32>,
 }
 
 impl Default for Options {
@@ -94,7 +94,7 @@ impl Default for Options {
 /// Which pinned interrupts a plan may move.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Unpin {
+pub(crate) enum Unpin {
     /// Pins are respected.
     #[default]
     None,
@@ -116,7 +116,7 @@ impl Unpin {
 
 /// True when `allowed` confines an interrupt to one core: one CPU, or SMT threads of one
 /// core. Such a mask is a pin (a user's or a script's choice), not a fence to balance within.
-pub fn is_pin(allowed: &[u32], slots: &[Slot]) -> bool {
+pub(crate) fn is_pin(allowed: &[u32], slots: &[Slot]) -> bool {
     if allowed.len() == 1 {
         return true;
     }
@@ -134,18 +134,18 @@ pub fn is_pin(allowed: &[u32], slots: &[Slot]) -> bool {
 
 /// Heavy interrupts whose pins make the pile-up, and what unpinning them would give.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Pinned {
-    pub irqs: Vec<u32>,
+pub(crate) struct Pinned {
+    pub(crate) irqs: Vec<u32>,
     /// The CPUs their affinities allow.
-    pub cpus: Vec<u32>,
+    pub(crate) cpus: Vec<u32>,
     /// Their interrupts per second together.
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// The busiest CPU's interrupts per second with the pins (after this plan's moves).
-    pub busiest_cpu: f64,
+    pub(crate) busiest_cpu: f64,
     /// The same if the plan could move them too.
-    pub busiest_cpu_unpinned: f64,
+    pub(crate) busiest_cpu_unpinned: f64,
     /// How much less the busiest CPU would carry unpinned, in percent.
-    pub gain_pct: f64,
+    pub(crate) gain_pct: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,20 +159,20 @@ pub struct Move {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Kept {
-    pub irq: u32,
-    pub name: String,
-    pub rate: f64,
-    pub on: Vec<u32>,
-    pub why: String,
+pub(crate) struct Kept {
+    pub(crate) irq: u32,
+    pub(crate) name: String,
+    pub(crate) rate: f64,
+    pub(crate) on: Vec<u32>,
+    pub(crate) why: String,
 }
 
 /// The busiest package, core and CPU, each as interrupts per second per CPU in it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Peaks {
-    pub package: f64,
-    pub core: f64,
-    pub cpu: f64,
+pub(crate) struct Peaks {
+    pub(crate) package: f64,
+    pub(crate) core: f64,
+    pub(crate) cpu: f64,
 }
 
 impl Peaks {
@@ -183,22 +183,22 @@ impl Peaks {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    pub options: Options,
+    pub(crate) options: Options,
     pub moves: Vec<Move>,
     /// Interrupts that had interrupts and stay, with the reason.
-    pub kept: Vec<Kept>,
+    pub(crate) kept: Vec<Kept>,
     /// Interrupts per second per placeable CPU, now and after the moves.
-    pub cpu_before: BTreeMap<u32, f64>,
-    pub cpu_after: BTreeMap<u32, f64>,
-    pub peaks_before: Peaks,
-    pub peaks_after: Peaks,
+    pub(crate) cpu_before: BTreeMap<u32, f64>,
+    pub(crate) cpu_after: BTreeMap<u32, f64>,
+    pub(crate) peaks_before: Peaks,
+    pub(crate) peaks_after: Peaks,
     /// How much the plan lowers the sum of the three peaks, in percent.
-    pub gain_pct: f64,
+    pub(crate) gain_pct: f64,
     /// True when the load is already as good as the threshold asks: nothing moves.
-    pub balanced: bool,
+    pub(crate) balanced: bool,
     /// Set when pinned heavy interrupts keep the load from being balanced.
     #[serde(default)]
-    pub pinned: Option<Pinned>,
+    pub(crate) pinned: Option<Pinned>,
 }
 
 /// Plans the placement of `sources` over `slots`, and says when pins keep the load unbalanced.

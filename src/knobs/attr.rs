@@ -17,19 +17,6 @@ pub fn current_choice(text: &str) -> String {
     t.to_string()
 }
 
-/// All choices of a multiple-choice attribute ("mq-deadline kyber [none]" -> the three names);
-/// empty for a plain value. Lets an experiment reject an impossible level before it starts.
-pub fn choices(text: &str) -> Vec<String> {
-    let t = text.trim();
-    if !t.contains('[') {
-        return Vec::new();
-    }
-    t.split_whitespace()
-        .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
 /// Writes an attribute's current value back: no change, but the kernel still checks whether
 /// the attribute may be written at all. Finds kernel-managed IRQs (EPERM/EIO) and read-only
 /// attributes before an experiment depends on them. Not for `scheduler` on old kernels, where
@@ -52,7 +39,7 @@ pub fn read_attr(path: &str) -> Result<String, super::KnobError> {
 /// Writes `value` to the attribute in a single write(2), as sysfs expects. O_TRUNC is what a
 /// shell's `echo v > attr` does: sysfs ignores it, and on plain files (tests) it makes the
 /// file hold exactly the value.
-pub fn write_attr(path: &str, value: &str) -> Result<(), super::KnobError> {
+pub(crate) fn write_attr(path: &str, value: &str) -> Result<(), super::KnobError> {
     use std::io::Write;
     let result = std::fs::OpenOptions::new()
         .write(true)
@@ -71,7 +58,7 @@ pub fn write_attr(path: &str, value: &str) -> Result<(), super::KnobError> {
 }
 
 /// Why a write failed, in terms a user can act on.
-pub fn explain_write_error(path: &str, e: &io::Error, current_text: Option<&str>) -> String {
+pub(crate) fn explain_write_error(path: &str, e: &io::Error, current_text: Option<&str>) -> String {
     let is_irq = path.starts_with("/proc/irq/");
     match e.raw_os_error() {
         Some(libc::EINVAL) => match current_text.map(str::trim) {
@@ -105,16 +92,6 @@ mod tests {
         assert_eq!(current_choice("128\n"), "128");
         assert_eq!(current_choice("0-1\n"), "0-1");
         assert_eq!(current_choice("] odd [\n"), "] odd [");
-    }
-
-    #[test]
-    fn choices_list_every_option_of_multiple_choice_attributes() {
-        assert_eq!(
-            choices("mq-deadline kyber [none] bfq\n"),
-            vec!["mq-deadline", "kyber", "none", "bfq"]
-        );
-        assert_eq!(choices("[none] mq-deadline"), vec!["none", "mq-deadline"]);
-        assert!(choices("128\n").is_empty());
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub struct JournalEntry {
     pub path: String,
     pub old: String,
     pub new: String,
-    pub time_unix: f64,
+    pub(crate) time_unix: f64,
 }
 
 /// The file's content.
@@ -66,9 +66,9 @@ struct JournalFile {
 
 /// An entry restore would not write, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RefusedEntry {
-    pub entry: JournalEntry,
-    pub why: String,
+pub(crate) struct RefusedEntry {
+    pub(crate) entry: JournalEntry,
+    pub(crate) why: String,
 }
 
 /// What a restore did.
@@ -79,10 +79,10 @@ pub struct RestoreReport {
     /// Knobs whose file no longer exists (the device went away): nothing left to restore.
     pub vanished: Vec<JournalEntry>,
     /// Entries naming a file iolab never changes (a forged or damaged journal): not written.
-    pub refused: Vec<RefusedEntry>,
+    pub(crate) refused: Vec<RefusedEntry>,
     /// Intermediate steps that could not be written but an older entry of the same file
     /// (restored after them) puts right: an interrupt's old CPU that went offline.
-    pub superseded: Vec<JournalEntry>,
+    pub(crate) superseded: Vec<JournalEntry>,
 }
 
 /// A live journal owned by this process: every knob change goes through `set`.
@@ -98,13 +98,9 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Refuses to go on when a journal from an earlier run was never restored (that run was
-    /// killed): its knobs may still be changed, and a new run would record the changed values
-    /// as the "originals".
-    pub fn check_clean() -> Result<(), KnobError> {
-        Journal::check_clean_in(&state_dir())
-    }
-
+    /// Refuses to go on when a journal from an earlier run in `dir` was never restored (that
+    /// run was killed): its knobs may still be changed, and a new run would record the changed
+    /// values as the "originals".
     pub fn check_clean_in(dir: &Path) -> Result<(), KnobError> {
         // A journal whose owner is alive is not a leftover: say so instead of "run restore".
         if dir.join(JOURNAL).exists() && dir.join(LOCK).exists() {
@@ -159,7 +155,7 @@ impl Journal {
     }
 
     /// `resume_at` for this machine.
-    pub fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
+    pub(crate) fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
         Journal::resume_at(dir, &SysRoot::live())
     }
 
@@ -203,7 +199,7 @@ impl Journal {
 
     /// Hands the journal machine-wide locks its owner took up front (before creating
     /// anything); `set` takes any other it needs itself. They are released after the restore.
-    pub fn hold(&mut self, locks: Vec<MachineLock>) {
+    pub(crate) fn hold(&mut self, locks: Vec<MachineLock>) {
         self.held.extend(locks);
     }
 
@@ -214,7 +210,7 @@ impl Journal {
     }
 
     /// The journal file's path.
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.join(JOURNAL)
     }
 
@@ -368,7 +364,7 @@ impl Drop for Journal {
 /// another iolab holds one, and while an iolab that was killed holding one left its journal
 /// (in whatever state directory) unrestored — its entries may hold the original values, and
 /// changing the knob now would record the changed value as the original.
-pub fn machine_locks(
+pub(crate) fn machine_locks(
     root: &SysRoot,
     dir: &Path,
     resources: impl IntoIterator<Item = lock::Resource>,
@@ -451,7 +447,7 @@ pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
 /// Replays an unrestored journal left by a killed run (what `iolab restore` does). `Ok(None)`
 /// when there is nothing to restore. Takes the machine-wide lock of every device and IRQ the
 /// journal names first: they are not restored under another iolab that is changing them now.
-pub fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
+pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     let path = dir.join(JOURNAL);
     if !path.exists() {
         return Ok(None);

@@ -6,16 +6,13 @@
 mod attr;
 mod irq_move;
 mod journal;
-pub mod kinds;
-pub mod leftovers;
+pub(crate) mod kinds;
+pub(crate) mod leftovers;
 pub mod signals;
 
-pub use attr::{
-    choices, current_choice, explain_write_error, probe_rewrite, read_attr, write_attr,
-};
-pub use journal::{
-    machine_locks, pending, replay, state_dir, Journal, JournalEntry, RefusedEntry, RestoreReport,
-};
+pub use attr::{current_choice, probe_rewrite, read_attr};
+pub(crate) use journal::{machine_locks, replay, JournalEntry, RestoreReport};
+pub use journal::{pending, state_dir, Journal};
 
 /// Sysfs path of one block-queue attribute of a device ("loop0", "nr_requests").
 pub fn queue_attr_path(device: &str, attr: &str) -> String {

@@ -17,7 +17,7 @@
 //! follows those rules too (a test holds them to it), except `idle_pct`, the one share where
 //! more is better.
 
-pub mod render;
+pub(crate) mod render;
 
 use std::sync::OnceLock;
 
@@ -25,7 +25,7 @@ use crate::stats::direction::Direction;
 
 /// Where a metric's value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// fio's JSON report, summed over jobs (`workload::fio_json`).
     Fio,
     /// The sampler's /proc and /sys counters over the measured interval (`sample`).
@@ -39,7 +39,7 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Source::Fio => "fio",
             Source::Sampler => "sampler",
@@ -52,7 +52,7 @@ impl Source {
 
 /// How an entry matches names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Match {
+pub(crate) enum Match {
     /// The stored name itself.
     Exact,
     /// Any name ending so (a naming rule for names not listed).
@@ -64,7 +64,7 @@ pub enum Match {
 /// How several target devices' `dev_*` figures become the run's own `dev_*`
 /// (`experiment::run::stored::aggregate`); each device's own are stored as `DEVICE:dev_*`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Across {
+pub(crate) enum Across {
     /// Added up (rates, merges, MB/s, the queue size, interrupts): a sum means something.
     Sum,
     /// Averaged over the devices, each weighted by the sum of these figures of its own (its
@@ -80,16 +80,16 @@ pub enum Across {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Metric {
     /// The stored name; for a naming rule, the suffix or the part it looks for.
-    pub name: &'static str,
-    pub matching: Match,
+    pub(crate) name: &'static str,
+    pub(crate) matching: Match,
     /// Shown in headers (`read_iops [IO/s]`); `None` for counts and ratios.
-    pub unit: Option<&'static str>,
+    pub(crate) unit: Option<&'static str>,
     /// `None`: neither work nor a cost; a comparison must be told (`--better`).
     pub direction: Option<Direction>,
-    pub source: Source,
-    pub description: &'static str,
+    pub(crate) source: Source,
+    pub(crate) description: &'static str,
     /// A device's figure (`dev_*`): how several target devices' combine. `None` elsewhere.
-    pub across_devices: Option<Across>,
+    pub(crate) across_devices: Option<Across>,
 }
 
 impl Metric {
@@ -102,12 +102,12 @@ impl Metric {
     }
 
     /// The stored name, for a listed metric (not a naming rule).
-    pub fn exact_name(&self) -> Option<&'static str> {
+    pub(crate) fn exact_name(&self) -> Option<&'static str> {
         (self.matching == Match::Exact).then_some(self.name)
     }
 
     /// As the reference shows it: `read_iops`, `*_us`, `*await*`.
-    pub fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         match self.matching {
             Match::Exact => self.name.to_string(),
             Match::Suffix => format!("*{}", self.name),
@@ -144,15 +144,15 @@ macro_rules! listed {
 /// fio's figures for one direction, summed over jobs (`workload::fio_json`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FioDirection {
-    pub iops: Metric,
-    pub bw_mbs: Metric,
-    pub clat_mean_us: Metric,
-    pub clat_p50_us: Metric,
-    pub clat_p99_us: Metric,
-    pub clat_p999_us: Metric,
-    pub clat_min_us: Metric,
-    pub clat_max_us: Metric,
-    pub clat_stddev_us: Metric,
+    pub(crate) iops: Metric,
+    pub(crate) bw_mbs: Metric,
+    pub(crate) clat_mean_us: Metric,
+    pub(crate) clat_p50_us: Metric,
+    pub(crate) clat_p99_us: Metric,
+    pub(crate) clat_p999_us: Metric,
+    pub(crate) clat_min_us: Metric,
+    pub(crate) clat_max_us: Metric,
+    pub(crate) clat_stddev_us: Metric,
 }
 
 /// One direction's constants, its list and its `FioDirection`, names and descriptions made
@@ -359,7 +359,7 @@ rules! {
 /// The default metrics of `show` and `compare`, in display order: the figures the cases'
 /// authors posted (IOPS, MB/s, mean and p99 completion latency, %usr/%sys, interrupts/s).
 /// `analysis::metrics::choose` keeps those a set of runs measured and not all zero.
-pub const HEADLINE: &[Metric] = &[
+pub(crate) const HEADLINE: &[Metric] = &[
     // The network engines' (`workload::net`); absent from fio's runs, so not shown there.
     NET_RECEIVED_MBIT_PER_S,
     NET_RETRANSMITS,
@@ -390,7 +390,7 @@ pub const HEADLINE: &[Metric] = &[
 
 /// The whole table: fio's, the sampler's, the network engines', a trace's, then the naming
 /// rules for user-named metrics.
-pub fn registry() -> &'static [Metric] {
+pub(crate) fn registry() -> &'static [Metric] {
     static TABLE: OnceLock<Vec<Metric>> = OnceLock::new();
     TABLE.get_or_init(|| {
         [
@@ -423,7 +423,7 @@ pub fn exact(name: &str) -> Option<&'static Metric> {
 }
 
 /// The entry for `name`: its own, else the first naming rule it follows.
-pub fn lookup(name: &str) -> Option<&'static Metric> {
+pub(crate) fn lookup(name: &str) -> Option<&'static Metric> {
     exact(name).or_else(|| rule(name))
 }
 
@@ -442,12 +442,13 @@ fn rule(name: &str) -> Option<&'static Metric> {
 /// shares (except `idle_pct`), interrupt rates, costs per I/O and retransmits are better
 /// lower; merges (`*rqm_per_s`) have no direction: more merges mean fewer, larger requests,
 /// which says nothing on its own, so `compare` reports `changed`.
-pub fn direction(name: &str) -> Option<Direction> {
+pub(crate) fn direction(name: &str) -> Option<Direction> {
     lookup(name).and_then(|m| m.direction)
 }
 
 /// The listed names from one source, in table order.
-pub fn names(source: Source) -> impl Iterator<Item = &'static str> {
+#[cfg(test)]
+pub(crate) fn names(source: Source) -> impl Iterator<Item = &'static str> {
     registry()
         .iter()
         .filter(move |m| m.source == source)
@@ -455,7 +456,7 @@ pub fn names(source: Source) -> impl Iterator<Item = &'static str> {
 }
 
 /// The listed metrics whose several devices' figures combine (`dev_*`), in table order.
-pub fn across_devices() -> impl Iterator<Item = (&'static Metric, Across)> {
+pub(crate) fn across_devices() -> impl Iterator<Item = (&'static Metric, Across)> {
     registry()
         .iter()
         .filter_map(|m| Some((m, m.across_devices?)))

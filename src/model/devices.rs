@@ -12,90 +12,90 @@ use crate::sys::{SysError, SysRoot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const MOUNTINFO: &str = "/proc/self/mountinfo";
-pub const SWAPS: &str = "/proc/swaps";
+pub(crate) const MOUNTINFO: &str = "/proc/self/mountinfo";
+pub(crate) const SWAPS: &str = "/proc/swaps";
 
 /// One disk (not a partition).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockDevice {
-    pub name: String,
+    pub(crate) name: String,
     /// `major:minor`.
-    pub dev: String,
+    pub(crate) dev: String,
     /// Where the device lives in sysfs (resolved), e.g. /sys/devices/pci0000:00/.../block/vda.
-    pub sysfs: String,
+    pub(crate) sysfs: String,
     /// nvme, virtio, scsi, loop, zram, dm, md, ... (from the name and the sysfs path).
-    pub kind: String,
-    pub size_bytes: u64,
+    pub(crate) kind: String,
+    pub(crate) size_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rotational: Option<bool>,
-    pub read_only: bool,
+    pub(crate) rotational: Option<bool>,
+    pub(crate) read_only: bool,
     /// The driver bound to the nearest device above the disk (virtio_blk, sd, nvme).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub driver: Option<String>,
+    pub(crate) driver: Option<String>,
     /// The PCI function of its controller, and that function's driver.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pci: Option<String>,
+    pub(crate) pci: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub controller_driver: Option<String>,
+    pub(crate) controller_driver: Option<String>,
     /// NUMA node of the controller (None when the platform does not say).
-    pub node: Option<u32>,
+    pub(crate) node: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// For a bound loop device, the file behind it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub backing_file: Option<String>,
-    pub partitions: Vec<Partition>,
+    pub(crate) backing_file: Option<String>,
+    pub(crate) partitions: Vec<Partition>,
     /// True for the hidden per-path disks of NVMe multipath (`nvme0c0n1`).
-    pub hidden: bool,
+    pub(crate) hidden: bool,
     /// For an NVMe multipath head, its path disks (whose controllers serve it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub paths: Vec<String>,
+    pub(crate) paths: Vec<String>,
     /// Current value of each queue knob that exists on this device.
-    pub knobs: BTreeMap<String, String>,
+    pub(crate) knobs: BTreeMap<String, String>,
     /// What each knob accepts, where that is known.
-    pub allowed: BTreeMap<String, Allowed>,
+    pub(crate) allowed: BTreeMap<String, Allowed>,
     /// blk-mq hardware queues (empty for bio-based devices such as zram or md).
-    pub queues: Vec<HwQueue>,
+    pub(crate) queues: Vec<HwQueue>,
     /// IRQ numbers that complete this device's I/O.
-    pub irqs: Vec<u32>,
+    pub(crate) irqs: Vec<u32>,
     /// Where an I/O generator would run "on", "near" or "far" from the CPU that takes this
     /// device's completion interrupts (see `placement`); absent without interrupts.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub placement: Option<super::OnNearFar>,
-    pub holds_data: bool,
+    pub(crate) placement: Option<super::OnNearFar>,
+    pub(crate) holds_data: bool,
     /// Why it holds data ("mounted at / (ext4)", "holder dm-0", "swap", "partition vda1").
-    pub data_reasons: Vec<String>,
+    pub(crate) data_reasons: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Partition {
-    pub name: String,
-    pub dev: String,
-    pub size_bytes: u64,
+pub(crate) struct Partition {
+    pub(crate) name: String,
+    pub(crate) dev: String,
+    pub(crate) size_bytes: u64,
 }
 
 /// What a knob accepts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Allowed {
+pub(crate) enum Allowed {
     Choices(Vec<String>),
     Range { min: i64, max: Option<i64> },
 }
 
 /// One blk-mq hardware context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HwQueue {
-    pub queue: u32,
+pub(crate) struct HwQueue {
+    pub(crate) queue: u32,
     /// CPUs whose submissions go to this queue.
-    pub cpus: Vec<u32>,
+    pub(crate) cpus: Vec<u32>,
     /// The IRQ that completes it, when one IRQ serves exactly this queue.
-    pub irq: Option<u32>,
+    pub(crate) irq: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub nr_tags: Option<u32>,
+    pub(crate) nr_tags: Option<u32>,
 }
 
 /// Knobs read from /sys/block/X/queue, in the order people look at them.
-pub const KNOBS: &[&str] = &[
+pub(crate) const KNOBS: &[&str] = &[
     "scheduler",
     "rq_affinity",
     "nr_requests",
@@ -234,7 +234,7 @@ fn kind_of(name: &str, sysfs: &str) -> String {
 }
 
 /// Reads one disk: everything but its interrupts (see `device_map`).
-pub fn read_device(
+pub(crate) fn read_device(
     root: &SysRoot,
     name: &str,
     warn: &mut Warnings,
@@ -289,12 +289,12 @@ pub fn read_device(
 
 /// The mounts and swaps that make a device "hold data"; absent files warn and count as none.
 #[derive(Debug, Default)]
-pub struct InUse {
-    pub mounts: Vec<Mount>,
-    pub swaps: Vec<Swap>,
+pub(crate) struct InUse {
+    pub(crate) mounts: Vec<Mount>,
+    pub(crate) swaps: Vec<Swap>,
 }
 
-pub fn read_in_use(root: &SysRoot, warn: &mut Warnings) -> InUse {
+pub(crate) fn read_in_use(root: &SysRoot, warn: &mut Warnings) -> InUse {
     let mut out = InUse::default();
     match root.read(MOUNTINFO) {
         Ok(text) => match mountinfo(&text) {
@@ -314,7 +314,7 @@ pub fn read_in_use(root: &SysRoot, warn: &mut Warnings) -> InUse {
 }
 
 /// Fills `holds_data` and `data_reasons` for one device, following holders (dm, md) down.
-pub fn mark_data(root: &SysRoot, dev: &mut BlockDevice, in_use: &InUse) {
+pub(crate) fn mark_data(root: &SysRoot, dev: &mut BlockDevice, in_use: &InUse) {
     let mut reasons = Vec::new();
     let mut names: Vec<(String, String)> = vec![(dev.name.clone(), dev.dev.clone())];
     for p in &dev.partitions {

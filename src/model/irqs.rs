@@ -12,21 +12,21 @@ use crate::sys::{SysError, SysRoot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const INTERRUPTS: &str = "/proc/interrupts";
+pub(crate) const INTERRUPTS: &str = "/proc/interrupts";
 
 /// One interrupt row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Irq {
     /// The IRQ number, or the summary row's name (`"LOC"`).
-    pub irq: IrqId,
+    pub(crate) irq: IrqId,
     /// Action names joined with ", " (the last column of /proc/interrupts), or the
     /// description of a summary row.
     pub name: String,
-    pub actions: Vec<String>,
+    pub(crate) actions: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub chip: Option<String>,
+    pub(crate) chip: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hwirq: Option<String>,
+    pub(crate) hwirq: Option<String>,
     /// True when user space cannot change the affinity (kernel-managed, or a per-CPU or
     /// chip-restricted interrupt). False for summary rows.
     pub managed: bool,
@@ -36,21 +36,21 @@ pub struct Irq {
     pub effective: Option<Vec<u32>>,
     /// The driver's affinity hint (`affinity_hint`, a hex mask), when it set one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<Vec<u32>>,
+    pub(crate) hint: Option<Vec<u32>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<u32>,
+    pub(crate) node: Option<u32>,
     /// Count since boot per CPU id (only CPUs that are columns of /proc/interrupts).
-    pub counts: BTreeMap<u32, u64>,
-    pub total: u64,
+    pub(crate) counts: BTreeMap<u32, u64>,
+    pub(crate) total: u64,
     /// Interrupts per second from two readings, when there are two.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate: Option<IrqRate>,
+    pub(crate) rate: Option<IrqRate>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IrqRate {
-    pub total: f64,
-    pub per_cpu: BTreeMap<u32, f64>,
+pub(crate) struct IrqRate {
+    pub(crate) total: f64,
+    pub(crate) per_cpu: BTreeMap<u32, f64>,
 }
 
 impl Irq {
@@ -60,7 +60,7 @@ impl Irq {
 }
 
 /// The affinity new IRQs get (`/proc/irq/default_smp_affinity`, a hex mask).
-pub fn default_affinity(root: &SysRoot, warn: &mut Warnings) -> Option<Vec<u32>> {
+pub(crate) fn default_affinity(root: &SysRoot, warn: &mut Warnings) -> Option<Vec<u32>> {
     const ABS: &str = "/proc/irq/default_smp_affinity";
     let text = root.attr(ABS)?;
     match cpumask(&text) {
@@ -73,12 +73,12 @@ pub fn default_affinity(root: &SysRoot, warn: &mut Warnings) -> Option<Vec<u32>>
 }
 
 /// Reads and parses /proc/interrupts, naming it on error.
-pub fn read_interrupts(root: &SysRoot) -> Result<Interrupts, SysError> {
+pub(crate) fn read_interrupts(root: &SysRoot) -> Result<Interrupts, SysError> {
     let text = root.read(INTERRUPTS)?;
     interrupts(&text).map_err(|e| root.parse_error(INTERRUPTS, e.line, e.message))
 }
 
-pub fn read(root: &SysRoot, warn: &mut Warnings) -> Result<Vec<Irq>, SysError> {
+pub(crate) fn read(root: &SysRoot, warn: &mut Warnings) -> Result<Vec<Irq>, SysError> {
     let parsed = read_interrupts(root)?;
     let mut out = Vec::with_capacity(parsed.rows.len());
     for row in &parsed.rows {

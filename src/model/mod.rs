@@ -7,69 +7,69 @@
 //! Required inputs (CPU list, /proc/interrupts, /sys/block) fail with an error naming the
 //! file; optional ones degrade the model and leave a warning in `warnings`.
 
-pub mod controls;
-pub mod device_map;
-pub mod devices;
-pub mod irqs;
-pub mod nics;
-pub mod placement;
-pub mod rates;
-pub mod render;
-pub mod topology;
+pub(crate) mod controls;
+pub(crate) mod device_map;
+pub(crate) mod devices;
+pub(crate) mod irqs;
+pub(crate) mod nics;
+pub(crate) mod placement;
+pub(crate) mod rates;
+pub(crate) mod render;
+pub(crate) mod topology;
 
-pub use controls::{BoostControl, Controls};
-pub use devices::{Allowed, BlockDevice, HwQueue, Partition};
-pub use irqs::{Irq, IrqRate};
-pub use nics::{Nic, NicIrq};
-pub use placement::OnNearFar;
-pub use rates::{rates, Counters, Rates};
-pub use topology::{Cache, Cpu, Node, NodeDistance};
+pub(crate) use controls::Controls;
+pub(crate) use devices::{Allowed, BlockDevice};
+pub(crate) use irqs::{Irq, IrqRate};
+pub(crate) use nics::Nic;
+pub(crate) use placement::OnNearFar;
+pub(crate) use rates::{rates, Counters, Rates};
+pub(crate) use topology::{Cpu, Node, NodeDistance};
 
 use crate::sys::{SysError, SysRoot};
 use serde::{Deserialize, Serialize};
 
 /// Problems that degraded the model without stopping it, one message each (naming the file).
-pub type Warnings = Vec<String>;
+pub(crate) type Warnings = Vec<String>;
 
 /// Where a snapshot keeps its second reading and its description (see `crate::snapshot`).
-pub const LATER_DIR: &str = "/later";
-pub const SNAPSHOT_META: &str = "/snapshot.json";
+pub(crate) const LATER_DIR: &str = "/later";
+pub(crate) const SNAPSHOT_META: &str = "/snapshot.json";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
-    pub hostname: Option<String>,
-    pub kernel: Option<String>,
-    pub online: Vec<u32>,
-    pub possible: Vec<u32>,
-    pub isolated: Vec<u32>,
-    pub nohz_full: Vec<u32>,
+    pub(crate) hostname: Option<String>,
+    pub(crate) kernel: Option<String>,
+    pub(crate) online: Vec<u32>,
+    pub(crate) possible: Vec<u32>,
+    pub(crate) isolated: Vec<u32>,
+    pub(crate) nohz_full: Vec<u32>,
     /// The affinity the kernel gives new IRQs.
-    pub default_irq_affinity: Option<Vec<u32>>,
-    pub cpus: Vec<Cpu>,
-    pub nodes: Vec<Node>,
-    pub devices: Vec<BlockDevice>,
+    pub(crate) default_irq_affinity: Option<Vec<u32>>,
+    pub(crate) cpus: Vec<Cpu>,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) devices: Vec<BlockDevice>,
     pub irqs: Vec<Irq>,
     /// Network interfaces (not `lo`) and the interrupts they raise.
     #[serde(default)]
-    pub nics: Vec<Nic>,
+    pub(crate) nics: Vec<Nic>,
     /// Governors, boost, SMT and idle states, as far as this machine exposes them.
     #[serde(default)]
-    pub controls: Controls,
+    pub(crate) controls: Controls,
     /// CPU, per-CPU interrupt and disk rates when a second reading exists (per-IRQ rates are
     /// in each `irqs[].rate`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub rates: Option<MachineRates>,
-    pub warnings: Vec<String>,
+    pub(crate) rates: Option<MachineRates>,
+    pub(crate) warnings: Vec<String>,
 }
 
 /// The machine-wide part of `Rates` (the per-IRQ part is folded into `Irq::rate`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MachineRates {
-    pub interval_ns: u64,
-    pub cpu_interrupts_per_s: std::collections::BTreeMap<u32, f64>,
-    pub cpus: std::collections::BTreeMap<u32, rates::CpuShare>,
-    pub all_cpus: Option<rates::CpuShare>,
-    pub disks: std::collections::BTreeMap<String, rates::DiskRates>,
+pub(crate) struct MachineRates {
+    pub(crate) interval_ns: u64,
+    pub(crate) cpu_interrupts_per_s: std::collections::BTreeMap<u32, f64>,
+    pub(crate) cpus: std::collections::BTreeMap<u32, rates::CpuShare>,
+    pub(crate) all_cpus: Option<rates::CpuShare>,
+    pub(crate) disks: std::collections::BTreeMap<String, rates::DiskRates>,
 }
 
 impl Machine {
@@ -144,7 +144,7 @@ impl Machine {
     /// (`wait` sleeps and returns false when interrupted, which gives `None`); a snapshot root
     /// carries its own second reading and must have one. Returns the model and the seconds the
     /// rates cover.
-    pub fn measure(
+    pub(crate) fn measure(
         root: &SysRoot,
         over: std::time::Duration,
         wait: &dyn Fn(std::time::Duration) -> bool,
@@ -175,7 +175,7 @@ impl Machine {
 
     /// What `iolab inspect` shows: the model, and with `interval` (live machines only; a
     /// snapshot carries its own second reading) rates from two readings that far apart.
-    pub fn observe(
+    pub(crate) fn observe(
         root: &SysRoot,
         interval: Option<std::time::Duration>,
     ) -> anyhow::Result<Machine> {
@@ -196,7 +196,7 @@ impl Machine {
     }
 
     /// Folds rates from two readings into the model.
-    pub fn apply_rates(&mut self, r: &Rates) {
+    pub(crate) fn apply_rates(&mut self, r: &Rates) {
         for irq in &mut self.irqs {
             if let Some(ir) = r.irqs.get(&irq.irq) {
                 irq.rate = ir.total.map(|total| IrqRate {
@@ -222,11 +222,7 @@ impl Machine {
         self.devices.iter().find(|d| d.name == name)
     }
 
-    pub fn cpu(&self, cpu: u32) -> Option<&Cpu> {
-        self.cpus.iter().find(|c| c.cpu == cpu)
-    }
-
-    pub fn node(&self, node: u32) -> Option<&Node> {
+    pub(crate) fn node(&self, node: u32) -> Option<&Node> {
         self.nodes.iter().find(|n| n.node == node)
     }
 
@@ -236,14 +232,14 @@ impl Machine {
     }
 
     /// The IRQs serving a device, in IRQ order.
-    pub fn device_irqs(&self, name: &str) -> Vec<&Irq> {
+    pub(crate) fn device_irqs(&self, name: &str) -> Vec<&Irq> {
         self.device(name)
             .map(|d| d.irqs.iter().filter_map(|n| self.irq(*n)).collect())
             .unwrap_or_default()
     }
 
     /// SLIT distance between two nodes (None when the kernel did not say).
-    pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
+    pub(crate) fn distance(&self, from: u32, to: u32) -> Option<u32> {
         self.node(from)?
             .distances
             .iter()

@@ -24,8 +24,8 @@ pub struct ComparisonRow<'a> {
     pub comparison: &'a Comparison,
 }
 
-/// Builds the table. `unit` is the unit of the medians (single-metric tables only); it is
-/// shown once in the title line so the eight columns still fit 80 characters.
+/// The table of one family of comparisons (the tests' shorthand).
+#[cfg(test)]
 pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'_>]) -> Table {
     let family = rows
         .iter()
@@ -34,9 +34,11 @@ pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'
     comparison_table_in_family(title, unit, rows, family)
 }
 
-/// Like [`comparison_table`] for one table out of a larger family (several metrics compared
-/// at once): `family` is how many comparisons the Benjamini-Hochberg adjustment covered, so
-/// the legend states it truthfully.
+/// Builds one table out of a family of comparisons (several metrics compared at once, or
+/// just these rows): `family` is how many comparisons the Benjamini-Hochberg adjustment
+/// covered, so the legend states it truthfully. `unit` is the unit of the medians
+/// (single-metric tables only); it is shown once in the title line so the eight columns
+/// still fit 80 characters.
 pub fn comparison_table_in_family(
     title: &str,
     unit: Option<&str>,

@@ -42,16 +42,17 @@ pub enum PivotCell<'s> {
     NotRun,
 }
 
-/// Builds the table; `cell(row_level, col_level)` gives the summary or `None` when that
-/// combination was not run (shown as `-`).
+/// The table with every position measured or not run (the tests' shorthand).
+#[cfg(test)]
 pub fn pivot<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> Option<&'s Summary>) -> Table {
     pivot_cells(spec, |r, c| {
         cell(r, c).map_or(PivotCell::NotRun, PivotCell::Measured)
     })
 }
 
-/// Like [`pivot`], with positions that are not applicable or failed marked as such (`n/a[1]`,
-/// `failed[2]`) and their reasons numbered in footnotes, never shown as numbers.
+/// Builds the table; `cell(row_level, col_level)` says what is at each position: a summary,
+/// not run (shown as `-`), or not applicable or failed, marked as such (`n/a[1]`,
+/// `failed[2]`) with their reasons numbered in footnotes, never shown as numbers.
 pub fn pivot_cells<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> PivotCell<'s>) -> Table {
     let mut columns = vec![Column::label(&format!(
         "{} \\ {}",

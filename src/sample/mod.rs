@@ -16,12 +16,13 @@
 //! println!("{:?}", run.summary.map(|s| s.system));
 //! ```
 
-pub mod derive;
-pub mod reading;
-pub mod window;
+pub(crate) mod derive;
+pub(crate) mod reading;
+pub(crate) mod window;
 
-pub use derive::{interval, summary, Interval, IrqRate, Summary};
-pub use reading::{Reader, Reading};
+pub(crate) use derive::{interval, summary, Interval, Summary};
+pub use reading::Reader;
+pub(crate) use reading::Reading;
 
 use crate::sys::{SysError, SysRoot};
 use std::sync::mpsc;
@@ -40,26 +41,26 @@ pub struct SamplerHandle {
 /// What a sampled run produced.
 #[derive(Debug)]
 pub struct SampleRun {
-    pub readings: Vec<Reading>,
-    pub devices: Vec<String>,
+    pub(crate) readings: Vec<Reading>,
+    pub(crate) devices: Vec<String>,
     /// The IRQ numbers serving each of `devices` (empty when none is known, as for loop).
-    pub device_irqs: Vec<Vec<u32>>,
+    pub(crate) device_irqs: Vec<Vec<u32>>,
     /// Each consecutive pair of readings.
-    pub intervals: Vec<Interval>,
+    pub(crate) intervals: Vec<Interval>,
     /// First to last reading, with the store's metric names; None with fewer than 2 readings.
     pub summary: Option<Summary>,
     /// Readings that failed (the file vanished, a line did not parse), one message each.
-    pub errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
     /// Wall-clock time of the first reading (ns since the Unix epoch): puts fio's timestamps
     /// on the readings' clock (`elapsed_ns`).
-    pub started_unix_ns: f64,
+    pub(crate) started_unix_ns: f64,
 }
 
 /// A device to watch: its name as in /proc/diskstats and the IRQs that serve it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watch {
-    pub device: String,
-    pub irqs: Vec<u32>,
+    pub(crate) device: String,
+    pub(crate) irqs: Vec<u32>,
 }
 
 impl Watch {

@@ -17,16 +17,16 @@ const DISKSTATS: &str = "/proc/diskstats";
 #[derive(Debug, Clone)]
 pub struct Reading {
     /// Monotonic time since the sampler started, taken just before the files are read.
-    pub elapsed_ns: u64,
-    pub irq_layout: Arc<IrqLayout>,
+    pub(crate) elapsed_ns: u64,
+    pub(crate) irq_layout: Arc<IrqLayout>,
     /// Row-major: `irq_layout.index(row, column)`.
-    pub irq_counts: Vec<u64>,
-    pub all_cpus: CpuTimes,
+    pub(crate) irq_counts: Vec<u64>,
+    pub(crate) all_cpus: CpuTimes,
     /// Per CPU id; offline CPUs are absent.
-    pub cpus: Vec<(u32, CpuTimes)>,
+    pub(crate) cpus: Vec<(u32, CpuTimes)>,
     /// One entry per watched device, in the order given to the sampler; None when the
     /// device was not in /proc/diskstats at that moment.
-    pub disks: Vec<Option<DiskStat>>,
+    pub(crate) disks: Vec<Option<DiskStat>>,
 }
 
 /// Takes readings through a `SysRoot`, keeping its buffers.
@@ -51,10 +51,6 @@ impl Reader {
             layout: Arc::new(IrqLayout::default()),
             scratch_layout: IrqLayout::default(),
         }
-    }
-
-    pub fn devices(&self) -> &[String] {
-        &self.devices
     }
 
     /// Takes one reading stamped `elapsed_ns`.

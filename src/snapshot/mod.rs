@@ -20,37 +20,39 @@ use serde::Serialize;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use mirror::relative_path;
-
 /// The counters read twice.
-pub const COUNTER_FILES: [&str; 3] = ["/proc/interrupts", "/proc/stat", "/proc/diskstats"];
+pub(crate) const COUNTER_FILES: [&str; 3] = ["/proc/interrupts", "/proc/stat", "/proc/diskstats"];
 
 /// What `snapshot.json` holds.
 #[derive(Debug, Clone, Serialize)]
 pub struct SnapshotMeta {
-    pub format: String,
-    pub iolab_version: String,
+    pub(crate) format: String,
+    pub(crate) iolab_version: String,
     pub hostname: Option<String>,
-    pub kernel: Option<String>,
+    pub(crate) kernel: Option<String>,
     /// UTC, RFC 3339, when the first reading of the counters was taken.
-    pub captured_at: String,
-    pub captured_at_unix_ms: u128,
+    pub(crate) captured_at: String,
+    pub(crate) captured_at_unix_ms: u128,
     /// Measured time between the two readings of the counters.
-    pub interval_ns: u64,
-    pub requested_interval_ns: u64,
-    pub files: usize,
-    pub bytes: u64,
+    pub(crate) interval_ns: u64,
+    pub(crate) requested_interval_ns: u64,
+    pub(crate) files: usize,
+    pub(crate) bytes: u64,
     /// Files the model touched that could not be read (left out).
-    pub unreadable: Vec<String>,
+    pub(crate) unreadable: Vec<String>,
 }
 
 /// A reader whose files belong in snapshots too (e.g. preflight's governor and C-state
 /// checks): it is run once against a recording root and everything it reads is copied.
-pub type ExtraReader<'a> = &'a dyn Fn(&SysRoot) -> anyhow::Result<()>;
+pub(crate) type ExtraReader<'a> = &'a dyn Fn(&SysRoot) -> anyhow::Result<()>;
 
 /// Captures `source` (usually the live machine) into `out`, which must not exist or be
 /// empty. Returns what was written to `snapshot.json`.
-pub fn capture(source: &SysRoot, out: &Path, interval: Duration) -> anyhow::Result<SnapshotMeta> {
+pub(crate) fn capture(
+    source: &SysRoot,
+    out: &Path,
+    interval: Duration,
+) -> anyhow::Result<SnapshotMeta> {
     capture_with(source, out, interval, &[])
 }
 
@@ -211,7 +213,7 @@ fn io<'a>(out: &'a Path, abs: &'a str) -> impl Fn(std::io::Error) -> anyhow::Err
 
 /// Keeps the mounts that can sit on a block device (device number with a non-zero major, or
 /// a /dev source), with the device-identifying fields only.
-pub fn sanitized_mountinfo(text: &str) -> String {
+pub(crate) fn sanitized_mountinfo(text: &str) -> String {
     let mut out = String::new();
     for m in mountinfo(text).unwrap_or_default() {
         if m.major == 0 && !m.source.starts_with("/dev/") {
@@ -234,7 +236,7 @@ pub fn sanitized_mountinfo(text: &str) -> String {
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (Howard Hinnant's civil-from-days).
-pub fn rfc3339(secs: u64) -> String {
+pub(crate) fn rfc3339(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let z = days + 719_468;

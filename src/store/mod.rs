@@ -5,11 +5,11 @@
 //! `show` and `compare` need (runs by tag, one metric's values over many runs).
 
 mod access;
-pub mod listing;
+pub(crate) mod listing;
 mod schema;
 mod series;
-pub mod tags;
-pub mod time;
+pub(crate) mod tags;
+pub(crate) mod time;
 pub use series::SeriesPoint;
 
 use std::path::{Path, PathBuf};
@@ -20,11 +20,11 @@ use serde::Serialize;
 pub use schema::MIGRATIONS;
 
 /// The database file used when neither `--db` nor `IOLAB_DB` names one.
-pub const DEFAULT_DB: &str = "iolab.db";
+pub(crate) const DEFAULT_DB: &str = "iolab.db";
 
 /// Which database file a command uses: `--db` wins, then `IOLAB_DB`, then `iolab.db` in the
 /// current directory. Every command resolves it here so they all agree.
-pub fn resolve_db_path(cli_db: Option<&Path>) -> PathBuf {
+pub(crate) fn resolve_db_path(cli_db: Option<&Path>) -> PathBuf {
     resolve_db_path_from(cli_db, std::env::var_os("IOLAB_DB").as_deref())
 }
 
@@ -69,17 +69,17 @@ pub enum StoreError {
     Invalid { path: String, what: String },
 }
 
-pub type Result<T> = std::result::Result<T, StoreError>;
+pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 
 /// How many times `insert_run` tries a run whose database stays locked.
-pub const INSERT_ATTEMPTS: u32 = 3;
+pub(crate) const INSERT_ATTEMPTS: u32 = 3;
 
 /// How long a command waits for another connection's lock before giving up.
-pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl StoreError {
     /// SQLite's error about the file at `path`, with the cases people meet said plainly.
-    pub fn from_sqlite(path: &str, e: rusqlite::Error) -> StoreError {
+    pub(crate) fn from_sqlite(path: &str, e: rusqlite::Error) -> StoreError {
         use rusqlite::ErrorCode;
         let path = path.to_string();
         match e.sqlite_error_code() {
@@ -100,7 +100,7 @@ impl StoreError {
     }
 
     /// True when another connection held the lock for longer than the busy timeout.
-    pub fn is_busy(&self) -> bool {
+    pub(crate) fn is_busy(&self) -> bool {
         matches!(self, StoreError::Busy { .. })
     }
 }
@@ -166,7 +166,7 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             RunStatus::Ok => "ok",
             RunStatus::Failed(_) => "failed",
@@ -174,7 +174,7 @@ impl RunStatus {
         }
     }
 
-    pub fn reason(&self) -> Option<&str> {
+    pub(crate) fn reason(&self) -> Option<&str> {
         match self {
             RunStatus::Ok => None,
             RunStatus::Failed(r) | RunStatus::NotApplicable(r) => Some(r),
@@ -206,9 +206,9 @@ pub struct SampleSeries {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Experiment {
     pub id: i64,
-    pub name: String,
-    pub seed: u64,
-    pub created_unix: f64,
+    pub(crate) name: String,
+    pub(crate) seed: u64,
+    pub(crate) created_unix: f64,
     pub host: String,
     pub kernel: String,
     pub status: String,
@@ -224,7 +224,7 @@ pub struct Experiment {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
     pub id: i64,
-    pub experiment_id: i64,
+    pub(crate) experiment_id: i64,
     pub cell_key: String,
     pub cell_levels: serde_json::Value,
     pub repetition: u32,
@@ -369,7 +369,7 @@ impl Store {
     }
 
     /// The file this store was opened from, as given.
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         &self.path
     }
 
@@ -497,7 +497,7 @@ impl Store {
     }
 
     /// Like `create_experiment` with an explicit status (e.g. `imported` for `iolab import`).
-    pub fn create_experiment_with_status(
+    pub(crate) fn create_experiment_with_status(
         &mut self,
         e: &NewExperiment,
         status: &str,
@@ -547,8 +547,8 @@ impl Store {
     /// run's own tags set them (imported runs from other machines).
     ///
     /// A finished run is not lost to a busy database: each attempt waits up to
-    /// [`BUSY_TIMEOUT`] for the lock, and a run still locked out is tried again, up to
-    /// [`INSERT_ATTEMPTS`] times, before the error is returned.
+    /// `BUSY_TIMEOUT` for the lock, and a run still locked out is tried again, up to
+    /// `INSERT_ATTEMPTS` times, before the error is returned.
     pub fn insert_run(&mut self, run: &NewRun) -> Result<i64> {
         let mut attempt = 1;
         loop {
@@ -636,11 +636,6 @@ impl Store {
         self.in_tx(|tx| insert_metrics(tx, run_id, metrics))
     }
 
-    /// Adds or replaces sample series on an existing run.
-    pub fn add_samples(&mut self, run_id: i64, samples: &[SampleSeries]) -> Result<()> {
-        self.in_tx(|tx| insert_samples(tx, run_id, samples))
-    }
-
     /// Records environment findings (preflight) for an experiment; a key given twice keeps the
     /// last value.
     pub fn add_environment(
@@ -714,7 +709,7 @@ impl Store {
 
     /// The experiment holding host `host`'s own runs of experiment `id` (`--host`); an error
     /// that lists the hosts there are when `host` is not one of them.
-    pub fn part_on_host(&self, id: i64, host: &str) -> anyhow::Result<i64> {
+    pub(crate) fn part_on_host(&self, id: i64, host: &str) -> anyhow::Result<i64> {
         self.experiment(id)?;
         let parts = self.parts(id)?;
         if let Some(p) = parts.iter().find(|p| p.host == host) {
@@ -862,7 +857,7 @@ impl Store {
 
     /// Non-warm-up runs by id, ascending by id; unknown ids are absent. Lets `compare` work on
     /// runs chosen by tags across experiments without one query per run.
-    pub fn runs_by_ids(&self, run_ids: &[i64]) -> Result<Vec<Run>> {
+    pub(crate) fn runs_by_ids(&self, run_ids: &[i64]) -> Result<Vec<Run>> {
         let mut out = Vec::with_capacity(run_ids.len());
         for chunk in run_ids.chunks(ID_CHUNK) {
             let marks = vec!["?"; chunk.len()].join(",");
@@ -884,7 +879,7 @@ impl Store {
     }
 
     /// Every tag name present in the database, sorted (for errors that say what exists).
-    pub fn tag_names(&self) -> Result<Vec<String>> {
+    pub(crate) fn tag_names(&self) -> Result<Vec<String>> {
         self.strings("SELECT DISTINCT name FROM run_tags ORDER BY name", [])
     }
 

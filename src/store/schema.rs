@@ -14,7 +14,7 @@
 
 /// Marks a SQLite file as iolab's (`PRAGMA application_id`, "iolb"), so iolab never adds its
 /// tables to some other program's database given by mistake.
-pub const APPLICATION_ID: i32 = 0x696f_6c62;
+pub(crate) const APPLICATION_ID: i32 = 0x696f_6c62;
 
 /// Each entry is applied in one transaction; never edit a shipped entry, append a new one.
 pub const MIGRATIONS: &[&str] = &[

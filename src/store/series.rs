@@ -37,7 +37,8 @@ pub(super) fn insert(
 
 impl Store {
     /// Adds (or replaces) a run's series points.
-    pub fn add_series(&mut self, run_id: i64, points: &[SeriesPoint]) -> Result<()> {
+    #[cfg(test)]
+    pub(crate) fn add_series(&mut self, run_id: i64, points: &[SeriesPoint]) -> Result<()> {
         self.in_tx(|tx| insert(tx, run_id, points))
     }
 

@@ -90,13 +90,13 @@ pub struct MachineLock {
 }
 
 impl MachineLock {
-    pub fn resource(&self) -> &Resource {
+    pub(crate) fn resource(&self) -> &Resource {
         &self.resource
     }
 
     /// Leaves the record (pid, note) in the lock file on release: the holder's changes stay
     /// in effect (kept, or not restorable), so the next taker must see whose they are.
-    pub fn keep_record(&mut self) {
+    pub(crate) fn keep_record(&mut self) {
         self.clear = false;
     }
 }
@@ -112,7 +112,7 @@ impl Drop for MachineLock {
 }
 
 /// Where the lock files of `root` live.
-pub fn lock_dir(root: &SysRoot) -> PathBuf {
+pub(crate) fn lock_dir(root: &SysRoot) -> PathBuf {
     root.base().join("run/lock/iolab")
 }
 
@@ -123,13 +123,13 @@ pub fn acquire(root: &SysRoot, resource: Resource) -> Result<MachineLock, LockEr
 }
 
 /// What a holder that died without releasing left in the lock file: its pid and note.
-pub type StaleCheck<'a> = &'a dyn Fn(u32, &Path) -> Option<String>;
+pub(crate) type StaleCheck<'a> = &'a dyn Fn(u32, &Path) -> Option<String>;
 
 /// `acquire`, recording `note` (the holder's journal) beside the pid. A process killed while
 /// holding the lock leaves both behind; the next taker's `stale` check sees them (pid, note)
 /// when the note is not its own, and a `Some(why)` refuses the lock with that reason, keeping
 /// the record for the next look.
-pub fn acquire_noting(
+pub(crate) fn acquire_noting(
     root: &SysRoot,
     resource: Resource,
     note: Option<&Path>,
@@ -206,7 +206,8 @@ pub fn acquire_noting(
 
 /// Takes every lock in `resources` (sorted, duplicates once, so two processes wanting the
 /// same set never deadlock or half-succeed); on the first refusal the ones taken are released.
-pub fn acquire_all(
+#[cfg(test)]
+pub(crate) fn acquire_all(
     root: &SysRoot,
     resources: impl IntoIterator<Item = Resource>,
 ) -> Result<Vec<MachineLock>, LockError> {
@@ -214,7 +215,7 @@ pub fn acquire_all(
 }
 
 /// `acquire_all` with `acquire_noting`'s note and stale check.
-pub fn acquire_all_noting(
+pub(crate) fn acquire_all_noting(
     root: &SysRoot,
     resources: impl IntoIterator<Item = Resource>,
     note: Option<&Path>,

@@ -6,7 +6,8 @@ pub mod lock;
 pub mod parse;
 mod root;
 
-pub use root::{Recording, SysError, SysRoot, MODES_FILE};
+pub(crate) use root::MODES_FILE;
+pub use root::{SysError, SysRoot};
 
 /// True when this process runs with effective uid 0 (from /proc/self/status, so no libc call).
 /// Commands that write knobs or create devices check it to give a clear error; tests that need

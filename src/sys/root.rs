@@ -12,22 +12,22 @@ use std::sync::{Arc, Mutex};
 /// The file in a snapshot that keeps permission bits a copy (or git) would lose: one line per
 /// file, `0444 /proc/irq/36/smp_affinity`. Whether an IRQ's affinity file is writable is how
 /// iolab tells a kernel-managed IRQ without writing to it.
-pub const MODES_FILE: &str = "file-modes";
+pub(crate) const MODES_FILE: &str = "file-modes";
 
 /// Every path a reader touched, by kind, so `iolab snapshot` copies exactly what the model
 /// reads and nothing else.
 #[derive(Debug, Default, Clone)]
-pub struct Recording {
+pub(crate) struct Recording {
     /// Files read (or probed with `exists`).
-    pub files: BTreeSet<String>,
+    pub(crate) files: BTreeSet<String>,
     /// Directories listed: their entries' names are needed, not their contents.
-    pub dirs: BTreeSet<String>,
+    pub(crate) dirs: BTreeSet<String>,
     /// Symlinks read with `read_link` (only the link itself is needed).
-    pub links: BTreeSet<String>,
+    pub(crate) links: BTreeSet<String>,
     /// Paths resolved through symlinks (the whole chain must exist).
-    pub resolved: BTreeSet<String>,
+    pub(crate) resolved: BTreeSet<String>,
     /// Files whose permission bits were asked for.
-    pub modes: BTreeSet<String>,
+    pub(crate) modes: BTreeSet<String>,
 }
 
 /// A failure to read or understand one file, always naming the file (as the live path and,
@@ -54,7 +54,7 @@ pub enum SysError {
 
 impl SysError {
     /// True when the file simply does not exist (an optional file on this kernel).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, SysError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }
 }
@@ -124,7 +124,7 @@ impl SysRoot {
     /// A user's `--root DIR`: like [`SysRoot::at`], and DIR must hold what every reader of the
     /// machine model needs (`proc/` and `sys/devices/system/cpu`), so a wrong directory is
     /// named as such instead of failing later on some file deep inside it.
-    pub fn machine_root(dir: impl AsRef<Path>) -> Result<Self, SysError> {
+    pub(crate) fn machine_root(dir: impl AsRef<Path>) -> Result<Self, SysError> {
         let root = SysRoot::at(dir.as_ref())?;
         let missing: Vec<&str> = ["proc/", "sys/devices/system/cpu/"]
             .into_iter()
@@ -140,7 +140,7 @@ impl SysRoot {
     }
 
     /// The same root, remembering every path read through it (see `Recording`).
-    pub fn recording(&self) -> (SysRoot, Arc<Mutex<Recording>>) {
+    pub(crate) fn recording(&self) -> (SysRoot, Arc<Mutex<Recording>>) {
         let rec = Arc::new(Mutex::new(Recording::default()));
         let mut root = self.clone();
         root.recorder = Some(rec.clone());
@@ -155,17 +155,17 @@ impl SysRoot {
         }
     }
 
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         self.base == Path::new("/")
     }
 
     /// The directory this root maps `/` to.
-    pub fn base(&self) -> &Path {
+    pub(crate) fn base(&self) -> &Path {
         &self.base
     }
 
     /// Where the live path `abs` ("/proc/stat") is on disk under this root.
-    pub fn path(&self, abs: &str) -> PathBuf {
+    pub(crate) fn path(&self, abs: &str) -> PathBuf {
         self.base.join(abs.trim_start_matches('/'))
     }
 
@@ -179,7 +179,12 @@ impl SysRoot {
     }
 
     /// A parse error about the file at `abs`, named the way the user can find it.
-    pub fn parse_error(&self, abs: &str, line: usize, message: impl Into<String>) -> SysError {
+    pub(crate) fn parse_error(
+        &self,
+        abs: &str,
+        line: usize,
+        message: impl Into<String>,
+    ) -> SysError {
         let path = if self.is_live() {
             abs.to_string()
         } else {
@@ -201,7 +206,7 @@ impl SysRoot {
 
     /// Reads a file into a buffer the caller keeps between calls, so a sampler reading the
     /// same files every interval does not allocate each time. The buffer is cleared first.
-    pub fn read_into(&self, abs: &str, buf: &mut Vec<u8>) -> Result<(), SysError> {
+    pub(crate) fn read_into(&self, abs: &str, buf: &mut Vec<u8>) -> Result<(), SysError> {
         use std::io::Read;
         self.note(|r| &mut r.files, abs);
         buf.clear();
@@ -213,7 +218,7 @@ impl SysRoot {
 
     /// The text of a file that may legitimately be absent (an attribute this kernel or this
     /// device lacks). Other errors (permission, I/O) are still errors.
-    pub fn read_optional(&self, abs: &str) -> Result<Option<String>, SysError> {
+    pub(crate) fn read_optional(&self, abs: &str) -> Result<Option<String>, SysError> {
         match self.read(abs) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.is_not_found() => Ok(None),
@@ -223,11 +228,11 @@ impl SysRoot {
 
     /// A one-line attribute, trimmed; `None` when the file does not exist or cannot be read
     /// (sysfs attributes that are write-only or EINVAL on read are treated as absent).
-    pub fn attr(&self, abs: &str) -> Option<String> {
+    pub(crate) fn attr(&self, abs: &str) -> Option<String> {
         self.read(abs).ok().map(|s| s.trim().to_string())
     }
 
-    pub fn exists(&self, abs: &str) -> bool {
+    pub(crate) fn exists(&self, abs: &str) -> bool {
         self.note(|r| &mut r.files, abs);
         self.path(abs).exists()
     }
@@ -246,7 +251,7 @@ impl SysRoot {
     }
 
     /// Like `list`, but an absent directory is empty.
-    pub fn list_optional(&self, abs: &str) -> Result<Vec<String>, SysError> {
+    pub(crate) fn list_optional(&self, abs: &str) -> Result<Vec<String>, SysError> {
         match self.list(abs) {
             Err(e) if e.is_not_found() => Ok(Vec::new()),
             other => other,
@@ -254,7 +259,7 @@ impl SysRoot {
     }
 
     /// The target of a symlink, as stored (sysfs links are relative).
-    pub fn read_link(&self, abs: &str) -> Result<PathBuf, SysError> {
+    pub(crate) fn read_link(&self, abs: &str) -> Result<PathBuf, SysError> {
         self.note(|r| &mut r.links, abs);
         std::fs::read_link(self.path(abs)).map_err(|e| self.io_error(abs, e))
     }
@@ -262,7 +267,7 @@ impl SysRoot {
     /// The live path that `abs` resolves to after following symlinks, e.g.
     /// "/sys/block/vda" -> "/sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda".
     /// Resolution stays inside the root: a link that leaves it is an error.
-    pub fn resolve(&self, abs: &str) -> Result<String, SysError> {
+    pub(crate) fn resolve(&self, abs: &str) -> Result<String, SysError> {
         self.note(|r| &mut r.resolved, abs);
         let real = self
             .path(abs)
@@ -279,7 +284,7 @@ impl SysRoot {
 
     /// The permission bits of a file (e.g. 0o444). Under a snapshot root the bits recorded
     /// at capture time win, because copies and git do not keep them.
-    pub fn mode(&self, abs: &str) -> Result<u32, SysError> {
+    pub(crate) fn mode(&self, abs: &str) -> Result<u32, SysError> {
         self.note(|r| &mut r.modes, abs);
         if let Some(mode) = self.modes.get(abs) {
             return Ok(*mode);
@@ -291,7 +296,7 @@ impl SysRoot {
 }
 
 /// Reads `MODES_FILE` lines; lines that do not parse are ignored (the file is advisory).
-pub fn parse_modes(text: &str) -> BTreeMap<String, u32> {
+pub(crate) fn parse_modes(text: &str) -> BTreeMap<String, u32> {
     text.lines()
         .filter_map(|l| {
             let (mode, path) = l.trim().split_once(' ')?;

@@ -5,13 +5,12 @@
 
 mod data;
 mod scratch;
-pub mod signatures;
+pub(crate) mod signatures;
 
-pub use data::{device_name, holds_data, mounts_of, read_signatures, swaps_on, Reason};
-pub use scratch::{
-    remove_leaked_scratch, scratch_file_pid, ScratchCleanup, ScratchDevice, DEFAULT_SCRATCH_BYTES,
-    SCRATCH_FILE_DIR,
-};
+pub(crate) use data::{device_name, mounts_of};
+pub use data::{holds_data, read_signatures, Reason};
+pub use scratch::ScratchDevice;
+pub(crate) use scratch::{remove_leaked_scratch, DEFAULT_SCRATCH_BYTES};
 pub use signatures::Signature;
 
 use crate::sys::SysRoot;
@@ -64,7 +63,7 @@ pub fn check_write_allowed(
     )
 }
 
-pub fn check_write_allowed_at(
+pub(crate) fn check_write_allowed_at(
     root: &SysRoot,
     device: &str,
     workload_writes: bool,

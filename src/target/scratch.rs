@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 use super::TargetError;
 
 /// Default size of the scratch file (sparse: RAM is used only for what is written).
-pub const DEFAULT_SCRATCH_BYTES: u64 = 1 << 30;
+pub(crate) const DEFAULT_SCRATCH_BYTES: u64 = 1 << 30;
 
 /// Where scratch files live: RAM-backed on every systemd machine and most others.
-pub const SCRATCH_FILE_DIR: &str = "/dev/shm";
+pub(crate) const SCRATCH_FILE_DIR: &str = "/dev/shm";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -36,7 +36,6 @@ pub struct ScratchDevice {
     backing_file: PathBuf,
     marker: PathBuf,
     size_bytes: u64,
-    direct_io: bool,
 }
 
 impl ScratchDevice {
@@ -83,7 +82,6 @@ impl ScratchDevice {
             backing_file,
             marker,
             size_bytes,
-            direct_io: false,
         };
         let io = |p: &Path| {
             let path = p.display().to_string();
@@ -96,9 +94,7 @@ impl ScratchDevice {
             .map_err(io(&guard.backing_file))?;
         f.set_len(size_bytes).map_err(io(&guard.backing_file))?;
         drop(f);
-        let (name, direct_io) = attach(&guard.backing_file)?;
-        guard.name = name;
-        guard.direct_io = direct_io;
+        guard.name = attach(&guard.backing_file)?;
         m.device = Some(guard.name.clone());
         write_marker(&guard.marker, &m)?;
         Ok(guard)
@@ -118,14 +114,8 @@ impl ScratchDevice {
         &self.backing_file
     }
 
-    pub fn size_bytes(&self) -> u64 {
+    pub(crate) fn size_bytes(&self) -> u64 {
         self.size_bytes
-    }
-
-    /// Whether the loop device bypasses the page cache of its backing file (not every
-    /// filesystem under /dev/shm supports it; without it, I/O is double-cached in RAM).
-    pub fn direct_io(&self) -> bool {
-        self.direct_io
     }
 }
 
@@ -168,8 +158,9 @@ fn write_marker(path: &Path, m: &Marker) -> Result<(), TargetError> {
     })
 }
 
-/// `losetup --find --show`, with direct I/O when the backing filesystem allows it.
-fn attach(file: &Path) -> Result<(String, bool), TargetError> {
+/// `losetup --find --show`, with direct I/O when the backing filesystem allows it (without
+/// it, I/O is double-cached in RAM); gives the device's name.
+fn attach(file: &Path) -> Result<String, TargetError> {
     let try_attach = |direct: bool| -> Result<String, String> {
         let mut cmd = Command::new("losetup");
         cmd.args(["--find", "--show"]);
@@ -187,22 +178,14 @@ fn attach(file: &Path) -> Result<(String, bool), TargetError> {
             Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
         }
     };
-    let (dev, direct) = match try_attach(true) {
-        Ok(d) => (d, true),
-        Err(_) => (
-            try_attach(false).map_err(|why| TargetError::Losetup {
-                file: file.display().to_string(),
-                why,
-            })?,
-            false,
-        ),
+    let dev = match try_attach(true) {
+        Ok(d) => d,
+        Err(_) => try_attach(false).map_err(|why| TargetError::Losetup {
+            file: file.display().to_string(),
+            why,
+        })?,
     };
-    let name = dev.trim_start_matches("/dev/").to_string();
-    // losetup may accept --direct-io and silently fall back; trust the kernel's answer.
-    let dio = std::fs::read_to_string(format!("/sys/block/{name}/loop/dio"))
-        .map(|s| s.trim() == "1")
-        .unwrap_or(direct);
-    Ok((name, dio))
+    Ok(dev.trim_start_matches("/dev/").to_string())
 }
 
 fn detach(name: &str) -> Result<(), TargetError> {
@@ -247,17 +230,17 @@ fn loops_backed_by(file: &str) -> Vec<String> {
 
 /// What `remove_leaked_scratch` did, and what it would not do.
 #[derive(Debug, Default, Clone, Serialize)]
-pub struct ScratchCleanup {
+pub(crate) struct ScratchCleanup {
     /// Loop devices detached (or, where none was attached, scratch files deleted).
-    pub removed: Vec<String>,
+    pub(crate) removed: Vec<String>,
     /// Markers that were unreadable or named something iolab does not make, each with what
     /// was done about it and what to do.
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 /// The pid in a scratch file's name when `file` is one `create_in` makes
 /// (`/dev/shm/iolab-scratch-PID-N.img`), else None. Pure.
-pub fn scratch_file_pid(file: &str) -> Option<u32> {
+pub(crate) fn scratch_file_pid(file: &str) -> Option<u32> {
     let name = file.strip_prefix(SCRATCH_FILE_DIR)?.strip_prefix('/')?;
     let (pid, n) = name
         .strip_prefix("iolab-scratch-")?
@@ -273,7 +256,7 @@ pub fn scratch_file_pid(file: &str) -> Option<u32> {
 /// name, which must be the marker's — is gone, is deleted, and a loop device is detached only
 /// when the kernel says that file is its backing file. A marker that cannot be read is moved
 /// aside (`NAME.json.corrupt`) and reported, never skipped silently.
-pub fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, TargetError> {
+pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, TargetError> {
     let dir = state_dir.join("scratch");
     let entries = match std::fs::read_dir(&dir) {
         Ok(rd) => rd,

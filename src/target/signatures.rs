@@ -18,9 +18,9 @@
 //! f2fs 0xF2F52010 (LE) at 1024; squashfs "hsqs" at 0.
 
 /// How much of the start of a device `detect` wants to see.
-pub const HEAD_BYTES: usize = 1 << 20;
+pub(crate) const HEAD_BYTES: usize = 1 << 20;
 /// How much of the end of a device `detect` wants to see (MD 0.90 / 1.0 live there).
-pub const TAIL_BYTES: usize = 128 << 10;
+pub(crate) const TAIL_BYTES: usize = 128 << 10;
 
 const MD_MAGIC: u32 = 0xa92b_4efc;
 const BCACHE_MAGIC: [u8; 16] = [
@@ -52,7 +52,7 @@ pub enum Signature {
 }
 
 impl Signature {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Signature::Ext => "ext2/3/4 filesystem",
             Signature::Xfs => "XFS filesystem",
@@ -97,7 +97,7 @@ fn le_u64(buf: &[u8], off: usize) -> Option<u64> {
 
 /// Every signature found. `head` is the first bytes of the device (up to `HEAD_BYTES`);
 /// `tail` is the last bytes (up to `TAIL_BYTES`) and `size` the device size in bytes.
-pub fn detect(head: &[u8], tail: &[u8], size: u64) -> Vec<Signature> {
+pub(crate) fn detect(head: &[u8], tail: &[u8], size: u64) -> Vec<Signature> {
     let mut found = Vec::new();
     let mut add = |s: Signature, cond: bool| {
         if cond && !found.contains(&s) {

@@ -27,7 +27,7 @@ pub struct CommandEngine {
 }
 
 /// The `{NAME}` placeholders of a text, `{dir}` left out.
-pub fn placeholders(text: &str) -> Vec<String> {
+pub(crate) fn placeholders(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(i) = rest.find('{') {
@@ -49,7 +49,7 @@ pub fn placeholders(text: &str) -> Vec<String> {
 
 impl CommandEngine {
     /// Every placeholder in the program and its arguments, in order, once each.
-    pub fn all_placeholders(&self) -> Vec<String> {
+    pub(crate) fn all_placeholders(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         for t in std::iter::once(&self.program).chain(&self.args) {
             for p in placeholders(t) {
@@ -63,7 +63,7 @@ impl CommandEngine {
 }
 
 /// Why a pattern cannot serve: it does not compile, or names no group / a bad metric.
-pub fn check_regex(pattern: &str) -> Result<(), String> {
+pub(crate) fn check_regex(pattern: &str) -> Result<(), String> {
     let re = Regex::new(pattern).map_err(|e| format!("not a regular expression: {e}"))?;
     let names: Vec<&str> = re.capture_names().flatten().collect();
     if names.is_empty() {

@@ -17,7 +17,7 @@ use super::runner::{FioStatus, RawOutput};
 
 /// Which engine an experiment uses (`engine = "..."`), with its table.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub enum EngineSpec {
+pub(crate) enum EngineSpec {
     #[default]
     Fio,
     Command(CommandEngine),
@@ -26,10 +26,10 @@ pub enum EngineSpec {
 }
 
 /// The names `engine` accepts.
-pub const ENGINE_NAMES: &[&str] = &["fio", "command", "iperf3", "sockperf"];
+pub(crate) const ENGINE_NAMES: &[&str] = &["fio", "command", "iperf3", "sockperf"];
 
 impl EngineSpec {
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             EngineSpec::Fio => "fio",
             EngineSpec::Command(_) => "command",
@@ -39,7 +39,7 @@ impl EngineSpec {
     }
 
     /// The engine.
-    pub fn engine(&self) -> &dyn Engine {
+    pub(crate) fn engine(&self) -> &dyn Engine {
         match self {
             EngineSpec::Fio => &super::fio_engine::Fio,
             EngineSpec::Command(c) => c,
@@ -49,14 +49,8 @@ impl EngineSpec {
     }
 
     /// The engine when it runs a program per cell (`invocation`); `None` for fio.
-    pub fn program(&self) -> Option<&dyn Engine> {
+    pub(crate) fn program(&self) -> Option<&dyn Engine> {
         Some(self.engine()).filter(|e| !e.runs_job_file())
-    }
-
-    /// Whether the engine's workload is the network (iperf3, sockperf): it needs no block
-    /// device, and its placement is relative to a NIC.
-    pub fn is_network(&self) -> bool {
-        matches!(self, EngineSpec::Iperf3(_) | EngineSpec::Sockperf(_))
     }
 }
 
@@ -109,21 +103,21 @@ pub trait Engine {
 /// What a program's output says: metrics, and per-interval series (`kind` "engine").
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Figures {
-    pub metrics: Vec<(String, f64)>,
+    pub(crate) metrics: Vec<(String, f64)>,
     /// (key, seconds at the end of each interval, values).
-    pub series: Vec<(String, Vec<f64>, Vec<f64>)>,
+    pub(crate) series: Vec<(String, Vec<f64>, Vec<f64>)>,
 }
 
 /// A server iolab starts before the client and stops after it, in a network namespace.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Server {
-    pub netns: String,
-    pub argv: Vec<String>,
+    pub(crate) netns: String,
+    pub(crate) argv: Vec<String>,
     /// Where it listens: the client starts once a socket there is open.
-    pub port: u16,
-    pub udp: bool,
+    pub(crate) port: u16,
+    pub(crate) udp: bool,
     /// CPUs the server is pinned to (`server_cpus`), else wherever the scheduler puts it.
-    pub cpus: Option<Vec<u32>>,
+    pub(crate) cpus: Option<Vec<u32>>,
 }
 
 /// One run of a program engine.
@@ -142,7 +136,7 @@ pub struct Invocation {
 }
 
 /// Runs `argv` inside `netns` when given.
-pub fn in_netns(netns: Option<&str>, argv: &[String]) -> Vec<String> {
+pub(crate) fn in_netns(netns: Option<&str>, argv: &[String]) -> Vec<String> {
     match netns {
         Some(ns) => ["ip", "netns", "exec", ns]
             .iter()
@@ -155,14 +149,14 @@ pub fn in_netns(netns: Option<&str>, argv: &[String]) -> Vec<String> {
 
 impl Invocation {
     /// The client's argv as started, in `dir`.
-    pub fn client_argv(&self, dir: &str) -> Vec<String> {
+    pub(crate) fn client_argv(&self, dir: &str) -> Vec<String> {
         let argv: Vec<String> = self.argv.iter().map(|a| a.replace("{dir}", dir)).collect();
         in_netns(self.netns.as_deref(), &argv)
     }
 
     /// What is run, for the store and `--dry-run`: the server (when iolab starts one), the
     /// client with its CPUs.
-    pub fn command_line(&self, dir: &str) -> String {
+    pub(crate) fn command_line(&self, dir: &str) -> String {
         let mut out = String::new();
         if let Some(s) = &self.server {
             let pin = s.cpus.as_ref().map_or(String::new(), |c| {
@@ -235,7 +229,7 @@ pub fn classify(engine: &dyn Engine, raw: &RawOutput) -> (FioStatus, Option<Figu
 }
 
 /// The value at a JSON path: `a.b[0].c` (or `a.b.0.c`).
-pub fn json_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+pub(crate) fn json_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
     let mut cur = v;
     for part in path.split('.') {
         let (key, indices) = match part.find('[') {
@@ -256,7 +250,7 @@ pub fn json_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_j
 }
 
 /// Whether `path` is a JSON path `json_path` reads.
-pub fn is_json_path(path: &str) -> bool {
+pub(crate) fn is_json_path(path: &str) -> bool {
     !path.is_empty()
         && path.split('.').all(|part| {
             let key = part.split('[').next().unwrap_or("");
@@ -269,7 +263,7 @@ pub fn is_json_path(path: &str) -> bool {
 }
 
 /// A metric name as iolab stores them: lower case, digits and `_`, starting with a letter.
-pub fn is_metric_name(name: &str) -> bool {
+pub(crate) fn is_metric_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name
             .chars()

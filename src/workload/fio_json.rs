@@ -42,27 +42,27 @@ fn invalid(path: &str, message: impl Into<String>) -> FioJsonError {
 /// hand-edited file, and would dominate every mean and sum it entered.
 mod limits {
     /// 10 billion I/Os per second.
-    pub const IOPS: f64 = 1e10;
+    pub(crate) const IOPS: f64 = 1e10;
     /// 100 TB/s.
-    pub const BW_BYTES: f64 = 1e14;
+    pub(crate) const BW_BYTES: f64 = 1e14;
     /// About 11.6 days, in nanoseconds.
-    pub const LATENCY_NS: f64 = 1e15;
+    pub(crate) const LATENCY_NS: f64 = 1e15;
     /// About 3 years, in milliseconds.
-    pub const RUNTIME_MS: f64 = 1e11;
+    pub(crate) const RUNTIME_MS: f64 = 1e11;
     /// An exabyte, and a quadrillion I/Os.
-    pub const BYTES: f64 = 1e18;
-    pub const COUNT: f64 = 1e15;
+    pub(crate) const BYTES: f64 = 1e18;
+    pub(crate) const COUNT: f64 = 1e15;
     /// Percent of one CPU (fio's usr_cpu/sys_cpu), for a job with very many threads.
-    pub const CPU_PCT: f64 = 1e6;
+    pub(crate) const CPU_PCT: f64 = 1e6;
 }
 
 /// Completion-latency statistics of one direction of one job (nanoseconds).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Latency {
-    pub min_ns: f64,
-    pub max_ns: f64,
-    pub mean_ns: f64,
-    pub stddev_ns: f64,
+    pub(crate) min_ns: f64,
+    pub(crate) max_ns: f64,
+    pub(crate) mean_ns: f64,
+    pub(crate) stddev_ns: f64,
     /// Number of completions the figures describe.
     pub samples: u64,
     /// fio's own percentiles, (percent, ns), sorted by percent.
@@ -76,8 +76,8 @@ pub struct Latency {
 pub struct Direction {
     pub iops: f64,
     /// Bytes per second (fio's `bw_bytes`; `bw` is KiB/s and not used).
-    pub bw_bytes: f64,
-    pub io_bytes: u64,
+    pub(crate) bw_bytes: f64,
+    pub(crate) io_bytes: u64,
     pub total_ios: u64,
     pub runtime_ms: u64,
     pub clat: Latency,
@@ -85,7 +85,7 @@ pub struct Direction {
 
 impl Direction {
     /// True when the job did I/O in this direction.
-    pub fn used(&self) -> bool {
+    pub(crate) fn used(&self) -> bool {
         self.total_ios > 0 || self.clat.samples > 0 || self.io_bytes > 0
     }
 }
@@ -97,15 +97,15 @@ pub struct JobResult {
     /// The server a client-mode job ran on.
     pub hostname: Option<String>,
     /// fio's errno for this job; 0 means no error.
-    pub error: i64,
+    pub(crate) error: i64,
     pub read: Direction,
     pub write: Direction,
-    pub trim: Direction,
+    pub(crate) trim: Direction,
     /// Percent of one CPU spent by this job's own threads in user and system mode.
-    pub usr_cpu: f64,
-    pub sys_cpu: f64,
+    pub(crate) usr_cpu: f64,
+    pub(crate) sys_cpu: f64,
     /// The options fio echoed (valueless booleans such as `hipri` are missing: fio drops them).
-    pub options: BTreeMap<String, String>,
+    pub(crate) options: BTreeMap<String, String>,
 }
 
 /// A whole fio run, from the last complete document of its output.
@@ -133,9 +133,9 @@ pub enum Dir {
 }
 
 impl Dir {
-    pub const ALL: [Dir; 3] = [Dir::Read, Dir::Write, Dir::Trim];
+    pub(crate) const ALL: [Dir; 3] = [Dir::Read, Dir::Write, Dir::Trim];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Dir::Read => "read",
             Dir::Write => "write",
@@ -144,7 +144,7 @@ impl Dir {
     }
 
     /// This direction's metrics in the registry.
-    pub fn metrics(self) -> &'static metrics::FioDirection {
+    pub(crate) fn metrics(self) -> &'static metrics::FioDirection {
         match self {
             Dir::Read => &metrics::FIO_READ,
             Dir::Write => &metrics::FIO_WRITE,
@@ -519,7 +519,10 @@ struct BinsClat {
 /// complete document (like [`parse`]; client mode's "All clients" sum is left out so nothing
 /// counts twice). `Ok(None)` when no job has `json+` bins for that direction; a bucket key
 /// that is not a number makes the document malformed.
-pub fn clat_bins(output: &str, dir: Dir) -> Result<Option<BTreeMap<u64, u64>>, FioJsonError> {
+pub(crate) fn clat_bins(
+    output: &str,
+    dir: Dir,
+) -> Result<Option<BTreeMap<u64, u64>>, FioJsonError> {
     let mut pos = first_document_start(output, 0).ok_or_else(|| FioJsonError::NoDocument {
         excerpt: excerpt(output),
     })?;
@@ -583,8 +586,8 @@ pub fn clat_bins(output: &str, dir: Dir) -> Result<Option<BTreeMap<u64, u64>>, F
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DirectionTotal {
     pub iops: f64,
-    pub bw_bytes: f64,
-    pub total_ios: u64,
+    pub(crate) bw_bytes: f64,
+    pub(crate) total_ios: u64,
     /// Completion latency over all jobs; `None` when no job did I/O in this direction.
     pub clat: Option<CombinedLatency>,
 }
@@ -594,11 +597,11 @@ pub struct DirectionTotal {
 pub struct CombinedLatency {
     pub samples: u64,
     /// Mean weighted by each job's number of completions.
-    pub mean_ns: f64,
+    pub(crate) mean_ns: f64,
     /// Stddev of the pooled samples (exact from each job's mean, stddev and count).
-    pub stddev_ns: f64,
-    pub min_ns: f64,
-    pub max_ns: f64,
+    pub(crate) stddev_ns: f64,
+    pub(crate) min_ns: f64,
+    pub(crate) max_ns: f64,
     /// (percent, ns) for 50, 99 and 99.9 where they can be known exactly; see `PercentileSource`.
     pub percentiles: Vec<(f64, f64)>,
     pub percentile_source: PercentileSource,
@@ -706,7 +709,7 @@ impl FioReport {
 
     /// The jobs one server ran in client mode (fio names them with the server's address,
     /// `hostname`), as a report of their own: one host's figures of a run on several.
-    pub fn of_client(&self, hostname: &str) -> FioReport {
+    pub(crate) fn of_client(&self, hostname: &str) -> FioReport {
         FioReport {
             jobs: self
                 .jobs

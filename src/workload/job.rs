@@ -13,19 +13,19 @@ pub struct JobSpec {
     /// The cell this job realises, e.g. `rq_affinity=1,placement=far` (replay looks it up).
     pub cell_key: String,
     /// fio's job name (section header).
-    pub name: String,
+    pub(crate) name: String,
     /// The target device or file.
     pub filename: String,
     /// Options in the order they appear in the job file, `filename` excluded.
-    pub options: Vec<(String, String)>,
+    pub(crate) options: Vec<(String, String)>,
     /// Why this job writes to its target, `None` when it only reads.
-    pub writes: Option<String>,
+    pub(crate) writes: Option<String>,
     /// Further sections of the same job file (one per further device of a multi-device
     /// experiment); fio runs all sections at once.
-    pub also: Vec<JobSpec>,
+    pub(crate) also: Vec<JobSpec>,
     /// Where the files fio writes itself (the logs of `write_*_log`) are kept; `None`: they go
     /// with the run's private directory when the run ends.
-    pub files_dir: Option<std::path::PathBuf>,
+    pub(crate) files_dir: Option<std::path::PathBuf>,
     /// Client mode with one job file per fio server (`--client=H1 a.fio --client=H2 b.fio`):
     /// each server's address and its own job file (its device, its placement). Empty: this
     /// job's file goes to every server the runner names, or runs here.
@@ -72,7 +72,7 @@ impl JobBuilder {
         self
     }
 
-    pub fn policy(mut self, policy: OptionPolicy) -> Self {
+    pub(crate) fn policy(mut self, policy: OptionPolicy) -> Self {
         self.policy = policy;
         self
     }
@@ -220,7 +220,7 @@ impl JobSpec {
     /// One job file driving several targets at once: the first job leads, the others become
     /// its further sections. With more than one, each section is named after its target
     /// (`iolab-sdb`) so fio's per-job results and errors say which device they are about.
-    pub fn join(mut jobs: Vec<JobSpec>) -> Option<JobSpec> {
+    pub(crate) fn join(mut jobs: Vec<JobSpec>) -> Option<JobSpec> {
         if jobs.len() > 1 {
             for j in &mut jobs {
                 let base = j
@@ -252,7 +252,7 @@ impl JobSpec {
     }
 
     /// True when some section asks fio for per-I/O logs (files fio writes itself).
-    pub fn writes_logs(&self) -> bool {
+    pub(crate) fn writes_logs(&self) -> bool {
         std::iter::once(self).chain(&self.also).any(|j| {
             options::LOG_NAME_OPTIONS
                 .iter()
@@ -262,12 +262,12 @@ impl JobSpec {
 
     /// How long a run should take (ramp_time + runtime) when fio is told a runtime and
     /// `time_based`; `None` when fio stops by size.
-    pub fn nominal_seconds(&self) -> Option<f64> {
+    pub(crate) fn nominal_seconds(&self) -> Option<f64> {
         Some(self.measured_seconds()? + self.seconds("ramp_time").unwrap_or(0.0))
     }
 
     /// How long fio measures (runtime, after ramp_time) when it is `time_based`.
-    pub fn measured_seconds(&self) -> Option<f64> {
+    pub(crate) fn measured_seconds(&self) -> Option<f64> {
         if self.option("time_based").is_none_or(|v| v.trim() == "0") {
             return None;
         }
@@ -281,7 +281,7 @@ impl JobSpec {
     }
 
     /// True when the job asks for polled completions.
-    pub fn polls(&self) -> bool {
+    pub(crate) fn polls(&self) -> bool {
         self.option("hipri").is_some_and(|v| v.trim() != "0")
     }
 }

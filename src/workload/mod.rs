@@ -5,22 +5,24 @@
 
 pub mod command;
 pub mod engine;
-pub mod fio_engine;
+pub(crate) mod fio_engine;
 pub mod fio_json;
-pub mod fio_series;
-pub mod fio_window;
-pub mod job;
-pub mod job_file;
-pub mod net;
-pub mod netserver;
+pub(crate) mod fio_series;
+pub(crate) mod fio_window;
+pub(crate) mod job;
+pub(crate) mod job_file;
+pub(crate) mod net;
+pub(crate) mod netserver;
 pub mod options;
-pub mod process;
+pub(crate) mod process;
 
-pub use fio_json::{parse as parse_fio_json, Dir, FioJsonError, FioReport, JobResult};
-pub use job::{JobBuilder, JobError, JobSpec};
-pub use options::{OptionPolicy, Refusal};
-pub mod run_dir;
-pub mod runner;
+pub(crate) use fio_json::FioReport;
+pub use fio_json::{parse as parse_fio_json, Dir};
+pub(crate) use job::JobError;
+pub use job::{JobBuilder, JobSpec};
+pub(crate) mod run_dir;
+pub(crate) mod runner;
 
-pub use engine::{Engine, EngineSpec, Invocation, ProgramRun};
+pub(crate) use engine::EngineSpec;
+pub use engine::Invocation;
 pub use runner::{CancelToken, Canned, FioOutcome, FioRunner, FioStatus, RealFio, ReplayFio};

@@ -9,23 +9,23 @@
 
 use std::time::Duration;
 
-use super::engine::{in_netns, Engine, Figures, Invocation, Server};
+use super::engine::{Engine, Figures, Invocation, Server};
 use crate::metrics;
 
 /// Where the client and server run, shared by both engines.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetSpec {
+pub(crate) struct NetSpec {
     /// The server's address.
-    pub server: String,
-    pub port: u16,
+    pub(crate) server: String,
+    pub(crate) port: u16,
     /// The client's network namespace.
-    pub netns: Option<String>,
+    pub(crate) netns: Option<String>,
     /// When set iolab starts the server there (`ip netns exec`), bound to `server`.
-    pub server_netns: Option<String>,
+    pub(crate) server_netns: Option<String>,
     /// CPUs the server iolab starts is pinned to (`server_cpus`, with `server_netns`).
-    pub server_cpus: Option<Vec<u32>>,
+    pub(crate) server_cpus: Option<Vec<u32>>,
     /// The engine's options from its table, as text.
-    pub options: Vec<(String, String)>,
+    pub(crate) options: Vec<(String, String)>,
 }
 
 impl NetSpec {
@@ -57,7 +57,7 @@ pub enum Kind {
     Choice(&'static [&'static str]),
 }
 
-pub fn check_option(table: &[(&str, Kind)], name: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_option(table: &[(&str, Kind)], name: &str, value: &str) -> Result<(), String> {
     let (_, kind) = table
         .iter()
         .find(|(n, _)| *n == name)
@@ -109,9 +109,9 @@ fn strings(items: &[&str]) -> Vec<String> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Iperf3(pub NetSpec);
+pub(crate) struct Iperf3(pub NetSpec);
 
-pub const IPERF3_OPTIONS: &[(&str, Kind)] = &[
+pub(crate) const IPERF3_OPTIONS: &[(&str, Kind)] = &[
     ("time", Kind::Int(1, 86_400)),
     ("parallel", Kind::Int(1, 128)),
     ("reverse", Kind::Bool),
@@ -179,7 +179,7 @@ impl Engine for Iperf3 {
 }
 
 /// iperf3's `-J` output as metrics and the per-interval series.
-pub fn iperf3_figures(stdout: &str) -> Result<Figures, String> {
+pub(crate) fn iperf3_figures(stdout: &str) -> Result<Figures, String> {
     let doc: serde_json::Value =
         serde_json::from_str(stdout.trim()).map_err(|e| format!("output is not JSON: {e}"))?;
     if let Some(e) = doc.get("error").and_then(|e| e.as_str()) {
@@ -253,9 +253,9 @@ pub fn iperf3_figures(stdout: &str) -> Result<Figures, String> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sockperf(pub NetSpec);
+pub(crate) struct Sockperf(pub NetSpec);
 
-pub const SOCKPERF_OPTIONS: &[(&str, Kind)] = &[
+pub(crate) const SOCKPERF_OPTIONS: &[(&str, Kind)] = &[
     ("mode", Kind::Choice(&["ping-pong", "throughput"])),
     ("time", Kind::Int(1, 86_400)),
     ("msg_size", Kind::Int(14, 65_000)),
@@ -357,7 +357,7 @@ fn after(line: &str, key: &str) -> Option<f64> {
 /// sockperf's text output as metrics: ping-pong's valid-duration transactions/s (replies per
 /// second; each is one request and its response) and latency (sockperf's, half the round
 /// trip, in µs), or throughput's message rate and bandwidth.
-pub fn sockperf_figures(output: &str) -> Result<Figures, String> {
+pub(crate) fn sockperf_figures(output: &str) -> Result<Figures, String> {
     let text = plain(output);
     let mut out = Vec::new();
     if let Some(line) = text.lines().find(|l| l.contains("[Valid Duration]")) {
@@ -394,11 +394,6 @@ pub fn sockperf_figures(output: &str) -> Result<Figures, String> {
         metrics: out,
         series: Vec::new(),
     })
-}
-
-/// The server's command line, for messages.
-pub fn server_line(s: &Server) -> String {
-    super::process::command_line(&in_netns(Some(&s.netns), &s.argv))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ const FIO_OPTIONS_TXT: &str = include_str!("fio_options.txt");
 /// engines work on files (filecreate, filedelete, ftruncate, falloc, e4defrag), the network
 /// (net, rdma, nbd, rbd, rados, gfapi), memory devices or the CPU; `exec` and external engines
 /// run code.
-pub const BLOCK_ENGINES: &[&str] = &[
+pub(crate) const BLOCK_ENGINES: &[&str] = &[
     "sync",
     "psync",
     "vsync",
@@ -60,7 +60,7 @@ const OTHER_ENGINES: &[&str] = &[
 ];
 
 /// Engines that support polled completions (`hipri`).
-pub const POLLING_ENGINES: &[&str] = &["io_uring", "io_uring_cmd", "pvsync2"];
+pub(crate) const POLLING_ENGINES: &[&str] = &["io_uring", "io_uring_cmd", "pvsync2"];
 
 /// `rw` values that write (or trim, which destroys data just as well).
 const WRITING_RW: &[&str] = &[
@@ -78,7 +78,7 @@ const WRITING_RW: &[&str] = &[
 const TARGET_IS_IOLABS: &str = "the target comes from [target]; iolab checks it before any I/O";
 
 /// Options iolab sets itself from the experiment; a user value would bypass its checks.
-pub const SET_BY_IOLAB: &[(&str, &str)] = &[
+pub(crate) const SET_BY_IOLAB: &[(&str, &str)] = &[
     ("filename", TARGET_IS_IOLABS),
     ("directory", TARGET_IS_IOLABS),
     ("filename_format", TARGET_IS_IOLABS),
@@ -87,7 +87,7 @@ pub const SET_BY_IOLAB: &[(&str, &str)] = &[
 ];
 
 /// Options that iolab allows only where a placement factor does not set them.
-pub const PLACEMENT_OPTIONS: &[&str] = &[
+pub(crate) const PLACEMENT_OPTIONS: &[&str] = &[
     "cpus_allowed",
     "cpus_allowed_policy",
     "cpumask",
@@ -96,7 +96,7 @@ pub const PLACEMENT_OPTIONS: &[&str] = &[
 
 /// Options whose value is a file-name prefix for fio's per-I/O logs. Allowed as a plain name:
 /// fio runs in a directory iolab owns for the run, so the logs land there.
-pub const LOG_NAME_OPTIONS: &[&str] = &[
+pub(crate) const LOG_NAME_OPTIONS: &[&str] = &[
     "write_bw_log",
     "write_lat_log",
     "write_iops_log",
@@ -107,11 +107,11 @@ pub const LOG_NAME_OPTIONS: &[&str] = &[
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OptionPolicy {
     /// Options that run programs or load code (`allow_exec = true` in the experiment file).
-    pub allow_exec: bool,
+    pub(crate) allow_exec: bool,
     /// Options that defeat fio's own protection of mounted devices.
-    pub allow_destructive: bool,
+    pub(crate) allow_destructive: bool,
     /// Accept option names that fio 3.33 does not know (a newer fio on another host).
-    pub allow_unknown: bool,
+    pub(crate) allow_unknown: bool,
 }
 
 /// Why an option was refused; the message says what to do instead.
@@ -146,7 +146,7 @@ pub enum Rule {
     Exec(&'static str),
     /// Disables fio's refusal to write to mounted devices: only with the destructive option.
     Destructive,
-    /// The I/O engine: one of [`BLOCK_ENGINES`] (others run code or touch other things).
+    /// The I/O engine: one of `BLOCK_ENGINES` (others run code or touch other things).
     Engine,
     /// iolab sets it itself.
     SetByIolab(&'static str),
@@ -239,7 +239,7 @@ fn catalogue() -> &'static Catalogue {
 }
 
 /// The canonical name of an option (`readwrite` -> `rw`, `blocksize` -> `bs`).
-pub fn canonical(name: &str) -> &str {
+pub(crate) fn canonical(name: &str) -> &str {
     catalogue().aliases.get(name).copied().unwrap_or(name)
 }
 
@@ -249,12 +249,13 @@ pub fn is_fio_option(name: &str) -> bool {
 }
 
 /// Every option name fio 3.33 has (canonical names, sorted).
-pub fn fio_option_names() -> impl Iterator<Item = &'static str> {
+#[cfg(test)]
+pub(crate) fn fio_option_names() -> impl Iterator<Item = &'static str> {
     catalogue().options.keys().copied()
 }
 
 /// The choices fio lists for an option (empty when it lists none).
-pub fn choices(name: &str) -> &'static [&'static str] {
+pub(crate) fn choices(name: &str) -> &'static [&'static str] {
     catalogue()
         .options
         .get(canonical(name))
@@ -262,7 +263,7 @@ pub fn choices(name: &str) -> &'static [&'static str] {
 }
 
 /// The closest known name, for "did you mean" messages.
-pub fn suggest(name: &str) -> Option<&'static str> {
+pub(crate) fn suggest(name: &str) -> Option<&'static str> {
     let c = catalogue();
     crate::suggest::closest(name, c.options.keys().chain(c.aliases.keys()).copied())
 }
@@ -482,7 +483,7 @@ fn is_plain_name(s: &str) -> bool {
 
 impl Shape {
     /// Whether `v` (trimmed) has this shape; `choices` are fio's listed values.
-    pub fn accepts(self, v: &str, choices: &[&str]) -> bool {
+    pub(crate) fn accepts(self, v: &str, choices: &[&str]) -> bool {
         let only = |allowed: &dyn Fn(char) -> bool| !v.is_empty() && v.chars().all(allowed);
         match self {
             Shape::Bool => {
@@ -536,7 +537,7 @@ impl Shape {
     }
 
     /// What this shape allows, for error messages.
-    pub fn describe(self, choices: &[&str]) -> String {
+    pub(crate) fn describe(self, choices: &[&str]) -> String {
         match self {
             Shape::Bool => "a boolean: 0, 1, true, false, yes, no, on or off".into(),
             Shape::Number => "numbers with an optional unit or '%' (4k, 64k,1m, 1k-4k, 50%, \
@@ -639,7 +640,7 @@ fn is_pattern(s: &str) -> bool {
 /// Why a set of options writes to its target, or `None` for a read-only workload. Reads the
 /// last value of each option as fio would; `rw` defaults to `read`. Conservative: a mixed
 /// workload writes even at `rwmixread=100`.
-pub fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
+pub(crate) fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
     let mut rw = "read";
     let mut engine = None;
     for (name, value) in options {

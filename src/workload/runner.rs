@@ -21,7 +21,7 @@ use super::process::shell_quote;
 use super::run_dir::RunDir;
 
 /// EOPNOTSUPP: the device or kernel cannot do what the job asked (polling on loop, dm, ...).
-pub const ERRNO_NOT_SUPPORTED: i64 = 95;
+pub(crate) const ERRNO_NOT_SUPPORTED: i64 = 95;
 
 /// Anything that can run a workload: a fio job, or a program engine's invocation
 /// (`engine`).
@@ -64,11 +64,11 @@ pub enum FioStatus {
 pub struct FioOutcome {
     pub command_line: String,
     pub job_file: String,
-    pub stdout: String,
+    pub(crate) stdout: String,
     pub stderr: String,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub elapsed: Duration,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<i32>,
+    pub(crate) elapsed: Duration,
     pub status: FioStatus,
     /// The parsed output when there was one (also for errors: fio reports per-job errors).
     pub report: Option<FioReport>,
@@ -96,17 +96,17 @@ impl FioOutcome {
 /// The raw result of running fio, before interpretation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawOutput {
-    pub stdout: String,
-    pub stderr: String,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<i32>,
     pub cancelled: bool,
     /// Killed because it ran past the runner's time limit.
     pub timed_out: Option<Duration>,
 }
 
 /// Short names for the errnos fio reports most.
-pub fn errno_name(errno: i64) -> &'static str {
+pub(crate) fn errno_name(errno: i64) -> &'static str {
     match errno {
         1 => "EPERM",
         2 => "ENOENT",
@@ -125,7 +125,7 @@ pub fn errno_name(errno: i64) -> &'static str {
 }
 
 /// Decides what a run's output means. Pure: the same for real and replayed runs.
-pub fn classify(job: &JobSpec, raw: &RawOutput) -> (FioStatus, Option<FioReport>) {
+pub(crate) fn classify(job: &JobSpec, raw: &RawOutput) -> (FioStatus, Option<FioReport>) {
     let parsed = fio_json::parse(&raw.stdout);
     let report = parsed.as_ref().ok().cloned();
     if raw.cancelled {
@@ -221,7 +221,7 @@ fn stderr_tail(stderr: &str) -> String {
 /// How often a waiting runner looks at fio and at the cancel flag. Each look wakes a CPU that
 /// fio may be using; ten a second keeps Ctrl-C prompt and iolab's own share of the machine
 /// far below what the sampler overhead bench can resolve.
-pub const POLL: Duration = Duration::from_millis(100);
+pub(crate) const POLL: Duration = Duration::from_millis(100);
 
 /// A flag the run loop sets on Ctrl-C / SIGTERM; a running fio is then stopped gracefully.
 #[derive(Debug, Clone, Default)]
@@ -234,7 +234,7 @@ impl CancelToken {
     pub fn cancel(&self) {
         self.0.store(true, Ordering::SeqCst);
     }
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::SeqCst)
     }
 }
@@ -270,13 +270,13 @@ impl Default for RealFio {
 }
 
 /// `STATE_DIR/fio`: iolab's own directory, where `iolab restore` sweeps what a killed run left.
-pub fn default_work_dir() -> PathBuf {
+pub(crate) fn default_work_dir() -> PathBuf {
     crate::knobs::state_dir().join("fio")
 }
 
 impl RealFio {
     /// The arguments fio is started with, before the job file.
-    pub const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
+    pub(crate) const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
 
     /// fio's arguments: the fixed ones, where fio keeps its state files, the client host list
     /// when there is one, else how often to print status reports (they say when the job
@@ -325,7 +325,7 @@ impl RealFio {
     }
 
     /// The time limit, grace and cancel flag every program this runner starts obeys.
-    pub fn limits(&self) -> super::process::Limits {
+    pub(crate) fn limits(&self) -> super::process::Limits {
         super::process::Limits {
             time_limit: self.time_limit,
             grace: self.grace,
@@ -409,7 +409,7 @@ impl FioRunner for RealFio {
 
 impl RealFio {
     /// Where program engines run: `STATE_DIR/engine`, swept like fio's.
-    pub fn engine_dir(&self) -> PathBuf {
+    pub(crate) fn engine_dir(&self) -> PathBuf {
         self.work_dir.with_file_name("engine")
     }
 }
@@ -467,10 +467,10 @@ impl RealFio {
 /// A canned fio result for replay.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Canned {
-    pub stdout: String,
-    pub stderr: String,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<i32>,
 }
 
 impl Canned {
@@ -485,7 +485,8 @@ impl Canned {
     }
 
     /// A run killed by a signal.
-    pub fn killed(signal: i32) -> Self {
+    #[cfg(test)]
+    pub(crate) fn killed(signal: i32) -> Self {
         Canned {
             signal: Some(signal),
             ..Default::default()

@@ -22,20 +22,20 @@ const HOST_KEYS: &[&str] = &["ssh", "fio", "device"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostSpec {
     /// fio's `--client` address ("10.0.0.1", "10.0.0.1,8765", "ip:10.0.0.1,8765").
-    pub fio: String,
+    pub(crate) fio: String,
     /// The SSH destination of the host's agent; `None`: fio server only (the string form).
     pub ssh: Option<String>,
     /// This host's device (without /dev/); `None`: [target] device.
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// The line the host is named on, for messages at run time.
-    pub line: usize,
+    pub(crate) line: usize,
 }
 
 /// Addresses that name no one host: a fio server bound to them listens on every interface.
 const ANY_ADDRESS: &[&str] = &["0.0.0.0", "::", "[::]", "*", ""];
 
 /// Why `address` is not a fio server address a client can name, if it is not.
-pub fn fio_address_problem(address: &str) -> Option<String> {
+pub(crate) fn fio_address_problem(address: &str) -> Option<String> {
     if !address
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || ".:,-_[]".contains(c))

@@ -23,36 +23,36 @@ pub enum TargetDevice {
 pub struct TargetSpec {
     pub device: TargetDevice,
     /// How many scratch devices to create (`count`); 1 unless the target is the scratch one.
-    pub count: u32,
+    pub(crate) count: u32,
     /// Size of the scratch device in bytes.
-    pub size_bytes: u64,
+    pub(crate) size_bytes: u64,
     /// The CPU that stands in for the device's interrupt CPU when placing fio `on`, `near`
     /// or `far` — for devices that take no interrupt (the loop device of the default
     /// target). When set it is used even if the device has interrupts.
-    pub anchor_cpu: Option<u32>,
+    pub(crate) anchor_cpu: Option<u32>,
     /// fio servers (`fio --server` on each; "host" or "host,port") that run the job at once
     /// through fio's client mode, on the named device of each. Empty: this machine.
     pub hosts: Vec<String>,
     /// The same hosts, one each in the same order, with how to control them when
     /// `[[target.host]]` says (`host_table`).
-    pub host_specs: Vec<HostSpec>,
+    pub(crate) host_specs: Vec<HostSpec>,
     /// A network interface instead of a block device (`nic = "eth0"`, program engines only):
     /// placement and `irq_cpu` refer to its interrupts, the sampler counts them, and no
     /// block device is created or driven. With its line in the file.
-    pub nic: Option<(String, usize)>,
+    pub(crate) nic: Option<(String, usize)>,
 }
 
 /// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
-pub const MAX_CPU: u32 = 8191;
+pub(crate) const MAX_CPU: u32 = 8191;
 
 impl TargetSpec {
     /// Every host is controlled over SSH (and there is at least one).
-    pub fn controlled(&self) -> bool {
+    pub(crate) fn controlled(&self) -> bool {
         !self.host_specs.is_empty() && self.host_specs.iter().all(|h| h.ssh.is_some())
     }
 
     /// How many devices the workload drives at once.
-    pub fn device_count(&self) -> usize {
+    pub(crate) fn device_count(&self) -> usize {
         match &self.device {
             TargetDevice::Scratch => self.count as usize,
             TargetDevice::Named(names) => names.len(),
@@ -71,7 +71,7 @@ pub(super) const TARGET_KEYS: &[&str] = &[
 ];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
-pub const MAX_SCRATCH_COUNT: i64 = 64;
+pub(crate) const MAX_SCRATCH_COUNT: i64 = 64;
 
 pub(super) fn device_is_scratch(d: &TargetDevice) -> bool {
     matches!(d, TargetDevice::Scratch)

@@ -22,35 +22,35 @@ use crate::workload::EngineSpec;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Experiment {
     /// Where the text came from (a path, for messages).
-    pub source: String,
+    pub(crate) source: String,
     /// The file's text, stored with the experiment; a `[workload] job` file's text (and its
     /// includes') follows as TOML comments, so the store keeps what ran.
     pub text: String,
-    pub name: String,
-    pub description: Option<String>,
-    pub seed: u64,
-    pub repetitions: Repetitions,
-    pub warmup: bool,
+    pub(crate) name: String,
+    pub(crate) description: Option<String>,
+    pub(crate) seed: u64,
+    pub(crate) repetitions: Repetitions,
+    pub(crate) warmup: bool,
     pub target: TargetSpec,
     /// Plain fio options in file order, values in fio's text form.
     pub workload: Vec<(String, String)>,
     /// Factors in file order; the matrix is the product of their levels.
-    pub factors: Vec<Factor>,
-    pub policy: OptionPolicy,
+    pub(crate) factors: Vec<Factor>,
+    pub(crate) policy: OptionPolicy,
     /// Give each of fio's `numjobs` clones its own CPU of the placement
     /// (`cpus_allowed_policy=split`) instead of sharing them all.
-    pub split_cpus: bool,
+    pub(crate) split_cpus: bool,
     /// Record a block trace of the target device during each measured run, store it beside
     /// the results and store its headline figures as `trace_*` metrics.
     pub trace: bool,
     /// Steps before every measured run (`[prepare]`).
     pub prepare: Prepare,
     /// Machine-wide controls set once for the whole experiment (`[stabilise]`).
-    pub stabilise: Stabilise,
+    pub(crate) stabilise: Stabilise,
     /// Which traces stay on disk once analysed (`[trace] keep`, `keep_max`).
-    pub trace_keep: TraceKeep,
+    pub(crate) trace_keep: TraceKeep,
     /// What runs: fio (the default) or a program engine (`engine`, with its table).
-    pub engine: EngineSpec,
+    pub(crate) engine: EngineSpec,
 }
 
 impl Experiment {
@@ -87,7 +87,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
 
 /// Validates an experiment given as text, reading a `[workload] job` file (relative to the
 /// directory of `source`) and its environment through `files`.
-pub fn parse_with(
+pub(crate) fn parse_with(
     source: &str,
     text: &str,
     files: &dyn JobSource,

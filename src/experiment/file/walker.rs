@@ -14,19 +14,19 @@ use crate::workload::EngineSpec;
 
 /// One problem in an experiment file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
+pub(crate) struct Diagnostic {
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+    pub(crate) message: String,
     /// What would have been accepted.
-    pub allowed: Option<String>,
+    pub(crate) allowed: Option<String>,
 }
 
 /// Everything wrong with an experiment file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ExperimentError {
-    pub source_name: String,
-    pub diagnostics: Vec<Diagnostic>,
+    pub(crate) source_name: String,
+    pub(crate) diagnostics: Vec<Diagnostic>,
 }
 
 impl std::fmt::Display for ExperimentError {
@@ -127,7 +127,7 @@ pub(super) fn type_name(v: &DeValue) -> &'static str {
 }
 
 /// Parses `2G`, `512M`, `64k`, `1GiB`, `1073741824` (binary units, as fio does).
-pub fn parse_size(text: &str) -> Option<u64> {
+pub(crate) fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let number: u64 = t[..digits_end].parse().ok()?;

@@ -46,6 +46,7 @@ pub struct Check {
 }
 
 impl Check {
+    #[cfg(test)]
     pub fn failed(&self) -> bool {
         self.verdict == "disagrees"
     }

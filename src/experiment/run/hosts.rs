@@ -35,22 +35,17 @@ pub struct Controlled {
     pub machine: Machine,
     /// The experiment planned on this host's model and device.
     pub plan: Plan,
-    pub connection: Connection,
+    pub(crate) connection: Connection,
     /// This host's own experiment, part of the aggregate's, once stored (`store_parts`).
-    pub part: Option<i64>,
+    pub(crate) part: Option<i64>,
     /// Why the host left the experiment mid-run (unreachable); every later run of it is
     /// recorded failed with this, and the others go on.
-    pub gone: Option<String>,
+    pub(crate) gone: Option<String>,
 }
 
 impl Controlled {
-    /// "lab1 (x.toml line 5)", for messages.
-    pub fn name(&self, exp: &Experiment) -> String {
-        describe(exp, &self.spec)
-    }
-
     /// The name its runs, tags and prefixed metrics carry: its ssh destination.
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         self.spec.ssh.as_deref().unwrap_or(&self.spec.fio)
     }
 }
@@ -65,7 +60,7 @@ fn describe(exp: &Experiment, spec: &HostSpec) -> String {
 }
 
 /// The device fio drives on the host `spec`: its own, else the one [target] names.
-pub fn host_device(exp: &Experiment, spec: &HostSpec) -> Result<String> {
+pub(crate) fn host_device(exp: &Experiment, spec: &HostSpec) -> Result<String> {
     if let Some(d) = &spec.device {
         return Ok(crate::target::device_name(d));
     }
@@ -150,7 +145,7 @@ fn model(exp: &Experiment, spec: &HostSpec, options: &SshOptions) -> Result<Cont
 
 /// The devices the hosts name in their own tables, each once, when every host names one
 /// (each host gets its own job file); `None` when some host does not.
-pub fn own_device(exp: &Experiment) -> Option<Vec<String>> {
+pub(crate) fn own_device(exp: &Experiment) -> Option<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for s in &exp.target.host_specs {
         let d = crate::target::device_name(s.device.as_deref()?);
@@ -163,7 +158,7 @@ pub fn own_device(exp: &Experiment) -> Option<Vec<String>> {
 
 /// What `iolab run --dry-run` says of one controlled host: its device, kernel and, per
 /// cell, where fio runs there and what is set, or why the cell cannot run there.
-pub fn plan_note(c: &Controlled) -> String {
+pub(crate) fn plan_note(c: &Controlled) -> String {
     let mut out = format!(
         "host {}: /dev/{}, kernel {}",
         c.label(),
@@ -198,7 +193,7 @@ pub fn plan_note(c: &Controlled) -> String {
 }
 
 /// The kernel every controlled host runs, when they all run the same one.
-pub fn common_kernel(hosts: &[Controlled]) -> Option<String> {
+pub(crate) fn common_kernel(hosts: &[Controlled]) -> Option<String> {
     let first = hosts.first()?.machine.kernel.clone()?;
     hosts
         .iter()
@@ -209,7 +204,7 @@ pub fn common_kernel(hosts: &[Controlled]) -> Option<String> {
 /// Stores one experiment per host, part of the aggregate `parent` (`new` is the aggregate's
 /// record): the host's name, its kernel, its preflight findings (asked of its agent, sampled
 /// for `preflight_sample`), its device and its own plan. Each host's runs go there.
-pub fn store_parts(
+pub(crate) fn store_parts(
     store: &mut Store,
     hosts: &mut [Controlled],
     new: &NewExperiment,
@@ -255,7 +250,7 @@ pub fn store_parts(
 
 /// Stores each host's run in its own experiment, from the aggregate's record (cell, round,
 /// times, tags) with the host's status, figures, tags and job file.
-pub fn store_runs(
+pub(crate) fn store_runs(
     store: &mut Store,
     hosts: &[Controlled],
     settled: Vec<Settled>,
@@ -295,7 +290,7 @@ pub fn store_runs(
 
 /// Where each host's part of one run stands: `None` while it goes on, else how it ended
 /// (not applicable there, failed, or the host gone), in the order of the hosts.
-pub type Parts = Vec<Option<RunStatus>>;
+pub(crate) type Parts = Vec<Option<RunStatus>>;
 
 /// A failure of `c`'s part of a run; when its session broke, the host leaves the experiment
 /// (`gone`) and every later run of it is failed with the reason.
@@ -311,7 +306,7 @@ fn failed(c: &mut Controlled, run: usize, why: String) -> RunStatus {
 /// own plan resolved them on its own model (the agent journals each write; `bye` or `iolab
 /// restore` puts them back). Like the local loop, the next cell's writes overwrite these.
 /// `run` numbers the run for messages.
-pub fn apply(exp: &Experiment, hosts: &mut [Controlled], cell: usize, run: usize) -> Parts {
+pub(crate) fn apply(exp: &Experiment, hosts: &mut [Controlled], cell: usize, run: usize) -> Parts {
     let mut parts = Vec::with_capacity(hosts.len());
     for c in hosts.iter_mut() {
         let who = describe(exp, &c.spec);
@@ -343,7 +338,7 @@ pub fn apply(exp: &Experiment, hosts: &mut [Controlled], cell: usize, run: usize
 
 /// One fio job file per host whose part goes on, for cell `cell`: each host's own device and
 /// the CPUs its own plan placed the cell on, keyed by the host's fio server address.
-pub fn jobs(
+pub(crate) fn jobs(
     exp: &Experiment,
     hosts: &[Controlled],
     matrix_cell: &crate::experiment::Cell,
@@ -370,7 +365,7 @@ pub fn jobs(
 
 /// Starts the sampler of every host whose part goes on, on its device, reading every
 /// `interval`.
-pub fn sample_start(
+pub(crate) fn sample_start(
     exp: &Experiment,
     hosts: &mut [Controlled],
     interval: Duration,
@@ -394,7 +389,7 @@ pub fn sample_start(
 
 /// Stops the sampler of every host whose part goes on and returns its answer (`None` for
 /// the others).
-pub fn sample_stop(
+pub(crate) fn sample_stop(
     exp: &Experiment,
     hosts: &mut [Controlled],
     parts: &mut Parts,
@@ -421,7 +416,12 @@ pub fn sample_stop(
 /// Starts a block trace of its device on every host whose part goes on; a host that cannot
 /// record (tracer busy, no tracefs) fails its part with why: a trace asked for and missing
 /// would leave that host's trace_* figures out of its cell.
-pub fn trace_start(exp: &Experiment, hosts: &mut [Controlled], parts: &mut Parts, run: usize) {
+pub(crate) fn trace_start(
+    exp: &Experiment,
+    hosts: &mut [Controlled],
+    parts: &mut Parts,
+    run: usize,
+) {
     for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
         if part.is_some() {
             continue;
@@ -443,7 +443,7 @@ pub fn trace_start(exp: &Experiment, hosts: &mut [Controlled], parts: &mut Parts
 
 /// Stops every host's trace and returns its `trace_*` metrics (empty for hosts whose part
 /// ended before).
-pub fn trace_stop(
+pub(crate) fn trace_stop(
     exp: &Experiment,
     hosts: &mut [Controlled],
     parts: &mut Parts,
@@ -475,24 +475,24 @@ pub fn trace_stop(
 }
 
 /// What each host measured during a run: its `sample_stop` answer and its trace's figures.
-pub type Measured = (Vec<Option<serde_json::Value>>, Vec<Vec<(String, f64)>>);
+pub(crate) type Measured = (Vec<Option<serde_json::Value>>, Vec<Vec<(String, f64)>>);
 
 /// One host's part of one run, settled: how it ended and its own figures (its fio jobs'
 /// metrics, then its sampler's system and device figures, unprefixed), and the same sampler
 /// figures prefixed with the host for the aggregate run.
-pub struct Settled {
-    pub status: RunStatus,
-    pub metrics: Vec<(String, f64)>,
-    pub prefixed: Vec<(String, f64)>,
+pub(crate) struct Settled {
+    pub(crate) status: RunStatus,
+    pub(crate) metrics: Vec<(String, f64)>,
+    pub(crate) prefixed: Vec<(String, f64)>,
     /// The host's sampler series (CPU shares, interrupts, its device), as a local run's.
-    pub samples: Vec<crate::store::SampleSeries>,
+    pub(crate) samples: Vec<crate::store::SampleSeries>,
 }
 
 /// Each host's part of a run after fio ended: its own jobs found in fio's report by the
 /// server's address (fio names each client's jobs with it), the host's sampler figures from
 /// its `sample_stop` answer. A host fio reported nothing for failed, with what fio said of
 /// it; when its agent does not answer either, it leaves the experiment.
-pub fn settle(
+pub(crate) fn settle(
     exp: &Experiment,
     hosts: &mut [Controlled],
     parts: Parts,
@@ -581,7 +581,7 @@ pub fn settle(
 
 /// The aggregate run's status given its hosts' parts: not applicable or failed when any
 /// host's part was (a sum over fewer hosts is not the experiment's figure), naming them.
-pub fn aggregate_status(settled: &[Settled]) -> Option<RunStatus> {
+pub(crate) fn aggregate_status(settled: &[Settled]) -> Option<RunStatus> {
     let reasons = |pick: fn(&RunStatus) -> Option<&String>| {
         settled
             .iter()
@@ -636,7 +636,7 @@ fn fio_said_of(outcome: &crate::workload::FioOutcome, server: &str) -> String {
 /// Says bye to every host still in the experiment (each restores what its agent set) and
 /// takes it off the list of touched hosts. Returns the hosts that may still be changed,
 /// with why: gone mid-run, or their bye not answered.
-pub fn finish(
+pub(crate) fn finish(
     exp: &Experiment,
     hosts: &mut [Controlled],
     touched: &mut crate::hosts::touched::Touched,

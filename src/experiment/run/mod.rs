@@ -24,17 +24,17 @@
 //! so what ran stays on record. A cell that cannot be realised is stored once, as one
 //! `not_applicable` run with its reason, and not retried.
 
-pub mod align;
-pub mod checks;
-pub mod environment;
+pub(crate) mod align;
+pub(crate) mod checks;
+pub(crate) mod environment;
 pub mod hosts;
-pub mod per_second;
-pub mod registry;
-pub mod render;
-pub mod resolve;
-pub mod stacked;
-pub mod stored;
-pub mod summary;
+pub(crate) mod per_second;
+pub(crate) mod registry;
+pub(crate) mod render;
+pub(crate) mod resolve;
+pub(crate) mod stacked;
+pub(crate) mod stored;
+pub(crate) mod summary;
 pub mod trace;
 
 use std::path::{Path, PathBuf};
@@ -54,8 +54,8 @@ use crate::sys::SysRoot;
 use crate::workload::options::LOG_NAME_OPTIONS;
 use crate::workload::{CancelToken, FioRunner, FioStatus};
 
-pub use resolve::{DeviceCpus, KnobWrite, ResolveError, ResolvedCell};
-pub use summary::CellResult;
+pub(crate) use resolve::{KnobWrite, ResolvedCell};
+pub(crate) use summary::CellResult;
 
 /// Where and how an experiment runs; `Settings::live` gives the defaults of `iolab run`.
 #[derive(Debug, Clone)]
@@ -69,7 +69,7 @@ pub struct Settings {
     pub tags: Vec<(String, String)>,
     /// Overrides the file's `[target] device` with one device ("default" for one scratch
     /// device).
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// Devices the user declared expendable (`--destructive-device`, repeatable).
     pub destructive_devices: Vec<String>,
     pub sample_interval: Duration,
@@ -89,7 +89,7 @@ impl Settings {
             device: None,
             destructive_devices: Vec::new(),
             sample_interval: Duration::from_secs(1),
-            preflight_sample: Duration::from_millis(200),
+            preflight_sample: crate::preflight::DEFAULT_SAMPLE,
             ssh: Default::default(),
         }
     }
@@ -109,14 +109,14 @@ pub trait Progress {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// Runs started so far, this one included.
-    pub number: usize,
+    pub(crate) number: usize,
     /// Runs planned (the minimum for adaptive repetitions).
-    pub planned: usize,
-    pub cell: String,
-    pub round: u32,
-    pub warmup: bool,
+    pub(crate) planned: usize,
+    pub(crate) cell: String,
+    pub(crate) round: u32,
+    pub(crate) warmup: bool,
     /// Expected seconds until the planned runs are done.
-    pub eta_seconds: Option<f64>,
+    pub(crate) eta_seconds: Option<f64>,
 }
 
 /// A `Progress` that says nothing (tests, scripts).
@@ -129,7 +129,7 @@ impl Progress for Quiet {
 /// The resolved plan: what `--dry-run` prints and what the loop executes.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
-    pub experiment: String,
+    pub(crate) experiment: String,
     /// The devices the workload drives at once, never empty (for a dry run of the default
     /// target, the loop devices that stood in for the scratch devices that would be created).
     /// The first one is the one traced; `dev_*` describe it alone, or all of them summed
@@ -138,7 +138,7 @@ pub struct Plan {
     /// Devices under the targets (dm and md members, NVMe multipath paths): sampled too,
     /// never driven or changed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stacked: Vec<PlanDevice>,
+    pub(crate) stacked: Vec<PlanDevice>,
     pub scratch: bool,
     /// `[target] nic`: the one "device" is this network interface, standing in the model
     /// for its interrupts (`model::nics::with_nic_target`); its interrupt figures are stored
@@ -147,12 +147,12 @@ pub struct Plan {
     pub nic: Option<String>,
     pub cells: Vec<ResolvedCell>,
     /// The planned runs in order (adaptive: the minimum rounds; more may follow).
-    pub order: Vec<PlannedRun>,
-    pub adaptive: bool,
+    pub(crate) order: Vec<PlannedRun>,
+    pub(crate) adaptive: bool,
     /// Sum of the runs' nominal durations (cells that are not applicable do not run).
-    pub estimated_seconds: Option<f64>,
+    pub(crate) estimated_seconds: Option<f64>,
     /// Things the user should know (stand-in device, unchecked levels).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// One target of a plan.
@@ -160,18 +160,23 @@ pub struct Plan {
 pub struct PlanDevice {
     pub name: String,
     /// The interrupts serving the device (for the sampler's per-device interrupt rate).
-    pub irqs: Vec<u32>,
+    pub(crate) irqs: Vec<u32>,
 }
 
 impl Plan {
     /// The first device: the one traced.
-    pub fn device(&self) -> &str {
+    pub(crate) fn device(&self) -> &str {
         &self.devices[0].name
     }
 }
 
 /// Resolves an experiment against `devices` of machine `m`, driven at once.
-pub fn plan(exp: &Experiment, m: &Machine, devices: &[String], scratch: bool) -> Result<Plan> {
+pub(crate) fn plan(
+    exp: &Experiment,
+    m: &Machine,
+    devices: &[String],
+    scratch: bool,
+) -> Result<Plan> {
     let devs = devices
         .iter()
         .map(|d| {
@@ -346,7 +351,7 @@ fn expendable<'a>(settings: &'a Settings, device: &str) -> Option<&'a str> {
 /// factor of the experiment: `compare` reads `NAME=VALUE` as a tag when any run has a tag of
 /// that name and as a factor level otherwise, so such a tag would hide the factor from every
 /// selector. The name and value rule itself is `store::tags::parse_tag`.
-pub fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<()> {
+pub(crate) fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<()> {
     let host_why = if exp.target.hosts.is_empty() {
         "iolab tags every run with this machine's host name".to_string()
     } else {
@@ -533,7 +538,7 @@ fn with_new_scratch_models(mut m: Machine, count: usize) -> Result<(Machine, Vec
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     pub experiment_id: i64,
-    pub db_path: PathBuf,
+    pub(crate) db_path: PathBuf,
     pub plan: Plan,
     pub cells: Vec<CellResult>,
     /// Every knob write made, oldest first, as journaled.
@@ -857,7 +862,7 @@ pub fn run(
 /// Where the logs fio writes itself (`write_*_log`, a plain name confined to the run's own
 /// directory) are kept: `<db>.fio-logs/experiment-<E>/`, one `cell<C>-round<R>` directory per
 /// measured run, named like the traces (the run's id does not exist yet when fio writes).
-pub fn fio_logs_dir(db_path: &Path, experiment_id: i64) -> PathBuf {
+pub(crate) fn fio_logs_dir(db_path: &Path, experiment_id: i64) -> PathBuf {
     let mut name = db_path.file_name().unwrap_or_default().to_os_string();
     name.push(".fio-logs");
     db_path

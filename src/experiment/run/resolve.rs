@@ -22,47 +22,47 @@ use crate::sys::parse::format_cpulist;
 
 /// One sysfs/procfs write a cell needs before its run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KnobWrite {
+pub(crate) struct KnobWrite {
     /// Live path, e.g. `/sys/block/loop3/queue/scheduler`.
-    pub path: String,
-    pub value: String,
+    pub(crate) path: String,
+    pub(crate) value: String,
 }
 
 /// Where fio runs for one device of a cell.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DeviceCpus {
-    pub device: String,
+pub(crate) struct DeviceCpus {
+    pub(crate) device: String,
     /// `None` leaves this device's fio section unpinned.
-    pub cpus: Option<Vec<u32>>,
-    pub placement_why: Option<String>,
+    pub(crate) cpus: Option<Vec<u32>>,
+    pub(crate) placement_why: Option<String>,
 }
 
 /// A cell as it will run here.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResolvedCell {
-    pub index: usize,
-    pub key: String,
+    pub(crate) index: usize,
+    pub(crate) key: String,
     /// Factor -> level label, in factor order.
-    pub levels: Vec<(String, String)>,
+    pub(crate) levels: Vec<(String, String)>,
     /// CPUs fio is pinned to (`cpus_allowed`) for the first device; `None` leaves it
     /// unpinned.
-    pub cpus: Option<Vec<u32>>,
+    pub(crate) cpus: Option<Vec<u32>>,
     /// How the CPUs were chosen (first device).
-    pub placement_why: Option<String>,
+    pub(crate) placement_why: Option<String>,
     /// Every device's CPUs, in target order (each placed against its own interrupt).
-    pub devices: Vec<DeviceCpus>,
+    pub(crate) devices: Vec<DeviceCpus>,
     /// Writes in the order they are made: machine-wide controls (sysctls, governors, ...),
     /// then the scheduler (the kernel resets
     /// `nr_requests` and `wbt_lat_usec` when the scheduler changes), then the other queue
     /// knobs in factor order, then interrupt affinities.
-    pub writes: Vec<KnobWrite>,
+    pub(crate) writes: Vec<KnobWrite>,
     /// Why this cell cannot be realised here; it is recorded, not run. With several devices
     /// it names the first device that cannot realise it.
     pub not_applicable: Option<String>,
     /// Why the workload writes to the device, if it does.
-    pub workload_writes: Option<String>,
+    pub(crate) workload_writes: Option<String>,
     /// Expected length of one run (ramp + runtime), when fio is time based.
-    pub nominal_seconds: Option<f64>,
+    pub(crate) nominal_seconds: Option<f64>,
     /// What a program engine runs for this cell (the server too, when iolab starts it);
     /// `RUNDIR` is the run's private directory.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,11 +72,11 @@ pub struct ResolvedCell {
 /// A problem that stops the experiment before it starts: `file:line: message`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .0.join("\n"))]
-pub struct ResolveError(pub Vec<String>);
+pub(crate) struct ResolveError(pub Vec<String>);
 
 /// Resolves every cell against `dev` on machine `m`. `knob_device` names the device whose
 /// queue attributes are written (normally `dev` itself).
-pub fn resolve_cells(
+pub(crate) fn resolve_cells(
     exp: &Experiment,
     cells: &[Cell],
     m: &Machine,
@@ -104,7 +104,7 @@ pub fn resolve_cells(
 /// its own (its knobs checked and written, fio placed against its own interrupt), then the
 /// cells merge: every device's writes in device order, every device's CPUs, and the first
 /// device's reason, naming it, when one cannot realise the cell.
-pub fn resolve_cells_on(
+pub(crate) fn resolve_cells_on(
     exp: &Experiment,
     cells: &[Cell],
     m: &Machine,
@@ -221,7 +221,11 @@ fn placement_level(p: &Pinning) -> Option<level::Placement> {
 
 /// Cells as they run on fio servers (`[target] hosts`): nothing of this machine applies, so
 /// nothing is pinned or written; the file allows only fio options and `hipri` to vary there.
-pub fn remote_cells(exp: &Experiment, cells: &[Cell], devices: &[String]) -> Vec<ResolvedCell> {
+pub(crate) fn remote_cells(
+    exp: &Experiment,
+    cells: &[Cell],
+    devices: &[String],
+) -> Vec<ResolvedCell> {
     cells
         .iter()
         .map(|cell| ResolvedCell {

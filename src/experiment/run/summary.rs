@@ -12,7 +12,7 @@ use crate::report::table::{Cell as TableCell, Column, Table};
 /// What happened to one cell over the whole experiment.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CellResult {
-    pub index: usize,
+    pub(crate) index: usize,
     pub key: String,
     /// Metrics of each successful repetition, in run order.
     pub runs: Vec<Vec<(String, f64)>>,
@@ -21,13 +21,13 @@ pub struct CellResult {
     /// Reasons of failed repetitions.
     pub failures: Vec<String>,
     /// The adaptive rule stopped at `max` runs before reaching its precision target.
-    pub capped: bool,
+    pub(crate) capped: bool,
 }
 
 /// Total IOPS and MB/s over both directions; latencies from the direction that did most of
 /// the I/O (for a mixed workload, the dominant one is the figure people quote). Keyed by the
 /// column ids below: a metric's name where a column is one metric, else the column's own id.
-pub fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
+pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
     let get = |m: &Metric| figures.iter().find(|(k, _)| k == m.name).map(|(_, v)| *v);
     let r = get(&metrics::READ_IOPS);
     let w = get(&metrics::WRITE_IOPS);
@@ -95,7 +95,7 @@ const ENGINE_COLUMNS: [(Metric, &str, Option<&str>); 6] = [
 ];
 
 /// Mean and sample standard deviation (None with one value).
-pub fn mean_stddev(values: &[f64]) -> Option<(f64, Option<f64>)> {
+pub(crate) fn mean_stddev(values: &[f64]) -> Option<(f64, Option<f64>)> {
     let s = crate::stats::summarize(values).ok()?;
     Some((s.mean, s.stddev))
 }
@@ -110,7 +110,7 @@ fn stat_text(values: &[f64]) -> TableCell {
 
 /// The summary table (cells that ran) and the notes under it (not applicable, failures,
 /// capped cells).
-pub fn table(cells: &[CellResult]) -> Table {
+pub(crate) fn table(cells: &[CellResult]) -> Table {
     let heads: Vec<Vec<Vec<(&str, f64)>>> = cells
         .iter()
         .map(|c| c.runs.iter().map(|m| headline(m)).collect())

@@ -17,8 +17,8 @@
 //! iolab is not root, the run goes on without a trace and the reason is said once.
 //!
 //! What is kept: every traced run is analysed, but `[trace] keep` and `keep_max` decide which
-//! runs' files stay ([`Keeper`]); a trace not kept is removed at once and its run row names no
-//! trace, so `show` can say how many were analysed but not kept ([`kept_note`]).
+//! runs' files stay (`Keeper`); a trace not kept is removed at once and its run row names no
+//! trace, so `show` can say how many were analysed but not kept (`kept_note`).
 
 use std::path::{Path, PathBuf};
 
@@ -40,7 +40,7 @@ pub fn traces_dir(db_path: &Path) -> PathBuf {
 }
 
 /// Why tracing cannot work here, checked without touching anything (for `--dry-run`).
-pub fn unavailable(device: &str) -> Option<String> {
+pub(crate) fn unavailable(device: &str) -> Option<String> {
     if !crate::sys::is_root() {
         return Some("recording needs root".into());
     }
@@ -62,7 +62,7 @@ pub fn unavailable(device: &str) -> Option<String> {
 }
 
 /// Tracing for one experiment.
-pub struct Tracing {
+pub(crate) struct Tracing {
     db_path: PathBuf,
     experiment_id: i64,
     device: String,
@@ -75,19 +75,19 @@ pub struct Tracing {
 /// Decides, run after run, which traces an experiment keeps (`[trace] keep`, `keep_max`).
 /// No I/O: the caller removes what is not kept.
 #[derive(Debug, Clone)]
-pub struct Keeper {
+pub(crate) struct Keeper {
     policy: TraceKeep,
     /// Cells that already keep a trace (for `keep = "first"`).
     cells: HashSet<usize>,
     /// Bytes of the traces kept so far.
-    pub kept_bytes: u64,
-    pub kept: u64,
+    pub(crate) kept_bytes: u64,
+    pub(crate) kept: u64,
     /// Set once a trace did not fit under `keep_max`: no later trace is kept.
-    pub full: bool,
+    pub(crate) full: bool,
 }
 
 impl Keeper {
-    pub fn new(policy: TraceKeep) -> Keeper {
+    pub(crate) fn new(policy: TraceKeep) -> Keeper {
         Keeper {
             policy,
             cells: HashSet::new(),
@@ -98,7 +98,7 @@ impl Keeper {
     }
 
     /// Whether a trace of `cell` may be kept at all (before its size is known).
-    pub fn wants(&self, cell: usize) -> bool {
+    pub(crate) fn wants(&self, cell: usize) -> bool {
         !self.full
             && match self.policy.runs {
                 KeepRuns::All => true,
@@ -110,7 +110,7 @@ impl Keeper {
     /// Offers a trace of `cell` that takes `bytes` on disk: true when it is kept (and counted).
     /// A trace that would take the total past `keep_max` is refused, and so is every later one
     /// (the cap is reached), so the kept ones are the experiment's earliest runs.
-    pub fn offer(&mut self, cell: usize, bytes: u64) -> bool {
+    pub(crate) fn offer(&mut self, cell: usize, bytes: u64) -> bool {
         if !self.wants(cell) {
             return false;
         }
@@ -130,7 +130,7 @@ impl Keeper {
 /// A recording in progress for one run. Dropped without [`RunTrace::finish`] (fio failed,
 /// Ctrl-C), it stops the recording — which restores tracefs — and removes its files, since no
 /// run will point to them.
-pub struct RunTrace {
+pub(crate) struct RunTrace {
     recording: Option<Recording>,
     dir: PathBuf,
     base: PathBuf,
@@ -138,16 +138,16 @@ pub struct RunTrace {
 }
 
 /// A finished recording: where it is and what the recorder saw.
-pub struct Recorded {
-    pub base: PathBuf,
+pub(crate) struct Recorded {
+    pub(crate) base: PathBuf,
     /// The base name relative to the database's directory (what the run row stores).
-    pub stored: String,
-    pub summary: Summary,
+    pub(crate) stored: String,
+    pub(crate) summary: Summary,
 }
 
 impl Tracing {
     /// `dev` is the target's `major:minor` (the machine model's form).
-    pub fn new(
+    pub(crate) fn new(
         db_path: &Path,
         experiment_id: i64,
         device: &str,
@@ -166,7 +166,7 @@ impl Tracing {
 
     /// Keeps an analysed recording of `cell` compressed, or removes it, as `[trace] keep` and
     /// `keep_max` say; the name the run row stores when it is kept.
-    pub fn keep(
+    pub(crate) fn keep(
         &mut self,
         cell: usize,
         recorded: &Recorded,
@@ -211,7 +211,7 @@ impl Tracing {
 
     /// Starts recording for the measured run of cell `cell` in round `round`; `None` (and,
     /// the first time, a message) when tracing is unavailable.
-    pub fn start(
+    pub(crate) fn start(
         &mut self,
         cell: usize,
         round: u32,
@@ -258,7 +258,7 @@ impl Tracing {
     }
 
     /// Analyses a finished recording into the run's `trace_*` metrics.
-    pub fn metrics(&self, recorded: &Recorded) -> anyhow::Result<Vec<(String, f64)>> {
+    pub(crate) fn metrics(&self, recorded: &Recorded) -> anyhow::Result<Vec<(String, f64)>> {
         let report = analyze::analyze_paths(
             std::slice::from_ref(&recorded.base),
             analyze::Options {
@@ -273,7 +273,7 @@ impl Tracing {
 
 impl RunTrace {
     /// Stops recording (draining the buffers and restoring tracefs).
-    pub fn finish(mut self) -> anyhow::Result<Recorded> {
+    pub(crate) fn finish(mut self) -> anyhow::Result<Recorded> {
         let recording = self
             .recording
             .take()
@@ -313,7 +313,7 @@ fn trace_bytes(base: &Path) -> u64 {
 
 /// What `show` says when traced runs were analysed but their traces not kept: `analysed`
 /// runs carry `trace_*` metrics, `kept` of them name their trace files.
-pub fn kept_note(analysed: u64, kept: u64) -> Option<String> {
+pub(crate) fn kept_note(analysed: u64, kept: u64) -> Option<String> {
     (kept < analysed).then(|| {
         format!(
             "traces: {kept} of {analysed} traced runs keep their trace files; the other {} \
@@ -326,7 +326,7 @@ pub fn kept_note(analysed: u64, kept: u64) -> Option<String> {
 /// The headline figures of a trace for device `dev` ("major,minor"), under the stable names
 /// of docs/architecture.md. Latencies are btt's per-bio view. A device with no events in the
 /// trace gives only the event counts.
-pub fn metrics(report: &Report, dev: &str, summary: &Summary) -> Vec<(String, f64)> {
+pub(crate) fn metrics(report: &Report, dev: &str, summary: &Summary) -> Vec<(String, f64)> {
     let mut out = vec![
         (metrics::TRACE_EVENTS.name.to_string(), report.events as f64),
         (

@@ -4,31 +4,32 @@
 //! lets the sampler and the IRQ tools reuse them on buffers they already hold, and lets tests
 //! feed them text pasted from real machines.
 
-pub mod cpulist;
-pub mod diskstats;
-pub mod duration;
-pub mod interrupts;
-pub mod mountinfo;
-pub mod queue;
-pub mod stat;
-pub mod swaps;
+pub(crate) mod cpulist;
+pub(crate) mod diskstats;
+pub(crate) mod duration;
+pub(crate) mod interrupts;
+pub(crate) mod mountinfo;
+pub(crate) mod queue;
+pub(crate) mod stat;
+pub(crate) mod swaps;
 
-pub use cpulist::{cpulist, cpulist_or_null, cpumask, format_cpulist};
-pub use diskstats::diskstats;
-pub use interrupts::interrupts;
-pub use stat::stat;
+pub use cpulist::cpulist;
+pub(crate) use cpulist::{cpulist_or_null, cpumask, format_cpulist};
+pub(crate) use diskstats::diskstats;
+pub(crate) use interrupts::interrupts;
+pub(crate) use stat::stat;
 
 /// What went wrong in a file's text, and on which line (1-based; 0 when the whole text is
 /// at fault, e.g. it is empty).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
 pub struct ParseError {
-    pub line: usize,
-    pub message: String,
+    pub(crate) line: usize,
+    pub(crate) message: String,
 }
 
 impl ParseError {
-    pub fn new(line: usize, message: impl Into<String>) -> Self {
+    pub(crate) fn new(line: usize, message: impl Into<String>) -> Self {
         ParseError {
             line,
             message: message.into(),
