@@ -229,7 +229,11 @@ impl serde::Serialize for Diagnosed {
 
 impl crate::output::Render for Diagnosed {
     fn text(&self) -> String {
-        crate::trace::analyze::render::render(&self.report) + &render(&self.findings)
+        crate::report::format::terminal_safe_lines(&crate::trace::analyze::render::render(
+            &self.report,
+        ))
+        .into_owned()
+            + &render(&self.findings)
     }
 }
 

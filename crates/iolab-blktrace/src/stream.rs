@@ -340,7 +340,7 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::blk_io_trace::{action, category, code, encode, Endian, Payload};
+    use crate::blk_io_trace::{action, category, code, encode, Endian, Payload};
 
     fn ev(t: u64) -> Event {
         Event {

@@ -707,7 +707,7 @@ fn seconds_text(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::blk_io_trace::{action, category, Event};
+    use crate::blk_io_trace::{action, category, Event};
 
     fn ev(t: u64, c: u8, dev: u32, sector: u64, bytes: u32) -> Event {
         Event {

@@ -47,14 +47,9 @@ fn lat_table<'a>(
     out.push('\n');
 }
 
-/// The report as text.
-/// Names from the machine, files or the database are escaped for the terminal
-/// (`report::format::terminal_safe`).
+/// The report as text. Device and process names come from the trace as they are: a caller
+/// printing to a terminal escapes them (iolab's `report::format::terminal_safe_lines`).
 pub fn render(r: &Report) -> String {
-    crate::report::format::terminal_safe_lines(&render_unescaped(r)).into_owned()
-}
-
-fn render_unescaped(r: &Report) -> String {
     let mut o = String::new();
     section(&mut o, "All Devices");
     lat_table(

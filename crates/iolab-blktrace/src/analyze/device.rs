@@ -15,7 +15,7 @@ use super::sectormap::SectorMap;
 
 use super::latency::Latency;
 use super::timeline::Timeline;
-use crate::trace::blk_io_trace::{code, Io};
+use crate::blk_io_trace::{code, Io};
 
 const NONE: u64 = u64::MAX;
 

@@ -123,7 +123,7 @@ pub fn open_trace(names: &[PathBuf]) -> Result<Merged<Source>, TraceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::blk_io_trace::{encode, Endian};
+    use crate::blk_io_trace::{encode, Endian};
 
     #[test]
     fn merges_by_time_keeping_stream_order_on_ties() {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use super::device::delta;
 use super::latency::Latency;
 use super::seek::{SeekSummary, Seeks};
-use crate::trace::blk_io_trace::{category, code, Io};
+use crate::blk_io_trace::{category, code, Io};
 
 /// One process's Q2Q (min/avg/max/N, as the analyzer keeps per process) and bytes queued.
 #[derive(Debug, Clone)]
@@ -216,7 +216,7 @@ impl SideStage {
     #[inline(never)]
     fn feed_notify_or_pc(&mut self, ev: &Io) -> bool {
         if ev.is_notify() {
-            if ev.code() == crate::trace::blk_io_trace::notify::PROCESS {
+            if ev.code() == crate::blk_io_trace::notify::PROCESS {
                 return true;
             }
             self.notify += 1;
