@@ -5,6 +5,9 @@
 //! reports read them back. The CLI (`cli`) only parses arguments and calls one function per
 //! command.
 
+// Everything `pub` is reachable from outside the crate; internals say `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub(crate) mod analysis;
 pub mod cli;
 pub mod experiment;

@@ -4,7 +4,10 @@
 
 /// The candidate nearest to `word`, if within a typo's distance (2, or a quarter of the word
 /// for long words) and not a complete rewrite of the candidate.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (edit_distance(word, c), c))

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 /// One failed check of one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub run: i64,
     pub check: String,
     pub subject: String,
@@ -25,7 +25,7 @@ pub struct Finding {
 
 /// The experiment's runs summed up.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Basis {
+pub(crate) struct Basis {
     /// Window basis (`fio status report`, ...) -> runs.
     pub windows: BTreeMap<String, usize>,
     /// Check name -> (ok, disagrees, not judged).
@@ -38,7 +38,7 @@ pub struct Basis {
 }
 
 /// Sums up the stored bases of an experiment's runs (runs without any are skipped).
-pub fn summarise(bases: &[RunBasis]) -> Basis {
+pub(crate) fn summarise(bases: &[RunBasis]) -> Basis {
     let mut b = Basis::default();
     for r in bases {
         if let Some(w) = r.sample_window.as_ref().and_then(|w| w["basis"].as_str()) {
@@ -100,7 +100,7 @@ fn mib(kib: u64) -> String {
 
 /// The text section `show` prints under its header; empty when nothing was recorded (runs
 /// stored by an older iolab).
-pub fn text(b: &Basis) -> String {
+pub(crate) fn text(b: &Basis) -> String {
     let mut out = String::new();
     if !b.windows.is_empty() {
         let parts: Vec<String> = b
@@ -161,7 +161,7 @@ pub fn text(b: &Basis) -> String {
 }
 
 /// One failed check, both figures and the limit.
-pub fn finding_line(f: &Finding) -> String {
+pub(crate) fn finding_line(f: &Finding) -> String {
     format!(
         "run {}: {} {}: fio {}, {} {} ({:+.1}%, limit {:.1}%) disagrees",
         f.run,
@@ -185,7 +185,7 @@ fn figure(v: f64) -> String {
 
 /// The failed checks of the given runs (any experiments), in run order: what `compare`
 /// lists under each side, so a disagreement behind a compared figure is never passed over.
-pub fn findings_of_runs(
+pub(crate) fn findings_of_runs(
     store: &crate::store::Store,
     runs: &[crate::store::Run],
 ) -> anyhow::Result<Vec<Finding>> {
@@ -206,7 +206,7 @@ pub fn findings_of_runs(
 }
 
 /// The same as an HTML section for the report.
-pub fn html(b: &Basis) -> String {
+pub(crate) fn html(b: &Basis) -> String {
     let t = text(b);
     if t.is_empty() {
         return String::new();

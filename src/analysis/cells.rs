@@ -14,14 +14,14 @@ use crate::store::{Run, RunStatus};
 
 /// A factor and its levels in display order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Factor {
+pub(crate) struct Factor {
     pub name: String,
     pub levels: Vec<String>,
 }
 
 /// The runs of one cell, split by how they ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CellRuns {
+pub(crate) struct CellRuns {
     /// (factor, level) in factor order; empty for runs without factors.
     pub levels: Vec<(String, String)>,
     pub ok: Vec<i64>,
@@ -32,7 +32,7 @@ pub struct CellRuns {
 
 impl CellRuns {
     /// `rq_affinity=1 placement=far`, or `all` for runs without factors.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         if self.levels.is_empty() {
             "all".to_string()
         } else {
@@ -45,7 +45,7 @@ impl CellRuns {
     }
 
     /// Only the levels, `1/far`: short enough for a table whose header names the factors.
-    pub fn short_label(&self) -> String {
+    pub(crate) fn short_label(&self) -> String {
         if self.levels.is_empty() {
             "all".to_string()
         } else {
@@ -57,7 +57,7 @@ impl CellRuns {
         }
     }
 
-    pub fn level(&self, factor: &str) -> Option<&str> {
+    pub(crate) fn level(&self, factor: &str) -> Option<&str> {
         self.levels
             .iter()
             .find(|(f, _)| f == factor)
@@ -65,7 +65,7 @@ impl CellRuns {
     }
 
     /// The reason shared by the cell's not-applicable runs, when the cell has no result.
-    pub fn not_applicable_reason(&self) -> Option<&str> {
+    pub(crate) fn not_applicable_reason(&self) -> Option<&str> {
         (self.ok.is_empty() && !self.not_applicable.is_empty())
             .then(|| self.not_applicable[0].1.as_str())
     }
@@ -73,7 +73,7 @@ impl CellRuns {
 
 /// A level as text: strings as they are, numbers and booleans as TOML/JSON print them, and a
 /// structured level (e.g. a placement stored with its resolved CPUs) by its `label`.
-pub fn level_text(v: &Value) -> String {
+pub(crate) fn level_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Object(map) => match map.get("label").or_else(|| map.get("name")) {
@@ -85,7 +85,7 @@ pub fn level_text(v: &Value) -> String {
 }
 
 /// A run's levels as factor -> text.
-pub fn run_levels(run: &Run) -> BTreeMap<String, String> {
+pub(crate) fn run_levels(run: &Run) -> BTreeMap<String, String> {
     match &run.cell_levels {
         Value::Object(map) => map
             .iter()
@@ -97,7 +97,7 @@ pub fn run_levels(run: &Run) -> BTreeMap<String, String> {
 
 /// Factor order and declared level order from an experiment file's `[factors]` table; empty
 /// when the text is not TOML or has no factors (imported experiments).
-pub fn declared_factors(file_text: &str) -> Vec<Factor> {
+pub(crate) fn declared_factors(file_text: &str) -> Vec<Factor> {
     let Ok(doc) = file_text.parse::<toml::Table>() else {
         return Vec::new();
     };
@@ -133,7 +133,7 @@ fn toml_level(v: &toml::Value) -> String {
 }
 
 /// The factors the runs actually vary (or carry), in declared order, then any others by name.
-pub fn factors_of(declared: &[Factor], runs: &[Run]) -> Vec<Factor> {
+pub(crate) fn factors_of(declared: &[Factor], runs: &[Run]) -> Vec<Factor> {
     let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in runs {
         for (f, l) in run_levels(r) {
@@ -174,7 +174,7 @@ fn ordered_levels(declared: &[String], observed: Vec<String>) -> Vec<String> {
 }
 
 /// Numbers (with k/m/g size suffixes) by value, then text.
-pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     match (numeric_value(a), numeric_value(b)) {
         (Some(x), Some(y)) => x.total_cmp(&y),
         (Some(_), None) => std::cmp::Ordering::Less,
@@ -184,7 +184,7 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// `4k` -> 4096, `1m` -> 1048576, `32` -> 32 (fio's binary size suffixes); `None` for text.
-pub fn numeric_value(level: &str) -> Option<f64> {
+pub(crate) fn numeric_value(level: &str) -> Option<f64> {
     let t = level.trim().to_ascii_lowercase();
     let t = t.strip_suffix('b').unwrap_or(&t);
     let t = t.strip_suffix('i').unwrap_or(t);
@@ -199,7 +199,7 @@ pub fn numeric_value(level: &str) -> Option<f64> {
 }
 
 /// Whether a level has a size suffix (so a chart can label the axis in KiB).
-pub fn has_size_suffix(level: &str) -> bool {
+pub(crate) fn has_size_suffix(level: &str) -> bool {
     level
         .trim()
         .to_ascii_lowercase()
@@ -210,7 +210,7 @@ pub fn has_size_suffix(level: &str) -> bool {
 /// Groups runs into cells keyed by their levels of `factors` (other levels are ignored, so
 /// a comparison between levels of one factor can match on the rest). Cells come in matrix
 /// order: by the position of each level in its factor, the last factor varying fastest.
-pub fn group(runs: &[Run], factors: &[Factor]) -> Vec<CellRuns> {
+pub(crate) fn group(runs: &[Run], factors: &[Factor]) -> Vec<CellRuns> {
     let mut by_key: BTreeMap<Vec<usize>, CellRuns> = BTreeMap::new();
     for r in runs {
         let levels = run_levels(r);

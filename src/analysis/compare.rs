@@ -31,7 +31,7 @@ use super::metrics::{self, Values};
 
 /// What `A` or `B` names.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Selector {
+pub(crate) enum Selector {
     Experiment(i64),
     /// `name=value` pairs that must all hold (run tags or factor levels); `experiment=N`
     /// restricts to one experiment.
@@ -42,7 +42,7 @@ pub enum Selector {
 }
 
 impl Selector {
-    pub fn parse(text: &str) -> anyhow::Result<Selector> {
+    pub(crate) fn parse(text: &str) -> anyhow::Result<Selector> {
         let text = text.trim();
         if let Ok(id) = text.parse::<i64>() {
             return Ok(Selector::Experiment(id));
@@ -78,7 +78,7 @@ impl Selector {
 
 /// A resolved selector: its runs (non-warm-up, any status) and a label for titles.
 #[derive(Debug, Clone)]
-pub struct Group {
+pub(crate) struct Group {
     pub label: String,
     pub runs: Vec<Run>,
     /// Declared factor order of the experiments involved (first experiment first).
@@ -88,7 +88,7 @@ pub struct Group {
 }
 
 impl Group {
-    pub fn ok_ids(&self) -> Vec<i64> {
+    pub(crate) fn ok_ids(&self) -> Vec<i64> {
         self.runs
             .iter()
             .filter(|r| r.status == crate::store::RunStatus::Ok)
@@ -111,7 +111,7 @@ fn experiment_ids(store: &Store) -> anyhow::Result<String> {
 }
 
 /// Resolves a selector to its runs, with errors that name what exists.
-pub fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
+pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
     let sel = Selector::parse(text)?;
     let mut fixed = Vec::new();
     let (runs, label) = match &sel {
@@ -215,7 +215,7 @@ pub fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
 }
 
 #[derive(Debug, Clone)]
-pub struct CompareRequest {
+pub(crate) struct CompareRequest {
     pub metrics: Vec<String>,
     /// Minimum effect in percent (1.0 = 1%).
     pub min_effect_pct: f64,
@@ -236,7 +236,7 @@ impl Default for CompareRequest {
 
 /// One compared cell and metric.
 #[derive(Debug, Clone)]
-pub struct Compared {
+pub(crate) struct Compared {
     /// Which comparison the cell belongs to when one family holds several (`report`: the
     /// factor and its two levels); empty for `compare`. Geomean rows summarise per group
     /// and metric.
@@ -250,7 +250,7 @@ pub struct Compared {
 
 /// Compares matched cells for every metric; `values` are (baseline, candidate) per metric.
 /// Cells where a side has no value for a metric are skipped (listed in the returned notes).
-pub fn compare_cells(
+pub(crate) fn compare_cells(
     base: &[CellRuns],
     cand: &[CellRuns],
     metrics: &[(String, Values, Values)],
@@ -363,7 +363,7 @@ pub fn compare_cells(
 /// The summary across cells of one group and metric; in JSON the `AcrossCells` with its
 /// `metric` (and `group`, when there is one).
 #[derive(Debug, Clone, Serialize)]
-pub struct Across {
+pub(crate) struct Across {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub group: String,
     pub metric: String,
@@ -373,7 +373,7 @@ pub struct Across {
 
 impl Across {
     /// The row label: `geomean`, or `GROUP: geomean` inside a report's family.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         if self.group.is_empty() {
             "geomean".to_string()
         } else {
@@ -384,7 +384,7 @@ impl Across {
 
 /// One summary per group and metric that has at least two cells (with one cell the row
 /// would repeat it), in the order the groups first appear.
-pub fn across(compared: &[Compared]) -> Vec<Across> {
+pub(crate) fn across(compared: &[Compared]) -> Vec<Across> {
     let mut keys: Vec<(&str, &str)> = Vec::new();
     for c in compared {
         if !keys.contains(&(c.group.as_str(), c.metric.as_str())) {
@@ -441,7 +441,7 @@ fn add_across_rows(table: &mut Table, compared: &[Compared], with_metric: bool) 
 }
 
 /// Per-metric text tables over one family, in metric order, each ending in its geomean row.
-pub fn tables(title_of: impl Fn(&str) -> String, compared: &[Compared]) -> Vec<Table> {
+pub(crate) fn tables(title_of: impl Fn(&str) -> String, compared: &[Compared]) -> Vec<Table> {
     let mut metrics: Vec<&str> = Vec::new();
     for c in compared {
         if !metrics.contains(&c.metric.as_str()) {
@@ -474,7 +474,7 @@ pub fn tables(title_of: impl Fn(&str) -> String, compared: &[Compared]) -> Vec<T
 
 /// All comparisons in one table with a metric column (CSV, HTML), with a geomean row after
 /// each group and metric.
-pub fn long_table(title: &str, compared: &[Compared]) -> Table {
+pub(crate) fn long_table(title: &str, compared: &[Compared]) -> Table {
     let rows: Vec<ComparisonRow> = compared
         .iter()
         .map(|c| ComparisonRow {
@@ -500,7 +500,7 @@ fn comparison_rows<S: serde::Serializer>(compared: &[Compared], s: S) -> Result<
 
 /// Renders tables one after another with their footnotes merged at the end (the legends of
 /// per-metric tables are the same; printing them once keeps a mail short).
-pub fn render_tables(tables: &[Table]) -> String {
+pub(crate) fn render_tables(tables: &[Table]) -> String {
     let mut out = String::new();
     let mut notes: Vec<String> = Vec::new();
     for t in tables {
@@ -525,7 +525,7 @@ pub fn render_tables(tables: &[Table]) -> String {
 /// What `compare` prints: the text and the CSV as rendered, and the typed `--json` document.
 #[derive(Debug, Clone, Serialize)]
 #[serde(transparent)]
-pub struct CompareOutput {
+pub(crate) struct CompareOutput {
     #[serde(skip)]
     pub text: String,
     /// Scripts have always seen this document's objects with their keys sorted (it was
@@ -539,7 +539,7 @@ pub struct CompareOutput {
 /// `compare --json`: every comparison, per metric the summary across cells, the failed
 /// cross-checks of both sides' runs, what each side selected, and the options that decided.
 #[derive(Debug, Clone, Serialize)]
-pub struct CompareDoc {
+pub(crate) struct CompareDoc {
     #[serde(serialize_with = "comparison_rows")]
     pub comparisons: Vec<Compared>,
     pub across_cells: Vec<Across>,
@@ -558,14 +558,14 @@ pub struct CompareDoc {
 
 /// The failed cross-checks of each side's runs.
 #[derive(Debug, Clone, Serialize)]
-pub struct Findings {
+pub(crate) struct Findings {
     pub baseline: Vec<Finding>,
     pub candidate: Vec<Finding>,
 }
 
 /// One side of a comparison: its selector and how many of its runs succeeded.
 #[derive(Debug, Clone, Serialize)]
-pub struct Side {
+pub(crate) struct Side {
     pub selector: String,
     pub runs: usize,
     pub runs_ok: usize,
@@ -641,7 +641,7 @@ fn add_findings_column(table: &mut Table, sides: &[(&str, &[CellRuns], &[super::
     }
 }
 
-pub fn compare_selectors(
+pub(crate) fn compare_selectors(
     store: &Store,
     a: &str,
     b: &str,

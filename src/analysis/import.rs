@@ -17,13 +17,13 @@ use crate::workload::fio_json::{self, FioReport};
 use crate::workload::runner::errno_name;
 
 /// The tag value for a host or kernel nobody told us.
-pub const UNKNOWN: &str = "unknown";
+pub(crate) const UNKNOWN: &str = "unknown";
 
 /// The cell key of runs without factors (the plan uses the same word).
-pub const BASE_CELL: &str = "base";
+pub(crate) const BASE_CELL: &str = "base";
 
 #[derive(Debug, Clone, Default)]
-pub struct ImportOptions {
+pub(crate) struct ImportOptions {
     /// `--tag NAME=VALUE`, in order; a later value for the same name wins.
     pub tags: Vec<(String, String)>,
     /// Add to the imported experiment of this name (created when missing).
@@ -32,7 +32,7 @@ pub struct ImportOptions {
 
 /// What one file became.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ImportedRun {
+pub(crate) struct ImportedRun {
     pub file: String,
     pub run_id: i64,
     pub status: String,
@@ -41,7 +41,7 @@ pub struct ImportedRun {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct ImportSummary {
+pub(crate) struct ImportSummary {
     pub experiment_id: i64,
     pub experiment_name: String,
     pub created: bool,
@@ -80,7 +80,7 @@ impl crate::output::Render for ImportSummary {
 
 /// Parses `--tag NAME=VALUE` by the one tag rule (`store::tags`). `host` and `kernel` are
 /// allowed here: an imported file cannot say them, so only the user can.
-pub fn parse_tag(text: &str) -> anyhow::Result<(String, String)> {
+pub(crate) fn parse_tag(text: &str) -> anyhow::Result<(String, String)> {
     crate::store::tags::parse_tag(text).map_err(|e| anyhow::anyhow!(e))
 }
 
@@ -97,7 +97,7 @@ struct Parsed {
 /// The largest file `import` reads. fio's json+ output is about 40 KB per job and direction,
 /// so 64 MiB holds hundreds of jobs; anything larger (or endless, like /dev/zero) is not one
 /// fio run and would only exhaust memory.
-pub const MAX_FILE_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// Reads at most `limit + 1` bytes, so an endless file costs no more than a large one.
 fn read_limited(path: &Path, limit: u64) -> anyhow::Result<Vec<u8>> {
@@ -173,7 +173,7 @@ fn status_of(report: &FioReport) -> RunStatus {
 }
 
 /// Imports `files` into `store`; see the module comment for host and kernel tags.
-pub fn import_files(
+pub(crate) fn import_files(
     store: &mut Store,
     files: &[PathBuf],
     opts: &ImportOptions,

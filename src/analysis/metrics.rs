@@ -11,21 +11,21 @@ use anyhow::bail;
 use crate::store::Store;
 
 /// The unit shown in headers, from the metric registry (its entry or its name's rule).
-pub fn unit(metric: &str) -> Option<&'static str> {
+pub(crate) fn unit(metric: &str) -> Option<&'static str> {
     crate::metrics::lookup(metric).and_then(|m| m.unit)
 }
 
 /// One metric's values by run id.
-pub type Values = HashMap<i64, f64>;
+pub(crate) type Values = HashMap<i64, f64>;
 
-pub fn values(store: &Store, run_ids: &[i64], metric: &str) -> anyhow::Result<Values> {
+pub(crate) fn values(store: &Store, run_ids: &[i64], metric: &str) -> anyhow::Result<Values> {
     Ok(store.metric_values(run_ids, metric)?.into_iter().collect())
 }
 
 /// The metrics to use and their values: the requested ones (each must have values in every
 /// group given, else an error naming the metrics that do), or the headline metrics present
 /// and not all zero.
-pub fn choose(
+pub(crate) fn choose(
     store: &Store,
     groups: &[(&str, &[i64])],
     requested: &[String],
@@ -87,7 +87,7 @@ fn describe(groups: &[(&str, &[i64])]) -> String {
 }
 
 /// Metric names with values in every group (for error messages; not on the fast path).
-pub fn present(store: &Store, groups: &[(&str, &[i64])]) -> anyhow::Result<Vec<String>> {
+pub(crate) fn present(store: &Store, groups: &[(&str, &[i64])]) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
     for name in store.metric_names()? {
         let mut everywhere = true;

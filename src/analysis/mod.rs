@@ -4,12 +4,12 @@
 //! statistics and report libraries (which know nothing of databases): it selects runs, groups
 //! them into cells by their factor levels, and feeds plain vectors to `stats` and `report`.
 
-pub mod basis;
-pub mod cells;
-pub mod compare;
-pub mod import;
-pub mod metrics;
-pub mod over_time;
-pub mod page;
-pub mod plots;
-pub mod show;
+pub(crate) mod basis;
+pub(crate) mod cells;
+pub(crate) mod compare;
+pub(crate) mod import;
+pub(crate) mod metrics;
+pub(crate) mod over_time;
+pub(crate) mod page;
+pub(crate) mod plots;
+pub(crate) mod show;

@@ -76,7 +76,11 @@ fn points_of(all: &[store::SeriesPoint], metric: &str) -> Vec<SeriesPoint> {
 }
 
 /// `metric` (default read_iops, else write_iops) over time, one line per run of the cell.
-pub fn over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+pub(crate) fn over_time(
+    store: &Store,
+    loaded: &Loaded,
+    req: &PlotRequest,
+) -> anyhow::Result<String> {
     let cell = chosen_cell(store, loaded, req.cell.as_deref())?;
     let mut runs: Vec<(i64, Vec<store::SeriesPoint>)> = Vec::new();
     for id in &cell.ok {
@@ -132,7 +136,11 @@ pub fn over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::R
 
 /// Interrupts per second on each CPU over time for one run (`--run`, else the chosen cell's
 /// first run with series), one line per CPU.
-pub fn irq_over_time(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+pub(crate) fn irq_over_time(
+    store: &Store,
+    loaded: &Loaded,
+    req: &PlotRequest,
+) -> anyhow::Result<String> {
     let run = match req.run {
         Some(id) => {
             if !loaded.runs.iter().any(|r| r.id == id) {

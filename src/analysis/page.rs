@@ -17,7 +17,7 @@ use super::plots::{plot, Kind, PlotRequest};
 use super::show::{detail_table, layout, load, pivot_tables, summarise, Loaded};
 
 #[derive(Debug, Clone, Default)]
-pub struct ReportOptions {
+pub(crate) struct ReportOptions {
     pub metrics: Vec<String>,
     pub min_effect_pct: f64,
     /// The cell whose per-second series the page draws (default: the first with series).
@@ -26,7 +26,7 @@ pub struct ReportOptions {
 
 /// What went into the page, for `--json` and tests.
 #[derive(Debug, Clone, Serialize)]
-pub struct ReportSummary {
+pub(crate) struct ReportSummary {
     pub experiment: i64,
     pub metrics: Vec<String>,
     pub tables: usize,
@@ -37,7 +37,7 @@ pub struct ReportSummary {
 }
 
 /// Each varying factor's levels against its first level, matched on the other factors.
-pub fn factor_comparisons(
+pub(crate) fn factor_comparisons(
     loaded: &Loaded,
     chosen: &[(String, Vec<Values>)],
     min_effect_pct: f64,
@@ -191,7 +191,7 @@ fn missing(what: &str, why: &anyhow::Error) -> String {
 /// into it as text; the summary as JSON).
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
-pub struct Written {
+pub(crate) struct Written {
     pub summary: ReportSummary,
     #[serde(skip)]
     pub path: std::path::PathBuf,
@@ -219,7 +219,7 @@ impl crate::output::Render for Written {
 }
 
 /// Builds experiment `id`'s report from the database at `db` and writes the page to `path`.
-pub fn write_report(
+pub(crate) fn write_report(
     db: &std::path::Path,
     id: i64,
     opts: &ReportOptions,
@@ -243,7 +243,7 @@ pub fn write_report(
     })
 }
 
-pub fn report(
+pub(crate) fn report(
     store: &Store,
     id: i64,
     opts: &ReportOptions,

@@ -27,7 +27,7 @@ use super::metrics;
 use super::show::{summarise, Loaded};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Mean per cell with 95% CI whiskers (case 0's r/s and %sys).
     Bars,
     /// A metric against a numeric factor, one line per variant (case 4).
@@ -46,7 +46,7 @@ pub enum Kind {
 }
 
 #[derive(Debug, Clone)]
-pub struct PlotRequest {
+pub(crate) struct PlotRequest {
     pub kind: Kind,
     pub metric: Option<String>,
     /// `lines`: the numeric factor on the x axis.
@@ -65,7 +65,7 @@ pub struct PlotRequest {
 }
 
 impl PlotRequest {
-    pub fn new(kind: Kind) -> Self {
+    pub(crate) fn new(kind: Kind) -> Self {
         PlotRequest {
             kind,
             metric: None,
@@ -82,7 +82,7 @@ impl PlotRequest {
 /// The SVG document for `req`.
 /// A chart written to a file: what `iolab plot` prints.
 #[derive(Debug, serde::Serialize)]
-pub struct Written {
+pub(crate) struct Written {
     pub bytes: usize,
     pub experiment: i64,
     pub output: String,
@@ -96,7 +96,7 @@ impl crate::output::Render for Written {
 
 /// Draws experiment `id`'s chart from the database at `db` and writes it to `output`, as SVG
 /// or PNG by its extension (checked before the database is opened).
-pub fn write_chart(
+pub(crate) fn write_chart(
     db: &std::path::Path,
     id: i64,
     req: &PlotRequest,
@@ -132,7 +132,7 @@ pub fn write_chart(
     })
 }
 
-pub fn plot(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
+pub(crate) fn plot(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
     if !req.with.is_empty() && req.kind != Kind::Lines {
         bail!("--with draws several experiments on one chart; only --kind lines supports it");
     }

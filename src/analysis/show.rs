@@ -20,7 +20,7 @@ use super::metrics::{self, Values};
 
 /// One experiment's runs grouped into cells; shared by `show`, `plot` and `report`.
 #[derive(Debug, Clone)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub experiment: Experiment,
     pub factors: Vec<Factor>,
     pub cells: Vec<CellRuns>,
@@ -28,7 +28,7 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    pub fn ok_run_ids(&self) -> Vec<i64> {
+    pub(crate) fn ok_run_ids(&self) -> Vec<i64> {
         self.cells
             .iter()
             .flat_map(|c| c.ok.iter().copied())
@@ -36,11 +36,11 @@ impl Loaded {
     }
 
     /// Factors with more than one level: the ones a table or chart can spread out.
-    pub fn varying(&self) -> Vec<&Factor> {
+    pub(crate) fn varying(&self) -> Vec<&Factor> {
         self.factors.iter().filter(|f| f.levels.len() > 1).collect()
     }
 
-    pub fn factor(&self, name: &str) -> anyhow::Result<&Factor> {
+    pub(crate) fn factor(&self, name: &str) -> anyhow::Result<&Factor> {
         self.factors.iter().find(|f| f.name == name).ok_or_else(|| {
             anyhow::anyhow!(
                 "experiment {} has no factor {name:?}; its factors: {}",
@@ -50,7 +50,7 @@ impl Loaded {
         })
     }
 
-    pub fn factor_list(&self) -> String {
+    pub(crate) fn factor_list(&self) -> String {
         if self.factors.is_empty() {
             "none (all runs are one cell)".to_string()
         } else {
@@ -63,7 +63,7 @@ impl Loaded {
     }
 }
 
-pub fn load(store: &Store, id: i64) -> anyhow::Result<Loaded> {
+pub(crate) fn load(store: &Store, id: i64) -> anyhow::Result<Loaded> {
     let experiment = store.experiment(id)?;
     let (file_text, _) = store.experiment_texts(id)?;
     let runs: Vec<Run> = store.runs(id)?.into_iter().filter(|r| !r.warmup).collect();
@@ -83,7 +83,7 @@ pub fn load(store: &Store, id: i64) -> anyhow::Result<Loaded> {
 /// One metric summarised per cell (same order as `Loaded::cells`); `None` where the cell has
 /// no successful run with that metric.
 #[derive(Debug, Clone)]
-pub struct MetricCells {
+pub(crate) struct MetricCells {
     pub metric: String,
     pub summaries: Vec<Option<Summary>>,
     /// The run ids behind each summary, in the order given to `summarize` (outlier indices
@@ -91,7 +91,11 @@ pub struct MetricCells {
     pub run_ids: Vec<Vec<i64>>,
 }
 
-pub fn summarise(loaded: &Loaded, metric: &str, values: &Values) -> anyhow::Result<MetricCells> {
+pub(crate) fn summarise(
+    loaded: &Loaded,
+    metric: &str,
+    values: &Values,
+) -> anyhow::Result<MetricCells> {
     let mut summaries = Vec::with_capacity(loaded.cells.len());
     let mut run_ids = Vec::with_capacity(loaded.cells.len());
     for c in &loaded.cells {
@@ -116,7 +120,7 @@ pub fn summarise(loaded: &Loaded, metric: &str, values: &Values) -> anyhow::Resu
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct ShowOptions {
+pub(crate) struct ShowOptions {
     pub metrics: Vec<String>,
     pub rows: Option<String>,
     pub cols: Option<String>,
@@ -126,7 +130,7 @@ pub struct ShowOptions {
 /// `--json`, the long table for `--csv`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(transparent)]
-pub struct Shown {
+pub(crate) struct Shown {
     #[serde(skip)]
     pub header: String,
     /// Scripts have always seen this document's objects with their keys sorted (it was
@@ -140,7 +144,7 @@ pub struct Shown {
 /// `show --json`: the experiment, its factors, the metrics shown with their units, every
 /// cell's runs and summaries, the tables as printed, and what the figures rest on.
 #[derive(Debug, Clone, Serialize)]
-pub struct ShowDoc {
+pub(crate) struct ShowDoc {
     pub experiment: Experiment,
     pub factors: Vec<Factor>,
     pub metrics: Vec<MetricShown>,
@@ -151,14 +155,14 @@ pub struct ShowDoc {
 
 /// A metric shown and its unit (null when it has none).
 #[derive(Debug, Clone, Serialize)]
-pub struct MetricShown {
+pub(crate) struct MetricShown {
     pub name: String,
     pub unit: Option<&'static str>,
 }
 
 /// One cell: its levels, how its runs ended, and its summary per metric.
 #[derive(Debug, Clone, Serialize)]
-pub struct CellShown {
+pub(crate) struct CellShown {
     pub cell: String,
     pub levels: BTreeMap<String, String>,
     pub runs_ok: usize,
@@ -170,14 +174,14 @@ pub struct CellShown {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct FailedRun {
+pub(crate) struct FailedRun {
     pub run: i64,
     pub reason: String,
 }
 
 /// A cell's summary of one metric, with the runs it covers and those marked as outliers.
 #[derive(Debug, Clone, Serialize)]
-pub struct CellSummary {
+pub(crate) struct CellSummary {
     #[serde(flatten)]
     pub summary: Summary,
     pub runs: Vec<i64>,
@@ -203,7 +207,7 @@ impl crate::output::RenderCsv for Shown {
 
 /// The pivot layout: which factor goes in rows, which in columns, and the others held fixed.
 #[derive(Debug, Clone)]
-pub struct Layout {
+pub(crate) struct Layout {
     pub rows: Factor,
     pub cols: Factor,
     pub fixed: Vec<Factor>,
@@ -211,7 +215,7 @@ pub struct Layout {
 
 /// Resolves `--rows`/`--cols`; `None` when the experiment varies fewer than two factors and
 /// none was asked for.
-pub fn layout(
+pub(crate) fn layout(
     loaded: &Loaded,
     rows: Option<&str>,
     cols: Option<&str>,
@@ -277,7 +281,7 @@ fn combinations(fixed: &[Factor]) -> Vec<Vec<(String, String)>> {
 }
 
 /// The pivot tables of one metric.
-pub fn pivot_tables(loaded: &Loaded, layout: &Layout, mc: &MetricCells) -> Vec<Table> {
+pub(crate) fn pivot_tables(loaded: &Loaded, layout: &Layout, mc: &MetricCells) -> Vec<Table> {
     let mut out = Vec::new();
     for fixed in combinations(&layout.fixed) {
         let find = |r: &str, c: &str| {
@@ -331,7 +335,7 @@ pub fn pivot_tables(loaded: &Loaded, layout: &Layout, mc: &MetricCells) -> Vec<T
 }
 
 /// Per cell: n, mean, median, stddev, CV, CI of the mean, outliers.
-pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
+pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
     let head = if loaded.factors.is_empty() {
         "cell".to_string()
     } else {
@@ -434,7 +438,7 @@ pub fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
 }
 
 /// (reason, cell) pairs as one line per reason listing its cells, in first-seen order.
-pub fn by_reason(items: Vec<(String, String)>) -> Vec<(String, String)> {
+pub(crate) fn by_reason(items: Vec<(String, String)>) -> Vec<(String, String)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for (why, cell) in items {
         match out.iter_mut().find(|(w, _)| *w == why) {
@@ -477,7 +481,7 @@ fn cell_summary(s: &Summary, ids: &[i64]) -> CellSummary {
     }
 }
 
-pub fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown> {
+pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown> {
     let loaded = load(store, id)?;
     let ok = loaded.ok_run_ids();
     let label = format!("experiment {id}");
@@ -565,7 +569,7 @@ fn show_doc(
 }
 
 /// One row per cell and metric, every statistic in its own column: what a script wants.
-pub fn long_table(loaded: &Loaded, per_metric: &[MetricCells]) -> Table {
+pub(crate) fn long_table(loaded: &Loaded, per_metric: &[MetricCells]) -> Table {
     let mut cols = vec![Column::label("cell")];
     cols.extend(loaded.factors.iter().map(|f| Column::label(&f.name)));
     for (name, num) in [

@@ -7,9 +7,9 @@
 /// set when its input closes, on `bye` and on SIGHUP/SIGTERM/SIGINT. After a SIGKILL,
 /// `iolab restore` on this host replays its journal.
 #[derive(Debug, clap::Args)]
-pub struct AgentArgs {}
+pub(crate) struct AgentArgs {}
 
-pub fn run(_args: AgentArgs) -> anyhow::Result<()> {
+pub(super) fn run(_args: AgentArgs) -> anyhow::Result<()> {
     let interrupt = crate::knobs::signals::Interrupt::install()?;
     let outcome =
         crate::hosts::agent::serve(std::io::stdin(), std::io::stdout(), &|| interrupt.signal());

@@ -36,7 +36,7 @@ fn parse_better(text: &str) -> Result<(String, Direction), String> {
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON with a `comparisons` array")))]
 #[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric")))]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// Baseline: experiment id or tag selector.
     #[arg(value_name = "A")]
     pub baseline: String,
@@ -66,7 +66,7 @@ pub struct CompareArgs {
     pub out: crate::output::TableOutputArgs,
 }
 
-pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: CompareArgs) -> anyhow::Result<()> {
     let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
     let on_host = |side: &str| -> anyhow::Result<String> {
         match (&args.host, side.trim().parse::<i64>()) {

@@ -10,27 +10,27 @@ use anyhow::Context;
 use clap::{Args, CommandFactory};
 
 #[derive(Debug, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Directory to write the pages into (created if needed).
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
 }
 
-pub fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
+pub(super) fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
     let mut cmd = super::Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "iolab", &mut script);
     crate::output::stdout(&String::from_utf8_lossy(&script))
 }
 
-pub fn man(args: ManArgs) -> anyhow::Result<()> {
+pub(super) fn man(args: ManArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let mut cmd = super::Cli::command();

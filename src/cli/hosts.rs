@@ -6,13 +6,13 @@ use crate::hosts::ssh::{SshOptions, REMOTE_DIR};
 
 /// Check the hosts an experiment runs on: versions, fio and clock skew.
 #[derive(Debug, clap::Args)]
-pub struct HostsArgs {
+pub(crate) struct HostsArgs {
     #[command(subcommand)]
     pub command: HostsCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum HostsCommand {
+pub(crate) enum HostsCommand {
     Check(CheckArgs),
 }
 
@@ -25,7 +25,7 @@ pub enum HostsCommand {
 /// then fails.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the check as JSON")))]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// Hosts as ssh knows them (names from ~/.ssh/config, user@address, ...).
     #[arg(required = true, value_name = "HOST")]
     pub hosts: Vec<String>,
@@ -40,7 +40,7 @@ pub struct CheckArgs {
 
 /// How iolab is found, or put, on the hosts (`iolab hosts check`, `iolab run`).
 #[derive(Debug, clap::Args)]
-pub struct RemoteArgs {
+pub(crate) struct RemoteArgs {
     /// The iolab to run on the hosts: a name on their PATH or a path.
     #[arg(long, value_name = "PATH", default_value = "iolab")]
     pub remote_iolab: String,
@@ -54,7 +54,7 @@ pub struct RemoteArgs {
 
 impl RemoteArgs {
     /// The ssh options these make (more from $IOLAB_SSH).
-    pub fn options(&self) -> SshOptions {
+    pub(crate) fn options(&self) -> SshOptions {
         SshOptions {
             remote_iolab: self.remote_iolab.clone(),
             remote_dir: self.remote_dir.clone(),
@@ -68,7 +68,7 @@ fn parse_skew(text: &str) -> Result<Duration, String> {
     crate::sys::parse::duration::duration(text)
 }
 
-pub fn run(args: HostsArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: HostsArgs) -> anyhow::Result<()> {
     match args.command {
         HostsCommand::Check(a) => check(a),
     }

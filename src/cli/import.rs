@@ -16,7 +16,7 @@ use crate::store::{self, Store};
 /// A file whose fio job reported an error is stored as a failed run without metrics.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON instead of a summary")))]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// fio outputs (--output-format=json or json+; text before the JSON is fine).
     #[arg(value_name = "FILES", required = true)]
     pub files: Vec<PathBuf>,
@@ -33,7 +33,7 @@ pub struct ImportArgs {
     pub out: crate::output::OutputArgs,
 }
 
-pub fn run(args: ImportArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: ImportArgs) -> anyhow::Result<()> {
     let tags = args
         .tags
         .iter()

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// second reading to show rates.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the model as one JSON document")))]
-pub struct InspectArgs {
+pub(crate) struct InspectArgs {
     /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -33,7 +33,7 @@ pub(crate) fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-pub fn run(args: InspectArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: InspectArgs) -> anyhow::Result<()> {
     let root = match &args.root {
         Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),

@@ -21,13 +21,13 @@ use crate::sys::SysRoot;
 /// written into every NIC's smp_affinity), `plan` says so and how much less the busiest CPU
 /// would carry unpinned; `--unpin all|IRQ,...` moves them, `--ban-cpus LIST` keeps CPUs free.
 #[derive(Debug, clap::Args)]
-pub struct IrqArgs {
+pub(crate) struct IrqArgs {
     #[command(subcommand)]
     pub command: IrqCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum IrqCommand {
+pub(crate) enum IrqCommand {
     Top(TopArgs),
     Plan(PlanArgs),
     Apply(ApplyArgs),
@@ -37,7 +37,7 @@ pub enum IrqCommand {
 
 /// Interrupts per second per IRQ and CPU, refreshed every interval (Ctrl-C stops).
 #[derive(Debug, clap::Args)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// Time between refreshes (e.g. 1s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::inspect::parse_interval)]
     pub interval: Duration,
@@ -57,7 +57,7 @@ pub struct TopArgs {
 
 /// What to measure and how to plan (shared by plan, apply and daemon).
 #[derive(Debug, clap::Args)]
-pub struct PlanningArgs {
+pub(crate) struct PlanningArgs {
     /// Interrupts per second from which an interrupt counts as heavy (light ones never move).
     #[arg(long, value_name = "RATE", default_value_t = 1000.0)]
     pub heavy: f64,
@@ -128,7 +128,7 @@ impl PlanningArgs {
 /// Measure interrupt rates and propose a placement (writes nothing).
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the plan as JSON (`irq apply --plan` reads it)")))]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// How long to measure the load.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
     pub over: Duration,
@@ -144,7 +144,7 @@ pub struct PlanArgs {
 /// Measure, plan and write the placement, journaled (`iolab irq rollback` undoes it).
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
-pub struct ApplyArgs {
+pub(crate) struct ApplyArgs {
     /// How long to measure the load.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
     pub over: Duration,
@@ -163,7 +163,7 @@ pub struct ApplyArgs {
 /// Put every interrupt iolab moved back to the affinity it had before.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
-pub struct RollbackArgs {
+pub(crate) struct RollbackArgs {
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
 }
@@ -171,7 +171,7 @@ pub struct RollbackArgs {
 /// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
 /// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep.
 #[derive(Debug, clap::Args)]
-pub struct DaemonArgs {
+pub(crate) struct DaemonArgs {
     /// Shortest time between looks (after a move).
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = super::inspect::parse_interval)]
     pub min_interval: Duration,
@@ -199,7 +199,7 @@ pub struct DaemonArgs {
     pub listen: Option<String>,
 }
 
-pub fn run(args: IrqArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: IrqArgs) -> anyhow::Result<()> {
     match args.command {
         IrqCommand::Top(a) => top_cmd(a),
         IrqCommand::Plan(a) => plan_cmd(a),

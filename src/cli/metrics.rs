@@ -6,7 +6,7 @@
 /// `--markdown` prints docs/metrics.md.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the registry as JSON").conflicts_with("markdown")))]
-pub struct MetricsArgs {
+pub(crate) struct MetricsArgs {
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
     /// Print the registry as Markdown (docs/metrics.md).
@@ -14,7 +14,7 @@ pub struct MetricsArgs {
     pub markdown: bool,
 }
 
-pub fn run(args: MetricsArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: MetricsArgs) -> anyhow::Result<()> {
     use crate::metrics::render;
     if args.markdown {
         return crate::output::stdout(&render::markdown());

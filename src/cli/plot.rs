@@ -19,7 +19,7 @@ use crate::store;
 /// iolab, for mail, chat and trackers that do not show SVG.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was written as JSON")))]
-pub struct PlotArgs {
+pub(crate) struct PlotArgs {
     /// Experiment id (see `iolab runs`).
     #[arg(value_name = "ID")]
     pub experiment: i64,
@@ -65,7 +65,7 @@ pub struct PlotArgs {
     pub out: crate::output::OutputArgs,
 }
 
-pub fn run(mut args: PlotArgs) -> anyhow::Result<()> {
+pub(super) fn run(mut args: PlotArgs) -> anyhow::Result<()> {
     let db = store::resolve_db_path(args.db.as_deref());
     if let Some(h) = &args.host {
         args.experiment = store::Store::open_existing(&db)?.part_on_host(args.experiment, h)?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// swap, load, busy processes, virtualisation).
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the findings as JSON")))]
-pub struct PreflightArgs {
+pub(crate) struct PreflightArgs {
     /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -20,7 +20,7 @@ pub struct PreflightArgs {
     pub out: crate::output::OutputArgs,
 }
 
-pub fn run(args: PreflightArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: PreflightArgs) -> anyhow::Result<()> {
     let root = match &args.root {
         Some(dir) => crate::sys::SysRoot::machine_root(dir)?,
         None => crate::sys::SysRoot::live(),

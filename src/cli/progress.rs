@@ -14,7 +14,7 @@ use crate::report::format::terminal_safe as safe;
 const BAR_WIDTH: usize = 24;
 
 /// The line for `step`, `elapsed` seconds after its run started.
-pub fn line(step: &Step, elapsed: f64) -> String {
+pub(super) fn line(step: &Step, elapsed: f64) -> String {
     let done = step.number.saturating_sub(1) as f64;
     let planned = step.planned.max(1) as f64;
     let filled = ((done / planned) * BAR_WIDTH as f64).round() as usize;
@@ -42,7 +42,7 @@ pub fn line(step: &Step, elapsed: f64) -> String {
 }
 
 /// The line for a log: `[12/36] rep 2 CELL  ETA 3m12s`.
-pub fn plain(step: &Step) -> String {
+pub(super) fn plain(step: &Step) -> String {
     let eta = step
         .eta_seconds
         .map(|e| format!("  ETA {}", crate::experiment::run::render::duration_text(e)))
@@ -89,14 +89,14 @@ impl Live {
 }
 
 /// Progress on stderr: live on a terminal, plain lines otherwise.
-pub struct StderrProgress {
+pub(super) struct StderrProgress {
     live: Option<Arc<Mutex<Live>>>,
     stop: Arc<AtomicBool>,
     ticker: Option<std::thread::JoinHandle<()>>,
 }
 
 impl StderrProgress {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         if !std::io::stderr().is_terminal() {
             return StderrProgress {

@@ -12,7 +12,7 @@ use crate::store;
 /// fonts or images from the network; it works offline and survives being mailed.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what went into the page as JSON")))]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// Experiment id (see `iolab runs`).
     #[arg(value_name = "ID")]
     pub experiment: i64,
@@ -39,7 +39,7 @@ pub struct ReportArgs {
     pub out: crate::output::OutputArgs,
 }
 
-pub fn run(args: ReportArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: ReportArgs) -> anyhow::Result<()> {
     let db = store::resolve_db_path(args.db.as_deref());
     let id = match &args.host {
         Some(h) => store::Store::open_existing(&db)?.part_on_host(args.experiment, h)?,

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 /// Put back knobs (and remove scratch devices) left behind by an iolab that was killed.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
-pub struct RestoreArgs {
+pub(crate) struct RestoreArgs {
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
     /// Restore on this host instead, over ssh (`ssh HOST -- iolab restore`), e.g. once a host
@@ -18,7 +18,7 @@ pub struct RestoreArgs {
     pub remote_iolab: String,
 }
 
-pub fn run(args: RestoreArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: RestoreArgs) -> anyhow::Result<()> {
     if !args.hosts.is_empty() {
         return on_hosts(&args);
     }

@@ -16,7 +16,7 @@ use crate::workload::{CancelToken, RealFio};
 /// shuffled order, with the machine sampled and every run stored.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON instead of text")))]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The experiment file (see examples/).
     #[arg(value_name = "EXPERIMENT.toml")]
     pub experiment: PathBuf,
@@ -54,7 +54,7 @@ pub struct RunArgs {
 
 /// The run was stopped by a signal after everything was restored; the exit code is 128 + it.
 #[derive(Debug, thiserror::Error)]
-pub struct Stopped {
+pub(super) struct Stopped {
     pub signal: i32,
     /// Scratch devices the run had created (and removed); a named device is not removed.
     pub scratch_devices: usize,
@@ -72,12 +72,12 @@ impl std::fmt::Display for Stopped {
 }
 
 impl Stopped {
-    pub fn exit_code(&self) -> i32 {
+    pub(super) fn exit_code(&self) -> i32 {
         128 + self.signal
     }
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
+pub(super) fn run(args: RunArgs) -> Result<()> {
     // Before anything can be created: from here on a signal only sets the flag.
     let interrupt = crate::knobs::signals::Interrupt::install()?;
     let exp = crate::experiment::load(&args.experiment)?;

@@ -7,7 +7,7 @@ use crate::store::{self, Store};
 /// List stored experiments, or the runs of one experiment.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON instead of a table")))]
-pub struct RunsArgs {
+pub(crate) struct RunsArgs {
     /// Show the runs of this experiment instead of the list of experiments.
     #[arg(value_name = "EXPERIMENT_ID")]
     pub experiment: Option<i64>,
@@ -18,7 +18,7 @@ pub struct RunsArgs {
     pub out: crate::output::OutputArgs,
 }
 
-pub fn run(args: RunsArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: RunsArgs) -> anyhow::Result<()> {
     let path = store::resolve_db_path(args.db.as_deref());
     let db = Store::open_existing(&path)?;
     crate::output::print(&store::listing::listing(&db, args.experiment)?, args.out)

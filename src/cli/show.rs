@@ -14,7 +14,7 @@ use crate::store::{self, Store};
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON (every cell's full summary, and the tables)")))]
 #[command(mut_arg("csv", |a| a.help("Print CSV: one row per cell and metric, one column per statistic")))]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// Experiment id (see `iolab runs`).
     #[arg(value_name = "ID")]
     pub experiment: i64,
@@ -38,7 +38,7 @@ pub struct ShowArgs {
     pub out: crate::output::TableOutputArgs,
 }
 
-pub fn run(args: ShowArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: ShowArgs) -> anyhow::Result<()> {
     let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
     let id = match &args.host {
         Some(h) => db.part_on_host(args.experiment, h)?,

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// interrupt, CPU and disk counters after the interval, for `iolab inspect --root DIR`
 /// (and every other command that takes --root) on any machine.
 #[derive(Debug, clap::Args)]
-pub struct SnapshotArgs {
+pub(crate) struct SnapshotArgs {
     /// The directory to create (must not exist, or be empty).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
@@ -19,7 +19,7 @@ pub struct SnapshotArgs {
     pub root: Option<PathBuf>,
 }
 
-pub fn run(args: SnapshotArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: SnapshotArgs) -> anyhow::Result<()> {
     let source = match &args.root {
         Some(dir) => crate::sys::SysRoot::machine_root(dir)?,
         None => crate::sys::SysRoot::live(),

@@ -11,13 +11,13 @@ use crate::trace;
 
 /// Block traces: record, analyse, compare, plot.
 #[derive(Debug, clap::Args)]
-pub struct TraceArgs {
+pub(crate) struct TraceArgs {
     #[command(subcommand)]
     pub command: TraceCommand,
 }
 
 #[derive(Debug, clap::Subcommand)]
-pub enum TraceCommand {
+pub(crate) enum TraceCommand {
     Record(RecordArgs),
     Analyze(AnalyzeArgs),
     Compare(CompareArgs),
@@ -28,7 +28,7 @@ pub enum TraceCommand {
 /// Write a trace (an experiment's compressed NAME.blktrace.N.gz files, or any trace) as plain
 /// NAME.blktrace.N files that blkparse and btt read.
 #[derive(Debug, clap::Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// Trace base name (NAME.blktrace.N[.gz]) or file.
     #[arg(value_name = "NAME|FILE")]
     pub input: PathBuf,
@@ -41,7 +41,7 @@ pub struct ExportArgs {
 /// depth, throughput, IOPS and seeks per second over time, latency histogram with reads and
 /// writes apart (SVG files); with --with, several traces on one sector-vs-time chart.
 #[derive(Debug, clap::Args)]
-pub struct PlotArgs {
+pub(crate) struct PlotArgs {
     /// Trace base names (NAME.blktrace.N) or files.
     #[arg(required = true, value_name = "NAME|FILE")]
     pub inputs: Vec<PathBuf>,
@@ -72,7 +72,7 @@ pub struct PlotArgs {
 /// Record a device's block events through tracefs into NAME.blktrace.CPU files
 /// (readable by blkparse and btt).
 #[derive(Debug, clap::Args)]
-pub struct RecordArgs {
+pub(crate) struct RecordArgs {
     /// Device to trace (e.g. loop0 or /dev/loop0).
     #[arg(short = 'd', long = "device", value_name = "DEV")]
     pub device: String,
@@ -99,7 +99,7 @@ pub struct RecordArgs {
 /// Analyse traces: btt's sections, percentiles, per-request view, timeline, findings.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the analysis as one JSON document")))]
-pub struct AnalyzeArgs {
+pub(crate) struct AnalyzeArgs {
     /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures).
     #[arg(required = true, value_name = "NAME|FILE")]
     pub inputs: Vec<PathBuf>,
@@ -114,7 +114,7 @@ pub struct AnalyzeArgs {
 /// Put two traces side by side with the changes and the findings that differ.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print as JSON")))]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// The baseline trace.
     pub a: PathBuf,
     /// The trace to compare with it.
@@ -123,7 +123,7 @@ pub struct CompareArgs {
     pub out: crate::output::OutputArgs,
 }
 
-pub fn run(args: TraceArgs) -> anyhow::Result<()> {
+pub(super) fn run(args: TraceArgs) -> anyhow::Result<()> {
     match args.command {
         TraceCommand::Record(a) => record(a),
         TraceCommand::Analyze(a) => analyze(a),

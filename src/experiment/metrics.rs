@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 /// Every listed metric name, in the registry's order: fio's (per direction), the sampler's,
 /// the network engines', then a traced run's. A `command`'s are the file's own.
-pub fn known() -> &'static [String] {
+pub(crate) fn known() -> &'static [String] {
     static KNOWN: OnceLock<Vec<String>> = OnceLock::new();
     KNOWN.get_or_init(|| {
         crate::metrics::registry()
@@ -18,7 +18,7 @@ pub fn known() -> &'static [String] {
 
 /// A known name, or a device's own `dev_*` figure, `DEVICE:dev_*` (several target devices,
 /// or devices stacked under one).
-pub fn is_known(name: &str) -> bool {
+pub(crate) fn is_known(name: &str) -> bool {
     crate::metrics::exact(name).is_some()
 }
 

@@ -5,7 +5,7 @@
 
 /// The values a knob accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Domain {
+pub(crate) enum Domain {
     /// One of these exact words.
     OneOf(&'static [&'static str]),
     /// An integer in this inclusive range.
@@ -14,7 +14,7 @@ pub enum Domain {
 
 impl Domain {
     /// Human-readable description, used in error messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Domain::OneOf(words) => words
                 .iter()
@@ -29,7 +29,7 @@ impl Domain {
 
 /// One knob under /sys/block/DEV/queue/.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueKnob {
+pub(crate) struct QueueKnob {
     /// The factor name in experiment files.
     pub name: &'static str,
     /// Path relative to /sys/block/DEV/queue/.
@@ -39,9 +39,9 @@ pub struct QueueKnob {
 }
 
 /// I/O schedulers the kernel ships (the device's `queue/scheduler` lists those loaded).
-pub const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
+pub(crate) const SCHEDULERS: &[&str] = &["none", "mq-deadline", "kyber", "bfq"];
 
-pub const QUEUE_KNOBS: &[QueueKnob] = &[
+pub(crate) const QUEUE_KNOBS: &[QueueKnob] = &[
     QueueKnob {
         name: "scheduler",
         attribute: "scheduler",
@@ -129,19 +129,19 @@ pub const QUEUE_KNOBS: &[QueueKnob] = &[
 ];
 
 /// The knob with this factor name.
-pub fn find(name: &str) -> Option<&'static QueueKnob> {
+pub(crate) fn find(name: &str) -> Option<&'static QueueKnob> {
     QUEUE_KNOBS.iter().find(|k| k.name == name)
 }
 
 /// The names of all known knobs, for "allowed" lists.
-pub fn names() -> Vec<&'static str> {
+pub(crate) fn names() -> Vec<&'static str> {
     QUEUE_KNOBS.iter().map(|k| k.name).collect()
 }
 
 impl QueueKnob {
     /// Checks a value (already in text form) and returns the text to write to sysfs, or a
     /// message saying what is allowed.
-    pub fn check(&self, value: &str) -> Result<String, String> {
+    pub(crate) fn check(&self, value: &str) -> Result<String, String> {
         let v = value.trim();
         match self.domain {
             Domain::OneOf(words) if words.contains(&v) => Ok(v.to_string()),
@@ -153,7 +153,7 @@ impl QueueKnob {
         }
     }
 
-    pub fn allowed(&self) -> String {
+    pub(crate) fn allowed(&self) -> String {
         format!(
             "`{}` ({}) takes {}",
             self.name,
@@ -165,7 +165,7 @@ impl QueueKnob {
 
 /// A queue attribute named by path (`queue/iosched/fifo_batch`): a safe relative path of
 /// lower-case words, no `..`.
-pub fn is_valid_attribute_path(path: &str) -> bool {
+pub(crate) fn is_valid_attribute_path(path: &str) -> bool {
     !path.is_empty()
         && path.split('/').all(|part| {
             !part.is_empty()

@@ -14,7 +14,7 @@ const CPU: &str = "/sys/devices/system/cpu";
 
 /// A machine-wide control, as named in `[factors]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SystemKnob {
+pub(crate) enum SystemKnob {
     /// Dotted name without the `sysctl.` prefix: `vm.dirty_ratio`.
     Sysctl(String),
     Module {
@@ -28,7 +28,7 @@ pub enum SystemKnob {
 }
 
 /// The factor names, for help and suggestions.
-pub const NAMES: &[&str] = &[
+pub(crate) const NAMES: &[&str] = &[
     "sysctl.NAME",
     "module.MODULE.PARAMETER",
     "cpu.governor",
@@ -40,7 +40,7 @@ pub const NAMES: &[&str] = &[
 impl SystemKnob {
     /// `None` when `name` is not a system knob's name at all; an error when it is one but not
     /// one iolab may change.
-    pub fn parse(name: &str) -> Option<Result<SystemKnob, String>> {
+    pub(crate) fn parse(name: &str) -> Option<Result<SystemKnob, String>> {
         if let Some(sysctl) = name.strip_prefix("sysctl.") {
             let path = format!("/proc/sys/{}", sysctl.replace('.', "/"));
             return Some(kinds::classify(&path).map(|_| SystemKnob::Sysctl(sysctl.to_string())));
@@ -71,7 +71,7 @@ impl SystemKnob {
     }
 
     /// Checks and normalises one level's text; the error says what is allowed.
-    pub fn check(&self, text: &str) -> Result<String, String> {
+    pub(crate) fn check(&self, text: &str) -> Result<String, String> {
         let t = text.trim();
         let on_off = |t: &str| match t {
             "on" | "true" | "1" => Ok("on".to_string()),
@@ -105,7 +105,7 @@ impl SystemKnob {
     }
 
     /// The writes that set `level` on machine `m`, or why this machine cannot.
-    pub fn writes(&self, level: &str, m: &Machine) -> Result<Vec<KnobWrite>, String> {
+    pub(crate) fn writes(&self, level: &str, m: &Machine) -> Result<Vec<KnobWrite>, String> {
         let w = |path: String, value: &str| KnobWrite {
             path,
             value: value.to_string(),
@@ -170,7 +170,7 @@ impl SystemKnob {
 
     /// What preflight advises for a quiet machine, as far as `m` has the controls: the
     /// performance governor, boost off, no idle state deeper than C1 (case 4's set-up).
-    pub fn advice(m: &Machine) -> Vec<(SystemKnob, String)> {
+    pub(crate) fn advice(m: &Machine) -> Vec<(SystemKnob, String)> {
         let c = &m.controls;
         let mut out = Vec::new();
         if c.governors.iter().any(|g| g == "performance") {
@@ -186,7 +186,7 @@ impl SystemKnob {
     }
 
     /// The name as written in an experiment file.
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             SystemKnob::Sysctl(n) => format!("sysctl.{n}"),
             SystemKnob::Module { module, parameter } => format!("module.{module}.{parameter}"),
@@ -199,7 +199,7 @@ impl SystemKnob {
 
     /// Whether the knob changes which CPUs are online, which the placement of fio and of
     /// interrupts is resolved against before the first run.
-    pub fn changes_cpus(&self) -> bool {
+    pub(crate) fn changes_cpus(&self) -> bool {
         matches!(self, SystemKnob::Smt)
     }
 }

@@ -25,7 +25,7 @@ use crate::sys::SysRoot;
 
 /// Why the session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     /// The controller said `bye`.
     Bye,
     /// The input closed (or could not be read) without a `bye`.
@@ -38,7 +38,7 @@ pub enum Ended {
 
 /// How the session ended and whether the knobs came back (an error says which did not).
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     #[allow(dead_code)] // only the tests read it; `iolab agent` needs restore_error alone
     pub ended: Ended,
     pub restore_error: Option<String>,
@@ -62,7 +62,7 @@ struct Session {
 
 /// Serves requests from `input` to `output` until `bye`, the input's end, a failed write or
 /// `signal()` naming a signal that arrived (`knobs::signals::Interrupt`); then restores every knob the session set.
-pub fn serve(
+pub(crate) fn serve(
     input: impl Read + Send + 'static,
     mut output: impl Write,
     signal: &dyn Fn() -> Option<i32>,

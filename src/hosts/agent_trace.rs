@@ -14,7 +14,7 @@ use crate::trace::capture::{self, Recording};
 const BUFFER_KB: u64 = 8192;
 
 /// One recording under way; dropped unfinished, it stops and its files go.
-pub struct AgentTrace {
+pub(crate) struct AgentTrace {
     recording: Option<Recording>,
     dir: PathBuf,
     base: PathBuf,
@@ -24,7 +24,7 @@ pub struct AgentTrace {
 
 impl AgentTrace {
     /// Starts recording `device` into a directory of its own under `state_dir`.
-    pub fn start(state_dir: &std::path::Path, device: &str) -> Result<AgentTrace, String> {
+    pub(crate) fn start(state_dir: &std::path::Path, device: &str) -> Result<AgentTrace, String> {
         let machine =
             crate::model::Machine::read(&crate::sys::SysRoot::live()).map_err(|e| e.to_string())?;
         let dev = machine
@@ -54,7 +54,7 @@ impl AgentTrace {
     }
 
     /// Stops recording and analyses the trace into the run's `trace_*` metrics; the files go.
-    pub fn stop(mut self) -> Result<Vec<(String, f64)>, String> {
+    pub(crate) fn stop(mut self) -> Result<Vec<(String, f64)>, String> {
         let recording = self.recording.take().ok_or("not recording")?;
         let summary = recording.stop().map_err(|e| format!("{e:#}"))?;
         let report = analyze::analyze_paths(

@@ -26,7 +26,7 @@ const TRIES: usize = 3;
 
 /// A host's clock against this machine's.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Skew {
+pub(crate) struct Skew {
     /// Host clock minus this machine's (seconds): positive = the host is ahead.
     pub skew_s: f64,
     pub round_trip_s: f64,
@@ -35,7 +35,7 @@ pub struct Skew {
 }
 
 /// The skew from this machine's clock at `sent` and `received` and the host's `remote`.
-pub fn skew(sent: f64, received: f64, remote: f64) -> Skew {
+pub(crate) fn skew(sent: f64, received: f64, remote: f64) -> Skew {
     let round_trip_s = (received - sent).max(0.0);
     Skew {
         skew_s: remote - (sent + received) / 2.0,
@@ -46,7 +46,7 @@ pub fn skew(sent: f64, received: f64, remote: f64) -> Skew {
 
 /// One host's line of the check.
 #[derive(Debug, Clone, Serialize)]
-pub struct HostCheck {
+pub(crate) struct HostCheck {
     pub host: String,
     /// Why the host could not be checked.
     pub error: Option<String>,
@@ -58,7 +58,7 @@ pub struct HostCheck {
 
 /// The whole check.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// This machine, the reference.
     pub local: Hello,
     pub max_skew_s: f64,
@@ -67,7 +67,7 @@ pub struct Report {
 
 impl Report {
     /// Hosts unreachable or flagged.
-    pub fn problems(&self) -> usize {
+    pub(crate) fn problems(&self) -> usize {
         self.hosts
             .iter()
             .map(|h| h.flags.len() + usize::from(h.error.is_some()))
@@ -76,7 +76,7 @@ impl Report {
 }
 
 /// Connects to every host at once and checks each.
-pub fn check(hosts: &[String], options: &SshOptions, max_skew: Duration) -> Report {
+pub(crate) fn check(hosts: &[String], options: &SshOptions, max_skew: Duration) -> Report {
     let local = facts::hello(&SysRoot::live(), facts::fio_version());
     let mut checked: Vec<HostCheck> = std::thread::scope(|s| {
         let running: Vec<_> = hosts
@@ -153,7 +153,7 @@ fn measure(host: &str, options: &SshOptions) -> HostCheck {
 }
 
 /// What differs on `host` from this machine (`local`), beyond what may.
-pub fn flags(local: &Hello, host: &HostCheck, max_skew_s: f64) -> Vec<String> {
+pub(crate) fn flags(local: &Hello, host: &HostCheck, max_skew_s: f64) -> Vec<String> {
     let mut flags = Vec::new();
     let Some(hello) = &host.hello else {
         return flags;
@@ -197,7 +197,7 @@ impl crate::output::Render for Report {
 }
 
 /// The check as aligned text: one row per machine, then the problems.
-pub fn render(report: &Report) -> String {
+pub(crate) fn render(report: &Report) -> String {
     let safe = |s: &str| terminal_safe(s).into_owned();
     let text = |v: &Option<String>| safe(v.as_deref().unwrap_or("-"));
     let mut rows = vec![[

@@ -8,7 +8,7 @@ use crate::sys::SysRoot;
 
 /// The `hello` answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hello {
+pub(crate) struct Hello {
     /// iolab's version with the commit it was built from.
     pub iolab_version: String,
     pub protocol: u32,
@@ -22,7 +22,7 @@ pub struct Hello {
 }
 
 /// `fio --version` of the fio on PATH, trimmed; None when there is none or it fails.
-pub fn fio_version() -> Option<String> {
+pub(crate) fn fio_version() -> Option<String> {
     let out = std::process::Command::new("fio")
         .arg("--version")
         .stdin(std::process::Stdio::null())
@@ -34,7 +34,7 @@ pub fn fio_version() -> Option<String> {
 }
 
 /// This machine's facts. `fio` is passed in: it costs a process, so the agent asks once.
-pub fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
+pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
     Hello {
         iolab_version: env!("IOLAB_VERSION").to_string(),
         protocol: super::protocol::PROTOCOL_VERSION,

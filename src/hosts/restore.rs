@@ -11,7 +11,7 @@ use super::ssh::{command, shell_quote, SshOptions};
 
 /// What one host's `iolab restore` said.
 #[derive(Debug, serde::Serialize)]
-pub struct HostRestore {
+pub(crate) struct HostRestore {
     pub host: String,
     /// Its exit status was 0.
     pub ok: bool,
@@ -23,7 +23,7 @@ pub struct HostRestore {
 
 /// Runs `iolab restore` on `host` over ssh; `json` asks it for its JSON report. An error only
 /// when ssh itself cannot be started; a host that cannot be reached is a failed `HostRestore`.
-pub fn restore(host: &str, options: &SshOptions, json: bool) -> anyhow::Result<HostRestore> {
+pub(crate) fn restore(host: &str, options: &SshOptions, json: bool) -> anyhow::Result<HostRestore> {
     let remote = format!(
         "{} restore{}",
         shell_quote(&options.remote_iolab),

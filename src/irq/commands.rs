@@ -17,7 +17,7 @@ use crate::sys::SysRoot;
 /// A plan and how long the rates behind it were measured (for the text).
 #[derive(Serialize)]
 #[serde(transparent)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub plan: plan::Plan,
     #[serde(skip)]
     pub measured_s: f64,
@@ -32,7 +32,7 @@ impl Render for Planned {
 /// Measures interrupt rates over `over` on `root` and plans a placement; `None` when
 /// interrupted before the measurement ended. The model's journal of earlier placements is this
 /// machine's only on a live root.
-pub fn plan_now(
+pub(crate) fn plan_now(
     root: &SysRoot,
     over: Duration,
     wait: &dyn Fn(Duration) -> bool,
@@ -58,7 +58,7 @@ pub fn plan_now(
 }
 
 /// Where `irq apply` takes its plan from.
-pub enum PlanSource {
+pub(crate) enum PlanSource {
     /// A plan saved by `iolab irq plan --json`.
     File(PathBuf),
     /// Measured now.
@@ -71,7 +71,7 @@ pub enum PlanSource {
 /// What `irq apply` did: the plan and the moves it made. JSON keys sorted, as scripts have
 /// always read them.
 #[derive(Serialize)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     #[serde(serialize_with = "sorted_keys")]
     pub applied: Vec<apply::Applied>,
     #[serde(serialize_with = "sorted_keys")]
@@ -92,7 +92,7 @@ impl Render for Outcome {
 
 /// Checks the plan against this machine and writes its moves through the placement journal
 /// (kept, so `irq rollback` can undo them). Refused beside a running irqbalance unless `force`.
-pub fn apply_plan(
+pub(crate) fn apply_plan(
     root: &SysRoot,
     source: PlanSource,
     wait: &dyn Fn(Duration) -> bool,
@@ -137,7 +137,7 @@ pub fn apply_plan(
 }
 
 /// irqbalance would move the interrupts iolab places: refused unless `force`.
-pub fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> Result<()> {
+pub(crate) fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> Result<()> {
     if let (Some(pid), false) = (super::irqbalance_pid(root), force) {
         bail!(
             "irqbalance (pid {pid}) is running and would move the interrupts again; stop it \
@@ -150,7 +150,7 @@ pub fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> Result<()> {
 /// What `irq rollback` put back (`None`: nothing placed by iolab).
 #[derive(Serialize)]
 #[serde(transparent)]
-pub struct RolledBack(pub Option<RestoreReport>);
+pub(crate) struct RolledBack(pub Option<RestoreReport>);
 
 impl Render for RolledBack {
     fn text(&self) -> String {
@@ -162,6 +162,6 @@ impl Render for RolledBack {
 }
 
 /// Puts back every affinity in the placement journal.
-pub fn rollback() -> Result<RolledBack> {
+pub(crate) fn rollback() -> Result<RolledBack> {
     Ok(RolledBack(apply::rollback(&apply::journal_dir())?))
 }

@@ -13,7 +13,7 @@ use anyhow::Result;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub plan: Options,
     pub min_interval: Duration,
     pub max_interval: Duration,
@@ -24,7 +24,7 @@ pub struct Settings {
 }
 
 /// The next interval: back to the floor after a move, else twice as long up to the ceiling.
-pub fn next_interval(now: Duration, moved: bool, s: &Settings) -> Duration {
+pub(crate) fn next_interval(now: Duration, moved: bool, s: &Settings) -> Duration {
     if moved {
         s.min_interval
     } else {
@@ -34,7 +34,7 @@ pub fn next_interval(now: Duration, moved: bool, s: &Settings) -> Duration {
 
 /// How much a log line matters, in syslog's terms (what a service manager files it under).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Level {
+pub(crate) enum Level {
     /// A decision that changed the machine (a move, a restore).
     Notice,
     /// A look that changed nothing.
@@ -43,7 +43,7 @@ pub enum Level {
 
 impl Level {
     /// The syslog priority (sd-daemon's `<N>` prefix).
-    pub fn priority(self) -> u8 {
+    pub(crate) fn priority(self) -> u8 {
         match self {
             Level::Notice => 5,
             Level::Info => 6,
@@ -53,7 +53,7 @@ impl Level {
 
 /// Runs until `wait` reports a signal or the cycles are done. `log` gets one line per decision;
 /// `publish` gets the figures of every look (for `--metrics-file` / `--listen`).
-pub fn run(
+pub(crate) fn run(
     root: &SysRoot,
     s: &Settings,
     wait: &dyn Fn(Duration) -> bool,

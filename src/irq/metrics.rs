@@ -16,7 +16,7 @@ use anyhow::Context;
 
 /// What one look of the daemon measured and did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// Interrupts per second per CPU iolab can place interrupts on.
     pub cpu: BTreeMap<u32, f64>,
     /// Interrupts per second of each interrupt that had any: (irq, name, rate).
@@ -31,7 +31,7 @@ pub struct Figures {
 
 impl Figures {
     /// The busiest CPU's rate over the mean CPU's rate (1 = perfectly even); 0 when idle.
-    pub fn imbalance(&self) -> f64 {
+    pub(crate) fn imbalance(&self) -> f64 {
         let n = self.cpu.len() as f64;
         let sum: f64 = self.cpu.values().sum();
         let max = self.cpu.values().copied().fold(0.0, f64::max);
@@ -44,7 +44,7 @@ impl Figures {
 }
 
 /// The figures in the Prometheus text exposition format (version 0.0.4).
-pub fn prometheus_text(f: &Figures) -> String {
+pub(crate) fn prometheus_text(f: &Figures) -> String {
     let mut o = String::new();
     let family = |o: &mut String, name: &str, kind: &str, help: &str| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -127,7 +127,7 @@ fn label(s: &str) -> String {
 }
 
 /// Replaces `path` with `text` atomically (a temporary file beside it, then a rename).
-pub fn write_textfile(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(crate) fn write_textfile(path: &Path, text: &str) -> anyhow::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", path.display()))?;
@@ -135,12 +135,12 @@ pub fn write_textfile(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// The latest exposition, shared with the HTTP thread.
-pub type Published = Arc<Mutex<String>>;
+pub(crate) type Published = Arc<Mutex<String>>;
 
 /// Serves the latest figures on `addr` (`GET /metrics`, or `/`); returns the address bound
 /// (port 0 picks a free one) and the slot to publish into. The thread lives as long as the
 /// process; each request is read with a timeout and a size limit.
-pub fn serve(addr: &str) -> anyhow::Result<(std::net::SocketAddr, Published)> {
+pub(crate) fn serve(addr: &str) -> anyhow::Result<(std::net::SocketAddr, Published)> {
     let addrs: Vec<_> = addr
         .to_socket_addrs()
         .with_context(|| format!("--listen {addr}: not an address (e.g. 127.0.0.1:9464)"))?

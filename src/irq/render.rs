@@ -7,7 +7,7 @@ use crate::sys::parse::format_cpulist;
 use std::fmt::Write as _;
 
 /// Interrupts per second: whole numbers, but a rare interrupt still shows as more than zero.
-pub fn rate(v: f64) -> String {
+pub(crate) fn rate(v: f64) -> String {
     if v > 0.0 && v < 10.0 {
         format!("{v:.1}")
     } else {
@@ -17,7 +17,7 @@ pub fn rate(v: f64) -> String {
 
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
-pub fn plan_text(p: &Plan, measured_s: f64) -> String {
+pub(crate) fn plan_text(p: &Plan, measured_s: f64) -> String {
     crate::report::format::terminal_safe_lines(&plan_text_unescaped(p, measured_s)).into_owned()
 }
 
@@ -129,7 +129,7 @@ fn pinned_text(pin: &Pinned) -> String {
 
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
-pub fn applied_text(done: &[Applied]) -> String {
+pub(crate) fn applied_text(done: &[Applied]) -> String {
     crate::report::format::terminal_safe_lines(&applied_text_unescaped(done)).into_owned()
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 #[derive(Debug, Clone, Serialize)]
-pub struct TopRow {
+pub(crate) struct TopRow {
     /// The IRQ number, or a summary row's name (`LOC`, `RES`, ...).
     pub irq: String,
     pub name: String,
@@ -19,7 +19,7 @@ pub struct TopRow {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct TopFrame {
+pub(crate) struct TopFrame {
     pub interval_s: f64,
     /// Device (numbered) interrupts per second taken by each CPU.
     pub cpu_totals: BTreeMap<u32, f64>,
@@ -29,7 +29,12 @@ pub struct TopFrame {
 
 /// Rates between two readings `ns` apart. Summary rows (timer, IPIs) are included only when
 /// asked; they never count in `cpu_totals`. A counter that went backwards gives no rate.
-pub fn frame(before: &Interrupts, after: &Interrupts, ns: u64, with_summary: bool) -> TopFrame {
+pub(crate) fn frame(
+    before: &Interrupts,
+    after: &Interrupts,
+    ns: u64,
+    with_summary: bool,
+) -> TopFrame {
     let mut cpu_totals: BTreeMap<u32, f64> = after.cpus.iter().map(|c| (*c, 0.0)).collect();
     let mut rows = Vec::new();
     for row in &after.rows {
@@ -85,7 +90,7 @@ pub fn frame(before: &Interrupts, after: &Interrupts, ns: u64, with_summary: boo
 /// device-interrupt total per CPU and each CPU's share of it.
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
-pub fn render(f: &TopFrame, limit: usize) -> String {
+pub(crate) fn render(f: &TopFrame, limit: usize) -> String {
     crate::report::format::terminal_safe_lines(&render_unescaped(f, limit)).into_owned()
 }
 

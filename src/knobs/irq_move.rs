@@ -23,7 +23,7 @@ const NUDGE_AFTER: Duration = Duration::from_millis(20);
 
 /// The interrupt number and effective-affinity file of an affinity file
 /// (`/proc/irq/N/smp_affinity[_list]`).
-pub fn effective_of(path: &str) -> Option<(u32, String)> {
+pub(super) fn effective_of(path: &str) -> Option<(u32, String)> {
     let (dir, file) = path.rsplit_once('/')?;
     let irq = dir.strip_prefix("/proc/irq/")?.parse().ok()?;
     match file {
@@ -53,7 +53,7 @@ fn settled(path: &str, effective: &str) -> Option<(bool, Vec<u32>)> {
 /// Before writing the live affinity file `path`: waits up to 200 ms for a pending move of its
 /// interrupt to happen, making an idle disk interrupt fire after 20 ms. Returns the disk read
 /// for that, if any. Not an affinity file, or unreadable: returns at once.
-pub fn settle(path: &str) -> Option<String> {
+pub(super) fn settle(path: &str) -> Option<String> {
     let (irq, effective) = effective_of(path)?;
     let start = Instant::now();
     let mut nudged = None;

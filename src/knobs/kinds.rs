@@ -19,7 +19,7 @@ use crate::sys::lock::Resource;
 /// prefix and a number. `{sysctl...}` takes the rest of the path (1 to 8 components). Every
 /// other component is literal.
 #[derive(Debug)]
-pub struct Kind {
+pub(crate) struct Kind {
     pub what: &'static str,
     pub pattern: &'static str,
     lock: Lock,
@@ -42,7 +42,7 @@ enum Lock {
     Dotted(&'static str),
 }
 
-pub const KINDS: &[Kind] = &[
+pub(crate) const KINDS: &[Kind] = &[
     Kind {
         what: "block queue attribute",
         pattern: "/sys/block/{dev}/queue/{attr}",
@@ -112,7 +112,7 @@ pub const KINDS: &[Kind] = &[
 /// actions, not settings, and have no value to put back. Of `net`, only the tuning trees
 /// (buffers, backlogs, busy polling, TCP and UDP): the rest decides routing and filtering
 /// (`net.ipv4.ip_forward`, `rp_filter`), and `net.core.bpf_*` hardens the BPF JIT.
-pub const SYSCTLS: &[&str] = &[
+pub(crate) const SYSCTLS: &[&str] = &[
     "vm.",
     "net.core.",
     "net.ipv4.tcp_",
@@ -156,7 +156,7 @@ fn sysctl_allowed(parts: &[&str]) -> Result<(), String> {
 /// Modules whose writable parameters iolab may change: storage and network drivers and the
 /// block layer's neighbours. An allow-list because a parameter can name a file the kernel then
 /// loads (`firmware_class.path`).
-pub const MODULES: &[&str] = &[
+pub(crate) const MODULES: &[&str] = &[
     "nvme",
     "nvme_core",
     "scsi_mod",
@@ -195,7 +195,7 @@ fn module_allowed(parts: &[&str]) -> Result<(), String> {
 
 /// What a valid path names: its kind and the machine-wide thing it belongs to.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Matched {
+pub(crate) struct Matched {
     pub kind: &'static str,
     pub resource: Resource,
 }
@@ -243,7 +243,7 @@ fn is_number(s: &str) -> bool {
 }
 
 /// Checks `path` against the table (no I/O). The error says why and which kinds are allowed.
-pub fn classify(path: &str) -> Result<Matched, String> {
+pub(crate) fn classify(path: &str) -> Result<Matched, String> {
     for k in KINDS {
         let Some(got) = captures(k.pattern, path) else {
             continue;
@@ -283,7 +283,7 @@ fn is_name(s: &str) -> bool {
 
 /// Where a valid path's file is on disk.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Located {
+pub(crate) enum Located {
     /// The file, symlinks resolved: write to exactly this.
     File(PathBuf),
     /// No such file under the root (the device or IRQ went away).
@@ -292,7 +292,7 @@ pub enum Located {
 
 /// Maps a live path to its file under `root`, refusing anything outside the table and any file
 /// that, symlinks resolved, leaves the root's /sys or /proc.
-pub fn locate(root: &Path, path: &str) -> Result<Located, String> {
+pub(crate) fn locate(root: &Path, path: &str) -> Result<Located, String> {
     classify(path)?;
     let rel = path.trim_start_matches('/');
     // `classify` already allows one plain component per placeholder; this guards the table.

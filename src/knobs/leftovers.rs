@@ -13,7 +13,7 @@ use crate::output::sorted_keys;
 
 /// What `undo` did. Its JSON has the keys sorted, as scripts have always read it.
 #[derive(Debug, Serialize)]
-pub struct Leftovers {
+pub(crate) struct Leftovers {
     #[serde(serialize_with = "sorted_keys")]
     pub experiments_interrupted: Vec<Abandoned>,
     pub fio_run_directories_removed: Vec<PathBuf>,
@@ -34,7 +34,7 @@ pub struct Leftovers {
 }
 
 /// Undoes what was left in `state_dir` (and fio's run directories under `fio_work_dir`).
-pub fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
+pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
     let knobs = super::replay(state_dir)?;
     let scratch = crate::target::remove_leaked_scratch(state_dir)?;
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
@@ -90,7 +90,7 @@ fn restore_hosts(
 impl Leftovers {
     /// Journal entries refused plus other problems: any makes `iolab restore` fail, so a
     /// script notices.
-    pub fn failures(&self) -> (usize, usize) {
+    pub(crate) fn failures(&self) -> (usize, usize) {
         (
             self.knobs.as_ref().map_or(0, |k| k.refused.len()),
             self.problems.len(),
@@ -146,7 +146,7 @@ impl crate::output::Render for Leftovers {
 }
 
 /// One line per knob written back, and per knob whose file is gone (`gone_why` says why).
-pub fn restored_lines(r: &super::RestoreReport, gone_why: &str) -> String {
+pub(crate) fn restored_lines(r: &super::RestoreReport, gone_why: &str) -> String {
     let mut out = String::new();
     for e in &r.restored {
         let _ = writeln!(out, "restored {} = {} (was {})", e.path, e.old, e.new);

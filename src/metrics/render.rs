@@ -8,7 +8,7 @@ use crate::stats::direction::Direction;
 
 /// One metric as printed: the name (or pattern) and the rest in words.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub name: String,
     /// True for a naming rule (`*_us`), false for a stored name.
     pub pattern: bool,
@@ -38,7 +38,7 @@ fn row(m: &Metric) -> Row {
     }
 }
 
-pub fn rows() -> Vec<Row> {
+pub(crate) fn rows() -> Vec<Row> {
     registry().iter().map(row).collect()
 }
 
@@ -51,7 +51,7 @@ const NOTES: &[&str] = &[
 ];
 
 /// The text table: name, unit, better, source and description, one metric a line.
-pub fn text() -> String {
+pub(crate) fn text() -> String {
     let rows = rows();
     let cell = |s: Option<&str>| s.unwrap_or("-").to_string();
     let lines: Vec<[String; 5]> = std::iter::once([
@@ -94,7 +94,7 @@ pub fn text() -> String {
 /// The registry as `iolab metrics` prints it: `text()` for people, the rows as JSON.
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
-pub struct Listing(pub Vec<Row>);
+pub(crate) struct Listing(pub Vec<Row>);
 
 impl crate::output::Render for Listing {
     fn text(&self) -> String {
@@ -103,7 +103,7 @@ impl crate::output::Render for Listing {
 }
 
 /// docs/metrics.md.
-pub fn markdown() -> String {
+pub(crate) fn markdown() -> String {
     let mut out = String::from(
         "# Metrics\n\n\
          <!-- Generated from src/metrics/mod.rs by `iolab metrics --markdown`; \

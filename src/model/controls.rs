@@ -11,14 +11,14 @@ const CPU: &str = "/sys/devices/system/cpu";
 
 /// Where boost is switched, and which way round the file reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BoostControl {
+pub(crate) struct BoostControl {
     pub path: String,
     /// `intel_pstate/no_turbo` says 1 for "boost off"; `cpufreq/boost` says 1 for "on".
     pub inverted: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Controls {
+pub(crate) struct Controls {
     /// Online CPUs with a cpufreq governor, and the governors the first of them offers.
     pub governor_cpus: Vec<u32>,
     pub governors: Vec<String>,
@@ -31,7 +31,7 @@ pub struct Controls {
 }
 
 impl Controls {
-    pub fn read(root: &SysRoot, online: &[u32]) -> Controls {
+    pub(crate) fn read(root: &SysRoot, online: &[u32]) -> Controls {
         let governor_cpus: Vec<u32> = online
             .iter()
             .copied()

@@ -130,7 +130,7 @@ pub(crate) fn walk_up(root: &SysRoot, sysfs: &str) -> Controller {
 
 /// The disks (names under /sys/block) whose controller raises interrupt `irq`: the disks a
 /// read can be sent to when that interrupt has to fire.
-pub fn disks_of_irq(root: &SysRoot, irq: u32) -> Vec<String> {
+pub(crate) fn disks_of_irq(root: &SysRoot, irq: u32) -> Vec<String> {
     let mut disks: Vec<String> = Vec::new();
     for name in root.list_optional("/sys/block").unwrap_or_default() {
         let Ok(sysfs) = root.resolve(&format!("/sys/block/{name}")) else {
@@ -145,7 +145,7 @@ pub fn disks_of_irq(root: &SysRoot, irq: u32) -> Vec<String> {
 }
 
 /// Finds the controller, its IRQs and the per-queue IRQs of one device.
-pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], warn: &mut Warnings) {
+pub(crate) fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], warn: &mut Warnings) {
     let mut c = walk_up(root, &dev.sysfs);
     if c.pci.is_none() {
         // An NVMe multipath head sits under /sys/devices/virtual/nvme-subsystem; its paths
@@ -243,7 +243,7 @@ pub fn attach(root: &SysRoot, dev: &mut BlockDevice, irqs: &[Irq], warn: &mut Wa
 /// EIO). Their file mode does not always say so: Debian's 6.1 creates `smp_affinity` 0644 for
 /// them too (seen in the lab's cells4 NVMe, tests/lab.rs), so the mode check in `irqs` alone
 /// would offer them to `irq plan`. A one-queue device's vector is left as its mode says.
-pub fn mark_spread_managed(devices: &[BlockDevice], irqs: &mut [Irq]) {
+pub(crate) fn mark_spread_managed(devices: &[BlockDevice], irqs: &mut [Irq]) {
     for dev in devices {
         let with_irq = dev.queues.iter().filter(|q| q.irq.is_some()).count();
         if with_irq < 2 {

@@ -8,10 +8,10 @@ use super::{Irq, Warnings};
 use crate::sys::SysRoot;
 use serde::{Deserialize, Serialize};
 
-pub const NET: &str = "/sys/class/net";
+pub(crate) const NET: &str = "/sys/class/net";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Nic {
+pub(crate) struct Nic {
     pub name: String,
     /// True when the interface has no `device` link (veth, bridge, tun...): no interrupts.
     pub is_virtual: bool,
@@ -28,7 +28,7 @@ pub struct Nic {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NicIrq {
+pub(crate) struct NicIrq {
     pub irq: u32,
     pub name: String,
     /// CPUs the interrupt is delivered to (`effective_affinity_list`).
@@ -36,7 +36,7 @@ pub struct NicIrq {
 }
 
 /// Every interface under /sys/class/net except `lo`. A missing directory is a warning.
-pub fn read(root: &SysRoot, irqs: &[Irq], warn: &mut Warnings) -> Vec<Nic> {
+pub(crate) fn read(root: &SysRoot, irqs: &[Irq], warn: &mut Warnings) -> Vec<Nic> {
     let names = match root.list_optional(NET) {
         Ok(n) => n,
         Err(e) => {
@@ -99,7 +99,7 @@ fn read_nic(root: &SysRoot, name: &str, irqs: &[Irq]) -> Nic {
 /// from the CPUs its interrupts are delivered to) and `irq_cpu` are resolved by the same code
 /// as for a disk. Queue knobs, fio and traces never reach it (the experiment file refuses
 /// them with `nic`). `Err` names the NICs the machine has.
-pub fn with_nic_target(mut m: super::Machine, name: &str) -> Result<super::Machine, String> {
+pub(crate) fn with_nic_target(mut m: super::Machine, name: &str) -> Result<super::Machine, String> {
     let Some(nic) = m.nics.iter().find(|n| n.name == name) else {
         let have: Vec<&str> = m.nics.iter().map(|n| n.name.as_str()).collect();
         return Err(format!(

@@ -10,7 +10,7 @@ use crate::placement::{self as level, CpuPlace, Resolved};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OnNearFar {
+pub(crate) struct OnNearFar {
     pub on: Vec<u32>,
     pub near: Vec<u32>,
     pub far: Vec<u32>,
@@ -57,7 +57,7 @@ fn irq_cpus(m: &Machine, dev: &BlockDevice, cpu: u32) -> Vec<u32> {
 }
 
 /// Classifies the online CPUs for one device; None when the device has no interrupts.
-pub fn placement(m: &Machine, dev: &BlockDevice) -> Option<OnNearFar> {
+pub(crate) fn placement(m: &Machine, dev: &BlockDevice) -> Option<OnNearFar> {
     if dev.irqs.is_empty() {
         return None;
     }
@@ -85,7 +85,7 @@ pub fn placement(m: &Machine, dev: &BlockDevice) -> Option<OnNearFar> {
 /// no device, on this machine). `anchor_cpu` stands in for the interrupt CPU of a device that
 /// takes no interrupt (a loop device), so on/near/far still mean something there.
 /// `Err` says why the level cannot be realised here.
-pub fn resolve(
+pub(crate) fn resolve(
     m: &Machine,
     dev: Option<&BlockDevice>,
     wanted: &level::Placement,
@@ -100,7 +100,7 @@ pub fn resolve(
 }
 
 /// The topology as placement sees it: online CPUs with core, package, node and LLC domain.
-pub fn cpu_places(m: &Machine) -> Vec<CpuPlace> {
+pub(crate) fn cpu_places(m: &Machine) -> Vec<CpuPlace> {
     m.cpus
         .iter()
         .filter(|c| m.online.contains(&c.cpu))

@@ -10,19 +10,19 @@ use crate::sys::{SysError, SysRoot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const STAT: &str = "/proc/stat";
-pub const DISKSTATS: &str = "/proc/diskstats";
+pub(crate) const STAT: &str = "/proc/stat";
+pub(crate) const DISKSTATS: &str = "/proc/diskstats";
 
 /// One reading of the three counter files.
 #[derive(Debug, Clone, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     pub interrupts: Interrupts,
     pub stat: Stat,
     pub diskstats: Vec<DiskStat>,
 }
 
 impl Counters {
-    pub fn read(root: &SysRoot) -> Result<Counters, SysError> {
+    pub(crate) fn read(root: &SysRoot) -> Result<Counters, SysError> {
         let interrupts = super::irqs::read_interrupts(root)?;
         let text = root.read(STAT)?;
         let stat = crate::sys::parse::stat(&text)
@@ -39,12 +39,12 @@ impl Counters {
 }
 
 /// `after - before`, or None when the counter went backwards.
-pub fn delta(before: u64, after: u64) -> Option<u64> {
+pub(crate) fn delta(before: u64, after: u64) -> Option<u64> {
     after.checked_sub(before)
 }
 
 /// Events per second between two counter values `interval_ns` apart.
-pub fn per_second(before: u64, after: u64, interval_ns: u64) -> Option<f64> {
+pub(crate) fn per_second(before: u64, after: u64, interval_ns: u64) -> Option<f64> {
     if interval_ns == 0 {
         return None;
     }
@@ -53,7 +53,7 @@ pub fn per_second(before: u64, after: u64, interval_ns: u64) -> Option<f64> {
 
 /// Per-IRQ rates: total and per CPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IrqRates {
+pub(crate) struct IrqRates {
     pub total: Option<f64>,
     pub per_cpu: BTreeMap<u32, Option<f64>>,
 }
@@ -92,7 +92,7 @@ pub struct DiskRates {
 
 /// Everything derived from two readings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
+pub(crate) struct Rates {
     pub interval_ns: u64,
     pub irqs: BTreeMap<IrqId, IrqRates>,
     /// All interrupts delivered to each CPU per second (sum over /proc/interrupts rows).
@@ -104,7 +104,7 @@ pub struct Rates {
 
 /// CPU shares between two /proc/stat lines; None if any counter went backwards or no tick
 /// passed.
-pub fn cpu_share(before: &CpuTimes, after: &CpuTimes) -> Option<CpuShare> {
+pub(crate) fn cpu_share(before: &CpuTimes, after: &CpuTimes) -> Option<CpuShare> {
     let d = |a: u64, b: u64| delta(a, b);
     let user = d(before.user, after.user)?;
     let nice = d(before.nice, after.nice)?;
@@ -134,7 +134,11 @@ pub fn cpu_share(before: &CpuTimes, after: &CpuTimes) -> Option<CpuShare> {
 }
 
 /// iostat's formulas over one interval (sysstat `rd_sec`/`r_await`/`aqu-sz`/`%util`).
-pub fn disk_rates(before: &DiskStat, after: &DiskStat, interval_ns: u64) -> Option<DiskRates> {
+pub(crate) fn disk_rates(
+    before: &DiskStat,
+    after: &DiskStat,
+    interval_ns: u64,
+) -> Option<DiskRates> {
     if interval_ns == 0 {
         return None;
     }
@@ -166,7 +170,7 @@ pub fn disk_rates(before: &DiskStat, after: &DiskStat, interval_ns: u64) -> Opti
 }
 
 /// Derives every rate from two readings `interval_ns` apart.
-pub fn rates(before: &Counters, after: &Counters, interval_ns: u64) -> Rates {
+pub(crate) fn rates(before: &Counters, after: &Counters, interval_ns: u64) -> Rates {
     let mut irqs = BTreeMap::new();
     let mut cpu_interrupts: BTreeMap<u32, f64> = BTreeMap::new();
     for row in &after.interrupts.rows {

@@ -17,7 +17,7 @@ impl crate::output::Render for Machine {
 
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
-pub fn tree(m: &Machine) -> String {
+pub(crate) fn tree(m: &Machine) -> String {
     crate::report::format::terminal_safe_lines(&tree_unescaped(m)).into_owned()
 }
 

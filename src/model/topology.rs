@@ -14,7 +14,7 @@ const NODE_DIR: &str = "/sys/devices/system/node";
 
 /// One online CPU and where it sits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cpu {
+pub(crate) struct Cpu {
     pub cpu: u32,
     /// `core_id`: unique only within a package.
     pub core: u32,
@@ -38,7 +38,7 @@ pub struct Cpu {
 
 /// A cache level shared by a set of CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cache {
+pub(crate) struct Cache {
     pub level: u32,
     /// The cache's id where exposed (distinguishes L3s on multi-CCX parts).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -48,7 +48,7 @@ pub struct Cache {
 
 /// One NUMA node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Node {
+pub(crate) struct Node {
     pub node: u32,
     pub cpus: Vec<u32>,
     /// SLIT distance to every node, by node id (10 = local).
@@ -56,14 +56,14 @@ pub struct Node {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeDistance {
+pub(crate) struct NodeDistance {
     pub node: u32,
     pub distance: u32,
 }
 
 /// Everything read from /sys/devices/system.
 #[derive(Debug, Clone, Default)]
-pub struct Topology {
+pub(crate) struct Topology {
     pub online: Vec<u32>,
     pub possible: Vec<u32>,
     pub isolated: Vec<u32>,
@@ -109,7 +109,7 @@ fn optional_number(root: &SysRoot, abs: &str) -> Option<i64> {
     root.attr(abs).and_then(|s| s.parse::<i64>().ok())
 }
 
-pub fn read(root: &SysRoot, warn: &mut Warnings) -> Result<Topology, SysError> {
+pub(crate) fn read(root: &SysRoot, warn: &mut Warnings) -> Result<Topology, SysError> {
     let online = read_cpulist(root, &format!("{CPU_DIR}/online"))?;
     if online.is_empty() {
         return Err(root.parse_error(&format!("{CPU_DIR}/online"), 1, "no online CPU"));

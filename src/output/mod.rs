@@ -8,23 +8,23 @@ use serde::Serialize;
 
 mod stdout;
 
-pub use stdout::stdout;
+pub(crate) use stdout::stdout;
 
 /// A command's result: its text rendering; its JSON is its `Serialize`.
-pub trait Render: Serialize {
+pub(crate) trait Render: Serialize {
     /// The text a person reads, with its trailing newline.
     fn text(&self) -> String;
 }
 
 /// A result that is also a table a spreadsheet reads (`show`, `compare`).
-pub trait RenderCsv: Render {
+pub(crate) trait RenderCsv: Render {
     /// The CSV text: a header line, then one line per row.
     fn csv(&self) -> String;
 }
 
 /// The output-format flags of a command whose result is a table: JSON or CSV.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
-pub struct TableOutputArgs {
+pub(crate) struct TableOutputArgs {
     /// Print the result as JSON.
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
@@ -34,7 +34,7 @@ pub struct TableOutputArgs {
 }
 
 /// Writes a table result: JSON, CSV or text, as `out` says.
-pub fn print_table(result: &impl RenderCsv, out: TableOutputArgs) -> anyhow::Result<()> {
+pub(crate) fn print_table(result: &impl RenderCsv, out: TableOutputArgs) -> anyhow::Result<()> {
     if out.csv {
         stdout(&result.csv())
     } else {
@@ -46,19 +46,19 @@ pub fn print_table(result: &impl RenderCsv, out: TableOutputArgs) -> anyhow::Res
 /// A command whose `--json` means something more specific names it with
 /// `#[command(mut_arg("json", |a| a.help("...")))]`, so `--help` keeps saying it.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
-pub struct OutputArgs {
+pub(crate) struct OutputArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
 /// Writes `result` to stdout: one pretty-printed JSON document, or its text.
-pub fn print(result: &impl Render, out: OutputArgs) -> anyhow::Result<()> {
+pub(crate) fn print(result: &impl Render, out: OutputArgs) -> anyhow::Result<()> {
     stdout(&format(result, out)?)
 }
 
 /// The text [`print`] writes.
-pub fn format(result: &impl Render, out: OutputArgs) -> anyhow::Result<String> {
+pub(crate) fn format(result: &impl Render, out: OutputArgs) -> anyhow::Result<String> {
     Ok(if out.json {
         serde_json::to_string_pretty(result)? + "\n"
     } else {
@@ -69,7 +69,10 @@ pub fn format(result: &impl Render, out: OutputArgs) -> anyhow::Result<String> {
 /// `serialize_with` for a field whose objects scripts have always seen with their keys sorted
 /// (documents once built with `json!`, whose maps sort keys): keeps those documents
 /// byte-identical now that they are typed.
-pub fn sorted_keys<T: Serialize, S: serde::Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn sorted_keys<T: Serialize, S: serde::Serializer>(
+    value: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     serde_json::to_value(value)
         .map_err(serde::ser::Error::custom)?
         .serialize(s)

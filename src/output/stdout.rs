@@ -4,7 +4,7 @@
 use std::io::Write;
 
 /// Writes `text` to stdout; a closed pipe is not an error.
-pub fn stdout(text: &str) -> anyhow::Result<()> {
+pub(crate) fn stdout(text: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

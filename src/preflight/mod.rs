@@ -5,7 +5,7 @@
 //! through a `SysRoot`; the only thing that needs the live machine is the short sampling of
 //! CPU use (busy processes, steal time), which is skipped for a snapshot.
 
-pub mod parse;
+pub(crate) mod parse;
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ use crate::sys::SysRoot;
 /// How much a finding matters for the numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Severity {
+pub(crate) enum Severity {
     /// Recorded for comparison; no action needed.
     Info,
     /// Likely to add noise or bias; the advice says what to change.
@@ -26,7 +26,7 @@ pub enum Severity {
 
 /// One fact about the machine.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub key: String,
     pub value: String,
     pub severity: Severity,
@@ -60,12 +60,12 @@ impl Finding {
 }
 
 /// How long to watch per-process CPU use.
-pub const DEFAULT_SAMPLE: Duration = Duration::from_millis(200);
+pub(crate) const DEFAULT_SAMPLE: Duration = Duration::from_millis(200);
 /// A process above this share of one CPU is "busy".
-pub const BUSY_THRESHOLD_PCT: f64 = 5.0;
+pub(crate) const BUSY_THRESHOLD_PCT: f64 = 5.0;
 
 /// Collects all findings. `sample` is how long CPU use is watched on a live machine.
-pub fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
+pub(crate) fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
     let mut f = Vec::new();
     let cpus = online_cpus(root);
     identity(root, &mut f);
@@ -414,7 +414,7 @@ impl crate::output::Render for Vec<Finding> {
 /// Human-readable report: one line per finding, warnings marked and followed by their advice.
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
-pub fn render(findings: &[Finding]) -> String {
+pub(crate) fn render(findings: &[Finding]) -> String {
     crate::report::format::terminal_safe_lines(&render_unescaped(findings)).into_owned()
 }
 
@@ -448,7 +448,7 @@ fn render_unescaped(findings: &[Finding]) -> String {
 }
 
 /// The findings as environment rows for the results database.
-pub fn to_environment(findings: &[Finding]) -> Vec<crate::store::EnvironmentEntry> {
+pub(crate) fn to_environment(findings: &[Finding]) -> Vec<crate::store::EnvironmentEntry> {
     findings
         .iter()
         .map(|f| crate::store::EnvironmentEntry {

@@ -2,7 +2,7 @@
 //! verdicts out. No I/O here, so every rule is tested against pasted text.
 
 /// The first "model name" of /proc/cpuinfo (x86), else "Processor"/"cpu model" (arm, others).
-pub fn cpu_model(cpuinfo: &str) -> Option<String> {
+pub(crate) fn cpu_model(cpuinfo: &str) -> Option<String> {
     ["model name", "Processor", "cpu model", "uarch"]
         .iter()
         .find_map(|key| {
@@ -14,7 +14,7 @@ pub fn cpu_model(cpuinfo: &str) -> Option<String> {
 }
 
 /// True when /proc/cpuinfo's flags include `hypervisor` (x86 guests).
-pub fn has_hypervisor_flag(cpuinfo: &str) -> bool {
+pub(crate) fn has_hypervisor_flag(cpuinfo: &str) -> bool {
     cpuinfo.lines().any(|l| {
         l.split_once(':').is_some_and(|(k, v)| {
             k.trim() == "flags" && v.split_whitespace().any(|f| f == "hypervisor")
@@ -23,13 +23,13 @@ pub fn has_hypervisor_flag(cpuinfo: &str) -> bool {
 }
 
 /// The 1, 5 and 15 minute load averages.
-pub fn loadavg(text: &str) -> Option<[f64; 3]> {
+pub(crate) fn loadavg(text: &str) -> Option<[f64; 3]> {
     let mut it = text.split_whitespace().map(|f| f.parse::<f64>().ok());
     Some([it.next()??, it.next()??, it.next()??])
 }
 
 /// (SwapTotal, SwapFree) in KiB from /proc/meminfo.
-pub fn swap_kib(meminfo: &str) -> Option<(u64, u64)> {
+pub(crate) fn swap_kib(meminfo: &str) -> Option<(u64, u64)> {
     Some((
         meminfo_kib(meminfo, "SwapTotal")?,
         meminfo_kib(meminfo, "SwapFree")?,
@@ -37,7 +37,7 @@ pub fn swap_kib(meminfo: &str) -> Option<(u64, u64)> {
 }
 
 /// One field of /proc/meminfo (`MemTotal`, `Cached`, ...), in KiB.
-pub fn meminfo_kib(meminfo: &str, name: &str) -> Option<u64> {
+pub(crate) fn meminfo_kib(meminfo: &str, name: &str) -> Option<u64> {
     meminfo.lines().find_map(|l| {
         let rest = l.strip_prefix(name)?.strip_prefix(':')?;
         rest.split_whitespace().next()?.parse::<u64>().ok()
@@ -45,7 +45,7 @@ pub fn meminfo_kib(meminfo: &str, name: &str) -> Option<u64> {
 }
 
 /// The value of `name=` on the kernel command line, if given.
-pub fn cmdline_param<'a>(cmdline: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn cmdline_param<'a>(cmdline: &'a str, name: &str) -> Option<&'a str> {
     cmdline
         .split_whitespace()
         .take_while(|w| *w != "--")
@@ -55,7 +55,7 @@ pub fn cmdline_param<'a>(cmdline: &'a str, name: &str) -> Option<&'a str> {
 /// One process's name and CPU time (utime + stime, in clock ticks) from /proc/PID/stat. The
 /// name is in parentheses and may itself contain spaces and ')', so fields are counted from
 /// the last ')'.
-pub fn proc_stat_ticks(stat: &str) -> Option<(String, u64)> {
+pub(crate) fn proc_stat_ticks(stat: &str) -> Option<(String, u64)> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let name = stat.get(open + 1..close)?.to_string();
@@ -69,7 +69,7 @@ pub fn proc_stat_ticks(stat: &str) -> Option<(String, u64)> {
 
 /// A process that used CPU during the sampling window.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct BusyProcess {
+pub(crate) struct BusyProcess {
     pub pid: u32,
     pub name: String,
     /// Percent of one CPU over the window.
@@ -79,7 +79,7 @@ pub struct BusyProcess {
 /// Processes above `threshold_pct` of one CPU between two readings of (pid, name, ticks),
 /// busiest first. A pid missing from either reading (started or exited) is ignored; a counter
 /// that went backwards (pid reused) gives no value.
-pub fn busy_processes(
+pub(crate) fn busy_processes(
     before: &[(u32, String, u64)],
     after: &[(u32, String, u64)],
     elapsed_s: f64,
@@ -107,7 +107,7 @@ pub fn busy_processes(
 }
 
 /// The aggregate "cpu" line of /proc/stat: (total ticks, steal ticks).
-pub fn cpu_total_and_steal(stat: &str) -> Option<(u64, u64)> {
+pub(crate) fn cpu_total_and_steal(stat: &str) -> Option<(u64, u64)> {
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
@@ -122,7 +122,7 @@ pub fn cpu_total_and_steal(stat: &str) -> Option<(u64, u64)> {
 
 /// Groups per-CPU values ("performance" x 62, "powersave" x 2) into "performance (62), powersave (2)"
 /// or just the value when all agree.
-pub fn summarise_values(values: &[String]) -> String {
+pub(crate) fn summarise_values(values: &[String]) -> String {
     let mut groups: Vec<(String, usize)> = Vec::new();
     for v in values {
         match groups.iter_mut().find(|(g, _)| g == v) {

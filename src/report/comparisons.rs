@@ -15,7 +15,7 @@ use super::table::{Cell, Column, Table};
 /// `verdict`, `reason`, seed...) with `cell` and `metric`. `test` names the test that decided
 /// (`mann-whitney`, `welch`, or null with one run on a side) and `p_test` its p-value.
 #[derive(serde::Serialize)]
-pub struct ComparisonRow<'a> {
+pub(crate) struct ComparisonRow<'a> {
     /// The cell's factor levels, e.g. `bs=4k rw=randread`.
     pub cell: String,
     /// Shown as a column only when some row names a metric (mixed-metric tables).
@@ -26,7 +26,11 @@ pub struct ComparisonRow<'a> {
 
 /// The table of one family of comparisons (the tests' shorthand).
 #[cfg(test)]
-pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'_>]) -> Table {
+pub(crate) fn comparison_table(
+    title: &str,
+    unit: Option<&str>,
+    rows: &[ComparisonRow<'_>],
+) -> Table {
     let family = rows
         .iter()
         .filter(|r| r.comparison.p_test.is_some())
@@ -39,7 +43,7 @@ pub fn comparison_table(title: &str, unit: Option<&str>, rows: &[ComparisonRow<'
 /// covered, so the legend states it truthfully. `unit` is the unit of the medians
 /// (single-metric tables only); it is shown once in the title line so the eight columns
 /// still fit 80 characters.
-pub fn comparison_table_in_family(
+pub(crate) fn comparison_table_in_family(
     title: &str,
     unit: Option<&str>,
     rows: &[ComparisonRow<'_>],
@@ -154,7 +158,7 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
 /// The `geomean` row of a comparison table (same columns as [`comparison_table_in_family`]
 /// built with or without a metric column): geometric means of the medians, the geomean
 /// change with its CI, and in the verdict column the cells improved/regressed/~.
-pub fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> Vec<Cell> {
+pub(crate) fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> Vec<Cell> {
     let mut row = vec![Cell::text(label)];
     if let Some(m) = metric {
         row.push(Cell::text(m));
@@ -176,7 +180,7 @@ pub fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> Vec<Cel
 }
 
 /// The legend line for tables that carry [`across_row`]s.
-pub fn across_note(level: f64) -> String {
+pub(crate) fn across_note(level: f64) -> String {
     format!(
         "geomean: over the cells, geometric means of the medians and of candidate/baseline; \
          {:.0}% CI: {} (cells - 1 degrees of freedom); verdict: cells \

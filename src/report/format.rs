@@ -4,7 +4,7 @@
 
 /// At least four significant digits, no decimals from 1000 up, commas between thousands.
 /// Non-finite values print as `nan`/`inf` rather than panicking.
-pub fn number(x: f64) -> String {
+pub(crate) fn number(x: f64) -> String {
     if !x.is_finite() {
         return format!("{x}").to_lowercase();
     }
@@ -42,7 +42,7 @@ fn text_is_nonzero(int_part: &str, frac: &Option<String>) -> bool {
 }
 
 /// Like [`number`] without trailing zeros (`100`, `2.5`, `1,000`), for axis ticks.
-pub fn short(x: f64) -> String {
+pub(crate) fn short(x: f64) -> String {
     let t = number(x);
     if t.contains('.') {
         t.trim_end_matches('0').trim_end_matches('.').to_string()
@@ -53,7 +53,7 @@ pub fn short(x: f64) -> String {
 
 /// Tick labels on a log axis: only 1-2-5 values are labelled, the others stay blank, so
 /// the labels do not overlap where decades are narrow.
-pub fn log_tick(x: f64) -> String {
+pub(crate) fn log_tick(x: f64) -> String {
     if x.is_nan() || x <= 0.0 || x.is_infinite() {
         return String::new();
     }
@@ -69,12 +69,12 @@ pub fn log_tick(x: f64) -> String {
 }
 
 /// A signed percentage with one decimal: `+12.3%`, `-0.4%`.
-pub fn signed_pct(x: f64) -> String {
+pub(crate) fn signed_pct(x: f64) -> String {
     format!("{x:+.1}%")
 }
 
 /// A p-value with 3 decimals, or `<0.001`.
-pub fn p_value(p: f64) -> String {
+pub(crate) fn p_value(p: f64) -> String {
     if p < 0.001 {
         "<0.001".into()
     } else {
@@ -85,7 +85,7 @@ pub fn p_value(p: f64) -> String {
 /// True for characters that must not reach a terminal raw: C0 and C1 controls, DEL, and the
 /// Unicode bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can
 /// reorder what a table shows ("Trojan Source").
-pub fn needs_escape(c: char) -> bool {
+pub(crate) fn needs_escape(c: char) -> bool {
     c.is_control()
         || ('\u{202a}'..='\u{202e}').contains(&c)
         || ('\u{2066}'..='\u{2069}').contains(&c)
@@ -94,7 +94,7 @@ pub fn needs_escape(c: char) -> bool {
 /// Untrusted text (names from files, the database, tags, devices, fio jobs, IRQ actions) made
 /// safe for a terminal: every character [`needs_escape`] finds is written as `\u{..}`; the rest
 /// is unchanged. Text renderers call this; JSON output keeps the exact text (serde escapes).
-pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(needs_escape) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -111,7 +111,7 @@ pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// Like [`terminal_safe`] for text of several lines: each line is made safe, the line breaks
 /// stay (titles and notes that iolab itself writes over several lines).
-pub fn terminal_safe_lines(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn terminal_safe_lines(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(|c| c != '\n' && needs_escape(c)) {
         return std::borrow::Cow::Borrowed(text);
     }

@@ -6,7 +6,7 @@
 use super::table::{Align, Cell, Table};
 
 /// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -45,7 +45,7 @@ fn cell_class(text: &str) -> Option<&'static str> {
 }
 
 /// A `<table>` with the title as caption, units in the headers and the notes underneath.
-pub fn table(t: &Table, class: &str) -> String {
+pub(crate) fn table(t: &Table, class: &str) -> String {
     let mut out = format!("<table class=\"{}\">\n", escape(class));
     if let Some(title) = &t.title {
         out.push_str(&format!("<caption>{}</caption>\n", escape(title)));
@@ -102,7 +102,7 @@ pub fn table(t: &Table, class: &str) -> String {
 
 /// A chart: the SVG inline in a `<figure>` (any XML declaration dropped: it is not allowed
 /// inside HTML).
-pub fn figure(svg: &str, caption: &str) -> String {
+pub(crate) fn figure(svg: &str, caption: &str) -> String {
     let body = match svg.find("<svg") {
         Some(i) => &svg[i..],
         None => svg,
@@ -139,7 +139,7 @@ footer { margin-top: 3em; font-size: .8em; color: #777; }
 "#;
 
 /// The whole page around `body` (already HTML).
-pub fn page(title: &str, body: &str) -> String {
+pub(crate) fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\

@@ -9,7 +9,7 @@ use super::table::{Cell, Column, Table};
 
 /// What to pivot: names and levels in display order; `unit` goes into the title.
 #[derive(Debug, Clone)]
-pub struct PivotSpec<'a> {
+pub(crate) struct PivotSpec<'a> {
     pub metric: &'a str,
     pub unit: Option<&'a str>,
     pub row_factor: &'a str,
@@ -21,7 +21,7 @@ pub struct PivotSpec<'a> {
 /// Cell text: the mean, then `+-x%` (half-width of the 95% CI of the mean relative to the
 /// mean) when n >= 2, then `*` when the cell has outliers. Plain ASCII (`+-`, not a
 /// plus-minus sign) so it survives any mail client.
-pub fn cell_text(s: &Summary) -> String {
+pub(crate) fn cell_text(s: &Summary) -> String {
     let mut t = number(s.mean);
     if let Some(w) = s.ci_mean_rel_half_width() {
         t.push_str(&format!(" +-{:.1}%", 100.0 * w));
@@ -32,7 +32,7 @@ pub fn cell_text(s: &Summary) -> String {
 
 /// What one pivot position holds.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PivotCell<'s> {
+pub(crate) enum PivotCell<'s> {
     Measured(&'s Summary),
     /// The combination cannot be realised on the machine (shown `n/a`, reason in a footnote).
     NotApplicable(String),
@@ -44,7 +44,10 @@ pub enum PivotCell<'s> {
 
 /// The table with every position measured or not run (the tests' shorthand).
 #[cfg(test)]
-pub fn pivot<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> Option<&'s Summary>) -> Table {
+pub(crate) fn pivot<'s>(
+    spec: &PivotSpec<'_>,
+    cell: impl Fn(&str, &str) -> Option<&'s Summary>,
+) -> Table {
     pivot_cells(spec, |r, c| {
         cell(r, c).map_or(PivotCell::NotRun, PivotCell::Measured)
     })
@@ -53,7 +56,10 @@ pub fn pivot<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> Option<&'s S
 /// Builds the table; `cell(row_level, col_level)` says what is at each position: a summary,
 /// not run (shown as `-`), or not applicable or failed, marked as such (`n/a[1]`,
 /// `failed[2]`) with their reasons numbered in footnotes, never shown as numbers.
-pub fn pivot_cells<'s>(spec: &PivotSpec<'_>, cell: impl Fn(&str, &str) -> PivotCell<'s>) -> Table {
+pub(crate) fn pivot_cells<'s>(
+    spec: &PivotSpec<'_>,
+    cell: impl Fn(&str, &str) -> PivotCell<'s>,
+) -> Table {
     let mut columns = vec![Column::label(&format!(
         "{} \\ {}",
         spec.row_factor, spec.col_factor

@@ -14,14 +14,14 @@ use resvg::usvg::{fontdb, Options, Tree};
 
 /// Pixels per SVG unit: our charts are laid out for about 900 px wide, and 2x keeps 11–13 px
 /// labels readable on high-density screens and after a chat client scales the image down.
-pub const SCALE: f32 = 2.0;
+pub(crate) const SCALE: f32 = 2.0;
 
 /// The only font used for PNG text (licence: assets/fonts/LICENSE).
 const FONT_FAMILY: &str = "DejaVu Sans";
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// Rasterises an SVG document at [`SCALE`] over a white background and encodes it as PNG.
-pub fn svg_to_png(svg: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn svg_to_png(svg: &str) -> anyhow::Result<Vec<u8>> {
     let options = Options {
         font_family: FONT_FAMILY.to_string(),
         fontdb: font_database(),

@@ -14,13 +14,13 @@ use crate::stats::Summary;
 use super::format::{terminal_safe as safe, terminal_safe_lines as safe_lines};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Align {
+pub(crate) enum Align {
     Left,
     Right,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Column {
+pub(crate) struct Column {
     pub name: String,
     /// Shown in brackets after the name: `read_iops [IO/s]`.
     pub unit: Option<String>,
@@ -28,14 +28,14 @@ pub struct Column {
 }
 
 impl Column {
-    pub fn label(name: &str) -> Self {
+    pub(crate) fn label(name: &str) -> Self {
         Column {
             name: name.into(),
             unit: None,
             align: Align::Left,
         }
     }
-    pub fn number(name: &str, unit: Option<&str>) -> Self {
+    pub(crate) fn number(name: &str, unit: Option<&str>) -> Self {
         Column {
             name: name.into(),
             unit: unit.map(Into::into),
@@ -53,7 +53,7 @@ impl Column {
 /// One table cell. `Number` and `Stat` keep the value so CSV/JSON carry full precision
 /// while the text shows the formatted form.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
+pub(crate) enum Cell {
     Text(String),
     Number {
         value: f64,
@@ -69,10 +69,10 @@ pub enum Cell {
 }
 
 impl Cell {
-    pub fn text(s: impl Into<String>) -> Self {
+    pub(crate) fn text(s: impl Into<String>) -> Self {
         Cell::Text(s.into())
     }
-    pub fn number(value: f64) -> Self {
+    pub(crate) fn number(value: f64) -> Self {
         Cell::Number {
             value,
             text: super::format::number(value),
@@ -87,7 +87,7 @@ impl Cell {
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Table {
+pub(crate) struct Table {
     pub title: Option<String>,
     pub columns: Vec<Column>,
     pub rows: Vec<Vec<Cell>>,
@@ -96,11 +96,11 @@ pub struct Table {
 }
 
 /// The width people expect a mail-friendly table to fit in.
-pub const MAX_WIDTH: usize = 80;
+pub(crate) const MAX_WIDTH: usize = 80;
 const GAP: &str = "  ";
 
 impl Table {
-    pub fn new(columns: Vec<Column>) -> Self {
+    pub(crate) fn new(columns: Vec<Column>) -> Self {
         Table {
             columns,
             ..Default::default()
@@ -109,14 +109,14 @@ impl Table {
 
     /// Adds a row; a short row is padded with `Missing`, extra cells are an error in the
     /// caller and are dropped rather than breaking the layout.
-    pub fn push(&mut self, mut row: Vec<Cell>) {
+    pub(crate) fn push(&mut self, mut row: Vec<Cell>) {
         row.resize(self.columns.len(), Cell::Missing);
         self.rows.push(row);
     }
 
     /// Renders the table as text no wider than `max_width` where possible: when it is
     /// wider, the columns after the first are split into blocks, each repeating column 1.
-    pub fn render_text(&self, max_width: usize) -> String {
+    pub(crate) fn render_text(&self, max_width: usize) -> String {
         let widths: Vec<usize> = (0..self.columns.len())
             .map(|c| {
                 self.rows
@@ -166,7 +166,7 @@ impl Table {
 
     /// RFC 4180 CSV with a header row. Numbers at full precision; a `Stat` column becomes
     /// four: mean, CI low, CI high and n.
-    pub fn to_csv(&self) -> String {
+    pub(crate) fn to_csv(&self) -> String {
         let mut header = Vec::new();
         let stat_cols: Vec<bool> = (0..self.columns.len())
             .map(|c| self.rows.iter().any(|r| matches!(r[c], Cell::Stat { .. })))
@@ -206,7 +206,7 @@ impl Table {
 
     /// `{"title", "columns": [{"name", "unit"}], "rows": [{column name: value}], "notes"}`;
     /// numbers are JSON numbers (non-finite ones null), `Stat` cells the whole summary.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let columns: Vec<Value> = self
             .columns
             .iter()
@@ -244,7 +244,7 @@ impl serde::Serialize for Table {
 }
 
 /// Word-wraps a footnote to `width`, indenting continuation lines by two spaces.
-pub fn wrap(text: &str, width: usize) -> String {
+pub(crate) fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();
     let mut line = String::new();
     for word in text.split_whitespace() {

@@ -37,7 +37,7 @@ pub struct Interval {
 }
 
 /// Derives one interval. `devices` names the entries of `Reading::disks`.
-pub fn interval(a: &Reading, b: &Reading, devices: &[String]) -> Interval {
+pub(crate) fn interval(a: &Reading, b: &Reading, devices: &[String]) -> Interval {
     let ns = b.elapsed_ns.saturating_sub(a.elapsed_ns);
     let mut irqs = Vec::with_capacity(b.irq_layout.ids.len());
     let mut cpu_irq: Vec<(u32, f64)> = b.irq_layout.cpus.iter().map(|c| (*c, 0.0)).collect();
@@ -137,7 +137,7 @@ pub struct Summary {
 }
 
 /// Summarises readings; `device_irqs[i]` are the IRQ numbers serving `devices[i]`.
-pub fn summary(
+pub(crate) fn summary(
     readings: &[Reading],
     devices: &[String],
     device_irqs: &[Vec<u32>],

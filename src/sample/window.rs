@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// An interval on the sampler's clock (ns since its first reading).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Span {
+pub(crate) struct Span {
     pub start_ns: u64,
     pub end_ns: u64,
 }
@@ -69,7 +69,7 @@ fn lerp_disk(a: &DiskStat, b: &DiskStat, f: f64) -> DiskStat {
 
 /// The counters at `t_ns`, interpolated between the readings around it; the first or last
 /// reading when `t_ns` lies outside them. `None` without readings.
-pub fn reading_at(readings: &[Reading], t_ns: u64) -> Option<Reading> {
+pub(crate) fn reading_at(readings: &[Reading], t_ns: u64) -> Option<Reading> {
     let after = readings.iter().position(|r| r.elapsed_ns >= t_ns);
     let (a, b) = match after {
         None => return readings.last().cloned(),
@@ -123,7 +123,7 @@ pub fn reading_at(readings: &[Reading], t_ns: u64) -> Option<Reading> {
 
 /// The span clipped to the readings; `None` when nothing of it lies between the first and
 /// the last reading.
-pub fn clip(readings: &[Reading], span: Span) -> Option<Span> {
+pub(crate) fn clip(readings: &[Reading], span: Span) -> Option<Span> {
     let (first, last) = (readings.first()?.elapsed_ns, readings.last()?.elapsed_ns);
     let s = span.start_ns.max(first);
     let e = span.end_ns.min(last);
@@ -134,7 +134,7 @@ pub fn clip(readings: &[Reading], span: Span) -> Option<Span> {
 }
 
 /// The summary (`derive::summary`) over `span` alone.
-pub fn summary_over(
+pub(crate) fn summary_over(
     readings: &[Reading],
     span: Span,
     devices: &[String],
@@ -150,7 +150,7 @@ pub fn summary_over(
 /// configured one, or shorter so the measured interval spans at least 100 readings (the
 /// interpolation at its end then errs by at most 0.25% of the run's I/O, and bursts at its
 /// start, common on a busy machine, blur at most one short interval); never below 20 ms.
-pub fn interval_for(configured: Duration, measured: Option<f64>) -> Duration {
+pub(crate) fn interval_for(configured: Duration, measured: Option<f64>) -> Duration {
     let Some(m) = measured.filter(|m| m.is_finite() && *m > 0.0) else {
         return configured;
     };

@@ -9,7 +9,7 @@ use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-pub struct Mirror {
+pub(super) struct Mirror {
     /// The source root, canonical ("/" for the live machine).
     pub src: PathBuf,
     pub dst: PathBuf,
@@ -20,7 +20,7 @@ pub struct Mirror {
 }
 
 /// What a walk found at the end of a path.
-pub struct Found {
+pub(super) struct Found {
     /// The live path it resolves to (no symlinks).
     pub canonical: String,
     pub is_dir: bool,
@@ -31,7 +31,7 @@ fn rel(abs: &str) -> &str {
 }
 
 impl Mirror {
-    pub fn new(src: &Path, dst: &Path) -> Mirror {
+    pub(super) fn new(src: &Path, dst: &Path) -> Mirror {
         Mirror {
             src: src.to_path_buf(),
             dst: dst.to_path_buf(),
@@ -43,7 +43,7 @@ impl Mirror {
 
     /// Recreates every directory and symlink on the way to `abs`. With `follow_last` false
     /// a final symlink is copied but not followed. None when the path does not exist.
-    pub fn walk(&mut self, abs: &str, follow_last: bool) -> io::Result<Option<Found>> {
+    pub(super) fn walk(&mut self, abs: &str, follow_last: bool) -> io::Result<Option<Found>> {
         let comps: Vec<&str> = abs.split('/').filter(|c| !c.is_empty()).collect();
         let mut cur = String::new();
         let mut is_dir = true;
@@ -115,7 +115,7 @@ impl Mirror {
     }
 
     /// Copies a file's bytes; unreadable files are noted, not fatal.
-    pub fn copy_file(&mut self, canonical: &str) -> io::Result<()> {
+    pub(super) fn copy_file(&mut self, canonical: &str) -> io::Result<()> {
         let to = self.dst.join(rel(canonical));
         if to.exists() {
             return Ok(());
@@ -130,7 +130,7 @@ impl Mirror {
     }
 
     /// Writes `bytes` at live path `abs` (a real file, not through symlinks).
-    pub fn write(&mut self, abs: &str, bytes: &[u8]) -> io::Result<()> {
+    pub(super) fn write(&mut self, abs: &str, bytes: &[u8]) -> io::Result<()> {
         let to = self.dst.join(rel(abs));
         if let Some(parent) = to.parent() {
             fs::create_dir_all(parent)?;
@@ -146,7 +146,7 @@ impl Mirror {
     /// the same devices without dangling links to things never read; the entries of
     /// `msi_irqs`, whose names are the IRQ numbers, are all kept. Other entries were either
     /// read (and are there already) or do not matter.
-    pub fn copy_listing(&mut self, canonical: &str) -> io::Result<()> {
+    pub(super) fn copy_listing(&mut self, canonical: &str) -> io::Result<()> {
         let dir = self.src.join(rel(canonical));
         let names_matter = canonical.ends_with("/msi_irqs");
         for entry in fs::read_dir(&dir)? {
@@ -177,7 +177,7 @@ impl Mirror {
 }
 
 /// The relative path from directory `from` to `to`, both absolute.
-pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
+pub(super) fn relative_path(from: &Path, to: &Path) -> PathBuf {
     let f: Vec<Component> = from.components().collect();
     let t: Vec<Component> = to.components().collect();
     let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();

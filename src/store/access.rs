@@ -28,7 +28,7 @@ fn writable(path: &Path) -> bool {
 /// Why the database at `path` cannot be written, or `None` when it can (or does not exist
 /// yet and its directory is writable). SQLite writes a journal beside the file, so the
 /// directory must be writable as well as the file.
-pub fn read_only_reason(path: &Path) -> Option<String> {
+pub(super) fn read_only_reason(path: &Path) -> Option<String> {
     let dir = directory(path);
     if path.exists() && !writable(path) {
         return Some("the file is read-only".to_string());
@@ -45,7 +45,7 @@ pub fn read_only_reason(path: &Path) -> Option<String> {
 /// A SQLite URI for a read-only open of `path`; `immutable` tells SQLite nothing will change
 /// the file, so it takes no locks and looks for no journal (none can exist in a read-only
 /// directory).
-pub fn file_uri(path: &Path, immutable: bool) -> String {
+pub(super) fn file_uri(path: &Path, immutable: bool) -> String {
     let mut uri = String::from("file:");
     for &b in path.as_os_str().as_bytes() {
         // Percent-encode everything a URI would read specially.

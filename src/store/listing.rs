@@ -13,7 +13,7 @@ use crate::report::format::terminal_safe as safe;
 /// object's keys sorted, as scripts have always read it.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-pub enum Listing {
+pub(crate) enum Listing {
     Experiments(Vec<Experiment>),
     Runs {
         #[serde(serialize_with = "sorted_keys")]
@@ -24,7 +24,7 @@ pub enum Listing {
 }
 
 /// The experiments in `db`, or the runs of `experiment`.
-pub fn listing(db: &Store, experiment: Option<i64>) -> anyhow::Result<Listing> {
+pub(crate) fn listing(db: &Store, experiment: Option<i64>) -> anyhow::Result<Listing> {
     Ok(match experiment {
         None => Listing::Experiments(db.experiments()?),
         Some(id) => Listing::Runs {

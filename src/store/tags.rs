@@ -9,13 +9,13 @@
 //! them (see [`check_reserved`]).
 
 /// What a tag name may hold, for messages.
-pub const NAME_RULE: &str = "lowercase letters, digits, '_', '-' and '.'";
+pub(crate) const NAME_RULE: &str = "lowercase letters, digits, '_', '-' and '.'";
 
 /// The selector keyword `compare` reads as an experiment id.
-pub const EXPERIMENT: &str = "experiment";
+pub(crate) const EXPERIMENT: &str = "experiment";
 
 /// Checks a tag name against [`NAME_RULE`] and the `experiment` keyword.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty()
         || !name
             .bytes()
@@ -36,7 +36,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// Checks a tag value: non-empty, no ',', no control characters.
-pub fn check_value(name: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_value(name: &str, value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Err(format!("tag {name}= has no value: write {name}=VALUE"));
     }
@@ -62,7 +62,7 @@ fn is_unsafe_char(c: char) -> bool {
 }
 
 /// Parses `NAME=VALUE` by the module's rule (the name is trimmed, the value is kept exact).
-pub fn parse_tag(text: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_tag(text: &str) -> Result<(String, String), String> {
     let Some((name, value)) = text.split_once('=') else {
         return Err(format!(
             "tag \"{}\" is not NAME=VALUE (e.g. variant=stock)",
@@ -76,7 +76,10 @@ pub fn parse_tag(text: &str) -> Result<(String, String), String> {
 }
 
 /// Refuses tags whose name is in `reserved` (name, why), all at once.
-pub fn check_reserved(tags: &[(String, String)], reserved: &[(&str, &str)]) -> Result<(), String> {
+pub(crate) fn check_reserved(
+    tags: &[(String, String)],
+    reserved: &[(&str, &str)],
+) -> Result<(), String> {
     let refused: Vec<String> = tags
         .iter()
         .filter_map(|(n, _)| {

@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Seconds since the Unix epoch, with sub-second precision.
-pub fn now_unix() -> f64 {
+pub(crate) fn now_unix() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -12,7 +12,7 @@ pub fn now_unix() -> f64 {
 }
 
 /// UTC calendar time of a Unix timestamp, e.g. "2026-11-22 02:13:14".
-pub fn format_utc(unix: f64) -> String {
+pub(crate) fn format_utc(unix: f64) -> String {
     if !unix.is_finite() {
         return "?".to_string();
     }

@@ -50,7 +50,7 @@ impl fmt::Display for Reason {
 
 /// The kernel name of a block device given as "loop0", "/dev/loop0" or a /dev symlink
 /// ("/dev/disk/by-id/..."): what /sys/class/block knows it as.
-pub fn device_name(arg: &str) -> String {
+pub(crate) fn device_name(arg: &str) -> String {
     let p = std::path::Path::new(arg);
     if arg.starts_with('/') {
         if let Ok(real) = p.canonicalize() {
@@ -90,7 +90,7 @@ fn device_and_partitions(root: &SysRoot, name: &str) -> Result<Vec<(String, Stri
 /// the device number and, because btrfs and some others report an anonymous device number,
 /// also the mount source ("/dev/NAME"). A line that does not parse cannot be ruled out, so it
 /// counts as a reason too: this check errs towards "holds data".
-pub fn mounts_of(mountinfo: &str, devices: &[(String, String)]) -> Vec<Reason> {
+pub(crate) fn mounts_of(mountinfo: &str, devices: &[(String, String)]) -> Vec<Reason> {
     let mut out = Vec::new();
     for (i, line) in mountinfo.lines().enumerate() {
         if line.trim().is_empty() {
@@ -124,7 +124,7 @@ pub fn mounts_of(mountinfo: &str, devices: &[(String, String)]) -> Vec<Reason> {
 }
 
 /// Swap areas on any of `names`, from /proc/swaps' text (first line is a header).
-pub fn swaps_on(swaps: &str, names: &[String]) -> Vec<Reason> {
+pub(super) fn swaps_on(swaps: &str, names: &[String]) -> Vec<Reason> {
     swaps
         .lines()
         .skip(1)

@@ -10,7 +10,7 @@ use crate::sys::parse::duration;
 
 /// The fio engine. Its options are the experiment's `[workload]` with the cell's fio levels.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Fio;
+pub(crate) struct Fio;
 
 impl Engine for Fio {
     fn name(&self) -> &'static str {

@@ -16,7 +16,7 @@ use super::fio_window::{Dir, Job};
 
 /// Cumulative counts of one direction at one point.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct DirTotals {
+pub(crate) struct DirTotals {
     pub ios: f64,
     pub bytes: f64,
     /// Sum of completion latencies in ns (fio's `clat_ns` mean x N) and its N.
@@ -26,7 +26,7 @@ pub struct DirTotals {
 
 /// One job's totals at `t_s` seconds after its measured interval began.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Point {
+pub(crate) struct Point {
     pub t_s: f64,
     pub read: DirTotals,
     pub write: DirTotals,
@@ -59,7 +59,7 @@ fn point(job: &Job) -> Point {
 /// Per job of the final report (in its order), its points through the measured interval:
 /// `t_s = 0` with nothing done, every status report printed after the ramp, and the final
 /// report last. Empty when the output holds no report.
-pub fn job_points(output: &str) -> Vec<Vec<Point>> {
+pub(crate) fn job_points(output: &str) -> Vec<Vec<Point>> {
     let docs = super::fio_window::documents(output);
     let Some((last, interim)) = docs.split_last() else {
         return Vec::new();

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 /// Where a job's window was anchored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Anchor {
+pub(crate) enum Anchor {
     /// A status report printed while the job measured (exact to a few ms).
     StatusReport,
     /// The final report only (late by fio's reaping delay).
@@ -29,7 +29,7 @@ pub enum Anchor {
 
 /// The interval in which one fio job measured, in milliseconds since the Unix epoch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JobWindow {
+pub(crate) struct JobWindow {
     pub job: String,
     /// The job's `filename` as fio echoed it (the target device), when it did.
     pub filename: Option<String>,
@@ -132,7 +132,7 @@ fn next_document(text: &str, from: usize) -> Option<usize> {
 /// The measured interval of each job of the final report, in its order. Empty when the
 /// output has no report with `timestamp_ms` (old fio, client mode, a canned output without
 /// one): then nothing says when fio measured.
-pub fn measured_windows(output: &str) -> Vec<JobWindow> {
+pub(crate) fn measured_windows(output: &str) -> Vec<JobWindow> {
     let docs = documents(output);
     let Some((last, interim)) = docs.split_last() else {
         return Vec::new();
@@ -184,7 +184,7 @@ pub fn measured_windows(output: &str) -> Vec<JobWindow> {
 
 /// fio's output with only its final report (and any text before the first report): the
 /// status reports served the window and would multiply what the store keeps per run.
-pub fn final_report_only(output: &str) -> String {
+pub(crate) fn final_report_only(output: &str) -> String {
     let Some(first) = next_document(output, 0) else {
         return output.to_string();
     };
@@ -214,7 +214,7 @@ pub fn final_report_only(output: &str) -> String {
 /// How often fio should print a status report for a run of `nominal` seconds (ramp_time +
 /// runtime; `None` when fio stops by size): often enough that several fall in the measured
 /// interval, rarely enough that a long run prints a handful.
-pub fn status_interval(nominal: Option<f64>) -> std::time::Duration {
+pub(crate) fn status_interval(nominal: Option<f64>) -> std::time::Duration {
     let secs = nominal.map_or(10.0, |n| (n / 8.0).clamp(0.5, 3600.0));
     std::time::Duration::from_millis((secs * 1000.0).round() as u64)
 }

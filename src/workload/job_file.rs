@@ -30,7 +30,7 @@ use super::options::{self, OptionPolicy};
 
 /// Where a line came from: the file (as named to the user) and its 1-based line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
+pub(crate) struct Origin {
     pub file: String,
     pub line: usize,
 }
@@ -47,7 +47,7 @@ impl fmt::Display for Origin {
 /// One `name=value` of a job file, environment already expanded; `value` is empty for fio's
 /// valueless form.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobOption {
+pub(crate) struct JobOption {
     pub name: String,
     pub value: String,
     pub origin: Origin,
@@ -55,7 +55,7 @@ pub struct JobOption {
 
 /// A `[name]` section with its options, includes spliced in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Section {
+pub(crate) struct Section {
     pub name: String,
     pub origin: Origin,
     pub options: Vec<JobOption>,
@@ -63,7 +63,7 @@ pub struct Section {
 
 /// One problem, at its file and line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     pub origin: Origin,
     pub message: String,
 }
@@ -75,13 +75,13 @@ impl fmt::Display for Problem {
 }
 
 /// The outside world a job file may reach: included files and environment variables.
-pub trait JobSource {
+pub(crate) trait JobSource {
     fn read(&self, path: &Path) -> Result<String, String>;
     fn var(&self, name: &str) -> Option<String>;
 }
 
 /// The real files and the process's environment.
-pub struct Disk;
+pub(crate) struct Disk;
 
 impl JobSource for Disk {
     fn read(&self, path: &Path) -> Result<String, String> {
@@ -93,7 +93,7 @@ impl JobSource for Disk {
 }
 
 /// Nothing to read: for experiments given as text, with no file to resolve a job file from.
-pub struct NoFiles;
+pub(crate) struct NoFiles;
 
 impl JobSource for NoFiles {
     fn read(&self, _: &Path) -> Result<String, String> {
@@ -116,7 +116,7 @@ const FIO_KEYWORDS: &[&str] = &["$ncpus", "$mb_memory", "$pagesize"];
 
 /// A parsed job file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobFile {
+pub(crate) struct JobFile {
     pub sections: Vec<Section>,
     /// Every file read (the job file, then its includes) with its text, to store with the
     /// experiment.
@@ -124,7 +124,7 @@ pub struct JobFile {
 }
 
 /// Reads the job file at `path` (through `source`) into sections. Every problem is reported.
-pub fn parse(path: &Path, source: &dyn JobSource) -> Result<JobFile, Vec<Problem>> {
+pub(crate) fn parse(path: &Path, source: &dyn JobSource) -> Result<JobFile, Vec<Problem>> {
     let mut p = Parser {
         source,
         sections: Vec::new(),
@@ -319,7 +319,7 @@ fn strip_comment(line: &str) -> &str {
 
 /// The workload a job file describes: its `[global]` options before the job section, then the
 /// job section's, in file order. Exactly one job section.
-pub fn workload(sections: &[Section]) -> Result<Vec<JobOption>, Vec<Problem>> {
+pub(crate) fn workload(sections: &[Section]) -> Result<Vec<JobOption>, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut options = Vec::new();
     let mut job: Option<&Section> = None;
@@ -372,7 +372,7 @@ pub fn workload(sections: &[Section]) -> Result<Vec<JobOption>, Vec<Problem>> {
 /// (empty for the scratch target, whose path is made at run time). A `filename` is accepted
 /// only when every file it lists is one of them, and is then dropped: iolab writes the target
 /// into each section itself.
-pub fn check(
+pub(crate) fn check(
     options: &[JobOption],
     targets: &[String],
     policy: &OptionPolicy,

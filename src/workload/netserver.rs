@@ -13,10 +13,10 @@ use super::process::{reader_thread, spawn_group, GroupGuard};
 use super::runner::CancelToken;
 
 /// How long a server gets to start listening.
-pub const READY_WITHIN: Duration = Duration::from_secs(10);
+pub(crate) const READY_WITHIN: Duration = Duration::from_secs(10);
 
 /// A running server; stopped on drop.
-pub struct Running {
+pub(crate) struct Running {
     guard: Option<GroupGuard>,
     out: Option<std::thread::JoinHandle<String>>,
     err: Option<std::thread::JoinHandle<String>>,
@@ -24,7 +24,7 @@ pub struct Running {
 
 impl Running {
     /// Stops the server; what it printed.
-    pub fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         self.finish()
     }
 
@@ -47,7 +47,7 @@ impl Drop for Running {
 
 /// Whether a /proc/net/{tcp,tcp6,udp,udp6} table has a socket on `port` in `state` (TCP
 /// LISTEN is 0A; an unconnected UDP socket is 07).
-pub fn listening(table: &str, port: u16, state: &str) -> bool {
+pub(crate) fn listening(table: &str, port: u16, state: &str) -> bool {
     let want = format!("{port:04X}");
     table.lines().skip(1).any(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -56,7 +56,11 @@ pub fn listening(table: &str, port: u16, state: &str) -> bool {
 }
 
 /// Starts `server` in `cwd` and waits until it listens.
-pub fn start(server: &Server, cwd: &std::path::Path, cancel: &CancelToken) -> Result<Running> {
+pub(crate) fn start(
+    server: &Server,
+    cwd: &std::path::Path,
+    cancel: &CancelToken,
+) -> Result<Running> {
     let argv = in_netns(Some(&server.netns), &server.argv);
     let mut cmd = std::process::Command::new(&argv[0]);
     cmd.args(&argv[1..]).current_dir(cwd);

@@ -15,7 +15,7 @@ use super::runner::{CancelToken, RawOutput, POLL};
 
 /// When to stop a program that has not stopped by itself.
 #[derive(Debug, Clone)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Killed if it runs longer than this.
     pub time_limit: Option<Duration>,
     /// How long it gets to finish after SIGTERM before SIGKILL.
@@ -24,13 +24,13 @@ pub struct Limits {
 }
 
 /// Kills the program's whole process group if the run is abandoned (panic, early return).
-pub struct GroupGuard {
+pub(crate) struct GroupGuard {
     pub child: std::process::Child,
     done: bool,
 }
 
 impl GroupGuard {
-    pub fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         // The program was started as a process-group leader, so its pid is the group id.
         let pgid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
@@ -40,7 +40,7 @@ impl GroupGuard {
     }
 
     /// Stops the group: SIGTERM, then SIGKILL after `grace`; waits for the leader.
-    pub fn stop(mut self, grace: Duration) {
+    pub(crate) fn stop(mut self, grace: Duration) {
         self.signal(libc::SIGTERM);
         let start = Instant::now();
         while start.elapsed() < grace {
@@ -67,7 +67,7 @@ impl Drop for GroupGuard {
 
 /// Starts `cmd` as the leader of a new process group with piped output, pinned to `cpus`
 /// when given (the affinity is inherited by whatever it execs, `ip netns exec` included).
-pub fn spawn_group(mut cmd: Command, cpus: Option<&[u32]>) -> Result<GroupGuard> {
+pub(crate) fn spawn_group(mut cmd: Command, cpus: Option<&[u32]>) -> Result<GroupGuard> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -115,7 +115,7 @@ pub fn spawn_group(mut cmd: Command, cpus: Option<&[u32]>) -> Result<GroupGuard>
 }
 
 /// Runs `cmd` to its end (or until cancelled or over its time limit) and collects its output.
-pub fn run(cmd: Command, cpus: Option<&[u32]>, limits: &Limits) -> Result<RawOutput> {
+pub(crate) fn run(cmd: Command, cpus: Option<&[u32]>, limits: &Limits) -> Result<RawOutput> {
     let mut guard = spawn_group(cmd, cpus)?;
     let stdout = reader_thread(guard.child.stdout.take());
     let stderr = reader_thread(guard.child.stderr.take());
@@ -146,7 +146,9 @@ pub fn run(cmd: Command, cpus: Option<&[u32]>, limits: &Limits) -> Result<RawOut
     Ok(raw)
 }
 
-pub fn reader_thread<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<String> {
+pub(crate) fn reader_thread<R: Read + Send + 'static>(
+    pipe: Option<R>,
+) -> std::thread::JoinHandle<String> {
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
         if let Some(mut p) = pipe {
@@ -157,7 +159,7 @@ pub fn reader_thread<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::
 }
 
 /// A command line as a shell would take it back.
-pub fn shell_quote(arg: &str) -> String {
+pub(crate) fn shell_quote(arg: &str) -> String {
     if !arg.is_empty()
         && arg
             .chars()
@@ -170,7 +172,7 @@ pub fn shell_quote(arg: &str) -> String {
 }
 
 /// `argv` joined into one shell-quoted line.
-pub fn command_line(argv: &[String]) -> String {
+pub(crate) fn command_line(argv: &[String]) -> String {
     argv.iter()
         .map(|a| shell_quote(a))
         .collect::<Vec<_>>()
@@ -178,7 +180,7 @@ pub fn command_line(argv: &[String]) -> String {
 }
 
 /// `; WHO said: ...` with the last three non-empty lines of a program's stderr, or nothing.
-pub fn said(who: &str, stderr: &str) -> String {
+pub(crate) fn said(who: &str, stderr: &str) -> String {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
         return String::new();

@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One run's private directory, removed on drop.
 #[derive(Debug)]
-pub struct RunDir {
+pub(crate) struct RunDir {
     path: PathBuf,
 }
 
 impl RunDir {
     /// Makes `parent/run-<pid>-<n>` (and `parent`), readable by root only.
-    pub fn create(parent: &Path) -> std::io::Result<RunDir> {
+    pub(crate) fn create(parent: &Path) -> std::io::Result<RunDir> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true).mode(0o700).create(parent)?;
@@ -28,7 +28,7 @@ impl RunDir {
         Ok(RunDir { path })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }
@@ -40,7 +40,7 @@ impl Drop for RunDir {
 }
 
 /// Removes the run directories in `parent` whose process no longer exists; returns them.
-pub fn sweep(parent: &Path) -> Vec<PathBuf> {
+pub(crate) fn sweep(parent: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return Vec::new();
     };

@@ -5,6 +5,9 @@
 //! crate offered this; it is its own crate because it needs nothing else of iolab, which
 //! records traces through tracefs, draws them and diagnoses them around it (`iolab::trace`).
 
+// Everything `pub` is reachable from outside the crate; internals say `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod analyze;
 pub mod blk_io_trace;
 pub mod mapped;

@@ -9,6 +9,9 @@
 //! Reference values for every routine here come from scipy (see iolab's
 //! `scripts/make-stats-fixtures.py`, `tests/fixtures/stats/` and `tests/stats.rs`).
 
+// Everything `pub` is reachable from outside the crate; internals say `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod across;
 pub mod adaptive;
 pub mod bootstrap;

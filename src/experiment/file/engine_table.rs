@@ -24,7 +24,7 @@ const COMMAND_KEYS: &[&str] = &[
 ];
 const NET_KEYS: &[&str] = &["server", "port", "netns", "server_netns", "server_cpus"];
 /// The engines' own tables.
-pub const TABLES: &[&str] = &["command", "iperf3", "sockperf"];
+pub(super) const TABLES: &[&str] = &["command", "iperf3", "sockperf"];
 
 /// A network namespace name `ip netns` accepts (and that cannot be read as an option).
 fn netns_name(s: &str) -> bool {

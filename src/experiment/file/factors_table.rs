@@ -18,13 +18,13 @@ use crate::experiment::system_knobs::{self, SystemKnob};
 use crate::workload::options::{self, OptionPolicy};
 
 /// Most levels one factor may list.
-pub const MAX_LEVELS: usize = 1000;
+pub(super) const MAX_LEVELS: usize = 1000;
 /// Most cells (combinations of levels) one experiment may have: every cell is planned,
 /// shown and stored, and 10,000 cells of even a one-second run take most of a day per round.
-pub const MAX_CELLS: u64 = 10_000;
+pub(super) const MAX_CELLS: u64 = 10_000;
 /// Most measured runs (cells x the most rounds the repetitions allow) one experiment may ask
 /// for.
-pub const MAX_RUNS: u64 = 100_000;
+pub(super) const MAX_RUNS: u64 = 100_000;
 
 pub(super) const SPECIAL_FACTORS: &[&str] = &["placement", "hipri", "polling", "irq_cpu"];
 

@@ -7,7 +7,7 @@ use super::{integer, type_name, Value, Walker};
 
 /// How many times each cell runs.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Repetitions {
+pub(crate) enum Repetitions {
     Fixed(u32),
     /// Run `min` rounds, then more rounds for the cells whose confidence interval (relative
     /// half-width of the mean of `metric`) is still wider than `target_ci`, up to `max`.
@@ -21,14 +21,14 @@ pub enum Repetitions {
 
 impl Repetitions {
     /// Rounds that always run.
-    pub fn min_rounds(&self) -> u32 {
+    pub(crate) fn min_rounds(&self) -> u32 {
         match self {
             Repetitions::Fixed(n) => *n,
             Repetitions::Adaptive { min, .. } => *min,
         }
     }
     /// Rounds that may run at most.
-    pub fn max_rounds(&self) -> u32 {
+    pub(crate) fn max_rounds(&self) -> u32 {
         match self {
             Repetitions::Fixed(n) => *n,
             Repetitions::Adaptive { max, .. } => *max,

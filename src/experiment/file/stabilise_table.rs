@@ -7,7 +7,7 @@ use crate::experiment::system_knobs::{self, SystemKnob};
 
 /// `[stabilise]`: machine-wide controls set before the first run and put back after the last.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stabilise {
+pub(crate) struct Stabilise {
     /// `preflight = true`: what preflight advises where this machine has it (the performance
     /// governor, boost off, no idle state deeper than C1).
     pub advice: bool,

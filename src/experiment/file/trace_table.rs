@@ -8,7 +8,7 @@ use super::{integer, parse_size, Value, Walker};
 /// Which measured runs keep their trace files (every traced run is analysed and its `trace_*`
 /// metrics stored either way): traces take 15-175 MB per run, compressed a few times less.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KeepRuns {
+pub(crate) enum KeepRuns {
     #[default]
     All,
     /// The first traced run of each cell.
@@ -17,7 +17,7 @@ pub enum KeepRuns {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TraceKeep {
+pub(crate) struct TraceKeep {
     pub runs: KeepRuns,
     /// Most bytes the kept (compressed) traces of one experiment may take: a trace that would
     /// pass it is removed, and so is every later one.

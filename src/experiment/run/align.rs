@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 /// What the sampler's metrics were taken over, stored with the run (`sample_window`):
 /// seconds on the series' axis (since the sampler's first reading).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WindowRecord {
+pub(crate) struct WindowRecord {
     /// `fio status report`, `fio final report` (late by fio's reaping, tens of ms) or
     /// `whole sampled span` (fio said nothing usable about when it measured).
     pub basis: String,
@@ -32,7 +32,7 @@ pub struct WindowRecord {
 
 /// The sampler's summary over fio's measured interval, and the record of that interval.
 #[derive(Debug, Clone)]
-pub struct Aligned {
+pub(crate) struct Aligned {
     pub summary: Option<Summary>,
     pub window: WindowRecord,
 }
@@ -56,7 +56,7 @@ fn device_of(w: &JobWindow) -> Option<&str> {
 
 /// Aligns `samples` with the windows in fio's `output`. `device_irqs[i]` are the IRQs of
 /// `samples.devices[i]`.
-pub fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u32>]) -> Aligned {
+pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u32>]) -> Aligned {
     let readings = &samples.readings;
     let whole = |note: String| {
         let (s, e) = match (readings.first(), readings.last()) {

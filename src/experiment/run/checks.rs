@@ -21,12 +21,12 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// How far two figures may differ before a check fails, in percent.
-pub const IOPS_TOLERANCE_PCT: f64 = 2.0;
-pub const TRACE_TOLERANCE_PCT: f64 = 1.0;
+pub(crate) const IOPS_TOLERANCE_PCT: f64 = 2.0;
+pub(crate) const TRACE_TOLERANCE_PCT: f64 = 1.0;
 
 /// One check: what was compared, both figures, and the verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// `fio_iops_vs_diskstats`, `trace_ios_vs_fio`, `json_plus_percentile`.
     pub check: String,
     /// What it is about: a device, `read p99`, ...
@@ -47,7 +47,7 @@ pub struct Check {
 
 impl Check {
     #[cfg(test)]
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.verdict == "disagrees"
     }
 
@@ -101,7 +101,7 @@ fn is_direct(job: &JobResult) -> bool {
 /// fio's IOPS per device against the device's completions + merges per second over the
 /// same interval. `devices` holds the aligned `dev_*` figures by device; `owned` says which
 /// devices only this experiment uses.
-pub fn iops_vs_diskstats(
+pub(crate) fn iops_vs_diskstats(
     report: &FioReport,
     devices: &BTreeMap<String, BTreeMap<&'static str, f64>>,
     owned: &dyn Fn(&str) -> bool,
@@ -153,7 +153,7 @@ pub fn iops_vs_diskstats(
 
 /// The bios a block trace of `device` saw queued and completed against the I/O count of
 /// fio's jobs on that device (all jobs when none names its file).
-pub fn trace_vs_fio(report: &FioReport, device: &str, trace_ios: f64) -> Check {
+pub(crate) fn trace_vs_fio(report: &FioReport, device: &str, trace_ios: f64) -> Check {
     let named = report.jobs.iter().any(|j| device_of(j).is_some());
     let fio: f64 = report
         .jobs
@@ -195,7 +195,7 @@ fn bin_width_ns(value: f64) -> f64 {
 
 /// Each job's percentiles from its own `json+` bins (as `metrics` takes them when jobs are
 /// merged) against the percentiles fio printed.
-pub fn percentiles_vs_bins(report: &FioReport) -> Vec<Check> {
+pub(crate) fn percentiles_vs_bins(report: &FioReport) -> Vec<Check> {
     let mut out = Vec::new();
     for job in &report.jobs {
         for dir in Dir::ALL {

@@ -11,11 +11,11 @@ use crate::workload::FioReport;
 use serde_json::{json, Map, Value};
 
 /// iolab's version with the commit it was built from (build.rs).
-pub const IOLAB_VERSION: &str = env!("IOLAB_VERSION");
+pub(crate) const IOLAB_VERSION: &str = env!("IOLAB_VERSION");
 
 /// What is known before fio starts: memory (KiB), the kernel command line, iolab's version.
 /// A file that cannot be read leaves its keys out.
-pub fn at_start(root: &SysRoot) -> Map<String, Value> {
+pub(crate) fn at_start(root: &SysRoot) -> Map<String, Value> {
     let mut env = of_iolab();
     if let Ok(Some(meminfo)) = root.read_optional("/proc/meminfo") {
         for (key, field) in [
@@ -36,14 +36,14 @@ pub fn at_start(root: &SysRoot) -> Map<String, Value> {
 }
 
 /// iolab's version alone (a run on fio servers: their memory is not this machine's).
-pub fn of_iolab() -> Map<String, Value> {
+pub(crate) fn of_iolab() -> Map<String, Value> {
     let mut env = Map::new();
     env.insert("iolab_version".into(), json!(IOLAB_VERSION));
     env
 }
 
 /// Adds what fio said about itself.
-pub fn with_fio(mut env: Map<String, Value>, report: Option<&FioReport>) -> Value {
+pub(crate) fn with_fio(mut env: Map<String, Value>, report: Option<&FioReport>) -> Value {
     if let Some(v) = report.and_then(|r| r.version.as_deref()) {
         env.insert("fio_version".into(), json!(v));
     }

@@ -20,7 +20,7 @@ use crate::store::SeriesPoint;
 use crate::workload::fio_series::{job_points, DirTotals, Point};
 
 /// The bin edges of a window `len_s` long: 0, 1, 2, ..., len_s.
-pub fn edges(len_s: f64) -> Vec<f64> {
+pub(crate) fn edges(len_s: f64) -> Vec<f64> {
     if !(len_s.is_finite() && len_s > 0.0) {
         return Vec::new();
     }
@@ -97,7 +97,7 @@ fn add(sum: &mut Vec<Option<f64>>, more: Vec<Option<f64>>) {
 /// fio's series, summed over its jobs: `read_iops`, `read_bw_mbs` (10^6 bytes/s),
 /// `read_clat_mean_us` (the mean of the completions in each bin), and `write_*` likewise;
 /// a direction with no I/O in the run is left out.
-pub fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
+pub(crate) fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
     let jobs = job_points(fio_output);
     let len = jobs
         .iter()
@@ -149,7 +149,7 @@ pub fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
 /// took, from /proc/interrupts) and `cpuN:dev_irq_per_s` (only those of the IRQs serving the
 /// watched devices, when any is known: the device's own interrupts, without the timer's or a
 /// NIC's).
-pub fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesPoint> {
+pub(crate) fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesPoint> {
     let edges = edges(window.end_s - window.start_s);
     let t = |r: &Reading| r.elapsed_ns as f64 / 1e9 - window.start_s;
     let mut out = Vec::new();
@@ -203,8 +203,8 @@ pub fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesP
 }
 
 /// The per-CPU interrupt series: `cpuN:` followed by one of these.
-pub const ALL_IRQ_SERIES: &str = metrics::IRQ_PER_S.name;
-pub const DEVICE_IRQ_SERIES: &str = metrics::DEV_IRQ_PER_S.name;
+pub(crate) const ALL_IRQ_SERIES: &str = metrics::IRQ_PER_S.name;
+pub(crate) const DEVICE_IRQ_SERIES: &str = metrics::DEV_IRQ_PER_S.name;
 
 /// The interrupts CPU `cpu` has taken by reading `r`: of every numbered IRQ (`only` None;
 /// rows with one system-wide count left out), or of the IRQs in `only`; `None` when the CPU
@@ -227,7 +227,7 @@ fn irqs_on(r: &Reading, cpu: u32, only: Option<&[u32]>) -> Option<u64> {
 }
 
 /// Every series of a run: fio's, and the sampler's over the window `align` chose.
-pub fn series(
+pub(crate) fn series(
     samples: Option<&SampleRun>,
     window: Option<&WindowRecord>,
     fio_output: &str,

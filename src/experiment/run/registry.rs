@@ -21,7 +21,7 @@ struct Record {
 
 /// The record of one running experiment; `finish` removes it once its status is final.
 #[derive(Debug)]
-pub struct Registered {
+pub(crate) struct Registered {
     path: PathBuf,
 }
 
@@ -30,7 +30,7 @@ fn dir(state_dir: &Path) -> PathBuf {
 }
 
 /// Records that this process is writing experiment `id` in `db_path`.
-pub fn register(state_dir: &Path, db_path: &Path, id: i64) -> Result<Registered> {
+pub(crate) fn register(state_dir: &Path, db_path: &Path, id: i64) -> Result<Registered> {
     let dir = dir(state_dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("{}-{id}.json", std::process::id()));
@@ -47,14 +47,14 @@ pub fn register(state_dir: &Path, db_path: &Path, id: i64) -> Result<Registered>
 
 impl Registered {
     /// The experiment's status is final: nothing left for `restore` to mark.
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
 /// One experiment `mark_abandoned` set to `interrupted`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Abandoned {
+pub(crate) struct Abandoned {
     pub db_path: PathBuf,
     pub experiment_id: i64,
 }
@@ -62,7 +62,7 @@ pub struct Abandoned {
 /// Marks `interrupted` every experiment recorded in `state_dir` whose process is gone and whose
 /// status is still `running`, and removes the records. A record that cannot be read, or whose
 /// database is gone, is reported in `problems` (with what to do) and removed.
-pub fn mark_abandoned(state_dir: &Path) -> Result<(Vec<Abandoned>, Vec<String>)> {
+pub(crate) fn mark_abandoned(state_dir: &Path) -> Result<(Vec<Abandoned>, Vec<String>)> {
     let dir = dir(state_dir);
     let entries = match std::fs::read_dir(&dir) {
         Ok(rd) => rd,

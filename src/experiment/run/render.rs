@@ -11,7 +11,7 @@ use crate::report::table::MAX_WIDTH;
 /// A dry run's plan; its JSON is the plan, its text needs the experiment too.
 #[derive(Serialize)]
 #[serde(transparent)]
-pub struct PlanView<'a> {
+pub(crate) struct PlanView<'a> {
     pub plan: &'a Plan,
     #[serde(skip)]
     pub exp: &'a crate::experiment::Experiment,
@@ -25,7 +25,7 @@ impl crate::output::Render for PlanView<'_> {
 
 /// What an experiment came to; `db_given`: the command named its database (the text's "see
 /// it again" line then names it too).
-pub struct OutcomeView<'a> {
+pub(crate) struct OutcomeView<'a> {
     pub outcome: &'a Outcome,
     pub db_given: bool,
 }
@@ -42,7 +42,7 @@ impl crate::output::Render for OutcomeView<'_> {
     }
 }
 
-pub fn duration_text(s: f64) -> String {
+pub(crate) fn duration_text(s: f64) -> String {
     let s = s.round() as u64;
     match s {
         0..=59 => format!("{s}s"),
@@ -52,7 +52,7 @@ pub fn duration_text(s: f64) -> String {
 }
 
 /// The resolved plan for people.
-pub fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
+pub(crate) fn plan_text(plan: &Plan, exp: &crate::experiment::Experiment) -> String {
     // Cell keys, reasons and notes quote the file and the machine: escaped as a whole.
     crate::report::format::terminal_safe_lines(&plan_text_unescaped(plan, exp)).into_owned()
 }

@@ -9,7 +9,11 @@ use crate::sys::SysRoot;
 /// The devices below `name`, nearest first, each once, `name` itself excluded; `paths_of`
 /// gives a multipath head's path disks (the machine model's `paths`). Depth is bounded so a
 /// cycle in a damaged fixture tree cannot loop.
-pub fn below(root: &SysRoot, paths_of: &dyn Fn(&str) -> Vec<String>, name: &str) -> Vec<String> {
+pub(crate) fn below(
+    root: &SysRoot,
+    paths_of: &dyn Fn(&str) -> Vec<String>,
+    name: &str,
+) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut frontier = vec![name.to_string()];
     for _ in 0..8 {

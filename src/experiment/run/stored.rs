@@ -13,7 +13,7 @@ use crate::workload::FioOutcome;
 /// devices' iostat-like figures. With one target and nothing under it, `dev_*` describe that
 /// device. With several targets, `dev_*` are over all of them (`aggregate`) and
 /// each target's and each stacked device's figures are also stored as `DEVICE:dev_*`.
-pub fn metrics(
+pub(crate) fn metrics(
     outcome: &FioOutcome,
     summary: Option<&Summary>,
     targets: &[String],
@@ -30,7 +30,7 @@ pub fn metrics(
 
 /// Appends the sampler's system-wide and device figures to a workload's metrics (any
 /// engine's) and drops figures that are not finite.
-pub fn sampler_metrics(
+pub(crate) fn sampler_metrics(
     out: &mut Vec<(String, f64)>,
     summary: Option<&Summary>,
     targets: &[String],
@@ -67,7 +67,7 @@ pub fn sampler_metrics(
 
 /// This machine's system-wide figures while it drove fio on other hosts, as `local:NAME`
 /// (`local:usr_pct`, `local:irq_per_s`): apart from the hosts' own and from the aggregate's.
-pub fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
+pub(crate) fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
     samples
         .summary
         .iter()
@@ -79,7 +79,7 @@ pub fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
 
 /// With a NIC as the target (`[target] nic`) the "device" interrupts are the NIC's: their
 /// rate is `nic_irq_per_s` and their per-CPU series `cpuN:nic_irq_per_s`.
-pub fn name_as_nic(metrics: &mut [(String, f64)], series: &mut [crate::store::SeriesPoint]) {
+pub(crate) fn name_as_nic(metrics: &mut [(String, f64)], series: &mut [crate::store::SeriesPoint]) {
     for (name, _) in metrics.iter_mut() {
         if name == metrics::DEV_IRQ_PER_S.name {
             *name = metrics::NIC_IRQ_PER_S.name.to_string();
@@ -97,7 +97,7 @@ pub fn name_as_nic(metrics: &mut [(String, f64)], series: &mut [crate::store::Se
 /// (`metrics::Across`): rates and the queue size summed (a sum means something), request
 /// size and await averaged over the I/Os, interrupts per I/O over the sums. `dev_util_pct`
 /// is left out: busy time does not add up across devices.
-pub fn aggregate(devices: &[&BTreeMap<&'static str, f64>]) -> BTreeMap<&'static str, f64> {
+pub(crate) fn aggregate(devices: &[&BTreeMap<&'static str, f64>]) -> BTreeMap<&'static str, f64> {
     // Summed over the devices, when every one has it.
     let sum = |k: &str| -> Option<f64> {
         let vals: Vec<f64> = devices.iter().filter_map(|d| d.get(k).copied()).collect();
@@ -136,7 +136,7 @@ pub fn aggregate(devices: &[&BTreeMap<&'static str, f64>]) -> BTreeMap<&'static 
 /// `cpu` (`all/usr_pct`, `cpu1/sys_pct`, ...), `irq` (`45/cpu1` interrupts/s of IRQ 45 on
 /// CPU 1, for each IRQ that fired during the run; `all` for the total) and `disk`
 /// (`loop3/r_per_s`, ...).
-pub fn series(samples: &SampleRun) -> Vec<SampleSeries> {
+pub(crate) fn series(samples: &SampleRun) -> Vec<SampleSeries> {
     type Points = (Vec<f64>, Vec<f64>);
     let mut by_key: BTreeMap<(&'static str, String), Points> = BTreeMap::new();
     let mut push = |kind: &'static str, key: String, t: f64, v: f64| {

@@ -8,7 +8,7 @@ use crate::report::format::short;
 use super::{check_finite, color, draw_err, padded_range, slots, PlotError, FONT, SIZE, WHISKER};
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Bar {
+pub(crate) struct Bar {
     pub label: String,
     pub value: f64,
     /// 95% CI (low, high) drawn as a whisker; `None` for n < 2.
@@ -19,7 +19,7 @@ pub struct Bar {
     pub outliers: bool,
 }
 
-pub fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<String, PlotError> {
+pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<String, PlotError> {
     if bars.is_empty() {
         return Err(PlotError::NoData("no bars given".into()));
     }

@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use super::{check_finite, color, draw_err, slots, PlotError, FONT, SIZE};
 
 /// `shares[cpu][category]` in percent of that CPU's time (each row sums to about 100).
-pub fn cpu_breakdown(
+pub(crate) fn cpu_breakdown(
     title: &str,
     cpus: &[u32],
     categories: &[&str],

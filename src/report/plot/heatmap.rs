@@ -12,14 +12,14 @@ use super::{draw_err, slots, PlotError, FONT, SIZE};
 /// start), so it is one longer than each row of `rates`. `None` is "no value" (a counter
 /// that went backwards, a CPU that was offline) and is drawn grey.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RateGrid {
+pub(crate) struct RateGrid {
     pub cpus: Vec<u32>,
     pub times_s: Vec<f64>,
     pub rates: Vec<Vec<Option<f64>>>,
 }
 
 /// Colour for a rate from 0 (white) to `max` (dark red), linear.
-pub fn heat(value: f64, max: f64) -> RGBColor {
+pub(super) fn heat(value: f64, max: f64) -> RGBColor {
     let f = if max > 0.0 {
         (value / max).clamp(0.0, 1.0)
     } else {
@@ -30,9 +30,9 @@ pub fn heat(value: f64, max: f64) -> RGBColor {
 }
 
 /// "No value" cells.
-pub const MISSING: RGBColor = RGBColor(0xBB, 0xBB, 0xBB);
+pub(super) const MISSING: RGBColor = RGBColor(0xBB, 0xBB, 0xBB);
 
-pub fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<String, PlotError> {
+pub(crate) fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<String, PlotError> {
     validate(grid)?;
     let max = grid
         .rates

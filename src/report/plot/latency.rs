@@ -11,7 +11,7 @@ use crate::stats::LatencyHistogram;
 use super::{color, draw_err, PlotError, FONT, SIZE};
 
 /// `series`: (variant name, merged histogram). The x axis is log-scaled microseconds.
-pub fn latency_cdf(
+pub(crate) fn latency_cdf(
     title: &str,
     series: &[(String, LatencyHistogram)],
 ) -> Result<String, PlotError> {

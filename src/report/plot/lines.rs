@@ -11,7 +11,7 @@ use crate::report::format::{log_tick, short};
 use super::{check_finite, color, draw_err, padded_range, PlotError, FONT, SIZE, WHISKER};
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct SeriesPoint {
+pub(crate) struct SeriesPoint {
     pub x: f64,
     pub y: f64,
     /// 95% CI of y; drawn as a whisker.
@@ -19,13 +19,13 @@ pub struct SeriesPoint {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     pub name: String,
     pub points: Vec<SeriesPoint>,
 }
 
 /// `log_x` suits factors that double (block sizes, queue depths); it needs x > 0.
-pub fn metric_vs_factor(
+pub(crate) fn metric_vs_factor(
     title: &str,
     x_label: &str,
     y_label: &str,

@@ -15,18 +15,18 @@ mod latency;
 mod lines;
 mod xy;
 
-pub use bars::{bars_with_ci, Bar};
-pub use cpu_breakdown::cpu_breakdown;
-pub use heatmap::{irq_heatmap, RateGrid};
-pub use latency::latency_cdf;
-pub use lines::{metric_vs_factor, Series, SeriesPoint};
-pub use xy::{Axes, Chart};
+pub(crate) use bars::{bars_with_ci, Bar};
+pub(crate) use cpu_breakdown::cpu_breakdown;
+pub(crate) use heatmap::{irq_heatmap, RateGrid};
+pub(crate) use latency::latency_cdf;
+pub(crate) use lines::{metric_vs_factor, Series, SeriesPoint};
+pub(crate) use xy::{Axes, Chart};
 
 use plotters::style::RGBColor;
 use thiserror::Error;
 
 #[derive(Debug, Error, PartialEq)]
-pub enum PlotError {
+pub(crate) enum PlotError {
     #[error("nothing to plot: {0}")]
     NoData(String),
     #[error("cannot plot {what}: {reason}")]
@@ -66,7 +66,7 @@ where
 }
 
 /// Chart size in SVG pixels; wide enough for 8-12 labelled bars.
-pub const SIZE: (u32, u32) = (800, 480);
+pub(crate) const SIZE: (u32, u32) = (800, 480);
 
 /// The legend every chart draws the same way; only its corner and background opacity differ.
 pub(crate) fn draw_legend<'a, DB, CT>(
@@ -90,7 +90,7 @@ where
 }
 
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
-pub const PALETTE: [RGBColor; 8] = [
+pub(crate) const PALETTE: [RGBColor; 8] = [
     RGBColor(0x00, 0x72, 0xB2),
     RGBColor(0xE6, 0x9F, 0x00),
     RGBColor(0x00, 0x9E, 0x73),
@@ -102,9 +102,9 @@ pub const PALETTE: [RGBColor; 8] = [
 ];
 
 /// CI whiskers and bands: dark grey, distinct from the black axes.
-pub const WHISKER: RGBColor = RGBColor(0x33, 0x33, 0x33);
+pub(crate) const WHISKER: RGBColor = RGBColor(0x33, 0x33, 0x33);
 
-pub fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
@@ -159,12 +159,15 @@ pub(crate) fn padded_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
 pub(crate) mod svg_check {
     //! Test helpers: parse the SVG as XML and count what was drawn.
 
-    pub fn parse(svg: &str) -> roxmltree::Document<'_> {
+    pub(crate) fn parse(svg: &str) -> roxmltree::Document<'_> {
         roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("not XML: {e}\n{svg}"))
     }
 
     /// Rectangles filled with `rgb` (plotters writes `fill="#RRGGBB"`).
-    pub fn rects_filled(doc: &roxmltree::Document<'_>, rgb: plotters::style::RGBColor) -> usize {
+    pub(crate) fn rects_filled(
+        doc: &roxmltree::Document<'_>,
+        rgb: plotters::style::RGBColor,
+    ) -> usize {
         let hex = format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2);
         doc.descendants()
             .filter(|n| n.has_tag_name("rect"))
@@ -176,7 +179,7 @@ pub(crate) mod svg_check {
     }
 
     /// Elements of any kind stroked with `rgb` (lines, polylines).
-    pub fn stroked(
+    pub(crate) fn stroked(
         doc: &roxmltree::Document<'_>,
         tag: &str,
         rgb: plotters::style::RGBColor,
@@ -191,7 +194,7 @@ pub(crate) mod svg_check {
             .count()
     }
 
-    pub fn texts(doc: &roxmltree::Document<'_>) -> Vec<String> {
+    pub(crate) fn texts(doc: &roxmltree::Document<'_>) -> Vec<String> {
         doc.descendants()
             .filter(|n| n.has_tag_name("text"))
             .map(|n| n.text().unwrap_or("").trim().to_string())

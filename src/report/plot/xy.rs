@@ -14,7 +14,7 @@ use crate::report::format::{log_tick, short};
 use super::{draw_err, PlotError, FONT};
 
 /// What the axes show: names, data ranges, and whether x is logarithmic.
-pub struct Axes<'a> {
+pub(crate) struct Axes<'a> {
     pub x_name: &'a str,
     pub y_name: &'a str,
     pub x: (f64, f64),
@@ -38,7 +38,7 @@ struct Layer {
 }
 
 /// A chart being described; `finish` draws it.
-pub struct Chart {
+pub(crate) struct Chart {
     size: (u32, u32),
     title: String,
     x_name: String,
@@ -62,7 +62,7 @@ fn fix(r: (f64, f64)) -> (f64, f64) {
 
 impl Chart {
     /// Starts a chart of `size` (width, height) pixels with a title and axes.
-    pub fn new(size: (u32, u32), title: &str, axes: Axes) -> Chart {
+    pub(crate) fn new(size: (u32, u32), title: &str, axes: Axes) -> Chart {
         let mut x = fix(axes.x);
         if axes.log_x && x.0 <= 0.0 {
             // A log axis cannot start at 0: nine decades below the top is the view.
@@ -81,13 +81,13 @@ impl Chart {
     }
 
     /// Small squares, one per point, with a legend entry.
-    pub fn points(&mut self, points: &[(f64, f64)], colour: RGBColor, label: &str) {
+    pub(crate) fn points(&mut self, points: &[(f64, f64)], colour: RGBColor, label: &str) {
         self.push(Shape::Points(points.to_vec()), colour, label);
     }
 
     /// A line through the points, with a legend entry. A point whose y is NaN breaks the
     /// line (no data there: nothing is interpolated); a line with no point is not drawn.
-    pub fn line(&mut self, points: &[(f64, f64)], colour: RGBColor, label: &str) {
+    pub(crate) fn line(&mut self, points: &[(f64, f64)], colour: RGBColor, label: &str) {
         if points.iter().all(|p| p.1.is_nan()) {
             return;
         }
@@ -95,7 +95,7 @@ impl Chart {
     }
 
     /// Bars from the bottom of the y axis, each spanning [x0, x1), with a legend entry.
-    pub fn bars(&mut self, bars: &[(f64, f64, f64)], colour: RGBColor, label: &str) {
+    pub(crate) fn bars(&mut self, bars: &[(f64, f64, f64)], colour: RGBColor, label: &str) {
         self.push(Shape::Bars(bars.to_vec()), colour, label);
     }
 
@@ -108,7 +108,7 @@ impl Chart {
     }
 
     /// Draws the chart; returns the SVG document.
-    pub fn finish(self) -> Result<String, PlotError> {
+    pub(crate) fn finish(self) -> Result<String, PlotError> {
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, self.size).into_drawing_area();

@@ -47,7 +47,7 @@ pub fn cpulist(text: &str) -> Result<Vec<u32>, ParseError> {
 /// `CONFIG_NO_HZ_FULL=y` but no `nohz_full=` on the command line, Debian's 6.1 kernel prints
 /// `(null)` in /sys/devices/system/cpu/nohz_full (`%*pbl` of a NULL cpumask). That means "no
 /// CPU", not a bad list.
-pub fn cpulist_or_null(text: &str) -> Result<Vec<u32>, ParseError> {
+pub(crate) fn cpulist_or_null(text: &str) -> Result<Vec<u32>, ParseError> {
     if text.trim() == "(null)" {
         return Ok(Vec::new());
     }
@@ -67,7 +67,7 @@ fn bad(part: &str) -> ParseError {
 }
 
 /// Parses a hex CPU mask such as `3`, `00000000,00000001` or `ff,ffffffff`.
-pub fn cpumask(text: &str) -> Result<Vec<u32>, ParseError> {
+pub(crate) fn cpumask(text: &str) -> Result<Vec<u32>, ParseError> {
     let text = text.trim();
     let mut cpus = Vec::new();
     let digits: Vec<char> = text.chars().filter(|c| *c != ',').collect();
@@ -95,7 +95,7 @@ pub fn cpumask(text: &str) -> Result<Vec<u32>, ParseError> {
 
 /// Formats a CPU set the way the kernel does (`0-3,8-11`), which is also what fio's
 /// `cpus_allowed` takes; empty is `-`. Order and repeats in the input do not matter.
-pub fn format_cpulist(cpus: &[u32]) -> String {
+pub(crate) fn format_cpulist(cpus: &[u32]) -> String {
     if cpus.is_empty() {
         return "-".to_string();
     }

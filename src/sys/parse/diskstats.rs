@@ -6,7 +6,7 @@
 use super::{number, ParseError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DiskStat {
+pub(crate) struct DiskStat {
     pub major: u32,
     pub minor: u32,
     pub name: String,
@@ -31,7 +31,7 @@ pub struct DiskStat {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Discards {
+pub(crate) struct Discards {
     pub discards: u64,
     pub discards_merged: u64,
     pub sectors_discarded: u64,
@@ -39,13 +39,13 @@ pub struct Discards {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Flushes {
+pub(crate) struct Flushes {
     pub flushes: u64,
     pub flush_ms: u64,
 }
 
 /// Parses the whole text of /proc/diskstats.
-pub fn diskstats(text: &str) -> Result<Vec<DiskStat>, ParseError> {
+pub(crate) fn diskstats(text: &str) -> Result<Vec<DiskStat>, ParseError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -57,7 +57,7 @@ pub fn diskstats(text: &str) -> Result<Vec<DiskStat>, ParseError> {
 }
 
 /// Parses one line; exposed so the sampler can parse line by line into reused storage.
-pub fn diskstat_line(line: &str, lineno: usize) -> Result<DiskStat, ParseError> {
+pub(crate) fn diskstat_line(line: &str, lineno: usize) -> Result<DiskStat, ParseError> {
     let f: Vec<&str> = line.split_whitespace().collect();
     if !matches!(f.len(), 14 | 18 | 20) {
         return Err(ParseError::new(

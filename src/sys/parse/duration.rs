@@ -10,16 +10,16 @@ use std::time::Duration;
 /// The longest duration accepted anywhere unless a caller states a tighter bound: 30 days.
 /// Nothing iolab runs or waits for is meant to take longer, and it keeps every product
 /// (estimates, time limits at twice the runtime) far inside `Duration` and `f64` precision.
-pub const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Parses a duration between zero and [`MAX`]; the error says what forms and range are
 /// accepted.
-pub fn duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     duration_in(text, Duration::ZERO, MAX)
 }
 
 /// Parses a duration and checks it lies in `min..=max`.
-pub fn duration_in(text: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+pub(crate) fn duration_in(text: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let seconds = seconds(text)?;
     let range = format!("from {} to {}", human(min), human(max));
     // Compared as f64 before any conversion: `Duration::from_secs_f64` panics on overflow.

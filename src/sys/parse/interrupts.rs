@@ -38,7 +38,7 @@ impl fmt::Display for IrqId {
 
 /// One row of /proc/interrupts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterruptRow {
+pub(crate) struct InterruptRow {
     pub id: IrqId,
     /// Count per CPU column, aligned with `Interrupts::cpus`; empty for one-count rows.
     pub counts: Vec<u64>,
@@ -56,19 +56,19 @@ pub struct InterruptRow {
 
 /// The parsed file: the CPU of each count column, then the rows in file order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Interrupts {
+pub(crate) struct Interrupts {
     pub cpus: Vec<u32>,
     pub rows: Vec<InterruptRow>,
 }
 
 impl Interrupts {
-    pub fn row(&self, id: &IrqId) -> Option<&InterruptRow> {
+    pub(crate) fn row(&self, id: &IrqId) -> Option<&InterruptRow> {
         self.rows.iter().find(|r| &r.id == id)
     }
 }
 
 /// Parses the whole text of /proc/interrupts.
-pub fn interrupts(text: &str) -> Result<Interrupts, ParseError> {
+pub(crate) fn interrupts(text: &str) -> Result<Interrupts, ParseError> {
     let mut lines = text.lines().enumerate();
     let (_, header) = lines
         .find(|(_, l)| !l.trim().is_empty())
@@ -300,7 +300,7 @@ Err:          0\n";
 /// The shape of /proc/interrupts (CPU columns and row labels) that per-sample count vectors
 /// are laid out by; it changes only when an IRQ appears or goes, or a CPU goes on/offline.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct IrqLayout {
+pub(crate) struct IrqLayout {
     pub cpus: Vec<u32>,
     pub ids: Vec<IrqId>,
     /// Rows with one system-wide count (ERR, MIS): their count is in column 0.
@@ -309,7 +309,7 @@ pub struct IrqLayout {
 
 impl IrqLayout {
     /// Row-major index of a count.
-    pub fn index(&self, row: usize, column: usize) -> usize {
+    pub(crate) fn index(&self, row: usize, column: usize) -> usize {
         row * self.cpus.len() + column
     }
 }
@@ -324,7 +324,7 @@ fn label_matches(id: &IrqId, label: &str) -> bool {
 /// The sampler's fast path: only the labels and counts of /proc/interrupts, written into
 /// `counts` (row-major, `layout.cpus.len()` per row) without allocating unless `layout` has
 /// to change. Returns true when it did change.
-pub fn counts_into(
+pub(crate) fn counts_into(
     text: &str,
     layout: &mut IrqLayout,
     counts: &mut Vec<u64>,

@@ -6,7 +6,7 @@
 use super::ParseError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
+pub(crate) struct Mount {
     pub id: u64,
     pub parent: u64,
     pub major: u32,
@@ -20,7 +20,7 @@ pub struct Mount {
 }
 
 /// Parses the whole text of a mountinfo file.
-pub fn mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
+pub(crate) fn mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -32,7 +32,7 @@ pub fn mountinfo(text: &str) -> Result<Vec<Mount>, ParseError> {
 }
 
 /// Parses one line (`lineno` is 1-based, for the error).
-pub fn mount_line(line: &str, lineno: usize) -> Result<Mount, ParseError> {
+pub(crate) fn mount_line(line: &str, lineno: usize) -> Result<Mount, ParseError> {
     let fields: Vec<&str> = line.split(' ').filter(|f| !f.is_empty()).collect();
     let err = |m: &str| ParseError::new(lineno, m.to_string());
     let sep = fields
@@ -63,7 +63,7 @@ pub fn mount_line(line: &str, lineno: usize) -> Result<Mount, ParseError> {
 }
 
 /// The kernel escapes space, tab, newline and backslash as `\ooo` octal.
-pub fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -86,7 +86,7 @@ pub fn unescape(s: &str) -> String {
 }
 
 /// Escapes a value back for writing a mountinfo or swaps line.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

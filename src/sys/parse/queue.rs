@@ -4,14 +4,14 @@
 
 /// A knob whose text names the current value among the allowed ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Choice {
+pub(crate) struct Choice {
     pub current: Option<String>,
     pub allowed: Vec<String>,
 }
 
 /// Parses `none [mq-deadline] kyber bfq`. A single word without brackets is both the only
 /// choice and the current one (older kernels print `none` for devices without blk-mq).
-pub fn bracketed_choice(text: &str) -> Choice {
+pub(crate) fn bracketed_choice(text: &str) -> Choice {
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut current = None;
     let mut allowed = Vec::with_capacity(words.len());

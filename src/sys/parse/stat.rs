@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 /// Cumulative CPU time in ticks, in the kernel's column order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CpuTimes {
+pub(crate) struct CpuTimes {
     pub user: u64,
     pub nice: u64,
     pub system: u64,
@@ -25,7 +25,7 @@ impl CpuTimes {
     /// All ticks. guest and guest_nice are already counted in user and nice, so they are
     /// left out, as top and mpstat do.
     #[cfg(test)]
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         [
             self.nice,
             self.system,
@@ -41,7 +41,7 @@ impl CpuTimes {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Stat {
+pub(crate) struct Stat {
     /// The aggregate `cpu` line.
     pub all: CpuTimes,
     pub cpus: BTreeMap<u32, CpuTimes>,
@@ -55,7 +55,7 @@ pub struct Stat {
 }
 
 /// Parses the whole text of /proc/stat.
-pub fn stat(text: &str) -> Result<Stat, ParseError> {
+pub(crate) fn stat(text: &str) -> Result<Stat, ParseError> {
     let mut out = Stat::default();
     let mut saw_cpu = false;
     for (i, line) in text.lines().enumerate() {

@@ -5,7 +5,7 @@ use super::mountinfo::unescape;
 use super::{number, ParseError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Swap {
+pub(crate) struct Swap {
     pub filename: String,
     /// `partition` or `file`.
     pub kind: String,
@@ -13,7 +13,7 @@ pub struct Swap {
     pub used_kb: u64,
 }
 
-pub fn swaps(text: &str) -> Result<Vec<Swap>, ParseError> {
+pub(crate) fn swaps(text: &str) -> Result<Vec<Swap>, ParseError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let f: Vec<&str> = line.split_whitespace().collect();
