@@ -37,17 +37,17 @@ pub struct Config {
 /// What was recorded.
 #[derive(Debug, Clone)]
 pub struct Summary {
-    pub device: String,
-    pub files: Vec<PathBuf>,
-    pub events_per_cpu: BTreeMap<u32, u64>,
-    pub processes: usize,
-    pub overrun: u64,
-    pub dropped: u64,
+    pub(crate) device: String,
+    pub(crate) files: Vec<PathBuf>,
+    pub(crate) events_per_cpu: BTreeMap<u32, u64>,
+    pub(crate) processes: usize,
+    pub(crate) overrun: u64,
+    pub(crate) dropped: u64,
     /// Events trace_pipe reported lost ("[LOST N EVENTS]" lines).
-    pub lost_in_pipe: u64,
-    pub elapsed: Duration,
-    pub stopped_by: String,
-    pub command_status: Option<ExitStatus>,
+    pub(crate) lost_in_pipe: u64,
+    pub(crate) elapsed: Duration,
+    pub(crate) stopped_by: String,
+    pub(crate) command_status: Option<ExitStatus>,
 }
 
 impl Summary {
@@ -58,7 +58,7 @@ impl Summary {
 
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
-pub fn render(s: &Summary) -> String {
+pub(crate) fn render(s: &Summary) -> String {
     crate::report::format::terminal_safe_lines(&render_unescaped(s)).into_owned()
 }
 
@@ -137,15 +137,15 @@ fn read_trim(path: &Path) -> anyhow::Result<String> {
         .to_string())
 }
 
-/// The selected word of a tracefs choice file: "[local] global counter" -> "local".
-pub fn selected(choices: &str) -> Option<&str> {
+/// The selected word of a tracefs choice file: `"[local] global counter"` -> "local".
+pub(crate) fn selected(choices: &str) -> Option<&str> {
     let start = choices.find('[')? + 1;
     let end = choices[start..].find(']')? + start;
     Some(&choices[start..end])
 }
 
 /// "7 (expanded: 1408)" -> 1408; "8192" -> 8192.
-pub fn buffer_kb(text: &str) -> Option<u64> {
+pub(crate) fn buffer_kb(text: &str) -> Option<u64> {
     if let Some(rest) = text.split("expanded:").nth(1) {
         return rest.trim().trim_end_matches(')').trim().parse().ok();
     }
@@ -153,7 +153,7 @@ pub fn buffer_kb(text: &str) -> Option<u64> {
 }
 
 /// Sums "overrun:" and "dropped events:" over per_cpu/cpu*/stats.
-pub fn lost_events(tracefs: &Path) -> (u64, u64) {
+pub(crate) fn lost_events(tracefs: &Path) -> (u64, u64) {
     let mut overrun = 0;
     let mut dropped = 0;
     if let Ok(dir) = fs::read_dir(tracefs.join("per_cpu")) {
@@ -169,7 +169,7 @@ pub fn lost_events(tracefs: &Path) -> (u64, u64) {
 }
 
 /// Parses one per-CPU stats file.
-pub fn parse_stats(text: &str) -> (u64, u64) {
+pub(crate) fn parse_stats(text: &str) -> (u64, u64) {
     let mut o = 0;
     let mut d = 0;
     for line in text.lines() {
@@ -186,7 +186,7 @@ pub fn parse_stats(text: &str) -> (u64, u64) {
 }
 
 /// "CPU:1 [LOST 1234 EVENTS]" -> 1234.
-pub fn parse_lost(line: &str) -> u64 {
+pub(crate) fn parse_lost(line: &str) -> u64 {
     line.split("LOST")
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
@@ -263,7 +263,7 @@ fn name_note(ev: &Event, time: u64, comm: &str) -> Event {
 
 /// "PID COMM" lines of tracefs' saved_cmdlines (the kernel's pid -> comm cache for traced
 /// tasks, filled by the blk tracer too).
-pub fn parse_saved_cmdlines(text: &str) -> HashMap<u32, String> {
+pub(crate) fn parse_saved_cmdlines(text: &str) -> HashMap<u32, String> {
     text.lines()
         .filter_map(|l| {
             let (pid, comm) = l.trim().split_once(' ')?;
@@ -382,7 +382,7 @@ fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
 }
 
 /// Records until the duration elapses, the command exits, or SIGINT/SIGTERM arrives.
-pub fn record(cfg: &Config) -> anyhow::Result<Summary> {
+pub(crate) fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut sig_ids = Vec::new();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -9,26 +9,26 @@ use super::analyze::{DeviceReport, Report};
 use super::diagnose::{diagnose, Finding};
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub metric: String,
-    pub a: f64,
-    pub b: f64,
+pub(crate) struct Row {
+    pub(crate) metric: String,
+    pub(crate) a: f64,
+    pub(crate) b: f64,
     /// (b - a) / a in percent; None when a is 0.
-    pub change_pct: Option<f64>,
+    pub(crate) change_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct DeviceComparison {
-    pub dev_a: String,
-    pub dev_b: String,
-    pub rows: Vec<Row>,
+pub(crate) struct DeviceComparison {
+    pub(crate) dev_a: String,
+    pub(crate) dev_b: String,
+    pub(crate) rows: Vec<Row>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
-    pub devices: Vec<DeviceComparison>,
-    pub only_in_a: Vec<Finding>,
-    pub only_in_b: Vec<Finding>,
+pub(crate) struct Comparison {
+    pub(crate) devices: Vec<DeviceComparison>,
+    pub(crate) only_in_a: Vec<Finding>,
+    pub(crate) only_in_b: Vec<Finding>,
 }
 
 fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, f64)> {
@@ -64,7 +64,7 @@ fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, f64)> {
 }
 
 /// Compares devices pairwise: same "major,minor" first, else in order.
-pub fn compare(a: &Report, b: &Report) -> Comparison {
+pub(crate) fn compare(a: &Report, b: &Report) -> Comparison {
     let mut devices = Vec::new();
     let mut used = vec![false; b.devices.len()];
     for (i, da) in a.devices.iter().enumerate() {
@@ -116,10 +116,10 @@ pub fn compare(a: &Report, b: &Report) -> Comparison {
 /// Two traces compared, with the names the text calls them; JSON is the comparison alone.
 #[derive(serde::Serialize)]
 #[serde(transparent)]
-pub struct Named {
-    pub comparison: Comparison,
+pub(crate) struct Named {
+    pub(crate) comparison: Comparison,
     #[serde(skip)]
-    pub names: (String, String),
+    pub(crate) names: (String, String),
 }
 
 impl crate::output::Render for Named {
@@ -128,7 +128,7 @@ impl crate::output::Render for Named {
     }
 }
 
-pub fn render(c: &Comparison, name_a: &str, name_b: &str) -> String {
+pub(crate) fn render(c: &Comparison, name_a: &str, name_b: &str) -> String {
     crate::report::format::terminal_safe_lines(&render_unescaped(c, name_a, name_b)).into_owned()
 }
 

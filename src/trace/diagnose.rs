@@ -10,14 +10,14 @@ use serde::Serialize;
 use super::analyze::{DeviceReport, Report};
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Finding {
-    pub dev: String,
+pub(crate) struct Finding {
+    pub(crate) dev: String,
     /// Stable identifier ("i2d_dominant", ...), used by `trace compare`.
-    pub code: String,
+    pub(crate) code: String,
     /// "warning" or "info".
-    pub severity: String,
-    pub message: String,
-    pub evidence: Vec<String>,
+    pub(crate) severity: String,
+    pub(crate) message: String,
+    pub(crate) evidence: Vec<String>,
 }
 
 fn find(
@@ -41,7 +41,7 @@ fn lat(d: &DeviceReport, k: &str) -> (u64, f64) {
 }
 
 /// All findings, device by device.
-pub fn diagnose(r: &Report) -> Vec<Finding> {
+pub(crate) fn diagnose(r: &Report) -> Vec<Finding> {
     let mut out = Vec::new();
     for d in &r.devices {
         device_findings(d, &mut out);
@@ -188,7 +188,7 @@ fn device_findings(d: &DeviceReport, out: &mut Vec<Finding>) {
 /// The findings as text.
 /// Names from the machine, files or the database are escaped for the terminal
 /// (`report::format::terminal_safe`).
-pub fn render(findings: &[Finding]) -> String {
+pub(crate) fn render(findings: &[Finding]) -> String {
     crate::report::format::terminal_safe_lines(&render_unescaped(findings)).into_owned()
 }
 
@@ -209,13 +209,13 @@ fn render_unescaped(findings: &[Finding]) -> String {
 /// The report's JSON with the findings added under "findings".
 /// A trace's analysis with its findings, as `trace analyze` prints it: the report's text
 /// then the findings', or one JSON document (the report's fields and `findings`).
-pub struct Diagnosed {
-    pub report: Report,
-    pub findings: Vec<Finding>,
+pub(crate) struct Diagnosed {
+    pub(crate) report: Report,
+    pub(crate) findings: Vec<Finding>,
 }
 
 impl Diagnosed {
-    pub fn of(report: Report) -> Diagnosed {
+    pub(crate) fn of(report: Report) -> Diagnosed {
         let findings = diagnose(&report);
         Diagnosed { report, findings }
     }
@@ -237,7 +237,7 @@ impl crate::output::Render for Diagnosed {
     }
 }
 
-pub fn with_findings(r: &Report, findings: &[Finding]) -> serde_json::Value {
+pub(crate) fn with_findings(r: &Report, findings: &[Finding]) -> serde_json::Value {
     let mut v = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
     if let serde_json::Value::Object(map) = &mut v {
         map.insert(

@@ -1,7 +1,7 @@
 //! Keeping traces small: an experiment's per-run traces (15 MB per 5 s sequential run, ~175 MB
 //! per 12 s random run) are stored gzip-compressed, `NAME.blktrace.N.gz`, which `trace
 //! analyze` reads on the fly (`stream::Source`). blkparse and btt cannot read gzip, so
-//! [`export`] writes the plain `NAME.blktrace.N` files they expect into a directory.
+//! `export` writes the plain `NAME.blktrace.N` files they expect into a directory.
 //! gzip (flate2's pure-Rust backend) because it builds offline here and every machine can
 //! also undo it with `gunzip`.
 
@@ -63,7 +63,7 @@ pub fn compress(base: &Path) -> anyhow::Result<Compressed> {
 
 /// Writes the trace `name` (plain or compressed per-CPU files, or one file) as plain files
 /// blkparse and btt read, `DIR/BASENAME.blktrace.N`; returns them.
-pub fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let inputs = resolve_input(name)?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let base = name

@@ -9,7 +9,7 @@
 
 pub use iolab_blktrace::{analyze, blk_io_trace, mapped, merge, stream};
 pub mod capture;
-pub mod compare;
-pub mod diagnose;
+pub(crate) mod compare;
+pub(crate) mod diagnose;
 pub mod keep;
-pub mod plot;
+pub(crate) mod plot;

@@ -138,7 +138,7 @@ const TRACE_COLOURS: [RGBColor; 6] = [
 /// histogram.svg into `out_dir`, and sectors-overlay.svg when traces are given `with` the main
 /// one (`labels`: the main trace's, then one per `with`; the names given by default); returns
 /// the files written.
-pub fn plot(
+pub(crate) fn plot(
     names: &[PathBuf],
     out_dir: &Path,
     dev: Option<&str>,
@@ -397,7 +397,7 @@ pub fn plot(
 }
 
 /// Writes a PNG copy of an SVG chart beside it (same name, .png), rasterised in-process.
-pub fn to_png(svg: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn to_png(svg: &Path) -> anyhow::Result<PathBuf> {
     let png = svg.with_extension("png");
     let text =
         std::fs::read_to_string(svg).with_context(|| format!("{}: reading", svg.display()))?;

@@ -217,9 +217,9 @@ impl<R: Read> RecordStream<R> {
     }
 }
 
-/// A batch of records for the analysis pipeline: compact [`Io`]s, plus the full events of
-/// the few records whose payload matters beyond a count (process names, remaps), each with
-/// the index of its `Io`.
+/// A batch of records for the analysis pipeline: compact
+/// [`Io`](crate::blk_io_trace::Io)s, plus the full events of the few records whose payload
+/// matters beyond a count (process names, remaps), each with the index of its `Io`.
 #[derive(Debug, Default)]
 pub struct IoBatch {
     pub ios: Vec<blk_io_trace::Io>,

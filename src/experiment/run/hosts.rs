@@ -30,7 +30,7 @@ pub const MAX_SKEW: Duration = Duration::from_millis(50);
 /// One controlled host, connected and modelled.
 pub struct Controlled {
     pub spec: HostSpec,
-    /// The device fio drives there (the host's own, else [target] device).
+    /// The device fio drives there (the host's own, else `[target] device`).
     pub device: String,
     pub machine: Machine,
     /// The experiment planned on this host's model and device.
