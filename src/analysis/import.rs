@@ -304,11 +304,14 @@ pub(crate) fn import_files(
             ))
             .ok()
             .filter(|c| c.as_array().is_some_and(|a| !a.is_empty())),
-            environment: p
-                .report
-                .version
-                .as_ref()
-                .map(|v| serde_json::json!({"fio_version": v})),
+            // All an imported file says of its environment: fio's version.
+            environment: p.report.version.as_ref().map(|v| {
+                crate::experiment::run::environment::RunEnvironment {
+                    fio_version: Some(v.clone()),
+                    ..Default::default()
+                }
+                .to_value()
+            }),
             sample_window: None,
             series: Vec::new(),
         };

@@ -15,11 +15,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::facts;
-use super::protocol::{self, Answer, Greeting, Request};
-use crate::knobs::Journal;
+use super::protocol::{self, results, Answer, Greeting, Request};
+use crate::knobs::{Journal, RestoreReport};
 use crate::sample::{self, SamplerHandle, Watch};
 use crate::sys::SysRoot;
 
@@ -188,9 +188,14 @@ impl Session {
                         .insert(Journal::begin().map_err(|e| e.to_string())?),
                 };
                 let old = journal.set(&path, &value).map_err(|e| e.to_string())?;
-                Ok(json!({"path": path, "old": old, "new": value, "journal": journal.path()}))
+                json_of(&results::KnobSet {
+                    old,
+                    new: value,
+                    journal: journal.path(),
+                    path,
+                })
             }
-            Request::Restore => self.restore(),
+            Request::Restore => json_of(&self.restore()?),
             Request::SampleStart {
                 devices,
                 interval_ms,
@@ -201,14 +206,14 @@ impl Session {
                     .take()
                     .ok_or("no sampler is running: send sample_start first")?;
                 let run = handle.stop();
-                Ok(json!({
-                    "devices": run.devices,
-                    "started_unix_ns": run.started_unix_ns,
-                    "readings": run.readings.len(),
-                    "intervals": run.intervals,
-                    "summary": run.summary,
-                    "errors": run.errors,
-                }))
+                json_of(&results::Sampled {
+                    devices: &run.devices,
+                    started_unix_ns: run.started_unix_ns,
+                    readings: run.readings.len(),
+                    intervals: &run.intervals,
+                    summary: &run.summary,
+                    errors: &run.errors,
+                })
             }
             Request::TraceStart { device } => {
                 if self.trace.is_some() {
@@ -216,16 +221,15 @@ impl Session {
                 }
                 let t = super::agent_trace::AgentTrace::start(&crate::knobs::state_dir(), &device)?;
                 self.trace = Some(t);
-                Ok(json!({"device": device}))
+                json_of(&results::TraceStarted { device })
             }
             Request::TraceStop => {
                 let t = self
                     .trace
                     .take()
                     .ok_or("no trace is recording: send trace_start first")?;
-                let metrics: serde_json::Map<String, Value> =
-                    t.stop()?.into_iter().map(|(k, v)| (k, json!(v))).collect();
-                Ok(json!({"metrics": metrics}))
+                let metrics = t.stop()?.into_iter().collect();
+                json_of(&results::TraceFigures { metrics })
             }
             Request::Preflight { sample_ms } => {
                 let sample = Duration::from_millis(sample_ms.min(10_000));
@@ -234,7 +238,7 @@ impl Session {
             }
             Request::Bye => {
                 let restored = self.restore()?;
-                Ok(json!({"restored": restored}))
+                json_of(&results::Bye { restored })
             }
         }
     }
@@ -259,16 +263,19 @@ impl Session {
         let handle = sample::start(&self.root, &watches, Duration::from_millis(interval_ms))
             .map_err(|e| e.to_string())?;
         self.sampler = Some(handle);
-        Ok(json!({"devices": devices, "interval_ms": interval_ms}))
+        json_of(&results::SamplerStarted {
+            devices,
+            interval_ms,
+        })
     }
 
     /// Puts back what this session set (nothing set: an empty report).
-    fn restore(&mut self) -> Result<Value, String> {
+    fn restore(&mut self) -> Result<RestoreReport, String> {
         let Some(mut journal) = self.journal.take() else {
-            return Ok(json!({"restored": [], "vanished": [], "refused": [], "superseded": []}));
+            return Ok(RestoreReport::default());
         };
         match journal.restore() {
-            Ok(report) => json_of(&report),
+            Ok(report) => Ok(report),
             Err(e) => {
                 // Still in the journal: keep it so a later restore (or the exit) tries again.
                 self.journal = Some(journal);

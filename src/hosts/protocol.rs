@@ -105,6 +105,62 @@ impl Answer {
     }
 }
 
+/// The `result` of the ops whose answer is not a type of its own elsewhere (`hello`: the
+/// host's facts, `inspect`: the machine model, `restore` and `bye`: a `RestoreReport`,
+/// `preflight`: environment entries). The controller (`experiment::run::hosts`) reads them by
+/// these names. On the wire their keys are sorted: an answer's `result` is a JSON value.
+pub(crate) mod results {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use serde::Serialize;
+
+    /// `set`: the knob written, its value before and after, and the journal that holds it.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct KnobSet {
+        pub(crate) path: String,
+        pub(crate) old: String,
+        pub(crate) new: String,
+        pub(crate) journal: PathBuf,
+    }
+
+    /// `sample_start`: what the sampler watches, and how often it reads.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct SamplerStarted<'a> {
+        pub(crate) devices: &'a [String],
+        pub(crate) interval_ms: u64,
+    }
+
+    /// `sample_stop`: what the sampler measured (its readings are counted, not sent).
+    #[derive(Debug, Serialize)]
+    pub(crate) struct Sampled<'a> {
+        pub(crate) devices: &'a [String],
+        pub(crate) started_unix_ns: f64,
+        pub(crate) readings: usize,
+        pub(crate) intervals: &'a [crate::sample::Interval],
+        pub(crate) summary: &'a Option<crate::sample::Summary>,
+        pub(crate) errors: &'a [String],
+    }
+
+    /// `trace_start`: the device being recorded.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct TraceStarted {
+        pub(crate) device: String,
+    }
+
+    /// `trace_stop`: the trace's `trace_*` metrics (a non-finite figure is null).
+    #[derive(Debug, Serialize)]
+    pub(crate) struct TraceFigures {
+        pub(crate) metrics: BTreeMap<String, f64>,
+    }
+
+    /// `bye`: what the session's restore did.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct Bye {
+        pub(crate) restored: crate::knobs::RestoreReport,
+    }
+}
+
 impl Request {
     /// The op name as it appears on the wire.
     pub(crate) fn op(&self) -> &'static str {

@@ -5,7 +5,7 @@
 //! left), units sit in the headers, and a table wider than the limit (80 columns) is split
 //! into blocks that repeat the first column, the way people cut tables for email by hand.
 
-use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
 
 use crate::stats::Summary;
 
@@ -203,43 +203,75 @@ impl Table {
         }
         out
     }
+}
 
-    /// `{"title", "columns": [{"name", "unit"}], "rows": [{column name: value}], "notes"}`;
-    /// numbers are JSON numbers (non-finite ones null), `Stat` cells the whole summary.
-    pub(crate) fn to_json(&self) -> Value {
-        let columns: Vec<Value> = self
-            .columns
-            .iter()
-            .map(|c| json!({"name": c.name, "unit": c.unit}))
-            .collect();
-        let rows: Vec<Value> =
-            self.rows
+/// A table in a command's JSON: `{"title", "columns": [{"name", "unit"}], "rows": [{column
+/// name: value}], "notes"}`; numbers are JSON numbers (non-finite ones null), `Stat` cells the
+/// whole summary. Scripts have always seen its objects with their keys sorted (it was built
+/// with `json!`): `sorted_keys` keeps it byte for byte.
+impl serde::Serialize for Table {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let doc = TableDoc {
+            title: self.title.as_deref(),
+            columns: self
+                .columns
+                .iter()
+                .map(|c| ColumnDoc {
+                    name: &c.name,
+                    unit: c.unit.as_deref(),
+                })
+                .collect(),
+            // A row is keyed by its columns' names, which only the table knows: a map.
+            rows: self
+                .rows
                 .iter()
                 .map(|row| {
-                    let mut obj = Map::new();
-                    for (col, cell) in self.columns.iter().zip(row) {
-                        let v = match cell {
-                            Cell::Text(t) => Value::String(t.clone()),
-                            Cell::Number { value, .. } => serde_json::Number::from_f64(*value)
-                                .map_or(Value::Null, Value::Number),
-                            Cell::Stat { summary, .. } => {
-                                serde_json::to_value(summary).unwrap_or(Value::Null)
-                            }
-                            Cell::Missing => Value::Null,
-                        };
-                        obj.insert(col.name.clone(), v);
-                    }
-                    Value::Object(obj)
+                    self.columns
+                        .iter()
+                        .zip(row)
+                        .map(|(col, cell)| (col.name.as_str(), CellDoc::of(cell)))
+                        .collect()
                 })
-                .collect();
-        json!({"title": self.title, "columns": columns, "rows": rows, "notes": self.notes})
+                .collect(),
+            notes: &self.notes,
+        };
+        crate::output::sorted_keys(&doc, s)
     }
 }
 
-/// A table in a command's JSON is [`Table::to_json`]'s document.
-impl serde::Serialize for Table {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        serde::Serialize::serialize(&self.to_json(), s)
+#[derive(serde::Serialize)]
+struct TableDoc<'a> {
+    title: Option<&'a str>,
+    columns: Vec<ColumnDoc<'a>>,
+    rows: Vec<BTreeMap<&'a str, CellDoc<'a>>>,
+    notes: &'a [String],
+}
+
+#[derive(serde::Serialize)]
+struct ColumnDoc<'a> {
+    name: &'a str,
+    unit: Option<&'a str>,
+}
+
+/// One cell's JSON value.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum CellDoc<'a> {
+    Text(&'a str),
+    /// serde_json writes a non-finite number as null.
+    Number(f64),
+    Stat(&'a Summary),
+    Missing,
+}
+
+impl<'a> CellDoc<'a> {
+    fn of(cell: &'a Cell) -> Self {
+        match cell {
+            Cell::Text(t) => CellDoc::Text(t),
+            Cell::Number { value, .. } => CellDoc::Number(*value),
+            Cell::Stat { summary, .. } => CellDoc::Stat(summary),
+            Cell::Missing => CellDoc::Missing,
+        }
     }
 }
 
@@ -358,6 +390,6 @@ mod tests {
 
     #[test]
     fn json_has_typed_values() {
-        insta::assert_json_snapshot!(sample().to_json());
+        insta::assert_json_snapshot!(sample());
     }
 }

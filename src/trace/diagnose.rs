@@ -206,7 +206,6 @@ fn render_unescaped(findings: &[Finding]) -> String {
     o
 }
 
-/// The report's JSON with the findings added under "findings".
 /// A trace's analysis with its findings, as `trace analyze` prints it: the report's text
 /// then the findings', or one JSON document (the report's fields and `findings`).
 pub(crate) struct Diagnosed {
@@ -221,9 +220,22 @@ impl Diagnosed {
     }
 }
 
+/// `trace analyze --json`: the report's fields, then `findings`. Scripts have always seen its
+/// objects with their keys sorted (the findings were once added to the report's JSON value):
+/// `sorted_keys` keeps it byte for byte.
 impl serde::Serialize for Diagnosed {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        with_findings(&self.report, &self.findings).serialize(s)
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            #[serde(flatten)]
+            report: &'a Report,
+            findings: &'a [Finding],
+        }
+        let doc = Doc {
+            report: &self.report,
+            findings: &self.findings,
+        };
+        crate::output::sorted_keys(&doc, s)
     }
 }
 
@@ -235,17 +247,6 @@ impl crate::output::Render for Diagnosed {
         .into_owned()
             + &render(&self.findings)
     }
-}
-
-pub(crate) fn with_findings(r: &Report, findings: &[Finding]) -> serde_json::Value {
-    let mut v = serde_json::to_value(r).unwrap_or(serde_json::Value::Null);
-    if let serde_json::Value::Object(map) = &mut v {
-        map.insert(
-            "findings".into(),
-            serde_json::to_value(findings).unwrap_or_default(),
-        );
-    }
-    v
 }
 
 #[cfg(test)]

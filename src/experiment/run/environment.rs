@@ -5,49 +5,71 @@
 //! change between runs of one experiment, so they are read at each run's start rather than
 //! once per experiment as preflight is.
 
+use serde::Serialize;
+
 use crate::preflight::parse::meminfo_kib;
 use crate::sys::SysRoot;
 use crate::workload::FioReport;
-use serde_json::{json, Map, Value};
 
 /// iolab's version with the commit it was built from (build.rs).
 pub(crate) const IOLAB_VERSION: &str = env!("IOLAB_VERSION");
 
+/// The run's `environment` column. What could not be read is left out. Readers (`show`'s
+/// basis) take it as a map of whatever keys a run has: older iolabs and `import` wrote fewer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct RunEnvironment {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mem_total_kib: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mem_free_kib: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mem_available_kib: Option<u64>,
+    /// meminfo's `Cached`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) page_cache_kib: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) kernel_cmdline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) iolab_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) fio_version: Option<String>,
+}
+
+impl RunEnvironment {
+    /// As the store takes it. The stored text has its keys sorted (a `serde_json::Value`'s
+    /// objects are), as it had when this was built with `json!`.
+    pub(crate) fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
 /// What is known before fio starts: memory (KiB), the kernel command line, iolab's version.
 /// A file that cannot be read leaves its keys out.
-pub(crate) fn at_start(root: &SysRoot) -> Map<String, Value> {
+pub(crate) fn at_start(root: &SysRoot) -> RunEnvironment {
     let mut env = of_iolab();
     if let Ok(Some(meminfo)) = root.read_optional("/proc/meminfo") {
-        for (key, field) in [
-            ("mem_total_kib", "MemTotal"),
-            ("mem_free_kib", "MemFree"),
-            ("mem_available_kib", "MemAvailable"),
-            ("page_cache_kib", "Cached"),
-        ] {
-            if let Some(v) = meminfo_kib(&meminfo, field) {
-                env.insert(key.into(), json!(v));
-            }
-        }
+        let kib = |field| meminfo_kib(&meminfo, field);
+        env.mem_total_kib = kib("MemTotal");
+        env.mem_free_kib = kib("MemFree");
+        env.mem_available_kib = kib("MemAvailable");
+        env.page_cache_kib = kib("Cached");
     }
-    if let Some(cmdline) = root.attr("/proc/cmdline") {
-        env.insert("kernel_cmdline".into(), json!(cmdline.trim()));
-    }
+    env.kernel_cmdline = root.attr("/proc/cmdline").map(|c| c.trim().to_string());
     env
 }
 
 /// iolab's version alone (a run on fio servers: their memory is not this machine's).
-pub(crate) fn of_iolab() -> Map<String, Value> {
-    let mut env = Map::new();
-    env.insert("iolab_version".into(), json!(IOLAB_VERSION));
-    env
+pub(crate) fn of_iolab() -> RunEnvironment {
+    RunEnvironment {
+        iolab_version: Some(IOLAB_VERSION.to_string()),
+        ..RunEnvironment::default()
+    }
 }
 
 /// Adds what fio said about itself.
-pub(crate) fn with_fio(mut env: Map<String, Value>, report: Option<&FioReport>) -> Value {
-    if let Some(v) = report.and_then(|r| r.version.as_deref()) {
-        env.insert("fio_version".into(), json!(v));
-    }
-    Value::Object(env)
+pub(crate) fn with_fio(mut env: RunEnvironment, report: Option<&FioReport>) -> serde_json::Value {
+    env.fio_version = report.and_then(|r| r.version.clone());
+    env.to_value()
 }
 
 #[cfg(test)]
@@ -88,6 +110,7 @@ mod tests {
         // Nothing readable: only what iolab knows of itself.
         let empty = tempfile::tempdir().unwrap();
         let env = at_start(&SysRoot::at(empty.path()).unwrap());
-        assert_eq!(env.len(), 1, "{env:?}");
+        assert_eq!(env, of_iolab(), "{env:?}");
+        assert_eq!(env.to_value().as_object().unwrap().len(), 1);
     }
 }

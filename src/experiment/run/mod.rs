@@ -870,12 +870,24 @@ pub(crate) fn fio_logs_dir(db_path: &Path, experiment_id: i64) -> PathBuf {
         .join(format!("experiment-{experiment_id}"))
 }
 
+/// The planned order as the experiment row stores it (`experiments.planned_order`).
+#[derive(Serialize)]
+struct PlannedOrder<'a> {
+    /// Each cell's key, by index.
+    cells: Vec<&'a str>,
+    runs: &'a [PlannedRun],
+    adaptive: bool,
+}
+
+/// [`PlannedOrder`] as the store takes it. The stored text has its keys sorted (a
+/// `serde_json::Value`'s objects are), as it had when this was built with `json!`.
 fn planned_order_json(plan: &Plan) -> serde_json::Value {
-    serde_json::json!({
-        "cells": plan.cells.iter().map(|c| &c.key).collect::<Vec<_>>(),
-        "runs": plan.order,
-        "adaptive": plan.adaptive,
+    serde_json::to_value(PlannedOrder {
+        cells: plan.cells.iter().map(|c| c.key.as_str()).collect(),
+        runs: &plan.order,
+        adaptive: plan.adaptive,
     })
+    .unwrap_or(serde_json::Value::Null)
 }
 
 /// What the loop needs besides the experiment and its plan.
@@ -1071,6 +1083,7 @@ fn one_run(
     let mut record = NewRun {
         experiment_id: lp.experiment_id,
         cell_key: cell.key.clone(),
+        // Factor name -> level: the names are the experiment file's, so a map, not a type.
         cell_levels: serde_json::Value::Object(
             cell.levels
                 .iter()

@@ -30,9 +30,11 @@ pub(crate) struct OutcomeView<'a> {
     pub db_given: bool,
 }
 
+/// `run --json`. Scripts have always seen this document's objects with their keys sorted (it
+/// was built with `json!`): `sorted_keys` keeps it byte for byte.
 impl Serialize for OutcomeView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        outcome_json(self.outcome).serialize(s)
+        crate::output::sorted_keys(&OutcomeDoc::of(self.outcome), s)
     }
 }
 
@@ -233,27 +235,59 @@ fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
     out
 }
 
-fn outcome_json(o: &Outcome) -> serde_json::Value {
-    let mut doc = serde_json::json!({
-        "experiment_id": o.experiment_id,
-        "db": o.db_path,
-        "interrupted": o.interrupted,
-        "failed_runs": o.failed_runs,
-        "capped_cells": o.capped_cells,
-        "primary_metric": o.primary_metric,
-        "summary": super::summary::table(&o.cells).to_json(),
-        "cells": o.cells,
-        "knob_changes": o.knob_changes,
-        "restored": o.restored,
-        "plan": o.plan,
-    });
-    if !o.host_parts.is_empty() {
-        doc["hosts"] = o
-            .host_parts
-            .iter()
-            .map(|(host, id)| serde_json::json!({"host": host, "experiment_id": id}))
-            .collect();
-        doc["hosts_left"] = serde_json::json!(o.hosts_left);
+/// What `run --json` prints: the outcome, the summary table as printed, and with controlled
+/// hosts the experiment holding each host's own runs and the hosts that may still be changed.
+#[derive(Serialize)]
+struct OutcomeDoc<'a> {
+    experiment_id: i64,
+    db: &'a std::path::Path,
+    interrupted: bool,
+    failed_runs: usize,
+    capped_cells: &'a [String],
+    primary_metric: &'a str,
+    summary: crate::report::table::Table,
+    cells: &'a [super::CellResult],
+    knob_changes: &'a [crate::knobs::JournalEntry],
+    restored: &'a crate::knobs::RestoreReport,
+    plan: &'a Plan,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts: Option<Vec<HostPart<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hosts_left: Option<&'a [String]>,
+}
+
+/// A controlled host and the experiment holding its own runs.
+#[derive(Serialize)]
+struct HostPart<'a> {
+    host: &'a str,
+    experiment_id: i64,
+}
+
+impl<'a> OutcomeDoc<'a> {
+    fn of(o: &'a Outcome) -> Self {
+        let hosts = !o.host_parts.is_empty();
+        OutcomeDoc {
+            experiment_id: o.experiment_id,
+            db: &o.db_path,
+            interrupted: o.interrupted,
+            failed_runs: o.failed_runs,
+            capped_cells: &o.capped_cells,
+            primary_metric: &o.primary_metric,
+            summary: super::summary::table(&o.cells),
+            cells: &o.cells,
+            knob_changes: &o.knob_changes,
+            restored: &o.restored,
+            plan: &o.plan,
+            hosts: hosts.then(|| {
+                o.host_parts
+                    .iter()
+                    .map(|(host, id)| HostPart {
+                        host,
+                        experiment_id: *id,
+                    })
+                    .collect()
+            }),
+            hosts_left: hosts.then_some(&o.hosts_left[..]),
+        }
     }
-    doc
 }
