@@ -1,8 +1,6 @@
 //! `iolab restore`: undo what a killed iolab left behind (`knobs::leftovers`), here or, with
 //! `--host`, on other hosts over ssh.
 
-use std::fmt::Write as _;
-
 /// Put back knobs (and remove scratch devices) left behind by an iolab that was killed.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
@@ -53,24 +51,9 @@ fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
             args.out.json,
         )?);
     }
-    if args.out.json {
-        crate::output::stdout(&(serde_json::to_string_pretty(&done)? + "\n"))?;
-    } else {
-        let mut out = String::new();
-        for d in &done {
-            let _ = writeln!(out, "== {}", d.host);
-            out += d.output.as_str().unwrap_or_default();
-            for line in d.errors.lines() {
-                let _ = writeln!(out, "{}: {line}", d.host);
-            }
-        }
-        crate::output::stdout(&out)?;
-    }
-    let failed: Vec<&str> = done
-        .iter()
-        .filter(|d| !d.ok)
-        .map(|d| d.host.as_str())
-        .collect();
+    let done = crate::hosts::restore::HostRestores(done);
+    crate::output::print(&done, args.out)?;
+    let failed = done.failed();
     if !failed.is_empty() {
         anyhow::bail!(
             "restore did not finish on {}: see above; run it again once the host answers",

@@ -45,3 +45,34 @@ pub(crate) fn restore(host: &str, options: &SshOptions, json: bool) -> anyhow::R
         errors: String::from_utf8_lossy(&out.stderr).into_owned(),
     })
 }
+
+/// `iolab restore --host H...`: each host's own restore, in the order asked; its JSON is the
+/// list of [`HostRestore`]s, its text each host's output under a `== HOST` line.
+#[derive(Debug, serde::Serialize)]
+#[serde(transparent)]
+pub(crate) struct HostRestores(pub(crate) Vec<HostRestore>);
+
+impl HostRestores {
+    /// The hosts whose restore did not finish.
+    pub(crate) fn failed(&self) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|d| !d.ok)
+            .map(|d| d.host.as_str())
+            .collect()
+    }
+}
+
+impl crate::output::Render for HostRestores {
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for d in &self.0 {
+            out += &format!("== {}\n", d.host);
+            out += d.output.as_str().unwrap_or_default();
+            for line in d.errors.lines() {
+                out += &format!("{}: {line}\n", d.host);
+            }
+        }
+        out
+    }
+}
