@@ -2,7 +2,7 @@
 //! Argument parsing only; the work is in `crate::irq`.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 
@@ -37,6 +37,7 @@ pub(crate) enum IrqCommand {
 
 /// Interrupts per second per IRQ and CPU, refreshed every interval (Ctrl-C stops).
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("One JSON object per refresh, one per line")))]
 pub(crate) struct TopArgs {
     /// Time between refreshes (e.g. 1s, 500ms).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::inspect::parse_interval)]
@@ -50,9 +51,8 @@ pub(crate) struct TopArgs {
     /// Also show the per-CPU summary rows (timer, IPIs: LOC, RES, CAL, ...).
     #[arg(long)]
     pub all: bool,
-    /// One JSON object per refresh, one per line.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// What to measure and how to plan (shared by plan, apply and daemon).
@@ -216,28 +216,15 @@ fn waiter() -> anyhow::Result<impl Fn(Duration) -> bool> {
 }
 
 fn top_cmd(a: TopArgs) -> anyhow::Result<()> {
-    let root = SysRoot::live();
-    let wait = waiter()?;
-    let mut before = crate::model::irqs::read_interrupts(&root)?;
-    let mut at = Instant::now();
-    let mut shown = 0u64;
-    while a.count.is_none_or(|n| shown < n) {
-        if !wait(a.interval) {
-            break;
-        }
-        let after = crate::model::irqs::read_interrupts(&root)?;
-        let now = Instant::now();
-        let f = top::frame(&before, &after, (now - at).as_nanos() as u64, a.all);
-        let text = if a.json {
-            serde_json::to_string(&f)? + "\n"
-        } else {
-            top::render(&f, a.limit) + "\n"
-        };
-        crate::output::stdout(&text)?;
-        (before, at) = (after, now);
-        shown += 1;
-    }
-    Ok(())
+    let watch = top::Watch {
+        interval: a.interval,
+        count: a.count,
+        all: a.all,
+        limit: a.limit,
+    };
+    top::watch(&SysRoot::live(), &watch, &waiter()?, &mut |shown| {
+        crate::output::print_item(shown, a.out)
+    })
 }
 
 fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {

@@ -86,6 +86,57 @@ pub(crate) fn frame(
     }
 }
 
+/// What `irq top` shows: `count` refreshes (None: until stopped) every `interval`, with
+/// the summary rows (`all`) or without, each table cut to its `limit` busiest rows.
+pub(crate) struct Watch {
+    pub(crate) interval: std::time::Duration,
+    pub(crate) count: Option<u64>,
+    pub(crate) all: bool,
+    pub(crate) limit: usize,
+}
+
+/// One refresh as `irq top` prints it: its JSON is the frame, its text the table.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub(crate) struct Shown {
+    frame: TopFrame,
+    #[serde(skip)]
+    limit: usize,
+}
+
+impl crate::output::Render for Shown {
+    fn text(&self) -> String {
+        render(&self.frame, self.limit)
+    }
+}
+
+/// Reads /proc/interrupts every `w.interval` and hands each refresh to `show`, until
+/// `w.count` refreshes were shown or `wait` says a signal arrived.
+pub(crate) fn watch(
+    root: &crate::sys::SysRoot,
+    w: &Watch,
+    wait: &dyn Fn(std::time::Duration) -> bool,
+    show: &mut dyn FnMut(&Shown) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut before = crate::model::irqs::read_interrupts(root)?;
+    let mut at = std::time::Instant::now();
+    let mut shown = 0u64;
+    while w.count.is_none_or(|n| shown < n) {
+        if !wait(w.interval) {
+            break;
+        }
+        let after = crate::model::irqs::read_interrupts(root)?;
+        let now = std::time::Instant::now();
+        show(&Shown {
+            frame: frame(&before, &after, (now - at).as_nanos() as u64, w.all),
+            limit: w.limit,
+        })?;
+        (before, at) = (after, now);
+        shown += 1;
+    }
+    Ok(())
+}
+
 /// A table: the `limit` busiest rows, one column per CPU that took any interrupt shown, the
 /// device-interrupt total per CPU and each CPU's share of it.
 /// Names from the machine, files or the database are escaped for the terminal

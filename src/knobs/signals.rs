@@ -2,8 +2,8 @@
 //! of dying, the process records that a signal arrived. `iolab run` watches the flag from a
 //! thread that turns it into the run's cancel token (which stops fio and the run loop), and the
 //! `Journal` and scratch-device guards restore everything on the way out; the irq commands
-//! sleep through `Interrupt::sleep`, which returns early. Because the handlers only set a flag, a second
-//! Ctrl-C during a restore cannot abort it half-way.
+//! sleep through `Interrupt::sleep`, which returns early. Because the handlers only set a
+//! flag, a second Ctrl-C during a restore cannot abort it half-way.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -66,6 +66,16 @@ pub(crate) fn format(result: &impl Render, out: OutputArgs) -> anyhow::Result<St
     })
 }
 
+/// Writes one item of a stream (`irq top`'s refreshes): with `--json` one compact JSON object
+/// on its own line, so a script reads it line by line; else its text and a blank line.
+pub(crate) fn print_item(result: &impl Render, out: OutputArgs) -> anyhow::Result<()> {
+    stdout(&if out.json {
+        serde_json::to_string(result)? + "\n"
+    } else {
+        result.text() + "\n"
+    })
+}
+
 /// `serialize_with` for a field whose objects scripts have always seen with their keys sorted
 /// (documents once built with `json!`, whose maps sort keys): keeps those documents
 /// byte-identical now that they are typed.
