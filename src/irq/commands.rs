@@ -38,7 +38,7 @@ pub(crate) fn plan_now(
     wait: &dyn Fn(Duration) -> bool,
     options: plan::Options,
 ) -> Result<Option<(Planned, Machine)>> {
-    let Some((m, secs)) = super::measure(root, over, wait)? else {
+    let Some((m, secs)) = crate::model::Machine::measure(root, over, wait)? else {
         return Ok(None);
     };
     // A snapshot's placement journal is not this machine's: judge it by what it shows.
@@ -113,7 +113,7 @@ pub(crate) fn apply_plan(
             (p, Machine::read(root)?)
         }
         PlanSource::Measure { over, options } => {
-            let Some((m, _)) = super::measure(root, over, wait)? else {
+            let Some((m, _)) = crate::model::Machine::measure(root, over, wait)? else {
                 bail!("interrupted before the measurement ended; nothing was changed");
             };
             let before = apply::before_iolab(&dir)?;

@@ -68,7 +68,7 @@ pub(crate) fn run(
     let mut last_move_look = 0u64;
     let result = (|| -> Result<()> {
         while s.cycles.is_none_or(|n| looks < n) {
-            let Some((m, secs)) = super::measure(root, interval, wait)? else {
+            let Some((m, secs)) = crate::model::Machine::measure(root, interval, wait)? else {
                 break;
             };
             looks += 1;

@@ -15,16 +15,6 @@ use crate::model::Machine;
 use crate::sys::parse::format_cpulist;
 use crate::sys::SysRoot;
 use anyhow::Result;
-use std::time::Duration;
-
-/// The machine model with interrupt rates and the seconds they cover (`Machine::measure`).
-pub(crate) fn measure(
-    root: &SysRoot,
-    over: Duration,
-    wait: &dyn Fn(Duration) -> bool,
-) -> Result<Option<(Machine, f64)>> {
-    Machine::measure(root, over, wait)
-}
 
 /// The pid of a running irqbalance, which would undo any placement iolab writes.
 pub(crate) fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
