@@ -13,12 +13,16 @@ use std::os::fd::AsRawFd;
 pub struct Mapped {
     ptr: *mut libc::c_void,
     len: usize,
-    /// Bytes before this offset were handed back to the kernel (see [`Mapped::release`]).
+    /// Bytes before this offset were handed back to the kernel (see [`Mapped::advance`]).
     released: usize,
+    /// Bytes before this offset are mapped in ahead of the reader; 0 once the kernel has
+    /// refused to (before Linux 5.14), and then pages come in by faults.
+    populated: usize,
 }
 
-/// How much to read past the last release before releasing again.
-const RELEASE_STEP: usize = 8 << 20;
+/// How much to read past the last release before releasing again, and how far ahead pages
+/// are mapped in: at most twice this is mapped at once.
+const RELEASE_STEP: usize = 4 << 20;
 
 // The map is read-only and owned: sharing or moving it between threads is safe.
 unsafe impl Send for Mapped {}
@@ -53,11 +57,14 @@ impl Mapped {
         unsafe {
             libc::madvise(ptr, len, libc::MADV_SEQUENTIAL);
         }
-        Some(Mapped {
+        let mut m = Mapped {
             ptr,
             len,
             released: 0,
-        })
+            populated: 0,
+        };
+        m.populate(0);
+        Some(m)
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -67,10 +74,37 @@ impl Mapped {
 }
 
 impl Mapped {
-    /// Says the bytes before `upto` will not be read again: their pages leave this process
-    /// (they stay in the page cache), so resident memory stays at a few MiB whatever the
-    /// file's size, as it does when reading through a buffer.
-    pub fn release(&mut self, upto: usize) {
+    /// Maps the pages of the step from `from` in at once, half a step before they are needed:
+    /// otherwise each 64 KiB (the kernel's fault-around) is a page fault, about 950 on a
+    /// 62 MB trace (measured: 770 fewer faults per run), a few microseconds each in a VM.
+    fn populate(&mut self, from: usize) {
+        if self.populated == usize::MAX || from + RELEASE_STEP / 2 <= self.populated {
+            return;
+        }
+        let start = self.populated.max(from);
+        let end = (from + RELEASE_STEP).min(self.len);
+        if start >= end {
+            return;
+        }
+        let start = start / 4096 * 4096;
+        // SAFETY: advice on a page-aligned range inside our own read-only mapping; it only
+        // fills page tables from the page cache (or reads the file), never writes.
+        let r = unsafe {
+            libc::madvise(
+                (self.ptr as *mut u8).add(start) as *mut libc::c_void,
+                end - start,
+                libc::MADV_POPULATE_READ,
+            )
+        };
+        self.populated = if r == 0 { end } else { usize::MAX };
+    }
+
+    /// Says the reader has reached `upto`: the bytes before it will not be read again, so
+    /// their pages leave this process (they stay in the page cache) and resident memory stays
+    /// at a few MiB whatever the file's size, as it does when reading through a buffer; the
+    /// pages ahead are mapped in.
+    pub fn advance(&mut self, upto: usize) {
+        self.populate(upto);
         let page = 4096;
         let upto = upto.min(self.len) / page * page;
         if upto < self.released + RELEASE_STEP {

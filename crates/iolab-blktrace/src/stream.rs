@@ -277,7 +277,7 @@ impl<R: Read> RecordStream<R> {
                 self.start += used;
                 self.offset += used as u64;
                 if let Some(m) = self.map.as_mut() {
-                    m.release(self.start);
+                    m.advance(self.start);
                 }
                 if out.ios.len() >= max {
                     break;

@@ -11,9 +11,11 @@
 
 use std::collections::HashMap;
 
+use super::keymap::KeyMap;
 use super::sectormap::SectorMap;
 
 use super::latency::Latency;
+use super::samples::{Kind, Sample, Sums};
 use super::timeline::Timeline;
 use crate::blk_io_trace::{code, Io};
 
@@ -23,7 +25,6 @@ const NONE: u64 = u64::MAX;
 struct Queued {
     time: u64,
     end: u64,
-    bytes: u32,
     write: bool,
     /// Index into `Device::procs`.
     proc: u32,
@@ -118,7 +119,8 @@ pub struct Device {
     pub last_time: u64,
     pub sector_min: u64,
     pub sector_max: u64,
-    /// btt's latencies per bio; Q2Q is filled in from the side stage at the end.
+    /// btt's latencies per bio, filled in at the end: Q2Q from the side stage, the others
+    /// from the sums of the samples (see [`Device::absorb`]).
     pub lat: BioLatencies,
     /// Per dispatched request: first Q of its bios to D, D to C, first Q to C.
     pub req_q2d: Latency,
@@ -159,9 +161,11 @@ pub struct Device {
     /// timeline's seeks per second.
     last_d: (u64, u64),
     queued: SectorMap<Queued>,
-    in_driver: SectorMap<InDriver>,
+    in_driver: KeyMap<InDriver>,
     pub procs: Vec<ProcStats>,
-    scratch: Vec<u64>,
+    /// Latency samples not yet summed (see `samples.rs`): whoever drives the device takes
+    /// them and sums them, and [`Device::absorb`] brings the sums back.
+    pub samples: Vec<Sample>,
     proc_index: HashMap<u32, u32>,
     last_proc: (u32, u32),
     pub timeline: Timeline,
@@ -212,9 +216,9 @@ impl Device {
             dispatch_sectors: Latency::default(),
             last_d: (0, 0),
             queued: SectorMap::default(),
-            in_driver: SectorMap::default(),
+            in_driver: KeyMap::default(),
             procs: Vec::new(),
-            scratch: Vec::new(),
+            samples: Vec::new(),
             proc_index: HashMap::new(),
             last_proc: (u32::MAX, 0),
             timeline: Timeline::new(t, interval),
@@ -245,14 +249,12 @@ impl Device {
             code::GETRQ if sized => {
                 if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.g = t;
-                    let q2g = delta(q.time, t);
-                    self.lat.q2g.add(q2g);
-                    let p = &mut self.procs[q.proc as usize];
-                    p.lat.q2g.add(q2g);
+                    let proc = q.proc;
+                    self.samples
+                        .push(Sample::new(Kind::Q2G, proc, delta(q.time, t)));
                     if q.s != NONE {
-                        let s2g = delta(q.s, t);
-                        self.lat.s2g.add(s2g);
-                        p.lat.s2g.add(s2g);
+                        self.samples
+                            .push(Sample::new(Kind::S2G, proc, delta(q.s, t)));
                     }
                 }
             }
@@ -266,9 +268,8 @@ impl Device {
                 if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.i = t;
                     if q.g != NONE {
-                        let g2i = delta(q.g, t);
-                        self.lat.g2i.add(g2i);
-                        self.procs[q.proc as usize].lat.g2i.add(g2i);
+                        self.samples
+                            .push(Sample::new(Kind::G2I, q.proc, delta(q.g, t)));
                     }
                 }
             }
@@ -276,9 +277,8 @@ impl Device {
                 self.act_q = self.act_q.saturating_sub(1);
                 if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.m = t;
-                    let q2m = delta(q.time, t);
-                    self.lat.q2m.add(q2m);
-                    self.procs[q.proc as usize].lat.q2m.add(q2m);
+                    self.samples
+                        .push(Sample::new(Kind::Q2M, q.proc, delta(q.time, t)));
                 }
             }
             code::REQUEUE if sized => {
@@ -334,7 +334,6 @@ impl Device {
             Queued {
                 time: t,
                 end: ev.end_sector(),
-                bytes: ev.bytes,
                 write: ev.is_write(),
                 proc: pi,
                 g: NONE,
@@ -357,28 +356,22 @@ impl Device {
         self.n_d += 1;
         let mut first_q = t;
         let mut bios = 0;
-        let (lat, procs) = (&mut self.lat, &mut self.procs);
+        let samples = &mut self.samples;
         self.queued.for_range_mut(ev.sector, end, |_, q| {
             if q.end > end {
                 return;
             }
             bios += 1;
             first_q = first_q.min(q.time);
-            let p = &mut procs[q.proc as usize];
             if q.i != NONE {
-                let v = delta(q.i, t);
-                lat.i2d.add(v);
-                p.lat.i2d.add(v);
+                samples.push(Sample::new(Kind::I2D, q.proc, delta(q.i, t)));
             } else if q.m != NONE {
-                let v = delta(q.m, t);
-                lat.m2d.add(v);
-                p.lat.m2d.add(v);
+                samples.push(Sample::new(Kind::M2D, q.proc, delta(q.m, t)));
             }
             q.d = t;
         });
         self.in_driver.insert(
             ev.sector,
-            end,
             InDriver {
                 d: t,
                 first_q,
@@ -386,6 +379,8 @@ impl Device {
             },
         );
         let depth = self.in_driver.len() as u64;
+        // Summed here, not sent on with the samples: this keeps the two threads of
+        // `analyze_paths` about even.
         self.dispatch_depth.add(depth);
         self.dispatch_sectors.add(u64::from(ev.bytes >> 9));
         self.timeline.driver_depth(t, depth);
@@ -418,37 +413,30 @@ impl Device {
         self.blk_max = self.blk_max.max(sectors);
         self.blk_total += sectors;
         self.timeline.complete(t, ev.bytes, ev.is_write());
-        let mut done = std::mem::take(&mut self.scratch);
-        done.clear();
-        self.queued.for_range_mut(ev.sector, end, |s, q| {
-            if q.end <= end {
-                done.push(s);
-            }
-        });
-        for &s in &done {
-            let Some(q) = self.queued.remove(s) else {
-                continue;
-            };
-            let q2c = delta(q.time, t);
-            self.lat.q2c.add(q2c);
-            self.dir_q2c[usize::from(q.write)].add(q2c);
-            self.timeline.q2c(t, q2c);
-            let p = &mut self.procs[q.proc as usize];
-            p.lat.q2c.add(q2c);
-            if q.d != NONE {
-                let d2c = delta(q.d, t);
-                self.lat.d2c.add(d2c);
-                self.dir_d2c[usize::from(q.write)].add(d2c);
-                p.lat.d2c.add(d2c);
-            }
-            let _ = q.bytes;
-        }
-        self.scratch = done;
+        let (timeline, samples) = (&mut self.timeline, &mut self.samples);
+        self.queued.remove_range_if(
+            ev.sector,
+            end,
+            |q| q.end <= end,
+            |_, q| {
+                let q2c = delta(q.time, t);
+                timeline.q2c(t, q2c);
+                let (q2c_kind, d2c_kind) = if q.write {
+                    (Kind::Q2CWrite, Kind::D2CWrite)
+                } else {
+                    (Kind::Q2CRead, Kind::D2CRead)
+                };
+                samples.push(Sample::new(q2c_kind, q.proc, q2c));
+                if q.d != NONE {
+                    samples.push(Sample::new(d2c_kind, q.proc, delta(q.d, t)));
+                }
+            },
+        );
         self.timeline.queue_depth(t, self.queued.len() as u64);
         if let Some(r) = self.in_driver.remove(ev.sector) {
-            self.req_d2c.add(delta(r.d, t));
-            self.req_q2c.add(delta(r.first_q, t));
-            self.req_q2d.add(delta(r.first_q, r.d));
+            self.request_sample(Kind::ReqD2C, delta(r.d, t));
+            self.request_sample(Kind::ReqQ2C, delta(r.first_q, t));
+            self.request_sample(Kind::ReqQ2D, delta(r.first_q, r.d));
             let _ = r.bios;
             self.timeline.driver_depth(t, self.in_driver.len() as u64);
             if self.in_driver.is_empty() && self.live_start != NONE {
@@ -460,8 +448,42 @@ impl Device {
         }
     }
 
-    /// Closes open intervals at the end of the trace.
+    #[inline(always)]
+    fn request_sample(&mut self, kind: Kind, value: u64) {
+        self.samples.push(Sample::new(kind, 0, value));
+    }
+
+    /// Takes in the sums of this device's samples (all of them, once, before `finish`).
+    pub fn absorb(&mut self, s: &Sums) {
+        let l = &mut self.lat;
+        l.q2g = s.get(Kind::Q2G).clone();
+        l.s2g = s.get(Kind::S2G).clone();
+        l.g2i = s.get(Kind::G2I).clone();
+        l.q2m = s.get(Kind::Q2M).clone();
+        l.i2d = s.get(Kind::I2D).clone();
+        l.m2d = s.get(Kind::M2D).clone();
+        self.dir_q2c = [s.get(Kind::Q2CRead).clone(), s.get(Kind::Q2CWrite).clone()];
+        self.dir_d2c = [s.get(Kind::D2CRead).clone(), s.get(Kind::D2CWrite).clone()];
+        self.req_q2d = s.get(Kind::ReqQ2D).clone();
+        self.req_d2c = s.get(Kind::ReqD2C).clone();
+        self.req_q2c = s.get(Kind::ReqQ2C).clone();
+        for (i, p) in self.procs.iter_mut().enumerate() {
+            if let Some(lat) = s.process(i) {
+                p.lat = lat;
+            }
+        }
+    }
+
+    /// Closes open intervals at the end of the trace, and sums the reads' and writes' Q2C
+    /// and D2C into the device's (kept apart per direction only, which halves their cost).
     pub fn finish(&mut self) {
+        for (all, dir) in [
+            (&mut self.lat.q2c, &self.dir_q2c),
+            (&mut self.lat.d2c, &self.dir_d2c),
+        ] {
+            all.merge(&dir[0]);
+            all.merge(&dir[1]);
+        }
         let end = self.last_time;
         if self.live_start != NONE {
             // Requests still in the driver never completed: the period ends at the last event.

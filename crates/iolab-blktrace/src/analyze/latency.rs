@@ -147,6 +147,17 @@ impl Latency {
         }
     }
 
+    /// The same samples without the histogram.
+    pub fn counts_only(&self) -> Self {
+        Latency {
+            n: self.n,
+            total: self.total,
+            min: self.min,
+            max: self.max,
+            ..Latency::plain()
+        }
+    }
+
     #[inline(always)]
     pub fn add(&mut self, ns: u64) {
         self.n += 1;

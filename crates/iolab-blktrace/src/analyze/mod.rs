@@ -4,8 +4,10 @@
 //! timeline. Memory grows with IOs in flight (and the timeline's length), not with events.
 
 pub mod device;
+pub mod keymap;
 pub mod latency;
 pub mod render;
+pub mod samples;
 pub mod sectormap;
 pub mod seek;
 pub mod side;
@@ -17,6 +19,7 @@ use serde::Serialize;
 
 use self::device::{BioLatencies, Device};
 use self::latency::{Latency, LatencySummary};
+use self::samples::{AllSums, Sample};
 use self::seek::SeekSummary;
 use self::side::SideStage;
 use self::timeline::TimelinePoint;
@@ -58,6 +61,11 @@ pub struct Analyzer {
     last_time: u64,
     /// Time of the first record of any kind: btt's (blkparse's) time zero.
     trace_start: u64,
+    /// The devices' latency samples summed so far (see `samples.rs`).
+    sums: AllSums,
+    /// Sum the devices' samples here as they come; off when `analyze_paths` takes them to its
+    /// reader thread after each batch.
+    sums_here: bool,
 }
 
 impl Analyzer {
@@ -76,6 +84,8 @@ impl Analyzer {
             first_time: None,
             last_time: 0,
             trace_start: u64::MAX,
+            sums: AllSums::default(),
+            sums_here: true,
         }
     }
 
@@ -123,7 +133,12 @@ impl Analyzer {
             }
         };
         self.last_device = (ev.device, i);
-        self.devices[i].handle(ev);
+        let d = &mut self.devices[i];
+        d.handle(ev);
+        if self.sums_here && d.samples.len() >= 4096 {
+            self.sums.device(i).add(&d.samples);
+            d.samples.clear();
+        }
     }
 
     /// Notify records (process names are kept) and PC records: only counted.
@@ -177,7 +192,8 @@ impl Analyzer {
     }
 
     pub fn finish(mut self) -> Report {
-        let side = self.side.take().unwrap_or_default();
+        let mut side = self.side.take().unwrap_or_default();
+        side.settle();
         self.finish_with(&side)
     }
 
@@ -197,6 +213,12 @@ impl Analyzer {
         let mut all = BioLatencies::default();
         let mut by_name: BTreeMap<String, (Vec<u32>, BioLatencies, u64)> = BTreeMap::new();
         let origin = self.first_time.unwrap_or(0);
+        for (i, d) in self.devices.iter_mut().enumerate() {
+            let sums = self.sums.device(i);
+            sums.add(&d.samples);
+            d.samples.clear();
+            d.absorb(sums);
+        }
         self.devices.sort_by_key(|d| d.device);
         for mut d in self.devices {
             d.finish();
@@ -601,28 +623,45 @@ pub struct ProcessReport {
 
 /// Opens and analyses traces in one call.
 ///
-/// Reading, decoding and seek counting run on a second thread, handing batches of compact
-/// records ([`Io`], 48 bytes) to the state machine through a bounded channel (batches are
-/// recycled, so memory stays constant): on two cores the two halves overlap.
+/// Reading, decoding, seek counting and the summing of latency samples run on a second
+/// thread: it hands batches of compact records ([`Io`], 48 bytes) to the state machine through
+/// a bounded channel and gets each batch back with the samples the state machine recorded from
+/// it (batches and sample buffers are recycled, so memory stays constant). On two cores the
+/// two halves overlap.
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
     const BATCH: usize = 8192;
+    /// A batch read, with empty sample buffers for the state machine to fill.
+    type Full = Result<(IoBatch, Vec<Vec<Sample>>), TraceError>;
+    /// A batch used, with the samples recorded per device index.
+    type Used = (IoBatch, Vec<(usize, Vec<Sample>)>);
     let mut events = super::merge::open_trace(names)?;
-    let (full_tx, full_rx) = sync_channel::<Result<IoBatch, TraceError>>(8);
-    let (empty_tx, empty_rx) = sync_channel::<IoBatch>(16);
-    for _ in 0..12 {
-        let _ = empty_tx.send(IoBatch {
+    let (full_tx, full_rx) = sync_channel::<Full>(8);
+    let (used_tx, used_rx) = sync_channel::<Used>(16);
+    for _ in 0..8 {
+        let batch = IoBatch {
             ios: Vec::with_capacity(BATCH),
             extra: Vec::new(),
-        });
+        };
+        let _ = used_tx.send((batch, Vec::new()));
     }
     let reader = std::thread::Builder::new()
         .name("trace-reader".into())
         .spawn(move || {
             let mut side = SideStage::default();
+            let mut sums = AllSums::default();
+            let mut spares: Vec<Vec<Sample>> = Vec::new();
+            let mut sum = |used: Vec<(usize, Vec<Sample>)>, spares: &mut Vec<Vec<Sample>>| {
+                for (i, mut samples) in used {
+                    sums.device(i).add(&samples);
+                    samples.clear();
+                    spares.push(samples);
+                }
+            };
             loop {
-                let mut batch = empty_rx.recv().unwrap_or_default();
+                let (mut batch, used) = used_rx.recv().unwrap_or_default();
+                sum(used, &mut spares);
                 batch.clear();
                 // Plug records stop here (the side stage consumes them as they are read).
                 let mut keep = |io: &Io| side.feed(io);
@@ -631,53 +670,73 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
                     Err(e) => (false, Some(e)),
                 };
                 let done = !more || failed.is_some();
-                if !batch.ios.is_empty() && full_tx.send(Ok(batch)).is_err() {
-                    return side;
+                if !batch.ios.is_empty()
+                    && full_tx
+                        .send(Ok((batch, std::mem::take(&mut spares))))
+                        .is_err()
+                {
+                    break;
                 }
                 if let Some(e) = failed {
                     let _ = full_tx.send(Err(e));
                 }
                 if done {
-                    return side;
+                    break;
                 }
             }
+            // The state machine still sends back the samples of the batches it holds.
+            drop(full_tx);
+            while let Ok((_, used)) = used_rx.recv() {
+                sum(used, &mut spares);
+            }
+            side.settle();
+            (side, sums)
         })
         .map_err(|e| TraceError::Input(format!("cannot start the reader thread: {e}")))?;
     let mut a = Analyzer::new(opts);
     a.side = None;
+    a.sums_here = false;
     let mut result = Ok(());
     for batch in full_rx {
-        match batch {
-            Ok(batch) if batch.extra.is_empty() => {
-                for io in &batch.ios {
-                    a.feed_io(io, None);
-                }
-                let _ = empty_tx.send(batch);
-            }
-            Ok(batch) => {
-                let mut extra = batch.extra.iter().peekable();
-                for (i, io) in batch.ios.iter().enumerate() {
-                    let full = match extra.peek() {
-                        Some((at, ev)) if *at == i => {
-                            extra.next();
-                            Some(ev)
-                        }
-                        _ => None,
-                    };
-                    a.feed_io(io, full);
-                }
-                let _ = empty_tx.send(batch);
-            }
+        let (batch, mut spares) = match batch {
+            Ok(b) => b,
             Err(e) => {
                 result = Err(e);
                 break;
             }
+        };
+        if batch.extra.is_empty() {
+            for io in &batch.ios {
+                a.feed_io(io, None);
+            }
+        } else {
+            let mut extra = batch.extra.iter().peekable();
+            for (i, io) in batch.ios.iter().enumerate() {
+                let full = match extra.peek() {
+                    Some((at, ev)) if *at == i => {
+                        extra.next();
+                        Some(ev)
+                    }
+                    _ => None,
+                };
+                a.feed_io(io, full);
+            }
         }
+        let mut used = Vec::new();
+        for (i, d) in a.devices.iter_mut().enumerate() {
+            if !d.samples.is_empty() {
+                let mut samples = spares.pop().unwrap_or_default();
+                std::mem::swap(&mut samples, &mut d.samples);
+                used.push((i, samples));
+            }
+        }
+        let _ = used_tx.send((batch, used));
     }
-    drop(empty_tx);
-    let side = reader
+    drop(used_tx);
+    let (side, sums) = reader
         .join()
         .map_err(|_| TraceError::Input("the reader thread failed".into()))?;
+    a.sums.merge(&sums);
     result?;
     if let Some(why) = a.timeline_overflow() {
         return Err(TraceError::Input(why));
@@ -720,6 +779,67 @@ mod tests {
             device: dev,
             ..Event::default()
         }
+    }
+
+    /// The latency samples are summed on the reader thread by `analyze_paths` and in place by
+    /// `Analyzer::run` (a few thousand at a time): both give the same report, over several
+    /// batches, devices and processes, reads and writes, merges and splits.
+    #[test]
+    fn samples_summed_on_the_reader_thread_give_the_same_report() {
+        let mut events = Vec::new();
+        let mut x = 7u64;
+        for i in 0..6000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let t = i * 1000;
+            let dev = if x >> 63 == 0 { 8 << 20 } else { 259 << 20 };
+            let sector = (x >> 20) % 100_000 * 8;
+            let pid = 100 + (x >> 40) as u32 % 5;
+            let dir = if x >> 62 & 1 == 0 { 0 } else { category::WRITE };
+            let mk = |t, c, sector, bytes| Event {
+                version: 7,
+                time: t,
+                sector,
+                bytes,
+                action: action(c, dir),
+                pid,
+                device: dev,
+                ..Event::default()
+            };
+            events.push(mk(t, code::QUEUE, sector, 8192));
+            if i % 7 == 0 {
+                // Merged into the previous bio's request.
+                events.push(mk(t + 1, code::BACKMERGE, sector, 8192));
+            } else {
+                events.push(mk(t + 1, code::GETRQ, sector, 8192));
+                events.push(mk(t + 2, code::INSERT, sector, 8192));
+            }
+            events.push(mk(t + 10 + x % 50, code::ISSUE, sector, 8192));
+            events.push(mk(t + 500 + x % 5000, code::COMPLETE, sector, 8192));
+        }
+        events.sort_by_key(|e| e.time);
+        let mut bytes = Vec::new();
+        for e in &events {
+            crate::blk_io_trace::encode(e, 7, crate::blk_io_trace::Endian::Little, &mut bytes);
+        }
+        let dir = std::env::temp_dir().join(format!("iolab-samples-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("trace.bin");
+        std::fs::write(&file, &bytes).unwrap();
+        let threaded = analyze_paths(std::slice::from_ref(&file), Options::default());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let mut a = Analyzer::new(Options::default());
+        for e in &events {
+            a.feed(e);
+        }
+        let here = a.finish();
+        let (threaded, here) = (
+            serde_json::to_string(&threaded.unwrap()).unwrap(),
+            serde_json::to_string(&here).unwrap(),
+        );
+        assert!(here.contains("\"d2c\""), "{here}");
+        assert_eq!(threaded, here);
     }
 
     /// A device-mapper device (253,0) queues and remaps to a virtio disk (254,0): no major is

@@ -4,18 +4,20 @@
 //! bio-based devices leave theirs too. A mixed trace (random IO beside a buffered writer
 //! whose writeback splits) keeps hundreds of bios live and about 2,000 stale split Qs.
 //!
-//! Every value sits in a slab; one open-addressed hash table of (start sector, slot) pairs
-//! indexes it. The table hashes a key's 2^`BUCKET_BITS`-sector bucket, not the key itself,
-//! and probes linearly, so every key of a bucket lies in the run of occupied entries that
-//! starts at the bucket's home: an exact lookup (nearly every event's: G, I, M and C of an
-//! unsplit bio, every D and C of the driver's view) walks that run, and so does each bucket
-//! of a range visit (D and C) or of the containing-range search of a split bio's parts. So
-//! a lookup or an insert is one short probe whatever the number in flight, and a range
-//! visit one per bucket it spans. The table is kept at most half full and deletes by
-//! backward shift (no tombstones). It replaced two general hash maps (start sector to slot,
-//! bucket to a linked list through the slab), whose four lookups per insert and remove cost
-//! ~175 instructions each on that trace, and before them a scanned vector in front of a
-//! B-tree (~700 per event). The table follows the most entries ever live at once.
+//! Keys are grouped by their 2^`BUCKET_BITS`-sector bucket: each bucket in use has a short
+//! list of its keys and values (keys apart, so a scan reads a cache line or two), and one
+//! open-addressed hash table (linear probing, at most half full, backward-shift deletion)
+//! maps a bucket number to its list. Bucket numbers are unique in the table, so a probe is
+//! nearly always one read, and a bucket's list holds only its own keys. An exact lookup (G,
+//! I, M and C of an unsplit bio, the driver's view) is a probe and a scan of one list; a range
+//! visit (D and C) or the search for the bio holding a split part is a probe per bucket it
+//! spans; a C removes its bios in the same pass that visits them. Lists left empty go back to
+//! a spare pool with their capacity, so a steady trace allocates nothing.
+//!
+//! Before this, the table held the keys themselves, hashed by bucket: the keys of a busy
+//! bucket (a writer's 4 KiB bios side by side) formed long clusters that every lookup of any
+//! bucket hashing nearby walked, and every removal shifted back; removal alone cost ~200
+//! instructions on the mixed benchmark trace, and the map half of the analysis's time.
 //!
 //! Ranges are visited in no particular order; every caller only sums, counts and takes minima
 //! over them (exact integer arithmetic), so the order changes no result.
@@ -23,44 +25,79 @@
 /// Sectors per bucket: 2^7 = 64 KiB. A 4 KiB IO lies in one bucket, a 128 KiB one in two or
 /// three; a bucket holds few keys unless a writer queues many small bios side by side.
 const BUCKET_BITS: u32 = 7;
-/// The slot of an empty table entry.
+/// The list of an empty table entry.
 const NIL: u32 = u32::MAX;
 /// Fibonacci hashing's multiplier, 2^64 / golden ratio: the product's top bits are the home.
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    key: u64,
-    slot: u32,
+    bucket: u64,
+    list: u32,
 }
 
-const EMPTY: Entry = Entry { key: 0, slot: NIL };
+const EMPTY: Entry = Entry {
+    bucket: 0,
+    list: NIL,
+};
+
+/// One bucket's keys with their values.
+#[derive(Debug, Clone)]
+struct List<V> {
+    items: Vec<(u64, V)>,
+}
+
+impl<V> List<V> {
+    #[inline(always)]
+    fn position(&self, key: u64) -> Option<usize> {
+        self.items.iter().position(|&(k, _)| k == key)
+    }
+
+    #[inline(always)]
+    fn swap_remove(&mut self, i: usize) -> (u64, V) {
+        self.items.swap_remove(i)
+    }
+
+    #[inline(always)]
+    fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct SectorMap<V> {
-    values: Vec<Option<V>>,
-    free: Vec<u32>,
     table: Vec<Entry>,
     /// `table.len() - 1` (a power of two minus one).
     mask: usize,
     /// 64 - log2(table.len()).
     shift: u32,
+    /// Buckets in the table.
+    buckets: usize,
+    lists: Vec<List<V>>,
+    /// Lists not in use (empty, capacity kept).
+    spare: Vec<u32>,
     len: usize,
     /// The longest range ever inserted: no entry starting this far below a sector holds it,
     /// which bounds the search of [`SectorMap::containing_mut`].
     max_span: u64,
+    /// Where the last key inserted or found sits (key, list, position): a bio's G and I
+    /// nearly always come right after its Q. Checked before use (the key must still be
+    /// there), so nothing needs to invalidate it.
+    last: (u64, u32, u32),
 }
 
 impl<V> Default for SectorMap<V> {
     fn default() -> Self {
         SectorMap {
-            values: Vec::new(),
-            free: Vec::new(),
             table: vec![EMPTY; 16],
             mask: 15,
             shift: 60,
+            buckets: 0,
+            lists: Vec::new(),
+            spare: Vec::new(),
             len: 0,
             max_span: 0,
+            last: (u64::MAX, NIL, 0),
         }
     }
 }
@@ -74,59 +111,67 @@ impl<V> SectorMap<V> {
         self.len == 0
     }
 
-    /// Where a bucket's run starts.
     #[inline(always)]
     fn home(&self, bucket: u64) -> usize {
         (bucket.wrapping_mul(GOLDEN) >> self.shift) as usize
     }
 
-    /// The table position of `key`, or of the empty entry where it would go.
+    /// The table position of `bucket`, or of the empty entry where it would go.
     #[inline(always)]
-    fn find(&self, key: u64) -> (usize, bool) {
-        let mut i = self.home(key >> BUCKET_BITS);
+    fn find_bucket(&self, bucket: u64) -> (usize, bool) {
+        let mut i = self.home(bucket);
         loop {
             let e = self.table[i];
-            if e.slot == NIL {
+            if e.list == NIL {
                 return (i, false);
             }
-            if e.key == key {
+            if e.bucket == bucket {
                 return (i, true);
             }
             i = (i + 1) & self.mask;
         }
     }
 
+    /// The list of `bucket`, if it has keys.
     #[inline(always)]
-    fn value_mut(&mut self, slot: u32) -> &mut V {
-        self.values[slot as usize]
-            .as_mut()
-            .expect("an indexed slot holds a value")
+    fn list_of(&self, bucket: u64) -> Option<u32> {
+        match self.find_bucket(bucket) {
+            (at, true) => Some(self.table[at].list),
+            _ => None,
+        }
     }
 
     /// Inserts the entry for the range [`key`, `end`), returning the value it replaced.
     #[inline]
     pub fn insert(&mut self, key: u64, end: u64, value: V) -> Option<V> {
         self.max_span = self.max_span.max(end.saturating_sub(key));
-        let (mut at, found) = self.find(key);
+        let bucket = key >> BUCKET_BITS;
+        let (mut at, found) = self.find_bucket(bucket);
         if found {
-            let slot = self.table[at].slot;
-            return self.values[slot as usize].replace(value);
-        }
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.values[slot as usize] = Some(value);
-                slot
+            let list = &mut self.lists[self.table[at].list as usize];
+            if let Some(i) = list.position(key) {
+                return Some(std::mem::replace(&mut list.items[i].1, value));
             }
+            list.items.push((key, value));
+            self.last = (key, self.table[at].list, (list.items.len() - 1) as u32);
+            self.len += 1;
+            return None;
+        }
+        if (self.buckets + 1) * 2 > self.table.len() {
+            self.grow();
+            at = self.find_bucket(bucket).0;
+        }
+        let li = match self.spare.pop() {
+            Some(li) => li,
             None => {
-                self.values.push(Some(value));
-                (self.values.len() - 1) as u32
+                self.lists.push(List { items: Vec::new() });
+                (self.lists.len() - 1) as u32
             }
         };
-        if (self.len + 1) * 2 > self.table.len() {
-            self.grow();
-            at = self.find(key).0;
-        }
-        self.table[at] = Entry { key, slot };
+        self.lists[li as usize].items.push((key, value));
+        self.last = (key, li, 0);
+        self.table[at] = Entry { bucket, list: li };
+        self.buckets += 1;
         self.len += 1;
         None
     }
@@ -139,30 +184,18 @@ impl<V> SectorMap<V> {
         self.mask = (1 << bits) - 1;
         self.shift = 64 - bits;
         for e in old {
-            if e.slot != NIL {
-                let (at, _) = self.find(e.key);
+            if e.list != NIL {
+                let (at, _) = self.find_bucket(e.bucket);
                 self.table[at] = e;
             }
         }
     }
 
-    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
-        match self.find(key) {
-            (at, true) => {
-                let slot = self.table[at].slot;
-                Some(self.value_mut(slot))
-            }
-            _ => None,
-        }
-    }
-
-    #[inline]
-    pub fn remove(&mut self, key: u64) -> Option<V> {
-        let (mut hole, found) = self.find(key);
-        if !found {
-            return None;
-        }
-        let slot = self.table[hole].slot;
+    /// Takes the bucket at table position `hole` out of the table (its list is empty) and
+    /// puts its list back in the spare pool.
+    fn drop_bucket_at(&mut self, mut hole: usize) {
+        self.spare.push(self.table[hole].list);
+        self.buckets -= 1;
         // Backward shift: pull later entries of the run into the hole when the hole lies on
         // their probe path (between their home and where they sit), so lookups that passed
         // through the removed entry still find them.
@@ -170,10 +203,10 @@ impl<V> SectorMap<V> {
         loop {
             j = (j + 1) & self.mask;
             let e = self.table[j];
-            if e.slot == NIL {
+            if e.list == NIL {
                 break;
             }
-            let from_home = j.wrapping_sub(self.home(e.key >> BUCKET_BITS)) & self.mask;
+            let from_home = j.wrapping_sub(self.home(e.bucket)) & self.mask;
             let from_hole = j.wrapping_sub(hole) & self.mask;
             if from_home >= from_hole {
                 self.table[hole] = e;
@@ -181,34 +214,38 @@ impl<V> SectorMap<V> {
             }
         }
         self.table[hole] = EMPTY;
+    }
+
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        let li = self.list_of(key >> BUCKET_BITS)?;
+        let list = &mut self.lists[li as usize];
+        let i = list.position(key)?;
+        Some(&mut list.items[i].1)
+    }
+
+    #[inline]
+    pub fn remove(&mut self, key: u64) -> Option<V> {
+        let (at, found) = self.find_bucket(key >> BUCKET_BITS);
+        if !found {
+            return None;
+        }
+        let list = &mut self.lists[self.table[at].list as usize];
+        let i = list.position(key)?;
+        let (_, value) = list.swap_remove(i);
+        let emptied = list.is_empty();
         self.len -= 1;
-        self.free.push(slot);
-        self.values[slot as usize].take()
+        if emptied {
+            self.drop_bucket_at(at);
+        }
+        Some(value)
     }
 
     /// Buckets from `lo` to `hi` (inclusive) are worth walking one by one rather than
     /// scanning the whole table: a walk costs a probe or so per bucket, a scan one read per
-    /// table entry, and the table stays as large as the most entries ever live (a bound by
-    /// the entries live now scanned thousands of empty entries whenever the queue ran low).
+    /// table entry plus its list.
     #[inline]
     fn walk_buckets(&self, lo: u64, hi: u64) -> bool {
         hi - lo < self.table.len() as u64 / 4
-    }
-
-    /// The slots of bucket `b`'s keys, with their keys, through `f`.
-    #[inline(always)]
-    fn bucket_keys(&self, b: u64, mut f: impl FnMut(u64, u32)) {
-        let mut i = self.home(b);
-        loop {
-            let e = self.table[i];
-            if e.slot == NIL {
-                return;
-            }
-            if e.key >> BUCKET_BITS == b {
-                f(e.key, e.slot);
-            }
-            i = (i + 1) & self.mask;
-        }
     }
 
     /// The entry whose range holds `sector`: the exact start if there is one, else the entry
@@ -216,9 +253,20 @@ impl<V> SectorMap<V> {
     /// btt finds the bio of a later event: every part of a split bio starts inside it.
     #[inline]
     pub fn containing_mut(&mut self, sector: u64, end_of: impl Fn(&V) -> u64) -> Option<&mut V> {
-        if let (at, true) = self.find(sector) {
-            let slot = self.table[at].slot;
-            return Some(self.value_mut(slot));
+        let (key, li, i) = self.last;
+        if key == sector {
+            if let Some(list) = self.lists.get(li as usize) {
+                if list.items.get(i as usize).is_some_and(|e| e.0 == sector) {
+                    return Some(&mut self.lists[li as usize].items[i as usize].1);
+                }
+            }
+        }
+        let bucket = sector >> BUCKET_BITS;
+        if let Some(li) = self.list_of(bucket) {
+            if let Some(i) = self.lists[li as usize].position(sector) {
+                self.last = (sector, li, i as u32);
+                return Some(&mut self.lists[li as usize].items[i].1);
+            }
         }
         self.containing_below(sector, end_of)
     }
@@ -231,37 +279,48 @@ impl<V> SectorMap<V> {
         }
         // Only entries starting within the longest range below can hold the sector.
         let low = sector.saturating_sub(self.max_span);
-        let values = &self.values;
-        let holds = |key: u64, slot: u32| {
-            low <= key
-                && key < sector
-                && values[slot as usize]
-                    .as_ref()
-                    .is_some_and(|v| sector < end_of(v))
+        // The greatest key of a list that holds the sector, with its position.
+        let best_in = |list: &List<V>, best: &mut Option<(u64, usize)>| {
+            for (i, (key, value)) in list.items.iter().enumerate() {
+                let key = *key;
+                if low <= key
+                    && key < sector
+                    && best.is_none_or(|(k, _)| k < key)
+                    && sector < end_of(value)
+                {
+                    *best = Some((key, i));
+                }
+            }
         };
         let (lo, hi) = (low >> BUCKET_BITS, (sector - 1) >> BUCKET_BITS);
-        let mut best: Option<(u64, u32)> = None;
+        let mut found: Option<(u64, usize, u32)> = None;
         if self.walk_buckets(lo, hi) {
             // Downwards: the first bucket with a holder has the greatest.
             for b in (lo..=hi).rev() {
-                self.bucket_keys(b, |key, slot| {
-                    if holds(key, slot) && best.is_none_or(|(k, _)| k < key) {
-                        best = Some((key, slot));
-                    }
-                });
-                if best.is_some() {
+                let Some(li) = self.list_of(b) else { continue };
+                let mut best = None;
+                best_in(&self.lists[li as usize], &mut best);
+                if let Some((key, i)) = best {
+                    found = Some((key, i, li));
                     break;
                 }
             }
         } else {
             for e in &self.table {
-                if e.slot != NIL && holds(e.key, e.slot) && best.is_none_or(|(k, _)| k < e.key) {
-                    best = Some((e.key, e.slot));
+                if e.list == NIL {
+                    continue;
+                }
+                let mut best = None;
+                best_in(&self.lists[e.list as usize], &mut best);
+                if let Some((key, i)) = best {
+                    if found.is_none_or(|(k, _, _)| k < key) {
+                        found = Some((key, i, e.list));
+                    }
                 }
             }
         }
-        let (_, slot) = best?;
-        Some(self.value_mut(slot))
+        let (_, i, li) = found?;
+        Some(&mut self.lists[li as usize].items[i].1)
     }
 
     /// Calls `f` for every entry with `from <= key < to`, in no particular order.
@@ -272,35 +331,88 @@ impl<V> SectorMap<V> {
         }
         // One unsigned comparison per key: k - from wraps above `span` when k < from.
         let span = to - from;
-        let (lo, hi) = (from >> BUCKET_BITS, (to - 1) >> BUCKET_BITS);
-        let walk = self.walk_buckets(lo, hi);
-        let (table, values) = (&self.table, &mut self.values);
-        let mut visit = |key: u64, slot: u32| {
-            if key.wrapping_sub(from) < span {
-                if let Some(v) = values[slot as usize].as_mut() {
-                    f(key, v);
+        let mut visit = |list: &mut List<V>| {
+            for (key, value) in list.items.iter_mut() {
+                if key.wrapping_sub(from) < span {
+                    f(*key, value);
                 }
             }
         };
-        if walk {
+        let (lo, hi) = (from >> BUCKET_BITS, (to - 1) >> BUCKET_BITS);
+        if self.walk_buckets(lo, hi) {
             for b in lo..=hi {
-                let mut i = (b.wrapping_mul(GOLDEN) >> self.shift) as usize;
-                loop {
-                    let e = table[i];
-                    if e.slot == NIL {
-                        break;
-                    }
-                    if e.key >> BUCKET_BITS == b {
-                        visit(e.key, e.slot);
-                    }
-                    i = (i + 1) & self.mask;
+                if let Some(li) = self.list_of(b) {
+                    visit(&mut self.lists[li as usize]);
                 }
             }
         } else {
-            for e in table {
-                if e.slot != NIL {
-                    visit(e.key, e.slot);
+            for e in &self.table {
+                if e.list != NIL {
+                    visit(&mut self.lists[e.list as usize]);
                 }
+            }
+        }
+    }
+
+    /// Removes every entry with `from <= key < to` whose value passes `pred`, handing each to
+    /// `f`, in no particular order: the visit and the removal in one pass.
+    #[inline]
+    pub fn remove_range_if(
+        &mut self,
+        from: u64,
+        to: u64,
+        mut pred: impl FnMut(&V) -> bool,
+        mut f: impl FnMut(u64, V),
+    ) {
+        if from >= to || self.len == 0 {
+            return;
+        }
+        let span = to - from;
+        // Removes from one list; returns how many went.
+        let mut take = |list: &mut List<V>| {
+            let mut removed = 0;
+            let mut i = 0;
+            while i < list.items.len() {
+                let (key, value) = &list.items[i];
+                if key.wrapping_sub(from) < span && pred(value) {
+                    let (key, value) = list.swap_remove(i);
+                    f(key, value);
+                    removed += 1;
+                } else {
+                    i += 1;
+                }
+            }
+            removed
+        };
+        let (lo, hi) = (from >> BUCKET_BITS, (to - 1) >> BUCKET_BITS);
+        if self.walk_buckets(lo, hi) {
+            for b in lo..=hi {
+                let (at, found) = self.find_bucket(b);
+                if !found {
+                    continue;
+                }
+                let list = &mut self.lists[self.table[at].list as usize];
+                self.len -= take(list);
+                if list.is_empty() {
+                    self.drop_bucket_at(at);
+                }
+            }
+        } else {
+            let mut emptied = Vec::new();
+            for e in &self.table {
+                if e.list == NIL {
+                    continue;
+                }
+                let list = &mut self.lists[e.list as usize];
+                self.len -= take(list);
+                if list.is_empty() {
+                    emptied.push(e.bucket);
+                }
+            }
+            // Dropping moves other buckets in the table: found again by number.
+            for b in emptied {
+                let (at, _) = self.find_bucket(b);
+                self.drop_bucket_at(at);
             }
         }
     }
@@ -308,15 +420,7 @@ impl<V> SectorMap<V> {
     /// How many buckets hold keys (for tests of the layout).
     #[cfg(test)]
     fn buckets(&self) -> usize {
-        let mut b: Vec<u64> = self
-            .table
-            .iter()
-            .filter(|e| e.slot != NIL)
-            .map(|e| e.key >> BUCKET_BITS)
-            .collect();
-        b.sort_unstable();
-        b.dedup();
-        b.len()
+        self.buckets
     }
 }
 
@@ -384,6 +488,15 @@ mod tests {
         let mut all = 0;
         s.for_range_mut(0, u64::MAX, |_, _| all += 1);
         assert_eq!(all, 299);
+        // A removal over more buckets than the table holds scans it (and drops the buckets
+        // it empties): every other entry goes.
+        let mut gone = 0;
+        s.remove_range_if(0, u64::MAX, |v| v % 2_000_000 == 2048, |_, _| gone += 1);
+        assert_eq!((gone, s.len(), s.buckets()), (150, 149, 149));
+        for k in 0..300u64 {
+            let at = k * 1_000_000;
+            assert_eq!(s.get_mut(at).is_some(), k % 2 == 1 && k != 5, "{k}");
+        }
     }
 
     #[test]
@@ -411,6 +524,23 @@ mod tests {
                 assert_eq!(s.insert(key, end, (end, i)), b.insert(key, (end, i)));
             }
             assert_eq!(s.len(), b.len());
+            if i % 211 == 0 {
+                // A completion: every entry starting in [lo, hi) that ends by hi goes.
+                let (lo, hi) = (x % 1900, x % 1900 + 1 + (x >> 40) % 300);
+                let mut got = Vec::new();
+                s.remove_range_if(lo, hi, |v| v.0 <= hi, |k, v| got.push((k, v)));
+                got.sort();
+                let want: Vec<(u64, (u64, u64))> = b
+                    .range(lo..hi)
+                    .filter(|(_, v)| v.0 <= hi)
+                    .map(|(&k, &v)| (k, v))
+                    .collect();
+                for (k, _) in &want {
+                    b.remove(k);
+                }
+                assert_eq!(got, want, "{lo}..{hi}");
+                assert_eq!(s.len(), b.len());
+            }
             if i % 97 == 0 {
                 let mut got = Vec::new();
                 s.for_range_mut(500, 900, |k, v| got.push((k, *v)));

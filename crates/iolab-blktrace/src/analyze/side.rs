@@ -263,6 +263,14 @@ impl SideStage {
             .map(|d| &d.times)
     }
 
+    /// Folds every device's pending seek distances (see [`Seeks::settle`]).
+    pub fn settle(&mut self) {
+        for d in &mut self.devices {
+            d.q2q.settle();
+            d.d2d.settle();
+        }
+    }
+
     pub fn seeks(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {
         match self.devices.iter().find(|d| d.device == dev) {
             Some(d) => (d.q2q.summary(), d.d2d.summary()),
@@ -272,12 +280,8 @@ impl SideStage {
 
     /// Plug statistics, closing a plug still open at the device's last event (as btt does).
     pub fn plugs(&self, dev: u32) -> Option<PlugStats> {
-        let mut d = self.devices.iter().find(|d| d.device == dev)?.clone();
-        if d.plugged {
-            let end = d.last;
-            d.unplug(end, 0, false);
-        }
-        Some(PlugStats {
+        let d = self.devices.iter().find(|d| d.device == dev)?;
+        let mut stats = PlugStats {
             plugs: d.plugs,
             timer_unplugs: d.timer_unplugs,
             ios_unplugged: d.ios_unplugged,
@@ -285,6 +289,12 @@ impl SideStage {
             plugged_ns: d.plugged_ns,
             first: d.first,
             last: d.last,
-        })
+        };
+        // Still plugged at the end: unplugged by the end of the trace (as btt closes it).
+        if d.plugged {
+            stats.plugs += 1;
+            stats.plugged_ns += d.last.saturating_sub(d.last_plug);
+        }
+        Some(stats)
     }
 }
