@@ -156,6 +156,40 @@ fn snapshot_of_a_fixture_reproduces_its_model() {
     }
 }
 
+/// `--json` prints the directory and what snapshot.json holds, the same figures the text
+/// line gives.
+#[test]
+fn json_names_the_directory_and_holds_snapshot_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("copy");
+    let out = iolab()
+        .args(["snapshot", "--interval", "10ms", "--json", "--root"])
+        .arg(machines().join("scsi-hba"))
+        .arg("-o")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("snapshot.json")).unwrap()).unwrap();
+    assert_eq!(printed["directory"], dir.display().to_string());
+    assert!(printed["files"].as_u64().unwrap() > 10, "{printed}");
+    for key in ["files", "interval_ns", "hostname", "kernel", "captured_at"] {
+        assert_eq!(printed[key], stored[key], "{key}");
+    }
+    // The bytes printed count snapshot.json too, which cannot hold its own size.
+    let own = std::fs::metadata(dir.join("snapshot.json")).unwrap().len();
+    assert_eq!(
+        printed["bytes"].as_u64().unwrap(),
+        stored["bytes"].as_u64().unwrap() + own
+    );
+}
+
 #[test]
 fn refuses_a_non_empty_directory_and_bad_intervals() {
     let tmp = tempfile::tempdir().unwrap();

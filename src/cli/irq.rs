@@ -270,51 +270,11 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
         cycles: a.cycles,
         keep: a.keep,
     };
-    // Under systemd, stderr goes to the journal, which stamps lines itself and reads the
-    // level from an sd-daemon `<N>` prefix; elsewhere each line carries its time and level.
-    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
-    let mut log = |level: daemon::Level, line: &str| {
-        let line = crate::report::format::terminal_safe_lines(line);
-        if journald {
-            eprintln!("<{}>{line}", level.priority());
-        } else {
-            let name = match level {
-                daemon::Level::Notice => "notice",
-                daemon::Level::Info => "info",
-            };
-            eprintln!("{} {name}: {line}", clock());
-        }
-    };
-    let served = match &a.listen {
-        Some(addr) => {
-            let (bound, slot) = irq::metrics::serve(addr)?;
-            log(
-                daemon::Level::Info,
-                &format!("serving metrics on http://{bound}/metrics"),
-            );
-            Some(slot)
-        }
-        None => None,
-    };
-    let mut publish = |f: &irq::metrics::Figures| {
-        let text = irq::metrics::prometheus_text(f);
-        if let Some(path) = &a.metrics_file {
-            if let Err(e) = irq::metrics::write_textfile(path, &text) {
-                eprintln!("iolab: warning: {e:#}");
-            }
-        }
-        if let Some(slot) = &served {
-            if let Ok(mut s) = slot.lock() {
-                *s = text;
-            }
-        }
-    };
+    let mut log = daemon::stderr_log();
+    let outlets =
+        irq::metrics::Outlets::open(a.metrics_file.clone(), a.listen.as_deref(), &mut log)?;
     let wait = waiter()?;
-    daemon::run(&root, &settings, &wait, &mut log, &mut publish)
-}
-
-/// The time of day (UTC) for a log line.
-fn clock() -> String {
-    let secs = crate::store::time::now_unix() as u64 % 86_400;
-    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+    daemon::run(&root, &settings, &wait, &mut log, &mut |f| {
+        outlets.publish(f)
+    })
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 /// interrupt, CPU and disk counters after the interval, for `iolab inspect --root DIR`
 /// (and every other command that takes --root) on any machine.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the snapshot's directory and its snapshot.json as JSON")))]
 pub(crate) struct SnapshotArgs {
     /// The directory to create (must not exist, or be empty).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
@@ -17,6 +18,8 @@ pub(crate) struct SnapshotArgs {
     /// Snapshot another machine root (e.g. an earlier snapshot) instead of this machine.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 pub(super) fn run(args: SnapshotArgs) -> anyhow::Result<()> {
@@ -24,20 +27,6 @@ pub(super) fn run(args: SnapshotArgs) -> anyhow::Result<()> {
         Some(dir) => crate::sys::SysRoot::machine_root(dir)?,
         None => crate::sys::SysRoot::live(),
     };
-    let meta = crate::snapshot::capture(&source, &args.output, args.interval)?;
-    for f in &meta.unreadable {
-        eprintln!(
-            "iolab: warning: {}: could not be read; left out of the snapshot",
-            crate::report::format::terminal_safe(f)
-        );
-    }
-    crate::output::stdout(&format!(
-        "snapshot of {} (Linux {}) in {}: {} files, {} bytes, readings {:.3} s apart\n",
-        meta.hostname.as_deref().unwrap_or("?"),
-        meta.kernel.as_deref().unwrap_or("?"),
-        args.output.display(),
-        meta.files,
-        meta.bytes,
-        meta.interval_ns as f64 / 1e9
-    ))
+    let captured = crate::snapshot::take(&source, &args.output, args.interval)?;
+    crate::output::print(&captured, args.out)
 }

@@ -32,6 +32,27 @@ pub(crate) fn next_interval(now: Duration, moved: bool, s: &Settings) -> Duratio
     }
 }
 
+/// The daemon's log on stderr. Under systemd, stderr goes to the journal, which stamps lines
+/// itself and reads the level from an sd-daemon `<N>` prefix; elsewhere each line carries its
+/// time of day (UTC) and level. Names from the machine are escaped for the terminal.
+pub(crate) fn stderr_log() -> impl FnMut(Level, &str) {
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    move |level: Level, line: &str| {
+        let line = crate::report::format::terminal_safe_lines(line);
+        if journald {
+            eprintln!("<{}>{line}", level.priority());
+        } else {
+            let name = match level {
+                Level::Notice => "notice",
+                Level::Info => "info",
+            };
+            let secs = crate::store::time::now_unix() as u64 % 86_400;
+            let clock = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+            eprintln!("{clock} {name}: {line}");
+        }
+    }
+}
+
 /// How much a log line matters, in syslog's terms (what a service manager files it under).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Level {

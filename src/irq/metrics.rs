@@ -191,6 +191,51 @@ fn answer(mut stream: std::net::TcpStream, slot: &Published) -> std::io::Result<
     )
 }
 
+/// Where the daemon's figures go after each look: the textfile, the HTTP endpoint, both or
+/// neither, as the user named them.
+pub(crate) struct Outlets {
+    file: Option<std::path::PathBuf>,
+    served: Option<Published>,
+}
+
+impl Outlets {
+    /// Starts serving on `listen` if named (logged through `log` with the bound address).
+    pub(crate) fn open(
+        file: Option<std::path::PathBuf>,
+        listen: Option<&str>,
+        log: &mut dyn FnMut(super::daemon::Level, &str),
+    ) -> anyhow::Result<Self> {
+        let served = match listen {
+            Some(addr) => {
+                let (bound, slot) = serve(addr)?;
+                log(
+                    super::daemon::Level::Info,
+                    &format!("serving metrics on http://{bound}/metrics"),
+                );
+                Some(slot)
+            }
+            None => None,
+        };
+        Ok(Outlets { file, served })
+    }
+
+    /// Publishes one look's figures; a textfile that cannot be written is warned about and
+    /// the daemon goes on.
+    pub(crate) fn publish(&self, f: &Figures) {
+        let text = prometheus_text(f);
+        if let Some(path) = &self.file {
+            if let Err(e) = write_textfile(path, &text) {
+                eprintln!("iolab: warning: {e:#}");
+            }
+        }
+        if let Some(slot) = &self.served {
+            if let Ok(mut s) = slot.lock() {
+                *s = text;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

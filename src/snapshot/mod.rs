@@ -42,6 +42,45 @@ pub struct SnapshotMeta {
     pub(crate) unreadable: Vec<String>,
 }
 
+/// What `iolab snapshot` reports: where the snapshot went and what its `snapshot.json` says.
+#[derive(Debug, Serialize)]
+pub(crate) struct Captured {
+    pub(crate) directory: std::path::PathBuf,
+    #[serde(flatten)]
+    pub(crate) meta: SnapshotMeta,
+}
+
+impl crate::output::Render for Captured {
+    fn text(&self) -> String {
+        let m = &self.meta;
+        format!(
+            "snapshot of {} (Linux {}) in {}: {} files, {} bytes, readings {:.3} s apart\n",
+            m.hostname.as_deref().unwrap_or("?"),
+            m.kernel.as_deref().unwrap_or("?"),
+            self.directory.display(),
+            m.files,
+            m.bytes,
+            m.interval_ns as f64 / 1e9
+        )
+    }
+}
+
+/// `iolab snapshot`: captures `source` into `out` and warns on stderr of each file that could
+/// not be read (left out).
+pub(crate) fn take(source: &SysRoot, out: &Path, interval: Duration) -> anyhow::Result<Captured> {
+    let meta = capture(source, out, interval)?;
+    for f in &meta.unreadable {
+        eprintln!(
+            "iolab: warning: {}: could not be read; left out of the snapshot",
+            crate::report::format::terminal_safe(f)
+        );
+    }
+    Ok(Captured {
+        directory: out.to_path_buf(),
+        meta,
+    })
+}
+
 /// A reader whose files belong in snapshots too (e.g. preflight's governor and C-state
 /// checks): it is run once against a recording root and everything it reads is copied.
 pub(crate) type ExtraReader<'a> = &'a dyn Fn(&SysRoot) -> anyhow::Result<()>;
