@@ -16,6 +16,7 @@ use super::sectormap::SectorMap;
 
 use super::latency::Latency;
 use super::samples::{Kind, Sample, Sums};
+use super::seek::Seeks;
 use super::timeline::Timeline;
 use crate::blk_io_trace::{code, Io};
 
@@ -157,9 +158,10 @@ pub struct Device {
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
-    /// The previous dispatch's sectors (btt's first seek is from sector 0), for the
-    /// timeline's seeks per second.
-    last_d: (u64, u64),
+    /// Seeks from one dispatch to the next (btt's first is from sector 0), also counted per
+    /// second in the timeline. Counted here rather than on the reader thread with the Q2Q
+    /// seeks: that thread has the heavier load.
+    pub d2d: Seeks,
     queued: SectorMap<Queued>,
     in_driver: KeyMap<InDriver>,
     pub procs: Vec<ProcStats>,
@@ -214,7 +216,7 @@ impl Device {
             last_live_start: NONE,
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
-            last_d: (0, 0),
+            d2d: Seeks::default(),
             queued: SectorMap::default(),
             in_driver: KeyMap::default(),
             procs: Vec::new(),
@@ -384,10 +386,9 @@ impl Device {
         self.dispatch_depth.add(depth);
         self.dispatch_sectors.add(u64::from(ev.bytes >> 9));
         self.timeline.driver_depth(t, depth);
-        if super::seek::distance(self.last_d.0, self.last_d.1, ev.sector, end) != 0 {
+        if self.d2d.add(ev.sector, end) != 0 {
             self.timeline.seek(t);
         }
-        self.last_d = (ev.sector, end);
         if self.live_start == NONE {
             if self.last_live_end == t {
                 // Dispatched at the very nanosecond the last request completed: btt's
@@ -434,9 +435,10 @@ impl Device {
         );
         self.timeline.queue_depth(t, self.queued.len() as u64);
         if let Some(r) = self.in_driver.remove(ev.sector) {
-            self.request_sample(Kind::ReqD2C, delta(r.d, t));
-            self.request_sample(Kind::ReqQ2C, delta(r.first_q, t));
-            self.request_sample(Kind::ReqQ2D, delta(r.first_q, r.d));
+            // Summed here, like the dispatch depth: the two threads stay about even.
+            self.req_d2c.add(delta(r.d, t));
+            self.req_q2c.add(delta(r.first_q, t));
+            self.req_q2d.add(delta(r.first_q, r.d));
             let _ = r.bios;
             self.timeline.driver_depth(t, self.in_driver.len() as u64);
             if self.in_driver.is_empty() && self.live_start != NONE {
@@ -446,11 +448,6 @@ impl Device {
                 self.last_live_end = t;
             }
         }
-    }
-
-    #[inline(always)]
-    fn request_sample(&mut self, kind: Kind, value: u64) {
-        self.samples.push(Sample::new(kind, 0, value));
     }
 
     /// Takes in the sums of this device's samples (all of them, once, before `finish`).
@@ -464,9 +461,6 @@ impl Device {
         l.m2d = s.get(Kind::M2D).clone();
         self.dir_q2c = [s.get(Kind::Q2CRead).clone(), s.get(Kind::Q2CWrite).clone()];
         self.dir_d2c = [s.get(Kind::D2CRead).clone(), s.get(Kind::D2CWrite).clone()];
-        self.req_q2d = s.get(Kind::ReqQ2D).clone();
-        self.req_d2c = s.get(Kind::ReqD2C).clone();
-        self.req_q2c = s.get(Kind::ReqQ2C).clone();
         for (i, p) in self.procs.iter_mut().enumerate() {
             if let Some(lat) = s.process(i) {
                 p.lat = lat;
@@ -477,6 +471,7 @@ impl Device {
     /// Closes open intervals at the end of the trace, and sums the reads' and writes' Q2C
     /// and D2C into the device's (kept apart per direction only, which halves their cost).
     pub fn finish(&mut self) {
+        self.d2d.settle();
         for (all, dir) in [
             (&mut self.lat.q2c, &self.dir_q2c),
             (&mut self.lat.d2c, &self.dir_d2c),

@@ -9,11 +9,10 @@
 use super::device::BioLatencies;
 use super::latency::Latency;
 
-/// What a sample measures.
+/// What a sample measures: a latency of one bio, summed per device and per process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
-    // Per bio, also summed per process.
     Q2G,
     S2G,
     G2I,
@@ -24,16 +23,12 @@ pub enum Kind {
     Q2CWrite,
     D2CRead,
     D2CWrite,
-    // Per dispatched request.
-    ReqQ2D,
-    ReqD2C,
-    ReqQ2C,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {
     pub value: u64,
-    /// Index into the device's processes (per-bio kinds only).
+    /// Index into the device's processes.
     pub proc: u32,
     pub kind: Kind,
 }
@@ -45,11 +40,10 @@ impl Sample {
     }
 }
 
-/// Kinds summed per process too (the first ten), and the slot each takes there: Q2C and D2C
-/// per process do not tell reads from writes.
-const PER_PROCESS: usize = 10;
-const PROCESS_SLOT: [usize; PER_PROCESS] = [0, 1, 2, 3, 4, 5, 6, 6, 7, 7];
-const KINDS: usize = Kind::ReqQ2C as usize + 1;
+const KINDS: usize = Kind::D2CWrite as usize + 1;
+/// The slot each kind takes among a process's sums: Q2C and D2C per process do not tell
+/// reads from writes.
+const PROCESS_SLOT: [usize; KINDS] = [0, 1, 2, 3, 4, 5, 6, 6, 7, 7];
 
 /// No process yet.
 const NO_PROCESS: u32 = u32::MAX;
@@ -83,7 +77,7 @@ impl Sums {
     pub fn add(&mut self, samples: &[Sample]) {
         for s in samples {
             let k = s.kind as usize;
-            if k < PER_PROCESS && !self.solo_takes(s.proc) {
+            if !self.solo_takes(s.proc) {
                 let i = s.proc as usize;
                 if i >= self.procs.len() {
                     self.grow(i);
@@ -244,7 +238,7 @@ mod tests {
         Kind::D2CWrite,
     ];
 
-    /// Samples from process 2 alone, then from 0, 1 and 2; some per request.
+    /// Samples from process 2 alone, then from 0, 1 and 2.
     fn samples(seed: u64, solo_first: usize, procs: u32) -> Vec<Sample> {
         let mut x = seed;
         (0..3000)
@@ -257,11 +251,7 @@ mod tests {
                 } else {
                     (x >> 33) as u32 % procs
                 };
-                if x >> 61 == 0 {
-                    Sample::new(Kind::ReqQ2C, 0, x >> 44)
-                } else {
-                    Sample::new(BIO[(x >> 20) as usize % 10], proc, x >> 40)
-                }
+                Sample::new(BIO[(x >> 20) as usize % 10], proc, x >> 40)
             })
             .collect()
     }
@@ -269,7 +259,7 @@ mod tests {
     /// Each process's sums as the samples say, added one by one.
     fn expected(samples: &[Sample], proc: u32) -> Vec<(u64, u128, u64, u64)> {
         let mut want: [Latency; 8] = std::array::from_fn(|_| Latency::plain());
-        for s in samples.iter().filter(|s| (s.kind as usize) < PER_PROCESS) {
+        for s in samples {
             if s.proc == proc {
                 want[PROCESS_SLOT[s.kind as usize]].add(s.value);
             }

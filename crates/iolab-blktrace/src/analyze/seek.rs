@@ -65,9 +65,9 @@ pub fn distance(last_start: u64, last_end: u64, start: u64, end: u64) -> u64 {
 }
 
 impl Seeks {
-    /// Feeds one IO (start sector, end = start + sectors).
+    /// Feeds one IO (start sector, end = start + sectors); returns its seek distance.
     #[inline]
-    pub fn add(&mut self, start: u64, end: u64) {
+    pub fn add(&mut self, start: u64, end: u64) -> u64 {
         let d = distance(self.last_start, self.last_end, start, end);
         self.last_start = start;
         self.last_end = end;
@@ -85,6 +85,7 @@ impl Seeks {
         if self.pending_len == PENDING {
             self.fold();
         }
+        d
     }
 
     #[cold]
