@@ -623,11 +623,11 @@ pub struct ProcessReport {
 
 /// Opens and analyses traces in one call.
 ///
-/// Reading, decoding, seek counting and the summing of latency samples run on a second
-/// thread: it hands batches of compact records ([`Io`], 48 bytes) to the state machine through
-/// a bounded channel and gets each batch back with the samples the state machine recorded from
-/// it (batches and sample buffers are recycled, so memory stays constant). On two cores the
-/// two halves overlap.
+/// Reading, decoding and seek counting run on a second thread: it hands batches of compact
+/// records ([`Io`], 48 bytes) to the state machine through a bounded channel and gets each
+/// batch back, with the latency samples the state machine recorded from it when the state
+/// machine is the busier of the two (it sums them itself when it is ahead). Batches and sample
+/// buffers are recycled, so memory stays constant. On two cores the two halves overlap.
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
@@ -638,6 +638,12 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     type Used = (IoBatch, Vec<(usize, Vec<Sample>)>);
     let mut events = super::merge::open_trace(names)?;
     let (full_tx, full_rx) = sync_channel::<Full>(8);
+    // Batches read and not yet taken by the state machine: when there are none, the state
+    // machine is ahead of the reader and sums its samples itself; else it hands them over.
+    // Which thread is busier depends on the trace (a large file's reading costs the reader
+    // thread most in the kernel), so the split follows it as it goes.
+    let waiting = std::sync::Arc::new(std::sync::atomic::AtomicIsize::new(0));
+    let waiting_reader = waiting.clone();
     let (used_tx, used_rx) = sync_channel::<Used>(16);
     for _ in 0..8 {
         let batch = IoBatch {
@@ -670,12 +676,14 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
                     Err(e) => (false, Some(e)),
                 };
                 let done = !more || failed.is_some();
-                if !batch.ios.is_empty()
-                    && full_tx
+                if !batch.ios.is_empty() {
+                    waiting_reader.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if full_tx
                         .send(Ok((batch, std::mem::take(&mut spares))))
                         .is_err()
-                {
-                    break;
+                    {
+                        break;
+                    }
                 }
                 if let Some(e) = failed {
                     let _ = full_tx.send(Err(e));
@@ -699,7 +707,10 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     let mut result = Ok(());
     for batch in full_rx {
         let (batch, mut spares) = match batch {
-            Ok(b) => b,
+            Ok(b) => {
+                waiting.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                b
+            }
             Err(e) => {
                 result = Err(e);
                 break;
@@ -723,8 +734,12 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
             }
         }
         let mut used = Vec::new();
+        let ahead = waiting.load(std::sync::atomic::Ordering::Relaxed) <= 0;
         for (i, d) in a.devices.iter_mut().enumerate() {
-            if !d.samples.is_empty() {
+            if ahead {
+                a.sums.device(i).add(&d.samples);
+                d.samples.clear();
+            } else if !d.samples.is_empty() {
                 let mut samples = spares.pop().unwrap_or_default();
                 std::mem::swap(&mut samples, &mut d.samples);
                 used.push((i, samples));
