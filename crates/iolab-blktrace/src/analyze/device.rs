@@ -36,7 +36,7 @@ struct Queued {
     d: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy, Default)]
 struct InDriver {
     d: u64,
     first_q: u64,

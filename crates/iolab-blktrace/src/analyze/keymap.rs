@@ -1,16 +1,26 @@
-//! A map from an exact start sector to a small value, for the requests in the driver: a D
-//! inserts its request, its C (or a requeue) removes it by the same sector, and nothing asks
-//! for a range. One open-addressed table (linear probing on a Fibonacci hash of the sector,
-//! at most half full, backward-shift deletion) holds the entries themselves, so an insert or
-//! a removal is a probe or two. The range-aware [`SectorMap`](super::sectormap::SectorMap)
-//! took about five times the instructions for the same work.
+//! A map from an exact 64-bit key to a small value: the requests in the driver by start
+//! sector (a D inserts its request, its C or a requeue removes it by the same sector, nothing
+//! asks for a range), and the [`SectorMap`](super::sectormap::SectorMap)'s buckets. One
+//! open-addressed table (linear probing on a Fibonacci hash of the key, at most half full,
+//! backward-shift deletion) holds the entries themselves, so an insert or a removal is a probe
+//! or two. For the driver's requests, the range-aware sector map took about five times the
+//! instructions.
 
 /// Fibonacci hashing's multiplier, 2^64 / golden ratio: the product's top bits are the home.
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// One table entry. A flag rather than an `Option` keeps a `u32` value's entry at 16 bytes
+/// (the sector map's bucket table is read on every event).
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot<V> {
+    key: u64,
+    value: V,
+    used: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct KeyMap<V> {
-    table: Vec<Option<(u64, V)>>,
+    table: Vec<Slot<V>>,
     /// `table.len() - 1` (a power of two minus one).
     mask: usize,
     /// 64 - log2(table.len()).
@@ -18,10 +28,10 @@ pub struct KeyMap<V> {
     len: usize,
 }
 
-impl<V> Default for KeyMap<V> {
+impl<V: Copy + Default> Default for KeyMap<V> {
     fn default() -> Self {
         KeyMap {
-            table: (0..16).map(|_| None).collect(),
+            table: vec![Slot::default(); 16],
             mask: 15,
             shift: 60,
             len: 0,
@@ -29,13 +39,18 @@ impl<V> Default for KeyMap<V> {
     }
 }
 
-impl<V> KeyMap<V> {
+impl<V: Copy + Default> KeyMap<V> {
     pub fn len(&self) -> usize {
         self.len
     }
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Entries the table has room for (twice the most ever held, or more).
+    pub fn capacity(&self) -> usize {
+        self.table.len()
     }
 
     #[inline(always)]
@@ -48,11 +63,22 @@ impl<V> KeyMap<V> {
     fn find(&self, key: u64) -> (usize, bool) {
         let mut i = self.home(key);
         loop {
-            match &self.table[i] {
-                None => return (i, false),
-                Some((k, _)) if *k == key => return (i, true),
-                Some(_) => i = (i + 1) & self.mask,
+            let e = &self.table[i];
+            if !e.used {
+                return (i, false);
             }
+            if e.key == key {
+                return (i, true);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    #[inline(always)]
+    pub fn get(&self, key: u64) -> Option<V> {
+        match self.find(key) {
+            (at, true) => Some(self.table[at].value),
+            _ => None,
         }
     }
 
@@ -61,13 +87,17 @@ impl<V> KeyMap<V> {
     pub fn insert(&mut self, key: u64, value: V) -> Option<V> {
         let (mut at, found) = self.find(key);
         if found {
-            return self.table[at].replace((key, value)).map(|(_, v)| v);
+            return Some(std::mem::replace(&mut self.table[at].value, value));
         }
         if (self.len + 1) * 2 > self.table.len() {
             self.grow();
             at = self.find(key).0;
         }
-        self.table[at] = Some((key, value));
+        self.table[at] = Slot {
+            key,
+            value,
+            used: true,
+        };
         self.len += 1;
         None
     }
@@ -76,12 +106,12 @@ impl<V> KeyMap<V> {
     #[inline(never)]
     fn grow(&mut self) {
         let bits = 64 - self.shift + 1;
-        let old = std::mem::replace(&mut self.table, (0..1usize << bits).map(|_| None).collect());
+        let old = std::mem::replace(&mut self.table, vec![Slot::default(); 1 << bits]);
         self.mask = (1 << bits) - 1;
         self.shift = 64 - bits;
-        for (key, value) in old.into_iter().flatten() {
-            let (at, _) = self.find(key);
-            self.table[at] = Some((key, value));
+        for e in old.into_iter().filter(|e| e.used) {
+            let (at, _) = self.find(e.key);
+            self.table[at] = e;
         }
     }
 
@@ -91,7 +121,7 @@ impl<V> KeyMap<V> {
         if !found {
             return None;
         }
-        let (_, value) = self.table[hole].take()?;
+        let value = self.table[hole].value;
         self.len -= 1;
         // Backward shift: pull later entries of the run into the hole when the hole lies on
         // their probe path (between their home and where they sit), so lookups that passed
@@ -99,15 +129,27 @@ impl<V> KeyMap<V> {
         let mut j = hole;
         loop {
             j = (j + 1) & self.mask;
-            let Some((k, _)) = &self.table[j] else { break };
-            let from_home = j.wrapping_sub(self.home(*k)) & self.mask;
+            let e = self.table[j];
+            if !e.used {
+                break;
+            }
+            let from_home = j.wrapping_sub(self.home(e.key)) & self.mask;
             let from_hole = j.wrapping_sub(hole) & self.mask;
             if from_home >= from_hole {
-                self.table[hole] = self.table[j].take();
+                self.table[hole] = e;
                 hole = j;
             }
         }
+        self.table[hole].used = false;
         Some(value)
+    }
+
+    /// Every entry, in table order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, V)> + '_ {
+        self.table
+            .iter()
+            .filter(|e| e.used)
+            .map(|e| (e.key, e.value))
     }
 }
 

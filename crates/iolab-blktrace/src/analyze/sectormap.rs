@@ -5,14 +5,14 @@
 //! whose writeback splits) keeps hundreds of bios live and about 2,000 stale split Qs.
 //!
 //! Keys are grouped by their 2^`BUCKET_BITS`-sector bucket: each bucket in use has a short
-//! list of its keys and values (keys apart, so a scan reads a cache line or two), and one
-//! open-addressed hash table (linear probing, at most half full, backward-shift deletion)
-//! maps a bucket number to its list. Bucket numbers are unique in the table, so a probe is
-//! nearly always one read, and a bucket's list holds only its own keys. An exact lookup (G,
-//! I, M and C of an unsplit bio, the driver's view) is a probe and a scan of one list; a range
-//! visit (D and C) or the search for the bio holding a split part is a probe per bucket it
-//! spans; a C removes its bios in the same pass that visits them. Lists left empty go back to
-//! a spare pool with their capacity, so a steady trace allocates nothing.
+//! list of its keys with their values, and one open-addressed hash table ([`KeyMap`]: linear
+//! probing, at most half full, backward-shift deletion) maps a bucket number to its list.
+//! Bucket numbers are unique in the table, so a probe is nearly always one read, and a
+//! bucket's list holds only its own keys. An exact lookup (G, I, M and C of an unsplit bio)
+//! is a probe and a scan of one list; a range visit (D and C) or the search for the bio
+//! holding a split part is a probe per bucket it spans; a C removes its bios in the same
+//! pass that visits them. Lists left empty go back to a spare pool with their capacity, so a
+//! steady trace allocates nothing.
 //!
 //! Before this, the table held the keys themselves, hashed by bucket: the keys of a busy
 //! bucket (a writer's 4 KiB bios side by side) formed long clusters that every lookup of any
@@ -25,22 +25,8 @@
 /// Sectors per bucket: 2^7 = 64 KiB. A 4 KiB IO lies in one bucket, a 128 KiB one in two or
 /// three; a bucket holds few keys unless a writer queues many small bios side by side.
 const BUCKET_BITS: u32 = 7;
-/// The list of an empty table entry.
-const NIL: u32 = u32::MAX;
-/// Fibonacci hashing's multiplier, 2^64 / golden ratio: the product's top bits are the home.
-const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    bucket: u64,
-    list: u32,
-}
-
-const EMPTY: Entry = Entry {
-    bucket: 0,
-    list: NIL,
-};
-
+use super::keymap::KeyMap;
 /// One bucket's keys with their values.
 #[derive(Debug, Clone)]
 struct List<V> {
@@ -66,13 +52,8 @@ impl<V> List<V> {
 
 #[derive(Debug, Clone)]
 pub struct SectorMap<V> {
-    table: Vec<Entry>,
-    /// `table.len() - 1` (a power of two minus one).
-    mask: usize,
-    /// 64 - log2(table.len()).
-    shift: u32,
-    /// Buckets in the table.
-    buckets: usize,
+    /// Each bucket in use and its list.
+    buckets: KeyMap<u32>,
     lists: Vec<List<V>>,
     /// Lists not in use (empty, capacity kept).
     spare: Vec<u32>,
@@ -89,15 +70,12 @@ pub struct SectorMap<V> {
 impl<V> Default for SectorMap<V> {
     fn default() -> Self {
         SectorMap {
-            table: vec![EMPTY; 16],
-            mask: 15,
-            shift: 60,
-            buckets: 0,
+            buckets: KeyMap::default(),
             lists: Vec::new(),
             spare: Vec::new(),
             len: 0,
             max_span: 0,
-            last: (u64::MAX, NIL, 0),
+            last: (u64::MAX, u32::MAX, 0),
         }
     }
 }
@@ -111,34 +89,10 @@ impl<V> SectorMap<V> {
         self.len == 0
     }
 
-    #[inline(always)]
-    fn home(&self, bucket: u64) -> usize {
-        (bucket.wrapping_mul(GOLDEN) >> self.shift) as usize
-    }
-
-    /// The table position of `bucket`, or of the empty entry where it would go.
-    #[inline(always)]
-    fn find_bucket(&self, bucket: u64) -> (usize, bool) {
-        let mut i = self.home(bucket);
-        loop {
-            let e = self.table[i];
-            if e.list == NIL {
-                return (i, false);
-            }
-            if e.bucket == bucket {
-                return (i, true);
-            }
-            i = (i + 1) & self.mask;
-        }
-    }
-
     /// The list of `bucket`, if it has keys.
     #[inline(always)]
     fn list_of(&self, bucket: u64) -> Option<u32> {
-        match self.find_bucket(bucket) {
-            (at, true) => Some(self.table[at].list),
-            _ => None,
-        }
+        self.buckets.get(bucket)
     }
 
     /// Inserts the entry for the range [`key`, `end`), returning the value it replaced.
@@ -146,20 +100,15 @@ impl<V> SectorMap<V> {
     pub fn insert(&mut self, key: u64, end: u64, value: V) -> Option<V> {
         self.max_span = self.max_span.max(end.saturating_sub(key));
         let bucket = key >> BUCKET_BITS;
-        let (mut at, found) = self.find_bucket(bucket);
-        if found {
-            let list = &mut self.lists[self.table[at].list as usize];
+        if let Some(li) = self.list_of(bucket) {
+            let list = &mut self.lists[li as usize];
             if let Some(i) = list.position(key) {
                 return Some(std::mem::replace(&mut list.items[i].1, value));
             }
             list.items.push((key, value));
-            self.last = (key, self.table[at].list, (list.items.len() - 1) as u32);
+            self.last = (key, li, (list.items.len() - 1) as u32);
             self.len += 1;
             return None;
-        }
-        if (self.buckets + 1) * 2 > self.table.len() {
-            self.grow();
-            at = self.find_bucket(bucket).0;
         }
         let li = match self.spare.pop() {
             Some(li) => li,
@@ -170,50 +119,15 @@ impl<V> SectorMap<V> {
         };
         self.lists[li as usize].items.push((key, value));
         self.last = (key, li, 0);
-        self.table[at] = Entry { bucket, list: li };
-        self.buckets += 1;
+        self.buckets.insert(bucket, li);
         self.len += 1;
         None
     }
 
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self) {
-        let bits = 64 - self.shift + 1;
-        let old = std::mem::replace(&mut self.table, vec![EMPTY; 1 << bits]);
-        self.mask = (1 << bits) - 1;
-        self.shift = 64 - bits;
-        for e in old {
-            if e.list != NIL {
-                let (at, _) = self.find_bucket(e.bucket);
-                self.table[at] = e;
-            }
-        }
-    }
-
-    /// Takes the bucket at table position `hole` out of the table (its list is empty) and
-    /// puts its list back in the spare pool.
-    fn drop_bucket_at(&mut self, mut hole: usize) {
-        self.spare.push(self.table[hole].list);
-        self.buckets -= 1;
-        // Backward shift: pull later entries of the run into the hole when the hole lies on
-        // their probe path (between their home and where they sit), so lookups that passed
-        // through the removed entry still find them.
-        let mut j = hole;
-        loop {
-            j = (j + 1) & self.mask;
-            let e = self.table[j];
-            if e.list == NIL {
-                break;
-            }
-            let from_home = j.wrapping_sub(self.home(e.bucket)) & self.mask;
-            let from_hole = j.wrapping_sub(hole) & self.mask;
-            if from_home >= from_hole {
-                self.table[hole] = e;
-                hole = j;
-            }
-        }
-        self.table[hole] = EMPTY;
+    /// Takes an emptied bucket out, its list back to the spare pool.
+    fn drop_bucket(&mut self, bucket: u64, li: u32) {
+        self.buckets.remove(bucket);
+        self.spare.push(li);
     }
 
     pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
@@ -225,17 +139,15 @@ impl<V> SectorMap<V> {
 
     #[inline]
     pub fn remove(&mut self, key: u64) -> Option<V> {
-        let (at, found) = self.find_bucket(key >> BUCKET_BITS);
-        if !found {
-            return None;
-        }
-        let list = &mut self.lists[self.table[at].list as usize];
+        let bucket = key >> BUCKET_BITS;
+        let li = self.list_of(bucket)?;
+        let list = &mut self.lists[li as usize];
         let i = list.position(key)?;
         let (_, value) = list.swap_remove(i);
         let emptied = list.is_empty();
         self.len -= 1;
         if emptied {
-            self.drop_bucket_at(at);
+            self.drop_bucket(bucket, li);
         }
         Some(value)
     }
@@ -245,7 +157,7 @@ impl<V> SectorMap<V> {
     /// table entry plus its list.
     #[inline]
     fn walk_buckets(&self, lo: u64, hi: u64) -> bool {
-        hi - lo < self.table.len() as u64 / 4
+        hi - lo < self.buckets.capacity() as u64 / 4
     }
 
     /// The entry whose range holds `sector`: the exact start if there is one, else the entry
@@ -306,15 +218,12 @@ impl<V> SectorMap<V> {
                 }
             }
         } else {
-            for e in &self.table {
-                if e.list == NIL {
-                    continue;
-                }
+            for (_, li) in self.buckets.iter() {
                 let mut best = None;
-                best_in(&self.lists[e.list as usize], &mut best);
+                best_in(&self.lists[li as usize], &mut best);
                 if let Some((key, i)) = best {
                     if found.is_none_or(|(k, _, _)| k < key) {
-                        found = Some((key, i, e.list));
+                        found = Some((key, i, li));
                     }
                 }
             }
@@ -346,10 +255,8 @@ impl<V> SectorMap<V> {
                 }
             }
         } else {
-            for e in &self.table {
-                if e.list != NIL {
-                    visit(&mut self.lists[e.list as usize]);
-                }
+            for (_, li) in self.buckets.iter() {
+                visit(&mut self.lists[li as usize]);
             }
         }
     }
@@ -387,32 +294,24 @@ impl<V> SectorMap<V> {
         let (lo, hi) = (from >> BUCKET_BITS, (to - 1) >> BUCKET_BITS);
         if self.walk_buckets(lo, hi) {
             for b in lo..=hi {
-                let (at, found) = self.find_bucket(b);
-                if !found {
-                    continue;
-                }
-                let list = &mut self.lists[self.table[at].list as usize];
+                let Some(li) = self.list_of(b) else { continue };
+                let list = &mut self.lists[li as usize];
                 self.len -= take(list);
                 if list.is_empty() {
-                    self.drop_bucket_at(at);
+                    self.drop_bucket(b, li);
                 }
             }
         } else {
             let mut emptied = Vec::new();
-            for e in &self.table {
-                if e.list == NIL {
-                    continue;
-                }
-                let list = &mut self.lists[e.list as usize];
+            for (b, li) in self.buckets.iter() {
+                let list = &mut self.lists[li as usize];
                 self.len -= take(list);
                 if list.is_empty() {
-                    emptied.push(e.bucket);
+                    emptied.push((b, li));
                 }
             }
-            // Dropping moves other buckets in the table: found again by number.
-            for b in emptied {
-                let (at, _) = self.find_bucket(b);
-                self.drop_bucket_at(at);
+            for (b, li) in emptied {
+                self.drop_bucket(b, li);
             }
         }
     }
@@ -420,7 +319,7 @@ impl<V> SectorMap<V> {
     /// How many buckets hold keys (for tests of the layout).
     #[cfg(test)]
     fn buckets(&self) -> usize {
-        self.buckets
+        self.buckets.len()
     }
 }
 
