@@ -133,23 +133,30 @@ fn without_rates(mut m: Value) -> Value {
     m
 }
 
+/// `iolab snapshot --root FIXTURE -o DIR` with `extra` arguments; its standard output.
+fn snapshot_of_fixture(name: &str, dir: &Path, extra: &[&str]) -> Vec<u8> {
+    let out = iolab()
+        .args(["snapshot", "--interval", "10ms", "--root"])
+        .arg(machines().join(name))
+        .arg("-o")
+        .arg(dir)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 #[test]
 fn snapshot_of_a_fixture_reproduces_its_model() {
     for name in ["two-node-nvme", "scsi-hba"] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("copy");
-        let out = iolab()
-            .args(["snapshot", "--interval", "10ms", "--root"])
-            .arg(machines().join(name))
-            .arg("-o")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        snapshot_of_fixture(name, &dir, &[]);
         let (original, _) = inspect_json(&machines().join(name));
         let (copy, _) = inspect_json(&dir);
         assert_eq!(without_rates(copy), without_rates(original), "{name}");
@@ -162,19 +169,8 @@ fn snapshot_of_a_fixture_reproduces_its_model() {
 fn json_names_the_directory_and_holds_snapshot_json() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("copy");
-    let out = iolab()
-        .args(["snapshot", "--interval", "10ms", "--json", "--root"])
-        .arg(machines().join("scsi-hba"))
-        .arg("-o")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = snapshot_of_fixture("scsi-hba", &dir, &["--json"]);
+    let printed: Value = serde_json::from_slice(&out).unwrap();
     let stored: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("snapshot.json")).unwrap()).unwrap();
     assert_eq!(printed["directory"], dir.display().to_string());
