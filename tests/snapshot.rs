@@ -134,21 +134,15 @@ fn without_rates(mut m: Value) -> Value {
 }
 
 /// `iolab snapshot --root FIXTURE -o DIR` with `extra` arguments; its standard output.
-fn snapshot_of_fixture(name: &str, dir: &Path, extra: &[&str]) -> Vec<u8> {
-    let out = iolab()
-        .args(["snapshot", "--interval", "10ms", "--root"])
-        .arg(machines().join(name))
-        .arg("-o")
-        .arg(dir)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+fn snapshot_of_fixture(name: &str, dir: &Path, extra: &[&str]) -> String {
+    crate::common::stdout_of(
+        crate::common::iolab()
+            .args(["snapshot", "--interval", "10ms", "--root"])
+            .arg(machines().join(name))
+            .arg("-o")
+            .arg(dir)
+            .args(extra),
+    )
 }
 
 #[test]
@@ -170,7 +164,7 @@ fn json_names_the_directory_and_holds_snapshot_json() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("copy");
     let out = snapshot_of_fixture("scsi-hba", &dir, &["--json"]);
-    let printed: Value = serde_json::from_slice(&out).unwrap();
+    let printed: Value = serde_json::from_str(&out).unwrap();
     let stored: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("snapshot.json")).unwrap()).unwrap();
     assert_eq!(printed["directory"], dir.display().to_string());
