@@ -212,6 +212,27 @@ impl Event {
     }
 }
 
+/// The native-order u32 at `at` of a record header (the fast decoders' field reads).
+#[inline(always)]
+fn ne_u32(h: &[u8; V7_HEADER], at: usize) -> u32 {
+    u32::from_ne_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]])
+}
+
+/// The native-order u64 at `at` of a record header.
+#[inline(always)]
+fn ne_u64(h: &[u8; V7_HEADER], at: usize) -> u64 {
+    u64::from_ne_bytes([
+        h[at],
+        h[at + 1],
+        h[at + 2],
+        h[at + 3],
+        h[at + 4],
+        h[at + 5],
+        h[at + 6],
+        h[at + 7],
+    ])
+}
+
 /// Decodes the common record (version 7, this machine's byte order; no payload, an 8-byte
 /// count, or a cgroup id before either) straight into an [`Io`]; `None` means: use
 /// [`decode`]. Notify records other than process names (the tracer's text messages: BFQ
@@ -220,19 +241,8 @@ impl Event {
 #[inline]
 pub(crate) fn decode_io_native_v7(buf: &[u8]) -> Option<(Io, usize)> {
     let h: &[u8; V7_HEADER] = buf.get(..V7_HEADER)?.try_into().ok()?;
-    let w32 = |at: usize| u32::from_ne_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-    let w64 = |at: usize| {
-        u64::from_ne_bytes([
-            h[at],
-            h[at + 1],
-            h[at + 2],
-            h[at + 3],
-            h[at + 4],
-            h[at + 5],
-            h[at + 6],
-            h[at + 7],
-        ])
-    };
+    let w32 = |at: usize| ne_u32(h, at);
+    let w64 = |at: usize| ne_u64(h, at);
     if w32(0) != MAGIC | 7 {
         return None;
     }
@@ -403,19 +413,8 @@ pub fn decode(buf: &[u8]) -> Result<(Event, usize), DecodeError> {
 #[inline]
 pub(crate) fn decode_native_v7(buf: &[u8]) -> Option<(Event, usize)> {
     let h: &[u8; V7_HEADER] = buf.get(..V7_HEADER)?.try_into().ok()?;
-    let w32 = |at: usize| u32::from_ne_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-    let w64 = |at: usize| {
-        u64::from_ne_bytes([
-            h[at],
-            h[at + 1],
-            h[at + 2],
-            h[at + 3],
-            h[at + 4],
-            h[at + 5],
-            h[at + 6],
-            h[at + 7],
-        ])
-    };
+    let w32 = |at: usize| ne_u32(h, at);
+    let w64 = |at: usize| ne_u64(h, at);
     let pdu_len = u16::from_ne_bytes([h[46], h[47]]);
     if w32(0) != MAGIC | 7 || pdu_len != 0 {
         return None;
