@@ -23,6 +23,7 @@ pub struct Mapped {
 /// How much to read past the last release before releasing again, and how far ahead pages
 /// are mapped in: at most twice this is mapped at once.
 const RELEASE_STEP: usize = 4 << 20;
+const FIRST_STEP: usize = 256 << 10;
 
 // The map is read-only and owned: sharing or moving it between threads is safe.
 unsafe impl Send for Mapped {}
@@ -82,7 +83,9 @@ impl Mapped {
             return;
         }
         let start = self.populated.max(from);
-        let end = (from + RELEASE_STEP).min(self.len);
+        // The first step is short, so the first records are ready soon.
+        let step = if self.populated == 0 { FIRST_STEP } else { RELEASE_STEP };
+        let end = (from + step).min(self.len);
         if start >= end {
             return;
         }
