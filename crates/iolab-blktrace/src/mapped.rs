@@ -84,7 +84,11 @@ impl Mapped {
         }
         let start = self.populated.max(from);
         // The first step is short, so the first records are ready soon.
-        let step = if self.populated == 0 { FIRST_STEP } else { RELEASE_STEP };
+        let step = if self.populated == 0 {
+            FIRST_STEP
+        } else {
+            RELEASE_STEP
+        };
         let end = (from + step).min(self.len);
         if start >= end {
             return;

@@ -82,6 +82,14 @@ impl<V: Copy + Default> KeyMap<V> {
         }
     }
 
+    #[inline(always)]
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        match self.find(key) {
+            (at, true) => Some(&mut self.table[at].value),
+            _ => None,
+        }
+    }
+
     /// Inserts `value` at `key`, returning the value it replaced.
     #[inline]
     pub fn insert(&mut self, key: u64, value: V) -> Option<V> {

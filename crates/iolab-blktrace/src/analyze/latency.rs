@@ -52,6 +52,14 @@ impl LogHist {
         }
     }
 
+    /// Adds `n` samples of the value `v`.
+    pub fn add_count(&mut self, v: u64, n: u64) {
+        if n > 0 {
+            self.add(v);
+            self.counts[bucket(v)] += n - 1;
+        }
+    }
+
     pub fn merge(&mut self, other: &LogHist) {
         if other.counts.len() > self.counts.len() {
             self.counts.resize(other.counts.len(), 0);

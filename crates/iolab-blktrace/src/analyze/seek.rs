@@ -3,35 +3,37 @@
 //! without summing counts, so the MEDIAN it prints is not the median.
 //!
 //! Memory and speed: btt spends ~43% of its time inserting distances into a tree that grows
-//! with the trace. Here distances below 2^16 sectors (32 MiB) are counted exactly in a dense
-//! array (256 KiB, constant), larger ones as a sorted list of at most 2^16 distinct values
-//! with their counts; past that cap they go to the log-linear histogram (within 0.4%) and the
-//! median and mode are flagged approximate. So memory is bounded whatever the trace's length.
+//! with the trace. Here distances below `EXACT` (2 MiB) are counted exactly in a dense array
+//! of 16 KiB, which stays in the L1 cache. Larger ones are counted exactly per distinct value
+//! in a small hash table while there are at most `LARGE_CAP` distinct values (a few streams
+//! far apart seek by a handful of distances); past that (random IO: nearly every distance is
+//! new) they go to the log-linear histogram (within 0.4%), and a median or mode among them is
+//! flagged approximate. So memory is bounded (under 200 KiB) whatever the trace's length.
 //!
-//! Only distances below `HOT` (2^12) are counted as they come, in the first 16 KiB of the
-//! dense array, which stays in the L1 cache. Every other distance is appended to a short
-//! buffer and folded a buffer at a time: a radix sort, then the ones below `EXACT` are
-//! counted in ascending order (a sequential walk of the array) and the larger ones merged
-//! into the sorted list in one pass. Counting each as it came took a cache miss per seek
-//! into the 256 KiB array on a random or mixed trace: a fifth of the reader thread's time.
-//! Counting takes no branch on the distance: every distance is written to the buffer, whose
-//! end moves on only for the ones it keeps (hot and cold alternate at random on random IO,
-//! and mispredicting which was 7% of the reader thread's time). A hash table of distinct
-//! distances, as before, took a cache miss per seek once it outgrew the cache. The fold gives
-//! the same counts; whether the cap is passed depends only on how many distinct large
-//! distances there are in all, so folding late changes no result.
+//! Large distances wait in a short buffer and are counted a buffer at a time: the dense
+//! array's count takes no branch on the distance (large ones land on one unread counter), and
+//! the buffer's end moves on only for large ones, so the small and large cases, which
+//! alternate at random on random IO, cost no mispredicted branch (that was 7% of the reader
+//! thread's time).
+//!
+//! Before, distances below 2^16 had a 256 KiB array, and larger ones were kept exactly up to
+//! 65,536 distinct values in a sorted list, merged a buffer at a time after a radix sort.
+//! Measured on a 2.1 M-event mixed trace, both threads' seek counting then took ~15% of the
+//! analysis's wall time (leaving seeks out altogether saved that much; this layout saves most
+//! of it): the array and the list pushed the state machine's tables out of the L2 cache, for
+//! medians exact to the sector among distances of megabytes.
 
 use serde::Serialize;
 
+use super::keymap::KeyMap;
 use super::latency::LogHist;
 
-const EXACT: u64 = 1 << 16;
-/// Distances below this are counted at once (16 KiB of counters: cached); the others wait
-/// in the buffer.
-const HOT: u64 = 1 << 12;
-const LARGE_CAP: usize = 1 << 16;
-/// Distances buffered before a fold (256 KiB).
-const PENDING: usize = 1 << 15;
+/// Distances below this are counted exactly, in a dense array.
+const EXACT: u64 = 1 << 12;
+/// Distinct large distances counted exactly (the table stays within 128 KiB).
+const LARGE_CAP: usize = 1 << 12;
+/// Large distances buffered before they are counted (8 KiB).
+const PENDING: usize = 1 << 10;
 
 #[derive(Debug, Clone, Default)]
 pub struct Seeks {
@@ -39,21 +41,16 @@ pub struct Seeks {
     last_end: u64,
     n: u64,
     sum_abs: u128,
-    /// Counts of distances below `EXACT`, and at `EXACT` a counter of the buffered ones
-    /// (unread).
+    /// Counts of distances below `EXACT`, and at `EXACT` a counter of the others (unread).
     small: Vec<u32>,
-    /// Distances of `HOT` or more not yet folded: the first `pending_len` of `PENDING` + 1
-    /// slots.
+    /// Large distances not yet counted: the first `pending_len` of `PENDING` + 1 slots.
     pending: Vec<u64>,
     pending_len: usize,
-    /// Distinct large distances and their counts, sorted by distance (until the cap).
-    large: Vec<(u64, u64)>,
+    /// Distinct large distances and their counts (until the cap).
+    large: KeyMap<u32>,
+    /// The large distances, once more than `LARGE_CAP` distinct ones came.
     overflow: Option<LogHist>,
     n_large: u64,
-    /// The radix sort's second buffer, and the merge's: kept from fold to fold, since
-    /// fresh buffers of this size cost a page fault per 4 KiB each time.
-    scratch: Vec<u64>,
-    merged: Vec<(u64, u64)>,
 }
 
 /// btt's seek distance of an IO [start, end) after one at [last_start, last_end): 0 when they
@@ -83,14 +80,14 @@ impl Seeks {
         if self.small.is_empty() {
             self.allocate();
         }
-        let cold = d >= HOT;
-        let c = &mut self.small[if cold { EXACT } else { d } as usize];
+        let large = d >= EXACT;
+        let c = &mut self.small[d.min(EXACT) as usize];
         *c = c.wrapping_add(1);
         self.pending[self.pending_len] = d;
-        self.pending_len += usize::from(cold);
-        self.n_large += u64::from(d >= EXACT);
+        self.pending_len += usize::from(large);
+        self.n_large += u64::from(large);
         if self.pending_len == PENDING {
-            self.fold();
+            self.count_pending();
         }
         d
     }
@@ -102,79 +99,53 @@ impl Seeks {
         self.pending = vec![0; PENDING + 1];
     }
 
-    /// Counts the pending distances: those below `EXACT` into the dense array, the others into
-    /// the sorted list, and moves the large ones to the histogram once the list holds more
-    /// than `LARGE_CAP` distinct distances.
+    /// Counts the buffered large distances: exactly per value until more than `LARGE_CAP`
+    /// distinct ones came, then in the histogram.
     #[cold]
     #[inline(never)]
-    fn fold(&mut self) {
-        let pending = &mut self.pending[..self.pending_len];
-        self.pending_len = 0;
-        if let Some(h) = &mut self.overflow {
-            for &d in pending.iter() {
-                if d < EXACT {
-                    self.small[d as usize] += 1;
-                } else {
-                    h.add(d);
+    fn count_pending(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for &d in &pending[..std::mem::take(&mut self.pending_len)] {
+            if let Some(h) = &mut self.overflow {
+                h.add(d);
+                continue;
+            }
+            let full = self.large.len() >= LARGE_CAP;
+            match self.large.get_mut(d) {
+                Some(c) if *c < u32::MAX => *c += 1,
+                None if !full => {
+                    self.large.insert(d, 1);
                 }
-            }
-            return;
-        }
-        radix_sort(pending, &mut self.scratch);
-        let below = pending.partition_point(|&d| d < EXACT);
-        for &d in &pending[..below] {
-            self.small[d as usize] += 1;
-        }
-        let pending = &pending[below..];
-        let mut merged = std::mem::take(&mut self.merged);
-        merged.clear();
-        let mut old = self.large.iter().copied().peekable();
-        let mut new = pending.iter().copied().peekable();
-        loop {
-            // The next distinct pending distance and how often it came.
-            let next_new = new.next().map(|v| {
-                let mut c = 1;
-                while new.next_if_eq(&v).is_some() {
-                    c += 1;
-                }
-                (v, c)
-            });
-            let Some((v, c)) = next_new else {
-                merged.extend(old);
-                break;
-            };
-            while let Some(o) = old.next_if(|&(ov, _)| ov < v) {
-                merged.push(o);
-            }
-            match old.next_if(|&(ov, _)| ov == v) {
-                Some((_, oc)) => merged.push((v, oc + c)),
-                None => merged.push((v, c)),
+                _ => self.spill(d),
             }
         }
-        self.merged = std::mem::replace(&mut self.large, merged);
-        if self.large.len() > LARGE_CAP {
-            let mut h = LogHist::default();
-            for &(v, c) in &self.large {
-                for _ in 0..c {
-                    h.add(v);
-                }
-            }
-            self.large = Vec::new();
-            self.overflow = Some(h);
-        }
+        self.pending = pending;
     }
 
-    /// Folds what is pending, so [`Seeks::summary`] needs no copy.
+    /// Moves the large distances to the histogram, `d` with them: from here on a median or
+    /// mode among them is approximate.
+    #[cold]
+    fn spill(&mut self, d: u64) {
+        let mut h = LogHist::default();
+        for (v, c) in self.large.iter() {
+            h.add_count(v, u64::from(c));
+        }
+        h.add(d);
+        self.large = KeyMap::default();
+        self.overflow = Some(h);
+    }
+
+    /// Counts what is buffered, so [`Seeks::summary`] needs no copy.
     pub fn settle(&mut self) {
         if self.pending_len > 0 {
-            self.fold();
+            self.count_pending();
         }
     }
 
     pub fn summary(&self) -> Option<SeekSummary> {
         if self.pending_len > 0 {
             let mut folded = self.clone();
-            folded.fold();
+            folded.count_pending();
             return folded.summary();
         }
         if self.n == 0 {
@@ -200,7 +171,7 @@ impl Seeks {
             (h.quantile(q, self.n_large).unwrap_or(EXACT), false)
         } else {
             (
-                nth_of_sorted(&self.large, target - n_small).unwrap_or(EXACT),
+                nth_of_sorted(&self.large_sorted(), target - n_small).unwrap_or(EXACT),
                 true,
             )
         };
@@ -223,7 +194,7 @@ impl Seeks {
                 let (v, c) = self
                     .large
                     .iter()
-                    .copied()
+                    .map(|(v, c)| (v, u64::from(c)))
                     .min_by_key(|&(v, c)| (std::cmp::Reverse(c), v))
                     .unwrap_or((0, 0));
                 (v, c, true)
@@ -244,46 +215,12 @@ impl Seeks {
             mode_exact,
         })
     }
-}
 
-/// Sorts `v` by its bits, 11 at a time from the lowest (as many passes as the largest value
-/// needs: three for distances below 2^33 sectors). A fold's 32,768 large distances took a
-/// comparison sort ~2,600 instructions each: an eighth of the whole analysis of a mixed trace.
-fn radix_sort(v: &mut [u64], scratch: &mut Vec<u64>) {
-    const BITS: u32 = 11;
-    const MASK: u64 = (1 << BITS) - 1;
-    let max = v.iter().copied().max().unwrap_or(0);
-    let passes = (64 - max.leading_zeros()).div_ceil(BITS);
-    scratch.clear();
-    scratch.resize(v.len(), 0);
-    let mut counts = vec![0usize; 1 << BITS];
-    let mut in_scratch = false;
-    for pass in 0..passes {
-        let shift = pass * BITS;
-        let (src, dst): (&[u64], &mut [u64]) = if in_scratch {
-            (scratch, v)
-        } else {
-            (v, scratch)
-        };
-        counts.fill(0);
-        for &x in src.iter() {
-            counts[((x >> shift) & MASK) as usize] += 1;
-        }
-        let mut at = 0;
-        for c in counts.iter_mut() {
-            let n = *c;
-            *c = at;
-            at += n;
-        }
-        for &x in src.iter() {
-            let d = &mut counts[((x >> shift) & MASK) as usize];
-            dst[*d] = x;
-            *d += 1;
-        }
-        in_scratch = !in_scratch;
-    }
-    if in_scratch {
-        v.copy_from_slice(scratch);
+    /// The distinct large distances and their counts, sorted by distance.
+    fn large_sorted(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self.large.iter().map(|(d, c)| (d, u64::from(c))).collect();
+        v.sort_unstable();
+        v
     }
 }
 
@@ -320,33 +257,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn radix_sort_sorts_like_a_comparison_sort() {
-        let mut x = 99u64;
-        let mut scratch = Vec::new();
-        for (n, bits) in [
-            (0, 8),
-            (1, 64),
-            (1000, 12),
-            (5000, 33),
-            (5000, 64),
-            (777, 22),
-        ] {
-            let mut v: Vec<u64> = (0..n)
-                .map(|_| {
-                    x = x
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    (x >> 1) >> (64 - bits).min(63)
-                })
-                .collect();
-            let mut want = v.clone();
-            want.sort_unstable();
-            radix_sort(&mut v, &mut scratch);
-            assert_eq!(v, want, "{n} values of {bits} bits");
-        }
-    }
-
-    #[test]
     fn btt_distances_and_true_median() {
         let mut s = Seeks::default();
         s.add(100, 108); // from 0: forward 100
@@ -366,19 +276,19 @@ mod tests {
     /// Large distances folded over several buffers give the exact median and mode of all
     /// of them (checked against a sort of every distance).
     #[test]
-    fn folded_large_distances_are_exact() {
+    fn large_distances_are_exact_across_buffers() {
         let mut s = Seeks::default();
         let mut all = Vec::new();
         let (mut last_start, mut last_end) = (0u64, 0u64);
         let mut x = 5u64;
-        for i in 0..(3 * PENDING as u64 + 123) {
+        for i in 0..(20 * PENDING as u64 + 123) {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            // Few distinct far targets, so counts pile up across folds; every other IO
-            // goes back to 0.
+            // Few distinct far targets (fewer than the cap), so counts pile up across
+            // buffers; every other IO goes back to 0.
             let at = if i % 2 == 0 {
                 0
             } else {
-                1_000_000 + (x >> 52) * 4096
+                1_000_000 + (x >> 54) * 4096
             };
             all.push(distance(last_start, last_end, at, at + 8));
             (last_start, last_end) = (at, at + 8);
@@ -400,8 +310,8 @@ mod tests {
         assert_eq!((sum.mode, sum.mode_count), best);
     }
 
-    /// Distances of every size (counted at once, buffered below `EXACT`, buffered above it)
-    /// over several folds give the median, mode and mean of a sort of all of them.
+    /// Distances of every size, over several buffers, give the median, mode and mean of a sort
+    /// of all of them.
     #[test]
     fn distances_of_every_size_are_counted_exactly() {
         let mut s = Seeks::default();
@@ -410,12 +320,14 @@ mod tests {
         let mut x = 11u64;
         let mut at = 0u64;
         for _ in 0..(2 * PENDING as u64 + 4321) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            // A hot distance, a buffered one below EXACT, or a large one, at random: few
-            // distinct values of each, and the most frequent one is buffered.
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Small distances of two ranges or a large one, at random: few distinct values of
+            // each, and the most frequent one in the middle range.
             let step = match (x >> 60) % 3 {
                 0 => 8 + ((x >> 40) % 7) * 64,
-                1 => 2 * HOT + ((x >> 40) % 2) * 4096,
+                1 => 8192 + ((x >> 40) % 2) * 4096,
                 _ => EXACT * 3 + ((x >> 40) % 9) * 100_000,
             };
             at += step;
