@@ -202,7 +202,7 @@ impl SideStage {
                 d.last_plug = ev.time;
             }
             code::UNPLUG_IO | code::UNPLUG_TIMER => {
-                d.unplug(ev.time, ev.count, c == code::UNPLUG_TIMER)
+                d.unplug(ev.time, ev.unplug_count(), c == code::UNPLUG_TIMER)
             }
             _ => {}
         }
