@@ -747,7 +747,10 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
                 a.sums.device(i).add(&d.samples);
                 d.samples.clear();
             } else if !d.samples.is_empty() {
-                let mut samples = spares.pop().unwrap_or_default();
+                // Room for a batch's samples (fewer than two per record), so none grows.
+                let mut samples = spares
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(2 * BATCH));
                 std::mem::swap(&mut samples, &mut d.samples);
                 used.push((i, samples));
             }
