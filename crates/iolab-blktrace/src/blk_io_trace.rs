@@ -173,11 +173,11 @@ impl Io {
     pub fn is_pc(&self) -> bool {
         self.categories() & category::PC != 0
     }
-    /// Whether the record carried a cgroup id (notify records aside, whose flag means a
-    /// cgroup id before their text).
+    /// Whether the record carried a cgroup id (for notify records, which the analysis only
+    /// counts, the flag means a cgroup id before their text).
     #[inline]
     pub fn has_cgroup(&self) -> bool {
-        u64::from(self.action) & CGROUP_FLAG != 0 && !self.is_notify()
+        u64::from(self.action) & CGROUP_FLAG != 0
     }
     /// An unplug's count of requests released.
     #[inline]

@@ -240,9 +240,7 @@ impl Device {
     /// Feeds one event of this device (already filtered: no notify, no PC).
     pub fn handle(&mut self, ev: &Io) {
         self.last_time = self.last_time.max(ev.time);
-        if ev.has_cgroup() {
-            self.cgroup_events += 1;
-        }
+        self.cgroup_events += u64::from(ev.has_cgroup());
         let t = ev.time;
         let c = ev.code();
         let sized = ev.bytes > 0;
