@@ -16,7 +16,7 @@ use super::sectormap::SectorMap;
 
 use super::latency::Latency;
 use super::samples::{Kind, Sample, Sums};
-use super::seek::Seeks;
+use super::seek::distance;
 use super::timeline::Timeline;
 use crate::blk_io_trace::{code, Io};
 
@@ -158,10 +158,10 @@ pub struct Device {
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
-    /// Seeks from one dispatch to the next (btt's first is from sector 0), also counted per
-    /// second in the timeline. Counted here rather than on the reader thread with the Q2Q
-    /// seeks: that thread has the heavier load.
-    pub d2d: Seeks,
+    /// The last dispatch's sectors, to count seeks per interval in the timeline. The D2D
+    /// seek statistics themselves are the side stage's (`side.rs`), on the reader thread,
+    /// which has the lighter load.
+    last_d: (u64, u64),
     queued: SectorMap<Queued>,
     in_driver: KeyMap<InDriver>,
     pub procs: Vec<ProcStats>,
@@ -216,7 +216,7 @@ impl Device {
             last_live_start: NONE,
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
-            d2d: Seeks::default(),
+            last_d: (0, 0),
             queued: SectorMap::default(),
             in_driver: KeyMap::default(),
             procs: Vec::new(),
@@ -384,9 +384,10 @@ impl Device {
         self.dispatch_depth.add(depth);
         self.dispatch_sectors.add(u64::from(ev.bytes >> 9));
         self.timeline.driver_depth(t, depth);
-        if self.d2d.add(ev.sector, end) != 0 {
+        if distance(self.last_d.0, self.last_d.1, ev.sector, end) != 0 {
             self.timeline.seek(t);
         }
+        self.last_d = (ev.sector, end);
         if self.live_start == NONE {
             if self.last_live_end == t {
                 // Dispatched at the very nanosecond the last request completed: btt's
@@ -469,7 +470,6 @@ impl Device {
     /// Closes open intervals at the end of the trace, and sums the reads' and writes' Q2C
     /// and D2C into the device's (kept apart per direction only, which halves their cost).
     pub fn finish(&mut self) {
-        self.d2d.settle();
         for (all, dir) in [
             (&mut self.lat.q2c, &self.dir_q2c),
             (&mut self.lat.d2c, &self.dir_d2c),

@@ -249,7 +249,7 @@ impl Analyzer {
                 e.1.merge(&p.lat);
                 e.2 += p.bytes;
             }
-            let sk = (side.seeks(d.device), d.d2d.summary());
+            let sk = side.seeks(d.device);
             let plugs = side.plugs(d.device);
             if let Some(p) = &plugs {
                 d.last_time = d.last_time.max(p.last);

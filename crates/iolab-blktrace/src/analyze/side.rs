@@ -80,6 +80,7 @@ impl QueueTimes {
 struct SideDevice {
     device: u32,
     q2q: Seeks,
+    d2d: Seeks,
     times: QueueTimes,
     first: u64,
     last: u64,
@@ -197,6 +198,9 @@ impl SideStage {
                 }
                 self.last_q = Some(ev.time);
             }
+            code::ISSUE if ev.bytes > 0 => {
+                d.d2d.add(ev.sector, ev.end_sector());
+            }
             code::PLUG if !d.plugged => {
                 d.plugged = true;
                 d.last_plug = ev.time;
@@ -238,6 +242,7 @@ impl SideStage {
         self.devices.push(SideDevice {
             device: ev.device,
             q2q: Seeks::default(),
+            d2d: Seeks::default(),
             times: QueueTimes::default(),
             first: ev.time,
             last: ev.time,
@@ -264,15 +269,16 @@ impl SideStage {
     pub fn settle(&mut self) {
         for d in &mut self.devices {
             d.q2q.settle();
+            d.d2d.settle();
         }
     }
 
-    /// A device's Q2Q seeks (its D2D seeks are the state machine's: `Device::d2d`).
-    pub fn seeks(&self, dev: u32) -> Option<SeekSummary> {
-        self.devices
-            .iter()
-            .find(|d| d.device == dev)
-            .and_then(|d| d.q2q.summary())
+    /// A device's Q2Q and D2D seeks.
+    pub fn seeks(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {
+        match self.devices.iter().find(|d| d.device == dev) {
+            Some(d) => (d.q2q.summary(), d.d2d.summary()),
+            None => (None, None),
+        }
     }
 
     /// Plug statistics, closing a plug still open at the device's last event (as btt does).
