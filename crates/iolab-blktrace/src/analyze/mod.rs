@@ -250,7 +250,7 @@ impl Analyzer {
                 e.2 += p.bytes;
             }
             let sk = side.seeks(d.device);
-            let plugs = side.plugs(d.device);
+            let plugs = side.plugs(d.device, d.last_time);
             if let Some(p) = &plugs {
                 d.last_time = d.last_time.max(p.last);
             }

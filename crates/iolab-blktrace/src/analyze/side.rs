@@ -83,6 +83,8 @@ struct SideDevice {
     d2d: Seeks,
     times: QueueTimes,
     first: u64,
+    /// The last record counted here; the device's last of all is the later of this and the
+    /// state machine's (see [`SideStage::plugs`]).
     last: u64,
     plugged: bool,
     last_plug: u64,
@@ -161,9 +163,27 @@ impl Default for SideStage {
 
 impl SideStage {
     /// Returns false when the record was consumed here (plug/unplug) and need not reach the
-    /// state machine.
-    #[inline]
+    /// state machine. Inlined into the reader's loop: most records (G, I, M, C, ...) concern
+    /// nothing here and pass straight on, without a call.
+    #[inline(always)]
     pub fn feed(&mut self, ev: &Io) -> bool {
+        let counted = ev.categories() & (category::NOTIFY | category::PC) != 0
+            || matches!(
+                ev.code(),
+                code::QUEUE
+                    | code::ISSUE
+                    | code::PLUG
+                    | code::UNPLUG_IO
+                    | code::UNPLUG_TIMER
+                    | code::REMAP
+            );
+        !counted || self.count(ev)
+    }
+
+    /// [`SideStage::feed`] for the records this stage counts (Q, D, plugs, notify and PC
+    /// records) and for remaps, which start a device.
+    #[inline(never)]
+    fn count(&mut self, ev: &Io) -> bool {
         if ev.categories() & (category::NOTIFY | category::PC) != 0 {
             return self.feed_notify_or_pc(ev);
         }
@@ -282,8 +302,11 @@ impl SideStage {
     }
 
     /// Plug statistics, closing a plug still open at the device's last event (as btt does).
-    pub fn plugs(&self, dev: u32) -> Option<PlugStats> {
+    /// `last_other` is the time of the device's last record this stage passed on uncounted
+    /// (the state machine's last).
+    pub fn plugs(&self, dev: u32, last_other: u64) -> Option<PlugStats> {
         let d = self.devices.iter().find(|d| d.device == dev)?;
+        let last = d.last.max(last_other);
         let mut stats = PlugStats {
             plugs: d.plugs,
             timer_unplugs: d.timer_unplugs,
@@ -291,12 +314,12 @@ impl SideStage {
             ios_timer_unplugged: d.ios_timer_unplugged,
             plugged_ns: d.plugged_ns,
             first: d.first,
-            last: d.last,
+            last,
         };
         // Still plugged at the end: unplugged by the end of the trace (as btt closes it).
         if d.plugged {
             stats.plugs += 1;
-            stats.plugged_ns += d.last.saturating_sub(d.last_plug);
+            stats.plugged_ns += last.saturating_sub(d.last_plug);
         }
         Some(stats)
     }
