@@ -806,6 +806,29 @@ mod tests {
         }
     }
 
+    /// A plug still open at the end closes at the device's last record, even when that is a
+    /// completion, which the side stage that counts plugs lets pass without looking.
+    #[test]
+    fn a_plug_open_at_the_end_closes_at_the_last_completion() {
+        let dev = 8 << 20;
+        let mut a = Analyzer::new(Options::default());
+        for e in [
+            ev(100, code::QUEUE, dev, 0, 4096),
+            ev(110, code::PLUG, dev, 0, 0),
+            ev(120, code::ISSUE, dev, 0, 4096),
+            ev(500, code::COMPLETE, dev, 0, 4096),
+        ] {
+            a.feed(&e);
+        }
+        let p = &a.finish().devices[0].plug;
+        // Plugged from 110 to 500, over the device's span from 100 to 500.
+        assert_eq!(p.plugs, 1);
+        assert!(
+            (p.pct_time_plugged - 100.0 * 390.0 / 400.0).abs() < 1e-9,
+            "{p:?}"
+        );
+    }
+
     /// The latency samples are summed on the reader thread by `analyze_paths` and in place by
     /// `Analyzer::run` (a few thousand at a time): both give the same report, over several
     /// batches, devices and processes, reads and writes, merges and splits.
