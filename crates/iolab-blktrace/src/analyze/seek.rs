@@ -294,20 +294,7 @@ mod tests {
             (last_start, last_end) = (at, at + 8);
             s.add(at, at + 8);
         }
-        let sum = s.summary().unwrap();
-        all.sort_unstable();
-        assert_eq!(sum.median, all[all.len() / 2]);
-        assert!(sum.median_exact && sum.mode_exact);
-        let mut best = (0u64, 0u64);
-        let mut i = 0;
-        while i < all.len() {
-            let j = all[i..].partition_point(|&v| v == all[i]) + i;
-            if (j - i) as u64 > best.1 {
-                best = (all[i], (j - i) as u64);
-            }
-            i = j;
-        }
-        assert_eq!((sum.mode, sum.mode_count), best);
+        summary_matches_a_sort(&s, all);
     }
 
     /// Distances of every size, over several buffers, give the median, mode and mean of a sort
@@ -335,6 +322,12 @@ mod tests {
             (last_start, last_end) = (at, at + 8);
             s.add(at, at + 8);
         }
+        summary_matches_a_sort(&s, all);
+    }
+
+    /// The count, mean, median and mode of `s` are those of a sort of `all` its distances,
+    /// and exact.
+    fn summary_matches_a_sort(s: &Seeks, mut all: Vec<u64>) {
         let sum = s.summary().unwrap();
         all.sort_unstable();
         assert_eq!(sum.nseeks, all.len() as u64);
@@ -358,7 +351,7 @@ mod tests {
     fn large_distances_are_exact_until_the_cap_then_approximate() {
         let mut s = Seeks::default();
         for i in 0..1001u64 {
-            // Far-apart regions: distinct distances above 2^16 sectors.
+            // Far-apart regions: distinct large distances, fewer than the cap.
             let at = if i % 2 == 0 { 0 } else { 2_000_000 + i * 1000 };
             s.add(at, at + 8);
         }
