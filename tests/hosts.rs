@@ -984,6 +984,11 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
                     .find(|(k, _)| *k == format!("{addr}:dev_r_per_s"))
                     .map(|(_, v)| *v);
                 assert!(reads.is_some_and(|r| r > 0.0), "{addr} in {run:?}");
+                // The summary's usr, sys and ints/s of the run are the mean of these.
+                for m in ["usr_pct", "sys_pct", "irq_per_s"] {
+                    let key = format!("{addr}:{m}");
+                    assert!(run.iter().any(|(k, _)| *k == key), "{key} in {run:?}");
+                }
             }
         }
     }

@@ -1,6 +1,6 @@
 //! The table printed when an experiment ends: per cell, IOPS, MB/s, mean and p99 completion
-//! latency, %usr/%sys and interrupts/s as mean ± stddev over the repetitions that succeeded,
-//! then the cells that could not run here with their reasons. It is a quick look, not the
+//! latency, %usr/%sys and interrupts/s (across hosts, the hosts' mean) as mean ± stddev over
+//! the repetitions that succeeded, then the cells that could not run here with their reasons. It is a quick look, not the
 //! analysis: `iolab show ID` and `iolab compare` carry the confidence intervals.
 
 use serde::Serialize;
@@ -54,15 +54,33 @@ pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
     for (id, m) in [
         (CLAT_MEAN_US, &dir.clat_mean_us),
         (CLAT_P99_US, &dir.clat_p99_us),
-        (metrics::USR_PCT.name, &metrics::USR_PCT),
-        (metrics::SYS_PCT.name, &metrics::SYS_PCT),
-        (metrics::IRQ_PER_S.name, &metrics::IRQ_PER_S),
     ] {
         if let Some(v) = get(m) {
             out.push((id, v));
         }
     }
+    for m in SYSTEM {
+        if let Some(v) = get(m).or_else(|| hosts_mean(figures, m)) {
+            out.push((m.name, v));
+        }
+    }
     out
+}
+
+/// The machine's own figures among the headline ones.
+const SYSTEM: [&Metric; 3] = [&metrics::USR_PCT, &metrics::SYS_PCT, &metrics::IRQ_PER_S];
+
+/// A run across hosts has no machine of its own: each host's figure comes prefixed with the
+/// host (`HOST:usr_pct`), and the summary shows their mean. The driving machine's own
+/// (`local:usr_pct`) is not one of them.
+fn hosts_mean(figures: &[(String, f64)], m: &Metric) -> Option<f64> {
+    let suffix = format!(":{}", m.name);
+    let values: Vec<f64> = figures
+        .iter()
+        .filter(|(k, _)| k.ends_with(&suffix) && !k.starts_with("local:"))
+        .map(|(_, v)| *v)
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
 /// The columns that combine metrics: both directions' IOPS and MB/s, and the dominant
@@ -158,6 +176,15 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
     }
     t.notes
         .push("mean +-stddev over the repetitions that succeeded".to_string());
+    let across_hosts = cells.iter().flat_map(|c| &c.runs).any(|r| {
+        SYSTEM
+            .iter()
+            .any(|m| !r.iter().any(|(k, _)| k == m.name) && hosts_mean(r, m).is_some())
+    });
+    if across_hosts {
+        t.notes
+            .push("usr, sys and ints/s of a run across hosts: the mean of the hosts'".to_string());
+    }
     for c in cells {
         if let Some(why) = &c.not_applicable {
             t.notes.push(format!("not applicable: {}: {why}", c.key));
@@ -211,6 +238,37 @@ mod tests {
                 ("clat_mean_us", 7.0),
                 ("sys_pct", 3.0)
             ]
+        );
+    }
+
+    #[test]
+    fn a_run_across_hosts_shows_the_mean_of_the_hosts_system_figures() {
+        let h = headline(&m(&[
+            ("read_iops", 100.0),
+            ("a:usr_pct", 10.0),
+            ("b:10.0.0.2:usr_pct", 30.0),
+            ("local:usr_pct", 90.0),
+            ("a:irq_per_s", 500.0),
+        ]));
+        assert_eq!(
+            h,
+            vec![
+                ("iops", 100.0),
+                ("mb_s", 0.0),
+                ("usr_pct", 20.0),
+                ("irq_per_s", 500.0)
+            ]
+        );
+        let cell = CellResult {
+            key: "all".into(),
+            runs: vec![m(&[("read_iops", 100.0), ("a:sys_pct", 4.0)])],
+            ..CellResult::default()
+        };
+        let t = table(&[cell]);
+        assert!(
+            t.notes.iter().any(|n| n.contains("mean of the hosts")),
+            "{:?}",
+            t.notes
         );
     }
 
