@@ -631,7 +631,7 @@ pub struct ProcessReport {
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
-    // Batches of 4096 records (192 KiB) in a pool of four: enough to keep both threads
+    // Batches of 4096 records (128 KiB) in a pool of four: enough to keep both threads
     // busy, and small enough to stay in the caches and cost few page faults. The first
     // batches are shorter, so the state machine starts within a fraction of a millisecond.
     const BATCH: usize = 4096;
