@@ -65,6 +65,9 @@ pub(crate) fn sampler_metrics(
     out.retain(|(_, v)| v.is_finite());
 }
 
+/// The prefix of this machine's own figures in a run across hosts (see [`local_metrics`]).
+pub(crate) const LOCAL: &str = "local:";
+
 /// This machine's system-wide figures while it drove fio on other hosts, as `local:NAME`
 /// (`local:usr_pct`, `local:irq_per_s`): apart from the hosts' own and from the aggregate's.
 pub(crate) fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
@@ -73,7 +76,7 @@ pub(crate) fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
         .iter()
         .flat_map(|s| &s.system)
         .filter(|(_, v)| v.is_finite())
-        .map(|(k, v)| (format!("local:{k}"), *v))
+        .map(|(k, v)| (format!("{LOCAL}{k}"), *v))
         .collect()
 }
 

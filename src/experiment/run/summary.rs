@@ -1,7 +1,8 @@
 //! The table printed when an experiment ends: per cell, IOPS, MB/s, mean and p99 completion
 //! latency, %usr/%sys and interrupts/s (across hosts, the hosts' mean) as mean ± stddev over
-//! the repetitions that succeeded, then the cells that could not run here with their reasons. It is a quick look, not the
-//! analysis: `iolab show ID` and `iolab compare` carry the confidence intervals.
+//! the repetitions that succeeded, then the cells that could not run here with their reasons.
+//! It is a quick look, not the analysis: `iolab show ID` and `iolab compare` carry the
+//! confidence intervals.
 
 use serde::Serialize;
 
@@ -60,7 +61,7 @@ pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
         }
     }
     for m in SYSTEM {
-        if let Some(v) = get(m).or_else(|| hosts_mean(figures, m)) {
+        if let Some((v, _)) = system_figure(figures, m) {
             out.push((m.name, v));
         }
     }
@@ -70,17 +71,21 @@ pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
 /// The machine's own figures among the headline ones.
 const SYSTEM: [&Metric; 3] = [&metrics::USR_PCT, &metrics::SYS_PCT, &metrics::IRQ_PER_S];
 
-/// A run across hosts has no machine of its own: each host's figure comes prefixed with the
-/// host (`HOST:usr_pct`), and the summary shows their mean. The driving machine's own
+/// One of the machine's figures of a run, and whether it is the hosts' mean. A run across
+/// hosts has no machine of its own: each host's figure comes prefixed with the host
+/// (`HOST:usr_pct`), and the summary shows their mean. The driving machine's own
 /// (`local:usr_pct`) is not one of them.
-fn hosts_mean(figures: &[(String, f64)], m: &Metric) -> Option<f64> {
+fn system_figure(figures: &[(String, f64)], m: &Metric) -> Option<(f64, bool)> {
+    if let Some((_, v)) = figures.iter().find(|(k, _)| k == m.name) {
+        return Some((*v, false));
+    }
     let suffix = format!(":{}", m.name);
     let values: Vec<f64> = figures
         .iter()
-        .filter(|(k, _)| k.ends_with(&suffix) && !k.starts_with("local:"))
+        .filter(|(k, _)| k.ends_with(&suffix) && !k.starts_with(super::stored::LOCAL))
         .map(|(_, v)| *v)
         .collect();
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+    (!values.is_empty()).then(|| (values.iter().sum::<f64>() / values.len() as f64, true))
 }
 
 /// The columns that combine metrics: both directions' IOPS and MB/s, and the dominant
@@ -179,7 +184,7 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
     let across_hosts = cells.iter().flat_map(|c| &c.runs).any(|r| {
         SYSTEM
             .iter()
-            .any(|m| !r.iter().any(|(k, _)| k == m.name) && hosts_mean(r, m).is_some())
+            .any(|m| system_figure(r, m).is_some_and(|(_, mean)| mean))
     });
     if across_hosts {
         t.notes

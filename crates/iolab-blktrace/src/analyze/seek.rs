@@ -18,7 +18,7 @@
 //!
 //! Before, distances below 2^16 had a 256 KiB array, and larger ones were kept exactly up to
 //! 65,536 distinct values in a sorted list, merged a buffer at a time after a radix sort.
-//! Measured on a 2.1 M-event mixed trace, both threads' seek counting then took ~15% of the
+//! Measured on a 2.1 M-event mixed trace, both threads' seek counting then took ~16% of the
 //! analysis's wall time (leaving seeks out altogether saved that much; this layout saves most
 //! of it): the array and the list pushed the state machine's tables out of the L2 cache, for
 //! medians exact to the sector among distances of megabytes.
