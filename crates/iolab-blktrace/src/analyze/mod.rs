@@ -624,7 +624,7 @@ pub struct ProcessReport {
 /// Opens and analyses traces in one call.
 ///
 /// Reading, decoding and seek counting run on a second thread: it hands batches of compact
-/// records ([`Io`], 48 bytes) to the state machine through a bounded channel and gets each
+/// records ([`Io`], 32 bytes) to the state machine through a bounded channel and gets each
 /// batch back, with the latency samples the state machine recorded from it when the state
 /// machine is the busier of the two (it sums them itself when it is ahead). Batches and sample
 /// buffers are recycled, so memory stays constant. On two cores the two halves overlap.
