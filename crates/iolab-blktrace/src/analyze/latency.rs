@@ -71,19 +71,30 @@ impl LogHist {
 
     /// The value at nearest rank ceil(q * n), as the middle of its bucket.
     pub fn quantile(&self, q: f64, n: u64) -> Option<u64> {
+        self.quantiles([q], n)[0]
+    }
+
+    /// [`LogHist::quantile`] of each of `qs` (ascending) in one walk of the counts: a report
+    /// asks four of each of dozens of histograms, and a walk costs thousands of buckets.
+    pub fn quantiles<const N: usize>(&self, qs: [f64; N], n: u64) -> [Option<u64>; N] {
+        let mut found = [None; N];
         if n == 0 {
-            return None;
+            return found;
         }
-        let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
-        let mut seen = 0;
+        let ranks = qs.map(|q| ((q * n as f64).ceil() as u64).clamp(1, n));
+        let (mut next, mut seen) = (0, 0);
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c;
-            if seen >= rank {
+            while next < N && seen >= ranks[next] {
                 let (lo, w) = bucket_range(i);
-                return Some(lo + (w - 1) / 2);
+                found[next] = Some(lo + (w - 1) / 2);
+                next += 1;
+            }
+            if next == N {
+                break;
             }
         }
-        None
+        found
     }
 
     /// The middle of the fullest bucket and its count.
@@ -198,25 +209,24 @@ impl Latency {
         if self.n == 0 {
             return None;
         }
-        let q = |p| {
-            if !self.keep_hist {
-                return f64::NAN;
-            }
+        let [p50, p90, p99, p999] =
             self.hist
-                .quantile(p, self.n)
-                .map(|v| v.clamp(self.min, self.max) as f64 / 1e9)
-                .unwrap_or(0.0)
-        };
+                .quantiles([0.50, 0.90, 0.99, 0.999], self.n)
+                .map(|v| match v {
+                    _ if !self.keep_hist => f64::NAN,
+                    Some(v) => v.clamp(self.min, self.max) as f64 / 1e9,
+                    None => 0.0,
+                });
         Some(LatencySummary {
             min: self.min as f64 / 1e9,
             avg: self.avg_ns() / 1e9,
             max: self.max as f64 / 1e9,
             n: self.n,
             total: self.total as f64 / 1e9,
-            p50: q(0.50),
-            p90: q(0.90),
-            p99: q(0.99),
-            p999: q(0.999),
+            p50,
+            p90,
+            p99,
+            p999,
             histogram: self
                 .hist
                 .octaves()
@@ -269,6 +279,36 @@ mod tests {
             assert!(lo <= v && v - lo < w, "{v} in [{lo}, +{w})");
             last = b;
         }
+    }
+
+    #[test]
+    fn quantiles_in_one_walk_are_the_nearest_ranks_buckets() {
+        let mut h = LogHist::default();
+        let mut values = Vec::new();
+        let mut x = 7u64;
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Spread over six decades, with repeats, so ranks fall in many buckets.
+            let v = (x >> 40) % 1_000_000 * ((x >> 20) % 4 + 1);
+            h.add(v);
+            values.push(v);
+        }
+        values.sort_unstable();
+        let n = values.len() as u64;
+        let qs = [0.0, 0.001, 0.5, 0.9, 0.99, 0.999, 1.0];
+        let middle = |v: u64| {
+            let (lo, w) = bucket_range(bucket(v));
+            lo + (w - 1) / 2
+        };
+        let want = qs.map(|q| {
+            let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+            Some(middle(values[rank as usize - 1]))
+        });
+        assert_eq!(h.quantiles(qs, n), want);
+        assert_eq!(h.quantile(0.9, n), want[3]);
+        assert_eq!(LogHist::default().quantiles([0.5, 0.9], 0), [None, None]);
     }
 
     #[test]
