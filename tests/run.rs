@@ -390,7 +390,15 @@ fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
         ("placement=on,hipri=true".to_string(), vec![poll.clone()]),
         ("placement=near,hipri=true".to_string(), vec![poll]),
     ]);
-    let out = lab.run(&e, &replay);
+    let mut steps = Steps::default();
+    let out = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut steps,
+    )
+    .unwrap();
     // on = the anchor CPU, near = the other CPU; fio is pinned there.
     let pins: Vec<(String, Option<String>)> = replay
         .calls()
@@ -417,6 +425,16 @@ fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
     assert_eq!(count("placement=near,hipri=true"), 1);
     assert_eq!(count("placement=on,hipri=false"), 3);
     assert_eq!(pins.len(), 8);
+    // Progress shows runs only, numbered without gaps: none for the far cells (the plan
+    // knows), one for each polling cell; the runs left shrink when those turn out not to run.
+    let numbers: Vec<usize> = steps.0.iter().map(|s| s.number).collect();
+    assert_eq!(numbers, (1..=8).collect::<Vec<_>>());
+    assert_eq!(
+        steps.0[0].planned,
+        4 * 3,
+        "4 cells that may run, a warm-up and 2 each"
+    );
+    assert_eq!(steps.0[7].planned, 8);
 
     let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
     let runs = db.runs(out.experiment_id).unwrap();
@@ -1348,6 +1366,16 @@ fn dry_run_shows_every_device_and_its_cpus() {
     assert_eq!(text.matches("fio for /dev/scratch").count(), 2, "{text}");
     assert_eq!(text.matches(" on CPU 0: CPU 0 takes").count(), 2, "{text}");
     assert!(!dir.path().join("r.db").exists());
+}
+
+/// Keeps the runs the loop shows.
+#[derive(Default)]
+struct Steps(Vec<runloop::Step>);
+impl runloop::Progress for Steps {
+    fn message(&mut self, _: &str) {}
+    fn run_started(&mut self, step: &runloop::Step) {
+        self.0.push(step.clone());
+    }
 }
 
 /// Keeps what the loop says (the scratch devices it created and their files).

@@ -109,9 +109,10 @@ pub trait Progress {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// Runs started so far, this one included.
-    pub(crate) number: usize,
-    /// Runs planned (the minimum for adaptive repetitions).
-    pub(crate) planned: usize,
+    pub number: usize,
+    /// Runs started so far plus those still planned (past the fixed plan of adaptive
+    /// repetitions, the rest of this round); cells found not applicable do not count.
+    pub planned: usize,
     pub(crate) cell: String,
     pub(crate) round: u32,
     pub(crate) warmup: bool,
@@ -960,6 +961,8 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
     let mut values: Vec<Vec<f64>> = vec![Vec::new(); cells.len()];
     let mut planner = Planner::new(exp);
     let mut position = 0usize;
+    // Runs shown to the user so far: a cell found not applicable is not a run to count.
+    let mut shown = 0usize;
     let mut elapsed_runs: Vec<f64> = Vec::new();
     let mut interrupted = false;
     let planned = plan.order.len();
@@ -998,23 +1001,39 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
             } else {
                 &round[i..]
             };
+            // A cell that the plan (here and on every controlled host) already knows cannot
+            // run is visited once, only to record why: no run is shown or counted for it, in
+            // the runs left or in the ETA.
+            let known_not_applicable = |c: usize| {
+                plan.cells[c].not_applicable.is_some()
+                    && lp
+                        .hosts
+                        .iter()
+                        .all(|h| h.plan.cells[c].not_applicable.is_some())
+            };
+            let runs = !known_not_applicable(run.cell);
             let remaining: Vec<Option<f64>> = rest
                 .iter()
-                .filter(|r| cells[r.cell].not_applicable.is_none())
+                .filter(|r| cells[r.cell].not_applicable.is_none() && !known_not_applicable(r.cell))
                 .map(|r| plan.cells[r.cell].nominal_seconds)
                 .collect();
-            lp.progress.run_started(&Step {
-                number: position,
-                planned: planned.max(position),
-                cell: cell.key.clone(),
-                round: run.round,
-                warmup: run.warmup,
-                eta_seconds: eta(&remaining, &elapsed_runs),
-            });
+            if runs {
+                shown += 1;
+                lp.progress.run_started(&Step {
+                    number: shown,
+                    planned: shown - 1 + remaining.len(),
+                    cell: cell.key.clone(),
+                    round: run.round,
+                    warmup: run.warmup,
+                    eta_seconds: eta(&remaining, &elapsed_runs),
+                });
+            }
             let t0 = Instant::now();
-            lp.position = position;
+            lp.position = shown;
             let result = one_run(exp, plan, (&matrix[run.cell], cell), run, lp)?;
-            elapsed_runs.push(t0.elapsed().as_secs_f64());
+            if runs {
+                elapsed_runs.push(t0.elapsed().as_secs_f64());
+            }
             let Some((status, metrics)) = result else {
                 interrupted = true;
                 break 'rounds;
