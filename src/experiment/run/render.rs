@@ -141,10 +141,21 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
         }
     }
     let rounds = plan.order.iter().map(|r| r.round).max().unwrap_or(0);
+    // Runs of cells that cannot run here are visited only to record why (progress skips them).
+    let can_run = plan
+        .order
+        .iter()
+        .filter(|r| plan.cells[r.cell].not_applicable.is_none())
+        .count();
     let _ = writeln!(
         out,
-        "order ({} runs in {rounds} round(s){}):",
+        "order ({} runs in {rounds} round(s){}{}):",
         plan.order.len(),
+        if can_run < plan.order.len() {
+            format!(", {can_run} of them in cells that can run here")
+        } else {
+            String::new()
+        },
         if plan.adaptive {
             "; adaptive: more rounds for imprecise cells"
         } else {
