@@ -54,6 +54,50 @@ fn a_blank_scratch_device_accepts_writes_and_vanishes_on_drop() {
     );
 }
 
+/// A loop device's scheduler, nr_requests and read_ahead_kb (which it keeps when detached).
+fn queue(name: &str) -> [String; 3] {
+    ["scheduler", "nr_requests", "read_ahead_kb"].map(|k| {
+        iolab::knobs::current_choice(
+            &std::fs::read_to_string(format!("/sys/block/{name}/queue/{k}")).unwrap(),
+        )
+    })
+}
+
+/// Changes all three of `queue`'s settings, as a user or a test writing to /sys might.
+fn change_queue(name: &str) {
+    let path = |k: &str| format!("/sys/block/{name}/queue/{k}");
+    let [sched, requests, ahead] = queue(name);
+    let listed = std::fs::read_to_string(path("scheduler")).unwrap();
+    let other = listed
+        .split_whitespace()
+        .map(|s| s.trim_matches(['[', ']']))
+        .find(|s| *s != sched)
+        .expect("a second scheduler")
+        .to_string();
+    std::fs::write(path("scheduler"), &other).unwrap();
+    let requests = if requests == "48" { "40" } else { "48" };
+    std::fs::write(path("nr_requests"), requests).unwrap();
+    let ahead = if ahead == "512" { "256" } else { "512" };
+    std::fs::write(path("read_ahead_kb"), ahead).unwrap();
+    assert_eq!(queue(name), [other, requests.into(), ahead.into()]);
+}
+
+/// A loop device keeps its queue settings when detached: the scratch device puts back what
+/// it found, so whatever changed them in between does not reach the next user of the device.
+#[test]
+fn a_dropped_scratch_device_leaves_its_loop_queue_as_it_found_it() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let name = dev.name().to_string();
+    let found = queue(&name);
+    change_queue(&name);
+    drop(dev);
+    assert_eq!(queue(&name), found);
+}
+
 #[test]
 fn impossible_scratch_sizes_are_refused_before_anything_is_created() {
     let state = tempfile::tempdir().unwrap();
@@ -415,9 +459,11 @@ fn a_scratch_device_leaked_by_sigkill_is_removed_by_restore() {
     }
     let state = tempfile::tempdir().unwrap();
     let (mut child, name, file) = spawn_scratch_helper("scratch", state.path());
+    let found = queue(&name);
     child.kill().unwrap(); // SIGKILL: no guard runs
     child.wait().unwrap();
     assert!(loop_exists(&name) && Path::new(&file).exists());
+    change_queue(&name);
 
     let out = assert_cmd::Command::cargo_bin("iolab")
         .unwrap()
@@ -437,6 +483,8 @@ fn a_scratch_device_leaked_by_sigkill_is_removed_by_restore() {
     );
     assert!(!Path::new(&file).exists());
     assert!(!still_backed(&name, &file), "{name} still backed by {file}");
+    // The queue settings the marker recorded at attach time are back.
+    assert_eq!(queue(&name), found);
 }
 
 /// A loop device iolab did not make: over a file in /dev/shm not named like its scratch

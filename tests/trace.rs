@@ -368,10 +368,12 @@ pub fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
     RECORDING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A loop device over a file in /dev/shm, detached and removed on drop.
+/// A loop device over a file in /dev/shm, detached and removed on drop, with the queue
+/// settings it had put back first (a loop device keeps them when detached).
 struct Scratch {
     dev: String,
     img: PathBuf,
+    queue: iolab::target::QueueSettings,
 }
 
 impl Scratch {
@@ -394,12 +396,14 @@ impl Scratch {
             let _ = std::fs::remove_file(&img);
             panic!("losetup failed: {}", String::from_utf8_lossy(&out.stderr));
         }
-        Scratch { dev, img }
+        let queue = iolab::target::QueueSettings::read(dev.trim_start_matches("/dev/"));
+        Scratch { dev, img, queue }
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        self.queue.put_back(self.dev.trim_start_matches("/dev/"));
         let _ = Std::new("losetup").args(["-d", &self.dev]).status();
         let _ = std::fs::remove_file(&self.img);
     }

@@ -10,6 +10,7 @@ pub(crate) mod kinds;
 pub(crate) mod leftovers;
 pub mod signals;
 
+pub(crate) use attr::write_attr;
 pub use attr::{current_choice, probe_rewrite, read_attr};
 pub(crate) use journal::{machine_locks, replay, JournalEntry, RestoreReport};
 pub use journal::{pending, state_dir, Journal};

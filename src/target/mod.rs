@@ -9,8 +9,8 @@ pub(crate) mod signatures;
 
 pub(crate) use data::{device_name, mounts_of};
 pub use data::{holds_data, read_signatures, Reason};
-pub use scratch::ScratchDevice;
 pub(crate) use scratch::{remove_leaked_scratch, DEFAULT_SCRATCH_BYTES};
+pub use scratch::{QueueSettings, ScratchDevice};
 pub use signatures::Signature;
 
 use crate::sys::SysRoot;

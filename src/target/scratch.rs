@@ -3,7 +3,8 @@
 //! its `ScratchDevice` guard: dropping it (normal end, error, panic unwinding, or the run loop
 //! stopping on a signal) detaches the loop device and deletes the file. A marker in the state
 //! directory records it first, so a scratch device leaked by a SIGKILL is found and removed by
-//! `iolab restore`.
+//! `iolab restore`. A loop device keeps its queue settings after it is detached, so both put
+//! back the ones it had when attached: the next user of that loop device finds it as it was.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,6 +28,9 @@ struct Marker {
     pid: u32,
     backing_file: String,
     device: Option<String>,
+    /// The queue settings the device had when attached.
+    #[serde(default)]
+    queue: QueueSettings,
 }
 
 /// A scratch loop device, removed when dropped.
@@ -36,6 +40,7 @@ pub struct ScratchDevice {
     backing_file: PathBuf,
     marker: PathBuf,
     size_bytes: u64,
+    queue: QueueSettings,
 }
 
 impl ScratchDevice {
@@ -74,6 +79,7 @@ impl ScratchDevice {
             pid: std::process::id(),
             backing_file: backing_file.display().to_string(),
             device: None,
+            queue: QueueSettings::default(),
         };
         write_marker(&marker, &m)?;
         // From here on, the guard cleans up whatever exists if a later step fails.
@@ -82,6 +88,7 @@ impl ScratchDevice {
             backing_file,
             marker,
             size_bytes,
+            queue: QueueSettings::default(),
         };
         let io = |p: &Path| {
             let path = p.display().to_string();
@@ -95,7 +102,9 @@ impl ScratchDevice {
         f.set_len(size_bytes).map_err(io(&guard.backing_file))?;
         drop(f);
         guard.name = attach(&guard.backing_file)?;
+        guard.queue = QueueSettings::read(&guard.name);
         m.device = Some(guard.name.clone());
+        m.queue = guard.queue.clone();
         write_marker(&guard.marker, &m)?;
         Ok(guard)
     }
@@ -123,6 +132,7 @@ impl Drop for ScratchDevice {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.backing_file);
         if !self.name.is_empty() {
+            self.queue.put_back(&self.name);
             if let Err(e) = detach(&self.name) {
                 // Keep the marker: once this process is gone, `iolab restore` retries.
                 eprintln!("iolab: warning: {e}; `iolab restore` will retry");
@@ -186,6 +196,41 @@ fn attach(file: &Path) -> Result<String, TargetError> {
         })?,
     };
     Ok(dev.trim_start_matches("/dev/").to_string())
+}
+
+/// The writable settings of a loop device's queue (`model::devices::KNOBS`, scheduler first)
+/// at one moment. A loop device keeps them when detached, so whoever attaches one puts them
+/// back before detaching it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct QueueSettings(Vec<(String, String)>);
+
+impl QueueSettings {
+    /// The settings of `name`'s queue as they are now (those that can be read).
+    pub fn read(name: &str) -> QueueSettings {
+        QueueSettings(
+            crate::model::devices::KNOBS
+                .iter()
+                .filter_map(|knob| {
+                    let path = crate::knobs::queue_attr_path(name, knob);
+                    let text = crate::knobs::read_attr(&path).ok()?;
+                    Some((knob.to_string(), crate::knobs::current_choice(&text)))
+                })
+                .collect(),
+        )
+    }
+
+    /// Writes back each setting that changed since [`QueueSettings::read`], in order: the
+    /// scheduler first, since choosing one resets `nr_requests`. Best effort: the device is
+    /// about to go, and a setting the kernel refuses now it refused before.
+    pub fn put_back(&self, name: &str) {
+        for (knob, value) in &self.0 {
+            let path = crate::knobs::queue_attr_path(name, knob);
+            let now = crate::knobs::read_attr(&path).map(|t| crate::knobs::current_choice(&t));
+            if now.is_ok_and(|now| now != *value) {
+                let _ = crate::knobs::write_attr(&path, value);
+            }
+        }
+    }
 }
 
 fn detach(name: &str) -> Result<(), TargetError> {
@@ -315,6 +360,7 @@ pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, 
         }
         let mut detached = Vec::new();
         for name in loops_backed_by(&m.backing_file) {
+            m.queue.put_back(&name);
             detach(&name)?;
             detached.push(name);
         }
