@@ -217,6 +217,22 @@ fn a_nic_target_runs_without_a_block_device() {
     assert!(!out.plan.scratch);
     assert!(out.cells[0].failures.is_empty(), "{:?}", out.cells[0]);
     assert!(metric(&out, 0, "net_received_mbit_per_s") > 0.0);
+    // The NIC's own counters: the client's data leaves through it, only ACKs come back.
+    let (tx, rx) = (
+        metric(&out, 0, "nic_tx_mb_per_s"),
+        metric(&out, 0, "nic_rx_mb_per_s"),
+    );
+    assert!(tx > 10.0 * rx && rx > 0.0, "tx {tx} MB/s, rx {rx} MB/s");
+    assert!(
+        metric(&out, 0, "nic_tx_pkts_per_s") > 0.0 && metric(&out, 0, "nic_rx_pkts_per_s") > 0.0
+    );
+    // Averaged over the sampled span, which holds iperf3's whole run: about what it sent, and
+    // not more (headers add a few per cent).
+    let sent = metric(&out, 0, "net_sent_mbit_per_s") / 8.0;
+    assert!(
+        (0.4 * sent..=1.1 * sent).contains(&tx),
+        "the NIC sent {tx} MB/s, iperf3 {sent} MB/s"
+    );
     let names: Vec<&str> = out.cells[0].runs[0]
         .iter()
         .map(|(n, _)| n.as_str())

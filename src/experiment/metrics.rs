@@ -96,11 +96,27 @@ mod tests {
                 .read(at)
                 .unwrap()
         };
-        let readings = [
+        let mut readings = [
             reading(machine.clone(), 0),
             reading(machine.join("later"), 2_000_000_000),
         ];
+        // The fixture has no network interface: counters as a NIC target's would be.
+        for (r, n) in readings.iter_mut().zip([1, 2]) {
+            r.nics[0] = Some(crate::sample::reading::NicCounters {
+                rx_bytes: 1000 * n,
+                tx_bytes: 2000 * n,
+                rx_packets: n,
+                tx_packets: 2 * n,
+            });
+        }
         let summary = summary(&readings, &devices, &[vec![121, 122], vec![]]).unwrap();
+        // Per second over the 2 s between the readings, MB of 10^6 bytes.
+        let nic = &summary.devices["nvme0n1"];
+        assert_eq!(nic["nic_rx_mb_per_s"], 1000.0 / 2.0 / 1e6);
+        assert_eq!(nic["nic_tx_mb_per_s"], 2000.0 / 2.0 / 1e6);
+        assert_eq!(nic["nic_rx_pkts_per_s"], 0.5);
+        assert_eq!(nic["nic_tx_pkts_per_s"], 1.0);
+        assert!(!summary.devices["nvme1n1"].contains_key("nic_rx_mb_per_s"));
         let outcome = crate::workload::FioOutcome::quiet_success();
         let stored = crate::experiment::run::stored::metrics;
         let mut recorded = BTreeSet::new();

@@ -240,6 +240,15 @@ listed! {
         "the target device's interrupts per second (its IRQs in /proc/interrupts)", Across::Sum;
     NIC_IRQ_PER_S: "nic_irq_per_s", PER_S, Some(Lower),
         "the target NIC's interrupts per second (`[target] nic`; its IRQs in /proc/interrupts)";
+    NIC_RX_MB_PER_S: "nic_rx_mb_per_s", MB_S, Some(Higher),
+        "MB the target NIC received per second, headers and all traffic included (its \
+         statistics in /sys/class/net)";
+    NIC_TX_MB_PER_S: "nic_tx_mb_per_s", MB_S, Some(Higher),
+        "MB the target NIC sent per second, headers and all traffic included";
+    NIC_RX_PKTS_PER_S: "nic_rx_pkts_per_s", PER_S, Some(Higher),
+        "packets the target NIC received per second";
+    NIC_TX_PKTS_PER_S: "nic_tx_pkts_per_s", PER_S, Some(Higher),
+        "packets the target NIC sent per second";
     DEV_R_PER_S: "dev_r_per_s", PER_S, Some(Higher),
         "reads the device completed per second (diskstats)", Across::Sum;
     DEV_W_PER_S: "dev_w_per_s", PER_S, Some(Higher),

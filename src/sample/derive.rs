@@ -1,10 +1,10 @@
 //! What a run's readings mean: per interval and over the whole run, CPU time shares per CPU
 //! (%usr %sys %irq %softirq %iowait %idle), interrupts per second per IRQ and per CPU, and
-//! iostat's device figures. Pure functions of two `Reading`s; a counter that went backwards
-//! gives no value. The whole-run summary also names the figures with the store's metric
-//! names (docs/architecture.md).
+//! iostat's device figures, a network interface's throughput and packet rates. Pure functions
+//! of two `Reading`s; a counter that went backwards gives no value. The whole-run summary also
+//! names the figures with the store's metric names (docs/architecture.md).
 
-use super::reading::Reading;
+use super::reading::{NicCounters, Reading};
 use crate::metrics;
 use crate::model::rates::{cpu_share, disk_rates, per_second, CpuShare, DiskRates};
 use crate::sys::parse::interrupts::IrqId;
@@ -126,6 +126,28 @@ pub(crate) fn interval(a: &Reading, b: &Reading, devices: &[String]) -> Interval
     }
 }
 
+/// A network interface's throughput and packet rates from its counters at two readings
+/// `ns` apart (MB are 10^6 bytes, as for disks); a counter that went back gives no rate.
+fn nic_rates(a: &NicCounters, b: &NicCounters, ns: u64, m: &mut BTreeMap<&'static str, f64>) {
+    let mb = |x, y| per_second(x, y, ns).map(|v| v / 1e6);
+    for (metric, rate) in [
+        (metrics::NIC_RX_MB_PER_S, mb(a.rx_bytes, b.rx_bytes)),
+        (metrics::NIC_TX_MB_PER_S, mb(a.tx_bytes, b.tx_bytes)),
+        (
+            metrics::NIC_RX_PKTS_PER_S,
+            per_second(a.rx_packets, b.rx_packets, ns),
+        ),
+        (
+            metrics::NIC_TX_PKTS_PER_S,
+            per_second(a.tx_packets, b.tx_packets, ns),
+        ),
+    ] {
+        if let Some(v) = rate {
+            m.insert(metric.name, v);
+        }
+    }
+}
+
 /// The run as a whole (first to last reading) plus the named metrics of each device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -204,6 +226,9 @@ pub(crate) fn summary(
             if let (Some(irq), true) = (m.get(metrics::DEV_IRQ_PER_S.name).copied(), ios > 0.0) {
                 m.insert(metrics::DEV_IRQ_PER_IO.name, irq / ios);
             }
+        }
+        if let (Some(Some(a)), Some(Some(b))) = (first.nics.get(i), last.nics.get(i)) {
+            nic_rates(a, b, whole.end_ns - whole.start_ns, &mut m);
         }
         per_device.insert(name.clone(), m);
     }

@@ -56,11 +56,14 @@ pub struct SampleRun {
     pub(crate) started_unix_ns: f64,
 }
 
-/// A device to watch: its name as in /proc/diskstats and the IRQs that serve it.
+/// A device to watch: its name as in /proc/diskstats (or a network interface's name) and the
+/// IRQs that serve it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watch {
     pub(crate) device: String,
     pub(crate) irqs: Vec<u32>,
+    /// A network interface (`[target] nic`): its byte and packet counters are read too.
+    pub(crate) nic: bool,
 }
 
 impl Watch {
@@ -72,6 +75,7 @@ impl Watch {
                 .device(device)
                 .map(|d| d.irqs.clone())
                 .unwrap_or_default(),
+            nic: false,
         }
     }
 }
@@ -86,7 +90,12 @@ pub fn start(
 ) -> Result<SamplerHandle, SysError> {
     let device_irqs: Vec<Vec<u32>> = watched.iter().map(|w| w.irqs.clone()).collect();
     let devices: Vec<String> = watched.iter().map(|w| w.device.clone()).collect();
-    let mut reader = Reader::new(root.clone(), devices.clone());
+    let nics: Vec<String> = watched
+        .iter()
+        .filter(|w| w.nic)
+        .map(|w| w.device.clone())
+        .collect();
+    let mut reader = Reader::new(root.clone(), devices.clone()).with_nics(&nics);
     let started = Instant::now();
     let started_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -12,7 +12,7 @@
 //! Pure: readings in, readings and summaries out.
 
 use super::derive::{summary, Summary};
-use super::reading::Reading;
+use super::reading::{NicCounters, Reading};
 use crate::sys::parse::diskstats::DiskStat;
 use crate::sys::parse::stat::CpuTimes;
 use serde::Serialize;
@@ -67,6 +67,16 @@ fn lerp_disk(a: &DiskStat, b: &DiskStat, f: f64) -> DiskStat {
     }
 }
 
+fn lerp_nic(a: &NicCounters, b: &NicCounters, f: f64) -> NicCounters {
+    let l = |x: u64, y: u64| lerp(x, y, f);
+    NicCounters {
+        rx_bytes: l(a.rx_bytes, b.rx_bytes),
+        tx_bytes: l(a.tx_bytes, b.tx_bytes),
+        rx_packets: l(a.rx_packets, b.rx_packets),
+        tx_packets: l(a.tx_packets, b.tx_packets),
+    }
+}
+
 /// The counters at `t_ns`, interpolated between the readings around it; the first or last
 /// reading when `t_ns` lies outside them. `None` without readings.
 pub(crate) fn reading_at(readings: &[Reading], t_ns: u64) -> Option<Reading> {
@@ -111,6 +121,15 @@ pub(crate) fn reading_at(readings: &[Reading], t_ns: u64) -> Option<Reading> {
             },
         )
         .collect();
+    let nics = b
+        .nics
+        .iter()
+        .enumerate()
+        .map(|(i, nb)| match (a.nics.get(i).copied().flatten(), nb) {
+            (Some(na), Some(nb)) => Some(lerp_nic(&na, nb, f)),
+            _ => near.nics.get(i).copied().flatten(),
+        })
+        .collect();
     Some(Reading {
         elapsed_ns: t_ns,
         irq_layout,
@@ -118,6 +137,7 @@ pub(crate) fn reading_at(readings: &[Reading], t_ns: u64) -> Option<Reading> {
         all_cpus: lerp_cpu(&a.all_cpus, &b.all_cpus, f),
         cpus,
         disks,
+        nics,
     })
 }
 
@@ -197,6 +217,7 @@ mod tests {
                         io_ms: (busy(t) / rate * 1000.0) as u64,
                         ..Default::default()
                     })],
+                    nics: vec![None],
                 }
             })
             .collect()

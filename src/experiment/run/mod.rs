@@ -1341,6 +1341,7 @@ fn watches(plan: &Plan) -> Vec<crate::sample::Watch> {
         .map(|d| crate::sample::Watch {
             device: d.name.clone(),
             irqs: d.irqs.clone(),
+            nic: plan.nic.as_deref() == Some(d.name.as_str()),
         })
         .collect()
 }

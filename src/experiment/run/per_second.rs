@@ -331,6 +331,7 @@ mod tests {
                 all_cpus: Default::default(),
                 cpus: Vec::new(),
                 disks: vec![None],
+                nics: vec![None],
             })
             .collect();
         SampleRun {
