@@ -1171,6 +1171,12 @@ cp /tmp/lab.db $LAB_OUT/lab.db
         let irq_cpu: u32 = l["irq_cpu"].as_str().unwrap().parse().unwrap();
         assert!(metric(*id, "net_received_mbit_per_s") > 0.0, "{levels}");
         assert!(metric(*id, "nic_irq_per_s") > 0.0, "{levels}");
+        // The NIC's own counters: iperf3's data leaves through it, only ACKs come back.
+        let (tx, rx) = (
+            metric(*id, "nic_tx_mb_per_s"),
+            metric(*id, "nic_rx_mb_per_s"),
+        );
+        assert!(tx > 5.0 * rx && rx > 0.0, "{levels}: tx {tx} rx {rx} MB/s");
         // The NIC's interrupts per CPU over the run: the cell's irq_cpu took nearly all.
         let per_cpu: Vec<(String, f64)> = db
             .prepare(
