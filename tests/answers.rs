@@ -476,7 +476,7 @@ fn plot_writes_each_kind_as_svg_or_png() {
     assert!(
         texts
             .iter()
-            .any(|t| t.contains("seconds since fio's measured interval")),
+            .any(|t| t.contains("seconds since the run's measured interval")),
         "{texts:?}"
     );
     let irq = dir.path().join("irq-over.svg");

@@ -257,6 +257,20 @@ fn a_nic_target_runs_without_a_block_device() {
         "{env:?}"
     );
     assert!(!runs.is_empty());
+    // The NIC's throughput second by second, under its own name.
+    let tx = format!("{}:nic_tx_mb_per_s", v.nic);
+    let ran = runs.iter().find(|r| r.status == RunStatus::Ok).unwrap();
+    let per_second: Vec<f64> = store
+        .series(ran.id)
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.name == tx)
+        .map(|p| p.value)
+        .collect();
+    assert!(
+        !per_second.is_empty() && per_second.iter().all(|v| *v > 0.0),
+        "{tx}: {per_second:?}"
+    );
 }
 
 /// `[prepare] fstrim`: before every run the file system on the target is trimmed, so the

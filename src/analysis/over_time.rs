@@ -2,7 +2,8 @@
 //! over the measured window for every run of one cell, one line per run, so a sag after some
 //! seconds or a slow first second after a knob change shows; and interrupts per CPU over
 //! time for one run, one line per CPU. The axis is the one the series are stored on:
-//! seconds since fio's measured interval began. Drawing is `report::plot::metric_vs_factor`.
+//! seconds since the run's measured interval began (fio's measured window, or the span a
+//! program engine ran under the sampler). Drawing is `report::plot::metric_vs_factor`.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,7 @@ use super::cells::CellRuns;
 use super::plots::PlotRequest;
 use super::show::Loaded;
 
-const X_LABEL: &str = "seconds since fio's measured interval began";
+const X_LABEL: &str = "seconds since the run's measured interval began";
 
 /// The cell named by `--cell` (its full or short label), or the first with stored series.
 fn chosen_cell<'a>(

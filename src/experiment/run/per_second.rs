@@ -145,32 +145,50 @@ pub(crate) fn fio_series(fio_output: &str) -> Vec<SeriesPoint> {
 }
 
 /// The sampler's series over `window`: per watched device `DEV:dev_r_per_s` and
-/// `DEV:dev_w_per_s` (completions), and per CPU `cpuN:irq_per_s` (all interrupts that CPU
-/// took, from /proc/interrupts) and `cpuN:dev_irq_per_s` (only those of the IRQs serving the
-/// watched devices, when any is known: the device's own interrupts, without the timer's or a
-/// NIC's).
+/// `DEV:dev_w_per_s` (completions) or, for a network interface, `DEV:nic_rx_mb_per_s`,
+/// `DEV:nic_tx_mb_per_s`, `DEV:nic_rx_pkts_per_s` and `DEV:nic_tx_pkts_per_s`; and per CPU
+/// `cpuN:irq_per_s` (all interrupts that CPU took, from /proc/interrupts) and
+/// `cpuN:dev_irq_per_s` (only those of the IRQs serving the watched devices, when any is
+/// known: the device's own interrupts, without the timer's or a NIC's).
 pub(crate) fn sampler_series(samples: &SampleRun, window: &WindowRecord) -> Vec<SeriesPoint> {
     let edges = edges(window.end_s - window.start_s);
     let t = |r: &Reading| r.elapsed_ns as f64 / 1e9 - window.start_s;
     let mut out = Vec::new();
     for (i, dev) in samples.devices.iter().enumerate() {
-        type Count = fn(&crate::sys::parse::diskstats::DiskStat) -> u64;
-        for (metric, count) in [
-            (metrics::DEV_R_PER_S.name, (|d| d.reads) as Count),
-            (metrics::DEV_W_PER_S.name, (|d| d.writes) as Count),
-        ] {
+        // A counter of this device per reading (none where it has no such counter), as
+        // `metric` per second times `scale`.
+        let mut per_device = |metric: &str, scale: f64, count: &dyn Fn(&Reading) -> Option<u64>| {
             let curve: Vec<(f64, f64)> = samples
                 .readings
                 .iter()
-                .filter_map(|r| Some((t(r), count(r.disks.get(i)?.as_ref()?) as f64)))
+                .filter_map(|r| Some((t(r), count(r)? as f64)))
                 .collect();
             out.extend(rates(
                 &format!("{dev}:{metric}"),
                 &edges,
                 &deltas(&curve, &edges),
-                1.0,
+                scale,
             ));
-        }
+        };
+        per_device(metrics::DEV_R_PER_S.name, 1.0, &|r| {
+            Some(r.disks.get(i)?.as_ref()?.reads)
+        });
+        per_device(metrics::DEV_W_PER_S.name, 1.0, &|r| {
+            Some(r.disks.get(i)?.as_ref()?.writes)
+        });
+        let nic = |r: &Reading| r.nics.get(i).copied().flatten();
+        per_device(metrics::NIC_RX_MB_PER_S.name, 1e-6, &|r| {
+            Some(nic(r)?.rx_bytes)
+        });
+        per_device(metrics::NIC_TX_MB_PER_S.name, 1e-6, &|r| {
+            Some(nic(r)?.tx_bytes)
+        });
+        per_device(metrics::NIC_RX_PKTS_PER_S.name, 1.0, &|r| {
+            Some(nic(r)?.rx_packets)
+        });
+        per_device(metrics::NIC_TX_PKTS_PER_S.name, 1.0, &|r| {
+            Some(nic(r)?.tx_packets)
+        });
     }
     let cpus: std::collections::BTreeSet<u32> = samples
         .readings
@@ -343,6 +361,47 @@ mod tests {
             errors: Vec::new(),
             started_unix_ns: 0.0,
         }
+    }
+
+    /// A watched NIC's counters become its throughput and packets per second, bin by bin.
+    #[test]
+    fn a_nics_counters_become_per_second_series() {
+        let mut samples = replayed([[0; 5]; 3]);
+        samples.devices = vec!["eth0".into()];
+        for (r, (bytes, packets)) in
+            samples
+                .readings
+                .iter_mut()
+                .zip([(0, 0), (3_000_000, 2_000), (4_000_000, 2_500)])
+        {
+            r.nics[0] = Some(crate::sample::reading::NicCounters {
+                rx_bytes: bytes / 100,
+                tx_bytes: bytes,
+                rx_packets: packets / 2,
+                tx_packets: packets,
+            });
+        }
+        let window = WindowRecord {
+            basis: "test".into(),
+            start_s: 0.0,
+            end_s: 2.0,
+            devices: Default::default(),
+            note: None,
+        };
+        let points = sampler_series(&samples, &window);
+        let values = |name: &str| -> Vec<f64> {
+            points
+                .iter()
+                .filter(|p| p.name == name)
+                .map(|p| p.value)
+                .collect()
+        };
+        assert_eq!(values("eth0:nic_tx_mb_per_s"), vec![3.0, 1.0]);
+        assert_eq!(values("eth0:nic_rx_mb_per_s"), vec![0.03, 0.01]);
+        assert_eq!(values("eth0:nic_tx_pkts_per_s"), vec![2_000.0, 500.0]);
+        assert_eq!(values("eth0:nic_rx_pkts_per_s"), vec![1_000.0, 250.0]);
+        // No diskstats for a NIC: no completion series.
+        assert!(points.iter().all(|p| !p.name.starts_with("eth0:dev_")));
     }
 
     /// The device's series per CPU counts its own IRQ only; the all-interrupts series keeps
