@@ -363,6 +363,26 @@ mod tests {
         }
     }
 
+    /// The window of `replayed`'s readings.
+    fn two_seconds() -> WindowRecord {
+        WindowRecord {
+            basis: "test".into(),
+            start_s: 0.0,
+            end_s: 2.0,
+            devices: Default::default(),
+            note: None,
+        }
+    }
+
+    /// The values of the series `name`, in time order.
+    fn values_of(points: &[SeriesPoint], name: &str) -> Vec<f64> {
+        points
+            .iter()
+            .filter(|p| p.name == name)
+            .map(|p| p.value)
+            .collect()
+    }
+
     /// A watched NIC's counters become its throughput and packets per second, bin by bin.
     #[test]
     fn a_nics_counters_become_per_second_series() {
@@ -381,21 +401,8 @@ mod tests {
                 tx_packets: packets,
             });
         }
-        let window = WindowRecord {
-            basis: "test".into(),
-            start_s: 0.0,
-            end_s: 2.0,
-            devices: Default::default(),
-            note: None,
-        };
-        let points = sampler_series(&samples, &window);
-        let values = |name: &str| -> Vec<f64> {
-            points
-                .iter()
-                .filter(|p| p.name == name)
-                .map(|p| p.value)
-                .collect()
-        };
+        let points = sampler_series(&samples, &two_seconds());
+        let values = |name: &str| values_of(&points, name);
         assert_eq!(values("eth0:nic_tx_mb_per_s"), vec![3.0, 1.0]);
         assert_eq!(values("eth0:nic_rx_mb_per_s"), vec![0.03, 0.01]);
         assert_eq!(values("eth0:nic_tx_pkts_per_s"), vec![2_000.0, 500.0]);
@@ -413,21 +420,8 @@ mod tests {
             [100, 10, 5_000, 50, 9],
             [300, 30, 9_000, 90, 12],
         ]);
-        let window = WindowRecord {
-            basis: "test".into(),
-            start_s: 0.0,
-            end_s: 2.0,
-            devices: Default::default(),
-            note: None,
-        };
-        let points = sampler_series(&samples, &window);
-        let values = |name: &str| -> Vec<f64> {
-            points
-                .iter()
-                .filter(|p| p.name == name)
-                .map(|p| p.value)
-                .collect()
-        };
+        let points = sampler_series(&samples, &two_seconds());
+        let values = |name: &str| values_of(&points, name);
         assert_eq!(values("cpu0:dev_irq_per_s"), vec![100.0, 200.0]);
         assert_eq!(values("cpu1:dev_irq_per_s"), vec![10.0, 20.0]);
         assert_eq!(values("cpu0:irq_per_s"), vec![5_100.0, 4_200.0]);
@@ -435,7 +429,7 @@ mod tests {
         // Without known device IRQs (a loop device) there is no device series at all.
         let mut no_irqs = samples;
         no_irqs.device_irqs = vec![vec![]];
-        assert!(sampler_series(&no_irqs, &window)
+        assert!(sampler_series(&no_irqs, &two_seconds())
             .iter()
             .all(|p| !p.name.ends_with(":dev_irq_per_s")));
     }
