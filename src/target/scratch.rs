@@ -219,11 +219,19 @@ impl QueueSettings {
         )
     }
 
+    /// The settings named like a queue knob iolab reads: those of a marker come from a file,
+    /// which is not trusted, and a name like `../../x` must lead no write out of the queue.
+    fn known(&self) -> impl Iterator<Item = &(String, String)> {
+        self.0
+            .iter()
+            .filter(|(knob, _)| crate::model::devices::KNOBS.contains(&knob.as_str()))
+    }
+
     /// Writes back each setting that changed since [`QueueSettings::read`], in order: the
     /// scheduler first, since choosing one resets `nr_requests`. Best effort: the device is
     /// about to go, and a setting the kernel refuses now it refused before.
     pub fn put_back(&self, name: &str) {
-        for (knob, value) in &self.0 {
+        for (knob, value) in self.known() {
             let path = crate::knobs::queue_attr_path(name, knob);
             let now = crate::knobs::read_attr(&path).map(|t| crate::knobs::current_choice(&t));
             if now.is_ok_and(|now| now != *value) {
@@ -376,6 +384,18 @@ pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_queue_knobs_are_put_back() {
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let marker = QueueSettings(vec![
+            pair("scheduler", "none"),
+            pair("../../../../etc/evil", "1"),
+            pair("nr_requests", "64"),
+        ]);
+        let known: Vec<&str> = marker.known().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(known, ["scheduler", "nr_requests"]);
+    }
 
     #[test]
     fn only_files_named_like_iolabs_scratch_files_are_its_own() {
