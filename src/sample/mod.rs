@@ -90,12 +90,8 @@ pub fn start(
 ) -> Result<SamplerHandle, SysError> {
     let device_irqs: Vec<Vec<u32>> = watched.iter().map(|w| w.irqs.clone()).collect();
     let devices: Vec<String> = watched.iter().map(|w| w.device.clone()).collect();
-    let nics: Vec<String> = watched
-        .iter()
-        .filter(|w| w.nic)
-        .map(|w| w.device.clone())
-        .collect();
-    let mut reader = Reader::new(root.clone(), devices.clone()).with_nics(&nics);
+    let nics = watched.iter().map(|w| w.nic).collect();
+    let mut reader = Reader::new(root.clone(), devices.clone()).with_nics(nics);
     let started = Instant::now();
     let started_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -87,9 +87,9 @@ impl Reader {
         }
     }
 
-    /// Reads the devices named in `nics` as network interfaces.
-    pub(crate) fn with_nics(mut self, nics: &[String]) -> Reader {
-        self.nics = self.devices.iter().map(|d| nics.contains(d)).collect();
+    /// Reads the devices whose entry in `nics` is true as network interfaces.
+    pub(crate) fn with_nics(mut self, nics: Vec<bool>) -> Reader {
+        self.nics = nics;
         self
     }
 
@@ -168,7 +168,7 @@ mod tests {
         }
         let devices = ["vda", "eth0", "eth9"].map(String::from).to_vec();
         let r = Reader::new(SysRoot::at(dir.path()).unwrap(), devices)
-            .with_nics(&["eth0".into(), "eth9".into()])
+            .with_nics(vec![false, true, true])
             .read(0)
             .unwrap();
         let eth0 = NicCounters {
