@@ -121,7 +121,10 @@ fn with_a_ramp_fio_and_the_sampler_agree_within_two_percent() {
         "{}",
         String::from_utf8_lossy(&show.stderr)
     );
-    assert!(text.contains("fio status report"), "{text}");
+    assert!(
+        text.contains("sampler metrics over: fio's measured interval, from its status reports"),
+        "{text}"
+    );
     assert!(text.contains("fio-3"), "{text}");
 }
 

@@ -94,6 +94,18 @@ pub(crate) fn summarise(bases: &[RunBasis]) -> Basis {
     b
 }
 
+/// What a run's window basis (`sample_window.basis`) means, in words: a program engine's
+/// runs and fio runs without timestamps are taken over the whole sampled span, not fio's
+/// measured interval.
+fn window_text(basis: &str) -> std::borrow::Cow<'_, str> {
+    match basis {
+        "fio status report" => "fio's measured interval, from its status reports".into(),
+        "fio final report" => "fio's measured interval, from its final report".into(),
+        "whole sampled span" => "the whole sampled span".into(),
+        other => safe(other),
+    }
+}
+
 fn mib(kib: u64) -> String {
     format!("{} MiB", kib / 1024)
 }
@@ -106,12 +118,15 @@ pub(crate) fn text(b: &Basis) -> String {
         let parts: Vec<String> = b
             .windows
             .iter()
-            .map(|(k, n)| format!("{} ({n} runs)", safe(k)))
+            .map(|(k, n)| {
+                format!(
+                    "{} ({n} run{})",
+                    window_text(k),
+                    if *n == 1 { "" } else { "s" }
+                )
+            })
             .collect();
-        out.push_str(&format!(
-            "sampler metrics over fio's measured interval from: {}\n",
-            parts.join(", ")
-        ));
+        out.push_str(&format!("sampler metrics over: {}\n", parts.join("; ")));
     }
     for key in ["iolab_version", "fio_version", "kernel_cmdline"] {
         if let Some(v) = b.text.get(key) {
@@ -240,6 +255,22 @@ mod tests {
     }
 
     #[test]
+    fn the_window_line_says_which_runs_were_not_taken_over_fios_interval() {
+        let mut fio = basis(1, "ok", 2048);
+        fio.sample_window = Some(json!({"basis": "fio final report"}));
+        let mut program = basis(2, "ok", 2048);
+        program.sample_window = Some(json!({"basis": "whole sampled span"}));
+        let t = text(&summarise(&[fio, program]));
+        assert!(
+            t.contains(
+                "sampler metrics over: fio's measured interval, from its final report (1 run); \
+                 the whole sampled span (1 run)\n"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn failed_checks_are_findings_with_both_figures() {
         let b = summarise(&[basis(1, "ok", 2048), basis(2, "disagrees", 4096)]);
         assert_eq!(b.checks["fio_iops_vs_diskstats"], (1, 1, 0));
@@ -252,7 +283,12 @@ mod tests {
             ),
             "{t}"
         );
-        assert!(t.contains("fio status report (2 runs)"), "{t}");
+        assert!(
+            t.contains(
+                "sampler metrics over: fio's measured interval, from its status reports (2 runs)\n"
+            ),
+            "{t}"
+        );
         assert!(
             t.contains("memory at run start: RAM 4000 MiB, free 2 MiB-4 MiB"),
             "{t}"
