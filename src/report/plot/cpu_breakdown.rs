@@ -86,7 +86,7 @@ pub(crate) fn cpu_breakdown(
                 .label(name.to_string())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
-        super::draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 0.9)?;
+        super::legend::draw(&mut chart, SeriesLabelPosition::UpperRight, 0.9)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)

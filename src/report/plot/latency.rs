@@ -8,6 +8,7 @@ use plotters::prelude::*;
 use crate::report::format::{log_tick, number};
 use crate::stats::LatencyHistogram;
 
+use super::legend::{self, Marks};
 use super::{color, draw_err, PlotError, FONT, SIZE};
 
 /// `series`: (variant name, merged histogram). The x axis is log-scaled microseconds.
@@ -52,6 +53,8 @@ pub(crate) fn latency_cdf(
             .label_style((FONT, 13))
             .draw()
             .map_err(draw_err)?;
+        let mut marks = Marks::default();
+        let mut labels = Vec::new();
         for (i, (name, h)) in series.iter().enumerate() {
             let c = color(i);
             // A step line: the CDF is flat between bucket values.
@@ -68,6 +71,10 @@ pub(crate) fn latency_cdf(
                 number(us(h.percentile(99.0).unwrap_or(0))),
                 h.total()
             );
+            for pair in pts.windows(2) {
+                marks.segment(chart.backend_coord(&pair[0]), chart.backend_coord(&pair[1]));
+            }
+            labels.push(label.clone());
             chart
                 .draw_series(LineSeries::new(pts, c.stroke_width(2)))
                 .map_err(draw_err)?
@@ -76,7 +83,10 @@ pub(crate) fn latency_cdf(
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                 });
         }
-        super::draw_legend(&mut chart, SeriesLabelPosition::LowerRight, 0.85)?;
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let area = chart.plotting_area().get_pixel_range();
+        let at = legend::corner(area, &labels, &marks, SeriesLabelPosition::LowerRight);
+        legend::draw(&mut chart, at, 0.85)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)

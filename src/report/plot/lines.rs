@@ -8,6 +8,7 @@ use plotters::prelude::*;
 
 use crate::report::format::{log_tick, short};
 
+use super::legend::{self, Marks};
 use super::{check_finite, color, draw_err, padded_range, PlotError, FONT, SIZE, WHISKER};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -110,10 +111,21 @@ where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
     super::draw_xy_mesh(&mut chart, (x_label, y_label), x_tick, 13)?;
+    let mut marks = Marks::default();
     for (i, s) in series.iter().enumerate() {
         let c = color(i);
         let mut pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for pair in pts.windows(2) {
+            marks.segment(chart.backend_coord(&pair[0]), chart.backend_coord(&pair[1]));
+        }
+        for p in &s.points {
+            let (lo, hi) = p.ci.unwrap_or((p.y, p.y));
+            marks.segment(
+                chart.backend_coord(&(p.x, lo)),
+                chart.backend_coord(&(p.x, hi)),
+            );
+        }
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
             .map_err(draw_err)?
@@ -135,7 +147,10 @@ where
                 .map_err(draw_err)?;
         }
     }
-    super::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft, 0.85)?;
+    let labels: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    let area = chart.plotting_area().get_pixel_range();
+    let at = legend::corner(area, &labels, &marks, SeriesLabelPosition::UpperLeft);
+    legend::draw(&mut chart, at, 0.85)?;
     Ok(())
 }
 

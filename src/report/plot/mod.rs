@@ -12,6 +12,7 @@ mod bars;
 mod cpu_breakdown;
 mod heatmap;
 mod latency;
+mod legend;
 mod lines;
 mod xy;
 
@@ -67,27 +68,6 @@ where
 
 /// Chart size in SVG pixels; wide enough for 8-12 labelled bars.
 pub(crate) const SIZE: (u32, u32) = (800, 480);
-
-/// The legend every chart draws the same way; only its corner and background opacity differ.
-pub(crate) fn draw_legend<'a, DB, CT>(
-    chart: &mut plotters::chart::ChartContext<'a, DB, CT>,
-    corner: plotters::chart::SeriesLabelPosition,
-    opacity: f64,
-) -> Result<(), PlotError>
-where
-    DB: plotters::prelude::DrawingBackend + 'a,
-    CT: plotters::coord::CoordTranslate,
-{
-    use plotters::style::{Color, BLACK, WHITE};
-    chart
-        .configure_series_labels()
-        .position(corner)
-        .background_style(WHITE.mix(opacity))
-        .border_style(BLACK)
-        .label_font((FONT, 13))
-        .draw()
-        .map_err(draw_err)
-}
 
 /// Okabe–Ito colours: distinguishable with the common colour-vision deficiencies.
 pub(crate) const PALETTE: [RGBColor; 8] = [

@@ -11,6 +11,7 @@ use plotters::prelude::*;
 
 use crate::report::format::{log_tick, short};
 
+use super::legend::{self, Marks};
 use super::{draw_err, PlotError, FONT};
 
 /// What the axes show: names, data ranges, and whether x is logarithmic.
@@ -149,6 +150,30 @@ impl Chart {
         super::draw_xy_mesh(&mut chart, (&self.x_name, &self.y_name), x_tick, 12)?;
         let cx = |v: f64| v.clamp(self.x.0, self.x.1);
         let cy = |v: f64| v.clamp(self.y.0, self.y.1);
+        let mut marks = Marks::default();
+        for layer in &self.layers {
+            let px = |x: f64, y: f64| chart.backend_coord(&(cx(x), cy(y)));
+            match &layer.shape {
+                Shape::Points(points) => {
+                    for &(x, y) in points.iter().filter(|p| p.1.is_finite()) {
+                        marks.point(px(x, y));
+                    }
+                }
+                Shape::Line(points) => {
+                    for pair in points
+                        .windows(2)
+                        .filter(|w| !w[0].1.is_nan() && !w[1].1.is_nan())
+                    {
+                        marks.segment(px(pair[0].0, pair[0].1), px(pair[1].0, pair[1].1));
+                    }
+                }
+                Shape::Bars(bars) => {
+                    for &(x0, x1, y) in bars {
+                        marks.rect(px(x0, self.y.0), px(x1, y));
+                    }
+                }
+            }
+        }
         for layer in &self.layers {
             let c = layer.colour;
             let drawn = match &layer.shape {
@@ -181,7 +206,10 @@ impl Chart {
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
         if !self.layers.is_empty() {
-            super::draw_legend(&mut chart, SeriesLabelPosition::UpperRight, 0.8)?;
+            let labels: Vec<&str> = self.layers.iter().map(|l| l.label.as_str()).collect();
+            let area = chart.plotting_area().get_pixel_range();
+            let at = legend::corner(area, &labels, &marks, SeriesLabelPosition::UpperRight);
+            legend::draw(&mut chart, at, 0.8)?;
         }
         Ok(())
     }
@@ -224,6 +252,34 @@ mod tests {
         for t in ["t <1>", "cloud", "line", "bars", "time (s)", "sector"] {
             assert!(texts.iter().any(|x| x == t), "{t} missing: {texts:?}");
         }
+    }
+
+    /// The x of the legend's frame: the one rect stroked black with no fill.
+    fn legend_x(svg: &str) -> f64 {
+        let doc = parse(svg);
+        let frames: Vec<f64> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some("none"))
+            .filter(|n| n.attribute("stroke") == Some("#000000"))
+            .map(|n| n.attribute("x").unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(frames.len(), 1, "{svg}");
+        frames[0]
+    }
+
+    #[test]
+    fn the_legend_moves_off_data_in_its_usual_corner() {
+        let colour = RGBColor(1, 2, 3);
+        // Throughput along the top of the right half: the usual upper-right corner is taken.
+        let mut chart = Chart::new((600, 400), "t", axes(false));
+        chart.line(&[(5.0, 4.9), (7.5, 5.0), (10.0, 4.8)], colour, "reads");
+        let x = legend_x(&chart.finish().unwrap());
+        assert!(x < 300.0, "legend at x = {x}, over the line");
+        // The same line in the lower half leaves the usual corner to the legend.
+        let mut chart = Chart::new((600, 400), "t", axes(false));
+        chart.line(&[(5.0, 0.2), (7.5, 0.1), (10.0, 0.3)], colour, "reads");
+        let x = legend_x(&chart.finish().unwrap());
+        assert!(x > 300.0, "legend at x = {x}, away from its usual corner");
     }
 
     #[test]
