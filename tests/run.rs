@@ -719,8 +719,9 @@ fn malformed_experiment_files_give_precise_errors() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+    // About the whole file: no line and column.
     assert!(String::from_utf8_lossy(&out.stderr)
-        .contains("nowhere.toml:0:0: cannot read the experiment file"));
+        .contains("iolab: error: nowhere.toml: cannot read the experiment file"));
 }
 
 #[test]

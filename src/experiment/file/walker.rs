@@ -35,11 +35,17 @@ impl std::fmt::Display for ExperimentError {
             if i > 0 {
                 writeln!(f)?;
             }
-            write!(
-                f,
-                "{}:{}:{}: {}",
-                self.source_name, d.line, d.column, d.message
-            )?;
+            // Line 0: about the whole file (unreadable, or a conflict of two tables), which
+            // no position would help find.
+            if d.line == 0 {
+                write!(f, "{}: {}", self.source_name, d.message)?;
+            } else {
+                write!(
+                    f,
+                    "{}:{}:{}: {}",
+                    self.source_name, d.line, d.column, d.message
+                )?;
+            }
             if let Some(allowed) = &d.allowed {
                 write!(f, "\n    allowed: {allowed}")?;
             }
@@ -280,5 +286,26 @@ mod tests {
         assert_eq!(parse_size("1.5G"), None);
         assert_eq!(parse_size("G"), None);
         assert_eq!(parse_size("99999999999T"), None);
+    }
+
+    #[test]
+    fn a_position_is_printed_only_where_there_is_one() {
+        let diag = |line, column, message: &str| Diagnostic {
+            line,
+            column,
+            message: message.into(),
+            allowed: None,
+        };
+        let e = ExperimentError {
+            source_name: "x.toml".into(),
+            diagnostics: vec![
+                diag(0, 0, "cannot read the experiment file"),
+                diag(3, 7, "`rw` is not a fio option"),
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "x.toml: cannot read the experiment file\nx.toml:3:7: `rw` is not a fio option"
+        );
     }
 }
