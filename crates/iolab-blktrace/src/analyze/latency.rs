@@ -82,17 +82,26 @@ impl LogHist {
             return found;
         }
         let ranks = qs.map(|q| ((q * n as f64).ceil() as u64).clamp(1, n));
-        let (mut next, mut seen) = (0, 0);
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
+        let (mut next, mut seen, mut i) = (0, 0, 0);
+        let counts = &self.counts;
+        while next < N && i < counts.len() {
+            // A whole octave that cannot reach the next rank is passed in one sum (which
+            // the compiler vectorises); the walk goes bucket by bucket only where it must.
+            if i >= LINEAR as usize && i + SUB as usize <= counts.len() {
+                let octave: u64 = counts[i..i + SUB as usize].iter().sum();
+                if seen + octave < ranks[next] {
+                    seen += octave;
+                    i += SUB as usize;
+                    continue;
+                }
+            }
+            seen += counts[i];
             while next < N && seen >= ranks[next] {
                 let (lo, w) = bucket_range(i);
                 found[next] = Some(lo + (w - 1) / 2);
                 next += 1;
             }
-            if next == N {
-                break;
-            }
+            i += 1;
         }
         found
     }
@@ -114,19 +123,23 @@ impl LogHist {
     /// Counts per power-of-two range [2^k, 2^(k+1)) of the value, for display.
     pub fn octaves(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
-        for (i, &c) in self.counts.iter().enumerate() {
+        let linear = self.counts.len().min(LINEAR as usize);
+        // Below LINEAR a bucket is one value, and octaves are 1, 1, 2, 4, ... buckets wide.
+        for (v, &c) in self.counts[..linear].iter().enumerate() {
             if c == 0 {
                 continue;
             }
-            let (lo, _) = bucket_range(i);
-            let floor = if lo == 0 {
-                0
-            } else {
-                1u64 << (63 - lo.leading_zeros())
-            };
+            let floor = if v == 0 { 0 } else { 1u64 << v.ilog2() };
             match out.last_mut() {
                 Some((f, n)) if *f == floor => *n += c,
                 _ => out.push((floor, c)),
+            }
+        }
+        // From LINEAR on, each run of SUB buckets is exactly one octave.
+        for (k, octave) in self.counts[linear..].chunks(SUB as usize).enumerate() {
+            let c: u64 = octave.iter().sum();
+            if c > 0 {
+                out.push((bucket_range(linear + k * SUB as usize).0, c));
             }
         }
         out
@@ -309,6 +322,27 @@ mod tests {
         assert_eq!(h.quantiles(qs, n), want);
         assert_eq!(h.quantile(0.9, n), want[3]);
         assert_eq!(LogHist::default().quantiles([0.5, 0.9], 0), [None, None]);
+    }
+
+    #[test]
+    fn octaves_sum_the_buckets_of_each_power_of_two() {
+        let mut h = LogHist::default();
+        let mut x = 11u64;
+        let mut want = std::collections::BTreeMap::new();
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // From 0 to about 10^12, so both the linear buckets and many octaves are used.
+            let v = (x >> 24) >> ((x >> 8) % 40);
+            h.add(v);
+            let (lo, _) = bucket_range(bucket(v));
+            let floor = if lo == 0 { 0 } else { 1u64 << lo.ilog2() };
+            *want.entry(floor).or_insert(0u64) += 1;
+        }
+        let want: Vec<(u64, u64)> = want.into_iter().collect();
+        assert_eq!(h.octaves(), want);
+        assert!(want.len() > 20, "{want:?}");
     }
 
     #[test]
