@@ -53,9 +53,21 @@ pub(crate) fn latency_cdf(
             .label_style((FONT, 13))
             .draw()
             .map_err(draw_err)?;
-        let mut marks = Marks::default();
-        let mut labels = Vec::new();
-        for (i, (name, h)) in series.iter().enumerate() {
+        let labels: Vec<String> = series
+            .iter()
+            .map(|(name, h)| {
+                format!(
+                    "{name} (p50 {} us, p99 {} us, {} I/Os)",
+                    number(us(h.percentile(50.0).unwrap_or(0))),
+                    number(us(h.percentile(99.0).unwrap_or(0))),
+                    h.total()
+                )
+            })
+            .collect();
+        let names: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let area = chart.plotting_area().get_pixel_range();
+        let mut marks = Marks::new(area, &names, SeriesLabelPosition::LowerRight);
+        for (i, ((_, h), label)) in series.iter().zip(&labels).enumerate() {
             let c = color(i);
             // A step line: the CDF is flat between bucket values.
             let mut pts = Vec::new();
@@ -65,16 +77,9 @@ pub(crate) fn latency_cdf(
                 pts.push((us(ns), frac));
                 prev = frac;
             }
-            let label = format!(
-                "{name} (p50 {} us, p99 {} us, {} I/Os)",
-                number(us(h.percentile(50.0).unwrap_or(0))),
-                number(us(h.percentile(99.0).unwrap_or(0))),
-                h.total()
-            );
             for pair in pts.windows(2) {
                 marks.segment(chart.backend_coord(&pair[0]), chart.backend_coord(&pair[1]));
             }
-            labels.push(label.clone());
             chart
                 .draw_series(LineSeries::new(pts, c.stroke_width(2)))
                 .map_err(draw_err)?
@@ -83,10 +88,7 @@ pub(crate) fn latency_cdf(
                     PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
                 });
         }
-        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-        let area = chart.plotting_area().get_pixel_range();
-        let at = legend::corner(area, &labels, &marks, SeriesLabelPosition::LowerRight);
-        legend::draw(&mut chart, at, 0.85)?;
+        legend::draw(&mut chart, marks.corner(), 0.85)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)

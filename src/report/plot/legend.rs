@@ -10,23 +10,45 @@ use plotters::chart::SeriesLabelPosition;
 
 use super::{draw_err, PlotError, FONT};
 
-/// Pixel positions of what a chart drew: points as they are, lines and bars sampled every
-/// few pixels, so a long line or a wide bar weighs more than one dot.
-#[derive(Debug, Default)]
-pub(crate) struct Marks(Vec<(i32, i32)>);
+/// What a chart drew under each corner's legend box, counted in pixels as it is noted:
+/// points as they are, lines and bars sampled every few pixels, so a long line or a wide bar
+/// weighs more than one dot. Nothing is stored per mark (a sector cloud has millions).
+#[derive(Debug)]
+pub(crate) struct Marks {
+    /// Each corner, in the order a tie is broken, with its legend box and what lies under it.
+    corners: [(SeriesLabelPosition, Range<i32>, Range<i32>, usize); 4],
+}
 
 /// Sampling step along lines and across bars, in pixels.
 const STEP: i32 = 3;
 
 impl Marks {
-    pub(crate) fn point(&mut self, p: (i32, i32)) {
-        self.0.push(p);
+    /// Marks on the plot area `area` (its pixel range) of a chart whose legend lists
+    /// `labels` and usually sits at `usual`.
+    pub(crate) fn new(
+        area: (Range<i32>, Range<i32>),
+        labels: &[&str],
+        usual: SeriesLabelPosition,
+    ) -> Marks {
+        Marks {
+            corners: corners(usual).map(|c| {
+                let (xs, ys) = legend_box(&area, labels, &c);
+                (c, xs, ys, 0)
+            }),
+        }
+    }
+
+    pub(crate) fn point(&mut self, (x, y): (i32, i32)) {
+        for (_, xs, ys, n) in &mut self.corners {
+            *n += usize::from(xs.contains(&x) && ys.contains(&y));
+        }
     }
 
     pub(crate) fn segment(&mut self, a: (i32, i32), b: (i32, i32)) {
         let n = ((b.0 - a.0).abs().max((b.1 - a.1).abs()) / STEP).max(1);
-        self.0
-            .extend((0..=n).map(|i| (a.0 + (b.0 - a.0) * i / n, a.1 + (b.1 - a.1) * i / n)));
+        for i in 0..=n {
+            self.point((a.0 + (b.0 - a.0) * i / n, a.1 + (b.1 - a.1) * i / n));
+        }
     }
 
     pub(crate) fn rect(&mut self, a: (i32, i32), b: (i32, i32)) {
@@ -34,9 +56,19 @@ impl Marks {
         let (y0, y1) = (a.1.min(b.1), a.1.max(b.1));
         for x in (x0..=x1).step_by(STEP as usize) {
             for y in (y0..=y1).step_by(STEP as usize) {
-                self.0.push((x, y));
+                self.point((x, y));
             }
         }
+    }
+
+    /// The corner whose legend would cover the fewest marks; the usual one wins ties.
+    pub(crate) fn corner(&self) -> SeriesLabelPosition {
+        let (c, ..) = self
+            .corners
+            .iter()
+            .min_by_key(|(.., n)| *n)
+            .expect("four corners");
+        c.clone()
     }
 }
 
@@ -73,27 +105,6 @@ fn legend_box(
     (left..left + w, top..top + h)
 }
 
-/// The corner of `area` (the plot area's pixel range) where a legend of `labels` covers
-/// the fewest of `marks`; `usual` wins ties.
-pub(crate) fn corner(
-    area: (Range<i32>, Range<i32>),
-    labels: &[&str],
-    marks: &Marks,
-    usual: SeriesLabelPosition,
-) -> SeriesLabelPosition {
-    corners(usual)
-        .into_iter()
-        .min_by_key(|c| {
-            let (xs, ys) = legend_box(&area, labels, c);
-            marks
-                .0
-                .iter()
-                .filter(|(x, y)| xs.contains(x) && ys.contains(y))
-                .count()
-        })
-        .expect("four corners")
-}
-
 /// The legend every chart draws the same way; only its corner and background opacity differ.
 pub(crate) fn draw<'a, DB, CT>(
     chart: &mut plotters::chart::ChartContext<'a, DB, CT>,
@@ -125,29 +136,30 @@ mod tests {
     #[test]
     fn the_legend_avoids_the_corner_the_data_fills() {
         // A line falling from the upper left to the middle, and a bar in the upper right.
-        let mut marks = Marks::default();
+        let mut marks = Marks::new(AREA, &["reads", "writes"], UpperLeft);
         marks.segment((0, 0), (300, 200));
         marks.rect((500, 0), (600, 400));
-        let c = corner(AREA, &["reads", "writes"], &marks, UpperLeft);
-        assert_eq!(c, LowerLeft);
+        assert_eq!(marks.corner(), LowerLeft);
     }
 
     #[test]
     fn with_nothing_in_the_way_the_usual_corner_stays() {
-        let mut marks = Marks::default();
-        marks.point((300, 200));
         for usual in [UpperLeft, UpperRight, LowerLeft, LowerRight] {
-            assert_eq!(corner(AREA, &["a"], &marks, usual.clone()), usual);
+            let mut marks = Marks::new(AREA, &["a"], usual.clone());
+            marks.point((300, 200));
+            assert_eq!(marks.corner(), usual);
         }
     }
 
     #[test]
     fn a_long_label_widens_the_box_it_must_keep_clear() {
         // A point 250 px from the right edge: clear of a short legend, under a long one.
-        let mut marks = Marks::default();
+        let mut marks = Marks::new(AREA, &["a"], UpperRight);
         marks.point((350, 20));
-        assert_eq!(corner(AREA, &["a"], &marks, UpperRight), UpperRight);
+        assert_eq!(marks.corner(), UpperRight);
         let long = "x".repeat(40);
-        assert_eq!(corner(AREA, &[&long], &marks, UpperRight), UpperLeft);
+        let mut marks = Marks::new(AREA, &[&long], UpperRight);
+        marks.point((350, 20));
+        assert_eq!(marks.corner(), UpperLeft);
     }
 }

@@ -111,7 +111,9 @@ where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
     super::draw_xy_mesh(&mut chart, (x_label, y_label), x_tick, 13)?;
-    let mut marks = Marks::default();
+    let labels: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    let area = chart.plotting_area().get_pixel_range();
+    let mut marks = Marks::new(area, &labels, SeriesLabelPosition::UpperLeft);
     for (i, s) in series.iter().enumerate() {
         let c = color(i);
         let mut pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
@@ -147,10 +149,7 @@ where
                 .map_err(draw_err)?;
         }
     }
-    let labels: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
-    let area = chart.plotting_area().get_pixel_range();
-    let at = legend::corner(area, &labels, &marks, SeriesLabelPosition::UpperLeft);
-    legend::draw(&mut chart, at, 0.85)?;
+    legend::draw(&mut chart, marks.corner(), 0.85)?;
     Ok(())
 }
 

@@ -150,7 +150,9 @@ impl Chart {
         super::draw_xy_mesh(&mut chart, (&self.x_name, &self.y_name), x_tick, 12)?;
         let cx = |v: f64| v.clamp(self.x.0, self.x.1);
         let cy = |v: f64| v.clamp(self.y.0, self.y.1);
-        let mut marks = Marks::default();
+        let labels: Vec<&str> = self.layers.iter().map(|l| l.label.as_str()).collect();
+        let area = chart.plotting_area().get_pixel_range();
+        let mut marks = Marks::new(area, &labels, SeriesLabelPosition::UpperRight);
         for layer in &self.layers {
             let px = |x: f64, y: f64| chart.backend_coord(&(cx(x), cy(y)));
             match &layer.shape {
@@ -206,10 +208,7 @@ impl Chart {
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
         if !self.layers.is_empty() {
-            let labels: Vec<&str> = self.layers.iter().map(|l| l.label.as_str()).collect();
-            let area = chart.plotting_area().get_pixel_range();
-            let at = legend::corner(area, &labels, &marks, SeriesLabelPosition::UpperRight);
-            legend::draw(&mut chart, at, 0.8)?;
+            legend::draw(&mut chart, marks.corner(), 0.8)?;
         }
         Ok(())
     }
