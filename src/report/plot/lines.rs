@@ -2,6 +2,8 @@
 //! throughput vs block size, stock vs backported kernel), with each point's CI as a
 //! whisker so crossing lines can be told from noise.
 
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -24,6 +26,9 @@ pub(crate) struct Series {
     pub name: String,
     pub points: Vec<SeriesPoint>,
 }
+
+/// Most levels of a factor labelled one by one on the x axis; beyond, plotters picks ticks.
+const MAX_LEVEL_TICKS: usize = 12;
 
 /// `log_x` suits factors that double (block sizes, queue depths); it needs x > 0.
 pub(crate) fn metric_vs_factor(
@@ -63,22 +68,103 @@ pub(crate) fn metric_vs_factor(
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
-        if log_x {
-            let (x0, x1) = (xmin / 1.3, xmax * 1.3);
-            let chart = builder(&root, title)
-                .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
-                .map_err(draw_err)?;
-            draw(chart, x_label, y_label, series, log_tick)?;
-        } else {
-            let (x0, x1) = padded_range(xmin, xmax, false);
-            let chart = builder(&root, title)
-                .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(draw_err)?;
-            draw(chart, x_label, y_label, series, short)?;
-        }
+        // The factor's levels are what was measured: with few of them, the x axis is
+        // labelled at those (rq_affinity 0, 1, 2; bs 4, 16, 64, ...), not at 0.2, 0.4, ...
+        let mut levels: Vec<f64> = points.iter().map(|p| p.x).collect();
+        levels.sort_by(f64::total_cmp);
+        levels.dedup();
+        let ticks = (levels.len() <= MAX_LEVEL_TICKS).then_some(levels);
+        let text = (title, x_label, y_label);
+        let (lx0, lx1) = (xmin / 1.3, xmax * 1.3);
+        let (x0, x1) = padded_range(xmin, xmax, false);
+        match (log_x, ticks) {
+            (true, Some(l)) => plot_on(
+                &root,
+                text,
+                Levels {
+                    axis: LogCoord::<f64>::from((lx0..lx1).log_scale()),
+                    at: l,
+                },
+                y0..y1,
+                series,
+                short,
+            ),
+            (true, None) => plot_on(
+                &root,
+                text,
+                (lx0..lx1).log_scale(),
+                y0..y1,
+                series,
+                log_tick,
+            ),
+            (false, Some(l)) => plot_on(
+                &root,
+                text,
+                Levels {
+                    axis: RangedCoordf64::from(x0..x1),
+                    at: l,
+                },
+                y0..y1,
+                series,
+                short,
+            ),
+            (false, None) => plot_on(&root, text, x0..x1, y0..y1, series, short),
+        }?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)
+}
+
+/// An x axis ticked at given values (the factor's levels); its minor grid stays the inner
+/// axis's. plotters' own `with_key_points` would do, but on an f64 axis it loses the value
+/// formatter that drawing the mesh asks for.
+struct Levels<R> {
+    axis: R,
+    at: Vec<f64>,
+}
+
+impl<R: Ranged<ValueType = f64>> Ranged for Levels<R> {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.axis.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            self.axis.key_points(hint)
+        } else {
+            self.at.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.axis.range()
+    }
+
+    fn axis_pixel_range(&self, limit: (i32, i32)) -> std::ops::Range<i32> {
+        self.axis.axis_pixel_range(limit)
+    }
+}
+
+/// The chart on `x` (a linear or log axis, with or without fixed ticks) and `y`.
+fn plot_on<X>(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    (title, x_label, y_label): (&str, &str, &str),
+    x: X,
+    y: std::ops::Range<f64>,
+    series: &[Series],
+    x_tick: fn(f64) -> String,
+) -> Result<(), PlotError>
+where
+    X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    X::CoordDescType: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let chart = builder(root, title)
+        .build_cartesian_2d(x, y)
+        .map_err(draw_err)?;
+    draw(chart, x_label, y_label, series, x_tick)
 }
 
 fn builder<'a, 'b>(
@@ -194,6 +280,41 @@ mod tests {
             assert!(texts.iter().any(|t| t == "stock"));
             assert!(texts.iter().any(|t| t == "backport"));
             assert!(texts.iter().any(|t| t == "bs [KiB]"));
+        }
+    }
+
+    #[test]
+    fn a_few_levels_are_the_x_axis_labels() {
+        let point = |x: f64, y: f64| SeriesPoint { x, y, ci: None };
+        let rq = Series {
+            name: "placement=on".into(),
+            points: vec![
+                point(0.0, 15_000.0),
+                point(1.0, 11_000.0),
+                point(2.0, 10_000.0),
+            ],
+        };
+        let svg = metric_vs_factor("t", "rq_affinity", "IOPS", &[rq], false).unwrap();
+        let labels = texts(&parse(&svg));
+        for level in ["0", "1", "2"] {
+            assert!(
+                labels.iter().any(|t| t == level),
+                "{level} missing: {labels:?}"
+            );
+        }
+        assert!(
+            !labels.iter().any(|t| t == "0.5" || t == "0.2"),
+            "{labels:?}"
+        );
+        // Block sizes on a log axis: labelled at the sizes measured.
+        let bs = series("stock", 1.0);
+        let svg = metric_vs_factor("t", "bs [KiB]", "MB/s", &[bs], true).unwrap();
+        let labels = texts(&parse(&svg));
+        for level in ["4", "16", "64", "256", "1,024"] {
+            assert!(
+                labels.iter().any(|t| t == level),
+                "{level} missing: {labels:?}"
+            );
         }
     }
 
