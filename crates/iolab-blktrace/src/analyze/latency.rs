@@ -87,7 +87,11 @@ impl LogHist {
         while next < N && i < counts.len() {
             // A whole octave that cannot reach the next rank is passed in one sum (which
             // the compiler vectorises); the walk goes bucket by bucket only where it must.
-            if i >= LINEAR as usize && i + SUB as usize <= counts.len() {
+            // Octaves start at multiples of SUB from LINEAR on (LINEAR is one of them).
+            if i >= LINEAR as usize
+                && i.is_multiple_of(SUB as usize)
+                && i + SUB as usize <= counts.len()
+            {
                 let octave: u64 = counts[i..i + SUB as usize].iter().sum();
                 if seen + octave < ranks[next] {
                     seen += octave;
