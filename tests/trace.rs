@@ -817,6 +817,69 @@ fn background_recording_api_captures_a_workload() {
     assert!(report.processes.iter().any(|p| p.name == "dd"));
 }
 
+/// A child that another thread forks holds a copy of every descriptor until its exec, and the
+/// kernel will not change the tracer while trace_pipe is open (EBUSY). Here a child forked
+/// from the test holds the recorder's copy for 300 ms past `stop`: the recording must wait
+/// for it and still put everything back.
+#[test]
+fn a_trace_pipe_copy_in_a_forked_child_does_not_block_the_restore() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("busy");
+    let dir = tempfile::tempdir().unwrap();
+    let before = tracefs_state(&scratch.dev);
+    let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
+        device: scratch.dev.clone(),
+        output: dir.path().join("run1"),
+        duration: None,
+        buffer_kb: 1024,
+        command: Vec::new(),
+    })
+    .unwrap();
+    // SAFETY: the child only sleeps and exits, both async-signal-safe.
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        unsafe {
+            libc::usleep(300_000);
+            libc::_exit(0);
+        }
+    }
+    assert!(child > 0, "fork failed");
+    let summary = rec.stop();
+    let mut status = 0;
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    summary.unwrap();
+    assert_eq!(tracefs_state(&scratch.dev), before);
+}
+
+/// A caller that returns early or panics drops its recording without `stop`: the tracer must
+/// not stay on.
+#[test]
+fn a_dropped_recording_puts_tracefs_back() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("drop");
+    let dir = tempfile::tempdir().unwrap();
+    let before = tracefs_state(&scratch.dev);
+    let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
+        device: scratch.dev.clone(),
+        output: dir.path().join("run1"),
+        duration: None,
+        buffer_kb: 1024,
+        command: Vec::new(),
+    })
+    .unwrap();
+    assert_ne!(tracefs_state(&scratch.dev), before);
+    drop(rec);
+    assert_eq!(tracefs_state(&scratch.dev), before);
+}
+
 #[test]
 fn a_closed_stdout_is_not_a_panic() {
     use std::io::Read;

@@ -111,7 +111,7 @@ impl Settings {
     fn restore(&mut self) -> Vec<String> {
         let mut errors = Vec::new();
         while let Some((path, old)) = self.journal.pop() {
-            if let Err(e) = fs::write(&path, &old) {
+            if let Err(e) = retry_while_busy(|| fs::write(&path, &old), RESTORE_PATIENCE) {
                 errors.push(format!("{}: restoring {old:?}: {e}", path.display()));
             }
         }
@@ -126,6 +126,38 @@ impl Drop for Settings {
     fn drop(&mut self) {
         for e in self.restore() {
             eprintln!("iolab: warning: {e}");
+        }
+    }
+}
+
+/// How long a restore waits for tracefs to stop being busy.
+const RESTORE_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Runs `write` until it succeeds, fails otherwise than with EBUSY, or `patience` runs out.
+///
+/// The kernel refuses to change the tracer while anything holds `trace_pipe` open, and
+/// closing our own descriptor is not enough: a child that another thread of this process
+/// forks keeps a copy of every descriptor until its exec closes them (seen in the test suite,
+/// where recordings run beside tests that spawn programs; an experiment's sampler spawns too).
+/// That copy is gone within milliseconds, so waiting is right; someone else's reader that
+/// stays open still ends in the error after `patience`.
+fn retry_while_busy(
+    mut write: impl FnMut() -> io::Result<()>,
+    patience: Duration,
+) -> io::Result<()> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match write() {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("{e} (something kept trace_pipe or trace open)"),
+                ))
+            }
+            r => return r,
         }
     }
 }
@@ -395,10 +427,11 @@ pub(crate) fn record(cfg: &Config) -> anyhow::Result<Summary> {
     result
 }
 
-/// A recording running in the background (for experiments that trace each run).
+/// A recording running in the background (for experiments that trace each run). Dropping it
+/// stops it too, so a caller's early return or panic does not leave the tracer running.
 pub struct Recording {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<anyhow::Result<Summary>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<Summary>>>,
 }
 
 /// Starts recording in a background thread and returns once the device's events are being
@@ -412,7 +445,10 @@ pub fn start(cfg: Config) -> anyhow::Result<Recording> {
         .name("trace-record".into())
         .spawn(move || record_until(&cfg, &flag, Some(ready_tx)))?;
     match ready_rx.recv() {
-        Ok(()) => Ok(Recording { stop, thread }),
+        Ok(()) => Ok(Recording {
+            stop,
+            thread: Some(thread),
+        }),
         Err(_) => match thread.join() {
             Ok(Err(e)) => Err(e),
             Ok(Ok(_)) => bail!("the recording ended before it started"),
@@ -423,11 +459,26 @@ pub fn start(cfg: Config) -> anyhow::Result<Recording> {
 
 impl Recording {
     /// Stops, drains the ring buffer, restores tracefs and says what was recorded.
-    pub fn stop(self) -> anyhow::Result<Summary> {
+    pub fn stop(mut self) -> anyhow::Result<Summary> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> anyhow::Result<Summary> {
         self.stop.store(true, Ordering::Relaxed);
-        match self.thread.join() {
-            Ok(r) => r,
-            Err(_) => bail!("the recording thread panicked"),
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the recording thread panicked"),
+            None => bail!("the recording was already stopped"),
+        }
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            if let Err(e) = self.stop_and_join() {
+                eprintln!("iolab: warning: stopping a trace recording: {e:#}");
+            }
         }
     }
 }
@@ -624,6 +675,46 @@ fn drain(pipe: &mut File, buf: &mut [u8], splitter: &mut Splitter) -> anyhow::Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_tracefs_write_is_retried_until_it_is_free_or_patience_runs_out() {
+        let busy = || io::Error::from_raw_os_error(libc::EBUSY);
+        let mut tries = 0;
+        let r = retry_while_busy(
+            || {
+                tries += 1;
+                if tries < 4 {
+                    Err(busy())
+                } else {
+                    Ok(())
+                }
+            },
+            Duration::from_secs(5),
+        );
+        assert!(r.is_ok());
+        assert_eq!(tries, 4);
+
+        let started = Instant::now();
+        let e = retry_while_busy(|| Err(busy()), Duration::from_millis(50)).unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert_eq!(e.raw_os_error(), None);
+        assert!(
+            e.to_string().contains("kept trace_pipe or trace open"),
+            "{e}"
+        );
+
+        // Any other error is final at once.
+        let mut tries = 0;
+        let e = retry_while_busy(
+            || {
+                tries += 1;
+                Err(io::Error::from_raw_os_error(libc::EACCES))
+            },
+            Duration::from_secs(5),
+        )
+        .unwrap_err();
+        assert_eq!((tries, e.raw_os_error()), (1, Some(libc::EACCES)));
+    }
 
     #[test]
     fn parses_tracefs_files() {
