@@ -14,6 +14,10 @@ use crate::store;
 /// second over fio's measured interval, one line per run of a cell: throughput, latency,
 /// device completions), irq-over-time (interrupts per second on each CPU for one run).
 ///
+/// A whisker of a metric never measured below 0 (IOPS, MB/s, latency) that would reach
+/// below 0, as a wide interval from a few noisy runs can, is cut at the axis and has no cap
+/// there; `iolab show` and --json give the whole interval.
+///
 /// The output's extension picks the format: .svg stays sharp when zoomed and is what
 /// `iolab report` inlines; .png is the same chart rasterised at 2x with a font built into
 /// iolab, for mail, chat and trackers that do not show SVG.

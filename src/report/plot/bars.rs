@@ -5,7 +5,10 @@ use plotters::prelude::*;
 
 use crate::report::format::short;
 
-use super::{check_finite, color, draw_err, padded_range, slots, PlotError, FONT, SIZE, WHISKER};
+use super::{
+    check_finite, color, draw_err, padded_range, slots, whisker_ends, whisker_floor, PlotError,
+    FONT, SIZE, WHISKER,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bar {
@@ -29,9 +32,10 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
             .flat_map(|b| [Some(b.value), b.ci.map(|c| c.0), b.ci.map(|c| c.1)])
             .flatten(),
     )?;
+    let floor = whisker_floor(bars.iter().map(|b| b.value));
     let lo = bars
         .iter()
-        .map(|b| b.ci.map_or(b.value, |c| c.0.min(b.value)))
+        .map(|b| b.ci.map_or(b.value, |c| c.0.min(b.value)).max(floor))
         .fold(f64::INFINITY, f64::min);
     let hi = bars
         .iter()
@@ -83,6 +87,7 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
         let whisker = WHISKER.stroke_width(2);
         for (i, b) in bars.iter().enumerate() {
             let Some((lo, hi)) = b.ci else { continue };
+            let ((lo, hi), caps) = whisker_ends(lo, hi, floor);
             let x = SegmentValue::CenterOf(i);
             chart
                 .draw_series([PathElement::new(
@@ -91,7 +96,7 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
                 )])
                 .map_err(draw_err)?;
             chart
-                .draw_series([lo, hi].map(|y| {
+                .draw_series(caps.into_iter().map(|y| {
                     EmptyElement::at((x.clone(), y))
                         + PathElement::new(vec![(-7, 0), (7, 0)], whisker)
                 }))
@@ -148,6 +153,20 @@ mod tests {
         let doc = parse(&svg);
         assert_eq!(rects_filled(&doc, color(2)), 1);
         assert!(texts(&doc).iter().any(|t| t == "rw=r&w"));
+    }
+
+    #[test]
+    fn a_whisker_below_zero_is_cut_at_the_axis() {
+        let noisy = Bar {
+            ci: Some((-11_000.0, 29_000.0)),
+            ..bar("far/rq=0", 9_000.0, 0)
+        };
+        let svg = bars_with_ci("t", "r/s", &[bar("on/rq=0", 12_000.0, 0), noisy]).unwrap();
+        let doc = parse(&svg);
+        let labels = texts(&doc);
+        assert!(!labels.iter().any(|t| t.starts_with('-')), "{labels:?}");
+        // The cut whisker has its top cap only.
+        assert_eq!(stroked(&doc, "polyline", WHISKER), 3 + 2);
     }
 
     #[test]

@@ -11,7 +11,10 @@ use plotters::prelude::*;
 use crate::report::format::{log_tick, short};
 
 use super::legend::{self, Marks};
-use super::{check_finite, color, draw_err, padded_range, PlotError, FONT, SIZE, WHISKER};
+use super::{
+    check_finite, color, draw_err, padded_range, whisker_ends, whisker_floor, PlotError, FONT,
+    SIZE, WHISKER,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SeriesPoint {
@@ -59,9 +62,10 @@ pub(crate) fn metric_vs_factor(
             reason: format!("a log scale needs x > 0, got {xmin}"),
         });
     }
+    let floor = whisker_floor(points.iter().map(|p| p.y));
     let (ylo, yhi) = min_max(points.iter().flat_map(|p| {
         let (lo, hi) = p.ci.unwrap_or((p.y, p.y));
-        [lo.min(p.y), hi.max(p.y)]
+        [lo.min(p.y).max(floor), hi.max(p.y)]
     }));
     let (y0, y1) = padded_range(ylo, yhi, ylo >= 0.0);
     let mut svg = String::new();
@@ -197,6 +201,7 @@ where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
     super::draw_xy_mesh(&mut chart, (x_label, y_label), x_tick, 13)?;
+    let floor = chart.y_range().start;
     let labels: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
     let area = chart.plotting_area().get_pixel_range();
     let mut marks = Marks::new(area, &labels, SeriesLabelPosition::UpperLeft);
@@ -209,6 +214,7 @@ where
         }
         for p in &s.points {
             let (lo, hi) = p.ci.unwrap_or((p.y, p.y));
+            let lo = lo.max(floor);
             marks.segment(
                 chart.backend_coord(&(p.x, lo)),
                 chart.backend_coord(&(p.x, hi)),
@@ -225,11 +231,12 @@ where
         let whisker = WHISKER.stroke_width(1);
         for p in &s.points {
             let Some((lo, hi)) = p.ci else { continue };
+            let ((lo, hi), caps) = whisker_ends(lo, hi, floor);
             chart
                 .draw_series([PathElement::new(vec![(p.x, lo), (p.x, hi)], whisker)])
                 .map_err(draw_err)?;
             chart
-                .draw_series([lo, hi].map(|y| {
+                .draw_series(caps.into_iter().map(|y| {
                     EmptyElement::at((p.x, y)) + PathElement::new(vec![(-5, 0), (5, 0)], whisker)
                 }))
                 .map_err(draw_err)?;
@@ -316,6 +323,45 @@ mod tests {
                 "{level} missing: {labels:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_interval_below_zero_is_cut_at_the_axis_of_a_metric_never_below_zero() {
+        let iops = |ci: (f64, f64)| Series {
+            name: "rq_affinity".into(),
+            points: vec![
+                SeriesPoint {
+                    x: 0.0,
+                    y: 12_000.0,
+                    ci: Some((11_000.0, 13_000.0)),
+                },
+                SeriesPoint {
+                    x: 1.0,
+                    y: 9_000.0,
+                    ci: Some(ci),
+                },
+            ],
+        };
+        let svg = metric_vs_factor(
+            "t",
+            "rq_affinity",
+            "IOPS",
+            &[iops((-11_000.0, 29_000.0))],
+            false,
+        )
+        .unwrap();
+        let doc = parse(&svg);
+        let labels = texts(&doc);
+        assert!(!labels.iter().any(|t| t.starts_with('-')), "{labels:?}");
+        // Two whiskers, and caps at both ends of the first and the top of the second.
+        assert_eq!(stroked(&doc, "polyline", WHISKER), 2 + 3);
+        // A metric that is negative somewhere keeps its whole interval on the axis.
+        let mut change = iops((-11_000.0, 29_000.0));
+        change.points[0].y = -1.0;
+        let svg = metric_vs_factor("t", "rq_affinity", "change", &[change], false).unwrap();
+        let doc = parse(&svg);
+        assert!(texts(&doc).iter().any(|t| t.starts_with('-')));
+        assert_eq!(stroked(&doc, "polyline", WHISKER), 2 + 4);
     }
 
     #[test]

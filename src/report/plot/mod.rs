@@ -113,6 +113,27 @@ pub(crate) fn slots(n: usize) -> std::ops::Range<usize> {
     0..n.saturating_sub(1).max(1)
 }
 
+/// Where CI whiskers are cut: at 0 when no measured value is below 0 (IOPS, MB/s, latency),
+/// so that a wide interval from a few noisy runs does not stretch the axis to negative
+/// throughput; nowhere otherwise. Tables and --json keep the interval as computed.
+pub(crate) fn whisker_floor(values: impl IntoIterator<Item = f64>) -> f64 {
+    if values.into_iter().all(|v| v >= 0.0) {
+        0.0
+    } else {
+        f64::NEG_INFINITY
+    }
+}
+
+/// A whisker from `lo` to `hi` as drawn above `floor`: its ends, and the ends that get a cap
+/// (a cut end has none: the interval goes on below).
+pub(crate) fn whisker_ends(lo: f64, hi: f64, floor: f64) -> ((f64, f64), Vec<f64>) {
+    if lo < floor {
+        ((floor, hi), vec![hi])
+    } else {
+        ((lo, hi), vec![lo, hi])
+    }
+}
+
 /// A value range with some headroom, always including 0 for quantities drawn from 0 (bars).
 pub(crate) fn padded_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
     let (mut lo, mut hi) = if include_zero {
