@@ -855,6 +855,128 @@ fn a_trace_pipe_copy_in_a_forked_child_does_not_block_the_restore() {
     assert_eq!(tracefs_state(&scratch.dev), before);
 }
 
+/// tracefs mounted for a test's duration, unmounted at the end if it was not before.
+struct TracefsMounted(bool);
+
+impl TracefsMounted {
+    fn ensure() -> TracefsMounted {
+        if Path::new(TRACEFS).join("trace_pipe").exists() {
+            return TracefsMounted(false);
+        }
+        let st = Std::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACEFS])
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tracefs failed");
+        TracefsMounted(true)
+    }
+}
+
+impl Drop for TracefsMounted {
+    fn drop(&mut self) {
+        if self.0 {
+            let _ = Std::new("umount").arg(TRACEFS).status();
+        }
+    }
+}
+
+/// `iolab restore` in a state directory when dropped: what a failed test leaves is put back.
+struct RestoreWhenDone(PathBuf);
+
+impl Drop for RestoreWhenDone {
+    fn drop(&mut self) {
+        let _ = crate::common::restore_in(&self.0);
+    }
+}
+
+/// "7 (expanded: 1408)" or "1410" -> KiB; tracefs rounds sizes to whole pages.
+fn ring_kb(text: &str) -> u64 {
+    let t = text.trim();
+    let t = t
+        .split_once("(expanded:")
+        .map_or(t, |(_, r)| r.trim_end_matches(')'));
+    t.trim().parse().unwrap_or(0)
+}
+
+/// A recording killed with SIGKILL leaves the tracer on (blk, binary records, the device's
+/// trace switch, a large ring buffer). Its journal lets `iolab restore` put it all back, and
+/// until then a new recording refuses to start, from any state directory: it would journal
+/// the changed values as the originals.
+#[test]
+fn a_killed_recording_is_put_back_by_restore() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("kill");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let _mounted = TracefsMounted::ensure();
+    let before = tracefs_state(&scratch.dev);
+    let ring = || std::fs::read_to_string(Path::new(TRACEFS).join("buffer_size_kb")).unwrap();
+    let ring_before = ring_kb(&ring());
+    let record = |state: &Path, out: &str, seconds: &str| {
+        let mut c = crate::common::iolab();
+        c.env("IOLAB_STATE_DIR", state)
+            .args(["trace", "record", "-d", &scratch.dev, "--buffer-kb", "8192"])
+            .args(["--duration", seconds, "-o"])
+            .arg(dir.path().join(out));
+        c
+    };
+    let _cleanup = RestoreWhenDone(state.clone());
+    let mut child = record(&state, "killed", "60")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let enable = format!(
+        "/sys/block/{}/trace/enable",
+        scratch.dev.trim_start_matches("/dev/")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&enable).unwrap_or_default().trim() != "1" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_ne!(tracefs_state(&scratch.dev), before);
+    assert!(ring_kb(&ring()).abs_diff(8192) <= 4, "{}", ring());
+
+    for elsewhere in [state.clone(), dir.path().join("other-state")] {
+        let again = record(&elsewhere, "again", "1").output().unwrap();
+        let err = String::from_utf8_lossy(&again.stderr);
+        assert!(
+            !again.status.success(),
+            "a second recording started in {}",
+            elsewhere.display()
+        );
+        assert!(err.contains("iolab restore"), "{err}");
+    }
+
+    let restored = crate::common::restore_in(&state);
+    let out = String::from_utf8_lossy(&restored.stdout);
+    assert!(
+        restored.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    assert!(out.contains("tracefs settings of a killed"), "{out}");
+    assert_eq!(tracefs_state(&scratch.dev), before);
+    assert!(ring_kb(&ring()).abs_diff(ring_before) <= 4, "{}", ring());
+    // Nothing is left to replay: a new recording works.
+    let after = record(&state, "after", "0.2").output().unwrap();
+    assert!(
+        after.status.success(),
+        "{}",
+        String::from_utf8_lossy(&after.stderr)
+    );
+}
+
 /// A caller that returns early or panics drops its recording without `stop`: the tracer must
 /// not stay on.
 #[test]

@@ -1,7 +1,8 @@
 //! `iolab restore`: undo what a killed iolab left behind (`knobs::leftovers`), here or, with
 //! `--host`, on other hosts over ssh.
 
-/// Put back knobs (and remove scratch devices) left behind by an iolab that was killed.
+/// Put back knobs and tracefs settings (and remove scratch devices) left behind by an iolab
+/// that was killed.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
 pub(crate) struct RestoreArgs {

@@ -3,12 +3,21 @@
 //! `explain_write_error`) are separate from the two calls that touch the file.
 
 use std::io;
+use std::time::{Duration, Instant};
 
 /// The value an attribute holds now, as it must be written back to restore it. Multiple-choice
-/// attributes (`queue/scheduler`, THP's `enabled`) print every choice with the active one in
-/// brackets: "[mq-deadline] none" -> "mq-deadline". Everything else is the trimmed text.
+/// attributes (`queue/scheduler`, THP's `enabled`, tracefs' `trace_clock`) print every choice
+/// with the active one in brackets: "[mq-deadline] none" -> "mq-deadline". tracefs'
+/// `buffer_size_kb` before its first use reads "7 (expanded: 1408)": the size it takes
+/// when used, 1408, is what to write back. Everything else is the trimmed text.
 pub fn current_choice(text: &str) -> String {
     let t = text.trim();
+    if let Some(size) = t
+        .split_once("(expanded:")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+    {
+        return size.trim().to_string();
+    }
     if let (Some(open), Some(close)) = (t.find('['), t.find(']')) {
         if open < close {
             return t[open + 1..close].trim().to_string();
@@ -57,6 +66,33 @@ pub(crate) fn write_attr(path: &str, value: &str) -> Result<(), super::KnobError
     })
 }
 
+/// How long putting a value back waits for the kernel to stop answering EBUSY.
+pub(crate) const BUSY_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Runs `write` again while it fails with EBUSY, until `patience` runs out.
+///
+/// Restores use it. The kernel refuses to change the tracer while anything holds
+/// `trace_pipe` open, and the recorder closing its own descriptor is not enough: a child
+/// that another thread of the process forks keeps a copy of every descriptor until its exec
+/// closes them (an experiment's sampler spawns programs while a run's trace stops). That
+/// copy is gone within milliseconds; a reader that stays open still ends in the error.
+pub(crate) fn retry_while_busy(
+    mut write: impl FnMut() -> Result<(), super::KnobError>,
+    patience: Duration,
+) -> Result<(), super::KnobError> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match write() {
+            Err(super::KnobError::Write { source, .. })
+                if source.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Why a write failed, in terms a user can act on.
 pub(crate) fn explain_write_error(path: &str, e: &io::Error, current_text: Option<&str>) -> String {
     let is_irq = path.starts_with("/proc/irq/");
@@ -75,6 +111,9 @@ pub(crate) fn explain_write_error(path: &str, e: &io::Error, current_text: Optio
             "permission denied (iolab must run as root to change knobs)".into()
         }
         Some(libc::ENOENT) => "no such attribute on this kernel or device".into(),
+        Some(libc::EBUSY) if path.contains("/tracing/") => {
+            "tracefs is busy: something holds trace_pipe or trace open".into()
+        }
         Some(libc::EBUSY) => "the device is busy; try again when it is idle".into(),
         _ => e.to_string(),
     }
@@ -92,6 +131,48 @@ mod tests {
         assert_eq!(current_choice("128\n"), "128");
         assert_eq!(current_choice("0-1\n"), "0-1");
         assert_eq!(current_choice("] odd [\n"), "] odd [");
+        assert_eq!(current_choice("7 (expanded: 1408)\n"), "1408");
+        assert_eq!(current_choice("local global [mono] boot\n"), "mono");
+    }
+
+    #[test]
+    fn a_busy_write_is_tried_again_until_it_passes_or_patience_runs_out() {
+        let fail = |errno: i32| super::super::KnobError::Write {
+            path: "/sys/kernel/tracing/current_tracer".into(),
+            value: "nop".into(),
+            why: String::new(),
+            source: io::Error::from_raw_os_error(errno),
+        };
+        let mut tries = 0;
+        let passed = retry_while_busy(
+            || {
+                tries += 1;
+                if tries < 4 {
+                    Err(fail(libc::EBUSY))
+                } else {
+                    Ok(())
+                }
+            },
+            Duration::from_secs(5),
+        );
+        assert!(passed.is_ok());
+        assert_eq!(tries, 4);
+
+        let started = Instant::now();
+        assert!(retry_while_busy(|| Err(fail(libc::EBUSY)), Duration::from_millis(50)).is_err());
+        assert!(started.elapsed() >= Duration::from_millis(50));
+
+        // Any other error is final at once.
+        let mut tries = 0;
+        let refused = retry_while_busy(
+            || {
+                tries += 1;
+                Err(fail(libc::EINVAL))
+            },
+            Duration::from_secs(5),
+        );
+        assert!(refused.is_err());
+        assert_eq!(tries, 1);
     }
 
     #[test]

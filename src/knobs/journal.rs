@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::attr::{read_attr, write_attr};
+use super::attr::{read_attr, retry_while_busy, write_attr, BUSY_PATIENCE};
 use super::irq_move;
 use super::kinds::{self, Located};
 use super::KnobError;
@@ -41,6 +41,9 @@ pub fn state_dir() -> PathBuf {
 }
 
 const JOURNAL: &str = "journal.json";
+/// Where in the state directory a block trace recording journals the tracefs settings it
+/// changes: apart from the knobs', since an experiment holds both journals at once.
+pub(crate) const TRACER_DIR: &str = "tracer";
 const LOCK: &str = "journal.lock";
 
 /// One knob change: enough to undo it.
@@ -393,9 +396,11 @@ fn stale_journal(pid: u32, theirs: &Path) -> Option<String> {
             ))
         }
     };
-    // The placement journal of `irq apply` lives in STATE/irq and is undone by rollback.
+    // The placement journal of `irq apply` lives in STATE/irq and is undone by rollback;
+    // a trace recording's, in STATE/tracer, by restore.
     let (state, command) = match dir.file_name().and_then(|n| n.to_str()) {
         Some("irq") => (dir.parent().unwrap_or(dir), "irq rollback"),
+        Some(TRACER_DIR) => (dir.parent().unwrap_or(dir), "restore"),
         _ => (dir, "restore"),
     };
     Some(format!(
@@ -505,7 +510,9 @@ fn restore_entries(
             Err(why) => report.refused.push(RefusedEntry { entry, why }),
             Ok(Located::Missing) => report.vanished.push(entry),
             Ok(Located::File(file)) => {
-                match settle_then_write(root == Path::new("/"), &file, &entry.old) {
+                let live = root == Path::new("/");
+                match retry_while_busy(|| settle_then_write(live, &file, &entry.old), BUSY_PATIENCE)
+                {
                     Ok(()) => report.restored.push(entry),
                     Err(_) if entries.iter().any(|e| e.path == entry.path) => {
                         report.superseded.push(entry)

@@ -40,6 +40,8 @@ enum Lock {
     Named(&'static str),
     /// The prefix and the placeholders' values joined by dots (`sysctl.vm.dirty_ratio`).
     Dotted(&'static str),
+    /// The kernel's tracer: one lock for the settings a block trace recording changes.
+    Tracer,
 }
 
 pub(crate) const KINDS: &[Kind] = &[
@@ -103,7 +105,52 @@ pub(crate) const KINDS: &[Kind] = &[
         lock: Lock::Named("cpu.cstates"),
         allowed: None,
     },
+    // What `trace record` sets: exactly these tracefs files, never `set_ftrace_filter`,
+    // `kprobe_events` or the like, which would make restore install probes.
+    Kind {
+        what: "tracer setting",
+        pattern: "/sys/kernel/tracing/{attr}",
+        lock: Lock::Tracer,
+        allowed: Some(tracer_allowed),
+    },
+    Kind {
+        what: "tracer option",
+        pattern: "/sys/kernel/tracing/options/bin",
+        lock: Lock::Tracer,
+        allowed: None,
+    },
+    Kind {
+        what: "tracer option",
+        pattern: "/sys/kernel/tracing/options/context-info",
+        lock: Lock::Tracer,
+        allowed: None,
+    },
+    Kind {
+        what: "block trace switch",
+        pattern: "/sys/class/block/{dev}/trace/enable",
+        lock: Lock::Tracer,
+        allowed: None,
+    },
 ];
+
+/// The top-level tracefs files a block trace recording sets.
+pub(crate) const TRACER_FILES: &[&str] = &[
+    "current_tracer",
+    "trace_clock",
+    "buffer_size_kb",
+    "tracing_on",
+];
+
+fn tracer_allowed(parts: &[&str]) -> Result<(), String> {
+    match parts.first() {
+        Some(f) if TRACER_FILES.contains(f) => Ok(()),
+        f => Err(format!(
+            "tracefs file {} is not one iolab changes (only {})",
+            f.unwrap_or(&""),
+            TRACER_FILES.join(", ")
+        )),
+    }
+}
 
 /// Sysctl trees iolab may change, as dotted prefixes (a prefix ending in `.` covers a tree).
 /// An allow-list because some sysctls name programs the kernel runs as root
@@ -256,6 +303,7 @@ pub(crate) fn classify(path: &str) -> Result<Matched, String> {
             Lock::Irq => Resource::Irq(got[0].parse().map_err(|_| format!("{path}: IRQ number"))?),
             Lock::Named(name) => Resource::Setting(name.to_string()),
             Lock::Dotted(prefix) => Resource::Setting(format!("{prefix}.{}", got.join("."))),
+            Lock::Tracer => Resource::Tracer,
         };
         return Ok(Matched {
             kind: k.what,
@@ -350,6 +398,36 @@ mod tests {
                 why.contains("/sys/block/{dev}/queue/{attr}"),
                 "{bad}: {why}"
             );
+        }
+    }
+
+    #[test]
+    fn the_tracefs_files_a_recording_sets_pass_and_take_the_tracer_lock() {
+        for ok in [
+            "/sys/kernel/tracing/current_tracer",
+            "/sys/kernel/tracing/trace_clock",
+            "/sys/kernel/tracing/buffer_size_kb",
+            "/sys/kernel/tracing/tracing_on",
+            "/sys/kernel/tracing/options/bin",
+            "/sys/kernel/tracing/options/context-info",
+            "/sys/class/block/sda1/trace/enable",
+        ] {
+            assert_eq!(
+                classify(ok).map(|m| m.resource),
+                Ok(Resource::Tracer),
+                "{ok}"
+            );
+        }
+        // Files that would make restore trace functions, install probes or run triggers.
+        for refused in [
+            "/sys/kernel/tracing/set_ftrace_filter",
+            "/sys/kernel/tracing/kprobe_events",
+            "/sys/kernel/tracing/trace",
+            "/sys/kernel/tracing/options/func_stack_trace",
+            "/sys/kernel/tracing/events/block/enable",
+            "/sys/class/block/sda/trace/act_mask",
+        ] {
+            assert!(classify(refused).is_err(), "{refused}");
         }
     }
 

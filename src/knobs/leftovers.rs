@@ -1,7 +1,8 @@
 //! What a killed iolab left behind, undone in one place: knob changes still in the journal
-//! (written back newest first, then the journal removed), scratch loop devices whose guard
-//! never ran, experiments still marked running, and fio's private run directories. `iolab
-//! restore` prints the result; keeping the sequence here leaves the CLI only its arguments.
+//! (written back newest first, then the journal removed), the tracefs settings of a killed
+//! block trace recording (its own journal), scratch loop devices whose guard never ran,
+//! experiments still marked running, and fio's private run directories. `iolab restore`
+//! prints the result; keeping the sequence here leaves the CLI only its arguments.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -22,6 +23,9 @@ pub(crate) struct Leftovers {
     pub knobs: Option<super::RestoreReport>,
     pub problems: Vec<String>,
     pub scratch_devices_removed: Vec<String>,
+    /// The tracefs settings of a block trace recording that was killed; None when there was
+    /// no such journal.
+    pub tracer: Option<super::RestoreReport>,
     /// Hosts an earlier run controlled and left listed (`hosts::touched`), each restored by
     /// its own `iolab restore`; absent when none was listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -36,6 +40,7 @@ pub(crate) struct Leftovers {
 /// Undoes what was left in `state_dir` (and fio's run directories under `fio_work_dir`).
 pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
     let knobs = super::replay(state_dir)?;
+    let tracer = super::replay(&state_dir.join(super::TRACER_DIR))?;
     let scratch = crate::target::remove_leaked_scratch(state_dir)?;
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
@@ -53,6 +58,7 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
             .chain(host_problems)
             .collect(),
         scratch_devices_removed: scratch.removed,
+        tracer,
         hosts,
         journal: state_dir.join("journal.json"),
         irq_placements_in_effect: placed,
@@ -92,7 +98,11 @@ impl Leftovers {
     /// script notices.
     pub(crate) fn failures(&self) -> (usize, usize) {
         (
-            self.knobs.as_ref().map_or(0, |k| k.refused.len()),
+            [&self.knobs, &self.tracer]
+                .iter()
+                .filter_map(|r| r.as_ref())
+                .map(|r| r.refused.len())
+                .sum(),
             self.problems.len(),
         )
     }
@@ -107,6 +117,10 @@ impl crate::output::Render for Leftovers {
                 out += &restored_lines(r, "device no longer present");
                 let _ = writeln!(out, "journal {} removed", self.journal.display());
             }
+        }
+        if let Some(r) = &self.tracer {
+            out += &restored_lines(r, "device no longer present or tracefs not mounted");
+            let _ = writeln!(out, "tracefs settings of a killed `trace record` put back");
         }
         for s in &self.scratch_devices_removed {
             let _ = writeln!(out, "removed scratch device {s}");

@@ -6,7 +6,9 @@
 //! recording), and puts every tracefs setting back — on success, on error, on Ctrl-C and
 //! SIGTERM (the journal lives in a guard whose Drop restores in reverse order).
 
+use crate::knobs::Journal;
 use crate::sys::lock::Resource;
+use crate::sys::SysRoot;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Read, Write};
@@ -95,69 +97,14 @@ fn render_unescaped(s: &Summary) -> String {
     o
 }
 
-/// Every tracefs write, journaled; Drop writes the old values back in reverse order.
-struct Settings {
-    journal: Vec<(PathBuf, String)>,
-    unmount: Option<PathBuf>,
-}
+/// Unmounts tracefs when dropped, if this recording mounted it. Declared before the journal,
+/// so the journal (dropped first) has put the settings back by then.
+struct Mounted(Option<PathBuf>);
 
-impl Settings {
-    fn set(&mut self, path: &Path, value: &str, old: String) -> anyhow::Result<()> {
-        // Journal first, so a failed write is also undone.
-        self.journal.push((path.to_path_buf(), old));
-        fs::write(path, value).with_context(|| format!("writing {value:?} to {}", path.display()))
-    }
-
-    fn restore(&mut self) -> Vec<String> {
-        let mut errors = Vec::new();
-        while let Some((path, old)) = self.journal.pop() {
-            if let Err(e) = retry_while_busy(|| fs::write(&path, &old), RESTORE_PATIENCE) {
-                errors.push(format!("{}: restoring {old:?}: {e}", path.display()));
-            }
-        }
-        if let Some(dir) = self.unmount.take() {
-            let _ = Command::new("umount").arg(&dir).status();
-        }
-        errors
-    }
-}
-
-impl Drop for Settings {
+impl Drop for Mounted {
     fn drop(&mut self) {
-        for e in self.restore() {
-            eprintln!("iolab: warning: {e}");
-        }
-    }
-}
-
-/// How long a restore waits for tracefs to stop being busy.
-const RESTORE_PATIENCE: Duration = Duration::from_secs(3);
-
-/// Runs `write` until it succeeds, fails otherwise than with EBUSY, or `patience` runs out.
-///
-/// The kernel refuses to change the tracer while anything holds `trace_pipe` open, and
-/// closing our own descriptor is not enough: a child that another thread of this process
-/// forks keeps a copy of every descriptor until its exec closes them (seen in the test suite,
-/// where recordings run beside tests that spawn programs; an experiment's sampler spawns too).
-/// That copy is gone within milliseconds, so waiting is right; someone else's reader that
-/// stays open still ends in the error after `patience`.
-fn retry_while_busy(
-    mut write: impl FnMut() -> io::Result<()>,
-    patience: Duration,
-) -> io::Result<()> {
-    let deadline = Instant::now() + patience;
-    loop {
-        match write() {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("{e} (something kept trace_pipe or trace open)"),
-                ))
-            }
-            r => return r,
+        if let Some(dir) = self.0.take() {
+            let _ = Command::new("umount").arg(&dir).status();
         }
     }
 }
@@ -167,21 +114,6 @@ fn read_trim(path: &Path) -> anyhow::Result<String> {
         .with_context(|| format!("reading {}", path.display()))?
         .trim()
         .to_string())
-}
-
-/// The selected word of a tracefs choice file: `"[local] global counter"` -> "local".
-pub(crate) fn selected(choices: &str) -> Option<&str> {
-    let start = choices.find('[')? + 1;
-    let end = choices[start..].find(']')? + start;
-    Some(&choices[start..end])
-}
-
-/// "7 (expanded: 1408)" -> 1408; "8192" -> 8192.
-pub(crate) fn buffer_kb(text: &str) -> Option<u64> {
-    if let Some(rest) = text.split("expanded:").nth(1) {
-        return rest.trim().trim_end_matches(')').trim().parse().ok();
-    }
-    text.split_whitespace().next()?.parse().ok()
 }
 
 /// Sums "overrun:" and "dropped events:" over per_cpu/cpu*/stats.
@@ -493,10 +425,7 @@ fn record_until(
     }
     let (name, trace_dir) = device_dir(&cfg.device)?;
     let tracefs = PathBuf::from(TRACEFS);
-    let mut settings = Settings {
-        journal: Vec::new(),
-        unmount: None,
-    };
+    let mut mounted = Mounted(None);
     if !tracefs.join("trace_pipe").exists() {
         let st = Command::new("mount")
             .args(["-t", "tracefs", "nodev", TRACEFS])
@@ -505,25 +434,31 @@ fn record_until(
         if !st.success() || !tracefs.join("trace_pipe").exists() {
             bail!("tracefs is not mounted at {TRACEFS} and mounting it failed");
         }
-        settings.unmount = Some(tracefs.clone());
+        mounted.0 = Some(tracefs.clone());
     }
-    // The blk tracer is global: one recorder at a time, machine-wide.
-    let lock = crate::sys::lock::acquire(&crate::sys::SysRoot::live(), Resource::Tracer)?;
+    // The tracefs settings are journaled on disk like knobs, so that after a SIGKILL
+    // `iolab restore` puts them back; the journal holds the machine-wide tracer lock (the blk
+    // tracer is global: one recorder at a time) until they are back.
+    // The journal first: it refuses to begin over one a killed recorder left here, before the
+    // lock file's record of that recorder is overwritten.
+    let dir = crate::knobs::state_dir().join(crate::knobs::TRACER_DIR);
+    let mut journal = Journal::begin_in(&dir)?;
+    journal.hold(crate::knobs::machine_locks(
+        &SysRoot::live(),
+        &dir,
+        [Resource::Tracer],
+    )?);
     let current = read_trim(&tracefs.join("current_tracer"))?;
     if current != "nop" && current != "blk" {
         bail!("tracefs is in use by the `{current}` tracer; refusing to take it over");
     }
 
-    let result = record_with(cfg, &name, &trace_dir, &tracefs, &mut settings, stop, ready);
-    let errors = settings.restore();
-    drop(lock);
+    let result = record_with(cfg, &name, &trace_dir, &tracefs, &mut journal, stop, ready);
+    let restored = journal.restore();
+    drop(journal);
+    drop(mounted);
     let summary = result?;
-    if !errors.is_empty() {
-        bail!(
-            "recorded, but could not restore tracefs: {}",
-            errors.join("; ")
-        );
-    }
+    restored.context("recorded, but could not restore tracefs")?;
     Ok(summary)
 }
 
@@ -532,27 +467,23 @@ fn record_with(
     name: &str,
     trace_dir: &Path,
     tracefs: &Path,
-    settings: &mut Settings,
+    journal: &mut Journal,
     stop: &AtomicBool,
     ready: Option<std::sync::mpsc::SyncSender<()>>,
 ) -> anyhow::Result<Summary> {
     let p = |f: &str| tracefs.join(f);
-    let old_tracer = read_trim(&p("current_tracer"))?;
-    let old_clock = read_trim(&p("trace_clock"))?;
-    let old_clock = selected(&old_clock).unwrap_or("local").to_string();
-    let old_buf = read_trim(&p("buffer_size_kb"))?;
-    let old_buf = buffer_kb(&old_buf).unwrap_or(1408).to_string();
-    let old_bin = read_trim(&p("options/bin"))?;
-    let old_ctx = read_trim(&p("options/context-info"))?;
-    let old_on = read_trim(&p("tracing_on"))?;
-    let old_enable = read_trim(&trace_dir.join("enable"))?;
-
-    settings.set(&p("buffer_size_kb"), &cfg.buffer_kb.to_string(), old_buf)?;
-    settings.set(&p("trace_clock"), "mono", old_clock)?;
-    settings.set(&p("current_tracer"), "blk", old_tracer)?;
-    settings.set(&p("options/bin"), "1", old_bin)?;
-    settings.set(&p("options/context-info"), "0", old_ctx)?;
-    settings.set(&p("tracing_on"), "1", old_on)?;
+    let mut set = |path: PathBuf, value: &str| {
+        journal
+            .set(&path.display().to_string(), value)
+            .map(drop)
+            .with_context(|| format!("setting up tracefs ({})", path.display()))
+    };
+    set(p("buffer_size_kb"), &cfg.buffer_kb.to_string())?;
+    set(p("trace_clock"), "mono")?;
+    set(p("current_tracer"), "blk")?;
+    set(p("options/bin"), "1")?;
+    set(p("options/context-info"), "0")?;
+    set(p("tracing_on"), "1")?;
     // Empty whatever an earlier session left in the ring buffer.
     fs::write(p("trace"), "").context("clearing the trace buffer")?;
     let (over0, drop0) = lost_events(tracefs);
@@ -575,7 +506,7 @@ fn record_with(
             buf: Vec::new(),
         },
     };
-    settings.set(&trace_dir.join("enable"), "1", old_enable)?;
+    set(trace_dir.join("enable"), "1")?;
     if let Some(tx) = ready {
         let _ = tx.send(());
     }
@@ -677,51 +608,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_busy_tracefs_write_is_retried_until_it_is_free_or_patience_runs_out() {
-        let busy = || io::Error::from_raw_os_error(libc::EBUSY);
-        let mut tries = 0;
-        let r = retry_while_busy(
-            || {
-                tries += 1;
-                if tries < 4 {
-                    Err(busy())
-                } else {
-                    Ok(())
-                }
-            },
-            Duration::from_secs(5),
-        );
-        assert!(r.is_ok());
-        assert_eq!(tries, 4);
-
-        let started = Instant::now();
-        let e = retry_while_busy(|| Err(busy()), Duration::from_millis(50)).unwrap_err();
-        assert!(started.elapsed() >= Duration::from_millis(50));
-        assert_eq!(e.raw_os_error(), None);
-        assert!(
-            e.to_string().contains("kept trace_pipe or trace open"),
-            "{e}"
-        );
-
-        // Any other error is final at once.
-        let mut tries = 0;
-        let e = retry_while_busy(
-            || {
-                tries += 1;
-                Err(io::Error::from_raw_os_error(libc::EACCES))
-            },
-            Duration::from_secs(5),
-        )
-        .unwrap_err();
-        assert_eq!((tries, e.raw_os_error()), (1, Some(libc::EACCES)));
-    }
-
-    #[test]
     fn parses_tracefs_files() {
-        assert_eq!(selected("[local] global counter"), Some("local"));
-        assert_eq!(selected("local global [mono] boot"), Some("mono"));
-        assert_eq!(buffer_kb("7 (expanded: 1408)"), Some(1408));
-        assert_eq!(buffer_kb("8192"), Some(8192));
         let stats = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
         assert_eq!(parse_stats(stats), (12, 3));
         assert_eq!(parse_lost("CPU:1 [LOST 1234 EVENTS]"), 1234);
