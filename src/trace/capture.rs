@@ -4,7 +4,8 @@
 //! `NAME.blktrace.N` files (blkparse and btt insist that a file's records carry its CPU),
 //! adds the process-name notify records that bin mode never emits (from /proc/PID/comm while
 //! recording), and puts every tracefs setting back — on success, on error, on Ctrl-C and
-//! SIGTERM (the journal lives in a guard whose Drop restores in reverse order).
+//! SIGTERM (a knobs `Journal` on disk, whose Drop restores in reverse order), and after a
+//! SIGKILL through `iolab restore`.
 
 use crate::knobs::Journal;
 use crate::sys::lock::Resource;
@@ -436,11 +437,10 @@ fn record_until(
         }
         mounted.0 = Some(tracefs.clone());
     }
-    // The tracefs settings are journaled on disk like knobs, so that after a SIGKILL
-    // `iolab restore` puts them back; the journal holds the machine-wide tracer lock (the blk
-    // tracer is global: one recorder at a time) until they are back.
-    // The journal first: it refuses to begin over one a killed recorder left here, before the
-    // lock file's record of that recorder is overwritten.
+    // The tracefs settings are journaled on disk like knobs, and the journal holds the
+    // machine-wide tracer lock (the blk tracer is global: one recorder at a time) until they
+    // are back. It begins before the lock is taken: it refuses to begin over a journal a
+    // killed recorder left here, before the lock file's record of that recorder is replaced.
     let dir = crate::knobs::state_dir().join(crate::knobs::TRACER_DIR);
     let mut journal = Journal::begin_in(&dir)?;
     journal.hold(crate::knobs::machine_locks(
@@ -476,7 +476,7 @@ fn record_with(
         journal
             .set(&path.display().to_string(), value)
             .map(drop)
-            .with_context(|| format!("setting up tracefs ({})", path.display()))
+            .context("setting up tracefs")
     };
     set(p("buffer_size_kb"), &cfg.buffer_kb.to_string())?;
     set(p("trace_clock"), "mono")?;
