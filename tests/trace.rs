@@ -789,6 +789,7 @@ fn background_recording_api_captures_a_workload() {
         duration: None,
         buffer_kb: 4096,
         command: Vec::new(),
+        state_dir: dir.path().join("state"),
     })
     .unwrap();
     let dd = Std::new("dd")
@@ -837,6 +838,7 @@ fn a_trace_pipe_copy_in_a_forked_child_does_not_block_the_restore() {
         duration: None,
         buffer_kb: 1024,
         command: Vec::new(),
+        state_dir: dir.path().join("state"),
     })
     .unwrap();
     // SAFETY: the child only sleeps and exits, both async-signal-safe.
@@ -947,6 +949,31 @@ fn a_killed_recording_is_put_back_by_restore() {
     assert_ne!(tracefs_state(&scratch.dev), before);
     assert!(ring_kb(&ring()).abs_diff(8192) <= 4, "{}", ring());
 
+    // Nor does an experiment run over it: every I/O would pay for the tracing.
+    let exp = dir.path().join("e.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"after a killed trace\"\nrepetitions = 1\n[target]\ndevice = \"{}\"\n\
+             [workload]\nrw = \"randread\"\nbs = \"4k\"\nsize = \"4m\"\nruntime = \"1s\"\n\
+             [factors]\nrq_affinity = [1]\n",
+            scratch.dev
+        ),
+    )
+    .unwrap();
+    let run = crate::common::iolab()
+        .env("IOLAB_STATE_DIR", &state)
+        .args(["run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&exp)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "the experiment ran");
+    assert!(
+        err.contains("tracer/journal.json") && err.contains("iolab restore"),
+        "{err}"
+    );
     for elsewhere in [state.clone(), dir.path().join("other-state")] {
         let again = record(&elsewhere, "again", "1").output().unwrap();
         let err = String::from_utf8_lossy(&again.stderr);
@@ -995,6 +1022,7 @@ fn a_dropped_recording_puts_tracefs_back() {
         duration: None,
         buffer_kb: 1024,
         command: Vec::new(),
+        state_dir: dir.path().join("state"),
     })
     .unwrap();
     assert_ne!(tracefs_state(&scratch.dev), before);

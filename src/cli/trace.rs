@@ -191,6 +191,7 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         duration: args.duration,
         buffer_kb: args.buffer_kb,
         command: args.command,
+        state_dir: crate::knobs::state_dir(),
     };
     if cfg.duration.is_none() && cfg.command.is_empty() {
         eprintln!("recording {}; press Ctrl-C to stop", cfg.device);

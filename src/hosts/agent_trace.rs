@@ -47,6 +47,7 @@ impl AgentTrace {
             duration: None,
             buffer_kb: BUFFER_KB,
             command: Vec::new(),
+            state_dir: state_dir.to_path_buf(),
         })
         .map_err(|e| format!("cannot record /dev/{device}: {e:#}"))?;
         trace.recording = Some(recording);

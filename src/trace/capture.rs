@@ -35,6 +35,9 @@ pub struct Config {
     pub duration: Option<Duration>,
     pub buffer_kb: u64,
     pub command: Vec<String>,
+    /// The state directory: the tracefs settings are journaled in its `tracer/`, where
+    /// `iolab restore` finds them after a SIGKILL.
+    pub state_dir: PathBuf,
 }
 
 /// What was recorded.
@@ -441,7 +444,7 @@ fn record_until(
     // machine-wide tracer lock (the blk tracer is global: one recorder at a time) until they
     // are back. It begins before the lock is taken: it refuses to begin over a journal a
     // killed recorder left here, before the lock file's record of that recorder is replaced.
-    let dir = crate::knobs::state_dir().join(crate::knobs::TRACER_DIR);
+    let dir = cfg.state_dir.join(crate::knobs::TRACER_DIR);
     let mut journal = Journal::begin_in(&dir)?;
     journal.hold(crate::knobs::machine_locks(
         &SysRoot::live(),

@@ -571,6 +571,11 @@ pub fn run(
 ) -> Result<Outcome> {
     check_tags(exp, &settings.tags)?;
     Journal::check_clean_in(&settings.state_dir)?;
+    if settings.root.is_live() {
+        // A recording killed here left the tracer on, perhaps over the target: every I/O
+        // would pay for tracing, and a run's own trace could not start.
+        Journal::check_clean_in(&settings.state_dir.join(crate::knobs::TRACER_DIR))?;
+    }
     crate::hosts::touched::check_clean(&settings.state_dir)?;
     let remote = !exp.target.hosts.is_empty();
     // Controlled hosts are checked and modelled before anything here is touched; their
@@ -784,6 +789,7 @@ pub fn run(
             .unwrap_or_default();
         trace::Tracing::new(
             &settings.db_path,
+            &settings.state_dir,
             experiment_id,
             device,
             &dev,

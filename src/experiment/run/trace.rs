@@ -64,6 +64,8 @@ pub(crate) fn unavailable(device: &str) -> Option<String> {
 /// Tracing for one experiment.
 pub(crate) struct Tracing {
     db_path: PathBuf,
+    /// Where the recordings journal the tracefs settings (`capture::Config::state_dir`).
+    state_dir: PathBuf,
     experiment_id: i64,
     device: String,
     /// "major,minor" of the target, as the analysis names devices.
@@ -149,6 +151,7 @@ impl Tracing {
     /// `dev` is the target's `major:minor` (the machine model's form).
     pub(crate) fn new(
         db_path: &Path,
+        state_dir: &Path,
         experiment_id: i64,
         device: &str,
         dev: &str,
@@ -156,6 +159,7 @@ impl Tracing {
     ) -> Tracing {
         Tracing {
             db_path: db_path.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
             experiment_id,
             device: device.to_string(),
             dev: dev.replace(':', ","),
@@ -231,6 +235,7 @@ impl Tracing {
                     duration: None,
                     buffer_kb: BUFFER_KB,
                     command: Vec::new(),
+                    state_dir: self.state_dir.clone(),
                 })
             });
         match started {
