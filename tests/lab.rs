@@ -315,7 +315,8 @@ fn cells4_is_modelled_as_defined() {
 # Is an NVMe queue interrupt really kernel-managed? Writing its affinity must fail.
 q=$(awk '/nvme0q1$/ {{ sub(\":\", \"\", $1); print $1 }}' /proc/interrupts)
 echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OUT/managed-write.rc
-{PLACEMENT_RUN}"
+{PLACEMENT_RUN}
+{TRACE_RUN}"
     );
     let b = boot("cells4", &script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
@@ -383,6 +384,68 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
     );
     check_placement(&m, nvme);
     check_placement_run(&b, &hba_irq, (&on, &near, &far));
+    check_trace_run(&b);
+}
+
+/// A block trace on the guest's packaged kernel, of the HBA's disk: recorded through tracefs
+/// while dd reads 256 blocks, analysed there, and tracefs as it was after; then a recording
+/// killed with SIGKILL, whose tracefs settings `iolab restore` puts back.
+const TRACE_RUN: &str = r#"
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+tstate() {
+  for f in current_tracer trace_clock options/bin options/context-info tracing_on; do
+    echo "$f $(cat /sys/kernel/tracing/$f)"
+  done
+  echo "sda/trace/enable $(cat /sys/block/sda/trace/enable)"
+}
+tstate >$LAB_OUT/tracefs.before
+mkdir -p /tmp/tr
+$IOLAB trace record -d sda -o /tmp/tr/sda -- dd if=/dev/sda of=/dev/null bs=4k count=256 iflag=direct >$LAB_OUT/trace-record.txt 2>&1
+echo $? >$LAB_OUT/trace-record.rc
+$IOLAB trace analyze --json /tmp/tr/sda >$LAB_OUT/trace.json 2>$LAB_OUT/trace.json.err
+tstate >$LAB_OUT/tracefs.recorded
+$IOLAB trace record -d sda -o /tmp/tr/killed --duration 600 >/dev/null 2>&1 &
+rec=$!
+i=0
+while [ "$(cat /sys/block/sda/trace/enable)" != 1 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+kill -9 $rec
+wait $rec
+tstate >$LAB_OUT/tracefs.killed
+$IOLAB restore >$LAB_OUT/restore.txt 2>&1
+echo $? >$LAB_OUT/restore.rc
+tstate >$LAB_OUT/tracefs.restored
+"#;
+
+/// Checks `TRACE_RUN`: the trace holds dd's reads, and tracefs came back both times.
+fn check_trace_run(b: &Boot) {
+    assert_eq!(
+        b.text("trace-record.rc").trim(),
+        "0",
+        "{}",
+        b.text("trace-record.txt")
+    );
+    let t = b.json("trace.json");
+    let sda = &t["devices"][0];
+    assert!(sda["reads"].as_u64().unwrap() >= 256, "{sda:.800}");
+    assert!(
+        sda["latency"]["q2c"]["n"].as_u64().unwrap() >= 256,
+        "{sda:.800}"
+    );
+    let before = b.text("tracefs.before");
+    assert!(before.contains("current_tracer nop"), "{before}");
+    assert_eq!(b.text("tracefs.recorded"), before);
+    let killed = b.text("tracefs.killed");
+    assert!(
+        killed.contains("current_tracer blk") && killed.contains("sda/trace/enable 1"),
+        "{killed}"
+    );
+    let restore = b.text("restore.txt");
+    assert_eq!(b.text("restore.rc").trim(), "0", "{restore}");
+    assert!(
+        restore.contains("tracefs settings of a killed"),
+        "{restore}"
+    );
+    assert_eq!(b.text("tracefs.restored"), before);
 }
 
 /// The cells4 guest's placement experiments: a read-only `iolab run` on the HBA disk with
