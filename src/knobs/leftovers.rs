@@ -137,11 +137,16 @@ impl crate::output::Render for Leftovers {
             );
         }
         for h in self.hosts.iter().filter(|h| h.ok) {
-            let knobs = h.output["knobs"]["restored"].as_array().map_or(0, Vec::len);
+            let count = |key: &str| h.output[key]["restored"].as_array().map_or(0, Vec::len);
+            let tracer = match count("tracer") {
+                0 => String::new(),
+                n => format!(", {n} tracefs setting(s)"),
+            };
             let _ = writeln!(
                 out,
-                "host {}: restored over ssh ({knobs} knob(s) put back there)",
-                h.host
+                "host {}: restored over ssh ({} knob(s){tracer} put back there)",
+                h.host,
+                count("knobs")
             );
         }
         for p in &self.problems {
@@ -176,4 +181,56 @@ pub(crate) fn restored_lines(r: &super::RestoreReport, gone_why: &str) -> String
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Render;
+
+    #[test]
+    fn the_text_names_tracefs_settings_put_back_here_and_on_hosts() {
+        let entry = |path: &str, old: &str, new: &str| super::super::JournalEntry {
+            path: path.into(),
+            old: old.into(),
+            new: new.into(),
+            time_unix: 0.0,
+        };
+        let tracer = super::super::RestoreReport {
+            restored: vec![entry("/sys/kernel/tracing/current_tracer", "nop", "blk")],
+            ..Default::default()
+        };
+        let host = crate::hosts::restore::HostRestore {
+            host: "h1".into(),
+            ok: true,
+            output: serde_json::json!({
+                "knobs": {"restored": [1, 2]},
+                "tracer": {"restored": [1, 2, 3]},
+            }),
+            errors: String::new(),
+        };
+        let left = Leftovers {
+            experiments_interrupted: Vec::new(),
+            fio_run_directories_removed: Vec::new(),
+            knobs: None,
+            problems: Vec::new(),
+            scratch_devices_removed: Vec::new(),
+            tracer: Some(tracer),
+            hosts: vec![host],
+            journal: PathBuf::from("/var/lib/iolab/journal.json"),
+            irq_placements_in_effect: 0,
+        };
+        let text = left.text();
+        assert!(
+            text.contains("restored /sys/kernel/tracing/current_tracer = nop (was blk)"),
+            "{text}"
+        );
+        assert!(text.contains("tracefs settings of a killed"), "{text}");
+        assert!(
+            text.contains(
+                "host h1: restored over ssh (2 knob(s), 3 tracefs setting(s) put back there)"
+            ),
+            "{text}"
+        );
+    }
 }
