@@ -59,7 +59,7 @@ pub enum KnobError {
         pid: u32,
         count: usize,
     },
-    #[error("{path}: another iolab is changing knobs right now; wait for it to finish (or stop it) first")]
+    #[error("{path}: another iolab is changing knobs (or recording a block trace) right now; wait for it to finish (or stop it) first")]
     Busy { path: String },
     #[error("{path}: refused: {why}; iolab writes nothing there (a journal entry naming it was forged or damaged)")]
     Refused { path: String, why: String },
