@@ -772,26 +772,50 @@ fn compare_shows_slower_completions() {
     );
 }
 
-/// The library API an experiment uses to trace each run: start, run the workload, stop.
-#[test]
-fn background_recording_api_captures_a_workload() {
+/// A recording through the library API (what an experiment uses) on a fresh scratch device,
+/// in its turn: the device, a temp dir (the recording is its `run1`, the state directory its
+/// `state`) and tracefs as it was before. None, after saying so, when not root.
+struct Recorded {
+    rec: iolab::trace::capture::Recording,
+    scratch: Scratch,
+    dir: tempfile::TempDir,
+    before: Vec<(String, String)>,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+fn start_recording(tag: &str, buffer_kb: u64) -> Option<Recorded> {
     if !iolab::sys::is_root() {
         crate::common::skip("needs root");
-        return;
+        return None;
     }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("bg");
+    let turn = recording_turn();
+    let scratch = Scratch::new(tag);
     let dir = tempfile::tempdir().unwrap();
     let before = tracefs_state(&scratch.dev);
     let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
         device: scratch.dev.clone(),
         output: dir.path().join("run1"),
         duration: None,
-        buffer_kb: 4096,
+        buffer_kb,
         command: Vec::new(),
         state_dir: dir.path().join("state"),
     })
     .unwrap();
+    Some(Recorded {
+        rec,
+        scratch,
+        dir,
+        before,
+        _turn: turn,
+    })
+}
+
+/// The library API an experiment uses to trace each run: start, run the workload, stop.
+#[test]
+fn background_recording_api_captures_a_workload() {
+    let Some(r) = start_recording("bg", 4096) else {
+        return;
+    };
     let dd = Std::new("dd")
         .args([
             "if=/dev/zero",
@@ -800,15 +824,15 @@ fn background_recording_api_captures_a_workload() {
             "oflag=direct",
             "status=none",
         ])
-        .arg(format!("of={}", scratch.dev))
+        .arg(format!("of={}", r.scratch.dev))
         .status()
         .unwrap();
     assert!(dd.success());
-    let summary = rec.stop().unwrap();
+    let summary = r.rec.stop().unwrap();
     assert!(summary.events() >= 300 * 3, "{}", summary.events());
-    assert_eq!(tracefs_state(&scratch.dev), before);
+    assert_eq!(tracefs_state(&r.scratch.dev), r.before);
     let report = iolab::trace::analyze::analyze_paths(
-        &[dir.path().join("run1")],
+        &[r.dir.path().join("run1")],
         iolab::trace::analyze::Options::default(),
     )
     .unwrap();
@@ -824,23 +848,9 @@ fn background_recording_api_captures_a_workload() {
 /// for it and still put everything back.
 #[test]
 fn a_trace_pipe_copy_in_a_forked_child_does_not_block_the_restore() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(r) = start_recording("busy", 1024) else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("busy");
-    let dir = tempfile::tempdir().unwrap();
-    let before = tracefs_state(&scratch.dev);
-    let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
-        device: scratch.dev.clone(),
-        output: dir.path().join("run1"),
-        duration: None,
-        buffer_kb: 1024,
-        command: Vec::new(),
-        state_dir: dir.path().join("state"),
-    })
-    .unwrap();
+    };
     // SAFETY: the child only sleeps and exits, both async-signal-safe.
     let child = unsafe { libc::fork() };
     if child == 0 {
@@ -850,11 +860,11 @@ fn a_trace_pipe_copy_in_a_forked_child_does_not_block_the_restore() {
         }
     }
     assert!(child > 0, "fork failed");
-    let summary = rec.stop();
+    let summary = r.rec.stop();
     let mut status = 0;
     unsafe { libc::waitpid(child, &mut status, 0) };
     summary.unwrap();
-    assert_eq!(tracefs_state(&scratch.dev), before);
+    assert_eq!(tracefs_state(&r.scratch.dev), r.before);
 }
 
 /// tracefs mounted for a test's duration, unmounted at the end if it was not before.
@@ -1008,26 +1018,12 @@ fn a_killed_recording_is_put_back_by_restore() {
 /// not stay on.
 #[test]
 fn a_dropped_recording_puts_tracefs_back() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(r) = start_recording("drop", 1024) else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("drop");
-    let dir = tempfile::tempdir().unwrap();
-    let before = tracefs_state(&scratch.dev);
-    let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
-        device: scratch.dev.clone(),
-        output: dir.path().join("run1"),
-        duration: None,
-        buffer_kb: 1024,
-        command: Vec::new(),
-        state_dir: dir.path().join("state"),
-    })
-    .unwrap();
-    assert_ne!(tracefs_state(&scratch.dev), before);
-    drop(rec);
-    assert_eq!(tracefs_state(&scratch.dev), before);
+    };
+    assert_ne!(tracefs_state(&r.scratch.dev), r.before);
+    drop(r.rec);
+    assert_eq!(tracefs_state(&r.scratch.dev), r.before);
 }
 
 #[test]
