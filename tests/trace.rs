@@ -473,10 +473,12 @@ fn blkparse_and_btt(dir: &Path, base: &Path) -> (PathBuf, String) {
     )
 }
 
-/// `iolab trace record` of `dev` into `base` while fio does direct libaio I/O on it with `io`.
+/// `iolab trace record` of `dev` into `base` while fio does direct libaio I/O on it with `io`;
+/// its state directory (the tracefs journal) is `state` beside `base`.
 fn record_fio(dev: &str, base: &Path, io: &[&str]) -> std::process::Output {
     Command::cargo_bin("iolab")
         .unwrap()
+        .env("IOLAB_STATE_DIR", base.with_file_name("state"))
         .args(["trace", "record", "-d", dev, "-o"])
         .arg(base)
         .args(["--", "fio", "--output=/dev/null", "--name=t", "--direct=1"])
@@ -696,6 +698,7 @@ fn record_restores_tracefs_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let before = tracefs_state(&scratch.dev);
     let child = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
         .args([
             "trace",
             "record",
