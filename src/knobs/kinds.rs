@@ -134,7 +134,7 @@ pub(crate) const KINDS: &[Kind] = &[
 ];
 
 /// The top-level tracefs files a block trace recording sets.
-pub(crate) const TRACER_FILES: &[&str] = &[
+const TRACER_FILES: &[&str] = &[
     "current_tracer",
     "trace_clock",
     "buffer_size_kb",
