@@ -142,12 +142,19 @@ const TRACER_FILES: &[&str] = &[
 ];
 
 fn tracer_allowed(parts: &[&str]) -> Result<(), String> {
+    first_listed(parts, TRACER_FILES, |f| {
+        format!("tracefs file {f} is not one iolab changes")
+    })
+}
+
+/// Passes when the first placeholder's value is in `list`; else `refusal` of it, and the list.
+fn first_listed(parts: &[&str], list: &[&str], refusal: fn(&str) -> String) -> Result<(), String> {
     match parts.first() {
-        Some(f) if TRACER_FILES.contains(f) => Ok(()),
-        f => Err(format!(
-            "tracefs file {} is not one iolab changes (only {})",
-            f.unwrap_or(&""),
-            TRACER_FILES.join(", ")
+        Some(x) if list.contains(x) => Ok(()),
+        x => Err(format!(
+            "{} (only {})",
+            refusal(x.unwrap_or(&"")),
+            list.join(", ")
         )),
     }
 }
@@ -230,14 +237,9 @@ pub(crate) const MODULES: &[&str] = &[
 ];
 
 fn module_allowed(parts: &[&str]) -> Result<(), String> {
-    match parts.first() {
-        Some(m) if MODULES.contains(m) => Ok(()),
-        m => Err(format!(
-            "module {} is not one whose parameters iolab changes (only {})",
-            m.unwrap_or(&""),
-            MODULES.join(", ")
-        )),
-    }
+    first_listed(parts, MODULES, |m| {
+        format!("module {m} is not one whose parameters iolab changes")
+    })
 }
 
 /// What a valid path names: its kind and the machine-wide thing it belongs to.
