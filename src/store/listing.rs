@@ -66,7 +66,7 @@ fn experiments_table(exps: &[Experiment]) -> String {
             safe(&e.host),
             safe(&e.kernel),
             match e.part_of {
-                Some(p) => format!("  (one host of {p})"),
+                Some(p) => format!("  (one host of experiment {p})"),
                 None => String::new(),
             }
         );
@@ -123,5 +123,34 @@ fn clip(s: &str, width: usize) -> String {
         let mut t: String = s.chars().take(width - 1).collect();
         t.push('~');
         t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_own_experiment_names_the_experiment_it_is_part_of() {
+        let exp = |id, host: &str, part_of| Experiment {
+            id,
+            name: "hosts".into(),
+            seed: 0,
+            created_unix: 0.0,
+            host: host.into(),
+            kernel: "6.1.0".into(),
+            status: "done".into(),
+            part_of,
+            runs_ok: 12,
+            runs_failed: 0,
+            runs_not_applicable: 0,
+        };
+        let text = experiments_table(&[exp(7, "lab1+lab2", None), exp(8, "lab1", Some(7))]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(!lines[1].contains("one host"), "{text}");
+        assert!(
+            lines[2].ends_with("lab1 / 6.1.0  (one host of experiment 7)"),
+            "{text}"
+        );
     }
 }
