@@ -971,3 +971,60 @@ fn compare_decides_at_three_runs_and_sums_up_across_cells() {
         "{csv}"
     );
 }
+
+/// A run across hosts keeps usr/sys/interrupts per host (`HOST:sys_pct`, `local:sys_pct`):
+/// `show` and `compare` say where, and each named metric answers.
+#[test]
+fn show_and_compare_say_where_a_hosts_runs_keep_their_system_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("hosts.db");
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    for (kernel, scale) in [("6.1", 1.0), ("6.6", 1.1)] {
+        let id = store
+            .create_experiment(&iolab::store::NewExperiment {
+                name: "hosts".into(),
+                file_text: "[factors]\nbs = [\"4k\"]\n".into(),
+                seed: 1,
+                planned_order: serde_json::json!([]),
+                host: "lab1+lab2".into(),
+                kernel: kernel.into(),
+                part_of: None,
+            })
+            .unwrap();
+        for rep in 1..=3u32 {
+            let f = scale * (1.0 + rep as f64 / 100.0);
+            store
+                .insert_run(&iolab::store::NewRun {
+                    experiment_id: id,
+                    cell_key: "bs=4k".into(),
+                    cell_levels: serde_json::json!({"bs": "4k"}),
+                    repetition: rep,
+                    start_unix: 1_795_300_000.0 + 10.0 * rep as f64,
+                    end_unix: 1_795_300_005.0 + 10.0 * rep as f64,
+                    metrics: vec![
+                        ("read_iops".into(), 20_000.0 * f),
+                        ("lab1:sys_pct".into(), 12.0 * f),
+                        ("lab2:sys_pct".into(), 14.0 * f),
+                        ("lab1:usr_pct".into(), 3.0 * f),
+                        ("local:sys_pct".into(), 1.0 * f),
+                    ],
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        store.set_experiment_status(id, "done").unwrap();
+    }
+    drop(store);
+    let hint = "usr_pct, sys_pct and irq_per_s are per host here, as HOST:NAME with HOST one of \
+                lab1, lab2, local";
+    let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let shown = flat(&ok(&db, &["show", "1"]));
+    assert!(shown.contains(hint), "{shown}");
+    assert!(shown.contains("e.g. `--metric lab1:sys_pct`"), "{shown}");
+    let compared = flat(&ok(&db, &["compare", "1", "2"]));
+    assert!(compared.contains(hint), "{compared}");
+    // The metric named in the hint answers; asked for, the hint has nothing to add.
+    let named = ok(&db, &["show", "1", "--metric", "lab2:sys_pct"]);
+    assert!(named.contains("lab2:sys_pct [%]"), "{named}");
+    assert!(!named.contains("per host here"), "{named}");
+}

@@ -709,11 +709,16 @@ pub(crate) fn compare_selectors(
                 .map(|c| format!("{} (only in {})", c.label(), cand.label)),
         )
         .collect();
-    let chosen = metrics::choose(
-        store,
-        &[(&base.label, &bi), (&cand.label, &ci)],
-        &req.metrics,
-    )?;
+    let groups = [
+        (base.label.as_str(), bi.as_slice()),
+        (cand.label.as_str(), ci.as_slice()),
+    ];
+    let chosen = metrics::choose(store, &groups, &req.metrics)?;
+    let hint = if req.metrics.is_empty() {
+        metrics::per_host_hint(store, &groups, &chosen)?
+    } else {
+        None
+    };
     let triples: Vec<(String, Values, Values)> = chosen
         .into_iter()
         .map(|(m, mut v)| {
@@ -757,6 +762,9 @@ pub(crate) fn compare_selectors(
             &format!("not compared: {}", skipped.join("; ")),
             MAX_WIDTH,
         ));
+    }
+    if let Some(hint) = &hint {
+        text.push_str(&crate::report::table::wrap(hint, MAX_WIDTH));
     }
     // The cross-checks of the compared runs: a figure in the table may rest on a run whose
     // fio and kernel figures disagree, and the reader must see that next to the verdict.

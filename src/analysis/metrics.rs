@@ -86,6 +86,65 @@ fn describe(groups: &[(&str, &[i64])]) -> String {
         .join(" and ")
 }
 
+/// The machine figures a run across hosts keeps per host (`HOST:sys_pct`, and `local:sys_pct`
+/// for the machine that drove the hosts) have no plain name, so the default metrics leave them
+/// out; this line says where they are. None when the chosen metrics hold any of them, or the
+/// runs have no per-host figures.
+pub(crate) fn per_host_hint(
+    store: &Store,
+    groups: &[(&str, &[i64])],
+    chosen: &[(String, Vec<Values>)],
+) -> anyhow::Result<Option<String>> {
+    let system = [
+        &crate::metrics::USR_PCT,
+        &crate::metrics::SYS_PCT,
+        &crate::metrics::IRQ_PER_S,
+    ];
+    // The host of `HOST:usr_pct` and the like.
+    let host_of = |name: &str| -> Option<String> {
+        system
+            .iter()
+            .find_map(|s| name.strip_suffix(s.name)?.strip_suffix(':'))
+            .map(str::to_string)
+    };
+    if chosen
+        .iter()
+        .any(|(m, _)| system.iter().any(|s| s.name == m) || host_of(m).is_some())
+    {
+        return Ok(None);
+    }
+    // The hosts named in one run's figures, kept where every group has them.
+    let Some(first) = groups.first().and_then(|(_, ids)| ids.first()) else {
+        return Ok(None);
+    };
+    let mut hosts: Vec<String> = Vec::new();
+    for (name, _) in store.run_metrics(*first)? {
+        let Some(host) = host_of(&name) else {
+            continue;
+        };
+        let everywhere = groups
+            .iter()
+            .try_fold(true, |all, (_, ids)| -> anyhow::Result<bool> {
+                Ok(all && !store.metric_values(ids, &name)?.is_empty())
+            })?;
+        if everywhere && !hosts.contains(&host) {
+            hosts.push(host);
+        }
+    }
+    // This machine last: it drove the hosts and is not one of them.
+    let local = crate::experiment::run::stored::LOCAL.trim_end_matches(':');
+    hosts.sort_by_key(|h| (h == local, h.clone()));
+    let Some(example) = hosts.first() else {
+        return Ok(None);
+    };
+    Ok(Some(format!(
+        "usr_pct, sys_pct and irq_per_s are per host here, as HOST:NAME with HOST one of {} \
+         (local: this machine, which drove the hosts): e.g. `--metric {example}:sys_pct`, or \
+         `--host {example}` for that host's own runs",
+        hosts.join(", ")
+    )))
+}
+
 /// Metric names with values in every group (for error messages; not on the fast path).
 pub(crate) fn present(store: &Store, groups: &[(&str, &[i64])]) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();

@@ -504,6 +504,11 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
         tables.push(detail_table(&loaded, &mc));
         per_metric.push(mc);
     }
+    let hint = if opts.metrics.is_empty() {
+        metrics::per_host_hint(store, &[(&label, &ok)], &chosen)?
+    } else {
+        None
+    };
     let basis = super::basis::summarise(&store.run_bases(id)?);
     let csv = long_table(&loaded, &per_metric).to_csv();
     let mut header = header(&loaded);
@@ -512,8 +517,15 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
         header.push_str(&note);
         header.push('\n');
     }
+    header.push_str(&super::basis::text(&basis));
+    if let Some(hint) = hint {
+        header.push_str(&crate::report::table::wrap(
+            &hint,
+            crate::report::table::MAX_WIDTH,
+        ));
+    }
     Ok(Shown {
-        header: header + &super::basis::text(&basis),
+        header,
         doc: show_doc(loaded, &per_metric, tables, basis),
         csv,
     })
