@@ -1023,6 +1023,10 @@ fn show_and_compare_say_where_a_hosts_runs_keep_their_system_figures() {
     assert!(shown.contains("e.g. `--metric lab1:sys_pct`"), "{shown}");
     let compared = flat(&ok(&db, &["compare", "1", "2"]));
     assert!(compared.contains(hint), "{compared}");
+    let page = dir.path().join("report.html");
+    ok(&db, &["report", "1", "-o", page.to_str().unwrap()]);
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(page.contains(hint), "{page}");
     // The metric named in the hint answers; asked for, the hint has nothing to add.
     let named = ok(&db, &["show", "1", "--metric", "lab2:sys_pct"]);
     assert!(named.contains("lab2:sys_pct [%]"), "{named}");
