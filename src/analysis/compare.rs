@@ -714,11 +714,7 @@ pub(crate) fn compare_selectors(
         (cand.label.as_str(), ci.as_slice()),
     ];
     let chosen = metrics::choose(store, &groups, &req.metrics)?;
-    let hint = if req.metrics.is_empty() {
-        metrics::per_host_hint(store, &groups, &chosen)?
-    } else {
-        None
-    };
+    let hint = metrics::per_host_hint(store, &groups, &req.metrics, &chosen)?;
     let triples: Vec<(String, Values, Values)> = chosen
         .into_iter()
         .map(|(m, mut v)| {

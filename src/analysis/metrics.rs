@@ -88,11 +88,12 @@ fn describe(groups: &[(&str, &[i64])]) -> String {
 
 /// The machine figures a run across hosts keeps per host (`HOST:sys_pct`, and `local:sys_pct`
 /// for the machine that drove the hosts) have no plain name, so the default metrics leave them
-/// out; this line says where they are. None when the chosen metrics hold any of them, or the
-/// runs have no per-host figures.
+/// out; this line says where they are. None when the user named the metrics, when the runs
+/// have such figures of their own (among the `chosen` defaults), or no per-host ones.
 pub(crate) fn per_host_hint(
     store: &Store,
     groups: &[(&str, &[i64])],
+    requested: &[String],
     chosen: &[(String, Vec<Values>)],
 ) -> anyhow::Result<Option<String>> {
     let system = [
@@ -107,9 +108,10 @@ pub(crate) fn per_host_hint(
             .find_map(|s| name.strip_suffix(s.name)?.strip_suffix(':'))
             .map(str::to_string)
     };
-    if chosen
-        .iter()
-        .any(|(m, _)| system.iter().any(|s| s.name == m) || host_of(m).is_some())
+    if !requested.is_empty()
+        || chosen
+            .iter()
+            .any(|(m, _)| system.iter().any(|s| s.name == m))
     {
         return Ok(None);
     }

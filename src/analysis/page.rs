@@ -280,13 +280,12 @@ pub(crate) fn report(
         let lay = layout(&loaded, None, None)?;
 
         body.push_str("<section id=\"results\">\n<h2>Results</h2>\n");
-        if opts.metrics.is_empty() {
-            if let Some(hint) = metrics::per_host_hint(store, &[(&label, &ok)], &chosen)? {
-                body.push_str(&format!(
-                    "<p class=\"missing\">{}</p>\n",
-                    html::escape(&hint)
-                ));
-            }
+        if let Some(hint) = metrics::per_host_hint(store, &[(&label, &ok)], &opts.metrics, &chosen)?
+        {
+            body.push_str(&format!(
+                "<p class=\"missing\">{}</p>\n",
+                html::escape(&hint)
+            ));
         }
         for (m, vals) in &chosen {
             let mc = summarise(&loaded, m, &vals[0])?;

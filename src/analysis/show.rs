@@ -504,11 +504,7 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
         tables.push(detail_table(&loaded, &mc));
         per_metric.push(mc);
     }
-    let hint = if opts.metrics.is_empty() {
-        metrics::per_host_hint(store, &[(&label, &ok)], &chosen)?
-    } else {
-        None
-    };
+    let hint = metrics::per_host_hint(store, &[(&label, &ok)], &opts.metrics, &chosen)?;
     let basis = super::basis::summarise(&store.run_bases(id)?);
     let csv = long_table(&loaded, &per_metric).to_csv();
     let mut header = header(&loaded);
