@@ -337,6 +337,63 @@ fn garbage_and_truncated_input_are_clear_errors() {
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// `-` reads a trace from standard input (a pipe), plain or gzip, with the same result as
+/// the file; what needs a second read or a second trace from it is refused, saying why.
+#[test]
+fn a_trace_piped_into_standard_input_is_analysed_like_the_file() {
+    let file = fixture("fx.bin");
+    let bytes = std::fs::read(&file).unwrap();
+    let want = iolab_json(&["trace", "analyze", "--json", file.to_str().unwrap()]);
+    let piped = |args: &[&str], input: Vec<u8>| {
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .args(args)
+            .write_stdin(input)
+            .output()
+            .unwrap()
+    };
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &bytes).unwrap();
+    for (what, input) in [("plain", bytes.clone()), ("gzip", gz.finish().unwrap())] {
+        let out = piped(&["trace", "analyze", "--json", "-"], input);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(got, want, "{what}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = piped(
+        &["trace", "export", "-", "-o", dir.path().to_str().unwrap()],
+        bytes.clone(),
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read(dir.path().join("stdin.blktrace.0")).unwrap(),
+        bytes
+    );
+
+    let refused = |args: &[&str], says: &str| {
+        let out = piped(args, bytes.clone());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    refused(
+        &["trace", "compare", "-", "-"],
+        "standard input is named more than once",
+    );
+    let plots = dir.path().join("plots");
+    refused(
+        &["trace", "plot", "-", "-o", plots.to_str().unwrap()],
+        "trace plot reads each trace twice",
+    );
+    assert!(!plots.exists());
+}
+
 #[test]
 fn compare_a_trace_with_itself_shows_no_change() {
     let p = fixture("fx.bin");

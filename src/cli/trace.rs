@@ -29,7 +29,8 @@ pub(crate) enum TraceCommand {
 /// NAME.blktrace.N files that blkparse and btt read.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
-    /// Trace base name (NAME.blktrace.N[.gz]) or file.
+    /// Trace base name (NAME.blktrace.N[.gz]) or file; - reads standard input (written as
+    /// stdin.blktrace.0).
     #[arg(value_name = "NAME|FILE")]
     pub input: PathBuf,
     /// Directory for the plain files.
@@ -100,7 +101,8 @@ pub(crate) struct RecordArgs {
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the analysis as one JSON document")))]
 pub(crate) struct AnalyzeArgs {
-    /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures).
+    /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures, plain or
+    /// gzip); - reads one from standard input (e.g. `zcat t.bin.gz | iolab trace analyze -`).
     #[arg(required = true, value_name = "NAME|FILE")]
     pub inputs: Vec<PathBuf>,
     /// Timeline bucket width, e.g. 1s, 100ms or 2 (from 1ms to 30 days; the timeline may
@@ -115,9 +117,9 @@ pub(crate) struct AnalyzeArgs {
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print as JSON")))]
 pub(crate) struct CompareArgs {
-    /// The baseline trace.
+    /// The baseline trace (base name or file; - for standard input).
     pub a: PathBuf,
-    /// The trace to compare with it.
+    /// The trace to compare with it (base name or file; - for standard input).
     pub b: PathBuf,
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
@@ -167,11 +169,13 @@ fn options(interval: Duration) -> anyhow::Result<trace::analyze::Options> {
 }
 
 fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
+    trace::stream::stdin_once(args.inputs.iter().map(PathBuf::as_path))?;
     let report = trace::analyze::analyze_paths(&args.inputs, options(args.interval)?)?;
     crate::output::print(&trace::diagnose::Diagnosed::of(report), args.out)
 }
 
 fn compare(args: CompareArgs) -> anyhow::Result<()> {
+    trace::stream::stdin_once([args.a.as_path(), args.b.as_path()])?;
     let opts = options(Duration::from_secs(1))?;
     let a = trace::analyze::analyze_paths(std::slice::from_ref(&args.a), opts.clone())
         .with_context(|| format!("analysing {}", args.a.display()))?;

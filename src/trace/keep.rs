@@ -66,10 +66,13 @@ pub fn compress(base: &Path) -> anyhow::Result<Compressed> {
 pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let inputs = resolve_input(name)?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let base = name
-        .file_name()
-        .map(|b| b.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "trace".into());
+    let base = if name == Path::new("-") {
+        "stdin".to_string()
+    } else {
+        name.file_name()
+            .map(|b| b.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "trace".into())
+    };
     // A single file keeps its own name without a .gz ending.
     let single = inputs.len() == 1 && inputs[0] == name;
     let mut written = Vec::new();

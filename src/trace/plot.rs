@@ -152,6 +152,17 @@ pub(crate) fn plot(
             with.len() + 1
         );
     }
+    if let Some(once) = names
+        .iter()
+        .chain(with)
+        .find(|n| super::stream::reads_once(n))
+    {
+        anyhow::bail!(
+            "{}: trace plot reads each trace twice, and a pipe or standard input can be read \
+             once; save it to a file first (e.g. `zcat t.bin.gz > t.bin`)",
+            once.display()
+        );
+    }
     let label =
         |i: usize, names: &[PathBuf]| labels.get(i).cloned().unwrap_or_else(|| show_names(names));
     let main = pass(names, dev)?;

@@ -45,26 +45,29 @@ pub struct RecordStream<R> {
     failed: bool,
 }
 
-/// What a trace file is read from: the file itself (mapped, or read through a buffer), or a
-/// gzip stream decompressed on the fly (kept experiment traces, `NAME.blktrace.N.gz`).
+/// What a trace is read from: a regular file (mapped, or read through a buffer), or a stream:
+/// a gzip file decompressed on the fly (kept experiment traces, `NAME.blktrace.N.gz`), or a
+/// pipe such as standard input (`-`), plain or gzip.
 pub enum Source {
     File(File),
-    Gz(Box<flate2::read::MultiGzDecoder<io::BufReader<File>>>),
+    Stream(Box<dyn Read + Send>),
 }
 
 impl Read for Source {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Source::File(f) => f.read(buf),
-            Source::Gz(g) => g.read(buf),
+            Source::Stream(s) => s.read(buf),
         }
     }
 }
 
-/// Whether a file starts with the gzip magic (1f 8b): decided by content, not by name.
-fn is_gzip(f: &mut File) -> io::Result<bool> {
-    use std::io::{Seek, SeekFrom};
-    let mut magic = [0u8; 2];
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// The first two bytes of `f` (fewer at its end), read off it: whether it is gzip is decided
+/// by content, not by name.
+fn magic(f: &mut File) -> io::Result<Vec<u8>> {
+    let mut magic = vec![0u8; 2];
     let mut got = 0;
     while got < 2 {
         match f.read(&mut magic[got..])? {
@@ -72,8 +75,13 @@ fn is_gzip(f: &mut File) -> io::Result<bool> {
             n => got += n,
         }
     }
-    f.seek(SeekFrom::Start(0))?;
-    Ok(got == 2 && magic == [0x1f, 0x8b])
+    magic.truncate(got);
+    Ok(magic)
+}
+
+fn gunzip<R: Read + Send + 'static>(r: R) -> Source {
+    let gz = flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(1 << 16, r));
+    Source::Stream(Box::new(gz))
 }
 
 impl RecordStream<Source> {
@@ -82,17 +90,28 @@ impl RecordStream<Source> {
             path: path.display().to_string(),
             source,
         };
+        let name = path.display().to_string();
         let mut f = File::open(path).map_err(io_err)?;
-        if f.metadata().map(|m| m.is_file()).unwrap_or(false) && is_gzip(&mut f).map_err(io_err)? {
-            let gz = flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(1 << 16, f));
-            return Ok(RecordStream::new(
-                path.display().to_string(),
-                Source::Gz(Box::new(gz)),
-            ));
+        let first = magic(&mut f).map_err(io_err)?;
+        if !f.metadata().map(|m| m.is_file()).unwrap_or(false) {
+            // A pipe cannot seek back: the bytes looked at go first, then the rest.
+            let piped = io::Cursor::new(first.clone()).chain(f);
+            let src = if first == GZIP_MAGIC {
+                gunzip(piped)
+            } else {
+                Source::Stream(Box::new(piped))
+            };
+            return Ok(RecordStream::new(name, src));
+        }
+        {
+            use std::io::{Seek, SeekFrom};
+            f.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        }
+        if first == GZIP_MAGIC {
+            return Ok(RecordStream::new(name, gunzip(f)));
         }
         let map = Mapped::new(&f);
-        let f = Source::File(f);
-        let mut s = RecordStream::new(path.display().to_string(), f);
+        let mut s = RecordStream::new(name, Source::File(f));
         if let Some(m) = map {
             s.end = m.bytes().len();
             s.eof = true;
@@ -300,11 +319,51 @@ impl<R: Read> Iterator for RecordStream<R> {
     }
 }
 
+/// Where `-` reads from.
+const STDIN: &str = "/dev/stdin";
+
+/// A pipe or socket (`<(zcat t.gz)`, `/dev/stdin` fed by a pipe), read once from start to end;
+/// a terminal or other character device too (standard input left to the keyboard).
+fn is_stream(name: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(name).is_ok_and(|m| {
+        let t = m.file_type();
+        t.is_fifo() || t.is_socket() || t.is_char_device()
+    })
+}
+
+/// Whether the trace `name` can be read only once: standard input (`-`) or a pipe.
+pub fn reads_once(name: &Path) -> bool {
+    name == Path::new("-") || is_stream(name)
+}
+
+/// Refuses `-` named more than once: standard input holds one trace.
+pub fn stdin_once<'a>(names: impl IntoIterator<Item = &'a Path>) -> Result<(), TraceError> {
+    if names.into_iter().filter(|n| *n == Path::new("-")).count() > 1 {
+        return Err(TraceError::Input(
+            "-: standard input is named more than once; it holds one trace".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The files a trace name stands for: the path itself when it is a file (a merged file or a
-/// raw tracefs capture, plain or gzip), else `NAME.blktrace.0`, `.1`, ... up to the first
-/// missing CPU (as blkparse `-i` does), each plain or compressed (`NAME.blktrace.0.gz`).
+/// raw tracefs capture, plain or gzip) or a pipe, `-` for standard input, else
+/// `NAME.blktrace.0`, `.1`, ... up to the first missing CPU (as blkparse `-i` does), each
+/// plain or compressed (`NAME.blktrace.0.gz`).
 pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
-    if name.is_file() {
+    if name == Path::new("-") {
+        use std::io::IsTerminal;
+        if io::stdin().is_terminal() {
+            return Err(TraceError::Input(
+                "-: standard input is a terminal; pipe a trace in (e.g. `zcat t.bin.gz | \
+                 iolab trace analyze -`, or blkparse's `-d -` output)"
+                    .into(),
+            ));
+        }
+        return Ok(vec![PathBuf::from(STDIN)]);
+    }
+    if name.is_file() || is_stream(name) {
         return Ok(vec![name.to_path_buf()]);
     }
     let mut files = Vec::new();
