@@ -394,6 +394,31 @@ fn a_trace_piped_into_standard_input_is_analysed_like_the_file() {
     assert!(!plots.exists());
 }
 
+/// `-` with standard input left to a terminal is refused at once rather than waiting on the
+/// keyboard (a pseudo-terminal from util-linux's `script`; `timeout` ends a test that waits).
+#[test]
+fn standard_input_at_a_terminal_is_refused_not_waited_on() {
+    if !have("script") || !have("timeout") {
+        crate::common::skip("needs script and timeout (util-linux, coreutils)");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("iolab");
+    let out = Std::new("timeout")
+        .args(["10", "script", "-qec"])
+        .arg(format!("{} trace analyze -", bin.display()))
+        .arg("/dev/null")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("-: standard input is a terminal; pipe a trace in"),
+        "{:?} {text}",
+        out.status
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+}
+
 #[test]
 fn compare_a_trace_with_itself_shows_no_change() {
     let p = fixture("fx.bin");
