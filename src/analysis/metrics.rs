@@ -96,18 +96,7 @@ pub(crate) fn per_host_hint(
     requested: &[String],
     chosen: &[(String, Vec<Values>)],
 ) -> anyhow::Result<Option<String>> {
-    let system = [
-        &crate::metrics::USR_PCT,
-        &crate::metrics::SYS_PCT,
-        &crate::metrics::IRQ_PER_S,
-    ];
-    // The host of `HOST:usr_pct` and the like.
-    let host_of = |name: &str| -> Option<String> {
-        system
-            .iter()
-            .find_map(|s| name.strip_suffix(s.name)?.strip_suffix(':'))
-            .map(str::to_string)
-    };
+    let system = crate::metrics::MACHINE;
     if !requested.is_empty()
         || chosen
             .iter()
@@ -115,22 +104,20 @@ pub(crate) fn per_host_hint(
     {
         return Ok(None);
     }
-    // The hosts named in one run's figures, kept where every group has them.
+    // The hosts named in one run's figures (`HOST:usr_pct`), kept where every group has them.
     let Some(first) = groups.first().and_then(|(_, ids)| ids.first()) else {
         return Ok(None);
     };
     let mut hosts: Vec<String> = Vec::new();
     for (name, _) in store.run_metrics(*first)? {
-        let Some(host) = host_of(&name) else {
+        let Some(host) = system
+            .iter()
+            .find_map(|s| name.strip_suffix(s.name)?.strip_suffix(':'))
+        else {
             continue;
         };
-        let everywhere = groups
-            .iter()
-            .try_fold(true, |all, (_, ids)| -> anyhow::Result<bool> {
-                Ok(all && !store.metric_values(ids, &name)?.is_empty())
-            })?;
-        if everywhere && !hosts.contains(&host) {
-            hosts.push(host);
+        if !hosts.iter().any(|h| h == host) && in_every_group(store, groups, &name)? {
+            hosts.push(host.to_string());
         }
     }
     // This machine last: it drove the hosts and is not one of them.
@@ -151,18 +138,20 @@ pub(crate) fn per_host_hint(
 pub(crate) fn present(store: &Store, groups: &[(&str, &[i64])]) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
     for name in store.metric_names()? {
-        let mut everywhere = true;
-        for (_, ids) in groups {
-            if store.metric_values(ids, &name)?.is_empty() {
-                everywhere = false;
-                break;
-            }
-        }
-        if everywhere {
+        if in_every_group(store, groups, &name)? {
             out.push(name);
         }
     }
     Ok(out)
+}
+
+fn in_every_group(store: &Store, groups: &[(&str, &[i64])], name: &str) -> anyhow::Result<bool> {
+    for (_, ids) in groups {
+        if store.metric_values(ids, name)?.is_empty() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

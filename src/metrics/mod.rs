@@ -365,6 +365,10 @@ rules! {
     Suffix "_qu_sz", Some("requests"), None, "a queue size";
 }
 
+/// The machine's own figures among the headline ones: a run across hosts keeps them per host
+/// (`HOST:usr_pct`) and for the machine that drove the hosts (`local:usr_pct`).
+pub(crate) const MACHINE: [&Metric; 3] = [&USR_PCT, &SYS_PCT, &IRQ_PER_S];
+
 /// The default metrics of `show` and `compare`, in display order: the figures the cases'
 /// authors posted (IOPS, MB/s, mean and p99 completion latency, %usr/%sys, interrupts/s).
 /// `analysis::metrics::choose` keeps those a set of runs measured and not all zero.

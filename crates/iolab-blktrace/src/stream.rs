@@ -3,7 +3,7 @@
 //! name and the byte offset of the bad record so a user can look at it with `xxd`.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::blk_io_trace::{self, DecodeError, Event};
@@ -93,21 +93,19 @@ impl RecordStream<Source> {
         let name = path.display().to_string();
         let mut f = File::open(path).map_err(io_err)?;
         let first = magic(&mut f).map_err(io_err)?;
+        let gzip = first == GZIP_MAGIC;
         if !f.metadata().map(|m| m.is_file()).unwrap_or(false) {
             // A pipe cannot seek back: the bytes looked at go first, then the rest.
-            let piped = io::Cursor::new(first.clone()).chain(f);
-            let src = if first == GZIP_MAGIC {
+            let piped = io::Cursor::new(first).chain(f);
+            let src = if gzip {
                 gunzip(piped)
             } else {
                 Source::Stream(Box::new(piped))
             };
             return Ok(RecordStream::new(name, src));
         }
-        {
-            use std::io::{Seek, SeekFrom};
-            f.seek(SeekFrom::Start(0)).map_err(io_err)?;
-        }
-        if first == GZIP_MAGIC {
+        f.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        if gzip {
             return Ok(RecordStream::new(name, gunzip(f)));
         }
         let map = Mapped::new(&f);

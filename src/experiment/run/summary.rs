@@ -60,16 +60,13 @@ pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
             out.push((id, v));
         }
     }
-    for m in SYSTEM {
+    for m in metrics::MACHINE {
         if let Some((v, _)) = system_figure(figures, m) {
             out.push((m.name, v));
         }
     }
     out
 }
-
-/// The machine's own figures among the headline ones.
-const SYSTEM: [&Metric; 3] = [&metrics::USR_PCT, &metrics::SYS_PCT, &metrics::IRQ_PER_S];
 
 /// One of the machine's figures of a run, and whether it is the hosts' mean. A run across
 /// hosts has no machine of its own: each host's figure comes prefixed with the host
@@ -182,7 +179,7 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
     t.notes
         .push("mean +-stddev over the repetitions that succeeded".to_string());
     let across_hosts = cells.iter().flat_map(|c| &c.runs).any(|r| {
-        SYSTEM
+        metrics::MACHINE
             .iter()
             .any(|m| system_figure(r, m).is_some_and(|(_, mean)| mean))
     });
