@@ -101,6 +101,11 @@ fn window_text(basis: &str) -> std::borrow::Cow<'_, str> {
     match basis {
         "fio status report" => "fio's measured interval, from its status reports".into(),
         "fio final report" => "fio's measured interval, from its final report".into(),
+        crate::experiment::run::align::DEVICE_IO_END => {
+            "fio's measured interval, as long as fio's runtime and ending where the device's \
+             I/O stopped"
+                .into()
+        }
         "whole sampled span" => "the whole sampled span".into(),
         other => safe(other),
     }
@@ -260,11 +265,14 @@ mod tests {
         fio.sample_window = Some(json!({"basis": "fio final report"}));
         let mut program = basis(2, "ok", 2048);
         program.sample_window = Some(json!({"basis": "whole sampled span"}));
-        let t = text(&summarise(&[fio, program]));
+        let mut host = basis(3, "ok", 2048);
+        host.sample_window = Some(json!({"basis": "end of device I/O"}));
+        let t = text(&summarise(&[fio, program, host]));
         assert!(
             t.contains(
-                "sampler metrics over: fio's measured interval, from its final report (1 run); \
-                 the whole sampled span (1 run)\n"
+                "sampler metrics over: fio's measured interval, as long as fio's runtime and \
+                 ending where the device's I/O stopped (1 run); fio's measured interval, from \
+                 its final report (1 run); the whole sampled span (1 run)\n"
             ),
             "{t}"
         );

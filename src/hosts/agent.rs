@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::facts;
 use super::protocol::{self, results, Answer, Greeting, Request};
+use crate::experiment::run::align;
 use crate::knobs::{Journal, RestoreReport};
 use crate::sample::{self, SamplerHandle, Watch};
 use crate::sys::SysRoot;
@@ -200,18 +201,24 @@ impl Session {
                 devices,
                 interval_ms,
             } => self.sample_start(&devices, interval_ms),
-            Request::SampleStop => {
+            Request::SampleStop { measured_ms } => {
                 let handle = self
                     .sampler
                     .take()
                     .ok_or("no sampler is running: send sample_start first")?;
                 let run = handle.stop();
+                // The readings stay here, so the window fio measured in is placed here.
+                let aligned = match measured_ms {
+                    Some(ms) => align::align_to_activity(&run, ms),
+                    None => align::align(&run, "", &run.device_irqs),
+                };
                 json_of(&results::Sampled {
                     devices: &run.devices,
                     started_unix_ns: run.started_unix_ns,
                     readings: run.readings.len(),
                     intervals: &run.intervals,
-                    summary: &run.summary,
+                    summary: &aligned.summary,
+                    window: &aligned.window,
                     errors: &run.errors,
                 })
             }

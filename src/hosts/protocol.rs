@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Bumped whenever a request or answer changes shape; both ends must agree exactly.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Lines longer than this are refused without being parsed (a runaway writer, not a request).
 pub(crate) const MAX_LINE: usize = 1 << 20;
@@ -52,8 +52,13 @@ pub enum Request {
         devices: Vec<String>,
         interval_ms: u64,
     },
-    /// Stop the sampler and answer with what it measured.
-    SampleStop,
+    /// Stop the sampler and answer with what it measured: over the last `measured_ms` before
+    /// I/O on its device stopped when given (fio's runtime on this host), else over
+    /// everything it watched.
+    SampleStop {
+        #[serde(default)]
+        measured_ms: Option<u64>,
+    },
     /// Start recording a block trace of this device (kernel name) through tracefs.
     TraceStart { device: String },
     /// Stop the trace, analyse it there and answer with its `trace_*` metrics; the files go.
@@ -139,6 +144,8 @@ pub(crate) mod results {
         pub(crate) readings: usize,
         pub(crate) intervals: &'a [crate::sample::Interval],
         pub(crate) summary: &'a Option<crate::sample::Summary>,
+        /// What `summary` was taken over, stored with the host's run as its `sample_window`.
+        pub(crate) window: &'a crate::experiment::run::align::WindowRecord,
         pub(crate) errors: &'a [String],
     }
 
@@ -170,7 +177,7 @@ impl Request {
             Request::Set { .. } => "set",
             Request::Restore => "restore",
             Request::SampleStart { .. } => "sample_start",
-            Request::SampleStop => "sample_stop",
+            Request::SampleStop { .. } => "sample_stop",
             Request::TraceStart { .. } => "trace_start",
             Request::TraceStop => "trace_stop",
             Request::Preflight { .. } => "preflight",
@@ -270,7 +277,10 @@ mod tests {
                 devices: vec!["loop0".into()],
                 interval_ms: 100,
             },
-            Request::SampleStop,
+            Request::SampleStop { measured_ms: None },
+            Request::SampleStop {
+                measured_ms: Some(2000),
+            },
             Request::Bye,
         ];
         for (i, r) in all.iter().enumerate() {
@@ -283,6 +293,10 @@ mod tests {
     #[test]
     fn a_bare_op_parses() {
         assert_eq!(parse_request(1, r#"{"op":"hello"}"#), Ok(Request::Hello));
+        assert_eq!(
+            parse_request(1, r#"{"op":"sample_stop"}"#),
+            Ok(Request::SampleStop { measured_ms: None })
+        );
         assert_eq!(
             parse_request(2, r#"{"op":"sample_start","interval_ms":5}"#),
             Ok(Request::SampleStart {

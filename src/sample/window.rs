@@ -166,6 +166,45 @@ pub(crate) fn summary_over(
     summary(&[a, b], devices, device_irqs)
 }
 
+/// Completed I/Os on the watched devices so far (reads, writes and discards).
+fn completed(r: &Reading) -> u64 {
+    r.disks
+        .iter()
+        .flatten()
+        .map(|d| d.reads + d.writes + d.discards.as_ref().map_or(0, |x| x.discards))
+        .sum()
+}
+
+/// The last `measured_ns` before I/O on the watched devices stopped: where fio's measured
+/// interval lies when fio said how long it measured but not when (its client mode reports
+/// each host's `runtime` and no clock time), since fio measures until its jobs end and the
+/// device's I/O ends with them. The moment it stopped is placed inside the last reading
+/// interval that completed any I/O, by how much that interval completed against the rate of
+/// the (up to five) intervals before it. `None` when nothing completed while sampled.
+pub(crate) fn activity_window(readings: &[Reading], measured_ns: u64) -> Option<Span> {
+    let done: Vec<u64> = readings.iter().map(completed).collect();
+    let k = (1..done.len()).rev().find(|&i| done[i] > done[i - 1])?;
+    let (t0, t1) = (readings[k - 1].elapsed_ns, readings[k].elapsed_ns);
+    let j = k.saturating_sub(6);
+    let before_ns = t0.saturating_sub(readings[j].elapsed_ns);
+    let share = if before_ns > 0 {
+        let per_ns = done[k - 1].saturating_sub(done[j]) as f64 / before_ns as f64;
+        let full = per_ns * (t1 - t0) as f64;
+        if full > 0.0 {
+            ((done[k] - done[k - 1]) as f64 / full).min(1.0)
+        } else {
+            1.0
+        }
+    } else {
+        1.0
+    };
+    let end = t0 + ((t1 - t0) as f64 * share).round() as u64;
+    Some(Span {
+        start_ns: end.saturating_sub(measured_ns),
+        end_ns: end,
+    })
+}
+
 /// The sampling interval for a run whose measured part lasts about `measured` seconds: the
 /// configured one, or shorter so the measured interval spans at least 100 readings (the
 /// interpolation at its end then errs by at most 0.25% of the run's I/O, and bursts at its
@@ -274,6 +313,32 @@ mod tests {
         assert_eq!(clip(&r, span(5.0, 9.0)), None);
         assert!(summary_over(&r, span(5.0, 9.0), &[], &[]).is_none());
         assert!(reading_at(&[], 5).is_none());
+    }
+
+    #[test]
+    fn the_measured_interval_ends_where_the_devices_io_stopped() {
+        // The device reads from 0.5 s to 2.5 s; fio measured the last 1.5 s of it.
+        let times: Vec<f64> = (0..=60).map(|i| i as f64 * 0.05).collect();
+        let r = readings(&times, 40_000.0);
+        let w = activity_window(&r, 1_500_000_000).unwrap();
+        assert_eq!(w, span(1.0, 2.5));
+        // Stopping inside a reading interval: 2.5 s lies between 2.4 and 2.6.
+        let times: Vec<f64> = (0..=15).map(|i| i as f64 * 0.2).collect();
+        let r = readings(&times, 10_000.0);
+        let w = activity_window(&r, 1_000_000_000).unwrap();
+        assert!(w.end_ns.abs_diff(2_500_000_000) <= 1_000_000, "{w:?}");
+        assert_eq!(w.end_ns - w.start_ns, 1_000_000_000);
+        let dev = vec!["loop0".to_string()];
+        let got = summary_over(&r, w, &dev, &[vec![]]).unwrap().devices["loop0"]["dev_r_per_s"];
+        // Within the interpolation's bound: a quarter interval's I/O over the 1 s window.
+        assert!(
+            (got - 10_000.0).abs() <= 10_000.0 * 0.2 / 4.0 + 1.0,
+            "{got}"
+        );
+        // Nothing completed: nothing to place the interval by.
+        let idle = readings(&[0.0, 0.1, 0.2, 0.3], 1000.0);
+        assert_eq!(activity_window(&idle, 1), None);
+        assert_eq!(activity_window(&[], 1), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //!
 //! Pure: the sampler's readings and fio's text in, a summary and a record of the window out.
 
-use crate::sample::window::{clip, summary_over, Span};
+use crate::sample::window::{activity_window, clip, summary_over, Span};
 use crate::sample::{SampleRun, Summary};
 use crate::workload::fio_window::{measured_windows, Anchor, JobWindow};
 use serde::Serialize;
@@ -54,26 +54,71 @@ fn device_of(w: &JobWindow) -> Option<&str> {
     w.filename.as_deref()?.rsplit('/').next()
 }
 
+/// The sampler's own summary, over everything it watched, and why no narrower window was used.
+fn whole(samples: &SampleRun, note: String) -> Aligned {
+    let (s, e) = match (samples.readings.first(), samples.readings.last()) {
+        (Some(a), Some(b)) => (secs(a.elapsed_ns), secs(b.elapsed_ns)),
+        _ => (0.0, 0.0),
+    };
+    Aligned {
+        summary: samples.summary.clone(),
+        window: WindowRecord {
+            basis: "whole sampled span".into(),
+            start_s: s,
+            end_s: e,
+            devices: BTreeMap::new(),
+            note: Some(note),
+        },
+    }
+}
+
+/// Basis of a window placed by [`align_to_activity`].
+pub(crate) const DEVICE_IO_END: &str = "end of device I/O";
+
+/// Aligns a host's `samples` (hosts mode, on the host) with fio's measured interval, which
+/// lasted `measured_ms` and ended where I/O on the host's device stopped: fio's client
+/// output gives each host's runtime, not when it ran (see `window::activity_window`).
+pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligned {
+    let readings = &samples.readings;
+    let Some(span) = activity_window(readings, measured_ms.saturating_mul(1_000_000)) else {
+        return whole(
+            samples,
+            "no I/O completed on the device while sampled, to place fio's measured interval by"
+                .into(),
+        );
+    };
+    let Some(clipped) = clip(readings, span) else {
+        return whole(
+            samples,
+            "fio's measured interval lies outside the sampled span".into(),
+        );
+    };
+    let Some(summary) = summary_over(readings, clipped, &samples.devices, &samples.device_irqs)
+    else {
+        return whole(
+            samples,
+            "too few readings inside fio's measured interval".into(),
+        );
+    };
+    Aligned {
+        summary: Some(summary),
+        window: WindowRecord {
+            basis: DEVICE_IO_END.into(),
+            start_s: secs(clipped.start_ns),
+            end_s: secs(clipped.end_ns),
+            devices: BTreeMap::new(),
+            note: (clipped != span).then(|| {
+                format!("fio measured {measured_ms} ms; the readings cover only part of it")
+            }),
+        },
+    }
+}
+
 /// Aligns `samples` with the windows in fio's `output`. `device_irqs[i]` are the IRQs of
 /// `samples.devices[i]`.
 pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u32>]) -> Aligned {
     let readings = &samples.readings;
-    let whole = |note: String| {
-        let (s, e) = match (readings.first(), readings.last()) {
-            (Some(a), Some(b)) => (secs(a.elapsed_ns), secs(b.elapsed_ns)),
-            _ => (0.0, 0.0),
-        };
-        Aligned {
-            summary: samples.summary.clone(),
-            window: WindowRecord {
-                basis: "whole sampled span".into(),
-                start_s: s,
-                end_s: e,
-                devices: BTreeMap::new(),
-                note: Some(note),
-            },
-        }
-    };
+    let whole = |note: String| whole(samples, note);
     let jobs: Vec<(JobWindow, (f64, f64))> = measured_windows(fio_output)
         .into_iter()
         .filter_map(|w| {

@@ -277,6 +277,7 @@ pub(crate) fn store_runs(
             tags,
             metrics: s.metrics,
             samples: s.samples,
+            sample_window: s.window,
             fio_command: aggregate.fio_command.clone(),
             job_file: job_files
                 .iter()
@@ -388,12 +389,15 @@ pub(crate) fn sample_start(
 }
 
 /// Stops the sampler of every host whose part goes on and returns its answer (`None` for
-/// the others).
+/// the others). Each host is told how long fio measured there (`report`, fio's client
+/// output, has each host's runtime but not when it ran), so its figures cover that interval
+/// and not fio's start-up: connecting to the servers alone took over a second in the lab.
 pub(crate) fn sample_stop(
     exp: &Experiment,
     hosts: &mut [Controlled],
     parts: &mut Parts,
     run: usize,
+    report: Option<&crate::workload::FioReport>,
 ) -> Vec<Option<serde_json::Value>> {
     let mut out = Vec::with_capacity(hosts.len());
     for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
@@ -401,7 +405,8 @@ pub(crate) fn sample_stop(
             out.push(None);
             continue;
         }
-        match c.connection.request(&Request::SampleStop) {
+        let measured_ms = report.and_then(|r| measured_ms(r, fio_host(&c.spec.fio)));
+        match c.connection.request(&Request::SampleStop { measured_ms }) {
             Ok(answer) => out.push(Some(answer)),
             Err(e) => {
                 let why = format!("{}: sample_stop: {e:#}", describe(exp, &c.spec));
@@ -435,7 +440,9 @@ pub(crate) fn trace_start(
             // Its sampler started for this run; the part is over, so it stops now (or the
             // next run's sample_start would find it running).
             if c.gone.is_none() {
-                let _ = c.connection.request(&Request::SampleStop);
+                let _ = c
+                    .connection
+                    .request(&Request::SampleStop { measured_ms: None });
             }
         }
     }
@@ -486,6 +493,8 @@ pub(crate) struct Settled {
     pub(crate) prefixed: Vec<(String, f64)>,
     /// The host's sampler series (CPU shares, interrupts, its device), as a local run's.
     pub(crate) samples: Vec<crate::store::SampleSeries>,
+    /// What the host's sampler figures were taken over (its answer's `window`).
+    pub(crate) window: Option<serde_json::Value>,
 }
 
 /// Each host's part of a run after fio ended: its own jobs found in fio's report by the
@@ -512,6 +521,7 @@ pub(crate) fn settle(
                 metrics: Vec::new(),
                 prefixed: Vec::new(),
                 samples: Vec::new(),
+                window: None,
             });
             continue;
         }
@@ -565,15 +575,19 @@ pub(crate) fn settle(
             metrics.extend(sampled);
         }
         metrics.retain(|(_, v)| v.is_finite());
-        let samples = match (&status, &answer) {
-            (RunStatus::Ok, Some(a)) => sampler_series(&c.device, a),
-            _ => Vec::new(),
+        let (samples, window) = match (&status, &answer) {
+            (RunStatus::Ok, Some(a)) => (
+                sampler_series(&c.device, a),
+                Some(a["window"].clone()).filter(|w| !w.is_null()),
+            ),
+            _ => (Vec::new(), None),
         };
         out.push(Settled {
             status,
             metrics,
             prefixed,
             samples,
+            window,
         });
     }
     out
@@ -603,6 +617,19 @@ pub(crate) fn aggregate_status(settled: &[Settled]) -> Option<RunStatus> {
     } else {
         None
     }
+}
+
+/// How long fio measured on `server`: the longest runtime of its jobs in any direction
+/// (`ramp_time` left out, as fio leaves it out of every figure); `None` when fio reported
+/// no time for it.
+fn measured_ms(report: &crate::workload::FioReport, server: &str) -> Option<u64> {
+    let own = report.of_client(server);
+    own.jobs
+        .iter()
+        .flat_map(|j| [&j.read, &j.write, &j.trim])
+        .map(|d| d.runtime_ms)
+        .max()
+        .filter(|&ms| ms > 0)
 }
 
 /// The host part of fio's server address ("10.0.0.1,8765" -> "10.0.0.1"), as fio's client
@@ -755,6 +782,7 @@ mod tests {
             metrics: Vec::new(),
             prefixed: Vec::new(),
             samples: Vec::new(),
+            window: None,
         };
         let ok = || part(RunStatus::Ok);
         assert_eq!(aggregate_status(&[ok(), ok()]), None);

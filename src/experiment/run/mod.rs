@@ -1210,7 +1210,8 @@ fn one_run(
     }
     let outcome = lp.runner.run(&job);
     let samples = sampler.stop();
-    let answers = hosts::sample_stop(exp, lp.hosts, &mut parts, lp.position);
+    let report = outcome.as_ref().ok().and_then(|o| o.report.as_ref());
+    let answers = hosts::sample_stop(exp, lp.hosts, &mut parts, lp.position, report);
     let traces = if traced {
         hosts::trace_stop(exp, lp.hosts, &mut parts, lp.position)
     } else {
