@@ -6,6 +6,9 @@
 //! figures are taken over the interval of the fio jobs that drove it, and the system-wide
 //! ones over the span of all jobs; the window used is recorded with the run.
 //!
+//! In hosts mode fio's client output has each host's runtime but no clock time, so a host's
+//! agent places the interval itself, where its device's I/O stopped (`align_to_activity`).
+//!
 //! Pure: the sampler's readings and fio's text in, a summary and a record of the window out.
 
 use crate::sample::window::{activity_window, clip, summary_over, Span};
@@ -72,6 +75,10 @@ fn whole(samples: &SampleRun, note: String) -> Aligned {
     }
 }
 
+/// Why a window could not be used, in either way of placing it.
+const OUTSIDE: &str = "fio's measured interval lies outside the sampled span";
+const TOO_FEW: &str = "too few readings inside fio's measured interval";
+
 /// Basis of a window placed by [`align_to_activity`].
 pub(crate) const DEVICE_IO_END: &str = "end of device I/O";
 
@@ -88,17 +95,11 @@ pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligne
         );
     };
     let Some(clipped) = clip(readings, span) else {
-        return whole(
-            samples,
-            "fio's measured interval lies outside the sampled span".into(),
-        );
+        return whole(samples, OUTSIDE.into());
     };
     let Some(summary) = summary_over(readings, clipped, &samples.devices, &samples.device_irqs)
     else {
-        return whole(
-            samples,
-            "too few readings inside fio's measured interval".into(),
-        );
+        return whole(samples, TOO_FEW.into());
     };
     Aligned {
         summary: Some(summary),
@@ -118,7 +119,6 @@ pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligne
 /// `samples.devices[i]`.
 pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u32>]) -> Aligned {
     let readings = &samples.readings;
-    let whole = |note: String| whole(samples, note);
     let jobs: Vec<(JobWindow, (f64, f64))> = measured_windows(fio_output)
         .into_iter()
         .filter_map(|w| {
@@ -127,7 +127,10 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         })
         .collect();
     if jobs.is_empty() {
-        return whole("fio's output says nothing usable about when it measured".into());
+        return whole(
+            samples,
+            "fio's output says nothing usable about when it measured".into(),
+        );
     }
     let to_span = |(s, e): (f64, f64)| Span {
         start_ns: s as u64,
@@ -139,10 +142,10 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
         .expect("not empty");
     let Some(clipped) = clip(readings, to_span(run_span)) else {
-        return whole("fio's measured interval lies outside the sampled span".into());
+        return whole(samples, OUTSIDE.into());
     };
     let Some(mut summary) = summary_over(readings, clipped, &samples.devices, device_irqs) else {
-        return whole("too few readings inside fio's measured interval".into());
+        return whole(samples, TOO_FEW.into());
     };
     let mut devices = BTreeMap::new();
     for name in &samples.devices {
