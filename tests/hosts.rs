@@ -1075,6 +1075,20 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
         }
         own.push(runs.iter().map(|r| r.id).collect());
     }
+    // This machine's own figures (`local:*`) are taken over the hosts' windows together:
+    // each host measured for a second, at about the same time.
+    let bases = store.run_bases(id).unwrap();
+    for a in &aggregate {
+        let w = bases
+            .iter()
+            .find(|b| b.run_id == a.id)
+            .and_then(|b| b.sample_window.clone())
+            .unwrap_or_default();
+        assert_eq!(w["basis"], "hosts' windows", "{w}");
+        let len = w["end_s"].as_f64().unwrap() - w["start_s"].as_f64().unwrap();
+        assert!((0.9..1.5).contains(&len), "{w}");
+        assert!(metric(&store, a.id, "local:usr_pct").is_some());
+    }
     for (i, a) in aggregate.iter().enumerate() {
         // The aggregate's IOPS are the hosts' summed, run by run.
         let total = metric(&store, a.id, "read_iops").unwrap();

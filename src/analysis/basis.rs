@@ -106,6 +106,9 @@ fn window_text(basis: &str) -> std::borrow::Cow<'_, str> {
              I/O stopped"
                 .into()
         }
+        crate::experiment::run::align::HOSTS_WINDOWS => {
+            "the hosts' measured intervals together (this machine's `local:` figures)".into()
+        }
         "whole sampled span" => "the whole sampled span".into(),
         other => safe(other),
     }
@@ -273,6 +276,16 @@ mod tests {
                 "sampler metrics over: fio's measured interval, as long as fio's runtime and \
                  ending where the device's I/O stopped (1 run); fio's measured interval, from \
                  its final report (1 run); the whole sampled span (1 run)\n"
+            ),
+            "{t}"
+        );
+        let mut aggregate = basis(4, "ok", 2048);
+        aggregate.sample_window = Some(json!({"basis": "hosts' windows"}));
+        let t = text(&summarise(&[aggregate]));
+        assert!(
+            t.contains(
+                "sampler metrics over: the hosts' measured intervals together (this machine's \
+                 `local:` figures) (1 run)\n"
             ),
             "{t}"
         );

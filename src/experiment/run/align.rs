@@ -7,7 +7,9 @@
 //! ones over the span of all jobs; the window used is recorded with the run.
 //!
 //! In hosts mode fio's client output has each host's runtime but no clock time, so a host's
-//! agent places the interval itself, where its device's I/O stopped (`align_to_activity`).
+//! agent places the interval itself, where its device's I/O stopped (`align_to_activity`),
+//! and this machine, which only drove them, takes its figures over the hosts' windows
+//! together (`align_to_unix_span`).
 //!
 //! Pure: the sampler's readings and fio's text in, a summary and a record of the window out.
 
@@ -111,6 +113,44 @@ pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligne
             note: (clipped != span).then(|| {
                 format!("fio measured {measured_ms} ms; the readings cover only part of it")
             }),
+        },
+    }
+}
+
+/// Basis of a window taken from the hosts' windows ([`align_to_unix_span`]).
+pub(crate) const HOSTS_WINDOWS: &str = "hosts' windows";
+
+/// Aligns this machine's `samples` in hosts mode with the span its hosts measured in
+/// (`span_unix_ns`, ns since the epoch on this machine's clock, `None` when no host placed
+/// its window): it drove them while they measured, and nothing happens here otherwise.
+pub(crate) fn align_to_unix_span(samples: &SampleRun, span_unix_ns: Option<(f64, f64)>) -> Aligned {
+    let Some((start, end)) = span_unix_ns else {
+        return whole(samples, "no host placed fio's measured interval".into());
+    };
+    let on_clock = |t: f64| (t - samples.started_unix_ns).max(0.0) as u64;
+    let span = Span {
+        start_ns: on_clock(start),
+        end_ns: on_clock(end),
+    };
+    let Some(clipped) = clip(&samples.readings, span) else {
+        return whole(samples, OUTSIDE.into());
+    };
+    let Some(summary) = summary_over(
+        &samples.readings,
+        clipped,
+        &samples.devices,
+        &samples.device_irqs,
+    ) else {
+        return whole(samples, TOO_FEW.into());
+    };
+    Aligned {
+        summary: Some(summary),
+        window: WindowRecord {
+            basis: HOSTS_WINDOWS.into(),
+            start_s: secs(clipped.start_ns),
+            end_s: secs(clipped.end_ns),
+            devices: BTreeMap::new(),
+            note: None,
         },
     }
 }

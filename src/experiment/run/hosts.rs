@@ -41,6 +41,9 @@ pub struct Controlled {
     /// Why the host left the experiment mid-run (unreachable); every later run of it is
     /// recorded failed with this, and the others go on.
     pub(crate) gone: Option<String>,
+    /// The host's clock minus this machine's (seconds), as `hosts check` measured it when
+    /// connecting: puts the host's sampler windows on this machine's clock.
+    pub(crate) skew_s: f64,
 }
 
 impl Controlled {
@@ -103,8 +106,9 @@ pub fn connect(
     }
     let mut out = Vec::with_capacity(specs.len());
     let mut problems = Vec::new();
-    for spec in specs {
-        match model(exp, spec, options) {
+    for (spec, checked) in specs.into_iter().zip(&report.hosts) {
+        let skew_s = checked.skew.map_or(0.0, |s| s.skew_s);
+        match model(exp, spec, options, skew_s) {
             Ok(c) => out.push(c),
             Err(e) => problems.push(crate::cli::error_text(&e)),
         }
@@ -117,7 +121,12 @@ pub fn connect(
 }
 
 /// One host's session, model and plan.
-fn model(exp: &Experiment, spec: &HostSpec, options: &SshOptions) -> Result<Controlled> {
+fn model(
+    exp: &Experiment,
+    spec: &HostSpec,
+    options: &SshOptions,
+    skew_s: f64,
+) -> Result<Controlled> {
     let who = describe(exp, spec);
     let device = host_device(exp, spec)?;
     let ssh = spec
@@ -140,6 +149,7 @@ fn model(exp: &Experiment, spec: &HostSpec, options: &SshOptions) -> Result<Cont
         connection,
         part: None,
         gone: None,
+        skew_s,
     })
 }
 
@@ -416,6 +426,37 @@ pub(crate) fn sample_stop(
         }
     }
     out
+}
+
+/// Where the hosts' sampler windows lie together, on this machine's wall clock (ns since the
+/// epoch): each host's window, placed by its device's I/O, moved by that host's skew. `None`
+/// when no host placed one.
+pub(crate) fn measured_span_unix_ns(
+    hosts: &[Controlled],
+    answers: &[Option<serde_json::Value>],
+) -> Option<(f64, f64)> {
+    let skews: Vec<f64> = hosts.iter().map(|c| c.skew_s).collect();
+    span_of_windows(&skews, answers)
+}
+
+/// [`measured_span_unix_ns`] of hosts with these skews.
+fn span_of_windows(skews_s: &[f64], answers: &[Option<serde_json::Value>]) -> Option<(f64, f64)> {
+    skews_s
+        .iter()
+        .zip(answers)
+        .filter_map(|(skew_s, answer)| {
+            let a = answer.as_ref()?;
+            let w = &a["window"];
+            if w["basis"].as_str() != Some(super::align::DEVICE_IO_END) {
+                return None;
+            }
+            let zero = a["started_unix_ns"].as_f64()? - skew_s * 1e9;
+            Some((
+                zero + w["start_s"].as_f64()? * 1e9,
+                zero + w["end_s"].as_f64()? * 1e9,
+            ))
+        })
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
 
 /// Starts a block trace of its device on every host whose part goes on; a host that cannot
@@ -723,7 +764,10 @@ fn sampler_figures(device: &str, answer: &serde_json::Value) -> Vec<(String, f64
 
 #[cfg(test)]
 mod tests {
-    use super::{aggregate_status, fio_host, host_device, own_device, sampler_figures, Settled};
+    use super::{
+        aggregate_status, fio_host, host_device, own_device, sampler_figures, span_of_windows,
+        Settled,
+    };
     use crate::experiment::file::parse;
     use crate::store::RunStatus;
 
@@ -773,6 +817,28 @@ mod tests {
             "the other device's figures stay out"
         );
         assert!(sampler_figures("loop5", &serde_json::json!({"summary": null})).is_empty());
+    }
+
+    #[test]
+    fn the_hosts_windows_meet_on_this_machines_clock() {
+        let answer = |started_s: f64, basis: &str, start_s: f64, end_s: f64| {
+            Some(serde_json::json!({"started_unix_ns": started_s * 1e9,
+                "window": {"basis": basis, "start_s": start_s, "end_s": end_s}}))
+        };
+        let placed = crate::experiment::run::align::DEVICE_IO_END;
+        let answers = [
+            // Started at 100 s on a clock 0.5 s ahead: measured 101.0-102.0 here.
+            answer(100.0, placed, 1.5, 2.5),
+            // Measured 101.2-102.3 on a clock in step.
+            answer(101.0, placed, 0.2, 1.3),
+            // Over its whole span: says nothing of when fio measured.
+            answer(90.0, "whole sampled span", 0.0, 30.0),
+            None,
+        ];
+        let (s, e) = span_of_windows(&[0.5, 0.0, 0.0, 0.0], &answers).unwrap();
+        assert!((s / 1e9 - 101.0).abs() < 1e-6, "{s}");
+        assert!((e / 1e9 - 102.3).abs() < 1e-6, "{e}");
+        assert_eq!(span_of_windows(&[0.0], &answers[2..3]), None);
     }
 
     #[test]

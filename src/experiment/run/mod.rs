@@ -1222,6 +1222,7 @@ fn one_run(
     if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
         return Ok(None);
     }
+    let hosts_span = hosts::measured_span_unix_ns(lp.hosts, &answers);
     let settled = hosts::settle(
         exp,
         lp.hosts,
@@ -1230,11 +1231,13 @@ fn one_run(
         Some(&outcome),
         lp.position,
     );
-    let (local, local_series, samples) = if remote {
+    let (local, local_series, local_window, samples) = if remote {
         let series = stored::series(&samples);
-        (stored::local_metrics(&samples), series, None)
+        let aligned = align::align_to_unix_span(&samples, hosts_span);
+        let local = stored::local_metrics(aligned.summary.as_ref());
+        (local, series, Some(aligned.window), None)
     } else {
-        (Vec::new(), Vec::new(), Some(samples))
+        (Vec::new(), Vec::new(), None, Some(samples))
     };
     let recorded = tracer.and_then(|t| match t.finish() {
         Ok(r) => Some(r),
@@ -1313,7 +1316,10 @@ fn one_run(
         aligned.as_ref().map(|a| &a.window),
         &outcome.stdout,
     );
-    record.sample_window = aligned.and_then(|a| serde_json::to_value(a.window).ok());
+    record.sample_window = aligned
+        .map(|a| a.window)
+        .or(local_window)
+        .and_then(|w| serde_json::to_value(w).ok());
     record.checks = (!run_checks.is_empty())
         .then(|| serde_json::to_value(&run_checks).ok())
         .flatten();

@@ -70,10 +70,9 @@ pub(crate) const LOCAL: &str = "local:";
 
 /// This machine's system-wide figures while it drove fio on other hosts, as `local:NAME`
 /// (`local:usr_pct`, `local:irq_per_s`): apart from the hosts' own and from the aggregate's.
-pub(crate) fn local_metrics(samples: &SampleRun) -> Vec<(String, f64)> {
-    samples
-        .summary
-        .iter()
+pub(crate) fn local_metrics(summary: Option<&Summary>) -> Vec<(String, f64)> {
+    summary
+        .into_iter()
         .flat_map(|s| &s.system)
         .filter(|(_, v)| v.is_finite())
         .map(|(k, v)| (format!("{LOCAL}{k}"), *v))
