@@ -927,6 +927,17 @@ fn lab_settings(lab: &Lab, dir: &Path) -> iolab::experiment::run::Settings {
     settings
 }
 
+/// What a run's sampler figures were taken over (`null` when nothing was recorded).
+fn sample_window(store: &iolab::store::Store, experiment: i64, run: i64) -> serde_json::Value {
+    store
+        .run_bases(experiment)
+        .unwrap()
+        .into_iter()
+        .find(|b| b.run_id == run)
+        .and_then(|b| b.sample_window)
+        .unwrap_or_default()
+}
+
 /// One stored metric of one run.
 fn metric(store: &iolab::store::Store, run: i64, name: &str) -> Option<f64> {
     store
@@ -1037,7 +1048,6 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
             .into_iter()
             .filter(|r| !r.warmup)
             .collect();
-        let bases = store.run_bases(p.id).unwrap();
         for (r, a) in runs.iter().zip(&aggregate) {
             assert_eq!((&r.cell_key, r.repetition), (&a.cell_key, a.repetition));
             // The host's device figures cover fio's measured second there, not fio's
@@ -1051,11 +1061,7 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
                 "{}: the device completed {device:.0} reads/s, fio read {fio:.0} IOPS",
                 p.host
             );
-            let window = bases
-                .iter()
-                .find(|b| b.run_id == r.id)
-                .and_then(|b| b.sample_window.clone())
-                .unwrap_or_default();
+            let window = sample_window(&store, p.id, r.id);
             assert_eq!(window["basis"], "end of device I/O", "{window}");
             let tags = store.run_tags(r.id).unwrap();
             assert!(
@@ -1077,13 +1083,8 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
     }
     // This machine's own figures (`local:*`) are taken over the hosts' windows together:
     // each host measured for a second, at about the same time.
-    let bases = store.run_bases(id).unwrap();
     for a in &aggregate {
-        let w = bases
-            .iter()
-            .find(|b| b.run_id == a.id)
-            .and_then(|b| b.sample_window.clone())
-            .unwrap_or_default();
+        let w = sample_window(&store, id, a.id);
         assert_eq!(w["basis"], "hosts' windows", "{w}");
         let len = w["end_s"].as_f64().unwrap() - w["start_s"].as_f64().unwrap();
         assert!((0.9..1.5).contains(&len), "{w}");
