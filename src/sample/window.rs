@@ -187,14 +187,14 @@ pub(crate) fn activity_window(readings: &[Reading], measured_ns: u64) -> Option<
     let (t0, t1) = (readings[k - 1].elapsed_ns, readings[k].elapsed_ns);
     let j = k.saturating_sub(6);
     let before_ns = t0.saturating_sub(readings[j].elapsed_ns);
-    let share = if before_ns > 0 {
-        let per_ns = done[k - 1].saturating_sub(done[j]) as f64 / before_ns as f64;
-        let full = per_ns * (t1 - t0) as f64;
-        if full > 0.0 {
-            ((done[k] - done[k - 1]) as f64 / full).min(1.0)
-        } else {
-            1.0
-        }
+    // A whole interval's worth at the rate before; none known: the interval's end.
+    let full = if before_ns > 0 {
+        done[k - 1].saturating_sub(done[j]) as f64 * (t1 - t0) as f64 / before_ns as f64
+    } else {
+        0.0
+    };
+    let share = if full > 0.0 {
+        ((done[k] - done[k - 1]) as f64 / full).min(1.0)
     } else {
         1.0
     };

@@ -96,6 +96,15 @@ pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligne
                 .into(),
         );
     };
+    let clipped_note = format!("fio measured {measured_ms} ms; the readings cover only part of it");
+    over(samples, span, DEVICE_IO_END, Some(clipped_note))
+}
+
+/// The summary of `samples` over `span` (clipped to the readings), recorded under `basis`
+/// with `clipped_note` when the readings cover only part of it; the whole span, saying why,
+/// when they cover none of it or too little.
+fn over(samples: &SampleRun, span: Span, basis: &str, clipped_note: Option<String>) -> Aligned {
+    let readings = &samples.readings;
     let Some(clipped) = clip(readings, span) else {
         return whole(samples, OUTSIDE.into());
     };
@@ -106,13 +115,11 @@ pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligne
     Aligned {
         summary: Some(summary),
         window: WindowRecord {
-            basis: DEVICE_IO_END.into(),
+            basis: basis.into(),
             start_s: secs(clipped.start_ns),
             end_s: secs(clipped.end_ns),
             devices: BTreeMap::new(),
-            note: (clipped != span).then(|| {
-                format!("fio measured {measured_ms} ms; the readings cover only part of it")
-            }),
+            note: clipped_note.filter(|_| clipped != span),
         },
     }
 }
@@ -132,27 +139,7 @@ pub(crate) fn align_to_unix_span(samples: &SampleRun, span_unix_ns: Option<(f64,
         start_ns: on_clock(start),
         end_ns: on_clock(end),
     };
-    let Some(clipped) = clip(&samples.readings, span) else {
-        return whole(samples, OUTSIDE.into());
-    };
-    let Some(summary) = summary_over(
-        &samples.readings,
-        clipped,
-        &samples.devices,
-        &samples.device_irqs,
-    ) else {
-        return whole(samples, TOO_FEW.into());
-    };
-    Aligned {
-        summary: Some(summary),
-        window: WindowRecord {
-            basis: HOSTS_WINDOWS.into(),
-            start_s: secs(clipped.start_ns),
-            end_s: secs(clipped.end_ns),
-            devices: BTreeMap::new(),
-            note: None,
-        },
-    }
+    over(samples, span, HOSTS_WINDOWS, None)
 }
 
 /// Aligns `samples` with the windows in fio's `output`. `device_irqs[i]` are the IRQs of
