@@ -431,10 +431,19 @@ fn a_command_with_a_regex_metric_and_one_with_a_json_metric() {
          \"count={count}\"]\noutput = \"stderr\"\n\
          regex = '(?P<copied_bytes>[0-9]+) bytes'\n[factors]\ncount = [3, 5]\n",
     );
-    let (out, _s, _d) = run_live(&e);
+    let (out, store, _d) = run_live(&e);
     ok_runs(&out);
     assert_eq!(metric(&out, 0, "copied_bytes"), 3.0 * 4096.0);
     assert_eq!(metric(&out, 1, "copied_bytes"), 5.0 * 4096.0);
+    // A program says nothing of when it measured: its sampler figures are over the whole
+    // span, and the stored window says so in the engine's words, not fio's.
+    let basis = store.run_bases(out.experiment_id).unwrap().pop().unwrap();
+    let window = basis.sample_window.unwrap();
+    assert_eq!(window["basis"], "whole sampled span", "{window}");
+    assert_eq!(
+        window["note"], "the command engine reports no measured interval",
+        "{window}"
+    );
     let e = exp(
         "name = \"j\"\nrepetitions = 1\nallow_exec = true\nengine = \"command\"\n\
          [command]\nprogram = \"sh\"\nargs = [\"-c\", 'echo \"{\\\"r\\\": [{\\\"ops\\\": $((6*7))}]}\"']\n\

@@ -495,6 +495,15 @@ fn a_malformed_request_over_ssh_is_answered_with_an_error_and_the_session_goes_o
         sampled["summary"]["system"]["idle_pct"].is_number(),
         "{sampled}"
     );
+    // No runtime from fio: the whole span, and the window says why in this mode's words.
+    assert_eq!(
+        sampled["window"]["basis"], "whole sampled span",
+        "{sampled}"
+    );
+    assert_eq!(
+        sampled["window"]["note"], "fio reported no runtime for this host",
+        "{sampled}"
+    );
     conn.close().expect("bye");
 }
 

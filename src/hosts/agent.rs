@@ -210,7 +210,7 @@ impl Session {
                 // The readings stay here, so the window fio measured in is placed here.
                 let aligned = match measured_ms {
                     Some(ms) => align::align_to_activity(&run, ms),
-                    None => align::align(&run, "", &run.device_irqs),
+                    None => align::whole(&run, "fio reported no runtime for this host".into()),
                 };
                 json_of(&results::Sampled {
                     devices: &run.devices,

@@ -23,8 +23,9 @@ use std::collections::BTreeMap;
 /// seconds on the series' axis (since the sampler's first reading).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct WindowRecord {
-    /// `fio status report`, `fio final report` (late by fio's reaping, tens of ms) or
-    /// `whole sampled span` (fio said nothing usable about when it measured).
+    /// `fio status report`, `fio final report` (late by fio's reaping, tens of ms), in
+    /// hosts mode `end of device I/O` and `hosts' windows`, or `whole sampled span` (nothing
+    /// said when the workload measured; `note` says why).
     pub basis: String,
     pub start_s: f64,
     pub end_s: f64,
@@ -60,7 +61,7 @@ fn device_of(w: &JobWindow) -> Option<&str> {
 }
 
 /// The sampler's own summary, over everything it watched, and why no narrower window was used.
-fn whole(samples: &SampleRun, note: String) -> Aligned {
+pub(crate) fn whole(samples: &SampleRun, note: String) -> Aligned {
     let (s, e) = match (samples.readings.first(), samples.readings.last()) {
         (Some(a), Some(b)) => (secs(a.elapsed_ns), secs(b.elapsed_ns)),
         _ => (0.0, 0.0),

@@ -1391,8 +1391,10 @@ fn engine_run(
         return Ok(None);
     }
     record.status = run_status(status);
-    let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
-    let aligned = align::align(&samples, "", &irqs);
+    let aligned = align::whole(
+        &samples,
+        format!("the {} engine reports no measured interval", engine.name()),
+    );
     let mut metrics = Vec::new();
     if record.status == RunStatus::Ok {
         let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
