@@ -969,7 +969,8 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
     let mut position = 0usize;
     // Runs shown to the user so far: a cell found not applicable is not a run to count.
     let mut shown = 0usize;
-    let mut elapsed_runs: Vec<f64> = Vec::new();
+    // Each shown run's wall time and nominal duration, for the ETA.
+    let mut elapsed_runs: Vec<(f64, Option<f64>)> = Vec::new();
     let mut interrupted = false;
     let planned = plan.order.len();
     let matrix = super::cells(exp);
@@ -1038,7 +1039,7 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
             lp.position = shown;
             let result = one_run(exp, plan, (&matrix[run.cell], cell), run, lp)?;
             if runs {
-                elapsed_runs.push(t0.elapsed().as_secs_f64());
+                elapsed_runs.push((t0.elapsed().as_secs_f64(), cell.nominal_seconds));
             }
             let Some((status, metrics)) = result else {
                 interrupted = true;
@@ -1086,10 +1087,20 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
     })
 }
 
-/// Seconds left: the nominal durations where known, else the mean of the runs so far.
-fn eta(remaining: &[Option<f64>], elapsed: &[f64]) -> Option<f64> {
-    let mean = (!elapsed.is_empty()).then(|| elapsed.iter().sum::<f64>() / elapsed.len() as f64);
-    remaining.iter().map(|n| n.or(mean)).sum()
+/// Seconds left: each run's nominal duration plus the mean time the runs so far took beyond
+/// theirs (starting fio, setting knobs; in hosts mode fio's server adds about a second), or,
+/// where the duration is not known, the mean wall time of the runs so far.
+fn eta(remaining: &[Option<f64>], finished: &[(f64, Option<f64>)]) -> Option<f64> {
+    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let wall = mean(finished.iter().map(|r| r.0).collect());
+    let beyond = mean(finished.iter().filter_map(|&(w, n)| Some(w - n?)).collect());
+    remaining
+        .iter()
+        .map(|n| match n {
+            Some(n) => Some(n + beyond.unwrap_or(0.0).max(0.0)),
+            None => wall,
+        })
+        .sum()
 }
 
 /// How a run ended and its metrics (empty unless it succeeded).
@@ -1507,9 +1518,18 @@ mod tests {
     #[test]
     fn eta_uses_nominal_durations_and_falls_back_to_the_mean_so_far() {
         assert_eq!(eta(&[Some(5.0), Some(5.0)], &[]), Some(10.0));
-        assert_eq!(eta(&[Some(5.0), None], &[2.0, 4.0]), Some(8.0));
+        assert_eq!(
+            eta(&[Some(5.0), None], &[(2.0, None), (4.0, None)]),
+            Some(8.0)
+        );
         assert_eq!(eta(&[None], &[]), None);
         assert_eq!(eta(&[], &[]), Some(0.0));
+        // Runs of 1 s that took 2.2 and 2.4 s (hosts mode): 1.3 s more than nominal each.
+        let took = [(2.2, Some(1.0)), (2.4, Some(1.0))];
+        let left = eta(&[Some(1.0), Some(2.0)], &took).unwrap();
+        assert!((left - (1.0 + 2.0 + 2.0 * 1.3)).abs() < 1e-9, "{left}");
+        // A run that ended early (a size-bound job under a time limit) adds nothing negative.
+        assert_eq!(eta(&[Some(5.0)], &[(3.0, Some(5.0))]), Some(5.0));
     }
 
     #[test]
