@@ -756,6 +756,48 @@ fn dry_run_prints_the_resolved_plan_and_touches_nothing() {
     assert!(!dir.path().join("state").exists());
 }
 
+/// fio takes any iodepth and keeps one I/O in flight with a synchronous engine: the plan
+/// warns about the cells where the depth cannot be reached, and only about those.
+#[test]
+fn dry_run_warns_of_a_queue_depth_the_engine_cannot_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |engine: &str| {
+        let path = dir.path().join("depth.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"depth\"\n[target]\ndevice = \"default\"\n[workload]\n\
+                 rw = \"randread\"\nbs = \"4k\"\ndirect = 1\n{engine}\n\
+                 [factors]\niodepth = [1, 16]\n"
+            ),
+        )
+        .unwrap();
+        let out = iolab()
+            .args(["run", "--dry-run", "--db"])
+            .arg(dir.path().join("r.db"))
+            .arg(&path)
+            .env("IOLAB_STATE_DIR", dir.path().join("state"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = plan("");
+    assert!(
+        text.contains(
+            "warning: iodepth above 1 has no effect in cells iodepth=16: ioengine psync (fio's \
+             default) is synchronous"
+        ),
+        "{text}"
+    );
+    let text = plan("ioengine = \"io_uring\"");
+    assert!(!text.contains("warning:"), "{text}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Real fio on scratch loop devices (root).
 

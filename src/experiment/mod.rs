@@ -3,6 +3,7 @@
 //! interleaved list of runs (`plan`) — all pure — and the run loop (`run`), the one place
 //! that executes a plan on the machine with the knobs, target, sampler, runner and store.
 
+pub(crate) mod depth;
 pub(crate) mod factor;
 pub mod file;
 pub(crate) mod metrics;

@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use super::depth;
 use super::plan::{PlannedRun, Planner};
 use super::{Experiment, Repetitions, TargetDevice};
 use crate::knobs::{Journal, JournalEntry, RestoreReport};
@@ -154,6 +155,9 @@ pub struct Plan {
     pub(crate) estimated_seconds: Option<f64>,
     /// Things the user should know (stand-in device, unchecked levels).
     pub(crate) notes: Vec<String>,
+    /// Workload settings that will not do what they say (`depth`); a run prints them too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) warnings: Vec<String>,
 }
 
 /// One target of a plan.
@@ -216,6 +220,7 @@ pub(crate) fn plan(
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
         estimated_seconds,
         notes: Vec::new(),
+        warnings: Vec::new(),
     })
 }
 
@@ -262,6 +267,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
              is sampled as a whole while it drives them (metrics local:*)",
             exp.target.hosts.join(", ")
         )],
+        warnings: Vec::new(),
     }
 }
 
@@ -393,6 +399,7 @@ pub(crate) fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<
 pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     let mut p = dry_plan(exp, settings)?;
+    p.warnings = depth::warnings(exp, &super::cells(exp));
     if exp.trace && !exp.target.hosts.is_empty() {
         p.notes.push(
             "trace = true: each host records a block trace of its own device for each measured \
@@ -627,6 +634,9 @@ pub fn run(
         "preflight:\n{}",
         crate::preflight::render(&findings)
     ));
+    for w in depth::warnings(exp, &super::cells(exp)) {
+        progress.message(&format!("warning: {w}"));
+    }
 
     // The guards live until the end of this function: every return below removes them (one
     // that fails to be created removes the ones before it).

@@ -182,6 +182,9 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
     for n in &plan.notes {
         let _ = writeln!(out, "note: {n}");
     }
+    for w in &plan.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
     out
 }
 
