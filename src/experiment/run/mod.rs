@@ -1538,7 +1538,7 @@ mod tests {
         let took = [(2.2, Some(1.0)), (2.4, Some(1.0))];
         let left = eta(&[Some(1.0), Some(2.0)], &took).unwrap();
         assert!((left - (1.0 + 2.0 + 2.0 * 1.3)).abs() < 1e-9, "{left}");
-        // A run that ended early (a size-bound job under a time limit) adds nothing negative.
+        // A run that ended before its nominal time (fio failed) takes nothing off the others.
         assert_eq!(eta(&[Some(5.0)], &[(3.0, Some(5.0))]), Some(5.0));
     }
 
