@@ -687,6 +687,24 @@ fn iolab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_iolab"))
 }
 
+/// `iolab run --dry-run` of `file` with its database and state directory in `dir` (neither
+/// may appear): the plan it prints, after it succeeded.
+fn dry_run_text(dir: &Path, file: &Path) -> String {
+    let out = iolab()
+        .args(["run", "--dry-run", "--db"])
+        .arg(dir.join("r.db"))
+        .arg(file)
+        .env("IOLAB_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn malformed_experiment_files_give_precise_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -727,19 +745,10 @@ fn malformed_experiment_files_give_precise_errors() {
 #[test]
 fn dry_run_prints_the_resolved_plan_and_touches_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let out = iolab()
-        .args(["run", "--dry-run", "--db"])
-        .arg(dir.path().join("r.db"))
-        .arg(manifest().join("examples/rq_affinity_placement.toml"))
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = dry_run_text(
+        dir.path(),
+        &manifest().join("examples/rq_affinity_placement.toml"),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cells (9):"), "{text}");
     // Here (one node, one package) the far cells cannot run.
     assert!(
@@ -772,19 +781,7 @@ fn dry_run_warns_of_a_queue_depth_the_engine_cannot_reach() {
             ),
         )
         .unwrap();
-        let out = iolab()
-            .args(["run", "--dry-run", "--db"])
-            .arg(dir.path().join("r.db"))
-            .arg(&path)
-            .env("IOLAB_STATE_DIR", dir.path().join("state"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        dry_run_text(dir.path(), &path)
     };
     let text = plan("");
     assert!(
@@ -1390,19 +1387,7 @@ fn dry_run_shows_every_device_and_its_cpus() {
          [workload]\nrw = \"randread\"\n[factors]\nplacement = [\"on\"]\n",
     )
     .unwrap();
-    let out = iolab()
-        .args(["run", "--dry-run", "--db"])
-        .arg(dir.path().join("r.db"))
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = dry_run_text(dir.path(), &file);
     let target = text.lines().find(|l| l.starts_with("target: ")).unwrap();
     // The scratch devices do not exist yet: no existing loop device is named for them.
     assert!(
