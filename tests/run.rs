@@ -690,19 +690,13 @@ fn iolab() -> Command {
 /// `iolab run --dry-run` of `file` with its database and state directory in `dir` (neither
 /// may appear): the plan it prints, after it succeeded.
 fn dry_run_text(dir: &Path, file: &Path) -> String {
-    let out = iolab()
-        .args(["run", "--dry-run", "--db"])
-        .arg(dir.join("r.db"))
-        .arg(file)
-        .env("IOLAB_STATE_DIR", dir.join("state"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    crate::common::stdout_of(
+        iolab()
+            .args(["run", "--dry-run", "--db"])
+            .arg(dir.join("r.db"))
+            .arg(file)
+            .env("IOLAB_STATE_DIR", dir.join("state")),
+    )
 }
 
 #[test]
