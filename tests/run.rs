@@ -789,6 +789,26 @@ fn dry_run_warns_of_a_queue_depth_the_engine_cannot_reach() {
     assert!(!text.contains("warning:"), "{text}");
 }
 
+/// Across fio servers the plan says what its estimate leaves out: the second fio's server
+/// waits before it sees each run's start.
+#[test]
+fn dry_run_across_hosts_says_each_run_starts_a_second_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hosts.toml");
+    std::fs::write(
+        &file,
+        "name = \"h\"\n[target]\ndevice = \"sdb\"\nhosts = [\"10.0.0.1\", \"10.0.0.2\"]\n\
+         [workload]\nrw = \"randread\"\nruntime = \"2s\"\ntime_based = true\n",
+    )
+    .unwrap();
+    let text = dry_run_text(dir.path(), &file);
+    assert!(text.contains("estimated time: 6s"), "{text}");
+    assert!(
+        text.contains("note: each run takes about a second more than its fio runtime"),
+        "{text}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Real fio on scratch loop devices (root).
 

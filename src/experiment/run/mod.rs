@@ -262,11 +262,19 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
         order,
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
         estimated_seconds,
-        notes: vec![format!(
-            "fio runs on {} at once (fio client mode); nothing on this machine is changed; it \
-             is sampled as a whole while it drives them (metrics local:*)",
-            exp.target.hosts.join(", ")
-        )],
+        notes: vec![
+            format!(
+                "fio runs on {} at once (fio client mode); nothing on this machine is changed; \
+                 it is sampled as a whole while it drives them (metrics local:*)",
+                exp.target.hosts.join(", ")
+            ),
+            // fio's server sleeps up to a second on a semaphore before it looks at its socket
+            // again, and the client's start command comes in during that sleep.
+            "each run takes about a second more than its fio runtime, which the estimate does \
+             not count: fio's server sees the client's start command only when its one-second \
+             wait ends"
+                .to_string(),
+        ],
         warnings: Vec::new(),
     }
 }
