@@ -826,6 +826,7 @@ fn knob_values(dev: &str) -> Vec<String> {
 }
 
 /// A 2x2 matrix whose levels differ from the device's current values where possible.
+/// `iodepth = 2` under psync is the same workload as 1 (fio caps it, and says so).
 fn matrix_file(dir: &Path, runtime: &str, reps: u32, dev: &str) -> PathBuf {
     let path = dir.join("matrix.toml");
     std::fs::write(
@@ -833,7 +834,7 @@ fn matrix_file(dir: &Path, runtime: &str, reps: u32, dev: &str) -> PathBuf {
         format!(
             "name = \"e2e\"\nseed = 9\nrepetitions = {reps}\n[target]\ndevice = \"{dev}\"\n\
              anchor_cpu = 0\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\n\
-             direct = 1\nsize = \"16m\"\nruntime = \"{runtime}\"\ntime_based = true\n\
+             iodepth = 2\ndirect = 1\nsize = \"16m\"\nruntime = \"{runtime}\"\ntime_based = true\n\
              [factors]\nscheduler = [\"none\", \"mq-deadline\"]\nnr_requests = [16]\n\
              rq_affinity = [0, 2]\nread_ahead_kb = [4]\n"
         ),
@@ -910,6 +911,17 @@ fn real_fio_matrix_stores_eight_sane_runs_and_restores_every_knob() {
     assert!(texts.job_file.unwrap().contains("rw=randread"));
     assert!(texts.fio_json.unwrap().contains("\"fio version\""));
     assert!(texts.fio_command.unwrap().contains("--output-format=json+"));
+    // iodepth = 2 under psync: iolab warned before the runs, fio noted it in each run's
+    // output, and show passes fio's note on.
+    assert!(
+        stderr.contains("warning: iodepth above 1 has no effect in every cell"),
+        "{stderr}"
+    );
+    let show = crate::common::stdout_of(iolab().args(["show", "1", "--db"]).arg(&db_path));
+    assert!(
+        show.contains("fio notes: note: both iodepth >= 1 and synchronous I/O engine"),
+        "{show}"
+    );
 }
 
 /// Waits until `cond` holds, up to `limit`.

@@ -136,7 +136,12 @@ pub(crate) fn text(b: &Basis) -> String {
             .collect();
         out.push_str(&format!("sampler metrics over: {}\n", parts.join("; ")));
     }
-    for key in ["iolab_version", "fio_version", "kernel_cmdline"] {
+    for key in [
+        "iolab_version",
+        "fio_version",
+        "fio_notes",
+        "kernel_cmdline",
+    ] {
         if let Some(v) = b.text.get(key) {
             let v: Vec<String> = v.iter().map(|s| safe(s).into_owned()).collect();
             out.push_str(&format!("{}: {}\n", key.replace('_', " "), v.join(" | ")));

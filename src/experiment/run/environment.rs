@@ -33,6 +33,10 @@ pub(crate) struct RunEnvironment {
     pub(crate) iolab_version: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) fio_version: Option<String>,
+    /// What fio printed before its report: notes such as "queue depth will be capped at 1"
+    /// (see `notes_of`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) fio_notes: Option<String>,
 }
 
 impl RunEnvironment {
@@ -66,15 +70,61 @@ pub(crate) fn of_iolab() -> RunEnvironment {
     }
 }
 
-/// Adds what fio said about itself.
+/// Adds what fio said about itself: its version, and the notes it printed before its report.
 pub(crate) fn with_fio(mut env: RunEnvironment, report: Option<&FioReport>) -> serde_json::Value {
     env.fio_version = report.and_then(|r| r.version.clone());
+    env.fio_notes = report.and_then(|r| notes_of(&r.preamble));
     env.to_value()
+}
+
+/// Notes kept per run, and characters per note: enough for fio's one-line notes, bounded
+/// where a job repeats one message per I/O.
+const NOTES: usize = 5;
+const NOTE_CHARS: usize = 300;
+
+/// fio's lines before its report, each once, in order, joined by " / "; `None` when there
+/// were none. fio prints there what it changed or could not do (a queue depth capped at 1 for
+/// a synchronous engine, a file it had to lay out), which the run's figures depend on and
+/// nobody reads in a matrix of runs.
+fn notes_of(preamble: &str) -> Option<String> {
+    let mut notes: Vec<String> = Vec::new();
+    for line in preamble.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let line: String = line.chars().take(NOTE_CHARS).collect();
+        if !notes.contains(&line) {
+            notes.push(line);
+        }
+        if notes.len() == NOTES {
+            break;
+        }
+    }
+    (!notes.is_empty()).then(|| notes.join(" / "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fios_notes_are_kept_once_each_and_bounded() {
+        let capped = "note: both iodepth >= 1 and synchronous I/O engine are selected, queue \
+                      depth will be capped at 1";
+        let report = FioReport {
+            preamble: format!("{capped}\n\n  {capped}\nfio: laying out IO file\n"),
+            ..Default::default()
+        };
+        let env = with_fio(RunEnvironment::default(), Some(&report));
+        assert_eq!(
+            env["fio_notes"],
+            format!("{capped} / fio: laying out IO file").as_str()
+        );
+        let many: String = (0..40).map(|i| format!("fio: io_u error {i}\n")).collect();
+        let notes = notes_of(&many).unwrap();
+        assert_eq!(notes.matches(" / ").count(), NOTES - 1, "{notes}");
+        assert_eq!(notes_of(&"x".repeat(1000)).unwrap().len(), NOTE_CHARS);
+        // Nothing before the report: no key.
+        let env = with_fio(RunEnvironment::default(), Some(&FioReport::default()));
+        assert!(env.get("fio_notes").is_none(), "{env}");
+    }
 
     #[test]
     fn memory_cmdline_and_versions_are_read_from_the_root() {
