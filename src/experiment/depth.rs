@@ -1,12 +1,12 @@
 //! Queue depths fio cannot reach. fio takes `iodepth = 32` from any engine. A synchronous
 //! engine (`psync`, fio's default on Linux, `sync`, `pvsync2`, `mmap`, ...) issues one I/O and
-//! waits: fio only notes "queue depth will be capped at 1" at the top of its output, which
-//! nobody reads in a matrix of runs. `libaio` without `direct = 1` completes buffered I/O
-//! inside `io_submit` (fio's documentation of `iodepth` says both), and fio says nothing: its
-//! `iodepth_level` still shows its queue full (fio 3.33, `iodepth = 8`, 99.96% at 8), so no
-//! figure in its output tells. An `iodepth` factor then compares cells that ran the same
-//! workload, and the result reads as "queue depth makes no difference". iolab warns before the
-//! runs start.
+//! waits: fio only notes "queue depth will be capped at 1" at the top of its output (kept as
+//! the run's `fio_notes`, which `show` prints after the fact). `libaio` without `direct = 1`
+//! completes buffered I/O inside `io_submit` (fio's documentation of `iodepth` says both), and
+//! fio says nothing: its `iodepth_level` still shows its queue full (fio 3.33, `iodepth = 8`,
+//! 99.96% at 8), so no figure in its output tells. An `iodepth` factor then compares cells
+//! that ran the same workload, and the result reads as "queue depth makes no difference".
+//! iolab warns before the runs start.
 
 use super::file::Experiment;
 use super::plan::Cell;
