@@ -1608,6 +1608,13 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // fio's default engine keeps one I/O in flight: the outcome says so for iodepth=2.
+    let outcome: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = outcome["plan"]["warnings"].to_string();
+    assert!(
+        warnings.contains("no effect in cells iodepth=2: ioengine psync"),
+        "{warnings}"
+    );
     let db = rusqlite::Connection::open(&db_path).unwrap();
     let runs: Vec<(i64, String, String)> = db
         .prepare("SELECT id, status, fio_json FROM runs")

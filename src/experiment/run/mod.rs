@@ -155,7 +155,8 @@ pub struct Plan {
     pub(crate) estimated_seconds: Option<f64>,
     /// Things the user should know (stand-in device, unchecked levels).
     pub(crate) notes: Vec<String>,
-    /// Workload settings that will not do what they say (`depth`); a run prints them too.
+    /// Workload settings that will not do what they say (`depth`); a run prints them before
+    /// its runs, and `run --json` has them here.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) warnings: Vec<String>,
 }
@@ -642,7 +643,8 @@ pub fn run(
         "preflight:\n{}",
         crate::preflight::render(&findings)
     ));
-    for w in depth::warnings(exp, &super::cells(exp)) {
+    let warnings = depth::warnings(exp, &super::cells(exp));
+    for w in &warnings {
         progress.message(&format!("warning: {w}"));
     }
 
@@ -690,7 +692,7 @@ pub fn run(
     if let (Some(mount), false) = (&exp.prepare.fstrim, remote) {
         check_fstrim(settings, &machine, &devices, mount)?;
     }
-    let plan = if remote {
+    let mut plan = if remote {
         remote_plan(exp, &devices)
     } else if let Some(n) = &nic {
         nic_plan(exp, machine.clone(), n)?
@@ -699,6 +701,7 @@ pub fn run(
         p.stacked = stacked_devices(&settings.root, &machine, &devices);
         p
     };
+    plan.warnings = warnings;
 
     // Every other machine-wide thing a cell writes (the IRQs an `irq_cpu` factor moves).
     let held: Vec<Resource> = locks.iter().map(|l| l.resource().clone()).collect();
