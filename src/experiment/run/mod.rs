@@ -221,7 +221,7 @@ pub(crate) fn plan(
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
         estimated_seconds,
         notes: Vec::new(),
-        warnings: Vec::new(),
+        warnings: depth::warnings(exp, &cells),
     })
 }
 
@@ -244,7 +244,8 @@ fn stacked_devices(root: &SysRoot, m: &Machine, targets: &[String]) -> Vec<PlanD
 /// The plan when fio runs on `[target] hosts`: the devices are theirs, so nothing is
 /// resolved against this machine (the file allows only fio options and `hipri` to vary).
 fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
-    let cells = resolve::remote_cells(exp, &super::cells(exp), devices);
+    let matrix = super::cells(exp);
+    let cells = resolve::remote_cells(exp, &matrix, devices);
     let order = Planner::fixed_plan(exp);
     let estimated_seconds = order.iter().map(|r| cells[r.cell].nominal_seconds).sum();
     Plan {
@@ -276,7 +277,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
              wait ends"
                 .to_string(),
         ],
-        warnings: Vec::new(),
+        warnings: depth::warnings(exp, &matrix),
     }
 }
 
@@ -408,7 +409,6 @@ pub(crate) fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<
 pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     let mut p = dry_plan(exp, settings)?;
-    p.warnings = depth::warnings(exp, &super::cells(exp));
     if exp.trace && !exp.target.hosts.is_empty() {
         p.notes.push(
             "trace = true: each host records a block trace of its own device for each measured \
@@ -643,10 +643,6 @@ pub fn run(
         "preflight:\n{}",
         crate::preflight::render(&findings)
     ));
-    let warnings = depth::warnings(exp, &super::cells(exp));
-    for w in &warnings {
-        progress.message(&format!("warning: {w}"));
-    }
 
     // The guards live until the end of this function: every return below removes them (one
     // that fails to be created removes the ones before it).
@@ -692,7 +688,7 @@ pub fn run(
     if let (Some(mount), false) = (&exp.prepare.fstrim, remote) {
         check_fstrim(settings, &machine, &devices, mount)?;
     }
-    let mut plan = if remote {
+    let plan = if remote {
         remote_plan(exp, &devices)
     } else if let Some(n) = &nic {
         nic_plan(exp, machine.clone(), n)?
@@ -701,7 +697,9 @@ pub fn run(
         p.stacked = stacked_devices(&settings.root, &machine, &devices);
         p
     };
-    plan.warnings = warnings;
+    for w in &plan.warnings {
+        progress.message(&format!("warning: {w}"));
+    }
 
     // Every other machine-wide thing a cell writes (the IRQs an `irq_cpu` factor moves).
     let held: Vec<Resource> = locks.iter().map(|l| l.resource().clone()).collect();
