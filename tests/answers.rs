@@ -242,7 +242,10 @@ fn show_prints_pivot_tables_with_na_failed_and_outliers() {
 fn show_errors_name_what_exists() {
     let (_dir, db) = two_kernels();
     let e = err(&db, &["show", "1", "--metric", "read_iopz"]);
-    assert!(e.contains("read_iopz") && e.contains("read_iops"), "{e}");
+    assert!(
+        e.contains("read_iopz") && e.contains("(did you mean `read_iops`?)"),
+        "{e}"
+    );
     let e = err(&db, &["show", "1", "--rows", "bs"]);
     assert!(e.contains("rq_affinity") && e.contains("placement"), "{e}");
     let e = err(&db, &["show", "9"]);

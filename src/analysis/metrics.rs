@@ -59,8 +59,11 @@ pub(crate) fn choose(
         let v = load(m)?;
         if let Some(((label, _), _)) = groups.iter().zip(&v).find(|(_, g)| g.is_empty()) {
             let have = present(store, groups)?;
+            let hint = crate::suggest::closest(m, have.iter().map(String::as_str))
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
             bail!(
-                "metric {m:?} has no values in {label}; metrics present{}: {}",
+                "metric {m:?} has no values in {label}{hint}; metrics present{}: {}",
                 if groups.len() > 1 {
                     " in every group"
                 } else {
