@@ -101,6 +101,7 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
     let text = plan_text(root.path());
     assert!(text.contains("eth0-TxRx-7"), "{text}");
     assert!(text.contains("managed by the kernel"), "{text}");
+    assert!(text.contains("now CPU at 500000/s, core at "), "{text}");
 
     // Their affinity (node 1's CPUs, as the driver set it) fences them even off the node.
     let anywhere = plan_json(root.path(), &["--any-node"]);

@@ -71,15 +71,18 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
             );
         }
     }
+    // Loads, not CPU numbers: "CPU 5" alone read as the fifth CPU on a two-CPU machine.
     let peaks = |x: &Peaks| {
         format!(
-            "CPU {:.0}, core {:.0}, package {:.0}",
-            x.cpu, x.core, x.package
+            "CPU at {}/s, core at {}/s, package at {}/s",
+            rate(x.cpu),
+            rate(x.core),
+            rate(x.package)
         )
     };
     let _ = writeln!(
         out,
-        "busiest (interrupts/s per CPU): now {}; planned {} ({:.0}% lower; moves need {}%)",
+        "busiest (interrupts per CPU): now {}; planned {} ({:.0}% lower; moves need {}%)",
         peaks(&p.peaks_before),
         peaks(&p.peaks_after),
         p.gain_pct,
