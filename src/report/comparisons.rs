@@ -82,7 +82,10 @@ pub(crate) fn comparison_table_in_family(
         }
         row.push(Cell::number(c.baseline.median));
         row.push(Cell::number(c.candidate.median));
-        row.extend(change_cells(c.change_pct, c.ci_low_pct, c.ci_high_pct));
+        row.extend(match c.difference {
+            Some(_) => difference_cells(c.difference_ci_low, c.difference_ci_high),
+            None => change_cells(c.change_pct, c.ci_low_pct, c.ci_high_pct),
+        });
         row.push(match c.p_adjusted.or(c.p_test) {
             Some(p) => Cell::Number {
                 value: p,
@@ -132,6 +135,14 @@ pub(crate) fn comparison_table_in_family(
             rows[0].comparison.alpha
         ));
     }
+    if rows.iter().any(|r| r.comparison.difference.is_some()) {
+        table.notes.push(
+            "from 0: the baseline median is 0, so no relative change exists; the 95% CI is \
+             of the difference of the medians, in the metric's unit, and no minimum effect \
+             applies"
+                .to_string(),
+        );
+    }
     if let Some(why) = too_few {
         table.notes.push(format!("(n): {why}"));
     }
@@ -153,6 +164,32 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
             _ => Cell::Missing,
         },
     ]
+}
+
+/// The `change` and `95% CI` cells where the difference of the medians stands in for the
+/// change (a zero baseline median): `from 0`, and the CI in the metric's unit with two
+/// significant digits, so the row still fits 80 columns.
+fn difference_cells(low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
+    [
+        Cell::text("from 0"),
+        match (low, high) {
+            (Some(lo), Some(hi)) => Cell::text(format!(
+                "[{}, {}]",
+                signed_two_digits(lo),
+                signed_two_digits(hi)
+            )),
+            _ => Cell::Missing,
+        },
+    ]
+}
+
+/// `+0.16`, `-3.2`, `+12345`: two significant digits below 100, whole numbers above.
+fn signed_two_digits(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let decimals = (1 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{x:+.decimals$}")
 }
 
 /// The `geomean` row of a comparison table (same columns as [`comparison_table_in_family`]
@@ -279,5 +316,37 @@ mod tests {
         assert_eq!(first["verdict"], "regressed");
         assert_eq!(json[1]["verdict"], "~");
         insta::assert_json_snapshot!(json[0]);
+    }
+
+    /// The cases' "request allocation sleeps appeared": a count that was 0 in every baseline
+    /// run gets a verdict from the difference of the medians, and the row says so.
+    #[test]
+    fn a_change_from_zero_shows_the_difference_and_its_ci() {
+        let opts = CompareOptions::new(Direction::LowerIsBetter);
+        let c = compare(&[0.0; 5], &[120.0, 95.0, 140.0, 110.0, 131.0], &opts).unwrap();
+        let rows = [ComparisonRow {
+            cell: "scheduler=none".into(),
+            metric: None,
+            comparison: &c,
+        }];
+        let text = comparison_table("trace_sleeps: kernel=6.1 -> kernel=6.6", None, &rows)
+            .render_text(MAX_WIDTH);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("scheduler=none"))
+            .unwrap();
+        assert!(
+            row.contains("from 0") && row.contains("[+95, +140]"),
+            "{text}"
+        );
+        assert!(row.contains("regressed"), "{text}");
+        assert!(text.contains("from 0: the baseline median is 0"), "{text}");
+        assert!(text.lines().all(|l| l.len() <= MAX_WIDTH), "{text}");
+        let json = serde_json::to_value(&rows).unwrap();
+        assert_eq!(json[0]["difference"], 120.0);
+        assert!(json[0]["change_pct"].is_null(), "{json}");
+        assert_eq!(signed_two_digits(0.16213), "+0.16");
+        assert_eq!(signed_two_digits(-3.21), "-3.2");
+        assert_eq!(signed_two_digits(12345.6), "+12346");
     }
 }

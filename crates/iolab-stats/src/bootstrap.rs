@@ -1,8 +1,10 @@
-//! Bootstrap CI of the relative change of medians, with a small deterministic generator.
+//! Bootstrap CIs of the change of medians, with a small deterministic generator.
 //!
 //! Why a bootstrap of the ratio: the change people quote is "candidate median / baseline
 //! median - 1", a ratio, whose CI is asymmetric and has no simple closed form; resampling each
-//! group independently gives it without assuming normality. Why our own generator: the same
+//! group independently gives it without assuming normality. Where the baseline median is 0
+//! (a count that was 0 and appeared, like request-allocation sleeps) no ratio exists, and the
+//! same resampling gives the CI of the difference of the medians instead. Why our own generator: the same
 //! seed must give the same CI on every machine and every build (the seed is recorded with the
 //! result), so the generator's algorithm is fixed here (PCG32, XSH-RR, O'Neill 2014) rather
 //! than left to a crate's version.
@@ -60,7 +62,7 @@ impl Pcg32 {
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct BootstrapCi {
-    /// Bounds of the relative change (0.05 = +5%).
+    /// Bounds of the statistic: the relative change (0.05 = +5%) or the difference.
     pub low: f64,
     pub high: f64,
     pub seed: u64,
@@ -77,6 +79,34 @@ pub fn median_ratio_ci(
     seed: u64,
     resamples: usize,
 ) -> Option<BootstrapCi> {
+    let ratio = |mb: f64, mc: f64| (mb != 0.0).then(|| mc / mb - 1.0);
+    percentile_ci(baseline, candidate, level, seed, resamples, ratio)
+}
+
+/// Percentile-bootstrap CI of median(candidate) - median(baseline), in the values' unit.
+/// `None` when a group is empty or `resamples` is 0.
+pub fn median_difference_ci(
+    baseline: &[f64],
+    candidate: &[f64],
+    level: f64,
+    seed: u64,
+    resamples: usize,
+) -> Option<BootstrapCi> {
+    let difference = |mb: f64, mc: f64| Some(mc - mb);
+    percentile_ci(baseline, candidate, level, seed, resamples, difference)
+}
+
+/// Resamples both groups `resamples` times and takes the percentile interval of
+/// `statistic(baseline median, candidate median)`; resamples where it is undefined are left
+/// out, and more than a tenth of them undefined gives `None`.
+fn percentile_ci(
+    baseline: &[f64],
+    candidate: &[f64],
+    level: f64,
+    seed: u64,
+    resamples: usize,
+    statistic: impl Fn(f64, f64) -> Option<f64>,
+) -> Option<BootstrapCi> {
     if baseline.is_empty() || candidate.is_empty() || resamples == 0 || !(0.0..1.0).contains(&level)
     {
         return None;
@@ -84,18 +114,16 @@ pub fn median_ratio_ci(
     let mut rng = Pcg32::new(seed, 0x05ee_d0f1_01ab);
     let mut buf_b = vec![0.0; baseline.len()];
     let mut buf_c = vec![0.0; candidate.len()];
-    let mut changes = Vec::with_capacity(resamples);
+    let mut values = Vec::with_capacity(resamples);
     for _ in 0..resamples {
         let mb = resampled_median(baseline, &mut buf_b, &mut rng);
         let mc = resampled_median(candidate, &mut buf_c, &mut rng);
-        if mb != 0.0 {
-            changes.push(mc / mb - 1.0);
-        }
+        values.extend(statistic(mb, mc));
     }
-    if changes.len() * 10 < resamples * 9 {
+    if values.len() * 10 < resamples * 9 {
         return None;
     }
-    let s = sorted(&changes);
+    let s = sorted(&values);
     let alpha = 1.0 - level;
     Some(BootstrapCi {
         low: quantile_of_sorted(&s, alpha / 2.0)?,
@@ -141,10 +169,14 @@ mod tests {
     }
 
     #[test]
-    fn zero_baseline_gives_none() {
+    fn zero_baseline_gives_no_ratio_but_a_difference() {
         assert_eq!(
             median_ratio_ci(&[0.0, 0.0], &[1.0, 2.0], 0.95, 1, 100),
             None
         );
+        let d = median_difference_ci(&[0.0; 5], &[4.0, 5.0, 6.0, 5.0, 4.5], 0.95, 1, 2000).unwrap();
+        assert!(d.low >= 4.0 && d.high <= 6.0 && d.low < d.high, "{d:?}");
+        let same = median_difference_ci(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], 0.95, 1, 2000).unwrap();
+        assert!(same.low < 0.0 && same.high > 0.0, "{same:?}");
     }
 }

@@ -24,10 +24,16 @@
 //! both are required. At 3 runs per side the bootstrap CI runs from the smallest to the
 //! largest cross ratio of medians (each extreme is drawn in 7% of resamples, above the 2.5%
 //! cut), so a verdict there also needs the two groups not to overlap.
+//!
+//! Where the baseline median is 0 (a count that was 0 and appeared, like the request
+//! allocation sleeps of the cases' kernel regression), no relative change exists. The
+//! comparison then stands on the **difference** of the medians, in the metric's unit, with
+//! its bootstrap CI: a verdict needs that CI to exclude zero and the test's p below alpha;
+//! the minimum effect, a relative size, does not apply (any change from 0 is unbounded).
 
 use serde::Serialize;
 
-use super::bootstrap::{median_ratio_ci, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use super::bootstrap::{median_difference_ci, median_ratio_ci, DEFAULT_RESAMPLES, DEFAULT_SEED};
 use super::direction::Direction;
 use super::error::StatsError;
 use super::fdr::benjamini_hochberg;
@@ -92,7 +98,8 @@ pub enum VerdictReason {
     TooFewSamples,
     /// Welch's t decides at these sizes, but neither group varies, so it is undefined.
     NoVariance,
-    /// The baseline median is 0 (or mostly 0 in resamples): no relative change exists.
+    /// No CI of the relative change exists (the baseline's resampled medians are mostly 0)
+    /// and none of the difference stands in (the baseline median itself is not 0).
     NoRelativeChange,
     CiIncludesZero,
     BelowMinEffect,
@@ -140,6 +147,15 @@ pub struct Comparison {
     pub change_pct: Option<f64>,
     pub ci_low_pct: Option<f64>,
     pub ci_high_pct: Option<f64>,
+    /// Where the baseline median is 0 (no relative change exists): median(candidate) -
+    /// median(baseline) in the metric's unit, with its bootstrap CI. The verdict is then
+    /// decided on these.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference_ci_low: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference_ci_high: Option<f64>,
     pub p_mannwhitney: f64,
     pub mannwhitney_method: MwuMethod,
     /// `None` when undefined (a group with n < 2, or no variance in either group).
@@ -198,10 +214,23 @@ pub fn compare(
         opts.seed,
         opts.resamples,
     );
+    // Without a relative change, the difference of the medians stands in for it.
+    let difference_ci = change.is_none().then(|| {
+        median_difference_ci(
+            baseline,
+            candidate,
+            1.0 - opts.alpha,
+            opts.seed,
+            opts.resamples,
+        )
+    });
     let mut c = Comparison {
         change_pct: change.map(|c| 100.0 * c),
         ci_low_pct: ci.map(|ci| 100.0 * ci.low),
         ci_high_pct: ci.map(|ci| 100.0 * ci.high),
+        difference: difference_ci.map(|_| cand.median - base.median),
+        difference_ci_low: difference_ci.flatten().map(|ci| ci.low),
+        difference_ci_high: difference_ci.flatten().map(|ci| ci.high),
         p_mannwhitney: mwu.p,
         mannwhitney_method: mwu.method,
         p_welch: welch.map(|w| w.p),
@@ -274,7 +303,7 @@ fn decide(c: &mut Comparison) {
     };
     c.verdict = match reason {
         VerdictReason::Significant => {
-            let up = c.change_pct.unwrap_or(0.0) > 0.0;
+            let up = c.difference.or(c.change_pct).unwrap_or(0.0) > 0.0;
             match (up, c.direction) {
                 (_, Direction::NoDirection) => Verdict::Changed,
                 (true, Direction::HigherIsBetter) | (false, Direction::LowerIsBetter) => {
@@ -291,12 +320,6 @@ fn decide(c: &mut Comparison) {
 
 /// The checks after a test exists: CI, minimum effect, then `test`'s (adjusted) `p`.
 fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
-    let (Some(change), Some(lo), Some(hi)) = (c.change_pct, c.ci_low_pct, c.ci_high_pct) else {
-        return (
-            VerdictReason::NoRelativeChange,
-            "the baseline median is 0, so there is no relative change".to_string(),
-        );
-    };
     let name = match test {
         Test::MannWhitney => "Mann-Whitney",
         Test::Welch => "Welch's t",
@@ -305,6 +328,9 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
         "BH-adjusted "
     } else {
         ""
+    };
+    let (Some(change), Some(lo), Some(hi)) = (c.change_pct, c.ci_low_pct, c.ci_high_pct) else {
+        return decide_on_difference(c, name, adjusted, p);
     };
     if lo <= 0.0 && hi >= 0.0 {
         (
@@ -328,6 +354,45 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
         (
             VerdictReason::Significant,
             format!("{change:+.1}% [{lo:+.1}%, {hi:+.1}%], {adjusted}{name} p = {p:.3}"),
+        )
+    }
+}
+
+/// [`decide_on`] where no relative CI exists: the difference's CI, then `p`; no minimum
+/// effect (a relative size).
+fn decide_on_difference(
+    c: &Comparison,
+    name: &str,
+    adjusted: &str,
+    p: f64,
+) -> (VerdictReason, String) {
+    let (Some(d), Some(lo), Some(hi)) = (c.difference, c.difference_ci_low, c.difference_ci_high)
+    else {
+        return (
+            VerdictReason::NoRelativeChange,
+            "most resamples of the baseline have a median of 0, so the relative change has \
+             no CI"
+                .to_string(),
+        );
+    };
+    let why = "no relative change exists, so the difference of the medians decides";
+    if lo <= 0.0 && hi >= 0.0 {
+        (
+            VerdictReason::CiIncludesZero,
+            format!("{why}: its CI [{lo:+}, {hi:+}] includes 0"),
+        )
+    } else if p >= c.alpha {
+        (
+            VerdictReason::NotSignificant,
+            format!(
+                "{why}: {d:+} [{lo:+}, {hi:+}], but {adjusted}{name} p = {p:.3} >= {}",
+                c.alpha
+            ),
+        )
+    } else {
+        (
+            VerdictReason::Significant,
+            format!("{why}: {d:+} [{lo:+}, {hi:+}], {adjusted}{name} p = {p:.3}"),
         )
     }
 }
@@ -484,8 +549,48 @@ mod tests {
     }
 
     #[test]
-    fn zero_baseline_is_explained() {
-        let r = compare(&[0.0; 5], &[1.0; 5], &opts()).unwrap();
-        assert_eq!(r.reason, VerdictReason::NoRelativeChange);
+    fn a_change_from_zero_is_decided_on_the_difference() {
+        // Sleeps that appeared: 0 in every baseline run, 3-6 in the candidate's.
+        let c = [4.0, 6.0, 3.0, 5.0, 5.0];
+        let r = compare(
+            &[0.0; 5],
+            &c,
+            &CompareOptions::new(Direction::LowerIsBetter),
+        )
+        .unwrap();
+        assert_eq!(r.verdict, Verdict::Regressed, "{}", r.explanation);
+        assert_eq!((r.change_pct, r.ci_low_pct), (None, None));
+        assert_eq!(r.difference, Some(5.0));
+        assert!(r.difference_ci_low.unwrap() >= 3.0, "{r:?}");
+        assert!(
+            r.explanation.contains("difference of the medians"),
+            "{}",
+            r.explanation
+        );
+        // Gone again: a relative change of -100% exists, so the difference stays unset.
+        let back = compare(
+            &c,
+            &[0.0; 5],
+            &CompareOptions::new(Direction::LowerIsBetter),
+        )
+        .unwrap();
+        assert_eq!(back.verdict, Verdict::Improved);
+        assert_eq!(back.difference, None);
+        // A zero median on both sides is no change, whatever a few runs did.
+        let noise = compare(
+            &[0.0, 0.0, 0.0, 1.0, 0.0],
+            &[0.0, 2.0, 0.0, 0.0, 0.0],
+            &opts(),
+        )
+        .unwrap();
+        assert_eq!(
+            noise.verdict,
+            Verdict::NoDifference,
+            "{}",
+            noise.explanation
+        );
+        // Too few runs to test still says so.
+        let one = compare(&[0.0], &[5.0], &opts()).unwrap();
+        assert_eq!(one.reason, VerdictReason::TooFewSamples);
     }
 }
