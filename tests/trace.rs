@@ -1263,6 +1263,16 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
         );
         assert!(metrics["trace_dispatch_depth_mean"] >= 1.0);
     }
+    // Where the time went is a default figure of `show` when runs were traced (the
+    // mq-deadline cell spends some of Q2C between insert and dispatch).
+    let show = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["show", "1", "--db"])
+        .arg(&db_path)
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("trace_i2d_pct [%] per cell"), "{show}");
 }
 
 /// Runs an experiment file on the scratch device `dev` into `db`; stderr.

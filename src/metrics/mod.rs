@@ -399,6 +399,9 @@ pub(crate) const HEADLINE: &[Metric] = &[
     DEV_R_PER_S,
     DEV_W_PER_S,
     DEV_IRQ_PER_IO,
+    // Where the time went, from a block trace of each run (`trace = true`): the share spent
+    // in the I/O scheduler, case 1's finding (absent without traces, 0 under `none`).
+    TRACE_I2D_PCT,
 ];
 
 /// The whole table: fio's, the sampler's, the network engines', a trace's, then the naming
