@@ -536,6 +536,7 @@ fn the_daemon_looks_and_puts_everything_back_on_exit() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("next look in"), "{stderr}");
+    assert!(stderr.contains("(busiest CPU at "), "{stderr}");
     assert!(stderr.contains("put back"), "{stderr}");
     assert!(iolab::knobs::pending(&state.path().join("irq"))
         .unwrap()

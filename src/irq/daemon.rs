@@ -137,13 +137,13 @@ pub(crate) fn run(
                         Level::Notice
                     },
                     &format!(
-                        "{} over {secs:.1} s (busiest CPU {:.0}/s); next look in {} s",
+                        "{} over {secs:.1} s (busiest CPU at {}/s); next look in {} s",
                         if done.is_empty() {
                             "balanced"
                         } else {
                             "rebalanced"
                         },
-                        p.peaks_after.cpu,
+                        super::render::rate(p.peaks_after.cpu),
                         next.as_secs_f64()
                     ),
                 );

@@ -4,10 +4,11 @@
 //! median - 1", a ratio, whose CI is asymmetric and has no simple closed form; resampling each
 //! group independently gives it without assuming normality. Where the baseline median is 0
 //! (a count that was 0 and appeared, like request-allocation sleeps) no ratio exists, and the
-//! same resampling gives the CI of the difference of the medians instead. Why our own generator: the same
-//! seed must give the same CI on every machine and every build (the seed is recorded with the
-//! result), so the generator's algorithm is fixed here (PCG32, XSH-RR, O'Neill 2014) rather
-//! than left to a crate's version.
+//! same resampling gives the CI of the difference of the medians instead.
+//!
+//! Why our own generator: the same seed must give the same CI on every machine and every
+//! build (the seed is recorded with the result), so the generator's algorithm is fixed here
+//! (PCG32, XSH-RR, O'Neill 2014) rather than left to a crate's version.
 
 use serde::Serialize;
 
