@@ -342,6 +342,31 @@ fn compare_takes_the_better_direction_from_the_user() {
         &["compare", "1", "2", "--better", "read_iops=sideways"],
     );
     assert!(e.contains("expected higher, lower or none"), "{e}");
+    // A metric with no better side is refused, and the error names the ways out.
+    let e = err(&db, &["compare", "1", "2", "--metric", "dev_avg_rq_kb"]);
+    assert!(e.contains("--better dev_avg_rq_kb=none"), "{e}");
+    let json: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "compare",
+            "1",
+            "2",
+            "--metric",
+            "dev_avg_rq_kb",
+            "--better",
+            "dev_avg_rq_kb=none",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert!(
+        json["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["verdict"] == "~"),
+        "{json}"
+    );
 }
 
 #[test]

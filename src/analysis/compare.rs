@@ -293,8 +293,8 @@ pub(crate) fn compare_cells(
             bail!(
                 "{metric} is neither work done nor a cost (no better direction), so a \
                  change cannot be called improved or regressed; say which way is better \
-                 with `--better {metric}=higher` (or `=lower`), or see its values with \
-                 `iolab show`"
+                 with `--better {metric}=higher` (or `=lower`), ask only whether it \
+                 changed with `--better {metric}=none`, or see its values with `iolab show`"
             );
         };
         let mut opts = CompareOptions::new(direction);
