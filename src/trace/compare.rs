@@ -143,10 +143,12 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
             "metric", "A", "B", "change"
         );
         for r in &d.rows {
-            let ch = r
-                .change_pct
-                .map(|p| format!("{p:+.1}%"))
-                .unwrap_or_else(|| "-".into());
+            // A count that appears (sleeps, I2D under a scheduler) is a change, not a "-".
+            let ch = match r.change_pct {
+                Some(p) => format!("{p:+.1}%"),
+                None if r.b != 0.0 => "from 0".into(),
+                None => "-".into(),
+            };
             let _ = writeln!(
                 o,
                 "{:<28} {:>14} {:>14} {:>9}",
@@ -175,5 +177,38 @@ fn num(v: f64) -> String {
         format!("{v:.9}")
     } else {
         format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_figure_that_appears_reads_from_zero() {
+        let row = |metric: &str, a: f64, b: f64| Row {
+            metric: metric.into(),
+            a,
+            b,
+            change_pct: (a != 0.0).then(|| 100.0 * (b - a) / a),
+        };
+        let c = Comparison {
+            devices: vec![DeviceComparison {
+                dev_a: "8,0".into(),
+                dev_b: "8,0".into(),
+                rows: vec![
+                    row("allocation sleeps", 0.0, 12.0),
+                    row("M2D % of Q2C", 0.0, 0.0),
+                    row("dispatch depth avg", 22.0, 4.0),
+                ],
+            }],
+            only_in_a: Vec::new(),
+            only_in_b: Vec::new(),
+        };
+        let text = render(&c, "a", "b");
+        let line = |m: &str| text.lines().find(|l| l.starts_with(m)).unwrap().to_string();
+        assert!(line("allocation sleeps").ends_with("from 0"), "{text}");
+        assert!(line("M2D % of Q2C").ends_with(" -"), "{text}");
+        assert!(line("dispatch depth avg").ends_with("-81.8%"), "{text}");
     }
 }
