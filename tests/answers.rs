@@ -369,6 +369,50 @@ fn compare_takes_the_better_direction_from_the_user() {
     );
 }
 
+/// Sleeps that appear with the regression (0 in every baseline run) are called regressed
+/// from the difference of the medians; cells at 0 on both sides stay `~`.
+#[test]
+fn compare_calls_a_count_that_appears_from_zero_a_change() {
+    let (_dir, db) = two_kernels();
+    let args = [
+        "compare",
+        "kernel=6.1",
+        "kernel=6.6",
+        "--metric",
+        "trace_sleeps",
+        "--better",
+        "trace_sleeps=lower",
+    ];
+    let text = ok(&db, &args);
+    assert_mail_friendly(&text);
+    // Cells read `RQ/PLACEMENT` (the `far` cells are not applicable here).
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(['0', '1', '2']) && l.contains('/'))
+        .collect();
+    assert_eq!(rows.len(), 6, "{text}");
+    for line in rows {
+        if line.starts_with("2/") {
+            assert!(
+                line.contains("from 0") && line.contains("regressed"),
+                "{text}"
+            );
+        } else {
+            // Both medians 0: no change, and not `from 0`.
+            assert!(line.contains(" ~ ") && !line.contains("from 0"), "{text}");
+        }
+    }
+    assert!(text.contains("from 0: the baseline median is 0"), "{text}");
+    let json: Value = serde_json::from_str(&ok(&db, &[&args[..], &["--json"]].concat())).unwrap();
+    let rows = json["comparisons"].as_array().unwrap();
+    let near = rows
+        .iter()
+        .find(|c| c["cell"] == "rq_affinity=2 placement=near")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(near["difference"], 13.0, "{near}");
+    assert!(near["difference_ci_low"].as_f64().unwrap() > 0.0, "{near}");
+}
+
 #[test]
 fn compare_takes_factor_levels_and_matches_the_other_factors() {
     let (_dir, db) = two_kernels();

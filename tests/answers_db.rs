@@ -148,6 +148,15 @@ pub fn add_experiment(store: &mut Store, spec: &Spec<'_>) -> i64 {
                     ("irq_per_s".into(), iops * (0.98 + 0.01 * noise.gauss())),
                     // A figure with no better side (compare refuses it without `--better`).
                     ("dev_avg_rq_kb".into(), 4.0),
+                    // Case 1's sign: request allocation sleeps appear with the regression.
+                    (
+                        "trace_sleeps".into(),
+                        if *rq == 2 && spec.rq2_factor < 1.0 {
+                            10.0 + f64::from(rep)
+                        } else {
+                            0.0
+                        },
+                    ),
                 ];
                 if spec.rich {
                     run.fio_json = Some(fio_json.clone());

@@ -83,7 +83,7 @@ pub(crate) fn comparison_table_in_family(
         row.push(Cell::number(c.baseline.median));
         row.push(Cell::number(c.candidate.median));
         row.extend(match c.difference {
-            Some(_) => difference_cells(c.difference_ci_low, c.difference_ci_high),
+            Some(d) => difference_cells(d, c.difference_ci_low, c.difference_ci_high),
             None => change_cells(c.change_pct, c.ci_low_pct, c.ci_high_pct),
         });
         row.push(match c.p_adjusted.or(c.p_test) {
@@ -166,12 +166,16 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
     ]
 }
 
-/// The `change` and `95% CI` cells where the difference of the medians stands in for the
-/// change (a zero baseline median): `from 0`, and the CI in the metric's unit with two
-/// significant digits, so the row still fits 80 columns.
-fn difference_cells(low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
+/// The `change` and `95% CI` cells where the difference `d` of the medians stands in for the
+/// change (a zero baseline median): `from 0` (`-` when both medians are 0), and the CI in the
+/// metric's unit with two significant digits, so the row still fits 80 columns.
+fn difference_cells(d: f64, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
     [
-        Cell::text("from 0"),
+        if d == 0.0 {
+            Cell::Missing
+        } else {
+            Cell::text("from 0")
+        },
         match (low, high) {
             (Some(lo), Some(hi)) => Cell::text(format!(
                 "[{}, {}]",
