@@ -102,22 +102,11 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         .prefix("iolab-lab-out.")
         .tempdir_in("/dev/shm")
         .unwrap();
-    // The guest mounts its own /tmp, /run and /dev/shm over this machine's, so a binary built
-    // under one of them (a checkout in /tmp) would be hidden: it travels in the results export.
-    // Without its debug info (a quarter of the size), and copied once into the guest's own
-    // /tmp (RAM): under TCG, paging a binary in over 9p at every start took tens of seconds.
-    let bin = out.path().join("iolab");
-    let stripped = Command::new("objcopy")
-        .arg("--strip-debug")
-        .arg(env!("CARGO_BIN_EXE_iolab"))
-        .arg(&bin)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !stripped {
-        std::fs::copy(env!("CARGO_BIN_EXE_iolab"), &bin).unwrap();
-    }
+    // scripts/lab puts the binary under test (LAB_IOLAB) first on the guest's PATH, copied
+    // into the guest's RAM without its debug info; an installed iolab must not stand in.
     let script = format!(
-        "IOLAB=/tmp/iolab\ncp /tmp/lab/iolab $IOLAB || IOLAB=/tmp/lab/iolab\nexport IOLAB\n{script}\n"
+        "IOLAB=/tmp/bin/iolab\n[ \"$(command -v iolab)\" = $IOLAB ] || exit 97\nexport IOLAB\n\
+         {script}\n"
     );
     std::fs::write(out.path().join("checks.sh"), script).unwrap();
     let started = Instant::now();
@@ -132,6 +121,7 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         // time says which command it was in.
         .args(["--", "sh", "-x", "/tmp/lab/checks.sh"])
         .env("LAB_PORT_BASE", port_base.to_string())
+        .env("LAB_IOLAB", env!("CARGO_BIN_EXE_iolab"))
         .current_dir(repo())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
