@@ -83,7 +83,7 @@ pub(crate) fn comparison_table_in_family(
         row.push(Cell::number(c.baseline.median));
         row.push(Cell::number(c.candidate.median));
         row.extend(match c.difference {
-            Some(d) => difference_cells(d, c.difference_ci_low, c.difference_ci_high),
+            Some(d) => difference_cells(c.change_pct, d, c.difference_ci_low, c.difference_ci_high),
             None => change_cells(c.change_pct, c.ci_low_pct, c.ci_high_pct),
         });
         row.push(match c.p_adjusted.or(c.p_test) {
@@ -135,7 +135,18 @@ pub(crate) fn comparison_table_in_family(
             rows[0].comparison.alpha
         ));
     }
-    if rows.iter().any(|r| r.comparison.difference.is_some()) {
+    let by_difference = |zero: bool| {
+        rows.iter()
+            .any(|r| r.comparison.difference.is_some() && r.comparison.change_pct.is_none() == zero)
+    };
+    if by_difference(false) {
+        table.notes.push(
+            "abs: most resampled baseline medians are 0, so the relative change has no CI; \
+             the 95% CI is of the difference of the medians, in the metric's unit"
+                .to_string(),
+        );
+    }
+    if by_difference(true) {
         table.notes.push(
             "from 0: the baseline median is 0, so no relative change exists; the 95% CI is \
              of the difference of the medians, in the metric's unit, and no minimum effect \
@@ -167,24 +178,20 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
 }
 
 /// The `change` and `95% CI` cells where the difference `d` of the medians stands in for the
-/// change (a zero baseline median): `from 0` (`-` when both medians are 0), and the CI in the
-/// metric's unit with two significant digits, so the row still fits 80 columns.
-fn difference_cells(d: f64, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
-    [
-        if d == 0.0 {
-            Cell::Missing
-        } else {
-            Cell::text("from 0")
-        },
-        match (low, high) {
-            (Some(lo), Some(hi)) => Cell::text(format!(
-                "[{}, {}]",
-                signed_two_digits(lo),
-                signed_two_digits(hi)
-            )),
-            _ => Cell::Missing,
-        },
-    ]
+/// relative change's CI. The change: the relative one where it exists, else `from 0` (`-` when
+/// both medians are 0). The CI in the metric's unit with two significant digits, so the row
+/// still fits 80 columns, marked `abs` beside a relative change so it is not read as percent.
+fn difference_cells(change: Option<f64>, d: f64, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
+    let [relative, _] = change_cells(change, None, None);
+    let ci = match (low, high) {
+        (Some(lo), Some(hi)) => format!("[{}, {}]", signed_two_digits(lo), signed_two_digits(hi)),
+        _ => return [relative, Cell::Missing],
+    };
+    match change {
+        Some(_) => [relative, Cell::text(format!("{ci} abs"))],
+        None if d == 0.0 => [Cell::Missing, Cell::text(ci)],
+        None => [Cell::text("from 0"), Cell::text(ci)],
+    }
 }
 
 /// `+0.16`, `-3.2`, `+12345`: two significant digits below 100, whole numbers above.
@@ -349,6 +356,34 @@ mod tests {
         let json = serde_json::to_value(&rows).unwrap();
         assert_eq!(json[0]["difference"], 120.0);
         assert!(json[0]["change_pct"].is_null(), "{json}");
+        // Most resampled baseline medians 0 (retransmits): the relative change with the
+        // difference's CI, marked.
+        let c = compare(
+            &[0.0, 0.0, 2.0, 3.0, 4.0],
+            &[50.0, 60.0, 55.0, 70.0, 65.0],
+            &opts,
+        )
+        .unwrap();
+        let rows = [ComparisonRow {
+            cell: "placement=far".into(),
+            metric: None,
+            comparison: &c,
+        }];
+        let text = comparison_table("net_retransmits", None, &rows).render_text(MAX_WIDTH);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("placement=far"))
+            .unwrap();
+        assert!(
+            row.contains("+2900.0%") && row.contains("[+48, +68] abs"),
+            "{text}"
+        );
+        assert!(row.contains("regressed"), "{text}");
+        assert!(
+            text.contains("abs: most resampled baseline medians are 0"),
+            "{text}"
+        );
+        assert!(!text.contains("from 0:"), "{text}");
         assert_eq!(signed_two_digits(0.16213), "+0.16");
         assert_eq!(signed_two_digits(-3.21), "-3.2");
         assert_eq!(signed_two_digits(12345.6), "+12346");

@@ -30,6 +30,9 @@
 //! comparison then stands on the **difference** of the medians, in the metric's unit, with
 //! its bootstrap CI: a verdict needs that CI to exclude zero and the test's p below alpha;
 //! the minimum effect, a relative size, does not apply (any change from 0 is unbounded).
+//! The same holds where the baseline median is not 0 but most of its resampled medians are
+//! (retransmits of 0, 0, 1, 2, 3): the ratio then has no CI, so the difference's CI stands in
+//! for it, and the relative change must still reach the minimum effect.
 
 use serde::Serialize;
 
@@ -98,8 +101,8 @@ pub enum VerdictReason {
     TooFewSamples,
     /// Welch's t decides at these sizes, but neither group varies, so it is undefined.
     NoVariance,
-    /// No CI of the relative change exists (the baseline's resampled medians are mostly 0)
-    /// and none of the difference stands in (the baseline median itself is not 0).
+    /// Neither a CI of the relative change nor one of the difference could be drawn (no
+    /// resamples).
     NoRelativeChange,
     CiIncludesZero,
     BelowMinEffect,
@@ -147,9 +150,9 @@ pub struct Comparison {
     pub change_pct: Option<f64>,
     pub ci_low_pct: Option<f64>,
     pub ci_high_pct: Option<f64>,
-    /// Where the baseline median is 0 (no relative change exists): median(candidate) -
-    /// median(baseline) in the metric's unit, with its bootstrap CI. The verdict is then
-    /// decided on these.
+    /// Where the relative change has no CI (the baseline median is 0, or most of its resampled
+    /// medians are): median(candidate) - median(baseline) in the metric's unit, with its
+    /// bootstrap CI. The verdict is then decided on these.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub difference: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -214,8 +217,8 @@ pub fn compare(
         opts.seed,
         opts.resamples,
     );
-    // Without a relative change, the difference of the medians stands in for it.
-    let difference_ci = change.is_none().then(|| {
+    // Without a CI of the relative change, the difference of the medians stands in for it.
+    let difference_ci = ci.is_none().then(|| {
         median_difference_ci(
             baseline,
             candidate,
@@ -358,8 +361,8 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
     }
 }
 
-/// [`decide_on`] where no relative CI exists: the difference's CI, then `p`; no minimum
-/// effect (a relative size).
+/// [`decide_on`] where the relative change has no CI: the difference's CI, the minimum effect
+/// where a relative change exists, then `p`.
 fn decide_on_difference(
     c: &Comparison,
     name: &str,
@@ -370,16 +373,27 @@ fn decide_on_difference(
     else {
         return (
             VerdictReason::NoRelativeChange,
-            "most resamples of the baseline have a median of 0, so the relative change has \
-             no CI"
-                .to_string(),
+            "no CI of the change could be drawn".to_string(),
         );
     };
-    let why = "no relative change exists, so the difference of the medians decides";
+    let why = if c.change_pct.is_none() {
+        "the baseline median is 0, so the difference of the medians decides"
+    } else {
+        "most resampled baseline medians are 0, so the relative change has no CI and the \
+         difference of the medians decides"
+    };
     if lo <= 0.0 && hi >= 0.0 {
         (
             VerdictReason::CiIncludesZero,
             format!("{why}: its CI [{lo:+}, {hi:+}] includes 0"),
+        )
+    } else if let Some(change) = c.change_pct.filter(|x| x.abs() < c.min_effect_pct) {
+        (
+            VerdictReason::BelowMinEffect,
+            format!(
+                "|{change:+.2}%| is below the minimum effect of {}%",
+                c.min_effect_pct
+            ),
         )
     } else if p >= c.alpha {
         (
@@ -592,5 +606,36 @@ mod tests {
         // Too few runs to test still says so.
         let one = compare(&[0.0], &[5.0], &opts()).unwrap();
         assert_eq!(one.reason, VerdictReason::TooFewSamples);
+    }
+
+    #[test]
+    fn a_baseline_mostly_zero_in_resamples_is_decided_on_the_difference() {
+        // Retransmits: a median of 2, but a resampled median of 0 in about a third of draws,
+        // so the ratio has no CI.
+        let b = [0.0, 0.0, 2.0, 3.0, 4.0];
+        let lower = CompareOptions::new(Direction::LowerIsBetter);
+        let r = compare(&b, &[50.0, 60.0, 55.0, 70.0, 65.0], &lower).unwrap();
+        assert_eq!((r.ci_low_pct, r.ci_high_pct), (None, None), "{r:?}");
+        assert!((r.change_pct.unwrap() - 2900.0).abs() < 1e-9, "{r:?}");
+        assert_eq!(r.difference, Some(58.0));
+        assert_eq!(r.verdict, Verdict::Regressed, "{}", r.explanation);
+        assert!(
+            r.explanation.contains("most resampled"),
+            "{}",
+            r.explanation
+        );
+        // The minimum effect (here 3000%) still applies to the relative change.
+        let mut strict = lower.clone();
+        strict.min_effect = 30.0;
+        let big = compare(&b, &[50.0, 60.0, 55.0, 70.0, 65.0], &strict).unwrap();
+        assert_eq!(
+            big.reason,
+            VerdictReason::BelowMinEffect,
+            "{}",
+            big.explanation
+        );
+        // And overlapping groups stay noise.
+        let same = compare(&b, &[0.0, 0.0, 3.0, 2.0, 4.0], &lower).unwrap();
+        assert_eq!(same.verdict, Verdict::NoDifference, "{}", same.explanation);
     }
 }
