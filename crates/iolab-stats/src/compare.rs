@@ -341,13 +341,7 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
             format!("the CI [{lo:+.1}%, {hi:+.1}%] includes 0"),
         )
     } else if change.abs() < c.min_effect_pct {
-        (
-            VerdictReason::BelowMinEffect,
-            format!(
-                "|{change:+.2}%| is below the minimum effect of {}%",
-                c.min_effect_pct
-            ),
-        )
+        below_min_effect(change, c.min_effect_pct)
     } else if p >= c.alpha {
         (
             VerdictReason::NotSignificant,
@@ -359,6 +353,14 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
             format!("{change:+.1}% [{lo:+.1}%, {hi:+.1}%], {adjusted}{name} p = {p:.3}"),
         )
     }
+}
+
+/// The verdict reason both paths give for a relative change under the minimum effect.
+fn below_min_effect(change_pct: f64, min_effect_pct: f64) -> (VerdictReason, String) {
+    (
+        VerdictReason::BelowMinEffect,
+        format!("|{change_pct:+.2}%| is below the minimum effect of {min_effect_pct}%"),
+    )
 }
 
 /// [`decide_on`] where the relative change has no CI: the difference's CI, the minimum effect
@@ -388,13 +390,7 @@ fn decide_on_difference(
             format!("{why}: its CI [{lo:+}, {hi:+}] includes 0"),
         )
     } else if let Some(change) = c.change_pct.filter(|x| x.abs() < c.min_effect_pct) {
-        (
-            VerdictReason::BelowMinEffect,
-            format!(
-                "|{change:+.2}%| is below the minimum effect of {}%",
-                c.min_effect_pct
-            ),
-        )
+        below_min_effect(change, c.min_effect_pct)
     } else if p >= c.alpha {
         (
             VerdictReason::NotSignificant,
