@@ -141,8 +141,8 @@ pub(crate) fn comparison_table_in_family(
     };
     if by_difference(false) {
         table.notes.push(
-            "abs: most resampled baseline medians are 0, so the relative change has no CI; \
-             the 95% CI is of the difference of the medians, in the metric's unit"
+            "abs: over a tenth of the resampled baseline medians are 0, so the relative change \
+             has no CI; the 95% CI is of the difference of the medians, in the metric's unit"
                 .to_string(),
         );
     }
@@ -380,7 +380,7 @@ mod tests {
         );
         assert!(row.contains("regressed"), "{text}");
         assert!(
-            text.contains("abs: most resampled baseline medians are 0"),
+            text.contains("abs: over a tenth of the resampled baseline medians are 0"),
             "{text}"
         );
         assert!(!text.contains("from 0:"), "{text}");

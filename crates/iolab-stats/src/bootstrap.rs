@@ -71,7 +71,7 @@ pub struct BootstrapCi {
 }
 
 /// Percentile-bootstrap CI (level e.g. 0.95) of median(candidate) / median(baseline) - 1.
-/// `None` when a group is empty, `resamples` is 0, or the baseline medians are mostly 0
+/// `None` when a group is empty, `resamples` is 0, or over a tenth of the baseline medians are 0
 /// (a relative change of a zero baseline is meaningless).
 pub fn median_ratio_ci(
     baseline: &[f64],

@@ -30,8 +30,8 @@
 //! comparison then stands on the **difference** of the medians, in the metric's unit, with
 //! its bootstrap CI: a verdict needs that CI to exclude zero and the test's p below alpha;
 //! the minimum effect, a relative size, does not apply (any change from 0 is unbounded).
-//! The same holds where the baseline median is not 0 but most of its resampled medians are
-//! (retransmits of 0, 0, 1, 2, 3): the ratio then has no CI, so the difference's CI stands in
+//! The same holds where the baseline median is not 0 but over a tenth of its resampled
+//! medians are (retransmits of 0, 0, 1, 2, 3): the ratio then has no CI, so the difference's CI stands in
 //! for it, and the relative change must still reach the minimum effect.
 
 use serde::Serialize;
@@ -150,8 +150,8 @@ pub struct Comparison {
     pub change_pct: Option<f64>,
     pub ci_low_pct: Option<f64>,
     pub ci_high_pct: Option<f64>,
-    /// Where the relative change has no CI (the baseline median is 0, or most of its resampled
-    /// medians are): median(candidate) - median(baseline) in the metric's unit, with its
+    /// Where the relative change has no CI (the baseline median is 0, or over a tenth of its
+    /// resampled medians are): median(candidate) - median(baseline) in the metric's unit, with its
     /// bootstrap CI. The verdict is then decided on these.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub difference: Option<f64>,
@@ -381,8 +381,8 @@ fn decide_on_difference(
     let why = if c.change_pct.is_none() {
         "the baseline median is 0, so the difference of the medians decides"
     } else {
-        "most resampled baseline medians are 0, so the relative change has no CI and the \
-         difference of the medians decides"
+        "over a tenth of the resampled baseline medians are 0, so the relative change has no \
+         CI and the difference of the medians decides"
     };
     if lo <= 0.0 && hi >= 0.0 {
         (
@@ -616,7 +616,7 @@ mod tests {
         assert_eq!(r.difference, Some(58.0));
         assert_eq!(r.verdict, Verdict::Regressed, "{}", r.explanation);
         assert!(
-            r.explanation.contains("most resampled"),
+            r.explanation.contains("over a tenth of the resampled"),
             "{}",
             r.explanation
         );
