@@ -257,8 +257,8 @@ mod tests {
                 json!({"basis": "fio status report", "start_s": 1.1, "end_s": 3.1}),
             ),
             checks: Some(
-                json!([{"check": "fio_iops_vs_diskstats", "subject": "loop0",
-                "fio": 10000.0, "other": 8500.0, "other_is": "diskstats completions+merges/s",
+                json!([{"check": "fio_bytes_vs_diskstats", "subject": "loop0",
+                "fio": 10000.0, "other": 8500.0, "other_is": "diskstats MB/s read+written",
                 "difference_pct": -15.0, "tolerance_pct": 2.0, "verdict": verdict}]),
             ),
             environment: Some(json!({"mem_total_kib": 4096000, "mem_free_kib": free,
@@ -299,13 +299,13 @@ mod tests {
     #[test]
     fn failed_checks_are_findings_with_both_figures() {
         let b = summarise(&[basis(1, "ok", 2048), basis(2, "disagrees", 4096)]);
-        assert_eq!(b.checks["fio_iops_vs_diskstats"], (1, 1, 0));
+        assert_eq!(b.checks["fio_bytes_vs_diskstats"], (1, 1, 0));
         assert_eq!(b.findings.len(), 1);
         let t = text(&b);
         assert!(
             t.contains(
-                "run 2: fio_iops_vs_diskstats loop0: fio 10000, diskstats \
-                        completions+merges/s 8500 (-15.0%, limit 2.0%) disagrees"
+                "run 2: fio_bytes_vs_diskstats loop0: fio 10000, diskstats \
+                        MB/s read+written 8500 (-15.0%, limit 2.0%) disagrees"
             ),
             "{t}"
         );

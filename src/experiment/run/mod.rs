@@ -1315,7 +1315,7 @@ fn one_run(
     if let (Some(report), Some(summary), RunStatus::Ok) = (report, summary, &record.status) {
         let owned =
             |dev: &str| plan.scratch || lp.settings.destructive_devices.iter().any(|d| d == dev);
-        run_checks.extend(checks::iops_vs_diskstats(report, &summary.devices, &owned));
+        run_checks.extend(checks::bytes_vs_diskstats(report, &summary.devices, &owned));
     }
     if let (Some(report), RunStatus::Ok) = (report, &record.status) {
         run_checks.extend(checks::percentiles_vs_bins(report));
