@@ -122,6 +122,18 @@ pub fn stdout_of(cmd: &mut std::process::Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The verdict of the cross-check `name` among a run's stored `checks` (fails the test when
+/// the run has none of that name).
+pub fn verdict_of(checks: &serde_json::Value, name: &str) -> String {
+    let check = checks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["check"] == name)
+        .unwrap_or_else(|| panic!("no {name} among {checks}"));
+    format!("{}: {}", check["verdict"].as_str().unwrap_or("?"), check)
+}
+
 /// `iolab restore` with `state` as its state directory.
 pub fn restore_in(state: &std::path::Path) -> std::process::Output {
     iolab()

@@ -1248,6 +1248,27 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
             run.cell_key
         );
         assert_eq!(metrics["trace_events_lost"], 0.0, "{}", run.cell_key);
+        // The bytes the trace saw completed are fio's, and the run's cross-check says so.
+        let fio_mb: f64 = fio["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["read"]["io_bytes"].as_f64().unwrap() / 1e6)
+            .sum();
+        let mb = metrics["trace_completed_mb"];
+        assert!(
+            mb >= fio_mb && mb <= fio_mb * 1.01 + 0.3,
+            "{}: trace {mb} MB vs fio's {fio_mb} MB",
+            run.cell_key
+        );
+        let base = db
+            .run_bases(1)
+            .unwrap()
+            .into_iter()
+            .find(|b| b.run_id == run.id)
+            .unwrap();
+        let check = crate::common::verdict_of(&base.checks.unwrap(), "trace_bytes_vs_fio");
+        assert!(check.starts_with("ok:"), "{}: {check}", run.cell_key);
         let q2c = metrics["trace_q2c_mean_us"];
         let fio_clat = metrics["read_clat_mean_us"];
         assert!(

@@ -21,6 +21,9 @@ pub(crate) struct Finding {
     pub other_is: String,
     pub difference_pct: f64,
     pub tolerance_pct: f64,
+    /// The check's likely cause, where it knows one (events lost while tracing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The experiment's runs summed up.
@@ -65,6 +68,7 @@ pub(crate) fn summarise(bases: &[RunBasis]) -> Basis {
                         other_is: c["other_is"].as_str().unwrap_or("").to_string(),
                         difference_pct: f("difference_pct"),
                         tolerance_pct: f("tolerance_pct"),
+                        note: c["note"].as_str().map(str::to_string),
                     });
                 }
                 _ => e.2 += 1,
@@ -190,7 +194,7 @@ pub(crate) fn text(b: &Basis) -> String {
 
 /// One failed check, both figures and the limit.
 pub(crate) fn finding_line(f: &Finding) -> String {
-    format!(
+    let line = format!(
         "run {}: {} {}: fio {}, {} {} ({:+.1}%, limit {:.1}%) disagrees",
         f.run,
         f.check,
@@ -200,7 +204,11 @@ pub(crate) fn finding_line(f: &Finding) -> String {
         figure(f.other),
         f.difference_pct,
         f.tolerance_pct
-    )
+    );
+    match &f.note {
+        Some(note) => format!("{line}: {}", safe(note)),
+        None => line,
+    }
 }
 
 fn figure(v: f64) -> String {
@@ -322,6 +330,14 @@ mod tests {
         assert!(t.contains("fio version: fio-3.33"), "{t}");
         assert!(t.contains("kernel cmdline: ro quiet"), "{t}");
         assert!(html(&b).contains("&lt;") || !t.contains('<'));
+        // A check that knows its likely cause says it after the verdict.
+        let mut short = basis(3, "disagrees", 2048);
+        short.checks.as_mut().unwrap()[0]["note"] = json!("the kernel lost 12 events");
+        let t = text(&summarise(&[short]));
+        assert!(
+            t.contains("(-15.0%, limit 2.0%) disagrees: the kernel lost 12 events\n"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!   `max_segments`: a 4 MiB direct read is eight requests on a loop device) and merges
 //!   small ones, so request counts differ from fio's by design while bytes may not.
 //!   Buffered I/O is left out: the page cache decides what reaches the device.
-//! - with `trace = true`, the I/Os in the block trace against fio's I/O count (1%); without
+//! - with `trace = true`, the bytes completed in the block trace against fio's (1%); without
 //!   `ramp_time` only, as the trace also holds the ramp's I/O, which fio does not count.
 //! - for each job, the percentiles taken from its `json+` histogram the way iolab merges them
 //!   against fio's own percentiles: equal within the width of the histogram bin.
@@ -30,7 +30,7 @@ pub(crate) const TRACE_TOLERANCE_PCT: f64 = 1.0;
 /// One check: what was compared, both figures, and the verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Check {
-    /// `fio_bytes_vs_diskstats`, `trace_ios_vs_fio`, `json_plus_percentile`.
+    /// `fio_bytes_vs_diskstats`, `trace_bytes_vs_fio`, `json_plus_percentile`.
     pub check: String,
     /// What it is about: a device, `read p99`, ...
     pub subject: String,
@@ -151,22 +151,24 @@ pub(crate) fn bytes_vs_diskstats(
     out
 }
 
-/// The bios a block trace of `device` saw queued and completed against the I/O count of
-/// fio's jobs on that device (all jobs when none names its file).
-pub(crate) fn trace_vs_fio(report: &FioReport, device: &str, trace_ios: f64) -> Check {
+/// The bytes a block trace of `device` saw completed against the bytes fio's jobs on that
+/// device moved (all jobs when none names its file), in MB. Bytes, not I/Os: a 4 MiB direct
+/// read is queued as several bios and split into more requests, while its bytes stay 4 MiB.
+/// `lost` is the events the kernel dropped while recording: a trace short of them says why.
+pub(crate) fn trace_vs_fio(report: &FioReport, device: &str, trace_mb: f64, lost: f64) -> Check {
     let named = report.jobs.iter().any(|j| device_of(j).is_some());
-    let fio: f64 = report
+    let fio_bytes: u64 = report
         .jobs
         .iter()
         .filter(|j| !named || device_of(j) == Some(device))
-        .map(|j| (j.read.total_ios + j.write.total_ios + j.trim.total_ios) as f64)
+        .map(|j| j.read.io_bytes + j.write.io_bytes + j.trim.io_bytes)
         .sum();
     let c = Check::new(
-        "trace_ios_vs_fio",
+        "trace_bytes_vs_fio",
         format!("trace of {device}"),
-        fio,
-        trace_ios,
-        "bios queued and completed in the trace",
+        fio_bytes as f64 / 1e6,
+        trace_mb,
+        "MB completed in the trace",
     );
     let ramp = report.jobs.iter().any(|j| {
         j.options
@@ -174,13 +176,19 @@ pub(crate) fn trace_vs_fio(report: &FioReport, device: &str, trace_ios: f64) -> 
             .is_some_and(|v| crate::sys::parse::duration::duration(v).is_ok_and(|d| !d.is_zero()))
     });
     if ramp {
-        c.not_judged(
+        return c.not_judged(
             TRACE_TOLERANCE_PCT,
             "the trace also holds the ramp_time's I/O, which fio does not count",
-        )
-    } else {
-        c.judged(TRACE_TOLERANCE_PCT)
+        );
     }
+    let mut c = c.judged(TRACE_TOLERANCE_PCT);
+    if lost > 0.0 && c.verdict == "disagrees" {
+        c.note = Some(format!(
+            "the kernel lost {lost} events while recording (its per-CPU trace buffer filled \
+             faster than it was read), so the trace is short"
+        ));
+    }
+    c
 }
 
 /// The histogram bin holding `value`: the distance to the next bin fio could report. fio's
@@ -246,6 +254,7 @@ mod tests {
         parse(&format!(
             r#"{{"jobs": [{{"jobname": "j", "job options": {{{options}}},
                  "read": {{"iops": {iops}, "bw_bytes": {bw}, "total_ios": 20000,
+                   "io_bytes": 81920000,
                    "clat_ns": {{"N": 5,
                    "percentile": {{"50.000000": 1000, "99.000000": 5000}},
                    "bins": {{"1000": 3, "1008": 1, "5056": 1}}}}}},
@@ -300,17 +309,23 @@ mod tests {
     }
 
     #[test]
-    fn trace_counts_must_match_fios_without_a_ramp() {
+    fn trace_bytes_must_match_fios_without_a_ramp() {
+        // 20,000 reads of 4 KiB: 81.92 MB.
         let r = report(1.0, DIRECT);
-        assert_eq!(trace_vs_fio(&r, "loop0", 20_100.0).verdict, "ok");
+        assert_eq!(trace_vs_fio(&r, "loop0", 82.5, 0.0).verdict, "ok");
         // Another device's trace is compared with no job's I/O.
-        assert!(trace_vs_fio(&r, "loop1", 20_000.0).failed());
-        let c = trace_vs_fio(&r, "loop0", 19_000.0);
+        assert!(trace_vs_fio(&r, "loop1", 81.92, 0.0).failed());
+        let c = trace_vs_fio(&r, "loop0", 77.0, 0.0);
         assert!(c.failed());
-        assert_eq!((c.fio, c.other), (20_000.0, 19_000.0));
+        assert_eq!((c.fio, c.other), (81.92, 77.0));
+        assert_eq!(c.note, None);
+        // Events lost while recording are named as the likely cause.
+        let c = trace_vs_fio(&r, "loop0", 77.0, 1200.0);
+        assert!(c.failed());
+        assert!(c.note.unwrap().contains("lost 1200 events"));
         let ramped = report(1.0, r#""filename": "/dev/loop0", "ramp_time": "1s""#);
         assert_eq!(
-            trace_vs_fio(&ramped, "loop0", 30_000.0).verdict,
+            trace_vs_fio(&ramped, "loop0", 120.0, 0.0).verdict,
             "not judged"
         );
     }

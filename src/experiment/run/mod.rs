@@ -1324,11 +1324,11 @@ fn one_run(
         if record.status == RunStatus::Ok {
             match tracing.metrics(recorded) {
                 Ok(m) => {
-                    let ios = m
-                        .iter()
-                        .find(|(k, _)| k == crate::metrics::TRACE_Q2C_COUNT.name);
-                    if let (Some((_, n)), Some(report)) = (ios, report) {
-                        run_checks.push(checks::trace_vs_fio(report, plan.device(), *n));
+                    let get = |name: &str| m.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+                    let mb = get(crate::metrics::TRACE_COMPLETED_MB.name);
+                    let lost = get(crate::metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
+                    if let (Some(mb), Some(report)) = (mb, report) {
+                        run_checks.push(checks::trace_vs_fio(report, plan.device(), mb, lost));
                     }
                     metrics.extend(m)
                 }

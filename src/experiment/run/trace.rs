@@ -350,6 +350,10 @@ pub(crate) fn metrics(report: &Report, dev: &str, summary: &Summary) -> Vec<(Str
 fn device_metrics(d: &DeviceReport) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     let us = |s: f64| s * 1e6;
+    out.push((
+        metrics::TRACE_COMPLETED_MB.name.into(),
+        d.merge.total as f64 * 512.0 / 1e6,
+    ));
     if let Some(q2c) = d.latency.get("q2c") {
         out.push((metrics::TRACE_Q2C_COUNT.name.into(), q2c.n as f64));
         out.push((metrics::TRACE_Q2C_MEAN_US.name.into(), us(q2c.avg)));
