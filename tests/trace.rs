@@ -1417,6 +1417,8 @@ fn trace_keep_caps_the_traces_an_experiment_keeps() {
 /// Large writes on a device with a small `max_sectors_kb` split every bio (one Q, then a G, I,
 /// D and C per part, as case 4's 1M and 4M block sizes do). btt finds each part's Q by
 /// sector range, so every part gets its Q2G and G2I; iolab's counts must match btt's, N for N.
+/// btt gives no part a D2C or Q2C (no part's D or C holds the whole Q); iolab completes each
+/// part from the bio's Q, so nothing is left in flight.
 #[test]
 fn split_bios_are_counted_per_part_like_btt() {
     if !iolab::sys::is_root() {
@@ -1451,10 +1453,20 @@ fn split_bios_are_counted_per_part_like_btt() {
     // Every 1 MiB bio became 16 parts of 64 KiB, each with its own G and I.
     let q2g = dev["latency"]["q2g"]["n"].as_u64().unwrap();
     assert!(q2g >= 16 * 40, "q2g n = {q2g}");
-    // btt lists Q2Q, Q2G and G2I here: a whole bio never lies inside one part's D or C, so
-    // neither btt nor iolab gives it a D2C or Q2C.
+    // btt lists Q2Q, Q2G and G2I here: a whole bio never lies inside one part's D or C.
     let b = parse_btt(&btt);
     assert!(b.all.contains_key("g2i"), "{btt}");
+    assert!(!b.all.contains_key("q2c"), "{btt}");
+    for name in ["d2c", "q2c"] {
+        assert_eq!(
+            dev["latency"][name]["n"].as_u64(),
+            Some(q2g),
+            "{name}: {dev}"
+        );
+    }
+    assert_eq!(dev["never_completed"]["bios"], 0, "{dev}");
+    // 40 writes of 1 MiB, every byte completed.
+    assert_eq!(dev["merge"]["total"].as_u64(), Some(40 * 2048), "{dev}");
     for (name, (min, avg, max, n)) in &b.all {
         let l = if name == "q2q" {
             &report["all"][name.as_str()]

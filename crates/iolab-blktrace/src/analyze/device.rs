@@ -4,7 +4,9 @@
 //! replaces the old one — counted here as "replaced"); G, S, I and M find the Q whose sectors
 //! hold their start sector (so each part of a split bio, which starts inside the one queued
 //! bio, gets its own Q2G and G2I); D and C take every remembered Q whose range lies
-//! inside theirs; C forgets its Qs; every delta is clamped to at least 1 ns. Everything is per
+//! inside theirs; C forgets its Qs; every delta is clamped to at least 1 ns. Where btt falls
+//! short, a split (X) cuts the remembered Q at the part's end, so that every part is
+//! dispatched and completed as a bio with the Q's time (btt gives split bios no D2C or Q2C). Everything is per
 //! Q (bio). Beside that, iolab keeps a per-request view (one sample per dispatched request),
 //! the requests in the driver (dispatch depth), and a timeline. State grows only with IOs in
 //! flight.
@@ -293,7 +295,10 @@ impl Device {
             code::COMPLETE if sized => self.complete(ev),
             // Plugs are counted by the side stage (`side.rs`).
             code::REMAP => self.remaps += 1,
-            code::SPLIT => self.splits += 1,
+            code::SPLIT => {
+                self.splits += 1;
+                self.split(ev);
+            }
             _ => {}
         }
     }
@@ -347,6 +352,29 @@ impl Device {
             self.replaced += 1;
         }
         self.timeline.queue_depth(t, self.queued.len() as u64);
+    }
+
+    /// A split (X) names the front part of a bio, of its own size; the rest goes on from
+    /// that part's end, and the kernel queues neither again. The remembered Q is cut in two
+    /// there, each part keeping the Q's time: each part is then a bio of its own, found by its
+    /// G, I and M as btt finds it, and (unlike in btt, where no part's D or C holds the whole
+    /// Q) dispatched and completed, with its own I2D, D2C and Q2C. Without the cut, the Q of
+    /// every split bio stayed remembered, never completed.
+    fn split(&mut self, ev: &Io) {
+        let at = ev.end_sector();
+        if at <= ev.sector {
+            return;
+        }
+        let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) else {
+            return;
+        };
+        if q.end <= at {
+            return;
+        }
+        let rest = q.clone();
+        q.end = at;
+        let end = rest.end;
+        self.queued.insert(at, end, rest);
     }
 
     fn issue(&mut self, ev: &Io) {

@@ -925,6 +925,47 @@ mod tests {
         assert!((d1.latency["d2c"].avg - 470e-9).abs() < 1e-12);
     }
 
+    /// A bio split in three (two X, as a 1.5 MiB read on a queue that takes 512 KiB): one Q,
+    /// then each part's G, D and C. Each part finds its Q2G as in btt, and unlike in btt is
+    /// dispatched and completed with its own D2C and Q2C from the Q's time; nothing is left
+    /// in flight.
+    #[test]
+    fn each_part_of_a_split_bio_is_completed_from_the_bios_queue_time() {
+        let dev = 7 << 20;
+        let mut a = Analyzer::new(Options::default());
+        for i in 0..10u64 {
+            let (t, s) = (i * 1_000_000, i * 4096);
+            a.feed(&ev(t, code::QUEUE, dev, s, 3072 * 512));
+            a.feed(&ev(t + 10, code::SPLIT, dev, s, 1024 * 512));
+            a.feed(&ev(t + 20, code::SPLIT, dev, s + 1024, 1024 * 512));
+            for part in 0..3u64 {
+                let (ps, pt) = (s + part * 1024, t + 100 * part);
+                a.feed(&ev(pt + 30, code::GETRQ, dev, ps, 1024 * 512));
+                a.feed(&ev(pt + 40, code::ISSUE, dev, ps, 1024 * 512));
+            }
+            for part in 0..3u64 {
+                a.feed(&ev(
+                    t + 1000 * (part + 1),
+                    code::COMPLETE,
+                    dev,
+                    s + part * 1024,
+                    1024 * 512,
+                ));
+            }
+        }
+        let d = &a.finish().devices[0];
+        assert_eq!(d.splits, 20);
+        for name in ["q2g", "d2c", "q2c"] {
+            assert_eq!(d.latency[name].n, 30, "{name}");
+        }
+        // Q2C: 1000, 2000 and 3000 ns after the Q; D2C: from 40, 140 and 240 ns.
+        assert!((d.latency["q2c"].avg - 2000e-9).abs() < 1e-12);
+        assert!((d.latency["d2c"].avg - 1860e-9).abs() < 1e-12);
+        assert!((d.latency["q2g"].avg - 130e-9).abs() < 1e-12);
+        assert_eq!(d.never_completed.bios, 0);
+        assert_eq!(d.merge.total, 30 * 1024);
+    }
+
     /// btt's iostat queue goes negative when requests merge; iolab's counters cannot: merges
     /// and dispatches of IOs it never saw queued leave them at zero.
     #[test]

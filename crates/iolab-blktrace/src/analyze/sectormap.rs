@@ -1,8 +1,7 @@
 //! A map from start sector to an IO in flight, tuned for what a trace holds: a few dozen to
-//! a few hundred IOs in flight, plus stale ones that linger: the Q of a split bio is never
-//! completed (each part's C covers only the part, as in btt), and lost completions and
-//! bio-based devices leave theirs too. A mixed trace (random IO beside a buffered writer
-//! whose writeback splits) keeps hundreds of bios live and about 2,000 stale split Qs.
+//! a few hundred IOs in flight, plus stale ones that linger where completions were lost or a
+//! bio-based device never completes. A split bio's Q is cut into its parts (`device.rs`),
+//! each found by its start or, before its cut, by the range that holds it.
 //!
 //! Keys are grouped by their 2^`BUCKET_BITS`-sector bucket: each bucket in use has a short
 //! list of its keys with their values, and one open-addressed hash table ([`KeyMap`]: linear
