@@ -214,25 +214,12 @@ fn fio_figures_that_disagree_with_the_samples_are_a_failed_check_with_both_figur
     );
 }
 
-/// Runs the experiment `toml` with `iolab run` into a fresh database (which it returns, with
-/// the directory that holds it); the run must succeed.
+/// Runs the experiment `toml` into a fresh database, which it returns with the directory
+/// that holds it.
 fn run_live(toml: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("experiment.toml");
-    std::fs::write(&file, toml).unwrap();
     let db_path = dir.path().join("t.db");
-    let out = iolab()
-        .args(["run", "--db"])
-        .arg(&db_path)
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::run_experiment(dir.path(), &db_path, "experiment", toml);
     (dir, db_path)
 }
 

@@ -122,6 +122,28 @@ pub fn stdout_of(cmd: &mut std::process::Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Writes the experiment `text` to `dir/NAME.toml` and runs it into the database `db` with
+/// its state in `dir/state`; the run must succeed. Returns its stderr.
+pub fn run_experiment(
+    dir: &std::path::Path,
+    db: &std::path::Path,
+    name: &str,
+    text: &str,
+) -> String {
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, text).unwrap();
+    let out = iolab()
+        .args(["run", "--db"])
+        .arg(db)
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
 /// The verdict of the cross-check `name` among a run's stored `checks` (fails the test when
 /// the run has none of that name).
 pub fn verdict_of(checks: &serde_json::Value, name: &str) -> String {

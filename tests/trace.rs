@@ -1296,22 +1296,6 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
     assert!(show.contains("trace_i2d_pct [%] per cell"), "{show}");
 }
 
-/// Runs an experiment file on the scratch device `dev` into `db`; stderr.
-fn run_experiment(dir: &Path, db: &Path, name: &str, text: &str) -> String {
-    let file = dir.join(format!("{name}.toml"));
-    std::fs::write(&file, text).unwrap();
-    let out = Std::new(env!("CARGO_BIN_EXE_iolab"))
-        .args(["run", "--db"])
-        .arg(db)
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", dir.join("state"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    stderr
-}
-
 /// The `cellC-roundR` directories holding an experiment's kept traces, sorted.
 fn kept_trace_dirs(db: &Path, experiment: i64) -> Vec<String> {
     let traces = PathBuf::from(format!("{}.traces/experiment-{experiment}", db.display()));
@@ -1348,7 +1332,7 @@ fn trace_keep_caps_the_traces_an_experiment_keeps() {
         scratch.dev
     );
     // keep = "first": two cells, two rounds: the first run of each cell keeps its trace.
-    let stderr = run_experiment(
+    let stderr = crate::common::run_experiment(
         dir.path(),
         &db,
         "first",
@@ -1397,7 +1381,7 @@ fn trace_keep_caps_the_traces_an_experiment_keeps() {
     );
 
     // keep_max below one trace's size: nothing is kept, everything analysed, and it is said.
-    let stderr = run_experiment(
+    let stderr = crate::common::run_experiment(
         dir.path(),
         &db,
         "capped",
@@ -1412,6 +1396,45 @@ fn trace_keep_caps_the_traces_an_experiment_keeps() {
     let store = iolab::store::Store::open_existing(&db).unwrap();
     assert_eq!(store.trace_counts(2).unwrap(), (4, 0));
     assert_eq!(store.trace_counts(1).unwrap(), (4, 2));
+}
+
+/// `[trace] buffer_kb`: a 64 KiB buffer per CPU cannot hold unthrottled 4 KiB reads, so the
+/// kernel loses events; the run's trace cross-check fails and its finding names the loss, the
+/// buffer in use and the setting to raise.
+#[test]
+fn a_trace_buffer_too_small_loses_events_and_the_finding_says_so() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("lost");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("l.db");
+    crate::common::run_experiment(
+        dir.path(),
+        &db,
+        "small",
+        &format!(
+            "name = \"small\"\nseed = 6\nrepetitions = 1\n[trace]\nbuffer_kb = 64\n\
+             [target]\ndevice = \"{}\"\n[workload]\nrw = \"read\"\nbs = \"4k\"\n\
+             ioengine = \"libaio\"\niodepth = 2\ndirect = 1\nsize = \"64m\"\n\
+             runtime = \"1s\"\ntime_based = true\n",
+            scratch.dev
+        ),
+    );
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let run = store.runs(1).unwrap().pop().unwrap();
+    let metrics: HashMap<String, f64> = store.run_metrics(run.id).unwrap().into_iter().collect();
+    assert!(metrics["trace_events_lost"] > 0.0, "{metrics:?}");
+    let show =
+        crate::common::stdout_of(crate::common::iolab().args(["show", "1", "--db"]).arg(&db));
+    assert!(
+        show.contains("trace_bytes_vs_fio")
+            && show.contains("64 KiB per CPU")
+            && show.contains("raise [trace] buffer_kb"),
+        "{show}"
+    );
 }
 
 /// Large writes on a device with a small `max_sectors_kb` split every bio (one Q, then a G, I,

@@ -90,7 +90,7 @@ pub(crate) struct RecordArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_record_duration)]
     pub duration: Option<Duration>,
     /// Per-CPU trace buffer size in KiB while recording.
-    #[arg(long, value_name = "KB", default_value_t = 8192)]
+    #[arg(long, value_name = "KB", default_value_t = crate::experiment::file::DEFAULT_BUFFER_KB)]
     pub buffer_kb: u64,
     /// Command to run while recording; recording stops when it exits.
     #[arg(last = true, value_name = "COMMAND")]

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::facts;
 use super::protocol::{self, results, Answer, Greeting, Request};
+use crate::experiment::file::DEFAULT_BUFFER_KB;
 use crate::experiment::run::align;
 use crate::knobs::{Journal, RestoreReport};
 use crate::sample::{self, SamplerHandle, Watch};
@@ -222,11 +223,16 @@ impl Session {
                     errors: &run.errors,
                 })
             }
-            Request::TraceStart { device } => {
+            Request::TraceStart { device, buffer_kb } => {
                 if self.trace.is_some() {
                     return Err("a trace is already recording: send trace_stop first".into());
                 }
-                let t = super::agent_trace::AgentTrace::start(&crate::knobs::state_dir(), &device)?;
+                let buffer_kb = buffer_kb.unwrap_or(DEFAULT_BUFFER_KB);
+                let t = super::agent_trace::AgentTrace::start(
+                    &crate::knobs::state_dir(),
+                    &device,
+                    buffer_kb,
+                )?;
                 self.trace = Some(t);
                 json_of(&results::TraceStarted { device })
             }

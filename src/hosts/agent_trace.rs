@@ -10,9 +10,6 @@ use crate::experiment::run::trace as run_trace;
 use crate::trace::analyze;
 use crate::trace::capture::{self, Recording};
 
-/// Per-CPU ring buffer while recording (KiB), as a local run's.
-const BUFFER_KB: u64 = 8192;
-
 /// One recording under way; dropped unfinished, it stops and its files go.
 pub(crate) struct AgentTrace {
     recording: Option<Recording>,
@@ -24,7 +21,11 @@ pub(crate) struct AgentTrace {
 
 impl AgentTrace {
     /// Starts recording `device` into a directory of its own under `state_dir`.
-    pub(crate) fn start(state_dir: &std::path::Path, device: &str) -> Result<AgentTrace, String> {
+    pub(crate) fn start(
+        state_dir: &std::path::Path,
+        device: &str,
+        buffer_kb: u64,
+    ) -> Result<AgentTrace, String> {
         let machine =
             crate::model::Machine::read(&crate::sys::SysRoot::live()).map_err(|e| e.to_string())?;
         let dev = machine
@@ -45,7 +46,7 @@ impl AgentTrace {
             device: device.to_string(),
             output: base,
             duration: None,
-            buffer_kb: BUFFER_KB,
+            buffer_kb,
             command: Vec::new(),
             state_dir: state_dir.to_path_buf(),
         })

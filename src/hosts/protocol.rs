@@ -59,8 +59,13 @@ pub enum Request {
         #[serde(default)]
         measured_ms: Option<u64>,
     },
-    /// Start recording a block trace of this device (kernel name) through tracefs.
-    TraceStart { device: String },
+    /// Start recording a block trace of this device (kernel name) through tracefs, with a
+    /// trace buffer of `buffer_kb` KiB per CPU (the default when not given).
+    TraceStart {
+        device: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        buffer_kb: Option<u64>,
+    },
     /// Stop the trace, analyse it there and answer with its `trace_*` metrics; the files go.
     TraceStop,
     /// The host's preflight findings (governor, SMT, load, ...), as an experiment stores them
@@ -281,6 +286,10 @@ mod tests {
             Request::SampleStop {
                 measured_ms: Some(2000),
             },
+            Request::TraceStart {
+                device: "loop0".into(),
+                buffer_kb: Some(65536),
+            },
             Request::Bye,
         ];
         for (i, r) in all.iter().enumerate() {
@@ -296,6 +305,14 @@ mod tests {
         assert_eq!(
             parse_request(1, r#"{"op":"sample_stop"}"#),
             Ok(Request::SampleStop { measured_ms: None })
+        );
+        // From an iolab that sent no buffer size: the agent's default.
+        assert_eq!(
+            parse_request(1, r#"{"op":"trace_start","device":"sdb"}"#),
+            Ok(Request::TraceStart {
+                device: "sdb".into(),
+                buffer_kb: None
+            })
         );
         assert_eq!(
             parse_request(2, r#"{"op":"sample_start","interval_ms":5}"#),

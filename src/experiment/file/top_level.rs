@@ -8,7 +8,7 @@ use toml::de::DeTable;
 
 use super::engine_table;
 use super::{
-    Diagnostic, ExperimentError, Repetitions, Stabilise, TargetDevice, TargetSpec, TraceKeep,
+    Diagnostic, ExperimentError, Repetitions, Stabilise, TargetDevice, TargetSpec, TraceSettings,
     Walker,
 };
 use crate::experiment::factor::{Factor, FactorKind};
@@ -48,7 +48,7 @@ pub struct Experiment {
     /// Machine-wide controls set once for the whole experiment (`[stabilise]`).
     pub(crate) stabilise: Stabilise,
     /// Which traces stay on disk once analysed (`[trace] keep`, `keep_max`).
-    pub(crate) trace_keep: TraceKeep,
+    pub(crate) trace_settings: TraceSettings,
     /// What runs: fio (the default) or a program engine (`engine`, with its table).
     pub(crate) engine: EngineSpec,
 }
@@ -143,7 +143,7 @@ pub(crate) fn parse_with(
     let mut warmup = false;
     let mut split_cpus = false;
     let mut trace = false;
-    let mut trace_keep = TraceKeep::default();
+    let mut trace_settings = TraceSettings::default();
     let mut target = TargetSpec {
         device: TargetDevice::Scratch,
         count: 1,
@@ -178,7 +178,7 @@ pub(crate) fn parse_with(
             "warmup" => warmup = w.boolean(value).unwrap_or(false),
             "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
             "trace" => {
-                (trace, trace_keep) = w.trace(value);
+                (trace, trace_settings) = w.trace(value);
                 trace_span = value.span();
             }
             "allow_exec" | "allow_unknown_fio_options" => {}
@@ -312,7 +312,7 @@ pub(crate) fn parse_with(
         trace,
         prepare,
         stabilise,
-        trace_keep,
+        trace_settings,
         engine: w.engine,
     })
 }

@@ -1,5 +1,5 @@
-//! `trace = true|false` or a `[trace]` table: whether measured runs are traced, and which
-//! traces are kept on disk.
+//! `trace = true|false` or a `[trace]` table: whether measured runs are traced, which
+//! traces are kept on disk, and how much the kernel may buffer while recording.
 
 use toml::de::DeValue;
 
@@ -16,20 +16,38 @@ pub(crate) enum KeepRuns {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct TraceKeep {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TraceSettings {
     pub runs: KeepRuns,
     /// Most bytes the kept (compressed) traces of one experiment may take: a trace that would
     /// pass it is removed, and so is every later one.
     pub max_bytes: Option<u64>,
+    /// The kernel's trace buffer per CPU while recording, KiB (`[trace] buffer_kb`): events
+    /// that arrive faster than they are read fill it, and the rest are lost.
+    pub buffer_kb: u64,
 }
 
-pub(super) const TRACE_KEYS: &[&str] = &["keep", "keep_max"];
+/// `iolab trace record`'s default buffer too.
+pub(crate) const DEFAULT_BUFFER_KB: u64 = 8192;
+/// At most 1 GiB per CPU.
+const MAX_BUFFER_KB: i64 = 1 << 20;
+
+impl Default for TraceSettings {
+    fn default() -> Self {
+        TraceSettings {
+            runs: KeepRuns::default(),
+            max_bytes: None,
+            buffer_kb: DEFAULT_BUFFER_KB,
+        }
+    }
+}
+
+pub(super) const TRACE_KEYS: &[&str] = &["keep", "keep_max", "buffer_kb"];
 
 impl Walker<'_> {
     /// `trace = true|false`, or a `[trace]` table (tracing on) with what to keep.
-    pub(super) fn trace(&mut self, v: &Value) -> (bool, TraceKeep) {
-        let mut keep = TraceKeep::default();
+    pub(super) fn trace(&mut self, v: &Value) -> (bool, TraceSettings) {
+        let mut keep = TraceSettings::default();
         let DeValue::Table(table) = v.get_ref() else {
             return (self.boolean(v).unwrap_or(false), keep);
         };
@@ -76,6 +94,12 @@ impl Walker<'_> {
                         ),
                     }
                 }
+                "buffer_kb" => {
+                    // KiB per CPU: the kernel takes it from RAM on every CPU at once.
+                    if let Some(kb) = self.integer_in(value, "buffer_kb", 64, MAX_BUFFER_KB) {
+                        keep.buffer_kb = kb as u64;
+                    }
+                }
                 other => self.unknown_key(key.span(), other, "[trace]", TRACE_KEYS),
             }
         }
@@ -109,8 +133,8 @@ mod tests {
     #[test]
     fn a_trace_table_turns_tracing_on_and_caps_what_is_kept() {
         let e = parse("x.toml", "name = \"n\"\ntrace = true\n").unwrap();
-        assert_eq!(e.trace_keep, TraceKeep::default());
-        assert_eq!(e.trace_keep.runs, KeepRuns::All);
+        assert_eq!(e.trace_settings, TraceSettings::default());
+        assert_eq!(e.trace_settings.runs, KeepRuns::All);
         let e = parse(
             "x.toml",
             "name = \"n\"\n[trace]\nkeep = \"first\"\nkeep_max = \"500M\"\n",
@@ -118,17 +142,24 @@ mod tests {
         .unwrap();
         assert!(e.trace);
         assert_eq!(
-            e.trace_keep,
-            TraceKeep {
+            e.trace_settings,
+            TraceSettings {
                 runs: KeepRuns::First,
-                max_bytes: Some(500 << 20)
+                max_bytes: Some(500 << 20),
+                buffer_kb: DEFAULT_BUFFER_KB,
             }
         );
+        let e = parse("x.toml", "name = \"n\"\n[trace]\nbuffer_kb = 65536\n").unwrap();
+        assert_eq!(e.trace_settings.buffer_kb, 65536);
+        for bad in ["32", "2000000", "\"64M\""] {
+            let text = errors(&format!("name = \"n\"\n[trace]\nbuffer_kb = {bad}\n")).join("\n");
+            assert!(text.contains("x.toml:3:13: `buffer_kb`"), "{text}");
+        }
         let e = parse("x.toml", "name = \"n\"\ntrace = { keep = \"none\" }\n").unwrap();
         assert!(e.trace);
-        assert_eq!(e.trace_keep.runs, KeepRuns::None);
+        assert_eq!(e.trace_settings.runs, KeepRuns::None);
         let e = parse("x.toml", "name = \"n\"\n[trace]\nkeep_max = 1000\n").unwrap();
-        assert_eq!(e.trace_keep.max_bytes, Some(1000));
+        assert_eq!(e.trace_settings.max_bytes, Some(1000));
         // Every mistake, each at its line and column.
         let text =
             errors("name = \"n\"\n[trace]\nkeep = \"some\"\nkeep_max = \"lots\"\nkeeps = 1\n")

@@ -154,8 +154,14 @@ pub(crate) fn bytes_vs_diskstats(
 /// The bytes a block trace of `device` saw completed against the bytes fio's jobs on that
 /// device moved (all jobs when none names its file), in MB. Bytes, not I/Os: a 4 MiB direct
 /// read is queued as several bios and split into more requests, while its bytes stay 4 MiB.
-/// `lost` is the events the kernel dropped while recording: a trace short of them says why.
-pub(crate) fn trace_vs_fio(report: &FioReport, device: &str, trace_mb: f64, lost: f64) -> Check {
+/// `lost` is the events the kernel dropped while recording with a trace buffer of `buffer_kb`
+/// per CPU: a trace short of them says why, and what to raise.
+pub(crate) fn trace_vs_fio(
+    report: &FioReport,
+    device: &str,
+    trace_mb: f64,
+    (lost, buffer_kb): (f64, u64),
+) -> Check {
     let named = report.jobs.iter().any(|j| device_of(j).is_some());
     let fio_bytes: u64 = report
         .jobs
@@ -184,8 +190,9 @@ pub(crate) fn trace_vs_fio(report: &FioReport, device: &str, trace_mb: f64, lost
     let mut c = c.judged(TRACE_TOLERANCE_PCT);
     if lost > 0.0 && c.verdict == "disagrees" {
         c.note = Some(format!(
-            "the kernel lost {lost} events while recording (its per-CPU trace buffer filled \
-             faster than it was read), so the trace is short"
+            "the kernel lost {lost} events while recording (its trace buffer, {buffer_kb} KiB \
+             per CPU, filled faster than it was read), so the trace is short: raise \
+             [trace] buffer_kb"
         ));
     }
     c
@@ -312,20 +319,25 @@ mod tests {
     fn trace_bytes_must_match_fios_without_a_ramp() {
         // 20,000 reads of 4 KiB: 81.92 MB.
         let r = report(1.0, DIRECT);
-        assert_eq!(trace_vs_fio(&r, "loop0", 82.5, 0.0).verdict, "ok");
+        assert_eq!(trace_vs_fio(&r, "loop0", 82.5, (0.0, 8192)).verdict, "ok");
         // Another device's trace is compared with no job's I/O.
-        assert!(trace_vs_fio(&r, "loop1", 81.92, 0.0).failed());
-        let c = trace_vs_fio(&r, "loop0", 77.0, 0.0);
+        assert!(trace_vs_fio(&r, "loop1", 81.92, (0.0, 8192)).failed());
+        let c = trace_vs_fio(&r, "loop0", 77.0, (0.0, 8192));
         assert!(c.failed());
         assert_eq!((c.fio, c.other), (81.92, 77.0));
         assert_eq!(c.note, None);
         // Events lost while recording are named as the likely cause.
-        let c = trace_vs_fio(&r, "loop0", 77.0, 1200.0);
+        let c = trace_vs_fio(&r, "loop0", 77.0, (1200.0, 8192));
         assert!(c.failed());
-        assert!(c.note.unwrap().contains("lost 1200 events"));
+        let note = c.note.unwrap();
+        assert!(note.contains("lost 1200 events"), "{note}");
+        assert!(
+            note.contains("8192 KiB per CPU") && note.contains("buffer_kb"),
+            "{note}"
+        );
         let ramped = report(1.0, r#""filename": "/dev/loop0", "ramp_time": "1s""#);
         assert_eq!(
-            trace_vs_fio(&ramped, "loop0", 120.0, 0.0).verdict,
+            trace_vs_fio(&ramped, "loop0", 120.0, (0.0, 8192)).verdict,
             "not judged"
         );
     }

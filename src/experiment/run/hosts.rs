@@ -474,6 +474,7 @@ pub(crate) fn trace_start(
         }
         let request = Request::TraceStart {
             device: c.device.clone(),
+            buffer_kb: Some(exp.trace_settings.buffer_kb),
         };
         if let Err(e) = c.connection.request(&request) {
             let why = format!("{}: trace_start: {e:#}", describe(exp, &c.spec));

@@ -812,7 +812,7 @@ pub fn run(
             experiment_id,
             device,
             &dev,
-            exp.trace_keep,
+            exp.trace_settings,
         )
     });
     if crate::experiment::cells(exp).iter().any(|c| {
@@ -1328,7 +1328,12 @@ fn one_run(
                     let mb = get(crate::metrics::TRACE_COMPLETED_MB.name);
                     let lost = get(crate::metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
                     if let (Some(mb), Some(report)) = (mb, report) {
-                        run_checks.push(checks::trace_vs_fio(report, plan.device(), mb, lost));
+                        run_checks.push(checks::trace_vs_fio(
+                            report,
+                            plan.device(),
+                            mb,
+                            (lost, tracing.buffer_kb),
+                        ));
                     }
                     metrics.extend(m)
                 }

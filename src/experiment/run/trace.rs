@@ -24,13 +24,10 @@ use std::path::{Path, PathBuf};
 
 use std::collections::HashSet;
 
-use crate::experiment::file::{KeepRuns, TraceKeep};
+use crate::experiment::file::{KeepRuns, TraceSettings};
 use crate::metrics;
 use crate::trace::analyze::{self, DeviceReport, Report};
 use crate::trace::capture::{self, Recording, Summary};
-
-/// Per-CPU ring buffer while recording (KiB), as `iolab trace record`'s default.
-const BUFFER_KB: u64 = 8192;
 
 /// The directory that holds every trace of the database `db_path`.
 pub fn traces_dir(db_path: &Path) -> PathBuf {
@@ -72,13 +69,15 @@ pub(crate) struct Tracing {
     dev: String,
     said_unavailable: bool,
     keeper: Keeper,
+    /// The kernel's trace buffer per CPU, KiB (`[trace] buffer_kb`).
+    pub(crate) buffer_kb: u64,
 }
 
 /// Decides, run after run, which traces an experiment keeps (`[trace] keep`, `keep_max`).
 /// No I/O: the caller removes what is not kept.
 #[derive(Debug, Clone)]
 pub(crate) struct Keeper {
-    policy: TraceKeep,
+    policy: TraceSettings,
     /// Cells that already keep a trace (for `keep = "first"`).
     cells: HashSet<usize>,
     /// Bytes of the traces kept so far.
@@ -89,7 +88,7 @@ pub(crate) struct Keeper {
 }
 
 impl Keeper {
-    pub(crate) fn new(policy: TraceKeep) -> Keeper {
+    pub(crate) fn new(policy: TraceSettings) -> Keeper {
         Keeper {
             policy,
             cells: HashSet::new(),
@@ -155,7 +154,7 @@ impl Tracing {
         experiment_id: i64,
         device: &str,
         dev: &str,
-        keep: TraceKeep,
+        settings: TraceSettings,
     ) -> Tracing {
         Tracing {
             db_path: db_path.to_path_buf(),
@@ -164,7 +163,8 @@ impl Tracing {
             device: device.to_string(),
             dev: dev.replace(':', ","),
             said_unavailable: false,
-            keeper: Keeper::new(keep),
+            keeper: Keeper::new(settings),
+            buffer_kb: settings.buffer_kb,
         }
     }
 
@@ -233,7 +233,7 @@ impl Tracing {
                     device: self.device.clone(),
                     output: dir.join(&self.device),
                     duration: None,
-                    buffer_kb: BUFFER_KB,
+                    buffer_kb: self.buffer_kb,
                     command: Vec::new(),
                     state_dir: self.state_dir.clone(),
                 })
@@ -442,7 +442,11 @@ mod tests {
     }
 
     fn policy(runs: KeepRuns, max_bytes: Option<u64>) -> Keeper {
-        Keeper::new(TraceKeep { runs, max_bytes })
+        Keeper::new(TraceSettings {
+            runs,
+            max_bytes,
+            ..TraceSettings::default()
+        })
     }
 
     #[test]
