@@ -19,7 +19,6 @@ use serde_json::Value;
 
 use super::facts;
 use super::protocol::{self, results, Answer, Greeting, Request};
-use crate::experiment::file::DEFAULT_BUFFER_KB;
 use crate::experiment::run::align;
 use crate::knobs::{Journal, RestoreReport};
 use crate::sample::{self, SamplerHandle, Watch};
@@ -227,7 +226,8 @@ impl Session {
                 if self.trace.is_some() {
                     return Err("a trace is already recording: send trace_stop first".into());
                 }
-                let buffer_kb = buffer_kb.unwrap_or(DEFAULT_BUFFER_KB);
+                let buffer_kb =
+                    buffer_kb.unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb);
                 let t = super::agent_trace::AgentTrace::start(
                     &crate::knobs::state_dir(),
                     &device,

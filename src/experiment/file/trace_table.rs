@@ -16,31 +16,22 @@ pub(crate) enum KeepRuns {
     None,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct TraceSettings {
     pub runs: KeepRuns,
     /// Most bytes the kept (compressed) traces of one experiment may take: a trace that would
     /// pass it is removed, and so is every later one.
     pub max_bytes: Option<u64>,
     /// The kernel's trace buffer per CPU while recording, KiB (`[trace] buffer_kb`): events
-    /// that arrive faster than they are read fill it, and the rest are lost.
-    pub buffer_kb: u64,
+    /// that arrive faster than they are read fill it, and the rest are lost. `None`: sized
+    /// from the recording machine's memory (`run::trace::auto_buffer_kb`).
+    pub buffer_kb: Option<u64>,
 }
 
-/// `iolab trace record`'s default buffer too.
+/// `iolab trace record`'s default buffer, and the least an experiment's is given.
 pub(crate) const DEFAULT_BUFFER_KB: u64 = 8192;
 /// At most 1 GiB per CPU.
 const MAX_BUFFER_KB: i64 = 1 << 20;
-
-impl Default for TraceSettings {
-    fn default() -> Self {
-        TraceSettings {
-            runs: KeepRuns::default(),
-            max_bytes: None,
-            buffer_kb: DEFAULT_BUFFER_KB,
-        }
-    }
-}
 
 pub(super) const TRACE_KEYS: &[&str] = &["keep", "keep_max", "buffer_kb"];
 
@@ -97,7 +88,7 @@ impl Walker<'_> {
                 "buffer_kb" => {
                     // KiB per CPU: the kernel takes it from RAM on every CPU at once.
                     if let Some(kb) = self.integer_in(value, "buffer_kb", 64, MAX_BUFFER_KB) {
-                        keep.buffer_kb = kb as u64;
+                        keep.buffer_kb = Some(kb as u64);
                     }
                 }
                 other => self.unknown_key(key.span(), other, "[trace]", TRACE_KEYS),
@@ -146,11 +137,11 @@ mod tests {
             TraceSettings {
                 runs: KeepRuns::First,
                 max_bytes: Some(500 << 20),
-                buffer_kb: DEFAULT_BUFFER_KB,
+                buffer_kb: None,
             }
         );
         let e = parse("x.toml", "name = \"n\"\n[trace]\nbuffer_kb = 65536\n").unwrap();
-        assert_eq!(e.trace_settings.buffer_kb, 65536);
+        assert_eq!(e.trace_settings.buffer_kb, Some(65536));
         for bad in ["32", "2000000", "\"64M\""] {
             let text = errors(&format!("name = \"n\"\n[trace]\nbuffer_kb = {bad}\n")).join("\n");
             assert!(text.contains("x.toml:3:13: `buffer_kb`"), "{text}");

@@ -474,7 +474,8 @@ pub(crate) fn trace_start(
         }
         let request = Request::TraceStart {
             device: c.device.clone(),
-            buffer_kb: Some(exp.trace_settings.buffer_kb),
+            // None: the host sizes its own from its memory, as this machine would.
+            buffer_kb: exp.trace_settings.buffer_kb,
         };
         if let Err(e) = c.connection.request(&request) {
             let why = format!("{}: trace_start: {e:#}", describe(exp, &c.spec));
