@@ -743,6 +743,72 @@ done
     assert!(per("1") <= 100, "polled I/O still took interrupts: {text}");
 }
 
+/// Case 4's stacking on Debian's kernel: a device-mapper target striped over two loop devices
+/// in 4 KiB chunks, read in 64 KiB direct reads and traced. dm cuts every bio into 4 KiB
+/// pieces (its own requests average 4 KiB), names what is left after each piece in an X, and
+/// completes each bio once, naming its last piece: each bio's Q2C is measured, and the trace's
+/// bytes agree with fio's.
+#[test]
+fn dm_stripes_split_every_bio_and_the_trace_completes_each_whole() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+modprobe dm_mod; modprobe loop
+truncate -s 128M /tmp/a.img /tmp/b.img
+A=$(losetup -f --show /tmp/a.img); B=$(losetup -f --show /tmp/b.img)
+echo "0 524288 striped 2 8 $A 0 $B 0" | dmsetup create stripes
+D=$(ls /sys/block | grep '^dm-' | head -1)
+echo $D >$LAB_OUT/dm
+cat >/tmp/exp.toml <<T
+name = "lab dm stripes"
+seed = 4
+repetitions = 1
+trace = true
+[target]
+device = "$D"
+[workload]
+rw = "read"
+bs = "64k"
+ioengine = "libaio"
+iodepth = 4
+direct = 1
+size = "64m"
+runtime = "1s"
+time_based = true
+T
+$IOLAB run /tmp/exp.toml --db /tmp/lab.db >$LAB_OUT/run.txt 2>&1
+$IOLAB show 1 --db /tmp/lab.db --json --metric trace_q2c_mean_us --metric trace_q2c_count \
+  --metric $D:dev_avg_rq_kb --metric read_clat_mean_us >$LAB_OUT/show.json 2>$LAB_OUT/show.json.err
+"#;
+    let b = boot("nvme-poll", script, 600);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let dm = b.text("dm").trim().to_string();
+    let shown = b.json("show.json");
+    assert_eq!(
+        shown["basis"]["checks"]["trace_bytes_vs_fio"],
+        serde_json::json!([1, 0, 0]),
+        "{shown}"
+    );
+    assert_eq!(shown["basis"]["findings"], serde_json::json!([]), "{shown}");
+    let m = &shown["cells"][0]["metrics"];
+    let mean = |name: &str| {
+        m[name]["mean"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {name}: {shown}"))
+    };
+    assert!(
+        (mean(&format!("{dm}:dev_avg_rq_kb")) - 4.0).abs() < 0.1,
+        "{m}"
+    );
+    assert!(mean("trace_q2c_count") > 100.0, "{m}");
+    let (q2c, clat) = (mean("trace_q2c_mean_us"), mean("read_clat_mean_us"));
+    assert!(
+        q2c > 0.0 && q2c < 2.0 * clat,
+        "Q2C {q2c} us vs fio's clat {clat} us"
+    );
+}
+
 /// HTTP downloads through NIC K's port forward (127.0.0.1 only), in four threads, until the
 /// guest writes `done` into its export or 5 minutes pass. Bounded in count and time.
 fn drive_http(out: &Path, port_base: u16) {

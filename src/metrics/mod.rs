@@ -312,7 +312,7 @@ listed! {
         "tracefs overrun + dropped + lost in trace_pipe; non-zero means the counts are short";
     TRACE_Q2C_COUNT: "trace_q2c_count", None, None, "bios queued and completed on the target";
     TRACE_COMPLETED_MB: "trace_completed_mb", None, None,
-        "MB (10^6 bytes) completed on the target in the trace";
+        "MB (10^6 bytes) of the bios completed on the target in the trace, each as queued";
     TRACE_Q2C_MEAN_US: "trace_q2c_mean_us", US, Some(Lower),
         "mean time from queue to completion (btt Q2C, per bio)";
     TRACE_Q2C_P50_US: "trace_q2c_p50_us", US, Some(Lower), "median Q2C";

@@ -375,21 +375,23 @@ fn device_metrics(d: &DeviceReport) -> Vec<(String, f64)> {
     let us = |s: f64| s * 1e6;
     out.push((
         metrics::TRACE_COMPLETED_MB.name.into(),
-        d.merge.total as f64 * 512.0 / 1e6,
+        d.bio_bytes_completed as f64 / 1e6,
     ));
     if let Some(q2c) = d.latency.get("q2c") {
         out.push((metrics::TRACE_Q2C_COUNT.name.into(), q2c.n as f64));
+    }
+    // A latency of no samples is no figure (not 0 us): left out.
+    let measured = |name: &str| d.latency.get(name).filter(|l| l.n > 0);
+    if let Some(q2c) = measured("q2c") {
         out.push((metrics::TRACE_Q2C_MEAN_US.name.into(), us(q2c.avg)));
         out.push((metrics::TRACE_Q2C_P50_US.name.into(), us(q2c.p50)));
         out.push((metrics::TRACE_Q2C_P99_US.name.into(), us(q2c.p99)));
         out.push((metrics::TRACE_Q2C_MAX_US.name.into(), us(q2c.max)));
+        out.push((metrics::TRACE_I2D_PCT.name.into(), d.overhead.i2d));
     }
-    if let Some(d2c) = d.latency.get("d2c") {
+    if let Some(d2c) = measured("d2c") {
         out.push((metrics::TRACE_D2C_MEAN_US.name.into(), us(d2c.avg)));
         out.push((metrics::TRACE_D2C_P99_US.name.into(), us(d2c.p99)));
-    }
-    if d.latency.contains_key("q2c") {
-        out.push((metrics::TRACE_I2D_PCT.name.into(), d.overhead.i2d));
     }
     if d.merge.d > 0 {
         out.push((metrics::TRACE_MERGE_RATIO.name.into(), d.merge.ratio));
@@ -464,8 +466,32 @@ mod tests {
         assert_eq!(m["trace_dispatch_depth_mean"], d.dispatch_depth.avg);
         assert_eq!(m["trace_request_kb_mean"], 5.5);
         assert_eq!(m["trace_sleeps"], 0.0);
+        assert_eq!(m["trace_completed_mb"], d.bio_bytes_completed as f64 / 1e6);
+        assert!(m["trace_completed_mb"] > 0.0);
         // Every figure listed in the registry: experiment::metrics' tests.
         assert_eq!(m.len(), metrics::TRACE.len());
+    }
+
+    /// A device whose bios were queued and never completed (a remapper, or a trace cut short)
+    /// has no latency: a count of 0, and no mean, percentile or share said to be 0.
+    #[test]
+    fn latencies_of_no_samples_are_left_out() {
+        let mut report = fixture_report();
+        for l in report.devices[0].latency.values_mut() {
+            l.n = 0;
+        }
+        let m: BTreeMap<String, f64> = metrics(&report, "7,0", &summary(0, 0, 0))
+            .into_iter()
+            .collect();
+        assert_eq!(m["trace_q2c_count"], 0.0);
+        for name in [
+            "trace_q2c_mean_us",
+            "trace_q2c_p99_us",
+            "trace_d2c_mean_us",
+            "trace_i2d_pct",
+        ] {
+            assert!(!m.contains_key(name), "{name}: {m:?}");
+        }
     }
 
     #[test]

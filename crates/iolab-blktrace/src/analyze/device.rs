@@ -31,6 +31,9 @@ struct Queued {
     write: bool,
     /// Index into `Device::procs`.
     proc: u32,
+    /// The bio's size as queued, in sectors (for a part of a split bio, the part's): what
+    /// its completion completes, whatever range the C names.
+    sectors: u32,
     g: u64,
     s: u64,
     i: u64,
@@ -147,6 +150,8 @@ pub struct Device {
     pub remaps: u64,
     pub splits: u64,
     pub sleeps: u64,
+    /// Sectors of the bios completed, as queued (a C may name only a split bio's last piece).
+    pub bio_sectors_completed: u64,
     // Active requests at Q (btt's counter, floored at 0).
     act_q: u64,
     pub act_q_total: u64,
@@ -208,6 +213,7 @@ impl Device {
             remaps: 0,
             splits: 0,
             sleeps: 0,
+            bio_sectors_completed: 0,
             act_q: 0,
             act_q_total: 0,
             live_start: NONE,
@@ -341,6 +347,7 @@ impl Device {
                 end: ev.end_sector(),
                 write: ev.is_write(),
                 proc: pi,
+                sectors: ev.bytes >> 9,
                 g: NONE,
                 s: NONE,
                 i: NONE,
@@ -354,27 +361,39 @@ impl Device {
         self.timeline.queue_depth(t, self.queued.len() as u64);
     }
 
-    /// A split (X) names the front part of a bio, of its own size; the rest goes on from
-    /// that part's end, and the kernel queues neither again. The remembered Q is cut in two
-    /// there, each part keeping the Q's time: each part is then a bio of its own, found by its
-    /// G, I and M as btt finds it, and (unlike in btt, where no part's D or C holds the whole
-    /// Q) dispatched and completed, with its own I2D, D2C and Q2C. Without the cut, the Q of
-    /// every split bio stayed remembered, never completed.
+    /// A split (X) comes in two forms. The block layer's (a bio over the queue's limits)
+    /// names the front part, of its own size, which goes on as a new bio while the rest goes
+    /// on from that part's end: the remembered Q is cut in two there, each part keeping the
+    /// Q's time, so each is a bio of its own, found by its G, I and M as btt finds it, and
+    /// (unlike in btt, where no part's D or C holds the whole Q) dispatched and completed with
+    /// its own I2D, D2C and Q2C. Device-mapper's names what is left of the bio after the front
+    /// was handed to its targets: the bio itself, whose one C, once every piece is done, names
+    /// only its last piece; the remembered Q moves up to the named start, so that the C finds
+    /// it and gives the whole bio's Q2C. Without either, the Q of every split bio stayed
+    /// remembered and never completed.
     fn split(&mut self, ev: &Io) {
-        let at = ev.end_sector();
-        if at <= ev.sector {
+        let (from, to) = (ev.sector, ev.end_sector());
+        if to <= from {
             return;
         }
-        let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) else {
-            return;
-        };
-        if q.end <= at {
-            return;
+        if let Some(q) = self.queued.get_mut(from) {
+            // The block layer's: the front part starts where the bio does.
+            if q.end <= to {
+                return;
+            }
+            let mut rest = q.clone();
+            let front = (to - from) as u32;
+            rest.sectors = q.sectors.saturating_sub(front);
+            q.end = to;
+            q.sectors = front;
+            let end = rest.end;
+            self.queued.insert(to, end, rest);
+        } else if let Some((key, q)) = self.queued.take_below(from, |q| q.end) {
+            // Device-mapper's: the rest of the bio, to its end. Anything else is put back.
+            let at = if q.end == to { from } else { key };
+            let end = q.end;
+            self.queued.insert(at, end, q);
         }
-        let rest = q.clone();
-        q.end = at;
-        let end = rest.end;
-        self.queued.insert(at, end, rest);
     }
 
     fn issue(&mut self, ev: &Io) {
@@ -442,11 +461,13 @@ impl Device {
         self.blk_total += sectors;
         self.timeline.complete(t, ev.bytes, ev.is_write());
         let (timeline, samples) = (&mut self.timeline, &mut self.samples);
+        let completed = &mut self.bio_sectors_completed;
         self.queued.remove_range_if(
             ev.sector,
             end,
             |q| q.end <= end,
             |_, q| {
+                *completed += u64::from(q.sectors);
                 let q2c = delta(q.time, t);
                 timeline.q2c(t, q2c);
                 let (q2c_kind, d2c_kind) = if q.write {

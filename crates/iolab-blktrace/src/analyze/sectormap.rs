@@ -185,6 +185,20 @@ impl<V> SectorMap<V> {
     /// [`SectorMap::containing_mut`] when no entry starts at `sector`.
     #[inline(never)]
     fn containing_below(&mut self, sector: u64, end_of: impl Fn(&V) -> u64) -> Option<&mut V> {
+        let (_, i, li) = self.find_below(sector, end_of)?;
+        Some(&mut self.lists[li as usize].items[i].1)
+    }
+
+    /// Takes out the entry that starts below `sector` and holds it (as
+    /// [`SectorMap::containing_mut`] finds one), with its key.
+    pub fn take_below(&mut self, sector: u64, end_of: impl Fn(&V) -> u64) -> Option<(u64, V)> {
+        let (key, _, _) = self.find_below(sector, end_of)?;
+        self.remove(key).map(|v| (key, v))
+    }
+
+    /// The key, position and list of the entry with the greatest start below `sector` whose
+    /// end lies beyond it.
+    fn find_below(&self, sector: u64, end_of: impl Fn(&V) -> u64) -> Option<(u64, usize, u32)> {
         if sector == 0 || self.max_span <= 1 || self.len == 0 {
             return None;
         }
@@ -227,8 +241,7 @@ impl<V> SectorMap<V> {
                 }
             }
         }
-        let (_, i, li) = found?;
-        Some(&mut self.lists[li as usize].items[i].1)
+        found
     }
 
     /// Calls `f` for every entry with `from <= key < to`, in no particular order.
