@@ -5,11 +5,10 @@
 //! hold their start sector (so each part of a split bio, which starts inside the one queued
 //! bio, gets its own Q2G and G2I); D and C take every remembered Q whose range lies
 //! inside theirs; C forgets its Qs; every delta is clamped to at least 1 ns. Where btt falls
-//! short, a split (X) cuts the remembered Q at the part's end, so that every part is
-//! dispatched and completed as a bio with the Q's time (btt gives split bios no D2C or Q2C). Everything is per
-//! Q (bio). Beside that, iolab keeps a per-request view (one sample per dispatched request),
-//! the requests in the driver (dispatch depth), and a timeline. State grows only with IOs in
-//! flight.
+//! short, a split (X) reshapes the remembered Q (`Device::split`), so that split bios are
+//! completed too (btt gives them no D2C or Q2C). Everything is per Q (bio). Beside that,
+//! iolab keeps a per-request view (one sample per dispatched request), the requests in the
+//! driver (dispatch depth), and a timeline. State grows only with IOs in flight.
 
 use std::collections::HashMap;
 
