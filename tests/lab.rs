@@ -748,7 +748,8 @@ done
 /// every bio into 4 KiB pieces (dm's own requests average 4 KiB), in the two forms of split
 /// the kernel traces: md names each front piece in an X and completes each piece; dm names
 /// what is left after each piece and completes the bio once, naming its last piece. Either
-/// way every bio (or piece) gets its Q2C and the trace's bytes agree with fio's.
+/// way every bio (or piece) gets its Q2C, the trace's bytes agree with fio's, and the trace's
+/// diagnosis says each bio was cut into 16 pieces of 4 KiB.
 #[test]
 fn dm_and_md_stripes_split_every_bio_and_the_trace_completes_each() {
     if !lab_ready() {
@@ -792,6 +793,8 @@ $IOLAB run /tmp/$dev.toml --db /tmp/$dev.db >$LAB_OUT/run-$dev.txt 2>&1
 $IOLAB show 1 --db /tmp/$dev.db --json --metric trace_q2c_mean_us --metric trace_q2c_count \
   --metric $dev:dev_avg_rq_kb --metric read_clat_mean_us \
   >$LAB_OUT/show-$dev.json 2>$LAB_OUT/show-$dev.json.err
+$IOLAB trace analyze --json /tmp/$dev.db.traces/experiment-1/cell0-round1/$dev \
+  >$LAB_OUT/analyze-$dev.json 2>$LAB_OUT/analyze-$dev.json.err
 done
 "#;
     let b = boot("nvme-poll", script, 600);
@@ -823,6 +826,14 @@ done
                 "{m}"
             );
         }
+        // The trace's diagnosis names the cutting: 16 pieces of 4 KiB per 64 KiB bio.
+        let analysed = b.json(&format!("analyze-{dev}.json"));
+        let findings = analysed["findings"].as_array().unwrap();
+        assert!(
+            findings.iter().any(|f| f["code"] == "split_bios"
+                && f["message"] == "bios are split: 16.0 pieces per bio, 4.0 KiB each"),
+            "{dev}: {findings:?}"
+        );
     }
 }
 

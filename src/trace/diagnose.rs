@@ -160,6 +160,34 @@ fn device_findings(d: &DeviceReport, out: &mut Vec<Finding>) {
             vec![format!("mean D2C {:.6}s", lat(d, "d2c").1)],
         ));
     }
+    // Case 4: 4 KiB LVM stripes cut every 1 MiB request into 4 KiB pieces, which cost dom0's
+    // CPUs and were merged again below. Each X adds a piece to its bio, in either form.
+    let bios = d.reads + d.writes;
+    if bios > 0 && d.splits >= 100 && d.splits * 10 >= bios {
+        let pieces = bios + d.splits;
+        let kib = |n: u64| d.bio_bytes_completed as f64 / 1024.0 / n as f64;
+        out.push(find(
+            d,
+            "split_bios",
+            "info",
+            format!(
+                "bios are split: {:.1} pieces per bio, {:.1} KiB each",
+                pieces as f64 / bios as f64,
+                kib(pieces)
+            ),
+            vec![
+                format!(
+                    "{} splits (X) over {bios} bios queued, {:.0} KiB per bio",
+                    d.splits,
+                    kib(bios)
+                ),
+                "a stripe or chunk smaller than the I/O (dm, md) or the queue's limits \
+                 (max_sectors_kb, max_segments) cut each one: more CPU per byte, and pieces \
+                 to merge again below"
+                    .to_string(),
+            ],
+        ));
+    }
     let n = &d.never_completed;
     if n.bios > 0 || n.requests > 0 {
         out.push(find(
@@ -342,6 +370,40 @@ mod tests {
         assert!(run(false).contains(&"no_merging".to_string()));
         let split = run(true);
         assert!(!split.contains(&"no_merging".to_string()), "{split:?}");
+        assert!(split.contains(&"split_bios".to_string()), "{split:?}");
+        assert!(!run(false).contains(&"split_bios".to_string()));
+    }
+
+    /// Case 4's 4 KiB stripes under a device-mapper device: every 64 KiB bio is cut into 16
+    /// pieces (dm's X names what is left after each), and the finding says how many and how
+    /// small.
+    #[test]
+    fn bios_cut_into_small_pieces_are_a_finding() {
+        let mut a = Analyzer::new(Options::default());
+        for i in 0..200u64 {
+            let (t, s) = (i * 100_000, i * 128);
+            a.feed(&Event {
+                bytes: 64 << 10,
+                ..ev(t, code::QUEUE, s)
+            });
+            for k in 1..16u64 {
+                a.feed(&Event {
+                    bytes: (128 - 8 * k as u32) * 512,
+                    ..ev(t + k, code::SPLIT, s + 8 * k)
+                });
+            }
+            a.feed(&ev(t + 50_000, code::COMPLETE, s + 120));
+        }
+        let f = diagnose(&a.finish());
+        let split = f.iter().find(|f| f.code == "split_bios").unwrap();
+        assert_eq!(
+            split.message,
+            "bios are split: 16.0 pieces per bio, 4.0 KiB each"
+        );
+        assert_eq!(
+            split.evidence[0],
+            "3000 splits (X) over 200 bios queued, 64 KiB per bio"
+        );
     }
 
     #[test]
