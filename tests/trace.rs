@@ -1503,6 +1503,22 @@ fn split_bios_are_counted_per_part_like_btt() {
     }
 }
 
+/// `trace record --buffer-kb` takes what an experiment's `[trace] buffer_kb` takes, and is
+/// refused outside it before anything is touched.
+#[test]
+fn a_buffer_size_out_of_range_is_refused() {
+    for kb in ["10", "2000000"] {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "record", "-d", "nosuchdisk0", "--buffer-kb", kb])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("is not in 64..=1048576"), "{err}");
+    }
+}
+
 /// Input that is not a trace is an error that says so: an empty file (it used to be analysed
 /// as a trace where "nothing stands out"), a directory, and a file with no events.
 #[test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::experiment::file::{BUFFER_KB_MAX, BUFFER_KB_MIN};
 use crate::sys::parse::duration;
 use crate::trace;
 
@@ -89,9 +90,11 @@ pub(crate) struct RecordArgs {
     /// COMMAND exits); at most 30 days.
     #[arg(long, value_name = "DURATION", value_parser = parse_record_duration)]
     pub duration: Option<Duration>,
-    /// Per-CPU trace buffer size in KiB while recording.
-    #[arg(long, value_name = "KB", default_value_t = crate::experiment::file::DEFAULT_BUFFER_KB)]
-    pub buffer_kb: u64,
+    /// The kernel's trace buffer per CPU while recording, in KiB, from 64 to 1048576
+    /// (default: a 32nd of this machine's memory over its online CPUs, 8 to 64 MiB each).
+    /// Events that come faster than they are read fill it, and the rest are lost.
+    #[arg(long, value_name = "KB", value_parser = clap::value_parser!(u64).range(BUFFER_KB_MIN..=BUFFER_KB_MAX))]
+    pub buffer_kb: Option<u64>,
     /// Command to run while recording; recording stops when it exits.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -193,7 +196,9 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         device: args.device,
         output: args.output,
         duration: args.duration,
-        buffer_kb: args.buffer_kb,
+        buffer_kb: args
+            .buffer_kb
+            .unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb),
         command: args.command,
         state_dir: crate::knobs::state_dir(),
     };

@@ -60,7 +60,9 @@ pub use target_table::TargetDevice;
 pub(crate) use target_table::TargetSpec;
 pub(crate) use top_level::parse_with;
 pub use top_level::Experiment;
-pub(crate) use trace_table::{KeepRuns, TraceSettings, DEFAULT_BUFFER_KB};
+pub(crate) use trace_table::{
+    KeepRuns, TraceSettings, BUFFER_KB_MAX, BUFFER_KB_MIN, DEFAULT_BUFFER_KB,
+};
 pub use walker::ExperimentError;
 use walker::{flat_entries, integer, scalar_text, type_name, Value, Walker};
 pub(crate) use walker::{parse_size, Diagnostic};

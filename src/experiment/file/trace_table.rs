@@ -30,8 +30,10 @@ pub(crate) struct TraceSettings {
 
 /// `iolab trace record`'s default buffer, and the least an experiment's is given.
 pub(crate) const DEFAULT_BUFFER_KB: u64 = 8192;
-/// At most 1 GiB per CPU.
-const MAX_BUFFER_KB: i64 = 1 << 20;
+/// The buffer sizes allowed (`[trace] buffer_kb`, `trace record --buffer-kb`), KiB per CPU:
+/// at most 1 GiB.
+pub(crate) const BUFFER_KB_MIN: u64 = 64;
+pub(crate) const BUFFER_KB_MAX: u64 = 1 << 20;
 
 pub(super) const TRACE_KEYS: &[&str] = &["keep", "keep_max", "buffer_kb"];
 
@@ -87,7 +89,8 @@ impl Walker<'_> {
                 }
                 "buffer_kb" => {
                     // KiB per CPU: the kernel takes it from RAM on every CPU at once.
-                    if let Some(kb) = self.integer_in(value, "buffer_kb", 64, MAX_BUFFER_KB) {
+                    let (lo, hi) = (BUFFER_KB_MIN as i64, BUFFER_KB_MAX as i64);
+                    if let Some(kb) = self.integer_in(value, "buffer_kb", lo, hi) {
                         keep.buffer_kb = Some(kb as u64);
                     }
                 }
