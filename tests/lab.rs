@@ -826,13 +826,20 @@ done
                 "{m}"
             );
         }
-        // The trace's diagnosis names the cutting: 16 pieces of 4 KiB per 64 KiB bio.
+        // The trace's diagnosis names the cutting: 16 pieces of 4 KiB per 64 KiB bio (a few
+        // unsplit 4 KiB reads, fio's and the kernel's look at a new device, lower the mean).
         let analysed = b.json(&format!("analyze-{dev}.json"));
         let findings = analysed["findings"].as_array().unwrap();
+        let split = findings
+            .iter()
+            .find(|f| f["code"] == "split_bios")
+            .and_then(|f| f["message"].as_str())
+            .unwrap_or_else(|| panic!("{dev}: {findings:?}"));
+        let words: Vec<&str> = split.split_whitespace().collect();
+        let (pieces, kib): (f64, f64) = (words[3].parse().unwrap(), words[7].parse().unwrap());
         assert!(
-            findings.iter().any(|f| f["code"] == "split_bios"
-                && f["message"] == "bios are split: 16.0 pieces per bio, 4.0 KiB each"),
-            "{dev}: {findings:?}"
+            (15.5..=16.0).contains(&pieces) && kib == 4.0,
+            "{dev}: {split}"
         );
     }
 }

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::facts;
 use super::protocol::{self, results, Answer, Greeting, Request};
+use crate::experiment::file::{BUFFER_KB_MAX, BUFFER_KB_MIN};
 use crate::experiment::run::align;
 use crate::knobs::{Journal, RestoreReport};
 use crate::sample::{self, SamplerHandle, Watch};
@@ -226,8 +227,10 @@ impl Session {
                 if self.trace.is_some() {
                     return Err("a trace is already recording: send trace_stop first".into());
                 }
-                let buffer_kb =
-                    buffer_kb.unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb);
+                // Within what an experiment file may ask for: the kernel takes it on every CPU.
+                let buffer_kb = buffer_kb
+                    .map(|kb| kb.clamp(BUFFER_KB_MIN, BUFFER_KB_MAX))
+                    .unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb);
                 let t = super::agent_trace::AgentTrace::start(
                     &crate::knobs::state_dir(),
                     &device,

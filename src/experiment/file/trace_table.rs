@@ -28,7 +28,7 @@ pub(crate) struct TraceSettings {
     pub buffer_kb: Option<u64>,
 }
 
-/// `iolab trace record`'s default buffer, and the least an experiment's is given.
+/// The least buffer the automatic size gives, KiB per CPU (`run::trace::auto_buffer_kb`).
 pub(crate) const DEFAULT_BUFFER_KB: u64 = 8192;
 /// The buffer sizes allowed (`[trace] buffer_kb`, `trace record --buffer-kb`), KiB per CPU:
 /// at most 1 GiB.
@@ -38,11 +38,12 @@ pub(crate) const BUFFER_KB_MAX: u64 = 1 << 20;
 pub(super) const TRACE_KEYS: &[&str] = &["keep", "keep_max", "buffer_kb"];
 
 impl Walker<'_> {
-    /// `trace = true|false`, or a `[trace]` table (tracing on) with what to keep.
+    /// `trace = true|false`, or a `[trace]` table (tracing on) with what to keep and the
+    /// buffer to record with.
     pub(super) fn trace(&mut self, v: &Value) -> (bool, TraceSettings) {
-        let mut keep = TraceSettings::default();
+        let mut settings = TraceSettings::default();
         let DeValue::Table(table) = v.get_ref() else {
-            return (self.boolean(v).unwrap_or(false), keep);
+            return (self.boolean(v).unwrap_or(false), settings);
         };
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
@@ -57,7 +58,7 @@ impl Walker<'_> {
                         _ => None,
                     };
                     match runs {
-                        Some(r) => keep.runs = r,
+                        Some(r) => settings.runs = r,
                         None => self.error(
                             value.span(),
                             "`keep` says which runs keep their trace files".to_string(),
@@ -75,7 +76,7 @@ impl Walker<'_> {
                         _ => None,
                     };
                     match text.as_deref().and_then(parse_size) {
-                        Some(bytes) => keep.max_bytes = Some(bytes),
+                        Some(bytes) => settings.max_bytes = Some(bytes),
                         None => self.error(
                             value.span(),
                             "`keep_max` is not a size".to_string(),
@@ -91,13 +92,13 @@ impl Walker<'_> {
                     // KiB per CPU: the kernel takes it from RAM on every CPU at once.
                     let (lo, hi) = (BUFFER_KB_MIN as i64, BUFFER_KB_MAX as i64);
                     if let Some(kb) = self.integer_in(value, "buffer_kb", lo, hi) {
-                        keep.buffer_kb = Some(kb as u64);
+                        settings.buffer_kb = Some(kb as u64);
                     }
                 }
                 other => self.unknown_key(key.span(), other, "[trace]", TRACE_KEYS),
             }
         }
-        (true, keep)
+        (true, settings)
     }
 }
 
