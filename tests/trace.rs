@@ -614,6 +614,43 @@ fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     assert!(procs.iter().any(|p| p["name"] == "fio"), "{procs:?}");
 }
 
+/// The recorder reads the ring buffer's pages, where anything else written into tracefs
+/// lands too: here `trace_marker` lines between the writes. They are left out and counted,
+/// and every write is still recorded. (`trace_pipe`'s binary stream failed on them.)
+#[test]
+fn entries_not_of_the_block_tracer_are_left_out_and_counted() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("marker");
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("cap");
+    let script = format!(
+        "for i in 1 2 3; do echo iolab-test-marker > {TRACEFS}/trace_marker && \
+         dd if=/dev/zero of={} bs=4k count=100 seek=$((i * 100)) oflag=direct status=none \
+         || exit 1; done",
+        scratch.dev
+    );
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "-d", &scratch.dev, "-o"])
+        .arg(&base)
+        .args(["--buffer-kb", "1024", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("note: 3 entries of other tracefs events"),
+        "{err}"
+    );
+    let report = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
+    assert_eq!(f(&report["devices"][0]["writes"]), 300.0, "{report}");
+    assert_eq!(f(&report["devices"][0]["latency"]["q2c"]["n"]), 300.0);
+}
+
 #[test]
 fn record_refuses_a_non_device() {
     if !iolab::sys::is_root() {
@@ -928,11 +965,11 @@ fn background_recording_api_captures_a_workload() {
 }
 
 /// A child that another thread forks holds a copy of every descriptor until its exec, and the
-/// kernel will not change the tracer while trace_pipe is open (EBUSY). Here a child forked
+/// kernel will not change the tracer while a trace_pipe_raw is open (EBUSY). Here a child forked
 /// from the test holds the recorder's copy for 300 ms past `stop`: the recording must wait
 /// for it and still put everything back.
 #[test]
-fn a_trace_pipe_copy_in_a_forked_child_does_not_block_the_restore() {
+fn a_ring_buffer_reader_copied_into_a_forked_child_does_not_block_the_restore() {
     let Some(r) = start_recording("busy", 1024) else {
         return;
     };

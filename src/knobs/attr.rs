@@ -72,7 +72,7 @@ pub(crate) const BUSY_PATIENCE: Duration = Duration::from_secs(3);
 /// Runs `write` again while it fails with EBUSY, until `patience` runs out.
 ///
 /// Restores use it. The kernel refuses to change the tracer while anything holds
-/// `trace_pipe` open, and the recorder closing its own descriptor is not enough: a child
+/// a per-CPU `trace_pipe_raw` open, and the recorder closing its own descriptors is not enough: a child
 /// that another thread of the process forks keeps a copy of every descriptor until its exec
 /// closes them (an experiment's sampler spawns programs while a run's trace stops). That
 /// copy is gone within milliseconds; a reader that stays open still ends in the error.
@@ -112,7 +112,7 @@ pub(crate) fn explain_write_error(path: &str, e: &io::Error, current_text: Optio
         }
         Some(libc::ENOENT) => "no such attribute on this kernel or device".into(),
         Some(libc::EBUSY) if path.contains("/tracing/") => {
-            "tracefs is busy: something holds trace_pipe or trace open".into()
+            "tracefs is busy: something holds trace_pipe, a trace_pipe_raw or trace open".into()
         }
         Some(libc::EBUSY) => "the device is busy; try again when it is idle".into(),
         _ => e.to_string(),

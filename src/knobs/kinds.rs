@@ -113,6 +113,8 @@ pub(crate) const KINDS: &[Kind] = &[
         lock: Lock::Tracer,
         allowed: Some(tracer_allowed),
     },
+    // Recordings by iolab before it read the ring buffer's pages set these two (binary
+    // `trace_pipe` output); their journals must still restore.
     Kind {
         what: "tracer option",
         pattern: "/sys/kernel/tracing/options/bin",

@@ -309,7 +309,7 @@ listed! {
     TRACE, Trace;
     TRACE_EVENTS: "trace_events", None, None, "events in the block trace";
     TRACE_EVENTS_LOST: "trace_events_lost", None, None,
-        "tracefs overrun + dropped + lost in trace_pipe; non-zero means the counts are short";
+        "events the kernel overwrote or dropped while recording; non-zero means the counts are short";
     TRACE_Q2C_COUNT: "trace_q2c_count", None, None, "bios queued and completed on the target";
     TRACE_COMPLETED_MB: "trace_completed_mb", None, None,
         "MB (10^6 bytes) of the bios completed on the target in the trace, each as queued";

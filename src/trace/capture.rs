@@ -1,8 +1,9 @@
 //! Recording block events through tracefs, where relay-based blktrace is locked out (kernel
-//! lockdown, Secure Boot): the `blk` tracer with `options/bin=1` writes native blktrace
-//! records to `trace_pipe`. This module sets that up, splits the records by CPU into
+//! lockdown, Secure Boot): the `blk` tracer puts its records in tracefs' per-CPU ring
+//! buffers, read here a page at a time (`ring_buffer`). This module sets that up, writes the
+//! records by CPU into
 //! `NAME.blktrace.N` files (blkparse and btt insist that a file's records carry its CPU),
-//! adds the process-name notify records that bin mode never emits (from /proc/PID/comm while
+//! adds the process-name notify records the blk tracer never emits (from /proc/PID/comm while
 //! recording), and puts every tracefs setting back — on success, on error, on Ctrl-C and
 //! SIGTERM (a knobs `Journal` on disk, whose Drop restores in reverse order), and after a
 //! SIGKILL through `iolab restore`.
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::blk_io_trace::{self, action, category, notify, Endian, Event, Payload};
+use super::ring_buffer::{self, PageLayout};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 const O_NONBLOCK: i32 = 0o4000;
@@ -49,8 +51,12 @@ pub struct Summary {
     pub(crate) processes: usize,
     pub(crate) overrun: u64,
     pub(crate) dropped: u64,
-    /// Events trace_pipe reported lost ("[LOST N EVENTS]" lines).
-    pub(crate) lost_in_pipe: u64,
+    /// Events the ring buffer's pages said were lost before them (the same events as
+    /// `overrun`, counted where they were missed).
+    pub(crate) missed: u64,
+    /// Entries in the ring buffer that were not this device's blk tracer records (events
+    /// someone else enabled in tracefs), left out.
+    pub(crate) foreign: u64,
     pub(crate) elapsed: Duration,
     pub(crate) stopped_by: String,
     pub(crate) command_status: Option<ExitStatus>,
@@ -59,6 +65,12 @@ pub struct Summary {
 impl Summary {
     pub fn events(&self) -> u64 {
         self.events_per_cpu.values().sum()
+    }
+
+    /// Events the kernel lost: overwritten (counted by tracefs, or by the pages that follow
+    /// them, whichever saw more) or dropped.
+    pub fn lost(&self) -> u64 {
+        self.overrun.max(self.missed) + self.dropped
     }
 }
 
@@ -78,13 +90,19 @@ fn render_unescaped(s: &Summary) -> String {
         s.files.len(),
         s.processes
     );
-    if s.overrun + s.dropped + s.lost_in_pipe > 0 {
+    if s.lost() > 0 {
         o.push_str(&format!(
-            "WARNING: the kernel lost events: {} overrun, {} dropped, {} reported lost by trace_pipe (raise --buffer-kb)\n",
-            s.overrun, s.dropped, s.lost_in_pipe
+            "WARNING: the kernel lost {} events: {} overrun, {} dropped, {} missed before the pages read (raise --buffer-kb)\n",
+            s.lost(), s.overrun, s.dropped, s.missed
         ));
     } else {
         o.push_str("no events lost (tracefs overrun 0, dropped 0)\n");
+    }
+    if s.foreign > 0 {
+        o.push_str(&format!(
+            "note: {} entries of other tracefs events (trace_marker lines, events someone enabled) were left out\n",
+            s.foreign
+        ));
     }
     if s.events() == 0 {
         o.push_str(&format!(
@@ -151,15 +169,6 @@ pub(crate) fn parse_stats(text: &str) -> (u64, u64) {
         }
     }
     (o, d)
-}
-
-/// "CPU:1 [LOST 1234 EVENTS]" -> 1234.
-pub(crate) fn parse_lost(line: &str) -> u64 {
-    line.split("LOST")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Per-CPU output files, created on demand.
@@ -272,10 +281,12 @@ impl Splitter {
     }
 }
 
-/// Turns raw trace_pipe bytes into per-CPU files, naming processes as they appear.
+/// Turns the recorded events into per-CPU files, naming processes as they appear.
 struct Splitter {
-    pending: Vec<u8>,
-    lost: u64,
+    /// Events the ring buffer's pages say were lost before them.
+    missed: u64,
+    /// Entries in the buffer that are not this device's blk tracer records.
+    foreign: u64,
     /// Pids seen, and whether a name was written for them; unnamed ones remember where
     /// (CPU, device) to put a late name from tracefs' saved_cmdlines.
     named: HashMap<u32, Option<(u32, u32)>>,
@@ -283,54 +294,22 @@ struct Splitter {
 }
 
 impl Splitter {
-    fn feed(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
-        self.pending.extend_from_slice(bytes);
-        let mut at = 0;
-        loop {
-            let rest = &self.pending[at..];
-            // When the ring buffer overflowed, trace_pipe inserts a text line
-            // "CPU:N [LOST M EVENTS]" between records.
-            if rest.starts_with(b"CPU:") {
-                let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
-                    break;
-                };
-                self.lost += parse_lost(&String::from_utf8_lossy(&rest[..nl]));
-                at += nl + 1;
-                continue;
-            }
-            if rest.len() < blk_io_trace::V7_HEADER {
-                break;
-            }
-            let (endian, version) = blk_io_trace::sniff(rest).map_err(|e| {
-                anyhow::anyhow!("trace_pipe: unexpected bytes ({e}); is another tracer active?")
-            })?;
-            let Some(len) = blk_io_trace::record_len(rest, endian, version) else {
-                break;
-            };
-            if rest.len() < len {
-                break;
-            }
-            let (mut ev, _) = blk_io_trace::decode(&rest[..len])
-                .map_err(|e| anyhow::anyhow!("trace_pipe: bad record: {e}"))?;
-            at += len;
-            if ev.pid != 0 && !self.named.contains_key(&ev.pid) {
-                match fs::read_to_string(format!("/proc/{}/comm", ev.pid)) {
-                    Ok(comm) => {
-                        self.named.insert(ev.pid, None);
-                        let mut note = name_note(&ev, ev.time, comm.trim());
-                        self.writers.write(&mut note)?;
-                    }
-                    // Already gone (a short-lived process): named at the end from tracefs.
-                    Err(_) => {
-                        self.named.insert(ev.pid, Some((ev.cpu, ev.device)));
-                    }
+    fn take(&mut self, mut ev: Event) -> anyhow::Result<()> {
+        if ev.pid != 0 && !self.named.contains_key(&ev.pid) {
+            match fs::read_to_string(format!("/proc/{}/comm", ev.pid)) {
+                Ok(comm) => {
+                    self.named.insert(ev.pid, None);
+                    let mut note = name_note(&ev, ev.time, comm.trim());
+                    self.writers.write(&mut note)?;
+                }
+                // Already gone (a short-lived process): named at the end from tracefs.
+                Err(_) => {
+                    self.named.insert(ev.pid, Some((ev.cpu, ev.device)));
                 }
             }
-            self.writers.last_time.insert(ev.cpu, ev.time);
-            self.writers.write(&mut ev)?;
         }
-        self.pending.drain(..at);
-        Ok(())
+        self.writers.last_time.insert(ev.cpu, ev.time);
+        self.writers.write(&mut ev)
     }
 }
 
@@ -484,21 +463,15 @@ fn record_with(
     set(p("buffer_size_kb"), &cfg.buffer_kb.to_string())?;
     set(p("trace_clock"), "mono")?;
     set(p("current_tracer"), "blk")?;
-    set(p("options/bin"), "1")?;
-    set(p("options/context-info"), "0")?;
     set(p("tracing_on"), "1")?;
     // Empty whatever an earlier session left in the ring buffer.
     fs::write(p("trace"), "").context("clearing the trace buffer")?;
     let (over0, drop0) = lost_events(tracefs);
 
-    let mut pipe = OpenOptions::new()
-        .read(true)
-        .custom_flags(O_NONBLOCK)
-        .open(p("trace_pipe"))
-        .context("opening trace_pipe")?;
+    let mut buffers = CpuBuffers::open(tracefs, name)?;
     let mut splitter = Splitter {
-        pending: Vec::new(),
-        lost: 0,
+        missed: 0,
+        foreign: 0,
         named: HashMap::new(),
         writers: Writers {
             base: cfg.output.clone(),
@@ -523,11 +496,10 @@ fn record_with(
         ),
         None => None,
     };
-    let mut buf = vec![0u8; 1 << 20];
     let mut status = None;
     let stopped_by;
     loop {
-        let n = drain(&mut pipe, &mut buf, &mut splitter)?;
+        let n = buffers.drain(&mut splitter)?;
         if stop.load(Ordering::Relaxed) {
             stopped_by = "stopped (signal or caller)".to_string();
             break;
@@ -566,12 +538,8 @@ fn record_with(
         }
     }
     fs::write(trace_dir.join("enable"), "0").context("disabling the device's trace")?;
-    // Drain what is left in the ring buffer.
-    for _ in 0..50 {
-        if drain(&mut pipe, &mut buf, &mut splitter)? == 0 {
-            break;
-        }
-    }
+    // What is left in the ring buffer: nothing more comes in once the device's trace is off.
+    while buffers.drain(&mut splitter)? > 0 {}
     let (over1, drop1) = lost_events(tracefs);
     let processes = splitter.name_late(tracefs)?;
     let (files, counts) = splitter.writers.finish()?;
@@ -582,27 +550,86 @@ fn record_with(
         processes,
         overrun: over1.saturating_sub(over0),
         dropped: drop1.saturating_sub(drop0),
-        lost_in_pipe: splitter.lost,
+        missed: splitter.missed,
+        foreign: splitter.foreign,
         elapsed,
         stopped_by,
         command_status: status,
     })
 }
 
-/// Reads everything available now; returns the number of bytes read.
-fn drain(pipe: &mut File, buf: &mut [u8], splitter: &mut Splitter) -> anyhow::Result<usize> {
-    let mut total = 0;
-    loop {
-        match pipe.read(buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => {
-                total += n;
-                splitter.feed(&buf[..n])?;
+/// The ring buffer of each CPU, read a page at a time (see `ring_buffer`).
+struct CpuBuffers {
+    layout: PageLayout,
+    /// The traced device's dev_t as the kernel writes it (major << 20 | minor).
+    device: u32,
+    files: Vec<(PathBuf, File)>,
+    page: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl CpuBuffers {
+    fn open(tracefs: &Path, device: &str) -> anyhow::Result<CpuBuffers> {
+        let layout = PageLayout::read(tracefs)?;
+        let dev = read_trim(&Path::new("/sys/class/block").join(device).join("dev"))?;
+        let device = dev
+            .split_once(':')
+            .and_then(|(ma, mi)| Some(ma.parse::<u32>().ok()? << 20 | mi.parse::<u32>().ok()?))
+            .with_context(|| format!("{device}: a device number {dev:?}"))?;
+        let mut files = Vec::new();
+        let dir = tracefs.join("per_cpu");
+        for e in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+            let path = e?.path().join("trace_pipe_raw");
+            match OpenOptions::new()
+                .read(true)
+                .custom_flags(O_NONBLOCK)
+                .open(&path)
+            {
+                Ok(f) => files.push((path, f)),
+                // A CPU that is offline has no buffer to read (and writes nothing).
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+                Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(total),
-            Err(e) => return Err(e).context("reading trace_pipe"),
         }
+        if files.is_empty() {
+            bail!("no per-CPU ring buffer to read in {}", dir.display());
+        }
+        Ok(CpuBuffers {
+            page: vec![0; layout.page_size],
+            layout,
+            device,
+            files,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Reads every page available now, from every CPU; returns the number of bytes read.
+    fn drain(&mut self, splitter: &mut Splitter) -> anyhow::Result<usize> {
+        let mut total = 0;
+        for (path, file) in &mut self.files {
+            loop {
+                let n = match file.read(&mut self.page) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+                };
+                total += n;
+                let mut failed = Ok(());
+                let (device, scratch) = (self.device, &mut self.scratch);
+                splitter.missed += ring_buffer::events(&self.layout, &self.page[..n], |t, d| {
+                    match ring_buffer::blk_event(t, d, device, scratch) {
+                        Some(ev) if failed.is_ok() => failed = splitter.take(ev),
+                        Some(_) => {}
+                        None => splitter.foreign += 1,
+                    }
+                })
+                .with_context(|| format!("reading {}", path.display()))?;
+                failed?;
+            }
+        }
+        Ok(total)
     }
 }
 
@@ -614,7 +641,6 @@ mod tests {
     fn parses_tracefs_files() {
         let stats = "entries: 0\noverrun: 12\ncommit overrun: 0\nbytes: 0\ndropped events: 3\nread events: 9\n";
         assert_eq!(parse_stats(stats), (12, 3));
-        assert_eq!(parse_lost("CPU:1 [LOST 1234 EVENTS]"), 1234);
         let saved = parse_saved_cmdlines("6707 fio\n22 ksoftirqd/1\nbad\n");
         assert_eq!(saved.get(&22).map(String::as_str), Some("ksoftirqd/1"));
         assert_eq!(saved.len(), 2);

@@ -13,3 +13,4 @@ pub(crate) mod compare;
 pub(crate) mod diagnose;
 pub mod keep;
 pub(crate) mod plot;
+pub(crate) mod ring_buffer;

@@ -359,7 +359,7 @@ pub(crate) fn metrics(report: &Report, dev: &str, summary: &Summary) -> Vec<(Str
         (metrics::TRACE_EVENTS.name.to_string(), report.events as f64),
         (
             metrics::TRACE_EVENTS_LOST.name.to_string(),
-            (summary.overrun + summary.dropped + summary.lost_in_pipe) as f64,
+            summary.lost() as f64,
         ),
     ];
     let Some(d) = report.devices.iter().find(|d| d.dev == dev) else {
@@ -431,7 +431,7 @@ mod tests {
         assert_eq!(buffer_kb_for(0, 0), 8 << 10);
     }
 
-    fn summary(overrun: u64, dropped: u64, lost: u64) -> Summary {
+    fn summary(overrun: u64, dropped: u64, missed: u64) -> Summary {
         Summary {
             device: "loop0".into(),
             files: Vec::new(),
@@ -439,7 +439,8 @@ mod tests {
             processes: 0,
             overrun,
             dropped,
-            lost_in_pipe: lost,
+            missed,
+            foreign: 0,
             elapsed: std::time::Duration::ZERO,
             stopped_by: String::new(),
             command_status: None,
@@ -455,7 +456,9 @@ mod tests {
         let d = &report.devices[0];
         let q2c = &d.latency["q2c"];
         assert_eq!(m["trace_events"], report.events as f64);
-        assert_eq!(m["trace_events_lost"], 6.0);
+        // Overwritten events are counted twice (tracefs' overrun and the pages' missed
+        // count): the larger of the two, plus those dropped.
+        assert_eq!(m["trace_events_lost"], 5.0);
         assert_eq!(m["trace_q2c_count"], 1600.0);
         assert_eq!(m["trace_q2c_mean_us"], q2c.avg * 1e6);
         assert_eq!(m["trace_q2c_p99_us"], q2c.p99 * 1e6);
