@@ -651,6 +651,66 @@ fn entries_not_of_the_block_tracer_are_left_out_and_counted() {
     assert_eq!(f(&report["devices"][0]["latency"]["q2c"]["n"]), 300.0);
 }
 
+/// A busy device fills the ring buffer as fast as it is read; the recorder must still get
+/// round to its clock. `--duration 1s` beside 4 KiB random reads stops after 1 s, not when
+/// the reads end (a recorder that read until the buffer was empty stopped after 6 to 9 s).
+#[test]
+fn a_duration_stops_the_recording_on_time_beside_a_busy_device() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    if !have("fio") {
+        crate::common::skip("needs fio");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("duration");
+    let dir = tempfile::tempdir().unwrap();
+    let mut fio = Std::new("fio")
+        .args([
+            "--output=/dev/null",
+            "--name=busy",
+            "--rw=randread",
+            "--bs=4k",
+            "--ioengine=libaio",
+            "--iodepth=16",
+            "--numjobs=2",
+            "--direct=1",
+            "--time_based",
+            "--runtime=5",
+        ])
+        .arg(format!("--filename={}", scratch.dev))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "trace",
+            "record",
+            "-d",
+            &scratch.dev,
+            "--duration",
+            "1s",
+            "-o",
+        ])
+        .arg(dir.path().join("busy"))
+        .output()
+        .unwrap();
+    let _ = fio.kill();
+    let _ = fio.wait();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let seconds: f64 = err
+        .split(" in ")
+        .nth(1)
+        .and_then(|r| r.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {err}"));
+    assert!((1.0..1.5).contains(&seconds), "{err}");
+}
+
 #[test]
 fn record_refuses_a_non_device() {
     if !iolab::sys::is_root() {
@@ -920,6 +980,7 @@ fn start_recording(tag: &str, buffer_kb: u64) -> Option<Recorded> {
         duration: None,
         buffer_kb,
         command: Vec::new(),
+        status_line: false,
         state_dir: dir.path().join("state"),
     })
     .unwrap();

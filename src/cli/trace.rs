@@ -199,10 +199,13 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         buffer_kb: args
             .buffer_kb
             .unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb),
+        // A command's own output (fio's progress) owns the terminal.
+        status_line: args.command.is_empty()
+            && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         command: args.command,
         state_dir: crate::knobs::state_dir(),
     };
-    if cfg.duration.is_none() && cfg.command.is_empty() {
+    if cfg.duration.is_none() && cfg.command.is_empty() && !cfg.status_line {
         eprintln!("recording {}; press Ctrl-C to stop", cfg.device);
     }
     let summary = trace::capture::record(&cfg)?;

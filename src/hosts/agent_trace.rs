@@ -48,6 +48,7 @@ impl AgentTrace {
             duration: None,
             buffer_kb,
             command: Vec::new(),
+            status_line: false,
             state_dir: state_dir.to_path_buf(),
         })
         .map_err(|e| format!("cannot record /dev/{device}: {e:#}"))?;

@@ -37,6 +37,9 @@ pub struct Config {
     pub duration: Option<Duration>,
     pub buffer_kb: u64,
     pub command: Vec<String>,
+    /// Keep a status line on stderr (elapsed time, events, events lost), redrawn each second:
+    /// for a person at a terminal waiting on a recording with no command of its own.
+    pub status_line: bool,
     /// The state directory: the tracefs settings are journaled in its `tracer/`, where
     /// `iolab restore` finds them after a SIGKILL.
     pub state_dir: PathBuf,
@@ -498,8 +501,19 @@ fn record_with(
     };
     let mut status = None;
     let stopped_by;
+    let mut shown = start;
     loop {
         let n = buffers.drain(&mut splitter)?;
+        if cfg.status_line && shown.elapsed() >= Duration::from_secs(1) {
+            shown = Instant::now();
+            let (over, dropped) = lost_events(tracefs);
+            let lost = over.saturating_sub(over0) + dropped.saturating_sub(drop0);
+            let events = splitter.writers.counts.values().sum();
+            eprint!(
+                "\r\x1b[K{}",
+                status_text(name, start.elapsed(), events, lost)
+            );
+        }
         if stop.load(Ordering::Relaxed) {
             stopped_by = "stopped (signal or caller)".to_string();
             break;
@@ -522,6 +536,9 @@ fn record_with(
         }
     }
     let elapsed = start.elapsed();
+    if cfg.status_line {
+        eprint!("\r\x1b[K");
+    }
     if let Some(mut c) = child {
         if status.is_none() {
             // Stopped by signal or duration: give the command (which got the terminal's
@@ -556,6 +573,15 @@ fn record_with(
         stopped_by,
         command_status: status,
     })
+}
+
+/// "recording loop0: 12 s, 1234567 events, 0 lost so far".
+fn status_text(device: &str, elapsed: Duration, events: u64, lost: u64) -> String {
+    crate::report::format::terminal_safe_lines(&format!(
+        "recording {device}: {} s, {events} events, {lost} lost so far (Ctrl-C stops)",
+        elapsed.as_secs()
+    ))
+    .into_owned()
 }
 
 /// The ring buffer of each CPU, read a page at a time (see `ring_buffer`).
@@ -603,11 +629,14 @@ impl CpuBuffers {
         })
     }
 
-    /// Reads every page available now, from every CPU; returns the number of bytes read.
+    /// Reads the pages available now from every CPU, up to `PAGES_AT_ONCE` of each (a busy
+    /// device fills them as fast as they are read, and the caller must get to check whether
+    /// to stop); returns the number of bytes read.
     fn drain(&mut self, splitter: &mut Splitter) -> anyhow::Result<usize> {
+        const PAGES_AT_ONCE: usize = 256;
         let mut total = 0;
         for (path, file) in &mut self.files {
-            loop {
+            for _ in 0..PAGES_AT_ONCE {
                 let n = match file.read(&mut self.page) {
                     Ok(0) => break,
                     Ok(n) => n,
@@ -636,6 +665,14 @@ impl CpuBuffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_line_says_how_long_how_many_and_how_many_lost() {
+        assert_eq!(
+            status_text("loop0", Duration::from_millis(12_700), 1_234_567, 0),
+            "recording loop0: 12 s, 1234567 events, 0 lost so far (Ctrl-C stops)"
+        );
+    }
 
     #[test]
     fn parses_tracefs_files() {

@@ -258,6 +258,7 @@ impl Tracing {
                     duration: None,
                     buffer_kb: self.buffer_kb,
                     command: Vec::new(),
+                    status_line: false,
                     state_dir: self.state_dir.clone(),
                 })
             });
