@@ -1288,15 +1288,40 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
         ["cell0-round1", "cell1-round1"],
         "warm-ups are not traced"
     );
+    // `iolab runs` says where each run's trace is, as `trace analyze` takes it.
+    let listing = iolab_json(&["runs", "1", "--db", db_path.to_str().unwrap(), "--json"]);
+    let listed = |id: i64| {
+        listing["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["trace"].clone())
+            .unwrap()
+    };
+    let table = crate::common::stdout_of(
+        crate::common::iolab()
+            .args(["runs", "1", "--db"])
+            .arg(&db_path),
+    );
     for run in &runs {
         let texts = db.run_texts(run.id).unwrap().unwrap();
         if run.warmup {
             assert_eq!(texts.trace, None);
+            assert_eq!(listed(run.id), Value::Null);
             continue;
         }
         let stored = texts.trace.expect("a measured run has a trace");
         assert!(!Path::new(&stored).is_absolute(), "{stored}");
         let base = iolab::store::trace_location(&db_path, &stored);
+        assert_eq!(listed(run.id), base.display().to_string());
+        assert!(
+            table
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{} ", run.id))
+                    && l.ends_with(&format!("ok          {}", base.display()))),
+            "{table}"
+        );
         let name = base.file_name().unwrap().to_string_lossy().into_owned();
         assert!(
             std::fs::read_dir(base.parent().unwrap()).unwrap().any(|e| e

@@ -8,7 +8,8 @@ use crate::store::{self, Store};
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON instead of a table")))]
 pub(crate) struct RunsArgs {
-    /// Show the runs of this experiment instead of the list of experiments.
+    /// Show the runs of this experiment instead of the list of experiments, with where each
+    /// kept its block trace (`trace = true`): the name `iolab trace analyze` takes.
     #[arg(value_name = "EXPERIMENT_ID")]
     pub experiment: Option<i64>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).

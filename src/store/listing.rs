@@ -1,5 +1,6 @@
 //! What the results database holds, as `iolab runs` lists it: every experiment with its run
-//! counts, or the runs of one experiment, as a table for people or JSON for scripts.
+//! counts, or the runs of one experiment (with where each kept its block trace, the name
+//! `iolab trace analyze` takes), as a table for people or JSON for scripts.
 
 use std::fmt::Write as _;
 
@@ -19,18 +20,43 @@ pub(crate) enum Listing {
         #[serde(serialize_with = "sorted_keys")]
         experiment: Experiment,
         #[serde(serialize_with = "sorted_keys")]
-        runs: Vec<Run>,
+        runs: Vec<ListedRun>,
     },
+}
+
+/// A run, and the base name of its kept block trace as a path from the current directory
+/// (absent without one, or once `[trace] keep` dropped it).
+#[derive(Debug, Serialize)]
+pub(crate) struct ListedRun {
+    #[serde(flatten)]
+    run: Run,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<String>,
 }
 
 /// The experiments in `db`, or the runs of `experiment`.
 pub(crate) fn listing(db: &Store, experiment: Option<i64>) -> anyhow::Result<Listing> {
     Ok(match experiment {
         None => Listing::Experiments(db.experiments()?),
-        Some(id) => Listing::Runs {
-            experiment: db.experiment(id)?,
-            runs: db.runs(id)?,
-        },
+        Some(id) => {
+            let mut traces = db.run_traces(id)?;
+            let at = |stored: String| {
+                super::trace_location(std::path::Path::new(db.path()), &stored)
+                    .display()
+                    .to_string()
+            };
+            Listing::Runs {
+                experiment: db.experiment(id)?,
+                runs: db
+                    .runs(id)?
+                    .into_iter()
+                    .map(|run| ListedRun {
+                        trace: traces.remove(&run.id).map(at),
+                        run,
+                    })
+                    .collect(),
+            }
+        }
     })
 }
 
@@ -74,8 +100,9 @@ fn experiments_table(exps: &[Experiment]) -> String {
     out
 }
 
-/// One line per run of one experiment, in the order they ran.
-fn runs_table(exp: &Experiment, runs: &[Run]) -> String {
+/// One line per run of one experiment, in the order they ran; where runs kept traces, a last
+/// column says where.
+fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
     let mut out = format!(
         "experiment {} \"{}\" ({}), seed {}, {} on {}\n",
         exp.id,
@@ -89,12 +116,19 @@ fn runs_table(exp: &Experiment, runs: &[Run]) -> String {
         out.push_str("no runs stored\n");
         return out;
     }
+    let traced = runs.iter().any(|r| r.trace.is_some());
     let _ = writeln!(
         out,
-        "{:>6}  {:<30}  {:>3}  {:<19}  {:>7}  status",
-        "run", "cell", "rep", "start (UTC)", "secs"
+        "{:>6}  {:<30}  {:>3}  {:<19}  {:>7}  {:<10}{}",
+        "run",
+        "cell",
+        "rep",
+        "start (UTC)",
+        "secs",
+        "status",
+        if traced { "  trace" } else { "" }
     );
-    for r in runs {
+    for ListedRun { run: r, trace } in runs {
         let mut status = r.status.as_str().to_string();
         if r.warmup {
             status.push_str(" (warm-up)");
@@ -102,16 +136,20 @@ fn runs_table(exp: &Experiment, runs: &[Run]) -> String {
         if let Some(reason) = r.status.reason() {
             let _ = write!(status, ": {}", safe(reason));
         }
-        let _ = writeln!(
-            out,
-            "{:>6}  {:<30}  {:>3}  {:<19}  {:>7.1}  {}",
+        let line = format!(
+            "{:>6}  {:<30}  {:>3}  {:<19}  {:>7.1}  {:<10}{}",
             r.id,
             clip(&safe(&r.cell_key), 30),
             r.repetition,
             format_utc(r.start_unix),
             r.end_unix - r.start_unix,
-            status
+            status,
+            match trace {
+                Some(t) => format!("  {}", safe(t)),
+                None => String::new(),
+            }
         );
+        let _ = writeln!(out, "{}", line.trim_end());
     }
     out
 }

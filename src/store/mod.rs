@@ -12,6 +12,7 @@ pub(crate) mod tags;
 pub(crate) mod time;
 pub use series::SeriesPoint;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
@@ -788,6 +789,20 @@ impl Store {
                 [experiment_id],
                 |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
             )
+            .map_err(self.err())
+    }
+
+    /// Where each run of one experiment kept its block trace (as stored: relative to the
+    /// database's directory), by run id; runs without one are left out.
+    pub(crate) fn run_traces(&self, experiment_id: i64) -> Result<HashMap<i64, String>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, trace FROM runs WHERE experiment_id = ?1 AND trace IS NOT NULL")
+            .map_err(self.err())?;
+        let rows = st
+            .query_map([experiment_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(self.err())?;
+        rows.collect::<rusqlite::Result<HashMap<_, _>>>()
             .map_err(self.err())
     }
 
