@@ -252,6 +252,57 @@ fn show_errors_name_what_exists() {
     assert!(e.contains('9'), "{e}");
 }
 
+/// Case 1 compares kernels: on one machine rebooted, or, as here, on two machines, where
+/// every change is also the machines' difference. compare says so above the tables, and
+/// names each side's hosts in JSON; not when both sides ran on one host, nor when the
+/// selectors pick hosts themselves.
+#[test]
+fn kernels_compared_across_two_machines_are_called_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    for (host, kernel, seed) in [("db7", "6.1", 1), ("db8", "6.6", 2)] {
+        answers_db::add_experiment(
+            &mut store,
+            &answers_db::Spec {
+                name: "rq_affinity x placement",
+                host,
+                kernel,
+                variant: "stock",
+                reps: 3,
+                rq2_factor: 1.0,
+                seed,
+                rich: false,
+            },
+        );
+    }
+    drop(store);
+    let args = [
+        "compare",
+        "kernel=6.1",
+        "kernel=6.6",
+        "--metric",
+        "read_iops",
+    ];
+    let text = ok(&db, &args);
+    assert_mail_friendly(&text);
+    assert!(
+        text.contains("warning: the baseline ran on db7 and the candidate on db8"),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&ok(&db, &[&args[..], &["--json"]].concat())).unwrap();
+    assert_eq!(json["baseline"]["hosts"], serde_json::json!(["db7"]));
+    assert_eq!(json["candidate"]["hosts"], serde_json::json!(["db8"]));
+    let hosts = ok(
+        &db,
+        &["compare", "host=db7", "host=db8", "--metric", "read_iops"],
+    );
+    assert!(!hosts.contains("warning: the baseline ran on"), "{hosts}");
+    let (_dir, same) = two_kernels();
+    let text = ok(&same, &args);
+    assert!(!text.contains("warning: the baseline ran on"), "{text}");
+}
+
 #[test]
 fn compare_finds_the_regression_and_leaves_noise_alone() {
     let (_dir, db) = two_kernels();

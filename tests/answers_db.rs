@@ -46,6 +46,7 @@ impl Noise {
 
 pub struct Spec<'a> {
     pub name: &'a str,
+    pub host: &'a str,
     pub kernel: &'a str,
     pub variant: &'a str,
     pub reps: u32,
@@ -64,7 +65,7 @@ pub fn add_experiment(store: &mut Store, spec: &Spec<'_>) -> i64 {
             file_text: EXPERIMENT_FILE.into(),
             seed: 2008,
             planned_order: serde_json::json!([]),
-            host: "lab1".into(),
+            host: spec.host.into(),
             kernel: spec.kernel.into(),
             part_of: None,
         })
@@ -266,6 +267,7 @@ pub fn two_kernels(path: &Path, reps: u32, rich: bool) -> Store {
         &mut store,
         &Spec {
             name: "rq_affinity x placement",
+            host: "lab1",
             kernel: "6.1",
             variant: "stock",
             reps,
@@ -278,6 +280,7 @@ pub fn two_kernels(path: &Path, reps: u32, rich: bool) -> Store {
         &mut store,
         &Spec {
             name: "rq_affinity x placement",
+            host: "lab1",
             kernel: "6.6",
             variant: "backport",
             reps,

@@ -563,12 +563,44 @@ pub(crate) struct Findings {
     pub candidate: Vec<Finding>,
 }
 
-/// One side of a comparison: its selector and how many of its runs succeeded.
+/// One side of a comparison: its selector, how many of its runs succeeded, and the hosts its
+/// experiments ran on.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Side {
     pub selector: String,
     pub runs: usize,
     pub runs_ok: usize,
+    pub hosts: BTreeSet<String>,
+}
+
+/// The hosts of the experiments a group's runs belong to.
+fn hosts_of(store: &Store, g: &Group) -> anyhow::Result<BTreeSet<String>> {
+    let exps: BTreeSet<i64> = g.runs.iter().map(|r| r.experiment_id).collect();
+    exps.into_iter()
+        .map(|id| Ok(store.experiment(id)?.host))
+        .collect()
+}
+
+/// A warning when the two sides ran on different machines and the selectors do not say so
+/// (`kernel=6.1` against `kernel=6.6` from two hosts measures the hosts as well).
+fn hosts_warning(
+    a: &str,
+    b: &str,
+    base: &BTreeSet<String>,
+    cand: &BTreeSet<String>,
+) -> Option<String> {
+    let names_hosts = |s: &str| s.split(',').any(|t| t.trim_start().starts_with("host="));
+    if names_hosts(a) || names_hosts(b) || !base.is_disjoint(cand) {
+        return None;
+    }
+    let list = |h: &BTreeSet<String>| h.iter().cloned().collect::<Vec<_>>().join(", ");
+    Some(format!(
+        "warning: the baseline ran on {} and the candidate on {}: every change below is also \
+         the difference between those machines; run both sides on one machine to see the rest \
+         alone",
+        list(base),
+        list(cand)
+    ))
 }
 
 impl crate::output::Render for CompareOutput {
@@ -746,6 +778,13 @@ pub(crate) fn compare_selectors(
                 .join("/")
         }
     );
+    let (base_hosts, cand_hosts) = (hosts_of(store, &base)?, hosts_of(store, &cand)?);
+    if let Some(w) = hosts_warning(a, b, &base_hosts, &cand_hosts) {
+        text.push_str(&crate::report::table::wrap(
+            &crate::report::format::terminal_safe(&w),
+            MAX_WIDTH,
+        ));
+    }
     text.push_str(&render_tables(&tables(title, &compared)));
     if !unmatched.is_empty() {
         text.push_str(&crate::report::table::wrap(
@@ -782,11 +821,13 @@ pub(crate) fn compare_selectors(
             selector: a.to_string(),
             runs: base.runs.len(),
             runs_ok: bi.len(),
+            hosts: base_hosts,
         },
         candidate: Side {
             selector: b.to_string(),
             runs: cand.runs.len(),
             runs_ok: ci.len(),
+            hosts: cand_hosts,
         },
         findings: Findings {
             baseline: bf,

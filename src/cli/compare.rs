@@ -32,7 +32,9 @@ fn parse_better(text: &str) -> Result<(String, Direction), String> {
 /// that, e.g. 3 vs 3), and a verdict: improved, regressed, or `~` when the CI includes 0,
 /// the change is below --min-effect, or p >= 0.05. `(n)` marks cells with a single run on a
 /// side. Per metric, a `geomean` row sums up the cells: the geometric mean of the ratios with
-/// a t interval on the log ratios, and how many cells improved/regressed/~.
+/// a t interval on the log ratios, and how many cells improved/regressed/~. Where the two
+/// sides ran on different hosts and the selectors do not pick hosts, a warning says that
+/// every change is also the machines' difference.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON with a `comparisons` array")))]
 #[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric")))]
