@@ -168,6 +168,20 @@ fn write_marker(path: &Path, m: &Marker) -> Result<(), TargetError> {
     })
 }
 
+/// losetup's complaint, and where the kernel offers no loop devices at all (no
+/// `/dev/loop-control`: the module is not loaded, as on a machine that has never used one
+/// and has no udev to load it), what to do about it.
+fn with_loop_hint(why: String, control: &Path) -> String {
+    if control.exists() {
+        why
+    } else {
+        format!(
+            "{why} (no {}: load the loop module, `modprobe loop`)",
+            control.display()
+        )
+    }
+}
+
 /// `losetup --find --show`, with direct I/O when the backing filesystem allows it (without
 /// it, I/O is double-cached in RAM); gives the device's name.
 fn attach(file: &Path) -> Result<String, TargetError> {
@@ -192,7 +206,7 @@ fn attach(file: &Path) -> Result<String, TargetError> {
         Ok(d) => d,
         Err(_) => try_attach(false).map_err(|why| TargetError::Losetup {
             file: file.display().to_string(),
-            why,
+            why: with_loop_hint(why, Path::new("/dev/loop-control")),
         })?,
     };
     Ok(dev.trim_start_matches("/dev/").to_string())
@@ -384,6 +398,22 @@ pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_loop_control_means_load_the_module() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("loop-control");
+        let why = "losetup: cannot find an unused loop device".to_string();
+        assert_eq!(
+            with_loop_hint(why.clone(), &missing),
+            format!(
+                "{why} (no {}: load the loop module, `modprobe loop`)",
+                missing.display()
+            )
+        );
+        std::fs::write(&missing, "").unwrap();
+        assert_eq!(with_loop_hint(why.clone(), &missing), why);
+    }
 
     #[test]
     fn only_queue_knobs_are_put_back() {
