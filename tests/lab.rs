@@ -750,6 +750,31 @@ done
 /// what is left after each piece and completes the bio once, naming its last piece. Either
 /// way every bio (or piece) gets its Q2C, the trace's bytes agree with fio's, and the trace's
 /// diagnosis says each bio was cut into 16 pieces of 4 KiB.
+/// A results database on a network filesystem: SQLite's write-ahead log cannot work there and
+/// SQLite says only "disk I/O error". The guest's $LAB_OUT is a 9p export (whose `statfs`
+/// reports the host's filesystem, so the mount table must decide): the error names it.
+#[test]
+fn a_database_on_a_network_filesystem_is_an_error_that_names_it() {
+    if !lab_ready() {
+        return;
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fio/randread_2jobs_jsonplus.out");
+    let script = format!(
+        "$IOLAB import {} --db $LAB_OUT/remote.db >$LAB_OUT/import.txt 2>&1; echo $? >$LAB_OUT/rc\n",
+        fixture.display()
+    );
+    let b = boot("nvme-poll", &script, 300);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    assert_eq!(b.text("rc").trim(), "1", "{}", b.text("import.txt"));
+    assert!(
+        b.text("import.txt")
+            .contains("disk I/O error: the file is on a network filesystem (9p)"),
+        "{}",
+        b.text("import.txt")
+    );
+}
+
 #[test]
 fn dm_and_md_stripes_split_every_bio_and_the_trace_completes_each() {
     if !lab_ready() {

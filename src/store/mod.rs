@@ -90,6 +90,20 @@ impl StoreError {
                 why: "SQLite refused to write to it (is the file or its directory read-only?)"
                     .into(),
             },
+            Some(ErrorCode::SystemIoFailure) => {
+                match access::network_filesystem(Path::new(&path)) {
+                    Some(kind) => StoreError::Invalid {
+                        what: format!(
+                            "{e}: the file is on a network filesystem ({kind}), where SQLite's \
+                         write-ahead log (iolab's, so that reading never blocks a running \
+                         experiment) does not work; keep the database on a local disk (--db or \
+                         IOLAB_DB)"
+                        ),
+                        path,
+                    },
+                    None => StoreError::Sqlite { path, cause: e },
+                }
+            }
             Some(ErrorCode::CannotOpen) => StoreError::Invalid {
                 path,
                 what: "SQLite cannot open the file; check that its directory exists and that \
