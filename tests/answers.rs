@@ -255,7 +255,8 @@ fn show_errors_name_what_exists() {
 /// Case 1 compares kernels: on one machine rebooted, or, as here, on two machines, where
 /// every change is also the machines' difference. compare says so above the tables, and
 /// names each side's hosts in JSON; not when both sides ran on one host, nor when the
-/// selectors pick hosts themselves.
+/// selectors pick hosts themselves. A side whose cells pool several machines' runs (a factor
+/// level picked across both hosts' experiments) is called out too.
 #[test]
 fn kernels_compared_across_two_machines_are_called_out() {
     let dir = tempfile::tempdir().unwrap();
@@ -297,10 +298,39 @@ fn kernels_compared_across_two_machines_are_called_out() {
         &db,
         &["compare", "host=db7", "host=db8", "--metric", "read_iops"],
     );
-    assert!(!hosts.contains("warning: the baseline ran on"), "{hosts}");
+    assert!(!hosts.contains("warning:"), "{hosts}");
+    let pooled = ok(
+        &db,
+        &[
+            "compare",
+            "rq_affinity=1",
+            "rq_affinity=2",
+            "--metric",
+            "read_iops",
+        ],
+    );
+    for side in ["baseline", "candidate"] {
+        assert!(
+            pooled.contains(&format!(
+                "warning: the {side}'s runs come from 2 hosts (db7, db8)"
+            )),
+            "{pooled}"
+        );
+    }
+    let one = ok(
+        &db,
+        &[
+            "compare",
+            "rq_affinity=1,host=db7",
+            "rq_affinity=2,host=db7",
+            "--metric",
+            "read_iops",
+        ],
+    );
+    assert!(!one.contains("warning:"), "{one}");
     let (_dir, same) = two_kernels();
     let text = ok(&same, &args);
-    assert!(!text.contains("warning: the baseline ran on"), "{text}");
+    assert!(!text.contains("warning:"), "{text}");
 }
 
 #[test]

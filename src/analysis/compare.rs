@@ -581,26 +581,41 @@ fn hosts_of(store: &Store, g: &Group) -> anyhow::Result<BTreeSet<String>> {
         .collect()
 }
 
-/// A warning when the two sides ran on different machines and the selectors do not say so
-/// (`kernel=6.1` against `kernel=6.6` from two hosts measures the hosts as well).
-fn hosts_warning(
+/// Warnings when machines mix into the comparison and the selectors do not pick hosts: the
+/// two sides ran on different machines (`kernel=6.1` against `kernel=6.6` from two hosts
+/// measures the hosts as well), or one side pools runs of several machines into its cells.
+fn hosts_warnings(
     a: &str,
     b: &str,
     base: &BTreeSet<String>,
     cand: &BTreeSet<String>,
-) -> Option<String> {
+) -> Vec<String> {
     let names_hosts = |s: &str| s.split(',').any(|t| t.trim_start().starts_with("host="));
-    if names_hosts(a) || names_hosts(b) || !base.is_disjoint(cand) {
-        return None;
+    if names_hosts(a) || names_hosts(b) {
+        return Vec::new();
     }
     let list = |h: &BTreeSet<String>| h.iter().cloned().collect::<Vec<_>>().join(", ");
-    Some(format!(
-        "warning: the baseline ran on {} and the candidate on {}: every change below is also \
-         the difference between those machines; run both sides on one machine to see the rest \
-         alone",
-        list(base),
-        list(cand)
-    ))
+    if base.is_disjoint(cand) {
+        return vec![format!(
+            "warning: the baseline ran on {} and the candidate on {}: every change below is \
+             also the difference between those machines; run both sides on one machine to see \
+             the rest alone",
+            list(base),
+            list(cand)
+        )];
+    }
+    [("baseline", base), ("candidate", cand)]
+        .into_iter()
+        .filter(|(_, hosts)| hosts.len() > 1)
+        .map(|(side, hosts)| {
+            format!(
+                "warning: the {side}'s runs come from {} hosts ({}), and its cells mix them; add \
+                 host=H to both selectors to compare on one machine",
+                hosts.len(),
+                list(hosts)
+            )
+        })
+        .collect()
 }
 
 impl crate::output::Render for CompareOutput {
@@ -779,7 +794,7 @@ pub(crate) fn compare_selectors(
         }
     );
     let (base_hosts, cand_hosts) = (hosts_of(store, &base)?, hosts_of(store, &cand)?);
-    if let Some(w) = hosts_warning(a, b, &base_hosts, &cand_hosts) {
+    for w in hosts_warnings(a, b, &base_hosts, &cand_hosts) {
         text.push_str(&crate::report::table::wrap(
             &crate::report::format::terminal_safe(&w),
             MAX_WIDTH,

@@ -33,8 +33,8 @@ fn parse_better(text: &str) -> Result<(String, Direction), String> {
 /// the change is below --min-effect, or p >= 0.05. `(n)` marks cells with a single run on a
 /// side. Per metric, a `geomean` row sums up the cells: the geometric mean of the ratios with
 /// a t interval on the log ratios, and how many cells improved/regressed/~. Where the two
-/// sides ran on different hosts and the selectors do not pick hosts, a warning says that
-/// every change is also the machines' difference.
+/// sides ran on different hosts, or one side's runs come from several, and the selectors do
+/// not pick hosts (`host=H`), a warning says the machines mix into the figures.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON with a `comparisons` array")))]
 #[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric")))]
