@@ -1782,6 +1782,13 @@ fn plot_draws_rates_overlays_and_directions_apart() {
     assert!(green > 100 && red > 100, "green {green} red {red}");
     // The same trace twice: the same cells, so the same number of points (+ legend square).
     assert_eq!(green, red);
+    // Each cloud lets the other show through: the second would hide the first otherwise.
+    let solid = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("width") == Some("2"))
+        .filter(|n| n.attribute("opacity") != Some("0.5"))
+        .count();
+    assert_eq!(solid, 0, "points drawn solid in the overlay");
     // Histogram: reads and writes apart.
     let t = texts(&read("histogram.svg"));
     for s in ["read Q2C", "write Q2C", "read D2C", "write D2C"] {

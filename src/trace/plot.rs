@@ -224,7 +224,7 @@ pub(crate) fn plot(
             },
         );
         for (i, (name, pts)) in passes.iter().enumerate() {
-            chart.points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name);
+            chart.see_through_points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name);
         }
         save("sectors-overlay.svg", chart.finish()?)?;
     }

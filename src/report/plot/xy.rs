@@ -35,8 +35,14 @@ enum Shape {
 struct Layer {
     shape: Shape,
     colour: RGBColor,
+    /// 1 for solid marks; below 1 where layers overlap and each must show through.
+    opacity: f64,
     label: String,
 }
+
+/// The opacity of see-through points: where two clouds overlap both stay visible, and the
+/// mixed colour shows the overlap.
+const SEE_THROUGH: f64 = 0.5;
 
 /// A chart being described; `finish` draws it.
 pub(crate) struct Chart {
@@ -86,6 +92,20 @@ impl Chart {
         self.push(Shape::Points(points.to_vec()), colour, label);
     }
 
+    /// Points that let the layers below show through: for clouds drawn over each other (one
+    /// trace's over another's), where solid marks would hide the first under the last.
+    pub(crate) fn see_through_points(
+        &mut self,
+        points: &[(f64, f64)],
+        colour: RGBColor,
+        label: &str,
+    ) {
+        self.push(Shape::Points(points.to_vec()), colour, label);
+        if let Some(l) = self.layers.last_mut() {
+            l.opacity = SEE_THROUGH;
+        }
+    }
+
     /// A line through the points, with a legend entry. A point whose y is NaN breaks the
     /// line (no data there: nothing is interpolated); a line with no point is not drawn.
     pub(crate) fn line(&mut self, points: &[(f64, f64)], colour: RGBColor, label: &str) {
@@ -104,6 +124,7 @@ impl Chart {
         self.layers.push(Layer {
             shape,
             colour,
+            opacity: 1.0,
             label: label.to_string(),
         });
     }
@@ -182,7 +203,7 @@ impl Chart {
                 Shape::Points(points) => chart
                     .draw_series(points.iter().filter(|p| p.1.is_finite()).map(|&(x, y)| {
                         EmptyElement::at((cx(x), cy(y)))
-                            + Rectangle::new([(-1, -1), (1, 1)], c.filled())
+                            + Rectangle::new([(-1, -1), (1, 1)], c.mix(layer.opacity).filled())
                     }))
                     .map_err(draw_err)?,
                 Shape::Line(points) => {
