@@ -711,6 +711,32 @@ fn a_duration_stops_the_recording_on_time_beside_a_busy_device() {
     assert!((1.0..1.5).contains(&seconds), "{err}");
 }
 
+/// An output directory that does not exist is refused before tracefs is touched (it was
+/// found only when the first event was written, or at the end when there was none).
+#[test]
+fn record_refuses_an_output_directory_that_does_not_exist() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("nodir");
+    let before = tracefs_state(&scratch.dev);
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "-d", &scratch.dev, "--duration", "5s"])
+        .args(["-o", "/nonexistent-iolab-dir/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent-iolab-dir: no such directory for the output files"),
+        "{err}"
+    );
+    assert_eq!(tracefs_state(&scratch.dev), before);
+}
+
 #[test]
 fn record_refuses_a_non_device() {
     if !iolab::sys::is_root() {

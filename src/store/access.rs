@@ -4,7 +4,6 @@
 //! (`runs`, `show`, ...) that archived results on read-only media must still serve. And what
 //! kind of filesystem it is on, where a network one explains SQLite's bare "disk I/O error".
 
-use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -14,16 +13,6 @@ fn directory(path: &Path) -> PathBuf {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     }
-}
-
-/// `access(2)` with W_OK: also right for root, where the permission bits say nothing but a
-/// read-only mount still refuses (EROFS).
-fn writable(path: &Path) -> bool {
-    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// The network filesystem the database at `path` lives on (its type, as the kernel's mount
@@ -103,10 +92,10 @@ fn network_kind(kind: &str) -> Option<String> {
 /// directory must be writable as well as the file.
 pub(super) fn read_only_reason(path: &Path) -> Option<String> {
     let dir = directory(path);
-    if path.exists() && !writable(path) {
+    if path.exists() && !crate::sys::writable(path) {
         return Some("the file is read-only".to_string());
     }
-    if dir.exists() && !writable(&dir) {
+    if dir.exists() && !crate::sys::writable(&dir) {
         return Some(format!(
             "its directory {} is read-only (SQLite needs to write a journal beside the file)",
             dir.display()

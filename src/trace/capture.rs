@@ -316,6 +316,29 @@ impl Splitter {
     }
 }
 
+/// The output files' directory exists and takes files: said before tracefs is touched, not
+/// when the first event is written (or at the end, when there was none).
+fn output_dir_ready(output: &Path) -> anyhow::Result<()> {
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "{}: no such directory for the output files ({}.blktrace.N)",
+            dir.display(),
+            output.display()
+        );
+    }
+    if !crate::sys::writable(dir) {
+        bail!(
+            "{}: cannot write the output files there (read-only, or not permitted)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
 fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
     let name = device.trim_start_matches("/dev/").to_string();
     if name.is_empty() || name.contains('/') || name.contains("..") {
@@ -410,6 +433,7 @@ fn record_until(
         bail!("trace record needs root (it writes tracefs settings)");
     }
     let (name, trace_dir) = device_dir(&cfg.device)?;
+    output_dir_ready(&cfg.output)?;
     let tracefs = PathBuf::from(TRACEFS);
     let mut mounted = Mounted(None);
     if !tracefs.join("trace_pipe").exists() {
