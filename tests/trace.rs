@@ -1119,7 +1119,7 @@ fn ring_kb(text: &str) -> u64 {
     t.trim().parse().unwrap_or(0)
 }
 
-/// A recording killed with SIGKILL leaves the tracer on (blk, binary records, the device's
+/// A recording killed with SIGKILL leaves the tracer on (blk, the device's
 /// trace switch, a large ring buffer). Its journal lets `iolab restore` put it all back, and
 /// until then a new recording refuses to start, from any state directory: it would journal
 /// the changed values as the originals.
