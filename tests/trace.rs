@@ -450,6 +450,29 @@ pub fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
     RECORDING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What a live recording test holds: the recording turn, a scratch device and a temporary
+/// directory (dropped in reverse: the device goes before the turn is given up).
+struct Live {
+    _turn: std::sync::MutexGuard<'static, ()>,
+    scratch: Scratch,
+    dir: tempfile::TempDir,
+}
+
+/// A live recording test's set-up, or None where it cannot run (not root: skipped, which
+/// fails the run under CI).
+fn live(tag: &str) -> Option<Live> {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return None;
+    }
+    let _turn = recording_turn();
+    Some(Live {
+        scratch: Scratch::new(tag),
+        dir: tempfile::tempdir().unwrap(),
+        _turn,
+    })
+}
+
 /// A loop device over a file in /dev/shm, detached and removed on drop, with the queue
 /// settings it had put back first (a loop device keeps them when detached).
 struct Scratch {
@@ -619,13 +642,14 @@ fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
 /// and every write is still recorded. (`trace_pipe`'s binary stream failed on them.)
 #[test]
 fn entries_not_of_the_block_tracer_are_left_out_and_counted() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("marker")
+    else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("marker");
-    let dir = tempfile::tempdir().unwrap();
+    };
     let base = dir.path().join("cap");
     let script = format!(
         "for i in 1 2 3; do echo iolab-test-marker > {TRACEFS}/trace_marker && \
@@ -894,13 +918,14 @@ fn version_8_big_endian_and_cgroup_tagged_records_give_the_same_analysis() {
 
 #[test]
 fn record_restores_tracefs_on_sigterm() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("sigterm")
+    else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("sigterm");
-    let dir = tempfile::tempdir().unwrap();
+    };
     let before = tracefs_state(&scratch.dev);
     let child = Std::new(env!("CARGO_BIN_EXE_iolab"))
         .env("IOLAB_STATE_DIR", dir.path().join("state"))
@@ -992,13 +1017,11 @@ struct Recorded {
 }
 
 fn start_recording(tag: &str, buffer_kb: u64) -> Option<Recorded> {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
-        return None;
-    }
-    let turn = recording_turn();
-    let scratch = Scratch::new(tag);
-    let dir = tempfile::tempdir().unwrap();
+    let Live {
+        _turn: turn,
+        scratch,
+        dir,
+    } = live(tag)?;
     let before = tracefs_state(&scratch.dev);
     let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
         device: scratch.dev.clone(),
@@ -1125,13 +1148,14 @@ fn ring_kb(text: &str) -> u64 {
 /// the changed values as the originals.
 #[test]
 fn a_killed_recording_is_put_back_by_restore() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("kill")
+    else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("kill");
-    let dir = tempfile::tempdir().unwrap();
+    };
     let state = dir.path().join("state");
     let _mounted = TracefsMounted::ensure();
     let before = tracefs_state(&scratch.dev);
@@ -1265,13 +1289,14 @@ fn a_closed_stdout_is_not_a_panic() {
 /// database that `iolab trace analyze` reads, and carries trace metrics that agree with fio.
 #[test]
 fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("exp")
+    else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("exp");
-    let dir = tempfile::tempdir().unwrap();
+    };
     let before = tracefs_state(&scratch.dev);
     let file = dir.path().join("traced.toml");
     // fio is rate-limited so that a loaded machine's recorder keeps up (no lost events).
@@ -1463,13 +1488,14 @@ fn kept_trace_dirs(db: &Path, experiment: i64) -> Vec<String> {
 /// says how many were analysed and not kept.
 #[test]
 fn trace_keep_caps_the_traces_an_experiment_keeps() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("keep")
+    else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("keep");
-    let dir = tempfile::tempdir().unwrap();
+    };
     let db = dir.path().join("k.db");
     let top = "seed = 5\nrepetitions = 2\n";
     // Top-level keys first: after `[trace]` they would belong to it.
@@ -1552,13 +1578,14 @@ fn trace_keep_caps_the_traces_an_experiment_keeps() {
 /// buffer in use and the setting to raise.
 #[test]
 fn a_trace_buffer_too_small_loses_events_and_the_finding_says_so() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("lost")
+    else {
         return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("lost");
-    let dir = tempfile::tempdir().unwrap();
+    };
     let db = dir.path().join("l.db");
     crate::common::run_experiment(
         dir.path(),
