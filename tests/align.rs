@@ -214,6 +214,52 @@ fn fio_figures_that_disagree_with_the_samples_are_a_failed_check_with_both_figur
     );
 }
 
+/// The bytes check is judged wherever nothing but the experiment should reach the device: on
+/// a device holding no data, named without `--destructive-device`, a gap is still news; on
+/// one holding data (the fixture's vda, mounted at /) other I/O may reach it, so it is shown
+/// and not judged.
+#[test]
+fn the_bytes_check_is_judged_on_a_device_holding_no_data_and_not_on_one_holding_data() {
+    let bytes_check = |device: &str| {
+        let (_lab, mut s, _) = replay_on_loop3();
+        s.destructive_devices.clear();
+        let exp = iolab::experiment::parse(
+            "t.toml",
+            &format!(
+                "name = \"checks\"\nrepetitions = 1\n[target]\ndevice = \"{device}\"\n\
+                 [workload]\nrw = \"randread\"\nbs = \"4k\"\ndirect = 1\n"
+            ),
+        )
+        .unwrap();
+        let out = format!(
+            r#"{{"fio version": "fio-3.33", "jobs": [{{"jobname": "j", "error": 0,
+            "job options": {{"filename": "/dev/{device}", "direct": "1"}},
+            "read": {{"iops": 10000, "bw_bytes": 40960000, "total_ios": 20000,
+                      "runtime": 2000, "clat_ns": {{"N": 20000, "mean": 1000}}}},
+            "write": {{}}}}]}}"#
+        );
+        let fio = ReplayFio::in_order([Canned::exited(&out, "", 0)]);
+        runloop::run(&exp, &s, &fio, &CancelToken::new(), &mut Quiet).unwrap();
+        let db = Store::open_existing(&s.db_path).unwrap();
+        let checks = db.run_bases(1).unwrap().pop().unwrap().checks.unwrap();
+        checks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "fio_bytes_vs_diskstats")
+            .unwrap_or_else(|| panic!("no bytes check on {device}: {checks}"))
+            .clone()
+    };
+    let free = bytes_check("loop3");
+    assert_eq!(free["verdict"], "disagrees", "{free}");
+    let mounted = bytes_check("vda");
+    assert_eq!(mounted["verdict"], "not judged", "{mounted}");
+    assert!(
+        mounted["note"].as_str().unwrap().contains("holds data"),
+        "{mounted}"
+    );
+}
+
 /// Runs the experiment `toml` into a fresh database, which it returns with the directory
 /// that holds it.
 fn run_live(toml: &str) -> (tempfile::TempDir, PathBuf) {

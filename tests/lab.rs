@@ -589,6 +589,19 @@ fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
             ));
         }
     }
+    // sda holds no data, so fio's bytes are checked against its diskstats (not just shown).
+    for exp in [1, 2] {
+        for basis in db.run_bases(exp).unwrap() {
+            let checks = basis.checks.unwrap_or_default();
+            let bytes = checks.as_array().and_then(|a| {
+                a.iter()
+                    .find(|c| c["check"] == "fio_bytes_vs_diskstats" && c["subject"] == "sda")
+            });
+            if bytes.is_none_or(|c| c["verdict"] != "ok") {
+                failures.push(format!("run {}: bytes check {checks}", basis.run_id));
+            }
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(
         b.text("hba-affinity.after"),

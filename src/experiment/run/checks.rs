@@ -4,7 +4,8 @@
 //! finding in `show` and the report.
 //!
 //! - fio's bytes per second against the bytes the kernel counted read and written on the
-//!   device in the same interval (`align`): over 2% apart on a device the experiment owns,
+//!   device in the same interval (`align`): over 2% apart on a device nothing else should
+//!   use (a scratch device, one named `--destructive-device`, or one holding no data),
 //!   something else used the device or the windows do not match. Bytes, not I/Os: the block
 //!   layer splits an I/O larger than the queue's limits allow (`max_sectors_kb`,
 //!   `max_segments`: a 4 MiB direct read is eight requests on a loop device) and merges
@@ -103,7 +104,7 @@ fn is_direct(job: &JobResult) -> bool {
 
 /// fio's MB/s per device against the MB/s the device's diskstats counted read and written
 /// over the same interval. `devices` holds the aligned `dev_*` figures by device; `owned`
-/// says which devices only this experiment uses.
+/// says which devices nothing but this experiment should use.
 pub(crate) fn bytes_vs_diskstats(
     report: &FioReport,
     devices: &BTreeMap<String, BTreeMap<&'static str, f64>>,
@@ -142,7 +143,7 @@ pub(crate) fn bytes_vs_diskstats(
         } else if !owned(dev) {
             c.not_judged(
                 BYTES_TOLERANCE_PCT,
-                "the device is not the experiment's own: other I/O may reach it",
+                "the device holds data (mounted, held, swap or partitioned): other I/O may reach it",
             )
         } else {
             c.judged(BYTES_TOLERANCE_PCT)

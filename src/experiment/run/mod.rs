@@ -167,6 +167,9 @@ pub struct PlanDevice {
     pub name: String,
     /// The interrupts serving the device (for the sampler's per-device interrupt rate).
     pub(crate) irqs: Vec<u32>,
+    /// Mounted, held, swap or partitioned when planned (`model`'s `holds_data`): other I/O
+    /// may reach it, so its bytes are not checked against fio's.
+    pub(crate) holds_data: bool,
 }
 
 impl Plan {
@@ -211,6 +214,7 @@ pub(crate) fn plan(
             .map(|d| PlanDevice {
                 name: d.name.clone(),
                 irqs: d.irqs.clone(),
+                holds_data: d.holds_data,
             })
             .collect(),
         stacked: Vec::new(),
@@ -234,8 +238,12 @@ fn stacked_devices(root: &SysRoot, m: &Machine, targets: &[String]) -> Vec<PlanD
             if targets.contains(&name) || out.iter().any(|d| d.name == name) {
                 continue;
             }
-            let irqs = m.device(&name).map(|d| d.irqs.clone()).unwrap_or_default();
-            out.push(PlanDevice { name, irqs });
+            let dev = m.device(&name);
+            out.push(PlanDevice {
+                irqs: dev.map(|d| d.irqs.clone()).unwrap_or_default(),
+                holds_data: dev.is_none_or(|d| d.holds_data),
+                name,
+            });
         }
     }
     out
@@ -255,6 +263,8 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
             .map(|d| PlanDevice {
                 name: d.clone(),
                 irqs: Vec::new(),
+                // Another machine's device: what it holds is not known here.
+                holds_data: true,
             })
             .collect(),
         stacked: Vec::new(),
@@ -1313,8 +1323,12 @@ fn one_run(
         .as_ref()
         .filter(|_| engine.checks_its_output());
     if let (Some(report), Some(summary), RunStatus::Ok) = (report, summary, &record.status) {
-        let owned =
-            |dev: &str| plan.scratch || lp.settings.destructive_devices.iter().any(|d| d == dev);
+        // Nothing else should reach a device that holds no data, so a gap there is news.
+        let owned = |dev: &str| {
+            plan.scratch
+                || lp.settings.destructive_devices.iter().any(|d| d == dev)
+                || plan.devices.iter().any(|d| d.name == dev && !d.holds_data)
+        };
         run_checks.extend(checks::bytes_vs_diskstats(report, &summary.devices, &owned));
     }
     if let (Some(report), RunStatus::Ok) = (report, &record.status) {
