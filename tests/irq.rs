@@ -121,6 +121,25 @@ fn pinned_pileup() -> tempfile::TempDir {
     dir
 }
 
+/// What `irq apply --plan` prints for `plan`, saved to a file (it must succeed).
+fn apply_saved_plan(plan: &serde_json::Value) -> String {
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("plan.json");
+    std::fs::write(&file, plan.to_string()).unwrap();
+    let out = iolab()
+        .args(["irq", "apply", "--force", "--plan"])
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
     let root = pinned_pileup();
@@ -148,6 +167,23 @@ fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
             && text.contains(&format!("would carry {gain:.0}% less"))
             && text.contains("--unpin all"),
         "{text}"
+    );
+
+    // `irq apply` of that plan moves nothing and says why in the same words, pins and all.
+    assert_eq!(
+        apply_saved_plan(&p),
+        format!(
+            "nothing to move: the heavy interrupts are pinned\n{}",
+            text.split_once("pinned: ")
+                .map(|(_, pins)| format!("pinned: {pins}"))
+                .unwrap()
+        )
+    );
+    // With nothing heavy, neither says the interrupts are balanced.
+    let light = plan_json(root.path(), &["--heavy", "1000000"]);
+    assert_eq!(
+        apply_saved_plan(&light),
+        "nothing to move: no movable interrupt is heavy\n"
     );
 
     // --unpin all: moved as if they had never been pinned, and nothing is reported pinned.

@@ -81,7 +81,7 @@ pub(crate) struct Outcome {
 impl Render for Outcome {
     fn text(&self) -> String {
         if self.plan.moves.is_empty() {
-            "nothing to move: the heavy interrupts are balanced\n".to_string()
+            render::nothing_applied_text(&self.plan)
         } else if self.applied.is_empty() {
             "nothing to move: every interrupt is already where the plan puts it\n".to_string()
         } else {

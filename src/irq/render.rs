@@ -29,16 +29,12 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         p.options.heavy
     );
     if p.moves.is_empty() {
-        let why = if p.pinned.is_some() {
-            "the heavy interrupts are pinned (see below)"
-        } else if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
-            "the heavy interrupts are balanced"
-        } else if p.kept.iter().any(|k| k.why == "already well placed") {
-            "every heavy interrupt is already well placed"
+        let see_below = if p.pinned.is_some() {
+            " (see below)"
         } else {
-            "no movable interrupt is heavy"
+            ""
         };
-        let _ = writeln!(out, "nothing to move: {why}");
+        let _ = writeln!(out, "nothing to move: {}{see_below}", why_nothing_moves(p));
     } else {
         let _ = writeln!(
             out,
@@ -58,7 +54,11 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         }
     }
     if !p.kept.is_empty() {
-        out.push_str("kept:\n");
+        let _ = writeln!(
+            out,
+            "kept:\n{:>5} {:>10} {:>8}  name — why",
+            "IRQ", "rate/s", "on"
+        );
         for k in &p.kept {
             let _ = writeln!(
                 out,
@@ -99,6 +99,28 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         );
     }
     out
+}
+
+/// Why a plan with no moves moves nothing.
+fn why_nothing_moves(p: &Plan) -> &'static str {
+    if p.pinned.is_some() {
+        "the heavy interrupts are pinned"
+    } else if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
+        "the heavy interrupts are balanced"
+    } else if p.kept.iter().any(|k| k.why == "already well placed") {
+        "every heavy interrupt is already well placed"
+    } else {
+        "no movable interrupt is heavy"
+    }
+}
+
+/// What `irq apply` says when its plan moves nothing: why, and the pins when they are why.
+pub(crate) fn nothing_applied_text(p: &Plan) -> String {
+    let mut out = format!("nothing to move: {}\n", why_nothing_moves(p));
+    if let Some(pin) = &p.pinned {
+        out.push_str(&pinned_text(pin));
+    }
+    crate::report::format::terminal_safe_lines(&out).into_owned()
 }
 
 /// The pins are the problem: say which, by how much, and how to lift them.
