@@ -125,10 +125,11 @@ pub(crate) fn resolve(
     match placement {
         Placement::On => Ok(Resolved {
             cpus: anchors.iter().map(|c| c.cpu).collect(),
-            why: format!(
-                "CPU {} takes the device's interrupt",
-                format_cpu_list(anchor)
-            ),
+            why: if anchor.len() == 1 {
+                format!("{} takes the device's interrupt", cpus_text(anchor))
+            } else {
+                format!("{} take the device's interrupts", cpus_text(anchor))
+            },
         }),
         Placement::Near => resolve_near(anchor, &anchors, cpus),
         Placement::Far => {
@@ -170,10 +171,17 @@ pub(crate) fn resolve(
                     why: "CPUs named in the experiment".to_string(),
                 })
             } else {
-                Err(format!("CPU {} not online here", format_cpu_list(&missing)))
+                let are = if missing.len() == 1 { "is" } else { "are" };
+                Err(format!("{} {are} not online here", cpus_text(&missing)))
             }
         }
     }
+}
+
+/// `CPU 3` or `CPUs 0-1`.
+fn cpus_text(cpus: &[u32]) -> String {
+    let s = if cpus.len() == 1 { "" } else { "s" };
+    format!("CPU{s} {}", format_cpu_list(cpus))
 }
 
 fn same_core(a: &CpuPlace, c: &CpuPlace) -> bool {
@@ -196,36 +204,46 @@ fn resolve_near(
     cpus: &[CpuPlace],
 ) -> Result<Resolved, String> {
     let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
-    type Tier = (&'static str, fn(&CpuPlace, &CpuPlace) -> bool);
+    // (what one CPU does, what several do, which CPUs do it)
+    type Tier = (&'static str, &'static str, fn(&CpuPlace, &CpuPlace) -> bool);
     // Cache and package count within the node only (see `resolve`).
     let tiers: [Tier; 4] = [
-        ("shares its last-level cache", |a, c| {
-            a.llc.is_some() && a.llc == c.llc && a.node == c.node && !same_core(a, c)
-        }),
-        ("shares its package", |a, c| {
+        (
+            "shares the last-level cache of",
+            "share the last-level cache of",
+            |a, c| a.llc.is_some() && a.llc == c.llc && a.node == c.node && !same_core(a, c),
+        ),
+        ("shares the package of", "share the package of", |a, c| {
             a.package == c.package && a.node == c.node && !same_core(a, c)
         }),
-        ("shares its NUMA node", |a, c| {
-            a.node == c.node && !same_core(a, c)
-        }),
-        ("is its SMT sibling", same_core),
+        (
+            "shares the NUMA node of",
+            "share the NUMA node of",
+            |a, c| a.node == c.node && !same_core(a, c),
+        ),
+        (
+            "is the SMT sibling of",
+            "are the SMT siblings of",
+            same_core,
+        ),
     ];
-    for (what, f) in tiers.iter() {
+    for (one, several, f) in tiers.iter() {
         let found = pick(&|c: &CpuPlace| anchors.iter().any(|a| f(a, c)));
         if !found.is_empty() {
+            let verb = if found.len() == 1 { one } else { several };
             return Ok(Resolved {
                 why: format!(
-                    "CPU {} {what} with interrupt CPU {}",
-                    format_cpu_list(&found),
-                    format_cpu_list(anchor)
+                    "{} {verb} interrupt {}",
+                    cpus_text(&found),
+                    cpus_text(anchor)
                 ),
                 cpus: found,
             });
         }
     }
     Err(format!(
-        "no other online CPU besides interrupt CPU {}",
-        format_cpu_list(anchor)
+        "no other online CPU besides interrupt {}",
+        cpus_text(anchor)
     ))
 }
 
@@ -266,9 +284,9 @@ fn resolve_far(
         found.sort_unstable();
         return Ok(Resolved {
             why: format!(
-                "CPU {} on the most distant node (distance {d}) from interrupt CPU {}",
-                format_cpu_list(&found),
-                format_cpu_list(anchor)
+                "{} on the most distant node (distance {d}) from interrupt {}",
+                cpus_text(&found),
+                cpus_text(anchor)
             ),
             cpus: found,
         });
@@ -277,9 +295,14 @@ fn resolve_far(
     if !other_package.is_empty() {
         return Ok(Resolved {
             why: format!(
-                "one NUMA node: CPU {} is in another package than interrupt CPU {}",
-                format_cpu_list(&other_package),
-                format_cpu_list(anchor)
+                "one NUMA node: {} {} in another package than interrupt {}",
+                cpus_text(&other_package),
+                if other_package.len() == 1 {
+                    "is"
+                } else {
+                    "are"
+                },
+                cpus_text(anchor)
             ),
             cpus: other_package,
         });
@@ -292,9 +315,10 @@ fn resolve_far(
     if !other_llc.is_empty() {
         return Ok(Resolved {
             why: format!(
-                "one package: CPU {} uses another last-level cache than interrupt CPU {}",
-                format_cpu_list(&other_llc),
-                format_cpu_list(anchor)
+                "one package: {} {} another last-level cache than interrupt {}",
+                cpus_text(&other_llc),
+                if other_llc.len() == 1 { "uses" } else { "use" },
+                cpus_text(anchor)
             ),
             cpus: other_llc,
         });
@@ -359,6 +383,23 @@ mod tests {
         assert_eq!(near.cpus, vec![0, 1, 3]);
         let far = resolve(&Placement::Far, &[2], &cpus, &table(&d)).unwrap();
         assert_eq!(far.cpus, vec![12, 13, 14, 15], "{}", far.why);
+        // `show` and the report print these: one CPU reads as one, several as several.
+        assert_eq!(on.why, "CPU 2 takes the device's interrupt");
+        assert_eq!(
+            near.why,
+            "CPUs 0-1,3 share the last-level cache of interrupt CPU 2"
+        );
+        assert_eq!(
+            far.why,
+            "CPUs 12-15 on the most distant node (distance 30) from interrupt CPU 2"
+        );
+        let near_one = resolve(&Placement::Near, &[0, 1, 2], &cpus, &table(&d)).unwrap();
+        assert_eq!(
+            near_one.why,
+            "CPU 3 shares the last-level cache of interrupt CPUs 0-2"
+        );
+        let on_many = resolve(&Placement::On, &[0, 1, 2], &cpus, &table(&d)).unwrap();
+        assert_eq!(on_many.why, "CPUs 0-2 take the device's interrupts");
     }
 
     #[test]

@@ -534,6 +534,49 @@ fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
         assert_eq!(cpus, want_fio, "{key}");
     }
     assert_eq!(lab.attr("proc/irq/35/smp_affinity_list"), "0-14");
+    // `show` says where each cell's fio ran: here far follows the interrupt, so each cell.
+    let db = lab.dir.path().join("results.db");
+    let text = crate::common::stdout_of(
+        iolab()
+            .args(["show", &out.experiment_id.to_string(), "--db"])
+            .arg(&db),
+    );
+    assert!(
+        text.contains(
+            "where the workload ran:\n  irq_cpu=on-node,placement=on: CPUs 0-3,8-11 take the \
+             device's interrupts (where this cell moves the interrupt)\n  \
+             irq_cpu=on-node,placement=far: CPUs 4-7,12-14 on the most distant node \
+             (distance 21) from interrupt CPUs 0-3,8-11"
+        ),
+        "{text}"
+    );
+    let json = crate::common::stdout_of(
+        iolab()
+            .args(["show", &out.experiment_id.to_string(), "--json", "--db"])
+            .arg(&db),
+    );
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["placements"].as_array().unwrap().len(), 4, "{json:#}");
+    assert_eq!(json["placements"][3]["cells"], "irq_cpu=far,placement=far");
+    // The report: the same table, and the stored plan no longer shown as a preflight finding.
+    let html = lab.dir.path().join("r.html");
+    crate::common::stdout_of(
+        iolab()
+            .args(["report", &out.experiment_id.to_string(), "-o"])
+            .arg(&html)
+            .arg("--db")
+            .arg(&db),
+    );
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(
+        html.contains("Where the workload ran")
+            && html.contains("<td>irq_cpu=far,placement=far</td>"),
+        "no placements in the report"
+    );
+    assert!(
+        !html.contains("<td>plan</td>"),
+        "the plan is a finding again"
+    );
 }
 
 #[test]

@@ -11,5 +11,6 @@ pub(crate) mod import;
 pub(crate) mod metrics;
 pub(crate) mod over_time;
 pub(crate) mod page;
+pub(crate) mod placements;
 pub(crate) mod plots;
 pub(crate) mod show;

@@ -141,7 +141,8 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
             "<table class=\"preflight\">\n<thead><tr><th>what</th><th>value</th>\
              <th>severity</th><th>advice</th></tr></thead>\n<tbody>\n",
         );
-        for f in &env {
+        // The stored plan is shown as where each cell ran (below), not as a finding.
+        for f in env.iter().filter(|f| f.key != "plan") {
             let sev = f.severity.as_deref().unwrap_or("");
             let class = match sev {
                 "warn" | "warning" => " class=\"warn\"",
@@ -158,11 +159,30 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
         }
         out.push_str("</tbody>\n</table>\n");
     }
+    let placed = env
+        .iter()
+        .find(|f| f.key == "plan")
+        .map(|f| super::placements::from_plan(&f.value))
+        .unwrap_or_default();
+    if !placed.is_empty() {
+        out.push_str(
+            "<h3 id=\"placements\">Where the workload ran</h3>\n<table>\n<thead><tr>\
+             <th>cells</th><th>CPUs, and why</th></tr></thead>\n<tbody>\n",
+        );
+        for p in &placed {
+            out.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td></tr>\n",
+                html::escape(&p.cells),
+                html::escape(&p.why)
+            ));
+        }
+        out.push_str("</tbody>\n</table>\n");
+    }
     out.push_str("</section>\n");
     Ok(out)
 }
 
-/// Long values (the stored plan, a process list) fold into a `<details>`: readable without
+/// Long values (a process list) fold into a `<details>`: readable without
 /// scripts, out of the way until opened.
 fn long_value(value: &str) -> String {
     const SHORT: usize = 120;

@@ -151,6 +151,8 @@ pub(crate) struct ShowDoc {
     pub cells: Vec<CellShown>,
     pub tables: Vec<Table>,
     pub basis: super::basis::Basis,
+    /// Where each cell's workload was pinned, and why (`[]` when it was not).
+    pub placements: Vec<super::placements::Placed>,
 }
 
 /// A metric shown and its unit (null when it has none).
@@ -508,6 +510,13 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
     let basis = super::basis::summarise(&store.run_bases(id)?);
     let csv = long_table(&loaded, &per_metric).to_csv();
     let mut header = header(&loaded);
+    let placements = store
+        .environment(id)?
+        .iter()
+        .find(|e| e.key == "plan")
+        .map(|e| super::placements::from_plan(&e.value))
+        .unwrap_or_default();
+    header.push_str(&super::placements::text(&placements));
     let (analysed, kept) = store.trace_counts(id)?;
     if let Some(note) = crate::experiment::run::trace::kept_note(analysed, kept) {
         header.push_str(&note);
@@ -522,7 +531,7 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
     }
     Ok(Shown {
         header,
-        doc: show_doc(loaded, &per_metric, tables, basis),
+        doc: show_doc(loaded, &per_metric, tables, basis, placements),
         csv,
     })
 }
@@ -532,6 +541,7 @@ fn show_doc(
     per_metric: &[MetricCells],
     tables: Vec<Table>,
     basis: super::basis::Basis,
+    placements: Vec<super::placements::Placed>,
 ) -> ShowDoc {
     let cells = loaded
         .cells
@@ -571,6 +581,7 @@ fn show_doc(
         cells,
         tables,
         basis,
+        placements,
         experiment: loaded.experiment,
         factors: loaded.factors,
     }

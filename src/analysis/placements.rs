@@ -1,0 +1,169 @@
+//! Where each cell's workload was pinned, and why, read back from the plan stored with the
+//! experiment. Case 0's table (placement x rq_affinity) means little without "on = CPU 3,
+//! near = CPUs 0-1, far = CPUs 4-15", and that depends on the machine and on where the
+//! device's interrupt was when the experiment ran, so `show` and the report say it.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// One placement as resolved: the cells it applies to and the resolver's own words (which
+/// name the CPUs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Placed {
+    /// `placement=near` where every cell of that level ran on the same CPUs, else one
+    /// cell's key (an `irq_cpu` factor moves the interrupt, and near with it).
+    pub cells: String,
+    pub why: String,
+}
+
+/// The placements in the stored plan (`[]` for experiments without one or without any
+/// placement: an unpinned workload, an imported run).
+pub(crate) fn from_plan(plan_json: &str) -> Vec<Placed> {
+    let Ok(Value::Array(cells)) = serde_json::from_str::<Value>(plan_json) else {
+        return Vec::new();
+    };
+    // (placement level, cell key, why), in plan order.
+    let placed: Vec<(Option<&str>, &str, &str)> = cells
+        .iter()
+        .filter_map(|c| {
+            let why = c["placement_why"].as_str()?;
+            let level = c["levels"].as_array().and_then(|levels| {
+                levels
+                    .iter()
+                    .find(|l| l[0] == "placement")
+                    .and_then(|l| l[1].as_str())
+            });
+            Some((level, c["key"].as_str().unwrap_or("?"), why))
+        })
+        .collect();
+    let one_why = |level: Option<&str>| {
+        let mut whys = placed.iter().filter(|p| p.0 == level).map(|p| p.2);
+        let first = whys.next();
+        first.filter(|f| whys.all(|w| w == *f))
+    };
+    let mut out: Vec<Placed> = Vec::new();
+    for &(level, key, why) in &placed {
+        let entry = match (level, one_why(level)) {
+            (Some(l), Some(_)) => Placed {
+                cells: format!("placement={l}"),
+                why: why.to_string(),
+            },
+            (None, Some(_)) => Placed {
+                cells: "every cell".into(),
+                why: why.to_string(),
+            },
+            (_, None) => Placed {
+                cells: key.to_string(),
+                why: why.to_string(),
+            },
+        };
+        if !out.contains(&entry) {
+            out.push(entry);
+        }
+    }
+    out
+}
+
+/// What `show` prints: `where the workload ran:` and a line per placement
+/// (`  placement=near: CPUs 0-1 share the last-level cache of interrupt CPU 3`); nothing when
+/// there is none.
+pub(crate) fn text(placed: &[Placed]) -> String {
+    if placed.is_empty() {
+        return String::new();
+    }
+    let lines: String = placed
+        .iter()
+        .map(|p| {
+            format!(
+                "  {}: {}\n",
+                crate::report::format::terminal_safe(&p.cells),
+                crate::report::format::terminal_safe(&p.why)
+            )
+        })
+        .collect();
+    format!("where the workload ran:\n{lines}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cell(key: &str, levels: Value, why: Option<&str>) -> Value {
+        json!({"index": 0, "key": key, "levels": levels, "cpus": [3], "placement_why": why})
+    }
+
+    #[test]
+    fn each_level_once_when_its_cells_agree_else_each_cell() {
+        let plan = json!([
+            cell(
+                "rq=0,placement=on",
+                json!([["rq", "0"], ["placement", "on"]]),
+                Some("CPU 3 takes it")
+            ),
+            cell(
+                "rq=0,placement=near",
+                json!([["rq", "0"], ["placement", "near"]]),
+                Some("CPU 0-1 near 3")
+            ),
+            cell(
+                "rq=1,placement=on",
+                json!([["rq", "1"], ["placement", "on"]]),
+                Some("CPU 3 takes it")
+            ),
+            cell(
+                "rq=1,placement=near",
+                json!([["rq", "1"], ["placement", "near"]]),
+                Some("CPU 0-1 near 3")
+            ),
+        ]);
+        let p = from_plan(&plan.to_string());
+        assert_eq!(
+            text(&p),
+            "where the workload ran:\n  placement=on: CPU 3 takes it\n  placement=near: CPU 0-1 near 3\n"
+        );
+        // An irq_cpu factor moves the interrupt: near differs between cells, so each is named.
+        let plan = json!([
+            cell(
+                "irq=9,placement=near",
+                json!([["irq", "9"], ["placement", "near"]]),
+                Some("CPU 10-11 near 9")
+            ),
+            cell(
+                "irq=-,placement=near",
+                json!([["irq", "-"], ["placement", "near"]]),
+                Some("CPU 0-1 near 3")
+            ),
+            cell(
+                "irq=9,placement=on",
+                json!([["irq", "9"], ["placement", "on"]]),
+                Some("CPU 9 takes it")
+            ),
+            cell(
+                "irq=-,placement=on",
+                json!([["irq", "-"], ["placement", "on"]]),
+                Some("CPU 9 takes it")
+            ),
+        ]);
+        assert_eq!(
+            text(&from_plan(&plan.to_string())),
+            "where the workload ran:\n  irq=9,placement=near: CPU 10-11 near 9\n  \
+             irq=-,placement=near: CPU 0-1 near 3\n  placement=on: CPU 9 takes it\n"
+        );
+    }
+
+    #[test]
+    fn a_placement_without_a_factor_or_none_at_all() {
+        let plan = json!([
+            cell("rq=0", json!([["rq", "0"]]), Some("CPU 3 takes it")),
+            cell("rq=1", json!([["rq", "1"]]), Some("CPU 3 takes it")),
+        ]);
+        assert_eq!(
+            text(&from_plan(&plan.to_string())),
+            "where the workload ran:\n  every cell: CPU 3 takes it\n"
+        );
+        let unpinned = json!([cell("rq=0", json!([["rq", "0"]]), None)]);
+        assert!(from_plan(&unpinned.to_string()).is_empty());
+        assert!(from_plan("not json").is_empty());
+    }
+}
