@@ -917,10 +917,24 @@ fn real_fio_matrix_stores_eight_sane_runs_and_restores_every_knob() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("8 run(s) stored"), "{stdout}");
     assert!(
-        stdout.contains("see it again: iolab show 1 --db"),
+        stdout.contains("see it again: iolab show 1 --summary --db"),
         "{stdout}"
     );
     assert!(stderr.contains("[8/8] rep 2"), "{stderr}");
+    // `show --summary` prints the run's table again, figure for figure, from the database.
+    let table: String = stdout
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("see it again"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let again = crate::common::stdout_of(
+        iolab()
+            .args(["show", "1", "--summary", "--db"])
+            .arg(&db_path),
+    );
+    assert!(table.contains("ints/s"), "{stdout}");
+    assert_eq!(again, table);
     assert_eq!(knob_values(dev.name()), before);
 
     let db = Store::open_existing(&db_path).unwrap();

@@ -14,3 +14,4 @@ pub(crate) mod page;
 pub(crate) mod placements;
 pub(crate) mod plots;
 pub(crate) mod show;
+pub(crate) mod summary;

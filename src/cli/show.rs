@@ -27,6 +27,11 @@ pub(crate) struct ShowArgs {
     /// Factor whose levels form the pivot columns (default: the second factor).
     #[arg(long, value_name = "FACTOR")]
     pub cols: Option<String>,
+    /// Only the table `iolab run` printed at its end: a row per cell, IOPS, MB/s, mean and
+    /// p99 latency, %usr, %sys and interrupts/s as mean +-stddev (the compact table for a
+    /// mail; without it, `show` has the confidence intervals).
+    #[arg(long, conflicts_with_all = ["metrics", "rows", "cols", "csv"])]
+    pub summary: bool,
     /// One controlled host's own runs instead of the hosts' aggregate (its ssh name, as
     /// `iolab run` listed them).
     #[arg(long, value_name = "HOST")]
@@ -44,6 +49,15 @@ pub(super) fn run(args: ShowArgs) -> anyhow::Result<()> {
         Some(h) => db.part_on_host(args.experiment, h)?,
         None => args.experiment,
     };
+    if args.summary {
+        let summary = crate::analysis::summary::of_experiment(&db, id)?;
+        return crate::output::print(
+            &summary,
+            crate::output::OutputArgs {
+                json: args.out.json,
+            },
+        );
+    }
     let shown = show(
         &db,
         id,

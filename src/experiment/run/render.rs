@@ -223,7 +223,11 @@ fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
     } else {
         String::new()
     };
-    let _ = writeln!(out, "see it again: iolab show {}{db}", o.experiment_id);
+    let _ = writeln!(
+        out,
+        "see it again: iolab show {id} --summary{db} (with 95% CIs: iolab show {id}{db})",
+        id = o.experiment_id
+    );
     if !o.host_parts.is_empty() {
         let parts: Vec<String> = o
             .host_parts
