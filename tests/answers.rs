@@ -990,6 +990,12 @@ fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
         );
         roxmltree::Document::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
     }
+    // The sampler runs longer than fio: the heatmap marks the interval the figures come from.
+    let heat = std::fs::read_to_string(dir.path().join("heatmap.svg")).unwrap();
+    assert!(
+        heat.contains("between the black lines: the measured interval"),
+        "no measured interval on the heatmap"
+    );
     let html = dir.path().join("r.html");
     let summary: Value = serde_json::from_str(&ok(
         &db,

@@ -537,7 +537,14 @@ fn heatmap(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<
         times_s.remove(0);
     }
     let intervals = times_s.len() - 1;
+    let window_s = store
+        .run_bases(loaded.experiment.id)?
+        .into_iter()
+        .find(|b| b.run_id == run)
+        .and_then(|b| b.sample_window)
+        .and_then(|w| Some((w["start_s"].as_f64()?, w["end_s"].as_f64()?)));
     let grid = RateGrid {
+        window_s,
         cpus: per_cpu.keys().copied().collect(),
         times_s,
         rates: per_cpu

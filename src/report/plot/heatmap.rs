@@ -16,6 +16,10 @@ pub(crate) struct RateGrid {
     pub cpus: Vec<u32>,
     pub times_s: Vec<f64>,
     pub rates: Vec<Vec<Option<f64>>>,
+    /// The run's measured interval on the same axis, drawn as two lines: the sampler starts
+    /// before the workload does (under a slow guest, seconds before), and the run's figures
+    /// come from this interval only.
+    pub window_s: Option<(f64, f64)>,
 }
 
 /// Colour for a rate from 0 (white) to `max` (dark red), linear.
@@ -42,6 +46,17 @@ pub(crate) fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<St
         .fold(0.0f64, |m, &v| m.max(v));
     let (t0, t1) = (grid.times_s[0], *grid.times_s.last().expect("validated"));
     let ncpu = grid.cpus.len();
+    // Marked only where it is not the whole span (a program engine's runs are measured over
+    // all of it).
+    let window = grid
+        .window_s
+        .map(|(a, b)| (a.max(t0), b.min(t1)))
+        .filter(|(a, b)| a < b && (*a > t0 || *b < t1));
+    let x_desc = if window.is_some() {
+        "time [s]; between the black lines: the measured interval"
+    } else {
+        "time [s]"
+    };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -58,7 +73,7 @@ pub(crate) fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<St
         chart
             .configure_mesh()
             .disable_mesh()
-            .x_desc("time [s]")
+            .x_desc(x_desc)
             .x_label_formatter(&|v| short(*v))
             .y_labels(ncpu.min(64))
             .y_label_formatter(&|v| match v {
@@ -80,6 +95,14 @@ pub(crate) fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<St
                         fill.filled(),
                     )
                 }))
+                .map_err(draw_err)?;
+        }
+        for t in window.iter().flat_map(|(a, b)| [*a, *b]) {
+            chart
+                .draw_series(LineSeries::new(
+                    [(t, SegmentValue::Exact(0)), (t, SegmentValue::Exact(ncpu))],
+                    BLACK.stroke_width(2),
+                ))
                 .map_err(draw_err)?;
         }
         draw_scale(&legend, max, unit)?;
@@ -173,6 +196,7 @@ mod tests {
                 vec![Some(0.0); 5],
                 vec![Some(50.0); 5],
             ],
+            window_s: None,
         };
         let svg = irq_heatmap("interrupts per CPU", "IRQ/s", &grid).unwrap();
         let doc = parse(&svg);
@@ -185,6 +209,28 @@ mod tests {
         for l in ["cpu0", "cpu3", "90,000", "IRQ/s", "time [s]"] {
             assert!(texts.iter().any(|t| t == l), "{l} missing: {texts:?}");
         }
+        let marks = |svg: &str| svg.matches(r#"stroke-width="2" points"#).count();
+        assert_eq!(marks(&svg), 0, "no window, no lines");
+
+        // A measured interval inside the span: two lines from the bottom row to the top one,
+        // and the axis says what they are; one covering the whole span draws nothing.
+        let svg = irq_heatmap(
+            "t",
+            "IRQ/s",
+            &RateGrid {
+                window_s: Some((1.5, 3.5)),
+                ..grid.clone()
+            },
+        )
+        .unwrap();
+        assert_eq!(marks(&svg), 2, "{svg}");
+        assert!(svg.contains("between the black lines: the measured interval"));
+        let whole = RateGrid {
+            window_s: Some((0.0, 5.0)),
+            ..grid
+        };
+        let svg = irq_heatmap("t", "IRQ/s", &whole).unwrap();
+        assert_eq!(marks(&svg), 0, "the whole span is not marked");
     }
 
     #[test]
@@ -193,6 +239,7 @@ mod tests {
             cpus: vec![0, 7],
             times_s: vec![0.0, 1.0, 2.0],
             rates: vec![vec![Some(1.0); 2], vec![Some(1.0)]],
+            window_s: None,
         };
         let err = irq_heatmap("t", "IRQ/s", &grid).unwrap_err();
         assert!(err.to_string().contains("cpu7"), "{err}");
@@ -200,6 +247,7 @@ mod tests {
             cpus: vec![],
             times_s: vec![],
             rates: vec![],
+            window_s: None,
         };
         assert!(matches!(
             irq_heatmap("t", "u", &empty),
