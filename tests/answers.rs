@@ -996,6 +996,8 @@ fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
         heat.contains("between the black lines: the measured interval"),
         "no measured interval on the heatmap"
     );
+    let cpu = std::fs::read_to_string(dir.path().join("cpu.svg")).unwrap();
+    assert!(cpu.contains("mean over the measured interval"), "{cpu}");
     let html = dir.path().join("r.html");
     let summary: Value = serde_json::from_str(&ok(
         &db,

@@ -537,14 +537,8 @@ fn heatmap(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<
         times_s.remove(0);
     }
     let intervals = times_s.len() - 1;
-    let window_s = store
-        .run_bases(loaded.experiment.id)?
-        .into_iter()
-        .find(|b| b.run_id == run)
-        .and_then(|b| b.sample_window)
-        .and_then(|w| Some((w["start_s"].as_f64()?, w["end_s"].as_f64()?)));
     let grid = RateGrid {
-        window_s,
+        window_s: measured_window(store, loaded, run)?,
         cpus: per_cpu.keys().copied().collect(),
         times_s,
         rates: per_cpu
@@ -565,6 +559,32 @@ fn heatmap(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<
     Ok(irq_heatmap(&title, "interrupts/s", &grid)?)
 }
 
+/// The run's measured interval on its samples' time axis (seconds since sampling began), as
+/// the run loop aligned it (`experiment::run::align`); None for runs stored without one.
+fn measured_window(store: &Store, loaded: &Loaded, run: i64) -> anyhow::Result<Option<(f64, f64)>> {
+    Ok(store
+        .run_bases(loaded.experiment.id)?
+        .into_iter()
+        .find(|b| b.run_id == run)
+        .and_then(|b| b.sample_window)
+        .and_then(|w| Some((w["start_s"].as_f64()?, w["end_s"].as_f64()?))))
+}
+
+/// The mean of a sampled series over `window`: each value is a rate over the interval
+/// ending at its offset (the first from 0), weighted by how much of that interval lies in
+/// the window. None when nothing of the series falls in it.
+fn mean_within(t_offsets: &[f64], values: &[f64], (a, b): (f64, f64)) -> Option<f64> {
+    let (mut sum, mut weight) = (0.0, 0.0);
+    let mut start = 0.0f64;
+    for (&end, &v) in t_offsets.iter().zip(values) {
+        let w = (end.min(b) - start.max(a)).max(0.0);
+        sum += w * v;
+        weight += w;
+        start = end;
+    }
+    (weight > 0.0).then(|| sum / weight)
+}
+
 /// Categories in the order /proc/stat lists them, then any others.
 const CPU_ORDER: [&str; 8] = [
     "usr", "nice", "sys", "irq", "softirq", "iowait", "steal", "idle",
@@ -572,6 +592,13 @@ const CPU_ORDER: [&str; 8] = [
 
 fn cpu(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<String> {
     let (run, series) = run_with_samples(store, loaded, req, "cpu")?;
+    // Over the interval the run's usr/sys figures describe, where it is known: the sampler
+    // also saw fio start and stop (seconds of it in a slow guest).
+    let window = measured_window(store, loaded, run)?.filter(|&w| {
+        series
+            .iter()
+            .all(|s| s.values.is_empty() || mean_within(&s.t_offsets, &s.values, w).is_some())
+    });
     let mut shares: BTreeMap<u32, BTreeMap<String, f64>> = BTreeMap::new();
     let mut cats: Vec<String> = Vec::new();
     for s in &series {
@@ -585,7 +612,9 @@ fn cpu(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Stri
         if s.values.is_empty() {
             continue;
         }
-        let mean = s.values.iter().sum::<f64>() / s.values.len() as f64;
+        let mean = window
+            .and_then(|w| mean_within(&s.t_offsets, &s.values, w))
+            .unwrap_or(s.values.iter().sum::<f64>() / s.values.len() as f64);
         shares.entry(cpu).or_default().insert(cat.to_string(), mean);
         if !cats.iter().any(|c| c == cat) {
             cats.push(cat.to_string());
@@ -611,8 +640,29 @@ fn cpu(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Stri
         .collect();
     let cat_refs: Vec<&str> = cats.iter().map(String::as_str).collect();
     let title = format!(
-        "CPU time per CPU, run {run} ({}), mean over the run",
-        cell_of(loaded, run)
+        "CPU time per CPU, run {run} ({}), mean over {}",
+        cell_of(loaded, run),
+        if window.is_some() {
+            "the measured interval"
+        } else {
+            "the run"
+        }
     );
     Ok(cpu_breakdown(&title, &cpus, &cat_refs, &rows)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mean_within;
+
+    #[test]
+    fn a_series_is_averaged_over_the_part_of_each_interval_in_the_window() {
+        // Rates over (0,1], (1,2], (2,3]: 10, 20, 40.
+        let (t, v) = ([1.0, 2.0, 3.0], [10.0, 20.0, 40.0]);
+        assert_eq!(mean_within(&t, &v, (0.0, 3.0)), Some(70.0 / 3.0));
+        assert_eq!(mean_within(&t, &v, (1.0, 2.0)), Some(20.0));
+        // Half of (1,2] and all of (2,3]: (0.5 * 20 + 40) / 1.5.
+        assert_eq!(mean_within(&t, &v, (1.5, 3.0)), Some(50.0 / 1.5));
+        assert_eq!(mean_within(&t, &v, (5.0, 6.0)), None);
+    }
 }

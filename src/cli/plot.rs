@@ -10,9 +10,10 @@ use crate::store;
 /// Kinds: bars (mean per cell with 95% CI whiskers), lines (a metric against a numeric factor
 /// such as bs, one line per level of the other factors), latency (completion-latency CDF per
 /// cell from fio json+ histograms merged across repetitions), heatmap (interrupts/s per CPU
-/// over the whole sampled time of one run, fio's measured interval between two lines), cpu (per-CPU time breakdown for one run), over-time (a metric per
-/// second over fio's measured interval, one line per run of a cell: throughput, latency,
-/// device completions), irq-over-time (interrupts per second on each CPU for one run).
+/// over the whole sampled time of one run, fio's measured interval between two lines), cpu
+/// (per-CPU time breakdown over one run's measured interval), over-time (a metric per second
+/// over fio's measured interval, one line per run of a cell: throughput, latency, device
+/// completions), irq-over-time (interrupts per second on each CPU for one run).
 ///
 /// A whisker of a metric never measured below 0 (IOPS, MB/s, latency) that would reach
 /// below 0, as a wide interval from a few noisy runs can, is cut at the axis and has no cap
