@@ -1,10 +1,14 @@
 //! Per-CPU time breakdown as stacked bars (usr, sys, irq, softirq, iowait, idle...): shows
 //! which CPU pays for the I/O and in which currency, e.g. the softirq time that follows an
-//! IRQ's affinity in case 0 and case 2.
+//! IRQ's affinity in case 0 and case 2. The bars fill the plot area to 100%, so the legend
+//! stands beside it: in any corner it would hide a CPU's bar.
 
 use plotters::prelude::*;
 
 use super::{check_finite, color, draw_err, slots, PlotError, FONT, SIZE};
+
+/// Room beside the plot area for the legend, in pixels.
+const LEGEND_WIDTH: u32 = 90;
 
 /// `shares[cpu][category]` in percent of that CPU's time (each row sums to about 100).
 pub(crate) fn cpu_breakdown(
@@ -48,8 +52,9 @@ pub(crate) fn cpu_breakdown(
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 20))
+        let below_title = root.titled(title, (FONT, 20)).map_err(draw_err)?;
+        let (main, side) = below_title.split_horizontally(SIZE.0 - LEGEND_WIDTH);
+        let mut chart = ChartBuilder::on(&main)
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
@@ -82,11 +87,14 @@ pub(crate) fn cpu_breakdown(
                     r.set_margin(0, 0, 6, 6);
                     r
                 }))
-                .map_err(draw_err)?
-                .label(name.to_string())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+                .map_err(draw_err)?;
+            // Top down in the order the bars stack bottom up, so the list reads like a bar.
+            let y = 20 + 20 * (categories.len() - 1 - k) as i32;
+            side.draw(&Rectangle::new([(4, y - 5), (14, y + 5)], c.filled()))
+                .map_err(draw_err)?;
+            side.draw(&Text::new(name.to_string(), (20, y - 7), (FONT, 13)))
+                .map_err(draw_err)?;
         }
-        super::legend::draw(&mut chart, SeriesLabelPosition::UpperRight, 0.9)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)
@@ -110,6 +118,19 @@ mod tests {
             // two CPUs + one legend swatch each
             assert_eq!(rects_filled(&doc, color(k)), 3, "category {cat}");
         }
+        // The swatches (10 px squares) stand right of every bar: the legend hides none.
+        let rects: Vec<(f64, f64)> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("rect") && n.attribute("fill") != Some("#FFFFFF"))
+            .filter_map(|n| {
+                let f = |a: &str| n.attribute(a)?.parse::<f64>().ok();
+                Some((f("x")?, f("width")?))
+            })
+            .collect();
+        let (swatches, bars): (Vec<&(f64, f64)>, Vec<_>) = rects.iter().partition(|r| r.1 == 10.0);
+        assert_eq!(swatches.len(), cats.len(), "{rects:?}");
+        let bars_end = bars.iter().map(|r| r.0 + r.1).fold(0.0, f64::max);
+        assert!(swatches.iter().all(|r| r.0 > bars_end), "{rects:?}");
         let texts = texts(&doc);
         for l in ["cpu0", "cpu1", "softirq", "CPU time [%]"] {
             assert!(texts.iter().any(|t| t == l), "{l} missing: {texts:?}");
