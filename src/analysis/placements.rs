@@ -36,26 +36,22 @@ pub(crate) fn from_plan(plan_json: &str) -> Vec<Placed> {
             Some((level, c["key"].as_str().unwrap_or("?"), why))
         })
         .collect();
-    let one_why = |level: Option<&str>| {
+    // Whether every cell of a placement level ran where the first did.
+    let agree = |level: Option<&str>| {
         let mut whys = placed.iter().filter(|p| p.0 == level).map(|p| p.2);
         let first = whys.next();
-        first.filter(|f| whys.all(|w| w == *f))
+        whys.all(|w| Some(w) == first)
     };
     let mut out: Vec<Placed> = Vec::new();
     for &(level, key, why) in &placed {
-        let entry = match (level, one_why(level)) {
-            (Some(l), Some(_)) => Placed {
-                cells: format!("placement={l}"),
-                why: why.to_string(),
-            },
-            (None, Some(_)) => Placed {
-                cells: "every cell".into(),
-                why: why.to_string(),
-            },
-            (_, None) => Placed {
-                cells: key.to_string(),
-                why: why.to_string(),
-            },
+        let cells = match level {
+            Some(l) if agree(level) => format!("placement={l}"),
+            None if agree(level) => "every cell".to_string(),
+            _ => key.to_string(),
+        };
+        let entry = Placed {
+            cells,
+            why: why.to_string(),
         };
         if !out.contains(&entry) {
             out.push(entry);
