@@ -7,7 +7,7 @@ use crate::stats::across::AcrossCells;
 use crate::stats::compare::VerdictReason;
 use crate::stats::Comparison;
 
-use super::format::{p_value, signed_pct};
+use super::format::{number, p_value, signed_pct};
 use super::table::{Cell, Column, Table};
 
 /// One row; in `compare --json` the full [`Comparison`] (baseline and candidate summaries,
@@ -160,6 +160,19 @@ pub(crate) fn comparison_table_in_family(
     table
 }
 
+/// One end of a relative change's CI, in percent. Past +10,000% it says only that: a CI that
+/// wide (a geometric mean over two cells, whose t has one degree of freedom) tells nothing
+/// more, and its ten digits made the table unreadable; `--json` has the number.
+fn ci_bound(x: f64) -> String {
+    if x > 10_000.0 {
+        ">+10,000".to_string()
+    } else if x.abs() >= 1_000.0 {
+        format!("{}{}", if x < 0.0 { "-" } else { "+" }, number(x.abs()))
+    } else {
+        format!("{x:+.1}")
+    }
+}
+
 /// The `change` and `95% CI` cells: a signed percentage and `[low, high]`.
 fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
     [
@@ -171,7 +184,7 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
             None => Cell::Missing,
         },
         match (low, high) {
-            (Some(lo), Some(hi)) => Cell::text(format!("[{lo:+.1}, {hi:+.1}]")),
+            (Some(lo), Some(hi)) => Cell::text(format!("[{}, {}]", ci_bound(lo), ci_bound(hi))),
             _ => Cell::Missing,
         },
     ]
@@ -240,6 +253,16 @@ pub(crate) fn across_note(level: f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::ci_bound;
+
+    #[test]
+    fn a_ci_bound_past_ten_thousand_percent_is_said_as_such() {
+        assert_eq!(ci_bound(-31.04), "-31.0");
+        assert_eq!(ci_bound(8_929.4), "+8,929");
+        assert_eq!(ci_bound(1_019_758_498.1), ">+10,000");
+        assert_eq!(ci_bound(10_000.0), "+10,000");
+    }
+
     use super::*;
     use crate::report::table::MAX_WIDTH;
     use crate::stats::compare::{adjust_family, compare, CompareOptions};
