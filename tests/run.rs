@@ -544,8 +544,8 @@ fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
     assert!(
         text.contains(
             "where the workload ran:\n  irq_cpu=on-node,placement=on: CPUs 0-3,8-11 take the \
-             device's interrupts (where this cell moves the interrupt)\n  \
-             irq_cpu=on-node,placement=far: CPUs 4-7,12-14 on the most distant node \
+             device's interrupts\n    (where this cell moves the interrupt)\n  \
+             irq_cpu=on-node,placement=far: CPUs 4-7,12-14 on the most distant node\n    \
              (distance 21) from interrupt CPUs 0-3,8-11"
         ),
         "{text}"

@@ -61,20 +61,22 @@ pub(crate) fn from_plan(plan_json: &str) -> Vec<Placed> {
 }
 
 /// What `show` prints: `where the workload ran:` and a line per placement
-/// (`  placement=near: CPUs 0-1 share the last-level cache of interrupt CPU 3`); nothing when
-/// there is none.
+/// (`  placement=near: CPUs 0-1 share the last-level cache of interrupt CPU 3`), wrapped at
+/// 80 columns; nothing when there is none.
 pub(crate) fn text(placed: &[Placed]) -> String {
     if placed.is_empty() {
         return String::new();
     }
+    use crate::report::table::{wrap, MAX_WIDTH};
+    let safe = crate::report::format::terminal_safe;
     let lines: String = placed
         .iter()
-        .map(|p| {
-            format!(
-                "  {}: {}\n",
-                crate::report::format::terminal_safe(&p.cells),
-                crate::report::format::terminal_safe(&p.why)
-            )
+        .flat_map(|p| {
+            let text = format!("{}: {}", safe(&p.cells), safe(&p.why));
+            wrap(&text, MAX_WIDTH - 2)
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<Vec<_>>()
         })
         .collect();
     format!("where the workload ran:\n{lines}")
