@@ -148,7 +148,11 @@ pub(crate) fn text(b: &Basis) -> String {
     ] {
         if let Some(v) = b.text.get(key) {
             let v: Vec<String> = v.iter().map(|s| safe(s).into_owned()).collect();
-            out.push_str(&format!("{}: {}\n", key.replace('_', " "), v.join(" | ")));
+            // Wrapped: a kernel command line runs to hundreds of characters.
+            out.push_str(&crate::report::table::wrap(
+                &format!("{}: {}", key.replace('_', " "), v.join(" | ")),
+                crate::report::table::MAX_WIDTH,
+            ));
         }
     }
     let mem: Vec<String> = [
@@ -184,7 +188,10 @@ pub(crate) fn text(b: &Basis) -> String {
                 s
             })
             .collect();
-        out.push_str(&format!("cross-checks: {}\n", parts.join("; ")));
+        out.push_str(&crate::report::table::wrap(
+            &format!("cross-checks: {}", parts.join("; ")),
+            crate::report::table::MAX_WIDTH,
+        ));
     }
     for f in &b.findings {
         out.push_str(&format!("  {}\n", finding_line(f)));
