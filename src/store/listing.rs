@@ -117,8 +117,7 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
         return out;
     }
     let traced = runs.iter().any(|r| r.trace.is_some());
-    let _ = writeln!(
-        out,
+    let header = format!(
         "{:>6}  {:<30}  {:>3}  {:<19}  {:>7}  {:<10}{}",
         "run",
         "cell",
@@ -128,6 +127,7 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
         "status",
         if traced { "  trace" } else { "" }
     );
+    let _ = writeln!(out, "{}", header.trim_end());
     for ListedRun { run: r, trace } in runs {
         let mut status = r.status.as_str().to_string();
         if r.warmup {
