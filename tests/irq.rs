@@ -126,18 +126,13 @@ fn apply_saved_plan(plan: &serde_json::Value) -> String {
     let state = tempfile::tempdir().unwrap();
     let file = state.path().join("plan.json");
     std::fs::write(&file, plan.to_string()).unwrap();
-    let out = iolab()
+    let done = iolab()
         .args(["irq", "apply", "--force", "--plan"])
         .arg(&file)
         .env("IOLAB_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+        .assert()
+        .success();
+    String::from_utf8(done.get_output().stdout.clone()).unwrap()
 }
 
 #[test]

@@ -87,64 +87,44 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cell(key: &str, levels: Value, why: Option<&str>) -> Value {
+    /// A stored plan's cell of levels `other=level` (and `placement=P` when given).
+    fn cell(other: (&str, &str), placement: Option<&str>, why: Option<&str>) -> Value {
+        let mut levels = vec![json!([other.0, other.1])];
+        let mut key = format!("{}={}", other.0, other.1);
+        if let Some(p) = placement {
+            levels.push(json!(["placement", p]));
+            key.push_str(&format!(",placement={p}"));
+        }
         json!({"index": 0, "key": key, "levels": levels, "cpus": [3], "placement_why": why})
+    }
+
+    fn text_of(cells: &[Value]) -> String {
+        text(&from_plan(&Value::Array(cells.to_vec()).to_string()))
     }
 
     #[test]
     fn each_level_once_when_its_cells_agree_else_each_cell() {
-        let plan = json!([
-            cell(
-                "rq=0,placement=on",
-                json!([["rq", "0"], ["placement", "on"]]),
-                Some("CPU 3 takes it")
-            ),
-            cell(
-                "rq=0,placement=near",
-                json!([["rq", "0"], ["placement", "near"]]),
-                Some("CPU 0-1 near 3")
-            ),
-            cell(
-                "rq=1,placement=on",
-                json!([["rq", "1"], ["placement", "on"]]),
-                Some("CPU 3 takes it")
-            ),
-            cell(
-                "rq=1,placement=near",
-                json!([["rq", "1"], ["placement", "near"]]),
-                Some("CPU 0-1 near 3")
-            ),
-        ]);
-        let p = from_plan(&plan.to_string());
+        let (on, near) = (Some("CPU 3 takes it"), Some("CPU 0-1 near 3"));
+        let plan = [
+            cell(("rq", "0"), Some("on"), on),
+            cell(("rq", "0"), Some("near"), near),
+            cell(("rq", "1"), Some("on"), on),
+            cell(("rq", "1"), Some("near"), near),
+        ];
         assert_eq!(
-            text(&p),
-            "where the workload ran:\n  placement=on: CPU 3 takes it\n  placement=near: CPU 0-1 near 3\n"
+            text_of(&plan),
+            "where the workload ran:\n  placement=on: CPU 3 takes it\n  \
+             placement=near: CPU 0-1 near 3\n"
         );
         // An irq_cpu factor moves the interrupt: near differs between cells, so each is named.
-        let plan = json!([
-            cell(
-                "irq=9,placement=near",
-                json!([["irq", "9"], ["placement", "near"]]),
-                Some("CPU 10-11 near 9")
-            ),
-            cell(
-                "irq=-,placement=near",
-                json!([["irq", "-"], ["placement", "near"]]),
-                Some("CPU 0-1 near 3")
-            ),
-            cell(
-                "irq=9,placement=on",
-                json!([["irq", "9"], ["placement", "on"]]),
-                Some("CPU 9 takes it")
-            ),
-            cell(
-                "irq=-,placement=on",
-                json!([["irq", "-"], ["placement", "on"]]),
-                Some("CPU 9 takes it")
-            ),
-        ]);
+        let plan = [
+            cell(("irq", "9"), Some("near"), Some("CPU 10-11 near 9")),
+            cell(("irq", "-"), Some("near"), near),
+            cell(("irq", "9"), Some("on"), Some("CPU 9 takes it")),
+            cell(("irq", "-"), Some("on"), Some("CPU 9 takes it")),
+        ];
         assert_eq!(
-            text(&from_plan(&plan.to_string())),
+            text_of(&plan),
             "where the workload ran:\n  irq=9,placement=near: CPU 10-11 near 9\n  \
              irq=-,placement=near: CPU 0-1 near 3\n  placement=on: CPU 9 takes it\n"
         );
@@ -152,16 +132,15 @@ mod tests {
 
     #[test]
     fn a_placement_without_a_factor_or_none_at_all() {
-        let plan = json!([
-            cell("rq=0", json!([["rq", "0"]]), Some("CPU 3 takes it")),
-            cell("rq=1", json!([["rq", "1"]]), Some("CPU 3 takes it")),
-        ]);
+        let plan = [
+            cell(("rq", "0"), None, Some("CPU 3 takes it")),
+            cell(("rq", "1"), None, Some("CPU 3 takes it")),
+        ];
         assert_eq!(
-            text(&from_plan(&plan.to_string())),
+            text_of(&plan),
             "where the workload ran:\n  every cell: CPU 3 takes it\n"
         );
-        let unpinned = json!([cell("rq=0", json!([["rq", "0"]]), None)]);
-        assert!(from_plan(&unpinned.to_string()).is_empty());
+        assert_eq!(text_of(&[cell(("rq", "0"), None, None)]), "");
         assert!(from_plan("not json").is_empty());
     }
 }
