@@ -159,11 +159,7 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
         }
         out.push_str("</tbody>\n</table>\n");
     }
-    let placed = env
-        .iter()
-        .find(|f| f.key == "plan")
-        .map(|f| super::placements::from_plan(&f.value))
-        .unwrap_or_default();
+    let placed = super::placements::from_environment(&env);
     if !placed.is_empty() {
         out.push_str(
             "<h3 id=\"placements\">Where the workload ran</h3>\n<table>\n<thead><tr>\

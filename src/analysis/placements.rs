@@ -18,7 +18,7 @@ pub(crate) struct Placed {
 
 /// The placements in the stored plan (`[]` for experiments without one or without any
 /// placement: an unpinned workload, an imported run).
-pub(crate) fn from_plan(plan_json: &str) -> Vec<Placed> {
+fn from_plan(plan_json: &str) -> Vec<Placed> {
     let Ok(Value::Array(cells)) = serde_json::from_str::<Value>(plan_json) else {
         return Vec::new();
     };
@@ -58,6 +58,14 @@ pub(crate) fn from_plan(plan_json: &str) -> Vec<Placed> {
         }
     }
     out
+}
+
+/// The placements of the plan among an experiment's stored environment entries.
+pub(crate) fn from_environment(env: &[crate::store::EnvironmentEntry]) -> Vec<Placed> {
+    env.iter()
+        .find(|e| e.key == "plan")
+        .map(|e| from_plan(&e.value))
+        .unwrap_or_default()
 }
 
 /// What `show` prints: `where the workload ran:` and a line per placement

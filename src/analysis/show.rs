@@ -510,12 +510,7 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
     let basis = super::basis::summarise(&store.run_bases(id)?);
     let csv = long_table(&loaded, &per_metric).to_csv();
     let mut header = header(&loaded);
-    let placements = store
-        .environment(id)?
-        .iter()
-        .find(|e| e.key == "plan")
-        .map(|e| super::placements::from_plan(&e.value))
-        .unwrap_or_default();
+    let placements = super::placements::from_environment(&store.environment(id)?);
     header.push_str(&super::placements::text(&placements));
     let (analysed, kept) = store.trace_counts(id)?;
     if let Some(note) = crate::experiment::run::trace::kept_note(analysed, kept) {
