@@ -688,6 +688,7 @@ fn nvme_poll_runs_hipri_cells_and_polling_drops_interrupts() {
     }
     let script = r#"
 $IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
+$IOLAB inspect >$LAB_OUT/inspect.txt 2>&1
 cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
 cat >/tmp/exp.toml <<'T'
 name = "lab nvme-poll hipri"
@@ -736,6 +737,15 @@ done
         assert_eq!(irq(&m, &q["irq"])["managed"], true);
     }
     check_placement(&m, nvme);
+    // The text view names them: io_poll=1 and no interrupt while the others have one.
+    let text = b.text("inspect.txt");
+    let polled = text
+        .lines()
+        .filter(|l| {
+            l.trim_start().starts_with("queue ") && l.ends_with("no interrupt: a poll queue")
+        })
+        .count();
+    assert_eq!(polled, 2, "{text}");
 
     let shown = b.json("show.json");
     let cells = shown["cells"].as_array().unwrap();

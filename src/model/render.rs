@@ -281,9 +281,14 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
     if !knobs.is_empty() {
         wrapped(s, "    knobs:", &knobs);
     }
+    // With io_poll=1 the device has poll queues (the kernel sets it only then), and those
+    // are the queues that take no interrupt while the others do.
+    let polls = d.knobs.get("io_poll").is_some_and(|v| v.trim() == "1")
+        && d.queues.iter().any(|q| q.irq.is_some());
     for q in &d.queues {
         let irq = match q.irq {
             Some(n) => format!("irq {n}"),
+            None if polls => "no interrupt: a poll queue".to_string(),
             None => "irq -".to_string(),
         };
         let _ = writeln!(s, "    queue {:<3} cpus {:<12} {irq}", q.queue, cl(&q.cpus));
