@@ -88,7 +88,11 @@ const NOTE_CHARS: usize = 300;
 /// nobody reads in a matrix of runs.
 fn notes_of(preamble: &str) -> Option<String> {
     let mut notes: Vec<String> = Vec::new();
-    for line in preamble.lines().map(str::trim).filter(|l| !l.is_empty()) {
+    for line in preamble
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !is_banner(l))
+    {
         let line: String = line.chars().take(NOTE_CHARS).collect();
         if !notes.contains(&line) {
             notes.push(line);
@@ -98,6 +102,24 @@ fn notes_of(preamble: &str) -> Option<String> {
         }
     }
     (!notes.is_empty()).then(|| notes.join(" / "))
+}
+
+/// fio's own banner, which its servers send before the report in client mode (each line
+/// behind the host's `<name>`): a job's `NAME: (g=0): rw=read, bs=...`, `Starting 1
+/// process`, and the bare `<name>` lines between. They say nothing the job file does not.
+fn is_banner(line: &str) -> bool {
+    let text = match line.strip_prefix('<').and_then(|l| l.split_once('>')) {
+        Some((_, rest)) => rest.trim(),
+        None => line,
+    };
+    let starting = text.strip_prefix("Starting ").is_some_and(|rest| {
+        let mut words = rest.split_whitespace();
+        words.next().is_some_and(|n| n.parse::<u32>().is_ok())
+            && words
+                .next()
+                .is_some_and(|w| w.starts_with("process") || w.starts_with("thread"))
+    });
+    text.is_empty() || starting || (text.contains(": (g=") && text.contains("): rw="))
 }
 
 #[cfg(test)]
@@ -121,6 +143,16 @@ mod tests {
         let notes = notes_of(&many).unwrap();
         assert_eq!(notes.matches(" / ").count(), NOTES - 1, "{notes}");
         assert_eq!(notes_of(&"x".repeat(1000)).unwrap().len(), NOTE_CHARS);
+        // Client mode: the servers' banners are not notes; a note behind a host's name is.
+        let client = "<lab1> iolab: (g=0): rw=read, bs=(R) 64.0KiB-64.0KiB, (W) \
+                      64.0KiB-64.0KiB, (T) 64.0KiB-64.0KiB, ioengine=libaio, iodepth=4\n\
+                      <lab1> Starting 1 process\n<lab1> \n<lab2> Starting 2 threads\n\
+                      <lab2> note: both iodepth >= 1 and synchronous I/O engine are selected\n";
+        assert_eq!(
+            notes_of(client).as_deref(),
+            Some("<lab2> note: both iodepth >= 1 and synchronous I/O engine are selected")
+        );
+        assert_eq!(notes_of("<lab1> Starting 1 process\n<lab1>\n"), None);
         // Nothing before the report: no key.
         let env = with_fio(RunEnvironment::default(), Some(&FioReport::default()));
         assert!(env.get("fio_notes").is_none(), "{env}");

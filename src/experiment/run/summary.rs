@@ -142,14 +142,15 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
             .any(|h| h.iter().any(|(k, _)| *k == id))
     };
     // fio's columns as always, unless every run is a network engine's; an engine's columns
-    // when some run has them.
+    // when some run has them; the machine's (usr, sys, ints/s) when some run has them (runs
+    // on fio servers iolab does not control have none).
     let engine_only = any_run(cells) && !any(IOPS);
     let engine_columns = ENGINE_COLUMNS.map(|(m, heading, unit)| (m.name, heading, unit));
     let shown: Vec<(&str, &str, Option<&str>)> = COLUMNS[..4]
         .iter()
         .filter(|_| !engine_only)
         .chain(engine_columns.iter().filter(|(id, _, _)| any(id)))
-        .chain(&COLUMNS[4..])
+        .chain(COLUMNS[4..].iter().filter(|(id, _, _)| any(id)))
         .copied()
         .collect();
     let mut columns = vec![Column::label("cell"), Column::number("n", None)];
@@ -302,6 +303,12 @@ mod tests {
             text.contains("not applicable: placement=far: no other node"),
             "{text}"
         );
+        // usr was sampled, sys and ints/s were not: their columns are left out.
+        assert!(
+            text.contains("usr [%]") && !text.contains("sys [%]"),
+            "{text}"
+        );
+        assert!(!text.contains("ints/s"), "{text}");
     }
 }
 
