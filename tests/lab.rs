@@ -1271,6 +1271,20 @@ IOLAB_STATE_DIR="$LAB_OUT/state" {iolab} run "$LAB_OUT/guests.toml" --db "$LAB_O
     let db = iolab::store::Store::open_existing(out.path().join("r.db")).unwrap();
     let runs = db.runs(1).unwrap();
     assert_eq!(runs.len(), 2, "{log}");
+    // The servers' job banners are not fio notes, and fio servers have no usr/sys/ints/s for
+    // the run's closing table.
+    for b in db.run_bases(1).unwrap() {
+        let env = b.environment.unwrap_or_default();
+        let notes = env["fio_notes"].as_str().unwrap_or("");
+        assert!(
+            !notes.contains("(g=") && !notes.contains("Starting "),
+            "{notes}"
+        );
+    }
+    assert!(
+        log.contains("clat p99 [us]") && !log.contains("usr [%]"),
+        "{log}"
+    );
     for r in &runs {
         assert_eq!(
             r.status,
