@@ -1192,4 +1192,45 @@ fn show_and_compare_say_where_a_hosts_runs_keep_their_system_figures() {
     let named = ok(&db, &["show", "1", "--metric", "lab2:sys_pct"]);
     assert!(named.contains("lab2:sys_pct [%]"), "{named}");
     assert!(!named.contains("per host here"), "{named}");
+
+    // Runs on fio servers iolab does not control carry this machine's figures only: the hint
+    // names them and offers no `--host`, which would find no runs of single hosts.
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    let id = store
+        .create_experiment(&iolab::store::NewExperiment {
+            name: "servers".into(),
+            file_text: "[factors]\nbs = [\"4k\"]\n".into(),
+            seed: 1,
+            planned_order: serde_json::json!([]),
+            host: "10.0.0.1,8765+10.0.0.2,8765".into(),
+            kernel: "unknown".into(),
+            part_of: None,
+        })
+        .unwrap();
+    store
+        .insert_run(&iolab::store::NewRun {
+            experiment_id: id,
+            cell_key: "bs=4k".into(),
+            cell_levels: serde_json::json!({"bs": "4k"}),
+            repetition: 1,
+            start_unix: 1_795_400_000.0,
+            end_unix: 1_795_400_005.0,
+            metrics: vec![
+                ("read_iops".into(), 20_000.0),
+                ("local:sys_pct".into(), 1.0),
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+    store.set_experiment_status(id, "done").unwrap();
+    drop(store);
+    let servers = flat(&ok(&db, &["show", &id.to_string()]));
+    assert!(
+        servers.contains(
+            "usr_pct, sys_pct and irq_per_s were sampled on this machine only, which drove the \
+             fio servers: `--metric local:sys_pct`"
+        ),
+        "{servers}"
+    );
+    assert!(!servers.contains("--host"), "{servers}");
 }

@@ -129,6 +129,14 @@ pub(crate) fn per_host_hint(
     let Some(example) = hosts.first() else {
         return Ok(None);
     };
+    // Runs on fio servers iolab does not control: only this machine was sampled, and no
+    // host has runs of its own for `--host`.
+    if example == local {
+        return Ok(Some(format!(
+            "usr_pct, sys_pct and irq_per_s were sampled on this machine only, which drove \
+             the fio servers: `--metric {local}:sys_pct`"
+        )));
+    }
     Ok(Some(format!(
         "usr_pct, sys_pct and irq_per_s are per host here, as HOST:NAME with HOST one of {} \
          (local: this machine, which drove the hosts): e.g. `--metric {example}:sys_pct`, or \
