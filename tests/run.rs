@@ -577,6 +577,12 @@ fn irq_affinity_levels_move_the_devices_movable_irq_and_put_it_back() {
         !html.contains("<td>plan</td>"),
         "the plan is a finding again"
     );
+    // The target is the run's, not a finding about the machine: it stands with the experiment.
+    assert!(
+        html.contains("<tr><th>target</th><td>/dev/sda</td></tr>")
+            && !html.contains("<td>target</td>"),
+        "the target is not among the experiment's rows"
+    );
 }
 
 #[test]

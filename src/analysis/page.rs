@@ -101,11 +101,16 @@ pub(crate) fn factor_comparisons(
     Ok((all, notes))
 }
 
+/// Environment entries about the run itself (key, label), shown with the experiment's own
+/// rows rather than among the preflight findings.
+const ABOUT_THE_RUN: [(&str, &str); 2] = [("target", "target"), ("part_of", "part of")];
+
 fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String> {
     let e = &loaded.experiment;
     let mut out = String::from("<section id=\"environment\">\n<h2>Environment</h2>\n");
     out.push_str("<table class=\"meta\">\n<tbody>\n");
-    let rows: Vec<(&str, String)> = vec![
+    let env = store.environment(e.id)?;
+    let mut rows: Vec<(&str, String)> = vec![
         ("experiment", format!("{} \"{}\"", e.id, e.name)),
         ("status", e.status.clone()),
         ("created (UTC)", format_utc(e.created_unix)),
@@ -121,6 +126,12 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
         ),
         ("factors", loaded.factor_list()),
     ];
+    // What the run recorded about itself, not about the machine: shown with the experiment.
+    for (key, label) in ABOUT_THE_RUN {
+        if let Some(f) = env.iter().find(|f| f.key == key) {
+            rows.push((label, f.value.clone()));
+        }
+    }
     for (k, v) in rows {
         out.push_str(&format!(
             "<tr><th>{}</th><td>{}</td></tr>\n",
@@ -129,7 +140,6 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
         ));
     }
     out.push_str("</tbody>\n</table>\n");
-    let env = store.environment(e.id)?;
     out.push_str("<h3 id=\"preflight\">Preflight findings</h3>\n");
     if env.is_empty() {
         out.push_str(
@@ -142,7 +152,10 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
              <th>severity</th><th>advice</th></tr></thead>\n<tbody>\n",
         );
         // The stored plan is shown as where each cell ran (below), not as a finding.
-        for f in env.iter().filter(|f| f.key != "plan") {
+        let finding = |f: &&crate::store::EnvironmentEntry| {
+            f.key != "plan" && !ABOUT_THE_RUN.iter().any(|(key, _)| f.key == *key)
+        };
+        for f in env.iter().filter(finding) {
             let sev = f.severity.as_deref().unwrap_or("");
             let class = match sev {
                 "warn" | "warning" => " class=\"warn\"",
