@@ -1139,43 +1139,21 @@ fn compare_decides_at_three_runs_and_sums_up_across_cells() {
 fn show_and_compare_say_where_a_hosts_runs_keep_their_system_figures() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("hosts.db");
-    let mut store = iolab::store::Store::open(&db).unwrap();
     for (kernel, scale) in [("6.1", 1.0), ("6.6", 1.1)] {
-        let id = store
-            .create_experiment(&iolab::store::NewExperiment {
-                name: "hosts".into(),
-                file_text: "[factors]\nbs = [\"4k\"]\n".into(),
-                seed: 1,
-                planned_order: serde_json::json!([]),
-                host: "lab1+lab2".into(),
-                kernel: kernel.into(),
-                part_of: None,
+        let runs: Vec<Vec<(String, f64)>> = (1..=3u32)
+            .map(|rep| {
+                let f = scale * (1.0 + rep as f64 / 100.0);
+                vec![
+                    ("read_iops".into(), 20_000.0 * f),
+                    ("lab1:sys_pct".into(), 12.0 * f),
+                    ("lab2:sys_pct".into(), 14.0 * f),
+                    ("lab1:usr_pct".into(), 3.0 * f),
+                    ("local:sys_pct".into(), 1.0 * f),
+                ]
             })
-            .unwrap();
-        for rep in 1..=3u32 {
-            let f = scale * (1.0 + rep as f64 / 100.0);
-            store
-                .insert_run(&iolab::store::NewRun {
-                    experiment_id: id,
-                    cell_key: "bs=4k".into(),
-                    cell_levels: serde_json::json!({"bs": "4k"}),
-                    repetition: rep,
-                    start_unix: 1_795_300_000.0 + 10.0 * rep as f64,
-                    end_unix: 1_795_300_005.0 + 10.0 * rep as f64,
-                    metrics: vec![
-                        ("read_iops".into(), 20_000.0 * f),
-                        ("lab1:sys_pct".into(), 12.0 * f),
-                        ("lab2:sys_pct".into(), 14.0 * f),
-                        ("lab1:usr_pct".into(), 3.0 * f),
-                        ("local:sys_pct".into(), 1.0 * f),
-                    ],
-                    ..Default::default()
-                })
-                .unwrap();
-        }
-        store.set_experiment_status(id, "done").unwrap();
+            .collect();
+        hosts_experiment(&db, "lab1+lab2", kernel, &runs);
     }
-    drop(store);
     let hint = "usr_pct, sys_pct and irq_per_s are per host here, as HOST:NAME with HOST one of \
                 lab1, lab2, local";
     let flat = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -1195,35 +1173,15 @@ fn show_and_compare_say_where_a_hosts_runs_keep_their_system_figures() {
 
     // Runs on fio servers iolab does not control carry this machine's figures only: the hint
     // names them and offers no `--host`, which would find no runs of single hosts.
-    let mut store = iolab::store::Store::open(&db).unwrap();
-    let id = store
-        .create_experiment(&iolab::store::NewExperiment {
-            name: "servers".into(),
-            file_text: "[factors]\nbs = [\"4k\"]\n".into(),
-            seed: 1,
-            planned_order: serde_json::json!([]),
-            host: "10.0.0.1,8765+10.0.0.2,8765".into(),
-            kernel: "unknown".into(),
-            part_of: None,
-        })
-        .unwrap();
-    store
-        .insert_run(&iolab::store::NewRun {
-            experiment_id: id,
-            cell_key: "bs=4k".into(),
-            cell_levels: serde_json::json!({"bs": "4k"}),
-            repetition: 1,
-            start_unix: 1_795_400_000.0,
-            end_unix: 1_795_400_005.0,
-            metrics: vec![
-                ("read_iops".into(), 20_000.0),
-                ("local:sys_pct".into(), 1.0),
-            ],
-            ..Default::default()
-        })
-        .unwrap();
-    store.set_experiment_status(id, "done").unwrap();
-    drop(store);
+    let id = hosts_experiment(
+        &db,
+        "10.0.0.1,8765+10.0.0.2,8765",
+        "unknown",
+        &[vec![
+            ("read_iops".into(), 20_000.0),
+            ("local:sys_pct".into(), 1.0),
+        ]],
+    );
     let servers = flat(&ok(&db, &["show", &id.to_string()]));
     assert!(
         servers.contains(
@@ -1233,4 +1191,37 @@ fn show_and_compare_say_where_a_hosts_runs_keep_their_system_figures() {
         "{servers}"
     );
     assert!(!servers.contains("--host"), "{servers}");
+}
+
+/// A finished experiment of one cell (`bs=4k`) on `host`, one run per entry of `runs` with
+/// those metrics; its id.
+fn hosts_experiment(db: &Path, host: &str, kernel: &str, runs: &[Vec<(String, f64)>]) -> i64 {
+    let mut store = iolab::store::Store::open(db).unwrap();
+    let id = store
+        .create_experiment(&iolab::store::NewExperiment {
+            name: "hosts".into(),
+            file_text: "[factors]\nbs = [\"4k\"]\n".into(),
+            seed: 1,
+            planned_order: serde_json::json!([]),
+            host: host.into(),
+            kernel: kernel.into(),
+            part_of: None,
+        })
+        .unwrap();
+    for (rep, metrics) in (1..).zip(runs) {
+        store
+            .insert_run(&iolab::store::NewRun {
+                experiment_id: id,
+                cell_key: "bs=4k".into(),
+                cell_levels: serde_json::json!({"bs": "4k"}),
+                repetition: rep,
+                start_unix: 1_795_300_000.0 + 10.0 * f64::from(rep),
+                end_unix: 1_795_300_005.0 + 10.0 * f64::from(rep),
+                metrics: metrics.clone(),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    store.set_experiment_status(id, "done").unwrap();
+    id
 }
