@@ -306,7 +306,8 @@ fn cells4_is_modelled_as_defined() {
 q=$(awk '/nvme0q1$/ {{ sub(\":\", \"\", $1); print $1 }}' /proc/interrupts)
 echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OUT/managed-write.rc
 {PLACEMENT_RUN}
-{TRACE_RUN}"
+{TRACE_RUN}
+{ON_DEMAND_SCHEDULER_RUN}"
     );
     let b = boot("cells4", &script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
@@ -375,6 +376,64 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
     check_placement(&m, nvme);
     check_placement_run(&b, &hba_irq, (&on, &near, &far));
     check_trace_run(&b);
+    check_on_demand_scheduler_run(&b);
+}
+
+/// bfq is a module of Debian's kernel that no disk lists until it is loaded, and the kernel
+/// loads it when its name is written to a disk's queue/scheduler: an experiment asking for it
+/// runs, says the module stays loaded, and leaves the disk's scheduler as it was.
+const ON_DEMAND_SCHEDULER_RUN: &str = r#"
+cat /sys/block/sdb/queue/scheduler >$LAB_OUT/sched.before
+$IOLAB inspect >$LAB_OUT/sched-inspect.txt 2>&1
+cat >/tmp/sched.toml <<'T'
+name = "lab cells4 scheduler on demand"
+seed = 0
+repetitions = 1
+[target]
+device = "sdb"
+[workload]
+rw = "read"
+bs = "64k"
+ioengine = "psync"
+direct = 1
+runtime = "1s"
+time_based = true
+[factors]
+scheduler = ["mq-deadline", "bfq"]
+T
+$IOLAB run /tmp/sched.toml --db /tmp/sched.db >$LAB_OUT/sched.txt 2>&1
+echo $? >$LAB_OUT/sched.rc
+$IOLAB runs 1 --db /tmp/sched.db --json >$LAB_OUT/sched-runs.json 2>&1
+cat /sys/block/sdb/queue/scheduler >$LAB_OUT/sched.after
+cut -d' ' -f1 /proc/modules >$LAB_OUT/sched-modules.after
+"#;
+
+fn check_on_demand_scheduler_run(b: &Boot) {
+    let before = b.text("sched.before");
+    assert_eq!(
+        before.trim(),
+        "[mq-deadline] none",
+        "bfq was loaded at boot"
+    );
+    let inspect = b.text("sched-inspect.txt");
+    assert!(
+        inspect.contains("schedulers loaded on demand (any disk): bfq kyber"),
+        "{inspect}"
+    );
+    let out = b.text("sched.txt");
+    assert_eq!(b.text("sched.rc").trim(), "0", "{out}");
+    assert!(
+        out.contains("note: scheduler bfq is not loaded: the kernel loads its module"),
+        "{out}"
+    );
+    let runs = b.json("sched-runs.json");
+    assert_eq!(runs["experiment"]["runs_ok"], 2, "{runs}");
+    assert!(
+        b.text("sched-modules.after").lines().any(|m| m == "bfq"),
+        "the kernel did not load bfq"
+    );
+    // Put back: mq-deadline selected again; bfq is listed now that it is loaded.
+    assert_eq!(b.text("sched.after").trim(), "[mq-deadline] bfq none");
 }
 
 /// A block trace on the guest's packaged kernel, of the HBA's disk: recorded through tracefs

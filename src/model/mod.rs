@@ -10,6 +10,7 @@
 pub(crate) mod controls;
 pub(crate) mod device_map;
 pub(crate) mod devices;
+pub(crate) mod elevators;
 pub(crate) mod irqs;
 pub(crate) mod nics;
 pub(crate) mod placement;
@@ -55,6 +56,10 @@ pub struct Machine {
     /// Governors, boost, SMT and idle states, as far as this machine exposes them.
     #[serde(default)]
     pub(crate) controls: Controls,
+    /// I/O schedulers the kernel loads when one is first selected (see `elevators`): possible
+    /// on every disk although no `queue/scheduler` lists them yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) schedulers_on_demand: Vec<String>,
     /// CPU, per-CPU interrupt and disk rates when a second reading exists (per-IRQ rates are
     /// in each `irqs[].rate`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -105,9 +110,11 @@ impl Machine {
         device_map::mark_spread_managed(&devices, &mut irqs);
         let controls = Controls::read(root, &topo.online);
         let nics = nics::read(root, &irqs, &mut warn);
+        let kernel = root.attr("/proc/sys/kernel/osrelease");
         let mut machine = Machine {
             hostname: root.attr("/proc/sys/kernel/hostname"),
-            kernel: root.attr("/proc/sys/kernel/osrelease"),
+            schedulers_on_demand: elevators::on_demand(root, kernel.as_deref()),
+            kernel,
             online: topo.online,
             possible: topo.possible,
             isolated: topo.isolated,

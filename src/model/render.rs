@@ -206,6 +206,25 @@ fn devices(s: &mut String, m: &Machine) {
         let names: Vec<String> = unused.iter().map(|d| d.name.clone()).collect();
         wrapped(s, "  size 0 (unused):", &names);
     }
+    // Schedulers no disk lists yet, which the kernel loads when one is first selected.
+    let listed = |name: &String| {
+        m.devices.iter().any(
+            |d| matches!(d.allowed.get("scheduler"), Some(Allowed::Choices(c)) if c.contains(name)),
+        )
+    };
+    let loadable: Vec<String> = m
+        .schedulers_on_demand
+        .iter()
+        .filter(|n| !listed(n))
+        .cloned()
+        .collect();
+    if !loadable.is_empty()
+        && m.devices
+            .iter()
+            .any(|d| d.allowed.contains_key("scheduler"))
+    {
+        wrapped(s, "  schedulers loaded on demand (any disk):", &loadable);
+    }
 }
 
 fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
@@ -409,5 +428,27 @@ fn interrupts(s: &mut String, m: &Machine) {
             irq.name
         );
         let _ = writeln!(s, "{}", clip(&line));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::Machine;
+    use crate::sys::SysRoot;
+
+    #[test]
+    fn schedulers_that_no_disk_lists_are_named_as_loaded_on_demand() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines/two-node-nvme");
+        let mut m = Machine::read(&SysRoot::at(dir).unwrap()).unwrap();
+        // sda lists bfq and every disk lists kyber: only the third is news.
+        m.schedulers_on_demand = vec!["bfq".into(), "kyber".into(), "adios".into()];
+        let t = super::tree(&m);
+        assert!(
+            t.contains("\n  schedulers loaded on demand (any disk): adios\n"),
+            "{t}"
+        );
+        m.schedulers_on_demand.pop();
+        assert!(!super::tree(&m).contains("on demand"));
     }
 }

@@ -224,7 +224,7 @@ pub(crate) fn plan(
         order,
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
         estimated_seconds,
-        notes: Vec::new(),
+        notes: resolve::on_demand_notes(exp, m, &devs),
         warnings: depth::warnings(exp, &cells),
     })
 }
@@ -705,6 +705,9 @@ pub fn run(
     } else {
         let mut p = plan(exp, &machine, &devices, !scratch.is_empty())?;
         p.stacked = stacked_devices(&settings.root, &machine, &devices);
+        for n in &p.notes {
+            progress.message(&format!("note: {n}"));
+        }
         p
     };
     for w in &plan.warnings {

@@ -90,7 +90,7 @@ pub(crate) fn resolve_cells(
             format_cpulist(&m.online)
         ));
     }
-    errors.extend(check_knob_levels(exp, dev));
+    errors.extend(check_knob_levels(exp, dev, &m.schedulers_on_demand));
     if !errors.is_empty() {
         return Err(ResolveError(errors));
     }
@@ -158,7 +158,8 @@ pub(crate) fn resolve_cells_on(
 }
 
 /// Every knob level against what this device accepts; one message per impossible level.
-fn check_knob_levels(exp: &Experiment, dev: &BlockDevice) -> Vec<String> {
+/// A scheduler in `on_demand` is possible although the device does not list it yet.
+fn check_knob_levels(exp: &Experiment, dev: &BlockDevice, on_demand: &[String]) -> Vec<String> {
     let mut errors = Vec::new();
     for f in &exp.factors {
         let FactorKind::QueueKnob { attribute } = &f.kind else {
@@ -184,13 +185,16 @@ fn check_knob_levels(exp: &Experiment, dev: &BlockDevice) -> Vec<String> {
             let LevelValue::Knob(v) = &l.value else {
                 continue;
             };
+            let loadable = attribute == "scheduler" && on_demand.contains(v);
             match dev.allowed.get(attribute) {
-                Some(Allowed::Choices(c)) if !c.iter().any(|x| x == v) => errors.push(format!(
-                    "{at}: `{} = {v}` is not possible on /dev/{}; it offers {}",
-                    f.name,
-                    dev.name,
-                    c.join(", ")
-                )),
+                Some(Allowed::Choices(c)) if !c.iter().any(|x| x == v) && !loadable => {
+                    errors.push(format!(
+                        "{at}: `{} = {v}` is not possible on /dev/{}; it offers {}",
+                        f.name,
+                        dev.name,
+                        c.join(", ")
+                    ))
+                }
                 Some(Allowed::Range { min, max }) => {
                     let n: Option<i64> = v.parse().ok();
                     let ok = n.is_some_and(|n| n >= *min && max.is_none_or(|mx| n <= mx));
@@ -209,6 +213,34 @@ fn check_knob_levels(exp: &Experiment, dev: &BlockDevice) -> Vec<String> {
         }
     }
     errors
+}
+
+/// What selecting a scheduler that is not loaded yet does to the machine beyond the knob.
+pub(crate) fn on_demand_notes(exp: &Experiment, m: &Machine, devs: &[&BlockDevice]) -> Vec<String> {
+    let listed = |v: &String| {
+        devs.iter().all(|d| match d.allowed.get("scheduler") {
+            Some(Allowed::Choices(c)) => c.contains(v),
+            _ => true,
+        })
+    };
+    exp.factors
+        .iter()
+        .filter(
+            |f| matches!(&f.kind, FactorKind::QueueKnob { attribute } if attribute == "scheduler"),
+        )
+        .flat_map(|f| &f.levels)
+        .filter_map(|l| match &l.value {
+            LevelValue::Knob(v) if !listed(v) && m.schedulers_on_demand.contains(v) => Some(v),
+            _ => None,
+        })
+        .map(|v| {
+            format!(
+                "scheduler {v} is not loaded: the kernel loads its module when a run first \
+                 selects it, and the module stays loaded after the experiment (the scheduler \
+                 itself is put back)"
+            )
+        })
+        .collect()
 }
 
 /// The experiment's placement level in the placement module's terms; `None` for unpinned.
@@ -550,6 +582,28 @@ mod tests {
             e.contains("x.toml:3: `max_sectors_kb = 99999999` is not possible on /dev/loop3; it takes 4 to"),
             "{e}"
         );
+    }
+
+    /// A scheduler the kernel would load on demand is possible although the disk does not
+    /// list it yet, and the plan says the module stays loaded; without the module, it is refused.
+    #[test]
+    fn a_scheduler_loaded_on_demand_is_possible_and_noted_and_refused_without_its_module() {
+        let mut m = machine("two-node-nvme"); // nvme0n1 lists none, mq-deadline, kyber
+        let text = "name = \"n\"\n[factors]\nscheduler = [\"none\", \"bfq\"]\n";
+        let refused = resolve(text, &m, "nvme0n1").unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "x.toml:3: `scheduler = bfq` is not possible on /dev/nvme0n1; it offers none, \
+             mq-deadline, kyber"
+        );
+        m.schedulers_on_demand = vec!["bfq".into()];
+        assert_eq!(resolve(text, &m, "nvme0n1").unwrap().len(), 2);
+        let e = parse("x.toml", text).unwrap();
+        let notes = on_demand_notes(&e, &m, &[m.device("nvme0n1").unwrap()]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("scheduler bfq is not loaded: the kernel loads"));
+        // Listed already (sda lists bfq): nothing to say.
+        assert!(on_demand_notes(&e, &m, &[m.device("sda").unwrap()]).is_empty());
     }
 
     /// `unchanged` puts the HBA's interrupt back as the model found it (its CPU, then its

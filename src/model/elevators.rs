@@ -1,0 +1,65 @@
+//! Which I/O schedulers the running kernel would load on demand. A disk's `queue/scheduler`
+//! lists only the schedulers registered now; on a stock distribution kernel `bfq` and `kyber`
+//! are modules that are not loaded until someone selects one: writing its name to
+//! `queue/scheduler` makes the kernel load module `NAME-iosched` (an alias for bfq, the
+//! module's own name for kyber) and switch. So a scheduler missing from that list is still
+//! possible when the kernel's module index names it, and iolab must not refuse it.
+
+use crate::sys::SysRoot;
+
+/// Scheduler names the module index of the running kernel (`/lib/modules/RELEASE`) can load,
+/// sorted; empty when the index cannot be read (a snapshot without it, a kernel without
+/// modules).
+pub(crate) fn on_demand(root: &SysRoot, release: Option<&str>) -> Vec<String> {
+    let Some(release) = release else {
+        return Vec::new();
+    };
+    let dir = format!("/lib/modules/{release}");
+    let mut names = Vec::new();
+    // `alias bfq-iosched bfq`: the kernel asks modprobe for the alias.
+    if let Ok(text) = root.read(&format!("{dir}/modules.alias")) {
+        names.extend(text.lines().filter_map(|l| {
+            let alias = l.strip_prefix("alias ")?.split_whitespace().next()?;
+            alias.strip_suffix("-iosched").map(str::to_string)
+        }));
+    }
+    // `kernel/block/kyber-iosched.ko.xz: ...`: a module named after the request itself.
+    if let Ok(text) = root.read(&format!("{dir}/modules.dep")) {
+        names.extend(text.lines().filter_map(|l| {
+            let path = l.split(':').next()?;
+            let file = path.rsplit('/').next()?;
+            let module = file.split(".ko").next()?;
+            module.strip_suffix("-iosched").map(str::to_string)
+        }));
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_and_module_names_ending_in_iosched_are_schedulers() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("lib/modules/6.1.0-56-amd64");
+        std::fs::create_dir_all(&m).unwrap();
+        std::fs::write(
+            m.join("modules.alias"),
+            "alias fs-ext4 ext4\nalias bfq-iosched bfq\nalias pci:v00001AF4d* virtio_pci\n",
+        )
+        .unwrap();
+        std::fs::write(
+            m.join("modules.dep"),
+            "kernel/block/kyber-iosched.ko.xz:\nkernel/block/bfq.ko:\n\
+             kernel/drivers/nvme/host/nvme.ko: kernel/drivers/nvme/host/nvme-core.ko\n",
+        )
+        .unwrap();
+        let root = SysRoot::at(dir.path()).unwrap();
+        assert_eq!(on_demand(&root, Some("6.1.0-56-amd64")), ["bfq", "kyber"]);
+        assert!(on_demand(&root, Some("6.12.0")).is_empty());
+        assert!(on_demand(&root, None).is_empty());
+    }
+}
