@@ -153,8 +153,8 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
                 o,
                 "{:<28} {:>14} {:>14} {:>9}",
                 r.metric,
-                num(r.a),
-                num(r.b),
+                num(&r.metric, r.a),
+                num(&r.metric, r.b),
                 ch
             );
         }
@@ -172,9 +172,14 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
     o
 }
 
-fn num(v: f64) -> String {
-    if v != 0.0 && v.abs() < 0.01 {
+/// A figure as its metric reads best: times in seconds to the nanosecond as btt prints them
+/// (two decimals would print 11.6 ms as 0.01 beside 0.008266399), counts and sector figures
+/// whole, rates and ratios to two decimals.
+fn num(metric: &str, v: f64) -> String {
+    if metric.ends_with("(s)") {
         format!("{v:.9}")
+    } else if metric.ends_with("(sectors)") || metric == "allocation sleeps" {
+        format!("{v:.0}")
     } else {
         format!("{v:.2}")
     }
@@ -185,7 +190,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_figure_that_appears_reads_from_zero() {
+    fn a_figure_that_appears_reads_from_zero_and_each_kind_keeps_its_digits() {
         let row = |metric: &str, a: f64, b: f64| Row {
             metric: metric.into(),
             a,
@@ -200,6 +205,8 @@ mod tests {
                     row("allocation sleeps", 0.0, 12.0),
                     row("M2D % of Q2C", 0.0, 0.0),
                     row("dispatch depth avg", 22.0, 4.0),
+                    row("Q2C avg (s)", 0.008266399, 0.011604531),
+                    row("D2D seek median (sectors)", 33896.0, 33280.0),
                 ],
             }],
             only_in_a: Vec::new(),
@@ -210,5 +217,14 @@ mod tests {
         assert!(line("allocation sleeps").ends_with("from 0"), "{text}");
         assert!(line("M2D % of Q2C").ends_with(" -"), "{text}");
         assert!(line("dispatch depth avg").ends_with("-81.8%"), "{text}");
+        // Seconds keep their digits on both sides, whatever their size; sectors are whole.
+        assert!(
+            line("Q2C avg (s)").contains(" 0.008266399    0.011604531 "),
+            "{text}"
+        );
+        assert!(
+            line("D2D seek median").contains(" 33896          33280 "),
+            "{text}"
+        );
     }
 }
