@@ -33,6 +33,9 @@ pub(crate) struct Basis {
     pub windows: BTreeMap<String, usize>,
     /// Check name -> (ok, disagrees, not judged).
     pub checks: BTreeMap<String, (usize, usize, usize)>,
+    /// Check name -> why runs were not judged, each distinct reason once, in run order.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_judged: BTreeMap<String, Vec<String>>,
     pub findings: Vec<Finding>,
     /// Environment key -> distinct values in run order (text keys), or (min, max) over runs
     /// for the memory figures.
@@ -71,7 +74,15 @@ pub(crate) fn summarise(bases: &[RunBasis]) -> Basis {
                         note: c["note"].as_str().map(str::to_string),
                     });
                 }
-                _ => e.2 += 1,
+                _ => {
+                    e.2 += 1;
+                    if let Some(why) = c["note"].as_str() {
+                        let whys = b.not_judged.entry(name).or_default();
+                        if !whys.iter().any(|w| w == why) {
+                            whys.push(why.to_string());
+                        }
+                    }
+                }
             }
         }
         let Some(env) = r.environment.as_ref().and_then(Value::as_object) else {
@@ -192,6 +203,16 @@ pub(crate) fn text(b: &Basis) -> String {
             &format!("cross-checks: {}", parts.join("; ")),
             crate::report::table::MAX_WIDTH,
         ));
+        // Indented under the counts, so why a check said nothing is read beside them.
+        for (check, whys) in &b.not_judged {
+            let text = crate::report::table::wrap(
+                &format!("{check} not judged: {}", whys.join("; ")),
+                crate::report::table::MAX_WIDTH - 2,
+            );
+            for line in text.lines() {
+                out.push_str(&format!("  {line}\n"));
+            }
+        }
     }
     for f in &b.findings {
         out.push_str(&format!("  {}\n", finding_line(f)));
@@ -343,6 +364,32 @@ mod tests {
         let t = text(&summarise(&[short]));
         assert!(
             t.contains("(-15.0%, limit 2.0%) disagrees: the kernel lost 12 events\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn why_runs_were_not_judged_is_said_once_per_reason() {
+        let why = |run, note: &str| {
+            let mut b = basis(run, "not judged", 2048);
+            b.checks.as_mut().unwrap()[0]["note"] = json!(note);
+            b
+        };
+        let buffered = "buffered I/O: the page cache decides what reaches the device";
+        let b = summarise(&[
+            why(1, buffered),
+            why(2, buffered),
+            why(3, "the device holds data"),
+            basis(4, "not judged", 2048),
+        ]);
+        assert_eq!(b.checks["fio_bytes_vs_diskstats"], (0, 0, 4));
+        let t = text(&b);
+        assert!(
+            t.contains(
+                "cross-checks: fio_bytes_vs_diskstats 0 ok, 4 not judged\n  \
+                 fio_bytes_vs_diskstats not judged: buffered I/O: the page cache decides what\n    \
+                 reaches the device; the device holds data\n"
+            ),
             "{t}"
         );
     }
