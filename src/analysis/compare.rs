@@ -435,7 +435,8 @@ fn add_across_rows(table: &mut Table, compared: &[Compared], with_metric: bool) 
     }
     // From the bottom up, so earlier positions stay valid.
     at.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
-    for (i, row) in at {
+    for (i, mut row) in at {
+        row.resize(table.columns.len(), Cell::Missing);
         table.rows.insert(i, row);
     }
 }

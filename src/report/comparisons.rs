@@ -4,7 +4,7 @@
 //! mailing-list post does not have to guess.
 
 use crate::stats::across::AcrossCells;
-use crate::stats::compare::VerdictReason;
+use crate::stats::compare::{Test, VerdictReason};
 use crate::stats::Comparison;
 
 use super::format::{number, p_value, signed_pct};
@@ -61,13 +61,22 @@ pub(crate) fn comparison_table_in_family(
         Column::number("95% CI", None),
         Column::number("p", None),
         Column::label("verdict"),
-        // After the verdict, so that a table split to fit 80 columns keeps the verdict
-        // next to its p-value.
-        Column::label("test"),
-        // After the verdict: when a table must split to fit 80 columns, the reference
-        // p-value moves to the second block, not the verdict.
-        Column::number("Welch", None),
     ]);
+    // One test for every row (3 vs 3 runs: Welch's t everywhere) is said once in the text's
+    // legend: a column repeating it would push the table past 80 characters.
+    let tests: Vec<Test> = rows.iter().filter_map(|r| r.comparison.test).collect();
+    let one_test = tests
+        .first()
+        .copied()
+        .filter(|t| tests.iter().all(|x| x == t));
+    // After the verdict, so that a table split to fit 80 columns keeps the verdict next to
+    // its p-value.
+    let mut test = Column::label("test");
+    test.text_hidden = one_test.is_some();
+    columns.push(test);
+    // After the verdict: when a table must split to fit 80 columns, the reference p-value
+    // moves to the second block, not the verdict.
+    columns.push(Column::number("Welch", None));
     let mut table = Table::new(columns);
     table.title = Some(match unit {
         Some(u) => format!("{title} [{u}]"),
@@ -115,20 +124,31 @@ pub(crate) fn comparison_table_in_family(
         rows.first().map_or(0, |r| r.comparison.seed)
     ));
     let alpha = rows.first().map_or(0.05, |r| r.comparison.alpha);
-    table.notes.push(format!(
-        "p: two-sided, of the test named in `test`{}; MW = Mann-Whitney U where its \
-         smallest possible p is below {alpha} (e.g. 4 vs 4 or 3 vs 5 runs), else Welch = \
-         Welch's t on the runs (e.g. 3 vs 3); Welch column: Welch's t p, unadjusted, for \
-         reference",
-        if adjusted {
-            format!(
-                ", Benjamini-Hochberg adjusted over {family} comparison{}",
-                if family == 1 { "" } else { "s" }
-            )
-        } else {
-            String::new()
-        }
-    ));
+    let adjustment = if adjusted {
+        format!(
+            ", Benjamini-Hochberg adjusted over {family} comparison{}",
+            if family == 1 { "" } else { "s" }
+        )
+    } else {
+        String::new()
+    };
+    table.notes.push(match one_test {
+        None => format!(
+            "p: two-sided, of the test named in `test`{adjustment}; MW = Mann-Whitney U where \
+             its smallest possible p is below {alpha} (e.g. 4 vs 4 or 3 vs 5 runs), else Welch \
+             = Welch's t on the runs (e.g. 3 vs 3); Welch column: Welch's t p, unadjusted, for \
+             reference"
+        ),
+        Some(Test::Welch) => format!(
+            "p: two-sided, of Welch's t on the runs in every row{adjustment} (Mann-Whitney U \
+             needs more runs for its p to reach {alpha}: e.g. 4 vs 4 or 3 vs 5); Welch \
+             column: Welch's t p, unadjusted, for reference"
+        ),
+        Some(Test::MannWhitney) => format!(
+            "p: two-sided, of Mann-Whitney U in every row{adjustment}; Welch column: Welch's \
+             t p, unadjusted, for reference"
+        ),
+    });
     if let Some(min_effect) = rows.first().map(|r| r.comparison.min_effect_pct) {
         table.notes.push(format!(
             "~: no difference shown (CI includes 0, |change| < {min_effect}%, or p >= {})",
@@ -235,8 +255,7 @@ pub(crate) fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> 
     } else {
         format!("{}/{}/{}", s.improved, s.regressed, s.unchanged)
     }));
-    row.push(Cell::Missing); // test
-    row.push(Cell::Missing); // Welch
+    // The test and Welch columns, when the table has them, stay empty (`Table::push`).
     row
 }
 
@@ -350,6 +369,45 @@ mod tests {
         assert_eq!(first["verdict"], "regressed");
         assert_eq!(json[1]["verdict"], "~");
         insta::assert_json_snapshot!(json[0]);
+    }
+
+    /// 3 vs 3 runs in every cell: Welch's t decides each row, the text says so once instead
+    /// of in a column (so the table fits 80 characters in one block), and CSV keeps the column.
+    #[test]
+    fn one_test_for_every_row_is_named_in_the_legend_not_a_column() {
+        let opts = CompareOptions::new(Direction::HigherIsBetter);
+        let mut cmps = vec![
+            compare(&[240.0, 250.0, 245.0], &[260.0, 270.0, 265.0], &opts).unwrap(),
+            compare(
+                &[17306.0, 17100.0, 17800.0],
+                &[13688.0, 13000.0, 14400.0],
+                &opts,
+            )
+            .unwrap(),
+        ];
+        adjust_family(&mut cmps);
+        let rows: Vec<ComparisonRow> = cmps
+            .iter()
+            .zip(["4k/1", "4k/32"])
+            .map(|(c, l)| ComparisonRow {
+                cell: l.into(),
+                metric: None,
+                comparison: c,
+            })
+            .collect();
+        let t = comparison_table("read_iops: A -> B", Some("IO/s"), &rows);
+        let text = t.render_text(MAX_WIDTH);
+        let header = text.lines().nth(1).unwrap();
+        assert!(header.ends_with("verdict    Welch"), "{text}");
+        let body: Vec<&str> = text.lines().skip(3).take(2).collect();
+        assert!(body.iter().all(|l| !l.contains("Welch")), "{text}");
+        assert!(text.contains("p: two-sided, of Welch's t on the runs in every row"));
+        assert!(text.lines().all(|l| l.len() <= MAX_WIDTH), "{text}");
+        assert!(
+            t.to_csv().lines().next().unwrap().contains(",test,"),
+            "{}",
+            t.to_csv()
+        );
     }
 
     /// The cases' "request allocation sleeps appeared": a count that was 0 in every baseline

@@ -25,6 +25,9 @@ pub(crate) struct Column {
     /// Shown in brackets after the name: `read_iops [IO/s]`.
     pub unit: Option<String>,
     pub align: Align,
+    /// Left out of the text form (its one value said in a note, to stay within 80
+    /// characters); CSV and JSON keep it, so scripts see the same columns every time.
+    pub text_hidden: bool,
 }
 
 impl Column {
@@ -33,6 +36,7 @@ impl Column {
             name: name.into(),
             unit: None,
             align: Align::Left,
+            text_hidden: false,
         }
     }
     pub(crate) fn number(name: &str, unit: Option<&str>) -> Self {
@@ -40,6 +44,7 @@ impl Column {
             name: name.into(),
             unit: unit.map(Into::into),
             align: Align::Right,
+            text_hidden: false,
         }
     }
     fn header(&self) -> String {
@@ -132,7 +137,15 @@ impl Table {
             out.push_str(&safe_lines(t));
             out.push('\n');
         }
-        for (i, block) in column_blocks(&widths, max_width).iter().enumerate() {
+        let shown: Vec<usize> = (0..self.columns.len())
+            .filter(|&c| !self.columns[c].text_hidden)
+            .collect();
+        let shown_widths: Vec<usize> = shown.iter().map(|&c| widths[c]).collect();
+        let blocks = column_blocks(&shown_widths, max_width);
+        let blocks = blocks
+            .iter()
+            .map(|b| b.iter().map(|&i| shown[i]).collect::<Vec<usize>>());
+        for (i, block) in blocks.enumerate() {
             if i > 0 {
                 out.push('\n');
             }
