@@ -165,10 +165,23 @@ impl crate::output::Render for Leftovers {
 }
 
 /// One line per knob written back, and per knob whose file is gone (`gone_why` says why).
+/// Writes of one file in a row are one line: the value it ends with, and the one it had
+/// before them. An interrupt comes back in two (its old CPU, then its old mask), and the
+/// line says where it went first.
 pub(crate) fn restored_lines(r: &super::RestoreReport, gone_why: &str) -> String {
     let mut out = String::new();
-    for e in &r.restored {
-        let _ = writeln!(out, "restored {} = {} (was {})", e.path, e.old, e.new);
+    for run in r.restored.chunk_by(|a, b| a.path == b.path) {
+        let (first, last) = (&run[0], &run[run.len() - 1]);
+        let through = if run.len() > 1 && super::irq_move::effective_of(&first.path).is_some() {
+            format!("; through {} first, where it was delivered", first.old)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "restored {} = {} (was {}{through})",
+            first.path, last.old, first.new
+        );
     }
     for e in &r.vanished {
         let _ = writeln!(out, "gone     {} ({gone_why})", e.path);
@@ -187,6 +200,37 @@ pub(crate) fn restored_lines(r: &super::RestoreReport, gone_why: &str) -> String
 mod tests {
     use super::*;
     use crate::output::Render;
+
+    /// `irq rollback` after a move from mask 0-7 (delivered to CPU 0) to CPU 1 replays two
+    /// entries of one file; a scheduler set by two cells replays two more.
+    #[test]
+    fn writes_of_one_file_in_a_row_are_one_line() {
+        let entry = |path: &str, old: &str, new: &str| super::super::JournalEntry {
+            path: path.into(),
+            old: old.into(),
+            new: new.into(),
+            time_unix: 0.0,
+        };
+        let irq = "/proc/irq/29/smp_affinity_list";
+        let sched = "/sys/block/sda/queue/scheduler";
+        let r = super::super::RestoreReport {
+            restored: vec![
+                entry(irq, "0", "1"),
+                entry(irq, "0-7", "0-7"),
+                entry(sched, "bfq", "none"),
+                entry(sched, "mq-deadline", "bfq"),
+                entry("/sys/block/sda/queue/nr_requests", "64", "64"),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            restored_lines(&r, ""),
+            "restored /proc/irq/29/smp_affinity_list = 0-7 (was 1; through 0 first, where it \
+             was delivered)\n\
+             restored /sys/block/sda/queue/scheduler = mq-deadline (was none)\n\
+             restored /sys/block/sda/queue/nr_requests = 64 (was 64)\n"
+        );
+    }
 
     #[test]
     fn the_text_names_tracefs_settings_put_back_here_and_on_hosts() {
