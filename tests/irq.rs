@@ -521,7 +521,11 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("`iolab irq rollback` undoes them"),
+        // One interrupt moved: two journal entries (its old CPU, then its old mask).
+        stdout.contains(
+            "the affinity of 1 interrupt(s) set by `iolab irq apply` stays in effect; \
+             `iolab irq rollback` puts it back"
+        ),
         "{stdout}"
     );
     assert_eq!(affinity(), to.to_string());

@@ -175,9 +175,12 @@ pub(crate) fn run(
         );
     } else {
         let r = journal.restore()?;
+        // Two journal entries per interrupt (its old CPU, then its old mask): count files.
+        let irqs: std::collections::BTreeSet<&str> =
+            r.restored.iter().map(|e| e.path.as_str()).collect();
         log(
             Level::Notice,
-            &format!("put back {} affinity change(s)", r.restored.len()),
+            &format!("put back the affinity of {} interrupt(s)", irqs.len()),
         );
     }
     result

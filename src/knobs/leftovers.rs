@@ -44,7 +44,12 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     let scratch = crate::target::remove_leaked_scratch(state_dir)?;
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
-    let placed = super::pending(&crate::irq::apply::journal_dir())?.len();
+    // Interrupts, not journal entries (two per interrupt: its old CPU, then its old mask).
+    let placed = super::pending(&crate::irq::apply::journal_dir())?
+        .iter()
+        .map(|e| e.path.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     let (hosts, host_problems) = restore_hosts(state_dir)?;
     Ok(Leftovers {
         experiments_interrupted: interrupted,
@@ -155,8 +160,8 @@ impl crate::output::Render for Leftovers {
         if self.irq_placements_in_effect > 0 {
             let _ = writeln!(
                 out,
-                "{} interrupt affinity change(s) by `iolab irq apply` stay in effect; \
-                 `iolab irq rollback` undoes them",
+                "the affinity of {} interrupt(s) set by `iolab irq apply` stays in effect; \
+                 `iolab irq rollback` puts it back",
                 self.irq_placements_in_effect
             );
         }
@@ -262,9 +267,13 @@ mod tests {
             tracer: Some(tracer),
             hosts: vec![host],
             journal: PathBuf::from("/var/lib/iolab/journal.json"),
-            irq_placements_in_effect: 0,
+            irq_placements_in_effect: 7,
         };
         let text = left.text();
+        assert!(
+            text.contains("the affinity of 7 interrupt(s) set by `iolab irq apply` stays"),
+            "{text}"
+        );
         assert!(
             text.contains("restored /sys/kernel/tracing/current_tracer = nop (was blk)"),
             "{text}"
