@@ -178,10 +178,11 @@ pub(crate) fn run(
         // Two journal entries per interrupt (its old CPU, then its old mask): count files.
         let irqs: std::collections::BTreeSet<&str> =
             r.restored.iter().map(|e| e.path.as_str()).collect();
-        log(
-            Level::Notice,
-            &format!("put back the affinity of {} interrupt(s)", irqs.len()),
-        );
+        let said = match irqs.len() {
+            0 => "nothing to put back: no interrupt was moved".to_string(),
+            n => format!("put back the affinity of {n} interrupt(s)"),
+        };
+        log(Level::Notice, &said);
     }
     result
 }
