@@ -385,6 +385,7 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
 const ON_DEMAND_SCHEDULER_RUN: &str = r#"
 cat /sys/block/sdb/queue/scheduler >$LAB_OUT/sched.before
 $IOLAB inspect >$LAB_OUT/sched-inspect.txt 2>&1
+$IOLAB inspect --interval 1s >$LAB_OUT/sched-inspect-rates.txt 2>&1
 cat >/tmp/sched.toml <<'T'
 name = "lab cells4 scheduler on demand"
 seed = 0
@@ -415,11 +416,15 @@ fn check_on_demand_scheduler_run(b: &Boot) {
         "[mq-deadline] none",
         "bfq was loaded at boot"
     );
-    let inspect = b.text("sched-inspect.txt");
-    assert!(
-        inspect.contains("schedulers loaded on demand (any disk): bfq kyber"),
-        "{inspect}"
-    );
+    // With rates too: the interrupt commands' measuring leaves the module index unread,
+    // `inspect --interval` reads it.
+    for file in ["sched-inspect.txt", "sched-inspect-rates.txt"] {
+        let inspect = b.text(file);
+        assert!(
+            inspect.contains("schedulers loaded on demand (any disk): bfq kyber"),
+            "{inspect}"
+        );
+    }
     let out = b.text("sched.txt");
     assert_eq!(b.text("sched.rc").trim(), "0", "{out}");
     assert!(

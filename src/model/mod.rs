@@ -57,7 +57,8 @@ pub struct Machine {
     #[serde(default)]
     pub(crate) controls: Controls,
     /// I/O schedulers the kernel loads when one is first selected (see `elevators`): possible
-    /// on every disk although no `queue/scheduler` lists them yet.
+    /// on every disk although no `queue/scheduler` lists them yet. Not read when the model
+    /// is measured for interrupt rates (`measure`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) schedulers_on_demand: Vec<String>,
     /// CPU, per-CPU interrupt and disk rates when a second reading exists (per-IRQ rates are
@@ -80,6 +81,12 @@ pub(crate) struct MachineRates {
 impl Machine {
     /// Reads the whole model. Under a snapshot root with a second reading, rates are filled.
     pub fn read(root: &SysRoot) -> Result<Machine, SysError> {
+        Machine::read_model(root, true)
+    }
+
+    /// The model; without `schedulers`, the module index is not read (the interrupt commands
+    /// measure the machine at every look and never set a scheduler).
+    fn read_model(root: &SysRoot, schedulers: bool) -> Result<Machine, SysError> {
         let mut warn = Warnings::new();
         let topo = topology::read(root, &mut warn)?;
         let mut nodes = topo.nodes;
@@ -113,7 +120,11 @@ impl Machine {
         let kernel = root.attr("/proc/sys/kernel/osrelease");
         let mut machine = Machine {
             hostname: root.attr("/proc/sys/kernel/hostname"),
-            schedulers_on_demand: elevators::on_demand(root, kernel.as_deref()),
+            schedulers_on_demand: if schedulers {
+                elevators::on_demand(root, kernel.as_deref())
+            } else {
+                Vec::new()
+            },
             kernel,
             online: topo.online,
             possible: topo.possible,
@@ -175,7 +186,7 @@ impl Machine {
         }
         let after = Counters::read(root)?;
         let ns = start.elapsed().as_nanos() as u64;
-        let mut m = Machine::read(root)?;
+        let mut m = Machine::read_model(root, false)?;
         m.apply_rates(&rates(&before, &after, ns));
         Ok(Some((m, ns as f64 / 1e9)))
     }
@@ -197,9 +208,11 @@ impl Machine {
             std::thread::sleep(d);
             true
         };
-        Ok(Machine::measure(root, interval, &sleep)?
+        let mut m = Machine::measure(root, interval, &sleep)?
             .expect("a plain sleep is never interrupted")
-            .0)
+            .0;
+        m.schedulers_on_demand = elevators::on_demand(root, m.kernel.as_deref());
+        Ok(m)
     }
 
     /// Folds rates from two readings into the model.
