@@ -335,6 +335,46 @@ fn reads_the_block_layer_splits_pass_the_cross_check() {
     assert!(!show.contains("disagree"), "{show}");
 }
 
+/// Traced reads after a 1 s ramp: the trace holds the ramp's I/O too (half as much again
+/// as fio counted), and the check counts the trace's bytes over fio's measured interval
+/// only, where they are fio's. (Rate-limited, so that the rate is the same in the ramp and
+/// after it, and a loaded machine's recorder keeps up.)
+#[test]
+fn with_a_ramp_the_trace_check_counts_fios_measured_interval() {
+    if !root_or_skip() {
+        return;
+    }
+    let _turn = crate::trace::recording_turn();
+    let (_dir, db_path) = run_live(
+        "name = \"ramped trace\"\nseed = 4\nrepetitions = 1\nwarmup = false\ntrace = true\n\
+         [target]\ndevice = \"default\"\nsize = \"64M\"\n[workload]\nrw = \"randread\"\n\
+         bs = \"4k\"\nioengine = \"libaio\"\niodepth = 4\ndirect = 1\nramp_time = \"1s\"\n\
+         runtime = \"2s\"\ntime_based = true\nrate_iops = 2000\n",
+    );
+    let db = Store::open_existing(&db_path).unwrap();
+    let b = db.run_bases(1).unwrap().pop().unwrap();
+    let checks = b.checks.unwrap();
+    let traced = verdict_of(&checks, "trace_bytes_vs_fio");
+    assert!(traced.starts_with("ok:"), "{traced}");
+    let check = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "trace_bytes_vs_fio")
+        .unwrap();
+    assert!(
+        check["other_is"]
+            .as_str()
+            .unwrap()
+            .contains("within fio's measured interval"),
+        "{check}"
+    );
+    // Without the window the trace's bytes would be about 1.5 times fio's.
+    let whole = metric(&db, b.run_id, "trace_completed_mb").unwrap();
+    let fio = check["fio"].as_f64().unwrap();
+    assert!(whole > 1.3 * fio, "trace {whole} MB, fio {fio} MB");
+}
+
 /// `compare` lists the failed cross-checks of the runs it compares, per side and with both
 /// figures: two replayed experiments whose fio figures (10,000 and 20,000 reads/s) the
 /// fixture's unmoving counters contradict.

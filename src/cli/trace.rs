@@ -167,7 +167,7 @@ fn options(interval: Duration) -> anyhow::Result<trace::analyze::Options> {
     Ok(trace::analyze::Options {
         // At most 30 days, about 2.6e15 ns: fits u64.
         interval_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
-        timeline: true,
+        ..Default::default()
     })
 }
 

@@ -23,6 +23,21 @@ pub(crate) fn writable(path: &Path) -> bool {
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
+/// CLOCK_REALTIME minus CLOCK_MONOTONIC now, in nanoseconds: what turns a time on the
+/// monotonic clock (block traces' `trace_clock=mono`) into one since the Unix epoch.
+pub(crate) fn realtime_minus_monotonic_ns() -> f64 {
+    let read = |clock| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec the call writes; both clocks always exist.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+    };
+    read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC)
+}
+
 /// True when this process runs with effective uid 0 (from /proc/self/status, so no libc call).
 /// Commands that write knobs or create devices check it to give a clear error; tests that need
 /// real devices skip themselves without it.

@@ -72,8 +72,8 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
     let first = analyze_paths(
         names,
         Options {
-            interval_ns: 1_000_000_000,
             timeline: false,
+            ..Default::default()
         },
     )?;
     let d = pick_device(&first.devices, dev)?;
@@ -83,7 +83,7 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
 
     let mut analyzer = Analyzer::new(Options {
         interval_ns,
-        timeline: true,
+        ..Default::default()
     });
     let mut grid = vec![(0u32, 0u32); TIME_BINS * SECTOR_BINS];
     let (smin, smax) = (d.sector_min, d.sector_max.max(d.sector_min + 1));

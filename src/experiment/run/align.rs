@@ -11,6 +11,10 @@
 //! and this machine, which only drove them, takes its figures over the hosts' windows
 //! together (`align_to_unix_span`).
 //!
+//! A block trace recorded during the run is put on the same interval (`trace_window`): its
+//! clock is the monotonic one, so fio's wall-clock window moves onto it by the difference
+//! between the two clocks.
+//!
 //! Pure: the sampler's readings and fio's text in, a summary and a record of the window out.
 
 use crate::sample::window::{activity_window, clip, summary_over, Span};
@@ -220,5 +224,151 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             devices,
             note: clipped_note,
         },
+    }
+}
+
+/// fio's measured interval on a block trace's clock, to count the trace's bytes over.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TraceWindow {
+    /// `[start, end)` in nanoseconds on the trace's clock (CLOCK_MONOTONIC).
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// How much of the window its ends may be off by, in percent: the bytes moved in that
+    /// time may fall on the wrong side of it.
+    pub uncertainty_pct: f64,
+}
+
+/// How far a window's anchor may be off: a status report's by the milliseconds between
+/// fio's two readings (and `runtime`'s whole milliseconds), the final report's by the time
+/// fio took to reap its jobs.
+const STATUS_ANCHOR_MS: f64 = 5.0;
+const FINAL_ANCHOR_MS: f64 = 100.0;
+
+/// The interval fio measured the jobs on `device` in (all jobs when none names its file),
+/// on the monotonic clock, given `realtime_minus_mono_ns` (`sys::realtime_minus_monotonic_ns`
+/// read about when fio ran). Jobs that measured over different intervals are taken over
+/// their union, and the difference adds to the uncertainty. `None` when fio's output says
+/// nothing usable about when it measured.
+pub(crate) fn trace_window(
+    fio_output: &str,
+    device: &str,
+    realtime_minus_mono_ns: f64,
+) -> Option<TraceWindow> {
+    let all = measured_windows(fio_output);
+    let named = all.iter().any(|w| device_of(w).is_some());
+    let jobs: Vec<&JobWindow> = all
+        .iter()
+        .filter(|w| !named || device_of(w) == Some(device))
+        .collect();
+    let range = |f: fn(&JobWindow) -> f64| {
+        jobs.iter()
+            .map(|w| f(w))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+                (lo.min(v), hi.max(v))
+            })
+    };
+    let (start_ms, latest_start) = range(|w| w.start_unix_ms);
+    let (earliest_end, end_ms) = range(|w| w.end_unix_ms);
+    let spread = (latest_start - start_ms) + (end_ms - earliest_end);
+    let anchor = if jobs.iter().any(|w| w.anchor == Anchor::FinalReport) {
+        FINAL_ANCHOR_MS
+    } else {
+        STATUS_ANCHOR_MS
+    };
+    let to_mono = |ms: f64| ms * 1e6 - realtime_minus_mono_ns;
+    let (start_ns, end_ns) = (to_mono(start_ms), to_mono(end_ms));
+    (!jobs.is_empty() && start_ns > 0.0 && end_ns > start_ns).then(|| TraceWindow {
+        start_ns: start_ns as u64,
+        end_ns: end_ns as u64,
+        uncertainty_pct: (anchor + spread) / (end_ms - start_ms) * 100.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// fio's final report of jobs `(name, filename, runtime ms)`, printed at `ts` (ms since
+    /// the epoch), after a status report at `status_ts` that anchors the first job only.
+    fn output(jobs: &[(&str, &str, u64)], ts: u64, status_ts: Option<u64>) -> String {
+        let job = |(name, file, rt): (&str, &str, u64)| {
+            format!(
+                "{{\"jobname\": \"{name}\", \"job options\": {{\"filename\": \"{file}\", \
+                 \"ramp_time\": \"1s\"}}, \"read\": {{\"runtime\": {rt}}}}}"
+            )
+        };
+        let doc = |ts: u64, jobs: Vec<String>| {
+            format!(
+                "{{\"timestamp_ms\": {ts}, \"jobs\": [{}]}}\n",
+                jobs.join(", ")
+            )
+        };
+        let mut out = String::new();
+        if let Some(s) = status_ts {
+            // 500 ms into the first job's measured interval, which began 30 ms before the
+            // final report's anchor says.
+            let (name, file, _) = jobs[0];
+            let first = [job((name, file, 500))];
+            out.push_str(&doc(s, first.to_vec()));
+        }
+        out.push_str(&doc(ts, jobs.iter().map(|j| job(*j)).collect()));
+        out
+    }
+
+    #[test]
+    fn the_trace_window_is_fios_interval_on_the_monotonic_clock() {
+        let offset = 1_795_000_000_000.0 * 1e6; // realtime - monotonic, ns
+        let mono = |ms: f64| (ms * 1e6 - offset) as u64;
+        // Two jobs on loop0 (one measured 20 ms less), one on loop1, anchored by the final
+        // report only: the union of loop0's, 100 ms of anchor and 20 of spread uncertain.
+        let text = output(
+            &[
+                ("a", "/dev/loop0", 2000),
+                ("b", "/dev/loop1", 4000),
+                ("c", "/dev/loop0", 1980),
+            ],
+            1_795_000_010_000,
+            None,
+        );
+        let w = trace_window(&text, "loop0", offset).unwrap();
+        assert_eq!(w.start_ns, mono(1_795_000_008_000.0));
+        assert_eq!(w.end_ns, mono(1_795_000_010_000.0));
+        assert!(
+            (w.uncertainty_pct - 120.0 / 2000.0 * 100.0).abs() < 1e-9,
+            "{w:?}"
+        );
+        let w1 = trace_window(&text, "loop1", offset).unwrap();
+        assert_eq!(w1.start_ns, mono(1_795_000_006_000.0));
+        // A status report anchors loop0's first job 30 ms earlier and within a few ms; the
+        // other job on loop0, anchored by the final report alone, still widens it.
+        let text = output(
+            &[("a", "/dev/loop0", 2000), ("c", "/dev/loop0", 2000)],
+            1_795_000_010_000,
+            Some(1_795_000_008_470),
+        );
+        let w = trace_window(&text, "loop0", offset).unwrap();
+        assert_eq!(w.start_ns, mono(1_795_000_007_970.0));
+        assert_eq!(w.end_ns, mono(1_795_000_010_000.0));
+        assert!(
+            (w.uncertainty_pct - (100.0 + 60.0) / 2030.0 * 100.0).abs() < 1e-9,
+            "{w:?}"
+        );
+        let text = output(
+            &[("a", "/dev/loop0", 2000)],
+            1_795_000_010_000,
+            Some(1_795_000_008_470),
+        );
+        let w = trace_window(&text, "loop0", offset).unwrap();
+        assert!(
+            (w.uncertainty_pct - 5.0 / 2000.0 * 100.0).abs() < 1e-9,
+            "{w:?}"
+        );
+        // Nothing about loop2, nothing usable at all, or a window before the clock began.
+        assert_eq!(trace_window(&text, "loop2", offset), None);
+        assert_eq!(trace_window("no json", "loop0", offset), None);
+        assert_eq!(
+            trace_window(&text, "loop0", 1_795_000_009_000.0 * 1e6),
+            None
+        );
     }
 }

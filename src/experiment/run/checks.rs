@@ -11,8 +11,10 @@
 //!   `max_segments`: a 4 MiB direct read is eight requests on a loop device) and merges
 //!   small ones, so request counts differ from fio's by design while bytes may not.
 //!   Buffered I/O is left out: the page cache decides what reaches the device.
-//! - with `trace = true`, the bytes completed in the block trace against fio's (1%); without
-//!   `ramp_time` only, as the trace also holds the ramp's I/O, which fio does not count.
+//! - with `trace = true`, the bytes completed in the block trace against fio's (1%, direct
+//!   I/O only); with `ramp_time`, the trace's bytes over fio's measured interval only (the
+//!   trace also holds the ramp's I/O, which fio does not count), the interval's uncertainty
+//!   added to the tolerance.
 //! - for each job, the percentiles taken from its `json+` histogram the way iolab merges them
 //!   against fio's own percentiles: equal within the width of the histogram bin.
 //!
@@ -136,10 +138,7 @@ pub(crate) fn bytes_vs_diskstats(
             "diskstats MB/s read+written",
         );
         out.push(if !direct {
-            c.not_judged(
-                BYTES_TOLERANCE_PCT,
-                "buffered I/O: the page cache decides what reaches the device",
-            )
+            c.not_judged(BYTES_TOLERANCE_PCT, BUFFERED)
         } else if !owned(dev) {
             c.not_judged(
                 BYTES_TOLERANCE_PCT,
@@ -152,43 +151,76 @@ pub(crate) fn bytes_vs_diskstats(
     out
 }
 
+/// What a block trace of the run's device saw completed, in MB.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TraceBytes {
+    /// Over the whole recording.
+    pub completed_mb: f64,
+    /// Within fio's measured interval, and how much of that interval its ends may be off by
+    /// in percent (`align::TraceWindow`); `None` when fio's output did not say when it was.
+    pub in_window: Option<(f64, f64)>,
+}
+
+/// Why a check of bytes on the device cannot judge buffered I/O.
+const BUFFERED: &str = "buffered I/O: the page cache decides what reaches the device";
+
 /// The bytes a block trace of `device` saw completed against the bytes fio's jobs on that
 /// device moved (all jobs when none names its file), in MB. Bytes, not I/Os: a 4 MiB direct
 /// read is queued as several bios and split into more requests, while its bytes stay 4 MiB.
-/// `lost` is the events the kernel dropped while recording with a trace buffer of `buffer_kb`
-/// per CPU: a trace short of them says why, and what to raise.
+/// With `ramp_time` the trace's bytes are counted over fio's measured interval only, with
+/// the interval's uncertainty added to the tolerance. `lost` is the events the kernel
+/// dropped while recording with a trace buffer of `buffer_kb` per CPU: a trace short of
+/// them says why, and what to raise.
 pub(crate) fn trace_vs_fio(
     report: &FioReport,
     device: &str,
-    trace_mb: f64,
+    trace: TraceBytes,
     (lost, buffer_kb): (f64, u64),
 ) -> Check {
     let named = report.jobs.iter().any(|j| device_of(j).is_some());
-    let fio_bytes: u64 = report
+    let jobs: Vec<&JobResult> = report
         .jobs
         .iter()
         .filter(|j| !named || device_of(j) == Some(device))
+        .collect();
+    let fio_mb = jobs
+        .iter()
         .map(|j| j.read.io_bytes + j.write.io_bytes + j.trim.io_bytes)
-        .sum();
-    let c = Check::new(
-        "trace_bytes_vs_fio",
-        format!("trace of {device}"),
-        fio_bytes as f64 / 1e6,
-        trace_mb,
-        "MB completed in the trace",
-    );
-    let ramp = report.jobs.iter().any(|j| {
+        .sum::<u64>() as f64
+        / 1e6;
+    let check = |other: f64, other_is: &str| {
+        Check::new(
+            "trace_bytes_vs_fio",
+            format!("trace of {device}"),
+            fio_mb,
+            other,
+            other_is,
+        )
+    };
+    let whole = || check(trace.completed_mb, "MB completed in the trace");
+    if !jobs.iter().all(|j| is_direct(j)) {
+        return whole().not_judged(TRACE_TOLERANCE_PCT, BUFFERED);
+    }
+    let ramp = jobs.iter().any(|j| {
         j.options
             .get("ramp_time")
             .is_some_and(|v| crate::sys::parse::duration::duration(v).is_ok_and(|d| !d.is_zero()))
     });
-    if ramp {
-        return c.not_judged(
-            TRACE_TOLERANCE_PCT,
-            "the trace also holds the ramp_time's I/O, which fio does not count",
-        );
-    }
-    let mut c = c.judged(TRACE_TOLERANCE_PCT);
+    let mut c = match (ramp, trace.in_window) {
+        (false, _) => whole().judged(TRACE_TOLERANCE_PCT),
+        (true, Some((mb, uncertainty_pct))) => check(
+            mb,
+            "MB completed in the trace within fio's measured interval",
+        )
+        .judged(TRACE_TOLERANCE_PCT + uncertainty_pct),
+        (true, None) => {
+            return whole().not_judged(
+                TRACE_TOLERANCE_PCT,
+                "the trace also holds the ramp_time's I/O, which fio does not count, and \
+                 fio's output does not say when it measured",
+            )
+        }
+    };
     if lost > 0.0 && c.verdict == "disagrees" {
         c.note = Some(format!(
             "the kernel lost {lost} events while recording (its trace buffer, {buffer_kb} KiB \
@@ -316,19 +348,29 @@ mod tests {
         assert_eq!(c.check, "fio_bytes_vs_diskstats");
     }
 
+    fn whole(completed_mb: f64) -> TraceBytes {
+        TraceBytes {
+            completed_mb,
+            in_window: None,
+        }
+    }
+
     #[test]
     fn trace_bytes_must_match_fios_without_a_ramp() {
         // 20,000 reads of 4 KiB: 81.92 MB.
         let r = report(1.0, DIRECT);
-        assert_eq!(trace_vs_fio(&r, "loop0", 82.5, (0.0, 8192)).verdict, "ok");
+        assert_eq!(
+            trace_vs_fio(&r, "loop0", whole(82.5), (0.0, 8192)).verdict,
+            "ok"
+        );
         // Another device's trace is compared with no job's I/O.
-        assert!(trace_vs_fio(&r, "loop1", 81.92, (0.0, 8192)).failed());
-        let c = trace_vs_fio(&r, "loop0", 77.0, (0.0, 8192));
+        assert!(trace_vs_fio(&r, "loop1", whole(81.92), (0.0, 8192)).failed());
+        let c = trace_vs_fio(&r, "loop0", whole(77.0), (0.0, 8192));
         assert!(c.failed());
         assert_eq!((c.fio, c.other), (81.92, 77.0));
         assert_eq!(c.note, None);
         // Events lost while recording are named as the likely cause.
-        let c = trace_vs_fio(&r, "loop0", 77.0, (1200.0, 8192));
+        let c = trace_vs_fio(&r, "loop0", whole(77.0), (1200.0, 8192));
         assert!(c.failed());
         let note = c.note.unwrap();
         assert!(note.contains("lost 1200 events"), "{note}");
@@ -336,11 +378,39 @@ mod tests {
             note.contains("8192 KiB per CPU") && note.contains("buffer_kb"),
             "{note}"
         );
-        let ramped = report(1.0, r#""filename": "/dev/loop0", "ramp_time": "1s""#);
-        assert_eq!(
-            trace_vs_fio(&ramped, "loop0", 120.0, (0.0, 8192)).verdict,
-            "not judged"
+        // Through the page cache, the device sees what the cache lets through.
+        let buffered = report(1.0, r#""filename": "/dev/loop0", "direct": "0""#);
+        let c = trace_vs_fio(&buffered, "loop0", whole(40.0), (0.0, 8192));
+        assert_eq!(c.verdict, "not judged");
+        assert!(c.note.unwrap().contains("page cache"));
+    }
+
+    /// With a ramp, the trace's bytes within fio's measured interval are what fio counted;
+    /// the whole trace's are not, and without the interval nothing is judged.
+    #[test]
+    fn with_a_ramp_the_trace_is_counted_over_fios_measured_interval() {
+        let ramped = report(
+            1.0,
+            r#""filename": "/dev/loop0", "direct": "1", "ramp_time": "1s""#,
         );
+        let trace = |in_window| TraceBytes {
+            completed_mb: 120.0,
+            in_window,
+        };
+        let c = trace_vs_fio(&ramped, "loop0", trace(Some((82.3, 0.25))), (0.0, 8192));
+        assert_eq!(c.verdict, "ok", "{c:?}");
+        assert_eq!((c.other, c.tolerance_pct), (82.3, 1.25));
+        assert!(c.other_is.contains("within fio's measured interval"));
+        // 1.4% short: over 1% plus the interval's 0.25%.
+        let c = trace_vs_fio(&ramped, "loop0", trace(Some((80.77, 0.25))), (0.0, 8192));
+        assert!(c.failed(), "{c:?}");
+        // The same shortfall with an interval known only to within 1%.
+        let c = trace_vs_fio(&ramped, "loop0", trace(Some((80.77, 1.0))), (0.0, 8192));
+        assert_eq!(c.verdict, "ok", "{c:?}");
+        let c = trace_vs_fio(&ramped, "loop0", trace(None), (0.0, 8192));
+        assert_eq!(c.verdict, "not judged");
+        assert_eq!(c.other, 120.0);
+        assert!(c.note.unwrap().contains("ramp_time"));
     }
 
     #[test]

@@ -1339,16 +1339,29 @@ fn one_run(
     }
     if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
         if record.status == RunStatus::Ok {
-            match tracing.metrics(recorded) {
-                Ok(m) => {
+            // fio's measured interval on the trace's clock, to count the trace's bytes over.
+            let window = align::trace_window(
+                reports,
+                plan.device(),
+                crate::sys::realtime_minus_monotonic_ns(),
+            );
+            match tracing.metrics(recorded, window.map(|w| (w.start_ns, w.end_ns))) {
+                Ok(trace::Analysed {
+                    metrics: m,
+                    in_window_mb,
+                }) => {
                     let get = |name: &str| m.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
                     let mb = get(crate::metrics::TRACE_COMPLETED_MB.name);
                     let lost = get(crate::metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
-                    if let (Some(mb), Some(report)) = (mb, report) {
+                    if let (Some(completed_mb), Some(report)) = (mb, report) {
+                        let trace = checks::TraceBytes {
+                            completed_mb,
+                            in_window: in_window_mb.zip(window.map(|w| w.uncertainty_pct)),
+                        };
                         run_checks.push(checks::trace_vs_fio(
                             report,
                             plan.device(),
-                            mb,
+                            trace,
                             (lost, tracing.buffer_kb),
                         ));
                     }

@@ -161,6 +161,13 @@ pub(crate) struct RunTrace {
     stored: String,
 }
 
+/// A recording's `trace_*` metrics, and the MB of the bios completed within fio's measured
+/// interval when it was given.
+pub(crate) struct Analysed {
+    pub(crate) metrics: Vec<(String, f64)>,
+    pub(crate) in_window_mb: Option<f64>,
+}
+
 /// A finished recording: where it is and what the recorder saw.
 pub(crate) struct Recorded {
     pub(crate) base: PathBuf,
@@ -286,17 +293,33 @@ impl Tracing {
         }
     }
 
-    /// Analyses a finished recording into the run's `trace_*` metrics.
-    pub(crate) fn metrics(&self, recorded: &Recorded) -> anyhow::Result<Vec<(String, f64)>> {
+    /// Analyses a finished recording into the run's `trace_*` metrics, and the MB of the
+    /// bios completed on the device within `window` (fio's measured interval on the trace's
+    /// clock, `[start, end)` ns) when there is one.
+    pub(crate) fn metrics(
+        &self,
+        recorded: &Recorded,
+        window: Option<(u64, u64)>,
+    ) -> anyhow::Result<Analysed> {
         let report = analyze::analyze_paths(
             std::slice::from_ref(&recorded.base),
             analyze::Options {
                 timeline: false,
+                window,
                 ..Default::default()
             },
         )
         .map_err(|e| anyhow::anyhow!("analysing {}: {e}", recorded.base.display()))?;
-        Ok(metrics(&report, &self.dev, &recorded.summary))
+        let in_window = report
+            .devices
+            .iter()
+            .find(|d| d.dev == self.dev)
+            .and_then(|d| d.bio_bytes_in_window)
+            .map(|b| b as f64 / 1e6);
+        Ok(Analysed {
+            metrics: metrics(&report, &self.dev, &recorded.summary),
+            in_window_mb: in_window,
+        })
     }
 }
 

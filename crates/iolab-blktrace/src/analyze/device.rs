@@ -151,6 +151,9 @@ pub struct Device {
     pub sleeps: u64,
     /// Sectors of the bios completed, as queued (a C may name only a split bio's last piece).
     pub bio_sectors_completed: u64,
+    /// Of those, the ones completed within `window` (`Options::window`; all time when none).
+    pub bio_sectors_in_window: u64,
+    window: (u64, u64),
     // Active requests at Q (btt's counter, floored at 0).
     act_q: u64,
     pub act_q_total: u64,
@@ -185,7 +188,7 @@ pub(super) fn delta(from: u64, to: u64) -> u64 {
 }
 
 impl Device {
-    pub fn new(device: u32, t: u64, interval: u64) -> Self {
+    pub fn new(device: u32, t: u64, interval: u64, window: Option<(u64, u64)>) -> Self {
         Device {
             device,
             first_time: t,
@@ -213,6 +216,8 @@ impl Device {
             splits: 0,
             sleeps: 0,
             bio_sectors_completed: 0,
+            bio_sectors_in_window: 0,
+            window: window.unwrap_or((0, u64::MAX)),
             act_q: 0,
             act_q_total: 0,
             live_start: NONE,
@@ -461,6 +466,7 @@ impl Device {
         self.timeline.complete(t, ev.bytes, ev.is_write());
         let (timeline, samples) = (&mut self.timeline, &mut self.samples);
         let completed = &mut self.bio_sectors_completed;
+        let before = *completed;
         self.queued.remove_range_if(
             ev.sector,
             end,
@@ -480,6 +486,9 @@ impl Device {
                 }
             },
         );
+        if t >= self.window.0 && t < self.window.1 {
+            self.bio_sectors_in_window += self.bio_sectors_completed - before;
+        }
         self.timeline.queue_depth(t, self.queued.len() as u64);
         if let Some(r) = self.in_driver.remove(ev.sector) {
             // Summed here, like the dispatch depth: the two threads stay about even.
