@@ -545,6 +545,29 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
     );
     assert_eq!(restored.last().unwrap()["old"], original, "{report}");
     assert_eq!(affinity(), original);
+
+    // Once more, read as text: the line names the interrupt as `apply` did.
+    let again = iolab()
+        .args(["irq", "apply", "--force", "--plan"])
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    let out = iolab()
+        .args(["irq", "rollback"])
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!(
+            "restored /proc/irq/{irq}/smp_affinity_list = {original} ({name}; was {to}"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert_eq!(affinity(), original);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! journal, apply — each returning a typed result that prints as text or JSON through
 //! `crate::output`, so the CLI only parses arguments and calls one function.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -147,21 +148,36 @@ pub(crate) fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> Result<()
     Ok(())
 }
 
-/// What `irq rollback` put back (`None`: nothing placed by iolab).
+/// What `irq rollback` put back (`None`: nothing placed by iolab), and the interrupts'
+/// names to say which each line is about (text only).
 #[derive(Serialize)]
 #[serde(transparent)]
-pub(crate) struct RolledBack(pub Option<RestoreReport>);
+pub(crate) struct RolledBack(
+    pub Option<RestoreReport>,
+    #[serde(skip)] BTreeMap<u32, String>,
+);
 
 impl Render for RolledBack {
     fn text(&self) -> String {
         match &self.0 {
             None => "no interrupt placement by iolab to roll back\n".to_string(),
-            Some(r) => crate::knobs::leftovers::restored_lines(r, "the interrupt no longer exists"),
+            // Names are drivers' text: shown, never obeyed by the terminal.
+            Some(r) => crate::report::format::terminal_safe_lines(
+                &crate::knobs::leftovers::restored_lines(
+                    r,
+                    "the interrupt no longer exists",
+                    &self.1,
+                ),
+            )
+            .into_owned(),
         }
     }
 }
 
 /// Puts back every affinity in the placement journal.
 pub(crate) fn rollback() -> Result<RolledBack> {
-    Ok(RolledBack(apply::rollback(&apply::journal_dir())?))
+    Ok(RolledBack(
+        apply::rollback(&apply::journal_dir())?,
+        super::names(&SysRoot::live()),
+    ))
 }

@@ -16,6 +16,23 @@ use crate::sys::parse::format_cpulist;
 use crate::sys::SysRoot;
 use anyhow::Result;
 
+/// Each numbered interrupt's name (its actions, as `irq top` and `irq apply` print them) in
+/// `root`'s /proc/interrupts; empty when it cannot be read.
+pub(crate) fn names(root: &SysRoot) -> std::collections::BTreeMap<u32, String> {
+    let Ok(text) = root.read("/proc/interrupts") else {
+        return Default::default();
+    };
+    let Ok(parsed) = crate::sys::parse::interrupts::interrupts(&text) else {
+        return Default::default();
+    };
+    parsed
+        .rows
+        .into_iter()
+        .filter(|r| !r.actions.is_empty())
+        .filter_map(|r| Some((r.id.number()?, r.actions.join(", "))))
+        .collect()
+}
+
 /// The pid of a running irqbalance, which would undo any placement iolab writes.
 pub(crate) fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
     root.list_optional("/proc")

@@ -4,6 +4,7 @@
 //! experiments still marked running, and fio's private run directories. `iolab restore`
 //! prints the result; keeping the sequence here leaves the CLI only its arguments.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -35,6 +36,9 @@ pub(crate) struct Leftovers {
     /// Interrupt placements by `iolab irq apply`, which are meant to stay (text only).
     #[serde(skip)]
     irq_placements_in_effect: usize,
+    /// The names of this machine's interrupts, for the lines of those put back (text only).
+    #[serde(skip)]
+    irq_names: BTreeMap<u32, String>,
 }
 
 /// Undoes what was left in `state_dir` (and fio's run directories under `fio_work_dir`).
@@ -67,6 +71,7 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
         hosts,
         journal: state_dir.join("journal.json"),
         irq_placements_in_effect: placed,
+        irq_names: crate::irq::names(&crate::sys::SysRoot::live()),
     })
 }
 
@@ -119,12 +124,16 @@ impl crate::output::Render for Leftovers {
         match &self.knobs {
             None => out.push_str("no knob journal: nothing to restore\n"),
             Some(r) => {
-                out += &restored_lines(r, "device no longer present");
+                out += &restored_lines(r, "device no longer present", &self.irq_names);
                 let _ = writeln!(out, "journal {} removed", self.journal.display());
             }
         }
         if let Some(r) = &self.tracer {
-            out += &restored_lines(r, "device no longer present or tracefs not mounted");
+            out += &restored_lines(
+                r,
+                "device no longer present or tracefs not mounted",
+                &BTreeMap::new(),
+            );
             let _ = writeln!(out, "tracefs settings of a killed `trace record` put back");
         }
         for s in &self.scratch_devices_removed {
@@ -172,19 +181,28 @@ impl crate::output::Render for Leftovers {
 /// One line per knob written back, and per knob whose file is gone (`gone_why` says why).
 /// Writes of one file in a row are one line: the value it ends with, and the one it had
 /// before them. An interrupt comes back in two (its old CPU, then its old mask), and the
-/// line says where it went first.
-pub(crate) fn restored_lines(r: &super::RestoreReport, gone_why: &str) -> String {
+/// line says where it went first, and its name where `irq_names` (IRQ number to its
+/// actions, as `irq apply` named it) has it: a number alone says little.
+pub(crate) fn restored_lines(
+    r: &super::RestoreReport,
+    gone_why: &str,
+    irq_names: &BTreeMap<u32, String>,
+) -> String {
     let mut out = String::new();
     for run in r.restored.chunk_by(|a, b| a.path == b.path) {
         let (first, last) = (&run[0], &run[run.len() - 1]);
-        let through = if run.len() > 1 && super::irq_move::effective_of(&first.path).is_some() {
+        let irq = super::irq_move::effective_of(&first.path).map(|(irq, _)| irq);
+        let name = irq
+            .and_then(|irq| irq_names.get(&irq))
+            .map_or(String::new(), |n| format!("{n}; "));
+        let through = if run.len() > 1 && irq.is_some() {
             format!("; through {} first, where it was delivered", first.old)
         } else {
             String::new()
         };
         let _ = writeln!(
             out,
-            "restored {} = {} (was {}{through})",
+            "restored {} = {} ({name}was {}{through})",
             first.path, last.old, first.new
         );
     }
@@ -229,9 +247,13 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            restored_lines(&r, ""),
-            "restored /proc/irq/29/smp_affinity_list = 0-7 (was 1; through 0 first, where it \
-             was delivered)\n\
+            restored_lines(
+                &r,
+                "",
+                &BTreeMap::from([(29, "virtio2-input.0".to_string())])
+            ),
+            "restored /proc/irq/29/smp_affinity_list = 0-7 (virtio2-input.0; was 1; through 0 \
+             first, where it was delivered)\n\
              restored /sys/block/sda/queue/scheduler = mq-deadline (was none)\n\
              restored /sys/block/sda/queue/nr_requests = 64 (was 64)\n"
         );
@@ -268,6 +290,7 @@ mod tests {
             hosts: vec![host],
             journal: PathBuf::from("/var/lib/iolab/journal.json"),
             irq_placements_in_effect: 7,
+            irq_names: BTreeMap::new(),
         };
         let text = left.text();
         assert!(
