@@ -96,19 +96,9 @@ impl Reader {
     /// Takes one reading stamped `elapsed_ns`.
     pub fn read(&mut self, elapsed_ns: u64) -> Result<Reading, SysError> {
         let root = &self.root;
-        root.read_into(INTERRUPTS, &mut self.buf)?;
-        let t = text(&self.buf, root, INTERRUPTS)?;
-        let mut irq_counts = Vec::with_capacity(self.layout.ids.len() * self.layout.cpus.len());
-        let changed = counts_into(t, &mut self.scratch_layout, &mut irq_counts)
-            .map_err(|e| root.parse_error(INTERRUPTS, e.line, e.message))?;
-        if changed || self.layout.ids.is_empty() {
-            self.layout = Arc::new(self.scratch_layout.clone());
-        }
-
-        root.read_into(STAT, &mut self.buf)?;
-        let t = text(&self.buf, root, STAT)?;
-        let st = stat(t).map_err(|e| root.parse_error(STAT, e.line, e.message))?;
-
+        // The disk counters first, nearest the stamp: fio's bytes are checked against them
+        // over a window read off these stamps (2%), while /proc/interrupts, the longest
+        // to read on a large machine, comes last.
         root.read_into(DISKSTATS, &mut self.buf)?;
         let t = text(&self.buf, root, DISKSTATS)?;
         let mut disks = vec![None; self.devices.len()];
@@ -122,6 +112,19 @@ impl Reader {
                         .map_err(|e| root.parse_error(DISKSTATS, e.line, e.message))?,
                 );
             }
+        }
+
+        root.read_into(STAT, &mut self.buf)?;
+        let t = text(&self.buf, root, STAT)?;
+        let st = stat(t).map_err(|e| root.parse_error(STAT, e.line, e.message))?;
+
+        root.read_into(INTERRUPTS, &mut self.buf)?;
+        let t = text(&self.buf, root, INTERRUPTS)?;
+        let mut irq_counts = Vec::with_capacity(self.layout.ids.len() * self.layout.cpus.len());
+        let changed = counts_into(t, &mut self.scratch_layout, &mut irq_counts)
+            .map_err(|e| root.parse_error(INTERRUPTS, e.line, e.message))?;
+        if changed || self.layout.ids.is_empty() {
+            self.layout = Arc::new(self.scratch_layout.clone());
         }
         let nics = self
             .devices
