@@ -1331,7 +1331,7 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
     let _servers = FioServers::start(&lab);
     let text = format!(
         "name = \"traced\"\nrepetitions = 2\nwarmup = false\ntrace = true\n[workload]\n\
-         rw = \"randread\"\nruntime = \"1s\"\n[[target.host]]\nssh = \"{addr}\"\n\
+         rw = \"randread\"\ndirect = 1\nruntime = \"1s\"\ntime_based = true\n[[target.host]]\nssh = \"{addr}\"\n\
          fio = \"{addr},8765\"\ndevice = \"{dev}\"\n[factors]\nread_ahead_kb = [256]\n"
     );
     let exp = iolab::experiment::file::parse("traced.toml", &text).unwrap();
@@ -1360,6 +1360,27 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
             metric(&store, a.id, &format!("{addr}:trace_q2c_count")),
             Some(ios)
         );
+        // The host's part is cross-checked as a local run is, and the aggregate run lists
+        // the host's checks under its name.
+        let basis = |experiment: i64, run: i64| {
+            let bases = store.run_bases(experiment).unwrap();
+            let b = bases.into_iter().find(|b| b.run_id == run).unwrap();
+            b.checks
+                .unwrap_or_else(|| panic!("run {run} has no checks"))
+        };
+        let checks = basis(part.id, r.id);
+        for name in [
+            "trace_bytes_vs_fio",
+            "json_plus_percentile",
+            "fio_bytes_vs_diskstats",
+        ] {
+            let v = crate::common::verdict_of(&checks, name);
+            assert!(v.starts_with("ok:"), "{v}");
+        }
+
+        let aggregate = basis(outcome.experiment_id, a.id);
+        let v = crate::common::verdict_of(&aggregate, "trace_bytes_vs_fio");
+        assert!(v.contains(&format!("\"{addr}: trace of {dev}\"")), "{v}");
     }
     // Nothing of the traces is left on the host (its state directory) or here.
     let left: Vec<_> = std::fs::read_dir(&lab.hosts[0].state)

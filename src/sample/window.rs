@@ -166,6 +166,38 @@ pub(crate) fn summary_over(
     summary(&[a, b], devices, device_irqs)
 }
 
+/// How far the bytes each watched device moved over `span` (clipped to the readings) may be
+/// off, in the order of the readings' disks. Where an end of the span falls between two
+/// readings, the counters there are interpolated as if the device had worked evenly between
+/// them, and it may not have: a run that began or ended inside that interval did all its
+/// I/O there on one side of the end. The true count lies between the two readings', so the
+/// error is at most that interval's bytes times the larger of the end's two shares of it;
+/// nothing at an end that falls on a reading.
+pub(crate) fn edge_error_bytes(readings: &[Reading], span: Span) -> Vec<f64> {
+    let devices = readings.first().map_or(0, |r| r.disks.len());
+    let mut out = vec![0.0; devices];
+    let Some(span) = clip(readings, span) else {
+        return out;
+    };
+    let bytes = |d: &DiskStat| (d.sectors_read + d.sectors_written) as f64 * 512.0;
+    for t in [span.start_ns, span.end_ns] {
+        let Some(i) = readings.iter().position(|r| r.elapsed_ns >= t) else {
+            continue;
+        };
+        if i == 0 || readings[i].elapsed_ns == t {
+            continue;
+        }
+        let (a, b) = (&readings[i - 1], &readings[i]);
+        let f = (t - a.elapsed_ns) as f64 / (b.elapsed_ns - a.elapsed_ns) as f64;
+        for (k, e) in out.iter_mut().enumerate() {
+            if let (Some(Some(da)), Some(Some(db))) = (a.disks.get(k), b.disks.get(k)) {
+                *e += (bytes(db) - bytes(da)).max(0.0) * f.max(1.0 - f);
+            }
+        }
+    }
+    out
+}
+
 /// Completed I/Os on the watched devices so far (reads, writes and discards).
 fn completed(r: &Reading) -> u64 {
     r.disks
@@ -179,17 +211,31 @@ fn completed(r: &Reading) -> u64 {
 /// interval lies when fio said how long it measured but not when (its client mode reports
 /// each host's `runtime` and no clock time), since fio measures until its jobs end and the
 /// device's I/O ends with them. The moment it stopped is placed inside the last reading
-/// interval that completed any I/O, by how much that interval completed against the rate of
-/// the (up to five) intervals before it. `None` when nothing completed while sampled.
+/// interval that completed any I/O, by how much that interval completed against the steady
+/// rate before it. `None` when nothing completed while sampled.
 pub(crate) fn activity_window(readings: &[Reading], measured_ns: u64) -> Option<Span> {
     let done: Vec<u64> = readings.iter().map(completed).collect();
     let k = (1..done.len()).rev().find(|&i| done[i] > done[i - 1])?;
     let (t0, t1) = (readings[k - 1].elapsed_ns, readings[k].elapsed_ns);
-    let j = k.saturating_sub(6);
-    let before_ns = t0.saturating_sub(readings[j].elapsed_ns);
-    // A whole interval's worth at the rate before; none known: the interval's end.
-    let full = if before_ns > 0 {
-        done[k - 1].saturating_sub(done[j]) as f64 * (t1 - t0) as f64 / before_ns as f64
+    // The steady rate: over the (up to five) intervals before, those that ran at half the
+    // fastest one's rate or more. Idle ones (before fio began, on a run shorter than five
+    // intervals) and the one fio began in would dilute it, and so place the end too late.
+    let before: Vec<(u64, u64)> = (k.saturating_sub(5).max(1)..k)
+        .map(|i| {
+            let ns = readings[i].elapsed_ns - readings[i - 1].elapsed_ns;
+            (done[i] - done[i - 1], ns)
+        })
+        .filter(|&(_, ns)| ns > 0)
+        .collect();
+    let rate = |(n, ns): (u64, u64)| n as f64 / ns as f64;
+    let fastest = before.iter().map(|&b| rate(b)).fold(0.0, f64::max);
+    let (n, ns) = before
+        .iter()
+        .filter(|&&b| rate(b) >= fastest / 2.0)
+        .fold((0, 0), |(n, ns), &(a, b)| (n + a, ns + b));
+    // A whole interval's worth at that rate; none known: the interval's end.
+    let full = if n > 0 {
+        n as f64 * (t1 - t0) as f64 / ns as f64
     } else {
         0.0
     };
@@ -335,10 +381,47 @@ mod tests {
             (got - 10_000.0).abs() <= 10_000.0 * 0.2 / 4.0 + 1.0,
             "{got}"
         );
+        // Idle intervals among the five before the last one (a run that began after them)
+        // say nothing of its rate: taken in, they placed this end at 2.521 s.
+        let times = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 2.4, 2.6, 3.0];
+        let r = readings(&times, 10_000.0);
+        let w = activity_window(&r, 1_000_000_000).unwrap();
+        assert!(w.end_ns.abs_diff(2_500_000_000) <= 1_000_000, "{w:?}");
+        // Nor does the interval the run began in, partly idle: at 0.45-2.35 s only.
+        let r = readings(&[0.0, 0.1, 0.2, 0.45, 2.35, 2.6, 3.0], 10_000.0);
+        let w = activity_window(&r, 1_000_000_000).unwrap();
+        assert!(w.end_ns.abs_diff(2_500_000_000) <= 10_000_000, "{w:?}");
         // Nothing completed: nothing to place the interval by.
         let idle = readings(&[0.0, 0.1, 0.2, 0.3], 1000.0);
         assert_eq!(activity_window(&idle, 1), None);
         assert_eq!(activity_window(&[], 1), None);
+    }
+
+    /// Reading every second, a device busy from 0.5 to 2.5 s: a window from 0.6 to 2.5 s
+    /// has both ends between readings, each in an interval of 0.5 s of I/O (20 MB at 10,000
+    /// 4 KiB reads/s); the ends' shares there are 0.6 and 0.5.
+    #[test]
+    fn ends_between_readings_bound_the_bytes_error() {
+        let r = readings(&[0.0, 1.0, 2.0, 3.0], 10_000.0);
+        let half_second = 5_000.0 * 4096.0;
+        let e = edge_error_bytes(&r, span(0.6, 2.5));
+        assert_eq!(e.len(), 1);
+        assert!((e[0] - half_second * (0.6 + 0.5)).abs() < 1.0, "{e:?}");
+        // Ends on readings, or beyond them (clipped onto them): nothing interpolated.
+        assert_eq!(edge_error_bytes(&r, span(1.0, 2.0)), [0.0]);
+        assert_eq!(edge_error_bytes(&r, span(0.0, 9.0)), [0.0]);
+        // The true bytes of the window lie within the bound of the interpolated ones.
+        let dev = vec!["loop0".to_string()];
+        let got = summary_over(&r, span(0.6, 2.5), &dev, &[vec![]])
+            .unwrap()
+            .devices["loop0"]["dev_rmb_per_s"]
+            * 1.9e6;
+        let truth = 1.9 * 10_000.0 * 4096.0;
+        assert!(
+            (got - truth).abs() <= e[0],
+            "{got} vs {truth} within {}",
+            e[0]
+        );
     }
 
     #[test]

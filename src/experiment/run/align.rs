@@ -17,7 +17,7 @@
 //!
 //! Pure: the sampler's readings and fio's text in, a summary and a record of the window out.
 
-use crate::sample::window::{activity_window, clip, summary_over, Span};
+use crate::sample::window::{activity_window, clip, edge_error_bytes, summary_over, Span};
 use crate::sample::{SampleRun, Summary};
 use crate::workload::fio_window::{measured_windows, Anchor, JobWindow};
 use serde::Serialize;
@@ -38,6 +38,24 @@ pub(crate) struct WindowRecord {
     /// Why the whole span was used, or what was clipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Per watched device, how far its MB/s over the window may be off because the window's
+    /// ends fall between readings (`window::edge_error_bytes`); absent for the whole span.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub uncertain_mb_per_s: BTreeMap<String, f64>,
+}
+
+/// Per watched device of `samples`, how far its MB/s over `span` may be off at the span's
+/// ends.
+fn uncertain(samples: &SampleRun, span: Span) -> BTreeMap<String, f64> {
+    let secs = span.end_ns.saturating_sub(span.start_ns) as f64 / 1e9;
+    if secs <= 0.0 {
+        return BTreeMap::new();
+    }
+    edge_error_bytes(&samples.readings, span)
+        .into_iter()
+        .zip(&samples.devices)
+        .map(|(bytes, d)| (d.clone(), bytes / secs / 1e6))
+        .collect()
 }
 
 /// The sampler's summary over fio's measured interval, and the record of that interval.
@@ -78,6 +96,7 @@ pub(crate) fn whole(samples: &SampleRun, note: String) -> Aligned {
             end_s: e,
             devices: BTreeMap::new(),
             note: Some(note),
+            uncertain_mb_per_s: BTreeMap::new(),
         },
     }
 }
@@ -125,6 +144,7 @@ fn over(samples: &SampleRun, span: Span, basis: &str, clipped_note: Option<Strin
             end_s: secs(clipped.end_ns),
             devices: BTreeMap::new(),
             note: clipped_note.filter(|_| clipped != span),
+            uncertain_mb_per_s: uncertain(samples, clipped),
         },
     }
 }
@@ -180,6 +200,7 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         return whole(samples, TOO_FEW.into());
     };
     let mut devices = BTreeMap::new();
+    let mut uncertain_mb_per_s = uncertain(samples, clipped);
     for name in &samples.devices {
         let Some(span) = jobs
             .iter()
@@ -200,6 +221,9 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         {
             summary.devices.insert(name.clone(), dev);
             devices.insert(name.clone(), (secs(own.start_ns), secs(own.end_ns)));
+            if let Some(u) = uncertain(samples, own).remove(name) {
+                uncertain_mb_per_s.insert(name.clone(), u);
+            }
         }
     }
     let final_only = jobs.iter().any(|(w, _)| w.anchor == Anchor::FinalReport);
@@ -223,6 +247,7 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             end_s: secs(clipped.end_ns),
             devices,
             note: clipped_note,
+            uncertain_mb_per_s,
         },
     }
 }

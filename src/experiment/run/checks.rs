@@ -104,13 +104,20 @@ fn is_direct(job: &JobResult) -> bool {
         .is_some_and(|v| v.trim() != "0" && !v.trim().is_empty())
 }
 
+/// Past this share of fio's bytes, the uncertainty of where the window's ends fall among the
+/// sampler's readings leaves nothing to judge.
+const MAX_EDGE_PCT: f64 = 8.0;
+
 /// fio's MB/s per device against the MB/s the device's diskstats counted read and written
 /// over the same interval. `devices` holds the aligned `dev_*` figures by device; `owned`
-/// says which devices nothing but this experiment should use.
+/// says which devices nothing but this experiment should use; `uncertain` how far each
+/// device's MB/s may be off because the window's ends fall between readings (the window
+/// record's `uncertain_mb_per_s`), which is added to the tolerance.
 pub(crate) fn bytes_vs_diskstats(
     report: &FioReport,
     devices: &BTreeMap<String, BTreeMap<&'static str, f64>>,
     owned: &dyn Fn(&str) -> bool,
+    uncertain: &BTreeMap<String, f64>,
 ) -> Vec<Check> {
     let mut by_device: BTreeMap<&str, (f64, bool)> = BTreeMap::new();
     for job in &report.jobs {
@@ -137,6 +144,11 @@ pub(crate) fn bytes_vs_diskstats(
             r + w,
             "diskstats MB/s read+written",
         );
+        let edge_pct = match uncertain.get(dev) {
+            Some(u) if fio > 0.0 => u / fio * 100.0,
+            _ => 0.0,
+        };
+        let tolerance = BYTES_TOLERANCE_PCT + edge_pct;
         out.push(if !direct {
             c.not_judged(BYTES_TOLERANCE_PCT, BUFFERED)
         } else if !owned(dev) {
@@ -144,8 +156,14 @@ pub(crate) fn bytes_vs_diskstats(
                 BYTES_TOLERANCE_PCT,
                 "the device holds data (mounted, held, swap or partitioned): other I/O may reach it",
             )
+        } else if edge_pct > MAX_EDGE_PCT {
+            c.not_judged(
+                tolerance,
+                "the sampler's readings are too far apart to place fio's measured interval \
+                 among them (a shorter --sample-ms, or a longer run, lets it be judged)",
+            )
         } else {
-            c.judged(BYTES_TOLERANCE_PCT)
+            c.judged(tolerance)
         });
     }
     out
@@ -169,13 +187,13 @@ const BUFFERED: &str = "buffered I/O: the page cache decides what reaches the de
 /// read is queued as several bios and split into more requests, while its bytes stay 4 MiB.
 /// With `ramp_time` the trace's bytes are counted over fio's measured interval only, with
 /// the interval's uncertainty added to the tolerance. `lost` is the events the kernel
-/// dropped while recording with a trace buffer of `buffer_kb` per CPU: a trace short of
-/// them says why, and what to raise.
+/// dropped while recording with a trace buffer of `buffer_kb` per CPU (when known): a trace
+/// short of them says why, and what to raise.
 pub(crate) fn trace_vs_fio(
     report: &FioReport,
     device: &str,
     trace: TraceBytes,
-    (lost, buffer_kb): (f64, u64),
+    (lost, buffer_kb): (f64, Option<u64>),
 ) -> Check {
     let named = report.jobs.iter().any(|j| device_of(j).is_some());
     let jobs: Vec<&JobResult> = report
@@ -222,10 +240,10 @@ pub(crate) fn trace_vs_fio(
         }
     };
     if lost > 0.0 && c.verdict == "disagrees" {
+        let size = buffer_kb.map_or(String::new(), |kb| format!(", {kb} KiB per CPU,"));
         c.note = Some(format!(
-            "the kernel lost {lost} events while recording (its trace buffer, {buffer_kb} KiB \
-             per CPU, filled faster than it was read), so the trace is short: raise \
-             [trace] buffer_kb"
+            "the kernel lost {lost} events while recording (its trace buffer{size} filled \
+             faster than it was read), so the trace is short: raise [trace] buffer_kb"
         ));
     }
     c
@@ -320,7 +338,7 @@ mod tests {
     fn bytes_that_disagree_with_diskstats_are_flagged_with_both_figures() {
         let owned = |_: &str| true;
         let checks = |fio: f64, dev: BTreeMap<_, _>, owned: &dyn Fn(&str) -> bool| {
-            bytes_vs_diskstats(&report(fio, DIRECT), &dev, owned)
+            bytes_vs_diskstats(&report(fio, DIRECT), &dev, owned, &BTreeMap::new())
         };
         let c = &checks(5_000.0, dev(4_950.0, 1_180.0), &owned)[0];
         assert_eq!(c.verdict, "ok", "{c:?}");
@@ -332,9 +350,35 @@ mod tests {
         let c = &checks(5_000.0, dev(4_250.0, 1_010.0), &|_| false)[0];
         assert_eq!(c.verdict, "not judged");
         let buffered = r#""filename": "/dev/loop0", "direct": "0""#;
-        let c = &bytes_vs_diskstats(&report(5_000.0, buffered), &dev(4_250.0, 1.0), &owned)[0];
+        let c = &bytes_vs_diskstats(
+            &report(5_000.0, buffered),
+            &dev(4_250.0, 1.0),
+            &owned,
+            &BTreeMap::new(),
+        )[0];
         assert_eq!(c.verdict, "not judged");
         assert!(c.note.as_deref().unwrap().contains("page cache"));
+    }
+
+    /// Where the window's ends fall between the sampler's readings, what that may cost is
+    /// added to the tolerance; past 8% of fio's bytes nothing is judged.
+    #[test]
+    fn the_windows_placement_among_readings_widens_the_tolerance() {
+        let owned = |_: &str| true;
+        let check = |dev_mb: f64, uncertain: f64| {
+            let u = BTreeMap::from([("loop0".to_string(), uncertain)]);
+            bytes_vs_diskstats(&report(5_000.0, DIRECT), &dev(dev_mb, 1.0), &owned, &u)[0].clone()
+        };
+        // 4% short: over 2%, within 2% plus 150 MB/s (3%) of uncertainty.
+        assert!(check(4_800.0, 0.0).failed());
+        let c = check(4_800.0, 150.0);
+        assert_eq!(c.verdict, "ok", "{c:?}");
+        assert!((c.tolerance_pct - 5.0).abs() < 1e-9);
+        assert!(check(4_600.0, 150.0).failed());
+        // 45% short with ends placed to within 40% (a 0.4 s run read every second).
+        let c = check(2_750.0, 2_000.0);
+        assert_eq!(c.verdict, "not judged", "{c:?}");
+        assert!(c.note.unwrap().contains("--sample-ms"));
     }
 
     /// 4 MiB reads split into eight requests each, as a loop device's queue (128 segments of
@@ -343,7 +387,12 @@ mod tests {
     fn requests_split_by_the_block_layer_do_not_fail_the_check() {
         let fio = report(5_886.0, DIRECT);
         let reads_per_s = fio.jobs[0].read.iops;
-        let c = &bytes_vs_diskstats(&fio, &dev(5_890.0, reads_per_s * 8.0), &|_| true)[0];
+        let c = &bytes_vs_diskstats(
+            &fio,
+            &dev(5_890.0, reads_per_s * 8.0),
+            &|_| true,
+            &BTreeMap::new(),
+        )[0];
         assert_eq!(c.verdict, "ok", "{c:?}");
         assert_eq!(c.check, "fio_bytes_vs_diskstats");
     }
@@ -360,17 +409,17 @@ mod tests {
         // 20,000 reads of 4 KiB: 81.92 MB.
         let r = report(1.0, DIRECT);
         assert_eq!(
-            trace_vs_fio(&r, "loop0", whole(82.5), (0.0, 8192)).verdict,
+            trace_vs_fio(&r, "loop0", whole(82.5), (0.0, Some(8192))).verdict,
             "ok"
         );
         // Another device's trace is compared with no job's I/O.
-        assert!(trace_vs_fio(&r, "loop1", whole(81.92), (0.0, 8192)).failed());
-        let c = trace_vs_fio(&r, "loop0", whole(77.0), (0.0, 8192));
+        assert!(trace_vs_fio(&r, "loop1", whole(81.92), (0.0, Some(8192))).failed());
+        let c = trace_vs_fio(&r, "loop0", whole(77.0), (0.0, Some(8192)));
         assert!(c.failed());
         assert_eq!((c.fio, c.other), (81.92, 77.0));
         assert_eq!(c.note, None);
         // Events lost while recording are named as the likely cause.
-        let c = trace_vs_fio(&r, "loop0", whole(77.0), (1200.0, 8192));
+        let c = trace_vs_fio(&r, "loop0", whole(77.0), (1200.0, Some(8192)));
         assert!(c.failed());
         let note = c.note.unwrap();
         assert!(note.contains("lost 1200 events"), "{note}");
@@ -380,7 +429,7 @@ mod tests {
         );
         // Through the page cache, the device sees what the cache lets through.
         let buffered = report(1.0, r#""filename": "/dev/loop0", "direct": "0""#);
-        let c = trace_vs_fio(&buffered, "loop0", whole(40.0), (0.0, 8192));
+        let c = trace_vs_fio(&buffered, "loop0", whole(40.0), (0.0, Some(8192)));
         assert_eq!(c.verdict, "not judged");
         assert!(c.note.unwrap().contains("page cache"));
     }
@@ -397,17 +446,32 @@ mod tests {
             completed_mb: 120.0,
             in_window,
         };
-        let c = trace_vs_fio(&ramped, "loop0", trace(Some((82.3, 0.25))), (0.0, 8192));
+        let c = trace_vs_fio(
+            &ramped,
+            "loop0",
+            trace(Some((82.3, 0.25))),
+            (0.0, Some(8192)),
+        );
         assert_eq!(c.verdict, "ok", "{c:?}");
         assert_eq!((c.other, c.tolerance_pct), (82.3, 1.25));
         assert!(c.other_is.contains("within fio's measured interval"));
         // 1.4% short: over 1% plus the interval's 0.25%.
-        let c = trace_vs_fio(&ramped, "loop0", trace(Some((80.77, 0.25))), (0.0, 8192));
+        let c = trace_vs_fio(
+            &ramped,
+            "loop0",
+            trace(Some((80.77, 0.25))),
+            (0.0, Some(8192)),
+        );
         assert!(c.failed(), "{c:?}");
         // The same shortfall with an interval known only to within 1%.
-        let c = trace_vs_fio(&ramped, "loop0", trace(Some((80.77, 1.0))), (0.0, 8192));
+        let c = trace_vs_fio(
+            &ramped,
+            "loop0",
+            trace(Some((80.77, 1.0))),
+            (0.0, Some(8192)),
+        );
         assert_eq!(c.verdict, "ok", "{c:?}");
-        let c = trace_vs_fio(&ramped, "loop0", trace(None), (0.0, 8192));
+        let c = trace_vs_fio(&ramped, "loop0", trace(None), (0.0, Some(8192)));
         assert_eq!(c.verdict, "not judged");
         assert_eq!(c.other, 120.0);
         assert!(c.note.unwrap().contains("ramp_time"));

@@ -11,18 +11,22 @@
 //! job file per host (its device, its placement), and each host's sampler around fio, stored
 //! as `HOST:metric` figures; the run loop only calls it.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use super::checks::{self, Check};
 use super::Plan;
 use crate::experiment::file::HostSpec;
 use crate::experiment::{Experiment, TargetDevice};
 use crate::hosts::check;
 use crate::hosts::protocol::Request;
 use crate::hosts::ssh::{Connection, SshOptions};
+use crate::metrics;
 use crate::model::Machine;
 use crate::store::{EnvironmentEntry, NewExperiment, NewRun, RunStatus, Store};
+use crate::workload::fio_json::FioReport;
 
 /// The clock skew a controlled host may have (as `iolab hosts check`'s default).
 pub const MAX_SKEW: Duration = Duration::from_millis(50);
@@ -288,6 +292,9 @@ pub(crate) fn store_runs(
             metrics: s.metrics,
             samples: s.samples,
             sample_window: s.window,
+            checks: (!s.checks.is_empty())
+                .then(|| serde_json::to_value(&s.checks).ok())
+                .flatten(),
             fio_command: aggregate.fio_command.clone(),
             job_file: job_files
                 .iter()
@@ -538,6 +545,8 @@ pub(crate) struct Settled {
     pub(crate) samples: Vec<crate::store::SampleSeries>,
     /// What the host's sampler figures were taken over (its answer's `window`).
     pub(crate) window: Option<serde_json::Value>,
+    /// The cross-checks of the host's part, as a local run's (`host_checks`).
+    pub(crate) checks: Vec<Check>,
 }
 
 /// Each host's part of a run after fio ended: its own jobs found in fio's report by the
@@ -565,6 +574,7 @@ pub(crate) fn settle(
                 prefixed: Vec::new(),
                 samples: Vec::new(),
                 window: None,
+                checks: Vec::new(),
             });
             continue;
         }
@@ -575,6 +585,16 @@ pub(crate) fn settle(
             .as_ref()
             .map(|a| sampler_figures(&c.device, a))
             .unwrap_or_default();
+        let checks = match &own {
+            Some(r) => host_checks(
+                (&c.device, &c.machine),
+                r,
+                answer.as_ref(),
+                &traced,
+                exp.trace_settings.buffer_kb,
+            ),
+            None => Vec::new(),
+        };
         sampled.extend(traced);
         let prefixed = sampled
             .iter()
@@ -625,13 +645,66 @@ pub(crate) fn settle(
             ),
             _ => (Vec::new(), None),
         };
+        let checks = if status == RunStatus::Ok {
+            checks
+        } else {
+            Vec::new()
+        };
         out.push(Settled {
             status,
             metrics,
             prefixed,
             samples,
             window,
+            checks,
         });
+    }
+    out
+}
+
+/// The cross-checks of one host's part, as a local run has them: its fio jobs' percentiles
+/// against their `json+` bins; their bytes against the host's diskstats over the window its
+/// agent placed (judged where the host's model says the device holds no data); and against
+/// the bytes of the host's block trace when one was recorded. That one is not judged with
+/// `ramp_time`: the host analyses its trace without knowing when fio measured.
+fn host_checks(
+    (device, machine): (&str, &Machine),
+    report: &FioReport,
+    answer: Option<&serde_json::Value>,
+    traced: &[(String, f64)],
+    buffer_kb: Option<u64>,
+) -> Vec<Check> {
+    let mut out = checks::percentiles_vs_bins(report);
+    if let Some(a) = answer {
+        let figures = &a["summary"]["devices"][device];
+        let dev: BTreeMap<&'static str, f64> = [metrics::DEV_RMB_PER_S, metrics::DEV_WMB_PER_S]
+            .iter()
+            .filter_map(|m| Some((m.name, figures[m.name].as_f64()?)))
+            .collect();
+        let devices = BTreeMap::from([(device.to_string(), dev)]);
+        let owned = |name: &str| machine.device(name).is_some_and(|d| !d.holds_data);
+        let uncertain: BTreeMap<String, f64> = a["window"]["uncertain_mb_per_s"][device]
+            .as_f64()
+            .map(|u| (device.to_string(), u))
+            .into_iter()
+            .collect();
+        out.extend(checks::bytes_vs_diskstats(
+            report, &devices, &owned, &uncertain,
+        ));
+    }
+    let get = |name: &str| traced.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    if let Some(completed_mb) = get(metrics::TRACE_COMPLETED_MB.name) {
+        let lost = get(metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
+        let trace = checks::TraceBytes {
+            completed_mb,
+            in_window: None,
+        };
+        out.push(checks::trace_vs_fio(
+            report,
+            device,
+            trace,
+            (lost, buffer_kb),
+        ));
     }
     out
 }
@@ -767,8 +840,8 @@ fn sampler_figures(device: &str, answer: &serde_json::Value) -> Vec<(String, f64
 #[cfg(test)]
 mod tests {
     use super::{
-        aggregate_status, fio_host, host_device, own_device, sampler_figures, span_of_windows,
-        Settled,
+        aggregate_status, fio_host, host_checks, host_device, own_device, sampler_figures,
+        span_of_windows, Settled,
     };
     use crate::experiment::file::parse;
     use crate::store::RunStatus;
@@ -851,6 +924,7 @@ mod tests {
             prefixed: Vec::new(),
             samples: Vec::new(),
             window: None,
+            checks: Vec::new(),
         };
         let ok = || part(RunStatus::Ok);
         assert_eq!(aggregate_status(&[ok(), ok()]), None);
@@ -883,5 +957,88 @@ mod tests {
             super::fio_said_of(&outcome, "10.0.0.2"),
             "client <10.0.0.2>: timeout on SEND_ETA; fio: failed to connect to 10.0.0.2:8765"
         );
+    }
+
+    /// A host's part is checked as a local run is: its fio bytes against the diskstats its
+    /// agent measured (judged on a device that holds no data there), its percentiles against
+    /// their bins, and its trace's bytes (not judged after a ramp).
+    #[test]
+    fn a_hosts_part_has_the_checks_of_a_local_run() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines/scsi-hba");
+        let machine = crate::model::Machine::read(&crate::sys::SysRoot::at(dir).unwrap()).unwrap();
+        // 100 MB over 2 s of 4 KiB direct reads on sdb (no data there) and sda (mounted).
+        let report = |dev: &str, ramp: &str| {
+            crate::workload::fio_json::parse(&format!(
+                r#"{{"jobs": [{{"jobname": "j", "job options": {{"filename": "/dev/{dev}",
+                     "direct": "1"{ramp}}},
+                     "read": {{"iops": 12207, "bw_bytes": 50000000, "total_ios": 24414,
+                       "io_bytes": 100000000,
+                       "clat_ns": {{"N": 5, "percentile": {{"50.000000": 1000}},
+                         "bins": {{"1000": 5}}}}}},
+                     "write": {{}}}}]}}"#
+            ))
+            .unwrap()
+        };
+        let answer = |dev: &str, mb: f64| {
+            serde_json::json!({"summary": {"devices": {dev: {
+                "dev_rmb_per_s": mb, "dev_wmb_per_s": 0.0, "dev_r_per_s": 12000.0}}}})
+        };
+        let traced = |mb: f64| vec![("trace_completed_mb".to_string(), mb)];
+        let verdicts = |checks: &[crate::experiment::run::checks::Check]| {
+            checks
+                .iter()
+                .map(|c| format!("{} {}", c.check, c.verdict))
+                .collect::<Vec<_>>()
+        };
+        let c = host_checks(
+            ("sdb", &machine),
+            &report("sdb", ""),
+            Some(&answer("sdb", 49.5)),
+            &traced(100.2),
+            None,
+        );
+        assert_eq!(
+            verdicts(&c),
+            [
+                "json_plus_percentile ok",
+                "fio_bytes_vs_diskstats ok",
+                "trace_bytes_vs_fio ok"
+            ]
+        );
+        // The host's diskstats saw 10% less than fio counted; its trace 5% less.
+        let c = host_checks(
+            ("sdb", &machine),
+            &report("sdb", ""),
+            Some(&answer("sdb", 45.0)),
+            &traced(95.0),
+            None,
+        );
+        assert_eq!(
+            verdicts(&c)[1..],
+            [
+                "fio_bytes_vs_diskstats disagrees",
+                "trace_bytes_vs_fio disagrees"
+            ]
+        );
+        assert_eq!((c[1].fio, c[1].other), (50.0, 45.0));
+        // sda holds data there: shown, not judged; after a ramp the trace is not judged.
+        let c = host_checks(
+            ("sda", &machine),
+            &report("sda", r#", "ramp_time": "1s""#),
+            Some(&answer("sda", 45.0)),
+            &traced(150.0),
+            None,
+        );
+        assert_eq!(
+            verdicts(&c)[1..],
+            [
+                "fio_bytes_vs_diskstats not judged",
+                "trace_bytes_vs_fio not judged"
+            ]
+        );
+        // Without an answer or a trace, only the percentiles.
+        let c = host_checks(("sdb", &machine), &report("sdb", ""), None, &[], None);
+        assert_eq!(verdicts(&c), ["json_plus_percentile ok"]);
     }
 }

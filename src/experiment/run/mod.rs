@@ -1332,7 +1332,16 @@ fn one_run(
                 || lp.settings.destructive_devices.iter().any(|d| d == dev)
                 || plan.devices.iter().any(|d| d.name == dev && !d.holds_data)
         };
-        run_checks.extend(checks::bytes_vs_diskstats(report, &summary.devices, &owned));
+        let uncertain = aligned
+            .as_ref()
+            .map(|a| a.window.uncertain_mb_per_s.clone())
+            .unwrap_or_default();
+        run_checks.extend(checks::bytes_vs_diskstats(
+            report,
+            &summary.devices,
+            &owned,
+            &uncertain,
+        ));
     }
     if let (Some(report), RunStatus::Ok) = (report, &record.status) {
         run_checks.extend(checks::percentiles_vs_bins(report));
@@ -1362,7 +1371,7 @@ fn one_run(
                             report,
                             plan.device(),
                             trace,
-                            (lost, tracing.buffer_kb),
+                            (lost, Some(tracing.buffer_kb)),
                         ));
                     }
                     metrics.extend(m)
@@ -1385,6 +1394,13 @@ fn one_run(
         .map(|a| a.window)
         .or(local_window)
         .and_then(|w| serde_json::to_value(w).ok());
+    // Each host's own checks, under its name: `show` of the aggregate lists what failed.
+    for (c, s) in lp.hosts.iter().zip(&settled) {
+        run_checks.extend(s.checks.iter().map(|check| checks::Check {
+            subject: format!("{}: {}", c.label(), check.subject),
+            ..check.clone()
+        }));
+    }
     record.checks = (!run_checks.is_empty())
         .then(|| serde_json::to_value(&run_checks).ok())
         .flatten();

@@ -371,6 +371,7 @@ mod tests {
             end_s: 2.0,
             devices: Default::default(),
             note: None,
+            uncertain_mb_per_s: Default::default(),
         }
     }
 
