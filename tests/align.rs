@@ -375,6 +375,41 @@ fn with_a_ramp_the_trace_check_counts_fios_measured_interval() {
     assert!(whole > 1.3 * fio, "trace {whole} MB, fio {fio} MB");
 }
 
+/// A size-bound job (no `runtime`: fio stops after `size`) of about half a second: its length
+/// is not known beforehand, so the sampler starts at 20 ms instead of the configured second.
+/// Its device figures are then fio's to within a few percent (at one reading a second they
+/// were 42% low), and the bytes check, whose window is anchored by fio's final report only
+/// (late by up to a tenth of a second), is not judged rather than failed.
+#[test]
+fn a_run_of_unknown_length_is_sampled_finely_from_its_start() {
+    if !root_or_skip() {
+        return;
+    }
+    let (_dir, db_path) = run_live(
+        "name = \"size bound\"\nseed = 4\nrepetitions = 2\n[target]\ndevice = \"default\"\n\
+         size = \"256M\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\n\
+         direct = 1\nsize = \"48M\"\n",
+    );
+    let db = Store::open_existing(&db_path).unwrap();
+    for b in db.run_bases(1).unwrap() {
+        let fio = metric(&db, b.run_id, "read_bw_mbs").unwrap();
+        let dev = metric(&db, b.run_id, "dev_rmb_per_s").unwrap();
+        assert!(
+            (dev - fio).abs() <= 0.1 * fio,
+            "diskstats {dev} MB/s, fio {fio} MB/s"
+        );
+        let checks = b.checks.unwrap();
+        let bytes = verdict_of(&checks, "fio_bytes_vs_diskstats");
+        assert!(bytes.starts_with("not judged:"), "{bytes}");
+        let samples = db.samples(b.run_id).unwrap();
+        let reads = samples
+            .iter()
+            .find(|s| s.key.ends_with("/r_per_s"))
+            .unwrap_or_else(|| panic!("{samples:?}"));
+        assert!(reads.t_offsets.len() >= 10, "{:?}", reads.t_offsets);
+    }
+}
+
 /// `compare` lists the failed cross-checks of the runs it compares, per side and with both
 /// figures: two replayed experiments whose fio figures (10,000 and 20,000 reads/s) the
 /// fixture's unmoving counters contradict.

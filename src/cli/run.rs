@@ -41,7 +41,9 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Sampling interval of /proc/interrupts, /proc/stat and /proc/diskstats, in ms
-    /// (10 to 3600000).
+    /// (10 to 3600000); the longest one: a time-based run is read at least 100 times, yet
+    /// not more often than every 20 ms, and a size-bound one every 20 ms at first, slowing
+    /// down to this.
     #[arg(long, value_name = "MS", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub sample_ms: u64,

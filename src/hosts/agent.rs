@@ -201,7 +201,8 @@ impl Session {
             Request::SampleStart {
                 devices,
                 interval_ms,
-            } => self.sample_start(&devices, interval_ms),
+                first_ms,
+            } => self.sample_start(&devices, interval_ms, first_ms),
             Request::SampleStop { measured_ms } => {
                 let handle = self
                     .sampler
@@ -259,12 +260,17 @@ impl Session {
         }
     }
 
-    fn sample_start(&mut self, devices: &[String], interval_ms: u64) -> Result<Value, String> {
+    fn sample_start(
+        &mut self,
+        devices: &[String],
+        interval_ms: u64,
+        first_ms: Option<u64>,
+    ) -> Result<Value, String> {
         if self.sampler.is_some() {
             return Err("a sampler is already running: send sample_stop first".into());
         }
-        if interval_ms == 0 {
-            return Err("interval_ms must be at least 1".into());
+        if interval_ms == 0 || first_ms == Some(0) {
+            return Err("interval_ms and first_ms must be at least 1".into());
         }
         let machine = crate::model::Machine::read(&self.root).map_err(|e| e.to_string())?;
         let mut watches = Vec::new();
@@ -276,8 +282,11 @@ impl Session {
             }
             watches.push(Watch::of(&machine, d));
         }
-        let handle = sample::start(&self.root, &watches, Duration::from_millis(interval_ms))
-            .map_err(|e| e.to_string())?;
+        let cadence = sample::Cadence {
+            first: Duration::from_millis(first_ms.unwrap_or(interval_ms)),
+            max: Duration::from_millis(interval_ms),
+        };
+        let handle = sample::start(&self.root, &watches, cadence).map_err(|e| e.to_string())?;
         self.sampler = Some(handle);
         json_of(&results::SamplerStarted {
             devices,

@@ -51,6 +51,10 @@ pub enum Request {
         #[serde(default)]
         devices: Vec<String>,
         interval_ms: u64,
+        /// For a run of unknown length: read every `first_ms` at first, slowing down to
+        /// `interval_ms` (`sample::Cadence`); absent, every `interval_ms` throughout.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_ms: Option<u64>,
     },
     /// Stop the sampler and answer with what it measured: over the last `measured_ms` before
     /// I/O on its device stopped when given (fio's runtime on this host), else over
@@ -280,7 +284,8 @@ mod tests {
             Request::Restore,
             Request::SampleStart {
                 devices: vec!["loop0".into()],
-                interval_ms: 100,
+                interval_ms: 1000,
+                first_ms: Some(20),
             },
             Request::SampleStop { measured_ms: None },
             Request::SampleStop {
@@ -318,7 +323,8 @@ mod tests {
             parse_request(2, r#"{"op":"sample_start","interval_ms":5}"#),
             Ok(Request::SampleStart {
                 devices: vec![],
-                interval_ms: 5
+                interval_ms: 5,
+                first_ms: None,
             })
         );
     }

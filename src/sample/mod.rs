@@ -1,6 +1,6 @@
 //! The sampler: what the machine did while a workload ran. A background thread reads
-//! /proc/interrupts, /proc/stat and /proc/diskstats through a `SysRoot` at a fixed rate
-//! (deadlines on a fixed grid, so a slow read does not shift later samples), keeps the raw
+//! /proc/interrupts, /proc/stat and /proc/diskstats through a `SysRoot` on a `Cadence`
+//! (deadlines on a grid, so a slow read does not shift later samples), keeps the raw
 //! readings, and takes one last reading when stopped so the run's tail is counted. Rates are
 //! derived afterwards (`derive`), never while sampling, so sampling stays cheap.
 //!
@@ -10,7 +10,8 @@
 //! let root = SysRoot::live();
 //! let machine = iolab::model::Machine::read(&root).unwrap();
 //! let watch = sample::Watch::of(&machine, "vda");
-//! let handle = sample::start(&root, &[watch], Duration::from_secs(1)).unwrap();
+//! let every_second = sample::Cadence::every(Duration::from_secs(1));
+//! let handle = sample::start(&root, &[watch], every_second).unwrap();
 //! // ... run fio ...
 //! let run = handle.stop();
 //! println!("{:?}", run.summary.map(|s| s.system));
@@ -28,6 +29,51 @@ use crate::sys::{SysError, SysRoot};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// How often the sampler reads: every `first` for the first readings, then twice as long
+/// after each further [`Cadence::DOUBLE_AFTER`] readings, up to `max`. A run whose length
+/// is not known beforehand (fio's size-bound jobs) is read often at first, so a short one
+/// still has enough readings to place its measured interval among, and a long one ends up
+/// at `max` without piling up readings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    pub first: Duration,
+    pub max: Duration,
+}
+
+impl Cadence {
+    /// Readings between doublings: as many as a run of known length gets in all
+    /// (`window::cadence_for`).
+    pub const DOUBLE_AFTER: u32 = 100;
+    /// The finest interval a run of unknown length starts at.
+    pub const FINEST: Duration = Duration::from_millis(20);
+
+    /// The same interval throughout.
+    pub fn every(interval: Duration) -> Cadence {
+        Cadence {
+            first: interval,
+            max: interval,
+        }
+    }
+
+    /// For a run of unknown length: from [`Cadence::FINEST`] (or `max` if finer) up to `max`.
+    pub fn unknown_length(max: Duration) -> Cadence {
+        Cadence {
+            first: max.min(Cadence::FINEST),
+            max,
+        }
+    }
+
+    /// The interval after the `n`th reading (the first is reading 0).
+    fn after(self, n: u32) -> Duration {
+        let doublings = (n / Cadence::DOUBLE_AFTER).min(31);
+        self.first
+            .checked_mul(1 << doublings)
+            .unwrap_or(self.max)
+            .min(self.max)
+            .max(Duration::from_millis(1))
+    }
+}
 
 /// A running sampler.
 pub struct SamplerHandle {
@@ -80,13 +126,13 @@ impl Watch {
     }
 }
 
-/// Starts sampling the `watched` devices every `interval`. The first reading is taken before
+/// Starts sampling the `watched` devices on `cadence`. The first reading is taken before
 /// this returns, so an error in it (a missing file) is reported here. The caller names each
 /// device's IRQs (it has the machine model already; reading it here would cost every run).
 pub fn start(
     root: &SysRoot,
     watched: &[Watch],
-    interval: Duration,
+    cadence: Cadence,
 ) -> Result<SamplerHandle, SysError> {
     let device_irqs: Vec<Vec<u32>> = watched.iter().map(|w| w.irqs.clone()).collect();
     let devices: Vec<String> = watched.iter().map(|w| w.device.clone()).collect();
@@ -97,19 +143,17 @@ pub fn start(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_nanos() as f64);
     let first = reader.read(0)?;
-    let interval = interval.max(Duration::from_millis(1));
     let (stop, stopped) = mpsc::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("iolab-sampler".into())
         .spawn(move || {
             let mut readings = vec![first];
             let mut errors = Vec::new();
-            let mut tick: u32 = 1;
+            // Grid point `n` and its time.
+            let mut n: u32 = 1;
+            let mut next = started + cadence.after(0);
             loop {
-                let wait = interval
-                    .checked_mul(tick)
-                    .map(|t| (started + t).saturating_duration_since(Instant::now()))
-                    .unwrap_or(interval);
+                let wait = next.saturating_duration_since(Instant::now());
                 let last = !matches!(
                     stopped.recv_timeout(wait),
                     Err(mpsc::RecvTimeoutError::Timeout)
@@ -123,11 +167,12 @@ pub fn start(
                     break;
                 }
                 // Skip grid points a slow read already passed rather than bunching samples.
-                while interval
-                    .checked_mul(tick)
-                    .is_some_and(|t| started + t <= Instant::now())
-                {
-                    tick = tick.saturating_add(1);
+                loop {
+                    next += cadence.after(n);
+                    n = n.saturating_add(1);
+                    if next > Instant::now() {
+                        break;
+                    }
                 }
             }
             (readings, errors)
@@ -292,7 +337,7 @@ mod tests {
             .take(2)
             .map(|d| Watch::of(&machine, &d.name))
             .collect();
-        let h = start(&root, &watched, Duration::from_millis(50)).unwrap();
+        let h = start(&root, &watched, Cadence::every(Duration::from_millis(50))).unwrap();
         std::thread::sleep(Duration::from_millis(280));
         let run = h.stop();
         assert!(run.errors.is_empty(), "{:?}", run.errors);
@@ -329,4 +374,22 @@ mod tests {
     }
 
     use crate::sys::parse::interrupts::IrqId;
+
+    /// A run of unknown length is read every 20 ms for its first 100 readings (2 s), every
+    /// 40 ms for the next 100, and so on up to the configured interval.
+    #[test]
+    fn a_cadence_slows_down_in_steps_up_to_its_longest() {
+        let c = Cadence::unknown_length(Duration::from_secs(1));
+        let ms = |n| c.after(n).as_millis();
+        assert_eq!(
+            [ms(0), ms(99), ms(100), ms(199), ms(200)],
+            [20, 20, 40, 40, 80]
+        );
+        assert_eq!([ms(500), ms(600), ms(10_000)], [640, 1000, 1000]);
+        let fixed = Cadence::every(Duration::from_millis(250));
+        assert_eq!([fixed.after(0), fixed.after(5000)], [fixed.max, fixed.max]);
+        // Configured finer than 20 ms: that throughout.
+        let fine = Cadence::unknown_length(Duration::from_millis(10));
+        assert_eq!(fine, Cadence::every(Duration::from_millis(10)));
+    }
 }

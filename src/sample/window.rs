@@ -7,12 +7,13 @@
 //! Why interpolation is good enough: at the start the workload runs steadily on both sides
 //! (the ramp does the same I/O), so the counters grow linearly across it; at the end the I/O
 //! stops, and the error is at most a quarter of one sampling interval's worth of I/O, which
-//! the run loop keeps small by sampling short runs more often (`interval_for`).
+//! the run loop keeps small by sampling short runs more often (`cadence_for`).
 //!
 //! Pure: readings in, readings and summaries out.
 
 use super::derive::{summary, Summary};
 use super::reading::{NicCounters, Reading};
+use super::Cadence;
 use crate::sys::parse::diskstats::DiskStat;
 use crate::sys::parse::stat::CpuTimes;
 use serde::Serialize;
@@ -251,16 +252,18 @@ pub(crate) fn activity_window(readings: &[Reading], measured_ns: u64) -> Option<
     })
 }
 
-/// The sampling interval for a run whose measured part lasts about `measured` seconds: the
-/// configured one, or shorter so the measured interval spans at least 100 readings (the
-/// interpolation at its end then errs by at most 0.25% of the run's I/O, and bursts at its
-/// start, common on a busy machine, blur at most one short interval); never below 20 ms.
-pub(crate) fn interval_for(configured: Duration, measured: Option<f64>) -> Duration {
+/// How often to sample a run whose measured part lasts about `measured` seconds: every
+/// configured interval, or more often so the measured interval spans at least 100 readings
+/// (the interpolation at its end then errs by at most 0.25% of the run's I/O, and bursts at
+/// its start, common on a busy machine, blur at most one short interval); never below 20 ms.
+/// A run of unknown length (`None`: fio's size-bound jobs) starts at 20 ms and slows down
+/// as it goes on (`Cadence::unknown_length`).
+pub(crate) fn cadence_for(configured: Duration, measured: Option<f64>) -> Cadence {
     let Some(m) = measured.filter(|m| m.is_finite() && *m > 0.0) else {
-        return configured;
+        return Cadence::unknown_length(configured);
     };
-    let fine = Duration::from_secs_f64((m / 100.0).min(3600.0)).max(Duration::from_millis(20));
-    configured.min(fine)
+    let fine = Duration::from_secs_f64((m / 100.0).min(3600.0)).max(Cadence::FINEST);
+    Cadence::every(configured.min(fine))
 }
 
 #[cfg(test)]
@@ -427,14 +430,14 @@ mod tests {
     #[test]
     fn short_runs_are_sampled_finely() {
         let s = Duration::from_secs(1);
-        assert_eq!(interval_for(s, Some(2.0)), Duration::from_millis(20));
-        assert_eq!(interval_for(s, Some(5.0)), Duration::from_millis(50));
-        assert_eq!(interval_for(s, Some(600.0)), s);
-        assert_eq!(interval_for(s, Some(0.1)), Duration::from_millis(20));
-        assert_eq!(interval_for(s, None), s);
-        assert_eq!(
-            interval_for(Duration::from_millis(10), Some(2.0)),
-            Duration::from_millis(10)
-        );
+        let every = |ms| Cadence::every(Duration::from_millis(ms));
+        assert_eq!(cadence_for(s, Some(2.0)), every(20));
+        assert_eq!(cadence_for(s, Some(5.0)), every(50));
+        assert_eq!(cadence_for(s, Some(600.0)), every(1000));
+        assert_eq!(cadence_for(s, Some(0.1)), every(20));
+        assert_eq!(cadence_for(Duration::from_millis(10), Some(2.0)), every(10));
+        // Unknown length: from 20 ms up to the configured interval.
+        let c = cadence_for(s, None);
+        assert_eq!((c.first, c.max), (Duration::from_millis(20), s));
     }
 }

@@ -17,6 +17,7 @@
 //!
 //! Pure: the sampler's readings and fio's text in, a summary and a record of the window out.
 
+use crate::metrics;
 use crate::sample::window::{activity_window, clip, edge_error_bytes, summary_over, Span};
 use crate::sample::{SampleRun, Summary};
 use crate::workload::fio_window::{measured_windows, Anchor, JobWindow};
@@ -227,6 +228,26 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         }
     }
     let final_only = jobs.iter().any(|(w, _)| w.anchor == Anchor::FinalReport);
+    // Where fio's window lies is known only to within its anchor: a window off by that much
+    // trades as long a stretch of the device's I/O for idle time, at the window's rate.
+    let anchor_s = if final_only {
+        FINAL_ANCHOR_MS
+    } else {
+        STATUS_ANCHOR_MS
+    } / 1e3;
+    for (name, figures) in &summary.devices {
+        let (s, e) = devices
+            .get(name)
+            .copied()
+            .unwrap_or((secs(clipped.start_ns), secs(clipped.end_ns)));
+        let mb_per_s: f64 = [metrics::DEV_RMB_PER_S.name, metrics::DEV_WMB_PER_S.name]
+            .iter()
+            .filter_map(|k| figures.get(k))
+            .sum();
+        if e > s && mb_per_s.is_finite() {
+            *uncertain_mb_per_s.entry(name.clone()).or_default() += mb_per_s * anchor_s / (e - s);
+        }
+    }
     let clipped_note = (clipped != to_span(run_span)).then(|| {
         format!(
             "fio measured {:.3}-{:.3} s; the readings cover only part of it",
@@ -265,7 +286,8 @@ pub(crate) struct TraceWindow {
 
 /// How far a window's anchor may be off: a status report's by the milliseconds between
 /// fio's two readings (and `runtime`'s whole milliseconds), the final report's by the time
-/// fio took to reap its jobs.
+/// fio took to reap its jobs (24 ms in `fio_window`'s example). Both the sampler's window
+/// and a trace's take these as their uncertainty.
 const STATUS_ANCHOR_MS: f64 = 5.0;
 const FINAL_ANCHOR_MS: f64 = 100.0;
 

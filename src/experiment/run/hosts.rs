@@ -386,17 +386,19 @@ pub(crate) fn jobs(
 pub(crate) fn sample_start(
     exp: &Experiment,
     hosts: &mut [Controlled],
-    interval: Duration,
+    cadence: crate::sample::Cadence,
     parts: &mut Parts,
     run: usize,
 ) {
+    let ms = |d: Duration| (d.as_millis() as u64).max(1);
     for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
         if part.is_some() {
             continue;
         }
         let request = Request::SampleStart {
             devices: vec![c.device.clone()],
-            interval_ms: (interval.as_millis() as u64).max(1),
+            interval_ms: ms(cadence.max),
+            first_ms: (cadence.first != cadence.max).then(|| ms(cadence.first)),
         };
         if let Err(e) = c.connection.request(&request) {
             let why = format!("{}: sample_start: {e:#}", describe(exp, &c.spec));

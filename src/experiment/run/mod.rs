@@ -1230,8 +1230,8 @@ fn one_run(
     // stored as if they were the run's, so nothing is sampled.
     // Short runs are sampled more often, so fio's measured interval spans enough readings
     // for its ends to be placed between them (`sample::window`).
-    let interval =
-        crate::sample::window::interval_for(lp.settings.sample_interval, job.measured_seconds());
+    let cadence =
+        crate::sample::window::cadence_for(lp.settings.sample_interval, job.measured_seconds());
     // fio servers' memory and command lines are theirs, not this machine's.
     let env_at_start = if exp.target.hosts.is_empty() {
         environment::at_start(&lp.settings.root)
@@ -1244,9 +1244,9 @@ fn one_run(
     let sampler = crate::sample::start(
         &lp.settings.root,
         if remote { &[] } else { &watches },
-        interval,
+        cadence,
     )?;
-    hosts::sample_start(exp, lp.hosts, interval, &mut parts, lp.position);
+    hosts::sample_start(exp, lp.hosts, cadence, &mut parts, lp.position);
     let traced = exp.trace && !run.warmup;
     if traced {
         hosts::trace_start(exp, lp.hosts, &mut parts, lp.position);
@@ -1453,7 +1453,8 @@ fn engine_run(
     let engine = exp.engine.engine();
     let watches = watches(plan);
     let env_at_start = environment::at_start(&lp.settings.root);
-    let sampler = crate::sample::start(&lp.settings.root, &watches, lp.settings.sample_interval)?;
+    let every = crate::sample::Cadence::every(lp.settings.sample_interval);
+    let sampler = crate::sample::start(&lp.settings.root, &watches, every)?;
     let ran = lp.runner.run_program(inv);
     let samples = sampler.stop();
     record.end_unix = crate::store::time::now_unix();
