@@ -39,8 +39,9 @@ pub(crate) struct WindowRecord {
     /// Why the whole span was used, or what was clipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// Per watched device, how far its MB/s over the window may be off because the window's
-    /// ends fall between readings (`window::edge_error_bytes`); absent for the whole span.
+    /// Per watched device, how far its MB/s over the window may be off: the window's ends
+    /// fall between readings (`window::edge_error_bytes`), and, placed by fio's reports, lie
+    /// where they do only to within the reports' anchor. Absent for the whole span.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub uncertain_mb_per_s: BTreeMap<String, f64>,
 }

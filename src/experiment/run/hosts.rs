@@ -587,16 +587,6 @@ pub(crate) fn settle(
             .as_ref()
             .map(|a| sampler_figures(&c.device, a))
             .unwrap_or_default();
-        let checks = match &own {
-            Some(r) => host_checks(
-                (&c.device, &c.machine),
-                r,
-                answer.as_ref(),
-                &traced,
-                exp.trace_settings.buffer_kb,
-            ),
-            None => Vec::new(),
-        };
         sampled.extend(traced);
         let prefixed = sampled
             .iter()
@@ -632,6 +622,17 @@ pub(crate) fn settle(
                 }
             }
         };
+        // The sampler's and the trace's figures, by name, are what the checks compare.
+        let checks = match (&status, &own) {
+            (RunStatus::Ok, Some(r)) => host_checks(
+                (&c.device, &c.machine),
+                r,
+                answer.as_ref(),
+                &sampled,
+                exp.trace_settings.buffer_kb,
+            ),
+            _ => Vec::new(),
+        };
         let mut metrics = match (&status, own) {
             (RunStatus::Ok, Some(r)) => r.metrics(),
             _ => Vec::new(),
@@ -646,11 +647,6 @@ pub(crate) fn settle(
                 Some(a["window"].clone()).filter(|w| !w.is_null()),
             ),
             _ => (Vec::new(), None),
-        };
-        let checks = if status == RunStatus::Ok {
-            checks
-        } else {
-            Vec::new()
         };
         out.push(Settled {
             status,
@@ -668,20 +664,21 @@ pub(crate) fn settle(
 /// against their `json+` bins; their bytes against the host's diskstats over the window its
 /// agent placed (judged where the host's model says the device holds no data); and against
 /// the bytes of the host's block trace when one was recorded. That one is not judged with
-/// `ramp_time`: the host analyses its trace without knowing when fio measured.
+/// `ramp_time`: the host analyses its trace without knowing when fio measured. `figures`
+/// are the host's sampler and trace figures by name.
 fn host_checks(
     (device, machine): (&str, &Machine),
     report: &FioReport,
     answer: Option<&serde_json::Value>,
-    traced: &[(String, f64)],
+    figures: &[(String, f64)],
     buffer_kb: Option<u64>,
 ) -> Vec<Check> {
     let mut out = checks::percentiles_vs_bins(report);
     if let Some(a) = answer {
-        let figures = &a["summary"]["devices"][device];
+        let sampled = &a["summary"]["devices"][device];
         let dev: BTreeMap<&'static str, f64> = [metrics::DEV_RMB_PER_S, metrics::DEV_WMB_PER_S]
             .iter()
-            .filter_map(|m| Some((m.name, figures[m.name].as_f64()?)))
+            .filter_map(|m| Some((m.name, sampled[m.name].as_f64()?)))
             .collect();
         let devices = BTreeMap::from([(device.to_string(), dev)]);
         let owned = |name: &str| machine.device(name).is_some_and(|d| !d.holds_data);
@@ -694,7 +691,7 @@ fn host_checks(
             report, &devices, &owned, &uncertain,
         ));
     }
-    let get = |name: &str| traced.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    let get = |name: &str| figures.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
     if let Some(completed_mb) = get(metrics::TRACE_COMPLETED_MB.name) {
         let lost = get(metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
         let trace = checks::TraceBytes {
