@@ -1333,7 +1333,8 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
     let _servers = FioServers::start(&lab);
     let text = format!(
         "name = \"traced\"\nrepetitions = 2\nwarmup = false\ntrace = true\n[workload]\n\
-         rw = \"randread\"\ndirect = 1\nruntime = \"1s\"\ntime_based = true\n[[target.host]]\nssh = \"{addr}\"\n\
+         rw = \"randread\"\ndirect = 1\nramp_time = \"1s\"\nruntime = \"1s\"\n\
+         time_based = true\n[[target.host]]\nssh = \"{addr}\"\n\
          fio = \"{addr},8765\"\ndevice = \"{dev}\"\n[factors]\nread_ahead_kb = [256]\n"
     );
     let exp = iolab::experiment::file::parse("traced.toml", &text).unwrap();
@@ -1362,8 +1363,9 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
             metric(&store, a.id, &format!("{addr}:trace_q2c_count")),
             Some(ios)
         );
-        // The host's part is cross-checked as a local run is, and the aggregate run lists
-        // the host's checks under its name.
+        // The host's part is cross-checked as a local run is (its trace over fio's
+        // interval as the host placed it, after the ramp), and the aggregate run lists the
+        // host's checks under its name.
         let basis = |experiment: i64, run: i64| {
             let bases = store.run_bases(experiment).unwrap();
             let b = bases.into_iter().find(|b| b.run_id == run).unwrap();
@@ -1380,6 +1382,11 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
             assert!(v.starts_with("ok:"), "{v}");
         }
 
+        let traced = crate::common::verdict_of(&checks, "trace_bytes_vs_fio");
+        assert!(
+            traced.contains("within fio's measured interval"),
+            "{traced}"
+        );
         let aggregate = basis(outcome.experiment_id, a.id);
         let v = crate::common::verdict_of(&aggregate, "trace_bytes_vs_fio");
         assert!(v.contains(&format!("\"{addr}: trace of {dev}\"")), "{v}");

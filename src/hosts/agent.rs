@@ -58,6 +58,9 @@ struct Session {
     journal: Option<Journal>,
     sampler: Option<SamplerHandle>,
     trace: Option<super::agent_trace::AgentTrace>,
+    /// fio's measured interval as the last `sample_stop` placed it, on the monotonic clock,
+    /// for the trace stopped after it to count its bytes over.
+    window: Option<align::TraceWindow>,
     /// `fio --version`, asked once.
     fio: Option<Option<String>>,
 }
@@ -74,6 +77,7 @@ pub(crate) fn serve(
         journal: None,
         sampler: None,
         trace: None,
+        window: None,
         fio: None,
     };
     let lines = spawn_reader(input);
@@ -214,6 +218,11 @@ impl Session {
                     Some(ms) => align::align_to_activity(&run, ms),
                     None => align::whole(&run, "fio reported no runtime for this host".into()),
                 };
+                self.window = align::activity_window_on_monotonic(
+                    &run,
+                    &aligned.window,
+                    crate::sys::realtime_minus_monotonic_ns(),
+                );
                 json_of(&results::Sampled {
                     devices: &run.devices,
                     started_unix_ns: run.started_unix_ns,
@@ -245,8 +254,12 @@ impl Session {
                     .trace
                     .take()
                     .ok_or("no trace is recording: send trace_start first")?;
-                let metrics = t.stop()?.into_iter().collect();
-                json_of(&results::TraceFigures { metrics })
+                let window = self.window.take();
+                let analysed = t.stop(window.map(|w| (w.start_ns, w.end_ns)))?;
+                json_of(&results::TraceFigures {
+                    metrics: analysed.metrics.into_iter().collect(),
+                    in_window: analysed.in_window_mb.zip(window.map(|w| w.uncertainty_pct)),
+                })
             }
             Request::Preflight { sample_ms } => {
                 let sample = Duration::from_millis(sample_ms.min(10_000));
@@ -269,6 +282,8 @@ impl Session {
         if self.sampler.is_some() {
             return Err("a sampler is already running: send sample_stop first".into());
         }
+        // A new run: the last one's interval says nothing of it.
+        self.window = None;
         if interval_ms == 0 || first_ms == Some(0) {
             return Err("interval_ms and first_ms must be at least 1".into());
         }

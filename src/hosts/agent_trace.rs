@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use crate::experiment::run::trace as run_trace;
-use crate::trace::analyze;
 use crate::trace::capture::{self, Recording};
 
 /// One recording under way; dropped unfinished, it stops and its files go.
@@ -56,19 +55,16 @@ impl AgentTrace {
         Ok(trace)
     }
 
-    /// Stops recording and analyses the trace into the run's `trace_*` metrics; the files go.
-    pub(crate) fn stop(mut self) -> Result<Vec<(String, f64)>, String> {
+    /// Stops recording and analyses the trace into the run's `trace_*` metrics, and the MB
+    /// its bios completed within `window` (`[start, end)` ns on the monotonic clock, the
+    /// trace's) when given; the files go.
+    pub(crate) fn stop(
+        mut self,
+        window: Option<(u64, u64)>,
+    ) -> Result<run_trace::Analysed, String> {
         let recording = self.recording.take().ok_or("not recording")?;
         let summary = recording.stop().map_err(|e| format!("{e:#}"))?;
-        let report = analyze::analyze_paths(
-            std::slice::from_ref(&self.base),
-            analyze::Options {
-                timeline: false,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| format!("analysing the trace: {e}"))?;
-        Ok(run_trace::metrics(&report, &self.dev, &summary))
+        run_trace::analyse(&self.base, &self.dev, &summary, window).map_err(|e| format!("{e:#}"))
     }
 }
 

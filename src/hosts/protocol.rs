@@ -168,6 +168,11 @@ pub(crate) mod results {
     #[derive(Debug, Serialize)]
     pub(crate) struct TraceFigures {
         pub(crate) metrics: BTreeMap<String, f64>,
+        /// The MB the trace's bios completed within fio's measured interval as this host's
+        /// last `sample_stop` placed it, and how much of that interval its ends may be off
+        /// by, in percent; absent when no interval was placed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(crate) in_window: Option<(f64, f64)>,
     }
 
     /// `bye`: what the session's restore did.

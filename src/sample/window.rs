@@ -223,7 +223,9 @@ pub(crate) fn activity_window(readings: &[Reading], measured_ns: u64) -> Option<
     // intervals) and the one fio began in would dilute it, and so place the end too late.
     let before: Vec<(u64, u64)> = (k.saturating_sub(5).max(1)..k)
         .map(|i| {
-            let ns = readings[i].elapsed_ns.saturating_sub(readings[i - 1].elapsed_ns);
+            let ns = readings[i]
+                .elapsed_ns
+                .saturating_sub(readings[i - 1].elapsed_ns);
             // A device missing from one reading makes the count drop: nothing done then.
             (done[i].saturating_sub(done[i - 1]), ns)
         })

@@ -500,41 +500,52 @@ pub(crate) fn trace_start(
     }
 }
 
-/// Stops every host's trace and returns its `trace_*` metrics (empty for hosts whose part
-/// ended before).
+/// What a host's trace of one run gave: its `trace_*` metrics, and the MB its bios completed
+/// within fio's measured interval there with that interval's uncertainty in percent.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HostTrace {
+    pub(crate) metrics: Vec<(String, f64)>,
+    pub(crate) in_window: Option<(f64, f64)>,
+}
+
+/// Stops every host's trace and returns what it gave (nothing for hosts whose part ended
+/// before).
 pub(crate) fn trace_stop(
     exp: &Experiment,
     hosts: &mut [Controlled],
     parts: &mut Parts,
     run: usize,
-) -> Vec<Vec<(String, f64)>> {
+) -> Vec<HostTrace> {
     let mut out = Vec::with_capacity(hosts.len());
     for (c, part) in hosts.iter_mut().zip(parts.iter_mut()) {
         if part.is_some() {
-            out.push(Vec::new());
+            out.push(HostTrace::default());
             continue;
         }
         match c.connection.request(&Request::TraceStop) {
-            Ok(answer) => out.push(
-                answer["metrics"]
+            Ok(answer) => out.push(HostTrace {
+                metrics: answer["metrics"]
                     .as_object()
                     .into_iter()
                     .flatten()
                     .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
                     .collect(),
-            ),
+                in_window: answer["in_window"][0]
+                    .as_f64()
+                    .zip(answer["in_window"][1].as_f64()),
+            }),
             Err(e) => {
                 let why = format!("{}: trace_stop: {e:#}", describe(exp, &c.spec));
                 *part = Some(failed(c, run, why));
-                out.push(Vec::new());
+                out.push(HostTrace::default());
             }
         }
     }
     out
 }
 
-/// What each host measured during a run: its `sample_stop` answer and its trace's figures.
-pub(crate) type Measured = (Vec<Option<serde_json::Value>>, Vec<Vec<(String, f64)>>);
+/// What each host measured during a run: its `sample_stop` answer and its trace.
+pub(crate) type Measured = (Vec<Option<serde_json::Value>>, Vec<HostTrace>);
 
 /// One host's part of one run, settled: how it ended and its own figures (its fio jobs'
 /// metrics, then its sampler's system and device figures, unprefixed), and the same sampler
@@ -587,7 +598,7 @@ pub(crate) fn settle(
             .as_ref()
             .map(|a| sampler_figures(&c.device, a))
             .unwrap_or_default();
-        sampled.extend(traced);
+        sampled.extend(traced.metrics);
         let prefixed = sampled
             .iter()
             .map(|(k, v)| (format!("{}:{k}", c.label()), *v))
@@ -629,6 +640,7 @@ pub(crate) fn settle(
                 r,
                 answer.as_ref(),
                 &sampled,
+                traced.in_window,
                 exp.trace_settings.buffer_kb,
             ),
             _ => Vec::new(),
@@ -663,14 +675,15 @@ pub(crate) fn settle(
 /// The cross-checks of one host's part, as a local run has them: its fio jobs' percentiles
 /// against their `json+` bins; their bytes against the host's diskstats over the window its
 /// agent placed (judged where the host's model says the device holds no data); and against
-/// the bytes of the host's block trace when one was recorded. That one is not judged with
-/// `ramp_time`: the host analyses its trace without knowing when fio measured. `figures`
-/// are the host's sampler and trace figures by name.
+/// the bytes of the host's block trace when one was recorded, with `ramp_time` those
+/// within fio's measured interval as the host placed it (`in_window`: MB, uncertainty in
+/// percent). `figures` are the host's sampler and trace figures by name.
 fn host_checks(
     (device, machine): (&str, &Machine),
     report: &FioReport,
     answer: Option<&serde_json::Value>,
     figures: &[(String, f64)],
+    in_window: Option<(f64, f64)>,
     buffer_kb: Option<u64>,
 ) -> Vec<Check> {
     let mut out = checks::percentiles_vs_bins(report);
@@ -696,7 +709,7 @@ fn host_checks(
         let lost = get(metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
         let trace = checks::TraceBytes {
             completed_mb,
-            in_window: None,
+            in_window,
         };
         out.push(checks::trace_vs_fio(
             report,
@@ -960,7 +973,7 @@ mod tests {
 
     /// A host's part is checked as a local run is: its fio bytes against the diskstats its
     /// agent measured (judged on a device that holds no data there), its percentiles against
-    /// their bins, and its trace's bytes (not judged after a ramp).
+    /// their bins, and its trace's bytes (after a ramp, within the interval it placed).
     #[test]
     fn a_hosts_part_has_the_checks_of_a_local_run() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -996,6 +1009,7 @@ mod tests {
             Some(&answer("sdb", 49.5)),
             &traced(100.2),
             None,
+            None,
         );
         assert_eq!(
             verdicts(&c),
@@ -1012,6 +1026,7 @@ mod tests {
             Some(&answer("sdb", 45.0)),
             &traced(95.0),
             None,
+            None,
         );
         assert_eq!(
             verdicts(&c)[1..],
@@ -1021,23 +1036,26 @@ mod tests {
             ]
         );
         assert_eq!((c[1].fio, c[1].other), (50.0, 45.0));
-        // sda holds data there: shown, not judged; after a ramp the trace is not judged.
+        // sda holds data there: shown, not judged. After a ramp the trace is judged by its
+        // bytes within the interval the host placed (to within 2% here), else not.
+        let ramped = report("sda", r#", "ramp_time": "1s""#);
         let c = host_checks(
             ("sda", &machine),
-            &report("sda", r#", "ramp_time": "1s""#),
+            &ramped,
             Some(&answer("sda", 45.0)),
             &traced(150.0),
+            Some((98.5, 2.0)),
             None,
         );
         assert_eq!(
             verdicts(&c)[1..],
-            [
-                "fio_bytes_vs_diskstats not judged",
-                "trace_bytes_vs_fio not judged"
-            ]
+            ["fio_bytes_vs_diskstats not judged", "trace_bytes_vs_fio ok"]
         );
+        assert_eq!((c[2].other, c[2].tolerance_pct), (98.5, 3.0));
+        let c = host_checks(("sda", &machine), &ramped, None, &traced(150.0), None, None);
+        assert_eq!(verdicts(&c)[1..], ["trace_bytes_vs_fio not judged"]);
         // Without an answer or a trace, only the percentiles.
-        let c = host_checks(("sdb", &machine), &report("sdb", ""), None, &[], None);
+        let c = host_checks(("sdb", &machine), &report("sdb", ""), None, &[], None, None);
         assert_eq!(verdicts(&c), ["json_plus_percentile ok"]);
     }
 }

@@ -1187,7 +1187,10 @@ fn one_run(
     }
     if !lp.hosts.is_empty() && parts.iter().all(Option::is_some) {
         // No host can take part: nothing runs; each host's run and the aggregate say why.
-        let nothing = (vec![None; parts.len()], vec![Vec::new(); parts.len()]);
+        let nothing = (
+            vec![None; parts.len()],
+            vec![Default::default(); parts.len()],
+        );
         let settled = hosts::settle(exp, lp.hosts, parts, nothing, None, lp.position);
         record.status = hosts::aggregate_status(&settled).unwrap_or(RunStatus::Ok);
         record.end_unix = crate::store::time::now_unix();
@@ -1258,7 +1261,7 @@ fn one_run(
     let traces = if traced {
         hosts::trace_stop(exp, lp.hosts, &mut parts, lp.position)
     } else {
-        vec![Vec::new(); lp.hosts.len()]
+        vec![Default::default(); lp.hosts.len()]
     };
     let outcome = outcome?;
     record.end_unix = crate::store::time::now_unix();

@@ -301,26 +301,38 @@ impl Tracing {
         recorded: &Recorded,
         window: Option<(u64, u64)>,
     ) -> anyhow::Result<Analysed> {
-        let report = analyze::analyze_paths(
-            std::slice::from_ref(&recorded.base),
-            analyze::Options {
-                timeline: false,
-                window,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| anyhow::anyhow!("analysing {}: {e}", recorded.base.display()))?;
-        let in_window = report
-            .devices
-            .iter()
-            .find(|d| d.dev == self.dev)
-            .and_then(|d| d.bio_bytes_in_window)
-            .map(|b| b as f64 / 1e6);
-        Ok(Analysed {
-            metrics: metrics(&report, &self.dev, &recorded.summary),
-            in_window_mb: in_window,
-        })
+        analyse(&recorded.base, &self.dev, &recorded.summary, window)
     }
+}
+
+/// Analyses the recording `base` of device `dev` ("major,minor") into the run's `trace_*`
+/// metrics, and the MB of the bios completed there within `window` (`[start, end)` ns on the
+/// trace's clock) when one is given. A run here and a controlled host's run alike.
+pub(crate) fn analyse(
+    base: &Path,
+    dev: &str,
+    summary: &Summary,
+    window: Option<(u64, u64)>,
+) -> anyhow::Result<Analysed> {
+    let report = analyze::analyze_paths(
+        std::slice::from_ref(&base.to_path_buf()),
+        analyze::Options {
+            timeline: false,
+            window,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("analysing {}: {e}", base.display()))?;
+    let in_window_mb = report
+        .devices
+        .iter()
+        .find(|d| d.dev == dev)
+        .and_then(|d| d.bio_bytes_in_window)
+        .map(|b| b as f64 / 1e6);
+    Ok(Analysed {
+        metrics: metrics(&report, dev, summary),
+        in_window_mb,
+    })
 }
 
 impl RunTrace {
