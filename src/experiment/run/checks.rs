@@ -104,15 +104,15 @@ fn is_direct(job: &JobResult) -> bool {
         .is_some_and(|v| v.trim() != "0" && !v.trim().is_empty())
 }
 
-/// Past this share of fio's bytes, the uncertainty of where the window's ends fall among the
-/// sampler's readings leaves nothing to judge.
+/// Past this share of fio's bytes, the uncertainty of the window's figures (its ends among
+/// the sampler's readings, its place by fio's reports) leaves nothing to judge.
 const MAX_EDGE_PCT: f64 = 8.0;
 
 /// fio's MB/s per device against the MB/s the device's diskstats counted read and written
 /// over the same interval. `devices` holds the aligned `dev_*` figures by device; `owned`
 /// says which devices nothing but this experiment should use; `uncertain` how far each
-/// device's MB/s may be off because the window's ends fall between readings (the window
-/// record's `uncertain_mb_per_s`), which is added to the tolerance.
+/// device's MB/s may be off (the window record's `uncertain_mb_per_s`), which is added to
+/// the tolerance.
 pub(crate) fn bytes_vs_diskstats(
     report: &FioReport,
     devices: &BTreeMap<String, BTreeMap<&'static str, f64>>,
@@ -159,8 +159,10 @@ pub(crate) fn bytes_vs_diskstats(
         } else if edge_pct > MAX_EDGE_PCT {
             c.not_judged(
                 tolerance,
-                "the sampler's readings are too far apart to place fio's measured interval \
-                 among them (a shorter --sample-ms, or a longer run, lets it be judged)",
+                "the run is too short for its window: where fio's measured interval lies \
+                 (between the sampler's readings, by fio's reports) is known to within more \
+                 than 8% of its bytes (a longer run, or a shorter --sample-ms, lets it be \
+                 judged)",
             )
         } else {
             c.judged(tolerance)
