@@ -375,11 +375,12 @@ fn with_a_ramp_the_trace_check_counts_fios_measured_interval() {
     assert!(whole > 1.3 * fio, "trace {whole} MB, fio {fio} MB");
 }
 
-/// A size-bound job (no `runtime`: fio stops after `size`) of about half a second: its length
-/// is not known beforehand, so the sampler starts at 20 ms instead of the configured second.
-/// Its device figures are then fio's to within a few percent (at one reading a second they
-/// were 42% low), and the bytes check, whose window is anchored by fio's final report only
-/// (late by up to a tenth of a second), is not judged rather than failed.
+/// A size-bound job (no `runtime`: fio stops after `size`) of about a second here: its length
+/// is not known beforehand, so the sampler starts at 20 ms instead of the configured second
+/// (read every second, such a job's device figures were 42% low). Its device figures are
+/// fio's to within the uncertainty its window records (mostly fio's final report, which
+/// anchors the window late by fio's reaping: 12% of a 0.3 s run on a loaded machine), and
+/// the bytes check never calls them wrong.
 #[test]
 fn a_run_of_unknown_length_is_sampled_finely_from_its_start() {
     if !root_or_skip() {
@@ -388,19 +389,25 @@ fn a_run_of_unknown_length_is_sampled_finely_from_its_start() {
     let (_dir, db_path) = run_live(
         "name = \"size bound\"\nseed = 4\nrepetitions = 2\n[target]\ndevice = \"default\"\n\
          size = \"256M\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\n\
-         direct = 1\nsize = \"48M\"\n",
+         direct = 1\nsize = \"160M\"\n",
     );
     let db = Store::open_existing(&db_path).unwrap();
     for b in db.run_bases(1).unwrap() {
         let fio = metric(&db, b.run_id, "read_bw_mbs").unwrap();
         let dev = metric(&db, b.run_id, "dev_rmb_per_s").unwrap();
+        let window = b.sample_window.unwrap();
+        let uncertain = window["uncertain_mb_per_s"]
+            .as_object()
+            .and_then(|m| m.values().next())
+            .and_then(|u| u.as_f64())
+            .unwrap_or_else(|| panic!("no uncertainty recorded: {window}"));
         assert!(
-            (dev - fio).abs() <= 0.1 * fio,
-            "diskstats {dev} MB/s, fio {fio} MB/s"
+            (dev - fio).abs() <= 0.02 * fio + uncertain,
+            "diskstats {dev} MB/s, fio {fio} MB/s, uncertain by {uncertain}: {window}"
         );
         let checks = b.checks.unwrap();
         let bytes = verdict_of(&checks, "fio_bytes_vs_diskstats");
-        assert!(bytes.starts_with("not judged:"), "{bytes}");
+        assert!(!bytes.starts_with("disagrees"), "{bytes}");
         let samples = db.samples(b.run_id).unwrap();
         let reads = samples
             .iter()
