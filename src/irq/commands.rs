@@ -161,15 +161,11 @@ impl Render for RolledBack {
     fn text(&self) -> String {
         match &self.0 {
             None => "no interrupt placement by iolab to roll back\n".to_string(),
-            // Names are drivers' text: shown, never obeyed by the terminal.
-            Some(r) => crate::report::format::terminal_safe_lines(
-                &crate::knobs::leftovers::restored_lines(
-                    r,
-                    "the interrupt no longer exists",
-                    &self.1,
-                ),
-            )
-            .into_owned(),
+            Some(r) => crate::knobs::leftovers::restored_lines(
+                r,
+                "the interrupt no longer exists",
+                &self.1,
+            ),
         }
     }
 }

@@ -194,7 +194,10 @@ pub(crate) fn restored_lines(
         let irq = super::irq_move::effective_of(&first.path).map(|(irq, _)| irq);
         let name = irq
             .and_then(|irq| irq_names.get(&irq))
-            .map_or(String::new(), |n| format!("{n}; "));
+            // Drivers' text: shown, never obeyed by the terminal.
+            .map_or(String::new(), |n| {
+                format!("{}; ", crate::report::format::terminal_safe(n))
+            });
         let through = if run.len() > 1 && irq.is_some() {
             format!("; through {} first, where it was delivered", first.old)
         } else {
