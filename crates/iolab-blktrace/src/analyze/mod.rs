@@ -648,10 +648,12 @@ pub struct ProcessReport {
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
-    // Batches of 4096 records (128 KiB) in a pool of four: enough to keep both threads
-    // busy, and small enough to stay in the caches and cost few page faults. The first
+    // Batches of 8192 records (256 KiB) in a pool of four: enough to keep both threads
+    // busy, and small enough to stay in the caches and cost few page faults. Each hand-over
+    // costs a wake-up of the other thread, which in a VM is tens of microseconds: 4096 took
+    // 10% longer on a 2.2 M-event trace, 8% on 500 k; 16384 gained nothing more. The first
     // batches are shorter, so the state machine starts within a fraction of a millisecond.
-    const BATCH: usize = 4096;
+    const BATCH: usize = 8192;
     const POOL: usize = 4;
     const FIRST: usize = 512;
     /// A batch read, with empty sample buffers for the state machine to fill.
