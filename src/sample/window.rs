@@ -270,14 +270,14 @@ pub(crate) fn cadence_for(configured: Duration, measured: Option<f64>) -> Cadenc
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sys::parse::interrupts::IrqLayout;
     use std::sync::Arc;
 
     /// A device doing `rate` reads/s from 0.5 s to 2.5 s and nothing else, read at `times`;
     /// its one IRQ fires once per read; CPU 0 is busy while it reads.
-    fn readings(times: &[f64], rate: f64) -> Vec<Reading> {
+    pub(crate) fn readings(times: &[f64], rate: f64) -> Vec<Reading> {
         let layout = Arc::new(IrqLayout {
             ids: vec![crate::sys::parse::interrupts::IrqId::Number(30)],
             cpus: vec![0],

@@ -6,6 +6,10 @@
 //! figures are taken over the interval of the fio jobs that drove it, and the system-wide
 //! ones over the span of all jobs; the window used is recorded with the run.
 //!
+//! A window that only fio's final report anchors (a size-bound run, too short for a status
+//! report) is late by fio's reaping; it is moved to end where the device's I/O stopped
+//! (`where_io_stopped`), as a host's is.
+//!
 //! In hosts mode fio's client output has each host's runtime but no clock time, so a host's
 //! agent places the interval itself, where its device's I/O stopped (`align_to_activity`),
 //! and this machine, which only drove them, takes its figures over the hosts' windows
@@ -28,9 +32,10 @@ use std::collections::BTreeMap;
 /// seconds on the series' axis (since the sampler's first reading).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct WindowRecord {
-    /// `fio status report`, `fio final report` (late by fio's reaping, tens of ms), in
-    /// hosts mode `end of device I/O` and `hosts' windows`, or `whole sampled span` (nothing
-    /// said when the workload measured; `note` says why).
+    /// `fio status report`, `fio final report` (late by fio's reaping, tens of ms), `end of
+    /// device I/O` (a host's, or a window the final report alone anchored, moved to where
+    /// the device's I/O stopped), `hosts' windows` in hosts mode, or `whole sampled span`
+    /// (nothing said when the workload measured; `note` says why).
     pub basis: String,
     pub start_s: f64,
     pub end_s: f64,
@@ -256,6 +261,11 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             run_span.1 / 1e9
         )
     });
+    if final_only && devices.is_empty() {
+        if let Some(span) = where_io_stopped(samples, to_span(run_span)) {
+            return over(samples, span, DEVICE_IO_END, clipped_note);
+        }
+    }
     Aligned {
         summary: Some(summary),
         window: WindowRecord {
@@ -272,6 +282,30 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             uncertain_mb_per_s,
         },
     }
+}
+
+/// A window that fio's final report alone anchors (late by fio's reaping, up to
+/// `FINAL_ANCHOR_MS`), moved to end where the device's I/O stopped, as a host's is
+/// (`activity_window`): the readings place that to within the interval it fell in, where the
+/// anchor cost a short size-bound run a third of its length. Taken only where the I/O stopped
+/// within the anchor's reach before the report's end (give or take that interval): I/O that
+/// went on after the report (writeback of buffered writes, someone else's) or stopped long
+/// before it says the device's activity is not fio's, and the report's window stands.
+fn where_io_stopped(samples: &SampleRun, report: Span) -> Option<Span> {
+    let measured = report.end_ns.checked_sub(report.start_ns)?;
+    let stopped = activity_window(&samples.readings, measured)?;
+    let readings = &samples.readings;
+    let after = readings
+        .iter()
+        .position(|r| r.elapsed_ns >= stopped.end_ns)?;
+    let interval = match after {
+        0 => 0,
+        i => readings[i].elapsed_ns - readings[i - 1].elapsed_ns,
+    };
+    let anchor = (FINAL_ANCHOR_MS * 1e6) as u64;
+    (stopped.end_ns <= report.end_ns + interval
+        && stopped.end_ns + anchor + interval >= report.end_ns)
+        .then_some(stopped)
 }
 
 /// fio's measured interval on a block trace's clock, to count the trace's bytes over.
@@ -332,9 +366,10 @@ pub(crate) fn trace_window(
     })
 }
 
-/// A host's window placed where its device's I/O stopped (`align_to_activity`), on the
-/// monotonic clock, for its block trace: the end is known to within the reading interval it
-/// was placed in, which makes the uncertainty. `None` for a window placed otherwise.
+/// A window placed where the device's I/O stopped (a host's, `align_to_activity`, or one
+/// moved there from fio's final report, `where_io_stopped`), on the monotonic clock, for a
+/// block trace: the end is known to within the reading interval it was placed in, which
+/// makes the uncertainty. `None` for a window placed otherwise.
 pub(crate) fn activity_window_on_monotonic(
     samples: &SampleRun,
     window: &WindowRecord,
@@ -447,6 +482,42 @@ mod tests {
             trace_window(&text, "loop0", 1_795_000_009_000.0 * 1e6),
             None
         );
+    }
+
+    /// A size-bound run's window rests on fio's final report, late by fio's reaping: it is
+    /// moved to end where the device's I/O stopped, when that lies within the report's reach;
+    /// I/O that went on after the report, or stopped long before it, leaves the report's.
+    #[test]
+    fn a_final_reports_window_ends_where_the_devices_io_stopped() {
+        // loop0 reads 40,000/s from 0.5 s to 2.5 s, read every 50 ms.
+        let times: Vec<f64> = (0..=60).map(|i| i as f64 * 0.05).collect();
+        let samples = SampleRun {
+            readings: crate::sample::window::tests::readings(&times, 40_000.0),
+            devices: vec!["loop0".into()],
+            device_irqs: vec![vec![30]],
+            intervals: Vec::new(),
+            summary: None,
+            errors: Vec::new(),
+            started_unix_ns: 1_795_000_000e9,
+        };
+        let at = |s: f64| (1_795_000_000.0 + s) * 1e3; // ms since the epoch
+        let aligned = |report_s: f64| {
+            let fio = output(&[("j", "/dev/loop0", 2000)], at(report_s) as u64, None);
+            align(&samples, &fio, &[vec![30]])
+        };
+        // Reaped 60 ms late: the window is the device's, and its figures are the device's.
+        let a = aligned(2.56);
+        assert_eq!(a.window.basis, DEVICE_IO_END);
+        assert!((a.window.start_s - 0.5).abs() < 1e-3, "{:?}", a.window);
+        assert!((a.window.end_s - 2.5).abs() < 1e-3, "{:?}", a.window);
+        let reads = a.summary.unwrap().devices["loop0"]["dev_r_per_s"];
+        assert!((reads - 40_000.0).abs() < 40.0, "{reads}");
+        // The I/O went on 200 ms after the report, or stopped 300 ms before it: not fio's.
+        for late in [2.3, 2.8] {
+            let a = aligned(late);
+            assert_eq!(a.window.basis, "fio final report", "{late}: {:?}", a.window);
+            assert!((a.window.end_s - late).abs() < 1e-3, "{:?}", a.window);
+        }
     }
 
     /// A host's window placed where its I/O stopped, at 1.55 s inside the reading interval

@@ -1351,12 +1351,14 @@ fn one_run(
     }
     if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
         if record.status == RunStatus::Ok {
-            // fio's measured interval on the trace's clock, to count the trace's bytes over.
-            let window = align::trace_window(
-                reports,
-                plan.device(),
-                crate::sys::realtime_minus_monotonic_ns(),
-            );
+            // fio's measured interval on the trace's clock, to count the trace's bytes over:
+            // where the sampler placed it by the device's I/O, else by fio's reports.
+            let offset = crate::sys::realtime_minus_monotonic_ns();
+            let window = samples
+                .as_ref()
+                .zip(aligned.as_ref())
+                .and_then(|(s, a)| align::activity_window_on_monotonic(s, &a.window, offset))
+                .or_else(|| align::trace_window(reports, plan.device(), offset));
             match tracing.metrics(recorded, window.map(|w| (w.start_ns, w.end_ns))) {
                 Ok(trace::Analysed {
                     metrics: m,
