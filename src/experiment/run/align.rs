@@ -127,8 +127,18 @@ pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligne
                 .into(),
         );
     };
-    let clipped_note = format!("fio measured {measured_ms} ms; the readings cover only part of it");
-    over(samples, span, DEVICE_IO_END, Some(clipped_note))
+    over(
+        samples,
+        span,
+        DEVICE_IO_END,
+        Some(part_of(measured_ms as f64)),
+    )
+}
+
+/// The note of a window placed where the device's I/O stopped, should the readings cover
+/// only part of the `measured_ms` it lasted.
+fn part_of(measured_ms: f64) -> String {
+    format!("fio measured {measured_ms:.0} ms; the readings cover only part of it")
 }
 
 /// The summary of `samples` over `span` (clipped to the readings), recorded under `basis`
@@ -234,6 +244,12 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         }
     }
     let final_only = jobs.iter().any(|(w, _)| w.anchor == Anchor::FinalReport);
+    if final_only && devices.is_empty() {
+        if let Some(span) = where_io_stopped(samples, to_span(run_span)) {
+            let measured_ms = (run_span.1 - run_span.0) / 1e6;
+            return over(samples, span, DEVICE_IO_END, Some(part_of(measured_ms)));
+        }
+    }
     // Where fio's window lies is known only to within its anchor: a window off by that much
     // trades as long a stretch of the device's I/O for idle time, at the window's rate.
     let anchor_s = if final_only {
@@ -261,11 +277,6 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             run_span.1 / 1e9
         )
     });
-    if final_only && devices.is_empty() {
-        if let Some(span) = where_io_stopped(samples, to_span(run_span)) {
-            return over(samples, span, DEVICE_IO_END, clipped_note);
-        }
-    }
     Aligned {
         summary: Some(summary),
         window: WindowRecord {
