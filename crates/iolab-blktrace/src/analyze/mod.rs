@@ -649,10 +649,11 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
     // Batches of 8192 records (256 KiB) in a pool of four: enough to keep both threads
-    // busy, and small enough to stay in the caches and cost few page faults. Each hand-over
-    // costs a wake-up of the other thread, which in a VM is tens of microseconds: 4096 took
-    // 10% longer on a 2.2 M-event trace, 8% on 500 k; 16384 gained nothing more. The first
-    // batches are shorter, so the state machine starts within a fraction of a millisecond.
+    // busy, and small enough to stay in the caches and cost few page faults. A hand-over
+    // that finds the other thread asleep wakes it, tens of microseconds in a VM: with 4096
+    // a 2.2 M-event trace took 10-15% longer, 500 k events up to 8% (as the machine's load
+    // went); 16384 gained nothing more. The first batches are shorter, so the state machine
+    // starts within a fraction of a millisecond.
     const BATCH: usize = 8192;
     const POOL: usize = 4;
     const FIRST: usize = 512;
