@@ -25,6 +25,20 @@ pub enum TraceError {
         #[source]
         source: DecodeError,
     },
+    /// The input ended inside a record: everything before `offset` is whole records, which
+    /// `keep` says how to keep.
+    #[error(
+        "{path}: ends inside the record at byte offset {offset} ({have} of its {needed} bytes \
+         are there): the trace was cut short (a recording killed or a disk full, a copy not \
+         finished); {keep}"
+    )]
+    CutShort {
+        path: String,
+        offset: u64,
+        needed: usize,
+        have: usize,
+        keep: String,
+    },
     #[error("{0}")]
     Input(String),
 }
@@ -43,6 +57,9 @@ pub struct RecordStream<R> {
     offset: u64,
     eof: bool,
     failed: bool,
+    /// Read from a plain file as it is: offsets are the file's own (not a gzip's contents
+    /// or a pipe's).
+    plain_file: bool,
 }
 
 /// What a trace is read from: a regular file (mapped, or read through a buffer), or a stream:
@@ -110,6 +127,7 @@ impl RecordStream<Source> {
         }
         let map = Mapped::new(&f);
         let mut s = RecordStream::new(name, Source::File(f));
+        s.plain_file = true;
         if let Some(m) = map {
             s.end = m.bytes().len();
             s.eof = true;
@@ -132,6 +150,7 @@ impl<R: Read> RecordStream<R> {
             offset: 0,
             eof: false,
             failed: false,
+            plain_file: false,
         }
     }
 
@@ -182,6 +201,26 @@ impl<R: Read> RecordStream<R> {
 
     fn corrupt(&mut self, source: DecodeError) -> TraceError {
         self.failed = true;
+        // A record needs more than is left only where the input ended: a length too large
+        // for any record is a corrupt one, found before this.
+        if let DecodeError::Truncated { needed, have } = source {
+            let (path, offset) = (self.name.clone(), self.offset);
+            let keep = if self.plain_file {
+                format!(
+                    "its first {offset} bytes hold whole records, which \
+                     `head -c {offset} {path} > CUT` keeps for analysis"
+                )
+            } else {
+                format!("its first {offset} bytes as read (decompressed, where gzip) hold whole records")
+            };
+            return TraceError::CutShort {
+                path,
+                offset,
+                needed,
+                have,
+                keep,
+            };
+        }
         TraceError::Corrupt {
             path: self.name.clone(),
             offset: self.offset,
@@ -444,7 +483,13 @@ mod tests {
         let mut s = RecordStream::new("f.bin".into(), &bytes[..]);
         assert!(s.next().unwrap().is_ok());
         let err = s.next().unwrap().unwrap_err().to_string();
-        assert!(err.contains("f.bin: at byte offset 48"), "{err}");
+        assert!(
+            err.contains("f.bin: ends inside the record at byte offset 48 (20 of its 48")
+                && err.contains(
+                    "its first 48 bytes as read (decompressed, where gzip) hold whole records"
+                ),
+            "{err}"
+        );
         assert!(s.next().is_none());
     }
 
