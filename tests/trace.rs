@@ -342,6 +342,23 @@ fn garbage_and_truncated_input_are_clear_errors() {
         .args(["trace", "analyze", cut.to_str().unwrap()])
         .assert()
         .success();
+    // A gzip file cut inside its compressed stream says so too.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &bytes).unwrap();
+    let gz = gz.finish().unwrap();
+    let cut_gz = dir.path().join("cut.gz");
+    std::fs::write(&cut_gz, &gz[..gz.len() / 2]).unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze", cut_gz.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("cut.gz") && err.contains("the compressed file was cut short"),
+        "{err}"
+    );
 
     let out = Command::cargo_bin("iolab")
         .unwrap()

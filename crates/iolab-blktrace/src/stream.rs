@@ -235,6 +235,14 @@ impl<R: Read> RecordStream<R> {
         }
         let io_err = |s: &mut Self, e: io::Error| {
             s.failed = true;
+            // Only a gzip stream ends early this way (a plain file or pipe just ends).
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                return TraceError::Input(format!(
+                    "{}: {e}: the compressed file was cut short (a copy not finished?); its \
+                     first {} bytes as decompressed hold whole records",
+                    s.name, s.offset
+                ));
+            }
             TraceError::Io {
                 path: s.name.clone(),
                 source: e,
