@@ -302,16 +302,20 @@ fn human_output_has_btt_sections() {
 
 #[test]
 fn garbage_and_truncated_input_are_clear_errors() {
+    // `trace analyze PATH` fails with exit 1; what it says.
+    let refused = |path: &Path| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "analyze", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", path.display());
+        String::from_utf8(out.stderr).unwrap()
+    };
     let dir = tempfile::tempdir().unwrap();
     let garbage = dir.path().join("garbage");
     std::fs::write(&garbage, b"this is not a block trace at all, just text\n").unwrap();
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "analyze", garbage.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let err = refused(&garbage);
     assert!(
         err.contains("byte offset 0") && err.contains("garbage"),
         "{err}"
@@ -320,13 +324,7 @@ fn garbage_and_truncated_input_are_clear_errors() {
     let bytes = std::fs::read(fixture("fx.bin")).unwrap();
     let cut = dir.path().join("cut");
     std::fs::write(&cut, &bytes[..bytes.len() - 30]).unwrap();
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "analyze", cut.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let err = refused(&cut);
     assert!(err.contains("cut short"), "{err}");
     // What the error says to keep is whole records: analysed, they are the trace up to the cut.
     let keep: usize = err
@@ -348,24 +346,13 @@ fn garbage_and_truncated_input_are_clear_errors() {
     let gz = gz.finish().unwrap();
     let cut_gz = dir.path().join("cut.gz");
     std::fs::write(&cut_gz, &gz[..gz.len() / 2]).unwrap();
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "analyze", cut_gz.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8(out.stderr).unwrap();
+    let err = refused(&cut_gz);
     assert!(
         err.contains("cut.gz") && err.contains("the compressed file was cut short"),
         "{err}"
     );
 
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "analyze", "/no/such/trace"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    refused(Path::new("/no/such/trace"));
 }
 
 /// `-` reads a trace from standard input (a pipe), plain or gzip, with the same result as

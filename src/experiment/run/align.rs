@@ -305,18 +305,20 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
 fn where_io_stopped(samples: &SampleRun, report: Span) -> Option<Span> {
     let measured = report.end_ns.checked_sub(report.start_ns)?;
     let stopped = activity_window(&samples.readings, measured)?;
-    let readings = &samples.readings;
-    let after = readings
-        .iter()
-        .position(|r| r.elapsed_ns >= stopped.end_ns)?;
-    let interval = match after {
-        0 => 0,
-        i => readings[i].elapsed_ns - readings[i - 1].elapsed_ns,
-    };
+    let interval = interval_holding(&samples.readings, stopped.end_ns)?;
     let anchor = (FINAL_ANCHOR_MS * 1e6) as u64;
     (stopped.end_ns <= report.end_ns + interval
         && stopped.end_ns + anchor + interval >= report.end_ns)
         .then_some(stopped)
+}
+
+/// The length of the reading interval that `t_ns` falls in (0 at or before the first
+/// reading), where an end placed by the device's I/O is known to lie; `None` after the last.
+fn interval_holding(readings: &[crate::sample::Reading], t_ns: u64) -> Option<u64> {
+    match readings.iter().position(|r| r.elapsed_ns >= t_ns)? {
+        0 => Some(0),
+        i => Some(readings[i].elapsed_ns - readings[i - 1].elapsed_ns),
+    }
 }
 
 /// fio's measured interval on a block trace's clock, to count the trace's bytes over.
@@ -390,14 +392,7 @@ pub(crate) fn activity_window_on_monotonic(
         return None;
     }
     let end_ns = (window.end_s * 1e9) as u64;
-    let after = samples
-        .readings
-        .iter()
-        .position(|r| r.elapsed_ns >= end_ns)?;
-    let placed_in = match after {
-        0 => 0,
-        i => samples.readings[i].elapsed_ns - samples.readings[i - 1].elapsed_ns,
-    };
+    let placed_in = interval_holding(&samples.readings, end_ns)?;
     let to_mono = |s: f64| samples.started_unix_ns + s * 1e9 - realtime_minus_mono_ns;
     let (start, end) = (to_mono(window.start_s), to_mono(window.end_s));
     (start > 0.0).then(|| TraceWindow {
@@ -495,6 +490,20 @@ mod tests {
         );
     }
 
+    /// A sampler's run of `readings` watching loop0 (served by `irqs`), begun at a fixed
+    /// moment of 2026.
+    fn on_loop0(readings: Vec<crate::sample::Reading>, irqs: Vec<u32>) -> SampleRun {
+        SampleRun {
+            readings,
+            devices: vec!["loop0".into()],
+            device_irqs: vec![irqs],
+            intervals: Vec::new(),
+            summary: None,
+            errors: Vec::new(),
+            started_unix_ns: 1_795_000_000e9,
+        }
+    }
+
     /// A size-bound run's window rests on fio's final report, late by fio's reaping: it is
     /// moved to end where the device's I/O stopped, when that lies within the report's reach;
     /// I/O that went on after the report, or stopped long before it, leaves the report's.
@@ -502,15 +511,10 @@ mod tests {
     fn a_final_reports_window_ends_where_the_devices_io_stopped() {
         // loop0 reads 40,000/s from 0.5 s to 2.5 s, read every 50 ms.
         let times: Vec<f64> = (0..=60).map(|i| i as f64 * 0.05).collect();
-        let samples = SampleRun {
-            readings: crate::sample::window::tests::readings(&times, 40_000.0),
-            devices: vec!["loop0".into()],
-            device_irqs: vec![vec![30]],
-            intervals: Vec::new(),
-            summary: None,
-            errors: Vec::new(),
-            started_unix_ns: 1_795_000_000e9,
-        };
+        let samples = on_loop0(
+            crate::sample::window::tests::readings(&times, 40_000.0),
+            vec![30],
+        );
         let at = |s: f64| (1_795_000_000.0 + s) * 1e3; // ms since the epoch
         let aligned = |report_s: f64| {
             let fio = output(&[("j", "/dev/loop0", 2000)], at(report_s) as u64, None);
@@ -547,15 +551,7 @@ mod tests {
                 nics: vec![None],
             })
             .collect();
-        let samples = SampleRun {
-            readings,
-            devices: vec!["loop0".into()],
-            device_irqs: vec![vec![]],
-            intervals: Vec::new(),
-            summary: None,
-            errors: Vec::new(),
-            started_unix_ns: 1_795_000_000e9,
-        };
+        let samples = on_loop0(readings, vec![]);
         let window = |basis: &str| WindowRecord {
             basis: basis.into(),
             start_s: 1.05,
