@@ -381,7 +381,8 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
 
 /// bfq is a module of Debian's kernel that no disk lists until it is loaded, and the kernel
 /// loads it when its name is written to a disk's queue/scheduler: an experiment asking for it
-/// runs, says the module stays loaded, and leaves the disk's scheduler as it was.
+/// runs, says it will unload the module again, and leaves the disk's scheduler and the
+/// kernel's modules as they were.
 const ON_DEMAND_SCHEDULER_RUN: &str = r#"
 cat /sys/block/sdb/queue/scheduler >$LAB_OUT/sched.before
 $IOLAB inspect >$LAB_OUT/sched-inspect.txt 2>&1
@@ -433,12 +434,21 @@ fn check_on_demand_scheduler_run(b: &Boot) {
     );
     let runs = b.json("sched-runs.json");
     assert_eq!(runs["experiment"]["runs_ok"], 2, "{runs}");
+    // The kernel loaded bfq for the bfq cell (delete_module succeeds only on a loaded
+    // module), and iolab unloaded it once mq-deadline was back.
     assert!(
-        b.text("sched-modules.after").lines().any(|m| m == "bfq"),
-        "the kernel did not load bfq"
+        out.contains(
+            "unloaded module bfq (the kernel loaded it when iolab selected its scheduler)"
+        ),
+        "{out}"
     );
-    // Put back: mq-deadline selected again; bfq is listed now that it is loaded.
-    assert_eq!(b.text("sched.after").trim(), "[mq-deadline] bfq none");
+    assert!(
+        !b.text("sched-modules.after").lines().any(|m| m == "bfq"),
+        "bfq is still loaded: {}",
+        b.text("sched-modules.after")
+    );
+    // Put back: mq-deadline selected again, and bfq no longer listed.
+    assert_eq!(b.text("sched.after").trim(), "[mq-deadline] none");
 }
 
 /// A block trace on the guest's packaged kernel, of the HBA's disk: recorded through tracefs

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use super::attr::{read_attr, retry_while_busy, write_attr, BUSY_PATIENCE};
 use super::irq_move;
 use super::kinds::{self, Located};
+use super::sched_module;
 use super::KnobError;
 use crate::sys::lock::{self, MachineLock};
 use crate::sys::SysRoot;
@@ -54,6 +55,10 @@ pub struct JournalEntry {
     pub old: String,
     pub new: String,
     pub(crate) time_unix: f64,
+    /// The scheduler module the kernel loaded when this write selected a scheduler that was
+    /// not loaded; restore unloads it again once the old scheduler is back (`sched_module`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) loaded_module: Option<String>,
 }
 
 /// The file's content.
@@ -86,6 +91,17 @@ pub struct RestoreReport {
     /// Intermediate steps that could not be written but an older entry of the same file
     /// (restored after them) puts right: an interrupt's old CPU that went offline.
     pub(crate) superseded: Vec<JournalEntry>,
+    /// Scheduler modules the kernel loaded for iolab's writes, unloaded again.
+    pub(crate) modules_unloaded: Vec<String>,
+    /// Those left loaded, and why.
+    pub(crate) modules_kept: Vec<KeptModule>,
+}
+
+/// A scheduler module restore left loaded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct KeptModule {
+    pub(crate) module: String,
+    pub(crate) why: String,
 }
 
 /// A live journal owned by this process: every knob change goes through `set`.
@@ -251,6 +267,7 @@ impl Journal {
                     old: now.clone(),
                     new: now,
                     time_unix: crate::store::time::now_unix(),
+                    loaded_module: None,
                 });
             }
         }
@@ -274,6 +291,7 @@ impl Journal {
                         old: old.clone(),
                         new: old.clone(),
                         time_unix: crate::store::time::now_unix(),
+                        loaded_module: None,
                     });
                     first = eff;
                 }
@@ -287,6 +305,7 @@ impl Journal {
             old: first,
             new: value.to_string(),
             time_unix: crate::store::time::now_unix(),
+            loaded_module: sched_module::loaded_by(&self.root, path, value),
         });
         self.persist()?;
         if let Err(e) = settle_then_write(self.root.is_live(), Path::new(&file), value) {
@@ -327,7 +346,7 @@ impl Journal {
             self.file.started_unix,
             self.file.root.clone(),
         );
-        let report = restore_entries(self.root.base(), &mut self.file.entries, |entries| {
+        let report = restore_entries(&self.root, &mut self.file.entries, |entries| {
             write_journal(
                 &self.dir,
                 &JournalFile {
@@ -479,7 +498,7 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             .map(|m| m.resource),
     )?;
     let (pid, started_unix, root_text) = (file.pid, file.started_unix, file.root.clone());
-    let report = restore_entries(root.base(), &mut file.entries, |entries| {
+    let report = restore_entries(&root, &mut file.entries, |entries| {
         write_journal(
             dir,
             &JournalFile {
@@ -498,7 +517,7 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
 /// `save` persists what is still left after each step. Refused entries are dropped from the
 /// journal (they would be refused every time) and reported.
 fn restore_entries(
-    root: &Path,
+    root: &SysRoot,
     entries: &mut Vec<JournalEntry>,
     mut save: impl FnMut(&[JournalEntry]) -> Result<(), KnobError>,
 ) -> Result<RestoreReport, KnobError> {
@@ -506,14 +525,26 @@ fn restore_entries(
     let mut failed: Vec<KnobError> = Vec::new();
     let mut kept: Vec<JournalEntry> = Vec::new();
     while let Some(entry) = entries.pop() {
-        match kinds::locate(root, &entry.path) {
+        match kinds::locate(root.base(), &entry.path) {
             Err(why) => report.refused.push(RefusedEntry { entry, why }),
             Ok(Located::Missing) => report.vanished.push(entry),
             Ok(Located::File(file)) => {
-                let live = root == Path::new("/");
+                let live = root.is_live();
                 match retry_while_busy(|| settle_then_write(live, &file, &entry.old), BUSY_PATIENCE)
                 {
-                    Ok(()) => report.restored.push(entry),
+                    Ok(()) => {
+                        if let Some(module) = &entry.loaded_module {
+                            match sched_module::unload(root, &entry, module) {
+                                Ok(true) => report.modules_unloaded.push(module.clone()),
+                                Ok(false) => {}
+                                Err(why) => report.modules_kept.push(KeptModule {
+                                    module: module.clone(),
+                                    why,
+                                }),
+                            }
+                        }
+                        report.restored.push(entry)
+                    }
                     Err(_) if entries.iter().any(|e| e.path == entry.path) => {
                         report.superseded.push(entry)
                     }
@@ -775,10 +806,49 @@ mod tests {
     fn replay_unlocked_for_test(dir: &Path) -> RestoreReport {
         let path = dir.join(JOURNAL);
         let mut file = read_journal(&path).unwrap().unwrap();
-        let root = PathBuf::from(file.root.clone().unwrap());
+        let root = SysRoot::at(file.root.clone().unwrap()).unwrap();
         let r = restore_entries(&root, &mut file.entries, |_| Ok(())).unwrap();
         remove_journal(dir).unwrap();
         r
+    }
+
+    /// Selecting bfq where the kernel's index has it as a module and it is not loaded: the
+    /// entry names the module, in the file too, so a replay after a kill unloads it as well;
+    /// under a machine tree it is kept and the report says why. An entry that did not load
+    /// one (the second selection) names none.
+    #[test]
+    fn a_scheduler_write_that_loads_a_module_journals_it_and_restore_reports_it() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let sched = sys.knob("sdb", "scheduler", "[mq-deadline] none\n");
+        sched_module::tests::module_index(sys.dir.path(), false);
+        let mut j = sys.journal(state.path());
+        j.set(&sched, "bfq").unwrap();
+        // The kernel loaded it: the next selection loads nothing.
+        sched_module::tests::module_index(sys.dir.path(), true);
+        j.set(&sched, "bfq").unwrap();
+        let on_disk = read_journal(&j.path()).unwrap().unwrap();
+        let loaded: Vec<Option<&str>> = on_disk
+            .entries
+            .iter()
+            .map(|e| e.loaded_module.as_deref())
+            .collect();
+        assert_eq!(loaded, [Some("bfq"), None]);
+        std::mem::forget(j);
+        let r = replay_unlocked_for_test(state.path());
+        assert_eq!(sys.read(&sched), "mq-deadline");
+        assert!(r.modules_unloaded.is_empty());
+        assert_eq!(r.modules_kept.len(), 1, "{r:?}");
+        assert_eq!(r.modules_kept[0].module, "bfq");
+        assert!(
+            r.modules_kept[0].why.contains("not the live kernel"),
+            "{r:?}"
+        );
+        let text = super::super::leftovers::restored_lines(&r, "gone", &Default::default());
+        assert!(
+            text.contains("kept     module bfq loaded, which the kernel loaded when iolab"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -935,6 +1005,7 @@ mod tests {
                 old: "pwned".into(),
                 new: "x".into(),
                 time_unix: 0.0,
+                loaded_module: None,
             })
             .collect();
         entries.push(JournalEntry {
@@ -942,6 +1013,7 @@ mod tests {
             old: "64".into(),
             new: "32".into(),
             time_unix: 0.0,
+            loaded_module: None,
         });
         let file = JournalFile {
             pid: 1,

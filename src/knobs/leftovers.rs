@@ -219,6 +219,28 @@ pub(crate) fn restored_lines(
             r.entry.path, r.entry.old, r.why
         );
     }
+    out += &module_lines(r);
+    out
+}
+
+/// One line per scheduler module that iolab's writes made the kernel load: unloaded again,
+/// or kept loaded and why.
+pub(crate) fn module_lines(r: &super::RestoreReport) -> String {
+    let mut out = String::new();
+    for m in &r.modules_unloaded {
+        let _ = writeln!(
+            out,
+            "unloaded module {m} (the kernel loaded it when iolab selected its scheduler)"
+        );
+    }
+    for k in &r.modules_kept {
+        let _ = writeln!(
+            out,
+            "kept     module {} loaded, which the kernel loaded when iolab selected its \
+             scheduler: {}",
+            k.module, k.why
+        );
+    }
     out
 }
 
@@ -236,6 +258,7 @@ mod tests {
             old: old.into(),
             new: new.into(),
             time_unix: 0.0,
+            loaded_module: None,
         };
         let irq = "/proc/irq/29/smp_affinity_list";
         let sched = "/sys/block/sda/queue/scheduler";
@@ -269,6 +292,7 @@ mod tests {
             old: old.into(),
             new: new.into(),
             time_unix: 0.0,
+            loaded_module: None,
         };
         let tracer = super::super::RestoreReport {
             restored: vec![entry("/sys/kernel/tracing/current_tracer", "nop", "blk")],

@@ -8,6 +8,7 @@ mod irq_move;
 mod journal;
 pub(crate) mod kinds;
 pub(crate) mod leftovers;
+mod sched_module;
 pub mod signals;
 
 pub(crate) use attr::write_attr;

@@ -11,30 +11,47 @@ use crate::sys::SysRoot;
 /// sorted; empty when the index cannot be read (a snapshot without it, a kernel without
 /// modules).
 pub(crate) fn on_demand(root: &SysRoot, release: Option<&str>) -> Vec<String> {
-    let Some(release) = release else {
-        return Vec::new();
-    };
+    let mut names: Vec<String> = release
+        .map(|r| index(root, r).into_iter().map(|(name, _)| name).collect())
+        .unwrap_or_default();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The module that provides scheduler `name` in the module index of kernel `release`, as
+/// `/sys/module` names it (dashes become underscores): `bfq` for bfq, `kyber_iosched` for
+/// kyber. `None` when the index has no module for it (built in, or no such scheduler).
+pub(crate) fn module_of(root: &SysRoot, release: &str, name: &str) -> Option<String> {
+    index(root, release)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, module)| module.replace('-', "_"))
+}
+
+/// (scheduler, module) for every scheduler the index can load, aliases first.
+fn index(root: &SysRoot, release: &str) -> Vec<(String, String)> {
     let dir = format!("/lib/modules/{release}");
-    let mut names = Vec::new();
+    let mut found = Vec::new();
     // `alias bfq-iosched bfq`: the kernel asks modprobe for the alias.
     if let Ok(text) = root.read(&format!("{dir}/modules.alias")) {
-        names.extend(text.lines().filter_map(|l| {
-            let alias = l.strip_prefix("alias ")?.split_whitespace().next()?;
-            alias.strip_suffix("-iosched").map(str::to_string)
+        found.extend(text.lines().filter_map(|l| {
+            let mut words = l.strip_prefix("alias ")?.split_whitespace();
+            let name = words.next()?.strip_suffix("-iosched")?;
+            Some((name.to_string(), words.next()?.to_string()))
         }));
     }
     // `kernel/block/kyber-iosched.ko.xz: ...`: a module named after the request itself.
     if let Ok(text) = root.read(&format!("{dir}/modules.dep")) {
-        names.extend(text.lines().filter_map(|l| {
+        found.extend(text.lines().filter_map(|l| {
             let path = l.split(':').next()?;
             let file = path.rsplit('/').next()?;
             let module = file.split(".ko").next()?;
-            module.strip_suffix("-iosched").map(str::to_string)
+            let name = module.strip_suffix("-iosched")?;
+            Some((name.to_string(), module.to_string()))
         }));
     }
-    names.sort();
-    names.dedup();
-    names
+    found
 }
 
 #[cfg(test)]
@@ -61,5 +78,11 @@ mod tests {
         assert_eq!(on_demand(&root, Some("6.1.0-56-amd64")), ["bfq", "kyber"]);
         assert!(on_demand(&root, Some("6.12.0")).is_empty());
         assert!(on_demand(&root, None).is_empty());
+        // The module each is loaded as, named as /sys/module names it.
+        let module = |name| module_of(&root, "6.1.0-56-amd64", name);
+        assert_eq!(module("bfq").as_deref(), Some("bfq"));
+        assert_eq!(module("kyber").as_deref(), Some("kyber_iosched"));
+        assert_eq!(module("mq-deadline"), None);
+        assert_eq!(module("ext4"), None);
     }
 }

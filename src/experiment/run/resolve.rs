@@ -236,8 +236,8 @@ pub(crate) fn on_demand_notes(exp: &Experiment, m: &Machine, devs: &[&BlockDevic
         .map(|v| {
             format!(
                 "scheduler {v} is not loaded: the kernel loads its module when a run first \
-                 selects it, and the module stays loaded after the experiment (the scheduler \
-                 itself is put back)"
+                 selects it; once the old scheduler is back, iolab unloads the module again \
+                 unless something uses it by then"
             )
         })
         .collect()
@@ -585,7 +585,7 @@ mod tests {
     }
 
     /// A scheduler the kernel would load on demand is possible although the disk does not
-    /// list it yet, and the plan says the module stays loaded; without the module, it is refused.
+    /// list it yet, and the plan says the module is unloaded again afterwards; without the module, it is refused.
     #[test]
     fn a_scheduler_loaded_on_demand_is_possible_and_noted_and_refused_without_its_module() {
         let mut m = machine("two-node-nvme"); // nvme0n1 lists none, mq-deadline, kyber
@@ -602,6 +602,11 @@ mod tests {
         let notes = on_demand_notes(&e, &m, &[m.device("nvme0n1").unwrap()]);
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("scheduler bfq is not loaded: the kernel loads"));
+        assert!(
+            notes[0].contains("iolab unloads the module again"),
+            "{}",
+            notes[0]
+        );
         // Listed already (sda lists bfq): nothing to say.
         assert!(on_demand_notes(&e, &m, &[m.device("sda").unwrap()]).is_empty());
     }
