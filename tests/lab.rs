@@ -382,7 +382,8 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
 /// bfq is a module of Debian's kernel that no disk lists until it is loaded, and the kernel
 /// loads it when its name is written to a disk's queue/scheduler: an experiment asking for it
 /// runs, says it will unload the module again, and leaves the disk's scheduler and the
-/// kernel's modules as they were.
+/// kernel's modules as they were; so does `iolab restore` after a kill, unless the module is
+/// in use by then.
 const ON_DEMAND_SCHEDULER_RUN: &str = r#"
 cat /sys/block/sdb/queue/scheduler >$LAB_OUT/sched.before
 $IOLAB inspect >$LAB_OUT/sched-inspect.txt 2>&1
@@ -408,6 +409,23 @@ echo $? >$LAB_OUT/sched.rc
 $IOLAB runs 1 --db /tmp/sched.db --json >$LAB_OUT/sched-runs.json 2>&1
 cat /sys/block/sdb/queue/scheduler >$LAB_OUT/sched.after
 cut -d' ' -f1 /proc/modules >$LAB_OUT/sched-modules.after
+# As a run killed in its bfq cell leaves it: bfq selected on sdb, loaded by that write, and a
+# journal saying so. `iolab restore` first while sda uses bfq too (selected by hand: the module
+# is in use and stays), then again with sda back on mq-deadline (unloaded).
+killed() {
+  echo bfq >/sys/block/sdb/queue/scheduler
+  mkdir -p /tmp/kstate
+  echo '{"pid": 999999, "started_unix": 0, "entries": [{"path": "/sys/block/sdb/queue/scheduler", "old": "mq-deadline", "new": "bfq", "time_unix": 0, "loaded_module": "bfq"}]}' >/tmp/kstate/journal.json
+}
+killed
+echo bfq >/sys/block/sda/queue/scheduler
+IOLAB_STATE_DIR=/tmp/kstate $IOLAB restore >$LAB_OUT/sched-restore-in-use.txt 2>&1
+cut -d' ' -f1 /proc/modules >$LAB_OUT/sched-modules.in-use
+echo mq-deadline >/sys/block/sda/queue/scheduler
+killed
+IOLAB_STATE_DIR=/tmp/kstate $IOLAB restore >$LAB_OUT/sched-restore.txt 2>&1
+cut -d' ' -f1 /proc/modules >$LAB_OUT/sched-modules.restored
+cat /sys/block/sdb/queue/scheduler >$LAB_OUT/sched.restored
 "#;
 
 fn check_on_demand_scheduler_run(b: &Boot) {
@@ -449,6 +467,25 @@ fn check_on_demand_scheduler_run(b: &Boot) {
     );
     // Put back: mq-deadline selected again, and bfq no longer listed.
     assert_eq!(b.text("sched.after").trim(), "[mq-deadline] none");
+    // After a kill, `iolab restore` does the same from the journal, and leaves a module in use.
+    let in_use = b.text("sched-restore-in-use.txt");
+    assert!(
+        in_use.contains("restored /sys/block/sdb/queue/scheduler = mq-deadline")
+            && in_use.contains("kept     module bfq loaded, which the kernel loaded when iolab")
+            && in_use.contains("in use"),
+        "{in_use}"
+    );
+    assert!(
+        b.text("sched-modules.in-use").lines().any(|m| m == "bfq"),
+        "bfq was unloaded while sda used it: {in_use}"
+    );
+    let restored = b.text("sched-restore.txt");
+    assert!(restored.contains("unloaded module bfq"), "{restored}");
+    assert!(
+        !b.text("sched-modules.restored").lines().any(|m| m == "bfq"),
+        "{restored}"
+    );
+    assert_eq!(b.text("sched.restored").trim(), "[mq-deadline] none");
 }
 
 /// A block trace on the guest's packaged kernel, of the HBA's disk: recorded through tracefs
