@@ -135,10 +135,15 @@ fn without_rates(mut m: Value) -> Value {
 
 /// `iolab snapshot --root FIXTURE -o DIR` with `extra` arguments; its standard output.
 fn snapshot_of_fixture(name: &str, dir: &Path, extra: &[&str]) -> String {
+    snapshot_of(&machines().join(name), dir, extra)
+}
+
+/// `iolab snapshot --root MACHINE -o DIR` with `extra` arguments; its standard output.
+fn snapshot_of(machine: &Path, dir: &Path, extra: &[&str]) -> String {
     crate::common::stdout_of(
         crate::common::iolab()
             .args(["snapshot", "--interval", "10ms", "--root"])
-            .arg(machines().join(name))
+            .arg(machine)
             .arg("-o")
             .arg(dir)
             .args(extra),
@@ -155,6 +160,49 @@ fn snapshot_of_a_fixture_reproduces_its_model() {
         let (copy, _) = inspect_json(&dir);
         assert_eq!(without_rates(copy), without_rates(original), "{name}");
     }
+}
+
+/// The kernel's module index (a megabyte of driver aliases on a distribution kernel) is kept
+/// only as far as it names schedulers' modules: the copy is small and still offers the same
+/// schedulers on demand.
+#[test]
+fn a_snapshot_keeps_only_the_scheduler_lines_of_the_module_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let machine = tmp.path().join("machine");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(machines().join("two-node-nvme"))
+        .arg(&machine)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let index = machine.join("lib/modules/6.8.0-45-generic");
+    std::fs::create_dir_all(&index).unwrap();
+    let mut alias = String::new();
+    for i in 0..20_000 {
+        alias += &format!("alias pci:v0000{i:04X}d*sv*sd*bc*sc*i* some_driver_{i}\n");
+    }
+    alias += "alias bfq-iosched bfq\nalias fs-ext4 ext4\n";
+    std::fs::write(index.join("modules.alias"), &alias).unwrap();
+    std::fs::write(
+        index.join("modules.dep"),
+        "kernel/block/kyber-iosched.ko.zst:\nkernel/fs/ext4/ext4.ko.zst: kernel/lib/crc16.ko.zst\n",
+    )
+    .unwrap();
+    let dir = tmp.path().join("copy");
+    snapshot_of(&machine, &dir, &[]);
+    let kept = |file: &str| {
+        std::fs::read_to_string(dir.join("lib/modules/6.8.0-45-generic").join(file)).unwrap()
+    };
+    assert_eq!(kept("modules.alias"), "alias bfq-iosched bfq\n");
+    assert_eq!(kept("modules.dep"), "kernel/block/kyber-iosched.ko.zst:\n");
+    let (original, _) = inspect_json(&machine);
+    let (copy, _) = inspect_json(&dir);
+    assert_eq!(
+        original["schedulers_on_demand"],
+        serde_json::json!(["bfq", "kyber"])
+    );
+    assert_eq!(without_rates(copy), without_rates(original));
 }
 
 /// `--json` prints the directory and what snapshot.json holds, the same figures the text

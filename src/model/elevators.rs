@@ -33,25 +33,62 @@ pub(crate) fn module_of(root: &SysRoot, release: &str, name: &str) -> Option<Str
 fn index(root: &SysRoot, release: &str) -> Vec<(String, String)> {
     let dir = format!("/lib/modules/{release}");
     let mut found = Vec::new();
-    // `alias bfq-iosched bfq`: the kernel asks modprobe for the alias.
-    if let Ok(text) = root.read(&format!("{dir}/modules.alias")) {
-        found.extend(text.lines().filter_map(|l| {
-            let mut words = l.strip_prefix("alias ")?.split_whitespace();
-            let name = words.next()?.strip_suffix("-iosched")?;
-            Some((name.to_string(), words.next()?.to_string()))
-        }));
-    }
-    // `kernel/block/kyber-iosched.ko.xz: ...`: a module named after the request itself.
-    if let Ok(text) = root.read(&format!("{dir}/modules.dep")) {
-        found.extend(text.lines().filter_map(|l| {
-            let path = l.split(':').next()?;
-            let file = path.rsplit('/').next()?;
-            let module = file.split(".ko").next()?;
-            let name = module.strip_suffix("-iosched")?;
-            Some((name.to_string(), module.to_string()))
-        }));
+    for (file, entry) in INDEX_FILES {
+        if let Ok(text) = root.read(&format!("{dir}/{file}")) {
+            found.extend(text.lines().filter_map(entry));
+        }
     }
     found
+}
+
+/// How a line of a module index file names a scheduler and its module, when it does.
+type Entry = fn(&str) -> Option<(String, String)>;
+
+/// The module index files read here, and how a line of each names a scheduler's module.
+const INDEX_FILES: [(&str, Entry); 2] =
+    [("modules.alias", alias_entry), ("modules.dep", dep_entry)];
+
+/// `alias bfq-iosched bfq`: the kernel asks modprobe for the alias.
+fn alias_entry(line: &str) -> Option<(String, String)> {
+    let mut words = line.strip_prefix("alias ")?.split_whitespace();
+    let name = words.next()?.strip_suffix("-iosched")?;
+    Some((name.to_string(), words.next()?.to_string()))
+}
+
+/// `kernel/block/kyber-iosched.ko.xz: ...`: a module named after the request itself.
+fn dep_entry(line: &str) -> Option<(String, String)> {
+    let path = line.split(':').next()?;
+    let file = path.rsplit('/').next()?;
+    let module = file.split(".ko").next()?;
+    let name = module.strip_suffix("-iosched")?;
+    Some((name.to_string(), module.to_string()))
+}
+
+/// How a line of the module index file `abs` names a scheduler's module.
+fn index_entry_of(abs: &str) -> Option<Entry> {
+    let (dir, file) = abs.rsplit_once('/')?;
+    let release = dir.strip_prefix("/lib/modules/")?;
+    if release.is_empty() || release.contains('/') {
+        return None;
+    }
+    INDEX_FILES
+        .iter()
+        .find(|(f, _)| *f == file)
+        .map(|(_, entry)| *entry)
+}
+
+/// For a module index file read here (`/lib/modules/RELEASE/modules.alias` or `.dep`), only
+/// the lines that name a scheduler's module: what a snapshot keeps of a file of a megabyte or
+/// more (every driver's aliases), all that reading the snapshot back needs. `None` for any
+/// other file.
+pub(crate) fn scheduler_lines(abs: &str, text: &str) -> Option<String> {
+    let entry = index_entry_of(abs)?;
+    Some(
+        text.lines()
+            .filter(|l| entry(l).is_some())
+            .map(|l| format!("{l}\n"))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -84,5 +121,23 @@ mod tests {
         assert_eq!(module("kyber").as_deref(), Some("kyber_iosched"));
         assert_eq!(module("mq-deadline"), None);
         assert_eq!(module("ext4"), None);
+        // What a snapshot keeps of each file: the lines above that name a scheduler.
+        let alias = std::fs::read_to_string(m.join("modules.alias")).unwrap();
+        let kept = |abs: &str, text: &str| scheduler_lines(abs, text);
+        assert_eq!(
+            kept("/lib/modules/6.1.0-56-amd64/modules.alias", &alias).as_deref(),
+            Some("alias bfq-iosched bfq\n")
+        );
+        let dep = std::fs::read_to_string(m.join("modules.dep")).unwrap();
+        assert_eq!(
+            kept("/lib/modules/6.1.0-56-amd64/modules.dep", &dep).as_deref(),
+            Some("kernel/block/kyber-iosched.ko.xz:\n")
+        );
+        assert_eq!(
+            kept("/lib/modules/6.1.0-56-amd64/modules.symbols", &dep),
+            None
+        );
+        assert_eq!(kept("/proc/modules.alias", &alias), None);
+        assert_eq!(kept("/lib/modules/modules.dep", &dep), None);
     }
 }

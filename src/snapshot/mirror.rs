@@ -114,14 +114,18 @@ impl Mirror {
         std::os::unix::fs::symlink(target, link)
     }
 
-    /// Copies a file's bytes; unreadable files are noted, not fatal.
-    pub(super) fn copy_file(&mut self, canonical: &str) -> io::Result<()> {
+    /// Copies a file's bytes as `keep` returns them; unreadable files are noted, not fatal.
+    pub(super) fn copy_file(
+        &mut self,
+        canonical: &str,
+        keep: impl FnOnce(Vec<u8>) -> Vec<u8>,
+    ) -> io::Result<()> {
         let to = self.dst.join(rel(canonical));
         if to.exists() {
             return Ok(());
         }
         match fs::read(self.src.join(rel(canonical))) {
-            Ok(bytes) => self.write(canonical, &bytes),
+            Ok(bytes) => self.write(canonical, &keep(bytes)),
             Err(_) => {
                 self.unreadable.push(canonical.to_string());
                 Ok(())
@@ -169,7 +173,7 @@ impl Mirror {
                     fs::create_dir_all(self.dst.join(rel(&abs)))?;
                 }
             } else if names_matter {
-                self.copy_file(&abs)?;
+                self.copy_file(&abs, |b| b)?;
             }
         }
         Ok(())
@@ -237,7 +241,7 @@ mod tests {
             found.canonical,
             "/sys/devices/pci0000:00/0000:00:02.0/virtio1/block/vda/queue/scheduler"
         );
-        m.copy_file(&found.canonical).unwrap();
+        m.copy_file(&found.canonical, |b| b).unwrap();
         assert_eq!(
             fs::read_to_string(dst.path().join("sys/block/vda/queue/scheduler")).unwrap(),
             "[none]\n"

@@ -11,7 +11,7 @@
 
 mod mirror;
 
-use crate::model::{Machine, LATER_DIR, SNAPSHOT_META};
+use crate::model::{elevators, Machine, LATER_DIR, SNAPSHOT_META};
 use crate::sys::parse::mountinfo::{escape, mountinfo};
 use crate::sys::{SysRoot, MODES_FILE};
 use anyhow::{bail, Context};
@@ -129,9 +129,18 @@ pub fn capture_with(
         if abs.starts_with("/proc/self/") || abs.starts_with(LATER_DIR) || abs == SNAPSHOT_META {
             continue;
         }
+        // The kernel's module index: only its scheduler lines (a megabyte of driver aliases
+        // otherwise, which nothing here reads).
+        let keep = |bytes: Vec<u8>| match std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| elevators::scheduler_lines(abs, text))
+        {
+            Some(kept) => kept.into_bytes(),
+            None => bytes,
+        };
         if let Some(found) = m.walk(abs, true).map_err(io(&out, abs))? {
             if !found.is_dir {
-                m.copy_file(&found.canonical).map_err(io(&out, abs))?;
+                m.copy_file(&found.canonical, keep).map_err(io(&out, abs))?;
             }
         }
     }
