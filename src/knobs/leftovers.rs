@@ -156,9 +156,31 @@ impl crate::output::Render for Leftovers {
                 0 => String::new(),
                 n => format!(", {n} tracefs setting(s)"),
             };
+            // The host's text: shown, never obeyed by the terminal.
+            let safe = |v: &serde_json::Value| {
+                crate::report::format::terminal_safe(v.as_str().unwrap_or("?")).into_owned()
+            };
+            let list = |key: &str, name: &dyn Fn(&serde_json::Value) -> String| {
+                h.output["knobs"][key]
+                    .as_array()
+                    .map_or(String::new(), |a| {
+                        a.iter().map(name).collect::<Vec<_>>().join(", ")
+                    })
+            };
+            let mut modules = String::new();
+            let unloaded = list("modules_unloaded", &safe);
+            if !unloaded.is_empty() {
+                modules += &format!("; scheduler module(s) unloaded: {unloaded}");
+            }
+            let kept = list("modules_kept", &|k| {
+                format!("{} ({})", safe(&k["module"]), safe(&k["why"]))
+            });
+            if !kept.is_empty() {
+                modules += &format!("; scheduler module(s) kept loaded: {kept}");
+            }
             let _ = writeln!(
                 out,
-                "host {}: restored over ssh ({} knob(s){tracer} put back there)",
+                "host {}: restored over ssh ({} knob(s){tracer} put back there{modules})",
                 h.host,
                 count("knobs")
             );
@@ -307,6 +329,19 @@ mod tests {
             }),
             errors: String::new(),
         };
+        // A host whose restore unloaded one scheduler module and kept another.
+        let modules = crate::hosts::restore::HostRestore {
+            host: "h2".into(),
+            ok: true,
+            output: serde_json::json!({
+                "knobs": {
+                    "restored": [1],
+                    "modules_unloaded": ["bfq"],
+                    "modules_kept": [{"module": "kyber_iosched", "why": "in use"}],
+                },
+            }),
+            errors: String::new(),
+        };
         let left = Leftovers {
             experiments_interrupted: Vec::new(),
             fio_run_directories_removed: Vec::new(),
@@ -314,7 +349,7 @@ mod tests {
             problems: Vec::new(),
             scratch_devices_removed: Vec::new(),
             tracer: Some(tracer),
-            hosts: vec![host],
+            hosts: vec![host, modules],
             journal: PathBuf::from("/var/lib/iolab/journal.json"),
             irq_placements_in_effect: 7,
             irq_names: BTreeMap::new(),
@@ -331,7 +366,14 @@ mod tests {
         assert!(text.contains("tracefs settings of a killed"), "{text}");
         assert!(
             text.contains(
-                "host h1: restored over ssh (2 knob(s), 3 tracefs setting(s) put back there)"
+                "host h1: restored over ssh (2 knob(s), 3 tracefs setting(s) put back there)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "host h2: restored over ssh (1 knob(s) put back there; scheduler module(s) \
+                 unloaded: bfq; scheduler module(s) kept loaded: kyber_iosched (in use))"
             ),
             "{text}"
         );
