@@ -2,7 +2,8 @@
 //! `--host`, on other hosts over ssh.
 
 /// Put back knobs and tracefs settings (and remove scratch devices) left behind by an iolab
-/// that was killed.
+/// that was killed; a scheduler module the kernel loaded for one of its knobs (bfq, kyber) is
+/// unloaded again unless something uses it.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
 pub(crate) struct RestoreArgs {
