@@ -1180,33 +1180,12 @@ fn a_killed_recording_is_put_back_by_restore() {
     let ring = || std::fs::read_to_string(Path::new(TRACEFS).join("buffer_size_kb")).unwrap();
     let ring_before = ring_kb(&ring());
     let record = |state: &Path, out: &str, seconds: &str| {
-        let mut c = crate::common::iolab();
-        c.env("IOLAB_STATE_DIR", state)
-            .args(["trace", "record", "-d", &scratch.dev, "--buffer-kb", "8192"])
-            .args(["--duration", seconds, "-o"])
-            .arg(dir.path().join(out));
+        let mut c = recording(state, &scratch.dev, seconds, &dir.path().join(out));
+        c.args(["--buffer-kb", "8192"]);
         c
     };
     let _cleanup = RestoreWhenDone(state.clone());
-    let mut child = record(&state, "killed", "60")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let enable = format!(
-        "/sys/block/{}/trace/enable",
-        scratch.dev.trim_start_matches("/dev/")
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::fs::read_to_string(&enable).unwrap_or_default().trim() != "1" {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the recording never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_once_recording(&scratch.dev, record(&state, "killed", "60"));
     assert_ne!(tracefs_state(&scratch.dev), before);
     assert!(ring_kb(&ring()).abs_diff(8192) <= 4, "{}", ring());
 
@@ -1263,6 +1242,105 @@ fn a_killed_recording_is_put_back_by_restore() {
         "{}",
         String::from_utf8_lossy(&after.stderr)
     );
+}
+
+/// `iolab trace record` of `dev` for `seconds` into `out`, with its state in `state`.
+fn recording(state: &Path, dev: &str, seconds: &str, out: &Path) -> std::process::Command {
+    let mut c = crate::common::iolab();
+    c.env("IOLAB_STATE_DIR", state)
+        .args(["trace", "record", "-d", dev, "--duration", seconds, "-o"])
+        .arg(out);
+    c
+}
+
+/// Starts `record` (a `trace record` of `dev`) and kills it with SIGKILL once the device's
+/// tracing is on.
+fn kill_once_recording(dev: &str, mut record: std::process::Command) {
+    let mut child = record
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let enable = format!(
+        "/sys/block/{}/trace/enable",
+        dev.trim_start_matches("/dev/")
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&enable).unwrap_or_default().trim() != "1" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recording never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// tracefs unmounted for a test's duration, mounted again at the end if it was before; `None`
+/// when it is mounted and busy.
+struct TracefsUnmounted(bool);
+
+impl TracefsUnmounted {
+    fn ensure() -> Option<TracefsUnmounted> {
+        if !tracefs_mounted() {
+            return Some(TracefsUnmounted(false));
+        }
+        let st = Std::new("umount").arg(TRACEFS).status().unwrap();
+        st.success().then_some(TracefsUnmounted(true))
+    }
+}
+
+impl Drop for TracefsUnmounted {
+    fn drop(&mut self) {
+        if self.0 && !tracefs_mounted() {
+            let _ = Std::new("mount")
+                .args(["-t", "tracefs", "nodev", TRACEFS])
+                .status();
+        }
+    }
+}
+
+fn tracefs_mounted() -> bool {
+    Path::new(TRACEFS).join("trace_pipe").exists()
+}
+
+/// A recording that mounted tracefs and was killed leaves it mounted; `iolab restore` puts
+/// the settings back and unmounts it, as the recording would have.
+#[test]
+fn a_killed_recording_that_mounted_tracefs_is_unmounted_by_restore() {
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("killmount")
+    else {
+        return;
+    };
+    let Some(_unmounted) = TracefsUnmounted::ensure() else {
+        crate::common::skip("tracefs is mounted here and busy: it cannot be unmounted first");
+        return;
+    };
+    let state = dir.path().join("state");
+    let _cleanup = RestoreWhenDone(state.clone());
+    let record = recording(&state, &scratch.dev, "60", &dir.path().join("killed"));
+    kill_once_recording(&scratch.dev, record);
+    assert!(tracefs_mounted(), "the recording did not mount tracefs");
+    let restored = crate::common::restore_in(&state);
+    let out = String::from_utf8_lossy(&restored.stdout);
+    assert!(restored.status.success(), "{out}");
+    assert!(out.contains("tracefs settings of a killed"), "{out}");
+    assert!(
+        out.contains(
+            "unmounted tracefs at /sys/kernel/tracing, which a killed `trace record` had mounted"
+        ),
+        "{out}"
+    );
+    assert!(!tracefs_mounted(), "{out}");
+    // Nothing is left to undo.
+    let again = crate::common::restore_in(&state);
+    let out = String::from_utf8_lossy(&again.stdout);
+    assert!(!out.contains("tracefs"), "{out}");
 }
 
 /// A caller that returns early or panics drops its recording without `stop`: the tracer must

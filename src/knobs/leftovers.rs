@@ -1,6 +1,7 @@
 //! What a killed iolab left behind, undone in one place: knob changes still in the journal
 //! (written back newest first, then the journal removed), the tracefs settings of a killed
-//! block trace recording (its own journal), scratch loop devices whose guard never ran,
+//! block trace recording (its own journal) and the tracefs mount it made, scratch loop
+//! devices whose guard never ran,
 //! experiments still marked running, and fio's private run directories. `iolab restore`
 //! prints the result; keeping the sequence here leaves the CLI only its arguments.
 
@@ -27,6 +28,10 @@ pub(crate) struct Leftovers {
     /// The tracefs settings of a block trace recording that was killed; None when there was
     /// no such journal.
     pub tracer: Option<super::RestoreReport>,
+    /// The tracefs mount a killed recording made, unmounted or kept; absent when it made
+    /// none (or that mount is gone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracefs_mount: Option<crate::trace::tracefs_mount::LeftMount>,
     /// Hosts an earlier run controlled and left listed (`hosts::touched`), each restored by
     /// its own `iolab restore`; absent when none was listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -45,6 +50,9 @@ pub(crate) struct Leftovers {
 pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
     let knobs = super::replay(state_dir)?;
     let tracer = super::replay(&state_dir.join(super::TRACER_DIR))?;
+    // After its settings are back, as the recording itself would have done.
+    let tracefs_mount =
+        crate::trace::tracefs_mount::unmount_left(&state_dir.join(super::TRACER_DIR));
     let scratch = crate::target::remove_leaked_scratch(state_dir)?;
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
@@ -68,6 +76,7 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
             .collect(),
         scratch_devices_removed: scratch.removed,
         tracer,
+        tracefs_mount,
         hosts,
         journal: state_dir.join("journal.json"),
         irq_placements_in_effect: placed,
@@ -135,6 +144,21 @@ impl crate::output::Render for Leftovers {
                 &BTreeMap::new(),
             );
             let _ = writeln!(out, "tracefs settings of a killed `trace record` put back");
+        }
+        if let Some(m) = &self.tracefs_mount {
+            let _ = match &m.kept_because {
+                None => writeln!(
+                    out,
+                    "unmounted tracefs at {}, which a killed `trace record` had mounted",
+                    m.path
+                ),
+                Some(why) => writeln!(
+                    out,
+                    "kept     tracefs mounted at {}, which a killed `trace record` mounted: \
+                     {why}",
+                    m.path
+                ),
+            };
         }
         for s in &self.scratch_devices_removed {
             let _ = writeln!(out, "removed scratch device {s}");
@@ -349,6 +373,11 @@ mod tests {
             problems: Vec::new(),
             scratch_devices_removed: Vec::new(),
             tracer: Some(tracer),
+            tracefs_mount: Some(crate::trace::tracefs_mount::LeftMount {
+                path: "/sys/kernel/tracing",
+                unmounted: false,
+                kept_because: Some("busy".into()),
+            }),
             hosts: vec![host, modules],
             journal: PathBuf::from("/var/lib/iolab/journal.json"),
             irq_placements_in_effect: 7,
@@ -364,6 +393,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("tracefs settings of a killed"), "{text}");
+        assert!(
+            text.contains(
+                "kept     tracefs mounted at /sys/kernel/tracing, which a killed `trace record` \
+                 mounted: busy"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "host h1: restored over ssh (2 knob(s), 3 tracefs setting(s) put back there)\n"

@@ -6,7 +6,7 @@
 //! adds the process-name notify records the blk tracer never emits (from /proc/PID/comm while
 //! recording), and puts every tracefs setting back — on success, on error, on Ctrl-C and
 //! SIGTERM (a knobs `Journal` on disk, whose Drop restores in reverse order), and after a
-//! SIGKILL through `iolab restore`.
+//! SIGKILL through `iolab restore`; so is a tracefs mount it made (`tracefs_mount`).
 
 use crate::knobs::Journal;
 use crate::sys::lock::Resource;
@@ -25,8 +25,8 @@ use anyhow::{bail, Context};
 
 use super::blk_io_trace::{self, action, category, notify, Endian, Event, Payload};
 use super::ring_buffer::{self, PageLayout};
+use super::tracefs_mount::{Mounted, TRACEFS};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
 const O_NONBLOCK: i32 = 0o4000;
 
 /// What to record.
@@ -120,18 +120,6 @@ fn render_unescaped(s: &Summary) -> String {
         o.push_str(&format!("command exited with {st}\n"));
     }
     o
-}
-
-/// Unmounts tracefs when dropped, if this recording mounted it. Declared before the journal,
-/// so the journal (dropped first) has put the settings back by then.
-struct Mounted(Option<PathBuf>);
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            let _ = Command::new("umount").arg(&dir).status();
-        }
-    }
 }
 
 fn read_trim(path: &Path) -> anyhow::Result<String> {
@@ -435,17 +423,9 @@ fn record_until(
     let (name, trace_dir) = device_dir(&cfg.device)?;
     output_dir_ready(&cfg.output)?;
     let tracefs = PathBuf::from(TRACEFS);
-    let mut mounted = Mounted(None);
-    if !tracefs.join("trace_pipe").exists() {
-        let st = Command::new("mount")
-            .args(["-t", "tracefs", "nodev", TRACEFS])
-            .status()
-            .context("running mount -t tracefs")?;
-        if !st.success() || !tracefs.join("trace_pipe").exists() {
-            bail!("tracefs is not mounted at {TRACEFS} and mounting it failed");
-        }
-        mounted.0 = Some(tracefs.clone());
-    }
+    // Declared before the journal, so the journal (dropped first) has put the settings back
+    // before tracefs is unmounted.
+    let mounted;
     // The tracefs settings are journaled on disk like knobs, and the journal holds the
     // machine-wide tracer lock (the blk tracer is global: one recorder at a time) until they
     // are back. It begins before the lock is taken: it refuses to begin over a journal a
@@ -457,6 +437,7 @@ fn record_until(
         &dir,
         [Resource::Tracer],
     )?);
+    mounted = Mounted::ensure(&dir)?;
     let current = read_trim(&tracefs.join("current_tracer"))?;
     if current != "nop" && current != "blk" {
         bail!("tracefs is in use by the `{current}` tracer; refusing to take it over");

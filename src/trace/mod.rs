@@ -14,3 +14,4 @@ pub(crate) mod diagnose;
 pub mod keep;
 pub(crate) mod plot;
 pub(crate) mod ring_buffer;
+pub(crate) mod tracefs_mount;
