@@ -23,22 +23,25 @@ pub(crate) fn on_demand(root: &SysRoot, release: Option<&str>) -> Vec<String> {
 /// `/sys/module` names it (dashes become underscores): `bfq` for bfq, `kyber_iosched` for
 /// kyber. `None` when the index has no module for it (built in, or no such scheduler).
 pub(crate) fn module_of(root: &SysRoot, release: &str, name: &str) -> Option<String> {
-    index(root, release)
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, module)| module.replace('-', "_"))
+    // Called on every scheduler write: stops at the first file that names it (the aliases,
+    // for bfq), instead of reading the whole index.
+    INDEX_FILES.iter().find_map(|(file, entry)| {
+        let text = root.read(&format!("/lib/modules/{release}/{file}")).ok()?;
+        let (_, module) = text.lines().filter_map(entry).find(|(n, _)| n == name)?;
+        Some(module.replace('-', "_"))
+    })
 }
 
 /// (scheduler, module) for every scheduler the index can load, aliases first.
 fn index(root: &SysRoot, release: &str) -> Vec<(String, String)> {
-    let dir = format!("/lib/modules/{release}");
-    let mut found = Vec::new();
-    for (file, entry) in INDEX_FILES {
-        if let Ok(text) = root.read(&format!("{dir}/{file}")) {
-            found.extend(text.lines().filter_map(entry));
-        }
-    }
-    found
+    INDEX_FILES
+        .iter()
+        .filter_map(|(file, entry)| {
+            let text = root.read(&format!("/lib/modules/{release}/{file}")).ok()?;
+            Some(text.lines().filter_map(entry).collect::<Vec<_>>())
+        })
+        .flatten()
+        .collect()
 }
 
 /// How a line of a module index file names a scheduler and its module, when it does.
