@@ -176,20 +176,35 @@ pub fn parse(output: &str) -> Result<FioReport, FioJsonError> {
         excerpt: excerpt(output),
     })?;
     let preamble = output[..start].trim().to_string();
-    let mut last: Option<Value> = None;
+    let (last, documents) = last_document::<Value>(output, start)?;
+    let doc = last.ok_or_else(|| FioJsonError::NoDocument {
+        excerpt: excerpt(output),
+    })?;
+    let mut report = report_from_value(&doc)?;
+    report.documents = documents;
+    report.preamble = preamble;
+    Ok(report)
+}
+
+/// The last complete document of those from `start` on (each begins a line with `{`), and how
+/// many were complete. A truncated final document (fio killed mid-print) leaves the one before
+/// it as the best complete answer; a broken only document is an error.
+fn last_document<T: serde::de::DeserializeOwned>(
+    output: &str,
+    start: usize,
+) -> Result<(Option<T>, usize), FioJsonError> {
+    let mut last = None;
     let mut documents = 0;
     let mut pos = start;
     loop {
-        let mut stream = serde_json::Deserializer::from_str(&output[pos..]).into_iter::<Value>();
+        let mut stream = serde_json::Deserializer::from_str(&output[pos..]).into_iter::<T>();
         match stream.next() {
-            Some(Ok(value)) => {
+            Some(Ok(doc)) => {
                 documents += 1;
-                last = Some(value);
+                last = Some(doc);
                 pos += stream.byte_offset();
             }
             Some(Err(e)) => {
-                // A truncated final document (fio killed mid-print) leaves the previous one
-                // as the best complete answer; a broken only document is an error.
                 if last.is_some() {
                     break;
                 }
@@ -207,13 +222,7 @@ pub fn parse(output: &str) -> Result<FioReport, FioJsonError> {
             None => break,
         }
     }
-    let doc = last.ok_or_else(|| FioJsonError::NoDocument {
-        excerpt: excerpt(output),
-    })?;
-    let mut report = report_from_value(&doc)?;
-    report.documents = documents;
-    report.preamble = preamble;
-    Ok(report)
+    Ok((last, documents))
 }
 
 fn first_document_start(text: &str, from: usize) -> Option<usize> {
@@ -523,35 +532,10 @@ pub(crate) fn clat_bins(
     output: &str,
     dir: Dir,
 ) -> Result<Option<BTreeMap<u64, u64>>, FioJsonError> {
-    let mut pos = first_document_start(output, 0).ok_or_else(|| FioJsonError::NoDocument {
+    let start = first_document_start(output, 0).ok_or_else(|| FioJsonError::NoDocument {
         excerpt: excerpt(output),
     })?;
-    let mut last: Option<BinsDoc> = None;
-    loop {
-        let mut stream = serde_json::Deserializer::from_str(&output[pos..]).into_iter::<BinsDoc>();
-        match stream.next() {
-            Some(Ok(doc)) => {
-                last = Some(doc);
-                pos += stream.byte_offset();
-            }
-            Some(Err(e)) => {
-                if last.is_some() {
-                    break;
-                }
-                let (line, column) = line_column(output, pos, e.line(), e.column());
-                return Err(FioJsonError::Malformed {
-                    line,
-                    column,
-                    message: e.to_string(),
-                });
-            }
-            None => break,
-        }
-        match first_document_start(output, pos) {
-            Some(next) => pos = next,
-            None => break,
-        }
-    }
+    let (last, _) = last_document::<BinsDoc>(output, start)?;
     let Some(doc) = last else {
         return Ok(None);
     };
