@@ -205,7 +205,9 @@ impl<R: Read> RecordStream<R> {
         // for any record is a corrupt one, found before this.
         if let DecodeError::Truncated { needed, have } = source {
             let (path, offset) = (self.name.clone(), self.offset);
-            let keep = if self.plain_file {
+            let keep = if offset == 0 {
+                "not one whole record comes before that, so nothing of it can be analysed".into()
+            } else if self.plain_file {
                 format!(
                     "its first {offset} bytes hold whole records, which \
                      `head -c {offset} {path} > CUT` keeps for analysis"
@@ -499,6 +501,23 @@ mod tests {
             "{err}"
         );
         assert!(s.next().is_none());
+    }
+
+    /// A cut inside the first record leaves nothing to keep, and the error does not offer to.
+    #[test]
+    fn a_cut_inside_the_first_record_offers_nothing_to_keep() {
+        let mut bytes = Vec::new();
+        encode(&ev(1), 7, Endian::Little, &mut bytes);
+        bytes.truncate(47);
+        let mut s = RecordStream::new("f.bin".into(), &bytes[..]);
+        let err = s.next().unwrap().unwrap_err().to_string();
+        assert!(
+            err.contains("at byte offset 0 (47 of its 48 bytes are there)")
+                && err.ends_with(
+                    "not one whole record comes before that, so nothing of it can be analysed"
+                ),
+            "{err}"
+        );
     }
 
     /// The reader must never panic, whatever the bytes: random garbage, truncations and
