@@ -179,7 +179,11 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
 
 fn compare(args: CompareArgs) -> anyhow::Result<()> {
     trace::stream::stdin_once([args.a.as_path(), args.b.as_path()])?;
-    let opts = options(Duration::from_secs(1))?;
+    // The comparison reads no timeline: none is built, so no span is too long for one.
+    let opts = trace::analyze::Options {
+        timeline: false,
+        ..Default::default()
+    };
     let a = trace::analyze::analyze_paths(std::slice::from_ref(&args.a), opts.clone())
         .with_context(|| format!("analysing {}", args.a.display()))?;
     let b = trace::analyze::analyze_paths(std::slice::from_ref(&args.b), opts)

@@ -181,7 +181,8 @@ impl Analyzer {
     /// [`timeline::MAX_INTERVALS`] intervals: the trace's span, the interval, the number of
     /// intervals that would take, the limit, and the interval that would fit.
     pub fn timeline_overflow(&self) -> Option<String> {
-        if !self.opts.timeline || !self.devices.iter().any(|d| d.timeline.overflowed()) {
+        let overflows = |d: &Device| d.timeline.overflows(d.last_time);
+        if !self.opts.timeline || !self.devices.iter().any(overflows) {
             return None;
         }
         let span = self
@@ -824,6 +825,31 @@ mod tests {
             device: dev,
             ..Event::default()
         }
+    }
+
+    /// An event far beyond the rest that the timeline itself does not count (here a G, as a
+    /// corrupt time gives) still stretches it when it is closed at the device's last event:
+    /// that is refused like any overflow, not drawn as 100,000 empty intervals.
+    #[test]
+    fn a_last_event_beyond_the_timelines_limit_is_an_overflow() {
+        let dev = 8 << 20;
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&ev(100, code::QUEUE, dev, 0, 4096));
+        assert_eq!(a.timeline_overflow(), None);
+        a.feed(&ev(
+            100 + 200_000 * 1_000_000_000,
+            code::GETRQ,
+            dev,
+            0,
+            4096,
+        ));
+        let why = a.timeline_overflow().expect("the timeline would overflow");
+        assert!(
+            why.contains("the trace spans 200000.000 s")
+                && why.contains("would have 200001 intervals, more than the limit of 100000")
+                && why.contains("use --interval 2s or longer"),
+            "{why}"
+        );
     }
 
     /// A plug still open at the end closes at the device's last record, even when that is a

@@ -73,9 +73,10 @@ impl Timeline {
         }
     }
 
-    /// True when events fell beyond [`MAX_INTERVALS`] intervals (the points are incomplete).
-    pub fn overflowed(&self) -> bool {
-        self.overflowed
+    /// True when events fell beyond [`MAX_INTERVALS`] intervals, or closing the timeline at
+    /// `end` ([`Timeline::finish`]) would reach past them: the points would be incomplete.
+    pub fn overflows(&self, end: u64) -> bool {
+        self.overflowed || end >= self.limit
     }
 
     /// `t`, or the last instant of the last allowed interval when `t` lies beyond it.
