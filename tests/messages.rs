@@ -238,9 +238,11 @@ fn import_refuses_damaged_files_naming_the_file_and_json_path() {
             "{name}: {err}"
         );
     }
-    // Nothing was stored by any of them.
-    let (ok, out, _) = iolab(&["runs", "--db", &db]);
-    assert!(ok && out.contains("no experiments"), "{out}");
+    // Nothing was stored by any of them: every file is read before the database is opened,
+    // so not even an empty one was created.
+    assert!(!Path::new(&db).exists(), "a failed import created {db}");
+    let (ok, _, err) = iolab(&["runs", "--db", &db]);
+    assert!(!ok && err.contains("no results database here"), "{err}");
 }
 
 #[test]

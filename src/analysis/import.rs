@@ -85,7 +85,7 @@ pub(crate) fn parse_tag(text: &str) -> anyhow::Result<(String, String)> {
 }
 
 /// One file, parsed and ready to store.
-struct Parsed {
+pub(crate) struct Parsed {
     path: PathBuf,
     text: String,
     report: FioReport,
@@ -172,12 +172,9 @@ fn status_of(report: &FioReport) -> RunStatus {
     }
 }
 
-/// Imports `files` into `store`; see the module comment for host and kernel tags.
-pub(crate) fn import_files(
-    store: &mut Store,
-    files: &[PathBuf],
-    opts: &ImportOptions,
-) -> anyhow::Result<ImportSummary> {
+/// Reads and parses every file, before the database is even opened: a bad file in the list
+/// stores nothing, creates no database, and the error names it.
+pub(crate) fn read_files(files: &[PathBuf]) -> anyhow::Result<Vec<Parsed>> {
     if files.is_empty() {
         bail!("no files to import");
     }
@@ -197,6 +194,16 @@ pub(crate) fn import_files(
             errors.join("\n  ")
         );
     }
+    Ok(parsed)
+}
+
+/// Stores the files [`read_files`] parsed into `store`; see the module comment for host and
+/// kernel tags.
+pub(crate) fn import_files(
+    store: &mut Store,
+    parsed: Vec<Parsed>,
+    opts: &ImportOptions,
+) -> anyhow::Result<ImportSummary> {
     let tag = |name: &str| {
         opts.tags
             .iter()
@@ -229,13 +236,13 @@ pub(crate) fn import_files(
             let name = opts.experiment.clone().unwrap_or_else(|| {
                 format!(
                     "import of {} fio file{}",
-                    files.len(),
-                    if files.len() == 1 { "" } else { "s" }
+                    parsed.len(),
+                    if parsed.len() == 1 { "" } else { "s" }
                 )
             });
-            let listing: String = files
+            let listing: String = parsed
                 .iter()
-                .map(|f| format!("# {}\n", f.display()))
+                .map(|p| format!("# {}\n", p.path.display()))
                 .collect();
             let id = store.create_experiment_with_status(
                 &NewExperiment {

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::analysis::import::{import_files, parse_tag, ImportOptions};
+use crate::analysis::import::{import_files, parse_tag, read_files, ImportOptions};
 use crate::store::{self, Store};
 
 /// Store existing fio JSON or json+ outputs as runs, one run per file, so they can be shown
@@ -39,11 +39,12 @@ pub(super) fn run(args: ImportArgs) -> anyhow::Result<()> {
         .iter()
         .map(|t| parse_tag(t))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let parsed = read_files(&args.files)?;
     let path = store::resolve_db_path(args.db.as_deref());
     let mut db = Store::open(&path)?;
     let summary = import_files(
         &mut db,
-        &args.files,
+        parsed,
         &ImportOptions {
             tags,
             experiment: args.experiment,
