@@ -582,7 +582,7 @@ fn replayed_engine_runs_are_stored_exactly() {
     let runs = store.runs(out.experiment_id).unwrap();
     assert_eq!(runs.iter().filter(|r| r.status == RunStatus::Ok).count(), 3);
     // The dry run shows each cell's command line.
-    let plan = runloop::dry_run(&e, &settings).unwrap();
+    let plan = runloop::dry_run(&e, &settings, &RealFio::default()).unwrap();
     let cmd = plan.cells[1].command.clone().unwrap();
     assert!(
         cmd.starts_with("iperf3 -c 10.0.0.2 -p 5201 -J") && cmd.contains("-P 8"),

@@ -96,7 +96,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     settings.ssh = args.remote.options();
 
     if args.dry_run {
-        let plan = runloop::dry_run(&exp, &settings)?;
+        let plan = runloop::dry_run(&exp, &settings, &RealFio::default())?;
         return crate::output::print(
             &render::PlanView {
                 plan: &plan,

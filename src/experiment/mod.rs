@@ -6,6 +6,7 @@
 pub(crate) mod depth;
 pub(crate) mod factor;
 pub mod file;
+pub(crate) mod job_check;
 pub(crate) mod metrics;
 pub mod plan;
 pub(crate) mod prepare;

@@ -5,6 +5,7 @@
 
 pub mod command;
 pub mod engine;
+pub mod fio_check;
 pub(crate) mod fio_engine;
 pub mod fio_json;
 pub(crate) mod fio_series;

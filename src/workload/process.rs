@@ -67,8 +67,13 @@ impl Drop for GroupGuard {
 
 /// Starts `cmd` as the leader of a new process group with piped output, pinned to `cpus`
 /// when given (the affinity is inherited by whatever it execs, `ip netns exec` included).
-pub(crate) fn spawn_group(mut cmd: Command, cpus: Option<&[u32]>) -> Result<GroupGuard> {
-    cmd.stdin(Stdio::null())
+pub(crate) fn spawn_group(cmd: Command, cpus: Option<&[u32]>) -> Result<GroupGuard> {
+    spawn_group_with(cmd, cpus, Stdio::null())
+}
+
+/// [`spawn_group`] with `stdin` as the program's standard input.
+fn spawn_group_with(mut cmd: Command, cpus: Option<&[u32]>, stdin: Stdio) -> Result<GroupGuard> {
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -116,7 +121,30 @@ pub(crate) fn spawn_group(mut cmd: Command, cpus: Option<&[u32]>) -> Result<Grou
 
 /// Runs `cmd` to its end (or until cancelled or over its time limit) and collects its output.
 pub(crate) fn run(cmd: Command, cpus: Option<&[u32]>, limits: &Limits) -> Result<RawOutput> {
-    let mut guard = spawn_group(cmd, cpus)?;
+    run_fed(cmd, cpus, limits, None)
+}
+
+/// [`run`], with `input` written to the program's standard input (then closed) when given.
+pub(crate) fn run_fed(
+    cmd: Command,
+    cpus: Option<&[u32]>,
+    limits: &Limits,
+    input: Option<&[u8]>,
+) -> Result<RawOutput> {
+    let stdin = match input {
+        Some(_) => Stdio::piped(),
+        None => Stdio::null(),
+    };
+    let mut guard = spawn_group_with(cmd, cpus, stdin)?;
+    // Written from a thread: a program that prints before it reads must not block us both.
+    let writer = input.map(|bytes| {
+        let (bytes, pipe) = (bytes.to_vec(), guard.child.stdin.take());
+        std::thread::spawn(move || {
+            if let Some(mut p) = pipe {
+                let _ = std::io::Write::write_all(&mut p, &bytes);
+            }
+        })
+    });
     let stdout = reader_thread(guard.child.stdout.take());
     let stderr = reader_thread(guard.child.stderr.take());
     let start = Instant::now();
@@ -139,6 +167,9 @@ pub(crate) fn run(cmd: Command, cpus: Option<&[u32]>, limits: &Limits) -> Result
         std::thread::sleep(POLL);
     };
     guard.done = true;
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
     raw.exit_code = status.code();
     raw.signal = status.signal();
     raw.stdout = stdout.join().unwrap_or_default();

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use super::engine::{Invocation, ProgramRun};
+use super::fio_check::Refused;
 use super::fio_json::{self, FioReport};
 use super::job::JobSpec;
 use super::process::shell_quote;
@@ -34,6 +35,11 @@ pub trait FioRunner {
             "this runner runs fio only; cell `{}` needs a program engine",
             inv.cell_key
         ))
+    }
+    /// fio's refusal of a job's values, found without running it (`fio_check`); `None` when
+    /// it takes them. A runner that runs no real fio (a test's) takes every job.
+    fn check(&self, _job: &JobSpec) -> Option<Refused> {
+        None
     }
 }
 
@@ -335,6 +341,14 @@ impl RealFio {
 }
 
 impl FioRunner for RealFio {
+    fn check(&self, job: &JobSpec) -> Option<Refused> {
+        // In client mode each server's own fio parses the job.
+        if !self.clients.is_empty() {
+            return None;
+        }
+        super::fio_check::parse_only(self, job)
+    }
+
     fn run(&self, job: &JobSpec) -> Result<FioOutcome> {
         // Removed when this function returns, however it returns.
         let dir = RunDir::create(&self.work_dir).with_context(|| {

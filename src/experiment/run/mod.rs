@@ -413,11 +413,13 @@ pub(crate) fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<
     Ok(())
 }
 
-/// The plan without touching anything: no scratch device, no knob, no store. For the default
-/// target no device stands for the scratch device: the plan is resolved on the machine's
-/// model with a stand-in name that names no real device (see `dry_plan`).
-pub fn dry_run(exp: &Experiment, settings: &Settings) -> Result<Plan> {
+/// The plan without touching anything: no scratch device, no knob, no store (fio only parses
+/// the cells' jobs, `job_check`). For the default target no device stands for the scratch
+/// device: the plan is resolved on the machine's model with a stand-in name that names no
+/// real device (see `dry_plan`).
+pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
+    super::job_check::check_jobs(exp, runner)?;
     let mut p = dry_plan(exp, settings)?;
     if exp.trace && !exp.target.hosts.is_empty() {
         p.notes.push(
@@ -596,6 +598,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
     check_tags(exp, &settings.tags)?;
+    super::job_check::check_jobs(exp, runner)?;
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
         // A recording killed here left the tracer on, perhaps over the target: every I/O

@@ -1,0 +1,152 @@
+//! fio checks the ranges of its options' values (`bs = 0`, `rwmixread = 150`, `iodepth = 0`)
+//! only as it starts a job. iolab's allow-list checks each option's form, not fio's ranges,
+//! which change between fio versions, so such a cell used to fail every one of its runs,
+//! after the target was made and the knobs were set. `fio --parse-only` reads a job file and
+//! checks every value, opening no file and starting no I/O. Before a run or a dry run touches
+//! anything, iolab hands it every cell's job, a section per cell, and refuses the experiment
+//! when fio refuses a cell.
+
+use std::process::Command;
+use std::time::Duration;
+
+use super::job::JobSpec;
+use super::process::{self, Limits};
+use super::runner::RealFio;
+
+/// Jobs in one fio call, `numjobs` clones counted: fio holds at most 4096 at once.
+const JOBS_PER_CALL: u64 = 1024;
+
+/// What fio said of a job file it refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    /// The section fio dropped (`fio: job NAME dropped`), when it named one.
+    pub section: Option<String>,
+    /// fio's other lines, joined.
+    pub said: String,
+}
+
+impl Refused {
+    /// Reads fio's standard error after a refusal.
+    pub(crate) fn from_stderr(stderr: &str) -> Refused {
+        let mut section = None;
+        let mut said = Vec::new();
+        for line in stderr.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let dropped = line
+                .strip_prefix("fio: job ")
+                .and_then(|rest| rest.strip_suffix(" dropped"));
+            match dropped {
+                Some(name) => section = Some(name.to_string()),
+                None => said.push(line),
+            }
+        }
+        Refused {
+            section,
+            said: said.join("; "),
+        }
+    }
+}
+
+/// Runs `fio --parse-only -` with `job`'s file on its standard input (so no file is written
+/// and no directory is needed). `None` when fio took it, or could not be asked (not installed,
+/// killed): the run itself then says what is wrong, as it did before this check.
+pub(crate) fn parse_only(fio: &RealFio, job: &JobSpec) -> Option<Refused> {
+    let mut cmd = Command::new(&fio.program);
+    cmd.args(["--parse-only", "-"]);
+    let limits = Limits {
+        time_limit: Some(Duration::from_secs(30)),
+        grace: Duration::from_secs(1),
+        cancel: fio.cancel.clone(),
+    };
+    let raw = process::run_fed(cmd, None, &limits, Some(job.job_file().as_bytes())).ok()?;
+    match raw.exit_code {
+        Some(code) if code != 0 && !raw.cancelled && raw.timed_out.is_none() => {
+            Some(Refused::from_stderr(&raw.stderr))
+        }
+        _ => None,
+    }
+}
+
+/// `jobs` as few job files as fio can hold, each section renamed `cellN` after its place in
+/// `jobs`, so a refusal names the cell.
+pub(crate) fn batches(jobs: &[JobSpec]) -> Vec<JobSpec> {
+    let mut out: Vec<JobSpec> = Vec::new();
+    let mut held = 0;
+    for (i, job) in jobs.iter().enumerate() {
+        // A job's clones: its `numjobs` (fio refuses what does not parse, counted as 1).
+        let clones = job
+            .option("numjobs")
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(1)
+            .max(1);
+        let mut section = job.clone();
+        section.name = format!("cell{i}");
+        section.also.clear();
+        match out.last_mut() {
+            Some(lead) if held + clones <= JOBS_PER_CALL => {
+                lead.also.push(section);
+                held += clones;
+            }
+            _ => {
+                out.push(section);
+                held = clones;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::job::JobBuilder;
+
+    fn job(opts: &[(&str, &str)]) -> JobSpec {
+        let mut b = JobBuilder::new("iolab").filename("-");
+        for (n, v) in opts {
+            b = b.set(n, v);
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn fios_words_name_the_dropped_section() {
+        let r = Refused::from_stderr(
+            "bs: min value out of range: 0 (1 min)\nfio: failed parsing bs=0\nfio: job cell3 dropped\n",
+        );
+        assert_eq!(r.section.as_deref(), Some("cell3"));
+        assert_eq!(
+            r.said,
+            "bs: min value out of range: 0 (1 min); fio: failed parsing bs=0"
+        );
+        let r = Refused::from_stderr("fio: some global complaint\n");
+        assert_eq!(r.section, None);
+        assert_eq!(r.said, "fio: some global complaint");
+    }
+
+    #[test]
+    fn batches_hold_every_cell_once_and_stay_within_fios_jobs() {
+        let jobs: Vec<JobSpec> = (0..2500)
+            .map(|i| match i {
+                7 => job(&[("numjobs", "1020")]),
+                _ => job(&[("bs", "4k")]),
+            })
+            .collect();
+        let files = batches(&jobs);
+        let mut names = Vec::new();
+        for f in &files {
+            let clones: u64 = std::iter::once(f)
+                .chain(&f.also)
+                .map(|s| s.option("numjobs").map_or(1, |n| n.parse().unwrap()))
+                .sum();
+            assert!(clones <= JOBS_PER_CALL, "{clones}");
+            names.extend(std::iter::once(f).chain(&f.also).map(|s| s.name.clone()));
+        }
+        let expected: Vec<String> = (0..2500).map(|i| format!("cell{i}")).collect();
+        assert_eq!(names, expected);
+        assert!(files[0]
+            .job_file()
+            .contains("[cell0]\nfilename=-\nbs=4k\n[cell1]\n"));
+        // numjobs = 1020 does not fit beside the first seven cells: it starts the second file.
+        assert_eq!(files[1].name, "cell7");
+    }
+}
