@@ -36,6 +36,7 @@ pub trait FioRunner {
             inv.cell_key
         ))
     }
+
     /// fio's refusal of a job's values, found without running it (`fio_check`); `None` when
     /// it takes them. A runner that runs no real fio (a test's) takes every job.
     fn check(&self, _job: &JobSpec) -> Option<Refused> {
