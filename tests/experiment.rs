@@ -318,8 +318,8 @@ fn a_value_fio_refuses_stops_the_run_before_anything_is_touched() {
          [factors]\nrwmixread = [50, 150]\nbs = [\"4k\", \"8k\"]\n",
     )
     .unwrap();
-    let expected = "fio refuses the job of cell `rwmixread=150,bs=4k`: rwmixread: max value out \
-                    of range: 150 (100 max)";
+    let expected = "fio refuses cell `rwmixread=150,bs=4k`: rwmixread: max value out of range: \
+                    150 (100 max)";
     let r = dry_run(&path);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains(expected), "{}", r.stderr);

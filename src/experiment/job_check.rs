@@ -5,9 +5,9 @@
 use anyhow::{bail, Result};
 
 use super::file::Experiment;
-use super::plan::cells;
-use crate::workload::fio_check;
+use super::plan::{cells, Cell};
 use crate::workload::FioRunner;
+use crate::workload::{fio_check, options};
 
 /// Refuses the experiment when fio refuses a cell's job, naming the cell and fio's words.
 pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<()> {
@@ -20,9 +20,9 @@ pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<()>
     }
     let cells = cells(exp);
     // A cell whose job cannot be built is refused with its reason when the runs are planned.
-    let (keys, jobs): (Vec<&str>, Vec<_>) = cells
+    let (checked, jobs): (Vec<&Cell>, Vec<_>) = cells
         .iter()
-        .filter_map(|c| Some((c.key.as_str(), c.job(exp, "-", None).ok()?)))
+        .filter_map(|c| Some((c, c.job(exp, "-", None).ok()?)))
         .unzip();
     for batch in fio_check::batches(&jobs) {
         let Some(refused) = runner.check(&batch) else {
@@ -32,18 +32,38 @@ pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<()>
             .section
             .as_deref()
             .and_then(|s| s.strip_prefix("cell")?.parse::<usize>().ok())
-            .and_then(|i| keys.get(i));
+            .and_then(|i| checked.get(i));
         let whose = match cell {
-            Some(key) if cells.len() > 1 => format!("the job of cell `{key}`"),
-            _ => "the workload's job".to_string(),
+            Some(c) if cells.len() > 1 && !from_workload(&refused.said, c) => {
+                format!("cell `{}`", c.key)
+            }
+            _ if cells.len() > 1 => "the workload, which every cell shares".to_string(),
+            _ => "the workload".to_string(),
         };
         bail!(
-            "fio refuses {whose}: {} (checked with `fio --parse-only` before anything was \
-             touched: each run of it would fail)",
+            "fio refuses {whose}: {}; each run of it would fail, and nothing was touched \
+             (checked with `fio --parse-only`)",
             refused.said
         );
     }
     Ok(())
+}
+
+/// Whether the option fio names (`fio: failed parsing NAME=VALUE`) is the workload's, which
+/// every cell shares, rather than one of `cell`'s factor levels.
+fn from_workload(said: &str, cell: &Cell) -> bool {
+    let Some(name) = said
+        .split("failed parsing ")
+        .nth(1)
+        .and_then(|rest| rest.split('=').next())
+    else {
+        return false;
+    };
+    let name = options::canonical(name.trim());
+    !cell
+        .fio_overrides()
+        .iter()
+        .any(|(n, _)| options::canonical(n) == name)
 }
 
 #[cfg(test)]
@@ -54,7 +74,8 @@ mod tests {
     use crate::workload::{FioOutcome, JobSpec};
     use std::cell::RefCell;
 
-    /// Refuses the first section with `bs=0` as fio does, and counts the files it was handed.
+    /// Refuses the first section with `bs=0` in fio's words, and counts the files it was
+    /// handed.
     #[derive(Default)]
     struct Fio {
         files: RefCell<usize>,
@@ -70,16 +91,19 @@ mod tests {
             let at = text.find("bs=0\n")?;
             let section = text[..at].rsplit('[').next()?.split(']').next()?;
             Refused::from_stderr(&format!(
-                "bs: min value out of range: 0 (1 min)\nfio: job {section} dropped\n"
+                "bs: min value out of range: 0 (1 min)\nfio: failed parsing bs=0\n\
+                 fio: job {section} dropped\n"
             ))
             .into()
         }
     }
 
-    fn exp(extra: &str) -> Experiment {
+    fn exp(workload: &str, factors: &str) -> Experiment {
         parse(
             "t.toml",
-            &format!("name = \"t\"\n{extra}\n[workload]\nrw = \"randread\"\n"),
+            &format!(
+                "name = \"t\"\n[workload]\nrw = \"randread\"\n{workload}\n[factors]\n{factors}\n"
+            ),
         )
         .unwrap()
     }
@@ -87,30 +111,46 @@ mod tests {
     #[test]
     fn the_cell_fio_refuses_is_named_with_fios_words() {
         let fio = Fio::default();
-        let e = exp("[factors]\nscheduler = [\"none\", \"mq-deadline\"]\nbs = [\"4k\", \"0\"]");
+        let e = exp(
+            "",
+            "scheduler = [\"none\", \"mq-deadline\"]\nbs = [\"4k\", \"0\"]",
+        );
         let err = check_jobs(&e, &fio).unwrap_err().to_string();
-        assert!(
-            err.starts_with(
-                "fio refuses the job of cell `scheduler=none,bs=0`: bs: min value out of range: \
-                 0 (1 min) (checked with `fio --parse-only`"
-            ),
-            "{err}"
+        assert_eq!(
+            err,
+            "fio refuses cell `scheduler=none,bs=0`: bs: min value out of range: 0 (1 min); fio: \
+             failed parsing bs=0; each run of it would fail, and nothing was touched (checked \
+             with `fio --parse-only`)"
         );
         // Four cells, one file.
         assert_eq!(*fio.files.borrow(), 1);
-        let one = exp("[factors]\nbs = [\"0\"]");
-        let err = check_jobs(&one, &fio).unwrap_err().to_string();
+        check_jobs(&exp("", "bs = [\"4k\", \"8k\"]"), &fio).unwrap();
+    }
+
+    /// A value of the workload's own is every cell's: the first cell is not blamed for it.
+    #[test]
+    fn a_value_of_the_workload_is_named_as_every_cells() {
+        let fio = Fio::default();
+        let e = exp("bs = \"0\"", "scheduler = [\"none\", \"mq-deadline\"]");
+        let err = check_jobs(&e, &fio).unwrap_err().to_string();
         assert!(
-            err.starts_with("fio refuses the workload's job: bs:"),
+            err.starts_with("fio refuses the workload, which every cell shares: bs: min"),
             "{err}"
         );
-        check_jobs(&exp("[factors]\nbs = [\"4k\", \"8k\"]"), &fio).unwrap();
+        let one = exp("", "bs = [\"0\"]");
+        let err = check_jobs(&one, &fio).unwrap_err().to_string();
+        assert!(err.starts_with("fio refuses the workload: bs:"), "{err}");
     }
 
     #[test]
-    fn jobs_fio_would_load_code_for_or_hosts_parse_are_not_checked() {
+    fn jobs_with_allow_exec_are_not_checked_since_parsing_may_load_code() {
         let fio = Fio::default();
-        check_jobs(&exp("allow_exec = true\n[factors]\nbs = [\"0\"]"), &fio).unwrap();
+        let e = parse(
+            "t.toml",
+            "name = \"t\"\nallow_exec = true\n[workload]\nrw = \"read\"\n[factors]\nbs = [\"0\"]\n",
+        )
+        .unwrap();
+        check_jobs(&e, &fio).unwrap();
         assert_eq!(*fio.files.borrow(), 0);
     }
 }
