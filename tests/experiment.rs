@@ -302,6 +302,47 @@ fn dry_run(path: &Path) -> crate::common::Bounded {
     )
 }
 
+/// Without fio on PATH a run stops before it makes a scratch device or a database, saying how
+/// to get fio; a dry run still shows the plan and says fio could not check it.
+#[test]
+fn without_fio_a_run_stops_before_anything_is_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.toml");
+    std::fs::write(
+        &path,
+        "name = \"e\"\n[workload]\nrw = \"read\"\nruntime = \"1s\"\ntime_based = 1\n",
+    )
+    .unwrap();
+    let db = dir.path().join("r.db");
+    let iolab = |extra: &[&str]| {
+        let mut cmd = crate::common::iolab();
+        cmd.args(["run", path.to_str().unwrap(), "--db", db.to_str().unwrap()])
+            .args(extra)
+            .env("PATH", "/nonexistent");
+        crate::common::run_within(&mut cmd, std::time::Duration::from_secs(30))
+    };
+    let r = iolab(&[]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("cannot start fio: No such file or directory")
+            && r.stderr.contains("install it (Debian: apt-get install fio")
+            && r.stderr.ends_with("nothing was touched\n"),
+        "{}",
+        r.stderr
+    );
+    assert!(!db.exists());
+    assert!(!r.stdout.contains("scratch device"), "{}", r.stdout);
+    let r = iolab(&["--dry-run"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("note: fio could not check the cells' jobs (cannot start fio"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// A value fio refuses (its ranges, which iolab's allow-list does not know) stops a dry run
 /// and a run alike before anything is made, set or stored, naming the cell and fio's words.
 #[test]

@@ -10,13 +10,15 @@ use crate::workload::FioRunner;
 use crate::workload::{fio_check, options};
 
 /// Refuses the experiment when fio refuses a cell's job, naming the cell and fio's words.
-pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<()> {
+/// `Some(why)` when fio cannot be started to check them (a run stops there; a dry run says
+/// so).
+pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<Option<String>> {
     // A program engine runs no fio, the hosts' own fio parses their jobs, and with
     // `allow_exec` fio may load code as it parses (an external engine), which a dry run must
     // not do.
     if !exp.engine.engine().runs_job_file() || !exp.target.hosts.is_empty() || exp.policy.allow_exec
     {
-        return Ok(());
+        return Ok(None);
     }
     let cells = cells(exp);
     // A cell whose job cannot be built is refused with its reason when the runs are planned.
@@ -25,8 +27,10 @@ pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<()>
         .filter_map(|c| Some((c, c.job(exp, "-", None).ok()?)))
         .unzip();
     for batch in fio_check::batches(&jobs) {
-        let Some(refused) = runner.check(&batch) else {
-            continue;
+        let refused = match runner.check(&batch) {
+            Ok(None) => continue,
+            Ok(Some(refused)) => refused,
+            Err(why) => return Ok(Some(why)),
         };
         let cell = refused
             .section
@@ -46,7 +50,7 @@ pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<()>
             refused.said
         );
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Whether the option fio names (`fio: failed parsing NAME=VALUE`) is the workload's, which
@@ -85,16 +89,18 @@ mod tests {
         fn run(&self, _job: &JobSpec) -> Result<FioOutcome> {
             unreachable!("a check runs nothing")
         }
-        fn check(&self, job: &JobSpec) -> Option<Refused> {
+        fn check(&self, job: &JobSpec) -> Result<Option<Refused>, String> {
             *self.files.borrow_mut() += 1;
             let text = job.job_file();
-            let at = text.find("bs=0\n")?;
-            let section = text[..at].rsplit('[').next()?.split(']').next()?;
-            Refused::from_stderr(&format!(
+            let Some(at) = text.find("bs=0\n") else {
+                return Ok(None);
+            };
+            let section = text[..at].rsplit('[').next().unwrap().split(']').next();
+            Ok(Some(Refused::from_stderr(&format!(
                 "bs: min value out of range: 0 (1 min)\nfio: failed parsing bs=0\n\
-                 fio: job {section} dropped\n"
-            ))
-            .into()
+                 fio: job {} dropped\n",
+                section.unwrap()
+            ))))
         }
     }
 
@@ -124,7 +130,10 @@ mod tests {
         );
         // Four cells, one file.
         assert_eq!(*fio.files.borrow(), 1);
-        check_jobs(&exp("", "bs = [\"4k\", \"8k\"]"), &fio).unwrap();
+        assert_eq!(
+            check_jobs(&exp("", "bs = [\"4k\", \"8k\"]"), &fio).unwrap(),
+            None
+        );
     }
 
     /// A value of the workload's own is every cell's: the first cell is not blamed for it.
@@ -150,7 +159,7 @@ mod tests {
             "name = \"t\"\nallow_exec = true\n[workload]\nrw = \"read\"\n[factors]\nbs = [\"0\"]\n",
         )
         .unwrap();
-        check_jobs(&e, &fio).unwrap();
+        assert_eq!(check_jobs(&e, &fio).unwrap(), None);
         assert_eq!(*fio.files.borrow(), 0);
     }
 }

@@ -47,9 +47,10 @@ impl Refused {
 }
 
 /// Runs `fio --parse-only -` with `job`'s file on its standard input (so no file is written
-/// and no directory is needed). `None` when fio took it, or could not be asked (not installed,
-/// killed): the run itself then says what is wrong, as it did before this check.
-pub(crate) fn parse_only(fio: &RealFio, job: &JobSpec) -> Option<Refused> {
+/// and no directory is needed): `Ok(None)` when fio took it, or stopped in a way that says
+/// nothing of the job (killed, cancelled: the run then says what is wrong); `Err` when fio
+/// cannot be started at all (not installed), with the reason.
+pub(crate) fn parse_only(fio: &RealFio, job: &JobSpec) -> Result<Option<Refused>, String> {
     let mut cmd = Command::new(&fio.program);
     cmd.args(["--parse-only", "-"]);
     let limits = Limits {
@@ -57,13 +58,14 @@ pub(crate) fn parse_only(fio: &RealFio, job: &JobSpec) -> Option<Refused> {
         grace: Duration::from_secs(1),
         cancel: fio.cancel.clone(),
     };
-    let raw = process::run_fed(cmd, None, &limits, Some(job.job_file().as_bytes())).ok()?;
-    match raw.exit_code {
+    let raw = process::run_fed(cmd, None, &limits, Some(job.job_file().as_bytes()))
+        .map_err(|e| format!("{e:#}"))?;
+    Ok(match raw.exit_code {
         Some(code) if code != 0 && !raw.cancelled && raw.timed_out.is_none() => {
             Some(Refused::from_stderr(&raw.stderr))
         }
         _ => None,
-    }
+    })
 }
 
 /// `jobs` as few job files as fio can hold, each section renamed `cellN` after its place in

@@ -37,10 +37,11 @@ pub trait FioRunner {
         ))
     }
 
-    /// fio's refusal of a job's values, found without running it (`fio_check`); `None` when
-    /// it takes them. A runner that runs no real fio (a test's) takes every job.
-    fn check(&self, _job: &JobSpec) -> Option<Refused> {
-        None
+    /// fio's refusal of a job's values, found without running it (`fio_check`); `Ok(None)`
+    /// when it takes them, `Err` when fio cannot be started. A runner that runs no real fio
+    /// (a test's) takes every job.
+    fn check(&self, _job: &JobSpec) -> Result<Option<Refused>, String> {
+        Ok(None)
     }
 }
 
@@ -342,10 +343,10 @@ impl RealFio {
 }
 
 impl FioRunner for RealFio {
-    fn check(&self, job: &JobSpec) -> Option<Refused> {
+    fn check(&self, job: &JobSpec) -> Result<Option<Refused>, String> {
         // In client mode each server's own fio parses the job.
         if !self.clients.is_empty() {
-            return None;
+            return Ok(None);
         }
         super::fio_check::parse_only(self, job)
     }

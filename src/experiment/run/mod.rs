@@ -413,14 +413,23 @@ pub(crate) fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<
     Ok(())
 }
 
+/// Where fio comes from when it is missing.
+const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/deps in iolab's \
+                           source) or put it on PATH";
+
 /// The plan without touching anything: no scratch device, no knob, no store (fio only parses
 /// the cells' jobs, `job_check`). For the default target no device stands for the scratch
 /// device: the plan is resolved on the machine's model with a stand-in name that names no
 /// real device (see `dry_plan`).
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
-    super::job_check::check_jobs(exp, runner)?;
+    let unchecked = super::job_check::check_jobs(exp, runner)?;
     let mut p = dry_plan(exp, settings)?;
+    if let Some(why) = unchecked {
+        p.notes.push(format!(
+            "fio could not check the cells' jobs ({why}); a run needs fio: {INSTALL_FIO}"
+        ));
+    }
     if exp.trace && !exp.target.hosts.is_empty() {
         p.notes.push(
             "trace = true: each host records a block trace of its own device for each measured \
@@ -598,7 +607,11 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
     check_tags(exp, &settings.tags)?;
-    super::job_check::check_jobs(exp, runner)?;
+    if let Some(why) = super::job_check::check_jobs(exp, runner)? {
+        anyhow::bail!(
+            "{why}: this experiment's workload runs fio: {INSTALL_FIO}; nothing was touched"
+        );
+    }
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
         // A recording killed here left the tracer on, perhaps over the target: every I/O
