@@ -303,6 +303,55 @@ fn every_target_device_has_its_figures_and_its_check() {
     }
 }
 
+/// Two devices of 64 and 256 MiB read whole at once: a size-bound run too short for a
+/// status report, so fio's final report, printed when the larger one is done, anchors both.
+/// The smaller one's window placed by that report would cover the time it idled (its check
+/// then found almost none of fio's bytes in its diskstats); each is measured where its own
+/// I/O ran, and each device's check passes.
+#[test]
+fn devices_done_at_different_times_are_each_measured_where_their_io_ran() {
+    if !root_or_skip() {
+        return;
+    }
+    let (Some(small), Some(large)) = (
+        crate::common::Scratch::new(64 << 20),
+        crate::common::Scratch::new(256 << 20),
+    ) else {
+        return;
+    };
+    let (_dir, db_path) = run_live(&format!(
+        "name = \"uneven\"\nrepetitions = 1\n[target]\ndevice = [\"{}\", \"{}\"]\n\
+         [workload]\nrw = \"randread\"\nbs = \"4k\"\nioengine = \"psync\"\ndirect = 1\n",
+        small.name(),
+        large.name()
+    ));
+    let db = Store::open_existing(&db_path).unwrap();
+    let b = db.run_bases(1).unwrap().pop().unwrap();
+    let window = b.sample_window.unwrap();
+    assert_eq!(window["basis"], "fio final report", "{window}");
+    let placed: Vec<&str> = window["devices_at_io_end"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str())
+        .collect();
+    assert!(placed.contains(&small.name()), "{window}");
+    // The smaller device's window ends well before the larger one's.
+    let end = |d: &str| window["devices"][d][1].as_f64().unwrap();
+    assert!(end(small.name()) < end(large.name()) - 0.1, "{window}");
+    let checks = b.checks.unwrap();
+    let per_device: Vec<&serde_json::Value> = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["check"] == "fio_bytes_vs_diskstats")
+        .collect();
+    assert_eq!(per_device.len(), 2, "{checks}");
+    for c in per_device {
+        assert_eq!(c["verdict"], "ok", "{c}");
+    }
+}
+
 /// 4 MiB direct reads on a scratch loop device, traced: its queue splits each into several
 /// requests (128 segments of 4 KiB pages), so the device and the trace count more I/Os than
 /// fio does, yet both cross-checks, on bytes, pass; `show` reports no finding. (Rate-limited,

@@ -221,6 +221,7 @@ impl Session {
                 self.window = align::activity_window_on_monotonic(
                     &run,
                     &aligned.window,
+                    None,
                     crate::sys::realtime_minus_monotonic_ns(),
                 );
                 json_of(&results::Sampled {

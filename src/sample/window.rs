@@ -201,11 +201,11 @@ pub(crate) fn edge_error_bytes(readings: &[Reading], span: Span) -> Vec<f64> {
 
 /// Completed I/Os on the watched devices so far (reads, writes and discards).
 fn completed(r: &Reading) -> u64 {
-    r.disks
-        .iter()
-        .flatten()
-        .map(|d| d.reads + d.writes + d.discards.as_ref().map_or(0, |x| x.discards))
-        .sum()
+    r.disks.iter().flatten().map(completed_on).sum()
+}
+
+fn completed_on(d: &DiskStat) -> u64 {
+    d.reads + d.writes + d.discards.as_ref().map_or(0, |x| x.discards)
 }
 
 /// The last `measured_ns` before I/O on the watched devices stopped: where fio's measured
@@ -215,6 +215,29 @@ fn completed(r: &Reading) -> u64 {
 /// interval that completed any I/O, by how much that interval completed against the steady
 /// rate before it. `None` when nothing completed while sampled.
 pub(crate) fn activity_window(readings: &[Reading], measured_ns: u64) -> Option<Span> {
+    activity_window_by(readings, measured_ns, completed)
+}
+
+/// [`activity_window`] of one watched device (its index in the readings' `disks`) alone:
+/// where its own I/O stopped while other devices' went on.
+pub(crate) fn device_activity_window(
+    readings: &[Reading],
+    measured_ns: u64,
+    device: usize,
+) -> Option<Span> {
+    activity_window_by(readings, measured_ns, |r| {
+        r.disks
+            .get(device)
+            .and_then(Option::as_ref)
+            .map_or(0, completed_on)
+    })
+}
+
+fn activity_window_by(
+    readings: &[Reading],
+    measured_ns: u64,
+    completed: impl Fn(&Reading) -> u64,
+) -> Option<Span> {
     let done: Vec<u64> = readings.iter().map(completed).collect();
     let k = (1..done.len()).rev().find(|&i| done[i] > done[i - 1])?;
     let (t0, t1) = (readings[k - 1].elapsed_ns, readings[k].elapsed_ns);

@@ -162,7 +162,10 @@ pub(crate) fn measured_windows(output: &str) -> Vec<JobWindow> {
                 // Jobs keep their order in every report; the name guards against a mix-up.
                 let j = d.jobs.get(i).filter(|j| j.jobname == job.jobname)?;
                 let r = j.runtime_ms();
-                (r > 0.0).then_some(ts - r)
+                // Only a report printed while the job still measured: one that shows its
+                // final runtime may come long after it ended (another job of the run went
+                // on), and would place its interval that much late.
+                (r > 0.0 && r < runtime).then_some(ts - r)
             })
             // An anchor after the final one cannot be: the final report comes last.
             .filter(|a| *a >= lowest && *a <= final_anchor)
@@ -281,6 +284,29 @@ mod tests {
             measured_windows(r#"{"jobs": [{"jobname": "j", "read": {"runtime": 5}}]}"#).is_empty()
         );
         assert!(measured_windows("no json").is_empty());
+    }
+
+    /// Two jobs: `a` measured 800 ms and ended; a status report 1.5 s later still lists it,
+    /// with its final runtime, while `b` (2 s) goes on. That report anchors `b` (still
+    /// measuring) but not `a`, whose interval it would place 1.2 s late as if exact.
+    #[test]
+    fn a_report_printed_after_a_job_ended_does_not_anchor_it() {
+        let doc = |ts: u64, a: u64, b: u64| {
+            format!(
+                "{{\"timestamp_ms\": {ts}, \"jobs\": [\
+                 {{\"jobname\": \"a\", \"read\": {{\"runtime\": {a}}}}}, \
+                 {{\"jobname\": \"b\", \"read\": {{\"runtime\": {b}}}}}]}}\n"
+            )
+        };
+        // Both began at 10,000; `a` ended at 10,800, `b` at 12,000 (the final report: 12,030).
+        let text = doc(11_500, 800, 1_500) + &doc(12_030, 800, 2_000);
+        let w = measured_windows(&text);
+        assert_eq!(
+            (w[1].anchor, w[1].start_unix_ms),
+            (Anchor::StatusReport, 10_000.0)
+        );
+        assert_eq!(w[0].anchor, Anchor::FinalReport);
+        assert_eq!(w[0].start_unix_ms, 12_030.0 - 800.0);
     }
 
     #[test]

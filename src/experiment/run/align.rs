@@ -8,7 +8,9 @@
 //!
 //! A window that only fio's final report anchors (a size-bound run, too short for a status
 //! report) is late by fio's reaping; it is moved to end where the device's I/O stopped
-//! (`where_io_stopped`), as a host's is.
+//! (`where_io_stopped`), as a host's is. With several devices the report comes when the last
+//! job ends, so each device's window is moved to where its own I/O stopped
+//! (`device_io_stopped`).
 //!
 //! In hosts mode fio's client output has each host's runtime but no clock time, so a host's
 //! agent places the interval itself, where its device's I/O stopped (`align_to_activity`),
@@ -22,7 +24,9 @@
 //! Pure: the sampler's readings and fio's text in, a summary and a record of the window out.
 
 use crate::metrics;
-use crate::sample::window::{activity_window, clip, edge_error_bytes, summary_over, Span};
+use crate::sample::window::{
+    activity_window, clip, device_activity_window, edge_error_bytes, summary_over, Span,
+};
 use crate::sample::{SampleRun, Summary};
 use crate::workload::fio_window::{measured_windows, Anchor, JobWindow};
 use serde::Serialize;
@@ -41,6 +45,10 @@ pub(crate) struct WindowRecord {
     pub end_s: f64,
     /// Per watched device, when its jobs' interval differs from the run's.
     pub devices: BTreeMap<String, (f64, f64)>,
+    /// Those of `devices` placed where the device's own I/O stopped (`device_io_stopped`)
+    /// rather than by fio's reports.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices_at_io_end: Vec<String>,
     /// Why the whole span was used, or what was clipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -102,6 +110,7 @@ pub(crate) fn whole(samples: &SampleRun, note: String) -> Aligned {
             start_s: s,
             end_s: e,
             devices: BTreeMap::new(),
+            devices_at_io_end: Vec::new(),
             note: Some(note),
             uncertain_mb_per_s: BTreeMap::new(),
         },
@@ -160,6 +169,7 @@ fn over(samples: &SampleRun, span: Span, basis: &str, clipped_note: Option<Strin
             start_s: secs(clipped.start_ns),
             end_s: secs(clipped.end_ns),
             devices: BTreeMap::new(),
+            devices_at_io_end: Vec::new(),
             note: clipped_note.filter(|_| clipped != span),
             uncertain_mb_per_s: uncertain(samples, clipped),
         },
@@ -217,20 +227,34 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         return whole(samples, TOO_FEW.into());
     };
     let mut devices = BTreeMap::new();
+    let mut devices_at_io_end = Vec::new();
     let mut uncertain_mb_per_s = uncertain(samples, clipped);
-    for name in &samples.devices {
-        let Some(span) = jobs
+    // Devices fio's jobs drive (a stacked target's members are watched, not driven).
+    let driven = |name: &String| {
+        jobs.iter()
+            .any(|(w, _)| device_of(w) == Some(name.as_str()))
+    };
+    let several = samples.devices.iter().filter(|n| driven(n)).count() > 1;
+    for (index, name) in samples.devices.iter().enumerate() {
+        let mine: Vec<&(JobWindow, (f64, f64))> = jobs
             .iter()
             .filter(|(w, _)| device_of(w) == Some(name.as_str()))
+            .collect();
+        let Some(span) = mine
+            .iter()
             .map(|(_, s)| *s)
             .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
         else {
             continue;
         };
-        if span == run_span {
+        // With one device driven the run's window is the device's, moved below when need be.
+        let stopped = (several && mine.iter().all(|(w, _)| w.anchor == Anchor::FinalReport))
+            .then(|| device_io_stopped(samples, index, to_span(span), to_span(run_span)))
+            .flatten();
+        if stopped.is_none() && span == run_span {
             continue;
         }
-        let Some(own) = clip(readings, to_span(span)) else {
+        let Some(own) = clip(readings, stopped.unwrap_or(to_span(span))) else {
             continue;
         };
         if let Some(dev) = summary_over(readings, own, &samples.devices, device_irqs)
@@ -238,6 +262,9 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         {
             summary.devices.insert(name.clone(), dev);
             devices.insert(name.clone(), (secs(own.start_ns), secs(own.end_ns)));
+            if stopped.is_some() {
+                devices_at_io_end.push(name.clone());
+            }
             if let Some(u) = uncertain(samples, own).remove(name) {
                 uncertain_mb_per_s.insert(name.clone(), u);
             }
@@ -258,6 +285,11 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
         STATUS_ANCHOR_MS
     } / 1e3;
     for (name, figures) in &summary.devices {
+        // Placed by its own I/O, as a window moved to the device's I/O end is: its ends'
+        // readings bound its error, and no anchor of fio's is involved.
+        if devices_at_io_end.contains(name) {
+            continue;
+        }
         let (s, e) = devices
             .get(name)
             .copied()
@@ -289,6 +321,7 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             start_s: secs(clipped.start_ns),
             end_s: secs(clipped.end_ns),
             devices,
+            devices_at_io_end,
             note: clipped_note,
             uncertain_mb_per_s,
         },
@@ -309,6 +342,23 @@ fn where_io_stopped(samples: &SampleRun, report: Span) -> Option<Span> {
     let anchor = (FINAL_ANCHOR_MS * 1e6) as u64;
     (stopped.end_ns <= report.end_ns + interval
         && stopped.end_ns + anchor + interval >= report.end_ns)
+        .then_some(stopped)
+}
+
+/// The window of one of several devices that fio's final report alone anchors: the report
+/// comes when the run's last job ends, so a device whose jobs ended sooner has its window
+/// placed late by as much (a device done after 0.3 s of a 0.9 s run would be measured over
+/// 0.6 s of idling). Moved to end where this device's own I/O stopped, when that lies where
+/// its jobs could have ended: not after the report, and not before the run's measured start
+/// plus the time this device measured (give or take the reading interval and fio's
+/// reaping).
+fn device_io_stopped(samples: &SampleRun, device: usize, own: Span, run: Span) -> Option<Span> {
+    let measured = own.end_ns.checked_sub(own.start_ns)?;
+    let stopped = device_activity_window(&samples.readings, measured, device)?;
+    let interval = interval_holding(&samples.readings, stopped.end_ns)?;
+    let anchor = (FINAL_ANCHOR_MS * 1e6) as u64;
+    (stopped.end_ns <= own.end_ns + interval
+        && stopped.end_ns + interval + anchor >= run.start_ns + measured)
         .then_some(stopped)
 }
 
@@ -380,25 +430,35 @@ pub(crate) fn trace_window(
 }
 
 /// A window placed where the device's I/O stopped (a host's, `align_to_activity`, or one
-/// moved there from fio's final report, `where_io_stopped`), on the monotonic clock, for a
-/// block trace: the end is known to within the reading interval it was placed in, which
-/// makes the uncertainty. `None` for a window placed otherwise.
+/// moved there from fio's final report, `where_io_stopped`; with several devices, `device`'s
+/// own, `device_io_stopped`), on the monotonic clock, for a block trace: the end is known to
+/// within the reading interval it was placed in, which makes the uncertainty. `None` for a
+/// window placed otherwise.
 pub(crate) fn activity_window_on_monotonic(
     samples: &SampleRun,
     window: &WindowRecord,
+    device: Option<&str>,
     realtime_minus_mono_ns: f64,
 ) -> Option<TraceWindow> {
-    if window.basis != DEVICE_IO_END || window.end_s <= window.start_s {
+    let own = device
+        .filter(|d| window.devices_at_io_end.iter().any(|n| n == d))
+        .and_then(|d| window.devices.get(d));
+    let (start_s, end_s) = match own {
+        Some(&span) => span,
+        None if window.basis == DEVICE_IO_END => (window.start_s, window.end_s),
+        None => return None,
+    };
+    if end_s <= start_s {
         return None;
     }
-    let end_ns = (window.end_s * 1e9) as u64;
+    let end_ns = (end_s * 1e9) as u64;
     let placed_in = interval_holding(&samples.readings, end_ns)?;
     let to_mono = |s: f64| samples.started_unix_ns + s * 1e9 - realtime_minus_mono_ns;
-    let (start, end) = (to_mono(window.start_s), to_mono(window.end_s));
+    let (start, end) = (to_mono(start_s), to_mono(end_s));
     (start > 0.0).then(|| TraceWindow {
         start_ns: start as u64,
         end_ns: end as u64,
-        uncertainty_pct: placed_in as f64 / 1e9 / (window.end_s - window.start_s) * 100.0,
+        uncertainty_pct: placed_in as f64 / 1e9 / (end_s - start_s) * 100.0,
     })
 }
 
@@ -535,6 +595,87 @@ mod tests {
         }
     }
 
+    /// Two devices, size-bound, no status report: loop1's job ended at 1.3 s, loop0's at
+    /// 2.5 s, and fio's final report (2.56 s) anchors both. loop1's window is moved to where
+    /// its own I/O stopped, not left at the report's 1.76-2.56 s, when it idled.
+    #[test]
+    fn a_device_done_before_the_others_is_measured_where_its_own_io_ran() {
+        let times: Vec<f64> = (0..=60).map(|i| i as f64 * 0.05).collect();
+        let mut readings = crate::sample::window::tests::readings(&times, 40_000.0);
+        for r in &mut readings {
+            let t = r.elapsed_ns as f64 / 1e9;
+            let n = ((t.clamp(0.5, 1.3) - 0.5) * 20_000.0) as u64;
+            r.disks.push(Some(crate::sys::parse::diskstats::DiskStat {
+                name: "loop1".into(),
+                reads: n,
+                sectors_read: n * 8,
+                ..Default::default()
+            }));
+        }
+        let samples = SampleRun {
+            devices: vec!["loop0".into(), "loop1".into()],
+            device_irqs: vec![vec![30], vec![]],
+            ..on_loop0(readings, vec![30])
+        };
+        let at = |s: f64| ((1_795_000_000.0 + s) * 1e3) as u64;
+        let fio = output(
+            &[("a", "/dev/loop0", 2000), ("b", "/dev/loop1", 800)],
+            at(2.56),
+            None,
+        );
+        let a = align(&samples, &fio, &[vec![30], vec![]]);
+        let (s, e) = a.window.devices["loop1"];
+        assert!(
+            (s - 0.5).abs() < 1e-3 && (e - 1.3).abs() < 1e-3,
+            "{:?}",
+            a.window
+        );
+        let summary = a.summary.unwrap();
+        let reads = summary.devices["loop1"]["dev_r_per_s"];
+        assert!((reads - 20_000.0).abs() < 20.0, "{reads}");
+        // loop0's own stop (2.5 s) ends its window too, rather than the report's reaping.
+        let (s, e) = a.window.devices["loop0"];
+        assert!(
+            (s - 0.5).abs() < 1e-3 && (e - 2.5).abs() < 1e-3,
+            "{:?}",
+            a.window
+        );
+        assert!((summary.devices["loop0"]["dev_r_per_s"] - 40_000.0).abs() < 40.0);
+        assert_eq!(a.window.devices_at_io_end, ["loop0", "loop1"]);
+        // Its MB/s is uncertain by its ends' readings alone (about 0.05 s of 80 MB/s at each
+        // end, over 0.8 s), not by 100 ms of fio's reaping.
+        let u = a.window.uncertain_mb_per_s["loop1"];
+        assert!(u < 80.0 * 0.1 / 0.8 + 1e-6, "{u}");
+        // A trace of loop1 counts its bytes over loop1's own window, uncertain by the 50 ms
+        // reading interval its end was placed in (of 0.8 s).
+        let offset = 1_795_000_000e9 - 1e12; // realtime - monotonic, ns
+        let w = activity_window_on_monotonic(&samples, &a.window, Some("loop1"), offset).unwrap();
+        assert_eq!(
+            (w.start_ns, w.end_ns),
+            (1_000_500_000_000, 1_001_300_000_000)
+        );
+        assert!(
+            (w.uncertainty_pct - 0.05 / 0.8 * 100.0).abs() < 1e-6,
+            "{w:?}"
+        );
+        // Only loop0 driven (loop1 watched as a stacked target's member is): the run's window
+        // moves as one device's does, CPU and interrupt figures with it.
+        let fio = output(&[("a", "/dev/loop0", 2000)], at(2.56), None);
+        let a = align(&samples, &fio, &[vec![30], vec![]]);
+        assert_eq!(a.window.basis, DEVICE_IO_END, "{:?}", a.window);
+        assert!(a.window.devices_at_io_end.is_empty());
+        // A stop before the run's measured start plus loop1's 0.8 s cannot be its job's end:
+        // the report's window stands.
+        let fio = output(
+            &[("a", "/dev/loop0", 2000), ("b", "/dev/loop1", 1700)],
+            at(2.56),
+            None,
+        );
+        let a = align(&samples, &fio, &[vec![30], vec![]]);
+        let (_, e) = a.window.devices["loop1"];
+        assert!((e - 2.56).abs() < 1e-3, "{:?}", a.window);
+    }
+
     /// A host's window placed where its I/O stopped, at 1.55 s inside the reading interval
     /// 1.5-1.6 s, moves onto the monotonic clock whole, uncertain by that interval (0.1 s
     /// of 0.5 s); a window placed otherwise says nothing for a trace.
@@ -557,17 +698,19 @@ mod tests {
             start_s: 1.05,
             end_s: 1.55,
             devices: BTreeMap::new(),
+            devices_at_io_end: Vec::new(),
             note: None,
             uncertain_mb_per_s: BTreeMap::new(),
         };
         let offset = 1_794_999_000e9; // realtime - monotonic: booted 1000 s before
-        let w = activity_window_on_monotonic(&samples, &window(DEVICE_IO_END), offset).unwrap();
+        let w =
+            activity_window_on_monotonic(&samples, &window(DEVICE_IO_END), None, offset).unwrap();
         // Nanoseconds since 1970 in an f64 step by 256 ns: to the microsecond.
         assert!(w.start_ns.abs_diff(1_001_050_000_000) < 1000, "{w:?}");
         assert!(w.end_ns.abs_diff(1_001_550_000_000) < 1000, "{w:?}");
         assert!((w.uncertainty_pct - 20.0).abs() < 1e-6, "{w:?}");
         assert_eq!(
-            activity_window_on_monotonic(&samples, &window("whole sampled span"), offset),
+            activity_window_on_monotonic(&samples, &window("whole sampled span"), None, offset),
             None
         );
     }

@@ -1373,7 +1373,9 @@ fn one_run(
             let window = samples
                 .as_ref()
                 .zip(aligned.as_ref())
-                .and_then(|(s, a)| align::activity_window_on_monotonic(s, &a.window, offset))
+                .and_then(|(s, a)| {
+                    align::activity_window_on_monotonic(s, &a.window, Some(plan.device()), offset)
+                })
                 .or_else(|| align::trace_window(reports, plan.device(), offset));
             match tracing.metrics(recorded, window.map(|w| (w.start_ns, w.end_ns))) {
                 Ok(trace::Analysed {

@@ -370,6 +370,7 @@ mod tests {
             start_s: 0.0,
             end_s: 2.0,
             devices: Default::default(),
+            devices_at_io_end: Vec::new(),
             note: None,
             uncertain_mb_per_s: Default::default(),
         }
