@@ -6,8 +6,7 @@ use anyhow::{bail, Result};
 
 use super::file::Experiment;
 use super::plan::{cells, Cell};
-use crate::workload::FioRunner;
-use crate::workload::{fio_check, options};
+use crate::workload::{fio_check, options, FioRunner};
 
 /// Refuses the experiment when fio refuses a cell's job, naming the cell and fio's words.
 /// `Some(why)` when fio cannot be started to check them (a run stops there; a dry run says
@@ -38,11 +37,10 @@ pub(crate) fn check_jobs(exp: &Experiment, runner: &dyn FioRunner) -> Result<Opt
             .and_then(|s| s.strip_prefix("cell")?.parse::<usize>().ok())
             .and_then(|i| checked.get(i));
         let whose = match cell {
-            Some(c) if cells.len() > 1 && !from_workload(&refused.said, c) => {
-                format!("cell `{}`", c.key)
-            }
-            _ if cells.len() > 1 => "the workload, which every cell shares".to_string(),
-            _ => "the workload".to_string(),
+            _ if cells.len() == 1 => "the workload".to_string(),
+            Some(c) if !from_workload(&refused.said, c) => format!("cell `{}`", c.key),
+            Some(_) => "the workload, which every cell shares".to_string(),
+            None => "the experiment's jobs".to_string(),
         };
         bail!(
             "fio refuses {whose}: {}; each run of it would fail, and nothing was touched \
@@ -149,6 +147,26 @@ mod tests {
         let one = exp("", "bs = [\"0\"]");
         let err = check_jobs(&one, &fio).unwrap_err().to_string();
         assert!(err.starts_with("fio refuses the workload: bs:"), "{err}");
+    }
+
+    /// A refusal that names no section (fio's words about the file as a whole) blames no cell.
+    #[test]
+    fn a_refusal_naming_no_section_blames_no_cell() {
+        struct Global;
+        impl FioRunner for Global {
+            fn run(&self, _job: &JobSpec) -> Result<FioOutcome> {
+                unreachable!("a check runs nothing")
+            }
+            fn check(&self, _job: &JobSpec) -> Result<Option<Refused>, String> {
+                Ok(Some(Refused::from_stderr("fio: a complaint\n")))
+            }
+        }
+        let e = exp("", "bs = [\"4k\", \"8k\"]");
+        let err = check_jobs(&e, &Global).unwrap_err().to_string();
+        assert!(
+            err.starts_with("fio refuses the experiment's jobs: fio: a complaint;"),
+            "{err}"
+        );
     }
 
     #[test]
