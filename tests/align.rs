@@ -292,12 +292,18 @@ fn every_target_device_has_its_figures_and_its_check() {
     let sum: f64 = own.iter().map(|(_, v)| v).sum();
     let all = metric(&db, b.run_id, "dev_r_per_s").unwrap();
     assert!((sum - all).abs() < 1e-6 * all, "{sum} vs {all}");
-    let checks: Vec<serde_json::Value> = b.checks.unwrap().as_array().unwrap().clone();
+    both_devices_bytes_checks_pass(&b.checks.unwrap());
+}
+
+/// A run's checks hold one `fio_bytes_vs_diskstats` per device of two, each `ok`.
+fn both_devices_bytes_checks_pass(checks: &serde_json::Value) {
     let per_device: Vec<&serde_json::Value> = checks
+        .as_array()
+        .unwrap()
         .iter()
         .filter(|c| c["check"] == "fio_bytes_vs_diskstats")
         .collect();
-    assert_eq!(per_device.len(), 2, "{checks:?}");
+    assert_eq!(per_device.len(), 2, "{checks}");
     for c in per_device {
         assert_eq!(c["verdict"], "ok", "{c}");
     }
@@ -339,17 +345,7 @@ fn devices_done_at_different_times_are_each_measured_where_their_io_ran() {
     // The smaller device's window ends well before the larger one's.
     let end = |d: &str| window["devices"][d][1].as_f64().unwrap();
     assert!(end(small.name()) < end(large.name()) - 0.1, "{window}");
-    let checks = b.checks.unwrap();
-    let per_device: Vec<&serde_json::Value> = checks
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["check"] == "fio_bytes_vs_diskstats")
-        .collect();
-    assert_eq!(per_device.len(), 2, "{checks}");
-    for c in per_device {
-        assert_eq!(c["verdict"], "ok", "{c}");
-    }
+    both_devices_bytes_checks_pass(&b.checks.unwrap());
 }
 
 /// 4 MiB direct reads on a scratch loop device, traced: its queue splits each into several

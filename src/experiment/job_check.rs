@@ -76,11 +76,12 @@ mod tests {
     use crate::workload::{FioOutcome, JobSpec};
     use std::cell::RefCell;
 
-    /// Refuses the first section with `bs=0` in fio's words, and counts the files it was
-    /// handed.
+    /// Refuses the first section with `bs=0` in fio's words (or, `global`, any file with
+    /// words that name no section), and counts the files it was handed.
     #[derive(Default)]
     struct Fio {
         files: RefCell<usize>,
+        global: bool,
     }
 
     impl FioRunner for Fio {
@@ -89,6 +90,9 @@ mod tests {
         }
         fn check(&self, job: &JobSpec) -> Result<Option<Refused>, String> {
             *self.files.borrow_mut() += 1;
+            if self.global {
+                return Ok(Some(Refused::from_stderr("fio: a complaint\n")));
+            }
             let text = job.job_file();
             let Some(at) = text.find("bs=0\n") else {
                 return Ok(None);
@@ -152,17 +156,12 @@ mod tests {
     /// A refusal that names no section (fio's words about the file as a whole) blames no cell.
     #[test]
     fn a_refusal_naming_no_section_blames_no_cell() {
-        struct Global;
-        impl FioRunner for Global {
-            fn run(&self, _job: &JobSpec) -> Result<FioOutcome> {
-                unreachable!("a check runs nothing")
-            }
-            fn check(&self, _job: &JobSpec) -> Result<Option<Refused>, String> {
-                Ok(Some(Refused::from_stderr("fio: a complaint\n")))
-            }
-        }
+        let fio = Fio {
+            global: true,
+            ..Fio::default()
+        };
         let e = exp("", "bs = [\"4k\", \"8k\"]");
-        let err = check_jobs(&e, &Global).unwrap_err().to_string();
+        let err = check_jobs(&e, &fio).unwrap_err().to_string();
         assert!(
             err.starts_with("fio refuses the experiment's jobs: fio: a complaint;"),
             "{err}"
