@@ -128,7 +128,7 @@ mod tests {
     }
 
     #[test]
-    fn batches_hold_every_cell_once_and_stay_within_fios_jobs() {
+    fn batches_hold_every_cell_once_within_the_bound() {
         let jobs: Vec<JobSpec> = (0..2500)
             .map(|i| match i {
                 7 => job(&[("numjobs", "1020")]),
