@@ -346,6 +346,12 @@ fn devices_done_at_different_times_are_each_measured_where_their_io_ran() {
     let end = |d: &str| window["devices"][d][1].as_f64().unwrap();
     assert!(end(small.name()) < end(large.name()) - 0.1, "{window}");
     both_devices_bytes_checks_pass(&b.checks.unwrap());
+    // `show` says so under the window's line.
+    let shown = stdout_of(iolab().args(["show", "1", "--db"]).arg(&db_path));
+    assert!(
+        shown.contains("  per device: where its own I/O ran, as fio's report waited for the last device (1 run)\n"),
+        "{shown}"
+    );
 }
 
 /// 4 MiB direct reads on a scratch loop device, traced: its queue splits each into several

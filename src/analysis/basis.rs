@@ -31,6 +31,10 @@ pub(crate) struct Finding {
 pub(crate) struct Basis {
     /// Window basis (`fio status report`, ...) -> runs.
     pub windows: BTreeMap<String, usize>,
+    /// Runs whose devices' own figures were taken where each device's I/O ran, fio's final
+    /// report coming only when the last device was done (`devices_at_io_end`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub devices_at_io_end_runs: usize,
     /// Check name -> (ok, disagrees, not judged).
     pub checks: BTreeMap<String, (usize, usize, usize)>,
     /// Check name -> why runs were not judged, each distinct reason once, in run order.
@@ -49,6 +53,13 @@ pub(crate) fn summarise(bases: &[RunBasis]) -> Basis {
     for r in bases {
         if let Some(w) = r.sample_window.as_ref().and_then(|w| w["basis"].as_str()) {
             *b.windows.entry(w.to_string()).or_default() += 1;
+        }
+        let placed = r.sample_window.as_ref().map(|w| &w["devices_at_io_end"]);
+        if placed
+            .and_then(Value::as_array)
+            .is_some_and(|d| !d.is_empty())
+        {
+            b.devices_at_io_end_runs += 1;
         }
         for c in r
             .checks
@@ -129,6 +140,10 @@ fn window_text(basis: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 fn mib(kib: u64) -> String {
     format!("{} MiB", kib / 1024)
 }
@@ -150,6 +165,13 @@ pub(crate) fn text(b: &Basis) -> String {
             })
             .collect();
         out.push_str(&format!("sampler metrics over: {}\n", parts.join("; ")));
+    }
+    if let n @ 1.. = b.devices_at_io_end_runs {
+        out.push_str(&format!(
+            "  per device: where its own I/O ran, as fio's report waited for the last device \
+             ({n} run{})\n",
+            if n == 1 { "" } else { "s" }
+        ));
     }
     for key in [
         "iolab_version",
@@ -319,6 +341,20 @@ mod tests {
                  its final report (1 run); the whole sampled span (1 run)\n"
             ),
             "{t}"
+        );
+        // Two devices done at different times, each measured where its own I/O ran.
+        let mut two = basis(5, "ok", 2048);
+        two.sample_window =
+            Some(json!({"basis": "fio final report", "devices_at_io_end": ["loop0", "loop1"]}));
+        let b = summarise(&[two]);
+        assert_eq!(b.devices_at_io_end_runs, 1);
+        assert!(
+            text(&b).contains(
+                "from its final report (1 run)\n  per device: where its own I/O ran, as fio's \
+                 report waited for the last device (1 run)\n"
+            ),
+            "{}",
+            text(&b)
         );
         let mut aggregate = basis(4, "ok", 2048);
         aggregate.sample_window = Some(json!({"basis": "hosts' windows"}));
