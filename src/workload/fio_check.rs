@@ -70,8 +70,8 @@ pub(crate) fn parse_only(fio: &RealFio, job: &JobSpec) -> Result<Option<Refused>
     })
 }
 
-/// `jobs` as few job files as fio can hold, each section renamed `cellN` after its place in
-/// `jobs`, so a refusal names the cell.
+/// `jobs` in job files of at most `JOBS_PER_CALL` jobs each, each section renamed `cellN`
+/// after its place in `jobs`, so a refusal names the cell.
 pub(crate) fn batches(jobs: &[JobSpec]) -> Vec<JobSpec> {
     let mut out: Vec<JobSpec> = Vec::new();
     let mut held = 0;
