@@ -21,12 +21,23 @@ fn main() {
     };
     println!("cargo:rustc-env=IOLAB_VERSION={text}");
     // Rebuild the version text when HEAD moves (a commit, a checkout), not on every edit.
-    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
-        println!("cargo:rerun-if-changed={dir}/HEAD");
-        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={dir}/{head}");
+    // Only paths that exist are watched: cargo takes a missing one as changed on every build,
+    // and a repository whose refs were never packed has no `packed-refs`. The branch's
+    // directory is watched rather than its file, so a commit after `git gc` (which packs the
+    // branch and removes its file) is seen too. `--git-path` finds each where git keeps it,
+    // in a linked worktree too.
+    let mut watched = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        if let Some((dir, _)) = branch.rsplit_once('/') {
+            watched.push(dir.to_string());
         }
-        println!("cargo:rerun-if-changed={dir}/packed-refs");
+    }
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            if std::path::Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
+            }
+        }
     }
     println!("cargo:rerun-if-changed=build.rs");
 }
