@@ -232,6 +232,27 @@ impl<R: Read> RecordStream<R> {
 
     /// The next record, `None` at a clean end of input.
     pub fn next_event(&mut self) -> Option<Result<Event, TraceError>> {
+        let (ev, n) = match self.decode_next()? {
+            Ok(decoded) => decoded,
+            Err(e) => return Some(Err(e)),
+        };
+        self.start += n;
+        self.offset += n as u64;
+        Some(Ok(ev))
+    }
+
+    /// The time of the next record, which stays unread; `None` at a clean end of input.
+    pub fn peek_time(&mut self) -> Option<Result<u64, TraceError>> {
+        if !self.failed && self.end - self.start >= blk_io_trace::V8_HEADER {
+            if let Some((io, _)) = blk_io_trace::decode_io_native_v7(self.pending()) {
+                return Some(Ok(io.time));
+            }
+        }
+        Some(self.decode_next()?.map(|(ev, _)| ev.time))
+    }
+
+    /// The next record and its length in bytes, not consumed; `None` at a clean end of input.
+    fn decode_next(&mut self) -> Option<Result<(Event, usize), TraceError>> {
         if self.failed {
             return None;
         }
@@ -260,11 +281,7 @@ impl<R: Read> RecordStream<R> {
         }
         loop {
             match blk_io_trace::decode(self.pending()) {
-                Ok((ev, n)) => {
-                    self.start += n;
-                    self.offset += n as u64;
-                    return Some(Ok(ev));
-                }
+                Ok(decoded) => return Some(Ok(decoded)),
                 // A record may straddle the buffer's end: read on, unless the input ended.
                 Err(DecodeError::Truncated { needed, have })
                     if !self.eof && needed > have && needed <= (1 << 17) =>
@@ -320,21 +337,41 @@ impl<R: Read> RecordStream<R> {
     /// for) are not appended — the pipeline's reader stage takes plug records this way,
     /// without a second pass over the batch. The fast path: common records are decoded
     /// straight into the compact form, others through [`RecordStream::next_event`].
+    #[inline]
     pub fn read_io_batch(
         &mut self,
         out: &mut IoBatch,
         max: usize,
         keep: &mut impl FnMut(&blk_io_trace::Io) -> bool,
     ) -> Result<bool, TraceError> {
+        self.read_io_batch_while(out, max, keep, |_| true)
+    }
+
+    /// [`RecordStream::read_io_batch`] up to the first record whose time `admit` refuses,
+    /// which stays unread: a merge of several streams takes one stream's records this way
+    /// for as long as they come before every other stream's next one.
+    #[inline]
+    pub fn read_io_batch_while(
+        &mut self,
+        out: &mut IoBatch,
+        max: usize,
+        keep: &mut impl FnMut(&blk_io_trace::Io) -> bool,
+        admit: impl Fn(u64) -> bool,
+    ) -> Result<bool, TraceError> {
         while out.ios.len() < max {
             if !self.failed {
                 // Decode in place as far as the fast path goes, then settle the position once.
                 let data = self.pending();
                 let mut used = 0;
+                let mut refused = false;
                 while out.ios.len() < max && data.len() - used >= blk_io_trace::V8_HEADER {
                     let Some((io, n)) = blk_io_trace::decode_io_native_v7(&data[used..]) else {
                         break;
                     };
+                    if !admit(io.time) {
+                        refused = true;
+                        break;
+                    }
                     if keep(&io) {
                         out.ios.push(io);
                     }
@@ -345,12 +382,20 @@ impl<R: Read> RecordStream<R> {
                 if let Some(m) = self.map.as_mut() {
                     m.advance(self.start);
                 }
+                if refused {
+                    return Ok(true);
+                }
                 if out.ios.len() >= max {
                     break;
                 }
             }
-            match self.next_event() {
-                Some(Ok(ev)) => out.push_event_if(ev, keep),
+            match self.decode_next() {
+                Some(Ok((ev, _))) if !admit(ev.time) => return Ok(true),
+                Some(Ok((ev, n))) => {
+                    self.start += n;
+                    self.offset += n as u64;
+                    out.push_event_if(ev, keep);
+                }
                 Some(Err(e)) => return Err(e),
                 None => return Ok(false),
             }
