@@ -126,6 +126,75 @@ fn options_that_would_write_a_file_are_refused_and_the_file_is_untouched() {
     );
 }
 
+/// Two holes found in review, closed before anything runs: with unknown options allowed, an
+/// option named `include` made fio splice in a job file iolab never checked (its
+/// `exec_prerun` ran as root); and a fio keyword with arithmetic (`$ncpus-1`) made fio start
+/// `bc` through a shell, in a dry run too (fio's own parse check). A `bc` on PATH that leaves
+/// a mark shows whether one started.
+#[test]
+fn an_include_or_keyword_arithmetic_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let evil = dir.path().join("evil.fio");
+    std::fs::write(&evil, format!("exec_prerun=touch {}\n", marker.display())).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let bc = bin.join("bc");
+    std::fs::write(
+        &bc,
+        format!("#!/bin/sh\ntouch {}\necho 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (lines, want) in [
+        (
+            format!(
+                "allow_unknown_fio_options = true\n[workload]\nrw = \"randread\"\n\
+                 include = {:?}\n",
+                evil.display().to_string()
+            ),
+            "`include` makes fio read the named job file's options without iolab checking them",
+        ),
+        (
+            "[workload]\nrw = \"randread\"\nnumjobs = \"$ncpus-1\"\n".to_string(),
+            "`numjobs` makes fio run `bc` through a shell",
+        ),
+        (
+            "[workload]\nrw = \"randread\"\n[factors]\niodepth = [\"1\", \"$ncpus*2\"]\n"
+                .to_string(),
+            "`iodepth` makes fio run `bc` through a shell",
+        ),
+    ] {
+        let file = dir.path().join("e.toml");
+        std::fs::write(&file, format!("name = \"x\"\n{lines}")).unwrap();
+        for dry in [true, false] {
+            let mut cmd = iolab();
+            cmd.arg("run")
+                .arg(&file)
+                .arg("--db")
+                .arg(dir.path().join("r.db"));
+            if dry {
+                cmd.arg("--dry-run");
+            }
+            let out = cmd
+                .env("IOLAB_STATE_DIR", dir.path().join("state"))
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{lines}: {err}");
+            assert!(err.contains(want), "{lines}: missing {want:?} in {err}");
+            assert!(!marker.exists(), "{lines}: a program ran");
+            assert!(!dir.path().join("r.db").exists(), "{lines}: something ran");
+        }
+    }
+}
+
 /// Logs asked for by a plain name are written by fio in the run's own directory and kept
 /// beside the database; nothing lands in the directory iolab was started from, and the run's
 /// private directory is gone afterwards.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::job::JobSpec;
 use super::process::{self, Limits};
-use super::runner::RealFio;
+use super::runner::{CancelToken, RealFio};
 
 /// Jobs in one fio call, `numjobs` clones counted. fio limits the jobs of one run
 /// (`--max-jobs`); 3.33's `--parse-only` took 5,000 sections without complaint, but a call
@@ -48,24 +48,46 @@ impl Refused {
     }
 }
 
+/// How long fio may take to read a batch of jobs.
+const PARSE_TIME_LIMIT: Duration = Duration::from_secs(30);
+
 /// Runs `fio --parse-only -` with `job`'s file on its standard input (so no file is written
 /// and no directory is needed): `Ok(None)` when fio took it, or stopped in a way that says
-/// nothing of the job (killed, cancelled: the run then says what is wrong); `Err` when fio
-/// cannot be started at all (not installed), with the reason.
+/// nothing of the job (killed, cancelled: the run then says what is wrong); a refusal when
+/// fio refused it or did not finish in time; `Err` when fio cannot be started at all (not
+/// installed), with the reason.
 pub(crate) fn parse_only(fio: &RealFio, job: &JobSpec) -> Result<Option<Refused>, String> {
-    let mut cmd = Command::new(&fio.program);
+    parse_only_within(&fio.program, &fio.cancel, job, PARSE_TIME_LIMIT)
+}
+
+fn parse_only_within(
+    program: &std::path::Path,
+    cancel: &CancelToken,
+    job: &JobSpec,
+    time_limit: Duration,
+) -> Result<Option<Refused>, String> {
+    let mut cmd = Command::new(program);
     cmd.args(["--parse-only", "-"]);
     let limits = Limits {
-        time_limit: Some(Duration::from_secs(30)),
+        time_limit: Some(time_limit),
         grace: Duration::from_secs(1),
-        cancel: fio.cancel.clone(),
+        cancel: cancel.clone(),
     };
     let raw = process::run_fed(cmd, None, &limits, Some(job.job_file().as_bytes()))
         .map_err(|e| format!("{e:#}"))?;
+    // fio parses a thousand jobs in a fraction of a second: one that takes longer is stuck on
+    // something (a program it started), and a run of the same jobs would be too.
+    if raw.timed_out.is_some() && !raw.cancelled {
+        return Ok(Some(Refused {
+            section: None,
+            said: format!(
+                "it did not finish reading them within {} s",
+                time_limit.as_secs_f64()
+            ),
+        }));
+    }
     Ok(match raw.exit_code {
-        Some(code) if code != 0 && !raw.cancelled && raw.timed_out.is_none() => {
-            Some(Refused::from_stderr(&raw.stderr))
-        }
+        Some(code) if code != 0 && !raw.cancelled => Some(Refused::from_stderr(&raw.stderr)),
         _ => None,
     })
 }
@@ -125,6 +147,27 @@ mod tests {
         let r = Refused::from_stderr("fio: some global complaint\n");
         assert_eq!(r.section, None);
         assert_eq!(r.said, "fio: some global complaint");
+    }
+
+    #[test]
+    fn a_parse_that_does_not_finish_in_time_is_a_refusal() {
+        let dir = tempfile::tempdir().unwrap();
+        let stuck = dir.path().join("fio");
+        std::fs::write(&stuck, "#!/bin/sh\nexec sleep 20\n").unwrap();
+        std::fs::set_permissions(&stuck, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let r = parse_only_within(
+            &stuck,
+            &CancelToken::new(),
+            &job(&[("bs", "4k")]),
+            Duration::from_millis(200),
+        )
+        .unwrap()
+        .expect("a refusal");
+        assert_eq!(r.section, None);
+        assert_eq!(r.said, "it did not finish reading them within 0.2 s");
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 
     #[test]

@@ -367,6 +367,32 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
         name: name.to_string(),
         why: why.to_string(),
     };
+    // fio takes any job-file line that starts with `include` as a file to splice in, before it
+    // parses options: that file's options would reach fio unchecked, unknown options allowed
+    // or not.
+    if name.starts_with("include") {
+        return Err(refused(
+            "makes fio read the named job file's options without iolab checking them (a job \
+             file given as `[workload] job` may `include FILE` beside it)",
+        ));
+    }
+    // fio puts the machine's figure in place of these keywords anywhere in an option's line,
+    // and when the line then holds + - * or / it has `bc` compute it through a shell
+    // (options.c, bc_calc).
+    if !policy.allow_exec
+        && FIO_KEYWORDS.iter().any(|k| value.contains(k))
+        && (name.contains('-') || value.contains(['+', '-', '*', '/']))
+    {
+        return Err(Refusal::RunsCode {
+            name: name.to_string(),
+            what: format!(
+                "run `bc` through a shell to compute {value:?} (one of {} with + - * or /); \
+                 write the number instead",
+                FIO_KEYWORDS.join(", ")
+            ),
+        });
+    }
+    let value = fio_trim(value);
     let bad_value = |expected: String| Refusal::BadValue {
         name: name.to_string(),
         value: value.to_string(),
@@ -390,12 +416,12 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
     };
     match rule {
         Rule::Value(shape) => {
-            if !shape.accepts(value.trim(), choices(name)) {
+            if !shape.accepts(value, choices(name)) {
                 return Err(bad_value(shape.describe(choices(name))));
             }
         }
         Rule::LogName => {
-            if !is_plain_name(value.trim()) {
+            if !is_plain_name(value) {
                 return Err(bad_value(
                     "a plain file-name prefix (letters, digits, '_', '-', '.'; no '/'): fio \
                      writes the log into the run's own directory"
@@ -430,7 +456,7 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
 }
 
 fn check_engine(name: &str, value: &str, policy: &OptionPolicy) -> Result<(), Refusal> {
-    let engine = value.trim();
+    let engine = fio_trim(value);
     let runs = |what: &str| Refusal::RunsCode {
         name: format!("{name}={engine}"),
         what: what.to_string(),
@@ -570,9 +596,19 @@ impl Shape {
     }
 }
 
+/// fio's keywords for the machine's figures, replaced in any option's value.
+const FIO_KEYWORDS: &[&str] = &["$ncpus", "$mb_memory", "$pagesize"];
+
+/// A value as fio reads it: without the ASCII blanks around it, and only those (what fio
+/// strips), so a value is checked as fio will use it: `psync` followed by a no-break space
+/// is no `psync` to fio (it looks for a shared object of that name).
+pub(crate) fn fio_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_ascii_whitespace())
+}
+
 /// `4k`, `1.5`, `0x1f`, `-1`, `50%`, `10usec`, `$ncpus`: a number with at most a short unit.
 fn is_number(s: &str) -> bool {
-    if ["$ncpus", "$mb_memory", "$pagesize"].contains(&s) {
+    if FIO_KEYWORDS.contains(&s) {
         return true;
     }
     let s = s.strip_prefix('-').unwrap_or(s);
@@ -603,7 +639,7 @@ fn is_range(s: &str) -> bool {
 
 /// fio's pattern syntax without its file form: hex, decimal, "text" and %o, concatenated.
 fn is_pattern(s: &str) -> bool {
-    let mut rest = s.trim();
+    let mut rest = fio_trim(s);
     if rest.is_empty() {
         return false;
     }
@@ -643,20 +679,35 @@ fn is_pattern(s: &str) -> bool {
 pub(crate) fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
     let mut rw = "read";
     let mut engine = None;
+    let mut zoned = false;
+    let mut unknown = None;
     for (name, value) in options {
         match canonical(name) {
             "rw" => rw = value,
             "ioengine" => engine = Some(value),
+            "zonemode" => zoned = fio_trim(value) == "zbd",
+            _ if unknown.is_none() && !is_fio_option(name) => unknown = Some(name),
             _ => {}
         }
     }
     // `rw=randread:8` carries an offset modifier after the colon.
-    let mode = rw.split(':').next().unwrap_or("").trim();
+    let mode = fio_trim(rw.split(':').next().unwrap_or(""));
     if WRITING_RW.contains(&mode) {
         return Some(format!("rw={rw} writes to the target"));
     }
+    // fio 3.33 resets the zones that are open beyond `max_open_zones` before any I/O, reads
+    // included (zbd.c).
+    if zoned {
+        return Some("zonemode=zbd may reset the target's zones, even to read".to_string());
+    }
+    // Passed only through `allow_unknown_fio_options`: iolab cannot tell what it does.
+    if let Some(name) = unknown {
+        return Some(format!(
+            "`{name}` is not an fio 3.33 option, so it may modify the target"
+        ));
+    }
     // An engine allowed only through `allow_exec` (a program, a shared object) may do anything.
-    if let Some(e) = engine.map(str::trim).filter(|e| !BLOCK_ENGINES.contains(e)) {
+    if let Some(e) = engine.map(fio_trim).filter(|e| !BLOCK_ENGINES.contains(e)) {
         return Some(format!(
             "ioengine={e} is not a block engine iolab knows, so it may modify the target"
         ));
@@ -912,5 +963,67 @@ mod tests {
         assert!(writes([("rw", "write"), ("rw", "read")]).is_none());
         assert!(writes([("ioengine", "external:/x.so")]).is_some());
         assert!(writes([("ioengine", "io_uring")]).is_none());
+    }
+
+    #[test]
+    fn an_include_is_refused_even_where_unknown_options_are_allowed() {
+        let newer = OptionPolicy {
+            allow_unknown: true,
+            allow_exec: true,
+            allow_destructive: true,
+        };
+        for name in ["include", "includes", "include_file"] {
+            for policy in [&DEFAULT, &newer] {
+                let e = check_option(name, "/var/tmp/evil.fio", policy).unwrap_err();
+                assert!(matches!(e, Refusal::Bypasses { .. }), "{name}: {e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fio_keywords_with_arithmetic_are_refused_as_running_bc() {
+        for (name, value) in [
+            ("numjobs", "$ncpus-1"),
+            ("bssplit", "$pagesize/50"),
+            ("size", "$mb_memory*2"),
+            ("iodepth", "2+$ncpus"),
+            ("description", "while($ncpus+1) x=1"),
+            ("buffer_pattern", "\"$ncpus-1\""),
+        ] {
+            let e = check_option(name, value, &DEFAULT).unwrap_err();
+            assert!(
+                matches!(e, Refusal::RunsCode { .. }),
+                "{name}={value}: {e:?}"
+            );
+            assert!(e.to_string().contains("`bc`"), "{e}");
+        }
+        // A keyword alone is replaced and nothing runs; with allow_exec bc may run.
+        check_option("numjobs", "$ncpus", &DEFAULT).unwrap();
+        check_option("size", "1k-4k", &DEFAULT).unwrap();
+        let exec = OptionPolicy {
+            allow_exec: true,
+            ..DEFAULT
+        };
+        check_option("numjobs", "$ncpus-1", &exec).unwrap();
+    }
+
+    #[test]
+    fn values_are_checked_as_fio_trims_them() {
+        check_option("ioengine", " psync\t", &DEFAULT).unwrap();
+        // fio keeps a no-break space, then looks for a shared object named `psync\u{a0}`.
+        let e = check_option("ioengine", "psync\u{a0}", &DEFAULT).unwrap_err();
+        assert!(matches!(e, Refusal::RunsCode { .. }), "{e:?}");
+        assert!(check_option("rw", "\u{2003}randread", &DEFAULT).is_err());
+    }
+
+    #[test]
+    fn zoned_and_unknown_options_count_as_writing() {
+        assert!(writes([("zonemode", "zbd"), ("rw", "read")])
+            .unwrap()
+            .contains("zones"));
+        assert!(writes([("zonemode", "none")]).is_none());
+        assert!(writes([("rw", "read"), ("newer_option", "1")])
+            .unwrap()
+            .contains("`newer_option`"));
     }
 }

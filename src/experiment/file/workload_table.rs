@@ -2,6 +2,7 @@
 //! against fio's option policy, and the options that conflict with a factor.
 
 use std::ops::Range;
+use std::path::Component;
 
 use toml::de::DeValue;
 
@@ -86,6 +87,22 @@ impl Walker<'_> {
         };
         let v = table.get("job")?;
         let name = self.nonempty_string(v, "job")?;
+        // Beside the experiment or below it, as the job file's own includes: an experiment
+        // handed over must not make iolab read (and store, and quote) files elsewhere.
+        let beside = std::path::Path::new(&name)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+        if !beside {
+            self.error(
+                v.span(),
+                format!(
+                    "job = {name:?} lies outside the experiment file's directory; iolab reads \
+                     job files only beside it or below it (copy the file there)"
+                ),
+                None,
+            );
+            return None;
+        }
         let path = self.dir.join(&name);
         let parsed = job_file::parse(&path, self.files)
             .and_then(|f| Ok((job_file::workload(&f.sections)?, f.texts)));
@@ -329,6 +346,18 @@ mod tests {
             e.text
         );
         assert!(e.text.parse::<toml::Table>().is_ok());
+    }
+
+    #[test]
+    fn a_job_file_outside_the_experiments_directory_is_not_read() {
+        for job in ["../j.fio", "/e/j.fio", "sub/../../j.fio"] {
+            let toml = format!("name = \"n\"\n[workload]\njob = {job:?}\n");
+            let text = with_job(&toml, "[j]\nbs=4k\n").unwrap_err().to_string();
+            assert!(
+                text.contains("lies outside the experiment file's directory"),
+                "{job}: {text}"
+            );
+        }
     }
 
     #[test]
