@@ -435,6 +435,74 @@ fn restore_refuses_forged_journal_entries_and_restores_the_rest() {
     assert!(!path.exists());
 }
 
+/// A knob that no longer takes its old value (here its file became a directory) keeps its
+/// entry and fails the command, but the rest is undone: the other knobs, and the tracefs
+/// settings of a killed recording, which have their own journal.
+#[test]
+fn a_knob_that_cannot_be_put_back_does_not_stop_the_rest_of_restore() {
+    let state = tempfile::tempdir().unwrap();
+    let fake = tempfile::tempdir().unwrap();
+    let root = fake.path().canonicalize().unwrap();
+    for dev in ["loop0", "loop1"] {
+        let queue = root.join(format!("sys/block/{dev}/queue"));
+        std::fs::create_dir_all(&queue).unwrap();
+        std::fs::write(queue.join("nr_requests"), "32").unwrap();
+    }
+    let stuck = root.join("sys/block/loop1/queue/nr_requests");
+    std::fs::remove_file(&stuck).unwrap();
+    std::fs::create_dir(&stuck).unwrap();
+    let tracing = root.join("sys/kernel/tracing");
+    std::fs::create_dir_all(&tracing).unwrap();
+    std::fs::write(tracing.join("current_tracer"), "blk").unwrap();
+    let entry = |path: &str, old: &str| serde_json::json!({ "path": path, "old": old, "new": "x", "time_unix": 0.0 });
+    let journal = |entries: Vec<serde_json::Value>| {
+        serde_json::json!({"pid": 1, "started_unix": 0.0, "root": root, "entries": entries})
+            .to_string()
+    };
+    let knobs = state.path().join("journal.json");
+    std::fs::write(
+        &knobs,
+        journal(vec![
+            entry("/sys/block/loop0/queue/nr_requests", "64"),
+            entry("/sys/block/loop1/queue/nr_requests", "64"),
+        ]),
+    )
+    .unwrap();
+    std::fs::create_dir(state.path().join("tracer")).unwrap();
+    std::fs::write(
+        state.path().join("tracer/journal.json"),
+        journal(vec![entry("/sys/kernel/tracing/current_tracer", "nop")]),
+    )
+    .unwrap();
+
+    let out = crate::common::restore_in(state.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("1 other problem(s)"), "{stderr}");
+    assert!(
+        stdout.contains("problem  knobs: ") && stdout.contains("loop1/queue/nr_requests"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("journal {} kept", knobs.display())),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("sys/block/loop0/queue/nr_requests")).unwrap(),
+        "64"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tracing.join("current_tracer")).unwrap(),
+        "nop"
+    );
+    let left: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&knobs).unwrap()).unwrap();
+    let left = left["entries"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0]["path"], "/sys/block/loop1/queue/nr_requests");
+}
+
 #[test]
 fn an_unreadable_journal_says_what_to_do() {
     let state = tempfile::tempdir().unwrap();
@@ -442,7 +510,9 @@ fn an_unreadable_journal_says_what_to_do() {
     for bytes in [&b"{\"pid\": 1, \xff\xfe}"[..], &b"{\"pid\": 1,\n oops"[..]] {
         std::fs::write(&path, bytes).unwrap();
         let out = crate::common::restore_in(state.path());
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        // A problem among the others (listed on stdout), and the command fails.
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(
             stderr.contains(&format!("{}:", path.display()))

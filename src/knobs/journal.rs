@@ -489,7 +489,7 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             path.display()
         )),
     })?;
-    let _held = machine_locks(
+    let mut held = machine_locks(
         &root,
         dir,
         file.entries
@@ -498,7 +498,7 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             .map(|m| m.resource),
     )?;
     let (pid, started_unix, root_text) = (file.pid, file.started_unix, file.root.clone());
-    let report = restore_entries(&root, &mut file.entries, |entries| {
+    let restored = restore_entries(&root, &mut file.entries, |entries| {
         write_journal(
             dir,
             &JournalFile {
@@ -508,7 +508,13 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
                 entries: entries.to_vec(),
             },
         )
-    })?;
+    });
+    if restored.is_err() {
+        // As a run's journal does: the lock files keep naming the journal while changes in
+        // it are still in effect, so no other iolab records them as originals.
+        held.iter_mut().for_each(MachineLock::keep_record);
+    }
+    let report = restored?;
     remove_journal(dir)?;
     Ok(Some(report))
 }
@@ -524,6 +530,7 @@ fn restore_entries(
     let mut report = RestoreReport::default();
     let mut failed: Vec<KnobError> = Vec::new();
     let mut kept: Vec<JournalEntry> = Vec::new();
+    let mut unsaved = None;
     while let Some(entry) = entries.pop() {
         match kinds::locate(root.base(), &entry.path) {
             Err(why) => report.refused.push(RefusedEntry { entry, why }),
@@ -557,13 +564,20 @@ fn restore_entries(
         }
         let mut left: Vec<JournalEntry> = entries.clone();
         left.extend(kept.iter().rev().cloned());
-        save(&left)?;
+        // A journal that cannot be rewritten now (a full or read-only disk) still lists every
+        // change not yet put back, and some already put back, which a later restore writes
+        // again to the same effect: putting the rest back matters more than the record.
+        unsaved = save(&left).err();
+    }
+    kept.reverse();
+    *entries = kept;
+    // With nothing left the caller removes the journal, stale or not.
+    if let Some(e) = unsaved.filter(|_| !entries.is_empty()) {
+        failed.push(e);
     }
     if failed.is_empty() {
         Ok(report)
     } else {
-        kept.reverse();
-        *entries = kept;
         Err(KnobError::RestoreFailed {
             errors: failed.iter().map(|e| e.to_string()).collect(),
         })
@@ -1043,6 +1057,102 @@ mod tests {
         }
         assert!(j.entries().is_empty());
         assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "keep\n");
+    }
+
+    /// A journal a killed run left in `state`, changing `paths` from `old` to "32".
+    fn left_behind(sys: &Fake, state: &Path, paths: &[&str], old: &str) {
+        let entries = paths
+            .iter()
+            .map(|p| JournalEntry {
+                path: p.to_string(),
+                old: old.into(),
+                new: "32".into(),
+                time_unix: 0.0,
+                loaded_module: None,
+            })
+            .collect();
+        let file = JournalFile {
+            pid: 1,
+            started_unix: 0.0,
+            root: Some(sys.root.base().display().to_string()),
+            entries,
+        };
+        write_journal(state, &file).unwrap();
+    }
+
+    /// A knob that can no longer be written: its file became a directory.
+    fn break_knob(sys: &Fake, live: &str) {
+        std::fs::remove_file(sys.file(live)).unwrap();
+        std::fs::create_dir(sys.file(live)).unwrap();
+    }
+
+    #[test]
+    fn a_failed_replay_leaves_the_lock_records_naming_its_journal() {
+        let sys = Fake::new();
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ok = sys.knob("loop0", "nr_requests", "32\n");
+        let stuck = sys.knob("loop1", "nr_requests", "32\n");
+        left_behind(&sys, a.path(), &[&ok, &stuck], "64");
+        break_knob(&sys, &stuck);
+        let err = replay(a.path()).unwrap_err();
+        assert!(matches!(err, KnobError::RestoreFailed { .. }), "{err}");
+        assert_eq!(sys.read(&ok), "64");
+        // Still in the journal, and still locked against another state directory: taking it
+        // now would record the changed value as the original.
+        assert_eq!(pending(a.path()).unwrap().len(), 1);
+        let lock_file = sys.dir.path().join("run/lock/iolab/block-loop1.lock");
+        let record = std::fs::read_to_string(&lock_file).unwrap();
+        assert!(
+            record.contains(&a.path().display().to_string()),
+            "{record:?}"
+        );
+        let mut other = sys.journal(b.path());
+        let refused = other.set(&stuck, "16").unwrap_err();
+        assert!(refused.to_string().contains("iolab restore"), "{refused}");
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_rewritten_does_not_stop_the_restore() {
+        let sys = Fake::new();
+        let knobs: Vec<String> = (0..4)
+            .map(|i| sys.knob(&format!("loop{i}"), "nr_requests", "32\n"))
+            .collect();
+        let mut entries: Vec<JournalEntry> = knobs
+            .iter()
+            .map(|p| JournalEntry {
+                path: p.clone(),
+                old: "64".into(),
+                new: "32".into(),
+                time_unix: 0.0,
+                loaded_module: None,
+            })
+            .collect();
+        break_knob(&sys, &knobs[1]);
+        let full = || -> Result<(), KnobError> {
+            Err(KnobError::State {
+                path: "journal.json".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            })
+        };
+        let err = restore_entries(&sys.root, &mut entries, |_| full()).unwrap_err();
+        // Every other knob is back, the one that failed is still listed, and the message
+        // says both what failed and that the journal could not be written.
+        for (i, k) in knobs.iter().enumerate().filter(|&(i, _)| i != 1) {
+            assert_eq!(sys.read(k), "64", "loop{i}");
+        }
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].path, knobs[1]);
+        let msg = err.to_string();
+        assert!(
+            msg.contains("loop1") && msg.contains("journal.json"),
+            "{msg}"
+        );
+        // With nothing left, a journal that cannot be rewritten is no failure: it is removed.
+        let mut entries = vec![entries.remove(0)];
+        std::fs::remove_dir(sys.file(&knobs[1])).unwrap();
+        std::fs::write(sys.file(&knobs[1]), "32\n").unwrap();
+        restore_entries(&sys.root, &mut entries, |_| full()).unwrap();
+        assert!(entries.is_empty());
     }
 
     #[test]

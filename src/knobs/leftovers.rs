@@ -38,6 +38,9 @@ pub(crate) struct Leftovers {
     pub hosts: Vec<crate::hosts::restore::HostRestore>,
     #[serde(skip)]
     journal: PathBuf,
+    /// The knob journal could not be put back whole (its problem says why).
+    #[serde(skip)]
+    knobs_failed: bool,
     /// Interrupt placements by `iolab irq apply`, which are meant to stay (text only).
     #[serde(skip)]
     irq_placements_in_effect: usize,
@@ -48,8 +51,22 @@ pub(crate) struct Leftovers {
 
 /// Undoes what was left in `state_dir` (and fio's run directories under `fio_work_dir`).
 pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
-    let knobs = super::replay(state_dir)?;
-    let tracer = super::replay(&state_dir.join(super::TRACER_DIR))?;
+    // A journal that cannot be put back whole (a knob refusing its old value, another iolab
+    // holding a device) keeps what is left and is a problem; the rest is undone all the same.
+    let mut journal_problems = Vec::new();
+    let mut replay = |dir: &Path, what: &str| {
+        super::replay(dir).unwrap_or_else(|e| {
+            journal_problems.push(format!(
+                "{what}: {e}; what was not put back stays in {}: run `iolab restore` again \
+                 once the cause is fixed",
+                dir.join("journal.json").display()
+            ));
+            None
+        })
+    };
+    let knobs = replay(state_dir, "knobs");
+    let tracer = replay(&state_dir.join(super::TRACER_DIR), "tracefs settings");
+    let knobs_failed = journal_problems.iter().any(|p| p.starts_with("knobs:"));
     // After its settings are back, as the recording itself would have done.
     let tracefs_mount =
         crate::trace::tracefs_mount::unmount_left(&state_dir.join(super::TRACER_DIR));
@@ -67,13 +84,18 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
         experiments_interrupted: interrupted,
         fio_run_directories_removed: swept,
         knobs,
-        problems: scratch
-            .problems
-            .iter()
-            .chain(&run_problems)
-            .map(ToString::to_string)
+        problems: journal_problems
+            .into_iter()
+            .chain(
+                scratch
+                    .problems
+                    .iter()
+                    .chain(&run_problems)
+                    .map(ToString::to_string),
+            )
             .chain(host_problems)
             .collect(),
+        knobs_failed,
         scratch_devices_removed: scratch.removed,
         tracer,
         tracefs_mount,
@@ -131,6 +153,9 @@ impl crate::output::Render for Leftovers {
     fn text(&self) -> String {
         let mut out = String::new();
         match &self.knobs {
+            None if self.knobs_failed => {
+                let _ = writeln!(out, "journal {} kept", self.journal.display());
+            }
             None => out.push_str("no knob journal: nothing to restore\n"),
             Some(r) => {
                 out += &restored_lines(r, "device no longer present", &self.irq_names);
@@ -380,6 +405,7 @@ mod tests {
             }),
             hosts: vec![host, modules],
             journal: PathBuf::from("/var/lib/iolab/journal.json"),
+            knobs_failed: false,
             irq_placements_in_effect: 7,
             irq_names: BTreeMap::new(),
         };
