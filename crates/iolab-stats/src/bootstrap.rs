@@ -70,9 +70,22 @@ pub struct BootstrapCi {
     pub resamples: usize,
 }
 
-/// Percentile-bootstrap CI (level e.g. 0.95) of median(candidate) / median(baseline) - 1.
-/// `None` when a group is empty, `resamples` is 0, or over a tenth of the baseline medians are 0
-/// (a relative change of a zero baseline is meaningless).
+/// The relative change from `base` to `cand` (0.05 = +5%): cand / base - 1 for a positive
+/// base, and (cand - base) / |base| for a negative one, so that a rise is positive whatever
+/// the sign (-10 to -5 is +50%, not -50%). `None` for a zero base.
+pub fn relative_change(base: f64, cand: f64) -> Option<f64> {
+    if base > 0.0 {
+        Some(cand / base - 1.0)
+    } else if base < 0.0 {
+        Some((cand - base) / -base)
+    } else {
+        None
+    }
+}
+
+/// Percentile-bootstrap CI (level e.g. 0.95) of the relative change of the medians
+/// ([`relative_change`]). `None` when a group is empty, `resamples` is 0, or over a tenth of
+/// the baseline medians are 0 (a relative change of a zero baseline is meaningless).
 pub fn median_ratio_ci(
     baseline: &[f64],
     candidate: &[f64],
@@ -80,8 +93,7 @@ pub fn median_ratio_ci(
     seed: u64,
     resamples: usize,
 ) -> Option<BootstrapCi> {
-    let ratio = |mb: f64, mc: f64| (mb != 0.0).then(|| mc / mb - 1.0);
-    percentile_ci(baseline, candidate, level, seed, resamples, ratio)
+    percentile_ci(baseline, candidate, level, seed, resamples, relative_change)
 }
 
 /// Percentile-bootstrap CI of median(candidate) - median(baseline), in the values' unit.

@@ -36,7 +36,9 @@
 
 use serde::Serialize;
 
-use super::bootstrap::{median_difference_ci, median_ratio_ci, DEFAULT_RESAMPLES, DEFAULT_SEED};
+use super::bootstrap::{
+    median_difference_ci, median_ratio_ci, relative_change, DEFAULT_RESAMPLES, DEFAULT_SEED,
+};
 use super::direction::Direction;
 use super::error::StatsError;
 use super::fdr::benjamini_hochberg;
@@ -132,7 +134,11 @@ impl Test {
     /// The test for groups of `n1` and `n2` runs at level `alpha`; `None` with one run on a
     /// side. Depends on the sizes only, so choosing it cannot bias the p-value.
     pub fn for_sizes(n1: usize, n2: usize, alpha: f64) -> Option<Test> {
-        if min_two_sided_p(n1, n2) < alpha {
+        // One run is no sample of a side's spread, however many the other side has (1 vs 40
+        // could reach p < 0.05 by ranks alone).
+        if n1 < 2 || n2 < 2 {
+            None
+        } else if min_two_sided_p(n1, n2) < alpha {
             Some(Test::MannWhitney)
         } else if n1 >= 2 && n2 >= 2 {
             Some(Test::Welch)
@@ -146,7 +152,8 @@ impl Test {
 pub struct Comparison {
     pub baseline: Summary,
     pub candidate: Summary,
-    /// 100 * (median(candidate) / median(baseline) - 1); `None` for a zero baseline median.
+    /// 100 * the relative change of the medians ([`relative_change`]: a rise is positive
+    /// for a negative baseline too); `None` for a zero baseline median.
     pub change_pct: Option<f64>,
     pub ci_low_pct: Option<f64>,
     pub ci_high_pct: Option<f64>,
@@ -203,22 +210,28 @@ pub fn compare(
     let cand = summarize(candidate).map_err(|e| rename(e, "candidate"))?;
     let mwu = mann_whitney_u(candidate, baseline, opts.mwu_method)?;
     let welch = welch_t_test(candidate, baseline)?;
-    let change = (base.median != 0.0).then(|| cand.median / base.median - 1.0);
+    let change = relative_change(base.median, cand.median);
     let test = Test::for_sizes(base.n, cand.n, opts.alpha);
     let p_test = match test {
         Some(Test::MannWhitney) => Some(mwu.p),
         Some(Test::Welch) => welch.map(|w| w.p),
         None => None,
     };
-    let ci = median_ratio_ci(
-        baseline,
-        candidate,
-        1.0 - opts.alpha,
-        opts.seed,
-        opts.resamples,
-    );
+    // A single run on a side has no spread to resample: no interval is drawn.
+    let sampled = base.n >= 2 && cand.n >= 2;
+    let ci = sampled
+        .then(|| {
+            median_ratio_ci(
+                baseline,
+                candidate,
+                1.0 - opts.alpha,
+                opts.seed,
+                opts.resamples,
+            )
+        })
+        .flatten();
     // Without a CI of the relative change, the difference of the medians stands in for it.
-    let difference_ci = ci.is_none().then(|| {
+    let difference_ci = (sampled && ci.is_none()).then(|| {
         median_difference_ci(
             baseline,
             candidate,
@@ -298,7 +311,7 @@ fn decide(c: &mut Comparison) {
             VerdictReason::NoVariance,
             format!(
                 "n = {n1} vs {n2} and neither group varies, so Welch's t is undefined (and \
-                 Mann-Whitney cannot reach p < {} with so few runs)",
+                 Mann-Whitney does not decide at these sizes: its exact p cannot go below {})",
                 c.alpha
             ),
         ),
@@ -487,6 +500,36 @@ mod tests {
         assert_eq!((r.test, r.p_test), (None, None));
         assert_eq!(r.reason, VerdictReason::TooFewSamples);
         assert!(r.explanation.contains("n = 1 vs 3"), "{}", r.explanation);
+        // However many runs the other side has: 1 vs 40 separated by ranks alone would
+        // reach p < 0.05, yet one run says nothing of its side's spread. No interval either.
+        let many: Vec<f64> = (50..90).map(f64::from).collect();
+        let r = compare(&[100.0], &many, &opts()).unwrap();
+        assert_eq!((r.test, r.verdict), (None, Verdict::NoDifference));
+        assert_eq!(
+            (r.ci_low_pct, r.ci_high_pct, r.difference),
+            (None, None, None)
+        );
+        assert!(r.change_pct.is_some());
+    }
+
+    #[test]
+    fn a_negative_baseline_keeps_the_direction_of_the_change() {
+        // From about -10 to about -5: a rise of half the baseline's size.
+        let base = [-10.2, -10.0, -9.9, -10.1, -10.05];
+        let cand = [-5.1, -5.0, -4.9, -5.05, -5.0];
+        let r = compare(&base, &cand, &opts()).unwrap();
+        // Medians -10.05 and -5.0: +5.05 on a baseline of size 10.05.
+        assert!(
+            (r.change_pct.unwrap() - 505.0 / 10.05).abs() < 1e-9,
+            "{r:?}"
+        );
+        assert!(r.ci_low_pct.unwrap() > 0.0, "{r:?}");
+        assert_eq!(r.verdict, Verdict::Improved, "{}", r.explanation);
+        let lower = CompareOptions::new(Direction::LowerIsBetter);
+        assert_eq!(
+            compare(&base, &cand, &lower).unwrap().verdict,
+            Verdict::Regressed
+        );
     }
 
     #[test]

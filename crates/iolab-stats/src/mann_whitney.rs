@@ -46,6 +46,9 @@ pub fn mann_whitney_u(a: &[f64], b: &[f64], method: MwuMethod) -> Result<MannWhi
     let ties = tie_sizes.iter().any(|&t| t > 1);
     let method = match method {
         MwuMethod::Auto if (n1 > 8 && n2 > 8) || ties => MwuMethod::Asymptotic,
+        // A small group beside a huge one (8 vs 160,000): the exact counts would take the
+        // O(m^2 n^2) path, hours; the normal approximation is exact to far below alpha there.
+        MwuMethod::Auto if !exact_is_cheap(n1, n2) => MwuMethod::Asymptotic,
         MwuMethod::Auto => MwuMethod::Exact,
         m => m,
     };
@@ -137,11 +140,17 @@ fn exact_sf(u: usize, n1: usize, n2: usize) -> f64 {
 /// [j+i choose i] = [j+i-1 choose i-1] + q^i [j-1+i choose i] runs in f64: O(m^2 n^2), but
 /// every step adds non-negative numbers, so there is no cancellation.
 fn u_distribution_counts(m: usize, n: usize) -> Vec<f64> {
-    if ln_binomial(m + n, m) < 37.0 * std::f64::consts::LN_10 {
+    if exact_is_cheap(m, n) {
         u_counts_exact(m, n).into_iter().map(|c| c as f64).collect()
     } else {
         u_counts_additive(m, n)
     }
+}
+
+/// Whether the exact counts of groups of `m` and `n` fit the integer product (see
+/// [`u_distribution_counts`]).
+fn exact_is_cheap(m: usize, n: usize) -> bool {
+    ln_binomial(m + n, m.min(n)) < 37.0 * std::f64::consts::LN_10
 }
 
 fn ln_binomial(n: usize, k: usize) -> f64 {
@@ -193,6 +202,19 @@ fn u_counts_additive(m: usize, n: usize) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_small_group_beside_a_huge_one_takes_the_normal_approximation() {
+        // Exact counts there would take hours (8 vs 160,000); the approximation, a moment.
+        let big: Vec<f64> = (0..160_000).map(f64::from).collect();
+        let small: Vec<f64> = (0..8).map(|i| f64::from(i) * 20_000.0 + 0.5).collect();
+        let r = mann_whitney_u(&small, &big, MwuMethod::Auto).unwrap();
+        assert_eq!(r.method, MwuMethod::Asymptotic);
+        assert!(r.p > 0.5, "{r:?}");
+        // Where the counts fit, auto stays exact.
+        let r = mann_whitney_u(&small, &big[..1000], MwuMethod::Auto).unwrap();
+        assert_eq!(r.method, MwuMethod::Exact);
+    }
 
     #[test]
     fn distribution_of_u_for_two_by_two() {

@@ -61,7 +61,8 @@ pub fn paired_change(
     let logs: Vec<f64> = baseline
         .iter()
         .zip(candidate)
-        .map(|(b, c)| (c / b).ln())
+        // Apart, so a ratio beyond f64's range (5e-324 against 1) still has its log.
+        .map(|(b, c)| c.ln() - b.ln())
         .collect();
     let n = logs.len();
     let m = mean(&logs);
@@ -119,6 +120,18 @@ mod tests {
         let c = paired_change(&base, &cand, 0.95).unwrap();
         assert!((c.change_pct - -0.5).abs() < 1e-9);
         assert!(c.ci_high_pct - c.ci_low_pct < 1e-9);
+    }
+
+    #[test]
+    fn ratios_beyond_f64s_range_still_have_a_change() {
+        // The ratio 1 / 5e-324 is beyond f64: its log is not. (The interval's top, e^hundreds,
+        // is beyond f64 too, and says so as infinity, not NaN.)
+        let c = paired_change(&[5e-324, 1.0], &[1.0, 1.0], 0.95).unwrap();
+        assert!(
+            c.change_pct.is_finite() && c.ci_low_pct.is_finite(),
+            "{c:?}"
+        );
+        assert!(!c.ci_high_pct.is_nan(), "{c:?}");
     }
 
     #[test]
