@@ -13,6 +13,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::SysRoot;
@@ -78,6 +79,8 @@ pub enum LockError {
     Stale { what: String, why: String },
     #[error("{0:?}: not a block device name (expected a kernel name such as loop3)")]
     BadName(String),
+    #[error("{path}: {why}; iolab takes no lock there (remove it if it is not iolab's)")]
+    Untrusted { path: String, why: String },
 }
 
 /// A held lock; released when dropped (the file stays, emptied, for the next holder).
@@ -141,22 +144,24 @@ pub(crate) fn acquire_noting(
         }
     }
     let dir = lock_dir(root);
-    std::fs::create_dir_all(&dir).map_err(|source| LockError::Io {
-        path: dir.display().to_string(),
-        source,
-    })?;
+    private_dir(&dir)?;
     let path = dir.join(resource.file_name());
     let io = |source| LockError::Io {
         path: path.display().to_string(),
         source,
     };
+    // Never through a symbolic link, and readable by this user alone: nobody else can flock
+    // it (and so hold every run and restore of the device back).
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(io)?;
+    owned_by_me(&path, &file.metadata().map_err(io)?, false)?;
     // SAFETY: flock on a file descriptor we own; no memory is involved.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let err = std::io::Error::last_os_error();
@@ -202,6 +207,64 @@ pub(crate) fn acquire_noting(
         resource,
         clear: true,
     })
+}
+
+/// Makes `dir` (and its parents) if missing, then checks that it is a directory of this user
+/// that nobody else may write to. The live one lies in /run/lock, which every user may write
+/// to: another user who made /run/lock/iolab first, or a symbolic link in it, could otherwise
+/// have iolab, as root, open and empty a file of their choosing, or swap a lock file for
+/// another while it is held.
+fn private_dir(dir: &Path) -> Result<(), LockError> {
+    let io = |source| LockError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(e)),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(io)?;
+    owned_by_me(dir, &meta, true)
+}
+
+/// Refuses a lock directory or file that is not this user's, not of the kind expected (a
+/// symbolic link, a device), or that others may write to.
+fn owned_by_me(path: &Path, meta: &std::fs::Metadata, dir: bool) -> Result<(), LockError> {
+    use std::os::unix::fs::MetadataExt;
+    let untrusted = |why: String| LockError::Untrusted {
+        path: path.display().to_string(),
+        why,
+    };
+    let kind_ok = if dir {
+        meta.file_type().is_dir()
+    } else {
+        meta.file_type().is_file()
+    };
+    if !kind_ok {
+        return Err(untrusted(format!(
+            "not a {}",
+            if dir { "directory" } else { "regular file" }
+        )));
+    }
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(untrusted(format!(
+            "owned by uid {}, not by this iolab's user (uid {me})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(format!(
+            "others may write to it (mode {:o})",
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 /// Takes every lock in `resources` (sorted, duplicates once, so two processes wanting the
@@ -290,5 +353,42 @@ mod tests {
             acquire(&root, Resource::Device("../x".into())),
             Err(LockError::BadName(_))
         ));
+    }
+
+    #[test]
+    fn a_lock_file_or_directory_someone_else_could_have_planted_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::at(dir.path()).unwrap();
+        let locks = dir.path().join("run/lock/iolab");
+        std::fs::create_dir_all(&locks).unwrap();
+        // A symbolic link in place of a lock file: opened as root and emptied, it would
+        // have emptied its target.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, locks.join("block-loop0.lock")).unwrap();
+        let err = acquire(&root, Resource::Device("loop0".into())).unwrap_err();
+        assert!(matches!(err, LockError::Io { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A directory others may write to (they could swap a held lock file for another).
+        std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = acquire(&root, Resource::Irq(3)).unwrap_err().to_string();
+        assert!(err.contains("others may write to it (mode 777)"), "{err}");
+        // Another user's directory (made before iolab first ran, say).
+        std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&locks, Some(12345), None).unwrap();
+            let err = acquire(&root, Resource::Irq(3)).unwrap_err().to_string();
+            assert!(err.contains("owned by uid 12345"), "{err}");
+            std::os::unix::fs::chown(&locks, Some(0), None).unwrap();
+        }
+        // A lock file of its own is readable by its user alone.
+        let _held = acquire(&root, Resource::Irq(3)).unwrap();
+        let mode = std::fs::metadata(locks.join("irq-3.lock"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
     }
 }
