@@ -69,7 +69,40 @@ struct JournalFile {
     /// The machine root the paths lie under; absent (journals before it was recorded) = "/".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     root: Option<String>,
+    /// The kernel's boot id when the journal was begun on this machine (absent under a
+    /// machine tree, and in journals before it was recorded): see [`from_earlier_boot`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    boot_id: Option<String>,
     entries: Vec<JournalEntry>,
+}
+
+impl JournalFile {
+    /// Everything but the entries, to write the entries left under.
+    fn header(&self) -> JournalFile {
+        JournalFile {
+            pid: self.pid,
+            started_unix: self.started_unix,
+            root: self.root.clone(),
+            boot_id: self.boot_id.clone(),
+            entries: Vec::new(),
+        }
+    }
+}
+
+/// This boot's id, if the kernel says.
+fn current_boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Whether a journal of this machine was written in an earlier boot. Its changes are gone
+/// then: /sys and /proc are the running kernel's, so the reboot put every knob back, and its
+/// IRQ numbers and device names may now be other things'. Nothing of it is to be written.
+fn from_earlier_boot(file: &JournalFile) -> bool {
+    file.root.is_none()
+        && matches!((&file.boot_id, current_boot_id()), (Some(then), Some(now)) if *then != now)
 }
 
 /// An entry restore would not write, and why.
@@ -88,6 +121,9 @@ pub struct RestoreReport {
     pub vanished: Vec<JournalEntry>,
     /// Entries naming a file iolab never changes (a forged or damaged journal): not written.
     pub(crate) refused: Vec<RefusedEntry>,
+    /// Changes of a journal from an earlier boot: the reboot put them back, nothing written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) reset_by_reboot: Vec<JournalEntry>,
     /// Intermediate steps that could not be written but an older entry of the same file
     /// (restored after them) puts right: an interrupt's old CPU that went offline.
     pub(crate) superseded: Vec<JournalEntry>,
@@ -132,6 +168,16 @@ impl Journal {
         let path = dir.join(JOURNAL);
         match read_journal(&path)? {
             None => Ok(()),
+            Some(j) if from_earlier_boot(&j) => {
+                remove_journal(dir)?;
+                eprintln!(
+                    "iolab: note: {} listed {} change(s) made before the machine rebooted; the \
+                     reboot put them back, so it was removed",
+                    path.display(),
+                    j.entries.len()
+                );
+                Ok(())
+            }
             Some(j) => Err(KnobError::Unrestored {
                 path: path.display().to_string(),
                 pid: j.pid,
@@ -163,6 +209,7 @@ impl Journal {
                 pid: std::process::id(),
                 started_unix: crate::store::time::now_unix(),
                 root: root_field(root),
+                boot_id: root.is_live().then(current_boot_id).flatten(),
                 entries: Vec::new(),
             },
             _lock: lock,
@@ -186,7 +233,8 @@ impl Journal {
         create_dir(dir)?;
         let lock = take_lock(dir)?;
         let path = dir.join(JOURNAL);
-        let earlier = read_journal(&path)?;
+        // A placement kept from an earlier boot is gone with it.
+        let earlier = read_journal(&path)?.filter(|e| !from_earlier_boot(e));
         if let Some(e) = &earlier {
             let theirs = e.root.as_deref().unwrap_or("/");
             if Path::new(theirs) != root.base() {
@@ -206,6 +254,7 @@ impl Journal {
                     .as_ref()
                     .map_or_else(crate::store::time::now_unix, |e| e.started_unix),
                 root: root_field(root),
+                boot_id: root.is_live().then(current_boot_id).flatten(),
                 entries: earlier.map(|e| e.entries).unwrap_or_default(),
             },
             _lock: lock,
@@ -341,19 +390,13 @@ impl Journal {
     /// restore is persisted before the next, so a kill half-way leaves an exact journal.
     /// Safe to call more than once.
     pub fn restore(&mut self) -> Result<RestoreReport, KnobError> {
-        let (pid, started_unix, root) = (
-            self.file.pid,
-            self.file.started_unix,
-            self.file.root.clone(),
-        );
+        let header = self.file.header();
         let report = restore_entries(&self.root, &mut self.file.entries, |entries| {
             write_journal(
                 &self.dir,
                 &JournalFile {
-                    pid,
-                    started_unix,
-                    root: root.clone(),
                     entries: entries.to_vec(),
+                    ..header.clone()
                 },
             )
         })?;
@@ -407,7 +450,7 @@ fn stale_journal(pid: u32, theirs: &Path) -> Option<String> {
     }
     let dir = theirs.parent()?;
     let left = match read_journal(theirs) {
-        Ok(Some(j)) if !j.entries.is_empty() => j.entries.len(),
+        Ok(Some(j)) if !j.entries.is_empty() && !from_earlier_boot(&j) => j.entries.len(),
         Ok(_) => return None,
         Err(e) => {
             return Some(format!(
@@ -451,6 +494,9 @@ fn refused(path: &str, why: String) -> KnobError {
 
 /// Attributes that writing `path` resets as a side effect.
 fn dependents_of(path: &str) -> Vec<String> {
+    if let Some((partner, _)) = kinds::linked_sysctl(path) {
+        return vec![partner];
+    }
     match path.strip_suffix("/queue/scheduler") {
         Some(dev) => ["nr_requests", "wbt_lat_usec"]
             .iter()
@@ -460,10 +506,38 @@ fn dependents_of(path: &str) -> Vec<String> {
     }
 }
 
+/// For the newest entry of a linked sysctl (`kinds::linked_sysctl`), the one write that puts
+/// both forms back: the form that was in use (not 0) at its original value, found in the
+/// oldest entry of each form among `older` and `entry`. Writing it sets the other to 0 in the
+/// kernel. `None` for any other entry.
+fn linked_restore(entry: &JournalEntry, older: &[JournalEntry]) -> Option<(String, String)> {
+    let (partner, is_ratio) = kinds::linked_sysctl(&entry.path)?;
+    let original = |path: &str| {
+        older
+            .iter()
+            .chain(std::iter::once(entry))
+            .find(|e| e.path == path)
+            .map(|e| e.old.clone())
+    };
+    let (ratio, bytes) = match is_ratio {
+        true => (entry.path.clone(), partner),
+        false => (partner, entry.path.clone()),
+    };
+    // With the bytes form in use the ratio reads 0; a ratio of 0 with no bytes is a ratio.
+    match original(&bytes) {
+        Some(b) if b.trim() != "0" => Some((bytes, b)),
+        _ => Some((
+            ratio.clone(),
+            original(&ratio).unwrap_or_else(|| "0".into()),
+        )),
+    }
+}
+
 /// The changes recorded in `dir`'s journal, oldest first (none when there is no journal).
 /// Reads without the lock: a snapshot for reporting, not for restoring.
 pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
     Ok(read_journal(&dir.join(JOURNAL))?
+        .filter(|j| !from_earlier_boot(j))
         .map(|j| j.entries)
         .unwrap_or_default())
 }
@@ -480,6 +554,13 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
     let Some(mut file) = read_journal(&path)? else {
         return Ok(None);
     };
+    if from_earlier_boot(&file) {
+        remove_journal(dir)?;
+        return Ok(Some(RestoreReport {
+            reset_by_reboot: file.entries,
+            ..RestoreReport::default()
+        }));
+    }
     let base = PathBuf::from(file.root.as_deref().unwrap_or("/"));
     let root = SysRoot::at(&base).map_err(|e| KnobError::State {
         path: path.display().to_string(),
@@ -497,15 +578,13 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             .filter_map(|e| kinds::classify(&e.path).ok())
             .map(|m| m.resource),
     )?;
-    let (pid, started_unix, root_text) = (file.pid, file.started_unix, file.root.clone());
+    let header = file.header();
     let restored = restore_entries(&root, &mut file.entries, |entries| {
         write_journal(
             dir,
             &JournalFile {
-                pid,
-                started_unix,
-                root: root_text.clone(),
                 entries: entries.to_vec(),
+                ..header.clone()
             },
         )
     });
@@ -532,6 +611,45 @@ fn restore_entries(
     let mut kept: Vec<JournalEntry> = Vec::new();
     let mut unsaved = None;
     while let Some(entry) = entries.pop() {
+        if let Some((path, value)) = linked_restore(&entry, entries) {
+            // Every entry of both forms goes with this one write, which restores or keeps them.
+            let partner = kinds::linked_sysctl(&entry.path).map(|(p, _)| p);
+            let mut group = vec![entry];
+            let mut i = entries.len();
+            while i > 0 {
+                i -= 1;
+                if Some(&entries[i].path) == partner.as_ref() || entries[i].path == group[0].path {
+                    group.push(entries.remove(i));
+                }
+            }
+            // One line per form in the report: each form's entries together, newest first.
+            group.sort_by(|a, b| a.path.cmp(&b.path));
+            match kinds::locate(root.base(), &path) {
+                Err(why) => group.into_iter().for_each(|entry| {
+                    report.refused.push(RefusedEntry {
+                        entry,
+                        why: why.clone(),
+                    })
+                }),
+                Ok(Located::Missing) => report.vanished.extend(group),
+                Ok(Located::File(file)) => {
+                    match retry_while_busy(
+                        || write_attr(&file.display().to_string(), &value),
+                        BUSY_PATIENCE,
+                    ) {
+                        Ok(()) => report.restored.extend(group),
+                        Err(e) => {
+                            failed.push(e.naming(&path));
+                            kept.extend(group);
+                        }
+                    }
+                }
+            }
+            let mut left: Vec<JournalEntry> = entries.clone();
+            left.extend(kept.iter().rev().cloned());
+            unsaved = save(&left).err();
+            continue;
+        }
         match kinds::locate(root.base(), &entry.path) {
             Err(why) => report.refused.push(RefusedEntry { entry, why }),
             Ok(Located::Missing) => report.vanished.push(entry),
@@ -1033,6 +1151,7 @@ mod tests {
             pid: 1,
             started_unix: 0.0,
             root: Some(sys.root.base().display().to_string()),
+            boot_id: None,
             entries,
         };
         write_journal(state.path(), &file).unwrap();
@@ -1075,6 +1194,7 @@ mod tests {
             pid: 1,
             started_unix: 0.0,
             root: Some(sys.root.base().display().to_string()),
+            boot_id: None,
             entries,
         };
         write_journal(state, &file).unwrap();
@@ -1153,6 +1273,110 @@ mod tests {
         std::fs::write(sys.file(&knobs[1]), "32\n").unwrap();
         restore_entries(&sys.root, &mut entries, |_| full()).unwrap();
         assert!(entries.is_empty());
+    }
+
+    /// `/proc/sys/vm/NAME` under the fixture root holding `value`; returns the live path.
+    fn sysctl(sys: &Fake, name: &str, value: &str) -> String {
+        let live = format!("/proc/sys/vm/{name}");
+        let p = sys.file(&live);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, value).unwrap();
+        live
+    }
+
+    /// A file that takes no write, to show restore leaves it alone.
+    fn unwritable(sys: &Fake, live: &str) {
+        break_knob(sys, live);
+    }
+
+    #[test]
+    fn a_linked_sysctl_comes_back_through_the_form_that_was_in_use() {
+        // A ratio in use (the default): the experiment writes bytes twice; the kernel sets
+        // the ratio to 0 each time. Restore writes the ratio only: writing 0 to the bytes
+        // form is refused by the kernel, and the ratio's write zeroes it.
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let ratio = sysctl(&sys, "dirty_ratio", "20\n");
+        let bytes = sysctl(&sys, "dirty_bytes", "0\n");
+        let mut j = sys.journal(state.path());
+        for value in ["67108864", "134217728"] {
+            j.set(&bytes, value).unwrap();
+            std::fs::write(sys.file(&ratio), "0\n").unwrap();
+        }
+        let paths: Vec<&str> = j.entries().iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, [&ratio, &bytes, &ratio, &bytes]);
+        unwritable(&sys, &bytes);
+        let report = j.restore().unwrap();
+        assert_eq!(sys.read(&ratio), "20");
+        assert_eq!(report.restored.len(), 4);
+        let lines = super::super::leftovers::restored_lines(&report, "", &Default::default());
+        assert_eq!(lines.lines().count(), 2, "{lines}");
+
+        // Bytes in use (the ratio reads 0): the experiment writes the ratio. Restore writes
+        // the bytes back, and leaves the ratio's 0 to the kernel.
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let ratio = sysctl(&sys, "dirty_background_ratio", "0\n");
+        let bytes = sysctl(&sys, "dirty_background_bytes", "1048576\n");
+        let mut j = sys.journal(state.path());
+        j.set(&ratio, "5").unwrap();
+        std::fs::write(sys.file(&bytes), "0\n").unwrap();
+        unwritable(&sys, &ratio);
+        j.restore().unwrap();
+        assert_eq!(sys.read(&bytes), "1048576");
+        // Both forms are one setting: one lock.
+        assert_eq!(
+            kinds::classify(&ratio).unwrap().resource,
+            kinds::classify(&bytes).unwrap().resource
+        );
+        assert_ne!(
+            kinds::classify(&ratio).unwrap().resource,
+            kinds::classify("/proc/sys/vm/dirty_ratio")
+                .unwrap()
+                .resource
+        );
+        assert!(kinds::classify("/proc/sys/vm/mmap_min_addr").is_err());
+    }
+
+    #[test]
+    fn a_journal_from_an_earlier_boot_is_dropped_without_writing_anything() {
+        let Some(now) = current_boot_id() else {
+            return; // no boot id: nothing to tell boots apart by
+        };
+        // This machine's journal (no root) from another boot. Its entries name files that
+        // do not exist, so a write, had one been tried, would show as `vanished`.
+        let state = tempfile::tempdir().unwrap();
+        let file = JournalFile {
+            pid: 1,
+            started_unix: 0.0,
+            root: None,
+            boot_id: Some("00000000-0000-0000-0000-000000000000".into()),
+            entries: vec![JournalEntry {
+                path: "/proc/irq/99999/smp_affinity_list".into(),
+                old: "0".into(),
+                new: "1".into(),
+                time_unix: 0.0,
+                loaded_module: None,
+            }],
+        };
+        write_journal(state.path(), &file).unwrap();
+        assert!(pending(state.path()).unwrap().is_empty());
+        let report = replay(state.path()).unwrap().unwrap();
+        assert_eq!(report.reset_by_reboot.len(), 1);
+        assert!(report.restored.is_empty() && report.vanished.is_empty());
+        assert!(!state.path().join(JOURNAL).exists());
+        // A run starting over one removes it and goes on.
+        write_journal(state.path(), &file).unwrap();
+        Journal::check_clean_in(state.path()).unwrap();
+        assert!(!state.path().join(JOURNAL).exists());
+        // The same boot's journal is not dropped.
+        let this_boot = JournalFile {
+            boot_id: Some(now),
+            ..file
+        };
+        write_journal(state.path(), &this_boot).unwrap();
+        assert!(Journal::check_clean_in(state.path()).is_err());
+        assert_eq!(pending(state.path()).unwrap().len(), 1);
     }
 
     #[test]

@@ -182,14 +182,46 @@ pub(crate) const SYSCTLS: &[&str] = &[
     "kernel.watchdog",
 ];
 const SYSCTL_ACTIONS: &[&str] = &["vm.drop_caches", "vm.compact_memory"];
-const SYSCTL_SECURITY: &str = "net.core.bpf_";
+/// Hardening settings in otherwise allowed trees: a forged journal must not lower them.
+const SYSCTL_SECURITY: &[&str] = &[
+    "net.core.bpf_",
+    "vm.mmap_min_addr",
+    "vm.mmap_rnd_",
+    "vm.unprivileged_userfaultfd",
+];
+
+/// Sysctls that are one setting in two forms: writing either sets the other to 0 (the kernel
+/// keeps one limit, in bytes or as a ratio). So each is journaled with its partner
+/// (`journal::dependents_of`), both take one lock, and restore writes back only the form
+/// that was in use (`journal::restore_entries`): the other's 0 is its consequence, and
+/// writing 0 to a bytes form is refused (its minimum is above 0).
+const LINKED_SYSCTLS: &[(&str, &str)] = &[
+    ("vm/dirty_bytes", "vm/dirty_ratio"),
+    ("vm/dirty_background_bytes", "vm/dirty_background_ratio"),
+    ("vm/overcommit_kbytes", "vm/overcommit_ratio"),
+];
+
+/// The other form of a linked sysctl (`/proc/sys/vm/dirty_ratio` for `.../dirty_bytes`), and
+/// whether `path` is the ratio form.
+pub(crate) fn linked_sysctl(path: &str) -> Option<(String, bool)> {
+    let name = path.strip_prefix("/proc/sys/")?;
+    LINKED_SYSCTLS.iter().find_map(|&(bytes, ratio)| {
+        if name == bytes {
+            Some((format!("/proc/sys/{ratio}"), false))
+        } else if name == ratio {
+            Some((format!("/proc/sys/{bytes}"), true))
+        } else {
+            None
+        }
+    })
+}
 
 fn sysctl_allowed(parts: &[&str]) -> Result<(), String> {
     let name = parts.join(".");
     if SYSCTL_ACTIONS.contains(&name.as_str()) {
         return Err(format!("{name} is an action, not a setting"));
     }
-    if name.starts_with(SYSCTL_SECURITY) {
+    if SYSCTL_SECURITY.iter().any(|p| name.starts_with(p)) {
         return Err(format!("{name} is a security setting, not a tuning one"));
     }
     if SYSCTLS.iter().any(|p| name.starts_with(p)) {
@@ -306,7 +338,18 @@ pub(crate) fn classify(path: &str) -> Result<Matched, String> {
             Lock::Device => Resource::Device(got[0].to_string()),
             Lock::Irq => Resource::Irq(got[0].parse().map_err(|_| format!("{path}: IRQ number"))?),
             Lock::Named(name) => Resource::Setting(name.to_string()),
-            Lock::Dotted(prefix) => Resource::Setting(format!("{prefix}.{}", got.join("."))),
+            // Both forms of a linked sysctl are one setting: one lock.
+            Lock::Dotted(prefix) => match linked_sysctl(path) {
+                Some((partner, is_ratio)) => {
+                    let (bytes, ratio) = match is_ratio {
+                        true => (partner.as_str(), path),
+                        false => (path, partner.as_str()),
+                    };
+                    let name = |p: &str| p.trim_start_matches("/proc/sys/").replace('/', ".");
+                    Resource::Setting(format!("{prefix}.{}+{}", name(bytes), name(ratio)))
+                }
+                None => Resource::Setting(format!("{prefix}.{}", got.join("."))),
+            },
             Lock::Tracer => Resource::Tracer,
         };
         return Ok(Matched {
@@ -440,9 +483,16 @@ mod tests {
         let setting = |p: &str| classify(p).map(|m| m.resource);
         let named = |s: &str| Ok(Resource::Setting(s.to_string()));
         assert_eq!(
-            setting("/proc/sys/vm/dirty_ratio"),
-            named("sysctl.vm.dirty_ratio")
+            setting("/proc/sys/vm/swappiness"),
+            named("sysctl.vm.swappiness")
         );
+        // The two forms of one limit are one setting.
+        for form in ["dirty_ratio", "dirty_bytes"] {
+            assert_eq!(
+                setting(&format!("/proc/sys/vm/{form}")),
+                named("sysctl.vm.dirty_bytes+vm.dirty_ratio")
+            );
+        }
         assert_eq!(
             setting("/proc/sys/net/core/netdev_budget"),
             named("sysctl.net.core.netdev_budget")

@@ -280,6 +280,13 @@ pub(crate) fn restored_lines(
             first.path, last.old, first.new
         );
     }
+    for e in &r.reset_by_reboot {
+        let _ = writeln!(
+            out,
+            "reset    {} (by the reboot since it was changed: nothing written)",
+            e.path
+        );
+    }
     for e in &r.vanished {
         let _ = writeln!(out, "gone     {} ({gone_why})", e.path);
     }
