@@ -434,7 +434,11 @@ pub(crate) fn machine_locks(
     dir: &Path,
     resources: impl IntoIterator<Item = lock::Resource>,
 ) -> Result<Vec<MachineLock>, KnobError> {
-    let ours = std::path::absolute(dir.join(JOURNAL)).unwrap_or_else(|_| dir.join(JOURNAL));
+    // Canonical: the same state directory reached through a symbolic link is still ours.
+    let ours = dir
+        .canonicalize()
+        .or_else(|_| std::path::absolute(dir))
+        .map_or_else(|_| dir.join(JOURNAL), |d| d.join(JOURNAL));
     Ok(lock::acquire_all_noting(
         root,
         resources,
@@ -1229,6 +1233,28 @@ mod tests {
         let mut other = sys.journal(b.path());
         let refused = other.set(&stuck, "16").unwrap_err();
         assert!(refused.to_string().contains("iolab restore"), "{refused}");
+    }
+
+    #[test]
+    fn a_state_directory_reached_through_a_link_is_still_the_journals_own() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let link = sys.dir.path().join("state-link");
+        std::os::unix::fs::symlink(state.path(), &link).unwrap();
+        let k = sys.knob("loop0", "nr_requests", "32\n");
+        left_behind(&sys, state.path(), &[&k], "64");
+        // The killed run's lock record names its journal by the directory's own path.
+        let locks = sys.dir.path().join("run/lock/iolab");
+        std::fs::create_dir_all(&locks).unwrap();
+        let own = state.path().canonicalize().unwrap().join(JOURNAL);
+        std::fs::write(
+            locks.join("block-loop0.lock"),
+            format!("1\n{}\n", own.display()),
+        )
+        .unwrap();
+        let report = replay(&link).unwrap().unwrap();
+        assert_eq!(report.restored.len(), 1);
+        assert_eq!(sys.read(&k), "64");
     }
 
     #[test]

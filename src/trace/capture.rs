@@ -342,11 +342,16 @@ fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
     Ok((name, dir))
 }
 
-/// Records until the duration elapses, the command exits, or SIGINT/SIGTERM arrives.
+/// Records until the duration elapses, the command exits, or SIGINT, SIGTERM or SIGHUP arrives.
 pub(crate) fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut sig_ids = Vec::new();
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // SIGHUP too: a terminal closed or an ssh session dropped must not leave the tracer on.
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         sig_ids.push(signal_hook::flag::register(sig, Arc::clone(&stop))?);
     }
     let result = record_until(cfg, &stop, None);
