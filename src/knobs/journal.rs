@@ -528,13 +528,28 @@ fn linked_restore(entry: &JournalEntry, older: &[JournalEntry]) -> Option<(Strin
         false => (partner, entry.path.clone()),
     };
     // With the bytes form in use the ratio reads 0; a ratio of 0 with no bytes is a ratio.
-    match original(&bytes) {
-        Some(b) if b.trim() != "0" => Some((bytes, b)),
-        _ => Some((
-            ratio.clone(),
-            original(&ratio).unwrap_or_else(|| "0".into()),
-        )),
+    // A form never journaled (a tree without it) leaves the other as it was.
+    match (original(&bytes), original(&ratio)) {
+        (Some(b), _) if b.trim() != "0" => Some((bytes, b)),
+        (_, Some(r)) => Some((ratio, r)),
+        (b, None) => b.map(|b| (bytes, b)),
     }
+}
+
+/// `entry` with every older entry of its linked sysctl's two forms, taken out of `entries`:
+/// each form's entries together (one line per form in a report), newest first.
+fn take_linked(entry: JournalEntry, entries: &mut Vec<JournalEntry>) -> Vec<JournalEntry> {
+    let partner = kinds::linked_sysctl(&entry.path).map(|(p, _)| p);
+    let mut group = vec![entry];
+    let mut i = entries.len();
+    while i > 0 {
+        i -= 1;
+        if Some(&entries[i].path) == partner.as_ref() || entries[i].path == group[0].path {
+            group.push(entries.remove(i));
+        }
+    }
+    group.sort_by(|a, b| a.path.cmp(&b.path));
+    group
 }
 
 /// The changes recorded in `dir`'s journal, oldest first (none when there is no journal).
@@ -617,17 +632,7 @@ fn restore_entries(
     while let Some(entry) = entries.pop() {
         if let Some((path, value)) = linked_restore(&entry, entries) {
             // Every entry of both forms goes with this one write, which restores or keeps them.
-            let partner = kinds::linked_sysctl(&entry.path).map(|(p, _)| p);
-            let mut group = vec![entry];
-            let mut i = entries.len();
-            while i > 0 {
-                i -= 1;
-                if Some(&entries[i].path) == partner.as_ref() || entries[i].path == group[0].path {
-                    group.push(entries.remove(i));
-                }
-            }
-            // One line per form in the report: each form's entries together, newest first.
-            group.sort_by(|a, b| a.path.cmp(&b.path));
+            let group = take_linked(entry, entries);
             match kinds::locate(root.base(), &path) {
                 Err(why) => group.into_iter().for_each(|entry| {
                     report.refused.push(RefusedEntry {
@@ -649,37 +654,36 @@ fn restore_entries(
                     }
                 }
             }
-            let mut left: Vec<JournalEntry> = entries.clone();
-            left.extend(kept.iter().rev().cloned());
-            unsaved = save(&left).err();
-            continue;
-        }
-        match kinds::locate(root.base(), &entry.path) {
-            Err(why) => report.refused.push(RefusedEntry { entry, why }),
-            Ok(Located::Missing) => report.vanished.push(entry),
-            Ok(Located::File(file)) => {
-                let live = root.is_live();
-                match retry_while_busy(|| settle_then_write(live, &file, &entry.old), BUSY_PATIENCE)
-                {
-                    Ok(()) => {
-                        if let Some(module) = &entry.loaded_module {
-                            match sched_module::unload(root, &entry, module) {
-                                Ok(true) => report.modules_unloaded.push(module.clone()),
-                                Ok(false) => {}
-                                Err(why) => report.modules_kept.push(KeptModule {
-                                    module: module.clone(),
-                                    why,
-                                }),
+        } else {
+            match kinds::locate(root.base(), &entry.path) {
+                Err(why) => report.refused.push(RefusedEntry { entry, why }),
+                Ok(Located::Missing) => report.vanished.push(entry),
+                Ok(Located::File(file)) => {
+                    let live = root.is_live();
+                    match retry_while_busy(
+                        || settle_then_write(live, &file, &entry.old),
+                        BUSY_PATIENCE,
+                    ) {
+                        Ok(()) => {
+                            if let Some(module) = &entry.loaded_module {
+                                match sched_module::unload(root, &entry, module) {
+                                    Ok(true) => report.modules_unloaded.push(module.clone()),
+                                    Ok(false) => {}
+                                    Err(why) => report.modules_kept.push(KeptModule {
+                                        module: module.clone(),
+                                        why,
+                                    }),
+                                }
                             }
+                            report.restored.push(entry)
                         }
-                        report.restored.push(entry)
-                    }
-                    Err(_) if entries.iter().any(|e| e.path == entry.path) => {
-                        report.superseded.push(entry)
-                    }
-                    Err(e) => {
-                        failed.push(e.naming(&entry.path));
-                        kept.push(entry);
+                        Err(_) if entries.iter().any(|e| e.path == entry.path) => {
+                            report.superseded.push(entry)
+                        }
+                        Err(e) => {
+                            failed.push(e.naming(&entry.path));
+                            kept.push(entry);
+                        }
                     }
                 }
             }
@@ -1362,6 +1366,15 @@ mod tests {
                 .resource
         );
         assert!(kinds::classify("/proc/sys/vm/mmap_min_addr").is_err());
+
+        // A tree with one form only: it comes back as it was.
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let bytes = sysctl(&sys, "overcommit_kbytes", "0\n");
+        let mut j = sys.journal(state.path());
+        j.set(&bytes, "1024").unwrap();
+        j.restore().unwrap();
+        assert_eq!(sys.read(&bytes), "0");
     }
 
     #[test]
