@@ -95,21 +95,7 @@ fn options_that_would_write_a_file_are_refused_and_the_file_is_untouched() {
             ),
         )
         .unwrap();
-        for dry in [true, false] {
-            let mut cmd = iolab();
-            cmd.arg("run")
-                .arg(&file)
-                .arg("--db")
-                .arg(dir.path().join("r.db"));
-            if dry {
-                cmd.arg("--dry-run");
-            }
-            let out = cmd
-                .env("IOLAB_STATE_DIR", dir.path().join("state"))
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(1), "{option}: {err}");
+        for err in refused_both_ways(&file, dir.path(), None) {
             assert!(err.contains(&format!("`{option}`")), "{option}: {err}");
             assert!(err.contains("e.toml:6:"), "{option}: {err}");
         }
@@ -124,6 +110,31 @@ fn options_that_would_write_a_file_are_refused_and_the_file_is_untouched() {
             .all(|n| ["victim", "e.toml"].contains(&n.as_str())),
         "{left:?}"
     );
+}
+
+/// Runs the experiment `file` as a dry run, then as a run, with its state and database in
+/// `dir` (and `path` as PATH when given): both must be refused (exit 1) with nothing stored.
+/// Returns what each printed on standard error.
+fn refused_both_ways(file: &Path, dir: &Path, path: Option<&str>) -> Vec<String> {
+    [true, false]
+        .into_iter()
+        .map(|dry| {
+            let mut cmd = iolab();
+            cmd.arg("run").arg(file).arg("--db").arg(dir.join("r.db"));
+            if dry {
+                cmd.arg("--dry-run");
+            }
+            cmd.env("IOLAB_STATE_DIR", dir.join("state"));
+            if let Some(path) = path {
+                cmd.env("PATH", path);
+            }
+            let out = cmd.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert_eq!(out.status.code(), Some(1), "dry run {dry}: {err}");
+            assert!(!dir.join("r.db").exists(), "dry run {dry}: something ran");
+            err
+        })
+        .collect()
 }
 
 /// Two holes found in review, closed before anything runs: with unknown options allowed, an
@@ -172,25 +183,9 @@ fn an_include_or_keyword_arithmetic_runs_nothing() {
     ] {
         let file = dir.path().join("e.toml");
         std::fs::write(&file, format!("name = \"x\"\n{lines}")).unwrap();
-        for dry in [true, false] {
-            let mut cmd = iolab();
-            cmd.arg("run")
-                .arg(&file)
-                .arg("--db")
-                .arg(dir.path().join("r.db"));
-            if dry {
-                cmd.arg("--dry-run");
-            }
-            let out = cmd
-                .env("IOLAB_STATE_DIR", dir.path().join("state"))
-                .env("PATH", &path)
-                .output()
-                .unwrap();
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(1), "{lines}: {err}");
+        for err in refused_both_ways(&file, dir.path(), Some(&path)) {
             assert!(err.contains(want), "{lines}: missing {want:?} in {err}");
             assert!(!marker.exists(), "{lines}: a program ran");
-            assert!(!dir.path().join("r.db").exists(), "{lines}: something ran");
         }
     }
 }

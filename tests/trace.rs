@@ -779,58 +779,6 @@ fn record_refuses_an_output_directory_that_does_not_exist() {
     assert_eq!(tracefs_state(&scratch.dev), before);
 }
 
-/// A recording stopped by SIGHUP (its terminal closed, its ssh session dropped) ends as at
-/// Ctrl-C: what it caught is kept and tracefs is put back (it used to die, tracer on).
-#[test]
-fn a_hangup_stops_a_recording_and_puts_tracefs_back() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
-        return;
-    }
-    let _turn = recording_turn();
-    let scratch = Scratch::new("hup");
-    let dir = tempfile::tempdir().unwrap();
-    let before = tracefs_state(&scratch.dev);
-    let child = Std::new(env!("CARGO_BIN_EXE_iolab"))
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .args([
-            "trace",
-            "record",
-            "-d",
-            &scratch.dev,
-            "--duration",
-            "60s",
-            "-o",
-        ])
-        .arg(dir.path().join("cap"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while std::fs::read_to_string(Path::new(TRACEFS).join("current_tracer"))
-        .unwrap_or_default()
-        .trim()
-        != "blk"
-    {
-        assert!(
-            started.elapsed().as_secs() < 20,
-            "the recording did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    // SAFETY: a signal to our own child, which is still running (it records for 60 s).
-    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
-    let out = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{:?}: {err}", out.status);
-    assert!(
-        started.elapsed().as_secs() < 30,
-        "it recorded on after SIGHUP"
-    );
-    assert!(err.contains("recorded"), "{err}");
-    assert_eq!(tracefs_state(&scratch.dev), before);
-}
-
 #[test]
 fn record_refuses_a_non_device() {
     if !iolab::sys::is_root() {
@@ -986,8 +934,10 @@ fn version_8_big_endian_and_cgroup_tagged_records_give_the_same_analysis() {
     assert_eq!(without_volatile(b), without_volatile(base));
 }
 
+/// SIGTERM, and SIGHUP (a terminal closed, an ssh session dropped: it used to kill the
+/// recorder with the tracer on), stop a recording as Ctrl-C does: tracefs is put back.
 #[test]
-fn record_restores_tracefs_on_sigterm() {
+fn record_restores_tracefs_on_sigterm_and_sighup() {
     let Some(Live {
         _turn,
         scratch,
@@ -996,42 +946,34 @@ fn record_restores_tracefs_on_sigterm() {
     else {
         return;
     };
-    let before = tracefs_state(&scratch.dev);
-    let child = Std::new(env!("CARGO_BIN_EXE_iolab"))
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .args([
-            "trace",
-            "record",
-            "-d",
-            &scratch.dev,
-            "--duration",
-            "60",
-            "-o",
-        ])
-        .arg(dir.path().join("t"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(800));
-    // While recording, the device's trace is on.
-    let name = scratch.dev.trim_start_matches("/dev/");
-    let during = std::fs::read_to_string(format!("/sys/block/{name}/trace/enable")).unwrap();
-    let _ = Std::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(during.trim(), "1");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("signal"));
-    assert_eq!(
-        tracefs_state(&scratch.dev),
-        before,
-        "tracefs settings not restored"
-    );
+    for signal in ["-TERM", "-HUP"] {
+        let before = tracefs_state(&scratch.dev);
+        let child = Std::new(env!("CARGO_BIN_EXE_iolab"))
+            .env("IOLAB_STATE_DIR", dir.path().join("state"))
+            .args(["trace", "record", "-d", &scratch.dev, "--duration", "60"])
+            .arg("-o")
+            .arg(dir.path().join(format!("t{signal}")))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        // While recording, the device's trace is on.
+        let name = scratch.dev.trim_start_matches("/dev/");
+        let during = std::fs::read_to_string(format!("/sys/block/{name}/trace/enable")).unwrap();
+        let _ = Std::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(during.trim(), "1", "{signal}");
+        assert!(out.status.success(), "{signal}: {:?}: {err}", out.status);
+        assert!(err.contains("signal"), "{signal}: {err}");
+        assert_eq!(
+            tracefs_state(&scratch.dev),
+            before,
+            "{signal}: tracefs settings not restored"
+        );
+    }
 }
 
 #[test]

@@ -1186,24 +1186,25 @@ mod tests {
         assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "keep\n");
     }
 
+    /// An entry that changed `path` from `old` to "32".
+    fn entry(path: &str, old: &str) -> JournalEntry {
+        JournalEntry {
+            path: path.to_string(),
+            old: old.into(),
+            new: "32".into(),
+            time_unix: 0.0,
+            loaded_module: None,
+        }
+    }
+
     /// A journal a killed run left in `state`, changing `paths` from `old` to "32".
     fn left_behind(sys: &Fake, state: &Path, paths: &[&str], old: &str) {
-        let entries = paths
-            .iter()
-            .map(|p| JournalEntry {
-                path: p.to_string(),
-                old: old.into(),
-                new: "32".into(),
-                time_unix: 0.0,
-                loaded_module: None,
-            })
-            .collect();
         let file = JournalFile {
             pid: 1,
             started_unix: 0.0,
             root: Some(sys.root.base().display().to_string()),
             boot_id: None,
-            entries,
+            entries: paths.iter().map(|p| entry(p, old)).collect(),
         };
         write_journal(state, &file).unwrap();
     }
@@ -1267,16 +1268,7 @@ mod tests {
         let knobs: Vec<String> = (0..4)
             .map(|i| sys.knob(&format!("loop{i}"), "nr_requests", "32\n"))
             .collect();
-        let mut entries: Vec<JournalEntry> = knobs
-            .iter()
-            .map(|p| JournalEntry {
-                path: p.clone(),
-                old: "64".into(),
-                new: "32".into(),
-                time_unix: 0.0,
-                loaded_module: None,
-            })
-            .collect();
+        let mut entries: Vec<JournalEntry> = knobs.iter().map(|p| entry(p, "64")).collect();
         break_knob(&sys, &knobs[1]);
         let full = || -> Result<(), KnobError> {
             Err(KnobError::State {
@@ -1390,13 +1382,7 @@ mod tests {
             started_unix: 0.0,
             root: None,
             boot_id: Some("00000000-0000-0000-0000-000000000000".into()),
-            entries: vec![JournalEntry {
-                path: "/proc/irq/99999/smp_affinity_list".into(),
-                old: "0".into(),
-                new: "1".into(),
-                time_unix: 0.0,
-                loaded_module: None,
-            }],
+            entries: vec![entry("/proc/irq/99999/smp_affinity_list", "0")],
         };
         write_journal(state.path(), &file).unwrap();
         assert!(pending(state.path()).unwrap().is_empty());
