@@ -419,6 +419,13 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
             if !shape.accepts(value, choices(name)) {
                 return Err(bad_value(shape.describe(choices(name))));
             }
+            // fio's parse check takes 0, then each run fails with "maximum number of jobs
+            // reached", which says nothing of the cause.
+            if canonical(name) == "numjobs" && value.parse::<f64>() == Ok(0.0) {
+                return Err(bad_value(
+                    "at least 1 job (fio makes no job of 0)".to_string(),
+                ));
+            }
         }
         Rule::LogName => {
             if !is_plain_name(value) {
@@ -1005,6 +1012,15 @@ mod tests {
             ..DEFAULT
         };
         check_option("numjobs", "$ncpus-1", &exec).unwrap();
+    }
+
+    #[test]
+    fn no_jobs_is_refused_with_its_reason() {
+        for zero in ["0", " 0 ", "0.0"] {
+            let e = check_option("numjobs", zero, &DEFAULT).unwrap_err();
+            assert!(e.to_string().contains("at least 1 job"), "{e}");
+        }
+        check_option("numjobs", "1", &DEFAULT).unwrap();
     }
 
     #[test]
