@@ -661,7 +661,12 @@ fn restore_entries(
                 Ok(Located::File(file)) => {
                     let live = root.is_live();
                     match retry_while_busy(
-                        || settle_then_write(live, &file, &entry.old),
+                        || {
+                            if as_found(&file, &entry) {
+                                return Ok(());
+                            }
+                            settle_then_write(live, &file, &entry.old)
+                        },
                         BUSY_PATIENCE,
                     ) {
                         Ok(()) => {
@@ -708,6 +713,15 @@ fn restore_entries(
             errors: failed.iter().map(|e| e.to_string()).collect(),
         })
     }
+}
+
+/// Whether an entry's knob already reads its old value and must not be written: only
+/// `wbt_lat_usec`, which reads 0 both when bfq turned writeback throttling off and when a
+/// user did. Writing 0 makes it the user's (the kernel then never turns it on again when
+/// the scheduler changes), so a 0 that the old scheduler's return brought back is left as is.
+fn as_found(file: &Path, entry: &JournalEntry) -> bool {
+    entry.path.ends_with("/queue/wbt_lat_usec")
+        && read_attr(&file.display().to_string()).is_ok_and(|now| now.trim() == entry.old.trim())
 }
 
 /// Writes a knob; on the live machine an interrupt's affinity is written only after a move
@@ -1238,6 +1252,40 @@ mod tests {
         let mut other = sys.journal(b.path());
         let refused = other.set(&stuck, "16").unwrap_err();
         assert!(refused.to_string().contains("iolab restore"), "{refused}");
+    }
+
+    #[test]
+    fn a_wbt_latency_already_back_is_not_written() {
+        // Under bfq wbt_lat_usec reads 0 (bfq turned throttling off); the experiment set it,
+        // and the old scheduler's return reads 0 again: writing 0 would make it a user's 0.
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let wbt = sys.knob("loop0", "wbt_lat_usec", "0\n");
+        let mut j = sys.journal(state.path());
+        j.set(&wbt, "75000").unwrap();
+        std::fs::write(sys.file(&wbt), "0\n").unwrap();
+        let epoch = std::time::SystemTime::UNIX_EPOCH;
+        let file = std::fs::File::options()
+            .write(true)
+            .open(sys.file(&wbt))
+            .unwrap();
+        file.set_modified(epoch).unwrap();
+        drop(file);
+        let report = j.restore().unwrap();
+        assert_eq!(report.restored.len(), 1);
+        let mtime = std::fs::metadata(sys.file(&wbt))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(mtime, epoch, "wbt_lat_usec was written");
+        drop(j);
+        // Any other knob, and a wbt latency not yet back, are written as always.
+        let nr = sys.knob("loop0", "nr_requests", "64\n");
+        let mut j = sys.journal(state.path());
+        j.set(&nr, "32").unwrap();
+        j.set(&wbt, "75000").unwrap();
+        j.restore().unwrap();
+        assert_eq!((sys.read(&nr), sys.read(&wbt)), ("64".into(), "0".into()));
     }
 
     #[test]
