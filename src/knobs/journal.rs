@@ -660,15 +660,14 @@ fn restore_entries(
                 Ok(Located::Missing) => report.vanished.push(entry),
                 Ok(Located::File(file)) => {
                     let live = root.is_live();
-                    match retry_while_busy(
-                        || {
-                            if as_found(&file, &entry) {
-                                return Ok(());
-                            }
-                            settle_then_write(live, &file, &entry.old)
-                        },
-                        BUSY_PATIENCE,
-                    ) {
+                    let written = match as_found(&file, &entry) {
+                        true => Ok(()),
+                        false => retry_while_busy(
+                            || settle_then_write(live, &file, &entry.old),
+                            BUSY_PATIENCE,
+                        ),
+                    };
+                    match written {
                         Ok(()) => {
                             if let Some(module) = &entry.loaded_module {
                                 match sched_module::unload(root, &entry, module) {

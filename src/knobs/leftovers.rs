@@ -53,20 +53,21 @@ pub(crate) struct Leftovers {
 pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
     // A journal that cannot be put back whole (a knob refusing its old value, another iolab
     // holding a device) keeps what is left and is a problem; the rest is undone all the same.
+    // The report of each journal, and whether it failed.
     let mut journal_problems = Vec::new();
-    let mut replay = |dir: &Path, what: &str| {
-        super::replay(dir).unwrap_or_else(|e| {
+    let mut replay = |dir: &Path, what: &str| match super::replay(dir) {
+        Ok(report) => (report, false),
+        Err(e) => {
             journal_problems.push(format!(
                 "{what}: {e}; what was not put back stays in {}: run `iolab restore` again \
                  once the cause is fixed",
                 dir.join("journal.json").display()
             ));
-            None
-        })
+            (None, true)
+        }
     };
-    let knobs = replay(state_dir, "knobs");
-    let tracer = replay(&state_dir.join(super::TRACER_DIR), "tracefs settings");
-    let knobs_failed = journal_problems.iter().any(|p| p.starts_with("knobs:"));
+    let (knobs, knobs_failed) = replay(state_dir, "knobs");
+    let (tracer, _) = replay(&state_dir.join(super::TRACER_DIR), "tracefs settings");
     // After its settings are back, as the recording itself would have done.
     let tracefs_mount =
         crate::trace::tracefs_mount::unmount_left(&state_dir.join(super::TRACER_DIR));
