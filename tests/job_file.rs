@@ -1,7 +1,8 @@
 //! `[workload] job = "my.fio"`: a user's fio job file as the workload, through the CLI. As
 //! root, end to end on a scratch loop device with a factor overriding one of the file's
 //! options; everywhere, the refusals (an exec option, a `filename` outside the target, an
-//! include leaving the job file's directory, a bad line), each at both files' lines.
+//! include leaving the job file's directory by name or by a symbolic link, a bad line), each
+//! at both files' lines.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -109,6 +110,12 @@ fn job_files_that_break_the_rules_are_refused_at_both_files_lines() {
     let toml = "name = \"refused\"\n[workload]\njob = \"j.fio\"\n";
     let x = dir.path().join("x.toml").display().to_string();
     let j = dir.path().join("j.fio").display().to_string();
+    // A link beside the job file to a file elsewhere, whose command must not run either.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("other.fio");
+    std::fs::write(&target, format!("exec_prerun=touch {}\n", marker.display())).unwrap();
+    std::os::unix::fs::symlink(&target, dir.path().join("linked.fio")).unwrap();
+    let linked = dir.path().join("linked.fio").display().to_string();
     for (job, want) in [
         (
             format!(
@@ -124,6 +131,13 @@ fn job_files_that_break_the_rules_are_refused_at_both_files_lines() {
         (
             "[r]\ninclude ../elsewhere.fio\n".to_string(),
             format!("{x}:3:7: job file {j}:2: `include ../elsewhere.fio` reaches outside"),
+        ),
+        (
+            "[r]\ninclude linked.fio\n".to_string(),
+            format!(
+                "{x}:3:7: job file {j}:2: cannot read included file {linked}: a symbolic link \
+                 leads it to"
+            ),
         ),
         (
             "[r]\nrw=read\n[broken\n".to_string(),

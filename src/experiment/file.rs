@@ -79,7 +79,7 @@ pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
             allowed: None,
         }],
     })?;
-    parse_with(&source, &text, &job_file::Disk)
+    parse_with(&source, &text, &job_file::Disk::beside(path))
 }
 
 /// Validates an experiment given as text; `source` names it in messages. Reads nothing: a

@@ -80,12 +80,59 @@ pub(crate) trait JobSource {
     fn var(&self, name: &str) -> Option<String>;
 }
 
-/// The real files and the process's environment.
-pub(crate) struct Disk;
+/// The real files under `root` (the experiment's directory) and the process's environment.
+pub(crate) struct Disk {
+    root: PathBuf,
+}
+
+impl Disk {
+    /// Job files of the experiment file `experiment`: those in its directory or below it.
+    pub(crate) fn beside(experiment: &Path) -> Disk {
+        let root = match experiment.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Disk { root }
+    }
+}
 
 impl JobSource for Disk {
+    /// The names were checked to stay below `root`, but a symbolic link there can still lead
+    /// anywhere (iolab reads as root, quotes what it reads and stores it with the results), and
+    /// a FIFO or a device would block or be opened. So the file is first resolved without
+    /// being opened (`O_PATH`: no driver sees it), judged by where it really is and what it is,
+    /// and only then read, through that same resolved handle, so a link swapped in between
+    /// changes nothing.
     fn read(&self, path: &Path) -> Result<String, String> {
-        std::fs::read_to_string(path).map_err(|e| e.to_string())
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let handle = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)
+            .map_err(|e| e.to_string())?;
+        let by_fd = PathBuf::from(format!("/proc/self/fd/{}", handle.as_raw_fd()));
+        let real = std::fs::read_link(&by_fd).map_err(|e| format!("{}: {e}", by_fd.display()))?;
+        let root = std::fs::canonicalize(&self.root)
+            .map_err(|e| format!("{}: {e}", self.root.display()))?;
+        if !real.starts_with(&root) {
+            return Err(format!(
+                "a symbolic link leads it to {}, outside the experiment's directory {} (iolab \
+                 reads job files only there: copy the file there)",
+                real.display(),
+                root.display()
+            ));
+        }
+        let meta = handle.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() {
+            return Err("not a regular file".to_string());
+        }
+        let mut text = String::new();
+        std::fs::File::open(&by_fd)
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .map_err(|e| e.to_string())?;
+        Ok(text)
     }
     fn var(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
@@ -540,6 +587,39 @@ mod tests {
             assert!(m[0].starts_with("/j/a.fio:2: "), "{m:?}");
             assert!(m[0].contains(expect), "{inc}: {m:?}");
         }
+    }
+
+    #[test]
+    fn on_disk_a_link_out_of_the_directory_or_a_fifo_is_not_read() {
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join("exp");
+        std::fs::create_dir(&dir).unwrap();
+        let secret = top.path().join("secret");
+        std::fs::write(&secret, "rw=randwrite\n").unwrap();
+        std::fs::write(dir.join("real.fio"), "bs=8k\n").unwrap();
+        std::os::unix::fs::symlink(&secret, dir.join("out.fio")).unwrap();
+        std::os::unix::fs::symlink(dir.join("real.fio"), dir.join("in.fio")).unwrap();
+        let fifo = std::ffi::CString::new(dir.join("fifo.fio").to_str().unwrap()).unwrap();
+        // SAFETY: a path string made above; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let disk = Disk::beside(&dir.join("x.toml"));
+        let job = |text: &str| {
+            std::fs::write(dir.join("a.fio"), text).unwrap();
+            parse(&dir.join("a.fio"), &disk)
+        };
+        let w = workload(&job("[job]\ninclude in.fio\n").unwrap().sections).unwrap();
+        assert_eq!(pairs(&w), [("bs", "8k")]);
+        for (inc, expect) in [
+            ("out.fio", "outside the experiment's directory"),
+            ("fifo.fio", "not a regular file"),
+        ] {
+            let m = messages(job(&format!("[job]\ninclude {inc}\n")));
+            assert!(m[0].contains(expect), "{inc}: {m:?}");
+            assert!(!m[0].contains("randwrite"), "{m:?}");
+        }
+        // The job file itself too.
+        let m = messages(parse(&dir.join("out.fio"), &disk));
+        assert!(m[0].contains("outside the experiment's directory"), "{m:?}");
     }
 
     #[test]

@@ -392,6 +392,19 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
             ),
         });
     }
+    // fio puts an environment variable in place of `${NAME}` anywhere in a line, after
+    // iolab's check: the checked text would not be what runs, and the runner's environment
+    // (a home directory, a token) would end up in the stored results. A job file's `${NAME}`
+    // is expanded by iolab before the check (`job_file`); here there is nothing to expand it.
+    if value.contains("${") {
+        return Err(Refusal::BadValue {
+            name: name.to_string(),
+            value: value.to_string(),
+            expected: "a value without `${NAME}` (fio would put the environment variable \
+                       NAME of the machine it runs on there, unchecked): write the value itself"
+                .to_string(),
+        });
+    }
     let value = fio_trim(value);
     let bad_value = |expected: String| Refusal::BadValue {
         name: name.to_string(),
@@ -1012,6 +1025,28 @@ mod tests {
             ..DEFAULT
         };
         check_option("numjobs", "$ncpus-1", &exec).unwrap();
+    }
+
+    #[test]
+    fn an_environment_variable_fio_would_expand_is_refused() {
+        let all = OptionPolicy {
+            allow_exec: true,
+            allow_destructive: true,
+            allow_unknown: true,
+        };
+        for (name, value) in [
+            ("description", "run by ${USER} from ${HOME}"),
+            ("buffer_pattern", "\"${HOME}\""),
+            ("iodepth", "${DEPTH}"),
+            ("not_a_fio_option", "${HOME}"),
+        ] {
+            for policy in [&DEFAULT, &all] {
+                let e = check_option(name, value, policy).unwrap_err();
+                assert!(e.to_string().contains("environment variable"), "{e}");
+            }
+        }
+        // A lone `$` is no variable, and fio's own keywords stay fio's.
+        check_option("description", "costs $5, uses $ncpus jobs", &DEFAULT).unwrap();
     }
 
     #[test]
