@@ -693,6 +693,61 @@ fn entries_not_of_the_block_tracer_are_left_out_and_counted() {
     assert_eq!(f(&report["devices"][0]["latency"]["q2c"]["n"]), 300.0);
 }
 
+/// `trace record --json`: the JSON alone on standard output, the command's own output moved
+/// to standard error beside the text summary, and the figures the text gives.
+#[test]
+fn record_json_is_alone_on_standard_output() {
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("json")
+    else {
+        return;
+    };
+    let base = dir.path().join("cap");
+    let script = format!(
+        "echo from-the-command; dd if=/dev/zero of={} bs=4k count=64 oflag=direct \
+         status=none; exit 3",
+        scratch.dev
+    );
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "--json", "-d", &scratch.dev, "-o"])
+        .arg(&base)
+        .args(["--buffer-kb", "1024", "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("from-the-command") && err.contains("recorded"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["device"], scratch.dev.trim_start_matches("/dev/"), "{v}");
+    assert_eq!(v["command_exit_code"], 3, "{v}");
+    assert_eq!(v["command_signal"], Value::Null, "{v}");
+    assert_eq!(v["stopped_by"], "command exited", "{v}");
+    assert_eq!(v["events_lost"], 0, "{v}");
+    assert_eq!(v["empty"], false, "{v}");
+    let per_cpu: f64 = v["events_per_cpu"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(f)
+        .sum();
+    assert_eq!(per_cpu, f(&v["events"]), "{v}");
+    // 64 writes: at least their Q, D and C, beside what the block layer adds.
+    assert!(f(&v["events"]) >= 192.0, "{v}");
+    for file in v["files"].as_array().unwrap() {
+        assert!(Path::new(file.as_str().unwrap()).exists(), "{file}");
+    }
+    let report = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
+    assert_eq!(f(&report["devices"][0]["writes"]), 64.0, "{report}");
+}
+
 /// A busy device fills the ring buffer as fast as it is read; the recorder must still get
 /// round to its clock. `--duration 1s` beside 4 KiB random reads stops after 1 s, not when
 /// the reads end (a recorder that read until the buffer was empty stopped after 6 to 9 s).
@@ -1042,6 +1097,7 @@ fn start_recording(tag: &str, buffer_kb: u64) -> Option<Recorded> {
         buffer_kb,
         command: Vec::new(),
         status_line: false,
+        command_stdout_to_stderr: false,
         state_dir: dir.path().join("state"),
     })
     .unwrap();

@@ -74,6 +74,10 @@ pub(crate) struct PlotArgs {
 /// Record a device's block events through tracefs into NAME.blktrace.CPU files
 /// (readable by blkparse and btt).
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help(
+    "Print what was recorded as JSON on standard output (files, events, events lost, the \
+     command's exit); COMMAND's own standard output then goes to standard error"
+)))]
 pub(crate) struct RecordArgs {
     /// Device to trace (e.g. loop0 or /dev/loop0).
     #[arg(short = 'd', long = "device", value_name = "DEV")]
@@ -98,6 +102,8 @@ pub(crate) struct RecordArgs {
     /// Command to run while recording; recording stops when it exits.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// Analyse traces: btt's sections, percentiles, per-request view, timeline, findings.
@@ -207,12 +213,18 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         status_line: args.command.is_empty()
             && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         command: args.command,
+        command_stdout_to_stderr: args.out.json,
         state_dir: crate::knobs::state_dir(),
     };
     if cfg.duration.is_none() && cfg.command.is_empty() && !cfg.status_line {
         eprintln!("recording {}; press Ctrl-C to stop", cfg.device);
     }
     let summary = trace::capture::record(&cfg)?;
+    // The text goes to standard error either way: standard output may be the command's.
     eprint!("{}", trace::capture::render(&summary));
+    if args.out.json {
+        let json = serde_json::to_string_pretty(&trace::capture::Recorded::of(&summary))?;
+        crate::output::stdout(&(json + "\n"))?;
+    }
     Ok(())
 }

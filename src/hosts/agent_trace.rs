@@ -48,6 +48,7 @@ impl AgentTrace {
             buffer_kb,
             command: Vec::new(),
             status_line: false,
+            command_stdout_to_stderr: false,
             state_dir: state_dir.to_path_buf(),
         })
         .map_err(|e| format!("cannot record /dev/{device}: {e:#}"))?;

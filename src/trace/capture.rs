@@ -40,6 +40,9 @@ pub struct Config {
     /// Keep a status line on stderr (elapsed time, events, events lost), redrawn each second:
     /// for a person at a terminal waiting on a recording with no command of its own.
     pub status_line: bool,
+    /// The command's standard output goes to standard error (`trace record --json`, whose
+    /// standard output is the JSON alone).
+    pub command_stdout_to_stderr: bool,
     /// The state directory: the tracefs settings are journaled in its `tracer/`, where
     /// `iolab restore` finds them after a SIGKILL.
     pub state_dir: PathBuf,
@@ -74,6 +77,54 @@ impl Summary {
     /// them, whichever saw more) or dropped.
     pub fn lost(&self) -> u64 {
         self.overrun.max(self.missed) + self.dropped
+    }
+}
+
+/// `trace record --json`: the summary for scripts, each figure named, with the warnings the
+/// text gives as sentences.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Recorded<'a> {
+    device: &'a str,
+    files: &'a [PathBuf],
+    events: u64,
+    events_per_cpu: &'a BTreeMap<u32, u64>,
+    /// Overwritten or dropped by the kernel (`Summary::lost`); the parts follow.
+    events_lost: u64,
+    overrun: u64,
+    dropped: u64,
+    missed: u64,
+    /// Other tracefs entries left out.
+    foreign: u64,
+    processes_named: usize,
+    seconds: f64,
+    stopped_by: &'a str,
+    /// The command's exit code, or the signal that ended it; both null without a command.
+    command_exit_code: Option<i32>,
+    command_signal: Option<i32>,
+    /// Nothing was recorded (see the text's warning for the likely reasons).
+    empty: bool,
+}
+
+impl<'a> Recorded<'a> {
+    pub(crate) fn of(s: &'a Summary) -> Recorded<'a> {
+        use std::os::unix::process::ExitStatusExt;
+        Recorded {
+            device: &s.device,
+            files: &s.files,
+            events: s.events(),
+            events_per_cpu: &s.events_per_cpu,
+            events_lost: s.lost(),
+            overrun: s.overrun,
+            dropped: s.dropped,
+            missed: s.missed,
+            foreign: s.foreign,
+            processes_named: s.processes,
+            seconds: s.elapsed.as_secs_f64(),
+            stopped_by: &s.stopped_by,
+            command_exit_code: s.command_status.and_then(|st| st.code()),
+            command_signal: s.command_status.and_then(|st| st.signal()),
+            empty: s.events() == 0,
+        }
     }
 }
 
@@ -504,6 +555,13 @@ fn record_with(
         Some((prog, args)) => Some(
             Command::new(prog)
                 .args(args)
+                .stdout(if cfg.command_stdout_to_stderr {
+                    use std::os::fd::AsFd;
+                    let err = io::stderr().as_fd().try_clone_to_owned()?;
+                    std::process::Stdio::from(err)
+                } else {
+                    std::process::Stdio::inherit()
+                })
                 .spawn()
                 .with_context(|| format!("starting {prog}"))?,
         ),

@@ -266,6 +266,7 @@ impl Tracing {
                     buffer_kb: self.buffer_kb,
                     command: Vec::new(),
                     status_line: false,
+                    command_stdout_to_stderr: false,
                     state_dir: self.state_dir.clone(),
                 })
             });
