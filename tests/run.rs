@@ -858,6 +858,64 @@ fn dry_run_across_hosts_says_each_run_starts_a_second_late() {
     );
 }
 
+/// Across hosts the devices checked for writing are those each host's job drives: a
+/// controlled host with its own device is checked on that device, not on [target] device or
+/// --device; fio's client mode alone refuses per-host devices and half-controlled hosts.
+/// Each refusal comes before any host is reached (nothing here answers on those addresses).
+#[test]
+fn across_hosts_writes_are_checked_on_the_device_each_host_drives() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = |fio: &str, more: &str| format!("[[target.host]]\nfio = \"{fio}\"\n{more}");
+    let work = "[workload]\nrw = \"randwrite\"\nbs = \"4k\"\nruntime = \"2s\"\n";
+    for (name, target, hosts, args, want) in [
+        (
+            "own",
+            "device = \"sdb\"\n",
+            host("10.0.0.1", "ssh = \"a\"\ndevice = \"sda\"\n")
+                + &host("10.0.0.2", "ssh = \"b\"\n"),
+            &["--destructive-device", "sdb"][..],
+            "writes (rw=randwrite writes to the target) to /dev/sda on 10.0.0.1:",
+        ),
+        (
+            "override",
+            "device = \"sda\"\n",
+            host("10.0.0.1", "ssh = \"a\"\n") + &host("10.0.0.2", "ssh = \"b\"\n"),
+            &["--device", "sdb", "--destructive-device", "sdb"][..],
+            "--device sdb: controlled hosts drive the device their [[target.host]] names",
+        ),
+        (
+            "client",
+            "",
+            host("10.0.0.1", "device = \"sda\"\n") + &host("10.0.0.2", "device = \"sdb\"\n"),
+            &["--destructive-device", "sda", "--destructive-device", "sdb"][..],
+            "a host's own `device` needs `ssh`",
+        ),
+        (
+            "half",
+            "device = \"sdb\"\n",
+            host("10.0.0.1", "ssh = \"a\"\n") + &host("10.0.0.2", ""),
+            &[][..],
+            "iolab controls all hosts or none",
+        ),
+    ] {
+        let file = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &file,
+            format!("name = \"h\"\n[target]\n{target}{hosts}{work}"),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_iolab"))
+            .args(["run", "--dry-run"])
+            .args(args)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(want), "{name}: want {want:?} in {err}");
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Real fio on scratch loop devices (root).
 

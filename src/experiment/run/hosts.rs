@@ -157,17 +157,61 @@ fn model(
     })
 }
 
-/// The devices the hosts name in their own tables, each once, when every host names one
-/// (each host gets its own job file); `None` when some host does not.
-pub(crate) fn own_device(exp: &Experiment) -> Option<Vec<String>> {
+/// The devices controlled hosts drive, each once: each host's own, else [target] device.
+/// `--device` names this machine's device and is refused here: the hosts' jobs are built from
+/// the file (`host_device`), and a device checked for writing that no job drives would let
+/// the job's own device go unchecked.
+pub(crate) fn controlled_devices(exp: &Experiment, override_: Option<&str>) -> Result<Vec<String>> {
+    if let Some(d) = override_ {
+        bail!(
+            "--device {d}: controlled hosts drive the device their [[target.host]] names \
+             (`device = \"...\"`), else [target] device; name it there"
+        );
+    }
     let mut out: Vec<String> = Vec::new();
-    for s in &exp.target.host_specs {
-        let d = crate::target::device_name(s.device.as_deref()?);
+    for spec in &exp.target.host_specs {
+        let d = host_device(exp, spec)?;
         if !out.contains(&d) {
             out.push(d);
         }
     }
-    (!out.is_empty()).then_some(out)
+    Ok(out)
+}
+
+/// The fio servers whose job drives `device`: a controlled host's own, else every one.
+pub(crate) fn driving(exp: &Experiment, device: &str) -> Vec<String> {
+    exp.target
+        .host_specs
+        .iter()
+        .filter(|s| !exp.target.controlled() || host_device(exp, s).is_ok_and(|d| d == device))
+        .map(|s| s.fio.clone())
+        .collect()
+}
+
+/// Refuses what fio's client mode alone cannot do: every server runs the same job, so a
+/// host's own `device` (which only a controlled host's job uses) would be driven on every
+/// host; and a host with `ssh` beside hosts without it would silently not be controlled.
+pub(crate) fn uncontrolled_fit(exp: &Experiment) -> Result<()> {
+    let specs = &exp.target.host_specs;
+    if let (Some(with), Some(without)) = (
+        specs.iter().find(|s| s.ssh.is_some()),
+        specs.iter().find(|s| s.ssh.is_none()),
+    ) {
+        bail!(
+            "{} has `ssh` and {} has none: iolab controls all hosts or none; give every \
+             [[target.host]] `ssh = \"...\"`, or none",
+            describe(exp, with),
+            describe(exp, without)
+        );
+    }
+    if let Some(s) = specs.iter().find(|s| s.device.is_some()) {
+        bail!(
+            "{}: a host's own `device` needs `ssh` (iolab then writes each host its own job); \
+             without it every fio server runs one job: name the device in [target] device",
+            describe(exp, s)
+        );
+    }
+    Ok(())
 }
 
 /// What `iolab run --dry-run` says of one controlled host: its device, kernel and, per
@@ -852,8 +896,8 @@ fn sampler_figures(device: &str, answer: &serde_json::Value) -> Vec<(String, f64
 #[cfg(test)]
 mod tests {
     use super::{
-        aggregate_status, fio_host, host_checks, host_device, own_device, sampler_figures,
-        span_of_windows, Settled,
+        aggregate_status, controlled_devices, fio_host, host_checks, host_device, sampler_figures,
+        span_of_windows, uncontrolled_fit, Settled,
     };
     use crate::experiment::file::parse;
     use crate::store::RunStatus;
@@ -870,7 +914,7 @@ mod tests {
     #[test]
     fn each_host_drives_its_own_device() {
         let same = exp(["device = \"loop5\"\n"; 2], "bs = [\"4k\"]\n");
-        assert_eq!(own_device(&same), Some(vec!["loop5".to_string()]));
+        assert_eq!(controlled_devices(&same, None).unwrap(), ["loop5"]);
         assert_eq!(
             host_device(&same, &same.target.host_specs[1]).unwrap(),
             "loop5"
@@ -880,9 +924,49 @@ mod tests {
             "bs = [\"4k\"]\n",
         );
         assert_eq!(
-            own_device(&differ),
-            Some(vec!["loop5".to_string(), "loop6".to_string()])
+            controlled_devices(&differ, None).unwrap(),
+            ["loop5", "loop6"]
         );
+    }
+
+    /// The devices checked for writing are those the hosts' jobs drive: a host without its
+    /// own device drives [target] device, and `--device` (this machine's) is refused rather
+    /// than checked in place of theirs.
+    #[test]
+    fn the_devices_checked_are_the_ones_each_host_drives() {
+        let text = "name = \"n\"\n[target]\ndevice = \"sdb\"\n\
+                    [[target.host]]\nssh = \"a\"\nfio = \"10.0.0.1\"\ndevice = \"sda\"\n\
+                    [[target.host]]\nssh = \"b\"\nfio = \"10.0.0.2\"\n";
+        let e = parse("x.toml", text).unwrap();
+        assert_eq!(controlled_devices(&e, None).unwrap(), ["sda", "sdb"]);
+        let refused = controlled_devices(&e, Some("sdb")).unwrap_err().to_string();
+        assert!(refused.contains("--device sdb"), "{refused}");
+    }
+
+    #[test]
+    fn client_mode_alone_refuses_per_host_devices_and_half_controlled_hosts() {
+        let per_host = parse(
+            "x.toml",
+            "name = \"n\"\n[[target.host]]\nfio = \"10.0.0.1\"\ndevice = \"sda\"\n\
+             [[target.host]]\nfio = \"10.0.0.2\"\ndevice = \"sdb\"\n",
+        )
+        .unwrap();
+        let e = uncontrolled_fit(&per_host).unwrap_err().to_string();
+        assert!(e.contains("own `device` needs `ssh`"), "{e}");
+        let half = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\n[[target.host]]\nfio = \"10.0.0.1\"\n\
+             ssh = \"a\"\n[[target.host]]\nfio = \"10.0.0.2\"\n",
+        )
+        .unwrap();
+        let e = uncontrolled_fit(&half).unwrap_err().to_string();
+        assert!(e.contains("all hosts or none"), "{e}");
+        let plain = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = [\"10.0.0.1\", \"10.0.0.2\"]\n",
+        )
+        .unwrap();
+        uncontrolled_fit(&plain).unwrap();
     }
 
     #[test]

@@ -292,24 +292,29 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
 }
 
 /// The devices `hosts` drive, and the refusal to write to any of them unless named
-/// expendable: iolab cannot look at another machine's mounts, holders or signatures.
+/// expendable: iolab cannot look at another machine's mounts, holders or signatures. The
+/// devices checked are exactly those the hosts' jobs name: each controlled host's own
+/// (`hosts::host_device`), else the one job every fio server runs.
 fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> {
-    let devices = hosts::own_device(exp)
-        .or_else(|| named_devices(exp, settings))
-        .ok_or_else(|| {
+    let devices = if exp.target.controlled() {
+        hosts::controlled_devices(exp, settings.device.as_deref())?
+    } else {
+        hosts::uncontrolled_fit(exp)?;
+        named_devices(exp, settings).ok_or_else(|| {
             anyhow::anyhow!(
                 "`hosts` run fio on other machines, where the default scratch device does not \
-             exist: name their device with --device or [target] device"
+                 exist: name their device with --device or [target] device"
             )
-        })?;
+        })?
+    };
     if let Some((key, why)) = first_write(exp) {
         for d in &devices {
             anyhow::ensure!(
                 expendable(settings, d).is_some(),
                 "cell {key} writes ({why}) to /dev/{d} on {}: iolab cannot check another \
                  machine's device for data, so it writes there only to a device named with \
-                 --destructive-device {d} (its contents on every host will be destroyed)",
-                exp.target.hosts.join(", ")
+                 --destructive-device {d} (its contents on those hosts will be destroyed)",
+                hosts::driving(exp, d).join(", ")
             );
         }
     }
