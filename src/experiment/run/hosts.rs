@@ -23,7 +23,7 @@ use crate::experiment::{Experiment, TargetDevice};
 use crate::hosts::check;
 use crate::hosts::protocol::Request;
 use crate::hosts::ssh::{Connection, SshOptions};
-use crate::metrics;
+use crate::metrics::{self, Source};
 use crate::model::Machine;
 use crate::store::{EnvironmentEntry, NewExperiment, NewRun, RunStatus, Store};
 use crate::workload::fio_json::FioReport;
@@ -568,12 +568,7 @@ pub(crate) fn trace_stop(
         }
         match c.connection.request(&Request::TraceStop) {
             Ok(answer) => out.push(HostTrace {
-                metrics: answer["metrics"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
-                    .collect(),
+                metrics: figures(&answer["metrics"], Source::Trace),
                 in_window: answer["in_window"][0]
                     .as_f64()
                     .zip(answer["in_window"][1].as_f64()),
@@ -880,24 +875,28 @@ fn sampler_series(device: &str, answer: &serde_json::Value) -> Vec<crate::store:
 /// too few readings for a summary.
 fn sampler_figures(device: &str, answer: &serde_json::Value) -> Vec<(String, f64)> {
     let summary = &answer["summary"];
-    let figures = |v: &serde_json::Value| {
-        v.as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
-            .collect::<Vec<_>>()
-    };
-    let mut out = figures(&summary["system"]);
-    out.extend(figures(&summary["devices"][device]));
-    out.retain(|(_, v)| v.is_finite());
+    let mut out = figures(&summary["system"], Source::Sampler);
+    out.extend(figures(&summary["devices"][device], Source::Sampler));
     out
+}
+
+/// The finite numbers of an agent's answer object whose names are the registry's metrics of
+/// `source`. An answer is another machine's word: a name of fio's (`read_iops`) would be
+/// stored after, and so in place of, the figure fio gave.
+fn figures(v: &serde_json::Value, source: Source) -> Vec<(String, f64)> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| metrics::exact(k).is_some_and(|m| m.source == source && !k.contains(':')))
+        .filter_map(|(k, v)| Some((k.clone(), v.as_f64().filter(|v| v.is_finite())?)))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::{
-        aggregate_status, controlled_devices, fio_host, host_checks, host_device, sampler_figures,
-        span_of_windows, uncontrolled_fit, Settled,
+        aggregate_status, controlled_devices, figures, fio_host, host_checks, host_device,
+        sampler_figures, span_of_windows, uncontrolled_fit, Settled, Source,
     };
     use crate::experiment::file::parse;
     use crate::store::RunStatus;
@@ -988,6 +987,33 @@ mod tests {
             "the other device's figures stay out"
         );
         assert!(sampler_figures("loop5", &serde_json::json!({"summary": null})).is_empty());
+        // A name of fio's would replace fio's own figure in the store; any name not the
+        // sampler's, or prefixed, is no figure of the sampler's.
+        let hostile = serde_json::json!({"summary": {
+            "system": {"usr_pct": 12.5, "read_iops": 9.9e9, "read_clat_p99_us": 0.001,
+                       "trace_q2c_mean_us": 1.0, "x:usr_pct": 1.0, "made_up": 3.0},
+            "devices": {"loop5": {"dev_r_per_s": 2000.0, "write_bw_mbs": 1e9}}
+        }});
+        let mut m = sampler_figures("loop5", &hostile);
+        m.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            m,
+            [
+                ("dev_r_per_s".to_string(), 2000.0),
+                ("usr_pct".to_string(), 12.5)
+            ]
+        );
+        let trace = serde_json::json!({"trace_q2c_mean_us": 80.0, "trace_events": 10.0,
+                                       "read_iops": 1.0, "usr_pct": 2.0});
+        let mut t = figures(&trace, Source::Trace);
+        t.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            t,
+            [
+                ("trace_events".to_string(), 10.0),
+                ("trace_q2c_mean_us".to_string(), 80.0)
+            ]
+        );
     }
 
     #[test]
