@@ -87,6 +87,8 @@ pub struct Connection {
     /// The session failed under a request (closed, or no answer in time): the host is
     /// unreachable, not merely refusing one request.
     broken: bool,
+    /// Request lines sent: the agent numbers its answers by the line they answer.
+    sent: usize,
 }
 
 /// Why a connection did not come up.
@@ -122,7 +124,7 @@ impl Connection {
 
     fn start(host: &str, options: &SshOptions, iolab: &str) -> Result<Connection, Failure> {
         let remote = format!("{} agent", shell_quote(iolab));
-        let mut child = command(options, host, &remote)
+        let child = command(options, host, &remote)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -132,6 +134,11 @@ impl Connection {
                     "cannot run ssh ({e}); install the OpenSSH client (Debian: openssh-client)"
                 ))
             })?;
+        Connection::attach(host, child, options)
+    }
+
+    /// A session over `child`'s pipes (ssh's, or a test's stand-in), once it has greeted.
+    fn attach(host: &str, mut child: Child, options: &SshOptions) -> Result<Connection, Failure> {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
@@ -163,6 +170,7 @@ impl Connection {
             stderr,
             answer_timeout: options.answer_timeout,
             broken: false,
+            sent: 0,
         };
         let first = match conn.next_line(options.connect_timeout) {
             Ok(line) => line,
@@ -223,6 +231,11 @@ impl Connection {
 
     fn exchange_once(&mut self, line: &str) -> anyhow::Result<protocol::Answer> {
         let host = self.host.clone();
+        // An answer that came late would be taken as the next request's, and every one after
+        // would be shifted by one: a session that failed once is not used again.
+        if self.broken {
+            bail!("{host}: the session failed earlier; nothing more is sent on it");
+        }
         let stdin = self
             .stdin
             .as_mut()
@@ -233,8 +246,27 @@ impl Connection {
                 self.ssh_said_suffix()
             ));
         }
+        self.sent += 1;
         let text = self.next_line(self.answer_timeout)?;
-        protocol::parse_answer(&text).map_err(|e| anyhow!("{host}: {e}"))
+        let answer = protocol::parse_answer(&text).map_err(|e| anyhow!("{host}: {e}"))?;
+        let op = serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|v| v["op"].as_str().map(str::to_string));
+        let same_op = match (&op, &answer.op) {
+            (Some(sent), Some(answered)) => sent == answered,
+            _ => true,
+        };
+        if answer.line != self.sent || !same_op {
+            bail!(
+                "{host}: the agent answered request line {} ({}) to request line {} ({}); the \
+                 session is out of step",
+                answer.line,
+                answer.op.as_deref().unwrap_or("?"),
+                self.sent,
+                op.as_deref().unwrap_or("?")
+            );
+        }
+        Ok(answer)
     }
 
     fn next_line(&mut self, timeout: Duration) -> anyhow::Result<String> {
@@ -385,6 +417,71 @@ mod tests {
                 "'iolab' agent"
             ]
         );
+    }
+
+    /// A stand-in agent: greets, then runs `script` (sh) on the requests.
+    fn fake_agent(script: &str, answer_ms: u64) -> Connection {
+        let greeting = serde_json::to_string(&protocol::Greeting::ours()).unwrap();
+        let child = Command::new("sh")
+            .args(["-c", &format!("echo '{greeting}'; {script}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let options = SshOptions {
+            answer_timeout: Duration::from_millis(answer_ms),
+            ..SshOptions::default()
+        };
+        Connection::attach("fake", child, &options)
+            .map_err(|f| f.into_error("fake", "iolab", REMOTE_DIR))
+            .unwrap()
+    }
+
+    /// An answer that comes after its request timed out is not taken as the next request's:
+    /// the session is not used again. (It was, and every answer after was one behind: a
+    /// refused write read as done.)
+    #[test]
+    fn a_late_answer_is_never_taken_for_the_next_requests() {
+        let mut c = fake_agent(
+            "read a; sleep 0.6; echo '{\"line\":1,\"ok\":true,\"op\":\"preflight\"}'; \
+             read b; echo '{\"line\":2,\"ok\":false,\"op\":\"set\",\"error\":\"refused\"}'; \
+             sleep 2",
+            200,
+        );
+        let first = c.request(&Request::Preflight { sample_ms: 1 }).unwrap_err();
+        assert!(first.to_string().contains("no answer within"), "{first}");
+        assert!(c.broken());
+        let set = Request::Set {
+            path: "/sys/block/sdz/queue/nr_requests".into(),
+            value: "8".into(),
+        };
+        let second = c.request(&set).unwrap_err().to_string();
+        assert!(second.contains("failed earlier"), "{second}");
+    }
+
+    #[test]
+    fn an_answer_to_another_line_or_op_is_an_error() {
+        let mut c = fake_agent(
+            "read a; echo '{\"line\":2,\"ok\":true,\"op\":\"hello\"}'; sleep 2",
+            2000,
+        );
+        let e = c.request(&Request::Hello).unwrap_err().to_string();
+        assert!(
+            e.contains("answered request line 2 (hello) to request line 1"),
+            "{e}"
+        );
+        let mut c = fake_agent(
+            "read a; echo '{\"line\":1,\"ok\":true,\"op\":\"inspect\"}'; sleep 2",
+            2000,
+        );
+        let e = c.request(&Request::Hello).unwrap_err().to_string();
+        assert!(e.contains("(inspect) to request line 1 (hello)"), "{e}");
+        let mut c = fake_agent(
+            "read a; echo '{\"line\":1,\"ok\":true,\"op\":\"hello\",\"result\":{}}'; sleep 2",
+            2000,
+        );
+        c.request(&Request::Hello).unwrap();
     }
 
     #[test]

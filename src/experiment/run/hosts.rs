@@ -282,12 +282,18 @@ pub(crate) fn store_parts(
         };
         let mut env: Vec<EnvironmentEntry> = match c.connection.request(&request) {
             Ok(v) => serde_json::from_value(v).unwrap_or_default(),
-            Err(e) => vec![EnvironmentEntry {
-                key: "preflight".into(),
-                value: format!("not read: {e:#}"),
-                severity: None,
-                advice: None,
-            }],
+            Err(e) => {
+                // Unanswered: the host is out of the experiment from the first run on.
+                if c.connection.broken() {
+                    c.gone = Some(format!("unreachable before the first run: {e:#}"));
+                }
+                vec![EnvironmentEntry {
+                    key: "preflight".into(),
+                    value: format!("not read: {e:#}"),
+                    severity: None,
+                    advice: None,
+                }]
+            }
         };
         for (key, value) in [
             ("target", format!("/dev/{} on {}", c.device, c.label())),
