@@ -557,6 +557,22 @@ fn a_protocol_mismatch_is_refused_and_copy_binary_installs_this_iolab() {
         std::fs::read(iolab_binary()).unwrap()
     );
     assert!(text.contains("ok: every host answered"), "{text}");
+    // The session says it runs the copy: what a run records for `iolab restore` to run there.
+    let (ok, text) = lab.check(&[
+        "--json",
+        "--copy-binary",
+        "--remote-dir",
+        bin_arg,
+        "--remote-iolab",
+        fake,
+        host,
+    ]);
+    assert!(ok, "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).expect(&text);
+    assert_eq!(
+        report["hosts"][0]["iolab"],
+        bin.join("iolab").to_str().unwrap()
+    );
 }
 
 /// The agent run directly (no ssh), for what happens to it on this host.

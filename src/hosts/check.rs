@@ -52,6 +52,8 @@ pub(crate) struct HostCheck {
     pub error: Option<String>,
     pub hello: Option<Hello>,
     pub skew: Option<Skew>,
+    /// The iolab that answered there: the one asked for, or the copy `--copy-binary` made.
+    pub iolab: Option<String>,
     /// What is wrong with this host, one sentence each.
     pub flags: Vec<String>,
 }
@@ -92,6 +94,7 @@ pub(crate) fn check(hosts: &[String], options: &SshOptions, max_skew: Duration) 
                     error: Some("the check of this host failed unexpectedly".into()),
                     hello: None,
                     skew: None,
+                    iolab: None,
                     flags: Vec::new(),
                 })
             })
@@ -115,9 +118,10 @@ fn measure(host: &str, options: &SshOptions) -> HostCheck {
         error: None,
         hello: None,
         skew: None,
+        iolab: None,
         flags: Vec::new(),
     };
-    let attempt = || -> anyhow::Result<(Hello, Skew)> {
+    let attempt = || -> anyhow::Result<(Hello, Skew, String)> {
         let mut conn = Connection::open(host, options)?;
         let mut best: Option<(Hello, Skew)> = None;
         for _ in 0..TRIES {
@@ -134,13 +138,16 @@ fn measure(host: &str, options: &SshOptions) -> HostCheck {
                 best = Some((hello, s));
             }
         }
+        let iolab = conn.remote_iolab().to_string();
         conn.close()?;
-        best.ok_or_else(|| anyhow::anyhow!("{host}: no hello answered"))
+        let (hello, s) = best.ok_or_else(|| anyhow::anyhow!("{host}: no hello answered"))?;
+        Ok((hello, s, iolab))
     };
     match attempt() {
-        Ok((hello, s)) => {
+        Ok((hello, s, iolab)) => {
             out.hello = Some(hello);
             out.skew = Some(s);
+            out.iolab = Some(iolab);
         }
         Err(e) => {
             // The transport's messages name the host; the row already does.
@@ -295,6 +302,7 @@ mod tests {
             error: None,
             hello: Some(hello(fio, 0.0)),
             skew: Some(s),
+            iolab: None,
             flags: vec![],
         }
     }
@@ -340,6 +348,7 @@ mod tests {
             error: Some("gone: the connection closed".into()),
             hello: None,
             skew: None,
+            iolab: None,
             flags: vec![],
         };
         let report = Report {

@@ -89,6 +89,8 @@ pub struct Connection {
     broken: bool,
     /// Request lines sent: the agent numbers its answers by the line they answer.
     sent: usize,
+    /// The iolab running the agent there: the one asked for, or the copy `--copy-binary` made.
+    iolab: String,
 }
 
 /// Why a connection did not come up.
@@ -134,11 +136,17 @@ impl Connection {
                     "cannot run ssh ({e}); install the OpenSSH client (Debian: openssh-client)"
                 ))
             })?;
-        Connection::attach(host, child, options)
+        Connection::attach(host, child, options, iolab)
     }
 
-    /// A session over `child`'s pipes (ssh's, or a test's stand-in), once it has greeted.
-    fn attach(host: &str, mut child: Child, options: &SshOptions) -> Result<Connection, Failure> {
+    /// A session over `child`'s pipes (ssh's, or a test's stand-in) with `iolab`'s agent,
+    /// once it has greeted.
+    fn attach(
+        host: &str,
+        mut child: Child,
+        options: &SshOptions,
+        iolab: &str,
+    ) -> Result<Connection, Failure> {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
@@ -171,6 +179,7 @@ impl Connection {
             answer_timeout: options.answer_timeout,
             broken: false,
             sent: 0,
+            iolab: iolab.to_string(),
         };
         let first = match conn.next_line(options.connect_timeout) {
             Ok(line) => line,
@@ -190,6 +199,11 @@ impl Connection {
             return Err(Failure::Mismatch(greeting));
         }
         Ok(conn)
+    }
+
+    /// The iolab the agent runs as on the host (what `iolab restore` must run there too).
+    pub(crate) fn remote_iolab(&self) -> &str {
+        &self.iolab
     }
 
     /// The local ssh process (a test cuts the connection by killing it).
@@ -433,7 +447,7 @@ mod tests {
             answer_timeout: Duration::from_millis(answer_ms),
             ..SshOptions::default()
         };
-        Connection::attach("fake", child, &options)
+        Connection::attach("fake", child, &options, "iolab")
             .map_err(|f| f.into_error("fake", "iolab", REMOTE_DIR))
             .unwrap()
     }

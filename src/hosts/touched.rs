@@ -14,11 +14,15 @@ use serde::{Deserialize, Serialize};
 
 const FILE: &str = "hosts.json";
 
-/// One host to restore: its ssh destination and the iolab to run there.
+/// One host to restore: its ssh destination, the iolab to run there (the copy
+/// `--copy-binary` made, when it made one) and the ssh options (`$IOLAB_SSH`) the run used.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TouchedHost {
     pub ssh: String,
     pub(crate) remote_iolab: String,
+    /// `None` in files from before it was recorded: `$IOLAB_SSH` as it is at restore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ssh_options: Option<Vec<String>>,
 }
 
 /// The file, held by the run that writes it.
@@ -107,6 +111,7 @@ mod tests {
         TouchedHost {
             ssh: n.into(),
             remote_iolab: "iolab".into(),
+            ssh_options: None,
         }
     }
 
@@ -123,5 +128,25 @@ mod tests {
         t.done("b").unwrap();
         assert!(!dir.path().join(FILE).exists());
         assert!(read(dir.path()).unwrap().is_empty());
+    }
+
+    /// What restore needs to reach a host again: the copied iolab's path and the run's ssh
+    /// options; a file from before they were recorded still reads.
+    #[test]
+    fn a_host_keeps_the_iolab_and_ssh_options_its_run_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let copied = TouchedHost {
+            ssh: "lab1".into(),
+            remote_iolab: "/var/lib/iolab/bin/iolab".into(),
+            ssh_options: Some(vec!["-F".into(), "/etc/iolab/ssh".into()]),
+        };
+        let _t = Touched::begin(dir.path(), vec![copied.clone()]).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), vec![copied]);
+        std::fs::write(
+            dir.path().join(FILE),
+            r#"[{"ssh": "lab2", "remote_iolab": "iolab"}]"#,
+        )
+        .unwrap();
+        assert_eq!(read(dir.path()).unwrap(), vec![host("lab2")]);
     }
 }

@@ -115,10 +115,13 @@ fn restore_hosts(
     let listed = crate::hosts::touched::read(state_dir)?;
     let (mut done, mut problems, mut still) = (Vec::new(), Vec::new(), Vec::new());
     for h in listed {
-        let options = crate::hosts::ssh::SshOptions {
+        let mut options = crate::hosts::ssh::SshOptions {
             remote_iolab: h.remote_iolab.clone(),
             ..Default::default()
         };
+        if let Some(extra) = &h.ssh_options {
+            options.extra = extra.clone();
+        }
         let r = crate::hosts::restore::restore(&h.ssh, &options, true)?;
         if !r.ok {
             problems.push(format!(

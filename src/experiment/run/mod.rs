@@ -640,7 +640,8 @@ pub fn run(
             .iter()
             .map(|c| crate::hosts::touched::TouchedHost {
                 ssh: c.label().to_string(),
-                remote_iolab: settings.ssh.remote_iolab.clone(),
+                remote_iolab: c.connection.remote_iolab().to_string(),
+                ssh_options: Some(settings.ssh.extra.clone()),
             })
             .collect();
         Some(crate::hosts::touched::Touched::begin(
