@@ -237,7 +237,17 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
             "{err}"
         );
         assert_eq!(std::fs::read_to_string(file(161)).unwrap(), original);
-        drop(j); // puts back any move made before it
+        // The daemon's way: every other move is made, 161 stays, and says why.
+        let (done, left) = apply::apply_each(&root, &p.moves, &mut j);
+        assert_eq!(done.len() + left.len(), 7, "{done:?} {left:?}");
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(
+            left[0].starts_with("left IRQ 161 (eth0-TxRx-1) where it is: ")
+                && left[0].contains("being changed by another iolab"),
+            "{left:?}"
+        );
+        assert_eq!(std::fs::read_to_string(file(161)).unwrap(), original);
+        drop(j); // puts back every move made
         drop(other);
     }
     let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();

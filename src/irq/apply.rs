@@ -59,27 +59,10 @@ pub struct Applied {
 /// Refuses moves the live machine cannot take, naming each: an IRQ whose name (its actions)
 /// differs from the plan's, a managed one, an offline or isolated CPU. One problem refuses all.
 pub fn check(moves: &[Move], m: &Machine, slots: &[super::plan::Slot]) -> Result<()> {
-    let mut problems = Vec::new();
-    for mv in moves {
-        match m.irq(mv.irq) {
-            None => problems.push(format!("IRQ {} does not exist here", mv.irq)),
-            // Numbers differ between boots and machines; the actions name the interrupt.
-            Some(irq) if irq.name != mv.name => problems.push(format!(
-                "IRQ {} is {:?} here, not {:?} as the plan says (numbers change between boots \
-                 and machines: make a new plan here with `iolab irq plan`)",
-                mv.irq, irq.name, mv.name
-            )),
-            Some(irq) if irq.managed => problems.push(format!(
-                "IRQ {} ({}) is managed by the kernel: its affinity cannot be changed",
-                mv.irq, irq.name
-            )),
-            Some(_) if !slots.iter().any(|s| s.cpu == mv.to) => problems.push(format!(
-                "IRQ {}: CPU {} is offline or isolated",
-                mv.irq, mv.to
-            )),
-            Some(_) => {}
-        }
-    }
+    let problems: Vec<String> = moves
+        .iter()
+        .filter_map(|mv| problem(mv, m, slots))
+        .collect();
     if !problems.is_empty() {
         bail!(
             "the plan cannot be applied here:\n  {}",
@@ -89,17 +72,34 @@ pub fn check(moves: &[Move], m: &Machine, slots: &[super::plan::Slot]) -> Result
     Ok(())
 }
 
+/// Why `mv` cannot be made on `m`, if it cannot.
+pub(crate) fn problem(mv: &Move, m: &Machine, slots: &[super::plan::Slot]) -> Option<String> {
+    match m.irq(mv.irq) {
+        None => Some(format!("IRQ {} does not exist here", mv.irq)),
+        // Numbers differ between boots and machines; the actions name the interrupt.
+        Some(irq) if irq.name != mv.name => Some(format!(
+            "IRQ {} is {:?} here, not {:?} as the plan says (numbers change between boots \
+             and machines: make a new plan here with `iolab irq plan`)",
+            mv.irq, irq.name, mv.name
+        )),
+        Some(irq) if irq.managed => Some(format!(
+            "IRQ {} ({}) is managed by the kernel: its affinity cannot be changed",
+            mv.irq, irq.name
+        )),
+        Some(_) if !slots.iter().any(|s| s.cpu == mv.to) => Some(format!(
+            "IRQ {}: CPU {} is offline or isolated",
+            mv.irq, mv.to
+        )),
+        Some(_) => None,
+    }
+}
+
 /// Writes every move, journaled. Stops at the first refusal (the moves already written stay
 /// journaled, so rollback still covers them) and says which.
 pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Vec<Applied>> {
     let mut done = Vec::with_capacity(moves.len());
     for mv in moves {
-        let abs = crate::knobs::irq_affinity_path(mv.irq);
-        // Already there (applied before, and the measurement predates the move): no write.
-        if root.attr(&abs) == Some(mv.to.to_string()) {
-            continue;
-        }
-        let was = journal.set(&abs, &mv.to.to_string()).with_context(|| {
+        let applied = apply_one(root, mv, journal).with_context(|| {
             format!(
                 "moving IRQ {} ({}) to CPU {} ({} of {} moves were made; \
                      `iolab irq rollback` undoes them)",
@@ -110,18 +110,54 @@ pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Ve
                 moves.len()
             )
         })?;
-        let effective = root
-            .attr(&format!("/proc/irq/{}/effective_affinity_list", mv.irq))
-            .and_then(|t| cpulist(&t).ok());
-        done.push(Applied {
-            irq: mv.irq,
-            name: mv.name.clone(),
-            to: mv.to,
-            was,
-            effective,
-        });
+        done.extend(applied);
     }
     Ok(done)
+}
+
+/// The daemon's way: every move is tried, and one that cannot be made (its IRQ held by
+/// another iolab, an experiment say; the kernel refusing the write) stays where it is while
+/// the others go on. Stopping there made the daemon exit, undo every move and, restarted by
+/// its service, do it all again every few seconds beside the experiment.
+pub fn apply_each(
+    root: &SysRoot,
+    moves: &[Move],
+    journal: &mut Journal,
+) -> (Vec<Applied>, Vec<String>) {
+    let mut done = Vec::with_capacity(moves.len());
+    let mut left = Vec::new();
+    for mv in moves {
+        match apply_one(root, mv, journal) {
+            Ok(applied) => done.extend(applied),
+            Err(e) => left.push(format!(
+                "left IRQ {} ({}) where it is: {}",
+                mv.irq,
+                mv.name,
+                crate::cli::error_text(&e)
+            )),
+        }
+    }
+    (done, left)
+}
+
+/// Writes one move, journaled; `None` when the IRQ is already there (applied before, and the
+/// measurement predates the move).
+fn apply_one(root: &SysRoot, mv: &Move, journal: &mut Journal) -> Result<Option<Applied>> {
+    let abs = crate::knobs::irq_affinity_path(mv.irq);
+    if root.attr(&abs) == Some(mv.to.to_string()) {
+        return Ok(None);
+    }
+    let was = journal.set(&abs, &mv.to.to_string())?;
+    let effective = root
+        .attr(&format!("/proc/irq/{}/effective_affinity_list", mv.irq))
+        .and_then(|t| cpulist(&t).ok());
+    Ok(Some(Applied {
+        irq: mv.irq,
+        name: mv.name.clone(),
+        to: mv.to,
+        was,
+        effective,
+    }))
 }
 
 /// Puts every interrupt iolab moved back where it was. `Ok(None)`: nothing was applied.

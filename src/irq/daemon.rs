@@ -95,9 +95,36 @@ pub(crate) fn run(
             looks += 1;
             let before = apply::before_iolab(&dir)?;
             let slots = super::inputs::slots(&m);
-            let p = super::plan_for(&m, &before, s.plan.clone())?;
-            apply::check(&p.moves, &m, &slots)?;
-            let done = apply::apply(root, &p.moves, &mut journal)?;
+            let p = match super::plan_for(&m, &before, s.plan.clone()) {
+                Ok(p) => p,
+                // Settings that held at the start (a banned CPU, an IRQ to unpin) may stop
+                // holding as CPUs and devices come and go: this look moves nothing.
+                Err(e) if looks > 1 => {
+                    log(
+                        Level::Notice,
+                        &format!("no plan this look: {}", crate::cli::error_text(&e)),
+                    );
+                    interval = next_interval(interval, false, s);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let (possible, impossible): (Vec<_>, Vec<_>) = p
+                .moves
+                .iter()
+                .cloned()
+                .partition(|mv| apply::problem(mv, &m, &slots).is_none());
+            for mv in &impossible {
+                let why = apply::problem(mv, &m, &slots).unwrap_or_default();
+                log(
+                    Level::Notice,
+                    &format!("left IRQ {} where it is: {why}", mv.irq),
+                );
+            }
+            let (done, left) = apply::apply_each(root, &possible, &mut journal);
+            for why in &left {
+                log(Level::Notice, why);
+            }
             for a in &done {
                 log(
                     Level::Notice,
