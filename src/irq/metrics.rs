@@ -126,12 +126,54 @@ fn label(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Replaces `path` with `text` atomically (a temporary file beside it, then a rename).
+/// Replaces `path` with `text` atomically (a temporary file beside it, then a rename). The
+/// temporary file is new (`O_EXCL`, never followed through a link) under a name nobody can
+/// guess ahead: node_exporter's textfile directory is often writable by its own user, who
+/// could otherwise plant `NAME.tmp` as a link and have the daemon, as root, write through
+/// it. Readable by all (0644), as the exporter needs.
 pub(crate) fn write_textfile(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", path.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path
+        .file_name()
+        .with_context(|| format!("{}: not a file name", path.display()))?;
+    let mut last = None;
+    for attempt in 0..8u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let tmp = path.with_file_name(format!(
+            ".{}.{}-{nanos}-{attempt}.tmp",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp);
+        let mut file = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                last = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot write {}", tmp.display())),
+        };
+        // Whatever the umask: the exporter runs as another user.
+        let written = file
+            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .and_then(|()| file.write_all(text.as_bytes()))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("cannot replace {}", path.display()));
+        }
+        return Ok(());
+    }
+    Err(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into()))
+        .with_context(|| format!("cannot write beside {}", path.display()))
 }
 
 /// The latest exposition, shared with the HTTP thread.
@@ -303,5 +345,24 @@ mod tests {
             .unwrap()
             .contains("iolab_irq_moves_total 2"));
         assert!(!dir.path().join("iolab.prom.tmp").exists());
+        // Only the file itself is left, readable by the exporter's user.
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644);
+    }
+
+    /// A link planted where the old fixed temporary name was is never written through.
+    #[test]
+    fn a_planted_link_beside_the_textfile_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let p = dir.path().join("iolab.prom");
+        std::os::unix::fs::symlink(&victim, dir.path().join("iolab.prom.tmp")).unwrap();
+        write_textfile(&p, "x 1\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "x 1\n");
     }
 }
