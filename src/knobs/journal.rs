@@ -328,6 +328,28 @@ impl Journal {
         // The effective file is only read, so not a kind of knob: mapped under the root.
         let mut first = old.clone();
         let seen = self.file.entries.iter().any(|e| e.path == path);
+        // An interrupt moved again (the daemon moves some at every look): its first entries
+        // already put it back where it was found. One entry per move would grow the journal
+        // without end and make restore replay every placement in between, each waiting for
+        // the move to settle; the interrupt's last entry only takes the new value.
+        if seen && irq_move::effective_of(path).is_some() {
+            self.file.entries.truncate(mark);
+            let last = self
+                .file
+                .entries
+                .iter()
+                .rposition(|e| e.path == path)
+                .expect("seen above");
+            let before = std::mem::replace(&mut self.file.entries[last].new, value.to_string());
+            self.finished = false;
+            self.persist()?;
+            if let Err(e) = settle_then_write(self.root.is_live(), Path::new(&file), value) {
+                self.file.entries[last].new = before;
+                self.persist()?;
+                return Err(e.naming(&shown));
+            }
+            return Ok(old);
+        }
         if let Some(effective) = irq_move::effective_of(path)
             .map(|(_, e)| e)
             .filter(|_| !seen)
@@ -928,6 +950,33 @@ mod tests {
         let mut j = sys.journal(state.path());
         j.set(live, "9").unwrap();
         assert_eq!(j.entries().len(), 1);
+    }
+
+    /// The daemon moves an interrupt again and again: the journal keeps its first change
+    /// only, and restore writes what was found, not every placement in between.
+    #[test]
+    fn an_interrupt_moved_many_times_is_journaled_and_restored_once() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let live = "/proc/irq/31/smp_affinity_list";
+        std::fs::create_dir_all(sys.file("/proc/irq/31")).unwrap();
+        std::fs::write(sys.file(live), "4-7\n").unwrap();
+        std::fs::write(sys.file("/proc/irq/31/effective_affinity_list"), "4\n").unwrap();
+        let mut j = sys.journal(state.path());
+        for i in 0..20 {
+            let to = if i % 2 == 0 { "5" } else { "6" };
+            j.set(live, to).unwrap();
+            assert_eq!(sys.read(live), to);
+        }
+        let olds: Vec<&str> = j.entries().iter().map(|e| e.old.as_str()).collect();
+        assert_eq!(olds, ["4-7", "4"]);
+        assert_eq!(j.entries()[1].new, "6");
+        let on_disk = read_journal(&state.path().join(JOURNAL)).unwrap().unwrap();
+        assert_eq!(on_disk.entries.len(), 2);
+        let report = j.restore().unwrap();
+        let written: Vec<&str> = report.restored.iter().map(|e| e.old.as_str()).collect();
+        assert_eq!(written, ["4", "4-7"]);
+        assert_eq!(sys.read(live), "4-7");
     }
 
     #[test]
