@@ -18,6 +18,10 @@ pub(crate) struct AgentTrace {
     dev: String,
 }
 
+/// The trace directory of agent PID is `STATE_DIR/agent-trace-PID`; `iolab restore` removes
+/// those of agents that were killed (their own Drop removes the rest).
+pub(crate) const DIR_PREFIX: &str = "agent-trace-";
+
 impl AgentTrace {
     /// Starts recording `device` into a directory of its own under `state_dir`.
     pub(crate) fn start(
@@ -32,7 +36,7 @@ impl AgentTrace {
             // The model says "major:minor", the analysis "major,minor".
             .map(|d| d.dev.replace(':', ","))
             .ok_or_else(|| format!("no block device {device:?} on this host"))?;
-        let dir = state_dir.join(format!("agent-trace-{}", std::process::id()));
+        let dir = state_dir.join(format!("{DIR_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let base = dir.join(device);
         let mut trace = AgentTrace {

@@ -20,6 +20,9 @@ pub(crate) struct Leftovers {
     #[serde(serialize_with = "sorted_keys")]
     pub experiments_interrupted: Vec<Abandoned>,
     pub fio_run_directories_removed: Vec<PathBuf>,
+    /// The trace directories of agents (`iolab agent`, for a controlling iolab) killed
+    /// while recording.
+    pub agent_traces_removed: Vec<PathBuf>,
     /// None when there was no journal.
     #[serde(serialize_with = "sorted_keys")]
     pub knobs: Option<super::RestoreReport>,
@@ -74,6 +77,8 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     let scratch = crate::target::remove_leaked_scratch(state_dir)?;
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
+    let agent_traces =
+        crate::workload::run_dir::sweep_dead(state_dir, crate::hosts::agent_trace::DIR_PREFIX);
     // Interrupts, not journal entries (two per interrupt: its old CPU, then its old mask).
     let placed = super::pending(&crate::irq::apply::journal_dir())?
         .iter()
@@ -84,6 +89,7 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     Ok(Leftovers {
         experiments_interrupted: interrupted,
         fio_run_directories_removed: swept,
+        agent_traces_removed: agent_traces,
         knobs,
         problems: journal_problems
             .into_iter()
@@ -194,6 +200,9 @@ impl crate::output::Render for Leftovers {
         }
         for d in &self.fio_run_directories_removed {
             let _ = writeln!(out, "removed fio run directory {}", d.display());
+        }
+        for d in &self.agent_traces_removed {
+            let _ = writeln!(out, "removed a killed agent's traces {}", d.display());
         }
         for a in &self.experiments_interrupted {
             let _ = writeln!(
@@ -405,6 +414,7 @@ mod tests {
         let left = Leftovers {
             experiments_interrupted: Vec::new(),
             fio_run_directories_removed: Vec::new(),
+            agent_traces_removed: Vec::new(),
             knobs: None,
             problems: Vec::new(),
             scratch_devices_removed: Vec::new(),

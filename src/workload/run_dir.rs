@@ -41,6 +41,12 @@ impl Drop for RunDir {
 
 /// Removes the run directories in `parent` whose process no longer exists; returns them.
 pub(crate) fn sweep(parent: &Path) -> Vec<PathBuf> {
+    sweep_dead(parent, "run-")
+}
+
+/// Removes the directories in `parent` named `PREFIX<pid>` or `PREFIX<pid>-...` whose process
+/// no longer exists (a killed iolab's own working directories); returns them.
+pub(crate) fn sweep_dead(parent: &Path, prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return Vec::new();
     };
@@ -49,7 +55,7 @@ pub(crate) fn sweep(parent: &Path) -> Vec<PathBuf> {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
-            .and_then(|n| n.strip_prefix("run-"))
+            .and_then(|n| n.strip_prefix(prefix))
             .and_then(|n| n.split('-').next())
             .and_then(|p| p.parse::<i32>().ok())
         else {
@@ -96,5 +102,20 @@ mod tests {
         std::fs::create_dir(&other).unwrap();
         assert_eq!(sweep(parent.path()), vec![dead.clone()]);
         assert!(!dead.exists() && other.exists() && mine.path().exists());
+    }
+
+    /// A killed agent's trace directory goes at `iolab restore`; a live one's stays.
+    #[test]
+    fn a_killed_agents_traces_are_swept_and_a_live_ones_kept() {
+        let state = tempfile::tempdir().unwrap();
+        let prefix = crate::hosts::agent_trace::DIR_PREFIX;
+        let dead = state.path().join(format!("{prefix}99999999"));
+        let live = state.path().join(format!("{prefix}{}", std::process::id()));
+        for d in [&dead, &live] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("sdb.blktrace.0"), "x").unwrap();
+        }
+        assert_eq!(sweep_dead(state.path(), prefix), vec![dead.clone()]);
+        assert!(!dead.exists() && live.exists());
     }
 }
