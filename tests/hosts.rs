@@ -651,6 +651,46 @@ fn restore_replays_what_a_killed_agent_left_and_a_hangup_restores_at_once() {
     }
 }
 
+/// The device an agent samples is its session's until the session ends, as a local run's is:
+/// another iolab cannot take it meanwhile, even with no knob of it set (a controller varying
+/// only fio options), and a `restore` between runs keeps it.
+#[test]
+fn an_agents_device_is_locked_for_its_session() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let dev = scratch.name().to_string();
+    let state = tempfile::tempdir().unwrap();
+    let (mut child, mut out) = local_agent(state.path());
+    let mut greeting = String::new();
+    std::io::BufRead::read_line(&mut out, &mut greeting).unwrap();
+    let take = || {
+        iolab::sys::lock::acquire(
+            &iolab::sys::SysRoot::live(),
+            iolab::sys::lock::Resource::Device(dev.clone()),
+        )
+    };
+    drop(take().expect("free before the session samples it"));
+    let start = format!("{{\"op\":\"sample_start\",\"devices\":[\"{dev}\"],\"interval_ms\":50}}");
+    for (line, what) in [
+        (start.as_str(), "sample_start"),
+        ("{\"op\":\"sample_stop\"}", "sample_stop"),
+        ("{\"op\":\"restore\"}", "restore"),
+    ] {
+        let answer = ask(&mut child, &mut out, line);
+        assert!(answer.contains("\"ok\":true"), "{what}: {answer}");
+        let held = take().map(drop).unwrap_err().to_string();
+        assert!(held.contains("another iolab"), "after {what}: {held}");
+    }
+    let answer = ask(&mut child, &mut out, "{\"op\":\"bye\"}");
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    child.wait().unwrap();
+    drop(take().expect("free once the session ended"));
+}
+
 /// A host whose agent was killed outright keeps its knob changed, journaled in its own state
 /// dir; `iolab restore --host` runs that host's restore over ssh and puts the knob back. An
 /// unreachable host fails the command and says which.

@@ -23,6 +23,7 @@ use crate::experiment::file::{BUFFER_KB_MAX, BUFFER_KB_MIN};
 use crate::experiment::run::align;
 use crate::knobs::{Journal, RestoreReport};
 use crate::sample::{self, SamplerHandle, Watch};
+use crate::sys::lock::Resource;
 use crate::sys::SysRoot;
 
 /// Why the session ended.
@@ -187,12 +188,7 @@ impl Session {
                 // Said here in the agent's words; the journal checks again before writing.
                 crate::knobs::kinds::classify(&path)
                     .map_err(|why| format!("{path}: not a knob iolab sets: {why}"))?;
-                let journal = match &mut self.journal {
-                    Some(j) => j,
-                    None => self
-                        .journal
-                        .insert(Journal::begin().map_err(|e| e.to_string())?),
-                };
+                let journal = self.journal()?;
                 let old = journal.set(&path, &value).map_err(|e| e.to_string())?;
                 json_of(&results::KnobSet {
                     old,
@@ -242,6 +238,7 @@ impl Session {
                 let buffer_kb = buffer_kb
                     .map(|kb| kb.clamp(BUFFER_KB_MIN, BUFFER_KB_MAX))
                     .unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb);
+                self.lock_devices(std::slice::from_ref(&device))?;
                 let t = super::agent_trace::AgentTrace::start(
                     &crate::knobs::state_dir(),
                     &device,
@@ -298,6 +295,7 @@ impl Session {
             }
             watches.push(Watch::of(&machine, d));
         }
+        self.lock_devices(devices)?;
         let cadence = sample::Cadence {
             first: Duration::from_millis(first_ms.unwrap_or(interval_ms)),
             max: Duration::from_millis(interval_ms),
@@ -310,19 +308,32 @@ impl Session {
         })
     }
 
-    /// Puts back what this session set (nothing set: an empty report).
+    /// The session's journal, begun at its first use.
+    fn journal(&mut self) -> Result<&mut Journal, String> {
+        if self.journal.is_none() {
+            self.journal = Some(Journal::begin().map_err(|e| e.to_string())?);
+        }
+        Ok(self.journal.as_mut().expect("begun above"))
+    }
+
+    /// Holds the machine-wide locks of the devices this session drives until it ends, as a
+    /// run on this host holds its own: another iolab, here or controlling this host, cannot
+    /// drive or change them meanwhile (a controller varying only fio options sets no knob,
+    /// which would have taken them).
+    fn lock_devices(&mut self, devices: &[String]) -> Result<(), String> {
+        let resources = devices.iter().map(|d| Resource::Device(d.clone()));
+        self.journal()?.lock(resources).map_err(|e| e.to_string())
+    }
+
+    /// Puts back what this session set (nothing set: an empty report). The journal stays,
+    /// empty, with the session's locks, until the session ends.
     fn restore(&mut self) -> Result<RestoreReport, String> {
-        let Some(mut journal) = self.journal.take() else {
+        let Some(journal) = self.journal.as_mut() else {
             return Ok(RestoreReport::default());
         };
-        match journal.restore() {
-            Ok(report) => Ok(report),
-            Err(e) => {
-                // Still in the journal: keep it so a later restore (or the exit) tries again.
-                self.journal = Some(journal);
-                Err(e.to_string())
-            }
-        }
+        // On failure what is left stays in the journal: a later restore (or the exit) tries
+        // again.
+        journal.restore().map_err(|e| e.to_string())
     }
 
     /// The end of the session, however it came: the sampler stops, the knobs come back.

@@ -271,6 +271,22 @@ impl Journal {
         self.held.extend(locks);
     }
 
+    /// Takes the machine-wide locks of `resources` this journal does not hold yet, until it
+    /// ends: a device driven with no knob of its own set is still in use.
+    pub(crate) fn lock(
+        &mut self,
+        resources: impl IntoIterator<Item = lock::Resource>,
+    ) -> Result<(), KnobError> {
+        let new: Vec<_> = resources
+            .into_iter()
+            .filter(|r| !self.held.iter().any(|l| l.resource() == r))
+            .collect();
+        if !new.is_empty() {
+            self.held.extend(machine_locks(&self.root, &self.dir, new)?);
+        }
+        Ok(())
+    }
+
     /// Ends this process's hold on the journal without restoring: the changes stay in effect
     /// and on disk, for a later `resume_in` + `restore`, or `replay`.
     pub fn keep(mut self) {
@@ -296,10 +312,7 @@ impl Journal {
         let resource = kinds::classify(path)
             .map_err(|why| refused(path, why))?
             .resource;
-        if !self.held.iter().any(|l| l.resource() == &resource) {
-            self.held
-                .extend(machine_locks(&self.root, &self.dir, [resource])?);
-        }
+        self.lock([resource])?;
         let shown = self.shown(path);
         let old = read_attr(&file).map_err(|e| e.naming(&shown))?;
         let mark = self.file.entries.len();
