@@ -61,7 +61,11 @@ fn evil_db(dir: &Path) -> String {
             start_unix: 1000.0,
             end_unix: 1010.0,
             tags: vec![("variant".into(), "v\u{7f}\u{85}".into())],
-            metrics: vec![("read_iops".into(), 1000.0 + f64::from(rep))],
+            metrics: vec![
+                ("read_iops".into(), 1000.0 + f64::from(rep)),
+                // A controlled host's figure: `show` and `compare` name the host in a hint.
+                ("ev\u{1b}]0;HOSTHINT\u{7}:sys_pct".into(), 3.0),
+            ],
             ..Default::default()
         })
         .unwrap();
@@ -86,12 +90,21 @@ fn names_with_control_characters_are_printed_escaped() {
         vec!["runs", "--db", &db],
         vec!["runs", "1", "--db", &db],
         vec!["show", "1", "--db", &db],
+        vec!["show", "1", "--csv", "--db", &db],
+        vec!["compare", "1", "1", "--db", &db],
     ] {
         let (ok, out, err) = iolab(&args);
         assert!(ok, "{args:?}: {err}");
         assert_no_raw_controls(&format!("{args:?}"), &out);
-        assert!(out.contains("\\u{202e}"), "{args:?}:\n{out}");
+        assert!(
+            args.contains(&"--csv") || out.contains("\\u{"),
+            "{args:?}:\n{out}"
+        );
     }
+    // A figure only a host has: the error names the host's form of it, escaped.
+    let (ok, _, err) = iolab(&["show", "1", "--metric", "sys_pct", "--db", &db]);
+    assert!(!ok);
+    assert_no_raw_controls("show's host hint", &err);
     let (_, out, _) = iolab(&["runs", "--db", &db]);
     assert!(out.contains("host\\u{1b}[31m / 6.1\\u{2066}"), "{out}");
     let (_, out, _) = iolab(&["runs", "1", "--db", &db]);

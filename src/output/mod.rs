@@ -57,13 +57,20 @@ pub(crate) fn print(result: &impl Render, out: OutputArgs) -> anyhow::Result<()>
     stdout(&format(result, out)?)
 }
 
-/// The text [`print`] writes.
+/// The text [`print`] writes. Text is made safe for a terminal here, whatever its renderer
+/// escaped already (escaping is idempotent): names and notes come from files, databases and
+/// other machines, and one path that forgot is enough to let them clear a screen or forge
+/// output.
 pub(crate) fn format(result: &impl Render, out: OutputArgs) -> anyhow::Result<String> {
     Ok(if out.json {
         serde_json::to_string_pretty(result)? + "\n"
     } else {
-        result.text()
+        terminal_text(result)
     })
+}
+
+fn terminal_text(result: &impl Render) -> String {
+    crate::report::format::terminal_safe_lines(&result.text()).into_owned()
 }
 
 /// Writes one item of a stream (`irq top`'s refreshes): with `--json` one compact JSON object
@@ -72,7 +79,7 @@ pub(crate) fn print_item(result: &impl Render, out: OutputArgs) -> anyhow::Resul
     stdout(&if out.json {
         serde_json::to_string(result)? + "\n"
     } else {
-        result.text() + "\n"
+        terminal_text(result) + "\n"
     })
 }
 

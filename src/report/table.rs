@@ -339,19 +339,51 @@ fn csv_line(fields: &[String]) -> String {
     let quoted: Vec<String> = fields
         .iter()
         .map(|f| {
+            let f = &spreadsheet_safe(f);
             if f.contains([',', '"', '\n', '\r']) {
                 format!("\"{}\"", f.replace('"', "\"\""))
             } else {
-                f.clone()
+                f.to_string()
             }
         })
         .collect();
     quoted.join(",") + "\r\n"
 }
 
+/// A CSV field no spreadsheet takes for a formula, and with no control characters for the
+/// terminal it may be printed to: text starting with `=`, `+`, `-` or `@` (a factor level or
+/// name from someone's database, `=HYPERLINK(...)`) gets a leading `'`, as spreadsheets
+/// themselves mark text; numbers stay as they are.
+fn spreadsheet_safe(field: &str) -> std::borrow::Cow<'_, str> {
+    let field = crate::report::format::terminal_safe(field);
+    let formula = field.starts_with(['=', '+', '-', '@']) && field.parse::<f64>().is_err();
+    if formula {
+        std::borrow::Cow::Owned(format!("'{field}"))
+    } else {
+        field
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_fields_are_never_formulas_or_terminal_controls() {
+        assert_eq!(
+            csv_line(&[
+                "=HYPERLINK(\"http://x/\",\"click\")".into(),
+                "@SUM(A1)".into(),
+                "+1+1".into(),
+                "-12.5".into(),
+                "-inf".into(),
+                "a\u{1b}[2Jb".into(),
+                "plain".into(),
+            ]),
+            "\"'=HYPERLINK(\"\"http://x/\"\",\"\"click\"\")\",'@SUM(A1),'+1+1,-12.5,-inf,\
+             a\\u{1b}[2Jb,plain\r\n"
+        );
+    }
 
     fn sample() -> Table {
         let mut t = Table::new(vec![
