@@ -122,6 +122,17 @@ mod tests {
         }
     }
 
+    /// A value near f64's end (from someone's database) is refused: its padded range was
+    /// infinite and plotters never finished placing the ticks.
+    #[test]
+    fn a_value_too_large_to_draw_is_refused_not_drawn_forever() {
+        let e = bars_with_ci("t", "y", &[bar("a", 1.7e308, 0)]).unwrap_err();
+        assert!(e.to_string().contains("too large to draw"), "{e}");
+        let e = bars_with_ci("t", "y", &[bar("a", 1.0, 0), bar("b", -1.7e308, 0)]).unwrap_err();
+        assert!(e.to_string().contains("too large to draw"), "{e}");
+        bars_with_ci("t", "y", &[bar("a", 1e99, 0)]).unwrap();
+    }
+
     #[test]
     fn one_rect_per_bar_and_whiskers_and_labels() {
         let bars = vec![

@@ -128,8 +128,8 @@ fn validate(grid: &RateGrid) -> Result<(), PlotError> {
             grid.rates.len()
         )));
     }
-    let increasing =
-        grid.times_s.iter().all(|t| t.is_finite()) && grid.times_s.windows(2).all(|w| w[0] < w[1]);
+    let increasing = grid.times_s.iter().all(|t| super::drawable(*t))
+        && grid.times_s.windows(2).all(|w| w[0] < w[1]);
     if !increasing {
         return Err(bad("interval boundaries must be finite and increase".into()));
     }
@@ -141,7 +141,11 @@ fn validate(grid: &RateGrid) -> Result<(), PlotError> {
                 row.len()
             )));
         }
-        if let Some(v) = row.iter().flatten().find(|v| !v.is_finite() || **v < 0.0) {
+        if let Some(v) = row
+            .iter()
+            .flatten()
+            .find(|v| !super::drawable(**v) || **v < 0.0)
+        {
             return Err(bad(format!("cpu{cpu} has rate {v}; use None for no value")));
         }
     }

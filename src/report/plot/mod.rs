@@ -90,16 +90,30 @@ pub(crate) fn color(i: usize) -> RGBColor {
 
 pub(crate) const FONT: &str = "sans-serif";
 
-/// Rejects NaN/infinite values, naming the series and position.
+/// The largest magnitude a chart draws. No measured figure comes near it; beyond it an axis
+/// range and its padding overflow to infinity, and plotters then never finishes placing its
+/// ticks (a database holding 1.7e308 hung `plot` and `report`).
+pub(crate) const DRAWABLE: f64 = 1e100;
+
+/// A value a chart can draw: finite and within [`DRAWABLE`].
+pub(crate) fn drawable(v: f64) -> bool {
+    v.is_finite() && v.abs() <= DRAWABLE
+}
+
+/// Rejects NaN, infinite and undrawably large values, naming the series and position.
 pub(crate) fn check_finite(
     what: &str,
     values: impl IntoIterator<Item = f64>,
 ) -> Result<(), PlotError> {
     for (i, v) in values.into_iter().enumerate() {
-        if !v.is_finite() {
+        if !drawable(v) {
             return Err(PlotError::BadInput {
                 what: what.into(),
-                reason: format!("value {i} is {v}"),
+                reason: if v.is_finite() {
+                    format!("value {i} is {v}, too large to draw (at most {DRAWABLE:e})")
+                } else {
+                    format!("value {i} is {v}")
+                },
             });
         }
     }

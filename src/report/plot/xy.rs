@@ -56,11 +56,12 @@ pub(crate) struct Chart {
     layers: Vec<Layer>,
 }
 
-/// A usable axis range: an empty, reversed or non-finite one becomes one unit from 0.
+/// A usable axis range: an empty, reversed or undrawable one (`super::drawable`) becomes one
+/// unit from 0.
 fn fix(r: (f64, f64)) -> (f64, f64) {
-    if r.1 > r.0 && r.0.is_finite() && r.1.is_finite() {
+    if r.1 > r.0 && super::drawable(r.0) && super::drawable(r.1) {
         r
-    } else if r.0.is_finite() {
+    } else if super::drawable(r.0) {
         (r.0.min(0.0), r.0.max(0.0) + 1.0)
     } else {
         (0.0, 1.0)
