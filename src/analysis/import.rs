@@ -155,11 +155,13 @@ fn last_timestamp(text: &str) -> Option<f64> {
         .last()
 }
 
-/// The host a client-mode run names, when all its jobs name the same one.
+/// The host a client-mode run names, when all its jobs name the same one and it is a tag
+/// value like any other (a name a `compare` selector could never write stays out).
 fn client_host(report: &FioReport) -> Option<String> {
     let mut hosts = report.jobs.iter().filter_map(|j| j.hostname.as_deref());
     let first = hosts.next()?;
-    hosts.all(|h| h == first).then(|| first.to_string())
+    (hosts.all(|h| h == first) && crate::store::tags::check_value("host", first).is_ok())
+        .then(|| first.to_string())
 }
 
 fn status_of(report: &FioReport) -> RunStatus {
@@ -230,7 +232,13 @@ pub(crate) fn import_files(
                 .map(|r| r.repetition)
                 .max()
                 .unwrap_or(0);
-            (e.id, e.name, reps + 1)
+            let next = reps.checked_add(1).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "experiment {:?} already has repetition {reps}, the last there can be",
+                    e.name
+                )
+            })?;
+            (e.id, e.name, next)
         }
         None => {
             let name = opts.experiment.clone().unwrap_or_else(|| {
@@ -354,6 +362,23 @@ mod tests {
         let f = dir.path().join("small.json");
         std::fs::write(&f, [b'x'; 1000]).unwrap();
         assert_eq!(read_limited(&f, 1000).unwrap().len(), 1000);
+    }
+
+    /// fio's client-mode hostname becomes the `host` tag only when a selector could name it.
+    #[test]
+    fn a_client_hostname_is_a_tag_only_when_it_follows_the_tag_rule() {
+        let report = |host: &str| {
+            crate::workload::fio_json::parse(&format!(
+                "{{\"fio version\": \"fio-3.33\", \"client_stats\": [{{\"jobname\": \"j\", \
+                 \"hostname\": {}, \"error\": 0, \"read\": {{\"iops\": 1.0, \
+                 \"bw_bytes\": 1, \"total_ios\": 1}}, \"write\": {{\"iops\": 0.0, \
+                 \"bw_bytes\": 0, \"total_ios\": 0}}}}]}}",
+                serde_json::to_string(host).unwrap()
+            ))
+            .unwrap()
+        };
+        assert_eq!(client_host(&report("db7")).as_deref(), Some("db7"));
+        assert_eq!(client_host(&report("db7,evil\u{1b}[31m")), None);
     }
 
     #[test]

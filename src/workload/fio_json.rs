@@ -467,6 +467,9 @@ fn latency_from_value(v: Option<&Value>, path: &str) -> Result<Latency, FioJsonE
         None => None,
         Some(b) => {
             let mut map = BTreeMap::new();
+            // The I/Os of all bins, held to what one bin may hold: summed unchecked, 20,000
+            // bins of 1e15 wrapped u64 (percentiles silently wrong, or a panic).
+            let mut total = 0.0;
             for (k, val) in b {
                 let at = format!("{path}.bins[{k:?}]");
                 let ns = k
@@ -474,6 +477,13 @@ fn latency_from_value(v: Option<&Value>, path: &str) -> Result<Latency, FioJsonE
                     .parse::<u64>()
                     .map_err(|_| invalid(&at, "the key is not a latency in ns"))?;
                 let n = checked_value(val, &at, limits::COUNT)?;
+                total += n;
+                if total > limits::COUNT {
+                    return Err(invalid(
+                        &format!("{path}.bins"),
+                        format!("the bins count more than {:e} I/Os", limits::COUNT),
+                    ));
+                }
                 if n > 0.0 {
                     *map.entry(ns).or_insert(0) += n as u64;
                 }
@@ -560,7 +570,8 @@ pub(crate) fn clat_bins(
         };
         let into = merged.get_or_insert_with(BTreeMap::new);
         for (ns, n) in bins {
-            *into.entry(ns).or_insert(0) += n;
+            let at = into.entry(ns).or_insert(0);
+            *at = at.saturating_add(n);
         }
     }
     Ok(merged)
@@ -886,6 +897,20 @@ mod tests {
         assert!(!m.contains_key("write_clat_mean_us"));
         assert!(!m.contains_key("trim_iops"));
         assert_eq!(m["fio_sys_pct"], 10.0);
+    }
+
+    /// Each bin within the count limit, and 20,000 of them past u64 in all: refused at
+    /// their place, not summed into a wrapped count.
+    #[test]
+    fn bins_that_count_more_than_the_limit_in_all_are_refused() {
+        let many: Vec<String> = (1..=20_000).map(|ns| format!("\"{ns}\": 1e15")).collect();
+        let bins = format!("{{{}}}", many.join(", "));
+        let e = parse(&doc(&[job_json("a", 1.0, 4, 1.0, 0.0, Some(&bins))])).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("clat_ns.bins") && e.contains("more than 1e15"),
+            "{e}"
+        );
     }
 
     #[test]

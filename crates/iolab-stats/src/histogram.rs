@@ -31,8 +31,11 @@ impl LatencyHistogram {
     }
 
     pub fn add(&mut self, ns: u64, count: u64) {
+        // Saturating, as every sum here: counts come from files and databases, and a sum past
+        // u64 must neither panic nor wrap into a small, plausible count.
         if count > 0 {
-            *self.bins.entry(ns).or_insert(0) += count;
+            let at = self.bins.entry(ns).or_insert(0);
+            *at = at.saturating_add(count);
         }
     }
 
@@ -53,7 +56,7 @@ impl LatencyHistogram {
     }
 
     pub fn total(&self) -> u64 {
-        self.bins.values().sum()
+        saturating_total(&self.bins)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -76,7 +79,7 @@ impl LatencyHistogram {
         self.bins
             .iter()
             .map(|(&ns, &count)| {
-                cumulative += count;
+                cumulative = cumulative.saturating_add(count);
                 (ns, cumulative as f64 / total)
             })
             .collect()
@@ -95,18 +98,22 @@ impl LatencyHistogram {
     }
 }
 
+fn saturating_total(bins: &BTreeMap<u64, u64>) -> u64 {
+    bins.values().fold(0u64, |a, &b| a.saturating_add(b))
+}
+
 /// The `p`-th percentile (0 < p <= 100) of fio's bins (`{ns: count}`), the way fio computes
 /// it: the first bucket at which the running count reaches p% of all samples. `None` when
 /// empty or `p` is out of range. Also for bins read straight from fio's JSON.
 pub fn percentile_of(bins: &BTreeMap<u64, u64>, p: f64) -> Option<u64> {
-    let total: u64 = bins.values().sum();
+    let total = saturating_total(bins);
     if total == 0 || !(p > 0.0 && p <= 100.0) {
         return None;
     }
     let threshold = p / 100.0 * total as f64;
     let mut cumulative = 0u64;
     for (&ns, &count) in bins {
-        cumulative += count;
+        cumulative = cumulative.saturating_add(count);
         if cumulative as f64 >= threshold {
             return Some(ns);
         }
@@ -129,6 +136,19 @@ pub fn merge_bins<'a>(all: impl IntoIterator<Item = &'a BTreeMap<u64, u64>>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts past u64 (from a database nobody checked) saturate: no panic, and no wrap
+    /// into a small count that would move every percentile.
+    #[test]
+    fn counts_past_u64_saturate() {
+        let mut h = LatencyHistogram::from_pairs([(1000, u64::MAX), (2000, 5)]);
+        assert_eq!(h.total(), u64::MAX);
+        assert_eq!(h.percentile(50.0), Some(1000));
+        assert_eq!(h.percentile(100.0), Some(1000));
+        h.add(1000, 7);
+        assert_eq!(h.bins().next(), Some((1000, u64::MAX)));
+        assert!(h.cdf().iter().all(|(_, f)| *f <= 1.0));
+    }
 
     #[test]
     fn percentile_of_bins_matches_fios_rule() {
