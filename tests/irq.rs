@@ -121,6 +121,35 @@ fn pinned_pileup() -> tempfile::TempDir {
     dir
 }
 
+/// A plan saved before the interrupts were pinned is held to the pins it finds: each move off
+/// the pinned CPU is refused with the way out, none while the machine is as planned.
+#[test]
+fn a_saved_plan_is_held_to_pins_made_since() {
+    use iolab::irq::apply;
+    let root_dir = pileup();
+    let p: iolab::irq::plan::Plan =
+        serde_json::from_value(plan_json(root_dir.path(), &[])).unwrap();
+    assert!(!p.moves.is_empty());
+    let root = iolab::sys::SysRoot::at(root_dir.path()).unwrap();
+    let read = || iolab::model::Machine::read(&root).unwrap();
+    assert!(apply::against_options(&p, &read(), &Default::default()).is_empty());
+    for irq in 160..=167 {
+        let path = root_dir
+            .path()
+            .join(format!("proc/irq/{irq}/smp_affinity_list"));
+        std::fs::write(path, "4\n").unwrap();
+    }
+    let problems = apply::against_options(&p, &read(), &Default::default());
+    let off_cpu4 = p.moves.iter().filter(|m| m.to != 4).count();
+    assert_eq!(problems.len(), off_cpu4, "{problems:?}");
+    assert!(
+        problems
+            .iter()
+            .all(|e| e.contains("may run only on CPUs 4 here now") && e.contains("--unpin")),
+        "{problems:?}"
+    );
+}
+
 /// What `irq apply --plan` prints for `plan`, saved to a file (it must succeed).
 fn apply_saved_plan(plan: &serde_json::Value) -> String {
     let state = tempfile::tempdir().unwrap();
@@ -506,6 +535,26 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
 
     p["moves"] =
         serde_json::json!([{ "irq": irq, "name": name, "rate": 0.0, "from": [], "to": to }]);
+    // A saved plan is held to its own options on the machine as it is: a move to a CPU it
+    // bans (or, alike, one the interrupt is no longer allowed on) is refused.
+    p["options"]["banned"] = serde_json::json!([to]);
+    std::fs::write(&file, p.to_string()).unwrap();
+    let out = iolab()
+        .args(["irq", "apply", "--force", "--plan"])
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "IRQ {irq}: the plan moves it to CPU {to}, which its own --ban-cpus bans"
+        )),
+        "{stderr}"
+    );
+    assert_eq!(affinity(), original, "a banned move was made");
+    p["options"]["banned"] = serde_json::json!([]);
     std::fs::write(&file, p.to_string()).unwrap();
 
     let out = iolab()

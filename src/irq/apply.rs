@@ -72,6 +72,47 @@ pub fn check(moves: &[Move], m: &Machine, slots: &[super::plan::Slot]) -> Result
     Ok(())
 }
 
+/// What a saved plan would do that its own options do not allow on the machine as it is now:
+/// a move to a CPU outside the interrupt's allowed CPUs (a pin made since the plan was
+/// written, or ignored) unless the plan unpins it, or to a CPU the plan bans. A plan measured
+/// now respects these by construction; one read from a file may be old.
+pub fn against_options(
+    p: &super::plan::Plan,
+    m: &Machine,
+    before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
+) -> Vec<String> {
+    let allowed: std::collections::BTreeMap<u32, Vec<u32>> =
+        super::inputs::sources(m, before_iolab)
+            .into_iter()
+            .map(|s| (s.irq, s.allowed))
+            .collect();
+    let mut problems = Vec::new();
+    for mv in &p.moves {
+        if p.options.banned.contains(&mv.to) {
+            problems.push(format!(
+                "IRQ {}: the plan moves it to CPU {}, which its own --ban-cpus bans",
+                mv.irq, mv.to
+            ));
+        } else if !p.options.unpin.covers(mv.irq) {
+            if let Some(a) = allowed
+                .get(&mv.irq)
+                .filter(|a| !a.is_empty() && !a.contains(&mv.to))
+            {
+                problems.push(format!(
+                    "IRQ {} ({}) may run only on CPUs {} here now, not CPU {} (pinned since the \
+                     plan was made?): make a new plan, or unpin it with --unpin {}",
+                    mv.irq,
+                    mv.name,
+                    crate::sys::parse::cpulist::format_cpulist(a),
+                    mv.to,
+                    mv.irq
+                ));
+            }
+        }
+    }
+    problems
+}
+
 /// Why `mv` cannot be made on `m`, if it cannot.
 pub(crate) fn problem(mv: &Move, m: &Machine, slots: &[super::plan::Slot]) -> Option<String> {
     match m.irq(mv.irq) {

@@ -111,7 +111,16 @@ pub(crate) fn apply_plan(
                     file.display()
                 )
             })?;
-            (p, Machine::read(root)?)
+            let m = Machine::read(root)?;
+            let problems = apply::against_options(&p, &m, &apply::before_iolab(&dir)?);
+            if !problems.is_empty() {
+                bail!(
+                    "the plan {} cannot be applied here as it is:\n  {}",
+                    file.display(),
+                    problems.join("\n  ")
+                );
+            }
+            (p, m)
         }
         PlanSource::Measure { over, options } => {
             let Some((m, _)) = crate::model::Machine::measure(root, over, wait)? else {

@@ -105,7 +105,7 @@ pub(crate) enum Unpin {
 }
 
 impl Unpin {
-    fn covers(&self, irq: u32) -> bool {
+    pub(crate) fn covers(&self, irq: u32) -> bool {
         match self {
             Unpin::None => false,
             Unpin::All => true,
