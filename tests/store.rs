@@ -67,6 +67,36 @@ fn refuses_a_newer_schema_naming_the_file() {
     assert!(err.to_string().contains("future.db"), "{err}");
 }
 
+/// A results file handed over with a view or a trigger in it (iolab makes none) is refused,
+/// not read: a view over an endless recursive query in place of a table hung `show`.
+#[test]
+fn a_database_with_views_or_triggers_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, sql) in [
+        (
+            "view.db",
+            "DROP TABLE run_tags; CREATE VIEW run_tags AS WITH RECURSIVE n(i) AS \
+             (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT i AS run_id, 'k' AS key, \
+             'v' AS value FROM n;",
+        ),
+        (
+            "trigger.db",
+            "CREATE TRIGGER t AFTER INSERT ON runs BEGIN DELETE FROM runs; END;",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        drop(Store::open(&path).unwrap());
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(sql).unwrap();
+        drop(conn);
+        let err = Store::open_existing(&path).unwrap_err();
+        assert!(
+            err.to_string().contains("not an iolab results database"),
+            "{name}: {err}"
+        );
+    }
+}
+
 #[test]
 fn another_programs_database_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();

@@ -359,6 +359,8 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(uri, flags).map_err(wrap)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        conn.execute_batch("PRAGMA trusted_schema = OFF;")
+            .map_err(wrap)?;
         let store = Store { conn, path: shown };
         store.check_ours()?;
         let known = MIGRATIONS.len() as i64;
@@ -398,8 +400,10 @@ impl Store {
         // Long enough that a `show` in another terminal, another iolab creating the file, or
         // an admin's sqlite3 session holding the lock for a while never costs a finished run.
         self.conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        // trusted_schema off: nothing a file's schema defines may call functions with side
+        // effects (the file may be someone else's).
         self.conn
-            .execute_batch("PRAGMA foreign_keys = ON;")
+            .execute_batch("PRAGMA foreign_keys = ON; PRAGMA trusted_schema = OFF;")
             .map_err(wrap)?;
         Ok(())
     }
@@ -1055,13 +1059,21 @@ fn busy(e: &rusqlite::Error) -> bool {
 fn check_ours_in(conn: &Connection) -> std::result::Result<(), Option<rusqlite::Error>> {
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let foreign = if found == 0 {
-        let objects: i64 =
-            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-        objects > 0
-    } else {
-        app_id != schema::APPLICATION_ID
-    };
+    // iolab's schema has no views and no triggers: a file handed over with one (a view over
+    // an endless recursive query in place of a table hung `show`) is not iolab's.
+    let code: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type IN ('view', 'trigger')",
+        [],
+        |r| r.get(0),
+    )?;
+    let foreign = code > 0
+        || if found == 0 {
+            let objects: i64 =
+                conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+            objects > 0
+        } else {
+            app_id != schema::APPLICATION_ID
+        };
     if foreign {
         Err(None)
     } else {
