@@ -24,6 +24,15 @@ pub(crate) struct HostRestore {
 /// Runs `iolab restore` on `host` over ssh; `json` asks it for its JSON report. An error only
 /// when ssh itself cannot be started; a host that cannot be reached is a failed `HostRestore`.
 pub(crate) fn restore(host: &str, options: &SshOptions, json: bool) -> anyhow::Result<HostRestore> {
+    // Refused as a failed restore of that host, not an error: the others still go on.
+    if let Some(why) = super::ssh::destination_problem(host) {
+        return Ok(HostRestore {
+            host: host.to_string(),
+            ok: false,
+            output: serde_json::Value::Null,
+            errors: why,
+        });
+    }
     let remote = format!(
         "{} restore{}",
         shell_quote(&options.remote_iolab),

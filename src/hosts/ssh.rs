@@ -59,6 +59,43 @@ pub(crate) fn from_env() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Why `dest` is not an SSH destination iolab passes to ssh, if it is not: an allow-list of
+/// what destinations are made of (`user@host`, `host:port`, `[v6]`, `ssh://...`, an ssh config
+/// name). A leading `-` would be read as an option; spaces and controls would be split or
+/// hidden; shell characters would reach a `ProxyCommand` through `%r` and `%h` on an ssh
+/// that does not refuse them itself.
+pub(crate) fn destination_problem(dest: &str) -> Option<String> {
+    if dest.is_empty() {
+        return Some("an empty SSH destination".to_string());
+    }
+    if dest.starts_with('-') {
+        return Some(format!("`{dest}` would be read by ssh as an option"));
+    }
+    if dest.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some(format!(
+            "`{dest}` is not an SSH destination (no spaces: put options in an ssh config file)"
+        ));
+    }
+    if let Some(c) = dest
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "._-@:[]%/".contains(*c)))
+    {
+        return Some(format!(
+            "`{dest}` is not an SSH destination ({c:?} is none of letters, digits and . _ - @ \
+             : [ ] % /; name the host in an ssh config file)"
+        ));
+    }
+    None
+}
+
+/// `destination_problem` as an error naming the destination.
+fn check_destination(dest: &str) -> anyhow::Result<()> {
+    match destination_problem(dest) {
+        Some(why) => bail!("{why}"),
+        None => Ok(()),
+    }
+}
+
 /// Quotes `text` for the remote shell.
 pub(crate) fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
@@ -106,6 +143,7 @@ enum Failure {
 impl Connection {
     /// Connects to `host`, copying this binary there first when asked and needed.
     pub fn open(host: &str, options: &SshOptions) -> anyhow::Result<Connection> {
+        check_destination(host)?;
         match Connection::start(host, options, &options.remote_iolab) {
             Ok(c) => Ok(c),
             Err(Failure::Other(e)) => Err(e),
@@ -378,6 +416,7 @@ impl Failure {
 /// Copies this binary to `options.remote_dir/iolab` on `host` (through a temporary name, so
 /// a running agent's file is never overwritten in place) and returns the remote path.
 pub(crate) fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<String> {
+    check_destination(host)?;
     let exe = std::env::current_exe().context("cannot find this iolab's own file")?;
     let binary = std::fs::File::open(&exe).with_context(|| format!("{}", exe.display()))?;
     let dir = shell_quote(&options.remote_dir);
@@ -496,6 +535,36 @@ mod tests {
             2000,
         );
         c.request(&Request::Hello).unwrap();
+    }
+
+    #[test]
+    fn destinations_are_what_ssh_destinations_are_made_of() {
+        for ok in [
+            "lab1",
+            "root@10.0.0.1",
+            "h:2222",
+            "[fe80::1%eth0]",
+            "ssh://u@h:22",
+        ] {
+            assert_eq!(destination_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            "a b",
+            "u$(id)@h",
+            "h;reboot",
+            "`x`",
+            "h'",
+            "\u{1b}h",
+        ] {
+            assert!(destination_problem(bad).is_some(), "{bad:?}");
+        }
+        let e = Connection::open("u$(touch /tmp/x)@h", &SshOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("is not an SSH destination"), "{e}");
     }
 
     #[test]

@@ -64,18 +64,8 @@ pub(crate) fn fio_address_problem(address: &str) -> Option<String> {
     None
 }
 
-/// Why `dest` is not an SSH destination iolab passes to ssh, if it is not. A leading `-`
-/// would be read as an option; spaces and controls would be split or hidden.
 fn ssh_problem(dest: &str) -> Option<String> {
-    if dest.starts_with('-') {
-        return Some(format!("`{dest}` would be read by ssh as an option"));
-    }
-    if dest.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Some(format!(
-            "`{dest}` is not an SSH destination (no spaces: put options in an ssh config file)"
-        ));
-    }
-    None
+    crate::hosts::ssh::destination_problem(dest)
 }
 
 impl Walker<'_> {
