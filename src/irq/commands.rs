@@ -138,6 +138,7 @@ pub(crate) fn apply_plan(
         });
     }
     let mut journal = crate::knobs::Journal::resume_in(&dir)?;
+    journal.placements_only();
     let done = apply::apply(root, &p.moves, &mut journal);
     journal.keep();
     Ok(Outcome {

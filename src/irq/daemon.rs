@@ -83,6 +83,7 @@ pub(crate) fn run(
 ) -> Result<()> {
     let dir = journal_dir();
     let mut journal = Journal::resume_in(&dir)?;
+    journal.placements_only();
     let mut interval = s.min_interval;
     let mut looks = 0u64;
     let mut moves_total = 0u64;

@@ -150,6 +150,8 @@ pub struct Journal {
     /// Machine-wide locks of what this journal changes; released after the restore.
     held: Vec<MachineLock>,
     finished: bool,
+    /// An interrupt moved again keeps only its first entries (`placements_only`).
+    placements_only: bool,
 }
 
 impl Journal {
@@ -215,6 +217,7 @@ impl Journal {
             _lock: lock,
             held: Vec::new(),
             finished: false,
+            placements_only: false,
         };
         j.persist()?;
         Ok(j)
@@ -260,6 +263,7 @@ impl Journal {
             _lock: lock,
             held: Vec::new(),
             finished: false,
+            placements_only: false,
         };
         j.persist()?;
         Ok(j)
@@ -267,6 +271,16 @@ impl Journal {
 
     /// Hands the journal machine-wide locks its owner took up front (before creating
     /// anything); `set` takes any other it needs itself. They are released after the restore.
+    /// For the interrupt placement journal (`irq apply`, `irq daemon`), which records where
+    /// interrupts were found, not each move: an interrupt moved again keeps only its first
+    /// entries, the last taking the new value. The daemon moves some at every look; one
+    /// entry per move grew its journal without end and made restore replay every placement
+    /// in between, each waiting for the move to settle. An experiment's journal keeps every
+    /// write (its run reports them).
+    pub(crate) fn placements_only(&mut self) {
+        self.placements_only = true;
+    }
+
     pub(crate) fn hold(&mut self, locks: Vec<MachineLock>) {
         self.held.extend(locks);
     }
@@ -341,11 +355,9 @@ impl Journal {
         // The effective file is only read, so not a kind of knob: mapped under the root.
         let mut first = old.clone();
         let seen = self.file.entries.iter().any(|e| e.path == path);
-        // An interrupt moved again (the daemon moves some at every look): its first entries
-        // already put it back where it was found. One entry per move would grow the journal
-        // without end and make restore replay every placement in between, each waiting for
-        // the move to settle; the interrupt's last entry only takes the new value.
-        if seen && irq_move::effective_of(path).is_some() {
+        // A placement journal's interrupt moved again: its first entries already put it back
+        // where it was found (`placements_only`).
+        if self.placements_only && seen && irq_move::effective_of(path).is_some() {
             self.file.entries.truncate(mark);
             let last = self
                 .file
@@ -965,10 +977,10 @@ mod tests {
         assert_eq!(j.entries().len(), 1);
     }
 
-    /// The daemon moves an interrupt again and again: the journal keeps its first change
-    /// only, and restore writes what was found, not every placement in between.
+    /// The daemon moves an interrupt again and again: its placement journal keeps the first
+    /// change only, and restore writes what was found, not every placement in between.
     #[test]
-    fn an_interrupt_moved_many_times_is_journaled_and_restored_once() {
+    fn a_placement_journal_keeps_an_interrupt_moved_many_times_once() {
         let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
         let live = "/proc/irq/31/smp_affinity_list";
@@ -976,6 +988,7 @@ mod tests {
         std::fs::write(sys.file(live), "4-7\n").unwrap();
         std::fs::write(sys.file("/proc/irq/31/effective_affinity_list"), "4\n").unwrap();
         let mut j = sys.journal(state.path());
+        j.placements_only();
         for i in 0..20 {
             let to = if i % 2 == 0 { "5" } else { "6" };
             j.set(live, to).unwrap();
@@ -990,6 +1003,12 @@ mod tests {
         let written: Vec<&str> = report.restored.iter().map(|e| e.old.as_str()).collect();
         assert_eq!(written, ["4", "4-7"]);
         assert_eq!(sys.read(live), "4-7");
+        drop(j);
+        // An experiment's journal keeps every write, as its run reports them.
+        let mut j = sys.journal(state.path());
+        j.set(live, "5").unwrap();
+        j.set(live, "6").unwrap();
+        assert_eq!(j.entries().len(), 3);
     }
 
     #[test]
