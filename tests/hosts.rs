@@ -575,8 +575,8 @@ fn a_protocol_mismatch_is_refused_and_copy_binary_installs_this_iolab() {
     );
 }
 
-/// The agent run directly (no ssh), for what happens to it on this host.
-fn local_agent(state: &Path) -> (Child, std::io::BufReader<std::process::ChildStdout>) {
+/// The agent run directly (no ssh), for what happens to it on this host, with its greeting.
+fn local_agent(state: &Path) -> (Child, std::io::BufReader<std::process::ChildStdout>, String) {
     let mut child = common::iolab()
         .arg("agent")
         .env("IOLAB_STATE_DIR", state)
@@ -585,8 +585,10 @@ fn local_agent(state: &Path) -> (Child, std::io::BufReader<std::process::ChildSt
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let out = std::io::BufReader::new(child.stdout.take().unwrap());
-    (child, out)
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut greeting = String::new();
+    std::io::BufRead::read_line(&mut out, &mut greeting).unwrap();
+    (child, out, greeting)
 }
 
 fn ask(child: &mut Child, out: &mut impl std::io::BufRead, line: &str) -> String {
@@ -615,9 +617,7 @@ fn restore_replays_what_a_killed_agent_left_and_a_hangup_restores_at_once() {
     );
     let state = tempfile::tempdir().unwrap();
     for signal in [libc::SIGKILL, libc::SIGHUP] {
-        let (mut child, mut out) = local_agent(state.path());
-        let mut greeting = String::new();
-        std::io::BufRead::read_line(&mut out, &mut greeting).unwrap();
+        let (mut child, mut out, greeting) = local_agent(state.path());
         let protocol = iolab::hosts::protocol::PROTOCOL_VERSION;
         assert!(
             greeting.contains(&format!("\"protocol\":{protocol}")),
@@ -664,9 +664,7 @@ fn an_agents_device_is_locked_for_its_session() {
     };
     let dev = scratch.name().to_string();
     let state = tempfile::tempdir().unwrap();
-    let (mut child, mut out) = local_agent(state.path());
-    let mut greeting = String::new();
-    std::io::BufRead::read_line(&mut out, &mut greeting).unwrap();
+    let (mut child, mut out, _) = local_agent(state.path());
     let take = || {
         iolab::sys::lock::acquire(
             &iolab::sys::SysRoot::live(),

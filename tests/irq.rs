@@ -504,56 +504,41 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
             .trim()
             .to_string()
     };
+    // `irq apply` of `p` is refused saying `says`, and nothing moves.
+    let refused = |p: &Value, says: &str| {
+        std::fs::write(&file, p.to_string()).unwrap();
+        let out = iolab()
+            .args(["irq", "apply", "--force", "--plan"])
+            .arg(&file)
+            .env("IOLAB_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert_eq!(affinity(), original, "a refused plan moved the interrupt");
+        assert!(iolab::knobs::pending(&state.path().join("irq"))
+            .unwrap()
+            .is_empty());
+    };
     // A plan made elsewhere (another boot, another machine) names another interrupt under
-    // this number: the whole plan is refused and nothing moves.
+    // this number: the whole plan is refused.
     p["moves"] = serde_json::json!([
         { "irq": irq, "name": "something-else", "rate": 0.0, "from": [], "to": to }
     ]);
-    std::fs::write(&file, p.to_string()).unwrap();
-    let out = iolab()
-        .args(["irq", "apply", "--force", "--plan"])
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "IRQ {irq} is {name:?} here, not \"something-else\""
-        )),
-        "{stderr}"
+    refused(
+        &p,
+        &format!("IRQ {irq} is {name:?} here, not \"something-else\""),
     );
-    assert_eq!(
-        affinity(),
-        original,
-        "a mismatched plan moved the interrupt"
-    );
-    assert!(iolab::knobs::pending(&state.path().join("irq"))
-        .unwrap()
-        .is_empty());
-
     p["moves"] =
         serde_json::json!([{ "irq": irq, "name": name, "rate": 0.0, "from": [], "to": to }]);
     // A saved plan is held to its own options on the machine as it is: a move to a CPU it
     // bans (or, alike, one the interrupt is no longer allowed on) is refused.
     p["options"]["banned"] = serde_json::json!([to]);
-    std::fs::write(&file, p.to_string()).unwrap();
-    let out = iolab()
-        .args(["irq", "apply", "--force", "--plan"])
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", state.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "IRQ {irq}: the plan moves it to CPU {to}, which its own --ban-cpus bans"
-        )),
-        "{stderr}"
+    refused(
+        &p,
+        &format!("IRQ {irq}: the plan moves it to CPU {to}, which its own --ban-cpus bans"),
     );
-    assert_eq!(affinity(), original, "a banned move was made");
     p["options"]["banned"] = serde_json::json!([]);
     std::fs::write(&file, p.to_string()).unwrap();
 

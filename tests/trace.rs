@@ -611,6 +611,20 @@ fn record_fio(dev: &str, base: &Path, io: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `iolab trace record` of `dev` into `base` (with `extra` options, a 1 MiB buffer) while `sh`
+/// runs `script`.
+fn record_script(dev: &str, base: &Path, extra: &[&str], script: &str) -> std::process::Output {
+    Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record"])
+        .args(extra)
+        .args(["-d", dev, "-o"])
+        .arg(base)
+        .args(["--buffer-kb", "1024", "--", "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     if !iolab::sys::is_root() {
@@ -675,13 +689,7 @@ fn entries_not_of_the_block_tracer_are_left_out_and_counted() {
          || exit 1; done",
         scratch.dev
     );
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "record", "-d", &scratch.dev, "-o"])
-        .arg(&base)
-        .args(["--buffer-kb", "1024", "--", "sh", "-c", &script])
-        .output()
-        .unwrap();
+    let out = record_script(&scratch.dev, &base, &[], &script);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(
@@ -711,13 +719,7 @@ fn record_json_is_alone_on_standard_output() {
          status=none; exit 3",
         scratch.dev
     );
-    let out = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "record", "--json", "-d", &scratch.dev, "-o"])
-        .arg(&base)
-        .args(["--buffer-kb", "1024", "--", "sh", "-c", &script])
-        .output()
-        .unwrap();
+    let out = record_script(&scratch.dev, &base, &["--json"], &script);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{err}");
     assert!(

@@ -269,8 +269,6 @@ impl Journal {
         Ok(j)
     }
 
-    /// Hands the journal machine-wide locks its owner took up front (before creating
-    /// anything); `set` takes any other it needs itself. They are released after the restore.
     /// For the interrupt placement journal (`irq apply`, `irq daemon`), which records where
     /// interrupts were found, not each move: an interrupt moved again keeps only its first
     /// entries, the last taking the new value. The daemon moves some at every look; one
@@ -281,6 +279,8 @@ impl Journal {
         self.placements_only = true;
     }
 
+    /// Hands the journal machine-wide locks its owner took up front (before creating
+    /// anything); `set` takes any other it needs itself. They are released after the restore.
     pub(crate) fn hold(&mut self, locks: Vec<MachineLock>) {
         self.held.extend(locks);
     }
