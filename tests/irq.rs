@@ -504,15 +504,19 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
             .trim()
             .to_string()
     };
-    // `irq apply` of `p` is refused saying `says`, and nothing moves.
-    let refused = |p: &Value, says: &str| {
+    // `irq apply` of `p`, saved to the plan file.
+    let apply = |p: &Value| {
         std::fs::write(&file, p.to_string()).unwrap();
-        let out = iolab()
+        iolab()
             .args(["irq", "apply", "--force", "--plan"])
             .arg(&file)
             .env("IOLAB_STATE_DIR", state.path())
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    // `irq apply` of `p` is refused saying `says`, and nothing moves.
+    let refused = |p: &Value, says: &str| {
+        let out = apply(p);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
@@ -540,14 +544,7 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
         &format!("IRQ {irq}: the plan moves it to CPU {to}, which its own --ban-cpus bans"),
     );
     p["options"]["banned"] = serde_json::json!([]);
-    std::fs::write(&file, p.to_string()).unwrap();
-
-    let out = iolab()
-        .args(["irq", "apply", "--force", "--plan"])
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", state.path())
-        .output()
-        .unwrap();
+    let out = apply(&p);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
