@@ -33,6 +33,34 @@ pub(super) fn effective_of(path: &str) -> Option<(u32, String)> {
     }
 }
 
+/// The handlers the interrupt of affinity file `path` serves now: the action directories the
+/// kernel keeps in /proc/irq/N, named as drivers requested them ("nvme0q3", "eth0-TxRx-1"),
+/// sorted and joined by ','. `None` for other files, or an interrupt with none.
+pub(super) fn serving(root: &SysRoot, path: &str) -> Option<String> {
+    effective_of(path)?;
+    let (dir, _) = path.rsplit_once('/')?;
+    let mut names: Vec<String> = std::fs::read_dir(root.path(dir))
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    (!names.is_empty()).then(|| names.join(","))
+}
+
+/// Whether the interrupt journaled in `entry` is still the one under its number: it serves
+/// at least one handler it served then (a shared line may have gained others). A number
+/// freed, or handed to another device by a driver reloaded within the boot, is not. Entries
+/// with no record (other knobs, older journals, trees without action directories) are.
+pub(super) fn still_serving(root: &SysRoot, entry: &super::JournalEntry) -> bool {
+    let Some(then) = &entry.serving else {
+        return true;
+    };
+    let now = serving(root, &entry.path).unwrap_or_default();
+    then.split(',').any(|h| now.split(',').any(|n| n == h))
+}
+
 /// A CPU set as an affinity file of either form holds it.
 fn cpus_in(path: &str, text: &str) -> Option<Vec<u32>> {
     if path.ends_with("_list") {

@@ -59,6 +59,10 @@ pub struct JournalEntry {
     /// not loaded; restore unloads it again once the old scheduler is back (`sched_module`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) loaded_module: Option<String>,
+    /// For an interrupt's affinity: the handlers it served when journaled
+    /// (`irq_move::serving`). Restore leaves a number that serves none of them now alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) serving: Option<String>,
 }
 
 /// The file's content.
@@ -344,6 +348,7 @@ impl Journal {
                     new: now,
                     time_unix: crate::store::time::now_unix(),
                     loaded_module: None,
+                    serving: None,
                 });
             }
         }
@@ -355,6 +360,7 @@ impl Journal {
         // The effective file is only read, so not a kind of knob: mapped under the root.
         let mut first = old.clone();
         let seen = self.file.entries.iter().any(|e| e.path == path);
+        let serving = irq_move::serving(&self.root, path);
         // A placement journal's interrupt moved again: its first entries already put it back
         // where it was found (`placements_only`).
         if self.placements_only && seen && irq_move::effective_of(path).is_some() {
@@ -388,6 +394,7 @@ impl Journal {
                         new: old.clone(),
                         time_unix: crate::store::time::now_unix(),
                         loaded_module: None,
+                        serving: serving.clone(),
                     });
                     first = eff;
                 }
@@ -402,6 +409,7 @@ impl Journal {
             new: value.to_string(),
             time_unix: crate::store::time::now_unix(),
             loaded_module: sched_module::loaded_by(&self.root, path, value),
+            serving,
         });
         self.persist()?;
         if let Err(e) = settle_then_write(self.root.is_live(), Path::new(&file), value) {
@@ -705,6 +713,11 @@ fn restore_entries(
             match kinds::locate(root.base(), &entry.path) {
                 Err(why) => report.refused.push(RefusedEntry { entry, why }),
                 Ok(Located::Missing) => report.vanished.push(entry),
+                // The number serves other handlers now (a driver reloaded since): the
+                // interrupt journaled is gone, and another's affinity is not iolab's to write.
+                Ok(Located::File(_)) if !irq_move::still_serving(root, &entry) => {
+                    report.vanished.push(entry)
+                }
                 Ok(Located::File(file)) => {
                     let live = root.is_live();
                     let written = match as_found(&file, &entry) {
@@ -977,6 +990,47 @@ mod tests {
         assert_eq!(j.entries().len(), 1);
     }
 
+    /// An interrupt number handed to another device since it was journaled (a driver reloaded
+    /// within the boot) is left alone: that device's affinity is not iolab's to write. One
+    /// that kept a handler it served (a shared line that gained another) is put back.
+    #[test]
+    fn an_interrupt_number_that_serves_another_device_now_is_left_alone() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let live = "/proc/irq/32/smp_affinity_list";
+        let action = |name: &str| sys.file(&format!("/proc/irq/32/{name}"));
+        std::fs::create_dir_all(action("eth0-TxRx-1")).unwrap();
+        for (put_back, handlers) in [(false, ["mlx5_comp3", ""]), (true, ["eth0-TxRx-1", "usb1"])] {
+            std::fs::write(sys.file(live), "4-7\n").unwrap();
+            let mut j = sys.journal(state.path());
+            j.set(live, "5").unwrap();
+            assert_eq!(j.entries()[0].serving.as_deref(), Some("eth0-TxRx-1"));
+            // The driver is reloaded: its handler goes, and the number serves what is now.
+            std::fs::remove_dir(action("eth0-TxRx-1")).unwrap();
+            for h in handlers.iter().filter(|h| !h.is_empty()) {
+                std::fs::create_dir_all(action(h)).unwrap();
+            }
+            std::fs::write(sys.file(live), "12\n").unwrap();
+            let report = j.restore().unwrap();
+            if put_back {
+                assert_eq!(report.restored.len(), 1);
+                assert_eq!(sys.read(live), "4-7");
+            } else {
+                assert_eq!(report.vanished.len(), 1, "{report:?}");
+                assert_eq!(
+                    sys.read(live),
+                    "12\n",
+                    "another device's affinity was written"
+                );
+            }
+            drop(j);
+            for h in handlers.iter().filter(|h| !h.is_empty()) {
+                std::fs::remove_dir(action(h)).unwrap();
+            }
+            std::fs::create_dir_all(action("eth0-TxRx-1")).unwrap();
+        }
+    }
+
     /// The daemon moves an interrupt again and again: its placement journal keeps the first
     /// change only, and restore writes what was found, not every placement in between.
     #[test]
@@ -1240,6 +1294,7 @@ mod tests {
                 new: "x".into(),
                 time_unix: 0.0,
                 loaded_module: None,
+                serving: None,
             })
             .collect();
         entries.push(JournalEntry {
@@ -1248,6 +1303,7 @@ mod tests {
             new: "32".into(),
             time_unix: 0.0,
             loaded_module: None,
+            serving: None,
         });
         let file = JournalFile {
             pid: 1,
@@ -1288,6 +1344,7 @@ mod tests {
             new: "32".into(),
             time_unix: 0.0,
             loaded_module: None,
+            serving: None,
         }
     }
 

@@ -350,6 +350,7 @@ mod tests {
             new: new.into(),
             time_unix: 0.0,
             loaded_module: None,
+            serving: None,
         };
         let irq = "/proc/irq/29/smp_affinity_list";
         let sched = "/sys/block/sda/queue/scheduler";
@@ -384,6 +385,7 @@ mod tests {
             new: new.into(),
             time_unix: 0.0,
             loaded_module: None,
+            serving: None,
         };
         let tracer = super::super::RestoreReport {
             restored: vec![entry("/sys/kernel/tracing/current_tracer", "nop", "blk")],

@@ -118,6 +118,7 @@ pub(crate) mod tests {
             new: new.into(),
             time_unix: 0.0,
             loaded_module: None,
+            serving: None,
         }
     }
 
