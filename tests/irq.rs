@@ -150,6 +150,60 @@ fn a_saved_plan_is_held_to_pins_made_since() {
     );
 }
 
+/// The daemon leaves an interrupt alone while another iolab holds a disk it serves (an
+/// experiment measuring it), seen in /proc/locks without taking the lock.
+#[test]
+fn an_interrupt_of_a_disk_another_iolab_holds_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(machines().join("two-node-nvme/."))
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let root = iolab::sys::SysRoot::at(dir.path()).unwrap();
+    // sda's interrupt (IRQ 35 in this tree).
+    let mv = iolab::irq::plan::Move {
+        irq: 35,
+        name: "ahci".into(),
+        rate: 1.0,
+        from: vec![2],
+        to: 5,
+    };
+    assert_eq!(iolab::irq::apply::in_use_elsewhere(&root, &mv), None);
+    let sda = iolab::sys::lock::Resource::Device("sda".into());
+    drop(iolab::sys::lock::acquire(&root, sda.clone()).unwrap());
+    // Held by mine: not another's.
+    let mine = iolab::sys::lock::acquire(&root, sda).unwrap();
+    assert_eq!(iolab::irq::apply::in_use_elsewhere(&root, &mv), None);
+    drop(mine);
+    let file = dir.path().join("run/lock/iolab/block-sda.lock");
+    // -o: the lock stays with flock itself, not the sleep it runs, so killing it frees it.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(&file)
+        .args(["sleep", "10"])
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let said = loop {
+        if let Some(s) = iolab::irq::apply::in_use_elsewhere(&root, &mv) {
+            break s;
+        }
+        assert!(std::time::Instant::now() < end, "the holder never showed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(
+        said.starts_with("left IRQ 35 where it is: it serves sda, which another iolab (pid "),
+        "{said}"
+    );
+    assert_eq!(iolab::irq::apply::in_use_elsewhere(&root, &mv), None);
+}
+
 /// What `irq apply --plan` prints for `plan`, saved to a file (it must succeed).
 fn apply_saved_plan(plan: &serde_json::Value) -> String {
     let state = tempfile::tempdir().unwrap();

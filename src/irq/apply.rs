@@ -113,6 +113,25 @@ pub fn against_options(
     problems
 }
 
+/// Why the daemon leaves `mv` alone although it could make it: the interrupt serves a disk
+/// another iolab holds (an experiment measuring it, which locks its devices but moves their
+/// interrupts only when a cell says so). Moving it mid-run would change what is measured.
+pub fn in_use_elsewhere(root: &SysRoot, mv: &Move) -> Option<String> {
+    crate::model::device_map::disks_of_irq(root, mv.irq)
+        .into_iter()
+        .find_map(|disk| {
+            let pid = crate::sys::lock::held_elsewhere(
+                root,
+                &crate::sys::lock::Resource::Device(disk.clone()),
+            )?;
+            Some(format!(
+                "left IRQ {} where it is: it serves {disk}, which another iolab (pid {pid}) is \
+                 using",
+                mv.irq
+            ))
+        })
+}
+
 /// Why `mv` cannot be made on `m`, if it cannot.
 pub(crate) fn problem(mv: &Move, m: &Machine, slots: &[super::plan::Slot]) -> Option<String> {
     match m.irq(mv.irq) {

@@ -110,17 +110,18 @@ pub(crate) fn run(
                 }
                 Err(e) => return Err(e),
             };
-            let (possible, impossible): (Vec<_>, Vec<_>) = p
-                .moves
-                .iter()
-                .cloned()
-                .partition(|mv| apply::problem(mv, &m, &slots).is_none());
-            for mv in &impossible {
-                let why = apply::problem(mv, &m, &slots).unwrap_or_default();
-                log(
-                    Level::Notice,
-                    &format!("left IRQ {} where it is: {why}", mv.irq),
-                );
+            let mut possible = Vec::new();
+            for mv in &p.moves {
+                if let Some(why) = apply::problem(mv, &m, &slots) {
+                    log(
+                        Level::Notice,
+                        &format!("left IRQ {} where it is: {why}", mv.irq),
+                    );
+                } else if let Some(why) = apply::in_use_elsewhere(root, mv) {
+                    log(Level::Notice, &why);
+                } else {
+                    possible.push(mv.clone());
+                }
             }
             let (done, left) = apply::apply_each(root, &possible, &mut journal);
             for why in &left {

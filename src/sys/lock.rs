@@ -119,6 +119,33 @@ pub(crate) fn lock_dir(root: &SysRoot) -> PathBuf {
     root.base().join("run/lock/iolab")
 }
 
+/// The pid of another process holding the lock on `resource` now, found without taking it:
+/// the kernel lists every flock in /proc/locks by its file's device and inode. A probe that
+/// took the lock, even for an instant, could make an experiment starting then refuse its
+/// device. `None` when nobody else holds it (or /proc/locks cannot be read).
+pub(crate) fn held_elsewhere(root: &SysRoot, resource: &Resource) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(lock_dir(root).join(resource.file_name())).ok()?;
+    let file = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(meta.dev()),
+        libc::minor(meta.dev()),
+        meta.ino()
+    );
+    let me = std::process::id();
+    // "1: FLOCK  ADVISORY  WRITE 4242 00:1a:5678 0 EOF"; a waiter's line has "->" after
+    // the number and holds nothing.
+    std::fs::read_to_string("/proc/locks")
+        .ok()?
+        .lines()
+        .filter(|l| !l.contains("->"))
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let pid: u32 = f.get(4)?.parse().ok()?;
+            (f.get(5) == Some(&file.as_str()) && pid != me).then_some(pid)
+        })
+}
+
 /// Takes the lock on `resource` without waiting; refuses, naming the holder's pid, when
 /// another process has it.
 pub fn acquire(root: &SysRoot, resource: Resource) -> Result<MachineLock, LockError> {
