@@ -37,6 +37,8 @@ pub(crate) enum Ended {
     OutputClosed,
     /// A signal arrived (its number).
     Signal(i32),
+    /// No request came within the lease (`Request::Lease`): the connection is taken for lost.
+    LeaseExpired,
 }
 
 /// How the session ended and whether the knobs came back (an error says which did not).
@@ -64,6 +66,8 @@ struct Session {
     window: Option<align::TraceWindow>,
     /// `fio --version`, asked once.
     fio: Option<Option<String>>,
+    /// How long after an answer the next request must come (`Request::Lease`).
+    lease: Option<Duration>,
 }
 
 /// Serves requests from `input` to `output` until `bye`, the input's end, a failed write or
@@ -80,6 +84,7 @@ pub(crate) fn serve(
         trace: None,
         window: None,
         fio: None,
+        lease: None,
     };
     let lines = spawn_reader(input);
     let ended = if send(&mut output, &protocol::encode(&Greeting::ours())) {
@@ -136,11 +141,17 @@ impl Session {
         signal: &dyn Fn() -> Option<i32>,
     ) -> Ended {
         let mut number = 0;
+        let mut deadline: Option<std::time::Instant> = None;
         loop {
             if let Some(sig) = signal() {
                 return Ended::Signal(sig);
             }
             let text = match lines.recv_timeout(Duration::from_millis(50)) {
+                Err(mpsc::RecvTimeoutError::Timeout)
+                    if deadline.is_some_and(|d| std::time::Instant::now() >= d) =>
+                {
+                    return Ended::LeaseExpired
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(mpsc::RecvTimeoutError::Disconnected) | Ok(Incoming::Closed) => {
                     return Ended::InputClosed
@@ -168,6 +179,7 @@ impl Session {
             if !send(output, &protocol::encode(&answer)) {
                 return Ended::OutputClosed;
             }
+            deadline = self.lease.map(|d| std::time::Instant::now() + d);
             if bye {
                 return Ended::Bye;
             }
@@ -198,6 +210,10 @@ impl Session {
                 })
             }
             Request::Restore => json_of(&self.restore()?),
+            Request::Lease { ms } => {
+                self.lease = ms.map(Duration::from_millis);
+                Ok(serde_json::json!({ "lease_ms": ms }))
+            }
             Request::SampleStart {
                 devices,
                 interval_ms,
@@ -407,6 +423,53 @@ mod tests {
             assert!(e.contains(what), "{e}");
         }
         assert!(answers[4].ok && answers[4].op.as_deref() == Some("bye"));
+    }
+
+    /// Input that gives `text`, then stays open with nothing more: a controller cut off
+    /// without the connection closing.
+    struct Silent(&'static [u8]);
+
+    impl Read for Silent {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                // The reader thread waits here for good, as on a dead connection.
+                loop {
+                    std::thread::park();
+                }
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    /// With a lease, a session whose controller falls silent ends and restores on its own;
+    /// without one it waits (here, for the test's limit).
+    #[test]
+    fn a_lease_ends_a_session_whose_controller_fell_silent() {
+        let out = Shared::default();
+        let started = std::time::Instant::now();
+        let outcome = serve(
+            Silent(b"{\"op\":\"lease\",\"ms\":300}\n"),
+            out.clone(),
+            &|| None,
+        );
+        let took = started.elapsed();
+        assert_eq!(outcome.ended, Ended::LeaseExpired);
+        assert!(outcome.restore_error.is_none());
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let answer = protocol::parse_answer(text.lines().nth(1).unwrap()).unwrap();
+        assert!(answer.ok && answer.result["lease_ms"] == 300, "{text}");
+        // Ended by a lease of none: only the signal (standing in for the wait) ends it.
+        let asked = std::time::Instant::now();
+        let outcome = serve(
+            Silent(b"{\"op\":\"lease\",\"ms\":50}\n{\"op\":\"lease\"}\n"),
+            Shared::default(),
+            &|| (asked.elapsed() > Duration::from_millis(500)).then_some(15),
+        );
+        assert_eq!(outcome.ended, Ended::Signal(15));
     }
 
     #[test]

@@ -78,6 +78,14 @@ pub enum Request {
         #[serde(default)]
         sample_ms: u64,
     },
+    /// From now on, a request must come within `ms` of the last one's answer, or the agent
+    /// takes the connection for lost: it restores what it set and ends. A network cut that
+    /// the controller's ssh notices may reach this end only hours later (TCP keepalive),
+    /// leaving the knobs changed and the devices locked meanwhile. Absent `ms`: no limit.
+    Lease {
+        #[serde(default)]
+        ms: Option<u64>,
+    },
     /// Restore and end the session.
     Bye,
 }
@@ -195,6 +203,7 @@ impl Request {
             Request::TraceStart { .. } => "trace_start",
             Request::TraceStop => "trace_stop",
             Request::Preflight { .. } => "preflight",
+            Request::Lease { .. } => "lease",
             Request::Bye => "bye",
         }
     }

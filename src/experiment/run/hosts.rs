@@ -295,6 +295,7 @@ pub(crate) fn store_parts(
                 }]
             }
         };
+        lease(c);
         for (key, value) in [
             ("target", format!("/dev/{} on {}", c.device, c.label())),
             ("part_of", format!("experiment {parent}")),
@@ -368,6 +369,38 @@ fn failed(c: &mut Controlled, run: usize, why: String) -> RunStatus {
         c.gone = Some(format!("unreachable since run {run}: {why}"));
     }
     RunStatus::Failed(why)
+}
+
+/// Beyond the longest run, how long a host's agent waits for the next request before it takes
+/// the connection for lost: fio's start and its server's one-second wait, the trace's
+/// analysis, this machine storing the run.
+const LEASE_GRACE: Duration = Duration::from_secs(600);
+
+/// Asks `c`'s agent to restore and end when no request comes within the longest run plus
+/// [`LEASE_GRACE`]: a cut this machine's ssh notices may reach the host only hours later.
+/// Runs of unknown length (fio not time based) get no lease. A host that cannot take one runs
+/// without.
+fn lease(c: &mut Controlled) {
+    if c.gone.is_some() {
+        return;
+    }
+    let longest = c
+        .plan
+        .cells
+        .iter()
+        .map(|cell| cell.nominal_seconds)
+        .try_fold(0.0_f64, |m, s| s.map(|s| m.max(s)));
+    let Some(longest) = longest else {
+        return;
+    };
+    let ms = (Duration::from_secs_f64(longest.max(0.0)) + LEASE_GRACE).as_millis() as u64;
+    if c.connection
+        .request(&Request::Lease { ms: Some(ms) })
+        .is_err()
+        && c.connection.broken()
+    {
+        c.gone = Some("unreachable before the first run: lease unanswered".to_string());
+    }
 }
 
 /// Sets cell `cell`'s knobs on every host still in the experiment, through its agent, as its
