@@ -80,8 +80,8 @@ impl Summary {
     }
 }
 
-/// `trace record --json`: the summary for scripts, each figure named, with the warnings the
-/// text gives as sentences.
+/// `trace record --json`: the summary for scripts, each figure named (the text's warnings
+/// are its figures: `events_lost`, `foreign`, `empty`).
 #[derive(Debug, serde::Serialize)]
 pub(crate) struct Recorded<'a> {
     device: &'a str,
