@@ -12,10 +12,8 @@ fn iolab() -> Command {
     Command::cargo_bin("iolab").unwrap()
 }
 
-/// A copy of the two-node fixture where, in the second reading, each of eth0's eight queue
-/// interrupts took 100,000 more on CPU 4 (the snapshot's 2 s: 50,000/s each, 150,000/s for
-/// queue 0 which already grew in the fixture).
-fn pileup() -> tempfile::TempDir {
+/// A copy of the two-node fixture, to change.
+fn two_node() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let ok = std::process::Command::new("cp")
         .arg("-a")
@@ -25,6 +23,14 @@ fn pileup() -> tempfile::TempDir {
         .unwrap()
         .success();
     assert!(ok);
+    dir
+}
+
+/// A copy of the two-node fixture where, in the second reading, each of eth0's eight queue
+/// interrupts took 100,000 more on CPU 4 (the snapshot's 2 s: 50,000/s each, 150,000/s for
+/// queue 0 which already grew in the fixture).
+fn pileup() -> tempfile::TempDir {
+    let dir = two_node();
     let later = dir.path().join("later/proc/interrupts");
     let text = std::fs::read_to_string(&later).unwrap();
     let out: Vec<String> = text
@@ -154,15 +160,7 @@ fn a_saved_plan_is_held_to_pins_made_since() {
 /// experiment measuring it), seen in /proc/locks without taking the lock.
 #[test]
 fn an_interrupt_of_a_disk_another_iolab_holds_is_left_alone() {
-    let dir = tempfile::tempdir().unwrap();
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(machines().join("two-node-nvme/."))
-        .arg(dir.path())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    let dir = two_node();
     let root = iolab::sys::SysRoot::at(dir.path()).unwrap();
     // sda's interrupt (IRQ 35 in this tree).
     let mv = iolab::irq::plan::Move {
