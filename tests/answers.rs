@@ -814,6 +814,35 @@ fn chromium() -> Option<&'static str> {
     })
 }
 
+/// A metric asked for that is neither work done nor a cost (the mean request size) is
+/// compared for change alone on the page; it refused the whole page, with advice (`--better`)
+/// that `report` does not take.
+#[test]
+fn report_compares_an_undirected_metric_for_change_alone() {
+    let (dir, db) = two_kernels();
+    let html_path = dir.path().join("report.html");
+    let summary: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "report",
+            "1",
+            "-o",
+            html_path.to_str().unwrap(),
+            "--metric",
+            "dev_avg_rq_kb",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert!(summary["comparisons"].as_u64().unwrap() > 0, "{summary}");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains("dev_avg_rq_kb"), "the metric is on the page");
+    assert!(
+        !html.contains(">improved") && !html.contains(">regressed"),
+        "an undirected metric got a verdict"
+    );
+}
+
 #[test]
 fn report_is_one_offline_page_that_chromium_renders() {
     let (dir, db) = two_kernels();

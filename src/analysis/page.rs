@@ -48,6 +48,15 @@ pub(crate) fn factor_comparisons(
         .iter()
         .map(|(m, v)| (m.clone(), v[0].clone(), v[0].clone()))
         .collect();
+    // A metric asked for that is neither work done nor a cost (a queue size, a trace's
+    // counts) is compared for change alone: the page has no `--better` to say which side is
+    // better, and one such metric refused the whole page.
+    let undirected: std::collections::BTreeMap<String, crate::stats::direction::Direction> =
+        triples
+            .iter()
+            .filter(|(m, _, _)| crate::metrics::direction(m).is_none())
+            .map(|(m, _, _)| (m.clone(), crate::stats::direction::Direction::NoDirection))
+            .collect();
     for f in loaded.varying() {
         let others: Vec<Factor> = loaded
             .factors
@@ -73,7 +82,7 @@ pub(crate) fn factor_comparisons(
         for level in &f.levels[1..] {
             let cand = runs_at(level);
             let (mut cmp, skipped) =
-                compare_cells(&base, &cand, &triples, min_effect_pct, &Default::default())?;
+                compare_cells(&base, &cand, &triples, min_effect_pct, &undirected)?;
             for c in &mut cmp {
                 let at = if c.cell == "all" {
                     String::new()
