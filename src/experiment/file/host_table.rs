@@ -15,6 +15,7 @@ use std::ops::Range;
 use toml::de::DeValue;
 
 use super::{Value, Walker};
+use crate::hosts::ssh::destination_problem;
 
 const HOST_KEYS: &[&str] = &["ssh", "fio", "device"];
 
@@ -62,10 +63,6 @@ pub(crate) fn fio_address_problem(address: &str) -> Option<String> {
         ));
     }
     None
-}
-
-fn ssh_problem(dest: &str) -> Option<String> {
-    crate::hosts::ssh::destination_problem(dest)
 }
 
 impl Walker<'_> {
@@ -125,7 +122,7 @@ impl Walker<'_> {
                     bad |= fio.is_none();
                 }
                 "ssh" => {
-                    ssh = checked(self, ssh_problem, "\"lab1\", \"root@10.0.0.1\"");
+                    ssh = checked(self, destination_problem, "\"lab1\", \"root@10.0.0.1\"");
                     bad |= ssh.is_none();
                 }
                 "device" => {
