@@ -198,3 +198,17 @@ pub fn system_controls(root: &std::path::Path) -> Vec<(String, String)> {
     }
     files
 }
+
+/// Adds network interface `name` to the fixture tree at `root`, on the PCI function at
+/// `pci` (a directory under `root`, made if missing), as the kernel lists one: the class
+/// link and the interface's `device` link. Its interrupts are the ones the tree already
+/// names after it.
+pub fn add_nic(root: &std::path::Path, name: &str, pci: &str) {
+    use std::os::unix::fs::symlink;
+    let pci = root.join(pci);
+    let dir = pci.join("net").join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    symlink(&pci, dir.join("device")).unwrap();
+    std::fs::create_dir_all(root.join("sys/class/net")).unwrap();
+    symlink(&dir, root.join("sys/class/net").join(name)).unwrap();
+}

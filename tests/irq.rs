@@ -12,6 +12,9 @@ fn iolab() -> Command {
     Command::cargo_bin("iolab").unwrap()
 }
 
+/// The PCI function of the two-node fixture's eth0 (its interrupts name it).
+const ETH0_PCI: &str = "sys/devices/pci0000:80/0000:80:02.0/0000:af:00.0";
+
 /// A copy of the two-node fixture, to change.
 fn two_node() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -156,50 +159,67 @@ fn a_saved_plan_is_held_to_pins_made_since() {
     );
 }
 
-/// The daemon leaves an interrupt alone while another iolab holds a disk it serves (an
-/// experiment measuring it), seen in /proc/locks without taking the lock.
+/// The daemon leaves an interrupt alone while another iolab holds a disk or a network
+/// interface it serves (an experiment measuring it), seen in /proc/locks without taking the
+/// lock.
 #[test]
-fn an_interrupt_of_a_disk_another_iolab_holds_is_left_alone() {
+fn an_interrupt_of_a_device_another_iolab_holds_is_left_alone() {
+    use iolab::sys::lock::Resource;
     let dir = two_node();
+    crate::common::add_nic(dir.path(), "eth0", ETH0_PCI);
     let root = iolab::sys::SysRoot::at(dir.path()).unwrap();
-    // sda's interrupt (IRQ 35 in this tree).
-    let mv = iolab::irq::plan::Move {
-        irq: 35,
-        name: "ahci".into(),
-        rate: 1.0,
-        from: vec![2],
-        to: 5,
-    };
-    assert_eq!(iolab::irq::apply::in_use_elsewhere(&root, &mv), None);
-    let sda = iolab::sys::lock::Resource::Device("sda".into());
-    drop(iolab::sys::lock::acquire(&root, sda.clone()).unwrap());
-    // Held by mine: not another's.
-    let mine = iolab::sys::lock::acquire(&root, sda).unwrap();
-    assert_eq!(iolab::irq::apply::in_use_elsewhere(&root, &mv), None);
-    drop(mine);
-    let file = dir.path().join("run/lock/iolab/block-sda.lock");
-    // -o: the lock stays with flock itself, not the sleep it runs, so killing it frees it.
-    let mut holder = std::process::Command::new("flock")
-        .arg("-o")
-        .arg(&file)
-        .args(["sleep", "10"])
-        .spawn()
-        .unwrap();
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let said = loop {
-        if let Some(s) = iolab::irq::apply::in_use_elsewhere(&root, &mv) {
-            break s;
-        }
-        assert!(std::time::Instant::now() < end, "the holder never showed");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let _ = holder.kill();
-    let _ = holder.wait();
-    assert!(
-        said.starts_with("left IRQ 35 where it is: it serves sda, which another iolab (pid "),
-        "{said}"
-    );
-    assert_eq!(iolab::irq::apply::in_use_elsewhere(&root, &mv), None);
+    let m = iolab::model::Machine::read(&root).unwrap();
+    // sda's interrupt and eth0's first queue's.
+    let cases = [
+        (35, "ahci", Resource::Device("sda".into()), "block-sda.lock"),
+        (
+            160,
+            "eth0-TxRx-0",
+            Resource::Nic("eth0".into()),
+            "net-eth0.lock",
+        ),
+    ];
+    for (irq, name, resource, file) in cases {
+        let (Resource::Device(device) | Resource::Nic(device)) = resource.clone() else {
+            unreachable!()
+        };
+        let mv = iolab::irq::plan::Move {
+            irq,
+            name: name.into(),
+            rate: 1.0,
+            from: vec![2],
+            to: 5,
+        };
+        let elsewhere = || iolab::irq::apply::in_use_elsewhere(&root, &m, &mv);
+        assert_eq!(elsewhere(), None);
+        drop(iolab::sys::lock::acquire(&root, resource.clone()).unwrap());
+        // Held by mine: not another's.
+        let mine = iolab::sys::lock::acquire(&root, resource).unwrap();
+        assert_eq!(elsewhere(), None);
+        drop(mine);
+        let file = dir.path().join("run/lock/iolab").join(file);
+        // -o: the lock stays with flock itself, not the sleep it runs, so killing it frees it.
+        let mut holder = std::process::Command::new("flock")
+            .arg("-o")
+            .arg(&file)
+            .args(["sleep", "10"])
+            .spawn()
+            .unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let said = loop {
+            if let Some(s) = elsewhere() {
+                break s;
+            }
+            assert!(std::time::Instant::now() < end, "the holder never showed");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let expected =
+            format!("left IRQ {irq} where it is: it serves {device}, which another iolab (pid ");
+        assert!(said.starts_with(&expected), "{said}");
+        assert_eq!(elsewhere(), None);
+    }
 }
 
 /// What `irq apply --plan` prints for `plan`, saved to a file (it must succeed).

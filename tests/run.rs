@@ -628,6 +628,40 @@ fn a_run_is_refused_while_another_iolab_holds_a_device_or_irq_it_would_change() 
     assert_eq!(replay.calls().len(), 2);
 }
 
+/// A NIC experiment holds its interface for the whole run, as a disk experiment holds its
+/// disk: a second one on the same NIC (or `irq daemon`, which leaves the interrupts of a
+/// held NIC alone) would change what the first measures.
+#[test]
+fn a_nic_experiment_is_refused_while_another_iolab_holds_the_nic() {
+    let lab = Lab::of("two-node-nvme");
+    crate::common::add_nic(
+        &lab.dir.path().join("root"),
+        "eth0",
+        "sys/devices/pci0000:80/0000:80:02.0/0000:af:00.0",
+    );
+    let settings = lab.settings();
+    let e = exp(
+        "name = \"nic\"\nrepetitions = 1\nengine = \"iperf3\"\n[target]\nnic = \"eth0\"\n\
+         [iperf3]\nserver = \"10.0.0.2\"\ntime = 1\n[factors]\nplacement = [\"on\"]\n",
+    );
+    use iolab::sys::lock::{acquire, Resource};
+    let other = acquire(&settings.root, Resource::Nic("eth0".into())).unwrap();
+    let replay = ReplayFio::in_order(Vec::new());
+    let err = runloop::run(&e, &settings, &replay, &CancelToken::new(), &mut Quiet)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!(
+            "network interface eth0 is being changed by another iolab (pid {}",
+            std::process::id()
+        )),
+        "{err}"
+    );
+    assert!(replay.calls().is_empty());
+    assert!(!settings.state_dir.join("journal.json").exists());
+    drop(other);
+}
+
 /// Cancels the token (as a signal would) while the n-th run is in progress.
 struct CancelDuring<'a> {
     inner: ReplayFio,

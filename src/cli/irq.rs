@@ -169,7 +169,9 @@ pub(crate) struct RollbackArgs {
 }
 
 /// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
-/// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep.
+/// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep. Interrupts of a
+/// disk or NIC an experiment is measuring, and ones another iolab is moving, are left alone
+/// (logged) until it is done.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DaemonArgs {
     /// Shortest time between looks (after a move).

@@ -114,22 +114,27 @@ pub fn against_options(
 }
 
 /// Why the daemon leaves `mv` alone although it could make it: the interrupt serves a disk
-/// another iolab holds (an experiment measuring it, which locks its devices but moves their
-/// interrupts only when a cell says so). Moving it mid-run would change what is measured.
-pub fn in_use_elsewhere(root: &SysRoot, mv: &Move) -> Option<String> {
-    crate::model::device_map::disks_of_irq(root, mv.irq)
+/// or a network interface another iolab holds (an experiment measuring it, which locks its
+/// device but moves its interrupts only when a cell says so). Moving it mid-run would change
+/// what is measured.
+pub fn in_use_elsewhere(root: &SysRoot, m: &Machine, mv: &Move) -> Option<String> {
+    use crate::sys::lock::{held_elsewhere, Resource};
+    let disks = crate::model::device_map::disks_of_irq(root, mv.irq)
         .into_iter()
-        .find_map(|disk| {
-            let pid = crate::sys::lock::held_elsewhere(
-                root,
-                &crate::sys::lock::Resource::Device(disk.clone()),
-            )?;
-            Some(format!(
-                "left IRQ {} where it is: it serves {disk}, which another iolab (pid {pid}) is \
-                 using",
-                mv.irq
-            ))
-        })
+        .map(|disk| (Resource::Device(disk.clone()), disk));
+    let nics = m
+        .nics
+        .iter()
+        .filter(|n| n.irqs.iter().any(|i| i.irq == mv.irq))
+        .map(|n| (Resource::Nic(n.name.clone()), n.name.clone()));
+    disks.chain(nics).find_map(|(resource, name)| {
+        let pid = held_elsewhere(root, &resource)?;
+        Some(format!(
+            "left IRQ {} where it is: it serves {name}, which another iolab (pid {pid}) is \
+             using",
+            mv.irq
+        ))
+    })
 }
 
 /// Why `mv` cannot be made on `m`, if it cannot.

@@ -117,7 +117,7 @@ pub(crate) fn run(
                         Level::Notice,
                         &format!("left IRQ {} where it is: {why}", mv.irq),
                     );
-                } else if let Some(why) = apply::in_use_elsewhere(root, mv) {
+                } else if let Some(why) = apply::in_use_elsewhere(root, &m, mv) {
                     log(Level::Notice, &why);
                 } else {
                     possible.push(mv.clone());

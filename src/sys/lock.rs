@@ -23,6 +23,9 @@ use super::SysRoot;
 pub enum Resource {
     /// A block device by kernel name ("loop3"): its queue attributes.
     Device(String),
+    /// A network interface by name ("eth0"), while an experiment measures it: its traffic
+    /// and its interrupts' placement.
+    Nic(String),
     /// An interrupt by number: its affinity.
     Irq(u32),
     /// The kernel's tracer (tracefs `current_tracer` and its options).
@@ -36,6 +39,7 @@ impl Resource {
     fn file_name(&self) -> String {
         match self {
             Resource::Device(d) => format!("block-{d}.lock"),
+            Resource::Nic(n) => format!("net-{n}.lock"),
             Resource::Irq(n) => format!("irq-{n}.lock"),
             Resource::Tracer => "tracer.lock".to_string(),
             Resource::Setting(name) => {
@@ -54,6 +58,7 @@ impl Resource {
     fn describe(&self) -> String {
         match self {
             Resource::Device(d) => format!("/dev/{d}"),
+            Resource::Nic(n) => format!("network interface {n}"),
             Resource::Irq(n) => format!("IRQ {n}"),
             Resource::Tracer => "the kernel's block tracer".to_string(),
             Resource::Setting(name) => format!("the setting {name}"),
@@ -77,7 +82,7 @@ pub enum LockError {
     },
     #[error("{what}: {why}")]
     Stale { what: String, why: String },
-    #[error("{0:?}: not a block device name (expected a kernel name such as loop3)")]
+    #[error("{0:?}: not a device name (expected a kernel name such as loop3 or eth0)")]
     BadName(String),
     #[error("{path}: {why}; iolab takes no lock there (remove it if it is not iolab's)")]
     Untrusted { path: String, why: String },
@@ -165,7 +170,7 @@ pub(crate) fn acquire_noting(
     note: Option<&Path>,
     stale: StaleCheck,
 ) -> Result<MachineLock, LockError> {
-    if let Resource::Device(d) = &resource {
+    if let Resource::Device(d) | Resource::Nic(d) = &resource {
         if d.is_empty() || d.contains('/') || d == "." || d == ".." {
             return Err(LockError::BadName(d.clone()));
         }

@@ -659,7 +659,9 @@ pub fn run(
     };
     // Machine-wide locks on the named devices before anything is written, created or
     // stored: a second iolab on the same device, whatever its state directory, stops here.
-    // A NIC is not written to; the locks on the interrupts a cell moves are taken below.
+    // A NIC is not written to, but it is measured: its lock keeps a second NIC experiment
+    // off it and `irq daemon` off its interrupts. The locks on the interrupts a cell moves
+    // are taken below.
     let mut locks = Vec::new();
     if let (Some(devs), false, None) = (&named, remote, &nic) {
         check_writes(exp, settings, devs)?;
@@ -667,6 +669,13 @@ pub fn run(
             &settings.root,
             &settings.state_dir,
             devs.iter().map(|d| Resource::Device(d.clone())),
+        )?;
+    }
+    if let Some(n) = &nic {
+        locks = crate::knobs::machine_locks(
+            &settings.root,
+            &settings.state_dir,
+            [Resource::Nic(n.clone())],
         )?;
     }
 
