@@ -88,3 +88,41 @@ fn runs_on_the_live_machine() {
         assert!(keys.contains(&k), "{k} missing from {keys:?}");
     }
 }
+
+/// A running `iolab irq daemon` is found by its command line (a stand-in here: a shell named
+/// iolab, with `irq daemon` among its arguments), and `iolab irq top` is not one.
+#[test]
+fn finds_a_running_iolab_irq_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("iolab");
+    std::fs::copy("/bin/sh", &fake).unwrap();
+    let start = |args: &[&str]| {
+        std::process::Command::new(&fake)
+            .args(["-c", "sleep 20; :"])
+            .args(args)
+            .spawn()
+            .unwrap()
+    };
+    let mut daemon = start(&["irq", "daemon"]);
+    let mut top = start(&["irq", "top"]);
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["preflight", "--json", "--sample-ms", "1"])
+        .output()
+        .unwrap();
+    for p in [&mut daemon, &mut top] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found = doc
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["key"] == "iolab_irq_daemon")
+        .unwrap();
+    assert_eq!(found["severity"], "warn", "{found}");
+    let value = found["value"].as_str().unwrap();
+    assert!(value.contains(&daemon.id().to_string()), "{value}");
+    assert!(!value.contains(&top.id().to_string()), "{value}");
+}

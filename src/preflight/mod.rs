@@ -74,6 +74,7 @@ pub(crate) fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
     memory(root, &mut f);
     load(root, cpus.len().max(1), &mut f);
     irqbalance(root, &mut f);
+    irq_daemon(root, &mut f);
     if root.is_live() {
         activity(root, sample, &mut f);
     } else {
@@ -336,6 +337,30 @@ fn irqbalance(root: &SysRoot, f: &mut Vec<Finding>) {
     }
 }
 
+/// `iolab irq daemon` (the `iolab-irq` service, or one started by hand): it leaves the
+/// interrupts of the devices an experiment holds alone, but moves every other one during runs.
+fn irq_daemon(root: &SysRoot, f: &mut Vec<Finding>) {
+    let me = std::process::id();
+    let running: Vec<u32> = pids(root)
+        .into_iter()
+        .filter(|p| *p != me && root.attr(&format!("/proc/{p}/comm")).as_deref() == Some("iolab"))
+        .filter(|p| {
+            let cmdline = root.read(&format!("/proc/{p}/cmdline")).unwrap_or_default();
+            let args: Vec<&str> = cmdline.split('\0').collect();
+            args.windows(2).any(|w| w == ["irq", "daemon"])
+        })
+        .collect();
+    if running.is_empty() {
+        f.push(Finding::info("iolab_irq_daemon", "not running"));
+    } else {
+        f.push(Finding::warn(
+            "iolab_irq_daemon",
+            format!("running (pid {})", running.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
+            "iolab's irq daemon leaves the interrupts of the devices an experiment measures where they are, but moves the others during runs; stop it for a quiet machine (systemctl stop iolab-irq)",
+        ));
+    }
+}
+
 fn process_ticks(root: &SysRoot) -> Vec<(u32, String, u64)> {
     let me = std::process::id();
     pids(root)
@@ -530,6 +555,10 @@ mod tests {
             ("/proc/loadavg", "3.50 2.00 1.00 3/200 999\n"),
             ("/proc/812/comm", "irqbalance\n"),
             ("/proc/813/comm", "sshd\n"),
+            ("/proc/814/comm", "iolab\n"),
+            ("/proc/814/cmdline", "/usr/bin/iolab\0irq\0daemon\0--keep\0"),
+            ("/proc/815/comm", "iolab\n"),
+            ("/proc/815/cmdline", "iolab\0irq\0top\0"),
         ]);
         let root = SysRoot::at(dir.path()).unwrap();
         let f = collect(&root, Duration::ZERO);
@@ -555,6 +584,11 @@ mod tests {
         assert_eq!(by_key(&f, "swap").value, "1024 MiB used of 2048 MiB");
         assert_eq!(by_key(&f, "loadavg").severity, Severity::Warn);
         assert_eq!(by_key(&f, "irqbalance").value, "running (pid 812)");
+        let d = by_key(&f, "iolab_irq_daemon");
+        assert_eq!(
+            (d.severity, d.value.as_str()),
+            (Severity::Warn, "running (pid 814)")
+        );
         assert_eq!(
             by_key(&f, "virtualization").value,
             "guest (hypervisor flag)"
