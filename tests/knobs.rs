@@ -85,6 +85,39 @@ fn queue_knobs_change_and_come_back_in_reverse_order() {
     Journal::check_clean_in(state.path()).unwrap();
 }
 
+/// A knob a later write changes is written again: here nr_requests, written before the
+/// scheduler (whose switch resets it), still holds when `set_all` returns, and restore
+/// puts everything back.
+#[test]
+fn set_all_writes_again_a_knob_a_later_write_changed() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let before = snapshot(dev.name());
+    let wanted = changes(dev.name());
+    let value = |attr: &str| wanted.iter().find(|(a, _)| *a == attr).unwrap().1.clone();
+    let (nr, sched) = (value("nr_requests"), value("scheduler"));
+    let nr_path = queue_attr_path(dev.name(), "nr_requests");
+    let sched_path = queue_attr_path(dev.name(), "scheduler");
+    {
+        let mut j = Journal::begin_in(state.path()).unwrap();
+        let again = j
+            .set_all([
+                (nr_path.as_str(), nr.as_str()),
+                (sched_path.as_str(), sched.as_str()),
+            ])
+            .unwrap();
+        assert_eq!(again, [nr_path.as_str()]);
+        assert_eq!(get(dev.name(), "nr_requests"), nr);
+        assert_eq!(get(dev.name(), "scheduler"), sched);
+        j.restore().unwrap();
+    }
+    assert_eq!(snapshot(dev.name()), before);
+    Journal::check_clean_in(state.path()).unwrap();
+}
+
 #[test]
 fn a_rejected_value_names_file_value_and_choices_and_is_not_journaled() {
     if !root_or_skip() {

@@ -421,6 +421,45 @@ impl Journal {
         Ok(old)
     }
 
+    /// Sets each `(path, value)` in order, then checks that each still reads as it did right
+    /// after its own write: a later write can change an earlier knob (switching the scheduler
+    /// resets `nr_requests`; some kernels reset `read_ahead_kb` when a queue limit is
+    /// written), and what runs must be what was asked for. A knob changed that way is
+    /// written again, once. Returns the paths written again.
+    pub fn set_all<'a>(
+        &mut self,
+        writes: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Vec<String>, KnobError> {
+        let mut written: Vec<(&str, &str, String)> = Vec::new();
+        for (path, value) in writes {
+            self.set(path, value)?;
+            written.push((path, value, self.read(path)?));
+        }
+        let mut again = Vec::new();
+        for (path, value, after) in &written {
+            if self.read(path)? != *after {
+                self.set(path, value)?;
+                again.push(path.to_string());
+            }
+        }
+        for (path, value, after) in &written {
+            let now = self.read(path)?;
+            if now != *after {
+                return Err(KnobError::Changed {
+                    path: self.shown(path),
+                    value: value.to_string(),
+                    now,
+                });
+            }
+        }
+        Ok(again)
+    }
+
+    /// What the knob at a valid live path reads now (under the journal's root).
+    fn read(&self, path: &str) -> Result<String, KnobError> {
+        read_attr(&self.locate(path)?).map_err(|e| e.naming(&self.shown(path)))
+    }
+
     /// The file behind a valid live path; a missing one is a read error naming it.
     fn locate(&self, path: &str) -> Result<String, KnobError> {
         match kinds::locate(self.root.base(), path).map_err(|why| refused(path, why))? {
@@ -556,13 +595,23 @@ fn dependents_of(path: &str) -> Vec<String> {
     if let Some((partner, _)) = kinds::linked_sysctl(path) {
         return vec![partner];
     }
-    match path.strip_suffix("/queue/scheduler") {
-        Some(dev) => ["nr_requests", "wbt_lat_usec"]
-            .iter()
-            .map(|a| format!("{dev}/queue/{a}"))
-            .collect(),
-        None => Vec::new(),
-    }
+    let Some((dev, attr)) = path.rsplit_once("/queue/") else {
+        return Vec::new();
+    };
+    let dependents: &[&str] = match attr {
+        "scheduler" => &["nr_requests", "wbt_lat_usec"],
+        // Some kernels re-applied the default read-ahead on every queue-limit update, so
+        // writing one of these reset read_ahead_kb. 6.1 and 6.18 do not (tried): there the
+        // entry only rewrites the value it found.
+        "max_sectors_kb" | "write_cache" | "rotational" | "add_random" | "iostats" => {
+            &["read_ahead_kb"]
+        }
+        _ => &[],
+    };
+    dependents
+        .iter()
+        .map(|a| format!("{dev}/queue/{a}"))
+        .collect()
 }
 
 /// For the newest entry of a linked sysctl (`kinds::linked_sysctl`), the one write that puts
@@ -1187,6 +1236,25 @@ mod tests {
         j.restore().unwrap();
         assert_eq!(sys.read(&nr), "64");
         assert_eq!(sys.read(&sched), "mq-deadline");
+    }
+
+    /// As the kernels that reset read_ahead_kb on a queue-limit write did.
+    #[test]
+    fn a_queue_limit_write_also_journals_the_read_ahead() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let max = sys.knob("loop0", "max_sectors_kb", "1280\n");
+        let ra = sys.knob("loop0", "read_ahead_kb", "4096\n");
+        let mut j = sys.journal(state.path());
+        j.set(&max, "64").unwrap();
+        std::fs::write(sys.file(&ra), "128").unwrap();
+        let paths: Vec<&str> = j.entries().iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, vec![ra.as_str(), max.as_str()]);
+        j.restore().unwrap();
+        assert_eq!(
+            (sys.read(&max), sys.read(&ra)),
+            ("1280".into(), "4096".into())
+        );
     }
 
     #[test]

@@ -70,6 +70,12 @@ pub enum KnobError {
         theirs: String,
         ours: String,
     },
+    #[error("{path}: wrote {value:?}, but it reads {now:?} once the knobs written after it are in place, also when written again (the kernel changes it when one of them is written)")]
+    Changed {
+        path: String,
+        value: String,
+        now: String,
+    },
     #[error(transparent)]
     Machine(#[from] crate::sys::lock::LockError),
     #[error("some knobs could not be restored (they stay in the journal; fix the cause and run `iolab restore`):\n  {}", errors.join("\n  "))]

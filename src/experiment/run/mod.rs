@@ -1585,15 +1585,13 @@ fn stabilise(exp: &Experiment, m: &Machine, journal: &mut Journal) -> Result<Str
     Ok(done.join(", "))
 }
 
-/// Writes a cell's knobs through the journal (which maps them under the run's root); the
-/// reason of the first failure.
+/// Writes a cell's knobs through the journal (which maps them under the run's root), each
+/// checked to hold once all are written; the reason of the first failure.
 fn write_knobs(lp: &mut Loop, writes: &[KnobWrite]) -> std::result::Result<(), String> {
-    for w in writes {
-        lp.journal
-            .set(&w.path, &w.value)
-            .map_err(|e| format!("cannot set {} = {}: {e}", w.path, w.value))?;
-    }
-    Ok(())
+    lp.journal
+        .set_all(writes.iter().map(|w| (w.path.as_str(), w.value.as_str())))
+        .map(|_| ())
+        .map_err(|e| format!("cannot set the cell's knobs: {e}"))
 }
 
 #[cfg(test)]
