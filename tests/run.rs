@@ -901,6 +901,9 @@ fn across_hosts_writes_are_checked_on_the_device_each_host_drives() {
     let dir = tempfile::tempdir().unwrap();
     let host = |fio: &str, more: &str| format!("[[target.host]]\nfio = \"{fio}\"\n{more}");
     let work = "[workload]\nrw = \"randwrite\"\nbs = \"4k\"\nruntime = \"2s\"\n";
+    let link = dir.path().join("disk");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    let link_arg = link.display().to_string();
     for (name, target, hosts, args, want) in [
         (
             "own",
@@ -930,6 +933,38 @@ fn across_hosts_writes_are_checked_on_the_device_each_host_drives() {
             host("10.0.0.1", "ssh = \"a\"\n") + &host("10.0.0.2", ""),
             &[][..],
             "iolab controls all hosts or none",
+        ),
+        // A link names a device only on the machine that resolves it.
+        (
+            "link",
+            "",
+            host(
+                "10.0.0.1",
+                "ssh = \"a\"\ndevice = \"/dev/disk/by-id/wwn-0x5000\"\n",
+            ),
+            &["--destructive-device", "/dev/disk/by-id/wwn-0x5000"][..],
+            "`disk/by-id/wwn-0x5000`: name a device on another machine as its kernel does",
+        ),
+        (
+            "by-id",
+            "device = \"sdb\"\n",
+            host("10.0.0.1", "ssh = \"a\"\n"),
+            &["--destructive-device", "/dev/disk/by-id/wwn-0x5000"][..],
+            "--destructive-device `/dev/disk/by-id/wwn-0x5000`: name a device on another \
+             machine as its kernel does",
+        ),
+        (
+            "client-link",
+            "device = \"sdb\"\n",
+            host("10.0.0.1", ""),
+            // Here, /dev/null: fio on 10.0.0.1 would have written to its /dev/null.
+            &[
+                "--device",
+                link_arg.as_str(),
+                "--destructive-device",
+                "null",
+            ][..],
+            "`: name a device on another machine as its kernel does",
         ),
     ] {
         let file = dir.path().join(format!("{name}.toml"));

@@ -62,6 +62,29 @@ pub(crate) fn device_name(arg: &str) -> String {
     arg.trim_start_matches("/dev/").to_string()
 }
 
+/// The kernel name of a device on another machine, given as that kernel names it ("sdb",
+/// "/dev/nvme0n1"). Anything else is refused: a link such as /dev/disk/by-id/... resolves on
+/// the machine that reads it, and this machine's links say nothing of another's (resolved
+/// here, it named whatever disk the other machine has under this machine's name for it).
+pub(crate) fn remote_device_name(arg: &str) -> Result<String, String> {
+    let name = arg.strip_prefix("/dev/").unwrap_or(arg);
+    let plain = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if plain {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "`{arg}`: name a device on another machine as its kernel does (such as sdb or \
+             /dev/nvme0n1): a link such as /dev/disk/by-id/... would be resolved on this \
+             machine, whose links say nothing of another's"
+        ))
+    }
+}
+
 /// The device and its partitions, as (name, "major:minor").
 fn device_and_partitions(root: &SysRoot, name: &str) -> Result<Vec<(String, String)>, TargetError> {
     let base = format!("/sys/class/block/{name}");
@@ -207,6 +230,28 @@ pub fn read_signatures(dev_path: &str) -> Result<Vec<Signature>, TargetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_machines_device_is_named_as_its_kernel_names_it() {
+        for (arg, name) in [
+            ("sdb", "sdb"),
+            ("/dev/nvme0n1", "nvme0n1"),
+            ("dm-0", "dm-0"),
+        ] {
+            assert_eq!(remote_device_name(arg).as_deref(), Ok(name));
+        }
+        // A link, a path elsewhere, fio's file separator, nothing.
+        for arg in [
+            "/dev/disk/by-id/wwn-1",
+            "disk/by-path/x",
+            "/tmp/d",
+            "sdb:sdc",
+            "..",
+            "",
+        ] {
+            assert!(remote_device_name(arg).is_err(), "{arg}");
+        }
+    }
 
     const MOUNTINFO: &str = "\
 22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw

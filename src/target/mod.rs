@@ -7,7 +7,7 @@ mod data;
 mod scratch;
 pub(crate) mod signatures;
 
-pub(crate) use data::{device_name, mounts_of};
+pub(crate) use data::{device_name, mounts_of, remote_device_name};
 pub use data::{holds_data, read_signatures, Reason};
 pub(crate) use scratch::{remove_leaked_scratch, DEFAULT_SCRATCH_BYTES};
 pub use scratch::{QueueSettings, ScratchDevice};

@@ -68,11 +68,15 @@ fn describe(exp: &Experiment, spec: &HostSpec) -> String {
 
 /// The device fio drives on the host `spec`: its own, else the one [target] names.
 pub(crate) fn host_device(exp: &Experiment, spec: &HostSpec) -> Result<String> {
+    let named = |d: &str| {
+        crate::target::remote_device_name(d)
+            .map_err(|why| anyhow!("{}: {why}", describe(exp, spec)))
+    };
     if let Some(d) = &spec.device {
-        return Ok(crate::target::device_name(d));
+        return named(d);
     }
     match &exp.target.device {
-        TargetDevice::Named(n) if n.len() == 1 => Ok(crate::target::device_name(&n[0])),
+        TargetDevice::Named(n) if n.len() == 1 => named(&n[0]),
         TargetDevice::Named(_) => bail!(
             "{}: a controlled host drives one device; give it its own with `device = \"...\"`",
             describe(exp, spec)

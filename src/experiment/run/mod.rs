@@ -300,17 +300,30 @@ fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> 
         hosts::controlled_devices(exp, settings.device.as_deref())?
     } else {
         hosts::uncontrolled_fit(exp)?;
-        named_devices(exp, settings).ok_or_else(|| {
+        let named = device_args(exp, settings).ok_or_else(|| {
             anyhow::anyhow!(
                 "`hosts` run fio on other machines, where the default scratch device does not \
                  exist: name their device with --device or [target] device"
             )
-        })?
+        })?;
+        named
+            .iter()
+            .map(|d| crate::target::remote_device_name(d).map_err(anyhow::Error::msg))
+            .collect::<Result<Vec<_>>>()?
     };
+    // Named for the hosts, so by their kernels' names too.
+    let expendable = settings
+        .destructive_devices
+        .iter()
+        .map(|d| {
+            crate::target::remote_device_name(d)
+                .map_err(|why| anyhow::anyhow!("--destructive-device {why}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
     if let Some((key, why)) = first_write(exp) {
         for d in &devices {
             anyhow::ensure!(
-                expendable(settings, d).is_some(),
+                expendable.contains(d),
                 "cell {key} writes ({why}) to /dev/{d} on {}: iolab cannot check another \
                  machine's device for data, so it writes there only to a device named with \
                  --destructive-device {d} (its contents on those hosts will be destroyed)",
@@ -321,16 +334,20 @@ fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> 
     Ok(devices)
 }
 
-/// The devices named by the command line, else by the file; `None` for scratch devices.
+/// The devices named by the command line, else by the file, by their kernel names here;
+/// `None` for scratch devices.
 fn named_devices(exp: &Experiment, settings: &Settings) -> Option<Vec<String>> {
+    device_args(exp, settings).map(|n| n.iter().map(|d| crate::target::device_name(d)).collect())
+}
+
+/// The devices named by the command line, else by the file, as written.
+fn device_args(exp: &Experiment, settings: &Settings) -> Option<Vec<String>> {
     match settings.device.as_deref() {
         Some("default") => None,
-        Some(d) => Some(vec![crate::target::device_name(d)]),
+        Some(d) => Some(vec![d.to_string()]),
         None => match &exp.target.device {
             TargetDevice::Scratch => None,
-            TargetDevice::Named(n) => {
-                Some(n.iter().map(|d| crate::target::device_name(d)).collect())
-            }
+            TargetDevice::Named(n) => Some(n.clone()),
         },
     }
 }
@@ -1363,7 +1380,7 @@ fn one_run(
         // Nothing else should reach a device that holds no data, so a gap there is news.
         let owned = |dev: &str| {
             plan.scratch
-                || lp.settings.destructive_devices.iter().any(|d| d == dev)
+                || expendable(lp.settings, dev).is_some()
                 || plan.devices.iter().any(|d| d.name == dev && !d.holds_data)
         };
         let uncertain = aligned
