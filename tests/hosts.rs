@@ -444,6 +444,45 @@ fn a_cut_connection_puts_the_agents_knob_back() {
     assert!(!journal.exists(), "the restored journal is removed");
 }
 
+/// A cell's knobs reach a host in one `set_all`: `nr_requests` written before the scheduler
+/// (whose switch resets it) is written again there and holds; `bye` puts both back.
+#[test]
+fn set_all_on_a_host_writes_again_a_knob_a_later_write_changed() {
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let Some(lab) = Lab::new(1) else { return };
+    let dev = scratch.name().to_string();
+    let knob = |name: &str| iolab::knobs::queue_attr_path(&dev, name);
+    let read = |name: &str| iolab::knobs::read_attr(&knob(name)).unwrap();
+    let (sched_before, nr_before) = (read("scheduler"), read("nr_requests"));
+    let choices = std::fs::read_to_string(knob("scheduler")).unwrap();
+    let sched = choices
+        .split_whitespace()
+        .map(|s| s.trim_matches(|c| c == '[' || c == ']'))
+        .find(|s| *s != sched_before)
+        .expect("a loop device offers two schedulers")
+        .to_string();
+    let nr = (nr_before.parse::<u64>().unwrap() / 2).max(4).to_string();
+    let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
+    let write = |name: &str, value: &str| iolab::hosts::protocol::KnobWrite {
+        path: knob(name),
+        value: value.to_string(),
+    };
+    let answer = conn
+        .request(&Request::SetAll {
+            writes: vec![write("nr_requests", &nr), write("scheduler", &sched)],
+        })
+        .expect("set_all");
+    assert_eq!(answer["again"], serde_json::json!([knob("nr_requests")]));
+    assert_eq!((read("nr_requests"), read("scheduler")), (nr, sched));
+    conn.request(&Request::Bye).expect("bye");
+    assert_eq!(
+        (read("nr_requests"), read("scheduler")),
+        (nr_before, sched_before)
+    );
+}
+
 #[test]
 fn a_malformed_request_over_ssh_is_answered_with_an_error_and_the_session_goes_on() {
     let Some(scratch) = Scratch::new(16 << 20) else {

@@ -209,6 +209,20 @@ impl Session {
                     path,
                 })
             }
+            Request::SetAll { writes } => {
+                for w in &writes {
+                    crate::knobs::kinds::classify(&w.path)
+                        .map_err(|why| format!("{}: not a knob iolab sets: {why}", w.path))?;
+                }
+                let journal = self.journal()?;
+                let again = journal
+                    .set_all(writes.iter().map(|w| (w.path.as_str(), w.value.as_str())))
+                    .map_err(|e| e.to_string())?;
+                json_of(&results::KnobsSet {
+                    again,
+                    journal: journal.path(),
+                })
+            }
             Request::Restore => json_of(&self.restore()?),
             Request::Lease { ms } => {
                 self.lease = ms.map(Duration::from_millis);
@@ -498,12 +512,18 @@ mod tests {
 
     #[test]
     fn set_refuses_files_that_are_not_knobs_before_any_journal() {
-        let (_, lines) = session(b"{\"op\":\"set\",\"path\":\"/etc/passwd\",\"value\":\"x\"}\n");
-        let a = protocol::parse_answer(&lines[1]).unwrap();
-        let e = a.error.unwrap();
-        assert!(
-            e.starts_with("request line 1: /etc/passwd: not a knob iolab sets: "),
-            "{e}"
+        let (_, lines) = session(
+            b"{\"op\":\"set\",\"path\":\"/etc/passwd\",\"value\":\"x\"}\n\
+              {\"op\":\"set_all\",\"writes\":[{\"path\":\"/etc/passwd\",\"value\":\"x\"}]}\n",
         );
+        for (i, line) in lines[1..].iter().enumerate() {
+            let e = protocol::parse_answer(line).unwrap().error.unwrap();
+            let want = format!(
+                "request line {}: /etc/passwd: not a knob iolab sets: ",
+                i + 1
+            );
+            assert!(e.starts_with(&want), "{e}");
+        }
+        assert_eq!(lines.len(), 3);
     }
 }

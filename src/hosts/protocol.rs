@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Bumped whenever a request or answer changes shape; both ends must agree exactly.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Lines longer than this are refused without being parsed (a runaway writer, not a request).
 pub(crate) const MAX_LINE: usize = 1 << 20;
@@ -44,6 +44,9 @@ pub enum Request {
     Inspect,
     /// Set one knob (a live path of a kind iolab changes) through the agent's journal.
     Set { path: String, value: String },
+    /// Set a cell's knobs in order, each checked to hold once all are written: one a later
+    /// write changed is written again, once (`Journal::set_all`).
+    SetAll { writes: Vec<KnobWrite> },
     /// Put back every knob the agent changed, newest first.
     Restore,
     /// Start the sampler on these devices (kernel names), reading every `interval_ms`.
@@ -88,6 +91,14 @@ pub enum Request {
     },
     /// Restore and end the session.
     Bye,
+}
+
+/// One knob of a `set_all`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnobWrite {
+    pub path: String,
+    pub value: String,
 }
 
 /// The agent's answer to one request line.
@@ -146,6 +157,13 @@ pub(crate) mod results {
         pub(crate) journal: PathBuf,
     }
 
+    /// `set_all`: the knobs written again (a later write had changed them), and the journal.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct KnobsSet {
+        pub(crate) again: Vec<String>,
+        pub(crate) journal: PathBuf,
+    }
+
     /// `sample_start`: what the sampler watches, and how often it reads.
     #[derive(Debug, Serialize)]
     pub(crate) struct SamplerStarted<'a> {
@@ -197,6 +215,7 @@ impl Request {
             Request::Hello => "hello",
             Request::Inspect => "inspect",
             Request::Set { .. } => "set",
+            Request::SetAll { .. } => "set_all",
             Request::Restore => "restore",
             Request::SampleStart { .. } => "sample_start",
             Request::SampleStop { .. } => "sample_stop",
@@ -294,6 +313,12 @@ mod tests {
             Request::Set {
                 path: "/sys/block/loop0/queue/nr_requests".into(),
                 value: "64".into(),
+            },
+            Request::SetAll {
+                writes: vec![KnobWrite {
+                    path: "/sys/block/loop0/queue/scheduler".into(),
+                    value: "none".into(),
+                }],
             },
             Request::Restore,
             Request::SampleStart {

@@ -21,7 +21,7 @@ use super::Plan;
 use crate::experiment::file::HostSpec;
 use crate::experiment::{Experiment, TargetDevice};
 use crate::hosts::check;
-use crate::hosts::protocol::Request;
+use crate::hosts::protocol::{KnobWrite, Request};
 use crate::hosts::ssh::{Connection, SshOptions};
 use crate::metrics::{self, Source};
 use crate::model::Machine;
@@ -425,15 +425,18 @@ pub(crate) fn apply(exp: &Experiment, hosts: &mut [Controlled], cell: usize, run
             continue;
         }
         let mut part = None;
-        for w in planned.writes.clone() {
-            let request = Request::Set {
-                path: w.path.clone(),
-                value: w.value.clone(),
-            };
-            if let Err(e) = c.connection.request(&request) {
-                let why = format!("{who}: cannot set {} = {}: {e:#}", w.path, w.value);
+        if !planned.writes.is_empty() {
+            let writes = planned
+                .writes
+                .iter()
+                .map(|w| KnobWrite {
+                    path: w.path.clone(),
+                    value: w.value.clone(),
+                })
+                .collect();
+            if let Err(e) = c.connection.request(&Request::SetAll { writes }) {
+                let why = format!("{who}: cannot set the cell's knobs: {e:#}");
                 part = Some(failed(c, run, why));
-                break;
             }
         }
         parts.push(part);
