@@ -33,15 +33,27 @@ pub(crate) struct Touched {
 }
 
 impl Touched {
-    /// Records `hosts` in `dir` before anything is set on them.
+    /// Records `hosts` in `dir` before anything is set on them; never over another run's
+    /// list. Two runs on one state directory can both pass `check_clean` (each connects to
+    /// its hosts before it gets here), and the second's list would replace the first's.
     pub(crate) fn begin(dir: &Path, hosts: Vec<TouchedHost>) -> Result<Touched> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
-        let mut t = Touched {
+        let t = Touched {
             path: dir.join(FILE),
             hosts,
         };
-        t.persist()?;
-        Ok(t)
+        let tmp = t.write_aside()?;
+        // A link is made only where no file is: the list appears whole, or not at all.
+        let linked = std::fs::hard_link(&tmp, &t.path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => Ok(t),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                check_clean(dir)?;
+                bail!("{}: another run wrote it meanwhile", t.path.display())
+            }
+            Err(e) => Err(e).with_context(|| format!("cannot write {}", t.path.display())),
+        }
     }
 
     /// `ssh` was restored (its session said bye): it leaves the file, and the file goes with
@@ -60,11 +72,19 @@ impl Touched {
                 _ => Ok(()),
             };
         }
-        let text = serde_json::to_string_pretty(&self.hosts)? + "\n";
-        let tmp = self.path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let tmp = self.write_aside()?;
         std::fs::rename(&tmp, &self.path)
             .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+
+    /// The list in a file of this process's own beside the list's, to be moved into place.
+    fn write_aside(&self) -> Result<PathBuf> {
+        let text = serde_json::to_string_pretty(&self.hosts)? + "\n";
+        let tmp = self
+            .path
+            .with_extension(format!("json.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+        Ok(tmp)
     }
 }
 
@@ -128,6 +148,18 @@ mod tests {
         t.done("b").unwrap();
         assert!(!dir.path().join(FILE).exists());
         assert!(read(dir.path()).unwrap().is_empty());
+    }
+
+    /// A second run's list never replaces the first's: it is refused, naming the first's hosts.
+    #[test]
+    fn a_second_list_is_refused_while_the_first_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = Touched::begin(dir.path(), vec![host("a")]).unwrap();
+        let e = Touched::begin(dir.path(), vec![host("b")]).unwrap_err();
+        assert!(e.to_string().contains("knobs set on a ("), "{e}");
+        assert_eq!(read(dir.path()).unwrap(), vec![host("a")]);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "nothing but the list is left: {names:?}");
     }
 
     /// What restore needs to reach a host again: the copied iolab's path and the run's ssh
