@@ -444,6 +444,35 @@ pub(crate) fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<St
     Ok(target)
 }
 
+/// Runs `work` while another thread asks each session's agent, every `every`, to take the
+/// connection for lost after `ms` without a request (`lease`): a run of any length keeps
+/// its hosts, and hosts whose controller fell silent restore themselves within `ms`. A
+/// session that fails to answer is left to the next request to find broken.
+pub(crate) fn while_renewing<T>(
+    sessions: Vec<&mut Connection>,
+    ms: u64,
+    every: Duration,
+    work: impl FnOnce() -> T,
+) -> T {
+    if sessions.is_empty() {
+        return work();
+    }
+    let (stop, stopped) = mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut sessions = sessions;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                for c in sessions.iter_mut().filter(|c| !c.broken()) {
+                    let _ = c.request(&Request::Lease { ms: Some(ms) });
+                }
+            }
+        });
+        let out = work();
+        drop(stop);
+        out
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,6 +540,36 @@ mod tests {
         };
         let second = c.request(&set).unwrap_err().to_string();
         assert!(second.contains("failed earlier"), "{second}");
+    }
+
+    /// While the work goes on, each session's lease is renewed every interval; after it,
+    /// no more.
+    #[test]
+    fn leases_are_renewed_while_the_work_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests");
+        let agent = format!(
+            "n=0; while read l; do n=$((n+1)); echo \"$l\" >>{}; \
+             echo '{{\"line\":'$n',\"ok\":true,\"op\":\"lease\",\"result\":{{}}}}'; done",
+            log.display()
+        );
+        let (mut a, mut b) = (fake_agent(&agent, 2000), fake_agent(&agent, 2000));
+        let every = Duration::from_millis(100);
+        let out = while_renewing(vec![&mut a, &mut b], 600_000, every, || {
+            std::thread::sleep(every * 3 + every / 2);
+            7
+        });
+        assert_eq!(out, 7);
+        std::thread::sleep(every * 3);
+        let sent = std::fs::read_to_string(&log).unwrap();
+        let leases: Vec<&str> = sent.lines().collect();
+        // Three rounds of two sessions, none after the work ended.
+        assert_eq!(leases.len(), 6, "{sent}");
+        assert!(
+            leases.iter().all(|l| *l == r#"{"op":"lease","ms":600000}"#),
+            "{sent}"
+        );
+        assert!(!a.broken() && !b.broken());
     }
 
     #[test]

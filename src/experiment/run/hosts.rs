@@ -375,29 +375,21 @@ fn failed(c: &mut Controlled, run: usize, why: String) -> RunStatus {
     RunStatus::Failed(why)
 }
 
-/// Beyond the longest run, how long a host's agent waits for the next request before it takes
-/// the connection for lost: fio's start and its server's one-second wait, the trace's
-/// analysis, this machine storing the run.
-const LEASE_GRACE: Duration = Duration::from_secs(600);
+/// How long a host's agent waits for the next request before it takes the connection for
+/// lost (`lease`): between runs, fio's start and its server's one-second wait, a trace's
+/// analysis, this machine storing the run; during a run the lease is renewed (every
+/// [`LEASE_RENEW`]), whatever the run's length. A cut this machine's ssh notices may reach
+/// the host only hours later (TCP keepalive), with its knobs changed and its device locked.
+const LEASE: Duration = Duration::from_secs(600);
+const LEASE_RENEW: Duration = Duration::from_secs(60);
 
-/// Asks `c`'s agent to restore and end when no request comes within the longest run plus
-/// [`LEASE_GRACE`]: a cut this machine's ssh notices may reach the host only hours later.
-/// Runs of unknown length (fio not time based) get no lease. A host that cannot take one runs
-/// without.
+/// Asks `c`'s agent to restore and end when no request comes within [`LEASE`]. A host that
+/// cannot take one runs without.
 fn lease(c: &mut Controlled) {
     if c.gone.is_some() {
         return;
     }
-    let longest = c
-        .plan
-        .cells
-        .iter()
-        .map(|cell| cell.nominal_seconds)
-        .try_fold(0.0_f64, |m, s| s.map(|s| m.max(s)));
-    let Some(longest) = longest else {
-        return;
-    };
-    let ms = (Duration::from_secs_f64(longest.max(0.0)) + LEASE_GRACE).as_millis() as u64;
+    let ms = LEASE.as_millis() as u64;
     if c.connection
         .request(&Request::Lease { ms: Some(ms) })
         .is_err()
@@ -405,6 +397,17 @@ fn lease(c: &mut Controlled) {
     {
         c.gone = Some("unreachable before the first run: lease unanswered".to_string());
     }
+}
+
+/// Runs `work` (fio, as long as it takes) while every host still in the experiment has its
+/// lease renewed.
+pub(crate) fn renewing_leases<T>(hosts: &mut [Controlled], work: impl FnOnce() -> T) -> T {
+    let sessions = hosts
+        .iter_mut()
+        .filter(|c| c.gone.is_none())
+        .map(|c| &mut c.connection)
+        .collect();
+    crate::hosts::ssh::while_renewing(sessions, LEASE.as_millis() as u64, LEASE_RENEW, work)
 }
 
 /// Sets cell `cell`'s knobs on every host still in the experiment, through its agent, as its

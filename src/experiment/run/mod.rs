@@ -1302,7 +1302,7 @@ fn one_run(
     if traced {
         hosts::trace_start(exp, lp.hosts, &mut parts, lp.position);
     }
-    let outcome = lp.runner.run(&job);
+    let outcome = hosts::renewing_leases(lp.hosts, || lp.runner.run(&job));
     let samples = sampler.stop();
     let report = outcome.as_ref().ok().and_then(|o| o.report.as_ref());
     let answers = hosts::sample_stop(exp, lp.hosts, &mut parts, lp.position, report);
