@@ -639,3 +639,39 @@ fn system_controls_survive_sigkill_and_restore_puts_them_back() {
         assert_eq!(&read(rel), value, "{rel} put back");
     }
 }
+
+/// Switching SMT off gives an interrupt pinned to a CPU it takes offline every online CPU as
+/// its mask, and switching it on leaves that (seen on 6.1): the journal records such masks
+/// before the switch, and restore puts them back after SMT. On the two-node fixture, CPU 9 is
+/// CPU 1's second thread.
+#[test]
+fn switching_smt_off_journals_the_interrupt_masks_it_breaks() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines/two-node-nvme/."),)
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success());
+    let file = |p: &str| dir.path().join(p.trim_start_matches('/'));
+    let (smt, mask) = (
+        "/sys/devices/system/cpu/smt/control",
+        "/proc/irq/35/smp_affinity_list",
+    );
+    std::fs::create_dir_all(file(smt).parent().unwrap()).unwrap();
+    std::fs::write(file(smt), "on\n").unwrap();
+    std::fs::write(file(mask), "9\n").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let root = iolab::sys::SysRoot::at(dir.path()).unwrap();
+    let mut j = Journal::begin_at(state.path(), &root).unwrap();
+    j.set(smt, "off").unwrap();
+    let paths: Vec<&str> = j.entries().iter().map(|e| e.path.as_str()).collect();
+    assert!(paths.contains(&mask), "{paths:?}");
+    assert_eq!(paths.last(), Some(&smt));
+    // What the kernel does to it, as CPU 9 goes offline.
+    std::fs::write(file(mask), "0-7\n").unwrap();
+    j.restore().unwrap();
+    let read = |p: &str| std::fs::read_to_string(file(p)).unwrap();
+    assert_eq!((read(smt).trim(), read(mask).trim()), ("on", "9"));
+}

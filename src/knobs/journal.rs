@@ -330,25 +330,32 @@ impl Journal {
         let resource = kinds::classify(path)
             .map_err(|why| refused(path, why))?
             .resource;
-        self.lock([resource])?;
+        // Switching SMT off rewrites the masks of interrupts pinned to the CPUs it takes
+        // offline: they are iolab's changes too, so their locks are taken as for a write.
+        let broken = super::smt::masks_broken_by(&self.root, path, value);
+        let mut resources = vec![resource];
+        for p in &broken {
+            resources.push(kinds::classify(p).map_err(|why| refused(p, why))?.resource);
+        }
+        self.lock(resources)?;
         let shown = self.shown(path);
         let old = read_attr(&file).map_err(|e| e.naming(&shown))?;
         let mark = self.file.entries.len();
         // Switching the elevator resets nr_requests to the new elevator's default (and bfq
         // turns writeback throttling off). Journal their current values *before* the scheduler
         // entry, so the reverse replay rewrites them after the old scheduler is back.
-        for dependent in dependents_of(path) {
+        for dependent in dependents_of(path).into_iter().chain(broken) {
             let Ok(f) = self.locate(&dependent) else {
                 continue;
             };
             if let Ok(now) = read_attr(&f) {
                 self.file.entries.push(JournalEntry {
+                    serving: irq_move::serving(&self.root, &dependent),
                     path: dependent,
                     old: now.clone(),
                     new: now,
                     time_unix: crate::store::time::now_unix(),
                     loaded_module: None,
-                    serving: None,
                 });
             }
         }

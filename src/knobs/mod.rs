@@ -10,6 +10,7 @@ pub(crate) mod kinds;
 pub(crate) mod leftovers;
 mod sched_module;
 pub mod signals;
+mod smt;
 
 pub(crate) use attr::write_attr;
 pub use attr::{current_choice, probe_rewrite, read_attr};
