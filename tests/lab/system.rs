@@ -61,7 +61,10 @@ state >$LAB_OUT/restored.txt
     assert_eq!(b.code, Some(0), "{}", b.log);
     let before = b.text("before.txt");
     assert!(before.starts_with("on\n0-15\n"), "{before}");
-    assert!(before.ends_with("\n1\n"), "the HBA's interrupt is pinned to CPU 1: {before}");
+    assert!(
+        before.ends_with("\n1\n"),
+        "the HBA's interrupt is pinned to CPU 1: {before}"
+    );
     assert_eq!(b.text("run.rc").trim(), "0", "{}", b.text("run.txt"));
     let db = iolab::store::Store::open_existing(b.path("r.db")).unwrap();
     let runs = db.runs(1).unwrap();
