@@ -560,14 +560,23 @@ mod tests {
             7
         });
         assert_eq!(out, 7);
-        std::thread::sleep(every * 3);
+        // Each request is logged before it is answered: this is all that was sent.
         let sent = std::fs::read_to_string(&log).unwrap();
         let leases: Vec<&str> = sent.lines().collect();
-        // Three rounds of two sessions, none after the work ended.
-        assert_eq!(leases.len(), 6, "{sent}");
+        // About three rounds of two sessions (a loaded machine may fit fewer).
+        assert!(
+            leases.len() >= 4 && leases.len() % 2 == 0 && leases.len() <= 6,
+            "{sent}"
+        );
         assert!(
             leases.iter().all(|l| *l == r#"{"op":"lease","ms":600000}"#),
             "{sent}"
+        );
+        std::thread::sleep(every * 3);
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            sent,
+            "renewed after the work"
         );
         assert!(!a.broken() && !b.broken());
     }
