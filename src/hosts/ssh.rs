@@ -565,7 +565,7 @@ mod tests {
         let leases: Vec<&str> = sent.lines().collect();
         // About three rounds of two sessions (a loaded machine may fit fewer).
         assert!(
-            leases.len() >= 4 && leases.len() % 2 == 0 && leases.len() <= 6,
+            leases.len() >= 4 && leases.len().is_multiple_of(2) && leases.len() <= 6,
             "{sent}"
         );
         assert!(
