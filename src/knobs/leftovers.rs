@@ -44,7 +44,8 @@ pub(crate) struct Leftovers {
     /// The knob journal could not be put back whole (its problem says why).
     #[serde(skip)]
     knobs_failed: bool,
-    /// Interrupt placements by `iolab irq apply`, which are meant to stay (text only).
+    /// Interrupt placements by `iolab irq apply` (or a daemon killed before it put them
+    /// back), which are meant to stay (text only).
     #[serde(skip)]
     irq_placements_in_effect: usize,
     /// The names of this machine's interrupts, for the lines of those put back (text only).
@@ -253,8 +254,8 @@ impl crate::output::Render for Leftovers {
         if self.irq_placements_in_effect > 0 {
             let _ = writeln!(
                 out,
-                "the affinity of {} interrupt(s) set by `iolab irq apply` stays in effect; \
-                 `iolab irq rollback` puts it back",
+                "the affinity of {} interrupt(s) set by `iolab irq apply` (or by an `iolab irq \
+                 daemon` that did not exit) stays in effect; `iolab irq rollback` puts it back",
                 self.irq_placements_in_effect
             );
         }
@@ -434,7 +435,7 @@ mod tests {
         };
         let text = left.text();
         assert!(
-            text.contains("the affinity of 7 interrupt(s) set by `iolab irq apply` stays"),
+            text.contains("the affinity of 7 interrupt(s) set by `iolab irq apply` (or by an"),
             "{text}"
         );
         assert!(
