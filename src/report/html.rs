@@ -3,7 +3,7 @@
 //! looks the same as on the machine that made it. The same `Table` values that feed the text
 //! and CSV outputs are rendered here, so the page and the terminal never disagree.
 
-use super::table::{Align, Cell, Table};
+use super::table::{Align, Cell, Column, Table};
 
 /// Escapes text for HTML element content and attribute values.
 pub(crate) fn escape(text: &str) -> String {
@@ -28,8 +28,13 @@ fn cell_text(cell: &Cell) -> &str {
     }
 }
 
-/// A CSS class for cells whose meaning is a word: verdicts, n/a, failed.
-fn cell_class(text: &str) -> Option<&'static str> {
+/// A CSS class for cells whose meaning is a word: verdicts, n/a, failed. Never for a
+/// label (a cell's name, a level), whose words are the user's: a cell named "regressed..."
+/// is not a verdict.
+fn cell_class(column: &Column, text: &str) -> Option<&'static str> {
+    if column.align == Align::Left && column.name != "verdict" {
+        return None;
+    }
     let t = text.trim();
     if t.starts_with("improved") {
         Some("improved")
@@ -72,7 +77,7 @@ pub(crate) fn table(t: &Table, class: &str) -> String {
             if c.align == Align::Right {
                 classes.push("num");
             }
-            if let Some(k) = cell_class(text) {
+            if let Some(k) = cell_class(c, text) {
                 classes.push(k);
             }
             if let Cell::Stat { summary, .. } = cell {
@@ -151,13 +156,13 @@ pub(crate) fn page(title: &str, body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::table::Column;
 
     #[test]
     fn tables_escape_text_and_mark_verdicts() {
         let mut t = Table::new(vec![Column::label("cell"), Column::label("verdict")]);
         t.title = Some("a <b> & c".into());
         t.push(vec![Cell::text("x<y"), Cell::text("regressed")]);
+        t.push(vec![Cell::text("regressed-on-purpose"), Cell::text("~")]);
         t.notes.push("n = 5".into());
         let html = table(&t, "cmp");
         assert!(
@@ -169,6 +174,7 @@ mod tests {
             html.contains("<td class=\"regressed\">regressed</td>"),
             "{html}"
         );
+        assert!(html.contains("<td>regressed-on-purpose</td>"), "{html}");
         assert!(html.contains("<li>n = 5</li>"), "{html}");
     }
 
