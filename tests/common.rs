@@ -212,3 +212,16 @@ pub fn add_nic(root: &std::path::Path, name: &str, pci: &str) {
     std::fs::create_dir_all(root.join("sys/class/net")).unwrap();
     symlink(&dir, root.join("sys/class/net").join(name)).unwrap();
 }
+
+/// A scheduler `dev` offers other than its current one (a loop device offers several).
+pub fn other_scheduler(dev: &str) -> String {
+    let path = iolab::knobs::queue_attr_path(dev, "scheduler");
+    let current = iolab::knobs::read_attr(&path).unwrap();
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .split_whitespace()
+        .map(|s| s.trim_matches(|c| c == '[' || c == ']'))
+        .find(|s| *s != current)
+        .expect("a loop device offers at least two schedulers")
+        .to_string()
+}

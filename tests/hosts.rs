@@ -456,13 +456,7 @@ fn set_all_on_a_host_writes_again_a_knob_a_later_write_changed() {
     let knob = |name: &str| iolab::knobs::queue_attr_path(&dev, name);
     let read = |name: &str| iolab::knobs::read_attr(&knob(name)).unwrap();
     let (sched_before, nr_before) = (read("scheduler"), read("nr_requests"));
-    let choices = std::fs::read_to_string(knob("scheduler")).unwrap();
-    let sched = choices
-        .split_whitespace()
-        .map(|s| s.trim_matches(|c| c == '[' || c == ']'))
-        .find(|s| *s != sched_before)
-        .expect("a loop device offers two schedulers")
-        .to_string();
+    let sched = crate::common::other_scheduler(&dev);
     let nr = (nr_before.parse::<u64>().unwrap() / 2).max(4).to_string();
     let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
     let write = |name: &str, value: &str| iolab::hosts::protocol::KnobWrite {

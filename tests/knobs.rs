@@ -18,14 +18,7 @@ fn get(dev: &str, attr: &str) -> String {
 
 /// Values different from the device's current ones, for the four knobs the issue names.
 fn changes(dev: &str) -> Vec<(&'static str, String)> {
-    let sched_choices = std::fs::read_to_string(queue_attr_path(dev, "scheduler")).unwrap();
-    let cur_sched = get(dev, "scheduler");
-    let other_sched = sched_choices
-        .split_whitespace()
-        .map(|s| s.trim_matches(|c| c == '[' || c == ']'))
-        .find(|s| *s != cur_sched)
-        .expect("a loop device offers at least two schedulers")
-        .to_string();
+    let other_sched = crate::common::other_scheduler(dev);
     let rq = if get(dev, "rq_affinity") == "2" {
         "1"
     } else {
