@@ -326,15 +326,20 @@ fn irqbalance(root: &SysRoot, f: &mut Vec<Finding>) {
         .into_iter()
         .filter(|p| root.attr(&format!("/proc/{p}/comm")).as_deref() == Some("irqbalance"))
         .collect();
-    if running.is_empty() {
-        f.push(Finding::info("irqbalance", "not running"));
-    } else {
-        f.push(Finding::warn(
-            "irqbalance",
-            format!("running (pid {})", running.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
-            "irqbalance moves interrupts during runs, so placement changes under you; stop it (systemctl stop irqbalance)",
-        ));
+    f.push(running_or_not(
+        "irqbalance",
+        &running,
+        "irqbalance moves interrupts during runs, so placement changes under you; stop it (systemctl stop irqbalance)",
+    ));
+}
+
+/// "not running", or a warning naming the processes found and what to do about them.
+fn running_or_not(key: &str, pids: &[u32], advice: &str) -> Finding {
+    if pids.is_empty() {
+        return Finding::info(key, "not running");
     }
+    let listed: Vec<String> = pids.iter().map(u32::to_string).collect();
+    Finding::warn(key, format!("running (pid {})", listed.join(", ")), advice)
 }
 
 /// `iolab irq daemon` (the `iolab-irq` service, or one started by hand): it leaves the
@@ -350,15 +355,11 @@ fn irq_daemon(root: &SysRoot, f: &mut Vec<Finding>) {
             args.windows(2).any(|w| w == ["irq", "daemon"])
         })
         .collect();
-    if running.is_empty() {
-        f.push(Finding::info("iolab_irq_daemon", "not running"));
-    } else {
-        f.push(Finding::warn(
-            "iolab_irq_daemon",
-            format!("running (pid {})", running.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
-            "iolab's irq daemon leaves the interrupts of the devices an experiment measures where they are, but moves the others during runs; stop it for a quiet machine (systemctl stop iolab-irq)",
-        ));
-    }
+    f.push(running_or_not(
+        "iolab_irq_daemon",
+        &running,
+        "iolab's irq daemon leaves the interrupts of the devices an experiment measures where they are, but moves the others during runs; stop it for a quiet machine (systemctl stop iolab-irq)",
+    ));
 }
 
 fn process_ticks(root: &SysRoot) -> Vec<(u32, String, u64)> {
