@@ -8,6 +8,7 @@ mod cli_basics;
 mod common;
 mod engines;
 mod experiment;
+mod fio_client;
 mod fio_safety;
 mod fuzz;
 mod hosts;

@@ -94,6 +94,10 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));
     settings.ssh = args.remote.options();
+    // Refused before anything is planned or changed, as at run time.
+    if !exp.target.hosts.is_empty() || !exp.target.host_specs.is_empty() {
+        crate::workload::confine::check_available()?;
+    }
 
     if args.dry_run {
         let plan = runloop::dry_run(&exp, &settings, &RealFio::default())?;

@@ -4,6 +4,7 @@
 //! Nothing here knows about knobs, the store or the sampler; the run loop joins them.
 
 pub mod command;
+pub(crate) mod confine;
 pub mod engine;
 pub mod fio_check;
 pub(crate) mod fio_engine;

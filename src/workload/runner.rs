@@ -326,9 +326,22 @@ impl RealFio {
             .collect()
     }
 
-    fn execute(&self, args: &[String], cwd: &std::path::Path) -> Result<RawOutput> {
+    /// Runs fio; a client (`confined`) may touch only the directories it is given.
+    fn execute(
+        &self,
+        args: &[String],
+        cwd: &std::path::Path,
+        confined: Option<&[&std::path::Path]>,
+    ) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
         cmd.args(args).current_dir(cwd);
+        // Lives until fio has started.
+        let confinement = confined
+            .map(|dirs| super::confine::Confinement::fio_client(&self.program, dirs))
+            .transpose()?;
+        if let Some(c) = &confinement {
+            c.apply_to(&mut cmd);
+        }
         super::process::run(cmd, None, &self.limits())
     }
 
@@ -398,7 +411,10 @@ impl FioRunner for RealFio {
             .collect::<Vec<_>>()
             .join(" ");
         let start = Instant::now();
-        let raw = self.execute(&args, &cwd);
+        // A client's servers can make it read and write files: it gets the run's own only.
+        let client_mode = hosts.is_some() || !job.per_host.is_empty();
+        let dirs = [dir.path(), cwd.as_path()];
+        let raw = self.execute(&args, &cwd, client_mode.then_some(&dirs[..]));
         if let Some(d) = &job.files_dir {
             // Only removes it when fio wrote nothing there.
             let _ = std::fs::remove_dir(d);

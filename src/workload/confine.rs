@@ -1,0 +1,372 @@
+//! Confines fio's client. In client mode fio trusts its servers with this machine's files: a
+//! server may ask the client to send it any file (fio's `SENDFILE`, meant for replaying an
+//! iolog kept on the client) and may send it a log to write under a name the server chooses
+//! (`IOLOG`), and fio's protocol has no authentication, so whoever answers at a server's
+//! address can do both, as the user iolab runs as (usually root). So the client runs in a
+//! Landlock domain that may read only the system's programs and libraries, the few files name
+//! resolution and the C library read, and the run's own directories, and may write only in
+//! those directories; as root it also gives up every capability before fio starts. A kernel
+//! without Landlock (Linux 5.13 and later, when enabled) gets no unconfined client: client
+//! mode is refused there.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{anyhow, Context, Result};
+
+// Landlock's user API (linux/landlock.h); the libc crate has only the syscall numbers.
+const CREATE_RULESET_VERSION: u32 = 1;
+const RULE_PATH_BENEATH: libc::c_int = 1;
+const EXECUTE: u64 = 1 << 0;
+const WRITE_FILE: u64 = 1 << 1;
+const READ_FILE: u64 = 1 << 2;
+const READ_DIR: u64 = 1 << 3;
+/// The rights a rule may give a file that is not a directory (the rest are about entries).
+const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
+const TRUNCATE: u64 = 1 << 14;
+const IOCTL_DEV: u64 = 1 << 15;
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The file-system rights Landlock's ABI `abi` knows: all are handled, so what the rules do
+/// not give is refused. ABI 1 has 13 (execute, read, write, make and remove entries), 2 adds
+/// linking across directories, 3 truncating, 5 device ioctls.
+fn handled_rights(abi: i64) -> u64 {
+    match abi {
+        ..=1 => (1 << 13) - 1,
+        2 => (1 << 14) - 1,
+        3 | 4 => (1 << 15) - 1,
+        _ => (1 << 16) - 1,
+    }
+}
+
+/// What fio's client may read of the system (those present): fio, its libraries and a shell
+/// in the system trees, the files the loader, the C library and name resolution read, and the
+/// CPU and memory layout libnuma and fio's own setup read.
+const SYSTEM_READS: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.preload",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/dev/urandom",
+    "/dev/random",
+    "/sys/devices/system/cpu",
+    "/sys/devices/system/node",
+];
+
+/// A Landlock ruleset ready to be applied to a child process.
+#[derive(Debug)]
+pub(crate) struct Confinement {
+    ruleset: OwnedFd,
+}
+
+impl Confinement {
+    /// The domain fio's client runs in: `program` (the fio to start) and the system's files
+    /// readable, `/dev/null` writable, and `dirs` (the run's own) readable and writable.
+    pub(crate) fn fio_client(program: &Path, dirs: &[&Path]) -> Result<Confinement> {
+        let abi = abi().map_err(|e| anyhow!("{}", unavailable(&e)))?;
+        let handled = handled_rights(abi);
+        let confinement = Confinement {
+            ruleset: create_ruleset(handled).context("cannot make a Landlock ruleset")?,
+        };
+        let read = READ_FILE | READ_DIR | EXECUTE;
+        for path in SYSTEM_READS {
+            // What this system does not have needs no rule.
+            let _ = confinement.allow(Path::new(path), read & handled);
+        }
+        let program = resolve(program)
+            .ok_or_else(|| anyhow!("cannot find {} to start", program.display()))?;
+        confinement.allow(&program, (READ_FILE | EXECUTE) & handled)?;
+        confinement.allow(Path::new("/dev/null"), (READ_FILE | WRITE_FILE) & handled)?;
+        for dir in dirs {
+            confinement.allow(dir, handled)?;
+        }
+        Ok(confinement)
+    }
+
+    /// Gives the file or tree at `path` the `rights` (only a file's own, if it is a file).
+    fn allow(&self, path: &Path, rights: u64) -> Result<()> {
+        let file = std::fs::File::options()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+            .open(path)
+            .with_context(|| format!("cannot open {} for a Landlock rule", path.display()))?;
+        let rights = if file.metadata()?.is_dir() {
+            rights
+        } else {
+            rights & FILE_RIGHTS
+        };
+        let attr = PathBeneathAttr {
+            allowed_access: rights,
+            parent_fd: file.as_raw_fd(),
+        };
+        // SAFETY: the attribute is a live, properly laid out struct; the kernel only reads it.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                self.ruleset.as_raw_fd(),
+                RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot add a Landlock rule for {}", path.display()));
+        }
+        Ok(())
+    }
+
+    /// Makes `cmd`'s process confine itself just before it starts its program: it drops every
+    /// capability when it has any (as root), may never gain privileges again, and enters the
+    /// domain. `self` must outlive the spawn.
+    pub(crate) fn apply_to(&self, cmd: &mut Command) {
+        let ruleset = self.ruleset.as_raw_fd();
+        // SAFETY: only async-signal-safe syscalls on plain data, no allocation.
+        unsafe {
+            cmd.pre_exec(move || {
+                drop_capabilities()?;
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Fails, saying why, when this kernel cannot confine fio's client: checked before a run
+/// changes anything.
+pub(crate) fn check_available() -> Result<()> {
+    abi()
+        .map(|_| ())
+        .map_err(|e| anyhow!("{}", unavailable(&e)))
+}
+
+fn unavailable(e: &std::io::Error) -> String {
+    format!(
+        "fio's client mode needs Landlock to keep fio servers out of this machine's files \
+         (a fio server may ask its client to read any file or write a log anywhere), and this \
+         kernel has none ({e}): Landlock is in Linux 5.13 and later, enabled when `landlock` \
+         is among the kernel's LSMs (CONFIG_LSM or the lsm= boot option)"
+    )
+}
+
+/// The Landlock ABI version this kernel offers.
+fn abi() -> std::io::Result<i64> {
+    // SAFETY: a null attribute of size 0 with the version flag only asks for the version.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    if v < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(v)
+    }
+}
+
+fn create_ruleset(handled: u64) -> std::io::Result<OwnedFd> {
+    let attr = RulesetAttr {
+        handled_access_fs: handled,
+    };
+    // SAFETY: the attribute is live and its size is given; the kernel returns a new fd (close
+    // on exec) or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            std::mem::size_of::<RulesetAttr>(),
+            0u32,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just gave us this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Empties the bounding, ambient, effective, permitted and inheritable capability sets, so
+/// root's program starts with none. A process without CAP_SETPCAP (not root) has none to drop.
+fn drop_capabilities() -> std::io::Result<()> {
+    // SAFETY (whole body): prctl and capset on plain stack data; async-signal-safe.
+    unsafe {
+        let mut header = CapHeader {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let mut data = [CapData::default(); 2];
+        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if data.iter().all(|d| d.permitted == 0 && d.effective == 0) {
+            return Ok(());
+        }
+        // Without this, execve as root would give the program every capability back.
+        let mut cap = 0;
+        while libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) >= 0 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            cap += 1;
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        let none = [CapData::default(); 2];
+        if libc::syscall(libc::SYS_capset, &header, none.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `program` as the path exec would run: itself when it names a path, else the first match on
+/// PATH.
+fn resolve(program: &Path) -> Option<PathBuf> {
+    if program.as_os_str().as_bytes().contains(&b'/') {
+        return Some(program.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// True when this kernel has Landlock; otherwise says the test is skipped (and fails under
+    /// CI, where the kernel has it).
+    fn landlock_or_skip() -> bool {
+        if let Err(e) = check_available() {
+            let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+            assert!(!ci, "prerequisite missing under CI: {e}");
+            eprintln!("skipped: {e}");
+            return false;
+        }
+        true
+    }
+
+    fn run_confined(script: &str, dirs: &[&Path]) -> std::process::Output {
+        let sh = Path::new("/bin/sh");
+        let confinement = Confinement::fio_client(sh, dirs).unwrap();
+        let mut cmd = Command::new(sh);
+        cmd.args(["-c", script]);
+        confinement.apply_to(&mut cmd);
+        cmd.output().unwrap()
+    }
+
+    #[test]
+    fn a_confined_program_reads_and_writes_only_its_own_directories() {
+        if !landlock_or_skip() {
+            return;
+        }
+        let own = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(own.path().join("job"), "mine\n").unwrap();
+        std::fs::write(other.path().join("secret"), "not yours\n").unwrap();
+        let out = run_confined(
+            &format!(
+                "cat {own}/job; cat {other}/secret; echo a > {own}/log; echo b > {other}/log; \
+                 echo c > /dev/null && echo null-ok",
+                own = own.path().display(),
+                other = other.path().display()
+            ),
+            &[own.path()],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout, "mine\nnull-ok\n");
+        assert!(own.path().join("log").exists());
+        assert!(!other.path().join("log").exists());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("Permission denied"), "{stderr}");
+    }
+
+    /// As root the program has no capabilities: a file only its mode protects is protected.
+    #[test]
+    fn a_confined_program_started_by_root_has_no_capabilities() {
+        if !crate::sys::is_root() || !landlock_or_skip() {
+            return;
+        }
+        let own = tempfile::tempdir().unwrap();
+        let locked = own.path().join("read-only");
+        std::fs::write(&locked, "kept\n").unwrap();
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o444))
+            .unwrap();
+        let out = run_confined(
+            &format!("echo changed > {}", locked.display()),
+            &[own.path()],
+        );
+        assert!(!out.status.success());
+        assert_eq!(std::fs::read_to_string(&locked).unwrap(), "kept\n");
+    }
+
+    #[test]
+    fn every_known_right_is_handled() {
+        assert_eq!(handled_rights(1), 0x1fff);
+        assert_eq!(handled_rights(3), 0x7fff);
+        assert_eq!(handled_rights(6), 0xffff);
+    }
+}
