@@ -84,6 +84,7 @@ fn runs_on_the_live_machine() {
         "busy_processes",
         "thp",
         "swap",
+        "fio_confinement",
     ] {
         assert!(keys.contains(&k), "{k} missing from {keys:?}");
     }

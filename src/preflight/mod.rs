@@ -76,6 +76,7 @@ pub(crate) fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
     irqbalance(root, &mut f);
     irq_daemon(root, &mut f);
     if root.is_live() {
+        f.push(fio_confinement());
         activity(root, sample, &mut f);
     } else {
         f.push(Finding::info(
@@ -360,6 +361,26 @@ fn irq_daemon(root: &SysRoot, f: &mut Vec<Finding>) {
         &running,
         "iolab's irq daemon leaves the interrupts of the devices an experiment measures where they are, but moves the others during runs; stop it for a quiet machine (systemctl stop iolab-irq)",
     ));
+}
+
+/// Whether this kernel lets iolab confine fio with Landlock (`workload::confine`).
+fn fio_confinement() -> Finding {
+    match crate::workload::confine::abi_version() {
+        Ok(abi) => Finding::info(
+            "fio_confinement",
+            format!(
+                "Landlock (ABI {abi}): fio writes only its run's directories and the devices it \
+                 may write"
+            ),
+        ),
+        Err(e) => Finding::warn(
+            "fio_confinement",
+            format!("no Landlock ({e})"),
+            "fio runs on iolab's checks of its options alone, and experiments with hosts \
+             (fio's client mode) are refused; Landlock is in Linux 5.13 and later, enabled \
+             when `landlock` is among the kernel's LSMs",
+        ),
+    }
 }
 
 fn process_ticks(root: &SysRoot) -> Vec<(u32, String, u64)> {

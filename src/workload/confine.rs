@@ -1,13 +1,24 @@
-//! Confines fio's client. In client mode fio trusts its servers with this machine's files: a
-//! server may ask the client to send it any file (fio's `SENDFILE`, meant for replaying an
+//! Confines fio with Landlock, so that what iolab lets fio touch is enforced by the kernel
+//! and not only by iolab's checks of its options.
+//!
+//! fio's client (client mode, `[target] hosts`) trusts its servers with this machine's files:
+//! a server may ask the client to send it any file (fio's `SENDFILE`, meant for replaying an
 //! iolog kept on the client) and may send it a log to write under a name the server chooses
 //! (`IOLOG`), and fio's protocol has no authentication, so whoever answers at a server's
 //! address can do both, as the user iolab runs as (usually root). So the client runs in a
-//! Landlock domain that may read only the system's programs and libraries, the few files name
+//! domain that may read only the system's programs and libraries, the few files name
 //! resolution and the C library read, and the run's own directories, and may write only in
 //! those directories; as root it also gives up every capability before fio starts. A kernel
 //! without Landlock (Linux 5.13 and later, when enabled) gets no unconfined client: client
 //! mode is refused there.
+//!
+//! fio running here may read anything but write only the run's own directories and the target
+//! devices of the job's sections that write: a read-only experiment cannot open its device
+//! for writing even if an option iolab thought harmless tried. It keeps its capabilities (the
+//! devices, priorities and memory locking need them), and ioctls are left to the open mode
+//! (the ones that destroy data need a device opened for writing). A job that runs programs
+//! (`allow_exec`) is not confined: the user asked for programs that may write anywhere. Without
+//! Landlock fio runs on the option checks alone.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -84,17 +95,17 @@ const SYSTEM_READS: &[&str] = &[
 #[derive(Debug)]
 pub(crate) struct Confinement {
     ruleset: OwnedFd,
+    /// Drop every capability too (fio's client needs none).
+    drop_capabilities: bool,
 }
 
 impl Confinement {
     /// The domain fio's client runs in: `program` (the fio to start) and the system's files
     /// readable, `/dev/null` writable, and `dirs` (the run's own) readable and writable.
     pub(crate) fn fio_client(program: &Path, dirs: &[&Path]) -> Result<Confinement> {
-        let abi = abi().map_err(|e| anyhow!("{}", unavailable(&e)))?;
+        let abi = abi_version().map_err(|e| anyhow!("{}", unavailable(&e)))?;
         let handled = handled_rights(abi);
-        let confinement = Confinement {
-            ruleset: create_ruleset(handled).context("cannot make a Landlock ruleset")?,
-        };
+        let confinement = Confinement::handling(handled, true)?;
         let read = READ_FILE | READ_DIR | EXECUTE;
         for path in SYSTEM_READS {
             // What this system does not have needs no rule.
@@ -108,6 +119,33 @@ impl Confinement {
             confinement.allow(dir, handled)?;
         }
         Ok(confinement)
+    }
+
+    /// The domain fio runs in here, `None` when this kernel has no Landlock: everything
+    /// readable, `/dev/null`, `dirs` (the run's own) and `devices` (the targets it may write)
+    /// writable.
+    pub(crate) fn fio_local(dirs: &[&Path], devices: &[&Path]) -> Result<Option<Confinement>> {
+        let Ok(abi) = abi_version() else {
+            return Ok(None);
+        };
+        let handled = handled_rights(abi) & !IOCTL_DEV;
+        let confinement = Confinement::handling(handled, false)?;
+        confinement.allow(Path::new("/"), (READ_FILE | READ_DIR | EXECUTE) & handled)?;
+        confinement.allow(Path::new("/dev/null"), (READ_FILE | WRITE_FILE) & handled)?;
+        for dir in dirs {
+            confinement.allow(dir, handled)?;
+        }
+        for device in devices {
+            confinement.allow(device, (READ_FILE | WRITE_FILE) & handled)?;
+        }
+        Ok(Some(confinement))
+    }
+
+    fn handling(handled: u64, drop_capabilities: bool) -> Result<Confinement> {
+        Ok(Confinement {
+            ruleset: create_ruleset(handled).context("cannot make a Landlock ruleset")?,
+            drop_capabilities,
+        })
     }
 
     /// Gives the file or tree at `path` the `rights` (only a file's own, if it is a file).
@@ -144,14 +182,16 @@ impl Confinement {
     }
 
     /// Makes `cmd`'s process confine itself just before it starts its program: it drops every
-    /// capability when it has any (as root), may never gain privileges again, and enters the
+    /// capability it has when asked to, may never gain privileges again, and enters the
     /// domain. `self` must outlive the spawn.
     pub(crate) fn apply_to(&self, cmd: &mut Command) {
-        let ruleset = self.ruleset.as_raw_fd();
+        let (ruleset, drop_all) = (self.ruleset.as_raw_fd(), self.drop_capabilities);
         // SAFETY: only async-signal-safe syscalls on plain data, no allocation.
         unsafe {
             cmd.pre_exec(move || {
-                drop_capabilities()?;
+                if drop_all {
+                    drop_capabilities()?;
+                }
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -167,7 +207,7 @@ impl Confinement {
 /// Fails, saying why, when this kernel cannot confine fio's client: checked before a run
 /// changes anything.
 pub(crate) fn check_available() -> Result<()> {
-    abi()
+    abi_version()
         .map(|_| ())
         .map_err(|e| anyhow!("{}", unavailable(&e)))
 }
@@ -182,7 +222,7 @@ fn unavailable(e: &std::io::Error) -> String {
 }
 
 /// The Landlock ABI version this kernel offers.
-fn abi() -> std::io::Result<i64> {
+pub(crate) fn abi_version() -> std::io::Result<i64> {
     // SAFETY: a null attribute of size 0 with the version flag only asks for the version.
     let v = unsafe {
         libc::syscall(
@@ -294,12 +334,12 @@ fn is_executable(p: &Path) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// True when this kernel has Landlock; otherwise says the test is skipped (and fails under
     /// CI, where the kernel has it).
-    fn landlock_or_skip() -> bool {
+    pub(crate) fn landlock_or_skip() -> bool {
         if let Err(e) = check_available() {
             let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
             assert!(!ci, "prerequisite missing under CI: {e}");

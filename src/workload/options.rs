@@ -735,9 +735,30 @@ pub(crate) fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) 
     None
 }
 
+/// Whether these options make fio run a program or load code (allowed by `allow_exec`).
+pub(crate) fn runs_programs<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
+    options.into_iter().any(|(name, value)| match rule(name) {
+        Some(Rule::Exec(_)) => true,
+        Some(Rule::Engine) => !BLOCK_ENGINES.contains(&fio_trim(value)),
+        _ => false,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn programs_are_run_by_exec_options_and_engines_that_are_not_block_engines() {
+        assert!(!runs_programs([("rw", "read"), ("ioengine", "io_uring")]));
+        assert!(runs_programs([("exec_prerun", "sync")]));
+        assert!(runs_programs([("ioengine", "exec")]));
+        assert!(runs_programs([("ioengine", "external:/x.so")]));
+        assert!(runs_programs([
+            ("ioengine", " libaio"),
+            ("ioengine", "exec")
+        ]));
+    }
 
     const DEFAULT: OptionPolicy = OptionPolicy {
         allow_exec: false,

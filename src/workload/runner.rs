@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 
+use super::confine::Confinement;
 use super::engine::{Invocation, ProgramRun};
 use super::fio_check::Refused;
 use super::fio_json::{self, FioReport};
@@ -326,23 +327,45 @@ impl RealFio {
             .collect()
     }
 
-    /// Runs fio; a client (`confined`) may touch only the directories it is given.
+    /// Runs fio in `confinement` when there is one (it must live until fio has started).
     fn execute(
         &self,
         args: &[String],
         cwd: &std::path::Path,
-        confined: Option<&[&std::path::Path]>,
+        confinement: Option<&Confinement>,
     ) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
         cmd.args(args).current_dir(cwd);
-        // Lives until fio has started.
-        let confinement = confined
-            .map(|dirs| super::confine::Confinement::fio_client(&self.program, dirs))
-            .transpose()?;
-        if let Some(c) = &confinement {
+        if let Some(c) = confinement {
             c.apply_to(&mut cmd);
         }
         super::process::run(cmd, None, &self.limits())
+    }
+
+    /// Where this job's fio may write: the run's own directories, and, when it runs here, the
+    /// targets of its sections that write (`confine`). A job that runs programs is left to
+    /// them, and one on something other than block devices (a file fio lays out, in tests) to
+    /// the option checks; `None` too when this kernel cannot confine fio here.
+    fn confinement(&self, job: &JobSpec, dirs: &[&std::path::Path]) -> Result<Option<Confinement>> {
+        let sections = || std::iter::once(job).chain(&job.also);
+        if !self.clients.is_empty() || !job.per_host.is_empty() {
+            // A client's servers can make it read and write files.
+            return Confinement::fio_client(&self.program, dirs).map(Some);
+        }
+        let options =
+            sections().flat_map(|j| j.options.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        let on_devices = sections().all(|j| {
+            std::fs::metadata(&j.filename)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+        });
+        if super::options::runs_programs(options) || !on_devices {
+            return Ok(None);
+        }
+        let devices: Vec<&std::path::Path> = sections()
+            .filter(|j| j.writes.is_some())
+            .map(|j| std::path::Path::new(&j.filename))
+            .collect();
+        Confinement::fio_local(dirs, &devices)
     }
 
     /// The time limit, grace and cancel flag every program this runner starts obeys.
@@ -411,10 +434,8 @@ impl FioRunner for RealFio {
             .collect::<Vec<_>>()
             .join(" ");
         let start = Instant::now();
-        // A client's servers can make it read and write files: it gets the run's own only.
-        let client_mode = hosts.is_some() || !job.per_host.is_empty();
-        let dirs = [dir.path(), cwd.as_path()];
-        let raw = self.execute(&args, &cwd, client_mode.then_some(&dirs[..]));
+        let confinement = self.confinement(job, &[dir.path(), cwd.as_path()])?;
+        let raw = self.execute(&args, &cwd, confinement.as_ref());
         if let Some(d) = &job.files_dir {
             // Only removes it when fio wrote nothing there.
             let _ = std::fs::remove_dir(d);
@@ -854,5 +875,57 @@ mod tests {
     fn quoting() {
         assert_eq!(shell_quote("/tmp/a.fio"), "/tmp/a.fio");
         assert_eq!(shell_quote("a b'c"), r"'a b'\''c'");
+    }
+
+    /// The kernel's guard behind the option checks: a job iolab takes for a reader cannot
+    /// open its device for writing even when its options write, as an option wrongly judged
+    /// harmless might; marked as writing, the same job writes.
+    #[test]
+    fn a_job_taken_for_a_reader_cannot_write_its_device() {
+        if !crate::sys::is_root() || !super::super::confine::tests::landlock_or_skip() {
+            return;
+        }
+        let state = tempfile::tempdir().unwrap();
+        let dev = crate::target::ScratchDevice::create_in(state.path(), 8 << 20).unwrap();
+        let path = format!("/dev/{}", dev.name());
+        let start = || {
+            use std::io::Read;
+            let mut bytes = vec![0u8; 64 << 10];
+            std::fs::File::open(&path)
+                .unwrap()
+                .read_exact(&mut bytes)
+                .unwrap();
+            bytes
+        };
+        let before = start();
+        let mut job = JobBuilder::new("w")
+            .cell_key("c")
+            .base([
+                ("rw", "write"),
+                ("bs", "4k"),
+                ("size", "64k"),
+                ("direct", "1"),
+            ])
+            .filename(&path)
+            .build()
+            .unwrap();
+        assert!(job.writes.is_some());
+        let runner = RealFio {
+            work_dir: state.path().join("fio"),
+            ..RealFio::default()
+        };
+        job.writes = None;
+        let refused = runner.run(&job).unwrap();
+        assert_ne!(refused.status, FioStatus::Success, "{}", refused.stderr);
+        assert!(
+            refused.stderr.contains("Permission denied"),
+            "{}",
+            refused.stderr
+        );
+        assert_eq!(start(), before);
+        job.writes = Some("rw=write".into());
+        let wrote = runner.run(&job).unwrap();
+        assert_eq!(wrote.status, FioStatus::Success, "{}", wrote.stderr);
+        assert_ne!(start(), before);
     }
 }
