@@ -15,8 +15,10 @@
 //! fio running here may read anything but write only the run's own directories and the target
 //! devices of the job's sections that write: a read-only experiment cannot open its device
 //! for writing even if an option iolab thought harmless tried. It keeps its capabilities (the
-//! devices, priorities and memory locking need them), and ioctls are left to the open mode
-//! (the ones that destroy data need a device opened for writing). A job that runs programs
+//! devices, priorities and memory locking need them) but CAP_SYS_RAWIO when it writes no
+//! device, with which a SCSI pass-through could send write commands on a device opened for
+//! reading; other ioctls are left to the open mode (the ones that destroy data need a device
+//! opened for writing). A job that runs programs
 //! (`allow_exec`) is not confined: the user asked for programs that may write anywhere. Without
 //! Landlock fio runs on the option checks alone.
 
@@ -40,6 +42,8 @@ const READ_DIR: u64 = 1 << 3;
 const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
 const TRUNCATE: u64 = 1 << 14;
 const IOCTL_DEV: u64 = 1 << 15;
+/// linux/capability.h
+const CAP_SYS_RAWIO: u32 = 17;
 
 #[repr(C)]
 struct RulesetAttr {
@@ -95,8 +99,9 @@ const SYSTEM_READS: &[&str] = &[
 #[derive(Debug)]
 pub(crate) struct Confinement {
     ruleset: OwnedFd,
-    /// Drop every capability too (fio's client needs none).
-    drop_capabilities: bool,
+    /// The capabilities the program starts without (a mask by number): all for fio's client,
+    /// which needs none; CAP_SYS_RAWIO for fio that writes no device.
+    drop: u64,
 }
 
 impl Confinement {
@@ -105,7 +110,7 @@ impl Confinement {
     pub(crate) fn fio_client(program: &Path, dirs: &[&Path]) -> Result<Confinement> {
         let abi = abi_version().map_err(|e| anyhow!("{}", unavailable(&e)))?;
         let handled = handled_rights(abi);
-        let confinement = Confinement::handling(handled, true)?;
+        let confinement = Confinement::handling(handled, u64::MAX)?;
         let read = READ_FILE | READ_DIR | EXECUTE;
         for path in SYSTEM_READS {
             // What this system does not have needs no rule.
@@ -129,7 +134,14 @@ impl Confinement {
             return Ok(None);
         };
         let handled = handled_rights(abi) & !IOCTL_DEV;
-        let confinement = Confinement::handling(handled, false)?;
+        // With CAP_SYS_RAWIO a SCSI pass-through (fio's sg engine) may send write commands
+        // on a device opened only for reading; without it the kernel allows reads only.
+        let drop = if devices.is_empty() {
+            1 << CAP_SYS_RAWIO
+        } else {
+            0
+        };
+        let confinement = Confinement::handling(handled, drop)?;
         confinement.allow(Path::new("/"), (READ_FILE | READ_DIR | EXECUTE) & handled)?;
         confinement.allow(Path::new("/dev/null"), (READ_FILE | WRITE_FILE) & handled)?;
         for dir in dirs {
@@ -141,10 +153,10 @@ impl Confinement {
         Ok(Some(confinement))
     }
 
-    fn handling(handled: u64, drop_capabilities: bool) -> Result<Confinement> {
+    fn handling(handled: u64, drop: u64) -> Result<Confinement> {
         Ok(Confinement {
             ruleset: create_ruleset(handled).context("cannot make a Landlock ruleset")?,
-            drop_capabilities,
+            drop,
         })
     }
 
@@ -181,16 +193,16 @@ impl Confinement {
         Ok(())
     }
 
-    /// Makes `cmd`'s process confine itself just before it starts its program: it drops every
-    /// capability it has when asked to, may never gain privileges again, and enters the
-    /// domain. `self` must outlive the spawn.
+    /// Makes `cmd`'s process confine itself just before it starts its program: it drops the
+    /// capabilities it was told to, may never gain privileges again, and enters the domain.
+    /// `self` must outlive the spawn.
     pub(crate) fn apply_to(&self, cmd: &mut Command) {
-        let (ruleset, drop_all) = (self.ruleset.as_raw_fd(), self.drop_capabilities);
+        let (ruleset, drop) = (self.ruleset.as_raw_fd(), self.drop);
         // SAFETY: only async-signal-safe syscalls on plain data, no allocation.
         unsafe {
             cmd.pre_exec(move || {
-                if drop_all {
-                    drop_capabilities()?;
+                if drop != 0 {
+                    drop_capabilities(drop)?;
                 }
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
@@ -260,9 +272,10 @@ fn create_ruleset(handled: u64) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Empties the bounding, ambient, effective, permitted and inheritable capability sets, so
-/// root's program starts with none. A process without CAP_SETPCAP (not root) has none to drop.
-fn drop_capabilities() -> std::io::Result<()> {
+/// Removes the capabilities in `which` (a mask by capability number) from the bounding,
+/// ambient, effective, permitted and inheritable sets, so the program starts without them even
+/// as root. A process without CAP_SETPCAP (not root) has none of them to drop.
+fn drop_capabilities(which: u64) -> std::io::Result<()> {
     // SAFETY (whole body): prctl and capset on plain stack data; async-signal-safe.
     unsafe {
         let mut header = CapHeader {
@@ -273,29 +286,29 @@ fn drop_capabilities() -> std::io::Result<()> {
         if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        if data.iter().all(|d| d.permitted == 0 && d.effective == 0) {
+        let held = |d: &CapData| u64::from(d.permitted | d.effective);
+        if (held(&data[0]) | held(&data[1]) << 32) & which == 0 {
             return Ok(());
         }
-        // Without this, execve as root would give the program every capability back.
-        let mut cap = 0;
-        while libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) >= 0 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+        // Without this, execve as root would give the program the capabilities back.
+        let mut cap: u32 = 0;
+        while cap < 64 && libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) >= 0 {
+            if which & (1 << cap) != 0 {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Fails only where ambient capabilities do not exist (before Linux 4.3).
+                libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_LOWER, cap, 0, 0);
             }
             cap += 1;
         }
-        if libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        ) != 0
-        {
-            return Err(std::io::Error::last_os_error());
+        for (half, d) in data.iter_mut().enumerate() {
+            let keep = !((which >> (32 * half)) as u32);
+            d.effective &= keep;
+            d.permitted &= keep;
+            d.inheritable &= keep;
         }
-        let none = [CapData::default(); 2];
-        if libc::syscall(libc::SYS_capset, &header, none.as_ptr()) != 0 {
+        if libc::syscall(libc::SYS_capset, &header, data.as_ptr()) != 0 {
             return Err(std::io::Error::last_os_error());
         }
     }
@@ -351,11 +364,41 @@ pub(crate) mod tests {
 
     fn run_confined(script: &str, dirs: &[&Path]) -> std::process::Output {
         let sh = Path::new("/bin/sh");
-        let confinement = Confinement::fio_client(sh, dirs).unwrap();
-        let mut cmd = Command::new(sh);
+        run_in(&Confinement::fio_client(sh, dirs).unwrap(), script)
+    }
+
+    fn run_in(confinement: &Confinement, script: &str) -> std::process::Output {
+        let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", script]);
         confinement.apply_to(&mut cmd);
         cmd.output().unwrap()
+    }
+
+    /// The effective capabilities a confined shell starts with, from its /proc status.
+    fn effective_capabilities(confinement: &Confinement) -> u64 {
+        let out = run_in(confinement, "grep CapEff /proc/self/status");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let hex = text.split_whitespace().nth(1).expect("no CapEff line");
+        u64::from_str_radix(hex, 16).unwrap()
+    }
+
+    /// fio that writes no device cannot send SCSI write commands on a device opened for
+    /// reading (no CAP_SYS_RAWIO) but keeps what else it may need; fio that writes keeps all.
+    #[test]
+    fn fio_that_writes_no_device_starts_without_raw_io() {
+        if !crate::sys::is_root() || !landlock_or_skip() {
+            return;
+        }
+        let own = tempfile::tempdir().unwrap();
+        let reader = Confinement::fio_local(&[own.path()], &[]).unwrap().unwrap();
+        let caps = effective_capabilities(&reader);
+        assert_eq!(caps & 1 << CAP_SYS_RAWIO, 0, "{caps:x}");
+        let cap_sys_admin = 1 << 21;
+        assert_ne!(caps & cap_sys_admin, 0, "{caps:x}");
+        let writer = Confinement::fio_local(&[own.path()], &[Path::new("/dev/null")])
+            .unwrap()
+            .unwrap();
+        assert_ne!(effective_capabilities(&writer) & 1 << CAP_SYS_RAWIO, 0);
     }
 
     #[test]
