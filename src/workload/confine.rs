@@ -13,7 +13,7 @@
 //! mode is refused there.
 //!
 //! fio running here may read anything but write only the run's own directories and the target
-//! devices of the job's sections that write: a read-only experiment cannot open its device
+//! devices of the job's sections that write (and, while it only reads a job, nothing): a read-only experiment cannot open its device
 //! for writing even if an option iolab thought harmless tried. It keeps its capabilities (the
 //! devices, priorities and memory locking need them) but CAP_SYS_RAWIO when it writes no
 //! device, with which a SCSI pass-through could send write commands on a device opened for

@@ -9,6 +9,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use super::confine::Confinement;
 use super::job::JobSpec;
 use super::process::{self, Limits};
 use super::runner::{CancelToken, RealFio};
@@ -68,6 +69,15 @@ fn parse_only_within(
 ) -> Result<Option<Refused>, String> {
     let mut cmd = Command::new(program);
     cmd.args(["--parse-only", "-"]);
+    // Reading a job writes nothing: fio may write nowhere but /dev/null while it does (a job
+    // that runs programs is left to them, as when it runs).
+    let confinement = match job.runs_programs() {
+        true => None,
+        false => Confinement::fio_local(&[], &[]).map_err(|e| format!("{e:#}"))?,
+    };
+    if let Some(c) = &confinement {
+        c.apply_to(&mut cmd);
+    }
     let limits = Limits {
         time_limit: Some(time_limit),
         grace: Duration::from_secs(1),

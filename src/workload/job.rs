@@ -260,6 +260,15 @@ impl JobSpec {
         })
     }
 
+    /// Whether any section runs a program or loads code (`allow_exec`).
+    pub(crate) fn runs_programs(&self) -> bool {
+        options::runs_programs(
+            std::iter::once(self)
+                .chain(&self.also)
+                .flat_map(|j| j.options.iter().map(|(n, v)| (n.as_str(), v.as_str()))),
+        )
+    }
+
     /// How long a run should take (ramp_time + runtime) when fio is told a runtime and
     /// `time_based`; `None` when fio stops by size.
     pub(crate) fn nominal_seconds(&self) -> Option<f64> {

@@ -352,13 +352,11 @@ impl RealFio {
             // A client's servers can make it read and write files.
             return Confinement::fio_client(&self.program, dirs).map(Some);
         }
-        let options =
-            sections().flat_map(|j| j.options.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         let on_devices = sections().all(|j| {
             std::fs::metadata(&j.filename)
                 .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
         });
-        if super::options::runs_programs(options) || !on_devices {
+        if job.runs_programs() || !on_devices {
             return Ok(None);
         }
         let devices: Vec<&std::path::Path> = sections()
