@@ -12,15 +12,15 @@
 //! without Landlock (Linux 5.13 and later, when enabled) gets no unconfined client: client
 //! mode is refused there.
 //!
-//! fio running here may read anything but write only the run's own directories and the target
-//! devices of the job's sections that write (and, while it only reads a job, nothing): a read-only experiment cannot open its device
-//! for writing even if an option iolab thought harmless tried. It keeps its capabilities (the
-//! devices, priorities and memory locking need them) but CAP_SYS_RAWIO when it writes no
-//! device, with which a SCSI pass-through could send write commands on a device opened for
-//! reading; other ioctls are left to the open mode (the ones that destroy data need a device
-//! opened for writing). A job that runs programs
-//! (`allow_exec`) is not confined: the user asked for programs that may write anywhere. Without
-//! Landlock fio runs on the option checks alone.
+//! fio running here may read anything but write only the run's own directories and the
+//! target devices of the job's sections that write (and, while it only reads a job, nothing):
+//! a read-only experiment cannot open its device for writing even if an option iolab thought
+//! harmless tried. It keeps its capabilities (the devices, priorities and memory locking need
+//! them) but CAP_SYS_RAWIO when it writes no device: with it, a SCSI pass-through may send
+//! write commands on a device opened for reading. Other ioctls are left to the open mode (the
+//! ones that destroy data need a device opened for writing). A job that runs programs
+//! (`allow_exec`) is not confined: the user asked for programs that may write anywhere.
+//! Without Landlock fio runs on the option checks alone.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -134,8 +134,8 @@ impl Confinement {
             return Ok(None);
         };
         let handled = handled_rights(abi) & !IOCTL_DEV;
-        // With CAP_SYS_RAWIO a SCSI pass-through (fio's sg engine) may send write commands
-        // on a device opened only for reading; without it the kernel allows reads only.
+        // Without CAP_SYS_RAWIO the kernel lets a SCSI pass-through (fio's sg engine) send
+        // only read commands on a device opened for reading.
         let drop = if devices.is_empty() {
             1 << CAP_SYS_RAWIO
         } else {
