@@ -350,16 +350,18 @@ fn is_executable(p: &Path) -> bool {
 pub(crate) mod tests {
     use super::*;
 
-    /// True when this kernel has Landlock; otherwise says the test is skipped (and fails under
-    /// CI, where the kernel has it).
-    pub(crate) fn landlock_or_skip() -> bool {
-        if let Err(e) = check_available() {
-            let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-            assert!(!ci, "prerequisite missing under CI: {e}");
-            eprintln!("skipped: {e}");
-            return false;
-        }
-        true
+    /// True when this kernel has Landlock (and this is root, when `root`); otherwise says the
+    /// test is skipped, and fails under CI, which runs as root on a kernel that has it.
+    pub(crate) fn landlock_or_skip(root: bool) -> bool {
+        let missing = match check_available() {
+            Err(e) => e.to_string(),
+            Ok(()) if root && !crate::sys::is_root() => "needs root".to_string(),
+            Ok(()) => return true,
+        };
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(!ci, "prerequisite missing under CI: {missing}");
+        eprintln!("skipped: {missing}");
+        false
     }
 
     fn run_confined(script: &str, dirs: &[&Path]) -> std::process::Output {
@@ -386,7 +388,7 @@ pub(crate) mod tests {
     /// reading (no CAP_SYS_RAWIO) but keeps what else it may need; fio that writes keeps all.
     #[test]
     fn fio_that_writes_no_device_starts_without_raw_io() {
-        if !crate::sys::is_root() || !landlock_or_skip() {
+        if !landlock_or_skip(true) {
             return;
         }
         let own = tempfile::tempdir().unwrap();
@@ -403,7 +405,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_confined_program_reads_and_writes_only_its_own_directories() {
-        if !landlock_or_skip() {
+        if !landlock_or_skip(false) {
             return;
         }
         let own = tempfile::tempdir().unwrap();
@@ -430,7 +432,7 @@ pub(crate) mod tests {
     /// As root the program has no capabilities: a file only its mode protects is protected.
     #[test]
     fn a_confined_program_started_by_root_has_no_capabilities() {
-        if !crate::sys::is_root() || !landlock_or_skip() {
+        if !landlock_or_skip(true) {
             return;
         }
         let own = tempfile::tempdir().unwrap();
