@@ -153,6 +153,12 @@ impl Confinement {
         Ok(Some(confinement))
     }
 
+    /// The capabilities the program starts without.
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
+        self.drop
+    }
+
     fn handling(handled: u64, drop: u64) -> Result<Confinement> {
         Ok(Confinement {
             ruleset: create_ruleset(handled).context("cannot make a Landlock ruleset")?,

@@ -875,6 +875,46 @@ mod tests {
         assert_eq!(shell_quote("a b'c"), r"'a b'\''c'");
     }
 
+    /// Client mode, by a host list or by a job file per fio server, runs fio's client in its
+    /// own domain, with no capabilities, whatever the job's target.
+    #[test]
+    fn both_forms_of_client_mode_run_the_client_confined() {
+        if !super::super::confine::tests::landlock_or_skip(false) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut job = JobBuilder::new("w")
+            .cell_key("c")
+            .base([("rw", "read")])
+            .filename("/nonexistent/disk")
+            .build()
+            .unwrap();
+        let program = std::path::PathBuf::from("/bin/sh");
+        let dropped = |runner: &RealFio, job: &JobSpec| {
+            runner
+                .confinement(job, &[dir.path()])
+                .unwrap()
+                .map(|c| c.dropped())
+        };
+        let here = RealFio {
+            program: program.clone(),
+            ..RealFio::default()
+        };
+        // Not a block device: left to the option checks here.
+        assert_eq!(dropped(&here, &job), None);
+        let listed = RealFio {
+            clients: vec!["10.0.0.1".into()],
+            ..here
+        };
+        assert_eq!(dropped(&listed, &job), Some(u64::MAX));
+        job.per_host = vec![("10.0.0.1".into(), job.job_file())];
+        let per_server = RealFio {
+            program,
+            ..RealFio::default()
+        };
+        assert_eq!(dropped(&per_server, &job), Some(u64::MAX));
+    }
+
     /// The kernel's guard behind the option checks: a job iolab takes for a reader cannot
     /// open its device for writing even when its options write, as an option wrongly judged
     /// harmless might; marked as writing, the same job writes.
