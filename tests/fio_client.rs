@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{root_or_skip, skip};
+use crate::common::{iolab, root_or_skip, skip};
 
 const QUIT: u16 = 1;
 const IOLOG: u16 = 17;
@@ -265,8 +265,4 @@ fn iolabs_fio_client_gives_a_server_no_file_and_writes_none_for_it() {
     // Permission denied: the file is outside what the client may read.
     assert_eq!(wait_for_answer(&server), Answer::Refused(13), "{stderr}");
     assert!(!landed.exists(), "the server planted {}", landed.display());
-}
-
-fn iolab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_iolab"))
 }
