@@ -1490,3 +1490,58 @@ fn a_controlled_host_records_a_trace_of_its_own_device_and_sends_back_its_figure
     );
     assert!(!iolab::experiment::run::trace::traces_dir(&settings.db_path).exists());
 }
+
+/// `serve = true`: each host's agent starts its fio server for the run, on the host's own
+/// address, confined to its device (here written: the workload writes, and each device is
+/// named destructive), and stops it when the run ends. No fio server is started by hand.
+#[test]
+fn agents_serve_fio_for_the_run_and_stop_it_after() {
+    use iolab::experiment::run as runloop;
+    let Some((lab, scratches)) = fio_lab(2) else {
+        return;
+    };
+    let devices: Vec<String> = scratches.iter().map(|s| s.name().to_string()).collect();
+    let addrs = lab.addrs();
+    let mut text = "name = \"served\"\nrepetitions = 2\nwarmup = false\n[workload]\n\
+                    rw = \"randrw\"\ndirect = 1\nruntime = \"1s\"\ntime_based = true\n"
+        .to_string();
+    for (addr, dev) in addrs.iter().zip(&devices) {
+        text += &format!(
+            "[[target.host]]\nssh = \"{addr}\"\nfio = \"{addr},8765\"\ndevice = \"{dev}\"\n\
+             serve = true\n"
+        );
+    }
+    text += "[factors]\nbs = [\"4k\"]\n";
+    let exp = iolab::experiment::file::parse("served.toml", &text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut settings = lab_settings(&lab, state.path());
+    settings.destructive_devices = devices.clone();
+    let runner = iolab::workload::RealFio {
+        time_limit: Some(Duration::from_secs(120)),
+        ..Default::default()
+    };
+    let cancel = iolab::workload::CancelToken::new();
+    let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
+    assert_eq!(outcome.failed_runs, 0, "{:?}", outcome.cells);
+    let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();
+    let parts = store.parts(outcome.experiment_id).unwrap();
+    assert_eq!(parts.len(), 2);
+    for part in &parts {
+        let runs = store.runs(part.id).unwrap();
+        assert_eq!(runs.len(), 2, "{}", part.host);
+        for r in &runs {
+            for m in ["read_iops", "write_iops"] {
+                let v = metric(&store, r.id, m);
+                assert!(v.is_some_and(|v| v > 0.0), "{} {m}: {v:?}", part.host);
+            }
+        }
+    }
+    // The servers went with their sessions.
+    for addr in &addrs {
+        let sock: std::net::SocketAddr = format!("{addr}:8765").parse().unwrap();
+        assert!(
+            std::net::TcpStream::connect_timeout(&sock, Duration::from_millis(500)).is_err(),
+            "a fio server still listens on {addr}"
+        );
+    }
+}

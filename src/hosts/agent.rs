@@ -68,6 +68,8 @@ struct Session {
     fio: Option<Option<String>>,
     /// How long after an answer the next request must come (`Request::Lease`).
     lease: Option<Duration>,
+    /// The fio server started for this session (`Request::FioServe`).
+    fio_server: Option<super::fio_server::Served>,
 }
 
 /// Serves requests from `input` to `output` until `bye`, the input's end, a failed write or
@@ -85,6 +87,7 @@ pub(crate) fn serve(
         window: None,
         fio: None,
         lease: None,
+        fio_server: None,
     };
     let lines = spawn_reader(input);
     let ended = if send(&mut output, &protocol::encode(&Greeting::ours())) {
@@ -294,7 +297,14 @@ impl Session {
                 let findings = crate::preflight::collect(&self.root, sample);
                 json_of(&crate::preflight::to_environment(&findings))
             }
+            Request::FioServe {
+                listen,
+                device,
+                writes,
+            } => self.fio_serve(&listen, &device, writes),
             Request::Bye => {
+                // The server stops before the knobs its jobs ran under come back.
+                self.fio_server = None;
                 let restored = self.restore()?;
                 json_of(&results::Bye { restored })
             }
@@ -338,6 +348,27 @@ impl Session {
         })
     }
 
+    fn fio_serve(&mut self, listen: &str, device: &str, writes: bool) -> Result<Value, String> {
+        if let Some(s) = &self.fio_server {
+            return Err(format!(
+                "a fio server is already running for this session (on {}, pid {})",
+                s.listen,
+                s.pid()
+            ));
+        }
+        // Its jobs drive the device: no other iolab may, while the session lasts.
+        self.lock_devices(&[device.to_string()])?;
+        let served = super::fio_server::start(listen, device, writes)?;
+        let answer = json_of(&results::FioServed {
+            listen: &served.listen,
+            device: &served.device,
+            writes: served.writes,
+            pid: served.pid(),
+        });
+        self.fio_server = Some(served);
+        answer
+    }
+
     /// The session's journal, begun at its first use.
     fn journal(&mut self) -> Result<&mut Journal, String> {
         if self.journal.is_none() {
@@ -368,6 +399,7 @@ impl Session {
 
     /// The end of the session, however it came: the sampler stops, the knobs come back.
     fn finish(&mut self) -> Result<(), String> {
+        self.fio_server = None;
         if let Some(handle) = self.sampler.take() {
             drop(handle.stop());
         }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Bumped whenever a request or answer changes shape; both ends must agree exactly.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Lines longer than this are refused without being parsed (a runaway writer, not a request).
 pub(crate) const MAX_LINE: usize = 1 << 20;
@@ -88,6 +88,15 @@ pub enum Request {
     Lease {
         #[serde(default)]
         ms: Option<u64>,
+    },
+    /// Start a fio server on `listen` (this host's own address, "10.0.0.1,8765") for jobs on
+    /// `device` (kernel name), which it may write only when `writes`; confined, and stopped
+    /// when the session ends (`hosts::fio_server`).
+    FioServe {
+        listen: String,
+        device: String,
+        #[serde(default)]
+        writes: bool,
     },
     /// Restore and end the session.
     Bye,
@@ -201,6 +210,15 @@ pub(crate) mod results {
         pub(crate) in_window: Option<(f64, f64)>,
     }
 
+    /// `fio_serve`: the server started, and for what.
+    #[derive(Debug, Serialize)]
+    pub(crate) struct FioServed<'a> {
+        pub(crate) listen: &'a str,
+        pub(crate) device: &'a str,
+        pub(crate) writes: bool,
+        pub(crate) pid: u32,
+    }
+
     /// `bye`: what the session's restore did.
     #[derive(Debug, Serialize)]
     pub(crate) struct Bye {
@@ -223,6 +241,7 @@ impl Request {
             Request::TraceStop => "trace_stop",
             Request::Preflight { .. } => "preflight",
             Request::Lease { .. } => "lease",
+            Request::FioServe { .. } => "fio_serve",
             Request::Bye => "bye",
         }
     }

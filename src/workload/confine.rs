@@ -43,7 +43,15 @@ const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 const TRUNCATE: u64 = 1 << 14;
 const IOCTL_DEV: u64 = 1 << 15;
 /// linux/capability.h
+const CAP_IPC_LOCK: u32 = 14;
 const CAP_SYS_RAWIO: u32 = 17;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_SYS_NICE: u32 = 23;
+/// What a fio server keeps of root's capabilities: CAP_SYS_ADMIN to flush a block device's
+/// cache before a job (fio's `invalidate`), CAP_SYS_NICE for real-time I/O priorities and
+/// negative nice values, CAP_IPC_LOCK for `lockmem`. Not CAP_SYS_RAWIO: without it a SCSI
+/// pass-through may send only commands its open mode allows.
+const SERVER_KEEPS: u64 = 1 << CAP_SYS_ADMIN | 1 << CAP_SYS_NICE | 1 << CAP_IPC_LOCK;
 
 #[repr(C)]
 struct RulesetAttr {
@@ -151,6 +159,41 @@ impl Confinement {
             confinement.allow(device, (READ_FILE | WRITE_FILE) & handled)?;
         }
         Ok(Some(confinement))
+    }
+
+    /// The domain of a fio server that runs jobs on `device` for whoever reaches its port
+    /// (the agent's, `hosts::fio_server`): it may read the system's files, `/sys` and `/proc`
+    /// and the device, write the device only when `writes`, and `/dev/null`; it may execute
+    /// only `program` and its ELF loader (`exec_once` keeps the loader from starting others);
+    /// it keeps only [`SERVER_KEEPS`] of its capabilities. Refused without Landlock.
+    pub(crate) fn fio_server(program: &Path, device: &Path, writes: bool) -> Result<Confinement> {
+        let abi = abi_version().map_err(|e| {
+            anyhow!(
+                "a fio server is started only in a Landlock domain, and this kernel has none \
+                 ({e}): Landlock is in Linux 5.13 and later, enabled when `landlock` is among \
+                 the kernel's LSMs"
+            )
+        })?;
+        // Device ioctls are left to the open mode, as for fio here.
+        let handled = handled_rights(abi) & !IOCTL_DEV;
+        let confinement = Confinement::handling(handled, !SERVER_KEEPS)?;
+        let read = (READ_FILE | READ_DIR) & handled;
+        for path in SYSTEM_READS.iter().chain(&["/sys", "/proc"]) {
+            let _ = confinement.allow(Path::new(path), read);
+        }
+        let program = resolve(program)
+            .ok_or_else(|| anyhow!("cannot find {} to start", program.display()))?;
+        for file in std::iter::once(program.clone()).chain(elf_interpreter(&program)?) {
+            confinement.allow(&file, (READ_FILE | EXECUTE) & handled)?;
+        }
+        confinement.allow(Path::new("/dev/null"), (READ_FILE | WRITE_FILE) & handled)?;
+        let device_rights = if writes {
+            READ_FILE | WRITE_FILE
+        } else {
+            READ_FILE
+        };
+        confinement.allow(device, device_rights & handled)?;
+        Ok(confinement)
     }
 
     /// The capabilities the program starts without.
@@ -337,7 +380,7 @@ struct CapData {
 
 /// `program` as the path exec would run: itself when it names a path, else the first match on
 /// PATH.
-fn resolve(program: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve(program: &Path) -> Option<PathBuf> {
     if program.as_os_str().as_bytes().contains(&b'/') {
         return Some(program.to_path_buf());
     }
@@ -345,6 +388,45 @@ fn resolve(program: &Path) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(program))
         .find(|p| is_executable(p))
+}
+
+/// The ELF loader `program` names (`PT_INTERP`), if it is a dynamically linked 64-bit
+/// little-endian ELF file; `None` for any other file.
+fn elf_interpreter(program: &Path) -> Result<Option<PathBuf>> {
+    use std::io::{Read, Seek, SeekFrom};
+    const PT_INTERP: u32 = 3;
+    let mut f = std::fs::File::open(program)
+        .with_context(|| format!("cannot read {}", program.display()))?;
+    let mut header = [0u8; 64];
+    if f.read_exact(&mut header).is_err() || &header[..6] != b"\x7fELF\x02\x01" {
+        return Ok(None);
+    }
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
+    let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+    let (phoff, phentsize, phnum) = (
+        u64_at(&header, 0x20),
+        u16_at(&header, 0x36),
+        u16_at(&header, 0x38),
+    );
+    if phentsize < 56 {
+        return Ok(None);
+    }
+    let mut table = vec![0u8; phentsize * phnum];
+    f.seek(SeekFrom::Start(phoff))?;
+    f.read_exact(&mut table)?;
+    for ph in table.chunks(phentsize) {
+        if u32::from_le_bytes(ph[..4].try_into().unwrap()) != PT_INTERP {
+            continue;
+        }
+        let (offset, size) = (u64_at(ph, 8), u64_at(ph, 32).min(4096) as usize);
+        let mut name = vec![0u8; size];
+        f.seek(SeekFrom::Start(offset))?;
+        f.read_exact(&mut name)?;
+        let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(&name[..end]));
+        return Ok(Some(path));
+    }
+    Ok(None)
 }
 
 fn is_executable(p: &Path) -> bool {

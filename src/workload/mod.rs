@@ -6,6 +6,7 @@
 pub mod command;
 pub(crate) mod confine;
 pub mod engine;
+pub(crate) mod exec_once;
 pub mod fio_check;
 pub(crate) mod fio_engine;
 pub mod fio_json;

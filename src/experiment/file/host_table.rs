@@ -8,6 +8,8 @@
 //! ssh = "lab1"                 # anything ssh takes: a name from ~/.ssh/config, user@address
 //! fio = "10.0.0.1,8765"        # the fio server, on an address of its own (never all interfaces)
 //! device = "loop5"             # optional: this host's device (else [target] device)
+//! serve = true                 # optional: the agent starts a confined fio server on `fio`
+//!                              # for the run (or on this address: "10.0.2.15,8765")
 //! ```
 
 use std::ops::Range;
@@ -17,7 +19,7 @@ use toml::de::DeValue;
 use super::{Value, Walker};
 use crate::hosts::ssh::destination_problem;
 
-const HOST_KEYS: &[&str] = &["ssh", "fio", "device"];
+const HOST_KEYS: &[&str] = &["ssh", "fio", "device", "serve"];
 
 /// One host of `[target]`: the fio server always, the SSH destination and device when named.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +30,10 @@ pub struct HostSpec {
     pub ssh: Option<String>,
     /// This host's device (without /dev/); `None`: [target] device.
     pub(crate) device: Option<String>,
+    /// Where the host's agent starts a confined fio server for the run (`hosts::fio_server`),
+    /// on the host's own address: `serve = true` is the `fio` address, a string another (the
+    /// host's side of a port forward); `None`: the user runs the server.
+    pub(crate) serve: Option<String>,
     /// The line the host is named on, for messages at run time.
     pub(crate) line: usize,
 }
@@ -103,6 +109,7 @@ impl Walker<'_> {
         let mut fio = None;
         let mut ssh = None;
         let mut device = None;
+        let mut serve: Option<Option<String>> = None;
         let mut bad = false;
         for (key, value) in table.iter() {
             let checked = |w: &mut Self, problem: fn(&str) -> Option<String>, allowed: &str| {
@@ -129,6 +136,19 @@ impl Walker<'_> {
                     device = self.host_device(value);
                     bad |= device.is_none();
                 }
+                "serve" => {
+                    serve = match value.get_ref() {
+                        DeValue::Boolean(b) => Some(b.then_some(String::new())),
+                        DeValue::String(_) => {
+                            checked(self, fio_address_problem, "\"10.0.2.15,8765\"").map(Some)
+                        }
+                        _ => {
+                            self.expected(value, "true, false or an address", "serve");
+                            None
+                        }
+                    };
+                    bad |= serve.is_none();
+                }
                 other => self.unknown_key(key.span(), other, "[[target.host]]", HOST_KEYS),
             }
         }
@@ -139,8 +159,19 @@ impl Walker<'_> {
                 Some(example.to_string()),
             );
         }
+        let serve = serve.flatten();
+        if serve.is_some() && ssh.is_none() {
+            self.error(
+                item.span(),
+                "`serve` needs `ssh`: the host's agent starts the fio server".to_string(),
+                Some(example.to_string()),
+            );
+            return None;
+        }
+        let fio = fio?;
         Some(HostSpec {
-            fio: fio?,
+            serve: serve.map(|s| if s.is_empty() { fio.clone() } else { s }),
+            fio,
             ssh,
             device,
             line,
@@ -205,6 +236,48 @@ mod tests {
         assert_eq!(specs[1].line, 5);
         assert_eq!(specs[2].ssh.as_deref(), Some("root@10.0.0.2"));
         assert_eq!(specs[2].device, None);
+    }
+
+    /// `serve = true` serves on the `fio` address, a string on its own; false, as absent,
+    /// leaves the server to the user.
+    #[test]
+    fn serve_names_where_the_agent_starts_the_fio_server() {
+        let host = |serve: &str| {
+            format!("[[target.host]]\nssh = \"lab1\"\nfio = \"127.0.0.1,8801\"\n{serve}\n")
+        };
+        let served = |serve: &str| {
+            let text = format!("name = \"n\"\n[target]\ndevice = \"sdb\"\n{}", host(serve));
+            parse("x.toml", &text).unwrap().target.host_specs[0]
+                .serve
+                .clone()
+        };
+        assert_eq!(served("serve = true").as_deref(), Some("127.0.0.1,8801"));
+        assert_eq!(
+            served("serve = \"10.0.2.15,8765\"").as_deref(),
+            Some("10.0.2.15,8765")
+        );
+        assert_eq!(served("serve = false"), None);
+        assert_eq!(served(""), None);
+        let text = errors(
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\n\
+             [[target.host]]\nfio = \"10.0.0.1\"\nserve = true\n\
+             [[target.host]]\nssh = \"lab2\"\nfio = \"10.0.0.2\"\nserve = \"0.0.0.0\"\n\
+             [[target.host]]\nssh = \"lab3\"\nfio = \"10.0.0.3\"\nserve = 1\n",
+        );
+        assert!(
+            text.contains(
+                "x.toml:4:1: `serve` needs `ssh`: the host's agent starts the fio server"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:10:9: `0.0.0.0` names no host"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:14:9: `serve` must be true, false or an address, not"),
+            "{text}"
+        );
     }
 
     #[test]

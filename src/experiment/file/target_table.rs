@@ -166,6 +166,7 @@ impl Walker<'_> {
                 fio: h.clone(),
                 ssh: None,
                 device: None,
+                serve: None,
                 line: hosts.as_ref().map_or(0, |(_, s)| self.position(s.start).0),
             });
         }

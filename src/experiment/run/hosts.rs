@@ -161,6 +161,42 @@ fn model(
     })
 }
 
+/// Starts the fio server of each host whose `[[target.host]]` says `serve`, through its agent:
+/// confined to the host's device, which it may write only when the experiment `writes`.
+/// Returns a line per server for the progress; fails naming the host.
+pub(crate) fn serve(
+    exp: &Experiment,
+    hosts: &mut [Controlled],
+    writes: bool,
+) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for c in hosts.iter_mut() {
+        let Some(listen) = c.spec.serve.clone() else {
+            continue;
+        };
+        let request = Request::FioServe {
+            listen: listen.clone(),
+            device: c.device.clone(),
+            writes,
+        };
+        c.connection
+            .request(&request)
+            .with_context(|| format!("{}: cannot start its fio server", describe(exp, &c.spec)))?;
+        notes.push(format!(
+            "{}: fio server on {listen}, started by its agent for this run, confined to /dev/{} \
+             ({})",
+            c.label(),
+            c.device,
+            if writes {
+                "reads and writes"
+            } else {
+                "reads only"
+            }
+        ));
+    }
+    Ok(notes)
+}
+
 /// The devices controlled hosts drive, each once: each host's own, else [target] device.
 /// `--device` names this machine's device and is refused here: the hosts' jobs are built from
 /// the file (`host_device`), and a device checked for writing that no job drives would let
@@ -227,6 +263,9 @@ pub(crate) fn plan_note(c: &Controlled) -> String {
         c.device,
         c.machine.kernel.as_deref().unwrap_or("unknown")
     );
+    if let Some(listen) = &c.spec.serve {
+        out += &format!(", fio server on {listen} started by its agent for the run");
+    }
     for cell in &c.plan.cells {
         let what = match &cell.not_applicable {
             Some(why) => format!("not applicable: {why}"),

@@ -674,6 +674,11 @@ pub fn run(
     } else {
         named_devices(exp, settings)
     };
+    // Hosts whose agent starts their fio server: started now that the devices' writes are
+    // checked; each stops when its session ends.
+    for note in hosts::serve(exp, &mut controlled, first_write(exp).is_some())? {
+        progress.message(&note);
+    }
     // Machine-wide locks on the named devices before anything is written, created or
     // stored: a second iolab on the same device, whatever its state directory, stops here.
     // A NIC is not written to, but it is measured: its lock keeps a second NIC experiment

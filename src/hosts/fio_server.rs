@@ -1,0 +1,455 @@
+//! The fio server an agent starts for its session (`Request::FioServe`). fio's server protocol
+//! has no authentication: whoever reaches the port runs any job, and a server a user leaves
+//! running as root is a root shell for the network. One started here exists only while its
+//! session does (it is killed when the session ends, however it ends) and is confined: it may
+//! read the system's files and the session's device, write that device only when the
+//! experiment writes, never start a program (`workload::exec_once`), and it keeps only the
+//! capabilities fio's jobs use (`workload::confine`). A job from anyone else who reaches the
+//! port during the session can do no more than that.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::experiment::file::fio_address_problem;
+use crate::workload::confine::{self, Confinement};
+use crate::workload::exec_once::ExecOnce;
+
+/// fio's default server port.
+const FIO_PORT: u16 = 8765;
+/// How long a server may take to listen.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+/// How much of the server's output is kept for messages (its last bytes).
+const OUTPUT_KEPT: usize = 16 * 1024;
+
+/// A running server; dropping it stops the server and every process it started.
+pub(crate) struct Served {
+    keeper: Keeper,
+    pub(crate) listen: String,
+    pub(crate) device: String,
+    pub(crate) writes: bool,
+    output: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Served {
+    pub(crate) fn pid(&self) -> u32 {
+        self.keeper.pid
+    }
+
+    fn output(&self) -> String {
+        let bytes = self.output.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).trim().to_string()
+    }
+}
+
+/// The thread that started the server and stops it. fio's job processes leave its process
+/// group (`setsid`), so a group cannot be killed as one: the server is started as the first
+/// process of a PID namespace of its own, whose end the kernel makes the end of every process
+/// in it. Its parent-death signal fires when the thread that forked it ends, so that thread
+/// lives as long as the server.
+struct Keeper {
+    pid: u32,
+    stop: Option<mpsc::Sender<()>>,
+    exited: Arc<Mutex<Option<ExitStatus>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Keeper {
+    /// Spawns `cmd` (kept alive with `guard`, which its preparations use) in a new PID
+    /// namespace, from a thread that waits to be told to stop it.
+    fn spawn(mut cmd: Command, guard: impl Send + 'static) -> Result<Keeper, String> {
+        let (started_tx, started_rx) = mpsc::channel();
+        let (stop, stop_rx) = mpsc::channel::<()>();
+        let exited = Arc::new(Mutex::new(None));
+        let exited_here = exited.clone();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: changes only where this thread's children are born.
+            if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+                let e = std::io::Error::last_os_error();
+                let _ = started_tx.send(Err(format!("cannot make a PID namespace: {e}")));
+                return;
+            }
+            let spawned = cmd.spawn();
+            drop(guard);
+            // The pipe's writing end is the child's now: the output ends when the server does.
+            drop(cmd);
+            let mut child = match spawned {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = started_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            let _ = started_tx.send(Ok(child.id()));
+            let record = |child: &mut Child| match child.try_wait() {
+                Ok(Some(status)) => {
+                    *exited_here.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
+                    true
+                }
+                _ => false,
+            };
+            // Until told to stop (or the Served is gone), noting an early exit.
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                stop_rx.recv_timeout(Duration::from_millis(20))
+            {
+                if record(&mut child) {
+                    return;
+                }
+            }
+            // The first process of a PID namespace takes only the signals it handles (fio
+            // handles SIGTERM) and SIGKILL; its end kills the rest of the namespace, and
+            // its wait returns once they are all gone.
+            // SAFETY: signals to the child this thread started.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while !record(&mut child) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        });
+        match started_rx.recv() {
+            Ok(Ok(pid)) => Ok(Keeper {
+                pid,
+                stop: Some(stop),
+                exited,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err("the thread starting the fio server failed".to_string()),
+        }
+    }
+
+    fn exited(&self) -> Option<ExitStatus> {
+        *self.exited.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts `fio --server` on `listen` ("10.0.0.1", "10.0.0.1,8765", "ip:..", "ip6:..") for jobs
+/// on `/dev/DEVICE`, confined, and returns once it accepts connections.
+pub(crate) fn start(listen: &str, device: &str, writes: bool) -> Result<Served, String> {
+    if let Some(problem) = fio_address_problem(listen) {
+        return Err(problem);
+    }
+    let device_path = device_path(device)?;
+    let fio =
+        confine::resolve(Path::new("fio")).ok_or("no fio on this host's PATH (install fio)")?;
+    let confinement =
+        Confinement::fio_server(&fio, &device_path, writes).map_err(|e| format!("{e:#}"))?;
+    let server_arg = format!("--server={}", server_spec(listen));
+    let once = ExecOnce::new(
+        &fio,
+        &[std::ffi::OsStr::new(&server_arg)],
+        &[("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")],
+    )
+    .map_err(|e| format!("{e:#}"))?;
+    let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    let mut cmd = Command::new(&fio);
+    cmd.stdin(Stdio::null())
+        .stdout(
+            writer
+                .try_clone()
+                .map_err(|e| format!("cannot make a pipe: {e}"))?,
+        )
+        .stderr(writer);
+    confinement.apply_to(&mut cmd);
+    // SAFETY: prctl only. An agent killed outright takes its server with it.
+    unsafe {
+        cmd.pre_exec(
+            || match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            },
+        );
+    }
+    once.apply_to(&mut cmd);
+    let keeper = Keeper::spawn(cmd, confinement)
+        .map_err(|e| format!("cannot start {} {server_arg}: {e}", fio.display()))?;
+    let output = Arc::new(Mutex::new(Vec::new()));
+    keep_output(reader, output.clone());
+    let served = Served {
+        keeper,
+        listen: listen.to_string(),
+        device: device.to_string(),
+        writes,
+        output,
+    };
+    wait_until_listening(&served)?;
+    Ok(served)
+}
+
+/// `/dev/DEVICE`, when DEVICE is a kernel name and that is a block device.
+fn device_path(device: &str) -> Result<PathBuf, String> {
+    if device.is_empty() || device.contains('/') || device.starts_with('.') {
+        return Err(format!(
+            "`{device}` is not a device's kernel name (`sdb`, `nvme0n1`)"
+        ));
+    }
+    let path = Path::new("/dev").join(device);
+    match std::fs::metadata(&path) {
+        Ok(m) if m.file_type().is_block_device() => Ok(path),
+        Ok(_) => Err(format!("{} is not a block device", path.display())),
+        Err(e) => Err(format!("no block device {}: {e}", path.display())),
+    }
+}
+
+/// The address as fio's `--server` takes it: an IPv4 or host name form gets `ip:`.
+fn server_spec(listen: &str) -> String {
+    if listen.starts_with("ip:") || listen.starts_with("ip6:") {
+        listen.to_string()
+    } else {
+        format!("ip:{listen}")
+    }
+}
+
+/// Where a client reaches the server: its host and port (fio's default when none is given).
+fn socket_addresses(listen: &str) -> Result<Vec<SocketAddr>, String> {
+    let bare = listen
+        .strip_prefix("ip6:")
+        .or_else(|| listen.strip_prefix("ip:"))
+        .unwrap_or(listen);
+    let (host, port) = match bare.rsplit_once(',') {
+        Some((h, p)) => (h, p.parse().map_err(|_| format!("`{p}` is not a port"))?),
+        None => (bare, FIO_PORT),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    (host, port)
+        .to_socket_addrs()
+        .map(Iterator::collect)
+        .map_err(|e| format!("cannot resolve `{host}`: {e}"))
+}
+
+fn keep_output(mut reader: std::io::PipeReader, into: Arc<Mutex<Vec<u8>>>) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = reader.read(&mut buf) {
+            let Ok(mut kept) = into.lock() else { return };
+            kept.extend_from_slice(&buf[..n]);
+            let excess = kept.len().saturating_sub(OUTPUT_KEPT);
+            kept.drain(..excess);
+        }
+    });
+}
+
+/// Returns once the server accepts a connection; fails, with what it said, when it exits or
+/// does not listen within `READY_WITHIN`.
+fn wait_until_listening(served: &Served) -> Result<(), String> {
+    let addresses = socket_addresses(&served.listen)?;
+    let deadline = Instant::now() + READY_WITHIN;
+    loop {
+        if let Some(status) = served.keeper.exited() {
+            // Its last words may still be in the pipe.
+            std::thread::sleep(Duration::from_millis(50));
+            return Err(format!(
+                "fio --server={} exited ({status}): {}",
+                server_spec(&served.listen),
+                served.output()
+            ));
+        }
+        let timeout = Duration::from_millis(200);
+        if addresses
+            .iter()
+            .any(|a| TcpStream::connect_timeout(a, timeout).is_ok())
+        {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "fio --server={} did not listen within {} s: {}",
+                server_spec(&served.listen),
+                READY_WITHIN.as_secs(),
+                served.output()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::confine::tests::landlock_or_skip;
+
+    fn free_port() -> u16 {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    }
+
+    /// Runs `job` through plain `fio --client` against the server on `port`.
+    fn client(port: u16, job: &str, dir: &Path) -> String {
+        let file = dir.join("job.fio");
+        std::fs::write(&file, job).unwrap();
+        let out = Command::new("fio")
+            .arg(format!("--client=ip:127.0.0.1,{port}"))
+            .arg(&file)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    fn first_64k(path: &Path) -> Vec<u8> {
+        let mut bytes = vec![0u8; 64 << 10];
+        std::fs::File::open(path)
+            .unwrap()
+            .read_exact(&mut bytes)
+            .unwrap();
+        bytes
+    }
+
+    /// Jobs from someone else who reached the port: one writes the device, one a file, one
+    /// runs a program before its I/O, and two start a program through the ELF loader: one
+    /// to write a file, one to call `port` back (writing nothing: Landlock alone would not
+    /// stop it, only a fio that can start no program does).
+    fn hostile(device: &Path, dir: &Path, port: u16) -> String {
+        let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+            .into_iter()
+            .find(|l| Path::new(l).exists())
+            .expect("no ELF loader where expected");
+        let d = dir.display();
+        format!(
+            "[device]\nfilename={}\nrw=write\nbs=4k\nsize=64k\ndirect=1\n\
+             [file]\nfilename={d}/planted\nrw=write\nbs=4k\nsize=4k\n\
+             [prerun]\nfilename={d}/planted-too\nrw=write\nsize=4k\n\
+             exec_prerun=touch {d}/ran-prerun\n\
+             [loader]\nioengine=exec\nstd_redirect=0\nprogram={loader}\n\
+             arguments=/usr/bin/touch {d}/ran-loader\nruntime=1\ntime_based=1\n\
+             [callback]\nioengine=exec\nstd_redirect=0\nprogram={loader}\n\
+             arguments=/bin/bash -c echo>/dev/tcp/127.0.0.1/{port}\nruntime=1\ntime_based=1\n",
+            device.display()
+        )
+    }
+
+    /// A port to be called back on, and whether anyone called by now.
+    fn callback() -> (u16, impl Fn() -> bool) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        (l.local_addr().unwrap().port(), move || l.accept().is_ok())
+    }
+
+    /// How many processes run with `arg` on their command line (fio's forks keep the server's).
+    fn processes_with(arg: &str) -> usize {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .filter(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+            .count()
+    }
+
+    const PLANTED: [&str; 4] = ["planted", "planted-too", "ran-prerun", "ran-loader"];
+
+    /// The server runs a reader's job on its device, and a job from anyone else who reaches
+    /// the port can write nothing and start nothing; stopped, its processes are gone. Plain
+    /// `fio --server` runs the same hostile jobs in full (the control).
+    #[test]
+    fn a_served_fio_reads_its_device_and_can_change_nothing() {
+        if !landlock_or_skip(true) {
+            return;
+        }
+        let state = tempfile::tempdir().unwrap();
+        let dev = crate::target::ScratchDevice::create_in(state.path(), 8 << 20).unwrap();
+        let device = Path::new("/dev").join(dev.name());
+        let before = first_64k(&device);
+        let port = free_port();
+        let served = start(&format!("127.0.0.1,{port}"), dev.name(), false).unwrap();
+        let pid = served.pid();
+
+        let work = tempfile::tempdir().unwrap();
+        let read = format!(
+            "[read]\nfilename={}\nrw=read\nbs=4k\nsize=64k\ndirect=1\n",
+            device.display()
+        );
+        let said = client(port, &read, work.path());
+        assert!(said.contains("READ: bw="), "{said}");
+        assert!(said.contains("err= 0"), "{said}");
+
+        let (back, called) = callback();
+        let said = client(port, &hostile(&device, work.path(), back), work.path());
+        for name in PLANTED {
+            assert!(!work.path().join(name).exists(), "{name} exists: {said}");
+        }
+        assert!(!called(), "a program called back: {said}");
+        assert_eq!(first_64k(&device), before, "{said}");
+
+        // A job still running when the session ends goes too, though fio's job processes
+        // leave the server's process group.
+        let long = format!("{read}time_based=1\nruntime=60\n");
+        let job = work.path().join("long.fio");
+        std::fs::write(&job, long).unwrap();
+        let mut running = Command::new("fio")
+            .arg(format!("--client=ip:127.0.0.1,{port}"))
+            .arg(&job)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server_arg = format!("--server=ip:127.0.0.1,{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while processes_with(&server_arg) < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(processes_with(&server_arg) >= 2, "the job never started");
+        drop(served);
+        assert_eq!(processes_with(&server_arg), 0);
+        // SAFETY: signal 0 only asks whether the process exists.
+        assert_eq!(unsafe { libc::kill(pid as i32, 0) }, -1);
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+        let _ = running.kill();
+        let _ = running.wait();
+
+        // The control: unconfined, the same jobs do it all.
+        let port = free_port();
+        let mut plain = Command::new("fio")
+            .arg(format!("--server=ip:127.0.0.1,{port}"))
+            .current_dir(work.path())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + READY_WITHIN;
+        while TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (back, called) = callback();
+        let said = client(port, &hostile(&device, work.path(), back), work.path());
+        plain.kill().unwrap();
+        plain.wait().unwrap();
+        for name in PLANTED {
+            assert!(work.path().join(name).exists(), "{name} missing: {said}");
+        }
+        assert!(called(), "{said}");
+        assert_ne!(first_64k(&device), before, "{said}");
+    }
+
+    #[test]
+    fn a_server_on_every_interface_or_off_a_block_device_is_refused() {
+        let e = start("0.0.0.0,8765", "loop0", false).err().unwrap();
+        assert!(e.contains("never on all interfaces"), "{e}");
+        for (device, why) in [
+            ("../sda", "not a device's kernel name"),
+            ("null", "not a block device"),
+            ("no-such-disk", "no block device"),
+        ] {
+            let e = start("127.0.0.1,8765", device, false).err().unwrap();
+            assert!(e.contains(why), "{device}: {e}");
+        }
+    }
+}
