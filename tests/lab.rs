@@ -883,6 +883,106 @@ done
     assert!(per("1") <= 100, "polled I/O still took interrupts: {text}");
 }
 
+/// An agent's fio server on Debian's kernel (Landlock ABI 2 on 6.1): started through the agent
+/// protocol on the guest's NVMe disk for a reading session, it runs a reader's job, and a
+/// job from anyone else who reaches the port writes neither the device nor a file and starts
+/// no program (`exec_prerun`; the ELF loader starting bash to call a listener back). It runs
+/// with few capabilities and a seccomp filter, and nothing of it is left after `bye`.
+#[test]
+fn an_agents_fio_server_on_debians_kernel_reads_and_can_change_nothing() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+ip link set lo up
+export IOLAB_STATE_DIR=/tmp/state
+mkdir -p /tmp/h
+mkfifo /tmp/agent.in
+$IOLAB agent </tmp/agent.in >$LAB_OUT/agent.out 2>$LAB_OUT/agent.err &
+agent=$!
+exec 3>/tmp/agent.in
+echo '{"op":"fio_serve","listen":"127.0.0.1,8765","device":"nvme0n1","writes":false}' >&3
+for i in $(seq 240); do grep -q '"fio_serve"' $LAB_OUT/agent.out && break; sleep 0.5; done
+server=$(pgrep -o -f 'server=ip:127.0.0.1,8765')
+grep -E '^(CapEff|Seccomp|NoNewPrivs):' /proc/$server/status >$LAB_OUT/status
+readlink /proc/$server/ns/pid >$LAB_OUT/server_pidns
+readlink /proc/self/ns/pid >$LAB_OUT/own_pidns
+printf '[read]\nfilename=/dev/nvme0n1\nrw=read\nbs=4k\nsize=64k\ndirect=1\n' >/tmp/read.fio
+fio --client=ip:127.0.0.1,8765 /tmp/read.fio >$LAB_OUT/read.txt 2>&1
+dd if=/dev/nvme0n1 bs=64k count=1 2>/dev/null | md5sum >$LAB_OUT/before
+python3 -c 'import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8799)); s.listen(); s.settimeout(60)
+open("/tmp/listening", "w").close()
+try:
+    s.accept(); open("/tmp/h/called", "w").write("yes")
+except OSError:
+    pass' &
+listener=$!
+for i in $(seq 240); do [ -e /tmp/listening ] && break; sleep 0.5; done
+cat >/tmp/hostile.fio <<'J'
+[device]
+filename=/dev/nvme0n1
+rw=write
+bs=4k
+size=64k
+direct=1
+[file]
+filename=/tmp/h/planted
+rw=write
+bs=4k
+size=4k
+[prerun]
+filename=/tmp/h/planted-too
+rw=write
+size=4k
+exec_prerun=touch /tmp/h/ran-prerun
+[callback]
+ioengine=exec
+std_redirect=0
+program=/lib64/ld-linux-x86-64.so.2
+arguments=/bin/bash -c echo>/dev/tcp/127.0.0.1/8799
+runtime=1
+time_based=1
+J
+fio --client=ip:127.0.0.1,8765 /tmp/hostile.fio >$LAB_OUT/hostile.txt 2>&1
+dd if=/dev/nvme0n1 bs=64k count=1 2>/dev/null | md5sum >$LAB_OUT/after
+echo '{"op":"bye"}' >&3
+exec 3>&-
+wait $agent
+kill $listener 2>/dev/null
+ls /tmp/h >$LAB_OUT/planted
+pgrep -f 'server=ip:127.0.0.1,8765' | wc -l >$LAB_OUT/left
+"#;
+    let b = boot("nvme-poll", script, 600);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let agent = b.text("agent.out");
+    assert!(
+        agent.contains("\"op\":\"fio_serve\",\"result\"") && agent.contains("\"ok\":true"),
+        "{agent}\n{}",
+        b.text("agent.err")
+    );
+    let read = b.text("read.txt");
+    assert!(
+        read.contains("READ: bw=") && read.contains("err= 0"),
+        "{read}"
+    );
+    assert_eq!(
+        b.text("before"),
+        b.text("after"),
+        "{}",
+        b.text("hostile.txt")
+    );
+    assert_eq!(b.text("planted").trim(), "", "{}", b.text("hostile.txt"));
+    // Only CAP_IPC_LOCK, CAP_SYS_ADMIN and CAP_SYS_NICE; a filter (2); no new privileges.
+    let status = b.text("status");
+    for line in ["CapEff:\t0000000000a04000", "Seccomp:\t2", "NoNewPrivs:\t1"] {
+        assert!(status.contains(line), "{line}: {status}");
+    }
+    assert_ne!(b.text("server_pidns"), b.text("own_pidns"));
+    assert_eq!(b.text("left").trim(), "0");
+}
+
 /// Case 4's stacking on Debian's kernel: a device-mapper target and an md RAID 0, each striped
 /// over two loop devices in 4 KiB chunks, read in 64 KiB direct reads and traced. Both cut
 /// every bio into 4 KiB pieces (dm's own requests average 4 KiB), in the two forms of split

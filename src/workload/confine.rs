@@ -162,10 +162,12 @@ impl Confinement {
     }
 
     /// The domain of a fio server that runs jobs on `device` for whoever reaches its port
-    /// (the agent's, `hosts::fio_server`): it may read the system's files, `/sys` and `/proc`
-    /// and the device, write the device only when `writes`, and `/dev/null`; it may execute
-    /// only `program` and its ELF loader (`exec_once` keeps the loader from starting others);
-    /// it keeps only [`SERVER_KEEPS`] of its capabilities. Refused without Landlock.
+    /// (the agent's, `hosts::fio_server`): it may read and execute the system's files, read
+    /// `/sys` and `/proc` and the device, write the device only when `writes`, and `/dev/null`,
+    /// and it keeps only [`SERVER_KEEPS`] of its capabilities. Executing matters only for its
+    /// own start: `exec_once` lets it start no program after that (a rule for fio's file alone
+    /// would not do: fio's ELF loader, which it must execute, starts any program it can read).
+    /// Refused without Landlock.
     pub(crate) fn fio_server(program: &Path, device: &Path, writes: bool) -> Result<Confinement> {
         let abi = abi_version().map_err(|e| {
             anyhow!(
@@ -177,15 +179,16 @@ impl Confinement {
         // Device ioctls are left to the open mode, as for fio here.
         let handled = handled_rights(abi) & !IOCTL_DEV;
         let confinement = Confinement::handling(handled, !SERVER_KEEPS)?;
-        let read = (READ_FILE | READ_DIR) & handled;
-        for path in SYSTEM_READS.iter().chain(&["/sys", "/proc"]) {
-            let _ = confinement.allow(Path::new(path), read);
+        let read = READ_FILE | READ_DIR;
+        for path in SYSTEM_READS {
+            let _ = confinement.allow(Path::new(path), (read | EXECUTE) & handled);
+        }
+        for path in ["/sys", "/proc"] {
+            confinement.allow(Path::new(path), read & handled)?;
         }
         let program = resolve(program)
             .ok_or_else(|| anyhow!("cannot find {} to start", program.display()))?;
-        for file in std::iter::once(program.clone()).chain(elf_interpreter(&program)?) {
-            confinement.allow(&file, (READ_FILE | EXECUTE) & handled)?;
-        }
+        confinement.allow(&program, (READ_FILE | EXECUTE) & handled)?;
         confinement.allow(Path::new("/dev/null"), (READ_FILE | WRITE_FILE) & handled)?;
         let device_rights = if writes {
             READ_FILE | WRITE_FILE
@@ -388,45 +391,6 @@ pub(crate) fn resolve(program: &Path) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(program))
         .find(|p| is_executable(p))
-}
-
-/// The ELF loader `program` names (`PT_INTERP`), if it is a dynamically linked 64-bit
-/// little-endian ELF file; `None` for any other file.
-fn elf_interpreter(program: &Path) -> Result<Option<PathBuf>> {
-    use std::io::{Read, Seek, SeekFrom};
-    const PT_INTERP: u32 = 3;
-    let mut f = std::fs::File::open(program)
-        .with_context(|| format!("cannot read {}", program.display()))?;
-    let mut header = [0u8; 64];
-    if f.read_exact(&mut header).is_err() || &header[..6] != b"\x7fELF\x02\x01" {
-        return Ok(None);
-    }
-    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as usize;
-    let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
-    let (phoff, phentsize, phnum) = (
-        u64_at(&header, 0x20),
-        u16_at(&header, 0x36),
-        u16_at(&header, 0x38),
-    );
-    if phentsize < 56 {
-        return Ok(None);
-    }
-    let mut table = vec![0u8; phentsize * phnum];
-    f.seek(SeekFrom::Start(phoff))?;
-    f.read_exact(&mut table)?;
-    for ph in table.chunks(phentsize) {
-        if u32::from_le_bytes(ph[..4].try_into().unwrap()) != PT_INTERP {
-            continue;
-        }
-        let (offset, size) = (u64_at(ph, 8), u64_at(ph, 32).min(4096) as usize);
-        let mut name = vec![0u8; size];
-        f.seek(SeekFrom::Start(offset))?;
-        f.read_exact(&mut name)?;
-        let end = name.iter().position(|b| *b == 0).unwrap_or(name.len());
-        let path = PathBuf::from(std::ffi::OsStr::from_bytes(&name[..end]));
-        return Ok(Some(path));
-    }
-    Ok(None)
 }
 
 fn is_executable(p: &Path) -> bool {
