@@ -149,6 +149,14 @@ pub(crate) fn start(listen: &str, device: &str, writes: bool) -> Result<Served, 
     if let Some(problem) = fio_address_problem(listen) {
         return Err(problem);
     }
+    // One already there would answer the readiness check below while this one failed to
+    // bind: the run would go to a server nobody confined.
+    if let Some(a) = listening(&socket_addresses(listen)?) {
+        return Err(format!(
+            "something already listens on {a} (a fio server of your own?): with `serve` the \
+             agent starts its own there; stop that one, or drop `serve` to use it"
+        ));
+    }
     let device_path = device_path(device)?;
     let fio =
         confine::resolve(Path::new("fio")).ok_or("no fio on this host's PATH (install fio)")?;
@@ -249,6 +257,15 @@ fn keep_output(mut reader: std::io::PipeReader, into: Arc<Mutex<Vec<u8>>>) {
     });
 }
 
+/// The first of `addresses` that accepts a connection.
+fn listening(addresses: &[SocketAddr]) -> Option<SocketAddr> {
+    let timeout = Duration::from_millis(200);
+    addresses
+        .iter()
+        .find(|a| TcpStream::connect_timeout(a, timeout).is_ok())
+        .copied()
+}
+
 /// Returns once the server accepts a connection; fails, with what it said, when it exits or
 /// does not listen within `READY_WITHIN`.
 fn wait_until_listening(served: &Served) -> Result<(), String> {
@@ -264,11 +281,7 @@ fn wait_until_listening(served: &Served) -> Result<(), String> {
                 served.output()
             ));
         }
-        let timeout = Duration::from_millis(200);
-        if addresses
-            .iter()
-            .any(|a| TcpStream::connect_timeout(a, timeout).is_ok())
-        {
+        if listening(&addresses).is_some() {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -440,7 +453,7 @@ mod tests {
     }
 
     #[test]
-    fn a_server_on_every_interface_or_off_a_block_device_is_refused() {
+    fn a_server_on_every_interface_or_off_a_block_device_or_a_taken_port_is_refused() {
         let e = start("0.0.0.0,8765", "loop0", false).err().unwrap();
         assert!(e.contains("never on all interfaces"), "{e}");
         for (device, why) in [
@@ -448,8 +461,19 @@ mod tests {
             ("null", "not a block device"),
             ("no-such-disk", "no block device"),
         ] {
-            let e = start("127.0.0.1,8765", device, false).err().unwrap();
+            let e = start(&format!("127.0.0.1,{}", free_port()), device, false)
+                .err()
+                .unwrap();
             assert!(e.contains(why), "{device}: {e}");
         }
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let e = start(&format!("127.0.0.1,{port}"), "no-such-disk", false)
+            .err()
+            .unwrap();
+        assert!(
+            e.contains(&format!("something already listens on 127.0.0.1:{port}")),
+            "{e}"
+        );
     }
 }
