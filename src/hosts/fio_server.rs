@@ -166,7 +166,7 @@ pub(crate) fn start(listen: &str, device: &str, writes: bool) -> Result<Served, 
     let once = ExecOnce::new(
         &fio,
         &[std::ffi::OsStr::new(&server_arg)],
-        &[("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")],
+        [("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")],
     )
     .map_err(|e| format!("{e:#}"))?;
     let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;

@@ -20,7 +20,8 @@
 //! write commands on a device opened for reading. Other ioctls are left to the open mode (the
 //! ones that destroy data need a device opened for writing). A job that runs programs
 //! (`allow_exec`) is not confined: the user asked for programs that may write anywhere.
-//! Without Landlock fio runs on the option checks alone.
+//! Without Landlock fio runs on the option checks alone. A confined fio is also started so
+//! that it can start no program (`exec_once`, by the runner and the parse check).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;

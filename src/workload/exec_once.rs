@@ -8,7 +8,7 @@
 //! program, it starts any program it can read. A fio that can start no program has only fio's
 //! own behaviours, which its Landlock domain (`confine`) bounds.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -75,13 +75,51 @@ unsafe impl Send for ExecOnce {}
 unsafe impl Sync for ExecOnce {}
 
 impl ExecOnce {
+    /// `cmd`'s program, arguments and environment (this process's, with `cmd`'s changes).
+    pub(crate) fn of(cmd: &Command) -> Result<Self> {
+        // Said as a failed start says it: callers tell a missing program by these words.
+        let program = super::confine::resolve(Path::new(cmd.get_program())).with_context(|| {
+            format!(
+                "cannot start {}: {}",
+                cmd.get_program().display(),
+                std::io::Error::from_raw_os_error(libc::ENOENT)
+            )
+        })?;
+        let args: Vec<&OsStr> = cmd.get_args().collect();
+        let mut env: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => env.insert(k.to_owned(), v.to_owned()),
+                None => env.remove(k),
+            };
+        }
+        ExecOnce::new(&program, &args, env)
+    }
+
     /// `program` with `args` (its argv[1..]) and exactly the environment `env`.
-    pub(crate) fn new(program: &Path, args: &[&OsStr], env: &[(&str, &str)]) -> Result<Self> {
+    pub(crate) fn new<K: AsRef<OsStr>, V: AsRef<OsStr>>(
+        program: &Path,
+        args: &[&OsStr],
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self> {
         let file = std::fs::File::options()
             .read(true)
             .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
             .open(program)
             .with_context(|| format!("cannot open {} to start it", program.display()))?;
+        // Through a descriptor closed at exec, the kernel cannot hand a script to its
+        // interpreter (which could start nothing anyway).
+        let mut start = [0u8; 2];
+        if std::io::Read::read_exact(&mut std::fs::File::open(program)?, &mut start).is_ok()
+            && &start == b"#!"
+        {
+            bail!(
+                "{} is a script: a program started so that it can start no other must be the \
+                 program itself (a script's interpreter would have to start it); name the \
+                 binary",
+                program.display()
+            );
+        }
         let program_fd = OwnedFd::from(file);
         let cstring = |b: &[u8]| CString::new(b).context("a NUL byte in an argument");
         let mut strings = vec![cstring(program.as_os_str().as_bytes())?];
@@ -90,7 +128,8 @@ impl ExecOnce {
         }
         let argc = strings.len();
         for (k, v) in env {
-            strings.push(cstring(format!("{k}={v}").as_bytes())?);
+            let pair = [k.as_ref().as_bytes(), b"=", v.as_ref().as_bytes()].concat();
+            strings.push(cstring(&pair)?);
         }
         let pointers = |s: &[CString]| {
             let mut p: Vec<*const libc::c_char> = s.iter().map(|c| c.as_ptr()).collect();
@@ -182,7 +221,7 @@ mod tests {
         let once = ExecOnce::new(
             Path::new("/bin/sh"),
             &[OsStr::new("-c"), OsStr::new(script)],
-            &[("PATH", "/usr/bin:/bin")],
+            [("PATH", "/usr/bin:/bin")],
         )
         .unwrap();
         let mut cmd = Command::new("/nonexistent-program-never-started");
@@ -220,8 +259,17 @@ mod tests {
     }
 
     #[test]
+    fn a_script_is_refused_before_any_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("fio");
+        std::fs::write(&script, "#!/bin/sh\nexec /usr/bin/fio \"$@\"\n").unwrap();
+        let e = ExecOnce::new(&script, &[], [("A", "b")]).err().unwrap();
+        assert!(e.to_string().contains("is a script"), "{e}");
+    }
+
+    #[test]
     fn a_program_that_cannot_be_opened_is_an_error_before_any_start() {
-        let e = ExecOnce::new(Path::new("/nonexistent/fio"), &[], &[])
+        let e = ExecOnce::new(Path::new("/nonexistent/fio"), &[], [("A", "b")])
             .err()
             .unwrap();
         assert!(e.to_string().contains("/nonexistent/fio"), "{e}");

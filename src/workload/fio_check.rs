@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::confine::Confinement;
+use super::exec_once::ExecOnce;
 use super::job::JobSpec;
 use super::process::{self, Limits};
 use super::runner::{CancelToken, RealFio};
@@ -75,15 +76,19 @@ fn parse_only_within(
         true => None,
         false => Confinement::fio_local(&[], &[]).map_err(|e| format!("{e:#}"))?,
     };
-    if let Some(c) = &confinement {
-        c.apply_to(&mut cmd);
-    }
+    let once = match &confinement {
+        Some(c) => {
+            c.apply_to(&mut cmd);
+            Some(ExecOnce::of(&cmd).map_err(|e| format!("{e:#}"))?)
+        }
+        None => None,
+    };
     let limits = Limits {
         time_limit: Some(time_limit),
         grace: Duration::from_secs(1),
         cancel: cancel.clone(),
     };
-    let raw = process::run_fed(cmd, None, &limits, Some(job.job_file().as_bytes()))
+    let raw = process::run_fed(cmd, None, &limits, Some(job.job_file().as_bytes()), once)
         .map_err(|e| format!("{e:#}"))?;
     // fio parses a thousand jobs in a fraction of a second: one that takes longer is stuck on
     // something (a program it started), and a run of the same jobs would be too.
@@ -167,10 +172,20 @@ mod tests {
         std::fs::set_permissions(&stuck, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let started = std::time::Instant::now();
+        // A job that runs a program: fio is not confined, so a script may stand in for it.
+        let runs_a_program = JobBuilder::new("iolab")
+            .filename("-")
+            .policy(crate::workload::options::OptionPolicy {
+                allow_exec: true,
+                ..Default::default()
+            })
+            .set("exec_prerun", "true")
+            .build()
+            .unwrap();
         let r = parse_only_within(
             &stuck,
             &CancelToken::new(),
-            &job(&[("bs", "4k")]),
+            &runs_a_program,
             Duration::from_millis(200),
         )
         .unwrap()

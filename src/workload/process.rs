@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::exec_once::ExecOnce;
 use super::runner::{CancelToken, RawOutput, POLL};
 
 /// When to stop a program that has not stopped by itself.
@@ -68,11 +69,17 @@ impl Drop for GroupGuard {
 /// Starts `cmd` as the leader of a new process group with piped output, pinned to `cpus`
 /// when given (the affinity is inherited by whatever it execs, `ip netns exec` included).
 pub(crate) fn spawn_group(cmd: Command, cpus: Option<&[u32]>) -> Result<GroupGuard> {
-    spawn_group_with(cmd, cpus, Stdio::null())
+    spawn_group_with(cmd, cpus, Stdio::null(), None)
 }
 
-/// [`spawn_group`] with `stdin` as the program's standard input.
-fn spawn_group_with(mut cmd: Command, cpus: Option<&[u32]>, stdin: Stdio) -> Result<GroupGuard> {
+/// [`spawn_group`] with `stdin` as the program's standard input; started by `once`, after
+/// every other preparation, when given (a program that may start no other).
+fn spawn_group_with(
+    mut cmd: Command,
+    cpus: Option<&[u32]>,
+    stdin: Stdio,
+    once: Option<ExecOnce>,
+) -> Result<GroupGuard> {
     cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -112,6 +119,9 @@ fn spawn_group_with(mut cmd: Command, cpus: Option<&[u32]>, stdin: Stdio) -> Res
             Ok(())
         });
     }
+    if let Some(once) = once {
+        once.apply_to(&mut cmd);
+    }
     let program = cmd.get_program().to_string_lossy().into_owned();
     let child = cmd
         .spawn()
@@ -121,21 +131,23 @@ fn spawn_group_with(mut cmd: Command, cpus: Option<&[u32]>, stdin: Stdio) -> Res
 
 /// Runs `cmd` to its end (or until cancelled or over its time limit) and collects its output.
 pub(crate) fn run(cmd: Command, cpus: Option<&[u32]>, limits: &Limits) -> Result<RawOutput> {
-    run_fed(cmd, cpus, limits, None)
+    run_fed(cmd, cpus, limits, None, None)
 }
 
-/// [`run`], with `input` written to the program's standard input (then closed) when given.
+/// [`run`], with `input` written to the program's standard input (then closed) when given,
+/// and started by `once` when given (`exec_once`: it may then start no other program).
 pub(crate) fn run_fed(
     cmd: Command,
     cpus: Option<&[u32]>,
     limits: &Limits,
     input: Option<&[u8]>,
+    once: Option<ExecOnce>,
 ) -> Result<RawOutput> {
     let stdin = match input {
         Some(_) => Stdio::piped(),
         None => Stdio::null(),
     };
-    let mut guard = spawn_group_with(cmd, cpus, stdin)?;
+    let mut guard = spawn_group_with(cmd, cpus, stdin, once)?;
     // Written from a thread: a program that prints before it reads must not block us both.
     let writer = input.map(|bytes| {
         let (bytes, pipe) = (bytes.to_vec(), guard.child.stdin.take());

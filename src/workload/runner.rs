@@ -16,6 +16,7 @@ use anyhow::{anyhow, Context, Result};
 
 use super::confine::Confinement;
 use super::engine::{Invocation, ProgramRun};
+use super::exec_once::ExecOnce;
 use super::fio_check::Refused;
 use super::fio_json::{self, FioReport};
 use super::job::JobSpec;
@@ -327,7 +328,8 @@ impl RealFio {
             .collect()
     }
 
-    /// Runs fio in `confinement` when there is one (it must live until fio has started).
+    /// Runs fio in `confinement` when there is one (it must live until fio has started); a
+    /// confined fio can start no program either (`exec_once`): one that may is not confined.
     fn execute(
         &self,
         args: &[String],
@@ -336,10 +338,14 @@ impl RealFio {
     ) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
         cmd.args(args).current_dir(cwd);
-        if let Some(c) = confinement {
-            c.apply_to(&mut cmd);
-        }
-        super::process::run(cmd, None, &self.limits())
+        let once = match confinement {
+            Some(c) => {
+                c.apply_to(&mut cmd);
+                Some(ExecOnce::of(&cmd)?)
+            }
+            None => None,
+        };
+        super::process::run_fed(cmd, None, &self.limits(), None, once)
     }
 
     /// Where this job's fio may write: the run's own directories, and, when it runs here, the
@@ -913,6 +919,37 @@ mod tests {
             ..RealFio::default()
         };
         assert_eq!(dropped(&per_server, &job), Some(u64::MAX));
+    }
+
+    /// The kernel's guard behind the option checks, for programs: a confined fio runs a job
+    /// but cannot start the program an option names (as an option wrongly judged harmless
+    /// might), though its domain would let the program write where it was told to.
+    #[test]
+    fn a_confined_fio_runs_its_job_and_starts_no_program() {
+        if !super::super::confine::tests::landlock_or_skip(false) {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let job = dir.path().join("j.fio");
+        std::fs::write(
+            &job,
+            format!(
+                "[read]\nfilename={d}/data\nsize=64k\nrw=read\nbs=4k\n\
+                 [prerun]\nstonewall\nfilename={d}/data\nsize=64k\nrw=read\nbs=4k\n\
+                 exec_prerun=touch {d}/ran-prerun\n"
+            ),
+        )
+        .unwrap();
+        let confinement = Confinement::fio_local(&[dir.path()], &[]).unwrap().unwrap();
+        let runner = RealFio::default();
+        let args = [job.display().to_string()];
+        let raw = runner
+            .execute(&args, dir.path(), Some(&confinement))
+            .unwrap();
+        let said = format!("{}{}", raw.stdout, raw.stderr);
+        assert!(said.contains("READ: bw="), "{said}");
+        assert!(!dir.path().join("ran-prerun").exists(), "{said}");
     }
 
     /// The kernel's guard behind the option checks: a job iolab takes for a reader cannot
