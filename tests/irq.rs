@@ -374,6 +374,13 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
         before[&161],
         iolab::sys::parse::cpulist(original.trim()).unwrap()
     );
+    // Pinned by someone else since iolab's move: that pin is judged as it is, a pin.
+    let pinned = (to161 + 1) % 4;
+    std::fs::write(file(161), pinned.to_string()).unwrap();
+    assert!(!apply::before_iolab(state.path())
+        .unwrap()
+        .contains_key(&161));
+    std::fs::write(file(161), to161.to_string()).unwrap();
     // Applying the same plan again writes nothing.
     let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
     assert!(apply::apply(&root, &p.moves, &mut j).unwrap().is_empty());

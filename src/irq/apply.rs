@@ -20,10 +20,15 @@ pub(crate) fn journal_dir() -> PathBuf {
     crate::knobs::state_dir().join("irq")
 }
 
-/// The affinity each interrupt had before iolab first changed it, from the journal in `dir`.
+/// The affinity each interrupt had before iolab first changed it, from the journal in `dir`,
+/// for the interrupts whose affinity is still what iolab last wrote. One set since by someone
+/// else (a pin made after iolab's move) is left out: that setting is theirs and is judged as
+/// it is, not by what it was before iolab.
 pub fn before_iolab(dir: &Path) -> Result<BTreeMap<u32, Vec<u32>>> {
     let mut out = BTreeMap::new();
-    for e in crate::knobs::pending(dir)? {
+    let mut last_written = BTreeMap::new();
+    let (root, entries) = crate::knobs::pending_under(dir)?;
+    for e in entries {
         let Some(irq) = irq_of_path(&e.path) else {
             continue;
         };
@@ -32,6 +37,17 @@ pub fn before_iolab(dir: &Path) -> Result<BTreeMap<u32, Vec<u32>>> {
             let cpus = cpulist(&e.old)
                 .map_err(|err| anyhow::anyhow!("{}: old value {:?}: {err}", e.path, e.old))?;
             v.insert(cpus);
+        }
+        last_written.insert(irq, (e.path.clone(), e.new.clone()));
+    }
+    for (irq, (path, wrote)) in last_written {
+        let now = std::fs::read_to_string(root.join(path.trim_start_matches('/')))
+            .ok()
+            .and_then(|t| cpulist(t.trim()).ok());
+        if let (Some(now), Ok(wrote)) = (now, cpulist(wrote.trim())) {
+            if now != wrote {
+                out.remove(&irq);
+            }
         }
     }
     Ok(out)

@@ -3,7 +3,8 @@
 //! interrupt's measured rates, allowed CPUs and node. An interrupt iolab itself moved is
 //! judged by the affinity it had before (from the placement journal), so iolab never mistakes
 //! its own earlier move for a user's pin; one iolab moved out of that affinity (`--unpin`) is
-//! judged free to move.
+//! judged free to move. One changed by someone else since iolab's move is not in that map
+//! (`apply::before_iolab`): its affinity now is theirs.
 
 use super::plan::{Slot, Source};
 use crate::model::Machine;

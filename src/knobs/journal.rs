@@ -669,10 +669,15 @@ fn take_linked(entry: JournalEntry, entries: &mut Vec<JournalEntry>) -> Vec<Jour
 /// The changes recorded in `dir`'s journal, oldest first (none when there is no journal).
 /// Reads without the lock: a snapshot for reporting, not for restoring.
 pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
+    Ok(pending_under(dir)?.1)
+}
+
+/// [`pending`], with the machine root its paths lie under ("/" for the live machine).
+pub fn pending_under(dir: &Path) -> Result<(PathBuf, Vec<JournalEntry>), KnobError> {
     Ok(read_journal(&dir.join(JOURNAL))?
         .filter(|j| !from_earlier_boot(j))
-        .map(|j| j.entries)
-        .unwrap_or_default())
+        .map(|j| (PathBuf::from(j.root.as_deref().unwrap_or("/")), j.entries))
+        .unwrap_or_else(|| (PathBuf::from("/"), Vec::new())))
 }
 
 /// Replays an unrestored journal left by a killed run (what `iolab restore` does). `Ok(None)`

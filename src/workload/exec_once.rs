@@ -2,11 +2,12 @@
 //! `execveat` to the program and to everything it forks, except the one `execveat` that
 //! starts it (of a descriptor only this start holds, by its number, with `AT_EMPTY_PATH`).
 //!
-//! A fio server runs whatever job reaches its port (fio's protocol has no authentication),
-//! and fio runs programs when a job asks (`exec_prerun`, the `exec` engine). Landlock can
-//! refuse to execute every file but fio and its ELF loader, but the loader is enough: run as a
-//! program, it starts any program it can read. A fio that can start no program has only fio's
-//! own behaviours, which its Landlock domain (`confine`) bounds.
+//! fio runs programs when a job asks (`exec_prerun`, the `exec` engine). iolab's option
+//! allow-list keeps those out of its jobs unless the experiment allows them; a fio server runs
+//! whatever job reaches its port (fio's protocol has no authentication). Every fio iolab
+//! confines (`confine`) is started this way, so a program is refused by the kernel whatever
+//! the job says. Landlock alone cannot do it: it can refuse to execute every file but fio and
+//! its ELF loader, and the loader, run as a program, starts any program it can read.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -110,13 +111,12 @@ impl ExecOnce {
         // Through a descriptor closed at exec, the kernel cannot hand a script to its
         // interpreter (which could start nothing anyway).
         let mut start = [0u8; 2];
-        if std::io::Read::read_exact(&mut std::fs::File::open(program)?, &mut start).is_ok()
-            && &start == b"#!"
-        {
+        let read = std::fs::File::open(program)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut start));
+        if read.is_ok() && &start == b"#!" {
             bail!(
-                "{} is a script: a program started so that it can start no other must be the \
-                 program itself (a script's interpreter would have to start it); name the \
-                 binary",
+                "{} is a script: iolab starts it so that it can start no other program, and a \
+                 script's interpreter would have to; name the binary itself",
                 program.display()
             );
         }
