@@ -16,7 +16,7 @@ pub(crate) enum HostsCommand {
     Check(CheckArgs),
 }
 
-/// Connect to each host over SSH and report its iolab, fio, kernel and clock skew.
+/// Connect to each host over SSH and report its iolab, fio, kernel, Landlock and clock skew.
 ///
 /// Runs `ssh -T -o BatchMode=yes HOST -- iolab agent` with your keys and ~/.ssh/config (more
 /// ssh options from $IOLAB_SSH, e.g. `IOLAB_SSH="-F ./lab_ssh_config"`). The skew is the

@@ -207,11 +207,16 @@ impl crate::output::Render for Report {
 pub(crate) fn render(report: &Report) -> String {
     let safe = |s: &str| terminal_safe(s).into_owned();
     let text = |v: &Option<String>| safe(v.as_deref().unwrap_or("-"));
+    let landlock = |h: &Hello| {
+        h.landlock_abi
+            .map_or("none".to_string(), |a| format!("ABI {a}"))
+    };
     let mut rows = vec![[
         "host".to_string(),
         "iolab".to_string(),
         "fio".to_string(),
         "kernel".to_string(),
+        "landlock".to_string(),
         "clock skew".to_string(),
     ]];
     rows.push([
@@ -219,6 +224,7 @@ pub(crate) fn render(report: &Report) -> String {
         safe(&report.local.iolab_version),
         text(&report.local.fio_version),
         text(&report.local.kernel),
+        landlock(&report.local),
         "reference".to_string(),
     ]);
     for h in &report.hosts {
@@ -229,6 +235,7 @@ pub(crate) fn render(report: &Report) -> String {
                 safe(&hello.iolab_version),
                 text(&hello.fio_version),
                 text(&hello.kernel),
+                landlock(hello),
                 format!(
                     "{:+.4} s +- {:.4} (round trip {:.4} s)",
                     s.skew_s, s.uncertainty_s, s.round_trip_s
@@ -240,10 +247,11 @@ pub(crate) fn render(report: &Report) -> String {
                 "-".into(),
                 "-".into(),
                 "-".into(),
+                "-".into(),
             ]),
         }
     }
-    let widths: Vec<usize> = (0..5)
+    let widths: Vec<usize> = (0..6)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
@@ -292,6 +300,7 @@ mod tests {
             fio_version: fio.map(str::to_string),
             kernel: Some("6.1.0".into()),
             hostname: Some("h".into()),
+            landlock_abi: Some(2),
             clock_unix: clock,
         }
     }

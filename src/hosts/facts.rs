@@ -1,5 +1,5 @@
 //! What a host says about itself in the agent's `hello`: the versions that must match across
-//! hosts (iolab, the protocol, fio), the kernel and hostname, and the host's wall clock, read
+//! hosts (iolab, the protocol, fio), the kernel, its Landlock and hostname, and the host's wall clock, read
 //! as late as possible so the controller can measure the skew against its own.
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,10 @@ pub(crate) struct Hello {
     /// /proc/sys/kernel/osrelease.
     pub kernel: Option<String>,
     pub hostname: Option<String>,
+    /// The Landlock ABI its kernel offers; None without Landlock (a fio server its agent
+    /// starts, `serve`, needs it).
+    #[serde(default)]
+    pub landlock_abi: Option<i64>,
     /// The host's clock (seconds since the Unix epoch, sub-second) when it answered.
     pub clock_unix: f64,
 }
@@ -41,6 +45,7 @@ pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
         fio_version: fio,
         kernel: root.attr("/proc/sys/kernel/osrelease"),
         hostname: root.attr("/proc/sys/kernel/hostname"),
+        landlock_abi: crate::workload::confine::abi_version().ok(),
         clock_unix: crate::store::time::now_unix(),
     }
 }

@@ -95,7 +95,7 @@ pub fn connect(
     options: &SshOptions,
     max_skew: Duration,
 ) -> Result<Vec<Controlled>> {
-    let specs: Vec<&HostSpec> = exp.target.host_specs.iter().collect();
+    let specs: Vec<&crate::experiment::file::HostSpec> = exp.target.host_specs.iter().collect();
     if let Some(s) = specs.iter().find(|s| s.ssh.is_none()) {
         bail!(
             "{}: a host without `ssh` cannot be controlled; with some hosts controlled every \
@@ -112,6 +112,10 @@ pub fn connect(
             check::render(&report).trim_end()
         );
     }
+    let unconfinable = without_landlock(exp, &specs, &report.hosts);
+    if !unconfinable.is_empty() {
+        bail!("{}", unconfinable.join("\n"));
+    }
     let mut out = Vec::with_capacity(specs.len());
     let mut problems = Vec::new();
     for (spec, checked) in specs.into_iter().zip(&report.hosts) {
@@ -126,6 +130,31 @@ pub fn connect(
         bail!("{}", problems.join("\n"));
     }
     Ok(out)
+}
+
+/// Why each host to `serve` cannot: a server its agent starts runs confined, which needs
+/// Landlock there. Said before any host is modelled, for every host that lacks it.
+fn without_landlock(
+    exp: &Experiment,
+    specs: &[&HostSpec],
+    checked: &[check::HostCheck],
+) -> Vec<String> {
+    specs
+        .iter()
+        .zip(checked)
+        .filter_map(|(s, c)| {
+            let hello = c.hello.as_ref()?;
+            (s.serve.is_some() && hello.landlock_abi.is_none()).then(|| {
+                format!(
+                    "{}: `serve` starts a fio server confined by Landlock, and its kernel ({}) \
+                     has none (Linux 5.13 or later, with `landlock` among its LSMs); start its \
+                     server yourself and drop `serve`",
+                    describe(exp, s),
+                    hello.kernel.as_deref().unwrap_or("unknown")
+                )
+            })
+        })
+        .collect()
 }
 
 /// One host's session, model and plan.
@@ -996,6 +1025,56 @@ mod tests {
         }
         text += &format!("[factors]\n{factors}");
         parse("x.toml", &text).unwrap()
+    }
+
+    /// A host to `serve` whose kernel has no Landlock is named before any is modelled; one
+    /// with Landlock, or not serving, is not.
+    #[test]
+    fn serving_needs_landlock_on_the_host() {
+        let e = exp(
+            [
+                "device = \"sda\"\nserve = true\n",
+                "device = \"sdb\"\nserve = true\n",
+            ],
+            "bs = [\"4k\"]\n",
+        );
+        let checked = |abi: [Option<i64>; 2]| -> Vec<crate::hosts::check::HostCheck> {
+            abi.iter()
+                .enumerate()
+                .map(|(i, a)| crate::hosts::check::HostCheck {
+                    host: format!("h{i}"),
+                    error: None,
+                    hello: Some(crate::hosts::facts::Hello {
+                        iolab_version: "0.1.0".into(),
+                        protocol: 5,
+                        fio_version: Some("fio-3.33".into()),
+                        kernel: Some(format!("5.10.0-{i}")),
+                        hostname: None,
+                        landlock_abi: *a,
+                        clock_unix: 0.0,
+                    }),
+                    skew: None,
+                    iolab: None,
+                    flags: Vec::new(),
+                })
+                .collect()
+        };
+        let specs: Vec<&crate::experiment::file::HostSpec> = e.target.host_specs.iter().collect();
+        let problems = super::without_landlock(&e, &specs, &checked([None, Some(2)]));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("host h0 (x.toml line 2): `serve` starts a fio server")
+                && problems[0].contains("its kernel (5.10.0-0) has none"),
+            "{problems:?}"
+        );
+        assert!(super::without_landlock(&e, &specs, &checked([Some(1), Some(2)])).is_empty());
+        let unserved = exp(
+            ["device = \"sda\"\n", "device = \"sdb\"\n"],
+            "bs = [\"4k\"]\n",
+        );
+        let specs: Vec<&crate::experiment::file::HostSpec> =
+            unserved.target.host_specs.iter().collect();
+        assert!(super::without_landlock(&unserved, &specs, &checked([None, None])).is_empty());
     }
 
     #[test]
