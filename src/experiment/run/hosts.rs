@@ -95,7 +95,7 @@ pub fn connect(
     options: &SshOptions,
     max_skew: Duration,
 ) -> Result<Vec<Controlled>> {
-    let specs: Vec<&crate::experiment::file::HostSpec> = exp.target.host_specs.iter().collect();
+    let specs: Vec<&HostSpec> = exp.target.host_specs.iter().collect();
     if let Some(s) = specs.iter().find(|s| s.ssh.is_none()) {
         bail!(
             "{}: a host without `ssh` cannot be controlled; with some hosts controlled every \
