@@ -200,30 +200,40 @@ pub(crate) fn serve(
 ) -> Result<Vec<String>> {
     let mut notes = Vec::new();
     for c in hosts.iter_mut() {
-        let Some(listen) = c.spec.serve.clone() else {
-            continue;
-        };
-        let request = Request::FioServe {
-            listen: listen.clone(),
-            device: c.device.clone(),
-            writes,
-        };
-        c.connection
-            .request(&request)
-            .with_context(|| format!("{}: cannot start its fio server", describe(exp, &c.spec)))?;
-        notes.push(format!(
-            "{}: fio server on {listen}, started by its agent for this run, confined to /dev/{} \
-             ({})",
-            c.label(),
-            c.device,
+        if let Some(listen) = c.spec.serve.clone() {
+            let request = Request::FioServe {
+                listen,
+                device: c.device.clone(),
+                writes,
+            };
+            c.connection.request(&request).with_context(|| {
+                format!("{}: cannot start its fio server", describe(exp, &c.spec))
+            })?;
+        }
+        notes.push(server_note(&c.spec, &c.device, writes));
+    }
+    Ok(notes)
+}
+
+/// What the progress says of a host's fio server: confined by its agent, or the user's own.
+fn server_note(spec: &HostSpec, device: &str, writes: bool) -> String {
+    let who = spec.ssh.as_deref().unwrap_or(&spec.fio);
+    match &spec.serve {
+        Some(listen) => format!(
+            "{who}: fio server on {listen}, started by its agent for this run, confined to \
+             /dev/{device} ({})",
             if writes {
                 "reads and writes"
             } else {
                 "reads only"
             }
-        ));
+        ),
+        None => format!(
+            "{who}: the fio server at {} is yours, and unconfined: it runs any job that reaches \
+             its port; `serve = true` has the host's agent start a confined one for the run",
+            spec.fio
+        ),
     }
-    Ok(notes)
 }
 
 /// The devices controlled hosts drive, each once: each host's own, else [target] device.
@@ -292,8 +302,16 @@ pub(crate) fn plan_note(c: &Controlled) -> String {
         c.device,
         c.machine.kernel.as_deref().unwrap_or("unknown")
     );
-    if let Some(listen) = &c.spec.serve {
-        out += &format!(", fio server on {listen} started by its agent for the run");
+    match &c.spec.serve {
+        Some(listen) => {
+            out += &format!(", fio server on {listen} started by its agent for the run")
+        }
+        None => {
+            out += &format!(
+                ", fio server at {} yours and unconfined (`serve = true` confines it)",
+                c.spec.fio
+            )
+        }
     }
     for cell in &c.plan.cells {
         let what = match &cell.not_applicable {
@@ -1025,6 +1043,26 @@ mod tests {
         }
         text += &format!("[factors]\n{factors}");
         parse("x.toml", &text).unwrap()
+    }
+
+    #[test]
+    fn the_progress_says_whose_fio_server_each_host_runs() {
+        let e = exp(
+            ["device = \"sda\"\nserve = true\n", "device = \"sdb\"\n"],
+            "bs = [\"4k\"]\n",
+        );
+        let specs = &e.target.host_specs;
+        assert_eq!(
+            super::server_note(&specs[0], "sda", false),
+            "h0: fio server on 10.0.0.0, started by its agent for this run, confined to \
+             /dev/sda (reads only)"
+        );
+        let yours = super::server_note(&specs[1], "sdb", true);
+        assert!(
+            yours.starts_with("h1: the fio server at 10.0.0.1 is yours, and unconfined")
+                && yours.contains("`serve = true`"),
+            "{yours}"
+        );
     }
 
     /// A host to `serve` whose kernel has no Landlock is named before any is modelled; one
