@@ -1,6 +1,7 @@
 //! What a host says about itself in the agent's `hello`: the versions that must match across
-//! hosts (iolab, the protocol, fio), the kernel, its Landlock and hostname, and the host's wall clock, read
-//! as late as possible so the controller can measure the skew against its own.
+//! hosts (iolab, the protocol, fio), the kernel, its Landlock and hostname, and the host's
+//! wall clock, read as late as possible so the controller can measure the skew against its
+//! own.
 
 use serde::{Deserialize, Serialize};
 

@@ -333,10 +333,7 @@ mod tests {
     /// to write a file, one to call `port` back (writing nothing: Landlock alone would not
     /// stop it, only a fio that can start no program does).
     fn hostile(device: &Path, dir: &Path, port: u16) -> String {
-        let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
-            .into_iter()
-            .find(|l| Path::new(l).exists())
-            .expect("no ELF loader where expected");
+        let loader = crate::workload::exec_once::tests::elf_loader();
         let d = dir.display();
         format!(
             "[device]\nfilename={}\nrw=write\nbs=4k\nsize=64k\ndirect=1\n\

@@ -32,6 +32,8 @@ use std::process::Command;
 
 use anyhow::{anyhow, Context, Result};
 
+use super::exec_once::ExecOnce;
+
 // Landlock's user API (linux/landlock.h); the libc crate has only the syscall numbers.
 const CREATE_RULESET_VERSION: u32 = 1;
 const RULE_PATH_BENEATH: libc::c_int = 1;
@@ -244,6 +246,14 @@ impl Confinement {
                 .with_context(|| format!("cannot add a Landlock rule for {}", path.display()));
         }
         Ok(())
+    }
+
+    /// Confines `cmd` ([`Confinement::apply_to`]) and returns how to start it: a confined
+    /// program may start no other (`exec_once`), so this start must come after every other
+    /// preparation `cmd` gets (`process::run_fed` takes it).
+    pub(crate) fn start(&self, cmd: &mut Command) -> Result<ExecOnce> {
+        self.apply_to(cmd);
+        ExecOnce::of(cmd)
     }
 
     /// Makes `cmd`'s process confine itself just before it starts its program: it drops the

@@ -214,8 +214,16 @@ fn filter(fd: i32) -> Result<Vec<SockFilter>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// This system's ELF loader: run as a program, it starts any program it can read.
+    pub(crate) fn elf_loader() -> &'static str {
+        ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
+            .into_iter()
+            .find(|l| Path::new(l).exists())
+            .expect("no ELF loader where expected")
+    }
 
     fn run(script: &str) -> std::process::Output {
         let once = ExecOnce::new(
@@ -244,10 +252,7 @@ mod tests {
     /// not a program, not the ELF loader run as one.
     #[test]
     fn the_program_starts_and_can_start_no_other() {
-        let loader = ["/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"]
-            .into_iter()
-            .find(|l| Path::new(l).exists())
-            .expect("no ELF loader where expected");
+        let loader = elf_loader();
         let out = run(&format!(
             "echo \"started ${{NOT_PASSED:-alone}}\"; /bin/true && echo ran-true; \
              {loader} /bin/true && echo ran-loader; echo still-here"

@@ -10,7 +10,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::confine::Confinement;
-use super::exec_once::ExecOnce;
 use super::job::JobSpec;
 use super::process::{self, Limits};
 use super::runner::{CancelToken, RealFio};
@@ -76,13 +75,12 @@ fn parse_only_within(
         true => None,
         false => Confinement::fio_local(&[], &[]).map_err(|e| format!("{e:#}"))?,
     };
-    let once = match &confinement {
-        Some(c) => {
-            c.apply_to(&mut cmd);
-            Some(ExecOnce::of(&cmd).map_err(|e| format!("{e:#}"))?)
-        }
-        None => None,
-    };
+    // By reference: the confinement must live until fio has started.
+    let once = confinement
+        .as_ref()
+        .map(|c| c.start(&mut cmd))
+        .transpose()
+        .map_err(|e| format!("{e:#}"))?;
     let limits = Limits {
         time_limit: Some(time_limit),
         grace: Duration::from_secs(1),

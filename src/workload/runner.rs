@@ -16,7 +16,6 @@ use anyhow::{anyhow, Context, Result};
 
 use super::confine::Confinement;
 use super::engine::{Invocation, ProgramRun};
-use super::exec_once::ExecOnce;
 use super::fio_check::Refused;
 use super::fio_json::{self, FioReport};
 use super::job::JobSpec;
@@ -338,13 +337,7 @@ impl RealFio {
     ) -> Result<RawOutput> {
         let mut cmd = Command::new(&self.program);
         cmd.args(args).current_dir(cwd);
-        let once = match confinement {
-            Some(c) => {
-                c.apply_to(&mut cmd);
-                Some(ExecOnce::of(&cmd)?)
-            }
-            None => None,
-        };
+        let once = confinement.map(|c| c.start(&mut cmd)).transpose()?;
         super::process::run_fed(cmd, None, &self.limits(), None, once)
     }
 
