@@ -196,7 +196,8 @@ pub(crate) struct DaemonArgs {
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<std::path::PathBuf>,
     /// Serve the same figures over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9464). The
-    /// figures are not secret, but nothing listens unless you name an address.
+    /// figures are not secret, but nothing listens unless you name an address. Up to 16
+    /// clients are answered at once, each given 2 s to send its request; more are closed.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
 }

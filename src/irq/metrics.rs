@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::io::{Read, Write as _};
 use std::net::{TcpListener, ToSocketAddrs};
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -181,7 +182,13 @@ pub(crate) type Published = Arc<Mutex<String>>;
 
 /// Serves the latest figures on `addr` (`GET /metrics`, or `/`); returns the address bound
 /// (port 0 picks a free one) and the slot to publish into. The thread lives as long as the
-/// process; each request is read with a timeout and a size limit.
+/// process.
+///
+/// Each connection is answered on a thread of its own, at most [`MAX_CLIENTS`] at once, and
+/// gets [`REQUEST_TIME`] in all to send its request: one client that connects and sends
+/// nothing, or a byte at a time, must not hold up the scrapes behind it (answered one after
+/// another, a client trickling a byte a second held the endpoint for hours). Past the limit a
+/// connection is closed unanswered, so idle connections cannot pile up threads either.
 pub(crate) fn serve(addr: &str) -> anyhow::Result<(std::net::SocketAddr, Published)> {
     let addrs: Vec<_> = addr
         .to_socket_addrs()
@@ -195,19 +202,43 @@ pub(crate) fn serve(addr: &str) -> anyhow::Result<(std::net::SocketAddr, Publish
     std::thread::Builder::new()
         .name("irq-metrics".into())
         .spawn(move || {
+            let busy = Arc::new(AtomicUsize::new(0));
             for stream in listener.incoming().flatten() {
-                let _ = answer(stream, &slot);
+                if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                    continue; // dropped: closed unanswered
+                }
+                let (slot, done) = (slot.clone(), busy.clone());
+                let answered = std::thread::Builder::new()
+                    .name("irq-metrics-client".into())
+                    .spawn(move || {
+                        let _ = answer(stream, &slot);
+                        done.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if answered.is_err() {
+                    busy.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         })?;
     Ok((bound, published))
 }
 
+/// Connections answered at once; more are closed unanswered.
+const MAX_CLIENTS: usize = 16;
+/// How long a client has to send its whole request, and each write of the answer.
+const REQUEST_TIME: Duration = Duration::from_secs(2);
+
 fn answer(mut stream: std::net::TcpStream, slot: &Published) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(REQUEST_TIME))?;
+    let deadline = std::time::Instant::now() + REQUEST_TIME;
     let mut request = Vec::new();
     let mut buf = [0u8; 1024];
     while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             break;
@@ -333,6 +364,60 @@ mod tests {
         assert!(ok.contains("iolab_irq_moves_total 2"), "{ok}");
         assert!(get("GET /etc/passwd HTTP/1.1\r\n\r\n").starts_with("HTTP/1.0 404"));
         assert!(get("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.0 404"));
+    }
+
+    #[test]
+    fn clients_that_send_nothing_or_trickle_hold_up_no_scrape() {
+        let (addr, slot) = serve("127.0.0.1:0").unwrap();
+        *slot.lock().unwrap() = prometheus_text(&figures());
+        // Eight clients connect and never send (a server answering one client at a time gives
+        // each its 2 s: 16 s in all); another sends a byte every 200 ms, which kept such a
+        // server, with 2 s per read, busy for half an hour.
+        let silent: Vec<_> = (0..8)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let mut trickler = std::net::TcpStream::connect(addr).unwrap();
+        let trickling = std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            for b in b"GET /metrics HTTP/1.1\r\nX-Pad: "
+                .iter()
+                .chain([b'a'; 200].iter())
+            {
+                if trickler.write_all(&[*b]).is_err() {
+                    return Some(started.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            None
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.contains("iolab_irq_moves_total 2"), "{out}");
+        // The trickler is cut off once its time is up (its writes fail soon after the close).
+        let cut = trickling.join().unwrap();
+        assert!(
+            cut.is_some(),
+            "a client trickling its request was never cut off"
+        );
+        drop(silent);
+    }
+
+    #[test]
+    fn connections_past_the_limit_are_closed_unanswered() {
+        let (addr, _slot) = serve("127.0.0.1:0").unwrap();
+        let _held: Vec<_> = (0..MAX_CLIENTS)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let mut extra = std::net::TcpStream::connect(addr).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        // Closed at once (end of stream), while the others still have their time to send.
+        assert_eq!(extra.read(&mut [0u8; 16]).unwrap(), 0);
     }
 
     #[test]
