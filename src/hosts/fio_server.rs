@@ -61,9 +61,8 @@ struct Keeper {
 }
 
 impl Keeper {
-    /// Spawns `cmd` (kept alive with `guard`, which its preparations use) in a new PID
-    /// namespace, from a thread that waits to be told to stop it.
-    fn spawn(mut cmd: Command, guard: impl Send + 'static) -> Result<Keeper, String> {
+    /// Spawns `cmd` in a new PID namespace, from a thread that waits to be told to stop it.
+    fn spawn(mut cmd: Command) -> Result<Keeper, String> {
         let (started_tx, started_rx) = mpsc::channel();
         let (stop, stop_rx) = mpsc::channel::<()>();
         let exited = Arc::new(Mutex::new(None));
@@ -76,7 +75,6 @@ impl Keeper {
                 return;
             }
             let spawned = cmd.spawn();
-            drop(guard);
             // The pipe's writing end is the child's now: the output ends when the server does.
             drop(cmd);
             let mut child = match spawned {
@@ -178,7 +176,9 @@ pub(crate) fn start(listen: &str, device: &str, writes: bool) -> Result<Served, 
                 .map_err(|e| format!("cannot make a pipe: {e}"))?,
         )
         .stderr(writer);
-    confinement.apply_to(&mut cmd);
+    confinement
+        .apply_to(&mut cmd)
+        .map_err(|e| format!("{e:#}"))?;
     // SAFETY: prctl only. An agent killed outright takes its server with it.
     unsafe {
         cmd.pre_exec(
@@ -189,7 +189,7 @@ pub(crate) fn start(listen: &str, device: &str, writes: bool) -> Result<Served, 
         );
     }
     once.apply_to(&mut cmd);
-    let keeper = Keeper::spawn(cmd, confinement)
+    let keeper = Keeper::spawn(cmd)
         .map_err(|e| format!("cannot start {} {server_arg}: {e}", fio.display()))?;
     let output = Arc::new(Mutex::new(Vec::new()));
     keep_output(reader, output.clone());

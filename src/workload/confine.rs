@@ -252,15 +252,21 @@ impl Confinement {
     /// program may start no other (`exec_once`), so this start must come after every other
     /// preparation `cmd` gets (`process::run_fed` takes it).
     pub(crate) fn start(&self, cmd: &mut Command) -> Result<ExecOnce> {
-        self.apply_to(cmd);
+        self.apply_to(cmd)?;
         ExecOnce::of(cmd)
     }
 
     /// Makes `cmd`'s process confine itself just before it starts its program: it drops the
     /// capabilities it was told to, may never gain privileges again, and enters the domain.
-    /// `self` must outlive the spawn.
-    pub(crate) fn apply_to(&self, cmd: &mut Command) {
-        let (ruleset, drop) = (self.ruleset.as_raw_fd(), self.drop);
+    /// `cmd` holds its own descriptor of the ruleset, so `self` may go before the spawn (a
+    /// closed descriptor, or its number reused by another file, would fail every start).
+    pub(crate) fn apply_to(&self, cmd: &mut Command) -> Result<()> {
+        let (ruleset, drop) = (
+            self.ruleset
+                .try_clone()
+                .context("cannot copy the Landlock ruleset's descriptor")?,
+            self.drop,
+        );
         // SAFETY: only async-signal-safe syscalls on plain data, no allocation.
         unsafe {
             cmd.pre_exec(move || {
@@ -270,12 +276,13 @@ impl Confinement {
                 if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
+                if libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
+        Ok(())
     }
 }
 
@@ -435,7 +442,7 @@ pub(crate) mod tests {
     fn run_in(confinement: &Confinement, script: &str) -> std::process::Output {
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", script]);
-        confinement.apply_to(&mut cmd);
+        confinement.apply_to(&mut cmd).unwrap();
         cmd.output().unwrap()
     }
 
@@ -490,6 +497,32 @@ pub(crate) mod tests {
         assert!(!other.path().join("log").exists());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("Permission denied"), "{stderr}");
+    }
+
+    /// The command carries its own copy of the ruleset: the confinement may be dropped (its
+    /// descriptor closed, and the number taken by another file) before the spawn.
+    #[test]
+    fn a_command_stays_confined_after_its_confinement_is_dropped() {
+        if !landlock_or_skip(false) {
+            return;
+        }
+        let own = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let confinement = Confinement::fio_client(Path::new("/bin/sh"), &[own.path()]).unwrap();
+        let mut cmd = Command::new("/bin/sh");
+        let script = format!(
+            "echo a > {own}/log; echo b > {other}/log",
+            own = own.path().display(),
+            other = other.path().display()
+        );
+        cmd.args(["-c", &script]);
+        confinement.apply_to(&mut cmd).unwrap();
+        drop(confinement);
+        let _reuses_the_number = std::fs::File::open("/dev/null").unwrap();
+        let status = cmd.status().expect("the confined command did not start");
+        assert!(!status.success());
+        assert!(own.path().join("log").exists());
+        assert!(!other.path().join("log").exists());
     }
 
     /// As root the program has no capabilities: a file only its mode protects is protected.

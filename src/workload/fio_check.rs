@@ -75,7 +75,6 @@ fn parse_only_within(
         true => None,
         false => Confinement::fio_local(&[], &[]).map_err(|e| format!("{e:#}"))?,
     };
-    // By reference: the confinement must live until fio has started.
     let once = confinement
         .as_ref()
         .map(|c| c.start(&mut cmd))

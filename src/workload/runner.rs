@@ -327,7 +327,7 @@ impl RealFio {
             .collect()
     }
 
-    /// Runs fio in `confinement` when there is one (it must live until fio has started); a
+    /// Runs fio in `confinement` when there is one; a
     /// confined fio can start no program either (`exec_once`): one that may is not confined.
     fn execute(
         &self,
