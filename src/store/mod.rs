@@ -326,27 +326,54 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens an existing database for reading commands; a missing file is an error that says
-    /// how to get one, instead of silently creating an empty database. Archived results stay
-    /// readable where nothing can be written: a read-only file or directory is opened
-    /// read-only (nothing is migrated or converted then).
+    /// Opens an existing database for reading commands, which change nothing in the file; a
+    /// missing file is an error that says how to get one, instead of silently creating an
+    /// empty database. A file of an older schema is read through an upgraded copy in memory:
+    /// upgrading the file itself would lock out the older iolab that wrote it (another host's,
+    /// or the next `iolab run` of a pinned version), for the sake of a `show`. Archived results
+    /// on read-only media are read too ([`Store::open_immutable`]).
     pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+        use rusqlite::OpenFlags;
         let path = path.as_ref();
         if !path.exists() {
             return Err(StoreError::Missing {
                 path: path.display().to_string(),
             });
         }
-        match access::read_only_reason(path) {
-            None => Store::open(path),
-            Some(why) => Store::open_read_only(path, &why),
+        let store = match access::read_only_reason(path) {
+            Some(_) => Store::open_immutable(path)?,
+            None => {
+                let shown = path.display().to_string();
+                // Read and write, as a writer's connection (a WAL file is read through its
+                // shared memory, and a hot journal is rolled back), but never created.
+                let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                let conn = Connection::open_with_flags(path, flags)
+                    .map_err(|source| StoreError::from_sqlite(&shown, source))?;
+                let mut store = Store { conn, path: shown };
+                store.configure()?;
+                store
+            }
+        };
+        store.check_ours()?;
+        let known = MIGRATIONS.len() as i64;
+        let found = store.schema_version()?;
+        if found > known {
+            return Err(StoreError::TooNew {
+                path: store.path.clone(),
+                found,
+                known,
+            });
         }
+        if found < known {
+            return store.upgraded_in_memory();
+        }
+        Ok(store)
     }
 
     /// Opens a file that cannot be written here. In a read-only directory no journal can
     /// appear beside the file, so it is opened `immutable` (SQLite then needs no lock files,
     /// which it could not create; a WAL-mode file from an older iolab reads this way too).
-    fn open_read_only(path: &Path, why: &str) -> Result<Store> {
+    fn open_immutable(path: &Path) -> Result<Store> {
         use rusqlite::OpenFlags;
         let shown = path.display().to_string();
         let wrap = |source| StoreError::from_sqlite(&shown, source);
@@ -361,27 +388,35 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
         conn.execute_batch("PRAGMA trusted_schema = OFF;")
             .map_err(wrap)?;
-        let store = Store { conn, path: shown };
-        store.check_ours()?;
-        let known = MIGRATIONS.len() as i64;
-        let found = store.schema_version()?;
-        if found > known {
-            return Err(StoreError::TooNew {
-                path: store.path.clone(),
-                found,
-                known,
-            });
+        Ok(Store { conn, path: shown })
+    }
+
+    /// A copy of this file in memory, brought to the current schema; the file is left as it
+    /// is. Results databases hold figures, not samples' raw data: megabytes, read whole.
+    fn upgraded_in_memory(self) -> Result<Store> {
+        let wrap = |source| StoreError::from_sqlite(&self.path, source);
+        let mut copy = Connection::open_in_memory().map_err(wrap)?;
+        {
+            use rusqlite::backup::{Backup, StepResult};
+            let backup = Backup::new(&self.conn, &mut copy).map_err(wrap)?;
+            // All pages in one step: one read transaction, so the copy is one commit's state.
+            let started = std::time::Instant::now();
+            while backup.step(-1).map_err(wrap)? != StepResult::Done {
+                if started.elapsed() > BUSY_TIMEOUT {
+                    return Err(StoreError::Invalid {
+                        path: self.path.clone(),
+                        what: "locked by another process for too long to be read".into(),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
-        if found < known {
-            return Err(StoreError::ReadOnly {
-                path: store.path.clone(),
-                why: format!(
-                    "{why}, and the file has schema version {found}, which this iolab \
-                     (version {known}) must upgrade before reading it; copy it to a writable \
-                     directory"
-                ),
-            });
-        }
+        let mut store = Store {
+            conn: copy,
+            path: self.path.clone(),
+        };
+        store.configure()?;
+        store.check_and_migrate()?;
         Ok(store)
     }
 
@@ -1232,24 +1267,64 @@ mod tests {
         }
     }
 
+    /// A database as the first iolab wrote it: schema version 1, one experiment, one run.
+    fn version_1_file(path: &Path) {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO experiments VALUES (1, 'e', '', 0, '{}', 0, 'h', 'k', 'done');
+             INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, start_unix,
+                               end_unix, status, job_file)
+             VALUES (1, 'c', '{}', 1, 0, 1, 'ok', 'old job');",
+        )
+        .unwrap();
+    }
+
+    /// Reading commands change nothing in the file: an older one is read through an
+    /// upgraded copy, so the iolab that wrote it can still write it.
+    #[test]
+    fn reading_an_older_file_leaves_it_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        version_1_file(&path);
+        let before = std::fs::read(&path).unwrap();
+        {
+            let db = Store::open_existing(&path).unwrap();
+            assert_eq!(db.schema_version().unwrap(), MIGRATIONS.len() as i64);
+            let old = db.run_texts(1).unwrap().unwrap();
+            assert_eq!(old.job_file.as_deref(), Some("old job"));
+            assert_eq!(db.run_bases(1).unwrap()[0].environment, None);
+            assert_eq!(db.path(), path.display().to_string());
+        }
+        // So is one on read-only media.
+        let archived = Store::open_immutable(&path).unwrap();
+        let archived = archived.upgraded_in_memory().unwrap();
+        assert_eq!(
+            archived.run_texts(1).unwrap().unwrap().job_file.as_deref(),
+            Some("old job")
+        );
+        drop(archived);
+        assert!(std::fs::read(&path).unwrap() == before, "the file changed");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["v1.db"]);
+        // A writer's open still upgrades it.
+        assert_eq!(
+            Store::open(&path).unwrap().schema_version().unwrap(),
+            MIGRATIONS.len() as i64
+        );
+    }
+
     #[test]
     fn a_version_1_file_gains_the_trace_column_and_keeps_its_runs() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v1.db");
-        {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.pragma_update(None, "user_version", 1).unwrap();
-            conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
-                .unwrap();
-            conn.execute_batch(
-                "INSERT INTO experiments VALUES (1, 'e', '', 0, '{}', 0, 'h', 'k', 'done');
-                 INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, start_unix,
-                                   end_unix, status, job_file)
-                 VALUES (1, 'c', '{}', 1, 0, 1, 'ok', 'old job');",
-            )
-            .unwrap();
-        }
+        version_1_file(&path);
         let mut db = Store::open(&path).unwrap();
         assert_eq!(db.schema_version().unwrap(), MIGRATIONS.len() as i64);
         let old = db.run_texts(1).unwrap().unwrap();

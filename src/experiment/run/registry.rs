@@ -113,7 +113,15 @@ pub(crate) fn mark_abandoned(state_dir: &Path) -> Result<(Vec<Abandoned>, Vec<St
 }
 
 fn mark(rec: &Record) -> Result<bool> {
-    let mut store = Store::open_existing(&rec.db_path)?;
+    // A writer's open (`open_existing` reads an older file through a copy), of a file that
+    // must already be there: a database moved or removed since is not made anew.
+    if !rec.db_path.exists() {
+        return Err(crate::store::StoreError::Missing {
+            path: rec.db_path.display().to_string(),
+        }
+        .into());
+    }
+    let mut store = Store::open(&rec.db_path)?;
     if store.experiment(rec.experiment_id)?.status != "running" {
         return Ok(false);
     }
