@@ -97,6 +97,18 @@ fn boot(machine: &str, script: &str, timeout_s: u32) -> Boot {
 /// Like `boot`, with `during(out, port_base)` run here while the guest runs (to drive traffic
 /// through the machine's port forwards, which start at `port_base`).
 fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path, u16)) -> Boot {
+    boot_as(machine, script, timeout_s, during, false)
+}
+
+/// Like `boot_with`; with `systemd`, systemd is the guest's first process and runs the script
+/// as a service (`LAB_SYSTEMD=1`), so the script can start and stop units.
+fn boot_as(
+    machine: &str,
+    script: &str,
+    timeout_s: u32,
+    during: &dyn Fn(&Path, u16),
+    systemd: bool,
+) -> Boot {
     let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::Builder::new()
         .prefix("iolab-lab-out.")
@@ -122,6 +134,7 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
         .args(["--", "sh", "-x", "/tmp/lab/checks.sh"])
         .env("LAB_PORT_BASE", port_base.to_string())
         .env("LAB_IOLAB", env!("CARGO_BIN_EXE_iolab"))
+        .env("LAB_SYSTEMD", if systemd { "1" } else { "" })
         .current_dir(repo())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -1146,12 +1159,20 @@ fn drive_http(out: &Path, port_base: u16) {
     });
 }
 
-/// The ht4 guest's balancing steps, under traffic. `pin` pins every NIC interrupt to CPU 0 (a
-/// start-up script's mistake); `pile` pins them, waits until they have fired there (x86
-/// moves an interrupt when it next fires) and allows all CPUs again: x86 keeps an interrupt
-/// where it is when the new mask contains its CPU, so they stay piled on CPU 0; `affs` lists every
-/// IRQ's mask (one process: under TCG each fork costs about a second).
-const BALANCING: &str = r#"
+/// The ht4 guest's NICs under traffic, and the steps every balancing check takes with them.
+/// It serves downloads for `drive_http` and measures the rates with `irq top`. `pin` pins
+/// every NIC interrupt to CPU 0 (a start-up script's mistake); `pile` pins them, waits until
+/// they have fired there (x86 moves an interrupt when it next fires) and allows all CPUs
+/// again: x86 keeps an interrupt where it is when the new mask contains its CPU, so they stay
+/// piled on CPU 0; `affs` lists every IRQ's mask (one process: under TCG each fork costs
+/// about a second); `put_back` restores the NICs' masks as found.
+const NICS_UNDER_TRAFFIC: &str = r#"
+mkdir -p /tmp/www && head -c 2000000 /dev/zero >/tmp/www/f
+(cd /tmp/www && exec python3 -m http.server 8000 >/dev/null 2>&1) &
+for i in $(seq 100); do ss -ltn | grep -q ':8000 ' && break; sleep 0.2; done
+touch $LAB_OUT/ready
+sleep 3
+$IOLAB irq top --json --interval 3s -n 1 >$LAB_OUT/top.json 2>$LAB_OUT/top.json.err
 nics=$(awk '/-input\.|-output\./ { sub(":", "", $1); print $1 }' /proc/interrupts)
 echo $nics >$LAB_OUT/nics
 affs() { grep -H . /proc/irq/*/smp_affinity; }
@@ -1161,12 +1182,21 @@ pile() { pin; sleep 2; for n in $nics; do echo 0-7 >/proc/irq/$n/smp_affinity_li
 # vary with this machine's load), so the four busiest NIC interrupts count as heavy.
 # Where each NIC interrupt is now and its mask (`read`: no fork), to put them back at the end.
 for n in $nics; do read e </proc/irq/$n/effective_affinity_list; read a </proc/irq/$n/smp_affinity_list; echo "$n $e $a"; done >/tmp/nic-orig
+put_back() {
+  while read n e a; do echo $e >/proc/irq/$n/smp_affinity_list; done </tmp/nic-orig
+  sleep 1
+  while read n e a; do echo $a >/proc/irq/$n/smp_affinity_list; done </tmp/nic-orig
+}
 H="--heavy $(python3 -c '
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
 nic = sorted((r["total"] for r in rows if "-input." in r["name"] or "-output." in r["name"]), reverse=True)
 print(max(10, round(nic[3] / 2)) if len(nic) >= 4 else 10)' $LAB_OUT/top.json)"
 echo "$H" >$LAB_OUT/heavy
+"#;
+
+/// The ht4 guest's balancing steps, under traffic (after `NICS_UNDER_TRAFFIC`).
+const BALANCING: &str = r#"
 pile; sleep 1
 affs >$LAB_OUT/aff.piled
 $IOLAB irq apply $H --over 3s --json >$LAB_OUT/apply.json 2>$LAB_OUT/apply.json.err
@@ -1192,9 +1222,7 @@ affs >$LAB_OUT/aff.unpinned
 touch $LAB_OUT/done
 $IOLAB irq rollback --json >$LAB_OUT/rollback2.json 2>$LAB_OUT/rollback2.json.err
 affs >$LAB_OUT/aff.pinned-again
-while read n e a; do echo $e >/proc/irq/$n/smp_affinity_list; done </tmp/nic-orig
-sleep 1
-while read n e a; do echo $a >/proc/irq/$n/smp_affinity_list; done </tmp/nic-orig
+put_back
 "#;
 
 /// case 2's box: 4 packages x 2 threads and four virtio-net NICs with movable queue
@@ -1210,19 +1238,11 @@ fn ht4_under_traffic_nic_irqs_are_seen_spread_across_packages_unpinned_and_put_b
     if !lab_ready() {
         return;
     }
-    let script = r#"
-$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err
-cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw
-mkdir -p /tmp/www && head -c 2000000 /dev/zero >/tmp/www/f
-cd /tmp/www && python3 -m http.server 8000 >/dev/null 2>&1 &
-for i in $(seq 100); do ss -ltn | grep -q ':8000 ' && break; sleep 0.2; done
-touch $LAB_OUT/ready
-sleep 3
-$IOLAB irq top --json --interval 3s -n 1 >$LAB_OUT/top.json 2>$LAB_OUT/top.json.err
-{BALANCING}
-touch $LAB_OUT/done
-"#
-    .replace("{BALANCING}", BALANCING);
+    let script = format!(
+        "$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err\n\
+         cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw\n\
+         {NICS_UNDER_TRAFFIC}{BALANCING}touch $LAB_OUT/done\n"
+    );
     let b = boot_with("ht4", &script, 600, &drive_http);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let m = b.json("inspect.json");
@@ -1281,6 +1301,85 @@ touch $LAB_OUT/done
         .collect();
     assert!(busy.len() >= 4, "irq top saw too few NIC interrupts: {top}");
     check_balancing(&b);
+}
+
+/// The packaged `iolab-irq.service`, run by systemd on ht4 under traffic: inside its sandbox
+/// (no capability, no new privileges, a system call filter, the file system read-only but for
+/// /proc/irq, its state directory and the lock directory) the daemon still measures, moves the
+/// heavy NIC interrupts piled on CPU 0, and puts every mask back when the service stops.
+#[test]
+fn the_packaged_irq_service_balances_inside_its_sandbox_and_puts_back_on_stop() {
+    if !lab_ready() {
+        return;
+    }
+    let script = format!(
+        r#"{NICS_UNDER_TRAFFIC}
+# The unit as the package installs it, with the binary under test in /usr/bin/iolab's place
+# (the guest's copy lies in /tmp, which the service does not see), and a drop-in with the
+# daemon's settings for TCG's low rates (see BALANCING).
+mkdir -p /run/iolab-lab /run/systemd/system/iolab-irq.service.d
+cp $IOLAB /run/iolab-lab/iolab
+sed 's|/usr/bin/iolab|/run/iolab-lab/iolab|g' packaging/iolab-irq.service >/run/systemd/system/iolab-irq.service
+printf '[Service]\nExecStart=\nExecStart=/run/iolab-lab/iolab irq daemon %s --min-gain 30 --min-interval 2s --max-interval 2s\n' "$H" >/run/systemd/system/iolab-irq.service.d/lab.conf
+systemctl daemon-reload
+pile; sleep 1
+affs >$LAB_OUT/aff.before
+systemctl start iolab-irq
+for i in $(seq 120); do journalctl -u iolab-irq -o cat --no-pager | grep -q "moved IRQ" && break; sleep 1; done
+sleep 6
+affs >$LAB_OUT/aff.during
+pid=$(systemctl show -p MainPID --value iolab-irq)
+grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/$pid/status >$LAB_OUT/status
+systemd-analyze security iolab-irq --no-pager >$LAB_OUT/security 2>&1
+systemctl stop iolab-irq
+affs >$LAB_OUT/aff.after
+touch $LAB_OUT/done
+systemctl show -p Result -p ExecMainStatus iolab-irq >$LAB_OUT/result
+journalctl -u iolab-irq -o cat --no-pager >$LAB_OUT/daemon.log
+put_back
+"#
+    );
+    let b = boot_as("ht4", &script, 600, &drive_http, true);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let log = b.text("daemon.log");
+    for trouble in ["error", "warning", "denied", "not permitted", "Read-only"] {
+        assert!(!log.contains(trouble), "the daemon met {trouble:?}: {log}");
+    }
+    assert!(log.contains("moved IRQ"), "the daemon moved nothing: {log}");
+    assert!(log.contains("put back the affinity of"), "{log}");
+    let (before, during) = (
+        affinities(&b.text("aff.before")),
+        affinities(&b.text("aff.during")),
+    );
+    let moved: Vec<u64> = before
+        .keys()
+        .filter(|irq| during[irq] != before[irq])
+        .copied()
+        .collect();
+    assert!(!moved.is_empty(), "no mask changed: {log}");
+    assert_eq!(b.text("aff.after"), b.text("aff.before"), "{log}");
+    let status = b.text("status");
+    for want in [
+        "CapEff:\t0000000000000000",
+        "CapBnd:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "Seccomp:\t2",
+    ] {
+        assert!(status.contains(want), "{want:?} not in {status}");
+    }
+    let security = b.text("security");
+    let exposure: f64 = security
+        .split("Overall exposure level for iolab-irq.service:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level: {security}"));
+    assert!(exposure <= 2.5, "exposure {exposure}: {security}");
+    assert!(
+        b.text("result").contains("Result=success"),
+        "{}",
+        b.text("result")
+    );
 }
 
 /// What `BALANCING` left: see the ht4 test.

@@ -193,6 +193,8 @@ pub(crate) struct DaemonArgs {
     pub force: bool,
     /// Write the figures of every look to FILE in the Prometheus text format (for
     /// node_exporter's textfile collector: e.g. /var/lib/prometheus/node-exporter/iolab.prom).
+    /// The packaged iolab-irq.service may write nowhere else: a drop-in that adds this option
+    /// must add the file's directory to ReadWritePaths= too.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<std::path::PathBuf>,
     /// Serve the same figures over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9464). The
