@@ -281,15 +281,25 @@ fn wait_until_listening(served: &Served) -> Result<(), String> {
                 served.output()
             ));
         }
-        if listening(&addresses).is_some() {
-            return Ok(());
+        // Only the server's own socket will do (`listener`): a port taken by another program
+        // after it was checked free must not pass for the server.
+        let mut other = None;
+        if let Some(addr) = listening(&addresses) {
+            match super::listener::held_by(served.keeper.pid, addr.port()) {
+                Ok(true) => return Ok(()),
+                Ok(false) => other = Some(addr),
+                Err(e) => return Err(format!("cannot tell who listens on {addr}: {e}")),
+            }
         }
         if Instant::now() >= deadline {
+            let why = match other {
+                Some(addr) => format!("another program listens on {addr}"),
+                None => served.output(),
+            };
             return Err(format!(
-                "fio --server={} did not listen within {} s: {}",
+                "fio --server={} did not listen within {} s: {why}",
                 server_spec(&served.listen),
                 READY_WITHIN.as_secs(),
-                served.output()
             ));
         }
         std::thread::sleep(Duration::from_millis(50));

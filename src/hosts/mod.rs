@@ -13,6 +13,7 @@ pub(crate) mod agent_trace;
 pub(crate) mod check;
 pub(crate) mod facts;
 pub(crate) mod fio_server;
+pub(crate) mod listener;
 pub mod protocol;
 pub(crate) mod restore;
 pub mod ssh;
