@@ -374,3 +374,24 @@ pub(crate) fn mark_data(root: &SysRoot, dev: &mut BlockDevice, in_use: &InUse) {
     dev.holds_data = !reasons.is_empty();
     dev.data_reasons = reasons;
 }
+
+#[cfg(test)]
+mod tests {
+    /// scripts/machine-state, which CI uses to check that the tests put every queue knob
+    /// back, lists the same knobs iolab writes.
+    #[test]
+    fn the_tests_state_check_lists_every_queue_knob() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/machine-state");
+        let script = std::fs::read_to_string(path).unwrap();
+        let listed = script
+            .split("knobs=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("no knobs=\"...\" in scripts/machine-state");
+        let mut listed: Vec<&str> = listed.split_whitespace().collect();
+        let mut knobs = super::KNOBS.to_vec();
+        listed.sort_unstable();
+        knobs.sort_unstable();
+        assert_eq!(listed, knobs);
+    }
+}
