@@ -392,7 +392,8 @@ impl Store {
     }
 
     /// A copy of this file in memory, brought to the current schema; the file is left as it
-    /// is. Results databases hold figures, not samples' raw data: megabytes, read whole.
+    /// is. That costs the file's size in memory (a results database is megabytes; per-second
+    /// series add about 16 bytes a reading), and only until a writer upgrades the file.
     fn upgraded_in_memory(self) -> Result<Store> {
         let wrap = |source| StoreError::from_sqlite(&self.path, source);
         let mut copy = Connection::open_in_memory().map_err(wrap)?;
