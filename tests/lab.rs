@@ -1351,12 +1351,8 @@ put_back
         affinities(&b.text("aff.before")),
         affinities(&b.text("aff.during")),
     );
-    let moved: Vec<u64> = before
-        .keys()
-        .filter(|irq| during[irq] != before[irq])
-        .copied()
-        .collect();
-    assert!(!moved.is_empty(), "no mask changed: {log}");
+    let moved = before.keys().any(|irq| during[irq] != before[irq]);
+    assert!(moved, "no mask changed: {log}");
     assert_eq!(b.text("aff.after"), b.text("aff.before"), "{log}");
     let status = b.text("status");
     for want in [

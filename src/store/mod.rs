@@ -1268,20 +1268,29 @@ mod tests {
         }
     }
 
-    /// A database as the first iolab wrote it: schema version 1, one experiment, one run.
-    fn version_1_file(path: &Path) {
+    /// A database as an older iolab wrote it: schema `version`, one experiment, and one run
+    /// with the value `extra` in the column `column` (one that version has).
+    pub(super) fn older_file(path: &Path, version: usize, column: &str, extra: &str) {
         let conn = Connection::open(path).unwrap();
-        conn.execute_batch(MIGRATIONS[0]).unwrap();
-        conn.pragma_update(None, "user_version", 1).unwrap();
+        for m in &MIGRATIONS[..version] {
+            conn.execute_batch(m).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version as i64)
+            .unwrap();
         conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
             .unwrap();
-        conn.execute_batch(
-            "INSERT INTO experiments VALUES (1, 'e', '', 0, '{}', 0, 'h', 'k', 'done');
+        conn.execute_batch(&format!(
+            "INSERT INTO experiments VALUES (1, 'e', '', 0, '{{}}', 0, 'h', 'k', 'done');
              INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, start_unix,
-                               end_unix, status, job_file)
-             VALUES (1, 'c', '{}', 1, 0, 1, 'ok', 'old job');",
-        )
+                               end_unix, status, {column})
+             VALUES (1, 'c', '{{}}', 1, 0, 1, 'ok', '{extra}');"
+        ))
         .unwrap();
+    }
+
+    /// The first iolab's database, whose run has a job file.
+    fn version_1_file(path: &Path) {
+        older_file(path, 1, "job_file", "old job");
     }
 
     /// Reading commands change nothing in the file: an older one is read through an

@@ -64,9 +64,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::super::schema::{self, MIGRATIONS};
+    use super::super::schema::MIGRATIONS;
     use super::*;
-    use rusqlite::Connection;
 
     /// A version 3 file (the layout before series) opens as version 4, keeps its runs, and
     /// takes series for them.
@@ -74,22 +73,7 @@ mod tests {
     fn a_version_3_file_gains_the_series_table_and_keeps_its_runs() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v3.db");
-        {
-            let conn = Connection::open(&path).unwrap();
-            for m in &MIGRATIONS[..3] {
-                conn.execute_batch(m).unwrap();
-            }
-            conn.pragma_update(None, "user_version", 3).unwrap();
-            conn.pragma_update(None, "application_id", schema::APPLICATION_ID)
-                .unwrap();
-            conn.execute_batch(
-                "INSERT INTO experiments VALUES (1, 'e', '', 0, '{}', 0, 'h', 'k', 'done');
-                 INSERT INTO runs (experiment_id, cell_key, cell_levels, repetition, start_unix,
-                                   end_unix, status, checks)
-                 VALUES (1, 'c', '{}', 1, 0, 1, 'ok', '[]');",
-            )
-            .unwrap();
-        }
+        super::super::tests::older_file(&path, 3, "checks", "[]");
         let mut db = Store::open(&path).unwrap();
         assert_eq!(db.schema_version().unwrap(), MIGRATIONS.len() as i64);
         assert_eq!(db.experiment(1).unwrap().part_of, None);
