@@ -669,6 +669,119 @@ fn record_through_tracefs_is_readable_by_blkparse_and_btt() {
     assert!(procs.iter().any(|p| p["name"] == "fio"), "{procs:?}");
 }
 
+/// The devices an analysis reports, by number.
+fn devices_of(report: &Value) -> Vec<&Value> {
+    report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["dev"])
+        .collect()
+}
+
+/// Two devices recorded together (`-d A -d B`): one set of files, where each device's
+/// events stay its own (4 KiB reads on one, 64 KiB writes on the other), btt reads them, and
+/// both devices' tracefs settings are put back. A device named twice is refused.
+#[test]
+fn two_devices_are_recorded_together_and_analysed_apart() {
+    let Some(Live {
+        _turn,
+        scratch: a,
+        dir,
+    }) = live("two-a")
+    else {
+        return;
+    };
+    if !have("fio") || !have("blkparse") || !have("btt") {
+        crate::common::skip("needs fio, blkparse and btt");
+        return;
+    }
+    let b = Scratch::new("two-b");
+    let before = (tracefs_state(&a.dev), tracefs_state(&b.dev));
+    let base = dir.path().join("cap");
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .args([
+            "trace", "record", "--json", "-d", &a.dev, "-d", &b.dev, "-o",
+        ])
+        .arg(&base)
+        .args([
+            "--",
+            "fio",
+            "--output=/dev/null",
+            "--direct=1",
+            "--ioengine=psync",
+        ])
+        .args([
+            "--name=a",
+            &format!("--filename={}", a.dev),
+            "--rw=randread",
+        ])
+        .args(["--bs=4k", "--number_ios=2000"])
+        .args(["--name=b", &format!("--filename={}", b.dev), "--rw=write"])
+        .args(["--bs=64k", "--number_ios=300"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let name = |dev: &str| dev.trim_start_matches("/dev/").to_string();
+    assert!(
+        err.contains(&format!(
+            "events of {} and {} in",
+            name(&a.dev),
+            name(&b.dev)
+        )),
+        "{err}"
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["devices"],
+        serde_json::json!([name(&a.dev), name(&b.dev)])
+    );
+    assert_eq!((tracefs_state(&a.dev), tracefs_state(&b.dev)), before);
+
+    let report = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
+    let device = |dev: &str| {
+        let number = std::fs::read_to_string(format!("/sys/class/block/{}/dev", name(dev)))
+            .unwrap()
+            .trim()
+            .replace(':', ",");
+        report["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["dev"] == number.as_str())
+            .unwrap_or_else(|| panic!("{number} not in {:?}", devices_of(&report)))
+            .clone()
+    };
+    let (da, db) = (device(&a.dev), device(&b.dev));
+    assert_eq!(f(&da["reads"]), 2000.0, "{da}");
+    assert_eq!(f(&da["writes"]), 0.0, "{da}");
+    assert_eq!(f(&da["merge"]["blk_avg"]), 8.0, "{da}");
+    assert_eq!(f(&db["writes"]), 300.0, "{db}");
+    assert_eq!(f(&db["reads"]), 0.0, "{db}");
+    assert_eq!(f(&db["merge"]["blk_avg"]), 128.0, "{db}");
+    // btt counts the bios of both devices in its "All Devices" section, as iolab does.
+    let (_, btt) = blkparse_and_btt(dir.path(), &base);
+    let q2c_n = parse_btt(&btt).all["q2c"].3 as f64;
+    assert_eq!(q2c_n, 2300.0, "{btt}");
+    assert_eq!(f(&report["all"]["q2c"]["n"]), q2c_n);
+
+    let twice = Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .args(["trace", "record", "-d", &a.dev, "-d", &name(&a.dev), "-o"])
+        .arg(dir.path().join("twice"))
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&twice.stderr);
+    assert!(!twice.status.success(), "{err}");
+    assert!(err.contains("named twice"), "{err}");
+    assert_eq!((tracefs_state(&a.dev), tracefs_state(&b.dev)), before);
+}
+
 /// The recorder reads the ring buffer's pages, where anything else written into tracefs
 /// lands too: here `trace_marker` lines between the writes. They are left out and counted,
 /// and every write is still recorded. (`trace_pipe`'s binary stream failed on them.)
@@ -1093,7 +1206,7 @@ fn start_recording(tag: &str, buffer_kb: u64) -> Option<Recorded> {
     } = live(tag)?;
     let before = tracefs_state(&scratch.dev);
     let rec = iolab::trace::capture::start(iolab::trace::capture::Config {
-        device: scratch.dev.clone(),
+        devices: vec![scratch.dev.clone()],
         output: dir.path().join("run1"),
         duration: None,
         buffer_kb,
@@ -1433,6 +1546,23 @@ fn a_closed_stdout_is_not_a_panic() {
     );
 }
 
+/// Runs the experiment `file` into `dir/r.db` with its state in `dir/state`, which must
+/// succeed with every run traced (no "trace:" message); the database's path.
+fn run_traced(dir: &Path, file: &Path) -> PathBuf {
+    let db_path = dir.join("r.db");
+    let out = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "--db"])
+        .arg(&db_path)
+        .arg(file)
+        .env("IOLAB_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("trace:"), "{stderr}");
+    db_path
+}
+
 /// `trace = true`: every measured run of a 2-cell experiment keeps a trace beside the
 /// database that `iolab trace analyze` reads, and carries trace metrics that agree with fio.
 #[test]
@@ -1460,17 +1590,7 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
         ),
     )
     .unwrap();
-    let db_path = dir.path().join("r.db");
-    let out = Std::new(env!("CARGO_BIN_EXE_iolab"))
-        .args(["run", "--db"])
-        .arg(&db_path)
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(!stderr.contains("trace:"), "{stderr}");
+    let db_path = run_traced(dir.path(), &file);
     assert_eq!(tracefs_state(&scratch.dev), before);
 
     let db = iolab::store::Store::open_existing(&db_path).unwrap();
@@ -1616,6 +1736,118 @@ fn an_experiment_with_trace_true_stores_an_analysed_trace_per_run() {
         .unwrap();
     let show = String::from_utf8_lossy(&show.stdout);
     assert!(show.contains("trace_i2d_pct [%] per cell"), "{show}");
+}
+
+/// `trace = true` on two target devices: each run records both into one set of files; its
+/// `trace_*` are over both (the counts add up) and each device's own are `DEVICE:trace_*`,
+/// each checked against the bytes fio moved on that device. A dry run of the default target
+/// on two scratch devices says the trace covers both, and does not claim it would fail.
+#[test]
+fn an_experiment_on_two_devices_traces_both_together() {
+    let Some(Live {
+        _turn,
+        scratch: a,
+        dir,
+    }) = live("exp-two-a")
+    else {
+        return;
+    };
+    let b = Scratch::new("exp-two-b");
+    let before = (tracefs_state(&a.dev), tracefs_state(&b.dev));
+    let file = dir.path().join("two.toml");
+    let body = "seed = 3\nrepetitions = 1\ntrace = true\n[workload]\nrw = \"randread\"\n\
+                bs = \"4k\"\nioengine = \"psync\"\ndirect = 1\nsize = \"16m\"\n\
+                runtime = \"1s\"\ntime_based = true\nrate_iops = 5000\n[factors]\n\
+                scheduler = [\"none\"]\n";
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"two\"\n{body}[target]\ndevice = [\"{}\", \"{}\"]\n",
+            a.dev, b.dev
+        ),
+    )
+    .unwrap();
+    let db_path = run_traced(dir.path(), &file);
+    assert_eq!((tracefs_state(&a.dev), tracefs_state(&b.dev)), before);
+
+    let db = iolab::store::Store::open_existing(&db_path).unwrap();
+    let runs = db.runs(1).unwrap();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    let stored = db.run_texts(run.id).unwrap().unwrap().trace.unwrap();
+    assert!(stored.ends_with("cell0-round1/devices"), "{stored}");
+    let m: HashMap<String, f64> = db.run_metrics(run.id).unwrap().into_iter().collect();
+    let name = |dev: &str| dev.trim_start_matches("/dev/").to_string();
+    let own = |dev: &str, metric: &str| m[&format!("{}:{metric}", name(dev))];
+    for metric in ["trace_q2c_count", "trace_completed_mb"] {
+        let (x, y) = (own(&a.dev, metric), own(&b.dev, metric));
+        assert!(x > 1000.0 / 256.0 && y > 1000.0 / 256.0, "{metric}: {m:?}");
+        assert!(
+            (m[metric] - (x + y)).abs() < 1e-9 * m[metric],
+            "{metric}: {m:?}"
+        );
+    }
+    // The run's latency lies between the devices' own.
+    let mean = |dev: &str| own(dev, "trace_q2c_mean_us");
+    let (lo, hi) = (
+        mean(&a.dev).min(mean(&b.dev)),
+        mean(&a.dev).max(mean(&b.dev)),
+    );
+    let q2c = m["trace_q2c_mean_us"];
+    assert!(lo <= q2c && q2c <= hi, "{lo} {q2c} {hi}");
+    // The files hold both devices, and their analysis is what the run stored.
+    let base = iolab::store::trace_location(&db_path, &stored);
+    let report = iolab_json(&["trace", "analyze", base.to_str().unwrap(), "--json"]);
+    assert_eq!(devices_of(&report).len(), 2, "{:?}", devices_of(&report));
+    assert_eq!(f(&report["all"]["q2c"]["n"]), m["trace_q2c_count"]);
+    // One bytes check per device, each agreeing with fio.
+    let checks = db
+        .run_bases(1)
+        .unwrap()
+        .into_iter()
+        .find(|r| r.run_id == run.id)
+        .unwrap()
+        .checks
+        .unwrap();
+    let traced: Vec<(String, String)> = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["check"] == "trace_bytes_vs_fio")
+        .map(|c| {
+            (
+                c["subject"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [&a.dev, &b.dev]
+        .iter()
+        .map(|d| (format!("trace of {}", name(d)), "ok".to_string()))
+        .collect();
+    assert_eq!(traced, want, "{checks}");
+
+    // Two scratch devices in a dry run: they do not exist yet, so a loop device that does
+    // answers whether they could be traced.
+    std::fs::write(
+        &file,
+        format!("name = \"two\"\n{body}[target]\ndevice = \"default\"\ncount = 2\n"),
+    )
+    .unwrap();
+    let dry = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "--dry-run"])
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&dry.stdout).to_string() + &String::from_utf8_lossy(&dry.stderr);
+    assert!(dry.status.success(), "{said}");
+    assert!(
+        said.contains("a block trace of the targets (together"),
+        "{said}"
+    );
+    assert!(!said.contains("would fail"), "{said}");
 }
 
 /// The `cellC-roundR` directories holding an experiment's kept traces, sorted.

@@ -71,7 +71,7 @@ pub(crate) struct PlotArgs {
     pub png: bool,
 }
 
-/// Record a device's block events through tracefs into NAME.blktrace.CPU files
+/// Record block devices' events through tracefs into NAME.blktrace.CPU files
 /// (readable by blkparse and btt).
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help(
@@ -79,9 +79,10 @@ pub(crate) struct PlotArgs {
      command's exit); COMMAND's own standard output then goes to standard error"
 )))]
 pub(crate) struct RecordArgs {
-    /// Device to trace (e.g. loop0 or /dev/loop0).
-    #[arg(short = 'd', long = "device", value_name = "DEV")]
-    pub device: String,
+    /// Device to trace (e.g. loop0 or /dev/loop0); repeat it to record several devices
+    /// together (`-d sdb -d sdc`): one set of files, which the analysis takes apart by device.
+    #[arg(short = 'd', long = "device", value_name = "DEV", required = true)]
+    pub device: Vec<String>,
     /// Base name of the output files.
     #[arg(
         short = 'o',
@@ -203,7 +204,7 @@ fn compare(args: CompareArgs) -> anyhow::Result<()> {
 
 fn record(args: RecordArgs) -> anyhow::Result<()> {
     let cfg = trace::capture::Config {
-        device: args.device,
+        devices: args.device,
         output: args.output,
         duration: args.duration,
         buffer_kb: args
@@ -217,7 +218,10 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         state_dir: crate::knobs::state_dir(),
     };
     if cfg.duration.is_none() && cfg.command.is_empty() && !cfg.status_line {
-        eprintln!("recording {}; press Ctrl-C to stop", cfg.device);
+        eprintln!(
+            "recording {}; press Ctrl-C to stop",
+            trace::capture::listed(&cfg.devices)
+        );
     }
     let summary = trace::capture::record(&cfg)?;
     // The text goes to standard error either way: standard output may be the command's.

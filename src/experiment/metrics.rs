@@ -136,7 +136,7 @@ mod tests {
         check(Source::Sampler, &recorded, &["dev_w_await_ms"]);
     }
 
-    /// A block trace's analysis, for the traced device and for another one.
+    /// A block trace's analysis, for the traced device, for another one, and for both.
     #[test]
     fn a_trace_records_only_listed_names() {
         use crate::trace::analyze;
@@ -144,7 +144,7 @@ mod tests {
             analyze::analyze_paths(&[fixtures("trace").join("fx")], analyze::Options::default())
                 .unwrap();
         let summary = crate::trace::capture::Summary {
-            device: "loop0".into(),
+            devices: vec!["loop0".into()],
             files: Vec::new(),
             events_per_cpu: Default::default(),
             processes: 0,
@@ -157,8 +157,11 @@ mod tests {
             command_status: None,
         };
         let mut recorded = BTreeSet::new();
-        for dev in ["7,0", "8,0"] {
-            let m = crate::experiment::run::trace::metrics(&report, dev, &summary);
+        use crate::experiment::run::trace::{metrics, Traced};
+        let (loop0, sda) = (Traced::new("loop0", "7:0"), Traced::new("sda", "8:0"));
+        // One device, another, and both (the traced one's figures also as `loop0:...`).
+        for devices in [vec![loop0.clone()], vec![sda.clone()], vec![loop0, sda]] {
+            let m = metrics(&report, &devices, &summary);
             recorded.extend(m.into_iter().map(|(n, _)| n));
         }
         check(Source::Trace, &recorded, &[]);

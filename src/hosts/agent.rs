@@ -289,7 +289,13 @@ impl Session {
                 let analysed = t.stop(window.map(|w| (w.start_ns, w.end_ns)))?;
                 json_of(&results::TraceFigures {
                     metrics: analysed.metrics.into_iter().collect(),
-                    in_window: analysed.in_window_mb.zip(window.map(|w| w.uncertainty_pct)),
+                    in_window: analysed
+                        .devices
+                        .first()
+                        .copied()
+                        .flatten()
+                        .and_then(|c| c.in_window_mb)
+                        .zip(window.map(|w| w.uncertainty_pct)),
                 })
             }
             Request::Preflight { sample_ms } => {

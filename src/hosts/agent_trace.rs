@@ -14,8 +14,7 @@ pub(crate) struct AgentTrace {
     recording: Option<Recording>,
     dir: PathBuf,
     base: PathBuf,
-    /// "major,minor" of the device, as the analysis names devices.
-    dev: String,
+    device: run_trace::Traced,
 }
 
 /// The trace directory of agent PID is `STATE_DIR/agent-trace-PID`; `iolab restore` removes
@@ -31,10 +30,9 @@ impl AgentTrace {
     ) -> Result<AgentTrace, String> {
         let machine =
             crate::model::Machine::read(&crate::sys::SysRoot::live()).map_err(|e| e.to_string())?;
-        let dev = machine
+        let traced = machine
             .device(device)
-            // The model says "major:minor", the analysis "major,minor".
-            .map(|d| d.dev.replace(':', ","))
+            .map(|d| run_trace::Traced::new(device, &d.dev))
             .ok_or_else(|| format!("no block device {device:?} on this host"))?;
         let dir = state_dir.join(format!("{DIR_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -43,10 +41,10 @@ impl AgentTrace {
             recording: None,
             dir,
             base: base.clone(),
-            dev,
+            device: traced,
         };
         let recording = capture::start(capture::Config {
-            device: device.to_string(),
+            devices: vec![device.to_string()],
             output: base,
             duration: None,
             buffer_kb,
@@ -69,7 +67,8 @@ impl AgentTrace {
     ) -> Result<run_trace::Analysed, String> {
         let recording = self.recording.take().ok_or("not recording")?;
         let summary = recording.stop().map_err(|e| format!("{e:#}"))?;
-        run_trace::analyse(&self.base, &self.dev, &summary, window).map_err(|e| format!("{e:#}"))
+        let devices = std::slice::from_ref(&self.device);
+        run_trace::analyse(&self.base, devices, &summary, &[window]).map_err(|e| format!("{e:#}"))
     }
 }
 

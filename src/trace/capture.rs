@@ -32,7 +32,9 @@ const O_NONBLOCK: i32 = 0o4000;
 /// What to record.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub device: String,
+    /// The devices whose events are recorded, together in one set of files (the analysis
+    /// takes them apart by device number).
+    pub devices: Vec<String>,
     pub output: PathBuf,
     pub duration: Option<Duration>,
     pub buffer_kb: u64,
@@ -51,7 +53,7 @@ pub struct Config {
 /// What was recorded.
 #[derive(Debug, Clone)]
 pub struct Summary {
-    pub(crate) device: String,
+    pub(crate) devices: Vec<String>,
     pub(crate) files: Vec<PathBuf>,
     pub(crate) events_per_cpu: BTreeMap<u32, u64>,
     pub(crate) processes: usize,
@@ -60,8 +62,8 @@ pub struct Summary {
     /// Events the ring buffer's pages said were lost before them (the same events as
     /// `overrun`, counted where they were missed).
     pub(crate) missed: u64,
-    /// Entries in the ring buffer that were not this device's blk tracer records (events
-    /// someone else enabled in tracefs), left out.
+    /// Entries in the ring buffer that were not the recorded devices' blk tracer records
+    /// (events someone else enabled in tracefs), left out.
     pub(crate) foreign: u64,
     pub(crate) elapsed: Duration,
     pub(crate) stopped_by: String,
@@ -84,7 +86,9 @@ impl Summary {
 /// are its figures: `events_lost`, `foreign`, `empty`).
 #[derive(Debug, serde::Serialize)]
 pub(crate) struct Recorded<'a> {
-    device: &'a str,
+    /// The devices recorded, comma-separated (one: its name); `devices` lists them.
+    device: String,
+    devices: &'a [String],
     files: &'a [PathBuf],
     events: u64,
     events_per_cpu: &'a BTreeMap<u32, u64>,
@@ -109,7 +113,8 @@ impl<'a> Recorded<'a> {
     pub(crate) fn of(s: &'a Summary) -> Recorded<'a> {
         use std::os::unix::process::ExitStatusExt;
         Recorded {
-            device: &s.device,
+            device: s.devices.join(","),
+            devices: &s.devices,
             files: &s.files,
             events: s.events(),
             events_per_cpu: &s.events_per_cpu,
@@ -138,7 +143,7 @@ fn render_unescaped(s: &Summary) -> String {
     let mut o = format!(
         "recorded {} events of {} in {:.1}s ({}) into {} files; {} processes named\n",
         s.events(),
-        s.device,
+        listed(&s.devices),
         s.elapsed.as_secs_f64(),
         s.stopped_by,
         s.files.len(),
@@ -164,13 +169,22 @@ fn render_unescaped(s: &Summary) -> String {
              did I/O elsewhere, or only through the page cache without writeback yet?), the \
              wrong device (a partition or a device below a dm/md device gets its own events), \
              or another tracer took tracefs over\n",
-            s.device
+            listed(&s.devices)
         ));
     }
     if let Some(st) = s.command_status {
         o.push_str(&format!("command exited with {st}\n"));
     }
     o
+}
+
+/// "loop0", "loop0 and loop1", "sdb, sdc and sdd".
+pub(crate) fn listed(devices: &[String]) -> String {
+    match devices {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 fn read_trim(path: &Path) -> anyhow::Result<String> {
@@ -476,7 +490,17 @@ fn record_until(
     if !crate::sys::is_root() {
         bail!("trace record needs root (it writes tracefs settings)");
     }
-    let (name, trace_dir) = device_dir(&cfg.device)?;
+    if cfg.devices.is_empty() {
+        bail!("no device to record");
+    }
+    let mut traced: Vec<(String, PathBuf)> = Vec::new();
+    for device in &cfg.devices {
+        let (name, dir) = device_dir(device)?;
+        if traced.iter().any(|(n, _)| *n == name) {
+            bail!("{device}: named twice");
+        }
+        traced.push((name, dir));
+    }
     output_dir_ready(&cfg.output)?;
     let tracefs = PathBuf::from(TRACEFS);
     // Declared before the journal, so the journal (dropped first) has put the settings back
@@ -499,7 +523,7 @@ fn record_until(
         bail!("tracefs is in use by the `{current}` tracer; refusing to take it over");
     }
 
-    let result = record_with(cfg, &name, &trace_dir, &tracefs, &mut journal, stop, ready);
+    let result = record_with(cfg, &traced, &tracefs, &mut journal, stop, ready);
     let restored = journal.restore();
     drop(journal);
     drop(mounted);
@@ -508,10 +532,10 @@ fn record_until(
     Ok(summary)
 }
 
+/// Records the devices `traced` (name, its `trace` directory in sysfs).
 fn record_with(
     cfg: &Config,
-    name: &str,
-    trace_dir: &Path,
+    traced: &[(String, PathBuf)],
     tracefs: &Path,
     journal: &mut Journal,
     stop: &AtomicBool,
@@ -532,7 +556,8 @@ fn record_with(
     fs::write(p("trace"), "").context("clearing the trace buffer")?;
     let (over0, drop0) = lost_events(tracefs);
 
-    let mut buffers = CpuBuffers::open(tracefs, name)?;
+    let names: Vec<String> = traced.iter().map(|(n, _)| n.clone()).collect();
+    let mut buffers = CpuBuffers::open(tracefs, &names)?;
     let mut splitter = Splitter {
         missed: 0,
         foreign: 0,
@@ -546,7 +571,9 @@ fn record_with(
             buf: Vec::new(),
         },
     };
-    set(trace_dir.join("enable"), "1")?;
+    for (_, trace_dir) in traced {
+        set(trace_dir.join("enable"), "1")?;
+    }
     if let Some(tx) = ready {
         let _ = tx.send(());
     }
@@ -579,7 +606,7 @@ fn record_with(
             let events = splitter.writers.counts.values().sum();
             eprint!(
                 "\r\x1b[K{}",
-                status_text(name, start.elapsed(), events, lost)
+                status_text(&names, start.elapsed(), events, lost)
             );
         }
         if stop.load(Ordering::Relaxed) {
@@ -622,14 +649,17 @@ fn record_with(
             }
         }
     }
-    fs::write(trace_dir.join("enable"), "0").context("disabling the device's trace")?;
-    // What is left in the ring buffer: nothing more comes in once the device's trace is off.
+    for (name, trace_dir) in traced {
+        fs::write(trace_dir.join("enable"), "0")
+            .with_context(|| format!("disabling {name}'s trace"))?;
+    }
+    // What is left in the ring buffer: nothing more comes in once the devices' traces are off.
     while buffers.drain(&mut splitter)? > 0 {}
     let (over1, drop1) = lost_events(tracefs);
     let processes = splitter.name_late(tracefs)?;
     let (files, counts) = splitter.writers.finish()?;
     Ok(Summary {
-        device: name.to_string(),
+        devices: names,
         files,
         events_per_cpu: counts,
         processes,
@@ -644,9 +674,10 @@ fn record_with(
 }
 
 /// "recording loop0: 12 s, 1234567 events, 0 lost so far".
-fn status_text(device: &str, elapsed: Duration, events: u64, lost: u64) -> String {
+fn status_text(devices: &[String], elapsed: Duration, events: u64, lost: u64) -> String {
     crate::report::format::terminal_safe_lines(&format!(
-        "recording {device}: {} s, {events} events, {lost} lost so far (Ctrl-C stops)",
+        "recording {}: {} s, {events} events, {lost} lost so far (Ctrl-C stops)",
+        listed(devices),
         elapsed.as_secs()
     ))
     .into_owned()
@@ -655,21 +686,27 @@ fn status_text(device: &str, elapsed: Duration, events: u64, lost: u64) -> Strin
 /// The ring buffer of each CPU, read a page at a time (see `ring_buffer`).
 struct CpuBuffers {
     layout: PageLayout,
-    /// The traced device's dev_t as the kernel writes it (major << 20 | minor).
-    device: u32,
+    /// The traced devices' dev_t as the kernel writes it (major << 20 | minor).
+    devices: Vec<u32>,
     files: Vec<(PathBuf, File)>,
     page: Vec<u8>,
     scratch: Vec<u8>,
 }
 
 impl CpuBuffers {
-    fn open(tracefs: &Path, device: &str) -> anyhow::Result<CpuBuffers> {
+    fn open(tracefs: &Path, names: &[String]) -> anyhow::Result<CpuBuffers> {
         let layout = PageLayout::read(tracefs)?;
-        let dev = read_trim(&Path::new("/sys/class/block").join(device).join("dev"))?;
-        let device = dev
-            .split_once(':')
-            .and_then(|(ma, mi)| Some(ma.parse::<u32>().ok()? << 20 | mi.parse::<u32>().ok()?))
-            .with_context(|| format!("{device}: a device number {dev:?}"))?;
+        let mut devices = Vec::new();
+        for name in names {
+            let dev = read_trim(&Path::new("/sys/class/block").join(name).join("dev"))?;
+            devices.push(
+                dev.split_once(':')
+                    .and_then(|(ma, mi)| {
+                        Some(ma.parse::<u32>().ok()? << 20 | mi.parse::<u32>().ok()?)
+                    })
+                    .with_context(|| format!("{name}: a device number {dev:?}"))?,
+            );
+        }
         let mut files = Vec::new();
         let dir = tracefs.join("per_cpu");
         for e in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
@@ -691,7 +728,7 @@ impl CpuBuffers {
         Ok(CpuBuffers {
             page: vec![0; layout.page_size],
             layout,
-            device,
+            devices,
             files,
             scratch: Vec::new(),
         })
@@ -714,9 +751,9 @@ impl CpuBuffers {
                 };
                 total += n;
                 let mut failed = Ok(());
-                let (device, scratch) = (self.device, &mut self.scratch);
+                let (devices, scratch) = (&self.devices, &mut self.scratch);
                 splitter.missed += ring_buffer::events(&self.layout, &self.page[..n], |t, d| {
-                    match ring_buffer::blk_event(t, d, device, scratch) {
+                    match ring_buffer::blk_event(t, d, devices, scratch) {
                         Some(ev) if failed.is_ok() => failed = splitter.take(ev),
                         Some(_) => {}
                         None => splitter.foreign += 1,
@@ -737,8 +774,18 @@ mod tests {
     #[test]
     fn the_status_line_says_how_long_how_many_and_how_many_lost() {
         assert_eq!(
-            status_text("loop0", Duration::from_millis(12_700), 1_234_567, 0),
+            status_text(
+                &["loop0".into()],
+                Duration::from_millis(12_700),
+                1_234_567,
+                0
+            ),
             "recording loop0: 12 s, 1234567 events, 0 lost so far (Ctrl-C stops)"
+        );
+        let three = ["sdb", "sdc", "sdd"].map(String::from);
+        assert_eq!(
+            status_text(&three, Duration::from_secs(2), 5, 1),
+            "recording sdb, sdc and sdd: 2 s, 5 events, 1 lost so far (Ctrl-C stops)"
         );
     }
 

@@ -196,21 +196,21 @@ pub(crate) fn events(
     Ok(missed)
 }
 
-/// The blktrace record of a blk tracer entry `data` at `time`, if it is one for `device`
-/// (kernel dev_t): an entry of the same size and device, with a payload that fits, built into
+/// The blktrace record of a blk tracer entry `data` at `time`, if it is one for one of
+/// `devices` (kernel dev_t): an entry of the same size and device, with a payload that fits, built into
 /// `scratch` as `trace_pipe` would write it (version 7, sequence 0) and decoded. Anything else
 /// in the buffer (events another user enabled) gives None.
 pub(crate) fn blk_event(
     time: u64,
     data: &[u8],
-    device: u32,
+    devices: &[u32],
     scratch: &mut Vec<u8>,
 ) -> Option<Event> {
     let field = |at: usize| u32_at(data, at);
     let pdu_len = usize::from(u16::from_ne_bytes(data.get(46..48)?.try_into().ok()?));
     let len = V7_HEADER + pdu_len;
     // Entries are padded to 4 bytes, and to 8 where the ring buffer aligns so.
-    if data.len() < len || data.len() >= len + 8 || field(36)? != device {
+    if data.len() < len || data.len() >= len + 8 || !devices.contains(&field(36)?) {
         return None;
     }
     scratch.clear();
@@ -364,21 +364,22 @@ mod tests {
         let mut scratch = Vec::new();
         let dev = 7 << 20 | 3;
         let q = entry(8, code::QUEUE, &[]);
-        let ev = blk_event(5_000, &q, dev, &mut scratch).unwrap();
+        let ev = blk_event(5_000, &q, &[dev], &mut scratch).unwrap();
         assert_eq!(
             (ev.time, ev.sector, ev.bytes, ev.pid, ev.cpu),
             (5_000, 8, 4096, 42, 1)
         );
         assert_eq!((ev.code(), ev.device, ev.sequence), (code::QUEUE, dev, 0));
         let u = entry(0, code::UNPLUG_IO, &1u64.to_be_bytes());
-        let ev = blk_event(6_000, &u, dev, &mut scratch).unwrap();
+        let ev = blk_event(6_000, &u, &[dev], &mut scratch).unwrap();
         assert_eq!(ev.payload, Payload::Count(1));
         // Another device's, a shorter or a longer entry are not ours.
-        assert!(blk_event(0, &q, dev + 1, &mut scratch).is_none());
-        assert!(blk_event(0, &q[..40], dev, &mut scratch).is_none());
+        assert!(blk_event(0, &q, &[dev + 1], &mut scratch).is_none());
+        assert!(blk_event(0, &q, &[dev + 1, dev], &mut scratch).is_some());
+        assert!(blk_event(0, &q[..40], &[dev], &mut scratch).is_none());
         let mut long = q.clone();
         long.extend_from_slice(&[0; 16]);
-        assert!(blk_event(0, &long, dev, &mut scratch).is_none());
+        assert!(blk_event(0, &long, &[dev], &mut scratch).is_none());
     }
 
     /// The events of a page read from a live kernel's per_cpu/cpu0/trace_pipe_raw while `dd`
@@ -393,7 +394,7 @@ mod tests {
         let mut scratch = Vec::new();
         let mut seen = Vec::new();
         let lost = events(&layout(), &p, |t, d| {
-            seen.push((t, blk_event(t, d, 7 << 20, &mut scratch).unwrap()))
+            seen.push((t, blk_event(t, d, &[7 << 20], &mut scratch).unwrap()))
         })
         .unwrap();
         assert_eq!(lost, 0);

@@ -422,9 +422,23 @@ mod tests {
             text.contains("x.toml:4:9: `count` is the number of default scratch devices"),
             "{text}"
         );
-        let text = errors("name = \"n\"\ntrace = true\n[target]\ncount = 2\n").join("\n");
+        // Several devices here are recorded together; a host's agent records one.
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\ntrace = true\n[target]\ncount = 2\n",
+        )
+        .unwrap();
+        assert!(e.trace && e.target.device_count() == 2);
+        let text = errors(
+            "name = \"n\"\ntrace = true\n[target]\ndevice = [\"sdb\", \"sdc\"]\n\
+             hosts = [\"a\", \"b\"]\n",
+        )
+        .join("\n");
         assert!(
-            text.contains("x.toml:2:9: `trace = true` records one device, but [target] names 2"),
+            text.contains(
+                "x.toml:2:9: `trace = true` with `hosts` records one device on each host, but \
+                 [target] names 2"
+            ),
             "{text}"
         );
     }

@@ -237,11 +237,13 @@ pub(crate) fn parse_with(
     w.conflicts(&workload, &workload_spans, &factors);
     w.engine_fits(&workload_spans, &factors, &target);
     w.matrix_size(factors_span, &factors, &repetitions);
-    if trace && target.device_count() > 1 {
+    if trace && target.device_count() > 1 && !target.hosts.is_empty() {
+        // A host's agent records the one device it drives.
         w.error(
             trace_span.clone(),
             format!(
-                "`trace = true` records one device, but [target] names {}",
+                "`trace = true` with `hosts` records one device on each host, but [target] \
+                 names {}",
                 target.device_count()
             ),
             Some("one device in [target], or trace = false".to_string()),

@@ -172,13 +172,6 @@ pub struct PlanDevice {
     pub(crate) holds_data: bool,
 }
 
-impl Plan {
-    /// The first device: the one traced.
-    pub(crate) fn device(&self) -> &str {
-        &self.devices[0].name
-    }
-}
-
 /// Resolves an experiment against `devices` of machine `m`, driven at once.
 pub(crate) fn plan(
     exp: &Experiment,
@@ -462,10 +455,20 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     } else if exp.trace {
         let dir = trace::traces_dir(&settings.db_path);
         p.notes.push(format!(
-            "trace = true: each measured run records a block trace of the target through \
+            "trace = true: each measured run records a block trace of the target{} through \
              tracefs into {}/experiment-ID/cellC-roundR/ and stores its trace_* metrics{}",
+            if p.devices.len() > 1 {
+                "s (together: the run's trace_* over all of them, each device's own as \
+                 DEVICE:trace_*)"
+            } else {
+                ""
+            },
             dir.display(),
-            match trace::unavailable(p.device()) {
+            match if p.scratch {
+                trace::unavailable_for_scratch()
+            } else {
+                p.devices.iter().find_map(|d| trace::unavailable(&d.name))
+            } {
                 Some(why) => format!(
                     "; right now recording would fail ({why}) and runs would go on untraced"
                 ),
@@ -864,20 +867,22 @@ pub fn run(
     if exp.trace && !settings.root.is_live() {
         progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
     }
-    // The file allows `trace` with one device only; a `--device` override is one too.
-    // Controlled hosts record their own devices (`hosts::trace_start`).
+    // Every target device is recorded, together. Controlled hosts record their own
+    // devices (`hosts::trace_start`).
     let tracing = (exp.trace && !remote && settings.root.is_live()).then(|| {
-        let device = plan.device();
-        let dev = machine
-            .device(device)
-            .map(|d| d.dev.clone())
-            .unwrap_or_default();
+        let devices = plan
+            .devices
+            .iter()
+            .map(|d| {
+                let dev = machine.device(&d.name).map_or("", |m| m.dev.as_str());
+                trace::Traced::new(&d.name, dev)
+            })
+            .collect();
         trace::Tracing::new(
             &settings.db_path,
             &settings.state_dir,
             experiment_id,
-            device,
-            &dev,
+            devices,
             exp.trace_settings,
         )
     });
@@ -1404,32 +1409,46 @@ fn one_run(
     }
     if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
         if record.status == RunStatus::Ok {
-            // fio's measured interval on the trace's clock, to count the trace's bytes over:
-            // where the sampler placed it by the device's I/O, else by fio's reports.
+            // Each device's measured interval on the trace's clock, to count its bytes over:
+            // where the sampler placed it by the device's I/O, else by fio's reports of the
+            // jobs on it.
             let offset = crate::sys::realtime_minus_monotonic_ns();
-            let window = samples
-                .as_ref()
-                .zip(aligned.as_ref())
-                .and_then(|(s, a)| {
-                    align::activity_window_on_monotonic(s, &a.window, Some(plan.device()), offset)
+            let windows: Vec<_> = tracing
+                .devices()
+                .iter()
+                .map(|d| {
+                    samples
+                        .as_ref()
+                        .zip(aligned.as_ref())
+                        .and_then(|(s, a)| {
+                            align::activity_window_on_monotonic(s, &a.window, Some(&d.name), offset)
+                        })
+                        .or_else(|| align::trace_window(reports, &d.name, offset))
                 })
-                .or_else(|| align::trace_window(reports, plan.device(), offset));
-            match tracing.metrics(recorded, window.map(|w| (w.start_ns, w.end_ns))) {
+                .collect();
+            let spans: Vec<_> = windows
+                .iter()
+                .map(|w| w.as_ref().map(|w| (w.start_ns, w.end_ns)))
+                .collect();
+            match tracing.metrics(recorded, &spans) {
                 Ok(trace::Analysed {
                     metrics: m,
-                    in_window_mb,
+                    devices: completed,
                 }) => {
                     let get = |name: &str| m.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
-                    let mb = get(crate::metrics::TRACE_COMPLETED_MB.name);
                     let lost = get(crate::metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
-                    if let (Some(completed_mb), Some(report)) = (mb, report) {
+                    let traced = tracing.devices().iter().zip(&completed).zip(&windows);
+                    for ((device, completed), window) in traced {
+                        let (Some(c), Some(report)) = (completed, report) else {
+                            continue;
+                        };
                         let trace = checks::TraceBytes {
-                            completed_mb,
-                            in_window: in_window_mb.zip(window.map(|w| w.uncertainty_pct)),
+                            completed_mb: c.mb,
+                            in_window: c.in_window_mb.zip(window.map(|w| w.uncertainty_pct)),
                         };
                         run_checks.push(checks::trace_vs_fio(
                             report,
-                            plan.device(),
+                            &device.name,
                             trace,
                             (lost, Some(tracing.buffer_kb)),
                         ));

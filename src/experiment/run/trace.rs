@@ -1,9 +1,12 @@
 //! Per-run block traces for experiments with `trace = true`: each measured run records the
-//! target device's block events through tracefs (`trace::capture`), the per-CPU files are kept
-//! beside the database, and the trace is analysed at once so its headline figures become
-//! ordinary `trace_*` metrics of the run (docs/architecture.md).
+//! target devices' block events through tracefs (`trace::capture`), the per-CPU files are
+//! kept beside the database, and the trace is analysed at once so its headline figures
+//! become ordinary `trace_*` metrics of the run (docs/architecture.md). Several target
+//! devices are recorded together, into one set of files: the run's `trace_*` are over all of
+//! them, and each device's own are `DEVICE:trace_*`.
 //!
 //! Where the files go: `<db>.traces/experiment-<E>/cell<C>-round<R>/<device>.blktrace.<CPU>.gz`
+//! (`devices.blktrace.<CPU>.gz` for several)
 //! (gzip-compressed once analysed, `trace::keep`; `iolab trace analyze` reads them as they are,
 //! `iolab trace export` writes the plain files blkparse and btt need).
 //! The run's database id is known only after its row is inserted, which is after the trace
@@ -20,12 +23,12 @@
 //! runs' files stay (`Keeper`); a trace not kept is removed at once and its run row names no
 //! trace, so `show` can say how many were analysed but not kept (`kept_note`).
 
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
-
-use std::collections::HashSet;
 
 use crate::experiment::file::{KeepRuns, TraceSettings, DEFAULT_BUFFER_KB};
 use crate::metrics;
+use crate::trace::analyze::latency::LatencySummary;
 use crate::trace::analyze::{self, DeviceReport, Report};
 use crate::trace::capture::{self, Recording, Summary};
 
@@ -81,15 +84,52 @@ pub(crate) fn unavailable(device: &str) -> Option<String> {
     }
 }
 
+/// A device an experiment traces.
+#[derive(Debug, Clone)]
+pub(crate) struct Traced {
+    pub(crate) name: String,
+    /// "major,minor", as the analysis names devices.
+    pub(crate) dev: String,
+}
+
+impl Traced {
+    /// `dev` is the machine model's "major:minor".
+    pub(crate) fn new(name: &str, dev: &str) -> Traced {
+        Traced {
+            name: name.to_string(),
+            dev: dev.replace(':', ","),
+        }
+    }
+}
+
+/// The base name of a recording of `devices`: the device's own name, or `devices`.
+fn base_name(devices: &[Traced]) -> &str {
+    match devices {
+        [one] => &one.name,
+        _ => "devices",
+    }
+}
+
+/// [`unavailable`] for the scratch devices of a dry run, which do not exist yet: asked of a
+/// loop device that does (they will be loop devices too).
+pub(crate) fn unavailable_for_scratch() -> Option<String> {
+    let existing = std::fs::read_dir("/sys/class/block")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("loop"))
+        .min();
+    unavailable(existing.as_deref().unwrap_or("loop0"))
+}
+
 /// Tracing for one experiment.
 pub(crate) struct Tracing {
     db_path: PathBuf,
     /// Where the recordings journal the tracefs settings (`capture::Config::state_dir`).
     state_dir: PathBuf,
     experiment_id: i64,
-    device: String,
-    /// "major,minor" of the target, as the analysis names devices.
-    dev: String,
+    devices: Vec<Traced>,
     said_unavailable: bool,
     keeper: Keeper,
     /// The kernel's trace buffer per CPU, KiB (`[trace] buffer_kb`).
@@ -161,10 +201,18 @@ pub(crate) struct RunTrace {
     stored: String,
 }
 
-/// A recording's `trace_*` metrics, and the MB of the bios completed within fio's measured
-/// interval when it was given.
+/// A recording's `trace_*` metrics, and what each traced device completed.
 pub(crate) struct Analysed {
     pub(crate) metrics: Vec<(String, f64)>,
+    /// By traced device, in the order given; `None` for a device with no events.
+    pub(crate) devices: Vec<Option<Completed>>,
+}
+
+/// The MB of the bios a device completed in the whole trace, and within fio's measured
+/// interval when it was given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Completed {
+    pub(crate) mb: f64,
     pub(crate) in_window_mb: Option<f64>,
 }
 
@@ -177,21 +225,18 @@ pub(crate) struct Recorded {
 }
 
 impl Tracing {
-    /// `dev` is the target's `major:minor` (the machine model's form).
     pub(crate) fn new(
         db_path: &Path,
         state_dir: &Path,
         experiment_id: i64,
-        device: &str,
-        dev: &str,
+        devices: Vec<Traced>,
         settings: TraceSettings,
     ) -> Tracing {
         Tracing {
             db_path: db_path.to_path_buf(),
             state_dir: state_dir.to_path_buf(),
             experiment_id,
-            device: device.to_string(),
-            dev: dev.replace(':', ","),
+            devices,
             said_unavailable: false,
             keeper: Keeper::new(settings),
             buffer_kb: settings.buffer_kb.unwrap_or_else(auto_buffer_kb),
@@ -256,12 +301,13 @@ impl Tracing {
             .join(format!("experiment-{}", self.experiment_id))
             .join(format!("cell{cell}-round{round}"));
         let dir = crate::store::trace_location(&self.db_path, &relative_dir.to_string_lossy());
+        let name = base_name(&self.devices);
         let started = std::fs::create_dir_all(&dir)
             .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))
             .and_then(|()| {
                 capture::start(capture::Config {
-                    device: self.device.clone(),
-                    output: dir.join(&self.device),
+                    devices: self.devices.iter().map(|d| d.name.clone()).collect(),
+                    output: dir.join(name),
                     duration: None,
                     buffer_kb: self.buffer_kb,
                     command: Vec::new(),
@@ -273,20 +319,22 @@ impl Tracing {
         match started {
             Ok(recording) => Some(RunTrace {
                 recording: Some(recording),
-                base: dir.join(&self.device),
-                stored: relative_dir
-                    .join(&self.device)
-                    .to_string_lossy()
-                    .into_owned(),
+                base: dir.join(name),
+                stored: relative_dir.join(name).to_string_lossy().into_owned(),
                 dir,
             }),
             Err(e) => {
                 let _ = std::fs::remove_dir(&dir);
                 if !self.said_unavailable {
                     self.said_unavailable = true;
+                    let names: Vec<String> = self
+                        .devices
+                        .iter()
+                        .map(|d| format!("/dev/{}", d.name))
+                        .collect();
                     say(&format!(
-                        "trace: cannot record /dev/{} ({e:#}); runs go on without a trace",
-                        self.device
+                        "trace: cannot record {} ({e:#}); runs go on without a trace",
+                        capture::listed(&names)
                     ));
                 }
                 None
@@ -294,45 +342,58 @@ impl Tracing {
         }
     }
 
+    pub(crate) fn devices(&self) -> &[Traced] {
+        &self.devices
+    }
+
     /// Analyses a finished recording into the run's `trace_*` metrics, and the MB of the
-    /// bios completed on the device within `window` (fio's measured interval on the trace's
-    /// clock, `[start, end)` ns) when there is one.
+    /// bios each device completed, within its `windows` entry too (fio's measured interval
+    /// on the trace's clock, `[start, end)` ns, by traced device) when there is one.
     pub(crate) fn metrics(
         &self,
         recorded: &Recorded,
-        window: Option<(u64, u64)>,
+        windows: &[Option<(u64, u64)>],
     ) -> anyhow::Result<Analysed> {
-        analyse(&recorded.base, &self.dev, &recorded.summary, window)
+        analyse(&recorded.base, &self.devices, &recorded.summary, windows)
     }
 }
 
-/// Analyses the recording `base` of device `dev` ("major,minor") into the run's `trace_*`
-/// metrics, and the MB of the bios completed there within `window` (`[start, end)` ns on the
-/// trace's clock) when one is given. A run here and a controlled host's run alike.
+/// Analyses the recording `base` of `devices` into the run's `trace_*` metrics, and the MB
+/// of the bios each completed, within its `windows` entry (`[start, end)` ns on the trace's
+/// clock) too when it has one. A run here and a controlled host's run alike.
 pub(crate) fn analyse(
     base: &Path,
-    dev: &str,
+    devices: &[Traced],
     summary: &Summary,
-    window: Option<(u64, u64)>,
+    windows: &[Option<(u64, u64)>],
 ) -> anyhow::Result<Analysed> {
+    let device_windows = devices
+        .iter()
+        .zip(windows)
+        .filter_map(|(d, w)| Some((d.dev.clone(), (*w)?)))
+        .collect();
     let report = analyze::analyze_paths(
         std::slice::from_ref(&base.to_path_buf()),
         analyze::Options {
             timeline: false,
-            window,
+            device_windows,
             ..Default::default()
         },
     )
     .map_err(|e| anyhow::anyhow!("analysing {}: {e}", base.display()))?;
-    let in_window_mb = report
-        .devices
+    let completed = devices
         .iter()
-        .find(|d| d.dev == dev)
-        .and_then(|d| d.bio_bytes_in_window)
-        .map(|b| b as f64 / 1e6);
+        .map(|t| {
+            let d = report.devices.iter().find(|d| d.dev == t.dev)?;
+            Some(Completed {
+                mb: d.bio_bytes_completed as f64 / 1e6,
+                in_window_mb: d.bio_bytes_in_window.map(|b| b as f64 / 1e6),
+            })
+        })
+        .collect();
     Ok(Analysed {
-        metrics: metrics(&report, dev, summary),
-        in_window_mb,
+        metrics: metrics(&report, devices, summary),
+        devices: completed,
     })
 }
 
@@ -388,10 +449,16 @@ pub(crate) fn kept_note(analysed: u64, kept: u64) -> Option<String> {
     })
 }
 
-/// The headline figures of a trace for device `dev` ("major,minor"), under the stable names
-/// of docs/architecture.md. Latencies are btt's per-bio view. A device with no events in the
-/// trace gives only the event counts.
-pub(crate) fn metrics(report: &Report, dev: &str, summary: &Summary) -> Vec<(String, f64)> {
+/// The headline figures of a trace of `devices`, under the stable names of
+/// docs/architecture.md. Latencies are btt's per-bio view. With one device they are its
+/// own; with several, the run's are over all of them (`Figures::together`) and each
+/// device's own follow as `DEVICE:trace_*`. A device with no events in the trace gives no
+/// figures: with none, only the event counts are left.
+pub(crate) fn metrics(
+    report: &Report,
+    devices: &[Traced],
+    summary: &Summary,
+) -> Vec<(String, f64)> {
     let mut out = vec![
         (metrics::TRACE_EVENTS.name.to_string(), report.events as f64),
         (
@@ -399,52 +466,125 @@ pub(crate) fn metrics(report: &Report, dev: &str, summary: &Summary) -> Vec<(Str
             summary.lost() as f64,
         ),
     ];
-    let Some(d) = report.devices.iter().find(|d| d.dev == dev) else {
-        return out;
-    };
-    out.extend(device_metrics(d));
+    let found: Vec<(&Traced, &DeviceReport)> = devices
+        .iter()
+        .filter_map(|t| Some((t, report.devices.iter().find(|d| d.dev == t.dev)?)))
+        .collect();
+    match found.as_slice() {
+        [] => {}
+        [(_, d)] if devices.len() == 1 => out.extend(Figures::of(d).metrics()),
+        several => {
+            let reports: Vec<&DeviceReport> = several.iter().map(|(_, d)| *d).collect();
+            out.extend(Figures::together(&report.all, &reports).metrics());
+            for (t, d) in several {
+                let own = Figures::of(d).metrics().into_iter();
+                out.extend(own.map(|(k, v)| (format!("{}:{k}", t.name), v)));
+            }
+        }
+    }
     out.retain(|(_, v)| v.is_finite());
     out
 }
 
-fn device_metrics(d: &DeviceReport) -> Vec<(String, f64)> {
-    let mut out = Vec::new();
-    let us = |s: f64| s * 1e6;
-    out.push((
-        metrics::TRACE_COMPLETED_MB.name.into(),
-        d.bio_bytes_completed as f64 / 1e6,
-    ));
-    if let Some(q2c) = d.latency.get("q2c") {
-        out.push((metrics::TRACE_Q2C_COUNT.name.into(), q2c.n as f64));
+/// What the `trace_*` figures are made of: one device's section of the analysis, or several
+/// devices' together.
+struct Figures<'a> {
+    latency: &'a BTreeMap<String, LatencySummary>,
+    i2d_pct: f64,
+    completed_bytes: u64,
+    /// Bios queued (btt's Q), requests dispatched, and the sectors these carried.
+    queued: u64,
+    dispatched: u64,
+    dispatched_sectors: u64,
+    /// Dispatches seen, and the mean number in the device at each.
+    depth_n: u64,
+    depth_mean: f64,
+    sleeps: u64,
+}
+
+impl<'a> Figures<'a> {
+    fn of(d: &'a DeviceReport) -> Figures<'a> {
+        Figures {
+            latency: &d.latency,
+            i2d_pct: d.overhead.i2d,
+            completed_bytes: d.bio_bytes_completed,
+            queued: d.merge.q,
+            dispatched: d.merge.d,
+            dispatched_sectors: d.merge.total,
+            depth_n: d.dispatch_depth.n,
+            depth_mean: d.dispatch_depth.avg,
+            sleeps: d.sleeps,
+        }
     }
-    // A latency of no samples is no figure (not 0 us): left out.
-    let measured = |name: &str| d.latency.get(name).filter(|l| l.n > 0);
-    if let Some(q2c) = measured("q2c") {
-        out.push((metrics::TRACE_Q2C_MEAN_US.name.into(), us(q2c.avg)));
-        out.push((metrics::TRACE_Q2C_P50_US.name.into(), us(q2c.p50)));
-        out.push((metrics::TRACE_Q2C_P99_US.name.into(), us(q2c.p99)));
-        out.push((metrics::TRACE_Q2C_MAX_US.name.into(), us(q2c.max)));
-        out.push((metrics::TRACE_I2D_PCT.name.into(), d.overhead.i2d));
+
+    /// Several devices as one: latencies over all their bios (the analysis' "All Devices",
+    /// whose percentiles come from the merged histograms), I2D's share of their summed
+    /// Q2C, counts and bytes summed, the merge ratio and request size over the sums, and the
+    /// dispatch depth averaged over all dispatches.
+    fn together(all: &'a BTreeMap<String, LatencySummary>, ds: &[&DeviceReport]) -> Figures<'a> {
+        let sum = |f: fn(&DeviceReport) -> u64| ds.iter().map(|d| f(d)).sum::<u64>();
+        let total = |name: &str| all.get(name).map_or(0.0, |l| l.total);
+        let depth_n = sum(|d| d.dispatch_depth.n);
+        let depth_sum: f64 = ds
+            .iter()
+            .map(|d| d.dispatch_depth.avg * d.dispatch_depth.n as f64)
+            .sum();
+        Figures {
+            latency: all,
+            i2d_pct: 100.0 * total("i2d") / total("q2c"),
+            completed_bytes: sum(|d| d.bio_bytes_completed),
+            queued: sum(|d| d.merge.q),
+            dispatched: sum(|d| d.merge.d),
+            dispatched_sectors: sum(|d| d.merge.total),
+            depth_n,
+            depth_mean: depth_sum / depth_n as f64,
+            sleeps: sum(|d| d.sleeps),
+        }
     }
-    if let Some(d2c) = measured("d2c") {
-        out.push((metrics::TRACE_D2C_MEAN_US.name.into(), us(d2c.avg)));
-        out.push((metrics::TRACE_D2C_P99_US.name.into(), us(d2c.p99)));
-    }
-    if d.merge.d > 0 {
-        out.push((metrics::TRACE_MERGE_RATIO.name.into(), d.merge.ratio));
+
+    fn metrics(&self) -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        let us = |s: f64| s * 1e6;
         out.push((
-            metrics::TRACE_REQUEST_KB_MEAN.name.into(),
-            d.merge.blk_avg as f64 / 2.0,
+            metrics::TRACE_COMPLETED_MB.name.into(),
+            self.completed_bytes as f64 / 1e6,
         ));
+        if let Some(q2c) = self.latency.get("q2c") {
+            out.push((metrics::TRACE_Q2C_COUNT.name.into(), q2c.n as f64));
+        }
+        // A latency of no samples is no figure (not 0 us): left out.
+        let measured = |name: &str| self.latency.get(name).filter(|l| l.n > 0);
+        if let Some(q2c) = measured("q2c") {
+            out.push((metrics::TRACE_Q2C_MEAN_US.name.into(), us(q2c.avg)));
+            out.push((metrics::TRACE_Q2C_P50_US.name.into(), us(q2c.p50)));
+            out.push((metrics::TRACE_Q2C_P99_US.name.into(), us(q2c.p99)));
+            out.push((metrics::TRACE_Q2C_MAX_US.name.into(), us(q2c.max)));
+            out.push((metrics::TRACE_I2D_PCT.name.into(), self.i2d_pct));
+        }
+        if let Some(d2c) = measured("d2c") {
+            out.push((metrics::TRACE_D2C_MEAN_US.name.into(), us(d2c.avg)));
+            out.push((metrics::TRACE_D2C_P99_US.name.into(), us(d2c.p99)));
+        }
+        if self.dispatched > 0 {
+            out.push((
+                metrics::TRACE_MERGE_RATIO.name.into(),
+                self.queued as f64 / self.dispatched as f64,
+            ));
+            // In KiB: half the sectors, of the whole sectors per request btt reports.
+            out.push((
+                metrics::TRACE_REQUEST_KB_MEAN.name.into(),
+                (self.dispatched_sectors / self.dispatched) as f64 / 2.0,
+            ));
+        }
+        if self.depth_n > 0 {
+            out.push((
+                metrics::TRACE_DISPATCH_DEPTH_MEAN.name.into(),
+                self.depth_mean,
+            ));
+        }
+        out.push((metrics::TRACE_SLEEPS.name.into(), self.sleeps as f64));
+        out
     }
-    if d.dispatch_depth.n > 0 {
-        out.push((
-            metrics::TRACE_DISPATCH_DEPTH_MEAN.name.into(),
-            d.dispatch_depth.avg,
-        ));
-    }
-    out.push((metrics::TRACE_SLEEPS.name.into(), d.sleeps as f64));
-    out
 }
 
 #[cfg(test)]
@@ -455,6 +595,91 @@ mod tests {
     fn fixture_report() -> Report {
         let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace/fx");
         analyze::analyze_paths(&[base], analyze::Options::default()).unwrap()
+    }
+
+    /// The fixture's device.
+    fn loop0() -> [Traced; 1] {
+        [Traced::new("loop0", "7:0")]
+    }
+
+    /// Ten 4 KiB reads a millisecond apart on each device, each inserted `i2d` ns before its
+    /// dispatch and completed `d2c` ns after it.
+    fn two_devices(timing: &[(u32, u64, u64)]) -> Report {
+        use crate::trace::blk_io_trace::{action, category, code, Event};
+        let mut a = analyze::Analyzer::new(analyze::Options::default());
+        for i in 0..10u64 {
+            for &(device, i2d, d2c) in timing {
+                let (t, sector) = (i * 1_000_000, i * 8);
+                let at = |time: u64, c: u8| Event {
+                    version: 7,
+                    time,
+                    sector,
+                    bytes: 4096,
+                    action: action(c, category::READ),
+                    pid: 1,
+                    device,
+                    ..Event::default()
+                };
+                a.feed(&at(t, code::QUEUE));
+                a.feed(&at(t + 1_000, code::GETRQ));
+                a.feed(&at(t + 2_000, code::INSERT));
+                a.feed(&at(t + 2_000 + i2d, code::ISSUE));
+                a.feed(&at(t + 2_000 + i2d + d2c, code::COMPLETE));
+            }
+        }
+        a.finish()
+    }
+
+    /// Several devices: the run's figures are over all their bios, each device's own are
+    /// prefixed with its name, and a device that saw nothing adds nothing.
+    #[test]
+    fn several_devices_give_figures_over_all_and_each_its_own() {
+        let (sdb, sdc) = (8 << 20 | 16, 8 << 20 | 32);
+        let report = two_devices(&[(sdb, 1_000, 97_000), (sdc, 5_000, 293_000)]);
+        let traced = [
+            Traced::new("sdb", "8:16"),
+            Traced::new("sdc", "8:32"),
+            Traced::new("sdd", "8:48"),
+        ];
+        let m: BTreeMap<String, f64> = metrics(&report, &traced, &summary(0, 0, 0))
+            .into_iter()
+            .collect();
+        let close = |name: &str, want: f64| {
+            let got = m[name];
+            assert!(
+                (got - want).abs() < 1e-9 * want.abs().max(1.0),
+                "{name}: {got} vs {want}"
+            );
+        };
+        // Q2C: 100 us on sdb, 300 us on sdc.
+        close("sdb:trace_q2c_mean_us", 100.0);
+        close("sdc:trace_q2c_mean_us", 300.0);
+        close("trace_q2c_mean_us", 200.0);
+        close("trace_q2c_max_us", 300.0);
+        assert!(m["trace_q2c_p50_us"] < m["trace_q2c_p99_us"], "{m:?}");
+        close("trace_q2c_count", 20.0);
+        close("sdb:trace_q2c_count", 10.0);
+        close("trace_completed_mb", 20.0 * 4096.0 / 1e6);
+        close("sdc:trace_completed_mb", 10.0 * 4096.0 / 1e6);
+        // I2D: 1 of 100 us and 5 of 300 us; over both, 60 of 4000 us.
+        close("sdb:trace_i2d_pct", 1.0);
+        close("sdc:trace_i2d_pct", 100.0 * 5.0 / 300.0);
+        close("trace_i2d_pct", 100.0 * 60.0 / 4000.0);
+        close("trace_merge_ratio", 1.0);
+        close("trace_request_kb_mean", 4.0);
+        close("trace_sleeps", 0.0);
+        assert!(m.keys().all(|k| !k.starts_with("sdd:")), "{m:?}");
+        let prefixed = |p: &str| m.keys().filter(|k| k.starts_with(p)).count();
+        assert_eq!(prefixed("sdb:"), prefixed("sdc:"));
+        assert_eq!(
+            prefixed("sdb:"),
+            metrics::TRACE.len() - 2,
+            "all but the event counts"
+        );
+        // One device named, and only it in the trace: its own figures, under plain names.
+        let one = metrics(&report, &traced[..1], &summary(0, 0, 0));
+        assert!(one.iter().all(|(k, _)| !k.contains(':')), "{one:?}");
+        assert!(one.contains(&("trace_q2c_count".to_string(), 10.0)));
     }
 
     #[test]
@@ -470,7 +695,7 @@ mod tests {
 
     fn summary(overrun: u64, dropped: u64, missed: u64) -> Summary {
         Summary {
-            device: "loop0".into(),
+            devices: vec!["loop0".into()],
             files: Vec::new(),
             events_per_cpu: BTreeMap::new(),
             processes: 0,
@@ -487,7 +712,7 @@ mod tests {
     #[test]
     fn headline_figures_come_from_the_targets_section_of_the_analysis() {
         let report = fixture_report();
-        let m: BTreeMap<String, f64> = metrics(&report, "7,0", &summary(1, 2, 3))
+        let m: BTreeMap<String, f64> = metrics(&report, &loop0(), &summary(1, 2, 3))
             .into_iter()
             .collect();
         let d = &report.devices[0];
@@ -520,7 +745,7 @@ mod tests {
         for l in report.devices[0].latency.values_mut() {
             l.n = 0;
         }
-        let m: BTreeMap<String, f64> = metrics(&report, "7,0", &summary(0, 0, 0))
+        let m: BTreeMap<String, f64> = metrics(&report, &loop0(), &summary(0, 0, 0))
             .into_iter()
             .collect();
         assert_eq!(m["trace_q2c_count"], 0.0);
@@ -536,7 +761,8 @@ mod tests {
 
     #[test]
     fn another_device_gives_only_the_event_counts() {
-        let m = metrics(&fixture_report(), "8,0", &summary(0, 0, 0));
+        let sda = [Traced::new("sda", "8:0")];
+        let m = metrics(&fixture_report(), &sda, &summary(0, 0, 0));
         let names: Vec<&str> = m.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["trace_events", "trace_events_lost"]);
     }

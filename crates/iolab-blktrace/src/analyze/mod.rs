@@ -37,6 +37,23 @@ pub struct Options {
     /// trace's clock (`[start, end)`, nanoseconds; CLOCK_MONOTONIC in iolab's recordings):
     /// an experiment compares them with what fio measured after its `ramp_time`.
     pub window: Option<(u64, u64)>,
+    /// A device's own window in place of `window`, by its name as the report gives it
+    /// ("major,minor"): devices driven by jobs of their own are measured over their own
+    /// intervals.
+    pub device_windows: BTreeMap<String, (u64, u64)>,
+}
+
+impl Options {
+    /// The window the bytes of `device` (its dev_t) are counted over, if any.
+    fn window_of(&self, device: u32) -> Option<(u64, u64)> {
+        if self.device_windows.is_empty() {
+            return self.window;
+        }
+        self.device_windows
+            .get(&dev_name(device))
+            .copied()
+            .or(self.window)
+    }
 }
 
 impl Default for Options {
@@ -45,6 +62,7 @@ impl Default for Options {
             interval_ns: 1_000_000_000,
             timeline: true,
             window: None,
+            device_windows: BTreeMap::new(),
         }
     }
 }
@@ -135,7 +153,7 @@ impl Analyzer {
                     ev.device,
                     ev.time,
                     self.opts.interval_ns,
-                    self.opts.window,
+                    self.opts.window_of(ev.device),
                 ));
                 self.index.insert(ev.device, self.devices.len() - 1);
                 self.devices.len() - 1
@@ -498,7 +516,9 @@ fn device_report(
         remaps: d.remaps,
         splits: d.splits,
         bio_bytes_completed: d.bio_sectors_completed * 512,
-        bio_bytes_in_window: opts.window.map(|_| d.bio_sectors_in_window * 512),
+        bio_bytes_in_window: opts
+            .window_of(d.device)
+            .map(|_| d.bio_sectors_in_window * 512),
         timeline,
     }
 }
@@ -1008,6 +1028,33 @@ mod tests {
         let mut a = Analyzer::new(Options::default());
         feed(&mut a);
         assert_eq!(a.finish().devices[0].bio_bytes_in_window, None);
+    }
+
+    /// A device's own window takes the place of the common one; the others keep it.
+    #[test]
+    fn a_device_counts_its_bytes_over_its_own_window() {
+        let mut a = Analyzer::new(Options {
+            window: Some((0, 2_000_000)),
+            device_windows: BTreeMap::from([("8,16".to_string(), (2_000_000, 5_000_000))]),
+            ..Options::default()
+        });
+        // One 4 KiB read a millisecond on each of 8,0 and 8,16, completed 100 us later.
+        for dev in [8 << 20, 8 << 20 | 16] {
+            for i in 0..10u64 {
+                let (t, s) = (i * 1_000_000, i * 8);
+                a.feed(&ev(t, code::QUEUE, dev, s, 4096));
+                a.feed(&ev(t + 10, code::ISSUE, dev, s, 4096));
+                a.feed(&ev(t + 100_000, code::COMPLETE, dev, s, 4096));
+            }
+        }
+        let r = a.finish();
+        let in_window = |name: &str| {
+            let d = r.devices.iter().find(|d| d.dev == name).unwrap();
+            d.bio_bytes_in_window
+        };
+        // Completed at 0.1, 1.1 ms in [0, 2) ms; at 2.1, 3.1, 4.1 ms in [2, 5) ms.
+        assert_eq!(in_window("8,0"), Some(2 * 4096));
+        assert_eq!(in_window("8,16"), Some(3 * 4096));
     }
 
     /// A bio split in three (two X, as a 1.5 MiB read on a queue that takes 512 KiB): one Q,
