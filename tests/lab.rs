@@ -501,27 +501,28 @@ fn check_on_demand_scheduler_run(b: &Boot) {
     assert_eq!(b.text("sched.restored").trim(), "[mq-deadline] none");
 }
 
-/// A block trace on the guest's packaged kernel, of the HBA's disk: recorded through tracefs
-/// while dd reads 256 blocks, analysed there, and tracefs as it was after; then a recording
-/// killed with SIGKILL, whose tracefs settings `iolab restore` puts back.
+/// A block trace on the guest's packaged kernel, of the HBA's two disks together: recorded
+/// through tracefs while dd reads 256 4 KiB blocks of sda and 128 64 KiB blocks of sdb,
+/// analysed there, and tracefs as it was after; then a recording of both killed with SIGKILL,
+/// whose tracefs settings `iolab restore` puts back.
 const TRACE_RUN: &str = r#"
 mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 tstate() {
   for f in current_tracer trace_clock options/bin options/context-info tracing_on; do
     echo "$f $(cat /sys/kernel/tracing/$f)"
   done
-  echo "sda/trace/enable $(cat /sys/block/sda/trace/enable)"
+  for d in sda sdb; do echo "$d/trace/enable $(cat /sys/block/$d/trace/enable)"; done
 }
 tstate >$LAB_OUT/tracefs.before
 mkdir -p /tmp/tr
-$IOLAB trace record -d sda -o /tmp/tr/sda -- dd if=/dev/sda of=/dev/null bs=4k count=256 iflag=direct >$LAB_OUT/trace-record.txt 2>&1
+$IOLAB trace record -d sda -d sdb -o /tmp/tr/both -- sh -c 'dd if=/dev/sda of=/dev/null bs=4k count=256 iflag=direct & dd if=/dev/sdb of=/dev/null bs=64k count=128 iflag=direct; wait' >$LAB_OUT/trace-record.txt 2>&1
 echo $? >$LAB_OUT/trace-record.rc
-$IOLAB trace analyze --json /tmp/tr/sda >$LAB_OUT/trace.json 2>$LAB_OUT/trace.json.err
+$IOLAB trace analyze --json /tmp/tr/both >$LAB_OUT/trace.json 2>$LAB_OUT/trace.json.err
 tstate >$LAB_OUT/tracefs.recorded
-$IOLAB trace record -d sda -o /tmp/tr/killed --duration 600 >/dev/null 2>&1 &
+$IOLAB trace record -d sda -d sdb -o /tmp/tr/killed --duration 600 >/dev/null 2>&1 &
 rec=$!
 i=0
-while [ "$(cat /sys/block/sda/trace/enable)" != 1 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+while [ "$(cat /sys/block/sdb/trace/enable)" != 1 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 kill -9 $rec
 wait $rec
 tstate >$LAB_OUT/tracefs.killed
@@ -530,27 +531,40 @@ echo $? >$LAB_OUT/restore.rc
 tstate >$LAB_OUT/tracefs.restored
 "#;
 
-/// Checks `TRACE_RUN`: the trace holds dd's reads, and tracefs came back both times.
+/// Checks `TRACE_RUN`: the trace holds each dd's reads on its own disk, and tracefs came
+/// back both times.
 fn check_trace_run(b: &Boot) {
-    assert_eq!(
-        b.text("trace-record.rc").trim(),
-        "0",
-        "{}",
-        b.text("trace-record.txt")
-    );
+    let recorded = b.text("trace-record.txt");
+    assert_eq!(b.text("trace-record.rc").trim(), "0", "{recorded}");
+    assert!(recorded.contains("events of sda and sdb"), "{recorded}");
     let t = b.json("trace.json");
-    let sda = &t["devices"][0];
+    let disk = |dev: &str| {
+        let all = t["devices"].as_array().unwrap();
+        all.iter()
+            .find(|d| d["dev"] == dev)
+            .unwrap_or_else(|| panic!("{dev} not in the trace: {t:.800}"))
+    };
+    // sd's majors: sda is 8,0 and sdb 8,16.
+    let (sda, sdb) = (disk("8,0"), disk("8,16"));
     assert!(sda["reads"].as_u64().unwrap() >= 256, "{sda:.800}");
     assert!(
         sda["latency"]["q2c"]["n"].as_u64().unwrap() >= 256,
         "{sda:.800}"
+    );
+    // 128 reads of 128 sectors (64 KiB) each went to sdb.
+    assert!(sdb["reads"].as_u64().unwrap() >= 128, "{sdb:.800}");
+    assert!(
+        sdb["merge"]["total"].as_u64().unwrap() >= 128 * 128,
+        "{sdb:.800}"
     );
     let before = b.text("tracefs.before");
     assert!(before.contains("current_tracer nop"), "{before}");
     assert_eq!(b.text("tracefs.recorded"), before);
     let killed = b.text("tracefs.killed");
     assert!(
-        killed.contains("current_tracer blk") && killed.contains("sda/trace/enable 1"),
+        killed.contains("current_tracer blk")
+            && killed.contains("sda/trace/enable 1")
+            && killed.contains("sdb/trace/enable 1"),
         "{killed}"
     );
     let restore = b.text("restore.txt");

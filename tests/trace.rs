@@ -739,6 +739,11 @@ fn two_devices_are_recorded_together_and_analysed_apart() {
         summary["devices"],
         serde_json::json!([name(&a.dev), name(&b.dev)])
     );
+    assert!(err.contains("block events by device: "), "{err}");
+    for dev in [&a.dev, &b.dev] {
+        let n = f(&summary["events_per_device"][name(dev)]);
+        assert!(n >= 300.0 * 3.0, "{dev}: {n} events; {summary}");
+    }
     assert_eq!((tracefs_state(&a.dev), tracefs_state(&b.dev)), before);
 
     let report = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);

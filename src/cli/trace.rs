@@ -55,8 +55,9 @@ pub(crate) struct PlotArgs {
         default_value = "trace-plots"
     )]
     pub output: PathBuf,
-    /// Device to draw, as MAJOR,MINOR (default: the busiest).
-    #[arg(long, value_name = "MAJOR,MINOR")]
+    /// Device to draw, as MAJOR,MINOR or the name of a block device here, e.g. sdb
+    /// (default: the busiest).
+    #[arg(long, value_name = "DEV")]
     pub dev: Option<String>,
     /// Another trace (base name or file) to draw on the same sector-vs-time chart
     /// (sectors-overlay.svg), each from its own start; repeat for more.

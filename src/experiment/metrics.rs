@@ -147,6 +147,7 @@ mod tests {
             devices: vec!["loop0".into()],
             files: Vec::new(),
             events_per_cpu: Default::default(),
+            events_per_device: Default::default(),
             processes: 0,
             overrun: 0,
             dropped: 0,

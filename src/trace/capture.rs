@@ -56,6 +56,9 @@ pub struct Summary {
     pub(crate) devices: Vec<String>,
     pub(crate) files: Vec<PathBuf>,
     pub(crate) events_per_cpu: BTreeMap<u32, u64>,
+    /// The block events of each recorded device (process-name records left out), every
+    /// device listed.
+    pub(crate) events_per_device: BTreeMap<String, u64>,
     pub(crate) processes: usize,
     pub(crate) overrun: u64,
     pub(crate) dropped: u64,
@@ -92,6 +95,7 @@ pub(crate) struct Recorded<'a> {
     files: &'a [PathBuf],
     events: u64,
     events_per_cpu: &'a BTreeMap<u32, u64>,
+    events_per_device: &'a BTreeMap<String, u64>,
     /// Overwritten or dropped by the kernel (`Summary::lost`); the parts follow.
     events_lost: u64,
     overrun: u64,
@@ -118,6 +122,7 @@ impl<'a> Recorded<'a> {
             files: &s.files,
             events: s.events(),
             events_per_cpu: &s.events_per_cpu,
+            events_per_device: &s.events_per_device,
             events_lost: s.lost(),
             overrun: s.overrun,
             dropped: s.dropped,
@@ -149,6 +154,14 @@ fn render_unescaped(s: &Summary) -> String {
         s.files.len(),
         s.processes
     );
+    if s.devices.len() > 1 {
+        let each: Vec<String> = s
+            .events_per_device
+            .iter()
+            .map(|(d, n)| format!("{d} {n}"))
+            .collect();
+        o.push_str(&format!("block events by device: {}\n", each.join(", ")));
+    }
     if s.lost() > 0 {
         o.push_str(&format!(
             "WARNING: the kernel lost {} events: {} overrun, {} dropped, {} missed before the pages read (raise --buffer-kb)\n",
@@ -171,6 +184,20 @@ fn render_unescaped(s: &Summary) -> String {
              or another tracer took tracefs over\n",
             listed(&s.devices)
         ));
+    } else {
+        let silent: Vec<String> = s
+            .events_per_device
+            .iter()
+            .filter(|(_, n)| **n == 0)
+            .map(|(d, _)| d.clone())
+            .collect();
+        if !silent.is_empty() {
+            o.push_str(&format!(
+                "WARNING: nothing was recorded of {}: no I/O reached it while recording, or \
+                 its I/O went to a partition or a device below it (each has its own events)\n",
+                listed(&silent)
+            ));
+        }
     }
     if let Some(st) = s.command_status {
         o.push_str(&format!("command exited with {st}\n"));
@@ -343,6 +370,8 @@ struct Splitter {
     missed: u64,
     /// Entries in the buffer that are not this device's blk tracer records.
     foreign: u64,
+    /// Block events by device (dev_t).
+    by_device: HashMap<u32, u64>,
     /// Pids seen, and whether a name was written for them; unnamed ones remember where
     /// (CPU, device) to put a late name from tracefs' saved_cmdlines.
     named: HashMap<u32, Option<(u32, u32)>>,
@@ -365,6 +394,7 @@ impl Splitter {
             }
         }
         self.writers.last_time.insert(ev.cpu, ev.time);
+        *self.by_device.entry(ev.device).or_insert(0) += 1;
         self.writers.write(&mut ev)
     }
 }
@@ -561,6 +591,7 @@ fn record_with(
     let mut splitter = Splitter {
         missed: 0,
         foreign: 0,
+        by_device: HashMap::new(),
         named: HashMap::new(),
         writers: Writers {
             base: cfg.output.clone(),
@@ -658,10 +689,19 @@ fn record_with(
     let (over1, drop1) = lost_events(tracefs);
     let processes = splitter.name_late(tracefs)?;
     let (files, counts) = splitter.writers.finish()?;
+    let events_per_device = names
+        .iter()
+        .zip(&buffers.devices)
+        .map(|(name, dev)| {
+            let n = splitter.by_device.get(dev).copied().unwrap_or(0);
+            (name.clone(), n)
+        })
+        .collect();
     Ok(Summary {
         devices: names,
         files,
         events_per_cpu: counts,
+        events_per_device,
         processes,
         overrun: over1.saturating_sub(over0),
         dropped: drop1.saturating_sub(drop0),
@@ -787,6 +827,51 @@ mod tests {
             status_text(&three, Duration::from_secs(2), 5, 1),
             "recording sdb, sdc and sdd: 2 s, 5 events, 1 lost so far (Ctrl-C stops)"
         );
+    }
+
+    /// Several devices: the events of each are said, and a device that saw none is named
+    /// in a warning (a trace of nothing at all has its own).
+    #[test]
+    fn a_device_that_recorded_nothing_among_several_is_named() {
+        let summary = |counts: &[(&str, u64)]| Summary {
+            devices: counts.iter().map(|(d, _)| d.to_string()).collect(),
+            files: Vec::new(),
+            events_per_cpu: BTreeMap::from([(0, counts.iter().map(|(_, n)| n).sum())]),
+            events_per_device: counts.iter().map(|(d, n)| (d.to_string(), *n)).collect(),
+            processes: 1,
+            overrun: 0,
+            dropped: 0,
+            missed: 0,
+            foreign: 0,
+            elapsed: Duration::from_secs(3),
+            stopped_by: "command exited".into(),
+            command_status: None,
+        };
+        let text = render_unescaped(&summary(&[("sdb", 120), ("sdc", 0), ("sdd", 7)]));
+        assert!(
+            text.starts_with("recorded 127 events of sdb, sdc and sdd in 3.0s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("block events by device: sdb 120, sdc 0, sdd 7\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("WARNING: nothing was recorded of sdc: no I/O"),
+            "{text}"
+        );
+        let none = render_unescaped(&summary(&[("sdb", 0), ("sdc", 0)]));
+        assert_eq!(
+            none.matches("WARNING: nothing was recorded").count(),
+            1,
+            "{none}"
+        );
+        assert!(
+            none.contains("nothing was recorded: no I/O reached sdb and sdc"),
+            "{none}"
+        );
+        let one = render_unescaped(&summary(&[("sdb", 5)]));
+        assert!(!one.contains("by device"), "{one}");
     }
 
     #[test]

@@ -433,13 +433,29 @@ fn parse_dev(s: &str) -> anyhow::Result<u32> {
     Ok((ma << 20) | mi)
 }
 
+/// The device `s` names: MAJOR,MINOR, or the name of a block device of this machine (whose
+/// number a trace recorded here carries).
+fn wanted_dev(s: &str) -> anyhow::Result<u32> {
+    if s.contains(',') {
+        return parse_dev(s);
+    }
+    let name = s.trim_start_matches("/dev/");
+    let path = Path::new("/sys/class/block").join(name).join("dev");
+    match std::fs::read_to_string(&path) {
+        Ok(number) if !name.is_empty() && !name.contains('/') => {
+            parse_dev(&number.trim().replace(':', ","))
+        }
+        _ => anyhow::bail!("{s}: expected MAJOR,MINOR or the name of a block device here"),
+    }
+}
+
 fn pick_device<'a>(
     devs: &'a [DeviceReport],
     want: Option<&str>,
 ) -> anyhow::Result<&'a DeviceReport> {
     match want {
         Some(w) => {
-            let w = parse_dev(w)?;
+            let w = wanted_dev(w)?;
             devs.iter()
                 .find(|d| parse_dev(&d.dev).ok() == Some(w))
                 .with_context(|| {
@@ -465,4 +481,29 @@ fn main_cloud(p: &Pass) -> Vec<(f64, f64)> {
 fn show_names(names: &[PathBuf]) -> String {
     let v: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
     v.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device is named by number, or by its name on this machine.
+    #[test]
+    fn a_device_is_wanted_by_number_or_by_name() {
+        assert_eq!(wanted_dev("8,16").unwrap(), 8 << 20 | 16);
+        let any = std::fs::read_dir("/sys/class/block")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .next()
+            .expect("a block device on this machine");
+        let number = std::fs::read_to_string(format!("/sys/class/block/{any}/dev")).unwrap();
+        let want = parse_dev(&number.trim().replace(':', ",")).unwrap();
+        assert_eq!(wanted_dev(&any).unwrap(), want);
+        assert_eq!(wanted_dev(&format!("/dev/{any}")).unwrap(), want);
+        for bad in ["nosuchdisk9", "../block", ""] {
+            let e = wanted_dev(bad).unwrap_err().to_string();
+            assert!(e.contains("expected MAJOR,MINOR or the name"), "{bad}: {e}");
+        }
+    }
 }

@@ -698,6 +698,7 @@ mod tests {
             devices: vec!["loop0".into()],
             files: Vec::new(),
             events_per_cpu: BTreeMap::new(),
+            events_per_device: BTreeMap::new(),
             processes: 0,
             overrun,
             dropped,
