@@ -204,23 +204,31 @@ pub(crate) fn serve(addr: &str) -> anyhow::Result<(std::net::SocketAddr, Publish
         .spawn(move || {
             let busy = Arc::new(AtomicUsize::new(0));
             for stream in listener.incoming().flatten() {
+                // Given back when the client's thread ends, however it ends, or at once
+                // when there is no room or no thread.
+                let place = Place(busy.clone());
                 if busy.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
-                    busy.fetch_sub(1, Ordering::AcqRel);
                     continue; // dropped: closed unanswered
                 }
-                let (slot, done) = (slot.clone(), busy.clone());
-                let answered = std::thread::Builder::new()
+                let slot = slot.clone();
+                let _ = std::thread::Builder::new()
                     .name("irq-metrics-client".into())
                     .spawn(move || {
+                        let _place = place;
                         let _ = answer(stream, &slot);
-                        done.fetch_sub(1, Ordering::AcqRel);
                     });
-                if answered.is_err() {
-                    busy.fetch_sub(1, Ordering::AcqRel);
-                }
             }
         })?;
     Ok((bound, published))
+}
+
+/// A connection's place among the [`MAX_CLIENTS`], taken before it is counted.
+struct Place(Arc<AtomicUsize>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Connections answered at once; more are closed unanswered.
