@@ -368,7 +368,7 @@ impl Splitter {
 struct Splitter {
     /// Events the ring buffer's pages say were lost before them.
     missed: u64,
-    /// Entries in the buffer that are not this device's blk tracer records.
+    /// Entries in the buffer that are not the recorded devices' blk tracer records.
     foreign: u64,
     /// Block events by device (dev_t).
     by_device: HashMap<u32, u64>,
