@@ -760,17 +760,18 @@ fn two_devices_are_recorded_together_and_analysed_apart() {
             .unwrap_or_else(|| panic!("{number} not in {:?}", devices_of(&report)))
             .clone()
     };
+    // fio's writes went to b only. (Reads are counted at least: udev may probe a fresh
+    // loop device while the recording starts.)
     let (da, db) = (device(&a.dev), device(&b.dev));
-    assert_eq!(f(&da["reads"]), 2000.0, "{da}");
+    assert!(f(&da["reads"]) >= 2000.0, "{da}");
     assert_eq!(f(&da["writes"]), 0.0, "{da}");
-    assert_eq!(f(&da["merge"]["blk_avg"]), 8.0, "{da}");
     assert_eq!(f(&db["writes"]), 300.0, "{db}");
-    assert_eq!(f(&db["reads"]), 0.0, "{db}");
-    assert_eq!(f(&db["merge"]["blk_avg"]), 128.0, "{db}");
+    let write_q2c = |d: &Value| f(&d["by_direction"]["write"]["q2c"]["n"]);
+    assert_eq!(write_q2c(&db), 300.0, "{db}");
     // btt counts the bios of both devices in its "All Devices" section, as iolab does.
     let (_, btt) = blkparse_and_btt(dir.path(), &base);
     let q2c_n = parse_btt(&btt).all["q2c"].3 as f64;
-    assert_eq!(q2c_n, 2300.0, "{btt}");
+    assert!(q2c_n >= 2300.0, "{btt}");
     assert_eq!(f(&report["all"]["q2c"]["n"]), q2c_n);
 
     let twice = Command::cargo_bin("iolab")
@@ -1784,9 +1785,11 @@ fn an_experiment_on_two_devices_traces_both_together() {
     let m: HashMap<String, f64> = db.run_metrics(run.id).unwrap().into_iter().collect();
     let name = |dev: &str| dev.trim_start_matches("/dev/").to_string();
     let own = |dev: &str, metric: &str| m[&format!("{}:{metric}", name(dev))];
-    for metric in ["trace_q2c_count", "trace_completed_mb"] {
+    // About 5,000 4 KiB reads a second on each device, for a second: at least 1,000 bios
+    // (4.1 MB) each, and the run's figure their sum.
+    for (metric, least) in [("trace_q2c_count", 1000.0), ("trace_completed_mb", 4.096)] {
         let (x, y) = (own(&a.dev, metric), own(&b.dev, metric));
-        assert!(x > 1000.0 / 256.0 && y > 1000.0 / 256.0, "{metric}: {m:?}");
+        assert!(x > least && y > least, "{metric}: {m:?}");
         assert!(
             (m[metric] - (x + y)).abs() < 1e-9 * m[metric],
             "{metric}: {m:?}"
