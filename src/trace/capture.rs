@@ -214,6 +214,15 @@ pub(crate) fn listed(devices: &[String]) -> String {
     }
 }
 
+/// The dev_t of block device `name` of this machine as the kernel writes it in trace records
+/// (major << 20 | minor), from /sys/class/block/NAME/dev.
+pub(crate) fn device_number(name: &str) -> anyhow::Result<u32> {
+    let dev = read_trim(&Path::new("/sys/class/block").join(name).join("dev"))?;
+    dev.split_once(':')
+        .and_then(|(ma, mi)| Some(ma.parse::<u32>().ok()? << 20 | mi.parse::<u32>().ok()?))
+        .with_context(|| format!("{name}: a device number {dev:?}"))
+}
+
 fn read_trim(path: &Path) -> anyhow::Result<String> {
     Ok(fs::read_to_string(path)
         .with_context(|| format!("reading {}", path.display()))?
@@ -736,17 +745,10 @@ struct CpuBuffers {
 impl CpuBuffers {
     fn open(tracefs: &Path, names: &[String]) -> anyhow::Result<CpuBuffers> {
         let layout = PageLayout::read(tracefs)?;
-        let mut devices = Vec::new();
-        for name in names {
-            let dev = read_trim(&Path::new("/sys/class/block").join(name).join("dev"))?;
-            devices.push(
-                dev.split_once(':')
-                    .and_then(|(ma, mi)| {
-                        Some(ma.parse::<u32>().ok()? << 20 | mi.parse::<u32>().ok()?)
-                    })
-                    .with_context(|| format!("{name}: a device number {dev:?}"))?,
-            );
-        }
+        let devices = names
+            .iter()
+            .map(|n| device_number(n))
+            .collect::<anyhow::Result<Vec<u32>>>()?;
         let mut files = Vec::new();
         let dir = tracefs.join("per_cpu");
         for e in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {

@@ -440,11 +440,8 @@ fn wanted_dev(s: &str) -> anyhow::Result<u32> {
         return parse_dev(s);
     }
     let name = s.trim_start_matches("/dev/");
-    let path = Path::new("/sys/class/block").join(name).join("dev");
-    match std::fs::read_to_string(&path) {
-        Ok(number) if !name.is_empty() && !name.contains('/') => {
-            parse_dev(&number.trim().replace(':', ","))
-        }
+    match super::capture::device_number(name) {
+        Ok(number) if !name.is_empty() && !name.contains('/') => Ok(number),
         _ => anyhow::bail!("{s}: expected MAJOR,MINOR or the name of a block device here"),
     }
 }
