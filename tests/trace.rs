@@ -501,6 +501,11 @@ struct Scratch {
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
+        Scratch::attached(tag, &[])
+    }
+
+    /// With `losetup` flags of its own (`-P`: partitions may be added).
+    fn attached(tag: &str, flags: &[&str]) -> Scratch {
         let img = PathBuf::from(format!(
             "/dev/shm/iolab-test-{tag}-{}.img",
             std::process::id()
@@ -511,6 +516,7 @@ impl Scratch {
             .unwrap();
         let out = Std::new("losetup")
             .args(["-f", "--show"])
+            .args(flags)
             .arg(&img)
             .output()
             .unwrap();
@@ -682,6 +688,120 @@ fn devices_of(report: &Value) -> Vec<&Value> {
 /// Two devices recorded together (`-d A -d B`): one set of files, where each device's
 /// events stay its own (4 KiB reads on one, 64 KiB writes on the other), btt reads them, and
 /// both devices' tracefs settings are put back. A device named twice is refused.
+#[test]
+fn devices_sharing_a_disks_trace_are_refused() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    let _turn = recording_turn();
+    let disk = Scratch::attached("parts", &["-P"]);
+    let dir = tempfile::tempdir().unwrap();
+    // Partitions added by hand (BLKPG), not read from a table: kernels without a partition
+    // table parser (this test's own VM) have them too.
+    for (n, start) in [("1", "2048"), ("2", "34816")] {
+        let st = Std::new("addpart")
+            .args([&disk.dev, n, start, "32768"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "addpart {} {n}", disk.dev);
+    }
+    let name = disk.dev.trim_start_matches("/dev/").to_string();
+    let (p1, p2) = (format!("{name}p1"), format!("{name}p2"));
+    let record = |devices: &[&str]| {
+        let mut cmd = Command::cargo_bin("iolab").unwrap();
+        cmd.env("IOLAB_STATE_DIR", dir.path().join("state"))
+            .args(["trace", "record", "-o"])
+            .arg(dir.path().join("t"));
+        for d in devices {
+            cmd.args(["-d", d]);
+        }
+        let out = cmd.args(["--", "true"]).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let before = tracefs_state(&disk.dev);
+    for (devices, why) in [
+        (
+            [p1.as_str(), name.as_str()],
+            format!("{p1} is a partition of {name}, and the kernel keeps one block trace per disk"),
+        ),
+        (
+            [p1.as_str(), p2.as_str()],
+            format!("{p1} and {p2} are partitions of one disk, {name}"),
+        ),
+    ] {
+        let (ok, err) = record(&devices);
+        assert!(!ok && err.contains(&why), "{devices:?}: {err}");
+        assert!(err.contains(&format!("Record {name} alone")), "{err}");
+    }
+    assert_eq!(tracefs_state(&disk.dev), before);
+
+    // Someone else's trace on the disk (enabled the way blktrace's tools and iolab enable
+    // it) is not taken over, nor switched off, through the disk or a partition.
+    struct Enabled(String);
+    impl Drop for Enabled {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, "0");
+        }
+    }
+    let enable = Enabled(format!("/sys/block/{name}/trace/enable"));
+    std::fs::write(&enable.0, "1").unwrap();
+    for device in [&name, &p2] {
+        let (ok, err) = record(&[device]);
+        assert!(
+            !ok && err.contains(&format!(
+                "{device}: a block trace is already running on its disk"
+            )),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&enable.0).unwrap().trim(), "1");
+    }
+    drop(enable);
+    assert_eq!(tracefs_state(&disk.dev), before);
+    // A partition alone records.
+    let (ok, err) = record(&[&p2]);
+    assert!(ok, "{err}");
+
+    // A dry run says so too, of an experiment on the disk (without its partitions, which
+    // would make it a disk holding data).
+    for n in ["1", "2"] {
+        assert!(Std::new("delpart")
+            .args([&disk.dev, n])
+            .status()
+            .unwrap()
+            .success());
+    }
+    let enable = Enabled(format!("/sys/block/{name}/trace/enable"));
+    std::fs::write(&enable.0, "1").unwrap();
+    let file = dir.path().join("x.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"x\"\ntrace = true\n[target]\ndevice = \"{}\"\n[workload]\n\
+             rw = \"randread\"\nbs = \"4k\"\nruntime = \"1s\"\n",
+            disk.dev
+        ),
+    )
+    .unwrap();
+    let dry = Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "--dry-run"])
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        said.contains(&format!(
+            "right now recording would fail (a block trace is already running on {name})"
+        )),
+        "{said}{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+}
+
 #[test]
 fn two_devices_are_recorded_together_and_analysed_apart() {
     let Some(Live {

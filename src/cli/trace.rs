@@ -82,6 +82,7 @@ pub(crate) struct PlotArgs {
 pub(crate) struct RecordArgs {
     /// Device to trace (e.g. loop0 or /dev/loop0); repeat it to record several devices
     /// together (`-d sdb -d sdc`): one set of files, which the analysis takes apart by device.
+    /// A disk and its partitions share one kernel trace: record the disk, or one partition.
     #[arg(short = 'd', long = "device", value_name = "DEV", required = true)]
     pub device: Vec<String>,
     /// Base name of the output files.

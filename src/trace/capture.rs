@@ -446,6 +446,47 @@ fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
     Ok((name, dir))
 }
 
+/// The kernel keeps one block trace per disk, which its partitions share (enabling a second
+/// one is a no-op, and the events all carry the first one's device and range): two devices
+/// of one disk cannot be recorded apart.
+fn refuse_shared_disks(names: &[String]) -> anyhow::Result<()> {
+    let disks: Vec<String> = names
+        .iter()
+        .map(|name| disk_of(name))
+        .collect::<anyhow::Result<_>>()?;
+    for (i, disk) in disks.iter().enumerate() {
+        let Some(j) = disks[..i].iter().position(|d| d == disk) else {
+            continue;
+        };
+        let (a, b) = (&names[j], &names[i]);
+        let pair = if a == disk || b == disk {
+            let part = if a == disk { b } else { a };
+            format!("{part} is a partition of {disk}")
+        } else {
+            format!("{a} and {b} are partitions of one disk, {disk}")
+        };
+        bail!(
+            "{pair}, and the kernel keeps one block trace per disk: they cannot be recorded \
+             apart. Record {disk} alone (its trace holds the I/O of all its partitions, at the \
+             disk's sectors), or one partition"
+        );
+    }
+    Ok(())
+}
+
+/// The disk block device `name` is on: itself, or a partition's parent in sysfs.
+fn disk_of(name: &str) -> anyhow::Result<String> {
+    let dir = Path::new("/sys/class/block").join(name);
+    if !dir.join("partition").exists() {
+        return Ok(name.to_string());
+    }
+    let real = fs::canonicalize(&dir).with_context(|| format!("resolving {}", dir.display()))?;
+    real.parent()
+        .and_then(|p| p.file_name())
+        .map(|d| d.to_string_lossy().into_owned())
+        .with_context(|| format!("{name}: no disk above it in {}", real.display()))
+}
+
 /// Records until the duration elapses, the command exits, or SIGINT, SIGTERM or SIGHUP arrives.
 pub(crate) fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -540,6 +581,8 @@ fn record_until(
         }
         traced.push((name, dir));
     }
+    let names: Vec<String> = traced.iter().map(|(n, _)| n.clone()).collect();
+    refuse_shared_disks(&names)?;
     output_dir_ready(&cfg.output)?;
     let tracefs = PathBuf::from(TRACEFS);
     // Declared before the journal, so the journal (dropped first) has put the settings back
@@ -560,6 +603,17 @@ fn record_until(
     let current = read_trim(&tracefs.join("current_tracer"))?;
     if current != "nop" && current != "blk" {
         bail!("tracefs is in use by the `{current}` tracer; refusing to take it over");
+    }
+
+    // A trace someone else started on a disk's queue would take this recording's place
+    // silently: enabling it again is a no-op, and its events go to that tool, not here.
+    for (name, dir) in &traced {
+        if read_trim(&dir.join("enable"))? == "1" {
+            bail!(
+                "{name}: a block trace is already running on its disk (blktrace, or another \
+                 tool using the kernel's block tracer); iolab does not take it over: stop it first"
+            );
+        }
     }
 
     let result = record_with(cfg, &traced, &tracefs, &mut journal, stop, ready);

@@ -70,11 +70,17 @@ pub(crate) fn unavailable(device: &str) -> Option<String> {
     let enable = Path::new("/sys/class/block")
         .join(device)
         .join("trace/enable");
-    if !enable.exists() {
-        return Some(format!(
-            "{} is missing (kernel without CONFIG_BLK_DEV_IO_TRACE?)",
-            enable.display()
-        ));
+    match std::fs::read_to_string(&enable) {
+        Err(_) => {
+            return Some(format!(
+                "{} is missing (kernel without CONFIG_BLK_DEV_IO_TRACE?)",
+                enable.display()
+            ))
+        }
+        Ok(on) if on.trim() == "1" => {
+            return Some(format!("a block trace is already running on {device}"))
+        }
+        Ok(_) => {}
     }
     match std::fs::read_to_string("/sys/kernel/tracing/current_tracer") {
         Ok(t) if matches!(t.trim(), "nop" | "blk") => None,
