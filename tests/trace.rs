@@ -479,13 +479,18 @@ struct Live {
 /// A live recording test's set-up, or None where it cannot run (not root: skipped, which
 /// fails the run under CI).
 fn live(tag: &str) -> Option<Live> {
+    live_with(tag, &[])
+}
+
+/// [`live`] with a scratch device attached with `losetup` flags of its own.
+fn live_with(tag: &str, flags: &[&str]) -> Option<Live> {
     if !iolab::sys::is_root() {
         crate::common::skip("needs root");
         return None;
     }
     let _turn = recording_turn();
     Some(Live {
-        scratch: Scratch::new(tag),
+        scratch: Scratch::attached(tag, flags),
         dir: tempfile::tempdir().unwrap(),
         _turn,
     })
@@ -685,18 +690,19 @@ fn devices_of(report: &Value) -> Vec<&Value> {
         .collect()
 }
 
-/// Two devices recorded together (`-d A -d B`): one set of files, where each device's
-/// events stay its own (4 KiB reads on one, 64 KiB writes on the other), btt reads them, and
-/// both devices' tracefs settings are put back. A device named twice is refused.
+/// A disk and its partitions share the kernel's one block trace per disk: recording two of
+/// them together is refused (the second enable was a no-op, and its I/O went unrecorded), and
+/// so is a disk someone else is tracing, which a dry run reports too.
 #[test]
 fn devices_sharing_a_disks_trace_are_refused() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
+    let Some(Live {
+        _turn,
+        scratch: disk,
+        dir,
+    }) = live_with("parts", &["-P"])
+    else {
         return;
-    }
-    let _turn = recording_turn();
-    let disk = Scratch::attached("parts", &["-P"]);
-    let dir = tempfile::tempdir().unwrap();
+    };
     // Partitions added by hand (BLKPG), not read from a table: kernels without a partition
     // table parser (this test's own VM) have them too.
     for (n, start) in [("1", "2048"), ("2", "34816")] {
@@ -802,6 +808,9 @@ fn devices_sharing_a_disks_trace_are_refused() {
     );
 }
 
+/// Two devices recorded together (`-d A -d B`): one set of files, where each device's
+/// events stay its own (4 KiB reads on one, 64 KiB writes on the other), btt reads them, and
+/// both devices' tracefs settings are put back. A device named twice is refused.
 #[test]
 fn two_devices_are_recorded_together_and_analysed_apart() {
     let Some(Live {
