@@ -1088,10 +1088,17 @@ $IOLAB show 1 --db /tmp/$dev.db --json --metric trace_q2c_mean_us --metric trace
 $IOLAB trace analyze --json /tmp/$dev.db.traces/experiment-1/cell0-round1/$dev \
   >$LAB_OUT/analyze-$dev.json 2>$LAB_OUT/analyze-$dev.json.err
 done
+# The striped device and both its legs in one recording: 200 bios of 64 KiB, cut in 4 KiB.
+for d in $D ${A#/dev/} ${B#/dev/}; do echo "$d $(cat /sys/block/$d/dev)"; done >$LAB_OUT/stack-devs
+$IOLAB trace record --json -d $D -d $A -d $B -o /tmp/stack -- fio --name=s \
+  --filename=/dev/$D --rw=read --bs=64k --direct=1 --ioengine=psync \
+  --number_ios=200 --size=64m --output=/dev/null >$LAB_OUT/stack-record.json 2>$LAB_OUT/stack.err
+$IOLAB trace analyze --json /tmp/stack >$LAB_OUT/stack.json 2>>$LAB_OUT/stack.err
 "#;
     let b = boot("nvme-poll", script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let dm = b.text("dm").trim().to_string();
+    check_stack_recording(&b);
     for dev in [dm.as_str(), "md0"] {
         let shown = b.json(&format!("show-{dev}.json"));
         assert_eq!(
@@ -1134,6 +1141,57 @@ done
             "{dev}: {split}"
         );
     }
+}
+
+/// A device-mapper stripe recorded together with both its loop devices: each device's own
+/// figures, and every byte the striped device completed completed on one of its legs.
+fn check_stack_recording(b: &Boot) {
+    let devs: Vec<(String, String)> = b
+        .text("stack-devs")
+        .lines()
+        .map(|l| {
+            let (name, dev) = l.split_once(' ').unwrap();
+            (name.to_string(), dev.replace(':', ","))
+        })
+        .collect();
+    let recorded = b.json("stack-record.json");
+    let names: Vec<&str> = devs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(recorded["devices"], serde_json::json!(names), "{recorded}");
+    let analysed = b.json("stack.json");
+    let report = |i: usize| {
+        analysed["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["dev"] == devs[i].1.as_str())
+            .unwrap_or_else(|| panic!("{} not in {}", devs[i].1, b.text("stack.err")))
+    };
+    let q2c = |d: &Value| {
+        (
+            d["latency"]["q2c"]["avg"].as_f64().unwrap(),
+            d["latency"]["q2c"]["n"].as_u64().unwrap(),
+        )
+    };
+    let bytes = |d: &Value| d["bio_bytes_completed"].as_u64().unwrap();
+    let striped = report(0);
+    assert!(
+        striped["kind"].as_str().unwrap().starts_with("bio-based"),
+        "{striped}"
+    );
+    assert!(bytes(striped) >= 200 * 65536, "{striped}");
+    assert!(q2c(striped).1 >= 200, "{striped}");
+    let legs = [report(1), report(2)];
+    for leg in legs {
+        let (name, n) = (&leg["dev"], q2c(leg).1);
+        assert!(n >= 1600, "{name}: {n} bios completed");
+        assert_eq!(leg["never_completed"]["bios"], 0, "{name}");
+        assert_eq!(leg["never_completed"]["requests"], 0, "{name}");
+        // A bio of the striped device completes after the last of its pieces.
+        assert!(q2c(striped).0 > q2c(leg).0, "{striped} {leg}");
+    }
+    assert_eq!(bytes(legs[0]) + bytes(legs[1]), bytes(striped));
+    let all = analysed["all"]["q2c"]["n"].as_u64().unwrap();
+    assert_eq!(all, q2c(striped).1 + q2c(legs[0]).1 + q2c(legs[1]).1);
 }
 
 /// HTTP downloads through NIC K's port forward (127.0.0.1 only), in four threads, until the
