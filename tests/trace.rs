@@ -763,6 +763,12 @@ fn devices_sharing_a_disks_trace_are_refused() {
             )),
             "{err}"
         );
+        assert!(
+            err.contains(&format!(
+                "`echo 0 > /sys/class/block/{device}/trace/enable`"
+            )),
+            "{err}"
+        );
         assert_eq!(std::fs::read_to_string(&enable.0).unwrap().trim(), "1");
     }
     drop(enable);

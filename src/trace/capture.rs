@@ -449,16 +449,16 @@ fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
 /// The kernel keeps one block trace per disk, which its partitions share (enabling a second
 /// one is a no-op, and the events all carry the first one's device and range): two devices
 /// of one disk cannot be recorded apart.
-fn refuse_shared_disks(names: &[String]) -> anyhow::Result<()> {
-    let disks: Vec<String> = names
+fn refuse_shared_disks(traced: &[(String, PathBuf)]) -> anyhow::Result<()> {
+    let disks: Vec<String> = traced
         .iter()
-        .map(|name| disk_of(name))
+        .map(|(name, _)| disk_of(name))
         .collect::<anyhow::Result<_>>()?;
     for (i, disk) in disks.iter().enumerate() {
         let Some(j) = disks[..i].iter().position(|d| d == disk) else {
             continue;
         };
-        let (a, b) = (&names[j], &names[i]);
+        let (a, b) = (&traced[j].0, &traced[i].0);
         let pair = if a == disk || b == disk {
             let part = if a == disk { b } else { a };
             format!("{part} is a partition of {disk}")
@@ -581,8 +581,7 @@ fn record_until(
         }
         traced.push((name, dir));
     }
-    let names: Vec<String> = traced.iter().map(|(n, _)| n.clone()).collect();
-    refuse_shared_disks(&names)?;
+    refuse_shared_disks(&traced)?;
     output_dir_ready(&cfg.output)?;
     let tracefs = PathBuf::from(TRACEFS);
     // Declared before the journal, so the journal (dropped first) has put the settings back
@@ -611,7 +610,9 @@ fn record_until(
         if read_trim(&dir.join("enable"))? == "1" {
             bail!(
                 "{name}: a block trace is already running on its disk (blktrace, or another \
-                 tool using the kernel's block tracer); iolab does not take it over: stop it first"
+                 tool using the kernel's block tracer); iolab does not take it over: stop it \
+                 first (left behind by a tool that is gone, it ends with `echo 0 > {}`)",
+                dir.join("enable").display()
             );
         }
     }
