@@ -1063,7 +1063,10 @@ echo 2 >$M/raid_disks
 for l in $C $E; do cat /sys/block/${l#/dev/}/dev >$M/new_dev; done
 i=0; for d in $M/dev-*; do echo 0 >$d/offset; echo 131072 >$d/size; echo $i >$d/slot; i=$((i+1)); done
 echo active >$M/array_state
+echo "$D ${A#/dev/} ${B#/dev/}" >$LAB_OUT/legs
+echo "md0 ${C#/dev/} ${E#/dev/}" >>$LAB_OUT/legs
 for dev in $D md0; do
+set -- $(grep "^$dev " $LAB_OUT/legs); L1=$2; L2=$3
 cat >/tmp/$dev.toml <<T
 name = "lab stripes on $dev"
 seed = 4
@@ -1083,8 +1086,12 @@ time_based = true
 T
 $IOLAB run /tmp/$dev.toml --db /tmp/$dev.db >$LAB_OUT/run-$dev.txt 2>&1
 $IOLAB show 1 --db /tmp/$dev.db --json --metric trace_q2c_mean_us --metric trace_q2c_count \
-  --metric $dev:dev_avg_rq_kb --metric read_clat_mean_us \
+  --metric $dev:dev_avg_rq_kb --metric read_clat_mean_us --metric trace_completed_mb \
+  --metric $L1:trace_q2c_count --metric $L2:trace_q2c_count \
+  --metric $L1:trace_completed_mb --metric $L2:trace_completed_mb \
+  --metric $L1:trace_q2c_mean_us --metric $L2:trace_q2c_mean_us \
   >$LAB_OUT/show-$dev.json 2>$LAB_OUT/show-$dev.json.err
+$IOLAB run --dry-run /tmp/$dev.toml >$LAB_OUT/dry-$dev.txt 2>&1
 $IOLAB trace analyze --json /tmp/$dev.db.traces/experiment-1/cell0-round1/$dev \
   >$LAB_OUT/analyze-$dev.json 2>$LAB_OUT/analyze-$dev.json.err
 done
@@ -1125,6 +1132,45 @@ $IOLAB trace analyze --json /tmp/stack >$LAB_OUT/stack.json 2>>$LAB_OUT/stack.er
                 "{m}"
             );
         }
+        // The devices below were traced with it, each on its own: the pieces of its bios
+        // (dm completes a bio once, after its 16 pieces; md completes each piece), every byte
+        // of them, each done before what it is part of.
+        let legs = b.text("legs");
+        let legs: Vec<&str> = legs
+            .lines()
+            .find(|l| l.starts_with(&format!("{dev} ")))
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .collect();
+        let of_legs = |name: &str| {
+            legs.iter()
+                .map(|l| mean(&format!("{l}:{name}")))
+                .sum::<f64>()
+        };
+        let (pieces, counted) = (of_legs("trace_q2c_count"), mean("trace_q2c_count"));
+        if dev == dm {
+            assert!(pieces >= 15.0 * counted, "{dev}: {m}");
+        } else {
+            assert_eq!(pieces, counted, "{dev}: {m}");
+        }
+        for leg in &legs {
+            let own = mean(&format!("{leg}:trace_q2c_mean_us"));
+            assert!(own < mean("trace_q2c_mean_us"), "{dev}: {m}");
+        }
+        let (below, own) = (of_legs("trace_completed_mb"), mean("trace_completed_mb"));
+        assert!(
+            (below - own).abs() < 1e-6 * own,
+            "{dev}: {below} MB below, {own} MB: {m}"
+        );
+        assert!(
+            b.text(&format!("dry-{dev}.txt")).contains(&format!(
+                "and the devices below it, {} and {} (together",
+                legs[0], legs[1]
+            )),
+            "{}",
+            b.text(&format!("dry-{dev}.txt"))
+        );
         // The trace's diagnosis names the cutting: 16 pieces of 4 KiB per 64 KiB bio (a few
         // unsplit 4 KiB reads, fio's and the kernel's look at a new device, lower the mean).
         let analysed = b.json(&format!("analyze-{dev}.json"));

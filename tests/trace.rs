@@ -798,12 +798,7 @@ fn devices_sharing_a_disks_trace_are_refused() {
         ),
     )
     .unwrap();
-    let dry = Std::new(env!("CARGO_BIN_EXE_iolab"))
-        .args(["run", "--dry-run"])
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
+    let dry = dry_run(&file, dir.path());
     let said = String::from_utf8_lossy(&dry.stdout);
     assert!(
         said.contains(&format!(
@@ -1977,12 +1972,7 @@ fn an_experiment_on_two_devices_traces_both_together() {
         format!("name = \"two\"\n{body}[target]\ndevice = \"default\"\ncount = 2\n"),
     )
     .unwrap();
-    let dry = Std::new(env!("CARGO_BIN_EXE_iolab"))
-        .args(["run", "--dry-run"])
-        .arg(&file)
-        .env("IOLAB_STATE_DIR", dir.path().join("state"))
-        .output()
-        .unwrap();
+    let dry = dry_run(&file, dir.path());
     let said =
         String::from_utf8_lossy(&dry.stdout).to_string() + &String::from_utf8_lossy(&dry.stderr);
     assert!(dry.status.success(), "{said}");
@@ -1991,6 +1981,16 @@ fn an_experiment_on_two_devices_traces_both_together() {
         "{said}"
     );
     assert!(!said.contains("would fail"), "{said}");
+}
+
+/// `iolab run --dry-run FILE` with its state directory in `dir`.
+fn dry_run(file: &Path, dir: &Path) -> std::process::Output {
+    Std::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["run", "--dry-run"])
+        .arg(file)
+        .env("IOLAB_STATE_DIR", dir.join("state"))
+        .output()
+        .unwrap()
 }
 
 /// The `cellC-roundR` directories holding an experiment's kept traces, sorted.

@@ -16,8 +16,8 @@ pub(crate) fn known() -> &'static [String] {
     })
 }
 
-/// A known name, or a device's own `dev_*` figure, `DEVICE:dev_*` (several target devices,
-/// or devices stacked under one).
+/// A known name, or a device's own `dev_*` or `trace_*` figure, `DEVICE:dev_*` (several
+/// target devices, or devices stacked under one).
 pub(crate) fn is_known(name: &str) -> bool {
     crate::metrics::exact(name).is_some()
 }

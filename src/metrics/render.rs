@@ -43,8 +43,8 @@ pub(crate) fn rows() -> Vec<Row> {
 }
 
 const NOTES: &[&str] = &[
-    "A name is looked up as listed first; a per-device name `DEVICE:dev_*` (several targets, \
-     or devices stacked under one) is its `dev_*`. Other names (a `command` engine's, which \
+    "A name is looked up as listed first; a per-device name `DEVICE:dev_*` or `DEVICE:trace_*` \
+     (several targets, or devices stacked under one) is its `dev_*` or `trace_*`. Other names (a `command` engine's, which \
      the experiment file chooses) take the first naming rule (`*suffix`) they match.",
     "better: `higher` or `lower` is better; `none`: `compare` says `changed`, never better or \
      worse; `-`: neither, so a comparison must be told (`--better METRIC=higher|lower|none`).",

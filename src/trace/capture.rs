@@ -475,7 +475,7 @@ fn refuse_shared_disks(traced: &[(String, PathBuf)]) -> anyhow::Result<()> {
 }
 
 /// The disk block device `name` is on: itself, or a partition's parent in sysfs.
-fn disk_of(name: &str) -> anyhow::Result<String> {
+pub(crate) fn disk_of(name: &str) -> anyhow::Result<String> {
     let dir = Path::new("/sys/class/block").join(name);
     if !dir.join("partition").exists() {
         return Ok(name.to_string());

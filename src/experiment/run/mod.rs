@@ -134,11 +134,10 @@ pub struct Plan {
     pub(crate) experiment: String,
     /// The devices the workload drives at once, never empty (for a dry run of the default
     /// target, the loop devices that stood in for the scratch devices that would be created).
-    /// The first one is the one traced; `dev_*` describe it alone, or all of them summed
-    /// (`stored::metrics`).
+    /// `dev_*` describe the one alone, or all of them summed (`stored::metrics`).
     pub devices: Vec<PlanDevice>,
-    /// Devices under the targets (dm and md members, NVMe multipath paths): sampled too,
-    /// never driven or changed.
+    /// Devices under the targets (dm and md members, NVMe multipath paths): sampled, and
+    /// with `trace = true` traced, too; never driven or changed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) stacked: Vec<PlanDevice>,
     pub scratch: bool,
@@ -240,6 +239,23 @@ fn stacked_devices(root: &SysRoot, m: &Machine, targets: &[String]) -> Vec<PlanD
         }
     }
     out
+}
+
+/// "loop0 and loop1": the devices below the plan's targets that a traced run records with
+/// them (`trace::with_devices_below`).
+fn traced_below(p: &Plan) -> String {
+    let targets = p
+        .devices
+        .iter()
+        .map(|d| trace::Traced::new(&d.name, ""))
+        .collect();
+    let below: Vec<String> = p.stacked.iter().map(|d| d.name.clone()).collect();
+    let traced: Vec<String> = trace::with_devices_below(targets, &below)
+        .into_iter()
+        .filter(|t| t.below)
+        .map(|t| t.name)
+        .collect();
+    crate::trace::capture::listed(&traced)
 }
 
 /// The plan when fio runs on `[target] hosts`: the devices are theirs, so nothing is
@@ -457,11 +473,22 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
         p.notes.push(format!(
             "trace = true: each measured run records a block trace of the target{} through \
              tracefs into {}/experiment-ID/cellC-roundR/ and stores its trace_* metrics{}",
-            if p.devices.len() > 1 {
-                "s (together: the run's trace_* over all of them, each device's own as \
-                 DEVICE:trace_*)"
-            } else {
-                ""
+            match (p.devices.len() > 1, traced_below(&p)) {
+                (true, below) if below.is_empty() =>
+                    "s (together: the run's trace_* over all of them, each \
+                                 device's own as DEVICE:trace_*)"
+                        .to_string(),
+                (true, below) => format!(
+                    "s and the devices below them, {} (together: the run's trace_* over the \
+                     targets, each device's own as DEVICE:trace_*)",
+                    below
+                ),
+                (false, below) if !below.is_empty() => format!(
+                    " and the devices below it, {} (together: the run's trace_* are the \
+                     target's, each device's below as DEVICE:trace_*)",
+                    below
+                ),
+                (false, _) => String::new(),
             },
             dir.display(),
             match if p.scratch {
@@ -497,7 +524,9 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     match named_devices(exp, settings) {
         Some(devs) => {
             check_writes(exp, settings, &devs)?;
-            plan(exp, &m, &devs, false)
+            let mut p = plan(exp, &m, &devs, false)?;
+            p.stacked = stacked_devices(&settings.root, &m, &devs);
+            Ok(p)
         }
         None => {
             let count = scratch_count(exp, settings);
@@ -867,10 +896,10 @@ pub fn run(
     if exp.trace && !settings.root.is_live() {
         progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
     }
-    // Every target device is recorded, together. Controlled hosts record their own
-    // devices (`hosts::trace_start`).
+    // Every target device is recorded, together with the devices stacked below them.
+    // Controlled hosts record their own devices (`hosts::trace_start`).
     let tracing = (exp.trace && !remote && settings.root.is_live()).then(|| {
-        let devices = plan
+        let targets = plan
             .devices
             .iter()
             .map(|d| {
@@ -878,6 +907,8 @@ pub fn run(
                 trace::Traced::new(&d.name, dev)
             })
             .collect();
+        let below: Vec<String> = plan.stacked.iter().map(|d| d.name.clone()).collect();
+        let devices = trace::with_devices_below(targets, &below);
         trace::Tracing::new(
             &settings.db_path,
             &settings.state_dir,
@@ -1417,6 +1448,9 @@ fn one_run(
                 .devices()
                 .iter()
                 .map(|d| {
+                    if d.below {
+                        return None;
+                    }
                     samples
                         .as_ref()
                         .zip(aligned.as_ref())
@@ -1439,7 +1473,8 @@ fn one_run(
                     let lost = get(crate::metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
                     let traced = tracing.devices().iter().zip(&completed).zip(&windows);
                     for ((device, completed), window) in traced {
-                        let (Some(c), Some(report)) = (completed, report) else {
+                        let (Some(c), Some(report), false) = (completed, report, device.below)
+                        else {
                             continue;
                         };
                         let trace = checks::TraceBytes {

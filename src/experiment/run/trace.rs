@@ -3,7 +3,9 @@
 //! kept beside the database, and the trace is analysed at once so its headline figures
 //! become ordinary `trace_*` metrics of the run (docs/architecture.md). Several target
 //! devices are recorded together, into one set of files: the run's `trace_*` are over all of
-//! them, and each device's own are `DEVICE:trace_*`.
+//! them, and each device's own are `DEVICE:trace_*`. The devices stacked below a target (a dm
+//! or md device's members) are recorded with it, their figures only their own
+//! `DEVICE:trace_*`: where the bios are cut and merged again shows between the layers.
 //!
 //! Where the files go: `<db>.traces/experiment-<E>/cell<C>-round<R>/<device>.blktrace.<CPU>.gz`
 //! (`devices.blktrace.<CPU>.gz` for several)
@@ -96,22 +98,62 @@ pub(crate) struct Traced {
     pub(crate) name: String,
     /// "major,minor", as the analysis names devices.
     pub(crate) dev: String,
+    /// Stacked below a target (what a dm or md target is built from): recorded with the
+    /// targets, its figures only its own `DEVICE:trace_*`, and no bytes check (fio drives the
+    /// target, not it).
+    pub(crate) below: bool,
 }
 
 impl Traced {
-    /// `dev` is the machine model's "major:minor".
+    /// A target; `dev` is the machine model's "major:minor".
     pub(crate) fn new(name: &str, dev: &str) -> Traced {
         Traced {
             name: name.to_string(),
             dev: dev.replace(':', ","),
+            below: false,
+        }
+    }
+
+    /// A device stacked below a target.
+    pub(crate) fn below(name: &str, dev: &str) -> Traced {
+        Traced {
+            below: true,
+            ..Traced::new(name, dev)
         }
     }
 }
 
-/// The base name of a recording of `devices`: the device's own name, or `devices`.
+/// What an experiment records: its `targets`, then the devices stacked `below` them (what a
+/// dm or md target is built from, `run::stacked`), each found by its number in sysfs. Left
+/// out: a device below that cannot be traced (an NVMe multipath path, hidden, has no trace
+/// of its own), and one on a disk recorded already (two partitions of one disk under an md
+/// device: the kernel keeps one trace per disk, which the first one takes).
+pub(crate) fn with_devices_below(mut targets: Vec<Traced>, below: &[String]) -> Vec<Traced> {
+    let disk = |name: &str| capture::disk_of(name).unwrap_or_else(|_| name.to_string());
+    let mut disks: Vec<String> = targets.iter().map(|t| disk(&t.name)).collect();
+    for name in below {
+        let traceable = Path::new("/sys/class/block")
+            .join(name)
+            .join("trace/enable");
+        let Ok(number) = capture::device_number(name) else {
+            continue;
+        };
+        if !traceable.exists() || disks.contains(&disk(name)) {
+            continue;
+        }
+        disks.push(disk(name));
+        let dev = crate::trace::blk_io_trace::dev_name(number);
+        targets.push(Traced::below(name, &dev));
+    }
+    targets
+}
+
+/// The base name of a recording of `devices`: the target's own name (with the devices below
+/// it, if any), or `devices` for several targets.
 fn base_name(devices: &[Traced]) -> &str {
-    match devices {
-        [one] => &one.name,
+    let mut targets = devices.iter().filter(|d| !d.below);
+    match (targets.next(), targets.next()) {
+        (Some(one), None) => &one.name,
         _ => "devices",
     }
 }
@@ -378,11 +420,17 @@ pub(crate) fn analyse(
         .zip(windows)
         .filter_map(|(d, w)| Some((d.dev.clone(), (*w)?)))
         .collect();
+    // The targets' figures leave out the devices below them.
+    let all_devices = devices.iter().any(|d| d.below).then(|| {
+        let targets = devices.iter().filter(|d| !d.below);
+        targets.map(|d| d.dev.clone()).collect()
+    });
     let report = analyze::analyze_paths(
         std::slice::from_ref(&base.to_path_buf()),
         analyze::Options {
             timeline: false,
             device_windows,
+            all_devices,
             ..Default::default()
         },
     )
@@ -456,10 +504,11 @@ pub(crate) fn kept_note(analysed: u64, kept: u64) -> Option<String> {
 }
 
 /// The headline figures of a trace of `devices`, under the stable names of
-/// docs/architecture.md. Latencies are btt's per-bio view. With one device they are its
+/// docs/architecture.md. Latencies are btt's per-bio view. With one target they are its
 /// own; with several, the run's are over all of them (`Figures::together`) and each
-/// device's own follow as `DEVICE:trace_*`. A device with no events in the trace gives no
-/// figures: with none, only the event counts are left.
+/// target's own follow as `DEVICE:trace_*`. A device below a target gives only its own
+/// `DEVICE:trace_*`. A device with no events in the trace gives no figures: with none, only
+/// the event counts are left.
 pub(crate) fn metrics(
     report: &Report,
     devices: &[Traced],
@@ -476,18 +525,25 @@ pub(crate) fn metrics(
         .iter()
         .filter_map(|t| Some((t, report.devices.iter().find(|d| d.dev == t.dev)?)))
         .collect();
-    match found.as_slice() {
+    let own = |(t, d): &(&Traced, &DeviceReport)| {
+        let figures = Figures::of(d).metrics().into_iter();
+        figures
+            .map(|(k, v)| (format!("{}:{k}", t.name), v))
+            .collect::<Vec<_>>()
+    };
+    let (below, targets): (Vec<_>, Vec<_>) = found.into_iter().partition(|(t, _)| t.below);
+    match targets.as_slice() {
         [] => {}
-        [(_, d)] if devices.len() == 1 => out.extend(Figures::of(d).metrics()),
+        [(_, d)] if devices.iter().filter(|t| !t.below).count() == 1 => {
+            out.extend(Figures::of(d).metrics())
+        }
         several => {
             let reports: Vec<&DeviceReport> = several.iter().map(|(_, d)| *d).collect();
             out.extend(Figures::together(&report.all, &reports).metrics());
-            for (t, d) in several {
-                let own = Figures::of(d).metrics().into_iter();
-                out.extend(own.map(|(k, v)| (format!("{}:{k}", t.name), v)));
-            }
+            out.extend(several.iter().flat_map(own));
         }
     }
+    out.extend(below.iter().flat_map(own));
     out.retain(|(_, v)| v.is_finite());
     out
 }
@@ -611,8 +667,17 @@ mod tests {
     /// Ten 4 KiB reads a millisecond apart on each device, each inserted `i2d` ns before its
     /// dispatch and completed `d2c` ns after it.
     fn two_devices(timing: &[(u32, u64, u64)]) -> Report {
+        devices_covering(timing, None)
+    }
+
+    /// [`two_devices`] with any number of devices, "All Devices" over `all_devices` only
+    /// when given (as `analyse` asks when devices below a target are traced).
+    fn devices_covering(timing: &[(u32, u64, u64)], all_devices: Option<&str>) -> Report {
         use crate::trace::blk_io_trace::{action, category, code, Event};
-        let mut a = analyze::Analyzer::new(analyze::Options::default());
+        let mut a = analyze::Analyzer::new(analyze::Options {
+            all_devices: all_devices.map(|d| [d.to_string()].into()),
+            ..Default::default()
+        });
         for i in 0..10u64 {
             for &(device, i2d, d2c) in timing {
                 let (t, sector) = (i * 1_000_000, i * 8);
@@ -686,6 +751,48 @@ mod tests {
         let one = metrics(&report, &traced[..1], &summary(0, 0, 0));
         assert!(one.iter().all(|(k, _)| !k.contains(':')), "{one:?}");
         assert!(one.contains(&("trace_q2c_count".to_string(), 10.0)));
+    }
+
+    /// A target with devices below it (a dm device over two disks): the run's figures are
+    /// the target's own, under plain names, and each device below adds its own as
+    /// `DEVICE:trace_*`; the recording is named after the target.
+    #[test]
+    fn devices_below_a_target_add_only_their_own_figures() {
+        let (dm, sdb, sdc) = (253 << 20, 8 << 20 | 16, 8 << 20 | 32);
+        let timing = [
+            (dm, 1_000, 297_000),
+            (sdb, 1_000, 97_000),
+            (sdc, 5_000, 93_000),
+        ];
+        let report = devices_covering(&timing, Some("253,0"));
+        let traced = [
+            Traced::new("dm-0", "253:0"),
+            Traced::below("sdb", "8,16"),
+            Traced::below("sdc", "8,32"),
+        ];
+        assert_eq!(base_name(&traced), "dm-0");
+        assert_eq!(base_name(&[traced[1].clone(), traced[0].clone()]), "dm-0");
+        let m: BTreeMap<String, f64> = metrics(&report, &traced, &summary(0, 0, 0))
+            .into_iter()
+            .collect();
+        let close = |name: &str, want: f64| {
+            let got = m[name];
+            assert!((got - want).abs() < 1e-9 * want, "{name}: {got} vs {want}");
+        };
+        // Q2C: 300 us on the dm device, 100 us on each disk.
+        close("trace_q2c_mean_us", 300.0);
+        close("trace_q2c_max_us", 300.0);
+        close("trace_q2c_count", 10.0);
+        close("trace_completed_mb", 10.0 * 4096.0 / 1e6);
+        close("trace_i2d_pct", 100.0 * 1.0 / 300.0);
+        close("sdb:trace_q2c_mean_us", 100.0);
+        close("sdc:trace_q2c_mean_us", 100.0);
+        close("sdc:trace_i2d_pct", 5.0);
+        close("sdc:trace_q2c_count", 10.0);
+        assert!(m.keys().all(|k| !k.starts_with("dm-0:")), "{m:?}");
+        let prefixed = |p: &str| m.keys().filter(|k| k.starts_with(p)).count();
+        assert_eq!(prefixed("sdb:"), metrics::TRACE.len() - 2);
+        assert_eq!(prefixed("sdc:"), prefixed("sdb:"));
     }
 
     #[test]

@@ -41,6 +41,11 @@ pub struct Options {
     /// ("major,minor"): devices driven by jobs of their own are measured over their own
     /// intervals.
     pub device_windows: BTreeMap<String, (u64, u64)>,
+    /// The devices "All Devices" covers, by name ("major,minor"); every device when `None`.
+    /// An experiment that also records the devices stacked below its targets keeps them out
+    /// of its targets' figures. Restricted, its Q2Q is the devices' own Q2Qs together (the
+    /// gaps between one device's bios), not the gaps across devices.
+    pub all_devices: Option<std::collections::BTreeSet<String>>,
 }
 
 impl Options {
@@ -63,6 +68,7 @@ impl Default for Options {
             timeline: true,
             window: None,
             device_windows: BTreeMap::new(),
+            all_devices: None,
         }
     }
 }
@@ -260,7 +266,10 @@ impl Analyzer {
                     }
                 }
             }
-            all.merge(&d.lat);
+            let covered = self.opts.all_devices.as_ref();
+            if covered.is_none_or(|names| names.contains(&dev_name(d.device))) {
+                all.merge(&d.lat);
+            }
             for p in &d.procs {
                 let pid = p.pid;
                 let name = self
@@ -291,7 +300,9 @@ impl Analyzer {
                 &self.opts,
             ));
         }
-        all.q2q = side.all_q2q.clone();
+        if self.opts.all_devices.is_none() {
+            all.q2q = side.all_q2q.clone();
+        }
         let processes = by_name
             .into_iter()
             .map(|(name, (mut pids, lat, bytes))| {
@@ -1055,6 +1066,38 @@ mod tests {
         // Completed at 0.1, 1.1 ms in [0, 2) ms; at 2.1, 3.1, 4.1 ms in [2, 5) ms.
         assert_eq!(in_window("8,0"), Some(2 * 4096));
         assert_eq!(in_window("8,16"), Some(3 * 4096));
+    }
+
+    /// "All Devices" covers the devices named in `all_devices`, every device without it.
+    #[test]
+    fn all_devices_covers_the_devices_asked_for() {
+        let q2c = |all_devices: Option<&str>| {
+            let mut a = Analyzer::new(Options {
+                all_devices: all_devices.map(|d| [d.to_string()].into()),
+                ..Options::default()
+            });
+            // Ten 4 KiB reads on each device: completed 100 us after their Q on 8,0, 300 us
+            // on 8,16.
+            for (dev, d2c) in [(8 << 20, 100_000), (8 << 20 | 16, 300_000)] {
+                for i in 0..10u64 {
+                    let (t, s) = (i * 1_000_000, i * 8);
+                    a.feed(&ev(t, code::QUEUE, dev, s, 4096));
+                    a.feed(&ev(t + 10, code::ISSUE, dev, s, 4096));
+                    a.feed(&ev(t + d2c, code::COMPLETE, dev, s, 4096));
+                }
+            }
+            let r = a.finish();
+            assert_eq!(r.devices.len(), 2);
+            (
+                r.all["q2c"].n,
+                (r.all["q2c"].avg * 1e6).round(),
+                r.all["q2q"].n,
+            )
+        };
+        assert_eq!(q2c(None), (20, 200.0, 19));
+        // Q2Q: the gaps between 8,0's own bios.
+        assert_eq!(q2c(Some("8,0")), (10, 100.0, 9));
+        assert_eq!(q2c(Some("8,16")), (10, 300.0, 9));
     }
 
     /// A bio split in three (two X, as a 1.5 MiB read on a queue that takes 512 KiB): one Q,
