@@ -406,6 +406,27 @@ impl Tracing {
     }
 }
 
+/// How a recording of `devices` is analysed: each device's bytes counted over its own
+/// `windows` entry, and "All Devices" over the targets only when devices below them are in
+/// it (the run's figures of several targets come from it).
+fn options(devices: &[Traced], windows: &[Option<(u64, u64)>]) -> analyze::Options {
+    let device_windows = devices
+        .iter()
+        .zip(windows)
+        .filter_map(|(d, w)| Some((d.dev.clone(), (*w)?)))
+        .collect();
+    let all_devices = devices.iter().any(|d| d.below).then(|| {
+        let targets = devices.iter().filter(|d| !d.below);
+        targets.map(|d| d.dev.clone()).collect()
+    });
+    analyze::Options {
+        timeline: false,
+        device_windows,
+        all_devices,
+        ..Default::default()
+    }
+}
+
 /// Analyses the recording `base` of `devices` into the run's `trace_*` metrics, and the MB
 /// of the bios each completed, within its `windows` entry (`[start, end)` ns on the trace's
 /// clock) too when it has one. A run here and a controlled host's run alike.
@@ -415,24 +436,9 @@ pub(crate) fn analyse(
     summary: &Summary,
     windows: &[Option<(u64, u64)>],
 ) -> anyhow::Result<Analysed> {
-    let device_windows = devices
-        .iter()
-        .zip(windows)
-        .filter_map(|(d, w)| Some((d.dev.clone(), (*w)?)))
-        .collect();
-    // The targets' figures leave out the devices below them.
-    let all_devices = devices.iter().any(|d| d.below).then(|| {
-        let targets = devices.iter().filter(|d| !d.below);
-        targets.map(|d| d.dev.clone()).collect()
-    });
     let report = analyze::analyze_paths(
         std::slice::from_ref(&base.to_path_buf()),
-        analyze::Options {
-            timeline: false,
-            device_windows,
-            all_devices,
-            ..Default::default()
-        },
+        options(devices, windows),
     )
     .map_err(|e| anyhow::anyhow!("analysing {}: {e}", base.display()))?;
     let completed = devices
@@ -667,17 +673,13 @@ mod tests {
     /// Ten 4 KiB reads a millisecond apart on each device, each inserted `i2d` ns before its
     /// dispatch and completed `d2c` ns after it.
     fn two_devices(timing: &[(u32, u64, u64)]) -> Report {
-        devices_covering(timing, None)
+        devices_covering(timing, &[])
     }
 
-    /// [`two_devices`] with any number of devices, "All Devices" over `all_devices` only
-    /// when given (as `analyse` asks when devices below a target are traced).
-    fn devices_covering(timing: &[(u32, u64, u64)], all_devices: Option<&str>) -> Report {
+    /// [`two_devices`] with any number of devices, analysed as a recording of `traced` is.
+    fn devices_covering(timing: &[(u32, u64, u64)], traced: &[Traced]) -> Report {
         use crate::trace::blk_io_trace::{action, category, code, Event};
-        let mut a = analyze::Analyzer::new(analyze::Options {
-            all_devices: all_devices.map(|d| [d.to_string()].into()),
-            ..Default::default()
-        });
+        let mut a = analyze::Analyzer::new(options(traced, &[]));
         for i in 0..10u64 {
             for &(device, i2d, d2c) in timing {
                 let (t, sector) = (i * 1_000_000, i * 8);
@@ -764,12 +766,12 @@ mod tests {
             (sdb, 1_000, 97_000),
             (sdc, 5_000, 93_000),
         ];
-        let report = devices_covering(&timing, Some("253,0"));
         let traced = [
             Traced::new("dm-0", "253:0"),
             Traced::below("sdb", "8,16"),
             Traced::below("sdc", "8,32"),
         ];
+        let report = devices_covering(&timing, &traced);
         assert_eq!(base_name(&traced), "dm-0");
         assert_eq!(base_name(&[traced[1].clone(), traced[0].clone()]), "dm-0");
         let m: BTreeMap<String, f64> = metrics(&report, &traced, &summary(0, 0, 0))
@@ -793,6 +795,32 @@ mod tests {
         let prefixed = |p: &str| m.keys().filter(|k| k.starts_with(p)).count();
         assert_eq!(prefixed("sdb:"), metrics::TRACE.len() - 2);
         assert_eq!(prefixed("sdc:"), prefixed("sdb:"));
+
+        // Two targets over one disk each: the run's figures are over both targets' bios,
+        // none of the disks'.
+        let dm1 = 253 << 20 | 1;
+        let timing = [
+            (dm, 1_000, 297_000),
+            (dm1, 1_000, 497_000),
+            (sdb, 1_000, 97_000),
+            (sdc, 1_000, 97_000),
+        ];
+        let traced = [
+            Traced::new("dm-0", "253:0"),
+            Traced::new("dm-1", "253:1"),
+            Traced::below("sdb", "8,16"),
+            Traced::below("sdc", "8,32"),
+        ];
+        let report = devices_covering(&timing, &traced);
+        let m: BTreeMap<String, f64> = metrics(&report, &traced, &summary(0, 0, 0))
+            .into_iter()
+            .collect();
+        assert_eq!(m["trace_q2c_count"], 20.0, "{m:?}");
+        assert!((m["trace_q2c_mean_us"] - 400.0).abs() < 1e-6, "{m:?}");
+        assert!((m["dm-1:trace_q2c_mean_us"] - 500.0).abs() < 1e-6, "{m:?}");
+        assert!((m["sdc:trace_q2c_mean_us"] - 100.0).abs() < 1e-6, "{m:?}");
+        // Without devices below, every device is in "All Devices".
+        assert_eq!(options(&traced[..2], &[]).all_devices, None);
     }
 
     #[test]
