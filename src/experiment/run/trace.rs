@@ -138,10 +138,11 @@ pub(crate) fn with_devices_below(mut targets: Vec<Traced>, below: &[String]) -> 
         let Ok(number) = capture::device_number(name) else {
             continue;
         };
-        if !traceable.exists() || disks.contains(&disk(name)) {
+        let on = disk(name);
+        if !traceable.exists() || disks.contains(&on) {
             continue;
         }
-        disks.push(disk(name));
+        disks.push(on);
         let dev = crate::trace::blk_io_trace::dev_name(number);
         targets.push(Traced::below(name, &dev));
     }
@@ -676,6 +677,14 @@ mod tests {
         devices_covering(timing, &[])
     }
 
+    /// The `trace_*` figures of devices with this `timing`, recorded as `traced`.
+    fn figures_of(timing: &[(u32, u64, u64)], traced: &[Traced]) -> BTreeMap<String, f64> {
+        let report = devices_covering(timing, traced);
+        metrics(&report, traced, &summary(0, 0, 0))
+            .into_iter()
+            .collect()
+    }
+
     /// [`two_devices`] with any number of devices, analysed as a recording of `traced` is.
     fn devices_covering(timing: &[(u32, u64, u64)], traced: &[Traced]) -> Report {
         use crate::trace::blk_io_trace::{action, category, code, Event};
@@ -771,12 +780,9 @@ mod tests {
             Traced::below("sdb", "8,16"),
             Traced::below("sdc", "8,32"),
         ];
-        let report = devices_covering(&timing, &traced);
         assert_eq!(base_name(&traced), "dm-0");
         assert_eq!(base_name(&[traced[1].clone(), traced[0].clone()]), "dm-0");
-        let m: BTreeMap<String, f64> = metrics(&report, &traced, &summary(0, 0, 0))
-            .into_iter()
-            .collect();
+        let m = figures_of(&timing, &traced);
         let close = |name: &str, want: f64| {
             let got = m[name];
             assert!((got - want).abs() < 1e-9 * want, "{name}: {got} vs {want}");
@@ -811,10 +817,7 @@ mod tests {
             Traced::below("sdb", "8,16"),
             Traced::below("sdc", "8,32"),
         ];
-        let report = devices_covering(&timing, &traced);
-        let m: BTreeMap<String, f64> = metrics(&report, &traced, &summary(0, 0, 0))
-            .into_iter()
-            .collect();
+        let m = figures_of(&timing, &traced);
         assert_eq!(m["trace_q2c_count"], 20.0, "{m:?}");
         assert!((m["trace_q2c_mean_us"] - 400.0).abs() < 1e-6, "{m:?}");
         assert!((m["dm-1:trace_q2c_mean_us"] - 500.0).abs() < 1e-6, "{m:?}");

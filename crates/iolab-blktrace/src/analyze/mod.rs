@@ -13,7 +13,7 @@ pub mod seek;
 pub mod side;
 pub mod timeline;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -45,7 +45,7 @@ pub struct Options {
     /// An experiment that also records the devices stacked below its targets keeps them out
     /// of its targets' figures. Restricted, its Q2Q is the devices' own Q2Qs together (the
     /// gaps between one device's bios), not the gaps across devices.
-    pub all_devices: Option<std::collections::BTreeSet<String>>,
+    pub all_devices: Option<BTreeSet<String>>,
 }
 
 impl Options {
