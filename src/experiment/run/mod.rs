@@ -855,35 +855,16 @@ pub fn run(
             return Err(e);
         }
     };
-    let mut env = crate::preflight::to_environment(&findings);
-    env.push(crate::store::EnvironmentEntry {
-        key: "target".into(),
-        value: match scratch.first() {
-            Some(s) => format!(
-                "/dev/{} (scratch, {} bytes each)",
-                devices.join(", /dev/"),
-                s.size_bytes()
-            ),
-            None if nic.is_some() => format!("NIC {}", devices.join(", ")),
-            None => format!("/dev/{}", devices.join(", /dev/")),
-        },
-        severity: None,
-        advice: None,
-    });
-    if !stabilised.is_empty() {
-        env.push(crate::store::EnvironmentEntry {
-            key: "stabilised".into(),
-            value: stabilised,
-            severity: None,
-            advice: None,
-        });
-    }
-    env.push(crate::store::EnvironmentEntry {
-        key: "plan".into(),
-        value: serde_json::to_string(&plan.cells)?,
-        severity: None,
-        advice: None,
-    });
+    let target = match scratch.first() {
+        Some(s) => format!(
+            "/dev/{} (scratch, {} bytes each)",
+            devices.join(", /dev/"),
+            s.size_bytes()
+        ),
+        None if nic.is_some() => format!("NIC {}", devices.join(", ")),
+        None => format!("/dev/{}", devices.join(", /dev/")),
+    };
+    let env = experiment_environment(&findings, target, stabilised, &plan)?;
     store.add_environment(experiment_id, &env)?;
     hosts::store_parts(
         &mut store,
@@ -896,26 +877,9 @@ pub fn run(
     if exp.trace && !settings.root.is_live() {
         progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
     }
-    // Every target device is recorded, together with the devices stacked below them.
     // Controlled hosts record their own devices (`hosts::trace_start`).
     let tracing = (exp.trace && !remote && settings.root.is_live()).then(|| {
-        let targets = plan
-            .devices
-            .iter()
-            .map(|d| {
-                let dev = machine.device(&d.name).map_or("", |m| m.dev.as_str());
-                trace::Traced::new(&d.name, dev)
-            })
-            .collect();
-        let below: Vec<String> = plan.stacked.iter().map(|d| d.name.clone()).collect();
-        let devices = trace::with_devices_below(targets, &below);
-        trace::Tracing::new(
-            &settings.db_path,
-            &settings.state_dir,
-            experiment_id,
-            devices,
-            exp.trace_settings,
-        )
+        trace::Tracing::of_plan(&plan, &machine, settings, experiment_id, exp.trace_settings)
     });
     if crate::experiment::cells(exp).iter().any(|c| {
         c.fio_options(exp)
@@ -985,6 +949,29 @@ pub fn run(
         hosts_left,
         host_parts,
     })
+}
+
+/// What the experiment's row keeps about where it ran: preflight's findings, the target,
+/// what was stabilised for it and the plan of its cells.
+fn experiment_environment(
+    findings: &[crate::preflight::Finding],
+    target: String,
+    stabilised: String,
+    plan: &Plan,
+) -> Result<Vec<crate::store::EnvironmentEntry>> {
+    let entry = |key: &str, value: String| crate::store::EnvironmentEntry {
+        key: key.into(),
+        value,
+        severity: None,
+        advice: None,
+    };
+    let mut env = crate::preflight::to_environment(findings);
+    env.push(entry("target", target));
+    if !stabilised.is_empty() {
+        env.push(entry("stabilised", stabilised));
+    }
+    env.push(entry("plan", serde_json::to_string(&plan.cells)?));
+    Ok(env)
 }
 
 /// Where the logs fio writes itself (`write_*_log`, a plain name confined to the run's own
@@ -1412,83 +1399,33 @@ fn one_run(
         metrics.extend(settled.iter().flat_map(|s| s.prefixed.iter().cloned()));
         metrics.extend(local);
     }
-    let mut run_checks = Vec::new();
     let report = outcome
         .report
         .as_ref()
         .filter(|_| engine.checks_its_output());
-    if let (Some(report), Some(summary), RunStatus::Ok) = (report, summary, &record.status) {
-        // Nothing else should reach a device that holds no data, so a gap there is news.
-        let owned = |dev: &str| {
-            plan.scratch
-                || expendable(lp.settings, dev).is_some()
-                || plan.devices.iter().any(|d| d.name == dev && !d.holds_data)
-        };
-        let uncertain = aligned
-            .as_ref()
-            .map(|a| a.window.uncertain_mb_per_s.clone())
-            .unwrap_or_default();
-        run_checks.extend(checks::bytes_vs_diskstats(
-            report,
-            &summary.devices,
-            &owned,
-            &uncertain,
-        ));
-    }
-    if let (Some(report), RunStatus::Ok) = (report, &record.status) {
-        run_checks.extend(checks::percentiles_vs_bins(report));
-    }
+    let mut run_checks = match (report, &record.status) {
+        (Some(report), RunStatus::Ok) => output_checks(lp.settings, plan, report, aligned.as_ref()),
+        _ => Vec::new(),
+    };
     if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
         if record.status == RunStatus::Ok {
-            // Each device's measured interval on the trace's clock, to count its bytes over:
+            // A device's measured interval on the trace's clock, to count its bytes over:
             // where the sampler placed it by the device's I/O, else by fio's reports of the
             // jobs on it.
             let offset = crate::sys::realtime_minus_monotonic_ns();
-            let windows: Vec<_> = tracing
-                .devices()
-                .iter()
-                .map(|d| {
-                    if d.below {
-                        return None;
-                    }
-                    samples
-                        .as_ref()
-                        .zip(aligned.as_ref())
-                        .and_then(|(s, a)| {
-                            align::activity_window_on_monotonic(s, &a.window, Some(&d.name), offset)
-                        })
-                        .or_else(|| align::trace_window(reports, &d.name, offset))
-                })
-                .collect();
-            let spans: Vec<_> = windows
-                .iter()
-                .map(|w| w.as_ref().map(|w| (w.start_ns, w.end_ns)))
-                .collect();
-            match tracing.metrics(recorded, &spans) {
-                Ok(trace::Analysed {
-                    metrics: m,
-                    devices: completed,
-                }) => {
-                    let get = |name: &str| m.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
-                    let lost = get(crate::metrics::TRACE_EVENTS_LOST.name).unwrap_or(0.0);
-                    let traced = tracing.devices().iter().zip(&completed).zip(&windows);
-                    for ((device, completed), window) in traced {
-                        let (Some(c), Some(report), false) = (completed, report, device.below)
-                        else {
-                            continue;
-                        };
-                        let trace = checks::TraceBytes {
-                            completed_mb: c.mb,
-                            in_window: c.in_window_mb.zip(window.map(|w| w.uncertainty_pct)),
-                        };
-                        run_checks.push(checks::trace_vs_fio(
-                            report,
-                            &device.name,
-                            trace,
-                            (lost, Some(tracing.buffer_kb)),
-                        ));
-                    }
-                    metrics.extend(m)
+            let window_of = |device: &str| {
+                samples
+                    .as_ref()
+                    .zip(aligned.as_ref())
+                    .and_then(|(s, a)| {
+                        align::activity_window_on_monotonic(s, &a.window, Some(device), offset)
+                    })
+                    .or_else(|| align::trace_window(reports, device, offset))
+            };
+            match tracing.judge(recorded, window_of, report) {
+                Ok(judged) => {
+                    metrics.extend(judged.metrics);
+                    run_checks.extend(judged.checks);
                 }
                 Err(e) => lp.progress.message(&format!("trace: {e:#}")),
             }
@@ -1528,6 +1465,37 @@ fn one_run(
     hosts::store_runs(lp.store, lp.hosts, settled, &record, &job.per_host)?;
     lp.store.insert_run(&record)?;
     Ok(Some((record.status, metrics)))
+}
+
+/// The checks of a successful run's fio output against itself and the machine: the bytes fio
+/// moved against the devices' counters (where they were sampled) and its percentiles against
+/// its own histogram bins.
+fn output_checks(
+    settings: &Settings,
+    plan: &Plan,
+    report: &crate::workload::fio_json::FioReport,
+    aligned: Option<&align::Aligned>,
+) -> Vec<checks::Check> {
+    let mut out = Vec::new();
+    if let Some(summary) = aligned.and_then(|a| a.summary.as_ref()) {
+        // Nothing else should reach a device that holds no data, so a gap there is news.
+        let owned = |dev: &str| {
+            plan.scratch
+                || expendable(settings, dev).is_some()
+                || plan.devices.iter().any(|d| d.name == dev && !d.holds_data)
+        };
+        let uncertain = aligned
+            .map(|a| a.window.uncertain_mb_per_s.clone())
+            .unwrap_or_default();
+        out.extend(checks::bytes_vs_diskstats(
+            report,
+            &summary.devices,
+            &owned,
+            &uncertain,
+        ));
+    }
+    out.extend(checks::percentiles_vs_bins(report));
+    out
 }
 
 /// What a workload's status (any engine's) is stored as; `Cancelled` runs are not stored.

@@ -28,11 +28,16 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::align::TraceWindow;
+use super::checks::{trace_vs_fio, Check, TraceBytes};
+use super::{Plan, Settings};
 use crate::experiment::file::{KeepRuns, TraceSettings, DEFAULT_BUFFER_KB};
 use crate::metrics;
+use crate::model::Machine;
 use crate::trace::analyze::latency::LatencySummary;
 use crate::trace::analyze::{self, DeviceReport, Report};
 use crate::trace::capture::{self, Recording, Summary};
+use crate::workload::fio_json::FioReport;
 
 /// The trace buffer per CPU an experiment records with unless `[trace] buffer_kb` says:
 /// a 32nd of this machine's memory (at most 4 GiB in all) spread over its online CPUs, from
@@ -265,6 +270,12 @@ pub(crate) struct Completed {
     pub(crate) in_window_mb: Option<f64>,
 }
 
+/// A measured run's trace figures and the checks of its targets' bytes against fio's.
+pub(crate) struct Judged {
+    pub(crate) metrics: Vec<(String, f64)>,
+    pub(crate) checks: Vec<Check>,
+}
+
 /// A finished recording: where it is and what the recorder saw.
 pub(crate) struct Recorded {
     pub(crate) base: PathBuf,
@@ -274,18 +285,29 @@ pub(crate) struct Recorded {
 }
 
 impl Tracing {
-    pub(crate) fn new(
-        db_path: &Path,
-        state_dir: &Path,
+    /// The recordings of the experiment stored as `experiment_id`: every target device of
+    /// `plan` together with the devices stacked below them, as `[trace]` says.
+    pub(crate) fn of_plan(
+        plan: &Plan,
+        machine: &Machine,
+        run: &Settings,
         experiment_id: i64,
-        devices: Vec<Traced>,
         settings: TraceSettings,
     ) -> Tracing {
+        let targets = plan
+            .devices
+            .iter()
+            .map(|d| {
+                let dev = machine.device(&d.name).map_or("", |m| m.dev.as_str());
+                Traced::new(&d.name, dev)
+            })
+            .collect();
+        let below: Vec<String> = plan.stacked.iter().map(|d| d.name.clone()).collect();
         Tracing {
-            db_path: db_path.to_path_buf(),
-            state_dir: state_dir.to_path_buf(),
+            db_path: run.db_path.clone(),
+            state_dir: run.state_dir.clone(),
             experiment_id,
-            devices,
+            devices: with_devices_below(targets, &below),
             said_unavailable: false,
             keeper: Keeper::new(settings),
             buffer_kb: settings.buffer_kb.unwrap_or_else(auto_buffer_kb),
@@ -391,19 +413,55 @@ impl Tracing {
         }
     }
 
-    pub(crate) fn devices(&self) -> &[Traced] {
-        &self.devices
-    }
-
-    /// Analyses a finished recording into the run's `trace_*` metrics, and the MB of the
-    /// bios each device completed, within its `windows` entry too (fio's measured interval
-    /// on the trace's clock, `[start, end)` ns, by traced device) when there is one.
-    pub(crate) fn metrics(
+    /// A finished recording analysed into the run's `trace_*` metrics, and each target's
+    /// check of the bytes its trace saw completed against the bytes fio moved on it
+    /// (`report`, when fio's output is checked), counted over `window_of(target)`: the
+    /// target's measured interval on the trace's clock. The devices below a target give
+    /// figures only: fio drives the target, not them.
+    pub(crate) fn judge(
         &self,
         recorded: &Recorded,
-        windows: &[Option<(u64, u64)>],
-    ) -> anyhow::Result<Analysed> {
-        analyse(&recorded.base, &self.devices, &recorded.summary, windows)
+        window_of: impl Fn(&str) -> Option<TraceWindow>,
+        report: Option<&FioReport>,
+    ) -> anyhow::Result<Judged> {
+        let windows: Vec<Option<TraceWindow>> = self
+            .devices
+            .iter()
+            .map(|d| if d.below { None } else { window_of(&d.name) })
+            .collect();
+        let spans: Vec<_> = windows
+            .iter()
+            .map(|w| w.as_ref().map(|w| (w.start_ns, w.end_ns)))
+            .collect();
+        let Analysed {
+            metrics: figures,
+            devices,
+        } = analyse(&recorded.base, &self.devices, &recorded.summary, &spans)?;
+        let lost = figures
+            .iter()
+            .find(|(k, _)| k == metrics::TRACE_EVENTS_LOST.name)
+            .map_or(0.0, |(_, v)| *v);
+        let mut checks = Vec::new();
+        let traced = self.devices.iter().zip(&devices).zip(&windows);
+        for ((device, completed), window) in traced {
+            let (Some(c), Some(report), false) = (completed, report, device.below) else {
+                continue;
+            };
+            let trace = TraceBytes {
+                completed_mb: c.mb,
+                in_window: c.in_window_mb.zip(window.map(|w| w.uncertainty_pct)),
+            };
+            checks.push(trace_vs_fio(
+                report,
+                &device.name,
+                trace,
+                (lost, Some(self.buffer_kb)),
+            ));
+        }
+        Ok(Judged {
+            metrics: figures,
+            checks,
+        })
     }
 }
 
