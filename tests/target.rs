@@ -376,6 +376,53 @@ fn vda_is_refused_for_writes_and_allowed_for_reads() {
     target::check_write_allowed("/dev/vda", false, None).unwrap();
 }
 
+/// A directory of links under /dev, removed with its links however the test ends.
+struct DevLinks(std::path::PathBuf);
+
+impl Drop for DevLinks {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `device = "/dev/disk/by-id/..."` in a file is the device the link points to, as
+/// `--device` with the same link is: the file keeps device names without "/dev/", and the
+/// link was looked up under that shorter name and not found.
+#[test]
+fn a_device_named_in_the_file_by_a_dev_link_is_the_device_it_points_to() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let links = DevLinks(Path::new("/dev").join(format!("iolab-test-{}", std::process::id())));
+    std::fs::create_dir_all(links.0.join("by-id")).unwrap();
+    let link = links.0.join("by-id/scratch");
+    std::os::unix::fs::symlink(dev.dev_path(), &link).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("link.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"link\"\n[target]\ndevice = \"{}\"\n[workload]\nrw = \"randread\"\n\
+             runtime = \"1s\"\ntime_based = true\n",
+            link.display()
+        ),
+    )
+    .unwrap();
+    let out = crate::common::iolab()
+        .arg("run")
+        .arg(&file)
+        .args(["--dry-run", "--json"])
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["devices"][0]["name"], dev.name(), "{plan}");
+}
+
 #[test]
 fn an_unknown_device_is_a_clear_error() {
     let err = target::check_write_allowed("nosuchdisk9", true, None).unwrap_err();

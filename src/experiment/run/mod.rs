@@ -346,7 +346,18 @@ fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> 
 /// The devices named by the command line, else by the file, by their kernel names here;
 /// `None` for scratch devices.
 fn named_devices(exp: &Experiment, settings: &Settings) -> Option<Vec<String>> {
-    device_args(exp, settings).map(|n| n.iter().map(|d| crate::target::device_name(d)).collect())
+    device_args(exp, settings).map(|n| n.iter().map(|d| kernel_name(d)).collect())
+}
+
+/// The kernel name of a device of this machine named on the command line ("/dev/sdb") or in
+/// the file, which keeps names without "/dev/": one with a `/` left ("disk/by-id/...") is a
+/// link under /dev, resolved there.
+fn kernel_name(d: &str) -> String {
+    if d.contains('/') && !d.starts_with('/') {
+        crate::target::device_name(&format!("/dev/{d}"))
+    } else {
+        crate::target::device_name(d)
+    }
 }
 
 /// The devices named by the command line, else by the file, as written.
