@@ -1057,8 +1057,14 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
     let hosts: Vec<(String, String)> = lab.addrs().into_iter().zip(devices.clone()).collect();
     let _servers = FioServers::start(&lab);
     let factors = "read_ahead_kb = [256, 512]\nplacement = [\"on\", \"near\"]\n";
-    // Loop devices take no interrupt: placement is relative to CPU 0 on every host.
-    let exp = anchored_experiment(&hosts, factors, "[target]\nanchor_cpu = 0\n");
+    // Loop devices take no interrupt: placement is relative to CPU 0 on every host. The
+    // "hosts" are namespaces of this machine: the first two hosts' devices are this
+    // machine's too, sampled here as a hypervisor's volumes behind its guests would be.
+    let target = format!(
+        "[target]\nanchor_cpu = 0\nlocal_devices = [\"{}\", \"/dev/{}\"]\n",
+        devices[0], devices[1]
+    );
+    let exp = anchored_experiment(&hosts, factors, &target);
     let state = tempfile::tempdir().unwrap();
     let settings = lab_settings(&lab, state.path());
     let runner = Watching {
@@ -1181,12 +1187,25 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
     }
     // This machine's own figures (`local:*`) are taken over the hosts' windows together:
     // each host measured for a second, at about the same time.
-    for a in &aggregate {
+    for (i, a) in aggregate.iter().enumerate() {
         let w = sample_window(&store, id, a.id);
         assert_eq!(w["basis"], "hosts' windows", "{w}");
         let len = w["end_s"].as_f64().unwrap() - w["start_s"].as_f64().unwrap();
         assert!((0.9..1.5).contains(&len), "{w}");
         assert!(metric(&store, a.id, "local:usr_pct").is_some());
+        // The devices named in `local_devices`, over those windows together (a host's own
+        // second inside up to 1.5 s): each saw its host's reads, and no more.
+        for (dev, host_runs) in devices.iter().zip(&own).take(2) {
+            let here = metric(&store, a.id, &format!("local:{dev}:dev_r_per_s"));
+            let there = metric(&store, host_runs[i], "dev_r_per_s").unwrap();
+            assert!(
+                here.is_some_and(|r| r > 0.5 * there && r < 1.1 * there),
+                "run {}: {dev} here {here:?}/s, on its host {there:.0}/s",
+                a.id
+            );
+        }
+        let unnamed = format!("local:{}:dev_r_per_s", devices[2]);
+        assert_eq!(metric(&store, a.id, &unnamed), None);
     }
     for (i, a) in aggregate.iter().enumerate() {
         // The aggregate's IOPS are the hosts' summed, run by run.

@@ -1065,15 +1065,8 @@ i=0; for d in $M/dev-*; do echo 0 >$d/offset; echo 131072 >$d/size; echo $i >$d/
 echo active >$M/array_state
 echo "$D ${A#/dev/} ${B#/dev/}" >$LAB_OUT/legs
 echo "md0 ${C#/dev/} ${E#/dev/}" >>$LAB_OUT/legs
-for dev in $D md0; do
-set -- $(grep "^$dev " $LAB_OUT/legs); L1=$2; L2=$3
-cat >/tmp/$dev.toml <<T
-name = "lab stripes on $dev"
-seed = 4
-repetitions = 1
-trace = true
-[target]
-device = "$dev"
+# Every experiment here reads 64 KiB at depth 4 for a second.
+cat >/tmp/workload.toml <<'T'
 [workload]
 rw = "read"
 bs = "64k"
@@ -1083,6 +1076,16 @@ direct = 1
 size = "64m"
 runtime = "1s"
 time_based = true
+T
+for dev in $D md0; do
+set -- $(grep "^$dev " $LAB_OUT/legs); L1=$2; L2=$3
+cat - /tmp/workload.toml >/tmp/$dev.toml <<T
+name = "lab stripes on $dev"
+seed = 4
+repetitions = 1
+trace = true
+[target]
+device = "$dev"
 T
 $IOLAB run /tmp/$dev.toml --db /tmp/$dev.db >$LAB_OUT/run-$dev.txt 2>&1
 $IOLAB show 1 --db /tmp/$dev.db --json --metric trace_q2c_mean_us --metric trace_q2c_count \
@@ -1101,11 +1104,35 @@ $IOLAB trace record --json -d $D -d $A -d $B -o /tmp/stack -- fio --name=s \
   --filename=/dev/$D --rw=read --bs=64k --direct=1 --ioengine=psync \
   --number_ios=200 --size=64m --output=/dev/null >$LAB_OUT/stack-record.json 2>$LAB_OUT/stack.err
 $IOLAB trace analyze --json /tmp/stack >$LAB_OUT/stack.json 2>>$LAB_OUT/stack.err
+# The striped device as a hypervisor's volume: fio runs on a "host" (a fio server here) and
+# this machine samples its own dm device and the legs below it.
+set -- $(grep "^$D " $LAB_OUT/legs); L1=$2; L2=$3
+ip link set lo up
+fio --server=127.0.0.1,8765 >/dev/null 2>&1 &
+FS=$!
+sleep 1
+cat - /tmp/workload.toml >/tmp/local.toml <<T
+name = "lab local devices"
+seed = 4
+repetitions = 1
+[target]
+device = "$D"
+hosts = ["127.0.0.1,8765"]
+local_devices = ["$D"]
+T
+$IOLAB run --dry-run /tmp/local.toml >$LAB_OUT/dry-local.txt 2>&1
+$IOLAB run /tmp/local.toml --db /tmp/local.db >$LAB_OUT/run-local.txt 2>&1
+kill $FS
+$IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
+  --metric local:$D:dev_r_per_s --metric local:$D:dev_avg_rq_kb \
+  --metric local:$L1:dev_r_per_s --metric local:$L2:dev_r_per_s \
+  --metric local:$L1:dev_avg_rq_kb >$LAB_OUT/show-local.json 2>$LAB_OUT/show-local.json.err
 "#;
     let b = boot("nvme-poll", script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let dm = b.text("dm").trim().to_string();
     check_stack_recording(&b);
+    check_local_devices(&b, &dm);
     for dev in [dm.as_str(), "md0"] {
         let shown = b.json(&format!("show-{dev}.json"));
         assert_eq!(
@@ -1135,14 +1162,7 @@ $IOLAB trace analyze --json /tmp/stack >$LAB_OUT/stack.json 2>>$LAB_OUT/stack.er
         // The devices below were traced with it, each on its own: the pieces of its bios
         // (dm completes a bio once, after its 16 pieces; md completes each piece), every byte
         // of them, each done before what it is part of.
-        let legs = b.text("legs");
-        let legs: Vec<&str> = legs
-            .lines()
-            .find(|l| l.starts_with(&format!("{dev} ")))
-            .unwrap()
-            .split_whitespace()
-            .skip(1)
-            .collect();
+        let legs = legs_of(&b, dev);
         let of_legs = |name: &str| {
             legs.iter()
                 .map(|l| mean(&format!("{l}:{name}")))
@@ -1187,6 +1207,64 @@ $IOLAB trace analyze --json /tmp/stack >$LAB_OUT/stack.json 2>>$LAB_OUT/stack.er
             "{dev}: {split}"
         );
     }
+}
+
+/// The two loop devices below `dev` (dm or md), as the guest's script listed them.
+fn legs_of(b: &Boot, dev: &str) -> Vec<String> {
+    let legs = b.text("legs");
+    let line = legs.lines().find(|l| l.starts_with(&format!("{dev} ")));
+    let legs: Vec<String> = line
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .map(String::from)
+        .collect();
+    assert_eq!(legs.len(), 2, "{dev}: {legs:?}");
+    legs
+}
+
+/// `local_devices` in a run across hosts: this machine's dm device and the legs below it,
+/// sampled while a fio server ran the reads: the legs completed the dm device's 4 KiB pieces
+/// between them, at its rate.
+fn check_local_devices(b: &Boot, dm: &str) {
+    let legs = legs_of(b, dm);
+    let dry = b.text("dry-local.txt");
+    assert!(
+        dry.contains(&format!(
+            "this machine's {dm}, and the devices below, {} and {}, are sampled while the hosts run",
+            legs[0], legs[1]
+        )),
+        "{dry}"
+    );
+    let shown = b.json("show-local.json");
+    let m = &shown["cells"][0]["metrics"];
+    let mean = |name: &str| {
+        m[name]["mean"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {name}: {shown}\n{}", b.text("run-local.txt")))
+    };
+    assert!(mean("read_iops") > 0.0, "{m}");
+    let on_dm = mean(&format!("local:{dm}:dev_r_per_s"));
+    let on_legs = mean(&format!("local:{}:dev_r_per_s", legs[0]))
+        + mean(&format!("local:{}:dev_r_per_s", legs[1]));
+    assert!(
+        on_dm > 0.0 && (on_legs / on_dm - 1.0).abs() < 0.05,
+        "{dm} {on_dm}/s, its legs {on_legs}/s: {m}"
+    );
+    for name in [
+        format!("local:{dm}:dev_avg_rq_kb"),
+        format!("local:{}:dev_avg_rq_kb", legs[0]),
+    ] {
+        assert!((mean(&name) - 4.0).abs() < 0.1, "{name}: {m}");
+    }
+    // With no host to place fio's measured interval, the dm device's own I/O placed it: its
+    // rate is fio's, 16 pieces a read (over the whole sampled span, with fio's server
+    // starting a second late, it was a quarter of that).
+    let pieces = 16.0 * mean("read_iops");
+    assert!(
+        (on_dm / pieces - 1.0).abs() < 0.15,
+        "{dm} {on_dm}/s, fio {pieces} pieces/s: {m}"
+    );
 }
 
 /// A device-mapper stripe recorded together with both its loop devices: each device's own

@@ -892,6 +892,65 @@ fn dry_run_across_hosts_says_each_run_starts_a_second_late() {
     );
 }
 
+/// `local_devices` beside fio servers: the plan samples those devices of this machine (any
+/// it has; sampling writes nothing) and says so; one it lacks is refused before anything runs.
+#[test]
+fn dry_run_across_hosts_names_the_local_devices_it_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let here: Vec<String> = std::fs::read_dir("/sys/block")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    let Some(local) = here.iter().min() else {
+        crate::common::skip("this machine has no block device");
+        return;
+    };
+    let file = |local: &str| {
+        let file = dir.path().join(format!("{local}.toml"));
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"h\"\n[target]\ndevice = \"sdb\"\nhosts = [\"10.0.0.1\"]\n\
+                 local_devices = [\"/dev/{local}\"]\n[workload]\nrw = \"randread\"\n\
+                 runtime = \"2s\"\ntime_based = true\n"
+            ),
+        )
+        .unwrap();
+        file
+    };
+    let text = dry_run_text(dir.path(), &file(local));
+    assert!(
+        text.contains(&format!(
+            "note: this machine's {local} is sampled while the hosts run (metrics \
+             local:DEVICE:dev_*)"
+        )),
+        "{text}"
+    );
+    let out = iolab()
+        .args(["run", "--dry-run", "--json", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(file(local))
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["local"][0]["name"], local.as_str(), "{plan}");
+    let out = iolab()
+        .args(["run", "--dry-run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(file("nosuchdisk9"))
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("local_devices: nosuchdisk9: no such block device on this machine"),
+        "{err}"
+    );
+}
+
 /// Across hosts the devices checked for writing are those each host's job drives: a
 /// controlled host with its own device is checked on that device, not on [target] device or
 /// --device; fio's client mode alone refuses per-host devices and half-controlled hosts.

@@ -43,8 +43,10 @@ pub(crate) fn rows() -> Vec<Row> {
 }
 
 const NOTES: &[&str] = &[
-    "A name is looked up as listed first; a per-device name `DEVICE:dev_*` or `DEVICE:trace_*` \
-     (several targets, or devices stacked under one) is its `dev_*` or `trace_*`. Other names (a `command` engine's, which \
+    "A name is looked up as listed first, else as the name after its last `:`: a per-device \
+     `DEVICE:dev_*` or `DEVICE:trace_*` (several targets, or devices stacked under one), and in \
+     a run across hosts a host's `HOST:NAME`, this machine's `local:NAME` and its own devices' \
+     `local:DEVICE:dev_*` (`[target] local_devices`). Other names (a `command` engine's, which \
      the experiment file chooses) take the first naming rule (`*suffix`) they match.",
     "better: `higher` or `lower` is better; `none`: `compare` says `changed`, never better or \
      worse; `-`: neither, so a comparison must be told (`--better METRIC=higher|lower|none`).",

@@ -40,6 +40,10 @@ pub struct TargetSpec {
     /// placement and `irq_cpu` refer to its interrupts, the sampler counts them, and no
     /// block device is created or driven. With its line in the file.
     pub(crate) nic: Option<(String, usize)>,
+    /// With `hosts`: devices of this machine to sample while fio runs on them
+    /// (`local_devices`), such as a hypervisor's volumes that back its guests' disks. Kernel
+    /// names or links under /dev, as `device` takes them; resolved and checked at run time.
+    pub(crate) local_devices: Vec<String>,
 }
 
 /// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
@@ -68,6 +72,7 @@ pub(super) const TARGET_KEYS: &[&str] = &[
     "hosts",
     "host",
     "nic",
+    "local_devices",
 ];
 
 /// Most scratch devices one experiment may create (each is RAM-backed).
@@ -91,8 +96,12 @@ impl Walker<'_> {
         let mut host_tables: Vec<HostSpec> = Vec::new();
         let mut nic: Option<(String, Range<usize>)> = None;
         let mut device_span: Option<Range<usize>> = None;
+        let mut local_devices: Option<(Vec<String>, Range<usize>)> = None;
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
+                "local_devices" => {
+                    local_devices = self.local_device_list(value).map(|l| (l, value.span()))
+                }
                 "hosts" => hosts = self.host_list(value).map(|h| (h, value.span())),
                 "host" => host_tables = self.host_tables(value).unwrap_or_default(),
                 "nic" => nic = self.nic_name(value).map(|n| (n, value.span())),
@@ -220,6 +229,15 @@ impl Walker<'_> {
                 );
             }
         }
+        if let (Some((_, span)), true) = (&local_devices, host_specs.is_empty()) {
+            self.error(
+                span.clone(),
+                "`local_devices` names devices of this machine to sample while fio runs on \
+                 other hosts, but no `hosts` are named: for a run here, name them in `device`"
+                    .to_string(),
+                None,
+            );
+        }
         let count = match (device_is_scratch(&device), &count) {
             (true, Some((n, _))) => *n,
             _ => 1,
@@ -232,7 +250,39 @@ impl Walker<'_> {
             hosts: host_specs.iter().map(|h| h.fio.clone()).collect(),
             host_specs,
             nic: nic.map(|(n, span)| (n, self.position(span.start).0)),
+            local_devices: local_devices.map(|(l, _)| l).unwrap_or_default(),
         })
+    }
+
+    /// `local_devices = ["dm-0"]`: devices of this machine, each once.
+    fn local_device_list(&mut self, v: &Value) -> Option<Vec<String>> {
+        let key = "local_devices";
+        let DeValue::Array(items) = v.get_ref() else {
+            self.expected(v, "a list of this machine's block devices", key);
+            return None;
+        };
+        let mut names: Vec<String> = Vec::new();
+        for item in items {
+            let Some(d) = self.nonempty_string(item, key) else {
+                continue;
+            };
+            match self.device_name(&d, item.span()) {
+                None => {}
+                Some(None) => self.error(
+                    item.span(),
+                    "the default scratch device exists only for a run on this machine".to_string(),
+                    Some("local_devices = [\"dm-0\", \"/dev/sdb\"]".to_string()),
+                ),
+                Some(Some(n)) if names.contains(&n) => {
+                    self.error(item.span(), format!("`{n}` is listed twice"), None)
+                }
+                Some(Some(n)) => names.push(n),
+            }
+        }
+        if items.is_empty() {
+            self.error(v.span(), format!("`{key}` lists no device"), None);
+        }
+        (!names.is_empty()).then_some(names)
     }
 
     /// `nic`: a network interface's name as the kernel allows it (1 to 15 bytes, no `/`,
@@ -369,6 +419,37 @@ mod tests {
     use super::super::test_support::*;
     use super::super::*;
     use super::*;
+
+    #[test]
+    fn local_devices_are_this_machines_devices_beside_hosts() {
+        let hosts = "[[target.host]]\nssh = \"h\"\nfio = \"10.0.0.1\"\ndevice = \"vdb\"\n";
+        let e = parse(
+            "x.toml",
+            &format!("name = \"n\"\n[target]\nlocal_devices = [\"dm-0\", \"/dev/sdb\"]\n{hosts}"),
+        )
+        .unwrap();
+        assert_eq!(e.target.local_devices, ["dm-0", "sdb"]);
+        let text = errors(&format!(
+            "name = \"n\"\n[target]\nlocal_devices = [\"dm-0\", \"default\", \"dm-0\", \"../x\"]\n\
+             {hosts}"
+        ))
+        .join("\n");
+        for want in [
+            "x.toml:3:26: the default scratch device exists only for a run on this machine",
+            "x.toml:3:37: `dm-0` is listed twice",
+            "x.toml:3:45: `../x` is not a block device name",
+        ] {
+            assert!(text.contains(want), "{want}: {text}");
+        }
+        let text = errors("name = \"n\"\n[target]\nlocal_devices = [\"dm-0\"]\n").join("\n");
+        assert!(
+            text.contains("x.toml:3:17: `local_devices` names devices of this machine")
+                && text.contains("for a run here, name them in `device`"),
+            "{text}"
+        );
+        let text = errors("name = \"n\"\n[target]\nlocal_devices = \"dm-0\"\n").join("\n");
+        assert!(text.contains("x.toml:3:17: `local_devices`"), "{text}");
+    }
 
     #[test]
     fn several_targets_named_or_counted() {

@@ -152,6 +152,7 @@ pub(crate) fn parse_with(
         nic: None,
         hosts: Vec::new(),
         host_specs: Vec::new(),
+        local_devices: Vec::new(),
     };
     let mut trace_span = 0..0;
     let mut workload = Vec::new();

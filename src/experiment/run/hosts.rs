@@ -925,8 +925,13 @@ pub(crate) fn aggregate_status(settled: &[Settled]) -> Option<RunStatus> {
 /// (`ramp_time` left out, as fio leaves it out of every figure); `None` when fio reported
 /// no time for it.
 fn measured_ms(report: &crate::workload::FioReport, server: &str) -> Option<u64> {
-    let own = report.of_client(server);
-    own.jobs
+    longest_measured_ms(&report.of_client(server))
+}
+
+/// How long fio measured on any host: the longest runtime of all jobs in `report`.
+pub(crate) fn longest_measured_ms(report: &crate::workload::FioReport) -> Option<u64> {
+    report
+        .jobs
         .iter()
         .flat_map(|j| [&j.read, &j.write, &j.trim])
         .map(|d| d.runtime_ms)

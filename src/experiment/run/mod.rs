@@ -140,6 +140,11 @@ pub struct Plan {
     /// with `trace = true` traced, too; never driven or changed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) stacked: Vec<PlanDevice>,
+    /// With fio on other hosts, this machine's devices sampled while they run
+    /// (`[target] local_devices`, then the devices stacked below those), as
+    /// `local:DEVICE:dev_*`: a hypervisor's volumes behind its guests' disks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) local: Vec<PlanDevice>,
     pub scratch: bool,
     /// `[target] nic`: the one "device" is this network interface, standing in the model
     /// for its interrupts (`model::nics::with_nic_target`); its interrupt figures are stored
@@ -210,6 +215,7 @@ pub(crate) fn plan(
             })
             .collect(),
         stacked: Vec::new(),
+        local: Vec::new(),
         scratch,
         nic: None,
         cells: resolved,
@@ -277,6 +283,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
             })
             .collect(),
         stacked: Vec::new(),
+        local: Vec::new(),
         scratch: false,
         nic: None,
         cells,
@@ -298,6 +305,58 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
         ],
         warnings: depth::warnings(exp, &matrix),
     }
+}
+
+/// `[target] local_devices` in a plan across hosts: each of this machine's devices named there
+/// and the devices stacked below them, sampled while the hosts run. A device this machine
+/// lacks is refused.
+fn with_local_devices(
+    mut plan: Plan,
+    exp: &Experiment,
+    root: &SysRoot,
+    m: &Machine,
+) -> Result<Plan> {
+    let named: Vec<String> = exp
+        .target
+        .local_devices
+        .iter()
+        .map(|d| kernel_name(d))
+        .collect();
+    if named.is_empty() {
+        return Ok(plan);
+    }
+    for (asked, name) in exp.target.local_devices.iter().zip(&named) {
+        anyhow::ensure!(
+            m.device(name).is_some(),
+            "[target] local_devices: {asked}: no such block device on this machine \
+             (`iolab inspect` lists them)"
+        );
+    }
+    let below = stacked_devices(root, m, &named);
+    let listed = crate::trace::capture::listed;
+    let below_names: Vec<String> = below.iter().map(|d| d.name.clone()).collect();
+    plan.notes.push(format!(
+        "this machine's {}{} sampled while the hosts run (metrics local:DEVICE:dev_*)",
+        listed(&named),
+        match below_names.len() {
+            0 if named.len() == 1 => " is".to_string(),
+            0 => " are".to_string(),
+            _ => format!(", and the devices below, {}, are", listed(&below_names)),
+        },
+    ));
+    plan.local = named
+        .iter()
+        .map(|name| {
+            let dev = m.device(name);
+            PlanDevice {
+                name: name.clone(),
+                irqs: dev.map(|d| d.irqs.clone()).unwrap_or_default(),
+                holds_data: dev.is_none_or(|d| d.holds_data),
+            }
+        })
+        .chain(below)
+        .collect();
+    Ok(plan)
 }
 
 /// The devices `hosts` drive, and the refusal to write to any of them unless named
@@ -519,7 +578,9 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
 
 fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     if !exp.target.hosts.is_empty() {
-        let mut plan = remote_plan(exp, &remote_devices(exp, settings)?);
+        let m = Machine::read(&settings.root)?;
+        let plan = remote_plan(exp, &remote_devices(exp, settings)?);
+        let mut plan = with_local_devices(plan, exp, &settings.root, &m)?;
         // Controlled hosts are checked and modelled as a run would (nothing is set there):
         // each host's own plan is what its part of every cell will do.
         if exp.target.controlled() {
@@ -795,7 +856,7 @@ pub fn run(
         check_fstrim(settings, &machine, &devices, mount)?;
     }
     let plan = if remote {
-        remote_plan(exp, &devices)
+        with_local_devices(remote_plan(exp, &devices), exp, &settings.root, &machine)?
     } else if let Some(n) = &nic {
         nic_plan(exp, machine.clone(), n)?
     } else {
@@ -1315,9 +1376,8 @@ fn one_run(
         }
         _ => None,
     };
-    let watches = watches(plan);
-    // On remote hosts nothing of the workload happens here: this machine's figures would be
-    // stored as if they were the run's, so nothing is sampled.
+    let remote = !exp.target.hosts.is_empty();
+    let watches = watches(plan, remote);
     // Short runs are sampled more often, so fio's measured interval spans enough readings
     // for its ends to be placed between them (`sample::window`).
     let cadence =
@@ -1328,14 +1388,7 @@ fn one_run(
     } else {
         environment::of_iolab()
     };
-    // With fio on other hosts this machine drives them (and is often their hypervisor): it
-    // is sampled as a whole, with no device of its own, and its figures are stored apart.
-    let remote = !exp.target.hosts.is_empty();
-    let sampler = crate::sample::start(
-        &lp.settings.root,
-        if remote { &[] } else { &watches },
-        cadence,
-    )?;
+    let sampler = crate::sample::start(&lp.settings.root, &watches, cadence)?;
     hosts::sample_start(exp, lp.hosts, cadence, &mut parts, lp.position);
     let traced = exp.trace && !run.warmup;
     if traced {
@@ -1366,7 +1419,14 @@ fn one_run(
     );
     let (local, local_series, local_window, samples) = if remote {
         let series = stored::series(&samples);
-        let aligned = align::align_to_unix_span(&samples, hosts_span);
+        // With no host to say when fio measured (fio servers alone), this machine's own
+        // devices do, as a host's device does on the host: for fio's longest runtime, up to
+        // where their I/O stopped.
+        let runtime = outcome.report.as_ref().and_then(hosts::longest_measured_ms);
+        let aligned = match (hosts_span, runtime) {
+            (None, Some(ms)) if !plan.local.is_empty() => align::align_to_activity(&samples, ms),
+            _ => align::align_to_unix_span(&samples, hosts_span),
+        };
         let local = stored::local_metrics(aligned.summary.as_ref());
         (local, series, Some(aligned.window), None)
     } else {
@@ -1521,10 +1581,17 @@ fn run_status(status: FioStatus) -> RunStatus {
 }
 
 /// The watches of the sampler: the targets and the devices under them.
-fn watches(plan: &Plan) -> Vec<crate::sample::Watch> {
-    plan.devices
-        .iter()
-        .chain(&plan.stacked)
+/// The devices sampled during a run: its targets and the devices below them, or, with fio
+/// on other hosts, only this machine's own (`local`). The hosts' devices are theirs: this
+/// machine's device of the same name is another one. This machine drives the hosts (and is
+/// often their hypervisor): it is sampled as a whole too, its figures stored apart.
+fn watches(plan: &Plan, remote: bool) -> Vec<crate::sample::Watch> {
+    let here: Vec<&PlanDevice> = if remote {
+        plan.local.iter().collect()
+    } else {
+        plan.devices.iter().chain(&plan.stacked).collect()
+    };
+    here.into_iter()
         .map(|d| crate::sample::Watch {
             device: d.name.clone(),
             irqs: d.irqs.clone(),
@@ -1544,7 +1611,7 @@ fn engine_run(
     lp: &mut Loop,
 ) -> Result<Option<RunResult>> {
     let engine = exp.engine.engine();
-    let watches = watches(plan);
+    let watches = watches(plan, false);
     let env_at_start = environment::at_start(&lp.settings.root);
     let every = crate::sample::Cadence::every(lp.settings.sample_interval);
     let sampler = crate::sample::start(&lp.settings.root, &watches, every)?;

@@ -70,12 +70,20 @@ pub(crate) const LOCAL: &str = "local:";
 
 /// This machine's system-wide figures while it drove fio on other hosts, as `local:NAME`
 /// (`local:usr_pct`, `local:irq_per_s`): apart from the hosts' own and from the aggregate's.
+/// Its own devices sampled then (`[target] local_devices`) as `local:DEVICE:NAME`.
 pub(crate) fn local_metrics(summary: Option<&Summary>) -> Vec<(String, f64)> {
-    summary
-        .into_iter()
-        .flat_map(|s| &s.system)
+    let Some(s) = summary else {
+        return Vec::new();
+    };
+    let system = s.system.iter().map(|(k, v)| (format!("{LOCAL}{k}"), *v));
+    let devices = s.devices.iter().flat_map(|(device, figures)| {
+        figures
+            .iter()
+            .map(move |(k, v)| (format!("{LOCAL}{device}:{k}"), *v))
+    });
+    system
+        .chain(devices)
         .filter(|(_, v)| v.is_finite())
-        .map(|(k, v)| (format!("{LOCAL}{k}"), *v))
         .collect()
 }
 
