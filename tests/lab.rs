@@ -1105,7 +1105,7 @@ $IOLAB trace record --json -d $D -d $A -d $B -o /tmp/stack -- fio --name=s \
   --number_ios=200 --size=64m --output=/dev/null >$LAB_OUT/stack-record.json 2>$LAB_OUT/stack.err
 $IOLAB trace analyze --json /tmp/stack >$LAB_OUT/stack.json 2>>$LAB_OUT/stack.err
 # The striped device as a hypervisor's volume: fio runs on a "host" (a fio server here) and
-# this machine samples its own dm device and the legs below it.
+# this machine samples and traces its own dm device and the legs below it.
 set -- $(grep "^$D " $LAB_OUT/legs); L1=$2; L2=$3
 ip link set lo up
 fio --server=127.0.0.1,8765 >/dev/null 2>&1 &
@@ -1115,6 +1115,7 @@ cat - /tmp/workload.toml >/tmp/local.toml <<T
 name = "lab local devices"
 seed = 4
 repetitions = 1
+trace = true
 [target]
 device = "$D"
 hosts = ["127.0.0.1,8765"]
@@ -1126,7 +1127,10 @@ kill $FS
 $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
   --metric local:$D:dev_r_per_s --metric local:$D:dev_avg_rq_kb \
   --metric local:$L1:dev_r_per_s --metric local:$L2:dev_r_per_s \
-  --metric local:$L1:dev_avg_rq_kb >$LAB_OUT/show-local.json 2>$LAB_OUT/show-local.json.err
+  --metric local:$L1:dev_avg_rq_kb --metric local:$D:trace_q2c_count \
+  --metric local:$L1:trace_q2c_count --metric local:$L2:trace_q2c_count \
+  --metric local:$D:trace_completed_mb --metric local:$L1:trace_completed_mb \
+  --metric local:$L2:trace_completed_mb >$LAB_OUT/show-local.json 2>$LAB_OUT/show-local.json.err
 "#;
     let b = boot("nvme-poll", script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
@@ -1264,6 +1268,33 @@ fn check_local_devices(b: &Boot, dm: &str) {
     assert!(
         (on_dm / pieces - 1.0).abs() < 0.15,
         "{dm} {on_dm}/s, fio {pieces} pieces/s: {m}"
+    );
+    // And traced: the dm device's bios, each cut into 16 pieces on the legs below, every
+    // byte of them.
+    let of_legs = |name: &str| {
+        legs.iter()
+            .map(|l| mean(&format!("local:{l}:{name}")))
+            .sum::<f64>()
+    };
+    let bios = mean(&format!("local:{dm}:trace_q2c_count"));
+    assert!(
+        bios > 100.0 && of_legs("trace_q2c_count") >= 15.0 * bios,
+        "{m}"
+    );
+    let (own, below) = (
+        mean(&format!("local:{dm}:trace_completed_mb")),
+        of_legs("trace_completed_mb"),
+    );
+    assert!(
+        (below - own).abs() < 1e-6 * own,
+        "{own} MB, {below} MB below: {m}"
+    );
+    assert!(
+        dry.contains(&format!(
+            "this machine records a block trace of its own devices, {dm}, {} and {}",
+            legs[0], legs[1]
+        )),
+        "{dry}"
     );
 }
 

@@ -449,6 +449,16 @@ mod tests {
         );
         let text = errors("name = \"n\"\n[target]\nlocal_devices = \"dm-0\"\n").join("\n");
         assert!(text.contains("x.toml:3:17: `local_devices`"), "{text}");
+        // Beside fio servers alone, `trace = true` traces them (and nothing without them).
+        let servers = "name = \"n\"\ntrace = true\n[target]\ndevice = \"vdb\"\nhosts = [\"h\"]\n";
+        let e = parse("x.toml", &format!("{servers}local_devices = [\"dm-0\"]\n")).unwrap();
+        assert!(e.trace && e.target.local_devices == ["dm-0"]);
+        let text = errors(servers).join("\n");
+        assert!(
+            text.contains("x.toml:2:9: `trace = true` records this machine's device")
+                && text.contains("or this machine's own devices in `local_devices`"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -251,15 +251,16 @@ pub(crate) fn parse_with(
         );
     }
     if !target.hosts.is_empty() {
-        // Controlled hosts record their own devices through their agents.
-        if trace && !target.controlled() {
+        // Controlled hosts record their own devices through their agents; this machine
+        // records its own `local_devices`.
+        if trace && !target.controlled() && target.local_devices.is_empty() {
             w.error(
                 trace_span,
                 "`trace = true` records this machine's device; with `hosts` fio runs elsewhere"
                     .to_string(),
                 Some(
                     "trace = false, or name every host in [[target.host]] with `ssh` so each \
-                     records its own device"
+                     records its own device, or this machine's own devices in `local_devices`"
                         .to_string(),
                 ),
             );

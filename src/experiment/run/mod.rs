@@ -531,15 +531,31 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             "fio could not check the cells' jobs ({why}); a run needs fio: {INSTALL_FIO}"
         ));
     }
-    if exp.trace && !exp.target.hosts.is_empty() {
+    let dir = trace::traces_dir(&settings.db_path);
+    if exp.trace && exp.target.controlled() {
         p.notes.push(
             "trace = true: each host records a block trace of its own device for each measured \
              run, analyses it there and sends back its trace_* metrics; the trace files are not \
              kept"
                 .to_string(),
         );
-    } else if exp.trace {
-        let dir = trace::traces_dir(&settings.db_path);
+    }
+    if exp.trace && !p.local.is_empty() {
+        let local: Vec<String> = p.local.iter().map(|d| d.name.clone()).collect();
+        p.notes.push(format!(
+            "trace = true: this machine records a block trace of its own devices, {}, for each \
+             measured run into {}/experiment-ID/cellC-roundR/ and stores each device's figures \
+             as local:DEVICE:trace_*{}",
+            crate::trace::capture::listed(&local),
+            dir.display(),
+            match p.local.iter().find_map(|d| trace::unavailable(&d.name)) {
+                Some(why) => format!(
+                    "; right now recording would fail ({why}) and runs would go on untraced"
+                ),
+                None => String::new(),
+            }
+        ));
+    } else if exp.trace && exp.target.hosts.is_empty() {
         p.notes.push(format!(
             "trace = true: each measured run records a block trace of the target{} through \
              tracefs into {}/experiment-ID/cellC-roundR/ and stores its trace_* metrics{}",
@@ -949,8 +965,10 @@ pub fn run(
     if exp.trace && !settings.root.is_live() {
         progress.message("trace: not recorded (the machine is a fixture tree, not this one)");
     }
-    // Controlled hosts record their own devices (`hosts::trace_start`).
-    let tracing = (exp.trace && !remote && settings.root.is_live()).then(|| {
+    // Controlled hosts record their own devices (`hosts::trace_start`); with fio on other
+    // hosts this machine records only its own devices named in `local_devices`.
+    let here = !remote || !plan.local.is_empty();
+    let tracing = (exp.trace && here && settings.root.is_live()).then(|| {
         trace::Tracing::of_plan(&plan, &machine, settings, experiment_id, exp.trace_settings)
     });
     if crate::experiment::cells(exp).iter().any(|c| {
@@ -1495,7 +1513,10 @@ fn one_run(
             };
             match tracing.judge(recorded, window_of, report) {
                 Ok(judged) => {
-                    metrics.extend(judged.metrics);
+                    // Across hosts, this machine's own devices' (`local_devices`).
+                    let local = if remote { stored::LOCAL } else { "" };
+                    let named = |(k, v): (String, f64)| (format!("{local}{k}"), v);
+                    metrics.extend(judged.metrics.into_iter().map(named));
                     run_checks.extend(judged.checks);
                 }
                 Err(e) => lp.progress.message(&format!("trace: {e:#}")),

@@ -286,7 +286,8 @@ pub(crate) struct Recorded {
 
 impl Tracing {
     /// The recordings of the experiment stored as `experiment_id`: every target device of
-    /// `plan` together with the devices stacked below them, as `[trace]` says.
+    /// `plan` together with the devices stacked below them, as `[trace]` says. With fio on
+    /// other hosts, this machine's own devices (`local`) alone, each for its own figures.
     pub(crate) fn of_plan(
         plan: &Plan,
         machine: &Machine,
@@ -302,12 +303,17 @@ impl Tracing {
                 Traced::new(&d.name, dev)
             })
             .collect();
-        let below: Vec<String> = plan.stacked.iter().map(|d| d.name.clone()).collect();
+        let names = |d: &[super::PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+        let devices = if plan.local.is_empty() {
+            with_devices_below(targets, &names(&plan.stacked))
+        } else {
+            with_devices_below(Vec::new(), &names(&plan.local))
+        };
         Tracing {
             db_path: run.db_path.clone(),
             state_dir: run.state_dir.clone(),
             experiment_id,
-            devices: with_devices_below(targets, &below),
+            devices,
             said_unavailable: false,
             keeper: Keeper::new(settings),
             buffer_kb: settings.buffer_kb.unwrap_or_else(auto_buffer_kb),
