@@ -6,6 +6,8 @@
 //! them, and each device's own are `DEVICE:trace_*`. The devices stacked below a target (a dm
 //! or md device's members) are recorded with it, their figures only their own
 //! `DEVICE:trace_*`: where the bios are cut and merged again shows between the layers.
+//! With fio on other hosts this machine records only its own `[target] local_devices` (and
+//! the devices below them), each device's figures stored as `local:DEVICE:trace_*`.
 //!
 //! Where the files go: `<db>.traces/experiment-<E>/cell<C>-round<R>/<device>.blktrace.<CPU>.gz`
 //! (`devices.blktrace.<CPU>.gz` for several)
