@@ -157,11 +157,12 @@ pub(crate) fn with_devices_below(mut targets: Vec<Traced>, below: &[String]) -> 
 }
 
 /// The base name of a recording of `devices`: the target's own name (with the devices below
-/// it, if any), or `devices` for several targets.
+/// it, if any), the one device's when there is no target (this machine's one local device in
+/// a run across hosts), or `devices`.
 fn base_name(devices: &[Traced]) -> &str {
     let mut targets = devices.iter().filter(|d| !d.below);
-    match (targets.next(), targets.next()) {
-        (Some(one), None) => &one.name,
+    match (targets.next(), targets.next(), devices) {
+        (Some(one), None, _) | (None, _, [one]) => &one.name,
         _ => "devices",
     }
 }
@@ -848,6 +849,9 @@ mod tests {
         ];
         assert_eq!(base_name(&traced), "dm-0");
         assert_eq!(base_name(&[traced[1].clone(), traced[0].clone()]), "dm-0");
+        // With no target: one local device's own name, else `devices`.
+        assert_eq!(base_name(&traced[1..2]), "sdb");
+        assert_eq!(base_name(&traced[1..]), "devices");
         let m = figures_of(&timing, &traced);
         let close = |name: &str, want: f64| {
             let got = m[name];
