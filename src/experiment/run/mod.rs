@@ -176,6 +176,19 @@ pub struct PlanDevice {
     pub(crate) holds_data: bool,
 }
 
+impl PlanDevice {
+    /// Device `name` of the machine `m` models, with its IRQs; one the model lacks is taken
+    /// to hold data.
+    fn of(m: &Machine, name: &str) -> PlanDevice {
+        let dev = m.device(name);
+        PlanDevice {
+            name: name.to_string(),
+            irqs: dev.map(|d| d.irqs.clone()).unwrap_or_default(),
+            holds_data: dev.is_none_or(|d| d.holds_data),
+        }
+    }
+}
+
 /// Resolves an experiment against `devices` of machine `m`, driven at once.
 pub(crate) fn plan(
     exp: &Experiment,
@@ -236,12 +249,7 @@ fn stacked_devices(root: &SysRoot, m: &Machine, targets: &[String]) -> Vec<PlanD
             if targets.contains(&name) || out.iter().any(|d| d.name == name) {
                 continue;
             }
-            let dev = m.device(&name);
-            out.push(PlanDevice {
-                irqs: dev.map(|d| d.irqs.clone()).unwrap_or_default(),
-                holds_data: dev.is_none_or(|d| d.holds_data),
-                name,
-            });
+            out.push(PlanDevice::of(m, &name));
         }
     }
     out
@@ -346,14 +354,7 @@ fn with_local_devices(
     ));
     plan.local = named
         .iter()
-        .map(|name| {
-            let dev = m.device(name);
-            PlanDevice {
-                name: name.clone(),
-                irqs: dev.map(|d| d.irqs.clone()).unwrap_or_default(),
-                holds_data: dev.is_none_or(|d| d.holds_data),
-            }
-        })
+        .map(|name| PlanDevice::of(m, name))
         .chain(below)
         .collect();
     Ok(plan)
