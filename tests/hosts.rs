@@ -509,9 +509,24 @@ fn a_malformed_request_over_ssh_is_answered_with_an_error_and_the_session_goes_o
         .unwrap_err()
         .to_string();
     assert!(no_sampler.contains("no sampler is running"), "{no_sampler}");
+    // A device below that the host lacks (its name goes into sysfs paths) is refused.
+    let below = conn
+        .request(&Request::SampleStart {
+            devices: vec![dev.clone()],
+            below: vec!["../../x".into()],
+            interval_ms: 5000,
+            first_ms: None,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        below.contains("no block device or partition \"../../x\""),
+        "{below}"
+    );
     // A run of unknown length: read every 10 ms at first, on the way to every 5 s.
     conn.request(&Request::SampleStart {
         devices: vec![dev.clone()],
+        below: vec![],
         interval_ms: 5000,
         first_ms: Some(10),
     })

@@ -1123,6 +1123,39 @@ local_devices = ["$D"]
 T
 $IOLAB run --dry-run /tmp/local.toml >$LAB_OUT/dry-local.txt 2>&1
 $IOLAB run /tmp/local.toml --db /tmp/local.db >$LAB_OUT/run-local.txt 2>&1
+# The striped device as a controlled host's: this guest reached over ssh at 127.0.0.1, whose
+# agent samples and traces it with the legs below it.
+S=/tmp/ssh; mkdir -p $S /run/sshd; chmod 700 $S
+ssh-keygen -q -t ed25519 -N '' -f $S/host_key; ssh-keygen -q -t ed25519 -N '' -f $S/id
+cp $S/id.pub $S/authorized_keys
+echo "127.0.0.1 $(cat $S/host_key.pub)" >$S/known_hosts
+printf '%s\n' "ListenAddress 127.0.0.1:22" "HostKey $S/host_key" "PidFile none" \
+  "AuthorizedKeysFile $S/authorized_keys" "PermitRootLogin prohibit-password" \
+  "PasswordAuthentication no" "KbdInteractiveAuthentication no" "UsePAM no" \
+  "StrictModes no" "SetEnv IOLAB_STATE_DIR=/tmp/agent-state" >$S/sshd_config
+printf '%s\n' "Host *" "User root" "IdentityFile $S/id" "IdentitiesOnly yes" \
+  "UserKnownHostsFile $S/known_hosts" "GlobalKnownHostsFile /dev/null" \
+  "StrictHostKeyChecking yes" "ConnectTimeout 60" "LogLevel ERROR" >$S/config
+/usr/sbin/sshd -f $S/sshd_config -E $LAB_OUT/sshd.log
+cat - /tmp/workload.toml >/tmp/host.toml <<T
+name = "lab stripes on a host"
+seed = 4
+repetitions = 1
+trace = true
+[[target.host]]
+ssh = "127.0.0.1"
+fio = "127.0.0.1,8765"
+device = "$D"
+T
+export IOLAB_SSH="-F $S/config"
+$IOLAB run --dry-run --remote-iolab $IOLAB /tmp/host.toml >$LAB_OUT/dry-host.txt 2>&1
+$IOLAB run --remote-iolab $IOLAB /tmp/host.toml --db /tmp/host.db >$LAB_OUT/run-host.txt 2>&1
+H=127.0.0.1
+$IOLAB show 1 --db /tmp/host.db --json --metric read_iops --metric $H:dev_r_per_s \
+  --metric $H:$L1:dev_r_per_s --metric $H:$L2:dev_r_per_s --metric $H:$L1:dev_avg_rq_kb \
+  --metric $H:trace_q2c_count --metric $H:$L1:trace_q2c_count --metric $H:$L2:trace_q2c_count \
+  --metric $H:trace_completed_mb --metric $H:$L1:trace_completed_mb \
+  --metric $H:$L2:trace_completed_mb >$LAB_OUT/show-host.json 2>$LAB_OUT/show-host.json.err
 kill $FS
 $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
   --metric local:$D:dev_r_per_s --metric local:$D:dev_avg_rq_kb \
@@ -1137,6 +1170,7 @@ $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
     let dm = b.text("dm").trim().to_string();
     check_stack_recording(&b);
     check_local_devices(&b, &dm);
+    check_controlled_host(&b, &dm);
     for dev in [dm.as_str(), "md0"] {
         let shown = b.json(&format!("show-{dev}.json"));
         assert_eq!(
@@ -1295,6 +1329,54 @@ fn check_local_devices(b: &Boot, dm: &str) {
             legs[0], legs[1]
         )),
         "{dry}"
+    );
+}
+
+/// The dm device as a controlled host's (this guest over ssh): its agent sampled and traced
+/// the legs below it too, whose figures come back under the host's name.
+fn check_controlled_host(b: &Boot, dm: &str) {
+    let legs = legs_of(b, dm);
+    let dry = b.text("dry-host.txt");
+    assert!(
+        dry.contains(&format!(
+            "(built from {} and {}: sampled and traced with it",
+            legs[0], legs[1]
+        )),
+        "{dry}"
+    );
+    let shown = b.json("show-host.json");
+    let m = &shown["cells"][0]["metrics"];
+    let mean = |name: &str| {
+        m[name]["mean"].as_f64().unwrap_or_else(|| {
+            panic!(
+                "no {name}: {shown}\n{}\n{}",
+                b.text("run-host.txt"),
+                b.text("show-host.json.err")
+            )
+        })
+    };
+    let host = |name: &str| mean(&format!("127.0.0.1:{name}"));
+    let of_legs = |name: &str| {
+        legs.iter()
+            .map(|l| host(&format!("{l}:{name}")))
+            .sum::<f64>()
+    };
+    let (on_dm, on_legs) = (host("dev_r_per_s"), of_legs("dev_r_per_s"));
+    assert!(
+        on_dm > 0.0 && (on_legs / on_dm - 1.0).abs() < 0.05,
+        "{dm} {on_dm}/s, its legs {on_legs}/s: {m}"
+    );
+    let leg_kb = host(&format!("{}:dev_avg_rq_kb", legs[0]));
+    assert!((leg_kb - 4.0).abs() < 0.1, "{m}");
+    let bios = host("trace_q2c_count");
+    assert!(
+        bios > 100.0 && of_legs("trace_q2c_count") >= 15.0 * bios,
+        "{m}"
+    );
+    let (own, below) = (host("trace_completed_mb"), of_legs("trace_completed_mb"));
+    assert!(
+        (below - own).abs() < 1e-6 * own,
+        "{own} MB, {below} MB below: {m}"
     );
 }
 

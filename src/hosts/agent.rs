@@ -233,9 +233,10 @@ impl Session {
             }
             Request::SampleStart {
                 devices,
+                below,
                 interval_ms,
                 first_ms,
-            } => self.sample_start(&devices, interval_ms, first_ms),
+            } => self.sample_start((&devices, &below), interval_ms, first_ms),
             Request::SampleStop { measured_ms } => {
                 let handle = self
                     .sampler
@@ -263,7 +264,11 @@ impl Session {
                     errors: &run.errors,
                 })
             }
-            Request::TraceStart { device, buffer_kb } => {
+            Request::TraceStart {
+                device,
+                below,
+                buffer_kb,
+            } => {
                 if self.trace.is_some() {
                     return Err("a trace is already recording: send trace_stop first".into());
                 }
@@ -274,11 +279,12 @@ impl Session {
                 self.lock_devices(std::slice::from_ref(&device))?;
                 let t = super::agent_trace::AgentTrace::start(
                     &crate::knobs::state_dir(),
-                    &device,
+                    (&device, &below),
                     buffer_kb,
                 )?;
+                let below = t.below();
                 self.trace = Some(t);
-                json_of(&results::TraceStarted { device })
+                json_of(&results::TraceStarted { device, below })
             }
             Request::TraceStop => {
                 let t = self
@@ -317,9 +323,11 @@ impl Session {
         }
     }
 
+    /// Starts the sampler on `devices` (locked, as a run sets their knobs) and the devices
+    /// stacked `below` them (only read).
     fn sample_start(
         &mut self,
-        devices: &[String],
+        (devices, below): (&[String], &[String]),
         interval_ms: u64,
         first_ms: Option<u64>,
     ) -> Result<Value, String> {
@@ -339,6 +347,10 @@ impl Session {
                     "no block device {d:?} on this host (`iolab inspect` lists them)"
                 ));
             }
+            watches.push(Watch::of(&machine, d));
+        }
+        for d in below {
+            known_below(&machine, d)?;
             watches.push(Watch::of(&machine, d));
         }
         self.lock_devices(devices)?;
@@ -417,6 +429,23 @@ impl Session {
 
 fn json_of<T: serde::Serialize>(value: &T) -> Result<Value, String> {
     serde_json::to_value(value).map_err(|e| format!("cannot encode the answer: {e}"))
+}
+
+/// Refuses a device to watch or record below a target unless this host's model has it, as a
+/// disk or a partition: the name comes from the controller, and goes into sysfs paths.
+pub(super) fn known_below(machine: &crate::model::Machine, name: &str) -> Result<(), String> {
+    let known = machine.device(name).is_some()
+        || machine
+            .devices
+            .iter()
+            .any(|d| d.partitions.iter().any(|p| p.name == name));
+    if known {
+        Ok(())
+    } else {
+        Err(format!(
+            "no block device or partition {name:?} on this host (`iolab inspect` lists them)"
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -53,6 +53,10 @@ pub enum Request {
     SampleStart {
         #[serde(default)]
         devices: Vec<String>,
+        /// Devices stacked below those (what a dm or md device is built from, disks or
+        /// partitions): watched too, but not locked, as nothing is set on them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        below: Vec<String>,
         interval_ms: u64,
         /// For a run of unknown length: read every `first_ms` at first, slowing down to
         /// `interval_ms` (`sample::Cadence`); absent, every `interval_ms` throughout.
@@ -66,10 +70,13 @@ pub enum Request {
         #[serde(default)]
         measured_ms: Option<u64>,
     },
-    /// Start recording a block trace of this device (kernel name) through tracefs, with a
-    /// trace buffer of `buffer_kb` KiB per CPU (the default when not given).
+    /// Start recording a block trace of this device (kernel name) and the devices stacked
+    /// `below` it through tracefs, with a trace buffer of `buffer_kb` KiB per CPU (the default
+    /// when not given).
     TraceStart {
         device: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        below: Vec<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         buffer_kb: Option<u64>,
     },
@@ -193,10 +200,13 @@ pub(crate) mod results {
         pub(crate) errors: &'a [String],
     }
 
-    /// `trace_start`: the device being recorded.
+    /// `trace_start`: the devices being recorded.
     #[derive(Debug, Serialize)]
     pub(crate) struct TraceStarted {
         pub(crate) device: String,
+        /// The devices below it recorded with it (one that cannot be traced is left out).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        pub(crate) below: Vec<String>,
     }
 
     /// `trace_stop`: the trace's `trace_*` metrics (a non-finite figure is null).
@@ -342,8 +352,15 @@ mod tests {
             Request::Restore,
             Request::SampleStart {
                 devices: vec!["loop0".into()],
+                below: vec![],
                 interval_ms: 1000,
                 first_ms: Some(20),
+            },
+            Request::SampleStart {
+                devices: vec!["dm-0".into()],
+                below: vec!["loop1".into(), "sdb2".into()],
+                interval_ms: 1000,
+                first_ms: None,
             },
             Request::SampleStop { measured_ms: None },
             Request::SampleStop {
@@ -351,7 +368,13 @@ mod tests {
             },
             Request::TraceStart {
                 device: "loop0".into(),
+                below: vec![],
                 buffer_kb: Some(65536),
+            },
+            Request::TraceStart {
+                device: "dm-0".into(),
+                below: vec!["loop1".into()],
+                buffer_kb: None,
             },
             Request::Bye,
         ];
@@ -374,6 +397,7 @@ mod tests {
             parse_request(1, r#"{"op":"trace_start","device":"sdb"}"#),
             Ok(Request::TraceStart {
                 device: "sdb".into(),
+                below: vec![],
                 buffer_kb: None
             })
         );
@@ -381,6 +405,7 @@ mod tests {
             parse_request(2, r#"{"op":"sample_start","interval_ms":5}"#),
             Ok(Request::SampleStart {
                 devices: vec![],
+                below: vec![],
                 interval_ms: 5,
                 first_ms: None,
             })

@@ -50,6 +50,9 @@ pub struct BlockDevice {
     /// For an NVMe multipath head, its path disks (whose controllers serve it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) paths: Vec<String>,
+    /// What a dm or md device is built from (`/sys/block/X/slaves`): disks or partitions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) slaves: Vec<String>,
     /// Current value of each queue knob that exists on this device.
     pub(crate) knobs: BTreeMap<String, String>,
     /// What each knob accepts, where that is known.
@@ -276,6 +279,13 @@ pub(crate) fn read_device(
         partitions,
         hidden: root.attr(&format!("{dir}/hidden")).as_deref() == Some("1"),
         paths: Vec::new(),
+        slaves: {
+            let mut s = root
+                .list_optional(&format!("{dir}/slaves"))
+                .unwrap_or_default();
+            s.sort();
+            s
+        },
         knobs,
         allowed,
         queues: read_queues(root, name, warn),

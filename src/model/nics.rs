@@ -133,6 +133,7 @@ pub(crate) fn with_nic_target(mut m: super::Machine, name: &str) -> Result<super
         partitions: Vec::new(),
         hidden: false,
         paths: Vec::new(),
+        slaves: Vec::new(),
         knobs: Default::default(),
         allowed: Default::default(),
         queues: Vec::new(),

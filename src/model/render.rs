@@ -244,6 +244,9 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
     if !d.paths.is_empty() {
         let _ = writeln!(s, "    multipath paths {}", d.paths.join(" "));
     }
+    if !d.slaves.is_empty() {
+        let _ = writeln!(s, "    built from {}", d.slaves.join(" "));
+    }
     let mut ctrl = String::from("    controller");
     match &d.pci {
         Some(pci) => {

@@ -55,6 +55,12 @@ impl Controlled {
     pub(crate) fn label(&self) -> &str {
         self.spec.ssh.as_deref().unwrap_or(&self.spec.fio)
     }
+
+    /// The devices stacked below its device there (what a dm or md device is built from),
+    /// sampled and traced with it, their figures as `DEVICE:dev_*` and `DEVICE:trace_*`.
+    pub(crate) fn below(&self) -> Vec<String> {
+        self.plan.stacked.iter().map(|d| d.name.clone()).collect()
+    }
 }
 
 fn describe(exp: &Experiment, spec: &HostSpec) -> String {
@@ -176,8 +182,9 @@ fn model(
         .with_context(|| format!("{who}: inspect"))?;
     let machine: Machine = serde_json::from_value(value)
         .map_err(|e| anyhow!("{who}: a machine model this iolab cannot read ({e})"))?;
-    let plan = super::plan(exp, &machine, std::slice::from_ref(&device), false)
+    let mut plan = super::plan(exp, &machine, std::slice::from_ref(&device), false)
         .with_context(|| format!("{who}: the experiment does not fit /dev/{device} there"))?;
+    plan.stacked = super::stacked_devices(&machine, std::slice::from_ref(&device));
     Ok(Controlled {
         spec: spec.clone(),
         device,
@@ -295,13 +302,22 @@ pub(crate) fn uncontrolled_fit(exp: &Experiment) -> Result<()> {
 
 /// What `iolab run --dry-run` says of one controlled host: its device, kernel and, per
 /// cell, where fio runs there and what is set, or why the cell cannot run there.
-pub(crate) fn plan_note(c: &Controlled) -> String {
+pub(crate) fn plan_note(c: &Controlled, traced: bool) -> String {
     let mut out = format!(
         "host {}: /dev/{}, kernel {}",
         c.label(),
         c.device,
         c.machine.kernel.as_deref().unwrap_or("unknown")
     );
+    let below = c.below();
+    if !below.is_empty() {
+        out += &format!(
+            " (built from {}: sampled{} with it, metrics {}:DEVICE:dev_*)",
+            crate::trace::capture::listed(&below),
+            if traced { " and traced" } else { "" },
+            c.label()
+        );
+    }
     match &c.spec.serve {
         Some(listen) => {
             out += &format!(", fio server on {listen} started by its agent for the run")
@@ -576,6 +592,7 @@ pub(crate) fn sample_start(
         }
         let request = Request::SampleStart {
             devices: vec![c.device.clone()],
+            below: c.below(),
             interval_ms: ms(cadence.max),
             first_ms: (cadence.first != cadence.max).then(|| ms(cadence.first)),
         };
@@ -662,6 +679,7 @@ pub(crate) fn trace_start(
         }
         let request = Request::TraceStart {
             device: c.device.clone(),
+            below: c.below(),
             // None: the host sizes its own from its memory, as this machine would.
             buffer_kb: exp.trace_settings.buffer_kb,
         };
@@ -703,7 +721,11 @@ pub(crate) fn trace_stop(
         }
         match c.connection.request(&Request::TraceStop) {
             Ok(answer) => out.push(HostTrace {
-                metrics: figures(&answer["metrics"], Source::Trace),
+                metrics: [
+                    figures(&answer["metrics"], Source::Trace),
+                    below_trace_figures(&answer["metrics"], &c.below()),
+                ]
+                .concat(),
                 in_window: answer["in_window"][0]
                     .as_f64()
                     .zip(answer["in_window"][1].as_f64()),
@@ -770,7 +792,7 @@ pub(crate) fn settle(
         let own = report.map(|r| r.of_client(server));
         let mut sampled = answer
             .as_ref()
-            .map(|a| sampler_figures(&c.device, a))
+            .map(|a| sampler_figures((&c.device, &c.below()), a))
             .unwrap_or_default();
         sampled.extend(traced.metrics);
         let prefixed = sampled
@@ -1011,12 +1033,39 @@ fn sampler_series(device: &str, answer: &serde_json::Value) -> Vec<crate::store:
 }
 
 /// The sampler's figures for a host's run, from its `sample_stop` answer: the system's and
-/// those of `device`, under the names a local run stores them; none when the sampler had
-/// too few readings for a summary.
-fn sampler_figures(device: &str, answer: &serde_json::Value) -> Vec<(String, f64)> {
+/// those of `device`, and of the devices `below` it as `DEVICE:dev_*`, under the names a local
+/// run stores them; none when the sampler had too few readings for a summary.
+fn sampler_figures(
+    (device, below): (&str, &[String]),
+    answer: &serde_json::Value,
+) -> Vec<(String, f64)> {
     let summary = &answer["summary"];
     let mut out = figures(&summary["system"], Source::Sampler);
     out.extend(figures(&summary["devices"][device], Source::Sampler));
+    for b in below {
+        let own = figures(&summary["devices"][b], Source::Sampler);
+        out.extend(own.into_iter().map(|(k, v)| (format!("{b}:{k}"), v)));
+    }
+    out
+}
+
+/// The `DEVICE:trace_*` figures of the devices `below` a host's device in its `trace_stop`
+/// answer: only of those devices, and only the registry's trace metrics.
+fn below_trace_figures(metrics: &serde_json::Value, below: &[String]) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for b in below {
+        let own: serde_json::Map<String, serde_json::Value> = metrics
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| {
+                let name = k.strip_prefix(b.as_str())?.strip_prefix(':')?;
+                Some((name.to_string(), v.clone()))
+            })
+            .collect();
+        let own = figures(&serde_json::Value::Object(own), Source::Trace);
+        out.extend(own.into_iter().map(|(k, v)| (format!("{b}:{k}"), v)));
+    }
     out
 }
 
@@ -1035,8 +1084,8 @@ fn figures(v: &serde_json::Value, source: Source) -> Vec<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::{
-        aggregate_status, controlled_devices, figures, fio_host, host_checks, host_device,
-        sampler_figures, span_of_windows, uncontrolled_fit, Settled, Source,
+        aggregate_status, below_trace_figures, controlled_devices, figures, fio_host, host_checks,
+        host_device, sampler_figures, span_of_windows, uncontrolled_fit, Settled, Source,
     };
     use crate::experiment::file::parse;
     use crate::store::RunStatus;
@@ -1184,7 +1233,7 @@ mod tests {
             "system": {"usr_pct": 12.5, "irq_per_s": 100.0},
             "devices": {"loop5": {"dev_r_per_s": 2000.0}, "loop6": {"dev_r_per_s": 1.0}}
         }});
-        let mut m = sampler_figures("loop5", &answer);
+        let mut m = sampler_figures(("loop5", &[]), &answer);
         m.sort_by(|a, b| a.0.cmp(&b.0));
         let want = [
             ("dev_r_per_s", 2000.0),
@@ -1196,7 +1245,12 @@ mod tests {
             want.map(|(k, v)| (k.to_string(), v)).to_vec(),
             "the other device's figures stay out"
         );
-        assert!(sampler_figures("loop5", &serde_json::json!({"summary": null})).is_empty());
+        // A device below it (asked for by name) is prefixed with its name.
+        let mut m = sampler_figures(("loop5", &["loop6".to_string()]), &answer);
+        m.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(m[2], ("loop6:dev_r_per_s".to_string(), 1.0), "{m:?}");
+        assert_eq!(m.len(), 4, "{m:?}");
+        assert!(sampler_figures(("loop5", &[]), &serde_json::json!({"summary": null})).is_empty());
         // A name of fio's would replace fio's own figure in the store; any name not the
         // sampler's, or prefixed, is no figure of the sampler's.
         let hostile = serde_json::json!({"summary": {
@@ -1204,7 +1258,7 @@ mod tests {
                        "trace_q2c_mean_us": 1.0, "x:usr_pct": 1.0, "made_up": 3.0},
             "devices": {"loop5": {"dev_r_per_s": 2000.0, "write_bw_mbs": 1e9}}
         }});
-        let mut m = sampler_figures("loop5", &hostile);
+        let mut m = sampler_figures(("loop5", &[]), &hostile);
         m.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(
             m,
@@ -1223,6 +1277,15 @@ mod tests {
                 ("trace_events".to_string(), 10.0),
                 ("trace_q2c_mean_us".to_string(), 80.0)
             ]
+        );
+        // The devices below: only those asked for, only trace metrics, prefixed once.
+        let trace = serde_json::json!({"trace_q2c_mean_us": 80.0, "sda:trace_q2c_mean_us": 40.0,
+            "sda:read_iops": 1.0, "sda:x:trace_events": 1.0, "sdz:trace_events": 5.0,
+            "sdab:trace_events": 6.0});
+        let below = ["sda".to_string(), "sdb".to_string()];
+        assert_eq!(
+            below_trace_figures(&trace, &below),
+            [("sda:trace_q2c_mean_us".to_string(), 40.0)]
         );
     }
 

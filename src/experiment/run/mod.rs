@@ -241,11 +241,10 @@ pub(crate) fn plan(
 }
 
 /// The devices under `targets` that are not targets themselves, with their IRQs.
-fn stacked_devices(root: &SysRoot, m: &Machine, targets: &[String]) -> Vec<PlanDevice> {
-    let paths = |d: &str| m.device(d).map(|d| d.paths.clone()).unwrap_or_default();
+pub(crate) fn stacked_devices(m: &Machine, targets: &[String]) -> Vec<PlanDevice> {
     let mut out: Vec<PlanDevice> = Vec::new();
     for t in targets {
-        for name in stacked::below(root, &paths, t) {
+        for name in stacked::below(m, t) {
             if targets.contains(&name) || out.iter().any(|d| d.name == name) {
                 continue;
             }
@@ -318,12 +317,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
 /// `[target] local_devices` in a plan across hosts: each of this machine's devices named there
 /// and the devices stacked below them, sampled while the hosts run. A device this machine
 /// lacks is refused.
-fn with_local_devices(
-    mut plan: Plan,
-    exp: &Experiment,
-    root: &SysRoot,
-    m: &Machine,
-) -> Result<Plan> {
+fn with_local_devices(mut plan: Plan, exp: &Experiment, m: &Machine) -> Result<Plan> {
     let named: Vec<String> = exp
         .target
         .local_devices
@@ -340,7 +334,7 @@ fn with_local_devices(
              (`iolab inspect` lists them)"
         );
     }
-    let below = stacked_devices(root, m, &named);
+    let below = stacked_devices(m, &named);
     let listed = crate::trace::capture::listed;
     let below_names: Vec<String> = below.iter().map(|d| d.name.clone()).collect();
     plan.notes.push(format!(
@@ -535,9 +529,9 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     let dir = trace::traces_dir(&settings.db_path);
     if exp.trace && exp.target.controlled() {
         p.notes.push(
-            "trace = true: each host records a block trace of its own device for each measured \
-             run, analyses it there and sends back its trace_* metrics; the trace files are not \
-             kept"
+            "trace = true: each host records a block trace of its own device (and of the \
+             devices it is built from, as DEVICE:trace_*) for each measured run, analyses it \
+             there and sends back its trace_* metrics; the trace files are not kept"
                 .to_string(),
         );
     }
@@ -597,12 +591,13 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     if !exp.target.hosts.is_empty() {
         let m = Machine::read(&settings.root)?;
         let plan = remote_plan(exp, &remote_devices(exp, settings)?);
-        let mut plan = with_local_devices(plan, exp, &settings.root, &m)?;
+        let mut plan = with_local_devices(plan, exp, &m)?;
         // Controlled hosts are checked and modelled as a run would (nothing is set there):
         // each host's own plan is what its part of every cell will do.
         if exp.target.controlled() {
             let controlled = hosts::connect(exp, &settings.ssh, hosts::MAX_SKEW)?;
-            plan.notes.extend(controlled.iter().map(hosts::plan_note));
+            let note = |c: &hosts::Controlled| hosts::plan_note(c, exp.trace);
+            plan.notes.extend(controlled.iter().map(note));
         }
         return Ok(plan);
     }
@@ -614,7 +609,7 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
         Some(devs) => {
             check_writes(exp, settings, &devs)?;
             let mut p = plan(exp, &m, &devs, false)?;
-            p.stacked = stacked_devices(&settings.root, &m, &devs);
+            p.stacked = stacked_devices(&m, &devs);
             Ok(p)
         }
         None => {
@@ -873,12 +868,12 @@ pub fn run(
         check_fstrim(settings, &machine, &devices, mount)?;
     }
     let plan = if remote {
-        with_local_devices(remote_plan(exp, &devices), exp, &settings.root, &machine)?
+        with_local_devices(remote_plan(exp, &devices), exp, &machine)?
     } else if let Some(n) = &nic {
         nic_plan(exp, machine.clone(), n)?
     } else {
         let mut p = plan(exp, &machine, &devices, !scratch.is_empty())?;
-        p.stacked = stacked_devices(&settings.root, &machine, &devices);
+        p.stacked = stacked_devices(&machine, &devices);
         for n in &p.notes {
             progress.message(&format!("note: {n}"));
         }
