@@ -1916,6 +1916,17 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
             )
             .unwrap();
         assert_eq!((own, local), (0, 2));
+        // Taken over fio's 1 s runtime up to where fio exited, not over the whole sampled
+        // span, which also holds fio's start and its servers' second-late start.
+        let window: String = db
+            .query_row("SELECT sample_window FROM runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let window: serde_json::Value = serde_json::from_str(&window).unwrap();
+        assert_eq!(window["basis"], "end of fio", "{window}");
+        let span = window["end_s"].as_f64().unwrap() - window["start_s"].as_f64().unwrap();
+        assert!((span - 1.0).abs() < 0.05, "{window}");
     }
 
     let out = iolab()

@@ -132,6 +132,11 @@ fn window_text(basis: &str) -> std::borrow::Cow<'_, str> {
              I/O stopped"
                 .into()
         }
+        crate::experiment::run::align::FIO_EXIT => {
+            "fio's measured interval, as long as fio's runtime and ending where fio exited (this \
+             machine's `local:` figures, with fio servers alone)"
+                .into()
+        }
         crate::experiment::run::align::HOSTS_WINDOWS => {
             "the hosts' measured intervals together (this machine's `local:` figures)".into()
         }

@@ -15,7 +15,8 @@
 //! In hosts mode fio's client output has each host's runtime but no clock time, so a host's
 //! agent places the interval itself, where its device's I/O stopped (`align_to_activity`),
 //! and this machine, which only drove them, takes its figures over the hosts' windows
-//! together (`align_to_unix_span`).
+//! together (`align_to_unix_span`), or, with fio servers alone, over fio's runtime up to its
+//! exit (`align_to_fio_exit`).
 //!
 //! A block trace recorded during the run is put on the same interval (`trace_window`): its
 //! clock is the monotonic one, so fio's wall-clock window moves onto it by the difference
@@ -38,7 +39,8 @@ use std::collections::BTreeMap;
 pub(crate) struct WindowRecord {
     /// `fio status report`, `fio final report` (late by fio's reaping, tens of ms), `end of
     /// device I/O` (a host's, or a window the final report alone anchored, moved to where
-    /// the device's I/O stopped), `hosts' windows` in hosts mode, or `whole sampled span`
+    /// the device's I/O stopped), `hosts' windows` in hosts mode (`end of fio` with fio
+    /// servers alone and no local device), or `whole sampled span`
     /// (nothing said when the workload measured; `note` says why).
     pub basis: String,
     pub start_s: f64,
@@ -174,6 +176,23 @@ fn over(samples: &SampleRun, span: Span, basis: &str, clipped_note: Option<Strin
             uncertain_mb_per_s: uncertain(samples, clipped),
         },
     }
+}
+
+/// Basis of a window placed by [`align_to_fio_exit`].
+pub(crate) const FIO_EXIT: &str = "end of fio";
+
+/// Aligns this machine's `samples` in hosts mode when no device places fio's measured
+/// interval (fio servers alone, no `local_devices`): `measured_ms` long (fio's longest
+/// runtime), ending at the last reading, taken as fio's client exited, a moment after its
+/// servers' jobs ended. fio's start-up and its servers' late start (about a second) stay out,
+/// as they did not over the whole sampled span.
+pub(crate) fn align_to_fio_exit(samples: &SampleRun, measured_ms: u64) -> Aligned {
+    let end = samples.readings.last().map_or(0, |r| r.elapsed_ns);
+    let span = Span {
+        start_ns: end.saturating_sub(measured_ms.saturating_mul(1_000_000)),
+        end_ns: end,
+    };
+    over(samples, span, FIO_EXIT, Some(part_of(measured_ms as f64)))
 }
 
 /// Basis of a window taken from the hosts' windows ([`align_to_unix_span`]).
@@ -562,6 +581,28 @@ mod tests {
             errors: Vec::new(),
             started_unix_ns: 1_795_000_000e9,
         }
+    }
+
+    /// With fio servers alone, this machine's figures are over fio's runtime up to its exit,
+    /// not diluted by what came before the servers' jobs began.
+    #[test]
+    fn fio_servers_alone_are_measured_up_to_fios_exit() {
+        // loop0 reads 40,000/s from 0.5 s to 2.5 s; fio exited at 2.55 s, the last reading.
+        let times: Vec<f64> = (0..=51).map(|i| i as f64 * 0.05).collect();
+        let samples = on_loop0(
+            crate::sample::window::tests::readings(&times, 40_000.0),
+            vec![30],
+        );
+        let a = align_to_fio_exit(&samples, 2000);
+        assert_eq!(a.window.basis, FIO_EXIT);
+        assert!((a.window.start_s - 0.55).abs() < 1e-3, "{:?}", a.window);
+        assert!((a.window.end_s - 2.55).abs() < 1e-3, "{:?}", a.window);
+        let reads = a.summary.unwrap().devices["loop0"]["dev_r_per_s"];
+        assert!((reads / 40_000.0 - 1.0).abs() < 0.03, "{reads}");
+        // Over the whole span it was 22% under.
+        let whole = align_to_fio_exit(&samples, 2550).summary;
+        let diluted = whole.unwrap().devices["loop0"]["dev_r_per_s"];
+        assert!(diluted < 0.8 * 40_000.0, "{diluted}");
     }
 
     /// A size-bound run's window rests on fio's final report, late by fio's reaping: it is

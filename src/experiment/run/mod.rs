@@ -1435,10 +1435,11 @@ fn one_run(
         let series = stored::series(&samples);
         // With no host to say when fio measured (fio servers alone), this machine's own
         // devices do, as a host's device does on the host: for fio's longest runtime, up to
-        // where their I/O stopped.
+        // where their I/O stopped; without devices, up to where fio exited.
         let runtime = outcome.report.as_ref().and_then(hosts::longest_measured_ms);
         let aligned = match (hosts_span, runtime) {
             (None, Some(ms)) if !plan.local.is_empty() => align::align_to_activity(&samples, ms),
+            (None, Some(ms)) => align::align_to_fio_exit(&samples, ms),
             _ => align::align_to_unix_span(&samples, hosts_span),
         };
         let local = stored::local_metrics(aligned.summary.as_ref());
