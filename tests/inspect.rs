@@ -131,6 +131,9 @@ fn two_node_box_topology_queues_and_managed_irqs() {
     assert_eq!(numbers(&p["on"]), vec![0, 2, 4, 6]);
     assert!(numbers(&p["far"]).is_empty());
     assert!(device(&m, "dm-0").get("placement").is_none());
+    // What the dm device is built from (`slaves`): where a run on it samples below.
+    assert_eq!(device(&m, "dm-0")["slaves"], serde_json::json!(["nvme0n1"]));
+    assert!(device(&m, "nvme0n1").get("slaves").is_none());
     assert_eq!(irq(&m, 123)["managed"], true);
     assert_eq!(irq(&m, 120)["managed"], false);
     assert_eq!(irq(&m, 160)["managed"], false);
