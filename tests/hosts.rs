@@ -900,6 +900,36 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
         );
         assert!(text.contains(&want), "{want} in {text}");
     }
+    // The same plans in the JSON, for scripts: each host's device and its cells' CPUs.
+    let out = lab
+        .iolab()
+        .args([
+            "run",
+            "--dry-run",
+            "--json",
+            "--remote-iolab",
+            &iolab_binary(),
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let plans = json["hosts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("hosts: {json}"));
+    assert_eq!(plans.len(), hosts.len(), "{json}");
+    for (p, (addr, dev)) in plans.iter().zip(&hosts) {
+        assert_eq!(p["host"], addr.as_str(), "{p}");
+        assert_eq!(p["plan"]["devices"][0]["name"], dev.as_str(), "{p}");
+        let cells = p["plan"]["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 4, "{p}");
+        let on = cells
+            .iter()
+            .find(|c| c["key"] == "read_ahead_kb=128,placement=on");
+        assert_eq!(on.unwrap()["cpus"], serde_json::json!([0]), "{p}");
+    }
     for (c, (addr, dev)) in controlled.iter().zip(&hosts) {
         assert_eq!(c.spec.ssh.as_deref(), Some(addr.as_str()));
         assert_eq!(&c.device, dev);

@@ -163,6 +163,20 @@ pub struct Plan {
     /// its runs, and `run --json` has them here.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) warnings: Vec<String>,
+    /// Controlled hosts' own plans, in a dry run: what each host's part of every cell does
+    /// there (its device, the devices below it, per cell its CPUs and what is set).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) hosts: Vec<HostPlan>,
+}
+
+/// A controlled host's plan, as the dry run's JSON gives it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostPlan {
+    /// Its ssh destination, the name its runs and metrics carry.
+    pub(crate) host: String,
+    pub(crate) fio: String,
+    pub(crate) kernel: Option<String>,
+    pub(crate) plan: Plan,
 }
 
 /// One target of a plan.
@@ -237,6 +251,7 @@ pub(crate) fn plan(
         estimated_seconds,
         notes: resolve::on_demand_notes(exp, m, &devs),
         warnings: depth::warnings(exp, &cells),
+        hosts: Vec::new(),
     })
 }
 
@@ -311,6 +326,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
                 .to_string(),
         ],
         warnings: depth::warnings(exp, &matrix),
+        hosts: Vec::new(),
     }
 }
 
@@ -598,6 +614,15 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
             let controlled = hosts::connect(exp, &settings.ssh, hosts::MAX_SKEW)?;
             let note = |c: &hosts::Controlled| hosts::plan_note(c, exp.trace);
             plan.notes.extend(controlled.iter().map(note));
+            plan.hosts = controlled
+                .iter()
+                .map(|c| HostPlan {
+                    host: c.label().to_string(),
+                    fio: c.spec.fio.clone(),
+                    kernel: c.machine.kernel.clone(),
+                    plan: c.plan.clone(),
+                })
+                .collect();
         }
         return Ok(plan);
     }
