@@ -944,25 +944,35 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
         assert!(!h.state.join("journal.json").exists());
     }
 
+    // These hosts are network namespaces of one kernel, with one block tracer: a traced
+    // experiment across them is refused before anything runs, naming two of them.
+    let traced = anchored_experiment(&hosts, factors, "");
+    let traced =
+        iolab::experiment::file::parse("traced.toml", &format!("trace = true\n{}", traced.text))
+            .unwrap();
+    // Why `connect` refuses `exp`.
+    let refusal = |exp: &iolab::experiment::Experiment| {
+        let err = connect(exp, &lab.options(), MAX_SKEW).err();
+        format!("{:#}", err.expect("refused"))
+    };
+    let text = refusal(&traced);
+    assert!(
+        text.contains(&format!("host {} (traced.toml line", hosts[0].0))
+            && text.contains("are one running kernel (the same boot id)"),
+        "{text}"
+    );
+
     // A host that cannot be reached refuses the whole run, naming it.
     let mut broken = hosts.clone();
     broken.push(("nosuchhost.invalid".into(), hosts[0].1.clone()));
-    let exp = controlled_experiment(&broken, factors);
-    let err = connect(&exp, &lab.options(), MAX_SKEW)
-        .err()
-        .expect("refused");
-    let text = format!("{err:#}");
+    let text = refusal(&controlled_experiment(&broken, factors));
     assert!(text.contains("the hosts are not ready"), "{text}");
     assert!(text.contains("nosuchhost.invalid"), "{text}");
 
     // A device the host does not have is refused with the host and its line.
     let mut missing = hosts.clone();
     missing[1].1 = "nosuchdev9".into();
-    let exp = controlled_experiment(&missing, factors);
-    let err = connect(&exp, &lab.options(), MAX_SKEW)
-        .err()
-        .expect("refused");
-    let text = format!("{err:#}");
+    let text = refusal(&controlled_experiment(&missing, factors));
     assert!(
         text.contains(&format!("host {} (hosts.toml line 11)", hosts[1].0))
             && text.contains("nosuchdev9"),

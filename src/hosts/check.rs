@@ -300,6 +300,7 @@ mod tests {
             fio_version: fio.map(str::to_string),
             kernel: Some("6.1.0".into()),
             hostname: Some("h".into()),
+            boot_id: None,
             landlock_abi: Some(2),
             clock_unix: clock,
         }

@@ -18,6 +18,11 @@ pub(crate) struct Hello {
     /// /proc/sys/kernel/osrelease.
     pub kernel: Option<String>,
     pub hostname: Option<String>,
+    /// /proc/sys/kernel/random/boot_id: two hosts (or a host and this machine) with the same
+    /// one are one running kernel, with one tracer (network namespaces, or two names of one
+    /// machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     /// The Landlock ABI its kernel offers; None without Landlock (a fio server its agent
     /// starts, `serve`, needs it).
     #[serde(default)]
@@ -38,6 +43,9 @@ pub(crate) fn fio_version() -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string()).filter(|v| !v.is_empty())
 }
 
+/// The running kernel's identity, new at every boot.
+pub(crate) const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
 /// This machine's facts. `fio` is passed in: it costs a process, so the agent asks once.
 pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
     Hello {
@@ -46,6 +54,7 @@ pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
         fio_version: fio,
         kernel: root.attr("/proc/sys/kernel/osrelease"),
         hostname: root.attr("/proc/sys/kernel/hostname"),
+        boot_id: root.attr(BOOT_ID),
         landlock_abi: crate::workload::confine::abi_version().ok(),
         clock_unix: crate::store::time::now_unix(),
     }

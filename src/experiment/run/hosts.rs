@@ -122,6 +122,12 @@ pub fn connect(
     if !unconfinable.is_empty() {
         bail!("{}", unconfinable.join("\n"));
     }
+    if exp.trace {
+        let here = crate::sys::SysRoot::live().attr(crate::hosts::facts::BOOT_ID);
+        if let Some(why) = one_tracer_each(exp, &specs, &report.hosts, here.as_deref()) {
+            bail!("{why}");
+        }
+    }
     let mut out = Vec::with_capacity(specs.len());
     let mut problems = Vec::new();
     for (spec, checked) in specs.into_iter().zip(&report.hosts) {
@@ -161,6 +167,43 @@ fn without_landlock(
             })
         })
         .collect()
+}
+
+/// Why `trace = true` cannot record as asked, if it cannot: a kernel has one block tracer,
+/// which records one trace at once, and two of the hosts, or a host and this machine with
+/// `local_devices` to trace, are one running kernel (the same boot id: network namespaces, or
+/// two names of one machine). Every run would otherwise fail one host's part with "tracer busy".
+fn one_tracer_each(
+    exp: &Experiment,
+    specs: &[&HostSpec],
+    checked: &[check::HostCheck],
+    here: Option<&str>,
+) -> Option<String> {
+    let boot_ids: Vec<(&HostSpec, &str)> = specs
+        .iter()
+        .zip(checked)
+        .filter_map(|(s, c)| Some((*s, c.hello.as_ref()?.boot_id.as_deref()?)))
+        .collect();
+    for (i, (a, id)) in boot_ids.iter().enumerate() {
+        if let Some((b, _)) = boot_ids[..i].iter().find(|(_, other)| other == id) {
+            return Some(format!(
+                "{} and {} are one running kernel (the same boot id), whose one block tracer \
+                 records one trace at once: with trace = true each host must be a machine of \
+                 its own",
+                describe(exp, b),
+                describe(exp, a)
+            ));
+        }
+        if !exp.target.local_devices.is_empty() && here == Some(*id) {
+            return Some(format!(
+                "{} is this machine (the same boot id): its trace and that of local_devices \
+                 would need its one block tracer at once; with trace = true, drop \
+                 local_devices or this host",
+                describe(exp, a)
+            ));
+        }
+    }
+    None
 }
 
 /// One host's session, model and plan.
@@ -1119,6 +1162,36 @@ mod tests {
         );
     }
 
+    /// `hosts check`'s findings of two hosts, h0 and h1, each answering a hello that `set`
+    /// fills in.
+    fn checked_hosts(
+        set: impl Fn(usize, &mut crate::hosts::facts::Hello),
+    ) -> Vec<crate::hosts::check::HostCheck> {
+        (0..2)
+            .map(|i| {
+                let mut hello = crate::hosts::facts::Hello {
+                    iolab_version: "0.1.0".into(),
+                    protocol: 5,
+                    fio_version: Some("fio-3.33".into()),
+                    kernel: None,
+                    hostname: None,
+                    boot_id: None,
+                    landlock_abi: None,
+                    clock_unix: 0.0,
+                };
+                set(i, &mut hello);
+                crate::hosts::check::HostCheck {
+                    host: format!("h{i}"),
+                    error: None,
+                    hello: Some(hello),
+                    skew: None,
+                    iolab: None,
+                    flags: Vec::new(),
+                }
+            })
+            .collect()
+    }
+
     /// A host to `serve` whose kernel has no Landlock is named before any is modelled; one
     /// with Landlock, or not serving, is not.
     #[test]
@@ -1130,26 +1203,11 @@ mod tests {
             ],
             "bs = [\"4k\"]\n",
         );
-        let checked = |abi: [Option<i64>; 2]| -> Vec<crate::hosts::check::HostCheck> {
-            abi.iter()
-                .enumerate()
-                .map(|(i, a)| crate::hosts::check::HostCheck {
-                    host: format!("h{i}"),
-                    error: None,
-                    hello: Some(crate::hosts::facts::Hello {
-                        iolab_version: "0.1.0".into(),
-                        protocol: 5,
-                        fio_version: Some("fio-3.33".into()),
-                        kernel: Some(format!("5.10.0-{i}")),
-                        hostname: None,
-                        landlock_abi: *a,
-                        clock_unix: 0.0,
-                    }),
-                    skew: None,
-                    iolab: None,
-                    flags: Vec::new(),
-                })
-                .collect()
+        let checked = |abi: [Option<i64>; 2]| {
+            checked_hosts(|i, hello| {
+                hello.kernel = Some(format!("5.10.0-{i}"));
+                hello.landlock_abi = abi[i];
+            })
         };
         let specs: Vec<&crate::experiment::file::HostSpec> = e.target.host_specs.iter().collect();
         let problems = super::without_landlock(&e, &specs, &checked([None, Some(2)]));
@@ -1167,6 +1225,43 @@ mod tests {
         let specs: Vec<&crate::experiment::file::HostSpec> =
             unserved.target.host_specs.iter().collect();
         assert!(super::without_landlock(&unserved, &specs, &checked([None, None])).is_empty());
+    }
+
+    /// Two hosts on one kernel, or a host that is this machine beside local devices, cannot
+    /// both record a trace: refused, naming them; distinct kernels or no boot id pass.
+    #[test]
+    fn traced_hosts_are_each_a_kernel_of_their_own() {
+        let checked = |ids: [Option<&str>; 2]| {
+            checked_hosts(|i, hello| hello.boot_id = ids[i].map(str::to_string))
+        };
+        let e = exp(["device = \"sda\"\n"; 2], "bs = [\"4k\"]\n");
+        let specs: Vec<&crate::experiment::file::HostSpec> = e.target.host_specs.iter().collect();
+        let why = super::one_tracer_each(&e, &specs, &checked([Some("b1"), Some("b1")]), None)
+            .expect("refused");
+        assert!(
+            why.starts_with(
+                "host h0 (x.toml line 2) and host h1 (x.toml line 6) are one running kernel"
+            ),
+            "{why}"
+        );
+        for ok in [[Some("b1"), Some("b2")], [None, None]] {
+            assert_eq!(
+                super::one_tracer_each(&e, &specs, &checked(ok), Some("b1")),
+                None
+            );
+        }
+        let mut local = e.clone();
+        local.target.local_devices = vec!["dm-0".into()];
+        let ids = checked([Some("b2"), Some("b1")]);
+        let why = super::one_tracer_each(&local, &specs, &ids, Some("b1")).expect("refused");
+        assert!(
+            why.starts_with("host h1 (x.toml line 6) is this machine"),
+            "{why}"
+        );
+        assert_eq!(
+            super::one_tracer_each(&local, &specs, &ids, Some("b3")),
+            None
+        );
     }
 
     #[test]
