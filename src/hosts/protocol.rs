@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Bumped whenever a request or answer changes shape; both ends must agree exactly.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Lines longer than this are refused without being parsed (a runaway writer, not a request).
 pub(crate) const MAX_LINE: usize = 1 << 20;
