@@ -1261,6 +1261,20 @@ fn legs_of(b: &Boot, dev: &str) -> Vec<String> {
     legs
 }
 
+/// The metrics of the first cell in `show_file` (`iolab show --json`), and their means by
+/// name; a missing one fails the test with the shown JSON and the files `context` names.
+fn first_cell(b: &Boot, show_file: &str, context: &[&str]) -> (Value, impl Fn(&str) -> f64) {
+    let shown = b.json(show_file);
+    let context: Vec<String> = context.iter().map(|f| b.text(f)).collect();
+    let metrics = shown["cells"][0]["metrics"].clone();
+    let mean = move |name: &str| {
+        shown["cells"][0]["metrics"][name]["mean"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {name}: {shown}\n{}", context.join("\n")))
+    };
+    (metrics, mean)
+}
+
 /// `local_devices` in a run across hosts: this machine's dm device and the legs below it,
 /// sampled while a fio server ran the reads: the legs completed the dm device's 4 KiB pieces
 /// between them, at its rate.
@@ -1274,13 +1288,7 @@ fn check_local_devices(b: &Boot, dm: &str) {
         )),
         "{dry}"
     );
-    let shown = b.json("show-local.json");
-    let m = &shown["cells"][0]["metrics"];
-    let mean = |name: &str| {
-        m[name]["mean"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("no {name}: {shown}\n{}", b.text("run-local.txt")))
-    };
+    let (m, mean) = first_cell(b, "show-local.json", &["run-local.txt"]);
     assert!(mean("read_iops") > 0.0, "{m}");
     let on_dm = mean(&format!("local:{dm}:dev_r_per_s"));
     let on_legs = mean(&format!("local:{}:dev_r_per_s", legs[0]))
@@ -1344,17 +1352,7 @@ fn check_controlled_host(b: &Boot, dm: &str) {
         )),
         "{dry}"
     );
-    let shown = b.json("show-host.json");
-    let m = &shown["cells"][0]["metrics"];
-    let mean = |name: &str| {
-        m[name]["mean"].as_f64().unwrap_or_else(|| {
-            panic!(
-                "no {name}: {shown}\n{}\n{}",
-                b.text("run-host.txt"),
-                b.text("show-host.json.err")
-            )
-        })
-    };
+    let (m, mean) = first_cell(b, "show-host.json", &["run-host.txt", "show-host.json.err"]);
     let host = |name: &str| mean(&format!("127.0.0.1:{name}"));
     let of_legs = |name: &str| {
         legs.iter()

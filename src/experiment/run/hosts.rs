@@ -838,10 +838,7 @@ pub(crate) fn settle(
             .map(|a| sampler_figures((&c.device, &c.below()), a))
             .unwrap_or_default();
         sampled.extend(traced.metrics);
-        let prefixed = sampled
-            .iter()
-            .map(|(k, v)| (format!("{}:{k}", c.label()), *v))
-            .collect();
+        let prefixed = prefixed(c.label(), sampled.clone());
         let status = match &own {
             Some(r) if !r.jobs.is_empty() && r.jobs.iter().all(|j| j.error == 0) => RunStatus::Ok,
             Some(r) if !r.jobs.is_empty() => {
@@ -1086,8 +1083,10 @@ fn sampler_figures(
     let mut out = figures(&summary["system"], Source::Sampler);
     out.extend(figures(&summary["devices"][device], Source::Sampler));
     for b in below {
-        let own = figures(&summary["devices"][b], Source::Sampler);
-        out.extend(own.into_iter().map(|(k, v)| (format!("{b}:{k}"), v)));
+        out.extend(prefixed(
+            b,
+            figures(&summary["devices"][b], Source::Sampler),
+        ));
     }
     out
 }
@@ -1106,10 +1105,20 @@ fn below_trace_figures(metrics: &serde_json::Value, below: &[String]) -> Vec<(St
                 Some((name.to_string(), v.clone()))
             })
             .collect();
-        let own = figures(&serde_json::Value::Object(own), Source::Trace);
-        out.extend(own.into_iter().map(|(k, v)| (format!("{b}:{k}"), v)));
+        out.extend(prefixed(
+            b,
+            figures(&serde_json::Value::Object(own), Source::Trace),
+        ));
     }
     out
+}
+
+/// `figures` named `PREFIX:NAME`: a host's in the aggregate, a device's below a host's device.
+fn prefixed(prefix: &str, figures: Vec<(String, f64)>) -> Vec<(String, f64)> {
+    figures
+        .into_iter()
+        .map(|(k, v)| (format!("{prefix}:{k}"), v))
+        .collect()
 }
 
 /// The finite numbers of an agent's answer object whose names are the registry's metrics of
