@@ -28,6 +28,7 @@ pub(crate) mod align;
 pub(crate) mod checks;
 pub(crate) mod environment;
 pub mod hosts;
+mod one_run;
 pub(crate) mod per_second;
 pub(crate) mod registry;
 pub(crate) mod render;
@@ -49,11 +50,11 @@ use super::{Experiment, Repetitions, TargetDevice};
 use crate::knobs::{Journal, JournalEntry, RestoreReport};
 use crate::model::Machine;
 use crate::stats::{AdaptiveRule, CellStatus};
-use crate::store::{NewExperiment, NewRun, RunStatus, Store};
-use crate::sys::lock::Resource;
+use crate::store::{NewExperiment, RunStatus, Store};
+use crate::sys::lock::{MachineLock, Resource};
 use crate::sys::SysRoot;
 use crate::workload::options::LOG_NAME_OPTIONS;
-use crate::workload::{CancelToken, FioRunner, FioStatus};
+use crate::workload::{CancelToken, FioRunner};
 
 pub(crate) use resolve::{KnobWrite, ResolvedCell};
 pub(crate) use summary::CellResult;
@@ -769,19 +770,7 @@ pub fn run(
     cancel: &CancelToken,
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
-    check_tags(exp, &settings.tags)?;
-    if let Some(why) = super::job_check::check_jobs(exp, runner)? {
-        anyhow::bail!(
-            "{why}: this experiment's workload runs fio: {INSTALL_FIO}; nothing was touched"
-        );
-    }
-    Journal::check_clean_in(&settings.state_dir)?;
-    if settings.root.is_live() {
-        // A recording killed here left the tracer on, perhaps over the target: every I/O
-        // would pay for tracing, and a run's own trace could not start.
-        Journal::check_clean_in(&settings.state_dir.join(crate::knobs::TRACER_DIR))?;
-    }
-    crate::hosts::touched::check_clean(&settings.state_dir)?;
+    refuse_before_touching(exp, settings, runner)?;
     let remote = !exp.target.hosts.is_empty();
     // Controlled hosts are checked and modelled before anything here is touched; their
     // sessions say bye (restoring each host) when the run ends, and the list of touched hosts
@@ -791,22 +780,7 @@ pub fn run(
     } else {
         Vec::new()
     };
-    let mut touched = if controlled.is_empty() {
-        None
-    } else {
-        let list = controlled
-            .iter()
-            .map(|c| crate::hosts::touched::TouchedHost {
-                ssh: c.label().to_string(),
-                remote_iolab: c.connection.remote_iolab().to_string(),
-                ssh_options: Some(settings.ssh.extra.clone()),
-            })
-            .collect();
-        Some(crate::hosts::touched::Touched::begin(
-            &settings.state_dir,
-            list,
-        )?)
-    };
+    let mut touched = touched_hosts(settings, &controlled)?;
     let nic = target_nic(exp, settings)?;
     let named = if remote {
         Some(remote_devices(exp, settings)?)
@@ -820,34 +794,12 @@ pub fn run(
     for note in hosts::serve(exp, &mut controlled, first_write(exp).is_some())? {
         progress.message(&note);
     }
-    // Machine-wide locks on the named devices before anything is written, created or
-    // stored: a second iolab on the same device, whatever its state directory, stops here.
-    // A NIC is not written to, but it is measured: its lock keeps a second NIC experiment
-    // off it and `irq daemon` off its interrupts. The locks on the interrupts a cell moves
-    // are taken below.
-    let mut locks = Vec::new();
-    if let (Some(devs), false, None) = (&named, remote, &nic) {
-        check_writes(exp, settings, devs)?;
-        locks = crate::knobs::machine_locks(
-            &settings.root,
-            &settings.state_dir,
-            devs.iter().map(|d| Resource::Device(d.clone())),
-        )?;
-    }
-    if let Some(n) = &nic {
-        locks = crate::knobs::machine_locks(
-            &settings.root,
-            &settings.state_dir,
-            [Resource::Nic(n.clone())],
-        )?;
-    }
-
+    let mut locks = lock_named(exp, settings, &named, &nic)?;
     let findings = crate::preflight::collect(&settings.root, settings.preflight_sample);
     progress.message(&format!(
         "preflight:\n{}",
         crate::preflight::render(&findings)
     ));
-
     // The guards live until the end of this function: every return below removes them (one
     // that fails to be created removes the ones before it).
     let scratch = match &named {
@@ -869,24 +821,7 @@ pub fn run(
             devices.iter().map(|d| Resource::Device(d.clone())),
         )?);
     }
-    for s in &scratch {
-        progress.message(&format!(
-            "target: scratch device /dev/{} ({} MiB on {})",
-            s.name(),
-            s.size_bytes() >> 20,
-            s.backing_file().display()
-        ));
-    }
-    if let Some(n) = &nic {
-        progress.message(&format!("target: NIC {n}"));
-    } else if scratch.is_empty() {
-        let on = if remote {
-            format!(" on {}", exp.target.hosts.join(", "))
-        } else {
-            String::new()
-        };
-        progress.message(&format!("target: /dev/{}{on}", devices.join(", /dev/")));
-    }
+    say_targets(exp, &scratch, &devices, &nic, progress);
 
     let machine = Machine::read(&settings.root)?;
     if let (Some(mount), false) = (&exp.prepare.fstrim, remote) {
@@ -907,21 +842,7 @@ pub fn run(
     for w in &plan.warnings {
         progress.message(&format!("warning: {w}"));
     }
-
-    // Every other machine-wide thing a cell writes (the IRQs an `irq_cpu` factor moves).
-    let held: Vec<Resource> = locks.iter().map(|l| l.resource().clone()).collect();
-    let more = plan
-        .cells
-        .iter()
-        .flat_map(|c| &c.writes)
-        .filter_map(|w| crate::knobs::kinds::classify(&w.path).ok())
-        .map(|m| m.resource)
-        .filter(|r| !held.contains(r));
-    locks.extend(crate::knobs::machine_locks(
-        &settings.root,
-        &settings.state_dir,
-        more,
-    )?);
+    lock_cells_writes(settings, &plan, &mut locks)?;
     // Begun before the experiment is stored, so a busy state directory stores nothing either;
     // it holds the locks until it has restored everything.
     let mut journal = Journal::begin_at(&settings.state_dir, &settings.root)?;
@@ -932,38 +853,6 @@ pub fn run(
     }
 
     let mut store = Store::open(&settings.db_path)?;
-    let host = if remote {
-        // Addresses hold commas ("host,port"); '+' keeps tag selectors usable.
-        exp.target.hosts.join("+")
-    } else {
-        machine.hostname.clone().unwrap_or_default()
-    };
-    // The hosts' kernels are theirs: the one they all run when controlled hosts said so,
-    // else say it with `--tag kernel=...` (as for imports).
-    let kernel = if remote {
-        hosts::common_kernel(&controlled).unwrap_or_else(|| "unknown".to_string())
-    } else {
-        machine.kernel.clone().unwrap_or_default()
-    };
-    let new_experiment = NewExperiment {
-        name: exp.name.clone(),
-        file_text: exp.text.clone(),
-        seed: exp.seed,
-        planned_order: planned_order_json(&plan),
-        host: host.clone(),
-        kernel: kernel.clone(),
-        part_of: None,
-    };
-    let experiment_id = store.create_experiment(&new_experiment)?;
-    // Until the status is final, `iolab restore` can find (and mark) this experiment.
-    let registered = match registry::register(&settings.state_dir, &settings.db_path, experiment_id)
-    {
-        Ok(r) => r,
-        Err(e) => {
-            store.set_experiment_status(experiment_id, "failed")?;
-            return Err(e);
-        }
-    };
     let target = match scratch.first() {
         Some(s) => format!(
             "/dev/{} (scratch, {} bytes each)",
@@ -974,13 +863,12 @@ pub fn run(
         None => format!("/dev/{}", devices.join(", /dev/")),
     };
     let env = experiment_environment(&findings, target, stabilised, &plan)?;
-    store.add_environment(experiment_id, &env)?;
-    hosts::store_parts(
+    let (experiment_id, registered) = store_experiment(
+        exp,
+        settings,
+        (&machine, &plan, env),
         &mut store,
         &mut controlled,
-        &new_experiment,
-        experiment_id,
-        settings.preflight_sample,
     )?;
 
     if exp.trace && !settings.root.is_live() {
@@ -1060,6 +948,178 @@ pub fn run(
         hosts_left,
         host_parts,
     })
+}
+
+/// What stops an experiment before anything is touched: a reserved tag, a workload whose fio
+/// is missing, an unrestored journal (of knobs, or of a recording killed with the tracer on)
+/// or a list of hosts an earlier run could not restore.
+fn refuse_before_touching(
+    exp: &Experiment,
+    settings: &Settings,
+    runner: &dyn FioRunner,
+) -> Result<()> {
+    check_tags(exp, &settings.tags)?;
+    if let Some(why) = super::job_check::check_jobs(exp, runner)? {
+        anyhow::bail!(
+            "{why}: this experiment's workload runs fio: {INSTALL_FIO}; nothing was touched"
+        );
+    }
+    Journal::check_clean_in(&settings.state_dir)?;
+    if settings.root.is_live() {
+        // A recording killed here left the tracer on, perhaps over the target: every I/O
+        // would pay for tracing, and a run's own trace could not start.
+        Journal::check_clean_in(&settings.state_dir.join(crate::knobs::TRACER_DIR))?;
+    }
+    crate::hosts::touched::check_clean(&settings.state_dir)?;
+    Ok(())
+}
+
+/// The list of controlled hosts this run may leave with knobs set, begun before any is
+/// touched (none without controlled hosts).
+fn touched_hosts(
+    settings: &Settings,
+    controlled: &[hosts::Controlled],
+) -> Result<Option<crate::hosts::touched::Touched>> {
+    if controlled.is_empty() {
+        return Ok(None);
+    }
+    let list = controlled
+        .iter()
+        .map(|c| crate::hosts::touched::TouchedHost {
+            ssh: c.label().to_string(),
+            remote_iolab: c.connection.remote_iolab().to_string(),
+            ssh_options: Some(settings.ssh.extra.clone()),
+        })
+        .collect();
+    Ok(Some(crate::hosts::touched::Touched::begin(
+        &settings.state_dir,
+        list,
+    )?))
+}
+
+/// Machine-wide locks on the named devices (here, not a host's) or the NIC, before anything
+/// is written, created or stored: a second iolab on the same device, whatever its state
+/// directory, stops here. A NIC is not written to, but it is measured: its lock keeps a
+/// second NIC experiment off it and `irq daemon` off its interrupts. The scratch devices
+/// are locked once created, and the interrupts a cell moves once the plan names them.
+fn lock_named(
+    exp: &Experiment,
+    settings: &Settings,
+    named: &Option<Vec<String>>,
+    nic: &Option<String>,
+) -> Result<Vec<MachineLock>> {
+    let lock = |resources: Vec<Resource>| {
+        crate::knobs::machine_locks(&settings.root, &settings.state_dir, resources)
+    };
+    Ok(match (named, nic) {
+        (_, Some(n)) => lock(vec![Resource::Nic(n.clone())])?,
+        (Some(devs), None) if exp.target.hosts.is_empty() => {
+            check_writes(exp, settings, devs)?;
+            lock(devs.iter().map(|d| Resource::Device(d.clone())).collect())?
+        }
+        _ => Vec::new(),
+    })
+}
+
+/// Every other machine-wide thing a cell writes (the IRQs an `irq_cpu` factor moves),
+/// locked beside the targets' locks.
+fn lock_cells_writes(settings: &Settings, plan: &Plan, locks: &mut Vec<MachineLock>) -> Result<()> {
+    let held: Vec<Resource> = locks.iter().map(|l| l.resource().clone()).collect();
+    let more = plan
+        .cells
+        .iter()
+        .flat_map(|c| &c.writes)
+        .filter_map(|w| crate::knobs::kinds::classify(&w.path).ok())
+        .map(|m| m.resource)
+        .filter(|r| !held.contains(r));
+    locks.extend(crate::knobs::machine_locks(
+        &settings.root,
+        &settings.state_dir,
+        more,
+    )?);
+    Ok(())
+}
+
+/// Says what the experiment runs on: each scratch device created, the NIC, or the devices
+/// named (on the fio servers, across hosts).
+fn say_targets(
+    exp: &Experiment,
+    scratch: &[crate::target::ScratchDevice],
+    devices: &[String],
+    nic: &Option<String>,
+    progress: &mut dyn Progress,
+) {
+    for s in scratch {
+        progress.message(&format!(
+            "target: scratch device /dev/{} ({} MiB on {})",
+            s.name(),
+            s.size_bytes() >> 20,
+            s.backing_file().display()
+        ));
+    }
+    if let Some(n) = nic {
+        progress.message(&format!("target: NIC {n}"));
+    } else if scratch.is_empty() {
+        let on = if exp.target.hosts.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", exp.target.hosts.join(", "))
+        };
+        progress.message(&format!("target: /dev/{}{on}", devices.join(", /dev/")));
+    }
+}
+
+/// Stores the experiment (its file, seed, planned order, host and kernel, and where it ran)
+/// and each controlled host's part of it, and registers it so that `iolab restore` can find
+/// (and mark) it until its status is final.
+fn store_experiment(
+    exp: &Experiment,
+    settings: &Settings,
+    (machine, plan, env): (&Machine, &Plan, Vec<crate::store::EnvironmentEntry>),
+    store: &mut Store,
+    controlled: &mut [hosts::Controlled],
+) -> Result<(i64, registry::Registered)> {
+    let remote = !exp.target.hosts.is_empty();
+    let host = if remote {
+        // Addresses hold commas ("host,port"); '+' keeps tag selectors usable.
+        exp.target.hosts.join("+")
+    } else {
+        machine.hostname.clone().unwrap_or_default()
+    };
+    // The hosts' kernels are theirs: the one they all run when controlled hosts said so,
+    // else say it with `--tag kernel=...` (as for imports).
+    let kernel = if remote {
+        hosts::common_kernel(controlled).unwrap_or_else(|| "unknown".to_string())
+    } else {
+        machine.kernel.clone().unwrap_or_default()
+    };
+    let new_experiment = NewExperiment {
+        name: exp.name.clone(),
+        file_text: exp.text.clone(),
+        seed: exp.seed,
+        planned_order: planned_order_json(plan),
+        host,
+        kernel,
+        part_of: None,
+    };
+    let experiment_id = store.create_experiment(&new_experiment)?;
+    let registered = match registry::register(&settings.state_dir, &settings.db_path, experiment_id)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            store.set_experiment_status(experiment_id, "failed")?;
+            return Err(e);
+        }
+    };
+    store.add_environment(experiment_id, &env)?;
+    hosts::store_parts(
+        store,
+        controlled,
+        &new_experiment,
+        experiment_id,
+        settings.preflight_sample,
+    )?;
+    Ok((experiment_id, registered))
 }
 
 /// What the experiment's row keeps about where it ran: preflight's findings, the target,
@@ -1256,7 +1316,7 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
             }
             let t0 = Instant::now();
             lp.position = shown;
-            let result = one_run(exp, plan, (&matrix[run.cell], cell), run, lp)?;
+            let result = one_run::one_run(exp, plan, (&matrix[run.cell], cell), run, lp)?;
             if runs {
                 elapsed_runs.push((t0.elapsed().as_secs_f64(), cell.nominal_seconds));
             }
@@ -1322,406 +1382,6 @@ fn eta(remaining: &[Option<f64>], finished: &[(f64, Option<f64>)]) -> Option<f64
         .sum()
 }
 
-/// How a run ended and its metrics (empty unless it succeeded).
-type RunResult = (RunStatus, Vec<(String, f64)>);
-
-/// One run: knobs, fio under the sampler, the record. `Ok(None)` when it was interrupted
-/// (nothing stored). A cell that cannot be realised is stored as not applicable.
-fn one_run(
-    exp: &Experiment,
-    plan: &Plan,
-    (matrix_cell, cell): (&super::Cell, &ResolvedCell),
-    run: &PlannedRun,
-    lp: &mut Loop,
-) -> Result<Option<RunResult>> {
-    let start_unix = crate::store::time::now_unix();
-    let mut record = NewRun {
-        experiment_id: lp.experiment_id,
-        cell_key: cell.key.clone(),
-        // Factor name -> level: the names are the experiment file's, so a map, not a type.
-        cell_levels: serde_json::Value::Object(
-            cell.levels
-                .iter()
-                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                .collect(),
-        ),
-        repetition: run.round,
-        warmup: run.warmup,
-        start_unix,
-        end_unix: start_unix,
-        tags: lp.settings.tags.clone(),
-        ..Default::default()
-    };
-    if let Some(why) = &cell.not_applicable {
-        record.status = RunStatus::NotApplicable(why.clone());
-        lp.store.insert_run(&record)?;
-        return Ok(Some((record.status, Vec::new())));
-    }
-    // Each controlled host's part of the run: set up there, or over (not applicable, failed,
-    // gone) before fio starts.
-    let mut parts = hosts::apply(exp, lp.hosts, cell.index, lp.position);
-    let prepared = write_knobs(lp, &cell.writes)
-        .and_then(|()| exp.prepare.before_run(&lp.settings.root, lp.cancel));
-    match prepared {
-        Ok(true) => {}
-        Ok(false) => return Ok(None),
-        Err(why) => {
-            record.status = RunStatus::Failed(why);
-            record.end_unix = crate::store::time::now_unix();
-            lp.store.insert_run(&record)?;
-            return Ok(Some((record.status, Vec::new())));
-        }
-    }
-    if !lp.hosts.is_empty() && parts.iter().all(Option::is_some) {
-        // No host can take part: nothing runs; each host's run and the aggregate say why.
-        let nothing = (
-            vec![None; parts.len()],
-            vec![Default::default(); parts.len()],
-        );
-        let settled = hosts::settle(exp, lp.hosts, parts, nothing, None, lp.position);
-        record.status = hosts::aggregate_status(&settled).unwrap_or(RunStatus::Ok);
-        record.end_unix = crate::store::time::now_unix();
-        hosts::store_runs(lp.store, lp.hosts, settled, &record, &[])?;
-        lp.store.insert_run(&record)?;
-        return Ok(Some((record.status, Vec::new())));
-    }
-    if let Some(inv) = matrix_cell.invocation(exp, cell.cpus.as_deref()) {
-        return engine_run(exp, plan, &inv, record, lp);
-    }
-    let targets: Vec<(String, Option<Vec<u32>>)> = cell
-        .devices
-        .iter()
-        .map(|d| (format!("/dev/{}", d.device), d.cpus.clone()))
-        .collect();
-    let mut job = matrix_cell
-        .jobs(exp, &targets)
-        .with_context(|| format!("cell {}: cannot build the fio job", cell.key))?;
-    if !lp.hosts.is_empty() {
-        job.per_host = hosts::jobs(exp, lp.hosts, matrix_cell, cell.index, &parts)?;
-    }
-    // A warm-up's logs measure nothing: they go with the run's private directory.
-    if !run.warmup && job.writes_logs() {
-        job.files_dir = Some(
-            fio_logs_dir(&lp.settings.db_path, lp.experiment_id)
-                .join(format!("cell{}-round{}", cell.index, run.round)),
-        );
-    }
-    // Warm-ups are not traced: they are not measured. Dropped unfinished (an error, Ctrl-C),
-    // the recording stops and its files go.
-    let tracer = match (&mut lp.tracing, run.warmup) {
-        (Some(t), false) => {
-            let progress = &mut *lp.progress;
-            t.start(cell.index, run.round, &mut |m| progress.message(m))
-        }
-        _ => None,
-    };
-    let remote = !exp.target.hosts.is_empty();
-    let watches = watches(plan, remote);
-    // Short runs are sampled more often, so fio's measured interval spans enough readings
-    // for its ends to be placed between them (`sample::window`).
-    let cadence =
-        crate::sample::window::cadence_for(lp.settings.sample_interval, job.measured_seconds());
-    // fio servers' memory and command lines are theirs, not this machine's.
-    let env_at_start = if exp.target.hosts.is_empty() {
-        environment::at_start(&lp.settings.root)
-    } else {
-        environment::of_iolab()
-    };
-    let sampler = crate::sample::start(&lp.settings.root, &watches, cadence)?;
-    hosts::sample_start(exp, lp.hosts, cadence, &mut parts, lp.position);
-    let traced = exp.trace && !run.warmup;
-    if traced {
-        hosts::trace_start(exp, lp.hosts, &mut parts, lp.position);
-    }
-    let outcome = hosts::renewing_leases(lp.hosts, || lp.runner.run(&job));
-    let samples = sampler.stop();
-    let report = outcome.as_ref().ok().and_then(|o| o.report.as_ref());
-    let answers = hosts::sample_stop(exp, lp.hosts, &mut parts, lp.position, report);
-    let traces = if traced {
-        hosts::trace_stop(exp, lp.hosts, &mut parts, lp.position)
-    } else {
-        vec![Default::default(); lp.hosts.len()]
-    };
-    let outcome = outcome?;
-    record.end_unix = crate::store::time::now_unix();
-    if outcome.status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
-        return Ok(None);
-    }
-    let hosts_span = hosts::measured_span_unix_ns(lp.hosts, &answers);
-    let settled = hosts::settle(
-        exp,
-        lp.hosts,
-        parts,
-        (answers, traces),
-        Some(&outcome),
-        lp.position,
-    );
-    let (local, local_series, local_window, samples) = if remote {
-        let series = stored::series(&samples);
-        // With no host to say when fio measured (fio servers alone), this machine's own
-        // devices do, as a host's device does on the host: for fio's longest runtime, up to
-        // where their I/O stopped; without devices, up to where fio exited.
-        let runtime = outcome.report.as_ref().and_then(hosts::longest_measured_ms);
-        let aligned = match (hosts_span, runtime) {
-            (None, Some(ms)) if !plan.local.is_empty() => align::align_to_activity(&samples, ms),
-            (None, Some(ms)) => align::align_to_fio_exit(&samples, ms),
-            _ => align::align_to_unix_span(&samples, hosts_span),
-        };
-        let local = stored::local_metrics(aligned.summary.as_ref());
-        (local, series, Some(aligned.window), None)
-    } else {
-        (Vec::new(), Vec::new(), None, Some(samples))
-    };
-    let recorded = tracer.and_then(|t| match t.finish() {
-        Ok(r) => Some(r),
-        Err(e) => {
-            lp.progress
-                .message(&format!("trace: the run's recording failed: {e:#}"));
-            None
-        }
-    });
-    // A run that cannot happen here is no warm-up of anything: it is the cell's record.
-    record.warmup = run.warmup && !matches!(outcome.status, FioStatus::NotApplicable { .. });
-    record.status = match hosts::aggregate_status(&settled) {
-        Some(status) => status,
-        None => run_status(outcome.status.clone()),
-    };
-    let irqs: Vec<Vec<u32>> = watches.iter().map(|w| w.irqs.clone()).collect();
-    let engine = exp.engine.engine();
-    let reports = if engine.reports_measured_window() {
-        outcome.stdout.as_str()
-    } else {
-        ""
-    };
-    let aligned = samples.as_ref().map(|s| align::align(s, reports, &irqs));
-    let summary = aligned.as_ref().and_then(|a| a.summary.as_ref());
-    let mut metrics = if record.status == RunStatus::Ok {
-        let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
-        stored::metrics(
-            &outcome,
-            summary,
-            &names(&plan.devices),
-            &names(&plan.stacked),
-        )
-    } else {
-        Vec::new()
-    };
-    if record.status == RunStatus::Ok {
-        metrics.extend(settled.iter().flat_map(|s| s.prefixed.iter().cloned()));
-        metrics.extend(local);
-    }
-    let report = outcome
-        .report
-        .as_ref()
-        .filter(|_| engine.checks_its_output());
-    let mut run_checks = match (report, &record.status) {
-        (Some(report), RunStatus::Ok) => output_checks(lp.settings, plan, report, aligned.as_ref()),
-        _ => Vec::new(),
-    };
-    if let (Some(recorded), Some(tracing)) = (&recorded, &mut lp.tracing) {
-        if record.status == RunStatus::Ok {
-            // A device's measured interval on the trace's clock, to count its bytes over:
-            // where the sampler placed it by the device's I/O, else by fio's reports of the
-            // jobs on it.
-            let offset = crate::sys::realtime_minus_monotonic_ns();
-            let window_of = |device: &str| {
-                samples
-                    .as_ref()
-                    .zip(aligned.as_ref())
-                    .and_then(|(s, a)| {
-                        align::activity_window_on_monotonic(s, &a.window, Some(device), offset)
-                    })
-                    .or_else(|| align::trace_window(reports, device, offset))
-            };
-            match tracing.judge(recorded, window_of, report) {
-                Ok(judged) => {
-                    // Across hosts, this machine's own devices' (`local_devices`).
-                    let local = if remote { stored::LOCAL } else { "" };
-                    let named = |(k, v): (String, f64)| (format!("{local}{k}"), v);
-                    metrics.extend(judged.metrics.into_iter().map(named));
-                    run_checks.extend(judged.checks);
-                }
-                Err(e) => lp.progress.message(&format!("trace: {e:#}")),
-            }
-        }
-        // Kept compressed, or removed, as `[trace] keep` says.
-        let progress = &mut *lp.progress;
-        record.trace = tracing.keep(cell.index, recorded, &mut |m| progress.message(m));
-    }
-    record.metrics = metrics.clone();
-    record.samples = samples.as_ref().map(stored::series).unwrap_or(local_series);
-    record.series = per_second::series(
-        samples.as_ref(),
-        aligned.as_ref().map(|a| &a.window),
-        &outcome.stdout,
-    );
-    record.sample_window = aligned
-        .map(|a| a.window)
-        .or(local_window)
-        .and_then(|w| serde_json::to_value(w).ok());
-    // Each host's own checks, under its name: `show` of the aggregate lists what failed.
-    for (c, s) in lp.hosts.iter().zip(&settled) {
-        run_checks.extend(s.checks.iter().map(|check| checks::Check {
-            subject: format!("{}: {}", c.label(), check.subject),
-            ..check.clone()
-        }));
-    }
-    record.checks = (!run_checks.is_empty())
-        .then(|| serde_json::to_value(&run_checks).ok())
-        .flatten();
-    record.environment = Some(environment::with_fio(env_at_start, outcome.report.as_ref()));
-    // The status reports served the window; the store keeps the final one.
-    record.fio_json = Some(crate::workload::fio_window::final_report_only(
-        &outcome.stdout,
-    ));
-    record.fio_command = Some(outcome.command_line);
-    record.job_file = Some(outcome.job_file);
-    hosts::store_runs(lp.store, lp.hosts, settled, &record, &job.per_host)?;
-    lp.store.insert_run(&record)?;
-    Ok(Some((record.status, metrics)))
-}
-
-/// The checks of a successful run's fio output against itself and the machine: the bytes fio
-/// moved against the devices' counters (where they were sampled) and its percentiles against
-/// its own histogram bins.
-fn output_checks(
-    settings: &Settings,
-    plan: &Plan,
-    report: &crate::workload::fio_json::FioReport,
-    aligned: Option<&align::Aligned>,
-) -> Vec<checks::Check> {
-    let mut out = Vec::new();
-    if let Some(summary) = aligned.and_then(|a| a.summary.as_ref()) {
-        // Nothing else should reach a device that holds no data, so a gap there is news.
-        let owned = |dev: &str| {
-            plan.scratch
-                || expendable(settings, dev).is_some()
-                || plan.devices.iter().any(|d| d.name == dev && !d.holds_data)
-        };
-        let uncertain = aligned
-            .map(|a| a.window.uncertain_mb_per_s.clone())
-            .unwrap_or_default();
-        out.extend(checks::bytes_vs_diskstats(
-            report,
-            &summary.devices,
-            &owned,
-            &uncertain,
-        ));
-    }
-    out.extend(checks::percentiles_vs_bins(report));
-    out
-}
-
-/// What a workload's status (any engine's) is stored as; `Cancelled` runs are not stored.
-fn run_status(status: FioStatus) -> RunStatus {
-    match status {
-        FioStatus::Success => RunStatus::Ok,
-        FioStatus::NotApplicable { reason, .. } => RunStatus::NotApplicable(reason),
-        FioStatus::FioError { message, .. } => RunStatus::Failed(message),
-        FioStatus::Crash { reason } => RunStatus::Failed(reason),
-        FioStatus::Cancelled => RunStatus::Failed("cancelled".into()),
-    }
-}
-
-/// The watches of the sampler: the targets and the devices under them.
-/// The devices sampled during a run: its targets and the devices below them, or, with fio
-/// on other hosts, only this machine's own (`local`). The hosts' devices are theirs: this
-/// machine's device of the same name is another one. This machine drives the hosts (and is
-/// often their hypervisor): it is sampled as a whole too, its figures stored apart.
-fn watches(plan: &Plan, remote: bool) -> Vec<crate::sample::Watch> {
-    let here: Vec<&PlanDevice> = if remote {
-        plan.local.iter().collect()
-    } else {
-        plan.devices.iter().chain(&plan.stacked).collect()
-    };
-    here.into_iter()
-        .map(|d| crate::sample::Watch {
-            device: d.name.clone(),
-            irqs: d.irqs.clone(),
-            nic: plan.nic.as_deref() == Some(d.name.as_str()),
-        })
-        .collect()
-}
-
-/// One run of a program engine (`command`, `iperf3`, `sockperf`) under the sampler, whose
-/// figures are taken over the whole sampled span (the program says nothing about when it
-/// measured), with the engine's metrics and per-interval series. `Ok(None)` when interrupted.
-fn engine_run(
-    exp: &Experiment,
-    plan: &Plan,
-    inv: &crate::workload::Invocation,
-    mut record: NewRun,
-    lp: &mut Loop,
-) -> Result<Option<RunResult>> {
-    let engine = exp.engine.engine();
-    let watches = watches(plan, false);
-    let env_at_start = environment::at_start(&lp.settings.root);
-    let every = crate::sample::Cadence::every(lp.settings.sample_interval);
-    let sampler = crate::sample::start(&lp.settings.root, &watches, every)?;
-    let ran = lp.runner.run_program(inv);
-    let samples = sampler.stop();
-    record.end_unix = crate::store::time::now_unix();
-    let ran = match ran {
-        Ok(r) => r,
-        // A server that would not start, a program that is not there: this run failed.
-        Err(e) if !lp.cancel.is_cancelled() => {
-            record.status = RunStatus::Failed(format!("{e:#}"));
-            lp.store.insert_run(&record)?;
-            return Ok(Some((record.status, Vec::new())));
-        }
-        Err(_) => return Ok(None),
-    };
-    let (status, figures) = crate::workload::engine::classify(engine, &ran.raw);
-    if status == FioStatus::Cancelled || lp.cancel.is_cancelled() {
-        return Ok(None);
-    }
-    record.status = run_status(status);
-    let aligned = align::whole(
-        &samples,
-        format!("the {} engine reports no measured interval", engine.name()),
-    );
-    let mut metrics = Vec::new();
-    if record.status == RunStatus::Ok {
-        let names = |d: &[PlanDevice]| d.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
-        metrics.extend(
-            figures
-                .as_ref()
-                .map(|f| f.metrics.clone())
-                .unwrap_or_default(),
-        );
-        stored::sampler_metrics(
-            &mut metrics,
-            aligned.summary.as_ref(),
-            &names(&plan.devices),
-            &names(&plan.stacked),
-        );
-    }
-    record.series = per_second::series(Some(&samples), Some(&aligned.window), "");
-    if plan.nic.is_some() {
-        stored::name_as_nic(&mut metrics, &mut record.series);
-    }
-    record.metrics = metrics.clone();
-    record.samples = stored::series(&samples);
-    record
-        .samples
-        .extend(
-            figures
-                .into_iter()
-                .flat_map(|f| f.series)
-                .map(|(key, t_offsets, values)| crate::store::SampleSeries {
-                    kind: "engine".into(),
-                    key,
-                    t_offsets,
-                    values,
-                }),
-        );
-    record.sample_window = serde_json::to_value(aligned.window).ok();
-    record.environment = Some(environment::with_fio(env_at_start, None));
-    record.fio_command = Some(ran.command_line);
-    lp.store.insert_run(&record)?;
-    Ok(Some((record.status, metrics)))
-}
-
 /// Sets `[stabilise]` once, through the journal (which puts it back with everything else):
 /// preflight's advice where this machine has the control, then the controls the file names,
 /// which must exist. Returns what was set, `name=value, ...`.
@@ -1748,15 +1408,6 @@ fn stabilise(exp: &Experiment, m: &Machine, journal: &mut Journal) -> Result<Str
         done.push(format!("{}={level}", knob.name()));
     }
     Ok(done.join(", "))
-}
-
-/// Writes a cell's knobs through the journal (which maps them under the run's root), each
-/// checked to hold once all are written; the reason of the first failure.
-fn write_knobs(lp: &mut Loop, writes: &[KnobWrite]) -> std::result::Result<(), String> {
-    lp.journal
-        .set_all(writes.iter().map(|w| (w.path.as_str(), w.value.as_str())))
-        .map(|_| ())
-        .map_err(|e| format!("cannot set the cell's knobs: {e}"))
 }
 
 #[cfg(test)]
