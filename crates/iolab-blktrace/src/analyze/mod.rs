@@ -3,6 +3,7 @@
 //! sections plus percentiles, a per-request view, IOs never completed, dispatch depth and a
 //! timeline. Memory grows with IOs in flight (and the timeline's length), not with events.
 
+mod apart;
 pub mod device;
 pub mod keymap;
 pub mod latency;
@@ -676,7 +677,8 @@ pub struct ProcessReport {
 /// records ([`Io`], 32 bytes) to the state machine through a bounded channel and gets each
 /// batch back, with the latency samples the state machine recorded from it when the state
 /// machine is the busier of the two (it sums them itself when it is ahead). Batches and sample
-/// buffers are recycled, so memory stays constant. On two cores the two halves overlap.
+/// buffers are recycled, so memory stays constant. On two cores the two halves overlap, each
+/// thread pinned to a CPU of its own while they run (`analyze::apart`).
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
@@ -709,9 +711,14 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         };
         let _ = used_tx.send((batch, Vec::new()));
     }
+    let pinned = apart::pin_here();
+    let reader_cpu = pinned.as_ref().map(|(_, cpu)| *cpu);
     let reader = std::thread::Builder::new()
         .name("trace-reader".into())
         .spawn(move || {
+            if let Some(cpu) = reader_cpu {
+                apart::pin_to(cpu);
+            }
             let mut side = SideStage::default();
             let mut sums = AllSums::default();
             let mut spares: Vec<Vec<Sample>> = Vec::new();
@@ -810,6 +817,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         let _ = used_tx.send((batch, used));
     }
     drop(used_tx);
+    drop(pinned);
     let (side, sums) = reader
         .join()
         .map_err(|_| TraceError::Input("the reader thread failed".into()))?;
@@ -952,7 +960,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("trace.bin");
         std::fs::write(&file, &bytes).unwrap();
+        let cpus = apart::tests::mine();
         let threaded = analyze_paths(std::slice::from_ref(&file), Options::default());
+        // Its two threads were pinned apart; the caller may run where it could before (what it
+        // starts next inherits that).
+        assert_eq!(apart::tests::mine(), cpus);
         std::fs::remove_dir_all(&dir).unwrap();
         let mut a = Analyzer::new(Options::default());
         for e in &events {
