@@ -5,11 +5,11 @@
 //! 2-CPU machine the 500 k-event benchmark trace took either about 10 ms (the threads
 //! overlapped: 1.6 CPUs busy) or about 15 ms (1.0-1.1 CPUs busy), at the same CPU time: 26
 //! of 40 runs took over 13 ms (median 13.9 ms); pinned, none of 40 took over 10.8 ms
-//! (median 9.85 ms). Each thread
-//! is pinned to a CPU of its own from those the process may use, and the calling thread gets
-//! its own set back when the analysis ends (anything it starts later, fio among them,
-//! inherits it). The price: a thread whose CPU another program keeps busy cannot move to an
-//! idle one for the few seconds an analysis takes at most.
+//! (median 9.85 ms). Each thread is pinned to a CPU of its own from those the process may
+//! use, and the calling thread gets its own set back when the analysis ends (anything it
+//! starts later, fio among them, inherits it). The price: a thread whose CPU another program
+//! keeps busy cannot move to an idle one while the analysis lasts (a long trace took about 1%
+//! longer).
 
 /// The calling thread's CPU set while it is pinned; put back on drop.
 pub(super) struct Pinned {
@@ -32,7 +32,8 @@ fn allowed() -> Option<(libc::cpu_set_t, Vec<usize>)> {
     }
 }
 
-fn pin(cpu: usize) -> bool {
+/// Pins the calling thread to `cpu` (the reader, which ends with the analysis, for good).
+pub(super) fn pin_to(cpu: usize) -> bool {
     // SAFETY: as in `allowed`; `cpu` came from the allowed set, so it is below CPU_SETSIZE.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -55,12 +56,7 @@ pub(super) fn pin_here() -> Option<(Pinned, usize)> {
         .position(|&c| c as i32 == now)
         .unwrap_or_default();
     let (mine, theirs) = (cpus[i], cpus[(i + 1) % cpus.len()]);
-    pin(mine).then_some((Pinned { before }, theirs))
-}
-
-/// Pins the calling thread (the reader, which ends with the analysis) to `cpu`.
-pub(super) fn pin_to(cpu: usize) {
-    pin(cpu);
+    pin_to(mine).then_some((Pinned { before }, theirs))
 }
 
 impl Drop for Pinned {
