@@ -962,10 +962,10 @@ mod tests {
         std::fs::write(&file, &bytes).unwrap();
         let cpus = apart::tests::mine();
         let threaded = analyze_paths(std::slice::from_ref(&file), Options::default());
+        std::fs::remove_dir_all(&dir).unwrap();
         // Its two threads were pinned apart; the caller may run where it could before (what it
         // starts next inherits that).
         assert_eq!(apart::tests::mine(), cpus);
-        std::fs::remove_dir_all(&dir).unwrap();
         let mut a = Analyzer::new(Options::default());
         for e in &events {
             a.feed(e);
