@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use super::analyze::timeline::TimelinePoint;
 use super::analyze::{analyze_paths, Analyzer, DeviceReport, Options};
 use super::blk_io_trace::code;
 use super::merge::open_trace;
@@ -145,6 +146,24 @@ pub(crate) fn plot(
     with: &[PathBuf],
     labels: &[String],
 ) -> anyhow::Result<Vec<PathBuf>> {
+    check_inputs(names, with, labels)?;
+    let main = pass(names, dev)?;
+    let mut out = Out::new(out_dir)?;
+    out.save("sectors.svg", sectors(&main)?)?;
+    if !with.is_empty() {
+        out.save(
+            "sectors-overlay.svg",
+            overlay(&main, names, with, labels, dev)?,
+        )?;
+    }
+    over_time_charts(&main, &mut out)?;
+    out.save("histogram.svg", histogram(&main.d)?)?;
+    Ok(out.written)
+}
+
+/// Refuses what cannot be drawn before anything is read: more labels than traces, and a
+/// trace that can be read only once (each is read twice).
+fn check_inputs(names: &[PathBuf], with: &[PathBuf], labels: &[String]) -> anyhow::Result<()> {
     if labels.len() > with.len() + 1 {
         anyhow::bail!(
             "{} --label given for {} traces: give one per trace (the main one, then each --with)",
@@ -163,32 +182,43 @@ pub(crate) fn plot(
             once.display()
         );
     }
-    let label =
-        |i: usize, names: &[PathBuf]| labels.get(i).cloned().unwrap_or_else(|| show_names(names));
-    let main = pass(names, dev)?;
-    let fine = &main.d;
-    let d = fine;
-    let span = main.span;
-    let (smin, smax) = (main.smin, main.smax);
+    Ok(())
+}
 
-    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let mut written = Vec::new();
-    let mut save = |name: &str, svg: String| -> anyhow::Result<()> {
-        let p = out_dir.join(name);
+/// The directory the charts go to, and the files written there so far.
+struct Out<'a> {
+    dir: &'a Path,
+    written: Vec<PathBuf>,
+}
+
+impl<'a> Out<'a> {
+    fn new(dir: &'a Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Out {
+            dir,
+            written: Vec::new(),
+        })
+    }
+
+    fn save(&mut self, name: &str, svg: String) -> anyhow::Result<()> {
+        let p = self.dir.join(name);
         std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
-        written.push(p);
+        self.written.push(p);
         Ok(())
-    };
+    }
+}
 
-    // 1. Sector against time.
+/// Sector against time: the cloud of dispatches, reads and writes coloured.
+fn sectors(main: &Pass) -> anyhow::Result<String> {
+    let d = &main.d;
     let mut chart = Chart::new(
         (900, 500),
         &format!("dispatched sectors over time, device {}", d.dev),
         Axes {
             x_name: "time (s)",
             y_name: "sector",
-            x: (d.first, d.first + span),
-            y: (smin as f64, smax as f64),
+            x: (d.first, d.first + main.span),
+            y: (main.smin as f64, main.smax as f64),
             log_x: false,
         },
     );
@@ -196,171 +226,159 @@ pub(crate) fn plot(
     chart.points(&reads, READ, "reads");
     chart.points(&writes, WRITE, "writes");
     chart.points(&both, BOTH, "reads and writes");
-    save("sectors.svg", chart.finish()?)?;
+    Ok(chart.finish()?)
+}
 
-    // 1b. Several traces on one chart, each from its own start, one colour per trace.
-    if !with.is_empty() {
-        let mut passes = vec![(label(0, names), main_cloud(&main))];
-        let mut ranges = vec![(main.span, main.smin, main.smax)];
-        for (i, w) in with.iter().enumerate() {
-            let w = std::slice::from_ref(w);
-            let p = pass(w, dev).with_context(|| format!("--with {}", show_names(w)))?;
-            ranges.push((p.span, p.smin, p.smax));
-            passes.push((label(i + 1, w), main_cloud(&p)));
-        }
-        let x_hi = ranges.iter().map(|r| r.0).fold(0.0, f64::max);
-        let y_lo = ranges.iter().map(|r| r.1).min().unwrap_or(0);
-        let y_hi = ranges.iter().map(|r| r.2).max().unwrap_or(1);
-        let labels: Vec<&str> = passes.iter().map(|p| p.0.as_str()).collect();
-        let mut chart = Chart::new(
-            (900, 500),
-            &format!("dispatched sectors over time: {}", labels.join(" vs ")),
-            Axes {
-                x_name: "time from each trace's start (s)",
-                y_name: "sector",
-                x: (0.0, x_hi),
-                y: (y_lo as f64, y_hi as f64),
-                log_x: false,
-            },
-        );
-        for (i, (name, pts)) in passes.iter().enumerate() {
-            chart.see_through_points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name);
-        }
-        save("sectors-overlay.svg", chart.finish()?)?;
+/// Several traces on one sector-against-time chart, each from its own start, one colour per
+/// trace.
+fn overlay(
+    main: &Pass,
+    names: &[PathBuf],
+    with: &[PathBuf],
+    labels: &[String],
+    dev: Option<&str>,
+) -> anyhow::Result<String> {
+    let label =
+        |i: usize, names: &[PathBuf]| labels.get(i).cloned().unwrap_or_else(|| show_names(names));
+    let mut passes = vec![(label(0, names), main_cloud(main))];
+    let mut ranges = vec![(main.span, main.smin, main.smax)];
+    for (i, w) in with.iter().enumerate() {
+        let w = std::slice::from_ref(w);
+        let p = pass(w, dev).with_context(|| format!("--with {}", show_names(w)))?;
+        ranges.push((p.span, p.smin, p.smax));
+        passes.push((label(i + 1, w), main_cloud(&p)));
     }
+    let x_hi = ranges.iter().map(|r| r.0).fold(0.0, f64::max);
+    let y_lo = ranges.iter().map(|r| r.1).min().unwrap_or(0);
+    let y_hi = ranges.iter().map(|r| r.2).max().unwrap_or(1);
+    let labels: Vec<&str> = passes.iter().map(|p| p.0.as_str()).collect();
+    let mut chart = Chart::new(
+        (900, 500),
+        &format!("dispatched sectors over time: {}", labels.join(" vs ")),
+        Axes {
+            x_name: "time from each trace's start (s)",
+            y_name: "sector",
+            x: (0.0, x_hi),
+            y: (y_lo as f64, y_hi as f64),
+            log_x: false,
+        },
+    );
+    for (i, (name, pts)) in passes.iter().enumerate() {
+        chart.see_through_points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name);
+    }
+    Ok(chart.finish()?)
+}
 
-    // 2. Latency over time.
-    let tl = &fine.timeline;
-    let ms = |v: f64| v * 1e3;
-    // Intervals without completions have no latency: NaN breaks the line there.
-    let value = |p: &super::analyze::timeline::TimelinePoint, v: f64| {
+/// The charts drawn from the timeline: Q2C latency, queue and driver depth, throughput, IOPS
+/// and seeks per second, each against time.
+fn over_time_charts(main: &Pass, out: &mut Out) -> anyhow::Result<()> {
+    let tl = &main.d.timeline;
+    let pick = |f: fn(&TimelinePoint) -> f64| -> Vec<(f64, f64)> {
+        tl.iter()
+            .map(|p| (p.start + p.interval / 2.0, f(p)))
+            .collect()
+    };
+    // Milliseconds; intervals without completions have no latency: NaN breaks the line there.
+    fn latency(p: &TimelinePoint, v: f64) -> f64 {
         if p.q2c_max > 0.0 {
-            ms(v)
+            v * 1e3
         } else {
             f64::NAN
         }
-    };
-    let avg: Vec<(f64, f64)> = tl
-        .iter()
-        .map(|p| (p.start + p.interval / 2.0, value(p, p.q2c_avg)))
-        .collect();
-    let max: Vec<(f64, f64)> = tl
-        .iter()
-        .map(|p| (p.start + p.interval / 2.0, value(p, p.q2c_max)))
-        .collect();
-    let top = max
-        .iter()
-        .map(|p| p.1)
-        .filter(|v| !v.is_nan())
-        .fold(0.0, f64::max)
-        .max(1e-6);
-    let mut chart = Chart::new(
-        (900, 400),
-        &format!("Q2C latency over time, device {}", d.dev),
-        Axes {
-            x_name: "time (s)",
-            y_name: "Q2C (ms)",
-            x: (d.first, d.first + span),
-            y: (0.0, top * 1.05),
-            log_x: false,
-        },
-    );
-    chart.line(&avg, READ, "mean");
-    chart.line(&max, WRITE, "max");
-    save("latency.svg", chart.finish()?)?;
-
-    // 3. Depth over time.
-    let q: Vec<(f64, f64)> = tl
-        .iter()
-        .map(|p| (p.start + p.interval / 2.0, p.queue_depth))
-        .collect();
-    let dd: Vec<(f64, f64)> = tl
-        .iter()
-        .map(|p| (p.start + p.interval / 2.0, p.driver_depth))
-        .collect();
-    let top = q
-        .iter()
-        .chain(&dd)
-        .map(|p| p.1)
-        .fold(0.0, f64::max)
-        .max(1.0);
-    let mut chart = Chart::new(
-        (900, 400),
-        &format!("queue and driver depth over time, device {}", d.dev),
-        Axes {
-            x_name: "time (s)",
-            y_name: "IOs in flight (time-weighted mean)",
-            x: (d.first, d.first + span),
-            y: (0.0, top * 1.05),
-            log_x: false,
-        },
-    );
-    chart.line(&q, READ, "queued bios (Q..C)");
-    chart.line(&dd, WRITE, "requests in driver (D..C)");
-    save("depth.svg", chart.finish()?)?;
-
-    // 4. Throughput, IOPS and seeks per second over time, from the same timeline.
-    let mid = |p: &super::analyze::timeline::TimelinePoint| p.start + p.interval / 2.0;
-    let over_time = |title: &str, y_name: &str, series: &[Series]| -> anyhow::Result<String> {
-        let top = series
-            .iter()
-            .flat_map(|s| s.2.iter().map(|p| p.1))
-            .fold(0.0, f64::max)
-            .max(1e-9);
-        let mut chart = Chart::new(
-            (900, 400),
-            &format!("{title}, device {}", d.dev),
-            Axes {
-                x_name: "time (s)",
-                y_name,
-                x: (d.first, d.first + span),
-                y: (0.0, top * 1.05),
-                log_x: false,
-            },
-        );
-        for (name, colour, pts) in series {
-            chart.line(pts, *colour, name);
-        }
-        Ok(chart.finish()?)
-    };
-    let pick = |f: fn(&super::analyze::timeline::TimelinePoint) -> f64| -> Vec<(f64, f64)> {
-        tl.iter().map(|p| (mid(p), f(p))).collect()
-    };
-    save(
-        "throughput.svg",
-        over_time(
+    }
+    let charts: [(&str, &str, &str, f64, Vec<Series>); 5] = [
+        (
+            "latency.svg",
+            "Q2C latency over time",
+            "Q2C (ms)",
+            1e-6,
+            vec![
+                ("mean", READ, pick(|p| latency(p, p.q2c_avg))),
+                ("max", WRITE, pick(|p| latency(p, p.q2c_max))),
+            ],
+        ),
+        (
+            "depth.svg",
+            "queue and driver depth over time",
+            "IOs in flight (time-weighted mean)",
+            1.0,
+            vec![
+                ("queued bios (Q..C)", READ, pick(|p| p.queue_depth)),
+                ("requests in driver (D..C)", WRITE, pick(|p| p.driver_depth)),
+            ],
+        ),
+        (
+            "throughput.svg",
             "throughput over time",
             "MB/s (completed)",
-            &[
+            1e-9,
+            vec![
                 ("reads", READ, pick(|p| p.read_mb_per_s)),
                 ("writes", WRITE, pick(|p| p.write_mb_per_s)),
             ],
-        )?,
-    )?;
-    save(
-        "iops.svg",
-        over_time(
+        ),
+        (
+            "iops.svg",
             "IOPS over time",
             "completed requests per second",
-            &[
+            1e-9,
+            vec![
                 ("reads", READ, pick(|p| p.read_iops)),
                 ("writes", WRITE, pick(|p| p.write_iops)),
             ],
-        )?,
-    )?;
-    save(
-        "seeks.svg",
-        over_time(
+        ),
+        (
+            "seeks.svg",
             "seeks per second over time",
             "dispatches at a nonzero seek distance per second",
-            &[("seeks", BOTH, pick(|p| p.seeks_per_s))],
-        )?,
-    )?;
+            1e-9,
+            vec![("seeks", BOTH, pick(|p| p.seeks_per_s))],
+        ),
+    ];
+    for (file, title, y_name, least_top, series) in charts {
+        out.save(file, over_time(main, title, y_name, least_top, &series)?)?;
+    }
+    Ok(())
+}
 
-    // 5. Latency histogram, reads and writes apart (power-of-two buckets, log time axis):
-    // Q2C as bars, D2C as a line through the bars' tops.
+/// One chart of lines against the trace's time, from 0 to a little above the highest point
+/// (`least_top` at least, so a chart of zeros still has a y range).
+fn over_time(
+    main: &Pass,
+    title: &str,
+    y_name: &str,
+    least_top: f64,
+    series: &[Series],
+) -> anyhow::Result<String> {
+    let d = &main.d;
+    // f64::max skips NaN, the gaps of the latency lines.
+    let top = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .fold(0.0, f64::max)
+        .max(least_top);
+    let mut chart = Chart::new(
+        (900, 400),
+        &format!("{title}, device {}", d.dev),
+        Axes {
+            x_name: "time (s)",
+            y_name,
+            x: (d.first, d.first + main.span),
+            y: (0.0, top * 1.05),
+            log_x: false,
+        },
+    );
+    for (name, colour, pts) in series {
+        chart.line(pts, *colour, name);
+    }
+    Ok(chart.finish()?)
+}
+
+/// Latency histogram, reads and writes apart (power-of-two buckets, log time axis): Q2C as
+/// bars, D2C as a line through the bars' tops.
+fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
     let h = |dir: &str, k: &str| {
-        fine.by_direction
+        d.by_direction
             .get(dir)
             .and_then(|m| m.get(k))
             .map(|s| {
@@ -403,8 +421,7 @@ pub(crate) fn plot(
             chart.line(&tops, *colour, name);
         }
     }
-    save("histogram.svg", chart.finish()?)?;
-    Ok(written)
+    Ok(chart.finish()?)
 }
 
 /// Writes a PNG copy of an SVG chart beside it (same name, .png), rasterised in-process.
