@@ -7,6 +7,7 @@ use std::path::Path;
 use toml::de::DeTable;
 
 use super::engine_table;
+use super::workload_table::JobRef;
 use super::{
     Diagnostic, ExperimentError, Repetitions, Stabilise, TargetDevice, TargetSpec, TraceSettings,
     Walker,
@@ -113,149 +114,227 @@ pub(crate) fn parse_with(
         }
     };
     let root = root.get_ref();
+    let policy = w.policy_and_engine(root);
+    let mut top = w.top_level(root, &policy);
+    w.factors_not_stabilised(&top.factors, &top.stabilise);
+    let text = w.with_job_file(&mut top, &policy);
+    w.conflicts(&top.workload, &top.workload_spans, &top.factors);
+    w.engine_fits(&top.workload_spans, &top.factors, &top.target);
+    w.matrix_size(top.factors_span.clone(), &top.factors, &top.repetitions);
+    w.fits_hosts(&top);
+    if !w.diags.is_empty() {
+        w.diags.sort_by_key(|d| (d.line, d.column));
+        return Err(fail(w));
+    }
+    Ok(Experiment {
+        source: source.to_string(),
+        text,
+        name: top.name.unwrap_or_default(),
+        description: top.description,
+        seed: top.seed,
+        repetitions: top.repetitions,
+        warmup: top.warmup,
+        target: top.target,
+        workload: top.workload,
+        factors: top.factors,
+        policy,
+        split_cpus: top.split_cpus,
+        trace: top.trace,
+        prepare: top.prepare,
+        stabilise: top.stabilise,
+        trace_settings: top.trace_settings,
+        engine: w.engine,
+    })
+}
 
-    // Policy flags first: they decide how [workload] and [factors] are checked, wherever
-    // they appear in the file.
-    let mut policy = OptionPolicy::default();
-    for (key, value) in root.iter() {
-        match key.get_ref().as_ref() {
-            "allow_exec" => policy.allow_exec = w.boolean(value).unwrap_or(false),
-            "allow_unknown_fio_options" => policy.allow_unknown = w.boolean(value).unwrap_or(false),
-            _ => {}
-        }
-    }
-    // The engine next: it decides which factors are options.
-    let engine_value = root
-        .iter()
-        .find(|(k, _)| k.get_ref() == "engine")
-        .map(|(_, v)| v);
-    let engine_tables: Vec<_> = root
-        .iter()
-        .filter(|(k, _)| engine_table::TABLES.contains(&k.get_ref().as_ref()))
-        .map(|(k, v)| (k.get_ref().to_string(), k.span(), v))
-        .collect();
-    w.engine = w.engine(engine_value, &engine_tables, policy.allow_exec);
+/// What the file's keys said, as read one by one, before the checks across tables.
+struct TopLevel {
+    name: Option<String>,
+    description: Option<String>,
+    seed: u64,
+    repetitions: Repetitions,
+    warmup: bool,
+    split_cpus: bool,
+    trace: bool,
+    trace_settings: TraceSettings,
+    trace_span: Range<usize>,
+    target: TargetSpec,
+    workload: Vec<(String, String)>,
+    /// Where each workload option came from: its key's span and, for an option of the job
+    /// file, "job file FILE:LINE: " (the span then is the `job` value's).
+    workload_spans: Vec<(Range<usize>, String)>,
+    job: Option<JobRef>,
+    factors: Vec<Factor>,
+    factors_span: Range<usize>,
+    prepare: Prepare,
+    stabilise: Stabilise,
+}
 
-    let mut name = None;
-    let mut description = None;
-    let mut seed = 0;
-    let mut repetitions = Repetitions::Fixed(3);
-    let mut warmup = false;
-    let mut split_cpus = false;
-    let mut trace = false;
-    let mut trace_settings = TraceSettings::default();
-    let mut target = TargetSpec {
-        device: TargetDevice::Scratch,
-        count: 1,
-        size_bytes: DEFAULT_SCRATCH_BYTES,
-        anchor_cpu: None,
-        nic: None,
-        hosts: Vec::new(),
-        host_specs: Vec::new(),
-        local_devices: Vec::new(),
-    };
-    let mut trace_span = 0..0;
-    let mut workload = Vec::new();
-    let mut workload_spans: Vec<Range<usize>> = Vec::new();
-    let mut job = None;
-    let mut factors = Vec::new();
-    let mut factors_span = 0..0;
-    let mut prepare = Prepare::default();
-    let mut stabilise = Stabilise::default();
-    for (key, value) in root.iter() {
-        match key.get_ref().as_ref() {
-            "name" => name = w.nonempty_string(value, "name"),
-            "description" => description = w.string(value, "description"),
-            "seed" => {
-                if let Some(s) = w.integer_in(value, "seed", 0, i64::MAX) {
-                    seed = s as u64;
+impl Walker<'_> {
+    /// The policy flags and the engine, read first wherever they appear in the file: the
+    /// flags decide how [workload] and [factors] are checked, the engine which factors are
+    /// options.
+    fn policy_and_engine(&mut self, root: &DeTable) -> OptionPolicy {
+        let mut policy = OptionPolicy::default();
+        for (key, value) in root.iter() {
+            match key.get_ref().as_ref() {
+                "allow_exec" => policy.allow_exec = self.boolean(value).unwrap_or(false),
+                "allow_unknown_fio_options" => {
+                    policy.allow_unknown = self.boolean(value).unwrap_or(false)
                 }
-            }
-            "repetitions" => {
-                if let Some(r) = w.repetitions(value) {
-                    repetitions = r;
-                }
-            }
-            "warmup" => warmup = w.boolean(value).unwrap_or(false),
-            "split_cpus" => split_cpus = w.boolean(value).unwrap_or(false),
-            "trace" => {
-                (trace, trace_settings) = w.trace(value);
-                trace_span = value.span();
-            }
-            "allow_exec" | "allow_unknown_fio_options" => {}
-            "engine" | "command" | "iperf3" | "sockperf" => {}
-            "target" => {
-                if let Some(t) = w.target(value) {
-                    target = t;
-                }
-            }
-            "workload" => {
-                (workload, workload_spans) = w.workload(value, &policy);
-                job = w.job_file(value);
-            }
-            "factors" => {
-                factors = w.factors(value, &policy);
-                factors_span = key.span();
-            }
-            "prepare" => prepare = w.prepare(value),
-            "stabilise" => stabilise = w.stabilise(value),
-            other => w.unknown_key(key.span(), other, "the top level", TOP_KEYS),
-        }
-    }
-    if name.is_none() && !root.iter().any(|(k, _)| k.get_ref() == "name") {
-        w.error(
-            0..0,
-            "the experiment has no `name`".to_string(),
-            Some("name = \"a short title\" at the top of the file".to_string()),
-        );
-    }
-    for f in &factors {
-        if let FactorKind::System(k) = &f.kind {
-            if stabilise.settings.iter().any(|(s, _)| s == k) {
-                w.diags.push(Diagnostic {
-                    line: f.line,
-                    column: 1,
-                    message: format!("`{}` is a factor and is also set in [stabilise]", f.name),
-                    allowed: Some("one of the two".to_string()),
-                });
+                _ => {}
             }
         }
+        let engine_value = root
+            .iter()
+            .find(|(k, _)| k.get_ref() == "engine")
+            .map(|(_, v)| v);
+        let engine_tables: Vec<_> = root
+            .iter()
+            .filter(|(k, _)| engine_table::TABLES.contains(&k.get_ref().as_ref()))
+            .map(|(k, v)| (k.get_ref().to_string(), k.span(), v))
+            .collect();
+        self.engine = self.engine(engine_value, &engine_tables, policy.allow_exec);
+        policy
     }
-    // Where each workload option came from: its key, or (job file) the `job` value and the
-    // job file's line.
-    let mut workload_spans: Vec<_> = workload_spans
-        .into_iter()
-        .map(|s| (s, String::new()))
-        .collect();
-    let mut text = text.to_string();
-    if let Some(job) = job {
-        let span = job.span.clone();
-        let options = w.job_options(job, &target, &policy, &mut text);
-        let at = |o: &job_file::JobOption| (span.clone(), format!("job file {}: ", o.origin));
-        workload_spans.splice(0..0, options.iter().map(at));
-        workload.splice(0..0, options.into_iter().map(|o| (o.name, o.value)));
+
+    /// Every top-level key, each to its table's parser, with the defaults of those left out.
+    fn top_level(&mut self, root: &DeTable, policy: &OptionPolicy) -> TopLevel {
+        let mut top = TopLevel {
+            name: None,
+            description: None,
+            seed: 0,
+            repetitions: Repetitions::Fixed(3),
+            warmup: false,
+            split_cpus: false,
+            trace: false,
+            trace_settings: TraceSettings::default(),
+            trace_span: 0..0,
+            target: TargetSpec {
+                device: TargetDevice::Scratch,
+                count: 1,
+                size_bytes: DEFAULT_SCRATCH_BYTES,
+                anchor_cpu: None,
+                nic: None,
+                hosts: Vec::new(),
+                host_specs: Vec::new(),
+                local_devices: Vec::new(),
+            },
+            workload: Vec::new(),
+            workload_spans: Vec::new(),
+            job: None,
+            factors: Vec::new(),
+            factors_span: 0..0,
+            prepare: Prepare::default(),
+            stabilise: Stabilise::default(),
+        };
+        for (key, value) in root.iter() {
+            match key.get_ref().as_ref() {
+                "name" => top.name = self.nonempty_string(value, "name"),
+                "description" => top.description = self.string(value, "description"),
+                "seed" => {
+                    if let Some(s) = self.integer_in(value, "seed", 0, i64::MAX) {
+                        top.seed = s as u64;
+                    }
+                }
+                "repetitions" => {
+                    if let Some(r) = self.repetitions(value) {
+                        top.repetitions = r;
+                    }
+                }
+                "warmup" => top.warmup = self.boolean(value).unwrap_or(false),
+                "split_cpus" => top.split_cpus = self.boolean(value).unwrap_or(false),
+                "trace" => {
+                    (top.trace, top.trace_settings) = self.trace(value);
+                    top.trace_span = value.span();
+                }
+                "allow_exec" | "allow_unknown_fio_options" => {}
+                "engine" | "command" | "iperf3" | "sockperf" => {}
+                "target" => {
+                    if let Some(t) = self.target(value) {
+                        top.target = t;
+                    }
+                }
+                "workload" => {
+                    let (options, spans) = self.workload(value, policy);
+                    top.workload = options;
+                    top.workload_spans = spans.into_iter().map(|s| (s, String::new())).collect();
+                    top.job = self.job_file(value);
+                }
+                "factors" => {
+                    top.factors = self.factors(value, policy);
+                    top.factors_span = key.span();
+                }
+                "prepare" => top.prepare = self.prepare(value),
+                "stabilise" => top.stabilise = self.stabilise(value),
+                other => self.unknown_key(key.span(), other, "the top level", TOP_KEYS),
+            }
+        }
+        if top.name.is_none() && !root.iter().any(|(k, _)| k.get_ref() == "name") {
+            self.error(
+                0..0,
+                "the experiment has no `name`".to_string(),
+                Some("name = \"a short title\" at the top of the file".to_string()),
+            );
+        }
+        top
     }
-    w.conflicts(&workload, &workload_spans, &factors);
-    w.engine_fits(&workload_spans, &factors, &target);
-    w.matrix_size(factors_span, &factors, &repetitions);
-    if trace && target.device_count() > 1 && !target.hosts.is_empty() {
-        // A host's agent records the one device it drives.
-        w.error(
-            trace_span.clone(),
-            format!(
-                "`trace = true` with `hosts` records one device on each host, but [target] \
-                 names {}",
-                target.device_count()
-            ),
-            Some("one device in [target], or trace = false".to_string()),
-        );
+
+    /// A system knob is either varied (a factor) or held ([stabilise]), not both.
+    fn factors_not_stabilised(&mut self, factors: &[Factor], stabilise: &Stabilise) {
+        for f in factors {
+            if let FactorKind::System(k) = &f.kind {
+                if stabilise.settings.iter().any(|(s, _)| s == k) {
+                    self.diags.push(Diagnostic {
+                        line: f.line,
+                        column: 1,
+                        message: format!("`{}` is a factor and is also set in [stabilise]", f.name),
+                        allowed: Some("one of the two".to_string()),
+                    });
+                }
+            }
+        }
     }
-    if !target.hosts.is_empty() {
+
+    /// Puts a `[workload] job` file's options before the file's own, and returns the text to
+    /// store: the file's, followed by the job file's (and its includes') as comments.
+    fn with_job_file(&mut self, top: &mut TopLevel, policy: &OptionPolicy) -> String {
+        let mut text = self.text.to_string();
+        if let Some(job) = top.job.take() {
+            let span = job.span.clone();
+            let options = self.job_options(job, &top.target, policy, &mut text);
+            let at = |o: &job_file::JobOption| (span.clone(), format!("job file {}: ", o.origin));
+            top.workload_spans.splice(0..0, options.iter().map(at));
+            top.workload
+                .splice(0..0, options.into_iter().map(|o| (o.name, o.value)));
+        }
+        text
+    }
+
+    /// What `hosts` rules out: tracing more than one device per host or none of them,
+    /// [prepare] and [stabilise], and factors that change only this machine.
+    fn fits_hosts(&mut self, top: &TopLevel) {
+        let (target, trace, trace_span) = (&top.target, top.trace, &top.trace_span);
+        if trace && target.device_count() > 1 && !target.hosts.is_empty() {
+            // A host's agent records the one device it drives.
+            self.error(
+                trace_span.clone(),
+                format!(
+                    "`trace = true` with `hosts` records one device on each host, but [target] \
+                     names {}",
+                    target.device_count()
+                ),
+                Some("one device in [target], or trace = false".to_string()),
+            );
+        }
+        if target.hosts.is_empty() {
+            return;
+        }
         // Controlled hosts record their own devices through their agents; this machine
         // records its own `local_devices`.
         if trace && !target.controlled() && target.local_devices.is_empty() {
-            w.error(
-                trace_span,
+            self.error(
+                trace_span.clone(),
                 "`trace = true` records this machine's device; with `hosts` fio runs elsewhere"
                     .to_string(),
                 Some(
@@ -265,8 +344,8 @@ pub(crate) fn parse_with(
                 ),
             );
         }
-        if !prepare.is_empty() || stabilise != Stabilise::default() {
-            w.error(
+        if !top.prepare.is_empty() || top.stabilise != Stabilise::default() {
+            self.error(
                 0..0,
                 "[prepare] and [stabilise] act on this machine; with `hosts` fio runs elsewhere"
                     .to_string(),
@@ -276,14 +355,14 @@ pub(crate) fn parse_with(
         // Knobs, placement and interrupts are set on this machine only, unless every host is
         // controlled over SSH (`[[target.host]] ssh`): then its agent sets them there.
         let controlled = target.controlled();
-        for f in &factors {
+        for f in &top.factors {
             let on_hosts = matches!(
                 f.kind,
                 FactorKind::QueueKnob { .. } | FactorKind::Placement | FactorKind::IrqAffinity
             );
             let here_only = !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling);
             if here_only && !(controlled && on_hosts) {
-                w.diags.push(Diagnostic {
+                self.diags.push(Diagnostic {
                     line: f.line,
                     column: 1,
                     message: format!(
@@ -296,29 +375,6 @@ pub(crate) fn parse_with(
             }
         }
     }
-    if !w.diags.is_empty() {
-        w.diags.sort_by_key(|d| (d.line, d.column));
-        return Err(fail(w));
-    }
-    Ok(Experiment {
-        source: source.to_string(),
-        text,
-        name: name.unwrap_or_default(),
-        description,
-        seed,
-        repetitions,
-        warmup,
-        target,
-        workload,
-        factors,
-        policy,
-        split_cpus,
-        trace,
-        prepare,
-        stabilise,
-        trace_settings,
-        engine: w.engine,
-    })
 }
 
 #[cfg(test)]
