@@ -47,6 +47,26 @@ fn lat_table<'a>(
     out.push('\n');
 }
 
+/// One of btt's per-device tables: the header and rule after "DEV |", a row per device
+/// (`row` gives none for a device it has nothing for), then `after`.
+fn device_table(
+    o: &mut String,
+    r: &Report,
+    head: &str,
+    rule: &str,
+    row: impl Fn(&DeviceReport) -> Option<String>,
+    after: &str,
+) {
+    let _ = writeln!(o, "       DEV | {head}");
+    let _ = writeln!(o, "---------- | {rule}");
+    for d in &r.devices {
+        if let Some(row) = row(d) {
+            let _ = writeln!(o, "{:>10} | {row}", dev_hdr(&d.dev));
+        }
+    }
+    o.push_str(after);
+}
+
 /// The report as text. Device and process names come from the trace as they are: a caller
 /// printing to a terminal escapes them (iolab's `report::format::terminal_safe_lines`).
 pub fn render(r: &Report) -> String {
@@ -59,158 +79,7 @@ pub fn render(r: &Report) -> String {
             .iter()
             .filter_map(|k| r.all.get(*k).map(|s| (k.to_uppercase(), s))),
     );
-    section(&mut o, "Device Overhead");
-    let _ = writeln!(
-        o,
-        "       DEV | {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "Q2G", "G2I", "Q2M", "I2D", "M2D", "D2C"
-    );
-    let _ = writeln!(
-        o,
-        "---------- | --------- --------- --------- --------- --------- ---------"
-    );
-    for d in &r.devices {
-        let v = &d.overhead;
-        let _ = writeln!(
-            o,
-            "{:>10} | {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}%",
-            dev_hdr(&d.dev),
-            v.q2g,
-            v.g2i,
-            v.q2m,
-            v.i2d,
-            v.m2d,
-            v.d2c
-        );
-    }
-    o.push_str("(iolab adds M2D, which btt leaves out of this table)\n\n");
-    section(&mut o, "Device Merge Information");
-    let _ = writeln!(
-        o,
-        "       DEV |       #Q       #D   Ratio |   BLKmin   BLKavg   BLKmax    Total"
-    );
-    let _ = writeln!(
-        o,
-        "---------- | -------- -------- ------- | -------- -------- -------- --------"
-    );
-    for d in &r.devices {
-        let m = &d.merge;
-        let _ = writeln!(
-            o,
-            "{:>10} | {:>8} {:>8} {:>7.1} | {:>8} {:>8} {:>8} {:>8}",
-            dev_hdr(&d.dev),
-            m.q,
-            m.d,
-            m.ratio,
-            m.blk_min,
-            m.blk_avg,
-            m.blk_max,
-            m.total
-        );
-    }
-    o.push('\n');
-    for (title, pick) in [
-        ("Device Q2Q Seek Information", true),
-        ("Device D2D Seek Information", false),
-    ] {
-        section(&mut o, title);
-        let _ = writeln!(
-            o,
-            "       DEV | {:>15} {:>15} {:>15} | MODE",
-            "NSEEKS", "MEAN", "MEDIAN"
-        );
-        let _ = writeln!(
-            o,
-            "---------- | --------------- --------------- --------------- | ---------------"
-        );
-        for d in &r.devices {
-            let s = if pick { &d.seek_q2q } else { &d.seek_d2d };
-            if let Some(s) = s {
-                let approx = |exact: bool| if exact { "" } else { "~" };
-                let mode = format!("{}{}({})", approx(s.mode_exact), s.mode, s.mode_count);
-                let median = format!("{}{}", approx(s.median_exact), s.median);
-                let _ = writeln!(
-                    o,
-                    "{:>10} | {:>15} {:>15.1} {:>15} | {mode}",
-                    dev_hdr(&d.dev),
-                    s.nseeks,
-                    s.mean,
-                    median
-                );
-            }
-        }
-        o.push_str("(MEDIAN is the true median of |distance|, btt's is not; ~ = within 0.4%)\n\n");
-    }
-    section(&mut o, "Plug Information");
-    let _ = writeln!(o, "       DEV |    # Plugs # Timer Us  | % Time Q Plugged");
-    let _ = writeln!(o, "---------- | ---------- ----------  | ----------------");
-    for d in &r.devices {
-        let p = &d.plug;
-        let _ = writeln!(
-            o,
-            "{:>10} | {:>10}({:>10}) | {:>13.9}%",
-            dev_hdr(&d.dev),
-            p.plugs,
-            p.timer_unplugs,
-            p.pct_time_plugged
-        );
-    }
-    o.push('\n');
-    let _ = writeln!(o, "       DEV |    IOs/Unp   IOs/Unp(to)");
-    let _ = writeln!(o, "---------- | ----------   ----------");
-    for d in &r.devices {
-        let _ = writeln!(
-            o,
-            "{:>10} | {:>10.1}   {:>10.1}",
-            dev_hdr(&d.dev),
-            d.plug.ios_per_unplug,
-            d.plug.ios_per_timer_unplug
-        );
-    }
-    o.push('\n');
-    section(&mut o, "Active Requests At Q Information");
-    let _ = writeln!(o, "       DEV |  Avg Reqs @ Q");
-    let _ = writeln!(o, "---------- | -------------");
-    for d in &r.devices {
-        let _ = writeln!(
-            o,
-            "{:>10} | {:>13.1}",
-            dev_hdr(&d.dev),
-            d.active_requests_at_q
-        );
-    }
-    o.push('\n');
-    section(&mut o, "I/O Active Period Information");
-    let _ = writeln!(
-        o,
-        "       DEV |     # Live      Avg. Act     Avg. !Act % Live"
-    );
-    let _ = writeln!(
-        o,
-        "---------- | ---------- ------------- ------------- ------"
-    );
-    for d in &r.devices {
-        let a = &d.active_periods;
-        let _ = writeln!(
-            o,
-            "{:>10} | {:>10} {:>13.9} {:>13.9} {:>6.2}",
-            dev_hdr(&d.dev),
-            a.live,
-            a.avg_active,
-            a.avg_inactive,
-            a.pct_live
-        );
-    }
-    o.push_str("(Avg. !Act and % Live over the gaps between periods; btt also counts the time\n before the first dispatch");
-    for d in &r.devices {
-        let a = &d.active_periods;
-        let _ = write!(
-            o,
-            "; {}: btt would print {:.9} {:.2}",
-            d.dev, a.btt_avg_inactive, a.btt_pct_live
-        );
-    }
-    o.push_str(")\n\n");
+    btt_device_sections(&mut o, r);
     if !r.processes.is_empty() {
         section(&mut o, "Per Process");
         for key in ["q2c", "d2c"] {
@@ -231,6 +100,130 @@ pub fn render(r: &Report) -> String {
         device_extras(&mut o, d);
     }
     o
+}
+
+/// btt's sections of one row per device, from "Device Overhead" to "I/O Active Period
+/// Information", each with what iolab adds or measures otherwise noted below it.
+fn btt_device_sections(o: &mut String, r: &Report) {
+    section(o, "Device Overhead");
+    device_table(
+        o,
+        r,
+        &format!(
+            "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "Q2G", "G2I", "Q2M", "I2D", "M2D", "D2C"
+        ),
+        "--------- --------- --------- --------- --------- ---------",
+        |d| {
+            let v = &d.overhead;
+            Some(format!(
+                "{:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}% {:>8.4}%",
+                v.q2g, v.g2i, v.q2m, v.i2d, v.m2d, v.d2c
+            ))
+        },
+        "(iolab adds M2D, which btt leaves out of this table)\n\n",
+    );
+    section(o, "Device Merge Information");
+    device_table(
+        o,
+        r,
+        "      #Q       #D   Ratio |   BLKmin   BLKavg   BLKmax    Total",
+        "-------- -------- ------- | -------- -------- -------- --------",
+        |d| {
+            let m = &d.merge;
+            Some(format!(
+                "{:>8} {:>8} {:>7.1} | {:>8} {:>8} {:>8} {:>8}",
+                m.q, m.d, m.ratio, m.blk_min, m.blk_avg, m.blk_max, m.total
+            ))
+        },
+        "\n",
+    );
+    for (title, pick) in [
+        ("Device Q2Q Seek Information", true),
+        ("Device D2D Seek Information", false),
+    ] {
+        section(o, title);
+        device_table(
+            o,
+            r,
+            &format!("{:>15} {:>15} {:>15} | MODE", "NSEEKS", "MEAN", "MEDIAN"),
+            "--------------- --------------- --------------- | ---------------",
+            |d| {
+                let s = if pick { &d.seek_q2q } else { &d.seek_d2d };
+                let s = s.as_ref()?;
+                let approx = |exact: bool| if exact { "" } else { "~" };
+                let mode = format!("{}{}({})", approx(s.mode_exact), s.mode, s.mode_count);
+                let median = format!("{}{}", approx(s.median_exact), s.median);
+                Some(format!(
+                    "{:>15} {:>15.1} {:>15} | {mode}",
+                    s.nseeks, s.mean, median
+                ))
+            },
+            "(MEDIAN is the true median of |distance|, btt's is not; ~ = within 0.4%)\n\n",
+        );
+    }
+    section(o, "Plug Information");
+    device_table(
+        o,
+        r,
+        "   # Plugs # Timer Us  | % Time Q Plugged",
+        "---------- ----------  | ----------------",
+        |d| {
+            let p = &d.plug;
+            Some(format!(
+                "{:>10}({:>10}) | {:>13.9}%",
+                p.plugs, p.timer_unplugs, p.pct_time_plugged
+            ))
+        },
+        "\n",
+    );
+    device_table(
+        o,
+        r,
+        "   IOs/Unp   IOs/Unp(to)",
+        "----------   ----------",
+        |d| {
+            Some(format!(
+                "{:>10.1}   {:>10.1}",
+                d.plug.ios_per_unplug, d.plug.ios_per_timer_unplug
+            ))
+        },
+        "\n",
+    );
+    section(o, "Active Requests At Q Information");
+    device_table(
+        o,
+        r,
+        " Avg Reqs @ Q",
+        "-------------",
+        |d| Some(format!("{:>13.1}", d.active_requests_at_q)),
+        "\n",
+    );
+    section(o, "I/O Active Period Information");
+    device_table(
+        o,
+        r,
+        "    # Live      Avg. Act     Avg. !Act % Live",
+        "---------- ------------- ------------- ------",
+        |d| {
+            let a = &d.active_periods;
+            Some(format!(
+                "{:>10} {:>13.9} {:>13.9} {:>6.2}",
+                a.live, a.avg_active, a.avg_inactive, a.pct_live
+            ))
+        },
+        "(Avg. !Act and % Live over the gaps between periods; btt also counts the time\n \
+         before the first dispatch",
+    );
+    for d in &r.devices {
+        let a = &d.active_periods;
+        let _ = write!(
+            o,
+            "; {}: btt would print {:.9} {:.2}",
+            d.dev, a.btt_avg_inactive, a.btt_pct_live
+        );
+    }
+    o.push_str(")\n\n");
 }
 
 /// One row of the percentile tables (nothing when there are no samples).
