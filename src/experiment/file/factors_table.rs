@@ -189,6 +189,7 @@ impl Walker<'_> {
         None
     }
 
+    /// One level of a factor, checked as its kind's values are.
     pub(super) fn level(
         &mut self,
         item: &Value,
@@ -196,174 +197,199 @@ impl Walker<'_> {
         kind: &FactorKind,
         policy: &OptionPolicy,
     ) -> Option<Level> {
-        let v = item.get_ref();
         match kind {
-            FactorKind::Engine { option } => {
-                let Some(text) = engine_table::option_text(v) else {
-                    self.expected(item, "a string, number or boolean", factor);
-                    return None;
-                };
-                if let Some(Err(e)) = self.engine.program().map(|e| e.check_option(option, &text)) {
-                    self.error(item.span(), e, None);
-                    return None;
-                }
-                Some(Level {
-                    label: text.clone(),
-                    value: LevelValue::Fio(text),
-                })
+            FactorKind::Engine { option } => self.engine_level(item, factor, option),
+            FactorKind::Polling => self.polling_level(item, factor),
+            FactorKind::Placement | FactorKind::IrqAffinity => {
+                self.placement_level(item, *kind == FactorKind::Placement)
             }
-            FactorKind::Polling => match v {
-                DeValue::Boolean(b) => Some(Level {
-                    label: b.to_string(),
-                    value: LevelValue::Polling(*b),
+            FactorKind::System(knob) => self.system_level(item, factor, knob),
+            FactorKind::QueueKnob { attribute } => self.queue_knob_level(item, factor, attribute),
+            FactorKind::Fio { option } => self.fio_level(item, option, policy),
+        }
+    }
+
+    /// A level of a program engine's option: whatever the program says it takes.
+    fn engine_level(&mut self, item: &Value, factor: &str, option: &str) -> Option<Level> {
+        let Some(text) = engine_table::option_text(item.get_ref()) else {
+            self.expected(item, "a string, number or boolean", factor);
+            return None;
+        };
+        if let Some(Err(e)) = self.engine.program().map(|e| e.check_option(option, &text)) {
+            self.error(item.span(), e, None);
+            return None;
+        }
+        Some(Level {
+            label: text.clone(),
+            value: LevelValue::Fio(text),
+        })
+    }
+
+    /// A level of `hipri`: polled or not.
+    fn polling_level(&mut self, item: &Value, factor: &str) -> Option<Level> {
+        match item.get_ref() {
+            DeValue::Boolean(b) => Some(Level {
+                label: b.to_string(),
+                value: LevelValue::Polling(*b),
+            }),
+            other => {
+                self.error(
+                    item.span(),
+                    format!(
+                        "`{factor}` levels are true or false, not {}",
+                        type_name(other)
+                    ),
+                    Some("true, false".to_string()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A level of `placement` (where fio runs) or `irq_cpu` (where the interrupt goes): a
+    /// name (on, near, far, ...), a CPU, or a list of CPUs.
+    fn placement_level(&mut self, item: &Value, placement: bool) -> Option<Level> {
+        let v = item.get_ref();
+        let allowed = if placement {
+            PLACEMENT_ALLOWED
+        } else {
+            IRQ_ALLOWED
+        };
+        let text = match v {
+            DeValue::String(s) => Some(s.to_string()),
+            DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+            DeValue::Array(cpus) => {
+                let nums: Option<Vec<String>> = cpus
+                    .iter()
+                    .map(|c| match c.get_ref() {
+                        DeValue::Integer(i) => {
+                            integer(i).filter(|n| *n >= 0).map(|n| n.to_string())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                nums.filter(|n| !n.is_empty()).map(|n| n.join(","))
+            }
+            _ => None,
+        };
+        let parsed = match text {
+            Some(t) if placement => Pinning::parse(&t).map(LevelValue::Placement),
+            Some(t) => IrqPlacement::parse(&t).map(LevelValue::Irq),
+            None => Err(format!("{} is not a placement", type_name(v))),
+        };
+        match parsed {
+            Ok(value) => {
+                let label = match &value {
+                    LevelValue::Placement(p) => p.to_string(),
+                    LevelValue::Irq(p) => p.to_string(),
+                    _ => unreachable!("placement levels only"),
+                };
+                Some(Level { label, value })
+            }
+            Err(e) => {
+                self.error(item.span(), e, Some(allowed.to_string()));
+                None
+            }
+        }
+    }
+
+    /// A level of a system control (governor, turbo, ...), checked against its values.
+    fn system_level(&mut self, item: &Value, factor: &str, knob: &SystemKnob) -> Option<Level> {
+        let v = item.get_ref();
+        let text = match v {
+            DeValue::String(s) => Some(s.to_string()),
+            DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+            DeValue::Boolean(b) => Some(b.to_string()),
+            _ => None,
+        };
+        match text.map(|t| knob.check(&t)) {
+            Some(Ok(value)) => Some(Level {
+                label: value.clone(),
+                value: LevelValue::Knob(value),
+            }),
+            Some(Err(allowed)) => {
+                self.error(
+                    item.span(),
+                    format!("not a value of `{factor}`"),
+                    Some(allowed),
+                );
+                None
+            }
+            None => {
+                self.error(
+                    item.span(),
+                    format!(
+                        "`{factor}` levels are strings, integers or booleans, not {}",
+                        type_name(v)
+                    ),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    /// A level of a queue attribute: checked against the values of a knob iolab knows, one
+    /// line of text for any other attribute.
+    fn queue_knob_level(&mut self, item: &Value, factor: &str, attribute: &str) -> Option<Level> {
+        let v = item.get_ref();
+        let text = match v {
+            DeValue::String(s) => Some(s.to_string()),
+            DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+            _ => None,
+        };
+        let Some(text) = text.filter(|t| !t.contains(['\n', '\r', '\0'])) else {
+            self.error(
+                item.span(),
+                format!(
+                    "`{factor}` levels are strings or integers, not {}",
+                    type_name(v)
+                ),
+                None,
+            );
+            return None;
+        };
+        match queue_knobs::find(attribute) {
+            Some(knob) => match knob.check(&text) {
+                Ok(value) => Some(Level {
+                    label: value.clone(),
+                    value: LevelValue::Knob(value),
                 }),
-                other => {
+                Err(allowed) => {
                     self.error(
                         item.span(),
-                        format!(
-                            "`{factor}` levels are true or false, not {}",
-                            type_name(other)
-                        ),
-                        Some("true, false".to_string()),
+                        format!("`{text}` is not a value of `{factor}`"),
+                        Some(allowed),
                     );
                     None
                 }
             },
-            FactorKind::Placement | FactorKind::IrqAffinity => {
-                let placement = *kind == FactorKind::Placement;
-                let allowed = if placement {
-                    PLACEMENT_ALLOWED
-                } else {
-                    IRQ_ALLOWED
-                };
-                let text = match v {
-                    DeValue::String(s) => Some(s.to_string()),
-                    DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
-                    DeValue::Array(cpus) => {
-                        let nums: Option<Vec<String>> = cpus
-                            .iter()
-                            .map(|c| match c.get_ref() {
-                                DeValue::Integer(i) => {
-                                    integer(i).filter(|n| *n >= 0).map(|n| n.to_string())
-                                }
-                                _ => None,
-                            })
-                            .collect();
-                        nums.filter(|n| !n.is_empty()).map(|n| n.join(","))
-                    }
-                    _ => None,
-                };
-                let parsed = match text {
-                    Some(t) if placement => Pinning::parse(&t).map(LevelValue::Placement),
-                    Some(t) => IrqPlacement::parse(&t).map(LevelValue::Irq),
-                    None => Err(format!("{} is not a placement", type_name(v))),
-                };
-                match parsed {
-                    Ok(value) => {
-                        let label = match &value {
-                            LevelValue::Placement(p) => p.to_string(),
-                            LevelValue::Irq(p) => p.to_string(),
-                            _ => unreachable!("placement levels only"),
-                        };
-                        Some(Level { label, value })
-                    }
-                    Err(e) => {
-                        self.error(item.span(), e, Some(allowed.to_string()));
-                        None
-                    }
-                }
-            }
-            FactorKind::System(knob) => {
-                let text = match v {
-                    DeValue::String(s) => Some(s.to_string()),
-                    DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
-                    DeValue::Boolean(b) => Some(b.to_string()),
-                    _ => None,
-                };
-                match text.map(|t| knob.check(&t)) {
-                    Some(Ok(value)) => Some(Level {
-                        label: value.clone(),
-                        value: LevelValue::Knob(value),
-                    }),
-                    Some(Err(allowed)) => {
-                        self.error(
-                            item.span(),
-                            format!("not a value of `{factor}`"),
-                            Some(allowed),
-                        );
-                        None
-                    }
-                    None => {
-                        self.error(
-                            item.span(),
-                            format!(
-                                "`{factor}` levels are strings, integers or booleans, not {}",
-                                type_name(v)
-                            ),
-                            None,
-                        );
-                        None
-                    }
-                }
-            }
-            FactorKind::QueueKnob { attribute } => {
-                let text = match v {
-                    DeValue::String(s) => Some(s.to_string()),
-                    DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
-                    _ => None,
-                };
-                let Some(text) = text.filter(|t| !t.contains(['\n', '\r', '\0'])) else {
-                    self.error(
-                        item.span(),
-                        format!(
-                            "`{factor}` levels are strings or integers, not {}",
-                            type_name(v)
-                        ),
-                        None,
-                    );
-                    return None;
-                };
-                match queue_knobs::find(attribute) {
-                    Some(knob) => match knob.check(&text) {
-                        Ok(value) => Some(Level {
-                            label: value.clone(),
-                            value: LevelValue::Knob(value),
-                        }),
-                        Err(allowed) => {
-                            self.error(
-                                item.span(),
-                                format!("`{text}` is not a value of `{factor}`"),
-                                Some(allowed),
-                            );
-                            None
-                        }
-                    },
-                    None => Some(Level {
-                        label: text.clone(),
-                        value: LevelValue::Knob(text),
-                    }),
-                }
-            }
-            FactorKind::Fio { option } => {
-                let Some(text) = scalar_text(v) else {
-                    self.error(
-                        item.span(),
-                        format!(
-                            "a level of fio option `{option}` is one value, not {}",
-                            type_name(v)
-                        ),
-                        Some("a string, integer, float or boolean".to_string()),
-                    );
-                    return None;
-                };
-                let before = self.diags.len();
-                self.fio_option(item.span(), option, &text, policy);
-                (self.diags.len() == before).then(|| Level {
-                    label: text.clone(),
-                    value: LevelValue::Fio(text),
-                })
-            }
+            None => Some(Level {
+                label: text.clone(),
+                value: LevelValue::Knob(text),
+            }),
         }
+    }
+
+    /// A level of a fio option: one value, allowed as the workload's options are.
+    fn fio_level(&mut self, item: &Value, option: &str, policy: &OptionPolicy) -> Option<Level> {
+        let Some(text) = scalar_text(item.get_ref()) else {
+            self.error(
+                item.span(),
+                format!(
+                    "a level of fio option `{option}` is one value, not {}",
+                    type_name(item.get_ref())
+                ),
+                Some("a string, integer, float or boolean".to_string()),
+            );
+            return None;
+        };
+        let before = self.diags.len();
+        self.fio_option(item.span(), option, &text, policy);
+        (self.diags.len() == before).then(|| Level {
+            label: text.clone(),
+            value: LevelValue::Fio(text),
+        })
     }
 
     /// Refuses a matrix too large to plan, before anything is allocated per cell: the
