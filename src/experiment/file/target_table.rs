@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use toml::de::DeValue;
+use toml::de::{DeTable, DeValue};
 
 use super::{integer, parse_size, Diagnostic, HostSpec, Value, Walker};
 use crate::target::DEFAULT_SCRATCH_BYTES;
@@ -82,32 +82,79 @@ pub(super) fn device_is_scratch(d: &TargetDevice) -> bool {
     matches!(d, TargetDevice::Scratch)
 }
 
+/// What [target]'s keys said, each with where it was said, for the checks across keys.
+struct TargetKeys {
+    device: TargetDevice,
+    device_span: Option<Range<usize>>,
+    count: Option<(u32, Range<usize>)>,
+    size: Option<(u64, Range<usize>)>,
+    anchor_cpu: Option<u32>,
+    hosts: Option<(Vec<String>, Range<usize>)>,
+    host_tables: Vec<HostSpec>,
+    nic: Option<(String, Range<usize>)>,
+    local_devices: Option<(Vec<String>, Range<usize>)>,
+}
+
 impl Walker<'_> {
     pub(super) fn target(&mut self, v: &Value) -> Option<TargetSpec> {
         let DeValue::Table(table) = v.get_ref() else {
             self.expected(v, "a table ([target])", "target");
             return None;
         };
-        let mut device = TargetDevice::Scratch;
-        let mut count: Option<(u32, Range<usize>)> = None;
-        let mut size: Option<(u64, Range<usize>)> = None;
-        let mut anchor_cpu = None;
-        let mut hosts: Option<(Vec<String>, Range<usize>)> = None;
-        let mut host_tables: Vec<HostSpec> = Vec::new();
-        let mut nic: Option<(String, Range<usize>)> = None;
-        let mut device_span: Option<Range<usize>> = None;
-        let mut local_devices: Option<(Vec<String>, Range<usize>)> = None;
+        let mut k = self.target_keys(table);
+        self.scratch_keys_fit(&k);
+        let host_table_count = k.host_tables.len();
+        let host_specs = self.host_specs(&mut k);
+        self.nic_alone(&k, host_table_count);
+        if let (Some((_, span)), true) = (&k.local_devices, host_specs.is_empty()) {
+            self.error(
+                span.clone(),
+                "`local_devices` names devices of this machine to sample while fio runs on \
+                 other hosts, but no `hosts` are named: for a run here, name them in `device`"
+                    .to_string(),
+                None,
+            );
+        }
+        let count = match (device_is_scratch(&k.device), &k.count) {
+            (true, Some((n, _))) => *n,
+            _ => 1,
+        };
+        Some(TargetSpec {
+            device: k.device,
+            count,
+            size_bytes: k.size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
+            anchor_cpu: k.anchor_cpu,
+            hosts: host_specs.iter().map(|h| h.fio.clone()).collect(),
+            host_specs,
+            nic: k.nic.map(|(n, span)| (n, self.position(span.start).0)),
+            local_devices: k.local_devices.map(|(l, _)| l).unwrap_or_default(),
+        })
+    }
+
+    /// Each key of [target] read on its own.
+    fn target_keys(&mut self, table: &DeTable) -> TargetKeys {
+        let mut k = TargetKeys {
+            device: TargetDevice::Scratch,
+            device_span: None,
+            count: None,
+            size: None,
+            anchor_cpu: None,
+            hosts: None,
+            host_tables: Vec::new(),
+            nic: None,
+            local_devices: None,
+        };
         for (key, value) in table.iter() {
             match key.get_ref().as_ref() {
                 "local_devices" => {
-                    local_devices = self.local_device_list(value).map(|l| (l, value.span()))
+                    k.local_devices = self.local_device_list(value).map(|l| (l, value.span()))
                 }
-                "hosts" => hosts = self.host_list(value).map(|h| (h, value.span())),
-                "host" => host_tables = self.host_tables(value).unwrap_or_default(),
-                "nic" => nic = self.nic_name(value).map(|n| (n, value.span())),
+                "hosts" => k.hosts = self.host_list(value).map(|h| (h, value.span())),
+                "host" => k.host_tables = self.host_tables(value).unwrap_or_default(),
+                "nic" => k.nic = self.nic_name(value).map(|n| (n, value.span())),
                 "device" => {
-                    device_span = Some(value.span());
-                    device = match value.get_ref() {
+                    k.device_span = Some(value.span());
+                    k.device = match value.get_ref() {
                         DeValue::Array(items) => self.device_list(value, items),
                         _ => self.nonempty_string(value, "device").and_then(|d| {
                             match self.device_name(&d, value.span())? {
@@ -119,35 +166,51 @@ impl Walker<'_> {
                     .unwrap_or(TargetDevice::Scratch);
                 }
                 "count" => {
-                    count = self
+                    k.count = self
                         .integer_in(value, "count", 1, MAX_SCRATCH_COUNT)
                         .map(|n| (n as u32, value.span()));
                 }
-                "size" => {
-                    let text = match value.get_ref() {
-                        DeValue::String(s) => Some(s.to_string()),
-                        DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
-                        _ => None,
-                    };
-                    match text.as_deref().and_then(parse_size) {
-                        Some(bytes) if bytes >= 1 << 20 => size = Some((bytes, value.span())),
-                        _ => self.error(
-                            value.span(),
-                            "`size` is not a size of at least 1M".to_string(),
-                            Some("a size such as \"512M\", \"2G\" or bytes".to_string()),
-                        ),
-                    }
-                }
+                "size" => k.size = self.scratch_size(value).map(|b| (b, value.span())),
                 "anchor_cpu" => {
                     // Whether the CPU is online here is checked at plan time, per machine.
-                    anchor_cpu = self
+                    k.anchor_cpu = self
                         .integer_in(value, "anchor_cpu", 0, i64::from(MAX_CPU))
                         .map(|n| n as u32);
                 }
                 other => self.unknown_key(key.span(), other, "[target]", TARGET_KEYS),
             }
         }
-        if let (TargetDevice::Named(names), Some((_, span))) = (&device, &size) {
+        k
+    }
+
+    /// `size = "2G"`: the default scratch device's size, at least 1 MiB.
+    fn scratch_size(&mut self, value: &Value) -> Option<u64> {
+        let text = match value.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+            _ => None,
+        };
+        let bytes = text
+            .as_deref()
+            .and_then(parse_size)
+            .filter(|b| *b >= 1 << 20);
+        if bytes.is_none() {
+            self.error(
+                value.span(),
+                "`size` is not a size of at least 1M".to_string(),
+                Some("a size such as \"512M\", \"2G\" or bytes".to_string()),
+            );
+        }
+        bytes
+    }
+
+    /// `size` and `count` describe the default scratch devices: with named devices they are
+    /// mistakes.
+    fn scratch_keys_fit(&mut self, k: &TargetKeys) {
+        let TargetDevice::Named(names) = &k.device else {
+            return;
+        };
+        if let Some((_, span)) = &k.size {
             self.error(
                 span.clone(),
                 format!(
@@ -157,7 +220,7 @@ impl Walker<'_> {
                 None,
             );
         }
-        if let (TargetDevice::Named(names), Some((_, span))) = (&device, &count) {
+        if let Some((_, span)) = &k.count {
             self.error(
                 span.clone(),
                 format!(
@@ -168,19 +231,26 @@ impl Walker<'_> {
                 Some("device = [\"sdb\", \"sdc\"]".to_string()),
             );
         }
-        // Every host, string form first; a fio server named in both forms is named twice.
+    }
+
+    /// Every host, string form (`hosts`) first, then the [[target.host]] tables: a fio server
+    /// named in both forms is named twice. Hosts run fio on their own devices, so the default
+    /// scratch device (which exists only here) cannot serve a host that names none.
+    fn host_specs(&mut self, k: &mut TargetKeys) -> Vec<HostSpec> {
         let mut host_specs: Vec<HostSpec> = Vec::new();
-        for h in hosts.iter().flat_map(|(h, _)| h) {
+        for h in k.hosts.iter().flat_map(|(h, _)| h) {
             host_specs.push(HostSpec {
                 fio: h.clone(),
                 ssh: None,
                 device: None,
                 serve: None,
-                line: hosts.as_ref().map_or(0, |(_, s)| self.position(s.start).0),
+                line: k
+                    .hosts
+                    .as_ref()
+                    .map_or(0, |(_, s)| self.position(s.start).0),
             });
         }
-        let host_table_count = host_tables.len();
-        for h in host_tables {
+        for h in std::mem::take(&mut k.host_tables) {
             if host_specs.iter().any(|o| o.fio == h.fio) {
                 self.diags.push(Diagnostic {
                     line: h.line,
@@ -193,65 +263,48 @@ impl Walker<'_> {
             }
         }
         let deviceless = host_specs.iter().find(|h| h.device.is_none());
-        let scratch_span = match (&hosts, deviceless) {
+        let scratch_span = match (&k.hosts, deviceless) {
             (Some((_, span)), Some(h)) if h.ssh.is_none() => Some(span.clone()),
             (_, Some(h)) => Some(self.line_start(h.line)),
             _ => None,
         };
-        if let (true, Some(span)) = (device_is_scratch(&device), &scratch_span) {
+        if let (true, Some(span)) = (device_is_scratch(&k.device), scratch_span) {
             self.error(
-                span.clone(),
+                span,
                 "`hosts` run fio on other machines, where the default scratch device does \
                  not exist: name the device they use"
                     .to_string(),
                 Some("device = \"nvme0n1\" (the same name on every host)".to_string()),
             );
         }
-        if let Some((name, span)) = &nic {
-            let other = [
-                device_span.as_ref().map(|s| (s, "device")),
-                count.as_ref().map(|(_, s)| (s, "count")),
-                size.as_ref().map(|(_, s)| (s, "size")),
-                hosts.as_ref().map(|(_, s)| (s, "hosts")),
-            ];
-            for (s, key) in other.into_iter().flatten() {
-                self.error(
-                    s.clone(),
-                    format!("`{key}` names block devices, but the target is NIC `{name}`"),
-                    Some("a [target] with either `nic` or block devices".to_string()),
-                );
-            }
-            if host_table_count > 0 {
-                self.error(
-                    span.clone(),
-                    format!("[[target.host]] runs fio on hosts, but the target is NIC `{name}`"),
-                    None,
-                );
-            }
+        host_specs
+    }
+
+    /// A NIC target has no block devices and no hosts.
+    fn nic_alone(&mut self, k: &TargetKeys, host_table_count: usize) {
+        let Some((name, span)) = &k.nic else {
+            return;
+        };
+        let other = [
+            k.device_span.as_ref().map(|s| (s, "device")),
+            k.count.as_ref().map(|(_, s)| (s, "count")),
+            k.size.as_ref().map(|(_, s)| (s, "size")),
+            k.hosts.as_ref().map(|(_, s)| (s, "hosts")),
+        ];
+        for (s, key) in other.into_iter().flatten() {
+            self.error(
+                s.clone(),
+                format!("`{key}` names block devices, but the target is NIC `{name}`"),
+                Some("a [target] with either `nic` or block devices".to_string()),
+            );
         }
-        if let (Some((_, span)), true) = (&local_devices, host_specs.is_empty()) {
+        if host_table_count > 0 {
             self.error(
                 span.clone(),
-                "`local_devices` names devices of this machine to sample while fio runs on \
-                 other hosts, but no `hosts` are named: for a run here, name them in `device`"
-                    .to_string(),
+                format!("[[target.host]] runs fio on hosts, but the target is NIC `{name}`"),
                 None,
             );
         }
-        let count = match (device_is_scratch(&device), &count) {
-            (true, Some((n, _))) => *n,
-            _ => 1,
-        };
-        Some(TargetSpec {
-            device,
-            count,
-            size_bytes: size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
-            anchor_cpu,
-            hosts: host_specs.iter().map(|h| h.fio.clone()).collect(),
-            host_specs,
-            nic: nic.map(|(n, span)| (n, self.position(span.start).0)),
-            local_devices: local_devices.map(|(l, _)| l).unwrap_or_default(),
-        })
     }
 
     /// `local_devices = ["dm-0"]`: devices of this machine, each once.
