@@ -49,15 +49,33 @@ pub(crate) fn diagnose(r: &Report) -> Vec<Finding> {
     out
 }
 
+/// The rules, in the order their findings are listed; each looks at one device.
+const RULES: [fn(&DeviceReport) -> Option<Finding>; 9] = [
+    i2d_dominant,
+    allocation_sleeps,
+    under_fed,
+    seeky,
+    no_merging,
+    device_bound,
+    split_bios,
+    incomplete,
+    cgroup_events,
+];
+
 fn device_findings(d: &DeviceReport, out: &mut Vec<Finding>) {
-    let (nq2c, q2c_avg) = lat(d, "q2c");
-    if nq2c == 0 {
+    if lat(d, "q2c").0 == 0 {
         return;
     }
+    out.extend(RULES.iter().filter_map(|rule| rule(d)));
+}
+
+/// Requests wait in the I/O scheduler (case 1: I2D grew to 88% of Q2C).
+fn i2d_dominant(d: &DeviceReport) -> Option<Finding> {
     let o = &d.overhead;
-    let (_, i2d_avg) = lat(d, "i2d");
-    if o.i2d >= 20.0 {
-        out.push(find(
+    (o.i2d >= 20.0).then(|| {
+        let (_, q2c_avg) = lat(d, "q2c");
+        let (_, i2d_avg) = lat(d, "i2d");
+        find(
             d,
             "i2d_dominant",
             "warning",
@@ -69,87 +87,110 @@ fn device_findings(d: &DeviceReport, out: &mut Vec<Finding>) {
                 format!("I2D {:.1}% of summed Q2C", o.i2d),
                 format!("mean I2D {:.6}s vs mean Q2C {:.6}s", i2d_avg, q2c_avg),
             ],
-        ));
+        )
+    })
+}
+
+/// Requests sleep for a free request (S events).
+fn allocation_sleeps(d: &DeviceReport) -> Option<Finding> {
+    if d.sleeps == 0 {
+        return None;
     }
     let (ns2g, s2g_avg) = lat(d, "s2g");
-    if d.sleeps > 0 {
-        out.push(find(
-            d,
-            "allocation_sleeps",
-            "warning",
-            "requests sleep waiting for allocation (S2G): nr_requests too small for this load"
-                .into(),
-            vec![
-                format!("{} sleeps (S events)", d.sleeps),
-                format!("S2G n {ns2g}, mean {s2g_avg:.6}s"),
-            ],
-        ));
-    }
+    Some(find(
+        d,
+        "allocation_sleeps",
+        "warning",
+        "requests sleep waiting for allocation (S2G): nr_requests too small for this load".into(),
+        vec![
+            format!("{} sleeps (S events)", d.sleeps),
+            format!("S2G n {ns2g}, mean {s2g_avg:.6}s"),
+        ],
+    ))
+}
+
+/// Few requests in the driver while most of the time is spent above it.
+fn under_fed(d: &DeviceReport) -> Option<Finding> {
+    let o = &d.overhead;
     let waiting = o.q2g + o.g2i + o.i2d + o.q2m + o.m2d;
     let dd = &d.dispatch_depth;
-    if dd.n > 0 && dd.avg < 4.5 && waiting >= 50.0 {
-        out.push(find(
-            d,
-            "under_fed",
-            "warning",
+    if !(dd.n > 0 && dd.avg < 4.5 && waiting >= 50.0) {
+        return None;
+    }
+    Some(find(
+        d,
+        "under_fed",
+        "warning",
+        format!(
+            "average dispatch {:.1} requests / {:.0} sectors while {:.0}% of Q2C is spent above the driver: device under-fed",
+            dd.avg, d.dispatch_sectors.avg, waiting
+        ),
+        vec![
+            format!("dispatch depth avg {:.1}, p90 {}, max {}", dd.avg, dd.p90, dd.max),
+            format!("D2C {:.1}% of Q2C", o.d2c),
+        ],
+    ))
+}
+
+/// Dispatches far apart on the device.
+fn seeky(d: &DeviceReport) -> Option<Finding> {
+    let s = d.seek_d2d.as_ref()?;
+    if !(s.nseeks >= 100 && s.median >= 2048) {
+        return None;
+    }
+    Some(find(
+        d,
+        "seeky",
+        "info",
+        format!("seeky: median seek {} sectors between dispatches", s.median),
+        vec![format!(
+            "D2D seeks {}: mean {:.0}, median {}, mode {}({})",
+            s.nseeks, s.mean, s.median, s.mode, s.mode_count
+        )],
+    ))
+}
+
+/// Sequential bios that were not merged.
+fn no_merging(d: &DeviceReport) -> Option<Finding> {
+    let s = d.seek_q2q.as_ref()?;
+    let m = &d.merge;
+    // Only when IOs overlapped (more than one in the driver on average): one IO at a
+    // time cannot merge, and that is not plugging's fault. Nor when bios were split
+    // (over a tenth of them): they were already larger than a request may be.
+    let applies = s.nseeks >= 100
+        && s.median == 0
+        && m.d > 0
+        && m.ratio < 1.05
+        && d.dispatch_depth.avg >= 2.0
+        && d.splits * 10 <= m.q;
+    if !applies {
+        return None;
+    }
+    Some(find(
+        d,
+        "no_merging",
+        "info",
+        format!(
+            "merge ratio {:.2} with sequential I/O: plugging/merging ineffective",
+            m.ratio
+        ),
+        vec![
+            format!("#Q {} #D {}", m.q, m.d),
+            format!("dispatch depth avg {:.1}", d.dispatch_depth.avg),
+            format!("median Q2Q seek {} sectors", s.median),
             format!(
-                "average dispatch {:.1} requests / {:.0} sectors while {:.0}% of Q2C is spent above the driver: device under-fed",
-                dd.avg, d.dispatch_sectors.avg, waiting
+                "{} plugs, {:.1} IOs per unplug",
+                d.plug.plugs, d.plug.ios_per_unplug
             ),
-            vec![
-                format!("dispatch depth avg {:.1}, p90 {}, max {}", dd.avg, dd.p90, dd.max),
-                format!("D2C {:.1}% of Q2C", o.d2c),
-            ],
-        ));
-    }
-    if let Some(s) = &d.seek_d2d {
-        if s.nseeks >= 100 && s.median >= 2048 {
-            out.push(find(
-                d,
-                "seeky",
-                "info",
-                format!("seeky: median seek {} sectors between dispatches", s.median),
-                vec![format!(
-                    "D2D seeks {}: mean {:.0}, median {}, mode {}({})",
-                    s.nseeks, s.mean, s.median, s.mode, s.mode_count
-                )],
-            ));
-        }
-    }
-    if let Some(s) = &d.seek_q2q {
-        let m = &d.merge;
-        // Only when IOs overlapped (more than one in the driver on average): one IO at a
-        // time cannot merge, and that is not plugging's fault. Nor when bios were split
-        // (over a tenth of them): they were already larger than a request may be.
-        if s.nseeks >= 100
-            && s.median == 0
-            && m.d > 0
-            && m.ratio < 1.05
-            && d.dispatch_depth.avg >= 2.0
-            && d.splits * 10 <= m.q
-        {
-            out.push(find(
-                d,
-                "no_merging",
-                "info",
-                format!(
-                    "merge ratio {:.2} with sequential I/O: plugging/merging ineffective",
-                    m.ratio
-                ),
-                vec![
-                    format!("#Q {} #D {}", m.q, m.d),
-                    format!("dispatch depth avg {:.1}", d.dispatch_depth.avg),
-                    format!("median Q2Q seek {} sectors", s.median),
-                    format!(
-                        "{} plugs, {:.1} IOs per unplug",
-                        d.plug.plugs, d.plug.ios_per_unplug
-                    ),
-                ],
-            ));
-        }
-    }
-    if o.d2c >= 90.0 {
-        out.push(find(
+        ],
+    ))
+}
+
+/// Nearly all the time is the device's.
+fn device_bound(d: &DeviceReport) -> Option<Finding> {
+    let o = &d.overhead;
+    (o.d2c >= 90.0).then(|| {
+        find(
             d,
             "device_bound",
             "info",
@@ -158,61 +199,75 @@ fn device_findings(d: &DeviceReport, out: &mut Vec<Finding>) {
                 o.d2c
             ),
             vec![format!("mean D2C {:.6}s", lat(d, "d2c").1)],
-        ));
-    }
-    // Case 4: 4 KiB LVM stripes cut every 1 MiB request into 4 KiB pieces, which cost dom0's
-    // CPUs and were merged again below. Each X adds a piece to its bio, in either form.
+        )
+    })
+}
+
+/// Case 4: 4 KiB LVM stripes cut every 1 MiB request into 4 KiB pieces, which cost dom0's
+/// CPUs and were merged again below. Each X adds a piece to its bio, in either form.
+fn split_bios(d: &DeviceReport) -> Option<Finding> {
     let bios = d.reads + d.writes;
-    if bios > 0 && d.splits >= 100 && d.splits * 10 >= bios {
-        let pieces = bios + d.splits;
-        let kib = |n: u64| d.bio_bytes_completed as f64 / 1024.0 / n as f64;
-        out.push(find(
-            d,
-            "split_bios",
-            "info",
-            format!(
-                "bios are split: {:.1} pieces per bio, {:.1} KiB each",
-                pieces as f64 / bios as f64,
-                kib(pieces)
-            ),
-            vec![
-                format!(
-                    "{} splits (X) over {bios} bios queued, {:.0} KiB per bio",
-                    d.splits,
-                    kib(bios)
-                ),
-                "a stripe or chunk smaller than the I/O (dm, md) or the queue's limits \
-                 (max_sectors_kb, max_segments) cut each one: more CPU per byte, and pieces \
-                 to merge again below"
-                    .to_string(),
-            ],
-        ));
+    if !(bios > 0 && d.splits >= 100 && d.splits * 10 >= bios) {
+        return None;
     }
+    let pieces = bios + d.splits;
+    let kib = |n: u64| d.bio_bytes_completed as f64 / 1024.0 / n as f64;
+    Some(find(
+        d,
+        "split_bios",
+        "info",
+        format!(
+            "bios are split: {:.1} pieces per bio, {:.1} KiB each",
+            pieces as f64 / bios as f64,
+            kib(pieces)
+        ),
+        vec![
+            format!(
+                "{} splits (X) over {bios} bios queued, {:.0} KiB per bio",
+                d.splits,
+                kib(bios)
+            ),
+            "a stripe or chunk smaller than the I/O (dm, md) or the queue's limits \
+             (max_sectors_kb, max_segments) cut each one: more CPU per byte, and pieces \
+             to merge again below"
+                .to_string(),
+        ],
+    ))
+}
+
+/// IOs still open when the trace ended.
+fn incomplete(d: &DeviceReport) -> Option<Finding> {
     let n = &d.never_completed;
-    if n.bios > 0 || n.requests > 0 {
-        out.push(find(
-            d,
-            "incomplete",
-            "info",
-            format!(
-                "{} bios and {} requests never completed in the trace (cut at the end, or events dropped)",
-                n.bios, n.requests
-            ),
-            vec![format!("{} bios replaced by a later Q on the same sector", n.replaced_bios)],
-        ));
+    if n.bios == 0 && n.requests == 0 {
+        return None;
     }
-    if d.merge.q > 0 && d.cgroup_events > 0 {
-        out.push(find(
-            d,
-            "cgroup_events",
-            "info",
-            format!(
-                "{} events carry a cgroup id; counted here (btt silently drops them)",
-                d.cgroup_events
-            ),
-            vec![],
-        ));
+    Some(find(
+        d,
+        "incomplete",
+        "info",
+        format!(
+            "{} bios and {} requests never completed in the trace (cut at the end, or events dropped)",
+            n.bios, n.requests
+        ),
+        vec![format!("{} bios replaced by a later Q on the same sector", n.replaced_bios)],
+    ))
+}
+
+/// Events with a cgroup id, which btt drops.
+fn cgroup_events(d: &DeviceReport) -> Option<Finding> {
+    if d.merge.q == 0 || d.cgroup_events == 0 {
+        return None;
     }
+    Some(find(
+        d,
+        "cgroup_events",
+        "info",
+        format!(
+            "{} events carry a cgroup id; counted here (btt silently drops them)",
+            d.cgroup_events
+        ),
+        vec![],
+    ))
 }
 
 /// The findings as text.
