@@ -701,8 +701,7 @@ pub(crate) fn compare_selectors(
             req.min_effect_pct
         );
     }
-    let base = resolve(store, a)?;
-    let cand = resolve(store, b)?;
+    let (base, cand) = (resolve(store, a)?, resolve(store, b)?);
     let (bi, ci) = (base.ok_ids(), cand.ok_ids());
     for (g, ids) in [(&base, &bi), (&cand, &ci)] {
         if ids.is_empty() {
@@ -713,50 +712,7 @@ pub(crate) fn compare_selectors(
             );
         }
     }
-    let mut declared = base.declared.clone();
-    for f in &cand.declared {
-        if !declared.iter().any(|d| d.name == f.name) {
-            declared.push(f.clone());
-        }
-    }
-    let all: Vec<Run> = base.runs.iter().chain(&cand.runs).cloned().collect();
-    let mut factors = factors_of(&declared, &all);
-    factors.retain(|f| !base.fixed.contains(&f.name) && !cand.fixed.contains(&f.name));
-    let bcells = group(&base.runs, &factors);
-    let ccells = group(&cand.runs, &factors);
-    let matched = bcells
-        .iter()
-        .filter(|b| ccells.iter().any(|c| c.levels == b.levels))
-        .count();
-    if matched == 0 {
-        let list = |cells: &[CellRuns]| {
-            cells
-                .iter()
-                .map(CellRuns::label)
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        bail!(
-            "no cell of {} matches a cell of {} by factor levels\n  {}: {}\n  {}: {}",
-            base.label,
-            cand.label,
-            base.label,
-            list(&bcells),
-            cand.label,
-            list(&ccells)
-        );
-    }
-    let unmatched: Vec<String> = bcells
-        .iter()
-        .filter(|b| !ccells.iter().any(|c| c.levels == b.levels))
-        .map(|b| format!("{} (only in {})", b.label(), base.label))
-        .chain(
-            ccells
-                .iter()
-                .filter(|c| !bcells.iter().any(|b| b.levels == c.levels))
-                .map(|c| format!("{} (only in {})", c.label(), cand.label)),
-        )
-        .collect();
+    let cells = Matched::cells(&base, &cand)?;
     let groups = [
         (base.label.as_str(), bi.as_slice()),
         (cand.label.as_str(), ci.as_slice()),
@@ -771,63 +727,54 @@ pub(crate) fn compare_selectors(
             (m, b, c)
         })
         .collect();
-    let (compared, skipped) =
-        compare_cells(&bcells, &ccells, &triples, req.min_effect_pct, &req.better)?;
+    let (compared, skipped) = compare_cells(
+        &cells.base,
+        &cells.cand,
+        &triples,
+        req.min_effect_pct,
+        &req.better,
+    )?;
     if compared.is_empty() {
         bail!(
             "nothing to compare: the matched cells have no values on one side ({})",
             skipped.join("; ")
         );
     }
-    let title = |m: &str| format!("{m}: {} -> {}", base.label, cand.label);
-    let mut text = format!(
-        "baseline:  {}\ncandidate: {}\ncells:     {}\n",
-        describe(&base),
-        describe(&cand),
-        if factors.is_empty() {
-            "all runs of each side form one cell".to_string()
-        } else {
-            factors
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join("/")
-        }
-    );
     let (base_hosts, cand_hosts) = (hosts_of(store, &base)?, hosts_of(store, &cand)?);
-    for w in hosts_warnings(a, b, &base_hosts, &cand_hosts) {
-        text.push_str(&crate::report::table::wrap(
-            &crate::report::format::terminal_safe(&w),
-            MAX_WIDTH,
-        ));
-    }
-    text.push_str(&render_tables(&tables(title, &compared)));
-    if !unmatched.is_empty() {
-        text.push_str(&crate::report::table::wrap(
-            &format!("not compared (no matching cell): {}", unmatched.join("; ")),
-            MAX_WIDTH,
-        ));
-    }
-    if !skipped.is_empty() {
-        text.push_str(&crate::report::table::wrap(
-            &format!("not compared: {}", skipped.join("; ")),
-            MAX_WIDTH,
-        ));
-    }
-    if let Some(hint) = &hint {
-        text.push_str(&crate::report::table::wrap(hint, MAX_WIDTH));
-    }
     // The cross-checks of the compared runs: a figure in the table may rest on a run whose
     // fio and kernel figures disagree, and the reader must see that next to the verdict.
     let (bf, cf) = (
         super::basis::findings_of_runs(store, &base.runs)?,
         super::basis::findings_of_runs(store, &cand.runs)?,
     );
+    let mut text = compare_heading(&base, &cand, &cells.factors);
+    for w in hosts_warnings(a, b, &base_hosts, &cand_hosts) {
+        text.push_str(&crate::report::table::wrap(
+            &crate::report::format::terminal_safe(&w),
+            MAX_WIDTH,
+        ));
+    }
+    let title = |m: &str| format!("{m}: {} -> {}", base.label, cand.label);
+    text.push_str(&render_tables(&tables(title, &compared)));
+    let not_compared = [
+        ("not compared (no matching cell): ", &cells.unmatched),
+        ("not compared: ", &skipped),
+    ];
+    for (what, list) in not_compared.iter().filter(|(_, l)| !l.is_empty()) {
+        let line = format!("{what}{}", list.join("; "));
+        text.push_str(&crate::report::table::wrap(&line, MAX_WIDTH));
+    }
+    if let Some(hint) = &hint {
+        text.push_str(&crate::report::table::wrap(hint, MAX_WIDTH));
+    }
     text.push_str(&findings_text(&[(&base.label, &bf), (&cand.label, &cf)]));
     let mut csv_table = long_table(&format!("{} -> {}", base.label, cand.label), &compared);
     add_findings_column(
         &mut csv_table,
-        &[("baseline", &bcells, &bf), ("candidate", &ccells, &cf)],
+        &[
+            ("baseline", &cells.base, &bf),
+            ("candidate", &cells.cand, &cf),
+        ],
     );
     let csv = csv_table.to_csv();
     let doc = CompareDoc {
@@ -851,11 +798,90 @@ pub(crate) fn compare_selectors(
         },
         min_effect_pct: req.min_effect_pct,
         better: req.better.clone(),
-        unmatched_cells: unmatched,
+        unmatched_cells: cells.unmatched,
         skipped,
         comparisons: compared,
     };
     Ok(CompareOutput { text, doc, csv })
+}
+
+/// The cells of both sides, by the factors that vary across them (those a selector fixed
+/// are left out), and the cells found on one side only.
+struct Matched {
+    factors: Vec<Factor>,
+    base: Vec<CellRuns>,
+    cand: Vec<CellRuns>,
+    unmatched: Vec<String>,
+}
+
+impl Matched {
+    /// Fails when no cell of one side matches a cell of the other, listing both sides' cells.
+    fn cells(base: &Group, cand: &Group) -> anyhow::Result<Matched> {
+        let mut declared = base.declared.clone();
+        for f in &cand.declared {
+            if !declared.iter().any(|d| d.name == f.name) {
+                declared.push(f.clone());
+            }
+        }
+        let all: Vec<Run> = base.runs.iter().chain(&cand.runs).cloned().collect();
+        let mut factors = factors_of(&declared, &all);
+        factors.retain(|f| !base.fixed.contains(&f.name) && !cand.fixed.contains(&f.name));
+        let bcells = group(&base.runs, &factors);
+        let ccells = group(&cand.runs, &factors);
+        let only_in = |these: &[CellRuns], those: &[CellRuns], side: &str| -> Vec<String> {
+            these
+                .iter()
+                .filter(|x| !those.iter().any(|y| y.levels == x.levels))
+                .map(|x| format!("{} (only in {side})", x.label()))
+                .collect()
+        };
+        let (only_base, only_cand) = (
+            only_in(&bcells, &ccells, &base.label),
+            only_in(&ccells, &bcells, &cand.label),
+        );
+        if only_base.len() == bcells.len() {
+            let list = |cells: &[CellRuns]| {
+                cells
+                    .iter()
+                    .map(CellRuns::label)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            bail!(
+                "no cell of {} matches a cell of {} by factor levels\n  {}: {}\n  {}: {}",
+                base.label,
+                cand.label,
+                base.label,
+                list(&bcells),
+                cand.label,
+                list(&ccells)
+            );
+        }
+        Ok(Matched {
+            factors,
+            base: bcells,
+            cand: ccells,
+            unmatched: only_base.into_iter().chain(only_cand).collect(),
+        })
+    }
+}
+
+/// The lines above the tables: what each side is, and what makes a cell.
+fn compare_heading(base: &Group, cand: &Group, factors: &[Factor]) -> String {
+    format!(
+        "baseline:  {}\ncandidate: {}\ncells:     {}\n",
+        describe(base),
+        describe(cand),
+        if factors.is_empty() {
+            "all runs of each side form one cell".to_string()
+        } else {
+            factors
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join("/")
+        }
+    )
 }
 
 #[cfg(test)]
