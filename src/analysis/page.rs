@@ -289,74 +289,138 @@ pub(crate) fn report(
     let loaded = load(store, id)?;
     let ok = loaded.ok_run_ids();
     let label = format!("experiment {id}");
-    let mut body = format!(
-        "<h1>iolab report: experiment {} &ldquo;{}&rdquo;</h1>\n",
-        id,
-        html::escape(&loaded.experiment.name)
-    );
-    body.push_str(&environment_section(store, &loaded)?);
-    body.push_str(&super::basis::html(&super::basis::summarise(
-        &store.run_bases(id)?,
-    )));
-    let mut summary = ReportSummary {
-        experiment: id,
-        metrics: Vec::new(),
-        tables: 0,
-        comparisons: 0,
-        figures: Vec::new(),
-        missing_figures: Vec::new(),
-        bytes: 0,
+    let mut p = Page {
+        body: format!(
+            "<h1>iolab report: experiment {} &ldquo;{}&rdquo;</h1>\n",
+            id,
+            html::escape(&loaded.experiment.name)
+        ),
+        summary: ReportSummary {
+            experiment: id,
+            metrics: Vec::new(),
+            tables: 0,
+            comparisons: 0,
+            figures: Vec::new(),
+            missing_figures: Vec::new(),
+            bytes: 0,
+        },
     };
+    p.body.push_str(&environment_section(store, &loaded)?);
+    p.body
+        .push_str(&super::basis::html(&super::basis::summarise(
+            &store.run_bases(id)?,
+        )));
     if ok.is_empty() {
-        body.push_str(&format!(
+        p.body.push_str(&format!(
             "<p class=\"missing\">No successful runs: {} failed, {} not applicable.</p>\n",
             loaded.experiment.runs_failed, loaded.experiment.runs_not_applicable
         ));
     } else {
         let chosen = metrics::choose(store, &[(&label, &ok)], &opts.metrics)?;
-        summary.metrics = chosen.iter().map(|(m, _)| m.clone()).collect();
-        let lay = layout(&loaded, None, None)?;
+        p.summary.metrics = chosen.iter().map(|(m, _)| m.clone()).collect();
+        let hint = metrics::per_host_hint(store, &[(&label, &ok)], &opts.metrics, &chosen)?;
+        p.results(store, &loaded, &chosen, hint.as_deref())?;
+        p.comparisons(&loaded, &chosen, opts.min_effect_pct)?;
+        p.charts(store, &loaded, &chosen, opts);
+    }
+    p.body.push_str(&format!(
+        "<footer>Made by iolab {} from {}. Medians, CIs and p-values as described under each \
+         table; nothing on this page loads anything from a network.</footer>\n",
+        env!("CARGO_PKG_VERSION"),
+        html::escape(store.path())
+    ));
+    let page = html::page(
+        &format!("iolab report: experiment {id} {}", loaded.experiment.name),
+        &p.body,
+    );
+    p.summary.bytes = page.len();
+    Ok((page, p.summary))
+}
 
-        body.push_str("<section id=\"results\">\n<h2>Results</h2>\n");
-        if let Some(hint) = metrics::per_host_hint(store, &[(&label, &ok)], &opts.metrics, &chosen)?
-        {
-            body.push_str(&format!(
+/// The page's body as written so far, and the summary of what it holds.
+struct Page {
+    body: String,
+    summary: ReportSummary,
+}
+
+impl Page {
+    /// A chart, or why it could not be drawn (`key` names it in the summary either way).
+    fn figure(
+        &mut self,
+        svg: anyhow::Result<String>,
+        caption: &str,
+        missing_as: &str,
+        key: String,
+    ) {
+        match svg {
+            Ok(svg) => {
+                self.body.push_str(&html::figure(&svg, caption));
+                self.summary.figures.push(key);
+            }
+            Err(e) => {
+                self.body.push_str(&missing(missing_as, &e));
+                self.summary.missing_figures.push(key);
+            }
+        }
+    }
+
+    /// Per metric: its pivot tables, the per-cell table and the bars of its means.
+    fn results(
+        &mut self,
+        store: &Store,
+        loaded: &Loaded,
+        chosen: &[(String, Vec<Values>)],
+        hint: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let lay = layout(loaded, None, None)?;
+        self.body
+            .push_str("<section id=\"results\">\n<h2>Results</h2>\n");
+        if let Some(hint) = hint {
+            self.body.push_str(&format!(
                 "<p class=\"missing\">{}</p>\n",
-                html::escape(&hint)
+                html::escape(hint)
             ));
         }
-        for (m, vals) in &chosen {
-            let mc = summarise(&loaded, m, &vals[0])?;
-            body.push_str(&format!("<h3>{}</h3>\n", html::escape(m)));
+        for (m, vals) in chosen {
+            let mc = summarise(loaded, m, &vals[0])?;
+            self.body
+                .push_str(&format!("<h3>{}</h3>\n", html::escape(m)));
             if let Some(l) = &lay {
-                for t in pivot_tables(&loaded, l, &mc) {
-                    body.push_str(&html::table(&t, "pivot"));
-                    summary.tables += 1;
+                for t in pivot_tables(loaded, l, &mc) {
+                    self.body.push_str(&html::table(&t, "pivot"));
+                    self.summary.tables += 1;
                 }
             }
-            body.push_str(&html::table(&detail_table(&loaded, &mc), "cells"));
-            summary.tables += 1;
+            self.body
+                .push_str(&html::table(&detail_table(loaded, &mc), "cells"));
+            self.summary.tables += 1;
             let req = PlotRequest {
                 metric: Some(m.clone()),
                 ..PlotRequest::new(Kind::Bars)
             };
-            match plot(store, &loaded, &req) {
-                Ok(svg) => {
-                    body.push_str(&html::figure(&svg, &format!("{m}: mean per cell, 95% CI")));
-                    summary.figures.push(format!("bars {m}"));
-                }
-                Err(e) => {
-                    body.push_str(&missing(&format!("bars of {m}"), &e));
-                    summary.missing_figures.push(format!("bars {m}"));
-                }
-            }
+            self.figure(
+                plot(store, loaded, &req),
+                &format!("{m}: mean per cell, 95% CI"),
+                &format!("bars of {m}"),
+                format!("bars {m}"),
+            );
         }
-        body.push_str("</section>\n");
+        self.body.push_str("</section>\n");
+        Ok(())
+    }
 
-        body.push_str("<section id=\"comparisons\">\n<h2>Comparisons between levels</h2>\n");
-        let (cmps, notes) = factor_comparisons(&loaded, &chosen, opts.min_effect_pct)?;
+    /// Each level of each factor against the factor's first level.
+    fn comparisons(
+        &mut self,
+        loaded: &Loaded,
+        chosen: &[(String, Vec<Values>)],
+        min_effect_pct: f64,
+    ) -> anyhow::Result<()> {
+        self.body
+            .push_str("<section id=\"comparisons\">\n<h2>Comparisons between levels</h2>\n");
+        let (cmps, notes) = factor_comparisons(loaded, chosen, min_effect_pct)?;
         if cmps.is_empty() {
-            body.push_str(
+            self.body.push_str(
                 "<p class=\"missing\">Nothing to compare: no factor has two levels with \
                  successful runs in matching cells.</p>\n",
             );
@@ -366,12 +430,24 @@ pub(crate) fn report(
                 &cmps,
             );
             t.notes.extend(notes);
-            body.push_str(&html::table(&t, "comparisons"));
-            summary.comparisons = cmps.len();
+            self.body.push_str(&html::table(&t, "comparisons"));
+            self.summary.comparisons = cmps.len();
         }
-        body.push_str("</section>\n");
+        self.body.push_str("</section>\n");
+        Ok(())
+    }
 
-        body.push_str("<section id=\"plots\">\n<h2>Charts</h2>\n");
+    /// The charts beyond the bars: metric against a numeric factor, latency CDF, interrupts
+    /// and CPU time per CPU, and one cell's per-second series.
+    fn charts(
+        &mut self,
+        store: &Store,
+        loaded: &Loaded,
+        chosen: &[(String, Vec<Values>)],
+        opts: &ReportOptions,
+    ) {
+        self.body
+            .push_str("<section id=\"plots\">\n<h2>Charts</h2>\n");
         let mut extra: Vec<(String, PlotRequest)> = Vec::new();
         if loaded.varying().iter().any(|f| {
             f.levels
@@ -422,29 +498,8 @@ pub(crate) fn report(
             ));
         }
         for (what, req) in extra {
-            match plot(store, &loaded, &req) {
-                Ok(svg) => {
-                    body.push_str(&html::figure(&svg, &what));
-                    summary.figures.push(what);
-                }
-                Err(e) => {
-                    body.push_str(&missing(&what, &e));
-                    summary.missing_figures.push(what);
-                }
-            }
+            self.figure(plot(store, loaded, &req), &what, &what, what.clone());
         }
-        body.push_str("</section>\n");
+        self.body.push_str("</section>\n");
     }
-    body.push_str(&format!(
-        "<footer>Made by iolab {} from {}. Medians, CIs and p-values as described under each \
-         table; nothing on this page loads anything from a network.</footer>\n",
-        env!("CARGO_PKG_VERSION"),
-        html::escape(store.path())
-    ));
-    let page = html::page(
-        &format!("iolab report: experiment {id} {}", loaded.experiment.name),
-        &body,
-    );
-    summary.bytes = page.len();
-    Ok((page, summary))
 }
