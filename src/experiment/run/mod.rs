@@ -1211,7 +1211,10 @@ fn primary(metric: Option<&str>, metrics: &[(String, f64)]) -> Option<f64> {
     }
 }
 
-fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
+/// When to stop repeating (adaptive repetitions only), and the metric that decides it: the
+/// file's `metric`, else a program engine's own headline figure, else total IOPS (named
+/// `None` here, and "read_iops+write_iops" for the record).
+fn stopping_rule(exp: &Experiment) -> Result<(Option<AdaptiveRule>, Option<String>, String)> {
     let (rule, metric) = match &exp.repetitions {
         Repetitions::Adaptive {
             min,
@@ -1225,7 +1228,6 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
         }
         Repetitions::Fixed(_) => (None, None),
     };
-    // A program engine's own headline figure unless the file names one.
     let metric = metric.or_else(|| exp.engine.engine().primary_metric());
     let primary_metric = metric.clone().unwrap_or_else(|| {
         format!(
@@ -1234,6 +1236,11 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
             crate::metrics::WRITE_IOPS.name
         )
     });
+    Ok((rule, metric, primary_metric))
+}
+
+fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
+    let (rule, metric, primary_metric) = stopping_rule(exp)?;
     let mut cells: Vec<CellResult> = plan
         .cells
         .iter()
@@ -1324,29 +1331,14 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
                 interrupted = true;
                 break 'rounds;
             };
-            let c = &mut cells[run.cell];
             // A cell some controlled hosts can realise keeps running there: their own
             // experiments get every round, while the aggregate's runs say which host could not.
             let nowhere = lp
                 .hosts
                 .iter()
                 .all(|h| h.plan.cells[run.cell].not_applicable.is_some());
-            if let (RunStatus::NotApplicable(why), true) = (&status, nowhere) {
-                c.not_applicable = Some(why.clone());
-            }
-            if run.warmup {
-                continue;
-            }
-            match status {
-                RunStatus::Ok => {
-                    if let Some(v) = primary(metric.as_deref(), &metrics) {
-                        values[run.cell].push(v);
-                    }
-                    c.runs.push(metrics);
-                }
-                RunStatus::NotApplicable(_) => {}
-                RunStatus::Failed(why) => c.failures.push(why),
-            }
+            let (c, v) = (&mut cells[run.cell], &mut values[run.cell]);
+            c.record(status, metrics, run.warmup, nowhere, metric.as_deref(), v);
         }
     }
     if let (Some(rule), false) = (&rule, interrupted) {
@@ -1364,6 +1356,38 @@ fn execute(exp: &Experiment, plan: &Plan, lp: &mut Loop) -> Result<Looped> {
         interrupted,
         primary_metric,
     })
+}
+
+impl CellResult {
+    /// Takes one run's outcome: a warm-up counts only to find the cell not applicable
+    /// (`nowhere`: on no controlled host either); a measured run adds its figures, and its
+    /// primary metric to the cell's `values` (for the adaptive rule), or its failure.
+    fn record(
+        &mut self,
+        status: RunStatus,
+        metrics: Vec<(String, f64)>,
+        warmup: bool,
+        nowhere: bool,
+        metric: Option<&str>,
+        values: &mut Vec<f64>,
+    ) {
+        if let (RunStatus::NotApplicable(why), true) = (&status, nowhere) {
+            self.not_applicable = Some(why.clone());
+        }
+        if warmup {
+            return;
+        }
+        match status {
+            RunStatus::Ok => {
+                if let Some(v) = primary(metric, &metrics) {
+                    values.push(v);
+                }
+                self.runs.push(metrics);
+            }
+            RunStatus::NotApplicable(_) => {}
+            RunStatus::Failed(why) => self.failures.push(why),
+        }
+    }
 }
 
 /// Seconds left: each run's nominal duration plus the mean time the runs so far took beyond
