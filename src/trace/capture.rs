@@ -388,6 +388,24 @@ struct Splitter {
 }
 
 impl Splitter {
+    /// Writes NAME.blktrace.CPU files under the base name `base`.
+    fn new(base: PathBuf) -> Self {
+        Splitter {
+            missed: 0,
+            foreign: 0,
+            by_device: HashMap::new(),
+            named: HashMap::new(),
+            writers: Writers {
+                base,
+                files: BTreeMap::new(),
+                sequence: HashMap::new(),
+                counts: BTreeMap::new(),
+                last_time: HashMap::new(),
+                buf: Vec::new(),
+            },
+        }
+    }
+
     fn take(&mut self, mut ev: Event) -> anyhow::Result<()> {
         if ev.pid != 0 && !self.named.contains_key(&ev.pid) {
             match fs::read_to_string(format!("/proc/{}/comm", ev.pid)) {
@@ -652,20 +670,7 @@ fn record_with(
 
     let names: Vec<String> = traced.iter().map(|(n, _)| n.clone()).collect();
     let mut buffers = CpuBuffers::open(tracefs, &names)?;
-    let mut splitter = Splitter {
-        missed: 0,
-        foreign: 0,
-        by_device: HashMap::new(),
-        named: HashMap::new(),
-        writers: Writers {
-            base: cfg.output.clone(),
-            files: BTreeMap::new(),
-            sequence: HashMap::new(),
-            counts: BTreeMap::new(),
-            last_time: HashMap::new(),
-            buf: Vec::new(),
-        },
-    };
+    let mut splitter = Splitter::new(cfg.output.clone());
     for (_, trace_dir) in traced {
         set(trace_dir.join("enable"), "1")?;
     }
@@ -673,22 +678,7 @@ fn record_with(
         let _ = tx.send(());
     }
     let start = Instant::now();
-    let mut child: Option<Child> = match cfg.command.split_first() {
-        Some((prog, args)) => Some(
-            Command::new(prog)
-                .args(args)
-                .stdout(if cfg.command_stdout_to_stderr {
-                    use std::os::fd::AsFd;
-                    let err = io::stderr().as_fd().try_clone_to_owned()?;
-                    std::process::Stdio::from(err)
-                } else {
-                    std::process::Stdio::inherit()
-                })
-                .spawn()
-                .with_context(|| format!("starting {prog}"))?,
-        ),
-        None => None,
-    };
+    let mut child = start_command(cfg)?;
     let mut status = None;
     let stopped_by;
     let mut shown = start;
@@ -729,20 +719,8 @@ fn record_with(
     if cfg.status_line {
         eprint!("\r\x1b[K");
     }
-    if let Some(mut c) = child {
-        if status.is_none() {
-            // Stopped by signal or duration: give the command (which got the terminal's
-            // SIGINT too, if any) two seconds, then kill it.
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while status.is_none() && Instant::now() < deadline {
-                status = c.try_wait()?;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if status.is_none() {
-                let _ = c.kill();
-                status = c.wait().ok();
-            }
-        }
+    if let (Some(c), None) = (child, status) {
+        status = end_command(c)?;
     }
     for (name, trace_dir) in traced {
         fs::write(trace_dir.join("enable"), "0")
@@ -775,6 +753,41 @@ fn record_with(
         stopped_by,
         command_status: status,
     })
+}
+
+/// Starts the command to record while it runs, if one was given (its output on standard
+/// error when standard output is the trace).
+fn start_command(cfg: &Config) -> anyhow::Result<Option<Child>> {
+    let Some((prog, args)) = cfg.command.split_first() else {
+        return Ok(None);
+    };
+    let stdout = if cfg.command_stdout_to_stderr {
+        use std::os::fd::AsFd;
+        let err = io::stderr().as_fd().try_clone_to_owned()?;
+        std::process::Stdio::from(err)
+    } else {
+        std::process::Stdio::inherit()
+    };
+    let child = Command::new(prog)
+        .args(args)
+        .stdout(stdout)
+        .spawn()
+        .with_context(|| format!("starting {prog}"))?;
+    Ok(Some(child))
+}
+
+/// Ends a command still running when recording stopped by signal or duration: it gets two
+/// seconds (it got the terminal's SIGINT too, if any), then is killed.
+fn end_command(mut c: Child) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Some(status) = c.try_wait()? {
+            return Ok(Some(status));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    Ok(c.wait().ok())
 }
 
 /// "recording loop0: 12 s, 1234567 events, 0 lost so far".
