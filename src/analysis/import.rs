@@ -206,26 +206,75 @@ pub(crate) fn import_files(
     parsed: Vec<Parsed>,
     opts: &ImportOptions,
 ) -> anyhow::Result<ImportSummary> {
-    let tag = |name: &str| {
-        opts.tags
+    let kernel = opts.tag("kernel").unwrap_or_else(|| UNKNOWN.to_string());
+    let to = Destination::find_or_create(store, &parsed, opts, &kernel)?;
+    let mut runs = Vec::with_capacity(parsed.len());
+    for (i, p) in parsed.into_iter().enumerate() {
+        let status = status_of(&p.report);
+        let metrics = if status == RunStatus::Ok {
+            p.report.metrics()
+        } else {
+            Vec::new()
+        };
+        let file = p.path.display().to_string();
+        let tags = run_tags(opts, &p.report, &kernel);
+        let repetition = to.first_rep + i as u32;
+        let run = new_run(p, to.id, repetition, status.clone(), metrics.clone(), tags);
+        let run_id = store
+            .insert_run(&run)
+            .with_context(|| format!("{file}: storing the run"))?;
+        runs.push(ImportedRun {
+            file,
+            run_id,
+            status: status.as_str().to_string(),
+            reason: status.reason().map(str::to_string),
+            metrics: metrics.len(),
+        });
+    }
+    Ok(ImportSummary {
+        experiment_id: to.id,
+        experiment_name: to.name,
+        created: to.created,
+        runs,
+        db_path: store.path().to_string(),
+    })
+}
+
+impl ImportOptions {
+    /// The last value given for a tag.
+    fn tag(&self, name: &str) -> Option<String> {
+        self.tags
             .iter()
             .rev()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone())
-    };
-    let host = tag("host").unwrap_or_else(|| UNKNOWN.to_string());
-    let kernel = tag("kernel").unwrap_or_else(|| UNKNOWN.to_string());
+    }
+}
 
-    let existing = match &opts.experiment {
-        Some(name) => store
-            .experiments()?
-            .into_iter()
-            .find(|e| &e.name == name && e.status == "imported"),
-        None => None,
-    };
-    let created = existing.is_none();
-    let (experiment_id, experiment_name, first_rep) = match existing {
-        Some(e) => {
+/// The experiment the runs go into: the imported one named by `--experiment`, whose
+/// repetitions go on after its last, or a new one.
+struct Destination {
+    id: i64,
+    name: String,
+    first_rep: u32,
+    created: bool,
+}
+
+impl Destination {
+    fn find_or_create(
+        store: &mut Store,
+        parsed: &[Parsed],
+        opts: &ImportOptions,
+        kernel: &str,
+    ) -> anyhow::Result<Destination> {
+        let existing = match &opts.experiment {
+            Some(name) => store
+                .experiments()?
+                .into_iter()
+                .find(|e| &e.name == name && e.status == "imported"),
+            None => None,
+        };
+        if let Some(e) = existing {
             let reps = store
                 .runs(e.id)?
                 .iter()
@@ -238,116 +287,117 @@ pub(crate) fn import_files(
                     e.name
                 )
             })?;
-            (e.id, e.name, next)
-        }
-        None => {
-            let name = opts.experiment.clone().unwrap_or_else(|| {
-                format!(
-                    "import of {} fio file{}",
-                    parsed.len(),
-                    if parsed.len() == 1 { "" } else { "s" }
-                )
+            return Ok(Destination {
+                id: e.id,
+                name: e.name,
+                first_rep: next,
+                created: false,
             });
-            let listing: String = parsed
-                .iter()
-                .map(|p| format!("# {}\n", p.path.display()))
-                .collect();
-            let id = store.create_experiment_with_status(
-                &NewExperiment {
-                    name: name.clone(),
-                    file_text: format!("# imported fio outputs\n{listing}"),
-                    seed: 0,
-                    planned_order: Value::Null,
-                    host: host.clone(),
-                    kernel: kernel.clone(),
-                    part_of: None,
-                },
-                "imported",
-            )?;
-            (id, name, 1)
         }
-    };
-
-    let mut runs = Vec::with_capacity(parsed.len());
-    for (i, p) in parsed.into_iter().enumerate() {
-        let status = status_of(&p.report);
-        let metrics = if status == RunStatus::Ok {
-            p.report.metrics()
-        } else {
-            Vec::new()
-        };
-        let runtime_s = p
-            .report
-            .jobs
-            .iter()
-            .flat_map(|j| [j.read.runtime_ms, j.write.runtime_ms, j.trim.runtime_ms])
-            .max()
-            .unwrap_or(0) as f64
-            / 1000.0;
-        let end = p.timestamp.or(p.mtime).unwrap_or(0.0);
-        let mut tags: Vec<(String, String)> = Vec::new();
-        let run_host = tag("host")
-            .or_else(|| client_host(&p.report))
-            .unwrap_or_else(|| UNKNOWN.to_string());
-        tags.push(("host".into(), run_host));
-        tags.push(("kernel".into(), kernel.clone()));
-        for (n, v) in &opts.tags {
-            if n != "host" && n != "kernel" {
-                tags.retain(|(m, _)| m != n);
-                tags.push((n.clone(), v.clone()));
-            }
-        }
-        let run = NewRun {
-            experiment_id,
-            cell_key: BASE_CELL.to_string(),
-            cell_levels: Value::Object(Default::default()),
-            repetition: first_rep + i as u32,
-            warmup: false,
-            start_unix: end - runtime_s,
-            end_unix: end,
-            status: status.clone(),
-            fio_json: Some(p.text),
-            fio_command: None,
-            job_file: None,
-            tags,
-            metrics: metrics.clone(),
-            samples: Vec::new(),
-            trace: None,
-            // What can be checked without samples: fio's percentiles against its histogram.
-            checks: serde_json::to_value(crate::experiment::run::checks::percentiles_vs_bins(
-                &p.report,
-            ))
-            .ok()
-            .filter(|c| c.as_array().is_some_and(|a| !a.is_empty())),
-            // All an imported file says of its environment: fio's version.
-            environment: p.report.version.as_ref().map(|v| {
-                crate::experiment::run::environment::RunEnvironment {
-                    fio_version: Some(v.clone()),
-                    ..Default::default()
-                }
-                .to_value()
-            }),
-            sample_window: None,
-            series: Vec::new(),
-        };
-        let run_id = store
-            .insert_run(&run)
-            .with_context(|| format!("{}: storing the run", p.path.display()))?;
-        runs.push(ImportedRun {
-            file: p.path.display().to_string(),
-            run_id,
-            status: status.as_str().to_string(),
-            reason: status.reason().map(str::to_string),
-            metrics: metrics.len(),
+        let name = opts.experiment.clone().unwrap_or_else(|| {
+            format!(
+                "import of {} fio file{}",
+                parsed.len(),
+                if parsed.len() == 1 { "" } else { "s" }
+            )
         });
+        let listing: String = parsed
+            .iter()
+            .map(|p| format!("# {}\n", p.path.display()))
+            .collect();
+        let id = store.create_experiment_with_status(
+            &NewExperiment {
+                name: name.clone(),
+                file_text: format!("# imported fio outputs\n{listing}"),
+                seed: 0,
+                planned_order: Value::Null,
+                host: opts.tag("host").unwrap_or_else(|| UNKNOWN.to_string()),
+                kernel: kernel.to_string(),
+                part_of: None,
+            },
+            "imported",
+        )?;
+        Ok(Destination {
+            id,
+            name,
+            first_rep: 1,
+            created: true,
+        })
     }
-    Ok(ImportSummary {
+}
+
+/// A run's tags: its host (given, else the fio client's, else unknown), the kernel, then
+/// every other tag given (the last value of each).
+fn run_tags(opts: &ImportOptions, report: &FioReport, kernel: &str) -> Vec<(String, String)> {
+    let run_host = opts
+        .tag("host")
+        .or_else(|| client_host(report))
+        .unwrap_or_else(|| UNKNOWN.to_string());
+    let mut tags = vec![
+        ("host".to_string(), run_host),
+        ("kernel".to_string(), kernel.to_string()),
+    ];
+    for (n, v) in &opts.tags {
+        if n != "host" && n != "kernel" {
+            tags.retain(|(m, _)| m != n);
+            tags.push((n.clone(), v.clone()));
+        }
+    }
+    tags
+}
+
+/// One imported file as a run: it ended at fio's timestamp (else the file's time) and lasted
+/// as long as its longest job.
+fn new_run(
+    p: Parsed,
+    experiment_id: i64,
+    repetition: u32,
+    status: RunStatus,
+    metrics: Vec<(String, f64)>,
+    tags: Vec<(String, String)>,
+) -> NewRun {
+    let runtime_s = p
+        .report
+        .jobs
+        .iter()
+        .flat_map(|j| [j.read.runtime_ms, j.write.runtime_ms, j.trim.runtime_ms])
+        .max()
+        .unwrap_or(0) as f64
+        / 1000.0;
+    let end = p.timestamp.or(p.mtime).unwrap_or(0.0);
+    NewRun {
         experiment_id,
-        experiment_name,
-        created,
-        runs,
-        db_path: store.path().to_string(),
-    })
+        cell_key: BASE_CELL.to_string(),
+        cell_levels: Value::Object(Default::default()),
+        repetition,
+        warmup: false,
+        start_unix: end - runtime_s,
+        end_unix: end,
+        status,
+        fio_json: Some(p.text),
+        fio_command: None,
+        job_file: None,
+        tags,
+        metrics,
+        samples: Vec::new(),
+        trace: None,
+        // What can be checked without samples: fio's percentiles against its histogram.
+        checks: serde_json::to_value(crate::experiment::run::checks::percentiles_vs_bins(
+            &p.report,
+        ))
+        .ok()
+        .filter(|c| c.as_array().is_some_and(|a| !a.is_empty())),
+        // All an imported file says of its environment: fio's version.
+        environment: p.report.version.as_ref().map(|v| {
+            crate::experiment::run::environment::RunEnvironment {
+                fio_version: Some(v.clone()),
+                ..Default::default()
+            }
+            .to_value()
+        }),
+        sample_window: None,
+        series: Vec::new(),
+    }
 }
 
 #[cfg(test)]
