@@ -84,126 +84,162 @@ pub(crate) fn run(
     let dir = journal_dir();
     let mut journal = Journal::resume_in(&dir)?;
     journal.placements_only();
-    let mut interval = s.min_interval;
-    let mut looks = 0u64;
-    let mut moves_total = 0u64;
-    let mut last_move_look = 0u64;
+    let mut d = Daemon {
+        root,
+        s,
+        dir: &dir,
+        journal,
+        wait,
+        log,
+        publish,
+        interval: s.min_interval,
+        looks: 0,
+        moves_total: 0,
+        last_move_look: 0,
+    };
     let result = (|| -> Result<()> {
-        while s.cycles.is_none_or(|n| looks < n) {
-            let Some((m, secs)) = crate::model::Machine::measure(root, interval, wait)? else {
+        while s.cycles.is_none_or(|n| d.looks < n) {
+            if !d.look()? {
                 break;
-            };
-            looks += 1;
-            let before = apply::before_iolab(&dir)?;
-            let slots = super::inputs::slots(&m);
-            let p = match super::plan_for(&m, &before, s.plan.clone()) {
-                Ok(p) => p,
-                // Settings that held at the start (a banned CPU, an IRQ to unpin) may stop
-                // holding as CPUs and devices come and go: this look moves nothing.
-                Err(e) if looks > 1 => {
-                    log(
-                        Level::Notice,
-                        &format!("no plan this look: {}", crate::cli::error_text(&e)),
-                    );
-                    interval = next_interval(interval, false, s);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let mut possible = Vec::new();
-            for mv in &p.moves {
-                if let Some(why) = apply::problem(mv, &m, &slots) {
-                    log(
-                        Level::Notice,
-                        &format!("left IRQ {} where it is: {why}", mv.irq),
-                    );
-                } else if let Some(why) = apply::in_use_elsewhere(root, &m, mv) {
-                    log(Level::Notice, &why);
-                } else {
-                    possible.push(mv.clone());
-                }
             }
-            let (done, left) = apply::apply_each(root, &possible, &mut journal);
-            for why in &left {
-                log(Level::Notice, why);
-            }
-            for a in &done {
-                log(
-                    Level::Notice,
-                    &format!(
-                        "moved IRQ {} ({}, {:.0}/s) to CPU {}",
-                        a.irq,
-                        a.name,
-                        p.moves
-                            .iter()
-                            .find(|m| m.irq == a.irq)
-                            .map_or(0.0, |m| m.rate),
-                        a.to
-                    ),
-                );
-            }
-            moves_total += done.len() as u64;
-            if !done.is_empty() {
-                last_move_look = looks;
-            }
-            let next = next_interval(interval, !done.is_empty(), s);
-            publish(&Figures {
-                cpu: p.cpu_before.clone(),
-                irqs: super::inputs::sources(&m, &before)
-                    .iter()
-                    .map(|src| (src.irq, src.name.clone(), src.per_cpu.values().sum::<f64>()))
-                    .filter(|(_, _, rate)| *rate > 0.0)
-                    .collect(),
-                moves_total,
-                interval_secs: next.as_secs_f64(),
-                time_unix: crate::store::time::now_unix(),
-            });
-            if next != interval || looks == 1 {
-                log(
-                    if done.is_empty() {
-                        Level::Info
-                    } else {
-                        Level::Notice
-                    },
-                    &format!(
-                        "{} over {secs:.1} s (busiest CPU at {}/s); next look in {} s",
-                        if done.is_empty() {
-                            "balanced"
-                        } else {
-                            "rebalanced"
-                        },
-                        super::render::rate(p.peaks_after.cpu),
-                        next.as_secs_f64()
-                    ),
-                );
-            }
-            interval = next;
         }
         Ok(())
     })();
-    // How long the placement has held: a daemon that keeps moving is fighting something.
-    log(
-        Level::Info,
-        &format!(
-            "stopping after {looks} look(s): {moves_total} move(s), {}",
-            if moves_total == 0 {
-                "none needed".to_string()
-            } else {
-                format!(
-                    "the last in look {last_move_look} ({} look(s) since without a move)",
-                    looks - last_move_look
-                )
+    d.stop()?;
+    result
+}
+
+/// The daemon between looks: where it keeps its journal, what it says, and its tally.
+struct Daemon<'a> {
+    root: &'a SysRoot,
+    s: &'a Settings,
+    dir: &'a std::path::Path,
+    journal: Journal,
+    wait: &'a dyn Fn(Duration) -> bool,
+    log: &'a mut dyn FnMut(Level, &str),
+    publish: &'a mut dyn FnMut(&Figures),
+    interval: Duration,
+    looks: u64,
+    moves_total: u64,
+    last_move_look: u64,
+}
+
+impl Daemon<'_> {
+    /// One look: measure over the interval, plan, move what can be moved, publish the figures
+    /// and set the next interval. False when `wait` reported a signal.
+    fn look(&mut self) -> Result<bool> {
+        let Some((m, secs)) = crate::model::Machine::measure(self.root, self.interval, self.wait)?
+        else {
+            return Ok(false);
+        };
+        self.looks += 1;
+        let before = apply::before_iolab(self.dir)?;
+        let p = match super::plan_for(&m, &before, self.s.plan.clone()) {
+            Ok(p) => p,
+            // Settings that held at the start (a banned CPU, an IRQ to unpin) may stop
+            // holding as CPUs and devices come and go: this look moves nothing.
+            Err(e) if self.looks > 1 => {
+                let why = format!("no plan this look: {}", crate::cli::error_text(&e));
+                (self.log)(Level::Notice, &why);
+                self.interval = next_interval(self.interval, false, self.s);
+                return Ok(true);
             }
-        ),
-    );
-    if s.keep {
-        journal.keep();
-        log(
-            Level::Notice,
-            "placement kept; `iolab irq rollback` undoes it",
+            Err(e) => return Err(e),
+        };
+        let moved = self.apply(&m, &p);
+        let next = next_interval(self.interval, moved, self.s);
+        (self.publish)(&Figures {
+            cpu: p.cpu_before.clone(),
+            irqs: super::inputs::sources(&m, &before)
+                .iter()
+                .map(|src| (src.irq, src.name.clone(), src.per_cpu.values().sum::<f64>()))
+                .filter(|(_, _, rate)| *rate > 0.0)
+                .collect(),
+            moves_total: self.moves_total,
+            interval_secs: next.as_secs_f64(),
+            time_unix: crate::store::time::now_unix(),
+        });
+        if next != self.interval || self.looks == 1 {
+            let (level, what) = if moved {
+                (Level::Notice, "rebalanced")
+            } else {
+                (Level::Info, "balanced")
+            };
+            let line = format!(
+                "{what} over {secs:.1} s (busiest CPU at {}/s); next look in {} s",
+                super::render::rate(p.peaks_after.cpu),
+                next.as_secs_f64()
+            );
+            (self.log)(level, &line);
+        }
+        self.interval = next;
+        Ok(true)
+    }
+
+    /// Makes the plan's moves that can be made (each one that cannot is said, with why);
+    /// true when any was.
+    fn apply(&mut self, m: &crate::model::Machine, p: &super::plan::Plan) -> bool {
+        let slots = super::inputs::slots(m);
+        let mut possible = Vec::new();
+        for mv in &p.moves {
+            if let Some(why) = apply::problem(mv, m, &slots) {
+                let line = format!("left IRQ {} where it is: {why}", mv.irq);
+                (self.log)(Level::Notice, &line);
+            } else if let Some(why) = apply::in_use_elsewhere(self.root, m, mv) {
+                (self.log)(Level::Notice, &why);
+            } else {
+                possible.push(mv.clone());
+            }
+        }
+        let (done, left) = apply::apply_each(self.root, &possible, &mut self.journal);
+        for why in &left {
+            (self.log)(Level::Notice, why);
+        }
+        for a in &done {
+            let rate = p
+                .moves
+                .iter()
+                .find(|m| m.irq == a.irq)
+                .map_or(0.0, |m| m.rate);
+            let line = format!(
+                "moved IRQ {} ({}, {rate:.0}/s) to CPU {}",
+                a.irq, a.name, a.to
+            );
+            (self.log)(Level::Notice, &line);
+        }
+        self.moves_total += done.len() as u64;
+        if !done.is_empty() {
+            self.last_move_look = self.looks;
+        }
+        !done.is_empty()
+    }
+
+    /// Says how long the placement held (a daemon that keeps moving is fighting something),
+    /// then keeps it or puts every affinity iolab changed back.
+    fn stop(mut self) -> Result<()> {
+        let since = if self.moves_total == 0 {
+            "none needed".to_string()
+        } else {
+            format!(
+                "the last in look {} ({} look(s) since without a move)",
+                self.last_move_look,
+                self.looks - self.last_move_look
+            )
+        };
+        let line = format!(
+            "stopping after {} look(s): {} move(s), {since}",
+            self.looks, self.moves_total
         );
-    } else {
-        let r = journal.restore()?;
+        (self.log)(Level::Info, &line);
+        if self.s.keep {
+            self.journal.keep();
+            (self.log)(
+                Level::Notice,
+                "placement kept; `iolab irq rollback` undoes it",
+            );
+            return Ok(());
+        }
+        let r = self.journal.restore()?;
         // Two journal entries per interrupt (its old CPU, then its old mask): count files.
         let irqs: std::collections::BTreeSet<&str> =
             r.restored.iter().map(|e| e.path.as_str()).collect();
@@ -211,9 +247,9 @@ pub(crate) fn run(
             0 => "nothing to put back: no interrupt was moved".to_string(),
             n => format!("put back the affinity of {n} interrupt(s)"),
         };
-        log(Level::Notice, &said);
+        (self.log)(Level::Notice, &said);
+        Ok(())
     }
-    result
 }
 
 #[cfg(test)]
