@@ -199,33 +199,8 @@ impl Session {
                 let machine = crate::model::Machine::read(&self.root).map_err(|e| e.to_string())?;
                 json_of(&machine)
             }
-            Request::Set { path, value } => {
-                // Said here in the agent's words; the journal checks again before writing.
-                crate::knobs::kinds::classify(&path)
-                    .map_err(|why| format!("{path}: not a knob iolab sets: {why}"))?;
-                let journal = self.journal()?;
-                let old = journal.set(&path, &value).map_err(|e| e.to_string())?;
-                json_of(&results::KnobSet {
-                    old,
-                    new: value,
-                    journal: journal.path(),
-                    path,
-                })
-            }
-            Request::SetAll { writes } => {
-                for w in &writes {
-                    crate::knobs::kinds::classify(&w.path)
-                        .map_err(|why| format!("{}: not a knob iolab sets: {why}", w.path))?;
-                }
-                let journal = self.journal()?;
-                let again = journal
-                    .set_all(writes.iter().map(|w| (w.path.as_str(), w.value.as_str())))
-                    .map_err(|e| e.to_string())?;
-                json_of(&results::KnobsSet {
-                    again,
-                    journal: journal.path(),
-                })
-            }
+            Request::Set { path, value } => self.set(path, value),
+            Request::SetAll { writes } => self.set_all(&writes),
             Request::Restore => json_of(&self.restore()?),
             Request::Lease { ms } => {
                 self.lease = ms.map(Duration::from_millis);
@@ -237,73 +212,13 @@ impl Session {
                 interval_ms,
                 first_ms,
             } => self.sample_start((&devices, &below), interval_ms, first_ms),
-            Request::SampleStop { measured_ms } => {
-                let handle = self
-                    .sampler
-                    .take()
-                    .ok_or("no sampler is running: send sample_start first")?;
-                let run = handle.stop();
-                // The readings stay here, so the window fio measured in is placed here.
-                let aligned = match measured_ms {
-                    Some(ms) => align::align_to_activity(&run, ms),
-                    None => align::whole(&run, "fio reported no runtime for this host".into()),
-                };
-                self.window = align::activity_window_on_monotonic(
-                    &run,
-                    &aligned.window,
-                    None,
-                    crate::sys::realtime_minus_monotonic_ns(),
-                );
-                json_of(&results::Sampled {
-                    devices: &run.devices,
-                    started_unix_ns: run.started_unix_ns,
-                    readings: run.readings.len(),
-                    intervals: &run.intervals,
-                    summary: &aligned.summary,
-                    window: &aligned.window,
-                    errors: &run.errors,
-                })
-            }
+            Request::SampleStop { measured_ms } => self.sample_stop(measured_ms),
             Request::TraceStart {
                 device,
                 below,
                 buffer_kb,
-            } => {
-                if self.trace.is_some() {
-                    return Err("a trace is already recording: send trace_stop first".into());
-                }
-                // Within what an experiment file may ask for: the kernel takes it on every CPU.
-                let buffer_kb = buffer_kb
-                    .map(|kb| kb.clamp(BUFFER_KB_MIN, BUFFER_KB_MAX))
-                    .unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb);
-                self.lock_devices(std::slice::from_ref(&device))?;
-                let t = super::agent_trace::AgentTrace::start(
-                    &crate::knobs::state_dir(),
-                    (&device, &below),
-                    buffer_kb,
-                )?;
-                let below = t.below();
-                self.trace = Some(t);
-                json_of(&results::TraceStarted { device, below })
-            }
-            Request::TraceStop => {
-                let t = self
-                    .trace
-                    .take()
-                    .ok_or("no trace is recording: send trace_start first")?;
-                let window = self.window.take();
-                let analysed = t.stop(window.map(|w| (w.start_ns, w.end_ns)))?;
-                json_of(&results::TraceFigures {
-                    metrics: analysed.metrics.into_iter().collect(),
-                    in_window: analysed
-                        .devices
-                        .first()
-                        .copied()
-                        .flatten()
-                        .and_then(|c| c.in_window_mb)
-                        .zip(window.map(|w| w.uncertainty_pct)),
-                })
-            }
+            } => self.trace_start(device, below, buffer_kb),
+            Request::TraceStop => self.trace_stop(),
             Request::Preflight { sample_ms } => {
                 let sample = Duration::from_millis(sample_ms.min(10_000));
                 let findings = crate::preflight::collect(&self.root, sample);
@@ -321,6 +236,111 @@ impl Session {
                 json_of(&results::Bye { restored })
             }
         }
+    }
+
+    /// Sets one knob through the journal, and says what it was.
+    fn set(&mut self, path: String, value: String) -> Result<Value, String> {
+        // Said here in the agent's words; the journal checks again before writing.
+        crate::knobs::kinds::classify(&path)
+            .map_err(|why| format!("{path}: not a knob iolab sets: {why}"))?;
+        let journal = self.journal()?;
+        let old = journal.set(&path, &value).map_err(|e| e.to_string())?;
+        json_of(&results::KnobSet {
+            old,
+            new: value,
+            journal: journal.path(),
+            path,
+        })
+    }
+
+    /// Sets several knobs at once (all of them are checked before any is written).
+    fn set_all(&mut self, writes: &[super::protocol::KnobWrite]) -> Result<Value, String> {
+        for w in writes {
+            crate::knobs::kinds::classify(&w.path)
+                .map_err(|why| format!("{}: not a knob iolab sets: {why}", w.path))?;
+        }
+        let journal = self.journal()?;
+        let again = journal
+            .set_all(writes.iter().map(|w| (w.path.as_str(), w.value.as_str())))
+            .map_err(|e| e.to_string())?;
+        json_of(&results::KnobsSet {
+            again,
+            journal: journal.path(),
+        })
+    }
+
+    /// Stops the sampler and sums its readings over the window fio measured in (placed here,
+    /// where the readings are; kept for the trace's figures).
+    fn sample_stop(&mut self, measured_ms: Option<u64>) -> Result<Value, String> {
+        let handle = self
+            .sampler
+            .take()
+            .ok_or("no sampler is running: send sample_start first")?;
+        let run = handle.stop();
+        let aligned = match measured_ms {
+            Some(ms) => align::align_to_activity(&run, ms),
+            None => align::whole(&run, "fio reported no runtime for this host".into()),
+        };
+        self.window = align::activity_window_on_monotonic(
+            &run,
+            &aligned.window,
+            None,
+            crate::sys::realtime_minus_monotonic_ns(),
+        );
+        json_of(&results::Sampled {
+            devices: &run.devices,
+            started_unix_ns: run.started_unix_ns,
+            readings: run.readings.len(),
+            intervals: &run.intervals,
+            summary: &aligned.summary,
+            window: &aligned.window,
+            errors: &run.errors,
+        })
+    }
+
+    /// Starts recording `device` (locked) and the devices stacked `below` it.
+    fn trace_start(
+        &mut self,
+        device: String,
+        below: Vec<String>,
+        buffer_kb: Option<u64>,
+    ) -> Result<Value, String> {
+        if self.trace.is_some() {
+            return Err("a trace is already recording: send trace_stop first".into());
+        }
+        // Within what an experiment file may ask for: the kernel takes it on every CPU.
+        let buffer_kb = buffer_kb
+            .map(|kb| kb.clamp(BUFFER_KB_MIN, BUFFER_KB_MAX))
+            .unwrap_or_else(crate::experiment::run::trace::auto_buffer_kb);
+        self.lock_devices(std::slice::from_ref(&device))?;
+        let t = super::agent_trace::AgentTrace::start(
+            &crate::knobs::state_dir(),
+            (&device, &below),
+            buffer_kb,
+        )?;
+        let below = t.below();
+        self.trace = Some(t);
+        json_of(&results::TraceStarted { device, below })
+    }
+
+    /// Stops the recording and analyses it here, over the sampler's window when there was one.
+    fn trace_stop(&mut self) -> Result<Value, String> {
+        let t = self
+            .trace
+            .take()
+            .ok_or("no trace is recording: send trace_start first")?;
+        let window = self.window.take();
+        let analysed = t.stop(window.map(|w| (w.start_ns, w.end_ns)))?;
+        json_of(&results::TraceFigures {
+            metrics: analysed.metrics.into_iter().collect(),
+            in_window: analysed
+                .devices
+                .first()
+                .copied()
+                .flatten()
+                .and_then(|c| c.in_window_mb)
+                .zip(window.map(|w| w.uncertainty_pct)),
+        })
     }
 
     /// Starts the sampler on `devices` (locked, as a run sets their knobs) and the devices
