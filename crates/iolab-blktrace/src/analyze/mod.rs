@@ -385,21 +385,8 @@ fn device_report(
 ) -> DeviceReport {
     let l = &d.lat;
     let bio_based = d.n_d == 0 && d.n_q > 0;
-    let n_q = d.n_q + d.n_requeue;
-    let merge = Merge {
-        q: n_q.max(d.n_d),
-        d: d.n_d,
-        ratio: if d.n_d == 0 {
-            0.0
-        } else {
-            (n_q.max(d.n_d)) as f64 / d.n_d as f64
-        },
-        blk_min: if d.n_c == 0 { 0 } else { d.blk_min },
-        blk_avg: d.blk_total.checked_div(d.n_d).unwrap_or(0),
-        blk_max: d.blk_max,
-        total: d.blk_total,
-    };
-    let p = plugs.unwrap_or(side::PlugStats {
+    let merge = Merge::of(&d);
+    let plug = Plug::of(&plugs.unwrap_or(side::PlugStats {
         plugs: 0,
         timer_unplugs: 0,
         ios_unplugged: 0,
@@ -407,60 +394,8 @@ fn device_report(
         plugged_ns: 0,
         first: d.first_time,
         last: d.last_time,
-    });
-    let plug_span = p.last.saturating_sub(p.first);
-    let plug = Plug {
-        plugs: p.plugs,
-        timer_unplugs: p.timer_unplugs,
-        pct_time_plugged: if plug_span == 0 {
-            0.0
-        } else {
-            100.0 * p.plugged_ns as f64 / plug_span as f64
-        },
-        ios_per_unplug: if p.plugs == 0 {
-            0.0
-        } else {
-            p.ios_unplugged as f64 / p.plugs as f64
-        },
-        ios_per_timer_unplug: if p.timer_unplugs == 0 {
-            0.0
-        } else {
-            p.ios_timer_unplugged as f64 / p.timer_unplugs as f64
-        },
-    };
-    // btt measures the lulls from time zero of the trace (its t_start is never set), so the
-    // lead-in before the first dispatch counts as idle; iolab counts only gaps between periods.
-    let btt_span = d.last_live_end.saturating_sub(trace_start);
-    let active = ActivePeriods {
-        btt_avg_inactive: if d.live_periods < 2 || d.last_live_end == u64::MAX {
-            0.0
-        } else {
-            btt_span.saturating_sub(d.live_ns) as f64 / (d.live_periods - 1) as f64 / 1e9
-        },
-        btt_pct_live: if d.live_periods == 1 {
-            100.0
-        } else if btt_span == 0 || d.last_live_end == u64::MAX {
-            0.0
-        } else {
-            100.0 * d.live_ns as f64 / btt_span as f64
-        },
-        live: d.live_periods,
-        avg_active: if d.live_periods == 0 {
-            0.0
-        } else {
-            d.live_ns as f64 / d.live_periods as f64 / 1e9
-        },
-        avg_inactive: if d.live_periods < 2 {
-            0.0
-        } else {
-            d.idle_ns as f64 / (d.live_periods - 1) as f64 / 1e9
-        },
-        pct_live: if d.live_ns + d.idle_ns == 0 {
-            0.0
-        } else {
-            100.0 * d.live_ns as f64 / (d.live_ns + d.idle_ns) as f64
-        },
-    };
+    }));
+    let active = ActivePeriods::of(&d, trace_start);
     let never = NeverCompleted {
         bios: if bio_based { 0 } else { d.bios_in_flight() },
         requests: d.requests_in_flight(),
@@ -532,6 +467,85 @@ fn device_report(
             .window_of(d.device)
             .map(|_| d.bio_sectors_in_window * 512),
         timeline,
+    }
+}
+
+impl Merge {
+    /// btt's "Device Merge Information": a requeued bio is queued again.
+    fn of(d: &Device) -> Merge {
+        let n_q = (d.n_q + d.n_requeue).max(d.n_d);
+        Merge {
+            q: n_q,
+            d: d.n_d,
+            ratio: if d.n_d == 0 {
+                0.0
+            } else {
+                n_q as f64 / d.n_d as f64
+            },
+            blk_min: if d.n_c == 0 { 0 } else { d.blk_min },
+            blk_avg: d.blk_total.checked_div(d.n_d).unwrap_or(0),
+            blk_max: d.blk_max,
+            total: d.blk_total,
+        }
+    }
+}
+
+impl Plug {
+    /// btt's "Plug Information", from the side stage's counts.
+    fn of(p: &side::PlugStats) -> Plug {
+        let plug_span = p.last.saturating_sub(p.first);
+        let per = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
+        Plug {
+            plugs: p.plugs,
+            timer_unplugs: p.timer_unplugs,
+            pct_time_plugged: if plug_span == 0 {
+                0.0
+            } else {
+                100.0 * p.plugged_ns as f64 / plug_span as f64
+            },
+            ios_per_unplug: per(p.ios_unplugged, p.plugs),
+            ios_per_timer_unplug: per(p.ios_timer_unplugged, p.timer_unplugs),
+        }
+    }
+}
+
+impl ActivePeriods {
+    /// btt's "I/O Active Period Information", as iolab counts it and as btt would print it.
+    fn of(d: &Device, trace_start: u64) -> ActivePeriods {
+        // btt measures the lulls from time zero of the trace (its t_start is never set), so
+        // the lead-in before the first dispatch counts as idle; iolab counts only gaps between
+        // periods.
+        let btt_span = d.last_live_end.saturating_sub(trace_start);
+        ActivePeriods {
+            btt_avg_inactive: if d.live_periods < 2 || d.last_live_end == u64::MAX {
+                0.0
+            } else {
+                btt_span.saturating_sub(d.live_ns) as f64 / (d.live_periods - 1) as f64 / 1e9
+            },
+            btt_pct_live: if d.live_periods == 1 {
+                100.0
+            } else if btt_span == 0 || d.last_live_end == u64::MAX {
+                0.0
+            } else {
+                100.0 * d.live_ns as f64 / btt_span as f64
+            },
+            live: d.live_periods,
+            avg_active: if d.live_periods == 0 {
+                0.0
+            } else {
+                d.live_ns as f64 / d.live_periods as f64 / 1e9
+            },
+            avg_inactive: if d.live_periods < 2 {
+                0.0
+            } else {
+                d.idle_ns as f64 / (d.live_periods - 1) as f64 / 1e9
+            },
+            pct_live: if d.live_ns + d.idle_ns == 0 {
+                0.0
+            } else {
+                100.0 * d.live_ns as f64 / (d.live_ns + d.idle_ns) as f64
+            },
+        }
     }
 }
 
