@@ -756,7 +756,7 @@ fn record_with(
 }
 
 /// Starts the command to record while it runs, if one was given (its output on standard
-/// error when standard output is the trace).
+/// error with `--json`, whose standard output is the JSON alone).
 fn start_command(cfg: &Config) -> anyhow::Result<Option<Child>> {
     let Some((prog, args)) = cfg.command.split_first() else {
         return Ok(None);
