@@ -66,6 +66,31 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
         "experiment: {} ({}), seed {}",
         exp.name, &exp.source, exp.seed
     );
+    target_line(&mut out, plan, exp);
+    let _ = writeln!(out, "cells ({}):", plan.cells.len());
+    for c in &plan.cells {
+        cell_lines(&mut out, plan, exp, c);
+    }
+    order_lines(&mut out, plan);
+    match plan.estimated_seconds {
+        Some(s) => {
+            let _ = writeln!(out, "estimated time: {}", duration_text(s));
+        }
+        None => {
+            let _ = writeln!(out, "estimated time: unknown (fio is not time based)");
+        }
+    }
+    for n in &plan.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    for w in &plan.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+/// What the plan runs on: a NIC, new scratch devices, or named devices (on hosts).
+fn target_line(out: &mut String, plan: &Plan, exp: &crate::experiment::Experiment) {
     let names = plan
         .devices
         .iter()
@@ -102,44 +127,54 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
             }
         );
     }
-    let _ = writeln!(out, "cells ({}):", plan.cells.len());
-    for c in &plan.cells {
-        let _ = writeln!(out, "  #{:<3} {}", c.index, c.key);
-        if let Some(why) = &c.not_applicable {
-            let _ = writeln!(out, "        not applicable: {why}");
-            continue;
-        }
-        for d in &c.devices {
-            // With several devices each has its own fio section and placement.
-            let on = if plan.devices.len() > 1 {
-                format!(" for /dev/{}", d.device)
-            } else {
-                String::new()
-            };
-            match (&d.cpus, &d.placement_why) {
-                (Some(cpus), Some(why)) => {
-                    let _ = writeln!(
-                        out,
-                        "        {}{on} on CPU {}: {why}",
-                        exp.engine.name(),
-                        crate::sys::parse::format_cpulist(cpus)
-                    );
-                }
-                _ => {
-                    let _ = writeln!(out, "        {}{on} unpinned", exp.engine.name());
-                }
+}
+
+/// One cell: why it cannot run here, or where its workload runs and what it sets and writes.
+fn cell_lines(
+    out: &mut String,
+    plan: &Plan,
+    exp: &crate::experiment::Experiment,
+    c: &super::ResolvedCell,
+) {
+    let _ = writeln!(out, "  #{:<3} {}", c.index, c.key);
+    if let Some(why) = &c.not_applicable {
+        let _ = writeln!(out, "        not applicable: {why}");
+        return;
+    }
+    for d in &c.devices {
+        // With several devices each has its own fio section and placement.
+        let on = if plan.devices.len() > 1 {
+            format!(" for /dev/{}", d.device)
+        } else {
+            String::new()
+        };
+        match (&d.cpus, &d.placement_why) {
+            (Some(cpus), Some(why)) => {
+                let _ = writeln!(
+                    out,
+                    "        {}{on} on CPU {}: {why}",
+                    exp.engine.name(),
+                    crate::sys::parse::format_cpulist(cpus)
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "        {}{on} unpinned", exp.engine.name());
             }
         }
-        for w in &c.writes {
-            let _ = writeln!(out, "        set {} = {}", w.path, w.value);
-        }
-        if let Some(why) = &c.workload_writes {
-            let _ = writeln!(out, "        writes to the device: {why}");
-        }
-        if let Some(cmd) = &c.command {
-            let _ = writeln!(out, "        runs: {cmd}");
-        }
     }
+    for w in &c.writes {
+        let _ = writeln!(out, "        set {} = {}", w.path, w.value);
+    }
+    if let Some(why) = &c.workload_writes {
+        let _ = writeln!(out, "        writes to the device: {why}");
+    }
+    if let Some(cmd) = &c.command {
+        let _ = writeln!(out, "        runs: {cmd}");
+    }
+}
+
+/// The order of the runs, round by round (`w`: a warm-up run).
+fn order_lines(out: &mut String, plan: &Plan) {
     let rounds = plan.order.iter().map(|r| r.round).max().unwrap_or(0);
     // Runs of cells that cannot run here are visited only to record why (progress skips them).
     let can_run = plan
@@ -171,21 +206,6 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
             .collect();
         let _ = writeln!(out, "  round {round}: {}", cells.join(" "));
     }
-    match plan.estimated_seconds {
-        Some(s) => {
-            let _ = writeln!(out, "estimated time: {}", duration_text(s));
-        }
-        None => {
-            let _ = writeln!(out, "estimated time: unknown (fio is not time based)");
-        }
-    }
-    for n in &plan.notes {
-        let _ = writeln!(out, "note: {n}");
-    }
-    for w in &plan.warnings {
-        let _ = writeln!(out, "warning: {w}");
-    }
-    out
 }
 
 fn outcome_text(o: &Outcome, db_given: bool) -> String {
