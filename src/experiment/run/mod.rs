@@ -827,21 +827,13 @@ pub fn run(
     if let (Some(mount), false) = (&exp.prepare.fstrim, remote) {
         check_fstrim(settings, &machine, &devices, mount)?;
     }
-    let plan = if remote {
-        with_local_devices(remote_plan(exp, &devices), exp, &machine)?
-    } else if let Some(n) = &nic {
-        nic_plan(exp, machine.clone(), n)?
-    } else {
-        let mut p = plan(exp, &machine, &devices, !scratch.is_empty())?;
-        p.stacked = stacked_devices(&machine, &devices);
-        for n in &p.notes {
-            progress.message(&format!("note: {n}"));
-        }
-        p
-    };
-    for w in &plan.warnings {
-        progress.message(&format!("warning: {w}"));
-    }
+    let plan = plan_targets(
+        exp,
+        &machine,
+        &devices,
+        (&nic, !scratch.is_empty()),
+        progress,
+    )?;
     lock_cells_writes(settings, &plan, &mut locks)?;
     // Begun before the experiment is stored, so a busy state directory stores nothing either;
     // it holds the locks until it has restored everything.
@@ -853,15 +845,7 @@ pub fn run(
     }
 
     let mut store = Store::open(&settings.db_path)?;
-    let target = match scratch.first() {
-        Some(s) => format!(
-            "/dev/{} (scratch, {} bytes each)",
-            devices.join(", /dev/"),
-            s.size_bytes()
-        ),
-        None if nic.is_some() => format!("NIC {}", devices.join(", ")),
-        None => format!("/dev/{}", devices.join(", /dev/")),
-    };
+    let target = target_text(&scratch, &devices, nic.is_some());
     let env = experiment_environment(&findings, target, stabilised, &plan)?;
     let (experiment_id, registered) = store_experiment(
         exp,
@@ -880,16 +864,7 @@ pub fn run(
     let tracing = (exp.trace && here && settings.root.is_live()).then(|| {
         trace::Tracing::of_plan(&plan, &machine, settings, experiment_id, exp.trace_settings)
     });
-    if crate::experiment::cells(exp).iter().any(|c| {
-        c.fio_options(exp)
-            .iter()
-            .any(|(n, _)| LOG_NAME_OPTIONS.contains(&n.as_str()))
-    }) {
-        progress.message(&format!(
-            "fio logs: kept in {}/cell<C>-round<R>/",
-            fio_logs_dir(&settings.db_path, experiment_id).display()
-        ));
-    }
+    say_fio_logs(exp, settings, experiment_id, progress);
     let looped = execute(
         exp,
         &plan,
@@ -948,6 +923,67 @@ pub fn run(
         hosts_left,
         host_parts,
     })
+}
+
+/// The plan for what the experiment runs on: devices on other hosts (and this machine's
+/// `local_devices`), a NIC, or this machine's devices (`scratch`: new ones) with the devices
+/// stacked below them. Its notes and warnings are said as they are found.
+fn plan_targets(
+    exp: &Experiment,
+    machine: &Machine,
+    devices: &[String],
+    (nic, scratch): (&Option<String>, bool),
+    progress: &mut dyn Progress,
+) -> Result<Plan> {
+    let plan = if !exp.target.hosts.is_empty() {
+        with_local_devices(remote_plan(exp, devices), exp, machine)?
+    } else if let Some(n) = nic {
+        nic_plan(exp, machine.clone(), n)?
+    } else {
+        let mut p = plan(exp, machine, devices, scratch)?;
+        p.stacked = stacked_devices(machine, devices);
+        for n in &p.notes {
+            progress.message(&format!("note: {n}"));
+        }
+        p
+    };
+    for w in &plan.warnings {
+        progress.message(&format!("warning: {w}"));
+    }
+    Ok(plan)
+}
+
+/// The target as the experiment's environment records it.
+fn target_text(scratch: &[crate::target::ScratchDevice], devices: &[String], nic: bool) -> String {
+    match scratch.first() {
+        Some(s) => format!(
+            "/dev/{} (scratch, {} bytes each)",
+            devices.join(", /dev/"),
+            s.size_bytes()
+        ),
+        None if nic => format!("NIC {}", devices.join(", ")),
+        None => format!("/dev/{}", devices.join(", /dev/")),
+    }
+}
+
+/// Says where the logs fio writes itself go, when a cell asks for any.
+fn say_fio_logs(
+    exp: &Experiment,
+    settings: &Settings,
+    experiment_id: i64,
+    progress: &mut dyn Progress,
+) {
+    let logs = crate::experiment::cells(exp).iter().any(|c| {
+        c.fio_options(exp)
+            .iter()
+            .any(|(n, _)| LOG_NAME_OPTIONS.contains(&n.as_str()))
+    });
+    if logs {
+        progress.message(&format!(
+            "fio logs: kept in {}/cell<C>-round<R>/",
+            fio_logs_dir(&settings.db_path, experiment_id).display()
+        ));
+    }
 }
 
 /// What stops an experiment before anything is touched: a reserved tag, a workload whose fio
