@@ -7,7 +7,7 @@
 //! `sys`'s machine-wide lock), comparison, diagnosis, kept traces, and charts drawn by
 //! `report::plot` (one engine for every chart), with text made terminal-safe by `report`.
 
-pub use iolab_blktrace::{analyze, blk_io_trace, mapped, merge, stream};
+pub use iolab_blktrace::{analyze, blk_io_trace, merge, stream};
 pub mod capture;
 pub(crate) mod compare;
 pub(crate) mod diagnose;

@@ -1,7 +1,7 @@
 //! Block traces read and analysed: blktrace's binary records (`blk_io_trace`, v7/v8, either
-//! byte order), read from per-CPU files, one merged file or a raw tracefs stream, mapped or
-//! streamed (`mapped`, `stream`, `merge`), and analysed with btt's definitions plus what btt
-//! lacks: percentiles, per-process and per-direction views, a timeline (`analyze`). No Rust
+//! byte order), read from per-CPU files, one merged file or a raw tracefs stream (`stream`,
+//! `merge`), and analysed with btt's definitions plus what btt lacks: percentiles,
+//! per-process and per-direction views, a timeline (`analyze`). No Rust
 //! crate offered this; it is its own crate because it needs nothing else of iolab, which
 //! records traces through tracefs, draws them and diagnoses them around it (`iolab::trace`).
 
@@ -10,6 +10,5 @@
 
 pub mod analyze;
 pub mod blk_io_trace;
-pub mod mapped;
 pub mod merge;
 pub mod stream;
