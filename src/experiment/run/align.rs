@@ -230,10 +230,6 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             "fio's output says nothing usable about when it measured".into(),
         );
     }
-    let to_span = |(s, e): (f64, f64)| Span {
-        start_ns: s as u64,
-        end_ns: e as u64,
-    };
     let run_span = jobs
         .iter()
         .map(|(_, s)| *s)
@@ -245,50 +241,18 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
     let Some(mut summary) = summary_over(readings, clipped, &samples.devices, device_irqs) else {
         return whole(samples, TOO_FEW.into());
     };
-    let mut devices = BTreeMap::new();
-    let mut devices_at_io_end = Vec::new();
     let mut uncertain_mb_per_s = uncertain(samples, clipped);
-    // Devices fio's jobs drive (a stacked target's members are watched, not driven).
-    let driven = |name: &String| {
-        jobs.iter()
-            .any(|(w, _)| device_of(w) == Some(name.as_str()))
-    };
-    let several = samples.devices.iter().filter(|n| driven(n)).count() > 1;
-    for (index, name) in samples.devices.iter().enumerate() {
-        let mine: Vec<&(JobWindow, (f64, f64))> = jobs
-            .iter()
-            .filter(|(w, _)| device_of(w) == Some(name.as_str()))
-            .collect();
-        let Some(span) = mine
-            .iter()
-            .map(|(_, s)| *s)
-            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
-        else {
-            continue;
-        };
-        // With one device driven the run's window is the device's, moved below when need be.
-        let stopped = (several && mine.iter().all(|(w, _)| w.anchor == Anchor::FinalReport))
-            .then(|| device_io_stopped(samples, index, to_span(span), to_span(run_span)))
-            .flatten();
-        if stopped.is_none() && span == run_span {
-            continue;
-        }
-        let Some(own) = clip(readings, stopped.unwrap_or(to_span(span))) else {
-            continue;
-        };
-        if let Some(dev) = summary_over(readings, own, &samples.devices, device_irqs)
-            .and_then(|s| s.devices.get(name).cloned())
-        {
-            summary.devices.insert(name.clone(), dev);
-            devices.insert(name.clone(), (secs(own.start_ns), secs(own.end_ns)));
-            if stopped.is_some() {
-                devices_at_io_end.push(name.clone());
-            }
-            if let Some(u) = uncertain(samples, own).remove(name) {
-                uncertain_mb_per_s.insert(name.clone(), u);
-            }
-        }
-    }
+    let Own {
+        devices,
+        devices_at_io_end,
+    } = own_windows(
+        samples,
+        &jobs,
+        run_span,
+        device_irqs,
+        &mut summary,
+        &mut uncertain_mb_per_s,
+    );
     let final_only = jobs.iter().any(|(w, _)| w.anchor == Anchor::FinalReport);
     if final_only && devices.is_empty() {
         if let Some(span) = where_io_stopped(samples, to_span(run_span)) {
@@ -296,29 +260,21 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             return over(samples, span, DEVICE_IO_END, Some(part_of(measured_ms)));
         }
     }
-    // Where fio's window lies is known only to within its anchor: a window off by that much
-    // trades as long a stretch of the device's I/O for idle time, at the window's rate.
     let anchor_s = if final_only {
         FINAL_ANCHOR_MS
     } else {
         STATUS_ANCHOR_MS
     } / 1e3;
+    let default_span = (secs(clipped.start_ns), secs(clipped.end_ns));
     for (name, figures) in &summary.devices {
         // Placed by its own I/O, as a window moved to the device's I/O end is: its ends'
         // readings bound its error, and no anchor of fio's is involved.
         if devices_at_io_end.contains(name) {
             continue;
         }
-        let (s, e) = devices
-            .get(name)
-            .copied()
-            .unwrap_or((secs(clipped.start_ns), secs(clipped.end_ns)));
-        let mb_per_s: f64 = [metrics::DEV_RMB_PER_S.name, metrics::DEV_WMB_PER_S.name]
-            .iter()
-            .filter_map(|k| figures.get(k))
-            .sum();
-        if e > s && mb_per_s.is_finite() {
-            *uncertain_mb_per_s.entry(name.clone()).or_default() += mb_per_s * anchor_s / (e - s);
+        let span = devices.get(name).copied().unwrap_or(default_span);
+        if let Some(u) = anchor_uncertainty(figures, span, anchor_s) {
+            *uncertain_mb_per_s.entry(name.clone()).or_default() += u;
         }
     }
     let clipped_note = (clipped != to_span(run_span)).then(|| {
@@ -345,6 +301,99 @@ pub(crate) fn align(samples: &SampleRun, fio_output: &str, device_irqs: &[Vec<u3
             uncertain_mb_per_s,
         },
     }
+}
+
+/// A span in nanoseconds on the sampler's clock, from one in fractional nanoseconds.
+fn to_span((s, e): (f64, f64)) -> Span {
+    Span {
+        start_ns: s as u64,
+        end_ns: e as u64,
+    }
+}
+
+/// The windows of the devices fio's jobs drove, where a device's own differs from the run's.
+struct Own {
+    /// Each device's window, seconds on the sampler's axis.
+    devices: BTreeMap<String, (f64, f64)>,
+    /// The devices whose window was moved to where their I/O stopped.
+    devices_at_io_end: Vec<String>,
+}
+
+/// Takes each device's figures over the interval of the jobs that drove it (moved to where
+/// its I/O stopped when several devices were driven and only fio's final report anchors its
+/// jobs) instead of the run's span, in `summary` and `uncertain_mb_per_s`.
+fn own_windows(
+    samples: &SampleRun,
+    jobs: &[(JobWindow, (f64, f64))],
+    run_span: (f64, f64),
+    device_irqs: &[Vec<u32>],
+    summary: &mut Summary,
+    uncertain_mb_per_s: &mut BTreeMap<String, f64>,
+) -> Own {
+    let readings = &samples.readings;
+    let mut own = Own {
+        devices: BTreeMap::new(),
+        devices_at_io_end: Vec::new(),
+    };
+    // Devices fio's jobs drive (a stacked target's members are watched, not driven).
+    let driven = |name: &String| {
+        jobs.iter()
+            .any(|(w, _)| device_of(w) == Some(name.as_str()))
+    };
+    let several = samples.devices.iter().filter(|n| driven(n)).count() > 1;
+    for (index, name) in samples.devices.iter().enumerate() {
+        let mine: Vec<&(JobWindow, (f64, f64))> = jobs
+            .iter()
+            .filter(|(w, _)| device_of(w) == Some(name.as_str()))
+            .collect();
+        let Some(span) = mine
+            .iter()
+            .map(|(_, s)| *s)
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+        else {
+            continue;
+        };
+        // With one device driven the run's window is the device's, moved below when need be.
+        let stopped = (several && mine.iter().all(|(w, _)| w.anchor == Anchor::FinalReport))
+            .then(|| device_io_stopped(samples, index, to_span(span), to_span(run_span)))
+            .flatten();
+        if stopped.is_none() && span == run_span {
+            continue;
+        }
+        let Some(window) = clip(readings, stopped.unwrap_or(to_span(span))) else {
+            continue;
+        };
+        if let Some(dev) = summary_over(readings, window, &samples.devices, device_irqs)
+            .and_then(|s| s.devices.get(name).cloned())
+        {
+            summary.devices.insert(name.clone(), dev);
+            own.devices
+                .insert(name.clone(), (secs(window.start_ns), secs(window.end_ns)));
+            if stopped.is_some() {
+                own.devices_at_io_end.push(name.clone());
+            }
+            if let Some(u) = uncertain(samples, window).remove(name) {
+                uncertain_mb_per_s.insert(name.clone(), u);
+            }
+        }
+    }
+    own
+}
+
+/// MB/s a device's figures may be off by because where fio's window lies is known only to
+/// within its anchor (`anchor_s`): a window off by that much trades as long a stretch of the
+/// device's I/O for idle time, at the window's rate. `span` is the window, in seconds.
+fn anchor_uncertainty(
+    figures: &BTreeMap<&str, f64>,
+    span: (f64, f64),
+    anchor_s: f64,
+) -> Option<f64> {
+    let (s, e) = span;
+    let mb_per_s: f64 = [metrics::DEV_RMB_PER_S.name, metrics::DEV_WMB_PER_S.name]
+        .iter()
+        .filter_map(|k| figures.get(k))
+        .sum();
+    (e > s && mb_per_s.is_finite()).then(|| mb_per_s * anchor_s / (e - s))
 }
 
 /// A window that fio's final report alone anchors (late by fio's reaping, up to
