@@ -22,6 +22,21 @@ struct Bucket {
     seeks: u64,
 }
 
+impl Bucket {
+    fn absorb(&mut self, o: &Bucket) {
+        self.reads += o.reads;
+        self.writes += o.writes;
+        self.read_bytes += o.read_bytes;
+        self.write_bytes += o.write_bytes;
+        self.queue_area += o.queue_area;
+        self.driver_area += o.driver_area;
+        self.q2c_sum += o.q2c_sum;
+        self.q2c_n += o.q2c_n;
+        self.q2c_max = self.q2c_max.max(o.q2c_max);
+        self.seeks += o.seeks;
+    }
+}
+
 /// Integrates a depth over time, splitting across bucket boundaries.
 #[derive(Debug, Clone, Default)]
 struct DepthClock {
@@ -231,25 +246,35 @@ impl Timeline {
         b.q2c_max = b.q2c_max.max(ns);
     }
 
-    /// The points, with start times in seconds from `trace_origin`.
+    /// The points, with start times in seconds from `trace_origin`. The last interval holds
+    /// what happened up to `end` and its rates are over that part; a part shorter than half
+    /// an interval is folded into the interval before it, whose rates are then over both:
+    /// the last few completions over a sliver of time would read as an enormous rate (the
+    /// plot's bins end a few nanoseconds short of the trace's last event, which made it
+    /// one of millions of MB/s).
     pub fn finish(mut self, end: u64, trace_origin: u64) -> Vec<TimelinePoint> {
         self.advance::<true>(end);
         self.advance::<false>(end);
-        let secs = self.interval as f64 / 1e9;
+        let start_of = |i: usize| {
+            self.origin
+                .saturating_add((i as u64).saturating_mul(self.interval))
+        };
+        let Some(last) = self.buckets.len().checked_sub(1) else {
+            return Vec::new();
+        };
+        let mut last_span = end.saturating_sub(start_of(last)).clamp(1, self.interval);
+        if last > 0 && last_span < self.interval / 2 {
+            let sliver = self.buckets.pop().unwrap_or_default();
+            self.buckets[last - 1].absorb(&sliver);
+            last_span += self.interval;
+        }
+        let n = self.buckets.len();
         self.buckets
             .iter()
             .enumerate()
             .map(|(i, b)| {
-                let start = self
-                    .origin
-                    .saturating_add((i as u64).saturating_mul(self.interval));
-                // The last bucket may be partial: average depth over the part covered.
-                let span = (end.max(start) - start).clamp(1, self.interval) as f64;
-                let span = if i + 1 == self.buckets.len() {
-                    span
-                } else {
-                    self.interval as f64
-                };
+                let start = start_of(i);
+                let span = if i + 1 == n { last_span } else { self.interval } as f64;
                 let dur = span / 1e9;
                 TimelinePoint {
                     start: start.saturating_sub(trace_origin) as f64 / 1e9,
@@ -266,7 +291,7 @@ impl Timeline {
                     },
                     q2c_max: b.q2c_max as f64 / 1e9,
                     seeks_per_s: b.seeks as f64 / dur,
-                    interval: secs,
+                    interval: dur,
                 }
             })
             .collect()
@@ -277,6 +302,9 @@ impl Timeline {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TimelinePoint {
     pub start: f64,
+    /// The interval's length in seconds, the rates' divisor: the last one ends at the
+    /// trace's end, so it may be shorter than the others, or longer by less than half an
+    /// interval (see [`Timeline::finish`]).
     pub interval: f64,
     pub read_iops: f64,
     pub write_iops: f64,
@@ -321,5 +349,32 @@ mod tests {
         // 2 seeks in the first 1000 ns bucket: 2e6 per second; 1 in the second.
         assert!((pts[0].seeks_per_s - 2.0e6).abs() < 1e-3);
         assert!((pts[1].seeks_per_s - 1.0e6).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_last_sliver_is_folded_into_the_interval_before() {
+        let mut t = Timeline::new(0, 1000);
+        t.complete(100, 4096, false);
+        t.complete(1999, 4096, false);
+        // Past the second interval by nothing: alone, 1 IO over 1 ns would be 1e9 IOPS.
+        t.complete(2000, 4096, false);
+        let pts = t.finish(2000, 0);
+        assert_eq!(pts.len(), 2, "{pts:?}");
+        assert!((pts[1].interval - 1001e-9).abs() < 1e-15, "{pts:?}");
+        assert!((pts[1].read_iops - 2.0 / 1001e-9).abs() < 1e-3, "{pts:?}");
+        // Nothing is lost: rate x length gives back every completion.
+        let ios: f64 = pts.iter().map(|p| p.read_iops * p.interval).sum();
+        assert!((ios - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_last_part_of_half_an_interval_or_more_stands_alone() {
+        let mut t = Timeline::new(0, 1000);
+        t.complete(100, 4096, false);
+        t.complete(1500, 4096, false);
+        let pts = t.finish(1600, 0);
+        assert_eq!(pts.len(), 2);
+        assert!((pts[1].interval - 600e-9).abs() < 1e-15);
+        assert!((pts[1].read_iops - 1.0 / 600e-9).abs() < 1e-3);
     }
 }
