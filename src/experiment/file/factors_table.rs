@@ -295,19 +295,13 @@ impl Walker<'_> {
 
     /// A level of a system control (governor, turbo, ...), checked against its values.
     fn system_level(&mut self, item: &Value, factor: &str, knob: &SystemKnob) -> Option<Level> {
-        let v = item.get_ref();
-        let text = match v {
-            DeValue::String(s) => Some(s.to_string()),
-            DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
-            DeValue::Boolean(b) => Some(b.to_string()),
-            _ => None,
-        };
-        match text.map(|t| knob.check(&t)) {
-            Some(Ok(value)) => Some(Level {
+        let text = self.knob_text(item, factor, true)?;
+        match knob.check(&text) {
+            Ok(value) => Some(Level {
                 label: value.clone(),
                 value: LevelValue::Knob(value),
             }),
-            Some(Err(allowed)) => {
+            Err(allowed) => {
                 self.error(
                     item.span(),
                     format!("not a value of `{factor}`"),
@@ -315,40 +309,41 @@ impl Walker<'_> {
                 );
                 None
             }
-            None => {
-                self.error(
-                    item.span(),
-                    format!(
-                        "`{factor}` levels are strings, integers or booleans, not {}",
-                        type_name(v)
-                    ),
-                    None,
-                );
-                None
-            }
         }
+    }
+
+    /// A knob's level as the text to write: a string or an integer (or, with `booleans`, a
+    /// boolean as `true`/`false`), on one line; else an error saying what it is instead.
+    fn knob_text(&mut self, item: &Value, factor: &str, booleans: bool) -> Option<String> {
+        let v = item.get_ref();
+        let text = match v {
+            DeValue::String(s) => Some(s.to_string()),
+            DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
+            DeValue::Boolean(b) if booleans => Some(b.to_string()),
+            _ => None,
+        };
+        let what = match &text {
+            Some(t) if t.contains(['\n', '\r', '\0']) => "a string of more than one line",
+            Some(_) => return text,
+            None => type_name(v),
+        };
+        let kinds = if booleans {
+            "strings, integers or booleans"
+        } else {
+            "strings or integers"
+        };
+        self.error(
+            item.span(),
+            format!("`{factor}` levels are {kinds} of one line, not {what}"),
+            None,
+        );
+        None
     }
 
     /// A level of a queue attribute: checked against the values of a knob iolab knows, one
     /// line of text for any other attribute.
     fn queue_knob_level(&mut self, item: &Value, factor: &str, attribute: &str) -> Option<Level> {
-        let v = item.get_ref();
-        let text = match v {
-            DeValue::String(s) => Some(s.to_string()),
-            DeValue::Integer(i) => integer(i).map(|n| n.to_string()),
-            _ => None,
-        };
-        let Some(text) = text.filter(|t| !t.contains(['\n', '\r', '\0'])) else {
-            self.error(
-                item.span(),
-                format!(
-                    "`{factor}` levels are strings or integers, not {}",
-                    type_name(v)
-                ),
-                None,
-            );
-            return None;
-        };
+        let text = self.knob_text(item, factor, false)?;
         match queue_knobs::find(attribute) {
             Some(knob) => match knob.check(&text) {
                 Ok(value) => Some(Level {
@@ -470,6 +465,33 @@ mod tests {
         assert!(text.contains("x.toml:7:6: `bs` has no levels"), "{text}");
         assert!(
             text.contains("x.toml:8:12: the levels of `nomerges` must be a list"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_knob_level_that_is_not_one_line_of_text_says_what_it_is() {
+        let errs = errors(
+            "name = \"n\"\n[factors]\nread_ahead_kb = [\"128\\n256\", 1.5]\n\
+             \"cpu.governor\" = [[\"performance\"]]\n",
+        );
+        let text = errs.join("\n");
+        assert!(
+            text.contains(
+                "x.toml:3:18: `read_ahead_kb` levels are strings or integers of one line, not \
+                 a string of more than one line"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:3:30: `read_ahead_kb` levels are strings or integers of one line, not a float"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "x.toml:4:19: `cpu.governor` levels are strings, integers or booleans of one line, \
+                 not an array"
+            ),
             "{text}"
         );
     }
