@@ -905,6 +905,40 @@ mod tests {
         );
     }
 
+    /// Rows 10 ms apart are told apart (with one decimal they all read 0.0), and the last
+    /// row, which ends with the trace, says the length its rates are over.
+    #[test]
+    fn the_timelines_rows_show_as_many_decimals_as_the_interval_needs() {
+        let dev = 8 << 20;
+        let mut a = Analyzer::new(Options {
+            interval_ns: 10_000_000,
+            ..Default::default()
+        });
+        for i in 0..4u64 {
+            let t = i * 10_000_000;
+            a.feed(&ev(t, code::QUEUE, dev, i * 8, 4096));
+            a.feed(&ev(t + 1_000, code::ISSUE, dev, i * 8, 4096));
+            a.feed(&ev(t + 7_000_000, code::COMPLETE, dev, i * 8, 4096));
+        }
+        let text = render::render(&a.finish());
+        let rows: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with("t(s)"))
+            .skip(1)
+            .take(4)
+            .collect();
+        let times: Vec<&str> = rows
+            .iter()
+            .filter_map(|r| r.split_whitespace().next())
+            .collect();
+        assert_eq!(times, ["0.00", "0.01", "0.02", "0.03"], "{text}");
+        // The last interval ends at the last completion, 7 ms into it.
+        assert!(
+            text.contains("(the last row's rates are over 0.007000 s, to the trace's end)"),
+            "{text}"
+        );
+    }
+
     /// A plug still open at the end closes at the device's last record, even when that is a
     /// completion, which the side stage that counts plugs lets pass without looking.
     #[test]

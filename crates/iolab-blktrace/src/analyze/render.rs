@@ -297,7 +297,9 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
             );
         }
     }
-    if !d.timeline.is_empty() {
+    if let Some(first) = d.timeline.first() {
+        // As many decimals as the interval needs (0.01 s rows would all read 0.0 with one).
+        let decimals = (-first.interval.log10() - 1e-9).ceil().clamp(1.0, 9.0) as usize;
         let _ = writeln!(
             o,
             "{:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>10}",
@@ -306,7 +308,7 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
         for p in &d.timeline {
             let _ = writeln!(
                 o,
-                "{:>8.1} {:>9.0} {:>9.0} {:>8.1} {:>8.1} {:>7.1} {:>7.1} {:>10}",
+                "{:>8.decimals$} {:>9.0} {:>9.0} {:>8.1} {:>8.1} {:>7.1} {:>7.1} {:>10}",
                 p.start,
                 p.read_iops,
                 p.write_iops,
@@ -316,6 +318,16 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
                 p.driver_depth,
                 fmt_secs(p.q2c_avg)
             );
+        }
+        // The last row ends with the trace, so its rates are over a length of its own.
+        if let Some(last) = d.timeline.last().filter(|_| d.timeline.len() > 1) {
+            if (last.interval - first.interval).abs() > first.interval * 1e-9 {
+                let _ = writeln!(
+                    o,
+                    "(the last row's rates are over {:.6} s, to the trace's end)",
+                    last.interval
+                );
+            }
         }
     }
     o.push('\n');
