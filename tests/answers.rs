@@ -234,6 +234,19 @@ fn show_prints_pivot_tables_with_na_failed_and_outliers() {
         serde_json::json!([])
     );
 
+    // The summary's runs are objects a script reads by metric name.
+    let summary: Value =
+        serde_json::from_str(&ok(&db, &["show", "1", "--summary", "--json"])).unwrap();
+    let on = summary["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["key"] == "rq_affinity=0,placement=on")
+        .unwrap_or_else(|| panic!("{summary}"));
+    let runs = on["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6, "{on}");
+    assert!(runs[0]["read_iops"].as_f64().unwrap() > 0.0, "{on}");
+
     let csv = ok(&db, &["show", "1", "--csv", "--metric", "read_iops"]);
     assert_eq!(csv.lines().count(), 1 + 9, "{csv}");
     assert!(

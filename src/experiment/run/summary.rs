@@ -15,7 +15,9 @@ use crate::report::table::{Cell as TableCell, Column, Table};
 pub struct CellResult {
     pub(crate) index: usize,
     pub key: String,
-    /// Metrics of each successful repetition, in run order.
+    /// Metrics of each successful repetition, in run order (in JSON, one object per run:
+    /// `{"read_iops": ..., ...}`, what a script looks up by name).
+    #[serde(serialize_with = "runs_as_objects")]
     pub runs: Vec<Vec<(String, f64)>>,
     /// Set when the cell cannot be realised here.
     pub not_applicable: Option<String>,
@@ -23,6 +25,19 @@ pub struct CellResult {
     pub failures: Vec<String>,
     /// The adaptive rule stopped at `max` runs before reaching its precision target.
     pub(crate) capped: bool,
+}
+
+fn runs_as_objects<S: serde::Serializer>(
+    runs: &[Vec<(String, f64)>],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    struct Run<'a>(&'a [(String, f64)]);
+    impl Serialize for Run<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_map(self.0.iter().map(|(name, value)| (name, value)))
+        }
+    }
+    s.collect_seq(runs.iter().map(|r| Run(r)))
 }
 
 /// Total IOPS and MB/s over both directions; latencies from the direction that did most of
