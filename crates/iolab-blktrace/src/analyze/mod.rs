@@ -939,6 +939,39 @@ mod tests {
         );
     }
 
+    /// With reads and writes in the trace, the text's Q2C histogram is drawn for each apart
+    /// (a fast reader and a slow writer mixed in one would read as neither); with one
+    /// direction only, once.
+    #[test]
+    fn the_q2c_histogram_is_drawn_per_direction_when_both_are_there() {
+        let dev = 8 << 20;
+        let run = |directions: &[u64]| {
+            let mut a = Analyzer::new(Options::default());
+            for (i, &dir) in directions.iter().enumerate() {
+                let (t, sector) = (i as u64 * 1_000_000, i as u64 * 8);
+                for (dt, c) in [
+                    (0, code::QUEUE),
+                    (1_000, code::ISSUE),
+                    (50_000, code::COMPLETE),
+                ] {
+                    let mut e = ev(t + dt, c, dev, sector, 4096);
+                    e.action = action(c, dir);
+                    a.feed(&e);
+                }
+            }
+            render::render(&a.finish())
+        };
+        let both = run(&[category::READ, category::WRITE, category::WRITE]);
+        assert!(
+            both.contains("Q2C histogram, reads:") && both.contains("Q2C histogram, writes:"),
+            "{both}"
+        );
+        assert!(!both.contains("Q2C histogram:"), "{both}");
+        let reads = run(&[category::READ, category::READ]);
+        assert!(reads.contains("Q2C histogram:"), "{reads}");
+        assert!(!reads.contains("Q2C histogram, reads:"), "{reads}");
+    }
+
     /// A plug still open at the end closes at the device's last record, even when that is a
     /// completion, which the side stage that counts plugs lets pass without looking.
     #[test]

@@ -282,8 +282,25 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
         "reads {} writes {}; allocation sleeps (S) {}; cgroup-tagged events {}",
         d.reads, d.writes, d.sleeps, d.cgroup_events
     );
-    if let Some(q2c) = d.latency.get("q2c").filter(|s| s.n > 0) {
-        let _ = writeln!(o, "Q2C histogram:");
+    // Reads and writes apart where both are there (as biolatency -F): a buffered writer's
+    // and a reader's latencies mixed in one histogram read as neither.
+    let q2c_of = |dir: &str| {
+        d.by_direction
+            .get(dir)
+            .and_then(|l| l.get("q2c"))
+            .filter(|s| s.n > 0)
+    };
+    let histograms = match (q2c_of("read"), q2c_of("write")) {
+        (Some(r), Some(w)) => vec![("Q2C histogram, reads:", r), ("Q2C histogram, writes:", w)],
+        _ => d
+            .latency
+            .get("q2c")
+            .filter(|s| s.n > 0)
+            .map(|s| vec![("Q2C histogram:", s)])
+            .unwrap_or_default(),
+    };
+    for (title, q2c) in histograms {
+        let _ = writeln!(o, "{title}");
         let most = q2c.histogram.iter().map(|b| b.count).max().unwrap_or(1);
         for b in &q2c.histogram {
             let bar = (b.count * 40).div_ceil(most) as usize;
