@@ -11,9 +11,10 @@ use super::diagnose::{diagnose, Finding};
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Row {
     pub(crate) metric: String,
-    pub(crate) a: f64,
-    pub(crate) b: f64,
-    /// (b - a) / a in percent; None when a is 0.
+    /// None where that trace has no such figure (no S events, no I events, no writes).
+    pub(crate) a: Option<f64>,
+    pub(crate) b: Option<f64>,
+    /// (b - a) / a in percent; None when a is 0 or either side has no figure.
     pub(crate) change_pct: Option<f64>,
 }
 
@@ -31,18 +32,31 @@ pub(crate) struct Comparison {
     pub(crate) only_in_b: Vec<Finding>,
 }
 
-fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, f64)> {
-    let mut m = Vec::new();
+/// The figures compared, the same names in the same order for every device: a latency that
+/// has no samples in one trace (S2G where nothing slept, I2D without a scheduler, a direction
+/// with no I/O) is None there, so it still shows beside the trace that has it.
+fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, Option<f64>)> {
+    let mut m: Vec<(String, Option<f64>)> = Vec::new();
     let secs = (d.last - d.first).max(1e-9).min(duration.max(1e-9));
-    m.push(("IOs/s (completed requests)".into(), d.merge.d as f64 / secs));
-    m.push(("MB/s".into(), d.merge.total as f64 * 512.0 / 1e6 / secs));
+    m.push((
+        "IOs/s (completed requests)".into(),
+        Some(d.merge.d as f64 / secs),
+    ));
+    m.push((
+        "MB/s".into(),
+        Some(d.merge.total as f64 * 512.0 / 1e6 / secs),
+    ));
+    let mut latency = |name: String, s: Option<&super::analyze::latency::LatencySummary>| {
+        let s = s.filter(|s| s.n > 0);
+        m.push((format!("{name} avg (s)"), s.map(|s| s.avg)));
+        m.push((format!("{name} p99 (s)"), s.map(|s| s.p99)));
+    };
     for k in ["q2c", "d2c", "i2d", "q2g", "s2g", "m2d"] {
-        if let Some(s) = d.latency.get(k) {
-            if s.n > 0 {
-                m.push((format!("{} avg (s)", k.to_uppercase()), s.avg));
-                m.push((format!("{} p99 (s)", k.to_uppercase()), s.p99));
-            }
-        }
+        latency(k.to_uppercase(), d.latency.get(k));
+    }
+    for dir in ["read", "write"] {
+        let q2c = d.by_direction.get(dir).and_then(|l| l.get("q2c"));
+        latency(format!("{dir} Q2C"), q2c);
     }
     let o = &d.overhead;
     for (k, v) in [
@@ -51,15 +65,16 @@ fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, f64)> {
         ("Q2G", o.q2g),
         ("M2D", o.m2d),
     ] {
-        m.push((format!("{k} % of Q2C"), v));
+        m.push((format!("{k} % of Q2C"), Some(v)));
     }
-    m.push(("merge ratio".into(), d.merge.ratio));
-    m.push(("avg request (sectors)".into(), d.merge.blk_avg as f64));
-    m.push(("dispatch depth avg".into(), d.dispatch_depth.avg));
-    if let Some(s) = &d.seek_d2d {
-        m.push(("D2D seek median (sectors)".into(), s.median as f64));
-    }
-    m.push(("allocation sleeps".into(), d.sleeps as f64));
+    m.push(("merge ratio".into(), Some(d.merge.ratio)));
+    m.push(("avg request (sectors)".into(), Some(d.merge.blk_avg as f64)));
+    m.push(("dispatch depth avg".into(), Some(d.dispatch_depth.avg)));
+    m.push((
+        "D2D seek median (sectors)".into(),
+        d.seek_d2d.as_ref().map(|s| s.median as f64),
+    ));
+    m.push(("allocation sleeps".into(), Some(d.sleeps as f64)));
     m
 }
 
@@ -77,17 +92,18 @@ pub(crate) fn compare(a: &Report, b: &Report) -> Comparison {
         let Some(j) = j else { continue };
         used[j] = true;
         let db = &b.devices[j];
-        let mb = metrics(db, b.duration);
         let rows = metrics(da, a.duration)
             .into_iter()
-            .filter_map(|(k, va)| {
-                let vb = mb.iter().find(|(kb, _)| *kb == k)?.1;
-                Some(Row {
-                    metric: k,
-                    a: va,
-                    b: vb,
-                    change_pct: (va != 0.0).then(|| 100.0 * (vb - va) / va),
-                })
+            .zip(metrics(db, b.duration))
+            .filter(|((_, va), (_, vb))| va.is_some() || vb.is_some())
+            .map(|((metric, va), (_, vb))| Row {
+                change_pct: match (va, vb) {
+                    (Some(va), Some(vb)) if va != 0.0 => Some(100.0 * (vb - va) / va),
+                    _ => None,
+                },
+                metric,
+                a: va,
+                b: vb,
             })
             .collect();
         devices.push(DeviceComparison {
@@ -143,18 +159,22 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
             "metric", "A", "B", "change"
         );
         for r in &d.rows {
-            // A count that appears (sleeps, I2D under a scheduler) is a change, not a "-".
-            let ch = match r.change_pct {
-                Some(p) => format!("{p:+.1}%"),
-                None if r.b != 0.0 => "from 0".into(),
-                None => "-".into(),
+            // A count that appears (sleeps, I2D under a scheduler) is a change, not a "-";
+            // so is a latency only one trace has.
+            let ch = match (r.change_pct, r.a, r.b) {
+                (Some(p), _, _) => format!("{p:+.1}%"),
+                (None, Some(_), Some(b)) if b != 0.0 => "from 0".into(),
+                (None, None, Some(_)) => "only B".into(),
+                (None, Some(_), None) => "only A".into(),
+                _ => "-".into(),
             };
+            let side = |v: Option<f64>| v.map_or("-".to_string(), |v| num(&r.metric, v));
             let _ = writeln!(
                 o,
                 "{:<28} {:>14} {:>14} {:>9}",
                 r.metric,
-                num(&r.metric, r.a),
-                num(&r.metric, r.b),
+                side(r.a),
+                side(r.b),
                 ch
             );
         }
@@ -193,8 +213,8 @@ mod tests {
     fn a_figure_that_appears_reads_from_zero_and_each_kind_keeps_its_digits() {
         let row = |metric: &str, a: f64, b: f64| Row {
             metric: metric.into(),
-            a,
-            b,
+            a: Some(a),
+            b: Some(b),
             change_pct: (a != 0.0).then(|| 100.0 * (b - a) / a),
         };
         let c = Comparison {
@@ -207,6 +227,12 @@ mod tests {
                     row("dispatch depth avg", 22.0, 4.0),
                     row("Q2C avg (s)", 0.008266399, 0.011604531),
                     row("D2D seek median (sectors)", 33896.0, 33280.0),
+                    Row {
+                        metric: "S2G avg (s)".into(),
+                        a: None,
+                        b: Some(0.000412),
+                        change_pct: None,
+                    },
                 ],
             }],
             only_in_a: Vec::new(),
@@ -217,6 +243,11 @@ mod tests {
         assert!(line("allocation sleeps").ends_with("from 0"), "{text}");
         assert!(line("M2D % of Q2C").ends_with(" -"), "{text}");
         assert!(line("dispatch depth avg").ends_with("-81.8%"), "{text}");
+        // A latency only one trace has (requests slept only in B) shows, with a "-" for A.
+        assert!(
+            line("S2G avg (s)").ends_with("-    0.000412000    only B"),
+            "{text}"
+        );
         // Seconds keep their digits on both sides, whatever their size; sectors are whole.
         assert!(
             line("Q2C avg (s)").contains(" 0.008266399    0.011604531 "),
