@@ -1142,7 +1142,11 @@ fn plot_writes_four_svg_charts() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("7,0"));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--dev 9,9 is not in the trace; it has 7,0"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -468,13 +468,22 @@ fn pick_device<'a>(
     want: Option<&str>,
 ) -> anyhow::Result<&'a DeviceReport> {
     match want {
-        Some(w) => {
-            let w = wanted_dev(w)?;
+        Some(asked) => {
+            let w = wanted_dev(asked)?;
             devs.iter()
                 .find(|d| parse_dev(&d.dev).ok() == Some(w))
                 .with_context(|| {
                     let have: Vec<&str> = devs.iter().map(|d| d.dev.as_str()).collect();
-                    format!("device not in the trace (it has {})", have.join(" "))
+                    let number = format!("{},{}", w >> 20, w & 0xfffff);
+                    let asked = if asked.contains(',') {
+                        number
+                    } else {
+                        format!("{asked} ({number})")
+                    };
+                    format!(
+                        "--dev {asked} is not in the trace; it has {}",
+                        have.join(", ")
+                    )
                 })
         }
         None => devs
