@@ -55,7 +55,7 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
             .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(40)
-            .y_label_area_size(70)
+            .y_label_area_size(super::y_label_area(y0, y1))
             .build_cartesian_2d(slots(bars.len()).into_segmented(), y0..y1)
             .map_err(draw_err)?;
         chart

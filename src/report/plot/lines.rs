@@ -77,7 +77,12 @@ pub(crate) fn metric_vs_factor(
         let mut levels: Vec<f64> = points.iter().map(|p| p.x).collect();
         levels.sort_by(f64::total_cmp);
         levels.dedup();
-        let ticks = (levels.len() <= MAX_LEVEL_TICKS).then_some(levels);
+        // Levels too close to label apart (the per-second series of runs whose windows end
+        // at 4.002, 4.005 and 4.006 s) get the axis's own ticks instead.
+        let at = |x: f64| if log_x { x.ln() } else { x };
+        let span = at(xmax) - at(xmin);
+        let crowded = levels.windows(2).any(|w| at(w[1]) - at(w[0]) < span / 40.0);
+        let ticks = (levels.len() <= MAX_LEVEL_TICKS && !crowded).then_some(levels);
         let text = (title, x_label, y_label);
         let (lx0, lx1) = (xmin / 1.3, xmax * 1.3);
         let (x0, x1) = padded_range(xmin, xmax, false);
@@ -165,7 +170,7 @@ where
     X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
     X::CoordDescType: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
-    let chart = builder(root, title)
+    let chart = builder(root, title, &y)
         .build_cartesian_2d(x, y)
         .map_err(draw_err)?;
     draw(chart, x_label, y_label, series, x_tick)
@@ -174,12 +179,13 @@ where
 fn builder<'a, 'b>(
     root: &'a DrawingArea<SVGBackend<'b>, Shift>,
     title: &str,
+    y: &std::ops::Range<f64>,
 ) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
     let mut b = ChartBuilder::on(root);
     b.caption(title, (FONT, 20))
         .margin(12)
         .x_label_area_size(45)
-        .y_label_area_size(70);
+        .y_label_area_size(super::y_label_area(y.start, y.end));
     b
 }
 
@@ -323,6 +329,34 @@ mod tests {
                 "{level} missing: {labels:?}"
             );
         }
+    }
+
+    /// Per-second series of runs whose windows end 3 ms apart: labelled at the axis's own
+    /// ticks, not at 4.002, 4.005 and 4.006 drawn over each other.
+    #[test]
+    fn levels_too_close_to_read_apart_are_not_the_labels() {
+        let run = |name: &str, end: f64| Series {
+            name: name.into(),
+            points: [1.0, 2.0, 3.0, end]
+                .iter()
+                .map(|&x| SeriesPoint {
+                    x,
+                    y: 1_500_000.0,
+                    ci: None,
+                })
+                .collect(),
+        };
+        let runs = [
+            run("run 1", 4.002),
+            run("run 2", 4.005),
+            run("run 3", 4.006),
+        ];
+        let svg = metric_vs_factor("t", "seconds", "IOPS", &runs, false).unwrap();
+        let labels = texts(&parse(&svg));
+        assert!(!labels.iter().any(|t| t.starts_with("4.00")), "{labels:?}");
+        assert!(labels.iter().any(|t| t == "2.5"), "{labels:?}");
+        // The y axis's name stands clear of "1,500,000" (70 px made them touch).
+        assert!(super::super::y_label_area(0.0, 1_600_000.0) >= 90);
     }
 
     #[test]

@@ -66,6 +66,18 @@ where
         .map_err(draw_err)
 }
 
+/// Width of the y axis's label area for values up to `top`: the widest tick label at 13 px
+/// (about 7.5 px a character) beside the axis's name; a fixed 70 px let "1,000,000" run into
+/// the name.
+pub(crate) fn y_label_area(lo: f64, top: f64) -> u32 {
+    let widest = [lo, top]
+        .iter()
+        .map(|v| crate::report::format::short(*v).chars().count())
+        .max()
+        .unwrap_or(1);
+    (28 + widest as u32 * 15 / 2).max(60)
+}
+
 /// Chart size in SVG pixels; wide enough for 8-12 labelled bars.
 pub(crate) const SIZE: (u32, u32) = (800, 480);
 
