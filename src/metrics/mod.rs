@@ -234,6 +234,9 @@ listed! {
     IOWAIT_PCT: "iowait_pct", PCT, Some(Lower), "system-wide CPU share idle with I/O outstanding";
     IDLE_PCT: "idle_pct", PCT, Some(Higher),
         "system-wide CPU share idle: headroom, so more is better";
+    STEAL_PCT: "steal_pct", PCT, Some(Lower),
+        "system-wide CPU share stolen: a guest's CPUs ready to run while the host ran something \
+         else (0 on bare metal)";
     IRQ_PER_S: "irq_per_s", PER_S, Some(Lower),
         "all interrupts per second, machine-wide (overhead, not work)";
     DEV_IRQ_PER_S: "dev_irq_per_s", PER_S, Some(Lower),

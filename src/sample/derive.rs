@@ -177,6 +177,7 @@ pub(crate) fn summary(
         system.insert(metrics::SOFTIRQ_PCT.name, c.softirq_pct);
         system.insert(metrics::IOWAIT_PCT.name, c.iowait_pct);
         system.insert(metrics::IDLE_PCT.name, c.idle_pct);
+        system.insert(metrics::STEAL_PCT.name, c.steal_pct);
     }
     if let Some(v) = whole.irq_per_s {
         system.insert(metrics::IRQ_PER_S.name, v);

@@ -171,6 +171,7 @@ pub(crate) fn series(samples: &SampleRun) -> Vec<SampleSeries> {
                 (metrics::SOFTIRQ_PCT, c.softirq_pct),
                 (metrics::IOWAIT_PCT, c.iowait_pct),
                 (metrics::IDLE_PCT, c.idle_pct),
+                (metrics::STEAL_PCT, c.steal_pct),
             ] {
                 push("cpu", format!("{who}/{}", name.name), t, v);
             }
@@ -284,6 +285,7 @@ mod tests {
         for n in [
             "usr_pct",
             "sys_pct",
+            "steal_pct",
             "irq_per_s",
             "dev_r_per_s",
             "dev_util_pct",
@@ -353,7 +355,11 @@ mod tests {
 
     #[test]
     fn series_cover_cpus_disks_and_fired_irqs_only() {
-        let s = sample_run();
+        let mut s = sample_run();
+        // A guest's CPU 0 lost 5% of its time to the host.
+        let cpu0 = &mut s.intervals[0].cpus[0].1;
+        cpu0.idle_pct -= 5.0;
+        cpu0.steal_pct += 5.0;
         let series = series(&s);
         let keys: Vec<String> = series
             .iter()
@@ -365,6 +371,13 @@ mod tests {
             "{keys:?}"
         );
         assert!(keys.contains(&"irq:all".to_string()));
+        // Each CPU's shares add up to its whole time: steal too (a guest's lost time).
+        let cpu0: f64 = series
+            .iter()
+            .filter(|s| s.kind == "cpu" && s.key.starts_with("cpu0/"))
+            .map(|s| s.values[0])
+            .sum();
+        assert!((cpu0 - 100.0).abs() < 1e-9, "{cpu0}");
         for s in &series {
             assert_eq!(s.t_offsets, vec![2.0], "{}", s.key);
             assert_eq!(s.values.len(), 1);
