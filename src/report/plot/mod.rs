@@ -66,9 +66,9 @@ where
         .map_err(draw_err)
 }
 
-/// Width of the y axis's label area for values up to `top`: the widest tick label at 13 px
-/// (about 7.5 px a character) beside the axis's name; a fixed 70 px let "1,000,000" run into
-/// the name.
+/// Width of the y axis's label area for an axis from `lo` to `top`: room for the wider of
+/// their tick labels at 13 px (about 7.5 px a character) beside the axis's name; a fixed
+/// 70 px let "1,000,000" run into the name.
 pub(crate) fn y_label_area(lo: f64, top: f64) -> u32 {
     let widest = [lo, top]
         .iter()

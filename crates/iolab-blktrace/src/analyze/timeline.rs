@@ -262,12 +262,14 @@ impl Timeline {
         let Some(last) = self.buckets.len().checked_sub(1) else {
             return Vec::new();
         };
-        let mut last_span = end.saturating_sub(start_of(last)).clamp(1, self.interval);
-        if last > 0 && last_span < self.interval / 2 {
+        let covered = end.saturating_sub(start_of(last)).min(self.interval);
+        let last_span = if last > 0 && covered < self.interval / 2 {
             let sliver = self.buckets.pop().unwrap_or_default();
             self.buckets[last - 1].absorb(&sliver);
-            last_span += self.interval;
-        }
+            self.interval + covered
+        } else {
+            covered.max(1)
+        };
         let n = self.buckets.len();
         self.buckets
             .iter()
@@ -360,8 +362,8 @@ mod tests {
         t.complete(2000, 4096, false);
         let pts = t.finish(2000, 0);
         assert_eq!(pts.len(), 2, "{pts:?}");
-        assert!((pts[1].interval - 1001e-9).abs() < 1e-15, "{pts:?}");
-        assert!((pts[1].read_iops - 2.0 / 1001e-9).abs() < 1e-3, "{pts:?}");
+        assert!((pts[1].interval - 1000e-9).abs() < 1e-15, "{pts:?}");
+        assert!((pts[1].read_iops - 2.0 / 1000e-9).abs() < 1e-3, "{pts:?}");
         // Nothing is lost: rate x length gives back every completion.
         let ios: f64 = pts.iter().map(|p| p.read_iops * p.interval).sum();
         assert!((ios - 3.0).abs() < 1e-9);
