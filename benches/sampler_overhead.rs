@@ -106,13 +106,8 @@ fn main() {
             String::from_utf8_lossy(&out.stderr)
         );
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-        doc["cells"][0]["runs"][0]
-            .as_array()
-            .and_then(|m| {
-                m.iter()
-                    .find(|p| p[0] == "read_iops")
-                    .and_then(|p| p[1].as_f64())
-            })
+        doc["cells"][0]["runs"][0]["read_iops"]
+            .as_f64()
             .expect("read_iops in the run")
     };
 
