@@ -474,7 +474,7 @@ fn pick_device<'a>(
                 .find(|d| parse_dev(&d.dev).ok() == Some(w))
                 .with_context(|| {
                     let have: Vec<&str> = devs.iter().map(|d| d.dev.as_str()).collect();
-                    let number = format!("{},{}", w >> 20, w & 0xfffff);
+                    let number = super::blk_io_trace::dev_name(w);
                     let asked = if asked.contains(',') {
                         number
                     } else {

@@ -337,14 +337,15 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
             );
         }
         // The last row ends with the trace, so its rates are over a length of its own.
-        if let Some(last) = d.timeline.last().filter(|_| d.timeline.len() > 1) {
-            if (last.interval - first.interval).abs() > first.interval * 1e-9 {
-                let _ = writeln!(
-                    o,
-                    "(the last row's rates are over {:.6} s, to the trace's end)",
-                    last.interval
-                );
-            }
+        let last = d.timeline.last().filter(|l| {
+            d.timeline.len() > 1 && (l.interval - first.interval).abs() > first.interval * 1e-9
+        });
+        if let Some(last) = last {
+            let _ = writeln!(
+                o,
+                "(the last row's rates are over {:.6} s, to the trace's end)",
+                last.interval
+            );
         }
     }
     o.push('\n');
