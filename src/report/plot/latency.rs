@@ -5,7 +5,7 @@
 
 use plotters::prelude::*;
 
-use crate::report::format::{log_tick, number};
+use crate::report::format::{log_tick, number, short};
 use crate::stats::LatencyHistogram;
 
 use super::legend::{self, Marks};
@@ -33,65 +33,77 @@ pub(crate) fn latency_cdf(
         .iter()
         .filter_map(|(_, h)| h.bins().last().map(|b| us(b.0)))
         .fold(f64::NEG_INFINITY, f64::max);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, (FONT, 20))
-            .margin(12)
-            .x_label_area_size(45)
-            .y_label_area_size(60)
-            .build_cartesian_2d((lo / 1.5..hi * 1.5).log_scale(), 0.0..1.0)
-            .map_err(draw_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("completion latency [us]")
-            .y_desc("fraction of I/Os")
-            .x_label_formatter(&|v| log_tick(*v))
-            .y_label_formatter(&|v| format!("{v:.2}"))
-            .label_style((FONT, 13))
-            .draw()
-            .map_err(draw_err)?;
-        let labels: Vec<String> = series
-            .iter()
-            .map(|(name, h)| {
-                format!(
-                    "{name} (p50 {} us, p99 {} us, {} I/Os)",
-                    number(us(h.percentile(50.0).unwrap_or(0))),
-                    number(us(h.percentile(99.0).unwrap_or(0))),
-                    h.total()
-                )
-            })
-            .collect();
-        let names: Vec<&str> = labels.iter().map(String::as_str).collect();
-        let area = chart.plotting_area().get_pixel_range();
-        let mut marks = Marks::new(area, &names, SeriesLabelPosition::LowerRight);
-        for (i, ((_, h), label)) in series.iter().zip(&labels).enumerate() {
-            let c = color(i);
-            // A step line: the CDF is flat between bucket values.
-            let mut pts = Vec::new();
-            let mut prev = 0.0;
-            for (ns, frac) in h.cdf() {
-                pts.push((us(ns), prev));
-                pts.push((us(ns), frac));
-                prev = frac;
-            }
-            for pair in pts.windows(2) {
-                marks.segment(chart.backend_coord(&pair[0]), chart.backend_coord(&pair[1]));
-            }
+    let labels: Vec<String> = series
+        .iter()
+        .map(|(name, h)| {
+            format!(
+                "{name} (p50 {} us, p99 {} us, {} I/Os)",
+                number(us(h.percentile(50.0).unwrap_or(0))),
+                number(us(h.percentile(99.0).unwrap_or(0))),
+                short(h.total() as f64)
+            )
+        })
+        .collect();
+    let names: Vec<&str> = labels.iter().map(String::as_str).collect();
+    legend::inside_or_below(|below| {
+        let mut svg = String::new();
+        let marks = {
+            let root = SVGBackend::with_string(&mut svg, legend::canvas(below, &names))
+                .into_drawing_area();
+            root.fill(&WHITE).map_err(draw_err)?;
+            let (top, bottom) = root.split_vertically(SIZE.1);
+            let mut chart = ChartBuilder::on(&top)
+                .caption(title, (FONT, 20))
+                .margin(12)
+                .x_label_area_size(45)
+                .y_label_area_size(60)
+                .build_cartesian_2d((lo / 1.5..hi * 1.5).log_scale(), 0.0..1.0)
+                .map_err(draw_err)?;
             chart
-                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                .map_err(draw_err)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                });
-        }
-        legend::draw(&mut chart, marks.corner(), 0.85)?;
-        root.present().map_err(draw_err)?;
-    }
-    Ok(svg)
+                .configure_mesh()
+                .x_desc("completion latency [us]")
+                .y_desc("fraction of I/Os")
+                .x_label_formatter(&|v| log_tick(*v))
+                .y_label_formatter(&|v| format!("{v:.2}"))
+                .label_style((FONT, 13))
+                .draw()
+                .map_err(draw_err)?;
+            let area = chart.plotting_area().get_pixel_range();
+            // Upper left: a CDF rises from the lower left, so that corner is the emptiest.
+            let mut marks = Marks::new(area.clone(), &names, SeriesLabelPosition::UpperLeft);
+            for (i, ((_, h), label)) in series.iter().zip(&labels).enumerate() {
+                let c = color(i);
+                // A step line: the CDF is flat between bucket values.
+                let mut pts = Vec::new();
+                let mut prev = 0.0;
+                for (ns, frac) in h.cdf() {
+                    pts.push((us(ns), prev));
+                    pts.push((us(ns), frac));
+                    prev = frac;
+                }
+                for pair in pts.windows(2) {
+                    marks.segment(chart.backend_coord(&pair[0]), chart.backend_coord(&pair[1]));
+                }
+                chart
+                    .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                    .map_err(draw_err)?
+                    .label(label)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                    });
+            }
+            if below {
+                let entries: Vec<(&str, RGBColor)> =
+                    (0..names.len()).map(|i| (names[i], color(i))).collect();
+                legend::draw_below(&bottom, area.0.start, &entries)?;
+            } else {
+                legend::draw(&mut chart, marks.corner(), 0.85)?;
+            }
+            root.present().map_err(draw_err)?;
+            marks
+        };
+        Ok((svg, marks))
+    })
 }
 
 #[cfg(test)]
@@ -128,5 +140,40 @@ mod tests {
     fn empty_histogram_is_named() {
         let err = latency_cdf("t", &[("a".into(), LatencyHistogram::new())]).unwrap_err();
         assert!(err.to_string().contains("\"a\""), "{err}");
+    }
+
+    /// The SVG's height and the y of the text that starts with `label`.
+    fn height_and_label_y(svg: &str, label: &str) -> (f64, f64) {
+        let doc = parse(svg);
+        let num = |n: roxmltree::Node<'_, '_>, a| n.attribute(a).unwrap().parse::<f64>().unwrap();
+        let text = doc
+            .descendants()
+            .find(|n| {
+                n.has_tag_name("text") && n.text().is_some_and(|t| t.trim().starts_with(label))
+            })
+            .unwrap_or_else(|| panic!("no {label:?} in {svg}"));
+        (num(doc.root_element(), "height"), num(text, "y"))
+    }
+
+    #[test]
+    fn a_legend_that_would_hide_curves_in_every_corner_goes_below_the_plot() {
+        // Eight CDFs from 1 us to 10 ms, each rising over two decades: curves everywhere.
+        let series: Vec<(String, LatencyHistogram)> = (0..8u32)
+            .map(|k| {
+                let start = 1_000u64 * 2u64.pow(k);
+                let bins = (0..50u64).map(|i| (start + i * start * 2, 10));
+                (format!("variant {k}"), LatencyHistogram::from_pairs(bins))
+            })
+            .collect();
+        let svg = latency_cdf("crowded", &series).unwrap();
+        let (height, y) = height_and_label_y(&svg, "variant 7 (p50");
+        assert!(height > f64::from(SIZE.1), "height {height}");
+        assert!(y > f64::from(SIZE.1), "label at y = {y}, inside the chart");
+
+        // One CDF leaves a corner free: the legend stays inside and the chart its size.
+        let svg = latency_cdf("one", &series[..1]).unwrap();
+        let (height, y) = height_and_label_y(&svg, "variant 0 (p50");
+        assert_eq!(height, f64::from(SIZE.1));
+        assert!(y < f64::from(SIZE.1), "label at y = {y}");
     }
 }

@@ -2,13 +2,19 @@
 //! the data lived there: a throughput line that starts high under an upper-left legend, a
 //! cloud of sectors under an upper-right one. Each chart now notes, in pixels, what it drew
 //! ([`Marks`]), and the legend takes the corner of the plot area where it covers the fewest
-//! marks; ties keep the chart's usual corner.
+//! marks; ties keep the chart's usual corner. A chart drawn cheaply enough to draw twice
+//! ([`inside_or_below`]) puts its legend below the plot instead when every corner would hide
+//! some data: four latency CDFs with their p50 and p99 in the labels made a legend half the
+//! plot wide, and it hid the bottom of every curve.
 
 use std::ops::Range;
 
 use plotters::chart::SeriesLabelPosition;
+use plotters::coord::Shift;
+use plotters::prelude::{DrawingArea, PathElement, Rectangle, SVGBackend, Text};
+use plotters::style::{Color, RGBColor, BLACK};
 
-use super::{draw_err, PlotError, FONT};
+use super::{draw_err, PlotError, FONT, SIZE};
 
 /// What a chart drew under each corner's legend box, counted in pixels as it is noted:
 /// points as they are, lines and bars sampled every few pixels, so a long line or a wide bar
@@ -61,6 +67,11 @@ impl Marks {
         }
     }
 
+    /// Whether the legend would hide data in every corner.
+    fn hides_data(&self) -> bool {
+        self.corners.iter().all(|(.., n)| *n > 0)
+    }
+
     /// The corner whose legend would cover the fewest marks; the usual one wins ties.
     pub(crate) fn corner(&self) -> SeriesLabelPosition {
         let (c, ..) = self
@@ -82,17 +93,76 @@ fn corners(usual: SeriesLabelPosition) -> [SeriesLabelPosition; 4] {
     all
 }
 
-/// The legend's box at `corner` of the plot area `area`, as plotters lays it out (5 px
-/// from the edges; 30 px of sample and 10 px margins around the text). The text's size is
-/// estimated from the label font (13 px): about 7 px per character, 16 px per line.
+/// Draws a chart twice at most: `render(below)` draws it with its legend in the best corner
+/// (`below` false) or below the plot (true), and returns the SVG and what it drew. The legend
+/// goes below only when the first drawing's legend hides data in every corner.
+pub(crate) fn inside_or_below(
+    mut render: impl FnMut(bool) -> Result<(String, Marks), PlotError>,
+) -> Result<String, PlotError> {
+    let (svg, marks) = render(false)?;
+    if marks.hides_data() {
+        Ok(render(true)?.0)
+    } else {
+        Ok(svg)
+    }
+}
+
+/// The canvas of a chart drawn by [`inside_or_below`]: [`SIZE`], taller by the legend and a
+/// bottom margin when the legend goes below. The chart itself takes the top [`SIZE`].
+pub(crate) fn canvas(below: bool, labels: &[&str]) -> (u32, u32) {
+    let extra = if below { size(labels).1 as u32 + 12 } else { 0 };
+    (SIZE.0, SIZE.1 + extra)
+}
+
+/// Draws the legend below the plot, on `bottom` (the canvas under the [`SIZE`]-tall chart):
+/// each entry a line sample in its colour and its label, boxed as plotters boxes a legend,
+/// lined up with the plot area's left edge `left`. plotters itself cannot: it clips a
+/// legend's box to the plot area.
+pub(crate) fn draw_below(
+    bottom: &DrawingArea<SVGBackend<'_>, Shift>,
+    left: i32,
+    entries: &[(&str, RGBColor)],
+) -> Result<(), PlotError> {
+    let labels: Vec<&str> = entries.iter().map(|e| e.0).collect();
+    let (w, h) = size(&labels);
+    bottom
+        .draw(&Rectangle::new([(left, 0), (left + w, h)], BLACK))
+        .map_err(draw_err)?;
+    for (i, (label, colour)) in entries.iter().enumerate() {
+        let y = 10 + (i as f64 * 13.0 * 1.25).round() as i32;
+        bottom
+            .draw(&PathElement::new(
+                vec![(left + 10, y + 5), (left + 30, y + 5)],
+                colour.stroke_width(2),
+            ))
+            .map_err(draw_err)?;
+        bottom
+            .draw(&Text::new(label.to_string(), (left + 40, y), (FONT, 13)))
+            .map_err(draw_err)?;
+    }
+    Ok(())
+}
+
+/// The legend's size as plotters lays it out in SVG, where it estimates text rather than
+/// measuring it: 0.7 of its em (the 13 px label font / 1.24²) per byte and a line every 1.25
+/// of the font size; 30 px of sample and 10 px margins around the text.
+fn size(labels: &[&str]) -> (i32, i32) {
+    let em = 13.0 / 1.24 / 1.24;
+    let bytes = labels.iter().map(|l| l.len()).max().unwrap_or(0);
+    let text_w = (em * 0.7 * bytes as f64).round() as i32;
+    let lines = labels.len().max(1) as f64;
+    let text_h = ((lines - 1.0) * 13.0 * 1.25).round() as i32 + (em * 1.24) as i32;
+    (text_w + 30 + 20, text_h + 20)
+}
+
+/// The legend's box at `corner` of the plot area `area`, 5 px from the edges.
 fn legend_box(
     area: &(Range<i32>, Range<i32>),
     labels: &[&str],
     corner: &SeriesLabelPosition,
 ) -> (Range<i32>, Range<i32>) {
     use SeriesLabelPosition::*;
-    let chars = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as i32;
-    let (w, h) = (chars * 7 + 30 + 20, labels.len() as i32 * 16 + 20);
+    let (w, h) = size(labels);
     let (x, y) = (&area.0, &area.1);
     let left = match corner {
         UpperLeft | LowerLeft => x.start + 5,
@@ -161,5 +231,56 @@ mod tests {
         let mut marks = Marks::new(AREA, &[&long], UpperRight);
         marks.point((350, 20));
         assert_eq!(marks.corner(), UpperLeft);
+    }
+
+    #[test]
+    fn the_box_kept_clear_is_the_box_plotters_draws() {
+        use plotters::prelude::*;
+        let labels = [
+            "hipri=false bs=512 (p50 1,761 us, p99 4,112 us, 66,495 I/Os)",
+            "b",
+            "c",
+        ];
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+            let mut chart = ChartBuilder::on(&root)
+                .build_cartesian_2d(0.0..1.0, 0.0..1.0)
+                .unwrap();
+            for label in labels {
+                chart
+                    .draw_series(LineSeries::new([(0.0, 0.0)], BLACK))
+                    .unwrap()
+                    .label(label);
+            }
+            draw(&mut chart, UpperLeft, 1.0).unwrap();
+        }
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        let border = doc
+            .descendants()
+            .find(|n| n.has_tag_name("rect") && n.attribute("stroke") == Some("#000000"))
+            .expect("the legend's border");
+        let dim = |a| border.attribute(a).unwrap().parse::<i32>().unwrap();
+        assert_eq!((dim("width"), dim("height")), size(&labels));
+    }
+
+    #[test]
+    fn the_legend_goes_below_only_when_every_corner_hides_data() {
+        let drawn = |fill: &[(i32, i32)]| {
+            let mut calls = Vec::new();
+            let svg = inside_or_below(|below| {
+                calls.push(below);
+                let mut marks = Marks::new(AREA, &["a"], UpperLeft);
+                for &p in fill {
+                    marks.point(p);
+                }
+                Ok((format!("below={below}"), marks))
+            })
+            .unwrap();
+            (svg, calls)
+        };
+        let corners = [(10, 10), (590, 10), (10, 390), (590, 390)];
+        assert_eq!(drawn(&corners[..3]), ("below=false".into(), vec![false]));
+        assert_eq!(drawn(&corners), ("below=true".into(), vec![false, true]));
     }
 }

@@ -68,60 +68,70 @@ pub(crate) fn metric_vs_factor(
         [lo.min(p.y).max(floor), hi.max(p.y)]
     }));
     let (y0, y1) = padded_range(ylo, yhi, ylo >= 0.0);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
-        // The factor's levels are what was measured: with few of them, the x axis is
-        // labelled at those (rq_affinity 0, 1, 2; bs 4, 16, 64, ...), not at 0.2, 0.4, ...
-        let mut levels: Vec<f64> = points.iter().map(|p| p.x).collect();
-        levels.sort_by(f64::total_cmp);
-        levels.dedup();
-        // Levels too close to label apart (the per-second series of runs whose windows end
-        // at 4.002, 4.005 and 4.006 s) get the axis's own ticks instead.
-        let at = |x: f64| if log_x { x.ln() } else { x };
-        let span = at(xmax) - at(xmin);
-        let crowded = levels.windows(2).any(|w| at(w[1]) - at(w[0]) < span / 40.0);
-        let ticks = (levels.len() <= MAX_LEVEL_TICKS && !crowded).then_some(levels);
-        let text = (title, x_label, y_label);
-        let (lx0, lx1) = (xmin / 1.3, xmax * 1.3);
-        let (x0, x1) = padded_range(xmin, xmax, false);
-        match (log_x, ticks) {
-            (true, Some(l)) => plot_on(
-                &root,
-                text,
-                Levels {
-                    axis: LogCoord::<f64>::from((lx0..lx1).log_scale()),
-                    at: l,
-                },
-                y0..y1,
-                series,
-                short,
-            ),
-            (true, None) => plot_on(
-                &root,
-                text,
-                (lx0..lx1).log_scale(),
-                y0..y1,
-                series,
-                log_tick,
-            ),
-            (false, Some(l)) => plot_on(
-                &root,
-                text,
-                Levels {
-                    axis: RangedCoordf64::from(x0..x1),
-                    at: l,
-                },
-                y0..y1,
-                series,
-                short,
-            ),
-            (false, None) => plot_on(&root, text, x0..x1, y0..y1, series, short),
-        }?;
-        root.present().map_err(draw_err)?;
-    }
-    Ok(svg)
+    // The factor's levels are what was measured: with few of them, the x axis is
+    // labelled at those (rq_affinity 0, 1, 2; bs 4, 16, 64, ...), not at 0.2, 0.4, ...
+    let mut levels: Vec<f64> = points.iter().map(|p| p.x).collect();
+    levels.sort_by(f64::total_cmp);
+    levels.dedup();
+    // Levels too close to label apart (the per-second series of runs whose windows end
+    // at 4.002, 4.005 and 4.006 s) get the axis's own ticks instead.
+    let at = |x: f64| if log_x { x.ln() } else { x };
+    let span = at(xmax) - at(xmin);
+    let crowded = levels.windows(2).any(|w| at(w[1]) - at(w[0]) < span / 40.0);
+    let ticks = (levels.len() <= MAX_LEVEL_TICKS && !crowded).then_some(levels);
+    let text = (title, x_label, y_label);
+    let (lx0, lx1) = (xmin / 1.3, xmax * 1.3);
+    let (x0, x1) = padded_range(xmin, xmax, false);
+    let labels: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    legend::inside_or_below(|below| {
+        let mut svg = String::new();
+        let marks = {
+            let root = SVGBackend::with_string(&mut svg, legend::canvas(below, &labels))
+                .into_drawing_area();
+            root.fill(&WHITE).map_err(draw_err)?;
+            let (top, bottom) = root.split_vertically(SIZE.1);
+            let legend_below = below.then_some(&bottom);
+            let marks = match (log_x, &ticks) {
+                (true, Some(l)) => plot_on(
+                    &top,
+                    text,
+                    Levels {
+                        axis: LogCoord::<f64>::from((lx0..lx1).log_scale()),
+                        at: l.clone(),
+                    },
+                    y0..y1,
+                    series,
+                    legend_below,
+                    short,
+                ),
+                (true, None) => plot_on(
+                    &top,
+                    text,
+                    (lx0..lx1).log_scale(),
+                    y0..y1,
+                    series,
+                    legend_below,
+                    log_tick,
+                ),
+                (false, Some(l)) => plot_on(
+                    &top,
+                    text,
+                    Levels {
+                        axis: RangedCoordf64::from(x0..x1),
+                        at: l.clone(),
+                    },
+                    y0..y1,
+                    series,
+                    legend_below,
+                    short,
+                ),
+                (false, None) => plot_on(&top, text, x0..x1, y0..y1, series, legend_below, short),
+            }?;
+            root.present().map_err(draw_err)?;
+            marks
+        };
+        Ok((svg, marks))
+    })
 }
 
 /// An x axis ticked at given values (the factor's levels); its minor grid stays the inner
@@ -164,8 +174,9 @@ fn plot_on<X>(
     x: X,
     y: std::ops::Range<f64>,
     series: &[Series],
+    legend_below: Option<&DrawingArea<SVGBackend<'_>, Shift>>,
     x_tick: fn(f64) -> String,
-) -> Result<(), PlotError>
+) -> Result<Marks, PlotError>
 where
     X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
     X::CoordDescType: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
@@ -173,7 +184,7 @@ where
     let chart = builder(root, title, &y)
         .build_cartesian_2d(x, y)
         .map_err(draw_err)?;
-    draw(chart, x_label, y_label, series, x_tick)
+    draw(chart, x_label, y_label, series, legend_below, x_tick)
 }
 
 fn builder<'a, 'b>(
@@ -195,14 +206,16 @@ fn min_max(values: impl Iterator<Item = f64>) -> (f64, f64) {
     })
 }
 
-/// The drawing shared by the linear and the log x axis.
+/// The drawing shared by the linear and the log x axis; the legend goes on `legend_below`
+/// when given, else in the chart's best corner.
 fn draw<'a, X>(
     mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, RangedCoordf64>>,
     x_label: &str,
     y_label: &str,
     series: &[Series],
+    legend_below: Option<&DrawingArea<SVGBackend<'_>, Shift>>,
     x_tick: fn(f64) -> String,
-) -> Result<(), PlotError>
+) -> Result<Marks, PlotError>
 where
     X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
@@ -210,7 +223,7 @@ where
     let floor = chart.y_range().start;
     let labels: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
     let area = chart.plotting_area().get_pixel_range();
-    let mut marks = Marks::new(area, &labels, SeriesLabelPosition::UpperLeft);
+    let mut marks = Marks::new(area.clone(), &labels, SeriesLabelPosition::UpperLeft);
     for (i, s) in series.iter().enumerate() {
         let c = color(i);
         let mut pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
@@ -248,8 +261,14 @@ where
                 .map_err(draw_err)?;
         }
     }
-    legend::draw(&mut chart, marks.corner(), 0.85)?;
-    Ok(())
+    if let Some(bottom) = legend_below {
+        let entries: Vec<(&str, RGBColor)> =
+            (0..labels.len()).map(|i| (labels[i], color(i))).collect();
+        legend::draw_below(bottom, area.0.start, &entries)?;
+    } else {
+        legend::draw(&mut chart, marks.corner(), 0.85)?;
+    }
+    Ok(marks)
 }
 
 #[cfg(test)]
