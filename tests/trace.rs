@@ -176,7 +176,7 @@ fn check_against_btt(report: &Value, btt_text: &str, tie_order: bool) {
     close("timer unplugs", f(&p["timer_unplugs"]), b.plugs[1], 0.0);
     close(
         "% plugged",
-        f(&p["pct_time_plugged"]),
+        f(&p["btt_pct_time_plugged"]),
         b.plugs[2],
         if tie_order { 0.05 } else { 1e-8 },
     );

@@ -392,6 +392,8 @@ fn device_report(
         ios_unplugged: 0,
         ios_timer_unplugged: 0,
         plugged_ns: 0,
+        plug_records: 0,
+        unplug_records: 0,
         first: d.first_time,
         last: d.last_time,
     }));
@@ -495,16 +497,24 @@ impl Plug {
     fn of(p: &side::PlugStats) -> Plug {
         let plug_span = p.last.saturating_sub(p.first);
         let per = |n: u64, of: u64| if of == 0 { 0.0 } else { n as f64 / of as f64 };
+        let btt_pct_time_plugged = if plug_span == 0 {
+            0.0
+        } else {
+            100.0 * p.plugged_ns as f64 / plug_span as f64
+        };
+        // A P is traced when a task's plug list goes from empty to not, so a P can follow
+        // another only after an unplug: more P than U and UT, beyond one plug left open at
+        // the end, means unplugs went untraced.
+        let unplugs_traced = p.plug_records <= p.unplug_records + 1;
         Plug {
             plugs: p.plugs,
             timer_unplugs: p.timer_unplugs,
-            pct_time_plugged: if plug_span == 0 {
-                0.0
-            } else {
-                100.0 * p.plugged_ns as f64 / plug_span as f64
-            },
+            pct_time_plugged: unplugs_traced.then_some(btt_pct_time_plugged),
             ios_per_unplug: per(p.ios_unplugged, p.plugs),
             ios_per_timer_unplug: per(p.ios_timer_unplugged, p.timer_unplugs),
+            plug_records: p.plug_records,
+            unplug_records: p.unplug_records,
+            btt_pct_time_plugged,
         }
     }
 }
@@ -633,11 +643,22 @@ pub struct Merge {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Plug {
+    /// Plugs ended by an unplug (U), and by the unplug timer (UT), as btt counts them.
     pub plugs: u64,
     pub timer_unplugs: u64,
-    pub pct_time_plugged: f64,
+    /// `None` when unplugs went untraced (more P than U and UT, beyond one plug open at the
+    /// end): blk-mq can pass plugged requests to the driver without tracing an unplug (seen
+    /// with NVMe on Linux 6.1, whose flush through the driver's `queue_rqs` traces none), so
+    /// when plugging ended is not in the trace. btt keeps such a plug open to the next U, or
+    /// to the trace's end ([`Plug::btt_pct_time_plugged`]).
+    pub pct_time_plugged: Option<f64>,
     pub ios_per_unplug: f64,
     pub ios_per_timer_unplug: f64,
+    /// P records, and U and UT records, as traced.
+    pub plug_records: u64,
+    pub unplug_records: u64,
+    /// btt's "% Time Q Plugged", which an open plug keeps to the device's last event.
+    pub btt_pct_time_plugged: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -990,9 +1011,56 @@ mod tests {
         // Plugged from 110 to 500, over the device's span from 100 to 500.
         assert_eq!(p.plugs, 1);
         assert!(
-            (p.pct_time_plugged - 100.0 * 390.0 / 400.0).abs() < 1e-9,
+            (p.pct_time_plugged.unwrap() - 100.0 * 390.0 / 400.0).abs() < 1e-9,
             "{p:?}"
         );
+    }
+
+    /// Plugged requests can reach the driver with no unplug traced (NVMe on Linux 6.1): each
+    /// I/O then brings a P and no U. btt keeps the first plug open to the end (99.7% plugged
+    /// on such a capture); iolab says the time plugged is unknown and what btt would print.
+    #[test]
+    fn plugs_without_traced_unplugs_leave_the_time_plugged_unknown() {
+        let dev = 259 << 20;
+        let run = |unplugged: bool| {
+            let mut a = Analyzer::new(Options::default());
+            for i in 0..3u64 {
+                let (t, sector) = (100 + i * 100, i * 8);
+                a.feed(&ev(t, code::QUEUE, dev, sector, 4096));
+                a.feed(&ev(t + 1, code::PLUG, dev, 0, 0));
+                if unplugged {
+                    a.feed(&ev(t + 5, code::UNPLUG_IO, dev, 0, 0));
+                }
+                a.feed(&ev(t + 10, code::ISSUE, dev, sector, 4096));
+                a.feed(&ev(t + 50, code::COMPLETE, dev, sector, 4096));
+            }
+            a.finish()
+        };
+        let r = run(false);
+        let p = &r.devices[0].plug;
+        assert_eq!((p.plug_records, p.unplug_records), (3, 0));
+        assert_eq!(p.pct_time_plugged, None);
+        // btt: plugged from the first P (101) to the last event (350), over 100 to 350.
+        assert!(
+            (p.btt_pct_time_plugged - 100.0 * 249.0 / 250.0).abs() < 1e-9,
+            "{p:?}"
+        );
+        let text = render::render(&r);
+        assert!(text.contains("|        unknown\n"), "{text}");
+        assert!(
+            text.contains("3 plugs (P) but 0 unplugs (U, UT) traced"),
+            "{text}"
+        );
+        assert!(text.contains("btt would print 99.600000000%"), "{text}");
+
+        let r = run(true);
+        let p = &r.devices[0].plug;
+        assert_eq!((p.plugs, p.plug_records, p.unplug_records), (3, 3, 3));
+        assert!(
+            (p.pct_time_plugged.unwrap() - 100.0 * 12.0 / 250.0).abs() < 1e-9,
+            "{p:?}"
+        );
+        assert!(!render::render(&r).contains("unknown"));
     }
 
     /// The latency samples are summed on the reader thread by `analyze_paths` and in place by

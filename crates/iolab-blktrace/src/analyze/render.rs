@@ -170,13 +170,28 @@ fn btt_device_sections(o: &mut String, r: &Report) {
         "---------- ----------  | ----------------",
         |d| {
             let p = &d.plug;
-            Some(format!(
-                "{:>10}({:>10}) | {:>13.9}%",
-                p.plugs, p.timer_unplugs, p.pct_time_plugged
-            ))
+            let pct = p
+                .pct_time_plugged
+                .map_or(format!("{:>14}", "unknown"), |v| format!("{v:>13.9}%"));
+            Some(format!("{:>10}({:>10}) | {pct}", p.plugs, p.timer_unplugs))
         },
-        "\n",
+        "",
     );
+    for d in r
+        .devices
+        .iter()
+        .filter(|d| d.plug.pct_time_plugged.is_none())
+    {
+        let p = &d.plug;
+        let _ = writeln!(
+            o,
+            "({}: {} plugs (P) but {} unplugs (U, UT) traced: blk-mq passed plugged requests\n \
+             to the driver without tracing an unplug (seen with NVMe on Linux 6.1), so when\n \
+             plugging ended is not in the trace; btt would print {:.9}%)",
+            d.dev, p.plug_records, p.unplug_records, p.btt_pct_time_plugged
+        );
+    }
+    o.push('\n');
     device_table(
         o,
         r,

@@ -93,6 +93,8 @@ struct SideDevice {
     ios_unplugged: u64,
     ios_timer_unplugged: u64,
     plugged_ns: u64,
+    plug_records: u64,
+    unplug_records: u64,
 }
 
 impl SideDevice {
@@ -119,6 +121,9 @@ pub struct PlugStats {
     pub ios_unplugged: u64,
     pub ios_timer_unplugged: u64,
     pub plugged_ns: u64,
+    /// P records, and U and UT records, as traced.
+    pub plug_records: u64,
+    pub unplug_records: u64,
     /// The device's first and last event (btt's span for "% Time Q Plugged").
     pub first: u64,
     pub last: u64,
@@ -221,11 +226,15 @@ impl SideStage {
             code::ISSUE if ev.bytes > 0 => {
                 d.d2d.add(ev.sector, ev.end_sector());
             }
-            code::PLUG if !d.plugged => {
-                d.plugged = true;
-                d.last_plug = ev.time;
+            code::PLUG => {
+                d.plug_records += 1;
+                if !d.plugged {
+                    d.plugged = true;
+                    d.last_plug = ev.time;
+                }
             }
             code::UNPLUG_IO | code::UNPLUG_TIMER => {
+                d.unplug_records += 1;
                 d.unplug(ev.time, ev.unplug_count(), c == code::UNPLUG_TIMER)
             }
             _ => {}
@@ -273,6 +282,8 @@ impl SideStage {
             ios_unplugged: 0,
             ios_timer_unplugged: 0,
             plugged_ns: 0,
+            plug_records: 0,
+            unplug_records: 0,
         });
         Some(self.devices.len() - 1)
     }
@@ -313,6 +324,8 @@ impl SideStage {
             ios_unplugged: d.ios_unplugged,
             ios_timer_unplugged: d.ios_timer_unplugged,
             plugged_ns: d.plugged_ns,
+            plug_records: d.plug_records,
+            unplug_records: d.unplug_records,
             first: d.first,
             last,
         };
