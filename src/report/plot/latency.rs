@@ -9,7 +9,7 @@ use crate::report::format::{log_tick, number, short};
 use crate::stats::LatencyHistogram;
 
 use super::legend::{self, Marks};
-use super::{color, draw_err, PlotError, FONT, SIZE};
+use super::{color, draw_err, PlotError, FONT};
 
 /// `series`: (variant name, merged histogram). The x axis is log-scaled microseconds.
 pub(crate) fn latency_cdf(
@@ -45,70 +45,56 @@ pub(crate) fn latency_cdf(
         })
         .collect();
     let names: Vec<&str> = labels.iter().map(String::as_str).collect();
-    legend::inside_or_below(|below| {
-        let mut svg = String::new();
-        let marks = {
-            let root = SVGBackend::with_string(&mut svg, legend::canvas(below, &names))
-                .into_drawing_area();
-            root.fill(&WHITE).map_err(draw_err)?;
-            let (top, bottom) = root.split_vertically(SIZE.1);
-            let mut chart = ChartBuilder::on(&top)
-                .caption(title, (FONT, 20))
-                .margin(12)
-                .x_label_area_size(45)
-                .y_label_area_size(60)
-                .build_cartesian_2d((lo / 1.5..hi * 1.5).log_scale(), 0.0..1.0)
-                .map_err(draw_err)?;
+    legend::inside_or_below(&names, |top, below| {
+        let mut chart = ChartBuilder::on(top)
+            .caption(title, (FONT, 20))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d((lo / 1.5..hi * 1.5).log_scale(), 0.0..1.0)
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("completion latency [us]")
+            .y_desc("fraction of I/Os")
+            .x_label_formatter(&|v| log_tick(*v))
+            .y_label_formatter(&|v| format!("{v:.2}"))
+            .label_style((FONT, 13))
+            .draw()
+            .map_err(draw_err)?;
+        let area = chart.plotting_area().get_pixel_range();
+        // Upper left: a CDF rises from the lower left, so that corner is the emptiest.
+        let mut marks = Marks::new(area.clone(), &names, SeriesLabelPosition::UpperLeft);
+        for (i, ((_, h), label)) in series.iter().zip(&labels).enumerate() {
+            let c = color(i);
+            // A step line: the CDF is flat between bucket values.
+            let mut pts = Vec::new();
+            let mut prev = 0.0;
+            for (ns, frac) in h.cdf() {
+                pts.push((us(ns), prev));
+                pts.push((us(ns), frac));
+                prev = frac;
+            }
+            for pair in pts.windows(2) {
+                marks.segment(chart.backend_coord(&pair[0]), chart.backend_coord(&pair[1]));
+            }
             chart
-                .configure_mesh()
-                .x_desc("completion latency [us]")
-                .y_desc("fraction of I/Os")
-                .x_label_formatter(&|v| log_tick(*v))
-                .y_label_formatter(&|v| format!("{v:.2}"))
-                .label_style((FONT, 13))
-                .draw()
-                .map_err(draw_err)?;
-            let area = chart.plotting_area().get_pixel_range();
-            // Upper left: a CDF rises from the lower left, so that corner is the emptiest.
-            let mut marks = Marks::new(area.clone(), &names, SeriesLabelPosition::UpperLeft);
-            for (i, ((_, h), label)) in series.iter().zip(&labels).enumerate() {
-                let c = color(i);
-                // A step line: the CDF is flat between bucket values.
-                let mut pts = Vec::new();
-                let mut prev = 0.0;
-                for (ns, frac) in h.cdf() {
-                    pts.push((us(ns), prev));
-                    pts.push((us(ns), frac));
-                    prev = frac;
-                }
-                for pair in pts.windows(2) {
-                    marks.segment(chart.backend_coord(&pair[0]), chart.backend_coord(&pair[1]));
-                }
-                chart
-                    .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-                    .map_err(draw_err)?
-                    .label(label)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                    });
-            }
-            if below {
-                let entries: Vec<(&str, RGBColor)> =
-                    (0..names.len()).map(|i| (names[i], color(i))).collect();
-                legend::draw_below(&bottom, area.0.start, &entries)?;
-            } else {
-                legend::draw(&mut chart, marks.corner(), 0.85)?;
-            }
-            root.present().map_err(draw_err)?;
-            marks
-        };
-        Ok((svg, marks))
+                .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+                .map_err(draw_err)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+        }
+        legend::draw_lines(&mut chart, &marks, below, &names)?;
+        Ok(marks)
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::svg_check::*;
+    use super::super::SIZE;
     use super::*;
 
     #[test]

@@ -11,10 +11,10 @@ use std::ops::Range;
 
 use plotters::chart::SeriesLabelPosition;
 use plotters::coord::Shift;
-use plotters::prelude::{DrawingArea, PathElement, Rectangle, SVGBackend, Text};
-use plotters::style::{Color, RGBColor, BLACK};
+use plotters::prelude::{DrawingArea, IntoDrawingArea, PathElement, Rectangle, SVGBackend, Text};
+use plotters::style::{Color, BLACK, WHITE};
 
-use super::{draw_err, PlotError, FONT, SIZE};
+use super::{color, draw_err, PlotError, FONT, SIZE};
 
 /// What a chart drew under each corner's legend box, counted in pixels as it is noted:
 /// points as they are, lines and bars sampled every few pixels, so a long line or a wide bar
@@ -93,12 +93,32 @@ fn corners(usual: SeriesLabelPosition) -> [SeriesLabelPosition; 4] {
     all
 }
 
-/// Draws a chart twice at most: `render(below)` draws it with its legend in the best corner
-/// (`below` false) or below the plot (true), and returns the SVG and what it drew. The legend
-/// goes below only when the first drawing's legend hides data in every corner.
+/// The chart area and, when the legend goes below, the area under it.
+pub(crate) type Area<'a, 'b> = DrawingArea<SVGBackend<'b>, Shift>;
+
+/// Draws a chart on a white canvas, twice at most: `draw(chart, None)` draws it on a
+/// [`SIZE`] canvas with its legend in the best corner, and returns what it drew; when that
+/// legend hides data in every corner, `draw(chart, Some(below))` draws it again on a canvas
+/// taller by the legend, the chart in its top [`SIZE`] and the legend on `below`
+/// ([`draw_below`]).
 pub(crate) fn inside_or_below(
-    mut render: impl FnMut(bool) -> Result<(String, Marks), PlotError>,
+    labels: &[&str],
+    mut draw: impl FnMut(&Area<'_, '_>, Option<&Area<'_, '_>>) -> Result<Marks, PlotError>,
 ) -> Result<String, PlotError> {
+    let mut render = |below: bool| -> Result<(String, Marks), PlotError> {
+        let extra = if below { size(labels).1 as u32 + 12 } else { 0 };
+        let mut svg = String::new();
+        let marks = {
+            let root =
+                SVGBackend::with_string(&mut svg, (SIZE.0, SIZE.1 + extra)).into_drawing_area();
+            root.fill(&WHITE).map_err(draw_err)?;
+            let (chart, bottom) = root.split_vertically(SIZE.1);
+            let marks = draw(&chart, below.then_some(&bottom))?;
+            root.present().map_err(draw_err)?;
+            marks
+        };
+        Ok((svg, marks))
+    };
     let (svg, marks) = render(false)?;
     if marks.hides_data() {
         Ok(render(true)?.0)
@@ -107,33 +127,42 @@ pub(crate) fn inside_or_below(
     }
 }
 
-/// The canvas of a chart drawn by [`inside_or_below`]: [`SIZE`], taller by the legend and a
-/// bottom margin when the legend goes below. The chart itself takes the top [`SIZE`].
-pub(crate) fn canvas(below: bool, labels: &[&str]) -> (u32, u32) {
-    let extra = if below { size(labels).1 as u32 + 12 } else { 0 };
-    (SIZE.0, SIZE.1 + extra)
+/// Draws the legend of a chart drawn by [`inside_or_below`] whose i-th label's series is a
+/// line in [`color`]`(i)`: on `below` when given, else in `marks`' best corner.
+pub(crate) fn draw_lines<'a, CT>(
+    chart: &mut plotters::chart::ChartContext<'a, SVGBackend<'a>, CT>,
+    marks: &Marks,
+    below: Option<&Area<'_, '_>>,
+    labels: &[&str],
+) -> Result<(), PlotError>
+where
+    CT: plotters::coord::CoordTranslate,
+{
+    match below {
+        Some(area) => draw_below(
+            area,
+            chart.plotting_area().get_pixel_range().0.start,
+            labels,
+        ),
+        None => draw(chart, marks.corner(), 0.85),
+    }
 }
 
-/// Draws the legend below the plot, on `bottom` (the canvas under the [`SIZE`]-tall chart):
-/// each entry a line sample in its colour and its label, boxed as plotters boxes a legend,
-/// lined up with the plot area's left edge `left`. plotters itself cannot: it clips a
-/// legend's box to the plot area.
-pub(crate) fn draw_below(
-    bottom: &DrawingArea<SVGBackend<'_>, Shift>,
-    left: i32,
-    entries: &[(&str, RGBColor)],
-) -> Result<(), PlotError> {
-    let labels: Vec<&str> = entries.iter().map(|e| e.0).collect();
-    let (w, h) = size(&labels);
+/// The legend below the plot, on `bottom` (the canvas under the [`SIZE`]-tall chart): each
+/// label after a line sample in its series' colour, boxed as plotters boxes a legend, lined
+/// up with the plot area's left edge `left`. plotters itself cannot draw it there: it clips
+/// a legend's box to the plot area.
+fn draw_below(bottom: &Area<'_, '_>, left: i32, labels: &[&str]) -> Result<(), PlotError> {
+    let (w, h) = size(labels);
     bottom
         .draw(&Rectangle::new([(left, 0), (left + w, h)], BLACK))
         .map_err(draw_err)?;
-    for (i, (label, colour)) in entries.iter().enumerate() {
+    for (i, label) in labels.iter().enumerate() {
         let y = 10 + (i as f64 * 13.0 * 1.25).round() as i32;
         bottom
             .draw(&PathElement::new(
                 vec![(left + 10, y + 5), (left + 30, y + 5)],
-                colour.stroke_width(2),
+                color(i).stroke_width(2),
             ))
             .map_err(draw_err)?;
         bottom
@@ -268,19 +297,22 @@ mod tests {
     fn the_legend_goes_below_only_when_every_corner_hides_data() {
         let drawn = |fill: &[(i32, i32)]| {
             let mut calls = Vec::new();
-            let svg = inside_or_below(|below| {
-                calls.push(below);
-                let mut marks = Marks::new(AREA, &["a"], UpperLeft);
+            let svg = inside_or_below(&["a", "b"], |_, below| {
+                calls.push(below.is_some());
+                let mut marks = Marks::new(AREA, &["a", "b"], UpperLeft);
                 for &p in fill {
                     marks.point(p);
                 }
-                Ok((format!("below={below}"), marks))
+                Ok(marks)
             })
             .unwrap();
-            (svg, calls)
+            let doc = roxmltree::Document::parse(&svg).unwrap();
+            let height = doc.root_element().attribute("height").unwrap().to_string();
+            (height, calls)
         };
         let corners = [(10, 10), (590, 10), (10, 390), (590, 390)];
-        assert_eq!(drawn(&corners[..3]), ("below=false".into(), vec![false]));
-        assert_eq!(drawn(&corners), ("below=true".into(), vec![false, true]));
+        assert_eq!(drawn(&corners[..3]), ("480".into(), vec![false]));
+        // Two lines of legend (16 + 10 px), 20 px of margins in the box, 12 below it.
+        assert_eq!(drawn(&corners), ("538".into(), vec![false, true]));
     }
 }

@@ -13,7 +13,7 @@ use crate::report::format::{log_tick, short};
 use super::legend::{self, Marks};
 use super::{
     check_finite, color, draw_err, padded_range, whisker_ends, whisker_floor, PlotError, FONT,
-    SIZE, WHISKER,
+    WHISKER,
 };
 
 #[derive(Debug, Clone, PartialEq)]
@@ -83,54 +83,41 @@ pub(crate) fn metric_vs_factor(
     let (lx0, lx1) = (xmin / 1.3, xmax * 1.3);
     let (x0, x1) = padded_range(xmin, xmax, false);
     let labels: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
-    legend::inside_or_below(|below| {
-        let mut svg = String::new();
-        let marks = {
-            let root = SVGBackend::with_string(&mut svg, legend::canvas(below, &labels))
-                .into_drawing_area();
-            root.fill(&WHITE).map_err(draw_err)?;
-            let (top, bottom) = root.split_vertically(SIZE.1);
-            let legend_below = below.then_some(&bottom);
-            let marks = match (log_x, &ticks) {
-                (true, Some(l)) => plot_on(
-                    &top,
-                    text,
-                    Levels {
-                        axis: LogCoord::<f64>::from((lx0..lx1).log_scale()),
-                        at: l.clone(),
-                    },
-                    y0..y1,
-                    series,
-                    legend_below,
-                    short,
-                ),
-                (true, None) => plot_on(
-                    &top,
-                    text,
-                    (lx0..lx1).log_scale(),
-                    y0..y1,
-                    series,
-                    legend_below,
-                    log_tick,
-                ),
-                (false, Some(l)) => plot_on(
-                    &top,
-                    text,
-                    Levels {
-                        axis: RangedCoordf64::from(x0..x1),
-                        at: l.clone(),
-                    },
-                    y0..y1,
-                    series,
-                    legend_below,
-                    short,
-                ),
-                (false, None) => plot_on(&top, text, x0..x1, y0..y1, series, legend_below, short),
-            }?;
-            root.present().map_err(draw_err)?;
-            marks
-        };
-        Ok((svg, marks))
+    legend::inside_or_below(&labels, |top, legend_below| match (log_x, &ticks) {
+        (true, Some(l)) => plot_on(
+            top,
+            text,
+            Levels {
+                axis: LogCoord::<f64>::from((lx0..lx1).log_scale()),
+                at: l.clone(),
+            },
+            y0..y1,
+            series,
+            legend_below,
+            short,
+        ),
+        (true, None) => plot_on(
+            top,
+            text,
+            (lx0..lx1).log_scale(),
+            y0..y1,
+            series,
+            legend_below,
+            log_tick,
+        ),
+        (false, Some(l)) => plot_on(
+            top,
+            text,
+            Levels {
+                axis: RangedCoordf64::from(x0..x1),
+                at: l.clone(),
+            },
+            y0..y1,
+            series,
+            legend_below,
+            short,
+        ),
+        (false, None) => plot_on(top, text, x0..x1, y0..y1, series, legend_below, short),
     })
 }
 
@@ -261,13 +248,7 @@ where
                 .map_err(draw_err)?;
         }
     }
-    if let Some(bottom) = legend_below {
-        let entries: Vec<(&str, RGBColor)> =
-            (0..labels.len()).map(|i| (labels[i], color(i))).collect();
-        legend::draw_below(bottom, area.0.start, &entries)?;
-    } else {
-        legend::draw(&mut chart, marks.corner(), 0.85)?;
-    }
+    legend::draw_lines(&mut chart, &marks, legend_below, &labels)?;
     Ok(marks)
 }
 
