@@ -581,6 +581,25 @@ fn replayed_engine_runs_are_stored_exactly() {
     let store = Store::open(&settings.db_path).unwrap();
     let runs = store.runs(out.experiment_id).unwrap();
     assert_eq!(runs.iter().filter(|r| r.status == RunStatus::Ok).count(), 3);
+    // The report neither tries nor misses fio's figures (a latency CDF, IOPS per second),
+    // which a program engine's runs have not.
+    let page = dir.path().join("page.html");
+    let summary: serde_json::Value =
+        serde_json::from_str(&crate::common::stdout_of(crate::common::iolab().args([
+            "report",
+            &out.experiment_id.to_string(),
+            "--db",
+            settings.db_path.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+            "--json",
+        ])))
+        .unwrap();
+    let missing = summary["missing_figures"].to_string();
+    assert!(
+        !missing.contains("CDF") && !missing.contains("iops"),
+        "{summary}"
+    );
     // The dry run shows each cell's command line.
     let plan = runloop::dry_run(&e, &settings, &RealFio::default()).unwrap();
     let cmd = plan.cells[1].command.clone().unwrap();

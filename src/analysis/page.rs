@@ -462,41 +462,47 @@ impl Page {
                 },
             ));
         }
-        let dir = if chosen.iter().any(|(m, _)| m.starts_with("read")) {
-            crate::metrics::READ_IOPS.name
-        } else {
-            crate::metrics::WRITE_IOPS.name
-        };
-        extra.push((
-            "completion latency CDF".into(),
-            PlotRequest {
-                metric: Some(dir.into()),
-                ..PlotRequest::new(Kind::Latency)
-            },
-        ));
+        // fio's figures: the latency CDF and IOPS per second, of reads if the runs did any.
+        // A program engine's runs have neither (iperf3's own intervals are kept as samples,
+        // which no chart draws yet), so they are not tried and not reported missing.
+        let ok = loaded.ok_run_ids();
+        let fio_dir = [crate::metrics::READ_IOPS, crate::metrics::WRITE_IOPS]
+            .into_iter()
+            .map(|m| m.name)
+            .find(|m| store.metric_values(&ok, m).is_ok_and(|v| !v.is_empty()));
+        if let Some(dir) = fio_dir {
+            extra.push((
+                "completion latency CDF".into(),
+                PlotRequest {
+                    metric: Some(dir.into()),
+                    ..PlotRequest::new(Kind::Latency)
+                },
+            ));
+        }
         extra.push((
             "interrupts per CPU over time".into(),
             PlotRequest::new(Kind::Heatmap),
         ));
         extra.push(("CPU time per CPU".into(), PlotRequest::new(Kind::Cpu)));
         // Per-second series of one cell: its runs' throughput, and one run's interrupts
-        // per CPU, on fio's measured interval.
-        for (what, kind) in [
-            (format!("{dir} per second, per run"), Kind::OverTime),
-            (
-                "interrupts per CPU per second".to_string(),
-                Kind::IrqOverTime,
-            ),
-        ] {
+        // per CPU, on fio's measured interval (a program engine's sampled span).
+        if let Some(dir) = fio_dir {
             extra.push((
-                what,
+                format!("{dir} per second, per run"),
                 PlotRequest {
-                    metric: (kind == Kind::OverTime).then(|| dir.to_string()),
+                    metric: Some(dir.to_string()),
                     cell: opts.cell.clone(),
-                    ..PlotRequest::new(kind)
+                    ..PlotRequest::new(Kind::OverTime)
                 },
             ));
         }
+        extra.push((
+            "interrupts per CPU per second".to_string(),
+            PlotRequest {
+                cell: opts.cell.clone(),
+                ..PlotRequest::new(Kind::IrqOverTime)
+            },
+        ));
         for (what, req) in extra {
             self.figure(plot(store, loaded, &req), &what, &what, what.clone());
         }
