@@ -105,7 +105,7 @@ ALTER TABLE runs ADD COLUMN environment TEXT;
     r#"
 CREATE TABLE series (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    name   TEXT NOT NULL,                 -- e.g. fio:read_iops, loop3:dev_r_per_s, cpu1:irq_per_s
+    name   TEXT NOT NULL,                 -- e.g. read_iops, loop3:dev_r_per_s, cpu1:irq_per_s
     t_s    REAL NOT NULL,
     value  REAL NOT NULL,
     PRIMARY KEY (run_id, name, t_s)
