@@ -582,7 +582,7 @@ fn replayed_engine_runs_are_stored_exactly() {
     let runs = store.runs(out.experiment_id).unwrap();
     assert_eq!(runs.iter().filter(|r| r.status == RunStatus::Ok).count(), 3);
     // The report neither tries nor misses fio's figures (a latency CDF, IOPS per second),
-    // which a program engine's runs have not.
+    // which a program engine's runs have not, and draws iperf3's own intervals over time.
     let page = dir.path().join("page.html");
     let summary: serde_json::Value =
         serde_json::from_str(&crate::common::stdout_of(crate::common::iolab().args([
@@ -599,6 +599,15 @@ fn replayed_engine_runs_are_stored_exactly() {
     assert!(
         !missing.contains("CDF") && !missing.contains("iops"),
         "{summary}"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("iperf3/mbit_per_s per second, cell parallel=1 rq_affinity=2"),
+        "{summary}"
+    );
+    assert!(
+        html.contains("iperf3/mbit_per_s [Mb/s]"),
+        "the series' unit"
     );
     // The dry run shows each cell's command line.
     let plan = runloop::dry_run(&e, &settings, &RealFio::default()).unwrap();

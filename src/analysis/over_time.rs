@@ -18,7 +18,8 @@ use super::show::Loaded;
 
 const X_LABEL: &str = "seconds since the run's measured interval began";
 
-/// The cell named by `--cell` (its full or short label), or the first with stored series.
+/// The cell named by `--cell` (its full or short label), or the first with stored series
+/// (per-second, or a program engine's own).
 fn chosen_cell<'a>(
     store: &Store,
     loaded: &'a Loaded,
@@ -40,7 +41,9 @@ fn chosen_cell<'a>(
     }
     for c in &loaded.cells {
         for id in &c.ok {
-            if !store.series(*id)?.is_empty() {
+            if !store.series(*id)?.is_empty()
+                || store.samples(*id)?.iter().any(|s| s.kind == ENGINE)
+            {
                 return Ok(c);
             }
         }
@@ -76,7 +79,44 @@ fn points_of(all: &[store::SeriesPoint], metric: &str) -> Vec<SeriesPoint> {
         .collect()
 }
 
-/// `metric` (default read_iops, else write_iops) over time, one line per run of the cell.
+/// A program engine's own per-interval series (iperf3's `iperf3/mbit_per_s`, kept as the
+/// run's samples of kind `engine`): the first the experiment's runs have, for the over-time
+/// chart of an engine that reports no IOPS. `None` when it keeps none (sockperf).
+pub(crate) fn engine_series(store: &Store, loaded: &Loaded) -> Option<String> {
+    loaded.ok_run_ids().into_iter().find_map(|id| {
+        let samples = store.samples(id).ok()?;
+        samples
+            .into_iter()
+            .find(|s| s.kind == ENGINE)
+            .map(|s| s.key)
+    })
+}
+
+/// The kind of sample series a program engine's own intervals are stored as.
+const ENGINE: &str = "engine";
+
+/// A run's series `metric` from its per-second series, else from its engine's samples
+/// (seconds since the engine started, under the sampler).
+fn run_points(store: &Store, id: i64, metric: &str) -> anyhow::Result<Vec<SeriesPoint>> {
+    let points = points_of(&store.series(id)?, metric);
+    if !points.is_empty() {
+        return Ok(points);
+    }
+    Ok(store
+        .samples(id)?
+        .into_iter()
+        .filter(|s| s.kind == ENGINE && s.key == metric)
+        .flat_map(|s| {
+            s.t_offsets
+                .into_iter()
+                .zip(s.values)
+                .map(|(x, y)| SeriesPoint { x, y, ci: None })
+        })
+        .collect())
+}
+
+/// `metric` (default read_iops, else write_iops, else the engine's own series) over time,
+/// one line per run of the cell.
 pub(crate) fn over_time(
     store: &Store,
     loaded: &Loaded,
@@ -97,18 +137,21 @@ pub(crate) fn over_time(
             [read, write]
                 .into_iter()
                 .find(|m| runs.iter().any(|(_, s)| !points_of(s, m).is_empty()))
-                .unwrap_or(read)
-                .to_string()
+                .map(str::to_string)
+                .or_else(|| engine_series(store, loaded))
+                .unwrap_or_else(|| read.to_string())
         }
     };
-    let series: Vec<Series> = runs
-        .iter()
-        .map(|(id, s)| Series {
-            name: format!("run {id}"),
-            points: points_of(s, &metric),
-        })
-        .filter(|s| !s.points.is_empty())
-        .collect();
+    let mut series: Vec<Series> = Vec::new();
+    for id in &cell.ok {
+        let points = run_points(store, *id, &metric)?;
+        if !points.is_empty() {
+            series.push(Series {
+                name: format!("run {id}"),
+                points,
+            });
+        }
+    }
     if series.is_empty() {
         let names: std::collections::BTreeSet<&str> = runs
             .iter()

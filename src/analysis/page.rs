@@ -463,8 +463,8 @@ impl Page {
             ));
         }
         // fio's figures: the latency CDF and IOPS per second, of reads if the runs did any.
-        // A program engine's runs have neither (iperf3's own intervals are kept as samples,
-        // which no chart draws yet), so they are not tried and not reported missing.
+        // A program engine's runs have neither, so they are not tried (nor reported missing);
+        // its own per-interval series, if it keeps one (iperf3), is drawn over time instead.
         let ok = loaded.ok_run_ids();
         let fio_dir = [crate::metrics::READ_IOPS, crate::metrics::WRITE_IOPS]
             .into_iter()
@@ -486,11 +486,14 @@ impl Page {
         extra.push(("CPU time per CPU".into(), PlotRequest::new(Kind::Cpu)));
         // Per-second series of one cell: its runs' throughput, and one run's interrupts
         // per CPU, on fio's measured interval (a program engine's sampled span).
-        if let Some(dir) = fio_dir {
+        let per_second = fio_dir
+            .map(str::to_string)
+            .or_else(|| super::over_time::engine_series(store, loaded));
+        if let Some(metric) = per_second {
             extra.push((
-                format!("{dir} per second, per run"),
+                format!("{metric} per second, per run"),
                 PlotRequest {
-                    metric: Some(dir.to_string()),
+                    metric: Some(metric),
                     cell: opts.cell.clone(),
                     ..PlotRequest::new(Kind::OverTime)
                 },

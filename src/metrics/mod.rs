@@ -361,7 +361,7 @@ rules! {
     Suffix "_per_io", None, Some(Lower), "a cost per I/O";
     Suffix "retransmits", None, Some(Lower), "retransmissions";
     Suffix "_iops", Some("IO/s"), Some(Higher), "I/Os per second";
-    Suffix "_mbit_per_s", MBIT_S, Some(Higher), "10^6 bits per second";
+    Suffix "mbit_per_s", MBIT_S, Some(Higher), "10^6 bits per second";
     Suffix "_bw_mbs", MB_S, Some(Higher), "10^6 bytes per second";
     Suffix "mb_per_s", MB_S, Some(Higher), "10^6 bytes per second";
     Suffix "_per_s", PER_S, Some(Higher), "work per second";
