@@ -228,6 +228,9 @@ fn apply_one(root: &SysRoot, mv: &Move, journal: &mut Journal) -> Result<Option<
     if root.attr(&abs) == Some(mv.to.to_string()) {
         return Ok(None);
     }
+    // A journal interrupts are placed through records where they were found, and leaves an
+    // affinity someone changed since when it is rolled back.
+    journal.placements_only();
     let was = journal.set(&abs, &mv.to.to_string())?;
     let effective = root
         .attr(&format!("/proc/irq/{}/effective_affinity_list", mv.irq))

@@ -138,7 +138,6 @@ pub(crate) fn apply_plan(
         });
     }
     let mut journal = crate::knobs::Journal::resume_in(&dir)?;
-    journal.placements_only();
     let done = apply::apply(root, &p.moves, &mut journal);
     journal.keep();
     Ok(Outcome {

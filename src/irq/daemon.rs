@@ -82,8 +82,7 @@ pub(crate) fn run(
     publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
     let dir = journal_dir();
-    let mut journal = Journal::resume_in(&dir)?;
-    journal.placements_only();
+    let journal = Journal::resume_in(&dir)?;
     let mut d = Daemon {
         root,
         s,
@@ -248,6 +247,9 @@ impl Daemon<'_> {
             n => format!("put back the affinity of {n} interrupt(s)"),
         };
         (self.log)(Level::Notice, &said);
+        for c in &r.changed_since {
+            (self.log)(Level::Notice, &format!("left {}", c.describe()));
+        }
         Ok(())
     }
 }

@@ -33,6 +33,22 @@ pub(super) fn effective_of(path: &str) -> Option<(u32, String)> {
     }
 }
 
+/// Whether two values of the affinity file `path` name the same CPUs (`0-3` and `0,1,2,3`;
+/// masks with or without leading zeros and commas). Unparsable text compares as text.
+pub(super) fn same_cpus(path: &str, a: &str, b: &str) -> bool {
+    let cpus = |v: &str| {
+        if path.ends_with("_list") {
+            cpulist(v.trim()).ok()
+        } else {
+            cpumask(v.trim()).ok()
+        }
+    };
+    match (cpus(a), cpus(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.trim() == b.trim(),
+    }
+}
+
 /// The handlers the interrupt of affinity file `path` serves now: the action directories the
 /// kernel keeps in /proc/irq/N, named as drivers requested them ("nvme0q3", "eth0-TxRx-1"),
 /// sorted and joined by ','. `None` for other files, or an interrupt with none.

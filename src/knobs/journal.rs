@@ -77,6 +77,10 @@ struct JournalFile {
     /// machine tree, and in journals before it was recorded): see [`from_earlier_boot`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     boot_id: Option<String>,
+    /// An interrupt placement journal (`Journal::placements_only`), whose changes stay in
+    /// effect after iolab exits: restore leaves an affinity someone changed since.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    placements: bool,
     entries: Vec<JournalEntry>,
 }
 
@@ -88,6 +92,7 @@ impl JournalFile {
             started_unix: self.started_unix,
             root: self.root.clone(),
             boot_id: self.boot_id.clone(),
+            placements: self.placements,
             entries: Vec::new(),
         }
     }
@@ -135,6 +140,29 @@ pub struct RestoreReport {
     pub(crate) modules_unloaded: Vec<String>,
     /// Those left loaded, and why.
     pub(crate) modules_kept: Vec<KeptModule>,
+    /// Interrupt affinities of a placement journal that someone changed since iolab's last
+    /// write (neither what iolab wrote nor what it found): left as they are, newest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) changed_since: Vec<ChangedSince>,
+}
+
+/// An affinity restore left alone: what it reads now, and the entries of its file, newest
+/// first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ChangedSince {
+    pub(crate) now: String,
+    pub(crate) entries: Vec<JournalEntry>,
+}
+
+impl ChangedSince {
+    /// "PATH = NOW: changed since iolab set NEW, not written (it was OLD before iolab)".
+    pub(crate) fn describe(&self) -> String {
+        let (newest, oldest) = (&self.entries[0], &self.entries[self.entries.len() - 1]);
+        format!(
+            "{} = {}: changed since iolab set {}, not written (it was {} before iolab)",
+            newest.path, self.now, newest.new, oldest.old
+        )
+    }
 }
 
 /// A scheduler module restore left loaded.
@@ -216,6 +244,7 @@ impl Journal {
                 started_unix: crate::store::time::now_unix(),
                 root: root_field(root),
                 boot_id: root.is_live().then(current_boot_id).flatten(),
+                placements: false,
                 entries: Vec::new(),
             },
             _lock: lock,
@@ -262,6 +291,7 @@ impl Journal {
                     .map_or_else(crate::store::time::now_unix, |e| e.started_unix),
                 root: root_field(root),
                 boot_id: root.is_live().then(current_boot_id).flatten(),
+                placements: earlier.as_ref().is_some_and(|e| e.placements),
                 entries: earlier.map(|e| e.entries).unwrap_or_default(),
             },
             _lock: lock,
@@ -279,8 +309,11 @@ impl Journal {
     /// entry per move grew its journal without end and made restore replay every placement
     /// in between, each waiting for the move to settle. An experiment's journal keeps every
     /// write (its run reports them).
+    /// Its restore also leaves an affinity that someone changed since iolab's last write:
+    /// the placement stays after iolab exits, and an administrator's later pin is theirs.
     pub(crate) fn placements_only(&mut self) {
         self.placements_only = true;
+        self.file.placements = true;
     }
 
     /// Hands the journal machine-wide locks its owner took up front (before creating
@@ -495,15 +528,21 @@ impl Journal {
     /// Safe to call more than once.
     pub fn restore(&mut self) -> Result<RestoreReport, KnobError> {
         let header = self.file.header();
-        let report = restore_entries(&self.root, &mut self.file.entries, |entries| {
-            write_journal(
-                &self.dir,
-                &JournalFile {
-                    entries: entries.to_vec(),
-                    ..header.clone()
-                },
-            )
-        })?;
+        let leave_changed = self.file.placements;
+        let report = restore_entries(
+            &self.root,
+            &mut self.file.entries,
+            leave_changed,
+            |entries| {
+                write_journal(
+                    &self.dir,
+                    &JournalFile {
+                        entries: entries.to_vec(),
+                        ..header.clone()
+                    },
+                )
+            },
+        )?;
         remove_journal(&self.dir)?;
         self.finished = true;
         Ok(report)
@@ -717,7 +756,7 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             .map(|m| m.resource),
     )?;
     let header = file.header();
-    let restored = restore_entries(&root, &mut file.entries, |entries| {
+    let restored = restore_entries(&root, &mut file.entries, header.placements, |entries| {
         write_journal(
             dir,
             &JournalFile {
@@ -738,16 +777,20 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
 
 /// Restores newest first, each entry only if it passes `kinds::locate` under `root`;
 /// `save` persists what is still left after each step. Refused entries are dropped from the
-/// journal (they would be refused every time) and reported.
+/// journal (they would be refused every time) and reported. With `leave_changed` (a
+/// placement journal), an interrupt's affinity that reads neither what iolab last wrote nor
+/// what it found is someone else's since: its entries are dropped and reported, unwritten.
 fn restore_entries(
     root: &SysRoot,
     entries: &mut Vec<JournalEntry>,
+    leave_changed: bool,
     mut save: impl FnMut(&[JournalEntry]) -> Result<(), KnobError>,
 ) -> Result<RestoreReport, KnobError> {
     let mut report = RestoreReport::default();
     let mut failed: Vec<KnobError> = Vec::new();
     let mut kept: Vec<JournalEntry> = Vec::new();
     let mut unsaved = None;
+    let mut judged = std::collections::HashSet::new();
     while let Some(entry) = entries.pop() {
         if let Some((path, value)) = linked_restore(&entry, entries) {
             // Every entry of both forms goes with this one write, which restores or keeps them.
@@ -774,6 +817,7 @@ fn restore_entries(
                 }
             }
         } else {
+            let newest_of_file = judged.insert(entry.path.clone());
             match kinds::locate(root.base(), &entry.path) {
                 Err(why) => report.refused.push(RefusedEntry { entry, why }),
                 Ok(Located::Missing) => report.vanished.push(entry),
@@ -781,6 +825,23 @@ fn restore_entries(
                 // interrupt journaled is gone, and another's affinity is not iolab's to write.
                 Ok(Located::File(_)) if !irq_move::still_serving(root, &entry) => {
                     report.vanished.push(entry)
+                }
+                // Judged at its newest entry: the older ones of the file are steps of the
+                // same restore (its old CPU, then its old mask).
+                Ok(Located::File(file))
+                    if leave_changed && newest_of_file && changed_since(&file, &entry) =>
+                {
+                    let now = read_attr(&file.display().to_string()).unwrap_or_default();
+                    // This file's older entries go with it, newest first.
+                    let (older, rest): (Vec<_>, Vec<_>) =
+                        entries.drain(..).partition(|e| e.path == entry.path);
+                    *entries = rest;
+                    let mut all = vec![entry];
+                    all.extend(older.into_iter().rev());
+                    report.changed_since.push(ChangedSince {
+                        now: now.trim().to_string(),
+                        entries: all,
+                    });
                 }
                 Ok(Located::File(file)) => {
                     let live = root.is_live();
@@ -836,6 +897,18 @@ fn restore_entries(
             errors: failed.iter().map(|e| e.to_string()).collect(),
         })
     }
+}
+
+/// Whether an interrupt's affinity file, at its newest entry, reads neither what iolab wrote
+/// nor what it found there: changed by someone else since.
+fn changed_since(file: &Path, entry: &JournalEntry) -> bool {
+    if irq_move::effective_of(&entry.path).is_none() {
+        return false;
+    }
+    read_attr(&file.display().to_string()).is_ok_and(|now| {
+        !irq_move::same_cpus(&entry.path, &now, &entry.new)
+            && !irq_move::same_cpus(&entry.path, &now, &entry.old)
+    })
 }
 
 /// Whether an entry's knob already reads its old value and must not be written: only
@@ -1159,7 +1232,7 @@ mod tests {
         let path = dir.join(JOURNAL);
         let mut file = read_journal(&path).unwrap().unwrap();
         let root = SysRoot::at(file.root.clone().unwrap()).unwrap();
-        let r = restore_entries(&root, &mut file.entries, |_| Ok(())).unwrap();
+        let r = restore_entries(&root, &mut file.entries, false, |_| Ok(())).unwrap();
         remove_journal(dir).unwrap();
         r
     }
@@ -1410,6 +1483,7 @@ mod tests {
             started_unix: 0.0,
             root: Some(sys.root.base().display().to_string()),
             boot_id: None,
+            placements: false,
             entries,
         };
         write_journal(state.path(), &file).unwrap();
@@ -1455,6 +1529,7 @@ mod tests {
             started_unix: 0.0,
             root: Some(sys.root.base().display().to_string()),
             boot_id: None,
+            placements: false,
             entries: paths.iter().map(|p| entry(p, old)).collect(),
         };
         write_journal(state, &file).unwrap();
@@ -1561,7 +1636,7 @@ mod tests {
                 source: std::io::Error::from_raw_os_error(libc::ENOSPC),
             })
         };
-        let err = restore_entries(&sys.root, &mut entries, |_| full()).unwrap_err();
+        let err = restore_entries(&sys.root, &mut entries, false, |_| full()).unwrap_err();
         // Every other knob is back, the one that failed is still listed, and the message
         // says both what failed and that the journal could not be written.
         for (i, k) in knobs.iter().enumerate().filter(|&(i, _)| i != 1) {
@@ -1578,7 +1653,7 @@ mod tests {
         let mut entries = vec![entries.remove(0)];
         std::fs::remove_dir(sys.file(&knobs[1])).unwrap();
         std::fs::write(sys.file(&knobs[1]), "32\n").unwrap();
-        restore_entries(&sys.root, &mut entries, |_| full()).unwrap();
+        restore_entries(&sys.root, &mut entries, false, |_| full()).unwrap();
         assert!(entries.is_empty());
     }
 
@@ -1667,6 +1742,7 @@ mod tests {
             started_unix: 0.0,
             root: None,
             boot_id: Some("00000000-0000-0000-0000-000000000000".into()),
+            placements: false,
             entries: vec![entry("/proc/irq/99999/smp_affinity_list", "0")],
         };
         write_journal(state.path(), &file).unwrap();

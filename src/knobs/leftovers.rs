@@ -294,6 +294,9 @@ pub(crate) fn restored_lines(
             first.path, last.old, first.new
         );
     }
+    for c in &r.changed_since {
+        let _ = writeln!(out, "left     {}", c.describe());
+    }
     for e in &r.reset_by_reboot {
         let _ = writeln!(
             out,
