@@ -77,6 +77,30 @@ fn redact(v: &mut Value) {
     }
 }
 
+/// A write job's fio output holds reads too, at 0 I/Os: the report draws the writes' latency
+/// CDF, not the reads' (which has no I/Os).
+#[test]
+fn a_write_jobs_report_draws_the_writes_latency_cdf() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    let file = fixture("write_1job_jsonplus.out");
+    ok(&db, &["import", file.as_str(), file.as_str()]);
+    let page = dir.path().join("w.html");
+    let summary: Value = serde_json::from_str(&ok(
+        &db,
+        &["report", "1", "-o", page.to_str().unwrap(), "--json"],
+    ))
+    .unwrap();
+    assert!(
+        summary["figures"]
+            .to_string()
+            .contains("completion latency CDF"),
+        "{summary}"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("write completion latency"), "no writes' CDF");
+}
+
 #[test]
 fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
     let dir = tempfile::tempdir().unwrap();

@@ -469,7 +469,12 @@ impl Page {
         let fio_dir = [crate::metrics::READ_IOPS, crate::metrics::WRITE_IOPS]
             .into_iter()
             .map(|m| m.name)
-            .find(|m| store.metric_values(&ok, m).is_ok_and(|v| !v.is_empty()));
+            .find(|m| {
+                // fio stores both directions: a write job's read_iops are 0.
+                store
+                    .metric_values(&ok, m)
+                    .is_ok_and(|v| v.iter().any(|(_, x)| *x != 0.0))
+            });
         if let Some(dir) = fio_dir {
             extra.push((
                 "completion latency CDF".into(),

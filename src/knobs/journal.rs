@@ -309,6 +309,7 @@ impl Journal {
     /// entry per move grew its journal without end and made restore replay every placement
     /// in between, each waiting for the move to settle. An experiment's journal keeps every
     /// write (its run reports them).
+    ///
     /// Its restore also leaves an affinity that someone changed since iolab's last write:
     /// the placement stays after iolab exits, and an administrator's later pin is theirs.
     pub(crate) fn placements_only(&mut self) {
