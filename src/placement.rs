@@ -168,7 +168,7 @@ pub(crate) fn resolve(
             if missing.is_empty() {
                 Ok(Resolved {
                     cpus: list.clone(),
-                    why: "CPUs named in the experiment".to_string(),
+                    why: format!("{}, as the experiment names them", cpus_text(list)),
                 })
             } else {
                 let are = if missing.len() == 1 { "is" } else { "are" };
@@ -460,6 +460,9 @@ mod tests {
         let r = resolve(&Placement::Node(0), &[], &this_vm(), &unknown).unwrap();
         assert_eq!(r.cpus, vec![0, 1]);
         assert!(resolve(&Placement::Cpus(vec![5]), &[], &this_vm(), &unknown).is_err());
+        // `show` quotes the reason as where the workload ran: it names the CPUs.
+        let r = resolve(&Placement::Cpus(vec![0, 1]), &[], &this_vm(), &unknown).unwrap();
+        assert_eq!(r.why, "CPUs 0-1, as the experiment names them");
     }
 
     /// Two packages of 4 cores whose nodes interleave (QEMU's `-numa node,cpus=0-1,cpus=4-5`,
