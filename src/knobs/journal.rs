@@ -779,8 +779,8 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
 /// Restores newest first, each entry only if it passes `kinds::locate` under `root`;
 /// `save` persists what is still left after each step. Refused entries are dropped from the
 /// journal (they would be refused every time) and reported. With `leave_changed` (a
-/// placement journal), an interrupt's affinity that reads neither what iolab last wrote nor
-/// what it found is someone else's since: its entries are dropped and reported, unwritten.
+/// placement journal), an interrupt's affinity that reads a value none of its entries holds
+/// is someone else's since: its entries are dropped and reported, unwritten.
 fn restore_entries(
     root: &SysRoot,
     entries: &mut Vec<JournalEntry>,
@@ -830,7 +830,7 @@ fn restore_entries(
                 // Judged at its newest entry: the older ones of the file are steps of the
                 // same restore (its old CPU, then its old mask).
                 Ok(Located::File(file))
-                    if leave_changed && newest_of_file && changed_since(&file, &entry) =>
+                    if leave_changed && newest_of_file && changed_since(&file, &entry, entries) =>
                 {
                     let now = read_attr(&file.display().to_string()).unwrap_or_default();
                     // This file's older entries go with it, newest first.
@@ -900,16 +900,21 @@ fn restore_entries(
     }
 }
 
-/// Whether an interrupt's affinity file, at its newest entry, reads neither what iolab wrote
-/// nor what it found there: changed by someone else since.
-fn changed_since(file: &Path, entry: &JournalEntry) -> bool {
+/// Whether an interrupt's affinity file, at its newest entry `entry`, reads a value none of
+/// its entries (`entry`, and the older ones among `older`) holds: not what iolab found, not
+/// what it wrote, not the CPU a restore cut short had put it back on first. Changed by
+/// someone else since.
+fn changed_since(file: &Path, entry: &JournalEntry, older: &[JournalEntry]) -> bool {
     if irq_move::effective_of(&entry.path).is_none() {
         return false;
     }
-    read_attr(&file.display().to_string()).is_ok_and(|now| {
-        !irq_move::same_cpus(&entry.path, &now, &entry.new)
-            && !irq_move::same_cpus(&entry.path, &now, &entry.old)
-    })
+    let Ok(now) = read_attr(&file.display().to_string()) else {
+        return false;
+    };
+    !std::iter::once(entry)
+        .chain(older.iter().filter(|e| e.path == entry.path))
+        .flat_map(|e| [&e.old, &e.new])
+        .any(|v| irq_move::same_cpus(&entry.path, &now, v))
 }
 
 /// Whether an entry's knob already reads its old value and must not be written: only
@@ -1201,6 +1206,50 @@ mod tests {
         j.set(live, "5").unwrap();
         j.set(live, "6").unwrap();
         assert_eq!(j.entries().len(), 3);
+    }
+
+    /// A placement stays after iolab exits, so an administrator may pin an interrupt since:
+    /// restore leaves a value none of the file's entries holds, and says so. A value iolab
+    /// could have left itself (the CPU a restore cut short put it back on first) is finished.
+    /// An experiment's journal puts everything back, as its run reports.
+    #[test]
+    fn a_placement_leaves_an_affinity_someone_changed_since() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let live = "/proc/irq/33/smp_affinity_list";
+        std::fs::create_dir_all(sys.file("/proc/irq/33")).unwrap();
+        std::fs::write(sys.file("/proc/irq/33/effective_affinity_list"), "4\n").unwrap();
+        // (placement journal, what someone writes after iolab's move, what restore leaves)
+        for (placement, since, left) in [
+            (true, "7", "7"),
+            (true, "4", "4-7"),
+            (true, "4,5,6,7", "4-7"),
+            (false, "7", "4-7"),
+        ] {
+            std::fs::write(sys.file(live), "4-7\n").unwrap();
+            let mut j = sys.journal(state.path());
+            if placement {
+                j.placements_only();
+            }
+            j.set(live, "5").unwrap();
+            std::fs::write(sys.file(live), format!("{since}\n")).unwrap();
+            let report = j.restore().unwrap();
+            assert_eq!(sys.read(live).trim(), left, "{since}: {report:?}");
+            let kept = !report.changed_since.is_empty();
+            assert_eq!(kept, left == since, "{since}: {report:?}");
+            if kept {
+                let line = report.changed_since[0].describe();
+                assert_eq!(
+                    line,
+                    format!(
+                        "{live} = {since}: changed since iolab set 5, not written (it was 4-7 \
+                         before iolab)"
+                    )
+                );
+            }
+            drop(j);
+            Journal::check_clean_in(state.path()).unwrap();
+        }
     }
 
     #[test]
