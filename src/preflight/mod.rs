@@ -185,9 +185,16 @@ fn smt_and_idle(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
             let active = root
                 .attr("/sys/devices/system/cpu/smt/active")
                 .unwrap_or_default();
+            // The kernel's words for SMT that cannot be switched on, said plainly.
+            let control = match c.as_str() {
+                "notsupported" => "not supported (the CPUs have no SMT siblings)",
+                "notimplemented" => "not implemented (the kernel cannot switch SMT)",
+                "forceoff" => "forced off (nosmt=force on the kernel command line)",
+                other => other,
+            };
             let finding = Finding::info(
                 "smt",
-                format!("{c}{}", if active == "1" { " (active)" } else { "" }),
+                format!("{control}{}", if active == "1" { " (active)" } else { "" }),
             );
             f.push(if active == "1" {
                 finding.note("SMT siblings share a core: placements on siblings interfere; iolab's near/far placement accounts for it")
@@ -528,6 +535,32 @@ mod tests {
         f.iter()
             .find(|x| x.key == key)
             .unwrap_or_else(|| panic!("no {key} in {f:#?}"))
+    }
+
+    /// The kernel's `notsupported` (a guest without SMT, lab machine nvme-poll) is said in
+    /// words.
+    #[test]
+    fn smt_the_kernel_cannot_switch_is_said_plainly() {
+        let smt = "/sys/devices/system/cpu/smt";
+        for (control, said) in [
+            (
+                "notsupported",
+                "not supported (the CPUs have no SMT siblings)",
+            ),
+            (
+                "forceoff",
+                "forced off (nosmt=force on the kernel command line)",
+            ),
+            ("off", "off"),
+        ] {
+            let dir = tree(&[
+                (&format!("{smt}/control"), &format!("{control}\n")),
+                (&format!("{smt}/active"), "0\n"),
+            ]);
+            let mut f = Vec::new();
+            smt_and_idle(&SysRoot::at(dir.path()).unwrap(), &[], &mut f);
+            assert_eq!(by_key(&f, "smt").value, said);
+        }
     }
 
     #[test]
