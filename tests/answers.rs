@@ -38,6 +38,15 @@ fn err(db: &Path, args: &[&str]) -> String {
     stderr
 }
 
+/// `iolab report 1 -o PAGE --json` on `db`: its summary.
+fn report_json(db: &Path, page: &Path) -> Value {
+    serde_json::from_str(&ok(
+        db,
+        &["report", "1", "-o", page.to_str().unwrap(), "--json"],
+    ))
+    .unwrap()
+}
+
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/fio")
@@ -86,11 +95,7 @@ fn a_write_jobs_report_draws_the_writes_latency_cdf() {
     let file = fixture("write_1job_jsonplus.out");
     ok(&db, &["import", file.as_str(), file.as_str()]);
     let page = dir.path().join("w.html");
-    let summary: Value = serde_json::from_str(&ok(
-        &db,
-        &["report", "1", "-o", page.to_str().unwrap(), "--json"],
-    ))
-    .unwrap();
+    let summary = report_json(&db, &page);
     assert!(
         summary["figures"]
             .to_string()
@@ -884,11 +889,7 @@ fn report_compares_an_undirected_metric_for_change_alone() {
 fn report_is_one_offline_page_that_chromium_renders() {
     let (dir, db) = two_kernels();
     let html_path = dir.path().join("report.html");
-    let summary: Value = serde_json::from_str(&ok(
-        &db,
-        &["report", "1", "-o", html_path.to_str().unwrap(), "--json"],
-    ))
-    .unwrap();
+    let summary = report_json(&db, &html_path);
     assert!(summary["comparisons"].as_u64().unwrap() > 0, "{summary}");
     assert_eq!(
         summary["missing_figures"].as_array().unwrap().len(),
@@ -1069,11 +1070,7 @@ fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
     let cpu = std::fs::read_to_string(dir.path().join("cpu.svg")).unwrap();
     assert!(cpu.contains("mean over the measured interval"), "{cpu}");
     let html = dir.path().join("r.html");
-    let summary: Value = serde_json::from_str(&ok(
-        &db,
-        &["report", "1", "-o", html.to_str().unwrap(), "--json"],
-    ))
-    .unwrap();
+    let summary = report_json(&db, &html);
     // No numeric factor here, so no lines chart; everything else is drawn from real data.
     assert_eq!(
         summary["missing_figures"],

@@ -1063,6 +1063,21 @@ mod tests {
             live
         }
 
+        /// Creates interrupt `irq`'s affinity `mask`, delivered to `effective`; returns the
+        /// live path of its `smp_affinity_list`.
+        fn irq(&self, irq: u32, mask: &str, effective: &str) -> String {
+            let dir = format!("/proc/irq/{irq}");
+            std::fs::create_dir_all(self.file(&dir)).unwrap();
+            std::fs::write(
+                self.file(&format!("{dir}/effective_affinity_list")),
+                effective,
+            )
+            .unwrap();
+            let live = format!("{dir}/smp_affinity_list");
+            std::fs::write(self.file(&live), mask).unwrap();
+            live
+        }
+
         fn file(&self, live: &str) -> PathBuf {
             self.dir.path().join(live.trim_start_matches('/'))
         }
@@ -1113,10 +1128,7 @@ mod tests {
     fn an_interrupt_goes_back_to_its_cpu_before_its_mask() {
         let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let live = "/proc/irq/30/smp_affinity_list";
-        std::fs::create_dir_all(sys.file("/proc/irq/30")).unwrap();
-        std::fs::write(sys.file(live), "0-3\n").unwrap();
-        std::fs::write(sys.file("/proc/irq/30/effective_affinity_list"), "2\n").unwrap();
+        let live = &sys.irq(30, "0-3\n", "2\n");
         let mut j = sys.journal(state.path());
         assert_eq!(j.set(live, "9").unwrap(), "0-3");
         let olds: Vec<&str> = j.entries().iter().map(|e| e.old.as_str()).collect();
@@ -1180,10 +1192,7 @@ mod tests {
     fn a_placement_journal_keeps_an_interrupt_moved_many_times_once() {
         let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let live = "/proc/irq/31/smp_affinity_list";
-        std::fs::create_dir_all(sys.file("/proc/irq/31")).unwrap();
-        std::fs::write(sys.file(live), "4-7\n").unwrap();
-        std::fs::write(sys.file("/proc/irq/31/effective_affinity_list"), "4\n").unwrap();
+        let live = &sys.irq(31, "4-7\n", "4\n");
         let mut j = sys.journal(state.path());
         j.placements_only();
         for i in 0..20 {
@@ -1216,9 +1225,7 @@ mod tests {
     fn a_placement_leaves_an_affinity_someone_changed_since() {
         let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let live = "/proc/irq/33/smp_affinity_list";
-        std::fs::create_dir_all(sys.file("/proc/irq/33")).unwrap();
-        std::fs::write(sys.file("/proc/irq/33/effective_affinity_list"), "4\n").unwrap();
+        let live = &sys.irq(33, "4-7\n", "4\n");
         // (placement journal, what someone writes after iolab's move, what restore leaves)
         for (placement, since, left) in [
             (true, "7", "7"),
