@@ -94,7 +94,7 @@ fn corners(usual: SeriesLabelPosition) -> [SeriesLabelPosition; 4] {
 }
 
 /// The chart area and, when the legend goes below, the area under it.
-pub(crate) type Area<'a, 'b> = DrawingArea<SVGBackend<'b>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
 /// Draws a chart on a white canvas, twice at most: `draw(chart, None)` draws it on a
 /// [`SIZE`] canvas with its legend in the best corner, and returns what it drew; when that
@@ -103,7 +103,7 @@ pub(crate) type Area<'a, 'b> = DrawingArea<SVGBackend<'b>, Shift>;
 /// ([`draw_below`]).
 pub(crate) fn inside_or_below(
     labels: &[&str],
-    mut draw: impl FnMut(&Area<'_, '_>, Option<&Area<'_, '_>>) -> Result<Marks, PlotError>,
+    mut draw: impl FnMut(&Area<'_>, Option<&Area<'_>>) -> Result<Marks, PlotError>,
 ) -> Result<String, PlotError> {
     let mut render = |below: bool| -> Result<(String, Marks), PlotError> {
         let extra = if below { size(labels).1 as u32 + 12 } else { 0 };
@@ -132,7 +132,7 @@ pub(crate) fn inside_or_below(
 pub(crate) fn draw_lines<'a, CT>(
     chart: &mut plotters::chart::ChartContext<'a, SVGBackend<'a>, CT>,
     marks: &Marks,
-    below: Option<&Area<'_, '_>>,
+    below: Option<&Area<'_>>,
     labels: &[&str],
 ) -> Result<(), PlotError>
 where
@@ -152,7 +152,7 @@ where
 /// label after a line sample in its series' colour, boxed as plotters boxes a legend, lined
 /// up with the plot area's left edge `left`. plotters itself cannot draw it there: it clips
 /// a legend's box to the plot area.
-fn draw_below(bottom: &Area<'_, '_>, left: i32, labels: &[&str]) -> Result<(), PlotError> {
+fn draw_below(bottom: &Area<'_>, left: i32, labels: &[&str]) -> Result<(), PlotError> {
     let (w, h) = size(labels);
     bottom
         .draw(&Rectangle::new([(left, 0), (left + w, h)], BLACK))

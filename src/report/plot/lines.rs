@@ -161,7 +161,7 @@ fn plot_on<X>(
     x: X,
     y: std::ops::Range<f64>,
     series: &[Series],
-    legend_below: Option<&DrawingArea<SVGBackend<'_>, Shift>>,
+    legend_below: Option<&legend::Area<'_>>,
     x_tick: fn(f64) -> String,
 ) -> Result<Marks, PlotError>
 where
@@ -200,7 +200,7 @@ fn draw<'a, X>(
     x_label: &str,
     y_label: &str,
     series: &[Series],
-    legend_below: Option<&DrawingArea<SVGBackend<'_>, Shift>>,
+    legend_below: Option<&legend::Area<'_>>,
     x_tick: fn(f64) -> String,
 ) -> Result<Marks, PlotError>
 where
