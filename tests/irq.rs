@@ -111,6 +111,8 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
     assert!(text.contains("eth0-TxRx-7"), "{text}");
     assert!(text.contains("managed by the kernel"), "{text}");
     assert!(text.contains("now CPU at 500000/s, core at "), "{text}");
+    // Fit for a mail: ASCII only.
+    assert!(text.is_ascii(), "{text}");
 
     // Their affinity (node 1's CPUs, as the driver set it) fences them even off the node.
     let anywhere = plan_json(root.path(), &["--any-node"]);

@@ -56,13 +56,13 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
     if !p.kept.is_empty() {
         let _ = writeln!(
             out,
-            "kept:\n{:>5} {:>10} {:>8}  name — why",
+            "kept:\n{:>5} {:>10} {:>8}  name: why",
             "IRQ", "rate/s", "on"
         );
         for k in &p.kept {
             let _ = writeln!(
                 out,
-                "{:>5} {:>10} {:>8}  {} — {}",
+                "{:>5} {:>10} {:>8}  {}: {}",
                 k.irq,
                 rate(k.rate),
                 format_cpulist(&k.on),

@@ -85,7 +85,7 @@ impl Walker<'_> {
                                 "`target_ci` is the wanted relative half-width of the 95% \
                                  confidence interval"
                                     .to_string(),
-                                Some("a number between 0 and 1, e.g. 0.02 for ±2%".to_string()),
+                                Some("a number between 0 and 1, e.g. 0.02 for +-2%".to_string()),
                             )
                         }
                     }
