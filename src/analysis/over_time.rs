@@ -95,10 +95,15 @@ pub(crate) fn engine_series(store: &Store, loaded: &Loaded) -> Option<String> {
 /// The kind of sample series a program engine's own intervals are stored as.
 const ENGINE: &str = "engine";
 
-/// A run's series `metric` from its per-second series, else from its engine's samples
-/// (seconds since the engine started, under the sampler).
-fn run_points(store: &Store, id: i64, metric: &str) -> anyhow::Result<Vec<SeriesPoint>> {
-    let points = points_of(&store.series(id)?, metric);
+/// A run's series `metric` from its per-second series `stored`, else from its engine's
+/// samples (seconds since the engine started, under the sampler).
+fn run_points(
+    store: &Store,
+    id: i64,
+    stored: &[store::SeriesPoint],
+    metric: &str,
+) -> anyhow::Result<Vec<SeriesPoint>> {
+    let points = points_of(stored, metric);
     if !points.is_empty() {
         return Ok(points);
     }
@@ -143,8 +148,8 @@ pub(crate) fn over_time(
         }
     };
     let mut series: Vec<Series> = Vec::new();
-    for id in &cell.ok {
-        let points = run_points(store, *id, &metric)?;
+    for (id, stored) in &runs {
+        let points = run_points(store, *id, stored, &metric)?;
         if !points.is_empty() {
             series.push(Series {
                 name: format!("run {id}"),

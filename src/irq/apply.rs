@@ -228,8 +228,8 @@ fn apply_one(root: &SysRoot, mv: &Move, journal: &mut Journal) -> Result<Option<
     if root.attr(&abs) == Some(mv.to.to_string()) {
         return Ok(None);
     }
-    // A journal interrupts are placed through records where they were found, and leaves an
-    // affinity someone changed since when it is rolled back.
+    // Interrupts are placed through a placement journal: it records where each was found,
+    // and its rollback leaves an affinity someone changed since.
     journal.placements_only();
     let was = journal.set(&abs, &mv.to.to_string())?;
     let effective = root
