@@ -435,6 +435,19 @@ fn compare_finds_the_regression_and_leaves_noise_alone() {
     );
     // 6 cells and their geomean row.
     assert_eq!(csv.lines().count(), 1 + 6 + 1, "{csv}");
+    // The CI is two numbers a spreadsheet can use, those of the JSON.
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let at = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (low, high) = (at("95% CI low"), at("95% CI high"));
+    let first: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    let json_first = cmps.iter().find(|c| c["metric"] == "read_iops").unwrap();
+    // (serde_json's parser may be a unit in the last place off.)
+    let same = |csv: &str, key: &str| {
+        let json = json_first[key].as_f64().unwrap();
+        (csv.parse::<f64>().unwrap() - json).abs() <= 1e-12 * json.abs()
+    };
+    assert!(same(first[low], "ci_low_pct"), "{csv}\n{json_first}");
+    assert!(same(first[high], "ci_high_pct"), "{csv}\n{json_first}");
     let geomean = csv.lines().last().unwrap();
     assert!(geomean.starts_with("geomean,read_iops,"), "{csv}");
     assert!(geomean.contains(",0/2/4,"), "{csv}");

@@ -37,7 +37,7 @@ fn parse_better(text: &str) -> Result<(String, Direction), String> {
 /// not pick hosts (`host=H`), a warning says the machines mix into the figures.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON with a `comparisons` array")))]
-#[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric")))]
+#[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric (the CI as `95% CI low` and `95% CI high`)")))]
 pub(crate) struct CompareArgs {
     /// Baseline: experiment id or tag selector.
     #[arg(value_name = "A")]

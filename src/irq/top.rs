@@ -161,6 +161,11 @@ fn render_unescaped(f: &TopFrame, limit: usize) -> String {
         f.interval_s,
         rate(all)
     );
+    if f.rows.is_empty() {
+        // A table of no rows and a `dev 0` line would look like a reading gone wrong.
+        out.push_str("  no interrupt fired in this interval\n");
+        return out;
+    }
     let _ = write!(out, "{:>5} {:>10}", "IRQ", "total");
     for c in &cpus {
         let _ = write!(out, " {:>9}", format!("CPU{c}"));
@@ -250,6 +255,10 @@ mod tests {
         let f = frame(&parse(AFTER), &parse(BEFORE), 1_000_000_000, false);
         assert!(f.rows.is_empty());
         let text = render(&f, 10);
-        assert!(text.contains("0 device interrupts/s"), "{text}");
+        assert_eq!(
+            text,
+            "interrupts/s over 1.0 s: 0 device interrupts/s in all\n  \
+             no interrupt fired in this interval\n"
+        );
     }
 }

@@ -204,7 +204,12 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
             None => Cell::Missing,
         },
         match (low, high) {
-            (Some(lo), Some(hi)) => Cell::text(format!("[{}, {}]", ci_bound(lo), ci_bound(hi))),
+            (Some(lo), Some(hi)) => Cell::Interval {
+                low: lo,
+                high: hi,
+                difference: false,
+                text: format!("[{}, {}]", ci_bound(lo), ci_bound(hi)),
+            },
             _ => Cell::Missing,
         },
     ]
@@ -216,14 +221,20 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
 /// still fits 80 columns, marked `abs` beside a relative change so it is not read as percent.
 fn difference_cells(change: Option<f64>, d: f64, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
     let [relative, _] = change_cells(change, None, None);
-    let ci = match (low, high) {
-        (Some(lo), Some(hi)) => format!("[{}, {}]", signed_two_digits(lo), signed_two_digits(hi)),
-        _ => return [relative, Cell::Missing],
+    let (Some(lo), Some(hi)) = (low, high) else {
+        return [relative, Cell::Missing];
+    };
+    let ci = format!("[{}, {}]", signed_two_digits(lo), signed_two_digits(hi));
+    let interval = |text| Cell::Interval {
+        low: lo,
+        high: hi,
+        difference: true,
+        text,
     };
     match change {
-        Some(_) => [relative, Cell::text(format!("{ci} abs"))],
-        None if d == 0.0 => [Cell::Missing, Cell::text(ci)],
-        None => [Cell::text("from 0"), Cell::text(ci)],
+        Some(_) => [relative, interval(format!("{ci} abs"))],
+        None if d == 0.0 => [Cell::Missing, interval(ci)],
+        None => [Cell::text("from 0"), interval(ci)],
     }
 }
 

@@ -21,13 +21,6 @@ pub(crate) fn escape(text: &str) -> String {
     out
 }
 
-fn cell_text(cell: &Cell) -> &str {
-    match cell {
-        Cell::Text(t) | Cell::Number { text: t, .. } | Cell::Stat { text: t, .. } => t,
-        Cell::Missing => "-",
-    }
-}
-
 /// A CSS class for cells whose meaning is a word: verdicts, n/a, failed. Never for a
 /// label (a cell's name, a level), whose words are the user's: a cell named "regressed..."
 /// is not a verdict.
@@ -72,7 +65,7 @@ pub(crate) fn table(t: &Table, class: &str) -> String {
     for row in &t.rows {
         out.push_str("<tr>");
         for (c, cell) in t.columns.iter().zip(row) {
-            let text = cell_text(cell);
+            let text = cell.shown();
             let mut classes = Vec::new();
             if c.align == Align::Right {
                 classes.push("num");

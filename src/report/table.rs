@@ -70,6 +70,15 @@ pub(crate) enum Cell {
         summary: Box<Summary>,
         text: String,
     },
+    /// A confidence interval: text like `[-7.0, -2.9]`; CSV gets low and high columns (and
+    /// what they bound where some are of a difference), JSON `{"low", "high"}`.
+    Interval {
+        low: f64,
+        high: f64,
+        /// Of the difference of the medians, in the metric's unit (else of a change in %).
+        difference: bool,
+        text: String,
+    },
     Missing,
 }
 
@@ -83,9 +92,12 @@ impl Cell {
             text: super::format::number(value),
         }
     }
-    fn shown(&self) -> &str {
+    pub(crate) fn shown(&self) -> &str {
         match self {
-            Cell::Text(t) | Cell::Number { text: t, .. } | Cell::Stat { text: t, .. } => t,
+            Cell::Text(t)
+            | Cell::Number { text: t, .. }
+            | Cell::Stat { text: t, .. }
+            | Cell::Interval { text: t, .. } => t,
             Cell::Missing => "-",
         }
     }
@@ -178,20 +190,44 @@ impl Table {
     }
 
     /// RFC 4180 CSV with a header row. Numbers at full precision; a `Stat` column becomes
-    /// four: mean, CI low, CI high and n.
+    /// four: mean, CI low, CI high and n; an `Interval` column two, low and high, and a third
+    /// saying `change` or `difference` where some of its intervals are of a difference.
     pub(crate) fn to_csv(&self) -> String {
         let mut header = Vec::new();
-        let stat_cols: Vec<bool> = (0..self.columns.len())
-            .map(|c| self.rows.iter().any(|r| matches!(r[c], Cell::Stat { .. })))
+        let any = |c: usize, f: &dyn Fn(&Cell) -> bool| self.rows.iter().any(|r| f(&r[c]));
+        let widths: Vec<usize> = (0..self.columns.len())
+            .map(|c| {
+                if any(c, &|x| matches!(x, Cell::Stat { .. })) {
+                    4
+                } else if any(c, &|x| {
+                    matches!(
+                        x,
+                        Cell::Interval {
+                            difference: true,
+                            ..
+                        }
+                    )
+                }) {
+                    3
+                } else if any(c, &|x| matches!(x, Cell::Interval { .. })) {
+                    2
+                } else {
+                    1
+                }
+            })
             .collect();
         for (c, col) in self.columns.iter().enumerate() {
             let h = col.header();
-            if stat_cols[c] {
-                for suffix in ["mean", "ci_low", "ci_high", "n"] {
-                    header.push(format!("{h} {suffix}"));
-                }
-            } else {
+            let suffixes: &[&str] = match widths[c] {
+                4 => &["mean", "ci_low", "ci_high", "n"],
+                3 => &["low", "high", "of"],
+                2 => &["low", "high"],
+                _ => &[],
+            };
+            if suffixes.is_empty() {
                 header.push(h);
+            } else {
+                header.extend(suffixes.iter().map(|x| format!("{h} {x}")));
             }
         }
         let mut out = csv_line(&header);
@@ -206,7 +242,22 @@ impl Table {
                         fields.push(ci.map(|i| i.high.to_string()).unwrap_or_default());
                         fields.push(summary.n.to_string());
                     }
-                    _ if stat_cols[c] => fields.extend(std::iter::repeat_n(String::new(), 4)),
+                    Cell::Interval {
+                        low,
+                        high,
+                        difference,
+                        ..
+                    } => {
+                        fields.push(low.to_string());
+                        fields.push(high.to_string());
+                        if widths[c] == 3 {
+                            let of = if *difference { "difference" } else { "change" };
+                            fields.push(of.to_string());
+                        }
+                    }
+                    _ if widths[c] > 1 => {
+                        fields.extend(std::iter::repeat_n(String::new(), widths[c]))
+                    }
                     Cell::Number { value, .. } => fields.push(value.to_string()),
                     Cell::Text(t) => fields.push(t.clone()),
                     Cell::Missing => fields.push(String::new()),
@@ -274,6 +325,10 @@ enum CellDoc<'a> {
     /// serde_json writes a non-finite number as null.
     Number(f64),
     Stat(&'a Summary),
+    Interval {
+        low: f64,
+        high: f64,
+    },
     Missing,
 }
 
@@ -283,6 +338,10 @@ impl<'a> CellDoc<'a> {
             Cell::Text(t) => CellDoc::Text(t),
             Cell::Number { value, .. } => CellDoc::Number(*value),
             Cell::Stat { summary, .. } => CellDoc::Stat(summary),
+            Cell::Interval { low, high, .. } => CellDoc::Interval {
+                low: *low,
+                high: *high,
+            },
             Cell::Missing => CellDoc::Missing,
         }
     }
@@ -431,6 +490,35 @@ mod tests {
     #[test]
     fn csv_quotes_and_keeps_precision() {
         insta::assert_snapshot!(sample().to_csv());
+    }
+
+    #[test]
+    fn an_interval_is_two_numbers_in_csv_and_json_and_says_what_it_bounds() {
+        let interval = |low, high, difference| Cell::Interval {
+            low,
+            high,
+            difference,
+            text: format!("[{low}, {high}]"),
+        };
+        let mut t = Table::new(vec![Column::label("cell"), Column::number("95% CI", None)]);
+        t.push(vec![Cell::text("a"), interval(-7.25, -2.5, false)]);
+        t.push(vec![Cell::text("b")]);
+        assert_eq!(
+            t.to_csv(),
+            "cell,95% CI low,95% CI high\r\na,-7.25,-2.5\r\nb,,\r\n"
+        );
+        t.push(vec![Cell::text("c"), interval(0.5, 3.0, true)]);
+        assert_eq!(
+            t.to_csv(),
+            "cell,95% CI low,95% CI high,95% CI of\r\na,-7.25,-2.5,change\r\nb,,,\r\n\
+             c,0.5,3,difference\r\n"
+        );
+        assert!(t.render_text(MAX_WIDTH).contains("[-7.25, -2.5]"));
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(
+            json["rows"][0]["95% CI"],
+            serde_json::json!({"low": -7.25, "high": -2.5})
+        );
     }
 
     #[test]
