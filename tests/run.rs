@@ -370,9 +370,43 @@ fn replay_runs_the_planned_order_stores_every_run_and_restores_every_knob() {
     }
 }
 
+/// A polled cell on a queue that says `io_poll` 0 is not applicable before it runs: fio is
+/// never asked (pvsync2 would have run it on interrupts without a word).
+#[test]
+fn polled_cells_on_a_queue_that_cannot_poll_never_reach_fio() {
+    let lab = Lab::new();
+    let e = exp(
+        "name = \"poll\"\nseed = 3\nrepetitions = 2\n[target]\ndevice = \"loop3\"\n\
+         [workload]\nrw = \"randread\"\nioengine = \"pvsync2\"\n\
+         [factors]\nhipri = [false, true]\n",
+    );
+    let ok = fio_fixture("randread_1job_json");
+    let replay = ReplayFio::by_cell([("hipri=false".to_string(), vec![ok])]);
+    let out = lab.run(&e, &replay);
+    let asked: Vec<String> = replay.calls().iter().map(|j| j.cell_key.clone()).collect();
+    assert_eq!(asked, ["hipri=false", "hipri=false"]);
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    let na: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| match &r.status {
+            RunStatus::NotApplicable(why) => Some(why.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        na,
+        ["polled I/O (hipri) needs a queue that polls, and loop3's has io_poll=0 (no poll queues)"]
+    );
+}
+
 #[test]
 fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
     let lab = Lab::new();
+    // A queue that says it polls (a loop device's says 0, which makes the polled cells not
+    // applicable before they run): here it is fio's error 95 that finds them out.
+    let io_poll = lab.dir.path().join("root/sys/block/loop3/queue/io_poll");
+    std::fs::write(io_poll, "1\n").unwrap();
     let e = exp("name = \"na\"\nseed = 3\nrepetitions = 2\nwarmup = true\n\
          [target]\ndevice = \"loop3\"\nanchor_cpu = 0\n\
          [workload]\nrw = \"randread\"\nioengine = \"io_uring\"\n\

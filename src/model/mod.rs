@@ -258,6 +258,14 @@ impl Machine {
             .unwrap_or_default()
     }
 
+    /// Whether the kernel's release (`6.1.0-27-amd64`) is `major.minor` or later; `None`
+    /// when it is unknown or does not start with two numbers.
+    pub(crate) fn kernel_at_least(&self, major: u32, minor: u32) -> Option<bool> {
+        let mut parts = self.kernel.as_deref()?.split(['.', '-']);
+        let mut next = || parts.next()?.parse::<u32>().ok();
+        Some((next()?, next()?) >= (major, minor))
+    }
+
     /// SLIT distance between two nodes (None when the kernel did not say).
     pub(crate) fn distance(&self, from: u32, to: u32) -> Option<u32> {
         self.node(from)?
