@@ -302,6 +302,20 @@ fn dry_run(path: &Path) -> crate::common::Bounded {
     )
 }
 
+/// A network engine on the default target is told how to make the interface its target; fio
+/// on the default target is not.
+#[test]
+fn a_network_experiment_on_the_default_target_hears_of_nic() {
+    let example = root().join("examples/network_rr_placement.toml");
+    let r = dry_run(&example);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let hint = "note: sockperf does not use the scratch block device: `[target] nic = \"IFACE\"`";
+    assert!(r.stdout.contains(hint), "{}", r.stdout);
+    let r = dry_run(&root().join("examples/block_size_sweep.toml"));
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stdout.contains("does not use"), "{}", r.stdout);
+}
+
 /// Without fio on PATH a run stops before it makes a scratch device or a database, saying how
 /// to get fio; a dry run still shows the plan and says fio could not check it.
 #[test]

@@ -250,9 +250,26 @@ pub(crate) fn plan(
         order,
         adaptive: matches!(exp.repetitions, Repetitions::Adaptive { .. }),
         estimated_seconds,
-        notes: resolve::on_demand_notes(exp, m, &devs),
+        notes: resolve::on_demand_notes(exp, m, &devs)
+            .into_iter()
+            .chain(scratch.then(|| network_on_a_scratch_device(exp)).flatten())
+            .collect(),
         warnings: depth::warnings(exp, &cells),
         hosts: Vec::new(),
+    })
+}
+
+/// A network engine on the default target drives nothing on the scratch device it gets: the
+/// note says how to target the interface instead.
+fn network_on_a_scratch_device(exp: &Experiment) -> Option<String> {
+    use crate::workload::engine::EngineSpec;
+    matches!(exp.engine, EngineSpec::Iperf3(_) | EngineSpec::Sockperf(_)).then(|| {
+        format!(
+            "{} does not use the scratch block device: `[target] nic = \"IFACE\"` makes a \
+             network interface the target instead (no device is created, and on/near/far are \
+             relative to its interrupts)",
+            exp.engine.name()
+        )
     })
 }
 
