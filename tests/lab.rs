@@ -855,6 +855,10 @@ for e in io_uring pvsync2; do for h in 0 1; do
     --iodepth=1 --hipri=$h --number_ios=1000 --output=/dev/null
   echo "$e $h $(( $(nvme_ints) - a ))" >>$LAB_OUT/interrupts
 done; done
+# io_poll cannot change on 6.1: a write is ignored, and a factor of it is refused.
+echo 0 >/sys/block/nvme0n1/queue/io_poll; cat /sys/block/nvme0n1/queue/io_poll >$LAB_OUT/io_poll
+printf 'name = "p"\n[target]\ndevice = "nvme0n1"\n[workload]\nrw = "randread"\n[factors]\nio_poll = [0, 1]\n' >/tmp/io_poll.toml
+$IOLAB run /tmp/io_poll.toml --dry-run >$LAB_OUT/io_poll.txt 2>&1 || true
 # pvsync2's polling, which this kernel ignores: the polled cell is not applicable.
 sed -i 's/io_uring/pvsync2/; s/^iodepth.*//' /tmp/exp.toml
 $IOLAB run /tmp/exp.toml --db /tmp/lab2.db >$LAB_OUT/run2.txt 2>&1
@@ -919,6 +923,12 @@ $IOLAB show 1 --db /tmp/lab2.db --json >$LAB_OUT/show2.json 2>$LAB_OUT/show2.jso
     assert!(
         per("pvsync2 1") >= 500,
         "pvsync2 polled on this kernel: {text}"
+    );
+    assert_eq!(b.text("io_poll").trim(), "1", "a write of 0 is ignored");
+    let refused = b.text("io_poll.txt");
+    assert!(
+        refused.contains("`io_poll` cannot be changed on /dev/nvme0n1: Linux 5.16 and later"),
+        "{refused}"
     );
     let shown = b.json("show2.json");
     let cells = shown["cells"].as_array().unwrap();

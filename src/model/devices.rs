@@ -113,6 +113,22 @@ pub(crate) const KNOBS: &[&str] = &[
     "write_cache",
 ];
 
+/// Queue knobs that kernels from some release on keep as they are, and why: a factor of one
+/// is refused there rather than failing every run (each write is checked to hold).
+pub(crate) const FIXED: &[(&str, &str)] = &[
+    (
+        "io_poll",
+        "Linux 5.16 and later refuse or ignore writes to io_poll (\"block: don't allow writing \
+         to the poll queue attribute\"): a queue polls when its driver gives it poll queues, \
+         e.g. nvme.poll_queues; vary `hipri` to compare polled I/O with interrupts",
+    ),
+    (
+        "io_poll_delay",
+        "Linux 6.4 and later ignore writes to io_poll_delay and read it as -1 (\"blk-mq: remove \
+         hybrid polling\"): polling is always classic",
+    ),
+];
+
 fn choices(values: &[&str]) -> Allowed {
     Allowed::Choices(values.iter().map(|s| s.to_string()).collect())
 }
@@ -122,6 +138,13 @@ fn read_knobs(root: &SysRoot, name: &str) -> (BTreeMap<String, String>, BTreeMap
     let q = format!("/sys/block/{name}/queue");
     let mut knobs = BTreeMap::new();
     let mut allowed = BTreeMap::new();
+    let release = root.attr("/proc/sys/kernel/osrelease");
+    let since = |major, minor| {
+        release
+            .as_deref()
+            .and_then(|r| super::release_at_least(r, major, minor))
+            .unwrap_or(false)
+    };
     for &knob in KNOBS {
         let Some(text) = root.attr(&format!("{q}/{knob}")) else {
             continue;
@@ -138,6 +161,9 @@ fn read_knobs(root: &SysRoot, name: &str) -> (BTreeMap<String, String>, BTreeMap
         };
         let accepts = match knob {
             "rq_affinity" | "nomerges" => Some(choices(&["0", "1", "2"])),
+            // Knobs this kernel no longer lets change: no value is allowed (`FIXED` says why).
+            "io_poll" if since(5, 16) => None,
+            "io_poll_delay" if since(6, 4) => None,
             "io_poll" | "add_random" | "iostats" => Some(choices(&["0", "1"])),
             "write_cache" => Some(choices(&["write back", "write through"])),
             // BLKDEV_MIN_RQ; the upper bound depends on the tag set.

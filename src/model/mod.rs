@@ -261,9 +261,7 @@ impl Machine {
     /// Whether the kernel's release (`6.1.0-27-amd64`) is `major.minor` or later; `None`
     /// when it is unknown or does not start with two numbers.
     pub(crate) fn kernel_at_least(&self, major: u32, minor: u32) -> Option<bool> {
-        let mut parts = self.kernel.as_deref()?.split(['.', '-']);
-        let mut next = || parts.next()?.parse::<u32>().ok();
-        Some((next()?, next()?) >= (major, minor))
+        release_at_least(self.kernel.as_deref()?, major, minor)
     }
 
     /// SLIT distance between two nodes (None when the kernel did not say).
@@ -274,6 +272,14 @@ impl Machine {
             .find(|d| d.node == to)
             .map(|d| d.distance)
     }
+}
+
+/// Whether a kernel release (`6.1.0-27-amd64`) is `major.minor` or later; `None` when it does
+/// not start with two numbers. Distributions backport, so this says what mainline did.
+pub(crate) fn release_at_least(release: &str, major: u32, minor: u32) -> Option<bool> {
+    let mut parts = release.trim().split(['.', '-']);
+    let mut next = || parts.next()?.parse::<u32>().ok();
+    Some((next()?, next()?) >= (major, minor))
 }
 
 /// The two readings of a snapshot and the measured time between them.

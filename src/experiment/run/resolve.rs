@@ -181,6 +181,16 @@ fn check_knob_levels(exp: &Experiment, dev: &BlockDevice, on_demand: &[String]) 
             }
             continue;
         }
+        let fixed = crate::model::devices::FIXED
+            .iter()
+            .find(|(knob, _)| knob == attribute && !dev.allowed.contains_key(attribute));
+        if let Some((_, why)) = fixed {
+            errors.push(format!(
+                "{at}: `{}` cannot be changed on /dev/{}: {why}",
+                f.name, dev.name
+            ));
+            continue;
+        }
         for l in &f.levels {
             let LevelValue::Knob(v) = &l.value else {
                 continue;
@@ -597,6 +607,20 @@ mod tests {
         assert!(na.starts_with("pvsync2 asks for polling"), "{na}");
         m.kernel = Some("5.17.15-1-amd64".into());
         assert_eq!(why(&pvsync2, &m, "nvme0n1"), [None, None]);
+    }
+
+    #[test]
+    fn io_poll_is_a_factor_only_where_the_kernel_lets_it_change() {
+        let text = "name = \"n\"\n[factors]\nio_poll = [0, 1]\n";
+        let e = resolve(text, &machine("two-node-nvme"), "nvme0n1").unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.starts_with("x.toml:3: `io_poll` cannot be changed on /dev/nvme0n1: Linux 5.16"),
+            "{e}"
+        );
+        // Before 5.16 it switched polling on and off (RHEL 9's 5.14 here).
+        let m = machine("scsi-hba");
+        assert!(resolve(text, &m, "sda").is_ok());
     }
 
     #[test]
