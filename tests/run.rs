@@ -370,6 +370,18 @@ fn replay_runs_the_planned_order_stores_every_run_and_restores_every_knob() {
     }
 }
 
+/// The reasons of the runs `out` stored as not applicable, in run order.
+fn not_applicable(lab: &Lab, out: &runloop::Outcome) -> Vec<String> {
+    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
+    let runs = db.runs(out.experiment_id).unwrap();
+    runs.into_iter()
+        .filter_map(|r| match r.status {
+            RunStatus::NotApplicable(why) => Some(why),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A polled cell on a queue that says `io_poll` 0 is not applicable before it runs: fio is
 /// never asked (pvsync2 would have run it on interrupts without a word).
 #[test]
@@ -385,15 +397,7 @@ fn polled_cells_on_a_queue_that_cannot_poll_never_reach_fio() {
     let out = lab.run(&e, &replay);
     let asked: Vec<String> = replay.calls().iter().map(|j| j.cell_key.clone()).collect();
     assert_eq!(asked, ["hipri=false", "hipri=false"]);
-    let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
-    let runs = db.runs(out.experiment_id).unwrap();
-    let na: Vec<&str> = runs
-        .iter()
-        .filter_map(|r| match &r.status {
-            RunStatus::NotApplicable(why) => Some(why.as_str()),
-            _ => None,
-        })
-        .collect();
+    let na = not_applicable(&lab, &out);
     assert_eq!(
         na,
         ["polled I/O (hipri) needs a queue that polls, and loop3's has io_poll=0 (no poll queues)"]
@@ -1668,16 +1672,10 @@ fn several_devices_get_their_knobs_their_own_placement_and_one_job_file() {
     );
 
     // The cell whose interrupts cannot move is not applicable, and says on which device.
+    let na = not_applicable(&lab, &out);
+    assert_eq!(na.len(), 1, "{na:?}");
     let db = Store::open_existing(lab.dir.path().join("results.db")).unwrap();
     let runs = db.runs(out.experiment_id).unwrap();
-    let na: Vec<&str> = runs
-        .iter()
-        .filter_map(|r| match &r.status {
-            RunStatus::NotApplicable(why) => Some(why.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(na.len(), 1, "{na:?}");
     assert!(
         na[0].starts_with("/dev/nvme0n1: irq_cpu far: the kernel manages"),
         "{}",
