@@ -175,12 +175,7 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
         None => loaded.varying().first().copied(),
     };
     let mut bars = Vec::new();
-    let mut missing = Vec::new();
     for (cell, s) in loaded.cells.iter().zip(&mc.summaries) {
-        let Some(s) = s else {
-            missing.push(cell.short_label());
-            continue;
-        };
         let group = by
             .and_then(|f| {
                 let l = cell.level(&f.name)?;
@@ -189,10 +184,10 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
             .unwrap_or(0);
         bars.push(Bar {
             label: cell.short_label(),
-            value: s.mean,
-            ci: s.ci_mean.map(|c| (c.low, c.high)),
+            value: s.as_ref().map(|s| s.mean),
+            ci: s.as_ref().and_then(|s| s.ci_mean).map(|c| (c.low, c.high)),
             group,
-            outliers: !s.outliers.is_empty(),
+            outliers: s.as_ref().is_some_and(|s| !s.outliers.is_empty()),
         });
     }
     let cells_named = if loaded.factors.is_empty() {
@@ -205,10 +200,7 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
             .collect::<Vec<_>>()
             .join("/")
     };
-    let mut title = format!("{metric} per {cells_named}: mean, 95% CI");
-    if !missing.is_empty() {
-        title.push_str(&format!(" (no value: {})", missing.join(", ")));
-    }
+    let title = format!("{metric} per {cells_named}: mean, 95% CI");
     Ok(bars_with_ci(&title, &y_label(&metric), &bars)?)
 }
 

@@ -13,7 +13,9 @@ use super::{
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bar {
     pub label: String,
-    pub value: f64,
+    /// `None` where the configuration has no value (not applicable here, or no run
+    /// succeeded): its slot stays, labelled `LABEL: no value`, with no bar.
+    pub value: Option<f64>,
     /// 95% CI (low, high) drawn as a whisker; `None` for n < 2.
     pub ci: Option<(f64, f64)>,
     /// Bars with the same group share a colour (e.g. the rq_affinity level).
@@ -23,28 +25,30 @@ pub(crate) struct Bar {
 }
 
 pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<String, PlotError> {
-    if bars.is_empty() {
-        return Err(PlotError::NoData("no bars given".into()));
+    if bars.iter().all(|b| b.value.is_none()) {
+        return Err(PlotError::NoData("no bar has a value".into()));
     }
     check_finite(
         "bars",
         bars.iter()
-            .flat_map(|b| [Some(b.value), b.ci.map(|c| c.0), b.ci.map(|c| c.1)])
+            .flat_map(|b| [b.value, b.ci.map(|c| c.0), b.ci.map(|c| c.1)])
             .flatten(),
     )?;
-    let floor = whisker_floor(bars.iter().map(|b| b.value));
-    let lo = bars
-        .iter()
-        .map(|b| b.ci.map_or(b.value, |c| c.0.min(b.value)).max(floor))
+    let valued = || bars.iter().filter_map(|b| Some((b.value?, b.ci)));
+    let floor = whisker_floor(valued().map(|(v, _)| v));
+    let lo = valued()
+        .map(|(v, ci)| ci.map_or(v, |c| c.0.min(v)).max(floor))
         .fold(f64::INFINITY, f64::min);
-    let hi = bars
-        .iter()
-        .map(|b| b.ci.map_or(b.value, |c| c.1.max(b.value)))
+    let hi = valued()
+        .map(|(v, ci)| ci.map_or(v, |c| c.1.max(v)))
         .fold(f64::NEG_INFINITY, f64::max);
     let (y0, y1) = padded_range(lo, hi, true);
     let labels: Vec<String> = bars
         .iter()
-        .map(|b| format!("{}{}", b.label, if b.outliers { "*" } else { "" }))
+        .map(|b| match b.value {
+            Some(_) => format!("{}{}", b.label, if b.outliers { "*" } else { "" }),
+            None => format!("{}: no value", b.label),
+        })
         .collect();
 
     let mut svg = String::new();
@@ -72,16 +76,16 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
             .draw()
             .map_err(draw_err)?;
         chart
-            .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            .draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
                 let mut r = Rectangle::new(
                     [
                         (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), b.value),
+                        (SegmentValue::Exact(i + 1), b.value?),
                     ],
                     color(b.group).filled(),
                 );
                 r.set_margin(0, 0, 8, 8);
-                r
+                Some(r)
             }))
             .map_err(draw_err)?;
         let whisker = WHISKER.stroke_width(2);
@@ -115,7 +119,7 @@ mod tests {
     fn bar(label: &str, value: f64, group: usize) -> Bar {
         Bar {
             label: label.into(),
-            value,
+            value: Some(value),
             ci: Some((value * 0.97, value * 1.03)),
             group,
             outliers: label == "far/rq=1",
@@ -178,6 +182,35 @@ mod tests {
         assert!(!labels.iter().any(|t| t.starts_with('-')), "{labels:?}");
         // The cut whisker has its top cap only.
         assert_eq!(stroked(&doc, "polyline", WHISKER), 3 + 2);
+    }
+
+    #[test]
+    fn a_configuration_without_a_value_keeps_its_slot_and_says_so() {
+        let none = Bar {
+            value: None,
+            ci: None,
+            ..bar("hipri=true", 0.0, 1)
+        };
+        let svg = bars_with_ci("t", "y", &[bar("hipri=false", 25_000.0, 0), none]).unwrap();
+        let doc = parse(&svg);
+        assert_eq!(rects_filled(&doc, color(0)), 1);
+        assert_eq!(rects_filled(&doc, color(1)), 0);
+        let labels = texts(&doc);
+        assert!(
+            labels.iter().any(|t| t == "hipri=true: no value"),
+            "{labels:?}"
+        );
+        assert!(matches!(
+            bars_with_ci(
+                "t",
+                "y",
+                &[Bar {
+                    value: None,
+                    ..bar("x", 1.0, 0)
+                }]
+            ),
+            Err(PlotError::NoData(_))
+        ));
     }
 
     #[test]
