@@ -1878,7 +1878,7 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
     };
     let db_path = dir.path().join("hosts.db");
     let out = iolab()
-        .args(["run", "--json", "--db"])
+        .args(["run", "--json", "--tag", "kernel=stock", "--db"])
         .arg(&db_path)
         .arg(write_file("randread"))
         .env("IOLAB_STATE_DIR", &state)
@@ -1905,6 +1905,11 @@ fn hosts_run_one_job_at_once_and_their_results_add_up() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(runs.len(), 4);
+    // fio servers do not say their kernel: the experiment's is the one the user tagged.
+    let kernel: String = db
+        .query_row("SELECT kernel FROM experiments", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(kernel, "stock");
     for (id, status, fio_json) in &runs {
         assert_eq!(status, "ok");
         let doc: serde_json::Value =

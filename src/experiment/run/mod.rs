@@ -1140,9 +1140,18 @@ fn store_experiment(
         machine.hostname.clone().unwrap_or_default()
     };
     // The hosts' kernels are theirs: the one they all run when controlled hosts said so,
-    // else say it with `--tag kernel=...` (as for imports).
+    // else the one `--tag kernel=...` names (as for imports), else unknown.
     let kernel = if remote {
-        hosts::common_kernel(controlled).unwrap_or_else(|| "unknown".to_string())
+        let tagged = || {
+            settings
+                .tags
+                .iter()
+                .find(|(n, _)| n == "kernel")
+                .map(|(_, v)| v.clone())
+        };
+        hosts::common_kernel(controlled)
+            .or_else(tagged)
+            .unwrap_or_else(|| "unknown".to_string())
     } else {
         machine.kernel.clone().unwrap_or_default()
     };
