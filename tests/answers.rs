@@ -1001,6 +1001,44 @@ fn report_is_one_offline_page_that_chromium_renders() {
     if let Ok(keep) = std::env::var("IOLAB_KEEP_SCREENSHOT") {
         std::fs::copy(&shot, keep).unwrap();
     }
+
+    // A long line in a preformatted block (a sampling basis across fio servers runs to 200
+    // characters) wraps within the page instead of widening it past the window: the page,
+    // with such a line added, is measured in an iframe of a wrapper page (srcdoc: same
+    // origin) 1000 pixels wide.
+    let long = format!("<pre>{}</pre>", "the figures rest on ".repeat(30));
+    let page = html.replacen("<body>", &format!("<body>{long}"), 1);
+    let attr = page.replace('&', "&amp;").replace('"', "&quot;");
+    let wrapper = dir.path().join("wrapper.html");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "<html><body><iframe id=\"f\" width=\"1000\" height=\"600\" srcdoc=\"{attr}\">\
+             </iframe><script>f.onload = () => {{ const d = f.contentDocument.documentElement; \
+             document.title = 'overflow ' + (d.scrollWidth - d.clientWidth); }};</script>\
+             </body></html>"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", wrapper.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("<title>overflow 0</title>"),
+        "the page is wider than its window: {}",
+        dom.lines()
+            .find(|l| l.contains("<title>"))
+            .unwrap_or("no title")
+    );
 }
 
 /// The whole path on real data: `iolab run` (real fio on a scratch loop device, the real

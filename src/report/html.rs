@@ -132,6 +132,7 @@ ul.notes { font-size: .8em; color: #555; margin-top: 0; }
 figure { margin: 1.5em 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: .85em; color: #555; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 p.missing { color: #777; font-style: italic; }
 footer { margin-top: 3em; font-size: .8em; color: #777; }
 "#;
