@@ -896,6 +896,13 @@ $IOLAB show 1 --db /tmp/lab2.db --json >$LAB_OUT/show2.json 2>$LAB_OUT/show2.jso
     let shown = b.json("show.json");
     let cells = shown["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2, "{shown}");
+    // The polled run was checked against the NVMe's interrupts, and it polled.
+    assert_eq!(
+        shown["basis"]["checks"]["polled_io_vs_interrupts"],
+        serde_json::json!([1, 0, 0]),
+        "{}",
+        shown["basis"]
+    );
     for c in cells {
         assert_eq!(c["failed"], serde_json::json!([]), "{c}");
         let iops = c["metrics"]["read_iops"]["mean"].as_f64().unwrap_or(0.0);

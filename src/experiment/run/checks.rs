@@ -17,6 +17,11 @@
 //!   added to the tolerance.
 //! - for each job, the percentiles taken from its `json+` histogram the way iolab merges them
 //!   against fio's own percentiles: equal within the width of the histogram bin.
+//! - a polled run (`hipri`): the device's interrupts per second against fio's I/Os per second.
+//!   Polled completions take no interrupt, so more than half an interrupt per I/O says the
+//!   kernel did not poll: the run measured interrupts under a polled label. The plan already
+//!   leaves out what is known not to poll (`resolve::cannot_poll`); this catches the rest, as
+//!   a distribution kernel that took the change to pvsync2 into an older release.
 //!
 //! Pure: figures in, checks out.
 
@@ -167,6 +172,57 @@ pub(crate) fn bytes_vs_diskstats(
         } else {
             c.judged(tolerance)
         });
+    }
+    out
+}
+
+/// Device interrupts per 100 I/Os above which a polled run counts as not polled. In the
+/// `nvme-poll` lab guest 1000 polled reads took no interrupt, 1000 interrupt-driven ones 820 to
+/// 1000; coalescing can take that lower, so the limit stays well above what polling leaves.
+pub(crate) const POLLED_INTERRUPTS_PCT: f64 = 50.0;
+
+/// For a run whose jobs all poll: each device's interrupts per second (the aligned `dev_*`
+/// figures) against the I/Os per second fio's jobs on it completed. `difference_pct` is the
+/// interrupts per 100 I/Os here, and `tolerance_pct` its limit. Devices without interrupts of
+/// their own (loop) give no check.
+pub(crate) fn polled_io_vs_interrupts(
+    report: &FioReport,
+    devices: &BTreeMap<String, BTreeMap<&'static str, f64>>,
+) -> Vec<Check> {
+    let mut by_device: BTreeMap<&str, f64> = BTreeMap::new();
+    for job in &report.jobs {
+        let Some(dev) = device_of(job) else { continue };
+        *by_device.entry(dev).or_default() += job.read.iops + job.write.iops;
+    }
+    let mut out = Vec::new();
+    for (dev, iops) in by_device {
+        let interrupts = devices
+            .get(dev)
+            .and_then(|m| m.get(metrics::DEV_IRQ_PER_S.name).copied());
+        let Some(interrupts) = interrupts.filter(|_| iops > 0.0) else {
+            continue;
+        };
+        let mut c = Check::new(
+            "polled_io_vs_interrupts",
+            dev.to_string(),
+            iops,
+            interrupts,
+            "device interrupts/s",
+        );
+        c.difference_pct = interrupts / iops * 100.0;
+        c.tolerance_pct = POLLED_INTERRUPTS_PCT;
+        let polled = c.difference_pct <= POLLED_INTERRUPTS_PCT;
+        c.verdict = if polled { "ok" } else { "disagrees" }.into();
+        if !polled {
+            c.note = Some(format!(
+                "{:.2} device interrupts per polled I/O: the kernel did not poll (pvsync2's \
+                 hipri is ignored from Linux 5.18 on, also where a distribution took that \
+                 change into an older kernel; io_uring needs poll queues), so these figures \
+                 are of interrupt-driven I/O",
+                interrupts / iops
+            ));
+        }
+        out.push(c);
     }
     out
 }
@@ -335,6 +391,29 @@ mod tests {
     }
 
     const DIRECT: &str = r#""filename": "/dev/loop0", "direct": "1""#;
+
+    #[test]
+    fn a_polled_run_that_took_an_interrupt_per_io_did_not_poll() {
+        let r = report(400.0, DIRECT);
+        let iops = r.jobs[0].read.iops;
+        let with = |irq: f64| {
+            let mut d = dev(400.0, iops);
+            d.get_mut("loop0").unwrap().insert("dev_irq_per_s", irq);
+            polled_io_vs_interrupts(&r, &d)
+        };
+        let polled = with(0.0);
+        assert_eq!(polled[0].verdict, "ok");
+        let not = with(0.98 * iops);
+        assert_eq!(not[0].verdict, "disagrees");
+        assert!((not[0].difference_pct - 98.0).abs() < 1e-9);
+        let note = not[0].note.as_deref().unwrap();
+        assert!(
+            note.starts_with("0.98 device interrupts per polled I/O"),
+            "{note}"
+        );
+        // A device without interrupts of its own (a loop device) is not judged.
+        assert!(polled_io_vs_interrupts(&r, &dev(400.0, iops)).is_empty());
+    }
 
     #[test]
     fn bytes_that_disagree_with_diskstats_are_flagged_with_both_figures() {

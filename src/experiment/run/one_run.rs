@@ -317,7 +317,9 @@ fn judge_and_store(
         .as_ref()
         .filter(|_| engine.checks_its_output());
     let mut run_checks = match (report, &record.status) {
-        (Some(report), RunStatus::Ok) => output_checks(lp.settings, plan, report, aligned.as_ref()),
+        (Some(report), RunStatus::Ok) => {
+            output_checks(lp.settings, plan, report, aligned.as_ref(), job.polls())
+        }
         _ => Vec::new(),
     };
     if let (Some(recorded), Some(tracing)) = (&ran.recorded, &mut lp.tracing) {
@@ -395,13 +397,14 @@ fn judge_and_store(
 }
 
 /// The checks of a successful run's fio output against itself and the machine: the bytes fio
-/// moved against the devices' counters (where they were sampled) and its percentiles against
-/// its own histogram bins.
+/// moved against the devices' counters (where they were sampled), a `polled` run's I/Os
+/// against its devices' interrupts, and its percentiles against its own histogram bins.
 fn output_checks(
     settings: &Settings,
     plan: &Plan,
     report: &crate::workload::fio_json::FioReport,
     aligned: Option<&align::Aligned>,
+    polled: bool,
 ) -> Vec<checks::Check> {
     let mut out = Vec::new();
     if let Some(summary) = aligned.and_then(|a| a.summary.as_ref()) {
@@ -420,6 +423,9 @@ fn output_checks(
             &owned,
             &uncertain,
         ));
+        if polled {
+            out.extend(checks::polled_io_vs_interrupts(report, &summary.devices));
+        }
     }
     out.extend(checks::percentiles_vs_bins(report));
     out
