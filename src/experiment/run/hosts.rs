@@ -810,7 +810,7 @@ pub(crate) fn settle(
     hosts: &mut [Controlled],
     parts: Parts,
     (answers, traces): Measured,
-    outcome: Option<&crate::workload::FioOutcome>,
+    (outcome, polled): (Option<&crate::workload::FioOutcome>, bool),
     run: usize,
 ) -> Vec<Settled> {
     let mut out = Vec::with_capacity(hosts.len());
@@ -873,7 +873,7 @@ pub(crate) fn settle(
         let checks = match (&status, &own) {
             (RunStatus::Ok, Some(r)) => host_checks(
                 (&c.device, &c.machine),
-                r,
+                (r, polled),
                 answer.as_ref(),
                 &sampled,
                 traced.in_window,
@@ -916,7 +916,7 @@ pub(crate) fn settle(
 /// percent). `figures` are the host's sampler and trace figures by name.
 fn host_checks(
     (device, machine): (&str, &Machine),
-    report: &FioReport,
+    (report, polled): (&FioReport, bool),
     answer: Option<&serde_json::Value>,
     figures: &[(String, f64)],
     in_window: Option<(f64, f64)>,
@@ -925,10 +925,14 @@ fn host_checks(
     let mut out = checks::percentiles_vs_bins(report);
     if let Some(a) = answer {
         let sampled = &a["summary"]["devices"][device];
-        let dev: BTreeMap<&'static str, f64> = [metrics::DEV_RMB_PER_S, metrics::DEV_WMB_PER_S]
-            .iter()
-            .filter_map(|m| Some((m.name, sampled[m.name].as_f64()?)))
-            .collect();
+        let dev: BTreeMap<&'static str, f64> = [
+            metrics::DEV_RMB_PER_S,
+            metrics::DEV_WMB_PER_S,
+            metrics::DEV_IRQ_PER_S,
+        ]
+        .iter()
+        .filter_map(|m| Some((m.name, sampled[m.name].as_f64()?)))
+        .collect();
         let devices = BTreeMap::from([(device.to_string(), dev)]);
         let owned = |name: &str| machine.device(name).is_some_and(|d| !d.holds_data);
         let uncertain: BTreeMap<String, f64> = a["window"]["uncertain_mb_per_s"][device]
@@ -939,6 +943,9 @@ fn host_checks(
         out.extend(checks::bytes_vs_diskstats(
             report, &devices, &owned, &uncertain,
         ));
+        if polled {
+            out.extend(checks::polled_io_vs_interrupts(report, &devices));
+        }
     }
     let get = |name: &str| figures.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
     if let Some(completed_mb) = get(metrics::TRACE_COMPLETED_MB.name) {
@@ -1492,7 +1499,7 @@ mod tests {
         };
         let c = host_checks(
             ("sdb", &machine),
-            &report("sdb", ""),
+            (&report("sdb", ""), false),
             Some(&answer("sdb", 49.5)),
             &traced(100.2),
             None,
@@ -1509,7 +1516,7 @@ mod tests {
         // The host's diskstats saw 10% less than fio counted; its trace 5% less.
         let c = host_checks(
             ("sdb", &machine),
-            &report("sdb", ""),
+            (&report("sdb", ""), false),
             Some(&answer("sdb", 45.0)),
             &traced(95.0),
             None,
@@ -1528,7 +1535,7 @@ mod tests {
         let ramped = report("sda", r#", "ramp_time": "1s""#);
         let c = host_checks(
             ("sda", &machine),
-            &ramped,
+            (&ramped, false),
             Some(&answer("sda", 45.0)),
             &traced(150.0),
             Some((98.5, 2.0)),
@@ -1539,10 +1546,42 @@ mod tests {
             ["fio_bytes_vs_diskstats not judged", "trace_bytes_vs_fio ok"]
         );
         assert_eq!((c[2].other, c[2].tolerance_pct), (98.5, 3.0));
-        let c = host_checks(("sda", &machine), &ramped, None, &traced(150.0), None, None);
+        let c = host_checks(
+            ("sda", &machine),
+            (&ramped, false),
+            None,
+            &traced(150.0),
+            None,
+            None,
+        );
         assert_eq!(verdicts(&c)[1..], ["trace_bytes_vs_fio not judged"]);
         // Without an answer or a trace, only the percentiles.
-        let c = host_checks(("sdb", &machine), &report("sdb", ""), None, &[], None, None);
+        let c = host_checks(
+            ("sdb", &machine),
+            (&report("sdb", ""), false),
+            None,
+            &[],
+            None,
+            None,
+        );
         assert_eq!(verdicts(&c), ["json_plus_percentile ok"]);
+        // A polled part whose device took an interrupt per I/O did not poll.
+        let mut interrupts = answer("sdb", 49.5);
+        interrupts["summary"]["devices"]["sdb"]["dev_irq_per_s"] = 12000.0.into();
+        let c = host_checks(
+            ("sdb", &machine),
+            (&report("sdb", ""), true),
+            Some(&interrupts),
+            &[],
+            None,
+            None,
+        );
+        assert_eq!(
+            verdicts(&c)[1..],
+            [
+                "fio_bytes_vs_diskstats ok",
+                "polled_io_vs_interrupts disagrees"
+            ]
+        );
     }
 }

@@ -98,7 +98,7 @@ fn without_any_host(
         vec![None; parts.len()],
         vec![Default::default(); parts.len()],
     );
-    let settled = hosts::settle(exp, lp.hosts, parts, nothing, None, lp.position);
+    let settled = hosts::settle(exp, lp.hosts, parts, nothing, (None, false), lp.position);
     record.status = hosts::aggregate_status(&settled).unwrap_or(RunStatus::Ok);
     record.end_unix = crate::store::time::now_unix();
     hosts::store_runs(lp.store, lp.hosts, settled, &record, &[])?;
@@ -218,7 +218,7 @@ fn measure(
         lp.hosts,
         parts,
         (answers, traces),
-        Some(&outcome),
+        (Some(&outcome), job.polls()),
         lp.position,
     );
     let (local, samples) = if remote {
