@@ -92,6 +92,16 @@ impl Cell {
             text: super::format::number(value),
         }
     }
+    /// An interval of the difference of medians (in the metric's unit, not a change in %).
+    fn is_difference(&self) -> bool {
+        matches!(
+            self,
+            Cell::Interval {
+                difference: true,
+                ..
+            }
+        )
+    }
     pub(crate) fn shown(&self) -> &str {
         match self {
             Cell::Text(t)
@@ -194,36 +204,23 @@ impl Table {
     /// saying `change` or `difference` where some of its intervals are of a difference.
     pub(crate) fn to_csv(&self) -> String {
         let mut header = Vec::new();
-        let any = |c: usize, f: &dyn Fn(&Cell) -> bool| self.rows.iter().any(|r| f(&r[c]));
-        let widths: Vec<usize> = (0..self.columns.len())
+        // The columns each table column becomes: suffixes of its header, none for one column.
+        let split: Vec<&[&str]> = (0..self.columns.len())
             .map(|c| {
-                if any(c, &|x| matches!(x, Cell::Stat { .. })) {
-                    4
-                } else if any(c, &|x| {
-                    matches!(
-                        x,
-                        Cell::Interval {
-                            difference: true,
-                            ..
-                        }
-                    )
-                }) {
-                    3
-                } else if any(c, &|x| matches!(x, Cell::Interval { .. })) {
-                    2
+                let mut cells = self.rows.iter().map(|r| &r[c]);
+                if cells.clone().any(|x| matches!(x, Cell::Stat { .. })) {
+                    &["mean", "ci_low", "ci_high", "n"][..]
+                } else if cells.clone().any(Cell::is_difference) {
+                    &["low", "high", "of"][..]
+                } else if cells.any(|x| matches!(x, Cell::Interval { .. })) {
+                    &["low", "high"][..]
                 } else {
-                    1
+                    &[][..]
                 }
             })
             .collect();
-        for (c, col) in self.columns.iter().enumerate() {
+        for (col, suffixes) in self.columns.iter().zip(&split) {
             let h = col.header();
-            let suffixes: &[&str] = match widths[c] {
-                4 => &["mean", "ci_low", "ci_high", "n"],
-                3 => &["low", "high", "of"],
-                2 => &["low", "high"],
-                _ => &[],
-            };
             if suffixes.is_empty() {
                 header.push(h);
             } else {
@@ -250,13 +247,13 @@ impl Table {
                     } => {
                         fields.push(low.to_string());
                         fields.push(high.to_string());
-                        if widths[c] == 3 {
+                        if split[c].len() == 3 {
                             let of = if *difference { "difference" } else { "change" };
                             fields.push(of.to_string());
                         }
                     }
-                    _ if widths[c] > 1 => {
-                        fields.extend(std::iter::repeat_n(String::new(), widths[c]))
+                    _ if !split[c].is_empty() => {
+                        fields.extend(std::iter::repeat_n(String::new(), split[c].len()))
                     }
                     Cell::Number { value, .. } => fields.push(value.to_string()),
                     Cell::Text(t) => fields.push(t.clone()),

@@ -209,7 +209,8 @@ pub(crate) fn polled_io_vs_interrupts(
             interrupts,
             "device interrupts/s",
         );
-        c.difference_pct = interrupts / iops * 100.0;
+        let per_io = interrupts / iops;
+        c.difference_pct = per_io * 100.0;
         c.tolerance_pct = POLLED_INTERRUPTS_PCT;
         let polled = c.difference_pct <= POLLED_INTERRUPTS_PCT;
         c.verdict = if polled { "ok" } else { "disagrees" }.into();
@@ -219,7 +220,7 @@ pub(crate) fn polled_io_vs_interrupts(
                  hipri is ignored from Linux 5.18 on, also where a distribution took that \
                  change into an older kernel; io_uring needs poll queues), so these figures \
                  are of interrupt-driven I/O",
-                interrupts / iops
+                per_io
             ));
         }
         out.push(c);
