@@ -936,7 +936,7 @@ fn report_is_one_offline_page_that_chromium_renders() {
     let Some(browser) = chromium() else {
         panic!("chromium is not installed; scripts/deps installs it");
     };
-    let run = |extra: &[&str]| {
+    let open = |page: &std::path::Path, extra: &[&str]| {
         std::process::Command::new(browser)
             .args([
                 "--headless",
@@ -946,10 +946,11 @@ fn report_is_one_offline_page_that_chromium_renders() {
                 "--window-size=1200,4000",
             ])
             .args(extra)
-            .arg(format!("file://{}", html_path.display()))
+            .arg(format!("file://{}", page.display()))
             .output()
             .unwrap()
     };
+    let run = |extra: &[&str]| open(&html_path, extra);
     let out = run(&["--dump-dom"]);
     assert!(
         out.status.success(),
@@ -1020,17 +1021,7 @@ fn report_is_one_offline_page_that_chromium_renders() {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", wrapper.display()))
-        .output()
-        .unwrap();
+    let out = open(&wrapper, &["--virtual-time-budget=10000", "--dump-dom"]);
     let dom = String::from_utf8_lossy(&out.stdout);
     assert!(
         dom.contains("<title>overflow 0</title>"),
