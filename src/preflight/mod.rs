@@ -205,7 +205,8 @@ fn smt_and_idle(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
         None => f.push(Finding::info("smt", "not exposed")),
     }
     let base = "/sys/devices/system/cpu/cpuidle";
-    if let Some(driver) = root.attr(&format!("{base}/current_driver")) {
+    let driver = root.attr(&format!("{base}/current_driver"));
+    if let Some(driver) = &driver {
         f.push(Finding::info("cpuidle.driver", driver));
     }
     if let Some(gov) = root
@@ -221,8 +222,12 @@ fn smt_and_idle(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
             limits.push(format!("{p}={v}"));
         }
     }
-    if let Some(v) = root.attr("/sys/module/intel_idle/parameters/max_cstate") {
-        limits.push(format!("intel_idle max_cstate={v}"));
+    // intel_idle's parameter limits nothing unless it is the driver in use: built in, it is
+    // there on AMD machines and on guests whose driver is haltpoll or acpi_idle too.
+    if driver.as_deref() == Some("intel_idle") {
+        if let Some(v) = root.attr("/sys/module/intel_idle/parameters/max_cstate") {
+            limits.push(format!("intel_idle max_cstate={v}"));
+        }
     }
     if !limits.is_empty() {
         f.push(Finding::info("cstate.limits", limits.join(", ")));
@@ -560,6 +565,29 @@ mod tests {
             let mut f = Vec::new();
             smt_and_idle(&SysRoot::at(dir.path()).unwrap(), &[], &mut f);
             assert_eq!(by_key(&f, "smt").value, said);
+        }
+    }
+
+    /// intel_idle's max_cstate is a limit only when intel_idle is the driver in use (this VM:
+    /// driver haltpoll, and intel_idle built in with max_cstate 9).
+    #[test]
+    fn intel_idles_limit_is_said_only_when_it_is_the_driver() {
+        let cpu = "/sys/devices/system/cpu";
+        for (driver, limits) in [
+            ("haltpoll", None),
+            ("intel_idle", Some("intel_idle max_cstate=9")),
+        ] {
+            let dir = tree(&[
+                (
+                    &format!("{cpu}/cpuidle/current_driver"),
+                    &format!("{driver}\n"),
+                ),
+                ("/sys/module/intel_idle/parameters/max_cstate", "9\n"),
+            ]);
+            let mut f = Vec::new();
+            smt_and_idle(&SysRoot::at(dir.path()).unwrap(), &[], &mut f);
+            let said = f.iter().find(|f| f.key == "cstate.limits");
+            assert_eq!(said.map(|f| f.value.as_str()), limits, "{driver}");
         }
     }
 
