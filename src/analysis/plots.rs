@@ -191,16 +191,12 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
         });
     }
     let cells_named = if loaded.factors.is_empty() {
-        "all runs".to_string()
+        "of all runs".to_string()
     } else {
-        loaded
-            .factors
-            .iter()
-            .map(|f| f.name.as_str())
-            .collect::<Vec<_>>()
-            .join("/")
+        let names: Vec<&str> = loaded.factors.iter().map(|f| f.name.as_str()).collect();
+        format!("per {}", names.join("/"))
     };
-    let title = format!("{metric} per {cells_named}: mean, 95% CI");
+    let title = format!("{metric} {cells_named}: mean, 95% CI");
     Ok(bars_with_ci(&title, &y_label(&metric), &bars)?)
 }
 

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use crate::report::format::short;
 
 use super::{
-    check_finite, color, draw_err, padded_range, slots, whisker_ends, whisker_floor, PlotError,
+    check_finite, color, draw_err, padded_range, whisker_ends, whisker_floor, PlotError, Slots,
     FONT, SIZE, WHISKER,
 };
 
@@ -51,6 +51,7 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
         })
         .collect();
 
+    let slots = Slots(bars.len());
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -60,14 +61,17 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(super::y_label_area(y0, y1))
-            .build_cartesian_2d(slots(bars.len()).into_segmented(), y0..y1)
+            .build_cartesian_2d(slots.range().into_segmented(), y0..y1)
             .map_err(draw_err)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(bars.len())
+            .x_labels(slots.count())
             .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                SegmentValue::CenterOf(s) => slots
+                    .item(*s)
+                    .map(|i| labels[i].clone())
+                    .unwrap_or_default(),
                 _ => String::new(),
             })
             .y_label_formatter(&|v| short(*v))
@@ -77,10 +81,11 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
             .map_err(draw_err)?;
         chart
             .draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
+                let s = slots.of(i);
                 let mut r = Rectangle::new(
                     [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), b.value?),
+                        (SegmentValue::Exact(s), 0.0),
+                        (SegmentValue::Exact(s + 1), b.value?),
                     ],
                     color(b.group).filled(),
                 );
@@ -92,7 +97,7 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
         for (i, b) in bars.iter().enumerate() {
             let Some((lo, hi)) = b.ci else { continue };
             let ((lo, hi), caps) = whisker_ends(lo, hi, floor);
-            let x = SegmentValue::CenterOf(i);
+            let x = SegmentValue::CenterOf(slots.of(i));
             chart
                 .draw_series([PathElement::new(
                     vec![(x.clone(), lo), (x.clone(), hi)],
@@ -168,6 +173,18 @@ mod tests {
         let doc = parse(&svg);
         assert_eq!(rects_filled(&doc, color(2)), 1);
         assert!(texts(&doc).iter().any(|t| t == "rw=r&w"));
+    }
+
+    /// One bar stands where the middle one of three does, not in the left half of the chart.
+    #[test]
+    fn a_single_bar_is_centred() {
+        let three = [bar("a", 5.0, 0), bar("b", 5.0, 1), bar("c", 5.0, 0)];
+        let svg = bars_with_ci("t", "y", &three).unwrap();
+        let middle = rect_boxes(&parse(&svg), color(1));
+        let svg = bars_with_ci("t", "y", &three[1..2]).unwrap();
+        let doc = parse(&svg);
+        assert_eq!(rect_boxes(&doc, color(1)), middle);
+        assert_eq!(texts(&doc).iter().filter(|t| *t == "b").count(), 1);
     }
 
     #[test]

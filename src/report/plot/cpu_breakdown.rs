@@ -5,7 +5,7 @@
 
 use plotters::prelude::*;
 
-use super::{check_finite, color, draw_err, slots, PlotError, FONT, SIZE};
+use super::{check_finite, color, draw_err, PlotError, Slots, FONT, SIZE};
 
 /// Room beside the plot area for the legend, in pixels.
 const LEGEND_WIDTH: u32 = 90;
@@ -48,6 +48,7 @@ pub(crate) fn cpu_breakdown(
         .map(|r| r.iter().sum::<f64>())
         .fold(100.0f64, f64::max);
     let labels: Vec<String> = cpus.iter().map(|c| format!("cpu{c}")).collect();
+    let slots = Slots(cpus.len());
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -58,14 +59,17 @@ pub(crate) fn cpu_breakdown(
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(slots(cpus.len()).into_segmented(), 0.0..top * 1.02)
+            .build_cartesian_2d(slots.range().into_segmented(), 0.0..top * 1.02)
             .map_err(draw_err)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(cpus.len().min(64))
+            .x_labels(slots.count().min(64))
             .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                SegmentValue::CenterOf(s) => slots
+                    .item(*s)
+                    .map(|i| labels[i].clone())
+                    .unwrap_or_default(),
                 _ => String::new(),
             })
             .y_desc("CPU time [%]")
@@ -77,10 +81,11 @@ pub(crate) fn cpu_breakdown(
             chart
                 .draw_series(shares.iter().enumerate().map(|(i, row)| {
                     let below: f64 = row[..k].iter().sum();
+                    let s = slots.of(i);
                     let mut r = Rectangle::new(
                         [
-                            (SegmentValue::Exact(i), below),
-                            (SegmentValue::Exact(i + 1), below + row[k]),
+                            (SegmentValue::Exact(s), below),
+                            (SegmentValue::Exact(s + 1), below + row[k]),
                         ],
                         c.filled(),
                     );
@@ -135,6 +140,19 @@ mod tests {
         for l in ["cpu0", "cpu1", "softirq", "CPU time [%]"] {
             assert!(texts.iter().any(|t| t == l), "{l} missing: {texts:?}");
         }
+    }
+
+    /// One CPU's bar stands where the middle one of three does.
+    #[test]
+    fn a_single_cpu_is_centred() {
+        let row = vec![40.0, 60.0];
+        let three = cpu_breakdown("t", &[0, 1, 2], &["usr", "idle"], &vec![row.clone(); 3]);
+        let middle = rect_boxes(&parse(&three.unwrap()), color(0))[1];
+        let one = cpu_breakdown("t", &[1], &["usr", "idle"], &[row]).unwrap();
+        let doc = parse(&one);
+        // The bar and the legend's swatch.
+        assert_eq!(rect_boxes(&doc, color(0))[0], middle);
+        assert!(texts(&doc).iter().any(|t| t == "cpu1"));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use crate::report::format::{number, short};
 
-use super::{draw_err, slots, PlotError, FONT, SIZE};
+use super::{draw_err, PlotError, Slots, FONT, SIZE};
 
 /// Rates per CPU and interval. `times_s` holds the interval boundaries (seconds since the
 /// start), so it is one longer than each row of `rates`. `None` is "no value" (a counter
@@ -63,34 +63,44 @@ pub(crate) fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<St
         root.fill(&WHITE).map_err(draw_err)?;
         let (main, legend) = root.split_horizontally(SIZE.0 - 110);
         let cpu_labels: Vec<String> = grid.cpus.iter().map(|c| format!("cpu{c}")).collect();
+        let slots = Slots(ncpu);
         let mut chart = ChartBuilder::on(&main)
             .caption(title, (FONT, 20))
             .margin(12)
             .x_label_area_size(45)
             .y_label_area_size(60)
-            .build_cartesian_2d(t0..t1, slots(ncpu).into_segmented())
+            .build_cartesian_2d(t0..t1, slots.range().into_segmented())
             .map_err(draw_err)?;
         chart
             .configure_mesh()
             .disable_mesh()
             .x_desc(x_desc)
             .x_label_formatter(&|v| short(*v))
-            .y_labels(ncpu.min(64))
+            .y_labels(slots.count().min(64))
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => cpu_labels.get(*i).cloned().unwrap_or_default(),
+                SegmentValue::CenterOf(s) => slots
+                    .item(*s)
+                    .map(|i| cpu_labels[i].clone())
+                    .unwrap_or_default(),
                 _ => String::new(),
             })
             .label_style((FONT, 12))
             .draw()
             .map_err(draw_err)?;
         for (row, rates) in grid.rates.iter().enumerate() {
+            // A lone CPU's row fills the height (its label stays in the middle slot).
+            let (bottom, top) = if ncpu == 1 {
+                (SegmentValue::Exact(0), SegmentValue::Last)
+            } else {
+                (SegmentValue::Exact(row), SegmentValue::Exact(row + 1))
+            };
             chart
                 .draw_series(rates.iter().enumerate().map(|(j, r)| {
                     let fill = r.map_or(MISSING, |v| heat(v, max));
                     Rectangle::new(
                         [
-                            (grid.times_s[j], SegmentValue::Exact(row)),
-                            (grid.times_s[j + 1], SegmentValue::Exact(row + 1)),
+                            (grid.times_s[j], bottom.clone()),
+                            (grid.times_s[j + 1], top.clone()),
                         ],
                         fill.filled(),
                     )
@@ -100,7 +110,7 @@ pub(crate) fn irq_heatmap(title: &str, unit: &str, grid: &RateGrid) -> Result<St
         for t in window.iter().flat_map(|(a, b)| [*a, *b]) {
             chart
                 .draw_series(LineSeries::new(
-                    [(t, SegmentValue::Exact(0)), (t, SegmentValue::Exact(ncpu))],
+                    [(t, SegmentValue::Exact(0)), (t, SegmentValue::Last)],
                     BLACK.stroke_width(2),
                 ))
                 .map_err(draw_err)?;
@@ -235,6 +245,31 @@ mod tests {
         };
         let svg = irq_heatmap("t", "IRQ/s", &whole).unwrap();
         assert_eq!(marks(&svg), 0, "the whole span is not marked");
+    }
+
+    /// A lone CPU's row fills the chart's height, as two CPUs' rows do together.
+    #[test]
+    fn a_single_cpus_row_fills_the_height() {
+        let grid = |cpus: Vec<u32>| RateGrid {
+            rates: vec![vec![Some(10.0)]; cpus.len()],
+            cpus,
+            times_s: vec![0.0, 1.0],
+            window_s: None,
+        };
+        let two = irq_heatmap("t", "IRQ/s", &grid(vec![0, 1])).unwrap();
+        let rows = rect_boxes(&parse(&two), heat(10.0, 10.0));
+        let top = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+        let bottom = rows.iter().map(|r| r.1 + r.3).fold(0.0, f64::max);
+        let one = irq_heatmap("t", "IRQ/s", &grid(vec![5])).unwrap();
+        let doc = parse(&one);
+        let row = rect_boxes(&doc, heat(10.0, 10.0));
+        assert_eq!(row.len(), 1);
+        assert!((row[0].1 - top).abs() <= 1.0, "{row:?} vs {rows:?}");
+        assert!(
+            (row[0].1 + row[0].3 - bottom).abs() <= 1.0,
+            "{row:?} vs {rows:?}"
+        );
+        assert!(texts(&doc).iter().any(|t| t == "cpu5"));
     }
 
     #[test]

@@ -132,11 +132,43 @@ pub(crate) fn check_finite(
     Ok(())
 }
 
-/// A segmented axis with exactly `n` slots: plotters' integer ranges include their end, so
-/// `0..n` would leave an empty slot after the last bar. One bar still gets two slots
-/// (a zero-length range has no scale).
-pub(crate) fn slots(n: usize) -> std::ops::Range<usize> {
-    0..n.saturating_sub(1).max(1)
+/// A segmented axis for `n` items, a slot each: plotters' integer ranges include their end,
+/// so `0..n` would leave an empty slot after the last item. A zero-length range has no scale,
+/// so one item gets three slots and takes the middle one: centred, and its label too.
+pub(crate) struct Slots(pub(crate) usize);
+
+impl Slots {
+    pub(crate) fn range(&self) -> std::ops::Range<usize> {
+        if self.0 <= 1 {
+            0..2
+        } else {
+            0..self.0 - 1
+        }
+    }
+
+    /// The slot of item `i`.
+    pub(crate) fn of(&self, i: usize) -> usize {
+        if self.0 <= 1 {
+            i + 1
+        } else {
+            i
+        }
+    }
+
+    /// The item in slot `slot`, if one is there.
+    pub(crate) fn item(&self, slot: usize) -> Option<usize> {
+        let i = if self.0 <= 1 {
+            slot.checked_sub(1)?
+        } else {
+            slot
+        };
+        (i < self.0).then_some(i)
+    }
+
+    /// How many slots the axis has (for the number of labels to ask for).
+    pub(crate) fn count(&self) -> usize {
+        self.range().end + 1
+    }
 }
 
 /// Where CI whiskers are cut: at 0 when no measured value is below 0 (IOPS, MB/s, latency),
@@ -203,6 +235,25 @@ pub(crate) mod svg_check {
                     .is_some_and(|f| f.eq_ignore_ascii_case(&hex))
             })
             .count()
+    }
+
+    /// Where the rectangles filled with `rgb` are: (x, y, width, height) each, in order.
+    pub(crate) fn rect_boxes(
+        doc: &roxmltree::Document<'_>,
+        rgb: plotters::style::RGBColor,
+    ) -> Vec<(f64, f64, f64, f64)> {
+        let hex = format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2);
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect"))
+            .filter(|n| {
+                n.attribute("fill")
+                    .is_some_and(|f| f.eq_ignore_ascii_case(&hex))
+            })
+            .map(|n| {
+                let f = |a: &str| n.attribute(a).and_then(|v| v.parse().ok()).unwrap();
+                (f("x"), f("y"), f("width"), f("height"))
+            })
+            .collect()
     }
 
     /// Elements of any kind stroked with `rgb` (lines, polylines).
