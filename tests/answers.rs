@@ -135,6 +135,15 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
     assert!(tags.contains(&("variant".into(), "old".into())), "{tags:?}");
     let iops = store.metric_values(&[run], "read_iops").unwrap();
     assert!(iops[0].1 > 1000.0, "{iops:?}");
+    // No seed ordered imported runs: the headers do not show one.
+    for args in [["show", "1"], ["runs", "1"]] {
+        let first = ok(&db, &args).lines().next().unwrap().to_string();
+        assert!(
+            first.ends_with("(imported)") || first.contains("(imported), unknown"),
+            "{first}"
+        );
+        assert!(!first.contains("seed"), "{first}");
+    }
 
     // Tagged: a second experiment for kernel 6.6; then both compare as one cell each.
     ok(

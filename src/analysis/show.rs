@@ -456,11 +456,11 @@ pub(crate) fn by_reason(items: Vec<(String, String)>) -> Vec<(String, String)> {
 fn header(loaded: &Loaded) -> String {
     let e = &loaded.experiment;
     let mut out = format!(
-        "experiment {} \"{}\" ({}), seed {}\nhost {}, kernel {}; runs: {} ok, {} failed, {} not applicable\n",
+        "experiment {} \"{}\" ({}){}\nhost {}, kernel {}; runs: {} ok, {} failed, {} not applicable\n",
         e.id,
         safe(&e.name),
         safe(&e.status),
-        e.seed,
+        e.seed_text(),
         safe(&e.host),
         safe(&e.kernel),
         e.runs_ok,

@@ -104,11 +104,11 @@ fn experiments_table(exps: &[Experiment]) -> String {
 /// column says where.
 fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
     let mut out = format!(
-        "experiment {} \"{}\" ({}), seed {}, {} on {}\n",
+        "experiment {} \"{}\" ({}){}, {} on {}\n",
         exp.id,
         safe(&exp.name),
         safe(&exp.status),
-        exp.seed,
+        exp.seed_text(),
         safe(&exp.kernel),
         safe(&exp.host)
     );

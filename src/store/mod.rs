@@ -235,6 +235,18 @@ pub struct Experiment {
     pub runs_not_applicable: u64,
 }
 
+impl Experiment {
+    /// ", seed N" for the headers of `show` and `runs`; nothing for imported runs, which no
+    /// seed ordered.
+    pub(crate) fn seed_text(&self) -> String {
+        if self.status == "imported" {
+            String::new()
+        } else {
+            format!(", seed {}", self.seed)
+        }
+    }
+}
+
 /// A stored run (without its large texts; see `Store::run_texts`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
