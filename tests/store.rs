@@ -577,3 +577,207 @@ fn a_database_on_read_only_media_is_readable_and_writes_say_why_not() {
         r.stderr
     );
 }
+
+/// Case 1 on two machines: each ran the experiment into its own database; `import` of one
+/// into the other copies every experiment with everything kept about its runs, under new ids,
+/// adds `--tag`s, points traces at where they are, skips what is already there, and `compare`
+/// then sets the two kernels side by side.
+#[test]
+fn importing_another_database_merges_its_experiments_whole_and_once() {
+    let there_dir = tempfile::tempdir().unwrap();
+    let here_dir = tempfile::tempdir().unwrap();
+    let there = there_dir.path().join("box2.db");
+    let here = here_dir.path().join("box1.db");
+    let mut src = crate::answers_db::two_kernels(&there, 3, true);
+    // A hosts experiment with a part, and a traced run (its trace named relative to box2.db).
+    let parent = src.create_experiment(&experiment()).unwrap();
+    let part = src
+        .create_experiment(&NewExperiment {
+            host: "guest1".into(),
+            part_of: Some(parent),
+            ..experiment()
+        })
+        .unwrap();
+    src.insert_run(&NewRun {
+        trace: Some("traces/run-1".into()),
+        ..run(parent, "1", 0, 100.0)
+    })
+    .unwrap();
+    src.insert_run(&run(part, "1", 0, 50.0)).unwrap();
+    drop(src);
+    // This file already holds an experiment, so every id moves.
+    let mut dest = Store::open(&here).unwrap();
+    dest.create_experiment(&experiment()).unwrap();
+    drop(dest);
+
+    let import = |extra: &[&str]| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["import", "--db", here.to_str().unwrap(), "--json"])
+            .args(extra)
+            .arg(&there)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let first = import(&["--tag", "site=lab2"]);
+    let merged = first["sources"][0]["merged"].as_array().unwrap().clone();
+    let ids: Vec<(i64, i64)> = merged
+        .iter()
+        .map(|m| (m["from"].as_i64().unwrap(), m["to"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(ids, [(1, 2), (2, 3), (3, 4)], "{first}");
+    assert_eq!(merged[2]["parts"], json!([5]), "{first}");
+
+    let (src, dest) = (
+        Store::open_existing(&there).unwrap(),
+        Store::open_existing(&here).unwrap(),
+    );
+    for (from, to) in ids.iter().copied().chain([(part, 5)]) {
+        // The same experiment but for its ids (a part's parent is the merged one).
+        let without_ids = |e: iolab::store::Experiment| {
+            let mut v = serde_json::to_value(e).unwrap();
+            let parent = v.as_object_mut().unwrap().remove("part_of");
+            v["id"] = json!(null);
+            (v, parent.is_some())
+        };
+        let (a, b) = (src.experiment(from).unwrap(), dest.experiment(to).unwrap());
+        assert_eq!(b.part_of, (from == part).then_some(4));
+        assert_eq!(without_ids(a), without_ids(b));
+        assert_eq!(
+            src.environment(from).unwrap(),
+            dest.environment(to).unwrap()
+        );
+        let (ra, rb) = (src.runs(from).unwrap(), dest.runs(to).unwrap());
+        assert_eq!(ra.len(), rb.len());
+        let basis = |s: &Store, id| {
+            let b = s.run_bases(id).unwrap();
+            b.into_iter()
+                .map(|b| (b.sample_window, b.checks, b.environment))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(basis(&src, from), basis(&dest, to));
+        for (x, y) in ra.iter().zip(&rb) {
+            assert_eq!(
+                (&x.cell_key, &x.cell_levels, x.repetition, &x.status),
+                (&y.cell_key, &y.cell_levels, y.repetition, &y.status)
+            );
+            assert_eq!(
+                src.run_metrics(x.id).unwrap(),
+                dest.run_metrics(y.id).unwrap()
+            );
+            assert_eq!(src.samples(x.id).unwrap(), dest.samples(y.id).unwrap());
+            assert_eq!(src.series(x.id).unwrap(), dest.series(y.id).unwrap());
+            let (ta, tb) = (src.run_texts(x.id).unwrap(), dest.run_texts(y.id).unwrap());
+            let (ta, tb) = (ta.unwrap(), tb.unwrap());
+            assert_eq!(
+                (&ta.fio_json, &ta.fio_command, &ta.job_file),
+                (&tb.fio_json, &tb.fio_command, &tb.job_file)
+            );
+            // Every tag kept, and the one given added.
+            let mut want = src.run_tags(x.id).unwrap();
+            want.push(("site".into(), "lab2".into()));
+            want.sort();
+            let mut got = dest.run_tags(y.id).unwrap();
+            got.sort();
+            assert_eq!(got, want);
+            // The trace is where it was: under box2.db's directory.
+            if let Some(t) = ta.trace {
+                let at = iolab::store::trace_location(&here, tb.trace.as_deref().unwrap());
+                assert_eq!(at, iolab::store::trace_location(&there, &t));
+                assert!(at.starts_with(there_dir.path().canonicalize().unwrap()));
+            }
+        }
+    }
+    drop((src, dest));
+
+    // The same file again: nothing added, each experiment named as already there.
+    let again = import(&[]);
+    assert_eq!(again["sources"][0]["merged"], json!([]), "{again}");
+    assert_eq!(
+        again["sources"][0]["skipped"],
+        json!([
+            {"from": 1, "here": 2, "name": "rq_affinity x placement"},
+            {"from": 2, "here": 3, "name": "rq_affinity x placement"},
+            {"from": 3, "here": 4, "name": "rq-affinity"},
+        ]),
+        "{again}"
+    );
+    assert_eq!(
+        Store::open_existing(&here)
+            .unwrap()
+            .experiments()
+            .unwrap()
+            .len(),
+        5
+    );
+
+    // Refused, with what to do: fio outputs beside a database, --experiment, the file
+    // itself, and an SQLite file that is not iolab's.
+    let foreign = here_dir.path().join("other.sqlite");
+    rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x);")
+        .unwrap();
+    let json_out = here_dir.path().join("fio.json");
+    std::fs::write(&json_out, "{}").unwrap();
+    for (args, says) in [
+        (
+            vec![there.as_path(), json_out.as_path()],
+            "import fio outputs and databases apart",
+        ),
+        (vec![here.as_path()], "the database the runs would go into"),
+        (vec![foreign.as_path()], "not an iolab results database"),
+    ] {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["import", "--db", here.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{says}: {err}");
+    }
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "import",
+            "--db",
+            here.to_str().unwrap(),
+            "--experiment",
+            "x",
+        ])
+        .arg(&there)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("keep their own names"));
+    assert_eq!(
+        Store::open_existing(&here)
+            .unwrap()
+            .experiments()
+            .unwrap()
+            .len(),
+        5
+    );
+
+    // The kernels compare here as they did there.
+    let compare = |db: &std::path::Path| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args([
+                "compare",
+                "kernel=6.1",
+                "kernel=6.6",
+                "--metric",
+                "read_iops",
+                "--csv",
+            ])
+            .args(["--db", db.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(compare(&here), compare(&there));
+}

@@ -400,6 +400,100 @@ fn new_run(
     }
 }
 
+/// The first bytes of every SQLite 3 file: what tells an iolab database from fio output.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Whether `path` is an SQLite database (an iolab one is checked when it is opened).
+pub(crate) fn is_database(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == SQLITE_MAGIC)
+}
+
+/// What merging other iolab databases came to.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct MergeSummary {
+    pub db: String,
+    pub sources: Vec<crate::store::MergeReport>,
+}
+
+impl crate::output::Render for MergeSummary {
+    fn text(&self) -> String {
+        use crate::report::format::terminal_safe as safe;
+        let mut out = String::new();
+        for s in &self.sources {
+            let runs: u64 = s.merged.iter().map(|m| m.runs).sum();
+            out.push_str(&format!(
+                "{}: {} experiment{} ({} runs) merged into {}",
+                safe(&s.source),
+                s.merged.len(),
+                if s.merged.len() == 1 { "" } else { "s" },
+                runs,
+                safe(&self.db)
+            ));
+            if !s.skipped.is_empty() {
+                out.push_str(&format!(", {} already there", s.skipped.len()));
+            }
+            out.push('\n');
+            for m in &s.merged {
+                out.push_str(&format!(
+                    "  experiment {} \"{}\" ({} runs) is now {}",
+                    m.from,
+                    safe(&m.name),
+                    m.runs,
+                    m.to
+                ));
+                if !m.parts.is_empty() {
+                    let parts: Vec<String> = m.parts.iter().map(i64::to_string).collect();
+                    out.push_str(&format!(" (its hosts' parts: {})", parts.join(", ")));
+                }
+                out.push('\n');
+            }
+            for k in &s.skipped {
+                out.push_str(&format!(
+                    "  experiment {} \"{}\" skipped: already there as {}\n",
+                    k.from,
+                    safe(&k.name),
+                    k.here
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Merges the iolab databases `files` into the one at `db` (see `store::merge`): every file
+/// is opened and checked before anything is written, and all go in one transaction.
+pub(crate) fn merge_databases(
+    db: &Path,
+    files: &[PathBuf],
+    tags: &[(String, String)],
+) -> anyhow::Result<MergeSummary> {
+    let same = |f: &Path| match (std::fs::canonicalize(f), std::fs::canonicalize(db)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    let mut sources = Vec::with_capacity(files.len());
+    for f in files {
+        if same(f) {
+            bail!(
+                "{}: this is the database the runs would go into (--db); name another",
+                f.display()
+            );
+        }
+        sources.push(Store::open_existing(f)?);
+    }
+    let mut dest = Store::open(db)?;
+    let refs: Vec<&Store> = sources.iter().collect();
+    let reports = dest.merge_from(&refs, tags)?;
+    Ok(MergeSummary {
+        db: db.display().to_string(),
+        sources: reports,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,22 +2,32 @@
 
 use std::path::PathBuf;
 
-use crate::analysis::import::{import_files, parse_tag, read_files, ImportOptions};
+use crate::analysis::import::{
+    import_files, is_database, merge_databases, parse_tag, read_files, ImportOptions,
+};
 use crate::store::{self, Store};
 
 /// Store existing fio JSON or json+ outputs as runs, one run per file, so they can be shown
-/// and compared like runs iolab made.
+/// and compared like runs iolab made; or merge other iolab databases into this one.
 ///
-/// All files go into one new experiment (status "imported"), or into the imported experiment
-/// named by --experiment. fio's JSON does not say which kernel it ran on, and names a host
-/// only in client mode, so the `host` and `kernel` tags come from --tag (e.g. --tag
+/// All fio outputs go into one new experiment (status "imported"), or into the imported
+/// experiment named by --experiment. fio's JSON does not say which kernel it ran on, and names
+/// a host only in client mode, so the `host` and `kernel` tags come from --tag (e.g. --tag
 /// kernel=6.1 --tag host=db7); without them they are recorded as "unknown", never as this
 /// machine's. Every file is parsed before anything is stored: one bad file stores nothing.
 /// A file whose fio job reported an error is stored as a failed run without metrics.
+///
+/// An iolab database (the --db of a run on another machine, or under another kernel) is
+/// merged whole: each of its experiments, with its runs, tags, metrics, samples, series and
+/// environment, under new ids (the summary says which), so `compare` can set them against
+/// this file's. An experiment already here (the same database merged twice) is skipped. Runs'
+/// block traces stay where they are and are pointed at there. --tag adds a tag to every
+/// merged run.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON instead of a summary")))]
 pub(crate) struct ImportArgs {
-    /// fio outputs (--output-format=json or json+; text before the JSON is fine).
+    /// fio outputs (--output-format=json or json+; text before the JSON is fine), or iolab
+    /// databases.
     #[arg(value_name = "FILES", required = true)]
     pub files: Vec<PathBuf>,
     /// Tag every imported run, e.g. kernel=6.1 or variant=stock (repeatable).
@@ -39,8 +49,27 @@ pub(super) fn run(args: ImportArgs) -> anyhow::Result<()> {
         .iter()
         .map(|t| parse_tag(t))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let parsed = read_files(&args.files)?;
     let path = store::resolve_db_path(args.db.as_deref());
+    let (databases, outputs): (Vec<&PathBuf>, Vec<&PathBuf>) =
+        args.files.iter().partition(|f| is_database(f));
+    if let (Some(d), Some(o)) = (databases.first(), outputs.first()) {
+        anyhow::bail!(
+            "{} is an iolab database and {} is not: import fio outputs and databases apart",
+            d.display(),
+            o.display()
+        );
+    }
+    if !databases.is_empty() {
+        if args.experiment.is_some() {
+            anyhow::bail!(
+                "--experiment names the experiment fio outputs go into; a database's \
+                 experiments keep their own names"
+            );
+        }
+        let summary = merge_databases(&path, &args.files, &tags)?;
+        return crate::output::print(&summary, args.out);
+    }
+    let parsed = read_files(&args.files)?;
     let mut db = Store::open(&path)?;
     let summary = import_files(
         &mut db,

@@ -6,10 +6,12 @@
 
 mod access;
 pub(crate) mod listing;
+mod merge;
 mod schema;
 mod series;
 pub(crate) mod tags;
 pub(crate) mod time;
+pub use merge::{MergeReport, MergedExperiment, SkippedExperiment};
 pub use series::SeriesPoint;
 
 use std::collections::HashMap;
