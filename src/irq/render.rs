@@ -25,7 +25,7 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "interrupt placement over {measured_s:.1} s of load (heavy: {}/s and up)",
+        "interrupt placement from rates measured over {measured_s:.1} s (heavy: {}/s and up)",
         p.options.heavy
     );
     if p.moves.is_empty() {
