@@ -587,7 +587,8 @@ impl Shape {
         match self {
             Shape::Bool => "a boolean: 0, 1, true, false, yes, no, on or off".into(),
             Shape::Number => "numbers with an optional unit or '%' (4k, 64k,1m, 1k-4k, 50%, \
-                              0x1f, $ncpus)"
+                              0x1f, $ncpus); fio's units are k, m, g, t, p (with b, i or ib \
+                              after) and us, ms, s, m, h, d, and it reads any other as none"
                 .into(),
             Shape::Duration => "a time from 0s to 30d such as 10s, 500ms, 2m or 30".into(),
             Shape::Floats => "numbers separated by ':' (99:99.9)".into(),
@@ -641,9 +642,16 @@ fn is_number(s: &str) -> bool {
         .unwrap_or(s.len());
     let (number, unit) = s.split_at(digits);
     number.parse::<f64>().is_ok_and(f64::is_finite)
-        && unit.len() <= 4
-        && unit.chars().all(|c| c.is_ascii_alphabetic())
+        && FIO_UNITS.contains(&unit.to_ascii_lowercase().as_str())
 }
+
+/// The units fio gives a meaning, any case: sizes (`k` to `p`, with `b`, `i` or `ib` after)
+/// and times (`us`, `ms`, `s`, `m`, `h`, `d`). fio reads any other unit as none at all:
+/// `bs=4q` is 4 bytes and `thinktime=10sec` 10 microseconds, with no word said.
+const FIO_UNITS: &[&str] = &[
+    "", "b", "k", "kb", "ki", "kib", "m", "mb", "mi", "mib", "g", "gb", "gi", "gib", "t", "tb",
+    "ti", "tib", "p", "pb", "pi", "pib", "us", "usec", "ms", "msec", "s", "h", "d",
+];
 
 /// A number or a range of two (`1k-4k`).
 fn is_range(s: &str) -> bool {
@@ -851,6 +859,9 @@ mod tests {
             ("ramp_time", "500ms"),
             ("size", "50%"),
             ("size", "1G"),
+            ("size", "1GiB"),
+            ("bs", "4KB"),
+            ("thinktime", "2ms"),
             ("offset", "10%"),
             ("thinktime", "10usec"),
             ("nice", "-10"),
@@ -897,6 +908,10 @@ mod tests {
     fn values_of_the_wrong_shape_are_refused() {
         for (n, v) in [
             ("bs", "big"),
+            // fio reads these as 4 bytes and 10 microseconds: typos, not units.
+            ("bs", "4q"),
+            ("bs", "4kk"),
+            ("thinktime", "10sec"),
             ("iodepth", "(1+2)"),
             ("runtime", "-4s"),
             ("runtime", "inf"),
