@@ -189,7 +189,7 @@ fn copy_experiment(
         _ => v,
     })?
     .pop()
-    .expect("the experiment's own row");
+    .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
     copy_rows(
         tx,
         src,
@@ -212,7 +212,7 @@ fn copy_experiment(
             _ => v,
         })?
         .pop()
-        .expect("the run's own row");
+        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
         for table in ["run_tags", "metrics", "samples", "series"] {
             copy_rows(tx, src, table, "run_id", run, &|col, v| match col {
                 "run_id" => Value::Integer(new_run),
@@ -279,8 +279,6 @@ fn copy_rows(
 mod tests {
     use super::*;
 
-    /// Every table of the schema is one a merge copies, with its id columns known: a
-    /// migration that adds a table or an id column must teach the merge about it.
     /// The tables a merge copies, and the id columns it renumbers in each.
     const TABLES: &[(&str, &[&str])] = &[
         ("environment", &["experiment_id"]),
@@ -292,6 +290,8 @@ mod tests {
         ("series", &["run_id"]),
     ];
 
+    /// Every table of the schema is one a merge copies, with its id columns known: a
+    /// migration that adds a table or an id column must teach the merge about it.
     #[test]
     fn the_merge_knows_every_table_and_id_column() {
         let dir = tempfile::tempdir().unwrap();
