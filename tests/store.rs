@@ -604,6 +604,15 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
     })
     .unwrap();
     src.insert_run(&run(part, "1", 0, 50.0)).unwrap();
+    src.set_experiment_status(parent, "done").unwrap();
+    // One still running there: left out, since a copy now would stay incomplete.
+    let running = src
+        .create_experiment(&NewExperiment {
+            name: "still going".into(),
+            ..experiment()
+        })
+        .unwrap();
+    src.insert_run(&run(running, "1", 0, 10.0)).unwrap();
     drop(src);
     // This file already holds an experiment, so every id moves.
     let mut dest = Store::open(&here).unwrap();
@@ -623,6 +632,16 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
     };
     let first = import(&["--tag", "site=lab2"]);
     let merged = first["sources"][0]["merged"].as_array().unwrap().clone();
+    let left_out = &first["sources"][0]["skipped"];
+    assert_eq!(left_out.as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(left_out[0]["from"], running, "{first}");
+    assert!(
+        left_out[0]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("still running there"),
+        "{first}"
+    );
     let ids: Vec<(i64, i64)> = merged
         .iter()
         .map(|m| (m["from"].as_i64().unwrap(), m["to"].as_i64().unwrap()))
@@ -698,9 +717,12 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
     assert_eq!(
         again["sources"][0]["skipped"],
         json!([
-            {"from": 1, "here": 2, "name": "rq_affinity x placement"},
-            {"from": 2, "here": 3, "name": "rq_affinity x placement"},
-            {"from": 3, "here": 4, "name": "rq-affinity"},
+            {"from": 1, "here": 2, "name": "rq_affinity x placement",
+             "why": "already here as experiment 2"},
+            {"from": 2, "here": 3, "name": "rq_affinity x placement",
+             "why": "already here as experiment 3"},
+            {"from": 3, "here": 4, "name": "rq-affinity", "why": "already here as experiment 4"},
+            left_out[0],
         ]),
         "{again}"
     );

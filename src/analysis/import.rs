@@ -434,7 +434,7 @@ impl crate::output::Render for MergeSummary {
                 safe(&self.db)
             ));
             if !s.skipped.is_empty() {
-                out.push_str(&format!(", {} already there", s.skipped.len()));
+                out.push_str(&format!(", {} left out", s.skipped.len()));
             }
             out.push('\n');
             for m in &s.merged {
@@ -453,10 +453,10 @@ impl crate::output::Render for MergeSummary {
             }
             for k in &s.skipped {
                 out.push_str(&format!(
-                    "  experiment {} \"{}\" skipped: already there as {}\n",
+                    "  experiment {} \"{}\" left out: {}\n",
                     k.from,
                     safe(&k.name),
-                    k.here
+                    k.why
                 ));
             }
         }

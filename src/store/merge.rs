@@ -30,12 +30,16 @@ pub struct MergedExperiment {
     pub parts: Vec<i64>,
 }
 
-/// One experiment of the source that this file already holds.
+/// One experiment of the source left out: this file already holds it (`here`), or it is
+/// still running there, so a copy now would stay incomplete (and a later merge would find it
+/// already here).
 #[derive(Debug, Clone, Serialize)]
 pub struct SkippedExperiment {
     pub from: i64,
-    pub here: i64,
     pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub here: Option<i64>,
+    pub why: String,
 }
 
 /// What one source database came to.
@@ -119,13 +123,29 @@ fn merge_one(
         merged: Vec::new(),
         skipped: Vec::new(),
     };
-    let tops: Vec<(i64, String)> = src
-        .prepare("SELECT id, name FROM experiments WHERE part_of IS NULL ORDER BY id")?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+    let tops: Vec<(i64, String, String)> = src
+        .prepare("SELECT id, name, status FROM experiments WHERE part_of IS NULL ORDER BY id")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    for (from, name) in tops {
+    for (from, name, status) in tops {
         if let Some(here) = already_here(tx, src, from)? {
-            report.skipped.push(SkippedExperiment { from, here, name });
+            report.skipped.push(SkippedExperiment {
+                from,
+                name,
+                here: Some(here),
+                why: format!("already here as experiment {here}"),
+            });
+            continue;
+        }
+        if status == "running" {
+            report.skipped.push(SkippedExperiment {
+                from,
+                name,
+                here: None,
+                why: "still running there; merge it when it has finished (a run that was \
+                      killed is marked interrupted by `iolab restore` on its machine)"
+                    .into(),
+            });
             continue;
         }
         let to = copy_experiment(tx, src, from, None, traces, tags)?;
