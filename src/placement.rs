@@ -323,10 +323,27 @@ fn resolve_far(
             cpus: other_llc,
         });
     }
-    Err(
-        "nothing here is farther than `near`: one NUMA node, one package, one last-level cache"
+    // Nothing farther: either the machine is one node, package and cache, or the interrupt
+    // CPUs are in every one of them (a queue per node, each completing on its own node).
+    let count = |key: &dyn Fn(&CpuPlace) -> Option<u32>| {
+        cpus.iter().filter_map(key).collect::<BTreeSet<u32>>().len()
+    };
+    let spread = [
+        ("NUMA node", count(&|c| Some(c.node))),
+        ("package", count(&|c| Some(c.package))),
+        ("last-level cache", count(&|c| c.llc)),
+    ]
+    .into_iter()
+    .find(|(_, n)| *n > 1);
+    Err(match spread {
+        Some((what, _)) => format!(
+            "nothing here is farther than `near`: interrupt {} are in every {what}",
+            cpus_text(anchor)
+        ),
+        None => "nothing here is farther than `near`: one NUMA node, one package, one \
+                 last-level cache"
             .to_string(),
-    )
+    })
 }
 
 #[cfg(test)]
@@ -450,6 +467,19 @@ mod tests {
         );
         let err = resolve(&Placement::Far, &[1], &cpus, &unknown).unwrap_err();
         assert!(err.contains("one NUMA node"), "{err}");
+    }
+
+    /// A queue per node, each interrupt on its own node: nothing is far, and the reason is
+    /// where the interrupts are, not that the machine has one node.
+    #[test]
+    fn interrupts_on_every_node_leave_nothing_far_and_say_so() {
+        let (cpus, d) = four_cells();
+        let anchors = [0, 4, 8, 12];
+        let err = resolve(&Placement::Far, &anchors, &cpus, &table(&d)).unwrap_err();
+        assert_eq!(
+            err,
+            "nothing here is farther than `near`: interrupt CPUs 0,4,8,12 are in every NUMA node"
+        );
     }
 
     #[test]

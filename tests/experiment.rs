@@ -302,6 +302,62 @@ fn dry_run(path: &Path) -> crate::common::Bounded {
     )
 }
 
+/// Case 0 planned here for another machine: `run --dry-run --root SNAPSHOT` resolves on, near
+/// and far from that machine's topology and interrupts, checks writes against its devices,
+/// and says whose plan it is; without --dry-run, --root is refused before anything runs.
+#[test]
+fn a_dry_run_plans_against_another_machines_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = root().join("tests/fixtures/machines/two-node-nvme");
+    let file = |rw: &str| {
+        let path = dir.path().join(format!("{rw}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"case 0\"\n[target]\ndevice = \"nvme0n1\"\n[workload]\nrw = \"{rw}\"\n\
+                 runtime = \"1s\"\ntime_based = 1\n[factors]\nplacement = [\"on\", \"near\", \"far\"]\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let dry = |path: &Path, extra: &[&str]| {
+        crate::common::run_within(
+            crate::common::iolab()
+                .args(["run", path.to_str().unwrap(), "--root"])
+                .arg(&snapshot)
+                .args(extra),
+            std::time::Duration::from_secs(30),
+        )
+    };
+    let r = dry(&file("read"), &["--dry-run"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    for said in [
+        "fio on CPU 0-7: CPUs 0-7 take the device's interrupts",
+        "fio on CPU 8-14: CPUs 8-14 share the last-level cache of interrupt CPUs 0-7",
+        "nothing here is farther than `near`: interrupt CPUs 0-7 are in every NUMA node",
+        "(host db-2node, kernel 6.8.0-45-generic), not this machine",
+    ] {
+        assert!(r.stdout.contains(said), "{said}:\n{}", r.stdout);
+    }
+    let r = dry(&file("write"), &["--dry-run"]);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains(
+            "refusing to write to /dev/nvme0n1: it may hold data (dm-0 is built on nvme0n1)"
+        ),
+        "{}",
+        r.stderr
+    );
+    let r = dry(
+        &file("read"),
+        &["--db", dir.path().join("r.db").to_str().unwrap()],
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("--dry-run"), "{}", r.stderr);
+    assert!(!dir.path().join("r.db").exists());
+}
+
 /// A network engine on the default target is told how to make the interface its target; fio
 /// on the default target is not.
 #[test]

@@ -40,6 +40,12 @@ pub(crate) struct RunArgs {
     /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop.
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: plan against a snapshot made by `iolab snapshot` on another machine
+    /// (its CPUs, nodes, devices, knobs and interrupts) instead of this one, to see where
+    /// on/near/far fall there before going to run it. fio's check of the cells is this
+    /// machine's fio.
+    #[arg(long, value_name = "DIR", requires = "dry_run")]
+    pub root: Option<PathBuf>,
     /// Sampling interval of /proc/interrupts, /proc/stat and /proc/diskstats, in ms
     /// (10 to 3600000); the longest one: a time-based run is read at least 100 times, yet
     /// not more often than every 20 ms, and a size-bound one every 20 ms at first, slowing
@@ -94,13 +100,26 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));
     settings.ssh = args.remote.options();
+    if let Some(dir) = &args.root {
+        settings.root = crate::sys::SysRoot::machine_root(dir)?;
+    }
     // Refused before anything is planned or changed, as at run time.
     if !exp.target.hosts.is_empty() || !exp.target.host_specs.is_empty() {
         crate::workload::confine::check_available()?;
     }
 
     if args.dry_run {
-        let plan = runloop::dry_run(&exp, &settings, &RealFio::default())?;
+        let mut plan = runloop::dry_run(&exp, &settings, &RealFio::default())?;
+        if let Some(dir) = &args.root {
+            let host = settings.root.attr("/proc/sys/kernel/hostname");
+            let kernel = settings.root.attr("/proc/sys/kernel/osrelease");
+            plan.notes.push(format!(
+                "planned against the snapshot in {} (host {}, kernel {}), not this machine",
+                dir.display(),
+                host.as_deref().unwrap_or("unknown"),
+                kernel.as_deref().unwrap_or("unknown")
+            ));
+        }
         return crate::output::print(
             &render::PlanView {
                 plan: &plan,

@@ -86,27 +86,41 @@ pub(crate) fn remote_device_name(arg: &str) -> Result<String, String> {
 }
 
 /// The device and its partitions, as (name, "major:minor").
-fn device_and_partitions(root: &SysRoot, name: &str) -> Result<Vec<(String, String)>, TargetError> {
-    let base = format!("/sys/class/block/{name}");
-    if !root.exists(&base) {
-        return Err(TargetError::NoDevice {
-            device: name.to_string(),
-        });
-    }
-    let mut out = vec![(
-        name.to_string(),
-        root.attr(&format!("{base}/dev")).unwrap_or_default(),
-    )];
+fn device_and_partitions(root: &SysRoot, name: &str) -> Result<Vec<Part>, TargetError> {
+    // /sys/class/block names disks and partitions alike; a snapshot (`iolab snapshot`, read
+    // by a dry run with --root) holds /sys/block, which names the disks.
+    let base = [
+        format!("/sys/class/block/{name}"),
+        format!("/sys/block/{name}"),
+    ]
+    .into_iter()
+    .find(|b| root.exists(b))
+    .ok_or_else(|| TargetError::NoDevice {
+        device: name.to_string(),
+    })?;
+    let mut out = vec![Part {
+        name: name.to_string(),
+        dev: root.attr(&format!("{base}/dev")).unwrap_or_default(),
+        dir: base.clone(),
+    }];
     for entry in root.list_optional(&base)? {
         let sub = format!("{base}/{entry}");
         if entry.starts_with(name) && root.exists(&format!("{sub}/partition")) {
-            out.push((
-                entry.clone(),
-                root.attr(&format!("{sub}/dev")).unwrap_or_default(),
-            ));
+            out.push(Part {
+                name: entry.clone(),
+                dev: root.attr(&format!("{sub}/dev")).unwrap_or_default(),
+                dir: sub,
+            });
         }
     }
     Ok(out)
+}
+
+/// A device or one of its partitions: its name, "major:minor" and sysfs directory.
+struct Part {
+    name: String,
+    dev: String,
+    dir: String,
 }
 
 /// Mounts of any of `devices` ((name, "maj:min")), from /proc/self/mountinfo's text. Matches
@@ -166,16 +180,27 @@ pub(super) fn swaps_on(swaps: &str, names: &[String]) -> Vec<Reason> {
 /// the signature needs the live machine (and root); under a snapshot root it is skipped.
 pub fn holds_data(root: &SysRoot, device: &str) -> Result<Vec<Reason>, TargetError> {
     let name = device_name(device);
-    let devs = device_and_partitions(root, &name)?;
-    let names: Vec<String> = devs.iter().map(|(n, _)| n.clone()).collect();
+    let parts = device_and_partitions(root, &name)?;
+    let names: Vec<String> = parts.iter().map(|p| p.name.clone()).collect();
+    let devs: Vec<(String, String)> = parts
+        .iter()
+        .map(|p| (p.name.clone(), p.dev.clone()))
+        .collect();
     let mut reasons = Vec::new();
     if let Some(mi) = root.read_optional("/proc/self/mountinfo")? {
         reasons.extend(mounts_of(&mi, &devs));
     }
-    for (n, _) in &devs {
-        for holder in root.list_optional(&format!("/sys/class/block/{n}/holders"))? {
+    for p in &parts {
+        // The same directory on a live machine (a partition's class entry links to its
+        // disk's subdirectory); read both, so neither a tree without the class entries nor
+        // one without the subdirectories hides a holder.
+        let mut holders = root.list_optional(&format!("{}/holders", p.dir))?;
+        holders.extend(root.list_optional(&format!("/sys/class/block/{}/holders", p.name))?);
+        holders.sort();
+        holders.dedup();
+        for holder in holders {
             reasons.push(Reason::Held {
-                device: n.clone(),
+                device: p.name.clone(),
                 holder,
             });
         }
@@ -362,5 +387,40 @@ mod tests {
         );
         let err = holds_data(&root, "sdz").unwrap_err();
         assert!(err.to_string().contains("sdz"), "{err}");
+    }
+
+    /// A snapshot (`iolab snapshot`) has /sys/block, not /sys/class/block: a dry run against
+    /// one still finds the disk, its partition and the partition's holder.
+    #[test]
+    fn reads_a_snapshots_sys_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        for (rel, text) in [
+            ("sys/block/sdb/dev", "8:16\n"),
+            ("sys/block/sdb/sdb1/partition", "1\n"),
+            ("sys/block/sdb/sdb1/dev", "8:17\n"),
+            ("sys/block/sdb/sdb1/holders/md0", ""),
+        ] {
+            if text.is_empty() {
+                std::fs::create_dir_all(p.join(rel)).unwrap();
+            } else {
+                std::fs::create_dir_all(p.join(rel).parent().unwrap()).unwrap();
+                std::fs::write(p.join(rel), text).unwrap();
+            }
+        }
+        let root = SysRoot::at(p).unwrap();
+        let r = holds_data(&root, "sdb").unwrap();
+        assert_eq!(
+            r,
+            vec![
+                Reason::Held {
+                    device: "sdb1".into(),
+                    holder: "md0".into()
+                },
+                Reason::Partitions {
+                    names: vec!["sdb1".into()]
+                }
+            ]
+        );
     }
 }
