@@ -337,6 +337,7 @@ fn a_dry_run_plans_against_another_machines_snapshot() {
         "fio on CPU 8-14: CPUs 8-14 share the last-level cache of interrupt CPUs 0-7",
         "nothing here is farther than `near`: interrupt CPUs 0-7 are in every NUMA node",
         "(host db-2node, kernel 6.8.0-45-generic), not this machine",
+        "checked for file system signatures only when the experiment runs there",
     ] {
         assert!(r.stdout.contains(said), "{said}:\n{}", r.stdout);
     }

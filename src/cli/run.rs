@@ -114,7 +114,9 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
             let host = settings.root.attr("/proc/sys/kernel/hostname");
             let kernel = settings.root.attr("/proc/sys/kernel/osrelease");
             plan.notes.push(format!(
-                "planned against the snapshot in {} (host {}, kernel {}), not this machine",
+                "planned against the snapshot in {} (host {}, kernel {}), not this machine; \
+                 a snapshot holds no device contents, so a written device is checked for \
+                 file system signatures only when the experiment runs there",
                 dir.display(),
                 host.as_deref().unwrap_or("unknown"),
                 kernel.as_deref().unwrap_or("unknown")
