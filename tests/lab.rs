@@ -318,6 +318,7 @@ fn cells4_is_modelled_as_defined() {
 # Is an NVMe queue interrupt really kernel-managed? Writing its affinity must fail.
 q=$(awk '/nvme0q1$/ {{ sub(\":\", \"\", $1); print $1 }}' /proc/interrupts)
 echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OUT/managed-write.rc
+{SNAPSHOT_PLAN}
 {PLACEMENT_RUN}
 {TRACE_RUN}
 {ON_DEMAND_SCHEDULER_RUN}"
@@ -387,9 +388,65 @@ echo 1 >/proc/irq/$q/smp_affinity 2>$LAB_OUT/managed-write.err; echo $? >$LAB_OU
         "the kernel let a managed IRQ move"
     );
     check_placement(&m, nvme);
+    check_snapshot_plan(&b);
     check_placement_run(&b, &hba_irq, (&on, &near, &far));
     check_trace_run(&b);
     check_on_demand_scheduler_run(&b);
+}
+
+/// A snapshot of the guest and, at once, the guest's own dry run of a placement x rq_affinity
+/// plan on the HBA's disk and on the NVMe: planned here from the snapshot (`run --dry-run
+/// --root`), the plan must be the one the guest made for itself.
+const SNAPSHOT_PLAN: &str = r#"
+cat >/tmp/plan.toml <<'T'
+name = "lab cells4 plan"
+[target]
+device = "sda"
+[workload]
+rw = "randread"
+runtime = "1s"
+time_based = true
+[factors]
+placement = ["on", "near", "far"]
+rq_affinity = [1, 2]
+T
+cp /tmp/plan.toml $LAB_OUT/plan.toml
+$IOLAB snapshot -o /tmp/snap --interval 1s >$LAB_OUT/snap.txt 2>&1 && cp -a /tmp/snap $LAB_OUT/snap
+for dev in sda nvme0n1; do
+  $IOLAB run /tmp/plan.toml --device $dev --dry-run --json >$LAB_OUT/plan-$dev.json 2>$LAB_OUT/plan-$dev.err
+done
+"#;
+
+fn check_snapshot_plan(b: &Boot) {
+    for dev in ["sda", "nvme0n1"] {
+        let live = b.json(&format!("plan-{dev}.json"));
+        let out = crate::common::iolab()
+            .args(["run", b.path("plan.toml").to_str().unwrap()])
+            .args(["--device", dev, "--dry-run", "--json", "--root"])
+            .arg(b.path("snap"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let planned: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for key in ["devices", "cells", "order"] {
+            assert_eq!(
+                planned[key], live[key],
+                "{dev}: {key} differs from the guest's"
+            );
+        }
+        let cells = live["cells"].as_array().unwrap();
+        assert_eq!(cells.len(), 6, "{live}");
+        assert!(
+            planned["notes"]
+                .to_string()
+                .contains("(host cells4, kernel 6.1."),
+            "{planned}"
+        );
+    }
 }
 
 /// bfq is a module of Debian's kernel that no disk lists until it is loaded, and the kernel
