@@ -711,6 +711,13 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
     }
     drop((src, dest));
 
+    let experiments_here = || {
+        Store::open_existing(&here)
+            .unwrap()
+            .experiments()
+            .unwrap()
+            .len()
+    };
     // The same file again: nothing added, each experiment named as already there.
     let again = import(&[]);
     assert_eq!(again["sources"][0]["merged"], json!([]), "{again}");
@@ -726,14 +733,7 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
         ]),
         "{again}"
     );
-    assert_eq!(
-        Store::open_existing(&here)
-            .unwrap()
-            .experiments()
-            .unwrap()
-            .len(),
-        5
-    );
+    assert_eq!(experiments_here(), 5);
 
     // Refused, with what to do: fio outputs beside a database, --experiment, the file
     // itself, and an SQLite file that is not iolab's.
@@ -774,14 +774,7 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("keep their own names"));
-    assert_eq!(
-        Store::open_existing(&here)
-            .unwrap()
-            .experiments()
-            .unwrap()
-            .len(),
-        5
-    );
+    assert_eq!(experiments_here(), 5);
 
     // The kernels compare here as they did there.
     let compare = |db: &std::path::Path| {

@@ -227,14 +227,7 @@ pub(crate) mod svg_check {
         doc: &roxmltree::Document<'_>,
         rgb: plotters::style::RGBColor,
     ) -> usize {
-        let hex = format!("#{:02X}{:02X}{:02X}", rgb.0, rgb.1, rgb.2);
-        doc.descendants()
-            .filter(|n| n.has_tag_name("rect"))
-            .filter(|n| {
-                n.attribute("fill")
-                    .is_some_and(|f| f.eq_ignore_ascii_case(&hex))
-            })
-            .count()
+        rect_boxes(doc, rgb).len()
     }
 
     /// Where the rectangles filled with `rgb` are: (x, y, width, height) each, in order.
