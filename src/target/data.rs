@@ -85,7 +85,7 @@ pub(crate) fn remote_device_name(arg: &str) -> Result<String, String> {
     }
 }
 
-/// The device and its partitions, as (name, "major:minor").
+/// The device and its partitions.
 fn device_and_partitions(root: &SysRoot, name: &str) -> Result<Vec<Part>, TargetError> {
     // /sys/class/block names disks and partitions alike; a snapshot (`iolab snapshot`, read
     // by a dry run with --root) holds /sys/block, which names the disks.
