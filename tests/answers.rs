@@ -867,6 +867,19 @@ fn plots_of_imported_runs_say_what_is_missing() {
             out.to_str().unwrap(),
         ],
     );
+    // One run, no factor: one bar, titled for what it is (no CI is drawn).
+    let one = dir.path().join("one.db");
+    ok(&one, &["import", &fixture("randread_1job_json.out")]);
+    let bars = dir.path().join("bars.svg");
+    ok(
+        &one,
+        &["plot", "1", "--kind", "bars", "-o", bars.to_str().unwrap()],
+    );
+    let svg = std::fs::read_to_string(&bars).unwrap();
+    assert!(
+        svg.contains("read_iops of all runs: mean (no CI: one run per cell)"),
+        "{svg}"
+    );
 }
 
 fn chromium() -> Option<&'static str> {

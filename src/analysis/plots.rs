@@ -196,7 +196,13 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
         let names: Vec<&str> = loaded.factors.iter().map(|f| f.name.as_str()).collect();
         format!("per {}", names.join("/"))
     };
-    let title = format!("{metric} {cells_named}: mean, 95% CI");
+    // A cell of one run has no interval: the title does not promise whiskers none has.
+    let shown = if bars.iter().any(|b| b.ci.is_some()) {
+        "mean, 95% CI"
+    } else {
+        "mean (no CI: one run per cell)"
+    };
+    let title = format!("{metric} {cells_named}: {shown}");
     Ok(bars_with_ci(&title, &y_label(&metric), &bars)?)
 }
 
