@@ -88,6 +88,24 @@ impl Walker<'_> {
                     );
                     continue;
                 }
+                // fio reads a number's unit in any case: `4k` and `4K` are one level.
+                let same_number = |l: &Level| {
+                    matches!(kind, FactorKind::Fio { .. })
+                        && level.label.starts_with(|c: char| c.is_ascii_digit())
+                        && l.label.eq_ignore_ascii_case(&level.label)
+                };
+                if let Some(first) = levels.iter().find(|l| same_number(l)) {
+                    self.error(
+                        item.span(),
+                        format!(
+                            "level `{}` of `{name}` is `{}` to fio (units are read in any \
+                             case), listed before",
+                            level.label, first.label
+                        ),
+                        None,
+                    );
+                    continue;
+                }
                 levels.push(level);
             }
             if levels.len() == items.len() {
@@ -508,5 +526,15 @@ mod tests {
             text.contains("x.toml:4:1: `queue/../x` is not a queue attribute path"),
             "{text}"
         );
+        let text =
+            errors("name = \"n\"\n[factors]\nbs = [\"4k\", \"4K\", \"1m\", \"1M\"]\n").join("\n");
+        assert!(
+            text.contains(
+                "x.toml:3:13: level `4K` of `bs` is `4k` to fio (units are read in any case), \
+                 listed before"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("x.toml:3:25: level `1M`"), "{text}");
     }
 }
