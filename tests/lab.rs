@@ -420,18 +420,13 @@ done
 fn check_snapshot_plan(b: &Boot) {
     for dev in ["sda", "nvme0n1"] {
         let live = b.json(&format!("plan-{dev}.json"));
-        let out = crate::common::iolab()
-            .args(["run", b.path("plan.toml").to_str().unwrap()])
-            .args(["--device", dev, "--dry-run", "--json", "--root"])
-            .arg(b.path("snap"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = crate::common::stdout_of(
+            crate::common::iolab()
+                .args(["run", b.path("plan.toml").to_str().unwrap()])
+                .args(["--device", dev, "--dry-run", "--json", "--root"])
+                .arg(b.path("snap")),
         );
-        let planned: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let planned: Value = serde_json::from_str(&out).unwrap();
         for key in ["devices", "cells", "order"] {
             assert_eq!(
                 planned[key], live[key],

@@ -620,15 +620,13 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
     drop(dest);
 
     let import = |extra: &[&str]| {
-        let out = Command::cargo_bin("iolab")
-            .unwrap()
-            .args(["import", "--db", here.to_str().unwrap(), "--json"])
-            .args(extra)
-            .arg(&there)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        let out = crate::common::stdout_of(
+            crate::common::iolab()
+                .args(["import", "--db", here.to_str().unwrap(), "--json"])
+                .args(extra)
+                .arg(&there),
+        );
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
     };
     let first = import(&["--tag", "site=lab2"]);
     let merged = first["sources"][0]["merged"].as_array().unwrap().clone();
@@ -778,21 +776,17 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
 
     // The kernels compare here as they did there.
     let compare = |db: &std::path::Path| {
-        let out = Command::cargo_bin("iolab")
-            .unwrap()
-            .args([
-                "compare",
-                "kernel=6.1",
-                "kernel=6.6",
-                "--metric",
-                "read_iops",
-                "--csv",
-            ])
-            .args(["--db", db.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap()
+        crate::common::stdout_of(
+            crate::common::iolab()
+                .args([
+                    "compare",
+                    "kernel=6.1",
+                    "kernel=6.6",
+                    "--metric",
+                    "read_iops",
+                ])
+                .args(["--csv", "--db", db.to_str().unwrap()]),
+        )
     };
     assert_eq!(compare(&here), compare(&there));
 }
