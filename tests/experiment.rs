@@ -540,3 +540,44 @@ fn runtimes_that_are_not_durations_are_refused_with_the_range() {
         assert!(r.stderr.contains("lv.toml:6:"), "{}", r.stderr);
     }
 }
+
+/// An option written in [workload] or an engine's table that a factor sets in every cell runs
+/// nowhere: the plan says so, and still plans.
+#[test]
+fn an_option_every_cell_replaces_is_named_in_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let fio = dir.path().join("fio.toml");
+    std::fs::write(
+        &fio,
+        "name = \"f\"\n[workload]\nrw = \"read\"\nblocksize = \"4k\"\n\
+         [factors]\nbs = [\"64k\", \"1m\"]\n",
+    )
+    .unwrap();
+    let sockperf = dir.path().join("sockperf.toml");
+    std::fs::write(
+        &sockperf,
+        "name = \"s\"\nengine = \"sockperf\"\n[sockperf]\nserver = \"10.0.0.1\"\n\
+         msg_size = 64\n[factors]\nmsg_size = [128, 1024]\n",
+    )
+    .unwrap();
+    for (file, expected) in [
+        (
+            &fio,
+            "warning: `blocksize = 4k` in [workload] is replaced in every cell by the factor \
+             `bs` (64k, 1m; line 6)",
+        ),
+        (
+            &sockperf,
+            "warning: `msg_size = 64` in [sockperf] is replaced in every cell by the factor \
+             `msg_size` (128, 1024; line 7)",
+        ),
+    ] {
+        let out = crate::common::stdout_of(crate::common::iolab().args([
+            "run",
+            file.to_str().unwrap(),
+            "--dry-run",
+        ]));
+        assert!(out.contains(expected), "{out}");
+        assert!(out.contains("cells (2)"), "{out}");
+    }
+}

@@ -137,6 +137,19 @@ impl Walker<'_> {
             return;
         };
         let name = e.name();
+        let replaced: Vec<String> = factors
+            .iter()
+            .filter_map(|f| {
+                let FactorKind::Engine { option } = &f.kind else {
+                    return None;
+                };
+                let (_, value) = e.base_options().iter().find(|(o, _)| o == option)?;
+                Some(super::workload_table::replaced_by_factor(
+                    option, value, name, f,
+                ))
+            })
+            .collect();
+        self.warnings.extend(replaced);
         if let Some((span, _)) = workload_spans.first() {
             self.error(
                 span.clone(),

@@ -52,6 +52,9 @@ pub struct Experiment {
     pub(crate) trace_settings: TraceSettings,
     /// What runs: fio (the default) or a program engine (`engine`, with its table).
     pub(crate) engine: EngineSpec,
+    /// What the file says that is allowed but likely not meant, with its line: the plan
+    /// prints these with its own warnings.
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Experiment {
@@ -96,6 +99,7 @@ pub(crate) fn parse_with(
     let mut w = Walker {
         text,
         diags: Vec::new(),
+        warnings: Vec::new(),
         files,
         dir: Path::new(source).parent().unwrap_or(Path::new("")),
         engine: EngineSpec::Fio,
@@ -144,6 +148,7 @@ pub(crate) fn parse_with(
         stabilise: top.stabilise,
         trace_settings: top.trace_settings,
         engine: w.engine,
+        warnings: w.warnings,
     })
 }
 

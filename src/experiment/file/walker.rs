@@ -95,6 +95,8 @@ pub(super) fn flat_entries<'a, 'i>(
 pub(super) struct Walker<'t> {
     pub(super) text: &'t str,
     pub(super) diags: Vec<Diagnostic>,
+    /// What the file says that is allowed but likely not meant (the plan prints them).
+    pub(super) warnings: Vec<String>,
     /// Where a `[workload] job` file and its environment come from.
     pub(super) files: &'t dyn JobSource,
     /// The experiment file's directory, which a relative job path starts from.

@@ -158,6 +158,15 @@ impl Walker<'_> {
         let has = |k: &FactorKind| factors.iter().any(|f| &f.kind == k);
         for ((name, value), (span, at)) in workload.iter().zip(spans) {
             let canon = options::canonical(name);
+            // A job file's option is a base that factors vary on purpose; one written in
+            // [workload] beside a factor of the same option is never run.
+            let varied = factors.iter().find(|f| {
+                matches!(&f.kind, FactorKind::Fio { option } if options::canonical(option) == canon)
+            });
+            if let Some(f) = varied.filter(|_| at.is_empty()) {
+                self.warnings
+                    .push(replaced_by_factor(name, value, "workload", f));
+            }
             if has(&FactorKind::Placement) && PLACEMENT_OPTIONS.contains(&canon) {
                 self.error(
                     span.clone(),
@@ -225,6 +234,18 @@ impl Walker<'_> {
             }
         }
     }
+}
+
+/// The warning for an option of `[table]` that factor `f` sets in every cell.
+pub(super) fn replaced_by_factor(name: &str, value: &str, table: &str, f: &Factor) -> String {
+    let levels: Vec<&str> = f.levels.iter().map(|l| l.label.as_str()).collect();
+    format!(
+        "`{name} = {value}` in [{table}] is replaced in every cell by the factor `{}` ({}; \
+         line {}): no run uses it; remove it, or make it one of the factor's levels",
+        f.name,
+        levels.join(", "),
+        f.line
+    )
 }
 
 #[cfg(test)]
@@ -303,6 +324,27 @@ mod tests {
             text.contains("x.toml:5:1: `hipri` in [workload] conflicts"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_workload_option_every_cell_replaces_is_warned_of_unless_a_job_file_set_it() {
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[workload]\nrw = \"read\"\nblocksize = \"4k\"\n\
+             [factors]\nbs = [\"64k\", \"1m\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            e.warnings,
+            ["`blocksize = 4k` in [workload] is replaced in every cell by the factor `bs` (64k, \
+              1m; line 6): no run uses it; remove it, or make it one of the factor's levels"]
+        );
+        let e = with_job(
+            "name = \"n\"\n[workload]\njob = \"j.fio\"\n[factors]\nbs = [\"64k\", \"1m\"]\n",
+            "[r]\nrw=read\nbs=4k\n",
+        )
+        .unwrap();
+        assert_eq!(e.warnings, Vec::<String>::new());
     }
 
     /// A job file in a fake directory beside the experiment `/e/x.toml`.

@@ -254,9 +254,18 @@ pub(crate) fn plan(
             .into_iter()
             .chain(scratch.then(|| network_on_a_scratch_device(exp)).flatten())
             .collect(),
-        warnings: depth::warnings(exp, &cells),
+        warnings: warnings(exp, &cells),
         hosts: Vec::new(),
     })
+}
+
+/// The file's own warnings, then what its cells cannot do.
+fn warnings(exp: &Experiment, cells: &[crate::experiment::Cell]) -> Vec<String> {
+    exp.warnings
+        .iter()
+        .cloned()
+        .chain(depth::warnings(exp, cells))
+        .collect()
 }
 
 /// A network engine on the default target drives nothing on the scratch device it gets: the
@@ -343,7 +352,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
              wait ends"
                 .to_string(),
         ],
-        warnings: depth::warnings(exp, &matrix),
+        warnings: warnings(exp, &matrix),
         hosts: Vec::new(),
     }
 }
