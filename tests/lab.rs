@@ -1707,7 +1707,9 @@ fn ht4_under_traffic_nic_irqs_are_seen_spread_across_packages_unpinned_and_put_b
 /// The packaged `iolab-irq.service`, run by systemd on ht4 under traffic: inside its sandbox
 /// (no capability, no new privileges, a system call filter, the file system read-only but for
 /// /proc/irq, its state directory and the lock directory) the daemon still measures, moves the
-/// heavy NIC interrupts piled on CPU 0, and puts every mask back when the service stops.
+/// heavy NIC interrupts piled on CPU 0, and puts every mask back when the service stops. It
+/// opens no network socket: `--listen` fails, saying why, until a drop-in allows AF_INET, and
+/// then serves the figures.
 #[test]
 fn the_packaged_irq_service_balances_inside_its_sandbox_and_puts_back_on_stop() {
     if !lab_ready() {
@@ -1721,7 +1723,15 @@ fn the_packaged_irq_service_balances_inside_its_sandbox_and_puts_back_on_stop() 
 mkdir -p /run/iolab-lab /run/systemd/system/iolab-irq.service.d
 cp $IOLAB /run/iolab-lab/iolab
 sed 's|/usr/bin/iolab|/run/iolab-lab/iolab|g' packaging/iolab-irq.service >/run/systemd/system/iolab-irq.service
-printf '[Service]\nExecStart=\nExecStart=/run/iolab-lab/iolab irq daemon %s --min-gain 50 --min-interval 2s --max-interval 2s\n' "$H" >/run/systemd/system/iolab-irq.service.d/lab.conf
+printf '[Service]\nExecStart=\nExecStart=/run/iolab-lab/iolab irq daemon %s --min-gain 50 --min-interval 2s --max-interval 2s --listen 127.0.0.1:9464\n' "$H" >/run/systemd/system/iolab-irq.service.d/lab.conf
+systemctl daemon-reload
+# As packaged the unit opens no network socket, so --listen fails until a drop-in allows it.
+systemd-analyze security iolab-irq --no-pager >$LAB_OUT/security 2>&1
+systemctl start iolab-irq
+for i in $(seq 30); do journalctl -u iolab-irq -o cat --no-pager | grep -q "cannot listen" && break; sleep 1; done
+systemctl stop iolab-irq; systemctl reset-failed iolab-irq
+journalctl -u iolab-irq -o cat --no-pager >$LAB_OUT/refused.log
+printf '[Service]\nRestrictAddressFamilies=AF_INET AF_INET6\n' >/run/systemd/system/iolab-irq.service.d/listen.conf
 systemctl daemon-reload
 pile; sleep 1
 affs >$LAB_OUT/aff.before
@@ -1729,14 +1739,15 @@ systemctl start iolab-irq
 for i in $(seq 120); do journalctl -u iolab-irq -o cat --no-pager | grep -q "moved IRQ" && break; sleep 1; done
 sleep 6
 affs >$LAB_OUT/aff.during
+curl -s --max-time 10 http://127.0.0.1:9464/metrics >$LAB_OUT/metrics
 pid=$(systemctl show -p MainPID --value iolab-irq)
+run=$(systemctl show -p InvocationID --value iolab-irq)
 grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/$pid/status >$LAB_OUT/status
-systemd-analyze security iolab-irq --no-pager >$LAB_OUT/security 2>&1
 systemctl stop iolab-irq
 affs >$LAB_OUT/aff.after
 touch $LAB_OUT/done
 systemctl show -p Result -p ExecMainStatus iolab-irq >$LAB_OUT/result
-journalctl -u iolab-irq -o cat --no-pager >$LAB_OUT/daemon.log
+journalctl _SYSTEMD_INVOCATION_ID=$run -o cat --no-pager >$LAB_OUT/daemon.log
 put_back
 "#
     );
@@ -1772,6 +1783,26 @@ put_back
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level: {security}"));
     assert!(exposure <= 2.5, "exposure {exposure}: {security}");
+    // systemd marks a check passed with ✓, or + where the locale is not UTF-8.
+    let inet = security
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.contains("RestrictAddressFamilies=~AF_(INET|INET6)"))
+        .unwrap_or_else(|| panic!("no address family check: {security}"));
+    assert!(inet.starts_with(['✓', '+']), "{security}");
+    let refused = b.text("refused.log");
+    assert!(
+        refused.contains(
+            "cannot listen on 127.0.0.1:9464: Address family not supported by protocol (os \
+             error 97); under systemd, the unit's RestrictAddressFamilies= must allow AF_INET"
+        ),
+        "{refused}"
+    );
+    let metrics = b.text("metrics");
+    assert!(
+        metrics.contains("iolab_irq_cpu_interrupts_per_second{cpu=\"0\"}"),
+        "{metrics}"
+    );
     assert!(
         b.text("result").contains("Result=success"),
         "{}",

@@ -200,6 +200,8 @@ pub(crate) struct DaemonArgs {
     /// Serve the same figures over HTTP at http://ADDR/metrics (e.g. 127.0.0.1:9464). The
     /// figures are not secret, but nothing listens unless you name an address. Up to 16
     /// clients are answered at once, each given 2 s to send its request; more are closed.
+    /// The packaged iolab-irq.service opens no network socket: a drop-in that adds this
+    /// option must also say RestrictAddressFamilies=AF_INET AF_INET6.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
 }

@@ -194,8 +194,16 @@ pub(crate) fn serve(addr: &str) -> anyhow::Result<(std::net::SocketAddr, Publish
         .to_socket_addrs()
         .with_context(|| format!("--listen {addr}: not an address (e.g. 127.0.0.1:9464)"))?
         .collect();
-    let listener =
-        TcpListener::bind(&addrs[..]).with_context(|| format!("cannot listen on {addr}"))?;
+    let listener = TcpListener::bind(&addrs[..]).map_err(|e| {
+        // A service's RestrictAddressFamilies= (the packaged unit allows AF_UNIX only) makes
+        // socket() itself fail this way.
+        let hint = if e.raw_os_error() == Some(libc::EAFNOSUPPORT) {
+            "; under systemd, the unit's RestrictAddressFamilies= must allow AF_INET and AF_INET6"
+        } else {
+            ""
+        };
+        anyhow::anyhow!("cannot listen on {addr}: {e}{hint}")
+    })?;
     let bound = listener.local_addr()?;
     let published: Published = Arc::new(Mutex::new(String::new()));
     let slot = published.clone();
