@@ -1782,6 +1782,7 @@ put_back
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level: {security}"));
+    println!("systemd-analyze security: exposure {exposure}");
     assert!(exposure <= 2.5, "exposure {exposure}: {security}");
     // systemd marks a check passed with ✓, or + where the locale is not UTF-8.
     let inet = security
