@@ -388,6 +388,48 @@ fn kernels_compared_across_two_machines_are_called_out() {
     assert!(!text.contains("warning:"), "{text}");
 }
 
+/// Sides that share runs are not independent: the same runs on both sides are refused, some
+/// shared runs named with a warning (and in `--json`).
+#[test]
+fn compare_refuses_a_group_against_itself_and_names_shared_runs() {
+    let (_dir, db) = two_kernels();
+    let e = err(
+        &db,
+        &["compare", "1", "kernel=6.1", "--metric", "read_iops"],
+    );
+    assert!(
+        e.contains("1 and kernel=6.1 select the same 29 runs: a group compared with itself"),
+        "{e}"
+    );
+    let args = ["compare", "1", "rq_affinity=2", "--metric", "read_iops"];
+    let text = ok(&db, &args);
+    assert!(
+        text.contains("warning: 10 runs are on both sides (7, 8, 16, 17, 25, 26, 34, 35, 43, 44):"),
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&ok(&db, &[&args[..], &["--json"]].concat())).unwrap();
+    assert_eq!(
+        json["shared_runs"],
+        serde_json::json!([7, 8, 16, 17, 25, 26, 34, 35, 43, 44])
+    );
+    // Past ten, the ids are cut short.
+    let text = ok(
+        &db,
+        &["compare", "1", "placement=on", "--metric", "read_iops"],
+    );
+    assert!(
+        text.contains(
+            "warning: 14 runs are on both sides (1, 4, 7, 10, 16, 19, 22, 25, 28, 31, ...):"
+        ),
+        "{text}"
+    );
+    let plain = ok(
+        &db,
+        &["compare", "1", "2", "--metric", "read_iops", "--json"],
+    );
+    assert!(!plain.contains("shared_runs"), "{plain}");
+}
+
 #[test]
 fn compare_finds_the_regression_and_leaves_noise_alone() {
     let (_dir, db) = two_kernels();

@@ -176,8 +176,9 @@ fn tags_follow_one_rule_in_run_import_and_compare() {
         FIO_JSON,
     ]);
     assert!(ok, "{err}");
+    // Both select the one imported run: accepted as selectors, then refused as one group.
     let (ok, _, err) = iolab(&["compare", "variant=a.b", "kernel=6.1", "--db", &db]);
-    assert!(ok, "{err}");
+    assert!(!ok && err.contains("select the same run:"), "{err}");
     let (ok, _, err) = iolab(&["compare", "Variant=a.b", "kernel=6.1", "--db", &db]);
     assert!(!ok && err.contains("lowercase"), "{err}");
 }

@@ -555,6 +555,9 @@ pub(crate) struct CompareDoc {
     pub family_size: usize,
     pub unmatched_cells: Vec<String>,
     pub skipped: Vec<String>,
+    /// Runs both selectors chose (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shared_runs: Vec<i64>,
 }
 
 /// The failed cross-checks of each side's runs.
@@ -617,6 +620,24 @@ fn hosts_warnings(
             )
         })
         .collect()
+}
+
+/// Runs on both sides make them look alike: the tests take the sides as independent.
+fn shared_warning(shared: &[i64]) -> Option<String> {
+    (!shared.is_empty()).then(|| {
+        let mut ids: Vec<String> = shared.iter().take(10).map(i64::to_string).collect();
+        if shared.len() > 10 {
+            ids.push("...".into());
+        }
+        format!(
+            "warning: {} run{} on both sides ({}): the tests take the sides as independent, \
+             and a run on both pulls them toward no change; narrow a selector so that they \
+             share none",
+            shared.len(),
+            if shared.len() == 1 { " is" } else { "s are" },
+            ids.join(", ")
+        )
+    })
 }
 
 impl crate::output::Render for CompareOutput {
@@ -712,6 +733,17 @@ pub(crate) fn compare_selectors(
             );
         }
     }
+    let shared: Vec<i64> = bi.iter().copied().filter(|id| ci.contains(id)).collect();
+    if shared.len() == bi.len() && shared.len() == ci.len() {
+        let runs = match shared.len() {
+            1 => "run".to_string(),
+            n => format!("{n} runs"),
+        };
+        bail!(
+            "{a} and {b} select the same {runs}: a group compared with itself has nothing to \
+             show; name two experiments, tag values or factor levels"
+        );
+    }
     let cells = Matched::cells(&base, &cand)?;
     let groups = [
         (base.label.as_str(), bi.as_slice()),
@@ -748,7 +780,10 @@ pub(crate) fn compare_selectors(
         super::basis::findings_of_runs(store, &cand.runs)?,
     );
     let mut text = compare_heading(&base, &cand, &cells.factors);
-    for w in hosts_warnings(a, b, &base_hosts, &cand_hosts) {
+    for w in hosts_warnings(a, b, &base_hosts, &cand_hosts)
+        .into_iter()
+        .chain(shared_warning(&shared))
+    {
         text.push_str(&crate::report::table::wrap(
             &crate::report::format::terminal_safe(&w),
             MAX_WIDTH,
@@ -800,6 +835,7 @@ pub(crate) fn compare_selectors(
         better: req.better.clone(),
         unmatched_cells: cells.unmatched,
         skipped,
+        shared_runs: shared,
         comparisons: compared,
     };
     Ok(CompareOutput { text, doc, csv })
