@@ -260,3 +260,75 @@ fn names(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// fio's `lockmem` pins memory per job, unlimited for root: more than the machine can spare
+/// would have the kernel kill processes to find it. Refused before anything runs, on this
+/// machine (fio's own cap, RAM less 128 MiB, is still too much) and, in a plan made from a
+/// snapshot, against that machine's memory, per cell.
+#[test]
+fn pinning_more_memory_than_the_machine_can_spare_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("e.toml");
+    std::fs::write(
+        &file,
+        "name = \"pin\"\n[workload]\nrw = \"read\"\nruntime = \"1s\"\nlockmem = \"1t\"\n",
+    )
+    .unwrap();
+    for err in refused_both_ways(&file, dir.path(), None) {
+        assert!(
+            err.contains("the workload: its fio jobs would pin")
+                && err.contains("but this machine has")
+                && err.contains("lower lockmem or numjobs"),
+            "{err}"
+        );
+    }
+    // A snapshot of a machine with 8 GiB, 4 GiB of it available: 3.2 GiB can be spared.
+    let snapshot = dir.path().join("snapshot");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines/two-node-nvme"))
+        .arg(&snapshot)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let plan = |jobs: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"pin\"\n[target]\ndevice = \"nvme0n1\"\n[workload]\nrw = \"read\"\n\
+                 runtime = \"1s\"\nlockmem = \"1g\"\n[factors]\nnumjobs = [{jobs}]\n"
+            ),
+        )
+        .unwrap();
+        let out = iolab()
+            .args(["run", "--dry-run", "--root"])
+            .arg(&snapshot)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), err)
+    };
+    let (ok, err) = plan("1, 4");
+    assert!(
+        !ok && err.contains("the snapshot's proc/meminfo cannot be read to check"),
+        "{err}"
+    );
+    std::fs::write(
+        snapshot.join("proc/meminfo"),
+        "MemTotal:        8388608 kB\nMemFree:         1048576 kB\nMemAvailable:    4194304 kB\n",
+    )
+    .unwrap();
+    let (ok, err) = plan("1, 4");
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(
+            "cell `numjobs=4`: its fio jobs would pin 4.0 GiB of memory (lockmem, per job), but \
+             the snapshot's machine has 4.0 GiB available and keeps a tenth of its 8.0 GiB \
+             free, so it can spare 3.2 GiB"
+        ),
+        "{err}"
+    );
+    let (ok, err) = plan("1, 3");
+    assert!(ok, "{err}");
+}

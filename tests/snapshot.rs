@@ -50,6 +50,8 @@ fn live_snapshot_is_small_self_contained_and_reads_back_with_rates() {
     for f in ["interrupts", "stat", "diskstats"] {
         assert!(dir.join("later/proc").join(f).is_file(), "{f}");
     }
+    // What a plan made from the snapshot reads beside the model (lockmem's check).
+    assert!(dir.join("proc/meminfo").is_file());
 
     let mut paths = Vec::new();
     walk(&dir, &mut paths);

@@ -8,6 +8,7 @@ pub(crate) mod factor;
 pub mod file;
 pub(crate) mod job_check;
 pub(crate) mod metrics;
+pub(crate) mod pinned_memory;
 pub mod plan;
 pub(crate) mod prepare;
 pub(crate) mod queue_knobs;

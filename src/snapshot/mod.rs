@@ -92,7 +92,14 @@ pub(crate) fn capture(
     out: &Path,
     interval: Duration,
 ) -> anyhow::Result<SnapshotMeta> {
-    capture_with(source, out, interval, &[])
+    capture_with(source, out, interval, &[&plan_reads])
+}
+
+/// What `run --dry-run --root` reads beside the model: memory, to check what fio's `lockmem`
+/// would pin (`experiment::pinned_memory`).
+fn plan_reads(root: &SysRoot) -> anyhow::Result<()> {
+    root.read_optional("/proc/meminfo")?;
+    Ok(())
 }
 
 /// Like `capture`, also copying whatever each of `extra` reads, so every feature that
