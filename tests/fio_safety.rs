@@ -261,12 +261,13 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// fio's `lockmem` pins memory per job, unlimited for root: more than the machine can spare
-/// would have the kernel kill processes to find it. Refused before anything runs, on this
-/// machine (fio's own cap, RAM less 128 MiB, is still too much) and, in a plan made from a
-/// snapshot, against that machine's memory, per cell.
+/// fio's jobs hold memory that nothing limits for root: `lockmem` pins it, per job, and each
+/// job's I/O buffers (the largest block size times iodepth) are filled as it reads. More than
+/// the machine can spare would have the kernel kill processes to find it. Refused before
+/// anything runs, on this machine (fio's own cap on lockmem, RAM less 128 MiB, is still too
+/// much) and, in a plan made from a snapshot, against that machine's memory, per cell.
 #[test]
-fn pinning_more_memory_than_the_machine_can_spare_is_refused() {
+fn holding_more_memory_than_the_machine_can_spare_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("e.toml");
     std::fs::write(
@@ -276,9 +277,10 @@ fn pinning_more_memory_than_the_machine_can_spare_is_refused() {
     .unwrap();
     for err in refused_both_ways(&file, dir.path(), None) {
         assert!(
-            err.contains("the workload: its fio jobs would pin")
+            err.contains("the workload: its fio jobs would hold")
+                && err.contains("pinned by lockmem; 4.0 KiB of I/O buffers")
                 && err.contains("but this machine has")
-                && err.contains("lower lockmem or numjobs"),
+                && err.contains("lower lockmem, the block size, iodepth or numjobs"),
             "{err}"
         );
     }
@@ -291,12 +293,12 @@ fn pinning_more_memory_than_the_machine_can_spare_is_refused() {
         .status()
         .unwrap();
     assert!(copied.success());
-    let plan = |jobs: &str| {
+    let plan = |options: &str, jobs: &str| {
         std::fs::write(
             &file,
             format!(
                 "name = \"pin\"\n[target]\ndevice = \"nvme0n1\"\n[workload]\nrw = \"read\"\n\
-                 runtime = \"1s\"\nlockmem = \"1g\"\n[factors]\nnumjobs = [{jobs}]\n"
+                 runtime = \"1s\"\n{options}\n[factors]\nnumjobs = [{jobs}]\n"
             ),
         )
         .unwrap();
@@ -309,26 +311,40 @@ fn pinning_more_memory_than_the_machine_can_spare_is_refused() {
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         (out.status.success(), err)
     };
-    let (ok, err) = plan("1, 4");
+    let pins = "lockmem = \"1g\"";
+    let (ok, err) = plan(pins, "1, 4");
     assert!(
         !ok && err.contains("the snapshot's proc/meminfo cannot be read to check"),
         "{err}"
     );
+    // Without lockmem there is nothing to refuse on unknown memory.
+    let (ok, err) = plan("", "1, 4");
+    assert!(ok, "{err}");
     std::fs::write(
         snapshot.join("proc/meminfo"),
         "MemTotal:        8388608 kB\nMemFree:         1048576 kB\nMemAvailable:    4194304 kB\n",
     )
     .unwrap();
-    let (ok, err) = plan("1, 4");
+    let (ok, err) = plan(pins, "1, 4");
     assert!(!ok, "{err}");
     assert!(
         err.contains(
-            "cell `numjobs=4`: its fio jobs would pin 4.0 GiB of memory (lockmem, per job), but \
-             the snapshot's machine has 4.0 GiB available and keeps a tenth of its 8.0 GiB \
+            "cell `numjobs=4`: its fio jobs would hold 4.0 GiB of memory (4.0 GiB pinned by \
+             lockmem; 16.0 KiB of I/O buffers: the largest block size times iodepth, per job), \
+             but the snapshot's machine has 4.0 GiB available and keeps a tenth of its 8.0 GiB \
              free, so it can spare 3.2 GiB"
         ),
         "{err}"
     );
-    let (ok, err) = plan("1, 3");
+    let (ok, err) = plan(pins, "1, 3");
     assert!(ok, "{err}");
+    let (ok, err) = plan("bs = \"4k,64m\"\niodepth = 32", "1, 2");
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(
+            "cell `numjobs=2`: its fio jobs would hold 4.0 GiB of memory (4.0 GiB of I/O \
+             buffers: the largest block size times iodepth, per job)"
+        ) && err.contains("lower the block size, iodepth or numjobs"),
+        "{err}"
+    );
 }

@@ -96,7 +96,7 @@ pub(crate) fn capture(
 }
 
 /// What `run --dry-run --root` reads beside the model: memory, to check what fio's `lockmem`
-/// would pin (`experiment::pinned_memory`).
+/// would pin (`experiment::job_memory`).
 fn plan_reads(root: &SysRoot) -> anyhow::Result<()> {
     root.read_optional("/proc/meminfo")?;
     Ok(())

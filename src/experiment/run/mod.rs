@@ -563,7 +563,7 @@ const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/d
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     let unchecked = super::job_check::check_jobs(exp, runner)?;
-    super::pinned_memory::check(exp, &settings.root)?;
+    super::job_memory::check(exp, &settings.root)?;
     let mut p = dry_plan(exp, settings)?;
     if let Some(why) = unchecked {
         p.notes.push(format!(
@@ -1027,7 +1027,7 @@ fn refuse_before_touching(
             "{why}: this experiment's workload runs fio: {INSTALL_FIO}; nothing was touched"
         );
     }
-    super::pinned_memory::check(exp, &settings.root)?;
+    super::job_memory::check(exp, &settings.root)?;
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
         // A recording killed here left the tracer on, perhaps over the target: every I/O

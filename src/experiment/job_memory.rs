@@ -1,0 +1,201 @@
+//! The memory a cell's fio jobs hold, against what the machine can spare. As root nothing
+//! limits either part:
+//! - `lockmem` pins memory with mlock(2), once per job (`numjobs` clones each pin their own);
+//!   fio only caps a job at the machine's RAM less 128 MiB (memory.c, `fio_pin_memory`);
+//! - each job allocates its I/O buffers up front, the largest block size times `iodepth`
+//!   (backend.c, `init_io_u`), and every buffer in use is touched (a read fills it).
+//!
+//! An experiment file that asks for more than the machine has available makes the kernel
+//! reclaim what it can and then kill processes, the machine owner's among them, to find the
+//! rest. So a cell whose jobs would hold more than the machine has available, less a tenth of
+//! its memory, is refused before anything is touched.
+
+use anyhow::{bail, Result};
+
+use super::file::{parse_size, Experiment};
+use crate::preflight::parse::meminfo_kib;
+use crate::sys::SysRoot;
+use crate::workload::options::canonical;
+
+/// What fio leaves unpinned when a job asks for more than the machine has.
+const FIO_LEAVES: u64 = 128 << 20;
+
+/// fio's block size when a job names none.
+const FIO_DEFAULT_BS: u64 = 4096;
+
+/// The bytes one job section's clones hold, all `numjobs` of them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    pinned: u64,
+    buffers: u64,
+}
+
+/// What one job section's options (fio's last setting of each counts) hold on a machine with
+/// `mem_total` bytes; `Err` names a value iolab cannot read.
+fn held_by(options: &[(String, String)], mem_total: u64) -> Result<Held, String> {
+    let last = |name: &str| {
+        options
+            .iter()
+            .rev()
+            .find(|(n, _)| canonical(n) == name)
+            .map(|(_, v)| v.trim())
+    };
+    let count = |name: &str| match last(name) {
+        None => Ok(1),
+        Some(n) => parse_size(n).ok_or_else(|| format!("{name} = {n}")),
+    };
+    let jobs = count("numjobs")?;
+    let pinned = match last("lockmem") {
+        None => 0,
+        Some(l) => parse_size(l)
+            .ok_or_else(|| format!("lockmem = {l}"))?
+            .min(mem_total.saturating_sub(FIO_LEAVES)),
+    };
+    // Every size in the block-size options (`4k,64k`, `1k-1m`, `4k/10:64k/90`) bounds the
+    // largest; a percentage read as bytes stays below any real block size.
+    let largest_bs = ["bs", "bsrange", "bssplit"]
+        .iter()
+        .filter_map(|o| last(o))
+        .flat_map(|v| v.split([',', '-', ':', '/']))
+        .filter_map(parse_size)
+        .max()
+        .unwrap_or(FIO_DEFAULT_BS);
+    Ok(Held {
+        pinned: pinned.saturating_mul(jobs),
+        buffers: largest_bs
+            .saturating_mul(count("iodepth")?)
+            .saturating_mul(jobs),
+    })
+}
+
+/// Refuses the experiment when a cell's fio jobs, run on this machine, would hold more memory
+/// than `root`'s /proc/meminfo says it can spare.
+pub(crate) fn check(exp: &Experiment, root: &SysRoot) -> Result<()> {
+    if !exp.engine.engine().runs_job_file() || !exp.target.hosts.is_empty() {
+        return Ok(());
+    }
+    let meminfo = root.read_optional("/proc/meminfo").ok().flatten();
+    let kib = |field| meminfo.as_deref().and_then(|m| meminfo_kib(m, field));
+    let (total, available) = (kib("MemTotal"), kib("MemAvailable"));
+    let (machine, meminfo) = if root.is_live() {
+        ("this machine", "/proc/meminfo")
+    } else {
+        ("the snapshot's machine", "the snapshot's proc/meminfo")
+    };
+    for cell in super::cells(exp) {
+        let Ok(job) = cell.job(exp, "-", None) else {
+            continue;
+        };
+        let mut held = Held::default();
+        for options in std::iter::once(&job.options).chain(job.also.iter().map(|j| &j.options)) {
+            let h = held_by(options, total.map_or(u64::MAX, |t| t << 10)).map_err(|what| {
+                anyhow::anyhow!("{what}: iolab cannot tell how much memory the jobs hold")
+            })?;
+            held.pinned = held.pinned.saturating_add(h.pinned);
+            held.buffers = held.buffers.saturating_add(h.buffers);
+        }
+        let (Some(total), Some(available)) = (total, available) else {
+            // Every job has buffers; pinning is what a file asks for on purpose.
+            if held.pinned > 0 {
+                bail!(
+                    "the workload pins memory (lockmem), but {meminfo} cannot be read to check \
+                     that the machine can spare it"
+                );
+            }
+            continue;
+        };
+        let spare = (available << 10).saturating_sub((total << 10) / 10);
+        let all = held.pinned.saturating_add(held.buffers);
+        if all > spare {
+            let mut parts = Vec::new();
+            if held.pinned > 0 {
+                parts.push(format!("{} pinned by lockmem", size(held.pinned)));
+            }
+            parts.push(format!(
+                "{} of I/O buffers: the largest block size times iodepth, per job",
+                size(held.buffers)
+            ));
+            bail!(
+                "{}: its fio jobs would hold {} of memory ({}), but {machine} has {} available \
+                 and keeps a tenth of its {} free, so it can spare {}: the kernel would reclaim \
+                 and then kill processes to find the rest; lower {}numjobs (nothing was touched)",
+                if exp.factors.is_empty() {
+                    "the workload".to_string()
+                } else {
+                    format!("cell `{}`", cell.key)
+                },
+                size(all),
+                parts.join("; "),
+                size(available << 10),
+                size(total << 10),
+                size(spare),
+                if held.pinned > 0 {
+                    "lockmem, the block size, iodepth or "
+                } else {
+                    "the block size, iodepth or "
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Bytes in the largest binary unit that keeps them at 1 or more (`1.5 GiB`, `512.0 MiB`).
+fn size(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        b0 if b0 >= 1 << 30 => format!("{:.1} GiB", b / f64::from(1 << 30)),
+        b0 if b0 >= 1 << 20 => format!("{:.1} MiB", b / f64::from(1 << 20)),
+        _ => format!("{:.1} KiB", b / 1024.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(pairs: &[(&str, &str)]) -> Result<Held, String> {
+        let options: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        held_by(&options, 8 << 30)
+    }
+
+    #[test]
+    fn a_job_holds_its_lockmem_capped_as_fio_caps_it_and_its_buffers() {
+        let (k, g) = (1u64 << 10, 1u64 << 30);
+        assert_eq!(
+            held(&[]),
+            Ok(Held {
+                pinned: 0,
+                buffers: 4 * k
+            })
+        );
+        assert_eq!(
+            held(&[("lockmem", "1g"), ("numjobs", "3")]),
+            Ok(Held {
+                pinned: 3 * g,
+                buffers: 12 * k
+            })
+        );
+        // The last setting counts; fio leaves 128 MiB of RAM unpinned per job.
+        assert_eq!(
+            held(&[("lockmem", "1g"), ("lockmem", "64g")]).map(|h| h.pinned),
+            Ok(8 * g - FIO_LEAVES)
+        );
+        // The largest block size of any direction, range or split, times the depth.
+        for (option, value) in [
+            ("blocksize", "4k,1m"),
+            ("bsrange", "4k-1m"),
+            ("bssplit", "4k/10:1m/90"),
+        ] {
+            assert_eq!(
+                held(&[(option, value), ("iodepth", "32"), ("numjobs", "2")]).map(|h| h.buffers),
+                Ok(64 << 20),
+                "{option}"
+            );
+        }
+        assert!(held(&[("lockmem", "1.5g")]).is_err());
+    }
+}
