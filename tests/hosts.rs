@@ -969,6 +969,16 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
     assert!(text.contains("the hosts are not ready"), "{text}");
     assert!(text.contains("nosuchhost.invalid"), "{text}");
 
+    // Jobs that would pin more memory than a host can spare (1 TiB each: fio caps that at
+    // the host's RAM less 128 MiB, still too much) are refused, naming the first host, from
+    // the memory its agent said it has.
+    let text = refusal(&controlled_experiment(&hosts, "lockmem = [\"1t\"]\n"));
+    assert!(
+        text.contains(&format!("but host {} (hosts.toml line", hosts[0].0))
+            && text.contains("pinned by lockmem"),
+        "{text}"
+    );
+
     // A device the host does not have is refused with the host and its line.
     let mut missing = hosts.clone();
     missing[1].1 = "nosuchdev9".into();

@@ -68,6 +68,14 @@ fn held_by(options: &[(String, String)], mem_total: u64) -> Result<Held, String>
     })
 }
 
+/// A machine's memory (KiB, from its /proc/meminfo) and how messages name it and that file.
+pub(crate) struct Memory<'a> {
+    pub total_kib: Option<u64>,
+    pub available_kib: Option<u64>,
+    pub machine: &'a str,
+    pub meminfo: &'a str,
+}
+
 /// Refuses the experiment when a cell's fio jobs, run on this machine, would hold more memory
 /// than `root`'s /proc/meminfo says it can spare.
 pub(crate) fn check(exp: &Experiment, root: &SysRoot) -> Result<()> {
@@ -76,12 +84,25 @@ pub(crate) fn check(exp: &Experiment, root: &SysRoot) -> Result<()> {
     }
     let meminfo = root.read_optional("/proc/meminfo").ok().flatten();
     let kib = |field| meminfo.as_deref().and_then(|m| meminfo_kib(m, field));
-    let (total, available) = (kib("MemTotal"), kib("MemAvailable"));
-    let (machine, meminfo) = if root.is_live() {
+    let (machine, meminfo_name) = if root.is_live() {
         ("this machine", "/proc/meminfo")
     } else {
         ("the snapshot's machine", "the snapshot's proc/meminfo")
     };
+    check_on(
+        exp,
+        &Memory {
+            total_kib: kib("MemTotal"),
+            available_kib: kib("MemAvailable"),
+            machine,
+            meminfo: meminfo_name,
+        },
+    )
+}
+
+/// Refuses the experiment when a cell's fio jobs would hold more than `mem` can spare.
+pub(crate) fn check_on(exp: &Experiment, mem: &Memory) -> Result<()> {
+    let (total, available, machine) = (mem.total_kib, mem.available_kib, mem.machine);
     for cell in super::cells(exp) {
         let Ok(job) = cell.job(exp, "-", None) else {
             continue;
@@ -98,8 +119,9 @@ pub(crate) fn check(exp: &Experiment, root: &SysRoot) -> Result<()> {
             // Every job has buffers; pinning is what a file asks for on purpose.
             if held.pinned > 0 {
                 bail!(
-                    "the workload pins memory (lockmem), but {meminfo} cannot be read to check \
-                     that the machine can spare it"
+                    "the workload pins memory (lockmem), but {} cannot be read to check that \
+                     the machine can spare it",
+                    mem.meminfo
                 );
             }
             continue;

@@ -302,6 +302,8 @@ mod tests {
             hostname: Some("h".into()),
             boot_id: None,
             landlock_abi: Some(2),
+            mem_total_kib: None,
+            mem_available_kib: None,
             clock_unix: clock,
         }
     }

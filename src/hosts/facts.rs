@@ -27,6 +27,12 @@ pub(crate) struct Hello {
     /// starts, `serve`, needs it).
     #[serde(default)]
     pub landlock_abi: Option<i64>,
+    /// MemTotal and MemAvailable of its /proc/meminfo (KiB), to check that the memory fio's
+    /// jobs hold there can be spared (`experiment::job_memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_total_kib: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_available_kib: Option<u64>,
     /// The host's clock (seconds since the Unix epoch, sub-second) when it answered.
     pub clock_unix: f64,
 }
@@ -48,6 +54,8 @@ pub(crate) const BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
 
 /// This machine's facts. `fio` is passed in: it costs a process, so the agent asks once.
 pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
+    let text = root.read_optional("/proc/meminfo").ok().flatten();
+    let meminfo = |field| crate::preflight::parse::meminfo_kib(text.as_deref()?, field);
     Hello {
         iolab_version: env!("IOLAB_VERSION").to_string(),
         protocol: super::protocol::PROTOCOL_VERSION,
@@ -56,6 +64,8 @@ pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
         hostname: root.attr("/proc/sys/kernel/hostname"),
         boot_id: root.attr(BOOT_ID),
         landlock_abi: crate::workload::confine::abi_version().ok(),
+        mem_total_kib: meminfo("MemTotal"),
+        mem_available_kib: meminfo("MemAvailable"),
         clock_unix: crate::store::time::now_unix(),
     }
 }

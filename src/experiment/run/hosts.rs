@@ -122,6 +122,7 @@ pub fn connect(
     if !unconfinable.is_empty() {
         bail!("{}", unconfinable.join("\n"));
     }
+    memory_of_hosts(exp, &specs, &report.hosts)?;
     if exp.trace {
         let here = crate::sys::SysRoot::live().attr(crate::hosts::facts::BOOT_ID);
         if let Some(why) = one_tracer_each(exp, &specs, &report.hosts, here.as_deref()) {
@@ -167,6 +168,29 @@ fn without_landlock(
             })
         })
         .collect()
+}
+
+/// Refuses a cell whose fio jobs would hold more memory than a host can spare, as on this
+/// machine (`job_memory`), from the memory each host's agent said it has.
+fn memory_of_hosts(
+    exp: &Experiment,
+    specs: &[&HostSpec],
+    checked: &[check::HostCheck],
+) -> Result<()> {
+    for (spec, checked) in specs.iter().zip(checked) {
+        let hello = checked.hello.as_ref();
+        let machine = describe(exp, spec);
+        crate::experiment::job_memory::check_on(
+            exp,
+            &crate::experiment::job_memory::Memory {
+                total_kib: hello.and_then(|h| h.mem_total_kib),
+                available_kib: hello.and_then(|h| h.mem_available_kib),
+                machine: &machine,
+                meminfo: &format!("the /proc/meminfo of {machine}"),
+            },
+        )?;
+    }
+    Ok(())
 }
 
 /// Why `trace = true` cannot record as asked, if it cannot: a kernel has one block tracer,
@@ -1193,6 +1217,8 @@ mod tests {
                     hostname: None,
                     boot_id: None,
                     landlock_abi: None,
+                    mem_total_kib: None,
+                    mem_available_kib: None,
                     clock_unix: 0.0,
                 };
                 set(i, &mut hello);
@@ -1241,6 +1267,37 @@ mod tests {
         let specs: Vec<&crate::experiment::file::HostSpec> =
             unserved.target.host_specs.iter().collect();
         assert!(super::without_landlock(&unserved, &specs, &checked([None, None])).is_empty());
+    }
+
+    /// The memory a cell's jobs hold is checked against each host's, from its hello: a host
+    /// that cannot spare it is named; one that can, passes.
+    #[test]
+    fn a_host_that_cannot_spare_the_jobs_memory_is_named() {
+        let e = exp(
+            ["device = \"sda\"\n"; 2],
+            "bs = [\"4k\", \"64m\"]\niodepth = [32]\n",
+        );
+        let specs: Vec<&crate::experiment::file::HostSpec> = e.target.host_specs.iter().collect();
+        // 8 GiB each; h1 has 1 GiB available, less than the 64 MiB x 32 of the second cell.
+        let checked = checked_hosts(|i, hello| {
+            hello.mem_total_kib = Some(8 << 20);
+            hello.mem_available_kib = Some(if i == 0 { 6 << 20 } else { 1 << 20 });
+        });
+        let why = super::memory_of_hosts(&e, &specs, &checked)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            why.starts_with("cell `bs=64m,iodepth=32`: its fio jobs would hold 2.0 GiB of memory")
+                && why.contains("but host h1 (x.toml line 6) has 1.0 GiB available"),
+            "{why}"
+        );
+        let small = exp(
+            ["device = \"sda\"\n"; 2],
+            "bs = [\"4k\", \"1m\"]\niodepth = [32]\n",
+        );
+        let specs: Vec<&crate::experiment::file::HostSpec> =
+            small.target.host_specs.iter().collect();
+        super::memory_of_hosts(&small, &specs, &checked).unwrap();
     }
 
     /// Two hosts on one kernel, or a host that is this machine beside local devices, cannot
