@@ -277,7 +277,7 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
     .unwrap();
     for err in refused_both_ways(&file, dir.path(), None) {
         assert!(
-            err.contains("the workload: its fio jobs would hold")
+            err.contains("the workload: it would hold")
                 && err.contains("pinned by lockmem; 4.0 KiB of I/O buffers")
                 && err.contains("but this machine has")
                 && err.contains("lower lockmem, the block size, iodepth or numjobs"),
@@ -329,7 +329,7 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
     assert!(!ok, "{err}");
     assert!(
         err.contains(
-            "cell `numjobs=4`: its fio jobs would hold 4.0 GiB of memory (4.0 GiB pinned by \
+            "cell `numjobs=4`: it would hold 4.0 GiB of memory (4.0 GiB pinned by \
              lockmem; 16.0 KiB of I/O buffers: the largest block size times iodepth, per job), \
              but the snapshot's machine has 4.0 GiB available and keeps a tenth of its 8.0 GiB \
              free, so it can spare 3.2 GiB"
@@ -342,9 +342,51 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
     assert!(!ok, "{err}");
     assert!(
         err.contains(
-            "cell `numjobs=2`: its fio jobs would hold 4.0 GiB of memory (4.0 GiB of I/O \
+            "cell `numjobs=2`: it would hold 4.0 GiB of memory (4.0 GiB of I/O \
              buffers: the largest block size times iodepth, per job)"
         ) && err.contains("lower the block size, iodepth or numjobs"),
         "{err}"
     );
+    // The scratch device's file lies in /dev/shm: what a workload writes there stays in
+    // memory, so its size counts when a cell writes (a read of the sparse file takes none).
+    // Planned on a machine with loop devices, with the same memory.
+    let with_loops = dir.path().join("with-loops");
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines/thisvm"))
+        .arg(&with_loops)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    std::fs::copy(snapshot.join("proc/meminfo"), with_loops.join("proc/meminfo")).unwrap();
+    let scratch = |rw: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "name = \"shm\"\n[target]\nsize = \"4G\"\n[workload]\nrw = \"{rw}\"\n\
+                 runtime = \"1s\"\n"
+            ),
+        )
+        .unwrap();
+        let out = iolab()
+            .args(["run", "--dry-run", "--root"])
+            .arg(&with_loops)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), err)
+    };
+    let (ok, err) = scratch("write");
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(
+            "the workload: it would hold 4.0 GiB of memory (4.0 KiB of I/O buffers: the largest \
+             block size times iodepth, per job; 4.0 GiB of scratch devices in /dev/shm, which \
+             the workload writes)"
+        ) && err.contains("lower the block size, iodepth, numjobs or [target] size"),
+        "{err}"
+    );
+    let (ok, err) = scratch("read");
+    assert!(ok, "{err}");
 }

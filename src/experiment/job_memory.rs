@@ -5,6 +5,10 @@
 //! - each job allocates its I/O buffers up front, the largest block size times `iodepth`
 //!   (backend.c, `init_io_u`), and every buffer in use is touched (a read fills it).
 //!
+//! A scratch device's backing file lies in /dev/shm, so what a workload writes to it stays in
+//! memory until the experiment ends: with a workload that writes, the scratch devices' size
+//! counts as well.
+//!
 //! An experiment file that asks for more than the machine has available makes the kernel
 //! reclaim what it can and then kill processes, the machine owner's among them, to find the
 //! rest. So a cell whose jobs would hold more than the machine has available, less a tenth of
@@ -77,8 +81,9 @@ pub(crate) struct Memory<'a> {
 }
 
 /// Refuses the experiment when a cell's fio jobs, run on this machine, would hold more memory
-/// than `root`'s /proc/meminfo says it can spare.
-pub(crate) fn check(exp: &Experiment, root: &SysRoot) -> Result<()> {
+/// than `root`'s /proc/meminfo says it can spare; `scratch_bytes` is what the run's scratch
+/// devices can take in /dev/shm (0 when it uses none, or nothing writes).
+pub(crate) fn check(exp: &Experiment, root: &SysRoot, scratch_bytes: u64) -> Result<()> {
     if !exp.engine.engine().runs_job_file() || !exp.target.hosts.is_empty() {
         return Ok(());
     }
@@ -97,11 +102,13 @@ pub(crate) fn check(exp: &Experiment, root: &SysRoot) -> Result<()> {
             machine,
             meminfo: meminfo_name,
         },
+        scratch_bytes,
     )
 }
 
-/// Refuses the experiment when a cell's fio jobs would hold more than `mem` can spare.
-pub(crate) fn check_on(exp: &Experiment, mem: &Memory) -> Result<()> {
+/// Refuses the experiment when a cell's fio jobs (with `scratch_bytes` of scratch data) would
+/// hold more than `mem` can spare.
+pub(crate) fn check_on(exp: &Experiment, mem: &Memory, scratch_bytes: u64) -> Result<()> {
     let (total, available, machine) = (mem.total_kib, mem.available_kib, mem.machine);
     for cell in super::cells(exp) {
         let Ok(job) = cell.job(exp, "-", None) else {
@@ -127,7 +134,10 @@ pub(crate) fn check_on(exp: &Experiment, mem: &Memory) -> Result<()> {
             continue;
         };
         let spare = (available << 10).saturating_sub((total << 10) / 10);
-        let all = held.pinned.saturating_add(held.buffers);
+        let all = held
+            .pinned
+            .saturating_add(held.buffers)
+            .saturating_add(scratch_bytes);
         if all > spare {
             let mut parts = Vec::new();
             if held.pinned > 0 {
@@ -137,10 +147,24 @@ pub(crate) fn check_on(exp: &Experiment, mem: &Memory) -> Result<()> {
                 "{} of I/O buffers: the largest block size times iodepth, per job",
                 size(held.buffers)
             ));
+            if scratch_bytes > 0 {
+                parts.push(format!(
+                    "{} of scratch devices in /dev/shm, which the workload writes",
+                    size(scratch_bytes)
+                ));
+            }
+            let mut lower = vec!["the block size", "iodepth", "numjobs"];
+            if held.pinned > 0 {
+                lower.insert(0, "lockmem");
+            }
+            if scratch_bytes > 0 {
+                lower.push("[target] size");
+            }
+            let last = lower.pop().unwrap_or_default();
             bail!(
-                "{}: its fio jobs would hold {} of memory ({}), but {machine} has {} available \
-                 and keeps a tenth of its {} free, so it can spare {}: the kernel would reclaim \
-                 and then kill processes to find the rest; lower {}numjobs (nothing was touched)",
+                "{}: it would hold {} of memory ({}), but {machine} has {} available and keeps \
+                 a tenth of its {} free, so it can spare {}: the kernel would reclaim and then \
+                 kill processes to find the rest; lower {} or {last} (nothing was touched)",
                 if exp.factors.is_empty() {
                     "the workload".to_string()
                 } else {
@@ -151,11 +175,7 @@ pub(crate) fn check_on(exp: &Experiment, mem: &Memory) -> Result<()> {
                 size(available << 10),
                 size(total << 10),
                 size(spare),
-                if held.pinned > 0 {
-                    "lockmem, the block size, iodepth or "
-                } else {
-                    "the block size, iodepth or "
-                }
+                lower.join(", ")
             );
         }
     }

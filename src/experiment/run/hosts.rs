@@ -188,6 +188,7 @@ fn memory_of_hosts(
                 machine: &machine,
                 meminfo: &format!("the /proc/meminfo of {machine}"),
             },
+            0,
         )?;
     }
     Ok(())
@@ -1287,7 +1288,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            why.starts_with("cell `bs=64m,iodepth=32`: its fio jobs would hold 2.0 GiB of memory")
+            why.starts_with("cell `bs=64m,iodepth=32`: it would hold 2.0 GiB of memory")
                 && why.contains("but host h1 (x.toml line 6) has 1.0 GiB available"),
             "{why}"
         );

@@ -469,6 +469,18 @@ fn device_args(exp: &Experiment, settings: &Settings) -> Option<Vec<String>> {
     }
 }
 
+/// The bytes the run's scratch devices can take in /dev/shm: their size when a cell writes,
+/// 0 when nothing writes (a read of a sparse file allocates nothing) or the run makes none.
+fn scratch_in_memory(exp: &Experiment, settings: &Settings) -> u64 {
+    let scratch = exp.target.hosts.is_empty()
+        && exp.target.nic.is_none()
+        && device_args(exp, settings).is_none();
+    if !scratch || first_write(exp).is_none() {
+        return 0;
+    }
+    (scratch_count(exp, settings) as u64).saturating_mul(exp.target.size_bytes)
+}
+
 /// How many scratch devices the run creates (the command line's `--device default` means one).
 fn scratch_count(exp: &Experiment, settings: &Settings) -> usize {
     match settings.device.as_deref() {
@@ -563,7 +575,7 @@ const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/d
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     let unchecked = super::job_check::check_jobs(exp, runner)?;
-    super::job_memory::check(exp, &settings.root)?;
+    super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     let mut p = dry_plan(exp, settings)?;
     if let Some(why) = unchecked {
         p.notes.push(format!(
@@ -1027,7 +1039,7 @@ fn refuse_before_touching(
             "{why}: this experiment's workload runs fio: {INSTALL_FIO}; nothing was touched"
         );
     }
-    super::job_memory::check(exp, &settings.root)?;
+    super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
         // A recording killed here left the tracer on, perhaps over the target: every I/O
