@@ -284,7 +284,8 @@ fn matrix_file(dir: &Path, levels: &[usize], repetitions: u32) -> PathBuf {
     let mut text = format!(
         "name = \"matrix\"\nrepetitions = {repetitions}\n[workload]\nrw = \"read\"\n[factors]\n"
     );
-    let names = ["bs", "iodepth", "numjobs", "offset", "size"];
+    // Sizes that hold no memory (bs times iodepth would: `job_memory`).
+    let names = ["bs", "offset", "size", "io_size", "offset_increment"];
     for (name, n) in names.iter().zip(levels) {
         let values: Vec<String> = (1..=*n).map(|i| format!("\"{}k\"", i * 4)).collect();
         text += &format!("{name} = [{}]\n", values.join(", "));

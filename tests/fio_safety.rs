@@ -358,7 +358,11 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
         .status()
         .unwrap();
     assert!(copied.success());
-    std::fs::copy(snapshot.join("proc/meminfo"), with_loops.join("proc/meminfo")).unwrap();
+    std::fs::copy(
+        snapshot.join("proc/meminfo"),
+        with_loops.join("proc/meminfo"),
+    )
+    .unwrap();
     let scratch = |rw: &str| {
         std::fs::write(
             &file,

@@ -41,44 +41,47 @@ const EVIL_NAME: &str = "evil\u{202e}txt.exe\0end";
 fn evil_db(dir: &Path) -> String {
     let path = dir.join("evil.db");
     let mut db = Store::open(&path).unwrap();
-    let id = db
-        .create_experiment(&NewExperiment {
-            name: EVIL_NAME.into(),
-            file_text: "[factors]\nrq_affinity = [\"1\"]\n".into(),
-            seed: 1,
-            planned_order: Value::Null,
-            host: "host\u{1b}[31m".into(),
-            kernel: "6.1\u{2066}".into(),
-            part_of: None,
-        })
-        .unwrap();
-    for rep in 1..=3 {
+    // Two alike, for `compare 1 2`.
+    for seed in [1, 2] {
+        let id = db
+            .create_experiment(&NewExperiment {
+                name: EVIL_NAME.into(),
+                file_text: "[factors]\nrq_affinity = [\"1\"]\n".into(),
+                seed,
+                planned_order: Value::Null,
+                host: "host\u{1b}[31m".into(),
+                kernel: "6.1\u{2066}".into(),
+                part_of: None,
+            })
+            .unwrap();
+        for rep in 1..=3 {
+            db.insert_run(&NewRun {
+                experiment_id: id,
+                cell_key: "rq_affinity=1".into(),
+                cell_levels: json!({ "rq_affinity": "1" }),
+                repetition: rep,
+                start_unix: 1000.0,
+                end_unix: 1010.0,
+                tags: vec![("variant".into(), "v\u{7f}\u{85}".into())],
+                metrics: vec![
+                    ("read_iops".into(), 1000.0 + f64::from(rep)),
+                    // A controlled host's figure: `show` and `compare` name the host in a hint.
+                    ("ev\u{1b}]0;HOSTHINT\u{7}:sys_pct".into(), 3.0),
+                ],
+                ..Default::default()
+            })
+            .unwrap();
+        }
         db.insert_run(&NewRun {
             experiment_id: id,
-            cell_key: "rq_affinity=1".into(),
+            cell_key: "rq_affinity=1\u{202e}".into(),
             cell_levels: json!({ "rq_affinity": "1" }),
-            repetition: rep,
-            start_unix: 1000.0,
-            end_unix: 1010.0,
-            tags: vec![("variant".into(), "v\u{7f}\u{85}".into())],
-            metrics: vec![
-                ("read_iops".into(), 1000.0 + f64::from(rep)),
-                // A controlled host's figure: `show` and `compare` name the host in a hint.
-                ("ev\u{1b}]0;HOSTHINT\u{7}:sys_pct".into(), 3.0),
-            ],
+            repetition: 4,
+            status: iolab::store::RunStatus::Failed("fio job `j\u{202e}` failed\0".into()),
             ..Default::default()
         })
         .unwrap();
     }
-    db.insert_run(&NewRun {
-        experiment_id: id,
-        cell_key: "rq_affinity=1\u{202e}".into(),
-        cell_levels: json!({ "rq_affinity": "1" }),
-        repetition: 4,
-        status: iolab::store::RunStatus::Failed("fio job `j\u{202e}` failed\0".into()),
-        ..Default::default()
-    })
-    .unwrap();
     path.display().to_string()
 }
 
@@ -91,7 +94,7 @@ fn names_with_control_characters_are_printed_escaped() {
         vec!["runs", "1", "--db", &db],
         vec!["show", "1", "--db", &db],
         vec!["show", "1", "--csv", "--db", &db],
-        vec!["compare", "1", "1", "--db", &db],
+        vec!["compare", "1", "2", "--db", &db],
     ] {
         let (ok, out, err) = iolab(&args);
         assert!(ok, "{args:?}: {err}");

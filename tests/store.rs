@@ -554,13 +554,16 @@ fn a_database_on_read_only_media_is_readable_and_writes_say_why_not() {
             std::time::Duration::from_secs(30),
         )
     };
-    assert_eq!(run(&["import", "--db", db_arg, &fixture]).code, Some(0));
+    // Twice: two experiments to compare.
+    for _ in 0..2 {
+        assert_eq!(run(&["import", "--db", db_arg, &fixture]).code, Some(0));
+    }
     mount.read_only();
     for args in [
         vec!["runs", "--db", db_arg],
         vec!["runs", "1", "--db", db_arg],
         vec!["show", "1", "--db", db_arg],
-        vec!["compare", "experiment=1", "experiment=1", "--db", db_arg],
+        vec!["compare", "experiment=1", "experiment=2", "--db", db_arg],
     ] {
         let r = run(&args);
         assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
