@@ -257,8 +257,9 @@ fn prepare_drops_caches_before_every_run_or_fails_the_run() {
     );
 }
 
-/// Sysctls that could make the kernel run a program, and SMT together with placement, are
-/// refused before anything runs, each at its line.
+/// Sysctls that could make the kernel run a program or take the machine's memory from its
+/// programs, and SMT together with placement, are refused before anything runs, each at its
+/// line.
 #[test]
 fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
     let err = experiment::parse(
@@ -266,7 +267,9 @@ fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
         "name = \"x\"\n[workload]\nrw = \"read\"\n[factors]\n\
          sysctl.kernel.core_pattern = [\"core\"]\n\
          module.firmware_class.path = [\"x\"]\n\
-         cpu.smt = [\"on\", \"off\"]\nplacement = [\"on\"]\n",
+         cpu.smt = [\"on\", \"off\"]\nplacement = [\"on\"]\n\
+         sysctl.vm.panic_on_oom = [1]\n\
+         [stabilise]\nsysctl.vm.nr_hugepages = 100000\n",
     )
     .unwrap_err()
     .to_string();
@@ -280,6 +283,14 @@ fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
     );
     assert!(
         err.contains("t.toml:7:1") && err.contains("takes CPUs offline"),
+        "{err}"
+    );
+    assert!(
+        err.contains("t.toml:9:1") && err.contains("vm.panic_on_oom makes the kernel panic"),
+        "{err}"
+    );
+    assert!(
+        err.contains("t.toml:11:") && err.contains("vm.nr_hugepages sets memory aside"),
         "{err}"
     );
 }

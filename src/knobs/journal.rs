@@ -1779,7 +1779,7 @@ mod tests {
         // A tree with one form only: it comes back as it was.
         let sys = Fake::new();
         let state = tempfile::tempdir().unwrap();
-        let bytes = sysctl(&sys, "overcommit_kbytes", "0\n");
+        let bytes = sysctl(&sys, "dirty_bytes", "0\n");
         let mut j = sys.journal(state.path());
         j.set(&bytes, "1024").unwrap();
         j.restore().unwrap();

@@ -161,15 +161,34 @@ fn first_listed(parts: &[&str], list: &[&str], refusal: fn(&str) -> String) -> R
     }
 }
 
-/// Sysctl trees iolab may change, as dotted prefixes (a prefix ending in `.` covers a tree).
+/// Sysctls iolab may change, as dotted prefixes (a prefix ending in `.` covers a tree).
 /// An allow-list because some sysctls name programs the kernel runs as root
 /// (`kernel.core_pattern`, `kernel.modprobe`, `kernel.poweroff_cmd`): a journal that could
-/// name them would make `restore` run anything. `vm.drop_caches` and `vm.compact_memory` are
-/// actions, not settings, and have no value to put back. Of `net`, only the tuning trees
-/// (buffers, backlogs, busy polling, TCP and UDP): the rest decides routing and filtering
-/// (`net.ipv4.ip_forward`, `rp_filter`), and `net.core.bpf_*` hardens the BPF JIT.
+/// name them would make `restore` run anything. Of `vm`, the settings of writeback, reclaim
+/// and compaction: the others take memory from the machine's programs or decide when they
+/// get none (`SYSCTL_RISKS`), and `vm.drop_caches` and `vm.compact_memory` are actions, not
+/// settings, with no value to put back. Of `net`, only the tuning trees (buffers, backlogs,
+/// busy polling, TCP and UDP): the rest decides routing and filtering (`net.ipv4.ip_forward`,
+/// `rp_filter`), and `net.core.bpf_*` hardens the BPF JIT.
 pub(crate) const SYSCTLS: &[&str] = &[
-    "vm.",
+    "vm.dirty_",
+    "vm.dirtytime_expire_seconds",
+    "vm.swappiness",
+    "vm.vfs_cache_pressure",
+    "vm.page-cluster",
+    "vm.laptop_mode",
+    "vm.zone_reclaim_mode",
+    "vm.min_unmapped_ratio",
+    "vm.min_slab_ratio",
+    "vm.watermark_",
+    "vm.compaction_proactiveness",
+    "vm.extfrag_threshold",
+    "vm.compact_unevictable_allowed",
+    "vm.defrag_mode",
+    "vm.stat_interval",
+    "vm.numa_stat",
+    "vm.percpu_pagelist_high_fraction",
+    "vm.page_lock_unfairness",
     "net.core.",
     "net.ipv4.tcp_",
     "net.ipv4.udp_",
@@ -182,6 +201,48 @@ pub(crate) const SYSCTLS: &[&str] = &[
     "kernel.watchdog",
 ];
 const SYSCTL_ACTIONS: &[&str] = &["vm.drop_caches", "vm.compact_memory"];
+/// Settings whose value can take the machine from its owner's programs: refused with the
+/// reason, as an experiment file is handed around like code.
+const SYSCTL_RISKS: &[(&str, &str)] = &[
+    (
+        "vm.panic_on_oom",
+        "makes the kernel panic when memory runs out, taking the machine down",
+    ),
+    (
+        "vm.nr_hugepages",
+        "sets memory aside as huge pages, which the machine's programs then cannot use",
+    ),
+    (
+        "vm.nr_overcommit_hugepages",
+        "lets huge pages take memory the machine's programs then cannot use",
+    ),
+    (
+        "vm.min_free_kbytes",
+        "keeps memory free by reclaiming (a large value reclaims and kills processes at once)",
+    ),
+    (
+        "vm.lowmem_reserve_ratio",
+        "reserves memory zones from the machine's programs",
+    ),
+    (
+        "vm.overcommit_",
+        "decides whether the machine's programs get the memory they ask for",
+    ),
+    (
+        "vm.admin_reserve_kbytes",
+        "decides whether the machine's programs get the memory they ask for",
+    ),
+    (
+        "vm.user_reserve_kbytes",
+        "decides whether the machine's programs get the memory they ask for",
+    ),
+    (
+        "vm.max_map_count",
+        "limits every program's memory maps (a low value makes programs fail)",
+    ),
+    ("vm.oom_", "decides which process the kernel kills"),
+];
+
 /// Hardening settings in otherwise allowed trees: a forged journal must not lower them.
 const SYSCTL_SECURITY: &[&str] = &[
     "net.core.bpf_",
@@ -198,7 +259,6 @@ const SYSCTL_SECURITY: &[&str] = &[
 const LINKED_SYSCTLS: &[(&str, &str)] = &[
     ("vm/dirty_bytes", "vm/dirty_ratio"),
     ("vm/dirty_background_bytes", "vm/dirty_background_ratio"),
-    ("vm/overcommit_kbytes", "vm/overcommit_ratio"),
 ];
 
 /// The other form of a linked sysctl (`/proc/sys/vm/dirty_ratio` for `.../dirty_bytes`), and
@@ -223,6 +283,9 @@ fn sysctl_allowed(parts: &[&str]) -> Result<(), String> {
     }
     if SYSCTL_SECURITY.iter().any(|p| name.starts_with(p)) {
         return Err(format!("{name} is a security setting, not a tuning one"));
+    }
+    if let Some((_, why)) = SYSCTL_RISKS.iter().find(|(p, _)| name.starts_with(p)) {
+        return Err(format!("{name} {why}; iolab does not change it"));
     }
     if SYSCTLS.iter().any(|p| name.starts_with(p)) {
         return Ok(());
@@ -541,6 +604,17 @@ mod tests {
             ),
             ("/proc/sys/kernel/modprobe", "not one iolab changes"),
             ("/proc/sys/vm/drop_caches", "an action"),
+            (
+                "/proc/sys/vm/panic_on_oom",
+                "vm.panic_on_oom makes the kernel panic when memory runs out",
+            ),
+            (
+                "/proc/sys/vm/nr_hugepages",
+                "sets memory aside as huge pages",
+            ),
+            ("/proc/sys/vm/overcommit_memory", "decides whether"),
+            ("/proc/sys/vm/oom_kill_allocating_task", "which process"),
+            ("/proc/sys/vm/memfd_noexec", "not one iolab changes"),
             (
                 "/sys/module/firmware_class/parameters/path",
                 "firmware_class is not one",

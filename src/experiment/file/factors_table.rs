@@ -35,7 +35,7 @@ impl Walker<'_> {
             return Vec::new();
         };
         let mut factors: Vec<Factor> = Vec::new();
-        let entries = flat_entries(table);
+        let entries = flat_entries(self.text, table);
         for (name, key_span, value) in entries {
             let Some(kind) = self.factor_kind(key_span.clone(), &name, policy) else {
                 continue;

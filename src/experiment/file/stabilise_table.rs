@@ -22,7 +22,7 @@ impl Walker<'_> {
             self.expected(v, "a table ([stabilise])", "stabilise");
             return st;
         };
-        let entries = flat_entries(table);
+        let entries = flat_entries(self.text, table);
         for (name, span, value) in entries {
             if name == "preflight" {
                 st.advice = self.boolean(value).unwrap_or(false);

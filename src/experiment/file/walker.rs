@@ -61,21 +61,27 @@ pub(super) const SYSTEM_PREFIXES: &[&str] = &["sysctl", "module", "cpu"];
 
 /// A table's entries, with the nested tables TOML makes of dotted keys under the system
 /// prefixes (`sysctl.vm.dirty_ratio = ..`) walked back into one dotted name each; every entry
-/// has the span of its whole key.
+/// has the span of its whole key. `text` is the file's: a dotted key's span starts where its
+/// line does, since TOML gives the prefix (`sysctl`) the span of its first use only.
 pub(super) fn flat_entries<'a, 'i>(
+    text: &str,
     table: &'a DeTable<'i>,
 ) -> Vec<(String, Range<usize>, &'a Value<'i>)> {
     fn walk<'a, 'i>(
+        text: &str,
         prefix: &str,
-        start: usize,
         table: &'a DeTable<'i>,
         out: &mut Vec<(String, Range<usize>, &'a Value<'i>)>,
     ) {
         for (key, value) in table.iter() {
             let name = format!("{prefix}.{}", key.get_ref());
             match value.get_ref() {
-                DeValue::Table(inner) => walk(&name, start, inner, out),
-                _ => out.push((name, start.min(key.span().start)..key.span().end, value)),
+                DeValue::Table(inner) => walk(text, &name, inner, out),
+                _ => {
+                    let at = key.span().start.min(text.len());
+                    let line = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                    out.push((name, line..key.span().end, value))
+                }
             }
         }
     }
@@ -84,7 +90,7 @@ pub(super) fn flat_entries<'a, 'i>(
         let name = key.get_ref().to_string();
         match value.get_ref() {
             DeValue::Table(inner) if SYSTEM_PREFIXES.contains(&name.as_str()) => {
-                walk(&name, key.span().start, inner, &mut out)
+                walk(text, &name, inner, &mut out)
             }
             _ => out.push((name, key.span(), value)),
         }
