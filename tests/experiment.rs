@@ -582,3 +582,56 @@ fn an_option_every_cell_replaces_is_named_in_the_plan() {
         assert!(out.contains("cells (2)"), "{out}");
     }
 }
+
+/// Knob levels that put a device's data at risk (no cache flushes, short request timeouts)
+/// are judged like writes: refused on a device that holds data; harmless knobs are not.
+#[test]
+fn knob_levels_that_risk_data_are_refused_on_a_device_that_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = root().join("tests/fixtures/machines/two-node-nvme");
+    let plan = |factor: &str| {
+        let path = dir.path().join("k.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "name = \"k\"\n[target]\ndevice = \"nvme0n1\"\n[workload]\nrw = \"read\"\n\
+                 runtime = \"1s\"\n[factors]\n{factor}\n"
+            ),
+        )
+        .unwrap();
+        crate::common::run_within(
+            crate::common::iolab()
+                .args(["run", "--dry-run", path.to_str().unwrap(), "--root"])
+                .arg(&snapshot),
+            std::time::Duration::from_secs(30),
+        )
+    };
+    for (factor, why) in [
+        (
+            "write_cache = [\"write back\", \"write through\"]",
+            "cell write_cache=\"write through\" puts the data on its device at risk: \
+             write_cache = \"write through\" stops the kernel's cache flushes",
+        ),
+        (
+            "io_timeout = [1000]",
+            "cell io_timeout=1000 puts the data on its device at risk: an io_timeout below \
+             the kernel's 30 s",
+        ),
+    ] {
+        let r = plan(factor);
+        assert_eq!(r.code, Some(1), "{factor}: {}", r.stdout);
+        assert!(
+            r.stderr.contains(why) && r.stderr.contains("dm-0 is built on nvme0n1"),
+            "{factor}: {}",
+            r.stderr
+        );
+    }
+    for harmless in [
+        "write_cache = [\"write back\"]",
+        "io_timeout = [60000]",
+        "read_ahead_kb = [0, 512]",
+    ] {
+        let r = plan(harmless);
+        assert_eq!(r.code, Some(0), "{harmless}: {}", r.stderr);
+    }
+}

@@ -148,6 +148,14 @@ impl Cell {
             .collect()
     }
 
+    /// Why one of this cell's queue-knob levels puts the device's data at risk, if one does
+    /// (`queue_knobs::endangers_data`).
+    pub(crate) fn endangers_data(&self) -> Option<&'static str> {
+        self.queue_knobs()
+            .iter()
+            .find_map(|(a, v)| super::queue_knobs::endangers_data(a, v))
+    }
+
     /// Machine-wide controls to set: (control, normalised level), in factor order.
     pub(crate) fn system_knobs(&self) -> Vec<(&super::system_knobs::SystemKnob, &str)> {
         self.levels

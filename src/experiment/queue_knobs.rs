@@ -128,6 +128,26 @@ pub(crate) const QUEUE_KNOBS: &[QueueKnob] = &[
     },
 ];
 
+/// The kernel's request timeout for SCSI disks and NVMe namespaces, in milliseconds.
+const KERNEL_IO_TIMEOUT_MS: i64 = 30_000;
+
+/// Why writing `value` to `attribute` puts the data on the device at risk, if it does: such a
+/// level is judged like a workload that writes (refused on a device that holds data unless
+/// it is named as destructive).
+pub(crate) fn endangers_data(attribute: &str, value: &str) -> Option<&'static str> {
+    match attribute {
+        "write_cache" if value == "write through" => Some(
+            "write_cache = \"write through\" stops the kernel's cache flushes to the device: a \
+             power loss would lose what its file systems believe written",
+        ),
+        "io_timeout" if value.parse::<i64>().is_ok_and(|ms| ms < KERNEL_IO_TIMEOUT_MS) => Some(
+            "an io_timeout below the kernel's 30 s fails requests the device is slow to finish, \
+             its file systems' among them",
+        ),
+        _ => None,
+    }
+}
+
 /// The knob with this factor name.
 pub(crate) fn find(name: &str) -> Option<&'static QueueKnob> {
     QUEUE_KNOBS.iter().find(|k| k.name == name)
@@ -194,6 +214,11 @@ mod tests {
         assert!(find("wbt_lat_usec").unwrap().check("-1").is_ok());
         assert!(find("scheduler").unwrap().check("cfq").is_err());
         assert!(find("write_cache").unwrap().check("write through").is_ok());
+        assert!(endangers_data("write_cache", "write through").is_some());
+        assert!(endangers_data("write_cache", "write back").is_none());
+        assert!(endangers_data("io_timeout", "1000").is_some());
+        assert!(endangers_data("io_timeout", "60000").is_none());
+        assert!(endangers_data("read_ahead_kb", "0").is_none());
         assert!(find("nope").is_none());
         assert!(names().contains(&"io_poll"));
     }

@@ -489,10 +489,21 @@ fn scratch_count(exp: &Experiment, settings: &Settings) -> usize {
     }
 }
 
-/// Refuses a writing workload on any device that may hold data, naming the first cell that
-/// writes and why.
+/// Refuses a writing workload, or a knob level that puts data at risk, on any device that may
+/// hold data, naming the first cell that does and why.
 fn check_writes(exp: &Experiment, settings: &Settings, devices: &[String]) -> Result<()> {
-    if let Some((key, why)) = first_write(exp) {
+    let risky = first_write(exp)
+        .map(|(key, why)| format!("cell {key} writes ({why})"))
+        .or_else(|| {
+            super::cells(exp).into_iter().find_map(|c| {
+                let why = c.endangers_data()?;
+                Some(format!(
+                    "cell {} puts the data on its device at risk: {why}",
+                    c.key
+                ))
+            })
+        });
+    if let Some(what) = risky {
         for device in devices {
             crate::target::check_write_allowed_at(
                 &settings.root,
@@ -500,7 +511,7 @@ fn check_writes(exp: &Experiment, settings: &Settings, devices: &[String]) -> Re
                 true,
                 expendable(settings, device),
             )
-            .with_context(|| format!("cell {key} writes ({why})"))?;
+            .with_context(|| what.clone())?;
         }
     }
     Ok(())
