@@ -617,6 +617,14 @@ fn knob_levels_that_risk_data_are_refused_on_a_device_that_holds_it() {
             "cell io_timeout=1000 puts the data on its device at risk: an io_timeout below \
              the kernel's 30 s",
         ),
+        (
+            "\"queue/stable_writes\" = [0]",
+            "stable_writes = 0 lets pages change while they are written",
+        ),
+        (
+            "\"queue/some_new_attribute\" = [1]",
+            "queue/some_new_attribute is not one of the queue settings iolab knows",
+        ),
     ] {
         let r = plan(factor);
         assert_eq!(r.code, Some(1), "{factor}: {}", r.stdout);
@@ -630,6 +638,7 @@ fn knob_levels_that_risk_data_are_refused_on_a_device_that_holds_it() {
         "write_cache = [\"write back\"]",
         "io_timeout = [60000]",
         "read_ahead_kb = [0, 512]",
+        "\"queue/iosched/fifo_batch\" = [8]",
     ] {
         let r = plan(harmless);
         assert_eq!(r.code, Some(0), "{harmless}: {}", r.stderr);

@@ -150,7 +150,7 @@ impl Cell {
 
     /// Why one of this cell's queue-knob levels puts the device's data at risk, if one does
     /// (`queue_knobs::endangers_data`).
-    pub(crate) fn endangers_data(&self) -> Option<&'static str> {
+    pub(crate) fn endangers_data(&self) -> Option<String> {
         self.queue_knobs()
             .iter()
             .find_map(|(a, v)| super::queue_knobs::endangers_data(a, v))

@@ -133,19 +133,36 @@ const KERNEL_IO_TIMEOUT_MS: i64 = 30_000;
 
 /// Why writing `value` to `attribute` puts the data on the device at risk, if it does: such a
 /// level is judged like a workload that writes (refused on a device that holds data unless
-/// it is named as destructive).
-pub(crate) fn endangers_data(attribute: &str, value: &str) -> Option<&'static str> {
-    match attribute {
-        "write_cache" if value == "write through" => Some(
+/// it is named as destructive). An allow-list: the scheduler's own settings (`iosched/...`)
+/// and the knobs above are known; any other attribute (a later kernel's) is not.
+pub(crate) fn endangers_data(attribute: &str, value: &str) -> Option<String> {
+    let why = match attribute {
+        "write_cache" if value == "write through" => {
             "write_cache = \"write through\" stops the kernel's cache flushes to the device: a \
-             power loss would lose what its file systems believe written",
-        ),
-        "io_timeout" if value.parse::<i64>().is_ok_and(|ms| ms < KERNEL_IO_TIMEOUT_MS) => Some(
+             power loss would lose what its file systems believe written"
+        }
+        "io_timeout"
+            if value
+                .parse::<i64>()
+                .is_ok_and(|ms| ms < KERNEL_IO_TIMEOUT_MS) =>
+        {
             "an io_timeout below the kernel's 30 s fails requests the device is slow to finish, \
-             its file systems' among them",
-        ),
-        _ => None,
-    }
+             its file systems' among them"
+        }
+        "stable_writes" if value == "0" => {
+            "stable_writes = 0 lets pages change while they are written, so parity or checksums \
+             kept on the device may no longer match its data"
+        }
+        "stable_writes" => return None,
+        _ if attribute.starts_with("iosched/") || find(attribute).is_some() => return None,
+        _ => {
+            return Some(format!(
+                "queue/{attribute} is not one of the queue settings iolab knows to leave the \
+                 data alone"
+            ))
+        }
+    };
+    Some(why.to_string())
 }
 
 /// The knob with this factor name.
@@ -219,6 +236,10 @@ mod tests {
         assert!(endangers_data("io_timeout", "1000").is_some());
         assert!(endangers_data("io_timeout", "60000").is_none());
         assert!(endangers_data("read_ahead_kb", "0").is_none());
+        assert!(endangers_data("iosched/fifo_batch", "1").is_none());
+        assert!(endangers_data("stable_writes", "0").is_some());
+        assert!(endangers_data("stable_writes", "1").is_none());
+        assert!(endangers_data("some_new_attribute", "1").is_some());
         assert!(find("nope").is_none());
         assert!(names().contains(&"io_poll"));
     }
