@@ -285,14 +285,7 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
         );
     }
     // A snapshot of a machine with 8 GiB, 4 GiB of it available: 3.2 GiB can be spared.
-    let snapshot = dir.path().join("snapshot");
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines/two-node-nvme"))
-        .arg(&snapshot)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let snapshot = fixture_copy("two-node-nvme", dir.path());
     let plan = |options: &str, jobs: &str| {
         std::fs::write(
             &file,
@@ -302,14 +295,7 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
             ),
         )
         .unwrap();
-        let out = iolab()
-            .args(["run", "--dry-run", "--root"])
-            .arg(&snapshot)
-            .arg(&file)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        (out.status.success(), err)
+        plan_on(&snapshot, &file)
     };
     let pins = "lockmem = \"1g\"";
     let (ok, err) = plan(pins, "1, 4");
@@ -350,14 +336,7 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
     // The scratch device's file lies in /dev/shm: what a workload writes there stays in
     // memory, so its size counts when a cell writes (a read of the sparse file takes none).
     // Planned on a machine with loop devices, with the same memory.
-    let with_loops = dir.path().join("with-loops");
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines/thisvm"))
-        .arg(&with_loops)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let with_loops = fixture_copy("thisvm", dir.path());
     std::fs::copy(
         snapshot.join("proc/meminfo"),
         with_loops.join("proc/meminfo"),
@@ -372,14 +351,7 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
             ),
         )
         .unwrap();
-        let out = iolab()
-            .args(["run", "--dry-run", "--root"])
-            .arg(&with_loops)
-            .arg(&file)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        (out.status.success(), err)
+        plan_on(&with_loops, &file)
     };
     let (ok, err) = scratch("write");
     assert!(!ok, "{err}");
@@ -393,4 +365,35 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
     );
     let (ok, err) = scratch("read");
     assert!(ok, "{err}");
+}
+
+/// A writable copy of the fixture machine `name` in `dir`.
+fn fixture_copy(name: &str, dir: &Path) -> std::path::PathBuf {
+    let to = dir.join(name);
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/machines")
+                .join(name),
+        )
+        .arg(&to)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    to
+}
+
+/// `iolab run --dry-run --root ROOT FILE`: whether it planned, and what it said on stderr.
+fn plan_on(root: &Path, file: &Path) -> (bool, String) {
+    let out = iolab()
+        .args(["run", "--dry-run", "--root"])
+        .arg(root)
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
