@@ -2,8 +2,9 @@
 //! limits either part:
 //! - `lockmem` pins memory with mlock(2), once per job (`numjobs` clones each pin their own);
 //!   fio only caps a job at the machine's RAM less 128 MiB (memory.c, `fio_pin_memory`);
-//! - each job allocates its I/O buffers up front, the largest block size times `iodepth`
-//!   (backend.c, `init_io_u`), and every buffer in use is touched (a read fills it).
+//! - each job allocates its I/O buffers up front, the largest block size times `iodepth`,
+//!   and every buffer in use is touched (a read fills it): fio 3.33 reading with `bs=64m
+//!   iodepth=4` peaked at 262 MiB resident, against 29 MiB with `bs=4k iodepth=1`.
 //!
 //! A scratch device's backing file lies in /dev/shm, so what a workload writes to it stays in
 //! memory until the experiment ends: with a workload that writes, the scratch devices' size
