@@ -258,8 +258,8 @@ fn prepare_drops_caches_before_every_run_or_fails_the_run() {
 }
 
 /// Sysctls that could make the kernel run a program or take the machine's memory from its
-/// programs, and SMT together with placement, are refused before anything runs, each at its
-/// line.
+/// programs, module parameters set to fail every disk of a driver, and SMT together with
+/// placement, are refused before anything runs, each at its line.
 #[test]
 fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
     let err = experiment::parse(
@@ -269,6 +269,7 @@ fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
          module.firmware_class.path = [\"x\"]\n\
          cpu.smt = [\"on\", \"off\"]\nplacement = [\"on\"]\n\
          sysctl.vm.panic_on_oom = [1]\n\
+         module.nvme_core.io_timeout = [5]\n\
          [stabilise]\nsysctl.vm.nr_hugepages = 100000\n",
     )
     .unwrap_err()
@@ -290,7 +291,13 @@ fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
         "{err}"
     );
     assert!(
-        err.contains("t.toml:11:") && err.contains("vm.nr_hugepages sets memory aside"),
+        err.contains("t.toml:10:")
+            && err.contains("not a value of `module.nvme_core.io_timeout`")
+            && err.contains("a number of at least 30 seconds"),
+        "{err}"
+    );
+    assert!(
+        err.contains("t.toml:12:") && err.contains("vm.nr_hugepages sets memory aside"),
         "{err}"
     );
 }

@@ -27,6 +27,56 @@ pub(crate) enum SystemKnob {
     MaxCstate,
 }
 
+/// Module parameters whose value can fail or corrupt the I/O of every device of their driver,
+/// those holding data among them: (module, parameter, the values allowed and why). A module
+/// parameter is machine-wide, so no device named as destructive makes these safe.
+const MODULE_RISKS: &[(&str, &str, Safe)] = &[
+    (
+        "nvme_core",
+        "io_timeout",
+        Safe::AtLeast(30, "seconds (the kernel's default; a shorter timeout fails requests of every NVMe disk that take longer, those holding data among them)"),
+    ),
+    (
+        "nvme_core",
+        "admin_timeout",
+        Safe::AtLeast(60, "seconds (the kernel's default; a shorter one fails every NVMe disk's admin commands that take longer)"),
+    ),
+    (
+        "nvme_core",
+        "max_retries",
+        Safe::AtLeast(5, "(the kernel's default; fewer fail requests of every NVMe disk that a retry would complete)"),
+    ),
+    (
+        "md_mod",
+        "start_dirty_degraded",
+        Safe::Exactly(&["0", "N", "n"], "(a dirty, degraded array that starts may hold data that no longer matches its parity)"),
+    ),
+    (
+        "raid456",
+        "devices_handle_discard_safely",
+        Safe::Exactly(&["0", "N", "n"], "(Y tells RAID 4/5/6 that every member reads zeroes after a discard; where one does not, parity no longer matches the data)"),
+    ),
+];
+
+/// The values of a risky module parameter that leave data alone.
+#[derive(Debug, Clone, Copy)]
+enum Safe {
+    AtLeast(i64, &'static str),
+    Exactly(&'static [&'static str], &'static str),
+}
+
+/// Why `value` of `module.parameter` is refused, as the values that are allowed.
+fn module_risk(module: &str, parameter: &str, value: &str) -> Option<String> {
+    let (_, _, safe) = MODULE_RISKS
+        .iter()
+        .find(|(m, p, _)| *m == module && *p == parameter)?;
+    match *safe {
+        Safe::AtLeast(min, why) => (!value.parse::<i64>().is_ok_and(|v| v >= min))
+            .then(|| format!("a number of at least {min} {why}")),
+        Safe::Exactly(ok, why) => (!ok.contains(&value)).then(|| format!("{} {why}", ok[0])),
+    }
+}
+
 /// The factor names, for help and suggestions.
 pub(crate) const NAMES: &[&str] = &[
     "sysctl.NAME",
@@ -96,10 +146,14 @@ impl SystemKnob {
             // The kernel parses these; a value must be one line and cannot name a path.
             SystemKnob::Sysctl(_) | SystemKnob::Module { .. } => {
                 if t.is_empty() || t.contains(['\n', '\r', '\0', '/']) {
-                    Err("one line of text without `/`".to_string())
-                } else {
-                    Ok(t.to_string())
+                    return Err("one line of text without `/`".to_string());
                 }
+                if let SystemKnob::Module { module, parameter } = self {
+                    if let Some(allowed) = module_risk(module, parameter, t) {
+                        return Err(allowed);
+                    }
+                }
+                Ok(t.to_string())
             }
         }
     }
@@ -253,6 +307,27 @@ mod tests {
         assert!(SystemKnob::Sysctl("vm.x".into())
             .check("/etc/passwd")
             .is_err());
+        // Module parameters whose value would fail or corrupt every device of the driver.
+        let module = |m: &str, p: &str| SystemKnob::Module {
+            module: m.into(),
+            parameter: p.into(),
+        };
+        let timeout = module("nvme_core", "io_timeout");
+        assert!(timeout
+            .check("5")
+            .unwrap_err()
+            .starts_with("a number of at least 30"));
+        assert_eq!(timeout.check("60").unwrap(), "60");
+        assert!(module("nvme_core", "max_retries").check("0").is_err());
+        assert!(module("raid456", "devices_handle_discard_safely")
+            .check("Y")
+            .unwrap_err()
+            .starts_with("0 (Y tells RAID 4/5/6"));
+        assert_eq!(
+            module("md_mod", "start_dirty_degraded").check("0").unwrap(),
+            "0"
+        );
+        assert_eq!(module("nvme", "sgl_threshold").check("0").unwrap(), "0");
     }
 
     #[test]
