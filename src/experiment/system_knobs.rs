@@ -34,27 +34,47 @@ const MODULE_RISKS: &[(&str, &str, Safe)] = &[
     (
         "nvme_core",
         "io_timeout",
-        Safe::AtLeast(30, "seconds (the kernel's default; a shorter timeout fails requests of every NVMe disk that take longer, those holding data among them)"),
+        Safe::AtLeast(
+            30,
+            "seconds (the kernel's default; a shorter timeout fails requests of every NVMe \
+             disk that take longer, those holding data among them)",
+        ),
     ),
     (
         "nvme_core",
         "admin_timeout",
-        Safe::AtLeast(60, "seconds (the kernel's default; a shorter one fails every NVMe disk's admin commands that take longer)"),
+        Safe::AtLeast(
+            60,
+            "seconds (the kernel's default; a shorter one fails every NVMe disk's admin \
+             commands that take longer)",
+        ),
     ),
     (
         "nvme_core",
         "max_retries",
-        Safe::AtLeast(5, "(the kernel's default; fewer fail requests of every NVMe disk that a retry would complete)"),
+        Safe::AtLeast(
+            5,
+            "(the kernel's default; fewer fail requests of every NVMe disk that a retry would \
+             complete)",
+        ),
     ),
     (
         "md_mod",
         "start_dirty_degraded",
-        Safe::Exactly(&["0", "N", "n"], "(a dirty, degraded array that starts may hold data that no longer matches its parity)"),
+        Safe::Exactly(
+            &["0", "N", "n"],
+            "(a dirty, degraded array that starts may hold data that no longer matches its \
+             parity)",
+        ),
     ),
     (
         "raid456",
         "devices_handle_discard_safely",
-        Safe::Exactly(&["0", "N", "n"], "(Y tells RAID 4/5/6 that every member reads zeroes after a discard; where one does not, parity no longer matches the data)"),
+        Safe::Exactly(
+            &["0", "N", "n"],
+            "(Y tells RAID 4/5/6 that every member reads zeroes after a discard; where one \
+             does not, parity no longer matches the data)",
+        ),
     ),
 ];
 
