@@ -554,7 +554,7 @@ fn an_unreadable_journal_says_what_to_do() {
 /// One change of every system-control kind, under a fixture root (see `system_controls`).
 const SYSTEM_CHANGES: &[(&str, &str)] = &[
     ("/proc/sys/vm/dirty_ratio", "5"),
-    ("/sys/module/nvme/parameters/io_timeout", "60"),
+    ("/sys/module/nvme/parameters/sgl_threshold", "0"),
     (
         "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
         "performance",
@@ -591,10 +591,10 @@ fn helper_process_system_knobs() {
 fn system_controls_survive_sigkill_and_restore_puts_them_back() {
     let root = tempfile::tempdir().unwrap();
     let mut files = crate::common::system_controls(root.path());
-    let param = root.path().join("sys/module/nvme/parameters/io_timeout");
+    let param = root.path().join("sys/module/nvme/parameters/sgl_threshold");
     std::fs::create_dir_all(param.parent().unwrap()).unwrap();
-    std::fs::write(&param, "30\n").unwrap();
-    files.push(("sys/module/nvme/parameters/io_timeout".into(), "30".into()));
+    std::fs::write(&param, "32768\n").unwrap();
+    files.push(("sys/module/nvme/parameters/sgl_threshold".into(), "32768".into()));
     let read = |rel: &str| knobs::read_attr(root.path().join(rel).to_str().unwrap()).unwrap();
     let state = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())

@@ -258,7 +258,7 @@ fn prepare_drops_caches_before_every_run_or_fails_the_run() {
 }
 
 /// Sysctls that could make the kernel run a program or take the machine's memory from its
-/// programs, module parameters set to fail every disk of a driver, and SMT together with
+/// programs, module parameters that tune nothing or set to fail every disk of a driver, and SMT together with
 /// placement, are refused before anything runs, each at its line.
 #[test]
 fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
@@ -270,7 +270,8 @@ fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
          cpu.smt = [\"on\", \"off\"]\nplacement = [\"on\"]\n\
          sysctl.vm.panic_on_oom = [1]\n\
          module.nvme_core.io_timeout = [5]\n\
-         [stabilise]\nsysctl.vm.nr_hugepages = 100000\n",
+         [stabilise]\nsysctl.vm.nr_hugepages = 100000\n\
+         module.workqueue.panic_on_stall = 1\n",
     )
     .unwrap_err()
     .to_string();
@@ -298,6 +299,12 @@ fn unsafe_or_contradictory_system_factors_are_refused_at_their_line() {
     );
     assert!(
         err.contains("t.toml:12:") && err.contains("vm.nr_hugepages sets memory aside"),
+        "{err}"
+    );
+    // A module whose tuning parameters are allowed is not allowed its others.
+    assert!(
+        err.contains("t.toml:13:")
+            && err.contains("workqueue.panic_on_stall is not a parameter iolab changes"),
         "{err}"
     );
 }

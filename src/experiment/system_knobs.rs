@@ -27,74 +27,41 @@ pub(crate) enum SystemKnob {
     MaxCstate,
 }
 
-/// Module parameters whose value can fail or corrupt the I/O of every device of their driver,
-/// those holding data among them: (module, parameter, the values allowed and why). A module
-/// parameter is machine-wide, so no device named as destructive makes these safe.
-const MODULE_RISKS: &[(&str, &str, Safe)] = &[
+/// Module parameters whose low values fail the I/O of every device of their driver, those
+/// holding data among them: (module, parameter, the least value allowed, and why). A module
+/// parameter is machine-wide, so no device named as destructive makes these safe. Which
+/// parameters may be changed at all is `knobs::kinds::MODULE_PARAMETERS`.
+const MODULE_RISKS: &[(&str, &str, i64, &str)] = &[
     (
         "nvme_core",
         "io_timeout",
-        Safe::AtLeast(
-            30,
-            "seconds (the kernel's default; a shorter timeout fails requests of every NVMe \
-             disk that take longer, those holding data among them)",
-        ),
+        30,
+        "seconds (the kernel's default; a shorter timeout fails requests of every NVMe disk \
+         that take longer, those holding data among them)",
     ),
     (
         "nvme_core",
         "admin_timeout",
-        Safe::AtLeast(
-            60,
-            "seconds (the kernel's default; a shorter one fails every NVMe disk's admin \
-             commands that take longer)",
-        ),
+        60,
+        "seconds (the kernel's default; a shorter one fails every NVMe disk's admin commands \
+         that take longer)",
     ),
     (
         "nvme_core",
         "max_retries",
-        Safe::AtLeast(
-            5,
-            "(the kernel's default; fewer fail requests of every NVMe disk that a retry would \
-             complete)",
-        ),
-    ),
-    (
-        "md_mod",
-        "start_dirty_degraded",
-        Safe::Exactly(
-            &["0", "N", "n"],
-            "(a dirty, degraded array that starts may hold data that no longer matches its \
-             parity)",
-        ),
-    ),
-    (
-        "raid456",
-        "devices_handle_discard_safely",
-        Safe::Exactly(
-            &["0", "N", "n"],
-            "(Y tells RAID 4/5/6 that every member reads zeroes after a discard; where one \
-             does not, parity no longer matches the data)",
-        ),
+        5,
+        "(the kernel's default; fewer fail requests of every NVMe disk that a retry would \
+         complete)",
     ),
 ];
 
-/// The values of a risky module parameter that leave data alone.
-#[derive(Debug, Clone, Copy)]
-enum Safe {
-    AtLeast(i64, &'static str),
-    Exactly(&'static [&'static str], &'static str),
-}
-
 /// Why `value` of `module.parameter` is refused, as the values that are allowed.
 fn module_risk(module: &str, parameter: &str, value: &str) -> Option<String> {
-    let (_, _, safe) = MODULE_RISKS
+    let (_, _, min, why) = MODULE_RISKS
         .iter()
-        .find(|(m, p, _)| *m == module && *p == parameter)?;
-    match *safe {
-        Safe::AtLeast(min, why) => (!value.parse::<i64>().is_ok_and(|v| v >= min))
-            .then(|| format!("a number of at least {min} {why}")),
-        Safe::Exactly(ok, why) => (!ok.contains(&value)).then(|| format!("{} {why}", ok[0])),
-    }
+        .find(|(m, p, _, _)| *m == module && *p == parameter)?;
+    (!value.parse::<i64>().is_ok_and(|v| v >= *min))
+        .then(|| format!("a number of at least {min} {why}"))
 }
 
 /// The factor names, for help and suggestions.
@@ -307,10 +274,10 @@ mod tests {
             Some(Ok(SystemKnob::Sysctl("vm.dirty_ratio".into())))
         );
         assert_eq!(
-            SystemKnob::parse("module.nvme.io_timeout"),
+            SystemKnob::parse("module.nvme.poll_queues"),
             Some(Ok(SystemKnob::Module {
                 module: "nvme".into(),
-                parameter: "io_timeout".into()
+                parameter: "poll_queues".into()
             }))
         );
         assert_eq!(SystemKnob::parse("cpu.smt"), Some(Ok(SystemKnob::Smt)));
@@ -318,6 +285,8 @@ mod tests {
         for bad in [
             "sysctl.kernel.core_pattern",
             "module.firmware_class.path",
+            "module.nvme.io_timeout",
+            "module.workqueue.panic_on_stall",
             "cpu.speed",
         ] {
             assert!(matches!(SystemKnob::parse(bad), Some(Err(_))), "{bad}");
@@ -339,15 +308,12 @@ mod tests {
             .starts_with("a number of at least 30"));
         assert_eq!(timeout.check("60").unwrap(), "60");
         assert!(module("nvme_core", "max_retries").check("0").is_err());
-        assert!(module("raid456", "devices_handle_discard_safely")
-            .check("Y")
-            .unwrap_err()
-            .starts_with("0 (Y tells RAID 4/5/6"));
-        assert_eq!(
-            module("md_mod", "start_dirty_degraded").check("0").unwrap(),
-            "0"
-        );
         assert_eq!(module("nvme", "sgl_threshold").check("0").unwrap(), "0");
+        // Every parameter with a value rule is one that may be changed at all.
+        for (m, p, _, _) in MODULE_RISKS {
+            let name = format!("module.{m}.{p}");
+            assert!(matches!(SystemKnob::parse(&name), Some(Ok(_))), "{name}");
+        }
     }
 
     #[test]

@@ -304,39 +304,82 @@ fn sysctl_allowed(parts: &[&str]) -> Result<(), String> {
     ))
 }
 
-/// Modules whose writable parameters iolab may change: storage and network drivers and the
-/// block layer's neighbours. An allow-list because a parameter can name a file the kernel then
-/// loads (`firmware_class.path`).
-pub(crate) const MODULES: &[&str] = &[
-    "nvme",
-    "nvme_core",
-    "scsi_mod",
-    "sd_mod",
-    "virtio_blk",
-    "virtio_net",
-    "null_blk",
-    "loop",
-    "dm_mod",
-    "md_mod",
-    "raid456",
-    "megaraid_sas",
-    "mpt3sas",
-    "ahci",
-    "libata",
-    "e1000e",
-    "igb",
-    "ixgbe",
-    "i40e",
-    "ice",
-    "mlx5_core",
-    "bnxt_en",
-    "workqueue",
+/// Module parameters iolab may change, per module: those that tune how a storage or network
+/// driver queues, polls or places its work. An allow-list because the other writable ones load
+/// files (`firmware_class.path`), create devices (`md_mod.new_array`), panic the kernel
+/// (`workqueue.panic_on_stall`), decide how a driver recovers from errors or which disks it
+/// finds (`scsi_mod.eh_deadline`, `scsi_mod.scan`, `libata.ignore_hpa`), override the quirks
+/// that keep a drive from dropping off (`nvme_core.force_apst`) or flood the kernel log. The
+/// timeouts and retries of `nvme_core` are here so that experiments on them can be run; the
+/// values that would fail I/O are refused by `experiment::system_knobs`. Taken from the
+/// writable parameters of Debian's 6.1 kernel and of 6.18 (`workqueue`).
+pub(crate) const MODULE_PARAMETERS: &[(&str, &[&str])] = &[
+    (
+        "nvme",
+        &[
+            "io_queue_depth",
+            "poll_queues",
+            "write_queues",
+            "sgl_threshold",
+        ],
+    ),
+    (
+        "nvme_core",
+        &[
+            "io_timeout",
+            "admin_timeout",
+            "max_retries",
+            "iopolicy",
+            "default_ps_max_latency_us",
+            "apst_primary_timeout_ms",
+            "apst_secondary_timeout_ms",
+            "apst_primary_latency_tol_us",
+            "apst_secondary_latency_tol_us",
+        ],
+    ),
+    ("virtio_blk", &["num_request_queues", "poll_queues"]),
+    ("virtio_net", &["napi_tx"]),
+    (
+        "dm_mod",
+        &[
+            "dm_mq_nr_hw_queues",
+            "dm_mq_queue_depth",
+            "dm_numa_node",
+            "reserved_bio_based_ios",
+            "reserved_rq_based_ios",
+            "kcopyd_subjob_size_kb",
+            "swap_bios",
+        ],
+    ),
+    ("e1000e", &["copybreak"]),
+    (
+        "workqueue",
+        &["default_affinity_scope", "cpu_intensive_thresh_us"],
+    ),
 ];
 
 fn module_allowed(parts: &[&str]) -> Result<(), String> {
-    first_listed(parts, MODULES, |m| {
-        format!("module {m} is not one whose parameters iolab changes")
-    })
+    let (module, parameter) = (parts.first().copied(), parts.get(1).copied());
+    let Some((module, allowed)) = MODULE_PARAMETERS.iter().find(|(m, _)| Some(*m) == module) else {
+        return Err(format!(
+            "module {} is not one whose parameters iolab changes (only {})",
+            module.unwrap_or_default(),
+            MODULE_PARAMETERS
+                .iter()
+                .map(|(m, _)| *m)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    if parameter.is_some_and(|p| allowed.contains(&p)) {
+        return Ok(());
+    }
+    Err(format!(
+        "{module}.{} is not a parameter iolab changes: of {module}, only {} (those that tune \
+         queues, polling and where work runs)",
+        parameter.unwrap_or_default(),
+        allowed.join(", ")
+    ))
 }
 
 /// What a valid path names: its kind and the machine-wide thing it belongs to.
@@ -619,6 +662,25 @@ mod tests {
                 "/sys/module/firmware_class/parameters/path",
                 "firmware_class is not one",
             ),
+            // Of an allowed module, only the parameters that tune it.
+            (
+                "/sys/module/workqueue/parameters/panic_on_stall",
+                "workqueue.panic_on_stall is not a parameter iolab changes: of workqueue, only \
+                 default_affinity_scope, cpu_intensive_thresh_us",
+            ),
+            (
+                "/sys/module/md_mod/parameters/new_array",
+                "md_mod is not one",
+            ),
+            (
+                "/sys/module/scsi_mod/parameters/scan",
+                "scsi_mod is not one",
+            ),
+            (
+                "/sys/module/nvme_core/parameters/force_apst",
+                "of nvme_core, only",
+            ),
+            ("/sys/module/nvme/parameters/io_timeout", "of nvme, only"),
             ("/proc/sys/vm/../kernel/core_pattern", "only"),
             ("/proc/sys/", "only"),
             (
