@@ -594,7 +594,10 @@ fn system_controls_survive_sigkill_and_restore_puts_them_back() {
     let param = root.path().join("sys/module/nvme/parameters/sgl_threshold");
     std::fs::create_dir_all(param.parent().unwrap()).unwrap();
     std::fs::write(&param, "32768\n").unwrap();
-    files.push(("sys/module/nvme/parameters/sgl_threshold".into(), "32768".into()));
+    files.push((
+        "sys/module/nvme/parameters/sgl_threshold".into(),
+        "32768".into(),
+    ));
     let read = |rel: &str| knobs::read_attr(root.path().join(rel).to_str().unwrap()).unwrap();
     let state = tempfile::tempdir().unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
