@@ -7,7 +7,6 @@
 //! capabilities fio's jobs use (`workload::confine`). A job from anyone else who reaches the
 //! port during the session can do no more than that.
 
-use std::io::Read;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::CommandExt;
@@ -192,7 +191,7 @@ pub(crate) fn start(listen: &str, device: &str, writes: bool) -> Result<Served, 
     let keeper = Keeper::spawn(cmd)
         .map_err(|e| format!("cannot start {} {server_arg}: {e}", fio.display()))?;
     let output = Arc::new(Mutex::new(Vec::new()));
-    keep_output(reader, output.clone());
+    crate::workload::process::keep_tail(reader, output.clone(), OUTPUT_KEPT);
     let served = Served {
         keeper,
         listen: listen.to_string(),
@@ -243,18 +242,6 @@ fn socket_addresses(listen: &str) -> Result<Vec<SocketAddr>, String> {
         .to_socket_addrs()
         .map(Iterator::collect)
         .map_err(|e| format!("cannot resolve `{host}`: {e}"))
-}
-
-fn keep_output(mut reader: std::io::PipeReader, into: Arc<Mutex<Vec<u8>>>) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n @ 1..) = reader.read(&mut buf) {
-            let Ok(mut kept) = into.lock() else { return };
-            kept.extend_from_slice(&buf[..n]);
-            let excess = kept.len().saturating_sub(OUTPUT_KEPT);
-            kept.drain(..excess);
-        }
-    });
 }
 
 /// The first of `addresses` that accepts a connection.
@@ -313,6 +300,7 @@ fn wait_until_listening(served: &Served) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::workload::confine::tests::landlock_or_skip;
+    use std::io::Read;
 
     fn free_port() -> u16 {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

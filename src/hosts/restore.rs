@@ -8,6 +8,7 @@ use std::process::Stdio;
 use anyhow::anyhow;
 
 use super::ssh::{command, shell_quote, SshOptions};
+use crate::workload::process::output_kept;
 
 /// What one host's `iolab restore` said.
 #[derive(Debug, serde::Serialize)]
@@ -38,20 +39,28 @@ pub(crate) fn restore(host: &str, options: &SshOptions, json: bool) -> anyhow::R
         shell_quote(&options.remote_iolab),
         if json { " --json" } else { "" }
     );
-    let out = command(options, host, &remote)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| anyhow!("cannot run ssh ({e}); install the OpenSSH client"))?;
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (status, stdout, stderr) =
+        output_kept(command(options, host, &remote).stdin(Stdio::null()))
+            .map_err(|e| anyhow!("cannot run ssh ({e}); install the OpenSSH client"))?;
     let output = match json {
-        true => serde_json::from_str(&stdout).unwrap_or(serde_json::Value::String(stdout)),
-        false => serde_json::Value::String(stdout),
+        true => {
+            serde_json::from_str(&stdout.text).unwrap_or(serde_json::Value::String(stdout.text))
+        }
+        false => serde_json::Value::String(stdout.text),
     };
+    let mut errors = stderr.text;
+    for (stream, left_out) in [("output", stdout.left_out), ("errors", stderr.left_out)] {
+        if left_out > 0 {
+            errors.push_str(&format!(
+                "\n(the host's {stream} went on for {left_out} bytes more, left out)"
+            ));
+        }
+    }
     Ok(HostRestore {
         host: host.to_string(),
-        ok: out.status.success(),
+        ok: status.success() && stdout.left_out == 0,
         output,
-        errors: String::from_utf8_lossy(&out.stderr).into_owned(),
+        errors,
     })
 }
 

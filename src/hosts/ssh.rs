@@ -7,7 +7,7 @@
 //! owns on the host (`/var/lib/iolab/bin`) through `ssh HOST 'cat > ...'` when the host lacks
 //! iolab or runs another protocol; nothing is copied unless asked.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -17,6 +17,10 @@ use anyhow::{anyhow, bail, Context};
 use serde_json::Value;
 
 use super::protocol::{self, Greeting, Request, PROTOCOL_VERSION};
+use crate::workload::process::{keep_tail, output_kept, OUTPUT_KEPT};
+
+/// How much of ssh's standard error is kept for messages: its last bytes.
+const SSH_SAID_KEPT: usize = 16 * 1024;
 
 /// Where `--copy-binary` puts iolab on a host by default.
 pub(crate) const REMOTE_DIR: &str = "/var/lib/iolab/bin";
@@ -118,8 +122,10 @@ pub struct Connection {
     host: String,
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Option<String>>,
-    stderr: Arc<Mutex<String>>,
+    /// The agent's lines as read; an error once its output has ended, saying why.
+    lines: mpsc::Receiver<Result<String, String>>,
+    /// The last of what ssh (and the remote side, through it) wrote on standard error.
+    stderr: Arc<Mutex<Vec<u8>>>,
     answer_timeout: Duration,
     /// The session failed under a request (closed, or no answer in time): the host is
     /// unreachable, not merely refusing one request.
@@ -188,25 +194,19 @@ impl Connection {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped");
         let stderr_pipe = child.stderr.take().expect("piped");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let keep = Arc::clone(&stderr);
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        keep_tail(stderr_pipe, Arc::clone(&stderr), SSH_SAID_KEPT);
+        // Bounded: an agent that writes unasked waits on its pipe instead of filling memory.
+        let (tx, lines) = mpsc::sync_channel(16);
         std::thread::spawn(move || {
-            for line in BufReader::new(stderr_pipe).lines().map_while(Result::ok) {
-                if let Ok(mut s) = keep.lock() {
-                    s.push_str(&line);
-                    s.push('\n');
-                }
-            }
-        });
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(Some(line)).is_err() {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                let line = read_answer(&mut reader, OUTPUT_KEPT);
+                let end = line.is_err();
+                if tx.send(line).is_err() || end {
                     return;
                 }
             }
-            let _ = tx.send(None);
         });
         let mut conn = Connection {
             host: host.to_string(),
@@ -323,9 +323,13 @@ impl Connection {
 
     fn next_line(&mut self, timeout: Duration) -> anyhow::Result<String> {
         match self.lines.recv_timeout(timeout) {
-            Ok(Some(line)) => Ok(line),
-            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+            Ok(Ok(line)) => Ok(line),
+            Ok(Err(why)) => {
                 // Let ssh finish writing why it stopped.
+                self.wait_briefly();
+                Err(anyhow!("{}: {why}{}", self.host, self.ssh_said_suffix()))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
                 self.wait_briefly();
                 Err(anyhow!(
                     "{}: the connection closed{}",
@@ -360,7 +364,7 @@ impl Connection {
     fn ssh_said(&self) -> String {
         self.stderr
             .lock()
-            .map(|s| s.trim().to_string())
+            .map(|s| String::from_utf8_lossy(&s).trim().to_string())
             .unwrap_or_default()
     }
 
@@ -378,6 +382,27 @@ impl Connection {
         self.wait_briefly();
         result
     }
+}
+
+/// One line of the agent's output, without its newline; `Err` says why there are no more: the
+/// output ended, or the host sent a line longer than `max` bytes, more than any answer has
+/// (the largest, a machine model, is a few MiB), or one that is not text.
+fn read_answer<R: BufRead>(r: &mut R, max: u64) -> Result<String, String> {
+    let mut line = Vec::new();
+    match Read::take(r, max + 1).read_until(b'\n', &mut line) {
+        Ok(0) => return Err("the connection closed".into()),
+        Ok(_) => {}
+        Err(e) => return Err(format!("the connection failed: {e}")),
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    } else if line.len() as u64 > max {
+        return Err(format!(
+            "the agent sent a line of more than {max} bytes, more than any answer has; the \
+             connection is dropped"
+        ));
+    }
+    String::from_utf8(line).map_err(|_| "the agent sent a line that is not UTF-8 text".into())
 }
 
 impl Drop for Connection {
@@ -428,17 +453,12 @@ pub(crate) fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<St
         "umask 022 && mkdir -p {dir} && cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {}",
         shell_quote(&target)
     );
-    let out = command(options, host, &remote)
-        .stdin(binary)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
+    let (status, _, said) = output_kept(command(options, host, &remote).stdin(binary))
         .context("cannot run ssh; install the OpenSSH client (Debian: openssh-client)")?;
-    if !out.status.success() {
+    if !status.success() {
         bail!(
-            "ssh {host} 'cat > {target}' failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            "ssh {host} 'cat > {target}' failed ({status}): {}",
+            said.text.trim()
         );
     }
     Ok(target)
@@ -603,6 +623,48 @@ mod tests {
             2000,
         );
         c.request(&Request::Hello).unwrap();
+    }
+
+    /// A line that never ends is refused once it passes the largest an answer may be, having
+    /// read no more than that; what ssh says on standard error is kept to its last 16 KiB.
+    #[test]
+    fn an_endless_answer_and_endless_errors_are_cut_short() {
+        /// Endless 'a's, failing the test once more than `limit` bytes were read.
+        struct Endless(u64, u64);
+        impl Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                assert!(self.0 <= self.1, "read {} bytes, past the cap", self.0);
+                buf.fill(b'a');
+                self.0 += buf.len() as u64;
+                Ok(buf.len())
+            }
+        }
+        let mut endless = BufReader::new(Endless(0, 1 << 20));
+        let e = read_answer(&mut endless, 1000).unwrap_err();
+        assert!(e.contains("a line of more than 1000 bytes"), "{e}");
+        assert_eq!(
+            read_answer(&mut "{}\nrest".as_bytes(), 1000).as_deref(),
+            Ok("{}")
+        );
+        let mut c = fake_agent(
+            "read a; head -c 1000000 /dev/zero | tr '\\0' e >&2; \
+             head -c 70000000 /dev/zero | tr '\\0' a; sleep 2",
+            20_000,
+        );
+        let e = c.request(&Request::Hello).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("a line of more than {OUTPUT_KEPT} bytes")),
+            "{}",
+            &e[..200.min(e.len())]
+        );
+        // The last 16 KiB, and the closing parenthesis.
+        let said = e.split("ssh said: ").nth(1).unwrap_or_default();
+        assert!(
+            said.starts_with("eee") && said.len() <= 16 * 1024 + 1,
+            "{}",
+            said.len()
+        );
+        assert!(c.broken());
     }
 
     #[test]

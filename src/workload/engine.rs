@@ -200,6 +200,9 @@ pub fn classify(engine: &dyn Engine, raw: &RawOutput) -> (FioStatus, Option<Figu
         );
         return (FioStatus::Crash { reason }, None);
     }
+    if let Some(reason) = super::process::too_much_output(name, raw) {
+        return (FioStatus::Crash { reason }, None);
+    }
     if let Some(sig) = raw.signal {
         let reason = format!("{name} was killed by signal {sig}{said}");
         return (FioStatus::Crash { reason }, None);

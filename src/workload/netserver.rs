@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use super::engine::{in_netns, Server};
-use super::process::{reader_thread, spawn_group, GroupGuard};
+use super::process::{reader_thread, spawn_group, Captured, GroupGuard};
 use super::runner::CancelToken;
 
 /// How long a server gets to start listening.
@@ -18,8 +18,8 @@ pub(crate) const READY_WITHIN: Duration = Duration::from_secs(10);
 /// A running server; stopped on drop.
 pub(crate) struct Running {
     guard: Option<GroupGuard>,
-    out: Option<std::thread::JoinHandle<String>>,
-    err: Option<std::thread::JoinHandle<String>>,
+    out: Option<std::thread::JoinHandle<Captured>>,
+    err: Option<std::thread::JoinHandle<Captured>>,
 }
 
 impl Running {
@@ -32,8 +32,8 @@ impl Running {
         if let Some(g) = self.guard.take() {
             g.stop(Duration::from_secs(2));
         }
-        let join = |h: Option<std::thread::JoinHandle<String>>| {
-            h.and_then(|h| h.join().ok()).unwrap_or_default()
+        let join = |h: Option<std::thread::JoinHandle<Captured>>| {
+            h.and_then(|h| h.join().ok()).unwrap_or_default().text
         };
         format!("{}{}", join(self.out.take()), join(self.err.take()))
     }

@@ -184,20 +184,86 @@ pub(crate) fn run_fed(
     }
     raw.exit_code = status.code();
     raw.signal = status.signal();
-    raw.stdout = stdout.join().unwrap_or_default();
-    raw.stderr = stderr.join().unwrap_or_default();
+    let stdout = stdout.join().unwrap_or_default();
+    raw.stdout = stdout.text;
+    raw.stdout_left_out = stdout.left_out;
+    raw.stderr = stderr.join().unwrap_or_default().text;
     Ok(raw)
 }
 
+/// The most of one pipe's output kept. fio's JSON for many jobs and hosts is a few MiB; a
+/// program (or a fio server sending text to its client) that prints without end must not
+/// take the machine's memory.
+pub(crate) const OUTPUT_KEPT: u64 = 64 << 20;
+
+/// A pipe's output as read by [`reader_thread`]: its first [`OUTPUT_KEPT`] bytes, and how
+/// many more it held.
+#[derive(Debug, Default)]
+pub(crate) struct Captured {
+    pub text: String,
+    pub left_out: u64,
+}
+
+/// Reads a pipe to its end on a thread of its own, keeping its first [`OUTPUT_KEPT`] bytes.
+/// The rest is read and counted, so the program never blocks on a full pipe.
 pub(crate) fn reader_thread<R: Read + Send + 'static>(
     pipe: Option<R>,
-) -> std::thread::JoinHandle<String> {
+) -> std::thread::JoinHandle<Captured> {
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
+        let mut left_out = 0;
         if let Some(mut p) = pipe {
-            let _ = p.read_to_end(&mut bytes);
+            let _ = (&mut p).take(OUTPUT_KEPT).read_to_end(&mut bytes);
+            left_out = std::io::copy(&mut p, &mut std::io::sink()).unwrap_or(0);
         }
-        String::from_utf8_lossy(&bytes).into_owned()
+        Captured {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            left_out,
+        }
+    })
+}
+
+/// What `Command::output` gives, but with at most [`OUTPUT_KEPT`] bytes of each stream kept:
+/// for a program on another host, whose output iolab does not control.
+pub(crate) fn output_kept(
+    cmd: &mut Command,
+) -> std::io::Result<(std::process::ExitStatus, Captured, Captured)> {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let stdout = reader_thread(child.stdout.take());
+    let stderr = reader_thread(child.stderr.take());
+    let status = child.wait()?;
+    let join = |h: std::thread::JoinHandle<Captured>| h.join().unwrap_or_default();
+    Ok((status, join(stdout), join(stderr)))
+}
+
+/// Keeps the last `limit` bytes a pipe gives in `into`, from a thread of its own, until the
+/// pipe ends: what a long-lived program said last, for messages, in bounded memory.
+pub(crate) fn keep_tail<R: Read + Send + 'static>(
+    mut pipe: R,
+    into: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    limit: usize,
+) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = pipe.read(&mut buf) {
+            let Ok(mut kept) = into.lock() else { return };
+            kept.extend_from_slice(&buf[..n]);
+            let excess = kept.len().saturating_sub(limit);
+            kept.drain(..excess);
+        }
+    });
+}
+
+/// The message for output beyond [`OUTPUT_KEPT`], or `None` when all of it was kept: such a
+/// run is not judged from the part that was read.
+pub(crate) fn too_much_output(program: &str, raw: &RawOutput) -> Option<String> {
+    (raw.stdout_left_out > 0).then(|| {
+        format!(
+            "{program} printed more than {} MiB on its standard output ({} bytes more were \
+             read and left out), so its result cannot be read whole",
+            OUTPUT_KEPT >> 20,
+            raw.stdout_left_out
+        )
     })
 }
 
@@ -230,4 +296,38 @@ pub(crate) fn said(who: &str, stderr: &str) -> String {
     }
     let tail = &lines[lines.len().saturating_sub(3)..];
     format!("; {who} said: {}", tail.join(" | "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that prints more than is kept is read to its end, so it finishes, but its
+    /// run is not judged from the part kept.
+    #[test]
+    fn output_past_what_is_kept_is_counted_and_fails_the_run() {
+        let mut cmd = Command::new("head");
+        cmd.args(["-c", "70000000", "/dev/zero"]);
+        let limits = Limits {
+            time_limit: Some(Duration::from_secs(60)),
+            grace: Duration::from_secs(1),
+            cancel: CancelToken::new(),
+        };
+        let raw = run(cmd, None, &limits).unwrap();
+        assert_eq!(raw.exit_code, Some(0));
+        assert_eq!(raw.stdout.len() as u64, OUTPUT_KEPT);
+        assert_eq!(raw.stdout_left_out, 70_000_000 - OUTPUT_KEPT);
+        let why = too_much_output("head", &raw).unwrap();
+        assert!(why.starts_with("head printed more than 64 MiB"), "{why}");
+        let job = crate::workload::JobBuilder::new("j")
+            .base([("rw", "read")])
+            .filename("/dev/loop0")
+            .build()
+            .unwrap();
+        let (status, _) = crate::workload::runner::classify(&job, &raw);
+        assert!(
+            matches!(&status, crate::workload::FioStatus::Crash { reason } if reason.starts_with("fio printed more than 64 MiB")),
+            "{status:?}"
+        );
+    }
 }

@@ -112,6 +112,8 @@ pub struct RawOutput {
     pub cancelled: bool,
     /// Killed because it ran past the runner's time limit.
     pub timed_out: Option<Duration>,
+    /// Bytes of standard output beyond what is kept (`process::OUTPUT_KEPT`).
+    pub(crate) stdout_left_out: u64,
 }
 
 /// Short names for the errnos fio reports most.
@@ -146,6 +148,9 @@ pub(crate) fn classify(job: &JobSpec, raw: &RawOutput) -> (FioStatus, Option<Fio
             limit.as_secs()
         );
         return (FioStatus::Crash { reason }, report);
+    }
+    if let Some(reason) = super::process::too_much_output("fio", raw) {
+        return (FioStatus::Crash { reason }, None);
     }
     if let Some(sig) = raw.signal {
         let reason = format!("fio was killed by signal {sig}{}", stderr_tail(&raw.stderr));
@@ -563,6 +568,7 @@ impl From<Canned> for RawOutput {
             signal: c.signal,
             cancelled: false,
             timed_out: None,
+            stdout_left_out: 0,
         }
     }
 }
