@@ -248,6 +248,27 @@ fn fio_logs_are_confined_to_iolabs_directories() {
         runs.display(),
         names(&runs)
     );
+
+    // Beside a database in a directory shared with others, a log directory another user made
+    // first (here a link to theirs) is not taken: fio, whose writes it bounds, would write
+    // wherever it points.
+    let victim = dir.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, results.join("p.db.fio-logs")).unwrap();
+    let out = iolab()
+        .current_dir(&cwd)
+        .args(["run", "logs.toml", "--db"])
+        .arg(results.join("p.db"))
+        .env("IOLAB_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("p.db.fio-logs is not a directory: iolab writes there"),
+        "{err}"
+    );
+    assert!(names(&victim).is_empty(), "{:?}", names(&victim));
 }
 
 fn names(dir: &Path) -> Vec<String> {

@@ -283,14 +283,15 @@ fn inspect_root_that_is_not_a_snapshot_says_so() {
     }
 }
 
-/// A read-only tmpfs, unmounted on drop (also when the test fails).
+/// A read-only tmpfs, unmounted on drop (also when the test fails). Mode 0755: a tmpfs root is
+/// 1777 by default, a directory others may write to, which iolab refuses to fill.
 struct ReadOnlyMount(tempfile::TempDir);
 
 impl ReadOnlyMount {
     fn new() -> Option<ReadOnlyMount> {
         let dir = tempfile::tempdir().ok()?;
         let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "ro,size=1m", "iolab-test-ro"])
+            .args(["-t", "tmpfs", "-o", "ro,size=1m,mode=0755", "iolab-test-ro"])
             .arg(dir.path())
             .status()
             .is_ok_and(|s| s.success());

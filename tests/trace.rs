@@ -809,6 +809,52 @@ fn devices_sharing_a_disks_trace_are_refused() {
     );
 }
 
+/// Beside a database in a directory shared with others, a trace directory another user made
+/// first (here a link to theirs) is not recorded into, as root would otherwise fill whatever
+/// it points to: the run goes on untraced and says why.
+#[test]
+fn an_experiment_records_no_trace_into_a_directory_iolab_did_not_make() {
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("own-dir")
+    else {
+        return;
+    };
+    if !have("fio") {
+        crate::common::skip("needs fio");
+        return;
+    }
+    let victim = dir.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.path().join("x.db.traces")).unwrap();
+    let file = dir.path().join("x.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"x\"\nrepetitions = 1\nwarmup = false\ntrace = true\n[target]\n\
+             device = \"{}\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\n\
+             runtime = \"1s\"\n",
+            scratch.dev
+        ),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .arg("run")
+        .arg(&file)
+        .arg("--db")
+        .arg(dir.path().join("x.db"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("x.db.traces is not a directory"), "{err}");
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+}
+
 /// Two devices recorded together (`-d A -d B`): one set of files, where each device's
 /// events stay its own (4 KiB reads on one, 64 KiB writes on the other), btt reads them, and
 /// both devices' tracefs settings are put back. A device named twice is refused.

@@ -231,10 +231,12 @@ fn prepare_dir(out: &Path) -> anyhow::Result<()> {
                 );
             }
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(out)
-            .with_context(|| format!("{}: cannot create", out.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => bail!("{}: {e}", out.display()),
     }
+    // Filled by path as root: an empty directory someone else made must not be taken.
+    crate::sys::own_dir::make_own_dir(out.parent().unwrap_or(Path::new("")), out)
+        .map_err(anyhow::Error::msg)?;
     // Find out now, naming the destination, rather than on the first copied file (whose
     // source path would be all the message said).
     let probe = out.join(".iolab-write-test");

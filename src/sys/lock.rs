@@ -266,37 +266,13 @@ fn private_dir(dir: &Path) -> Result<(), LockError> {
 /// Refuses a lock directory or file that is not this user's, not of the kind expected (a
 /// symbolic link, a device), or that others may write to.
 fn owned_by_me(path: &Path, meta: &std::fs::Metadata, dir: bool) -> Result<(), LockError> {
-    use std::os::unix::fs::MetadataExt;
-    let untrusted = |why: String| LockError::Untrusted {
-        path: path.display().to_string(),
-        why,
-    };
-    let kind_ok = if dir {
-        meta.file_type().is_dir()
-    } else {
-        meta.file_type().is_file()
-    };
-    if !kind_ok {
-        return Err(untrusted(format!(
-            "not a {}",
-            if dir { "directory" } else { "regular file" }
-        )));
+    match super::own_dir::untrusted(meta, dir) {
+        Some(why) => Err(LockError::Untrusted {
+            path: path.display().to_string(),
+            why,
+        }),
+        None => Ok(()),
     }
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(untrusted(format!(
-            "owned by uid {}, not by this iolab's user (uid {me})",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(untrusted(format!(
-            "others may write to it (mode {:o})",
-            meta.mode() & 0o7777
-        )));
-    }
-    Ok(())
 }
 
 /// Takes every lock in `resources` (sorted, duplicates once, so two processes wanting the
@@ -405,7 +381,7 @@ mod tests {
         // A directory others may write to (they could swap a held lock file for another).
         std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = acquire(&root, Resource::Irq(3)).unwrap_err().to_string();
-        assert!(err.contains("others may write to it (mode 777)"), "{err}");
+        assert!(err.contains("writable by others (mode 777)"), "{err}");
         // Another user's directory (made before iolab first ran, say).
         std::fs::set_permissions(&locks, std::fs::Permissions::from_mode(0o755)).unwrap();
         // SAFETY: geteuid has no arguments and cannot fail.

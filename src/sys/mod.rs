@@ -3,6 +3,7 @@
 //! that turn the text of /proc and /sys files into values without doing any I/O themselves.
 
 pub mod lock;
+pub(crate) mod own_dir;
 pub mod parse;
 mod root;
 

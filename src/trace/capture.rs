@@ -281,7 +281,7 @@ impl Writers {
     fn write(&mut self, ev: &mut Event) -> anyhow::Result<()> {
         if !self.files.contains_key(&ev.cpu) {
             let p = self.path(ev.cpu);
-            let f = File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+            let f = create_output(&p)?;
             self.files
                 .insert(ev.cpu, BufWriter::with_capacity(1 << 20, f));
         }
@@ -309,7 +309,7 @@ impl Writers {
         for cpu in 0..=max {
             let p = self.path(cpu);
             if !self.files.contains_key(&cpu) {
-                File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+                create_output(&p)?;
             }
             paths.push(p);
         }
@@ -424,6 +424,27 @@ impl Splitter {
         *self.by_device.entry(ev.device).or_insert(0) += 1;
         self.writers.write(&mut ev)
     }
+}
+
+/// Creates (or empties) an output file, but never through a symbolic link: the default names
+/// (`trace.blktrace.N` where iolab was started) are predictable, and root recording in /tmp
+/// would otherwise empty and fill whatever file another user's link there names.
+fn create_output(p: &Path) -> anyhow::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => anyhow::anyhow!(
+                "{} is a symbolic link: iolab does not write a trace through one; remove it or \
+                 name another output",
+                p.display()
+            ),
+            _ => anyhow::anyhow!("creating {}: {e}", p.display()),
+        })
 }
 
 /// The output files' directory exists and takes files: said before tracefs is touched, not
@@ -880,6 +901,24 @@ impl CpuBuffers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link planted at an output's predictable name is not written through.
+    #[test]
+    fn an_output_file_is_never_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep\n").unwrap();
+        let planted = dir.path().join("trace.blktrace.0");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let e = create_output(&planted).unwrap_err().to_string();
+        assert!(e.contains("is a symbolic link"), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+        // A plain file is emptied and written, as before.
+        let plain = dir.path().join("trace.blktrace.1");
+        std::fs::write(&plain, "old").unwrap();
+        create_output(&plain).unwrap();
+        assert_eq!(std::fs::read(&plain).unwrap(), b"");
+    }
 
     #[test]
     fn the_status_line_says_how_long_how_many_and_how_many_lost() {

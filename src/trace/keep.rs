@@ -65,7 +65,8 @@ pub fn compress(base: &Path) -> anyhow::Result<Compressed> {
 /// blkparse and btt read, `DIR/BASENAME.blktrace.N`; returns them.
 pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let inputs = resolve_input(name)?;
-    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    crate::sys::own_dir::make_own_dir(out_dir.parent().unwrap_or(Path::new("")), out_dir)
+        .map_err(anyhow::Error::msg)?;
     let base = if name == Path::new("-") {
         "stdin".to_string()
     } else {

@@ -193,7 +193,8 @@ struct Out<'a> {
 
 impl<'a> Out<'a> {
     fn new(dir: &'a Path) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        crate::sys::own_dir::make_own_dir(dir.parent().unwrap_or(Path::new("")), dir)
+            .map_err(anyhow::Error::msg)?;
         Ok(Out {
             dir,
             written: Vec::new(),

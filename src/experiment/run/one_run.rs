@@ -128,10 +128,14 @@ fn fio_job(
     }
     // A warm-up's logs measure nothing: they go with the run's private directory.
     if !run.warmup && job.writes_logs() {
-        job.files_dir = Some(
-            fio_logs_dir(&lp.settings.db_path, lp.experiment_id)
-                .join(format!("cell{}-round{}", cell.index, run.round)),
-        );
+        let db = &lp.settings.db_path;
+        let dir = fio_logs_dir(db, lp.experiment_id)
+            .join(format!("cell{}-round{}", cell.index, run.round));
+        // fio may write only there: it must be iolab's own all the way from the database's
+        // directory, or another user's link could point fio's writes anywhere.
+        crate::sys::own_dir::make_own_dir(db.parent().unwrap_or(std::path::Path::new("")), &dir)
+            .map_err(anyhow::Error::msg)?;
+        job.files_dir = Some(dir);
     }
     Ok(job)
 }

@@ -382,8 +382,10 @@ impl Tracing {
             .join(format!("cell{cell}-round{round}"));
         let dir = crate::store::trace_location(&self.db_path, &relative_dir.to_string_lossy());
         let name = base_name(&self.devices);
-        let started = std::fs::create_dir_all(&dir)
-            .map_err(|e| anyhow::anyhow!("creating {}: {e}", dir.display()))
+        // Written as root by path: iolab's own all the way from the database's directory.
+        let base = self.db_path.parent().unwrap_or(Path::new(""));
+        let started = crate::sys::own_dir::make_own_dir(base, &dir)
+            .map_err(anyhow::Error::msg)
             .and_then(|()| {
                 capture::start(capture::Config {
                     devices: self.devices.iter().map(|d| d.name.clone()).collect(),
