@@ -1290,6 +1290,33 @@ fn version_8_big_endian_and_cgroup_tagged_records_give_the_same_analysis() {
     assert_eq!(without_volatile(b), without_volatile(base));
 }
 
+/// Process names are cut to btt's width in characters: the kernel cuts them at 15 bytes, in
+/// the middle of a character at times, and a byte count then split one (it panicked).
+#[test]
+fn a_process_name_beyond_ascii_is_cut_between_characters() {
+    use iolab::trace::blk_io_trace::{Endian, Payload};
+    let dir = tempfile::tempdir().unwrap();
+    let named = dir.path().join("named.bin");
+    reencode(&fixture("fx.bin"), &named, 7, Endian::Little, |ev| {
+        if let Payload::ProcessName(name) = &mut ev.payload {
+            *name = format!("{}é and more", "a".repeat(14)).into();
+        }
+    });
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze"])
+        .arg(&named)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains(&format!("{}é ", "a".repeat(14))), "{text}");
+}
+
 /// SIGTERM, and SIGHUP (a terminal closed, an ssh session dropped: it used to kill the
 /// recorder with the tracer on), stop a recording as Ctrl-C does: tracefs is put back.
 #[test]

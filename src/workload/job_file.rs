@@ -157,6 +157,9 @@ impl JobSource for NoFiles {
 
 /// How deep includes may nest (fio has no limit; a cycle would never end).
 const MAX_INCLUDE_DEPTH: usize = 8;
+/// How many includes a job file may splice in all: files that each include the next several
+/// times would otherwise be read a number of times that grows as a power of the depth.
+const MAX_INCLUDES: usize = 64;
 
 /// fio's own `$` keywords, which fio expands itself.
 const FIO_KEYWORDS: &[&str] = &["$ncpus", "$mb_memory", "$pagesize"];
@@ -177,6 +180,8 @@ pub(crate) fn parse(path: &Path, source: &dyn JobSource) -> Result<JobFile, Vec<
         sections: Vec::new(),
         texts: Vec::new(),
         problems: Vec::new(),
+        reading: vec![path.to_path_buf()],
+        included: 0,
     };
     let at = Origin {
         file: path.display().to_string(),
@@ -201,6 +206,10 @@ struct Parser<'s> {
     sections: Vec<Section>,
     texts: Vec<(String, String)>,
     problems: Vec<Problem>,
+    /// The files being read, the job file first: one included again is a cycle.
+    reading: Vec<PathBuf>,
+    /// Includes read so far.
+    included: usize,
 }
 
 impl Parser<'_> {
@@ -299,9 +308,36 @@ impl Parser<'_> {
             );
             return;
         }
-        let path: PathBuf = from.parent().unwrap_or(Path::new("")).join(rel);
+        let path: PathBuf = from.parent().unwrap_or(Path::new("")).join(
+            rel.components()
+                .filter(|c| *c != Component::CurDir)
+                .collect::<PathBuf>(),
+        );
+        if self.reading.contains(&path) {
+            self.problem(
+                origin,
+                format!(
+                    "`include {file}`: {} is already being read, so it would include itself \
+                     without end",
+                    path.display()
+                ),
+            );
+            return;
+        }
+        if self.included >= MAX_INCLUDES {
+            self.problem(
+                origin,
+                format!("`include {file}`: more than {MAX_INCLUDES} includes in all"),
+            );
+            return;
+        }
+        self.included += 1;
         match self.source.read(&path) {
-            Ok(text) => self.text(&path, &text, depth + 1),
+            Ok(text) => {
+                self.reading.push(path.clone());
+                self.text(&path, &text, depth + 1);
+                self.reading.pop();
+            }
             Err(e) => self.problem(
                 origin,
                 format!("cannot read included file {}: {e}", path.display()),
@@ -579,7 +615,8 @@ mod tests {
             ("../etc/x.fio", "reaches outside"),
             ("/etc/x.fio", "reaches outside"),
             ("sub/../../x.fio", "reaches outside"),
-            ("a.fio", "nest more than 8"),
+            ("a.fio", "/j/a.fio is already being read"),
+            ("./a.fio", "/j/a.fio is already being read"),
             ("nope.fio", "cannot read included file /j/nope.fio"),
         ] {
             let fake = Fake::default().file("/j/a.fio", &format!("[job]\ninclude {inc}\n"));
@@ -587,6 +624,29 @@ mod tests {
             assert!(m[0].starts_with("/j/a.fio:2: "), "{m:?}");
             assert!(m[0].contains(expect), "{inc}: {m:?}");
         }
+        // Nine files deep, each named once: too deep.
+        let mut fake = Fake::default().file("/j/a.fio", "[job]\ninclude c1.fio\n");
+        for i in 1..10 {
+            fake = fake.file(
+                &format!("/j/c{i}.fio"),
+                &format!("include c{}.fio\n", i + 1),
+            );
+        }
+        let m = messages(parse(Path::new("/j/a.fio"), &fake));
+        assert!(m[0].contains("nest more than 8"), "{m:?}");
+        // Files that each include the next four times would be read 4^8 times: the count
+        // of includes in all is bounded, and so are the messages.
+        let mut fake = Fake::default().file("/j/a.fio", "[job]\ninclude b1.fio\n");
+        for i in 1..9 {
+            let next = format!("include b{}.fio\n", i + 1).repeat(4);
+            fake = fake.file(&format!("/j/b{i}.fio"), &next);
+        }
+        let m = messages(parse(Path::new("/j/a.fio"), &fake));
+        assert!(
+            m.iter().any(|m| m.contains("more than 64 includes in all")),
+            "{m:?}"
+        );
+        assert!(m.len() < 300, "{}", m.len());
     }
 
     #[test]

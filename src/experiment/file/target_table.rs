@@ -46,8 +46,8 @@ pub struct TargetSpec {
     pub(crate) local_devices: Vec<String>,
 }
 
-/// The highest CPU number an experiment may name (the kernel's NR_CPUS limit is 8192).
-pub(crate) const MAX_CPU: u32 = 8191;
+/// The highest CPU number an experiment may name.
+pub(crate) use crate::sys::parse::cpulist::MAX_CPU;
 
 impl TargetSpec {
     /// Every host is controlled over SSH (and there is at least one).

@@ -5,8 +5,10 @@
 
 use super::ParseError;
 
-/// The largest CPU number accepted; guards against a garbage range allocating gigabytes.
-const MAX_CPU: u32 = 1 << 20;
+/// The largest CPU number accepted: the kernel's NR_CPUS is at most 8192. Guards against a
+/// garbage list (a damaged snapshot's `0-1048576`) taking gigabytes, or the topology models,
+/// whose work grows with the square of the CPUs, tens of minutes.
+pub(crate) const MAX_CPU: u32 = 8191;
 
 /// Parses a CPU list such as `0-3,8-11`, `0, 1`, `0-15:2` or an empty line.
 pub fn cpulist(text: &str) -> Result<Vec<u32>, ParseError> {
@@ -159,6 +161,10 @@ mod tests {
         assert!(cpulist("0-x").is_err());
         assert!(cpulist("4-2").is_err());
         assert!(cpulist("0-99999999999").is_err());
+        // No kernel numbers CPUs past NR_CPUS (at most 8192).
+        assert_eq!(cpulist("8191").unwrap(), vec![8191]);
+        assert!(cpulist("0-8192").is_err());
+        assert!(cpumask(&format!("1{}", "0".repeat(2048))).is_err());
         assert!(cpulist("0-3:0").is_err());
         assert!(cpulist("abc").is_err());
     }

@@ -87,11 +87,11 @@ pub fn render(r: &Report) -> String {
                 &mut o,
                 &key.to_uppercase(),
                 r.processes.iter().filter_map(|p| {
-                    p.latency.get(key).map(|s| {
-                        let mut n = p.name.clone();
-                        n.truncate(15);
-                        (n, s)
-                    })
+                    // btt's width, in characters: a name cut by the kernel inside a
+                    // character ends in a replacement character that bytes would split.
+                    p.latency
+                        .get(key)
+                        .map(|s| (p.name.chars().take(15).collect::<String>(), s))
                 }),
             );
         }
