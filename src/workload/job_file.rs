@@ -155,7 +155,7 @@ impl JobSource for NoFiles {
     }
 }
 
-/// How deep includes may nest (fio has no limit; a cycle would never end).
+/// How deep includes may nest (fio has no limit).
 const MAX_INCLUDE_DEPTH: usize = 8;
 /// How many includes a job file may splice in all: files that each include the next several
 /// times would otherwise be read a number of times that grows as a power of the depth.
@@ -188,7 +188,7 @@ pub(crate) fn parse(path: &Path, source: &dyn JobSource) -> Result<JobFile, Vec<
         line: 0,
     };
     match source.read(path) {
-        Ok(text) => p.text(path, &text, 0),
+        Ok(text) => p.text(path, &text),
         Err(e) => p.problem(&at, format!("cannot read the job file: {e}")),
     }
     if p.problems.is_empty() {
@@ -220,7 +220,7 @@ impl Parser<'_> {
         });
     }
 
-    fn text(&mut self, path: &Path, text: &str, depth: usize) {
+    fn text(&mut self, path: &Path, text: &str) {
         self.texts
             .push((path.display().to_string(), text.to_string()));
         for (i, raw) in text.lines().enumerate() {
@@ -262,7 +262,7 @@ impl Parser<'_> {
                 .strip_prefix("include")
                 .filter(|r| r.starts_with([' ', '\t']))
             {
-                self.include(path, file.trim(), &origin, depth);
+                self.include(path, file.trim(), &origin);
                 continue;
             }
             let (name, value) = match line.split_once('=') {
@@ -282,7 +282,7 @@ impl Parser<'_> {
     }
 
     /// Splices an included file in, if it stays beside or below the including file.
-    fn include(&mut self, from: &Path, file: &str, origin: &Origin, depth: usize) {
+    fn include(&mut self, from: &Path, file: &str, origin: &Origin) {
         let rel = Path::new(file);
         let inside = !file.is_empty()
             && rel
@@ -298,13 +298,11 @@ impl Parser<'_> {
             );
             return;
         }
-        if depth >= MAX_INCLUDE_DEPTH {
+        // The job file itself is the first being read.
+        if self.reading.len() > MAX_INCLUDE_DEPTH {
             self.problem(
                 origin,
-                format!(
-                    "`include {file}`: includes nest more than {MAX_INCLUDE_DEPTH} deep (does \
-                     a file include itself?)"
-                ),
+                format!("`include {file}`: includes nest more than {MAX_INCLUDE_DEPTH} deep"),
             );
             return;
         }
@@ -335,7 +333,7 @@ impl Parser<'_> {
         match self.source.read(&path) {
             Ok(text) => {
                 self.reading.push(path.clone());
-                self.text(&path, &text, depth + 1);
+                self.text(&path, &text);
                 self.reading.pop();
             }
             Err(e) => self.problem(
