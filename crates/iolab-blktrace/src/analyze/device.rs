@@ -114,6 +114,8 @@ pub struct ProcStats {
     pub pid: u32,
     pub lat: BioLatencies,
     pub bytes: u64,
+    /// Bios queued (from the side stage, like the bytes).
+    pub queued: u64,
 }
 
 /// Everything known about one device.
@@ -164,6 +166,13 @@ pub struct Device {
     pub idle_ns: u64,
     pub last_live_end: u64,
     last_live_start: u64,
+    /// The last completion of a request in the driver.
+    last_completion: u64,
+    /// The live periods as btt counts them, (periods, live ns, end of the last): only
+    /// requests that completed. Known at `finish` when the requests never completed are all
+    /// in the last period and it holds no completion (a trace cut while they were in flight),
+    /// as btt then leaves that period out; else `None`.
+    pub btt_live: Option<(u64, u64, u64)>,
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
@@ -226,6 +235,8 @@ impl Device {
             idle_ns: 0,
             last_live_end: NONE,
             last_live_start: NONE,
+            last_completion: 0,
+            btt_live: None,
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
             last_d: (0, 0),
@@ -247,6 +258,11 @@ impl Device {
     /// Requests dispatched and never completed so far.
     pub fn requests_in_flight(&self) -> u64 {
         self.in_driver.len() as u64
+    }
+
+    /// When the earliest of the requests still in the driver was dispatched.
+    pub fn oldest_in_flight_dispatch(&self) -> Option<u64> {
+        self.in_driver.iter().map(|(_, r)| r.d).min()
     }
 
     /// Feeds one event of this device (already filtered: no notify, no PC).
@@ -324,6 +340,7 @@ impl Device {
                 pid,
                 lat: BioLatencies::plain(),
                 bytes: 0,
+                queued: 0,
             });
         }
         self.last_proc = (pid, i);
@@ -497,6 +514,7 @@ impl Device {
             self.req_q2d.add(delta(r.first_q, r.d));
             let _ = r.bios;
             self.timeline.driver_depth(t, self.in_driver.len() as u64);
+            self.last_completion = t;
             if self.in_driver.is_empty() && self.live_start != NONE {
                 self.live_ns += t.saturating_sub(self.live_start);
                 self.last_live_start = self.live_start;
@@ -535,6 +553,13 @@ impl Device {
             all.merge(&dir[1]);
         }
         let end = self.last_time;
+        self.btt_live = if self.live_start == NONE {
+            Some((self.live_periods, self.live_ns, self.last_live_end))
+        } else if self.last_completion < self.live_start {
+            Some((self.live_periods - 1, self.live_ns, self.last_live_end))
+        } else {
+            None
+        };
         if self.live_start != NONE {
             // Requests still in the driver never completed: the period ends at the last event.
             self.live_ns += end.saturating_sub(self.live_start);

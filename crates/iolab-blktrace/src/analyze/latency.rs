@@ -110,20 +110,6 @@ impl LogHist {
         found
     }
 
-    /// The middle of the fullest bucket and its count.
-    pub fn mode(&self) -> Option<(u64, u64)> {
-        let (i, &c) = self
-            .counts
-            .iter()
-            .enumerate()
-            .max_by_key(|&(i, &c)| (c, std::cmp::Reverse(i)))?;
-        if c == 0 {
-            return None;
-        }
-        let (lo, w) = bucket_range(i);
-        Some((lo + (w - 1) / 2, c))
-    }
-
     /// Counts per power-of-two range [2^k, 2^(k+1)) of the value, for display.
     pub fn octaves(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();

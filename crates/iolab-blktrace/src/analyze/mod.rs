@@ -246,7 +246,7 @@ impl Analyzer {
         self.last_time = self.last_time.max(side.max_time);
         let mut devices = Vec::new();
         let mut all = BioLatencies::default();
-        let mut by_name: BTreeMap<String, (Vec<u32>, BioLatencies, u64)> = BTreeMap::new();
+        let mut by_name: BTreeMap<String, (Vec<u32>, BioLatencies, u64, u64)> = BTreeMap::new();
         let origin = self.first_time.unwrap_or(0);
         for (i, d) in self.devices.iter_mut().enumerate() {
             let sums = self.sums.device(i);
@@ -264,6 +264,7 @@ impl Analyzer {
                     if let Some(q) = times.process(p.pid) {
                         p.lat.q2q = q.q2q.clone();
                         p.bytes = q.bytes;
+                        p.queued = q.queued;
                     }
                 }
             }
@@ -280,12 +281,13 @@ impl Analyzer {
                     .unwrap_or_else(|| format!("pid {pid}"));
                 let e = by_name
                     .entry(name)
-                    .or_insert_with(|| (Vec::new(), BioLatencies::plain(), 0));
+                    .or_insert_with(|| (Vec::new(), BioLatencies::plain(), 0, 0));
                 if !e.0.contains(&pid) {
                     e.0.push(pid);
                 }
                 e.1.merge(&p.lat);
                 e.2 += p.bytes;
+                e.3 += p.queued;
             }
             let sk = side.seeks(d.device);
             let plugs = side.plugs(d.device, d.last_time);
@@ -306,12 +308,12 @@ impl Analyzer {
         }
         let processes = by_name
             .into_iter()
-            .map(|(name, (mut pids, lat, bytes))| {
+            .map(|(name, (mut pids, lat, bytes, queued))| {
                 pids.sort_unstable();
                 ProcessReport {
                     name,
                     pids,
-                    q: lat.q2c.n.max(lat.q2q.n + 1),
+                    q: queued,
                     bytes,
                     latency: latency_map(&lat),
                 }
@@ -402,6 +404,9 @@ fn device_report(
         bios: if bio_based { 0 } else { d.bios_in_flight() },
         requests: d.requests_in_flight(),
         replaced_bios: d.replaced,
+        oldest_dispatch: d
+            .oldest_in_flight_dispatch()
+            .map(|t| t.saturating_sub(origin) as f64 / 1e9),
     };
     let timeline = if opts.timeline {
         d.timeline.clone().finish(d.last_time, origin)
@@ -525,20 +530,25 @@ impl ActivePeriods {
         // btt measures the lulls from time zero of the trace (its t_start is never set), so
         // the lead-in before the first dispatch counts as idle; iolab counts only gaps between
         // periods.
-        let btt_span = d.last_live_end.saturating_sub(trace_start);
-        ActivePeriods {
-            btt_avg_inactive: if d.live_periods < 2 || d.last_live_end == u64::MAX {
+        let btt = d.btt_live.map(|(periods, live_ns, last_end)| {
+            let span = last_end.saturating_sub(trace_start);
+            let inactive = if periods < 2 || last_end == u64::MAX {
                 0.0
             } else {
-                btt_span.saturating_sub(d.live_ns) as f64 / (d.live_periods - 1) as f64 / 1e9
-            },
-            btt_pct_live: if d.live_periods == 1 {
+                span.saturating_sub(live_ns) as f64 / (periods - 1) as f64 / 1e9
+            };
+            let pct = if periods == 1 {
                 100.0
-            } else if btt_span == 0 || d.last_live_end == u64::MAX {
+            } else if span == 0 || last_end == u64::MAX {
                 0.0
             } else {
-                100.0 * d.live_ns as f64 / btt_span as f64
-            },
+                100.0 * live_ns as f64 / span as f64
+            };
+            (inactive, pct)
+        });
+        ActivePeriods {
+            btt_avg_inactive: btt.map(|b| b.0),
+            btt_pct_live: btt.map(|b| b.1),
             live: d.live_periods,
             avg_active: if d.live_periods == 0 {
                 0.0
@@ -670,9 +680,11 @@ pub struct ActivePeriods {
     pub avg_inactive: f64,
     pub pct_live: f64,
     /// btt's "Avg. !Act": lulls measured from the trace's time zero (includes the lead-in).
-    pub btt_avg_inactive: f64,
-    /// btt's "% Live": live time over time zero to the last completion.
-    pub btt_pct_live: f64,
+    /// btt counts only requests that completed; null when requests that never completed
+    /// share a period with ones that did, which makes its figure unknowable here.
+    pub btt_avg_inactive: Option<f64>,
+    /// btt's "% Live": live time over time zero to the last completion (null as above).
+    pub btt_pct_live: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -683,6 +695,10 @@ pub struct NeverCompleted {
     pub requests: u64,
     /// Bios whose Q was replaced by a later Q on the same start sector before completing.
     pub replaced_bios: u64,
+    /// When the first of the requests never completed was dispatched (seconds from the trace's
+    /// start): the device counts as active from then to the trace's end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_dispatch: Option<f64>,
 }
 
 /// A distribution of counts (not times).
@@ -701,6 +717,7 @@ pub struct CountSummary {
 pub struct ProcessReport {
     pub name: String,
     pub pids: Vec<u32>,
+    /// Bios queued, counted at each Q.
     pub q: u64,
     pub bytes: u64,
     pub latency: BTreeMap<String, LatencySummary>,
@@ -1227,6 +1244,89 @@ mod tests {
         // Completed at 0.1, 1.1 ms in [0, 2) ms; at 2.1, 3.1, 4.1 ms in [2, 5) ms.
         assert_eq!(in_window("8,0"), Some(2 * 4096));
         assert_eq!(in_window("8,16"), Some(3 * 4096));
+    }
+
+    /// btt's active periods count only requests that completed. A request dispatched after
+    /// the last completion (a trace cut while it was in flight) is left out of btt's figures
+    /// exactly; one in flight beside requests that completed makes them unknown, not wrong.
+    #[test]
+    fn btts_active_periods_leave_out_requests_that_never_completed() {
+        let dev = 8 << 20;
+        let io = |a: &mut Analyzer, sector: u64, d: u64, c: Option<u64>| {
+            a.feed(&ev(d - 5, code::QUEUE, dev, sector, 4096));
+            a.feed(&ev(d, code::ISSUE, dev, sector, 4096));
+            if let Some(c) = c {
+                a.feed(&ev(c, code::COMPLETE, dev, sector, 4096));
+            }
+        };
+        let mut a = Analyzer::new(Options::default());
+        io(&mut a, 0, 100, Some(200));
+        io(&mut a, 8, 300, Some(400));
+        io(&mut a, 16, 500, None);
+        a.feed(&ev(600, code::QUEUE, dev, 24, 4096));
+        let r = a.finish();
+        let (p, n) = (&r.devices[0].active_periods, &r.devices[0].never_completed);
+        // iolab: three periods, the last from 500 to the end (600); btt: two, 100 long each,
+        // live 200 of the 400 from time zero (95, the first Q) to 400, idle 100 between.
+        assert_eq!(p.live, 3);
+        assert_eq!(p.btt_pct_live, Some(100.0 * 200.0 / 305.0));
+        assert_eq!(p.btt_avg_inactive, Some(105.0 / 1e9));
+        assert_eq!((n.requests, n.oldest_dispatch), (1, Some(405.0 / 1e9)));
+
+        let mut a = Analyzer::new(Options::default());
+        io(&mut a, 0, 100, Some(200));
+        io(&mut a, 8, 300, None);
+        io(&mut a, 16, 350, Some(400));
+        a.feed(&ev(600, code::QUEUE, dev, 24, 4096));
+        let p = a.finish().devices[0].active_periods.clone();
+        assert_eq!(
+            (p.live, p.btt_pct_live, p.btt_avg_inactive),
+            (2, None, None)
+        );
+    }
+
+    /// A process's bios queued are counted, not derived from its latencies: two pids of one
+    /// name, one bio never completed, one queued on a second device.
+    #[test]
+    fn a_process_counts_every_bio_it_queued() {
+        use crate::blk_io_trace::{notify, Payload};
+        let mut a = Analyzer::new(Options::default());
+        for pid in [1, 2] {
+            let mut name = ev(0, 0, 8 << 20, 0, 0);
+            name.action = action(notify::PROCESS, category::NOTIFY);
+            name.pid = pid;
+            name.payload = Payload::ProcessName("fio".into());
+            a.feed(&name);
+        }
+        let mut t = 100;
+        for (pid, dev, sector, completes) in [
+            (1, 8 << 20, 0, true),
+            (2, 8 << 20, 100, true),
+            (1, 8 << 20 | 16, 200, true),
+            (2, 8 << 20, 300, false),
+            (1, 8 << 20, 400, true),
+        ] {
+            for (code, at) in [
+                (code::QUEUE, t),
+                (code::ISSUE, t + 10),
+                (code::COMPLETE, t + 50),
+            ] {
+                if code == code::COMPLETE && !completes {
+                    continue;
+                }
+                let mut e = ev(at, code, dev, sector, 4096);
+                e.pid = pid;
+                a.feed(&e);
+            }
+            t += 1000;
+        }
+        let r = a.finish();
+        assert_eq!(r.processes.len(), 1, "{:?}", r.processes);
+        let fio = &r.processes[0];
+        assert_eq!(
+            (fio.pids.clone(), fio.q, fio.bytes),
+            (vec![1, 2], 5, 5 * 4096)
+        );
     }
 
     /// "All Devices" covers the devices named in `all_devices`, every device without it.

@@ -142,6 +142,28 @@ fn btt_device_sections(o: &mut String, r: &Report) {
         ("Device Q2Q Seek Information", true),
         ("Device D2D Seek Information", false),
     ] {
+        let seeks = |d: &DeviceReport| {
+            if pick {
+                d.seek_q2q.clone()
+            } else {
+                d.seek_d2d.clone()
+            }
+        };
+        let mut after = String::from(
+            "(MEDIAN is the true median of |distance|, btt's is not; ~ = within 0.4%)\n",
+        );
+        for d in &r.devices {
+            if let Some(s) = seeks(d).filter(|s| !s.mode_exact) {
+                let _ = writeln!(
+                    after,
+                    "(* {}: the mode among distances below 4096 sectors; larger ones were too \
+                     many to count one by one, and one of them may have come up to {} times)",
+                    dev_hdr(&d.dev),
+                    s.mode_bound.unwrap_or(0)
+                );
+            }
+        }
+        after.push('\n');
         section(o, title);
         device_table(
             o,
@@ -149,17 +171,16 @@ fn btt_device_sections(o: &mut String, r: &Report) {
             &format!("{:>15} {:>15} {:>15} | MODE", "NSEEKS", "MEAN", "MEDIAN"),
             "--------------- --------------- --------------- | ---------------",
             |d| {
-                let s = if pick { &d.seek_q2q } else { &d.seek_d2d };
-                let s = s.as_ref()?;
-                let approx = |exact: bool| if exact { "" } else { "~" };
-                let mode = format!("{}{}({})", approx(s.mode_exact), s.mode, s.mode_count);
-                let median = format!("{}{}", approx(s.median_exact), s.median);
+                let s = seeks(d)?;
+                let unknown = if s.mode_exact { "" } else { "*" };
+                let mode = format!("{}({}){unknown}", s.mode, s.mode_count);
+                let median = format!("{}{}", if s.median_exact { "" } else { "~" }, s.median);
                 Some(format!(
                     "{:>15} {:>15.1} {:>15} | {mode}",
                     s.nseeks, s.mean, median
                 ))
             },
-            "(MEDIAN is the true median of |distance|, btt's is not; ~ = within 0.4%)\n\n",
+            &after,
         );
     }
     section(o, "Plug Information");
@@ -232,13 +253,35 @@ fn btt_device_sections(o: &mut String, r: &Report) {
     );
     for d in &r.devices {
         let a = &d.active_periods;
-        let _ = write!(
-            o,
-            "; {}: btt would print {:.9} {:.2}",
-            d.dev, a.btt_avg_inactive, a.btt_pct_live
-        );
+        if let (Some(inactive), Some(live)) = (a.btt_avg_inactive, a.btt_pct_live) {
+            let _ = write!(o, "; {}: btt would print {inactive:.9} {live:.2}", d.dev);
+        }
     }
-    o.push_str(")\n\n");
+    o.push_str(")\n");
+    for d in &r.devices {
+        let n = &d.never_completed;
+        if let Some(t) = n.oldest_dispatch {
+            // btt counts only requests that completed; here one still in the driver keeps the
+            // device active, which is so when the trace was cut while it was in flight, and
+            // overstates it when its completion was lost.
+            let _ = writeln!(
+                o,
+                "({}: {} request(s) never completed; the device counts as active from the \
+                 first one's dispatch, at {t:.6} s, to the trace's end, {:.6} s later; btt \
+                 leaves them out{})",
+                d.dev,
+                n.requests,
+                (r.duration - t).max(0.0),
+                if d.active_periods.btt_pct_live.is_none() {
+                    ", and what it would print is not known here: they shared a period with \
+                     requests that completed"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    o.push('\n');
 }
 
 /// One row of the percentile tables (nothing when there are no samples).

@@ -7,8 +7,17 @@
 //! of 16 KiB, which stays in the L1 cache. Larger ones are counted exactly per distinct value
 //! in a small hash table while there are at most `LARGE_CAP` distinct values (a few streams
 //! far apart seek by a handful of distances); past that (random IO: nearly every distance is
-//! new) they go to the log-linear histogram (within 0.4%), and a median or mode among them is
-//! flagged approximate. So memory is bounded (under 200 KiB) whatever the trace's length.
+//! new) they go to the log-linear histogram (within 0.4%), and a median among them is flagged
+//! approximate. So memory is bounded (under 200 KiB) whatever the trace's length.
+//!
+//! A mode is a value, and a histogram bucket holds many values, so the mode is never taken
+//! from one (a bucket of distances that each came once would outnumber a distance that came
+//! eleven times). Past the cap, each large distance is also counted in one of `REPEAT_SLOTS`
+//! counters chosen by a hash of it: a slot counts its distance and every other that shares
+//! it, so the fullest slot bounds how often any one large distance came. When the most
+//! frequent small distance came at least that often, it is the mode, exactly; otherwise the
+//! summary says the mode is not known and gives the bound (on random IO, n large distances
+//! fill the slots to about n / 32,768 each, so that happens when repeats are rarer than that).
 //!
 //! Large distances wait in a short buffer and are counted a buffer at a time: the dense
 //! array's count takes no branch on the distance (large ones land on one unread counter), and
@@ -34,6 +43,9 @@ const EXACT: u64 = 1 << 12;
 const LARGE_CAP: usize = 1 << 12;
 /// Large distances buffered before they are counted (8 KiB).
 const PENDING: usize = 1 << 10;
+/// Counters that bound the count of any one large distance once they are too many to count
+/// one by one (64 KiB).
+const REPEAT_SLOTS: usize = 1 << 15;
 
 #[derive(Debug, Clone, Default)]
 pub struct Seeks {
@@ -50,6 +62,8 @@ pub struct Seeks {
     large: KeyMap<u32>,
     /// The large distances, once more than `LARGE_CAP` distinct ones came.
     overflow: Option<LogHist>,
+    /// From then on, the same distances counted by hash slot (saturating).
+    repeats: Vec<u16>,
     n_large: u64,
 }
 
@@ -108,6 +122,8 @@ impl Seeks {
         for &d in &pending[..std::mem::take(&mut self.pending_len)] {
             if let Some(h) = &mut self.overflow {
                 h.add(d);
+                let slot = &mut self.repeats[repeat_slot(d)];
+                *slot = slot.saturating_add(1);
                 continue;
             }
             let full = self.large.len() >= LARGE_CAP;
@@ -122,17 +138,20 @@ impl Seeks {
         self.pending = pending;
     }
 
-    /// Moves the large distances to the histogram, `d` with them: from here on a median or
-    /// mode among them is approximate.
+    /// Moves the large distances to the histogram and the repeat slots, `d` with them: from
+    /// here on a median among them is approximate, and their mode known only by a bound.
     #[cold]
     fn spill(&mut self, d: u64) {
         let mut h = LogHist::default();
-        for (v, c) in self.large.iter() {
+        let mut repeats = vec![0u16; REPEAT_SLOTS];
+        for (v, c) in self.large.iter().chain([(d, 1)]) {
             h.add_count(v, u64::from(c));
+            let slot = &mut repeats[repeat_slot(v)];
+            *slot = slot.saturating_add(u16::try_from(c).unwrap_or(u16::MAX));
         }
-        h.add(d);
         self.large = KeyMap::default();
         self.overflow = Some(h);
+        self.repeats = repeats;
     }
 
     /// Counts what is buffered, so [`Seeks::summary`] needs no copy.
@@ -185,25 +204,22 @@ impl Seeks {
                 }
             },
         );
-        let (large_mode, large_count, large_exact) = match &self.overflow {
-            Some(h) => {
-                let (v, c) = h.mode().unwrap_or((0, 0));
-                (v, c, false)
-            }
-            None => {
-                let (v, c) = self
-                    .large
-                    .iter()
-                    .map(|(v, c)| (v, u64::from(c)))
-                    .min_by_key(|&(v, c)| (std::cmp::Reverse(c), v))
-                    .unwrap_or((0, 0));
-                (v, c, true)
-            }
-        };
-        let (mode, mode_count, mode_exact) = if large_count > mode_count {
-            (large_mode, large_count, large_exact)
+        let (mode, mode_count, mode_bound) = if self.overflow.is_some() {
+            // No large distance came more often than its slot counted.
+            let bound = u64::from(self.repeats.iter().copied().max().unwrap_or(0));
+            (mode, mode_count, (bound > mode_count).then_some(bound))
         } else {
-            (mode, mode_count, true)
+            let (v, c) = self
+                .large
+                .iter()
+                .map(|(v, c)| (v, u64::from(c)))
+                .min_by_key(|&(v, c)| (std::cmp::Reverse(c), v))
+                .unwrap_or((0, 0));
+            if c > mode_count {
+                (v, c, None)
+            } else {
+                (mode, mode_count, None)
+            }
         };
         Some(SeekSummary {
             nseeks: self.n,
@@ -212,7 +228,8 @@ impl Seeks {
             median_exact,
             mode,
             mode_count,
-            mode_exact,
+            mode_exact: mode_bound.is_none(),
+            mode_bound,
         })
     }
 
@@ -222,6 +239,13 @@ impl Seeks {
         v.sort_unstable();
         v
     }
+}
+
+/// The repeat counter of a large distance (Fibonacci hashing: consecutive and strided
+/// distances spread over all slots).
+#[inline]
+fn repeat_slot(d: u64) -> usize {
+    (d.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - REPEAT_SLOTS.trailing_zeros())) as usize
 }
 
 /// The value at 0-based `rank` of the multiset given as distinct (value, count) pairs sorted
@@ -247,9 +271,13 @@ pub struct SeekSummary {
     /// Most frequent distance (the smallest on ties) and how often it occurred.
     pub mode: u64,
     pub mode_count: u64,
-    /// False when distances overflowed the exact tables (then the middle of the fullest
-    /// histogram bucket, and that bucket's count).
+    /// False when the mode is not known: then `mode` is the most frequent distance below
+    /// 4,096 sectors, and a larger one (too many distinct ones came to count them one by one)
+    /// may have come as often as `mode_bound`.
     pub mode_exact: bool,
+    /// When the mode is not known, how often a distance of 4,096 sectors or more may have
+    /// come, at most.
+    pub mode_bound: Option<u64>,
 }
 
 #[cfg(test)]
@@ -345,6 +373,36 @@ mod tests {
             i = j;
         }
         assert_eq!((sum.mode, sum.mode_count), best);
+    }
+
+    /// Past the cap, a bucket of distances that each came once is not a mode: the distance
+    /// that came four times is, and known exactly. A large distance that does recur more
+    /// often than any small one leaves the mode unknown, with a bound no lower than its count.
+    #[test]
+    fn a_mode_is_a_value_not_a_histogram_bucket() {
+        let mut s = Seeks::default();
+        let mut at = 0;
+        for i in 0..5000u64 {
+            at += 8 + 100_000 + i; // forward gaps of 100,000 + i sectors: all distinct
+            s.add(at, at + 8);
+            if i % 2000 == 0 {
+                s.add(at, at + 8); // the same IO again: distance 0
+            }
+        }
+        let sum = s.summary().unwrap();
+        assert!(!sum.median_exact);
+        assert_eq!((sum.mode, sum.mode_count, sum.mode_exact), (0, 3, true));
+        assert_eq!(sum.mode_bound, None);
+
+        for _ in 0..50 {
+            // Back and forth between two places 9,000,000 sectors apart: two large distances
+            // (out 9,000,000 - 8 from the end, back 9,000,000 from the start), 50 times each.
+            s.add(at + 9_000_000, at + 9_000_008);
+            s.add(at, at + 8);
+        }
+        let sum = s.summary().unwrap();
+        assert_eq!((sum.mode, sum.mode_count, sum.mode_exact), (0, 3, false));
+        assert!(sum.mode_bound.unwrap() >= 50, "{sum:?}");
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub struct ProcQueued {
     pub q2q: Latency,
     last_q: Option<u64>,
     pub bytes: u64,
+    /// Bios it queued on this device.
+    pub queued: u64,
 }
 
 /// Q2Q of one device (btt's: from the previous Q of the device) and of its processes, in
@@ -56,6 +58,7 @@ impl QueueTimes {
         }
         p.last_q = Some(t);
         p.bytes += u64::from(ev.bytes);
+        p.queued += 1;
     }
 
     #[cold]
@@ -69,6 +72,7 @@ impl QueueTimes {
                 q2q: Latency::plain(),
                 last_q: None,
                 bytes: 0,
+                queued: 0,
             });
         }
         self.last_proc = Some((pid, i));
