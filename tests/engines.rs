@@ -424,11 +424,12 @@ fn a_command_with_a_regex_metric_and_one_with_a_json_metric() {
     if !crate::common::root_or_skip() {
         return;
     }
-    // dd prints its figures on stderr; the count varies by factor.
+    // dd prints its figures on stderr; the count varies by factor, over a base value in
+    // `vars` that each cell's level replaces.
     let e = exp(
         "name = \"dd\"\nrepetitions = 1\nallow_exec = true\nengine = \"command\"\n\
          [command]\nprogram = \"dd\"\nargs = [\"if=/dev/zero\", \"of={dir}/x\", \"bs=4k\", \
-         \"count={count}\"]\noutput = \"stderr\"\n\
+         \"count={count}\"]\noutput = \"stderr\"\nvars = { count = \"1\" }\n\
          regex = '(?P<copied_bytes>[0-9]+) bytes'\n[factors]\ncount = [3, 5]\n",
     );
     let (out, store, _d) = run_live(&e);

@@ -157,6 +157,31 @@ fn stabilise_sets_the_advice_once_and_puts_it_back() {
                  [workload]\nrw = \"read\"\n[stabilise]\npreflight = true\n\
                  sysctl.vm.dirty_ratio = 15\n",
     );
+    // A dry run lists every write, with what it replaces, and changes nothing.
+    let plan = runloop::dry_run(
+        &e,
+        &lab.settings(),
+        &ReplayFio::in_order(std::iter::empty()),
+    );
+    let plan = serde_json::to_value(plan.unwrap()).unwrap();
+    let planned = plan["stabilise"].as_array().unwrap();
+    assert_eq!(planned.len(), 10, "{planned:?}");
+    let ratio = planned.last().unwrap();
+    assert_eq!(ratio["setting"], "sysctl.vm.dirty_ratio=15", "{ratio}");
+    assert_eq!(ratio["path"], "/proc/sys/vm/dirty_ratio", "{ratio}");
+    assert_eq!(ratio["value"], "15", "{ratio}");
+    let was = files
+        .iter()
+        .find(|(rel, _)| rel.ends_with("dirty_ratio"))
+        .unwrap();
+    assert_eq!(
+        ratio["now"].as_str().map(str::trim),
+        Some(was.1.trim()),
+        "{ratio}"
+    );
+    for (rel, value) in &files {
+        assert_eq!(&lab.attr(rel), value, "{rel} unchanged by a dry run");
+    }
     let replay = ReplayFio::in_order((0..2).map(|_| fio_fixture("randread_1job_json")));
     let out = lab.run(&e, &replay);
     assert_eq!(out.failed_runs, 0);
@@ -903,6 +928,24 @@ fn dry_run_prints_the_resolved_plan_and_touches_nothing() {
     );
     assert!(!dir.path().join("r.db").exists());
     assert!(!dir.path().join("state").exists());
+
+    // What is done before the runs is in the plan, and settling in its time: 3 runs of 2 s.
+    let path = dir.path().join("prepared.toml");
+    std::fs::write(
+        &path,
+        "name = \"p\"\n[target]\ndevice = \"default\"\n[workload]\nrw = \"read\"\n\
+         runtime = \"2s\"\ntime_based = 1\n[prepare]\ndrop_caches = true\nsettle = \"1s\"\n",
+    )
+    .unwrap();
+    let text = dry_run_text(dir.path(), &path);
+    assert!(
+        text.contains(
+            "before every measured run ([prepare]): sync, drop the page cache \
+             (/proc/sys/vm/drop_caches = 3), settle 1s"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("estimated time: 9s"), "{text}");
 }
 
 /// fio takes any iodepth and keeps one I/O in flight with a synchronous engine: the plan

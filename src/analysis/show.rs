@@ -366,6 +366,7 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
     let mut failed_notes = Vec::new();
     let mut na_notes = Vec::new();
     let mut any_outliers = false;
+    let mut below_zero = Vec::new();
     for (i, cell) in loaded.cells.iter().enumerate() {
         let label = cell.short_label();
         if !cell.failed.is_empty() {
@@ -378,6 +379,9 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
         match &mc.summaries[i] {
             Some(s) => {
                 any_outliers |= !s.outliers.is_empty();
+                if s.min >= 0.0 && s.ci_mean.is_some_and(|c| c.low < 0.0) {
+                    below_zero.push(format!("{} (n = {})", cell.label(), s.n));
+                }
                 let opt = |x: Option<f64>| x.map_or(Cell::Missing, Cell::number);
                 t.push(vec![
                     Cell::text(label),
@@ -419,6 +423,16 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
     }
     t.notes
         .push("CI: 95% Student-t interval of the mean; CV: stddev / mean".into());
+    if !below_zero.is_empty() {
+        // A t-interval is symmetric about the mean; with few runs it reaches below zero for a
+        // quantity that cannot go there. The interval is what the data supports, so it is
+        // printed as computed and this says what to do about it.
+        t.notes.push(format!(
+            "CI low below 0 in {}: from so few runs the interval is wide (12.7 standard \
+             errors each side of the mean at n = 2, 4.3 at n = 3); more repetitions narrow it",
+            below_zero.join(", ")
+        ));
+    }
     if any_outliers {
         t.notes.push(
             "out: runs flagged by the modified z-score (> 3.5 on the MAD; only in cells of 6 \
@@ -698,6 +712,30 @@ mod tests {
             },
             values,
         )
+    }
+
+    #[test]
+    fn an_interval_reaching_below_zero_is_printed_and_explained() {
+        let (loaded, mut values) = loaded_3x2x2();
+        // The a=1 cells swing between 1 and 1000: a t-interval from 4 runs reaches below 0.
+        for run in &loaded.runs {
+            if run.cell_levels["a"] == "1" {
+                values.insert(run.id, if run.repetition % 2 == 0 { 1.0 } else { 1000.0 });
+            }
+        }
+        let mc = summarise(&loaded, "read_iops", &values).unwrap();
+        let text = detail_table(&loaded, &mc).render_text(200);
+        assert!(text.contains("-417.3"), "{text}");
+        let note = text
+            .lines()
+            .find(|l| l.starts_with("CI low below 0"))
+            .expect(&text);
+        assert!(note.contains("a=1 b=x c=p (n = 4)"), "{note}");
+        assert!(!note.contains("a=2"), "{note}");
+        let (loaded, values) = loaded_3x2x2();
+        let mc = summarise(&loaded, "read_iops", &values).unwrap();
+        let text = detail_table(&loaded, &mc).render_text(200);
+        assert!(!text.contains("below 0"), "{text}");
     }
 
     #[test]

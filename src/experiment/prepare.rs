@@ -33,6 +33,24 @@ impl Prepare {
         *self == Prepare::default()
     }
 
+    /// The steps in the order [`Prepare::before_run`] takes them, as a plan lists them.
+    pub(crate) fn steps(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.sync || self.drop_caches {
+            out.push("sync".to_string());
+        }
+        if self.drop_caches {
+            out.push(format!("drop the page cache ({DROP_CACHES} = 3)"));
+        }
+        if let Some(mount) = &self.fstrim {
+            out.push(format!("fstrim {}", mount.display()));
+        }
+        if let Some(settle) = self.settle {
+            out.push(format!("settle {settle:?}"));
+        }
+        out
+    }
+
     /// Takes the steps under `root`. `false` when cancelled while settling; an error names the
     /// step that failed.
     pub(crate) fn before_run(&self, root: &SysRoot, cancel: &CancelToken) -> Result<bool, String> {

@@ -271,7 +271,8 @@ fn quoted(text: &str) -> String {
 /// Reads request line number `line` (without its newline). The error names the line, quotes
 /// its start and lists what is understood.
 pub(crate) fn parse_request(line: usize, text: &str) -> Result<Request, String> {
-    const OPS: &str = "hello, inspect, set, restore, sample_start, sample_stop, bye";
+    const OPS: &str = "hello, inspect, set, set_all, restore, sample_start, sample_stop, \
+                       trace_start, trace_stop, preflight, lease, fio_serve, bye";
     if text.len() > MAX_LINE {
         return Err(format!(
             "request line {line}: {} bytes, more than the {MAX_LINE} a request may have",
@@ -422,7 +423,13 @@ mod tests {
             e.starts_with("request line 3: unknown op \"reboot\""),
             "{e}"
         );
-        assert!(e.contains("hello, inspect"), "{e}");
+        // The list names every op there is, as serde knows them.
+        let ops = e.rsplit("ops: ").next().unwrap().replace(", ", "`, `");
+        let serde = serde_json::from_str::<Request>(r#"{"op":"reboot"}"#).unwrap_err();
+        assert!(
+            serde.to_string().contains(&format!("one of `{ops}`")),
+            "{serde} / {ops}"
+        );
         let e = parse_request(4, r#"{"path":"x"}"#).unwrap_err();
         assert!(e.starts_with("request line 4: no \"op\""), "{e}");
         let e = parse_request(5, r#"{"op":"set","path":"/sys/x"}"#).unwrap_err();

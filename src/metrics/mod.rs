@@ -314,7 +314,7 @@ listed! {
     TRACE_EVENTS_LOST: "trace_events_lost", None, None,
         "events the kernel overwrote or dropped while recording; non-zero means the counts are short";
     TRACE_Q2C_COUNT: "trace_q2c_count", None, None, "bios queued and completed on the target";
-    TRACE_COMPLETED_MB: "trace_completed_mb", None, None,
+    TRACE_COMPLETED_MB: "trace_completed_mb", Some("MB"), None,
         "MB (10^6 bytes) of the bios completed on the target in the trace, each as queued";
     TRACE_Q2C_MEAN_US: "trace_q2c_mean_us", US, Some(Lower),
         "mean time from queue to completion (btt Q2C, per bio)";
@@ -328,8 +328,8 @@ listed! {
         "share of the summed Q2C between insert and dispatch, i.e. in the I/O scheduler \
          (btt's I2D overhead)";
     TRACE_MERGE_RATIO: "trace_merge_ratio", None, None, "bios per dispatched request (btt's Q/D)";
-    TRACE_REQUEST_KB_MEAN: "trace_request_kb_mean", None, None,
-        "mean dispatched request size, KiB";
+    TRACE_REQUEST_KB_MEAN: "trace_request_kb_mean", Some("KiB"), None,
+        "mean dispatched request size";
     TRACE_DISPATCH_DEPTH_MEAN: "trace_dispatch_depth_mean", None, None,
         "requests in the driver at each dispatch, the one dispatched included";
     TRACE_SLEEPS: "trace_sleeps", None, None, "request allocations that slept (S events)";
@@ -367,6 +367,8 @@ rules! {
     Suffix "_per_s", PER_S, Some(Higher), "work per second";
     Suffix "_mbs", None, Some(Higher), "bandwidth";
     Suffix "_kb", Some("KiB"), None, "a size in KiB";
+    Suffix "_kb_mean", Some("KiB"), None, "a mean size in KiB";
+    Suffix "_mb", Some("MB"), None, "an amount in 10^6 bytes";
     Suffix "_qu_sz", Some("requests"), None, "a queue size";
 }
 
@@ -629,6 +631,9 @@ mod tests {
         ] {
             assert_eq!(direction(m), None, "{m}");
         }
+        // A figure with a unit says it: the table headers print it.
+        assert_eq!(lookup("trace_completed_mb").unwrap().unit, Some("MB"));
+        assert_eq!(lookup("trace_request_kb_mean").unwrap().unit, Some("KiB"));
     }
 
     /// The default metrics of `show` and `compare` are listed, each once.

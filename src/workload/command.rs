@@ -47,6 +47,40 @@ pub(crate) fn placeholders(text: &str) -> Vec<String> {
     out
 }
 
+/// `text` with each `{NAME}` replaced by NAME's value in `options`, the last one given (a
+/// cell's factor level comes after the `vars` base value it replaces). One pass: a value is
+/// never searched for placeholders itself, and a name without a value (`{dir}`) stays.
+fn fill(text: &str, options: &[(String, String)]) -> String {
+    let value = |name: &str| {
+        options
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        match rest[1..]
+            .find('}')
+            .and_then(|j| Some((j, value(&rest[1..=j])?)))
+        {
+            Some((j, v)) => {
+                out.push_str(v);
+                rest = &rest[j + 2..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 impl CommandEngine {
     /// Every placeholder in the program and its arguments, in order, once each.
     pub(crate) fn all_placeholders(&self) -> Vec<String> {
@@ -106,16 +140,11 @@ impl Engine for CommandEngine {
     }
 
     fn invocation(&self, options: &[(String, String)]) -> Option<Invocation> {
-        let fill = |t: &str| {
-            options.iter().fold(t.to_string(), |acc, (n, v)| {
-                acc.replace(&format!("{{{n}}}"), v)
-            })
-        };
         Some(Invocation {
             cell_key: String::new(),
             argv: std::iter::once(&self.program)
                 .chain(&self.args)
-                .map(|a| fill(a))
+                .map(|a| fill(a, options))
                 .collect(),
             netns: None,
             cpus: None,
@@ -247,6 +276,11 @@ mod tests {
     fn placeholders_take_the_cells_values() {
         let e = engine(&[], &[]);
         assert!(e.is_option("bs") && !e.is_option("dir"));
+        // A cell's level comes after the base value it replaces; a value is not searched.
+        let inv = e
+            .invocation(&[("bs".into(), "1M".into()), ("bs".into(), "{bs}4k".into())])
+            .unwrap();
+        assert_eq!(inv.argv, ["dd", "bs={bs}4k", "of={dir}/x"]);
         let inv = e.invocation(&[("bs".into(), "4k".into())]).unwrap();
         assert_eq!(inv.argv, ["dd", "bs=4k", "of={dir}/x"]);
         assert_eq!(inv.client_argv("/r"), ["dd", "bs=4k", "of=/r/x"]);

@@ -168,6 +168,24 @@ pub struct Plan {
     /// there (its device, the devices below it, per cell its CPUs and what is set).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) hosts: Vec<HostPlan>,
+    /// In a dry run, `[stabilise]`: what is set once before the first run (journaled, put
+    /// back after), in the order it is set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) stabilise: Vec<StabiliseWrite>,
+    /// `[prepare]`: the steps taken before every measured run, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) prepare: Vec<String>,
+}
+
+/// One write `[stabilise]` makes, as a dry run shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StabiliseWrite {
+    /// The setting as the file names it, `sysctl.vm.swappiness=7`.
+    pub(crate) setting: String,
+    pub(crate) path: String,
+    /// What the path holds now (none when it cannot be read).
+    pub(crate) now: Option<String>,
+    pub(crate) value: String,
 }
 
 /// A controlled host's plan, as the dry run's JSON gives it.
@@ -256,6 +274,8 @@ pub(crate) fn plan(
             .collect(),
         warnings: warnings(exp, &cells),
         hosts: Vec::new(),
+        stabilise: Vec::new(),
+        prepare: exp.prepare.steps(),
     })
 }
 
@@ -354,6 +374,8 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
         ],
         warnings: warnings(exp, &matrix),
         hosts: Vec::new(),
+        stabilise: Vec::new(),
+        prepare: exp.prepare.steps(),
     }
 }
 
@@ -588,6 +610,22 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     let unchecked = super::job_check::check_jobs(exp, runner)?;
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     let mut p = dry_plan(exp, settings)?;
+    if exp.stabilise.advice || !exp.stabilise.settings.is_empty() {
+        let m = Machine::read(&settings.root)?;
+        for (setting, writes) in stabilise_writes(exp, &m)? {
+            p.stabilise
+                .extend(writes.into_iter().map(|w| StabiliseWrite {
+                    setting: setting.clone(),
+                    now: settings.root.attr(&w.path),
+                    path: w.path,
+                    value: w.value,
+                }));
+        }
+    }
+    // Settling is part of every measured run's time.
+    if let (Some(total), Some(settle)) = (p.estimated_seconds, exp.prepare.settle) {
+        p.estimated_seconds = Some(total + settle.as_secs_f64() * p.order.len() as f64);
+    }
     if let Some(why) = unchecked {
         p.notes.push(format!(
             "fio could not check the cells' jobs ({why}); a run needs fio: {INSTALL_FIO}"
@@ -1506,6 +1544,21 @@ fn eta(remaining: &[Option<f64>], finished: &[(f64, Option<f64>)]) -> Option<f64
 /// preflight's advice where this machine has the control, then the controls the file names,
 /// which must exist. Returns what was set, `name=value, ...`.
 fn stabilise(exp: &Experiment, m: &Machine, journal: &mut Journal) -> Result<String> {
+    let mut done = Vec::new();
+    for (setting, writes) in stabilise_writes(exp, m)? {
+        for w in writes {
+            journal
+                .set(&w.path, &w.value)
+                .with_context(|| format!("[stabilise] {setting}"))?;
+        }
+        done.push(setting);
+    }
+    Ok(done.join(", "))
+}
+
+/// `[stabilise]` resolved on `m`: each setting (`knob=level`) with the writes it makes, in
+/// the order they are made (the advice first, then what the file names, which overrides it).
+fn stabilise_writes(exp: &Experiment, m: &Machine) -> Result<Vec<(String, Vec<KnobWrite>)>> {
     use super::system_knobs::SystemKnob;
     let st = &exp.stabilise;
     let mut wanted: Vec<(SystemKnob, String)> = if st.advice {
@@ -1515,19 +1568,15 @@ fn stabilise(exp: &Experiment, m: &Machine, journal: &mut Journal) -> Result<Str
     };
     wanted.retain(|(k, _)| !st.settings.iter().any(|(s, _)| s == k));
     wanted.extend(st.settings.iter().cloned());
-    let mut done = Vec::new();
-    for (knob, level) in &wanted {
-        let writes = knob
-            .writes(level, m)
-            .map_err(|why| anyhow::anyhow!("{}: [stabilise] {}: {why}", exp.source, knob.name()))?;
-        for w in writes {
-            journal
-                .set(&w.path, &w.value)
-                .with_context(|| format!("[stabilise] {} = {level}", knob.name()))?;
-        }
-        done.push(format!("{}={level}", knob.name()));
-    }
-    Ok(done.join(", "))
+    wanted
+        .iter()
+        .map(|(knob, level)| {
+            let writes = knob.writes(level, m).map_err(|why| {
+                anyhow::anyhow!("{}: [stabilise] {}: {why}", exp.source, knob.name())
+            })?;
+            Ok((format!("{}={level}", knob.name()), writes))
+        })
+        .collect()
 }
 
 #[cfg(test)]

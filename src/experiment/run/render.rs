@@ -71,13 +71,37 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
     for c in &plan.cells {
         cell_lines(&mut out, plan, exp, c);
     }
+    if !plan.stabilise.is_empty() {
+        let _ = writeln!(
+            out,
+            "before the first run ([stabilise], journaled and put back after the last):"
+        );
+        for w in &plan.stabilise {
+            let now = w.now.as_deref().map_or("unreadable", str::trim);
+            let _ = writeln!(out, "  {}: {} {now} -> {}", w.setting, w.path, w.value);
+        }
+    }
+    if !plan.prepare.is_empty() {
+        let _ = writeln!(
+            out,
+            "before every measured run ([prepare]): {}",
+            plan.prepare.join(", ")
+        );
+    }
     order_lines(&mut out, plan);
     match plan.estimated_seconds {
         Some(s) => {
             let _ = writeln!(out, "estimated time: {}", duration_text(s));
         }
-        None => {
+        None if exp.engine.engine().runs_job_file() => {
             let _ = writeln!(out, "estimated time: unknown (fio is not time based)");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "estimated time: unknown (a {} run has no set length)",
+                exp.engine.engine().name()
+            );
         }
     }
     for n in &plan.notes {
