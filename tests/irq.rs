@@ -480,6 +480,8 @@ fn bad_input_is_refused_with_a_reason() {
     let root = pileup();
     for (args, says) in [
         (["--unpin", "999"], "--unpin: no IRQ 999 here"),
+        // IRQ numbers are not CPU numbers: past the kernel's last CPU number (8191) too.
+        (["--unpin", "9999"], "--unpin: no IRQ 9999 here"),
         (
             ["--ban-cpus", "99"],
             "--ban-cpus: CPU 99 does not exist here",

@@ -2520,6 +2520,46 @@ fn compressed_traces_are_analysed_and_exported_unchanged() {
             .unwrap();
         assert!(st.success());
     }
+
+    // A single file, plain or compressed, comes out as NAME.blktrace.0, which blkparse finds.
+    let merged = dir.path().join("m1.bin");
+    std::fs::copy(fixture("fx.bin"), &merged).unwrap();
+    let gz = dir.path().join("m2.bin.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    std::io::Write::write_all(&mut enc, &std::fs::read(fixture("fx.bin")).unwrap()).unwrap();
+    enc.finish().unwrap();
+    for (input, name) in [(&merged, "m1.bin"), (&gz, "m2.bin")] {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "export", input.to_str().unwrap(), "-o"])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let file = out_dir.join(format!("{name}.blktrace.0"));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            file.display().to_string()
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            std::fs::read(fixture("fx.bin")).unwrap()
+        );
+        if have("blkparse") {
+            let parsed = Std::new("blkparse")
+                .args(["-i", out_dir.join(name).to_str().unwrap()])
+                .output()
+                .unwrap();
+            assert!(parsed.status.success(), "{parsed:?}");
+            assert!(
+                String::from_utf8_lossy(&parsed.stdout).contains(" Q "),
+                "{name}"
+            );
+        }
+    }
 }
 
 #[test]

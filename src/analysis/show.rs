@@ -428,8 +428,9 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
         // quantity that cannot go there. The interval is what the data supports, so it is
         // printed as computed and this says what to do about it.
         t.notes.push(format!(
-            "CI low below 0 in {}: from so few runs the interval is wide (12.7 standard \
-             errors each side of the mean at n = 2, 4.3 at n = 3); more repetitions narrow it",
+            "CI low below 0 in {}: the interval is symmetric about the mean and wide when \
+             runs are few (12.7 standard errors each side at n = 2, 4.3 at n = 3) or one is \
+             far from the rest (see out); more repetitions narrow it",
             below_zero.join(", ")
         ));
     }

@@ -33,12 +33,25 @@ pub(super) fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
 pub(super) fn man(args: ManArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
-    let mut cmd = super::Cli::command();
+    // Without clap's `help` subcommands: their pages are not written, so none may be named.
+    let mut cmd = without_help_subcommands(super::Cli::command());
     cmd.build();
     for page in write_pages(&cmd, "iolab", &args.output)? {
         crate::output::stdout(&format!("{}\n", page.display()))?;
     }
     Ok(())
+}
+
+fn without_help_subcommands(cmd: clap::Command) -> clap::Command {
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    names
+        .iter()
+        .fold(cmd.disable_help_subcommand(true), |cmd, name| {
+            cmd.mut_subcommand(name, without_help_subcommands)
+        })
 }
 
 /// Writes the page of `cmd` as `name.1`, then one page per visible subcommand.
@@ -51,9 +64,6 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Ve
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        if sub.get_name() == "help" {
-            continue;
-        }
         written.extend(write_pages(
             sub,
             &format!("{name}-{}", sub.get_name()),
@@ -61,4 +71,40 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Ve
         )?);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every page another names (`iolab-trace-record(1)`) is written: clap's `help`
+    /// subcommands, which have none, are named nowhere.
+    #[test]
+    fn every_page_named_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        man(ManArgs {
+            output: dir.path().to_path_buf(),
+        })
+        .unwrap();
+        let written: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            written.contains(&"iolab-trace-record.1".to_string()),
+            "{written:?}"
+        );
+        assert!(!written.iter().any(|p| p.contains("help")), "{written:?}");
+        let named = regex::Regex::new(r"(iolab(?:\\-[a-z]+)*)\(1\)").unwrap();
+        for page in &written {
+            let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+            for c in named.captures_iter(&text) {
+                let name = c[1].replace("\\-", "-");
+                assert!(
+                    written.contains(&format!("{name}.1")),
+                    "{page} names {name}(1)"
+                );
+            }
+        }
+    }
 }

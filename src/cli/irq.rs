@@ -85,12 +85,32 @@ fn parse_unpin(text: &str) -> Result<plan::Unpin, String> {
     if text.trim() == "all" {
         return Ok(plan::Unpin::All);
     }
-    match crate::sys::parse::cpulist(text) {
-        Ok(irqs) if !irqs.is_empty() => Ok(plan::Unpin::Irqs(irqs)),
+    match irq_numbers(text) {
+        Some(irqs) if !irqs.is_empty() => Ok(plan::Unpin::Irqs(irqs)),
         _ => Err(format!(
             "`{text}` is neither `all` nor a list of IRQ numbers (e.g. 40,41 or 40-43)"
         )),
     }
+}
+
+/// `40,41` or `40-43`: IRQ numbers, which unlike CPU numbers have no small upper bound (a
+/// range is kept to 65,536 numbers, more than a machine has interrupts).
+fn irq_numbers(text: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let number = |t: &str| t.trim().parse::<u32>().ok();
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => (number(part)?, number(part)?),
+        };
+        if lo > hi || hi - lo >= 1 << 16 {
+            return None;
+        }
+        out.extend(lo..=hi);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
 }
 
 /// `--ban-cpus`: a non-empty CPU list (`0,2-3`), or none.

@@ -34,7 +34,8 @@ pub(crate) struct PlotArgs {
     /// Output file: .svg or .png.
     #[arg(short = 'o', long = "output", value_name = "FILE.svg|FILE.png")]
     pub output: PathBuf,
-    /// Metric (bars, lines; for latency read_... or write_... picks the direction).
+    /// bars, lines, over-time: the metric (default: the first headline one measured);
+    /// latency: read_... or write_... picks the direction.
     #[arg(long, value_name = "M")]
     pub metric: Option<String>,
     /// lines: the numeric factor on the x axis (default: the first numeric factor).
@@ -43,7 +44,8 @@ pub(crate) struct PlotArgs {
     /// bars: factor that colours the bars; lines: factor that makes one line per level.
     #[arg(long, value_name = "FACTOR")]
     pub by: Option<String>,
-    /// heatmap, cpu: the run to draw (default: the first successful run with samples).
+    /// heatmap, cpu, irq-over-time: the run to draw (default: the first successful run with
+    /// samples; irq-over-time: the first of the chosen cell).
     #[arg(long, value_name = "RUN_ID")]
     pub run: Option<i64>,
     /// heatmap: only this IRQ (e.g. 45 or LOC; default: all interrupts summed).
@@ -70,7 +72,46 @@ pub(crate) struct PlotArgs {
     pub out: crate::output::OutputArgs,
 }
 
+/// The options each is for: one given to a kind that does not read it is refused, not ignored.
+const OPTION_KINDS: [(&str, &[Kind]); 6] = [
+    (
+        "--metric",
+        &[Kind::Bars, Kind::Lines, Kind::Latency, Kind::OverTime],
+    ),
+    ("--x", &[Kind::Lines]),
+    ("--by", &[Kind::Bars, Kind::Lines]),
+    ("--run", &[Kind::Heatmap, Kind::Cpu, Kind::IrqOverTime]),
+    ("--irq", &[Kind::Heatmap]),
+    ("--cell", &[Kind::OverTime, Kind::IrqOverTime]),
+];
+
+fn check_options(args: &PlotArgs) -> anyhow::Result<()> {
+    let given = [
+        args.metric.is_some(),
+        args.x.is_some(),
+        args.by.is_some(),
+        args.run.is_some(),
+        args.irq.is_some(),
+        args.cell.is_some(),
+    ];
+    let name = |k: &Kind| {
+        clap::ValueEnum::to_possible_value(k).map_or(String::new(), |v| v.get_name().to_string())
+    };
+    for ((option, kinds), given) in OPTION_KINDS.iter().zip(given) {
+        if given && !kinds.contains(&args.kind) {
+            let kinds: Vec<String> = kinds.iter().map(name).collect();
+            anyhow::bail!(
+                "{option} does nothing for --kind {}: it is for {}",
+                name(&args.kind),
+                kinds.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn run(mut args: PlotArgs) -> anyhow::Result<()> {
+    check_options(&args)?;
     let db = store::resolve_db_path(args.db.as_deref());
     if let Some(h) = &args.host {
         args.experiment = store::Store::open_existing(&db)?.part_on_host(args.experiment, h)?;

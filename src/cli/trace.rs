@@ -30,8 +30,8 @@ pub(crate) enum TraceCommand {
 /// NAME.blktrace.N files that blkparse and btt read.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
-    /// Trace base name (NAME.blktrace.N[.gz]) or file; - reads standard input (written as
-    /// stdin.blktrace.0).
+    /// Trace base name (NAME.blktrace.N[.gz]) or one file (written as FILE.blktrace.0, without
+    /// a .gz ending); - reads standard input (written as stdin.blktrace.0).
     #[arg(value_name = "NAME|FILE")]
     pub input: PathBuf,
     /// Directory for the plain files.

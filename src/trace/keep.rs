@@ -67,22 +67,23 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
     let inputs = resolve_input(name)?;
     crate::sys::own_dir::make_own_dir(out_dir.parent().unwrap_or(Path::new("")), out_dir)
         .map_err(anyhow::Error::msg)?;
+    // A single file (a merged trace) becomes NAME.blktrace.0, its name without a .gz ending:
+    // blkparse finds its input only by that pattern, and btt reads it as it is.
     let base = if name == Path::new("-") {
         "stdin".to_string()
     } else {
-        name.file_name()
+        let file = name
+            .file_name()
             .map(|b| b.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "trace".into())
+            .unwrap_or_else(|| "trace".into());
+        match file.strip_suffix(".gz") {
+            Some(stem) if inputs.len() == 1 && inputs[0] == name => stem.to_string(),
+            _ => file,
+        }
     };
-    // A single file keeps its own name without a .gz ending.
-    let single = inputs.len() == 1 && inputs[0] == name;
     let mut written = Vec::new();
     for (cpu, input) in inputs.iter().enumerate() {
-        let out_name = if single {
-            base.strip_suffix(".gz").unwrap_or(&base).to_string()
-        } else {
-            format!("{base}.blktrace.{cpu}")
-        };
+        let out_name = format!("{base}.blktrace.{cpu}");
         let out = out_dir.join(out_name);
         if out == *input {
             anyhow::bail!(
