@@ -705,6 +705,24 @@ fn plot_writes_each_kind_as_svg_or_png() {
         ],
     );
     assert!(e.contains("lines"), "{e}");
+    // An option the kind does not read is refused, not silently ignored.
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "bars",
+            "--run",
+            "3",
+            "-o",
+            both.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        e.contains("--run does nothing for --kind bars: it is for heatmap, cpu, irq-over-time"),
+        "{e}"
+    );
 
     // Per-second series: one line per run of the chosen cell, and one per CPU.
     let texts_of = |path: &Path| -> Vec<String> {
@@ -1186,8 +1204,9 @@ fn real_runs_from_iolab_run_feed_show_compare_plot_and_report() {
 }
 
 /// Six cells (bs x iodepth), 3 runs each, the candidate `ratios[i]` times the baseline in
-/// cell i; runs within -1%, 0, +1% of the cell's level, so each side's median is the level.
-fn three_run_experiments(db: &Path, ratios: &[f64; 6]) {
+/// cell i; runs at `spread` times the cell's level (the middle one 1, so each side's median is
+/// the level).
+fn three_run_experiments(db: &Path, ratios: &[f64; 6], spread: [f64; 3]) {
     let file = "name = \"bs x iodepth\"\nrepetitions = 3\n\n[workload]\nrw = \"randread\"\n\n\
                 [factors]\nbs = [\"4k\", \"64k\"]\niodepth = [1, 8, 32]\n";
     let mut store = iolab::store::Store::open(db).unwrap();
@@ -1210,7 +1229,7 @@ fn three_run_experiments(db: &Path, ratios: &[f64; 6]) {
             .enumerate()
         {
             let level = 10_000.0 * (i + 1) as f64 * if candidate { ratios[i] } else { 1.0 };
-            for (rep, spread) in [0.99, 1.0, 1.01].iter().enumerate() {
+            for (rep, spread) in spread.iter().enumerate() {
                 store
                     .insert_run(&iolab::store::NewRun {
                         experiment_id: id,
@@ -1230,12 +1249,28 @@ fn three_run_experiments(db: &Path, ratios: &[f64; 6]) {
     }
 }
 
+/// Runs that do not vary on either side leave Welch's t without a p: `~`, and the legend
+/// says why (none of the other reasons holds).
+#[test]
+fn compare_says_why_constant_sides_are_not_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("constant.db");
+    three_run_experiments(&db, &[0.8; 6], [1.0; 3]);
+    let text = ok(&db, &["compare", "1", "2", "--metric", "read_iops"]);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("-20.0%"), "{text}");
+    assert!(
+        flat.contains("p -: neither side varies, so Welch's t has no p and cannot decide"),
+        "{text}"
+    );
+}
+
 #[test]
 fn compare_decides_at_three_runs_and_sums_up_across_cells() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("three.db");
     let ratios = [0.80, 0.85, 0.90, 0.85, 0.80, 0.90];
-    three_run_experiments(&db, &ratios);
+    three_run_experiments(&db, &ratios, [0.99, 1.0, 1.01]);
     let args = ["compare", "1", "2", "--metric", "read_iops"];
     let text = ok(&db, &args);
     assert_mail_friendly(&text);

@@ -11,7 +11,10 @@
 //! Which test gives the p-value depends only on the group sizes, never on the data:
 //! - **Mann–Whitney U** where it can decide, i.e. where even completely separated groups
 //!   reach p < alpha (the exact two-sided minimum is 2 / C(n1 + n2, n1): 4 or more runs per
-//!   side at alpha = 0.05). It needs no normality, which matters with bimodal runs.
+//!   side at alpha = 0.05). It needs no normality, which matters with bimodal runs. Its p is
+//!   exact at these sizes, given the ties where values tie (`MwuMethod::AutoExact`): the
+//!   normal approximation scipy falls back to there would call 4 constant runs against 4
+//!   others p = 0.013, below what any 4 vs 4 split can give (2/70).
 //! - **Welch's t** on the runs where the rank test cannot (3 vs 3, the cases' repetitions:
 //!   its smallest p is 0.1), as long as each side has 2 runs. It assumes roughly normal
 //!   runs; its Welch–Satterthwaite degrees of freedom (as low as 2 at 3 vs 3) keep it
@@ -66,7 +69,7 @@ impl CompareOptions {
             direction,
             seed: DEFAULT_SEED,
             resamples: DEFAULT_RESAMPLES,
-            mwu_method: MwuMethod::Auto,
+            mwu_method: MwuMethod::AutoExact,
         }
     }
 }
@@ -437,6 +440,23 @@ mod tests {
         assert!((r.change_pct.unwrap() - 10.0).abs() < 0.2);
         let lower = CompareOptions::new(Direction::LowerIsBetter);
         assert_eq!(compare(&b, &c, &lower).unwrap().verdict, Verdict::Regressed);
+    }
+
+    /// Ties at 4 vs 4 (p99s are histogram bin edges): Mann-Whitney's p is exact given the
+    /// ties, never below what separated groups can give (2/70; the normal approximation said
+    /// 0.013).
+    #[test]
+    fn tied_runs_get_an_exact_mann_whitney_p() {
+        let b = [1728.5, 1728.5, 1744.9, 1728.5];
+        let c = [1761.3, 1761.3, 1761.3, 1777.7];
+        let r = compare(&b, &c, &opts()).unwrap();
+        assert_eq!(r.test, Some(Test::MannWhitney));
+        assert_eq!(r.mannwhitney_method, MwuMethod::Conditional);
+        assert!(
+            (r.p_mannwhitney - 2.0 / 70.0).abs() < 1e-12,
+            "{}",
+            r.p_mannwhitney
+        );
     }
 
     /// Merges went up 10% or down 10%: a real change either way, never a better or worse.
