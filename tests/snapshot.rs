@@ -52,6 +52,35 @@ fn live_snapshot_is_small_self_contained_and_reads_back_with_rates() {
     }
     // What a plan made from the snapshot reads beside the model (lockmem's check).
     assert!(dir.join("proc/meminfo").is_file());
+    // preflight tells of the snapshot what it tells of this machine (a VM's had read as bare
+    // metal without deep C-states), all but what only a live machine shows.
+    let findings = |extra: &[&std::ffi::OsStr]| -> Vec<(String, String)> {
+        let out = iolab()
+            .args(["preflight", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        all.iter()
+            .map(|f| {
+                (
+                    f["key"].as_str().unwrap().to_string(),
+                    f["value"].to_string(),
+                )
+            })
+            .filter(|(k, _)| {
+                !["loadavg", "busy_processes", "fio_confinement", "cpu.steal"].contains(&k.as_str())
+            })
+            .collect()
+    };
+    let live = findings(&[]);
+    assert!(live.iter().any(|(k, _)| k == "cstate.deepest"), "{live:?}");
+    assert_eq!(findings(&["--root".as_ref(), dir.as_os_str()]), live);
 
     let mut paths = Vec::new();
     walk(&dir, &mut paths);

@@ -66,13 +66,7 @@ pub(crate) const BUSY_THRESHOLD_PCT: f64 = 5.0;
 
 /// Collects all findings. `sample` is how long CPU use is watched on a live machine.
 pub(crate) fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
-    let mut f = Vec::new();
-    let cpus = online_cpus(root);
-    identity(root, &mut f);
-    frequency(root, &cpus, &mut f);
-    smt_and_idle(root, &cpus, &mut f);
-    memory(root, &mut f);
-    load(root, cpus.len().max(1), &mut f);
+    let mut f = machine_state(root);
     irqbalance(root, &mut f);
     irq_daemon(root, &mut f);
     if root.is_live() {
@@ -85,6 +79,25 @@ pub(crate) fn collect(root: &SysRoot, sample: Duration) -> Vec<Finding> {
         ));
     }
     f
+}
+
+/// The findings about the machine itself (not its processes): what a snapshot must hold for
+/// `preflight --root` to tell the same.
+fn machine_state(root: &SysRoot) -> Vec<Finding> {
+    let mut f = Vec::new();
+    let cpus = online_cpus(root);
+    identity(root, &mut f);
+    frequency(root, &cpus, &mut f);
+    smt_and_idle(root, &cpus, &mut f);
+    memory(root, &mut f);
+    load(root, cpus.len().max(1), &mut f);
+    f
+}
+
+/// Reads what [`machine_state`] reads, for `snapshot` to copy (no process's files).
+pub(crate) fn snapshot_reads(root: &SysRoot) -> anyhow::Result<()> {
+    machine_state(root);
+    Ok(())
 }
 
 fn online_cpus(root: &SysRoot) -> Vec<u32> {

@@ -92,7 +92,12 @@ pub(crate) fn capture(
     out: &Path,
     interval: Duration,
 ) -> anyhow::Result<SnapshotMeta> {
-    capture_with(source, out, interval, &[&plan_reads])
+    capture_with(
+        source,
+        out,
+        interval,
+        &[&plan_reads, &crate::preflight::snapshot_reads],
+    )
 }
 
 /// What `run --dry-run --root` reads beside the model: memory, to check what fio's `lockmem`
@@ -133,7 +138,14 @@ pub fn capture_with(
     }
     let mut modes = String::new();
     for abs in rec.files.iter().chain(&rec.modes) {
-        if abs.starts_with("/proc/self/") || abs.starts_with(LATER_DIR) || abs == SNAPSHOT_META {
+        // A reader may look at the kernel's command line (preflight, for C-state limits);
+        // it can carry secrets, so it is never copied.
+        let private = abs.ends_with("/cmdline") || abs.ends_with("/environ");
+        if private
+            || abs.starts_with("/proc/self/")
+            || abs.starts_with(LATER_DIR)
+            || abs == SNAPSHOT_META
+        {
             continue;
         }
         // The kernel's module index: only its scheduler lines (a megabyte of driver aliases
