@@ -1263,6 +1263,8 @@ fn compare_says_why_constant_sides_are_not_decided() {
         flat.contains("p -: neither side varies, so Welch's t has no p and cannot decide"),
         "{text}"
     );
+    // No row has a p: no legend explains one (it read as if other tables' were unadjusted).
+    assert!(!flat.contains("p: two-sided"), "{text}");
 }
 
 #[test]

@@ -132,7 +132,10 @@ pub(crate) fn comparison_table_in_family(
     } else {
         String::new()
     };
-    table.notes.push(match one_test {
+    // A table without a p-value (every row's sides constant) explains no p: its legend would
+    // contradict the adjusted one of the tables beside it.
+    let any_p = rows.iter().any(|r| r.comparison.p_test.is_some());
+    let p_legend = match one_test {
         None => format!(
             "p: two-sided, of the test named in `test`{adjustment}; MW = Mann-Whitney U where \
              its smallest possible p is below {alpha} (e.g. 4 vs 4 or 3 vs 5 runs), else Welch \
@@ -148,7 +151,10 @@ pub(crate) fn comparison_table_in_family(
             "p: two-sided, of Mann-Whitney U in every row{adjustment}; Welch column: Welch's \
              t p, unadjusted, for reference"
         ),
-    });
+    };
+    if any_p {
+        table.notes.push(p_legend);
+    }
     if let Some(min_effect) = rows.first().map(|r| r.comparison.min_effect_pct) {
         let constant = rows
             .iter()
