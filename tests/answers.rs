@@ -349,6 +349,18 @@ fn kernels_compared_across_two_machines_are_called_out() {
     let json: Value = serde_json::from_str(&ok(&db, &[&args[..], &["--json"]].concat())).unwrap();
     assert_eq!(json["baseline"]["hosts"], serde_json::json!(["db7"]));
     assert_eq!(json["candidate"]["hosts"], serde_json::json!(["db8"]));
+    // A script reading JSON or CSV is told too: in the document, and beside the CSV.
+    let warned = |w: &str| w.contains("the baseline ran on db7 and the candidate on db8");
+    assert!(
+        json["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| warned(w.as_str().unwrap())),
+        "{json}"
+    );
+    let (success, csv, stderr) = iolab(&db, &[&args[..], &["--csv"]].concat());
+    assert!(success && warned(&stderr) && !warned(&csv), "{stderr}");
     let hosts = ok(
         &db,
         &["compare", "host=db7", "host=db8", "--metric", "read_iops"],
@@ -978,6 +990,19 @@ fn report_compares_an_undirected_metric_for_change_alone() {
         !html.contains(">improved") && !html.contains(">regressed"),
         "an undirected metric got a verdict"
     );
+    // A cell that does not exist is an error naming the cells, not two charts left out.
+    let e = err(
+        &db,
+        &[
+            "report",
+            "1",
+            "-o",
+            html_path.to_str().unwrap(),
+            "--cell",
+            "nosuch",
+        ],
+    );
+    assert!(e.contains("has no cell \"nosuch\"; its cells:"), "{e}");
 }
 
 #[test]

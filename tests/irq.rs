@@ -515,6 +515,37 @@ fn bad_input_is_refused_with_a_reason() {
     );
 }
 
+/// `irq top | head -1`: once the reader has gone, top ends (it wrote into the closed pipe,
+/// ignoring the error, for as long as it was let run).
+#[test]
+fn top_ends_when_its_reader_goes_away() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args(["irq", "top", "--json", "--interval", "100ms"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(serde_json::from_str::<Value>(&first).is_ok(), "{first}");
+    // The reader is dropped here: the next refresh finds the pipe closed.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
+
 #[test]
 fn top_shows_every_cpu_once_per_refresh() {
     let out = iolab()

@@ -189,7 +189,14 @@ fn snapshot_of_a_fixture_reproduces_its_model() {
         snapshot_of_fixture(name, &dir, &[]);
         let (original, _) = inspect_json(&machines().join(name));
         let (copy, _) = inspect_json(&dir);
-        assert_eq!(without_rates(copy), without_rates(original), "{name}");
+        if machines().join(name).join("later").is_dir() {
+            // A snapshot's second reading is kept, not taken again of files that do not
+            // change (every rate read 0: IRQ 160's 100,000/s went).
+            assert!(original["rates"].is_object(), "{name}");
+            assert_eq!(copy, original, "{name}");
+        } else {
+            assert_eq!(without_rates(copy), without_rates(original), "{name}");
+        }
     }
 }
 

@@ -2560,6 +2560,35 @@ fn compressed_traces_are_analysed_and_exported_unchanged() {
             );
         }
     }
+
+    // What is not a whole trace is refused, as `trace analyze` refuses it, and nothing is
+    // written for blkparse to trip on.
+    let whole = std::fs::read(fixture("fx.bin")).unwrap();
+    for (name, bytes, says) in [
+        ("garbage.bin", vec![0x5a; 1000], "not a blktrace record"),
+        ("empty.bin", Vec::new(), "holds no trace records"),
+        (
+            "cut.bin",
+            whole[..whole.len() - 10].to_vec(),
+            "ends inside the record",
+        ),
+    ] {
+        let input = dir.path().join(name);
+        std::fs::write(&input, bytes).unwrap();
+        let bad_out = dir.path().join("refused");
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "export", input.to_str().unwrap(), "-o"])
+            .arg(&bad_out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{name}: {err}");
+        assert!(
+            !bad_out.join(format!("{name}.blktrace.0")).exists(),
+            "{name}"
+        );
+    }
 }
 
 #[test]

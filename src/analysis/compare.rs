@@ -558,6 +558,10 @@ pub(crate) struct CompareDoc {
     /// Runs both selectors chose (left out when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shared_runs: Vec<i64>,
+    /// What the text prints before its tables: sides from different machines, a side
+    /// pooling hosts, runs on both sides (left out when none; CSV has them on stderr).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The failed cross-checks of each side's runs.
@@ -780,12 +784,13 @@ pub(crate) fn compare_selectors(
         super::basis::findings_of_runs(store, &cand.runs)?,
     );
     let mut text = compare_heading(&base, &cand, &cells.factors);
-    for w in hosts_warnings(a, b, &base_hosts, &cand_hosts)
+    let warnings: Vec<String> = hosts_warnings(a, b, &base_hosts, &cand_hosts)
         .into_iter()
         .chain(shared_warning(&shared))
-    {
+        .collect();
+    for w in &warnings {
         text.push_str(&crate::report::table::wrap(
-            &crate::report::format::terminal_safe(&w),
+            &crate::report::format::terminal_safe(w),
             MAX_WIDTH,
         ));
     }
@@ -837,6 +842,7 @@ pub(crate) fn compare_selectors(
         skipped,
         shared_runs: shared,
         comparisons: compared,
+        warnings,
     };
     Ok(CompareOutput { text, doc, csv })
 }

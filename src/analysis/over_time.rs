@@ -20,24 +20,29 @@ const X_LABEL: &str = "seconds since the run's measured interval began";
 
 /// The cell named by `--cell` (its full or short label), or the first with stored series
 /// (per-second, or a program engine's own).
+/// The cell `want` names, by its full or short label; an error listing the cells if none.
+pub(crate) fn named_cell<'a>(loaded: &'a Loaded, want: &str) -> anyhow::Result<&'a CellRuns> {
+    loaded
+        .cells
+        .iter()
+        .find(|c| c.label() == want || c.short_label() == want)
+        .ok_or_else(|| {
+            let labels: Vec<String> = loaded.cells.iter().map(CellRuns::label).collect();
+            anyhow::anyhow!(
+                "experiment {} has no cell {want:?}; its cells: {}",
+                loaded.experiment.id,
+                labels.join("; ")
+            )
+        })
+}
+
 fn chosen_cell<'a>(
     store: &Store,
     loaded: &'a Loaded,
     cell: Option<&str>,
 ) -> anyhow::Result<&'a CellRuns> {
     if let Some(want) = cell {
-        return loaded
-            .cells
-            .iter()
-            .find(|c| c.label() == want || c.short_label() == want)
-            .ok_or_else(|| {
-                let labels: Vec<String> = loaded.cells.iter().map(CellRuns::label).collect();
-                anyhow::anyhow!(
-                    "experiment {} has no cell {want:?}; its cells: {}",
-                    loaded.experiment.id,
-                    labels.join("; ")
-                )
-            });
+        return named_cell(loaded, want);
     }
     for c in &loaded.cells {
         for id in &c.ok {

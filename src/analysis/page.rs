@@ -287,6 +287,10 @@ pub(crate) fn report(
     opts: &ReportOptions,
 ) -> anyhow::Result<(String, ReportSummary)> {
     let loaded = load(store, id)?;
+    // A cell named for the per-second charts must exist: else they would quietly be left out.
+    if let Some(want) = &opts.cell {
+        super::over_time::named_cell(&loaded, want)?;
+    }
     let ok = loaded.ok_run_ids();
     let label = format!("experiment {id}");
     let mut p = Page {

@@ -87,5 +87,11 @@ pub(super) fn run(args: CompareArgs) -> anyhow::Result<()> {
             better: args.better.into_iter().collect(),
         },
     )?;
+    // CSV has no place for them: they go beside it, where a terminal still shows them.
+    if args.out.csv {
+        for w in &out.doc.warnings {
+            eprintln!("iolab: {}", crate::report::format::terminal_safe(w));
+        }
+    }
     crate::output::print_table(&out, args.out)
 }

@@ -111,12 +111,13 @@ impl crate::output::Render for Shown {
 }
 
 /// Reads /proc/interrupts every `w.interval` and hands each refresh to `show`, until
-/// `w.count` refreshes were shown or `wait` says a signal arrived.
+/// `w.count` refreshes were shown, `wait` says a signal arrived or `show` says nobody reads
+/// them any more.
 pub(crate) fn watch(
     root: &crate::sys::SysRoot,
     w: &Watch,
     wait: &dyn Fn(std::time::Duration) -> bool,
-    show: &mut dyn FnMut(&Shown) -> anyhow::Result<()>,
+    show: &mut dyn FnMut(&Shown) -> anyhow::Result<bool>,
 ) -> anyhow::Result<()> {
     let mut before = crate::model::irqs::read_interrupts(root)?;
     let mut at = std::time::Instant::now();
@@ -127,10 +128,13 @@ pub(crate) fn watch(
         }
         let after = crate::model::irqs::read_interrupts(root)?;
         let now = std::time::Instant::now();
-        show(&Shown {
+        let read = show(&Shown {
             frame: frame(&before, &after, (now - at).as_nanos() as u64, w.all),
             limit: w.limit,
         })?;
+        if !read {
+            break; // the reader went away
+        }
         (before, at) = (after, now);
         shown += 1;
     }

@@ -282,14 +282,19 @@ pub(crate) fn release_at_least(release: &str, major: u32, minor: u32) -> Option<
     Some((next()?, next()?) >= (major, minor))
 }
 
-/// The two readings of a snapshot and the measured time between them.
-fn second_reading(root: &SysRoot) -> Result<(Counters, Counters, u64), SysError> {
+/// The measured time between a snapshot's two readings (`snapshot.json`).
+pub(crate) fn snapshot_interval_ns(root: &SysRoot) -> Result<u64, SysError> {
     let meta = root.read(SNAPSHOT_META)?;
-    let interval_ns = serde_json::from_str::<serde_json::Value>(&meta)
+    serde_json::from_str::<serde_json::Value>(&meta)
         .ok()
         .and_then(|v| v.get("interval_ns")?.as_u64())
         .filter(|ns| *ns > 0)
-        .ok_or_else(|| root.parse_error(SNAPSHOT_META, 1, "no positive `interval_ns`"))?;
+        .ok_or_else(|| root.parse_error(SNAPSHOT_META, 1, "no positive `interval_ns`"))
+}
+
+/// The two readings of a snapshot and the measured time between them.
+fn second_reading(root: &SysRoot) -> Result<(Counters, Counters, u64), SysError> {
+    let interval_ns = snapshot_interval_ns(root)?;
     let before = Counters::read(root)?;
     let later = SysRoot::at(root.path(LATER_DIR))?;
     let after = Counters::read(&later)?;

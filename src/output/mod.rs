@@ -75,8 +75,9 @@ fn terminal_text(result: &impl Render) -> String {
 
 /// Writes one item of a stream (`irq top`'s refreshes): with `--json` one compact JSON object
 /// on its own line, so a script reads it line by line; else its text and a blank line.
-pub(crate) fn print_item(result: &impl Render, out: OutputArgs) -> anyhow::Result<()> {
-    stdout(&if out.json {
+/// `false` once nobody reads stdout (`irq top | head -1`), for the stream to end.
+pub(crate) fn print_item(result: &impl Render, out: OutputArgs) -> anyhow::Result<bool> {
+    stdout::still_read(&if out.json {
         serde_json::to_string(result)? + "\n"
     } else {
         terminal_text(result) + "\n"

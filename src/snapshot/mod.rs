@@ -193,9 +193,16 @@ pub fn capture_with(
     for (abs, bytes) in &first {
         m.write(abs, bytes).map_err(io(&out, abs))?;
     }
-    std::thread::sleep(interval.saturating_sub(started.elapsed()));
-    let second = read_counters(source)?;
-    let interval_ns = started.elapsed().as_nanos() as u64;
+    // A snapshot of a snapshot keeps its second reading and the time between the two: a
+    // second reading of files that do not change would show every rate as 0.
+    let (second, interval_ns) = match earlier_second_reading(source)? {
+        Some(kept) => kept,
+        None => {
+            std::thread::sleep(interval.saturating_sub(started.elapsed()));
+            let second = read_counters(source)?;
+            (second, started.elapsed().as_nanos() as u64)
+        }
+    };
     for (abs, bytes) in &second {
         let later = format!("{LATER_DIR}{abs}");
         m.write(&later, bytes).map_err(io(&out, &later))?;
@@ -263,7 +270,20 @@ fn prepare_dir(out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read_counters(source: &SysRoot) -> anyhow::Result<Vec<(&'static str, Vec<u8>)>> {
+/// The counter files as read: (path, contents).
+type Reading = Vec<(&'static str, Vec<u8>)>;
+
+/// The second reading of a snapshot root and its interval (`snapshot.json`), if it has one.
+fn earlier_second_reading(source: &SysRoot) -> anyhow::Result<Option<(Reading, u64)>> {
+    if source.is_live() || !source.exists(&format!("{LATER_DIR}/proc/interrupts")) {
+        return Ok(None);
+    }
+    let interval_ns = crate::model::snapshot_interval_ns(source)?;
+    let later = SysRoot::at(source.path(LATER_DIR))?;
+    Ok(Some((read_counters(&later)?, interval_ns)))
+}
+
+fn read_counters(source: &SysRoot) -> anyhow::Result<Reading> {
     COUNTER_FILES
         .iter()
         .map(|abs| {

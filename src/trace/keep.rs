@@ -91,6 +91,14 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
                 out.display()
             );
         }
+        // blkparse and btt must not be handed garbage, an empty file or a record cut short,
+        // which `trace analyze` refuses too. A file is checked first; standard input, which
+        // cannot be read twice, as written.
+        let once = super::stream::reads_once(input);
+        if !once {
+            whole_records(input)
+                .map_err(|why| anyhow::anyhow!("not a block trace to export: {why}"))?;
+        }
         let mut stream = RecordStream::open(input)?;
         let mut w = BufWriter::new(
             File::create(&out).with_context(|| format!("creating {}", out.display()))?,
@@ -98,7 +106,29 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
         io::copy(stream.source_mut(), &mut w)
             .and_then(|_| w.flush())
             .with_context(|| format!("writing {} from {}", out.display(), input.display()))?;
+        drop(w);
+        if let Some(why) = once.then(|| whole_records(&out).err()).flatten() {
+            let _ = std::fs::remove_file(&out);
+            for done in &written {
+                let _ = std::fs::remove_file(done);
+            }
+            anyhow::bail!("not a block trace to export: {why}");
+        }
         written.push(out);
     }
     Ok(written)
+}
+
+/// Whether `path` holds one or more whole trace records and nothing else; why not, naming it.
+fn whole_records(path: &Path) -> Result<(), String> {
+    let mut stream = RecordStream::open(path).map_err(|e| e.to_string())?;
+    let mut records = 0u64;
+    for ev in stream.by_ref() {
+        ev.map_err(|e| e.to_string())?;
+        records += 1;
+    }
+    match records {
+        0 => Err(format!("{} holds no trace records", path.display())),
+        _ => Ok(()),
+    }
 }
