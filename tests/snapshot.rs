@@ -55,17 +55,12 @@ fn live_snapshot_is_small_self_contained_and_reads_back_with_rates() {
     // preflight tells of the snapshot what it tells of this machine (a VM's had read as bare
     // metal without deep C-states), all but what only a live machine shows.
     let findings = |extra: &[&std::ffi::OsStr]| -> Vec<(String, String)> {
-        let out = iolab()
-            .args(["preflight", "--json"])
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = crate::common::stdout_of(
+            crate::common::iolab()
+                .args(["preflight", "--json"])
+                .args(extra),
         );
-        let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let all: Vec<Value> = serde_json::from_str(&out).unwrap();
         all.iter()
             .map(|f| {
                 (
