@@ -703,38 +703,21 @@ fn plot_writes_each_kind_as_svg_or_png() {
     let svg = std::fs::read_to_string(&both).unwrap();
     assert!(svg.contains("variant=stock placement=on"), "legend");
     assert!(svg.contains("variant=backport placement=near"), "legend");
-    let e = err(
-        &db,
-        &[
-            "plot",
-            "1",
-            "--kind",
-            "bars",
-            "--with",
-            "2",
-            "-o",
-            both.to_str().unwrap(),
-        ],
-    );
-    assert!(e.contains("lines"), "{e}");
-    // An option the kind does not read is refused, not silently ignored.
-    let e = err(
-        &db,
-        &[
-            "plot",
-            "1",
-            "--kind",
-            "bars",
-            "--run",
-            "3",
-            "-o",
-            both.to_str().unwrap(),
-        ],
-    );
-    assert!(
-        e.contains("--run does nothing for --kind bars: it is for heatmap, cpu, irq-over-time"),
-        "{e}"
-    );
+    // --with is for lines; an option the kind does not read is refused, not silently ignored.
+    for (option, says) in [
+        (["--with", "2"], "lines"),
+        (
+            ["--run", "3"],
+            "--run does nothing for --kind bars: it is for heatmap, cpu, irq-over-time",
+        ),
+    ] {
+        let out = both.to_str().unwrap();
+        let e = err(
+            &db,
+            &[&["plot", "1", "--kind", "bars", "-o", out][..], &option].concat(),
+        );
+        assert!(e.contains(says), "{e}");
+    }
 
     // Per-second series: one line per run of the chosen cell, and one per CPU.
     let texts_of = |path: &Path| -> Vec<String> {

@@ -72,32 +72,25 @@ pub(crate) struct PlotArgs {
     pub out: crate::output::OutputArgs,
 }
 
-/// The options each is for: one given to a kind that does not read it is refused, not ignored.
-const OPTION_KINDS: [(&str, &[Kind]); 6] = [
-    (
-        "--metric",
-        &[Kind::Bars, Kind::Lines, Kind::Latency, Kind::OverTime],
-    ),
-    ("--x", &[Kind::Lines]),
-    ("--by", &[Kind::Bars, Kind::Lines]),
-    ("--run", &[Kind::Heatmap, Kind::Cpu, Kind::IrqOverTime]),
-    ("--irq", &[Kind::Heatmap]),
-    ("--cell", &[Kind::OverTime, Kind::IrqOverTime]),
-];
-
+/// An option given to a kind that does not read it is refused, not ignored.
 fn check_options(args: &PlotArgs) -> anyhow::Result<()> {
-    let given = [
-        args.metric.is_some(),
-        args.x.is_some(),
-        args.by.is_some(),
-        args.run.is_some(),
-        args.irq.is_some(),
-        args.cell.is_some(),
+    use Kind::*;
+    let options: [(&str, bool, &[Kind]); 6] = [
+        (
+            "--metric",
+            args.metric.is_some(),
+            &[Bars, Lines, Latency, OverTime],
+        ),
+        ("--x", args.x.is_some(), &[Lines]),
+        ("--by", args.by.is_some(), &[Bars, Lines]),
+        ("--run", args.run.is_some(), &[Heatmap, Cpu, IrqOverTime]),
+        ("--irq", args.irq.is_some(), &[Heatmap]),
+        ("--cell", args.cell.is_some(), &[OverTime, IrqOverTime]),
     ];
     let name = |k: &Kind| {
         clap::ValueEnum::to_possible_value(k).map_or(String::new(), |v| v.get_name().to_string())
     };
-    for ((option, kinds), given) in OPTION_KINDS.iter().zip(given) {
+    for (option, given, kinds) in options {
         if given && !kinds.contains(&args.kind) {
             let kinds: Vec<String> = kinds.iter().map(name).collect();
             anyhow::bail!(
