@@ -545,6 +545,26 @@ fn compare_takes_the_better_direction_from_the_user() {
         &["compare", "1", "2", "--better", "read_iops=sideways"],
     );
     assert!(e.contains("expected higher, lower or none"), "{e}");
+    // A direction for a metric the comparison does not show (a typo, or a --metric left
+    // out) is refused, not ignored.
+    let e = err(
+        &db,
+        &[
+            "compare",
+            "1",
+            "2",
+            "--metric",
+            "read_iops",
+            "--better",
+            "read_ipos=lower",
+        ],
+    );
+    assert!(
+        e.contains(
+            "--better read_ipos=...: the comparison shows no metric read_ipos (it shows read_iops;"
+        ),
+        "{e}"
+    );
     // A metric with no better side is refused, and the error names the ways out.
     let e = err(&db, &["compare", "1", "2", "--metric", "dev_avg_rq_kb"]);
     assert!(e.contains("--better dev_avg_rq_kb=none"), "{e}");

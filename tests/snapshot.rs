@@ -291,6 +291,57 @@ fn refuses_a_non_empty_directory_and_bad_intervals() {
         assert_eq!(out.status.code(), Some(2), "{bad}");
         assert!(!tmp.path().join("new").exists());
     }
+
+    // A file is not overwritten, and the message says a snapshot is a directory.
+    let out = iolab()
+        .args(["snapshot", "--interval", "10ms", "-o"])
+        .arg(tmp.path().join("precious"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exists and is not a directory"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("precious")).unwrap(),
+        "x"
+    );
+}
+
+/// `irq plan --root` of a snapshot whose second reading is there but broken says what is
+/// broken, not that the snapshot has no second reading.
+#[test]
+fn a_broken_second_reading_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = |dir: &Path| {
+        let out = iolab()
+            .args(["irq", "plan", "--root"])
+            .arg(dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let no_stat = tmp.path().join("no-stat");
+    snapshot_of_fixture("scsi-hba", &no_stat, &[]);
+    assert_eq!(plan(&no_stat).0, Some(0));
+    std::fs::remove_file(no_stat.join("later/proc/stat")).unwrap();
+    let (code, err) = plan(&no_stat);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("the snapshot's rates cannot be read") && err.contains("later/proc/stat"),
+        "{err}"
+    );
+    let bad_meta = tmp.path().join("bad-meta");
+    snapshot_of_fixture("scsi-hba", &bad_meta, &[]);
+    std::fs::write(bad_meta.join("snapshot.json"), "garbage").unwrap();
+    let (code, err) = plan(&bad_meta);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("the snapshot's rates cannot be read") && err.contains("snapshot.json"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -763,6 +763,16 @@ pub(crate) fn compare_selectors(
             (m, b, c)
         })
         .collect();
+    // A direction for a metric the table does not show is a typo or a missing --metric:
+    // said now, not silently ignored.
+    let shown: Vec<&str> = triples.iter().map(|(m, _, _)| m.as_str()).collect();
+    if let Some(unknown) = req.better.keys().find(|m| !shown.contains(&m.as_str())) {
+        bail!(
+            "--better {unknown}=...: the comparison shows no metric {unknown} (it shows {}; \
+             name others with --metric)",
+            shown.join(", ")
+        );
+    }
     let (compared, skipped) = compare_cells(
         &cells.base,
         &cells.cand,

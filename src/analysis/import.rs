@@ -78,12 +78,6 @@ impl crate::output::Render for ImportSummary {
     }
 }
 
-/// Parses `--tag NAME=VALUE` by the one tag rule (`store::tags`). `host` and `kernel` are
-/// allowed here: an imported file cannot say them, so only the user can.
-pub(crate) fn parse_tag(text: &str) -> anyhow::Result<(String, String)> {
-    crate::store::tags::parse_tag(text).map_err(|e| anyhow::anyhow!(e))
-}
-
 /// One file, parsed and ready to store.
 pub(crate) struct Parsed {
     path: PathBuf,

@@ -96,24 +96,30 @@ impl crate::output::Render for Written {
 
 /// Draws experiment `id`'s chart from the database at `db` and writes it to `output`, as SVG
 /// or PNG by its extension (checked before the database is opened).
+/// Whether a chart written to `output` is a PNG (else an SVG): its extension says, and any
+/// other extension is refused.
+pub(crate) fn is_png(output: &std::path::Path) -> Result<bool, String> {
+    let ext = output
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => Ok(false),
+        Some("png") => Ok(true),
+        _ => Err(format!(
+            "{}: the output must end in .svg or .png (the extension picks the format)",
+            output.display()
+        )),
+    }
+}
+
 pub(crate) fn write_chart(
     db: &std::path::Path,
     id: i64,
     req: &PlotRequest,
     output: &std::path::Path,
 ) -> anyhow::Result<Written> {
-    let ext = output
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let as_png = match ext.as_deref() {
-        Some("svg") => false,
-        Some("png") => true,
-        _ => bail!(
-            "{}: the output must end in .svg or .png (the extension picks the format)",
-            output.display()
-        ),
-    };
+    let as_png = is_png(output).map_err(|e| anyhow::anyhow!(e))?;
     let store = Store::open_existing(db)?;
     let loaded = super::show::load(&store, id)?;
     let svg = plot(&store, &loaded, req)?;

@@ -19,6 +19,14 @@ fn parse_better(text: &str) -> Result<(String, Direction), String> {
     Ok((metric.trim().to_string(), way))
 }
 
+/// `--min-effect`: a percentage of 0 or more (compare and report).
+pub(super) fn parse_min_effect(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(pct) if pct >= 0.0 && pct.is_finite() => Ok(pct),
+        _ => Err("a percentage of 0 or more, e.g. 1 or 0.5".into()),
+    }
+}
+
 /// Compare two groups of runs cell by cell: baseline A, candidate B.
 ///
 /// A and B are experiment ids (`3`) or tag selectors (`kernel=6.1`, `variant=stock`, several
@@ -49,7 +57,7 @@ pub(crate) struct CompareArgs {
     #[arg(long = "metric", value_name = "M")]
     pub metrics: Vec<String>,
     /// Smallest change in percent that can be called improved or regressed.
-    #[arg(long, value_name = "PCT", default_value_t = 1.0)]
+    #[arg(long, value_name = "PCT", default_value_t = 1.0, value_parser = parse_min_effect)]
     pub min_effect: f64,
     /// Which way is better for a metric whose name does not say (e.g. dev_avg_qu_sz=lower);
     /// `none` reports a real change as `changed` without calling it better or worse (the

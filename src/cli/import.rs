@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::analysis::import::{
-    import_files, is_database, merge_databases, parse_tag, read_files, ImportOptions,
+    import_files, is_database, merge_databases, read_files, ImportOptions,
 };
 use crate::store::{self, Store};
 
@@ -44,27 +44,23 @@ pub(crate) struct ImportArgs {
 }
 
 pub(super) fn run(args: ImportArgs) -> anyhow::Result<()> {
-    let tags = args
-        .tags
-        .iter()
-        .map(|t| parse_tag(t))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tags = super::parse_tags(&args.tags)?;
     let path = store::resolve_db_path(args.db.as_deref());
     let (databases, outputs): (Vec<&PathBuf>, Vec<&PathBuf>) =
         args.files.iter().partition(|f| is_database(f));
     if let (Some(d), Some(o)) = (databases.first(), outputs.first()) {
-        anyhow::bail!(
+        return Err(super::usage(format!(
             "{} is an iolab database and {} is not: import fio outputs and databases apart",
             d.display(),
             o.display()
-        );
+        )));
     }
     if !databases.is_empty() {
         if args.experiment.is_some() {
-            anyhow::bail!(
+            return Err(super::usage(
                 "--experiment names the experiment fio outputs go into; a database's \
-                 experiments keep their own names"
-            );
+                 experiments keep their own names",
+            ));
         }
         let summary = merge_databases(&path, &args.files, &tags)?;
         return crate::output::print(&summary, args.out);

@@ -43,11 +43,11 @@ pub(crate) struct TopArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::inspect::parse_interval)]
     pub interval: Duration,
     /// Stop after this many refreshes.
-    #[arg(short = 'n', long, value_name = "N")]
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Rows shown per refresh (busiest first).
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    pub limit: usize,
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: u64,
     /// Also show the per-CPU summary rows (timer, IPIs: LOC, RES, CAL, ...).
     #[arg(long)]
     pub all: bool,
@@ -59,10 +59,10 @@ pub(crate) struct TopArgs {
 #[derive(Debug, clap::Args)]
 pub(crate) struct PlanningArgs {
     /// Interrupts per second from which an interrupt counts as heavy (light ones never move).
-    #[arg(long, value_name = "RATE", default_value_t = 1000.0)]
+    #[arg(long, value_name = "RATE", default_value_t = 1000.0, value_parser = parse_heavy)]
     pub heavy: f64,
     /// Move nothing unless the busiest package + core + CPU load drops by this many percent.
-    #[arg(long, value_name = "PCT", default_value_t = 10.0)]
+    #[arg(long, value_name = "PCT", default_value_t = 10.0, value_parser = parse_min_gain)]
     pub min_gain: f64,
     /// Allow placing an interrupt on another NUMA node than its device's.
     #[arg(long)]
@@ -113,28 +113,38 @@ fn irq_numbers(text: &str) -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// `--ban-cpus`: a non-empty CPU list (`0,2-3`), or none.
+/// `--heavy`: interrupts per second, 0 or more.
+fn parse_heavy(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate >= 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err("a rate of 0 or more interrupts per second, e.g. 1000".into()),
+    }
+}
+
+/// `--min-gain`: a percentage from 0 to under 100.
+fn parse_min_gain(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(pct) if (0.0..100.0).contains(&pct) => Ok(pct),
+        _ => Err("a percentage from 0 to under 100, e.g. 10".into()),
+    }
+}
+
+/// `--ban-cpus`: a non-empty CPU list (`0,2-3`), or none. Checked here, not by clap, so the
+/// value is echoed escaped.
 fn banned_cpus(text: Option<&str>) -> anyhow::Result<Vec<u32>> {
     let Some(text) = text else {
         return Ok(Vec::new());
     };
     match crate::sys::parse::cpulist(text) {
         Ok(cpus) if !cpus.is_empty() => Ok(cpus),
-        _ => bail!("--ban-cpus: `{text}` is not a CPU list (e.g. 0,2-3)"),
+        _ => Err(super::usage(format!(
+            "--ban-cpus: `{text}` is not a CPU list (e.g. 0,2-3)"
+        ))),
     }
 }
 
 impl PlanningArgs {
     fn options(&self) -> anyhow::Result<plan::Options> {
-        if !(self.heavy >= 0.0 && self.heavy.is_finite()) {
-            bail!("--heavy must be a rate of 0 or more, not {}", self.heavy);
-        }
-        if !(self.min_gain >= 0.0 && self.min_gain < 100.0) {
-            bail!(
-                "--min-gain must be from 0 to under 100, not {}",
-                self.min_gain
-            );
-        }
         Ok(plan::Options {
             heavy: self.heavy,
             min_gain_pct: self.min_gain,
@@ -149,8 +159,9 @@ impl PlanningArgs {
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the plan as JSON (`irq apply --plan` reads it)")))]
 pub(crate) struct PlanArgs {
-    /// How long to measure the load.
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
+    /// How long to measure the load (not with --root: a snapshot's two readings fix it).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval,
+          conflicts_with = "root")]
     pub over: Duration,
     /// Plan for a snapshot made by `iolab snapshot` (its two readings give the rates).
     #[arg(long, value_name = "DIR")]
@@ -168,8 +179,10 @@ pub(crate) struct ApplyArgs {
     /// How long to measure the load.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
     pub over: Duration,
-    /// Apply a plan saved by `iolab irq plan --json` instead of measuring now.
-    #[arg(long, value_name = "FILE")]
+    /// Apply a plan saved by `iolab irq plan --json` instead of measuring now (so without
+    /// the options that say how to measure and plan).
+    #[arg(long, value_name = "FILE",
+          conflicts_with_all = ["over", "heavy", "min_gain", "any_node", "unpin", "ban_cpus"])]
     pub plan: Option<PathBuf>,
     #[command(flatten)]
     pub planning: PlanningArgs,
@@ -201,7 +214,7 @@ pub(crate) struct DaemonArgs {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::inspect::parse_interval)]
     pub max_interval: Duration,
     /// Stop after this many looks.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub cycles: Option<u64>,
     /// Leave the placement in effect on exit (`iolab irq rollback` undoes it later).
     #[arg(long)]
@@ -247,7 +260,7 @@ fn top_cmd(a: TopArgs) -> anyhow::Result<()> {
         interval: a.interval,
         count: a.count,
         all: a.all,
-        limit: a.limit,
+        limit: usize::try_from(a.limit).unwrap_or(usize::MAX),
     };
     top::watch(&SysRoot::live(), &watch, &waiter()?, &mut |shown| {
         crate::output::print_item(shown, a.out)
@@ -286,7 +299,9 @@ fn rollback_cmd(a: RollbackArgs) -> anyhow::Result<()> {
 
 fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
     if a.min_interval > a.max_interval {
-        bail!("--min-interval must not be longer than --max-interval");
+        return Err(super::usage(
+            "--min-interval must not be longer than --max-interval",
+        ));
     }
     let root = SysRoot::live();
     commands::refuse_beside_irqbalance(&root, a.force)?;

@@ -64,7 +64,9 @@ pub(crate) enum Command {
     /// package installs them for bash, zsh and fish).
     Completions(generate::CompletionsArgs),
     /// Write the man pages (iolab.1 and one per command) into a directory.
-    #[command(hide = true)]
+    ///
+    /// The Debian package ships them; built from source, `iolab man -o /usr/local/share/man/man1`
+    /// puts them where `man iolab-run` finds them.
     Man(generate::ManArgs),
 }
 
@@ -87,10 +89,43 @@ pub fn main() -> i32 {
                 "iolab: error: {}",
                 crate::report::format::terminal_safe_lines(&error_text(&e))
             );
+            if e.downcast_ref::<Usage>().is_some() {
+                return 2;
+            }
             e.downcast_ref::<run::Stopped>()
                 .map_or(1, run::Stopped::exit_code)
         }
     }
+}
+
+/// A command line that cannot mean anything, found after clap parsed it (a value clap cannot
+/// check alone, or two options that contradict each other). It exits 2 like clap's own usage
+/// errors, so a script can tell misuse from a command that failed; unlike clap, the message
+/// goes through iolab's printer, which escapes what the user typed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Usage(pub String);
+
+/// `Err(usage(...))?` in a command: the error for a misused command line.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    Usage(message.into()).into()
+}
+
+/// `--tag NAME=VALUE`s (run, import): each well formed, each name once (a run has one value
+/// per tag; the last of two would otherwise win unseen).
+pub(crate) fn parse_tags(texts: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    let mut tags: Vec<(String, String)> = Vec::new();
+    for text in texts {
+        let (name, value) = crate::store::tags::parse_tag(text).map_err(usage)?;
+        if let Some((_, earlier)) = tags.iter().find(|(n, _)| *n == name) {
+            return Err(usage(format!(
+                "--tag {name} is given twice ({name}={earlier} and {name}={value}): a run \
+                 has one value per tag"
+            )));
+        }
+        tags.push((name, value));
+    }
+    Ok(tags)
 }
 
 /// The error and its causes, joined by ": " like `{:#}`, but each cause at most once: many

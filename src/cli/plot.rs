@@ -75,13 +75,14 @@ pub(crate) struct PlotArgs {
 /// An option given to a kind that does not read it is refused, not ignored.
 fn check_options(args: &PlotArgs) -> anyhow::Result<()> {
     use Kind::*;
-    let options: [(&str, bool, &[Kind]); 6] = [
+    let options: [(&str, bool, &[Kind]); 7] = [
         (
             "--metric",
             args.metric.is_some(),
             &[Bars, Lines, Latency, OverTime],
         ),
         ("--x", args.x.is_some(), &[Lines]),
+        ("--with", !args.with.is_empty(), &[Lines]),
         ("--by", args.by.is_some(), &[Bars, Lines]),
         ("--run", args.run.is_some(), &[Heatmap, Cpu, IrqOverTime]),
         ("--irq", args.irq.is_some(), &[Heatmap]),
@@ -93,25 +94,40 @@ fn check_options(args: &PlotArgs) -> anyhow::Result<()> {
     for (option, given, kinds) in options {
         if given && !kinds.contains(&args.kind) {
             let kinds: Vec<String> = kinds.iter().map(name).collect();
-            anyhow::bail!(
+            return Err(super::usage(format!(
                 "{option} does nothing for --kind {}: it is for {}",
                 name(&args.kind),
                 kinds.join(", ")
-            );
+            )));
         }
+    }
+    // An experiment drawn twice is one line over another, which reads as "no change".
+    let mut drawn = vec![args.experiment];
+    for id in &args.with {
+        if drawn.contains(id) {
+            return Err(super::usage(format!(
+                "--with {id}: experiment {id} is already on the chart; --with names other \
+                 experiments to draw beside {}",
+                args.experiment
+            )));
+        }
+        drawn.push(*id);
     }
     Ok(())
 }
 
 pub(super) fn run(mut args: PlotArgs) -> anyhow::Result<()> {
     check_options(&args)?;
+    crate::analysis::plots::is_png(&args.output).map_err(super::usage)?;
     let db = store::resolve_db_path(args.db.as_deref());
     if let Some(h) = &args.host {
         args.experiment = store::Store::open_existing(&db)?.part_on_host(args.experiment, h)?;
     }
     if args.by_host {
         if !matches!(args.kind, Kind::Lines) {
-            anyhow::bail!("--by-host draws one line per host: it needs --kind lines");
+            return Err(super::usage(
+                "--by-host draws one line per host: it needs --kind lines",
+            ));
         }
         let parts = store::Store::open_existing(&db)?.parts(args.experiment)?;
         let Some((first, rest)) = parts.split_first() else {

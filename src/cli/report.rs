@@ -23,7 +23,7 @@ pub(crate) struct ReportArgs {
     #[arg(long = "metric", value_name = "M")]
     pub metrics: Vec<String>,
     /// Smallest change in percent that can be called improved or regressed.
-    #[arg(long, value_name = "PCT", default_value_t = 1.0)]
+    #[arg(long, value_name = "PCT", default_value_t = 1.0, value_parser = super::compare::parse_min_effect)]
     pub min_effect: f64,
     /// The cell whose per-second series (throughput per run, interrupts per CPU) the page
     /// draws, by its label (default: the first cell with per-second series).
@@ -40,6 +40,18 @@ pub(crate) struct ReportArgs {
 }
 
 pub(super) fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let html = args
+        .output
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+    if !html {
+        return Err(super::usage(format!(
+            "{}: the report is an HTML page: name it FILE.html (a browser opens it by its \
+             extension)",
+            args.output.display()
+        )));
+    }
     let db = store::resolve_db_path(args.db.as_deref());
     let id = match &args.host {
         Some(h) => store::Store::open_existing(&db)?.part_on_host(args.experiment, h)?,

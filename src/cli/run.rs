@@ -90,12 +90,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     let interrupt = crate::knobs::signals::Interrupt::install()?;
     let exp = crate::experiment::load(&args.experiment)?;
     let mut settings = Settings::live(crate::store::resolve_db_path(args.db.as_deref()));
-    settings.tags = args
-        .tags
-        .iter()
-        .map(|t| crate::store::tags::parse_tag(t))
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow!(e))?;
+    settings.tags = super::parse_tags(&args.tags)?;
     settings.device = args.device.clone();
     settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));

@@ -143,7 +143,7 @@ impl Machine {
         if !root.is_live() && root.exists(&format!("{LATER_DIR}/proc/interrupts")) {
             match second_reading(root) {
                 Ok((before, after, ns)) => machine.apply_rates(&rates(&before, &after, ns)),
-                Err(e) => warn.push(format!("rates not shown: {e}")),
+                Err(e) => warn.push(format!("{RATES_NOT_SHOWN}{e}")),
             }
         }
         let placements: Vec<_> = machine
@@ -170,6 +170,17 @@ impl Machine {
         if !root.is_live() {
             let m = Machine::read(root)?;
             let Some(r) = &m.rates else {
+                // A second reading that is there but cannot be read says why itself.
+                if let Some(why) = m
+                    .warnings
+                    .iter()
+                    .find_map(|w| w.strip_prefix(RATES_NOT_SHOWN))
+                {
+                    anyhow::bail!(
+                        "{}: the snapshot's rates cannot be read: {why}",
+                        root.base().display()
+                    );
+                }
                 anyhow::bail!(
                     "{}: this snapshot has no second reading, so no rates (take it again with \
                      `iolab snapshot`)",
@@ -283,6 +294,9 @@ pub(crate) fn release_at_least(release: &str, major: u32, minor: u32) -> Option<
 }
 
 /// The measured time between a snapshot's two readings (`snapshot.json`).
+/// How a model's warning begins when a snapshot's second reading exists but cannot be read.
+const RATES_NOT_SHOWN: &str = "rates not shown: ";
+
 pub(crate) fn snapshot_interval_ns(root: &SysRoot) -> Result<u64, SysError> {
     let meta = root.read(SNAPSHOT_META)?;
     serde_json::from_str::<serde_json::Value>(&meta)

@@ -123,6 +123,18 @@ pub(crate) fn terminal_safe_lines(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// Names for a message: the first dozen joined by ", ", then how many more ("none" for none),
+/// so a machine with hundreds of devices still gets a readable line.
+pub(crate) fn some_names<S: AsRef<str>>(names: &[S]) -> String {
+    const SHOWN: usize = 12;
+    let shown: Vec<&str> = names.iter().take(SHOWN).map(AsRef::as_ref).collect();
+    match names.len() {
+        0 => "none".to_string(),
+        n if n <= SHOWN => shown.join(", "),
+        n => format!("{} and {} more", shown.join(", "), n - SHOWN),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

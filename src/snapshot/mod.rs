@@ -251,6 +251,11 @@ fn prepare_dir(out: &Path) -> anyhow::Result<()> {
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) if !out.is_dir() => bail!(
+            "{}: exists and is not a directory; a snapshot is a directory tree: name a new \
+             directory",
+            out.display()
+        ),
         Err(e) => bail!("{}: {e}", out.display()),
     }
     // Filled by path as root: an empty directory someone else made must not be taken.

@@ -340,6 +340,36 @@ impl Store {
         Ok(store)
     }
 
+    /// Checks, creating and changing nothing, that `open` would succeed: a run calls it before
+    /// it touches the machine, and its dry run so the plan does not promise a run that would
+    /// stop at the end of its preparations.
+    pub fn check_writable(path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let read_only = |why: String| StoreError::ReadOnly {
+            path: shown.clone(),
+            why,
+        };
+        if let Some(why) = access::read_only_reason(path) {
+            return Err(read_only(why));
+        }
+        if path.is_dir() {
+            return Err(read_only("it is a directory; name a file in it".into()));
+        }
+        if path.exists() {
+            // Ours and of a schema this iolab knows; an older one is upgraded by `open`.
+            return Store::open_existing(path).map(drop);
+        }
+        let dir = access::directory(path);
+        if !dir.is_dir() {
+            return Err(read_only(format!(
+                "its directory {} does not exist",
+                dir.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Opens an existing database for reading commands, which change nothing in the file; a
     /// missing file is an error that says how to get one, instead of silently creating an
     /// empty database. A file of an older schema is read through an upgraded copy in memory:

@@ -125,6 +125,12 @@ impl SysRoot {
     /// machine model needs (`proc/` and `sys/devices/system/cpu`), so a wrong directory is
     /// named as such instead of failing later on some file deep inside it.
     pub(crate) fn machine_root(dir: impl AsRef<Path>) -> Result<Self, SysError> {
+        if !dir.as_ref().exists() {
+            return Err(SysError::NotMachineRoot {
+                path: dir.as_ref().display().to_string(),
+                missing: "such directory".into(),
+            });
+        }
         let root = SysRoot::at(dir.as_ref())?;
         let missing: Vec<&str> = ["proc/", "sys/devices/system/cpu/"]
             .into_iter()

@@ -476,6 +476,20 @@ fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
         bail!("{device}: not a block device name (try e.g. loop0 or /dev/loop0)");
     }
     let dir = PathBuf::from("/sys/class/block").join(&name).join("trace");
+    if !dir.parent().is_some_and(Path::exists) {
+        let mut here: Vec<String> = std::fs::read_dir("/sys/class/block")
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        here.sort();
+        bail!(
+            "{device}: no such block device (this machine has {})",
+            crate::report::format::some_names(&here)
+        );
+    }
     if !dir.join("enable").exists() {
         bail!(
             "{device}: no {} (not a block device, or the kernel lacks CONFIG_BLK_DEV_IO_TRACE)",

@@ -434,9 +434,9 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
             }
             // fio's parse check takes 0, then each run fails with "maximum number of jobs
             // reached", which says nothing of the cause.
-            if canonical(name) == "numjobs" && value.parse::<f64>() == Ok(0.0) {
+            if canonical(name) == "numjobs" && value.trim().parse::<f64>().is_ok_and(|n| n < 1.0) {
                 return Err(bad_value(
-                    "at least 1 job (fio makes no job of 0)".to_string(),
+                    "at least 1 job (fio makes no job of 0 or fewer)".to_string(),
                 ));
             }
         }
@@ -1087,7 +1087,7 @@ mod tests {
 
     #[test]
     fn no_jobs_is_refused_with_its_reason() {
-        for zero in ["0", " 0 ", "0.0"] {
+        for zero in ["0", " 0 ", "0.0", "-4"] {
             let e = check_option("numjobs", zero, &DEFAULT).unwrap_err();
             assert!(e.to_string().contains("at least 1 job"), "{e}");
         }

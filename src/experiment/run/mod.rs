@@ -232,8 +232,18 @@ pub(crate) fn plan(
     let devs = devices
         .iter()
         .map(|d| {
-            m.device(d)
-                .with_context(|| format!("/dev/{d}: no such block device in the machine model"))
+            m.device(d).with_context(|| {
+                format!(
+                    "/dev/{d}: no such block device here (there are {}; `iolab inspect` \
+                     describes them)",
+                    crate::report::format::some_names(
+                        &m.devices
+                            .iter()
+                            .map(|d| d.name.as_str())
+                            .collect::<Vec<_>>()
+                    )
+                )
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     anyhow::ensure!(!devs.is_empty(), "the experiment has no target device");
@@ -448,6 +458,13 @@ fn remote_devices(exp: &Experiment, settings: &Settings) -> Result<Vec<String>> 
                 .map_err(|why| anyhow::anyhow!("--destructive-device {why}"))
         })
         .collect::<Result<Vec<_>>>()?;
+    let given: Vec<(&str, String)> = settings
+        .destructive_devices
+        .iter()
+        .map(String::as_str)
+        .zip(expendable.iter().cloned())
+        .collect();
+    refuse_unused_destructive(&given, &devices)?;
     if let Some((key, why)) = first_write(exp) {
         for d in &devices {
             anyhow::ensure!(
@@ -539,6 +556,48 @@ fn check_writes(exp: &Experiment, settings: &Settings, devices: &[String]) -> Re
     Ok(())
 }
 
+/// Refuses a `--destructive-device` that names none of the run's target devices. It lets a
+/// run write to a target and to nothing else, so one that names another device (a typo, or
+/// a run on the scratch default) does nothing, while its user believes a device was given up.
+/// `given` pairs each argument with the device it names; `targets` are the run's devices
+/// (none for scratch devices), named the same way.
+fn refuse_unused_destructive(given: &[(&str, String)], targets: &[String]) -> Result<()> {
+    for (arg, name) in given {
+        if !targets.contains(name) {
+            anyhow::bail!(
+                "--destructive-device {arg}: the run's {}; the flag lets a run write to one \
+                 of its own targets, so name the target (--device or [target] device) or \
+                 leave the flag out",
+                match targets {
+                    [] => "target is a scratch device, which holds nothing to lose".to_string(),
+                    [one] => format!("target is {one}, not {name}"),
+                    many => format!("targets are {}", many.join(", ")),
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+/// [`refuse_unused_destructive`] for a run on this machine, its devices resolved here (the
+/// hosts' are checked with their names, in `remote_devices`).
+fn check_destructive_named(exp: &Experiment, settings: &Settings) -> Result<()> {
+    if !exp.target.hosts.is_empty() {
+        return Ok(());
+    }
+    let targets: Vec<String> = device_args(exp, settings)
+        .unwrap_or_default()
+        .iter()
+        .map(|d| crate::target::device_name(d))
+        .collect();
+    let given: Vec<(&str, String)> = settings
+        .destructive_devices
+        .iter()
+        .map(|d| (d.as_str(), crate::target::device_name(d)))
+        .collect();
+    refuse_unused_destructive(&given, &targets)
+}
+
 /// The first cell whose workload writes, and why it writes.
 fn first_write(exp: &Experiment) -> Option<(String, String)> {
     super::cells(exp)
@@ -607,6 +666,8 @@ const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/d
 /// real device (see `dry_plan`).
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
+    check_destructive_named(exp, settings)?;
+    Store::check_writable(&settings.db_path)?;
     let unchecked = super::job_check::check_jobs(exp, runner)?;
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     let mut p = dry_plan(exp, settings)?;
@@ -728,7 +789,7 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
         }
         None => {
             let count = scratch_count(exp, settings);
-            let (m, stand_ins) = with_new_scratch_models(m, count)?;
+            let (m, stand_ins) = with_new_scratch_models(m, count, settings.root.is_live())?;
             let mut p = plan(exp, &m, &stand_ins, true)?;
             p.notes.push(format!(
                 "the default target is {count} new scratch loop device(s) on /dev/shm, created \
@@ -789,17 +850,28 @@ fn nic_plan(exp: &Experiment, m: Machine, nic: &str) -> Result<Plan> {
 /// default target. An existing loop device may be someone's (mounted, with holders), so none
 /// is named as a stand-in: its driver's knobs and allowed values serve as the template, under
 /// names no device here has (`scratch1`, ...), with nothing on them.
-fn with_new_scratch_models(mut m: Machine, count: usize) -> Result<(Machine, Vec<String>)> {
+fn with_new_scratch_models(
+    mut m: Machine,
+    count: usize,
+    live: bool,
+) -> Result<(Machine, Vec<String>)> {
     let template = m
         .devices
         .iter()
         .find(|d| d.kind == "loop")
         .cloned()
         .ok_or_else(|| {
-            anyhow::anyhow!(
-                "no loop device here to model the scratch target on (is the loop module \
-                 loaded? `modprobe loop`)"
-            )
+            if live {
+                anyhow::anyhow!(
+                    "no loop device here to model the scratch target on (is the loop module \
+                     loaded? `modprobe loop`)"
+                )
+            } else {
+                anyhow::anyhow!(
+                    "the machine read from --root has no loop device to model the scratch \
+                     target on: name one of its devices with --device"
+                )
+            }
         })?;
     let mut names = Vec::with_capacity(count);
     let mut i = 1;
@@ -1083,6 +1155,8 @@ fn refuse_before_touching(
     runner: &dyn FioRunner,
 ) -> Result<()> {
     check_tags(exp, &settings.tags)?;
+    check_destructive_named(exp, settings)?;
+    Store::check_writable(&settings.db_path)?;
     if let Some(why) = super::job_check::check_jobs(exp, runner)? {
         anyhow::bail!(
             "{why}: this experiment's workload runs fio: {INSTALL_FIO}; nothing was touched"
