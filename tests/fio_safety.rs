@@ -137,9 +137,9 @@ fn refused_both_ways(file: &Path, dir: &Path, path: Option<&str>) -> Vec<String>
         .collect()
 }
 
-/// Two holes found in review, closed before anything runs: with unknown options allowed, an
+/// Holes found in review, closed before anything runs: with unknown options allowed, an
 /// option named `include` made fio splice in a job file iolab never checked (its
-/// `exec_prerun` ran as root); and a fio keyword with arithmetic (`$ncpus-1`) made fio start
+/// `exec_prerun` ran as root), as did a value longer than fio reads whole; and a fio keyword with arithmetic (`$ncpus-1`) made fio start
 /// `bc` through a shell, in a dry run too (fio's own parse check). A `bc` on PATH that leaves
 /// a mark shows whether one started.
 #[test]
@@ -170,6 +170,17 @@ fn an_include_or_keyword_arithmetic_runs_nothing() {
                 evil.display().to_string()
             ),
             "`include` makes fio read the named job file's options without iolab checking them",
+        ),
+        // fio reads a job file in 8 KiB pieces: the rest of a longer line was a line of its
+        // own, unchecked (an `include` ran the file's exec_prerun; `ioengine=external:`
+        // loaded a library as root).
+        (
+            format!(
+                "[workload]\nrw = \"randread\"\ndescription = \"{}include {}\"\n",
+                "A".repeat(8191 - "description=".len()),
+                evil.display()
+            ),
+            "`description=VALUE` must be at most 4096 bytes",
         ),
         (
             "[workload]\nrw = \"randread\"\nnumjobs = \"$ncpus-1\"\n".to_string(),

@@ -45,6 +45,12 @@ pub enum JobError {
     NoTarget,
     #[error("an empty CPU list cannot be pinned to")]
     EmptyCpuList,
+    #[error(
+        "`{option}=...` would be a job-file line of {bytes} bytes, longer than fio reads whole \
+         ({max}): the rest would reach fio as options iolab never checked",
+        max = options::FIO_LINE_MAX
+    )]
+    LineTooLong { option: String, bytes: usize },
 }
 
 /// Builds a `JobSpec` step by step.
@@ -161,6 +167,17 @@ impl JobBuilder {
             }
             opts.push(("hipri".to_string(), if on { "1" } else { "0" }.to_string()));
         }
+        // The last word on what fio reads: iolab's own additions too stay whole lines.
+        if let Some((n, v)) = opts
+            .iter()
+            .chain(std::iter::once(&("filename".to_string(), filename.clone())))
+            .find(|(n, v)| n.len() + 1 + v.len() > options::FIO_LINE_MAX)
+        {
+            return Err(JobError::LineTooLong {
+                option: n.clone(),
+                bytes: n.len() + 1 + v.len(),
+            });
+        }
         let writes = options::writes(opts.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         Ok(JobSpec {
             cell_key: self.cell_key,
@@ -191,16 +208,34 @@ fn sanitize_name(name: &str) -> String {
     if cleaned.is_empty() || cleaned == "global" {
         "iolab".to_string()
     } else {
-        cleaned
+        // Kept short: fio reads the rest of a line past its 8 KiB as a line of its own, and a
+        // name made of an experiment's and a device's is no clearer for being long.
+        cleaned.chars().take(SECTION_NAME_MAX).collect()
     }
 }
+
+/// The longest section name written (ASCII after `sanitize_name`).
+const SECTION_NAME_MAX: usize = 64;
+
+/// The longest cell key a job file's comment repeats (the store keeps the whole key).
+const CELL_COMMENT_MAX: usize = 256;
 
 impl JobSpec {
     /// The fio job file, as stored with the run.
     pub fn job_file(&self) -> String {
         let mut out = String::from("; fio job file written by iolab\n");
         if !self.cell_key.is_empty() {
-            out.push_str(&format!("; cell: {}\n", self.cell_key.replace('\n', " ")));
+            // A comment too is a line fio reads in 8 KiB pieces.
+            let key: String = self.cell_key.chars().take(CELL_COMMENT_MAX).collect();
+            let cut = if key.len() < self.cell_key.len() {
+                " ..."
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "; cell: {}{cut}\n",
+                key.replace(['\n', '\r'], " ")
+            ));
         }
         for section in std::iter::once(self).chain(&self.also) {
             // fio splits `filename` on ':' (several files); a colon in a path must be escaped.
@@ -309,6 +344,34 @@ mod tests {
                 ("time_based", "1"),
             ])
             .filename("/dev/loop7")
+    }
+
+    /// Every line of a job file is one fio reads whole, whatever the experiment's name or
+    /// cell key (a long one was cut by fio into lines of their own, read as options).
+    #[test]
+    fn every_job_file_line_is_one_fio_reads_whole() {
+        let long = format!("{}exec_prerun=x", "n".repeat(9000));
+        let key = format!("{}\nioengine=external:/x.so", "k".repeat(9000));
+        let job = JobBuilder::new(&long)
+            .cell_key(&key)
+            .base([("rw", "read")])
+            .filename("/dev/loop7")
+            .build()
+            .unwrap();
+        let text = job.job_file();
+        assert!(text.lines().all(|l| l.len() < 300), "{text}");
+        assert!(
+            text.contains(&format!("[{}]\n", "n".repeat(SECTION_NAME_MAX))),
+            "{text}"
+        );
+        assert!(
+            text.contains(" ...\n") && !text.contains("external"),
+            "{text}"
+        );
+        // iolab's own additions are bounded too: a CPU list fio could not read whole.
+        let cpus: Vec<u32> = (0..4000).step_by(2).collect();
+        let e = base().cpus(&cpus, false).build().unwrap_err();
+        assert!(matches!(e, JobError::LineTooLong { .. }), "{e}");
     }
 
     #[test]

@@ -16,6 +16,15 @@ use std::sync::OnceLock;
 /// Every fio option with its type, aliases and choices (see the file's header).
 const FIO_OPTIONS_TXT: &str = include_str!("fio_options.txt");
 
+/// The longest job-file line fio reads whole: it reads a job file (and `--parse-only -`) with
+/// `fgets` into 8,192 bytes (fio's OPT_LEN_MAX), so the rest of a longer line comes back as a
+/// line of its own: an option, an `include` or a section iolab never checked.
+pub(crate) const FIO_LINE_MAX: usize = 8190;
+
+/// The longest `name=value` iolab accepts from a workload: no fio option needs more than a
+/// path's length, and half of fio's line leaves room for what iolab adds.
+pub(crate) const OPTION_LINE_MAX: usize = 4096;
+
 /// Engines that do block I/O on the target device, the only kind iolab allows. fio's other
 /// engines work on files (filecreate, filedelete, ftruncate, falloc, e4defrag), the network
 /// (net, rdma, nbd, rbd, rados, gfapi), memory devices or the CPU; `exec` and external engines
@@ -362,6 +371,14 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
         return Err(bad(
             "a value must be one line (a line break would start a new job-file entry)",
         ));
+    }
+    if name.len() + 1 + value.len() > OPTION_LINE_MAX {
+        return Err(bad(&format!(
+            "`{name}=VALUE` must be at most {OPTION_LINE_MAX} bytes, not {}: fio reads a job \
+             file in pieces of {FIO_LINE_MAX} bytes, and would read the rest of a longer line \
+             as further options",
+            name.len() + 1 + value.len()
+        )));
     }
     let refused = |why: &str| Refusal::Bypasses {
         name: name.to_string(),
@@ -1083,6 +1100,26 @@ mod tests {
         }
         // A lone `$` is no variable, and fio's own keywords stay fio's.
         check_option("description", "costs $5, uses $ncpus jobs", &DEFAULT).unwrap();
+    }
+
+    /// fio reads a job file in 8 KiB pieces: past that, a long `description` was read as
+    /// further options (`ioengine=external:...` loaded code as root, `include` printed a file).
+    #[test]
+    fn a_line_longer_than_fio_reads_whole_is_refused() {
+        let pad = "A".repeat(FIO_LINE_MAX - "description=".len());
+        let smuggled = format!("{pad}ioengine=external:/tmp/x.so");
+        let e = check_option("description", &smuggled, &DEFAULT).unwrap_err();
+        assert!(e.to_string().contains("must be at most 4096 bytes"), "{e}");
+        let longest = "d".repeat(OPTION_LINE_MAX - "description=".len());
+        check_option("description", &longest, &DEFAULT).unwrap();
+        check_option("description", &format!("{longest}d"), &DEFAULT).unwrap_err();
+        // Whatever the policy allows.
+        let all = OptionPolicy {
+            allow_exec: true,
+            allow_unknown: true,
+            allow_destructive: true,
+        };
+        check_option("description", &smuggled, &all).unwrap_err();
     }
 
     #[test]
