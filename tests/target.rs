@@ -144,11 +144,17 @@ fn an_ext4_device_is_refused_for_writes_unless_named_as_destructive() {
         String::from_utf8_lossy(&out.stderr)
     );
     let reasons = target::holds_data(&iolab::sys::SysRoot::live(), dev.name()).unwrap();
+    // iolab's own reading and blkid's agree.
     assert_eq!(
         reasons,
-        vec![Reason::Signature {
-            signature: Signature::Ext
-        }]
+        vec![
+            Reason::Signature {
+                signature: Signature::Ext
+            },
+            Reason::Probed {
+                what: "TYPE=ext4".into()
+            }
+        ]
     );
     let err = target::check_write_allowed(dev.name(), true, None).unwrap_err();
     let msg = err.to_string();
@@ -213,6 +219,144 @@ fn a_mounted_device_is_refused_even_when_named_by_path() {
         .unwrap_err()
         .to_string();
     assert!(msg.contains("is mounted on"), "{msg}");
+}
+
+/// A format iolab's own list lacks is found by blkid's probe: a minix file system was
+/// destroyed by a write workload, with no --destructive-device.
+#[test]
+fn a_format_only_blkid_knows_is_refused() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
+    let mkfs = Command::new("mkfs.minix")
+        .args(["-3", &dev.dev_path()])
+        .output()
+        .expect("mkfs.minix (util-linux)");
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let reasons = target::holds_data(&iolab::sys::SysRoot::live(), dev.name()).unwrap();
+    assert_eq!(
+        reasons,
+        [Reason::Probed {
+            what: "TYPE=minix".into()
+        }]
+    );
+    let msg = target::check_write_allowed(dev.name(), true, None)
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("blkid finds TYPE=minix on it"), "{msg}");
+}
+
+/// Detaches a loop device on drop.
+struct Looped(String);
+
+impl Drop for Looped {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+/// A file system reached through a second loop device over the target (at an offset, so the
+/// target's own first MiB is blank) was overwritten while mounted: a loop device is no holder
+/// of what it reads, and the mount is of the loop device. Its backing file says.
+#[test]
+fn a_loop_device_built_on_the_target_is_refused() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
+    let out = Command::new("losetup")
+        .args(["-f", "--show", "-o", "1048576", &dev.dev_path()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let upper = Looped(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let upper_name = upper.0.trim_start_matches("/dev/").to_string();
+    let reasons = target::holds_data(&iolab::sys::SysRoot::live(), dev.name()).unwrap();
+    assert_eq!(
+        reasons,
+        [Reason::LoopedBy {
+            device: dev.name().to_string(),
+            looped: upper_name.clone()
+        }]
+    );
+    let msg = target::check_write_allowed(dev.name(), true, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains(&format!(
+            "loop device {upper_name} is built on {}",
+            dev.name()
+        )),
+        "{msg}"
+    );
+}
+
+/// A file system mounted only in another mount namespace (a container's, a service's with
+/// PrivateMounts) is in no mount table iolab reads; the kernel still refuses an exclusive
+/// open of its device.
+#[test]
+fn a_device_mounted_in_another_mount_namespace_is_refused() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F", &dev.dev_path()])
+        .output()
+        .unwrap();
+    assert!(
+        mkfs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mkfs.stderr)
+    );
+    let mnt = tempfile::tempdir().unwrap();
+    // The mount lives as long as the namespace's only process: killed below (or when this
+    // test's process ends), it goes with it.
+    let mut holder = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount {} {} && echo mounted && exec sleep 120",
+            dev.dev_path(),
+            mnt.path().display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("unshare (util-linux)");
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let reasons = target::holds_data(&iolab::sys::SysRoot::live(), dev.name());
+    let _ = holder.kill();
+    let _ = holder.wait();
+    if line.trim() != "mounted" {
+        crate::common::skip("cannot mount in a new mount namespace here");
+        return;
+    }
+    let reasons = reasons.unwrap();
+    assert!(
+        reasons.contains(&Reason::Claimed {
+            device: dev.name().to_string()
+        }),
+        "{reasons:?}"
+    );
+    assert!(
+        !reasons.iter().any(|r| matches!(r, Reason::Mounted { .. })),
+        "the mount was visible here after all: {reasons:?}"
+    );
 }
 
 #[test]

@@ -26,8 +26,17 @@ pub enum Reason {
     Swap { device: String },
     /// The device has partitions.
     Partitions { names: Vec<String> },
+    /// Loop device `looped` reads and writes `device` (or a part of it) as its backing file;
+    /// the kernel lists no holder for it.
+    LoopedBy { device: String, looped: String },
+    /// The kernel refuses to give `device` exclusively: something has claimed it (a file
+    /// system mounted in any mount namespace, MD, device-mapper, bcache, swap).
+    Claimed { device: String },
     /// Its bytes carry a known signature.
     Signature { signature: Signature },
+    /// blkid's probe finds a format (`what`: its TYPE or PTTYPE, e.g. `minix`), which iolab's
+    /// own list may not know.
+    Probed { what: String },
     /// Its first bytes could not be read, so a signature cannot be ruled out (treated as data).
     Unreadable { why: String },
 }
@@ -42,7 +51,16 @@ impl fmt::Display for Reason {
             Reason::Held { device, holder } => write!(f, "{holder} is built on {device}"),
             Reason::Swap { device } => write!(f, "{device} is in use as swap"),
             Reason::Partitions { names } => write!(f, "it has partitions ({})", names.join(", ")),
+            Reason::LoopedBy { device, looped } => {
+                write!(f, "loop device {looped} is built on {device}")
+            }
+            Reason::Claimed { device } => write!(
+                f,
+                "{device} is claimed by the kernel (mounted, perhaps in another mount \
+                 namespace, or used by MD, device-mapper, bcache or swap)"
+            ),
             Reason::Signature { signature } => write!(f, "it carries a {}", signature.name()),
+            Reason::Probed { what } => write!(f, "blkid finds {what} on it"),
             Reason::Unreadable { why } => write!(f, "its contents cannot be checked: {why}"),
         }
     }
@@ -205,6 +223,7 @@ pub fn holds_data(root: &SysRoot, device: &str) -> Result<Vec<Reason>, TargetErr
             });
         }
     }
+    reasons.extend(looped_by(root, &devs)?);
     if let Some(sw) = root.read_optional("/proc/swaps")? {
         reasons.extend(swaps_on(&sw, &names));
     }
@@ -214,6 +233,13 @@ pub fn holds_data(root: &SysRoot, device: &str) -> Result<Vec<Reason>, TargetErr
         });
     }
     if root.is_live() {
+        for p in &parts {
+            if claimed(&format!("/dev/{}", p.name)) {
+                reasons.push(Reason::Claimed {
+                    device: p.name.clone(),
+                });
+            }
+        }
         let dev_path = format!("/dev/{name}");
         match read_signatures(&dev_path) {
             Ok(found) => reasons.extend(
@@ -224,8 +250,67 @@ pub fn holds_data(root: &SysRoot, device: &str) -> Result<Vec<Reason>, TargetErr
             // Fail safe: what cannot be read cannot be shown to be blank.
             Err(e) => reasons.push(Reason::Unreadable { why: e.to_string() }),
         }
+        // iolab's own list knows the common formats; blkid knows some eighty more (minix,
+        // erofs, Ceph's BlueStore, Intel and DDF RAID members, ...). Both must find nothing.
+        match super::blkid::probe(&dev_path) {
+            Ok(found) => reasons.extend(found.into_iter().map(|what| Reason::Probed { what })),
+            Err(why) => reasons.push(Reason::Unreadable { why }),
+        }
     }
     Ok(reasons)
+}
+
+/// Loop devices whose backing file is one of `devices` ((name, "maj:min")): a loop device is
+/// no holder of what it reads, so neither `holders` nor a mount of the device itself shows
+/// that a file system mounted through the loop device lives on it.
+fn looped_by(root: &SysRoot, devices: &[(String, String)]) -> Result<Vec<Reason>, TargetError> {
+    let mut out = Vec::new();
+    for looped in root.list_optional("/sys/block")? {
+        let Some(backing) =
+            root.read_optional(&format!("/sys/block/{looped}/loop/backing_file"))?
+        else {
+            continue;
+        };
+        let backing = backing.trim();
+        // By name, and on the live machine by device number (a link names it too).
+        let number = root.is_live().then(|| device_number_of(backing)).flatten();
+        for (name, dev) in devices {
+            let named = backing == format!("/dev/{name}");
+            if named || number.as_deref().is_some_and(|n| n == dev) {
+                out.push(Reason::LoopedBy {
+                    device: name.clone(),
+                    looped: looped.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// "major:minor" of the block device at `path`, if it is one.
+fn device_number_of(path: &str) -> Option<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = meta.rdev();
+    Some(format!("{}:{}", libc::major(rdev), libc::minor(rdev)))
+}
+
+/// Whether the kernel refuses an exclusive open of the block device at `path` (EBUSY): a file
+/// system mounted in any mount namespace, or MD, device-mapper, bcache or swap, has it. Opened
+/// read-only and closed at once.
+fn claimed(path: &str) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(path)
+    {
+        Ok(_) => false,
+        Err(e) => e.raw_os_error() == Some(libc::EBUSY),
+    }
 }
 
 /// Reads the first MiB and the last 128 KiB of a block device (read-only) and looks for

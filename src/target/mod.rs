@@ -3,6 +3,7 @@
 //! `check_write_allowed` enforce the rule that protects users: no writes to a device that
 //! holds data unless the user named that exact device as expendable.
 
+mod blkid;
 mod data;
 mod scratch;
 pub(crate) mod signatures;
