@@ -21,13 +21,65 @@ fn run(dir: &Path, toml: &str, job: &str) -> Output {
     std::fs::write(dir.join("x.toml"), toml).unwrap();
     std::fs::write(dir.join("j.fio"), job).unwrap();
     iolab()
-        .args(["run", "--sample-ms", "250", "--db"])
+        .args([
+            "run",
+            "--sample-ms",
+            "250",
+            "--job-env",
+            "IOLAB_TEST_RUNTIME",
+            "--db",
+        ])
         .arg(dir.join("r.db"))
         .arg(dir.join("x.toml"))
         .env("IOLAB_STATE_DIR", dir.join("state"))
         .env("IOLAB_TEST_RUNTIME", "1s")
         .output()
         .unwrap()
+}
+
+/// A job file reads only the environment variables the person running names with
+/// --job-env: one handed over with an experiment copied a token into the stored results.
+#[test]
+fn a_job_file_reads_only_the_environment_it_is_let_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("x.toml"),
+        "name = \"env\"\n[workload]\njob = \"j.fio\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("j.fio"),
+        "[j]\nrw=randread\ndescription=${IOLAB_TEST_TOKEN}\n",
+    )
+    .unwrap();
+    let dry_run = |extra: &[&str]| {
+        iolab()
+            .args(["run", "--dry-run", "--json"])
+            .args(extra)
+            .arg(dir.path().join("x.toml"))
+            .env("IOLAB_TEST_TOKEN", "s3cr3t-token")
+            .output()
+            .unwrap()
+    };
+    let out = dry_run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "`${IOLAB_TEST_TOKEN}` would read iolab's environment variable \
+                      IOLAB_TEST_TOKEN: let it with `iolab run --job-env IOLAB_TEST_TOKEN`"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("s3cr3t") && out.stdout.is_empty(), "{err}");
+    // Let, it is read; another name does not let it.
+    let out = dry_run(&["--job-env", "IOLAB_TEST_TOKEN"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(dry_run(&["--job-env", "HOME"]).status.code(), Some(1));
 }
 
 #[test]

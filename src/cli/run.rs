@@ -37,6 +37,12 @@ pub(crate) struct RunArgs {
     /// will be destroyed. Repeat it for each device of a several-device target.
     #[arg(long, value_name = "DEV")]
     pub destructive_device: Vec<String>,
+    /// Let the experiment's fio job file read this environment variable as `${NAME}`
+    /// (repeatable). Without it a job file reads none: one handed over with an experiment
+    /// could otherwise copy a token or a home directory into the results. The value is stored
+    /// with the results, in the job file of each run.
+    #[arg(long = "job-env", value_name = "NAME")]
+    pub job_env: Vec<String>,
     /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop.
     #[arg(long)]
     pub dry_run: bool,
@@ -88,7 +94,7 @@ impl Stopped {
 pub(super) fn run(args: RunArgs) -> Result<()> {
     // Before anything can be created: from here on a signal only sets the flag.
     let interrupt = crate::knobs::signals::Interrupt::install()?;
-    let exp = crate::experiment::load(&args.experiment)?;
+    let exp = crate::experiment::load_with_env(&args.experiment, &args.job_env)?;
     let mut settings = Settings::live(crate::store::resolve_db_path(args.db.as_deref()));
     settings.tags = super::parse_tags(&args.tags)?;
     settings.device = args.device.clone();

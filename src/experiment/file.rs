@@ -67,8 +67,14 @@ pub use walker::ExperimentError;
 use walker::{flat_entries, integer, scalar_text, type_name, Value, Walker};
 pub(crate) use walker::{parse_size, Diagnostic};
 
-/// Reads and validates an experiment file.
+/// Reads and validates an experiment file; its job file may read no environment variable.
 pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
+    load_with_env(path, &[])
+}
+
+/// Reads and validates an experiment file whose job file may read the environment variables
+/// `env` (`--job-env`).
+pub fn load_with_env(path: &Path, env: &[String]) -> Result<Experiment, ExperimentError> {
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ExperimentError {
         source_name: source.clone(),
@@ -79,7 +85,7 @@ pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
             allowed: None,
         }],
     })?;
-    parse_with(&source, &text, &job_file::Disk::beside(path))
+    parse_with(&source, &text, &job_file::Disk::beside(path, env))
 }
 
 /// Validates an experiment given as text; `source` names it in messages. Reads nothing: a

@@ -17,6 +17,6 @@ pub(crate) mod system_knobs;
 
 pub(crate) use factor::{Factor, FactorKind};
 pub(crate) use file::Repetitions;
-pub use file::{load, parse, Experiment, ExperimentError, TargetDevice};
+pub use file::{load, load_with_env, parse, Experiment, ExperimentError, TargetDevice};
 pub(crate) use plan::Cell;
 pub use plan::{cells, Planner};

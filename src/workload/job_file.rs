@@ -15,8 +15,9 @@
 //!   directory as fio does; the path must stay in that directory or below it (no absolute
 //!   paths, no `..`), so an experiment's job file cannot pull in files from elsewhere.
 //! - `${VAR}` in a value is replaced by the environment variable, as fio does, but by iolab,
-//!   before the check, so the checked value is the value that runs; an unset variable is an
-//!   error (fio would silently substitute nothing). fio's own `$ncpus`, `$mb_memory` and
+//!   before the check, so the checked value is the value that runs; only a variable the person
+//!   running lets it read (`--job-env VAR`), since the value is stored with the results; an
+//!   unset variable is an error (fio would silently substitute nothing). fio's own `$ncpus`, `$mb_memory` and
 //!   `$pagesize` stay for fio; any other `$NAME` is refused (fio does not expand it either).
 //! - `;` and `#` start a comment, at the start of a line or after a value (fio strips both).
 //! - An option without `=` is fio's valueless form (`time_based`): its value is empty.
@@ -77,22 +78,39 @@ impl fmt::Display for Problem {
 /// The outside world a job file may reach: included files and environment variables.
 pub(crate) trait JobSource {
     fn read(&self, path: &Path) -> Result<String, String>;
-    fn var(&self, name: &str) -> Option<String>;
+    /// The value of `${name}`, or why there is none (a whole sentence).
+    fn var(&self, name: &str) -> Result<String, String>;
 }
 
-/// The real files under `root` (the experiment's directory) and the process's environment.
+/// Why `${name}` has no value when the environment lacks it.
+fn unset(name: &str) -> String {
+    format!(
+        "`${{{name}}}` is not set in iolab's environment (fio would put nothing there); set it \
+         or write the value"
+    )
+}
+
+/// The real files under `root` (the experiment's directory) and the environment variables
+/// the person running iolab lets job files read (`--job-env NAME`): a job file handed over with
+/// an experiment could otherwise copy any of them (a token, a home directory) into the results,
+/// which are made to be shared.
 pub(crate) struct Disk {
     root: PathBuf,
+    env: Vec<String>,
 }
 
 impl Disk {
     /// Job files of the experiment file `experiment`: those in its directory or below it.
-    pub(crate) fn beside(experiment: &Path) -> Disk {
+    /// `env`: the environment variables job files may read.
+    pub(crate) fn beside(experiment: &Path, env: &[String]) -> Disk {
         let root = match experiment.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        Disk { root }
+        Disk {
+            root,
+            env: env.to_vec(),
+        }
     }
 }
 
@@ -134,8 +152,15 @@ impl JobSource for Disk {
             .map_err(|e| e.to_string())?;
         Ok(text)
     }
-    fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok()
+    fn var(&self, name: &str) -> Result<String, String> {
+        if !self.env.iter().any(|n| n == name) {
+            return Err(format!(
+                "`${{{name}}}` would read iolab's environment variable {name}: let it with \
+                 `iolab run --job-env {name}` (its value is then stored with the results) or \
+                 write the value"
+            ));
+        }
+        std::env::var(name).map_err(|_| unset(name))
     }
 }
 
@@ -150,8 +175,8 @@ impl JobSource for NoFiles {
                 .to_string(),
         )
     }
-    fn var(&self, _: &str) -> Option<String> {
-        None
+    fn var(&self, name: &str) -> Result<String, String> {
+        Err(unset(name))
     }
 }
 
@@ -356,16 +381,14 @@ impl Parser<'_> {
                     return None;
                 };
                 let name = &inner[..end];
-                match self.source.var(name).filter(|_| !name.is_empty()) {
-                    Some(v) => out.push_str(&v),
-                    None => {
-                        self.problem(
-                            origin,
-                            format!(
-                                "`${{{name}}}` is not set in iolab's environment (fio would \
-                                 put nothing there); set it or write the value"
-                            ),
-                        );
+                let value = match name {
+                    "" => Err(unset(name)),
+                    _ => self.source.var(name),
+                };
+                match value {
+                    Ok(v) => out.push_str(&v),
+                    Err(why) => {
+                        self.problem(origin, why);
                         return None;
                     }
                 }
@@ -541,8 +564,11 @@ pub(crate) mod fake {
                 .cloned()
                 .ok_or_else(|| "No such file or directory".to_string())
         }
-        fn var(&self, name: &str) -> Option<String> {
-            self.vars.get(name).cloned()
+        fn var(&self, name: &str) -> Result<String, String> {
+            self.vars
+                .get(name)
+                .cloned()
+                .ok_or_else(|| super::unset(name))
         }
     }
 }
@@ -660,7 +686,7 @@ mod tests {
         let fifo = std::ffi::CString::new(dir.join("fifo.fio").to_str().unwrap()).unwrap();
         // SAFETY: a path string made above; mkfifo only creates the node.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let disk = Disk::beside(&dir.join("x.toml"));
+        let disk = Disk::beside(&dir.join("x.toml"), &[]);
         let job = |text: &str| {
             std::fs::write(dir.join("a.fio"), text).unwrap();
             parse(&dir.join("a.fio"), &disk)
