@@ -107,17 +107,24 @@ fn fitrim(mount: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Refuses `fstrim` unless `mount` is the mount point of a file system on one of `targets`
-/// ((name, "maj:min"), partitions included), from /proc/self/mountinfo's text: trimming
-/// discards blocks, and iolab changes nothing but its target.
+/// Refuses `fstrim` unless the file system `mount` leads to is on one of `targets` ((name,
+/// "maj:min"), partitions included), from /proc/self/mountinfo's text: trimming discards
+/// blocks, and iolab changes nothing but its target. Of several mounts at one place the last
+/// is the one a path reaches (it hides those under it), so only that one counts.
 pub(crate) fn check_fstrim(
     mount: &Path,
     mountinfo: &str,
     targets: &[(String, String)],
 ) -> Result<(), String> {
-    let on_target = crate::target::mounts_of(mountinfo, targets)
-        .into_iter()
-        .any(|r| matches!(r, crate::target::Reason::Mounted { mount_point, .. } if Path::new(&mount_point) == mount));
+    let topmost = mountinfo.lines().rev().find(|line| {
+        crate::sys::parse::mountinfo::mount_line(line, 1)
+            .is_ok_and(|m| Path::new(&m.mount_point) == mount)
+    });
+    let on_target = topmost.is_some_and(|line| {
+        crate::target::mounts_of(line, targets)
+            .iter()
+            .any(|r| matches!(r, crate::target::Reason::Mounted { .. }))
+    });
     if on_target {
         return Ok(());
     }
@@ -168,5 +175,9 @@ mod tests {
         let err = check_fstrim(Path::new("/srv"), info, &[t("loop3", "7:3")]).unwrap_err();
         assert!(err.contains("/srv") && err.contains("/dev/loop3"), "{err}");
         assert!(check_fstrim(Path::new("/mnt"), info, &[t("loop3", "7:3")]).is_err());
+        // Another file system mounted over the target's: the path reaches that one.
+        let covered = format!("{info}24 1 7:5 / /mnt/bench rw - ext4 /dev/loop5 rw\n");
+        assert!(check_fstrim(Path::new("/mnt/bench"), &covered, &[t("loop3", "7:3")]).is_err());
+        assert!(check_fstrim(Path::new("/mnt/bench"), &covered, &[t("loop5", "7:5")]).is_ok());
     }
 }
