@@ -66,12 +66,13 @@ fn queue_knobs_change_and_come_back_in_reverse_order() {
             .unwrap();
         assert!(Journal::check_clean_in(state.path()).is_err());
         let report = j.restore().unwrap();
-        // 5 writes + nr_requests and wbt_lat_usec journaled as side effects of the scheduler.
+        // 5 writes + nr_requests and wbt_lat_usec journaled as side effects of the scheduler,
+        // and read_ahead_kb as one of each of the 3 writes of other queue attributes.
         let side_effects = ["nr_requests", "wbt_lat_usec"]
             .iter()
             .filter(|a| Path::new(&queue_attr_path(dev.name(), a)).exists())
             .count();
-        assert_eq!(report.restored.len(), 5 + side_effects);
+        assert_eq!(report.restored.len(), 5 + side_effects + 3);
         assert_eq!(report.restored[0].new, "8");
     }
     assert_eq!(snapshot(dev.name()), before);
@@ -134,6 +135,35 @@ fn a_rejected_value_names_file_value_and_choices_and_is_not_journaled() {
     assert!(matches!(err, KnobError::Write { .. }), "{err}");
     drop(j);
     assert_eq!(snapshot(dev.name()), before);
+}
+
+/// A value the kernel prints but will not take back is found before the knob changes: a
+/// loop device's discard_max_bytes reads 4294966784, no multiple of its 4096-byte
+/// granularity, so once changed it could never be put back (restore failed every time and
+/// the device stayed blocked for every later run).
+#[test]
+fn a_knob_whose_value_cannot_be_written_back_is_refused_before_it_changes() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let path = queue_attr_path(dev.name(), "discard_max_bytes");
+    let old = knobs::read_attr(&path).unwrap();
+    let granularity: u64 = get(dev.name(), "discard_granularity").parse().unwrap();
+    if granularity == 0 || old.parse::<u64>().unwrap() % granularity == 0 {
+        crate::common::skip(&format!(
+            "{}'s discard_max_bytes {old} is written back whole here",
+            dev.name()
+        ));
+        return;
+    }
+    let mut j = Journal::begin_in(state.path()).unwrap();
+    let msg = j.set(&path, "4096").unwrap_err().to_string();
+    assert!(msg.contains("the kernel refuses its own value"), "{msg}");
+    assert!(j.entries().is_empty(), "{:?}", j.entries());
+    drop(j);
+    assert_eq!(knobs::read_attr(&path).unwrap(), old);
 }
 
 #[test]
@@ -273,7 +303,8 @@ fn after_sigkill_run_is_refused_and_restore_undoes_everything() {
         .filter(|a| Path::new(&queue_attr_path(dev.name(), a)).exists())
         .count();
     let restored = doc["knobs"]["restored"].as_array().unwrap();
-    assert_eq!(restored.len(), 4 + side_effects, "{doc}");
+    // read_ahead_kb is journaled with each of the 3 writes of other queue attributes.
+    assert_eq!(restored.len(), 4 + side_effects + 3, "{doc}");
     assert_eq!(
         restored[0]["path"],
         queue_attr_path(dev.name(), "read_ahead_kb"),

@@ -357,10 +357,11 @@ fn replay_runs_the_planned_order_stores_every_run_and_restores_every_knob() {
     assert_eq!(replay.calls()[0].filename, "/dev/loop3");
 
     // Every cell's knobs were journaled, the scheduler first (the kernel resets nr_requests
-    // when it changes, so the journal also records the two attributes it resets, before
-    // it), and all came back.
-    assert_eq!(out.knob_changes.len(), 8 * 5);
-    for (run, writes) in out.knob_changes.chunks(5).enumerate() {
+    // when it changes, so the journal also records the attributes it resets, before it;
+    // read_ahead_kb, which some kernels reset on any queue write, before each), and all came
+    // back.
+    assert_eq!(out.knob_changes.len(), 8 * 8);
+    for (run, writes) in out.knob_changes.chunks(8).enumerate() {
         let attrs: Vec<&str> = writes
             .iter()
             .map(|w| w.path.rsplit('/').next().unwrap())
@@ -370,25 +371,28 @@ fn replay_runs_the_planned_order_stores_every_run_and_restores_every_knob() {
             [
                 "nr_requests",
                 "wbt_lat_usec",
+                "read_ahead_kb",
                 "scheduler",
+                "read_ahead_kb",
                 "nr_requests",
+                "read_ahead_kb",
                 "rq_affinity"
             ],
             "run {run}"
         );
         let key = &planned[run];
         assert!(
-            key.contains(&format!("scheduler={}", writes[2].new)),
+            key.contains(&format!("scheduler={}", writes[3].new)),
             "{key}"
         );
-        assert_eq!(writes[3].new, "32");
+        assert_eq!(writes[5].new, "32");
         assert!(
-            key.contains(&format!("rq_affinity={}", writes[4].new)),
+            key.contains(&format!("rq_affinity={}", writes[7].new)),
             "{key}"
         );
     }
-    assert_eq!(out.knob_changes[2].old, "none");
-    assert_eq!(out.restored.restored.len(), 40);
+    assert_eq!(out.knob_changes[3].old, "none");
+    assert_eq!(out.restored.restored.len(), 64);
     let after: Vec<String> = ["scheduler", "rq_affinity", "nr_requests"]
         .iter()
         .map(|a| lab.loop3(a))

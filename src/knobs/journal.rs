@@ -393,6 +393,23 @@ impl Journal {
                 });
             }
         }
+        // A block-queue value the kernel prints but will not take back (a discard_max_bytes
+        // that is no multiple of discard_granularity) would leave the knob changed for good:
+        // found out by writing the value it has now, before changing it.
+        // Not the scheduler: writing the elevator a queue has starts it afresh (resetting
+        // nr_requests), and an elevator's name is taken back while its module is loaded.
+        if path.contains("/queue/") && !path.ends_with("/scheduler") && self.root.is_live() {
+            if let Err(e) = write_attr(&file, &old) {
+                self.file.entries.truncate(mark);
+                return Err(refused(
+                    path,
+                    format!(
+                        "the kernel refuses its own value {old:?} written back ({e}), so iolab \
+                         could not put it back after the run; leave this knob out"
+                    ),
+                ));
+            }
+        }
         // An interrupt is put back in two writes, replayed in reverse: first to the CPU it was
         // delivered to, then to its old mask. x86 keeps an interrupt's target when a new mask
         // still holds it, so the mask alone would leave it on the CPU iolab moved it to
@@ -454,7 +471,17 @@ impl Journal {
         });
         self.persist()?;
         if let Err(e) = settle_then_write(self.root.is_live(), Path::new(&file), value) {
-            // The knob did not change: take the entries back so restore never tries to write it.
+            // The knob did not change: take the entries back so restore never tries to write
+            // it, after putting back what the attempt (or the check above) may have reset.
+            for dependent in self.file.entries[mark..]
+                .iter()
+                .rev()
+                .filter(|d| d.path != path)
+            {
+                if let Ok(f) = self.locate(&dependent.path) {
+                    let _ = write_attr(&f, &dependent.old);
+                }
+            }
             self.file.entries.truncate(mark);
             self.persist()?;
             return Err(e.naming(&shown));
@@ -649,14 +676,14 @@ fn dependents_of(path: &str) -> Vec<String> {
         return Vec::new();
     };
     let dependents: &[&str] = match attr {
-        "scheduler" => &["nr_requests", "wbt_lat_usec"],
-        // Some kernels re-applied the default read-ahead on every queue-limit update, so
-        // writing one of these reset read_ahead_kb. 6.1 and 6.18 do not (tried): there the
-        // entry only rewrites the value it found.
-        "max_sectors_kb" | "write_cache" | "rotational" | "add_random" | "iostats" => {
-            &["read_ahead_kb"]
-        }
-        _ => &[],
+        "scheduler" => &["nr_requests", "wbt_lat_usec", "read_ahead_kb"],
+        "read_ahead_kb" => &[],
+        // Some kernels re-apply the default read-ahead on a queue-limit update, and which
+        // attributes update the limits changes from kernel to kernel (a review saw 996 come
+        // back as 1020 after a run that wrote stable_writes; a fresh loop device here keeps
+        // it). So every queue attribute's write journals read_ahead_kb; where it is not reset
+        // the entry only rewrites the value it found.
+        _ => &["read_ahead_kb"],
     };
     dependents
         .iter()
@@ -1105,15 +1132,17 @@ mod tests {
             std::fs::write(sys.file(&sched), "mq-deadline [none]\n").unwrap();
             assert_eq!(j.set(&sched, "kyber").unwrap(), "none");
             let on_disk = read_journal(&j.path()).unwrap().unwrap();
-            assert_eq!(on_disk.entries.len(), 3);
-            assert_eq!(on_disk.entries[0].path, sched, "live paths are journaled");
+            // Each scheduler write journals read_ahead_kb first, which it may reset.
+            assert_eq!(on_disk.entries.len(), 5);
+            assert_eq!(on_disk.entries[0].path, ra, "live paths are journaled");
+            assert_eq!(on_disk.entries[1].path, sched);
             assert_eq!(
                 on_disk.root.as_deref(),
                 Some(sys.root.base().to_str().unwrap())
             );
             assert!(matches!(
                 Journal::unrestored(state.path()),
-                Err(KnobError::Unrestored { count: 3, .. })
+                Err(KnobError::Unrestored { count: 5, .. })
             ));
         }
         // Reverse order: kyber->none, 4->128, none->mq-deadline; the last write wins.
