@@ -770,6 +770,63 @@ impl FioRunner for CancelDuring<'_> {
     }
 }
 
+/// Re-attaches the target (a new diskseq under its name) while the n-th run is in progress,
+/// as someone's `losetup` did between two cells.
+struct ReattachDuring {
+    inner: ReplayFio,
+    diskseq: std::path::PathBuf,
+    at: usize,
+}
+
+impl FioRunner for ReattachDuring {
+    fn run(&self, job: &JobSpec) -> anyhow::Result<FioOutcome> {
+        if self.inner.calls().len() + 1 == self.at {
+            std::fs::write(&self.diskseq, "101\n").unwrap();
+        }
+        self.inner.run(job)
+    }
+}
+
+/// The data check holds for the disk it checked: once the target's name is another disk's,
+/// the experiment stops before the next run's knobs (the cells after a re-attach wrote over
+/// a file system), and its journal ends without writing the old disk's values onto the new
+/// one (here the same fixture files stand for it: they keep what the second run set).
+#[test]
+fn a_target_replaced_under_its_name_stops_the_experiment() {
+    let lab = Lab::new();
+    let diskseq = lab.dir.path().join("root/sys/block/loop3/diskseq");
+    std::fs::write(&diskseq, "100\n").unwrap();
+    let runner = ReattachDuring {
+        inner: ReplayFio::in_order((0..8).map(|_| fio_fixture("randread_1job_json"))),
+        diskseq,
+        at: 2,
+    };
+    let err = runloop::run(
+        &exp(MATRIX),
+        &lab.settings(),
+        &runner,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains(
+            "/dev/loop3 is no longer the disk checked before the first run (diskseq 100 \
+                      then, diskseq 101 now)"
+        ),
+        "{msg}"
+    );
+    assert_eq!(runner.inner.calls().len(), 2);
+    let second = &runner.inner.calls()[1].cell_key;
+    let scheduler = lab.loop3("scheduler");
+    assert!(
+        second.contains(&format!("scheduler={scheduler}")),
+        "{second}"
+    );
+    assert!(!lab.dir.path().join("state/journal.json").exists());
+}
+
 #[test]
 fn an_interrupted_run_keeps_finished_runs_and_restores_knobs() {
     let lab = Lab::new();

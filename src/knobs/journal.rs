@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::attr::{read_attr, retry_while_busy, write_attr, BUSY_PATIENCE};
+use super::disk_identity;
 use super::irq_move;
 use super::kinds::{self, Located};
 use super::sched_module;
@@ -63,6 +64,10 @@ pub struct JournalEntry {
     /// (`irq_move::serving`). Restore leaves a number that serves none of them now alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) serving: Option<String>,
+    /// For a block-queue knob: the disk it belonged to (`disk_identity`). Restore leaves a
+    /// name that another disk has now alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) disk: Option<String>,
 }
 
 /// The file's content.
@@ -385,6 +390,7 @@ impl Journal {
             if let Ok(now) = read_attr(&f) {
                 self.file.entries.push(JournalEntry {
                     serving: irq_move::serving(&self.root, &dependent),
+                    disk: disk_identity::of(&self.root, &dependent),
                     path: dependent,
                     old: now.clone(),
                     new: now,
@@ -453,6 +459,7 @@ impl Journal {
                         time_unix: crate::store::time::now_unix(),
                         loaded_module: None,
                         serving: serving.clone(),
+                        disk: None,
                     });
                     first = eff;
                 }
@@ -468,6 +475,7 @@ impl Journal {
             time_unix: crate::store::time::now_unix(),
             loaded_module: sched_module::loaded_by(&self.root, path, value),
             serving,
+            disk: disk_identity::of(&self.root, path),
         });
         self.persist()?;
         if let Err(e) = settle_then_write(self.root.is_live(), Path::new(&file), value) {
@@ -854,6 +862,13 @@ fn restore_entries(
                 Ok(Located::File(_)) if !irq_move::still_serving(root, &entry) => {
                     report.vanished.push(entry)
                 }
+                // Another disk has the name now (a loop device re-attached): its knobs are
+                // not iolab's to write.
+                Ok(Located::File(_))
+                    if !disk_identity::still_the_same(root, &entry.path, entry.disk.as_deref()) =>
+                {
+                    report.vanished.push(entry)
+                }
                 // Judged at its newest entry: the older ones of the file are steps of the
                 // same restore (its old CPU, then its old mask).
                 Ok(Located::File(file))
@@ -1149,6 +1164,31 @@ mod tests {
         assert_eq!(sys.read(&sched), "mq-deadline");
         assert_eq!(sys.read(&ra), "128");
         Journal::check_clean_in(state.path()).unwrap();
+    }
+
+    /// After a kill, a disk's name may be another disk's (a loop device re-attached to another
+    /// file gets a new diskseq): restore leaves that one's knobs alone.
+    #[test]
+    fn restore_leaves_alone_a_disk_that_has_the_name_now() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let sched = sys.knob("loop1", "scheduler", "[mq-deadline] none\n");
+        let seq = sys.file("/sys/block/loop1/diskseq");
+        std::fs::write(&seq, "1896\n").unwrap();
+        let mut j = sys.journal(state.path());
+        j.set(&sched, "none").unwrap();
+        assert_eq!(j.entries()[0].disk.as_deref(), Some("diskseq 1896"));
+        // Killed (its locks taken back, as a killed process's go); loop1 re-attached to
+        // another user's file, who chose kyber.
+        let held = std::mem::take(&mut j.held);
+        std::mem::forget(j);
+        drop(held);
+        std::fs::write(&seq, "2300\n").unwrap();
+        std::fs::write(sys.file(&sched), "kyber\n").unwrap();
+        let report = replay_unlocked_for_test(state.path());
+        assert!(report.restored.is_empty(), "{report:?}");
+        assert_eq!(report.vanished.len(), 1, "{report:?}");
+        assert_eq!(sys.read(&sched), "kyber\n");
     }
 
     /// x86 keeps an interrupt where it is when a new mask still holds that CPU, so restore
@@ -1554,6 +1594,7 @@ mod tests {
                 time_unix: 0.0,
                 loaded_module: None,
                 serving: None,
+                disk: None,
             })
             .collect();
         entries.push(JournalEntry {
@@ -1563,6 +1604,7 @@ mod tests {
             time_unix: 0.0,
             loaded_module: None,
             serving: None,
+            disk: None,
         });
         let file = JournalFile {
             pid: 1,
@@ -1605,6 +1647,7 @@ mod tests {
             time_unix: 0.0,
             loaded_module: None,
             serving: None,
+            disk: None,
         }
     }
 

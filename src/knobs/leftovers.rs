@@ -355,6 +355,7 @@ mod tests {
             time_unix: 0.0,
             loaded_module: None,
             serving: None,
+            disk: None,
         };
         let irq = "/proc/irq/29/smp_affinity_list";
         let sched = "/sys/block/sda/queue/scheduler";
@@ -390,6 +391,7 @@ mod tests {
             time_unix: 0.0,
             loaded_module: None,
             serving: None,
+            disk: None,
         };
         let tracer = super::super::RestoreReport {
             restored: vec![entry("/sys/kernel/tracing/current_tracer", "nop", "blk")],

@@ -4,6 +4,7 @@
 //! (see `signals`) and, after a hard kill, through `iolab restore`.
 
 mod attr;
+pub(crate) mod disk_identity;
 mod irq_move;
 mod journal;
 pub(crate) mod kinds;

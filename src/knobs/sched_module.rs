@@ -119,6 +119,7 @@ pub(crate) mod tests {
             time_unix: 0.0,
             loaded_module: None,
             serving: None,
+            disk: None,
         }
     }
 

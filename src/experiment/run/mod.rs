@@ -47,7 +47,7 @@ use serde::Serialize;
 use super::depth;
 use super::plan::{PlannedRun, Planner};
 use super::{Experiment, Repetitions, TargetDevice};
-use crate::knobs::{Journal, JournalEntry, RestoreReport};
+use crate::knobs::{disk_identity, Journal, JournalEntry, RestoreReport};
 use crate::model::Machine;
 use crate::stats::{AdaptiveRule, CellStatus};
 use crate::store::{NewExperiment, RunStatus, Store};
@@ -1039,6 +1039,14 @@ pub fn run(
             tracing,
             hosts: &mut controlled,
             position: 0,
+            disks: if remote {
+                Vec::new()
+            } else {
+                devices
+                    .iter()
+                    .map(|d| (d.clone(), disk_identity::of_disk(&settings.root, d)))
+                    .collect()
+            },
         },
     );
     progress.finish();
@@ -1399,6 +1407,10 @@ struct Loop<'a> {
     hosts: &'a mut [hosts::Controlled],
     /// The run under way, counted from 1 as progress shows it (for messages).
     position: usize,
+    /// This machine's target disks and their identities when they were checked
+    /// (`knobs::disk_identity`): a disk re-attached or replaced under its name since is not
+    /// the one checked for data, and no run goes on on it.
+    disks: Vec<(String, Option<String>)>,
 }
 
 struct Looped {

@@ -34,6 +34,10 @@ pub(super) fn one_run(
     }
     // Each controlled host's part of the run: set up there, or over (not applicable, failed,
     // gone) before fio starts.
+    // Before the cell's knobs: they are not to be written on another disk either.
+    if let Some(why) = replaced_disk(lp) {
+        anyhow::bail!("{why}; the experiment stops here");
+    }
     let parts = hosts::apply(exp, lp.hosts, cell.index, lp.position);
     let prepared = write_knobs(lp, &cell.writes)
         .and_then(|()| exp.prepare.before_run(&lp.settings.root, lp.cancel));
@@ -45,6 +49,7 @@ pub(super) fn one_run(
             return stored_as(lp, record, RunStatus::Failed(why));
         }
     }
+
     if !lp.hosts.is_empty() && parts.iter().all(Option::is_some) {
         return without_any_host(exp, lp, parts, record);
     }
@@ -56,6 +61,23 @@ pub(super) fn one_run(
         return Ok(None);
     };
     judge_and_store(exp, plan, (cell, run), &job, ran, record, lp)
+}
+
+/// A target disk that is no longer the one checked before the first run (a loop device
+/// re-attached to another file, a drive swapped under its name): nothing was checked for data
+/// on that one, so no run may go on there.
+fn replaced_disk(lp: &Loop) -> Option<String> {
+    lp.disks.iter().find_map(|(disk, then)| {
+        let now = crate::knobs::disk_identity::of_disk(&lp.settings.root, disk);
+        (now != *then).then(|| {
+            format!(
+                "/dev/{disk} is no longer the disk checked before the first run ({} then, {} \
+                 now): it was re-attached or replaced",
+                then.as_deref().unwrap_or("no disk"),
+                now.as_deref().unwrap_or("no disk")
+            )
+        })
+    })
 }
 
 /// The run's row before anything ran: its cell, round and tags, ending as it starts.
