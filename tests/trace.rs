@@ -1734,6 +1734,49 @@ fn a_killed_recording_that_mounted_tracefs_is_unmounted_by_restore() {
     assert!(!out.contains("tracefs"), "{out}");
 }
 
+/// A killed recording whose tracefs someone unmounted before `iolab restore`: tracefs is only
+/// a view and the tracer stays on in the kernel, so restore mounts it to put the settings
+/// back (it called them gone, dropped the journal, and left the tracer on), then unmounts it.
+#[test]
+fn a_killed_recording_is_put_back_after_tracefs_was_unmounted() {
+    let Some(Live {
+        _turn,
+        scratch,
+        dir,
+    }) = live("killumount")
+    else {
+        return;
+    };
+    let Some(_unmounted) = TracefsUnmounted::ensure() else {
+        crate::common::skip("tracefs is mounted here and busy: it cannot be unmounted first");
+        return;
+    };
+    let seen = || {
+        let _view = TracefsMounted::ensure();
+        tracefs_state(&scratch.dev)
+    };
+    let before = seen();
+    let state = dir.path().join("state");
+    let _cleanup = RestoreWhenDone(state.clone());
+    let record = recording(&state, &scratch.dev, "60", &dir.path().join("killed"));
+    kill_once_recording(&scratch.dev, record);
+    let st = Std::new("umount").arg(TRACEFS).status().unwrap();
+    assert!(
+        st.success(),
+        "the killed recording's tracefs could not be unmounted"
+    );
+    assert_ne!(seen(), before, "the tracer was off already");
+    let restored = crate::common::restore_in(&state);
+    let out = String::from_utf8_lossy(&restored.stdout);
+    assert!(restored.status.success(), "{out}");
+    assert!(out.contains("tracefs settings of a killed"), "{out}");
+    assert!(
+        !tracefs_mounted(),
+        "restore left its view of tracefs mounted: {out}"
+    );
+    assert_eq!(seen(), before, "{out}");
+}
+
 /// A caller that returns early or panics drops its recording without `stop`: the tracer must
 /// not stay on.
 #[test]

@@ -18,14 +18,14 @@ pub(crate) const TRACEFS: &str = "/sys/kernel/tracing";
 const NOTE: &str = "mounted";
 
 /// Unmounts tracefs when dropped, if this recording mounted it, and removes the note.
-pub(super) struct Mounted {
+pub(crate) struct Mounted {
     note: Option<PathBuf>,
 }
 
 impl Mounted {
     /// Mounts tracefs unless it is mounted, noting the mount in `state` (the tracer's
     /// journal directory, which the caller holds).
-    pub(super) fn ensure(state: &Path) -> anyhow::Result<Mounted> {
+    pub(crate) fn ensure(state: &Path) -> anyhow::Result<Mounted> {
         if Path::new(TRACEFS).join("trace_pipe").exists() {
             return Ok(Mounted { note: None });
         }
