@@ -322,13 +322,15 @@ fn after_sigkill_run_is_refused_and_restore_undoes_everything() {
 }
 
 #[test]
-fn sigterm_and_repeated_ctrl_c_restore_before_exit() {
+fn sigterm_ctrl_c_and_ctrl_backslash_restore_before_exit() {
     if !root_or_skip() {
         return;
     }
     for signals in [
         vec![libc::SIGTERM],
         vec![libc::SIGINT, libc::SIGINT, libc::SIGINT],
+        // Ctrl-\: it killed iolab with the knobs still changed.
+        vec![libc::SIGQUIT],
     ] {
         let state = tempfile::tempdir().unwrap();
         let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();

@@ -197,8 +197,17 @@ pub(crate) const SYSCTLS: &[&str] = &[
     "kernel.numa_balancing",
     "kernel.sched_",
     "kernel.timer_migration",
-    "kernel.nmi_watchdog",
+    "kernel.watchdog_",
+];
+
+/// Switches that read back a state the kernel derives, not what was written: reading
+/// `kernel.watchdog` gives 0 while the user's switch is 1 when no lockup detector runs (say
+/// `soft_watchdog` is 0), so a journal would put back a 0 that leaves lockup detection off
+/// for good once the detector is turned on again. Refused: no old value can be known.
+const SYSCTL_DERIVED: &[&str] = &[
     "kernel.watchdog",
+    "kernel.nmi_watchdog",
+    "kernel.soft_watchdog",
 ];
 const SYSCTL_ACTIONS: &[&str] = &["vm.drop_caches", "vm.compact_memory"];
 /// Settings whose value can take the machine from its owner's programs: refused with the
@@ -283,6 +292,12 @@ fn sysctl_allowed(parts: &[&str]) -> Result<(), String> {
     }
     if SYSCTL_SECURITY.iter().any(|p| name.starts_with(p)) {
         return Err(format!("{name} is a security setting, not a tuning one"));
+    }
+    if SYSCTL_DERIVED.contains(&name.as_str()) {
+        return Err(format!(
+            "{name} reads back the state the kernel derives from several switches, not the \
+             value written, so its old value cannot be put back; iolab does not change it"
+        ));
     }
     if let Some((_, why)) = SYSCTL_RISKS.iter().find(|(p, _)| name.starts_with(p)) {
         return Err(format!("{name} {why}; iolab does not change it"));
@@ -615,6 +630,19 @@ mod tests {
         ] {
             assert!(classify(refused).is_err(), "{refused}");
         }
+        // The watchdog switches read back a derived state, which cannot be put back (a run
+        // left lockup detection off); their plain settings are tuning.
+        for derived in ["watchdog", "nmi_watchdog", "soft_watchdog"] {
+            let why = classify(&format!("/proc/sys/kernel/{derived}")).unwrap_err();
+            assert!(
+                why.contains("reads back the state the kernel derives"),
+                "{why}"
+            );
+        }
+        assert_eq!(
+            setting("/proc/sys/kernel/watchdog_thresh"),
+            named("sysctl.kernel.watchdog_thresh")
+        );
         assert_eq!(
             setting("/sys/module/nvme/parameters/io_queue_depth"),
             named("module.nvme.io_queue_depth")

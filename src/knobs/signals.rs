@@ -8,9 +8,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
-/// Set when SIGINT, SIGTERM or SIGHUP arrives; holds the number of the last one.
+/// The signals that stop iolab the orderly way, everything put back: Ctrl-C, SIGTERM, a
+/// terminal or ssh session that closes (SIGHUP), and Ctrl-\ (SIGQUIT, which would otherwise
+/// kill it with a core and leave knobs changed until `iolab restore`).
+pub(crate) const STOPPING: [i32; 4] = [SIGINT, SIGTERM, SIGHUP, SIGQUIT];
+
+/// Set when one of [`STOPPING`] arrives; holds the number of the last one.
 #[derive(Debug, Clone)]
 pub struct Interrupt {
     signal: Arc<AtomicUsize>,
@@ -21,7 +26,7 @@ impl Interrupt {
     /// handlers that set its own flag).
     pub fn install() -> std::io::Result<Interrupt> {
         let signal = Arc::new(AtomicUsize::new(0));
-        for sig in [SIGINT, SIGTERM, SIGHUP] {
+        for sig in STOPPING {
             signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
         }
         Ok(Interrupt { signal })

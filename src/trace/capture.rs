@@ -540,16 +540,12 @@ pub(crate) fn disk_of(name: &str) -> anyhow::Result<String> {
         .with_context(|| format!("{name}: no disk above it in {}", real.display()))
 }
 
-/// Records until the duration elapses, the command exits, or SIGINT, SIGTERM or SIGHUP arrives.
+/// Records until the duration elapses, the command exits, or a stopping signal arrives
+/// (`signals::STOPPING`: a closed terminal or ssh session too must not leave the tracer on).
 pub(crate) fn record(cfg: &Config) -> anyhow::Result<Summary> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut sig_ids = Vec::new();
-    // SIGHUP too: a terminal closed or an ssh session dropped must not leave the tracer on.
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
+    for sig in crate::knobs::signals::STOPPING {
         sig_ids.push(signal_hook::flag::register(sig, Arc::clone(&stop))?);
     }
     let result = record_until(cfg, &stop, None);
