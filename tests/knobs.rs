@@ -137,6 +137,39 @@ fn a_rejected_value_names_file_value_and_choices_and_is_not_journaled() {
     assert_eq!(snapshot(dev.name()), before);
 }
 
+/// Switching the elevator away discards its own settings (`queue/iosched/*`): a user's tuned
+/// fifo_batch came back as the default after a run. They are journaled with the switch and
+/// put back after the elevator; and an iosched setting is a knob a cell may set itself.
+#[test]
+fn an_elevators_own_settings_come_back_with_it() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let sched = queue_attr_path(dev.name(), "scheduler");
+    let fifo = queue_attr_path(dev.name(), "iosched/fifo_batch");
+    if std::fs::write(&sched, "mq-deadline").is_err() {
+        crate::common::skip("no mq-deadline elevator here");
+        return;
+    }
+    std::fs::write(&fifo, "7").unwrap();
+    let mut j = Journal::begin_in(state.path()).unwrap();
+    j.set(&sched, "none").unwrap();
+    assert!(
+        !Path::new(&fifo).exists(),
+        "the elevator's settings outlived it"
+    );
+    j.restore().unwrap();
+    assert_eq!(knobs::read_attr(&sched).unwrap(), "mq-deadline");
+    assert_eq!(knobs::read_attr(&fifo).unwrap(), "7");
+    drop(j);
+    let mut j = Journal::begin_in(state.path()).unwrap();
+    j.set(&fifo, "9").unwrap();
+    j.restore().unwrap();
+    assert_eq!(knobs::read_attr(&fifo).unwrap(), "7");
+}
+
 /// A value the kernel prints but will not take back is found before the knob changes: a
 /// loop device's discard_max_bytes reads 4294966784, no multiple of its 4096-byte
 /// granularity, so once changed it could never be put back (restore failed every time and

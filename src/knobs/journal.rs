@@ -383,7 +383,12 @@ impl Journal {
         // Switching the elevator resets nr_requests to the new elevator's default (and bfq
         // turns writeback throttling off). Journal their current values *before* the scheduler
         // entry, so the reverse replay rewrites them after the old scheduler is back.
-        for dependent in dependents_of(path).into_iter().chain(broken) {
+        let discarded = elevator_settings(&self.root, path);
+        for dependent in dependents_of(path)
+            .into_iter()
+            .chain(discarded)
+            .chain(broken)
+        {
             let Ok(f) = self.locate(&dependent) else {
                 continue;
             };
@@ -673,6 +678,32 @@ fn refused(path: &str, why: String) -> KnobError {
         path: path.to_string(),
         why,
     }
+}
+
+/// For a write of a queue's `scheduler`: the writable settings of the elevator it has now
+/// (`queue/iosched/*`), which the kernel discards when it switches to another; a user's tuned
+/// `slice_idle` came back as the default.
+fn elevator_settings(root: &SysRoot, path: &str) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(queue) = path
+        .strip_suffix("/scheduler")
+        .filter(|q| q.ends_with("/queue"))
+    else {
+        return Vec::new();
+    };
+    let dir = format!("{queue}/iosched");
+    let mut out: Vec<String> = root
+        .list_optional(&dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| format!("{dir}/{name}"))
+        .filter(|p| {
+            std::fs::metadata(root.path(p))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o200 != 0)
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Attributes that writing `path` resets as a side effect.

@@ -51,6 +51,14 @@ pub(crate) const KINDS: &[Kind] = &[
         lock: Lock::Device,
         allowed: None,
     },
+    // The elevator's own settings (mq-deadline's fifo_batch, bfq's slice_idle, ...), which
+    // switching the elevator away discards: journaled with every switch, put back after it.
+    Kind {
+        what: "I/O scheduler setting",
+        pattern: "/sys/block/{dev}/queue/iosched/{attr}",
+        lock: Lock::Device,
+        allowed: None,
+    },
     Kind {
         what: "interrupt affinity",
         pattern: "/proc/irq/{n}/smp_affinity_list",
@@ -546,6 +554,8 @@ mod tests {
     fn only_the_kinds_in_the_table_pass() {
         let ok = classify("/sys/block/loop3/queue/nr_requests").unwrap();
         assert_eq!(ok.resource, Resource::Device("loop3".into()));
+        let iosched = classify("/sys/block/loop3/queue/iosched/fifo_batch").unwrap();
+        assert_eq!(iosched.resource, Resource::Device("loop3".into()));
         let irq = classify("/proc/irq/29/smp_affinity_list").unwrap();
         assert_eq!(irq.resource, Resource::Irq(29));
         classify("/proc/irq/29/smp_affinity").unwrap();
@@ -555,7 +565,7 @@ mod tests {
             "/sys/block/../queue/x/scheduler",
             "/sys/block/loop3/queue/../../../../etc/passwd",
             "/sys/block/loop3/queue/Scheduler",
-            "/sys/block/loop3/queue/iosched/quantum",
+            "/sys/block/loop3/queue/iosched/../../../x",
             "/proc/irq/+1/smp_affinity",
             "/proc/irq/29/spurious",
             "sys/block/loop3/queue/scheduler",
