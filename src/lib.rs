@@ -8,6 +8,24 @@
 // Everything `pub` is reachable from outside the crate; internals say `pub(crate)`.
 #![warn(unreachable_pub)]
 
+/// `eprintln!` that cannot panic. Rust's own panics when stderr is a pipe whose reader went
+/// away (`iolab run ... 2>&1 | head`), which stopped iolab between changing knobs and
+/// recording what it did; a line nobody reads is dropped instead.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// `eprint!` that cannot panic (see `say!`).
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 pub(crate) mod analysis;
 pub mod cli;
 pub mod experiment;

@@ -1216,6 +1216,43 @@ fn across_hosts_writes_are_checked_on_the_device_each_host_drives() {
 
 use crate::common::root_or_skip;
 
+/// `iolab run ... 2>&1 | head -2`: the reader of its messages goes away early. It panicked
+/// (exit 101), leaving the experiment unrecorded; it now runs to its end, silently.
+#[test]
+fn a_run_whose_messages_nobody_reads_still_ends_well() {
+    if !root_or_skip() {
+        return;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("e.toml");
+    std::fs::write(
+        &file,
+        "name = \"unread\"\nrepetitions = 1\n[workload]\nrw = \"randread\"\nbs = \"4k\"\n\
+         runtime = \"1s\"\ntime_based = true\n[factors]\niodepth = [1, 2]\n",
+    )
+    .unwrap();
+    let mut child = crate::common::iolab()
+        .args(["run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: every later message meets a closed pipe.
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?} after {first:?}");
+    let db = Store::open_existing(dir.path().join("r.db")).unwrap();
+    assert_eq!(db.experiment(1).unwrap().status, "done");
+    assert_eq!(db.runs(1).unwrap().len(), 2);
+}
+
 fn read_queue(dev: &str, attr: &str) -> String {
     iolab::knobs::read_attr(&iolab::knobs::queue_attr_path(dev, attr)).unwrap()
 }

@@ -98,7 +98,7 @@ pub(super) fn run(args: CompareArgs) -> anyhow::Result<()> {
     // CSV has no place for them: they go beside it, where a terminal still shows them.
     if args.out.csv {
         for w in &out.doc.warnings {
-            eprintln!("iolab: {}", crate::report::format::terminal_safe(w));
+            say!("iolab: {}", crate::report::format::terminal_safe(w));
         }
     }
     crate::output::print_table(&out, args.out)

@@ -40,7 +40,7 @@ pub(super) fn run(args: InspectArgs) -> anyhow::Result<()> {
     };
     let machine = Machine::observe(&root, args.interval)?;
     for w in &machine.warnings {
-        eprintln!(
+        say!(
             "iolab: warning: {}",
             crate::report::format::terminal_safe_lines(w)
         );

@@ -85,7 +85,7 @@ pub fn main() -> i32 {
         Ok(()) => 0,
         Err(e) => {
             // Errors quote names from files and the database: escaped like any other text.
-            eprintln!(
+            say!(
                 "iolab: error: {}",
                 crate::report::format::terminal_safe_lines(&error_text(&e))
             );

@@ -135,10 +135,10 @@ impl Progress for StderrProgress {
             Some(live) => {
                 let mut l = live.lock().unwrap_or_else(|e| e.into_inner());
                 l.close_line();
-                eprintln!("{text}");
+                say!("{text}");
                 l.draw();
             }
-            None => eprintln!("{text}"),
+            None => say!("{text}"),
         }
     }
 
@@ -149,7 +149,7 @@ impl Progress for StderrProgress {
                 l.step = Some((s.clone(), Instant::now()));
                 l.draw();
             }
-            None => eprintln!("{}", plain(s)),
+            None => say!("{}", plain(s)),
         }
     }
 

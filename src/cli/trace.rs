@@ -220,14 +220,14 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         state_dir: crate::knobs::state_dir(),
     };
     if cfg.duration.is_none() && cfg.command.is_empty() && !cfg.status_line {
-        eprintln!(
+        say!(
             "recording {}; press Ctrl-C to stop",
             trace::capture::listed(&cfg.devices)
         );
     }
     let summary = trace::capture::record(&cfg)?;
     // The text goes to standard error either way: standard output may be the command's.
-    eprint!("{}", trace::capture::render(&summary));
+    say_part!("{}", trace::capture::render(&summary));
     if args.out.json {
         let json = serde_json::to_string_pretty(&trace::capture::Recorded::of(&summary))?;
         crate::output::stdout(&(json + "\n"))?;

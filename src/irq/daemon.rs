@@ -40,7 +40,7 @@ pub(crate) fn stderr_log() -> impl FnMut(Level, &str) {
     move |level: Level, line: &str| {
         let line = crate::report::format::terminal_safe_lines(line);
         if journald {
-            eprintln!("<{}>{line}", level.priority());
+            say!("<{}>{line}", level.priority());
         } else {
             let name = match level {
                 Level::Notice => "notice",
@@ -48,7 +48,7 @@ pub(crate) fn stderr_log() -> impl FnMut(Level, &str) {
             };
             let secs = crate::store::time::now_unix() as u64 % 86_400;
             let clock = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
-            eprintln!("{clock} {name}: {line}");
+            say!("{clock} {name}: {line}");
         }
     }
 }

@@ -314,7 +314,7 @@ impl Outlets {
         let text = prometheus_text(f);
         if let Some(path) = &self.file {
             if let Err(e) = write_textfile(path, &text) {
-                eprintln!("iolab: warning: {e:#}");
+                say!("iolab: warning: {e:#}");
             }
         }
         if let Some(slot) = &self.served {

@@ -209,7 +209,7 @@ impl Journal {
             None => Ok(()),
             Some(j) if from_earlier_boot(&j) => {
                 remove_journal(dir)?;
-                eprintln!(
+                say!(
                     "iolab: note: {} listed {} change(s) made before the machine rebooted; the \
                      reboot put them back, so it was removed",
                     path.display(),
@@ -598,7 +598,7 @@ impl Drop for Journal {
     fn drop(&mut self) {
         if !self.finished {
             if let Err(e) = self.restore() {
-                eprintln!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
+                say!("iolab: error: restoring knobs: {e}; run `iolab restore` to retry");
             }
         }
         // Changes still in effect (kept on purpose, or not restorable): the lock files keep

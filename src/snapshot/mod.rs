@@ -70,7 +70,7 @@ impl crate::output::Render for Captured {
 pub(crate) fn take(source: &SysRoot, out: &Path, interval: Duration) -> anyhow::Result<Captured> {
     let meta = capture(source, out, interval)?;
     for f in &meta.unreadable {
-        eprintln!(
+        say!(
             "iolab: warning: {}: could not be read; left out of the snapshot",
             crate::report::format::terminal_safe(f)
         );

@@ -135,7 +135,7 @@ impl Drop for ScratchDevice {
             self.queue.put_back(&self.name);
             if let Err(e) = detach(&self.name) {
                 // Keep the marker: once this process is gone, `iolab restore` retries.
-                eprintln!("iolab: warning: {e}; `iolab restore` will retry");
+                say!("iolab: warning: {e}; `iolab restore` will retry");
                 return;
             }
         }

@@ -605,7 +605,7 @@ impl Drop for Recording {
     fn drop(&mut self) {
         if self.thread.is_some() {
             if let Err(e) = self.stop_and_join() {
-                eprintln!("iolab: warning: stopping a trace recording: {e:#}");
+                say!("iolab: warning: stopping a trace recording: {e:#}");
             }
         }
     }
@@ -720,7 +720,7 @@ fn record_with(
             let (over, dropped) = lost_events(tracefs);
             let lost = over.saturating_sub(over0) + dropped.saturating_sub(drop0);
             let events = splitter.writers.counts.values().sum();
-            eprint!(
+            say_part!(
                 "\r\x1b[K{}",
                 status_text(&names, start.elapsed(), events, lost)
             );
@@ -748,7 +748,7 @@ fn record_with(
     }
     let elapsed = start.elapsed();
     if cfg.status_line {
-        eprint!("\r\x1b[K");
+        say_part!("\r\x1b[K");
     }
     if let (Some(c), None) = (child, status) {
         status = end_command(c)?;

@@ -433,7 +433,7 @@ pub(crate) mod tests {
         };
         let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         assert!(!ci, "prerequisite missing under CI: {missing}");
-        eprintln!("skipped: {missing}");
+        say!("skipped: {missing}");
         false
     }
 
