@@ -149,6 +149,20 @@ pub struct RestoreReport {
     /// write (neither what iolab wrote nor what it found): left as they are, newest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) changed_since: Vec<ChangedSince>,
+    /// Knobs someone else changed while iolab held them (they read neither what iolab set nor
+    /// what it found): put back all the same, as every knob of an experiment is, and said.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) overridden: Vec<Overridden>,
+}
+
+/// A knob that read another value than iolab had set when it was put back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Overridden {
+    pub(crate) path: String,
+    /// What iolab had written.
+    pub(crate) set: String,
+    /// What it read instead, and replaced.
+    pub(crate) found: String,
 }
 
 /// An affinity restore left alone: what it reads now, and the entries of its file, newest
@@ -919,6 +933,7 @@ fn restore_entries(
                 }
                 Ok(Located::File(file)) => {
                     let live = root.is_live();
+                    let someone_else = newest_of_file.then(|| overridden(&file, &entry)).flatten();
                     let written = match as_found(&file, &entry) {
                         true => Ok(()),
                         false => retry_while_busy(
@@ -938,6 +953,7 @@ fn restore_entries(
                                     }),
                                 }
                             }
+                            report.overridden.extend(someone_else);
                             report.restored.push(entry)
                         }
                         Err(_) if entries.iter().any(|e| e.path == entry.path) => {
@@ -994,6 +1010,23 @@ fn changed_since(file: &Path, entry: &JournalEntry, older: &[JournalEntry]) -> b
 /// `wbt_lat_usec`, which reads 0 both when bfq turned writeback throttling off and when a
 /// user did. Writing 0 makes it the user's (the kernel then never turns it on again when
 /// the scheduler changes), so a 0 that the old scheduler's return brought back is left as is.
+/// The knob of `entry` (the newest of its file) when it reads neither what iolab set nor what
+/// it found: someone changed it meanwhile. Not for a side effect journaled as found (`old ==
+/// new`: the kernel's reset is expected there), nor an interrupt (its mask reads back in
+/// another form than written).
+fn overridden(file: &Path, entry: &JournalEntry) -> Option<Overridden> {
+    if entry.old == entry.new || entry.path.starts_with("/proc/irq/") {
+        return None;
+    }
+    let now = read_attr(&file.display().to_string()).ok()?;
+    let now = now.trim();
+    (now != entry.new.trim() && now != entry.old.trim()).then(|| Overridden {
+        path: entry.path.clone(),
+        set: entry.new.clone(),
+        found: now.to_string(),
+    })
+}
+
 fn as_found(file: &Path, entry: &JournalEntry) -> bool {
     entry.path.ends_with("/queue/wbt_lat_usec")
         && read_attr(&file.display().to_string()).is_ok_and(|now| now.trim() == entry.old.trim())
@@ -1195,6 +1228,39 @@ mod tests {
         assert_eq!(sys.read(&sched), "mq-deadline");
         assert_eq!(sys.read(&ra), "128");
         Journal::check_clean_in(state.path()).unwrap();
+    }
+
+    /// A knob someone changes while iolab holds it is put back all the same (an experiment's
+    /// knobs always come back) and the report says what it replaced; a side effect journaled
+    /// as found (nr_requests reset by the scheduler switch) is not someone else's change.
+    #[test]
+    fn a_knob_changed_by_someone_else_is_put_back_and_said() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let sched = sys.knob("loop0", "scheduler", "[none] mq-deadline\n");
+        let nr = sys.knob("loop0", "nr_requests", "64\n");
+        let rq = sys.knob("loop0", "rq_affinity", "1\n");
+        let mut j = sys.journal(state.path());
+        j.set(&sched, "mq-deadline").unwrap();
+        j.set(&rq, "2").unwrap();
+        std::fs::write(sys.file(&nr), "256\n").unwrap();
+        std::fs::write(sys.file(&sched), "kyber\n").unwrap();
+        let report = j.restore().unwrap();
+        assert_eq!(
+            report.overridden,
+            [Overridden {
+                path: sched.clone(),
+                set: "mq-deadline".into(),
+                found: "kyber".into()
+            }]
+        );
+        assert_eq!(sys.read(&sched), "none");
+        assert_eq!(sys.read(&nr), "64");
+        let notes = super::super::leftovers::restore_notes(&report);
+        assert!(
+            notes.contains("read kyber, not the mq-deadline iolab had set: someone changed it"),
+            "{notes}"
+        );
     }
 
     /// After a kill, a disk's name may be another disk's (a loop device re-attached to another

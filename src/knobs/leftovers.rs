@@ -339,14 +339,25 @@ pub(crate) fn restored_lines(
             r.entry.path, r.entry.old, r.why
         );
     }
-    out += &module_lines(r);
+    out += &restore_notes(r);
     out
 }
 
-/// One line per scheduler module that iolab's writes made the kernel load: unloaded again,
-/// or kept loaded and why.
-pub(crate) fn module_lines(r: &super::RestoreReport) -> String {
+/// What a restore has to say beside the knobs it wrote back, also at the end of a run: a knob
+/// someone changed while iolab held it, and each scheduler module iolab's writes made the
+/// kernel load (unloaded again, or kept loaded and why).
+pub(crate) fn restore_notes(r: &super::RestoreReport) -> String {
     let mut out = String::new();
+    for o in &r.overridden {
+        let _ = writeln!(
+            out,
+            "changed  {} read {}, not the {} iolab had set: someone changed it meanwhile, and \
+             it was put back all the same",
+            o.path,
+            crate::report::format::terminal_safe(&o.found),
+            o.set
+        );
+    }
     for m in &r.modules_unloaded {
         let _ = writeln!(
             out,

@@ -285,7 +285,7 @@ fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
             o.experiment_id
         );
     }
-    out += &crate::knobs::leftovers::module_lines(&o.restored);
+    out += &crate::knobs::leftovers::restore_notes(&o.restored);
     for why in &o.hosts_left {
         let _ = writeln!(out, "knobs may still be set: {why}");
     }
