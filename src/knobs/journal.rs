@@ -252,7 +252,7 @@ impl Journal {
     /// Starts a journal in `dir` (created if needed) for knobs under `root`. Fails if an
     /// unrestored journal exists or another process holds the lock.
     pub fn begin_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
-        create_dir(dir)?;
+        let dir = &create_dir(dir)?;
         let lock = take_lock(dir)?;
         Self::unrestored(dir)?;
         let mut j = Journal {
@@ -285,7 +285,7 @@ impl Journal {
     /// then goes all the way back to the values before the first change. Fails if another
     /// live process holds the lock, or the journal was written for another root.
     pub fn resume_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
-        create_dir(dir)?;
+        let dir = &create_dir(dir)?;
         let lock = take_lock(dir)?;
         let path = dir.join(JOURNAL);
         // A placement kept from an earlier boot is gone with it.
@@ -675,11 +675,16 @@ fn stale_journal(pid: u32, theirs: &Path) -> Option<String> {
     ))
 }
 
-fn create_dir(dir: &Path) -> Result<(), KnobError> {
-    std::fs::create_dir_all(dir).map_err(|source| KnobError::State {
+/// Creates the state directory if needed and returns it resolved: a journal stays where it
+/// began even if a link on the way is pointed elsewhere meanwhile (which left a journal of
+/// changes already put back, for a later `restore` to write over newer values).
+fn create_dir(dir: &Path) -> Result<PathBuf, KnobError> {
+    let state = |source| KnobError::State {
         path: dir.display().to_string(),
         source,
-    })
+    };
+    std::fs::create_dir_all(dir).map_err(state)?;
+    dir.canonicalize().map_err(state)
 }
 
 /// The `root` field: omitted for this machine, so journals stay readable by older iolabs.
@@ -1015,7 +1020,8 @@ fn changed_since(file: &Path, entry: &JournalEntry, older: &[JournalEntry]) -> b
 /// new`: the kernel's reset is expected there), nor an interrupt (its mask reads back in
 /// another form than written).
 fn overridden(file: &Path, entry: &JournalEntry) -> Option<Overridden> {
-    if entry.old == entry.new || entry.path.starts_with("/proc/irq/") {
+    // Only a plain attribute: a read may not block (a test's FIFO stands for a knob).
+    if entry.old == entry.new || entry.path.starts_with("/proc/irq/") || !file.is_file() {
         return None;
     }
     let now = read_attr(&file.display().to_string()).ok()?;
@@ -1228,6 +1234,33 @@ mod tests {
         assert_eq!(sys.read(&sched), "mq-deadline");
         assert_eq!(sys.read(&ra), "128");
         Journal::check_clean_in(state.path()).unwrap();
+    }
+
+    /// A state directory reached through a link pointed elsewhere mid-run: the journal stays
+    /// where it began, and a normal end leaves none behind (a stale one listed changes
+    /// already put back, for a later restore to write over newer values).
+    #[test]
+    fn a_journal_stays_where_it_began() {
+        let sys = Fake::new();
+        let nr = sys.knob("loop0", "nr_requests", "64\n");
+        let top = tempfile::tempdir().unwrap();
+        let (x, y, link) = (
+            top.path().join("x"),
+            top.path().join("y"),
+            top.path().join("state"),
+        );
+        std::fs::create_dir(&x).unwrap();
+        std::fs::create_dir(&y).unwrap();
+        std::os::unix::fs::symlink(&x, &link).unwrap();
+        let mut j = sys.journal(&link);
+        j.set(&nr, "32").unwrap();
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&y, &link).unwrap();
+        drop(j);
+        assert_eq!(sys.read(&nr), "64");
+        for dir in [&x, &y] {
+            assert!(!dir.join(JOURNAL).exists(), "{}", dir.display());
+        }
     }
 
     /// A knob someone changes while iolab holds it is put back all the same (an experiment's
