@@ -697,7 +697,8 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
         // One interrupt moved: two journal entries (its old CPU, then its old mask).
         stdout.contains(
             "the affinity of 1 interrupt(s) set by `iolab irq apply` (or by an `iolab irq \
-             daemon` that did not exit) stays in effect; `iolab irq rollback` puts it back"
+             daemon --keep`, or one still running) stays in effect; `iolab irq rollback` puts \
+             it back"
         ),
         "{stdout}"
     );
@@ -741,6 +742,93 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
     );
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert_eq!(affinity(), original);
+}
+
+/// A daemon without --keep puts its placements back when it stops; killed, it cannot, and
+/// `iolab restore` does it (it left them in effect, for `irq rollback` alone to undo).
+#[test]
+fn a_killed_daemons_placements_are_put_back_by_restore() {
+    if !root_or_skip() {
+        return;
+    }
+    let affinities = || -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = std::fs::read_dir("/proc/irq")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let f = e.path().join("smp_affinity_list");
+                Some((f.display().to_string(), std::fs::read_to_string(&f).ok()?))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = affinities();
+    // Should the test fail half-way, the machine still gets its affinities back.
+    struct PutBack(Vec<(String, String)>);
+    impl Drop for PutBack {
+        fn drop(&mut self) {
+            for (file, value) in &self.0 {
+                if std::fs::read_to_string(file).is_ok_and(|now| now != *value) {
+                    let _ = std::fs::write(file, value.trim());
+                }
+            }
+        }
+    }
+    let _put_back = PutBack(before.clone());
+    let state = tempfile::tempdir().unwrap();
+    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_iolab"))
+        .args([
+            "irq",
+            "daemon",
+            "--force",
+            "--heavy",
+            "0",
+            "--min-gain",
+            "0",
+        ])
+        .args(["--min-interval", "100ms", "--max-interval", "300ms"])
+        .env("IOLAB_STATE_DIR", state.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = state.path().join("irq");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while iolab::knobs::pending(&journal)
+        .unwrap_or_default()
+        .is_empty()
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    if iolab::knobs::pending(&journal).unwrap().is_empty() {
+        crate::common::skip("the daemon moved no interrupt here in 20 s");
+        return;
+    }
+    assert_ne!(
+        affinities(),
+        before,
+        "the journal lists moves, none is in effect"
+    );
+    let out = iolab()
+        .arg("restore")
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("interrupt placements of a killed `iolab irq daemon` put back"),
+        "{stdout}"
+    );
+    assert!(
+        iolab::knobs::pending(&journal).unwrap().is_empty(),
+        "{stdout}"
+    );
+    assert_eq!(affinities(), before, "{stdout}");
 }
 
 #[test]

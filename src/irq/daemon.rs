@@ -82,7 +82,11 @@ pub(crate) fn run(
     publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
     let dir = journal_dir();
-    let journal = Journal::resume_in(&dir)?;
+    let mut journal = Journal::resume_in(&dir)?;
+    if !s.keep {
+        // Its placements end with it: killed, `iolab restore` puts them back.
+        journal.undone_if_killed()?;
+    }
     let mut d = Daemon {
         root,
         s,

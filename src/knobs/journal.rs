@@ -86,6 +86,10 @@ struct JournalFile {
     /// effect after iolab exits: restore leaves an affinity someone changed since.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     placements: bool,
+    /// Placements an `iolab irq daemon` without `--keep` made: they end with it, so when it
+    /// was killed `iolab restore` puts them back (`Journal::undone_if_killed`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    undo_if_killed: bool,
     entries: Vec<JournalEntry>,
 }
 
@@ -98,6 +102,7 @@ impl JournalFile {
             root: self.root.clone(),
             boot_id: self.boot_id.clone(),
             placements: self.placements,
+            undo_if_killed: self.undo_if_killed,
             entries: Vec::new(),
         }
     }
@@ -264,6 +269,7 @@ impl Journal {
                 root: root_field(root),
                 boot_id: root.is_live().then(current_boot_id).flatten(),
                 placements: false,
+                undo_if_killed: false,
                 entries: Vec::new(),
             },
             _lock: lock,
@@ -311,6 +317,8 @@ impl Journal {
                 root: root_field(root),
                 boot_id: root.is_live().then(current_boot_id).flatten(),
                 placements: earlier.as_ref().is_some_and(|e| e.placements),
+                // Whoever takes the journal over says again (a later `irq apply` keeps all).
+                undo_if_killed: false,
                 entries: earlier.map(|e| e.entries).unwrap_or_default(),
             },
             _lock: lock,
@@ -334,6 +342,13 @@ impl Journal {
     pub(crate) fn placements_only(&mut self) {
         self.placements_only = true;
         self.file.placements = true;
+    }
+
+    /// Marks the placements as ending with their owner (a daemon without `--keep`): should it
+    /// be killed, `iolab restore` puts them back instead of leaving them in effect.
+    pub(crate) fn undone_if_killed(&mut self) -> Result<(), KnobError> {
+        self.file.undo_if_killed = true;
+        self.persist()
     }
 
     /// Hands the journal machine-wide locks its owner took up front (before creating
@@ -795,6 +810,15 @@ fn take_linked(entry: JournalEntry, entries: &mut Vec<JournalEntry>) -> Vec<Jour
 /// Reads without the lock: a snapshot for reporting, not for restoring.
 pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
     Ok(pending_under(dir)?.1)
+}
+
+/// Whether the journal in `dir` holds placements of an owner that was to put them back when
+/// it stopped (`Journal::undone_if_killed`).
+pub(crate) fn undone_if_killed(dir: &Path) -> bool {
+    read_journal(&dir.join(JOURNAL))
+        .ok()
+        .flatten()
+        .is_some_and(|j| j.undo_if_killed && !j.entries.is_empty())
 }
 
 /// [`pending`], with the machine root its paths lie under ("/" for the live machine).
@@ -1742,6 +1766,7 @@ mod tests {
             root: Some(sys.root.base().display().to_string()),
             boot_id: None,
             placements: false,
+            undo_if_killed: false,
             entries,
         };
         write_journal(state.path(), &file).unwrap();
@@ -1789,6 +1814,7 @@ mod tests {
             root: Some(sys.root.base().display().to_string()),
             boot_id: None,
             placements: false,
+            undo_if_killed: false,
             entries: paths.iter().map(|p| entry(p, old)).collect(),
         };
         write_journal(state, &file).unwrap();
@@ -2002,6 +2028,7 @@ mod tests {
             root: None,
             boot_id: Some("00000000-0000-0000-0000-000000000000".into()),
             placements: false,
+            undo_if_killed: false,
             entries: vec![entry("/proc/irq/99999/smp_affinity_list", "0")],
         };
         write_journal(state.path(), &file).unwrap();

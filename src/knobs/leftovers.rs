@@ -31,6 +31,10 @@ pub(crate) struct Leftovers {
     /// The tracefs settings of a block trace recording that was killed; None when there was
     /// no such journal.
     pub tracer: Option<super::RestoreReport>,
+    /// The interrupt placements of an `iolab irq daemon` (without `--keep`) that was killed,
+    /// put back; absent when there were none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub irq_daemon: Option<super::RestoreReport>,
     /// The tracefs mount a killed recording made, unmounted or kept; absent when it made
     /// none (or that mount is gone).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -44,8 +48,8 @@ pub(crate) struct Leftovers {
     /// The knob journal could not be put back whole (its problem says why).
     #[serde(skip)]
     knobs_failed: bool,
-    /// Interrupt placements by `iolab irq apply` (or a daemon killed before it put them
-    /// back), which are meant to stay (text only).
+    /// Interrupt placements by `iolab irq apply` or an `iolab irq daemon --keep`, which are
+    /// meant to stay (text only).
     #[serde(skip)]
     irq_placements_in_effect: usize,
     /// The names of this machine's interrupts, for the lines of those put back (text only).
@@ -105,8 +109,26 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
     let agent_traces =
         crate::workload::run_dir::sweep_dead(state_dir, crate::hosts::agent_trace::DIR_PREFIX);
+    // A daemon that was to put its placements back when it stopped, killed: put back here.
+    // One still running holds the journal's lock, and is left to it.
+    let irq_dir = crate::irq::apply::journal_dir();
+    let irq_daemon = if super::undone_if_killed(&irq_dir) {
+        match super::replay(&irq_dir) {
+            Ok(report) => report,
+            Err(super::KnobError::Busy { .. }) => None,
+            Err(e) => {
+                journal_problems.push(format!(
+                    "interrupt placements of a killed `iolab irq daemon`: {e}; `iolab irq \
+                     rollback` puts them back"
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
     // Interrupts, not journal entries (two per interrupt: its old CPU, then its old mask).
-    let placed = super::pending(&crate::irq::apply::journal_dir())?
+    let placed = super::pending(&irq_dir)?
         .iter()
         .map(|e| e.path.as_str())
         .collect::<std::collections::BTreeSet<_>>()
@@ -131,6 +153,7 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
         knobs_failed,
         scratch_devices_removed: scratch.removed,
         tracer,
+        irq_daemon,
         tracefs_mount,
         hosts,
         journal: state_dir.join("journal.json"),
@@ -206,6 +229,13 @@ impl crate::output::Render for Leftovers {
             );
             let _ = writeln!(out, "tracefs settings of a killed `trace record` put back");
         }
+        if let Some(r) = &self.irq_daemon {
+            out += &restored_lines(r, "interrupt no longer present", &self.irq_names);
+            let _ = writeln!(
+                out,
+                "interrupt placements of a killed `iolab irq daemon` put back"
+            );
+        }
         if let Some(m) = &self.tracefs_mount {
             let _ = match &m.kept_because {
                 None => writeln!(
@@ -280,7 +310,8 @@ impl crate::output::Render for Leftovers {
             let _ = writeln!(
                 out,
                 "the affinity of {} interrupt(s) set by `iolab irq apply` (or by an `iolab irq \
-                 daemon` that did not exit) stays in effect; `iolab irq rollback` puts it back",
+                 daemon --keep`, or one still running) stays in effect; `iolab irq rollback` \
+                 puts it back",
                 self.irq_placements_in_effect
             );
         }
@@ -463,6 +494,7 @@ mod tests {
             problems: Vec::new(),
             scratch_devices_removed: Vec::new(),
             tracer: Some(tracer),
+            irq_daemon: None,
             tracefs_mount: Some(crate::trace::tracefs_mount::LeftMount {
                 path: "/sys/kernel/tracing",
                 unmounted: false,

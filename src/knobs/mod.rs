@@ -15,7 +15,9 @@ mod smt;
 
 pub(crate) use attr::write_attr;
 pub use attr::{current_choice, probe_rewrite, read_attr};
-pub(crate) use journal::{machine_locks, replay, JournalEntry, RestoreReport, TRACER_DIR};
+pub(crate) use journal::{
+    machine_locks, replay, undone_if_killed, JournalEntry, RestoreReport, TRACER_DIR,
+};
 pub use journal::{pending, pending_under, state_dir, Journal};
 
 /// Sysfs path of one block-queue attribute of a device ("loop0", "nr_requests").
