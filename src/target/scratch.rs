@@ -119,6 +119,12 @@ impl ScratchDevice {
         format!("/dev/{}", self.name)
     }
 
+    /// Leaves the queue settings as they are when dropped: another iolab holds the device's
+    /// lock (it named a loop device this one had just made), and they are its to put back.
+    pub(crate) fn leave_queue_alone(&mut self) {
+        self.queue = QueueSettings::default();
+    }
+
     pub fn backing_file(&self) -> &Path {
         &self.backing_file
     }
@@ -382,7 +388,15 @@ pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, 
         }
         let mut detached = Vec::new();
         for name in loops_backed_by(&m.backing_file) {
-            m.queue.put_back(&name);
+            // Under the device's machine-wide lock: another iolab may have taken the leaked
+            // device by its name since, and its queue is then that one's to put back.
+            let device = crate::sys::lock::Resource::Device(name.clone());
+            match crate::knobs::machine_locks(&crate::sys::SysRoot::live(), state_dir, [device]) {
+                Ok(_held) => m.queue.put_back(&name),
+                Err(e) => out.problems.push(format!(
+                    "/dev/{name}: its queue settings were left as they are: {e}"
+                )),
+            }
             detach(&name)?;
             detached.push(name);
         }

@@ -962,7 +962,7 @@ pub fn run(
     ));
     // The guards live until the end of this function: every return below removes them (one
     // that fails to be created removes the ones before it).
-    let scratch = match &named {
+    let mut scratch = match &named {
         Some(_) => Vec::new(),
         None => (0..scratch_count(exp, settings))
             .map(|_| {
@@ -975,11 +975,21 @@ pub fn run(
         None => scratch.iter().map(|s| s.name().to_string()).collect(),
     };
     if named.is_none() {
-        locks.extend(crate::knobs::machine_locks(
+        match crate::knobs::machine_locks(
             &settings.root,
             &settings.state_dir,
             devices.iter().map(|d| Resource::Device(d.clone())),
-        )?);
+        ) {
+            Ok(held) => locks.extend(held),
+            Err(e) => {
+                // Another iolab took a new device of ours by its name, between its attach and
+                // this lock: its queue is that iolab's to set and put back, not ours.
+                for s in &mut scratch {
+                    s.leave_queue_alone();
+                }
+                return Err(e.into());
+            }
+        }
     }
     say_targets(exp, &scratch, &devices, &nic, progress);
 
