@@ -222,9 +222,10 @@ fn sampling_times_are_bounded() {
     }
 }
 
-/// What would stop a run at the end of its preparations stops its dry run and the run itself
-/// before anything is made: a results file that cannot be written, a --destructive-device
-/// that names no target, a device that does not exist (the message lists those that do).
+/// What would stop a run at the end of its preparations stops it before anything is made (a
+/// results file that cannot be written), and its dry run too where the plan itself is wrong
+/// (a --destructive-device that names no target, a device that does not exist: the message
+/// lists those that do).
 #[test]
 fn a_run_and_its_dry_run_refuse_what_would_stop_it_later() {
     let dir = tempfile::tempdir().unwrap();
@@ -246,20 +247,30 @@ fn a_run_and_its_dry_run_refuse_what_would_stop_it_later() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/machines/scsi-hba"
     );
+    // A dry run plans all the same (results may not be storable where one plans, on a
+    // read-only root) and says the run would stop; the run stops before it makes anything.
+    for (db, why) in [
+        (gone, "the database cannot be written: its directory"),
+        (here, "it is a directory; name a file in it"),
+        (not_a_db, "notes.db"),
+    ] {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["run", example, "--dry-run", "--db", db])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{db}: {text}");
+        assert!(
+            text.contains("warning: the run would stop before it starts: ") && text.contains(why),
+            "{db}: {text}"
+        );
+    }
     let cases: &[(&[&str], &str)] = &[
-        (
-            &["--dry-run", "--db", gone],
-            "the database cannot be written: its directory",
-        ),
         (
             &["--db", gone],
             "the database cannot be written: its directory",
         ),
-        (
-            &["--dry-run", "--db", here],
-            "it is a directory; name a file in it",
-        ),
-        (&["--dry-run", "--db", not_a_db], "notes.db"),
         (
             &[
                 "--dry-run",

@@ -341,8 +341,8 @@ impl Store {
     }
 
     /// Checks, creating and changing nothing, that `open` would succeed: a run calls it before
-    /// it touches the machine, and its dry run so the plan does not promise a run that would
-    /// stop at the end of its preparations.
+    /// it touches the machine (it would otherwise stop at the end of its preparations), and
+    /// its dry run to warn.
     pub fn check_writable(path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let shown = path.display().to_string();

@@ -667,7 +667,6 @@ const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/d
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     check_destructive_named(exp, settings)?;
-    Store::check_writable(&settings.db_path)?;
     let unchecked = super::job_check::check_jobs(exp, runner)?;
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     let mut p = dry_plan(exp, settings)?;
@@ -682,6 +681,12 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
                     value: w.value,
                 }));
         }
+    }
+    // A plan is worth having where results cannot be stored (a snapshot's machine, a
+    // read-only directory), but the run itself would stop at once: said, not refused.
+    if let Err(e) = Store::check_writable(&settings.db_path) {
+        p.warnings
+            .push(format!("the run would stop before it starts: {e}"));
     }
     // Settling is part of every measured run's time.
     if let (Some(total), Some(settle)) = (p.estimated_seconds, exp.prepare.settle) {
