@@ -180,14 +180,15 @@ fn a_knob_whose_value_cannot_be_written_back_is_refused_before_it_changes() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
-    let path = queue_attr_path(dev.name(), "discard_max_bytes");
+    // A loop device of its own: one of the low numbers keeps whatever an earlier user set
+    // (this very value, once changed, never goes back).
+    let dev = FreshLoop::new(&state.path().join("fresh.img"));
+    let path = queue_attr_path(&dev.name, "discard_max_bytes");
     let old = knobs::read_attr(&path).unwrap();
-    let granularity: u64 = get(dev.name(), "discard_granularity").parse().unwrap();
+    let granularity: u64 = get(&dev.name, "discard_granularity").parse().unwrap();
     if granularity == 0 || old.parse::<u64>().unwrap() % granularity == 0 {
         crate::common::skip(&format!(
-            "{}'s discard_max_bytes {old} is written back whole here",
-            dev.name()
+            "a new loop device's discard_max_bytes {old} is written back whole here",
         ));
         return;
     }
@@ -197,6 +198,55 @@ fn a_knob_whose_value_cannot_be_written_back_is_refused_before_it_changes() {
     assert!(j.entries().is_empty(), "{:?}", j.entries());
     drop(j);
     assert_eq!(knobs::read_attr(&path).unwrap(), old);
+}
+
+/// A loop device made for one test (`LOOP_CTL_ADD` of a number nothing else uses) over a
+/// file of its own, with the kernel's default queue; detached and removed when dropped.
+struct FreshLoop {
+    name: String,
+    number: libc::c_ulong,
+}
+
+impl FreshLoop {
+    fn new(file: &Path) -> FreshLoop {
+        const LOOP_CTL_ADD: libc::c_ulong = 0x4C80;
+        std::fs::File::create(file)
+            .unwrap()
+            .set_len(16 << 20)
+            .unwrap();
+        let control = std::fs::File::open("/dev/loop-control").unwrap();
+        let base = 700 + libc::c_ulong::from(std::process::id() % 200);
+        let number = (base..base + 100)
+            .find(|n| {
+                use std::os::fd::AsRawFd;
+                // SAFETY: LOOP_CTL_ADD takes the device number by value.
+                unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_ADD, *n) >= 0 }
+            })
+            .expect("no free loop device number to add");
+        let name = format!("loop{number}");
+        let attached = Command::new("losetup")
+            .arg(format!("/dev/{name}"))
+            .arg(file)
+            .status()
+            .unwrap();
+        let fresh = FreshLoop { name, number };
+        assert!(attached.success(), "losetup /dev/{}", fresh.name);
+        fresh
+    }
+}
+
+impl Drop for FreshLoop {
+    fn drop(&mut self) {
+        const LOOP_CTL_REMOVE: libc::c_ulong = 0x4C81;
+        let _ = Command::new("losetup")
+            .args(["-d", &format!("/dev/{}", self.name)])
+            .status();
+        if let Ok(control) = std::fs::File::open("/dev/loop-control") {
+            use std::os::fd::AsRawFd;
+            // SAFETY: LOOP_CTL_REMOVE takes the device number by value.
+            unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_REMOVE, self.number) };
+        }
+    }
 }
 
 #[test]

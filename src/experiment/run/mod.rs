@@ -960,6 +960,18 @@ pub fn run(
         progress.message(&note);
     }
     let mut locks = lock_named(exp, settings, &named, &nic)?;
+    // This machine's target disks as they were just checked for data: no run goes on once
+    // one of them is another disk under its name (`one_run`).
+    let identities = |devices: &[String]| -> Vec<(String, Option<String>)> {
+        devices
+            .iter()
+            .map(|d| (d.clone(), disk_identity::of_disk(&settings.root, d)))
+            .collect()
+    };
+    let mut disks = match (&named, remote) {
+        (Some(devices), false) => identities(devices),
+        _ => Vec::new(),
+    };
     let findings = crate::preflight::collect(&settings.root, settings.preflight_sample);
     progress.message(&format!(
         "preflight:\n{}",
@@ -980,6 +992,7 @@ pub fn run(
         None => scratch.iter().map(|s| s.name().to_string()).collect(),
     };
     if named.is_none() {
+        disks = identities(&devices);
         match crate::knobs::machine_locks(
             &settings.root,
             &settings.state_dir,
@@ -1054,14 +1067,7 @@ pub fn run(
             tracing,
             hosts: &mut controlled,
             position: 0,
-            disks: if remote {
-                Vec::new()
-            } else {
-                devices
-                    .iter()
-                    .map(|d| (d.clone(), disk_identity::of_disk(&settings.root, d)))
-                    .collect()
-            },
+            disks,
         },
     );
     progress.finish();
