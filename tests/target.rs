@@ -133,16 +133,7 @@ fn an_ext4_device_is_refused_for_writes_unless_named_as_destructive() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
-    let out = Command::new("mkfs.ext4")
-        .args(["-q", "-F", &dev.dev_path()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dev = formatted(state.path(), &["mkfs.ext4", "-q", "-F"]);
     let reasons = target::holds_data(&iolab::sys::SysRoot::live(), dev.name()).unwrap();
     // iolab's own reading and blkid's agree.
     assert_eq!(
@@ -170,6 +161,23 @@ fn an_ext4_device_is_refused_for_writes_unless_named_as_destructive() {
     target::check_write_allowed(dev.name(), true, Some(&dev.dev_path())).unwrap();
 }
 
+/// A 32 MiB scratch device in `state` made into a file system by `mkfs` (the program and its
+/// options; the device is added last).
+fn formatted(state: &Path, mkfs: &[&str]) -> ScratchDevice {
+    let dev = ScratchDevice::create_in(state, 32 << 20).unwrap();
+    let out = Command::new(mkfs[0])
+        .args(&mkfs[1..])
+        .arg(dev.dev_path())
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", mkfs[0]));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dev
+}
+
 /// Unmounts on drop, so a failing assertion never leaves a mount behind.
 struct Mounted(std::path::PathBuf);
 
@@ -185,16 +193,7 @@ fn a_mounted_device_is_refused_even_when_named_by_path() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
-    let mkfs = Command::new("mkfs.ext4")
-        .args(["-q", "-F", &dev.dev_path()])
-        .output()
-        .unwrap();
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
-    );
+    let dev = formatted(state.path(), &["mkfs.ext4", "-q", "-F"]);
     let mnt = tempfile::tempdir().unwrap();
     let out = Command::new("mount")
         .arg(dev.dev_path())
@@ -229,16 +228,7 @@ fn a_format_only_blkid_knows_is_refused() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
-    let mkfs = Command::new("mkfs.minix")
-        .args(["-3", &dev.dev_path()])
-        .output()
-        .expect("mkfs.minix (util-linux)");
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
-    );
+    let dev = formatted(state.path(), &["mkfs.minix", "-3"]);
     let reasons = target::holds_data(&iolab::sys::SysRoot::live(), dev.name()).unwrap();
     assert_eq!(
         reasons,
@@ -311,16 +301,7 @@ fn a_device_mounted_in_another_mount_namespace_is_refused() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let dev = ScratchDevice::create_in(state.path(), 32 << 20).unwrap();
-    let mkfs = Command::new("mkfs.ext4")
-        .args(["-q", "-F", &dev.dev_path()])
-        .output()
-        .unwrap();
-    assert!(
-        mkfs.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mkfs.stderr)
-    );
+    let dev = formatted(state.path(), &["mkfs.ext4", "-q", "-F"]);
     let mnt = tempfile::tempdir().unwrap();
     // The mount lives as long as the namespace's only process: killed below (or when this
     // test's process ends), it goes with it.
