@@ -79,14 +79,13 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     // tracefs is only a view: the tracer's settings live on in the kernel while it is
     // unmounted (someone tidied up a killed recording's mount), so it is mounted for the
     // replay; without it every setting would count as gone and the tracer stay on.
-    let tracer_view = match super::pending_under(&tracer_dir) {
-        Ok((root, entries)) if !entries.is_empty() && root == Path::new("/") => {
-            Some(crate::trace::tracefs_mount::Mounted::ensure(&tracer_dir))
-        }
-        _ => None,
-    };
-    let (tracer, _) = match tracer_view {
-        Some(Err(e)) => {
+    let live_entries = super::pending_under(&tracer_dir)
+        .is_ok_and(|(root, entries)| !entries.is_empty() && root == Path::new("/"));
+    let (tracer, _) = match live_entries
+        .then(|| crate::trace::tracefs_mount::Mounted::ensure(&tracer_dir))
+        .transpose()
+    {
+        Err(e) => {
             journal_problems.push(format!(
                 "tracefs settings: {e:#}; they stay in {}: run `iolab restore` again once \
                  tracefs can be mounted",
@@ -94,12 +93,8 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
             ));
             (None, true)
         }
-        Some(Ok(view)) => {
-            let replayed = replay(&tracer_dir, "tracefs settings");
-            drop(view);
-            replayed
-        }
-        None => replay(&tracer_dir, "tracefs settings"),
+        // The view, if one was mounted, is unmounted once the settings are back.
+        Ok(_view) => replay(&tracer_dir, "tracefs settings"),
     };
     // After its settings are back, as the recording itself would have done.
     let tracefs_mount =

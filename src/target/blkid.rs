@@ -75,15 +75,9 @@ mod tests {
         assert_eq!(formats("DEVNAME=/dev/loop5\nUSAGE=raid\n"), ["a signature"]);
     }
 
-    /// On a machine with blkid: a device node that is not a device cannot be cleared.
+    /// What cannot be opened is not clear (blkid itself would say "nothing found").
     #[test]
     fn what_blkid_cannot_read_is_not_clear() {
-        if PROGRAMS
-            .iter()
-            .all(|p| Command::new(p).arg("-V").output().is_err())
-        {
-            return;
-        }
         assert!(probe("/nonexistent-iolab-device").is_err());
     }
 }
