@@ -461,17 +461,78 @@ fn compare_a_trace_with_itself_shows_no_change() {
 
 const TRACEFS: &str = "/sys/kernel/tracing";
 
-/// The blk tracer is global: recording tests (here and in hosts) take turns.
+/// The blk tracer is global: recording tests (here, in align and in hosts) take turns.
 static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-pub fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
-    RECORDING.lock().unwrap_or_else(|e| e.into_inner())
+/// A recording test's turn at the machine's tracer. The tracer must be off when a turn begins
+/// and again when it ends (unless the test failed already): a test that leaves it on fails
+/// itself, rather than the next recording test, whose "before" it would have become.
+pub struct RecordingTurn {
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+pub fn recording_turn() -> RecordingTurn {
+    let turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(on) = tracer_in_use() {
+        panic!(
+            "the block tracer is on before this test begins ({on}): a process, or a test that \
+             does not take a recording turn, left it so"
+        );
+    }
+    RecordingTurn { _turn: turn }
+}
+
+impl Drop for RecordingTurn {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Some(on) = tracer_in_use() {
+            panic!("this test left the block tracer on ({on})");
+        }
+    }
+}
+
+/// What shows the machine's block tracer in use, if anything: tracefs's current tracer (read
+/// through a mount of its own when tracefs is not mounted: the tracer stays on unmounted) and
+/// each disk whose block trace is enabled. Nothing as another user, who cannot read them.
+fn tracer_in_use() -> Option<String> {
+    if !iolab::sys::is_root() {
+        return None;
+    }
+    let mut on = Vec::new();
+    let own =
+        (!Path::new(TRACEFS).join("current_tracer").exists()).then(|| tempfile::tempdir().unwrap());
+    let tracefs = own.as_ref().map_or(Path::new(TRACEFS), |d| d.path());
+    if own.is_some() {
+        let st = Std::new("mount")
+            .args(["-t", "tracefs", "nodev"])
+            .arg(tracefs)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tracefs failed");
+    }
+    let tracer = std::fs::read_to_string(tracefs.join("current_tracer")).unwrap_or_default();
+    if own.is_some() {
+        let st = Std::new("umount").arg(tracefs).status().unwrap();
+        assert!(st.success(), "umount {} failed", tracefs.display());
+    }
+    if tracer.trim() != "nop" {
+        on.push(format!("current_tracer {}", tracer.trim()));
+    }
+    for disk in std::fs::read_dir("/sys/block").unwrap().flatten() {
+        let enable = disk.path().join("trace/enable");
+        if std::fs::read_to_string(&enable).is_ok_and(|v| v.trim() == "1") {
+            on.push(format!("{} 1", enable.display()));
+        }
+    }
+    (!on.is_empty()).then(|| on.join(", "))
 }
 
 /// What a live recording test holds: the recording turn, a scratch device and a temporary
-/// directory (dropped in reverse: the device goes before the turn is given up).
+/// directory (dropped in that order, so the turn's check comes before the device goes).
 struct Live {
-    _turn: std::sync::MutexGuard<'static, ()>,
+    _turn: RecordingTurn,
     scratch: Scratch,
     dir: tempfile::TempDir,
 }
@@ -1421,7 +1482,7 @@ struct Recorded {
     scratch: Scratch,
     dir: tempfile::TempDir,
     before: Vec<(String, String)>,
-    _turn: std::sync::MutexGuard<'static, ()>,
+    _turn: RecordingTurn,
 }
 
 fn start_recording(tag: &str, buffer_kb: u64) -> Option<Recorded> {
