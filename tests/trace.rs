@@ -1242,6 +1242,24 @@ fn plot_writes_four_svg_charts() {
             "{name}"
         );
     }
+    // It says what it wrote: a path per line, or the same paths as JSON.
+    let listed: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(listed.len() >= 4, "{listed:?}");
+    assert!(listed.iter().all(|f| Path::new(f).is_file()), "{listed:?}");
+    let json = iolab_json(&[
+        "trace",
+        "plot",
+        fixture("fx").to_str().unwrap(),
+        "--json",
+        "-o",
+        dir.path().to_str().unwrap(),
+    ]);
+    let files: Vec<String> = serde_json::from_value(json["files"].clone()).unwrap();
+    assert_eq!(files, listed);
     // The fixture has sequential writes and random reads: both colours in the sector cloud.
     let sectors = std::fs::read_to_string(dir.path().join("sectors.svg"))
         .unwrap()
@@ -2605,12 +2623,24 @@ fn compressed_traces_are_analysed_and_exported_unchanged() {
     let gz = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
     assert_eq!(plain, gz);
     let out_dir = dir.path().join("plain");
-    Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "export", base.to_str().unwrap(), "-o"])
-        .arg(&out_dir)
-        .assert()
-        .success();
+    let json = iolab_json(&[
+        "trace",
+        "export",
+        base.to_str().unwrap(),
+        "--json",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    let files: Vec<String> = serde_json::from_value(json["files"].clone()).unwrap();
+    let expected: Vec<String> = (0..cpus)
+        .map(|cpu| {
+            out_dir
+                .join(format!("fx.blktrace.{cpu}"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(files, expected);
     for cpu in 0..cpus {
         let name = format!("fx.blktrace.{cpu}");
         assert_eq!(

@@ -29,6 +29,7 @@ pub(crate) enum TraceCommand {
 /// Write a trace (an experiment's compressed NAME.blktrace.N.gz files, or any trace) as plain
 /// NAME.blktrace.N files that blkparse and btt read.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]})")))]
 pub(crate) struct ExportArgs {
     /// Trace base name (NAME.blktrace.N[.gz]) or one file (written as FILE.blktrace.0, without
     /// a .gz ending); - reads standard input (written as stdin.blktrace.0).
@@ -37,12 +38,15 @@ pub(crate) struct ExportArgs {
     /// Directory for the plain files.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// Draw a trace: sectors over time (reads and writes coloured), latency, queue and driver
 /// depth, throughput, IOPS and seeks per second over time, latency histogram with reads and
 /// writes apart (SVG files); with --with, several traces on one sector-vs-time chart.
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]})")))]
 pub(crate) struct PlotArgs {
     /// Trace base names (NAME.blktrace.N) or files.
     #[arg(required = true, value_name = "NAME|FILE")]
@@ -70,6 +74,8 @@ pub(crate) struct PlotArgs {
     /// Also write a PNG copy of each chart (2x scale, rendered inside iolab).
     #[arg(long)]
     pub png: bool,
+    #[command(flatten)]
+    pub out: crate::output::OutputArgs,
 }
 
 /// Record block devices' events through tracefs into NAME.blktrace.CPU files
@@ -143,21 +149,42 @@ pub(super) fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Analyze(a) => analyze(a),
         TraceCommand::Compare(a) => compare(a),
         TraceCommand::Export(a) => {
-            for p in trace::keep::export(&a.input, &a.output)? {
-                crate::output::stdout(&format!("{}\n", p.display()))?;
-            }
-            Ok(())
+            let files = trace::keep::export(&a.input, &a.output)?;
+            crate::output::print(&Wrote::of(&files), a.out)
         }
         TraceCommand::Plot(a) => {
+            let mut files = Vec::new();
             for p in trace::plot::plot(&a.inputs, &a.output, a.dev.as_deref(), &a.with, &a.labels)?
             {
-                crate::output::stdout(&format!("{}\n", p.display()))?;
                 if a.png {
-                    crate::output::stdout(&format!("{}\n", trace::plot::to_png(&p)?.display()))?;
+                    let png = trace::plot::to_png(&p)?;
+                    files.extend([p, png]);
+                } else {
+                    files.push(p);
                 }
             }
-            Ok(())
+            crate::output::print(&Wrote::of(&files), a.out)
         }
+    }
+}
+
+/// The files `plot` or `export` wrote: a path per line, or `{"files": [...]}`.
+#[derive(serde::Serialize)]
+struct Wrote {
+    files: Vec<String>,
+}
+
+impl Wrote {
+    fn of(paths: &[PathBuf]) -> Wrote {
+        Wrote {
+            files: paths.iter().map(|p| p.display().to_string()).collect(),
+        }
+    }
+}
+
+impl crate::output::Render for Wrote {
+    fn text(&self) -> String {
+        self.files.iter().map(|f| format!("{f}\n")).collect()
     }
 }
 
