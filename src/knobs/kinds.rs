@@ -270,7 +270,7 @@ const SYSCTL_SECURITY: &[&str] = &[
 
 /// Sysctls that are one setting in two forms: writing either sets the other to 0 (the kernel
 /// keeps one limit, in bytes or as a ratio). So each is journaled with its partner
-/// (`journal::dependents_of`), both take one lock, and restore writes back only the form
+/// (`linked::dependents_of`), both take one lock, and restore writes back only the form
 /// that was in use (`journal::restore_entries`): the other's 0 is its consequence, and
 /// writing 0 to a bytes form is refused (its minimum is above 0).
 const LINKED_SYSCTLS: &[(&str, &str)] = &[

@@ -9,6 +9,7 @@ mod irq_move;
 mod journal;
 pub(crate) mod kinds;
 pub(crate) mod leftovers;
+mod linked;
 mod sched_module;
 pub mod signals;
 mod smt;
