@@ -456,6 +456,9 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
                     "at least 1 job (fio makes no job of 0 or fewer)".to_string(),
                 ));
             }
+            if let Some(whole) = shape.fraction_refused(value) {
+                return Err(bad_value(whole));
+            }
         }
         Rule::LogName => {
             if !is_plain_name(value) {
@@ -599,6 +602,31 @@ impl Shape {
         }
     }
 
+    /// Why a fraction cannot stand in a value of this shape, with what to write instead; `None`
+    /// for a value without one, or a shape that takes them (`Floats`). fio reads sizes,
+    /// numbers and times with `strtoll`: it keeps the digits before a '.' and loses the rest,
+    /// unit included, so `runtime=0.5s` is 0 (no time limit: the job ran over the whole
+    /// device), `1.5ms` one second and `size=1.5m` one byte, all without a word.
+    fn fraction_refused(self, v: &str) -> Option<String> {
+        if !matches!(self, Shape::Number | Shape::SizeSplit | Shape::Duration) || !v.contains('.') {
+            return None;
+        }
+        let instead = match self {
+            Shape::Duration => crate::sys::parse::duration::duration(v)
+                .ok()
+                .map(whole_duration),
+            _ => whole_size(v),
+        };
+        Some(format!(
+            "a whole number: fio reads the digits before a '.' and drops the rest, unit \
+             included ({v} would not be what it says){}",
+            instead.map_or_else(
+                || "; write a whole number of a smaller unit (or of bytes)".to_string(),
+                |w| format!("; write {w}")
+            )
+        ))
+    }
+
     /// What this shape allows, for error messages.
     pub(crate) fn describe(self, choices: &[&str]) -> String {
         match self {
@@ -669,6 +697,55 @@ const FIO_UNITS: &[&str] = &[
     "", "b", "k", "kb", "ki", "kib", "m", "mb", "mi", "mib", "g", "gb", "gi", "gib", "t", "tb",
     "ti", "tib", "p", "pb", "pi", "pib", "us", "usec", "ms", "msec", "s", "h", "d",
 ];
+
+/// A duration in the largest of s, ms and us that makes it a whole number (to the
+/// microsecond).
+fn whole_duration(d: std::time::Duration) -> String {
+    let us = d.as_micros();
+    if us.is_multiple_of(1_000_000) {
+        format!("{}s", us / 1_000_000)
+    } else if us.is_multiple_of(1000) {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{us}us")
+    }
+}
+
+/// One size with a fraction and a one-letter unit (`1.5m`) as a whole number of a smaller
+/// unit (`1536k`), with fio's default of 1024 per step; `None` for anything else.
+fn whole_size(v: &str) -> Option<String> {
+    const UNITS: &str = "kmgtp";
+    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = v.split_at(split);
+    let mut value: f64 = number.parse().ok()?;
+    let mut rank = UNITS
+        .find(unit.to_ascii_lowercase().as_str())
+        .filter(|_| unit.len() == 1)?;
+    let upper = unit.chars().all(|c| c.is_ascii_uppercase());
+    if value.fract() == 0.0 {
+        return Some(format!("{value}{unit}"));
+    }
+    loop {
+        value *= 1024.0;
+        if value.fract() == 0.0 {
+            let unit = if rank == 0 {
+                ""
+            } else {
+                &UNITS[rank - 1..rank]
+            };
+            let unit = if upper {
+                unit.to_ascii_uppercase()
+            } else {
+                unit.to_string()
+            };
+            return Some(format!("{value}{unit}"));
+        }
+        if rank == 0 {
+            return None;
+        }
+        rank -= 1;
+    }
+}
 
 /// A number or a range of two (`1k-4k`).
 fn is_range(s: &str) -> bool {
@@ -1129,6 +1206,35 @@ mod tests {
             assert!(e.to_string().contains("at least 1 job"), "{e}");
         }
         check_option("numjobs", "1", &DEFAULT).unwrap();
+    }
+
+    /// fio keeps the digits before a '.' and drops the rest, unit included: a fraction is
+    /// refused, saying what to write.
+    #[test]
+    fn a_fraction_fio_would_cut_off_is_refused_saying_what_to_write() {
+        for (n, v, instead) in [
+            ("runtime", "0.5s", "write 500ms"),
+            ("ramp_time", "1.5", "write 1500ms"),
+            ("runtime", "1.5ms", "write 1500us"),
+            ("runtime", "2.0s", "write 2s"),
+            ("size", "1.5m", "write 1536k"),
+            ("bs", "1.5K", "write 1536"),
+            ("size", "0.3k", "write a whole number of a smaller unit"),
+            ("bs", "4k,1.5k", "write a whole number of a smaller unit"),
+            (
+                "bssplit",
+                "4k/50:1.5m/50",
+                "write a whole number of a smaller unit",
+            ),
+        ] {
+            let e = check_option(n, v, &DEFAULT).unwrap_err().to_string();
+            assert!(
+                e.contains("a whole number") && e.contains(instead),
+                "{n}={v}: {e}"
+            );
+        }
+        check_option("percentile_list", "99.5:99.9", &DEFAULT).unwrap();
+        check_option("runtime", "500ms", &DEFAULT).unwrap();
     }
 
     #[test]
