@@ -713,7 +713,7 @@ fn whole_duration(d: std::time::Duration) -> String {
 
 /// One size with a fraction and a one-letter unit (`1.5m`) as a whole number of a smaller
 /// unit (`1536k`), with fio's default of 1024 per step; `None` for anything else.
-fn whole_size(v: &str) -> Option<String> {
+pub(crate) fn whole_size(v: &str) -> Option<String> {
     const UNITS: &str = "kmgtp";
     let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
     let (number, unit) = v.split_at(split);

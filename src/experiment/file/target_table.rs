@@ -195,9 +195,17 @@ impl Walker<'_> {
             .and_then(parse_size)
             .filter(|b| *b >= 1 << 20);
         if bytes.is_none() {
+            let whole = text
+                .as_deref()
+                .filter(|t| t.contains('.'))
+                .map(|t| match crate::workload::options::whole_size(t.trim()) {
+                    Some(w) => format!(" (a whole number: {w} for {})", t.trim()),
+                    None => " (a whole number)".to_string(),
+                })
+                .unwrap_or_default();
             self.error(
                 value.span(),
-                "`size` is not a size of at least 1M".to_string(),
+                format!("`size` is not a size of at least 1M{whole}"),
                 Some("a size such as \"512M\", \"2G\" or bytes".to_string()),
             );
         }
@@ -611,6 +619,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("x.toml:4:8: `size` is not a size"), "{text}");
+        let text = errors("name = \"x\"\n[target]\nsize = \"1.5G\"\n").join("\n");
+        assert!(text.contains("(a whole number: 1536M for 1.5G)"), "{text}");
     }
 
     #[test]
