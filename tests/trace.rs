@@ -1175,6 +1175,58 @@ fn a_duration_stops_the_recording_on_time_beside_a_busy_device() {
     assert!((1.0..1.5).contains(&seconds), "{err}");
 }
 
+/// `--duration` bounds the recording, not only the wait: a command still running when it
+/// ends is asked to stop (SIGTERM), and what it does meanwhile is not recorded. (The trace of
+/// a 1 s recording beside a 4 s fio ran to 2.8 s: the command got 2 s before it was killed,
+/// and the tracer stayed on until then.)
+#[test]
+fn a_command_outliving_the_duration_is_stopped_and_left_out_of_the_trace() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    if !have("fio") {
+        crate::common::skip("needs fio");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("outlived");
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("outlived");
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "record", "--json", "-d", &scratch.dev])
+        .args(["--duration", "1s", "-o"])
+        .arg(&base)
+        .args([
+            "--",
+            "fio",
+            "--output=/dev/null",
+            "--name=long",
+            "--rw=randread",
+            "--bs=4k",
+            "--direct=1",
+            "--rate_iops=2000",
+            "--time_based",
+            "--runtime=6",
+        ])
+        .arg(format!("--filename={}", scratch.dev))
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let recorded: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let seconds = recorded["seconds"].as_f64().unwrap();
+    assert!((1.0..1.5).contains(&seconds), "{recorded}");
+    let report = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
+    let span = report["duration"].as_f64().unwrap();
+    assert!(
+        span > 0.5 && span <= seconds,
+        "trace spans {span} s: {recorded}"
+    );
+}
+
 /// An output directory that does not exist is refused before tracefs is touched (it was
 /// found only when the first event was written, or at the end when there was none).
 #[test]

@@ -100,7 +100,8 @@ pub(crate) struct RecordArgs {
     )]
     pub output: PathBuf,
     /// Stop after this long, e.g. 10s, 500ms, 2m or 10 (default: until Ctrl-C, or until
-    /// COMMAND exits); at most 30 days.
+    /// COMMAND exits); at most 30 days. A COMMAND still running then gets SIGTERM (SIGKILL 2 s
+    /// later); the recording has ended by then.
     #[arg(long, value_name = "DURATION", value_parser = parse_record_duration)]
     pub duration: Option<Duration>,
     /// The kernel's trace buffer per CPU while recording, in KiB, from 64 to 1048576

@@ -746,16 +746,18 @@ fn record_with(
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+    // The recording ends here, before a command still running is ended: what it does in
+    // the seconds it may take to stop is not part of a recording of `--duration`.
+    for (name, trace_dir) in traced {
+        fs::write(trace_dir.join("enable"), "0")
+            .with_context(|| format!("disabling {name}'s trace"))?;
+    }
     let elapsed = start.elapsed();
     if cfg.status_line {
         say_part!("\r\x1b[K");
     }
     if let (Some(c), None) = (child, status) {
         status = end_command(c)?;
-    }
-    for (name, trace_dir) in traced {
-        fs::write(trace_dir.join("enable"), "0")
-            .with_context(|| format!("disabling {name}'s trace"))?;
     }
     // What is left in the ring buffer: nothing more comes in once the devices' traces are off.
     while buffers.drain(&mut splitter)? > 0 {}
@@ -807,9 +809,14 @@ fn start_command(cfg: &Config) -> anyhow::Result<Option<Child>> {
     Ok(Some(child))
 }
 
-/// Ends a command still running when recording stopped by signal or duration: it gets two
-/// seconds (it got the terminal's SIGINT too, if any), then is killed.
+/// Ends a command still running when recording stopped by signal or duration: SIGTERM (fio
+/// then ends its jobs and reports), two seconds to finish, then SIGKILL.
 fn end_command(mut c: Child) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    if let Ok(pid) = i32::try_from(c.id()) {
+        // SAFETY: kill(2) on our own child, which has not been waited for, so the pid is
+        // still its own.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
     let deadline = Instant::now() + Duration::from_secs(2);
     while Instant::now() < deadline {
         if let Some(status) = c.try_wait()? {
