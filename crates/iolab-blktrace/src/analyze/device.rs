@@ -409,6 +409,8 @@ impl Device {
             q.sectors = front;
             let end = rest.end;
             self.queued.insert(to, end, rest);
+            // Each part is a bio in the queue from here on, as the state machine counts them.
+            self.timeline.queue_depth(ev.time, self.queued.len() as u64);
         } else if let Some((key, q)) = self.queued.take_below(from, |q| q.end) {
             // Device-mapper's: the rest of the bio, to its end. Anything else is put back.
             let at = if q.end == to { from } else { key };

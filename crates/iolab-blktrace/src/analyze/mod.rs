@@ -1406,6 +1406,35 @@ mod tests {
     /// Device-mapper splitting a 64 KiB bio over 4 KiB stripes: one Q, then an X for what is
     /// left after each piece (sector and size of the rest), and one C once all are done,
     /// naming the last piece. The whole bio gets its Q2C, and its 64 KiB count as completed.
+    /// A split bio's parts are in the queue from the split on: the timeline's queue depth
+    /// counts them there, not only from the next Q or C (a trace of 1 MiB writes split in 64
+    /// KiB parts showed fewer bios queued than requests in the driver).
+    #[test]
+    fn the_parts_of_a_split_bio_count_in_the_queue_depth_from_the_split() {
+        let dev = 7 << 20;
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&ev(0, code::QUEUE, dev, 0, 3072 * 512));
+        a.feed(&ev(10, code::SPLIT, dev, 0, 1024 * 512));
+        a.feed(&ev(10, code::SPLIT, dev, 1024, 1024 * 512));
+        for part in 0..3u64 {
+            a.feed(&ev(
+                1000 * (part + 1),
+                code::COMPLETE,
+                dev,
+                part * 1024,
+                1024 * 512,
+            ));
+        }
+        let d = &a.finish().devices[0];
+        // 1 bio for 10 ns, then 3, 2 and 1 for 1000, 1000 and 1000 ns (less 10).
+        let expected = (10.0 + 3.0 * 990.0 + 2.0 * 1000.0 + 1000.0) / 3000.0;
+        assert!(
+            (d.timeline[0].queue_depth - expected).abs() < 1e-9,
+            "{}",
+            d.timeline[0].queue_depth
+        );
+    }
+
     #[test]
     fn a_bio_device_mapper_splits_completes_whole_at_its_last_piece() {
         let dm = 254 << 20;
