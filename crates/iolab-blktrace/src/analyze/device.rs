@@ -124,6 +124,10 @@ pub struct Device {
     pub device: u32,
     pub first_time: u64,
     pub last_time: u64,
+    /// btt's span of the device ("% Time Q Plugged" is over it): from its first record that
+    /// carries data, one before its first Q included, to its last after it.
+    pub first_sized: u64,
+    pub last_sized: u64,
     pub sector_min: u64,
     pub sector_max: u64,
     /// btt's latencies per bio, filled in at the end: Q2Q from the side stage, the others
@@ -202,6 +206,8 @@ impl Device {
             device,
             first_time: t,
             last_time: t,
+            first_sized: t,
+            last_sized: t,
             sector_min: u64::MAX,
             sector_max: 0,
             lat: BioLatencies::default(),
@@ -268,6 +274,9 @@ impl Device {
     /// Feeds one event of this device (already filtered: no notify, no PC).
     pub fn handle(&mut self, ev: &Io) {
         self.last_time = self.last_time.max(ev.time);
+        if ev.bytes > 0 {
+            self.last_sized = self.last_sized.max(ev.time);
+        }
         self.cgroup_events += u64::from(ev.has_cgroup());
         let t = ev.time;
         let c = ev.code();

@@ -83,6 +83,8 @@ pub struct Analyzer {
     index: HashMap<u32, usize>,
     last_device: (u32, usize),
     names: HashMap<u32, String>,
+    /// The first record with data of each device not started yet (btt's span begins there).
+    early: HashMap<u32, u64>,
     pub events: u64,
     pub notify: u64,
     pub pc: u64,
@@ -107,6 +109,7 @@ impl Analyzer {
             index: HashMap::new(),
             last_device: (u32::MAX, 0),
             names: HashMap::new(),
+            early: HashMap::new(),
             events: 0,
             notify: 0,
             pc: 0,
@@ -154,14 +157,21 @@ impl Analyzer {
                 let c = ev.code();
                 if !(c == code::QUEUE && ev.bytes > 0) && c != code::REMAP {
                     self.ignored_before_first_q += 1;
+                    if ev.bytes > 0 {
+                        self.early.entry(ev.device).or_insert(ev.time);
+                    }
                     return;
                 }
-                self.devices.push(Device::new(
+                let mut d = Device::new(
                     ev.device,
                     ev.time,
                     self.opts.interval_ns,
                     self.opts.window_of(ev.device),
-                ));
+                );
+                if let Some(t) = self.early.remove(&ev.device) {
+                    d.first_sized = d.first_sized.min(t);
+                }
+                self.devices.push(d);
                 self.index.insert(ev.device, self.devices.len() - 1);
                 self.devices.len() - 1
             }
@@ -290,10 +300,10 @@ impl Analyzer {
                 e.3 += p.queued;
             }
             let sk = side.seeks(d.device);
-            let plugs = side.plugs(d.device, d.last_time);
-            if let Some(p) = &plugs {
-                d.last_time = d.last_time.max(p.last);
+            if let Some(last) = side.last_record(d.device) {
+                d.last_time = d.last_time.max(last);
             }
+            let plugs = side.plugs(d.device, (d.first_sized, d.last_sized));
             devices.push(device_report(
                 d,
                 sk,
@@ -396,8 +406,8 @@ fn device_report(
         plugged_ns: 0,
         plug_records: 0,
         unplug_records: 0,
-        first: d.first_time,
-        last: d.last_time,
+        first: d.first_sized,
+        last: d.last_sized,
     }));
     let active = ActivePeriods::of(&d, trace_start);
     let never = NeverCompleted {
@@ -1036,6 +1046,32 @@ mod tests {
     /// Plugged requests can reach the driver with no unplug traced (NVMe on Linux 6.1): each
     /// I/O then brings a P and no U. btt keeps the first plug open to the end (99.7% plugged
     /// on such a capture); iolab says the time plugged is unknown and what btt would print.
+    /// btt's "% Time Q Plugged" is over the device's records with data: from the first, one
+    /// before the first Q included, to the last, not to a flush (no data) after it.
+    #[test]
+    fn the_time_plugged_is_over_the_records_with_data_as_btt_has_it() {
+        let dev = 8 << 20;
+        let mut a = Analyzer::new(Options::default());
+        for e in [
+            ev(50, code::COMPLETE, dev, 64, 4096),
+            ev(100, code::QUEUE, dev, 0, 4096),
+            ev(110, code::PLUG, dev, 0, 0),
+            ev(120, code::ISSUE, dev, 0, 4096),
+            ev(150, code::UNPLUG_IO, dev, 1, 0),
+            ev(500, code::COMPLETE, dev, 0, 4096),
+            ev(900, code::QUEUE, dev, 0, 0),
+            ev(950, code::COMPLETE, dev, 0, 0),
+        ] {
+            a.feed(&e);
+        }
+        let p = &a.finish().devices[0].plug;
+        // Plugged from 110 to 150, over 50 to 500.
+        assert!(
+            (p.btt_pct_time_plugged - 100.0 * 40.0 / 450.0).abs() < 1e-9,
+            "{p:?}"
+        );
+    }
+
     #[test]
     fn plugs_without_traced_unplugs_leave_the_time_plugged_unknown() {
         let dev = 259 << 20;

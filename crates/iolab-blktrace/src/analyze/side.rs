@@ -86,9 +86,8 @@ struct SideDevice {
     q2q: Seeks,
     d2d: Seeks,
     times: QueueTimes,
-    first: u64,
     /// The last record counted here; the device's last of all is the later of this and the
-    /// state machine's (see [`SideStage::plugs`]).
+    /// state machine's (see [`SideStage::last_record`]).
     last: u64,
     plugged: bool,
     last_plug: u64,
@@ -128,7 +127,7 @@ pub struct PlugStats {
     /// P records, and U and UT records, as traced.
     pub plug_records: u64,
     pub unplug_records: u64,
-    /// The device's first and last event (btt's span for "% Time Q Plugged").
+    /// btt's span of the device for "% Time Q Plugged": its first and last record with data.
     pub first: u64,
     pub last: u64,
 }
@@ -277,7 +276,6 @@ impl SideStage {
             q2q: Seeks::default(),
             d2d: Seeks::default(),
             times: QueueTimes::default(),
-            first: ev.time,
             last: ev.time,
             plugged: false,
             last_plug: 0,
@@ -316,12 +314,19 @@ impl SideStage {
         }
     }
 
-    /// Plug statistics, closing a plug still open at the device's last event (as btt does).
-    /// `last_other` is the time of the device's last record this stage passed on uncounted
-    /// (the state machine's last).
-    pub fn plugs(&self, dev: u32, last_other: u64) -> Option<PlugStats> {
+    /// The time of the device's last record counted here (plugs included).
+    pub fn last_record(&self, dev: u32) -> Option<u64> {
+        self.devices
+            .iter()
+            .find(|d| d.device == dev)
+            .map(|d| d.last)
+    }
+
+    /// Plug statistics over btt's span of the device, `(first, last)` (its records with data,
+    /// which the state machine sees: btt's `% Time Q Plugged` divides by it), closing a plug
+    /// still open at its end, as btt does.
+    pub fn plugs(&self, dev: u32, (first, last): (u64, u64)) -> Option<PlugStats> {
         let d = self.devices.iter().find(|d| d.device == dev)?;
-        let last = d.last.max(last_other);
         let mut stats = PlugStats {
             plugs: d.plugs,
             timer_unplugs: d.timer_unplugs,
@@ -330,7 +335,7 @@ impl SideStage {
             plugged_ns: d.plugged_ns,
             plug_records: d.plug_records,
             unplug_records: d.unplug_records,
-            first: d.first,
+            first,
             last,
         };
         // Still plugged at the end: unplugged by the end of the trace (as btt closes it).
