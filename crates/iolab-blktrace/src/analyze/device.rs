@@ -564,7 +564,11 @@ impl Device {
             all.merge(&dir[1]);
         }
         let end = self.last_time;
-        self.btt_live = if self.live_start == NONE {
+        // btt completes no request that holds a part of a split bio (its D and C do not hold
+        // the whole Q), so its periods are not these: it is not known here what it prints.
+        self.btt_live = if self.splits > 0 {
+            None
+        } else if self.live_start == NONE {
             Some((self.live_periods, self.live_ns, self.last_live_end))
         } else if self.last_completion < self.live_start {
             Some((self.live_periods - 1, self.live_ns, self.last_live_end))

@@ -255,6 +255,13 @@ fn btt_device_sections(o: &mut String, r: &Report) {
         let a = &d.active_periods;
         if let (Some(inactive), Some(live)) = (a.btt_avg_inactive, a.btt_pct_live) {
             let _ = write!(o, "; {}: btt would print {inactive:.9} {live:.2}", d.dev);
+        } else if d.splits > 0 {
+            let _ = write!(
+                o,
+                "; {}: what btt prints is not known here, as it completes no request that \
+                 holds part of a split bio",
+                d.dev
+            );
         }
     }
     o.push_str(")\n");
@@ -272,7 +279,7 @@ fn btt_device_sections(o: &mut String, r: &Report) {
                 d.dev,
                 n.requests,
                 (r.duration - t).max(0.0),
-                if d.active_periods.btt_pct_live.is_none() {
+                if d.active_periods.btt_pct_live.is_none() && d.splits == 0 {
                     ", and what it would print is not known here: they shared a period with \
                      requests that completed"
                 } else {
