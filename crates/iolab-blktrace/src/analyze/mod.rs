@@ -500,7 +500,9 @@ impl Merge {
                 n_q as f64 / d.n_d as f64
             },
             blk_min: if d.n_c == 0 { 0 } else { d.blk_min },
-            blk_avg: d.blk_total.checked_div(d.n_d).unwrap_or(0),
+            // Over the requests completed, as the minimum, maximum and total are: btt divides
+            // by those dispatched, so one never completed put its average below its minimum.
+            blk_avg: d.blk_total.checked_div(d.n_c).unwrap_or(0),
             blk_max: d.blk_max,
             total: d.blk_total,
         }
@@ -1070,6 +1072,25 @@ mod tests {
             (p.btt_pct_time_plugged - 100.0 * 40.0 / 450.0).abs() < 1e-9,
             "{p:?}"
         );
+    }
+
+    /// The average request size is over the requests completed, like its minimum and
+    /// maximum: a request never completed does not pull it below the minimum (btt printed
+    /// BLKmin 8, BLKavg 7, BLKmax 8).
+    #[test]
+    fn the_average_request_lies_between_the_smallest_and_the_largest() {
+        let dev = 8 << 20;
+        let mut a = Analyzer::new(Options::default());
+        for i in 0..4u64 {
+            let s = i * 8;
+            a.feed(&ev(i * 100, code::QUEUE, dev, s, 4096));
+            a.feed(&ev(i * 100 + 10, code::ISSUE, dev, s, 4096));
+            if i < 3 {
+                a.feed(&ev(i * 100 + 50, code::COMPLETE, dev, s, 4096));
+            }
+        }
+        let m = &a.finish().devices[0].merge;
+        assert_eq!((m.blk_min, m.blk_avg, m.blk_max, m.d), (8, 8, 8, 4));
     }
 
     #[test]
