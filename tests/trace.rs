@@ -1639,6 +1639,66 @@ fn a_ring_buffer_reader_copied_into_a_forked_child_does_not_block_the_restore() 
     assert_eq!(tracefs_state(&r.scratch.dev), r.before);
 }
 
+/// A recording still running is no leftover: `iolab restore` leaves its tracefs settings (and
+/// its mount) to it and exits 0, an experiment that records nothing runs beside it, and one
+/// that records is refused, naming the recorder's pid. (restore said the running recorder was
+/// killed, tried to unmount its tracefs, and failed; every experiment was refused.)
+#[test]
+fn a_recording_still_running_is_left_to_it_by_restore_and_by_runs_that_do_not_trace() {
+    let Some(r) = start_recording("running", 1024) else {
+        return;
+    };
+    let state = r.dir.path().join("state");
+    let out = crate::common::restore_in(&state);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("in use   tracefs settings") && text.contains("still running"),
+        "{text}"
+    );
+    let tracer = std::fs::read_to_string(Path::new(TRACEFS).join("current_tracer")).unwrap();
+    assert_eq!(
+        tracer.trim(),
+        "blk",
+        "restore changed the running recording's tracer"
+    );
+    let exp = r.dir.path().join("e.toml");
+    for (trace, code) in [(false, 0), (true, 1)] {
+        std::fs::write(
+            &exp,
+            format!(
+                "name = \"beside\"\nrepetitions = 1\nwarmup = false\ntrace = {trace}\n\
+                 [target]\nsize = \"16M\"\n[workload]\nrw = \"randread\"\ndirect = 1\n\
+                 runtime = \"1s\"\ntime_based = true\n"
+            ),
+        )
+        .unwrap();
+        let run = Command::cargo_bin("iolab")
+            .unwrap()
+            .env("IOLAB_STATE_DIR", &state)
+            .arg("run")
+            .arg(&exp)
+            .arg("--db")
+            .arg(r.dir.path().join(format!("{trace}.db")))
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr).to_string();
+        assert_eq!(run.status.code(), Some(code), "trace = {trace}: {err}");
+        if trace {
+            let me = format!("another iolab (pid {})", std::process::id());
+            assert!(err.contains(&me), "{err}");
+        }
+    }
+    r.rec.stop().unwrap();
+    assert_eq!(tracefs_state(&r.scratch.dev), r.before);
+}
+
 /// tracefs mounted for a test's duration, unmounted at the end if it was not before.
 struct TracefsMounted(bool);
 

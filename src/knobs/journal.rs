@@ -1052,6 +1052,26 @@ fn sync_dir(dir: &Path) -> Result<(), KnobError> {
         })
 }
 
+/// The pid of the process whose journal `dir` holds, as it wrote it.
+fn holder(dir: &Path) -> Option<u32> {
+    read_journal(&dir.join(JOURNAL))
+        .ok()
+        .flatten()
+        .map(|j| j.pid)
+}
+
+/// The running iolab whose journal `dir` holds (its lock is taken), with its pid when its
+/// journal names it: such a journal is its owner's, not a leftover.
+pub(crate) fn in_use(dir: &Path) -> Option<Option<u32>> {
+    if !dir.join(LOCK).exists() {
+        return None;
+    }
+    match take_lock(dir) {
+        Err(KnobError::Busy { .. }) => Some(holder(dir)),
+        _ => None,
+    }
+}
+
 /// Holds an exclusive flock on the state directory's lock file for as long as the returned
 /// file lives; another holder means another iolab is changing knobs right now.
 fn take_lock(dir: &Path) -> Result<File, KnobError> {
@@ -1072,6 +1092,7 @@ fn take_lock(dir: &Path) -> Result<File, KnobError> {
         if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
             return Err(KnobError::Busy {
                 path: path.display().to_string(),
+                holder: holder(dir).map_or_else(String::new, |pid| format!(" (pid {pid})")),
             });
         }
         return Err(KnobError::State {
@@ -1557,6 +1578,11 @@ mod tests {
         let _first = Journal::begin_in(state.path()).unwrap();
         let err = Journal::begin_in(state.path()).unwrap_err();
         assert!(matches!(err, KnobError::Busy { .. }), "{err}");
+        // It names the holder, and the way to run beside it.
+        let me = format!("another iolab (pid {})", std::process::id());
+        assert!(err.to_string().contains(&me), "{err}");
+        assert!(err.to_string().contains("IOLAB_STATE_DIR=DIR"), "{err}");
+        assert_eq!(in_use(state.path()), Some(Some(std::process::id())));
         // A live owner is reported as busy, not as a leftover to restore.
         let err = Journal::check_clean_in(state.path()).unwrap_err();
         assert!(matches!(err, KnobError::Busy { .. }), "{err}");

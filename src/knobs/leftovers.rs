@@ -27,6 +27,10 @@ pub(crate) struct Leftovers {
     #[serde(serialize_with = "sorted_keys")]
     pub knobs: Option<super::RestoreReport>,
     pub problems: Vec<String>,
+    /// Journals an iolab still running holds (its knobs, its recording's tracefs settings):
+    /// its own, left to it; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub in_use: Vec<String>,
     pub scratch_devices_removed: Vec<String>,
     /// The tracefs settings of a block trace recording that was killed; None when there was
     /// no such journal.
@@ -48,6 +52,9 @@ pub(crate) struct Leftovers {
     /// The knob journal could not be put back whole (its problem says why).
     #[serde(skip)]
     knobs_failed: bool,
+    /// The knob journal is a running iolab's (text only).
+    #[serde(skip)]
+    knobs_in_use: bool,
     /// Interrupt placements by `iolab irq apply` or an `iolab irq daemon --keep`, which are
     /// meant to stay (text only).
     #[serde(skip)]
@@ -63,6 +70,20 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     // holding a device) keeps what is left and is a problem; the rest is undone all the same.
     // The report of each journal, and whether it failed.
     let mut journal_problems = Vec::new();
+    // A journal a running iolab holds is its own, not a leftover: it is left to it.
+    let mut in_use = Vec::new();
+    let mut owned = |dir: &Path, what: &str| {
+        let pid = super::in_use(dir)?;
+        in_use.push(format!(
+            "{what}: {} belongs to an iolab still running{}: left to it",
+            dir.join("journal.json").display(),
+            pid.map_or_else(String::new, |p| format!(" (pid {p})"))
+        ));
+        Some(())
+    };
+    let knobs_owned = owned(state_dir, "knobs").is_some();
+    let tracer_dir = state_dir.join(super::TRACER_DIR);
+    let tracer_owned = owned(&tracer_dir, "tracefs settings").is_some();
     let mut replay = |dir: &Path, what: &str| match super::replay(dir) {
         Ok(report) => (report, false),
         Err(e) => {
@@ -74,13 +95,17 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
             (None, true)
         }
     };
-    let (knobs, knobs_failed) = replay(state_dir, "knobs");
-    let tracer_dir = state_dir.join(super::TRACER_DIR);
+    let (knobs, knobs_failed) = if knobs_owned {
+        (None, false)
+    } else {
+        replay(state_dir, "knobs")
+    };
     // tracefs is only a view: the tracer's settings live on in the kernel while it is
     // unmounted (someone tidied up a killed recording's mount), so it is mounted for the
     // replay; without it every setting would count as gone and the tracer stay on.
-    let live_entries = super::pending_under(&tracer_dir)
-        .is_ok_and(|(root, entries)| !entries.is_empty() && root == Path::new("/"));
+    let live_entries = !tracer_owned
+        && super::pending_under(&tracer_dir)
+            .is_ok_and(|(root, entries)| !entries.is_empty() && root == Path::new("/"));
     let (tracer, _) = match live_entries
         .then(|| crate::trace::tracefs_mount::Mounted::ensure(&tracer_dir))
         .transpose()
@@ -93,12 +118,15 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
             ));
             (None, true)
         }
+        Ok(_) if tracer_owned => (None, false),
         // The view, if one was mounted, is unmounted once the settings are back.
         Ok(_view) => replay(&tracer_dir, "tracefs settings"),
     };
-    // After its settings are back, as the recording itself would have done.
-    let tracefs_mount =
-        crate::trace::tracefs_mount::unmount_left(&state_dir.join(super::TRACER_DIR));
+    // After its settings are back, as the recording itself would have done; a recording
+    // still running keeps its mount.
+    let tracefs_mount = (!tracer_owned)
+        .then(|| crate::trace::tracefs_mount::unmount_left(&tracer_dir))
+        .flatten();
     let scratch = crate::target::remove_leaked_scratch(state_dir)?;
     let (interrupted, run_problems) = crate::experiment::run::registry::mark_abandoned(state_dir)?;
     let swept = crate::workload::run_dir::sweep(fio_work_dir);
@@ -146,6 +174,8 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
             .chain(host_problems)
             .collect(),
         knobs_failed,
+        knobs_in_use: knobs_owned,
+        in_use,
         scratch_devices_removed: scratch.removed,
         tracer,
         irq_daemon,
@@ -206,10 +236,14 @@ impl Leftovers {
 impl crate::output::Render for Leftovers {
     fn text(&self) -> String {
         let mut out = String::new();
+        for u in &self.in_use {
+            let _ = writeln!(out, "in use   {u}");
+        }
         match &self.knobs {
             None if self.knobs_failed => {
                 let _ = writeln!(out, "journal {} kept", self.journal.display());
             }
+            None if self.knobs_in_use => {}
             None => out.push_str("no knob journal: nothing to restore\n"),
             Some(r) => {
                 out += &restored_lines(r, "device no longer present", &self.irq_names);
@@ -498,6 +532,8 @@ mod tests {
             hosts: vec![host, modules],
             journal: PathBuf::from("/var/lib/iolab/journal.json"),
             knobs_failed: false,
+            knobs_in_use: false,
+            in_use: Vec::new(),
             irq_placements_in_effect: 7,
             irq_names: BTreeMap::new(),
         };

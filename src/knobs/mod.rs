@@ -17,7 +17,7 @@ mod smt;
 pub(crate) use attr::write_attr;
 pub use attr::{current_choice, probe_rewrite, read_attr};
 pub(crate) use journal::{
-    machine_locks, replay, undone_if_killed, JournalEntry, RestoreReport, TRACER_DIR,
+    in_use, machine_locks, replay, undone_if_killed, JournalEntry, RestoreReport, TRACER_DIR,
 };
 pub use journal::{pending, pending_under, state_dir, Journal};
 
@@ -65,8 +65,8 @@ pub enum KnobError {
         pid: u32,
         count: usize,
     },
-    #[error("{path}: another iolab is changing knobs (or recording a block trace) right now; wait for it to finish (or stop it) first")]
-    Busy { path: String },
+    #[error("{path}: another iolab{holder} is changing knobs (or recording a block trace) with this state directory right now; wait for it to finish (or stop it), or give this one a state directory of its own (IOLAB_STATE_DIR=DIR iolab ...): devices, interrupts and the tracer stay locked machine-wide whatever the state directory")]
+    Busy { path: String, holder: String },
     #[error("{path}: refused: {why}; iolab writes nothing there (a journal entry naming it was forged or damaged)")]
     Refused { path: String, why: String },
     #[error("{path}: this journal holds changes under root {theirs}, not {ours}; restore it first (`iolab restore` or `iolab irq rollback`)")]
