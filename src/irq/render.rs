@@ -6,12 +6,14 @@ use super::plan::{Peaks, Pinned, Plan};
 use crate::sys::parse::format_cpulist;
 use std::fmt::Write as _;
 
-/// Interrupts per second: whole numbers, but a rare interrupt still shows as more than zero.
+/// Interrupts per second: whole numbers, but a rare interrupt still shows a tenth. Cut, not
+/// rounded, so that a rate shown never reaches a threshold the rate itself is under (0.9996
+/// showed as 1.0 beside "light (under 1/s)").
 pub(crate) fn rate(v: f64) -> String {
     if v > 0.0 && v < 10.0 {
-        format!("{v:.1}")
+        format!("{:.1}", (v * 10.0).floor() / 10.0)
     } else {
-        format!("{v:.0}")
+        format!("{:.0}", v.floor())
     }
 }
 
@@ -173,4 +175,18 @@ fn applied_text_unescaped(done: &[Applied]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate;
+
+    #[test]
+    fn a_rate_shown_never_reaches_a_threshold_it_is_under() {
+        assert_eq!(rate(0.9996), "0.9");
+        assert_eq!(rate(9.99), "9.9");
+        assert_eq!(rate(99.7), "99");
+        assert_eq!(rate(0.0), "0");
+        assert_eq!(rate(2.5), "2.5");
+    }
 }
