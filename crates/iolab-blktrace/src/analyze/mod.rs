@@ -987,6 +987,17 @@ mod tests {
             text.contains("(the last row's rates are over 0.007000 s, to the trace's end)"),
             "{text}"
         );
+        // A trace shorter than one interval: its one row says so too (20906 r/s from 13418
+        // completions read as a mistake without it).
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&ev(0, code::QUEUE, dev, 0, 4096));
+        a.feed(&ev(1_000, code::ISSUE, dev, 0, 4096));
+        a.feed(&ev(250_000_000, code::COMPLETE, dev, 0, 4096));
+        let text = render::render(&a.finish());
+        assert!(
+            text.contains("(the row's rates are over 0.250000 s, from the device's first event"),
+            "{text}"
+        );
     }
 
     /// With reads and writes in the trace, the text's Q2C histogram is drawn for each apart

@@ -411,6 +411,15 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
                 "(the last row's rates are over {:.6} s, to the trace's end)",
                 last.interval
             );
+        } else if d.timeline.len() == 1 {
+            // A trace shorter than the interval: its one row is over the trace, not a whole
+            // interval.
+            let _ = writeln!(
+                o,
+                "(the row's rates are over {:.6} s, from the device's first event to the \
+                 trace's end)",
+                first.interval
+            );
         }
     }
     o.push('\n');
