@@ -374,6 +374,43 @@ fn a_network_experiment_on_the_default_target_hears_of_nic() {
     assert!(!r.stdout.contains("does not use"), "{}", r.stdout);
 }
 
+/// Network namespaces the machine does not have are found before the runs, which would each
+/// fail in turn: the dry run warns, the run refuses before it touches anything.
+#[test]
+fn a_network_experiment_in_namespaces_that_do_not_exist_stops_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("net.toml");
+    let text = std::fs::read_to_string(root().join("examples/network_rr_placement.toml"))
+        .unwrap()
+        .replace("\"iolab-cli\"", "\"iolab-test-no-such-ns-1\"")
+        .replace("\"iolab-srv\"", "\"iolab-test-no-such-ns-2\"");
+    std::fs::write(&file, text).unwrap();
+    let why = "names network namespace(s) this machine does not have: iolab-test-no-such-ns-1, \
+               iolab-test-no-such-ns-2";
+    let r = dry_run(&file);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("warning: the run would stop before it starts")
+            && r.stdout.contains(why),
+        "{}",
+        r.stdout
+    );
+    if !iolab::sys::is_root() {
+        return crate::common::skip("the run itself needs root");
+    }
+    let r = crate::common::run_within(
+        crate::common::iolab()
+            .args(["run", file.to_str().unwrap(), "--db"])
+            .arg(dir.path().join("r.db"))
+            .env("IOLAB_STATE_DIR", dir.path().join("state")),
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains(why), "{}", r.stderr);
+    assert!(!r.stderr.contains("target: scratch device"), "{}", r.stderr);
+}
+
 /// Without fio on PATH a run stops before it makes a scratch device or a database, saying how
 /// to get fio; a dry run still shows the plan and says fio could not check it.
 #[test]

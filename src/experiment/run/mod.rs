@@ -298,6 +298,31 @@ fn warnings(exp: &Experiment, cells: &[crate::experiment::Cell]) -> Vec<String> 
         .collect()
 }
 
+/// The network namespaces a network engine's client and server are to run in exist (`ip
+/// netns add` makes /run/netns/NAME): without them every run fails in turn, each saying so.
+fn check_netns(exp: &Experiment) -> Result<()> {
+    use crate::workload::engine::EngineSpec;
+    let spec = match &exp.engine {
+        EngineSpec::Iperf3(e) => &e.0,
+        EngineSpec::Sockperf(e) => &e.0,
+        _ => return Ok(()),
+    };
+    let missing: Vec<&str> = [&spec.netns, &spec.server_netns]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .filter(|ns| !Path::new("/run/netns").join(ns).exists())
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "[{}] names network namespace(s) this machine does not have: {} (make them with `ip \
+         netns add NAME`, and the link between them, as the example's comments show)",
+        exp.engine.name(),
+        missing.join(", ")
+    );
+    Ok(())
+}
+
 /// A network engine on the default target drives nothing on the scratch device it gets: the
 /// note says how to target the interface instead.
 fn network_on_a_scratch_device(exp: &Experiment) -> Option<String> {
@@ -687,6 +712,12 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     if let Err(e) = Store::check_writable(&settings.db_path) {
         p.warnings
             .push(format!("the run would stop before it starts: {e}"));
+    }
+    if settings.root.is_live() {
+        if let Err(e) = check_netns(exp) {
+            p.warnings
+                .push(format!("the run would stop before it starts: {e}"));
+        }
     }
     // Settling is part of every measured run's time.
     if let (Some(total), Some(settle)) = (p.estimated_seconds, exp.prepare.settle) {
@@ -1192,6 +1223,9 @@ fn refuse_before_touching(
         );
     }
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
+    if settings.root.is_live() {
+        check_netns(exp)?;
+    }
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
         // A recording killed here left the tracer on, perhaps over the target: every I/O
