@@ -146,7 +146,7 @@ pub(crate) fn render(s: &Summary) -> String {
 
 fn render_unescaped(s: &Summary) -> String {
     let mut o = format!(
-        "recorded {} events of {} in {:.1}s ({}) into {} files; {} processes named\n",
+        "recorded {} events of {} in {:.1}s ({}) into {} file(s); {} process(es) named\n",
         s.events(),
         listed(&s.devices),
         s.elapsed.as_secs_f64(),
