@@ -239,9 +239,14 @@ impl Walker<'_> {
 /// The warning for an option of `[table]` that factor `f` sets in every cell.
 pub(super) fn replaced_by_factor(name: &str, value: &str, table: &str, f: &Factor) -> String {
     let levels: Vec<&str> = f.levels.iter().map(|l| l.label.as_str()).collect();
+    let advice = if levels.contains(&value.trim_matches('"')) {
+        "remove it (it is one of the factor's levels already)"
+    } else {
+        "remove it, or make it one of the factor's levels"
+    };
     format!(
         "`{name} = {value}` in [{table}] is replaced in every cell by the factor `{}` ({}; \
-         line {}): no run uses it; remove it, or make it one of the factor's levels",
+         line {}): no run uses it; {advice}",
         f.name,
         levels.join(", "),
         f.line
@@ -338,6 +343,17 @@ mod tests {
             e.warnings,
             ["`blocksize = 4k` in [workload] is replaced in every cell by the factor `bs` (64k, \
               1m; line 6): no run uses it; remove it, or make it one of the factor's levels"]
+        );
+        let e = parse(
+            "x.toml",
+            "name = \"n\"\n[workload]\nrw = \"read\"\nbs = \"4k\"\n\
+             [factors]\nbs = [\"4k\", \"8k\"]\n",
+        )
+        .unwrap();
+        assert!(
+            e.warnings[0].ends_with("remove it (it is one of the factor's levels already)"),
+            "{:?}",
+            e.warnings
         );
         let e = with_job(
             "name = \"n\"\n[workload]\njob = \"j.fio\"\n[factors]\nbs = [\"64k\", \"1m\"]\n",
