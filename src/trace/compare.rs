@@ -16,6 +16,16 @@ pub(crate) struct Row {
     pub(crate) b: Option<f64>,
     /// (b - a) / a in percent; None when a is 0 or either side has no figure.
     pub(crate) change_pct: Option<f64>,
+    /// For a figure that is itself a percentage (a share of Q2C): b - a, in percentage
+    /// points, which is the change the text shows for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) change_points: Option<f64>,
+}
+
+/// Whether a metric is a percentage of something, whose change reads in points: 79.76% to
+/// 93.10% is 13.3 points, not "+16.7%", and 0.004% to 0.001% is not "-75%".
+fn is_share(metric: &str) -> bool {
+    metric.contains("% of ")
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,6 +113,10 @@ pub(crate) fn compare(a: &Report, b: &Report) -> Comparison {
                     (Some(va), Some(vb)) if va != 0.0 => Some(100.0 * (vb - va) / va),
                     _ => None,
                 },
+                change_points: match (va, vb) {
+                    (Some(va), Some(vb)) if is_share(&metric) => Some(vb - va),
+                    _ => None,
+                },
                 metric,
                 a: va,
                 b: vb,
@@ -164,6 +178,9 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
             // A count that appears (sleeps, I2D under a scheduler) is a change, not a "-";
             // so is a latency only one trace has.
             let ch = match (r.change_pct, r.a, r.b) {
+                _ if r.change_points.is_some() => {
+                    format!("{:+.1} pt", r.change_points.unwrap_or_default())
+                }
                 (Some(p), _, _) => format!("{p:+.1}%"),
                 (None, Some(_), Some(b)) if b != 0.0 => "from 0".into(),
                 (None, None, Some(_)) => "only B".into(),
@@ -218,6 +235,7 @@ mod tests {
             a: Some(a),
             b: Some(b),
             change_pct: (a != 0.0).then(|| 100.0 * (b - a) / a),
+            change_points: is_share(metric).then_some(b - a),
         };
         let c = Comparison {
             devices: vec![DeviceComparison {
@@ -226,6 +244,8 @@ mod tests {
                 rows: vec![
                     row("allocation sleeps", 0.0, 12.0),
                     row("M2D % of Q2C", 0.0, 0.0),
+                    row("D2C % of Q2C", 79.76, 93.10),
+                    row("Q2G % of Q2C", 0.004, 0.001),
                     row("dispatch depth avg", 22.0, 4.0),
                     row("Q2C avg (s)", 0.008266399, 0.011604531),
                     row("D2D seek median (sectors)", 33896.0, 33280.0),
@@ -234,6 +254,7 @@ mod tests {
                         a: None,
                         b: Some(0.000412),
                         change_pct: None,
+                        change_points: None,
                     },
                 ],
             }],
@@ -243,7 +264,11 @@ mod tests {
         let text = render(&c, "a", "b");
         let line = |m: &str| text.lines().find(|l| l.starts_with(m)).unwrap().to_string();
         assert!(line("allocation sleeps").ends_with("from 0"), "{text}");
-        assert!(line("M2D % of Q2C").ends_with(" -"), "{text}");
+        // A share changes by points: not "+16.7%", nor -75% between two shares that both
+        // round to 0.00.
+        assert!(line("M2D % of Q2C").ends_with(" +0.0 pt"), "{text}");
+        assert!(line("D2C % of Q2C").ends_with(" +13.3 pt"), "{text}");
+        assert!(line("Q2G % of Q2C").ends_with(" -0.0 pt"), "{text}");
         assert!(line("dispatch depth avg").ends_with("-81.8%"), "{text}");
         // A latency only one trace has (requests slept only in B) shows, with a "-" for A.
         assert!(
