@@ -314,6 +314,25 @@ fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
         assert!(![5, 6].contains(&m["to"].as_u64().unwrap()), "{m}");
     }
     assert_eq!(banned["options"]["banned"], serde_json::json!([5, 6]));
+    // Every CPU banned: nothing could move, which is said rather than planned.
+    let cpus = std::fs::read_dir(root.path().join("sys/devices/system/cpu"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.strip_prefix("cpu")
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .count();
+    let out = iolab()
+        .args(["irq", "plan", "--root"])
+        .arg(root.path())
+        .args(["--ban-cpus", &format!("0-{}", cpus - 1)])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is every CPU here"), "{err}");
 }
 
 #[test]

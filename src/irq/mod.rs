@@ -77,5 +77,12 @@ pub(crate) fn plan_for(
             format_cpulist(&m.cpus.iter().map(|c| c.cpu).collect::<Vec<_>>())
         );
     }
+    if m.cpus.iter().all(|c| options.banned.contains(&c.cpu)) {
+        anyhow::bail!(
+            "--ban-cpus: {} is every CPU here: no interrupt could be moved anywhere; leave out \
+             a CPU to take them",
+            format_cpulist(&options.banned)
+        );
+    }
     Ok(plan::plan(&sources, &inputs::slots(m), options))
 }
