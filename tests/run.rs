@@ -268,6 +268,10 @@ fn prepare_drops_caches_before_every_run_or_fails_the_run() {
         };
         assert!(why.contains("cannot drop caches"), "{why}");
     }
+    // Nothing measured: the experiment failed, where the first one is done.
+    let status = |id| db.experiment(id).unwrap().status;
+    assert_eq!(status(out.experiment_id), "failed");
+    assert_eq!(status(out.experiment_id - 1), "done");
 
     let err = experiment::parse(
         "p.toml",

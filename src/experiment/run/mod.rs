@@ -1115,6 +1115,13 @@ pub fn run(
     drop(scratch);
     let status = match (&looped, &restored) {
         (Ok(r), Ok(_)) if r.interrupted => "interrupted",
+        // Every run that was tried failed: nothing was measured.
+        (Ok(r), Ok(_))
+            if r.cells.iter().all(|c| c.runs.is_empty())
+                && r.cells.iter().any(|c| !c.failures.is_empty()) =>
+        {
+            "failed"
+        }
         (Ok(_), Ok(_)) => "done",
         _ => "failed",
     };
