@@ -17,7 +17,7 @@ use super::sectormap::SectorMap;
 
 use super::latency::Latency;
 use super::samples::{Kind, Sample, Sums};
-use super::seek::distance;
+use super::seek::Seeks;
 use super::timeline::Timeline;
 use crate::blk_io_trace::{code, Io};
 
@@ -180,10 +180,9 @@ pub struct Device {
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
-    /// The last dispatch's sectors, to count seeks per interval in the timeline. The D2D
-    /// seek statistics themselves are the side stage's (`side.rs`), on the reader thread,
-    /// which has the lighter load.
-    last_d: (u64, u64),
+    /// D2D seek distances (btt's), counted here where every D is handled (a nonzero one is
+    /// also a seek in the timeline's interval); Q2Q's are the side stage's.
+    pub d2d_seeks: Seeks,
     queued: SectorMap<Queued>,
     in_driver: KeyMap<InDriver>,
     pub procs: Vec<ProcStats>,
@@ -245,7 +244,7 @@ impl Device {
             btt_live: None,
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
-            last_d: (0, 0),
+            d2d_seeks: Seeks::default(),
             queued: SectorMap::default(),
             in_driver: KeyMap::default(),
             procs: Vec::new(),
@@ -463,10 +462,9 @@ impl Device {
         self.dispatch_depth.add(depth);
         self.dispatch_sectors.add(u64::from(ev.bytes >> 9));
         self.timeline.driver_depth(t, depth);
-        if distance(self.last_d.0, self.last_d.1, ev.sector, end) != 0 {
+        if self.d2d_seeks.add(ev.sector, end) != 0 {
             self.timeline.seek(t);
         }
-        self.last_d = (ev.sector, end);
         if self.live_start == NONE {
             if self.last_live_end == t {
                 // Dispatched at the very nanosecond the last request completed: btt's

@@ -299,7 +299,8 @@ impl Analyzer {
                 e.2 += p.bytes;
                 e.3 += p.queued;
             }
-            let sk = side.seeks(d.device);
+            d.d2d_seeks.settle();
+            let sk = (side.q2q_seeks(d.device), d.d2d_seeks.summary());
             if let Some(last) = side.last_record(d.device) {
                 d.last_time = d.last_time.max(last);
             }

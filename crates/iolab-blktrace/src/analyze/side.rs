@@ -1,5 +1,6 @@
-//! The statistics that need no Q/D/C matching — seek distances (Q2Q from every Q, D2D from
-//! every D), plugging (P, U, UT), and the Q2Q times (per device, per process and across
+//! The statistics that need no Q/D/C matching — seek distances between Qs (Q2Q; those between
+//! Ds are the state machine's, which handles every D anyway), plugging (P, U, UT), and the
+//! Q2Q times (per device, per process and across
 //! devices) with the bytes each process queued — kept apart from the state machine so
 //! `analyze_paths` can compute them on the reader thread, which then drops plug records from
 //! the batches: the two threads end up with similar work. Notify records other than process names (the
@@ -84,7 +85,6 @@ impl QueueTimes {
 struct SideDevice {
     device: u32,
     q2q: Seeks,
-    d2d: Seeks,
     times: QueueTimes,
     /// The last record counted here; the device's last of all is the later of this and the
     /// state machine's (see [`SideStage::last_record`]).
@@ -178,12 +178,7 @@ impl SideStage {
         let counted = ev.categories() & (category::NOTIFY | category::PC) != 0
             || matches!(
                 ev.code(),
-                code::QUEUE
-                    | code::ISSUE
-                    | code::PLUG
-                    | code::UNPLUG_IO
-                    | code::UNPLUG_TIMER
-                    | code::REMAP
+                code::QUEUE | code::PLUG | code::UNPLUG_IO | code::UNPLUG_TIMER | code::REMAP
             );
         !counted || self.count(ev)
     }
@@ -225,9 +220,6 @@ impl SideStage {
                     self.all_q2q.add(delta(prev, ev.time));
                 }
                 self.last_q = Some(ev.time);
-            }
-            code::ISSUE if ev.bytes > 0 => {
-                d.d2d.add(ev.sector, ev.end_sector());
             }
             code::PLUG => {
                 d.plug_records += 1;
@@ -274,7 +266,6 @@ impl SideStage {
         self.devices.push(SideDevice {
             device: ev.device,
             q2q: Seeks::default(),
-            d2d: Seeks::default(),
             times: QueueTimes::default(),
             last: ev.time,
             plugged: false,
@@ -302,16 +293,15 @@ impl SideStage {
     pub fn settle(&mut self) {
         for d in &mut self.devices {
             d.q2q.settle();
-            d.d2d.settle();
         }
     }
 
-    /// A device's Q2Q and D2D seeks.
-    pub fn seeks(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {
-        match self.devices.iter().find(|d| d.device == dev) {
-            Some(d) => (d.q2q.summary(), d.d2d.summary()),
-            None => (None, None),
-        }
+    /// A device's Q2Q seeks.
+    pub fn q2q_seeks(&self, dev: u32) -> Option<SeekSummary> {
+        self.devices
+            .iter()
+            .find(|d| d.device == dev)
+            .and_then(|d| d.q2q.summary())
     }
 
     /// The time of the device's last record counted here (plugs included).
