@@ -738,7 +738,7 @@ pub struct ProcessReport {
 
 /// Opens and analyses traces in one call.
 ///
-/// Reading, decoding and seek counting run on a second thread: it hands batches of compact
+/// Reading, decoding, Q2Q seek and plug counting run on a second thread: it hands batches of compact
 /// records ([`Io`], 32 bytes) to the state machine through a bounded channel and gets each
 /// batch back, with the latency samples the state machine recorded from it when the state
 /// machine is the busier of the two (it sums them itself when it is ahead). Batches and sample
