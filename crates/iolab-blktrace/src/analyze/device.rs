@@ -273,9 +273,9 @@ impl Device {
     /// Feeds one event of this device (already filtered: no notify, no PC).
     pub fn handle(&mut self, ev: &Io) {
         self.last_time = self.last_time.max(ev.time);
-        if ev.bytes > 0 {
-            self.last_sized = self.last_sized.max(ev.time);
-        }
+        // Without a branch: this runs for every record.
+        let sized_time = if ev.bytes > 0 { ev.time } else { 0 };
+        self.last_sized = self.last_sized.max(sized_time);
         self.cgroup_events += u64::from(ev.has_cgroup());
         let t = ev.time;
         let c = ev.code();
