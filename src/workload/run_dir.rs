@@ -61,11 +61,41 @@ pub(crate) fn sweep_dead(parent: &Path, prefix: &str) -> Vec<PathBuf> {
         else {
             continue;
         };
-        if !process_exists(pid) && std::fs::remove_dir_all(entry.path()).is_ok() {
+        if process_exists(pid) {
+            continue;
+        }
+        stop_processes_in(&entry.path());
+        if std::fs::remove_dir_all(entry.path()).is_ok() {
             removed.push(entry.path());
         }
     }
     removed
+}
+
+/// Kills every process still working in `dir`, a dead iolab's directory: a fio is told to stop
+/// when iolab dies (SIGTERM, `PR_SET_PDEATHSIG`), but one was seen to hang in its SIGTERM path
+/// and live on, orphaned, with its job processes. They all run in the directory (it is their
+/// working directory), which is how they are found; nothing else works in it. Returns how many.
+fn stop_processes_in(dir: &Path) -> usize {
+    let Ok(dir) = dir.canonicalize() else {
+        return 0;
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut stopped = 0;
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd == dir) {
+            // SAFETY: kill(2) with a pid read from /proc; at worst it names a process gone.
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                stopped += 1;
+            }
+        }
+    }
+    stopped
 }
 
 fn process_exists(pid: i32) -> bool {
@@ -77,6 +107,33 @@ fn process_exists(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A process left working in a dead iolab's run directory (a fio that outlived it) is
+    /// stopped before the directory is removed.
+    #[test]
+    fn what_still_runs_in_a_dead_iolabs_directory_is_stopped() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("run-999999999-0");
+        std::fs::create_dir(&dir).unwrap();
+        let mut orphan = std::process::Command::new("sleep")
+            .arg("60")
+            .current_dir(&dir)
+            .spawn()
+            .unwrap();
+        // Let it start in the directory.
+        while std::fs::read_link(format!("/proc/{}/cwd", orphan.id()))
+            .map_or(true, |c| c != dir.canonicalize().unwrap())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(sweep(parent.path()), vec![dir.clone()]);
+        let status = orphan.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+        assert!(!dir.exists());
+    }
 
     #[test]
     fn a_run_directory_is_private_and_goes_away() {
