@@ -93,7 +93,7 @@ fn a_write_jobs_report_draws_the_writes_latency_cdf() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("w.db");
     let file = fixture("write_1job_jsonplus.out");
-    ok(&db, &["import", file.as_str(), file.as_str()]);
+    ok(&db, &["import", file.as_str()]);
     let page = dir.path().join("w.html");
     let summary = report_json(&db, &page);
     assert!(
@@ -104,6 +104,33 @@ fn a_write_jobs_report_draws_the_writes_latency_cdf() {
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("write completion latency"), "no writes' CDF");
+}
+
+/// One fio output imported twice would be two repetitions with no spread: a file given twice,
+/// or one already in the experiment `--experiment` adds to, is refused and nothing stored.
+/// Another experiment may hold it (the same output under other tags).
+#[test]
+fn a_fio_output_is_not_stored_twice_in_one_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.db");
+    let (a, b) = (
+        fixture("randread_1job_json.out"),
+        fixture("randread_2jobs_jsonplus.out"),
+    );
+    let e = err(&db, &["import", &a, &b, &a]);
+    assert!(e.contains("holds the same fio output as"), "{e}");
+    assert!(!db.exists(), "a refused import stored something");
+    ok(&db, &["import", "--experiment", "nightly", &a]);
+    let e = err(&db, &["import", "--experiment", "nightly", &b, &a]);
+    assert!(
+        e.contains("is stored already in experiment 1, as run 1"),
+        "{e}"
+    );
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    assert_eq!(store.runs(1).unwrap().len(), 1);
+    ok(&db, &["import", "--experiment", "nightly", &b]);
+    ok(&db, &["import", "--experiment", "other", &a]);
+    assert_eq!(store.runs(1).unwrap().len(), 2);
 }
 
 #[test]

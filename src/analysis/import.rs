@@ -174,11 +174,20 @@ pub(crate) fn read_files(files: &[PathBuf]) -> anyhow::Result<Vec<Parsed>> {
     if files.is_empty() {
         bail!("no files to import");
     }
-    let mut parsed = Vec::with_capacity(files.len());
+    let mut parsed: Vec<Parsed> = Vec::with_capacity(files.len());
     let mut errors = Vec::new();
     for f in files {
         match read_one(f) {
-            Ok(p) => parsed.push(p),
+            // One measurement given twice would count as two repetitions with no spread.
+            Ok(p) => match parsed.iter().find(|q| q.text == p.text) {
+                Some(first) => errors.push(format!(
+                    "{}: holds the same fio output as {}: one measurement would count as two \
+                     runs",
+                    p.path.display(),
+                    first.path.display()
+                )),
+                None => parsed.push(p),
+            },
             Err(e) => errors.push(format!("{e:#}")),
         }
     }
@@ -200,6 +209,7 @@ pub(crate) fn import_files(
     parsed: Vec<Parsed>,
     opts: &ImportOptions,
 ) -> anyhow::Result<ImportSummary> {
+    refuse_duplicates(store, &parsed, opts)?;
     let kernel = opts.tag("kernel").unwrap_or_else(|| UNKNOWN.to_string());
     let to = Destination::find_or_create(store, &parsed, opts, &kernel)?;
     let mut runs = Vec::with_capacity(parsed.len());
@@ -234,6 +244,26 @@ pub(crate) fn import_files(
     })
 }
 
+/// Refuses, before anything is stored, a file stored already in the experiment
+/// `--experiment` adds to (`read_files` refuses one given twice): one measurement stored twice
+/// would count as two repetitions, with a spread of zero. (The same file in another
+/// experiment is another question, such as the same output under other tags.)
+fn refuse_duplicates(store: &Store, parsed: &[Parsed], opts: &ImportOptions) -> anyhow::Result<()> {
+    let Some(experiment) = Destination::existing(store, opts)?.map(|e| e.id) else {
+        return Ok(());
+    };
+    for p in parsed {
+        if let Some(run) = store.run_with_fio_json(experiment, &p.text)? {
+            bail!(
+                "nothing imported: {} is stored already in experiment {experiment}, as run \
+                 {run}: one measurement would count as two runs",
+                p.path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 impl ImportOptions {
     /// The last value given for a tag.
     fn tag(&self, name: &str) -> Option<String> {
@@ -255,20 +285,27 @@ struct Destination {
 }
 
 impl Destination {
+    /// The imported experiment `--experiment` names, if it is there.
+    fn existing(
+        store: &Store,
+        opts: &ImportOptions,
+    ) -> anyhow::Result<Option<crate::store::Experiment>> {
+        let Some(name) = &opts.experiment else {
+            return Ok(None);
+        };
+        Ok(store
+            .experiments()?
+            .into_iter()
+            .find(|e| &e.name == name && e.status == "imported"))
+    }
+
     fn find_or_create(
         store: &mut Store,
         parsed: &[Parsed],
         opts: &ImportOptions,
         kernel: &str,
     ) -> anyhow::Result<Destination> {
-        let existing = match &opts.experiment {
-            Some(name) => store
-                .experiments()?
-                .into_iter()
-                .find(|e| &e.name == name && e.status == "imported"),
-            None => None,
-        };
-        if let Some(e) = existing {
+        if let Some(e) = Destination::existing(store, opts)? {
             let reps = store
                 .runs(e.id)?
                 .iter()
