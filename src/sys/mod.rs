@@ -5,6 +5,7 @@
 pub mod lock;
 pub(crate) mod own_dir;
 pub mod parse;
+pub(crate) mod process;
 mod root;
 
 pub(crate) use root::MODES_FILE;

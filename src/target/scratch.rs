@@ -26,6 +26,9 @@ static COUNTER: AtomicU32 = AtomicU32::new(0);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Marker {
     pid: u32,
+    /// When that process started (`sys::process`): a pid reused since is not it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    started: Option<u64>,
     backing_file: String,
     device: Option<String>,
     /// The queue settings the device had when attached.
@@ -77,6 +80,7 @@ impl ScratchDevice {
         let marker = markers.join(format!("{stem}.json"));
         let mut m = Marker {
             pid: std::process::id(),
+            started: crate::sys::process::own_start(),
             backing_file: backing_file.display().to_string(),
             device: None,
             queue: QueueSettings::default(),
@@ -368,7 +372,7 @@ pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, 
                 continue;
             }
         };
-        if Path::new(&format!("/proc/{}", m.pid)).exists() {
+        if crate::sys::process::still_running(m.pid, m.started) {
             continue; // its owner is still running and will clean up itself
         }
         match scratch_file_pid(&m.backing_file) {

@@ -15,6 +15,9 @@ use crate::store::Store;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
     pid: u32,
+    /// When that process started (`sys::process`): a pid reused since is not it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    started: Option<u64>,
     db_path: PathBuf,
     experiment_id: i64,
 }
@@ -36,6 +39,7 @@ pub(crate) fn register(state_dir: &Path, db_path: &Path, id: i64) -> Result<Regi
     let path = dir.join(format!("{}-{id}.json", std::process::id()));
     let rec = Record {
         pid: std::process::id(),
+        started: crate::sys::process::own_start(),
         // Absolute: `restore` may run from another directory.
         db_path: std::path::absolute(db_path).unwrap_or_else(|_| db_path.to_path_buf()),
         experiment_id: id,
@@ -90,7 +94,7 @@ pub(crate) fn mark_abandoned(state_dir: &Path) -> Result<(Vec<Abandoned>, Vec<St
                 continue;
             }
         };
-        if Path::new(&format!("/proc/{}", rec.pid)).exists() {
+        if crate::sys::process::still_running(rec.pid, rec.started) {
             continue; // still running: it sets its own status
         }
         match mark(&rec) {
@@ -165,14 +169,20 @@ mod tests {
         let gone = child.id();
         child.wait().unwrap();
         let registered = register(&state, &db, live).unwrap();
-        for (pid, id) in [(gone, killed), (gone, done)] {
+        // Another process under the killed run's pid: this one, started at another time.
+        let reused = (
+            std::process::id(),
+            crate::sys::process::own_start().map(|s| s + 1),
+        );
+        for ((pid, started), id) in [(reused, killed), ((gone, None), done)] {
             let rec = Record {
                 pid,
+                started,
                 db_path: db.clone(),
                 experiment_id: id,
             };
             std::fs::write(
-                dir.path().join(format!("state/runs/{pid}-{id}.json")),
+                dir.path().join(format!("state/runs/{pid}-{id}-old.json")),
                 serde_json::to_string(&rec).unwrap(),
             )
             .unwrap();
