@@ -604,6 +604,19 @@ impl Drop for Scratch {
     }
 }
 
+/// True as root with fio installed; otherwise says the test is skipped (which fails it under
+/// CI).
+fn root_with_fio() -> bool {
+    if !crate::common::root_or_skip() {
+        return false;
+    }
+    if !have("fio") {
+        crate::common::skip("needs fio");
+        return false;
+    }
+    true
+}
+
 fn have(tool: &str) -> bool {
     Std::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -1120,12 +1133,7 @@ fn record_json_is_alone_on_standard_output() {
 /// the reads end (a recorder that read until the buffer was empty stopped after 6 to 9 s).
 #[test]
 fn a_duration_stops_the_recording_on_time_beside_a_busy_device() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
-        return;
-    }
-    if !have("fio") {
-        crate::common::skip("needs fio");
+    if !root_with_fio() {
         return;
     }
     let _turn = recording_turn();
@@ -1181,12 +1189,7 @@ fn a_duration_stops_the_recording_on_time_beside_a_busy_device() {
 /// and the tracer stayed on until then.)
 #[test]
 fn a_command_outliving_the_duration_is_stopped_and_left_out_of_the_trace() {
-    if !iolab::sys::is_root() {
-        crate::common::skip("needs root");
-        return;
-    }
-    if !have("fio") {
-        crate::common::skip("needs fio");
+    if !root_with_fio() {
         return;
     }
     let _turn = recording_turn();
