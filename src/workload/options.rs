@@ -621,7 +621,7 @@ impl Shape {
             "a whole number: fio reads the digits before a '.' and drops the rest, unit \
              included ({v} would not be what it says){}",
             instead.map_or_else(
-                || "; write a whole number of a smaller unit (or of bytes)".to_string(),
+                || "; write a whole number (in a smaller unit, where it has one)".to_string(),
                 |w| format!("; write {w}")
             )
         ))
@@ -711,20 +711,25 @@ fn whole_duration(d: std::time::Duration) -> String {
     }
 }
 
-/// One size with a fraction and a one-letter unit (`1.5m`) as a whole number of a smaller
-/// unit (`1536k`), with fio's default of 1024 per step; `None` for anything else.
+/// One number, with no unit or a one-letter one, as a whole number: `16.0` as `16`, `1.5m` as
+/// `1536k` (fio's default of 1024 per step); `None` for anything else.
 pub(crate) fn whole_size(v: &str) -> Option<String> {
     const UNITS: &str = "kmgtp";
-    let split = v.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let split = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
     let (number, unit) = v.split_at(split);
+    if unit.len() > 1 {
+        return None;
+    }
     let mut value: f64 = number.parse().ok()?;
+    if value.fract() == 0.0 {
+        return Some(format!("{value}{unit}"));
+    }
     let mut rank = UNITS
         .find(unit.to_ascii_lowercase().as_str())
         .filter(|_| unit.len() == 1)?;
     let upper = unit.chars().all(|c| c.is_ascii_uppercase());
-    if value.fract() == 0.0 {
-        return Some(format!("{value}{unit}"));
-    }
     loop {
         value *= 1024.0;
         if value.fract() == 0.0 {
@@ -1217,14 +1222,16 @@ mod tests {
             ("ramp_time", "1.5", "write 1500ms"),
             ("runtime", "1.5ms", "write 1500us"),
             ("runtime", "2.0s", "write 2s"),
+            ("iodepth", "16.0", "write 16"),
+            ("rwmixread", "33.3", "write a whole number"),
             ("size", "1.5m", "write 1536k"),
             ("bs", "1.5K", "write 1536"),
-            ("size", "0.3k", "write a whole number of a smaller unit"),
-            ("bs", "4k,1.5k", "write a whole number of a smaller unit"),
+            ("size", "0.3k", "write a whole number (in a smaller unit"),
+            ("bs", "4k,1.5k", "write a whole number (in a smaller unit"),
             (
                 "bssplit",
                 "4k/50:1.5m/50",
-                "write a whole number of a smaller unit",
+                "write a whole number (in a smaller unit",
             ),
         ] {
             let e = check_option(n, v, &DEFAULT).unwrap_err().to_string();
