@@ -781,21 +781,35 @@ fn check_placement_run(b: &Boot, hba: &Value, model: (&[u64], &[u64], &[u64])) {
     }
     // sda holds no data, so fio's bytes are judged against its diskstats, not just shown.
     // Judged, and close: with 1 s runs on a loaded TCG host the window's edges can cost a
-    // few percent (-3.8% seen with both host CPUs busy), over the check's 2%.
+    // few percent (-3.8% seen with both host CPUs busy), over the check's 2%. There, too, a
+    // run's window can be too uncertain to judge (seen once in three CI runs, at -1.3%): the
+    // check says so rather than judge, which is right for that run; each experiment must
+    // still have runs judged, and every run judged must be close.
     for exp in [1, 2] {
+        let mut judged = 0;
         for basis in db.run_bases(exp).unwrap() {
             let checks = basis.checks.unwrap_or_default();
             let bytes = checks.as_array().and_then(|a| {
                 a.iter()
                     .find(|c| c["check"] == "fio_bytes_vs_diskstats" && c["subject"] == "sda")
             });
+            let too_short = bytes.is_some_and(|c| {
+                c["verdict"] == "not judged"
+                    && c["note"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("too short for its window"))
+            });
             let judged_and_close = bytes.is_some_and(|c| {
                 c["verdict"] != "not judged"
                     && c["difference_pct"].as_f64().is_some_and(|d| d.abs() < 10.0)
             });
-            if !judged_and_close {
+            judged += usize::from(judged_and_close);
+            if !judged_and_close && !too_short {
                 failures.push(format!("run {}: bytes check {checks}", basis.run_id));
             }
+        }
+        if judged == 0 {
+            failures.push(format!("experiment {exp}: no run's bytes check was judged"));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
