@@ -209,9 +209,12 @@ pub(crate) fn import_files(
     parsed: Vec<Parsed>,
     opts: &ImportOptions,
 ) -> anyhow::Result<ImportSummary> {
-    refuse_duplicates(store, &parsed, opts)?;
+    let existing = Destination::existing(store, opts)?;
+    if let Some(e) = &existing {
+        refuse_duplicates(store, &parsed, e.id)?;
+    }
     let kernel = opts.tag("kernel").unwrap_or_else(|| UNKNOWN.to_string());
-    let to = Destination::find_or_create(store, &parsed, opts, &kernel)?;
+    let to = Destination::find_or_create(store, existing, &parsed, opts, &kernel)?;
     let mut runs = Vec::with_capacity(parsed.len());
     for (i, p) in parsed.into_iter().enumerate() {
         let status = status_of(&p.report);
@@ -248,10 +251,7 @@ pub(crate) fn import_files(
 /// `--experiment` adds to (`read_files` refuses one given twice): one measurement stored twice
 /// would count as two repetitions, with a spread of zero. (The same file in another
 /// experiment is another question, such as the same output under other tags.)
-fn refuse_duplicates(store: &Store, parsed: &[Parsed], opts: &ImportOptions) -> anyhow::Result<()> {
-    let Some(experiment) = Destination::existing(store, opts)?.map(|e| e.id) else {
-        return Ok(());
-    };
+fn refuse_duplicates(store: &Store, parsed: &[Parsed], experiment: i64) -> anyhow::Result<()> {
     for p in parsed {
         if let Some(run) = store.run_with_fio_json(experiment, &p.text)? {
             bail!(
@@ -301,11 +301,12 @@ impl Destination {
 
     fn find_or_create(
         store: &mut Store,
+        existing: Option<crate::store::Experiment>,
         parsed: &[Parsed],
         opts: &ImportOptions,
         kernel: &str,
     ) -> anyhow::Result<Destination> {
-        if let Some(e) = Destination::existing(store, opts)? {
+        if let Some(e) = existing {
             let reps = store
                 .runs(e.id)?
                 .iter()

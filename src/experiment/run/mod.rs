@@ -1230,11 +1230,9 @@ fn refuse_before_touching(
         );
     }
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
-    if settings.root.is_live() {
-        check_netns(exp)?;
-    }
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
+        check_netns(exp)?;
         // A recording killed here left the tracer on, perhaps over the target: every I/O
         // would pay for tracing, and a run's own trace could not start. One still running is
         // no leftover, and stops only a run that records too.
