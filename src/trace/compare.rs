@@ -177,14 +177,12 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
         for r in &d.rows {
             // A count that appears (sleeps, I2D under a scheduler) is a change, not a "-";
             // so is a latency only one trace has.
-            let ch = match (r.change_pct, r.a, r.b) {
-                _ if r.change_points.is_some() => {
-                    format!("{:+.1} pt", r.change_points.unwrap_or_default())
-                }
-                (Some(p), _, _) => format!("{p:+.1}%"),
-                (None, Some(_), Some(b)) if b != 0.0 => "from 0".into(),
-                (None, None, Some(_)) => "only B".into(),
-                (None, Some(_), None) => "only A".into(),
+            let ch = match (r.change_points, r.change_pct, r.a, r.b) {
+                (Some(pts), ..) => format!("{pts:+.1} pt"),
+                (None, Some(p), _, _) => format!("{p:+.1}%"),
+                (None, None, Some(_), Some(b)) if b != 0.0 => "from 0".into(),
+                (None, None, None, Some(_)) => "only B".into(),
+                (None, None, Some(_), None) => "only A".into(),
                 _ => "-".into(),
             };
             let side = |v: Option<f64>| v.map_or("-".to_string(), |v| num(&r.metric, v));

@@ -57,11 +57,12 @@ pub(crate) fn sweep_dead(parent: &Path, prefix: &str) -> Vec<PathBuf> {
             .to_str()
             .and_then(|n| n.strip_prefix(prefix))
             .and_then(|n| n.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
+            .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
         };
-        if process_exists(pid) {
+        // Named by pid alone: a process that reused the pid keeps the directory meanwhile.
+        if crate::sys::process::still_running(pid, None) {
             continue;
         }
         stop_processes_in(&entry.path());
@@ -75,33 +76,23 @@ pub(crate) fn sweep_dead(parent: &Path, prefix: &str) -> Vec<PathBuf> {
 /// Kills every process still working in `dir`, a dead iolab's directory: a fio is told to stop
 /// when iolab dies (SIGTERM, `PR_SET_PDEATHSIG`), but one was seen to hang in its SIGTERM path
 /// and live on, orphaned, with its job processes. They all run in the directory (it is their
-/// working directory), which is how they are found; nothing else works in it. Returns how many.
-fn stop_processes_in(dir: &Path) -> usize {
+/// working directory), which is how they are found; nothing else works in it.
+fn stop_processes_in(dir: &Path) {
     let Ok(dir) = dir.canonicalize() else {
-        return 0;
+        return;
     };
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return 0;
+        return;
     };
-    let mut stopped = 0;
     for p in procs.flatten() {
         let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
             continue;
         };
         if std::fs::read_link(p.path().join("cwd")).is_ok_and(|cwd| cwd == dir) {
             // SAFETY: kill(2) with a pid read from /proc; at worst it names a process gone.
-            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-                stopped += 1;
-            }
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-    stopped
-}
-
-fn process_exists(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks that the process exists; nothing is sent.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]
