@@ -258,11 +258,18 @@ const SYSCTL_RISKS: &[(&str, &str)] = &[
         "limits every program's memory maps (a low value makes programs fail)",
     ),
     ("vm.oom_", "decides which process the kernel kills"),
+    (
+        "kernel.sched_rt_",
+        "decides how much of each CPU real-time tasks may take (-1 lets one spinning task \
+         starve everything else on its CPU)",
+    ),
 ];
 
 /// Hardening settings in otherwise allowed trees: a forged journal must not lower them.
 const SYSCTL_SECURITY: &[&str] = &[
     "net.core.bpf_",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.tcp_challenge_ack_limit",
     "vm.mmap_min_addr",
     "vm.mmap_rnd_",
     "vm.unprivileged_userfaultfd",
@@ -637,6 +644,7 @@ mod tests {
             "/proc/sys/net/ipv4/ip_forward",
             "/proc/sys/net/ipv4/conf/eth0.100/rp_filter",
             "/proc/sys/net/core/bpf_jit_harden",
+            "/proc/sys/net/ipv4/tcp_syncookies",
         ] {
             assert!(classify(refused).is_err(), "{refused}");
         }
@@ -695,6 +703,10 @@ mod tests {
             ),
             ("/proc/sys/vm/overcommit_memory", "decides whether"),
             ("/proc/sys/vm/oom_kill_allocating_task", "which process"),
+            (
+                "/proc/sys/kernel/sched_rt_runtime_us",
+                "real-time tasks may take",
+            ),
             ("/proc/sys/vm/memfd_noexec", "not one iolab changes"),
             (
                 "/sys/module/firmware_class/parameters/path",
