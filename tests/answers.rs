@@ -1490,3 +1490,32 @@ fn hosts_experiment(db: &Path, host: &str, kernel: &str, runs: &[Vec<(String, f6
     store.set_experiment_status(id, "done").unwrap();
     id
 }
+
+/// A chart or report is written as a file of this user's, never through a link another user
+/// left where it goes (in /tmp, root would otherwise overwrite the file the link names).
+#[test]
+fn a_report_or_chart_is_not_written_through_a_link() {
+    let (dir, db) = two_kernels();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep\n").unwrap();
+    for (name, args) in [
+        ("page.html", vec!["report", "1"]),
+        ("chart.svg", vec!["plot", "1", "--kind", "bars"]),
+    ] {
+        let link = dir.path().join(name);
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let out = [&args[..], &["-o", link.to_str().unwrap()]].concat();
+        let stderr = err(&db, &out);
+        assert!(
+            stderr.contains(&format!(
+                "{} is a symbolic link: iolab does not write through one",
+                link.display()
+            )),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+        std::fs::remove_file(&link).unwrap();
+        ok(&db, &out);
+        assert!(std::fs::metadata(&link).unwrap().len() > 1000);
+    }
+}

@@ -577,6 +577,81 @@ fn restore_refuses_forged_journal_entries_and_restores_the_rest() {
     assert!(!path.exists());
 }
 
+/// `iolab restore` acts as root on what it finds in the state directory: it writes journaled
+/// values back and stops processes working in a killed run's directory. Neither happens from
+/// a state directory others could write to, nor under a journal's root others could change.
+#[test]
+fn restore_acts_on_nothing_others_could_have_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // A journal whose root, a tree of files, others may write to.
+    let fake = tempfile::tempdir().unwrap();
+    let root = fake.path().canonicalize().unwrap();
+    let queue = root.join("sys/block/loop0/queue");
+    std::fs::create_dir_all(&queue).unwrap();
+    std::fs::write(queue.join("nr_requests"), "32").unwrap();
+    mode(&root, 0o777);
+    let entry = serde_json::json!({ "path": "/sys/block/loop0/queue/nr_requests", "old": "64", "new": "x", "time_unix": 0.0 });
+    let journal = state.path().join("journal.json");
+    std::fs::write(
+        &journal,
+        serde_json::json!({"pid": 1, "started_unix": 0.0, "root": root, "entries": [entry]})
+            .to_string(),
+    )
+    .unwrap();
+    let out = crate::common::restore_in(state.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("the root its changes lie under")
+            && stdout.contains("writable by others (mode 777)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(queue.join("nr_requests")).unwrap(),
+        "32"
+    );
+    assert!(journal.exists());
+    // Once nobody else may change it, the journal is the fixture's own and is replayed.
+    mode(&root, 0o700);
+    assert!(crate::common::restore_in(state.path()).status.success());
+    assert_eq!(
+        std::fs::read_to_string(queue.join("nr_requests")).unwrap(),
+        "64"
+    );
+
+    // A process working in what looks like a killed run's directory, in a state directory
+    // others may write to: they could have put it there, or linked it to anywhere.
+    let run = state.path().join("fio/run-999999999-0");
+    std::fs::create_dir_all(&run).unwrap();
+    let mut worker = std::process::Command::new("sleep")
+        .arg("60")
+        .current_dir(&run)
+        .spawn()
+        .unwrap();
+    mode(state.path(), 0o777);
+    let out = crate::common::restore_in(state.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not used as iolab's state directory")
+            && stderr.contains("writable by others (mode 777)"),
+        "{stderr}"
+    );
+    assert!(worker.try_wait().unwrap().is_none() && run.exists());
+    // iolab's own, it is swept, and what worked in it stopped.
+    mode(state.path(), 0o700);
+    assert!(crate::common::restore_in(state.path()).status.success());
+    assert!(!run.exists());
+    let status = worker.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+}
+
 /// A knob that no longer takes its old value (here its file became a directory) keeps its
 /// entry and fails the command, but the rest is undone: the other knobs, and the tracefs
 /// settings of a killed recording, which have their own journal.

@@ -770,6 +770,48 @@ fn a_forged_scratch_marker_detaches_and_deletes_nothing_iolab_did_not_make() {
     assert!(crate::common::restore_in(state.path()).status.success());
 }
 
+/// A marker whose iolab seems gone (its start time is not its pid's) while another iolab
+/// holds the device: the device is that one's, and restore leaves it attached, with its file
+/// and the marker, saying why (a forged marker once had a live run's device detached).
+#[test]
+fn a_scratch_device_another_iolab_holds_is_left_to_it_by_restore() {
+    if !root_or_skip() {
+        return;
+    }
+    let live_state = tempfile::tempdir().unwrap();
+    let (mut child, name, file) = spawn_scratch_helper("scratch-signal", live_state.path());
+    let held = iolab::sys::lock::acquire(
+        &iolab::sys::SysRoot::live(),
+        iolab::sys::lock::Resource::Device(name.clone()),
+    )
+    .unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let markers = state.path().join("scratch");
+    std::fs::create_dir_all(&markers).unwrap();
+    let marker = markers.join("claim.json");
+    let text = serde_json::json!({
+        "pid": child.id(), "started": 1, "backing_file": file, "device": name,
+    });
+    std::fs::write(&marker, text.to_string()).unwrap();
+
+    let out = crate::common::restore_in(state.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "/dev/{name}: left attached, with its file and marker"
+        )),
+        "{stdout}"
+    );
+    assert!(still_backed(&name, &file) && Path::new(&file).exists());
+    assert!(marker.exists());
+    drop(held);
+    // SAFETY: a signal to our own child, which then removes its device.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(!still_backed(&name, &file));
+}
+
 #[test]
 fn a_corrupt_scratch_marker_is_reported_and_moved_aside() {
     let state = tempfile::tempdir().unwrap();

@@ -271,9 +271,7 @@ pub(crate) fn write_report(
     }
     let store = Store::open_existing(db)?;
     let (page, summary) = report(&store, id, opts)?;
-    std::fs::write(path, &page).map_err(|e| {
-        anyhow::Error::new(e).context(format!("{}: writing the report", path.display()))
-    })?;
+    crate::sys::own_dir::write_named_file(path, page.as_bytes()).map_err(anyhow::Error::msg)?;
     Ok(Written {
         summary,
         path: path.to_path_buf(),

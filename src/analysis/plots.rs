@@ -129,8 +129,7 @@ pub(crate) fn write_chart(
     } else {
         svg.into_bytes()
     };
-    std::fs::write(output, &bytes)
-        .with_context(|| format!("{}: writing the chart", output.display()))?;
+    crate::sys::own_dir::write_named_file(output, &bytes).map_err(anyhow::Error::msg)?;
     Ok(Written {
         bytes: bytes.len(),
         experiment: id,

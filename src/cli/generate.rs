@@ -61,7 +61,7 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Ve
     let mut text = Vec::new();
     clap_mangen::Man::new(page).render(&mut text)?;
     let path = dir.join(format!("{name}.1"));
-    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    crate::sys::own_dir::write_named_file(&path, &text).map_err(anyhow::Error::msg)?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         written.extend(write_pages(

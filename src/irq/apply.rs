@@ -244,9 +244,10 @@ fn apply_one(root: &SysRoot, mv: &Move, journal: &mut Journal) -> Result<Option<
     }))
 }
 
-/// Puts every interrupt iolab moved back where it was. `Ok(None)`: nothing was applied.
-pub fn rollback(dir: &Path) -> Result<Option<RestoreReport>> {
-    Ok(crate::knobs::replay(dir)?)
+/// Puts every interrupt iolab moved under `root` back where it was. `Ok(None)`: nothing was
+/// applied.
+pub fn rollback(dir: &Path, root: &SysRoot) -> Result<Option<RestoreReport>> {
+    Ok(crate::knobs::replay(dir, root)?)
 }
 
 #[cfg(test)]

@@ -182,7 +182,7 @@ impl Render for RolledBack {
 /// Puts back every affinity in the placement journal.
 pub(crate) fn rollback() -> Result<RolledBack> {
     Ok(RolledBack(
-        apply::rollback(&apply::journal_dir())?,
+        apply::rollback(&apply::journal_dir(), &SysRoot::live())?,
         super::names(&SysRoot::live()),
     ))
 }

@@ -21,6 +21,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -258,7 +259,7 @@ impl Journal {
     /// Starts a journal in `dir` (created if needed) for knobs under `root`. Fails if an
     /// unrestored journal exists or another process holds the lock.
     pub fn begin_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
-        let dir = &create_dir(dir)?;
+        let dir = &trusted_state_dir(dir)?;
         let lock = take_lock(dir)?;
         Self::unrestored(dir)?;
         let mut j = Journal {
@@ -292,7 +293,7 @@ impl Journal {
     /// then goes all the way back to the values before the first change. Fails if another
     /// live process holds the lock, or the journal was written for another root.
     pub fn resume_at(dir: &Path, root: &SysRoot) -> Result<Journal, KnobError> {
-        let dir = &create_dir(dir)?;
+        let dir = &trusted_state_dir(dir)?;
         let lock = take_lock(dir)?;
         let path = dir.join(JOURNAL);
         // A placement kept from an earlier boot is gone with it.
@@ -691,16 +692,38 @@ fn stale_journal(pid: u32, theirs: &Path) -> Option<String> {
     ))
 }
 
-/// Creates the state directory if needed and returns it resolved: a journal stays where it
-/// began even if a link on the way is pointed elsewhere meanwhile (which left a journal of
-/// changes already put back, for a later `restore` to write over newer values).
-fn create_dir(dir: &Path) -> Result<PathBuf, KnobError> {
-    let state = |source| KnobError::State {
+/// Creates a state directory (or a journal's directory in it) if needed and returns it
+/// resolved, if it can be trusted ([`trusted`]). Resolved, a journal stays where it began
+/// even if a link on the way is pointed elsewhere meanwhile (which left a journal of changes
+/// already put back, for a later `restore` to write over newer values).
+pub(crate) fn trusted_state_dir(dir: &Path) -> Result<PathBuf, KnobError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|source| KnobError::State {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    trusted(dir)
+}
+
+/// `dir`, an existing state directory, resolved, if nobody but iolab's user (and root) can
+/// write to it or replace it. iolab trusts what it finds there: `restore` writes journaled
+/// values back, stops processes working in a killed run's directory and detaches scratch
+/// devices. A directory another user could write to would let them choose all three.
+pub(crate) fn trusted(dir: &Path) -> Result<PathBuf, KnobError> {
+    let resolved = dir.canonicalize().map_err(|source| KnobError::State {
         path: dir.display().to_string(),
         source,
-    };
-    std::fs::create_dir_all(dir).map_err(state)?;
-    dir.canonicalize().map_err(state)
+    })?;
+    match crate::sys::own_dir::untrusted_path(&resolved) {
+        Some(why) => Err(KnobError::UntrustedState {
+            path: dir.display().to_string(),
+            why,
+        }),
+        None => Ok(resolved),
+    }
 }
 
 /// The `root` field: omitted for this machine, so journals stay readable by older iolabs.
@@ -738,14 +761,40 @@ pub fn pending_under(dir: &Path) -> Result<(PathBuf, Vec<JournalEntry>), KnobErr
         .unwrap_or_else(|| (PathBuf::from("/"), Vec::new())))
 }
 
+/// The machine root the journal in `dir` names, for `iolab restore` to replay it under: this
+/// machine's, or a fixture tree (a test's) that nobody but iolab's user could have changed
+/// or replaced. A forged journal would otherwise have restore write its values into files of
+/// a tree its forger made, and follow the links they put there.
+pub(crate) fn root_of(dir: &Path) -> Result<SysRoot, KnobError> {
+    let (base, _) = pending_under(dir)?;
+    if base == Path::new("/") {
+        return Ok(SysRoot::live());
+    }
+    let path = dir.join(JOURNAL).display().to_string();
+    let why = match base.canonicalize() {
+        Ok(resolved) if resolved == base => crate::sys::own_dir::untrusted_path(&base),
+        Ok(_) => Some(format!("{} is not a resolved path", base.display())),
+        Err(e) => Some(format!("{}: {e}", base.display())),
+    };
+    match why {
+        Some(why) => Err(refused(
+            &path,
+            format!("the root its changes lie under: {why}"),
+        )),
+        None => SysRoot::at(&base).map_err(|e| refused(&path, e.to_string())),
+    }
+}
+
 /// Replays an unrestored journal left by a killed run (what `iolab restore` does). `Ok(None)`
 /// when there is nothing to restore. Takes the machine-wide lock of every device and IRQ the
 /// journal names first: they are not restored under another iolab that is changing them now.
-pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
+/// Only a journal of `root` (the live machine, but for tests) is replayed.
+pub(crate) fn replay(dir: &Path, root: &SysRoot) -> Result<Option<RestoreReport>, KnobError> {
     let path = dir.join(JOURNAL);
     if !path.exists() {
         return Ok(None);
     }
+    trusted(dir)?;
     let _lock = take_lock(dir)?;
     let Some(mut file) = read_journal(&path)? else {
         return Ok(None);
@@ -757,17 +806,20 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             ..RestoreReport::default()
         }));
     }
-    let base = PathBuf::from(file.root.as_deref().unwrap_or("/"));
-    let root = SysRoot::at(&base).map_err(|e| KnobError::State {
-        path: path.display().to_string(),
-        source: std::io::Error::other(format!(
-            "the journal's root {} is gone ({e}); nothing under it can be restored: delete {}",
-            base.display(),
-            path.display()
-        )),
-    })?;
+    // Only the root the caller serves: a journal naming another (a test's fixture tree) is
+    // not written back under it, nor a forged one under a tree its forger made.
+    let theirs = file.root.as_deref().unwrap_or("/");
+    if Path::new(theirs) != root.base() {
+        return Err(refused(
+            &path.display().to_string(),
+            format!(
+                "its changes lie under {theirs}, not under {}",
+                root.base().display()
+            ),
+        ));
+    }
     let mut held = machine_locks(
-        &root,
+        root,
         dir,
         file.entries
             .iter()
@@ -775,7 +827,7 @@ pub(crate) fn replay(dir: &Path) -> Result<Option<RestoreReport>, KnobError> {
             .map(|m| m.resource),
     )?;
     let header = file.header();
-    let restored = restore_entries(&root, &mut file.entries, header.placements, |entries| {
+    let restored = restore_entries(root, &mut file.entries, header.placements, |entries| {
         write_journal(
             dir,
             &JournalFile {
@@ -1648,7 +1700,9 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("journal.json:3"), "{msg}");
         std::fs::write(&path, b"{\n\"pid\": 1,\n\xff\xfe\n").unwrap();
-        let msg = replay(state.path()).unwrap_err().to_string();
+        let msg = replay(state.path(), &SysRoot::live())
+            .unwrap_err()
+            .to_string();
         assert!(
             msg.contains("journal.json:3")
                 && msg.contains("not UTF-8")
@@ -1706,7 +1760,7 @@ mod tests {
         };
         write_journal(state.path(), &file).unwrap();
         let hostname = std::fs::read("/etc/hostname").ok();
-        let report = replay(state.path()).unwrap().unwrap();
+        let report = replay(state.path(), &sys.root).unwrap().unwrap();
         assert_eq!(report.restored.len(), 1);
         assert_eq!(sys.read(&nr), "64");
         let refused: Vec<&str> = report
@@ -1755,6 +1809,75 @@ mod tests {
         write_journal(state, &file).unwrap();
     }
 
+    /// A journal is written back only under the root its replay serves: `iolab restore` (the
+    /// live machine) does not write a forged journal's values into a tree its forger made.
+    #[test]
+    fn a_journal_naming_another_root_is_not_replayed() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let k = sys.knob("loop0", "nr_requests", "32\n");
+        left_behind(&sys, state.path(), &[&k], "64");
+        let err = replay(state.path(), &SysRoot::live())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "its changes lie under {}, not under /",
+                sys.root.base().display()
+            )) && err.contains("iolab writes nothing there"),
+            "{err}"
+        );
+        assert_eq!(sys.read(&k), "32\n");
+        assert!(!pending(state.path()).unwrap().is_empty());
+        // Under its own root it is.
+        replay(state.path(), &sys.root).unwrap().unwrap();
+        assert_eq!(sys.read(&k), "64");
+    }
+
+    /// A state directory another user could write to is not trusted: nothing is replayed
+    /// from it, and no journal begins in it.
+    #[test]
+    fn a_state_directory_others_could_write_to_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let sys = Fake::new();
+        let base = tempfile::tempdir().unwrap();
+        let state = base.path().join("state");
+        let k = sys.knob("loop0", "nr_requests", "32\n");
+        trusted_state_dir(&state).unwrap();
+        left_behind(&sys, &state, &[&k], "64");
+        for mode in [0o777, 0o775] {
+            std::fs::set_permissions(&state, std::fs::Permissions::from_mode(mode)).unwrap();
+            let err = replay(&state, &sys.root).unwrap_err().to_string();
+            assert!(
+                err.contains("not used as iolab's state directory")
+                    && err.contains(&format!("writable by others (mode {mode:o})")),
+                "{err}"
+            );
+            assert!(Journal::begin_at(&state, &sys.root).is_err());
+            assert_eq!(sys.read(&k), "32\n");
+        }
+        // A directory above it that others may write to, and that is not sticky.
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = replay(&state, &sys.root).unwrap_err().to_string();
+        assert!(
+            err.contains("is writable by others and not sticky"),
+            "{err}"
+        );
+        // Sticky, as /tmp: nobody may replace another's entries.
+        std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        replay(&state, &sys.root).unwrap().unwrap();
+        assert_eq!(sys.read(&k), "64");
+        // Another user's (root can make one to test).
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&state, Some(65534), Some(65534)).unwrap();
+            let err = Journal::begin_at(&state, &sys.root)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("owned by uid 65534"), "{err}");
+        }
+    }
+
     /// A knob that can no longer be written: its file became a directory.
     fn break_knob(sys: &Fake, live: &str) {
         std::fs::remove_file(sys.file(live)).unwrap();
@@ -1769,7 +1892,7 @@ mod tests {
         let stuck = sys.knob("loop1", "nr_requests", "32\n");
         left_behind(&sys, a.path(), &[&ok, &stuck], "64");
         break_knob(&sys, &stuck);
-        let err = replay(a.path()).unwrap_err();
+        let err = replay(a.path(), &sys.root).unwrap_err();
         assert!(matches!(err, KnobError::RestoreFailed { .. }), "{err}");
         assert_eq!(sys.read(&ok), "64");
         // Still in the journal, and still locked against another state directory: taking it
@@ -1837,7 +1960,7 @@ mod tests {
             format!("1\n{}\n", own.display()),
         )
         .unwrap();
-        let report = replay(&link).unwrap().unwrap();
+        let report = replay(&link, &sys.root).unwrap().unwrap();
         assert_eq!(report.restored.len(), 1);
         assert_eq!(sys.read(&k), "64");
     }
@@ -1968,7 +2091,7 @@ mod tests {
         };
         write_journal(state.path(), &file).unwrap();
         assert!(pending(state.path()).unwrap().is_empty());
-        let report = replay(state.path()).unwrap().unwrap();
+        let report = replay(state.path(), &SysRoot::live()).unwrap().unwrap();
         assert_eq!(report.reset_by_reboot.len(), 1);
         assert!(report.restored.is_empty() && report.vanished.is_empty());
         assert!(!state.path().join(JOURNAL).exists());

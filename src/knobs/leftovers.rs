@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::experiment::run::registry::Abandoned;
 use crate::output::sorted_keys;
+use crate::sys::SysRoot;
 
 /// What `undo` did. Its JSON has the keys sorted, as scripts have always read it.
 #[derive(Debug, Serialize)]
@@ -66,6 +67,10 @@ pub(crate) struct Leftovers {
 
 /// Undoes what was left in `state_dir` (and fio's run directories under `fio_work_dir`).
 pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
+    // What is found there is acted on as root: not from a directory others could write to.
+    if state_dir.exists() {
+        super::trusted_state_dir(state_dir)?;
+    }
     // A journal that cannot be put back whole (a knob refusing its old value, another iolab
     // holding a device) keeps what is left and is a problem; the rest is undone all the same.
     // The report of each journal, and whether it failed.
@@ -84,7 +89,9 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     let knobs_owned = owned(state_dir, "knobs").is_some();
     let tracer_dir = state_dir.join(super::TRACER_DIR);
     let tracer_owned = owned(&tracer_dir, "tracefs settings").is_some();
-    let mut replay = |dir: &Path, what: &str| match super::replay(dir) {
+    let mut replay = |dir: &Path, what: &str| match super::root_of(dir)
+        .and_then(|root| super::replay(dir, &root))
+    {
         Ok(report) => (report, false),
         Err(e) => {
             journal_problems.push(format!(
@@ -136,7 +143,7 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
     // One still running holds the journal's lock, and is left to it.
     let irq_dir = crate::irq::apply::journal_dir();
     let irq_daemon = if super::undone_if_killed(&irq_dir) {
-        match super::replay(&irq_dir) {
+        match super::replay(&irq_dir, &SysRoot::live()) {
             Ok(report) => report,
             Err(super::KnobError::Busy { .. }) => None,
             Err(e) => {

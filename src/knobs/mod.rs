@@ -17,7 +17,8 @@ mod smt;
 pub(crate) use attr::write_attr;
 pub use attr::{current_choice, probe_rewrite, read_attr};
 pub(crate) use journal::{
-    in_use, machine_locks, replay, undone_if_killed, JournalEntry, RestoreReport, TRACER_DIR,
+    in_use, machine_locks, replay, root_of, trusted_state_dir, undone_if_killed, JournalEntry,
+    RestoreReport, TRACER_DIR,
 };
 pub use journal::{pending, pending_under, state_dir, Journal};
 
@@ -81,6 +82,8 @@ pub enum KnobError {
         value: String,
         now: String,
     },
+    #[error("{path}: not used as iolab's state directory: {why}. iolab trusts what it keeps there (it writes journaled values back, stops processes and detaches loop devices it finds named there), so it must be a directory of iolab's user that nobody else can write to or replace; choose another (IOLAB_STATE_DIR=DIR)")]
+    UntrustedState { path: String, why: String },
     #[error(transparent)]
     Machine(#[from] crate::sys::lock::LockError),
     #[error("some knobs could not be restored (they stay in the journal; fix the cause and run `iolab restore`):\n  {}", errors.join("\n  "))]

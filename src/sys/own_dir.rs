@@ -6,7 +6,9 @@
 //! hand fio, whose log directory bounds what it may write, the run of /etc. So each directory
 //! iolab names must be one it made, or one of its own user that nobody else may write to;
 //! the place the user chose to put them may be shared only if it is sticky, as /tmp is, where
-//! nobody may move or replace another's entries.
+//! nobody may move or replace another's entries. The same holds for a file the user names
+//! (`report -o`), which is never written through a link, and for iolab's state directory,
+//! whose journals and markers iolab trusts when it restores.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path};
@@ -90,6 +92,119 @@ pub(crate) fn untrusted(meta: &std::fs::Metadata, dir: bool) -> Option<String> {
     None
 }
 
+/// Why `dir`, an existing directory named by a resolved path, is no safe place for iolab to
+/// keep what it later trusts (its state directory): the directory is not this user's or
+/// others may write to it ([`untrusted`]), or a directory above it could be replaced
+/// ([`replaceable`]).
+pub(crate) fn untrusted_path(dir: &Path) -> Option<String> {
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) => return Some(format!("{}: {e}", dir.display())),
+    };
+    if let Some(why) = untrusted(&meta, true) {
+        return Some(format!("{} is {why}", dir.display()));
+    }
+    dir.parent().and_then(replaceable)
+}
+
+/// Why `dir` (resolved) or a directory above it could be moved away and replaced by someone
+/// other than root and this user: it belongs to another user, or others may write to it and
+/// it is not sticky. A sticky directory that all may write to, as /tmp, is fine: nobody may
+/// move or replace another's entries in it.
+fn replaceable(dir: &Path) -> Option<String> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    dir.ancestors().find_map(|at| {
+        let meta = match std::fs::symlink_metadata(at) {
+            Ok(meta) => meta,
+            Err(e) => return Some(format!("{}: {e}", at.display())),
+        };
+        if meta.uid() != 0 && meta.uid() != me {
+            return Some(format!(
+                "{} is owned by uid {}, neither root nor this iolab's user (uid {me})",
+                at.display(),
+                meta.uid()
+            ));
+        }
+        (meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0).then(|| {
+            format!(
+                "{} is writable by others and not sticky (mode {:o})",
+                at.display(),
+                meta.mode() & 0o7777
+            )
+        })
+    })
+}
+
+/// Opens `path`, a file the user named for iolab to write (a report, a chart, a trace), and
+/// empties it. iolab usually runs as root, so the name is not followed blindly: not through a
+/// symbolic link (another user's link in /tmp would have root empty the file it names), not
+/// into a directory another user could replace, and not over a file that is another user's
+/// or has other names (a hard link to a file of root's).
+pub(crate) fn create_named_file(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = parent
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", parent.display()))?;
+    if let Some(why) = replaceable(&dir) {
+        return Err(format!(
+            "{}: iolab does not write there: {why}; choose another place",
+            path.display()
+        ));
+    }
+    // Not blocking: a FIFO put in the file's place would otherwise hold iolab forever.
+    let file = std::fs::File::options()
+        .write(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => format!(
+                "{} is a symbolic link: iolab does not write through one; remove it or name \
+                 another file",
+                path.display()
+            ),
+            _ => format!("creating {}: {e}", path.display()),
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let why = if !meta.is_file() {
+        Some("not a regular file".to_string())
+    } else if meta.uid() != me {
+        Some(format!(
+            "owned by uid {}, not by this iolab's user (uid {me})",
+            meta.uid()
+        ))
+    } else {
+        (meta.nlink() > 1).then(|| format!("a file with {} names (hard links)", meta.nlink()))
+    };
+    if let Some(why) = why {
+        return Err(format!(
+            "{} is {why}: iolab does not write over it; remove it or name another file",
+            path.display()
+        ));
+    }
+    file.set_len(0)
+        .map_err(|e| format!("emptying {}: {e}", path.display()))?;
+    Ok(file)
+}
+
+/// Writes `bytes` as the whole of `path`, a file the user named ([`create_named_file`]).
+pub(crate) fn write_named_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    create_named_file(path)?
+        .write_all(bytes)
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +257,68 @@ mod tests {
         // A path that climbs out is refused; the current directory is the chosen place.
         assert!(make_own_dir(base.path(), &base.path().join("a/../b")).is_err());
         make_own_dir(Path::new(""), Path::new(".")).unwrap();
+    }
+
+    /// A file the user names is written only as a plain file of this user's, in a directory
+    /// nobody else could replace: never through a link, over another name of a file, or over
+    /// another user's file, and never blocking on a FIFO put in its place.
+    #[test]
+    fn a_named_file_is_written_only_where_nobody_else_decides_what_it_is() {
+        let base = tempfile::tempdir().unwrap();
+        let victim = base.path().join("victim");
+        std::fs::write(&victim, "keep\n").unwrap();
+        let out = base.path().join("report.html");
+
+        write_named_file(&out, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "new");
+        // Written again: emptied first, not overwritten in place.
+        write_named_file(&out, b"x").unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "x");
+
+        let link = base.path().join("link.html");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = write_named_file(&link, b"new").unwrap_err();
+        assert!(e.contains("is a symbolic link"), "{e}");
+
+        let hard = base.path().join("hard.html");
+        std::fs::hard_link(&victim, &hard).unwrap();
+        let e = write_named_file(&hard, b"new").unwrap_err();
+        assert!(e.contains("a file with 2 names"), "{e}");
+
+        let fifo = base.path().join("fifo.html");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string and mode.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        assert!(write_named_file(&fifo, b"new").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+
+        // A directory others may write to and that is not sticky: they could replace the
+        // file between iolab's check and its write.
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = write_named_file(&open.join("p.svg"), b"new").unwrap_err();
+        assert!(
+            e.contains("is writable by others and not sticky (mode 777)"),
+            "{e}"
+        );
+        // Sticky, as /tmp, it may be shared.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        write_named_file(&open.join("p.svg"), b"new").unwrap();
+
+        if unsafe { libc::geteuid() } == 0 {
+            // Another user's file in the shared directory, and another user's directory.
+            let theirs = open.join("theirs.svg");
+            std::fs::write(&theirs, "theirs").unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            let e = write_named_file(&theirs, b"new").unwrap_err();
+            assert!(e.contains("owned by uid 65534"), "{e}");
+            assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+            let dir = base.path().join("theirs");
+            std::fs::create_dir(&dir).unwrap();
+            std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+            let e = write_named_file(&dir.join("p.svg"), b"new").unwrap_err();
+            assert!(e.contains("owned by uid 65534, neither root"), "{e}");
+        }
     }
 }

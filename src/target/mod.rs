@@ -26,6 +26,8 @@ pub enum TargetError {
     },
     #[error(transparent)]
     Sys(#[from] crate::sys::SysError),
+    #[error(transparent)]
+    State(#[from] crate::knobs::KnobError),
     #[error("{device}: no such block device (see `iolab inspect` for the devices here)")]
     NoDevice { device: String },
     #[error("scratch device {file}: losetup failed: {why}")]

@@ -73,10 +73,7 @@ impl ScratchDevice {
         );
         let backing_file = Path::new(SCRATCH_FILE_DIR).join(format!("{stem}.img"));
         let markers = state_dir.join("scratch");
-        std::fs::create_dir_all(&markers).map_err(|source| TargetError::Io {
-            path: markers.display().to_string(),
-            source,
-        })?;
+        crate::knobs::trusted_state_dir(&markers)?;
         let marker = markers.join(format!("{stem}.json"));
         let mut m = Marker {
             pid: std::process::id(),
@@ -390,17 +387,32 @@ pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, 
                 continue;
             }
         }
+        // Under the devices' machine-wide locks: another iolab may have taken the leaked
+        // device by its name since (or the marker lies about its iolab being gone): the
+        // device is then that one's, to use and to detach, and the marker waits.
+        let loops = loops_backed_by(&m.backing_file);
+        let devices = loops
+            .iter()
+            .map(|name| crate::sys::lock::Resource::Device(name.clone()));
+        let _held =
+            match crate::knobs::machine_locks(&crate::sys::SysRoot::live(), state_dir, devices) {
+                Ok(held) => held,
+                Err(e) => {
+                    out.problems.push(format!(
+                        "{}: left attached, with its file and marker ({}): {e}",
+                        loops
+                            .iter()
+                            .map(|n| format!("/dev/{n}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        path.display()
+                    ));
+                    continue;
+                }
+            };
         let mut detached = Vec::new();
-        for name in loops_backed_by(&m.backing_file) {
-            // Under the device's machine-wide lock: another iolab may have taken the leaked
-            // device by its name since, and its queue is then that one's to put back.
-            let device = crate::sys::lock::Resource::Device(name.clone());
-            match crate::knobs::machine_locks(&crate::sys::SysRoot::live(), state_dir, [device]) {
-                Ok(_held) => m.queue.put_back(&name),
-                Err(e) => out.problems.push(format!(
-                    "/dev/{name}: its queue settings were left as they are: {e}"
-                )),
-            }
+        for name in loops {
+            m.queue.put_back(&name);
             detach(&name)?;
             detached.push(name);
         }

@@ -426,25 +426,12 @@ impl Splitter {
     }
 }
 
-/// Creates (or empties) an output file, but never through a symbolic link: the default names
-/// (`trace.blktrace.N` where iolab was started) are predictable, and root recording in /tmp
-/// would otherwise empty and fill whatever file another user's link there names.
+/// Creates (or empties) an output file as a file the user named
+/// ([`crate::sys::own_dir::create_named_file`]): the default names (`trace.blktrace.N` where
+/// iolab was started) are predictable, and root recording in /tmp would otherwise empty and
+/// fill whatever file another user's link there names.
 fn create_output(p: &Path) -> anyhow::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    File::options()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(p)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => anyhow::anyhow!(
-                "{} is a symbolic link: iolab does not write a trace through one; remove it or \
-                 name another output",
-                p.display()
-            ),
-            _ => anyhow::anyhow!("creating {}: {e}", p.display()),
-        })
+    crate::sys::own_dir::create_named_file(p).map_err(anyhow::Error::msg)
 }
 
 /// The output files' directory exists and takes files: said before tracefs is touched, not

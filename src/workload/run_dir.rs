@@ -21,6 +21,11 @@ impl RunDir {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true).mode(0o700).create(parent)?;
+        // fio's job file, logs and working directory go here: not into a directory another
+        // user could replace.
+        if let Some(why) = crate::sys::own_dir::untrusted_path(&parent.canonicalize()?) {
+            return Err(std::io::Error::other(why));
+        }
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let path = parent.join(format!("run-{}-{n}", std::process::id()));
         // Not recursive: a directory already there (a reused pid's leftover) is not ours to use.
@@ -46,12 +51,25 @@ pub(crate) fn sweep(parent: &Path) -> Vec<PathBuf> {
 
 /// Removes the directories in `parent` named `PREFIX<pid>` or `PREFIX<pid>-...` whose process
 /// no longer exists (a killed iolab's own working directories); returns them.
+/// Only directories iolab made count: not a link, nor a directory another user could have put
+/// there, nor anything in a directory others could write to (whose processes would be killed).
 pub(crate) fn sweep_dead(parent: &Path, prefix: &str) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(parent) else {
+    let Ok(parent) = parent.canonicalize() else {
+        return Vec::new();
+    };
+    if crate::sys::own_dir::untrusted_path(&parent).is_some() {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(&parent) else {
         return Vec::new();
     };
     let mut removed = Vec::new();
     for entry in entries.flatten() {
+        let own = std::fs::symlink_metadata(entry.path())
+            .is_ok_and(|meta| crate::sys::own_dir::untrusted(&meta, true).is_none());
+        if !own {
+            continue;
+        }
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
@@ -76,11 +94,9 @@ pub(crate) fn sweep_dead(parent: &Path, prefix: &str) -> Vec<PathBuf> {
 /// Kills every process still working in `dir`, a dead iolab's directory: a fio is told to stop
 /// when iolab dies (SIGTERM, `PR_SET_PDEATHSIG`), but one was seen to hang in its SIGTERM path
 /// and live on, orphaned, with its job processes. They all run in the directory (it is their
-/// working directory), which is how they are found; nothing else works in it.
+/// working directory), which is how they are found; nothing else works in it. `dir` is resolved
+/// (as the kernel gives a working directory) and not a link.
 fn stop_processes_in(dir: &Path) {
-    let Ok(dir) = dir.canonicalize() else {
-        return;
-    };
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return;
     };
@@ -99,6 +115,21 @@ fn stop_processes_in(dir: &Path) {
 mod tests {
     use super::*;
 
+    /// `sleep 60` started in `dir`, once it works there.
+    fn sleeper_in(dir: &Path) -> std::process::Child {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .current_dir(dir)
+            .spawn()
+            .unwrap();
+        while std::fs::read_link(format!("/proc/{}/cwd", child.id()))
+            .map_or(true, |c| c != dir.canonicalize().unwrap())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
+    }
+
     /// A process left working in a dead iolab's run directory (a fio that outlived it) is
     /// stopped before the directory is removed.
     #[test]
@@ -106,17 +137,7 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("run-999999999-0");
         std::fs::create_dir(&dir).unwrap();
-        let mut orphan = std::process::Command::new("sleep")
-            .arg("60")
-            .current_dir(&dir)
-            .spawn()
-            .unwrap();
-        // Let it start in the directory.
-        while std::fs::read_link(format!("/proc/{}/cwd", orphan.id()))
-            .map_or(true, |c| c != dir.canonicalize().unwrap())
-        {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let mut orphan = sleeper_in(&dir);
         assert_eq!(sweep(parent.path()), vec![dir.clone()]);
         let status = orphan.wait().unwrap();
         assert_eq!(
@@ -124,6 +145,36 @@ mod tests {
             Some(libc::SIGKILL)
         );
         assert!(!dir.exists());
+    }
+
+    /// What iolab did not make is not a run directory: a link named like one (to wherever
+    /// processes work) and a directory others may write to are left, and so are the
+    /// processes working there.
+    #[test]
+    fn a_link_or_a_directory_iolab_did_not_make_is_left_with_its_processes() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let mut bystander = sleeper_in(elsewhere.path());
+        let link = parent.path().join("run-999999999-0");
+        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        let open = parent.path().join("run-999999999-1");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut other = sleeper_in(&open);
+        assert!(sweep(parent.path()).is_empty());
+        assert!(bystander.try_wait().unwrap().is_none());
+        assert!(other.try_wait().unwrap().is_none());
+        assert!(elsewhere.path().exists() && open.exists());
+        // Nor is anything in a directory others may write to.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(parent.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(sweep(parent.path()).is_empty());
+        assert!(other.try_wait().unwrap().is_none());
+        for mut child in [bystander, other] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
     }
 
     #[test]

@@ -692,6 +692,10 @@ const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/d
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     check_destructive_named(exp, settings)?;
+    // Made (and checked again) when the first journal begins; a dry run makes nothing.
+    if settings.state_dir.exists() {
+        crate::knobs::trusted_state_dir(&settings.state_dir)?;
+    }
     let unchecked = super::job_check::check_jobs(exp, runner)?;
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     let mut p = dry_plan(exp, settings)?;
