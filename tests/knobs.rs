@@ -862,3 +862,40 @@ fn switching_smt_off_journals_the_interrupt_masks_it_breaks() {
     let read = |p: &str| std::fs::read_to_string(file(p)).unwrap();
     assert_eq!((read(smt).trim(), read(mask).trim()), ("on", "9"));
 }
+
+/// A run, and its dry run, refuse a state directory others could write to before anything
+/// is made: no scratch device, no marker, no journal in it.
+#[test]
+fn a_run_refuses_a_state_directory_others_could_write_to() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let exp = dir.path().join("e.toml");
+    std::fs::write(
+        &exp,
+        "name = \"x\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nruntime = \"1s\"\n",
+    )
+    .unwrap();
+    for dry in [true, false] {
+        let mut cmd = crate::common::iolab();
+        cmd.env("IOLAB_STATE_DIR", &state)
+            .arg("run")
+            .arg(&exp)
+            .arg("--db")
+            .arg(dir.path().join("r.db"));
+        if dry {
+            cmd.arg("--dry-run");
+        }
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("not used as iolab's state directory")
+                && stderr.contains("writable by others (mode 777)"),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0);
+    }
+}

@@ -718,10 +718,7 @@ pub(crate) fn trusted(dir: &Path) -> Result<PathBuf, KnobError> {
         source,
     })?;
     match crate::sys::own_dir::untrusted_path(&resolved) {
-        Some(why) => Err(KnobError::UntrustedState {
-            path: dir.display().to_string(),
-            why,
-        }),
+        Some(why) => Err(KnobError::UntrustedState { why }),
         None => Ok(resolved),
     }
 }

@@ -82,8 +82,8 @@ pub enum KnobError {
         value: String,
         now: String,
     },
-    #[error("{path}: not used as iolab's state directory: {why}. iolab trusts what it keeps there (it writes journaled values back, stops processes and detaches loop devices it finds named there), so it must be a directory of iolab's user that nobody else can write to or replace; choose another (IOLAB_STATE_DIR=DIR)")]
-    UntrustedState { path: String, why: String },
+    #[error("not used as iolab's state directory: {why}. iolab trusts what it keeps there (it writes journaled values back, stops processes and detaches loop devices it finds named there), so it must be a directory of iolab's user that nobody else can write to or replace; choose another (IOLAB_STATE_DIR=DIR)")]
+    UntrustedState { why: String },
     #[error(transparent)]
     Machine(#[from] crate::sys::lock::LockError),
     #[error("some knobs could not be restored (they stay in the journal; fix the cause and run `iolab restore`):\n  {}", errors.join("\n  "))]

@@ -692,7 +692,7 @@ const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/d
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     check_destructive_named(exp, settings)?;
-    // Made (and checked again) when the first journal begins; a dry run makes nothing.
+    // A run refuses a state directory others could write to: said now. A dry run makes none.
     if settings.state_dir.exists() {
         crate::knobs::trusted_state_dir(&settings.state_dir)?;
     }
@@ -1227,6 +1227,7 @@ fn refuse_before_touching(
 ) -> Result<()> {
     check_tags(exp, &settings.tags)?;
     check_destructive_named(exp, settings)?;
+    crate::knobs::trusted_state_dir(&settings.state_dir)?;
     Store::check_writable(&settings.db_path)?;
     if let Some(why) = super::job_check::check_jobs(exp, runner)? {
         anyhow::bail!(
