@@ -27,8 +27,9 @@ pub(crate) struct CpuPlace {
 pub enum Placement {
     /// The CPU(s) that take the device's interrupt.
     On,
-    /// Other CPUs close to it: same last-level cache, else same package, else same node; the
-    /// anchor's own core (SMT siblings) only when nothing else is close.
+    /// Other CPUs close to it: same last-level cache, else same package, else (on a machine
+    /// of several NUMA nodes) same node; the anchor's own core (SMT siblings) only when
+    /// nothing else is close.
     Near,
     /// CPUs as far as the topology allows: the most distant NUMA node, else another package,
     /// else another last-level cache; never a CPU that `near` takes (see `resolve`).
@@ -142,7 +143,7 @@ pub(crate) fn resolve(
                 .filter(|c| !near.contains(&c.cpu))
                 .cloned()
                 .collect();
-            resolve_far(anchor, &anchors, &rest, distance)
+            resolve_far(anchor, &anchors, (&rest, cpus), distance)
         }
         Placement::Node(n) => {
             let found: Vec<u32> = cpus
@@ -179,7 +180,7 @@ pub(crate) fn resolve(
 }
 
 /// `CPU 3` or `CPUs 0-1`.
-fn cpus_text(cpus: &[u32]) -> String {
+pub(crate) fn cpus_text(cpus: &[u32]) -> String {
     let s = if cpus.len() == 1 { "" } else { "s" };
     format!("CPU{s} {}", format_cpu_list(cpus))
 }
@@ -197,13 +198,17 @@ fn others(cpus: &[CpuPlace], anchor: &[u32], pred: &dyn Fn(&CpuPlace) -> bool) -
 }
 
 /// Other CPUs close to the anchors: the first non-empty tier of shared last-level cache and
-/// package (both within the anchor's node), node, then SMT siblings.
+/// package (both within the anchor's node), node, then SMT siblings. The node counts only on
+/// a machine of several: on one node it is the whole machine, and "near" would take every
+/// other package (a 4-package box with Hyper-Threading, case 2's), which shares no cache
+/// with the interrupt CPU and is what `far` means there; the sibling is then the CPU near.
 fn resolve_near(
     anchor: &[u32],
     anchors: &[&CpuPlace],
     cpus: &[CpuPlace],
 ) -> Result<Resolved, String> {
     let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
+    let nodes = cpus.iter().map(|c| c.node).collect::<BTreeSet<u32>>().len();
     // (what one CPU does, what several do, which CPUs do it)
     type Tier = (&'static str, &'static str, fn(&CpuPlace, &CpuPlace) -> bool);
     // Cache and package count within the node only (see `resolve`).
@@ -228,6 +233,9 @@ fn resolve_near(
         ),
     ];
     for (one, several, f) in tiers.iter() {
+        if nodes == 1 && one.contains("NUMA node") {
+            continue;
+        }
         let found = pick(&|c: &CpuPlace| anchors.iter().any(|a| f(a, c)));
         if !found.is_empty() {
             let verb = if found.len() == 1 { one } else { several };
@@ -241,16 +249,24 @@ fn resolve_near(
             });
         }
     }
-    Err(format!(
-        "no other online CPU besides interrupt {}",
-        cpus_text(anchor)
-    ))
+    Err(if !pick(&|_| true).is_empty() {
+        format!(
+            "no other online CPU shares a cache, a package or a core with interrupt {}",
+            cpus_text(anchor)
+        )
+    } else {
+        format!(
+            "no other online CPU besides interrupt {}",
+            cpus_text(anchor)
+        )
+    })
 }
 
+/// Far among `rest` (the CPUs near does not take), of the machine's `all`.
 fn resolve_far(
     anchor: &[u32],
     anchors: &[&CpuPlace],
-    cpus: &[CpuPlace],
+    (cpus, all): (&[CpuPlace], &[CpuPlace]),
     distance: &dyn Fn(u32, u32) -> Option<u32>,
 ) -> Result<Resolved, String> {
     let pick = |pred: &dyn Fn(&CpuPlace) -> bool| others(cpus, anchor, pred);
@@ -325,19 +341,31 @@ fn resolve_far(
     }
     // Nothing farther: either the machine is one node, package and cache, or the interrupt
     // CPUs are in every one of them (a queue per node, each completing on its own node).
-    let count = |key: &dyn Fn(&CpuPlace) -> Option<u32>| {
-        cpus.iter().filter_map(key).collect::<BTreeSet<u32>>().len()
+    // Said of the whole machine, not of what near left.
+    type Key = fn(&CpuPlace) -> Option<u32>;
+    let keys: [(&str, Key); 3] = [
+        ("NUMA node", |c| Some(c.node)),
+        ("package", |c| Some(c.package)),
+        ("last-level cache", |c| c.llc),
+    ];
+    let set = |of: &mut dyn Iterator<Item = &CpuPlace>, key: Key| {
+        of.filter_map(key).collect::<BTreeSet<u32>>()
     };
-    let spread = [
-        ("NUMA node", count(&|c| Some(c.node))),
-        ("package", count(&|c| Some(c.package))),
-        ("last-level cache", count(&|c| c.llc)),
-    ]
-    .into_iter()
-    .find(|(_, n)| *n > 1);
+    let spread = keys
+        .into_iter()
+        .find(|(_, key)| set(&mut all.iter(), *key).len() > 1);
     Err(match spread {
+        Some((what, key))
+            if set(&mut anchors.iter().copied(), key) == set(&mut all.iter(), key) =>
+        {
+            format!(
+                "nothing here is farther than `near`: interrupt {} are in every {what}",
+                cpus_text(anchor)
+            )
+        }
         Some((what, _)) => format!(
-            "nothing here is farther than `near`: interrupt {} are in every {what}",
+            "nothing here is farther than `near`: every CPU in another {what} than interrupt \
+             {} is near it",
             cpus_text(anchor)
         ),
         None => "nothing here is farther than `near`: one NUMA node, one package, one \
@@ -456,6 +484,47 @@ mod tests {
         assert!(near.why.contains("SMT sibling"), "{}", near.why);
     }
 
+    /// Case 2's box: 4 packages of one core with Hyper-Threading, one node, an L3 each.
+    fn four_packages_with_ht() -> Vec<CpuPlace> {
+        (0..8)
+            .map(|cpu| CpuPlace {
+                cpu,
+                core: 0,
+                package: cpu / 2,
+                node: 0,
+                llc: Some(cpu / 2),
+            })
+            .collect()
+    }
+
+    /// On case 2's box the sibling is the CPU near (it shares every cache); the other
+    /// packages are far.
+    #[test]
+    fn on_one_node_of_several_packages_near_is_the_sibling_and_far_another_package() {
+        let cpus = four_packages_with_ht();
+        let near = resolve(&Placement::Near, &[0], &cpus, &unknown).unwrap();
+        assert_eq!(near.cpus, vec![1], "{}", near.why);
+        assert_eq!(near.why, "CPU 1 is the SMT sibling of interrupt CPU 0");
+        let far = resolve(&Placement::Far, &[0], &cpus, &unknown).unwrap();
+        assert_eq!(far.cpus, (2..8).collect::<Vec<_>>(), "{}", far.why);
+        assert_eq!(
+            far.why,
+            "one NUMA node: CPUs 2-7 are in another package than interrupt CPU 0"
+        );
+        // Interrupts on CPUs 2-4 (three packages): far is the fourth package.
+        let far = resolve(&Placement::Far, &[2, 3, 4], &cpus, &unknown).unwrap();
+        assert_eq!(far.cpus, vec![0, 1, 6, 7], "{}", far.why);
+        // Without SMT nothing shares a cache with the interrupt CPU: near says so.
+        let solo: Vec<CpuPlace> = cpus.iter().filter(|c| c.cpu % 2 == 0).cloned().collect();
+        let err = resolve(&Placement::Near, &[0], &solo, &unknown).unwrap_err();
+        assert_eq!(
+            err,
+            "no other online CPU shares a cache, a package or a core with interrupt CPU 0"
+        );
+        let far = resolve(&Placement::Far, &[0], &solo, &unknown).unwrap();
+        assert_eq!(far.cpus, vec![2, 4, 6], "{}", far.why);
+    }
+
     #[test]
     fn a_small_vm_has_nothing_far_and_says_why() {
         let cpus = this_vm();
@@ -550,6 +619,7 @@ mod tests {
             ("interleaved", interleaved(true), &two_nodes),
             ("interleaved, no cache ids", interleaved(false), &two_nodes),
             ("one core pair", smt, &unknown),
+            ("four packages with HT", four_packages_with_ht(), &unknown),
             ("this vm", this_vm(), &unknown),
         ];
         for (name, all, distance) in machines {

@@ -334,8 +334,8 @@ fn a_dry_run_plans_against_another_machines_snapshot() {
     let r = dry(&file("read"), &["--dry-run"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     for said in [
-        "fio on CPU 0-7: CPUs 0-7 take the device's interrupts",
-        "fio on CPU 8-14: CPUs 8-14 share the last-level cache of interrupt CPUs 0-7",
+        "fio on CPUs 0-7: CPUs 0-7 take the device's interrupts",
+        "fio on CPUs 8-14: CPUs 8-14 share the last-level cache of interrupt CPUs 0-7",
         "nothing here is farther than `near`: interrupt CPUs 0-7 are in every NUMA node",
         "(host db-2node, kernel 6.8.0-45-generic), not this machine",
         "checked for file system signatures only when the experiment runs there",

@@ -895,7 +895,7 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
     }
     for (_, dev) in &hosts {
         let want = format!(
-            "read_ahead_kb=128,placement=on: fio on CPUs 0; sets \
+            "read_ahead_kb=128,placement=on: fio on CPU 0; sets \
              /sys/block/{dev}/queue/read_ahead_kb = 128"
         );
         assert!(text.contains(&want), "{want} in {text}");

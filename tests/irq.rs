@@ -761,6 +761,14 @@ fn apply_and_rollback_move_a_live_interrupt_and_put_it_back() {
     );
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert_eq!(affinity(), original);
+    // With nothing left to roll back, JSON still has the report's fields, empty.
+    let out = iolab()
+        .args(["irq", "rollback", "--json"])
+        .env("IOLAB_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["restored"], serde_json::json!([]), "{report}");
 }
 
 /// A daemon without --keep puts its placements back when it stops; killed, it cannot, and

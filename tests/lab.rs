@@ -1640,6 +1640,63 @@ affs >$LAB_OUT/aff.pinned-again
 put_back
 "#;
 
+/// Where on / near / far put a workload against eth0's interrupts as found, on the ht4 guest.
+const HT4_PLACEMENT: &str = r#"
+cat >/tmp/place.toml <<'T'
+name = "lab ht4 placement"
+engine = "iperf3"
+[target]
+nic = "eth0"
+[iperf3]
+server = "10.0.10.2"
+[factors]
+placement = ["on", "near", "far"]
+T
+$IOLAB run /tmp/place.toml --db /tmp/place.db --dry-run >$LAB_OUT/place.txt 2>&1
+"#;
+
+/// On one node of four packages with Hyper-Threading, near is the SMT sibling of the CPUs
+/// that take eth0's interrupts (it shares every cache with them) and far every CPU of the
+/// packages without one: not "near = the rest of the node, nothing far".
+fn check_ht4_placement(b: &Boot) {
+    let text = b.text("place.txt");
+    // A cell's CPUs, or None where it is not applicable.
+    let placed = |level: &str| -> Option<Vec<u32>> {
+        let mut lines = text.lines();
+        lines
+            .find(|l| l.trim_end().ends_with(&format!("placement={level}")))
+            .unwrap_or_else(|| panic!("no {level} cell: {text}"));
+        let line = lines.next().unwrap_or_default();
+        if line.contains("not applicable") {
+            return None;
+        }
+        let list = line
+            .split_once(" on CPU")
+            .and_then(|(_, r)| r.trim_start_matches('s').trim().split_once(':'))
+            .unwrap_or_else(|| panic!("{level} is not placed: {line}\n{text}"))
+            .0;
+        Some(iolab::sys::parse::cpulist(list).unwrap())
+    };
+    let on = placed("on").unwrap_or_else(|| panic!("{text}"));
+    let package = |c: &u32| c / 2;
+    let mut near: Vec<u32> = on
+        .iter()
+        .map(|c| c ^ 1)
+        .filter(|c| !on.contains(c))
+        .collect();
+    near.sort_unstable();
+    near.dedup();
+    let far: Vec<u32> = (0..8)
+        .filter(|c| !on.iter().any(|o| package(o) == package(c)))
+        .collect();
+    let some = |v: Vec<u32>| (!v.is_empty()).then_some(v);
+    assert_eq!(
+        (placed("near"), placed("far")),
+        (some(near), some(far)),
+        "on {on:?}: {text}"
+    );
+}
+
 /// case 2's box: 4 packages x 2 threads and four virtio-net NICs with movable queue
 /// interrupts. Under real traffic (HTTP downloads from here through each NIC's port forward)
 /// `irq top` sees every NIC's interrupts with a rate; heavy NIC interrupts piled on CPU 0
@@ -1656,10 +1713,11 @@ fn ht4_under_traffic_nic_irqs_are_seen_spread_across_packages_unpinned_and_put_b
     let script = format!(
         "$IOLAB inspect --json >$LAB_OUT/inspect.json 2>$LAB_OUT/inspect.json.err\n\
          cat /sys/devices/system/cpu/nohz_full >$LAB_OUT/nohz_full.raw\n\
-         {NICS_UNDER_TRAFFIC}{BALANCING}touch $LAB_OUT/done\n"
+         {HT4_PLACEMENT}{NICS_UNDER_TRAFFIC}{BALANCING}touch $LAB_OUT/done\n"
     );
     let b = boot_with("ht4", &script, 600, &drive_http);
     assert_eq!(b.code, Some(0), "{}", b.log);
+    check_ht4_placement(&b);
     let m = b.json("inspect.json");
     check_topology(&m, 8, &|c| c / 2, &|_| 0, &|c| vec![c & !1, c | 1], &|c| {
         vec![c & !1, c | 1]
@@ -2099,6 +2157,25 @@ fn nic2_irq_cpu_and_placement_follow_the_nics_interrupts() {
     let script = r#"
 affs() { grep -H . /proc/irq/*/smp_affinity_list; }
 affs >$LAB_OUT/aff.before
+# Placement against the interrupts as found: the CPUs that take the NIC's traffic (its
+# input and output vectors), not its configuration vector, which never fires.
+cat >/tmp/place.toml <<'T'
+name = "lab nic2 placement"
+engine = "iperf3"
+[target]
+nic = "nica"
+[iperf3]
+server = "10.0.50.2"
+server_netns = "peer"
+[factors]
+placement = ["on"]
+T
+$IOLAB run /tmp/place.toml --dry-run >$LAB_OUT/place.txt 2>&1
+dev=$(basename $(readlink /sys/class/net/nica/device))
+for n in $(awk -v d="$dev" '$NF ~ "^" d "-(input|output)" { sub(":", "", $1); print $1 }' /proc/interrupts); do
+  cat /proc/irq/$n/effective_affinity_list
+done >$LAB_OUT/traffic-cpus
+awk -v d="$dev" '$NF == d "-config" { sub(":", "", $1); print $1 }' /proc/interrupts >$LAB_OUT/config-irq
 cat >/tmp/exp.toml <<'T'
 name = "lab nic2 irq_cpu x placement"
 seed = 5
@@ -2124,6 +2201,49 @@ cp /tmp/lab.db $LAB_OUT/lab.db
     let b = boot("nic2", script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
     assert_eq!(b.text("run.rc").trim(), "0", "{}", b.text("run.txt"));
+    let place = b.text("place.txt");
+    let config = b.text("config-irq").trim().to_string();
+    assert!(!config.is_empty(), "no configuration vector: {}", b.log);
+    let target = place
+        .lines()
+        .find(|l| l.starts_with("target: NIC nica"))
+        .unwrap_or_else(|| panic!("{place}"));
+    assert!(
+        !target.contains(&config),
+        "IRQ {config} is not traffic: {target}"
+    );
+    let mut traffic: Vec<u32> = b
+        .text("traffic-cpus")
+        .split_whitespace()
+        .map(|c| c.parse().unwrap())
+        .collect();
+    traffic.sort_unstable();
+    traffic.dedup();
+    // As iolab writes a CPU list: runs of consecutive CPUs as ranges.
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &c in &traffic {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == c => *end = c,
+            _ => runs.push((c, c)),
+        }
+    }
+    let on = runs
+        .iter()
+        .map(|&(a, z)| {
+            if a == z {
+                a.to_string()
+            } else {
+                format!("{a}-{z}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let why = if traffic.len() == 1 {
+        format!("CPU {on} takes the device's interrupt")
+    } else {
+        format!("CPUs {on} take the device's interrupts")
+    };
+    assert!(place.contains(&why), "want {why:?}: {place}");
     assert_eq!(
         b.text("aff.before"),
         b.text("aff.after"),

@@ -159,12 +159,18 @@ pub(crate) fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> Result<()
 
 /// What `irq rollback` put back (`None`: nothing placed by iolab), and the interrupts'
 /// names to say which each line is about (text only).
-#[derive(Serialize)]
-#[serde(transparent)]
-pub(crate) struct RolledBack(
-    pub Option<RestoreReport>,
-    #[serde(skip)] BTreeMap<u32, String>,
-);
+pub(crate) struct RolledBack(pub Option<RestoreReport>, BTreeMap<u32, String>);
+
+/// As JSON, nothing to roll back is a report with nothing in it (a script reads the same
+/// fields either way), not `null`.
+impl Serialize for RolledBack {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(r) => r.serialize(s),
+            None => RestoreReport::default().serialize(s),
+        }
+    }
+}
 
 impl Render for RolledBack {
     fn text(&self) -> String {

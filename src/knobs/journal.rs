@@ -18,6 +18,7 @@
 //! journal also holds the machine-wide lock (`sys::lock`) of every device and IRQ it changes
 //! until it has put them back.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -160,6 +161,10 @@ pub struct RestoreReport {
     /// what it found): put back all the same, as every knob of an experiment is, and said.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) overridden: Vec<Overridden>,
+    /// The CPUs each interrupt put back is delivered to once restored (its effective
+    /// affinity), by affinity file.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) delivered: BTreeMap<String, String>,
 }
 
 /// A knob that read another value than iolab had set when it was put back.
@@ -963,6 +968,7 @@ fn restore_entries(
     }
     kept.reverse();
     *entries = kept;
+    report.delivered = delivered_now(root, &report.restored);
     // With nothing left the caller removes the journal, stale or not.
     if let Some(e) = unsaved.filter(|_| !entries.is_empty()) {
         failed.push(e);
@@ -974,6 +980,21 @@ fn restore_entries(
             errors: failed.iter().map(|e| e.to_string()).collect(),
         })
     }
+}
+
+/// Where each interrupt whose affinity was put back is delivered now (its effective
+/// affinity, read under `root` once every write is done): the old CPU it was sent back to
+/// first is where it was, but an interrupt moves only when it next fires, and one that did
+/// not within `irq_move::settle`'s wait may be delivered elsewhere in its old mask.
+fn delivered_now(root: &SysRoot, restored: &[JournalEntry]) -> BTreeMap<String, String> {
+    restored
+        .iter()
+        .filter_map(|e| {
+            let (_, effective) = irq_move::effective_of(&e.path)?;
+            let now = root.attr(&effective)?;
+            Some((e.path.clone(), now.trim().to_string()))
+        })
+        .collect()
 }
 
 /// Whether an interrupt's affinity file, at its newest entry `entry`, reads a value none of

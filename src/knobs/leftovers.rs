@@ -375,10 +375,17 @@ pub(crate) fn restored_lines(
             .map_or(String::new(), |n| {
                 format!("{}; ", crate::report::format::terminal_safe(n))
             });
-        let through = if run.len() > 1 && irq.is_some() {
-            format!("; through {} first, where it was delivered", first.old)
-        } else {
-            String::new()
+        // Sent back through its old CPU, it is delivered there unless it did not fire in time.
+        let through = match (run.len() > 1 && irq.is_some(), r.delivered.get(&first.path)) {
+            (false, _) => String::new(),
+            (true, Some(now)) if !super::irq_move::same_cpus(&first.path, now, &first.old) => {
+                format!(
+                    "; sent through {} first, where it was delivered, but it is delivered on \
+                     {now} now: an interrupt moves when it next fires, and it had not",
+                    first.old
+                )
+            }
+            (true, _) => format!("; through {} first, where it was delivered", first.old),
         };
         let _ = writeln!(
             out,
@@ -483,6 +490,16 @@ mod tests {
              restored /sys/block/sda/queue/scheduler = mq-deadline (was none)\n\
              restored /sys/block/sda/queue/nr_requests = 64 (was 64)\n"
         );
+        // One that did not fire in time is delivered elsewhere in its mask: said so.
+        let r = super::super::RestoreReport {
+            delivered: BTreeMap::from([(irq.to_string(), "4".to_string())]),
+            ..r
+        };
+        assert!(restored_lines(&r, "", &BTreeMap::new()).starts_with(
+            "restored /proc/irq/29/smp_affinity_list = 0-7 (was 1; sent through 0 first, where \
+             it was delivered, but it is delivered on 4 now: an interrupt moves when it next \
+             fires, and it had not)\n"
+        ));
     }
 
     #[test]

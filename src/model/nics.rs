@@ -137,7 +137,7 @@ pub(crate) fn with_nic_target(mut m: super::Machine, name: &str) -> Result<super
         knobs: Default::default(),
         allowed: Default::default(),
         queues: Vec::new(),
-        irqs: nic.irqs.iter().map(|i| i.irq).collect(),
+        irqs: traffic_irqs(&m, nic),
         placement: None,
         holds_data: false,
         data_reasons: Vec::new(),
@@ -145,6 +145,36 @@ pub(crate) fn with_nic_target(mut m: super::Machine, name: &str) -> Result<super
     dev.placement = super::placement::placement(&m, &dev);
     m.devices.push(dev);
     Ok(m)
+}
+
+/// The NIC's interrupts that carry its traffic, which on / near / far and `irq_cpu` are about:
+/// not its control vectors (virtio's `-config`, which fires only on a configuration change;
+/// mlx5's `async`; the `misc` vector of i40e and ice; ixgbe's and igb's link vector, named
+/// after the interface alone), whose CPU says nothing of where packets are handled. All of
+/// them when none is told apart (one vector for everything).
+fn traffic_irqs(m: &super::Machine, nic: &Nic) -> Vec<u32> {
+    let control = |action: &str| {
+        action.ends_with("-config")
+            || action.contains("async")
+            || action.ends_with("misc")
+            || action == nic.name
+    };
+    let traffic: Vec<u32> = nic
+        .irqs
+        .iter()
+        .filter(|i| {
+            m.irqs
+                .iter()
+                .find(|irq| irq.number() == Some(i.irq))
+                .is_none_or(|irq| !irq.actions.iter().all(|a| control(a)))
+        })
+        .map(|i| i.irq)
+        .collect();
+    if traffic.is_empty() {
+        nic.irqs.iter().map(|i| i.irq).collect()
+    } else {
+        traffic
+    }
 }
 
 #[cfg(test)]
@@ -170,15 +200,19 @@ mod tests {
         fs::write(p("sys/devices/system/cpu/online"), "0-1\n").unwrap();
         fs::write(
             p("proc/interrupts"),
-            "           CPU0       CPU1\n 24:  5  0  PCI-MSI 1  virtio1-input.0\n 25:  0  7  PCI-MSI 2  virtio1-output.0\n 26:  0  0  PCI-MSI 3  nvme0q1\n",
+            "           CPU0       CPU1\n 24:  5  0  PCI-MSI 1  virtio1-input.0\n 25:  0  7  PCI-MSI 2  virtio1-output.0\n 26:  0  0  PCI-MSI 3  nvme0q1\n 27:  0  0  PCI-MSI 4  virtio1-config\n",
         )
         .unwrap();
         fs::write(p("proc/irq/24/effective_affinity_list"), "0\n").unwrap();
         fs::write(p("proc/irq/25/effective_affinity_list"), "1\n").unwrap();
+        // The configuration vector, which never fires, on a CPU the traffic never reaches.
+        fs::create_dir_all(p("proc/irq/27")).unwrap();
+        fs::write(p("proc/irq/27/effective_affinity_list"), "1\n").unwrap();
         let pci = "sys/devices/pci0000:00/0000:00:03.0";
         fs::create_dir_all(p(&format!("{pci}/msi_irqs"))).unwrap();
         fs::write(p(&format!("{pci}/msi_irqs/24")), "msix\n").unwrap();
         fs::write(p(&format!("{pci}/msi_irqs/25")), "msix\n").unwrap();
+        fs::write(p(&format!("{pci}/msi_irqs/27")), "msix\n").unwrap();
         fs::write(p(&format!("{pci}/numa_node")), "0\n").unwrap();
         fs::create_dir_all(p("sys/bus/virtio/drivers/virtio_net")).unwrap();
         fs::create_dir_all(p(&format!("{pci}/virtio1/net/eth0"))).unwrap();
@@ -221,7 +255,14 @@ mod tests {
             .iter()
             .map(|i| (i.irq, i.effective.clone()))
             .collect();
-        assert_eq!(irqs, [(24, Some(vec![0])), (25, Some(vec![1]))]);
+        assert_eq!(
+            irqs,
+            [
+                (24, Some(vec![0])),
+                (25, Some(vec![1])),
+                (27, Some(vec![1]))
+            ]
+        );
         assert!(m.nics[1].is_virtual && m.nics[1].irqs.is_empty());
         let text = crate::model::render::tree(&m);
         assert!(text.contains("eth0  driver virtio_net"), "{text}");
@@ -242,6 +283,19 @@ mod tests {
         assert_eq!((d.kind.as_str(), d.irqs.clone()), ("nic", vec![24, 25]));
         assert!(d.queues.is_empty() && d.knobs.is_empty() && !d.holds_data);
         assert_eq!(d.placement.as_ref().unwrap().on, vec![0, 1]);
+        // With its traffic on CPU 0 alone, "on" is CPU 0: the configuration vector's CPU 1
+        // is not where the NIC's interrupts are.
+        fs::write(
+            dir.path().join("proc/irq/25/effective_affinity_list"),
+            "0\n",
+        )
+        .unwrap();
+        let m = Machine::read(&SysRoot::at(dir.path()).unwrap()).unwrap();
+        let with = super::with_nic_target(m.clone(), "eth0").unwrap();
+        assert_eq!(
+            with.device("eth0").unwrap().placement.as_ref().unwrap().on,
+            vec![0]
+        );
         let veth = super::with_nic_target(m.clone(), "veth0").unwrap();
         assert!(veth.device("veth0").unwrap().placement.is_none());
         let err = super::with_nic_target(m, "eth9").unwrap_err();

@@ -405,7 +405,7 @@ pub(crate) fn plan_note(c: &Controlled, traced: bool) -> String {
                     .devices
                     .iter()
                     .find_map(|d| d.cpus.as_deref())
-                    .map(|c| format!("CPUs {}", crate::sys::parse::format_cpulist(c)))
+                    .map(crate::placement::cpus_text)
                     .unwrap_or_else(|| "any CPU".to_string());
                 let sets: Vec<String> = cell
                     .writes

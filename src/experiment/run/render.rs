@@ -176,9 +176,9 @@ fn cell_lines(
             (Some(cpus), Some(why)) => {
                 let _ = writeln!(
                     out,
-                    "        {}{on} on CPU {}: {why}",
+                    "        {}{on} on {}: {why}",
                     exp.engine.name(),
-                    crate::sys::parse::format_cpulist(cpus)
+                    crate::placement::cpus_text(cpus)
                 );
             }
             _ => {

@@ -80,6 +80,9 @@ pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
             out.push((m.name, v));
         }
     }
+    if let Some(v) = get(&metrics::DEV_IRQ_PER_IO) {
+        out.push((metrics::DEV_IRQ_PER_IO.name, v));
+    }
     out
 }
 
@@ -107,8 +110,10 @@ const MB_S: &str = "mb_s";
 const CLAT_MEAN_US: &str = "clat_mean_us";
 const CLAT_P99_US: &str = "clat_p99_us";
 
-/// (column id, heading, unit).
-const COLUMNS: [(&str, &str, Option<&str>); 7] = [
+/// (column id, heading, unit). `ints/s` is all of the machine's interrupts (vmstat's `in`,
+/// as case 3 read it); `ints/IO` the target device's own per I/O, which tells polling (0)
+/// from interrupts where the machine's other interrupts blur the first.
+const COLUMNS: [(&str, &str, Option<&str>); 8] = [
     (IOPS, "IOPS", None),
     (MB_S, "MB/s", None),
     (CLAT_MEAN_US, "clat mean", Some("us")),
@@ -116,6 +121,7 @@ const COLUMNS: [(&str, &str, Option<&str>); 7] = [
     (metrics::USR_PCT.name, "usr", Some("%")),
     (metrics::SYS_PCT.name, "sys", Some("%")),
     (metrics::IRQ_PER_S.name, "ints/s", None),
+    (metrics::DEV_IRQ_PER_IO.name, "ints/IO", None),
 ];
 
 /// The network engines' headline figures (`workload::net`), shown when the runs have them:
@@ -194,6 +200,16 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
     }
     t.notes
         .push("mean +-stddev over the repetitions that succeeded".to_string());
+    if shown
+        .iter()
+        .any(|(id, _, _)| *id == metrics::DEV_IRQ_PER_IO.name)
+    {
+        t.notes.push(
+            "ints/s: all of the machine's interrupts; ints/IO: the device's own, per I/O (0 \
+             where it polls)"
+                .to_string(),
+        );
+    }
     let across_hosts = cells.iter().flat_map(|c| &c.runs).any(|r| {
         metrics::MACHINE
             .iter()
@@ -324,6 +340,31 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("ints/s"), "{text}");
+    }
+
+    /// Polling against interrupts (case 3): the machine's interrupts hardly fall where the
+    /// device's own stop, so the device's per I/O stands beside them, and says which is which.
+    #[test]
+    fn the_devices_own_interrupts_per_io_stand_beside_the_machines() {
+        let cell = |key: &str, dev: f64| CellResult {
+            key: key.into(),
+            runs: vec![m(&[
+                ("read_iops", 1000.0),
+                ("irq_per_s", 2500.0),
+                ("dev_irq_per_io", dev),
+            ])],
+            ..Default::default()
+        };
+        let text = table(&[cell("hipri=false", 0.5), cell("hipri=true", 0.0)]).render_text(200);
+        assert!(
+            text.contains("ints/s") && text.contains("ints/IO"),
+            "{text}"
+        );
+        assert!(text.contains("0.5000"), "{text}");
+        assert!(
+            text.contains("ints/IO: the device's own, per I/O (0 where it polls)"),
+            "{text}"
+        );
     }
 }
 
