@@ -340,6 +340,11 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
             Err(why) => out.not_applicable = Some(format!("irq_cpu {irq}: {why}")),
         }
     }
+    // "unchanged" puts the interrupt back where it was found; other levels move it.
+    let where_it_goes = match cell.irq_placement() {
+        Some(IrqPlacement::Unchanged) => "where the interrupt was found",
+        _ => "where this cell moves the interrupt",
+    };
     if let Some(p) = cell.placement().and_then(placement_level) {
         let resolved = match (&moved_to, exp.target.anchor_cpu) {
             (Some(cpus), None) => level::resolve(
@@ -349,7 +354,7 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
                 &|a, b| m.distance(a, b),
             )
             .map(|r| level::Resolved {
-                why: format!("{} (where this cell moves the interrupt)", r.why),
+                why: format!("{} ({where_it_goes})", r.why),
                 cpus: r.cpus,
             }),
             _ => crate::model::placement::resolve(m, Some(dev), &p, exp.target.anchor_cpu),
@@ -762,6 +767,25 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r[0].writes, writes);
+        // Placed against it, the cell says the interrupt is where it was found, not moved.
+        let r = resolve(
+            "name = \"n\"\n[factors]\nirq_cpu = [\"unchanged\", \"0\"]\nplacement = [\"on\"]\n",
+            &m,
+            "sda",
+        )
+        .unwrap();
+        let whys: Vec<&str> = r
+            .iter()
+            .filter_map(|c| c.placement_why.as_deref())
+            .collect();
+        assert!(
+            whys[0].ends_with("(where the interrupt was found)"),
+            "{whys:?}"
+        );
+        assert!(
+            whys[1].ends_with("(where this cell moves the interrupt)"),
+            "{whys:?}"
+        );
     }
 
     #[test]
