@@ -82,7 +82,20 @@ fn cpus(s: &mut String, m: &Machine) {
                 .filter(|c| c.package == pkg)
                 .map(|c| c.cpu)
                 .collect();
-            let _ = writeln!(s, "    package {pkg}  cpus {}", cl(&pcpus));
+            // A package that spans nodes (Intel SNC, interleaved QEMU nodes) shows this
+            // node's share of it, and the whole.
+            let whole: Vec<u32> = m
+                .cpus
+                .iter()
+                .filter(|c| c.package == pkg)
+                .map(|c| c.cpu)
+                .collect();
+            let of = if whole.len() > pcpus.len() {
+                format!(" (of the package's {})", cl(&whole))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(s, "    package {pkg}  cpus {}{of}", cl(&pcpus));
             let cores: BTreeSet<(Option<u32>, u32)> = in_node
                 .iter()
                 .filter(|c| c.package == pkg)
@@ -453,5 +466,28 @@ mod tests {
         );
         m.schedulers_on_demand.pop();
         assert!(!super::tree(&m).contains("on demand"));
+    }
+
+    /// A package that spans nodes (Intel SNC, the lab's snc2) is listed under each node with
+    /// that node's share of its CPUs, and the whole package named: the share alone read as
+    /// a package of its own.
+    #[test]
+    fn a_package_spanning_nodes_shows_its_share_and_the_whole() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines/two-node-nvme");
+        let mut m = Machine::read(&SysRoot::at(dir).unwrap()).unwrap();
+        let t = super::tree(&m);
+        assert!(!t.contains("of the package's"), "{t}");
+        for c in &mut m.cpus {
+            c.package = 0;
+        }
+        let node0 = crate::sys::parse::format_cpulist(&m.nodes[0].cpus);
+        let all: Vec<u32> = m.cpus.iter().map(|c| c.cpu).collect();
+        let t = super::tree(&m);
+        let want = format!(
+            "    package 0  cpus {node0} (of the package's {})",
+            crate::sys::parse::format_cpulist(&all)
+        );
+        assert!(t.contains(&want), "{want}\n{t}");
     }
 }
