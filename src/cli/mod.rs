@@ -73,6 +73,10 @@ pub(crate) enum Command {
 /// Runs the command line and returns the process exit code: 0 success, 1 failure,
 /// 2 bad usage (clap's own convention), 128 + N when stopped by signal N (130: Ctrl-C).
 pub fn main() -> i32 {
+    // What iolab writes (journals and markers it later acts on as root, reports) is never
+    // writable by others, whatever umask it was started with; a stricter one stays.
+    // SAFETY: umask only swaps the process's file mode mask.
+    unsafe { libc::umask(libc::umask(0o022) | 0o022) };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -22,10 +22,7 @@ pub(super) fn run(args: RestoreArgs) -> anyhow::Result<()> {
     if !args.hosts.is_empty() {
         return on_hosts(&args);
     }
-    let left = crate::knobs::leftovers::undo(
-        &crate::knobs::state_dir(),
-        &crate::workload::runner::default_work_dir(),
-    )?;
+    let left = crate::knobs::leftovers::undo(&crate::knobs::state_dir())?;
     crate::output::print(&left, args.out)?;
     // Everything that could be done was done; a forged or unreadable entry still fails the
     // command, so a script notices.

@@ -41,7 +41,7 @@ impl AgentTrace {
             super::agent::known_below(&machine, b)?;
         }
         let devices = run_trace::with_devices_below(vec![target], below);
-        crate::knobs::trusted_state_dir(state_dir).map_err(|e| e.to_string())?;
+        let state_dir = &crate::knobs::trusted_state_dir(state_dir).map_err(|e| e.to_string())?;
         let dir = state_dir.join(format!("{DIR_PREFIX}{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
         let base = dir.join(device);

@@ -91,8 +91,8 @@ impl Touched {
 /// The hosts an earlier run left listed in `dir` (none when there is no file).
 pub fn read(dir: &Path) -> Result<Vec<TouchedHost>> {
     let path = dir.join(FILE);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
+    match crate::sys::own_dir::read_own_file(&path) {
+        Ok(text) => serde_json::from_slice(&text)
             .with_context(|| format!("{}: not a list of hosts iolab wrote", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),

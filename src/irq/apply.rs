@@ -17,7 +17,12 @@ use std::path::{Path, PathBuf};
 
 /// Where the placement journal lives.
 pub(crate) fn journal_dir() -> PathBuf {
-    crate::knobs::state_dir().join("irq")
+    journal_dir_in(&crate::knobs::state_dir())
+}
+
+/// The placement journal's directory in the state directory `state`.
+pub(crate) fn journal_dir_in(state: &Path) -> PathBuf {
+    state.join("irq")
 }
 
 /// The affinity each interrupt had before iolab first changed it, from the journal in `dir`,

@@ -1053,7 +1053,7 @@ fn settle_then_write(live: bool, file: &Path, value: &str) -> Result<(), KnobErr
 }
 
 fn read_journal(path: &Path) -> Result<Option<JournalFile>, KnobError> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::sys::own_dir::read_own_file(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
@@ -1871,7 +1871,10 @@ mod tests {
                     && err.contains(&format!("writable by others (mode {mode:o})")),
                 "{err}"
             );
-            assert!(Journal::begin_at(&state, &sys.root).is_err());
+            let err = Journal::begin_at(&state, &sys.root)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("not used as iolab's state directory"), "{err}");
             assert_eq!(sys.read(&k), "32\n");
         }
         // A directory above it that others may write to, and that is not sticky.

@@ -65,12 +65,20 @@ pub(crate) struct Leftovers {
     irq_names: BTreeMap<u32, String>,
 }
 
-/// Undoes what was left in `state_dir` (and fio's run directories under `fio_work_dir`).
-pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Leftovers> {
-    // What is found there is acted on as root: not from a directory others could write to.
-    if state_dir.exists() {
-        super::trusted_state_dir(state_dir)?;
-    }
+/// Undoes what was left in `state_dir` (and fio's run directories in it).
+pub(crate) fn undo(state_dir: &Path) -> anyhow::Result<Leftovers> {
+    // What is found there is acted on as root: not from a directory others could write to,
+    // and from the directory found trustworthy, resolved (a link on the way pointed
+    // elsewhere meanwhile changes nothing). Made if missing, so that nobody else makes it
+    // between a look and a use.
+    let state_dir = &super::trusted_state_dir(state_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "{e}\nNothing was restored. Once only iolab's user can write to it and to each \
+             directory above it (`chown root DIR; chmod go-w DIR`, after checking that what \
+             is in it is iolab's), run `iolab restore` again"
+        )
+    })?;
+    let fio_work_dir = &crate::workload::runner::work_dir_in(state_dir);
     // A journal that cannot be put back whole (a knob refusing its old value, another iolab
     // holding a device) keeps what is left and is a problem; the rest is undone all the same.
     // The report of each journal, and whether it failed.
@@ -141,7 +149,7 @@ pub(crate) fn undo(state_dir: &Path, fio_work_dir: &Path) -> anyhow::Result<Left
         crate::workload::run_dir::sweep_dead(state_dir, crate::hosts::agent_trace::DIR_PREFIX);
     // A daemon that was to put its placements back when it stopped, killed: put back here.
     // One still running holds the journal's lock, and is left to it.
-    let irq_dir = crate::irq::apply::journal_dir();
+    let irq_dir = crate::irq::apply::journal_dir_in(state_dir);
     let irq_daemon = if super::undone_if_killed(&irq_dir) {
         match super::replay(&irq_dir, &SysRoot::live()) {
             Ok(report) => report,

@@ -136,14 +136,18 @@ fn replaceable(dir: &Path) -> Option<String> {
     })
 }
 
-/// Opens `path`, a file the user named for iolab to write (a report, a chart, a trace), and
-/// empties it. iolab usually runs as root, so the name is not followed blindly: the
-/// directory is resolved once and then opened with no symbolic link allowed on the way (one
-/// put in place of a directory meanwhile, say by the owner of a home directory `sudo iolab`
-/// writes into, would have root create or empty a file of its choosing), nor at the end
-/// (another user's link in /tmp); and the file must be a plain one of this user's with no
-/// other name (not a hard link to a file of root's), or new.
+/// Creates `path`, a file the user named for iolab to write (a report, a chart, a trace),
+/// replacing a plain file there. iolab usually runs as root, so the name is not followed
+/// blindly: the directory is resolved once and opened with no symbolic link allowed on the
+/// way (one put in place of a directory meanwhile, say by the owner of a home directory
+/// `sudo iolab` writes into, would have root write where they chose); everything after is
+/// done in that directory as opened. A file already there is removed and a new one made, not
+/// written into: a hard link to a file of root's keeps that file intact, and another user's
+/// file in a sticky directory (/tmp) cannot be removed. A symbolic link at the name is
+/// refused, and so is anything else that is not a plain file.
 pub(crate) fn create_named_file(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::ffi::OsStrExt;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -154,68 +158,90 @@ pub(crate) fn create_named_file(path: &Path) -> Result<std::fs::File, String> {
     let dir = parent
         .canonicalize()
         .map_err(|e| format!("{}: {e}", parent.display()))?;
-    // Not blocking: a FIFO put in the file's place would otherwise hold iolab forever.
-    let flags =
-        libc::O_WRONLY | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-    let file = match open_without_links(&dir.join(name), flags, 0o644) {
-        // A kernel before 5.6 cannot refuse links on the way: the directories on the way
-        // must then be ones nobody else could replace.
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => match replaceable(&dir) {
-            Some(why) => {
+    let dir_flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let dir_fd = match open_without_links(&dir, dir_flags, 0) {
+        // A kernel before 5.6 (or a sandbox that refuses the call) cannot refuse links on
+        // the way: the directories on the way must then be ones nobody else could replace.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+            if let Some(why) = replaceable(&dir) {
                 return Err(format!(
                     "{}: iolab does not write there: {why}; choose another place",
                     path.display()
-                ))
+                ));
             }
-            None => {
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::File::options()
-                    .write(true)
-                    .create(true)
-                    .mode(0o644)
-                    .custom_flags(flags)
-                    .open(dir.join(name))
-            }
-        },
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::File::options()
+                .read(true)
+                .custom_flags(dir_flags)
+                .open(&dir)
+        }
         other => other,
     }
     .map_err(|e| match e.raw_os_error() {
-        Some(libc::ELOOP) if path.is_symlink() => format!(
-            "{} is a symbolic link: iolab does not write through one; remove it or name \
-             another file",
-            path.display()
-        ),
         Some(libc::ELOOP) => format!(
             "{}: a directory on the way was replaced by a symbolic link while iolab opened \
              it; nothing was written",
             path.display()
         ),
-        _ => format!("creating {}: {e}", path.display()),
+        _ => format!("{}: {e}", dir.display()),
     })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    // SAFETY: geteuid has no arguments and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let why = if !meta.is_file() {
-        Some("not a regular file".to_string())
-    } else if meta.uid() != me {
-        Some(format!(
-            "owned by uid {}, not by this iolab's user (uid {me})",
-            meta.uid()
-        ))
-    } else {
-        (meta.nlink() > 1).then(|| format!("a file with {} names (hard links)", meta.nlink()))
+    let dirfd = dir_fd.as_raw_fd();
+    let c_name = std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| format!("{}: not a file name", path.display()))?;
+    let fail = |what: &str| {
+        format!(
+            "{}: {what}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        )
     };
-    if let Some(why) = why {
-        return Err(format!(
-            "{} is {why}: iolab does not write over it; remove it or name another file",
-            path.display()
-        ));
+    // SAFETY: a zeroed stat is valid; fstatat fills it for a valid fd and C string.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let found =
+        unsafe { libc::fstatat(dirfd, c_name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    if found == 0 {
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFREG => {
+                // SAFETY: a valid fd and C string.
+                if unsafe { libc::unlinkat(dirfd, c_name.as_ptr(), 0) } != 0 {
+                    return Err(fail("cannot replace it"));
+                }
+            }
+            libc::S_IFLNK => {
+                return Err(format!(
+                    "{} is a symbolic link: iolab does not write through one; remove it or \
+                     name another file",
+                    path.display()
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "{} is not a regular file: iolab does not replace it; name another file",
+                    path.display()
+                ))
+            }
+        }
+    } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
+        return Err(fail("cannot look at it"));
     }
-    file.set_len(0)
-        .map_err(|e| format!("emptying {}: {e}", path.display()))?;
-    Ok(file)
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid fd and C string; the mode is passed as openat's variadic argument.
+    let fd = unsafe { libc::openat(dirfd, c_name.as_ptr(), flags, 0o644 as libc::c_uint) };
+    if fd < 0 {
+        return Err(
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+                format!(
+                    "{}: something took its name again while iolab replaced it; nothing was \
+                     written",
+                    path.display()
+                )
+            } else {
+                fail("cannot create it")
+            },
+        );
+    }
+    // SAFETY: a file descriptor the kernel just opened for this process, owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// `open(2)` of `path` (resolved) with `flags` and `mode`, refusing a symbolic link anywhere on
@@ -245,6 +271,27 @@ fn open_without_links(path: &Path, flags: i32, mode: u32) -> std::io::Result<std
     }
     // SAFETY: a file descriptor the kernel just opened for this process, owned by nobody else.
     Ok(unsafe { std::fs::File::from_raw_fd(fd as i32) })
+}
+
+/// The bytes of `path`, a file iolab keeps in its state directory and acts on as root (a
+/// journal, a marker, the list of touched hosts), if it is a plain file of this user's that
+/// nobody else may write to: not a link, nor one another user could have written. NotFound
+/// stays NotFound.
+pub(crate) fn read_own_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if let Some(why) = untrusted(&file.metadata()?, false) {
+        return Err(std::io::Error::other(format!(
+            "{why}: not read, as iolab acts on what it finds there"
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Writes `bytes` as the whole of `path`, a file the user named ([`create_named_file`]).
@@ -309,11 +356,11 @@ mod tests {
         make_own_dir(Path::new(""), Path::new(".")).unwrap();
     }
 
-    /// A file the user names is written only as a plain file of this user's, in a directory
-    /// nobody else could replace: never through a link, over another name of a file, or over
-    /// another user's file, and never blocking on a FIFO put in its place.
+    /// A file the user names is made anew, in the directory as resolved and opened with no
+    /// link on the way: a plain file there is replaced, not written into (a hard link's other
+    /// name keeps its content); a link or anything else at the name is refused.
     #[test]
-    fn a_named_file_is_written_only_where_nobody_else_decides_what_it_is() {
+    fn a_named_file_is_made_anew_where_nobody_else_decides_what_it_is() {
         let base = tempfile::tempdir().unwrap();
         let victim = base.path().join("victim");
         std::fs::write(&victim, "keep\n").unwrap();
@@ -321,7 +368,6 @@ mod tests {
 
         write_named_file(&out, b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "new");
-        // Written again: emptied first, not overwritten in place.
         write_named_file(&out, b"x").unwrap();
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "x");
 
@@ -330,41 +376,41 @@ mod tests {
         let e = write_named_file(&link, b"new").unwrap_err();
         assert!(e.contains("is a symbolic link"), "{e}");
 
+        // Another name of the victim: the name gets a file of its own.
         let hard = base.path().join("hard.html");
         std::fs::hard_link(&victim, &hard).unwrap();
-        let e = write_named_file(&hard, b"new").unwrap_err();
-        assert!(e.contains("a file with 2 names"), "{e}");
+        write_named_file(&hard, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&hard).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
 
         let fifo = base.path().join("fifo.html");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid C string and mode.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-        assert!(write_named_file(&fifo, b"new").is_err());
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+        let e = write_named_file(&fifo, b"new").unwrap_err();
+        assert!(e.contains("is not a regular file"), "{e}");
+        assert!(fifo.exists());
 
-        // A directory others may write to: what they could put there is refused above, and
-        // a directory on the way replaced by a link is refused by the open itself.
+        // A directory replaced by a link on the way is refused by the open itself; named
+        // through a link the user chose, the directory is resolved first and written.
         let open = base.path().join("open");
         std::fs::create_dir(&open).unwrap();
-        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        write_named_file(&open.join("p.svg"), b"new").unwrap();
         let moved = base.path().join("moved");
         std::os::unix::fs::symlink(&open, &moved).unwrap();
         let e = open_without_links(&moved.join("p.svg"), libc::O_RDONLY, 0).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
-        // Named through a link the user chose, the directory is resolved first: written.
         write_named_file(&moved.join("q.svg"), b"new").unwrap();
         assert_eq!(std::fs::read_to_string(open.join("q.svg")).unwrap(), "new");
 
         if unsafe { libc::geteuid() } == 0 {
-            // Another user's file in the shared directory is refused; another user's
-            // directory (a home `sudo iolab` writes into) takes a new file.
+            // Another user's file where iolab is told to write is replaced by one of root's
+            // (the other user's stays theirs no more than its name did), and a directory of
+            // another user's (a home `sudo iolab` writes into) takes a new file.
             let theirs = open.join("theirs.svg");
             std::fs::write(&theirs, "theirs").unwrap();
             std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-            let e = write_named_file(&theirs, b"new").unwrap_err();
-            assert!(e.contains("owned by uid 65534"), "{e}");
-            assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+            write_named_file(&theirs, b"new").unwrap();
+            assert_eq!(std::fs::metadata(&theirs).unwrap().uid(), 0);
             let dir = base.path().join("theirs");
             std::fs::create_dir(&dir).unwrap();
             std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();

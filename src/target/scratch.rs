@@ -349,7 +349,7 @@ pub(crate) fn remove_leaked_scratch(state_dir: &Path) -> Result<ScratchCleanup, 
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let m = match std::fs::read(&path)
+        let m = match crate::sys::own_dir::read_own_file(&path)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice::<Marker>(&b).map_err(|e| e.to_string()))
         {

@@ -6,7 +6,7 @@
 //! error with its errno, or a crash.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -285,7 +285,12 @@ impl Default for RealFio {
 
 /// `STATE_DIR/fio`: iolab's own directory, where `iolab restore` sweeps what a killed run left.
 pub(crate) fn default_work_dir() -> PathBuf {
-    crate::knobs::state_dir().join("fio")
+    work_dir_in(&crate::knobs::state_dir())
+}
+
+/// fio's directory in the state directory `state`.
+pub(crate) fn work_dir_in(state: &Path) -> PathBuf {
+    state.join("fio")
 }
 
 impl RealFio {

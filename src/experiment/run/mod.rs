@@ -692,10 +692,6 @@ const INSTALL_FIO: &str = "install it (Debian: apt-get install fio, or scripts/d
 pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) -> Result<Plan> {
     check_tags(exp, &settings.tags)?;
     check_destructive_named(exp, settings)?;
-    // A run refuses a state directory others could write to: said now. A dry run makes none.
-    if settings.state_dir.exists() {
-        crate::knobs::trusted_state_dir(&settings.state_dir)?;
-    }
     let unchecked = super::job_check::check_jobs(exp, runner)?;
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     let mut p = dry_plan(exp, settings)?;
@@ -719,6 +715,15 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     }
     if settings.root.is_live() {
         if let Err(e) = check_netns(exp) {
+            p.warnings
+                .push(format!("the run would stop before it starts: {e}"));
+        }
+        // A run refuses a state directory others could write to; a dry run makes none.
+        if let Some(Err(e)) = settings
+            .state_dir
+            .exists()
+            .then(|| crate::knobs::trusted_state_dir(&settings.state_dir))
+        {
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
         }
@@ -970,6 +975,12 @@ pub fn run(
     cancel: &CancelToken,
     progress: &mut dyn Progress,
 ) -> Result<Outcome> {
+    // The state directory as it was found trustworthy, resolved: a link on the way that is
+    // pointed elsewhere later changes nothing this run keeps or reads there.
+    let settings = &Settings {
+        state_dir: crate::knobs::trusted_state_dir(&settings.state_dir)?,
+        ..settings.clone()
+    };
     refuse_before_touching(exp, settings, runner)?;
     let remote = !exp.target.hosts.is_empty();
     // Controlled hosts are checked and modelled before anything here is touched; their
@@ -1227,7 +1238,6 @@ fn refuse_before_touching(
 ) -> Result<()> {
     check_tags(exp, &settings.tags)?;
     check_destructive_named(exp, settings)?;
-    crate::knobs::trusted_state_dir(&settings.state_dir)?;
     Store::check_writable(&settings.db_path)?;
     if let Some(why) = super::job_check::check_jobs(exp, runner)? {
         anyhow::bail!(

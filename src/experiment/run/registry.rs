@@ -79,7 +79,7 @@ pub(crate) fn mark_abandoned(state_dir: &Path) -> Result<(Vec<Abandoned>, Vec<St
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let rec = match std::fs::read(&path)
+        let rec = match crate::sys::own_dir::read_own_file(&path)
             .map_err(|e| e.to_string())
             .and_then(|b| serde_json::from_slice::<Record>(&b).map_err(|e| e.to_string()))
         {
