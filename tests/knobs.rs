@@ -930,3 +930,37 @@ fn a_run_refuses_a_state_directory_others_could_write_to() {
         assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0);
     }
 }
+
+/// Traces are kept beside the database, in directories iolab makes during the runs: a
+/// database where another user could replace them (a directory anyone may write to, or
+/// another user's home) is refused before anything is touched, not at the first trace.
+#[test]
+fn traces_beside_a_database_others_could_move_are_refused_before_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let exp = dir.path().join("e.toml");
+    std::fs::write(
+        &exp,
+        "name = \"x\"\ntrace = true\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nruntime = \"1s\"\n",
+    )
+    .unwrap();
+    let out = crate::common::iolab()
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .arg("run")
+        .arg(&exp)
+        .arg("--db")
+        .arg(shared.join("r.db"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("traces and fio logs are kept beside the database")
+            && stderr.contains("is writable by others and not sticky (mode 777)"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+}

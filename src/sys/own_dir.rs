@@ -26,15 +26,7 @@ pub(crate) fn make_own_dir(base: &Path, path: &Path) -> Result<(), String> {
         (base, below)
     };
     std::fs::create_dir_all(base).map_err(|e| format!("cannot make {}: {e}", base.display()))?;
-    let meta = std::fs::metadata(base).map_err(|e| format!("{}: {e}", base.display()))?;
-    if meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0 {
-        return Err(format!(
-            "{}: anyone may write to it and it is not sticky (mode {:o}), so another user could \
-             replace what iolab makes there; choose another place",
-            base.display(),
-            meta.mode() & 0o7777
-        ));
-    }
+    shared_place(base)?;
     let mut at = base.to_path_buf();
     for part in below.components() {
         let name = match part {
@@ -105,6 +97,23 @@ pub(crate) fn untrusted_path(dir: &Path) -> Option<String> {
         return Some(format!("{} is {why}", dir.display()));
     }
     dir.parent().and_then(replaceable)
+}
+
+/// Refuses `base`, the place the user chose for iolab to make directories in, when another
+/// user could move what iolab makes there away and put a link in its place (a home directory
+/// `sudo iolab` runs in): iolab writes into those directories by name, later.
+pub(crate) fn shared_place(base: &Path) -> Result<(), String> {
+    let resolved = base
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", base.display()))?;
+    match replaceable(&resolved) {
+        Some(why) => Err(format!(
+            "{}: {why}, so another user could replace what iolab makes there; choose a \
+             directory of this user's or root's, or a sticky one such as /tmp",
+            base.display()
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Why `dir` (resolved) or a directory above it could be moved away and replaced by someone
@@ -333,21 +342,24 @@ mod tests {
         let e = make_own_dir(base.path(), &open.join("x")).unwrap_err();
         assert!(e.contains("open is writable by others (mode 777)"), "{e}");
 
-        // Another user's, as one made first in /tmp would be (root can make one to test).
+        // Another user's, as one made first in /tmp would be (root can make one to test);
+        // and the chosen place itself another user's (a home `sudo iolab` runs in).
         if unsafe { libc::geteuid() } == 0 {
             let theirs = base.path().join("theirs");
             std::fs::create_dir(&theirs).unwrap();
             std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
             let e = make_own_dir(base.path(), &theirs.join("x")).unwrap_err();
             assert!(e.contains("theirs is owned by uid 65534"), "{e}");
+            let e = make_own_dir(&theirs, &theirs.join("x")).unwrap_err();
+            assert!(
+                e.contains("is owned by uid 65534, neither root nor this iolab's user"),
+                "{e}"
+            );
         }
 
         // The chosen place may be shared if sticky (as /tmp), not otherwise.
         let e = make_own_dir(&open, &open.join("x")).unwrap_err();
-        assert!(
-            e.contains("anyone may write to it and it is not sticky"),
-            "{e}"
-        );
+        assert!(e.contains("is writable by others and not sticky"), "{e}");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
         make_own_dir(&open, &open.join("x")).unwrap();
 

@@ -718,6 +718,10 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
         }
+        if let Err(e) = keeps_files_safely(exp, settings) {
+            p.warnings
+                .push(format!("the run would stop before it starts: {e}"));
+        }
         // A run refuses a state directory others could write to; a dry run makes none.
         if let Some(Err(e)) = settings
             .state_dir
@@ -1208,6 +1212,34 @@ fn target_text(scratch: &[crate::target::ScratchDevice], devices: &[String], nic
     }
 }
 
+/// Whether a cell asks fio for logs of its own (kept beside the database).
+fn asks_for_fio_logs(exp: &Experiment) -> bool {
+    crate::experiment::cells(exp).iter().any(|c| {
+        c.fio_options(exp)
+            .iter()
+            .any(|(n, _)| LOG_NAME_OPTIONS.contains(&n.as_str()))
+    })
+}
+
+/// Traces and fio logs are kept in directories iolab makes beside the database, during the
+/// runs: a place another user could replace them in (a home `sudo iolab run` runs in) is
+/// refused before anything is touched, not at the first run that keeps one.
+fn keeps_files_safely(exp: &Experiment, settings: &Settings) -> Result<()> {
+    if !(exp.trace || asks_for_fio_logs(exp)) {
+        return Ok(());
+    }
+    let base = match settings.db_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    crate::sys::own_dir::shared_place(base).map_err(|why| {
+        anyhow::anyhow!(
+            "traces and fio logs are kept beside the database: {why} (name a database there \
+             with --db)"
+        )
+    })
+}
+
 /// Says where the logs fio writes itself go, when a cell asks for any.
 fn say_fio_logs(
     exp: &Experiment,
@@ -1215,11 +1247,7 @@ fn say_fio_logs(
     experiment_id: i64,
     progress: &mut dyn Progress,
 ) {
-    let logs = crate::experiment::cells(exp).iter().any(|c| {
-        c.fio_options(exp)
-            .iter()
-            .any(|(n, _)| LOG_NAME_OPTIONS.contains(&n.as_str()))
-    });
+    let logs = asks_for_fio_logs(exp);
     if logs {
         progress.message(&format!(
             "fio logs: kept in {}/cell<C>-round<R>/",
@@ -1239,6 +1267,7 @@ fn refuse_before_touching(
     check_tags(exp, &settings.tags)?;
     check_destructive_named(exp, settings)?;
     Store::check_writable(&settings.db_path)?;
+    keeps_files_safely(exp, settings)?;
     if let Some(why) = super::job_check::check_jobs(exp, runner)? {
         anyhow::bail!(
             "{why}: this experiment's workload runs fio: {INSTALL_FIO}; nothing was touched"
