@@ -796,7 +796,8 @@ pub(crate) fn replay(dir: &Path, root: &SysRoot) -> Result<Option<RestoreReport>
     if !path.exists() {
         return Ok(None);
     }
-    trusted(dir)?;
+    let dir = &trusted(dir)?;
+    let path = dir.join(JOURNAL);
     let _lock = take_lock(dir)?;
     let Some(mut file) = read_journal(&path)? else {
         return Ok(None);

@@ -151,9 +151,8 @@ fn replaceable(dir: &Path) -> Option<String> {
 /// way (one put in place of a directory meanwhile, say by the owner of a home directory
 /// `sudo iolab` writes into, would have root write where they chose); everything after is
 /// done in that directory as opened. A file already there is removed and a new one made, not
-/// written into: a hard link to a file of root's keeps that file intact, and another user's
-/// file in a sticky directory (/tmp) cannot be removed. A symbolic link at the name is
-/// refused, and so is anything else that is not a plain file.
+/// written into, so a hard link to a file of root's leaves that file intact. A symbolic link
+/// at the name is refused, and so is anything else that is not a plain file.
 pub(crate) fn create_named_file(path: &Path) -> Result<std::fs::File, String> {
     use std::os::fd::{AsRawFd, FromRawFd};
     use std::os::unix::ffi::OsStrExt;
