@@ -560,7 +560,8 @@ fn an_unknown_device_is_a_clear_error() {
 
 /// Child process for the signal tests below; does nothing in a normal run. With
 /// IOLAB_TEST_HELPER=scratch it creates a scratch device and sleeps until killed; with
-/// "scratch-signal" it waits for SIGINT/SIGTERM and then returns, so the guard cleans up.
+/// "scratch-signal" it waits for SIGINT/SIGTERM and then returns, so the guard cleans up;
+/// "scratch-signal-after-line" reads a line first (its parent makes files meanwhile).
 #[test]
 fn helper_process_scratch() {
     let mode = std::env::var("IOLAB_TEST_HELPER").unwrap_or_default();
@@ -568,6 +569,9 @@ fn helper_process_scratch() {
         return;
     }
     let interrupt = iolab::knobs::signals::Interrupt::install().unwrap();
+    if mode.ends_with("-after-line") {
+        std::io::stdin().read_line(&mut String::new()).unwrap();
+    }
     let dev = ScratchDevice::create(8 << 20).unwrap();
     println!("READY {} {}", dev.name(), dev.backing_file().display());
     std::io::stdout().flush().unwrap();
@@ -768,6 +772,52 @@ fn a_forged_scratch_marker_detaches_and_deletes_nothing_iolab_did_not_make() {
     // The forged markers are gone; a second restore has nothing to say about them.
     assert_eq!(std::fs::read_dir(&markers).unwrap().count(), 0);
     assert!(crate::common::restore_in(state.path()).status.success());
+}
+
+/// A file already under the name a scratch device would take (another user's, made to stop
+/// runs) is left alone, and the next name is taken.
+#[test]
+fn a_scratch_file_name_taken_already_is_left_alone_and_the_next_one_used() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "target::helper_process_scratch",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("IOLAB_TEST_HELPER", "scratch-signal-after-line")
+        .env("IOLAB_STATE_DIR", state.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first name, taken by a file of another user's.
+    let theirs = format!("/dev/shm/iolab-scratch-{}-0.img", child.id());
+    std::fs::write(&theirs, "theirs").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    writeln!(child.stdin.take().unwrap()).unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = lines
+        .find_map(|l| {
+            l.ok()
+                .and_then(|l| l.find("READY ").map(|i| l[i..].to_string()))
+        })
+        .expect("child ready");
+    std::thread::spawn(move || lines.for_each(drop));
+    let parts: Vec<&str> = ready.split(' ').collect();
+    let (name, file) = (parts[1].to_string(), parts[2].to_string());
+    assert_eq!(file, format!("/dev/shm/iolab-scratch-{}-1.img", child.id()));
+    assert!(still_backed(&name, &file));
+    // SAFETY: a signal to our own child, which then removes its device.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    assert!(!still_backed(&name, &file) && !Path::new(&file).exists());
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+    std::fs::remove_file(&theirs).unwrap();
 }
 
 /// A marker whose iolab seems gone (its start time is not its pid's) while another iolab

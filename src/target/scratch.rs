@@ -21,6 +21,8 @@ pub(crate) const DEFAULT_SCRATCH_BYTES: u64 = 1 << 30;
 pub(crate) const SCRATCH_FILE_DIR: &str = "/dev/shm";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
+/// Scratch file names tried before giving up, when files of those names are already there.
+const NAME_TRIES: usize = 16;
 
 /// What the state directory remembers about a scratch device.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,40 +68,66 @@ impl ScratchDevice {
                 free_bytes: free,
             });
         }
-        let stem = format!(
-            "iolab-scratch-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        let backing_file = Path::new(SCRATCH_FILE_DIR).join(format!("{stem}.img"));
         let markers = state_dir.join("scratch");
         crate::knobs::trusted_state_dir(&markers)?;
-        let marker = markers.join(format!("{stem}.json"));
-        let mut m = Marker {
-            pid: std::process::id(),
-            started: crate::sys::process::own_start(),
-            backing_file: backing_file.display().to_string(),
-            device: None,
-            queue: QueueSettings::default(),
-        };
-        write_marker(&marker, &m)?;
-        // From here on, the guard cleans up whatever exists if a later step fails.
-        let mut guard = ScratchDevice {
-            name: String::new(),
-            backing_file,
-            marker,
-            size_bytes,
-            queue: QueueSettings::default(),
-        };
         let io = |p: &Path| {
             let path = p.display().to_string();
             move |source| TargetError::Io { path, source }
         };
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&guard.backing_file)
-            .map_err(io(&guard.backing_file))?;
+        // A file of the name already there is not this iolab's (another user's, made to
+        // stop runs, or one left by a process that had this pid): left alone, and the next
+        // name taken.
+        let mut taken = Vec::new();
+        let (mut guard, mut m, f) = loop {
+            if taken.len() == NAME_TRIES {
+                return Err(TargetError::Io {
+                    path: taken.join(", "),
+                    source: std::io::Error::other(
+                        "every scratch file name tried was taken by a file already there",
+                    ),
+                });
+            }
+            let stem = format!(
+                "iolab-scratch-{}-{}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::SeqCst)
+            );
+            let backing_file = Path::new(SCRATCH_FILE_DIR).join(format!("{stem}.img"));
+            let marker = markers.join(format!("{stem}.json"));
+            let m = Marker {
+                pid: std::process::id(),
+                started: crate::sys::process::own_start(),
+                backing_file: backing_file.display().to_string(),
+                device: None,
+                queue: QueueSettings::default(),
+            };
+            // The marker first: a file made after it is never left unnamed.
+            write_marker(&marker, &m)?;
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&backing_file)
+            {
+                // From here on, the guard cleans up whatever exists if a later step fails.
+                Ok(f) => {
+                    let guard = ScratchDevice {
+                        name: String::new(),
+                        backing_file,
+                        marker,
+                        size_bytes,
+                        queue: QueueSettings::default(),
+                    };
+                    break (guard, m, f);
+                }
+                Err(e) => {
+                    let _ = std::fs::remove_file(&marker);
+                    if e.kind() != std::io::ErrorKind::AlreadyExists {
+                        return Err(io(&backing_file)(e));
+                    }
+                    taken.push(backing_file.display().to_string());
+                }
+            }
+        };
         f.set_len(size_bytes).map_err(io(&guard.backing_file))?;
         drop(f);
         guard.name = attach(&guard.backing_file)?;
