@@ -1354,7 +1354,14 @@ fn real_fio_matrix_stores_eight_sane_runs_and_restores_every_knob() {
     ] {
         let values = db.metric_values(&ids, metric).unwrap();
         assert_eq!(values.len(), 8, "{metric}");
-        assert!(values.iter().all(|(_, v)| *v > 0.0), "{metric}: {values:?}");
+        if metric == "usr_pct" {
+            // fio's user time in a 1 s run on a loop device is about one 10 ms tick of the
+            // two CPUs' 200: a run may see none (seen: 0.0 once in eight, 0.5 to 4.9 the rest).
+            assert!(values.iter().all(|(_, v)| *v >= 0.0), "{values:?}");
+            assert!(values.iter().any(|(_, v)| *v > 0.0), "{values:?}");
+        } else {
+            assert!(values.iter().all(|(_, v)| *v > 0.0), "{metric}: {values:?}");
+        }
     }
     let iops = db.metric_values(&ids, "read_iops").unwrap();
     assert!(iops.iter().all(|(_, v)| *v > 100.0), "{iops:?}");
