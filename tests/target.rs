@@ -580,6 +580,16 @@ fn helper_process_scratch() {
 }
 
 fn spawn_scratch_helper(mode: &str, state: &Path) -> (std::process::Child, String, String) {
+    spawn_scratch_helper_after(mode, state, |_| {})
+}
+
+/// `spawn_scratch_helper`; in a `...-after-line` mode, `before(pid)` runs before the child
+/// makes its device.
+fn spawn_scratch_helper_after(
+    mode: &str,
+    state: &Path,
+    before: impl FnOnce(u32),
+) -> (std::process::Child, String, String) {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -589,9 +599,12 @@ fn spawn_scratch_helper(mode: &str, state: &Path) -> (std::process::Child, Strin
         ])
         .env("IOLAB_TEST_HELPER", mode)
         .env("IOLAB_STATE_DIR", state)
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    before(child.id());
+    writeln!(child.stdin.take().unwrap()).unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // libtest prints "test NAME ... " before the helper's own output, on the same line.
     let ready = lines
@@ -782,34 +795,14 @@ fn a_scratch_file_name_taken_already_is_left_alone_and_the_next_one_used() {
         return;
     }
     let state = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "target::helper_process_scratch",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("IOLAB_TEST_HELPER", "scratch-signal-after-line")
-        .env("IOLAB_STATE_DIR", state.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Its first name, taken by a file of another user's.
-    let theirs = format!("/dev/shm/iolab-scratch-{}-0.img", child.id());
-    std::fs::write(&theirs, "theirs").unwrap();
-    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
-    writeln!(child.stdin.take().unwrap()).unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines
-        .find_map(|l| {
-            l.ok()
-                .and_then(|l| l.find("READY ").map(|i| l[i..].to_string()))
-        })
-        .expect("child ready");
-    std::thread::spawn(move || lines.for_each(drop));
-    let parts: Vec<&str> = ready.split(' ').collect();
-    let (name, file) = (parts[1].to_string(), parts[2].to_string());
+    let mut theirs = String::new();
+    let (mut child, name, file) =
+        spawn_scratch_helper_after("scratch-signal-after-line", state.path(), |pid| {
+            theirs = format!("/dev/shm/iolab-scratch-{pid}-0.img");
+            std::fs::write(&theirs, "theirs").unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        });
     assert_eq!(file, format!("/dev/shm/iolab-scratch-{}-1.img", child.id()));
     assert!(still_backed(&name, &file));
     // SAFETY: a signal to our own child, which then removes its device.
