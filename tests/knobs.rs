@@ -4,7 +4,7 @@
 //! *current* affinity, which the kernel refuses for managed IRQs.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use iolab::knobs::{self, queue_attr_path, Journal, KnobError};
@@ -887,21 +887,30 @@ fn switching_smt_off_journals_the_interrupt_masks_it_breaks() {
     assert_eq!((read(smt).trim(), read(mask).trim()), ("on", "9"));
 }
 
+/// A temporary directory holding `NAME`, a directory anyone may write to (mode 0777), and
+/// `e.toml`, a 1 s random-read experiment with `top` (lines) at its top.
+fn open_dir_and_experiment(name: &str, top: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join(name);
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let exp = dir.path().join("e.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"x\"\n{top}[workload]\nrw = \"randread\"\nbs = \"4k\"\nruntime = \"1s\"\n"
+        ),
+    )
+    .unwrap();
+    (dir, open, exp)
+}
+
 /// A run refuses a state directory others could write to before anything is made: no
 /// scratch device, no marker, no journal in it. Its dry run, which makes nothing, warns.
 #[test]
 fn a_run_refuses_a_state_directory_others_could_write_to() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir(&state).unwrap();
-    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let exp = dir.path().join("e.toml");
-    std::fs::write(
-        &exp,
-        "name = \"x\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nruntime = \"1s\"\n",
-    )
-    .unwrap();
+    let (dir, state, exp) = open_dir_and_experiment("state", "");
     for dry in [true, false] {
         let mut cmd = crate::common::iolab();
         cmd.env("IOLAB_STATE_DIR", &state)
@@ -936,17 +945,7 @@ fn a_run_refuses_a_state_directory_others_could_write_to() {
 /// another user's home) is refused before anything is touched, not at the first trace.
 #[test]
 fn traces_beside_a_database_others_could_move_are_refused_before_the_run() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let exp = dir.path().join("e.toml");
-    std::fs::write(
-        &exp,
-        "name = \"x\"\ntrace = true\n[workload]\nrw = \"randread\"\nbs = \"4k\"\nruntime = \"1s\"\n",
-    )
-    .unwrap();
+    let (dir, shared, exp) = open_dir_and_experiment("shared", "trace = true\n");
     let out = crate::common::iolab()
         .env("IOLAB_STATE_DIR", dir.path().join("state"))
         .arg("run")
