@@ -427,6 +427,61 @@ fn kernels_compared_across_two_machines_are_called_out() {
     assert!(!text.contains("warning:"), "{text}");
 }
 
+/// A factor level may hold a comma (`cpus_allowed = ["0", "0,1"]`): compare selects it written
+/// as tables print it, in double quotes, and says how when the quotes are missing.
+#[test]
+fn a_level_holding_a_comma_is_selected_in_quotes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let mut store = iolab::store::Store::open(&db).unwrap();
+    let id = store
+        .create_experiment(&iolab::store::NewExperiment {
+            name: "cpus".into(),
+            file_text: String::new(),
+            seed: 1,
+            planned_order: serde_json::json!([]),
+            host: "h".into(),
+            kernel: "6.1".into(),
+            part_of: None,
+        })
+        .unwrap();
+    for (level, key, iops) in [
+        ("0", "cpus_allowed=0", 100.0),
+        ("0,1", "cpus_allowed=\"0,1\"", 150.0),
+    ] {
+        for rep in 1..=3 {
+            store
+                .insert_run(&iolab::store::NewRun {
+                    experiment_id: id,
+                    cell_key: key.into(),
+                    cell_levels: serde_json::json!({ "cpus_allowed": level }),
+                    repetition: rep,
+                    metrics: vec![("read_iops".into(), iops + f64::from(rep))],
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+    }
+    drop(store);
+    let args = [
+        "compare",
+        "cpus_allowed=0",
+        "cpus_allowed=\"0,1\"",
+        "--metric",
+        "read_iops",
+        "--json",
+    ];
+    let json: Value = serde_json::from_str(&ok(&db, &args)).unwrap();
+    assert_eq!(json["candidate"]["runs_ok"], 3, "{json}");
+    let e = err(&db, &["compare", "cpus_allowed=0", "cpus_allowed=0,1"]);
+    assert!(
+        e.contains(r#"goes in double quotes, as tables print it"#),
+        "{e}"
+    );
+    let e = err(&db, &["compare", "cpus_allowed=0", "cpus_allowed=1"]);
+    assert!(e.contains(r#"its levels: 0, "0,1""#), "{e}");
+}
+
 /// Sides that share runs are not independent: the same runs on both sides are refused, some
 /// shared runs named with a warning (and in `--json`).
 #[test]

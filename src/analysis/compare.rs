@@ -49,31 +49,97 @@ impl Selector {
         }
         let mut tags = Vec::new();
         let mut experiment = None;
-        for part in text.split(',') {
-            let Some((name, value)) = part.split_once('=') else {
+        for part in parts(text).map_err(|e| anyhow::anyhow!("selector {text:?}: {e}"))? {
+            let Some(name) = &part.name else {
                 bail!(
-                    "selector {text:?}: {part:?} is neither an experiment id nor NAME=VALUE \
-                     (e.g. 3, kernel=6.1, or variant=stock,host=db7)"
+                    "selector {text:?}: {:?} is neither an experiment id nor NAME=VALUE \
+                     (e.g. 3, kernel=6.1, or variant=stock,host=db7; a value holding ',' \
+                     goes in double quotes, as tables print it: cpus_allowed=\"0,1\")",
+                    part.text
                 );
             };
-            let (name, value) = (name.trim(), value.trim());
+            let (name, value) = (name.trim(), part.value.as_str());
             if name.is_empty() || value.is_empty() {
-                bail!("selector {text:?}: {part:?} needs a name and a value");
+                bail!(
+                    "selector {text:?}: {:?} needs a name and a value",
+                    part.text
+                );
             }
             if name == crate::store::tags::EXPERIMENT {
                 experiment = Some(value.parse().with_context(|| {
                     format!("selector {text:?}: experiment={value:?} is not an id")
                 })?);
             } else {
-                // The rule tags were stored under (factor names follow it too).
+                // The rule tags were stored under (factor names follow it too), but for
+                // commas: no tag holds one, a factor level may (`cpus_allowed = ["0,1"]`).
                 crate::store::tags::check_name(name)
-                    .and_then(|()| crate::store::tags::check_value(name, value))
+                    .and_then(|()| crate::store::tags::check_printable(name, value))
                     .map_err(|e| anyhow::anyhow!("selector {text:?}: {e}"))?;
                 tags.push((name.to_string(), value.to_string()));
             }
         }
         Ok(Selector::Tags { tags, experiment })
     }
+}
+
+/// One comma-separated part of a selector: its text as written, and its value unquoted.
+struct Part {
+    text: String,
+    name: Option<String>,
+    value: String,
+}
+
+/// Splits a selector at the commas outside double quotes. A value in double quotes, as cell
+/// labels print a level holding `,`, `=`, a quote or a space (`cpus_allowed="0,1"`), is
+/// unquoted, `\"` and `\\` inside it read as `"` and `\`; any other value is trimmed.
+fn parts(text: &str) -> Result<Vec<Part>, String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    loop {
+        let (name, after) = match rest.split_once('=') {
+            Some((n, a)) if !n.contains(',') => (Some(n.to_string()), a),
+            _ => (None, rest),
+        };
+        let (value, tail) = if let Some(quoted) = after.trim_start().strip_prefix('"') {
+            let (value, len) = unquote(quoted)?;
+            let tail = quoted[len..].trim_start();
+            if !(tail.is_empty() || tail.starts_with(',')) {
+                return Err(format!("text after the closing quote: {tail:?}"));
+            }
+            (value, tail)
+        } else {
+            let end = after.find(',').unwrap_or(after.len());
+            (after[..end].trim().to_string(), &after[end..])
+        };
+        let text_len = rest.len() - tail.len();
+        out.push(Part {
+            text: rest[..text_len].to_string(),
+            name,
+            value,
+        });
+        match tail.strip_prefix(',') {
+            Some(next) => rest = next,
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The value of a quoted string whose opening quote is already read, and the bytes it took
+/// up to and with its closing quote.
+fn unquote(quoted: &str) -> Result<(String, usize), String> {
+    let mut value = String::new();
+    let mut chars = quoted.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Ok((value, i + 1)),
+            '\\' => match chars.next() {
+                Some((_, e)) => value.push(e),
+                None => break,
+            },
+            c => value.push(c),
+        }
+    }
+    Err(format!("a quote opened and not closed: \"{quoted}"))
 }
 
 /// A resolved selector: its runs (non-warm-up, any status) and a label for titles.
@@ -184,7 +250,11 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                 if !levels.contains(v.as_str()) {
                     bail!(
                         "selector {text:?}: factor {n} has no level {v:?}; its levels: {}",
-                        levels.into_iter().collect::<Vec<_>>().join(", ")
+                        levels
+                            .iter()
+                            .map(|l| crate::experiment::plan::quote_label(l))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     );
                 }
                 runs.retain(|r| super::cells::run_levels(r).get(n.as_str()) == Some(v));
@@ -960,7 +1030,30 @@ mod tests {
                 experiment: Some(2)
             }
         );
-        for bad in ["kernel", "kernel=", "=6.1", "a=b,c", "experiment=x"] {
+        // A level holding a comma, quoted as tables print it; a tag or level in plain text
+        // beside it.
+        assert_eq!(
+            Selector::parse(r#"cpus_allowed="0,1", host=a,note="say \"hi\", \\o/""#).unwrap(),
+            Selector::Tags {
+                tags: vec![
+                    ("cpus_allowed".into(), "0,1".into()),
+                    ("host".into(), "a".into()),
+                    ("note".into(), r#"say "hi", \o/"#.into()),
+                ],
+                experiment: None
+            }
+        );
+        for bad in [
+            "kernel",
+            "kernel=",
+            "=6.1",
+            "a=b,c",
+            "experiment=x",
+            "cpus_allowed=0,1",
+            r#"cpus_allowed="0,1"#,
+            r#"cpus_allowed="0,1"2"#,
+            "a=\"\"",
+        ] {
             assert!(Selector::parse(bad).is_err(), "{bad}");
         }
     }

@@ -32,7 +32,8 @@ pub(super) fn parse_min_effect(text: &str) -> Result<f64, String> {
 /// A and B are experiment ids (`3`) or tag selectors (`kernel=6.1`, `variant=stock`, several
 /// joined with `,`, `experiment=3,variant=stock` to stay inside one experiment). A selector may
 /// also fix a factor's level (`scheduler=none` vs `scheduler=mq-deadline`): that factor then
-/// leaves the cell key and the remaining factors' cells are matched. Cells are matched by
+/// leaves the cell key and the remaining factors' cells are matched; a level holding `,` goes
+/// in double quotes, as tables print it (`'cpus_allowed="0,1"'`). Cells are matched by
 /// their factor levels (imported runs without factors form one cell). Per cell and
 /// metric: baseline and candidate medians, change % with a 95% bootstrap CI, a p-value
 /// (Benjamini-Hochberg adjusted over everything shown) from the test named in `test`

@@ -35,7 +35,7 @@ pub struct PlannedRun {
     pub(crate) warmup: bool,
 }
 
-fn quote_label(label: &str) -> String {
+pub(crate) fn quote_label(label: &str) -> String {
     if label.is_empty()
         || label
             .chars()

@@ -47,6 +47,11 @@ pub(crate) fn check_value(name: &str, value: &str) -> Result<(), String> {
             crate::report::format::terminal_safe(value)
         ));
     }
+    check_printable(name, value)
+}
+
+/// Refuses a value with a control character: tags and levels are printed in tables.
+pub(crate) fn check_printable(name: &str, value: &str) -> Result<(), String> {
     if value.chars().any(is_unsafe_char) {
         return Err(format!(
             "tag value \"{}\" of {name} holds a control character; tags are printed in \
