@@ -736,6 +736,39 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
     );
     assert_eq!(experiments_here(), 5);
 
+    // A run added there since (as `import --experiment` adds one) follows, alone, into the
+    // copy here; the next merge finds nothing new again.
+    let runs_here = |id| Store::open_existing(&here).unwrap().runs(id).unwrap().len();
+    let before = runs_here(4);
+    let mut src = Store::open_existing(&there).unwrap();
+    src.insert_run(&NewRun {
+        start_unix: 2000.0,
+        end_unix: 2010.0,
+        ..run(3, "1", 2, 120.0)
+    })
+    .unwrap();
+    drop(src);
+    let grown = import(&[]);
+    assert_eq!(
+        grown["sources"][0]["grown"],
+        json!([{"from": 3, "to": 4, "name": "rq-affinity", "runs": 1}]),
+        "{grown}"
+    );
+    assert_eq!(
+        grown["sources"][0]["skipped"].as_array().unwrap().len(),
+        3,
+        "{grown}"
+    );
+    assert_eq!(runs_here(4), before + 1);
+    assert_eq!(experiments_here(), 5);
+    let text = crate::common::stdout_of(
+        crate::common::iolab()
+            .args(["import", "--db", here.to_str().unwrap()])
+            .arg(&there),
+    );
+    assert!(text.contains(", 4 left out"), "{text}");
+    assert_eq!(runs_here(4), before + 1);
+
     // Refused, with what to do: fio outputs beside a database, --experiment, the file
     // itself, and an SQLite file that is not iolab's.
     let foreign = here_dir.path().join("other.sqlite");

@@ -465,6 +465,14 @@ impl crate::output::Render for MergeSummary {
                 runs,
                 safe(&self.db)
             ));
+            if !s.grown.is_empty() {
+                let added: u64 = s.grown.iter().map(|m| m.runs).sum();
+                out.push_str(&format!(
+                    ", {added} new run{} of {} merged before",
+                    if added == 1 { "" } else { "s" },
+                    s.grown.len()
+                ));
+            }
             if !s.skipped.is_empty() {
                 out.push_str(&format!(", {} left out", s.skipped.len()));
             }
@@ -482,6 +490,16 @@ impl crate::output::Render for MergeSummary {
                     out.push_str(&format!(" (its hosts' parts: {})", parts.join(", ")));
                 }
                 out.push('\n');
+            }
+            for g in &s.grown {
+                out.push_str(&format!(
+                    "  experiment {} \"{}\": {} new run{} added to experiment {}, where it was merged before\n",
+                    g.from,
+                    safe(&g.name),
+                    g.runs,
+                    if g.runs == 1 { "" } else { "s" },
+                    g.to
+                ));
             }
             for k in &s.skipped {
                 out.push_str(&format!(

@@ -20,7 +20,8 @@ use crate::store::{self, Store};
 /// An iolab database (the --db of a run on another machine, or under another kernel) is
 /// merged whole: each of its experiments, with its runs, tags, metrics, samples, series and
 /// environment, under new ids (the summary says which), so `compare` can set them against
-/// this file's. An experiment already here (the same database merged twice) is skipped. Runs'
+/// this file's. An experiment already here (the same database merged twice) is skipped, but
+/// for runs it gained there since (`import --experiment` adds to one), which are added. Runs'
 /// block traces stay where they are and are pointed at there. --tag adds a tag to every
 /// merged run.
 #[derive(Debug, clap::Args)]

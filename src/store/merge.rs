@@ -7,7 +7,8 @@
 //! travels without this module knowing it; what must be known is which columns are ids, and
 //! those are renumbered here (a test fails when a table appears that this module does not
 //! copy). An experiment already in the file (same name, start, seed, host, kernel and file
-//! text: the same database merged twice) is skipped and named. All sources go in one
+//! text: the same database merged twice) is skipped and named, but for runs it gained since
+//! (`import --experiment` adds to one), which are added. All sources go in one
 //! transaction: a failure stores nothing.
 
 use std::path::Path;
@@ -47,6 +48,9 @@ pub struct SkippedExperiment {
 pub struct MergeReport {
     pub source: String,
     pub merged: Vec<MergedExperiment>,
+    /// Experiments merged before that have runs since (`import --experiment` adds to one):
+    /// those runs, added to the copy here (`to`; `runs` counts the added ones).
+    pub grown: Vec<MergedExperiment>,
     pub skipped: Vec<SkippedExperiment>,
 }
 
@@ -121,6 +125,7 @@ fn merge_one(
     let mut report = MergeReport {
         source: src_path.to_string(),
         merged: Vec::new(),
+        grown: Vec::new(),
         skipped: Vec::new(),
     };
     let tops: Vec<(i64, String, String)> = src
@@ -129,6 +134,17 @@ fn merge_one(
         .collect::<rusqlite::Result<_>>()?;
     for (from, name, status) in tops {
         if let Some(here) = already_here(tx, src, from)? {
+            let added = copy_new_runs(tx, src, from, here, traces, tags)?;
+            if added > 0 {
+                report.grown.push(MergedExperiment {
+                    from,
+                    to: here,
+                    name,
+                    runs: added,
+                    parts: Vec::new(),
+                });
+                continue;
+            }
             report.skipped.push(SkippedExperiment {
                 from,
                 name,
@@ -226,27 +242,81 @@ fn copy_experiment(
         .query_map([id], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for run in runs {
-        let new_run = copy_rows(tx, src, "runs", "id", run, &|col, v| match col {
-            "experiment_id" => Value::Integer(to),
-            "trace" => traces.rewrite(v),
-            _ => v,
-        })?
-        .pop()
-        .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-        for table in ["run_tags", "metrics", "samples", "series"] {
-            copy_rows(tx, src, table, "run_id", run, &|col, v| match col {
-                "run_id" => Value::Integer(new_run),
-                _ => v,
-            })?;
-        }
-        for (name, value) in tags {
-            tx.execute(
-                "INSERT OR REPLACE INTO run_tags (run_id, name, value) VALUES (?1, ?2, ?3)",
-                params![new_run, name, value],
-            )?;
-        }
+        copy_run(tx, src, run, to, traces, tags)?;
     }
     Ok(to)
+}
+
+/// What tells one run from the others of its experiment, in both databases.
+const RUN_IDENTITY: &str = "cell_key, repetition, warmup, start_unix, end_unix";
+
+/// Copies the runs of source experiment `from` that its copy `to` here lacks (by
+/// [`RUN_IDENTITY`]); returns how many.
+fn copy_new_runs(
+    tx: &Transaction<'_>,
+    src: &Connection,
+    from: i64,
+    to: i64,
+    traces: &TraceNames,
+    tags: &[(String, String)],
+) -> rusqlite::Result<u64> {
+    let runs: Vec<(i64, Vec<Value>)> = src
+        .prepare(&format!(
+            "SELECT id, {RUN_IDENTITY} FROM runs WHERE experiment_id = ?1 ORDER BY id"
+        ))?
+        .query_map([from], |r| {
+            Ok((
+                r.get(0)?,
+                (1..=5).map(|i| r.get(i)).collect::<rusqlite::Result<_>>()?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut here = tx.prepare_cached(&format!(
+        "SELECT count(*) FROM runs WHERE experiment_id = ?1 AND ({RUN_IDENTITY}) = (?2, ?3, ?4, ?5, ?6)"
+    ))?;
+    let mut added = 0;
+    for (run, identity) in runs {
+        let mut args = vec![Value::Integer(to)];
+        args.extend(identity);
+        let count: i64 = here.query_row(rusqlite::params_from_iter(args), |r| r.get(0))?;
+        if count == 0 {
+            copy_run(tx, src, run, to, traces, tags)?;
+            added += 1;
+        }
+    }
+    Ok(added)
+}
+
+/// Copies source run `run`, with its tags, metrics, samples and series, into experiment `to`
+/// here, adding `tags`.
+fn copy_run(
+    tx: &Transaction<'_>,
+    src: &Connection,
+    run: i64,
+    to: i64,
+    traces: &TraceNames,
+    tags: &[(String, String)],
+) -> rusqlite::Result<()> {
+    let new_run = copy_rows(tx, src, "runs", "id", run, &|col, v| match col {
+        "experiment_id" => Value::Integer(to),
+        "trace" => traces.rewrite(v),
+        _ => v,
+    })?
+    .pop()
+    .ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+    for table in ["run_tags", "metrics", "samples", "series"] {
+        copy_rows(tx, src, table, "run_id", run, &|col, v| match col {
+            "run_id" => Value::Integer(new_run),
+            _ => v,
+        })?;
+    }
+    for (name, value) in tags {
+        tx.execute(
+            "INSERT OR REPLACE INTO run_tags (run_id, name, value) VALUES (?1, ?2, ?3)",
+            params![new_run, name, value],
+        )?;
+    }
+    Ok(())
 }
 
 /// The columns of `table` in this database, in order.
