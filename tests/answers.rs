@@ -133,6 +133,56 @@ fn a_fio_output_is_not_stored_twice_in_one_experiment() {
     assert_eq!(store.runs(1).unwrap().len(), 2);
 }
 
+/// A file holding several fio runs' outputs, appended one after another, is a run each (the
+/// last alone was kept before); one run's `--status-interval` documents stay one run.
+#[test]
+fn import_stores_each_fio_run_of_a_file_that_holds_several() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("i.db");
+    let one = std::fs::read_to_string(fixture("randrw_2jobs_json.out")).unwrap();
+    let doc: Value = serde_json::from_str(&one).unwrap();
+    let stamp = doc["timestamp_ms"].as_u64().unwrap();
+    // The second run began when the first ended (its timestamp 2 s after its start) and ran
+    // as long, at other figures.
+    let second = one
+        .replace(
+            &format!("\"timestamp_ms\" : {stamp}"),
+            &format!("\"timestamp_ms\" : {}", stamp + 3_000),
+        )
+        .replace("\"iops\" : ", "\"iops\" : 2");
+    let all = dir.path().join("all.json");
+    std::fs::write(&all, format!("{one}{second}")).unwrap();
+    let all = all.to_str().unwrap();
+    let args = [
+        "import",
+        "--json",
+        all,
+        &fixture("status_interval_json.out"),
+    ];
+    let out: Value = serde_json::from_str(&ok(&db, &args)).unwrap();
+    let runs = out["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{out}");
+    assert_eq!(
+        (
+            runs[0]["run_in_file"].clone(),
+            runs[1]["run_in_file"].clone()
+        ),
+        (serde_json::json!(1), serde_json::json!(2)),
+        "{out}"
+    );
+    assert!(runs[2].get("run_in_file").is_none(), "{out}");
+    assert_eq!(out["experiment_name"], "import of 2 fio files", "{out}");
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let ids: Vec<i64> = runs.iter().map(|r| r["run_id"].as_i64().unwrap()).collect();
+    let iops = store.metric_values(&ids[..2], "read_iops").unwrap();
+    assert!(iops[0].1 != iops[1].1, "{iops:?}");
+    let text = ok(&db, &["import", "--experiment", "again", all]);
+    assert!(
+        text.contains("all.json: the outputs of 2 fio runs, one after another: a run each"),
+        "{text}"
+    );
+}
+
 #[test]
 fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
     let dir = tempfile::tempdir().unwrap();

@@ -30,10 +30,13 @@ pub(crate) struct ImportOptions {
     pub experiment: Option<String>,
 }
 
-/// What one file became.
+/// What one file, or one fio run of a file holding several, became.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct ImportedRun {
     pub file: String,
+    /// Which fio run of the file this is (from 1), when it holds several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_in_file: Option<usize>,
     pub run_id: i64,
     pub status: String,
     pub reason: Option<String>,
@@ -66,10 +69,26 @@ impl crate::output::Render for ImportSummary {
             self.runs.len() - ok,
             self.db_path
         );
+        let mut files: Vec<(&str, usize)> = Vec::new();
+        for r in self.runs.iter().filter(|r| r.run_in_file.is_some()) {
+            match files.last_mut() {
+                Some((file, n)) if *file == r.file => *n += 1,
+                _ => files.push((&r.file, 1)),
+            }
+        }
+        for (file, n) in files {
+            out.push_str(&format!(
+                "  {}: the outputs of {n} fio runs, one after another: a run each\n",
+                safe(file)
+            ));
+        }
         for r in self.runs.iter().filter(|r| r.status != "ok") {
             out.push_str(&format!(
-                "  {}: run {} failed: {}\n",
+                "  {}{}: run {} failed: {}\n",
                 safe(&r.file),
+                r.run_in_file
+                    .map(|k| format!(" (fio run {k})"))
+                    .unwrap_or_default(),
                 r.run_id,
                 safe(r.reason.as_deref().unwrap_or(""))
             ));
@@ -78,9 +97,11 @@ impl crate::output::Render for ImportSummary {
     }
 }
 
-/// One file, parsed and ready to store.
+/// One file, or one fio run of a file holding several, parsed and ready to store.
 pub(crate) struct Parsed {
     path: PathBuf,
+    /// Which fio run of the file, and of how many, when it holds several.
+    part: Option<(usize, usize)>,
     text: String,
     report: FioReport,
     /// fio's `timestamp` (seconds, end of the run) when present.
@@ -112,7 +133,22 @@ fn read_limited(path: &Path, limit: u64) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn read_one(path: &Path) -> anyhow::Result<Parsed> {
+impl Parsed {
+    fn name(&self) -> String {
+        name_of(&self.path, self.part)
+    }
+}
+
+/// A file, and which of its fio runs is meant when it holds several, for messages.
+fn name_of(path: &Path, part: Option<(usize, usize)>) -> String {
+    match part {
+        Some((k, n)) => format!("{} (fio run {k} of {n})", path.display()),
+        None => path.display().to_string(),
+    }
+}
+
+/// A file's fio runs: one, or each of several runs' outputs written one after another.
+fn read_one(path: &Path) -> anyhow::Result<Vec<Parsed>> {
     let bytes = read_limited(path, MAX_FILE_BYTES)?;
     let text = String::from_utf8(bytes).map_err(|e| {
         anyhow::anyhow!(
@@ -121,19 +157,30 @@ fn read_one(path: &Path) -> anyhow::Result<Parsed> {
             e.utf8_error().valid_up_to()
         )
     })?;
-    let report = fio_json::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mtime = std::fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| d.as_secs_f64());
-    Ok(Parsed {
-        path: path.to_path_buf(),
-        timestamp: last_timestamp(&text),
-        text,
-        report,
-        mtime,
-    })
+    let parts = crate::workload::fio_runs::split(&text);
+    let count = parts.len();
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let part = (count > 1).then_some((i + 1, count));
+            let report = fio_json::parse(text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", name_of(path, part)))?;
+            Ok(Parsed {
+                path: path.to_path_buf(),
+                part,
+                timestamp: last_timestamp(text),
+                text: text.to_string(),
+                report,
+                mtime,
+            })
+        })
+        .collect()
 }
 
 /// fio's `timestamp` of the last complete document (status-interval output holds several).
@@ -178,16 +225,21 @@ pub(crate) fn read_files(files: &[PathBuf]) -> anyhow::Result<Vec<Parsed>> {
     let mut errors = Vec::new();
     for f in files {
         match read_one(f) {
-            // One measurement given twice would count as two repetitions with no spread.
-            Ok(p) => match parsed.iter().find(|q| q.text == p.text) {
-                Some(first) => errors.push(format!(
-                    "{}: holds the same fio output as {}: one measurement would count as two \
-                     runs",
-                    p.path.display(),
-                    first.path.display()
-                )),
-                None => parsed.push(p),
-            },
+            Ok(runs) => {
+                for p in runs {
+                    // One measurement given twice would count as two repetitions with no
+                    // spread.
+                    match parsed.iter().find(|q| q.text == p.text) {
+                        Some(first) => errors.push(format!(
+                            "{}: holds the same fio output as {}: one measurement would count \
+                             as two runs",
+                            p.name(),
+                            first.name()
+                        )),
+                        None => parsed.push(p),
+                    }
+                }
+            }
             Err(e) => errors.push(format!("{e:#}")),
         }
     }
@@ -223,7 +275,7 @@ pub(crate) fn import_files(
         } else {
             Vec::new()
         };
-        let file = p.path.display().to_string();
+        let (file, run_in_file) = (p.path.display().to_string(), p.part.map(|(k, _)| k));
         let tags = run_tags(opts, &p.report, &kernel);
         let repetition = to.first_rep + i as u32;
         let run = new_run(p, to.id, repetition, status.clone(), metrics.clone(), tags);
@@ -232,6 +284,7 @@ pub(crate) fn import_files(
             .with_context(|| format!("{file}: storing the run"))?;
         runs.push(ImportedRun {
             file,
+            run_in_file,
             run_id,
             status: status.as_str().to_string(),
             reason: status.reason().map(str::to_string),
@@ -257,7 +310,7 @@ fn refuse_duplicates(store: &Store, parsed: &[Parsed], experiment: i64) -> anyho
             bail!(
                 "nothing imported: {} is stored already in experiment {experiment}, as run \
                  {run}: one measurement would count as two runs",
-                p.path.display()
+                p.name()
             );
         }
     }
@@ -327,16 +380,14 @@ impl Destination {
             });
         }
         let name = opts.experiment.clone().unwrap_or_else(|| {
+            let files = parsed.iter().filter(|p| p.part.is_none_or(|(k, _)| k == 1));
+            let files = files.count();
             format!(
-                "import of {} fio file{}",
-                parsed.len(),
-                if parsed.len() == 1 { "" } else { "s" }
+                "import of {files} fio file{}",
+                if files == 1 { "" } else { "s" }
             )
         });
-        let listing: String = parsed
-            .iter()
-            .map(|p| format!("# {}\n", p.path.display()))
-            .collect();
+        let listing: String = parsed.iter().map(|p| format!("# {}\n", p.name())).collect();
         let id = store.create_experiment_with_status(
             &NewExperiment {
                 name: name.clone(),

@@ -10,6 +10,9 @@ use crate::store::{self, Store};
 /// Store existing fio JSON or json+ outputs as runs, one run per file, so they can be shown
 /// and compared like runs iolab made; or merge other iolab databases into this one.
 ///
+/// A file holding several fio runs' outputs one after another (`fio ... >>all.json` in a
+/// loop) is a run each; one run's --status-interval documents are one run, its last document.
+///
 /// All fio outputs go into one new experiment (status "imported"), or into the imported
 /// experiment named by --experiment. fio's JSON does not say which kernel it ran on, and names
 /// a host only in client mode, so the `host` and `kernel` tags come from --tag (e.g. --tag

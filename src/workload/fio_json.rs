@@ -225,7 +225,7 @@ fn last_document<T: serde::de::DeserializeOwned>(
     Ok((last, documents))
 }
 
-fn first_document_start(text: &str, from: usize) -> Option<usize> {
+pub(crate) fn first_document_start(text: &str, from: usize) -> Option<usize> {
     let mut offset = from;
     for line in text[from..].split_inclusive('\n') {
         if line.starts_with('{') {

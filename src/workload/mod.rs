@@ -10,6 +10,7 @@ pub(crate) mod exec_once;
 pub mod fio_check;
 pub(crate) mod fio_engine;
 pub mod fio_json;
+pub(crate) mod fio_runs;
 pub(crate) mod fio_series;
 pub(crate) mod fio_window;
 pub(crate) mod job;
