@@ -601,25 +601,25 @@ impl Store {
         e: &NewExperiment,
         status: &str,
     ) -> Result<i64> {
-        let order = serde_json::to_string(&e.planned_order).unwrap_or_else(|_| "null".into());
-        self.conn
-            .execute(
-                "INSERT INTO experiments (name, file_text, seed, planned_order, created_unix, host, kernel, status, part_of)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    e.name,
-                    e.file_text,
-                    e.seed as i64,
-                    order,
-                    time::now_unix(),
-                    e.host,
-                    e.kernel,
-                    status,
-                    e.part_of
-                ],
-            )
-            .map_err(self.err())?;
-        Ok(self.conn.last_insert_rowid())
+        insert_experiment(&self.conn, e, status).map_err(self.err())
+    }
+
+    /// Creates a `running` experiment and calls `then` with its id before the experiment is
+    /// stored for good: if `then` fails, or the process dies before it returns, the
+    /// experiment was never there. A run records itself in the state directory this way, so
+    /// no SIGKILL can leave a `running` experiment that `iolab restore` knows nothing of.
+    pub(crate) fn create_experiment_then<T, E: From<StoreError>>(
+        &mut self,
+        e: &NewExperiment,
+        then: impl FnOnce(i64) -> std::result::Result<T, E>,
+    ) -> std::result::Result<(i64, T), E> {
+        let path = self.path.clone();
+        let err = |source| StoreError::from_sqlite(&path, source);
+        let tx = self.conn.transaction().map_err(err)?;
+        let id = insert_experiment(&tx, e, "running").map_err(err)?;
+        let value = then(id)?;
+        tx.commit().map_err(err)?;
+        Ok((id, value))
     }
 
     /// Marks an experiment `done`, `failed`, `interrupted`, ..., and the experiments that are
@@ -1255,6 +1255,31 @@ fn unpack_f64(b: &[u8]) -> Option<Vec<f64>> {
             .map(|c| f64::from_le_bytes(c.try_into().expect("chunk of 8")))
             .collect(),
     )
+}
+
+/// Inserts an experiment row with `status`; returns its id.
+fn insert_experiment(
+    conn: &rusqlite::Connection,
+    e: &NewExperiment,
+    status: &str,
+) -> rusqlite::Result<i64> {
+    let order = serde_json::to_string(&e.planned_order).unwrap_or_else(|_| "null".into());
+    conn.execute(
+        "INSERT INTO experiments (name, file_text, seed, planned_order, created_unix, host, kernel, status, part_of)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            e.name,
+            e.file_text,
+            e.seed as i64,
+            order,
+            time::now_unix(),
+            e.host,
+            e.kernel,
+            status,
+            e.part_of
+        ],
+    )?;
+    Ok(conn.last_insert_rowid())
 }
 
 #[cfg(test)]

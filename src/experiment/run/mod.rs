@@ -1426,15 +1426,11 @@ fn store_experiment(
         kernel,
         part_of: None,
     };
-    let experiment_id = store.create_experiment(&new_experiment)?;
-    let registered = match registry::register(&settings.state_dir, &settings.db_path, experiment_id)
-    {
-        Ok(r) => r,
-        Err(e) => {
-            store.set_experiment_status(experiment_id, "failed")?;
-            return Err(e);
-        }
-    };
+    // Recorded in the state directory before the experiment is stored for good: a SIGKILL
+    // in between leaves no `running` experiment that `restore` cannot find.
+    let (experiment_id, registered) = store.create_experiment_then(&new_experiment, |id| {
+        registry::register(&settings.state_dir, &settings.db_path, id)
+    })?;
     store.add_environment(experiment_id, &env)?;
     hosts::store_parts(
         store,

@@ -2,8 +2,9 @@
 //! A run killed with SIGKILL never sets its experiment's final status, so the experiment would
 //! stay `running` forever; `iolab restore` only knows the state directory, not the database the
 //! run used. So the run leaves a small record `STATE/runs/PID-ID.json` (database path and
-//! experiment id) from the moment the experiment is created until its status is final, and
-//! `restore` marks every experiment whose recording process is gone as `interrupted`.
+//! experiment id), written before the experiment is stored for good (in the transaction that
+//! creates it) and kept until its status is final, and `restore` marks every experiment whose
+//! recording process is gone as `interrupted`.
 
 use std::path::{Path, PathBuf};
 
@@ -126,8 +127,12 @@ fn mark(rec: &Record) -> Result<bool> {
         .into());
     }
     let mut store = Store::open(&rec.db_path)?;
-    if store.experiment(rec.experiment_id)?.status != "running" {
-        return Ok(false);
+    match store.experiment(rec.experiment_id) {
+        // Killed after recording itself, before its experiment was stored: nothing to mark.
+        Err(crate::store::StoreError::NoExperiment { .. }) => return Ok(false),
+        Err(e) => return Err(e.into()),
+        Ok(e) if e.status != "running" => return Ok(false),
+        Ok(_) => {}
     }
     store.set_experiment_status(rec.experiment_id, "interrupted")?;
     Ok(true)
@@ -202,5 +207,55 @@ mod tests {
         assert_eq!(std::fs::read_dir(state.join("runs")).unwrap().count(), 1);
         registered.finish();
         assert_eq!(std::fs::read_dir(state.join("runs")).unwrap().count(), 0);
+    }
+
+    /// The record is written inside the transaction that creates the experiment: a run that
+    /// fails (or is killed) between the two leaves no experiment, and its record is removed
+    /// by `restore` without a word.
+    #[test]
+    fn a_run_stopped_before_its_experiment_was_stored_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("r.db");
+        let state = dir.path().join("state");
+        let mut store = Store::open(&db).unwrap();
+        let new = NewExperiment {
+            name: "e".into(),
+            file_text: String::new(),
+            seed: 1,
+            planned_order: serde_json::json!([]),
+            host: "h".into(),
+            kernel: "k".into(),
+            part_of: None,
+        };
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let stopped = store.create_experiment_then(&new, |id| -> Result<()> {
+            register(&state, &db, id).unwrap();
+            // As a process killed here would have left it: the record of a gone pid.
+            let rec = Record {
+                pid: gone,
+                started: None,
+                db_path: db.clone(),
+                experiment_id: id,
+            };
+            let path = state.join(format!("runs/{gone}-{id}.json"));
+            std::fs::write(path, serde_json::to_string(&rec).unwrap()).unwrap();
+            anyhow::bail!("stopped")
+        });
+        assert!(stopped.is_err());
+        assert!(store.experiments().unwrap().is_empty());
+        drop(store);
+        let (marked, problems) = mark_abandoned(&state).unwrap();
+        assert!(marked.is_empty() && problems.is_empty(), "{problems:?}");
+        // The record of this (live) process stays until it finishes.
+        assert_eq!(std::fs::read_dir(state.join("runs")).unwrap().count(), 1);
+        // Stored for good once the closure returns.
+        let mut store = Store::open(&db).unwrap();
+        let (id, registered) = store
+            .create_experiment_then(&new, |id| register(&state, &db, id))
+            .unwrap();
+        assert_eq!(store.experiment(id).unwrap().status, "running");
+        registered.finish();
     }
 }
