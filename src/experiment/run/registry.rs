@@ -143,18 +143,20 @@ mod tests {
     use super::*;
     use crate::store::NewExperiment;
 
+    fn new_experiment() -> NewExperiment {
+        NewExperiment {
+            name: "e".into(),
+            file_text: String::new(),
+            seed: 1,
+            planned_order: serde_json::json!([]),
+            host: "h".into(),
+            kernel: "k".into(),
+            part_of: None,
+        }
+    }
+
     fn experiment(store: &mut Store) -> i64 {
-        store
-            .create_experiment(&NewExperiment {
-                name: "e".into(),
-                file_text: String::new(),
-                seed: 1,
-                planned_order: serde_json::json!([]),
-                host: "h".into(),
-                kernel: "k".into(),
-                part_of: None,
-            })
-            .unwrap()
+        store.create_experiment(&new_experiment()).unwrap()
     }
 
     #[test]
@@ -218,15 +220,7 @@ mod tests {
         let db = dir.path().join("r.db");
         let state = dir.path().join("state");
         let mut store = Store::open(&db).unwrap();
-        let new = NewExperiment {
-            name: "e".into(),
-            file_text: String::new(),
-            seed: 1,
-            planned_order: serde_json::json!([]),
-            host: "h".into(),
-            kernel: "k".into(),
-            part_of: None,
-        };
+        let new = new_experiment();
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let gone = child.id();
         child.wait().unwrap();
