@@ -26,11 +26,21 @@ impl RunDir {
         if let Some(why) = crate::sys::own_dir::untrusted_path(&parent.canonicalize()?) {
             return Err(std::io::Error::other(why));
         }
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = parent.join(format!("run-{}-{n}", std::process::id()));
-        // Not recursive: a directory already there (a reused pid's leftover) is not ours to use.
-        builder.recursive(false).create(&path)?;
-        Ok(RunDir { path })
+        // Not recursive: a directory already there (the leftover of a killed iolab whose pid
+        // this process has now) is not ours to use; the next number is tried instead.
+        builder.recursive(false);
+        let mut tries = 0;
+        loop {
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let path = parent.join(format!("run-{}-{n}", std::process::id()));
+            match builder.create(&path) {
+                Ok(()) => return Ok(RunDir { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 16 => {
+                    tries += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -188,6 +198,41 @@ mod tests {
         assert_eq!(mode & 0o777, 0o700);
         drop(dir);
         assert!(!path.exists());
+    }
+
+    /// A killed iolab's directory under this process's pid (a pid reused since) is left
+    /// alone, and the run takes the next name.
+    #[test]
+    fn a_reused_pids_leftover_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let parent = dir.path().join("fio");
+        let first = RunDir::create(&parent).unwrap();
+        let n: u64 = first
+            .path()
+            .to_str()
+            .unwrap()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let pid = std::process::id();
+        for k in n + 1..n + 4 {
+            std::fs::create_dir(parent.join(format!("run-{pid}-{k}"))).unwrap();
+            std::fs::write(parent.join(format!("run-{pid}-{k}/left")), "x").unwrap();
+        }
+        let next = RunDir::create(&parent).unwrap();
+        let m: u64 = next
+            .path()
+            .to_str()
+            .unwrap()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(m >= n + 4, "{}", next.path().display());
+        assert!(parent.join(format!("run-{pid}-{}/left", n + 1)).exists());
     }
 
     #[test]
