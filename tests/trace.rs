@@ -2814,6 +2814,36 @@ fn compressed_traces_are_analysed_and_exported_unchanged() {
         }
     }
 
+    // Plain per-CPU files exported into their own directory, by another path to it (`-o .`
+    // beside a recording): refused before anything is written, the trace intact.
+    for cpu in 0..cpus {
+        std::fs::copy(
+            fixture(&format!("fx.blktrace.{cpu}")),
+            dir.path().join(format!("px.blktrace.{cpu}")),
+        )
+        .unwrap();
+    }
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["trace", "export", "px", "-o"])
+        .arg(Path::new("..").join(dir.path().file_name().unwrap()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("part of the trace being exported"),
+        "{err}"
+    );
+    for cpu in 0..cpus {
+        let name = format!("fx.blktrace.{cpu}");
+        assert_eq!(
+            std::fs::read(dir.path().join(format!("px.blktrace.{cpu}"))).unwrap(),
+            std::fs::read(fixture(&name)).unwrap(),
+            "{name}"
+        );
+    }
+
     // What is not a whole trace is refused, as `trace analyze` refuses it, and nothing is
     // written for blkparse to trip on.
     let whole = std::fs::read(fixture("fx.bin")).unwrap();

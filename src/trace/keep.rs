@@ -81,16 +81,23 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
             _ => file,
         }
     };
-    let mut written = Vec::new();
-    for (cpu, input) in inputs.iter().enumerate() {
-        let out_name = format!("{base}.blktrace.{cpu}");
-        let out = out_dir.join(out_name);
-        if out == *input {
+    // Before anything is written: an output that is one of the inputs (`-o .` beside a
+    // recording, by whatever path) would be emptied before it is read.
+    let outs: Vec<PathBuf> = (0..inputs.len())
+        .map(|cpu| out_dir.join(format!("{base}.blktrace.{cpu}")))
+        .collect();
+    for out in &outs {
+        if let Some(input) = inputs.iter().find(|i| same_file(i, out)) {
             anyhow::bail!(
-                "{}: exporting would overwrite the trace itself; choose another -o DIR",
-                out.display()
+                "{} is {}, part of the trace being exported: exporting would overwrite it; \
+                 choose another -o DIR",
+                out.display(),
+                input.display()
             );
         }
+    }
+    let mut written = Vec::new();
+    for (input, out) in inputs.iter().zip(outs) {
         // blkparse and btt must not be handed garbage, an empty file or a record cut short,
         // which `trace analyze` refuses too. A file is checked first; standard input, which
         // cannot be read twice, as written.
@@ -101,7 +108,7 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
         }
         let mut stream = RecordStream::open(input)?;
         let mut w = BufWriter::new(
-            File::create(&out).with_context(|| format!("creating {}", out.display()))?,
+            crate::sys::own_dir::create_named_file(&out).map_err(anyhow::Error::msg)?,
         );
         io::copy(stream.source_mut(), &mut w)
             .and_then(|_| w.flush())
@@ -117,6 +124,15 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
         written.push(out);
     }
     Ok(written)
+}
+
+/// Whether `a` and `b` name one file (by device and inode: paths can differ, links too).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
 }
 
 /// Whether `path` holds one or more whole trace records and nothing else; why not, naming it.
