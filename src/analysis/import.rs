@@ -211,6 +211,9 @@ fn status_of(report: &FioReport) -> RunStatus {
             "fio job {job:?} reported error {errno} ({})",
             errno_name(errno)
         )),
+        None if !report.did_io() => {
+            RunStatus::Failed("fio did no I/O (every job completed 0 I/Os)".into())
+        }
         None => RunStatus::Ok,
     }
 }
@@ -598,6 +601,17 @@ pub(crate) fn merge_databases(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_of_a_run_that_did_no_io_is_a_failed_run() {
+        let idle = r#"{"jobs": [{"jobname": "j", "error": 0, "read": {"total_ios": 0},
+            "write": {"total_ios": 0}}]}"#;
+        let status = status_of(&fio_json::parse(idle).unwrap());
+        assert!(
+            matches!(&status, RunStatus::Failed(why) if why.contains("did no I/O")),
+            "{status:?}"
+        );
+    }
 
     #[test]
     fn reads_stop_after_the_limit() {

@@ -623,6 +623,14 @@ impl FioReport {
             .map(|j| (j.name.as_str(), j.error))
     }
 
+    /// Whether any job did any I/O (a job that does none measured nothing, whatever fio's
+    /// exit status says).
+    pub fn did_io(&self) -> bool {
+        self.jobs
+            .iter()
+            .any(|j| j.read.used() || j.write.used() || j.trim.used())
+    }
+
     /// One direction summed over jobs: IOPS and bandwidth add up, latency means are weighted by
     /// completions, percentiles are merged from bins or taken from the only job that has them.
     pub fn total(&self, dir: Dir) -> DirectionTotal {

@@ -295,6 +295,36 @@ pub fn rule(name: &str) -> Option<Rule> {
     })
 }
 
+/// Whether the option is a size or a count, which no negative value makes sense for: fio's
+/// sizes and ranges, and the block sizes, depths, rates and counts it types as plain integers
+/// (others of those, such as `nice`, take negative values).
+fn never_negative(canon: &str) -> bool {
+    const COUNTS: &[&str] = &[
+        "bs",
+        "ba",
+        "filesize",
+        "iodepth",
+        "iodepth_batch",
+        "iodepth_batch_complete_max",
+        "iodepth_batch_complete_min",
+        "iodepth_low",
+        "loops",
+        "number_ios",
+        "numjobs",
+        "offset_align",
+        "rate",
+        "rate_iops",
+        "rate_iops_min",
+        "rate_min",
+        "thinktime",
+    ];
+    COUNTS.contains(&canon)
+        || catalogue()
+            .options
+            .get(canon)
+            .is_some_and(|o| matches!(o.kind, "size" | "range"))
+}
+
 /// Rules for the options fio types as free text, and for those whose type alone says too
 /// little (a boolean that deletes the target, a choice that reads a file after a colon).
 fn explicit_rule(canon: &str) -> Option<Rule> {
@@ -458,6 +488,15 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
             }
             if let Some(whole) = shape.fraction_refused(value) {
                 return Err(bad_value(whole));
+            }
+            if never_negative(canonical(name))
+                && value.split([',', ':']).any(|item| item.starts_with('-'))
+            {
+                return Err(bad_value(
+                    "a size or count of 0 or more: fio takes a negative one without a word \
+                     and does something else (bs=-4k passes its own check, then does no I/O)"
+                        .to_string(),
+                ));
             }
         }
         Rule::LogName => {
@@ -1021,6 +1060,14 @@ mod tests {
             ("cpus_allowed", "all"),
             ("percentile_list", "99:inf"),
             ("description", "a\u{1b}[2Jb"),
+            // Negative sizes and counts: fio accepts bs=-4k, then does no I/O.
+            ("bs", "-4k"),
+            ("blocksize", "4k,-8k"),
+            ("size", "-1g"),
+            ("offset", "-10%"),
+            ("bsrange", "-1k-4k"),
+            ("iodepth", "-1"),
+            ("rate_iops", "-100"),
         ] {
             let e = check_option(n, v, &DEFAULT).unwrap_err();
             assert!(matches!(e, Refusal::BadValue { .. }), "{n}={v}: {e:?}");

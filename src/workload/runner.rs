@@ -187,6 +187,15 @@ pub(crate) fn classify(job: &JobSpec, raw: &RawOutput) -> (FioStatus, Option<Fio
         );
     }
     match (&parsed, raw.exit_code) {
+        (Ok(r), Some(0)) if !r.did_io() => (
+            FioStatus::FioError {
+                errno: None,
+                message: "fio did no I/O (every job completed 0 reads, writes and trims): the \
+                          run measured nothing; check the job's size, offset and block size"
+                    .to_string(),
+            },
+            report,
+        ),
         (Ok(_), Some(0)) => (FioStatus::Success, report),
         (Ok(_), code) => (
             FioStatus::FioError {
@@ -752,8 +761,8 @@ mod tests {
         .unwrap()
     }
 
-    const OK: &str =
-        r#"{"jobs": [{"jobname": "j", "error": 0, "read": {"iops": 10}, "write": {}}]}"#;
+    const OK: &str = r#"{"jobs": [{"jobname": "j", "error": 0,
+        "read": {"iops": 10, "total_ios": 10, "io_bytes": 40960}, "write": {}}]}"#;
     const ERR95: &str = r#"{"jobs": [{"jobname": "j", "error": 95, "read": {}, "write": {}}]}"#;
     const ERR5: &str = r#"{"jobs": [{"jobname": "j", "error": 5, "read": {}, "write": {}}]}"#;
 
@@ -784,6 +793,18 @@ mod tests {
     fn classification() {
         let j = job("c", None);
         assert_eq!(classify(&j, &raw(OK, "", Some(0))).0, FioStatus::Success);
+        // Exit 0 and no error, but not one I/O (fio's answer to bs=-4k): nothing measured.
+        let idle = r#"{"jobs": [{"jobname": "j", "error": 0, "read": {"iops": 0.0, "total_ios": 0},
+            "write": {"total_ios": 0}}]}"#;
+        match classify(&j, &raw(idle, "", Some(0))).0 {
+            FioStatus::FioError {
+                errno: None,
+                message,
+            } => {
+                assert!(message.contains("fio did no I/O"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
         let polled = job("c", Some(true));
         match classify(&polled, &raw(ERR95, "", Some(1))).0 {
             FioStatus::NotApplicable { errno: 95, reason } => {
