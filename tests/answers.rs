@@ -133,6 +133,68 @@ fn a_fio_output_is_not_stored_twice_in_one_experiment() {
     assert_eq!(store.runs(1).unwrap().len(), 2);
 }
 
+/// `--experiment` names one imported experiment: by a name no other shares, else by its id.
+/// Imports without it are named after their first file, so names rarely repeat.
+#[test]
+fn import_adds_to_the_one_experiment_named_or_says_which_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.db");
+    let (a, b, c) = (
+        fixture("randread_1job_json.out"),
+        fixture("randread_2jobs_jsonplus.out"),
+        fixture("randrw_2jobs_json.out"),
+    );
+    let name = |args: &[&str]| -> String {
+        let out: Value = serde_json::from_str(&ok(&db, args)).unwrap();
+        out["experiment_name"].as_str().unwrap().to_string()
+    };
+    assert_eq!(
+        name(&["import", "--json", &a, &b]),
+        "import of randread_1job_json.out and 1 more"
+    );
+    assert_eq!(
+        name(&["import", "--json", &b]),
+        "import of randread_2jobs_jsonplus.out"
+    );
+    // A run experiment is never added to, by id either.
+    let mut store = iolab::store::Store::open_existing(&db).unwrap();
+    store
+        .create_experiment(&iolab::store::NewExperiment {
+            name: "measured".into(),
+            file_text: String::new(),
+            seed: 1,
+            planned_order: serde_json::json!([]),
+            host: "h".into(),
+            kernel: "k".into(),
+            part_of: None,
+        })
+        .unwrap();
+    drop(store);
+    let e = err(&db, &["import", "--experiment", "3", &c]);
+    assert!(
+        e.contains("experiment 3 \"measured\" is not an imported one"),
+        "{e}"
+    );
+    ok(&db, &["import", "--experiment", "same", &a]);
+    ok(&db, &["import", "--experiment", "same", &b]);
+    // Imported experiments can share a name: imports of files named alike, or a merge.
+    let other = dir.path().join("o.db");
+    ok(&other, &["import", "--experiment", "same", &c]);
+    ok(&db, &["import", other.to_str().unwrap()]);
+    let e = err(&db, &["import", "--experiment", "same", &c]);
+    assert!(
+        e.contains("imported experiments 4, 5 are all named \"same\"")
+            && e.contains("--experiment 4"),
+        "{e}"
+    );
+    let out: Value =
+        serde_json::from_str(&ok(&db, &["import", "--json", "--experiment", "5", &a])).unwrap();
+    assert_eq!(out["experiment_id"], 5, "{out}");
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    assert_eq!(store.runs(4).unwrap().len(), 2);
+    assert_eq!(store.runs(5).unwrap().len(), 2);
+}
+
 /// A file holding several fio runs' outputs, appended one after another, is a run each (the
 /// last alone was kept before); one run's `--status-interval` documents stay one run.
 #[test]
@@ -171,7 +233,10 @@ fn import_stores_each_fio_run_of_a_file_that_holds_several() {
         "{out}"
     );
     assert!(runs[2].get("run_in_file").is_none(), "{out}");
-    assert_eq!(out["experiment_name"], "import of 2 fio files", "{out}");
+    assert_eq!(
+        out["experiment_name"], "import of all.json and 1 more",
+        "{out}"
+    );
     let store = iolab::store::Store::open_existing(&db).unwrap();
     let ids: Vec<i64> = runs.iter().map(|r| r["run_id"].as_i64().unwrap()).collect();
     let iops = store.metric_values(&ids[..2], "read_iops").unwrap();

@@ -341,7 +341,9 @@ struct Destination {
 }
 
 impl Destination {
-    /// The imported experiment `--experiment` names, if it is there.
+    /// The imported experiment `--experiment` names, by its name or else its id, if it is
+    /// there. A name several imported experiments share is refused: adding to whichever came
+    /// first would mix runs into one the user did not mean.
     fn existing(
         store: &Store,
         opts: &ImportOptions,
@@ -349,10 +351,38 @@ impl Destination {
         let Some(name) = &opts.experiment else {
             return Ok(None);
         };
-        Ok(store
-            .experiments()?
-            .into_iter()
-            .find(|e| &e.name == name && e.status == "imported"))
+        let all = store.experiments()?;
+        let mut named: Vec<_> = all
+            .iter()
+            .filter(|e| &e.name == name && e.status == "imported")
+            .collect();
+        if named.len() > 1 {
+            let ids: Vec<String> = named.iter().map(|e| e.id.to_string()).collect();
+            bail!(
+                "nothing imported: imported experiments {} are all named {name:?}; name the \
+                 one to add to by its id (--experiment {})",
+                ids.join(", "),
+                ids[0]
+            );
+        }
+        if let Some(e) = named.pop() {
+            return Ok(Some(e.clone()));
+        }
+        let by_id = name
+            .parse::<i64>()
+            .ok()
+            .and_then(|id| all.iter().find(|e| e.id == id));
+        match by_id {
+            Some(e) if e.status == "imported" => Ok(Some(e.clone())),
+            Some(e) => bail!(
+                "nothing imported: experiment {} \"{}\" is not an imported one (its status is \
+                 {}); runs are added only to experiments `import` made",
+                e.id,
+                e.name,
+                e.status
+            ),
+            None => Ok(None),
+        }
     }
 
     fn find_or_create(
@@ -383,12 +413,17 @@ impl Destination {
             });
         }
         let name = opts.experiment.clone().unwrap_or_else(|| {
-            let files = parsed.iter().filter(|p| p.part.is_none_or(|(k, _)| k == 1));
-            let files = files.count();
-            format!(
-                "import of {files} fio file{}",
-                if files == 1 { "" } else { "s" }
-            )
+            let mut files = parsed.iter().filter(|p| p.part.is_none_or(|(k, _)| k == 1));
+            let first = files.next().map_or_else(String::new, |p| {
+                p.path.file_name().map_or_else(
+                    || p.path.display().to_string(),
+                    |n| n.to_string_lossy().into(),
+                )
+            });
+            match files.count() {
+                0 => format!("import of {first}"),
+                more => format!("import of {first} and {more} more"),
+            }
         });
         let listing: String = parsed.iter().map(|p| format!("# {}\n", p.name())).collect();
         let id = store.create_experiment_with_status(

@@ -37,8 +37,10 @@ pub(crate) struct ImportArgs {
     /// Tag every imported run, e.g. kernel=6.1 or variant=stock (repeatable).
     #[arg(long = "tag", value_name = "NAME=VALUE")]
     pub tags: Vec<String>,
-    /// Add the runs to the imported experiment of this name (created when missing).
-    #[arg(long, value_name = "NAME")]
+    /// Add the runs to the imported experiment of this name (created when missing), or of
+    /// this id where several share a name. Without it, a new experiment named after the
+    /// first file.
+    #[arg(long, value_name = "NAME|ID")]
     pub experiment: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
