@@ -55,6 +55,19 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
+/// An experiment record with nothing but a name, for runs a test stores itself.
+fn bare_experiment(name: &str) -> iolab::store::NewExperiment {
+    iolab::store::NewExperiment {
+        name: name.into(),
+        file_text: String::new(),
+        seed: 1,
+        planned_order: serde_json::json!([]),
+        host: "h".into(),
+        kernel: "6.1".into(),
+        part_of: None,
+    }
+}
+
 fn two_kernels() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("r.db");
@@ -159,15 +172,7 @@ fn import_adds_to_the_one_experiment_named_or_says_which_are() {
     // A run experiment is never added to, by id either.
     let mut store = iolab::store::Store::open_existing(&db).unwrap();
     store
-        .create_experiment(&iolab::store::NewExperiment {
-            name: "measured".into(),
-            file_text: String::new(),
-            seed: 1,
-            planned_order: serde_json::json!([]),
-            host: "h".into(),
-            kernel: "k".into(),
-            part_of: None,
-        })
+        .create_experiment(&bare_experiment("measured"))
         .unwrap();
     drop(store);
     let e = err(&db, &["import", "--experiment", "3", &c]);
@@ -549,17 +554,7 @@ fn a_level_holding_a_comma_is_selected_in_quotes() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db");
     let mut store = iolab::store::Store::open(&db).unwrap();
-    let id = store
-        .create_experiment(&iolab::store::NewExperiment {
-            name: "cpus".into(),
-            file_text: String::new(),
-            seed: 1,
-            planned_order: serde_json::json!([]),
-            host: "h".into(),
-            kernel: "6.1".into(),
-            part_of: None,
-        })
-        .unwrap();
+    let id = store.create_experiment(&bare_experiment("cpus")).unwrap();
     for (level, key, iops) in [
         ("0", "cpus_allowed=0", 100.0),
         ("0,1", "cpus_allowed=\"0,1\"", 150.0),
