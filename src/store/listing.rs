@@ -74,17 +74,19 @@ fn experiments_table(exps: &[Experiment]) -> String {
     if exps.is_empty() {
         return "no experiments stored yet\n".to_string();
     }
+    // Names and cell keys whole, however long: cut short, two could not be told apart.
+    let names = width(exps.iter().map(|e| safe(&e.name)), "name");
     let mut out = format!(
-        "{:>4}  {:<19}  {:<20}  {:<11}  {:>4}  {:>6}  {:>4}  host / kernel\n",
+        "{:>4}  {:<19}  {:<names$}  {:<11}  {:>4}  {:>6}  {:>4}  host / kernel\n",
         "id", "created (UTC)", "name", "status", "ok", "failed", "n/a"
     );
     for e in exps {
         let _ = writeln!(
             out,
-            "{:>4}  {:<19}  {:<20}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}{}",
+            "{:>4}  {:<19}  {:<names$}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}{}",
             e.id,
             format_utc(e.created_unix),
-            clip(&safe(&e.name), 20),
+            safe(&e.name),
             safe(&e.status),
             e.runs_ok,
             e.runs_failed,
@@ -117,8 +119,9 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
         return out;
     }
     let traced = runs.iter().any(|r| r.trace.is_some());
+    let cells = width(runs.iter().map(|r| safe(&r.run.cell_key)), "cell");
     let header = format!(
-        "{:>6}  {:<30}  {:>3}  {:<19}  {:>7}  {:<10}{}",
+        "{:>6}  {:<cells$}  {:>3}  {:<19}  {:>7}  {:<10}{}",
         "run",
         "cell",
         "rep",
@@ -137,9 +140,9 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
             let _ = write!(status, ": {}", safe(reason));
         }
         let line = format!(
-            "{:>6}  {:<30}  {:>3}  {:<19}  {:>7.1}  {:<10}{}",
+            "{:>6}  {:<cells$}  {:>3}  {:<19}  {:>7.1}  {:<10}{}",
             r.id,
-            clip(&safe(&r.cell_key), 30),
+            safe(&r.cell_key),
             r.repetition,
             format_utc(r.start_unix),
             r.end_unix - r.start_unix,
@@ -154,19 +157,69 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
     out
 }
 
-fn clip(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(width - 1).collect();
-        t.push('~');
-        t
-    }
+/// The width of a column holding `values` under `header`, in characters.
+fn width<S: AsRef<str>>(values: impl Iterator<Item = S>, header: &str) -> usize {
+    values
+        .map(|v| v.as_ref().chars().count())
+        .chain([header.len()])
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Cells that differ only at the end of a long key are listed whole, each its own.
+    #[test]
+    fn long_cell_keys_are_listed_whole_and_aligned() {
+        let run = |id, cell: &str| ListedRun {
+            run: Run {
+                id,
+                experiment_id: 1,
+                cell_key: cell.into(),
+                cell_levels: serde_json::json!({}),
+                repetition: 1,
+                warmup: false,
+                start_unix: 0.0,
+                end_unix: 1.0,
+                status: crate::store::RunStatus::Ok,
+            },
+            trace: None,
+        };
+        let exp = Experiment {
+            id: 1,
+            name: "a name longer than the twenty characters it once had".into(),
+            seed: 0,
+            created_unix: 0.0,
+            host: "h".into(),
+            kernel: "k".into(),
+            status: "done".into(),
+            part_of: None,
+            runs_ok: 2,
+            runs_failed: 0,
+            runs_not_applicable: 0,
+        };
+        let keys = [
+            "scheduler=mq-deadline,placement=on",
+            "scheduler=mq-deadline,placement=near",
+        ];
+        let text = runs_table(&exp, &[run(1, keys[0]), run(2, keys[1])]);
+        for key in keys {
+            assert!(text.contains(&format!("  {key} ")), "{text}");
+        }
+        let start_at: Vec<usize> = text
+            .lines()
+            .skip(2)
+            .map(|l| l.find("1970").unwrap())
+            .collect();
+        assert_eq!(start_at[0], start_at[1], "{text}");
+        let listed = experiments_table(&[exp]);
+        assert!(
+            listed.contains("the twenty characters it once had  done"),
+            "{listed}"
+        );
+    }
 
     #[test]
     fn a_hosts_own_experiment_names_the_experiment_it_is_part_of() {
@@ -186,6 +239,7 @@ mod tests {
         let text = experiments_table(&[exp(7, "lab1+lab2", None), exp(8, "lab1", Some(7))]);
         let lines: Vec<&str> = text.lines().collect();
         assert!(!lines[1].contains("one host"), "{text}");
+        assert!(text.contains("  hosts  "), "{text}");
         assert!(
             lines[2].ends_with("lab1 / 6.1.0  (one host of experiment 7)"),
             "{text}"
