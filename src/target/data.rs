@@ -257,6 +257,8 @@ pub fn holds_data(root: &SysRoot, device: &str) -> Result<Vec<Reason>, TargetErr
             Err(why) => reasons.push(Reason::Unreadable { why }),
         }
     }
+    // Both probes fail alike on a device that cannot be read: one reason, said once.
+    reasons.dedup();
     Ok(reasons)
 }
 

@@ -581,6 +581,28 @@ fn check_writes(exp: &Experiment, settings: &Settings, devices: &[String]) -> Re
     Ok(())
 }
 
+/// Refuses a named device of this machine (`live`) with no capacity: no I/O can be done on
+/// it, and fio would only fail on it run after run. (A machine read from `--root` is left
+/// alone: its trees need not say a device's size.)
+fn refuse_empty(live: bool, m: &Machine, devices: &[String]) -> Result<()> {
+    if !live {
+        return Ok(());
+    }
+    let empty = devices
+        .iter()
+        .filter_map(|d| m.device(d))
+        .find(|d| d.size_bytes == 0);
+    if let Some(d) = empty {
+        anyhow::bail!(
+            "/dev/{}: has no capacity (size 0), so no I/O can be done on it: nothing is \
+             attached to it (an unattached loop device, an unconfigured zram); for iolab's own \
+             scratch device, leave the device out or write device = \"default\"",
+            d.name
+        );
+    }
+    Ok(())
+}
+
 /// Refuses a `--destructive-device` that names none of the run's target devices. It lets a
 /// run write to a target and to nothing else, so one that names another device (a typo, or
 /// a run on the scratch default) does nothing, while its user believes a device was given up.
@@ -831,6 +853,7 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     }
     match named_devices(exp, settings) {
         Some(devs) => {
+            refuse_empty(settings.root.is_live(), &m, &devs)?;
             check_writes(exp, settings, &devs)?;
             let mut p = plan(exp, &m, &devs, false)?;
             p.stacked = stacked_devices(&m, &devs);
@@ -1062,6 +1085,9 @@ pub fn run(
     say_targets(exp, &scratch, &devices, &nic, progress);
 
     let machine = Machine::read(&settings.root)?;
+    if !remote && nic.is_none() && scratch.is_empty() {
+        refuse_empty(settings.root.is_live(), &machine, &devices)?;
+    }
     if let (Some(mount), false) = (&exp.prepare.fstrim, remote) {
         check_fstrim(settings, &machine, &devices, mount)?;
     }
@@ -1795,6 +1821,21 @@ mod tests {
         assert!(check_tags(&remote, &tag("kernel")).is_ok());
         let e = check_tags(&remote, &tag("host")).unwrap_err().to_string();
         assert!(e.contains("fio servers"), "{e}");
+    }
+
+    #[test]
+    fn a_device_of_size_0_is_refused_on_the_live_machine() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/machines/thisvm");
+        let m = Machine::read(&crate::sys::SysRoot::at(dir).unwrap()).unwrap();
+        let e = refuse_empty(true, &m, &["loop0".into(), "zram0".into()]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/dev/zram0: has no capacity (size 0)"),
+            "{e}"
+        );
+        refuse_empty(true, &m, &["loop0".into()]).unwrap();
+        refuse_empty(false, &m, &["zram0".into()]).unwrap();
     }
 
     #[test]
