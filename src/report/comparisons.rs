@@ -76,7 +76,7 @@ pub(crate) fn comparison_table_in_family(
     columns.push(test);
     // After the verdict: when a table must split to fit 80 columns, the reference p-value
     // moves to the second block, not the verdict.
-    columns.push(Column::number("Welch", None));
+    columns.push(Column::number("Welch p", None));
     let mut table = Table::new(columns);
     table.title = Some(match unit {
         Some(u) => format!("{title} [{u}]"),
@@ -139,16 +139,16 @@ pub(crate) fn comparison_table_in_family(
         None => format!(
             "p: two-sided, of the test named in `test`{adjustment}; MW = Mann-Whitney U where \
              its smallest possible p is below {alpha} (e.g. 4 vs 4 or 3 vs 5 runs), else Welch \
-             = Welch's t on the runs (e.g. 3 vs 3); Welch column: Welch's t p, unadjusted, for \
+             = Welch's t on the runs (e.g. 3 vs 3); Welch p column: Welch's t p, unadjusted, for \
              reference"
         ),
         Some(Test::Welch) => format!(
             "p: two-sided, of Welch's t on the runs in every row{adjustment} (Mann-Whitney U \
-             needs more runs for its p to reach {alpha}: e.g. 4 vs 4 or 3 vs 5); Welch \
+             needs more runs for its p to reach {alpha}: e.g. 4 vs 4 or 3 vs 5); Welch p \
              column: Welch's t p, unadjusted, for reference"
         ),
         Some(Test::MannWhitney) => format!(
-            "p: two-sided, of Mann-Whitney U in every row{adjustment}; Welch column: Welch's \
+            "p: two-sided, of Mann-Whitney U in every row{adjustment}; Welch p column: Welch's \
              t p, unadjusted, for reference"
         ),
     };
@@ -439,7 +439,7 @@ mod tests {
         let t = comparison_table("read_iops: A -> B", Some("IO/s"), &rows);
         let text = t.render_text(MAX_WIDTH);
         let header = text.lines().nth(1).unwrap();
-        assert!(header.ends_with("verdict    Welch"), "{text}");
+        assert!(header.ends_with("verdict    Welch p"), "{text}");
         let body: Vec<&str> = text.lines().skip(3).take(2).collect();
         assert!(body.iter().all(|l| !l.contains("Welch")), "{text}");
         assert!(text.contains("p: two-sided, of Welch's t on the runs in every row"));
