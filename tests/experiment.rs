@@ -342,6 +342,23 @@ fn a_dry_run_plans_against_another_machines_snapshot() {
     ] {
         assert!(r.stdout.contains(said), "{said}:\n{}", r.stdout);
     }
+    assert!(!r.stdout.contains("no cell can run here"), "{}", r.stdout);
+    // Cells none of which can run there: said once, plainly, beside the reasons.
+    let nowhere = dir.path().join("nowhere.toml");
+    std::fs::write(
+        &nowhere,
+        "name = \"nowhere\"\n[target]\ndevice = \"nvme0n1\"\n[workload]\nrw = \"read\"\n\
+         runtime = \"1s\"\n[factors]\nplacement = [\"node:3\", \"99\"]\n",
+    )
+    .unwrap();
+    let r = dry(&nowhere, &["--dry-run"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("warning: no cell can run here: all 2 are not applicable (each says why)"),
+        "{}",
+        r.stdout
+    );
     let r = dry(&file("write"), &["--dry-run"]);
     assert_ne!(r.code, Some(0));
     assert!(

@@ -260,6 +260,14 @@ pub(crate) fn plan(
         .filter(|r| resolved[r.cell].not_applicable.is_none())
         .map(|r| resolved[r.cell].nominal_seconds)
         .sum::<Option<f64>>();
+    let mut warnings = warnings(exp, &cells);
+    if resolved.iter().all(|c| c.not_applicable.is_some()) {
+        warnings.push(format!(
+            "no cell can run here: all {} are not applicable (each says why), so a run would \
+             measure nothing and only record why",
+            resolved.len()
+        ));
+    }
     Ok(Plan {
         experiment: exp.name.clone(),
         devices: devs
@@ -282,7 +290,7 @@ pub(crate) fn plan(
             .into_iter()
             .chain(scratch.then(|| network_on_a_scratch_device(exp)).flatten())
             .collect(),
-        warnings: warnings(exp, &cells),
+        warnings,
         hosts: Vec::new(),
         stabilise: Vec::new(),
         prepare: exp.prepare.steps(),
