@@ -1010,7 +1010,10 @@ fn dry_run_prints_the_resolved_plan_and_touches_nothing() {
         ),
         "{text}"
     );
-    assert!(text.contains("estimated time: 9s"), "{text}");
+    assert!(
+        text.contains("estimated time: 9s of measuring, and start-up around each run"),
+        "{text}"
+    );
 }
 
 /// fio takes any iodepth and keeps one I/O in flight with a synchronous engine: the plan

@@ -91,7 +91,13 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
     order_lines(&mut out, plan);
     match plan.estimated_seconds {
         Some(s) => {
-            let _ = writeln!(out, "estimated time: {}", duration_text(s));
+            // The runs' own lengths: each run also starts and stops its workload, sets its
+            // knobs and samples around it, which takes a second or more per run on its own.
+            let _ = writeln!(
+                out,
+                "estimated time: {} of measuring, and start-up around each run",
+                duration_text(s)
+            );
         }
         None if exp.engine.engine().runs_job_file() => {
             let _ = writeln!(out, "estimated time: unknown (fio is not time based)");
