@@ -185,22 +185,34 @@ pub(crate) fn comparison_table_in_family(
                 .to_string(),
         );
     }
-    let by_difference = |zero: bool| {
-        rows.iter()
-            .any(|r| r.comparison.difference.is_some() && r.comparison.change_pct.is_none() == zero)
+    // Rows whose CI is of the difference: beside a relative change (`abs`), from a baseline
+    // of 0 (`from 0`), or between two medians of 0 (`-`).
+    let by_difference = |from_zero: bool, both_zero: bool| {
+        rows.iter().any(|r| {
+            let c = r.comparison;
+            c.difference.is_some_and(|d| (d == 0.0) == both_zero)
+                && c.change_pct.is_none() == from_zero
+        })
     };
-    if by_difference(false) {
+    if by_difference(false, false) || by_difference(false, true) {
         table.notes.push(
             "abs: over a tenth of the resampled baseline medians are 0, so the relative change \
              has no CI; the 95% CI is of the difference of the medians, in the metric's unit"
                 .to_string(),
         );
     }
-    if by_difference(true) {
+    if by_difference(true, false) {
         table.notes.push(
             "from 0: the baseline median is 0, so no relative change exists; the 95% CI is \
              of the difference of the medians, in the metric's unit, and no minimum effect \
              applies"
+                .to_string(),
+        );
+    }
+    if by_difference(true, true) {
+        table.notes.push(
+            "change -: both medians are 0, so there is no change to show; the 95% CI is of \
+             the difference of the medians, in the metric's unit"
                 .to_string(),
         );
     }
@@ -506,6 +518,17 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("from 0:"), "{text}");
+        // Both sides all 0 (no I2D without a scheduler): no `from 0` in the row, so none in
+        // the legend either, which says what the `-` is instead.
+        let c = compare(&[0.0; 3], &[0.0; 3], &opts).unwrap();
+        let rows = [ComparisonRow {
+            cell: "none/on".into(),
+            metric: None,
+            comparison: &c,
+        }];
+        let text = comparison_table("trace_i2d_pct", None, &rows).render_text(MAX_WIDTH);
+        assert!(!text.contains("from 0"), "{text}");
+        assert!(text.contains("change -: both medians are 0"), "{text}");
         assert_eq!(signed_two_digits(0.16213), "+0.16");
         assert_eq!(signed_two_digits(-3.21), "-3.2");
         assert_eq!(signed_two_digits(12345.6), "+12346");
