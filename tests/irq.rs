@@ -110,7 +110,11 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
     let text = plan_text(root.path());
     assert!(text.contains("eth0-TxRx-7"), "{text}");
     assert!(text.contains("managed by the kernel"), "{text}");
-    assert!(text.contains("now CPU at 500000/s, core at "), "{text}");
+    assert!(
+        text.contains("busiest: now CPU at 500000/s, core at "),
+        "{text}"
+    );
+    assert!(text.contains("/s a CPU, package at "), "{text}");
     // Fit for a mail: ASCII only.
     assert!(text.is_ascii(), "{text}");
 

@@ -73,10 +73,12 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
             );
         }
     }
-    // Loads, not CPU numbers: "CPU 5" alone read as the fifth CPU on a two-CPU machine.
+    // Loads, not CPU numbers: "CPU 5" alone read as the fifth CPU on a two-CPU machine. A
+    // core's and a package's loads are per CPU in them, said beside each: "package at 0.4/s"
+    // next to "CPU at 0.9/s" read as a package carrying less than one of its CPUs.
     let peaks = |x: &Peaks| {
         format!(
-            "CPU at {}/s, core at {}/s, package at {}/s",
+            "CPU at {}/s, core at {}/s a CPU, package at {}/s a CPU",
             rate(x.cpu),
             rate(x.core),
             rate(x.package)
@@ -84,7 +86,7 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
     };
     let _ = writeln!(
         out,
-        "busiest (interrupts per CPU): now {}; planned {} ({:.0}% lower; moves need {}%)",
+        "busiest: now {}; planned {} ({:.0}% lower; moves need {}%)",
         peaks(&p.peaks_before),
         peaks(&p.peaks_after),
         p.gain_pct,
