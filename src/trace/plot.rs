@@ -400,9 +400,17 @@ fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
     let lo = all().map(|b| b.0).fold(f64::MAX, f64::min);
     let hi = all().map(|b| b.1).fold(0.0, f64::max);
     let top = all().map(|b| b.2).fold(0.0, f64::max).max(1.0);
+    // The title names the directions the trace has: "reads and writes" over a read-only
+    // trace's chart said there were writes to see.
+    let has = |dir: &str| sets.iter().any(|s| s.0.starts_with(dir) && !s.2.is_empty());
+    let directions = match (has("read"), has("write")) {
+        (true, false) => "reads",
+        (false, true) => "writes",
+        _ => "reads and writes",
+    };
     let mut chart = Chart::new(
         (900, 400),
-        &format!("latency histogram, reads and writes, device {}", d.dev),
+        &format!("latency histogram, {directions}, device {}", d.dev),
         Axes {
             x_name: "latency (s, log scale)",
             y_name: "bios",
@@ -510,6 +518,24 @@ fn show_names(names: &[PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The histogram's title names the directions the trace has.
+    #[test]
+    fn the_histogram_title_names_the_directions_drawn() {
+        let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trace/fx.bin");
+        let report = analyze_paths(&[fx], Options::default()).unwrap();
+        let mut d = report.devices[0].clone();
+        assert!(histogram(&d)
+            .unwrap()
+            .contains("latency histogram, reads and writes, device"));
+        d.by_direction.remove("write");
+        let reads = histogram(&d).unwrap();
+        assert!(
+            reads.contains("latency histogram, reads, device"),
+            "{}",
+            &reads[..400.min(reads.len())]
+        );
+    }
 
     /// A device is named by number, or by its name on this machine.
     #[test]
