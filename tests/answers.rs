@@ -590,6 +590,17 @@ fn a_level_holding_a_comma_is_selected_in_quotes() {
     );
     let e = err(&db, &["compare", "cpus_allowed=0", "cpus_allowed=1"]);
     assert!(e.contains(r#"its levels: 0, "0,1""#), "{e}");
+    // One factor: `--rows` of it is the plain table, a row per level.
+    let shown = ok(&db, &["show", "1", "--rows", "cpus_allowed"]);
+    assert!(
+        shown.contains("factors: cpus_allowed (0, \"0,1\")") && shown.contains("\n0,1 "),
+        "{shown}"
+    );
+    let e = err(
+        &db,
+        &["show", "1", "--rows", "cpus_allowed", "--cols", "bs"],
+    );
+    assert!(e.contains("needs two factors") || e.contains("bs"), "{e}");
 }
 
 /// Sides that share runs are not independent: the same runs on both sides are refused, some

@@ -56,7 +56,15 @@ impl Loaded {
         } else {
             self.factors
                 .iter()
-                .map(|f| format!("{} ({})", f.name, f.levels.join(", ")))
+                .map(|f| {
+                    // As cell keys print them: "0,1" would read as two levels.
+                    let levels: Vec<String> = f
+                        .levels
+                        .iter()
+                        .map(|l| crate::experiment::plan::quote_label(l))
+                        .collect();
+                    format!("{} ({})", f.name, levels.join(", "))
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         }
@@ -233,6 +241,12 @@ pub(crate) fn layout(
         );
     }
     if varying.len() < 2 {
+        // `--rows F` of the one factor that varies: the plain table already has a row per
+        // level of it.
+        let one_factor = |r: &str| varying.iter().any(|f| f.name == r);
+        if cols.is_none() && rows.is_some_and(one_factor) {
+            return Ok(None);
+        }
         if rows.is_some() || cols.is_some() {
             bail!(
                 "a pivot table needs two factors with several levels; experiment {} has: {}",
