@@ -206,32 +206,18 @@ mod tests {
     fn a_reused_pids_leftover_is_passed_over() {
         let dir = tempfile::tempdir().unwrap();
         let parent = dir.path().join("fio");
-        let first = RunDir::create(&parent).unwrap();
-        let n: u64 = first
-            .path()
-            .to_str()
-            .unwrap()
-            .rsplit('-')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let number = |d: &RunDir| -> u64 {
+            let name = d.path().to_str().unwrap();
+            name.rsplit('-').next().unwrap().parse().unwrap()
+        };
+        let n = number(&RunDir::create(&parent).unwrap());
         let pid = std::process::id();
         for k in n + 1..n + 4 {
             std::fs::create_dir(parent.join(format!("run-{pid}-{k}"))).unwrap();
             std::fs::write(parent.join(format!("run-{pid}-{k}/left")), "x").unwrap();
         }
         let next = RunDir::create(&parent).unwrap();
-        let m: u64 = next
-            .path()
-            .to_str()
-            .unwrap()
-            .rsplit('-')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!(m >= n + 4, "{}", next.path().display());
+        assert!(number(&next) >= n + 4, "{}", next.path().display());
         assert!(parent.join(format!("run-{pid}-{}/left", n + 1)).exists());
     }
 
