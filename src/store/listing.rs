@@ -170,6 +170,23 @@ fn width<S: AsRef<str>>(values: impl Iterator<Item = S>, header: &str) -> usize 
 mod tests {
     use super::*;
 
+    /// A finished experiment with no runs, to be filled in.
+    fn experiment(id: i64, name: &str) -> Experiment {
+        Experiment {
+            id,
+            name: name.into(),
+            seed: 0,
+            created_unix: 0.0,
+            host: "h".into(),
+            kernel: "k".into(),
+            status: "done".into(),
+            part_of: None,
+            runs_ok: 0,
+            runs_failed: 0,
+            runs_not_applicable: 0,
+        }
+    }
+
     /// Cells that differ only at the end of a long key are listed whole, each its own.
     #[test]
     fn long_cell_keys_are_listed_whole_and_aligned() {
@@ -188,17 +205,8 @@ mod tests {
             trace: None,
         };
         let exp = Experiment {
-            id: 1,
-            name: "a name longer than the twenty characters it once had".into(),
-            seed: 0,
-            created_unix: 0.0,
-            host: "h".into(),
-            kernel: "k".into(),
-            status: "done".into(),
-            part_of: None,
             runs_ok: 2,
-            runs_failed: 0,
-            runs_not_applicable: 0,
+            ..experiment(1, "a name longer than the twenty characters it once had")
         };
         let keys = [
             "scheduler=mq-deadline,placement=on",
@@ -224,17 +232,11 @@ mod tests {
     #[test]
     fn a_hosts_own_experiment_names_the_experiment_it_is_part_of() {
         let exp = |id, host: &str, part_of| Experiment {
-            id,
-            name: "hosts".into(),
-            seed: 0,
-            created_unix: 0.0,
             host: host.into(),
             kernel: "6.1.0".into(),
-            status: "done".into(),
             part_of,
             runs_ok: 12,
-            runs_failed: 0,
-            runs_not_applicable: 0,
+            ..experiment(id, "hosts")
         };
         let text = experiments_table(&[exp(7, "lab1+lab2", None), exp(8, "lab1", Some(7))]);
         let lines: Vec<&str> = text.lines().collect();
