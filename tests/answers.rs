@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::answers_db;
 
@@ -117,6 +117,69 @@ fn a_write_jobs_report_draws_the_writes_latency_cdf() {
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("write completion latency"), "no writes' CDF");
+}
+
+/// Imported outputs of a sweep are not taken for repetitions of one configuration: each fio
+/// option whose value differs between them is a factor, also when a later import brings the
+/// difference (the runs there move to their cells). A device name differing is no factor.
+#[test]
+fn an_imported_sweep_has_a_cell_per_option_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.db");
+    let base = std::fs::read_to_string(fixture("randread_1job_json.out")).unwrap();
+    let output = |name: &str, iodepth: &str, iops: &str, device: &str, at: u32| {
+        let text = base
+            .replace(
+                "\"iodepth\" : \"16\"",
+                &format!("\"iodepth\" : \"{iodepth}\""),
+            )
+            .replace("\"iops\" : 137647.176412", &format!("\"iops\" : {iops}"))
+            .replace("/dev/loop0", device)
+            .replace("1795313598", &(1795313598 + at).to_string());
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let qd16 = [
+        output("a.json", "16", "137647.0", "/dev/loop0", 0),
+        output("b.json", "16", "137000.0", "/dev/loop0", 10),
+    ];
+    let qd1 = [
+        output("c.json", "1", "20000.0", "/dev/loop0", 20),
+        output("d.json", "1", "21000.0", "/dev/loop0", 30),
+    ];
+    let elsewhere = output("e.json", "1", "20500.0", "/dev/loop7", 40);
+    let import = |files: &[&str]| -> Value {
+        let mut args = vec!["import", "--experiment", "sweep", "--json"];
+        args.extend(files);
+        serde_json::from_str(&ok(&db, &args)).unwrap()
+    };
+    let first = import(&[&qd16[0], &qd16[1]]);
+    assert_eq!(first["factors"], json!([]), "{first}");
+    let second = import(&[&qd1[0], &qd1[1]]);
+    assert_eq!(second["factors"], json!(["iodepth"]), "{second}");
+    assert_eq!(second["regrouped"], 2, "{second}");
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let keys: Vec<String> = store
+        .runs(1)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.cell_key)
+        .collect();
+    assert_eq!(keys, ["iodepth=16", "iodepth=16", "iodepth=1", "iodepth=1"]);
+    let third = import(&[&elsewhere]);
+    assert_eq!(third["places"], json!(["filename"]), "{third}");
+    assert_eq!(third["regrouped"], 0, "{third}");
+    let shown = ok(&db, &["show", "1", "--metric", "read_iops"]);
+    assert!(shown.contains("factors: iodepth (1, 16)"), "{shown}");
+    // Three runs at depth 1, two at 16: the cells' own means, not one of all five.
+    let summary: Value = serde_json::from_str(&ok(&db, &["show", "1", "--json"])).unwrap();
+    let text = summary.to_string();
+    assert!(
+        text.contains("20500"),
+        "depth 1's mean of 20000, 21000, 20500: {text}"
+    );
+    assert!(text.contains("137323.5"), "depth 16's mean: {text}");
 }
 
 /// One fio output imported twice would be two repetitions with no spread: a file given twice,
@@ -292,7 +355,9 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
         assert!(!first.contains("seed"), "{first}");
     }
 
-    // Tagged: a second experiment for kernel 6.6; then both compare as one cell each.
+    // Tagged: a second experiment for kernel 6.6. Its outputs differ in numjobs only; the
+    // first's in iodepth too (its failed hipri run): each configuration still meets its own,
+    // the one-job output the one-job output, whichever experiment set the option apart.
     ok(
         &db,
         &[
@@ -317,12 +382,16 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
             "read_iops",
         ],
     );
-    assert!(text.contains("all"), "{text}");
-    // Two runs per side (the same two files): Welch's t decides, and finds nothing.
-    let all = text.lines().find(|l| l.starts_with("all ")).unwrap();
-    assert!(all.contains(" ~ "), "{text}");
+    assert!(text.contains("cells:     iodepth/numjobs"), "{text}");
+    for (cell, iops) in [("16/2 ", "163,950"), ("16/default ", "137,647")] {
+        let row = text.lines().find(|l| l.starts_with(cell)).unwrap_or("");
+        assert!(
+            row.contains(iops) && row.contains("~ (n)"),
+            "{cell}: {text}"
+        );
+    }
     assert!(
-        text.contains("p: two-sided, of Welch's t on the runs in every row"),
+        text.contains("iodepth=8 numjobs=default (only in\n  kernel=unknown)"),
         "{text}"
     );
 

@@ -796,7 +796,8 @@ pub(crate) fn compare_selectors(
             req.min_effect_pct
         );
     }
-    let (base, cand) = (resolve(store, a)?, resolve(store, b)?);
+    let (mut base, mut cand) = (resolve(store, a)?, resolve(store, b)?);
+    super::import_cells::complete_levels(store, [&mut base.runs, &mut cand.runs])?;
     let (bi, ci) = (base.ok_ids(), cand.ok_ids());
     for (g, ids) in [(&base, &bi), (&cand, &ci)] {
         if ids.is_empty() {

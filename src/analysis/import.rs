@@ -7,11 +7,13 @@
 //! fio's client-mode hostname, or are recorded as `unknown`. Every file is parsed before
 //! anything is written, so a bad file in the list stores nothing and the error names it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use serde_json::Value;
 
+use super::import_cells::{configuration, ImportCells};
 use crate::store::{NewExperiment, NewRun, RunStatus, Store};
 use crate::workload::fio_json::{self, FioReport};
 use crate::workload::runner::errno_name;
@@ -48,6 +50,14 @@ pub(crate) struct ImportSummary {
     pub experiment_id: i64,
     pub experiment_name: String,
     pub created: bool,
+    /// The fio options whose values differ between the experiment's outputs: its factors,
+    /// a cell per combination of their values.
+    pub factors: Vec<String>,
+    /// Options saying where a job ran or what it was called, whose values differ too: no
+    /// factors (see `import_cells`).
+    pub places: Vec<String>,
+    /// Runs stored before whose cell changed with the options these outputs set apart.
+    pub regrouped: usize,
     pub runs: Vec<ImportedRun>,
     /// The database the runs went into (for the text only).
     #[serde(skip)]
@@ -69,6 +79,34 @@ impl crate::output::Render for ImportSummary {
             self.runs.len() - ok,
             self.db_path
         );
+        match self.factors.as_slice() {
+            [] => {}
+            [one] => out.push_str(&format!(
+                "  a cell per value of {}, the fio option the outputs set apart\n",
+                safe(one)
+            )),
+            many => out.push_str(&format!(
+                "  a cell per combination of {}, the fio options the outputs set apart\n",
+                safe(&many.join(", "))
+            )),
+        }
+        if self.regrouped > 0 {
+            out.push_str(&format!(
+                "  {} run{} stored before moved to {} cell{} with them\n",
+                self.regrouped,
+                if self.regrouped == 1 { "" } else { "s" },
+                if self.regrouped == 1 { "its" } else { "their" },
+                if self.regrouped == 1 { "" } else { "s" },
+            ));
+        }
+        if !self.places.is_empty() {
+            out.push_str(&format!(
+                "  the outputs also differ in {}, which say where a job ran or what it was \
+                 called, not how: runs are not split by them; tag them apart (--tag NAME=VALUE) \
+                 to compare them\n",
+                safe(&self.places.join(", "))
+            ));
+        }
         let mut files: Vec<(&str, usize)> = Vec::new();
         for r in self.runs.iter().filter(|r| r.run_in_file.is_some()) {
             match files.last_mut() {
@@ -269,9 +307,30 @@ pub(crate) fn import_files(
         refuse_duplicates(store, &parsed, e.id)?;
     }
     let kernel = opts.tag("kernel").unwrap_or_else(|| UNKNOWN.to_string());
+    let before = match &existing {
+        Some(e) => stored_configurations(store, e.id)?,
+        None => Vec::new(),
+    };
+    let configs: Vec<_> = parsed.iter().map(|p| configuration(&p.report)).collect();
+    let all: Vec<_> = before
+        .iter()
+        .map(|(_, c)| c.clone())
+        .chain(configs.clone())
+        .collect();
+    let cells = ImportCells::of(&all);
     let to = Destination::find_or_create(store, existing, &parsed, opts, &kernel)?;
+    let mut regrouped = 0;
+    for (run, config) in &before {
+        let (key, levels) = cells.cell(config);
+        if key != run.cell_key {
+            store
+                .set_run_cell(run.id, &key, &levels)
+                .with_context(|| format!("regrouping run {}", run.id))?;
+            regrouped += 1;
+        }
+    }
     let mut runs = Vec::with_capacity(parsed.len());
-    for (i, p) in parsed.into_iter().enumerate() {
+    for (i, (p, config)) in parsed.into_iter().zip(&configs).enumerate() {
         let status = status_of(&p.report);
         let metrics = if status == RunStatus::Ok {
             p.report.metrics()
@@ -281,7 +340,16 @@ pub(crate) fn import_files(
         let (file, run_in_file) = (p.path.display().to_string(), p.part.map(|(k, _)| k));
         let tags = run_tags(opts, &p.report, &kernel);
         let repetition = to.first_rep + i as u32;
-        let run = new_run(p, to.id, repetition, status.clone(), metrics.clone(), tags);
+        let cell = cells.cell(config);
+        let run = new_run(
+            p,
+            to.id,
+            cell,
+            repetition,
+            status.clone(),
+            metrics.clone(),
+            tags,
+        );
         let run_id = store
             .insert_run(&run)
             .with_context(|| format!("{file}: storing the run"))?;
@@ -298,9 +366,28 @@ pub(crate) fn import_files(
         experiment_id: to.id,
         experiment_name: to.name,
         created: to.created,
+        factors: cells.factors,
+        places: cells.places,
+        regrouped,
         runs,
         db_path: store.path().to_string(),
     })
+}
+
+/// The runs an imported experiment holds with the configuration of each one's fio output
+/// (a run whose output cannot be read keeps its cell).
+fn stored_configurations(
+    store: &Store,
+    experiment: i64,
+) -> anyhow::Result<Vec<(crate::store::Run, BTreeMap<String, String>)>> {
+    let mut out = Vec::new();
+    for run in store.runs(experiment)? {
+        let text = store.run_texts(run.id)?.and_then(|t| t.fio_json);
+        if let Some(report) = text.and_then(|t| fio_json::parse(&t).ok()) {
+            out.push((run, configuration(&report)));
+        }
+    }
+    Ok(out)
 }
 
 /// Refuses, before anything is stored, a file stored already in the experiment
@@ -472,6 +559,7 @@ fn run_tags(opts: &ImportOptions, report: &FioReport, kernel: &str) -> Vec<(Stri
 fn new_run(
     p: Parsed,
     experiment_id: i64,
+    (cell_key, cell_levels): (String, Value),
     repetition: u32,
     status: RunStatus,
     metrics: Vec<(String, f64)>,
@@ -488,8 +576,8 @@ fn new_run(
     let end = p.timestamp.or(p.mtime).unwrap_or(0.0);
     NewRun {
         experiment_id,
-        cell_key: BASE_CELL.to_string(),
-        cell_levels: Value::Object(Default::default()),
+        cell_key,
+        cell_levels,
         repetition,
         warmup: false,
         start_unix: end - runtime_s,

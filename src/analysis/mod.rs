@@ -8,6 +8,7 @@ pub(crate) mod basis;
 pub(crate) mod cells;
 pub(crate) mod compare;
 pub(crate) mod import;
+pub(crate) mod import_cells;
 pub(crate) mod metrics;
 pub(crate) mod over_time;
 pub(crate) mod page;

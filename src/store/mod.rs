@@ -906,6 +906,24 @@ impl Store {
 
     /// The run of `experiment_id` whose stored fio JSON is exactly `fio_json`, if any: an
     /// import of a file already stored there would count one measurement twice.
+    /// Puts a run in another cell: an imported experiment's cells follow the fio options its
+    /// outputs set apart, which a later import can add to.
+    pub(crate) fn set_run_cell(
+        &mut self,
+        run_id: i64,
+        cell_key: &str,
+        cell_levels: &serde_json::Value,
+    ) -> Result<()> {
+        let levels = serde_json::to_string(cell_levels).unwrap_or_else(|_| "null".into());
+        self.conn
+            .execute(
+                "UPDATE runs SET cell_key = ?1, cell_levels = ?2 WHERE id = ?3",
+                params![cell_key, levels, run_id],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+
     pub fn run_with_fio_json(&self, experiment_id: i64, fio_json: &str) -> Result<Option<i64>> {
         self.conn
             .query_row(

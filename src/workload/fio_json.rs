@@ -113,6 +113,9 @@ pub struct JobResult {
 pub struct FioReport {
     /// `"fio version"`, e.g. "fio-3.33".
     pub version: Option<String>,
+    /// The options of the job file's `[global]` section, as fio echoed them (each job's own
+    /// are in its `options`).
+    pub(crate) global_options: BTreeMap<String, String>,
     pub jobs: Vec<JobResult>,
     /// Client/server mode: the layout had `client_stats`.
     pub client_mode: bool,
@@ -283,6 +286,7 @@ fn report_from_value(doc: &Value) -> Result<FioReport, FioJsonError> {
     }
     Ok(FioReport {
         version,
+        global_options: options_of(doc.get("global options")),
         jobs,
         client_mode,
         all_clients,
@@ -346,16 +350,9 @@ fn checked_value(x: &Value, path: &str, max: f64) -> Result<f64, FioJsonError> {
     Ok(n)
 }
 
-fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
-    if !v.is_object() {
-        return Err(invalid(
-            path,
-            format!("expected a job object, found {}", describe(v)),
-        ));
-    }
-    let options = v
-        .get("job options")
-        .and_then(Value::as_object)
+/// An options object fio echoed (`"global options"`, a job's `"job options"`) as name -> text.
+fn options_of(v: Option<&Value>) -> BTreeMap<String, String> {
+    v.and_then(Value::as_object)
         .map(|o| {
             o.iter()
                 .map(|(k, v)| {
@@ -367,7 +364,17 @@ fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
+    if !v.is_object() {
+        return Err(invalid(
+            path,
+            format!("expected a job object, found {}", describe(v)),
+        ));
+    }
+    let options = options_of(v.get("job options"));
     let error = match v.get("error") {
         None => 0,
         Some(x) => match x {
@@ -722,6 +729,7 @@ impl FioReport {
                 .collect(),
             all_clients: None,
             version: self.version.clone(),
+            global_options: self.global_options.clone(),
             client_mode: self.client_mode,
             documents: self.documents,
             preamble: String::new(),

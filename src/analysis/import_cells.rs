@@ -1,0 +1,229 @@
+//! The cells of an imported experiment. A directory of fio outputs is often a sweep (block
+//! sizes, queue depths, engines), each configuration run a few times; stored as one cell, the
+//! runs of every configuration would be taken for repetitions of one and their statistics
+//! mixed. So each fio option whose value differs between the outputs is a factor, and a run's
+//! cell is its levels of those, named as `iolab run` names the cells of a matrix.
+//!
+//! Options that say where a job ran or what it was called, not how it ran (`filename`,
+//! `directory`, the job's `name`, log file names), are no factors: one job file run on two
+//! hosts names two devices, and its runs must still meet cell by cell in a comparison. Outputs
+//! that differ in them are pointed out instead, to be told apart by tags.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::import::BASE_CELL;
+use crate::experiment::plan::quote_label;
+use crate::store::{Run, Store};
+use crate::workload::fio_json::{self, FioReport};
+
+/// The level of an option an output's job file did not set: fio used its default.
+pub(crate) const DEFAULT_LEVEL: &str = "default";
+
+/// Options naming where a job ran or what it was called, not how it ran.
+fn says_where(option: &str) -> bool {
+    matches!(
+        option,
+        "name" | "description" | "filename" | "directory" | "filename_format"
+    ) || (option.starts_with("write_") && option.ends_with("_log"))
+}
+
+/// An output's configuration, option -> value: the `[global]` section's values under the
+/// jobs' own. Where its jobs set an option apart (a reader beside a writer), the jobs' values
+/// in job order, each once, joined with '/'.
+pub(crate) fn configuration(report: &FioReport) -> BTreeMap<String, String> {
+    let names: BTreeSet<&String> = report
+        .global_options
+        .keys()
+        .chain(report.jobs.iter().flat_map(|j| j.options.keys()))
+        .collect();
+    names
+        .into_iter()
+        .map(|name| {
+            let mut values: Vec<&str> = Vec::new();
+            for job in &report.jobs {
+                let v = job
+                    .options
+                    .get(name)
+                    .or_else(|| report.global_options.get(name))
+                    .map_or(DEFAULT_LEVEL, String::as_str);
+                if !values.contains(&v) {
+                    values.push(v);
+                }
+            }
+            (name.clone(), values.join("/"))
+        })
+        .collect()
+}
+
+/// The factors of a set of outputs' configurations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImportCells {
+    /// Options whose values differ between the outputs, by name.
+    pub factors: Vec<String>,
+    /// Options saying where a job ran or what it was called whose values differ too.
+    pub places: Vec<String>,
+}
+
+impl ImportCells {
+    pub(crate) fn of(configs: &[BTreeMap<String, String>]) -> Self {
+        let names: BTreeSet<&String> = configs.iter().flat_map(|c| c.keys()).collect();
+        let (mut factors, mut places) = (Vec::new(), Vec::new());
+        for name in names {
+            let values: BTreeSet<&str> = configs.iter().map(|c| level(c, name)).collect();
+            if values.len() > 1 {
+                if says_where(name) {
+                    places.push(name.clone());
+                } else {
+                    factors.push(name.clone());
+                }
+            }
+        }
+        ImportCells { factors, places }
+    }
+
+    /// The cell key and levels of an output of `config`.
+    pub(crate) fn cell(&self, config: &BTreeMap<String, String>) -> (String, Value) {
+        if self.factors.is_empty() {
+            return (BASE_CELL.to_string(), Value::Object(Default::default()));
+        }
+        let key = self
+            .factors
+            .iter()
+            .map(|f| format!("{f}={}", quote_label(level(config, f))))
+            .collect::<Vec<_>>()
+            .join(",");
+        let levels = self
+            .factors
+            .iter()
+            .map(|f| (f.clone(), Value::String(level(config, f).to_string())))
+            .collect();
+        (key, Value::Object(levels))
+    }
+}
+
+/// Runs of imported experiments compared with one another: an option one experiment held
+/// constant is no factor there, while another's outputs set it apart. A run lacking a level
+/// of a factor some imported run of the comparison has takes its level from its own fio
+/// output, so that the same configuration meets cell by cell whichever experiment holds it.
+pub(crate) fn complete_levels(store: &Store, sides: [&mut Vec<Run>; 2]) -> anyhow::Result<()> {
+    let imported: BTreeSet<i64> = store
+        .experiments()?
+        .into_iter()
+        .filter(|e| e.status == "imported")
+        .map(|e| e.id)
+        .collect();
+    let [a, b] = sides;
+    let mut runs: Vec<&mut Run> = a
+        .iter_mut()
+        .chain(b.iter_mut())
+        .filter(|r| imported.contains(&r.experiment_id))
+        .collect();
+    let factors: BTreeSet<String> = runs
+        .iter()
+        .filter_map(|r| r.cell_levels.as_object())
+        .flat_map(|levels| levels.keys().cloned())
+        .collect();
+    for run in &mut runs {
+        let Value::Object(levels) = &mut run.cell_levels else {
+            continue;
+        };
+        if factors.iter().all(|f| levels.contains_key(f)) {
+            continue;
+        }
+        let text = store.run_texts(run.id)?.and_then(|t| t.fio_json);
+        let Some(report) = text.and_then(|t| fio_json::parse(&t).ok()) else {
+            continue;
+        };
+        let config = configuration(&report);
+        for f in &factors {
+            levels
+                .entry(f.clone())
+                .or_insert_with(|| Value::String(level(&config, f).to_string()));
+        }
+    }
+    Ok(())
+}
+
+fn level<'a>(config: &'a BTreeMap<String, String>, option: &str) -> &'a str {
+    config.get(option).map_or(DEFAULT_LEVEL, String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::fio_json::JobResult;
+
+    fn job(options: &[(&str, &str)]) -> JobResult {
+        JobResult {
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn report(global: &[(&str, &str)], jobs: Vec<JobResult>) -> FioReport {
+        FioReport {
+            global_options: global
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            jobs,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn jobs_override_the_global_section_and_differing_jobs_are_joined() {
+        let r = report(
+            &[("bs", "4k"), ("iodepth", "8")],
+            vec![
+                job(&[("rw", "read"), ("iodepth", "8")]),
+                job(&[("rw", "write"), ("bs", "1m")]),
+                job(&[("rw", "read"), ("iodepth", "8")]),
+            ],
+        );
+        let c = configuration(&r);
+        assert_eq!(c["bs"], "4k/1m");
+        assert_eq!(c["iodepth"], "8");
+        assert_eq!(c["rw"], "read/write");
+    }
+
+    #[test]
+    fn options_that_differ_are_the_factors_and_places_are_not() {
+        let a = configuration(&report(
+            &[],
+            vec![job(&[("iodepth", "1"), ("filename", "/dev/nvme0n1")])],
+        ));
+        let b = configuration(&report(
+            &[],
+            vec![job(&[
+                ("iodepth", "32"),
+                ("filename", "/dev/nvme1n1"),
+                ("bs", "8k"),
+            ])],
+        ));
+        let cells = ImportCells::of(&[a.clone(), b.clone(), a.clone()]);
+        assert_eq!(cells.factors, ["bs", "iodepth"]);
+        assert_eq!(cells.places, ["filename"]);
+        let (key, levels) = cells.cell(&a);
+        assert_eq!(key, "bs=default,iodepth=1");
+        assert_eq!(levels["iodepth"], "1");
+        assert_eq!(cells.cell(&b).0, "bs=8k,iodepth=32");
+        // One configuration throughout: one cell, as before.
+        let same = ImportCells::of(&[a.clone(), a.clone()]);
+        assert!(same.factors.is_empty() && same.places.is_empty());
+        assert_eq!(same.cell(&a).0, BASE_CELL);
+    }
+
+    #[test]
+    fn a_level_holding_a_comma_is_quoted_in_the_key() {
+        let a = configuration(&report(&[], vec![job(&[("cpus_allowed", "0,1")])]));
+        let b = configuration(&report(&[], vec![job(&[("cpus_allowed", "2")])]));
+        let cells = ImportCells::of(&[a.clone(), b]);
+        assert_eq!(cells.cell(&a).0, "cpus_allowed=\"0,1\"");
+    }
+}
