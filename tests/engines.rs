@@ -436,6 +436,23 @@ fn a_command_with_a_regex_metric_and_one_with_a_json_metric() {
     ok_runs(&out);
     assert_eq!(metric(&out, 0, "copied_bytes"), 3.0 * 4096.0);
     assert_eq!(metric(&out, 1, "copied_bytes"), 5.0 * 4096.0);
+    // What it measured is what `show` shows by default, and the closing table has no IOPS
+    // or MB/s of 0 for a program that reported none.
+    let db = _d.path().join("r.db");
+    let show = |extra: &[&str]| {
+        let id = out.experiment_id.to_string();
+        let mut args = vec!["show", id.as_str(), "--db", db.to_str().unwrap()];
+        args.extend(extra);
+        crate::common::stdout_of(crate::common::iolab().args(&args))
+    };
+    let shown = show(&[]);
+    assert!(shown.contains("copied_bytes per cell"), "{shown}");
+    let summary = show(&["--summary"]);
+    let head = summary.lines().next().unwrap_or("");
+    assert!(
+        head.contains("copied_bytes") && !head.contains("IOPS"),
+        "{summary}"
+    );
     // A program says nothing of when it measured: its sampler figures are over the whole
     // span, and the stored window says so in the engine's words, not fio's.
     let basis = store.run_bases(out.experiment_id).unwrap().pop().unwrap();

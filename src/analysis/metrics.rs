@@ -1,8 +1,8 @@
 //! Which metrics to show when the user names none, their units, and their values for a set
-//! of runs. Defaults are the registry's `HEADLINE` metrics (the figures the cases' authors
-//! posted: IOPS, MB/s, mean and p99 completion latency, %usr/%sys, interrupts/s), kept only
-//! when the runs measured them and not all zero (a read workload's `write_iops` is a true 0
-//! and says nothing).
+//! of runs. Defaults are a command workload's own metrics, then the registry's `HEADLINE`
+//! metrics (the figures the cases' authors posted: IOPS, MB/s, mean and p99 completion
+//! latency, %usr/%sys, interrupts/s), kept only when the runs measured them and not all zero
+//! (a read workload's `write_iops` is a true 0 and says nothing).
 
 use std::collections::HashMap;
 
@@ -38,6 +38,14 @@ pub(crate) fn choose(
     };
     let mut out = Vec::new();
     if requested.is_empty() {
+        // A command's own figures (its patterns' groups, its JSON paths) are what its
+        // experiment measures: they come first, zeros too.
+        for m in present(store, groups)? {
+            if crate::metrics::workload_own(&m) {
+                let v = load(&m)?;
+                out.push((m, v));
+            }
+        }
         for m in crate::metrics::HEADLINE.iter().map(|m| m.name) {
             let v = load(m)?;
             if v.iter().all(|g| !g.is_empty())

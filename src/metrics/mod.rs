@@ -457,6 +457,12 @@ fn rule(name: &str) -> Option<&'static Metric> {
         .find(|m| m.matches(name))
 }
 
+/// Whether `name` is a workload's own metric, not one iolab lists: a command engine's (its
+/// patterns' named groups, its JSON paths' names). A host's prefixed figure is not.
+pub(crate) fn workload_own(name: &str) -> bool {
+    !name.contains(':') && exact(name).is_none()
+}
+
 /// Which way is better for `name`: its own entry's direction, else the naming rule its name
 /// follows. `None` for names that are neither work done nor a cost (`dev_avg_rq_kb`,
 /// `dev_avg_qu_sz`, a trace's counts) or follow no rule, where the caller must state one.

@@ -1,5 +1,6 @@
 //! The table printed when an experiment ends: per cell, IOPS, MB/s, mean and p99 completion
-//! latency, %usr/%sys and interrupts/s (across hosts, the hosts' mean) as mean ± stddev over
+//! latency (a network engine's or a command's own figures in their place), %usr/%sys and
+//! interrupts/s (across hosts, the hosts' mean) as mean ± stddev over
 //! the repetitions that succeeded, then the cells that could not run here with their reasons.
 //! It is a quick look, not the analysis: `iolab show ID` and `iolab compare` carry the
 //! confidence intervals.
@@ -53,9 +54,9 @@ pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
         &metrics::FIO_READ
     };
     let mut out = Vec::new();
-    // A network engine's run has no I/O figures: its own take their place.
-    let engine = ENGINE_COLUMNS.iter().any(|(m, _, _)| get(m).is_some());
-    if !engine || r.is_some() || w.is_some() {
+    // Only fio's runs have I/O figures: a network engine's or a command's own take their
+    // place (a 0 here would read as a workload that did nothing).
+    if r.is_some() || w.is_some() {
         out.push((IOPS, r.unwrap_or(0.0) + w.unwrap_or(0.0)));
         out.push((
             MB_S,
@@ -167,10 +168,22 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
     // on fio servers iolab does not control have none).
     let engine_only = any_run(cells) && !any(IOPS);
     let engine_columns = ENGINE_COLUMNS.map(|(m, heading, unit)| (m.name, heading, unit));
+    // A command's own metrics, each a column of its own.
+    let own: std::collections::BTreeSet<&str> = cells
+        .iter()
+        .flat_map(|c| c.runs.iter().flatten())
+        .map(|(name, _)| name.as_str())
+        .filter(|name| metrics::workload_own(name))
+        .collect();
+    let own_columns: Vec<(&str, &str, Option<&str>)> = own
+        .iter()
+        .map(|name| (*name, *name, metrics::lookup(name).and_then(|m| m.unit)))
+        .collect();
     let shown: Vec<(&str, &str, Option<&str>)> = COLUMNS[..4]
         .iter()
         .filter(|_| !engine_only)
         .chain(engine_columns.iter().filter(|(id, _, _)| any(id)))
+        .chain(&own_columns)
         .chain(COLUMNS[4..].iter().filter(|(id, _, _)| any(id)))
         .copied()
         .collect();
@@ -190,10 +203,17 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
             TableCell::text(c.runs.len().to_string()),
         ];
         for (id, _, _) in &shown {
-            let values: Vec<f64> = heads
-                .iter()
-                .filter_map(|h| h.iter().find(|(k, _)| k == id).map(|(_, v)| *v))
-                .collect();
+            let values: Vec<f64> = if own.contains(id) {
+                c.runs
+                    .iter()
+                    .filter_map(|r| r.iter().find(|(k, _)| k == id).map(|(_, v)| *v))
+                    .collect()
+            } else {
+                heads
+                    .iter()
+                    .filter_map(|h| h.iter().find(|(k, _)| k == id).map(|(_, v)| *v))
+                    .collect()
+            };
             row.push(stat_text(&values));
         }
         t.push(row);
@@ -304,6 +324,31 @@ mod tests {
             "{:?}",
             t.notes
         );
+    }
+
+    /// A command's runs have no I/O figures: no IOPS or MB/s of 0, its own metrics instead.
+    #[test]
+    fn a_commands_own_metrics_are_its_columns() {
+        let cell = CellResult {
+            key: "bs=4k".into(),
+            runs: vec![
+                m(&[("rate_mb_per_s", 400.0), ("copy_s", 0.5), ("usr_pct", 2.0)]),
+                m(&[("rate_mb_per_s", 410.0), ("copy_s", 0.4), ("usr_pct", 4.0)]),
+            ],
+            ..CellResult::default()
+        };
+        let text = table(&[cell]).render_text(200);
+        let head = text.lines().next().unwrap();
+        assert!(
+            !head.contains("IOPS") && !head.contains("MB/s  clat"),
+            "{text}"
+        );
+        assert!(
+            head.contains("copy_s") && head.contains("rate_mb_per_s [MB/s]"),
+            "{text}"
+        );
+        assert!(text.contains("0.4500 +-0.07071"), "{text}");
+        assert!(text.contains("405.0 +-7.071"), "{text}");
     }
 
     #[test]
