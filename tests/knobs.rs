@@ -368,6 +368,23 @@ fn after_sigkill_run_is_refused_and_restore_undoes_everything() {
         err.to_string().contains("run `iolab restore` first"),
         "{err}"
     );
+    // A dry run says the run would stop there (it planned on without a word).
+    let file = state.path().join("e.toml");
+    std::fs::write(&file, "name = \"e\"\n[workload]\nrw = \"randread\"\n").unwrap();
+    let out = assert_cmd::Command::cargo_bin("iolab")
+        .unwrap()
+        .env("IOLAB_STATE_DIR", state.path())
+        .args(["run", file.to_str().unwrap(), "--dry-run"])
+        .args(["--db", state.path().join("e.db").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("the run would stop before it starts") && said.contains("iolab restore"),
+        "{said}"
+    );
 
     let out = assert_cmd::Command::cargo_bin("iolab")
         .unwrap()
@@ -395,6 +412,7 @@ fn after_sigkill_run_is_refused_and_restore_undoes_everything() {
     );
     assert_eq!(snapshot(dev.name()), before);
     Journal::check_clean_in(state.path()).unwrap();
+    assert!(Journal::leftover_in(state.path()).is_none());
     let out = assert_cmd::Command::cargo_bin("iolab")
         .unwrap()
         .env("IOLAB_STATE_DIR", state.path())

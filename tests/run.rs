@@ -286,6 +286,47 @@ fn prepare_drops_caches_before_every_run_or_fails_the_run() {
     );
 }
 
+/// A sysctl this kernel lacks, or a level that is not what its file holds (integers), stops
+/// the dry run and the run before anything is touched, at its line: they failed every cell
+/// after a scratch device was made, and the dry run had planned them without a word.
+#[test]
+fn sysctl_levels_this_kernel_cannot_take_stop_the_run_before_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(
+        &file,
+        "name = \"s\"\nrepetitions = 1\n[workload]\nrw = \"randread\"\nruntime = \"1s\"\n\
+         [factors]\nsysctl.vm.swappiness = [60, \"abc\"]\n\
+         sysctl.vm.dirty_nonexistent = [1]\nsysctl.vm.dirty_ratio = [10, 20]\n",
+    )
+    .unwrap();
+    let db = dir.path().join("s.db");
+    for dry in [true, false] {
+        let mut args = vec!["run", file.to_str().unwrap(), "--db", db.to_str().unwrap()];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = crate::common::iolab()
+            .args(&args)
+            .env("IOLAB_STATE_DIR", dir.path().join("state"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains("s.toml:7: `sysctl.vm.swappiness`: takes an integer")
+                && err.contains("not \"abc\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("s.toml:8: `sysctl.vm.dirty_nonexistent`: /proc/sys/vm/dirty_nonexistent does not exist"),
+            "{err}"
+        );
+        assert!(!err.contains("dirty_ratio"), "{err}");
+        assert!(!db.exists(), "a refused run stored something");
+    }
+}
+
 /// Sysctls that could make the kernel run a program or take the machine's memory from its
 /// programs, module parameters that tune nothing or set to fail every disk of a driver, and SMT together with
 /// placement, are refused before anything runs, each at its line.

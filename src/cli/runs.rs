@@ -22,5 +22,12 @@ pub(crate) struct RunsArgs {
 pub(super) fn run(args: RunsArgs) -> anyhow::Result<()> {
     let path = store::resolve_db_path(args.db.as_deref());
     let db = Store::open_existing(&path)?;
+    let running: Vec<i64> = db
+        .experiments()?
+        .into_iter()
+        .filter(|e| e.status == "running" && args.experiment.is_none_or(|id| id == e.id))
+        .map(|e| e.id)
+        .collect();
+    super::show::note_abandoned(&path, &running);
     crate::output::print(&store::listing::listing(&db, args.experiment)?, args.out)
 }

@@ -46,11 +46,15 @@ pub(crate) struct ShowArgs {
 }
 
 pub(super) fn run(args: ShowArgs) -> anyhow::Result<()> {
-    let db = Store::open_existing(store::resolve_db_path(args.db.as_deref()))?;
+    let path = store::resolve_db_path(args.db.as_deref());
+    let db = Store::open_existing(&path)?;
     let id = match &args.host {
         Some(h) => db.part_on_host(args.experiment, h)?,
         None => args.experiment,
     };
+    if db.experiment(id).is_ok_and(|e| e.status == "running") {
+        note_abandoned(&path, &[id]);
+    }
     if args.summary {
         let summary = crate::analysis::summary::of_experiment(&db, id)?;
         return crate::output::print(
@@ -70,4 +74,15 @@ pub(super) fn run(args: ShowArgs) -> anyhow::Result<()> {
         },
     )?;
     crate::output::print_table(&shown, args.out)
+}
+
+/// Says on standard error which of `running`, experiments of the database at `path` still
+/// reading `running`, lost their iolab (killed before `restore` marked them).
+pub(super) fn note_abandoned(path: &std::path::Path, running: &[i64]) {
+    let state = crate::knobs::state_dir();
+    for id in running {
+        if let Some(note) = crate::experiment::run::registry::abandoned_note(&state, path, *id) {
+            eprintln!("iolab: note: {note}");
+        }
+    }
 }

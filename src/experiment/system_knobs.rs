@@ -7,8 +7,12 @@
 
 use crate::knobs::kinds;
 use crate::model::Machine;
+use crate::sys::SysRoot;
 
+use super::factor::{FactorKind, LevelValue};
+use super::run::resolve::ResolveError;
 use super::run::KnobWrite;
+use super::Experiment;
 
 const CPU: &str = "/sys/devices/system/cpu";
 
@@ -145,6 +149,17 @@ impl SystemKnob {
         }
     }
 
+    /// The one file a sysctl or a module parameter is; `None` for the CPU controls.
+    fn file(&self) -> Option<String> {
+        match self {
+            SystemKnob::Sysctl(name) => Some(format!("/proc/sys/{}", name.replace('.', "/"))),
+            SystemKnob::Module { module, parameter } => {
+                Some(format!("/sys/module/{module}/parameters/{parameter}"))
+            }
+            _ => None,
+        }
+    }
+
     /// The writes that set `level` on machine `m`, or why this machine cannot.
     pub(crate) fn writes(&self, level: &str, m: &Machine) -> Result<Vec<KnobWrite>, String> {
         let w = |path: String, value: &str| KnobWrite {
@@ -153,14 +168,9 @@ impl SystemKnob {
         };
         let c = &m.controls;
         match self {
-            SystemKnob::Sysctl(name) => Ok(vec![w(
-                format!("/proc/sys/{}", name.replace('.', "/")),
-                level,
-            )]),
-            SystemKnob::Module { module, parameter } => Ok(vec![w(
-                format!("/sys/module/{module}/parameters/{parameter}"),
-                level,
-            )]),
+            SystemKnob::Sysctl(_) | SystemKnob::Module { .. } => {
+                Ok(self.file().map(|f| w(f, level)).into_iter().collect())
+            }
             SystemKnob::Governor => {
                 if c.governor_cpus.is_empty() {
                     return Err("no CPU here has a cpufreq governor".into());
@@ -209,6 +219,61 @@ impl SystemKnob {
         }
     }
 
+    /// Why the levels of a sysctl or module parameter cannot be set on this kernel: its file
+    /// is missing (another kernel's sysctl, a module not loaded), or its value is integers and
+    /// a level is not as many integers. Ranges only the kernel knows: a level out of range
+    /// still fails at its write.
+    pub(crate) fn check_here(&self, levels: &[&str], root: &SysRoot) -> Result<(), String> {
+        let Some(file) = self.file() else {
+            return Ok(());
+        };
+        if !root.exists(&file) {
+            return Err(match self {
+                SystemKnob::Module { module, .. } => format!(
+                    "{file} does not exist here: module {module} is not loaded, or has no such \
+                     parameter"
+                ),
+                _ => format!(
+                    "{file} does not exist on this kernel (a sysctl of another kernel, or of a \
+                     module not loaded)"
+                ),
+            });
+        }
+        let Some(now) = root.attr(&file) else {
+            return Ok(());
+        };
+        let integers = |t: &str| -> Option<usize> {
+            let words: Vec<&str> = t.split_whitespace().collect();
+            (!words.is_empty() && words.iter().all(|w| w.parse::<i64>().is_ok()))
+                .then_some(words.len())
+        };
+        let Some(count) = integers(&now) else {
+            return Ok(());
+        };
+        let wrong: Vec<&str> = levels
+            .iter()
+            .copied()
+            .filter(|l| integers(l) != Some(count))
+            .collect();
+        if wrong.is_empty() {
+            return Ok(());
+        }
+        let takes = if count == 1 {
+            "an integer".to_string()
+        } else {
+            format!("{count} integers")
+        };
+        Err(format!(
+            "takes {takes} (it holds \"{}\" now); not {}",
+            now.split_whitespace().collect::<Vec<_>>().join(" "),
+            wrong
+                .iter()
+                .map(|l| format!("{l:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
     /// What preflight advises for a quiet machine, as far as `m` has the controls: the
     /// performance governor, boost off, no idle state deeper than C1 (case 4's set-up).
     pub(crate) fn advice(m: &Machine) -> Vec<(SystemKnob, String)> {
@@ -242,6 +307,39 @@ impl SystemKnob {
     /// interrupts is resolved against before the first run.
     pub(crate) fn changes_cpus(&self) -> bool {
         matches!(self, SystemKnob::Smt)
+    }
+}
+
+/// Every sysctl and module-parameter factor of `exp` against this machine's kernel, before
+/// anything is touched (see [`SystemKnob::check_here`]). Nothing is checked where the knobs
+/// are other hosts' or the machine is a snapshot.
+pub(crate) fn check_factors_here(exp: &Experiment, root: &SysRoot) -> Result<(), ResolveError> {
+    if !root.is_live() || !exp.target.hosts.is_empty() || exp.target.controlled() {
+        return Ok(());
+    }
+    let errors: Vec<String> = exp
+        .factors
+        .iter()
+        .filter_map(|f| {
+            let FactorKind::System(knob) = &f.kind else {
+                return None;
+            };
+            let levels: Vec<&str> = f
+                .levels
+                .iter()
+                .filter_map(|l| match &l.value {
+                    LevelValue::Knob(v) => Some(v.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let why = knob.check_here(&levels, root).err()?;
+            Some(format!("{}:{}: `{}`: {why}", exp.source, f.line, f.name))
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ResolveError(errors))
     }
 }
 
@@ -314,6 +412,53 @@ mod tests {
             let name = format!("module.{m}.{p}");
             assert!(matches!(SystemKnob::parse(&name), Some(Ok(_))), "{name}");
         }
+    }
+
+    #[test]
+    fn a_sysctls_levels_are_checked_against_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, text) in [
+            ("proc/sys/vm/swappiness", "60\n"),
+            ("proc/sys/net/ipv4/tcp_rmem", "4096\t131072\t6291456\n"),
+            ("proc/sys/kernel/sched_policy", "fair\n"),
+        ] {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let root = SysRoot::at(dir.path()).unwrap();
+        let knob = |name: &str| SystemKnob::Sysctl(name.into());
+        assert_eq!(
+            knob("vm.swappiness").check_here(&["0", "100"], &root),
+            Ok(())
+        );
+        let e = knob("vm.swappiness")
+            .check_here(&["10", "abc", "1 2"], &root)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "takes an integer (it holds \"60\" now); not \"abc\", \"1 2\""
+        );
+        assert!(knob("net.ipv4.tcp_rmem")
+            .check_here(&["4096 87380 6291456"], &root)
+            .is_ok());
+        let e = knob("net.ipv4.tcp_rmem")
+            .check_here(&["4096"], &root)
+            .unwrap_err();
+        assert!(e.starts_with("takes 3 integers"), "{e}");
+        // Text is the kernel's to judge.
+        assert!(knob("kernel.sched_policy")
+            .check_here(&["x"], &root)
+            .is_ok());
+        let e = knob("vm.nothing").check_here(&["1"], &root).unwrap_err();
+        assert!(e.contains("/proc/sys/vm/nothing does not exist"), "{e}");
+        let module = SystemKnob::Module {
+            module: "nvme".into(),
+            parameter: "poll_queues".into(),
+        };
+        let e = module.check_here(&["4"], &root).unwrap_err();
+        assert!(e.contains("module nvme is not loaded"), "{e}");
+        assert!(SystemKnob::Governor.check_here(&["x"], &root).is_ok());
     }
 
     #[test]

@@ -102,7 +102,10 @@ pub(crate) fn explain_write_error(path: &str, e: &io::Error, current_text: Optio
             _ if is_irq => {
                 "the kernel rejected it (CPU list empty, offline or out of range?)".into()
             }
-            _ => "the kernel rejected it (out of range or not supported by this device)".into(),
+            _ if path.starts_with("/sys/block/") => {
+                "the kernel rejected it (out of range or not supported by this device)".into()
+            }
+            _ => "the kernel rejected it (out of range, or not a value it takes)".into(),
         },
         Some(libc::EPERM) | Some(libc::EIO) if is_irq => {
             "this interrupt's affinity is managed by the kernel and cannot be moved".into()

@@ -229,6 +229,22 @@ impl Journal {
         Self::unrestored(dir)
     }
 
+    /// What [`Journal::check_clean_in`] would refuse, read only, for a dry run: nothing is
+    /// locked (a run starting beside it must not find the lock taken) and nothing removed. A
+    /// journal of a running iolab, or of an earlier boot, is no leftover.
+    pub fn leftover_in(dir: &Path) -> Option<KnobError> {
+        let path = dir.join(JOURNAL);
+        let j = read_journal(&path).ok()??;
+        if from_earlier_boot(&j) || crate::sys::process::still_running(j.pid, None) {
+            return None;
+        }
+        Some(KnobError::Unrestored {
+            path: path.display().to_string(),
+            pid: j.pid,
+            count: j.entries.len(),
+        })
+    }
+
     fn unrestored(dir: &Path) -> Result<(), KnobError> {
         let path = dir.join(JOURNAL);
         match read_journal(&path)? {

@@ -724,6 +724,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     check_destructive_named(exp, settings)?;
     let unchecked = super::job_check::check_jobs(exp, runner)?;
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
+    super::system_knobs::check_factors_here(exp, &settings.root)?;
     let mut p = dry_plan(exp, settings)?;
     if exp.stabilise.advice || !exp.stabilise.settings.is_empty() {
         let m = Machine::read(&settings.root)?;
@@ -744,6 +745,10 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             .push(format!("the run would stop before it starts: {e}"));
     }
     if settings.root.is_live() {
+        if let Some(e) = Journal::leftover_in(&settings.state_dir) {
+            p.warnings
+                .push(format!("the run would stop before it starts: {e}"));
+        }
         if let Err(e) = check_netns(exp) {
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
@@ -1308,6 +1313,7 @@ fn refuse_before_touching(
         );
     }
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
+    super::system_knobs::check_factors_here(exp, &settings.root)?;
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
         check_netns(exp)?;

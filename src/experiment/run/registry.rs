@@ -117,6 +117,38 @@ pub(crate) fn mark_abandoned(state_dir: &Path) -> Result<(Vec<Abandoned>, Vec<St
     Ok((marked, problems))
 }
 
+/// The experiments of `db_path` recorded in `state_dir` whose process is gone, with its pid,
+/// read only: what `mark_abandoned` would mark `interrupted`. `runs` and `show` say so beside
+/// a status that still reads `running`.
+pub(crate) fn abandoned_in(state_dir: &Path, db_path: &Path) -> Vec<(i64, u32)> {
+    let Ok(entries) = std::fs::read_dir(dir(state_dir)) else {
+        return Vec::new();
+    };
+    let db = std::path::absolute(db_path).unwrap_or_else(|_| db_path.to_path_buf());
+    let mut out: Vec<(i64, u32)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let bytes = crate::sys::own_dir::read_own_file(&entry.path()).ok()?;
+            let rec: Record = serde_json::from_slice(&bytes).ok()?;
+            (rec.db_path == db && !crate::sys::process::still_running(rec.pid, rec.started))
+                .then_some((rec.experiment_id, rec.pid))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// The line saying an experiment still `running` lost its iolab, if `state_dir` knows.
+pub(crate) fn abandoned_note(state_dir: &Path, db_path: &Path, id: i64) -> Option<String> {
+    let (_, pid) = abandoned_in(state_dir, db_path)
+        .into_iter()
+        .find(|(e, _)| *e == id)?;
+    Some(format!(
+        "experiment {id} shows `running`, but the iolab that ran it (pid {pid}) is gone, killed: \
+         `iolab restore` puts back what it changed and marks it interrupted"
+    ))
+}
+
 fn mark(rec: &Record) -> Result<bool> {
     // A writer's open (`open_existing` reads an older file through a copy), of a file that
     // must already be there: a database moved or removed since is not made anew.
@@ -195,6 +227,15 @@ mod tests {
             .unwrap();
         }
         std::fs::write(state.join("runs/junk.json"), "{").unwrap();
+        // Read only, what restore will mark (the done one's record too: its status is final,
+        // which `runs` and `show` look at first).
+        let mut want = vec![(killed, reused.0), (done, gone)];
+        want.sort_unstable();
+        assert_eq!(abandoned_in(&state, &db), want);
+        let note = abandoned_note(&state, &db, killed).unwrap();
+        assert!(note.contains(&format!("(pid {})", reused.0)), "{note}");
+        assert!(abandoned_note(&state, &db, live).is_none());
+        assert!(abandoned_in(&state, &dir.path().join("other.db")).is_empty());
 
         let (marked, problems) = mark_abandoned(&state).unwrap();
         assert_eq!(marked.len(), 1);
