@@ -288,6 +288,7 @@ pub(crate) fn plan(
         estimated_seconds,
         notes: resolve::on_demand_notes(exp, m, &devs)
             .into_iter()
+            .chain(resolve::anchor_notes(exp, &devs))
             .chain(scratch.then(|| network_on_a_scratch_device(exp)).flatten())
             .collect(),
         warnings,

@@ -305,8 +305,37 @@ fn unplaced(exp: &Experiment, cell: &Cell) -> ResolvedCell {
     }
 }
 
+/// `[target] anchor_cpu`, where it applies to `dev`: it stands in for the interrupt CPU of a
+/// device that takes no interrupt (a loop device). A device whose interrupt some CPU takes is
+/// placed against that CPU: the anchor would place fio "on" a CPU that does not take it.
+fn anchor_for(exp: &Experiment, dev: &BlockDevice) -> Option<u32> {
+    let own = dev.placement.as_ref().is_some_and(|p| !p.on.is_empty());
+    exp.target.anchor_cpu.filter(|_| !own)
+}
+
+/// Says where `[target] anchor_cpu` is not used because the device takes its own interrupt.
+pub(crate) fn anchor_notes(exp: &Experiment, devs: &[&BlockDevice]) -> Vec<String> {
+    let Some(a) = exp.target.anchor_cpu else {
+        return Vec::new();
+    };
+    devs.iter()
+        .filter(|d| anchor_for(exp, d).is_none())
+        .filter_map(|d| {
+            let on = &d.placement.as_ref()?.on;
+            Some(format!(
+                "[target] anchor_cpu = {a} is not used for /dev/{}: CPU {} takes its interrupt, \
+                 and on, near and far are judged from there (anchor_cpu stands in only for a \
+                 device without an interrupt, such as a loop device)",
+                d.name,
+                format_cpulist(on)
+            ))
+        })
+        .collect()
+}
+
 fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -> ResolvedCell {
     let mut out = unplaced(exp, cell);
+    let anchor_cpu = anchor_for(exp, dev);
     let mut knobs = cell.queue_knobs();
     // Stable: the scheduler moves to the front, the rest keep factor order.
     knobs.sort_by_key(|(attr, _)| attr != "scheduler");
@@ -331,7 +360,7 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
     // Interrupts first: when a cell moves them, "on/near/far" are relative to where they go.
     let mut moved_to: Option<Vec<u32>> = None;
     if let Some(irq) = cell.irq_placement() {
-        match irq_writes(m, dev, irq, exp.target.anchor_cpu) {
+        match irq_writes(m, dev, irq, anchor_cpu) {
             Ok(Some((w, cpus))) => {
                 moved_to = Some(cpus);
                 irq_knobs = w;
@@ -346,7 +375,7 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         _ => "where this cell moves the interrupt",
     };
     if let Some(p) = cell.placement().and_then(placement_level) {
-        let resolved = match (&moved_to, exp.target.anchor_cpu) {
+        let resolved = match (&moved_to, anchor_cpu) {
             (Some(cpus), None) => level::resolve(
                 &p,
                 cpus,
@@ -357,11 +386,11 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
                 why: format!("{} ({where_it_goes})", r.why),
                 cpus: r.cpus,
             }),
-            _ => crate::model::placement::resolve(m, Some(dev), &p, exp.target.anchor_cpu),
+            _ => crate::model::placement::resolve(m, Some(dev), &p, anchor_cpu),
         };
         match resolved {
             Ok(r) => {
-                let anchored = exp.target.anchor_cpu.is_some()
+                let anchored = anchor_cpu.is_some()
                     && matches!(
                         p,
                         level::Placement::On | level::Placement::Near | level::Placement::Far
@@ -587,6 +616,30 @@ mod tests {
                 "/sys/block/loop3/queue/nr_requests"
             ]
         );
+    }
+
+    /// anchor_cpu stands in for a device's interrupt CPU only where it has none: on vda,
+    /// whose interrupt CPU 1 takes, "on" is CPU 1 whatever the anchor (CPU 0 was taken, and
+    /// the plan said CPU 0 took the device's interrupt), and the plan says why.
+    #[test]
+    fn a_device_with_an_interrupt_is_placed_against_it_not_the_anchor() {
+        let m = machine("thisvm");
+        let text = "name = \"n\"\n[target]\nanchor_cpu = 0\n[factors]\n\
+                    placement = [\"on\", \"near\"]\n";
+        let r = resolve(text, &m, "vda").unwrap();
+        assert_eq!(r[0].cpus, Some(vec![1]));
+        assert_eq!(r[1].cpus, Some(vec![0]));
+        let why = r[0].placement_why.as_deref().unwrap();
+        assert!(!why.contains("anchor_cpu"), "{why}");
+        let e = parse("x.toml", text).unwrap();
+        let notes = anchor_notes(&e, &[m.device("vda").unwrap(), m.device("loop3").unwrap()]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("anchor_cpu = 0 is not used for /dev/vda: CPU 1 takes its interrupt"),
+            "{notes:?}"
+        );
+        // The loop device beside it still takes the anchor.
+        assert_eq!(resolve(text, &m, "loop3").unwrap()[0].cpus, Some(vec![0]));
     }
 
     #[test]
