@@ -503,6 +503,42 @@ fn polled_cells_on_a_queue_that_cannot_poll_never_reach_fio() {
     );
 }
 
+/// A plan none of whose cells can run here is refused with every reason, before anything is
+/// set or stored (it made a scratch device, ran nothing, stored an experiment of reasons and
+/// exited 0).
+#[test]
+fn an_experiment_no_cell_of_which_can_run_here_stops_before_it_starts() {
+    let lab = Lab::new();
+    let e = exp(
+        "name = \"nowhere\"\n[target]\ndevice = \"loop3\"\nanchor_cpu = 0\n\
+         [workload]\nrw = \"randread\"\n[factors]\nplacement = [\"far\", \"node:3\"]\n",
+    );
+    let replay = ReplayFio::by_cell([]);
+    let err = runloop::run(
+        &e,
+        &lab.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.starts_with(
+            "no cell can run here: all 2 are not applicable; nothing was run or stored"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("placement=far: placement far: "), "{err}");
+    assert!(
+        err.contains("placement=node:3: placement node:3: node 3 has no online CPU"),
+        "{err}"
+    );
+    assert!(replay.calls().is_empty());
+    assert!(!lab.dir.path().join("results.db").exists(), "stored");
+    assert!(!lab.dir.path().join("state/journal.json").exists());
+}
+
 #[test]
 fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
     let lab = Lab::new();

@@ -264,7 +264,7 @@ pub(crate) fn plan(
     if resolved.iter().all(|c| c.not_applicable.is_some()) {
         warnings.push(format!(
             "no cell can run here: all {} are not applicable (each says why), so a run would \
-             measure nothing and only record why",
+             stop before it starts",
             resolved.len()
         ));
     }
@@ -1112,6 +1112,7 @@ pub fn run(
         (&nic, !scratch.is_empty()),
         progress,
     )?;
+    refuse_nothing_to_run(&plan)?;
     lock_cells_writes(settings, &plan, &mut locks)?;
     // Begun before the experiment is stored, so a busy state directory stores nothing either;
     // it holds the locks until it has restored everything.
@@ -1294,6 +1295,24 @@ fn say_fio_logs(
             fio_logs_dir(&settings.db_path, experiment_id).display()
         ));
     }
+}
+
+/// A plan none of whose cells can run here would store an experiment of nothing but reasons:
+/// refused with them instead, before anything is set or stored.
+fn refuse_nothing_to_run(plan: &Plan) -> Result<()> {
+    if plan.cells.is_empty() || plan.cells.iter().any(|c| c.not_applicable.is_none()) {
+        return Ok(());
+    }
+    let reasons: Vec<String> = plan
+        .cells
+        .iter()
+        .map(|c| format!("  {}: {}", c.key, c.not_applicable.as_deref().unwrap_or("")))
+        .collect();
+    anyhow::bail!(
+        "no cell can run here: all {} are not applicable; nothing was run or stored\n{}",
+        plan.cells.len(),
+        reasons.join("\n")
+    )
 }
 
 /// What stops an experiment before anything is touched: a reserved tag, a workload whose fio
