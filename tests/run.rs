@@ -127,22 +127,30 @@ fn system_controls_are_set_per_cell_and_all_come_back() {
     }
     assert!(!lab.dir.path().join("state/journal.json").exists());
 
-    // A machine without the control records the cell as not applicable, with the reason.
+    // A machine without the controls: the cell cannot run, and says why, naming every
+    // control it lacks (not the first alone); with no other cell, nothing runs.
     let bare = Lab::new();
     let e = exp(
         "name = \"gov\"\nrepetitions = 1\n[target]\ndevice = \"loop3\"\n[workload]\nrw = \"read\"\n\
-         [factors]\ncpu.governor = [\"performance\"]\n",
+         [factors]\ncpu.governor = [\"performance\"]\ncpu.boost = [\"off\"]\n",
     );
     let replay = ReplayFio::in_order(std::iter::empty());
-    let out = bare.run(&e, &replay);
-    let db = Store::open_existing(bare.dir.path().join("results.db")).unwrap();
-    let runs = db.runs(out.experiment_id).unwrap();
-    assert_eq!(runs.len(), 1);
-    assert_eq!(
-        runs[0].status,
-        RunStatus::NotApplicable("no CPU here has a cpufreq governor".into())
+    let err = runloop::run(
+        &e,
+        &bare.settings(),
+        &replay,
+        &CancelToken::new(),
+        &mut Quiet,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            "no CPU here has a cpufreq governor; this machine exposes no boost/turbo switch"
+        ),
+        "{err}"
     );
-    assert!(out.knob_changes.is_empty());
+    assert!(!bare.dir.path().join("results.db").exists());
 }
 
 /// `[stabilise]` sets preflight's advice and the named controls once, before the first run,

@@ -341,13 +341,17 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
     knobs.sort_by_key(|(attr, _)| attr != "scheduler");
     let mut irq_knobs = Vec::new();
     // The machine's controls first, then the device's queue.
+    // Every control this machine lacks is named, not the first alone: each would be found
+    // only once the one before was fixed.
+    let mut lacking: Vec<String> = Vec::new();
     for (knob, level) in cell.system_knobs() {
         match knob.writes(level, m) {
             Ok(w) => out.writes.extend(w),
-            Err(why) => {
-                out.not_applicable.get_or_insert(why);
-            }
+            Err(why) => lacking.push(why),
         }
+    }
+    if !lacking.is_empty() {
+        out.not_applicable = Some(lacking.join("; "));
     }
     if let Some(why) = cannot_poll(exp, cell, m, dev, &knobs) {
         out.not_applicable.get_or_insert(why);
