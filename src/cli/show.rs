@@ -9,10 +9,10 @@ use crate::store::{self, Store};
 ///
 /// Per metric, a pivot table (one factor in rows, another in columns; mean +-95% CI, `*` where a cell has outliers) and every cell's n, mean, median, stddev, CV
 /// and CI. Cells that cannot run here show `n/a` with the reason; failed runs are counted.
-/// Without --metric: IOPS, MB/s, mean and p99 latency, %usr/%sys and interrupts/s, the
-/// device's reads and writes per second and interrupts per I/O, a NIC target's interrupts/s,
-/// the network engines' figures and a trace's I2D share: those the runs measured (`iolab
-/// metrics` lists them all).
+/// Without --metric: a command workload's own metrics, then IOPS, MB/s, mean and p99
+/// latency, %usr/%sys and interrupts/s, the device's reads and writes per second and
+/// interrupts per I/O, a NIC target's interrupts/s, the network engines' figures and a
+/// trace's I2D share: those the runs measured (`iolab metrics` lists them all).
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON (every cell's full summary, and the tables)")))]
 #[command(mut_arg("csv", |a| a.help("Print CSV: one row per cell and metric, one column per statistic")))]
