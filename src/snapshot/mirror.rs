@@ -13,8 +13,6 @@ pub(super) struct Mirror {
     /// The source root, canonical ("/" for the live machine).
     pub src: PathBuf,
     pub dst: PathBuf,
-    pub files: usize,
-    pub bytes: u64,
     /// Files that exist but could not be read (write-only attributes, EIO).
     pub unreadable: Vec<String>,
 }
@@ -35,8 +33,6 @@ impl Mirror {
         Mirror {
             src: src.to_path_buf(),
             dst: dst.to_path_buf(),
-            files: 0,
-            bytes: 0,
             unreadable: Vec::new(),
         }
     }
@@ -140,8 +136,6 @@ impl Mirror {
             fs::create_dir_all(parent)?;
         }
         fs::write(&to, bytes)?;
-        self.files += 1;
-        self.bytes += bytes.len() as u64;
         Ok(())
     }
 

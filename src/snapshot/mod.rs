@@ -36,6 +36,8 @@ pub struct SnapshotMeta {
     /// Measured time between the two readings of the counters.
     pub(crate) interval_ns: u64,
     pub(crate) requested_interval_ns: u64,
+    /// The regular files the snapshot holds besides this description, and their bytes (as
+    /// on disk: a file read twice is one file, of its last content).
     pub(crate) files: usize,
     pub(crate) bytes: u64,
     /// Files the model touched that could not be read (left out).
@@ -63,6 +65,24 @@ impl crate::output::Render for Captured {
             m.interval_ns as f64 / 1e9
         )
     }
+}
+
+/// How many regular files are under `dir` (links not followed), and their bytes.
+fn regular_files(dir: &Path) -> std::io::Result<(usize, u64)> {
+    let (mut files, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            let (f, b) = regular_files(&entry.path())?;
+            files += f;
+            bytes += b;
+        } else if kind.is_file() {
+            files += 1;
+            bytes += entry.metadata()?.len();
+        }
+    }
+    Ok((files, bytes))
 }
 
 /// `iolab snapshot`: captures `source` into `out` and warns on stderr of each file that could
@@ -222,10 +242,8 @@ pub fn capture_with(
         bytes: 0,
         unreadable: m.unreadable.clone(),
     };
-    meta.files = m.files + 1;
-    meta.bytes = m.bytes;
+    (meta.files, meta.bytes) = regular_files(&out).map_err(io(&out, "/"))?;
     let json = serde_json::to_string_pretty(&meta)? + "\n";
-    meta.bytes += json.len() as u64;
     m.write(SNAPSHOT_META, json.as_bytes())
         .map_err(io(&out, SNAPSHOT_META))?;
 
