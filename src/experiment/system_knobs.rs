@@ -291,6 +291,15 @@ impl SystemKnob {
         out
     }
 
+    /// Whether `[stabilise] preflight = true` sets this control where the machine has it
+    /// (see [`SystemKnob::advice`]).
+    pub(crate) fn is_advised(&self) -> bool {
+        matches!(
+            self,
+            SystemKnob::Governor | SystemKnob::Boost | SystemKnob::MaxCstate
+        )
+    }
+
     /// The name as written in an experiment file.
     pub(crate) fn name(&self) -> String {
         match self {

@@ -285,7 +285,8 @@ impl Walker<'_> {
         top
     }
 
-    /// A system knob is either varied (a factor) or held ([stabilise]), not both.
+    /// A system knob is either varied (a factor) or held ([stabilise]), not both; one that
+    /// preflight's advice would hold is said to be the factor's.
     fn factors_not_stabilised(&mut self, factors: &[Factor], stabilise: &Stabilise) {
         for f in factors {
             if let FactorKind::System(k) = &f.kind {
@@ -296,6 +297,12 @@ impl Walker<'_> {
                         message: format!("`{}` is a factor and is also set in [stabilise]", f.name),
                         allowed: Some("one of the two".to_string()),
                     });
+                } else if stabilise.advice && k.is_advised() {
+                    self.warnings.push(format!(
+                        "what [stabilise] preflight = true sets `{}` to is replaced in every \
+                         cell by the factor `{}` (line {})",
+                        f.name, f.name, f.line
+                    ));
                 }
             }
         }
@@ -388,6 +395,29 @@ mod tests {
     use super::super::*;
     use super::*;
     use crate::experiment::factor::{LevelValue, Pinning};
+
+    /// preflight's advice holds the governor, boost and idle states; a factor of one of them
+    /// replaces it in every cell, which the file's warnings say (an explicit setting of the
+    /// same control beside the factor is an error).
+    #[test]
+    fn a_factor_over_preflights_advice_is_said_to_replace_it() {
+        let text = "name = \"n\"\n[workload]\nrw = \"read\"\n[factors]\n\
+                    cpu.max_cstate = [0]\nsysctl.vm.dirty_ratio = [10]\n[stabilise]\npreflight = true\n";
+        let e = parse("x.toml", text).unwrap();
+        assert_eq!(
+            e.warnings,
+            [
+                "what [stabilise] preflight = true sets `cpu.max_cstate` to is replaced in every \
+              cell by the factor `cpu.max_cstate` (line 5)"
+            ]
+        );
+        let quiet = parse(
+            "x.toml",
+            &text.replace("preflight = true", "preflight = false"),
+        )
+        .unwrap();
+        assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
+    }
 
     #[test]
     fn a_full_file_parses() {
