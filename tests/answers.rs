@@ -391,7 +391,7 @@ fn import_stores_one_run_per_file_with_unknown_host_and_kernel_unless_tagged() {
         );
     }
     assert!(
-        text.contains("iodepth=8 numjobs=default (only in\n  kernel=unknown)"),
+        text.contains("iodepth=8,numjobs=default (only in\n  kernel=unknown)"),
         "{text}"
     );
 
@@ -457,12 +457,12 @@ fn show_prints_pivot_tables_with_na_failed_and_outliers() {
     assert_eq!(cells.len(), 9);
     let far = cells
         .iter()
-        .find(|c| c["cell"] == "rq_affinity=0 placement=far")
+        .find(|c| c["cell"] == "rq_affinity=0,placement=far")
         .unwrap();
     assert!(far["not_applicable"].as_str().unwrap().contains("NUMA"));
     let near = cells
         .iter()
-        .find(|c| c["cell"] == "rq_affinity=0 placement=near")
+        .find(|c| c["cell"] == "rq_affinity=0,placement=near")
         .unwrap();
     assert_eq!(
         near["metrics"]["read_iops"]["outlier_runs"]
@@ -480,7 +480,7 @@ fn show_prints_pivot_tables_with_na_failed_and_outliers() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["cell"] == "rq_affinity=0 placement=near")
+        .find(|c| c["cell"] == "rq_affinity=0,placement=near")
         .unwrap();
     assert_eq!(near["metrics"]["read_iops"]["n"], 5, "{near}");
     assert_eq!(
@@ -771,18 +771,19 @@ fn compare_finds_the_regression_and_leaves_noise_alone() {
     // 6 cells and their geomean row.
     assert_eq!(csv.lines().count(), 1 + 6 + 1, "{csv}");
     // The CI is two numbers a spreadsheet can use, those of the JSON.
-    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-    let at = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let header = crate::common::csv_fields(csv.lines().next().unwrap());
+    let at = |name: &str| header.iter().position(|h| h == name).expect(name);
     let (low, high) = (at("95% CI low"), at("95% CI high"));
-    let first: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    let first = crate::common::csv_fields(csv.lines().nth(1).unwrap());
+    assert_eq!(first[0], "rq_affinity=0,placement=on", "{csv}");
     let json_first = cmps.iter().find(|c| c["metric"] == "read_iops").unwrap();
     // (serde_json's parser may be a unit in the last place off.)
     let same = |csv: &str, key: &str| {
         let json = json_first[key].as_f64().unwrap();
         (csv.parse::<f64>().unwrap() - json).abs() <= 1e-12 * json.abs()
     };
-    assert!(same(first[low], "ci_low_pct"), "{csv}\n{json_first}");
-    assert!(same(first[high], "ci_high_pct"), "{csv}\n{json_first}");
+    assert!(same(&first[low], "ci_low_pct"), "{csv}\n{json_first}");
+    assert!(same(&first[high], "ci_high_pct"), "{csv}\n{json_first}");
     let geomean = csv.lines().last().unwrap();
     assert!(geomean.starts_with("geomean,read_iops,"), "{csv}");
     assert!(geomean.contains(",0/2/4,"), "{csv}");
@@ -902,7 +903,7 @@ fn compare_calls_a_count_that_appears_from_zero_a_change() {
     let rows = json["comparisons"].as_array().unwrap();
     let near = rows
         .iter()
-        .find(|c| c["cell"] == "rq_affinity=2 placement=near")
+        .find(|c| c["cell"] == "rq_affinity=2,placement=near")
         .unwrap_or_else(|| panic!("{json}"));
     assert_eq!(near["difference"], 13.0, "{near}");
     assert!(near["difference_ci_low"].as_f64().unwrap() > 0.0, "{near}");

@@ -225,3 +225,23 @@ pub fn other_scheduler(dev: &str) -> String {
         .expect("a loop device offers at least two schedulers")
         .to_string()
 }
+
+/// The fields of one CSV line as iolab writes them (RFC 4180: a field holding a comma or a
+/// quote is in double quotes, a quote in it doubled).
+pub fn csv_fields(line: &str) -> Vec<String> {
+    let (mut fields, mut field, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = line.trim_end_matches(['\r', '\n']).chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    fields.push(field);
+    fields
+}

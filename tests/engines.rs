@@ -620,7 +620,7 @@ fn replayed_engine_runs_are_stored_exactly() {
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(
-        html.contains("iperf3/mbit_per_s per second, cell parallel=1 rq_affinity=2"),
+        html.contains("iperf3/mbit_per_s per second, cell parallel=1,rq_affinity=2"),
         "{summary}"
     );
     assert!(

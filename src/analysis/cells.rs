@@ -31,16 +31,18 @@ pub(crate) struct CellRuns {
 }
 
 impl CellRuns {
-    /// `rq_affinity=1 placement=far`, or `all` for runs without factors.
+    /// `rq_affinity=1,placement=far`, written as runs' cell keys are (a level holding a
+    /// comma in double quotes), so it can be matched with what `runs` lists and given to
+    /// `compare` as a selector; `all` for runs without factors.
     pub(crate) fn label(&self) -> String {
         if self.levels.is_empty() {
             "all".to_string()
         } else {
             self.levels
                 .iter()
-                .map(|(f, l)| format!("{f}={l}"))
+                .map(|(f, l)| format!("{f}={}", crate::experiment::plan::quote_label(l)))
                 .collect::<Vec<_>>()
-                .join(" ")
+                .join(",")
         }
     }
 
@@ -289,7 +291,7 @@ mod tests {
         assert_eq!(f[2].levels, ["4k", "64k"]);
         let cells = group(&runs, &f[..2]);
         assert_eq!(cells.len(), 3);
-        assert_eq!(cells[0].label(), "rq_affinity=0 placement=on");
+        assert_eq!(cells[0].label(), "rq_affinity=0,placement=on");
         assert_eq!(cells[1].ok, [3]);
         assert_eq!(cells[1].failed.len(), 1);
         assert_eq!(cells[2].short_label(), "1/far");

@@ -445,7 +445,7 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
             "CI low below 0 in {}: the interval is symmetric about the mean and wide when \
              runs are few (12.7 standard errors each side at n = 2, 4.3 at n = 3) or one is \
              far from the rest (see out); more repetitions narrow it",
-            below_zero.join(", ")
+            below_zero.join("; ")
         ));
     }
     if any_outliers {
@@ -745,7 +745,7 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("CI low below 0"))
             .expect(&text);
-        assert!(note.contains("a=1 b=x c=p (n = 4)"), "{note}");
+        assert!(note.contains("a=1,b=x,c=p (n = 4); "), "{note}");
         assert!(!note.contains("a=2"), "{note}");
         let (loaded, values) = loaded_3x2x2();
         let mc = summarise(&loaded, "read_iops", &values).unwrap();

@@ -55,7 +55,8 @@ pub(crate) struct PlotArgs {
     /// sweep on another kernel; lines are labelled by the tag that tells the experiments apart.
     #[arg(long, value_name = "ID")]
     pub with: Vec<i64>,
-    /// over-time, irq-over-time: the cell, by its label (e.g. scheduler=none or none;
+    /// over-time, irq-over-time: the cell, by its key as `runs` lists it or its levels
+    /// (e.g. scheduler=none,bs=4k or none/4k;
     /// default: the first cell with per-second series).
     #[arg(long, value_name = "CELL")]
     pub cell: Option<String>,
