@@ -1125,6 +1125,35 @@ fn plot_writes_each_kind_as_svg_or_png() {
         ],
     );
     assert!(e.contains("45") && e.contains("LOC"), "{e}");
+    // A run that never ran says so, not only that it has no series.
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let na = store
+        .runs(1)
+        .unwrap()
+        .into_iter()
+        .find(|r| matches!(r.status, iolab::store::RunStatus::NotApplicable(_)))
+        .unwrap()
+        .id
+        .to_string();
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "heatmap",
+            "--run",
+            &na,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        e.contains(&format!(
+            "run {na} has no sampled irq series: it was not applicable ("
+        )),
+        "{e}"
+    );
     // .png is the same chart rasterised at 2x: IHDR holds twice the SVG's width and height.
     let png = dir.path().join("bars.png");
     ok(

@@ -446,15 +446,24 @@ fn run_with_samples(
     kind: &str,
 ) -> anyhow::Result<(i64, Vec<SampleSeries>)> {
     if let Some(id) = req.run {
-        if !loaded.runs.iter().any(|r| r.id == id) {
+        let Some(run) = loaded.runs.iter().find(|r| r.id == id) else {
             bail!("run {id} is not in experiment {}", loaded.experiment.id);
-        }
+        };
         let s: Vec<SampleSeries> = store
             .samples(id)?
             .into_iter()
             .filter(|s| s.kind == kind)
             .collect();
         if s.is_empty() {
+            // A run that never ran (or failed before sampling) says why.
+            if let Some(why) = run.status.reason() {
+                bail!(
+                    "run {id} has no sampled {kind} series: it was {} ({why}); `iolab runs \
+                     {}` lists the runs",
+                    run.status.as_str().replace('_', " "),
+                    loaded.experiment.id
+                );
+            }
             bail!("run {id} has no sampled {kind} series");
         }
         return Ok((id, s));
