@@ -180,6 +180,27 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
         "depth 1's mean of 20000, 21000, 20500: {text}"
     );
     assert!(text.contains("137323.5"), "depth 16's mean: {text}");
+
+    // Merged elsewhere before the second import, and again after: the runs merged before
+    // take their new cells there, and are not copied twice.
+    let (there, here) = (dir.path().join("there.db"), dir.path().join("here.db"));
+    let into = |db: &Path, files: &[&str]| {
+        let mut args = vec!["import"];
+        args.extend(files);
+        ok(db, &args);
+    };
+    into(&there, &["--experiment", "sweep", &qd16[0], &qd16[1]]);
+    into(&here, &[there.to_str().unwrap()]);
+    into(&there, &["--experiment", "sweep", &qd1[0], &qd1[1]]);
+    into(&here, &[there.to_str().unwrap()]);
+    let store = iolab::store::Store::open_existing(&here).unwrap();
+    let keys: Vec<String> = store
+        .runs(1)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.cell_key)
+        .collect();
+    assert_eq!(keys, ["iodepth=16", "iodepth=16", "iodepth=1", "iodepth=1"]);
 }
 
 /// One fio output imported twice would be two repetitions with no spread: a file given twice,

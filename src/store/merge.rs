@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use rusqlite::types::Value;
-use rusqlite::{params, Connection, Transaction};
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use serde::Serialize;
 
 use super::{Result, Store, StoreError};
@@ -134,7 +134,7 @@ fn merge_one(
         .collect::<rusqlite::Result<_>>()?;
     for (from, name, status) in tops {
         if let Some(here) = already_here(tx, src, from)? {
-            let added = copy_new_runs(tx, src, from, here, traces, tags)?;
+            let added = copy_new_runs(tx, src, (from, status == "imported"), here, traces, tags)?;
             if added > 0 {
                 report.grown.push(MergedExperiment {
                     from,
@@ -248,40 +248,68 @@ fn copy_experiment(
 }
 
 /// What tells one run from the others of its experiment, in both databases.
-const RUN_IDENTITY: &str = "cell_key, repetition, warmup, start_unix, end_unix";
+const RUN_IDENTITY: &str = "repetition, warmup, start_unix, end_unix, cell_key";
+/// The columns of [`RUN_IDENTITY`] an imported experiment's runs are told apart by: their
+/// cells change when a later import sets another fio option apart (`analysis::import_cells`),
+/// and each has a repetition of its own.
+const IMPORTED_IDENTITY_COLUMNS: usize = 4;
 
 /// Copies the runs of source experiment `from` that its copy `to` here lacks (by
-/// [`RUN_IDENTITY`]); returns how many.
+/// [`RUN_IDENTITY`]); returns how many. The runs of an imported one found here take the cells
+/// they have there (regrouped there since they were merged).
 fn copy_new_runs(
     tx: &Transaction<'_>,
     src: &Connection,
-    from: i64,
+    (from, imported): (i64, bool),
     to: i64,
     traces: &TraceNames,
     tags: &[(String, String)],
 ) -> rusqlite::Result<u64> {
-    let runs: Vec<(i64, Vec<Value>)> = src
+    let columns: Vec<&str> = RUN_IDENTITY.split(", ").collect();
+    let columns = if imported {
+        &columns[..IMPORTED_IDENTITY_COLUMNS]
+    } else {
+        &columns[..]
+    };
+    let runs: Vec<(i64, Vec<Value>, [Value; 2])> = src
         .prepare(&format!(
-            "SELECT id, {RUN_IDENTITY} FROM runs WHERE experiment_id = ?1 ORDER BY id"
+            "SELECT id, cell_key, cell_levels, {} FROM runs WHERE experiment_id = ?1 ORDER BY id",
+            columns.join(", ")
         ))?
         .query_map([from], |r| {
             Ok((
                 r.get(0)?,
-                (1..=5).map(|i| r.get(i)).collect::<rusqlite::Result<_>>()?,
+                (3..3 + columns.len())
+                    .map(|i| r.get(i))
+                    .collect::<rusqlite::Result<_>>()?,
+                [r.get(1)?, r.get(2)?],
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
+    let placeholders: Vec<String> = (2..2 + columns.len()).map(|i| format!("?{i}")).collect();
     let mut here = tx.prepare_cached(&format!(
-        "SELECT count(*) FROM runs WHERE experiment_id = ?1 AND ({RUN_IDENTITY}) = (?2, ?3, ?4, ?5, ?6)"
+        "SELECT id FROM runs WHERE experiment_id = ?1 AND ({}) = ({})",
+        columns.join(", "),
+        placeholders.join(", ")
     ))?;
+    let mut regroup =
+        tx.prepare_cached("UPDATE runs SET cell_key = ?1, cell_levels = ?2 WHERE id = ?3")?;
     let mut added = 0;
-    for (run, identity) in runs {
+    for (run, identity, [key, levels]) in runs {
         let mut args = vec![Value::Integer(to)];
         args.extend(identity);
-        let count: i64 = here.query_row(rusqlite::params_from_iter(args), |r| r.get(0))?;
-        if count == 0 {
-            copy_run(tx, src, run, to, traces, tags)?;
-            added += 1;
+        let found: Option<i64> = here
+            .query_row(rusqlite::params_from_iter(args), |r| r.get(0))
+            .optional()?;
+        match found {
+            None => {
+                copy_run(tx, src, run, to, traces, tags)?;
+                added += 1;
+            }
+            Some(id) if imported => {
+                regroup.execute(rusqlite::params![key, levels, id])?;
+            }
+            Some(_) => {}
         }
     }
     Ok(added)
