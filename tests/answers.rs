@@ -159,14 +159,19 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
     let second = import(&[&qd1[0], &qd1[1]]);
     assert_eq!(second["factors"], json!(["iodepth"]), "{second}");
     assert_eq!(second["regrouped"], 2, "{second}");
-    let store = iolab::store::Store::open_existing(&db).unwrap();
-    let keys: Vec<String> = store
-        .runs(1)
-        .unwrap()
-        .into_iter()
-        .map(|r| r.cell_key)
-        .collect();
-    assert_eq!(keys, ["iodepth=16", "iodepth=16", "iodepth=1", "iodepth=1"]);
+    let keys = |db: &Path| -> Vec<String> {
+        let store = iolab::store::Store::open_existing(db).unwrap();
+        store
+            .runs(1)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.cell_key)
+            .collect()
+    };
+    assert_eq!(
+        keys(&db),
+        ["iodepth=16", "iodepth=16", "iodepth=1", "iodepth=1"]
+    );
     let third = import(&[&elsewhere]);
     assert_eq!(third["places"], json!(["filename"]), "{third}");
     assert_eq!(third["regrouped"], 0, "{third}");
@@ -193,14 +198,10 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
     into(&here, &[there.to_str().unwrap()]);
     into(&there, &["--experiment", "sweep", &qd1[0], &qd1[1]]);
     into(&here, &[there.to_str().unwrap()]);
-    let store = iolab::store::Store::open_existing(&here).unwrap();
-    let keys: Vec<String> = store
-        .runs(1)
-        .unwrap()
-        .into_iter()
-        .map(|r| r.cell_key)
-        .collect();
-    assert_eq!(keys, ["iodepth=16", "iodepth=16", "iodepth=1", "iodepth=1"]);
+    assert_eq!(
+        keys(&here),
+        ["iodepth=16", "iodepth=16", "iodepth=1", "iodepth=1"]
+    );
 }
 
 /// One fio output imported twice would be two repetitions with no spread: a file given twice,
