@@ -204,6 +204,68 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
     );
 }
 
+/// One fio output imported into two experiments under the same tags would count twice on a
+/// side of a comparison: compare says which runs hold the same output.
+#[test]
+fn compare_names_runs_of_one_side_that_hold_one_fio_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("d.db");
+    let base = std::fs::read_to_string(fixture("randread_1job_json.out")).unwrap();
+    let output = |name: &str, iops: &str, at: u32| {
+        let text = base
+            .replace("\"iops\" : 137647.176412", &format!("\"iops\" : {iops}"))
+            .replace("1795313598", &(1795313598 + at).to_string());
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (a, b) = (
+        output("a.json", "1000.0", 0),
+        output("b.json", "1100.0", 10),
+    );
+    let (c, d) = (output("c.json", "900.0", 20), output("d.json", "950.0", 30));
+    ok(
+        &db,
+        &[
+            "import",
+            "--tag",
+            "variant=x",
+            "--experiment",
+            "one",
+            &a,
+            &b,
+        ],
+    );
+    ok(
+        &db,
+        &["import", "--tag", "variant=x", "--experiment", "two", &a],
+    );
+    ok(
+        &db,
+        &[
+            "import",
+            "--tag",
+            "variant=y",
+            "--experiment",
+            "three",
+            &c,
+            &d,
+        ],
+    );
+    let args = ["compare", "variant=x", "variant=y", "--metric", "read_iops"];
+    let text = ok(&db, &args);
+    assert!(
+        text.contains("warning: variant=x: runs 1 and 3 hold the same fio output"),
+        "{text}"
+    );
+    assert!(!text.contains("variant=y: runs"), "{text}");
+    let json: Value = serde_json::from_str(&ok(&db, &[&args[..], &["--json"]].concat())).unwrap();
+    assert!(
+        json["warnings"].to_string().contains("runs 1 and 3"),
+        "{json}"
+    );
+}
+
 /// One fio output imported twice would be two repetitions with no spread: a file given twice,
 /// or one already in the experiment `--experiment` adds to, is refused and nothing stored.
 /// Another experiment may hold it (the same output under other tags).

@@ -714,6 +714,29 @@ fn shared_warning(shared: &[i64]) -> Option<String> {
     })
 }
 
+/// Runs of one side that hold one fio output (the same file imported into two experiments
+/// under the same tags) count one measurement as several: the spread shrinks and the test
+/// grows surer than the measurements allow.
+fn repeated_output_warning(side: &str, groups: &[Vec<i64>]) -> Option<String> {
+    (!groups.is_empty()).then(|| {
+        let listed: Vec<String> = groups
+            .iter()
+            .take(5)
+            .map(|g| {
+                let ids: Vec<String> = g.iter().map(i64::to_string).collect();
+                format!("runs {}", ids.join(" and "))
+            })
+            .collect();
+        format!(
+            "warning: {side}: {}{} hold the same fio output: one measurement counts as several \
+             runs, which makes the interval narrower and the test surer than the measurements \
+             allow; select so that each is taken once",
+            listed.join(", "),
+            if groups.len() > 5 { ", ..." } else { "" }
+        )
+    })
+}
+
 impl crate::output::Render for CompareOutput {
     fn text(&self) -> String {
         self.text.clone()
@@ -865,10 +888,24 @@ pub(crate) fn compare_selectors(
         super::basis::findings_of_runs(store, &cand.runs)?,
     );
     let mut text = compare_heading(&base, &cand, &cells.factors);
-    let warnings: Vec<String> = hosts_warnings(a, b, &base_hosts, &cand_hosts)
+    let mut warnings: Vec<String> = hosts_warnings(a, b, &base_hosts, &cand_hosts)
         .into_iter()
         .chain(shared_warning(&shared))
         .collect();
+    // Only imports store one output twice: a run iolab made has an output of its own (a
+    // program's may repeat itself, and is still a measurement each time).
+    let imported = super::import_cells::imported_experiments(store)?;
+    for g in [&base, &cand] {
+        let ids: Vec<i64> = g
+            .runs
+            .iter()
+            .filter(|r| r.status == crate::store::RunStatus::Ok)
+            .filter(|r| imported.contains(&r.experiment_id))
+            .map(|r| r.id)
+            .collect();
+        let repeated = store.runs_with_one_output(&ids)?;
+        warnings.extend(repeated_output_warning(&g.label, &repeated));
+    }
     for w in &warnings {
         text.push_str(&crate::report::table::wrap(
             &crate::report::format::terminal_safe(w),

@@ -108,12 +108,7 @@ impl ImportCells {
 /// of a factor some imported run of the comparison has takes its level from its own fio
 /// output, so that the same configuration meets cell by cell whichever experiment holds it.
 pub(crate) fn complete_levels(store: &Store, sides: [&mut Vec<Run>; 2]) -> anyhow::Result<()> {
-    let imported: BTreeSet<i64> = store
-        .experiments()?
-        .into_iter()
-        .filter(|e| e.status == "imported")
-        .map(|e| e.id)
-        .collect();
+    let imported = imported_experiments(store)?;
     let [a, b] = sides;
     let mut runs: Vec<&mut Run> = a
         .iter_mut()
@@ -144,6 +139,16 @@ pub(crate) fn complete_levels(store: &Store, sides: [&mut Vec<Run>; 2]) -> anyho
         }
     }
     Ok(())
+}
+
+/// The ids of the experiments `import` made.
+pub(crate) fn imported_experiments(store: &Store) -> anyhow::Result<BTreeSet<i64>> {
+    Ok(store
+        .experiments()?
+        .into_iter()
+        .filter(|e| e.status == "imported")
+        .map(|e| e.id)
+        .collect())
 }
 
 fn level<'a>(config: &'a BTreeMap<String, String>, option: &str) -> &'a str {

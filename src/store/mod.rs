@@ -14,7 +14,7 @@ pub(crate) mod time;
 pub use merge::{MergeReport, MergedExperiment, SkippedExperiment};
 pub use series::SeriesPoint;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
@@ -1019,6 +1019,53 @@ impl Store {
             }
         }
         out.sort_by_key(|r| r.id);
+        Ok(out)
+    }
+
+    /// The groups of runs among `run_ids` that hold the same fio output (one measurement
+    /// stored in several experiments, as imports may do), each sorted; none for runs whose
+    /// outputs all differ.
+    pub(crate) fn runs_with_one_output(&self, run_ids: &[i64]) -> Result<Vec<Vec<i64>>> {
+        use std::hash::{Hash, Hasher};
+        let mut by_hash: BTreeMap<u64, Vec<i64>> = BTreeMap::new();
+        for chunk in run_ids.chunks(ID_CHUNK) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            let sql = format!(
+                "SELECT id, fio_json FROM runs WHERE fio_json IS NOT NULL AND id IN ({marks})"
+            );
+            let mut st = self.conn.prepare_cached(&sql).map_err(self.err())?;
+            let mut rows = st
+                .query(rusqlite::params_from_iter(chunk))
+                .map_err(self.err())?;
+            while let Some(row) = rows.next().map_err(self.err())? {
+                let id: i64 = row.get(0).map_err(self.err())?;
+                let text: &str = row
+                    .get_ref(1)
+                    .and_then(|v| v.as_str().map_err(Into::into))
+                    .map_err(self.err())?;
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                text.hash(&mut h);
+                by_hash.entry(h.finish()).or_default().push(id);
+            }
+        }
+        let mut out = Vec::new();
+        for mut ids in by_hash.into_values().filter(|ids| ids.len() > 1) {
+            // Equal hashes of different texts are possible, if unlikely: the texts decide.
+            let marks = vec!["?"; ids.len()].join(",");
+            let distinct: i64 = self
+                .conn
+                .query_row(
+                    &format!("SELECT count(DISTINCT fio_json) FROM runs WHERE id IN ({marks})"),
+                    rusqlite::params_from_iter(&ids),
+                    |r| r.get(0),
+                )
+                .map_err(self.err())?;
+            if distinct == 1 {
+                ids.sort_unstable();
+                out.push(ids);
+            }
+        }
+        out.sort();
         Ok(out)
     }
 
