@@ -60,7 +60,7 @@ pub enum KnobError {
         line: usize,
         message: String,
     },
-    #[error("{path}: {count} knob change(s) by an earlier iolab (pid {pid}) were never restored; run `iolab restore` first")]
+    #[error("{path}: {}", unrestored_text(*pid, *count))]
     Unrestored {
         path: String,
         pid: u32,
@@ -90,6 +90,21 @@ pub enum KnobError {
     RestoreFailed { errors: Vec<String> },
 }
 
+/// What a journal left by a killed iolab holds, for the refusal to run beside it.
+fn unrestored_text(pid: u32, count: usize) -> String {
+    if count == 0 {
+        format!(
+            "an earlier iolab (pid {pid}) was killed before it finished (it had changed no knob \
+             yet); run `iolab restore` first, which cleans up what it left"
+        )
+    } else {
+        format!(
+            "{count} knob change(s) by an earlier iolab (pid {pid}) were never restored; run \
+             `iolab restore` first"
+        )
+    }
+}
+
 impl KnobError {
     /// The same error naming `shown` instead of the file it was about (a resolved sysfs path
     /// is not what the user asked for: `/sys/block/loop0/...` is).
@@ -109,5 +124,31 @@ impl KnobError {
             },
             other => other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run killed before its first knob write left a journal of none: "0 knob change(s)
+    /// were never restored" read as nothing to do.
+    #[test]
+    fn a_journal_of_no_change_says_what_restore_is_for() {
+        let text = |count| {
+            KnobError::Unrestored {
+                path: "j".into(),
+                pid: 7,
+                count,
+            }
+            .to_string()
+        };
+        assert!(
+            text(0).contains("(pid 7) was killed before it finished"),
+            "{}",
+            text(0)
+        );
+        assert!(!text(0).contains("0 knob"), "{}", text(0));
+        assert!(text(3).contains("3 knob change(s) by an earlier iolab (pid 7)"));
     }
 }
