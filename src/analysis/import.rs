@@ -101,9 +101,9 @@ impl crate::output::Render for ImportSummary {
         }
         if !self.places.is_empty() {
             out.push_str(&format!(
-                "  the outputs also differ in {}, which say where a job ran or what it was \
-                 called, not how: runs are not split by them; tag them apart (--tag NAME=VALUE) \
-                 to compare them\n",
+                "  the outputs also differ in {}, which say where a job ran, what it was \
+                 called or which random numbers it drew, not how: runs are not split by them; \
+                 tag them apart (--tag NAME=VALUE) to compare them\n",
                 safe(&self.places.join(", "))
             ));
         }

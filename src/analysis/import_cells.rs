@@ -4,10 +4,11 @@
 //! mixed. So each fio option whose value differs between the outputs is a factor, and a run's
 //! cell is its levels of those, named as `iolab run` names the cells of a matrix.
 //!
-//! Options that say where a job ran or what it was called, not how it ran (`filename`,
-//! `directory`, the job's `name`, log file names), are no factors: one job file run on two
-//! hosts names two devices, and its runs must still meet cell by cell in a comparison. Outputs
-//! that differ in them are pointed out instead, to be told apart by tags.
+//! Options that say where a job ran, what it was called or which random numbers it drew, not
+//! how it ran (`filename`, `directory`, the job's `name`, log file names, `randseed`), are no
+//! factors: one job file run on two hosts names two devices, and its runs must still meet cell
+//! by cell in a comparison. Outputs that differ in them are pointed out instead, to be told
+//! apart by tags.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,11 +22,12 @@ use crate::workload::fio_json::{self, FioReport};
 /// The level of an option an output's job file did not set: fio used its default.
 pub(crate) const DEFAULT_LEVEL: &str = "default";
 
-/// Options naming where a job ran or what it was called, not how it ran.
+/// Options naming where a job ran, what it was called or which random numbers it drew, not
+/// how it ran (a seed per repetition is how runs are made independent).
 fn says_where(option: &str) -> bool {
     matches!(
         option,
-        "name" | "description" | "filename" | "directory" | "filename_format"
+        "name" | "description" | "filename" | "directory" | "filename_format" | "randseed"
     ) || (option.starts_with("write_") && option.ends_with("_log"))
 }
 
@@ -211,9 +213,14 @@ mod tests {
                 ("bs", "8k"),
             ])],
         ));
-        let cells = ImportCells::of(&[a.clone(), b.clone(), a.clone()]);
+        let seeded = |c: &BTreeMap<String, String>, seed: &str| {
+            let mut c = c.clone();
+            c.insert("randseed".into(), seed.into());
+            c
+        };
+        let cells = ImportCells::of(&[a.clone(), b.clone(), seeded(&a, "7")]);
         assert_eq!(cells.factors, ["bs", "iodepth"]);
-        assert_eq!(cells.places, ["filename"]);
+        assert_eq!(cells.places, ["filename", "randseed"]);
         let (key, levels) = cells.cell(&a);
         assert_eq!(key, "bs=default,iodepth=1");
         assert_eq!(levels["iodepth"], "1");

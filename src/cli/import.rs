@@ -23,9 +23,9 @@ use crate::store::{self, Store};
 /// Each fio option whose value differs between an experiment's outputs is a factor: a sweep
 /// of bs=4k, 64k, 1m run three times each gives three cells of three runs, shown and compared
 /// cell by cell, not one cell of nine. Runs added later that set another option apart move
-/// the runs there to their cells. The options naming where a job ran or what it was called
-/// (filename, directory, name) are no factors, so one job file run on two hosts stays one
-/// cell; tag such runs apart.
+/// the runs there to their cells. The options naming where a job ran, what it was called or
+/// its random seed (filename, directory, name, randseed) are no factors, so one job file run
+/// on two hosts, or with a seed per repetition, stays one cell; tag such runs apart.
 ///
 /// An iolab database (the --db of a run on another machine, or under another kernel) is
 /// merged whole: each of its experiments, with its runs, tags, metrics, samples, series and
