@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
-use super::import_cells::{configuration, ImportCells};
+use super::import_cells::{configuration, stored_configuration, ImportCells};
 use crate::store::{NewExperiment, NewRun, RunStatus, Store};
 use crate::workload::fio_json::{self, FioReport};
 use crate::workload::runner::errno_name;
@@ -53,8 +53,8 @@ pub(crate) struct ImportSummary {
     /// The fio options whose values differ between the experiment's outputs: its factors,
     /// a cell per combination of their values.
     pub factors: Vec<String>,
-    /// Options saying where a job ran or what it was called, whose values differ too: no
-    /// factors (see `import_cells`).
+    /// Options saying where a job ran, what it was called or its seed, whose values differ
+    /// too: no factors (see `import_cells`).
     pub places: Vec<String>,
     /// Runs stored before whose cell changed with the options these outputs set apart.
     pub regrouped: usize,
@@ -382,9 +382,8 @@ fn stored_configurations(
 ) -> anyhow::Result<Vec<(crate::store::Run, BTreeMap<String, String>)>> {
     let mut out = Vec::new();
     for run in store.runs(experiment)? {
-        let text = store.run_texts(run.id)?.and_then(|t| t.fio_json);
-        if let Some(report) = text.and_then(|t| fio_json::parse(&t).ok()) {
-            out.push((run, configuration(&report)));
+        if let Some(config) = stored_configuration(store, run.id)? {
+            out.push((run, config));
         }
     }
     Ok(out)

@@ -129,11 +129,9 @@ pub(crate) fn complete_levels(store: &Store, sides: [&mut Vec<Run>; 2]) -> anyho
         if factors.iter().all(|f| levels.contains_key(f)) {
             continue;
         }
-        let text = store.run_texts(run.id)?.and_then(|t| t.fio_json);
-        let Some(report) = text.and_then(|t| fio_json::parse(&t).ok()) else {
+        let Some(config) = stored_configuration(store, run.id)? else {
             continue;
         };
-        let config = configuration(&report);
         for f in &factors {
             levels
                 .entry(f.clone())
@@ -141,6 +139,18 @@ pub(crate) fn complete_levels(store: &Store, sides: [&mut Vec<Run>; 2]) -> anyho
         }
     }
     Ok(())
+}
+
+/// The configuration of a stored run's fio output; `None` for a run without one, or whose
+/// output no longer parses.
+pub(crate) fn stored_configuration(
+    store: &Store,
+    run: i64,
+) -> anyhow::Result<Option<BTreeMap<String, String>>> {
+    let text = store.run_texts(run)?.and_then(|t| t.fio_json);
+    Ok(text
+        .and_then(|t| fio_json::parse(&t).ok())
+        .map(|report| configuration(&report)))
 }
 
 /// The ids of the experiments `import` made.
