@@ -278,7 +278,8 @@ fn resolve_far(
     };
     // Nodes with online CPUs other than the anchor's, ranked by their distance to the nearest
     // anchor node (so with anchors on two nodes, "far" is far from both).
-    let mut best: Option<(u32, Vec<u32>)> = None;
+    // (distance, CPUs, how many nodes they are on)
+    let mut best: Option<(u32, Vec<u32>, usize)> = None;
     let nodes: BTreeSet<u32> = cpus.iter().map(|c| c.node).collect();
     for node in nodes.iter().filter(|n| !anchor_nodes.contains(n)) {
         let d = anchor_nodes
@@ -291,16 +292,24 @@ fn resolve_far(
             continue;
         }
         match &mut best {
-            Some((bd, list)) if *bd == d => list.extend(here),
-            Some((bd, _)) if *bd > d => {}
-            _ => best = Some((d, here)),
+            Some((bd, list, n)) if *bd == d => {
+                list.extend(here);
+                *n += 1;
+            }
+            Some((bd, _, _)) if *bd > d => {}
+            _ => best = Some((d, here, 1)),
         }
     }
-    if let Some((d, mut found)) = best {
+    if let Some((d, mut found, nodes)) = best {
         found.sort_unstable();
+        let on = if nodes == 1 {
+            "the most distant node".to_string()
+        } else {
+            format!("the {nodes} most distant nodes")
+        };
         return Ok(Resolved {
             why: format!(
-                "{} on the most distant node (distance {d}) from interrupt {}",
+                "{} on {on} (distance {d}) from interrupt {}",
                 cpus_text(&found),
                 cpus_text(anchor)
             ),
@@ -452,6 +461,13 @@ mod tests {
         let (cpus, _) = four_cells();
         let far = resolve(&Placement::Far, &[0], &cpus, &unknown).unwrap();
         assert_eq!(far.cpus, (4..16).collect::<Vec<_>>());
+        // Three nodes, not one (it read "on the most distant node").
+        assert!(
+            far.why
+                .starts_with("CPUs 4-15 on the 3 most distant nodes (distance 20)"),
+            "{}",
+            far.why
+        );
     }
 
     #[test]

@@ -22,10 +22,12 @@ pub enum Pinning {
 pub(crate) enum IrqPlacement {
     /// Leave the affinity as found.
     Unchanged,
-    /// The CPUs of the device's own node.
+    /// One CPU of the device's own node (the one taking the interrupt if it is there, else
+    /// the lowest-numbered): x86 delivers to one CPU of a mask, and placement is judged from it.
     OnNode,
-    /// CPUs as far from the device as the topology allows.
+    /// One CPU as far from the device's interrupt as the topology allows.
     Far,
+    /// One CPU of node N.
     Node(u32),
     Cpus(Vec<u32>),
 }

@@ -20,6 +20,11 @@ use crate::sys::SysRoot;
 const WAIT: Duration = Duration::from_millis(200);
 /// When an idle interrupt is made to fire, if it has not moved by then.
 const NUDGE_AFTER: Duration = Duration::from_millis(20);
+/// How long, once a disk was made to answer a read, the move is waited for: the read's
+/// completion is the interrupt that moves it, and a slow disk, or an emulated guest with many
+/// CPUs, can take longer than `WAIT` (a lab guest left an HBA interrupt outside its restored
+/// mask, its move never made). A disk that answers at once ends the wait as soon.
+const NUDGED_WAIT: Duration = Duration::from_secs(2);
 
 /// The interrupt number and effective-affinity file of an affinity file
 /// (`/proc/irq/N/smp_affinity[_list]`).
@@ -95,19 +100,24 @@ fn settled(path: &str, effective: &str) -> Option<(bool, Vec<u32>)> {
 }
 
 /// Before writing the live affinity file `path`: waits up to 200 ms for a pending move of its
-/// interrupt to happen, making an idle disk interrupt fire after 20 ms. Returns the disk read
-/// for that, if any. Not an affinity file, or unreadable: returns at once.
+/// interrupt to happen, making an idle disk interrupt fire after 20 ms (and then waiting up to
+/// 2 s for that read's interrupt). Returns the disk read for that, if any. Not an affinity
+/// file, or unreadable: returns at once.
 pub(super) fn settle(path: &str) -> Option<String> {
     let (irq, effective) = effective_of(path)?;
     let start = Instant::now();
-    let mut nudged = None;
+    let (mut nudged, mut wait) = (None, WAIT);
     loop {
         let (done, mask) = settled(path, &effective)?;
-        if done || start.elapsed() >= WAIT {
+        if done || start.elapsed() >= wait {
             return nudged;
         }
         if nudged.is_none() && start.elapsed() >= NUDGE_AFTER {
-            nudged = Some(nudge(irq, &mask).unwrap_or_default());
+            let disk = nudge(irq, &mask).unwrap_or_default();
+            if !disk.is_empty() {
+                wait = NUDGE_AFTER + NUDGED_WAIT;
+            }
+            nudged = Some(disk);
         }
         std::thread::sleep(Duration::from_millis(5));
     }

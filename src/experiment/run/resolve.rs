@@ -322,12 +322,19 @@ pub(crate) fn anchor_notes(exp: &Experiment, devs: &[&BlockDevice]) -> Vec<Strin
         .filter(|d| anchor_for(exp, d).is_none())
         .filter_map(|d| {
             let on = &d.placement.as_ref()?.on;
+            let (who, takes) = if on.len() == 1 {
+                (format!("CPU {}", format_cpulist(on)), "takes its interrupt")
+            } else {
+                (
+                    format!("CPUs {}", format_cpulist(on)),
+                    "take its interrupts",
+                )
+            };
             Some(format!(
-                "[target] anchor_cpu = {a} is not used for /dev/{}: CPU {} takes its interrupt, \
-                 and on, near and far are judged from there (anchor_cpu stands in only for a \
-                 device without an interrupt, such as a loop device)",
-                d.name,
-                format_cpulist(on)
+                "[target] anchor_cpu = {a} is not used for /dev/{}: {who} {takes}, and on, near \
+                 and far are judged from there (anchor_cpu stands in only for a device without \
+                 an interrupt, such as a loop device)",
+                d.name
             ))
         })
         .collect()
@@ -379,8 +386,24 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         _ => "where this cell moves the interrupt",
     };
     if let Some(p) = cell.placement().and_then(placement_level) {
-        let resolved = match (&moved_to, anchor_cpu) {
-            (Some(cpus), None) => level::resolve(
+        let relative = matches!(
+            p,
+            level::Placement::On | level::Placement::Near | level::Placement::Far
+        );
+        // x86 delivers an interrupt to one CPU of its mask, chosen when it fires: on, near and
+        // far from a mask of several CPUs the cell writes would be from CPUs that may not
+        // take it. (Several interrupts found each on its CPU are several CPUs that do.)
+        let one_of_several = match cell.irq_placement() {
+            Some(IrqPlacement::Cpus(c)) if relative && c.len() > 1 => Some(c),
+            _ => None,
+        };
+        let resolved = match (&moved_to, anchor_cpu, one_of_several) {
+            (Some(_), None, Some(several)) => Err(format!(
+                "the interrupt goes to one CPU of {}, which the kernel picks when it fires; \
+                 on, near and far need one CPU: give irq_cpu a single CPU",
+                format_cpulist(several)
+            )),
+            (Some(cpus), None, None) => level::resolve(
                 &p,
                 cpus,
                 &crate::model::placement::cpu_places(m),
@@ -394,11 +417,7 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         };
         match resolved {
             Ok(r) => {
-                let anchored = anchor_cpu.is_some()
-                    && matches!(
-                        p,
-                        level::Placement::On | level::Placement::Near | level::Placement::Far
-                    );
+                let anchored = anchor_cpu.is_some() && relative;
                 out.placement_why = Some(if anchored {
                     format!("{} (anchor_cpu stands in for the interrupt CPU)", r.why)
                 } else {
@@ -502,11 +521,28 @@ fn irq_writes(
             format_cpulist(&nums)
         ));
     }
+    // The node and far levels name CPUs by where they are; the interrupt goes to one of them,
+    // the one taking it now if it is among them, else the lowest-numbered: x86 delivers to
+    // one CPU of a mask, and placement is judged from that CPU.
+    let taking: Vec<u32> = dev
+        .placement
+        .as_ref()
+        .map(|p| p.on.clone())
+        .unwrap_or_default();
+    let one = |among: Vec<u32>| -> Vec<u32> {
+        let pick = among
+            .iter()
+            .copied()
+            .find(|c| taking.contains(c))
+            .or_else(|| among.first().copied());
+        pick.into_iter().collect()
+    };
     let cpus = match wanted {
         IrqPlacement::Unchanged => unreachable!("handled above"),
         IrqPlacement::OnNode => {
             let node = dev.node.unwrap_or(0);
-            m.node(node)
+            one(m
+                .node(node)
                 .map(|n| {
                     n.cpus
                         .iter()
@@ -515,13 +551,19 @@ fn irq_writes(
                         .collect::<Vec<_>>()
                 })
                 .filter(|c| !c.is_empty())
-                .ok_or_else(|| format!("node {node} has no online CPU"))?
+                .ok_or_else(|| format!("node {node} has no online CPU"))?)
         }
         IrqPlacement::Far => {
-            crate::model::placement::resolve(m, Some(dev), &level::Placement::Far, anchor_cpu)?.cpus
+            one(
+                crate::model::placement::resolve(m, Some(dev), &level::Placement::Far, anchor_cpu)?
+                    .cpus,
+            )
         }
         IrqPlacement::Node(n) => {
-            crate::model::placement::resolve(m, Some(dev), &level::Placement::Node(*n), None)?.cpus
+            one(
+                crate::model::placement::resolve(m, Some(dev), &level::Placement::Node(*n), None)?
+                    .cpus,
+            )
         }
         IrqPlacement::Cpus(c) => {
             crate::model::placement::resolve(
@@ -620,6 +662,46 @@ mod tests {
                 "/sys/block/loop3/queue/nr_requests"
             ]
         );
+    }
+
+    /// x86 delivers an interrupt to one CPU of its mask. A node or far level moves it to one
+    /// CPU (the one taking it now where that is among them), from which on and near are
+    /// judged; a CPU list of several leaves that CPU to the kernel, so on, near and far
+    /// cannot be judged: they were judged from the whole mask, and "on" ran fio beside the
+    /// interrupt, not on it.
+    #[test]
+    fn interrupts_are_moved_to_one_cpu_for_on_and_near_to_mean_something() {
+        // sda's IRQ 35 is movable (0-14) and delivered to CPU 2, on node 0 (node 1: 4-7,12-14).
+        let m = machine("two-node-nvme");
+        let r = resolve(
+            "name = \"n\"\n[factors]\nirq_cpu = [\"node:0\", \"node:1\", \"far\", \"0-1\"]\n\
+             placement = [\"on\"]\n",
+            &m,
+            "sda",
+        )
+        .unwrap();
+        let cell = |irq: &str| {
+            r.iter()
+                .find(|c| c.key == format!("irq_cpu={irq},placement=on"))
+                .unwrap_or_else(|| panic!("{irq}: {r:#?}"))
+        };
+        let moved = |c: &ResolvedCell| -> Vec<String> {
+            c.writes
+                .iter()
+                .filter(|w| w.path.starts_with("/proc/irq/"))
+                .map(|w| w.value.clone())
+                .collect()
+        };
+        // On its own node already: it stays on its CPU.
+        assert_eq!(cell("node:0").cpus, Some(vec![2]));
+        assert_eq!(moved(cell("node:0")), ["2"]);
+        // Elsewhere: the lowest-numbered CPU there.
+        for irq in ["node:1", "far"] {
+            assert_eq!(cell(irq).cpus, Some(vec![4]), "{irq}");
+            assert_eq!(moved(cell(irq)), ["4"], "{irq}");
+        }
+        let why = cell("0-1").not_applicable.as_deref().unwrap_or("");
+        assert!(why.contains("goes to one CPU of 0-1"), "{why}");
     }
 
     /// anchor_cpu stands in for a device's interrupt CPU only where it has none: on vda,
