@@ -418,11 +418,18 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         match resolved {
             Ok(r) => {
                 let anchored = anchor_cpu.is_some() && relative;
-                out.placement_why = Some(if anchored {
+                let mut why = if anchored {
                     format!("{} (anchor_cpu stands in for the interrupt CPU)", r.why)
                 } else {
                     r.why
-                });
+                };
+                if relative && polls(exp, cell) {
+                    why.push_str(
+                        "; polled, these I/Os take no interrupt: they complete on the CPU \
+                         that sent them",
+                    );
+                }
+                out.placement_why = Some(why);
                 out.cpus = Some(r.cpus);
             }
             Err(why) => {
@@ -438,6 +445,18 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         placement_why: out.placement_why.clone(),
     }];
     out
+}
+
+/// Whether the cell's fio asks for polled completions (`hipri`, as a factor or an option).
+fn polls(exp: &Experiment, cell: &Cell) -> bool {
+    if !exp.engine.engine().runs_job_file() {
+        return false;
+    }
+    cell.polling().unwrap_or_else(|| {
+        cell.fio_options(exp)
+            .iter()
+            .any(|(n, v)| n == "hipri" && v.trim() != "0")
+    })
 }
 
 /// Why a cell that asks for polled completions cannot have them on `dev`. fio would not
@@ -456,7 +475,7 @@ fn cannot_poll(
     dev: &BlockDevice,
     knobs: &[(String, String)],
 ) -> Option<String> {
-    if !exp.engine.engine().runs_job_file() {
+    if !polls(exp, cell) {
         return None;
     }
     let options = cell.fio_options(exp);
@@ -466,12 +485,6 @@ fn cannot_poll(
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.trim())
     };
-    let polls = cell
-        .polling()
-        .unwrap_or_else(|| option("hipri").is_some_and(|v| v != "0"));
-    if !polls {
-        return None;
-    }
     let io_poll = knobs
         .iter()
         .find(|(attr, _)| attr == "io_poll")
@@ -726,6 +739,30 @@ mod tests {
         );
         // The loop device beside it still takes the anchor.
         assert_eq!(resolve(text, &m, "loop3").unwrap()[0].cpus, Some(vec![0]));
+    }
+
+    /// A polled cell's I/Os take no interrupt: where fio runs relative to the device's
+    /// interrupt CPUs says so (lab nvme-poll: "CPUs 1,3 take the device's interrupts" of cells
+    /// whose I/Os went to the poll queues).
+    #[test]
+    fn a_polled_cell_says_its_ios_take_no_interrupt() {
+        let m = machine("two-node-nvme");
+        let r = resolve(
+            "name = \"n\"\n[workload]\nioengine = \"io_uring\"\n\
+             [factors]\nhipri = [false, true]\nplacement = [\"on\"]\n",
+            &m,
+            "nvme0n1",
+        )
+        .unwrap();
+        let why = |i: usize| r[i].placement_why.clone().unwrap_or_default();
+        assert!(!why(0).contains("polled"), "{}", why(0));
+        assert!(
+            why(1).ends_with(
+                "; polled, these I/Os take no interrupt: they complete on the CPU that sent them"
+            ),
+            "{}",
+            why(1)
+        );
     }
 
     #[test]
