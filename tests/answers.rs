@@ -204,6 +204,39 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
     );
 }
 
+/// Two experiments of one file run on two devices compare cell by cell, by the words on,
+/// near and far; compare says the targets differ. Two scratch devices are one kind of target.
+#[test]
+fn compare_says_when_the_sides_ran_on_different_targets() {
+    let (_dir, db) = two_kernels();
+    let set_target = |id: i64, target: &str| {
+        let mut store = iolab::store::Store::open_existing(&db).unwrap();
+        store
+            .add_environment(
+                id,
+                &[iolab::store::EnvironmentEntry {
+                    key: "target".into(),
+                    value: target.into(),
+                    severity: None,
+                    advice: None,
+                }],
+            )
+            .unwrap();
+    };
+    set_target(1, "/dev/sda");
+    set_target(2, "/dev/nvme0n1");
+    let args = ["compare", "1", "2", "--metric", "read_iops"];
+    let text = ok(&db, &args);
+    assert!(
+        text.contains("warning: the baseline ran on /dev/sda and the candidate on /dev/nvme0n1"),
+        "{text}"
+    );
+    set_target(1, "/dev/loop0 (scratch, 1073741824 bytes each)");
+    set_target(2, "/dev/loop3 (scratch, 1073741824 bytes each)");
+    let text = ok(&db, &args);
+    assert!(!text.contains("ran on"), "{text}");
+}
+
 /// One fio output imported into two experiments under the same tags would count twice on a
 /// side of a comparison: compare says which runs hold the same output.
 #[test]

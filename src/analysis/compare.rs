@@ -696,6 +696,44 @@ fn hosts_warnings(
         .collect()
 }
 
+/// The targets a side's experiments drove, as their environment records them: a scratch
+/// device is one whatever loop device it was given. Imported experiments record none.
+fn targets_of(store: &Store, g: &Group) -> anyhow::Result<BTreeSet<String>> {
+    let exps: BTreeSet<i64> = g.runs.iter().map(|r| r.experiment_id).collect();
+    let mut out = BTreeSet::new();
+    for id in exps {
+        let target = store
+            .environment(id)?
+            .into_iter()
+            .find(|e| e.key == "target")
+            .map(|e| e.value);
+        if let Some(t) = target {
+            out.insert(if t.contains("(scratch") {
+                "a scratch device".to_string()
+            } else {
+                t
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The two sides drove different targets (one experiment file run with `--device sda`, then
+/// `--device nvme0n1`): each device's figures are its own, and its on, near and far are other
+/// CPUs, though cells match by those words.
+fn targets_warning(base: &BTreeSet<String>, cand: &BTreeSet<String>) -> Option<String> {
+    let list = |t: &BTreeSet<String>| t.iter().cloned().collect::<Vec<_>>().join(", ");
+    (!base.is_empty() && !cand.is_empty() && base != cand).then(|| {
+        format!(
+            "warning: the baseline ran on {} and the candidate on {}: every change below is \
+             also the difference between those targets (and on, near and far name other CPUs \
+             on each)",
+            list(base),
+            list(cand)
+        )
+    })
+}
+
 /// Runs on both sides make them look alike: the tests take the sides as independent.
 fn shared_warning(shared: &[i64]) -> Option<String> {
     (!shared.is_empty()).then(|| {
@@ -890,6 +928,10 @@ pub(crate) fn compare_selectors(
     let mut text = compare_heading(&base, &cand, &cells.factors);
     let mut warnings: Vec<String> = hosts_warnings(a, b, &base_hosts, &cand_hosts)
         .into_iter()
+        .chain(targets_warning(
+            &targets_of(store, &base)?,
+            &targets_of(store, &cand)?,
+        ))
         .chain(shared_warning(&shared))
         .collect();
     // Only imports store one output twice: a run iolab made has an output of its own (a
