@@ -11,7 +11,16 @@ pub(crate) fn number(x: f64) -> String {
     if x == 0.0 {
         return "0".into();
     }
-    let magnitude = x.abs().log10().floor() as i32;
+    // The magnitude once rounded to four significant digits: 0.99996 shows as 1.000, not as
+    // 1.0000 beside other cells' 1.000.
+    let magnitude = format!("{:.3e}", x.abs())
+        .split_once('e')
+        .and_then(|(_, e)| e.parse::<i32>().ok())
+        .unwrap_or(0);
+    if magnitude < -6 {
+        // Six decimals would show it as 0.000000.
+        return format!("{x:.1e}");
+    }
     let decimals = (3 - magnitude).clamp(0, 6) as usize;
     let text = format!("{:.*}", decimals, x.abs());
     let (int_part, frac) = match text.split_once('.') {
@@ -167,6 +176,13 @@ mod tests {
         assert_eq!(number(-2500.0), "-2,500");
         assert_eq!(number(0.0), "0");
         assert_eq!(number(f64::NAN), "nan");
+        // Rounded up to the next power of ten: the digits of that power (lab: 1.0000 beside
+        // 1.000 in one column), and a value below six decimals in exponent form (+-0.000000).
+        assert_eq!(number(0.99996), "1.000");
+        assert_eq!(number(9999.7), "10,000");
+        assert_eq!(number(0.00012344), "0.000123");
+        assert_eq!(number(1.2e-7), "1.2e-7");
+        assert_eq!(number(-3.0e-9), "-3.0e-9");
         assert_eq!(p_value(0.0004), "<0.001");
         assert_eq!(signed_pct(-0.04), "-0.0%");
         assert_eq!(short(100.0), "100");
