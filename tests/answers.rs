@@ -204,6 +204,24 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
     );
 }
 
+/// A metric name nothing stored and iolab does not know is said to be unknown (a typo), not
+/// to have no values; a known one these runs lack says so.
+#[test]
+fn an_unknown_metric_is_told_from_one_these_runs_lack() {
+    let (_dir, db) = two_kernels();
+    let e = err(&db, &["show", "1", "--metric", "read_iopz"]);
+    assert!(
+        e.contains("no run here stored a metric named \"read_iopz\", and iolab records none")
+            && e.contains("did you mean `read_iops`?"),
+        "{e}"
+    );
+    let e = err(&db, &["show", "1", "--metric", "trace_q2c_mean_us"]);
+    assert!(
+        e.contains("metric \"trace_q2c_mean_us\" has no values in experiment 1"),
+        "{e}"
+    );
+}
+
 /// Two experiments of one file run on two devices compare cell by cell, by the words on,
 /// near and far; compare says the targets differ. Two scratch devices are one kind of target.
 #[test]

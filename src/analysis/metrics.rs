@@ -70,8 +70,16 @@ pub(crate) fn choose(
             let hint = crate::suggest::closest(m, have.iter().map(String::as_str))
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
+            // A name nothing here stored and iolab does not list is a typo or another tool's,
+            // not a metric these runs lack.
+            let unknown = crate::metrics::exact(m).is_none() && !store.metric_names()?.contains(m);
+            let what = if unknown {
+                format!("no run here stored a metric named {m:?}, and iolab records none by that name (`iolab metrics` lists them)")
+            } else {
+                format!("metric {m:?} has no values in {label}")
+            };
             bail!(
-                "metric {m:?} has no values in {label}{hint}; metrics present{}: {}",
+                "{what}{hint}; metrics present{}: {}",
                 if groups.len() > 1 {
                     " in every group"
                 } else {
