@@ -1776,8 +1776,13 @@ impl CellResult {
 
 /// Seconds left: each run's nominal duration plus the mean time the runs so far took beyond
 /// theirs (starting fio, setting knobs; in hosts mode fio's server adds about a second), or,
-/// where the duration is not known, the mean wall time of the runs so far.
+/// where the duration is not known, the mean wall time of the runs so far. None before the
+/// first run has ended: what a run costs beyond its measuring is not known yet (a lab guest's
+/// first ETA read 18 s for a 2-minute experiment).
 fn eta(remaining: &[Option<f64>], finished: &[(f64, Option<f64>)]) -> Option<f64> {
+    if finished.is_empty() && !remaining.is_empty() {
+        return None;
+    }
     let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let wall = mean(finished.iter().map(|r| r.0).collect());
     let beyond = mean(finished.iter().filter_map(|&(w, n)| Some(w - n?)).collect());
@@ -1874,7 +1879,8 @@ mod tests {
 
     #[test]
     fn eta_uses_nominal_durations_and_falls_back_to_the_mean_so_far() {
-        assert_eq!(eta(&[Some(5.0), Some(5.0)], &[]), Some(10.0));
+        assert_eq!(eta(&[Some(5.0), Some(5.0)], &[]), None);
+        assert_eq!(eta(&[Some(5.0)], &[(7.0, Some(5.0))]), Some(7.0));
         assert_eq!(
             eta(&[Some(5.0), None], &[(2.0, None), (4.0, None)]),
             Some(8.0)
