@@ -60,6 +60,14 @@ impl Lab {
         runloop::run(e, &self.settings(), replay, &CancelToken::new(), &mut Quiet).unwrap()
     }
 
+    /// The error of a run that must not start.
+    fn refused(&self, e: &experiment::Experiment, replay: &ReplayFio) -> String {
+        match runloop::run(e, &self.settings(), replay, &CancelToken::new(), &mut Quiet) {
+            Ok(_) => panic!("the run started"),
+            Err(e) => e.to_string(),
+        }
+    }
+
     fn attr(&self, rel: &str) -> String {
         let text = std::fs::read_to_string(self.dir.path().join("root").join(rel)).unwrap();
         iolab::knobs::current_choice(&text)
@@ -135,15 +143,7 @@ fn system_controls_are_set_per_cell_and_all_come_back() {
          [factors]\ncpu.governor = [\"performance\"]\ncpu.boost = [\"off\"]\n",
     );
     let replay = ReplayFio::in_order(std::iter::empty());
-    let err = runloop::run(
-        &e,
-        &bare.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap_err()
-    .to_string();
+    let err = bare.refused(&e, &replay);
     assert!(
         err.contains(
             "no CPU here has a cpufreq governor; this machine exposes no boost/turbo switch"
@@ -228,15 +228,7 @@ fn stabilise_sets_the_advice_once_and_puts_it_back() {
                  [stabilise]\ncpu.governor = \"performance\"\n",
     );
     let replay = ReplayFio::in_order(std::iter::empty());
-    let err = runloop::run(
-        &e,
-        &bare.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap_err()
-    .to_string();
+    let err = bare.refused(&e, &replay);
     assert!(
         err.contains("[stabilise] cpu.governor: no CPU here has a cpufreq governor"),
         "{err}"
@@ -522,15 +514,7 @@ fn an_experiment_no_cell_of_which_can_run_here_stops_before_it_starts() {
          [workload]\nrw = \"randread\"\n[factors]\nplacement = [\"far\", \"node:3\"]\n",
     );
     let replay = ReplayFio::by_cell([]);
-    let err = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap_err()
-    .to_string();
+    let err = lab.refused(&e, &replay);
     assert!(
         err.starts_with(
             "no cell can run here: all 2 are not applicable; nothing was run or stored"
@@ -986,15 +970,7 @@ fn an_impossible_level_stops_everything_before_a_run() {
     let e =
         exp("name = \"bad\"\n[target]\ndevice = \"zram0\"\n[factors]\nscheduler = [\"none\"]\n");
     let replay = ReplayFio::in_order([]);
-    let err = runloop::run(
-        &e,
-        &lab.settings(),
-        &replay,
-        &CancelToken::new(),
-        &mut Quiet,
-    )
-    .unwrap_err()
-    .to_string();
+    let err = lab.refused(&e, &replay);
     assert_eq!(
         err,
         "t.toml:5: `scheduler`: /dev/zram0 has no queue attribute `scheduler`"
