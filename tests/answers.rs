@@ -55,6 +55,22 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
+/// The one-job fio fixture written to `dir/name` as another run's output: its read IOPS, its
+/// end `at` seconds later (so no two outputs are one), and `edits` (text, replacement) of its
+/// job options.
+fn fio_output(dir: &Path, name: &str, iops: &str, at: u32, edits: &[(&str, &str)]) -> String {
+    let mut text = std::fs::read_to_string(fixture("randread_1job_json.out"))
+        .unwrap()
+        .replace("\"iops\" : 137647.176412", &format!("\"iops\" : {iops}"))
+        .replace("1795313598", &(1795313598 + at).to_string());
+    for (from, to) in edits {
+        text = text.replace(from, to);
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
 /// An experiment record with nothing but a name, for runs a test stores itself.
 fn bare_experiment(name: &str) -> iolab::store::NewExperiment {
     iolab::store::NewExperiment {
@@ -126,19 +142,13 @@ fn a_write_jobs_report_draws_the_writes_latency_cdf() {
 fn an_imported_sweep_has_a_cell_per_option_value() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("d.db");
-    let base = std::fs::read_to_string(fixture("randread_1job_json.out")).unwrap();
     let output = |name: &str, iodepth: &str, iops: &str, device: &str, at: u32| {
-        let text = base
-            .replace(
-                "\"iodepth\" : \"16\"",
-                &format!("\"iodepth\" : \"{iodepth}\""),
-            )
-            .replace("\"iops\" : 137647.176412", &format!("\"iops\" : {iops}"))
-            .replace("/dev/loop0", device)
-            .replace("1795313598", &(1795313598 + at).to_string());
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
+        let depth = format!("\"iodepth\" : \"{iodepth}\"");
+        let edits = [
+            ("\"iodepth\" : \"16\"", depth.as_str()),
+            ("/dev/loop0", device),
+        ];
+        fio_output(dir.path(), name, iops, at, &edits)
     };
     let qd16 = [
         output("a.json", "16", "137647.0", "/dev/loop0", 0),
@@ -243,15 +253,7 @@ fn compare_says_when_the_sides_ran_on_different_targets() {
 fn compare_names_runs_of_one_side_that_hold_one_fio_output() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("d.db");
-    let base = std::fs::read_to_string(fixture("randread_1job_json.out")).unwrap();
-    let output = |name: &str, iops: &str, at: u32| {
-        let text = base
-            .replace("\"iops\" : 137647.176412", &format!("\"iops\" : {iops}"))
-            .replace("1795313598", &(1795313598 + at).to_string());
-        let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
+    let output = |name: &str, iops: &str, at: u32| fio_output(dir.path(), name, iops, at, &[]);
     let (a, b) = (
         output("a.json", "1000.0", 0),
         output("b.json", "1100.0", 10),
