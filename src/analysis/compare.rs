@@ -858,7 +858,9 @@ pub(crate) fn compare_selectors(
         );
     }
     let (mut base, mut cand) = (resolve(store, a)?, resolve(store, b)?);
-    super::import_cells::complete_levels(store, [&mut base.runs, &mut cand.runs])?;
+    // The experiments `import` made: their runs' cells come from their fio outputs.
+    let imported = super::import_cells::imported_experiments(store)?;
+    super::import_cells::complete_levels(store, &imported, [&mut base.runs, &mut cand.runs])?;
     let (bi, ci) = (base.ok_ids(), cand.ok_ids());
     for (g, ids) in [(&base, &bi), (&cand, &ci)] {
         if ids.is_empty() {
@@ -936,7 +938,6 @@ pub(crate) fn compare_selectors(
         .collect();
     // Only imports store one output twice: a run iolab made has an output of its own (a
     // program's may repeat itself, and is still a measurement each time).
-    let imported = super::import_cells::imported_experiments(store)?;
     for g in [&base, &cand] {
         let ids: Vec<i64> = g
             .runs

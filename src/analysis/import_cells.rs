@@ -109,8 +109,11 @@ impl ImportCells {
 /// constant is no factor there, while another's outputs set it apart. A run lacking a level
 /// of a factor some imported run of the comparison has takes its level from its own fio
 /// output, so that the same configuration meets cell by cell whichever experiment holds it.
-pub(crate) fn complete_levels(store: &Store, sides: [&mut Vec<Run>; 2]) -> anyhow::Result<()> {
-    let imported = imported_experiments(store)?;
+pub(crate) fn complete_levels(
+    store: &Store,
+    imported: &BTreeSet<i64>,
+    sides: [&mut Vec<Run>; 2],
+) -> anyhow::Result<()> {
     let [a, b] = sides;
     let mut runs: Vec<&mut Run> = a
         .iter_mut()
