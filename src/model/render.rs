@@ -270,11 +270,17 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
         }
         None => ctrl.push_str(" none (virtual or platform device)"),
     }
-    match d.node {
-        Some(n) => {
+    // A virtual device belongs to no node; a controller's numa_node is -1 when the firmware
+    // names none, which on a one-node machine still means that node.
+    match (d.node, &d.pci, m.nodes.as_slice()) {
+        (Some(n), _, _) => {
             let _ = write!(ctrl, "  node {n}");
         }
-        None => ctrl.push_str("  node unknown"),
+        (None, None, _) => {}
+        (None, Some(_), [only]) => {
+            let _ = write!(ctrl, "  node {} (the only one)", only.node);
+        }
+        (None, Some(_), _) => ctrl.push_str("  node not given by the firmware"),
     }
     if let Some(model) = &d.model {
         let _ = write!(ctrl, "  model {model}");
@@ -520,5 +526,37 @@ mod tests {
             crate::sys::parse::format_cpulist(&all)
         );
         assert!(t.contains(&want), "{want}\n{t}");
+    }
+
+    /// A controller whose firmware names no node (numa_node -1, this VM's virtio disk) is on
+    /// the one node of a one-node machine, and of no known node on a larger one; a virtual
+    /// device is on none, so nothing is said.
+    #[test]
+    fn a_controller_without_a_node_is_named_for_what_that_means() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines/two-node-nvme");
+        let mut m = Machine::read(&SysRoot::at(dir).unwrap()).unwrap();
+        let nvme = m.devices.iter().position(|d| d.name == "nvme0n1").unwrap();
+        m.devices[nvme].node = None;
+        let line = |m: &Machine| {
+            let t = super::tree(m);
+            let from = t.find("\n  nvme0n1").unwrap_or_else(|| panic!("{t}"));
+            let ctrl = t[from..].find("    controller").unwrap() + from;
+            t[ctrl..t[ctrl..].find('\n').unwrap() + ctrl].to_string()
+        };
+        assert!(
+            line(&m).ends_with("  node not given by the firmware"),
+            "{}",
+            line(&m)
+        );
+        m.nodes.truncate(1);
+        let only = m.nodes[0].node;
+        assert!(
+            line(&m).ends_with(&format!("  node {only} (the only one)")),
+            "{}",
+            line(&m)
+        );
+        let t = super::tree(&m);
+        assert!(!t.contains("node unknown"), "{t}");
     }
 }
