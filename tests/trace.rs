@@ -1099,7 +1099,8 @@ fn record_json_is_alone_on_standard_output() {
     );
     let out = record_script(&scratch.dev, &base, &["--json"], &script);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{err}");
+    // The command failed, so the recording does; its summary is printed all the same.
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("from-the-command") && err.contains("recorded"),
         "{err}"
@@ -1230,6 +1231,54 @@ fn a_command_outliving_the_duration_is_stopped_and_left_out_of_the_trace() {
     );
 }
 
+/// A command that wraps the workload (`sh -c 'fio ...'`) is ended whole at the duration: its
+/// fio went on doing I/O, unrecorded, after iolab had said the command ended. A command that
+/// fails on its own fails the recording, whose files are complete.
+#[test]
+fn a_wrapped_command_is_ended_whole_and_a_failing_one_fails_the_recording() {
+    if !root_with_fio() {
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("wrapped");
+    let dir = tempfile::tempdir().unwrap();
+    let job = format!("iolab-wrapped-{}", std::process::id());
+    let script = format!(
+        "fio --output=/dev/null --name={job} --filename={} --rw=randread --bs=4k --direct=1 \
+         --time_based --runtime=8; echo the wrapper went on",
+        scratch.dev
+    );
+    let started = std::time::Instant::now();
+    let out = record_script(
+        &scratch.dev,
+        &dir.path().join("w"),
+        &["--duration", "1s"],
+        &script,
+    );
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    // Ended with its fio at once, not when the fio it waited for ended 8 s on.
+    assert!(took < std::time::Duration::from_secs(5), "{took:?} {err}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!said.contains("the wrapper went on"), "{said}");
+    let left = Command::new("pgrep").args(["-f", &job]).output().unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "still running after iolab ended: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+
+    let out = record_script(&scratch.dev, &dir.path().join("f"), &[], "exit 3");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the command failed (exit status: 3); its recording is complete"),
+        "{err}"
+    );
+    assert!(dir.path().join("f.blktrace.0").exists(), "{err}");
+}
+
 /// An output directory that does not exist is refused before tracefs is touched (it was
 /// found only when the first event was written, or at the end when there was none).
 #[test]
@@ -1254,6 +1303,59 @@ fn record_refuses_an_output_directory_that_does_not_exist() {
         "{err}"
     );
     assert_eq!(tracefs_state(&scratch.dev), before);
+}
+
+/// A recording replaces an earlier one of the same name whole: the earlier one's files of
+/// higher CPUs and its compressed copies go (an analysis by the name would read them as part
+/// of this one), and what iolab does not remove (a link) is named. `-o DIR` is refused.
+#[test]
+fn a_recording_removes_the_files_of_an_earlier_one_of_its_name() {
+    if !iolab::sys::is_root() {
+        crate::common::skip("needs root");
+        return;
+    }
+    if !have("fio") {
+        crate::common::skip("needs fio");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("again");
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("cap");
+    let file = |n: &str| dir.path().join(format!("cap.blktrace.{n}"));
+    std::fs::write(file("7"), b"an earlier recording").unwrap();
+    std::fs::write(file("0.gz"), b"an earlier copy").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", file("9")).unwrap();
+    std::fs::write(dir.path().join("cap.blktrace.x"), b"not a recording's").unwrap();
+    let out = record_fio(
+        &scratch.dev,
+        &base,
+        &["--rw=randread", "--bs=4k", "--number_ios=200"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    assert!(!file("7").exists() && !file("0.gz").exists(), "{err}");
+    assert!(file("0").exists());
+    assert!(
+        err.contains("removed 2 file(s) of an earlier recording") && err.contains("cap.blktrace.7"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cap.blktrace.9 is not a regular file: iolab does not remove it"),
+        "{err}"
+    );
+    assert!(std::fs::symlink_metadata(file("9")).is_ok());
+    assert!(dir.path().join("cap.blktrace.x").exists());
+
+    for named in [
+        format!("{}/", dir.path().display()),
+        dir.path().display().to_string(),
+    ] {
+        let out = record_script(&scratch.dev, Path::new(&named), &[], "true");
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("-o names the recording"), "{err}");
+    }
 }
 
 #[test]

@@ -91,7 +91,8 @@ pub(crate) struct RecordArgs {
     /// A disk and its partitions share one kernel trace: record the disk, or one partition.
     #[arg(short = 'd', long = "device", value_name = "DEV", required = true)]
     pub device: Vec<String>,
-    /// Base name of the output files.
+    /// Base name of the output files (NAME.blktrace.N). They replace a recording of that
+    /// name: its files this one does not overwrite (higher CPUs, .gz copies) are removed.
     #[arg(
         short = 'o',
         long = "output",
@@ -100,8 +101,8 @@ pub(crate) struct RecordArgs {
     )]
     pub output: PathBuf,
     /// Stop after this long, e.g. 10s, 500ms, 2m or 10 (default: until Ctrl-C, or until
-    /// COMMAND exits); at most 30 days. A COMMAND still running then gets SIGTERM (SIGKILL 2 s
-    /// later); the recording has ended by then.
+    /// COMMAND exits); at most 30 days. A COMMAND still running then gets SIGTERM, with all
+    /// it started (SIGKILL 2 s later); the recording has ended by then.
     #[arg(long, value_name = "DURATION", value_parser = parse_record_duration)]
     pub duration: Option<Duration>,
     /// The kernel's trace buffer per CPU while recording, in KiB, from 64 to 1048576
@@ -109,7 +110,9 @@ pub(crate) struct RecordArgs {
     /// Events that come faster than they are read fill it, and the rest are lost.
     #[arg(long, value_name = "KB", value_parser = clap::value_parser!(u64).range(BUFFER_KB_MIN..=BUFFER_KB_MAX))]
     pub buffer_kb: Option<u64>,
-    /// Command to run while recording; recording stops when it exits.
+    /// Command to run while recording; recording stops when it exits, and iolab exits 1
+    /// when it failed. It runs in a process group of its own: Ctrl-C stops the recording,
+    /// which then ends the command as --duration does.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
     #[command(flatten)]
@@ -259,6 +262,10 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     if args.out.json {
         let json = serde_json::to_string_pretty(&trace::capture::Recorded::of(&summary))?;
         crate::output::stdout(&(json + "\n"))?;
+    }
+    // A script's `iolab trace record -- fio ... && iolab trace analyze` must see fio fail.
+    if let Some(st) = summary.command_failed() {
+        anyhow::bail!("the command failed ({st}); its recording is complete");
     }
     Ok(())
 }

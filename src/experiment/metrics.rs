@@ -146,6 +146,8 @@ mod tests {
         let summary = crate::trace::capture::Summary {
             devices: vec!["loop0".into()],
             files: Vec::new(),
+            earlier_removed: Vec::new(),
+            earlier_left: Vec::new(),
             events_per_cpu: Default::default(),
             events_per_device: Default::default(),
             processes: 0,

@@ -155,47 +155,8 @@ fn replaceable(dir: &Path) -> Option<String> {
 /// at the name is refused, and so is anything else that is not a plain file.
 pub(crate) fn create_named_file(path: &Path) -> Result<std::fs::File, String> {
     use std::os::fd::{AsRawFd, FromRawFd};
-    use std::os::unix::ffi::OsStrExt;
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
-    let dir = parent
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", parent.display()))?;
-    let dir_flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
-    let dir_fd = match open_without_links(&dir, dir_flags, 0) {
-        // A kernel before 5.6 (or a sandbox that refuses the call) cannot refuse links on
-        // the way: the directories on the way must then be ones nobody else could replace.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
-            if let Some(why) = replaceable(&dir) {
-                return Err(format!(
-                    "{}: iolab does not write there: {why}; choose another place",
-                    path.display()
-                ));
-            }
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::File::options()
-                .read(true)
-                .custom_flags(dir_flags)
-                .open(&dir)
-        }
-        other => other,
-    }
-    .map_err(|e| match e.raw_os_error() {
-        Some(libc::ELOOP) => format!(
-            "{}: a directory on the way was replaced by a symbolic link while iolab opened \
-             it; nothing was written",
-            path.display()
-        ),
-        _ => format!("{}: {e}", dir.display()),
-    })?;
+    let (dir_fd, c_name) = named_in_dir(path)?;
     let dirfd = dir_fd.as_raw_fd();
-    let c_name = std::ffi::CString::new(name.as_bytes())
-        .map_err(|_| format!("{}: not a file name", path.display()))?;
     let fail = |what: &str| {
         format!(
             "{}: {what}: {}",
@@ -250,6 +211,86 @@ pub(crate) fn create_named_file(path: &Path) -> Result<std::fs::File, String> {
     }
     // SAFETY: a file descriptor the kernel just opened for this process, owned by nobody else.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// The directory of `path`, opened with no symbolic link allowed on the way, and the file's
+/// name in it: what [`create_named_file`] and [`remove_named_file`] act on, so the name is
+/// resolved once.
+fn named_in_dir(path: &Path) -> Result<(std::fs::File, std::ffi::CString), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let dir = parent
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", parent.display()))?;
+    let dir_flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let dir_fd = match open_without_links(&dir, dir_flags, 0) {
+        // A kernel before 5.6 (or a sandbox that refuses the call) cannot refuse links on
+        // the way: the directories on the way must then be ones nobody else could replace.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+            if let Some(why) = replaceable(&dir) {
+                return Err(format!(
+                    "{}: iolab does not write there: {why}; choose another place",
+                    path.display()
+                ));
+            }
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::File::options()
+                .read(true)
+                .custom_flags(dir_flags)
+                .open(&dir)
+        }
+        other => other,
+    }
+    .map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => format!(
+            "{}: a directory on the way was replaced by a symbolic link while iolab opened \
+             it; nothing was written",
+            path.display()
+        ),
+        _ => format!("{}: {e}", dir.display()),
+    })?;
+    let c_name = std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| format!("{}: not a file name", path.display()))?;
+    Ok((dir_fd, c_name))
+}
+
+/// Removes `path`, a plain file of a name the user chose (an earlier recording's file), from
+/// its directory resolved as [`create_named_file`] does; anything else there (a symbolic
+/// link, a directory) is left and said. `Ok(false)` when there was nothing.
+pub(crate) fn remove_named_file(path: &Path) -> Result<bool, String> {
+    use std::os::fd::AsRawFd;
+    let (dir_fd, c_name) = named_in_dir(path)?;
+    // SAFETY: a zeroed stat is valid; fstatat fills it for a valid fd and C string.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let dirfd = dir_fd.as_raw_fd();
+    if unsafe { libc::fstatat(dirfd, c_name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(false),
+            _ => Err(format!("{}: {e}", path.display())),
+        };
+    }
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(format!(
+            "{} is not a regular file: iolab does not remove it",
+            path.display()
+        ));
+    }
+    // SAFETY: a valid fd and C string.
+    if unsafe { libc::unlinkat(dirfd, c_name.as_ptr(), 0) } != 0 {
+        return Err(format!(
+            "{}: cannot remove it: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(true)
 }
 
 /// `open(2)` of `path` (resolved) with `flags` and `mode`, refusing a symbolic link anywhere on

@@ -55,6 +55,10 @@ pub struct Config {
 pub struct Summary {
     pub(crate) devices: Vec<String>,
     pub(crate) files: Vec<PathBuf>,
+    /// Files of an earlier recording of the same name that this one removed, and the ones it
+    /// could not (with why): `trace analyze NAME` would read those with this recording.
+    pub(crate) earlier_removed: Vec<PathBuf>,
+    pub(crate) earlier_left: Vec<String>,
     pub(crate) events_per_cpu: BTreeMap<u32, u64>,
     /// The block events of each recorded device (process-name records left out), every
     /// device listed.
@@ -73,7 +77,17 @@ pub struct Summary {
     pub(crate) command_status: Option<ExitStatus>,
 }
 
+/// How a recording that the command's end stopped says so.
+const COMMAND_EXITED: &str = "command exited";
+
 impl Summary {
+    /// The command's status when it ended on its own and failed (one iolab ended, at the
+    /// duration or a signal, was meant to end).
+    pub(crate) fn command_failed(&self) -> Option<ExitStatus> {
+        self.command_status
+            .filter(|st| !st.success() && self.stopped_by == COMMAND_EXITED)
+    }
+
     pub fn events(&self) -> u64 {
         self.events_per_cpu.values().sum()
     }
@@ -93,6 +107,10 @@ pub(crate) struct Recorded<'a> {
     device: String,
     devices: &'a [String],
     files: &'a [PathBuf],
+    /// Files of an earlier recording of the same name, removed so no analysis mixes them in.
+    earlier_removed: &'a [PathBuf],
+    /// Such files iolab could not remove (why, each): they would be read with this recording.
+    earlier_left: &'a [String],
     events: u64,
     events_per_cpu: &'a BTreeMap<u32, u64>,
     events_per_device: &'a BTreeMap<String, u64>,
@@ -120,6 +138,8 @@ impl<'a> Recorded<'a> {
             device: s.devices.join(","),
             devices: &s.devices,
             files: &s.files,
+            earlier_removed: &s.earlier_removed,
+            earlier_left: &s.earlier_left,
             events: s.events(),
             events_per_cpu: &s.events_per_cpu,
             events_per_device: &s.events_per_device,
@@ -161,6 +181,25 @@ fn render_unescaped(s: &Summary) -> String {
             .map(|(d, n)| format!("{d} {n}"))
             .collect();
         o.push_str(&format!("block events by device: {}\n", each.join(", ")));
+    }
+    if !s.earlier_removed.is_empty() {
+        let names: Vec<String> = s
+            .earlier_removed
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        o.push_str(&format!(
+            "removed {} file(s) of an earlier recording of this name, which an analysis would \
+             have read with this one: {}\n",
+            names.len(),
+            names.join(", ")
+        ));
+    }
+    for why in &s.earlier_left {
+        o.push_str(&format!(
+            "WARNING: {why}: an analysis of this recording by its name would read it too; \
+             remove it, or analyse the files listed above\n"
+        ));
     }
     if s.lost() > 0 {
         o.push_str(&format!(
@@ -300,21 +339,80 @@ impl Writers {
 
     /// Flushes, and creates empty files for CPUs that saw nothing below the highest one:
     /// blkparse stops reading at the first missing CPU file.
-    fn finish(mut self) -> anyhow::Result<(Vec<PathBuf>, BTreeMap<u32, u64>)> {
+    fn finish(mut self) -> anyhow::Result<Written> {
         for w in self.files.values_mut() {
             w.flush()?;
         }
         let max = self.files.keys().next_back().copied().unwrap_or(0);
-        let mut paths = Vec::new();
+        let mut files = Vec::new();
         for cpu in 0..=max {
             let p = self.path(cpu);
             if !self.files.contains_key(&cpu) {
                 create_output(&p)?;
             }
-            paths.push(p);
+            files.push(p);
         }
-        Ok((paths, self.counts))
+        let (earlier_removed, earlier_left) = remove_earlier_files(&self.base, max);
+        Ok(Written {
+            files,
+            counts: self.counts,
+            earlier_removed,
+            earlier_left,
+        })
     }
+}
+
+/// What a recording wrote, and what it found of an earlier recording of the same name.
+struct Written {
+    files: Vec<PathBuf>,
+    counts: BTreeMap<u32, u64>,
+    earlier_removed: Vec<PathBuf>,
+    /// Files of the name iolab could not remove, with why.
+    earlier_left: Vec<String>,
+}
+
+/// Removes the files of an earlier recording under `base` that this one did not replace: the
+/// CPUs above `max` (a recording on more CPUs, or of a CPU now idle), and every compressed
+/// `.gz` copy. Left there, `trace analyze NAME` would read them with this recording's
+/// files, as one trace of two recordings.
+fn remove_earlier_files(base: &Path, max: u32) -> (Vec<PathBuf>, Vec<String>) {
+    let dir = match base.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Some(stem) = base.file_name().and_then(|n| n.to_str()) else {
+        return (Vec::new(), Vec::new());
+    };
+    let prefix = format!("{stem}.blktrace.");
+    let mut earlier: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let rest = name.strip_prefix(&prefix)?;
+            let (cpu, gz) = match rest.strip_suffix(".gz") {
+                Some(cpu) => (cpu, true),
+                None => (rest, false),
+            };
+            let cpu: u32 = cpu
+                .parse()
+                .ok()
+                .filter(|_| cpu.bytes().all(|b| b.is_ascii_digit()))?;
+            (gz || cpu > max).then(|| dir.join(name))
+        })
+        .collect();
+    earlier.sort();
+    let mut removed = Vec::new();
+    let mut left = Vec::new();
+    for path in earlier {
+        match crate::sys::own_dir::remove_named_file(&path) {
+            Ok(true) => removed.push(path),
+            Ok(false) => {}
+            Err(why) => left.push(why),
+        }
+    }
+    (removed, left)
 }
 
 fn name_note(ev: &Event, time: u64, comm: &str) -> Event {
@@ -437,6 +535,18 @@ fn create_output(p: &Path) -> anyhow::Result<File> {
 /// The output files' directory exists and takes files: said before tracefs is touched, not
 /// when the first event is written (or at the end, when there was none).
 fn output_dir_ready(output: &Path) -> anyhow::Result<()> {
+    // `-o DIR` would write hidden files, DIR/.blktrace.N.
+    if output.is_dir()
+        || output.as_os_str().as_encoded_bytes().ends_with(b"/")
+        || output.file_name().is_none()
+    {
+        bail!(
+            "{}: -o names the recording, whose files are NAME.blktrace.N, not a directory \
+             (e.g. -o {}/trace)",
+            output.display(),
+            output.display().to_string().trim_end_matches('/')
+        );
+    }
     let dir = match output.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -725,7 +835,7 @@ fn record_with(
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
                 status = Some(st);
-                stopped_by = "command exited".to_string();
+                stopped_by = COMMAND_EXITED.to_string();
                 break;
             }
         }
@@ -743,14 +853,14 @@ fn record_with(
     if cfg.status_line {
         say_part!("\r\x1b[K");
     }
-    if let (Some(c), None) = (child, status) {
-        status = end_command(c)?;
+    if let (Some(mut c), None) = (child, status) {
+        status = c.end();
     }
     // What is left in the ring buffer: nothing more comes in once the devices' traces are off.
     while buffers.drain(&mut splitter)? > 0 {}
     let (over1, drop1) = lost_events(tracefs);
     let processes = splitter.name_late(tracefs)?;
-    let (files, counts) = splitter.writers.finish()?;
+    let written = splitter.writers.finish()?;
     let events_per_device = names
         .iter()
         .zip(&buffers.devices)
@@ -761,8 +871,10 @@ fn record_with(
         .collect();
     Ok(Summary {
         devices: names,
-        files,
-        events_per_cpu: counts,
+        files: written.files,
+        earlier_removed: written.earlier_removed,
+        earlier_left: written.earlier_left,
+        events_per_cpu: written.counts,
         events_per_device,
         processes,
         overrun: over1.saturating_sub(over0),
@@ -777,7 +889,7 @@ fn record_with(
 
 /// Starts the command to record while it runs, if one was given (its output on standard
 /// error with `--json`, whose standard output is the JSON alone).
-fn start_command(cfg: &Config) -> anyhow::Result<Option<Child>> {
+fn start_command(cfg: &Config) -> anyhow::Result<Option<Workload>> {
     let Some((prog, args)) = cfg.command.split_first() else {
         return Ok(None);
     };
@@ -788,31 +900,66 @@ fn start_command(cfg: &Config) -> anyhow::Result<Option<Child>> {
     } else {
         std::process::Stdio::inherit()
     };
+    use std::os::unix::process::CommandExt;
     let child = Command::new(prog)
         .args(args)
         .stdout(stdout)
+        // A group of its own, so ending it reaches what it started too (the fio of a
+        // `sh -c` wrapper would otherwise go on doing I/O, unrecorded, after iolab ended);
+        // Ctrl-C reaches iolab alone, which ends the group.
+        .process_group(0)
         .spawn()
         .with_context(|| format!("starting {prog}"))?;
-    Ok(Some(child))
+    Ok(Some(Workload(Some(child))))
 }
 
-/// Ends a command still running when recording stopped by signal or duration: SIGTERM (fio
-/// then ends its jobs and reports), two seconds to finish, then SIGKILL.
-fn end_command(mut c: Child) -> anyhow::Result<Option<std::process::ExitStatus>> {
-    if let Ok(pid) = i32::try_from(c.id()) {
-        // SAFETY: kill(2) on our own child, which has not been waited for, so the pid is
-        // still its own.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Some(status) = c.try_wait()? {
-            return Ok(Some(status));
+/// The recorded command, the leader of its own process group. Ended with its group when the
+/// recording stops first (signal, duration) or fails.
+struct Workload(Option<Child>);
+
+impl Workload {
+    fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
+        match self.0.as_mut() {
+            Some(c) => {
+                let st = c.try_wait()?;
+                if st.is_some() {
+                    self.0 = None;
+                }
+                Ok(st)
+            }
+            None => Ok(None),
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = c.kill();
-    Ok(c.wait().ok())
+
+    /// SIGTERM to the command's group (fio then ends its jobs and reports), up to two seconds
+    /// for all of it to finish, then SIGKILL to what is left.
+    fn end(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.0.take()?;
+        let group = i32::try_from(c.id()).ok()?;
+        // SAFETY: kill(2) of the group our child leads. The child is not yet waited for, and
+        // a pid is not reused while a group of that id has members, so the id is its own.
+        let signal = |sig| unsafe { libc::kill(-group, sig) };
+        signal(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut status = None;
+        while Instant::now() < deadline {
+            if status.is_none() {
+                status = c.try_wait().ok().flatten();
+            }
+            if status.is_some() && signal(0) != 0 {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        signal(libc::SIGKILL);
+        status.or_else(|| c.wait().ok())
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        self.end();
+    }
 }
 
 /// "recording loop0: 12 s, 1234567 events, 0 lost so far".
@@ -949,6 +1096,8 @@ mod tests {
         let summary = |counts: &[(&str, u64)]| Summary {
             devices: counts.iter().map(|(d, _)| d.to_string()).collect(),
             files: Vec::new(),
+            earlier_removed: Vec::new(),
+            earlier_left: Vec::new(),
             events_per_cpu: BTreeMap::from([(0, counts.iter().map(|(_, n)| n).sum())]),
             events_per_device: counts.iter().map(|(d, n)| (d.to_string(), *n)).collect(),
             processes: 1,
@@ -957,7 +1106,7 @@ mod tests {
             missed: 0,
             foreign: 0,
             elapsed: Duration::from_secs(3),
-            stopped_by: "command exited".into(),
+            stopped_by: COMMAND_EXITED.into(),
             command_status: None,
         };
         let text = render_unescaped(&summary(&[("sdb", 120), ("sdc", 0), ("sdd", 7)]));

@@ -913,6 +913,8 @@ mod tests {
         Summary {
             devices: vec!["loop0".into()],
             files: Vec::new(),
+            earlier_removed: Vec::new(),
+            earlier_left: Vec::new(),
             events_per_cpu: BTreeMap::new(),
             events_per_device: BTreeMap::new(),
             processes: 0,
