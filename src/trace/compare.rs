@@ -52,9 +52,10 @@ fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, Option<f64>)> {
         "IOs/s (completed requests)".into(),
         Some(d.merge.d as f64 / secs),
     ));
+    // Data moved: the bios completed, discards left out.
     m.push((
         "MB/s".into(),
-        Some(d.merge.total as f64 * 512.0 / 1e6 / secs),
+        Some(d.bio_bytes_completed as f64 / 1e6 / secs),
     ));
     let mut latency = |name: String, s: Option<&super::analyze::latency::LatencySummary>| {
         let s = s.filter(|s| s.n > 0);

@@ -24,6 +24,7 @@ const SECTOR_BINS: usize = 300;
 const READ: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const WRITE: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 const BOTH: RGBColor = RGBColor(0x94, 0x67, 0xbd);
+const DISCARD: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
 /// A named, coloured line of (time, value) points.
 type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
@@ -336,7 +337,17 @@ fn over_time_charts(main: &Pass, out: &mut Out) -> anyhow::Result<()> {
             vec![("seeks", BOTH, pick(|p| p.seeks_per_s))],
         ),
     ];
-    for (file, title, y_name, least_top, series) in charts {
+    for (file, title, y_name, least_top, mut series) in charts {
+        // Discards (trims) move no data: drawn apart, where there are any.
+        if main.d.discards > 0 {
+            match file {
+                "throughput.svg" => {
+                    series.push(("discards", DISCARD, pick(|p| p.discard_mb_per_s)))
+                }
+                "iops.svg" => series.push(("discards", DISCARD, pick(|p| p.discard_iops))),
+                _ => {}
+            }
+        }
         out.save(file, over_time(main, title, y_name, least_top, &series)?)?;
     }
     Ok(())

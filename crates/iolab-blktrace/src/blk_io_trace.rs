@@ -57,6 +57,12 @@ pub mod category {
     pub const FUA: u64 = 1 << 15;
 }
 
+/// The directions an I/O is counted under ([`Io::direction`]), and the index of each.
+pub const DIRECTIONS: [&str; 3] = ["read", "write", "discard"];
+pub const READ: usize = 0;
+pub const WRITE: usize = 1;
+pub const DISCARD: usize = 2;
+
 /// Notify codes (low byte of the action when the NOTIFY category is set).
 pub mod notify {
     pub const PROCESS: u8 = 0;
@@ -125,6 +131,10 @@ impl Event {
     pub fn is_write(&self) -> bool {
         self.categories() & category::WRITE != 0
     }
+    /// A discard (trim), which the kernel also marks as a write.
+    pub fn is_discard(&self) -> bool {
+        self.categories() & category::DISCARD != 0
+    }
     /// One past the last sector touched.
     pub fn end_sector(&self) -> u64 {
         self.sector.saturating_add(u64::from(self.bytes >> 9))
@@ -164,6 +174,19 @@ impl Io {
     #[inline]
     pub fn is_write(&self) -> bool {
         self.categories() & category::WRITE != 0
+    }
+    /// Read, write or discard, as an index into [`DIRECTIONS`]: a discard carries the write
+    /// bit too, but moves no data, so it counts as neither (iostat's d/s and dMB/s).
+    #[inline]
+    pub fn direction(&self) -> usize {
+        let c = self.categories();
+        if c & category::DISCARD != 0 {
+            DISCARD
+        } else if c & category::WRITE != 0 {
+            WRITE
+        } else {
+            READ
+        }
     }
     #[inline]
     pub fn is_notify(&self) -> bool {

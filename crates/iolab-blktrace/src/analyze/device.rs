@@ -19,7 +19,7 @@ use super::latency::Latency;
 use super::samples::{Kind, Sample, Sums};
 use super::seek::Seeks;
 use super::timeline::Timeline;
-use crate::blk_io_trace::{code, Io};
+use crate::blk_io_trace::{code, Io, DISCARD, READ, WRITE};
 
 const NONE: u64 = u64::MAX;
 
@@ -27,7 +27,8 @@ const NONE: u64 = u64::MAX;
 struct Queued {
     time: u64,
     end: u64,
-    write: bool,
+    /// Read, write or discard ([`Io::direction`]).
+    direction: u8,
     /// Index into `Device::procs`.
     proc: u32,
     /// The bio's size as queued, in sectors (for a part of a split bio, the part's): what
@@ -139,14 +140,16 @@ pub struct Device {
     pub req_q2c: Latency,
     /// Q2C and D2C per bio with reads and writes apart (index: 0 read, 1 write): a buffered
     /// writer and a reader behave nothing alike.
-    pub dir_q2c: [Latency; 2],
-    pub dir_d2c: [Latency; 2],
+    /// By direction: read, write, discard.
+    pub dir_q2c: [Latency; 3],
+    pub dir_d2c: [Latency; 3],
     pub n_q: u64,
     pub n_requeue: u64,
     pub n_d: u64,
     pub n_c: u64,
     pub n_reads: u64,
     pub n_writes: u64,
+    pub n_discards: u64,
     pub blk_min: u64,
     pub blk_max: u64,
     pub blk_total: u64,
@@ -221,6 +224,7 @@ impl Device {
             n_c: 0,
             n_reads: 0,
             n_writes: 0,
+            n_discards: 0,
             blk_min: u64::MAX,
             blk_max: 0,
             blk_total: 0,
@@ -361,10 +365,11 @@ impl Device {
         self.n_q += 1;
         self.sector_min = self.sector_min.min(ev.sector);
         self.sector_max = self.sector_max.max(ev.end_sector());
-        if ev.is_write() {
-            self.n_writes += 1;
-        } else {
-            self.n_reads += 1;
+        let direction = ev.direction();
+        match direction {
+            READ => self.n_reads += 1,
+            WRITE => self.n_writes += 1,
+            _ => self.n_discards += 1,
         }
         self.act_q_total += self.act_q;
         self.act_q += 1;
@@ -374,7 +379,7 @@ impl Device {
             Queued {
                 time: t,
                 end: ev.end_sector(),
-                write: ev.is_write(),
+                direction: direction as u8,
                 proc: pi,
                 sectors: ev.bytes >> 9,
                 g: NONE,
@@ -489,7 +494,7 @@ impl Device {
         self.blk_min = self.blk_min.min(sectors);
         self.blk_max = self.blk_max.max(sectors);
         self.blk_total += sectors;
-        self.timeline.complete(t, ev.bytes, ev.is_write());
+        self.timeline.complete(t, ev.bytes, ev.direction());
         let (timeline, samples) = (&mut self.timeline, &mut self.samples);
         let completed = &mut self.bio_sectors_completed;
         let before = *completed;
@@ -498,14 +503,14 @@ impl Device {
             end,
             |q| q.end <= end,
             |_, q| {
-                *completed += u64::from(q.sectors);
+                // Data moved: a discard (trim) moves none.
+                if usize::from(q.direction) != DISCARD {
+                    *completed += u64::from(q.sectors);
+                }
                 let q2c = delta(q.time, t);
                 timeline.q2c(t, q2c);
-                let (q2c_kind, d2c_kind) = if q.write {
-                    (Kind::Q2CWrite, Kind::D2CWrite)
-                } else {
-                    (Kind::Q2CRead, Kind::D2CRead)
-                };
+                let direction = usize::from(q.direction);
+                let (q2c_kind, d2c_kind) = (Kind::Q2C[direction], Kind::D2C[direction]);
                 samples.push(Sample::new(q2c_kind, q.proc, q2c));
                 if q.d != NONE {
                     samples.push(Sample::new(d2c_kind, q.proc, delta(q.d, t)));
@@ -542,8 +547,8 @@ impl Device {
         l.q2m = s.get(Kind::Q2M).clone();
         l.i2d = s.get(Kind::I2D).clone();
         l.m2d = s.get(Kind::M2D).clone();
-        self.dir_q2c = [s.get(Kind::Q2CRead).clone(), s.get(Kind::Q2CWrite).clone()];
-        self.dir_d2c = [s.get(Kind::D2CRead).clone(), s.get(Kind::D2CWrite).clone()];
+        self.dir_q2c = Kind::Q2C.map(|k| s.get(k).clone());
+        self.dir_d2c = Kind::D2C.map(|k| s.get(k).clone());
         for (i, p) in self.procs.iter_mut().enumerate() {
             if let Some(lat) = s.process(i) {
                 p.lat = lat;
@@ -551,15 +556,16 @@ impl Device {
         }
     }
 
-    /// Closes open intervals at the end of the trace, and sums the reads' and writes' Q2C
-    /// and D2C into the device's (kept apart per direction only, which halves their cost).
+    /// Closes open intervals at the end of the trace, and sums each direction's Q2C and D2C
+    /// into the device's (kept apart per direction only, which halves their cost).
     pub fn finish(&mut self) {
         for (all, dir) in [
             (&mut self.lat.q2c, &self.dir_q2c),
             (&mut self.lat.d2c, &self.dir_d2c),
         ] {
-            all.merge(&dir[0]);
-            all.merge(&dir[1]);
+            for d in dir {
+                all.merge(d);
+            }
         }
         let end = self.last_time;
         // btt completes no request that holds a part of a split bio (its D and C do not hold

@@ -436,6 +436,7 @@ fn device_report(
         last: d.last_time.saturating_sub(origin) as f64 / 1e9,
         reads: d.n_reads,
         writes: d.n_writes,
+        discards: d.n_discards,
         sector_min: if d.n_q == 0 { 0 } else { d.sector_min },
         sector_max: d.sector_max,
         latency: latency_map(l),
@@ -462,9 +463,11 @@ fn device_report(
             ("d2c".to_string(), summary_or_empty(&d.req_d2c)),
             ("q2c".to_string(), summary_or_empty(&d.req_q2c)),
         ]),
-        by_direction: ["read", "write"]
+        // Discards only where there are some: most traces have none.
+        by_direction: crate::blk_io_trace::DIRECTIONS
             .iter()
             .enumerate()
+            .filter(|&(i, _)| i != crate::blk_io_trace::DISCARD || d.n_discards > 0)
             .map(|(i, dir)| {
                 let lat = BTreeMap::from([
                     ("q2c".to_string(), summary_or_empty(&d.dir_q2c[i])),
@@ -605,8 +608,11 @@ pub struct DeviceReport {
     /// First and last event, seconds from the trace start.
     pub first: f64,
     pub last: f64,
+    /// Bios queued, by direction: a discard (trim) is the kernel's write that moves no data,
+    /// counted apart from the writes, here and in every per-direction figure.
     pub reads: u64,
     pub writes: u64,
+    pub discards: u64,
     /// Lowest and highest (end) sector queued.
     pub sector_min: u64,
     pub sector_max: u64,
@@ -635,6 +641,7 @@ pub struct DeviceReport {
     pub splits: u64,
     /// Bytes of the bios completed, each as queued: a device-mapper device's C names only the
     /// last piece of a bio it split, so the merge table's total (btt's, from the Cs) falls short.
+    /// Reads and writes: a discard moves no data.
     pub bio_bytes_completed: u64,
     /// Of those, the bytes of the bios completed within [`Options::window`], when one was set.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1247,6 +1254,57 @@ mod tests {
         assert_eq!(d1.latency["d2c"].n, 10);
         assert_eq!(d1.remaps, 10);
         assert!((d1.latency["d2c"].avg - 470e-9).abs() < 1e-12);
+    }
+
+    /// A discard carries the write bit, but moves no data: it is counted apart from the
+    /// writes (their count, latency and bytes), in the timeline too, and still in the device's
+    /// whole Q2C and D2C (as btt counts it).
+    #[test]
+    fn discards_are_not_writes() {
+        let dev = 7 << 20;
+        let mut a = Analyzer::new(Options::default());
+        // Four 4 KiB writes (100 us each), then two 1 MiB discards (2 ms each).
+        for (i, cats, bytes, took) in [
+            (0u64, category::WRITE, 4096, 100_000),
+            (1, category::WRITE, 4096, 100_000),
+            (2, category::WRITE, 4096, 100_000),
+            (3, category::WRITE, 4096, 100_000),
+            (4, category::WRITE | category::DISCARD, 1 << 20, 2_000_000),
+            (5, category::WRITE | category::DISCARD, 1 << 20, 2_000_000),
+        ] {
+            let (t, s) = (i * 10_000_000, i * 4096);
+            for (at, c) in [
+                (0, code::QUEUE),
+                (10, code::GETRQ),
+                (20, code::ISSUE),
+                (took, code::COMPLETE),
+            ] {
+                let mut e = ev(t + at, c, dev, s, bytes);
+                e.action = action(c, cats);
+                a.feed(&e);
+            }
+        }
+        let d = &a.finish().devices[0];
+        assert_eq!((d.reads, d.writes, d.discards), (0, 4, 2));
+        assert_eq!(d.bio_bytes_completed, 4 * 4096);
+        let w = &d.by_direction["write"]["q2c"];
+        assert_eq!(w.n, 4);
+        assert!((w.avg - 100e-6).abs() < 1e-9, "{}", w.avg);
+        let disc = &d.by_direction["discard"]["q2c"];
+        assert_eq!(disc.n, 2);
+        assert!((disc.avg - 2e-3).abs() < 1e-9, "{}", disc.avg);
+        assert_eq!(d.latency["q2c"].n, 6);
+        let seconds = |f: fn(&TimelinePoint) -> f64| -> f64 {
+            d.timeline.iter().map(|p| f(p) * p.interval).sum()
+        };
+        assert!((seconds(|p| p.write_mb_per_s) - 4.0 * 4096.0 / 1e6).abs() < 1e-9);
+        assert!((seconds(|p| p.discard_mb_per_s) - 2.0 * 1048576.0 / 1e6).abs() < 1e-9);
+        assert!((seconds(|p| p.discard_iops) - 2.0).abs() < 1e-9);
+        // A trace without discards has no such direction.
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&ev(0, code::QUEUE, dev, 0, 4096));
+        a.feed(&ev(100, code::COMPLETE, dev, 0, 4096));
+        assert!(!a.finish().devices[0].by_direction.contains_key("discard"));
     }
 
     /// With a window, the bytes of the bios completed inside it are counted apart, each

@@ -317,9 +317,17 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
     for k in ["q2d", "d2c", "q2c"] {
         percentile_row(o, &k.to_uppercase(), d.per_request.get(k));
     }
-    let _ = writeln!(o, "per bio, reads and writes apart:");
-    for (dir, lat) in &d.by_direction {
-        let side = if dir == "read" { "R" } else { "W" };
+    let apart = if d.discards > 0 {
+        "reads, writes and discards (DSC)"
+    } else {
+        "reads and writes"
+    };
+    let _ = writeln!(o, "per bio, {apart} apart:");
+    let directions = crate::blk_io_trace::DIRECTIONS
+        .iter()
+        .zip(["R", "W", "DSC"]);
+    for (lat, side) in directions.filter_map(|(dir, side)| Some((d.by_direction.get(*dir)?, side)))
+    {
         for k in ["q2c", "d2c"] {
             percentile_row(o, &format!("{side} {}", k.to_uppercase()), lat.get(k));
         }
@@ -342,9 +350,14 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
         "never completed: {} bios, {} requests; bios replaced before completing: {}",
         n.bios, n.requests, n.replaced_bios
     );
+    let discards = if d.discards > 0 {
+        format!(" discards {}", d.discards)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "reads {} writes {}; allocation sleeps (S) {}; cgroup-tagged events {}",
+        "reads {} writes {}{discards}; allocation sleeps (S) {}; cgroup-tagged events {}",
         d.reads, d.writes, d.sleeps, d.cgroup_events
     );
     // Reads and writes apart where both are there (as biolatency -F): a buffered writer's
@@ -382,23 +395,37 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
     if let Some(first) = d.timeline.first() {
         // As many decimals as the interval needs (0.01 s rows would all read 0.0 with one).
         let decimals = (-first.interval.log10() - 1e-9).ceil().clamp(1.0, 9.0) as usize;
+        // Discards' columns only where there are some (iostat's d/s, dMB/s).
+        let discards = d.discards > 0;
+        let _ = write!(
+            o,
+            "{:>8} {:>9} {:>9} {:>8} {:>8}",
+            "t(s)", "r/s", "w/s", "rMB/s", "wMB/s"
+        );
+        if discards {
+            let _ = write!(o, " {:>9} {:>8}", "d/s", "dMB/s");
+        }
         let _ = writeln!(
             o,
-            "{:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>10}",
-            "t(s)", "r/s", "w/s", "rMB/s", "wMB/s", "qdepth", "ddepth", "Q2C avg"
+            " {:>7} {:>7} {:>10} {:>9}",
+            "qdepth", "ddepth", "Q2C avg", "seeks/s"
         );
         for p in &d.timeline {
+            let _ = write!(
+                o,
+                "{:>8.decimals$} {:>9.0} {:>9.0} {:>8.1} {:>8.1}",
+                p.start, p.read_iops, p.write_iops, p.read_mb_per_s, p.write_mb_per_s,
+            );
+            if discards {
+                let _ = write!(o, " {:>9.0} {:>8.1}", p.discard_iops, p.discard_mb_per_s);
+            }
             let _ = writeln!(
                 o,
-                "{:>8.decimals$} {:>9.0} {:>9.0} {:>8.1} {:>8.1} {:>7.1} {:>7.1} {:>10}",
-                p.start,
-                p.read_iops,
-                p.write_iops,
-                p.read_mb_per_s,
-                p.write_mb_per_s,
+                " {:>7.1} {:>7.1} {:>10} {:>9.0}",
                 p.queue_depth,
                 p.driver_depth,
-                fmt_secs(p.q2c_avg)
+                fmt_secs(p.q2c_avg),
+                p.seeks_per_s
             );
         }
         // The last row ends with the trace, so its rates are over a length of its own.

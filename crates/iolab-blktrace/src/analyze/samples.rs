@@ -23,6 +23,14 @@ pub enum Kind {
     Q2CWrite,
     D2CRead,
     D2CWrite,
+    Q2CDiscard,
+    D2CDiscard,
+}
+
+impl Kind {
+    /// The Q2C and D2C kinds of a direction ([`crate::blk_io_trace::Io::direction`]).
+    pub const Q2C: [Kind; 3] = [Kind::Q2CRead, Kind::Q2CWrite, Kind::Q2CDiscard];
+    pub const D2C: [Kind; 3] = [Kind::D2CRead, Kind::D2CWrite, Kind::D2CDiscard];
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -40,10 +48,10 @@ impl Sample {
     }
 }
 
-const KINDS: usize = Kind::D2CWrite as usize + 1;
+const KINDS: usize = Kind::D2CDiscard as usize + 1;
 /// The slot each kind takes among a process's sums: Q2C and D2C per process do not tell
-/// reads from writes.
-const PROCESS_SLOT: [usize; KINDS] = [0, 1, 2, 3, 4, 5, 6, 6, 7, 7];
+/// reads, writes and discards apart.
+const PROCESS_SLOT: [usize; KINDS] = [0, 1, 2, 3, 4, 5, 6, 6, 7, 7, 6, 7];
 
 /// No process yet.
 const NO_PROCESS: u32 = u32::MAX;
@@ -127,12 +135,14 @@ impl Sums {
         self.many = true;
     }
 
-    /// The lone process's sums: the device's bio sums, reads and writes together.
+    /// The lone process's sums: the device's bio sums, all directions together.
     fn solo_sums(&self) -> [Latency; 8] {
         let k = |kind: Kind| self.by_kind[kind as usize].counts_only();
-        let both = |r: Kind, w: Kind| {
-            let mut l = k(r);
-            l.merge(&k(w));
+        let all = |kinds: [Kind; 3]| {
+            let mut l = k(kinds[0]);
+            for kind in &kinds[1..] {
+                l.merge(&k(*kind));
+            }
             l
         };
         [
@@ -142,8 +152,8 @@ impl Sums {
             k(Kind::Q2M),
             k(Kind::I2D),
             k(Kind::M2D),
-            both(Kind::Q2CRead, Kind::Q2CWrite),
-            both(Kind::D2CRead, Kind::D2CWrite),
+            all(Kind::Q2C),
+            all(Kind::D2C),
         ]
     }
 
@@ -225,7 +235,7 @@ impl AllSums {
 mod tests {
     use super::*;
 
-    const BIO: [Kind; 10] = [
+    const BIO: [Kind; 12] = [
         Kind::Q2G,
         Kind::S2G,
         Kind::G2I,
@@ -236,6 +246,8 @@ mod tests {
         Kind::Q2CWrite,
         Kind::D2CRead,
         Kind::D2CWrite,
+        Kind::Q2CDiscard,
+        Kind::D2CDiscard,
     ];
 
     /// Samples from process 2 alone, then from 0, 1 and 2.
@@ -251,7 +263,7 @@ mod tests {
                 } else {
                     (x >> 33) as u32 % procs
                 };
-                Sample::new(BIO[(x >> 20) as usize % 10], proc, x >> 40)
+                Sample::new(BIO[(x >> 20) as usize % BIO.len()], proc, x >> 40)
             })
             .collect()
     }

@@ -12,8 +12,10 @@ use serde::Serialize;
 struct Bucket {
     reads: u64,
     writes: u64,
+    discards: u64,
     read_bytes: u64,
     write_bytes: u64,
+    discard_bytes: u64,
     queue_area: u128,
     driver_area: u128,
     q2c_sum: u128,
@@ -26,8 +28,10 @@ impl Bucket {
     fn absorb(&mut self, o: &Bucket) {
         self.reads += o.reads;
         self.writes += o.writes;
+        self.discards += o.discards;
         self.read_bytes += o.read_bytes;
         self.write_bytes += o.write_bytes;
+        self.discard_bytes += o.discard_bytes;
         self.queue_area += o.queue_area;
         self.driver_area += o.driver_area;
         self.q2c_sum += o.q2c_sum;
@@ -221,15 +225,15 @@ impl Timeline {
     }
 
     #[inline]
-    pub fn complete(&mut self, t: u64, bytes: u32, write: bool) {
+    pub fn complete(&mut self, t: u64, bytes: u32, direction: usize) {
         let b = self.bucket(t);
-        if write {
-            b.writes += 1;
-            b.write_bytes += u64::from(bytes);
-        } else {
-            b.reads += 1;
-            b.read_bytes += u64::from(bytes);
-        }
+        let (n, sum) = match direction {
+            crate::blk_io_trace::READ => (&mut b.reads, &mut b.read_bytes),
+            crate::blk_io_trace::WRITE => (&mut b.writes, &mut b.write_bytes),
+            _ => (&mut b.discards, &mut b.discard_bytes),
+        };
+        *n += 1;
+        *sum += u64::from(bytes);
     }
 
     /// A dispatch at `t` moved the head (a nonzero seek distance).
@@ -284,6 +288,8 @@ impl Timeline {
                     write_iops: b.writes as f64 / dur,
                     read_mb_per_s: b.read_bytes as f64 / 1e6 / dur,
                     write_mb_per_s: b.write_bytes as f64 / 1e6 / dur,
+                    discard_iops: b.discards as f64 / dur,
+                    discard_mb_per_s: b.discard_bytes as f64 / 1e6 / dur,
                     queue_depth: b.queue_area as f64 / span,
                     driver_depth: b.driver_area as f64 / span,
                     q2c_avg: if b.q2c_n == 0 {
@@ -312,6 +318,9 @@ pub struct TimelinePoint {
     pub write_iops: f64,
     pub read_mb_per_s: f64,
     pub write_mb_per_s: f64,
+    /// Discards (trims) completed: no data moves, so neither reads nor writes.
+    pub discard_iops: f64,
+    pub discard_mb_per_s: f64,
     /// Time-weighted mean of bios queued and not yet completed.
     pub queue_depth: f64,
     /// Time-weighted mean of requests dispatched to the driver and not yet completed.
@@ -333,7 +342,7 @@ mod tests {
         let mut t = Timeline::new(0, 1000);
         t.driver_depth(500, 2); // depth 2 from 500 to 1500
         t.driver_depth(1500, 0);
-        t.complete(1500, 4096, false);
+        t.complete(1500, 4096, 0);
         let pts = t.finish(2000, 0);
         assert_eq!(pts.len(), 2);
         assert!((pts[0].driver_depth - 1.0).abs() < 1e-9);
@@ -356,10 +365,10 @@ mod tests {
     #[test]
     fn a_last_sliver_is_folded_into_the_interval_before() {
         let mut t = Timeline::new(0, 1000);
-        t.complete(100, 4096, false);
-        t.complete(1999, 4096, false);
+        t.complete(100, 4096, 0);
+        t.complete(1999, 4096, 0);
         // Past the second interval by nothing: alone, 1 IO over 1 ns would be 1e9 IOPS.
-        t.complete(2000, 4096, false);
+        t.complete(2000, 4096, 0);
         let pts = t.finish(2000, 0);
         assert_eq!(pts.len(), 2, "{pts:?}");
         assert!((pts[1].interval - 1000e-9).abs() < 1e-15, "{pts:?}");
@@ -372,8 +381,8 @@ mod tests {
     #[test]
     fn a_last_part_of_half_an_interval_or_more_stands_alone() {
         let mut t = Timeline::new(0, 1000);
-        t.complete(100, 4096, false);
-        t.complete(1500, 4096, false);
+        t.complete(100, 4096, 0);
+        t.complete(1500, 4096, 0);
         let pts = t.finish(1600, 0);
         assert_eq!(pts.len(), 2);
         assert!((pts[1].interval - 600e-9).abs() < 1e-15);
