@@ -125,6 +125,8 @@ pub(crate) struct RecordArgs {
 pub(crate) struct AnalyzeArgs {
     /// Trace base names (NAME.blktrace.N) or files (merged or raw tracefs captures, plain or
     /// gzip); - reads one from standard input (e.g. `zcat t.bin.gz | iolab trace analyze -`).
+    /// Several are analysed as one trace (one recording's files, or devices recorded apart at
+    /// the same time); a file named twice, or recordings of different times, are refused.
     #[arg(required = true, value_name = "NAME|FILE")]
     pub inputs: Vec<PathBuf>,
     /// Timeline bucket width, e.g. 1s, 100ms or 2 (from 1ms to 30 days; the timeline may

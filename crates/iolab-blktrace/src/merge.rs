@@ -24,6 +24,11 @@ pub struct Merged<R> {
     heads: BinaryHeap<Reverse<(u64, usize)>>,
     primed: bool,
     failed: bool,
+    /// Which input (name on the command line) each stream belongs to, and the inputs' names.
+    input_of: Vec<usize>,
+    inputs: Vec<String>,
+    /// Each stream's first and last record time seen (`u64::MAX, 0` before any).
+    spans: Vec<(u64, u64)>,
 }
 
 impl<R: Read> Merged<R> {
@@ -34,13 +39,65 @@ impl<R: Read> Merged<R> {
             heads: BinaryHeap::with_capacity(n),
             primed: false,
             failed: false,
+            input_of: vec![0; n],
+            inputs: vec![String::new()],
+            spans: vec![(u64::MAX, 0); n],
         }
+    }
+
+    /// Notes that stream `i` holds a record at `t`.
+    #[inline]
+    fn saw(&mut self, i: usize, t: u64) {
+        let s = &mut self.spans[i];
+        s.0 = s.0.min(t);
+        s.1 = s.1.max(t);
+    }
+
+    /// Said when the inputs, read to their end, cannot be one trace: one whose records all
+    /// come after another's have ended was recorded at another time (or holds times on
+    /// another clock: blkparse's merged files start at 0, tracefs records at the boot
+    /// clock's time). Merged, the two read as one trace with a gap, and its rates, Q2Q and
+    /// seeks are wrong. Several inputs of one time (each CPU's file, devices recorded apart
+    /// together) overlap.
+    pub fn inputs_apart(&self) -> Option<String> {
+        let mut spans: Vec<(u64, u64, &str)> = Vec::new();
+        for (input, name) in self.inputs.iter().enumerate() {
+            let (first, last) = self
+                .spans
+                .iter()
+                .zip(&self.input_of)
+                .filter(|(s, of)| **of == input && s.0 <= s.1)
+                .fold((u64::MAX, 0), |(f, l), (s, _)| (f.min(s.0), l.max(s.1)));
+            if first <= last {
+                spans.push((first, last, name));
+            }
+        }
+        spans.sort();
+        let mut ended = spans.first()?.1;
+        let mut latest = spans.first()?.2;
+        for &(first, last, name) in &spans[1..] {
+            if first > ended {
+                return Some(format!(
+                    "{name} begins {:.3} s after {latest} ends: they are not one recording (or \
+                     not of one clock: a blkparse-merged file starts at time 0), and merged \
+                     they would read as one trace with a gap; analyse each apart, or compare \
+                     them (`iolab trace compare A B`)",
+                    (first - ended) as f64 / 1e9
+                ));
+            }
+            if last > ended {
+                ended = last;
+                latest = name;
+            }
+        }
+        None
     }
 
     /// Puts stream `i`'s next record on the heap (nothing when the stream has ended).
     fn push_head(&mut self, i: usize) -> Result<(), TraceError> {
         match self.streams[i].peek_time() {
             Some(Ok(t)) => {
+                self.saw(i, t);
                 self.heads.push(Reverse((t, i)));
                 Ok(())
             }
@@ -88,9 +145,13 @@ impl<R: Read> Merged<R> {
             // Stream i's records go first while they come before the next of the others.
             let next = self.heads.peek().map(|Reverse(head)| *head);
             let admit = |t: u64| next.is_none_or(|next| (t, i) < next);
+            let before = out.ios.len();
             if let Err(e) = self.streams[i].read_io_batch_while(out, max, keep, admit) {
                 self.failed = true;
                 return Err(e);
+            }
+            if out.ios.len() > before {
+                self.saw(i, out.ios[out.ios.len() - 1].time);
             }
             self.push_head(i)?;
         }
@@ -132,18 +193,62 @@ impl<R: Read> Iterator for Merged<R> {
 }
 
 /// Opens the traces named on a command line (each a file or a per-CPU base name) as one
-/// time-ordered stream.
+/// time-ordered stream. A file named twice (the same name, or a base name and one of its
+/// files) is refused: its records would count twice.
 pub fn open_trace(names: &[PathBuf]) -> Result<Merged<Source>, TraceError> {
+    use std::os::unix::fs::MetadataExt;
     let mut streams = Vec::new();
+    let mut input_of = Vec::new();
+    let mut seen: Vec<((u64, u64), PathBuf)> = Vec::new();
+    // One input per recording: CPU files named one by one (`t.blktrace.0 t.blktrace.1`) are
+    // one, though each CPU may have been busy at another time.
+    let mut inputs: Vec<String> = Vec::new();
     for name in names {
+        let recording = recording_of(name);
+        let input = match inputs.iter().position(|r| *r == recording) {
+            Some(i) => i,
+            None => {
+                inputs.push(recording);
+                inputs.len() - 1
+            }
+        };
         for path in resolve_input(name)? {
+            // A pipe or standard input is read once: it cannot be another name's file.
+            if let Some(m) = std::fs::metadata(&path).ok().filter(|m| m.is_file()) {
+                let id = (m.dev(), m.ino());
+                if let Some((_, earlier)) = seen.iter().find(|(s, _)| *s == id) {
+                    return Err(TraceError::Input(format!(
+                        "{} and {} are the same file: named twice, its records would count \
+                         twice",
+                        earlier.display(),
+                        path.display()
+                    )));
+                }
+                seen.push((id, path.clone()));
+            }
             streams.push(RecordStream::open(&path)?);
+            input_of.push(input);
         }
     }
     if streams.is_empty() {
         return Err(TraceError::Input("no trace given".into()));
     }
-    Ok(Merged::new(streams))
+    let mut merged = Merged::new(streams);
+    merged.input_of = input_of;
+    merged.inputs = inputs;
+    Ok(merged)
+}
+
+/// The recording a name stands for: `NAME` of `NAME.blktrace.N[.gz]`, else the name.
+fn recording_of(name: &std::path::Path) -> String {
+    let full = name.display().to_string();
+    let plain = full.strip_suffix(".gz").unwrap_or(&full);
+    match plain.rsplit_once(".blktrace.") {
+        Some((base, cpu)) if !cpu.is_empty() && cpu.bytes().all(|b| b.is_ascii_digit()) => {
+            base.to_string()
+        }
+        _ => full,
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +284,44 @@ mod tests {
             encode(&ev, 7, endian, &mut b);
         }
         b
+    }
+
+    /// Inputs analysed together must be one recording: a file named twice, or one whose
+    /// records all come after another's have ended, is refused; inputs that overlap in time
+    /// (each CPU's file, devices recorded apart at once) are one trace.
+    #[test]
+    fn inputs_are_one_recording_or_refused() {
+        let dir = std::env::temp_dir().join(format!("iolab-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, records: &[(u64, char)]| {
+            let p = dir.join(name);
+            std::fs::write(&p, stream_of(records, 0)).unwrap();
+            p
+        };
+        let a = file("a", &[(100, 'q'), (200, 'q'), (300, 'q')]);
+        let b = file("b", &[(150, 'q'), (400, 'q')]);
+        let later = file("later", &[(5_000_000_100, 'q'), (5_000_000_200, 'q')]);
+        let analyse = |names: &[&PathBuf]| {
+            let names: Vec<PathBuf> = names.iter().map(|p| (*p).clone()).collect();
+            crate::analyze::analyze_paths(&names, crate::analyze::Options::default())
+        };
+        assert_eq!(analyse(&[&a, &b]).unwrap().events, 5);
+        let apart = analyse(&[&a, &later]).unwrap_err().to_string();
+        assert!(
+            apart.contains("later begins 5.000 s after") && apart.contains("a ends"),
+            "{apart}"
+        );
+        let twice = analyse(&[&a, &b, &a]).unwrap_err().to_string();
+        assert!(twice.contains("are the same file"), "{twice}");
+        // The CPU files of one recording, named one by one, are one input.
+        let cpu0 = file("r.blktrace.0", &[(100, 'q')]);
+        let cpu1 = file("r.blktrace.1.gz", &[(5_000_000_100, 'q')]);
+        assert_eq!(analyse(&[&cpu0, &cpu1]).unwrap().events, 2);
+        // The per-record path (the plots' second pass) sees the same spans.
+        let mut m = open_trace(&[a.clone(), later.clone()]).unwrap();
+        assert_eq!(m.by_ref().count(), 5);
+        assert!(m.inputs_apart().is_some());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The (time, sector) of every record, through batches of at most `max` records.

@@ -827,6 +827,9 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
                     let _ = full_tx.send(Err(e));
                 }
                 if done {
+                    if let Some(why) = events.inputs_apart() {
+                        let _ = full_tx.send(Err(TraceError::Input(why)));
+                    }
                     break;
                 }
             }
