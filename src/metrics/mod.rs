@@ -315,7 +315,7 @@ listed! {
         "events the kernel overwrote or dropped while recording; non-zero means the counts are short";
     TRACE_Q2C_COUNT: "trace_q2c_count", None, None, "bios queued and completed on the target";
     TRACE_COMPLETED_MB: "trace_completed_mb", Some("MB"), None,
-        "MB (10^6 bytes) of the bios completed on the target in the trace, each as queued";
+        "MB (10^6 bytes) of the bios completed on the target in the trace, each as queued; reads and writes (a discard moves no data)";
     TRACE_Q2C_MEAN_US: "trace_q2c_mean_us", US, Some(Lower),
         "mean time from queue to completion (btt Q2C, per bio)";
     TRACE_Q2C_P50_US: "trace_q2c_p50_us", US, Some(Lower), "median Q2C";
@@ -332,7 +332,7 @@ listed! {
         "mean dispatched request size";
     TRACE_DISPATCH_DEPTH_MEAN: "trace_dispatch_depth_mean", None, None,
         "requests in the driver at each dispatch, the one dispatched included";
-    TRACE_SLEEPS: "trace_sleeps", None, None, "request allocations that slept (S events)";
+    TRACE_SLEEPS: "trace_sleeps", None, None, "request allocations that slept (S events; Linux before 5.11 only: later kernels show waiting for a request as Q2G, which `trace analyze` points out past 10% of Q2C)";
 }
 
 /// A naming rule: names that are not listed and match take its unit and direction.

@@ -415,6 +415,22 @@ fn remove_earlier_files(base: &Path, max: u32) -> (Vec<PathBuf>, Vec<String>) {
     (removed, left)
 }
 
+impl Splitter {
+    /// Writes a message record into `cpu`'s file at `time`.
+    fn note(&mut self, cpu: u32, time: u64, device: u32, text: String) -> anyhow::Result<()> {
+        let mut ev = Event {
+            version: 7,
+            time,
+            action: action(notify::MESSAGE, category::NOTIFY),
+            device,
+            cpu,
+            payload: Payload::Message(text.into()),
+            ..Event::default()
+        };
+        self.writers.write(&mut ev)
+    }
+}
+
 fn name_note(ev: &Event, time: u64, comm: &str) -> Event {
     Event {
         version: 7,
@@ -859,6 +875,16 @@ fn record_with(
     // What is left in the ring buffer: nothing more comes in once the devices' traces are off.
     while buffers.drain(&mut splitter)? > 0 {}
     let (over1, drop1) = lost_events(tracefs);
+    let (overrun, dropped) = (over1.saturating_sub(over0), drop1.saturating_sub(drop0));
+    let lost = overrun.max(splitter.missed) + dropped;
+    if lost > splitter.missed {
+        // The kernel's counters saw losses no page reported (dropped events, say): the
+        // whole, after the last record.
+        let last = splitter.writers.last_time.iter().max_by_key(|(_, t)| **t);
+        let (cpu, time) = last.map_or((0, 0), |(c, t)| (*c, *t));
+        let text = blk_io_trace::lost_in_all_message(lost);
+        splitter.note(cpu, time, buffers.devices[0], text)?;
+    }
     let processes = splitter.name_late(tracefs)?;
     let written = splitter.writers.finish()?;
     let events_per_device = names
@@ -877,8 +903,8 @@ fn record_with(
         events_per_cpu: written.counts,
         events_per_device,
         processes,
-        overrun: over1.saturating_sub(over0),
-        dropped: drop1.saturating_sub(drop0),
+        overrun,
+        dropped,
         missed: splitter.missed,
         foreign: splitter.foreign,
         elapsed,
@@ -977,7 +1003,8 @@ struct CpuBuffers {
     layout: PageLayout,
     /// The traced devices' dev_t as the kernel writes it (major << 20 | minor).
     devices: Vec<u32>,
-    files: Vec<(PathBuf, File)>,
+    /// Each CPU's buffer, with its CPU.
+    files: Vec<(PathBuf, u32, File)>,
     page: Vec<u8>,
     scratch: Vec<u8>,
 }
@@ -992,13 +1019,22 @@ impl CpuBuffers {
         let mut files = Vec::new();
         let dir = tracefs.join("per_cpu");
         for e in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
-            let path = e?.path().join("trace_pipe_raw");
+            let cpu_dir = e?.path();
+            let Some(cpu) = cpu_dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("cpu"))
+                .and_then(|n| n.parse().ok())
+            else {
+                continue;
+            };
+            let path = cpu_dir.join("trace_pipe_raw");
             match OpenOptions::new()
                 .read(true)
                 .custom_flags(O_NONBLOCK)
                 .open(&path)
             {
-                Ok(f) => files.push((path, f)),
+                Ok(f) => files.push((path, cpu, f)),
                 // A CPU that is offline has no buffer to read (and writes nothing).
                 Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
                 Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
@@ -1022,7 +1058,7 @@ impl CpuBuffers {
     fn drain(&mut self, splitter: &mut Splitter) -> anyhow::Result<usize> {
         const PAGES_AT_ONCE: usize = 256;
         let mut total = 0;
-        for (path, file) in &mut self.files {
+        for (path, cpu, file) in &mut self.files {
             for _ in 0..PAGES_AT_ONCE {
                 let n = match file.read(&mut self.page) {
                     Ok(0) => break,
@@ -1034,7 +1070,8 @@ impl CpuBuffers {
                 total += n;
                 let mut failed = Ok(());
                 let (devices, scratch) = (&self.devices, &mut self.scratch);
-                splitter.missed += ring_buffer::events(&self.layout, &self.page[..n], |t, d| {
+                let page = &self.page[..n];
+                let missed = ring_buffer::events(&self.layout, page, |t, d| {
                     match ring_buffer::blk_event(t, d, devices, scratch) {
                         Some(ev) if failed.is_ok() => failed = splitter.take(ev),
                         Some(_) => {}
@@ -1043,6 +1080,13 @@ impl CpuBuffers {
                 })
                 .with_context(|| format!("reading {}", path.display()))?;
                 failed?;
+                if missed > 0 {
+                    // Where the loss was: the page's first entry follows it.
+                    let time = u64::from_ne_bytes(page[..8].try_into().unwrap_or_default());
+                    let text = blk_io_trace::lost_here_message(missed);
+                    splitter.note(*cpu, time, devices[0], text)?;
+                }
+                splitter.missed += missed;
             }
         }
         Ok(total)

@@ -40,9 +40,27 @@ fn lat(d: &DeviceReport, k: &str) -> (u64, f64) {
     d.latency.get(k).map(|s| (s.n, s.avg)).unwrap_or((0, 0.0))
 }
 
-/// All findings, device by device.
+/// All findings: the trace's own first, then device by device.
 pub(crate) fn diagnose(r: &Report) -> Vec<Finding> {
     let mut out = Vec::new();
+    if r.events_lost > 0 {
+        out.push(Finding {
+            dev: "all".into(),
+            code: "events_lost".into(),
+            severity: "warning".into(),
+            message: format!(
+                "the recording lost {} events (the kernel's trace buffer was full): bios and \
+                 requests whose events were lost are unmatched or matched wrongly, so latencies, \
+                 counts and what never completed are not to be trusted; record again with a \
+                 larger --buffer-kb",
+                r.events_lost
+            ),
+            evidence: vec![format!(
+                "{} events lost, {} recorded",
+                r.events_lost, r.events
+            )],
+        });
+    }
     for d in &r.devices {
         device_findings(d, &mut out);
     }
@@ -50,9 +68,10 @@ pub(crate) fn diagnose(r: &Report) -> Vec<Finding> {
 }
 
 /// The rules, in the order their findings are listed; each looks at one device.
-const RULES: [fn(&DeviceReport) -> Option<Finding>; 9] = [
+const RULES: [fn(&DeviceReport) -> Option<Finding>; 10] = [
     i2d_dominant,
     allocation_sleeps,
+    waiting_for_requests,
     under_fed,
     seeky,
     no_merging,
@@ -105,6 +124,32 @@ fn allocation_sleeps(d: &DeviceReport) -> Option<Finding> {
         vec![
             format!("{} sleeps (S events)", d.sleeps),
             format!("S2G n {ns2g}, mean {s2g_avg:.6}s"),
+        ],
+    ))
+}
+
+/// Bios wait to get a request (Q2G): every tag is taken, so the queue (nr_requests, or the
+/// device's own depth) is too shallow for the load. Kernels since 5.11 trace no S (the
+/// sleep itself): a long Q2G is what shows it there.
+fn waiting_for_requests(d: &DeviceReport) -> Option<Finding> {
+    let o = &d.overhead;
+    if o.q2g < 10.0 {
+        return None;
+    }
+    let (_, q2g_avg) = lat(d, "q2g");
+    let q2g_p99 = d.latency.get("q2g").map_or(0.0, |s| s.p99);
+    Some(find(
+        d,
+        "waiting_for_requests",
+        "warning",
+        format!(
+            "{:.0}% of Q2C is Q2G: bios wait for a free request (tag); nr_requests or the \
+             device's queue depth is too small for this load",
+            o.q2g
+        ),
+        vec![
+            format!("Q2G {:.1}% of summed Q2C", o.q2g),
+            format!("mean Q2G {q2g_avg:.6}s, p99 {q2g_p99:.6}s"),
         ],
     ))
 }
@@ -355,7 +400,7 @@ impl crate::output::Render for Diagnosed {
 mod tests {
     use super::*;
     use crate::trace::analyze::{Analyzer, Options};
-    use crate::trace::blk_io_trace::{action, category, code, Event};
+    use crate::trace::blk_io_trace::{action, category, code, Event, Payload};
 
     fn ev(t: u64, c: u8, sector: u64) -> Event {
         Event {
@@ -400,6 +445,49 @@ mod tests {
         );
         assert!(!codes.contains(&"device_bound"));
         assert!(render(&f).contains("nr_requests"));
+    }
+
+    /// Bios that wait long for a request (Q2G) are pointed out without any S event (kernels
+    /// since 5.11 trace none); a recording's note of lost events is a finding of its own, and
+    /// two notes of one loss (where it was, and the whole) count it once.
+    #[test]
+    fn waiting_for_requests_and_lost_events_are_found() {
+        use crate::trace::blk_io_trace::{lost_here_message, lost_in_all_message, notify};
+        let mut a = Analyzer::new(Options::default());
+        let mut t = 1_000_000;
+        for i in 0..200u64 {
+            let s = i * 8;
+            a.feed(&ev(t, code::QUEUE, s));
+            a.feed(&ev(t + 300_000, code::GETRQ, s));
+            a.feed(&ev(t + 301_000, code::ISSUE, s));
+            a.feed(&ev(t + 1_000_000, code::COMPLETE, s));
+            t += 1_000_001;
+        }
+        let note = |t: u64, text: String| Event {
+            action: action(notify::MESSAGE, category::NOTIFY),
+            payload: Payload::Message(text.into()),
+            ..ev(t, 0, 0)
+        };
+        a.feed(&note(50_000_000, lost_here_message(700)));
+        a.feed(&note(90_000_000, lost_here_message(300)));
+        a.feed(&note(t, lost_in_all_message(1000)));
+        let report = a.finish();
+        assert_eq!(report.events_lost, 1000);
+        let f = diagnose(&report);
+        assert_eq!(f[0].code, "events_lost", "{f:?}");
+        assert!(
+            f[0].message.starts_with("the recording lost 1000 events"),
+            "{f:?}"
+        );
+        let wait = f
+            .iter()
+            .find(|f| f.code == "waiting_for_requests")
+            .expect("Q2G");
+        assert!(
+            wait.message.starts_with("30% of Q2C is Q2G"),
+            "{}",
+            wait.message
+        );
     }
 
     /// Sequential 1 MiB bios, each split in two, overlapping in the driver: merging

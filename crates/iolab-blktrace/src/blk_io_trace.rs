@@ -63,6 +63,40 @@ pub const READ: usize = 0;
 pub const WRITE: usize = 1;
 pub const DISCARD: usize = 2;
 
+/// iolab's recorder writes a message record where the kernel's trace buffer lost events (the
+/// page read after them says so), and one with the whole loss at the end when the kernel's
+/// counters saw more, so the trace itself says it is incomplete: blkparse prints them, and
+/// the analysis counts them.
+pub fn lost_here_message(n: u64) -> String {
+    format!("{LOSS_NOTE_PREFIX}{n} events lost before this point (the trace buffer was full)")
+}
+
+pub fn lost_in_all_message(n: u64) -> String {
+    format!("{LOSS_NOTE_PREFIX}{n} events lost in all while recording")
+}
+
+const LOSS_NOTE_PREFIX: &str = "iolab: ";
+
+/// What a message record says of lost events, if it is one of iolab's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossNote {
+    Here(u64),
+    InAll(u64),
+}
+
+pub fn loss_note(text: &str) -> Option<LossNote> {
+    let rest = text.strip_prefix(LOSS_NOTE_PREFIX)?;
+    let (n, what) = rest.split_once(" events lost ")?;
+    let n = n.parse().ok()?;
+    if what.starts_with("before this point") {
+        Some(LossNote::Here(n))
+    } else if what.starts_with("in all") {
+        Some(LossNote::InAll(n))
+    } else {
+        None
+    }
+}
+
 /// Notify codes (low byte of the action when the NOTIFY category is set).
 pub mod notify {
     pub const PROCESS: u8 = 0;
@@ -279,8 +313,14 @@ pub(crate) fn decode_io_native_v7(buf: &[u8]) -> Option<(Io, usize)> {
     let code = (action & 0xff) as u8;
     let mut sector = w64(16);
     if (action >> 16) & category::NOTIFY != 0 {
-        // The whole record must be here (as `decode` requires); process names need the text.
-        if code == notify::PROCESS || buf.len() < V7_HEADER + pdu_len {
+        // The whole record must be here (as `decode` requires); process names and iolab's
+        // notes of lost events need their text (not other messages: a BFQ trace is half
+        // its messages).
+        let iolab_note = code == notify::MESSAGE
+            && buf
+                .get(V7_HEADER..V7_HEADER + pdu_len)?
+                .starts_with(LOSS_NOTE_PREFIX.as_bytes());
+        if code == notify::PROCESS || iolab_note || buf.len() < V7_HEADER + pdu_len {
             return None;
         }
     } else {

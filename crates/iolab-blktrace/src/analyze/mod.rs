@@ -87,6 +87,9 @@ pub struct Analyzer {
     early: HashMap<u32, u64>,
     pub events: u64,
     pub notify: u64,
+    /// Events lost, by iolab's notes in the trace: each loss where it was, and the whole.
+    lost_here: u64,
+    lost_in_all: u64,
     pub pc: u64,
     pub ignored_before_first_q: u64,
     first_time: Option<u64>,
@@ -112,6 +115,8 @@ impl Analyzer {
             early: HashMap::new(),
             events: 0,
             notify: 0,
+            lost_here: 0,
+            lost_in_all: 0,
             pc: 0,
             ignored_before_first_q: 0,
             first_time: None,
@@ -191,10 +196,20 @@ impl Analyzer {
     fn feed_notify_or_pc(&mut self, ev: &Io, full: Option<&Event>) {
         if ev.is_notify() {
             self.notify += 1;
-            if let Some(Payload::ProcessName(name)) = full.map(|e| &e.payload) {
-                // blktrace writes "comm/..." for kernel threads at times; keep the command.
-                let name = name.split('/').next().unwrap_or(name).to_string();
-                self.names.insert(ev.pid, name);
+            match full.map(|e| &e.payload) {
+                Some(Payload::ProcessName(name)) => {
+                    // blktrace writes "comm/..." for kernel threads at times; keep the command.
+                    let name = name.split('/').next().unwrap_or(name).to_string();
+                    self.names.insert(ev.pid, name);
+                }
+                Some(Payload::Message(text)) => match crate::blk_io_trace::loss_note(text) {
+                    Some(crate::blk_io_trace::LossNote::Here(n)) => self.lost_here += n,
+                    Some(crate::blk_io_trace::LossNote::InAll(n)) => {
+                        self.lost_in_all = self.lost_in_all.max(n)
+                    }
+                    None => {}
+                },
+                _ => {}
             }
         } else {
             self.pc += 1;
@@ -333,6 +348,7 @@ impl Analyzer {
         Report {
             events: self.events,
             notify_events: self.notify,
+            events_lost: self.lost_here.max(self.lost_in_all),
             pc_events: self.pc,
             ignored_before_first_q: self.ignored_before_first_q,
             duration: self.last_time.saturating_sub(origin) as f64 / 1e9,
@@ -590,6 +606,9 @@ impl ActivePeriods {
 pub struct Report {
     pub events: u64,
     pub notify_events: u64,
+    /// Events the recording lost, as iolab's recorder noted in the trace (its message
+    /// records): the trace is incomplete, and what pairs events across a loss may be wrong.
+    pub events_lost: u64,
     pub pc_events: u64,
     pub ignored_before_first_q: u64,
     /// Seconds from the first to the last event.

@@ -242,7 +242,11 @@ impl SideStage {
     #[inline(never)]
     fn feed_notify_or_pc(&mut self, ev: &Io) -> bool {
         if ev.is_notify() {
-            if ev.code() == crate::blk_io_trace::notify::PROCESS {
+            // Process names and messages (iolab's notes of lost events) are read, not counted.
+            if matches!(
+                ev.code(),
+                crate::blk_io_trace::notify::PROCESS | crate::blk_io_trace::notify::MESSAGE
+            ) {
                 return true;
             }
             self.notify += 1;
