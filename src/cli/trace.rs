@@ -215,6 +215,12 @@ fn options(interval: Duration) -> anyhow::Result<trace::analyze::Options> {
 
 fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
     trace::stream::stdin_once(args.inputs.iter().map(PathBuf::as_path))?;
+    for note in trace::merge::unread_cpu_files(&args.inputs) {
+        say!(
+            "note: {}",
+            crate::report::format::terminal_safe_lines(&note)
+        );
+    }
     let report = trace::analyze::analyze_paths(&args.inputs, options(args.interval)?)?;
     crate::output::print(&trace::diagnose::Diagnosed::of(report), args.out)
 }

@@ -239,6 +239,39 @@ pub fn open_trace(names: &[PathBuf]) -> Result<Merged<Source>, TraceError> {
     Ok(merged)
 }
 
+/// For each name that is one CPU's file of a recording (`NAME.blktrace.N[.gz]`) whose other
+/// CPUs' files lie beside it unnamed, what that means: that file alone is a part of the trace
+/// (its requests dispatched on one CPU and completed on another never complete).
+pub fn unread_cpu_files(names: &[PathBuf]) -> Vec<String> {
+    let named: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
+    let mut seen = Vec::new();
+    let mut notes = Vec::new();
+    for name in names {
+        let recording = recording_of(name);
+        if recording == name.display().to_string() || seen.contains(&recording) {
+            continue;
+        }
+        let Ok(files) = resolve_input(std::path::Path::new(&recording)) else {
+            continue;
+        };
+        let unread: Vec<String> = files
+            .iter()
+            .map(|f| f.display().to_string())
+            .filter(|f| !named.contains(f))
+            .collect();
+        if let Some(first) = unread.first() {
+            notes.push(format!(
+                "{} is one CPU's file of the recording {recording}, whose other files ({} from \
+                 {first}) are not read: `iolab trace analyze {recording}` reads them all",
+                name.display(),
+                unread.len(),
+            ));
+        }
+        seen.push(recording);
+    }
+    notes
+}
+
 /// The recording a name stands for: `NAME` of `NAME.blktrace.N[.gz]`, else the name.
 fn recording_of(name: &std::path::Path) -> String {
     let full = name.display().to_string();
@@ -317,6 +350,17 @@ mod tests {
         let cpu0 = file("r.blktrace.0", &[(100, 'q')]);
         let cpu1 = file("r.blktrace.1.gz", &[(5_000_000_100, 'q')]);
         assert_eq!(analyse(&[&cpu0, &cpu1]).unwrap().events, 2);
+        // One of them named alone is said to be a part, with the way to read the whole.
+        let r = dir.join("r");
+        let notes = unread_cpu_files(std::slice::from_ref(&cpu0));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("(1 from ")
+                && notes[0].ends_with(&format!("analyze {}` reads them all", r.display())),
+            "{notes:?}"
+        );
+        assert!(unread_cpu_files(&[cpu0.clone(), cpu1.clone()]).is_empty());
+        assert!(unread_cpu_files(&[r]).is_empty());
         // The per-record path (the plots' second pass) sees the same spans.
         let mut m = open_trace(&[a.clone(), later.clone()]).unwrap();
         assert_eq!(m.by_ref().count(), 5);

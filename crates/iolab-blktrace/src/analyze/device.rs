@@ -154,6 +154,8 @@ pub struct Device {
     pub blk_max: u64,
     pub blk_total: u64,
     pub replaced: u64,
+    /// Requests replaced in the driver by a later D on the same start sector.
+    pub replaced_requests: u64,
     pub cgroup_events: u64,
     pub remaps: u64,
     pub splits: u64,
@@ -229,6 +231,7 @@ impl Device {
             blk_max: 0,
             blk_total: 0,
             replaced: 0,
+            replaced_requests: 0,
             cgroup_events: 0,
             remaps: 0,
             splits: 0,
@@ -453,7 +456,7 @@ impl Device {
             }
             q.d = t;
         });
-        self.in_driver.insert(
+        let earlier = self.in_driver.insert(
             ev.sector,
             InDriver {
                 d: t,
@@ -461,6 +464,11 @@ impl Device {
                 bios,
             },
         );
+        // A request dispatched on the start sector of one still in the driver (two readers
+        // of one block): the earlier is not matched to a completion, and is counted.
+        if earlier.is_some() {
+            self.replaced_requests += 1;
+        }
         let depth = self.in_driver.len() as u64;
         // Summed here, not sent on with the samples: this keeps the two threads of
         // `analyze_paths` about even.

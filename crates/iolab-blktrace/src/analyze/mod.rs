@@ -431,6 +431,7 @@ fn device_report(
         bios: if bio_based { 0 } else { d.bios_in_flight() },
         requests: d.requests_in_flight(),
         replaced_bios: d.replaced,
+        replaced_requests: d.replaced_requests,
         oldest_dispatch: d
             .oldest_in_flight_dispatch()
             .map(|t| t.saturating_sub(origin) as f64 / 1e9),
@@ -734,6 +735,9 @@ pub struct NeverCompleted {
     pub requests: u64,
     /// Bios whose Q was replaced by a later Q on the same start sector before completing.
     pub replaced_bios: u64,
+    /// Requests whose D was replaced by a later D on the same start sector before completing:
+    /// left out of the per-request figures.
+    pub replaced_requests: u64,
     /// When the first of the requests never completed was dispatched (seconds from the trace's
     /// start): the device counts as active from then to the trace's end.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1327,6 +1331,29 @@ mod tests {
         a.feed(&ev(0, code::QUEUE, dev, 0, 4096));
         a.feed(&ev(100, code::COMPLETE, dev, 0, 4096));
         assert!(!a.finish().devices[0].by_direction.contains_key("discard"));
+    }
+
+    /// Two readers of one block: the second request is dispatched on the start sector of the
+    /// first while it is still in the driver. The first is then matched to no completion: it
+    /// is counted as replaced, not lost from the per-request figures unsaid.
+    #[test]
+    fn a_request_replaced_in_the_driver_is_counted() {
+        let dev = 7 << 20;
+        let mut a = Analyzer::new(Options::default());
+        for (t, c) in [
+            (0, code::QUEUE),
+            (10, code::GETRQ),
+            (20, code::ISSUE),
+            (30, code::QUEUE),
+            (40, code::GETRQ),
+            (50, code::ISSUE),
+            (1_000, code::COMPLETE),
+        ] {
+            a.feed(&ev(t, c, dev, 64, 4096));
+        }
+        let d = &a.finish().devices[0];
+        assert_eq!(d.never_completed.replaced_requests, 1);
+        assert_eq!(d.per_request["d2c"].n, 1);
     }
 
     /// With a window, the bytes of the bios completed inside it are counted apart, each

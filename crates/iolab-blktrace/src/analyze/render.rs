@@ -347,8 +347,9 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
     let n = &d.never_completed;
     let _ = writeln!(
         o,
-        "never completed: {} bios, {} requests; bios replaced before completing: {}",
-        n.bios, n.requests, n.replaced_bios
+        "never completed: {} bios, {} requests; replaced before completing (a later one on the \
+         same start sector): {} bios, {} requests",
+        n.bios, n.requests, n.replaced_bios, n.replaced_requests
     );
     let discards = if d.discards > 0 {
         format!(" discards {}", d.discards)
