@@ -38,6 +38,10 @@ pub(crate) struct DeviceComparison {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Comparison {
     pub(crate) devices: Vec<DeviceComparison>,
+    /// Devices of one trace with no partner in the other, which are not compared.
+    pub(crate) devices_only_in_a: Vec<String>,
+    pub(crate) devices_only_in_b: Vec<String>,
+    /// Findings of one trace that the other has not on the paired device.
     pub(crate) only_in_a: Vec<Finding>,
     pub(crate) only_in_b: Vec<Finding>,
 }
@@ -129,17 +133,33 @@ pub(crate) fn compare(a: &Report, b: &Report) -> Comparison {
             rows,
         });
     }
+    // A finding is the same on both sides when the device it is of is paired with the one
+    // the other's is of (the trace's own findings, of "all", pair with each other).
+    let pairs: Vec<(&str, &str)> = devices
+        .iter()
+        .map(|d| (d.dev_a.as_str(), d.dev_b.as_str()))
+        .chain([("all", "all")])
+        .collect();
     let fa = diagnose(a);
     let fb = diagnose(b);
-    let only = |x: &[Finding], y: &[Finding]| {
+    let only = |x: &[Finding], y: &[Finding], paired: &dyn Fn(&str, &str) -> bool| {
         x.iter()
-            .filter(|f| !y.iter().any(|g| g.code == f.code))
+            .filter(|f| !y.iter().any(|g| g.code == f.code && paired(&f.dev, &g.dev)))
             .cloned()
             .collect::<Vec<_>>()
     };
+    let unpaired = |r: &Report, taken: &dyn Fn(&str) -> bool| {
+        r.devices
+            .iter()
+            .map(|d| d.dev.clone())
+            .filter(|dev| !taken(dev))
+            .collect::<Vec<_>>()
+    };
     Comparison {
-        only_in_a: only(&fa, &fb),
-        only_in_b: only(&fb, &fa),
+        only_in_a: only(&fa, &fb, &|x, y| pairs.contains(&(x, y))),
+        only_in_b: only(&fb, &fa, &|x, y| pairs.contains(&(y, x))),
+        devices_only_in_a: unpaired(a, &|dev| pairs.iter().any(|p| p.0 == dev)),
+        devices_only_in_b: unpaired(b, &|dev| pairs.iter().any(|p| p.1 == dev)),
         devices,
     }
 }
@@ -167,7 +187,13 @@ pub(crate) fn render(c: &Comparison, name_a: &str, name_b: &str) -> String {
 
 fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "A: {name_a}\nB: {name_b}\n");
+    let _ = writeln!(o, "A: {name_a}\nB: {name_b}");
+    // Unlike `iolab compare`'s runs, one trace a side holds no spread to judge noise by.
+    let _ = writeln!(
+        o,
+        "(one trace a side: a change is a difference, not tested against noise; repeated runs \
+         with `iolab compare` say what is real)\n"
+    );
     for d in &c.devices {
         let _ = writeln!(o, "device A {} vs B {}", d.dev_a, d.dev_b);
         let _ = writeln!(
@@ -198,6 +224,15 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
         }
         o.push('\n');
     }
+    for (side, devs) in [("A", &c.devices_only_in_a), ("B", &c.devices_only_in_b)] {
+        if !devs.is_empty() {
+            let _ = writeln!(
+                o,
+                "not compared, only in {side}: device(s) {}\n",
+                devs.join(", ")
+            );
+        }
+    }
     for (title, list) in [("only in A", &c.only_in_a), ("only in B", &c.only_in_b)] {
         let _ = writeln!(o, "findings {title}:");
         if list.is_empty() {
@@ -226,6 +261,61 @@ fn num(metric: &str, v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device only one trace has is named, not dropped unsaid; a finding is the same on
+    /// both sides only on paired devices.
+    #[test]
+    fn unpaired_devices_are_named_and_findings_go_by_device() {
+        use crate::trace::analyze::{Analyzer, Options};
+        use crate::trace::blk_io_trace::{action, category, code, Event};
+        let trace = |devs: &[u32]| {
+            let mut a = Analyzer::new(Options::default());
+            for (k, &dev) in devs.iter().enumerate() {
+                for i in 0..50u64 {
+                    let t = i * 1_000_000 + k as u64;
+                    for (dt, c) in [
+                        (0, code::QUEUE),
+                        (10, code::ISSUE),
+                        (90_000, code::COMPLETE),
+                    ] {
+                        a.feed(&Event {
+                            version: 7,
+                            time: t + dt,
+                            // Far apart: seeky.
+                            sector: (i * 7919 % 50) * 100_000,
+                            bytes: 4096,
+                            action: action(c, category::READ),
+                            device: dev,
+                            ..Event::default()
+                        });
+                    }
+                }
+            }
+            a.finish()
+        };
+        let (d70, d71) = (7 << 20, 7 << 20 | 1);
+        let c = compare(&trace(&[d70, d71]), &trace(&[d70]));
+        assert_eq!(c.devices.len(), 1);
+        assert_eq!(c.devices_only_in_a.len(), 1);
+        assert!(
+            c.devices_only_in_a[0].contains('1'),
+            "{:?}",
+            c.devices_only_in_a
+        );
+        assert!(c.devices_only_in_b.is_empty());
+        // The unpaired device's findings are A's alone, the paired one's are on both.
+        assert!(!c.only_in_a.is_empty(), "{c:?}");
+        assert!(
+            c.only_in_a.iter().all(|f| f.dev == c.devices_only_in_a[0]),
+            "{c:?}"
+        );
+        assert!(c.only_in_b.is_empty(), "{c:?}");
+        let text = render(&c, "a", "b");
+        assert!(
+            text.contains("not compared, only in A: device(s)"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_figure_that_appears_reads_from_zero_and_each_kind_keeps_its_digits() {
@@ -257,6 +347,8 @@ mod tests {
                     },
                 ],
             }],
+            devices_only_in_a: Vec::new(),
+            devices_only_in_b: Vec::new(),
             only_in_a: Vec::new(),
             only_in_b: Vec::new(),
         };
