@@ -2857,21 +2857,73 @@ fn plot_draws_rates_overlays_and_directions_apart() {
         .filter(|n| n.attribute("opacity") != Some("0.5"))
         .count();
     assert_eq!(solid, 0, "points drawn solid in the overlay");
-    // Histogram: reads and writes apart.
-    let t = texts(&read("histogram.svg"));
+    // Histogram: reads and writes apart, their bars side by side (not one over the other).
+    let histogram = read("histogram.svg");
+    let t = texts(&histogram);
     for s in ["read Q2C", "write Q2C", "read D2C", "write D2C"] {
         assert!(t.iter().any(|x| x == s), "histogram lacks {s}: {t:?}");
     }
-    // More labels than traces is an error that says how many.
-    let bad = Command::cargo_bin("iolab")
-        .unwrap()
-        .args(["trace", "plot", fixture("fx").to_str().unwrap()])
-        .args(["--label", "a", "--label", "b", "-o"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("2 --label given for 1 traces"));
+    let doc = roxmltree::Document::parse(&histogram).unwrap();
+    // Bars stand on the x axis (the legend's squares do not): (left, right, bottom).
+    let rects = |c: &str| -> Vec<(f64, f64, f64)> {
+        doc.descendants()
+            .filter(|n| n.has_tag_name("rect"))
+            .filter(|n| {
+                n.attribute("fill")
+                    .is_some_and(|f| f.eq_ignore_ascii_case(c))
+            })
+            .filter_map(|n| {
+                let num = |a: &str| n.attribute(a)?.parse::<f64>().ok();
+                let (x, y, w, h) = (num("x")?, num("y")?, num("width")?, num("height")?);
+                (w > 0.0 && h > 0.0).then_some((x, x + w, y + h))
+            })
+            .collect()
+    };
+    let (r, w) = (rects("#1f77b4"), rects("#d62728"));
+    let axis = r.iter().chain(&w).map(|b| b.2).fold(0.0, f64::max);
+    let bars = |v: Vec<(f64, f64, f64)>| -> Vec<(f64, f64)> {
+        v.into_iter()
+            .filter(|b| (b.2 - axis).abs() < 0.5)
+            .map(|b| (b.0, b.1))
+            .collect()
+    };
+    let (reads, writes) = (bars(r), bars(w));
+    assert!(reads.len() > 1 && writes.len() > 1, "{reads:?} {writes:?}");
+    for r in &reads {
+        for w in &writes {
+            assert!(
+                r.1 <= w.0 + 0.5 || w.1 <= r.0 + 0.5,
+                "read bar {r:?} under write bar {w:?}"
+            );
+        }
+    }
+    // More labels than traces is an error that says how many; a label without --with has
+    // no chart to name.
+    let fx = fixture("fx").to_str().unwrap().to_string();
+    for (args, said) in [
+        (
+            vec![
+                "--with", &fx, "--label", "a", "--label", "b", "--label", "c",
+            ],
+            "3 --label given for 2 traces",
+        ),
+        (
+            vec!["--label", "a"],
+            "--label names the traces of the chart of several",
+        ),
+    ] {
+        let bad = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "plot", &fx])
+            .args(args)
+            .arg("-o")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(bad.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&bad.stderr);
+        assert!(err.contains(said), "{err}");
+    }
 }
 
 /// A trace compressed as experiments keep it is analysed exactly like the plain one, and

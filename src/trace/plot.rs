@@ -165,6 +165,12 @@ pub(crate) fn plot(
 /// Refuses what cannot be drawn before anything is read: more labels than traces, and a
 /// trace that can be read only once (each is read twice).
 fn check_inputs(names: &[PathBuf], with: &[PathBuf], labels: &[String]) -> anyhow::Result<()> {
+    if !labels.is_empty() && with.is_empty() {
+        anyhow::bail!(
+            "--label names the traces of the chart of several (sectors-overlay.svg), drawn only \
+             with --with: add the traces to draw beside this one"
+        );
+    }
     if labels.len() > with.len() + 1 {
         anyhow::bail!(
             "{} --label given for {} traces: give one per trace (the main one, then each --with)",
@@ -430,12 +436,28 @@ fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
             log_x: true,
         },
     );
-    for (name, colour, buckets, bars) in &sets {
+    // Both directions' bars share each bucket side by side, reads in its left half and writes
+    // in its right (halves of the log axis): drawn over each other, writes hid the reads.
+    let halves = !sets[0].2.is_empty() && !sets[1].2.is_empty();
+    for (i, (name, colour, buckets, bars)) in sets.iter().enumerate() {
         if buckets.is_empty() {
             continue;
         }
         if *bars {
-            chart.bars(buckets, *colour, name);
+            let half = |&(from, to, n): &(f64, f64, f64)| {
+                let mid = (from * to).sqrt();
+                if i == 0 {
+                    (from, mid, n)
+                } else {
+                    (mid, to, n)
+                }
+            };
+            let drawn: Vec<_> = if halves {
+                buckets.iter().map(half).collect()
+            } else {
+                buckets.clone()
+            };
+            chart.bars(&drawn, *colour, name);
         } else {
             let tops: Vec<(f64, f64)> = buckets.iter().map(|b| ((b.0 * b.1).sqrt(), b.2)).collect();
             chart.line(&tops, *colour, name);
