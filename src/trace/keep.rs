@@ -65,6 +65,14 @@ pub fn compress(base: &Path) -> anyhow::Result<Compressed> {
 /// blkparse and btt read, `DIR/BASENAME.blktrace.N`; returns them.
 pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let inputs = resolve_input(name)?;
+    // blkparse and btt must not be handed garbage, an empty file or a record cut short,
+    // which `trace analyze` refuses too. Files are checked before anything is made; standard
+    // input, which cannot be read twice, as written.
+    for input in inputs.iter().filter(|i| !super::stream::reads_once(i)) {
+        whole_records(input)
+            .map_err(|why| anyhow::anyhow!("not a block trace to export: {why}"))?;
+    }
+    let made = !out_dir.exists();
     crate::sys::own_dir::make_own_dir(out_dir.parent().unwrap_or(Path::new("")), out_dir)
         .map_err(anyhow::Error::msg)?;
     // A single file (a merged trace) becomes NAME.blktrace.0, its name without a .gz ending:
@@ -98,14 +106,7 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
     }
     let mut written = Vec::new();
     for (input, out) in inputs.iter().zip(outs) {
-        // blkparse and btt must not be handed garbage, an empty file or a record cut short,
-        // which `trace analyze` refuses too. A file is checked first; standard input, which
-        // cannot be read twice, as written.
         let once = super::stream::reads_once(input);
-        if !once {
-            whole_records(input)
-                .map_err(|why| anyhow::anyhow!("not a block trace to export: {why}"))?;
-        }
         let mut stream = RecordStream::open(input)?;
         let mut w = BufWriter::new(
             crate::sys::own_dir::create_named_file(&out).map_err(anyhow::Error::msg)?,
@@ -118,6 +119,10 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
             let _ = std::fs::remove_file(&out);
             for done in &written {
                 let _ = std::fs::remove_file(done);
+            }
+            if made {
+                // Only if empty: nothing of the user's goes.
+                let _ = std::fs::remove_dir(out_dir);
             }
             anyhow::bail!("not a block trace to export: {why}");
         }

@@ -354,7 +354,16 @@ fn over_time_charts(main: &Pass, out: &mut Out) -> anyhow::Result<()> {
                 _ => {}
             }
         }
-        out.save(file, over_time(main, title, y_name, least_top, &series)?)?;
+        // The points' spacing, which the peaks depend on (a 6.7 ms bucket of a 2 s trace
+        // peaks far above its mean).
+        let each = tl.first().map_or(String::new(), |p| {
+            format!(
+                " (points every {})",
+                super::analyze::render::fmt_secs(p.interval)
+            )
+        });
+        let title = format!("{title}{each}");
+        out.save(file, over_time(main, &title, y_name, least_top, &series)?)?;
     }
     Ok(())
 }

@@ -408,6 +408,12 @@ pub enum DecodeError {
         "not a blktrace record (magic {0:#010x}, expected 0x656174 followed by version 7 or 8)"
     )]
     BadMagic(u32),
+    #[error(
+        "text, not a blktrace record (it begins {0:?}): a binary trace is what `iolab trace \
+         record` or blktrace wrote (NAME.blktrace.N), or the file of blkparse's -d FILE, not \
+         blkparse's printed output"
+    )]
+    Text(String),
     #[error("unsupported blktrace version {0} (7 and 8 are known)")]
     BadVersion(u8),
     #[error("truncated record: {needed} bytes needed, {have} left")]
@@ -433,6 +439,12 @@ pub fn sniff(buf: &[u8]) -> Result<(Endian, u8), DecodeError> {
                 v => Err(DecodeError::BadVersion(v)),
             };
         }
+    }
+    let head = &buf[..4];
+    if head.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        return Err(DecodeError::Text(
+            String::from_utf8_lossy(head).into_owned(),
+        ));
     }
     Err(DecodeError::BadMagic(Endian::native().u32(buf, 0)))
 }
@@ -866,8 +878,13 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
+        // Text (blkparse's printed output, say) is said to be text.
+        assert_eq!(
+            decode(b"Input file t.blktrace.0 added"),
+            Err(DecodeError::Text("Inpu".into()))
+        );
         assert!(matches!(
-            decode(b"hello world"),
+            decode(&[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]),
             Err(DecodeError::BadMagic(_))
         ));
         assert!(matches!(

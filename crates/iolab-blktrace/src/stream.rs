@@ -438,7 +438,7 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
         if io::stdin().is_terminal() {
             return Err(TraceError::Input(
                 "-: standard input is a terminal; pipe a trace in (e.g. `zcat t.bin.gz | \
-                 iolab trace analyze -`, or blkparse's `-d -` output)"
+                 iolab trace analyze -`)"
                     .into(),
             ));
         }
