@@ -244,8 +244,10 @@ impl Latency {
     }
 }
 
-/// A latency in seconds with its percentiles and a power-of-two histogram.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// A latency in seconds with its percentiles and a power-of-two histogram. Of no sample (a
+/// direction without I/O, M2D where nothing merged), its figures are null in JSON: a 0 would
+/// read as a latency of no time.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LatencySummary {
     pub min: f64,
     pub avg: f64,
@@ -260,6 +262,48 @@ pub struct LatencySummary {
     pub histogram: Vec<HistBucket>,
 }
 
+impl LatencySummary {
+    /// Of no sample.
+    pub fn empty() -> LatencySummary {
+        LatencySummary {
+            min: 0.0,
+            avg: 0.0,
+            max: 0.0,
+            n: 0,
+            total: 0.0,
+            p50: 0.0,
+            p90: 0.0,
+            p99: 0.0,
+            p999: 0.0,
+            histogram: Vec::new(),
+        }
+    }
+}
+
+impl Serialize for LatencySummary {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let some = self.n > 0;
+        let mut st = s.serialize_struct("LatencySummary", 10)?;
+        for (name, v) in [("min", self.min), ("avg", self.avg), ("max", self.max)] {
+            st.serialize_field(name, &some.then_some(v))?;
+        }
+        st.serialize_field("n", &self.n)?;
+        // The sum of no sample is 0 seconds, truly.
+        st.serialize_field("total", &self.total)?;
+        for (name, v) in [
+            ("p50", self.p50),
+            ("p90", self.p90),
+            ("p99", self.p99),
+            ("p999", self.p999),
+        ] {
+            st.serialize_field(name, &some.then_some(v))?;
+        }
+        st.serialize_field("histogram", &self.histogram)?;
+        st.end()
+    }
+}
+
 /// Samples in [from, to) seconds.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct HistBucket {
@@ -271,6 +315,22 @@ pub struct HistBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Of no sample, the figures are null (a 0 read as a latency of no time); of samples,
+    /// numbers.
+    #[test]
+    fn an_empty_latency_has_null_figures_in_json() {
+        let empty = serde_json::to_value(LatencySummary::empty()).unwrap();
+        for k in ["min", "avg", "max", "p50", "p99", "p999"] {
+            assert!(empty[k].is_null(), "{k}: {empty}");
+        }
+        assert_eq!(empty["n"], 0);
+        let mut l = Latency::default();
+        l.add(2_000);
+        let one = serde_json::to_value(l.summary().unwrap()).unwrap();
+        assert_eq!(one["avg"], 2e-6, "{one}");
+        assert!(one["p99"].is_number(), "{one}");
+    }
 
     #[test]
     fn buckets_are_contiguous_and_cover_u64() {

@@ -367,18 +367,7 @@ fn latency_map(l: &BioLatencies) -> BTreeMap<String, LatencySummary> {
 }
 
 fn summary_or_empty(l: &Latency) -> LatencySummary {
-    l.summary().unwrap_or(LatencySummary {
-        min: 0.0,
-        avg: 0.0,
-        max: 0.0,
-        n: 0,
-        total: 0.0,
-        p50: 0.0,
-        p90: 0.0,
-        p99: 0.0,
-        p999: 0.0,
-        histogram: Vec::new(),
-    })
+    l.summary().unwrap_or_else(LatencySummary::empty)
 }
 
 fn count_summary(l: &Latency) -> CountSummary {
