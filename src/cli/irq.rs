@@ -289,7 +289,13 @@ fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
         },
     };
     let wait = waiter()?;
-    let done = commands::apply_plan(&SysRoot::live(), source, &wait, a.force)?;
+    let done = commands::apply_plan(
+        &SysRoot::live(),
+        &irq::apply::journal_dir(),
+        source,
+        &wait,
+        a.force,
+    )?;
     crate::output::print(&done, a.out)
 }
 

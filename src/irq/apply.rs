@@ -180,12 +180,42 @@ pub(crate) fn problem(mv: &Move, m: &Machine, slots: &[super::plan::Slot]) -> Op
     }
 }
 
-/// Writes every move, journaled. Stops at the first refusal (the moves already written stay
-/// journaled, so rollback still covers them) and says which.
-pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Vec<Applied>> {
+/// Takes the placement journal in `dir` for `root`, refused while another `irq apply` or
+/// `irq daemon` holds it. Taken before measuring, so two never plan from the same load and
+/// then both write (the second's plan was stale by then).
+pub(crate) fn take_placement(dir: &Path, root: &SysRoot) -> Result<Journal> {
+    match Journal::resume_at(dir, root) {
+        Err(crate::knobs::KnobError::Busy { path, holder }) => bail!(
+            "another iolab{holder} holds the interrupt placement (an `iolab irq daemon`, or an \
+             `iolab irq apply` under way; lock {path}); nothing was measured or changed: stop \
+             the daemon or let the apply end, then try again"
+        ),
+        other => Ok(other?),
+    }
+}
+
+/// Ends this process's hold on the placement journal, keeping what it holds in effect; an
+/// empty journal is removed rather than left behind.
+pub(crate) fn release(journal: Journal) {
+    if journal.entries().is_empty() {
+        drop(journal);
+    } else {
+        journal.keep();
+    }
+}
+
+/// Writes every move, journaled, each only while the interrupt's affinity is still what `m`
+/// (the measurement the plan came from) saw. Stops at the first refusal (the moves already
+/// written stay journaled, so rollback still covers them) and says which.
+pub fn apply(
+    root: &SysRoot,
+    m: &Machine,
+    moves: &[Move],
+    journal: &mut Journal,
+) -> Result<Vec<Applied>> {
     let mut done = Vec::with_capacity(moves.len());
     for mv in moves {
-        let applied = apply_one(root, mv, journal).with_context(|| {
+        let applied = apply_one(root, m, mv, journal).with_context(|| {
             format!(
                 "moving IRQ {} ({}) to CPU {} ({} of {} moves were made; \
                      `iolab irq rollback` undoes them)",
@@ -207,13 +237,14 @@ pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Ve
 /// its service, do it all again every few seconds beside the experiment.
 pub fn apply_each(
     root: &SysRoot,
+    m: &Machine,
     moves: &[Move],
     journal: &mut Journal,
 ) -> (Vec<Applied>, Vec<String>) {
     let mut done = Vec::with_capacity(moves.len());
     let mut left = Vec::new();
     for mv in moves {
-        match apply_one(root, mv, journal) {
+        match apply_one(root, m, mv, journal) {
             Ok(applied) => done.extend(applied),
             Err(e) => left.push(format!(
                 "left IRQ {} ({}) where it is: {}",
@@ -227,11 +258,28 @@ pub fn apply_each(
 }
 
 /// Writes one move, journaled; `None` when the IRQ is already there (applied before, and the
-/// measurement predates the move).
-fn apply_one(root: &SysRoot, mv: &Move, journal: &mut Journal) -> Result<Option<Applied>> {
+/// measurement predates the move). Refused when its affinity changed since `m` was read:
+/// someone placed it meanwhile, and the plan was made without knowing.
+fn apply_one(
+    root: &SysRoot,
+    m: &Machine,
+    mv: &Move,
+    journal: &mut Journal,
+) -> Result<Option<Applied>> {
     let abs = crate::knobs::irq_affinity_path(mv.irq);
-    if root.attr(&abs) == Some(mv.to.to_string()) {
+    let now = root.attr(&abs);
+    if now == Some(mv.to.to_string()) {
         return Ok(None);
+    }
+    let seen = m.irq(mv.irq).and_then(|i| i.affinity.clone());
+    if let (Some(now), Some(seen)) = (&now, seen) {
+        if cpulist(now).ok().as_ref() != Some(&seen) {
+            bail!(
+                "its affinity is {now} now, not {} as measured: it was changed meanwhile; make \
+                 a new plan",
+                crate::sys::parse::format_cpulist(&seen)
+            );
+        }
     }
     // Interrupts are placed through a placement journal: it records where each was found,
     // and its rollback leaves an affinity someone changed since.
@@ -264,5 +312,32 @@ mod tests {
         assert_eq!(irq_of_path("/proc/irq/42/smp_affinity_list"), Some(42));
         assert_eq!(irq_of_path("/tmp/x/proc/irq/7/smp_affinity_list"), Some(7));
         assert_eq!(irq_of_path("/sys/block/loop0/queue/scheduler"), None);
+    }
+
+    /// A plan is made from what the measurement saw; an interrupt someone placed since (an
+    /// admin, another iolab with another state directory) is not moved over their choice.
+    #[test]
+    fn a_move_is_refused_when_the_affinity_changed_since_the_measurement() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let m = Machine::read(&root).unwrap();
+        let file = machine.path().join("proc/irq/161/smp_affinity_list");
+        std::fs::write(&file, "5\n").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut j = take_placement(state.path(), &root).unwrap();
+        let mv = Move {
+            irq: 161,
+            name: "eth0-TxRx-1".into(),
+            rate: 1.0,
+            from: vec![4],
+            to: 6,
+        };
+        let err = format!("{:#}", apply(&root, &m, &[mv], &mut j).unwrap_err());
+        assert!(
+            err.contains("its affinity is 5 now, not 4-7,12-14 as measured"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "5\n");
+        assert!(j.entries().is_empty());
     }
 }

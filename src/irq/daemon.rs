@@ -82,7 +82,7 @@ pub(crate) fn run(
     publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
     let dir = journal_dir();
-    let mut journal = Journal::resume_in(&dir)?;
+    let mut journal = apply::take_placement(&dir, root)?;
     if !s.keep {
         // Its placements end with it: killed, `iolab restore` puts them back.
         journal.undone_if_killed()?;
@@ -194,7 +194,7 @@ impl Daemon<'_> {
                 possible.push(mv.clone());
             }
         }
-        let (done, left) = apply::apply_each(self.root, &possible, &mut self.journal);
+        let (done, left) = apply::apply_each(self.root, m, &possible, &mut self.journal);
         for why in &left {
             (self.log)(Level::Notice, why);
         }

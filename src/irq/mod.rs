@@ -86,3 +86,22 @@ pub(crate) fn plan_for(
     }
     Ok(plan::plan(&sources, &inputs::slots(m), options))
 }
+
+/// Machines to test on: copies of the fixture trees under tests/fixtures/machines.
+#[cfg(test)]
+pub(crate) mod fixture {
+    /// A copy of the two-node fixture (15 CPUs online of 32 possible, eth0's queue interrupts
+    /// 160-167 on node 1), to change; with its second reading, it has rates.
+    pub(crate) fn two_node() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines/two-node-nvme/.");
+        let cp = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(dir.path())
+            .status();
+        assert!(cp.unwrap().success());
+        dir
+    }
+}

@@ -304,11 +304,6 @@ impl Journal {
         Ok(j)
     }
 
-    /// `resume_at` for this machine.
-    pub(crate) fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
-        Journal::resume_at(dir, &SysRoot::live())
-    }
-
     /// Takes over the journal in `dir` to add to it, keeping the entries an earlier process
     /// left there (a placement applied to stay, e.g. by `iolab irq apply`): a later restore
     /// then goes all the way back to the values before the first change. Fails if another
@@ -397,7 +392,7 @@ impl Journal {
     }
 
     /// Ends this process's hold on the journal without restoring: the changes stay in effect
-    /// and on disk, for a later `resume_in` + `restore`, or `replay`.
+    /// and on disk, for a later `resume_at` + `restore`, or `replay`.
     pub fn keep(mut self) {
         self.finished = true;
     }
