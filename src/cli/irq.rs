@@ -202,7 +202,8 @@ pub(crate) struct RollbackArgs {
 }
 
 /// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
-/// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep. Interrupts of a
+/// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep; so without --keep
+/// it does not start while a placement of `irq apply` is in effect. Interrupts of a
 /// disk or NIC an experiment is measuring, and ones another iolab is moving, are left alone
 /// (logged) until it is done.
 #[derive(Debug, clap::Args)]
@@ -322,7 +323,12 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
     let outlets =
         irq::metrics::Outlets::open(a.metrics_file.clone(), a.listen.as_deref(), &mut log)?;
     let wait = waiter()?;
-    daemon::run(&root, &settings, &wait, &mut log, &mut |f| {
-        outlets.publish(f)
-    })
+    daemon::run(
+        &root,
+        &irq::apply::journal_dir(),
+        &settings,
+        &wait,
+        &mut log,
+        &mut |f| outlets.publish(f),
+    )
 }

@@ -325,13 +325,7 @@ mod tests {
         std::fs::write(&file, "5\n").unwrap();
         let state = tempfile::tempdir().unwrap();
         let mut j = take_placement(state.path(), &root).unwrap();
-        let mv = Move {
-            irq: 161,
-            name: "eth0-TxRx-1".into(),
-            rate: 1.0,
-            from: vec![4],
-            to: 6,
-        };
+        let mv = super::super::fixture::move_161(6);
         let err = format!("{:#}", apply(&root, &m, &[mv], &mut j).unwrap_err());
         assert!(
             err.contains("its affinity is 5 now, not 4-7,12-14 as measured"),

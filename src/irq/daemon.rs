@@ -4,12 +4,13 @@
 //! journal; on Ctrl-C or SIGTERM every affinity iolab changed is put back unless asked to keep
 //! them (after SIGKILL, `iolab irq rollback` does it).
 
-use super::apply::{self, journal_dir};
+use super::apply;
 use super::metrics::Figures;
 use super::plan::Options;
 use crate::knobs::Journal;
 use crate::sys::SysRoot;
-use anyhow::Result;
+use anyhow::{bail, Result};
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -72,25 +73,41 @@ impl Level {
     }
 }
 
-/// Runs until `wait` reports a signal or the cycles are done. `log` gets one line per decision;
-/// `publish` gets the figures of every look (for `--metrics-file` / `--listen`).
+/// Runs with the placement journal in `dir` until `wait` reports a signal or the cycles are
+/// done. `log` gets one line per decision; `publish` gets the figures of every look (for
+/// `--metrics-file` / `--listen`).
+///
+/// Without `--keep` it starts only when no placement is in effect: it puts back all its
+/// journal holds when it stops (or, killed, `iolab restore` does), and a placement `irq
+/// apply` made is meant to stay until `irq rollback`. With `--keep` it takes that placement
+/// over and balances on from it.
 pub(crate) fn run(
     root: &SysRoot,
+    dir: &Path,
     s: &Settings,
     wait: &dyn Fn(Duration) -> bool,
     log: &mut dyn FnMut(Level, &str),
     publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
-    let dir = journal_dir();
-    let mut journal = apply::take_placement(&dir, root)?;
+    let mut journal = apply::take_placement(dir, root)?;
     if !s.keep {
+        let placed = placed_irqs(journal.entries());
+        if placed > 0 {
+            apply::release(journal);
+            bail!(
+                "the affinity of {placed} interrupt(s) placed by `iolab irq apply` (or a daemon \
+                 with --keep) is in effect; without --keep this daemon would put it back when \
+                 it stops: run `iolab irq rollback` first, or run the daemon with --keep to \
+                 balance on from that placement"
+            );
+        }
         // Its placements end with it: killed, `iolab restore` puts them back.
         journal.undone_if_killed()?;
     }
     let mut d = Daemon {
         root,
         s,
-        dir: &dir,
+        dir,
         journal,
         wait,
         log,
@@ -110,6 +127,13 @@ pub(crate) fn run(
     })();
     d.stop()?;
     result
+}
+
+/// How many interrupts journal `entries` name (two entries for one: its old CPU, then its old
+/// mask).
+fn placed_irqs(entries: &[crate::knobs::JournalEntry]) -> usize {
+    let files: std::collections::BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    files.len()
 }
 
 /// The daemon between looks: where it keeps its journal, what it says, and its tally.
@@ -243,10 +267,7 @@ impl Daemon<'_> {
             return Ok(());
         }
         let r = self.journal.restore()?;
-        // Two journal entries per interrupt (its old CPU, then its old mask): count files.
-        let irqs: std::collections::BTreeSet<&str> =
-            r.restored.iter().map(|e| e.path.as_str()).collect();
-        let said = match irqs.len() {
+        let said = match placed_irqs(&r.restored) {
             0 => "nothing to put back: no interrupt was moved".to_string(),
             n => format!("put back the affinity of {n} interrupt(s)"),
         };
@@ -279,5 +300,64 @@ mod tests {
         }
         assert_eq!(seen, vec![4, 8, 10, 10]);
         assert_eq!(next_interval(i, true, &s), s.min_interval);
+    }
+
+    /// `irq apply` places interrupts to stay until `irq rollback`. A daemon without --keep
+    /// took that journal over and put the apply's placement back when it stopped, having moved
+    /// nothing itself: now it refuses to start, and with --keep balances on from it.
+    #[test]
+    fn a_daemon_without_keep_leaves_an_applied_placement_alone() {
+        use super::super::fixture;
+        let machine = fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let m = crate::model::Machine::read(&root).unwrap();
+        let mv = super::super::fixture::move_161(6);
+        let mut j = apply::take_placement(state.path(), &root).unwrap();
+        apply::apply(&root, &m, &[mv], &mut j).unwrap();
+        apply::release(j);
+        let file = machine.path().join("proc/irq/161/smp_affinity_list");
+        let placed = || std::fs::read_to_string(&file).unwrap().trim() == "6";
+        assert!(placed());
+        let settings = |keep| Settings {
+            plan: Options {
+                heavy: 1e12,
+                ..Options::default()
+            },
+            min_interval: Duration::from_secs(1),
+            max_interval: Duration::from_secs(1),
+            cycles: Some(1),
+            keep,
+        };
+        let mut lines = Vec::new();
+        let mut log = |_: Level, line: &str| lines.push(line.to_string());
+        let err = run(
+            &root,
+            state.path(),
+            &settings(false),
+            &|_| true,
+            &mut log,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("the affinity of 1 interrupt(s) placed by `iolab irq apply`")
+                && err.contains("`iolab irq rollback` first, or run the daemon with --keep"),
+            "{err}"
+        );
+        assert!(placed());
+        assert!(!crate::knobs::undone_if_killed(state.path()));
+        run(
+            &root,
+            state.path(),
+            &settings(true),
+            &|_| true,
+            &mut log,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(placed());
+        assert!(!crate::knobs::pending(state.path()).unwrap().is_empty());
     }
 }

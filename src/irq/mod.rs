@@ -104,4 +104,15 @@ pub(crate) mod fixture {
         assert!(cp.unwrap().success());
         dir
     }
+
+    /// A move of eth0's second queue interrupt (IRQ 161, delivered to CPU 4) to CPU `to`.
+    pub(crate) fn move_161(to: u32) -> super::plan::Move {
+        super::plan::Move {
+            irq: 161,
+            name: "eth0-TxRx-1".into(),
+            rate: 1.0,
+            from: vec![4],
+            to,
+        }
+    }
 }
