@@ -81,12 +81,16 @@ pub(crate) struct Outcome {
 
 impl Render for Outcome {
     fn text(&self) -> String {
-        if self.plan.moves.is_empty() {
+        let said = if self.plan.moves.is_empty() {
             render::nothing_applied_text(&self.plan)
         } else if self.applied.is_empty() {
             "nothing to move: every interrupt is already where the plan puts it\n".to_string()
         } else {
             render::applied_text(&self.applied) + "undo with `iolab irq rollback`\n"
+        };
+        match render::banned_offline_note(&self.plan) {
+            Some(note) => format!("{said}note: {note}\n"),
+            None => said,
         }
     }
 }

@@ -116,6 +116,7 @@ pub(crate) fn run(
         looks: 0,
         moves_total: 0,
         last_move_look: 0,
+        banned_offline: Vec::new(),
     };
     let result = (|| -> Result<()> {
         while s.cycles.is_none_or(|n| d.looks < n) {
@@ -149,6 +150,8 @@ struct Daemon<'a> {
     looks: u64,
     moves_total: u64,
     last_move_look: u64,
+    /// Banned CPUs found offline at the last look (said again only when they change).
+    banned_offline: Vec<u32>,
 }
 
 impl Daemon<'_> {
@@ -163,7 +166,7 @@ impl Daemon<'_> {
         let before = apply::before_iolab(self.dir)?;
         let p = match super::plan_for(&m, &before, self.s.plan.clone()) {
             Ok(p) => p,
-            // Settings that held at the start (a banned CPU, an IRQ to unpin) may stop
+            // Settings that held at the start (an IRQ to unpin) may stop
             // holding as CPUs and devices come and go: this look moves nothing.
             Err(e) if self.looks > 1 => {
                 let why = format!("no plan this look: {}", crate::cli::error_text(&e));
@@ -173,6 +176,12 @@ impl Daemon<'_> {
             }
             Err(e) => return Err(e),
         };
+        if p.banned_offline != self.banned_offline {
+            if let Some(note) = super::render::banned_offline_note(&p) {
+                (self.log)(Level::Info, &note);
+            }
+            self.banned_offline = p.banned_offline.clone();
+        }
         let moved = self.apply(&m, &p);
         let next = next_interval(self.interval, moved, self.s);
         (self.publish)(&Figures {
@@ -359,5 +368,34 @@ mod tests {
         .unwrap();
         assert!(placed());
         assert!(!crate::knobs::pending(state.path()).unwrap().is_empty());
+    }
+
+    /// A banned CPU that is offline (at the start, or going offline meanwhile) is harmless:
+    /// the daemon starts, says so, and goes on balancing the others.
+    #[test]
+    fn a_banned_cpu_that_is_offline_does_not_stop_the_daemon() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let s = Settings {
+            plan: Options {
+                heavy: 1e12,
+                banned: vec![20],
+                ..Options::default()
+            },
+            min_interval: Duration::from_secs(1),
+            max_interval: Duration::from_secs(1),
+            cycles: Some(2),
+            keep: false,
+        };
+        let mut lines = Vec::new();
+        let mut log = |_: Level, line: &str| lines.push(line.to_string());
+        run(&root, state.path(), &s, &|_| true, &mut log, &mut |_| {}).unwrap();
+        let offline: Vec<&String> = lines.iter().filter(|l| l.contains("offline")).collect();
+        assert_eq!(
+            offline,
+            ["--ban-cpus: CPU 20 is offline now (banned should it come online)"],
+            "{lines:?}"
+        );
     }
 }

@@ -199,6 +199,9 @@ pub struct Plan {
     /// Set when pinned heavy interrupts keep the load from being balanced.
     #[serde(default)]
     pub(crate) pinned: Option<Pinned>,
+    /// Banned CPUs that exist but are offline now (banned should they come online).
+    #[serde(default)]
+    pub(crate) banned_offline: Vec<u32>,
 }
 
 /// Plans the placement of `sources` over `slots`, and says when pins keep the load unbalanced.
@@ -356,6 +359,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         gain_pct: if balanced { 0.0 } else { gain_pct },
         balanced,
         pinned: None,
+        banned_offline: Vec::new(),
     }
 }
 

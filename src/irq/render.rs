@@ -96,13 +96,27 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         out.push_str(&pinned_text(pin));
     }
     if !p.options.banned.is_empty() {
+        let offline = match p.banned_offline.as_slice() {
+            [] => String::new(),
+            cpus => format!(" (offline: {})", format_cpulist(cpus)),
+        };
         let _ = writeln!(
             out,
-            "banned CPUs (no interrupt moved there): {}",
+            "banned CPUs (no interrupt moved there): {}{offline}",
             format_cpulist(&p.options.banned)
         );
     }
     out
+}
+
+/// Said where no plan is printed (`irq apply`, the daemon's log): banned CPUs that are offline.
+pub(crate) fn banned_offline_note(p: &Plan) -> Option<String> {
+    (!p.banned_offline.is_empty()).then(|| {
+        format!(
+            "--ban-cpus: CPU {} is offline now (banned should it come online)",
+            format_cpulist(&p.banned_offline)
+        )
+    })
 }
 
 /// Why a plan with no moves moves nothing.
