@@ -196,13 +196,23 @@ impl Daemon<'_> {
             time_unix: crate::store::time::now_unix(),
         });
         if next != self.interval || self.looks == 1 {
+            // "balanced" only when heavy interrupts are: with none, a CPU carrying many light
+            // ones is no balance.
             let (level, what) = if moved {
-                (Level::Notice, "rebalanced")
+                (Level::Notice, format!("rebalanced over {secs:.1} s"))
             } else {
-                (Level::Info, "balanced")
+                let why = if p.moves.is_empty() {
+                    super::render::why_nothing_moves(&p)
+                } else {
+                    "no move could be made (see above)"
+                };
+                (
+                    Level::Info,
+                    format!("nothing moved over {secs:.1} s: {why}"),
+                )
             };
             let line = format!(
-                "{what} over {secs:.1} s (busiest CPU at {}/s); next look in {} s",
+                "{what} (busiest CPU at {}/s); next look in {} s",
                 super::render::rate(p.peaks_after.cpu),
                 next.as_secs_f64()
             );
@@ -311,6 +321,28 @@ mod tests {
         assert_eq!(next_interval(i, true, &s), s.min_interval);
     }
 
+    /// Settings for a test on a fixture: looks of 1 s, `cycles` of them, nothing heavy.
+    fn quiet(cycles: u64, keep: bool) -> Settings {
+        Settings {
+            plan: Options {
+                heavy: 1e12,
+                ..Options::default()
+            },
+            min_interval: Duration::from_secs(1),
+            max_interval: Duration::from_secs(1),
+            cycles: Some(cycles),
+            keep,
+        }
+    }
+
+    /// Runs the daemon on `root` with its journal in `state`: what it returned, and its log.
+    fn run_logged(root: &SysRoot, state: &Path, s: &Settings) -> (Result<()>, Vec<String>) {
+        let mut lines = Vec::new();
+        let mut log = |_: Level, line: &str| lines.push(line.to_string());
+        let result = run(root, state, s, &|_| true, &mut log, &mut |_| {});
+        (result, lines)
+    }
+
     /// `irq apply` places interrupts to stay until `irq rollback`. A daemon without --keep
     /// took that journal over and put the apply's placement back when it stopped, having moved
     /// nothing itself: now it refuses to start, and with --keep balances on from it.
@@ -321,35 +353,16 @@ mod tests {
         let root = SysRoot::at(machine.path()).unwrap();
         let state = tempfile::tempdir().unwrap();
         let m = crate::model::Machine::read(&root).unwrap();
-        let mv = super::super::fixture::move_161(6);
         let mut j = apply::take_placement(state.path(), &root).unwrap();
-        apply::apply(&root, &m, &[mv], &mut j).unwrap();
+        apply::apply(&root, &m, &[fixture::move_161(6)], &mut j).unwrap();
         apply::release(j);
         let file = machine.path().join("proc/irq/161/smp_affinity_list");
         let placed = || std::fs::read_to_string(&file).unwrap().trim() == "6";
         assert!(placed());
-        let settings = |keep| Settings {
-            plan: Options {
-                heavy: 1e12,
-                ..Options::default()
-            },
-            min_interval: Duration::from_secs(1),
-            max_interval: Duration::from_secs(1),
-            cycles: Some(1),
-            keep,
-        };
-        let mut lines = Vec::new();
-        let mut log = |_: Level, line: &str| lines.push(line.to_string());
-        let err = run(
-            &root,
-            state.path(),
-            &settings(false),
-            &|_| true,
-            &mut log,
-            &mut |_| {},
-        )
-        .unwrap_err()
-        .to_string();
+        let err = run_logged(&root, state.path(), &quiet(1, false))
+            .0
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("the affinity of 1 interrupt(s) placed by `iolab irq apply`")
                 && err.contains("`iolab irq rollback` first, or run the daemon with --keep"),
@@ -357,15 +370,7 @@ mod tests {
         );
         assert!(placed());
         assert!(!crate::knobs::undone_if_killed(state.path()));
-        run(
-            &root,
-            state.path(),
-            &settings(true),
-            &|_| true,
-            &mut log,
-            &mut |_| {},
-        )
-        .unwrap();
+        run_logged(&root, state.path(), &quiet(1, true)).0.unwrap();
         assert!(placed());
         assert!(!crate::knobs::pending(state.path()).unwrap().is_empty());
     }
@@ -377,25 +382,31 @@ mod tests {
         let machine = super::super::fixture::two_node();
         let root = SysRoot::at(machine.path()).unwrap();
         let state = tempfile::tempdir().unwrap();
-        let s = Settings {
-            plan: Options {
-                heavy: 1e12,
-                banned: vec![20],
-                ..Options::default()
-            },
-            min_interval: Duration::from_secs(1),
-            max_interval: Duration::from_secs(1),
-            cycles: Some(2),
-            keep: false,
-        };
-        let mut lines = Vec::new();
-        let mut log = |_: Level, line: &str| lines.push(line.to_string());
-        run(&root, state.path(), &s, &|_| true, &mut log, &mut |_| {}).unwrap();
+        let mut s = quiet(2, false);
+        s.plan.banned = vec![20];
+        let (result, lines) = run_logged(&root, state.path(), &s);
+        result.unwrap();
         let offline: Vec<&String> = lines.iter().filter(|l| l.contains("offline")).collect();
         assert_eq!(
             offline,
             ["--ban-cpus: CPU 20 is offline now (banned should it come online)"],
             "{lines:?}"
         );
+    }
+
+    /// With nothing heavy the daemon said "balanced" at every look; it says why nothing moves.
+    #[test]
+    fn a_look_with_nothing_heavy_says_so() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let (result, lines) = run_logged(&root, state.path(), &quiet(1, false));
+        result.unwrap();
+        assert!(
+            lines[0].starts_with("nothing moved over ")
+                && lines[0].contains(" s: no movable interrupt is heavy (busiest CPU at "),
+            "{lines:?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("balanced")), "{lines:?}");
     }
 }

@@ -194,8 +194,13 @@ pub struct Plan {
     pub(crate) peaks_after: Peaks,
     /// How much the plan lowers the sum of the three peaks, in percent.
     pub(crate) gain_pct: f64,
-    /// True when the load is already as good as the threshold asks: nothing moves.
+    /// True when the heavy interrupts are already as well placed as the threshold asks:
+    /// nothing moves. False when no movable interrupt is heavy (`nothing_heavy`): there is
+    /// nothing to balance, and a busy CPU may still carry many light ones.
     pub(crate) balanced: bool,
+    /// True when no movable interrupt is heavy, so the plan moves nothing.
+    #[serde(default)]
+    pub(crate) nothing_heavy: bool,
     /// Set when pinned heavy interrupts keep the load from being balanced.
     #[serde(default)]
     pub(crate) pinned: Option<Pinned>,
@@ -326,7 +331,8 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     let on_banned = heavy
         .iter()
         .any(|(src, _)| on_cpus(src).iter().any(|c| options.banned.contains(c)));
-    let balanced = gain_pct < options.min_gain_pct && !on_banned;
+    let nothing_heavy = heavy.is_empty();
+    let balanced = !nothing_heavy && gain_pct < options.min_gain_pct && !on_banned;
     let mut moves = Vec::new();
     for ((src, _), to) in heavy.iter().zip(chosen) {
         let from: Vec<u32> = on_cpus(src);
@@ -358,6 +364,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         peaks_before,
         gain_pct: if balanced { 0.0 } else { gain_pct },
         balanced,
+        nothing_heavy,
         pinned: None,
         banned_offline: Vec::new(),
     }
@@ -531,6 +538,18 @@ mod tests {
         );
         assert!(p.moves.is_empty());
         assert!(p.balanced);
+    }
+
+    /// With no heavy interrupt there is nothing to balance: the plan says so, not "balanced"
+    /// (a CPU under 8 light interrupts read as balanced).
+    #[test]
+    fn a_load_with_nothing_heavy_is_not_called_balanced() {
+        let light: Vec<Source> = (0..8).map(|i| src(40 + i, &[(0, 500.0)], ALL)).collect();
+        let p = plan(&light, &box8(), Options::default());
+        assert!(p.moves.is_empty());
+        assert!(p.nothing_heavy && !p.balanced, "{p:?}");
+        let heavy = plan(&pinned_four(ALL)[..1], &box8(), Options::default());
+        assert!(heavy.balanced && !heavy.nothing_heavy, "{heavy:?}");
     }
 
     #[test]

@@ -120,7 +120,7 @@ pub(crate) fn banned_offline_note(p: &Plan) -> Option<String> {
 }
 
 /// Why a plan with no moves moves nothing.
-fn why_nothing_moves(p: &Plan) -> &'static str {
+pub(crate) fn why_nothing_moves(p: &Plan) -> &'static str {
     if p.pinned.is_some() {
         "the heavy interrupts are pinned"
     } else if p.kept.iter().any(|k| k.why.starts_with("balanced")) {
