@@ -231,6 +231,23 @@ pub fn apply(
     Ok(done)
 }
 
+/// Writes the affinity of each of `irqs` (pinned interrupts a plan unpins but keeps where they
+/// are) as it is, through the journal: the pin is iolab's to lift from then on, and `irq
+/// rollback` writes it back. Not written, later plans judged it a user's pin again.
+pub fn unpin_in_place(root: &SysRoot, irqs: &[u32], journal: &mut Journal) -> Result<()> {
+    for irq in irqs {
+        let abs = crate::knobs::irq_affinity_path(*irq);
+        let Some(now) = root.attr(&abs) else {
+            continue;
+        };
+        journal.placements_only();
+        journal
+            .set(&abs, &now)
+            .with_context(|| format!("unpinning IRQ {irq} where it is"))?;
+    }
+    Ok(())
+}
+
 /// The daemon's way: every move is tried, and one that cannot be made (its IRQ held by
 /// another iolab, an experiment say; the kernel refusing the write) stays where it is while
 /// the others go on. Stopping there made the daemon exit, undo every move and, restarted by
@@ -333,5 +350,27 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "5\n");
         assert!(j.entries().is_empty());
+    }
+
+    /// `--unpin` of a pin the plan keeps where it is: journaled as iolab's, so the next plan
+    /// judges it free to move (it called it pinned again and told to `--unpin` it).
+    #[test]
+    fn a_pin_unpinned_in_place_is_free_to_move_in_later_plans() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let file = machine.path().join("proc/irq/161/smp_affinity_list");
+        std::fs::write(&file, "4\n").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut j = take_placement(state.path(), &root).unwrap();
+        unpin_in_place(&root, &[161], &mut j).unwrap();
+        release(j);
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "4");
+        let m = Machine::read(&root).unwrap();
+        let sources = super::super::inputs::sources(&m, &before_iolab(state.path()).unwrap());
+        let s = sources.iter().find(|s| s.irq == 161).unwrap();
+        assert_eq!(s.allowed, m.online);
+        // Rollback writes the pin back.
+        let r = rollback(state.path(), &root).unwrap().unwrap();
+        assert_eq!(r.restored.last().unwrap().old, "4");
     }
 }

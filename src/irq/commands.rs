@@ -88,10 +88,14 @@ impl Render for Outcome {
         } else {
             render::applied_text(&self.applied) + "undo with `iolab irq rollback`\n"
         };
-        match render::banned_offline_note(&self.plan) {
-            Some(note) => format!("{said}note: {note}\n"),
-            None => said,
-        }
+        let notes = [
+            render::unpinned_in_place_note(&self.plan),
+            render::banned_offline_note(&self.plan),
+        ];
+        notes
+            .into_iter()
+            .flatten()
+            .fold(said, |out, note| format!("{out}note: {note}\n"))
     }
 }
 
@@ -111,6 +115,7 @@ pub(crate) fn apply_plan(
         let (p, m) = planned(root, dir, source, wait)?;
         apply::check(&p.moves, &m, &inputs::slots(&m))?;
         let applied = apply::apply(root, &m, &p.moves, &mut journal)?;
+        apply::unpin_in_place(root, &p.unpinned_in_place, &mut journal)?;
         Ok(Outcome { applied, plan: p })
     })();
     // Whatever failed, an earlier placement in the journal stays in effect.

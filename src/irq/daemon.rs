@@ -241,6 +241,9 @@ impl Daemon<'_> {
         for why in &left {
             (self.log)(Level::Notice, why);
         }
+        if let Err(e) = apply::unpin_in_place(self.root, &p.unpinned_in_place, &mut self.journal) {
+            (self.log)(Level::Notice, &crate::cli::error_text(&e));
+        }
         for a in &done {
             let rate = p
                 .moves

@@ -204,6 +204,11 @@ pub struct Plan {
     /// Set when pinned heavy interrupts keep the load from being balanced.
     #[serde(default)]
     pub(crate) pinned: Option<Pinned>,
+    /// Pinned interrupts this plan unpins (`--unpin`) but keeps where they are. Applying it
+    /// writes their affinity as it is through the journal, so later plans treat them as
+    /// unpinned, like the ones it moves, and `irq rollback` restores the pin.
+    #[serde(default)]
+    pub(crate) unpinned_in_place: Vec<u32>,
     /// Banned CPUs that exist but are offline now (banned should they come online).
     #[serde(default)]
     pub(crate) banned_offline: Vec<u32>,
@@ -334,8 +339,13 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     let nothing_heavy = heavy.is_empty();
     let balanced = !nothing_heavy && gain_pct < options.min_gain_pct && !on_banned;
     let mut moves = Vec::new();
+    let mut unpinned_in_place = Vec::new();
     for ((src, _), to) in heavy.iter().zip(chosen) {
         let from: Vec<u32> = on_cpus(src);
+        if !balanced && from == [to] && options.unpin.covers(src.irq) && is_pin(&src.allowed, slots)
+        {
+            unpinned_in_place.push(src.irq);
+        }
         if balanced || from == [to] {
             let why = if balanced {
                 "balanced: moving would not lower the peaks enough".to_string()
@@ -366,6 +376,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         balanced,
         nothing_heavy,
         pinned: None,
+        unpinned_in_place,
         banned_offline: Vec::new(),
     }
 }
@@ -714,6 +725,23 @@ mod tests {
             },
         );
         assert!(m.moves.is_empty() && m.pinned.is_none());
+    }
+
+    /// The biggest of four pinned interrupts stays on its CPU when all are unpinned: the plan
+    /// names it, so applying it journals it as unpinned too (not left a user's pin).
+    #[test]
+    fn a_pinned_interrupt_unpinned_but_kept_where_it_is_is_named() {
+        let all = Options {
+            unpin: Unpin::All,
+            ..Options::default()
+        };
+        let p = plan(&pinned_four(&[0]), &box8(), all.clone());
+        assert_eq!(moved(&p), vec![(41, 4), (42, 5), (43, 1)]);
+        assert_eq!(p.unpinned_in_place, vec![40]);
+        // Not pinned, it needs no taking over.
+        assert!(plan(&pinned_four(ALL), &box8(), all)
+            .unpinned_in_place
+            .is_empty());
     }
 
     #[test]

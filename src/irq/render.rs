@@ -95,6 +95,9 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
     if let Some(pin) = &p.pinned {
         out.push_str(&pinned_text(pin));
     }
+    if let Some(note) = unpinned_in_place_note(p) {
+        let _ = writeln!(out, "{note}");
+    }
     if !p.options.banned.is_empty() {
         let offline = match p.banned_offline.as_slice() {
             [] => String::new(),
@@ -107,6 +110,17 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
         );
     }
     out
+}
+
+/// Pinned interrupts unpinned where they are: written as they are, so they are iolab's.
+pub(crate) fn unpinned_in_place_note(p: &Plan) -> Option<String> {
+    (!p.unpinned_in_place.is_empty()).then(|| {
+        format!(
+            "unpinned where they are: IRQ {} (their affinity is journaled as iolab's, so later \
+             plans may move them; `iolab irq rollback` restores the pins)",
+            format_cpulist(&p.unpinned_in_place)
+        )
+    })
 }
 
 /// Said where no plan is printed (`irq apply`, the daemon's log): banned CPUs that are offline.
