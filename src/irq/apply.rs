@@ -107,6 +107,7 @@ pub fn against_options(
             .into_iter()
             .map(|s| (s.irq, s.allowed))
             .collect();
+    let slots = super::inputs::slots(m);
     let mut problems = Vec::new();
     for mv in &p.moves {
         if p.options.banned.contains(&mv.to) {
@@ -114,14 +115,19 @@ pub fn against_options(
                 "IRQ {}: the plan moves it to CPU {}, which its own --ban-cpus bans",
                 mv.irq, mv.to
             ));
+        } else if let Some(why) = cpu_problem(mv.to, m, &slots) {
+            // Said before the mask: a CPU that is not there is no pin's doing.
+            problems.push(format!("IRQ {}: {why}", mv.irq));
         } else if !p.options.unpin.covers(mv.irq) {
             if let Some(a) = allowed
                 .get(&mv.irq)
                 .filter(|a| !a.is_empty() && !a.contains(&mv.to))
             {
+                // `--unpin` cannot go with `--plan`: it belongs to the new plan.
                 problems.push(format!(
                     "IRQ {} ({}) may run only on CPUs {} here now, not CPU {} (pinned since the \
-                     plan was made?): make a new plan, or unpin it with --unpin {}",
+                     plan was made?): make a new plan (`iolab irq plan --unpin {} --json` if it \
+                     should move anyway)",
                     mv.irq,
                     mv.name,
                     crate::sys::parse::cpulist::format_cpulist(a),
@@ -132,6 +138,20 @@ pub fn against_options(
         }
     }
     problems
+}
+
+/// Why interrupts cannot be moved to `cpu` on `m`, if they cannot.
+fn cpu_problem(cpu: u32, m: &Machine, slots: &[super::plan::Slot]) -> Option<String> {
+    if !m.possible.contains(&cpu) && !m.cpus.iter().any(|c| c.cpu == cpu) {
+        Some(format!(
+            "CPU {cpu} does not exist here (CPUs: {})",
+            crate::sys::parse::format_cpulist(&m.possible)
+        ))
+    } else if !slots.iter().any(|s| s.cpu == cpu) {
+        Some(format!("CPU {cpu} is offline or isolated"))
+    } else {
+        None
+    }
 }
 
 /// Why the daemon leaves `mv` alone although it could make it: the interrupt serves a disk
@@ -172,11 +192,7 @@ pub(crate) fn problem(mv: &Move, m: &Machine, slots: &[super::plan::Slot]) -> Op
             "IRQ {} ({}) is managed by the kernel: its affinity cannot be changed",
             mv.irq, irq.name
         )),
-        Some(_) if !slots.iter().any(|s| s.cpu == mv.to) => Some(format!(
-            "IRQ {}: CPU {} is offline or isolated",
-            mv.irq, mv.to
-        )),
-        Some(_) => None,
+        Some(_) => cpu_problem(mv.to, m, slots).map(|why| format!("IRQ {}: {why}", mv.irq)),
     }
 }
 
@@ -372,5 +388,43 @@ mod tests {
         // Rollback writes the pin back.
         let r = rollback(state.path(), &root).unwrap().unwrap();
         assert_eq!(r.restored.last().unwrap().old, "4");
+    }
+
+    /// A saved plan moving to a CPU that is not there (none such, or offline) said the IRQ
+    /// was pinned, and offered `--unpin`, which `--plan` refuses.
+    #[test]
+    fn a_saved_plan_to_a_cpu_that_is_not_there_says_so_not_pinned() {
+        use super::super::{fixture::move_161, plan};
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        for irq in [161, 162] {
+            let file = machine
+                .path()
+                .join(format!("proc/irq/{irq}/smp_affinity_list"));
+            std::fs::write(file, "4\n").unwrap();
+        }
+        let m = Machine::read(&root).unwrap();
+        let mut p = plan::plan(&[], &[], plan::Options::default());
+        let pinned = Move {
+            irq: 162,
+            name: "eth0-TxRx-2".into(),
+            ..move_161(5)
+        };
+        p.moves = vec![move_161(99), move_161(20), pinned];
+        let problems = against_options(&p, &m, &Default::default());
+        assert_eq!(
+            problems[..2],
+            [
+                "IRQ 161: CPU 99 does not exist here (CPUs: 0-31)",
+                "IRQ 161: CPU 20 is offline or isolated"
+            ],
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems[2],
+            "IRQ 162 (eth0-TxRx-2) may run only on CPUs 4 here now, not CPU 5 (pinned since the \
+             plan was made?): make a new plan (`iolab irq plan --unpin 162 --json` if it should \
+             move anyway)"
+        );
     }
 }
