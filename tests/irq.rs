@@ -819,7 +819,7 @@ fn a_killed_daemons_placements_are_put_back_by_restore() {
             "daemon",
             "--force",
             "--heavy",
-            "0",
+            "0.001",
             "--min-gain",
             "0",
         ])

@@ -113,11 +113,12 @@ fn irq_numbers(text: &str) -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// `--heavy`: interrupts per second, 0 or more.
+/// `--heavy`: interrupts per second, above 0 (at 0, interrupts that never fired counted as
+/// heavy and were moved for nothing).
 fn parse_heavy(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(rate) if rate >= 0.0 && rate.is_finite() => Ok(rate),
-        _ => Err("a rate of 0 or more interrupts per second, e.g. 1000".into()),
+        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err("a rate above 0 interrupts per second, e.g. 1000".into()),
     }
 }
 
@@ -331,4 +332,18 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
         &mut log,
         &mut |f| outlets.publish(f),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heavy_must_be_above_zero() {
+        for bad in ["0", "-1", "nan", "inf", "x"] {
+            assert!(parse_heavy(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_heavy("0.5"), Ok(0.5));
+        assert_eq!(parse_heavy("1000"), Ok(1000.0));
+    }
 }

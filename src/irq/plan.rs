@@ -91,6 +91,14 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// An interrupt that never fired is never heavy: moving it changes no load (`--heavy` is
+    /// above 0, but a plan file may say 0).
+    pub(crate) fn is_heavy(&self, rate: f64) -> bool {
+        rate > 0.0 && rate >= self.heavy
+    }
+}
+
 /// Which pinned interrupts a plan may move.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -220,7 +228,7 @@ pub fn plan(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     // Heavy interrupts whose masks pin them and that this plan may not move.
     let pinned: Vec<&Source> = sources
         .iter()
-        .filter(|s| !s.managed && s.rate() >= options.heavy && !options.unpin.covers(s.irq))
+        .filter(|s| !s.managed && options.is_heavy(s.rate()) && !options.unpin.covers(s.irq))
         .filter(|s| is_pin(&s.allowed, slots))
         .collect();
     if pinned.is_empty() {
@@ -278,7 +286,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
             Some("managed by the kernel".to_string())
         } else if src.allowed.len() == 1 && !unpinned {
             Some(format!("pinned to CPU {} by its affinity", src.allowed[0]))
-        } else if rate < options.heavy {
+        } else if !options.is_heavy(rate) {
             Some(format!("light (under {}/s)", options.heavy))
         } else if allowed.is_empty() && mask.iter().any(placeable) {
             Some("its affinity allows only banned CPUs".into())
@@ -561,6 +569,25 @@ mod tests {
         assert!(p.nothing_heavy && !p.balanced, "{p:?}");
         let heavy = plan(&pinned_four(ALL)[..1], &box8(), Options::default());
         assert!(heavy.balanced && !heavy.nothing_heavy, "{heavy:?}");
+    }
+
+    /// With `heavy` 0 (a plan file may say so), interrupts that never fired were moved: pure
+    /// churn. They are never heavy.
+    #[test]
+    fn an_interrupt_that_never_fired_is_never_heavy() {
+        let mut silent = src(41, &[], ALL);
+        silent.effective = vec![0];
+        let sources = vec![src(40, &[(0, 10.0)], ALL), silent];
+        let p = plan(
+            &sources,
+            &box8(),
+            Options {
+                heavy: 0.0,
+                min_gain_pct: 0.0,
+                ..Options::default()
+            },
+        );
+        assert!(p.moves.iter().all(|m| m.irq != 41), "{:?}", p.moves);
     }
 
     #[test]
