@@ -217,6 +217,10 @@ pub struct Plan {
     /// unpinned, like the ones it moves, and `irq rollback` restores the pin.
     #[serde(default)]
     pub(crate) unpinned_in_place: Vec<u32>,
+    /// Moves off the interrupt's device's node, each with why no CPU of that node could take
+    /// it (without `--any-node`, the node's CPUs are tried first).
+    #[serde(default)]
+    pub(crate) off_node: BTreeMap<u32, String>,
     /// Banned CPUs that exist but are offline now (banned should they come online).
     #[serde(default)]
     pub(crate) banned_offline: Vec<u32>,
@@ -270,7 +274,8 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     let all: Vec<u32> = slots.iter().map(|s| s.cpu).collect();
     let mut fixed: BTreeMap<u32, f64> = slots.iter().map(|s| (s.cpu, 0.0)).collect();
     let mut before = fixed.clone();
-    let mut heavy: Vec<(&Source, Vec<u32>)> = Vec::new();
+    // Each heavy interrupt with the CPUs it may go to, and why they are off its node if they are.
+    let mut heavy: Vec<(&Source, Vec<u32>, Option<String>)> = Vec::new();
     let mut kept = Vec::new();
     for src in sources {
         for (cpu, r) in &src.per_cpu {
@@ -306,7 +311,10 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
                     kept.push(kept_entry(src, why));
                 }
             }
-            None => heavy.push((src, candidates(src, allowed, slots, options.any_node))),
+            None => {
+                let (cands, off_node) = candidates(src, mask, allowed, slots, options.any_node);
+                heavy.push((src, cands, off_node));
+            }
         }
     }
     // Biggest first: each lands where it raises the peaks least.
@@ -317,7 +325,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     });
     let mut after = fixed;
     let mut chosen = Vec::with_capacity(heavy.len());
-    for (src, cands) in &heavy {
+    for (src, cands, _) in &heavy {
         let rate = src.rate();
         let home = src.home();
         let best = cands
@@ -343,12 +351,13 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     // Heavy interrupts on a banned CPU leave it whatever the gain.
     let on_banned = heavy
         .iter()
-        .any(|(src, _)| on_cpus(src).iter().any(|c| options.banned.contains(c)));
+        .any(|(src, _, _)| on_cpus(src).iter().any(|c| options.banned.contains(c)));
     let nothing_heavy = heavy.is_empty();
     let balanced = !nothing_heavy && gain_pct < options.min_gain_pct && !on_banned;
     let mut moves = Vec::new();
     let mut unpinned_in_place = Vec::new();
-    for ((src, _), to) in heavy.iter().zip(chosen) {
+    let mut off_node = BTreeMap::new();
+    for ((src, _, off), to) in heavy.iter().zip(chosen) {
         let from: Vec<u32> = on_cpus(src);
         if !balanced && from == [to] && options.unpin.covers(src.irq) && is_pin(&src.allowed, slots)
         {
@@ -362,6 +371,9 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
             };
             kept.push(kept_entry(src, why));
         } else {
+            if let Some(why) = off {
+                off_node.insert(src.irq, why.clone());
+            }
             moves.push(Move {
                 irq: src.irq,
                 name: src.name.clone(),
@@ -385,6 +397,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         nothing_heavy,
         pinned: None,
         unpinned_in_place,
+        off_node,
         banned_offline: Vec::new(),
     }
 }
@@ -414,21 +427,31 @@ fn on_cpus(src: &Source) -> Vec<u32> {
     }
 }
 
-/// The allowed CPUs, narrowed to the device's node when it has any of them.
-fn candidates(src: &Source, allowed: Vec<u32>, slots: &[Slot], any_node: bool) -> Vec<u32> {
+/// The allowed CPUs, narrowed to the device's node when it has any of them; when it has none,
+/// all of them, with why none of the node's (`mask` is what the affinity allows).
+fn candidates(
+    src: &Source,
+    mask: &[u32],
+    allowed: Vec<u32>,
+    slots: &[Slot],
+    any_node: bool,
+) -> (Vec<u32>, Option<String>) {
     let Some(node) = src.node.filter(|_| !any_node) else {
-        return allowed;
+        return (allowed, None);
     };
-    let local: Vec<u32> = allowed
-        .iter()
-        .copied()
-        .filter(|c| slots.iter().any(|s| s.cpu == *c && s.node == node))
-        .collect();
-    if local.is_empty() {
-        allowed
-    } else {
-        local
+    let on_node = |c: &u32| slots.iter().any(|s| s.cpu == *c && s.node == node);
+    let local: Vec<u32> = allowed.iter().copied().filter(on_node).collect();
+    if !local.is_empty() {
+        return (local, None);
     }
+    let why = if !slots.iter().any(|s| s.node == node) {
+        format!("no CPU of its device's node {node} can take interrupts (offline or isolated)")
+    } else if !mask.iter().any(on_node) {
+        format!("its affinity allows no CPU of its device's node {node}")
+    } else {
+        format!("every CPU of its device's node {node} that its affinity allows is banned")
+    };
+    (allowed, Some(why))
 }
 
 /// Package, core and CPU load per CPU if `rate` were added on `cpu`.
@@ -633,24 +656,36 @@ mod tests {
         assert_eq!(p.cpu_after[&0], 50_500.0);
     }
 
-    #[test]
-    fn interrupts_stay_on_their_devices_node_and_off_isolated_cpus() {
-        // Node 1 is package 1; CPU 7 is isolated (not a slot).
-        let slots: Vec<Slot> = box8()
+    /// `box8` with each package a node: node 1 is CPUs 4-7.
+    fn box8_two_nodes() -> Vec<Slot> {
+        box8()
             .into_iter()
-            .filter(|s| s.cpu != 7)
             .map(|s| Slot {
                 node: s.package,
                 ..s
             })
-            .collect();
-        let sources: Vec<Source> = (0..4)
+            .collect()
+    }
+
+    /// `n` heavy interrupts (IRQ 60 on) of a device on node 1, all on CPU 4.
+    fn node1_pileup(n: u32) -> Vec<Source> {
+        (0..n)
             .map(|i| {
                 let mut s = src(60 + i, &[(4, 10_000.0 - i as f64)], ALL);
                 s.node = Some(1);
                 s
             })
+            .collect()
+    }
+
+    #[test]
+    fn interrupts_stay_on_their_devices_node_and_off_isolated_cpus() {
+        // CPU 7 is isolated (not a slot).
+        let slots: Vec<Slot> = box8_two_nodes()
+            .into_iter()
+            .filter(|s| s.cpu != 7)
             .collect();
+        let sources = node1_pileup(4);
         let p = plan(&sources, &slots, Options::default());
         // CPUs 4 and 6 are one core's two threads: that core takes two, CPU 5's core one.
         assert_eq!(moved(&p), vec![(61, 5), (62, 6), (63, 6)]);
@@ -768,6 +803,31 @@ mod tests {
         // Not pinned, it needs no taking over.
         assert!(plan(&pinned_four(ALL), &box8(), all)
             .unpinned_in_place
+            .is_empty());
+    }
+
+    /// Banning every CPU of a device's node sent its interrupts to another node without a word.
+    #[test]
+    fn a_move_off_the_devices_node_says_why() {
+        let slots = box8_two_nodes();
+        let sources = node1_pileup(2);
+        let banned = Options {
+            banned: vec![4, 5, 6, 7],
+            ..Options::default()
+        };
+        let p = plan(&sources, &slots, banned);
+        assert_eq!(p.moves.len(), 2, "{:?}", p.moves);
+        let why = "every CPU of its device's node 1 that its affinity allows is banned";
+        assert_eq!(p.off_node.get(&60).map(String::as_str), Some(why));
+        assert_eq!(p.off_node.get(&61).map(String::as_str), Some(why));
+        let text = super::super::render::plan_text(&p, 1.0);
+        assert!(
+            text.contains(&format!("IRQ 60 goes off its device's node: {why}")),
+            "{text}"
+        );
+        // Within the node: nothing to say.
+        assert!(plan(&sources, &slots, Options::default())
+            .off_node
             .is_empty());
     }
 

@@ -55,6 +55,9 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
             );
         }
     }
+    for (irq, why) in &p.off_node {
+        let _ = writeln!(out, "IRQ {irq} goes off its device's node: {why}");
+    }
     if !p.kept.is_empty() {
         let _ = writeln!(
             out,
