@@ -313,7 +313,9 @@ fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
     // --ban-cpus: no interrupt is moved onto a banned CPU.
     let banned = plan_json(root.path(), &["--unpin", "all", "--ban-cpus", "5-6"]);
     let moves = banned["moves"].as_array().unwrap();
-    assert!(moves.len() >= 7, "{banned:#}");
+    // Five do it (three stay on CPU 4, as busy as queue 0 alone): a move more would lower
+    // the peaks by less than --min-gain of its rate.
+    assert!(moves.len() >= 5, "{banned:#}");
     for m in moves {
         assert!(![5, 6].contains(&m["to"].as_u64().unwrap()), "{m}");
     }
