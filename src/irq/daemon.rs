@@ -2,7 +2,8 @@
 //! to a ceiling while the load stays balanced, and drops back to the floor after a move, so a
 //! quiet machine is looked at rarely and a changing one often. Moves go through the placement
 //! journal; on Ctrl-C or SIGTERM every affinity iolab changed is put back unless asked to keep
-//! them (after SIGKILL, `iolab irq rollback` does it).
+//! them (after SIGKILL, `iolab restore` or `iolab irq rollback` does it). So without `--keep`
+//! it does not start over a placement meant to stay (`irq apply`'s).
 
 use super::apply;
 use super::metrics::Figures;
@@ -77,10 +78,11 @@ impl Level {
 /// done. `log` gets one line per decision; `publish` gets the figures of every look (for
 /// `--metrics-file` / `--listen`).
 ///
-/// Without `--keep` it starts only when no placement is in effect: it puts back all its
-/// journal holds when it stops (or, killed, `iolab restore` does), and a placement `irq
-/// apply` made is meant to stay until `irq rollback`. With `--keep` it takes that placement
-/// over and balances on from it.
+/// Without `--keep` it starts only when no placement meant to stay is in effect: it puts back
+/// all its journal holds when it stops (or, killed, `iolab restore` does), and a placement
+/// `irq apply` made is meant to stay until `irq rollback`. A killed daemon's placement was
+/// meant to end: it takes that over. With `--keep` it takes any placement over and balances
+/// on from it.
 pub(crate) fn run(
     root: &SysRoot,
     dir: &Path,
@@ -89,10 +91,12 @@ pub(crate) fn run(
     log: &mut dyn FnMut(Level, &str),
     publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
+    // Read before the journal is taken over, which clears it.
+    let killed_daemons = crate::knobs::undone_if_killed(dir);
     let mut journal = apply::take_placement(dir, root)?;
     if !s.keep {
         let placed = placed_irqs(journal.entries());
-        if placed > 0 {
+        if placed > 0 && !killed_daemons {
             apply::release(journal);
             bail!(
                 "the affinity of {placed} interrupt(s) placed by `iolab irq apply` (or a daemon \
@@ -166,8 +170,8 @@ impl Daemon<'_> {
         let before = apply::before_iolab(self.dir)?;
         let p = match super::plan_for(&m, &before, self.s.plan.clone()) {
             Ok(p) => p,
-            // Settings that held at the start (an IRQ to unpin) may stop
-            // holding as CPUs and devices come and go: this look moves nothing.
+            // Settings that held at the start (an IRQ to unpin) may stop holding as CPUs and
+            // devices come and go: this look moves nothing.
             Err(e) if self.looks > 1 => {
                 let why = format!("no plan this look: {}", crate::cli::error_text(&e));
                 (self.log)(Level::Notice, &why);
@@ -376,6 +380,12 @@ mod tests {
         run_logged(&root, state.path(), &quiet(1, true)).0.unwrap();
         assert!(placed());
         assert!(!crate::knobs::pending(state.path()).unwrap().is_empty());
+        // A killed daemon's placement was to end with it: another takes it over, and ends it.
+        let mut j = apply::take_placement(state.path(), &root).unwrap();
+        j.undone_if_killed().unwrap();
+        apply::release(j);
+        run_logged(&root, state.path(), &quiet(1, false)).0.unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "4-7,12-14");
     }
 
     /// A banned CPU that is offline (at the start, or going offline meanwhile) is harmless:
