@@ -117,7 +117,8 @@ fn misuse_exits_2_saying_why() {
             ],
             "experiment 2 is already on the chart",
         ),
-        (&["irq", "plan", "--heavy=-1"], "a rate of 0 or more"),
+        (&["irq", "plan", "--heavy=-1"], "a rate above 0"),
+        (&["irq", "plan", "--heavy", "0"], "a rate above 0"),
         (&["irq", "plan", "--min-gain", "100"], "from 0 to under 100"),
         (
             &["irq", "plan", "--ban-cpus", "x"],

@@ -313,7 +313,9 @@ fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
     // --ban-cpus: no interrupt is moved onto a banned CPU.
     let banned = plan_json(root.path(), &["--unpin", "all", "--ban-cpus", "5-6"]);
     let moves = banned["moves"].as_array().unwrap();
-    assert!(moves.len() >= 7, "{banned:#}");
+    // Five do it (three stay on CPU 4, as busy as queue 0 alone): a move more would lower
+    // the peaks by less than --min-gain of its rate.
+    assert!(moves.len() >= 5, "{banned:#}");
     for m in moves {
         assert!(![5, 6].contains(&m["to"].as_u64().unwrap()), "{m}");
     }
@@ -362,7 +364,10 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
     {
         let other = iolab::sys::lock::acquire(&root, iolab::sys::lock::Resource::Irq(161)).unwrap();
         let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
-        let err = format!("{:#}", apply::apply(&root, &p.moves, &mut j).unwrap_err());
+        let err = format!(
+            "{:#}",
+            apply::apply(&root, &m, &p.moves, &mut j).unwrap_err()
+        );
         assert!(
             err.contains(&format!(
                 "IRQ 161 is being changed by another iolab (pid {}",
@@ -372,7 +377,7 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
         );
         assert_eq!(std::fs::read_to_string(file(161)).unwrap(), original);
         // The daemon's way: every other move is made, 161 stays, and says why.
-        let (done, left) = apply::apply_each(&root, &p.moves, &mut j);
+        let (done, left) = apply::apply_each(&root, &m, &p.moves, &mut j);
         assert_eq!(done.len() + left.len(), 7, "{done:?} {left:?}");
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(
@@ -385,7 +390,7 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
         drop(other);
     }
     let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
-    let done = apply::apply(&root, &p.moves, &mut j).unwrap();
+    let done = apply::apply(&root, &m, &p.moves, &mut j).unwrap();
     j.keep();
     assert_eq!(done.len(), 7);
     let to161 = p.moves.iter().find(|m| m.irq == 161).unwrap().to;
@@ -408,7 +413,9 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
     std::fs::write(file(161), to161.to_string()).unwrap();
     // Applying the same plan again writes nothing.
     let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
-    assert!(apply::apply(&root, &p.moves, &mut j).unwrap().is_empty());
+    assert!(apply::apply(&root, &m, &p.moves, &mut j)
+        .unwrap()
+        .is_empty());
     j.keep();
     // Pinned by someone else after the placement: rollback leaves that pin, and says so.
     std::fs::write(file(161), pinned.to_string()).unwrap();
@@ -814,7 +821,7 @@ fn a_killed_daemons_placements_are_put_back_by_restore() {
             "daemon",
             "--force",
             "--heavy",
-            "0",
+            "0.001",
             "--min-gain",
             "0",
         ])

@@ -382,7 +382,7 @@ fn machine_names_from_a_snapshot_are_printed_escaped() {
     let shown = root.display().to_string();
     for cmd in [
         vec!["inspect", "--root", &shown],
-        vec!["irq", "plan", "--root", &shown, "--heavy", "0"],
+        vec!["irq", "plan", "--root", &shown, "--heavy", "0.001"],
     ] {
         let (ok, out, err) = iolab(&cmd);
         assert!(ok, "{cmd:?}: {err}");

@@ -113,11 +113,12 @@ fn irq_numbers(text: &str) -> Option<Vec<u32>> {
     Some(out)
 }
 
-/// `--heavy`: interrupts per second, 0 or more.
+/// `--heavy`: interrupts per second, above 0 (at 0, interrupts that never fired counted as
+/// heavy and were moved for nothing).
 fn parse_heavy(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(rate) if rate >= 0.0 && rate.is_finite() => Ok(rate),
-        _ => Err("a rate of 0 or more interrupts per second, e.g. 1000".into()),
+        Ok(rate) if rate > 0.0 && rate.is_finite() => Ok(rate),
+        _ => Err("a rate above 0 interrupts per second, e.g. 1000".into()),
     }
 }
 
@@ -202,7 +203,8 @@ pub(crate) struct RollbackArgs {
 }
 
 /// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
-/// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep. Interrupts of a
+/// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep; so without --keep
+/// it does not start while a placement of `irq apply` is in effect. Interrupts of a
 /// disk or NIC an experiment is measuring, and ones another iolab is moving, are left alone
 /// (logged) until it is done.
 #[derive(Debug, clap::Args)]
@@ -289,7 +291,13 @@ fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
         },
     };
     let wait = waiter()?;
-    let done = commands::apply_plan(&SysRoot::live(), source, &wait, a.force)?;
+    let done = commands::apply_plan(
+        &SysRoot::live(),
+        &irq::apply::journal_dir(),
+        source,
+        &wait,
+        a.force,
+    )?;
     crate::output::print(&done, a.out)
 }
 
@@ -316,7 +324,26 @@ fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {
     let outlets =
         irq::metrics::Outlets::open(a.metrics_file.clone(), a.listen.as_deref(), &mut log)?;
     let wait = waiter()?;
-    daemon::run(&root, &settings, &wait, &mut log, &mut |f| {
-        outlets.publish(f)
-    })
+    daemon::run(
+        &root,
+        &irq::apply::journal_dir(),
+        &settings,
+        &wait,
+        &mut log,
+        &mut |f| outlets.publish(f),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heavy_must_be_above_zero() {
+        for bad in ["0", "-1", "nan", "inf", "x"] {
+            assert!(parse_heavy(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_heavy("0.5"), Ok(0.5));
+        assert_eq!(parse_heavy("1000"), Ok(1000.0));
+    }
 }

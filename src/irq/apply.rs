@@ -107,6 +107,7 @@ pub fn against_options(
             .into_iter()
             .map(|s| (s.irq, s.allowed))
             .collect();
+    let slots = super::inputs::slots(m);
     let mut problems = Vec::new();
     for mv in &p.moves {
         if p.options.banned.contains(&mv.to) {
@@ -114,14 +115,19 @@ pub fn against_options(
                 "IRQ {}: the plan moves it to CPU {}, which its own --ban-cpus bans",
                 mv.irq, mv.to
             ));
+        } else if let Some(why) = cpu_problem(mv.to, m, &slots) {
+            // Said before the mask: a CPU that is not there is no pin's doing.
+            problems.push(format!("IRQ {}: {why}", mv.irq));
         } else if !p.options.unpin.covers(mv.irq) {
             if let Some(a) = allowed
                 .get(&mv.irq)
                 .filter(|a| !a.is_empty() && !a.contains(&mv.to))
             {
+                // `--unpin` cannot go with `--plan`: it belongs to the new plan.
                 problems.push(format!(
                     "IRQ {} ({}) may run only on CPUs {} here now, not CPU {} (pinned since the \
-                     plan was made?): make a new plan, or unpin it with --unpin {}",
+                     plan was made?): make a new plan (`iolab irq plan --unpin {} --json` if it \
+                     should move anyway)",
                     mv.irq,
                     mv.name,
                     crate::sys::parse::cpulist::format_cpulist(a),
@@ -132,6 +138,20 @@ pub fn against_options(
         }
     }
     problems
+}
+
+/// Why interrupts cannot be moved to `cpu` on `m`, if they cannot.
+fn cpu_problem(cpu: u32, m: &Machine, slots: &[super::plan::Slot]) -> Option<String> {
+    if !m.possible.contains(&cpu) && !m.cpus.iter().any(|c| c.cpu == cpu) {
+        Some(format!(
+            "CPU {cpu} does not exist here (CPUs: {})",
+            crate::sys::parse::format_cpulist(&m.possible)
+        ))
+    } else if !slots.iter().any(|s| s.cpu == cpu) {
+        Some(format!("CPU {cpu} is offline or isolated"))
+    } else {
+        None
+    }
 }
 
 /// Why the daemon leaves `mv` alone although it could make it: the interrupt serves a disk
@@ -172,20 +192,46 @@ pub(crate) fn problem(mv: &Move, m: &Machine, slots: &[super::plan::Slot]) -> Op
             "IRQ {} ({}) is managed by the kernel: its affinity cannot be changed",
             mv.irq, irq.name
         )),
-        Some(_) if !slots.iter().any(|s| s.cpu == mv.to) => Some(format!(
-            "IRQ {}: CPU {} is offline or isolated",
-            mv.irq, mv.to
-        )),
-        Some(_) => None,
+        Some(_) => cpu_problem(mv.to, m, slots).map(|why| format!("IRQ {}: {why}", mv.irq)),
     }
 }
 
-/// Writes every move, journaled. Stops at the first refusal (the moves already written stay
-/// journaled, so rollback still covers them) and says which.
-pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Vec<Applied>> {
+/// Takes the placement journal in `dir` for `root`, refused while another `irq apply` or
+/// `irq daemon` holds it. Taken before measuring, so two never plan from the same load and
+/// then both write (the second's plan was stale by then).
+pub(crate) fn take_placement(dir: &Path, root: &SysRoot) -> Result<Journal> {
+    match Journal::resume_at(dir, root) {
+        Err(crate::knobs::KnobError::Busy { path, holder }) => bail!(
+            "another iolab{holder} holds the interrupt placement (an `iolab irq daemon`, or an \
+             `iolab irq apply` under way; lock {path}); nothing was measured or changed: stop \
+             the daemon or let the apply end, then try again"
+        ),
+        other => Ok(other?),
+    }
+}
+
+/// Ends this process's hold on the placement journal, keeping what it holds in effect; an
+/// empty journal is removed rather than left behind.
+pub(crate) fn release(journal: Journal) {
+    if journal.entries().is_empty() {
+        drop(journal);
+    } else {
+        journal.keep();
+    }
+}
+
+/// Writes every move, journaled, each only while the interrupt's affinity is still what `m`
+/// (the measurement the plan came from) saw. Stops at the first refusal (the moves already
+/// written stay journaled, so rollback still covers them) and says which.
+pub fn apply(
+    root: &SysRoot,
+    m: &Machine,
+    moves: &[Move],
+    journal: &mut Journal,
+) -> Result<Vec<Applied>> {
     let mut done = Vec::with_capacity(moves.len());
     for mv in moves {
-        let applied = apply_one(root, mv, journal).with_context(|| {
+        let applied = apply_one(root, m, mv, journal).with_context(|| {
             format!(
                 "moving IRQ {} ({}) to CPU {} ({} of {} moves were made; \
                      `iolab irq rollback` undoes them)",
@@ -201,19 +247,37 @@ pub fn apply(root: &SysRoot, moves: &[Move], journal: &mut Journal) -> Result<Ve
     Ok(done)
 }
 
+/// Writes the affinity of each of `irqs` (pinned interrupts a plan unpins but keeps where they
+/// are) as it is, through the journal: the pin is iolab's to lift from then on, and `irq
+/// rollback` writes it back. Not written, later plans judged it a user's pin again.
+pub fn unpin_in_place(root: &SysRoot, irqs: &[u32], journal: &mut Journal) -> Result<()> {
+    for irq in irqs {
+        let abs = crate::knobs::irq_affinity_path(*irq);
+        let Some(now) = root.attr(&abs) else {
+            continue;
+        };
+        journal.placements_only();
+        journal
+            .set(&abs, &now)
+            .with_context(|| format!("unpinning IRQ {irq} where it is"))?;
+    }
+    Ok(())
+}
+
 /// The daemon's way: every move is tried, and one that cannot be made (its IRQ held by
 /// another iolab, an experiment say; the kernel refusing the write) stays where it is while
 /// the others go on. Stopping there made the daemon exit, undo every move and, restarted by
 /// its service, do it all again every few seconds beside the experiment.
 pub fn apply_each(
     root: &SysRoot,
+    m: &Machine,
     moves: &[Move],
     journal: &mut Journal,
 ) -> (Vec<Applied>, Vec<String>) {
     let mut done = Vec::with_capacity(moves.len());
     let mut left = Vec::new();
     for mv in moves {
-        match apply_one(root, mv, journal) {
+        match apply_one(root, m, mv, journal) {
             Ok(applied) => done.extend(applied),
             Err(e) => left.push(format!(
                 "left IRQ {} ({}) where it is: {}",
@@ -227,11 +291,28 @@ pub fn apply_each(
 }
 
 /// Writes one move, journaled; `None` when the IRQ is already there (applied before, and the
-/// measurement predates the move).
-fn apply_one(root: &SysRoot, mv: &Move, journal: &mut Journal) -> Result<Option<Applied>> {
+/// measurement predates the move). Refused when its affinity changed since `m` was read:
+/// someone placed it meanwhile, and the plan was made without knowing.
+fn apply_one(
+    root: &SysRoot,
+    m: &Machine,
+    mv: &Move,
+    journal: &mut Journal,
+) -> Result<Option<Applied>> {
     let abs = crate::knobs::irq_affinity_path(mv.irq);
-    if root.attr(&abs) == Some(mv.to.to_string()) {
+    let now = root.attr(&abs);
+    if now == Some(mv.to.to_string()) {
         return Ok(None);
+    }
+    let seen = m.irq(mv.irq).and_then(|i| i.affinity.clone());
+    if let (Some(now), Some(seen)) = (&now, seen) {
+        if cpulist(now).ok().as_ref() != Some(&seen) {
+            bail!(
+                "its affinity is {now} now, not {} as measured: it was changed meanwhile; make \
+                 a new plan",
+                crate::sys::parse::format_cpulist(&seen)
+            );
+        }
     }
     // Interrupts are placed through a placement journal: it records where each was found,
     // and its rollback leaves an affinity someone changed since.
@@ -264,5 +345,86 @@ mod tests {
         assert_eq!(irq_of_path("/proc/irq/42/smp_affinity_list"), Some(42));
         assert_eq!(irq_of_path("/tmp/x/proc/irq/7/smp_affinity_list"), Some(7));
         assert_eq!(irq_of_path("/sys/block/loop0/queue/scheduler"), None);
+    }
+
+    /// A plan is made from what the measurement saw; an interrupt someone placed since (an
+    /// admin, another iolab with another state directory) is not moved over their choice.
+    #[test]
+    fn a_move_is_refused_when_the_affinity_changed_since_the_measurement() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let m = Machine::read(&root).unwrap();
+        let file = machine.path().join("proc/irq/161/smp_affinity_list");
+        std::fs::write(&file, "5\n").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut j = take_placement(state.path(), &root).unwrap();
+        let mv = super::super::fixture::move_161(6);
+        let err = format!("{:#}", apply(&root, &m, &[mv], &mut j).unwrap_err());
+        assert!(
+            err.contains("its affinity is 5 now, not 4-7,12-14 as measured"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "5\n");
+        assert!(j.entries().is_empty());
+    }
+
+    /// `--unpin` of a pin the plan keeps where it is: journaled as iolab's, so the next plan
+    /// judges it free to move (it called it pinned again and told to `--unpin` it).
+    #[test]
+    fn a_pin_unpinned_in_place_is_free_to_move_in_later_plans() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let file = machine.path().join("proc/irq/161/smp_affinity_list");
+        std::fs::write(&file, "4\n").unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut j = take_placement(state.path(), &root).unwrap();
+        unpin_in_place(&root, &[161], &mut j).unwrap();
+        release(j);
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "4");
+        let m = Machine::read(&root).unwrap();
+        let sources = super::super::inputs::sources(&m, &before_iolab(state.path()).unwrap());
+        let s = sources.iter().find(|s| s.irq == 161).unwrap();
+        assert_eq!(s.allowed, m.online);
+        // Rollback writes the pin back.
+        let r = rollback(state.path(), &root).unwrap().unwrap();
+        assert_eq!(r.restored.last().unwrap().old, "4");
+    }
+
+    /// A saved plan moving to a CPU that is not there (none such, or offline) said the IRQ
+    /// was pinned, and offered `--unpin`, which `--plan` refuses.
+    #[test]
+    fn a_saved_plan_to_a_cpu_that_is_not_there_says_so_not_pinned() {
+        use super::super::{fixture::move_161, plan};
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        for irq in [161, 162] {
+            let file = machine
+                .path()
+                .join(format!("proc/irq/{irq}/smp_affinity_list"));
+            std::fs::write(file, "4\n").unwrap();
+        }
+        let m = Machine::read(&root).unwrap();
+        let mut p = plan::plan(&[], &[], plan::Options::default());
+        let pinned = Move {
+            irq: 162,
+            name: "eth0-TxRx-2".into(),
+            ..move_161(5)
+        };
+        p.moves = vec![move_161(99), move_161(20), pinned];
+        let problems = against_options(&p, &m, &Default::default());
+        assert_eq!(
+            problems[..2],
+            [
+                "IRQ 161: CPU 99 does not exist here (CPUs: 0-31)",
+                "IRQ 161: CPU 20 is offline or isolated"
+            ],
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems[2],
+            "IRQ 162 (eth0-TxRx-2) may run only on CPUs 4 here now, not CPU 5 (pinned since the \
+             plan was made?): make a new plan (`iolab irq plan --unpin 162 --json` if it should \
+             move anyway)"
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! `crate::output`, so the CLI only parses arguments and calls one function.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -81,27 +81,56 @@ pub(crate) struct Outcome {
 
 impl Render for Outcome {
     fn text(&self) -> String {
-        if self.plan.moves.is_empty() {
+        let said = if self.plan.moves.is_empty() {
             render::nothing_applied_text(&self.plan)
         } else if self.applied.is_empty() {
             "nothing to move: every interrupt is already where the plan puts it\n".to_string()
         } else {
             render::applied_text(&self.applied) + "undo with `iolab irq rollback`\n"
-        }
+        };
+        let notes = [
+            render::unpinned_in_place_note(&self.plan),
+            render::banned_offline_note(&self.plan),
+        ];
+        notes
+            .into_iter()
+            .flatten()
+            .fold(said, |out, note| format!("{out}note: {note}\n"))
     }
 }
 
 /// Checks the plan against this machine and writes its moves through the placement journal
-/// (kept, so `irq rollback` can undo them). Refused beside a running irqbalance unless `force`.
+/// in `dir` (kept, so `irq rollback` can undo them). Refused beside a running irqbalance
+/// unless `force`, and while another apply or a daemon holds the placement.
 pub(crate) fn apply_plan(
     root: &SysRoot,
+    dir: &Path,
     source: PlanSource,
     wait: &dyn Fn(Duration) -> bool,
     force: bool,
 ) -> Result<Outcome> {
     refuse_beside_irqbalance(root, force)?;
-    let dir = apply::journal_dir();
-    let (p, m) = match source {
+    let mut journal = apply::take_placement(dir, root)?;
+    let outcome = (|| {
+        let (p, m) = planned(root, dir, source, wait)?;
+        apply::check(&p.moves, &m, &inputs::slots(&m))?;
+        let applied = apply::apply(root, &m, &p.moves, &mut journal)?;
+        apply::unpin_in_place(root, &p.unpinned_in_place, &mut journal)?;
+        Ok(Outcome { applied, plan: p })
+    })();
+    // Whatever failed, an earlier placement in the journal stays in effect.
+    apply::release(journal);
+    outcome
+}
+
+/// The plan `source` gives, and the machine it is checked against.
+fn planned(
+    root: &SysRoot,
+    dir: &Path,
+    source: PlanSource,
+    wait: &dyn Fn(Duration) -> bool,
+) -> Result<(plan::Plan, Machine)> {
+    match source {
         PlanSource::File(file) => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read the plan {}", file.display()))?;
@@ -112,7 +141,7 @@ pub(crate) fn apply_plan(
                 )
             })?;
             let m = Machine::read(root)?;
-            let problems = apply::against_options(&p, &m, &apply::before_iolab(&dir)?);
+            let problems = apply::against_options(&p, &m, &apply::before_iolab(dir)?);
             if !problems.is_empty() {
                 bail!(
                     "the plan {} cannot be applied here as it is:\n  {}",
@@ -120,30 +149,16 @@ pub(crate) fn apply_plan(
                     problems.join("\n  ")
                 );
             }
-            (p, m)
+            Ok((p, m))
         }
         PlanSource::Measure { over, options } => {
             let Some((m, _)) = crate::model::Machine::measure(root, over, wait)? else {
                 bail!("interrupted before the measurement ended; nothing was changed");
             };
-            let before = apply::before_iolab(&dir)?;
-            (super::plan_for(&m, &before, options)?, m)
+            let before = apply::before_iolab(dir)?;
+            Ok((super::plan_for(&m, &before, options)?, m))
         }
-    };
-    apply::check(&p.moves, &m, &inputs::slots(&m))?;
-    if p.moves.is_empty() {
-        return Ok(Outcome {
-            applied: Vec::new(),
-            plan: p,
-        });
     }
-    let mut journal = crate::knobs::Journal::resume_in(&dir)?;
-    let done = apply::apply(root, &p.moves, &mut journal);
-    journal.keep();
-    Ok(Outcome {
-        applied: done?,
-        plan: p,
-    })
 }
 
 /// irqbalance would move the interrupts iolab places: refused unless `force`.
@@ -191,4 +206,40 @@ pub(crate) fn rollback() -> Result<RolledBack> {
         apply::rollback(&apply::journal_dir(), &SysRoot::live())?,
         super::names(&SysRoot::live()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two applies at once both measured, then both wrote. The placement is taken before the
+    /// measurement: a second apply is refused at once, even one that would move nothing.
+    #[test]
+    fn an_apply_beside_another_is_refused_before_it_measures() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let nothing_heavy = || PlanSource::Measure {
+            over: Duration::from_secs(1),
+            options: plan::Options {
+                heavy: 1e12,
+                ..plan::Options::default()
+            },
+        };
+        let holder = apply::take_placement(state.path(), &root).unwrap();
+        let err = apply_plan(&root, state.path(), nothing_heavy(), &|_| true, true)
+            .err()
+            .expect("refused while another holds the placement");
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("holds the interrupt placement") && err.contains("nothing was measured"),
+            "{err}"
+        );
+        drop(holder);
+        let done = apply_plan(&root, state.path(), nothing_heavy(), &|_| true, true).unwrap();
+        assert!(done.plan.moves.is_empty() && done.applied.is_empty());
+        // Nothing placed: no journal left behind.
+        assert!(crate::knobs::pending(state.path()).unwrap().is_empty());
+        assert!(!state.path().join("journal.json").exists());
+    }
 }

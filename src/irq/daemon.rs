@@ -2,14 +2,16 @@
 //! to a ceiling while the load stays balanced, and drops back to the floor after a move, so a
 //! quiet machine is looked at rarely and a changing one often. Moves go through the placement
 //! journal; on Ctrl-C or SIGTERM every affinity iolab changed is put back unless asked to keep
-//! them (after SIGKILL, `iolab irq rollback` does it).
+//! them (after SIGKILL, `iolab restore` or `iolab irq rollback` does it). So without `--keep`
+//! it does not start over a placement meant to stay (`irq apply`'s).
 
-use super::apply::{self, journal_dir};
+use super::apply;
 use super::metrics::Figures;
 use super::plan::Options;
 use crate::knobs::Journal;
 use crate::sys::SysRoot;
-use anyhow::Result;
+use anyhow::{bail, Result};
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -72,25 +74,44 @@ impl Level {
     }
 }
 
-/// Runs until `wait` reports a signal or the cycles are done. `log` gets one line per decision;
-/// `publish` gets the figures of every look (for `--metrics-file` / `--listen`).
+/// Runs with the placement journal in `dir` until `wait` reports a signal or the cycles are
+/// done. `log` gets one line per decision; `publish` gets the figures of every look (for
+/// `--metrics-file` / `--listen`).
+///
+/// Without `--keep` it starts only when no placement meant to stay is in effect: it puts back
+/// all its journal holds when it stops (or, killed, `iolab restore` does), and a placement
+/// `irq apply` made is meant to stay until `irq rollback`. A killed daemon's placement was
+/// meant to end: it takes that over. With `--keep` it takes any placement over and balances
+/// on from it.
 pub(crate) fn run(
     root: &SysRoot,
+    dir: &Path,
     s: &Settings,
     wait: &dyn Fn(Duration) -> bool,
     log: &mut dyn FnMut(Level, &str),
     publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
-    let dir = journal_dir();
-    let mut journal = Journal::resume_in(&dir)?;
+    // Read before the journal is taken over, which clears it.
+    let killed_daemons = crate::knobs::undone_if_killed(dir);
+    let mut journal = apply::take_placement(dir, root)?;
     if !s.keep {
+        let placed = placed_irqs(journal.entries());
+        if placed > 0 && !killed_daemons {
+            apply::release(journal);
+            bail!(
+                "the affinity of {placed} interrupt(s) placed by `iolab irq apply` (or a daemon \
+                 with --keep) is in effect; without --keep this daemon would put it back when \
+                 it stops: run `iolab irq rollback` first, or run the daemon with --keep to \
+                 balance on from that placement"
+            );
+        }
         // Its placements end with it: killed, `iolab restore` puts them back.
         journal.undone_if_killed()?;
     }
     let mut d = Daemon {
         root,
         s,
-        dir: &dir,
+        dir,
         journal,
         wait,
         log,
@@ -99,6 +120,7 @@ pub(crate) fn run(
         looks: 0,
         moves_total: 0,
         last_move_look: 0,
+        banned_offline: Vec::new(),
     };
     let result = (|| -> Result<()> {
         while s.cycles.is_none_or(|n| d.looks < n) {
@@ -110,6 +132,13 @@ pub(crate) fn run(
     })();
     d.stop()?;
     result
+}
+
+/// How many interrupts journal `entries` name (two entries for one: its old CPU, then its old
+/// mask).
+fn placed_irqs(entries: &[crate::knobs::JournalEntry]) -> usize {
+    let files: std::collections::BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    files.len()
 }
 
 /// The daemon between looks: where it keeps its journal, what it says, and its tally.
@@ -125,6 +154,8 @@ struct Daemon<'a> {
     looks: u64,
     moves_total: u64,
     last_move_look: u64,
+    /// Banned CPUs found offline at the last look (said again only when they change).
+    banned_offline: Vec<u32>,
 }
 
 impl Daemon<'_> {
@@ -139,8 +170,8 @@ impl Daemon<'_> {
         let before = apply::before_iolab(self.dir)?;
         let p = match super::plan_for(&m, &before, self.s.plan.clone()) {
             Ok(p) => p,
-            // Settings that held at the start (a banned CPU, an IRQ to unpin) may stop
-            // holding as CPUs and devices come and go: this look moves nothing.
+            // Settings that held at the start (an IRQ to unpin) may stop holding as CPUs and
+            // devices come and go: this look moves nothing.
             Err(e) if self.looks > 1 => {
                 let why = format!("no plan this look: {}", crate::cli::error_text(&e));
                 (self.log)(Level::Notice, &why);
@@ -149,6 +180,12 @@ impl Daemon<'_> {
             }
             Err(e) => return Err(e),
         };
+        if p.banned_offline != self.banned_offline {
+            if let Some(note) = super::render::banned_offline_note(&p) {
+                (self.log)(Level::Info, &note);
+            }
+            self.banned_offline = p.banned_offline.clone();
+        }
         let moved = self.apply(&m, &p);
         let next = next_interval(self.interval, moved, self.s);
         (self.publish)(&Figures {
@@ -163,13 +200,23 @@ impl Daemon<'_> {
             time_unix: crate::store::time::now_unix(),
         });
         if next != self.interval || self.looks == 1 {
+            // "balanced" only when heavy interrupts are: with none, a CPU carrying many light
+            // ones is no balance.
             let (level, what) = if moved {
-                (Level::Notice, "rebalanced")
+                (Level::Notice, format!("rebalanced over {secs:.1} s"))
             } else {
-                (Level::Info, "balanced")
+                let why = if p.moves.is_empty() {
+                    super::render::why_nothing_moves(&p)
+                } else {
+                    "no move could be made (see above)"
+                };
+                (
+                    Level::Info,
+                    format!("nothing moved over {secs:.1} s: {why}"),
+                )
             };
             let line = format!(
-                "{what} over {secs:.1} s (busiest CPU at {}/s); next look in {} s",
+                "{what} (busiest CPU at {}/s); next look in {} s",
                 super::render::rate(p.peaks_after.cpu),
                 next.as_secs_f64()
             );
@@ -194,9 +241,12 @@ impl Daemon<'_> {
                 possible.push(mv.clone());
             }
         }
-        let (done, left) = apply::apply_each(self.root, &possible, &mut self.journal);
+        let (done, left) = apply::apply_each(self.root, m, &possible, &mut self.journal);
         for why in &left {
             (self.log)(Level::Notice, why);
+        }
+        if let Err(e) = apply::unpin_in_place(self.root, &p.unpinned_in_place, &mut self.journal) {
+            (self.log)(Level::Notice, &crate::cli::error_text(&e));
         }
         for a in &done {
             let rate = p
@@ -243,10 +293,7 @@ impl Daemon<'_> {
             return Ok(());
         }
         let r = self.journal.restore()?;
-        // Two journal entries per interrupt (its old CPU, then its old mask): count files.
-        let irqs: std::collections::BTreeSet<&str> =
-            r.restored.iter().map(|e| e.path.as_str()).collect();
-        let said = match irqs.len() {
+        let said = match placed_irqs(&r.restored) {
             0 => "nothing to put back: no interrupt was moved".to_string(),
             n => format!("put back the affinity of {n} interrupt(s)"),
         };
@@ -279,5 +326,100 @@ mod tests {
         }
         assert_eq!(seen, vec![4, 8, 10, 10]);
         assert_eq!(next_interval(i, true, &s), s.min_interval);
+    }
+
+    /// Settings for a test on a fixture: looks of 1 s, `cycles` of them, nothing heavy.
+    fn quiet(cycles: u64, keep: bool) -> Settings {
+        Settings {
+            plan: Options {
+                heavy: 1e12,
+                ..Options::default()
+            },
+            min_interval: Duration::from_secs(1),
+            max_interval: Duration::from_secs(1),
+            cycles: Some(cycles),
+            keep,
+        }
+    }
+
+    /// Runs the daemon on `root` with its journal in `state`: what it returned, and its log.
+    fn run_logged(root: &SysRoot, state: &Path, s: &Settings) -> (Result<()>, Vec<String>) {
+        let mut lines = Vec::new();
+        let mut log = |_: Level, line: &str| lines.push(line.to_string());
+        let result = run(root, state, s, &|_| true, &mut log, &mut |_| {});
+        (result, lines)
+    }
+
+    /// `irq apply` places interrupts to stay until `irq rollback`. A daemon without --keep
+    /// took that journal over and put the apply's placement back when it stopped, having moved
+    /// nothing itself: now it refuses to start, and with --keep balances on from it.
+    #[test]
+    fn a_daemon_without_keep_leaves_an_applied_placement_alone() {
+        use super::super::fixture;
+        let machine = fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let m = crate::model::Machine::read(&root).unwrap();
+        let mut j = apply::take_placement(state.path(), &root).unwrap();
+        apply::apply(&root, &m, &[fixture::move_161(6)], &mut j).unwrap();
+        apply::release(j);
+        let file = machine.path().join("proc/irq/161/smp_affinity_list");
+        let placed = || std::fs::read_to_string(&file).unwrap().trim() == "6";
+        assert!(placed());
+        let err = run_logged(&root, state.path(), &quiet(1, false))
+            .0
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the affinity of 1 interrupt(s) placed by `iolab irq apply`")
+                && err.contains("`iolab irq rollback` first, or run the daemon with --keep"),
+            "{err}"
+        );
+        assert!(placed());
+        assert!(!crate::knobs::undone_if_killed(state.path()));
+        run_logged(&root, state.path(), &quiet(1, true)).0.unwrap();
+        assert!(placed());
+        assert!(!crate::knobs::pending(state.path()).unwrap().is_empty());
+        // A killed daemon's placement was to end with it: another takes it over, and ends it.
+        let mut j = apply::take_placement(state.path(), &root).unwrap();
+        j.undone_if_killed().unwrap();
+        apply::release(j);
+        run_logged(&root, state.path(), &quiet(1, false)).0.unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "4-7,12-14");
+    }
+
+    /// A banned CPU that is offline (at the start, or going offline meanwhile) is harmless:
+    /// the daemon starts, says so, and goes on balancing the others.
+    #[test]
+    fn a_banned_cpu_that_is_offline_does_not_stop_the_daemon() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mut s = quiet(2, false);
+        s.plan.banned = vec![20];
+        let (result, lines) = run_logged(&root, state.path(), &s);
+        result.unwrap();
+        let offline: Vec<&String> = lines.iter().filter(|l| l.contains("offline")).collect();
+        assert_eq!(
+            offline,
+            ["--ban-cpus: CPU 20 is offline now (banned should it come online)"],
+            "{lines:?}"
+        );
+    }
+
+    /// With nothing heavy the daemon said "balanced" at every look; it says why nothing moves.
+    #[test]
+    fn a_look_with_nothing_heavy_says_so() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let (result, lines) = run_logged(&root, state.path(), &quiet(1, false));
+        result.unwrap();
+        assert!(
+            lines[0].starts_with("nothing moved over ")
+                && lines[0].contains(" s: no movable interrupt is heavy (busiest CPU at "),
+            "{lines:?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("balanced")), "{lines:?}");
     }
 }

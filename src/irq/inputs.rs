@@ -2,8 +2,8 @@
 //! not isolated, not nohz_full — those are kept quiet on purpose) and each numbered
 //! interrupt's measured rates, allowed CPUs and node. An interrupt iolab itself moved is
 //! judged by the affinity it had before (from the placement journal), so iolab never mistakes
-//! its own earlier move for a user's pin; one iolab moved out of that affinity (`--unpin`) is
-//! judged free to move. One changed by someone else since iolab's move is not in that map
+//! its own earlier move for a user's pin; one iolab moved out of that affinity, or took over as
+//! it was (`--unpin`), is judged free to move. One changed by someone else since iolab's move is not in that map
 //! (`apply::before_iolab`): its affinity now is theirs.
 
 use super::plan::{Slot, Source};
@@ -33,9 +33,12 @@ pub fn sources(m: &Machine, before_iolab: &BTreeMap<u32, Vec<u32>>) -> Vec<Sourc
             let n = irq.number()?;
             let now = irq.affinity.clone().unwrap_or_default();
             let allowed = match before_iolab.get(&n) {
-                // iolab moved it out of the mask it had: it was unpinned on purpose
-                // (`--unpin`), and stays free to move until `irq rollback` restores the pin.
-                Some(was) if !now.iter().all(|c| was.contains(c)) => m.online.clone(),
+                // iolab moved it out of the mask it had, or wrote that mask itself (iolab only
+                // writes one CPU, but for a pin `--unpin` kept where it was): it was unpinned
+                // on purpose, and stays free to move until `irq rollback` restores the pin.
+                Some(was) if now == *was || !now.iter().all(|c| was.contains(c)) => {
+                    m.online.clone()
+                }
                 Some(was) => was.clone(),
                 None => now,
             };

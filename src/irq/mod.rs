@@ -44,7 +44,8 @@ pub(crate) fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
 
 /// The plan for a measured machine: checks that the interrupts `--unpin` names and the CPUs
 /// `--ban-cpus` names exist here, then plans. `before_iolab` is the placement journal's view
-/// (see `inputs::sources`).
+/// (see `inputs::sources`). A banned CPU that exists but is offline is harmless (banned should
+/// it come back, as in a service's settings): the plan names it in `banned_offline`.
 pub(crate) fn plan_for(
     m: &Machine,
     before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
@@ -64,17 +65,18 @@ pub(crate) fn plan_for(
             );
         }
     }
-    let unknown: Vec<u32> = options
+    let online = |c: &u32| m.cpus.iter().any(|k| k.cpu == *c);
+    let (offline, unknown): (Vec<u32>, Vec<u32>) = options
         .banned
         .iter()
         .copied()
-        .filter(|c| !m.cpus.iter().any(|k| k.cpu == *c))
-        .collect();
+        .filter(|c| !online(c))
+        .partition(|c| m.possible.contains(c));
     if !unknown.is_empty() {
         anyhow::bail!(
             "--ban-cpus: CPU {} does not exist here (CPUs: {})",
             format_cpulist(&unknown),
-            format_cpulist(&m.cpus.iter().map(|c| c.cpu).collect::<Vec<_>>())
+            format_cpulist(&m.possible)
         );
     }
     if m.cpus.iter().all(|c| options.banned.contains(&c.cpu)) {
@@ -84,5 +86,69 @@ pub(crate) fn plan_for(
             format_cpulist(&options.banned)
         );
     }
-    Ok(plan::plan(&sources, &inputs::slots(m), options))
+    let mut p = plan::plan(&sources, &inputs::slots(m), options);
+    p.banned_offline = offline;
+    Ok(p)
+}
+
+/// Machines to test on: copies of the fixture trees under tests/fixtures/machines.
+#[cfg(test)]
+pub(crate) mod fixture {
+    /// A copy of the two-node fixture (15 CPUs online of 32 possible, eth0's queue interrupts
+    /// 160-167 on node 1), to change; with its second reading, it has rates.
+    pub(crate) fn two_node() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines/two-node-nvme/.");
+        let cp = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(dir.path())
+            .status();
+        assert!(cp.unwrap().success());
+        dir
+    }
+
+    /// A move of eth0's second queue interrupt (IRQ 161, delivered to CPU 4) to CPU `to`.
+    pub(crate) fn move_161(to: u32) -> super::plan::Move {
+        super::plan::Move {
+            irq: 161,
+            name: "eth0-TxRx-1".into(),
+            rate: 1.0,
+            from: vec![4],
+            to,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A banned CPU that is offline (CPU 20 of the fixture's possible 0-31, online 0-14) is
+    /// accepted and named; one that does not exist at all is refused.
+    #[test]
+    fn a_banned_cpu_that_is_offline_is_accepted_and_one_that_does_not_exist_refused() {
+        let machine = fixture::two_node();
+        let m = Machine::read(&SysRoot::at(machine.path()).unwrap()).unwrap();
+        let banning = |banned: Vec<u32>| {
+            plan_for(
+                &m,
+                &Default::default(),
+                plan::Options {
+                    banned,
+                    ..plan::Options::default()
+                },
+            )
+        };
+        let p = banning(vec![3, 20]).unwrap();
+        assert_eq!(p.banned_offline, vec![20]);
+        let text = render::plan_text(&p, 1.0);
+        assert!(
+            text.contains("banned CPUs (no interrupt moved there): 3,20 (offline: 20)"),
+            "{text}"
+        );
+        let err = banning(vec![3, 99]).unwrap_err().to_string();
+        assert_eq!(err, "--ban-cpus: CPU 99 does not exist here (CPUs: 0-31)");
+    }
 }

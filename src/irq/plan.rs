@@ -2,7 +2,9 @@
 //! topology, decide which interrupts to move where. It follows what case 2 found to matter:
 //! consider all heavy interrupts together (balancing each on its own piles them up), spread
 //! them across packages first, then cores, then SMT siblings; ignore light ones; and move
-//! nothing once the load is balanced (moves cost cache warmth). Interrupts the kernel manages
+//! nothing once the load is balanced (moves cost cache warmth). For the same reason each move
+//! must be worth it: a placement with fewer moves is kept when the extra ones would lower the
+//! peaks by less than `--min-gain` of the rate they move. Interrupts the kernel manages
 //! and interrupts whose affinity allows one CPU only (a user's pin) stay where they are, and
 //! every other interrupt stays inside the CPU set its affinity allows.
 //!
@@ -88,6 +90,14 @@ impl Default for Options {
             unpin: Unpin::None,
             banned: Vec::new(),
         }
+    }
+}
+
+impl Options {
+    /// An interrupt that never fired is never heavy: moving it changes no load (`--heavy` is
+    /// above 0, but a plan file may say 0).
+    pub(crate) fn is_heavy(&self, rate: f64) -> bool {
+        rate > 0.0 && rate >= self.heavy
     }
 }
 
@@ -194,11 +204,28 @@ pub struct Plan {
     pub(crate) peaks_after: Peaks,
     /// How much the plan lowers the sum of the three peaks, in percent.
     pub(crate) gain_pct: f64,
-    /// True when the load is already as good as the threshold asks: nothing moves.
+    /// True when the heavy interrupts are already as well placed as the threshold asks:
+    /// nothing moves. False when no movable interrupt is heavy (`nothing_heavy`): there is
+    /// nothing to balance, and a busy CPU may still carry many light ones.
     pub(crate) balanced: bool,
+    /// True when no movable interrupt is heavy, so the plan moves nothing.
+    #[serde(default)]
+    pub(crate) nothing_heavy: bool,
     /// Set when pinned heavy interrupts keep the load from being balanced.
     #[serde(default)]
     pub(crate) pinned: Option<Pinned>,
+    /// Pinned interrupts this plan unpins (`--unpin`) but keeps where they are. Applying it
+    /// writes their affinity as it is through the journal, so later plans treat them as
+    /// unpinned, like the ones it moves, and `irq rollback` restores the pin.
+    #[serde(default)]
+    pub(crate) unpinned_in_place: Vec<u32>,
+    /// Moves off the interrupt's device's node, each with why no CPU of that node could take
+    /// it (without `--any-node`, the node's CPUs are tried first).
+    #[serde(default)]
+    pub(crate) off_node: BTreeMap<u32, String>,
+    /// Banned CPUs that exist but are offline now (banned should they come online).
+    #[serde(default)]
+    pub(crate) banned_offline: Vec<u32>,
 }
 
 /// Plans the placement of `sources` over `slots`, and says when pins keep the load unbalanced.
@@ -207,7 +234,7 @@ pub fn plan(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     // Heavy interrupts whose masks pin them and that this plan may not move.
     let pinned: Vec<&Source> = sources
         .iter()
-        .filter(|s| !s.managed && s.rate() >= options.heavy && !options.unpin.covers(s.irq))
+        .filter(|s| !s.managed && options.is_heavy(s.rate()) && !options.unpin.covers(s.irq))
         .filter(|s| is_pin(&s.allowed, slots))
         .collect();
     if pinned.is_empty() {
@@ -249,7 +276,8 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     let all: Vec<u32> = slots.iter().map(|s| s.cpu).collect();
     let mut fixed: BTreeMap<u32, f64> = slots.iter().map(|s| (s.cpu, 0.0)).collect();
     let mut before = fixed.clone();
-    let mut heavy: Vec<(&Source, Vec<u32>)> = Vec::new();
+    // Each heavy interrupt with the CPUs it may go to, and why they are off its node if they are.
+    let mut heavy: Vec<(&Source, Vec<u32>, Option<String>)> = Vec::new();
     let mut kept = Vec::new();
     for src in sources {
         for (cpu, r) in &src.per_cpu {
@@ -265,7 +293,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
             Some("managed by the kernel".to_string())
         } else if src.allowed.len() == 1 && !unpinned {
             Some(format!("pinned to CPU {} by its affinity", src.allowed[0]))
-        } else if rate < options.heavy {
+        } else if !options.is_heavy(rate) {
             Some(format!("light (under {}/s)", options.heavy))
         } else if allowed.is_empty() && mask.iter().any(placeable) {
             Some("its affinity allows only banned CPUs".into())
@@ -285,7 +313,10 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
                     kept.push(kept_entry(src, why));
                 }
             }
-            None => heavy.push((src, candidates(src, allowed, slots, options.any_node))),
+            None => {
+                let (cands, off_node) = candidates(src, mask, allowed, slots, options.any_node);
+                heavy.push((src, cands, off_node));
+            }
         }
     }
     // Biggest first: each lands where it raises the peaks least.
@@ -296,7 +327,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     });
     let mut after = fixed;
     let mut chosen = Vec::with_capacity(heavy.len());
-    for (src, cands) in &heavy {
+    for (src, cands, _) in &heavy {
         let rate = src.rate();
         let home = src.home();
         let best = cands
@@ -312,6 +343,32 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         *after.get_mut(&best).expect("candidates are slots") += rate;
         chosen.push(best);
     }
+    // Heavy interrupts on a banned CPU leave it whatever the gain.
+    let on_banned = heavy
+        .iter()
+        .any(|(src, _, _)| on_cpus(src).iter().any(|c| options.banned.contains(c)));
+    // Where each goes; None: it stays where it is.
+    let greedy: Vec<Option<u32>> = heavy
+        .iter()
+        .zip(chosen)
+        .map(|((src, _, _), to)| (on_cpus(src) != [to]).then_some(to))
+        .collect();
+    // The greedy placement re-places every heavy interrupt, so one moved by hand gave five
+    // moves (a rotation and a swap) where one did nearly as well. A heavy interrupt leaves its
+    // CPU only when that is worth --min-gain of its rate: the plan with the fewest moves is
+    // taken unless the greedy one's extra moves lower the peaks by more than that.
+    let frac = options.min_gain_pct / 100.0;
+    let (few, few_load) = fewest_moves(&heavy, &before, slots, frac);
+    let (moved_greedy, moved_few) = (moved_rate(&heavy, &greedy), moved_rate(&heavy, &few));
+    let extra = peaks(&few_load, slots).cost() - peaks(&after, slots).cost();
+    let (targets, after) = if !on_banned
+        && moved_few.0 < moved_greedy.0
+        && extra <= frac * (moved_greedy.1 - moved_few.1)
+    {
+        (few, few_load)
+    } else {
+        (greedy, after)
+    };
     let peaks_before = peaks(&before, slots);
     let peaks_after = peaks(&after, slots);
     let gain_pct = if peaks_before.cost() > 0.0 {
@@ -319,30 +376,36 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     } else {
         0.0
     };
-    // Heavy interrupts on a banned CPU leave it whatever the gain.
-    let on_banned = heavy
-        .iter()
-        .any(|(src, _)| on_cpus(src).iter().any(|c| options.banned.contains(c)));
-    let balanced = gain_pct < options.min_gain_pct && !on_banned;
+    let nothing_heavy = heavy.is_empty();
+    let balanced = !nothing_heavy && gain_pct < options.min_gain_pct && !on_banned;
     let mut moves = Vec::new();
-    for ((src, _), to) in heavy.iter().zip(chosen) {
+    let mut unpinned_in_place = Vec::new();
+    let mut off_node = BTreeMap::new();
+    for ((src, _, off), to) in heavy.iter().zip(targets) {
         let from: Vec<u32> = on_cpus(src);
-        if balanced || from == [to] {
+        if !balanced && to.is_none() && options.unpin.covers(src.irq) && is_pin(&src.allowed, slots)
+        {
+            unpinned_in_place.push(src.irq);
+        }
+        let Some(to) = to.filter(|_| !balanced) else {
             let why = if balanced {
                 "balanced: moving would not lower the peaks enough".to_string()
             } else {
                 "already well placed".to_string()
             };
             kept.push(kept_entry(src, why));
-        } else {
-            moves.push(Move {
-                irq: src.irq,
-                name: src.name.clone(),
-                rate: src.rate(),
-                from,
-                to,
-            });
+            continue;
+        };
+        if let Some(why) = off {
+            off_node.insert(src.irq, why.clone());
         }
+        moves.push(Move {
+            irq: src.irq,
+            name: src.name.clone(),
+            rate: src.rate(),
+            from,
+            to,
+        });
     }
     kept.sort_by(|a, b| b.rate.total_cmp(&a.rate).then(a.irq.cmp(&b.irq)));
     Plan {
@@ -355,8 +418,82 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         peaks_before,
         gain_pct: if balanced { 0.0 } else { gain_pct },
         balanced,
+        nothing_heavy,
         pinned: None,
+        unpinned_in_place,
+        off_node,
+        banned_offline: Vec::new(),
     }
+}
+
+/// The heavy interrupts (`plan_within`'s list) moved from where they were measured, one at a
+/// time, each time the move that lowers the peaks most, while that is by more than `frac` of
+/// the moved interrupt's rate; each moves once at most. Only interrupts on the busiest CPU,
+/// core or package are tried: moving another lowers no peak. Where each goes (None: it stays),
+/// and the load then.
+fn fewest_moves(
+    heavy: &[(&Source, Vec<u32>, Option<String>)],
+    before: &BTreeMap<u32, f64>,
+    slots: &[Slot],
+    frac: f64,
+) -> (Vec<Option<u32>>, BTreeMap<u32, f64>) {
+    let mut load = before.clone();
+    let mut to = vec![None; heavy.len()];
+    loop {
+        let now = peaks(&load, slots);
+        let busiest: Vec<u32> = slots
+            .iter()
+            .filter(|s| {
+                let [package, core, cpu] = score_with(&load, slots, s.cpu, 0.0);
+                let top = |x: f64, peak: f64| x >= peak - 1e-9 * peak.max(1.0);
+                top(package, now.package) || top(core, now.core) || top(cpu, now.cpu)
+            })
+            .map(|s| s.cpu)
+            .collect();
+        let mut best: Option<(f64, usize, u32)> = None;
+        for (i, (src, cands, _)) in heavy.iter().enumerate() {
+            if to[i].is_some() || !src.per_cpu.keys().any(|c| busiest.contains(c)) {
+                continue;
+            }
+            for &c in cands.iter().filter(|c| on_cpus(src) != [**c]) {
+                let gain = now.cost() - peaks(&moved(&load, src, c), slots).cost();
+                if gain > frac * src.rate() && best.is_none_or(|b| gain > b.0) {
+                    best = Some((gain, i, c));
+                }
+            }
+        }
+        let Some((_, i, c)) = best else {
+            return (to, load);
+        };
+        load = moved(&load, heavy[i].0, c);
+        to[i] = Some(c);
+    }
+}
+
+/// `load` with `src` taken off the CPUs it was measured on and put on `cpu`.
+fn moved(load: &BTreeMap<u32, f64>, src: &Source, cpu: u32) -> BTreeMap<u32, f64> {
+    let mut out = load.clone();
+    for (c, r) in &src.per_cpu {
+        if let Some(l) = out.get_mut(c) {
+            *l -= r;
+        }
+    }
+    *out.get_mut(&cpu).expect("candidates are slots") += src.rate();
+    out
+}
+
+/// How many of the heavy interrupts `targets` moves, and their rate together.
+fn moved_rate(
+    heavy: &[(&Source, Vec<u32>, Option<String>)],
+    targets: &[Option<u32>],
+) -> (usize, f64) {
+    heavy
+        .iter()
+        .zip(targets)
+        .filter(|(_, to)| to.is_some())
+        .fold((0, 0.0), |(n, rate), ((src, _, _), _)| {
+            (n + 1, rate + src.rate())
+        })
 }
 
 fn kept_entry(src: &Source, why: String) -> Kept {
@@ -384,21 +521,31 @@ fn on_cpus(src: &Source) -> Vec<u32> {
     }
 }
 
-/// The allowed CPUs, narrowed to the device's node when it has any of them.
-fn candidates(src: &Source, allowed: Vec<u32>, slots: &[Slot], any_node: bool) -> Vec<u32> {
+/// The allowed CPUs, narrowed to the device's node when it has any of them; when it has none,
+/// all of them, with why none of the node's (`mask` is what the affinity allows).
+fn candidates(
+    src: &Source,
+    mask: &[u32],
+    allowed: Vec<u32>,
+    slots: &[Slot],
+    any_node: bool,
+) -> (Vec<u32>, Option<String>) {
     let Some(node) = src.node.filter(|_| !any_node) else {
-        return allowed;
+        return (allowed, None);
     };
-    let local: Vec<u32> = allowed
-        .iter()
-        .copied()
-        .filter(|c| slots.iter().any(|s| s.cpu == *c && s.node == node))
-        .collect();
-    if local.is_empty() {
-        allowed
-    } else {
-        local
+    let on_node = |c: &u32| slots.iter().any(|s| s.cpu == *c && s.node == node);
+    let local: Vec<u32> = allowed.iter().copied().filter(on_node).collect();
+    if !local.is_empty() {
+        return (local, None);
     }
+    let why = if !slots.iter().any(|s| s.node == node) {
+        format!("no CPU of its device's node {node} can take interrupts (offline or isolated)")
+    } else if !mask.iter().any(on_node) {
+        format!("its affinity allows no CPU of its device's node {node}")
+    } else {
+        format!("every CPU of its device's node {node} that its affinity allows is banned")
+    };
+    (allowed, Some(why))
 }
 
 /// Package, core and CPU load per CPU if `rate` were added on `cpu`.
@@ -529,6 +676,81 @@ mod tests {
         assert!(p.balanced);
     }
 
+    /// With no heavy interrupt there is nothing to balance: the plan says so, not "balanced"
+    /// (a CPU under 8 light interrupts read as balanced).
+    #[test]
+    fn a_load_with_nothing_heavy_is_not_called_balanced() {
+        let light: Vec<Source> = (0..8).map(|i| src(40 + i, &[(0, 500.0)], ALL)).collect();
+        let p = plan(&light, &box8(), Options::default());
+        assert!(p.moves.is_empty());
+        assert!(p.nothing_heavy && !p.balanced, "{p:?}");
+        let heavy = plan(&pinned_four(ALL)[..1], &box8(), Options::default());
+        assert!(heavy.balanced && !heavy.nothing_heavy, "{heavy:?}");
+    }
+
+    /// With `heavy` 0 (a plan file may say so), interrupts that never fired were moved: pure
+    /// churn. They are never heavy.
+    #[test]
+    fn an_interrupt_that_never_fired_is_never_heavy() {
+        let mut silent = src(41, &[], ALL);
+        silent.effective = vec![0];
+        let sources = vec![src(40, &[(0, 10.0)], ALL), silent];
+        let p = plan(
+            &sources,
+            &box8(),
+            Options {
+                heavy: 0.0,
+                min_gain_pct: 0.0,
+                ..Options::default()
+            },
+        );
+        assert!(p.moves.iter().all(|m| m.irq != 41), "{:?}", p.moves);
+    }
+
+    /// ht4 in the audit (4 packages of one core's 2 threads, CPUs 2p and 2p+1), balanced one
+    /// NIC interrupt to a CPU, until an admin pinned IRQ 36 to CPU 5 beside 38. The greedy plan
+    /// made five moves (33 4->2, 35 7->4, 29 1->3, 38 5->7, 32 3->1) for a 33.8% gain where
+    /// moving 38 to the empty CPU 2 alone gains 31.6%.
+    #[test]
+    fn one_interrupt_moved_by_hand_gives_one_move_not_five() {
+        let ht4: Vec<Slot> = box8()
+            .into_iter()
+            .map(|s| Slot {
+                package: s.cpu / 2,
+                core: 0,
+                ..s
+            })
+            .collect();
+        let heavy_50 = Options {
+            heavy: 50.0,
+            ..Options::default()
+        };
+        let sources = vec![
+            src(39, &[(0, 170.0)], ALL),
+            src(29, &[(1, 121.0)], ALL),
+            src(32, &[(3, 111.0)], ALL),
+            src(33, &[(4, 150.0)], ALL),
+            src(36, &[(5, 149.0)], &[5]),
+            src(38, &[(5, 119.0)], ALL),
+            src(30, &[(6, 166.0)], ALL),
+            src(35, &[(7, 127.0)], ALL),
+        ];
+        let p = plan(&sources, &ht4, heavy_50.clone());
+        assert_eq!(moved(&p), vec![(38, 2)]);
+        assert_eq!(p.peaks_before.cost(), 686.0);
+        assert_eq!(p.peaks_after.cost(), 469.0);
+        // Applied, the next plan moves nothing.
+        let after: Vec<Source> = sources
+            .iter()
+            .map(|s| match s.irq {
+                38 => src(38, &[(2, 119.0)], ALL),
+                _ => s.clone(),
+            })
+            .collect();
+        let again = plan(&after, &ht4, heavy_50);
+        assert!(again.moves.is_empty(), "{:?}", again.moves);
+    }
+
     #[test]
     fn small_gains_below_the_threshold_are_not_worth_a_move() {
         // 10k + 1k on CPU 0 against 10k on CPU 4: moving the 1k lowers the peaks a little.
@@ -572,27 +794,40 @@ mod tests {
         assert_eq!(p.cpu_after[&0], 50_500.0);
     }
 
-    #[test]
-    fn interrupts_stay_on_their_devices_node_and_off_isolated_cpus() {
-        // Node 1 is package 1; CPU 7 is isolated (not a slot).
-        let slots: Vec<Slot> = box8()
+    /// `box8` with each package a node: node 1 is CPUs 4-7.
+    fn box8_two_nodes() -> Vec<Slot> {
+        box8()
             .into_iter()
-            .filter(|s| s.cpu != 7)
             .map(|s| Slot {
                 node: s.package,
                 ..s
             })
-            .collect();
-        let sources: Vec<Source> = (0..4)
+            .collect()
+    }
+
+    /// `n` heavy interrupts (IRQ 60 on) of a device on node 1, all on CPU 4.
+    fn node1_pileup(n: u32) -> Vec<Source> {
+        (0..n)
             .map(|i| {
                 let mut s = src(60 + i, &[(4, 10_000.0 - i as f64)], ALL);
                 s.node = Some(1);
                 s
             })
+            .collect()
+    }
+
+    #[test]
+    fn interrupts_stay_on_their_devices_node_and_off_isolated_cpus() {
+        // CPU 7 is isolated (not a slot).
+        let slots: Vec<Slot> = box8_two_nodes()
+            .into_iter()
+            .filter(|s| s.cpu != 7)
             .collect();
+        let sources = node1_pileup(4);
         let p = plan(&sources, &slots, Options::default());
-        // CPUs 4 and 6 are one core's two threads: that core takes two, CPU 5's core one.
-        assert_eq!(moved(&p), vec![(61, 5), (62, 6), (63, 6)]);
+        // CPUs 4 and 6 are one core's two threads: one of them carries two, CPU 5's core
+        // one. Two stay on CPU 4: two moves give the loads three would.
+        assert_eq!(moved(&p), vec![(60, 5), (61, 6)]);
         let anywhere = plan(
             &sources,
             &slots,
@@ -691,6 +926,48 @@ mod tests {
             },
         );
         assert!(m.moves.is_empty() && m.pinned.is_none());
+    }
+
+    /// The biggest of four pinned interrupts stays on its CPU when all are unpinned: the plan
+    /// names it, so applying it journals it as unpinned too (not left a user's pin).
+    #[test]
+    fn a_pinned_interrupt_unpinned_but_kept_where_it_is_is_named() {
+        let all = Options {
+            unpin: Unpin::All,
+            ..Options::default()
+        };
+        let p = plan(&pinned_four(&[0]), &box8(), all.clone());
+        assert_eq!(moved(&p), vec![(41, 4), (42, 5), (43, 1)]);
+        assert_eq!(p.unpinned_in_place, vec![40]);
+        // Not pinned, it needs no taking over.
+        assert!(plan(&pinned_four(ALL), &box8(), all)
+            .unpinned_in_place
+            .is_empty());
+    }
+
+    /// Banning every CPU of a device's node sent its interrupts to another node without a word.
+    #[test]
+    fn a_move_off_the_devices_node_says_why() {
+        let slots = box8_two_nodes();
+        let sources = node1_pileup(2);
+        let banned = Options {
+            banned: vec![4, 5, 6, 7],
+            ..Options::default()
+        };
+        let p = plan(&sources, &slots, banned);
+        assert_eq!(p.moves.len(), 2, "{:?}", p.moves);
+        let why = "every CPU of its device's node 1 that its affinity allows is banned";
+        assert_eq!(p.off_node.get(&60).map(String::as_str), Some(why));
+        assert_eq!(p.off_node.get(&61).map(String::as_str), Some(why));
+        let text = super::super::render::plan_text(&p, 1.0);
+        assert!(
+            text.contains(&format!("IRQ 60 goes off its device's node: {why}")),
+            "{text}"
+        );
+        // Within the node: nothing to say.
+        assert!(plan(&sources, &slots, Options::default())
+            .off_node
+            .is_empty());
     }
 
     #[test]

@@ -55,6 +55,9 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
             );
         }
     }
+    for (irq, why) in &p.off_node {
+        let _ = writeln!(out, "IRQ {irq} goes off its device's node: {why}");
+    }
     if !p.kept.is_empty() {
         let _ = writeln!(
             out,
@@ -95,18 +98,46 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
     if let Some(pin) = &p.pinned {
         out.push_str(&pinned_text(pin));
     }
+    if let Some(note) = unpinned_in_place_note(p) {
+        let _ = writeln!(out, "{note}");
+    }
     if !p.options.banned.is_empty() {
+        let offline = match p.banned_offline.as_slice() {
+            [] => String::new(),
+            cpus => format!(" (offline: {})", format_cpulist(cpus)),
+        };
         let _ = writeln!(
             out,
-            "banned CPUs (no interrupt moved there): {}",
+            "banned CPUs (no interrupt moved there): {}{offline}",
             format_cpulist(&p.options.banned)
         );
     }
     out
 }
 
+/// Pinned interrupts unpinned where they are: written as they are, so they are iolab's.
+pub(crate) fn unpinned_in_place_note(p: &Plan) -> Option<String> {
+    (!p.unpinned_in_place.is_empty()).then(|| {
+        format!(
+            "unpinned where they are: IRQ {} (their affinity is journaled as iolab's, so later \
+             plans may move them; `iolab irq rollback` restores the pins)",
+            format_cpulist(&p.unpinned_in_place)
+        )
+    })
+}
+
+/// Said where no plan is printed (`irq apply`, the daemon's log): banned CPUs that are offline.
+pub(crate) fn banned_offline_note(p: &Plan) -> Option<String> {
+    (!p.banned_offline.is_empty()).then(|| {
+        format!(
+            "--ban-cpus: CPU {} is offline now (banned should it come online)",
+            format_cpulist(&p.banned_offline)
+        )
+    })
+}
+
 /// Why a plan with no moves moves nothing.
-fn why_nothing_moves(p: &Plan) -> &'static str {
+pub(crate) fn why_nothing_moves(p: &Plan) -> &'static str {
     if p.pinned.is_some() {
         "the heavy interrupts are pinned"
     } else if p.kept.iter().any(|k| k.why.starts_with("balanced")) {

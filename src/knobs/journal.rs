@@ -304,11 +304,6 @@ impl Journal {
         Ok(j)
     }
 
-    /// `resume_at` for this machine.
-    pub(crate) fn resume_in(dir: &Path) -> Result<Journal, KnobError> {
-        Journal::resume_at(dir, &SysRoot::live())
-    }
-
     /// Takes over the journal in `dir` to add to it, keeping the entries an earlier process
     /// left there (a placement applied to stay, e.g. by `iolab irq apply`): a later restore
     /// then goes all the way back to the values before the first change. Fails if another
@@ -397,7 +392,7 @@ impl Journal {
     }
 
     /// Ends this process's hold on the journal without restoring: the changes stay in effect
-    /// and on disk, for a later `resume_in` + `restore`, or `replay`.
+    /// and on disk, for a later `resume_at` + `restore`, or `replay`.
     pub fn keep(mut self) {
         self.finished = true;
     }
@@ -551,7 +546,31 @@ impl Journal {
             self.persist()?;
             return Err(e.naming(&shown));
         }
+        self.record_what_it_reads(path)?;
         Ok(old)
+    }
+
+    /// Makes the newest entry of `path` hold what the knob reads after iolab's write, when
+    /// that differs from what was written: the kernel may keep another value (tracefs keeps
+    /// `buffer_size_kb` in whole pages: 65536 written reads 65538), and a restore that compared
+    /// with the written one said someone had changed it meanwhile. Only a plain attribute (a
+    /// read may not block), and not an interrupt (its mask reads back in another form, and the
+    /// placement journal's entries hold what iolab wrote).
+    fn record_what_it_reads(&mut self, path: &str) -> Result<(), KnobError> {
+        let file = self.locate(path)?;
+        if path.starts_with("/proc/irq/") || !Path::new(&file).is_file() {
+            return Ok(());
+        }
+        let Ok(now) = read_attr(&file) else {
+            return Ok(());
+        };
+        match self.file.entries.last_mut() {
+            Some(e) if e.path == path && e.new.trim() != now.trim() => {
+                e.new = now;
+                self.persist()
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Sets each `(path, value)` in order, then checks that each still reads as it did right
@@ -1242,6 +1261,28 @@ mod tests {
         fn journal(&self, state: &Path) -> Journal {
             Journal::begin_at(state, &self.root).unwrap()
         }
+    }
+
+    /// After a killed `trace record`, restore said buffer_size_kb "read 65538, not the 65536
+    /// iolab had set: someone changed it meanwhile": the kernel keeps it in whole pages. What
+    /// the knob reads after iolab's write is what iolab set.
+    #[test]
+    fn a_value_the_kernel_keeps_otherwise_is_not_someone_elses_change() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let live = "/sys/kernel/tracing/buffer_size_kb";
+        std::fs::create_dir_all(sys.file("/sys/kernel/tracing")).unwrap();
+        std::fs::write(sys.file(live), "1408\n").unwrap();
+        let mut j = sys.journal(state.path());
+        j.set(live, "65536").unwrap();
+        // The kernel's rounding at the write, made by hand here (a plain file keeps what
+        // was written), then what `set` does after every write.
+        std::fs::write(sys.file(live), "65538\n").unwrap();
+        j.record_what_it_reads(live).unwrap();
+        assert_eq!(j.entries()[0].new, "65538");
+        let r = j.restore().unwrap();
+        assert!(r.overridden.is_empty(), "{:?}", r.overridden);
+        assert_eq!(sys.read(live), "1408");
     }
 
     #[test]

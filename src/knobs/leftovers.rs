@@ -248,6 +248,20 @@ impl Leftovers {
     }
 }
 
+impl Leftovers {
+    /// True when something besides the knob journal was put back or removed.
+    fn undid_anything_else(&self) -> bool {
+        self.tracer.is_some()
+            || self.irq_daemon.is_some()
+            || self.tracefs_mount.is_some()
+            || !self.scratch_devices_removed.is_empty()
+            || !self.fio_run_directories_removed.is_empty()
+            || !self.agent_traces_removed.is_empty()
+            || !self.experiments_interrupted.is_empty()
+            || !self.hosts.is_empty()
+    }
+}
+
 impl crate::output::Render for Leftovers {
     fn text(&self) -> String {
         let mut out = String::new();
@@ -259,6 +273,8 @@ impl crate::output::Render for Leftovers {
                 let _ = writeln!(out, "journal {} kept", self.journal.display());
             }
             None if self.knobs_in_use => {}
+            // The lines below say what was undone: "nothing to restore" before them was false.
+            None if self.undid_anything_else() => {}
             None => out.push_str("no knob journal: nothing to restore\n"),
             Some(r) => {
                 out += &restored_lines(r, "device no longer present", &self.irq_names);
@@ -574,6 +590,16 @@ mod tests {
             text.contains("the affinity of 7 interrupt(s) set by `iolab irq apply` (or by an"),
             "{text}"
         );
+        // No knob journal, but tracefs settings put back: not "nothing to restore".
+        assert!(!text.contains("nothing to restore"), "{text}");
+        let nothing = Leftovers {
+            tracer: None,
+            tracefs_mount: None,
+            hosts: Vec::new(),
+            irq_placements_in_effect: 0,
+            ..left
+        };
+        assert_eq!(nothing.text(), "no knob journal: nothing to restore\n");
         assert!(
             text.contains("restored /sys/kernel/tracing/current_tracer = nop (was blk)"),
             "{text}"
