@@ -12,7 +12,7 @@
 //!   small ones, so request counts differ from fio's by design while bytes may not.
 //!   Buffered I/O is left out: the page cache decides what reaches the device.
 //! - with `trace = true`, the bytes completed in the block trace against fio's (1%, direct
-//!   I/O only); with `ramp_time`, the trace's bytes over fio's measured interval only (the
+//!   I/O only; reads and writes, as a discard moves no data); with `ramp_time`, the trace's bytes over fio's measured interval only (the
 //!   trace also holds the ramp's I/O, which fio does not count), the interval's uncertainty
 //!   added to the tolerance.
 //! - for each job, the percentiles taken from its `json+` histogram the way iolab merges them
@@ -260,9 +260,11 @@ pub(crate) fn trace_vs_fio(
         .iter()
         .filter(|j| !named || device_of(j) == Some(device))
         .collect();
+    // Data moved: the trace counts a discard apart from the writes (it moves no data), so
+    // fio's trimmed bytes are no part of either side.
     let fio_mb = jobs
         .iter()
-        .map(|j| j.read.io_bytes + j.write.io_bytes + j.trim.io_bytes)
+        .map(|j| j.read.io_bytes + j.write.io_bytes)
         .sum::<u64>() as f64
         / 1e6;
     let check = |other: f64, other_is: &str| {
@@ -508,6 +510,13 @@ mod tests {
         assert!(
             note.contains("8192 KiB per CPU") && note.contains("buffer_kb"),
             "{note}"
+        );
+        // Trims are no data on either side: fio's trimmed bytes are not compared.
+        let mut trimmed = report(1.0, DIRECT);
+        trimmed.jobs[0].trim.io_bytes = 500_000_000;
+        assert_eq!(
+            trace_vs_fio(&trimmed, "loop0", whole(82.0), (0.0, Some(8192))).verdict,
+            "ok"
         );
         // Through the page cache, the device sees what the cache lets through.
         let buffered = report(1.0, r#""filename": "/dev/loop0", "direct": "0""#);
