@@ -383,23 +383,14 @@ fn remove_earlier_files(base: &Path, max: u32) -> (Vec<PathBuf>, Vec<String>) {
     let Some(stem) = base.file_name().and_then(|n| n.to_str()) else {
         return (Vec::new(), Vec::new());
     };
-    let prefix = format!("{stem}.blktrace.");
     let mut earlier: Vec<PathBuf> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let rest = name.strip_prefix(&prefix)?;
-            let (cpu, gz) = match rest.strip_suffix(".gz") {
-                Some(cpu) => (cpu, true),
-                None => (rest, false),
-            };
-            let cpu: u32 = cpu
-                .parse()
-                .ok()
-                .filter(|_| cpu.bytes().all(|b| b.is_ascii_digit()))?;
-            (gz || cpu > max).then(|| dir.join(name))
+            let (base, cpu, gz) = super::stream::cpu_file(&name)?;
+            (base == stem && (gz || cpu > max)).then(|| dir.join(&name))
         })
         .collect();
     earlier.sort();

@@ -275,12 +275,9 @@ pub fn unread_cpu_files(names: &[PathBuf]) -> Vec<String> {
 /// The recording a name stands for: `NAME` of `NAME.blktrace.N[.gz]`, else the name.
 fn recording_of(name: &std::path::Path) -> String {
     let full = name.display().to_string();
-    let plain = full.strip_suffix(".gz").unwrap_or(&full);
-    match plain.rsplit_once(".blktrace.") {
-        Some((base, cpu)) if !cpu.is_empty() && cpu.bytes().all(|b| b.is_ascii_digit()) => {
-            base.to_string()
-        }
-        _ => full,
+    match super::stream::cpu_file(&full) {
+        Some((base, _, _)) => base.to_string(),
+        None => full,
     }
 }
 

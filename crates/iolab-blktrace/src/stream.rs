@@ -413,6 +413,21 @@ fn is_stream(name: &Path) -> bool {
     })
 }
 
+/// A CPU's file of a recording, `NAME.blktrace.N` or `NAME.blktrace.N.gz`, taken apart:
+/// (NAME, N, compressed).
+pub fn cpu_file(name: &str) -> Option<(&str, u32, bool)> {
+    let (plain, gz) = match name.strip_suffix(".gz") {
+        Some(plain) => (plain, true),
+        None => (name, false),
+    };
+    let (base, cpu) = plain.rsplit_once(".blktrace.")?;
+    let n = cpu
+        .parse()
+        .ok()
+        .filter(|_| cpu.bytes().all(|b| b.is_ascii_digit()))?;
+    Some((base, n, gz))
+}
+
 /// Whether the trace `name` can be read only once: standard input (`-`) or a pipe.
 pub fn reads_once(name: &Path) -> bool {
     name == Path::new("-") || is_stream(name)
