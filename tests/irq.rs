@@ -419,7 +419,9 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
     j.keep();
     // Pinned by someone else after the placement: rollback leaves that pin, and says so.
     std::fs::write(file(161), pinned.to_string()).unwrap();
-    let report = apply::rollback(state.path(), &root).unwrap().unwrap();
+    let report = apply::rollback(state.path(), &root, false)
+        .unwrap()
+        .unwrap();
     // An interrupt delivered to fewer CPUs than its mask goes back in two writes (its CPU,
     // then its mask): six interrupts, six files.
     let files: std::collections::BTreeSet<&str> =
@@ -434,7 +436,9 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
     let left = &json["changed_since"][0];
     assert_eq!(left["now"], pinned.to_string(), "{json}");
     assert_eq!(left["entries"][0]["new"], to161.to_string(), "{json}");
-    assert!(apply::rollback(state.path(), &root).unwrap().is_none());
+    assert!(apply::rollback(state.path(), &root, false)
+        .unwrap()
+        .is_none());
 }
 
 #[test]

@@ -1810,6 +1810,18 @@ systemctl stop iolab-irq; systemctl reset-failed iolab-irq
 journalctl -u iolab-irq -o cat --no-pager >$LAB_OUT/refused.log
 printf '[Service]\nRestrictAddressFamilies=AF_INET AF_INET6\n' >/run/systemd/system/iolab-irq.service.d/listen.conf
 systemctl daemon-reload
+# A placement of `irq apply` in the service's state directory: its daemon refuses to start
+# (exit 3), is not started again after RestartSec=, and its clean-up leaves the placement.
+pile; sleep 1
+IOLAB_STATE_DIR=/var/lib/iolab $IOLAB irq apply $H --over 3s --json >$LAB_OUT/svc-apply.json 2>$LAB_OUT/svc-apply.json.err
+affs >$LAB_OUT/aff.svc-applied
+systemctl start iolab-irq
+sleep 15
+systemctl show -p Result -p ExecMainStatus -p NRestarts iolab-irq >$LAB_OUT/svc-refused.result
+affs >$LAB_OUT/aff.svc-refused
+journalctl -u iolab-irq -o cat --no-pager >$LAB_OUT/svc-refused.log
+systemctl reset-failed iolab-irq
+IOLAB_STATE_DIR=/var/lib/iolab $IOLAB irq rollback --json >$LAB_OUT/svc-rollback.json
 pile; sleep 1
 affs >$LAB_OUT/aff.before
 systemctl start iolab-irq
@@ -1830,6 +1842,28 @@ put_back
     );
     let b = boot_as("ht4", &script, 600, &drive_http, true);
     assert_eq!(b.code, Some(0), "{}", b.log);
+    // Refused beside an applied placement: not restarted, the placement left for its owner.
+    let applied = b.json("svc-apply.json");
+    assert!(
+        !applied["applied"].as_array().unwrap().is_empty(),
+        "apply moved nothing, so nothing was in the daemon's way: {applied:#}"
+    );
+    let result = b.text("svc-refused.result");
+    for want in ["ExecMainStatus=3", "NRestarts=0", "Result=exit-code"] {
+        assert!(result.contains(want), "{want:?} not in {result}");
+    }
+    assert!(
+        b.text("svc-refused.log")
+            .contains("placed by `iolab irq apply` (or a daemon with --keep) is in effect"),
+        "{}",
+        b.text("svc-refused.log")
+    );
+    assert_eq!(b.text("aff.svc-refused"), b.text("aff.svc-applied"));
+    let rolled = b.json("svc-rollback.json");
+    assert!(
+        !rolled["restored"].as_array().unwrap().is_empty(),
+        "{rolled:#}"
+    );
     let log = b.text("daemon.log");
     for trouble in ["error", "warning", "denied", "not permitted", "Read-only"] {
         assert!(!log.contains(trouble), "the daemon met {trouble:?}: {log}");

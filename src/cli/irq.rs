@@ -71,7 +71,8 @@ pub(crate) struct PlanningArgs {
     /// affinity of one CPU or of one core's SMT threads (a user's or a start-up script's);
     /// pins are respected unless named here, and `plan` says when they pile heavy
     /// interrupts up and how much less the busiest CPU would carry without them. `iolab irq
-    /// rollback` restores the pins.
+    /// rollback` restores the pins. Managed interrupts (a queue's, placed by its driver) cannot
+    /// be moved: `all` leaves them, and naming one is refused.
     #[arg(long, value_name = "all|IRQ,...", value_parser = parse_unpin)]
     pub unpin: Option<plan::Unpin>,
     /// Keep these CPUs free of moved interrupts (a list such as 0,2-3, like irqbalance's
@@ -198,13 +199,19 @@ pub(crate) struct ApplyArgs {
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
 pub(crate) struct RollbackArgs {
+    /// Only a placement a daemon without --keep left when it was killed or crashed; one made
+    /// by `irq apply`, or kept by a daemon with --keep, stays (`left_in_effect` in the JSON).
+    /// For a service manager's clean-up after the daemon (iolab-irq.service's ExecStopPost=).
+    #[arg(long)]
+    pub after_daemon: bool,
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
 }
 
 /// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
 /// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep; so without --keep
-/// it does not start while a placement of `irq apply` is in effect. Interrupts of a
+/// it does not start while a placement of `irq apply` is in effect (it exits 3 then, having
+/// changed nothing; the packaged service is not started again). Interrupts of a
 /// disk or NIC an experiment is measuring, and ones another iolab is moving, are left alone
 /// (logged) until it is done.
 #[derive(Debug, clap::Args)]
@@ -302,7 +309,7 @@ fn apply_cmd(a: ApplyArgs) -> anyhow::Result<()> {
 }
 
 fn rollback_cmd(a: RollbackArgs) -> anyhow::Result<()> {
-    crate::output::print(&commands::rollback()?, a.out)
+    crate::output::print(&commands::rollback(a.after_daemon)?, a.out)
 }
 
 fn daemon_cmd(a: DaemonArgs) -> anyhow::Result<()> {

@@ -96,6 +96,9 @@ pub fn main() -> i32 {
             if e.downcast_ref::<Usage>().is_some() {
                 return 2;
             }
+            if e.downcast_ref::<crate::irq::daemon::Refused>().is_some() {
+                return crate::irq::daemon::Refused::EXIT_STATUS;
+            }
             e.downcast_ref::<run::Stopped>()
                 .map_or(1, run::Stopped::exit_code)
         }

@@ -330,10 +330,19 @@ fn apply_one(
     }))
 }
 
-/// Puts every interrupt iolab moved under `root` back where it was. `Ok(None)`: nothing was
-/// applied.
-pub fn rollback(dir: &Path, root: &SysRoot) -> Result<Option<RestoreReport>> {
-    Ok(crate::knobs::replay(dir, root)?)
+/// Puts every interrupt iolab moved under `root` back where it was; `after_daemon`, only if
+/// a daemon without --keep placed them (and was killed). `Ok(None)`: nothing was put back.
+pub fn rollback(dir: &Path, root: &SysRoot, after_daemon: bool) -> Result<Option<RestoreReport>> {
+    Ok(crate::knobs::replay_if(dir, root, |undone_if_killed| {
+        undone_if_killed || !after_daemon
+    })?)
+}
+
+/// How many interrupts journal `entries` name (two entries for one: its old CPU, then its old
+/// mask).
+pub(super) fn placed_irqs(entries: &[crate::knobs::JournalEntry]) -> usize {
+    let files: std::collections::BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    files.len()
 }
 
 #[cfg(test)]
@@ -386,8 +395,38 @@ mod tests {
         let s = sources.iter().find(|s| s.irq == 161).unwrap();
         assert_eq!(s.allowed, m.online);
         // Rollback writes the pin back.
-        let r = rollback(state.path(), &root).unwrap().unwrap();
+        let r = rollback(state.path(), &root, false).unwrap().unwrap();
         assert_eq!(r.restored.last().unwrap().old, "4");
+    }
+
+    /// The service's clean-up after its daemon (`rollback --after-daemon`) rolled back an
+    /// `irq apply` the daemon had refused to start beside. Now it puts back only what a
+    /// daemon without --keep left when killed.
+    #[test]
+    fn rollback_after_a_daemon_undoes_only_a_killed_daemons_placement() {
+        let machine = super::super::fixture::two_node();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let m = Machine::read(&root).unwrap();
+        let file = machine.path().join("proc/irq/161/smp_affinity_list");
+        let now = || std::fs::read_to_string(&file).unwrap().trim().to_string();
+        let state = tempfile::tempdir().unwrap();
+        let mut j = take_placement(state.path(), &root).unwrap();
+        apply(&root, &m, &[super::super::fixture::move_161(6)], &mut j).unwrap();
+        release(j);
+        assert!(rollback(state.path(), &root, true).unwrap().is_none());
+        assert_eq!(now(), "6");
+        assert_eq!(
+            placed_irqs(&crate::knobs::pending(state.path()).unwrap()),
+            1
+        );
+        // The same placement as a daemon without --keep leaves it when killed.
+        let mut j = take_placement(state.path(), &root).unwrap();
+        j.undone_if_killed().unwrap();
+        release(j);
+        let r = rollback(state.path(), &root, true).unwrap().unwrap();
+        assert_eq!(placed_irqs(&r.restored), 1);
+        assert_eq!(now(), "4-7,12-14");
+        assert!(crate::knobs::pending(state.path()).unwrap().is_empty());
     }
 
     /// A saved plan moving to a CPU that is not there (none such, or offline) said the IRQ

@@ -172,40 +172,67 @@ pub(crate) fn refuse_beside_irqbalance(root: &SysRoot, force: bool) -> Result<()
     Ok(())
 }
 
-/// What `irq rollback` put back (`None`: nothing placed by iolab), and the interrupts'
-/// names to say which each line is about (text only).
-pub(crate) struct RolledBack(pub Option<RestoreReport>, BTreeMap<u32, String>);
+/// What `irq rollback` put back (`None`: nothing placed by iolab), how many interrupts it left
+/// placed (`--after-daemon` leaves a placement meant to stay), and the interrupts' names to
+/// say which each line is about (text only).
+pub(crate) struct RolledBack {
+    pub report: Option<RestoreReport>,
+    pub left_in_effect: usize,
+    names: BTreeMap<u32, String>,
+}
 
 /// As JSON, nothing to roll back is a report with nothing in it (a script reads the same
 /// fields either way), not `null`.
 impl Serialize for RolledBack {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match &self.0 {
-            Some(r) => r.serialize(s),
-            None => RestoreReport::default().serialize(s),
+        #[derive(Serialize)]
+        struct Json<'a> {
+            #[serde(flatten)]
+            report: &'a RestoreReport,
+            left_in_effect: usize,
         }
+        let none = RestoreReport::default();
+        Json {
+            report: self.report.as_ref().unwrap_or(&none),
+            left_in_effect: self.left_in_effect,
+        }
+        .serialize(s)
     }
 }
 
 impl Render for RolledBack {
     fn text(&self) -> String {
-        match &self.0 {
-            None => "no interrupt placement by iolab to roll back\n".to_string(),
-            Some(r) => crate::knobs::leftovers::restored_lines(
+        match (&self.report, self.left_in_effect) {
+            (None, 0) => "no interrupt placement by iolab to roll back\n".to_string(),
+            (None, n) => format!(
+                "the affinity of {n} interrupt(s) placed by `iolab irq apply` (or a daemon with \
+                 --keep) is left in effect: only a placement a daemon without --keep left when \
+                 it was killed is rolled back with --after-daemon\n"
+            ),
+            (Some(r), _) => crate::knobs::leftovers::restored_lines(
                 r,
                 "the interrupt no longer exists",
-                &self.1,
+                &self.names,
             ),
         }
     }
 }
 
-/// Puts back every affinity in the placement journal.
-pub(crate) fn rollback() -> Result<RolledBack> {
-    Ok(RolledBack(
-        apply::rollback(&apply::journal_dir(), &SysRoot::live())?,
-        super::names(&SysRoot::live()),
-    ))
+/// Puts back every affinity in the placement journal; `after_daemon`, only one a daemon
+/// without --keep left when it was killed (a service manager's clean-up after the daemon,
+/// which must not undo an `irq apply` the daemon refused to start beside).
+pub(crate) fn rollback(after_daemon: bool) -> Result<RolledBack> {
+    let (dir, root) = (apply::journal_dir(), SysRoot::live());
+    let report = apply::rollback(&dir, &root, after_daemon)?;
+    let left_in_effect = match report {
+        None if after_daemon => apply::placed_irqs(&crate::knobs::pending(&dir)?),
+        _ => 0,
+    };
+    Ok(RolledBack {
+        report,
+        left_in_effect,
+        names: super::names(&root),
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::metrics::Figures;
 use super::plan::Options;
 use crate::knobs::Journal;
 use crate::sys::SysRoot;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use std::path::Path;
 use std::time::Duration;
 
@@ -74,6 +74,17 @@ impl Level {
     }
 }
 
+/// The daemon would not start beside a placement meant to stay, and changed nothing. It exits
+/// with its own status ([`Refused::EXIT_STATUS`]), so a service manager neither starts it
+/// again nor takes it for a crash to clean up after (iolab-irq.service).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Refused(String);
+
+impl Refused {
+    pub(crate) const EXIT_STATUS: i32 = 3;
+}
+
 /// Runs with the placement journal in `dir` until `wait` reports a signal or the cycles are
 /// done. `log` gets one line per decision; `publish` gets the figures of every look (for
 /// `--metrics-file` / `--listen`).
@@ -95,15 +106,16 @@ pub(crate) fn run(
     let killed_daemons = crate::knobs::undone_if_killed(dir);
     let mut journal = apply::take_placement(dir, root)?;
     if !s.keep {
-        let placed = placed_irqs(journal.entries());
+        let placed = apply::placed_irqs(journal.entries());
         if placed > 0 && !killed_daemons {
             apply::release(journal);
-            bail!(
+            return Err(Refused(format!(
                 "the affinity of {placed} interrupt(s) placed by `iolab irq apply` (or a daemon \
                  with --keep) is in effect; without --keep this daemon would put it back when \
                  it stops: run `iolab irq rollback` first, or run the daemon with --keep to \
                  balance on from that placement"
-            );
+            ))
+            .into());
         }
         // Its placements end with it: killed, `iolab restore` puts them back.
         journal.undone_if_killed()?;
@@ -132,13 +144,6 @@ pub(crate) fn run(
     })();
     d.stop()?;
     result
-}
-
-/// How many interrupts journal `entries` name (two entries for one: its old CPU, then its old
-/// mask).
-fn placed_irqs(entries: &[crate::knobs::JournalEntry]) -> usize {
-    let files: std::collections::BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
-    files.len()
 }
 
 /// The daemon between looks: where it keeps its journal, what it says, and its tally.
@@ -293,7 +298,7 @@ impl Daemon<'_> {
             return Ok(());
         }
         let r = self.journal.restore()?;
-        let said = match placed_irqs(&r.restored) {
+        let said = match apply::placed_irqs(&r.restored) {
             0 => "nothing to put back: no interrupt was moved".to_string(),
             n => format!("put back the affinity of {n} interrupt(s)"),
         };
@@ -368,8 +373,10 @@ mod tests {
         assert!(placed());
         let err = run_logged(&root, state.path(), &quiet(1, false))
             .0
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+        // Its own exit status: the packaged service neither restarts it nor cleans up after it.
+        assert!(err.downcast_ref::<Refused>().is_some(), "{err:#}");
+        let err = err.to_string();
         assert!(
             err.contains("the affinity of 1 interrupt(s) placed by `iolab irq apply`")
                 && err.contains("`iolab irq rollback` first, or run the daemon with --keep"),

@@ -64,6 +64,19 @@ pub(crate) fn plan_for(
                 format_cpulist(&missing)
             );
         }
+        // Named on purpose, so not passed over in silence as `--unpin all` passes them.
+        let managed: Vec<u32> = sources
+            .iter()
+            .filter(|s| s.managed && list.contains(&s.irq))
+            .map(|s| s.irq)
+            .collect();
+        if !managed.is_empty() {
+            anyhow::bail!(
+                "--unpin: IRQ {} is managed by the kernel (a queue's interrupt, its CPUs set by \
+                 the driver): nobody can move it",
+                format_cpulist(&managed)
+            );
+        }
     }
     let online = |c: &u32| m.cpus.iter().any(|k| k.cpu == *c);
     let (offline, unknown): (Vec<u32>, Vec<u32>) = options
@@ -150,5 +163,29 @@ mod tests {
         );
         let err = banning(vec![3, 99]).unwrap_err().to_string();
         assert_eq!(err, "--ban-cpus: CPU 99 does not exist here (CPUs: 0-31)");
+    }
+
+    /// A managed interrupt named in `--unpin` was passed over in silence: the user asked for a
+    /// move that cannot be made.
+    #[test]
+    fn unpinning_a_managed_interrupt_by_name_is_refused() {
+        let machine = fixture::two_node();
+        let m = Machine::read(&SysRoot::at(machine.path()).unwrap()).unwrap();
+        let unpinning = |irqs: Vec<u32>| {
+            plan_for(
+                &m,
+                &Default::default(),
+                plan::Options {
+                    unpin: plan::Unpin::Irqs(irqs),
+                    ..plan::Options::default()
+                },
+            )
+        };
+        let err = unpinning(vec![161, 121, 122]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--unpin: IRQ 121-122 is managed by the kernel"),
+            "{err}"
+        );
+        unpinning(vec![161]).unwrap();
     }
 }

@@ -827,6 +827,18 @@ pub(crate) fn root_of(dir: &Path) -> Result<SysRoot, KnobError> {
 /// journal names first: they are not restored under another iolab that is changing them now.
 /// Only a journal of `root` (the live machine, but for tests) is replayed.
 pub(crate) fn replay(dir: &Path, root: &SysRoot) -> Result<Option<RestoreReport>, KnobError> {
+    replay_if(dir, root, |_| true)
+}
+
+/// [`replay`], of a journal whose owner marked it undone if killed (`undone_if_killed`) only
+/// when `wanted` says so for that mark; decided under the journal's lock, so a process that
+/// takes the journal over meanwhile is not undone in its place. A journal of an earlier boot
+/// is dropped either way.
+pub(crate) fn replay_if(
+    dir: &Path,
+    root: &SysRoot,
+    wanted: impl Fn(bool) -> bool,
+) -> Result<Option<RestoreReport>, KnobError> {
     let path = dir.join(JOURNAL);
     if !path.exists() {
         return Ok(None);
@@ -843,6 +855,9 @@ pub(crate) fn replay(dir: &Path, root: &SysRoot) -> Result<Option<RestoreReport>
             reset_by_reboot: file.entries,
             ..RestoreReport::default()
         }));
+    }
+    if !wanted(file.undo_if_killed) {
+        return Ok(None);
     }
     // Only the root the caller serves: a journal naming another (a test's fixture tree) is
     // not written back under it, nor a forged one under a tree its forger made.

@@ -17,8 +17,8 @@ mod smt;
 pub(crate) use attr::write_attr;
 pub use attr::{current_choice, probe_rewrite, read_attr};
 pub(crate) use journal::{
-    in_use, machine_locks, replay, root_of, trusted_state_dir, undone_if_killed, JournalEntry,
-    RestoreReport, TRACER_DIR,
+    in_use, machine_locks, replay, replay_if, root_of, trusted_state_dir, undone_if_killed,
+    JournalEntry, RestoreReport, TRACER_DIR,
 };
 pub use journal::{pending, pending_under, state_dir, Journal};
 
