@@ -7,8 +7,10 @@ use crate::analysis::import::{
 };
 use crate::store::{self, Store};
 
-/// Store existing fio JSON or json+ outputs as runs, one run per file, so they can be shown
-/// and compared like runs iolab made; or merge other iolab databases into this one.
+/// Store fio JSON outputs as runs, or merge other iolab databases into this one.
+///
+/// Existing fio JSON or json+ outputs are stored one run per file, so they can be shown and
+/// compared like runs iolab made.
 ///
 /// A file holding several fio runs' outputs one after another (`fio ... >>all.json` in a
 /// loop) is a run each; one run's --status-interval documents are one run, its last document.

@@ -208,7 +208,9 @@ pub(crate) struct RollbackArgs {
     pub out: crate::output::OutputArgs,
 }
 
-/// Keep interrupts balanced: measure, plan, apply, repeat with an adaptive interval. On
+/// Keep interrupts balanced: measure, plan, apply, repeat.
+///
+/// The interval between looks adapts (see --min-interval, --max-interval). On
 /// Ctrl-C/SIGTERM every affinity iolab changed is put back, unless --keep; so without --keep
 /// it does not start while a placement of `irq apply` is in effect (it exits 3 then, having
 /// changed nothing; the packaged service is not started again). Interrupts of a

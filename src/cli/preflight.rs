@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Check the machine for sources of noise (governor, turbo, C-states, SMT, irqbalance, THP,
-/// swap, load, busy processes, virtualisation).
+/// Check the machine for sources of noise.
+///
+/// Looks at the CPU frequency governor, turbo, C-states, SMT, irqbalance, THP, swap, load,
+/// busy processes and virtualisation.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the findings as JSON")))]
 pub(crate) struct PreflightArgs {

@@ -1,8 +1,9 @@
 //! `iolab restore`: undo what a killed iolab left behind (`knobs::leftovers`), here or, with
 //! `--host`, on other hosts over ssh.
 
-/// Put back knobs and tracefs settings (and remove scratch devices) left behind by an iolab
-/// that was killed; a scheduler module the kernel loaded for one of its knobs (bfq, kyber) is
+/// Put back what a killed iolab left: knobs, tracefs settings, scratch devices.
+///
+/// Knobs and tracefs settings are put back and scratch devices removed; a scheduler module the kernel loaded for one of its knobs (bfq, kyber) is
 /// unloaded again unless something uses it.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]

@@ -12,8 +12,9 @@ use anyhow::{anyhow, Result};
 use crate::experiment::run::{self as runloop, render, Settings};
 use crate::workload::{CancelToken, RealFio};
 
-/// Run an experiment: a matrix of queue knobs, CPU placements and fio options, repeated in
-/// shuffled order, with the machine sampled and every run stored.
+/// Run an experiment: a matrix of knobs, CPU placements and fio options.
+///
+/// The cells are repeated in shuffled order, with the machine sampled and every run stored.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON instead of text")))]
 pub(crate) struct RunArgs {

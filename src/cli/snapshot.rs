@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Capture the files the machine model reads into -o DIR, plus a second reading of the
+/// Save what the machine model reads, to inspect this machine elsewhere (--root).
+///
+/// Captures the files the machine model reads into -o DIR, plus a second reading of the
 /// interrupt, CPU and disk counters after the interval, for `iolab inspect --root DIR`
 /// (and every other command that takes --root) on any machine.
 #[derive(Debug, clap::Args)]

@@ -26,8 +26,9 @@ pub(crate) enum TraceCommand {
     Export(ExportArgs),
 }
 
-/// Write a trace (an experiment's compressed NAME.blktrace.N.gz files, or any trace) as plain
-/// NAME.blktrace.N files that blkparse and btt read.
+/// Write a trace as plain NAME.blktrace.N files, which blkparse and btt read.
+///
+/// The trace may be an experiment's compressed NAME.blktrace.N.gz files, or any trace.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]})")))]
 pub(crate) struct ExportArgs {
@@ -42,9 +43,11 @@ pub(crate) struct ExportArgs {
     pub out: crate::output::OutputArgs,
 }
 
-/// Draw a trace: sectors over time (reads and writes coloured), latency, queue and driver
-/// depth, throughput, IOPS and seeks per second over time, latency histogram with reads and
-/// writes apart (SVG files); with --with, several traces on one sector-vs-time chart.
+/// Draw a trace as SVG charts.
+///
+/// Sectors over time (reads and writes coloured), latency, queue and driver depth,
+/// throughput, IOPS and seeks per second over time, latency histogram with reads and writes
+/// apart (SVG files); with --with, several traces on one sector-vs-time chart.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]})")))]
 pub(crate) struct PlotArgs {
