@@ -107,4 +107,27 @@ mod tests {
             }
         }
     }
+
+    /// A command's summary is its man page's NAME line (what `whatis` and `man -k` list) and
+    /// its line in its parent's `--help`: one short line, the rest in the long help. The
+    /// daemon's ran to 480 characters.
+    #[test]
+    fn every_command_summary_is_one_short_line() {
+        fn check(cmd: &clap::Command, path: &str, long: &mut Vec<String>) {
+            let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+            if about.is_empty() || about.chars().count() > 100 {
+                long.push(format!("{path}: {} chars: {about}", about.chars().count()));
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                check(sub, &format!("{path} {}", sub.get_name()), long);
+            }
+        }
+        let mut long = Vec::new();
+        check(
+            &without_help_subcommands(super::super::Cli::command()),
+            "iolab",
+            &mut long,
+        );
+        assert!(long.is_empty(), "{long:#?}");
+    }
 }

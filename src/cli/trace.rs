@@ -81,8 +81,9 @@ pub(crate) struct PlotArgs {
     pub out: crate::output::OutputArgs,
 }
 
-/// Record block devices' events through tracefs into NAME.blktrace.CPU files
-/// (readable by blkparse and btt).
+/// Record block devices' events through tracefs, as files blkparse and btt read.
+///
+/// The events go into NAME.blktrace.CPU files, one per CPU, as blktrace writes them.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help(
     "Print what was recorded as JSON on standard output (files, events, events lost, the \
