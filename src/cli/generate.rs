@@ -57,9 +57,13 @@ fn without_help_subcommands(cmd: clap::Command) -> clap::Command {
 /// Writes the page of `cmd` as `name.1`, then one page per visible subcommand.
 fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
-    let page = cmd.clone().name(name.to_string());
+    let page = cmd
+        .clone()
+        .name(name.to_string())
+        .override_usage(synopsis(cmd));
     let mut text = Vec::new();
     clap_mangen::Man::new(page).render(&mut text)?;
+    let text = unhyphenated(&text);
     let path = dir.join(format!("{name}.1"));
     crate::sys::own_dir::write_named_file(&path, &text).map_err(anyhow::Error::msg)?;
     written.push(path);
@@ -71,6 +75,64 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Ve
         )?);
     }
     Ok(written)
+}
+
+/// The page set ragged-right and without hyphenation, as a command's page is read: justified,
+/// a synopsis spread its words apart, and option names broke at a hyphen of their own
+/// (`--destruc-tive-device`), which cannot be told from the name's.
+fn unhyphenated(page: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(page);
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.split_inclusive('\n') {
+        out.push_str(line);
+        if line.starts_with(".TH ") {
+            out.push_str(".nh\n.ad l\n");
+        }
+    }
+    out.into_bytes()
+}
+
+/// The page's SYNOPSIS: every visible argument with its value's name (`[--over DURATION]`),
+/// where clap_mangen's own names the options alone (`[--over]`), which reads as a flag.
+fn synopsis(cmd: &clap::Command) -> String {
+    let mut line = cmd.get_bin_name().unwrap_or(cmd.get_name()).to_string();
+    for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let value = arg
+            .get_value_names()
+            .map(|names| names.join(" "))
+            .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
+        let takes_value = arg.get_num_args().is_some_and(|n| n.takes_values());
+        let many = matches!(arg.get_action(), clap::ArgAction::Append)
+            || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
+        let mut word = if arg.is_positional() {
+            let last = if arg.is_last_set() { "-- " } else { "" };
+            format!("{last}<{value}>")
+        } else {
+            let name = match (arg.get_short(), arg.get_long()) {
+                (Some(short), Some(long)) => format!("-{short}|--{long}"),
+                (None, Some(long)) => format!("--{long}"),
+                (Some(short), None) => format!("-{short}"),
+                (None, None) => continue,
+            };
+            if takes_value {
+                format!("{name} {value}")
+            } else {
+                name
+            }
+        };
+        if many {
+            word.push_str("...");
+        }
+        if !arg.is_required_set() {
+            word = format!("[{word}]");
+        }
+        line.push(' ');
+        line.push_str(&word);
+    }
+    if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
+        line.push_str(" <COMMAND>");
+    }
+    line
 }
 
 #[cfg(test)]
@@ -106,6 +168,40 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The synopsis named options without their values (`[--over]`, read as a flag), and
+    /// justified, hyphenated text broke option names at hyphens of its own.
+    #[test]
+    fn a_synopsis_names_each_options_value_and_no_name_is_hyphenated() {
+        let dir = tempfile::tempdir().unwrap();
+        man(ManArgs {
+            output: dir.path().to_path_buf(),
+        })
+        .unwrap();
+        let page = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let daemon = page("iolab-irq-daemon.1");
+        let synopsis = daemon
+            .split(".SH SYNOPSIS\n")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap();
+        for want in [
+            "\\fBiolab irq daemon\\fR ",
+            "[\\-\\-min\\-interval DURATION]",
+            "[\\-\\-keep]",
+            "[\\-\\-unpin all|IRQ,...]",
+        ] {
+            assert!(synopsis.contains(want), "{want:?} not in {synopsis}");
+        }
+        let record = page("iolab-trace-record.1");
+        assert!(
+            record.contains("\\-d|\\-\\-device DEV... [")
+                && record.contains("[\\-\\- <COMMAND>...]"),
+            "{record}"
+        );
+        assert!(page("iolab-irq.1").contains("[\\-V|\\-\\-version] <COMMAND>\n"));
+        assert!(daemon.contains("\n.nh\n.ad l\n.SH NAME\n"), "{daemon}");
     }
 
     /// A command's summary is its man page's NAME line (what `whatis` and `man -k` list) and
