@@ -277,7 +277,13 @@ pub(crate) fn trace_vs_fio(
         )
     };
     let whole = || check(trace.completed_mb, "MB completed in the trace");
-    if !jobs.iter().all(|j| is_direct(j)) {
+    // Only reads and writes go through the page cache: a job that only discards is judged
+    // (none of its bytes can reach the trace as data).
+    if !jobs
+        .iter()
+        .filter(|j| j.read.io_bytes + j.write.io_bytes > 0)
+        .all(|j| is_direct(j))
+    {
         return whole().not_judged(TRACE_TOLERANCE_PCT, BUFFERED);
     }
     let ramp = jobs.iter().any(|j| {
@@ -518,6 +524,14 @@ mod tests {
             trace_vs_fio(&trimmed, "loop0", whole(82.0), (0.0, Some(8192))).verdict,
             "ok"
         );
+        // A job that only discards, without direct=1, is not buffered I/O: nothing of it is
+        // data, so the trace must hold none.
+        let mut trim_only = report(1.0, r#""filename": "/dev/loop0", "direct": "0""#);
+        trim_only.jobs[0].read.io_bytes = 0;
+        trim_only.jobs[0].trim.io_bytes = 500_000_000;
+        let c = trace_vs_fio(&trim_only, "loop0", whole(0.0), (0.0, Some(8192)));
+        assert_eq!(c.verdict, "ok", "{c:?}");
+        assert!(trace_vs_fio(&trim_only, "loop0", whole(40.0), (0.0, None)).failed());
         // Through the page cache, the device sees what the cache lets through.
         let buffered = report(1.0, r#""filename": "/dev/loop0", "direct": "0""#);
         let c = trace_vs_fio(&buffered, "loop0", whole(40.0), (0.0, Some(8192)));
