@@ -1129,6 +1129,33 @@ fn dry_run_across_hosts_says_each_run_starts_a_second_late() {
     );
 }
 
+/// A name and its address reach one fio server: each host's job would run on it. Refused at
+/// the dry run already, before any fio client starts.
+#[test]
+fn hosts_that_reach_one_fio_server_are_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hosts.toml");
+    std::fs::write(
+        &file,
+        "name = \"h\"\n[target]\ndevice = \"sdb\"\nhosts = [\"localhost,9911\", \"127.0.0.1,9911\"]\n\
+         [workload]\nrw = \"randread\"\nruntime = \"2s\"\ntime_based = true\n",
+    )
+    .unwrap();
+    let out = iolab()
+        .args(["run", "--dry-run", "--db"])
+        .arg(dir.path().join("r.db"))
+        .arg(&file)
+        .env("IOLAB_STATE_DIR", dir.path().join("state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("`localhost,9911` and `127.0.0.1,9911` both reach 127.0.0.1:9911"),
+        "{stderr}"
+    );
+}
+
 /// `local_devices` beside fio servers: the plan samples those devices of this machine (any
 /// it has; sampling writes nothing) and says so; one it lacks is refused before anything runs.
 #[test]

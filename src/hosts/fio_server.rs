@@ -20,8 +20,6 @@ use crate::experiment::file::fio_address_problem;
 use crate::workload::confine::{self, Confinement};
 use crate::workload::exec_once::ExecOnce;
 
-/// fio's default server port.
-const FIO_PORT: u16 = 8765;
 /// How long a server may take to listen.
 const READY_WITHIN: Duration = Duration::from_secs(10);
 /// How much of the server's output is kept for messages (its last bytes).
@@ -228,16 +226,8 @@ fn server_spec(listen: &str) -> String {
 }
 
 /// Where a client reaches the server: its host and port (fio's default when none is given).
-fn socket_addresses(listen: &str) -> Result<Vec<SocketAddr>, String> {
-    let bare = listen
-        .strip_prefix("ip6:")
-        .or_else(|| listen.strip_prefix("ip:"))
-        .unwrap_or(listen);
-    let (host, port) = match bare.rsplit_once(',') {
-        Some((h, p)) => (h, p.parse().map_err(|_| format!("`{p}` is not a port"))?),
-        None => (bare, FIO_PORT),
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+pub(crate) fn socket_addresses(listen: &str) -> Result<Vec<SocketAddr>, String> {
+    let (host, port) = crate::experiment::file::fio_endpoint(listen)?;
     (host, port)
         .to_socket_addrs()
         .map(Iterator::collect)

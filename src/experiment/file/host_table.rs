@@ -41,6 +41,32 @@ pub struct HostSpec {
 /// Addresses that name no one host: a fio server bound to them listens on every interface.
 const ANY_ADDRESS: &[&str] = &["0.0.0.0", "::", "[::]", "*", ""];
 
+/// fio's default server port.
+pub(crate) const FIO_PORT: u16 = 8765;
+
+/// The host and port a fio server address names ("ip:10.0.0.1,8765" -> ("10.0.0.1", 8765),
+/// "[::1]" -> ("::1", 8765)): fio's default port when none is given.
+pub(crate) fn fio_endpoint(address: &str) -> Result<(&str, u16), String> {
+    let bare = address
+        .strip_prefix("ip6:")
+        .or_else(|| address.strip_prefix("ip:"))
+        .unwrap_or(address);
+    let (host, port) = match bare.rsplit_once(',') {
+        Some((h, p)) => (h, p.parse().map_err(|_| format!("`{p}` is not a port"))?),
+        None => (bare, FIO_PORT),
+    };
+    Ok((host.trim_start_matches('[').trim_end_matches(']'), port))
+}
+
+/// One spelling for the server an address names, so that "10.0.0.1" and "ip:10.0.0.1,8765"
+/// count as the same server.
+pub(crate) fn fio_server_key(address: &str) -> String {
+    match fio_endpoint(address) {
+        Ok((host, port)) => format!("{},{port}", host.to_ascii_lowercase()),
+        Err(_) => address.to_string(),
+    }
+}
+
 /// Why `address` is not a fio server address a client can name, if it is not.
 pub(crate) fn fio_address_problem(address: &str) -> Option<String> {
     if !address
@@ -71,6 +97,20 @@ pub(crate) fn fio_address_problem(address: &str) -> Option<String> {
     None
 }
 
+/// Whether two fio addresses name one server, however each is written.
+pub(super) fn same_server(a: &str, b: &str) -> bool {
+    fio_server_key(a) == fio_server_key(b)
+}
+
+/// A fio server named twice, in one spelling or two.
+pub(super) fn twice(first: &str, again: &str) -> String {
+    if first == again {
+        format!("fio server `{again}` is named twice")
+    } else {
+        format!("fio server `{again}` is named twice (as `{first}` before)")
+    }
+}
+
 impl Walker<'_> {
     /// `[[target.host]]` (an array of tables): each host once, by fio address and by ssh.
     pub(super) fn host_tables(&mut self, v: &Value) -> Option<Vec<HostSpec>> {
@@ -85,8 +125,8 @@ impl Walker<'_> {
                 continue;
             };
             let span = item.span();
-            if out.iter().any(|o| o.fio == h.fio) {
-                self.error(span, format!("fio server `{}` is named twice", h.fio), None);
+            if let Some(o) = out.iter().find(|o| same_server(&o.fio, &h.fio)) {
+                self.error(span, twice(&o.fio, &h.fio), None);
             } else if let Some(s) = h
                 .ssh
                 .as_ref()
@@ -200,7 +240,7 @@ impl Walker<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::fio_address_problem;
+    use super::{fio_address_problem, fio_server_key};
     use crate::experiment::file::parse;
 
     fn errors(text: &str) -> String {
@@ -313,6 +353,28 @@ mod tests {
             text.contains("x.toml:16:10: a host's `device` is a device on that host"),
             "{text}"
         );
+    }
+
+    /// One server written two ways ("10.0.0.1" and "ip:10.0.0.1,8765") was taken for two: one
+    /// host's job ran on the other's server, on a device nobody named for that host.
+    #[test]
+    fn one_fio_server_written_two_ways_is_named_twice() {
+        let text = errors(
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = [\"lab9\", \"LAB9,8765\"]\n\
+             [[target.host]]\nfio = \"10.0.0.1\"\n\
+             [[target.host]]\nfio = \"ip:10.0.0.1,8765\"\n\
+             [[target.host]]\nfio = \"ip:lab9\"\n",
+        );
+        for want in [
+            "x.toml:4:18: host `LAB9,8765` is listed twice (as `lab9` before)",
+            "x.toml:7:1: fio server `ip:10.0.0.1,8765` is named twice (as `10.0.0.1` before)",
+            "x.toml:9:1: fio server `ip:lab9` is also in `hosts` (as `lab9`)",
+        ] {
+            assert!(text.contains(want), "{want:?} not in {text}");
+        }
+        assert_eq!(fio_server_key("[FE80::1]"), "fe80::1,8765");
+        assert_eq!(fio_server_key("ip6:fe80::1,8765"), "fe80::1,8765");
+        assert_ne!(fio_server_key("10.0.0.1"), fio_server_key("10.0.0.1,8766"));
     }
 
     #[test]

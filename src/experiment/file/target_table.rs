@@ -259,11 +259,14 @@ impl Walker<'_> {
             });
         }
         for h in std::mem::take(&mut k.host_tables) {
-            if host_specs.iter().any(|o| o.fio == h.fio) {
+            if let Some(o) = host_specs
+                .iter()
+                .find(|o| super::host_table::same_server(&o.fio, &h.fio))
+            {
                 self.diags.push(Diagnostic {
                     line: h.line,
                     column: 1,
-                    message: format!("fio server `{}` is also in `hosts`", h.fio),
+                    message: format!("fio server `{}` is also in `hosts` (as `{}`)", h.fio, o.fio),
                     allowed: None,
                 });
             } else {
@@ -397,8 +400,13 @@ impl Walker<'_> {
                     format!("`{h}` is not a fio server address"),
                     Some("\"host\", \"host,port\", \"ip:1.2.3.4,8765\"".to_string()),
                 );
-            } else if out.contains(&h) {
-                self.error(item.span(), format!("host `{h}` is listed twice"), None);
+            } else if let Some(o) = out.iter().find(|o| super::host_table::same_server(o, &h)) {
+                let said = if *o == h {
+                    format!("host `{h}` is listed twice")
+                } else {
+                    format!("host `{h}` is listed twice (as `{o}` before)")
+                };
+                self.error(item.span(), said, None);
             } else {
                 out.push(h);
             }

@@ -109,6 +109,7 @@ pub fn connect(
             describe(exp, s)
         );
     }
+    distinct_servers(exp)?;
     let names: Vec<String> = specs.iter().filter_map(|s| s.ssh.clone()).collect();
     let report = check::check(&names, options, max_skew);
     if report.problems() > 0 {
@@ -342,10 +343,45 @@ pub(crate) fn driving(exp: &Experiment, device: &str) -> Vec<String> {
         .collect()
 }
 
+/// Refuses two hosts whose fio addresses reach one server, however written ("10.0.0.1" and
+/// "ip:10.0.0.1,8765", or a name and its address): one host's job would run on the other's
+/// server, on a device nobody named for that host, and each host's part would be credited
+/// with both jobs. An address that does not resolve is left to fio's client to report.
+pub(crate) fn distinct_servers(exp: &Experiment) -> Result<()> {
+    let specs = &exp.target.host_specs;
+    let reaches: Vec<std::collections::BTreeSet<String>> = specs
+        .iter()
+        .map(|s| {
+            let resolved = crate::hosts::fio_server::socket_addresses(&s.fio).unwrap_or_default();
+            resolved
+                .iter()
+                .map(ToString::to_string)
+                .chain([crate::experiment::file::fio_server_key(&s.fio)])
+                .collect()
+        })
+        .collect();
+    for (i, a) in specs.iter().enumerate() {
+        for (j, b) in specs.iter().enumerate().skip(i + 1) {
+            if let Some(both) = reaches[i].intersection(&reaches[j]).next() {
+                bail!(
+                    "{} and {} name one fio server (`{}` and `{}` both reach {both}): each host \
+                     needs a server of its own",
+                    describe(exp, a),
+                    describe(exp, b),
+                    a.fio,
+                    b.fio
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Refuses what fio's client mode alone cannot do: every server runs the same job, so a
 /// host's own `device` (which only a controlled host's job uses) would be driven on every
 /// host; and a host with `ssh` beside hosts without it would silently not be controlled.
 pub(crate) fn uncontrolled_fit(exp: &Experiment) -> Result<()> {
+    distinct_servers(exp)?;
     let specs = &exp.target.host_specs;
     if let (Some(with), Some(without)) = (
         specs.iter().find(|s| s.ssh.is_some()),
@@ -1181,6 +1217,28 @@ mod tests {
         }
         text += &format!("[factors]\n{factors}");
         parse("x.toml", &text).unwrap()
+    }
+
+    /// A name and its address reach one server: the file cannot tell, the resolver can.
+    #[test]
+    fn two_hosts_that_reach_one_fio_server_are_refused() {
+        let text = "name = \"n\"\n[target]\ndevice = \"sdb\"\n\
+                    [[target.host]]\nssh = \"a\"\nfio = \"localhost,9911\"\n\
+                    [[target.host]]\nssh = \"b\"\nfio = \"127.0.0.1,9911\"\n";
+        let e = parse("x.toml", text).unwrap();
+        let err = super::distinct_servers(&e).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "host a (x.toml line 4) and host b (x.toml line 7) name one fio server \
+                 (`localhost,9911` and `127.0.0.1,9911` both reach 127.0.0.1:9911)"
+            ),
+            "{err}"
+        );
+        let apart = exp(
+            ["device = \"sda\"\n", "device = \"sdb\"\n"],
+            "bs = [\"4k\"]\n",
+        );
+        super::distinct_servers(&apart).unwrap();
     }
 
     #[test]
