@@ -1631,4 +1631,20 @@ fn agents_serve_fio_for_the_run_and_stop_it_after() {
             "a fio server still listens on {addr}"
         );
     }
+    // A server that cannot start (on an address its host does not have) stops the run
+    // before its first cell: nothing was set on any host, so no list of hosts to restore is
+    // left to refuse the next run.
+    let foreign = text.replacen("serve = true", "serve = \"10.254.254.254,8765\"", 1);
+    let exp = iolab::experiment::file::parse("served.toml", &foreign).unwrap();
+    let err = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet)
+        .err()
+        .expect("refused: the server cannot bind");
+    assert!(
+        format!("{err:#}").contains("cannot start its fio server"),
+        "{err:#}"
+    );
+    assert!(
+        !settings.state_dir.join("hosts.json").exists(),
+        "a run refused before its first cell left its list of hosts"
+    );
 }

@@ -1123,6 +1123,24 @@ fn dry_run_across_hosts_says_each_run_starts_a_second_late() {
     .unwrap();
     let text = dry_run_text(dir.path(), &file);
     assert!(text.contains("estimated time: 6s"), "{text}");
+    assert!(!text.contains("would stop"), "{text}");
+    // Hosts an earlier run left listed stop the run: the dry run says so, as it does for
+    // this machine's own journal.
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(
+        state.join("hosts.json"),
+        r#"[{"ssh": "lab2", "remote_iolab": "iolab"}]"#,
+    )
+    .unwrap();
+    let text = dry_run_text(dir.path(), &file);
+    assert!(
+        text.contains(
+            "warning: the run would stop before it starts: an earlier run may have left knobs \
+             set on lab2"
+        ),
+        "{text}"
+    );
     assert!(
         text.contains("note: each run takes about a second more than its fio runtime"),
         "{text}"

@@ -30,6 +30,10 @@ pub struct TouchedHost {
 pub(crate) struct Touched {
     path: PathBuf,
     hosts: Vec<TouchedHost>,
+    /// The file is this run's and nothing can have been set on its hosts yet (until `arm`),
+    /// so dropping the list removes it: a run that stopped before its first cell (a host's
+    /// fio server would not start) set nothing on them, and its list refused the next run.
+    drop_removes: bool,
 }
 
 impl Touched {
@@ -38,22 +42,31 @@ impl Touched {
     /// its hosts before it gets here), and the second's list would replace the first's.
     pub(crate) fn begin(dir: &Path, hosts: Vec<TouchedHost>) -> Result<Touched> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
-        let t = Touched {
+        let mut t = Touched {
             path: dir.join(FILE),
             hosts,
+            drop_removes: false,
         };
         let tmp = t.write_aside()?;
         // A link is made only where no file is: the list appears whole, or not at all.
         let linked = std::fs::hard_link(&tmp, &t.path);
         let _ = std::fs::remove_file(&tmp);
         match linked {
-            Ok(()) => Ok(t),
+            Ok(()) => {
+                t.drop_removes = true;
+                Ok(t)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 check_clean(dir)?;
                 bail!("{}: another run wrote it meanwhile", t.path.display())
             }
             Err(e) => Err(e).with_context(|| format!("cannot write {}", t.path.display())),
         }
+    }
+
+    /// Knobs may be set on the hosts from now on: the list stays until each host says bye.
+    pub(crate) fn arm(&mut self) {
+        self.drop_removes = false;
     }
 
     /// `ssh` was restored (its session said bye): it leaves the file, and the file goes with
@@ -88,6 +101,15 @@ impl Touched {
     }
 }
 
+impl Drop for Touched {
+    fn drop(&mut self) {
+        if self.drop_removes {
+            self.hosts.clear();
+            let _ = self.persist();
+        }
+    }
+}
+
 /// The hosts an earlier run left listed in `dir` (none when there is no file).
 pub fn read(dir: &Path) -> Result<Vec<TouchedHost>> {
     let path = dir.join(FILE);
@@ -104,6 +126,7 @@ pub(crate) fn keep_only(dir: &Path, hosts: Vec<TouchedHost>) -> Result<()> {
     Touched {
         path: dir.join(FILE),
         hosts,
+        drop_removes: false,
     }
     .persist()
 }
@@ -148,6 +171,19 @@ mod tests {
         t.done("b").unwrap();
         assert!(!dir.path().join(FILE).exists());
         assert!(read(dir.path()).unwrap().is_empty());
+    }
+
+    /// A run that stops before its first cell (a host's fio server would not start) set
+    /// nothing on its hosts: its list goes with it. Once armed, it stays for `restore`.
+    #[test]
+    fn a_list_dropped_before_anything_was_set_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Touched::begin(dir.path(), vec![host("a")]).unwrap());
+        assert!(check_clean(dir.path()).is_ok());
+        let mut t = Touched::begin(dir.path(), vec![host("a")]).unwrap();
+        t.arm();
+        drop(t);
+        assert_eq!(read(dir.path()).unwrap(), vec![host("a")]);
     }
 
     /// A second run's list never replaces the first's: it is refused, naming the first's hosts.

@@ -750,6 +750,10 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
         }
+        if let Err(e) = crate::hosts::touched::check_clean(&settings.state_dir) {
+            p.warnings
+                .push(format!("the run would stop before it starts: {e:#}"));
+        }
         if let Err(e) = check_netns(exp) {
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
@@ -1144,6 +1148,9 @@ pub fn run(
         trace::Tracing::of_plan(&plan, &machine, settings, experiment_id, exp.trace_settings)
     });
     say_fio_logs(exp, settings, experiment_id, progress);
+    if let Some(t) = &mut touched {
+        t.arm();
+    }
     let looped = execute(
         exp,
         &plan,
