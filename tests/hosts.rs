@@ -1637,8 +1637,7 @@ fn agents_serve_fio_for_the_run_and_stop_it_after() {
     let foreign = text.replacen("serve = true", "serve = \"10.254.254.254,8765\"", 1);
     let exp = iolab::experiment::file::parse("served.toml", &foreign).unwrap();
     let err = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet)
-        .err()
-        .expect("refused: the server cannot bind");
+        .expect_err("refused: the server cannot bind");
     assert!(
         format!("{err:#}").contains("cannot start its fio server"),
         "{err:#}"
