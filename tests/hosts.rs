@@ -1647,3 +1647,89 @@ fn agents_serve_fio_for_the_run_and_stop_it_after() {
         "a run refused before its first cell left its list of hosts"
     );
 }
+
+/// A TCP forwarder from a port of 127.0.0.1 to `to`, for as long as the test runs: a host
+/// reached through a port forward, as QEMU guests are.
+fn forward(to: String) -> u16 {
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(&to) else {
+                continue;
+            };
+            let pipe = |mut from: TcpStream, mut into: TcpStream| {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut into);
+                    let _ = into.shutdown(std::net::Shutdown::Write);
+                });
+            };
+            pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+            pipe(server, client);
+        }
+    });
+    port
+}
+
+/// Hosts reached through port forwards on one address (`fio = "127.0.0.1,PORT"`, `serve` on
+/// each host's own address): fio names every server 127.0.0.1 and tells them apart by port.
+/// Matched by address alone, each host's part held every host's jobs and stored their sum.
+#[test]
+fn hosts_behind_one_address_each_keep_their_own_figures() {
+    use iolab::experiment::run as runloop;
+    let Some((lab, scratches)) = fio_lab(2) else {
+        return;
+    };
+    let mut text = "name = \"forwarded\"\nwarmup = false\n[workload]\nrw = \"randread\"\n\
+                    direct = 1\nruntime = \"1s\"\ntime_based = true\n"
+        .to_string();
+    for (addr, s) in lab.addrs().iter().zip(&scratches) {
+        let port = forward(format!("{addr}:8765"));
+        text += &format!(
+            "[[target.host]]\nssh = \"{addr}\"\nfio = \"127.0.0.1,{port}\"\ndevice = \"{}\"\n\
+             serve = \"{addr},8765\"\n",
+            s.name()
+        );
+    }
+    text += "[factors]\nbs = [\"4k\"]\n";
+    let exp = iolab::experiment::file::parse("forwarded.toml", &text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let settings = lab_settings(&lab, state.path());
+    let runner = iolab::workload::RealFio {
+        time_limit: Some(Duration::from_secs(120)),
+        ..Default::default()
+    };
+    let cancel = iolab::workload::CancelToken::new();
+    let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
+    assert_eq!(outcome.failed_runs, 0, "{:?}", outcome.cells);
+    let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();
+    // Each run's IOPS, in the order the runs were made.
+    let iops = |experiment: i64| -> Vec<f64> {
+        let mut runs = store.runs(experiment).unwrap();
+        runs.sort_by_key(|r| r.id);
+        runs.iter()
+            .map(|r| metric(&store, r.id, "read_iops").unwrap())
+            .collect()
+    };
+    let all = iops(outcome.experiment_id);
+    let parts: Vec<Vec<f64>> = store
+        .parts(outcome.experiment_id)
+        .unwrap()
+        .iter()
+        .map(|p| iops(p.id))
+        .collect();
+    assert_eq!(parts.len(), 2);
+    for (run, &total) in all.iter().enumerate() {
+        let mine: Vec<f64> = parts.iter().map(|p| p[run]).collect();
+        assert!(
+            mine.iter().all(|&p| p > 0.0 && p < total),
+            "{mine:?} of {total}"
+        );
+        let sum: f64 = mine.iter().sum();
+        assert!(
+            (sum - total).abs() <= total * 1e-6,
+            "{mine:?} add up to {sum}, not {total}"
+        );
+    }
+}

@@ -53,7 +53,9 @@ mod trace_table;
 mod walker;
 mod workload_table;
 
-pub(crate) use host_table::{fio_address_problem, fio_endpoint, fio_server_key, HostSpec};
+pub(crate) use host_table::{
+    fio_address_problem, fio_endpoint, fio_server_key, HostSpec, FIO_PORT,
+};
 pub(crate) use repetitions::Repetitions;
 pub(crate) use stabilise_table::Stabilise;
 pub use target_table::TargetDevice;

@@ -94,8 +94,10 @@ impl Direction {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobResult {
     pub name: String,
-    /// The server a client-mode job ran on.
+    /// The server a client-mode job ran on: its address and port as the client named them
+    /// (servers behind one address, through port forwards, differ by port alone).
     pub hostname: Option<String>,
+    pub(crate) port: Option<u16>,
     /// fio's errno for this job; 0 means no error.
     pub(crate) error: i64,
     pub read: Direction,
@@ -399,6 +401,10 @@ fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
             .get("hostname")
             .and_then(Value::as_str)
             .map(str::to_string),
+        port: v
+            .get("port")
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok()),
         error,
         read: direction_from_value(v, "read", path, true)?,
         write: direction_from_value(v, "write", path, true)?,
@@ -717,14 +723,17 @@ impl FioReport {
         total
     }
 
-    /// The jobs one server ran in client mode (fio names them with the server's address,
-    /// `hostname`), as a report of their own: one host's figures of a run on several.
-    pub(crate) fn of_client(&self, hostname: &str) -> FioReport {
+    /// The jobs one server ran in client mode (fio names them with the server's address and
+    /// port, `hostname` and `port`), as a report of their own: one host's figures of a run on
+    /// several. A report without ports (fio before 2.1.4) is matched by address alone.
+    pub(crate) fn of_client(&self, (hostname, port): (&str, u16)) -> FioReport {
         FioReport {
             jobs: self
                 .jobs
                 .iter()
-                .filter(|j| j.hostname.as_deref() == Some(hostname))
+                .filter(|j| {
+                    j.hostname.as_deref() == Some(hostname) && j.port.is_none_or(|p| p == port)
+                })
                 .cloned()
                 .collect(),
             all_clients: None,
@@ -803,6 +812,26 @@ mod tests {
         }
         let plain = std::fs::read_to_string(dir.join("randread_1job_json.out")).unwrap();
         assert_eq!(clat_bins(&plain, Dir::Read).unwrap(), None);
+    }
+
+    /// Servers behind one address (port forwards to guests) differ by port alone: each
+    /// host's part held every host's jobs, so each stored the sum of all.
+    #[test]
+    fn one_servers_jobs_are_told_apart_by_port_too() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio");
+        let text = std::fs::read_to_string(dir.join("client_randread_2jobs_json.out")).unwrap();
+        let mut report = parse(&text).unwrap();
+        assert_eq!(report.jobs.len(), 2);
+        assert!(report.jobs.iter().all(|j| j.port == Some(8766)));
+        assert_eq!(report.of_client(("127.0.0.1", 8766)).jobs.len(), 2);
+        report.jobs[1].port = Some(8767);
+        let first = report.of_client(("127.0.0.1", 8766));
+        assert_eq!(first.jobs, [report.jobs[0].clone()]);
+        assert_eq!(report.of_client(("127.0.0.1", 8767)).jobs.len(), 1);
+        assert!(report.of_client(("127.0.0.1", 8765)).jobs.is_empty());
+        // A report without ports: by address alone.
+        report.jobs.iter_mut().for_each(|j| j.port = None);
+        assert_eq!(report.of_client(("127.0.0.1", 8765)).jobs.len(), 2);
     }
 
     fn job_json(name: &str, iops: f64, n: u64, mean: f64, sd: f64, bins: Option<&str>) -> String {

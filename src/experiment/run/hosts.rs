@@ -724,7 +724,7 @@ pub(crate) fn sample_stop(
             out.push(None);
             continue;
         }
-        let measured_ms = report.and_then(|r| measured_ms(r, fio_host(&c.spec.fio)));
+        let measured_ms = report.and_then(|r| measured_ms(r, fio_server(&c.spec.fio)));
         match c.connection.request(&Request::SampleStop { measured_ms }) {
             Ok(answer) => out.push(Some(answer)),
             Err(e) => {
@@ -891,7 +891,7 @@ pub(crate) fn settle(
             });
             continue;
         }
-        let server = fio_host(&c.spec.fio);
+        let server = fio_server(&c.spec.fio);
         let report = outcome.and_then(|o| o.report.as_ref());
         let own = report.map(|r| r.of_client(server));
         let mut sampled = answer
@@ -911,7 +911,9 @@ pub(crate) fn settle(
                 ))
             }
             _ => {
-                let said = outcome.map(|o| fio_said_of(o, server)).unwrap_or_default();
+                let said = outcome
+                    .map(|o| fio_said_of(o, server.0))
+                    .unwrap_or_default();
                 let why = format!(
                     "{}: fio reported nothing from the server at {}{}",
                     describe(exp, &c.spec),
@@ -1054,7 +1056,7 @@ pub(crate) fn aggregate_status(settled: &[Settled]) -> Option<RunStatus> {
 /// How long fio measured on `server`: the longest runtime of its jobs in any direction
 /// (`ramp_time` left out, as fio leaves it out of every figure); `None` when fio reported
 /// no time for it.
-fn measured_ms(report: &crate::workload::FioReport, server: &str) -> Option<u64> {
+fn measured_ms(report: &crate::workload::FioReport, server: (&str, u16)) -> Option<u64> {
     longest_measured_ms(&report.of_client(server))
 }
 
@@ -1069,10 +1071,11 @@ pub(crate) fn longest_measured_ms(report: &crate::workload::FioReport) -> Option
         .filter(|&ms| ms > 0)
 }
 
-/// The host part of fio's server address ("10.0.0.1,8765" -> "10.0.0.1"), as fio's client
-/// names the server's jobs in its report (`hostname`).
-fn fio_host(address: &str) -> &str {
-    address.split(',').next().unwrap_or(address)
+/// The address and port of fio's server address ("ip:10.0.0.1,8765" -> ("10.0.0.1", 8765)),
+/// as fio's client names the server's jobs in its report (`hostname`, `port`).
+fn fio_server(address: &str) -> (&str, u16) {
+    crate::experiment::file::fio_endpoint(address)
+        .unwrap_or((address, crate::experiment::file::FIO_PORT))
 }
 
 /// The lines fio's client printed about `server` ("fio: failed to connect to H:8765",
@@ -1204,8 +1207,9 @@ fn figures(v: &serde_json::Value, source: Source) -> Vec<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::{
-        aggregate_status, below_trace_figures, controlled_devices, figures, fio_host, host_checks,
-        host_device, sampler_figures, span_of_windows, uncontrolled_fit, Settled, Source,
+        aggregate_status, below_trace_figures, controlled_devices, figures, fio_server,
+        host_checks, host_device, sampler_figures, span_of_windows, uncontrolled_fit, Settled,
+        Source,
     };
     use crate::experiment::file::parse;
     use crate::store::RunStatus;
@@ -1561,8 +1565,10 @@ mod tests {
             aggregate_status(&[na, gone, ok()]),
             Some(RunStatus::Failed("h2: the connection closed".into()))
         );
-        assert_eq!(fio_host("10.0.0.1,8765"), "10.0.0.1");
-        assert_eq!(fio_host("lab1"), "lab1");
+        assert_eq!(fio_server("10.0.0.1,8766"), ("10.0.0.1", 8766));
+        assert_eq!(fio_server("lab1"), ("lab1", 8765));
+        // fio names the server without the `ip:` its address was given with.
+        assert_eq!(fio_server("ip:10.0.0.1,8765"), ("10.0.0.1", 8765));
     }
 
     #[test]
