@@ -9,10 +9,14 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 const FILE: &str = "hosts.json";
+/// Held (flock) by the run that keeps the list, for as long as it runs, with its pid inside:
+/// `iolab restore` leaves a live run's hosts to it, and a second run is told to wait, not to
+/// restore.
+const LOCK: &str = "hosts.lock";
 
 /// One host to restore: its ssh destination, the iolab to run there (the copy
 /// `--copy-binary` made, when it made one) and the ssh options (`$IOLAB_SSH`) the run used.
@@ -34,6 +38,45 @@ pub(crate) struct Touched {
     /// so dropping the list removes it: a run that stopped before its first cell (a host's
     /// fio server would not start) set nothing on them, and its list refused the next run.
     drop_removes: bool,
+    /// The run's hold on `LOCK`.
+    _lock: std::fs::File,
+}
+
+/// The hold on `dir`'s hosts list, or the pid of the running iolab that has it (`Err`).
+fn hold(dir: &Path) -> Result<std::result::Result<std::fs::File, Option<u32>>> {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    let path = dir.join(LOCK);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(err).with_context(|| format!("cannot lock {}", path.display()));
+        }
+        let mut pid = String::new();
+        let _ = f.read_to_string(&mut pid);
+        return Ok(Err(pid.trim().parse().ok()));
+    }
+    f.set_len(0)?;
+    write!(f, "{}", std::process::id())?;
+    Ok(Ok(f))
+}
+
+/// The refusal of a run while another, still running, keeps `dir`'s list.
+fn still_running(dir: &Path, pid: Option<u32>) -> anyhow::Error {
+    anyhow::anyhow!(
+        "another iolab{} is running an experiment on hosts with this state directory ({}): \
+         wait for it to end",
+        pid.map_or_else(String::new, |p| format!(" (pid {p})")),
+        dir.display()
+    )
 }
 
 impl Touched {
@@ -42,10 +85,12 @@ impl Touched {
     /// its hosts before it gets here), and the second's list would replace the first's.
     pub(crate) fn begin(dir: &Path, hosts: Vec<TouchedHost>) -> Result<Touched> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+        let lock = hold(dir)?.map_err(|pid| still_running(dir, pid))?;
         let mut t = Touched {
             path: dir.join(FILE),
             hosts,
             drop_removes: false,
+            _lock: lock,
         };
         let tmp = t.write_aside()?;
         // A link is made only where no file is: the list appears whole, or not at all.
@@ -56,10 +101,9 @@ impl Touched {
                 t.drop_removes = true;
                 Ok(t)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                check_clean(dir)?;
-                bail!("{}: another run wrote it meanwhile", t.path.display())
-            }
+            // A list no running iolab holds (this run holds the lock): an earlier run's.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(left_by(dir)?
+                .unwrap_or_else(|| anyhow::anyhow!("{}: it is in the way", t.path.display()))),
             Err(e) => Err(e).with_context(|| format!("cannot write {}", t.path.display())),
         }
     }
@@ -121,29 +165,68 @@ pub fn read(dir: &Path) -> Result<Vec<TouchedHost>> {
     }
 }
 
-/// Rewrites `dir`'s list as `hosts` (after `iolab restore` put some of them back).
-pub(crate) fn keep_only(dir: &Path, hosts: Vec<TouchedHost>) -> Result<()> {
-    Touched {
+/// The hosts an earlier run left listed in `dir`, held while `iolab restore` restores them,
+/// and rewritten as `restored` leaves them (`Listed::keep_only`); `None` while the run that
+/// keeps the list still runs (with its pid): its hosts are its own.
+pub(crate) fn take_over(dir: &Path) -> Result<std::result::Result<Listed, Option<u32>>> {
+    if !dir.join(FILE).exists() {
+        return Ok(Ok(Listed(None)));
+    }
+    let lock = match hold(dir)? {
+        Ok(lock) => lock,
+        Err(pid) => return Ok(Err(pid)),
+    };
+    let hosts = read(dir)?;
+    Ok(Ok(Listed(Some(Touched {
         path: dir.join(FILE),
         hosts,
         drop_removes: false,
+        _lock: lock,
+    }))))
+}
+
+/// An earlier run's list, taken over by `iolab restore` (`None`: there is none).
+pub(crate) struct Listed(Option<Touched>);
+
+impl Listed {
+    pub(crate) fn hosts(&self) -> &[TouchedHost] {
+        self.0.as_ref().map_or(&[], |t| &t.hosts)
     }
-    .persist()
+
+    /// Rewrites the list as `hosts` (those `iolab restore` could not put back).
+    pub(crate) fn keep_only(self, hosts: Vec<TouchedHost>) -> Result<()> {
+        match self.0 {
+            Some(mut t) => {
+                t.hosts = hosts;
+                t.persist()
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// Refuses a new run while an earlier one's hosts may still be changed.
 pub(crate) fn check_clean(dir: &Path) -> Result<()> {
-    let left = read(dir)?;
-    if !left.is_empty() {
-        let names: Vec<&str> = left.iter().map(|h| h.ssh.as_str()).collect();
-        bail!(
+    if !dir.join(FILE).exists() {
+        return Ok(());
+    }
+    if let Err(pid) = hold(dir)? {
+        return Err(still_running(dir, pid));
+    }
+    left_by(dir)?.map_or(Ok(()), Err)
+}
+
+/// The refusal of a run while an earlier run's list names hosts (nobody holds it).
+fn left_by(dir: &Path) -> Result<Option<anyhow::Error>> {
+    let names: Vec<String> = read(dir)?.into_iter().map(|h| h.ssh).collect();
+    Ok((!names.is_empty()).then(|| {
+        anyhow::anyhow!(
             "an earlier run may have left knobs set on {} ({}); run `iolab restore` once the \
              host(s) answer, then run again",
             names.join(", "),
             dir.join(FILE).display()
-        );
-    }
-    Ok(())
+        )
+    }))
 }
 
 #[cfg(test)]
@@ -163,14 +246,46 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(check_clean(dir.path()).is_ok());
         let mut t = Touched::begin(dir.path(), vec![host("a"), host("b")]).unwrap();
+        t.arm();
         assert_eq!(read(dir.path()).unwrap(), vec![host("a"), host("b")]);
-        let e = check_clean(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("a, b") && e.contains("iolab restore"), "{e}");
         t.done("a").unwrap();
         assert_eq!(read(dir.path()).unwrap(), vec![host("b")]);
-        t.done("b").unwrap();
+        // The run ends (killed, or b unreachable): b stays listed for `iolab restore`.
+        drop(t);
+        let e = check_clean(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("knobs set on b (") && e.contains("iolab restore"),
+            "{e}"
+        );
+        let listed = take_over(dir.path()).unwrap().unwrap();
+        assert_eq!(listed.hosts(), [host("b")]);
+        listed.keep_only(Vec::new()).unwrap();
         assert!(!dir.path().join(FILE).exists());
         assert!(read(dir.path()).unwrap().is_empty());
+        assert!(check_clean(dir.path()).is_ok());
+    }
+
+    /// `iolab restore` during a run took the run's hosts off its list (their agents, alive,
+    /// had nothing to restore yet): a host that died later was then forgotten. A second run
+    /// was told to restore, not to wait.
+    #[test]
+    fn a_running_runs_list_is_left_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Touched::begin(dir.path(), vec![host("a")]).unwrap();
+        t.arm();
+        let me = Some(std::process::id());
+        assert_eq!(take_over(dir.path()).unwrap().err(), Some(me));
+        let e = check_clean(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!(
+                "another iolab (pid {}) is running",
+                std::process::id()
+            )) && e.contains("wait for it to end"),
+            "{e}"
+        );
+        assert_eq!(read(dir.path()).unwrap(), vec![host("a")]);
+        drop(t);
+        assert_eq!(take_over(dir.path()).unwrap().unwrap().hosts(), [host("a")]);
     }
 
     /// A run that stops before its first cell (a host's fio server would not start) set
@@ -192,10 +307,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let _first = Touched::begin(dir.path(), vec![host("a")]).unwrap();
         let e = Touched::begin(dir.path(), vec![host("b")]).unwrap_err();
-        assert!(e.to_string().contains("knobs set on a ("), "{e}");
+        assert!(
+            e.to_string().contains("is running an experiment on hosts"),
+            "{e}"
+        );
         assert_eq!(read(dir.path()).unwrap(), vec![host("a")]);
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(names.len(), 1, "nothing but the list is left: {names:?}");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [FILE, LOCK],
+            "nothing but the list and its lock is left"
+        );
     }
 
     /// What restore needs to reach a host again: the copied iolab's path and the run's ssh

@@ -171,7 +171,7 @@ pub(crate) fn undo(state_dir: &Path) -> anyhow::Result<Leftovers> {
         .map(|e| e.path.as_str())
         .collect::<std::collections::BTreeSet<_>>()
         .len();
-    let (hosts, host_problems) = restore_hosts(state_dir)?;
+    let (hosts, host_problems) = restore_hosts(state_dir, &mut in_use)?;
     Ok(Leftovers {
         experiments_interrupted: interrupted,
         fio_run_directories_removed: swept,
@@ -206,10 +206,21 @@ pub(crate) fn undo(state_dir: &Path) -> anyhow::Result<Leftovers> {
 /// finish stay listed and are problems.
 fn restore_hosts(
     state_dir: &Path,
+    in_use: &mut Vec<String>,
 ) -> anyhow::Result<(Vec<crate::hosts::restore::HostRestore>, Vec<String>)> {
-    let listed = crate::hosts::touched::read(state_dir)?;
+    let listed = match crate::hosts::touched::take_over(state_dir)? {
+        Ok(listed) => listed,
+        Err(pid) => {
+            in_use.push(format!(
+                "hosts: {} belongs to an iolab still running{}: left to it",
+                state_dir.join("hosts.json").display(),
+                pid.map_or_else(String::new, |p| format!(" (pid {p})"))
+            ));
+            return Ok((Vec::new(), Vec::new()));
+        }
+    };
     let (mut done, mut problems, mut still) = (Vec::new(), Vec::new(), Vec::new());
-    for h in listed {
+    for h in listed.hosts().to_vec() {
         let mut options = crate::hosts::ssh::SshOptions {
             remote_iolab: h.remote_iolab.clone(),
             ..Default::default()
@@ -229,7 +240,7 @@ fn restore_hosts(
         }
         done.push(r);
     }
-    crate::hosts::touched::keep_only(state_dir, still)?;
+    listed.keep_only(still)?;
     Ok((done, problems))
 }
 
