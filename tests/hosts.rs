@@ -1733,3 +1733,97 @@ fn hosts_behind_one_address_each_keep_their_own_figures() {
         );
     }
 }
+
+/// Real fio; at the start of run `at`, the link of `veth` goes down `after` into the run: a
+/// host cut off without a reset, as by a pulled cable or a firewall.
+struct Cutting {
+    fio: iolab::workload::RealFio,
+    veth: String,
+    at: usize,
+    after: Duration,
+    runs: std::sync::Mutex<usize>,
+}
+
+impl iolab::workload::FioRunner for Cutting {
+    fn run(&self, job: &iolab::workload::JobSpec) -> anyhow::Result<iolab::workload::FioOutcome> {
+        let mut runs = self.runs.lock().unwrap();
+        *runs += 1;
+        if *runs == self.at {
+            let (veth, after) = (self.veth.clone(), self.after);
+            std::thread::spawn(move || {
+                std::thread::sleep(after);
+                let _ = run("ip", &["link", "set", &veth, "down"]);
+            });
+        }
+        drop(runs);
+        self.fio.run(job)
+    }
+}
+
+/// A host cut off mid-run without a reset: fio's client waited for its server until iolab's
+/// time limit killed it, and the other host's figures of that run were lost with fio's
+/// output ("fio reported nothing from the server"). Now fio drops the silent server (its ETA
+/// request goes unanswered) and reports the others.
+#[test]
+fn a_host_cut_off_mid_run_costs_the_other_host_nothing() {
+    use iolab::experiment::run as runloop;
+    let Some((lab, scratches)) = fio_lab(2) else {
+        return;
+    };
+    let hosts: Vec<(String, String)> = lab
+        .addrs()
+        .into_iter()
+        .zip(scratches.iter().map(|s| s.name().to_string()))
+        .collect();
+    let servers = FioServers::start(&lab);
+    let mut text = "name = \"cut\"\nrepetitions = 2\nwarmup = false\n[workload]\n\
+                    rw = \"randread\"\ndirect = 1\nruntime = \"3s\"\ntime_based = true\n"
+        .to_string();
+    for (ssh, device) in &hosts {
+        text += &format!(
+            "[[target.host]]\nssh = \"{ssh}\"\nfio = \"{ssh},8765\"\ndevice = \"{device}\"\n"
+        );
+    }
+    text += "[factors]\nbs = [\"4k\"]\n";
+    let exp = iolab::experiment::file::parse("cut.toml", &text).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let settings = lab_settings(&lab, state.path());
+    let runner = Cutting {
+        fio: iolab::workload::RealFio {
+            time_limit: Some(Duration::from_secs(120)),
+            ..Default::default()
+        },
+        veth: lab.hosts[1].veth.clone(),
+        at: 1,
+        after: Duration::from_millis(1500),
+        runs: Default::default(),
+    };
+    let cancel = iolab::workload::CancelToken::new();
+    let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
+    kill_namespace(&lab.hosts[1].ns);
+    drop(servers);
+    let store = iolab::store::Store::open_existing(&settings.db_path).unwrap();
+    let parts = store.parts(outcome.experiment_id).unwrap();
+    assert_eq!(parts.len(), 2);
+    let reasons = |id: i64| -> Vec<String> {
+        store
+            .runs(id)
+            .unwrap()
+            .into_iter()
+            .filter_map(|r| match r.status {
+                iolab::store::RunStatus::Failed(why) => Some(why),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        (parts[0].runs_ok, parts[0].runs_failed),
+        (2, 0),
+        "{}: {:?}",
+        parts[0].host,
+        reasons(parts[0].id)
+    );
+    assert_eq!(parts[1].runs_ok, 0, "{}", parts[1].host);
+    let cut = reasons(parts[1].id);
+    assert!(cut[0].contains(&hosts[1].0), "{cut:?}");
+}

@@ -111,6 +111,15 @@ pub(crate) fn command(options: &SshOptions, host: &str, remote: &str) -> Command
     cmd.arg("-T")
         .args(["-o", "BatchMode=yes"])
         .args(&options.extra)
+        // A host cut off without a reset (a link down, a firewall) ends the session in
+        // about 30 s, where an answer awaited from it took the whole answer timeout (120 s).
+        // After the user's options, so one of theirs comes first and wins.
+        .args([
+            "-o",
+            "ServerAliveInterval=10",
+            "-o",
+            "ServerAliveCountMax=3",
+        ])
         .arg(host)
         .arg("--")
         .arg(remote);
@@ -514,6 +523,10 @@ mod tests {
                 "BatchMode=yes",
                 "-F",
                 "/tmp/cfg",
+                "-o",
+                "ServerAliveInterval=10",
+                "-o",
+                "ServerAliveCountMax=3",
                 "h1",
                 "--",
                 "'iolab' agent"

@@ -305,6 +305,11 @@ pub(crate) fn work_dir_in(state: &Path) -> PathBuf {
 impl RealFio {
     /// The arguments fio is started with, before the job file.
     pub(crate) const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
+    /// The same in client mode. fio's client notices a server that stopped answering only
+    /// by an ETA request it sent going unanswered (5 s): with `--eta=never` it sends none,
+    /// and waited for a server cut off without a reset until iolab's time limit killed it,
+    /// losing every other server's figures of that run. With JSON output it prints no ETA.
+    const CLIENT_ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=auto"];
 
     /// fio's arguments: the fixed ones, where fio keeps its state files, the client host list
     /// when there is one, else how often to print status reports (they say when the job
@@ -315,7 +320,12 @@ impl RealFio {
         hosts: Option<&std::path::Path>,
         status: std::time::Duration,
     ) -> Vec<String> {
-        Self::ARGS
+        let fixed = if hosts.is_some() {
+            Self::CLIENT_ARGS
+        } else {
+            Self::ARGS
+        };
+        fixed
             .iter()
             .map(|s| s.to_string())
             .chain(std::iter::once(format!("--aux-path={}", aux.display())))
@@ -334,7 +344,7 @@ impl RealFio {
         aux: &std::path::Path,
         files: &[(String, std::path::PathBuf)],
     ) -> Vec<String> {
-        Self::ARGS
+        Self::CLIENT_ARGS
             .iter()
             .map(|s| s.to_string())
             .chain(std::iter::once(format!("--aux-path={}", aux.display())))
@@ -717,7 +727,7 @@ mod tests {
             RealFio::arguments(job, aux, Some(Path::new("/run/d/hosts")), status),
             vec![
                 "--output-format=json+",
-                "--eta=never",
+                "--eta=auto",
                 "--aux-path=/run/d",
                 "--client=/run/d/hosts",
                 "/run/d/j.fio"
@@ -738,7 +748,7 @@ mod tests {
             RealFio::per_host_arguments(std::path::Path::new("/run/d"), &files),
             [
                 "--output-format=json+",
-                "--eta=never",
+                "--eta=auto",
                 "--aux-path=/run/d",
                 "--client=10.0.0.1,8765",
                 "/run/d/j-host0.fio",
