@@ -36,6 +36,8 @@ pub struct HostSpec {
     pub(crate) serve: Option<String>,
     /// The line the host is named on, for messages at run time.
     pub(crate) line: usize,
+    /// Named in the string form (`hosts = [...]`), which names a fio server only.
+    pub(crate) listed: bool,
 }
 
 /// Addresses that name no one host: a fio server bound to them listens on every interface.
@@ -215,6 +217,7 @@ impl Walker<'_> {
             ssh,
             device,
             line,
+            listed: false,
         })
     }
 

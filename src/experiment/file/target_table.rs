@@ -256,6 +256,7 @@ impl Walker<'_> {
                     .hosts
                     .as_ref()
                     .map_or(0, |(_, s)| self.position(s.start).0),
+                listed: true,
             });
         }
         for h in std::mem::take(&mut k.host_tables) {

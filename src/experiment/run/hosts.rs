@@ -387,9 +387,17 @@ pub(crate) fn uncontrolled_fit(exp: &Experiment) -> Result<()> {
         specs.iter().find(|s| s.ssh.is_some()),
         specs.iter().find(|s| s.ssh.is_none()),
     ) {
+        let remedy = if without.listed {
+            format!(
+                "move `{}` from `hosts` (fio servers only) to a [[target.host]] with \
+                 `ssh = \"...\"`, or give no host `ssh`",
+                without.fio
+            )
+        } else {
+            "give every [[target.host]] `ssh = \"...\"`, or none".to_string()
+        };
         bail!(
-            "{} has `ssh` and {} has none: iolab controls all hosts or none; give every \
-             [[target.host]] `ssh = \"...\"`, or none",
+            "{} has `ssh` and {} has none: iolab controls all hosts or none; {remedy}",
             describe(exp, with),
             describe(exp, without)
         );
@@ -1449,7 +1457,22 @@ mod tests {
         )
         .unwrap();
         let e = uncontrolled_fit(&half).unwrap_err().to_string();
-        assert!(e.contains("all hosts or none"), "{e}");
+        assert!(
+            e.contains("all hosts or none; give every [[target.host]] `ssh"),
+            "{e}"
+        );
+        // A server of the string form cannot be given `ssh` where it is named.
+        let mixed = parse(
+            "x.toml",
+            "name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = [\"10.0.0.2\"]\n\
+             [[target.host]]\nfio = \"10.0.0.1\"\nssh = \"a\"\n",
+        )
+        .unwrap();
+        let e = uncontrolled_fit(&mixed).unwrap_err().to_string();
+        assert!(
+            e.contains("move `10.0.0.2` from `hosts` (fio servers only) to a [[target.host]]"),
+            "{e}"
+        );
         let plain = parse(
             "x.toml",
             "name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = [\"10.0.0.1\", \"10.0.0.2\"]\n",
