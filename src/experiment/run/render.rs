@@ -171,7 +171,16 @@ fn cell_lines(
         let _ = writeln!(out, "        not applicable: {why}");
         return;
     }
-    for d in &c.devices {
+    // Controlled hosts place (or cannot run) each cell by their own topology: said per host
+    // in the notes below, not here, where nothing is pinned on this machine's model.
+    if !plan.hosts.is_empty() {
+        let _ = writeln!(
+            out,
+            "        {} on each host as its note below says",
+            exp.engine.name()
+        );
+    }
+    for d in c.devices.iter().filter(|_| plan.hosts.is_empty()) {
         // With several devices each has its own fio section and placement.
         let on = if plan.devices.len() > 1 {
             format!(" for /dev/{}", d.device)
