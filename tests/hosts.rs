@@ -896,7 +896,10 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
     // The cells list leaves placement to each host's plan: it said "unpinned" of cells every
     // host pins.
     assert!(!text.contains("unpinned"), "{text}");
-    assert!(text.contains("fio on each host as its note below says"), "{text}");
+    assert!(
+        text.contains("fio on each host as its note below says"),
+        "{text}"
+    );
     for (_, dev) in &hosts {
         let want = format!(
             "read_ahead_kb=128,placement=on: fio on CPU 0; sets \

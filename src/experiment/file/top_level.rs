@@ -163,6 +163,8 @@ struct TopLevel {
     trace: bool,
     trace_settings: TraceSettings,
     trace_span: Range<usize>,
+    /// Where `[prepare]` or `[stabilise]` is named (the first of the two), for refusals.
+    machine_tables_span: Option<Range<usize>>,
     target: TargetSpec,
     workload: Vec<(String, String)>,
     /// Where each workload option came from: its key's span and, for an option of the job
@@ -215,6 +217,7 @@ impl Walker<'_> {
             trace: false,
             trace_settings: TraceSettings::default(),
             trace_span: 0..0,
+            machine_tables_span: None,
             target: TargetSpec {
                 device: TargetDevice::Scratch,
                 count: 1,
@@ -270,8 +273,14 @@ impl Walker<'_> {
                     top.factors = self.factors(value, policy);
                     top.factors_span = key.span();
                 }
-                "prepare" => top.prepare = self.prepare(value),
-                "stabilise" => top.stabilise = self.stabilise(value),
+                "prepare" => {
+                    top.prepare = self.prepare(value);
+                    top.machine_tables_span.get_or_insert(key.span());
+                }
+                "stabilise" => {
+                    top.stabilise = self.stabilise(value);
+                    top.machine_tables_span.get_or_insert(key.span());
+                }
                 other => self.unknown_key(key.span(), other, "the top level", TOP_KEYS),
             }
         }
@@ -358,7 +367,7 @@ impl Walker<'_> {
         }
         if !top.prepare.is_empty() || top.stabilise != Stabilise::default() {
             self.error(
-                0..0,
+                top.machine_tables_span.clone().unwrap_or(0..0),
                 "[prepare] and [stabilise] act on this machine; with `hosts` fio runs elsewhere"
                     .to_string(),
                 Some("prepare the hosts yourself, or leave those tables out".to_string()),
@@ -417,6 +426,18 @@ mod tests {
         )
         .unwrap();
         assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
+    }
+
+    /// The refusal named line 1 of the file: it now names the table's.
+    #[test]
+    fn prepare_beside_hosts_is_refused_at_its_table() {
+        let text = "name = \"n\"\n[target]\ndevice = \"sdb\"\nhosts = [\"10.0.0.1\"]\n\
+                    [workload]\nrw = \"read\"\n[prepare]\ndrop_caches = true\n";
+        let err = parse("x.toml", text).unwrap_err().to_string();
+        assert!(
+            err.contains("x.toml:7:2: [prepare] and [stabilise] act on this machine"),
+            "{err}"
+        );
     }
 
     #[test]
