@@ -825,6 +825,23 @@ fn restore_host_puts_back_what_a_killed_remote_agent_left() {
     );
 }
 
+/// A name ssh would read as an option is refused before any host is reached (it was tried,
+/// and the command said to run it again "once the host answers").
+#[test]
+fn restore_refuses_a_host_name_ssh_would_misread() {
+    let out = Command::new(iolab_binary())
+        .args(["restore", "--host=-oProxyCommand=touch /tmp/x"])
+        .env("IOLAB_STATE_DIR", tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--host -oProxyCommand=touch /tmp/x: ") && !text.contains("once the host"),
+        "{text}"
+    );
+}
+
 /// An experiment on `hosts` (ssh destination, device), each host's fio server on port 8765.
 fn controlled_experiment(
     hosts: &[(String, String)],

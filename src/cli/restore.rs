@@ -43,6 +43,14 @@ fn on_hosts(args: &RestoreArgs) -> anyhow::Result<()> {
         remote_iolab: args.remote_iolab.clone(),
         ..Default::default()
     };
+    // A name ssh would misread is refused before any host is reached: it would never answer.
+    if let Some((host, why)) = args
+        .hosts
+        .iter()
+        .find_map(|h| crate::hosts::ssh::destination_problem(h).map(|why| (h, why)))
+    {
+        return Err(super::usage(format!("--host {host}: {why}")));
+    }
     let mut done = Vec::new();
     for host in &args.hosts {
         done.push(crate::hosts::restore::restore(

@@ -181,9 +181,10 @@ pub(crate) fn flags(local: &Hello, host: &HostCheck, max_skew_s: f64) -> Vec<Str
     }
     if let Some(s) = host.skew {
         if s.uncertainty_s > max_skew_s {
+            // To the microsecond, as --max-skew may be: "took 0.000 s" read as no time at all.
             flags.push(format!(
-                "clock skew unknown within {max_skew_s} s: the round trip took {:.3} s",
-                s.round_trip_s
+                "clock skew unknown within {max_skew_s} s: the round trip took {} s",
+                (s.round_trip_s * 1e6).round() / 1e6
             ));
         } else if s.skew_s.abs() - s.uncertainty_s > max_skew_s {
             flags.push(format!(
@@ -241,9 +242,10 @@ pub(crate) fn render(report: &Report) -> String {
                     s.skew_s, s.uncertainty_s, s.round_trip_s
                 ),
             ]),
+            // Unreachable, another protocol, a name refused: the problems below say which.
             _ => rows.push([
                 host,
-                "unreachable".into(),
+                "no answer (see below)".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
@@ -348,7 +350,11 @@ mod tests {
         let edge = host(Some("fio-3.33"), skew(0.0, 0.04, -0.04));
         assert!(flags(&local, &edge, 0.05).is_empty());
         let slow = host(Some("fio-3.33"), skew(0.0, 0.5, 0.25));
-        assert!(flags(&local, &slow, 0.05)[0].contains("round trip took 0.500 s"));
+        assert!(flags(&local, &slow, 0.05)[0].contains("round trip took 0.5 s"));
+        // Below a millisecond, as --max-skew 1us asks: it said "took 0.000 s".
+        let near = host(Some("fio-3.33"), skew(0.0, 0.000215, 0.0001));
+        let f = flags(&local, &near, 0.000001);
+        assert!(f[0].contains("round trip took 0.000215 s"), "{f:?}");
     }
 
     #[test]
@@ -375,7 +381,10 @@ mod tests {
             text.contains("+0.0005 s +- 0.0010 (round trip 0.0020 s)"),
             "{text}"
         );
-        assert!(text.contains("gone            unreachable"), "{text}");
+        assert!(
+            text.contains("gone            no answer (see below)"),
+            "{text}"
+        );
         assert!(
             text.contains("problems:\n  gone: gone: the connection closed"),
             "{text}"

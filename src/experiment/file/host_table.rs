@@ -211,6 +211,11 @@ impl Walker<'_> {
             return None;
         }
         let fio = fio?;
+        if bad {
+            // Said above; kept, the host would add errors of its own (a host whose device
+            // was refused would be taken for one that names none).
+            return None;
+        }
         Some(HostSpec {
             serve: serve.map(|s| if s.is_empty() { fio.clone() } else { s }),
             fio,
@@ -356,6 +361,21 @@ mod tests {
             text.contains("x.toml:16:10: a host's `device` is a device on that host"),
             "{text}"
         );
+    }
+
+    /// A host whose device is refused is not also taken for one that names none ("the default
+    /// scratch device does not exist" on the hosts).
+    #[test]
+    fn a_refused_host_device_is_said_once() {
+        let text = errors(
+            "name = \"n\"\n[workload]\nrw = \"read\"\n\
+             [[target.host]]\nssh = \"a\"\nfio = \"10.0.0.1\"\ndevice = \"../../dev/loop0\"\n",
+        );
+        assert!(
+            text.contains("x.toml:7:10: `../../dev/loop0` is not a block device name"),
+            "{text}"
+        );
+        assert!(!text.contains("scratch device does not exist"), "{text}");
     }
 
     /// One server written two ways ("10.0.0.1" and "ip:10.0.0.1,8765") was taken for two: one
