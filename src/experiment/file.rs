@@ -54,7 +54,7 @@ mod walker;
 mod workload_table;
 
 pub(crate) use host_table::{
-    fio_address_problem, fio_endpoint, fio_server_key, HostSpec, FIO_PORT,
+    fio_address_problem, fio_endpoint, fio_family, fio_server_key, HostSpec, IpFamily, FIO_PORT,
 };
 pub(crate) use repetitions::Repetitions;
 pub(crate) use stabilise_table::Stabilise;

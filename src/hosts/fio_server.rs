@@ -226,11 +226,20 @@ fn server_spec(listen: &str) -> String {
 }
 
 /// Where a client reaches the server: its host and port (fio's default when none is given).
+/// Only of the family fio resolves it in (IPv4 unless `ip6:`).
 pub(crate) fn socket_addresses(listen: &str) -> Result<Vec<SocketAddr>, String> {
+    use crate::experiment::file::{fio_family, IpFamily};
     let (host, port) = crate::experiment::file::fio_endpoint(listen)?;
+    let family = fio_family(listen).0;
     (host, port)
         .to_socket_addrs()
-        .map(Iterator::collect)
+        .map(|all| {
+            all.filter(|a| match family {
+                IpFamily::V4 => a.is_ipv4(),
+                IpFamily::V6 => a.is_ipv6(),
+            })
+            .collect()
+        })
         .map_err(|e| format!("cannot resolve `{host}`: {e}"))
 }
 

@@ -111,19 +111,48 @@ pub(crate) fn command(options: &SshOptions, host: &str, remote: &str) -> Command
     cmd.arg("-T")
         .args(["-o", "BatchMode=yes"])
         .args(&options.extra)
-        // A host cut off without a reset (a link down, a firewall) ends the session in
-        // about 30 s, where an answer awaited from it took the whole answer timeout (120 s).
-        // After the user's options, so one of theirs comes first and wins.
-        .args([
-            "-o",
-            "ServerAliveInterval=10",
-            "-o",
-            "ServerAliveCountMax=3",
-        ])
+        .args(keepalive(options, host))
         .arg(host)
         .arg("--")
         .arg(remote);
     cmd
+}
+
+/// Keepalives for a host the user's ssh configuration sets none for: a host cut off
+/// without a reset (a link down, a firewall) then ends the session in about 30 s, where an
+/// answer awaited from it took the whole answer timeout (120 s). On the command line they
+/// would beat the user's own in a config file, so `ssh -G` is asked first what ssh would use
+/// for `host` (a `serveraliveinterval` of 0 is none); it connects to nothing.
+fn keepalive(options: &SshOptions, host: &str) -> &'static [&'static str] {
+    const OURS: &[&str] = &[
+        "-o",
+        "ServerAliveInterval=10",
+        "-o",
+        "ServerAliveCountMax=3",
+    ];
+    if destination_problem(host).is_some() {
+        return OURS;
+    }
+    let theirs = Command::new("ssh")
+        .arg("-G")
+        .args(&options.extra)
+        .arg(host)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .is_some_and(|o| {
+            String::from_utf8_lossy(&o.stdout).lines().any(|l| {
+                l.strip_prefix("serveraliveinterval ")
+                    .is_some_and(|v| v.trim() != "0")
+            })
+        });
+    if theirs {
+        &[]
+    } else {
+        OURS
+    }
 }
 
 /// An open agent session on one host.
@@ -508,8 +537,12 @@ mod tests {
 
     #[test]
     fn the_command_line_is_batch_mode_with_the_users_options() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("cfg");
+        std::fs::write(&cfg, "Host *\n  Port 22\n").unwrap();
+        let cfg = cfg.display().to_string();
         let options = SshOptions {
-            extra: vec!["-F".into(), "/tmp/cfg".into()],
+            extra: vec!["-F".into(), cfg.clone()],
             ..SshOptions::default()
         };
         let cmd = command(&options, "h1", "'iolab' agent");
@@ -522,7 +555,7 @@ mod tests {
                 "-o",
                 "BatchMode=yes",
                 "-F",
-                "/tmp/cfg",
+                cfg.as_str(),
                 "-o",
                 "ServerAliveInterval=10",
                 "-o",
@@ -532,6 +565,11 @@ mod tests {
                 "'iolab' agent"
             ]
         );
+        // Keepalives of the user's own, in the config file: theirs stand.
+        std::fs::write(&cfg, "Host *\n  ServerAliveInterval 60\n").unwrap();
+        let cmd = command(&options, "h1", "'iolab' agent");
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+        assert!(!args.iter().any(|a| a.contains("ServerAlive")), "{args:?}");
     }
 
     /// A stand-in agent: greets, then runs `script` (sh) on the requests.

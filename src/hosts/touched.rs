@@ -42,8 +42,24 @@ pub(crate) struct Touched {
     _lock: std::fs::File,
 }
 
-/// The hold on `dir`'s hosts list, or the pid of the running iolab that has it (`Err`).
-fn hold(dir: &Path) -> Result<std::result::Result<std::fs::File, Option<u32>>> {
+/// Who holds a hosts list: a pid, and the command (`iolab run`, `iolab restore`).
+#[derive(Debug, PartialEq)]
+pub(crate) struct Holder(Option<u32>, String);
+
+/// "`iolab run` (pid 4242)".
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}`", self.1)?;
+        match self.0 {
+            Some(pid) => write!(f, " (pid {pid})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The hold on `dir`'s hosts list for `role` (the command holding it, said to others), or
+/// who has it (`Err`).
+fn hold(dir: &Path, role: &str) -> Result<std::result::Result<std::fs::File, Holder>> {
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
     let path = dir.join(LOCK);
@@ -60,22 +76,40 @@ fn hold(dir: &Path) -> Result<std::result::Result<std::fs::File, Option<u32>>> {
         if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
             return Err(err).with_context(|| format!("cannot lock {}", path.display()));
         }
-        let mut pid = String::new();
-        let _ = f.read_to_string(&mut pid);
-        return Ok(Err(pid.trim().parse().ok()));
+        let mut text = String::new();
+        let _ = f.read_to_string(&mut text);
+        return Ok(Err(holder_of(&text)));
     }
     f.set_len(0)?;
-    write!(f, "{}", std::process::id())?;
+    write!(f, "{} {role}", std::process::id())?;
     Ok(Ok(f))
 }
 
-/// The refusal of a run while another, still running, keeps `dir`'s list.
-fn still_running(dir: &Path, pid: Option<u32>) -> anyhow::Error {
+/// "4242 iolab run", as `hold` writes it.
+fn holder_of(text: &str) -> Holder {
+    let (pid, role) = text.trim().split_once(' ').unwrap_or((text.trim(), ""));
+    let role = if role.is_empty() { "iolab" } else { role };
+    Holder(pid.parse().ok(), role.to_string())
+}
+
+/// Who holds `dir`'s list now, found without taking its lock (a probe that took it would
+/// make a run or a restore starting then refuse).
+fn held_by(dir: &Path) -> Option<Holder> {
+    let path = dir.join(LOCK);
+    let pid = crate::sys::lock::flock_holder(&path)?;
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    match holder_of(&text) {
+        Holder(Some(p), role) if p == pid => Some(Holder(Some(pid), role)),
+        // Written a moment after the lock was taken: the holder is known, its role not yet.
+        _ => Some(Holder(Some(pid), "iolab".to_string())),
+    }
+}
+
+/// The refusal of a run while another iolab, still running, holds `dir`'s list.
+fn still_running(dir: &Path, holder: Holder) -> anyhow::Error {
     anyhow::anyhow!(
-        "another iolab{} is running an experiment on hosts with this state directory ({}): \
-         wait for it to end",
-        pid.map_or_else(String::new, |p| format!(" (pid {p})")),
-        dir.display()
+        "{holder} is using this state directory's list of hosts ({}) now: wait for it to end",
+        dir.join(FILE).display()
     )
 }
 
@@ -85,7 +119,7 @@ impl Touched {
     /// its hosts before it gets here), and the second's list would replace the first's.
     pub(crate) fn begin(dir: &Path, hosts: Vec<TouchedHost>) -> Result<Touched> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
-        let lock = hold(dir)?.map_err(|pid| still_running(dir, pid))?;
+        let lock = hold(dir, "iolab run")?.map_err(|h| still_running(dir, h))?;
         let mut t = Touched {
             path: dir.join(FILE),
             hosts,
@@ -168,13 +202,13 @@ pub fn read(dir: &Path) -> Result<Vec<TouchedHost>> {
 /// The hosts an earlier run left listed in `dir`, held while `iolab restore` restores them,
 /// and rewritten as `restored` leaves them (`Listed::keep_only`); `None` while the run that
 /// keeps the list still runs (with its pid): its hosts are its own.
-pub(crate) fn take_over(dir: &Path) -> Result<std::result::Result<Listed, Option<u32>>> {
+pub(crate) fn take_over(dir: &Path) -> Result<std::result::Result<Listed, Holder>> {
     if !dir.join(FILE).exists() {
         return Ok(Ok(Listed(None)));
     }
-    let lock = match hold(dir)? {
+    let lock = match hold(dir, "iolab restore")? {
         Ok(lock) => lock,
-        Err(pid) => return Ok(Err(pid)),
+        Err(holder) => return Ok(Err(holder)),
     };
     let hosts = read(dir)?;
     Ok(Ok(Listed(Some(Touched {
@@ -210,8 +244,8 @@ pub(crate) fn check_clean(dir: &Path) -> Result<()> {
     if !dir.join(FILE).exists() {
         return Ok(());
     }
-    if let Err(pid) = hold(dir)? {
-        return Err(still_running(dir, pid));
+    if let Some(holder) = held_by(dir) {
+        return Err(still_running(dir, holder));
     }
     left_by(dir)?.map_or(Ok(()), Err)
 }
@@ -267,24 +301,50 @@ mod tests {
 
     /// `iolab restore` during a run took the run's hosts off its list (their agents, alive,
     /// had nothing to restore yet): a host that died later was then forgotten. A second run
-    /// was told to restore, not to wait.
+    /// was told to restore, not to wait. The checks before a run (and a dry run's) look
+    /// without taking the lock, so they never make a run or a restore starting then refuse.
     #[test]
     fn a_running_runs_list_is_left_to_it() {
         let dir = tempfile::tempdir().unwrap();
         let mut t = Touched::begin(dir.path(), vec![host("a")]).unwrap();
         t.arm();
-        let me = Some(std::process::id());
-        assert_eq!(take_over(dir.path()).unwrap().err(), Some(me));
+        drop(t);
+        // Another process, running, holds the list, as a run does.
+        let lock = dir.path().join(LOCK);
+        // A group of its own: `sleep` inherits the lock from `flock`, and both must go.
+        use std::os::unix::process::CommandExt;
+        let mut runner = std::process::Command::new("flock")
+            .arg(&lock)
+            .args(["sleep", "30"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        std::fs::write(&lock, format!("{} iolab run", runner.id())).unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while crate::sys::lock::flock_holder(&lock).is_none() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let running = Holder(Some(runner.id()), "iolab run".into());
+        assert_eq!(take_over(dir.path()).unwrap().err(), Some(running));
         let e = check_clean(dir.path()).unwrap_err().to_string();
         assert!(
-            e.contains(&format!(
-                "another iolab (pid {}) is running",
-                std::process::id()
-            )) && e.contains("wait for it to end"),
+            e.starts_with(&format!("`iolab run` (pid {}) is using", runner.id()))
+                && e.contains("wait for it to end"),
+            "{e}"
+        );
+        let e = Touched::begin(dir.path(), vec![host("b")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is using this state directory's list"),
             "{e}"
         );
         assert_eq!(read(dir.path()).unwrap(), vec![host("a")]);
-        drop(t);
+        // SAFETY: kill(2) of the group the child leads, not yet waited for.
+        unsafe { libc::kill(-(runner.id() as i32), libc::SIGKILL) };
+        runner.wait().unwrap();
+        while crate::sys::lock::flock_holder(&lock).is_some() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert_eq!(take_over(dir.path()).unwrap().unwrap().hosts(), [host("a")]);
     }
 
@@ -301,14 +361,14 @@ mod tests {
         assert_eq!(read(dir.path()).unwrap(), vec![host("a")]);
     }
 
-    /// A second run's list never replaces the first's: it is refused, naming the first's hosts.
+    /// A second run's list never replaces the first's: it is refused, naming who holds it.
     #[test]
     fn a_second_list_is_refused_while_the_first_is_there() {
         let dir = tempfile::tempdir().unwrap();
         let _first = Touched::begin(dir.path(), vec![host("a")]).unwrap();
         let e = Touched::begin(dir.path(), vec![host("b")]).unwrap_err();
         assert!(
-            e.to_string().contains("is running an experiment on hosts"),
+            e.to_string().contains("`iolab run` (pid") && e.to_string().contains("is using"),
             "{e}"
         );
         assert_eq!(read(dir.path()).unwrap(), vec![host("a")]);

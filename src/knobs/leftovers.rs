@@ -210,11 +210,10 @@ fn restore_hosts(
 ) -> anyhow::Result<(Vec<crate::hosts::restore::HostRestore>, Vec<String>)> {
     let listed = match crate::hosts::touched::take_over(state_dir)? {
         Ok(listed) => listed,
-        Err(pid) => {
+        Err(holder) => {
             in_use.push(format!(
-                "hosts: {} belongs to an iolab still running{}: left to it",
+                "hosts: {} is held by {holder}, still running: left to it",
                 state_dir.join("hosts.json").display(),
-                pid.map_or_else(String::new, |p| format!(" (pid {p})"))
             ));
             return Ok((Vec::new(), Vec::new()));
         }

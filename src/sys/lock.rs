@@ -129,8 +129,14 @@ pub(crate) fn lock_dir(root: &SysRoot) -> PathBuf {
 /// took the lock, even for an instant, could make an experiment starting then refuse its
 /// device. `None` when nobody else holds it (or /proc/locks cannot be read).
 pub(crate) fn held_elsewhere(root: &SysRoot, resource: &Resource) -> Option<u32> {
+    flock_holder(&lock_dir(root).join(resource.file_name()))
+}
+
+/// The pid of another process holding an flock on the file at `path`, found without taking
+/// it (see `held_elsewhere`).
+pub(crate) fn flock_holder(path: &Path) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(lock_dir(root).join(resource.file_name())).ok()?;
+    let meta = std::fs::metadata(path).ok()?;
     let file = format!(
         "{:02x}:{:02x}:{}",
         libc::major(meta.dev()),

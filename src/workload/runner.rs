@@ -306,9 +306,11 @@ impl RealFio {
     /// The arguments fio is started with, before the job file.
     pub(crate) const ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=never"];
     /// The same in client mode. fio's client notices a server that stopped answering only
-    /// by an ETA request it sent going unanswered (5 s): with `--eta=never` it sends none,
-    /// and waited for a server cut off without a reset until iolab's time limit killed it,
-    /// losing every other server's figures of that run. With JSON output it prints no ETA.
+    /// by the ETA requests it sends going unanswered (5 s each; fio 3.33 drops the server at
+    /// the seventh, about 40 s after it went quiet): with `--eta=never` it sends none, and
+    /// waited for a server cut off without a reset until iolab's time limit killed it,
+    /// losing every other server's figures of that run. With JSON output it prints no ETA;
+    /// its "timeout on SEND_ETA" lines come before the JSON, as fio's notes.
     const CLIENT_ARGS: [&'static str; 2] = ["--output-format=json+", "--eta=auto"];
 
     /// fio's arguments: the fixed ones, where fio keeps its state files, the client host list

@@ -46,13 +46,32 @@ const ANY_ADDRESS: &[&str] = &["0.0.0.0", "::", "[::]", "*", ""];
 /// fio's default server port.
 pub(crate) const FIO_PORT: u16 = 8765;
 
+/// The address family fio resolves a server address in (`ip6:` IPv6; `ip:`, `ip4:` and no
+/// prefix IPv4), and the address without its prefix.
+pub(crate) fn fio_family(address: &str) -> (IpFamily, &str) {
+    for (prefix, family) in [
+        ("ip6:", IpFamily::V6),
+        ("ip4:", IpFamily::V4),
+        ("ip:", IpFamily::V4),
+    ] {
+        if let Some(bare) = address.strip_prefix(prefix) {
+            return (family, bare);
+        }
+    }
+    (IpFamily::V4, address)
+}
+
+/// An address family a fio address may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IpFamily {
+    V4,
+    V6,
+}
+
 /// The host and port a fio server address names ("ip:10.0.0.1,8765" -> ("10.0.0.1", 8765),
 /// "[::1]" -> ("::1", 8765)): fio's default port when none is given.
 pub(crate) fn fio_endpoint(address: &str) -> Result<(&str, u16), String> {
-    let bare = address
-        .strip_prefix("ip6:")
-        .or_else(|| address.strip_prefix("ip:"))
-        .unwrap_or(address);
+    let bare = fio_family(address).1;
     let (host, port) = match bare.rsplit_once(',') {
         Some((h, p)) => (h, p.parse().map_err(|_| format!("`{p}` is not a port"))?),
         None => (bare, FIO_PORT),
@@ -77,10 +96,7 @@ pub(crate) fn fio_address_problem(address: &str) -> Option<String> {
     {
         return Some(format!("`{address}` is not a fio server address"));
     }
-    let bare = address
-        .strip_prefix("ip6:")
-        .or_else(|| address.strip_prefix("ip:"))
-        .unwrap_or(address);
+    let bare = fio_family(address).1;
     let (host, port) = match bare.rsplit_once(',') {
         Some((h, p)) => (h, Some(p)),
         None => (bare, None),
@@ -397,6 +413,11 @@ mod tests {
         }
         assert_eq!(fio_server_key("[FE80::1]"), "fe80::1,8765");
         assert_eq!(fio_server_key("ip6:fe80::1,8765"), "fe80::1,8765");
+        assert_eq!(
+            fio_server_key("ip4:10.0.0.1"),
+            fio_server_key("10.0.0.1,8765")
+        );
+        assert!(fio_address_problem("ip4:0.0.0.0").is_some());
         assert_ne!(fio_server_key("10.0.0.1"), fio_server_key("10.0.0.1,8766"));
     }
 

@@ -346,20 +346,30 @@ pub(crate) fn driving(exp: &Experiment, device: &str) -> Vec<String> {
 /// Refuses two hosts whose fio addresses reach one server, however written ("10.0.0.1" and
 /// "ip:10.0.0.1,8765", or a name and its address): one host's job would run on the other's
 /// server, on a device nobody named for that host, and each host's part would be credited
-/// with both jobs. An address that does not resolve is left to fio's client to report.
+/// with both jobs. An address that does not resolve, or not within `RESOLVE_WITHIN` (names are
+/// looked up all at once), is left to fio's client to report.
 pub(crate) fn distinct_servers(exp: &Experiment) -> Result<()> {
+    const RESOLVE_WITHIN: Duration = Duration::from_secs(5);
     let specs = &exp.target.host_specs;
-    let reaches: Vec<std::collections::BTreeSet<String>> = specs
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, s) in specs.iter().enumerate() {
+        let (tx, fio) = (tx.clone(), s.fio.clone());
+        std::thread::spawn(move || {
+            let resolved = crate::hosts::fio_server::socket_addresses(&fio).unwrap_or_default();
+            let _ = tx.send((i, resolved));
+        });
+    }
+    drop(tx);
+    let mut reaches: Vec<std::collections::BTreeSet<String>> = specs
         .iter()
-        .map(|s| {
-            let resolved = crate::hosts::fio_server::socket_addresses(&s.fio).unwrap_or_default();
-            resolved
-                .iter()
-                .map(ToString::to_string)
-                .chain([crate::experiment::file::fio_server_key(&s.fio)])
-                .collect()
-        })
+        .map(|s| [crate::experiment::file::fio_server_key(&s.fio)].into())
         .collect();
+    let deadline = std::time::Instant::now() + RESOLVE_WITHIN;
+    while let Ok((i, resolved)) =
+        rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+    {
+        reaches[i].extend(resolved.iter().map(ToString::to_string));
+    }
     for (i, a) in specs.iter().enumerate() {
         for (j, b) in specs.iter().enumerate().skip(i + 1) {
             if let Some(both) = reaches[i].intersection(&reaches[j]).next() {
@@ -883,6 +893,10 @@ pub(crate) fn settle(
     run: usize,
 ) -> Vec<Settled> {
     let mut out = Vec::with_capacity(hosts.len());
+    let addresses: Vec<String> = hosts
+        .iter()
+        .map(|c| fio_server(&c.spec.fio).0.to_string())
+        .collect();
     let each = hosts
         .iter_mut()
         .zip(parts)
@@ -919,8 +933,9 @@ pub(crate) fn settle(
                 ))
             }
             _ => {
+                let shared = addresses.iter().filter(|a| *a == server.0).count() > 1;
                 let said = outcome
-                    .map(|o| fio_said_of(o, server.0))
+                    .map(|o| fio_said_of(o, server, shared))
                     .unwrap_or_default();
                 let why = format!(
                     "{}: fio reported nothing from the server at {}{}",
@@ -1089,12 +1104,23 @@ fn fio_server(address: &str) -> (&str, u16) {
 /// The lines fio's client printed about `server` ("fio: failed to connect to H:8765",
 /// "client: host=H disconnected", "client <H>: timeout on SEND_ETA"), joined; the JSON
 /// report's own lines (indented) are not messages.
-fn fio_said_of(outcome: &crate::workload::FioOutcome, server: &str) -> String {
+/// Where another host's server has the same address (`shared`: port forwards), only lines
+/// that name the port too ("failed to connect to H:PORT") are this server's.
+fn fio_said_of(
+    outcome: &crate::workload::FioOutcome,
+    (server, port): (&str, u16),
+    shared: bool,
+) -> String {
+    let with_port = [format!("{server}:{port}"), format!("{server},{port}")];
     let names = |line: &str| {
-        line.match_indices(server).any(|(i, _)| {
-            let after = line[i + server.len()..].chars().next();
-            !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.')
-        })
+        if with_port.iter().any(|p| line.contains(p.as_str())) {
+            return true;
+        }
+        !shared
+            && line.match_indices(server).any(|(i, _)| {
+                let after = line[i + server.len()..].chars().next();
+                !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.')
+            })
     };
     let mut said: Vec<&str> = outcome
         .stdout
@@ -1605,9 +1631,15 @@ mod tests {
             ..crate::workload::FioOutcome::quiet_success()
         };
         assert_eq!(
-            super::fio_said_of(&outcome, "10.0.0.2"),
+            super::fio_said_of(&outcome, ("10.0.0.2", 8765), false),
             "client <10.0.0.2>: timeout on SEND_ETA; fio: failed to connect to 10.0.0.2:8765"
         );
+        // Servers behind one address: a line without the port may be another's.
+        assert_eq!(
+            super::fio_said_of(&outcome, ("10.0.0.2", 8765), true),
+            "fio: failed to connect to 10.0.0.2:8765"
+        );
+        assert_eq!(super::fio_said_of(&outcome, ("10.0.0.2", 8766), true), "");
     }
 
     /// A host's part is checked as a local run is: its fio bytes against the diskstats its
