@@ -1391,21 +1391,34 @@ fn controlled_hosts_run_knobs_placement_and_sampling_on_each_host() {
     }
 }
 
-/// Real fio; at the `at`-th run the host in namespace `ns` dies (every process there is
-/// SIGKILLed: sshd, its agent, its fio server) just before fio starts.
-struct Dying {
+/// Real fio; just before the `at`-th run starts, `disrupt` runs: a host dies, or is cut off.
+struct Disrupted {
     fio: iolab::workload::RealFio,
-    ns: String,
     at: usize,
+    disrupt: Box<dyn Fn() + Send + Sync>,
     runs: std::sync::Mutex<usize>,
 }
 
-impl iolab::workload::FioRunner for Dying {
+impl Disrupted {
+    fn new(at: usize, disrupt: impl Fn() + Send + Sync + 'static) -> Disrupted {
+        Disrupted {
+            fio: iolab::workload::RealFio {
+                time_limit: Some(Duration::from_secs(120)),
+                ..Default::default()
+            },
+            at,
+            disrupt: Box::new(disrupt),
+            runs: Default::default(),
+        }
+    }
+}
+
+impl iolab::workload::FioRunner for Disrupted {
     fn run(&self, job: &iolab::workload::JobSpec) -> anyhow::Result<iolab::workload::FioOutcome> {
         let mut runs = self.runs.lock().unwrap();
         *runs += 1;
         if *runs == self.at {
-            kill_namespace(&self.ns);
+            (self.disrupt)();
         }
         drop(runs);
         self.fio.run(job)
@@ -1439,15 +1452,10 @@ fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later()
     let exp = iolab::experiment::file::parse("dies.toml", &text).unwrap();
     let state = tempfile::tempdir().unwrap();
     let settings = lab_settings(&lab, state.path());
-    let runner = Dying {
-        fio: iolab::workload::RealFio {
-            time_limit: Some(Duration::from_secs(120)),
-            ..Default::default()
-        },
-        ns: lab.hosts[2].ns.clone(),
-        at: 3,
-        runs: Default::default(),
-    };
+    // At the third run the third host dies: every process in its namespace (sshd, its agent,
+    // its fio server) is SIGKILLed just before fio starts.
+    let ns = lab.hosts[2].ns.clone();
+    let runner = Disrupted::new(3, move || kill_namespace(&ns));
     let cancel = iolab::workload::CancelToken::new();
     let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
     drop(servers);
@@ -1758,32 +1766,6 @@ fn hosts_behind_one_address_each_keep_their_own_figures() {
     }
 }
 
-/// Real fio; at the start of run `at`, the link of `veth` goes down `after` into the run: a
-/// host cut off without a reset, as by a pulled cable or a firewall.
-struct Cutting {
-    fio: iolab::workload::RealFio,
-    veth: String,
-    at: usize,
-    after: Duration,
-    runs: std::sync::Mutex<usize>,
-}
-
-impl iolab::workload::FioRunner for Cutting {
-    fn run(&self, job: &iolab::workload::JobSpec) -> anyhow::Result<iolab::workload::FioOutcome> {
-        let mut runs = self.runs.lock().unwrap();
-        *runs += 1;
-        if *runs == self.at {
-            let (veth, after) = (self.veth.clone(), self.after);
-            std::thread::spawn(move || {
-                std::thread::sleep(after);
-                let _ = run("ip", &["link", "set", &veth, "down"]);
-            });
-        }
-        drop(runs);
-        self.fio.run(job)
-    }
-}
-
 /// A host cut off mid-run without a reset: fio's client waited for its server until iolab's
 /// time limit killed it, and the other host's figures of that run were lost with fio's
 /// output ("fio reported nothing from the server"). Now fio drops the silent server (its ETA
@@ -1812,16 +1794,16 @@ fn a_host_cut_off_mid_run_costs_the_other_host_nothing() {
     let exp = iolab::experiment::file::parse("cut.toml", &text).unwrap();
     let state = tempfile::tempdir().unwrap();
     let settings = lab_settings(&lab, state.path());
-    let runner = Cutting {
-        fio: iolab::workload::RealFio {
-            time_limit: Some(Duration::from_secs(120)),
-            ..Default::default()
-        },
-        veth: lab.hosts[1].veth.clone(),
-        at: 1,
-        after: Duration::from_millis(1500),
-        runs: Default::default(),
-    };
+    // 1.5 s into the first run the second host's link goes down: no reset reaches anyone, as
+    // with a pulled cable or a firewall.
+    let veth = lab.hosts[1].veth.clone();
+    let runner = Disrupted::new(1, move || {
+        let veth = veth.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            let _ = run("ip", &["link", "set", &veth, "down"]);
+        });
+    });
     let cancel = iolab::workload::CancelToken::new();
     let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet).expect("the run");
     kill_namespace(&lab.hosts[1].ns);
