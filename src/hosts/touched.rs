@@ -200,8 +200,8 @@ pub fn read(dir: &Path) -> Result<Vec<TouchedHost>> {
 }
 
 /// The hosts an earlier run left listed in `dir`, held while `iolab restore` restores them,
-/// and rewritten as `restored` leaves them (`Listed::keep_only`); `None` while the run that
-/// keeps the list still runs (with its pid): its hosts are its own.
+/// and rewritten as the restore leaves them (`Listed::keep_only`); `Err` names who holds the
+/// list while it runs: a run's hosts are its own.
 pub(crate) fn take_over(dir: &Path) -> Result<std::result::Result<Listed, Holder>> {
     if !dir.join(FILE).exists() {
         return Ok(Ok(Listed(None)));
