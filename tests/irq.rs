@@ -337,7 +337,7 @@ fn a_pileup_made_by_pins_is_named_with_its_gain_and_unpin_moves_it() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("is every CPU here"), "{err}");
 }
 
@@ -528,9 +528,11 @@ fn bad_input_is_refused_with_a_reason() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
+        // A usage error, as a list that cannot be read is (`--ban-cpus x`).
         assert!(
-            !out.status.success() && stderr.contains(says),
-            "{args:?}: {stderr}"
+            out.status.code() == Some(2) && stderr.contains(says),
+            "{args:?}: {:?} {stderr}",
+            out.status
         );
     }
     let dir = tempfile::tempdir().unwrap();

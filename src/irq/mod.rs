@@ -43,7 +43,8 @@ pub(crate) fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
 }
 
 /// The plan for a measured machine: checks that the interrupts `--unpin` names and the CPUs
-/// `--ban-cpus` names exist here, then plans. `before_iolab` is the placement journal's view
+/// `--ban-cpus` names exist here (a command line that cannot mean anything here is a usage
+/// error, exit 2, as one that cannot be read), then plans. `before_iolab` is the placement journal's view
 /// (see `inputs::sources`). A banned CPU that exists but is offline is harmless (banned should
 /// it come back, as in a service's settings): the plan names it in `banned_offline`.
 pub(crate) fn plan_for(
@@ -59,10 +60,10 @@ pub(crate) fn plan_for(
             .filter(|n| !sources.iter().any(|s| s.irq == *n))
             .collect();
         if !missing.is_empty() {
-            anyhow::bail!(
+            return Err(crate::cli::usage(format!(
                 "--unpin: no IRQ {} here (see /proc/interrupts or `iolab irq top`)",
                 format_cpulist(&missing)
-            );
+            )));
         }
         // Named on purpose, so not passed over in silence as `--unpin all` passes them.
         let managed: Vec<u32> = sources
@@ -71,11 +72,11 @@ pub(crate) fn plan_for(
             .map(|s| s.irq)
             .collect();
         if !managed.is_empty() {
-            anyhow::bail!(
+            return Err(crate::cli::usage(format!(
                 "--unpin: IRQ {} is managed by the kernel (a queue's interrupt, its CPUs set by \
                  the driver): nobody can move it",
                 format_cpulist(&managed)
-            );
+            )));
         }
     }
     let online = |c: &u32| m.cpus.iter().any(|k| k.cpu == *c);
@@ -86,18 +87,18 @@ pub(crate) fn plan_for(
         .filter(|c| !online(c))
         .partition(|c| m.possible.contains(c));
     if !unknown.is_empty() {
-        anyhow::bail!(
+        return Err(crate::cli::usage(format!(
             "--ban-cpus: CPU {} does not exist here (CPUs: {})",
             format_cpulist(&unknown),
             format_cpulist(&m.possible)
-        );
+        )));
     }
     if m.cpus.iter().all(|c| options.banned.contains(&c.cpu)) {
-        anyhow::bail!(
+        return Err(crate::cli::usage(format!(
             "--ban-cpus: {} is every CPU here: no interrupt could be moved anywhere; leave out \
              a CPU to take them",
             format_cpulist(&options.banned)
-        );
+        )));
     }
     let mut p = plan::plan(&sources, &inputs::slots(m), options);
     p.banned_offline = offline;
