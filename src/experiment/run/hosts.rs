@@ -365,10 +365,17 @@ pub(crate) fn distinct_servers(exp: &Experiment) -> Result<()> {
         .map(|s| [crate::experiment::file::fio_server_key(&s.fio)].into())
         .collect();
     let deadline = std::time::Instant::now() + RESOLVE_WITHIN;
+    // An IPv4-mapped IPv6 address (`ip6:::ffff:10.0.0.1`) reaches the IPv4 server.
+    let unmapped = |a: &std::net::SocketAddr| match a {
+        std::net::SocketAddr::V6(v6) => v6.ip().to_ipv4_mapped().map_or(*a, |v4| {
+            std::net::SocketAddr::new(std::net::IpAddr::V4(v4), a.port())
+        }),
+        _ => *a,
+    };
     while let Ok((i, resolved)) =
         rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
     {
-        reaches[i].extend(resolved.iter().map(ToString::to_string));
+        reaches[i].extend(resolved.iter().map(|a| unmapped(a).to_string()));
     }
     for (i, a) in specs.iter().enumerate() {
         for (j, b) in specs.iter().enumerate().skip(i + 1) {
@@ -1272,6 +1279,13 @@ mod tests {
             ),
             "{err}"
         );
+        let mapped = parse(
+            "x.toml",
+            &text.replace("localhost,9911", "ip6:::ffff:127.0.0.1,9911"),
+        )
+        .unwrap();
+        let err = super::distinct_servers(&mapped).unwrap_err().to_string();
+        assert!(err.contains("both reach 127.0.0.1:9911"), "{err}");
         let apart = exp(
             ["device = \"sda\"\n", "device = \"sdb\"\n"],
             "bs = [\"4k\"]\n",
