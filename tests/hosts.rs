@@ -825,6 +825,73 @@ fn restore_host_puts_back_what_a_killed_remote_agent_left() {
     );
 }
 
+/// A host listed by a run whose agent there still runs (cut off, within its lease) holds its
+/// knobs: `iolab restore` here put back nothing there and took the host off the list, so the
+/// knob was forgotten if that agent was then killed. Now the host stays listed until the
+/// agent has ended.
+#[test]
+fn a_listed_host_whose_agent_still_runs_stays_listed() {
+    let Some(scratch) = Scratch::new(16 << 20) else {
+        return;
+    };
+    let Some(lab) = Lab::new(1) else { return };
+    let dev = scratch.name().to_string();
+    let before = attr(&dev, "read_ahead_kb");
+    let changed = (before.parse::<u64>().unwrap() + 64).to_string();
+    let addr = lab.hosts[0].addr.clone();
+    let mut conn = Connection::open(&addr, &lab.options()).expect("connect");
+    conn.request(&Request::Set {
+        path: format!("/sys/block/{dev}/queue/read_ahead_kb"),
+        value: changed.clone(),
+    })
+    .expect("set");
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(
+        state.path().join("hosts.json"),
+        format!(
+            r#"[{{"ssh": "{addr}", "remote_iolab": "{}"}}]"#,
+            iolab_binary()
+        ),
+    )
+    .unwrap();
+    let restore = || {
+        let out = lab
+            .iolab()
+            .env("IOLAB_STATE_DIR", state.path())
+            .arg("restore")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let said = restore();
+    assert!(
+        said.contains(&format!("host {addr}: ")) && said.contains("it stays listed"),
+        "{said}"
+    );
+    assert!(!said.contains("restored over ssh"), "{said}");
+    let listed = iolab::hosts::touched::read(state.path()).unwrap();
+    assert_eq!(listed.len(), 1, "{said}");
+    assert_eq!(attr(&dev, "read_ahead_kb"), changed);
+    // The agent ends (its session closes) and puts its knob back; then the host leaves.
+    drop(conn);
+    assert!(
+        becomes(&dev, "read_ahead_kb", &before, Duration::from_secs(20)),
+        "the agent did not restore"
+    );
+    let end = Instant::now() + Duration::from_secs(10);
+    while lab.hosts[0].state.join("journal.json").exists() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let said = restore();
+    assert!(
+        said.contains(&format!("host {addr}: restored over ssh")),
+        "{said}"
+    );
+    assert!(iolab::hosts::touched::read(state.path())
+        .unwrap()
+        .is_empty());
+}
+
 /// A name ssh would read as an option is refused before any host is reached (it was tried,
 /// and the command said to run it again "once the host answers").
 #[test]

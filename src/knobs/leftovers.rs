@@ -228,7 +228,17 @@ fn restore_hosts(
             options.extra = extra.clone();
         }
         let r = crate::hosts::restore::restore(&h.ssh, &options, true)?;
-        if !r.ok {
+        if let Some(held) = held_there(&r) {
+            // An agent of the run, cut off and still within its lease, holds its journal
+            // there: nothing was put back yet, and a host taken off the list now would be
+            // forgotten if that agent were killed before it restores.
+            in_use.push(format!(
+                "host {}: {held}: it stays listed; run `iolab restore` again once that agent \
+                 has ended",
+                h.ssh
+            ));
+            still.push(h);
+        } else if !r.ok {
             problems.push(format!(
                 "host {}: restore did not finish ({}); run `iolab restore` again once it \
                  answers",
@@ -241,6 +251,18 @@ fn restore_hosts(
     }
     listed.keep_only(still)?;
     Ok((done, problems))
+}
+
+/// What a host's own restore left to a process still running there (its `in_use` lines),
+/// joined; `None` when it left nothing.
+fn held_there(r: &crate::hosts::restore::HostRestore) -> Option<String> {
+    let lines: Vec<&str> = r.output["in_use"]
+        .as_array()?
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    (!lines.is_empty())
+        .then(|| crate::report::format::terminal_safe(&lines.join("; ")).into_owned())
 }
 
 impl Leftovers {
@@ -338,7 +360,11 @@ impl crate::output::Render for Leftovers {
                 a.db_path.display()
             );
         }
-        for h in self.hosts.iter().filter(|h| h.ok) {
+        for h in self
+            .hosts
+            .iter()
+            .filter(|h| h.ok && held_there(h).is_none())
+        {
             let count = |key: &str| h.output[key]["restored"].as_array().map_or(0, Vec::len);
             let tracer = match count("tracer") {
                 0 => String::new(),
