@@ -984,6 +984,16 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
         text.contains("fio on each host as its note below says"),
         "{text}"
     );
+    // No host of this 2-CPU machine has anything farther than `near`: the aggregate's `far`
+    // cells are not applicable, as the run records them, and left out of the estimate.
+    assert!(
+        text.contains("placement=far\n        not applicable: on no host"),
+        "{text}"
+    );
+    assert!(
+        text.contains("of them in cells that can run here"),
+        "{text}"
+    );
     for (_, dev) in &hosts {
         let want = format!(
             "read_ahead_kb=128,placement=on: fio on CPU 0; sets \

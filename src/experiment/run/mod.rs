@@ -842,6 +842,28 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     Ok(p)
 }
 
+/// A cell every controlled host finds not applicable is recorded so in the aggregate too:
+/// marked in the plan, and out of its estimate.
+fn no_host_runs(plan: &mut Plan) {
+    let mut dropped = 0.0;
+    for (i, cell) in plan.cells.iter_mut().enumerate() {
+        let nowhere = plan.hosts.iter().all(|h| {
+            h.plan
+                .cells
+                .get(i)
+                .is_some_and(|c| c.not_applicable.is_some())
+        });
+        if nowhere && cell.not_applicable.is_none() {
+            cell.not_applicable = Some("on no host (each host's note below says why)".to_string());
+            let runs = plan.order.iter().filter(|r| r.cell == i).count();
+            dropped += cell.nominal_seconds.unwrap_or(0.0) * runs as f64;
+        }
+    }
+    if let Some(total) = &mut plan.estimated_seconds {
+        *total -= dropped;
+    }
+}
+
 fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
     if !exp.target.hosts.is_empty() {
         let m = Machine::read(&settings.root)?;
@@ -862,6 +884,7 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
                     plan: c.plan.clone(),
                 })
                 .collect();
+            no_host_runs(&mut plan);
         }
         return Ok(plan);
     }
