@@ -3,8 +3,9 @@
 
 /// Put back what a killed iolab left: knobs, tracefs settings, scratch devices.
 ///
-/// Knobs and tracefs settings are put back and scratch devices removed; a scheduler module the kernel loaded for one of its knobs (bfq, kyber) is
-/// unloaded again unless something uses it.
+/// Knobs and tracefs settings are put back and scratch devices removed; a scheduler module
+/// the kernel loaded for one of its knobs (bfq, kyber) is unloaded again unless something
+/// uses it.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print what was done as JSON")))]
 pub(crate) struct RestoreArgs {
