@@ -924,17 +924,29 @@ fn anchored_experiment(
     target: &str,
 ) -> iolab::experiment::Experiment {
     // Direct I/O for a whole second: every read fio counts is one the device completes.
-    let mut text = "name = \"hosts\"\n[workload]\nrw = \"randread\"\ndirect = 1\n\
-                    time_based = 1\nruntime = \"1s\"\n"
-        .to_string();
-    text += target;
+    let head = "name = \"hosts\"\n[workload]\nrw = \"randread\"\ndirect = 1\n\
+                time_based = 1\nruntime = \"1s\"\n"
+        .to_string()
+        + target;
+    hosts_experiment("hosts.toml", &head, hosts, factors)
+}
+
+/// `head` (name, workload, [target]), then `hosts` (ssh destination, device) with their fio
+/// servers on port 8765, then the factors.
+fn hosts_experiment(
+    name: &str,
+    head: &str,
+    hosts: &[(String, String)],
+    factors: &str,
+) -> iolab::experiment::Experiment {
+    let mut text = head.to_string();
     for (ssh, device) in hosts {
         text += &format!(
             "[[target.host]]\nssh = \"{ssh}\"\nfio = \"{ssh},8765\"\ndevice = \"{device}\"\n"
         );
     }
     text += &format!("[factors]\n{factors}");
-    iolab::experiment::file::parse("hosts.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    iolab::experiment::file::parse(name, &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 #[test]
@@ -1517,16 +1529,13 @@ fn a_host_that_dies_mid_run_fails_only_its_runs_and_restore_puts_it_back_later()
     let before: Vec<String> = devices.iter().map(|d| attr(d, "read_ahead_kb")).collect();
     let hosts: Vec<(String, String)> = lab.addrs().into_iter().zip(devices.clone()).collect();
     let servers = FioServers::start(&lab);
-    let mut text = "name = \"dies\"\nrepetitions = 3\nwarmup = false\n[workload]\n\
-                    rw = \"randread\"\nruntime = \"1s\"\n"
-        .to_string();
-    for (ssh, device) in &hosts {
-        text += &format!(
-            "[[target.host]]\nssh = \"{ssh}\"\nfio = \"{ssh},8765\"\ndevice = \"{device}\"\n"
-        );
-    }
-    text += "[factors]\nread_ahead_kb = [256, 512]\n";
-    let exp = iolab::experiment::file::parse("dies.toml", &text).unwrap();
+    let exp = hosts_experiment(
+        "dies.toml",
+        "name = \"dies\"\nrepetitions = 3\nwarmup = false\n[workload]\nrw = \"randread\"\n\
+         runtime = \"1s\"\n",
+        &hosts,
+        "read_ahead_kb = [256, 512]\n",
+    );
     let state = tempfile::tempdir().unwrap();
     let settings = lab_settings(&lab, state.path());
     // At the third run the third host dies: every process in its namespace (sshd, its agent,
@@ -1859,16 +1868,13 @@ fn a_host_cut_off_mid_run_costs_the_other_host_nothing() {
         .zip(scratches.iter().map(|s| s.name().to_string()))
         .collect();
     let servers = FioServers::start(&lab);
-    let mut text = "name = \"cut\"\nrepetitions = 2\nwarmup = false\n[workload]\n\
-                    rw = \"randread\"\ndirect = 1\nruntime = \"3s\"\ntime_based = true\n"
-        .to_string();
-    for (ssh, device) in &hosts {
-        text += &format!(
-            "[[target.host]]\nssh = \"{ssh}\"\nfio = \"{ssh},8765\"\ndevice = \"{device}\"\n"
-        );
-    }
-    text += "[factors]\nbs = [\"4k\"]\n";
-    let exp = iolab::experiment::file::parse("cut.toml", &text).unwrap();
+    let exp = hosts_experiment(
+        "cut.toml",
+        "name = \"cut\"\nrepetitions = 2\nwarmup = false\n[workload]\nrw = \"randread\"\n\
+         direct = 1\nruntime = \"3s\"\ntime_based = true\n",
+        &hosts,
+        "bs = [\"4k\"]\n",
+    );
     let state = tempfile::tempdir().unwrap();
     let settings = lab_settings(&lab, state.path());
     // 1.5 s into the first run the second host's link goes down: no reset reaches anyone, as
