@@ -216,12 +216,13 @@ fn device_path(device: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// The address as fio's `--server` takes it: an IPv4 or host name form gets `ip:`.
+/// The address as fio's `--server` takes it, with the prefix of its family (`ip4:` and no
+/// prefix are `ip:`).
 fn server_spec(listen: &str) -> String {
-    if listen.starts_with("ip:") || listen.starts_with("ip6:") {
-        listen.to_string()
-    } else {
-        format!("ip:{listen}")
+    use crate::experiment::file::{fio_family, IpFamily};
+    match fio_family(listen) {
+        (IpFamily::V6, bare) => format!("ip6:{bare}"),
+        (IpFamily::V4, bare) => format!("ip:{bare}"),
     }
 }
 
@@ -300,6 +301,15 @@ mod tests {
     use super::*;
     use crate::workload::confine::tests::landlock_or_skip;
     use std::io::Read;
+
+    /// `ip4:` was taken for no prefix and given `ip:` in front (`ip:ip4:...`).
+    #[test]
+    fn the_server_is_told_its_address_with_the_prefix_of_its_family() {
+        assert_eq!(server_spec("10.0.0.1,8765"), "ip:10.0.0.1,8765");
+        assert_eq!(server_spec("ip4:10.0.0.1,8765"), "ip:10.0.0.1,8765");
+        assert_eq!(server_spec("ip:lab1"), "ip:lab1");
+        assert_eq!(server_spec("ip6:::1,8765"), "ip6:::1,8765");
+    }
 
     fn free_port() -> u16 {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -45,8 +45,9 @@ pub(crate) fn irqbalance_pid(root: &SysRoot) -> Option<u32> {
 /// The plan for a measured machine: checks that the interrupts `--unpin` names and the CPUs
 /// `--ban-cpus` names exist here (a command line that cannot mean anything here is a usage
 /// error, exit 2, as one that cannot be read), then plans. `before_iolab` is the placement
-/// journal's view (see `inputs::sources`). A banned CPU that exists but is offline is harmless (banned should
-/// it come back, as in a service's settings): the plan names it in `banned_offline`.
+/// journal's view (see `inputs::sources`). A banned CPU that exists but is offline is harmless
+/// (banned should it come back, as in a service's settings): the plan names it in
+/// `banned_offline`.
 pub(crate) fn plan_for(
     m: &Machine,
     before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
