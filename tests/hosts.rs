@@ -404,6 +404,22 @@ fn hosts_check_reports_versions_and_a_skew_within_the_round_trip() {
     }
 }
 
+/// An agent session on the lab's first host that has raised `dev`'s read_ahead_kb by 64 (and
+/// journaled it there): the session, and the value before and after.
+fn agent_raises_read_ahead(lab: &Lab, dev: &str) -> (Connection, String, String) {
+    let before = attr(dev, "read_ahead_kb");
+    let changed = (before.parse::<u64>().unwrap() + 64).to_string();
+    let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
+    let answer = conn
+        .request(&Request::Set {
+            path: format!("/sys/block/{dev}/queue/read_ahead_kb"),
+            value: changed.clone(),
+        })
+        .expect("set");
+    assert_eq!(answer["old"], before.as_str());
+    (conn, before, changed)
+}
+
 #[test]
 fn a_cut_connection_puts_the_agents_knob_back() {
     let Some(scratch) = Scratch::new(16 << 20) else {
@@ -411,17 +427,8 @@ fn a_cut_connection_puts_the_agents_knob_back() {
     };
     let Some(lab) = Lab::new(1) else { return };
     let dev = scratch.name().to_string();
-    let before = attr(&dev, "read_ahead_kb");
-    let changed = (before.parse::<u64>().unwrap() + 64).to_string();
     let path = format!("/sys/block/{dev}/queue/read_ahead_kb");
-    let mut conn = Connection::open(&lab.hosts[0].addr, &lab.options()).expect("connect");
-    let answer = conn
-        .request(&Request::Set {
-            path: path.clone(),
-            value: changed.clone(),
-        })
-        .expect("set");
-    assert_eq!(answer["old"], before.as_str());
+    let (conn, before, changed) = agent_raises_read_ahead(&lab, &dev);
     assert_eq!(attr(&dev, "read_ahead_kb"), changed);
     let journal = lab.hosts[0].state.join("journal.json");
     assert!(
@@ -836,15 +843,8 @@ fn a_listed_host_whose_agent_still_runs_stays_listed() {
     };
     let Some(lab) = Lab::new(1) else { return };
     let dev = scratch.name().to_string();
-    let before = attr(&dev, "read_ahead_kb");
-    let changed = (before.parse::<u64>().unwrap() + 64).to_string();
     let addr = lab.hosts[0].addr.clone();
-    let mut conn = Connection::open(&addr, &lab.options()).expect("connect");
-    conn.request(&Request::Set {
-        path: format!("/sys/block/{dev}/queue/read_ahead_kb"),
-        value: changed.clone(),
-    })
-    .expect("set");
+    let (conn, before, changed) = agent_raises_read_ahead(&lab, &dev);
     let state = tempfile::tempdir().unwrap();
     std::fs::write(
         state.path().join("hosts.json"),
