@@ -1751,10 +1751,16 @@ fn agents_serve_fio_for_the_run_and_stop_it_after() {
     }
     // A server that cannot start (on an address its host does not have) stops the run
     // before its first cell: nothing was set on any host, so no list of hosts to restore is
-    // left to refuse the next run.
-    let foreign = text.replacen("serve = true", "serve = \"10.254.254.254,8765\"", 1);
-    let exp = iolab::experiment::file::parse("served.toml", &foreign).unwrap();
-    let err = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet)
+    // left to refuse the next run. The last host's fails, after the first host's agent
+    // started its own server.
+    let at = text.rfind("serve = true").unwrap();
+    let mut foreign = text.clone();
+    foreign.replace_range(
+        at..at + "serve = true".len(),
+        "serve = \"10.254.254.254,8765\"",
+    );
+    let refused = iolab::experiment::file::parse("served.toml", &foreign).unwrap();
+    let err = runloop::run(&refused, &settings, &runner, &cancel, &mut Quiet)
         .expect_err("refused: the server cannot bind");
     assert!(
         format!("{err:#}").contains("cannot start its fio server"),
@@ -1764,6 +1770,11 @@ fn agents_serve_fio_for_the_run_and_stop_it_after() {
         !settings.state_dir.join("hosts.json").exists(),
         "a run refused before its first cell left its list of hosts"
     );
+    // The refused run ended only once its agents had: the next run starts at once, not
+    // refused by the first host's agent still stopping its server.
+    let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet)
+        .expect("a run right after a refused one");
+    assert_eq!(outcome.failed_runs, 0, "{:?}", outcome.cells);
 }
 
 /// A TCP forwarder from a port of 127.0.0.1 to `to`, for as long as the test runs: a host

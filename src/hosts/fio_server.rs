@@ -43,6 +43,16 @@ impl Served {
         let bytes = self.output.lock().map(|b| b.clone()).unwrap_or_default();
         String::from_utf8_lossy(&bytes).trim().to_string()
     }
+
+    /// Stops the server (as dropping it does) and says how it ended.
+    #[cfg(test)]
+    fn stop(mut self) -> Option<ExitStatus> {
+        drop(self.keeper.stop.take());
+        if let Some(t) = self.keeper.thread.take() {
+            let _ = t.join();
+        }
+        self.keeper.exited()
+    }
 }
 
 /// The thread that started the server and stops it. fio's job processes leave its process
@@ -97,17 +107,27 @@ impl Keeper {
                     return;
                 }
             }
-            // The first process of a PID namespace takes only the signals it handles (fio
-            // handles SIGTERM) and SIGKILL; its end kills the rest of the namespace, and
-            // its wait returns once they are all gone.
+            // The first process of a PID namespace takes only the signals it handles, and
+            // SIGKILL; its end kills the rest of the namespace, and its wait returns once they
+            // are all gone. fio's server handles SIGINT (it ends within 0.2 s), not SIGTERM,
+            // which it leaves to a default action the kernel does not take here: the server
+            // lived on to the SIGKILL below, 3 s later.
             // SAFETY: signals to the child this thread started.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
             let deadline = Instant::now() + Duration::from_secs(3);
             while !record(&mut child) && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let _ = child.kill();
-            let _ = child.wait();
+            if exited_here
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
+            {
+                let _ = child.kill();
+                if let Ok(status) = child.wait() {
+                    *exited_here.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
+                }
+            }
         });
         match started_rx.recv() {
             Ok(Ok(pid)) => Ok(Keeper {
@@ -457,6 +477,21 @@ mod tests {
         }
         assert!(called(), "{said}");
         assert_ne!(first_64k(&device), before, "{said}");
+    }
+
+    /// An idle server ends on the signal it is sent, not killed by the fallback 3 s later:
+    /// until it has ended, its agent holds the host's locks against the next run.
+    #[test]
+    fn a_stopped_server_ends_by_itself() {
+        if !landlock_or_skip(true) {
+            return;
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let state = tempfile::tempdir().unwrap();
+        let dev = crate::target::ScratchDevice::create_in(state.path(), 8 << 20).unwrap();
+        let served = start(&format!("127.0.0.1,{}", free_port()), dev.name(), false).unwrap();
+        let status = served.stop().expect("the server ended");
+        assert_eq!(status.signal(), None, "{status:?}");
     }
 
     #[test]

@@ -22,6 +22,10 @@ use crate::workload::process::{keep_tail, output_kept, OUTPUT_KEPT};
 /// How much of ssh's standard error is kept for messages: its last bytes.
 const SSH_SAID_KEPT: usize = 16 * 1024;
 
+/// How long a session's end waits for its agent: the agent gives its fio server 3 s to stop
+/// before killing it, then restores its knobs.
+const AGENT_ENDS_WITHIN: Duration = Duration::from_secs(5);
+
 /// Where `--copy-binary` puts iolab on a host by default.
 pub(crate) const REMOTE_DIR: &str = "/var/lib/iolab/bin";
 
@@ -387,7 +391,12 @@ impl Connection {
 
     /// ssh's exit code once it has ended (within a second), else None.
     fn wait_briefly(&mut self) -> Option<i32> {
-        let end = Instant::now() + Duration::from_secs(1);
+        self.wait_within(Duration::from_secs(1))
+    }
+
+    /// ssh's exit code once it has ended (within `limit`), else None.
+    fn wait_within(&mut self, limit: Duration) -> Option<i32> {
+        let end = Instant::now() + limit;
         while Instant::now() < end {
             if let Ok(Some(status)) = self.child.try_wait() {
                 // The stderr thread may still be reading ssh's last words.
@@ -445,9 +454,16 @@ fn read_answer<R: BufRead>(r: &mut R, max: u64) -> Result<String, String> {
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        // Closing the agent's input makes it restore and exit; ssh follows.
+        // Closing the agent's input makes it stop its fio server, restore and exit; ssh
+        // follows. Until then the agent holds its host's locks, which would refuse the next
+        // run started there: a live session is given the time the agent may take.
         self.stdin = None;
-        if self.wait_briefly().is_none() && self.child.try_wait().ok().flatten().is_none() {
+        let limit = if self.broken {
+            Duration::from_secs(1)
+        } else {
+            AGENT_ENDS_WITHIN
+        };
+        if self.wait_within(limit).is_none() && self.child.try_wait().ok().flatten().is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
