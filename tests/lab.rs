@@ -1150,6 +1150,111 @@ fn a_database_on_a_network_filesystem_is_an_error_that_names_it() {
     );
 }
 
+/// The rule that protects users, on a real kernel's stacking: a loop device below a dm
+/// `striped` target, one below an md RAID 0 (which also claims it), and one whose partition
+/// table the kernel has read are each refused for a writing experiment, with the reason, and
+/// none of their bytes change. Naming the holder as expendable does not free its leg; naming
+/// the leg does (dry run only).
+#[test]
+fn writes_to_devices_under_dm_md_or_with_partitions_are_refused() {
+    if !lab_ready() {
+        return;
+    }
+    let script = r#"
+modprobe dm_mod; modprobe md_mod; modprobe raid0; modprobe loop max_part=8
+for f in a b c d p; do truncate -s 64M /tmp/$f.img; done
+A=$(losetup -f --show /tmp/a.img); B=$(losetup -f --show /tmp/b.img)
+echo "0 262144 striped 2 8 $A 0 $B 0" | dmsetup create stripes
+C=$(losetup -f --show /tmp/c.img); E=$(losetup -f --show /tmp/d.img)
+echo md0 >/sys/module/md_mod/parameters/new_array
+M=/sys/block/md0/md
+echo none >$M/metadata_version; echo raid0 >$M/level; echo 4096 >$M/chunk_size
+echo 2 >$M/raid_disks
+for l in $C $E; do cat /sys/block/${l#/dev/}/dev >$M/new_dev; done
+i=0; for d in $M/dev-*; do echo 0 >$d/offset; echo 65536 >$d/size; echo $i >$d/slot; i=$((i+1)); done
+echo active >$M/array_state
+# An MBR with one Linux partition from sector 2048 to the end (no sfdisk here).
+printf '\000\000\000\000\203\000\000\000\000\010\000\000\000\370\001\000' |
+  dd of=/tmp/p.img bs=1 seek=446 conv=notrunc 2>/dev/null
+printf '\125\252' | dd of=/tmp/p.img bs=1 seek=510 conv=notrunc 2>/dev/null
+P=$(losetup -f --show -P /tmp/p.img)
+udevadm settle 2>/dev/null; ls /sys/block/${P#/dev/} >$LAB_OUT/p-entries
+echo "${A#/dev/} ${C#/dev/} ${P#/dev/}" >$LAB_OUT/targets
+for t in $A $C $P; do md5sum $t; done >$LAB_OUT/before
+for t in $A $C $P; do
+n=${t#/dev/}
+cat >/tmp/w-$n.toml <<T
+name = "writes to $n"
+repetitions = 1
+[target]
+device = "$n"
+[workload]
+rw = "randwrite"
+bs = "4k"
+direct = 1
+size = "16m"
+runtime = "1s"
+time_based = true
+T
+$IOLAB run /tmp/w-$n.toml --db /tmp/w.db >$LAB_OUT/run-$n.txt 2>&1; echo $? >$LAB_OUT/run-$n.rc
+done
+n=${A#/dev/}
+$IOLAB run /tmp/w-$n.toml --db /tmp/w.db --destructive-device dm-0 >$LAB_OUT/holder.txt 2>&1
+echo $? >$LAB_OUT/holder.rc
+$IOLAB run --dry-run /tmp/w-$n.toml --destructive-device $n >$LAB_OUT/named.txt 2>&1
+echo $? >$LAB_OUT/named.rc
+for t in $A $C $P; do md5sum $t; done >$LAB_OUT/after
+"#;
+    let b = boot("nvme-poll", script, 400);
+    assert_eq!(b.code, Some(0), "{}", b.log);
+    let targets = b.text("targets");
+    let [dm_leg, md_leg, parted]: [&str; 3] = targets
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .try_into()
+        .unwrap_or_else(|t| panic!("three targets: {t:?}"));
+    assert!(
+        b.text("p-entries").contains(&format!("{parted}p1")),
+        "the kernel read no partition: {}",
+        b.text("p-entries")
+    );
+    let refused = |dev: &str, reasons: &[&str]| {
+        let said = b.text(&format!("run-{dev}.txt"));
+        assert_eq!(
+            b.text(&format!("run-{dev}.rc")).trim(),
+            "1",
+            "{dev}: {said}"
+        );
+        assert!(
+            said.contains(&format!(
+                "refusing to write to /dev/{dev}: it may hold data"
+            )),
+            "{dev}: {said}"
+        );
+        for why in reasons {
+            assert!(said.contains(why), "{dev}: no `{why}` in: {said}");
+        }
+    };
+    refused(dm_leg, &[&format!("dm-0 is built on {dm_leg}")]);
+    refused(
+        md_leg,
+        &[
+            &format!("md0 is built on {md_leg}"),
+            &format!("{md_leg} is claimed by the kernel"),
+        ],
+    );
+    refused(parted, &[&format!("it has partitions ({parted}p1)")]);
+    let holder = b.text("holder.txt");
+    assert_ne!(b.text("holder.rc").trim(), "0", "{holder}");
+    assert!(holder.contains("--destructive-device dm-0"), "{holder}");
+    assert_eq!(b.text("named.rc").trim(), "0", "{}", b.text("named.txt"));
+    assert_eq!(
+        b.text("before"),
+        b.text("after"),
+        "a refused device changed"
+    );
+}
+
 #[test]
 fn dm_and_md_stripes_split_every_bio_and_the_trace_completes_each() {
     if !lab_ready() {
