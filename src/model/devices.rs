@@ -65,6 +65,9 @@ pub struct BlockDevice {
     /// device's completion interrupts (see `placement`); absent without interrupts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) placement: Option<super::OnNearFar>,
+    /// In use here: mounted, held (dm, md, LVM), swap or partitioned, as /sys and /proc say.
+    /// Its bytes are not read (that would disturb the page cache of a device under test):
+    /// the check before a write (`target::holds_data`) reads them.
     pub(crate) holds_data: bool,
     /// Why it holds data ("mounted at / (ext4)", "holder dm-0", "swap", "partition vda1").
     pub(crate) data_reasons: Vec<String>,

@@ -301,7 +301,8 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
     } else {
         let _ = writeln!(
             s,
-            "    holds no data (not mounted, no holders, no swap, no partitions)"
+            "    in use by nothing (not mounted, no holders, no swap, no partitions); its \
+             contents are read only before a write"
         );
     }
     let knobs: Vec<String> = super::devices::KNOBS
