@@ -1150,6 +1150,24 @@ fn a_database_on_a_network_filesystem_is_an_error_that_names_it() {
     );
 }
 
+/// Four loop devices of $MB MiB each (the caller sets MB first): a dm `striped` target
+/// over the first two ($A, $B) and an md RAID 0 without a superblock over the others ($C, $E),
+/// `md0`, set up through sysfs (no mdadm here); both stripe in 4 KiB chunks.
+const STRIPES: &str = r#"
+modprobe dm_mod; modprobe md_mod; modprobe raid0; modprobe loop
+for f in a b c d; do truncate -s ${MB}M /tmp/$f.img; done
+A=$(losetup -f --show /tmp/a.img); B=$(losetup -f --show /tmp/b.img)
+echo "0 $(($MB * 4096)) striped 2 8 $A 0 $B 0" | dmsetup create stripes
+C=$(losetup -f --show /tmp/c.img); E=$(losetup -f --show /tmp/d.img)
+echo md0 >/sys/module/md_mod/parameters/new_array
+M=/sys/block/md0/md
+echo none >$M/metadata_version; echo raid0 >$M/level; echo 4096 >$M/chunk_size
+echo 2 >$M/raid_disks
+for l in $C $E; do cat /sys/block/${l#/dev/}/dev >$M/new_dev; done
+i=0; for d in $M/dev-*; do echo 0 >$d/offset; echo $(($MB * 1024)) >$d/size; echo $i >$d/slot; i=$((i+1)); done
+echo active >$M/array_state
+"#;
+
 /// The rule that protects users, on a real kernel's stacking: a loop device below a dm
 /// `striped` target, one below an md RAID 0 (which also claims it), and one whose partition
 /// table the kernel has read are each refused for a writing experiment, with the reason, and
@@ -1160,19 +1178,9 @@ fn writes_to_devices_under_dm_md_or_with_partitions_are_refused() {
     if !lab_ready() {
         return;
     }
-    let script = r#"
-modprobe dm_mod; modprobe md_mod; modprobe raid0; modprobe loop max_part=8
-for f in a b c d p; do truncate -s 64M /tmp/$f.img; done
-A=$(losetup -f --show /tmp/a.img); B=$(losetup -f --show /tmp/b.img)
-echo "0 262144 striped 2 8 $A 0 $B 0" | dmsetup create stripes
-C=$(losetup -f --show /tmp/c.img); E=$(losetup -f --show /tmp/d.img)
-echo md0 >/sys/module/md_mod/parameters/new_array
-M=/sys/block/md0/md
-echo none >$M/metadata_version; echo raid0 >$M/level; echo 4096 >$M/chunk_size
-echo 2 >$M/raid_disks
-for l in $C $E; do cat /sys/block/${l#/dev/}/dev >$M/new_dev; done
-i=0; for d in $M/dev-*; do echo 0 >$d/offset; echo 65536 >$d/size; echo $i >$d/slot; i=$((i+1)); done
-echo active >$M/array_state
+    let script = format!("MB=64{STRIPES}")
+        + r#"
+truncate -s 64M /tmp/p.img
 # An MBR with one Linux partition from sector 2048 to the end (no sfdisk here).
 printf '\000\000\000\000\203\000\000\000\000\010\000\000\000\370\001\000' |
   dd of=/tmp/p.img bs=1 seek=446 conv=notrunc 2>/dev/null
@@ -1205,7 +1213,7 @@ $IOLAB run --dry-run /tmp/w-$n.toml --destructive-device $n >$LAB_OUT/named.txt 
 echo $? >$LAB_OUT/named.rc
 for t in $A $C $P; do md5sum $t; done >$LAB_OUT/after
 "#;
-    let b = boot("nvme-poll", script, 400);
+    let b = boot("nvme-poll", &script, 400);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let targets = b.text("targets");
     let [dm_leg, md_leg, parted]: [&str; 3] = targets
@@ -1260,22 +1268,10 @@ fn dm_and_md_stripes_split_every_bio_and_the_trace_completes_each() {
     if !lab_ready() {
         return;
     }
-    let script = r#"
-modprobe dm_mod; modprobe md_mod; modprobe raid0; modprobe loop
-for f in a b c d; do truncate -s 128M /tmp/$f.img; done
-A=$(losetup -f --show /tmp/a.img); B=$(losetup -f --show /tmp/b.img)
-echo "0 524288 striped 2 8 $A 0 $B 0" | dmsetup create stripes
+    let script = format!("MB=128{STRIPES}")
+        + r#"
 D=$(ls /sys/block | grep '^dm-' | head -1)
 echo $D >$LAB_OUT/dm
-# md RAID 0 without a superblock, through sysfs (no mdadm here).
-C=$(losetup -f --show /tmp/c.img); E=$(losetup -f --show /tmp/d.img)
-echo md0 >/sys/module/md_mod/parameters/new_array
-M=/sys/block/md0/md
-echo none >$M/metadata_version; echo raid0 >$M/level; echo 4096 >$M/chunk_size
-echo 2 >$M/raid_disks
-for l in $C $E; do cat /sys/block/${l#/dev/}/dev >$M/new_dev; done
-i=0; for d in $M/dev-*; do echo 0 >$d/offset; echo 131072 >$d/size; echo $i >$d/slot; i=$((i+1)); done
-echo active >$M/array_state
 echo "$D ${A#/dev/} ${B#/dev/}" >$LAB_OUT/legs
 echo "md0 ${C#/dev/} ${E#/dev/}" >>$LAB_OUT/legs
 # Every experiment here reads 64 KiB at depth 4 for a second.
@@ -1378,7 +1374,7 @@ $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
   --metric local:$D:trace_completed_mb --metric local:$L1:trace_completed_mb \
   --metric local:$L2:trace_completed_mb >$LAB_OUT/show-local.json 2>$LAB_OUT/show-local.json.err
 "#;
-    let b = boot("nvme-poll", script, 600);
+    let b = boot("nvme-poll", &script, 600);
     assert_eq!(b.code, Some(0), "{}", b.log);
     let dm = b.text("dm").trim().to_string();
     check_stack_recording(&b);
