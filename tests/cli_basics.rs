@@ -300,7 +300,7 @@ fn a_run_and_its_dry_run_refuse_what_would_stop_it_later() {
         ),
         (
             &["--dry-run", "--db", ok_db, "--device", "nosuch9"],
-            "/dev/nosuch9: no such block device here (there are ",
+            "/dev/nosuch9: no such block device on ",
         ),
         // A snapshot without a loop device: the fix is --device there, not `modprobe loop`.
         (

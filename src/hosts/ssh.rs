@@ -335,8 +335,13 @@ impl Connection {
             .as_mut()
             .ok_or_else(|| anyhow!("{host}: the session was closed"))?;
         if let Err(e) = writeln!(stdin, "{line}").and_then(|()| stdin.flush()) {
+            // A broken pipe is ssh gone, which is how a closed connection shows from here.
+            let why = match e.kind() {
+                std::io::ErrorKind::BrokenPipe => "the connection closed".to_string(),
+                _ => e.to_string(),
+            };
             return Err(anyhow!(
-                "{host}: cannot send to the agent ({e}){}",
+                "{host}: cannot send to the agent: {why}{}",
                 self.ssh_said_suffix()
             ));
         }
@@ -605,6 +610,18 @@ mod tests {
         Connection::attach("fake", child, &options, "iolab")
             .map_err(|f| f.into_error("fake", "iolab", REMOTE_DIR))
             .unwrap()
+    }
+
+    /// An agent whose connection is gone is said to be so, not shown as an OS error code.
+    #[test]
+    fn a_request_to_a_gone_agent_says_the_connection_closed() {
+        let mut c = fake_agent("exec 0<&-; exit 0", 2000);
+        // Its end reaches the pipe a moment after the greeting.
+        std::thread::sleep(Duration::from_millis(300));
+        let e = c.request(&Request::Preflight { sample_ms: 1 }).unwrap_err();
+        let said = format!("{e:#}");
+        assert!(said.contains("the connection closed"), "{said}");
+        assert!(!said.contains("os error"), "{said}");
     }
 
     /// An answer that comes after its request timed out is not taken as the next request's:

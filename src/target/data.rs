@@ -95,8 +95,13 @@ pub(crate) fn remote_device_name(arg: &str) -> Result<String, String> {
     if plain {
         Ok(name.to_string())
     } else {
+        // An experiment file's names are kept without their "/dev/": say it as written.
+        let said = match arg.starts_with('/') {
+            true => arg.to_string(),
+            false => format!("/dev/{arg}"),
+        };
         Err(format!(
-            "`{arg}`: name a device on another machine as its kernel does (such as sdb or \
+            "`{said}`: name a device on another machine as its kernel does (such as sdb or \
              /dev/nvme0n1): a link such as /dev/disk/by-id/... would be resolved on this \
              machine, whose links say nothing of another's"
         ))
@@ -363,6 +368,9 @@ mod tests {
         ] {
             assert!(remote_device_name(arg).is_err(), "{arg}");
         }
+        // A file's name, kept without its "/dev/", is quoted as the user wrote it.
+        let e = remote_device_name("disk/by-id/virtio-xyz").unwrap_err();
+        assert!(e.starts_with("`/dev/disk/by-id/virtio-xyz`: "), "{e}");
     }
 
     const MOUNTINFO: &str = "\

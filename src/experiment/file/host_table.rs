@@ -246,7 +246,7 @@ impl Walker<'_> {
     fn host_device(&mut self, value: &Value) -> Option<String> {
         let d = self.nonempty_string(value, "device")?;
         let span: Range<usize> = value.span();
-        match self.device_name(&d, span.clone())? {
+        match self.device_name(&d, span.clone(), false)? {
             Some(name) => Some(name),
             None => {
                 self.error(
@@ -392,6 +392,8 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("scratch device does not exist"), "{text}");
+        // Nor offered the default scratch device, which is this machine's.
+        assert!(!text.contains("\"default\""), "{text}");
     }
 
     /// One server written two ways ("10.0.0.1" and "ip:10.0.0.1,8765") was taken for two: one

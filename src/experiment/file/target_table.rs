@@ -157,7 +157,7 @@ impl Walker<'_> {
                     k.device = match value.get_ref() {
                         DeValue::Array(items) => self.device_list(value, items),
                         _ => self.nonempty_string(value, "device").and_then(|d| {
-                            match self.device_name(&d, value.span())? {
+                            match self.device_name(&d, value.span(), true)? {
                                 None => Some(TargetDevice::Scratch),
                                 Some(n) => Some(TargetDevice::Named(vec![n])),
                             }
@@ -331,7 +331,7 @@ impl Walker<'_> {
             let Some(d) = self.nonempty_string(item, key) else {
                 continue;
             };
-            match self.device_name(&d, item.span()) {
+            match self.device_name(&d, item.span(), false) {
                 None => {}
                 Some(None) => self.error(
                     item.span(),
@@ -417,8 +417,14 @@ impl Walker<'_> {
     }
 
     /// A `device` string checked as a block device name: `Some(None)` for "default",
-    /// `None` (reported) when it is not a name.
-    pub(super) fn device_name(&mut self, d: &str, span: Range<usize>) -> Option<Option<String>> {
+    /// `None` (reported) when it is not a name. `scratch`: where "default" may stand (the
+    /// hint offers it only there).
+    pub(super) fn device_name(
+        &mut self,
+        d: &str,
+        span: Range<usize>,
+        scratch: bool,
+    ) -> Option<Option<String>> {
         let name = d.trim().trim_start_matches("/dev/");
         if name == "default" {
             return Some(None);
@@ -431,11 +437,13 @@ impl Walker<'_> {
             self.error(
                 span,
                 format!("`{d}` is not a block device name"),
-                Some(
-                    "\"default\" (a scratch loop device on /dev/shm) or a device name such \
-                     as \"nvme0n1\" or \"/dev/sdb\""
-                        .to_string(),
-                ),
+                Some(format!(
+                    "{}a device name such as \"nvme0n1\" or \"/dev/sdb\"",
+                    match scratch {
+                        true => "\"default\" (a scratch loop device on /dev/shm) or ",
+                        false => "",
+                    }
+                )),
             );
             return None;
         }
@@ -459,7 +467,7 @@ impl Walker<'_> {
                 ok = false;
                 continue;
             };
-            match self.device_name(&d, item.span()) {
+            match self.device_name(&d, item.span(), false) {
                 None => ok = false,
                 Some(None) => {
                     ok = false;

@@ -252,7 +252,7 @@ fn model(
     let machine: Machine = serde_json::from_value(value)
         .map_err(|e| anyhow!("{who}: a machine model this iolab cannot read ({e})"))?;
     let mut plan = super::plan(exp, &machine, std::slice::from_ref(&device), false)
-        .with_context(|| format!("{who}: the experiment does not fit /dev/{device} there"))?;
+        .with_context(|| format!("{who}: the experiment does not fit that host"))?;
     plan.stacked = super::stacked_devices(&machine, std::slice::from_ref(&device));
     Ok(Controlled {
         spec: spec.clone(),

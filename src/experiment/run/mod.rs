@@ -234,8 +234,9 @@ pub(crate) fn plan(
         .map(|d| {
             m.device(d).with_context(|| {
                 format!(
-                    "/dev/{d}: no such block device here (there are {}; `iolab inspect` \
+                    "/dev/{d}: no such block device on {} (there are {}; `iolab inspect` \
                      describes them)",
+                    m.hostname.as_deref().unwrap_or("this machine"),
                     crate::report::format::some_names(
                         &m.devices
                             .iter()
