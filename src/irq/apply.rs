@@ -102,11 +102,9 @@ pub fn against_options(
     m: &Machine,
     before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
 ) -> Vec<String> {
-    let allowed: std::collections::BTreeMap<u32, Vec<u32>> =
-        super::inputs::sources(m, before_iolab)
-            .into_iter()
-            .map(|s| (s.irq, s.allowed))
-            .collect();
+    let sources = super::inputs::sources(m, before_iolab);
+    let allowed: std::collections::BTreeMap<u32, &Vec<u32>> =
+        sources.iter().map(|s| (s.irq, &s.allowed)).collect();
     let slots = super::inputs::slots(m);
     let mut problems = Vec::new();
     for mv in &p.moves {
@@ -135,6 +133,22 @@ pub fn against_options(
                     mv.irq
                 ));
             }
+        }
+    }
+    // Journaled, a pin becomes iolab's to lift in every later plan: only one the plan's own
+    // `--unpin` names, and one that can be moved at all.
+    for irq in &p.unpinned_in_place {
+        let managed = sources.iter().find(|s| s.irq == *irq).map(|s| s.managed);
+        if managed.is_none() {
+            problems.push(format!("IRQ {irq}: the plan unpins it, but it is not here"));
+        } else if managed == Some(true) {
+            problems.push(format!(
+                "IRQ {irq}: the plan unpins it, but the kernel manages its affinity here"
+            ));
+        } else if !p.options.unpin.covers(*irq) {
+            problems.push(format!(
+                "IRQ {irq}: the plan unpins it where it is, which its own --unpin does not ask"
+            ));
         }
     }
     problems
@@ -450,6 +464,9 @@ mod tests {
             ..move_161(5)
         };
         p.moves = vec![move_161(99), move_161(20), pinned];
+        // A pin kept in place that its --unpin does not name, one that is not here, and a
+        // managed one (the fixture's NVMe queues).
+        p.unpinned_in_place = vec![161, 9999, 121];
         let problems = against_options(&p, &m, &Default::default());
         assert_eq!(
             problems[..2],
@@ -464,6 +481,15 @@ mod tests {
             "IRQ 162 (eth0-TxRx-2) may run only on CPUs 4 here now, not CPU 5 (pinned since the \
              plan was made?): make a new plan (`iolab irq plan --unpin 162 --json` if it should \
              move anyway)"
+        );
+        assert_eq!(
+            problems[3..],
+            [
+                "IRQ 161: the plan unpins it where it is, which its own --unpin does not ask",
+                "IRQ 9999: the plan unpins it, but it is not here",
+                "IRQ 121: the plan unpins it, but the kernel manages its affinity here"
+            ],
+            "{problems:?}"
         );
     }
 }
