@@ -96,9 +96,10 @@ pub(crate) fn remote_device_name(arg: &str) -> Result<String, String> {
         Ok(name.to_string())
     } else {
         // An experiment file's names are kept without their "/dev/": say it as written.
-        let said = match arg.starts_with('/') {
-            true => arg.to_string(),
-            false => format!("/dev/{arg}"),
+        let said = if arg.starts_with('/') {
+            arg.to_string()
+        } else {
+            format!("/dev/{arg}")
         };
         Err(format!(
             "`{said}`: name a device on another machine as its kernel does (such as sdb or \

@@ -439,9 +439,10 @@ impl Walker<'_> {
                 format!("`{d}` is not a block device name"),
                 Some(format!(
                     "{}a device name such as \"nvme0n1\" or \"/dev/sdb\"",
-                    match scratch {
-                        true => "\"default\" (a scratch loop device on /dev/shm) or ",
-                        false => "",
+                    if scratch {
+                        "\"default\" (a scratch loop device on /dev/shm) or "
+                    } else {
+                        ""
                     }
                 )),
             );
