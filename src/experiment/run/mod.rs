@@ -1805,18 +1805,24 @@ impl CellResult {
     }
 }
 
-/// Seconds left: each run's nominal duration plus the mean time the runs so far took beyond
+/// Seconds left: each run's nominal duration plus the median time the runs so far took beyond
 /// theirs (starting fio, setting knobs; in hosts mode fio's server adds about a second), or,
-/// where the duration is not known, the mean wall time of the runs so far. None before the
-/// first run has ended: what a run costs beyond its measuring is not known yet (a lab guest's
-/// first ETA read 18 s for a 2-minute experiment).
+/// where the duration is not known, the median wall time of the runs so far. Medians, so one
+/// run that stalled (a host cut off: 44 s for a 3 s run) does not stretch every run left.
+/// None before the first run has ended: what a run costs beyond its measuring is not known
+/// yet (a lab guest's first ETA read 18 s for a 2-minute experiment).
 fn eta(remaining: &[Option<f64>], finished: &[(f64, Option<f64>)]) -> Option<f64> {
+    use crate::stats::order::median;
     if finished.is_empty() && !remaining.is_empty() {
         return None;
     }
-    let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
-    let wall = mean(finished.iter().map(|r| r.0).collect());
-    let beyond = mean(finished.iter().filter_map(|&(w, n)| Some(w - n?)).collect());
+    let wall = median(&finished.iter().map(|r| r.0).collect::<Vec<_>>());
+    let beyond = median(
+        &finished
+            .iter()
+            .filter_map(|&(w, n)| Some(w - n?))
+            .collect::<Vec<_>>(),
+    );
     remaining
         .iter()
         .map(|n| match n {
@@ -1909,7 +1915,7 @@ mod tests {
     }
 
     #[test]
-    fn eta_uses_nominal_durations_and_falls_back_to_the_mean_so_far() {
+    fn eta_uses_nominal_durations_and_falls_back_to_the_median_so_far() {
         assert_eq!(eta(&[Some(5.0), Some(5.0)], &[]), None);
         assert_eq!(eta(&[Some(5.0)], &[(7.0, Some(5.0))]), Some(7.0));
         assert_eq!(
@@ -1924,6 +1930,9 @@ mod tests {
         assert!((left - (1.0 + 2.0 + 2.0 * 1.3)).abs() < 1e-9, "{left}");
         // A run that ended before its nominal time (fio failed) takes nothing off the others.
         assert_eq!(eta(&[Some(5.0)], &[(3.0, Some(5.0))]), Some(5.0));
+        // One run of 3 s that stalled for 44 s among runs 1 s over theirs.
+        let took = [(4.0, Some(3.0)), (44.0, Some(3.0)), (4.0, Some(3.0))];
+        assert_eq!(eta(&[Some(3.0), Some(3.0)], &took), Some(8.0));
     }
 
     #[test]
