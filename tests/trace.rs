@@ -1279,6 +1279,53 @@ fn a_wrapped_command_is_ended_whole_and_a_failing_one_fails_the_recording() {
     assert!(dir.path().join("f.blktrace.0").exists(), "{err}");
 }
 
+/// A command that reads the terminal is given it. At a terminal, the command's process group
+/// (its own) is a background one, so a `read` under `trace record` stopped (SIGTTIN) and the
+/// recording went on, idle, until Ctrl-C or its duration. In a pseudo-terminal (`script`), the
+/// command reads the line typed and the recording ends with it.
+#[test]
+fn a_command_that_reads_the_terminal_is_given_it() {
+    if !root_with_fio() {
+        return;
+    }
+    if !have("script") {
+        crate::common::skip("needs script (util-linux)");
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("tty");
+    let dir = tempfile::tempdir().unwrap();
+    let inner = format!(
+        "{} trace record --duration 10s -d {} -o {} -- sh -c 'read line; echo got=$line'",
+        assert_cmd::cargo::cargo_bin("iolab").display(),
+        scratch.dev,
+        dir.path().join("tty").display()
+    );
+    let mut script = Std::new("script")
+        .args(["-qfec", &inner, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Typed at once: the terminal keeps the line until the command reads it. The input stays
+    // open until the end (its end would end the session).
+    let mut typed = script.stdin.take().unwrap();
+    std::io::Write::write_all(&mut typed, b"hello\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while script.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = script.kill();
+    drop(typed);
+    let out = script.wait_with_output().unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("got=hello"), "{said}");
+    assert!(said.contains("(command exited)"), "{said}");
+}
+
 /// Events the kernel lost while recording are noted in the trace itself (message records
 /// blkparse prints), so its analysis, later or elsewhere, says the trace is incomplete: with
 /// 81% lost, `analyze` gave a D2C max of 1.18 s on a loop device and no warning.

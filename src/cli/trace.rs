@@ -116,7 +116,9 @@ pub(crate) struct RecordArgs {
     pub buffer_kb: Option<u64>,
     /// Command to run while recording; recording stops when it exits, and iolab exits 1
     /// when it failed. It runs in a process group of its own: Ctrl-C stops the recording,
-    /// which then ends the command as --duration does.
+    /// which then ends the command as --duration does. A command that reads the terminal (a
+    /// shell, a pager, a prompt) is given it when it first tries, as a shell's `fg` does: from
+    /// then on Ctrl-C goes to the command, and its end ends the recording.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
     #[command(flatten)]

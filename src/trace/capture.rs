@@ -25,6 +25,7 @@ use anyhow::{bail, Context};
 
 use super::blk_io_trace::{self, action, category, notify, Endian, Event, Payload};
 use super::ring_buffer::{self, PageLayout};
+use super::terminal::Terminal;
 use super::tracefs_mount::{Mounted, TRACEFS};
 
 const O_NONBLOCK: i32 = 0o4000;
@@ -927,20 +928,33 @@ fn start_command(cfg: &Config) -> anyhow::Result<Option<Workload>> {
         .process_group(0)
         .spawn()
         .with_context(|| format!("starting {prog}"))?;
-    Ok(Some(Workload(Some(child))))
+    let terminal = i32::try_from(child.id()).ok().and_then(Terminal::of);
+    Ok(Some(Workload {
+        child: Some(child),
+        terminal,
+    }))
 }
 
 /// The recorded command, the leader of its own process group. Ended with its group when the
 /// recording stops first (signal, duration) or fails.
-struct Workload(Option<Child>);
+struct Workload {
+    child: Option<Child>,
+    /// The terminal iolab held when the command started, which the command is given if it
+    /// stops on it (see `terminal`), and which comes back when it ends.
+    terminal: Option<Terminal>,
+}
 
 impl Workload {
     fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
-        match self.0.as_mut() {
+        if let Some(t) = self.terminal.as_mut() {
+            t.tend();
+        }
+        match self.child.as_mut() {
             Some(c) => {
                 let st = c.try_wait()?;
                 if st.is_some() {
-                    self.0 = None;
+                    self.child = None;
+                    self.terminal = None;
                 }
                 Ok(st)
             }
@@ -951,7 +965,13 @@ impl Workload {
     /// SIGTERM to the command's group (fio then ends its jobs and reports), up to two seconds
     /// for all of it to finish, then SIGKILL to what is left.
     fn end(&mut self) -> Option<std::process::ExitStatus> {
-        let mut c = self.0.take()?;
+        let status = self.end_group();
+        self.terminal = None;
+        status
+    }
+
+    fn end_group(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
         let group = i32::try_from(c.id()).ok()?;
         // SAFETY: kill(2) of the group our child leads. The child is not yet waited for, and
         // a pid is not reused while a group of that id has members, so the id is its own.

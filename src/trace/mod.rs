@@ -14,4 +14,5 @@ pub(crate) mod diagnose;
 pub mod keep;
 pub(crate) mod plot;
 pub(crate) mod ring_buffer;
+mod terminal;
 pub(crate) mod tracefs_mount;
