@@ -45,7 +45,8 @@ impl<R: Read> Merged<R> {
         }
     }
 
-    /// Notes that stream `i` holds a record at `t`.
+    /// Notes that stream `i` holds an I/O record at `t` (notify records are left out: a
+    /// blkparse-merged file keeps its process names at the boot clock's time, its I/O from 0).
     #[inline]
     fn saw(&mut self, i: usize, t: u64) {
         let s = &mut self.spans[i];
@@ -96,8 +97,10 @@ impl<R: Read> Merged<R> {
     /// Puts stream `i`'s next record on the heap (nothing when the stream has ended).
     fn push_head(&mut self, i: usize) -> Result<(), TraceError> {
         match self.streams[i].peek_time() {
-            Some(Ok(t)) => {
-                self.saw(i, t);
+            Some(Ok((t, notify))) => {
+                if !notify {
+                    self.saw(i, t);
+                }
                 self.heads.push(Reverse((t, i)));
                 Ok(())
             }
@@ -150,8 +153,8 @@ impl<R: Read> Merged<R> {
                 self.failed = true;
                 return Err(e);
             }
-            if out.ios.len() > before {
-                self.saw(i, out.ios[out.ios.len() - 1].time);
+            if let Some(last) = out.ios[before..].iter().rev().find(|io| !io.is_notify()) {
+                self.saw(i, last.time);
             }
             self.push_head(i)?;
         }
@@ -341,6 +344,11 @@ mod tests {
             apart.contains("later begins 5.000 s after") && apart.contains("a ends"),
             "{apart}"
         );
+        // A blkparse-merged file (I/O from time 0, process names at the boot clock's time)
+        // beside a recording of other times: its names do not make it overlap everything.
+        let merged = file("merged", &[(0, 'q'), (83_346_903_544_922, 'n'), (200, 'q')]);
+        let apart = analyse(&[&merged, &later]).unwrap_err().to_string();
+        assert!(apart.contains("later begins"), "{apart}");
         let twice = analyse(&[&a, &b, &a]).unwrap_err().to_string();
         assert!(twice.contains("are the same file"), "{twice}");
         // The CPU files of one recording, named one by one, are one input.

@@ -233,14 +233,15 @@ impl<R: Read> RecordStream<R> {
         Some(Ok(ev))
     }
 
-    /// The time of the next record, which stays unread; `None` at a clean end of input.
-    pub fn peek_time(&mut self) -> Option<Result<u64, TraceError>> {
+    /// The time of the next record, which stays unread, and whether it is a notify record
+    /// (a process name or a message); `None` at a clean end of input.
+    pub fn peek_time(&mut self) -> Option<Result<(u64, bool), TraceError>> {
         if !self.failed && self.end - self.start >= blk_io_trace::V8_HEADER {
             if let Some((io, _)) = blk_io_trace::decode_io_native_v7(self.pending()) {
-                return Some(Ok(io.time));
+                return Some(Ok((io.time, io.is_notify())));
             }
         }
-        Some(self.decode_next()?.map(|(ev, _)| ev.time))
+        Some(self.decode_next()?.map(|(ev, _)| (ev.time, ev.is_notify())))
     }
 
     /// The next record and its length in bytes, not consumed; `None` at a clean end of input.
