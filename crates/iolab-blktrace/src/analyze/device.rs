@@ -443,8 +443,11 @@ impl Device {
         let mut first_q = t;
         let mut bios = 0;
         let samples = &mut self.samples;
+        // A request holds bios of its own direction only: a discard dispatched over a read
+        // still in the driver (btt gives the read the discard's D) is not the read's.
+        let direction = ev.direction() as u8;
         self.queued.for_range_mut(ev.sector, end, |_, q| {
-            if q.end > end {
+            if q.end > end || q.direction != direction {
                 return;
             }
             bios += 1;
@@ -506,10 +509,11 @@ impl Device {
         let (timeline, samples) = (&mut self.timeline, &mut self.samples);
         let completed = &mut self.bio_sectors_completed;
         let before = *completed;
+        let direction = ev.direction() as u8;
         self.queued.remove_range_if(
             ev.sector,
             end,
-            |q| q.end <= end,
+            |q| q.end <= end && q.direction == direction,
             |_, q| {
                 // Data moved: a discard (trim) moves none.
                 if usize::from(q.direction) != DISCARD {

@@ -1322,6 +1322,45 @@ mod tests {
         assert!(!a.finish().devices[0].by_direction.contains_key("discard"));
     }
 
+    /// A discard dispatched and completed over a read still in the driver is not the read's:
+    /// the read keeps its own D (81 us to its C; given the discard's, 2 us) and is completed
+    /// by its own C, not by the discard's just before.
+    #[test]
+    fn a_discard_over_a_read_in_flight_is_not_the_reads() {
+        let dev = 7 << 20;
+        let mut a = Analyzer::new(Options::default());
+        let read = category::READ;
+        let trim = category::WRITE | category::DISCARD;
+        for (t, c, cats, sector, bytes) in [
+            (0, code::QUEUE, read, 104, 4096),
+            (1_000, code::ISSUE, read, 104, 4096),
+            (2_000, code::QUEUE, trim, 96, 65536),
+            (80_000, code::ISSUE, trim, 96, 65536),
+            (81_000, code::COMPLETE, trim, 96, 65536),
+            (82_000, code::COMPLETE, read, 104, 4096),
+        ] {
+            let mut e = ev(t, c, dev, sector, bytes);
+            e.action = action(c, cats);
+            a.feed(&e);
+        }
+        let d = &a.finish().devices[0];
+        let (r, disc) = (&d.by_direction["read"], &d.by_direction["discard"]);
+        assert_eq!((r["d2c"].n, r["q2c"].n), (1, 1));
+        assert!((r["d2c"].avg - 81e-6).abs() < 1e-12, "{}", r["d2c"].avg);
+        assert!((r["q2c"].avg - 82e-6).abs() < 1e-12, "{}", r["q2c"].avg);
+        assert_eq!((disc["d2c"].n, disc["q2c"].n), (1, 1));
+        assert!(
+            (disc["d2c"].avg - 1e-6).abs() < 1e-12,
+            "{}",
+            disc["d2c"].avg
+        );
+        assert!(
+            (disc["q2c"].avg - 79e-6).abs() < 1e-12,
+            "{}",
+            disc["q2c"].avg
+        );
+    }
+
     /// Two readers of one block: the second request is dispatched on the start sector of the
     /// first while it is still in the driver. The first is then matched to no completion: it
     /// is counted as replaced, not lost from the per-request figures unsaid.
