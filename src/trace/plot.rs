@@ -1,5 +1,5 @@
 //! `trace plot`: the pictures of case 1 — where on the device the I/O went over time (the
-//! "cloud" of dispatched sectors, reads and writes coloured; several traces on one chart, one
+//! "cloud" of dispatched sectors, reads, writes and discards coloured; several traces on one chart, one
 //! colour each), latency over time, queue and driver depth over time, throughput, IOPS and
 //! seeks per second over time, and the latency histogram with reads and writes apart — as
 //! SVG files.
@@ -14,7 +14,7 @@ use anyhow::Context;
 
 use super::analyze::timeline::TimelinePoint;
 use super::analyze::{analyze_paths, Analyzer, DeviceReport, Options};
-use super::blk_io_trace::code;
+use super::blk_io_trace::{code, DISCARD as DISCARD_KIND, READ as READ_KIND, WRITE as WRITE_KIND};
 use super::merge::open_trace;
 use crate::report::plot::{Axes, Chart};
 use plotters::style::RGBColor;
@@ -30,6 +30,7 @@ type Series<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
 
 const READ_LIGHT: RGBColor = RGBColor(0x17, 0xbe, 0xcf);
 const WRITE_LIGHT: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
+const DISCARD_LIGHT: RGBColor = RGBColor(0xbc, 0xbd, 0x22);
 
 /// One trace binned for drawing: its device, a fine timeline, and dispatches in a fixed
 /// time x sector grid (so a trace of any length gives a bounded picture).
@@ -38,33 +39,40 @@ struct Pass {
     span: f64,
     smin: u64,
     smax: u64,
-    /// (reads, writes) per cell, time-major.
-    grid: Vec<(u32, u32)>,
+    /// Dispatches per cell, time-major: reads, writes and discards (`blk_io_trace::READ`,
+    /// `WRITE`, `DISCARD`).
+    grid: Vec<[u32; 3]>,
+}
+
+/// The centres of the cells with dispatches of one kind only, each kind apart, and of the
+/// cells with more than one.
+struct Cloud {
+    kinds: [Vec<(f64, f64)>; 3],
+    mixed: Vec<(f64, f64)>,
 }
 
 impl Pass {
-    /// The centres of the cells with dispatches: reads only, writes only, both; x in seconds
-    /// from the trace's start (plus `shift`).
-    #[allow(clippy::type_complexity)]
-    fn cloud(&self, shift: f64) -> (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<(f64, f64)>) {
-        let (mut reads, mut writes, mut both) = (Vec::new(), Vec::new(), Vec::new());
+    /// The trace's cloud, x in seconds from the trace's start (plus `shift`).
+    fn cloud(&self, shift: f64) -> Cloud {
+        let mut cloud = Cloud {
+            kinds: Default::default(),
+            mixed: Vec::new(),
+        };
         let (smin, smax) = (self.smin as f64, self.smax as f64);
         for ti in 0..TIME_BINS {
             for si in 0..SECTOR_BINS {
-                let (r, w) = self.grid[ti * SECTOR_BINS + si];
-                if r + w == 0 {
-                    continue;
-                }
+                let cell = self.grid[ti * SECTOR_BINS + si];
                 let x = shift + (ti as f64 + 0.5) / TIME_BINS as f64 * self.span;
                 let y = smin + (si as f64 + 0.5) / SECTOR_BINS as f64 * (smax - smin);
-                match (r > 0, w > 0) {
-                    (true, false) => reads.push((x, y)),
-                    (false, true) => writes.push((x, y)),
-                    _ => both.push((x, y)),
+                let mut present = (0..3).filter(|&k| cell[k] > 0);
+                match (present.next(), present.next()) {
+                    (None, _) => {}
+                    (Some(k), None) => cloud.kinds[k].push((x, y)),
+                    _ => cloud.mixed.push((x, y)),
                 }
             }
         }
-        (reads, writes, both)
+        cloud
     }
 }
 
@@ -87,7 +95,7 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
         interval_ns,
         ..Default::default()
     });
-    let mut grid = vec![(0u32, 0u32); TIME_BINS * SECTOR_BINS];
+    let mut grid = vec![[0u32; 3]; TIME_BINS * SECTOR_BINS];
     let (smin, smax) = (d.sector_min, d.sector_max.max(d.sector_min + 1));
     let mut origin = None;
     for ev in open_trace(names)? {
@@ -105,11 +113,15 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
         let si = ((ev.sector.saturating_sub(smin)) as f64 / (smax - smin) as f64
             * SECTOR_BINS as f64) as usize;
         let cell = &mut grid[ti.min(TIME_BINS - 1) * SECTOR_BINS + si.min(SECTOR_BINS - 1)];
-        if ev.is_write() {
-            cell.1 += 1;
+        // A discard carries the write bit too.
+        let kind = if ev.is_discard() {
+            DISCARD_KIND
+        } else if ev.is_write() {
+            WRITE_KIND
         } else {
-            cell.0 += 1;
-        }
+            READ_KIND
+        };
+        cell[kind] += 1;
     }
     let report = analyzer.finish();
     let fine = report
@@ -230,10 +242,11 @@ fn sectors(main: &Pass) -> anyhow::Result<String> {
             log_x: false,
         },
     );
-    let (reads, writes, both) = main.cloud(d.first);
-    chart.points(&reads, READ, "reads");
-    chart.points(&writes, WRITE, "writes");
-    chart.points(&both, BOTH, "reads and writes");
+    let cloud = main.cloud(d.first);
+    chart.points(&cloud.kinds[READ_KIND], READ, "reads");
+    chart.points(&cloud.kinds[WRITE_KIND], WRITE, "writes");
+    chart.points(&cloud.kinds[DISCARD_KIND], DISCARD, "discards");
+    chart.points(&cloud.mixed, BOTH, "more than one of these");
     Ok(chart.finish()?)
 }
 
@@ -419,8 +432,10 @@ fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
     let sets = [
         ("read Q2C", READ, h("read", "q2c"), true),
         ("write Q2C", WRITE, h("write", "q2c"), true),
+        ("discard Q2C", DISCARD, h("discard", "q2c"), true),
         ("read D2C", READ_LIGHT, h("read", "d2c"), false),
         ("write D2C", WRITE_LIGHT, h("write", "d2c"), false),
+        ("discard D2C", DISCARD_LIGHT, h("discard", "d2c"), false),
     ];
     let all = || sets.iter().flat_map(|s| s.2.iter());
     let lo = all().map(|b| b.0).fold(f64::MAX, f64::min);
@@ -428,11 +443,16 @@ fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
     let top = all().map(|b| b.2).fold(0.0, f64::max).max(1.0);
     // The title names the directions the trace has: "reads and writes" over a read-only
     // trace's chart said there were writes to see.
-    let has = |dir: &str| sets.iter().any(|s| s.0.starts_with(dir) && !s.2.is_empty());
-    let directions = match (has("read"), has("write")) {
-        (true, false) => "reads",
-        (false, true) => "writes",
-        _ => "reads and writes",
+    let present: Vec<&str> = ["reads", "writes", "discards"]
+        .into_iter()
+        .zip(&sets)
+        .filter(|(_, set)| !set.2.is_empty())
+        .map(|(name, _)| name)
+        .collect();
+    let directions = match present.as_slice() {
+        [] => "no completed I/O".to_string(),
+        [one] => one.to_string(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
     };
     let mut chart = Chart::new(
         (900, 400),
@@ -445,27 +465,24 @@ fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
             log_x: true,
         },
     );
-    // Both directions' bars share each bucket side by side, reads in its left half and writes
-    // in its right (halves of the log axis): drawn over each other, writes hid the reads.
-    let halves = !sets[0].2.is_empty() && !sets[1].2.is_empty();
-    for (i, (name, colour, buckets, bars)) in sets.iter().enumerate() {
+    // The directions' bars share each bucket side by side, each in its own part of it (parts
+    // of the log axis), reads first: drawn over each other, writes hid the reads.
+    let bars: Vec<usize> = (0..sets.len())
+        .filter(|&i| sets[i].3 && !sets[i].2.is_empty())
+        .collect();
+    for (i, (name, colour, buckets, is_bars)) in sets.iter().enumerate() {
         if buckets.is_empty() {
             continue;
         }
-        if *bars {
-            let half = |&(from, to, n): &(f64, f64, f64)| {
-                let mid = (from * to).sqrt();
-                if i == 0 {
-                    (from, mid, n)
-                } else {
-                    (mid, to, n)
-                }
-            };
-            let drawn: Vec<_> = if halves {
-                buckets.iter().map(half).collect()
-            } else {
-                buckets.clone()
-            };
+        if *is_bars {
+            let (part, parts) = (bars.iter().position(|&b| b == i).unwrap_or(0), bars.len());
+            let drawn: Vec<_> = buckets
+                .iter()
+                .map(|&(from, to, n)| {
+                    let at = |k: usize| from * (to / from).powf(k as f64 / parts as f64);
+                    (at(part), at(part + 1), n)
+                })
+                .collect();
             chart.bars(&drawn, *colour, name);
         } else {
             let tops: Vec<(f64, f64)> = buckets.iter().map(|b| ((b.0 * b.1).sqrt(), b.2)).collect();
@@ -544,12 +561,10 @@ fn pick_device<'a>(
     }
 }
 
-/// Every cell with a dispatch of a trace, reads and writes alike, x from the trace's start.
+/// Every cell with a dispatch of a trace, of any kind, x from the trace's start.
 fn main_cloud(p: &Pass) -> Vec<(f64, f64)> {
-    let (mut a, b, c) = p.cloud(0.0);
-    a.extend(b);
-    a.extend(c);
-    a
+    let Cloud { kinds, mixed } = p.cloud(0.0);
+    kinds.into_iter().flatten().chain(mixed).collect()
 }
 
 fn show_names(names: &[PathBuf]) -> String {
@@ -577,6 +592,47 @@ mod tests {
             "{}",
             &reads[..400.min(reads.len())]
         );
+    }
+
+    /// A discard carries the kernel's write bit, but it is drawn as a discard: its own colour
+    /// and legend entry in the cloud (it was drawn as a write), its own bars in the histogram
+    /// (a discard-only trace's histogram was empty), and no legend entry for kinds absent.
+    #[test]
+    fn discards_are_drawn_as_discards() {
+        use crate::trace::blk_io_trace::{action, category, encode, Endian, Event};
+        let mut bytes = Vec::new();
+        for i in 0..50u64 {
+            for (at, c) in [
+                (0, code::QUEUE),
+                (1_000, code::ISSUE),
+                (40_000, code::COMPLETE),
+            ] {
+                let ev = Event {
+                    version: 7,
+                    time: i * 100_000 + at,
+                    sector: i * 128,
+                    bytes: 65536,
+                    action: action(c, category::WRITE | category::DISCARD),
+                    device: 7 << 20,
+                    ..Event::default()
+                };
+                encode(&ev, 7, Endian::native(), &mut bytes);
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("trim.bin");
+        std::fs::write(&trace, bytes).unwrap();
+        let main = pass(&[trace], None).unwrap();
+        let cloud = sectors(&main).unwrap();
+        let hex = |c: RGBColor| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
+        // A legend entry is a text element of its own lines.
+        let named = |svg: &str, label: &str| svg.contains(&format!(">\n{label}\n</text>"));
+        assert!(named(&cloud, "discards"), "no discards in the legend");
+        assert!(!named(&cloud, "writes") && !named(&cloud, "reads"));
+        assert!(cloud.contains(&hex(DISCARD)) && !cloud.contains(&hex(WRITE)));
+        let hist = histogram(&main.d).unwrap();
+        assert!(hist.contains("latency histogram, discards, device 7,0"));
+        assert!(named(&hist, "discard Q2C") && hist.contains(&hex(DISCARD)));
     }
 
     /// A device is named by number, or by its name on this machine.

@@ -90,6 +90,10 @@ impl Chart {
 
     /// Small squares, one per point, with a legend entry.
     pub(crate) fn points(&mut self, points: &[(f64, f64)], colour: RGBColor, label: &str) {
+        // Nothing to draw, nothing to name in the legend.
+        if points.is_empty() {
+            return;
+        }
         self.push(Shape::Points(points.to_vec()), colour, label);
     }
 
