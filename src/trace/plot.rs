@@ -1,8 +1,8 @@
 //! `trace plot`: the pictures of case 1 — where on the device the I/O went over time (the
-//! "cloud" of dispatched sectors, reads, writes and discards coloured; several traces on one chart, one
-//! colour each), latency over time, queue and driver depth over time, throughput, IOPS and
-//! seeks per second over time, and the latency histogram with reads and writes apart — as
-//! SVG files.
+//! "cloud" of dispatched sectors, reads, writes and discards coloured; several traces on one
+//! chart, one colour each), latency over time, queue and driver depth over time, throughput,
+//! IOPS and seeks per second over time, and the latency histogram with reads, writes and
+//! discards apart — as SVG files.
 //!
 //! Two passes over the trace: the first finds the device, its duration and sector range; the
 //! second bins dispatches into a fixed time x sector grid (so a trace of any length gives a
