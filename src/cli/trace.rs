@@ -67,7 +67,8 @@ pub(crate) struct PlotArgs {
     #[arg(long, value_name = "DEV")]
     pub dev: Option<String>,
     /// Another trace (base name or file) to draw on the same sector-vs-time chart
-    /// (sectors-overlay.svg), each from its own start; repeat for more.
+    /// (sectors-overlay.svg), each from its own start; repeat for more (up to 9, ten traces
+    /// in all, one colour each). --dev picks the device in each of them too.
     #[arg(long = "with", value_name = "NAME|FILE")]
     pub with: Vec<PathBuf>,
     /// Legend label of each trace on that chart, in order: the main trace first, then each

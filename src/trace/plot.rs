@@ -139,13 +139,18 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
 }
 
 /// Colours of overlaid traces, in order (case 1: the first in green, the second in red).
-const TRACE_COLOURS: [RGBColor; 6] = [
+/// As many as one chart may hold: beyond, two traces would share a colour.
+const TRACE_COLOURS: [RGBColor; 10] = [
     RGBColor(0x2c, 0xa0, 0x2c),
     RGBColor(0xd6, 0x27, 0x28),
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xff, 0x7f, 0x0e),
     RGBColor(0x94, 0x67, 0xbd),
     RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
 ];
 
 /// Writes sectors.svg, latency.svg, depth.svg, throughput.svg, iops.svg, seeks.svg and
@@ -161,17 +166,17 @@ pub(crate) fn plot(
 ) -> anyhow::Result<Vec<PathBuf>> {
     check_inputs(names, with, labels)?;
     let main = pass(names, dev)?;
-    let mut out = Out::new(out_dir)?;
-    out.save("sectors.svg", sectors(&main)?)?;
+    let mut out = Out::new(out_dir);
+    out.save("sectors.svg", sectors(&main)?);
     if !with.is_empty() {
         out.save(
             "sectors-overlay.svg",
             overlay(&main, names, with, labels, dev)?,
-        )?;
+        );
     }
     over_time_charts(&main, &mut out)?;
-    out.save("histogram.svg", histogram(&main.d)?)?;
-    Ok(out.written)
+    out.save("histogram.svg", histogram(&main.d)?);
+    out.write()
 }
 
 /// Refuses what cannot be drawn before anything is read: more labels than traces, and a
@@ -181,6 +186,14 @@ fn check_inputs(names: &[PathBuf], with: &[PathBuf], labels: &[String]) -> anyho
         anyhow::bail!(
             "--label names the traces of the chart of several (sectors-overlay.svg), drawn only \
              with --with: add the traces to draw beside this one"
+        );
+    }
+    if with.len() >= TRACE_COLOURS.len() {
+        anyhow::bail!(
+            "{} traces on one chart: it draws at most {} (one colour each; more would share \
+             colours); plot them in groups",
+            with.len() + 1,
+            TRACE_COLOURS.len()
         );
     }
     if labels.len() > with.len() + 1 {
@@ -204,27 +217,37 @@ fn check_inputs(names: &[PathBuf], with: &[PathBuf], labels: &[String]) -> anyho
     Ok(())
 }
 
-/// The directory the charts go to, and the files written there so far.
+/// The directory the charts go to, and the charts drawn so far. Nothing is written until
+/// every chart is drawn: a trace that fails (a `--with` one without the device) leaves no
+/// half set of charts, nor a directory.
 struct Out<'a> {
     dir: &'a Path,
-    written: Vec<PathBuf>,
+    drawn: Vec<(&'static str, String)>,
 }
 
 impl<'a> Out<'a> {
-    fn new(dir: &'a Path) -> anyhow::Result<Self> {
-        crate::sys::own_dir::make_own_dir(dir.parent().unwrap_or(Path::new("")), dir)
-            .map_err(anyhow::Error::msg)?;
-        Ok(Out {
+    fn new(dir: &'a Path) -> Self {
+        Out {
             dir,
-            written: Vec::new(),
-        })
+            drawn: Vec::new(),
+        }
     }
 
-    fn save(&mut self, name: &str, svg: String) -> anyhow::Result<()> {
-        let p = self.dir.join(name);
-        std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
-        self.written.push(p);
-        Ok(())
+    fn save(&mut self, name: &'static str, svg: String) {
+        self.drawn.push((name, svg));
+    }
+
+    /// Writes the charts; returns the files written.
+    fn write(self) -> anyhow::Result<Vec<PathBuf>> {
+        crate::sys::own_dir::make_own_dir(self.dir.parent().unwrap_or(Path::new("")), self.dir)
+            .map_err(anyhow::Error::msg)?;
+        let mut written = Vec::new();
+        for (name, svg) in self.drawn {
+            let p = self.dir.join(name);
+            std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
+            written.push(p);
+        }
+        Ok(written)
     }
 }
 
@@ -285,7 +308,7 @@ fn overlay(
         },
     );
     for (i, (name, pts)) in passes.iter().enumerate() {
-        chart.see_through_points(pts, TRACE_COLOURS[i % TRACE_COLOURS.len()], name);
+        chart.see_through_points(pts, TRACE_COLOURS[i], name);
     }
     Ok(chart.finish()?)
 }
@@ -376,7 +399,7 @@ fn over_time_charts(main: &Pass, out: &mut Out) -> anyhow::Result<()> {
             )
         });
         let title = format!("{title}{each}");
-        out.save(file, over_time(main, &title, y_name, least_top, &series)?)?;
+        out.save(file, over_time(main, &title, y_name, least_top, &series)?);
     }
     Ok(())
 }
@@ -599,29 +622,10 @@ mod tests {
     /// (a discard-only trace's histogram was empty), and no legend entry for kinds absent.
     #[test]
     fn discards_are_drawn_as_discards() {
-        use crate::trace::blk_io_trace::{action, category, encode, Endian, Event};
-        let mut bytes = Vec::new();
-        for i in 0..50u64 {
-            for (at, c) in [
-                (0, code::QUEUE),
-                (1_000, code::ISSUE),
-                (40_000, code::COMPLETE),
-            ] {
-                let ev = Event {
-                    version: 7,
-                    time: i * 100_000 + at,
-                    sector: i * 128,
-                    bytes: 65536,
-                    action: action(c, category::WRITE | category::DISCARD),
-                    device: 7 << 20,
-                    ..Event::default()
-                };
-                encode(&ev, 7, Endian::native(), &mut bytes);
-            }
-        }
+        use crate::trace::blk_io_trace::category;
         let dir = tempfile::tempdir().unwrap();
         let trace = dir.path().join("trim.bin");
-        std::fs::write(&trace, bytes).unwrap();
+        write_trace(&trace, &[7 << 20], category::WRITE | category::DISCARD);
         let main = pass(&[trace], None).unwrap();
         let cloud = sectors(&main).unwrap();
         let hex = |c: RGBColor| format!("#{:02X}{:02X}{:02X}", c.0, c.1, c.2);
@@ -633,6 +637,54 @@ mod tests {
         let hist = histogram(&main.d).unwrap();
         assert!(hist.contains("latency histogram, discards, device 7,0"));
         assert!(named(&hist, "discard Q2C") && hist.contains(&hex(DISCARD)));
+    }
+
+    /// 50 I/Os of 64 KiB on each of `devices`, of the kind `categories` says.
+    fn write_trace(path: &Path, devices: &[u32], categories: u64) {
+        use crate::trace::blk_io_trace::{action, encode, Endian, Event};
+        let mut bytes = Vec::new();
+        for i in 0..50u64 {
+            for (at, c) in [
+                (0, code::QUEUE),
+                (1_000, code::ISSUE),
+                (40_000, code::COMPLETE),
+            ] {
+                for &device in devices {
+                    let ev = Event {
+                        version: 7,
+                        time: i * 100_000 + at,
+                        sector: i * 128,
+                        bytes: 65536,
+                        action: action(c, categories),
+                        device,
+                        ..Event::default()
+                    };
+                    encode(&ev, 7, Endian::native(), &mut bytes);
+                }
+            }
+        }
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    /// A `--with` trace that cannot be drawn fails the plot before anything is written: the
+    /// main trace's charts were written first, and stayed beside the error.
+    #[test]
+    fn a_with_trace_that_fails_leaves_nothing_written() {
+        use crate::trace::blk_io_trace::category;
+        let dir = tempfile::tempdir().unwrap();
+        let (two, one) = (dir.path().join("two.bin"), dir.path().join("one.bin"));
+        write_trace(&two, &[7 << 20, 7 << 20 | 1], category::READ);
+        write_trace(&one, &[7 << 20], category::READ);
+        let out = dir.path().join("charts");
+        let e = plot(&[two.clone()], &out, Some("7,1"), &[one], &[]).unwrap_err();
+        assert!(format!("{e:#}").contains("7,1"), "{e:#}");
+        assert!(!out.exists(), "the charts directory was made");
+        // Eleven traces would share colours.
+        let many = vec![dir.path().join("one.bin"); 10];
+        let e = plot(&[dir.path().join("two.bin")], &out, None, &many, &[]).unwrap_err();
+        assert!(e.to_string().contains("11 traces on one chart"), "{e}");
+        let written = plot(&[two], &out, Some("7,1"), &[], &[]).unwrap();
+        assert_eq!(written.len(), 7, "{written:?}");
     }
 
     /// A device is named by number, or by its name on this machine.
