@@ -676,7 +676,7 @@ mod tests {
         write_trace(&two, &[7 << 20, 7 << 20 | 1], category::READ);
         write_trace(&one, &[7 << 20], category::READ);
         let out = dir.path().join("charts");
-        let e = plot(&[two.clone()], &out, Some("7,1"), &[one], &[]).unwrap_err();
+        let e = plot(std::slice::from_ref(&two), &out, Some("7,1"), &[one], &[]).unwrap_err();
         assert!(format!("{e:#}").contains("7,1"), "{e:#}");
         assert!(!out.exists(), "the charts directory was made");
         // Eleven traces would share colours.
