@@ -1284,7 +1284,7 @@ fn across_hosts_writes_are_checked_on_the_device_each_host_drives() {
                 "ssh = \"a\"\ndevice = \"/dev/disk/by-id/wwn-0x5000\"\n",
             ),
             &["--destructive-device", "/dev/disk/by-id/wwn-0x5000"][..],
-            "`disk/by-id/wwn-0x5000`: name a device on another machine as its kernel does",
+            "`/dev/disk/by-id/wwn-0x5000`: name a device on another machine as its kernel does",
         ),
         (
             "by-id",
