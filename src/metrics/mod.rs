@@ -325,8 +325,8 @@ listed! {
         "mean time from dispatch to completion (btt D2C): the device's share";
     TRACE_D2C_P99_US: "trace_d2c_p99_us", US, Some(Lower), "99th percentile D2C";
     TRACE_I2D_PCT: "trace_i2d_pct", PCT, Some(Lower),
-        "share of the summed Q2C between insert and dispatch, i.e. in the I/O scheduler \
-         (btt's I2D overhead)";
+        "share of the summed Q2C between insert and dispatch: in the I/O scheduler, a plug \
+         or waiting for the driver (btt's I2D overhead)";
     TRACE_MERGE_RATIO: "trace_merge_ratio", None, None, "bios per dispatched request (btt's Q/D)";
     TRACE_REQUEST_KB_MEAN: "trace_request_kb_mean", Some("KiB"), None,
         "mean dispatched request size";

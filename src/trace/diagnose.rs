@@ -88,24 +88,36 @@ fn device_findings(d: &DeviceReport, out: &mut Vec<Finding>) {
     out.extend(RULES.iter().filter_map(|rule| rule(d)));
 }
 
-/// Requests wait in the I/O scheduler (case 1: I2D grew to 88% of Q2C).
+/// Requests wait between their insertion and their dispatch (case 1: I2D grew to 88% of Q2C,
+/// in the I/O scheduler). The trace does not say which scheduler the device had: with `none`,
+/// the wait is a plug's (discards wait for the timer's unplug) or the driver's, and advice to
+/// take `none` would be wrong there.
 fn i2d_dominant(d: &DeviceReport) -> Option<Finding> {
     let o = &d.overhead;
     (o.i2d >= 20.0).then(|| {
         let (_, q2c_avg) = lat(d, "q2c");
         let (_, i2d_avg) = lat(d, "i2d");
+        let mut evidence = vec![
+            format!("I2D {:.1}% of summed Q2C", o.i2d),
+            format!("mean I2D {:.6}s vs mean Q2C {:.6}s", i2d_avg, q2c_avg),
+        ];
+        if d.plug.timer_unplugs > 0 {
+            evidence.push(format!(
+                "{} timer unplugs (UT) for {} plugs",
+                d.plug.timer_unplugs, d.plug.plugs
+            ));
+        }
         find(
             d,
             "i2d_dominant",
             "warning",
             format!(
-                "{:.0}% of Q2C is I2D: requests wait in the I/O scheduler; try the `none` scheduler",
+                "{:.0}% of Q2C is I2D: requests wait between insertion and dispatch, in the \
+                 I/O scheduler (where the device has one, try `none`), in a plug, or for the \
+                 driver",
                 o.i2d
             ),
-            vec![
-                format!("I2D {:.1}% of summed Q2C", o.i2d),
-                format!("mean I2D {:.6}s vs mean Q2C {:.6}s", i2d_avg, q2c_avg),
-            ],
+            evidence,
         )
     })
 }
@@ -439,7 +451,8 @@ mod tests {
         assert!(codes.contains(&"under_fed"), "{codes:?}");
         let i2d = f.iter().find(|f| f.code == "i2d_dominant").unwrap();
         assert!(
-            i2d.message.starts_with("88% of Q2C is I2D"),
+            i2d.message.starts_with("88% of Q2C is I2D")
+                && i2d.message.contains("where the device has one, try `none`"),
             "{}",
             i2d.message
         );
