@@ -19,7 +19,7 @@ use super::latency::Latency;
 use super::samples::{Kind, Sample, Sums};
 use super::seek::Seeks;
 use super::timeline::Timeline;
-use crate::blk_io_trace::{code, Io, DISCARD, READ, WRITE};
+use crate::blk_io_trace::{category, code, Io, DISCARD, READ, WRITE};
 
 const NONE: u64 = u64::MAX;
 
@@ -150,6 +150,8 @@ pub struct Device {
     pub n_reads: u64,
     pub n_writes: u64,
     pub n_discards: u64,
+    /// Empty flush requests queued (an fsync's cache flush: no data, no sectors).
+    pub n_flushes: u64,
     pub blk_min: u64,
     pub blk_max: u64,
     pub blk_total: u64,
@@ -227,6 +229,7 @@ impl Device {
             n_reads: 0,
             n_writes: 0,
             n_discards: 0,
+            n_flushes: 0,
             blk_min: u64::MAX,
             blk_max: 0,
             blk_total: 0,
@@ -289,6 +292,8 @@ impl Device {
         let sized = ev.bytes > 0;
         match c {
             code::QUEUE if sized => self.queue(ev),
+            // One flush cannot be told from another (no sector, no size): counted, not timed.
+            code::QUEUE if ev.categories() & category::FLUSH != 0 => self.n_flushes += 1,
             code::GETRQ if sized => {
                 if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
                     q.g = t;

@@ -361,9 +361,15 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
     } else {
         String::new()
     };
+    let flushes = if d.flushes > 0 {
+        format!(" flushes {} (empty: counted, in no latency)", d.flushes)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "reads {} writes {}{discards}; allocation sleeps (S) {}; cgroup-tagged events {}",
+        "reads {} writes {}{discards}{flushes}; allocation sleeps (S) {}; cgroup-tagged \
+         events {}",
         d.reads, d.writes, d.sleeps, d.cgroup_events
     );
     // Reads and writes apart where both are there (as biolatency -F): a buffered writer's
