@@ -2630,6 +2630,10 @@ fn trace_keep_caps_the_traces_an_experiment_keeps() {
         "{stderr}"
     );
     assert!(kept_trace_dirs(&db, 2).is_empty());
+    // Nor an empty directory of the experiment's traces.
+    let none = PathBuf::from(format!("{}.traces/experiment-2", db.display()));
+    assert!(!none.exists(), "{} left", none.display());
+    assert!(stderr.contains("(0 traces kept,"), "{stderr}");
     let store = iolab::store::Store::open_existing(&db).unwrap();
     assert_eq!(store.trace_counts(2).unwrap(), (4, 0));
     assert_eq!(store.trace_counts(1).unwrap(), (4, 2));

@@ -796,9 +796,10 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
         p.notes.push(format!(
             "trace = true: this machine records a block trace of its own devices, {}, for each \
              measured run into {}/experiment-ID/cellC-roundR/ and stores each device's figures \
-             as local:DEVICE:trace_*{}",
+             as local:DEVICE:trace_*{}{}",
             crate::trace::capture::listed(&local),
             dir.display(),
+            trace::keeping(&exp.trace_settings),
             match p.local.iter().find_map(|d| trace::unavailable(&d.name)) {
                 Some(why) => format!(
                     "; right now recording would fail ({why}) and runs would go on untraced"
@@ -809,7 +810,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     } else if exp.trace && exp.target.hosts.is_empty() {
         p.notes.push(format!(
             "trace = true: each measured run records a block trace of the target{} through \
-             tracefs into {}/experiment-ID/cellC-roundR/ and stores its trace_* metrics{}",
+             tracefs into {}/experiment-ID/cellC-roundR/ and stores its trace_* metrics{}{}",
             match (p.devices.len() > 1, traced_below(&p)) {
                 (true, below) if below.is_empty() =>
                     "s (together: the run's trace_* over all of them, each \
@@ -828,6 +829,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
                 (false, _) => String::new(),
             },
             dir.display(),
+            trace::keeping(&exp.trace_settings),
             match if p.scratch {
                 trace::unavailable_for_scratch()
             } else {

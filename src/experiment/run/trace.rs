@@ -337,6 +337,10 @@ impl Tracing {
                 if let Err(e) = std::fs::remove_dir_all(dir) {
                     say(&format!("trace: cannot remove {}: {e}", dir.display()));
                 }
+                // The experiment's directory goes too once it keeps no trace (only if empty).
+                if let Some(experiment) = dir.parent() {
+                    let _ = std::fs::remove_dir(experiment);
+                }
             }
         };
         if !self.keeper.wants(cell) {
@@ -357,9 +361,10 @@ impl Tracing {
         }
         if self.keeper.full && !was_full {
             say(&format!(
-                "trace: keep_max reached ({} traces kept, {:.1} MB; the next would take {:.1} \
-                 MB): later runs' traces are analysed, not kept",
+                "trace: keep_max reached ({} trace{} kept, {:.1} MB; the next would take \
+                 {:.1} MB): later runs' traces are analysed, not kept",
                 self.keeper.kept,
+                if self.keeper.kept == 1 { "" } else { "s" },
                 self.keeper.kept_bytes as f64 / 1e6,
                 bytes as f64 / 1e6
             ));
@@ -565,6 +570,23 @@ fn trace_bytes(base: &Path) -> u64 {
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum()
+}
+
+/// What the plan says of the traces an experiment keeps (`[trace] keep`, `keep_max`).
+pub(crate) fn keeping(settings: &crate::experiment::file::TraceSettings) -> String {
+    use crate::experiment::file::KeepRuns;
+    let which = match settings.runs {
+        KeepRuns::All => "every trace is kept, compressed",
+        KeepRuns::First => "the first run's trace of each cell is kept, compressed",
+        KeepRuns::None => return "; no trace is kept ([trace] keep = \"none\")".to_string(),
+    };
+    match settings.max_bytes {
+        Some(bytes) => format!(
+            "; {which}, until the kept ones would pass {:.1} MB ([trace] keep_max)",
+            bytes as f64 / 1e6
+        ),
+        None => format!("; {which}"),
+    }
 }
 
 /// What `show` says when traced runs were analysed but their traces not kept: `analysed`
@@ -1004,6 +1026,28 @@ mod tests {
         assert!((0..5).all(|_| all.offer(0, 10)));
         let mut none = policy(KeepRuns::None, None);
         assert!(!none.wants(0) && !none.offer(0, 0));
+    }
+
+    #[test]
+    fn the_plan_says_which_traces_are_kept() {
+        use crate::experiment::file::{KeepRuns, TraceSettings};
+        let said = |runs, max_bytes| {
+            keeping(&TraceSettings {
+                runs,
+                max_bytes,
+                buffer_kb: None,
+            })
+        };
+        assert_eq!(
+            said(KeepRuns::All, None),
+            "; every trace is kept, compressed"
+        );
+        assert_eq!(
+            said(KeepRuns::First, Some(500_000_000)),
+            "; the first run's trace of each cell is kept, compressed, until the kept ones \
+             would pass 500.0 MB ([trace] keep_max)"
+        );
+        assert!(said(KeepRuns::None, Some(1)).contains("no trace is kept"));
     }
 
     #[test]
