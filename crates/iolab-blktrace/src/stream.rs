@@ -17,7 +17,7 @@ pub enum TraceError {
         #[source]
         source: io::Error,
     },
-    #[error("{path}: at byte offset {offset}: {source}")]
+    #[error("{path}: at byte offset {offset}{}: {source}", of_data(path))]
     Corrupt {
         path: String,
         offset: u64,
@@ -27,9 +27,10 @@ pub enum TraceError {
     /// The input ended inside a record: everything before `offset` is whole records, which
     /// `keep` says how to keep.
     #[error(
-        "{path}: ends inside the record at byte offset {offset} ({have} of its {needed} bytes \
+        "{path}: ends inside the record at byte offset {offset}{} ({have} of its {needed} bytes \
          are there): the trace was cut short (a recording killed or a disk full, a copy not \
-         finished); {keep}"
+         finished); {keep}",
+        of_data(path)
     )]
     CutShort {
         path: String,
@@ -40,6 +41,15 @@ pub enum TraceError {
     },
     #[error("{0}")]
     Input(String),
+}
+
+/// Where an offset in a compressed file counts: in its data as decompressed.
+fn of_data(path: &str) -> &'static str {
+    if path.ends_with(".gz") {
+        " of the decompressed data"
+    } else {
+        ""
+    }
 }
 
 /// The read buffer. Every source, a plain file too, is read through it rather than mapped:
@@ -592,6 +602,20 @@ mod tests {
             "{err}"
         );
         assert!(s.next().is_none());
+    }
+
+    /// In a compressed file, the offset is said to be one in its data as decompressed.
+    #[test]
+    fn an_offset_in_a_compressed_file_is_said_to_be_in_its_decompressed_data() {
+        let mut bytes = Vec::new();
+        encode(&ev(1), 7, Endian::Little, &mut bytes);
+        bytes.truncate(47);
+        let mut s = RecordStream::new("t.blktrace.0.gz".into(), &bytes[..]);
+        let err = s.next().unwrap().unwrap_err().to_string();
+        assert!(
+            err.contains("at byte offset 0 of the decompressed data (47 of its 48"),
+            "{err}"
+        );
     }
 
     /// A cut inside the first record leaves nothing to keep, and the error does not offer to.
