@@ -47,10 +47,7 @@ impl Served {
     /// Stops the server (as dropping it does) and says how it ended.
     #[cfg(test)]
     fn stop(mut self) -> Option<ExitStatus> {
-        drop(self.keeper.stop.take());
-        if let Some(t) = self.keeper.thread.take() {
-            let _ = t.join();
-        }
+        self.keeper.stop();
         self.keeper.exited()
     }
 }
@@ -109,13 +106,21 @@ impl Keeper {
             }
             // The first process of a PID namespace takes only the signals it handles, and
             // SIGKILL; its end kills the rest of the namespace, and its wait returns once they
-            // are all gone. fio's server handles SIGINT (it ends within 0.2 s), not SIGTERM,
-            // which it leaves to a default action the kernel does not take here: the server
-            // lived on to the SIGKILL below, 3 s later.
+            // are all gone. fio 3.33's server handles SIGINT (it ends within 0.2 s), not
+            // SIGTERM, which it leaves to a default action the kernel does not take here: the
+            // server lived on to the SIGKILL below, 3 s later. SIGINT goes again every half
+            // second: its handler only ends a wait for a connection, and one that comes
+            // outside that wait is lost.
+            let pid = child.id() as i32;
             // SAFETY: signals to the child this thread started.
-            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-            let deadline = Instant::now() + Duration::from_secs(3);
-            while !record(&mut child) && Instant::now() < deadline {
+            let interrupt = || unsafe { libc::kill(pid, libc::SIGINT) };
+            let started = Instant::now();
+            let mut sent = 0;
+            while !record(&mut child) && started.elapsed() < Duration::from_secs(3) {
+                if started.elapsed() >= Duration::from_millis(500) * sent {
+                    interrupt();
+                    sent += 1;
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
             if exited_here
@@ -149,12 +154,19 @@ impl Keeper {
     }
 }
 
-impl Drop for Keeper {
-    fn drop(&mut self) {
+impl Keeper {
+    /// Tells the thread to stop the server, and waits until it has.
+    fn stop(&mut self) {
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 

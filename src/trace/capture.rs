@@ -977,6 +977,8 @@ impl Workload {
         // a pid is not reused while a group of that id has members, so the id is its own.
         let signal = |sig| unsafe { libc::kill(-group, sig) };
         signal(libc::SIGTERM);
+        // A stopped process (on the terminal, or by the user) takes SIGTERM only once it runs.
+        signal(libc::SIGCONT);
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut status = None;
         while Instant::now() < deadline {

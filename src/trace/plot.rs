@@ -113,15 +113,7 @@ fn pass(names: &[PathBuf], dev: Option<&str>) -> anyhow::Result<Pass> {
         let si = ((ev.sector.saturating_sub(smin)) as f64 / (smax - smin) as f64
             * SECTOR_BINS as f64) as usize;
         let cell = &mut grid[ti.min(TIME_BINS - 1) * SECTOR_BINS + si.min(SECTOR_BINS - 1)];
-        // A discard carries the write bit too.
-        let kind = if ev.is_discard() {
-            DISCARD_KIND
-        } else if ev.is_write() {
-            WRITE_KIND
-        } else {
-            READ_KIND
-        };
-        cell[kind] += 1;
+        cell[ev.io().0.direction()] += 1;
     }
     let report = analyzer.finish();
     let fine = report
