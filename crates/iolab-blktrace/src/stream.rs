@@ -73,6 +73,9 @@ pub struct RecordStream<R> {
     /// Read from a plain file as it is: offsets are the file's own (not a gzip's contents
     /// or a pipe's).
     plain_file: bool,
+    /// An error of the source that came after some bytes: said once their whole records
+    /// have been read (a gzip's trailing bytes, a member cut short).
+    deferred: Option<io::Error>,
 }
 
 /// What a trace is read from: a regular file, or a stream: a gzip file decompressed on the
@@ -110,8 +113,52 @@ fn magic(f: &mut File) -> io::Result<Vec<u8>> {
 }
 
 fn gunzip<R: Read + Send + 'static>(r: R) -> Source {
-    let gz = flate2::read::MultiGzDecoder::new(io::BufReader::with_capacity(1 << 16, r));
-    Source::Stream(Box::new(gz))
+    let members = Members {
+        gz: Some(flate2::bufread::GzDecoder::new(
+            io::BufReader::with_capacity(1 << 16, r),
+        )),
+    };
+    Source::Stream(Box::new(members))
+}
+
+/// A gzip file's members one after another, as `gzip -d` reads them. Bytes after the last
+/// member that are not another are said to be so: flate2's own reader of several members
+/// took a few stray bytes for a member cut short, and the trace was called cut short.
+struct Members<R: io::BufRead> {
+    gz: Option<flate2::bufread::GzDecoder<R>>,
+}
+
+impl<R: io::BufRead> Read for Members<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(gz) = self.gz.as_mut() else {
+                return Ok(0);
+            };
+            let n = gz.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            // The member ended (its reader takes no byte past it): the file's end, another
+            // member, or something else.
+            let Some(mut rest) = self.gz.take().map(|gz| gz.into_inner()) else {
+                return Ok(0);
+            };
+            let is_gzip = match rest.fill_buf()? {
+                [] => return Ok(0),
+                [a] => *a == GZIP_MAGIC[0],
+                [a, b, ..] => [*a, *b] == GZIP_MAGIC,
+            };
+            if !is_gzip {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "bytes that are not gzip follow its compressed data (trailing garbage, \
+                     as `gzip -t` calls it); the records before them are whole: `gzip -dc` \
+                     writes them out",
+                ));
+            }
+            self.gz = Some(flate2::bufread::GzDecoder::new(rest));
+        }
+    }
 }
 
 impl RecordStream<Source> {
@@ -156,6 +203,7 @@ impl<R: Read> RecordStream<R> {
             eof: false,
             failed: false,
             plain_file: false,
+            deferred: None,
         }
     }
 
@@ -195,6 +243,12 @@ impl<R: Read> RecordStream<R> {
                 }
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The records already here come first.
+                Err(e) if self.end > self.start => {
+                    self.deferred = Some(e);
+                    self.eof = true;
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -279,7 +333,7 @@ impl<R: Read> RecordStream<R> {
                 return Some(Err(io_err(self, e)));
             }
             if self.start == self.end {
-                return None;
+                return self.deferred.take().map(|e| Err(io_err(self, e)));
             }
         }
         loop {
@@ -293,9 +347,17 @@ impl<R: Read> RecordStream<R> {
                         return Some(Err(io_err(self, e)));
                     }
                     if self.end - self.start < needed && self.eof {
+                        if let Some(e) = self.deferred.take() {
+                            return Some(Err(io_err(self, e)));
+                        }
                         let have = self.end - self.start;
                         return Some(Err(self.corrupt(DecodeError::Truncated { needed, have })));
                     }
+                }
+                // A record cut by the source's error is that error's doing.
+                Err(DecodeError::Truncated { .. }) if self.deferred.is_some() => {
+                    let e = self.deferred.take().expect("checked");
+                    return Some(Err(io_err(self, e)));
                 }
                 Err(e) => return Some(Err(self.corrupt(e))),
             }
@@ -602,6 +664,40 @@ mod tests {
             "{err}"
         );
         assert!(s.next().is_none());
+    }
+
+    /// gzip members one after another are one trace; bytes after the last that are not
+    /// gzip are said to be so, after the records before them (they were called a member
+    /// cut short); a member cut short still is.
+    #[test]
+    fn gzip_members_are_read_in_turn_and_trailing_bytes_are_named() {
+        use std::io::Write;
+        let gz = |first: u64, n: u64| {
+            let mut raw = Vec::new();
+            for t in first..first + n {
+                encode(&ev(t), 7, Endian::Little, &mut raw);
+            }
+            let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            w.write_all(&raw).unwrap();
+            w.finish().unwrap()
+        };
+        let read = |bytes: Vec<u8>| {
+            let s = RecordStream::new("t.blktrace.0.gz".into(), gunzip(io::Cursor::new(bytes)));
+            s.map(|r| r.map(|e| e.time).map_err(|e| e.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let two = [gz(1, 3), gz(4, 2)].concat();
+        let times: Vec<u64> = read(two).into_iter().map(Result::unwrap).collect();
+        assert_eq!(times, [1, 2, 3, 4, 5]);
+        let junk = [gz(1, 3), b"junk\n".to_vec()].concat();
+        let got = read(junk);
+        assert_eq!(got.len(), 4, "{got:?}");
+        let err = got[3].as_ref().unwrap_err();
+        assert!(err.contains("bytes that are not gzip follow"), "{err}");
+        let mut cut = gz(1, 3);
+        cut.truncate(cut.len() - 12);
+        let err = read(cut).into_iter().find_map(Result::err).unwrap();
+        assert!(err.contains("cut short"), "{err}");
     }
 
     /// In a compressed file, the offset is said to be one in its data as decompressed.
