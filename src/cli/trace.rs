@@ -45,9 +45,9 @@ pub(crate) struct ExportArgs {
 
 /// Draw a trace as SVG charts.
 ///
-/// Sectors over time (reads and writes coloured), latency, queue and driver depth,
-/// throughput, IOPS and seeks per second over time, latency histogram with reads and writes
-/// apart (SVG files); with --with, several traces on one sector-vs-time chart.
+/// Sectors over time (reads, writes and discards coloured), latency, queue and driver depth,
+/// throughput, IOPS and seeks per second over time, latency histogram with reads, writes and
+/// discards apart (SVG files); with --with, several traces on one sector-vs-time chart.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]})")))]
 pub(crate) struct PlotArgs {

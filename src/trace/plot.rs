@@ -253,7 +253,7 @@ impl<'a> Out<'a> {
     }
 }
 
-/// Sector against time: the cloud of dispatches, reads and writes coloured.
+/// Sector against time: the cloud of dispatches, reads, writes and discards coloured.
 fn sectors(main: &Pass) -> anyhow::Result<String> {
     let d = &main.d;
     let mut chart = Chart::new(
