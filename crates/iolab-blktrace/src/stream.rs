@@ -131,18 +131,17 @@ struct Members<R: io::BufRead> {
 impl<R: io::BufRead> Read for Members<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            let Some(gz) = self.gz.as_mut() else {
+            let Some(mut gz) = self.gz.take() else {
                 return Ok(0);
             };
             let n = gz.read(buf)?;
             if n > 0 || buf.is_empty() {
+                self.gz = Some(gz);
                 return Ok(n);
             }
             // The member ended (its reader takes no byte past it): the file's end, another
             // member, or something else.
-            let Some(mut rest) = self.gz.take().map(|gz| gz.into_inner()) else {
-                return Ok(0);
-            };
+            let mut rest = gz.into_inner();
             let is_gzip = match rest.fill_buf()? {
                 [] => return Ok(0),
                 [a] => *a == GZIP_MAGIC[0],
