@@ -74,6 +74,15 @@ impl Default for Options {
     }
 }
 
+/// What a device's records before its first Q with data leave: its first record with data
+/// (btt's span begins there), and its empty flushes (an fsync may flush before it writes),
+/// counted like any later one.
+#[derive(Default)]
+struct Early {
+    first_sized: Option<u64>,
+    flushes: u64,
+}
+
 /// Consumes events one at a time.
 pub struct Analyzer {
     /// Seek and plug statistics, when fed here rather than on a reader thread.
@@ -83,8 +92,8 @@ pub struct Analyzer {
     index: HashMap<u32, usize>,
     last_device: (u32, usize),
     names: HashMap<u32, String>,
-    /// The first record with data of each device not started yet (btt's span begins there).
-    early: HashMap<u32, u64>,
+    /// What came on each device not started yet.
+    early: HashMap<u32, Early>,
     pub events: u64,
     pub notify: u64,
     /// Events lost, by iolab's notes in the trace: each loss where it was, and the whole.
@@ -161,9 +170,14 @@ impl Analyzer {
                 // belong to IOs whose beginning the trace missed.
                 let c = ev.code();
                 if !(c == code::QUEUE && ev.bytes > 0) && c != code::REMAP {
-                    self.ignored_before_first_q += 1;
+                    let early = self.early.entry(ev.device).or_default();
                     if ev.bytes > 0 {
-                        self.early.entry(ev.device).or_insert(ev.time);
+                        early.first_sized.get_or_insert(ev.time);
+                    }
+                    if c == code::QUEUE && ev.categories() & category::FLUSH != 0 {
+                        early.flushes += 1;
+                    } else {
+                        self.ignored_before_first_q += 1;
                     }
                     return;
                 }
@@ -173,8 +187,9 @@ impl Analyzer {
                     self.opts.interval_ns,
                     self.opts.window_of(ev.device),
                 );
-                if let Some(t) = self.early.remove(&ev.device) {
-                    d.first_sized = d.first_sized.min(t);
+                if let Some(early) = self.early.remove(&ev.device) {
+                    d.first_sized = d.first_sized.min(early.first_sized.unwrap_or(u64::MAX));
+                    d.n_flushes = early.flushes;
                 }
                 self.devices.push(d);
                 self.index.insert(ev.device, self.devices.len() - 1);
@@ -1333,11 +1348,14 @@ mod tests {
     fn empty_flushes_are_counted() {
         let dev = 7 << 20;
         let mut a = Analyzer::new(Options::default());
-        // A device starts at its first Q with data (as btt's).
-        a.feed(&ev(0, code::QUEUE, dev, 8, 4096));
-        a.feed(&ev(100, code::COMPLETE, dev, 8, 4096));
         let flush = category::WRITE | category::FLUSH | category::SYNC;
-        for i in 1..4u64 {
+        // A device starts at its first Q with data (as btt's); a flush before it counts too.
+        let mut early = ev(0, code::QUEUE, dev, 0, 0);
+        early.action = action(code::QUEUE, flush);
+        a.feed(&early);
+        a.feed(&ev(10, code::QUEUE, dev, 8, 4096));
+        a.feed(&ev(100, code::COMPLETE, dev, 8, 4096));
+        for i in 1..3u64 {
             for (at, c) in [(0, code::QUEUE), (10, code::ISSUE), (500, code::COMPLETE)] {
                 let mut e = ev(i * 1_000 + at, c, dev, 0, 0);
                 e.action = action(c, flush);
@@ -1347,6 +1365,7 @@ mod tests {
         let report = a.finish();
         let d = &report.devices[0];
         assert_eq!((d.writes, d.flushes), (1, 3));
+        assert_eq!(report.ignored_before_first_q, 0);
         assert_eq!(d.latency["q2c"].n, 1);
         let text = render::render(&report);
         assert!(
