@@ -2892,6 +2892,12 @@ fn plot_draws_rates_overlays_and_directions_apart() {
         t.contains(&"2.6.16".to_string()) && t.contains(&"2.6.32".to_string()),
         "{t:?}"
     );
+    // One device in both: named once, in the title.
+    assert!(
+        t.iter()
+            .any(|x| x.starts_with("dispatched sectors over time, device ")),
+        "{t:?}"
+    );
     let doc = roxmltree::Document::parse(&overlay).unwrap();
     let fills = |c: &str| {
         doc.descendants()

@@ -287,20 +287,33 @@ fn overlay(
     let label =
         |i: usize, names: &[PathBuf]| labels.get(i).cloned().unwrap_or_else(|| show_names(names));
     let mut passes = vec![(label(0, names), main_cloud(main))];
+    let mut devices = vec![main.d.dev.clone()];
     let mut ranges = vec![(main.span, main.smin, main.smax)];
     for (i, w) in with.iter().enumerate() {
         let w = std::slice::from_ref(w);
         let p = pass(w, dev).with_context(|| format!("--with {}", show_names(w)))?;
         ranges.push((p.span, p.smin, p.smax));
         passes.push((label(i + 1, w), main_cloud(&p)));
+        devices.push(p.d.dev.clone());
     }
     let x_hi = ranges.iter().map(|r| r.0).fold(0.0, f64::max);
     let y_lo = ranges.iter().map(|r| r.1).min().unwrap_or(0);
     let y_hi = ranges.iter().map(|r| r.2).max().unwrap_or(1);
+    let shown = overlay_title(
+        &passes.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
+        &devices,
+    );
+    for (p, name) in passes.iter_mut().zip(shown.1) {
+        p.0 = name;
+    }
     let labels: Vec<&str> = passes.iter().map(|p| p.0.as_str()).collect();
     let mut chart = Chart::new(
         (900, 500),
-        &format!("dispatched sectors over time: {}", labels.join(" vs ")),
+        &format!(
+            "dispatched sectors over time{}: {}",
+            shown.0,
+            labels.join(" vs ")
+        ),
         Axes {
             x_name: "time from each trace's start (s)",
             y_name: "sector",
@@ -313,6 +326,21 @@ fn overlay(
         chart.see_through_points(pts, TRACE_COLOURS[i], name);
     }
     Ok(chart.finish()?)
+}
+
+/// Where the overlay names the device each trace's cloud is drawn from (a trace may hold
+/// several; the one drawn is the busiest or `--dev`'s): in the title when it is one for all
+/// (", device 8,16"), else after each trace's label. Returns the title's part and the labels.
+fn overlay_title(labels: &[String], devices: &[String]) -> (String, Vec<String>) {
+    if devices.iter().all(|d| *d == devices[0]) {
+        return (format!(", device {}", devices[0]), labels.to_vec());
+    }
+    let labels = labels
+        .iter()
+        .zip(devices)
+        .map(|(l, d)| format!("{l} (device {d})"))
+        .collect();
+    (String::new(), labels)
 }
 
 /// The charts drawn from the timeline: Q2C latency, queue and driver depth, throughput, IOPS
@@ -600,6 +628,18 @@ fn show_names(names: &[PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The overlay names the device drawn from each trace: once when all are one device,
+    /// else beside each label. It named none, and a trace of several devices drew one unsaid.
+    #[test]
+    fn the_overlay_names_the_devices_drawn() {
+        let labels = vec!["2.6.16".to_string(), "2.6.32".to_string()];
+        let same = overlay_title(&labels, &["8,0".into(), "8,0".into()]);
+        assert_eq!(same, (", device 8,0".to_string(), labels.clone()));
+        let apart = overlay_title(&labels, &["8,0".into(), "8,16".into()]);
+        assert_eq!(apart.0, "");
+        assert_eq!(apart.1, ["2.6.16 (device 8,0)", "2.6.32 (device 8,16)"]);
+    }
 
     /// The histogram's title names the directions the trace has.
     #[test]
