@@ -208,7 +208,7 @@ pub(crate) fn acquire_noting(
         }
         return Err(LockError::Held {
             what: resource.describe(),
-            holder: holder_of(&path),
+            holder: holder_of(root, &path),
             path: path.display().to_string(),
         });
     }
@@ -307,25 +307,65 @@ pub(crate) fn acquire_all_noting(
         .collect()
 }
 
-/// "pid N" from a held lock file (the holder may not have written it yet).
-fn holder_of(path: &Path) -> String {
+/// "pid N" from a held lock file (the holder may not have written it yet), and what the
+/// holder is when it is a controlled host's agent: after its controller was cut off it holds
+/// the lock until its lease lapses, and the user is told so rather than left guessing.
+fn holder_of(root: &SysRoot, path: &Path) -> String {
     let mut text = String::new();
     let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut text));
-    match text
+    let pid = match text
         .lines()
         .next()
         .unwrap_or_default()
         .trim()
         .parse::<u32>()
     {
-        Ok(pid) => format!("pid {pid}"),
-        Err(_) => "pid not yet recorded".to_string(),
+        Ok(pid) => pid,
+        Err(_) => return "pid not yet recorded".to_string(),
+    };
+    let cmdline = std::fs::read(root.base().join(format!("proc/{pid}/cmdline")));
+    let is_agent = cmdline.is_ok_and(|c| c.split(|&b| b == 0).nth(1) == Some(b"agent"));
+    if is_agent {
+        format!(
+            "pid {pid}, `iolab agent`: the session of a run controlled from another machine; \
+             it restores and ends by itself once its controller has been silent for its lease \
+             (10 minutes in a run), or now with `kill {pid}`"
+        )
+    } else {
+        format!("pid {pid}")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock held by a controlled host's agent says what holds it and how it ends: after a
+    /// cut its runs were refused for up to 10 minutes with only a pid to go on.
+    #[test]
+    fn a_lock_held_by_an_agent_says_how_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::at(dir.path()).unwrap();
+        let me = std::process::id();
+        let proc_dir = dir.path().join(format!("proc/{me}"));
+        std::fs::create_dir_all(&proc_dir).unwrap();
+        std::fs::write(proc_dir.join("cmdline"), b"/usr/bin/iolab\0agent\0").unwrap();
+        let _held = acquire(&root, Resource::Device("loop3".into())).unwrap();
+        let msg = acquire(&root, Resource::Device("loop3".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains(&format!("pid {me}, `iolab agent`"))
+                && msg.contains(&format!("now with `kill {me}`")),
+            "{msg}"
+        );
+        // Any other holder is named by its pid alone.
+        std::fs::write(proc_dir.join("cmdline"), b"/usr/bin/iolab\0run\0x.toml\0").unwrap();
+        let msg = acquire(&root, Resource::Device("loop3".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains(&format!("(pid {me}, lock ")), "{msg}");
+    }
 
     #[test]
     fn a_second_holder_is_refused_with_the_pid_and_a_released_lock_is_free_again() {
