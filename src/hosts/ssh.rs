@@ -394,6 +394,12 @@ impl Connection {
         }
     }
 
+    /// Tells the agent the session is over (its input closes): it stops its fio server,
+    /// restores and exits, while the caller goes on; dropping the connection waits for that.
+    pub(crate) fn hang_up(&mut self) {
+        self.stdin = None;
+    }
+
     /// ssh's exit code once it has ended (within a second), else None.
     fn wait_briefly(&mut self) -> Option<i32> {
         self.wait_within(Duration::from_secs(1))
@@ -457,12 +463,20 @@ fn read_answer<R: BufRead>(r: &mut R, max: u64) -> Result<String, String> {
     String::from_utf8(line).map_err(|_| "the agent sent a line that is not UTF-8 text".into())
 }
 
+/// Hangs up every session before any is waited for (when they are dropped): their agents stop
+/// and restore at the same time, and the last ends within one agent's time, not their sum.
+pub(crate) fn end_together<'a>(sessions: impl IntoIterator<Item = &'a mut Connection>) {
+    for session in sessions {
+        session.hang_up();
+    }
+}
+
 impl Drop for Connection {
     fn drop(&mut self) {
         // Closing the agent's input makes it stop its fio server, restore and exit; ssh
         // follows. Until then the agent holds its host's locks, which would refuse the next
         // run started there: a live session is given the time the agent may take.
-        self.stdin = None;
+        self.hang_up();
         let limit = if self.broken {
             Duration::from_secs(1)
         } else {
@@ -610,6 +624,31 @@ mod tests {
         Connection::attach("fake", child, &options, "iolab")
             .map_err(|f| f.into_error("fake", "iolab", REMOTE_DIR))
             .unwrap()
+    }
+
+    /// Sessions ended together are all hung up before any is waited for: each stand-in
+    /// agent, once its input closes, waits up to 3 s for the others' to close too. Dropped
+    /// one after another, the first waited alone (and a run's end took 5 s per host).
+    #[test]
+    fn sessions_ended_together_stop_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let agent = |i: usize| {
+            format!(
+                "cat >/dev/null; touch {d}/closed{i}; n=0; \
+                 while [ $n -lt 30 ]; do \
+                   if [ -e {d}/closed0 ] && [ -e {d}/closed1 ] && [ -e {d}/closed2 ]; then \
+                     echo together >{d}/said{i}; exit 0; fi; \
+                   sleep 0.1; n=$((n+1)); done; echo alone >{d}/said{i}"
+            )
+        };
+        let mut sessions: Vec<Connection> = (0..3).map(|i| fake_agent(&agent(i), 2000)).collect();
+        end_together(sessions.iter_mut());
+        drop(sessions);
+        for i in 0..3 {
+            let said = std::fs::read_to_string(dir.path().join(format!("said{i}"))).unwrap();
+            assert_eq!(said.trim(), "together", "agent {i}");
+        }
     }
 
     /// An agent whose connection is gone is said to be so, not shown as an OS error code.

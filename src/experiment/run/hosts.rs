@@ -50,6 +50,30 @@ pub struct Controlled {
     pub(crate) skew_s: f64,
 }
 
+/// The controlled hosts of a run. Their sessions end together: every agent is told to stop
+/// before any is waited for, so that the run's end takes as long as its slowest host's agent
+/// (up to 5 s each, while they stop their fio servers and restore), not all of them in turn.
+pub struct Sessions(pub Vec<Controlled>);
+
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        crate::hosts::ssh::end_together(self.0.iter_mut().map(|host| &mut host.connection));
+    }
+}
+
+impl std::ops::Deref for Sessions {
+    type Target = Vec<Controlled>;
+    fn deref(&self) -> &Vec<Controlled> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Sessions {
+    fn deref_mut(&mut self) -> &mut Vec<Controlled> {
+        &mut self.0
+    }
+}
+
 impl Controlled {
     /// The name its runs, tags and prefixed metrics carry: its ssh destination.
     pub(crate) fn label(&self) -> &str {
@@ -96,11 +120,7 @@ pub(crate) fn host_device(exp: &Experiment, spec: &HostSpec) -> Result<String> {
 }
 
 /// Checks, connects to and models every controlled host; refuses with every problem found.
-pub fn connect(
-    exp: &Experiment,
-    options: &SshOptions,
-    max_skew: Duration,
-) -> Result<Vec<Controlled>> {
+pub fn connect(exp: &Experiment, options: &SshOptions, max_skew: Duration) -> Result<Sessions> {
     let specs: Vec<&HostSpec> = exp.target.host_specs.iter().collect();
     if let Some(s) = specs.iter().find(|s| s.ssh.is_none()) {
         bail!(
@@ -130,7 +150,7 @@ pub fn connect(
             bail!("{why}");
         }
     }
-    let mut out = Vec::with_capacity(specs.len());
+    let mut out = Sessions(Vec::with_capacity(specs.len()));
     let mut problems = Vec::new();
     for (spec, checked) in specs.into_iter().zip(&report.hosts) {
         let skew_s = checked.skew.map_or(0.0, |s| s.skew_s);

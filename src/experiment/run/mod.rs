@@ -1060,7 +1060,7 @@ pub fn run(
     let mut controlled = if exp.target.controlled() {
         hosts::connect(exp, &settings.ssh, hosts::MAX_SKEW)?
     } else {
-        Vec::new()
+        hosts::Sessions(Vec::new())
     };
     let mut touched = touched_hosts(settings, &controlled)?;
     let nic = target_nic(exp, settings)?;
