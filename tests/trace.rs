@@ -2823,6 +2823,66 @@ fn latencies_are_given_for_reads_and_writes_apart() {
     );
 }
 
+/// A plot into a directory an earlier plot drew in leaves no chart of that one beside its own:
+/// an overlay (`--with`) and PNGs (`--png`) drawn before passed for this trace's. Files of
+/// other names stay.
+#[test]
+fn plot_removes_the_charts_of_an_earlier_plot_it_does_not_draw() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = fixture("fx");
+    let plot = |extra: &[&str]| {
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "plot", trace.to_str().unwrap(), "-o"])
+            .arg(dir.path())
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let with = fixture("fx.bin");
+    let first = plot(&["--with", with.to_str().unwrap(), "--png"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    assert!(dir.path().join("sectors-overlay.svg").exists());
+    assert!(dir.path().join("latency.png").exists());
+    let second = plot(&[]);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("sectors-overlay.svg: an earlier plot's chart, not drawn this time"),
+        "{stderr}"
+    );
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "depth.svg",
+            "histogram.svg",
+            "iops.svg",
+            "latency.svg",
+            "notes.txt",
+            "sectors.svg",
+            "seeks.svg",
+            "throughput.svg"
+        ]
+    );
+    // Standard output still lists only the files written.
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert_eq!(stdout.lines().count(), 7, "{stdout}");
+}
+
 /// `trace plot` draws throughput, IOPS and seeks over time, several traces on one sector
 /// chart (one colour and one legend label each), and reads and writes apart in the
 /// histogram. Checked in the SVG's structure, not its pixels.

@@ -49,12 +49,13 @@ pub(crate) struct ExportArgs {
 /// throughput, IOPS and seeks per second over time, latency histogram with reads, writes and
 /// discards apart (SVG files); with --with, several traces on one sector-vs-time chart.
 #[derive(Debug, clap::Args)]
-#[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]})")))]
+#[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]}, and \"removed\": [...] when charts of an earlier plot were)")))]
 pub(crate) struct PlotArgs {
     /// Trace base names (NAME.blktrace.N) or files.
     #[arg(required = true, value_name = "NAME|FILE")]
     pub inputs: Vec<PathBuf>,
-    /// Directory for the SVG files.
+    /// Directory for the SVG files. Charts an earlier plot left there that this one does not
+    /// draw (an overlay, PNGs) are removed, and said; other files stay.
     #[arg(
         short = 'o',
         long = "output",
@@ -176,21 +177,37 @@ pub(super) fn run(args: TraceArgs) -> anyhow::Result<()> {
                     files.push(p);
                 }
             }
-            crate::output::print(&Wrote::of(&files), a.out)
+            let mut wrote = Wrote::of(&files);
+            wrote.removed = trace::plot::remove_earlier(&a.output, &files)?
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            if !a.out.json {
+                for r in &wrote.removed {
+                    let r = crate::report::format::terminal_safe(r);
+                    say!("iolab: removed {r}: an earlier plot's chart, not drawn this time");
+                }
+            }
+            crate::output::print(&wrote, a.out)
         }
     }
 }
 
-/// The files `plot` or `export` wrote: a path per line, or `{"files": [...]}`.
+/// The files `plot` or `export` wrote: a path per line, or `{"files": [...]}`; and the
+/// charts of an earlier plot that `plot` removed, said on standard error (`"removed"` in
+/// JSON), so that the paths on standard output stay the files written.
 #[derive(serde::Serialize)]
 struct Wrote {
     files: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    removed: Vec<String>,
 }
 
 impl Wrote {
     fn of(paths: &[PathBuf]) -> Wrote {
         Wrote {
             files: paths.iter().map(|p| p.display().to_string()).collect(),
+            removed: Vec::new(),
         }
     }
 }

@@ -546,6 +546,38 @@ fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
 }
 
 /// Writes a PNG copy of an SVG chart beside it (same name, .png), rasterised in-process.
+/// Every chart `plot` may write, without its ending (.svg, and .png with `--png`).
+const CHARTS: [&str; 8] = [
+    "sectors",
+    "sectors-overlay",
+    "latency",
+    "depth",
+    "throughput",
+    "iops",
+    "seeks",
+    "histogram",
+];
+
+/// Removes from `dir` the charts of an earlier plot that this one (`written`) did not draw:
+/// an overlay drawn before `--with` was dropped, PNGs drawn before `--png` was. Left there,
+/// they passed for this trace's. Only files of the charts' own names are touched (a
+/// directory of that name stays). Returns the files removed.
+pub(crate) fn remove_earlier(dir: &Path, written: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for chart in CHARTS {
+        for ending in ["svg", "png"] {
+            let p = dir.join(format!("{chart}.{ending}"));
+            let is_file = std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir());
+            if is_file && !written.contains(&p) {
+                std::fs::remove_file(&p)
+                    .with_context(|| format!("removing {} of an earlier plot", p.display()))?;
+                removed.push(p);
+            }
+        }
+    }
+    Ok(removed)
+}
+
 pub(crate) fn to_png(svg: &Path) -> anyhow::Result<PathBuf> {
     let png = svg.with_extension("png");
     let text =
