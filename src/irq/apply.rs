@@ -139,6 +139,12 @@ pub fn against_options(
     // `--unpin` names, and one that can be moved at all.
     for irq in &p.unpinned_in_place {
         let managed = sources.iter().find(|s| s.irq == *irq).map(|s| s.managed);
+        // A plan from before `pins_seen` was kept has none to compare: it is taken as is.
+        let moved_pin = p
+            .pins_seen
+            .get(irq)
+            .zip(allowed.get(irq))
+            .filter(|(seen, now)| seen != *now);
         if managed.is_none() {
             problems.push(format!("IRQ {irq}: the plan unpins it, but it is not here"));
         } else if managed == Some(true) {
@@ -148,6 +154,14 @@ pub fn against_options(
         } else if !p.options.unpin.covers(*irq) {
             problems.push(format!(
                 "IRQ {irq}: the plan unpins it where it is, which its own --unpin does not ask"
+            ));
+        } else if let Some((seen, now)) = moved_pin {
+            let list = crate::sys::parse::cpulist::format_cpulist;
+            problems.push(format!(
+                "IRQ {irq}: the plan unpins it where it was pinned, on CPUs {}; it is pinned to \
+                 CPUs {} now: make a new plan",
+                list(seen),
+                list(now)
             ));
         }
     }
@@ -450,7 +464,7 @@ mod tests {
         use super::super::{fixture::move_161, plan};
         let machine = super::super::fixture::two_node();
         let root = SysRoot::at(machine.path()).unwrap();
-        for irq in [161, 162] {
+        for irq in [161, 162, 163] {
             let file = machine
                 .path()
                 .join(format!("proc/irq/{irq}/smp_affinity_list"));
@@ -464,9 +478,11 @@ mod tests {
             ..move_161(5)
         };
         p.moves = vec![move_161(99), move_161(20), pinned];
-        // A pin kept in place that its --unpin does not name, one that is not here, and a
-        // managed one (the fixture's NVMe queues).
-        p.unpinned_in_place = vec![161, 9999, 121];
+        // A pin kept in place that its --unpin does not name, one that is not here, a
+        // managed one (the fixture's NVMe queues), and one pinned elsewhere since.
+        p.unpinned_in_place = vec![161, 9999, 121, 163];
+        p.options.unpin = plan::Unpin::Irqs(vec![163]);
+        p.pins_seen.insert(163, vec![6]);
         let problems = against_options(&p, &m, &Default::default());
         assert_eq!(
             problems[..2],
@@ -487,7 +503,9 @@ mod tests {
             [
                 "IRQ 161: the plan unpins it where it is, which its own --unpin does not ask",
                 "IRQ 9999: the plan unpins it, but it is not here",
-                "IRQ 121: the plan unpins it, but the kernel manages its affinity here"
+                "IRQ 121: the plan unpins it, but the kernel manages its affinity here",
+                "IRQ 163: the plan unpins it where it was pinned, on CPUs 6; it is pinned to \
+                 CPUs 4 now: make a new plan"
             ],
             "{problems:?}"
         );

@@ -219,6 +219,10 @@ pub struct Plan {
     /// unpinned, like the ones it moves, and `irq rollback` restores the pin.
     #[serde(default)]
     pub(crate) unpinned_in_place: Vec<u32>,
+    /// The CPUs each of those was pinned to when the plan was made: a saved plan applied
+    /// later must find the same pin, or it would take a pin made since for the one it saw.
+    #[serde(default)]
+    pub(crate) pins_seen: BTreeMap<u32, Vec<u32>>,
     /// Moves off the interrupt's device's node, each with why no CPU of that node could take
     /// it (without `--any-node`, the node's CPUs are tried first).
     #[serde(default)]
@@ -380,12 +384,14 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     let balanced = !nothing_heavy && gain_pct < options.min_gain_pct && !on_banned;
     let mut moves = Vec::new();
     let mut unpinned_in_place = Vec::new();
+    let mut pins_seen = BTreeMap::new();
     let mut off_node = BTreeMap::new();
     for ((src, _, off), to) in heavy.iter().zip(targets) {
         let from: Vec<u32> = on_cpus(src);
         if !balanced && to.is_none() && options.unpin.covers(src.irq) && is_pin(&src.allowed, slots)
         {
             unpinned_in_place.push(src.irq);
+            pins_seen.insert(src.irq, src.allowed.clone());
         }
         let Some(to) = to.filter(|_| !balanced) else {
             let why = if balanced {
@@ -421,6 +427,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         nothing_heavy,
         pinned: None,
         unpinned_in_place,
+        pins_seen,
         off_node,
         banned_offline: Vec::new(),
     }
@@ -939,6 +946,8 @@ mod tests {
         let p = plan(&pinned_four(&[0]), &box8(), all.clone());
         assert_eq!(moved(&p), vec![(41, 4), (42, 5), (43, 1)]);
         assert_eq!(p.unpinned_in_place, vec![40]);
+        // With the pin it saw, which applying it later checks is still the one there.
+        assert_eq!(p.pins_seen, BTreeMap::from([(40, vec![0])]));
         // Not pinned, it needs no taking over.
         assert!(plan(&pinned_four(ALL), &box8(), all)
             .unpinned_in_place
