@@ -2868,6 +2868,7 @@ fn plot_removes_the_charts_of_an_earlier_plot_it_does_not_draw() {
     assert_eq!(
         left,
         [
+            ".iolab-plot",
             "depth.svg",
             "histogram.svg",
             "iops.svg",
@@ -2881,6 +2882,18 @@ fn plot_removes_the_charts_of_an_earlier_plot_it_does_not_draw() {
     // Standard output still lists only the files written.
     let stdout = String::from_utf8_lossy(&second.stdout);
     assert_eq!(stdout.lines().count(), 7, "{stdout}");
+    // A file of a chart's name that no plot of iolab's wrote there is the user's: it stays.
+    std::fs::write(dir.path().join("latency.png"), "mine").unwrap();
+    let third = plot(&[]);
+    assert!(
+        third.status.success(),
+        "{}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("latency.png")).unwrap(),
+        "mine"
+    );
 }
 
 /// `trace plot` draws throughput, IOPS and seeks over time, several traces on one sector

@@ -54,8 +54,9 @@ pub(crate) struct PlotArgs {
     /// Trace base names (NAME.blktrace.N) or files.
     #[arg(required = true, value_name = "NAME|FILE")]
     pub inputs: Vec<PathBuf>,
-    /// Directory for the SVG files. Charts an earlier plot left there that this one does not
-    /// draw (an overlay, PNGs) are removed, and said; other files stay.
+    /// Directory for the SVG files. Charts the previous plot there wrote that this one does
+    /// not draw (an overlay, PNGs) are removed, and said; other files stay (the charts written
+    /// are listed in DIR/.iolab-plot).
     #[arg(
         short = 'o',
         long = "output",

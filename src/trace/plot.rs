@@ -558,23 +558,47 @@ const CHARTS: [&str; 8] = [
     "histogram",
 ];
 
-/// Removes from `dir` the charts of an earlier plot that this one (`written`) did not draw:
-/// an overlay drawn before `--with` was dropped, PNGs drawn before `--png` was. Left there,
-/// they passed for this trace's. Only files of the charts' own names are touched (a
-/// directory of that name stays). Returns the files removed.
+/// The list, in an output directory, of the charts the last plot there wrote.
+const WRITTEN_LIST: &str = ".iolab-plot";
+
+/// Removes from `dir` the charts the previous plot there wrote (as its list says) that this
+/// one (`written`) did not draw: an overlay drawn before `--with` was dropped, PNGs drawn
+/// before `--png` was. Left there, they passed for this trace's. Only chart names are taken
+/// from the list, and only plain files; a file of a chart's name that iolab did not write
+/// (the user's own `latency.png`) stays. Then lists what this plot wrote. Returns the files
+/// removed.
 pub(crate) fn remove_earlier(dir: &Path, written: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let list = dir.join(WRITTEN_LIST);
+    let earlier = match crate::sys::own_dir::read_own_file(&list) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => anyhow::bail!("{}: {e}", list.display()),
+    };
+    let is_chart = |name: &str| {
+        CHARTS.iter().any(|c| {
+            [format!("{c}.svg"), format!("{c}.png")]
+                .iter()
+                .any(|n| n == name)
+        })
+    };
     let mut removed = Vec::new();
-    for chart in CHARTS {
-        for ending in ["svg", "png"] {
-            let p = dir.join(format!("{chart}.{ending}"));
-            let is_file = std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir());
-            if is_file && !written.contains(&p) {
-                std::fs::remove_file(&p)
-                    .with_context(|| format!("removing {} of an earlier plot", p.display()))?;
-                removed.push(p);
-            }
+    for name in earlier.lines().filter(|n| is_chart(n)) {
+        let p = dir.join(name);
+        let is_file = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_file());
+        if is_file && !written.contains(&p) {
+            std::fs::remove_file(&p)
+                .with_context(|| format!("removing {} of an earlier plot", p.display()))?;
+            removed.push(p);
         }
     }
+    let names: String = written
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| format!("{}\n", n.to_string_lossy()))
+        .collect();
+    let mut file = crate::sys::own_dir::create_named_file(&list).map_err(anyhow::Error::msg)?;
+    std::io::Write::write_all(&mut file, names.as_bytes())
+        .with_context(|| format!("writing {}", list.display()))?;
     Ok(removed)
 }
 
