@@ -179,7 +179,7 @@ pub(super) fn run(args: TraceArgs) -> anyhow::Result<()> {
                 }
             }
             let mut wrote = Wrote::of(&files);
-            wrote.removed = trace::plot::remove_earlier(&a.output, &files)?
+            wrote.removed = trace::plot::remove_earlier(&a.output, &files)
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect();

@@ -139,12 +139,20 @@ pub fn against_options(
     // `--unpin` names, and one that can be moved at all.
     for irq in &p.unpinned_in_place {
         let managed = sources.iter().find(|s| s.irq == *irq).map(|s| s.managed);
-        // A plan from before `pins_seen` was kept has none to compare: it is taken as is.
+        // The pin as it stands: the one iolab journaled when it took the IRQ over (a second
+        // apply of this plan, a daemon's --keep), else its affinity now. A plan from before
+        // `pins_seen` was kept has none to compare: it is taken as is.
+        let pin_now = before_iolab.get(irq).cloned().or_else(|| {
+            m.irqs
+                .iter()
+                .find(|i| i.number() == Some(*irq))
+                .and_then(|i| i.affinity.clone())
+        });
         let moved_pin = p
             .pins_seen
             .get(irq)
-            .zip(allowed.get(irq))
-            .filter(|(seen, now)| seen != *now);
+            .zip(pin_now)
+            .filter(|(seen, now)| *seen != now);
         if managed.is_none() {
             problems.push(format!("IRQ {irq}: the plan unpins it, but it is not here"));
         } else if managed == Some(true) {
@@ -158,10 +166,10 @@ pub fn against_options(
         } else if let Some((seen, now)) = moved_pin {
             let list = crate::sys::parse::cpulist::format_cpulist;
             problems.push(format!(
-                "IRQ {irq}: the plan unpins it where it was pinned, on CPUs {}; it is pinned to \
+                "IRQ {irq}: the plan unpins it where it was pinned, on CPUs {}; its affinity is \
                  CPUs {} now: make a new plan",
                 list(seen),
-                list(now)
+                list(&now)
             ));
         }
     }
@@ -504,9 +512,17 @@ mod tests {
                 "IRQ 161: the plan unpins it where it is, which its own --unpin does not ask",
                 "IRQ 9999: the plan unpins it, but it is not here",
                 "IRQ 121: the plan unpins it, but the kernel manages its affinity here",
-                "IRQ 163: the plan unpins it where it was pinned, on CPUs 6; it is pinned to \
+                "IRQ 163: the plan unpins it where it was pinned, on CPUs 6; its affinity is \
                  CPUs 4 now: make a new plan"
             ],
+            "{problems:?}"
+        );
+        // Taken over by an earlier apply (journaled, its pin 6 kept as it was before iolab):
+        // the same plan applies again, whatever the affinity reads now.
+        let journaled = std::collections::BTreeMap::from([(163, vec![6])]);
+        let problems = against_options(&p, &m, &journaled);
+        assert!(
+            !problems.iter().any(|x| x.starts_with("IRQ 163")),
             "{problems:?}"
         );
     }

@@ -948,6 +948,11 @@ mod tests {
         assert_eq!(p.unpinned_in_place, vec![40]);
         // With the pin it saw, which applying it later checks is still the one there.
         assert_eq!(p.pins_seen, BTreeMap::from([(40, vec![0])]));
+        // A plan saved by an iolab that kept no pins still loads (and is taken as is).
+        let mut saved = serde_json::to_value(&p).unwrap();
+        saved.as_object_mut().unwrap().remove("pins_seen");
+        let loaded: Plan = serde_json::from_value(saved).unwrap();
+        assert!(loaded.pins_seen.is_empty() && loaded.unpinned_in_place == vec![40]);
         // Not pinned, it needs no taking over.
         assert!(plan(&pinned_four(ALL), &box8(), all)
             .unpinned_in_place

@@ -68,11 +68,13 @@ impl Resource {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("{what} is being changed by another iolab ({holder}, lock {path}); wait for it to finish, or stop it, then try again")]
+    #[error("{what} is being changed by another iolab ({holder}, lock {path}); wait for it to finish, or stop it, then try again{about}")]
     Held {
         what: String,
         holder: String,
         path: String,
+        /// What the holder is and how it ends, when that is known ("" else).
+        about: String,
     },
     #[error("{path}: cannot take the machine-wide lock: {source}")]
     Io {
@@ -206,10 +208,12 @@ pub(crate) fn acquire_noting(
         if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
             return Err(io(err));
         }
+        let (holder, about) = holder_of(root, &path);
         return Err(LockError::Held {
             what: resource.describe(),
-            holder: holder_of(root, &path),
+            holder,
             path: path.display().to_string(),
+            about,
         });
     }
     let mut earlier = String::new();
@@ -309,8 +313,8 @@ pub(crate) fn acquire_all_noting(
 
 /// "pid N" from a held lock file (the holder may not have written it yet), and what the
 /// holder is when it is a controlled host's agent: after its controller was cut off it holds
-/// the lock until its lease lapses, and the user is told so rather than left guessing.
-fn holder_of(root: &SysRoot, path: &Path) -> String {
+/// the lock until it notices, and the user is told so rather than left guessing.
+fn holder_of(root: &SysRoot, path: &Path) -> (String, String) {
     let mut text = String::new();
     let _ = File::open(path).and_then(|mut f| f.read_to_string(&mut text));
     let pid = match text
@@ -321,19 +325,28 @@ fn holder_of(root: &SysRoot, path: &Path) -> String {
         .parse::<u32>()
     {
         Ok(pid) => pid,
-        Err(_) => return "pid not yet recorded".to_string(),
+        Err(_) => return ("pid not yet recorded".to_string(), String::new()),
     };
     let cmdline = std::fs::read(root.base().join(format!("proc/{pid}/cmdline")));
-    let is_agent = cmdline.is_ok_and(|c| c.split(|&b| b == 0).nth(1) == Some(b"agent"));
-    if is_agent {
-        format!(
-            "pid {pid}, `iolab agent`: the session of a run controlled from another machine; \
-             it restores and ends by itself once its controller has been silent for its lease \
-             (10 minutes in a run), or now with `kill {pid}`"
-        )
-    } else {
-        format!("pid {pid}")
+    if !cmdline.is_ok_and(|c| c.split(|&b| b == 0).nth(1) == Some(b"agent")) {
+        return (format!("pid {pid}"), String::new());
     }
+    // The controller shows the message its agent here relays: the host is named.
+    let host = std::fs::read_to_string(root.base().join("proc/sys/kernel/hostname"))
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let (holder, on) = if host.is_empty() {
+        (format!("pid {pid}"), "where it runs".to_string())
+    } else {
+        (format!("pid {pid} on {host}"), format!("on {host}"))
+    };
+    let about = format!(
+        ". That iolab is an agent, the session of a run controlled from another machine: if \
+         that run is over or was cut off, it restores and ends once its connection closes or \
+         its controller has been silent for its lease (10 minutes), or at once with `kill \
+         {pid}` {on}"
+    );
+    (holder, about)
 }
 
 #[cfg(test)]
@@ -350,13 +363,16 @@ mod tests {
         let proc_dir = dir.path().join(format!("proc/{me}"));
         std::fs::create_dir_all(&proc_dir).unwrap();
         std::fs::write(proc_dir.join("cmdline"), b"/usr/bin/iolab\0agent\0").unwrap();
+        std::fs::create_dir_all(dir.path().join("proc/sys/kernel")).unwrap();
+        std::fs::write(dir.path().join("proc/sys/kernel/hostname"), "lab3\n").unwrap();
         let _held = acquire(&root, Resource::Device("loop3".into())).unwrap();
         let msg = acquire(&root, Resource::Device("loop3".into()))
             .unwrap_err()
             .to_string();
         assert!(
-            msg.contains(&format!("pid {me}, `iolab agent`"))
-                && msg.contains(&format!("now with `kill {me}`")),
+            msg.contains(&format!("(pid {me} on lab3, lock "))
+                && msg.contains("then try again. That iolab is an agent")
+                && msg.ends_with(&format!("at once with `kill {me}` on lab3")),
             "{msg}"
         );
         // Any other holder is named by its pid alone.

@@ -236,6 +236,7 @@ impl<'a> Out<'a> {
     }
 
     fn save(&mut self, name: &'static str, svg: String) {
+        debug_assert!(CHARTS.contains(&name.trim_end_matches(".svg")), "{name}");
         self.drawn.push((name, svg));
     }
 
@@ -545,7 +546,6 @@ fn histogram(d: &DeviceReport) -> anyhow::Result<String> {
     Ok(chart.finish()?)
 }
 
-/// Writes a PNG copy of an SVG chart beside it (same name, .png), rasterised in-process.
 /// Every chart `plot` may write, without its ending (.svg, and .png with `--png`).
 const CHARTS: [&str; 8] = [
     "sectors",
@@ -566,29 +566,36 @@ const WRITTEN_LIST: &str = ".iolab-plot";
 /// before `--png` was. Left there, they passed for this trace's. Only chart names are taken
 /// from the list, and only plain files; a file of a chart's name that iolab did not write
 /// (the user's own `latency.png`) stays. Then lists what this plot wrote. Returns the files
-/// removed.
-pub(crate) fn remove_earlier(dir: &Path, written: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+/// removed; what could not be done is said, as this plot's charts are written already.
+pub(crate) fn remove_earlier(dir: &Path, written: &[PathBuf]) -> Vec<PathBuf> {
     let list = dir.join(WRITTEN_LIST);
     let earlier = match crate::sys::own_dir::read_own_file(&list) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => anyhow::bail!("{}: {e}", list.display()),
+        Err(e) => {
+            say!("iolab: {}: {e}; no earlier chart removed", list.display());
+            String::new()
+        }
     };
     let is_chart = |name: &str| {
-        CHARTS.iter().any(|c| {
-            [format!("{c}.svg"), format!("{c}.png")]
-                .iter()
-                .any(|n| n == name)
-        })
+        let stem = name
+            .strip_suffix(".svg")
+            .or_else(|| name.strip_suffix(".png"));
+        stem.is_some_and(|stem| CHARTS.contains(&stem))
     };
     let mut removed = Vec::new();
     for name in earlier.lines().filter(|n| is_chart(n)) {
         let p = dir.join(name);
         let is_file = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_file());
-        if is_file && !written.contains(&p) {
-            std::fs::remove_file(&p)
-                .with_context(|| format!("removing {} of an earlier plot", p.display()))?;
-            removed.push(p);
+        if !is_file || written.contains(&p) {
+            continue;
+        }
+        match std::fs::remove_file(&p) {
+            Ok(()) => removed.push(p),
+            Err(e) => say!(
+                "iolab: {}, an earlier plot's chart, stays: {e}",
+                p.display()
+            ),
         }
     }
     let names: String = written
@@ -596,12 +603,19 @@ pub(crate) fn remove_earlier(dir: &Path, written: &[PathBuf]) -> anyhow::Result<
         .filter_map(|p| p.file_name())
         .map(|n| format!("{}\n", n.to_string_lossy()))
         .collect();
-    let mut file = crate::sys::own_dir::create_named_file(&list).map_err(anyhow::Error::msg)?;
-    std::io::Write::write_all(&mut file, names.as_bytes())
-        .with_context(|| format!("writing {}", list.display()))?;
-    Ok(removed)
+    let listed = crate::sys::own_dir::create_named_file(&list).and_then(|mut f| {
+        std::io::Write::write_all(&mut f, names.as_bytes()).map_err(|e| e.to_string())
+    });
+    if let Err(e) = listed {
+        say!(
+            "iolab: {}: {e}; a later plot will not remove these charts",
+            list.display()
+        );
+    }
+    removed
 }
 
+/// Writes a PNG copy of an SVG chart beside it (same name, .png), rasterised in-process.
 pub(crate) fn to_png(svg: &Path) -> anyhow::Result<PathBuf> {
     let png = svg.with_extension("png");
     let text =

@@ -53,7 +53,7 @@ pub struct Controlled {
 /// The controlled hosts of a run. Their sessions end together: every agent is told to stop
 /// before any is waited for, so that the run's end takes as long as its slowest host's agent
 /// (up to 5 s each, while they stop their fio servers and restore), not all of them in turn.
-pub struct Sessions(pub Vec<Controlled>);
+pub struct Sessions(pub(crate) Vec<Controlled>);
 
 impl Drop for Sessions {
     fn drop(&mut self) {
@@ -1169,13 +1169,35 @@ pub(crate) fn finish(
     hosts: &mut [Controlled],
     touched: &mut crate::hosts::touched::Touched,
 ) -> Vec<String> {
+    // Every host is told at once: each agent stops its fio server and restores inside its
+    // bye, which takes up to a few seconds; one after another, a run's end took their sum.
+    let byes: Vec<Option<Result<serde_json::Value>>> = std::thread::scope(|s| {
+        let asked: Vec<_> = hosts
+            .iter_mut()
+            .map(|c| {
+                let connection = &mut c.connection;
+                c.gone
+                    .is_none()
+                    .then(|| s.spawn(move || connection.request(&Request::Bye)))
+            })
+            .collect();
+        asked
+            .into_iter()
+            .map(|bye| {
+                bye.map(|b| {
+                    b.join()
+                        .unwrap_or_else(|_| Err(anyhow!("the session's thread panicked")))
+                })
+            })
+            .collect()
+    });
     let mut left = Vec::new();
-    for c in hosts.iter_mut() {
-        if let Some(gone) = &c.gone {
-            left.push(gone.clone());
+    for (c, bye) in hosts.iter().zip(byes) {
+        let Some(bye) = bye else {
+            left.extend(c.gone.clone());
             continue;
-        }
-        match c.connection.request(&Request::Bye) {
+        };
+        match bye {
             Ok(_) => {
                 if let Err(e) = touched.done(c.label()) {
                     left.push(format!("{}: {e:#}", describe(exp, &c.spec)));

@@ -279,6 +279,9 @@ impl Analyzer {
         self.notify += side.notify;
         self.trace_start = self.trace_start.min(side.notify_min_time);
         self.ignored_before_first_q += side.ignored;
+        // A device that never had a Q with data is no device of the report: its flushes are
+        // records left out, like its other ones.
+        self.ignored_before_first_q += self.early.values().map(|e| e.flushes).sum::<u64>();
         if let Some(t) = side.min_time {
             self.trace_start = self.trace_start.min(t);
             self.first_time = Some(self.first_time.map_or(t, |f| f.min(t)));
@@ -1371,6 +1374,14 @@ mod tests {
         assert!(
             text.contains("writes 1 flushes 3 (empty: counted, in no latency)"),
             "{text}"
+        );
+        // On a device that never has a Q with data they are left out, and counted so.
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&early);
+        let report = a.finish();
+        assert_eq!(
+            (report.devices.len(), report.ignored_before_first_q),
+            (0, 1)
         );
     }
 
