@@ -619,6 +619,9 @@ pub struct Report {
     /// records): the trace is incomplete, and what pairs events across a loss may be wrong.
     pub events_lost: u64,
     pub pc_events: u64,
+    /// Records of a device before its first Q with data, left out as btt leaves them (the
+    /// beginnings of their IOs were not traced); its empty flushes are counted as flushes
+    /// instead, unless the device never has such a Q.
     pub ignored_before_first_q: u64,
     /// Seconds from the first to the last event.
     pub duration: f64,
