@@ -463,6 +463,27 @@ fn read_answer<R: BufRead>(r: &mut R, max: u64) -> Result<String, String> {
     String::from_utf8(line).map_err(|_| "the agent sent a line that is not UTF-8 text".into())
 }
 
+/// A session with a stand-in agent: `sh -c SCRIPT` after the agent's greeting, answering
+/// within `answer_ms` (tests here and of the run's hosts).
+#[cfg(test)]
+pub(crate) fn stand_in(script: &str, answer_ms: u64) -> Connection {
+    let greeting = serde_json::to_string(&protocol::Greeting::ours()).unwrap();
+    let child = std::process::Command::new("sh")
+        .args(["-c", &format!("echo '{greeting}'; {script}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let options = SshOptions {
+        answer_timeout: Duration::from_millis(answer_ms),
+        ..SshOptions::default()
+    };
+    Connection::attach("fake", child, &options, "iolab")
+        .map_err(|f| f.into_error("fake", "iolab", REMOTE_DIR))
+        .unwrap()
+}
+
 /// Hangs up every session before any is waited for (when they are dropped): their agents stop
 /// and restore at the same time, and the last ends within one agent's time, not their sum.
 pub(crate) fn end_together<'a>(sessions: impl IntoIterator<Item = &'a mut Connection>) {
@@ -607,54 +628,10 @@ mod tests {
         assert!(!args.iter().any(|a| a.contains("ServerAlive")), "{args:?}");
     }
 
-    /// A stand-in agent: greets, then runs `script` (sh) on the requests.
-    fn fake_agent(script: &str, answer_ms: u64) -> Connection {
-        let greeting = serde_json::to_string(&protocol::Greeting::ours()).unwrap();
-        let child = Command::new("sh")
-            .args(["-c", &format!("echo '{greeting}'; {script}")])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let options = SshOptions {
-            answer_timeout: Duration::from_millis(answer_ms),
-            ..SshOptions::default()
-        };
-        Connection::attach("fake", child, &options, "iolab")
-            .map_err(|f| f.into_error("fake", "iolab", REMOTE_DIR))
-            .unwrap()
-    }
-
-    /// Sessions ended together are all hung up before any is waited for: each stand-in
-    /// agent, once its input closes, waits up to 3 s for the others' to close too. Dropped
-    /// one after another, the first waited alone (and a run's end took 5 s per host).
-    #[test]
-    fn sessions_ended_together_stop_at_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().display();
-        let agent = |i: usize| {
-            format!(
-                "cat >/dev/null; touch {d}/closed{i}; n=0; \
-                 while [ $n -lt 30 ]; do \
-                   if [ -e {d}/closed0 ] && [ -e {d}/closed1 ] && [ -e {d}/closed2 ]; then \
-                     echo together >{d}/said{i}; exit 0; fi; \
-                   sleep 0.1; n=$((n+1)); done; echo alone >{d}/said{i}"
-            )
-        };
-        let mut sessions: Vec<Connection> = (0..3).map(|i| fake_agent(&agent(i), 2000)).collect();
-        end_together(sessions.iter_mut());
-        drop(sessions);
-        for i in 0..3 {
-            let said = std::fs::read_to_string(dir.path().join(format!("said{i}"))).unwrap();
-            assert_eq!(said.trim(), "together", "agent {i}");
-        }
-    }
-
     /// An agent whose connection is gone is said to be so, not shown as an OS error code.
     #[test]
     fn a_request_to_a_gone_agent_says_the_connection_closed() {
-        let mut c = fake_agent("exec 0<&-; exit 0", 2000);
+        let mut c = stand_in("exec 0<&-; exit 0", 2000);
         // Its end reaches the pipe a moment after the greeting.
         std::thread::sleep(Duration::from_millis(300));
         let e = c.request(&Request::Preflight { sample_ms: 1 }).unwrap_err();
@@ -668,7 +645,7 @@ mod tests {
     /// refused write read as done.)
     #[test]
     fn a_late_answer_is_never_taken_for_the_next_requests() {
-        let mut c = fake_agent(
+        let mut c = stand_in(
             "read a; sleep 0.6; echo '{\"line\":1,\"ok\":true,\"op\":\"preflight\"}'; \
              read b; echo '{\"line\":2,\"ok\":false,\"op\":\"set\",\"error\":\"refused\"}'; \
              sleep 2",
@@ -696,7 +673,7 @@ mod tests {
              echo '{{\"line\":'$n',\"ok\":true,\"op\":\"lease\",\"result\":{{}}}}'; done",
             log.display()
         );
-        let (mut a, mut b) = (fake_agent(&agent, 2000), fake_agent(&agent, 2000));
+        let (mut a, mut b) = (stand_in(&agent, 2000), stand_in(&agent, 2000));
         let every = Duration::from_millis(100);
         let out = while_renewing(vec![&mut a, &mut b], 600_000, every, || {
             std::thread::sleep(every * 3 + every / 2);
@@ -726,7 +703,7 @@ mod tests {
 
     #[test]
     fn an_answer_to_another_line_or_op_is_an_error() {
-        let mut c = fake_agent(
+        let mut c = stand_in(
             "read a; echo '{\"line\":2,\"ok\":true,\"op\":\"hello\"}'; sleep 2",
             2000,
         );
@@ -735,13 +712,13 @@ mod tests {
             e.contains("answered request line 2 (hello) to request line 1"),
             "{e}"
         );
-        let mut c = fake_agent(
+        let mut c = stand_in(
             "read a; echo '{\"line\":1,\"ok\":true,\"op\":\"inspect\"}'; sleep 2",
             2000,
         );
         let e = c.request(&Request::Hello).unwrap_err().to_string();
         assert!(e.contains("(inspect) to request line 1 (hello)"), "{e}");
-        let mut c = fake_agent(
+        let mut c = stand_in(
             "read a; echo '{\"line\":1,\"ok\":true,\"op\":\"hello\",\"result\":{}}'; sleep 2",
             2000,
         );
@@ -769,7 +746,7 @@ mod tests {
             read_answer(&mut "{}\nrest".as_bytes(), 1000).as_deref(),
             Ok("{}")
         );
-        let mut c = fake_agent(
+        let mut c = stand_in(
             "read a; head -c 1000000 /dev/zero | tr '\\0' e >&2; \
              head -c 70000000 /dev/zero | tr '\\0' a; sleep 2",
             20_000,

@@ -1508,6 +1508,69 @@ mod tests {
         );
     }
 
+    /// A run's hosts are sent their byes at once, and its sessions hung up together when
+    /// dropped: each stand-in agent waits up to 3 s for the other's to come too, and says
+    /// whether it did. One after another, the first waited alone, and a run's end took the
+    /// hosts' times added up.
+    #[test]
+    fn a_runs_hosts_end_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let meet = |step: &str, i: usize| {
+            format!(
+                "touch {d}/{step}{i}; n=0; \
+                 while [ $n -lt 30 ] && ! {{ [ -e {d}/{step}0 ] && [ -e {d}/{step}1 ]; }}; do \
+                 sleep 0.1; n=$((n+1)); done; \
+                 if [ $n -lt 30 ]; then echo together; else echo alone; fi >{d}/{step}-said{i}"
+            )
+        };
+        let agent = |i: usize| {
+            format!(
+                "read bye; {}; echo '{{\"line\":1,\"ok\":true,\"op\":\"bye\",\"result\":{{}}}}'; \
+                 cat >/dev/null; {}",
+                meet("bye", i),
+                meet("hangup", i)
+            )
+        };
+        let exp = exp(["device = \"sdb\"\n"; 2], "bs = [\"4k\"]\n");
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/machines/scsi-hba");
+        let machine =
+            crate::model::Machine::read(&crate::sys::SysRoot::at(fixture).unwrap()).unwrap();
+        let plan = crate::experiment::run::plan(&exp, &machine, &["sdb".into()], false).unwrap();
+        let mut hosts = super::Sessions(
+            (0..2)
+                .map(|i| super::Controlled {
+                    spec: exp.target.host_specs[i].clone(),
+                    device: "sdb".into(),
+                    machine: machine.clone(),
+                    plan: plan.clone(),
+                    connection: crate::hosts::ssh::stand_in(&agent(i), 5000),
+                    part: None,
+                    gone: None,
+                    skew_s: 0.0,
+                })
+                .collect(),
+        );
+        let listed = ["h0", "h1"].map(|h| crate::hosts::touched::TouchedHost {
+            ssh: h.into(),
+            remote_iolab: "iolab".into(),
+            ssh_options: None,
+        });
+        let mut touched =
+            crate::hosts::touched::Touched::begin(&dir.path().join("state"), listed.to_vec())
+                .unwrap();
+        let left = super::finish(&exp, &mut hosts, &mut touched);
+        assert!(left.is_empty(), "{left:?}");
+        drop(hosts);
+        for step in ["bye", "hangup"] {
+            for i in 0..2 {
+                let said = std::fs::read_to_string(dir.path().join(format!("{step}-said{i}")));
+                assert_eq!(said.unwrap().trim(), "together", "{step} of host {i}");
+            }
+        }
+    }
+
     /// The devices checked for writing are those the hosts' jobs drive: a host without its
     /// own device drives [target] device, and `--device` (this machine's) is refused rather
     /// than checked in place of theirs.
