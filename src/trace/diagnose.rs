@@ -150,6 +150,33 @@ fn waiting_for_requests(d: &DeviceReport) -> Option<Finding> {
     }
     let (_, q2g_avg) = lat(d, "q2g");
     let q2g_p99 = d.latency.get("q2g").map_or(0.0, |s| s.p99);
+    let mut evidence = vec![
+        format!("Q2G {:.1}% of summed Q2C", o.q2g),
+        format!("mean Q2G {q2g_avg:.6}s, p99 {q2g_p99:.6}s"),
+    ];
+    // A part of a split bio is timed from its whole bio's Q (as btt times it): its Q2G holds
+    // the time the parts before it took to be cut and to get their requests. With many
+    // splits and no allocation sleeps, that is what Q2G shows; telling users to raise
+    // nr_requests sent them after the wrong knob (16 parts in flight, 128 tags free).
+    let bios = d.reads + d.writes;
+    if d.splits > 0 && d.splits * 10 >= bios && d.sleeps == 0 {
+        evidence.push(format!(
+            "{} splits (X) over {bios} bios queued; no allocation sleeps (S)",
+            d.splits
+        ));
+        return Some(find(
+            d,
+            "q2g_of_split_bios",
+            "info",
+            format!(
+                "{:.0}% of Q2C is Q2G, in bios cut into parts: each part's Q2G counts from its \
+                 whole bio's Q, so it holds the time the parts before it took to be cut and to \
+                 get their requests; it need not mean too few requests (tags)",
+                o.q2g
+            ),
+            evidence,
+        ));
+    }
     Some(find(
         d,
         "waiting_for_requests",
@@ -159,10 +186,7 @@ fn waiting_for_requests(d: &DeviceReport) -> Option<Finding> {
              device's queue depth is too small for this load",
             o.q2g
         ),
-        vec![
-            format!("Q2G {:.1}% of summed Q2C", o.q2g),
-            format!("mean Q2G {q2g_avg:.6}s, p99 {q2g_p99:.6}s"),
-        ],
+        evidence,
     ))
 }
 
@@ -500,6 +524,53 @@ mod tests {
             wait.message.starts_with("30% of Q2C is Q2G"),
             "{}",
             wait.message
+        );
+    }
+
+    /// 1 MiB bios cut into four parts, each part getting its request after the one before
+    /// it: the parts' Q2G, timed from the whole bio's Q, is the cutting, not a wait for a
+    /// free request, and is not called one (it was, with advice to raise nr_requests).
+    #[test]
+    fn q2g_of_split_bios_is_not_called_a_shortage_of_requests() {
+        let part = |t, c, s| Event {
+            bytes: 256 << 10,
+            ..ev(t, c, s)
+        };
+        let mut events = Vec::new();
+        for i in 0..200u64 {
+            let (t, s) = (i * 1_000_000, i * 2048);
+            events.push(Event {
+                bytes: 1 << 20,
+                ..ev(t, code::QUEUE, s)
+            });
+            for k in 0..4u64 {
+                let (pt, ps) = (t + k * 100_000, s + k * 512);
+                if k < 3 {
+                    events.push(part(pt + 1, code::SPLIT, ps));
+                }
+                events.push(part(pt + 2, code::GETRQ, ps));
+                events.push(part(pt + 3, code::ISSUE, ps));
+                events.push(part(pt + 50_000, code::COMPLETE, ps));
+            }
+        }
+        events.sort_by_key(|e| e.time);
+        let mut a = Analyzer::new(Options::default());
+        for e in &events {
+            a.feed(e);
+        }
+        let f = diagnose(&a.finish());
+        let codes: Vec<&str> = f.iter().map(|f| f.code.as_str()).collect();
+        assert!(!codes.contains(&"waiting_for_requests"), "{codes:?}");
+        let split = f
+            .iter()
+            .find(|f| f.code == "q2g_of_split_bios")
+            .expect("q2g_of_split_bios");
+        assert!(
+            split
+                .message
+                .contains("each part's Q2G counts from its whole bio's Q"),
+            "{}",
+            split.message
         );
     }
 
