@@ -73,6 +73,11 @@ fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, Option<f64>)> {
         let q2c = d.by_direction.get(dir).and_then(|l| l.get("q2c"));
         latency(format!("{dir} Q2C"), q2c);
     }
+    // A bio the block layer split, timed whole: where two kernels cut bios differently
+    // (max_sectors_kb), the per-part rows above compare parts of different sizes.
+    for dir in ["read", "write"] {
+        latency(format!("{dir} split bio Q2C"), d.split_bios_q2c.get(dir));
+    }
     let o = &d.overhead;
     for (k, v) in [
         ("I2D", o.i2d),
@@ -315,6 +320,48 @@ mod tests {
             text.contains("not compared, only in A: device(s)"),
             "{text}"
         );
+    }
+
+    /// Two kernels that cut 1 MiB writes into parts of different sizes: the whole bios'
+    /// Q2C is compared beside the parts', and no read row appears where neither has reads.
+    #[test]
+    fn whole_split_bios_are_compared() {
+        use crate::trace::analyze::{Analyzer, Options};
+        use crate::trace::blk_io_trace::{action, category, code, Event};
+        let trace = |parts: u64, part_ns: u64| {
+            let mut a = Analyzer::new(Options::default());
+            let part = 2048 / parts;
+            let mut feed = |time, c, sector, sectors: u64| {
+                a.feed(&Event {
+                    version: 7,
+                    time,
+                    sector,
+                    bytes: (sectors * 512) as u32,
+                    action: action(c, category::WRITE),
+                    device: 8 << 20,
+                    ..Event::default()
+                })
+            };
+            for i in 0..20u64 {
+                let (t, s) = (i * 10_000_000, i * 2048);
+                feed(t, code::QUEUE, s, 2048);
+                for k in 0..parts - 1 {
+                    feed(t + 1, code::SPLIT, s + k * part, part);
+                }
+                for k in 0..parts {
+                    feed(t + (k + 1) * part_ns, code::COMPLETE, s + k * part, part);
+                }
+            }
+            a.finish()
+        };
+        let c = compare(&trace(2, 1_000_000), &trace(4, 400_000));
+        let row = |m: &str| c.devices[0].rows.iter().find(|r| r.metric == m).cloned();
+        let whole = row("write split bio Q2C avg (s)").unwrap();
+        assert_eq!((whole.a, whole.b), (Some(0.002), Some(0.0016)));
+        // Per part: 1.5 ms on average against 1 ms.
+        let parts = row("write Q2C avg (s)").unwrap();
+        assert_eq!((parts.a, parts.b), (Some(0.0015), Some(0.001)));
+        assert!(row("read split bio Q2C avg (s)").is_none());
     }
 
     #[test]

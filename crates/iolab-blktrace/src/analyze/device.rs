@@ -22,6 +22,9 @@ use super::timeline::Timeline;
 use crate::blk_io_trace::{category, code, Io, DISCARD, READ, WRITE};
 
 const NONE: u64 = u64::MAX;
+const NO_SPLIT: u32 = u32::MAX;
+/// Marks a split bio one of whose parts will never complete: it is not timed whole.
+const PART_LOST: u32 = 1 << 31;
 
 #[derive(Debug, Clone)]
 struct Queued {
@@ -34,6 +37,9 @@ struct Queued {
     /// The bio's size as queued, in sectors (for a part of a split bio, the part's): what
     /// its completion completes, whatever range the C names.
     sectors: u32,
+    /// For a part of a bio the block layer split: its bio's index into `Device::split_bios`
+    /// (the parts still to complete), else `NO_SPLIT`.
+    split_bio: u32,
     g: u64,
     s: u64,
     i: u64,
@@ -143,6 +149,13 @@ pub struct Device {
     /// By direction: read, write, discard.
     pub dir_q2c: [Latency; 3],
     pub dir_d2c: [Latency; 3],
+    /// Q2C of each bio the block layer split, whole: from its Q to the C of its last part,
+    /// by direction (what the program that issued it waited; the rows above time each part).
+    pub whole_split_q2c: [Latency; 3],
+    /// Parts still to complete of each split bio in flight (with `PART_LOST`), and the free
+    /// slots among them: they grow only with the split bios in flight.
+    split_bios: Vec<u32>,
+    free_split_bios: Vec<u32>,
     pub n_q: u64,
     pub n_requeue: u64,
     pub n_d: u64,
@@ -162,6 +175,8 @@ pub struct Device {
     pub remaps: u64,
     pub splits: u64,
     pub sleeps: u64,
+    /// Sectors of the bios queued, reads and writes (a discard moves no data).
+    pub bio_sectors_queued: u64,
     /// Sectors of the bios completed, as queued (a C may name only a split bio's last piece).
     pub bio_sectors_completed: u64,
     /// Of those, the ones completed within `window` (`Options::window`; all time when none).
@@ -222,6 +237,9 @@ impl Device {
             req_q2c: Latency::default(),
             dir_q2c: Default::default(),
             dir_d2c: Default::default(),
+            whole_split_q2c: Default::default(),
+            split_bios: Vec::new(),
+            free_split_bios: Vec::new(),
             n_q: 0,
             n_requeue: 0,
             n_d: 0,
@@ -239,6 +257,7 @@ impl Device {
             remaps: 0,
             splits: 0,
             sleeps: 0,
+            bio_sectors_queued: 0,
             bio_sectors_completed: 0,
             bio_sectors_in_window: 0,
             window: window.unwrap_or((0, u64::MAX)),
@@ -379,6 +398,9 @@ impl Device {
             WRITE => self.n_writes += 1,
             _ => self.n_discards += 1,
         }
+        if direction != DISCARD {
+            self.bio_sectors_queued += u64::from(ev.bytes >> 9);
+        }
         self.act_q_total += self.act_q;
         self.act_q += 1;
         let old = self.queued.insert(
@@ -390,6 +412,7 @@ impl Device {
                 direction: direction as u8,
                 proc: pi,
                 sectors: ev.bytes >> 9,
+                split_bio: NO_SPLIT,
                 g: NONE,
                 s: NONE,
                 i: NONE,
@@ -397,8 +420,9 @@ impl Device {
                 d: NONE,
             },
         );
-        if old.is_some() {
+        if let Some(old) = old {
             self.replaced += 1;
+            self.part_gone(old.split_bio);
         }
         self.timeline.queue_depth(t, self.queued.len() as u64);
     }
@@ -423,13 +447,28 @@ impl Device {
             if q.end <= to {
                 return;
             }
+            if q.split_bio == NO_SPLIT {
+                q.split_bio = match self.free_split_bios.pop() {
+                    Some(i) => {
+                        self.split_bios[i as usize] = 1;
+                        i
+                    }
+                    None => {
+                        self.split_bios.push(1);
+                        (self.split_bios.len() - 1) as u32
+                    }
+                };
+            }
+            self.split_bios[q.split_bio as usize] += 1;
             let mut rest = q.clone();
             let front = (to - from) as u32;
             rest.sectors = q.sectors.saturating_sub(front);
             q.end = to;
             q.sectors = front;
             let end = rest.end;
-            self.queued.insert(to, end, rest);
+            if let Some(old) = self.queued.insert(to, end, rest) {
+                self.part_gone(old.split_bio);
+            }
             // Each part is a bio in the queue from here on, as the state machine counts them.
             self.timeline.queue_depth(ev.time, self.queued.len() as u64);
         } else if let Some((key, q)) = self.queued.take_below(from, |q| q.end) {
@@ -512,6 +551,8 @@ impl Device {
         self.blk_total += sectors;
         self.timeline.complete(t, ev.bytes, ev.direction());
         let (timeline, samples) = (&mut self.timeline, &mut self.samples);
+        let (split_bios, free_split_bios) = (&mut self.split_bios, &mut self.free_split_bios);
+        let whole_split_q2c = &mut self.whole_split_q2c;
         let completed = &mut self.bio_sectors_completed;
         let before = *completed;
         let direction = ev.direction() as u8;
@@ -531,6 +572,17 @@ impl Device {
                 samples.push(Sample::new(q2c_kind, q.proc, q2c));
                 if q.d != NONE {
                     samples.push(Sample::new(d2c_kind, q.proc, delta(q.d, t)));
+                }
+                if q.split_bio != NO_SPLIT {
+                    let left = &mut split_bios[q.split_bio as usize];
+                    *left -= 1;
+                    // Every part shares the bio's Q time, so its last part's Q2C is the bio's.
+                    if *left & !PART_LOST == 0 {
+                        if *left == 0 {
+                            whole_split_q2c[direction].add(q2c);
+                        }
+                        free_split_bios.push(q.split_bio);
+                    }
                 }
             },
         );
@@ -552,6 +604,19 @@ impl Device {
                 self.live_start = NONE;
                 self.last_live_end = t;
             }
+        }
+    }
+
+    /// A part of a split bio that will never complete (replaced by a later Q on its sector):
+    /// its bio is not timed whole, and its slot is free once no other part is to complete.
+    fn part_gone(&mut self, split_bio: u32) {
+        if split_bio == NO_SPLIT {
+            return;
+        }
+        let left = &mut self.split_bios[split_bio as usize];
+        *left = (*left - 1) | PART_LOST;
+        if *left == PART_LOST {
+            self.free_split_bios.push(split_bio);
         }
     }
 

@@ -501,6 +501,12 @@ fn device_report(
                 (dir.to_string(), lat)
             })
             .collect(),
+        split_bios_q2c: crate::blk_io_trace::DIRECTIONS
+            .iter()
+            .zip(&d.whole_split_q2c)
+            .filter(|(_, l)| l.n > 0)
+            .map(|(dir, l)| (dir.to_string(), summary_or_empty(l)))
+            .collect(),
         dispatch_depth: count_summary(&d.dispatch_depth),
         dispatch_sectors: count_summary(&d.dispatch_sectors),
         never_completed: never,
@@ -509,6 +515,7 @@ fn device_report(
         remaps: d.remaps,
         splits: d.splits,
         bio_bytes_completed: d.bio_sectors_completed * 512,
+        bio_bytes_queued: d.bio_sectors_queued * 512,
         bio_bytes_in_window: opts
             .window_of(d.device)
             .map(|_| d.bio_sectors_in_window * 512),
@@ -664,6 +671,11 @@ pub struct DeviceReport {
     pub per_request: BTreeMap<String, LatencySummary>,
     /// Per bio, reads and writes apart: `read`/`write` -> q2c, d2c.
     pub by_direction: BTreeMap<String, BTreeMap<String, LatencySummary>>,
+    /// The Q2C of each bio the block layer split, whole (its Q to its last part's C), by
+    /// direction (`read`/`write`/`discard`, those with such bios only): the latency the
+    /// program that issued it saw, where `latency` and `by_direction` time each part.
+    #[serde(default)]
+    pub split_bios_q2c: BTreeMap<String, LatencySummary>,
     /// Requests in the driver at each dispatch, including the one dispatched.
     pub dispatch_depth: CountSummary,
     /// Size of each dispatched request in sectors.
@@ -678,6 +690,10 @@ pub struct DeviceReport {
     /// last piece of a bio it split, so the merge table's total (btt's, from the Cs) falls short.
     /// Reads and writes: a discard moves no data.
     pub bio_bytes_completed: u64,
+    /// Bytes of the bios queued, reads and writes: in a trace cut mid-workload, the bios
+    /// queued and their bytes go together, where some of them never completed.
+    #[serde(default)]
+    pub bio_bytes_queued: u64,
     /// Of those, the bytes of the bios completed within [`Options::window`], when one was set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bio_bytes_in_window: Option<u64>,
@@ -1676,6 +1692,34 @@ mod tests {
         assert_eq!(d.never_completed.bios, 0);
         assert_eq!(d.merge.total, 30 * 1024);
         assert_eq!(d.bio_bytes_completed, 10 * 3072 * 512);
+        // Whole, each bio took 3000 ns: from its Q to its last part's C.
+        let whole = &d.split_bios_q2c;
+        assert_eq!(whole.keys().collect::<Vec<_>>(), ["write"]);
+        assert_eq!(whole["write"].n, 10);
+        assert!((whole["write"].avg - 3000e-9).abs() < 1e-12);
+        assert!(render::render(&report).contains("split bios whole"));
+    }
+
+    /// A split bio one of whose parts is replaced (a later Q on its start sector) never
+    /// completes whole: it is left out, and a bio split after it is timed alone.
+    #[test]
+    fn a_split_bio_with_a_part_replaced_is_not_timed_whole() {
+        let dev = 7 << 20;
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&ev(0, code::QUEUE, dev, 0, 2048 * 512));
+        a.feed(&ev(10, code::SPLIT, dev, 0, 1024 * 512));
+        a.feed(&ev(20, code::QUEUE, dev, 1024, 8 * 512));
+        a.feed(&ev(30, code::COMPLETE, dev, 0, 1024 * 512));
+        a.feed(&ev(40, code::COMPLETE, dev, 1024, 8 * 512));
+        a.feed(&ev(100, code::QUEUE, dev, 4096, 2048 * 512));
+        a.feed(&ev(110, code::SPLIT, dev, 4096, 1024 * 512));
+        a.feed(&ev(500, code::COMPLETE, dev, 4096, 1024 * 512));
+        a.feed(&ev(900, code::COMPLETE, dev, 5120, 1024 * 512));
+        let d = &a.finish().devices[0];
+        let whole = &d.split_bios_q2c["write"];
+        assert_eq!(whole.n, 1);
+        assert!((whole.avg - 800e-9).abs() < 1e-12);
+        assert_eq!(d.never_completed.replaced_bios, 1);
     }
 
     /// Device-mapper splitting a 64 KiB bio over 4 KiB stripes: one Q, then an X for what is
