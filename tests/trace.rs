@@ -2011,6 +2011,39 @@ fn a_killed_recording_is_put_back_by_restore() {
         err.contains("tracer/journal.json") && err.contains("iolab restore"),
         "{err}"
     );
+    // Its dry run says so, traced or not, and does not take the tracer left on for a
+    // recording at work.
+    for traced in ["", "trace = true\n"] {
+        std::fs::write(
+            &exp,
+            format!(
+                "name = \"after a killed trace\"\nrepetitions = 1\n{traced}[target]\n\
+                 device = \"{}\"\n[workload]\nrw = \"randread\"\nbs = \"4k\"\n\
+                 size = \"4m\"\nruntime = \"1s\"\n[factors]\nrq_affinity = [1]\n",
+                scratch.dev
+            ),
+        )
+        .unwrap();
+        let dry = crate::common::iolab()
+            .env("IOLAB_STATE_DIR", &state)
+            .args(["run", "--dry-run", "--db"])
+            .arg(dir.path().join("r.db"))
+            .arg(&exp)
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&dry.stdout),
+            String::from_utf8_lossy(&dry.stderr)
+        );
+        assert!(
+            out.contains("the run would stop before it starts")
+                && out.contains("tracer/journal.json")
+                && out.contains("iolab restore"),
+            "{out}"
+        );
+        assert!(!out.contains("already running"), "{out}");
+    }
     for elsewhere in [state.clone(), dir.path().join("other-state")] {
         let again = record(&elsewhere, "again", "1").output().unwrap();
         let err = String::from_utf8_lossy(&again.stderr);

@@ -310,7 +310,7 @@ pub(crate) fn report(
     p.body.push_str(&environment_section(store, &loaded)?);
     p.body
         .push_str(&super::basis::html(&super::basis::summarise(
-            &store.run_bases(id)?,
+            &store.measured_run_bases(id)?,
         )));
     if ok.is_empty() {
         p.body.push_str(&format!(

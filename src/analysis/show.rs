@@ -536,7 +536,7 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
         per_metric.push(mc);
     }
     let hint = metrics::per_host_hint(store, &[(&label, &ok)], &opts.metrics, &chosen)?;
-    let basis = super::basis::summarise(&store.run_bases(id)?);
+    let basis = super::basis::summarise(&store.measured_run_bases(id)?);
     let csv = long_table(&loaded, &per_metric).to_csv();
     let mut header = header(&loaded);
     let placements = super::placements::from_environment(&store.environment(id)?);

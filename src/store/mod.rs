@@ -956,12 +956,22 @@ impl Store {
 
     /// The window, checks and environment of every run of one experiment, by run id.
     pub fn run_bases(&self, experiment_id: i64) -> Result<Vec<RunBasis>> {
+        self.bases(experiment_id, "")
+    }
+
+    /// The same of its measured runs only: what `show` and `report` sum up beside tables
+    /// that leave the warm-ups out.
+    pub fn measured_run_bases(&self, experiment_id: i64) -> Result<Vec<RunBasis>> {
+        self.bases(experiment_id, " AND warmup = 0")
+    }
+
+    fn bases(&self, experiment_id: i64, and: &str) -> Result<Vec<RunBasis>> {
         let mut st = self
             .conn
-            .prepare(
+            .prepare(&format!(
                 "SELECT id, sample_window, checks, environment FROM runs
-                 WHERE experiment_id = ?1 ORDER BY id",
-            )
+                 WHERE experiment_id = ?1{and} ORDER BY id"
+            ))
             .map_err(self.err())?;
         let json = |t: Option<String>| t.and_then(|t| serde_json::from_str(&t).ok());
         let rows = st
@@ -1513,5 +1523,17 @@ mod tests {
             trace_location(Path::new("r.db"), "r.db.traces/x"),
             PathBuf::from("r.db.traces/x")
         );
+        // A warm-up's basis is kept, and left out of the measured runs' (what `show` sums).
+        let warmup = db
+            .insert_run(&NewRun {
+                experiment_id: 1,
+                cell_key: "c".into(),
+                warmup: true,
+                ..Default::default()
+            })
+            .unwrap();
+        let ids = |b: Vec<RunBasis>| b.iter().map(|b| b.run_id).collect::<Vec<_>>();
+        assert_eq!(ids(db.run_bases(1).unwrap()), [1, id, warmup]);
+        assert_eq!(ids(db.measured_run_bases(1).unwrap()), [1, id]);
     }
 }

@@ -25,7 +25,8 @@ pub(crate) const FIO_LINE_MAX: usize = 8190;
 /// path's length, and half of fio's line leaves room for what iolab adds.
 pub(crate) const OPTION_LINE_MAX: usize = 4096;
 
-/// Engines that do block I/O on the target device, the only kind iolab allows. fio's other
+/// Engines that do block I/O on the target device, the only kind iolab allows, and `null`,
+/// which does no I/O at all and touches nothing (what fio itself costs per I/O). fio's other
 /// engines work on files (filecreate, filedelete, ftruncate, falloc, e4defrag), the network
 /// (net, rdma, nbd, rbd, rados, gfapi), memory devices or the CPU; `exec` and external engines
 /// run code.

@@ -746,8 +746,29 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
         p.warnings
             .push(format!("the run would stop before it starts: {e}"));
     }
+    // A recording killed with the tracer on: a run stops before it starts, traced or not.
+    let tracer_leftover = settings
+        .root
+        .is_live()
+        .then(|| Journal::leftover_in(&settings.state_dir.join(crate::knobs::TRACER_DIR)))
+        .flatten();
+    // Why recording would fail now, for the trace notes: a tracer left on by a killed
+    // recording is that, not a trace running.
+    let why_untraced = |why: Option<String>| match (&tracer_leftover, why) {
+        (Some(_), Some(_)) => "; right now recording would fail (a recording killed earlier \
+                               left the tracer on: `iolab restore` turns it off)"
+            .to_string(),
+        (None, Some(why)) => {
+            format!("; right now recording would fail ({why}) and runs would go on untraced")
+        }
+        (_, None) => String::new(),
+    };
     if settings.root.is_live() {
         if let Some(e) = Journal::leftover_in(&settings.state_dir) {
+            p.warnings
+                .push(format!("the run would stop before it starts: {e}"));
+        }
+        if let Some(e) = &tracer_leftover {
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
         }
@@ -800,12 +821,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             crate::trace::capture::listed(&local),
             dir.display(),
             trace::keeping(&exp.trace_settings),
-            match p.local.iter().find_map(|d| trace::unavailable(&d.name)) {
-                Some(why) => format!(
-                    "; right now recording would fail ({why}) and runs would go on untraced"
-                ),
-                None => String::new(),
-            }
+            why_untraced(p.local.iter().find_map(|d| trace::unavailable(&d.name)))
         ));
     } else if exp.trace && exp.target.hosts.is_empty() {
         p.notes.push(format!(
@@ -830,16 +846,11 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             },
             dir.display(),
             trace::keeping(&exp.trace_settings),
-            match if p.scratch {
+            why_untraced(if p.scratch {
                 trace::unavailable_for_scratch()
             } else {
                 p.devices.iter().find_map(|d| trace::unavailable(&d.name))
-            } {
-                Some(why) => format!(
-                    "; right now recording would fail ({why}) and runs would go on untraced"
-                ),
-                None => String::new(),
-            }
+            })
         ));
     }
     Ok(p)
