@@ -340,6 +340,41 @@ fn garbage_and_truncated_input_are_clear_errors() {
         .args(["trace", "analyze", cut.to_str().unwrap()])
         .assert()
         .success();
+    // One file of a recording cut short: the advice keeps its name, so that the copy is
+    // read with the recording's other files; export refuses it and writes nothing.
+    let rec = dir.path().join("rec");
+    std::fs::create_dir(&rec).unwrap();
+    std::fs::write(rec.join("t.blktrace.0"), &bytes[..bytes.len() - 30]).unwrap();
+    std::fs::copy(fixture("fx.blktrace.1"), rec.join("t.blktrace.1")).unwrap();
+    let err = refused(&rec.join("t"));
+    let advice = format!(
+        "head -c {keep} {}/t.blktrace.0 > DIR/t.blktrace.0",
+        rec.display()
+    );
+    assert!(err.contains(&advice), "{err}");
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "export", "-o"])
+        .arg(dir.path().join("exported"))
+        .arg(rec.join("t"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("nothing exported: "),
+        "{err}"
+    );
+    assert!(!dir.path().join("exported").exists());
+    let kept = dir.path().join("kept");
+    std::fs::create_dir(&kept).unwrap();
+    std::fs::write(kept.join("t.blktrace.0"), &bytes[..keep]).unwrap();
+    std::fs::copy(rec.join("t.blktrace.1"), kept.join("t.blktrace.1")).unwrap();
+    Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "analyze"])
+        .arg(kept.join("t"))
+        .assert()
+        .success();
     // A gzip file cut inside its compressed stream says so too.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     std::io::Write::write_all(&mut gz, &bytes).unwrap();
@@ -1223,6 +1258,11 @@ fn a_command_outliving_the_duration_is_stopped_and_left_out_of_the_trace() {
     let recorded: Value = serde_json::from_slice(&out.stdout).unwrap();
     let seconds = recorded["seconds"].as_f64().unwrap();
     assert!((1.0..1.5).contains(&seconds), "{recorded}");
+    // The time above holds the reading out after the stop: said, not left as a riddle.
+    assert_eq!(
+        recorded["stopped_by"], "--duration 1s reached, then the buffers read out",
+        "{recorded}"
+    );
     let report = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
     let span = report["duration"].as_f64().unwrap();
     assert!(

@@ -448,13 +448,12 @@ pub(crate) fn parse_saved_cmdlines(text: &str) -> HashMap<u32, String> {
 }
 
 impl Splitter {
-    /// Names the processes that exited before /proc could be read, from saved_cmdlines;
-    /// the note goes at the end of the CPU's file (with that file's last time, keeping the
-    /// file in time order). Returns how many processes have names.
-    fn name_late(&mut self, tracefs: &Path) -> anyhow::Result<usize> {
-        let saved = fs::read_to_string(tracefs.join("saved_cmdlines"))
-            .map(|t| parse_saved_cmdlines(&t))
-            .unwrap_or_default();
+    /// Names the processes that exited before /proc or saved_cmdlines could be read while
+    /// recording, from saved_cmdlines as it is now; the note goes at the end of the CPU's file
+    /// (with that file's last time, keeping the file in time order), so blkparse names only
+    /// their later events. Returns how many processes have names.
+    fn name_late(&mut self) -> anyhow::Result<usize> {
+        let saved = self.saved_cmdlines();
         let mut late: Vec<(u32, u32, u32)> = self
             .named
             .iter()
@@ -479,6 +478,14 @@ impl Splitter {
     }
 }
 
+impl Splitter {
+    fn saved_cmdlines(&self) -> HashMap<u32, String> {
+        fs::read_to_string(&self.saved_cmdlines)
+            .map(|t| parse_saved_cmdlines(&t))
+            .unwrap_or_default()
+    }
+}
+
 /// Turns the recorded events into per-CPU files, naming processes as they appear.
 struct Splitter {
     /// Events the ring buffer's pages say were lost before them.
@@ -490,17 +497,23 @@ struct Splitter {
     /// Pids seen, and whether a name was written for them; unnamed ones remember where
     /// (CPU, device) to put a late name from tracefs' saved_cmdlines.
     named: HashMap<u32, Option<(u32, u32)>>,
+    /// tracefs' saved_cmdlines, and what it said when last read.
+    saved_cmdlines: PathBuf,
+    saved: HashMap<u32, String>,
     writers: Writers,
 }
 
 impl Splitter {
-    /// Writes NAME.blktrace.CPU files under the base name `base`.
-    fn new(base: PathBuf) -> Self {
+    /// Writes NAME.blktrace.CPU files under the base name `base`, with process names from
+    /// `/proc` and from the `saved_cmdlines` of `tracefs`.
+    fn new(base: PathBuf, tracefs: &Path) -> Self {
         Splitter {
             missed: 0,
             foreign: 0,
             by_device: HashMap::new(),
             named: HashMap::new(),
+            saved_cmdlines: tracefs.join("saved_cmdlines"),
+            saved: HashMap::new(),
             writers: Writers {
                 base,
                 files: BTreeMap::new(),
@@ -514,14 +527,25 @@ impl Splitter {
 
     fn take(&mut self, mut ev: Event) -> anyhow::Result<()> {
         if ev.pid != 0 && !self.named.contains_key(&ev.pid) {
-            match fs::read_to_string(format!("/proc/{}/comm", ev.pid)) {
-                Ok(comm) => {
+            // A process already gone (a short-lived one) is looked up in the kernel's cache
+            // of traced tasks' names: blkparse names a process's events only after its note,
+            // so the note must come before its first event.
+            let comm = fs::read_to_string(format!("/proc/{}/comm", ev.pid))
+                .ok()
+                .or_else(|| {
+                    if !self.saved.contains_key(&ev.pid) {
+                        self.saved = self.saved_cmdlines();
+                    }
+                    self.saved.get(&ev.pid).cloned()
+                });
+            match comm {
+                Some(comm) => {
                     self.named.insert(ev.pid, None);
                     let mut note = name_note(&ev, ev.time, comm.trim());
                     self.writers.write(&mut note)?;
                 }
-                // Already gone (a short-lived process): named at the end from tracefs.
-                Err(_) => {
+                // Not even there: named at the end, if the cache has it by then.
+                None => {
                     self.named.insert(ev.pid, Some((ev.cpu, ev.device)));
                 }
             }
@@ -806,7 +830,7 @@ fn record_with(
 
     let names: Vec<String> = traced.iter().map(|(n, _)| n.clone()).collect();
     let mut buffers = CpuBuffers::open(tracefs, &names)?;
-    let mut splitter = Splitter::new(cfg.output.clone());
+    let mut splitter = Splitter::new(cfg.output.clone(), tracefs);
     for (_, trace_dir) in traced {
         set(trace_dir.join("enable"), "1")?;
     }
@@ -836,7 +860,12 @@ fn record_with(
         }
         if let Some(d) = cfg.duration {
             if start.elapsed() >= d {
-                stopped_by = format!("after {:.1}s", d.as_secs_f64());
+                // The time the summary gives also holds the reading out of what the
+                // kernel's buffers still had: two times, each said for what it is.
+                stopped_by = format!(
+                    "--duration {}s reached, then the buffers read out",
+                    d.as_secs_f64()
+                );
                 break;
             }
         }
@@ -877,7 +906,7 @@ fn record_with(
         let text = blk_io_trace::lost_in_all_message(lost);
         splitter.note(cpu, time, buffers.devices[0], text)?;
     }
-    let processes = splitter.name_late(tracefs)?;
+    let processes = splitter.name_late()?;
     let written = splitter.writers.finish()?;
     let events_per_device = names
         .iter()
@@ -1191,6 +1220,63 @@ mod tests {
         );
         let one = render_unescaped(&summary(&[("sdb", 5)]));
         assert!(!one.contains("by device"), "{one}");
+    }
+
+    /// A process gone before its first event is read (dd, done in milliseconds) is named
+    /// from tracefs' saved_cmdlines before that event, where blkparse needs the name; one
+    /// that is nowhere yet is named at the end, once the cache has it.
+    #[test]
+    fn a_process_already_gone_is_named_before_its_first_event() {
+        use crate::trace::blk_io_trace::{code, decode, Payload};
+        let dir = tempfile::tempdir().unwrap();
+        let tracefs = dir.path().join("tracefs");
+        std::fs::create_dir(&tracefs).unwrap();
+        // Pids above the kernel's largest pid_max (2^22): in no /proc.
+        let (gone, later) = (4_194_400, 4_194_401);
+        std::fs::write(tracefs.join("saved_cmdlines"), format!("{gone} dd\n")).unwrap();
+        let mut splitter = Splitter::new(dir.path().join("t"), &tracefs);
+        for (time, pid) in [(5, gone), (6, gone), (7, later)] {
+            splitter
+                .take(Event {
+                    version: 7,
+                    time,
+                    sector: 8,
+                    bytes: 4096,
+                    action: action(code::QUEUE, category::WRITE),
+                    pid,
+                    device: 7 << 20,
+                    ..Event::default()
+                })
+                .unwrap();
+        }
+        std::fs::write(
+            tracefs.join("saved_cmdlines"),
+            format!("{gone} dd\n{later} sync\n"),
+        )
+        .unwrap();
+        assert_eq!(splitter.name_late().unwrap(), 2);
+        splitter.writers.finish().unwrap();
+        let bytes = std::fs::read(dir.path().join("t.blktrace.0")).unwrap();
+        let mut records = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let (ev, n) = decode(&bytes[at..]).unwrap();
+            at += n;
+            records.push(match ev.payload {
+                Payload::ProcessName(name) => format!("{} name {}", ev.pid, name),
+                _ => format!("{} event {}", ev.pid, ev.time),
+            });
+        }
+        assert_eq!(
+            records,
+            [
+                format!("{gone} name dd"),
+                format!("{gone} event 5"),
+                format!("{gone} event 6"),
+                format!("{later} event 7"),
+                format!("{later} name sync"),
+            ]
+        );
     }
 
     #[test]

@@ -69,8 +69,7 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
     // which `trace analyze` refuses too. Files are checked before anything is made; standard
     // input, which cannot be read twice, as written.
     for input in inputs.iter().filter(|i| !super::stream::reads_once(i)) {
-        whole_records(input)
-            .map_err(|why| anyhow::anyhow!("not a block trace to export: {why}"))?;
+        whole_records(input).map_err(|why| anyhow::anyhow!("nothing exported: {why}"))?;
     }
     let made = !out_dir.exists();
     crate::sys::own_dir::make_own_dir(out_dir.parent().unwrap_or(Path::new("")), out_dir)
@@ -124,7 +123,7 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
                 // Only if empty: nothing of the user's goes.
                 let _ = std::fs::remove_dir(out_dir);
             }
-            anyhow::bail!("not a block trace to export: {why}");
+            anyhow::bail!("nothing exported: {why}");
         }
         written.push(out);
     }

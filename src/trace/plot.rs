@@ -421,6 +421,18 @@ fn over_time_charts(main: &Pass, out: &mut Out) -> anyhow::Result<()> {
                 _ => {}
             }
         }
+        // A direction the trace has no bios of is no line at 0 with a legend entry, which
+        // said there were writes to see on a read-only trace.
+        if matches!(file, "throughput.svg" | "iops.svg") {
+            let has = |name: &str| match name {
+                "reads" => main.d.reads > 0,
+                "writes" => main.d.writes > 0,
+                _ => true,
+            };
+            if series.iter().any(|s| has(s.0)) {
+                series.retain(|s| has(s.0));
+            }
+        }
         // The points' spacing, which the peaks depend on (a 6.7 ms bucket of a 2 s trace
         // peaks far above its mean).
         let each = tl.first().map_or(String::new(), |p| {
@@ -749,6 +761,30 @@ mod tests {
         let hist = histogram(&main.d).unwrap();
         assert!(hist.contains("latency histogram, discards, device 7,0"));
         assert!(named(&hist, "discard Q2C") && hist.contains(&hex(DISCARD)));
+    }
+
+    /// The throughput and IOPS charts draw the directions the trace has: a read-only trace
+    /// had a flat "writes" line at 0, with its legend entry.
+    #[test]
+    fn throughput_and_iops_draw_only_the_directions_there() {
+        use crate::trace::blk_io_trace::category;
+        let dir = tempfile::tempdir().unwrap();
+        let named = |svg: &str, label: &str| svg.contains(&format!(">\n{label}\n</text>"));
+        for (kind, categories, there, absent) in [
+            ("read", category::READ, "reads", "writes"),
+            ("write", category::WRITE, "writes", "reads"),
+        ] {
+            let trace = dir.path().join(format!("{kind}.bin"));
+            write_trace(&trace, &[7 << 20], categories);
+            let main = pass(&[trace], None).unwrap();
+            let mut out = Out::new(dir.path());
+            over_time_charts(&main, &mut out).unwrap();
+            for chart in ["throughput.svg", "iops.svg"] {
+                let svg = &out.drawn.iter().find(|(f, _)| *f == chart).unwrap().1;
+                assert!(named(svg, there), "{kind}: {chart}");
+                assert!(!named(svg, absent), "{kind}: {chart}");
+            }
+        }
     }
 
     /// 50 I/Os of 64 KiB on each of `devices`, of the kind `categories` says.

@@ -263,10 +263,20 @@ impl<R: Read> RecordStream<R> {
             let keep = if offset == 0 {
                 "not one whole record comes before that, so nothing of it can be analysed".into()
             } else if self.plain_file {
-                format!(
-                    "its first {offset} bytes hold whole records, which \
-                     `head -c {offset} {path} > CUT` keeps for analysis"
-                )
+                // One file of a recording is read with the others of its name: the copy
+                // must keep the name, beside copies of the others, to be read with them.
+                let file = Path::new(&path).file_name().and_then(|f| f.to_str());
+                match file.filter(|f| cpu_file(f).is_some()) {
+                    Some(file) => format!(
+                        "its first {offset} bytes hold whole records, which \
+                         `head -c {offset} {path} > DIR/{file}` keeps for analysis, with \
+                         the recording's other files copied to DIR beside it"
+                    ),
+                    None => format!(
+                        "its first {offset} bytes hold whole records, which \
+                         `head -c {offset} {path} > CUT` keeps for analysis"
+                    ),
+                }
             } else {
                 format!("its first {offset} bytes as read (decompressed, where gzip) hold whole records")
             };

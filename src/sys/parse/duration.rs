@@ -42,8 +42,8 @@ pub(crate) fn duration_in(text: &str, min: Duration, max: Duration) -> Result<Du
 fn seconds(text: &str) -> Result<f64, String> {
     let bad = || {
         format!(
-            "bad duration {}: expected a number >= 0 with an optional unit (us, ms, s, m, h, \
-             d), e.g. 5s, 500ms, 2m or 2",
+            "bad duration {}: expected a number >= 0 (2, 1.5, 1e3) with an optional unit (us, \
+             ms, s, m, h, d), e.g. 5s, 500ms or 2m",
             quoted(text)
         )
     };
