@@ -64,6 +64,10 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Ve
     let mut text = Vec::new();
     clap_mangen::Man::new(page).render(&mut text)?;
     let text = unhyphenated(&text);
+    // The synopsis breaks lines between its words only: `[--device DEV]` stays whole.
+    let text = String::from_utf8_lossy(&text)
+        .replace(WITHIN_WORD, "\\~")
+        .into_bytes();
     let path = dir.join(format!("{name}.1"));
     crate::sys::own_dir::write_named_file(&path, &text).map_err(anyhow::Error::msg)?;
     written.push(path);
@@ -92,6 +96,10 @@ fn unhyphenated(page: &[u8]) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// Joins the parts of one synopsis word (`[--device DEV]`) until the page is rendered, where
+/// it becomes roff's unbreakable space: a line broke between `[--device` and `DEV]`.
+const WITHIN_WORD: char = '\u{a0}';
+
 /// The page's SYNOPSIS: every visible argument with its value's name (`[--over DURATION]`),
 /// where clap_mangen's own names the options alone (`[--over]`), which reads as a flag.
 fn synopsis(cmd: &clap::Command) -> String {
@@ -99,13 +107,13 @@ fn synopsis(cmd: &clap::Command) -> String {
     for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
         let value = arg
             .get_value_names()
-            .map(|names| names.join(" "))
+            .map(|names| names.join(&WITHIN_WORD.to_string()))
             .unwrap_or_else(|| arg.get_id().as_str().to_uppercase());
         let takes_value = arg.get_num_args().is_some_and(|n| n.takes_values());
         let many = matches!(arg.get_action(), clap::ArgAction::Append)
             || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
         let mut word = if arg.is_positional() {
-            let last = if arg.is_last_set() { "-- " } else { "" };
+            let last = if arg.is_last_set() { "--\u{a0}" } else { "" };
             format!("{last}<{value}>")
         } else {
             let name = match (arg.get_short(), arg.get_long()) {
@@ -115,7 +123,7 @@ fn synopsis(cmd: &clap::Command) -> String {
                 (None, None) => continue,
             };
             if takes_value {
-                format!("{name} {value}")
+                format!("{name}{WITHIN_WORD}{value}")
             } else {
                 name
             }
@@ -188,20 +196,34 @@ mod tests {
             .unwrap();
         for want in [
             "\\fBiolab irq daemon\\fR ",
-            "[\\-\\-min\\-interval DURATION]",
+            "[\\-\\-min\\-interval\\~DURATION]",
             "[\\-\\-keep]",
-            "[\\-\\-unpin all|IRQ,...]",
+            "[\\-\\-unpin\\~all|IRQ,...]",
         ] {
             assert!(synopsis.contains(want), "{want:?} not in {synopsis}");
         }
         let record = page("iolab-trace-record.1");
         assert!(
-            record.contains("\\-d|\\-\\-device DEV... [")
-                && record.contains("[\\-\\- <COMMAND>...]"),
+            record.contains("\\-d|\\-\\-device\\~DEV... [")
+                && record.contains("[\\-\\-\\~<COMMAND>...]"),
             "{record}"
         );
         assert!(page("iolab-irq.1").contains("[\\-V|\\-\\-version] <COMMAND>\n"));
         assert!(daemon.contains("\n.nh\n.ad l\n.SH NAME\n"), "{daemon}");
+        // Lines break between the synopsis's words, never inside one: no space within [ ].
+        let run = page("iolab-run.1");
+        let synopsis = run.split(".SH SYNOPSIS\n").nth(1).unwrap();
+        let synopsis = synopsis.lines().next().unwrap();
+        let mut depth = 0;
+        for c in synopsis.chars() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                ' ' => assert_eq!(depth, 0, "a break inside a word: {synopsis}"),
+                _ => {}
+            }
+        }
+        assert!(synopsis.contains("[\\-\\-device\\~DEV]"), "{synopsis}");
     }
 
     /// A command's summary is its man page's NAME line (what `whatis` and `man -k` list) and
