@@ -1219,6 +1219,73 @@ fn a_duration_stops_the_recording_on_time_beside_a_busy_device() {
     assert!((1.0..1.5).contains(&seconds), "{err}");
 }
 
+/// What the command starts out of its process group (`setsid`, a shell's jobs, a daemon) is
+/// ended with it, and named: it went on, unrecorded, after iolab had ended. So is what it left
+/// running when it exited by itself.
+#[test]
+fn what_the_command_started_out_of_its_group_ends_with_it() {
+    if !crate::common::root_or_skip() {
+        return;
+    }
+    let _turn = recording_turn();
+    let scratch = Scratch::new("escaped");
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = |n: &str| dir.path().join(n);
+    let alive = |file: &std::path::Path| {
+        let pid = std::fs::read_to_string(file).unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+        // Gone, or a zombie not yet collected by init.
+        stat.is_ok_and(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'))
+    };
+    for (how, script, duration) in [
+        (
+            "at --duration",
+            "setsid sleep 300 & echo $! > {esc}; sleep 300 & echo $! > {job}; exec sleep 300",
+            "1s",
+        ),
+        (
+            "when the command exited",
+            "setsid sleep 300 & echo $! > {esc}; sleep 300 & echo $! > {job}",
+            "60s",
+        ),
+    ] {
+        let (esc, job) = (
+            pid_file(&format!("esc-{duration}")),
+            pid_file(&format!("job-{duration}")),
+        );
+        let script = script
+            .replace("{esc}", esc.to_str().unwrap())
+            .replace("{job}", job.to_str().unwrap());
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args([
+                "trace",
+                "record",
+                "-d",
+                &scratch.dev,
+                "--duration",
+                duration,
+                "-o",
+            ])
+            .arg(dir.path().join(format!("t{duration}")))
+            .args(["--", "sh", "-c", &script])
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{how}: {err}");
+        for file in [&esc, &job] {
+            assert!(!alive(file), "{how}: {} still runs: {err}", file.display());
+        }
+        let escaped = std::fs::read_to_string(&esc).unwrap();
+        assert!(
+            err.contains("the command started and left running: ")
+                && err.contains(&format!("{} (sleep)", escaped.trim())),
+            "{how}: {err}"
+        );
+    }
+}
+
 /// `--duration` bounds the recording, not only the wait: a command still running when it
 /// ends is asked to stop (SIGTERM), and what it does meanwhile is not recorded. (The trace of
 /// a 1 s recording beside a 4 s fio ran to 2.8 s: the command got 2 s before it was killed,

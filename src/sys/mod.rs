@@ -6,6 +6,7 @@ pub mod lock;
 pub(crate) mod own_dir;
 pub mod parse;
 pub(crate) mod process;
+pub(crate) mod reaper;
 mod root;
 
 pub(crate) use root::MODES_FILE;

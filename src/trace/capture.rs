@@ -948,6 +948,18 @@ fn start_command(cfg: &Config) -> anyhow::Result<Option<Workload>> {
         std::process::Stdio::inherit()
     };
     use std::os::unix::process::CommandExt;
+    // What leaves the command's group (a shell's jobs, setsid, a daemon) comes to iolab, not
+    // init, when its parent ends: still found, and ended with the command.
+    let adopted = match crate::sys::reaper::adopt_orphans() {
+        Ok(()) => true,
+        Err(e) => {
+            say!(
+                "iolab: warning: processes the command starts outside its process group may \
+                 outlive the recording (PR_SET_CHILD_SUBREAPER: {e})"
+            );
+            false
+        }
+    };
     let child = Command::new(prog)
         .args(args)
         .stdout(stdout)
@@ -961,6 +973,7 @@ fn start_command(cfg: &Config) -> anyhow::Result<Option<Workload>> {
     Ok(Some(Workload {
         child: Some(child),
         terminal,
+        adopted,
     }))
 }
 
@@ -971,12 +984,17 @@ struct Workload {
     /// The terminal iolab held when the command started, which the command is given if it
     /// stops on it (see `terminal`), and which comes back when it ends.
     terminal: Option<Terminal>,
+    /// iolab is the subreaper of what the command starts (`sys::reaper`).
+    adopted: bool,
 }
 
 impl Workload {
     fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
         if let Some(t) = self.terminal.as_mut() {
             t.tend();
+        }
+        if self.adopted {
+            crate::sys::reaper::reap_adopted(self.child.as_ref().map(Child::id));
         }
         match self.child.as_mut() {
             Some(c) => {
@@ -992,10 +1010,25 @@ impl Workload {
     }
 
     /// SIGTERM to the command's group (fio then ends its jobs and reports), up to two seconds
-    /// for all of it to finish, then SIGKILL to what is left.
+    /// for all of it to finish, then SIGKILL to what is left; then the same to whatever else
+    /// the command started and left running, in its group or out of it, which is named.
     fn end(&mut self) -> Option<std::process::ExitStatus> {
         let status = self.end_group();
         self.terminal = None;
+        if std::mem::take(&mut self.adopted) {
+            let left = crate::sys::reaper::end_descendants(Duration::from_secs(2));
+            if !left.is_empty() {
+                let named: Vec<String> = left
+                    .iter()
+                    .map(|d| format!("{} ({})", d.pid, d.comm))
+                    .collect();
+                say!(
+                    "iolab: ended {} process(es) the command started and left running: {}",
+                    left.len(),
+                    crate::report::format::terminal_safe_lines(&named.join(", "))
+                );
+            }
+        }
         status
     }
 
