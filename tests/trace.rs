@@ -1256,20 +1256,9 @@ fn what_the_command_started_out_of_its_group_ends_with_it() {
         let script = script
             .replace("{esc}", esc.to_str().unwrap())
             .replace("{job}", job.to_str().unwrap());
-        let out = Command::cargo_bin("iolab")
-            .unwrap()
-            .args([
-                "trace",
-                "record",
-                "-d",
-                &scratch.dev,
-                "--duration",
-                duration,
-                "-o",
-            ])
-            .arg(dir.path().join(format!("t{duration}")))
+        let state = dir.path().join("state");
+        let out = recording(&state, &scratch.dev, duration, &dir.path().join(duration))
             .args(["--", "sh", "-c", &script])
-            .timeout(std::time::Duration::from_secs(60))
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).to_string();
