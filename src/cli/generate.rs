@@ -64,10 +64,6 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Ve
     let mut text = Vec::new();
     clap_mangen::Man::new(page).render(&mut text)?;
     let text = unhyphenated(&text);
-    // The synopsis breaks lines between its words only: `[--device DEV]` stays whole.
-    let text = String::from_utf8_lossy(&text)
-        .replace(WITHIN_WORD, "\\~")
-        .into_bytes();
     let path = dir.join(format!("{name}.1"));
     crate::sys::own_dir::write_named_file(&path, &text).map_err(anyhow::Error::msg)?;
     written.push(path);
@@ -83,9 +79,10 @@ fn write_pages(cmd: &clap::Command, name: &str, dir: &Path) -> anyhow::Result<Ve
 
 /// The page set ragged-right and without hyphenation, as a command's page is read: justified,
 /// a synopsis spread its words apart, and option names broke at a hyphen of their own
-/// (`--destruc-tive-device`), which cannot be told from the name's.
+/// (`--destruc-tive-device`), which cannot be told from the name's. The synopsis breaks lines
+/// between its words only: `[--device DEV]` stays whole.
 fn unhyphenated(page: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(page);
+    let text = String::from_utf8_lossy(page).replace(WITHIN_WORD, "\\~");
     let mut out = String::with_capacity(text.len() + 16);
     for line in text.split_inclusive('\n') {
         out.push_str(line);
@@ -113,7 +110,11 @@ fn synopsis(cmd: &clap::Command) -> String {
         let many = matches!(arg.get_action(), clap::ArgAction::Append)
             || arg.get_num_args().is_some_and(|n| n.max_values() > 1);
         let mut word = if arg.is_positional() {
-            let last = if arg.is_last_set() { "--\u{a0}" } else { "" };
+            let last = if arg.is_last_set() {
+                format!("--{WITHIN_WORD}")
+            } else {
+                String::new()
+            };
             format!("{last}<{value}>")
         } else {
             let name = match (arg.get_short(), arg.get_long()) {

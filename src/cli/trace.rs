@@ -108,8 +108,9 @@ pub(crate) struct RecordArgs {
     )]
     pub output: PathBuf,
     /// Stop after this long, e.g. 10s, 500ms, 2m or 10 (default: until Ctrl-C, or until
-    /// COMMAND exits); at most 30 days. A COMMAND still running then gets SIGTERM, with all
-    /// it started (SIGKILL 2 s later); the recording has ended by then.
+    /// COMMAND exits); at most 30 days. A COMMAND still running then gets SIGTERM, with its
+    /// process group (SIGKILL 2 s later), then so does what it started out of that group
+    /// (SIGKILL 2 s later again); the recording has ended by then.
     #[arg(long, value_name = "DURATION", value_parser = parse_record_duration)]
     pub duration: Option<Duration>,
     /// The kernel's trace buffer per CPU while recording, in KiB, from 64 to 1048576
@@ -121,7 +122,10 @@ pub(crate) struct RecordArgs {
     /// when it failed. It runs in a process group of its own: Ctrl-C stops the recording,
     /// which then ends the command as --duration does. A command that reads the terminal (a
     /// shell, a pager, a prompt) is given it when it first tries, as a shell's `fg` does: from
-    /// then on Ctrl-C goes to the command, and its end ends the recording.
+    /// then on Ctrl-C goes to the command, and its end ends the recording. What the command
+    /// started is ended with it, even out of its group (`setsid`, a shell's jobs, a daemon:
+    /// iolab is their subreaper), and so is what it leaves running when it exits; each is
+    /// named on standard error.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
     #[command(flatten)]

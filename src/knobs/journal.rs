@@ -245,6 +245,12 @@ impl Journal {
         })
     }
 
+    /// The pid of a running iolab whose journal is in `dir`, read only (for a dry run).
+    pub fn live_owner_in(dir: &Path) -> Option<u32> {
+        let j = read_journal(&dir.join(JOURNAL)).ok()??;
+        (!from_earlier_boot(&j) && crate::sys::process::still_running(j.pid, None)).then_some(j.pid)
+    }
+
     fn unrestored(dir: &Path) -> Result<(), KnobError> {
         let path = dir.join(JOURNAL);
         match read_journal(&path)? {

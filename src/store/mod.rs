@@ -956,22 +956,25 @@ impl Store {
 
     /// The window, checks and environment of every run of one experiment, by run id.
     pub fn run_bases(&self, experiment_id: i64) -> Result<Vec<RunBasis>> {
-        self.bases(experiment_id, "")
+        self.bases(experiment_id, false)
     }
 
     /// The same of its measured runs only: what `show` and `report` sum up beside tables
     /// that leave the warm-ups out.
     pub fn measured_run_bases(&self, experiment_id: i64) -> Result<Vec<RunBasis>> {
-        self.bases(experiment_id, " AND warmup = 0")
+        self.bases(experiment_id, true)
     }
 
-    fn bases(&self, experiment_id: i64, and: &str) -> Result<Vec<RunBasis>> {
+    fn bases(&self, experiment_id: i64, measured_only: bool) -> Result<Vec<RunBasis>> {
         let mut st = self
             .conn
-            .prepare(&format!(
+            .prepare(if measured_only {
                 "SELECT id, sample_window, checks, environment FROM runs
-                 WHERE experiment_id = ?1{and} ORDER BY id"
-            ))
+                 WHERE experiment_id = ?1 AND warmup = 0 ORDER BY id"
+            } else {
+                "SELECT id, sample_window, checks, environment FROM runs
+                 WHERE experiment_id = ?1 ORDER BY id"
+            })
             .map_err(self.err())?;
         let json = |t: Option<String>| t.and_then(|t| serde_json::from_str(&t).ok());
         let rows = st

@@ -7,11 +7,40 @@
 
 /// When process `pid` started, in clock ticks since boot; `None` when there is no such process.
 pub(crate) fn start_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields after it are counted
-    // from its last ')'. starttime is field 22, the 20th after the name.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    stat_of(pid as i32).map(|s| s.start)
+}
+
+/// What /proc/PID/stat says of a process that iolab needs.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stat {
+    pub(crate) name: String,
+    /// R, S, D, T, Z, ...
+    pub(crate) state: char,
+    pub(crate) parent: i32,
+    pub(crate) group: i32,
+    /// In clock ticks since boot: with the pid, which process this is.
+    pub(crate) start: u64,
+}
+
+/// Process `pid`'s stat line, read; `None` when there is no such process.
+pub(crate) fn stat_of(pid: i32) -> Option<Stat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// "PID (NAME) STATE PPID PGRP ...": the name may hold spaces and parentheses, so the fields
+/// after it are counted from its last ')'; starttime is field 22, the 20th after the name.
+pub(crate) fn parse_stat(stat: &str) -> Option<Stat> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let name = stat.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    Some(Stat {
+        name,
+        state: rest.first()?.chars().next()?,
+        parent: rest.get(1)?.parse().ok()?,
+        group: rest.get(2)?.parse().ok()?,
+        start: rest.get(19)?.parse().ok()?,
+    })
 }
 
 /// This process's start, for a marker to record.
@@ -41,5 +70,25 @@ mod tests {
         let gone = child.id();
         child.wait().unwrap();
         assert!(!still_running(gone, None));
+    }
+
+    #[test]
+    fn a_stat_line_gives_name_state_parent_group_and_start() {
+        let line = "42 (a (b) c) S 7 40 40 0 -1 4194304 0 0 0 0 1 2 0 0 20 0 1 0 9876 0 0";
+        assert_eq!(
+            parse_stat(line),
+            Some(Stat {
+                name: "a (b) c".into(),
+                state: 'S',
+                parent: 7,
+                group: 40,
+                start: 9876,
+            })
+        );
+        assert_eq!(parse_stat("42 (sh) Z 7"), None);
+        assert_eq!(
+            stat_of(std::process::id() as i32).unwrap().start,
+            own_start().unwrap()
+        );
     }
 }

@@ -476,9 +476,7 @@ impl Splitter {
         }
         Ok(self.named.values().filter(|v| v.is_none()).count())
     }
-}
 
-impl Splitter {
     fn saved_cmdlines(&self) -> HashMap<u32, String> {
         fs::read_to_string(&self.saved_cmdlines)
             .map(|t| parse_saved_cmdlines(&t))
@@ -497,9 +495,9 @@ struct Splitter {
     /// Pids seen, and whether a name was written for them; unnamed ones remember where
     /// (CPU, device) to put a late name from tracefs' saved_cmdlines.
     named: HashMap<u32, Option<(u32, u32)>>,
-    /// tracefs' saved_cmdlines, and what it said when last read.
+    /// tracefs' saved_cmdlines, read as it is each time: a name read earlier may be of
+    /// another process by now, which had the pid before.
     saved_cmdlines: PathBuf,
-    saved: HashMap<u32, String>,
     writers: Writers,
 }
 
@@ -513,7 +511,6 @@ impl Splitter {
             by_device: HashMap::new(),
             named: HashMap::new(),
             saved_cmdlines: tracefs.join("saved_cmdlines"),
-            saved: HashMap::new(),
             writers: Writers {
                 base,
                 files: BTreeMap::new(),
@@ -532,12 +529,7 @@ impl Splitter {
             // so the note must come before its first event.
             let comm = fs::read_to_string(format!("/proc/{}/comm", ev.pid))
                 .ok()
-                .or_else(|| {
-                    if !self.saved.contains_key(&ev.pid) {
-                        self.saved = self.saved_cmdlines();
-                    }
-                    self.saved.get(&ev.pid).cloned()
-                });
+                .or_else(|| self.saved_cmdlines().remove(&ev.pid));
             match comm {
                 Some(comm) => {
                     self.named.insert(ev.pid, None);
@@ -695,6 +687,12 @@ pub struct Recording {
 /// captured. Signals are left to the caller, who must call [`Recording::stop`]; tracefs is
 /// restored when the recording stops (also if its thread fails).
 pub fn start(cfg: Config) -> anyhow::Result<Recording> {
+    // A command is `trace record`'s alone: ending what it started goes by the processes
+    // below iolab, which in an experiment are fio's and the runner's.
+    anyhow::ensure!(
+        cfg.command.is_empty(),
+        "a recording in the background runs no command"
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
     let flag = Arc::clone(&stop);
@@ -860,12 +858,9 @@ fn record_with(
         }
         if let Some(d) = cfg.duration {
             if start.elapsed() >= d {
-                // The time the summary gives also holds the reading out of what the
-                // kernel's buffers still had: two times, each said for what it is.
-                stopped_by = format!(
-                    "--duration {}s reached, then the buffers read out",
-                    d.as_secs_f64()
-                );
+                // Said as the limit it is: beside the time the recording took, a bare
+                // "after 0.2s" read as a second, unexplained time.
+                stopped_by = format!("--duration {}s reached", d.as_secs_f64());
                 break;
             }
         }
@@ -950,14 +945,14 @@ fn start_command(cfg: &Config) -> anyhow::Result<Option<Workload>> {
     use std::os::unix::process::CommandExt;
     // What leaves the command's group (a shell's jobs, setsid, a daemon) comes to iolab, not
     // init, when its parent ends: still found, and ended with the command.
-    let adopted = match crate::sys::reaper::adopt_orphans() {
-        Ok(()) => true,
+    let reaper = match crate::sys::reaper::Reaper::adopt() {
+        Ok(r) => Some(r),
         Err(e) => {
             say!(
                 "iolab: warning: processes the command starts outside its process group may \
                  outlive the recording (PR_SET_CHILD_SUBREAPER: {e})"
             );
-            false
+            None
         }
     };
     let child = Command::new(prog)
@@ -973,7 +968,7 @@ fn start_command(cfg: &Config) -> anyhow::Result<Option<Workload>> {
     Ok(Some(Workload {
         child: Some(child),
         terminal,
-        adopted,
+        reaper,
     }))
 }
 
@@ -984,17 +979,14 @@ struct Workload {
     /// The terminal iolab held when the command started, which the command is given if it
     /// stops on it (see `terminal`), and which comes back when it ends.
     terminal: Option<Terminal>,
-    /// iolab is the subreaper of what the command starts (`sys::reaper`).
-    adopted: bool,
+    /// iolab as the subreaper of what the command starts (`sys::reaper`).
+    reaper: Option<crate::sys::reaper::Reaper>,
 }
 
 impl Workload {
     fn try_wait(&mut self) -> io::Result<Option<std::process::ExitStatus>> {
         if let Some(t) = self.terminal.as_mut() {
             t.tend();
-        }
-        if self.adopted {
-            crate::sys::reaper::reap_adopted(self.child.as_ref().map(Child::id));
         }
         match self.child.as_mut() {
             Some(c) => {
@@ -1015,17 +1007,28 @@ impl Workload {
     fn end(&mut self) -> Option<std::process::ExitStatus> {
         let status = self.end_group();
         self.terminal = None;
-        if std::mem::take(&mut self.adopted) {
-            let left = crate::sys::reaper::end_descendants(Duration::from_secs(2));
-            if !left.is_empty() {
-                let named: Vec<String> = left
+        if let Some(reaper) = self.reaper.take() {
+            let e = reaper.end_all(Duration::from_secs(2));
+            let named = |list: &[crate::sys::reaper::Descendant]| {
+                let each: Vec<String> = list
                     .iter()
                     .map(|d| format!("{} ({})", d.pid, d.comm))
                     .collect();
+                crate::report::format::terminal_safe_lines(&each.join(", ")).into_owned()
+            };
+            if !e.ended.is_empty() {
                 say!(
                     "iolab: ended {} process(es) the command started and left running: {}",
-                    left.len(),
-                    crate::report::format::terminal_safe_lines(&named.join(", "))
+                    e.ended.len(),
+                    named(&e.ended)
+                );
+            }
+            if !e.left.is_empty() {
+                say!(
+                    "iolab: warning: {} process(es) the command started did not end, even \
+                     on SIGKILL (in uninterruptible sleep, on a device that hangs?): {}",
+                    e.left.len(),
+                    named(&e.left)
                 );
             }
         }

@@ -49,7 +49,9 @@ pub(crate) struct Comparison {
 /// The figures compared, the same names in the same order for every device: a latency that
 /// has no samples in one trace (S2G where nothing slept, I2D without a scheduler, a direction
 /// with no I/O) is None there, so it still shows beside the trace that has it.
-fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, Option<f64>)> {
+/// `issued`: either trace has split bios, so that the Q2C of the bios as issued (each split
+/// bio once, whole) is compared too.
+fn metrics(d: &DeviceReport, duration: f64, issued: bool) -> Vec<(String, Option<f64>)> {
     let mut m: Vec<(String, Option<f64>)> = Vec::new();
     let secs = (d.last - d.first).max(1e-9).min(duration.max(1e-9));
     m.push((
@@ -73,10 +75,18 @@ fn metrics(d: &DeviceReport, duration: f64) -> Vec<(String, Option<f64>)> {
         let q2c = d.by_direction.get(dir).and_then(|l| l.get("q2c"));
         latency(format!("{dir} Q2C"), q2c);
     }
-    // A bio the block layer split, timed whole: where two kernels cut bios differently
-    // (max_sectors_kb), the per-part rows above compare parts of different sizes.
-    for dir in ["read", "write"] {
-        latency(format!("{dir} split bio Q2C"), d.split_bios_q2c.get(dir));
+    // Where two kernels cut bios differently (max_sectors_kb), or one does not cut them,
+    // the rows above compare parts of different sizes; the bios as the programs issued them
+    // are the same on both (without splits, they are the rows above).
+    if issued {
+        for dir in ["read", "write"] {
+            let as_issued = d.bios_as_issued_q2c.get(dir).or_else(|| {
+                (d.splits == 0)
+                    .then(|| d.by_direction.get(dir).and_then(|l| l.get("q2c")))
+                    .flatten()
+            });
+            latency(format!("{dir} Q2C as issued"), as_issued);
+        }
     }
     let o = &d.overhead;
     for (k, v) in [
@@ -114,9 +124,10 @@ pub(crate) fn compare(a: &Report, b: &Report) -> Comparison {
         let Some(j) = j else { continue };
         used[j] = true;
         let db = &b.devices[j];
-        let rows = metrics(da, a.duration)
+        let issued = da.splits > 0 || db.splits > 0;
+        let rows = metrics(da, a.duration, issued)
             .into_iter()
-            .zip(metrics(db, b.duration))
+            .zip(metrics(db, b.duration, issued))
             .filter(|((_, va), (_, vb))| va.is_some() || vb.is_some())
             .map(|((metric, va), (_, vb))| Row {
                 change_pct: match (va, vb) {
@@ -322,10 +333,11 @@ mod tests {
         );
     }
 
-    /// Two kernels that cut 1 MiB writes into parts of different sizes: the whole bios'
-    /// Q2C is compared beside the parts', and no read row appears where neither has reads.
+    /// Two kernels that cut 1 MiB writes into parts of different sizes, or one that does not
+    /// cut them: the bios' Q2C as issued is compared beside the parts', and no read row
+    /// appears where neither has reads.
     #[test]
-    fn whole_split_bios_are_compared() {
+    fn bios_as_issued_are_compared() {
         use crate::trace::analyze::{Analyzer, Options};
         use crate::trace::blk_io_trace::{action, category, code, Event};
         let trace = |parts: u64, part_ns: u64| {
@@ -354,14 +366,23 @@ mod tests {
             }
             a.finish()
         };
+        let row =
+            |c: &Comparison, m: &str| c.devices[0].rows.iter().find(|r| r.metric == m).cloned();
+        let (issued, per_part) = ("write Q2C as issued avg (s)", "write Q2C avg (s)");
         let c = compare(&trace(2, 1_000_000), &trace(4, 400_000));
-        let row = |m: &str| c.devices[0].rows.iter().find(|r| r.metric == m).cloned();
-        let whole = row("write split bio Q2C avg (s)").unwrap();
+        let whole = row(&c, issued).unwrap();
         assert_eq!((whole.a, whole.b), (Some(0.002), Some(0.0016)));
         // Per part: 1.5 ms on average against 1 ms.
-        let parts = row("write Q2C avg (s)").unwrap();
+        let parts = row(&c, per_part).unwrap();
         assert_eq!((parts.a, parts.b), (Some(0.0015), Some(0.001)));
-        assert!(row("read split bio Q2C avg (s)").is_none());
+        assert!(row(&c, "read Q2C as issued avg (s)").is_none());
+        // Not split on one side: its bios as issued are its bios.
+        let c = compare(&trace(2, 1_000_000), &trace(1, 1_200_000));
+        let whole = row(&c, issued).unwrap();
+        assert_eq!((whole.a, whole.b), (Some(0.002), Some(0.0012)));
+        // Split on neither: no such row, the rows above say it all.
+        let c = compare(&trace(1, 1_000_000), &trace(1, 1_200_000));
+        assert!(row(&c, issued).is_none());
     }
 
     #[test]

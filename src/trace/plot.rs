@@ -421,16 +421,13 @@ fn over_time_charts(main: &Pass, out: &mut Out) -> anyhow::Result<()> {
                 _ => {}
             }
         }
-        // A direction the trace has no bios of is no line at 0 with a legend entry, which
-        // said there were writes to see on a read-only trace.
+        // A direction with nothing completed is no line at 0 with a legend entry, which
+        // said there were writes to see on a read-only trace. (By what completed, not by
+        // what was queued: a trace begun mid-workload completes writes queued before it.)
         if matches!(file, "throughput.svg" | "iops.svg") {
-            let has = |name: &str| match name {
-                "reads" => main.d.reads > 0,
-                "writes" => main.d.writes > 0,
-                _ => true,
-            };
-            if series.iter().any(|s| has(s.0)) {
-                series.retain(|s| has(s.0));
+            let has = |s: &Series| s.2.iter().any(|p| p.1 > 0.0);
+            if series.iter().any(has) {
+                series.retain(has);
             }
         }
         // The points' spacing, which the peaks depend on (a 6.7 ms bucket of a 2 s trace

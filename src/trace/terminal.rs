@@ -167,13 +167,7 @@ fn stopped_in(group: libc::pid_t, all: bool) -> bool {
 /// The name, in parentheses, may hold spaces and parentheses: the fields after it start after
 /// its last ')'.
 fn stopped_in_group(stat: &str, group: libc::pid_t) -> bool {
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return false;
-    };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next();
-    let pgrp = fields.nth(1).and_then(|p| p.parse::<libc::pid_t>().ok());
-    state == Some("T") && pgrp == Some(group)
+    crate::sys::process::parse_stat(stat).is_some_and(|s| s.state == 'T' && s.group == group)
 }
 
 #[cfg(test)]
@@ -183,7 +177,10 @@ mod tests {
     #[test]
     fn a_stopped_process_of_the_group_is_found_in_its_stat_line() {
         let line = |state: &str, pgrp: &str| {
-            format!("4242 (sh -c (x)) {state} 4200 {pgrp} 4200 34816 4242 4194304 99 0 0 0")
+            format!(
+                "4242 (sh -c (x)) {state} 4200 {pgrp} 4200 34816 4242 4194304 99 0 0 0 1 2 0 0 \
+                 20 0 1 0 9876"
+            )
         };
         assert!(stopped_in_group(&line("T", "4242"), 4242));
         assert!(!stopped_in_group(&line("S", "4242"), 4242));

@@ -752,16 +752,18 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
         .is_live()
         .then(|| Journal::leftover_in(&settings.state_dir.join(crate::knobs::TRACER_DIR)))
         .flatten();
-    // Why recording would fail now, for the trace notes: a tracer left on by a killed
-    // recording is that, not a trace running.
-    let why_untraced = |why: Option<String>| match (&tracer_leftover, why) {
-        (Some(_), Some(_)) => "; right now recording would fail (a recording killed earlier \
-                               left the tracer on: `iolab restore` turns it off)"
-            .to_string(),
-        (None, Some(why)) => {
+    // Why recording would fail now, for the trace notes: a trace found running while a
+    // killed recording left the tracer on is that recording's, not a trace at work.
+    let why_untraced = |why: Option<String>| match why {
+        Some(why) if tracer_leftover.is_some() && why.starts_with(trace::ALREADY_RUNNING) => {
+            "; right now recording would fail (a recording killed earlier left the tracer on: \
+             `iolab restore` turns it off)"
+                .to_string()
+        }
+        Some(why) => {
             format!("; right now recording would fail ({why}) and runs would go on untraced")
         }
-        (_, None) => String::new(),
+        None => String::new(),
     };
     if settings.root.is_live() {
         if let Some(e) = Journal::leftover_in(&settings.state_dir) {
@@ -771,6 +773,14 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
         if let Some(e) = &tracer_leftover {
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
+        }
+        // A recording of this state directory at work: a run that records waits for nothing.
+        let tracer_dir = settings.state_dir.join(crate::knobs::TRACER_DIR);
+        if let Some(pid) = Journal::live_owner_in(&tracer_dir).filter(|_| exp.trace) {
+            p.warnings.push(format!(
+                "the run would stop before it starts: a recording of iolab (pid {pid}) holds \
+                 the tracer; the experiment records a trace of each run"
+            ));
         }
         if let Err(e) = crate::hosts::touched::check_clean(&settings.state_dir) {
             p.warnings

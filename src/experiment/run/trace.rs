@@ -71,6 +71,9 @@ pub fn traces_dir(db_path: &Path) -> PathBuf {
     db_path.with_file_name(name)
 }
 
+/// How [`unavailable`] begins when the device is being traced already.
+pub(crate) const ALREADY_RUNNING: &str = "a block trace is already running on";
+
 /// Why tracing cannot work here, checked without touching anything (for `--dry-run`).
 pub(crate) fn unavailable(device: &str) -> Option<String> {
     if !crate::sys::is_root() {
@@ -86,9 +89,7 @@ pub(crate) fn unavailable(device: &str) -> Option<String> {
                 enable.display()
             ))
         }
-        Ok(on) if on.trim() == "1" => {
-            return Some(format!("a block trace is already running on {device}"))
-        }
+        Ok(on) if on.trim() == "1" => return Some(format!("{ALREADY_RUNNING} {device}")),
         Ok(_) => {}
     }
     match std::fs::read_to_string("/sys/kernel/tracing/current_tracer") {

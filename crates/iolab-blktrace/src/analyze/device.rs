@@ -150,8 +150,10 @@ pub struct Device {
     pub dir_q2c: [Latency; 3],
     pub dir_d2c: [Latency; 3],
     /// Q2C of each bio the block layer split, whole: from its Q to the C of its last part,
-    /// by direction (what the program that issued it waited; the rows above time each part).
+    /// by direction (what the program that issued it waited, where `dir_q2c` times each part).
     pub whole_split_q2c: [Latency; 3],
+    /// Q2C per bio as issued, by direction: the bios not split and each split bio once, whole.
+    pub issued_q2c: [Latency; 3],
     /// Parts still to complete of each split bio in flight (with `PART_LOST`), and the free
     /// slots among them: they grow only with the split bios in flight.
     split_bios: Vec<u32>,
@@ -238,6 +240,7 @@ impl Device {
             dir_q2c: Default::default(),
             dir_d2c: Default::default(),
             whole_split_q2c: Default::default(),
+            issued_q2c: Default::default(),
             split_bios: Vec::new(),
             free_split_bios: Vec::new(),
             n_q: 0,
@@ -568,7 +571,12 @@ impl Device {
                 let q2c = delta(q.time, t);
                 timeline.q2c(t, q2c);
                 let direction = usize::from(q.direction);
-                let (q2c_kind, d2c_kind) = (Kind::Q2C[direction], Kind::D2C[direction]);
+                let q2c_kind = if q.split_bio == NO_SPLIT {
+                    Kind::Q2C[direction]
+                } else {
+                    Kind::Q2C_PART[direction]
+                };
+                let d2c_kind = Kind::D2C[direction];
                 samples.push(Sample::new(q2c_kind, q.proc, q2c));
                 if q.d != NONE {
                     samples.push(Sample::new(d2c_kind, q.proc, delta(q.d, t)));
@@ -629,7 +637,13 @@ impl Device {
         l.q2m = s.get(Kind::Q2M).clone();
         l.i2d = s.get(Kind::I2D).clone();
         l.m2d = s.get(Kind::M2D).clone();
-        self.dir_q2c = Kind::Q2C.map(|k| s.get(k).clone());
+        for dir in 0..3 {
+            let whole = s.get(Kind::Q2C[dir]);
+            self.dir_q2c[dir] = whole.clone();
+            self.dir_q2c[dir].merge(s.get(Kind::Q2C_PART[dir]));
+            self.issued_q2c[dir] = whole.clone();
+            self.issued_q2c[dir].merge(&self.whole_split_q2c[dir]);
+        }
         self.dir_d2c = Kind::D2C.map(|k| s.get(k).clone());
         for (i, p) in self.procs.iter_mut().enumerate() {
             if let Some(lat) = s.process(i) {

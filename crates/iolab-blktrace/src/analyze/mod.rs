@@ -507,6 +507,12 @@ fn device_report(
             .filter(|(_, l)| l.n > 0)
             .map(|(dir, l)| (dir.to_string(), summary_or_empty(l)))
             .collect(),
+        bios_as_issued_q2c: crate::blk_io_trace::DIRECTIONS
+            .iter()
+            .zip(&d.issued_q2c)
+            .filter(|(_, l)| d.splits > 0 && l.n > 0)
+            .map(|(dir, l)| (dir.to_string(), summary_or_empty(l)))
+            .collect(),
         dispatch_depth: count_summary(&d.dispatch_depth),
         dispatch_sectors: count_summary(&d.dispatch_sectors),
         never_completed: never,
@@ -676,6 +682,10 @@ pub struct DeviceReport {
     /// program that issued it saw, where `latency` and `by_direction` time each part.
     #[serde(default)]
     pub split_bios_q2c: BTreeMap<String, LatencySummary>,
+    /// Q2C per bio as issued, by direction, where the trace has splits (else empty: it is
+    /// `by_direction`'s): the bios not split and each split bio once, whole.
+    #[serde(default)]
+    pub bios_as_issued_q2c: BTreeMap<String, LatencySummary>,
     /// Requests in the driver at each dispatch, including the one dispatched.
     pub dispatch_depth: CountSummary,
     /// Size of each dispatched request in sectors.
@@ -1720,6 +1730,12 @@ mod tests {
         assert_eq!(whole.n, 1);
         assert!((whole.avg - 800e-9).abs() < 1e-12);
         assert_eq!(d.never_completed.replaced_bios, 1);
+        // As issued: the bio that replaced a part (20 ns) and the whole split bio (800 ns);
+        // per bio, each part counts (30, 20, 400 and 800 ns).
+        let issued = &d.bios_as_issued_q2c["write"];
+        assert_eq!((issued.n, issued.max), (2, 800e-9));
+        assert!((issued.avg - 410e-9).abs() < 1e-12);
+        assert_eq!(d.by_direction["write"]["q2c"].n, 4);
     }
 
     /// Device-mapper splitting a 64 KiB bio over 4 KiB stripes: one Q, then an X for what is

@@ -337,16 +337,25 @@ fn device_extras(o: &mut String, d: &DeviceReport) {
             percentile_row(o, &format!("{side} {}", k.to_uppercase()), lat.get(k));
         }
     }
-    if !d.split_bios_q2c.is_empty() {
-        let _ = writeln!(
-            o,
-            "split bios whole, Q to their last part's C (the rows above count each part):"
-        );
-        for (dir, side) in crate::blk_io_trace::DIRECTIONS
-            .iter()
-            .zip(["R", "W", "DSC"])
-        {
-            percentile_row(o, &format!("{side} Q2C"), d.split_bios_q2c.get(*dir));
+    // Where bios were split, the rows above count each part as a bio.
+    for (title, rows) in [
+        (
+            "split bios whole, Q to their last part's C (the rows above count each part):",
+            &d.split_bios_q2c,
+        ),
+        (
+            "per bio as issued, each split bio once, whole:",
+            &d.bios_as_issued_q2c,
+        ),
+    ] {
+        if !rows.is_empty() {
+            let _ = writeln!(o, "{title}");
+            for (dir, side) in crate::blk_io_trace::DIRECTIONS
+                .iter()
+                .zip(["R", "W", "DSC"])
+            {
+                percentile_row(o, &format!("{side} Q2C"), rows.get(*dir));
+            }
         }
     }
     let dd = &d.dispatch_depth;

@@ -25,11 +25,17 @@ pub enum Kind {
     D2CWrite,
     Q2CDiscard,
     D2CDiscard,
+    /// Q2C of a part of a bio the block layer split, apart from that of whole bios: the
+    /// bios as issued are the whole ones and each split bio once (`Device::absorb`).
+    Q2CPartRead,
+    Q2CPartWrite,
+    Q2CPartDiscard,
 }
 
 impl Kind {
     /// The Q2C and D2C kinds of a direction ([`crate::blk_io_trace::Io::direction`]).
     pub const Q2C: [Kind; 3] = [Kind::Q2CRead, Kind::Q2CWrite, Kind::Q2CDiscard];
+    pub const Q2C_PART: [Kind; 3] = [Kind::Q2CPartRead, Kind::Q2CPartWrite, Kind::Q2CPartDiscard];
     pub const D2C: [Kind; 3] = [Kind::D2CRead, Kind::D2CWrite, Kind::D2CDiscard];
 }
 
@@ -48,10 +54,10 @@ impl Sample {
     }
 }
 
-const KINDS: usize = Kind::D2CDiscard as usize + 1;
+const KINDS: usize = Kind::Q2CPartDiscard as usize + 1;
 /// The slot each kind takes among a process's sums: Q2C and D2C per process do not tell
-/// reads, writes and discards apart.
-const PROCESS_SLOT: [usize; KINDS] = [0, 1, 2, 3, 4, 5, 6, 6, 7, 7, 6, 7];
+/// reads, writes and discards apart, nor whole bios from parts.
+const PROCESS_SLOT: [usize; KINDS] = [0, 1, 2, 3, 4, 5, 6, 6, 7, 7, 6, 7, 6, 6, 6];
 
 /// No process yet.
 const NO_PROCESS: u32 = u32::MAX;
@@ -138,7 +144,7 @@ impl Sums {
     /// The lone process's sums: the device's bio sums, all directions together.
     fn solo_sums(&self) -> [Latency; 8] {
         let k = |kind: Kind| self.by_kind[kind as usize].counts_only();
-        let all = |kinds: [Kind; 3]| {
+        let all = |kinds: &[Kind]| {
             let mut l = k(kinds[0]);
             for kind in &kinds[1..] {
                 l.merge(&k(*kind));
@@ -152,8 +158,8 @@ impl Sums {
             k(Kind::Q2M),
             k(Kind::I2D),
             k(Kind::M2D),
-            all(Kind::Q2C),
-            all(Kind::D2C),
+            all(&[Kind::Q2C, Kind::Q2C_PART].concat()),
+            all(&Kind::D2C),
         ]
     }
 
@@ -235,7 +241,7 @@ impl AllSums {
 mod tests {
     use super::*;
 
-    const BIO: [Kind; 12] = [
+    const BIO: [Kind; 15] = [
         Kind::Q2G,
         Kind::S2G,
         Kind::G2I,
@@ -248,6 +254,9 @@ mod tests {
         Kind::D2CWrite,
         Kind::Q2CDiscard,
         Kind::D2CDiscard,
+        Kind::Q2CPartRead,
+        Kind::Q2CPartWrite,
+        Kind::Q2CPartDiscard,
     ];
 
     /// Samples from process 2 alone, then from 0, 1 and 2.
