@@ -747,10 +747,11 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             .push(format!("the run would stop before it starts: {e}"));
     }
     // A recording killed with the tracer on: a run stops before it starts, traced or not.
+    let tracer_dir = settings.state_dir.join(crate::knobs::TRACER_DIR);
     let tracer_leftover = settings
         .root
         .is_live()
-        .then(|| Journal::leftover_in(&settings.state_dir.join(crate::knobs::TRACER_DIR)))
+        .then(|| Journal::leftover_in(&tracer_dir))
         .flatten();
     // Why recording would fail now, for the trace notes: a trace found running while a
     // killed recording left the tracer on is that recording's, not a trace at work.
@@ -774,8 +775,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             p.warnings
                 .push(format!("the run would stop before it starts: {e}"));
         }
-        // A recording of this state directory at work: a run that records waits for nothing.
-        let tracer_dir = settings.state_dir.join(crate::knobs::TRACER_DIR);
+        // A recording of this state directory at work: a run that records stops at once.
         if let Some(pid) = Journal::live_owner_in(&tracer_dir).filter(|_| exp.trace) {
             p.warnings.push(format!(
                 "the run would stop before it starts: a recording of iolab (pid {pid}) holds \
