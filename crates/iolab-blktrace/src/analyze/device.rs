@@ -26,6 +26,47 @@ const NO_SPLIT: u32 = u32::MAX;
 /// Marks a split bio one of whose parts will never complete: it is not timed whole.
 const PART_LOST: u32 = 1 << 31;
 
+/// The parts still to complete of each bio the block layer split and not yet done (with
+/// `PART_LOST`), and the free slots among them: they grow only with the split bios in flight.
+#[derive(Debug, Clone, Default)]
+struct SplitBios {
+    left: Vec<u32>,
+    free: Vec<u32>,
+}
+
+impl SplitBios {
+    /// A slot for a bio just split in two.
+    fn start(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.left[i as usize] = 2;
+                i
+            }
+            None => {
+                self.left.push(2);
+                (self.left.len() - 1) as u32
+            }
+        }
+    }
+
+    /// One more part of bio `i`.
+    fn add_part(&mut self, i: u32) {
+        self.left[i as usize] += 1;
+    }
+
+    /// A part of bio `i` is done, completed or `lost` (it never will be); true when that
+    /// completed the bio whole.
+    fn part_done(&mut self, i: u32, lost: bool) -> bool {
+        let left = &mut self.left[i as usize];
+        *left = (*left - 1) | if lost { PART_LOST } else { 0 };
+        let done = *left & !PART_LOST == 0;
+        if done {
+            self.free.push(i);
+        }
+        done && *left == 0
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Queued {
     time: u64,
@@ -154,10 +195,7 @@ pub struct Device {
     pub whole_split_q2c: [Latency; 3],
     /// Q2C per bio as issued, by direction: the bios not split and each split bio once, whole.
     pub issued_q2c: [Latency; 3],
-    /// Parts still to complete of each split bio in flight (with `PART_LOST`), and the free
-    /// slots among them: they grow only with the split bios in flight.
-    split_bios: Vec<u32>,
-    free_split_bios: Vec<u32>,
+    split_bios: SplitBios,
     pub n_q: u64,
     pub n_requeue: u64,
     pub n_d: u64,
@@ -241,8 +279,7 @@ impl Device {
             dir_d2c: Default::default(),
             whole_split_q2c: Default::default(),
             issued_q2c: Default::default(),
-            split_bios: Vec::new(),
-            free_split_bios: Vec::new(),
+            split_bios: SplitBios::default(),
             n_q: 0,
             n_requeue: 0,
             n_d: 0,
@@ -451,18 +488,10 @@ impl Device {
                 return;
             }
             if q.split_bio == NO_SPLIT {
-                q.split_bio = match self.free_split_bios.pop() {
-                    Some(i) => {
-                        self.split_bios[i as usize] = 1;
-                        i
-                    }
-                    None => {
-                        self.split_bios.push(1);
-                        (self.split_bios.len() - 1) as u32
-                    }
-                };
+                q.split_bio = self.split_bios.start();
+            } else {
+                self.split_bios.add_part(q.split_bio);
             }
-            self.split_bios[q.split_bio as usize] += 1;
             let mut rest = q.clone();
             let front = (to - from) as u32;
             rest.sectors = q.sectors.saturating_sub(front);
@@ -554,7 +583,7 @@ impl Device {
         self.blk_total += sectors;
         self.timeline.complete(t, ev.bytes, ev.direction());
         let (timeline, samples) = (&mut self.timeline, &mut self.samples);
-        let (split_bios, free_split_bios) = (&mut self.split_bios, &mut self.free_split_bios);
+        let split_bios = &mut self.split_bios;
         let whole_split_q2c = &mut self.whole_split_q2c;
         let completed = &mut self.bio_sectors_completed;
         let before = *completed;
@@ -581,16 +610,9 @@ impl Device {
                 if q.d != NONE {
                     samples.push(Sample::new(d2c_kind, q.proc, delta(q.d, t)));
                 }
-                if q.split_bio != NO_SPLIT {
-                    let left = &mut split_bios[q.split_bio as usize];
-                    *left -= 1;
-                    // Every part shares the bio's Q time, so its last part's Q2C is the bio's.
-                    if *left & !PART_LOST == 0 {
-                        if *left == 0 {
-                            whole_split_q2c[direction].add(q2c);
-                        }
-                        free_split_bios.push(q.split_bio);
-                    }
+                // Every part shares the bio's Q time, so its last part's Q2C is the bio's.
+                if q.split_bio != NO_SPLIT && split_bios.part_done(q.split_bio, false) {
+                    whole_split_q2c[direction].add(q2c);
                 }
             },
         );
@@ -618,13 +640,8 @@ impl Device {
     /// A part of a split bio that will never complete (replaced by a later Q on its sector):
     /// its bio is not timed whole, and its slot is free once no other part is to complete.
     fn part_gone(&mut self, split_bio: u32) {
-        if split_bio == NO_SPLIT {
-            return;
-        }
-        let left = &mut self.split_bios[split_bio as usize];
-        *left = (*left - 1) | PART_LOST;
-        if *left == PART_LOST {
-            self.free_split_bios.push(split_bio);
+        if split_bio != NO_SPLIT {
+            self.split_bios.part_done(split_bio, true);
         }
     }
 
