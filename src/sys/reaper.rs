@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use super::process::{parse_stat, Stat};
+use super::process::{stat_of, Stat};
 
 /// A process below this one: its pid, command name and start (which tell it from a later
 /// process of the same pid).
@@ -60,7 +60,7 @@ impl Reaper {
 
     /// Every process below this one but those below the children it had before, zombies
     /// included, parents first.
-    pub(crate) fn descendants(&self) -> Vec<Descendant> {
+    fn descendants(&self) -> Vec<Descendant> {
         below(self.me, &all_processes(), &self.before)
     }
 
@@ -143,7 +143,7 @@ fn send(d: &Descendant, signal: i32) {
     if fd < 0 {
         return; // gone (or a kernel without pidfds, before 5.3: then left alone)
     }
-    if super::process::stat_of(d.pid).is_some_and(|s| s.start == d.start) {
+    if stat_of(d.pid).is_some_and(|s| s.start == d.start) {
         // SAFETY: pidfd_send_signal(2) on the descriptor opened above, no siginfo.
         unsafe {
             libc::syscall(
@@ -166,10 +166,7 @@ fn all_processes() -> HashMap<i32, Stat> {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
             continue;
         };
-        if let Some(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| parse_stat(&s))
-        {
+        if let Some(stat) = stat_of(pid) {
             all.insert(pid, stat);
         }
     }
