@@ -1406,9 +1406,10 @@ $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
                 "{m}"
             );
         }
-        // The devices below were traced with it, each on its own: the pieces of its bios
-        // (dm completes a bio once, after its 16 pieces; md completes each piece), every byte
-        // of them, each done before what it is part of.
+        // The devices below were traced with it, each on its own: the pieces of its bios,
+        // every byte of them, each done before what it is part of. dm completes a bio once,
+        // after its 16 pieces; md splits it (X) and completes each piece, and the run counts
+        // its bios as issued, each once: on both, 16 pieces to a bio.
         let legs = legs_of(&b, dev);
         let of_legs = |name: &str| {
             legs.iter()
@@ -1416,11 +1417,7 @@ $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
                 .sum::<f64>()
         };
         let (pieces, counted) = (of_legs("trace_q2c_count"), mean("trace_q2c_count"));
-        if dev == dm {
-            assert!(pieces >= 15.0 * counted, "{dev}: {m}");
-        } else {
-            assert_eq!(pieces, counted, "{dev}: {m}");
-        }
+        assert!(pieces >= 15.0 * counted, "{dev}: {m}");
         for leg in &legs {
             let own = mean(&format!("{leg}:trace_q2c_mean_us"));
             assert!(own < mean("trace_q2c_mean_us"), "{dev}: {m}");

@@ -313,11 +313,12 @@ listed! {
     TRACE_EVENTS: "trace_events", None, None, "events in the block trace";
     TRACE_EVENTS_LOST: "trace_events_lost", None, None,
         "events the kernel overwrote or dropped while recording; non-zero means the counts are short";
-    TRACE_Q2C_COUNT: "trace_q2c_count", None, None, "bios queued and completed on the target";
+    TRACE_Q2C_COUNT: "trace_q2c_count", None, None,
+        "bios queued and completed on the target, as issued (a bio the block layer split counts once)";
     TRACE_COMPLETED_MB: "trace_completed_mb", Some("MB"), None,
         "MB (10^6 bytes) of the bios completed on the target in the trace, each as queued; reads and writes (a discard moves no data)";
     TRACE_Q2C_MEAN_US: "trace_q2c_mean_us", US, Some(Lower),
-        "mean time from queue to completion (btt Q2C, per bio)";
+        "mean time from queue to completion per bio as issued: btt's Q2C, except that a bio the block layer split counts once, from its Q to its last part's C (btt counts each part; `trace analyze` shows both)";
     TRACE_Q2C_P50_US: "trace_q2c_p50_us", US, Some(Lower), "median Q2C";
     TRACE_Q2C_P99_US: "trace_q2c_p99_us", US, Some(Lower), "99th percentile Q2C";
     TRACE_Q2C_MAX_US: "trace_q2c_max_us", US, Some(Lower), "longest Q2C";

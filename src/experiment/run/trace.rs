@@ -603,7 +603,9 @@ pub(crate) fn kept_note(analysed: u64, kept: u64) -> Option<String> {
 }
 
 /// The headline figures of a trace of `devices`, under the stable names of
-/// docs/architecture.md. Latencies are btt's per-bio view. With one target they are its
+/// docs/architecture.md. Latencies are btt's per-bio view, but for Q2C, which is per bio
+/// as issued (a split bio once, whole: the latency the workload saw, and the same however a
+/// kernel cuts bios, where btt's counts each part). With one target they are its
 /// own; with several, the run's are over all of them (`Figures::together`) and each
 /// target's own follow as `DEVICE:trace_*`. A device below a target gives only its own
 /// `DEVICE:trace_*`. A device with no events in the trace gives no figures: with none, only
@@ -638,7 +640,7 @@ pub(crate) fn metrics(
         }
         several => {
             let reports: Vec<&DeviceReport> = several.iter().map(|(_, d)| *d).collect();
-            out.extend(Figures::together(&report.all, &reports).metrics());
+            out.extend(Figures::together(report, &reports).metrics());
             out.extend(several.iter().flat_map(own));
         }
     }
@@ -651,6 +653,9 @@ pub(crate) fn metrics(
 /// devices' together.
 struct Figures<'a> {
     latency: &'a BTreeMap<String, LatencySummary>,
+    /// Q2C per bio as the program issued it: a bio the block layer split counts once,
+    /// whole, where `latency` (btt's view) counts each part; without splits, the same.
+    q2c: Option<&'a LatencySummary>,
     i2d_pct: f64,
     completed_bytes: u64,
     /// Bios queued (btt's Q), requests dispatched, and the sectors these carried.
@@ -667,6 +672,7 @@ impl<'a> Figures<'a> {
     fn of(d: &'a DeviceReport) -> Figures<'a> {
         Figures {
             latency: &d.latency,
+            q2c: d.q2c_as_issued.as_ref().or(d.latency.get("q2c")),
             i2d_pct: d.overhead.i2d,
             completed_bytes: d.bio_bytes_completed,
             queued: d.merge.q,
@@ -682,7 +688,8 @@ impl<'a> Figures<'a> {
     /// whose percentiles come from the merged histograms), I2D's share of their summed
     /// Q2C, counts and bytes summed, the merge ratio and request size over the sums, and the
     /// dispatch depth averaged over all dispatches.
-    fn together(all: &'a BTreeMap<String, LatencySummary>, ds: &[&DeviceReport]) -> Figures<'a> {
+    fn together(report: &'a Report, ds: &[&DeviceReport]) -> Figures<'a> {
+        let all = &report.all;
         let sum = |f: fn(&DeviceReport) -> u64| ds.iter().map(|d| f(d)).sum::<u64>();
         let total = |name: &str| all.get(name).map_or(0.0, |l| l.total);
         let depth_n = sum(|d| d.dispatch_depth.n);
@@ -692,6 +699,7 @@ impl<'a> Figures<'a> {
             .sum();
         Figures {
             latency: all,
+            q2c: report.all_q2c_as_issued.as_ref().or(all.get("q2c")),
             i2d_pct: 100.0 * total("i2d") / total("q2c"),
             completed_bytes: sum(|d| d.bio_bytes_completed),
             queued: sum(|d| d.merge.q),
@@ -710,16 +718,19 @@ impl<'a> Figures<'a> {
             metrics::TRACE_COMPLETED_MB.name.into(),
             self.completed_bytes as f64 / 1e6,
         ));
-        if let Some(q2c) = self.latency.get("q2c") {
+        if let Some(q2c) = self.q2c {
             out.push((metrics::TRACE_Q2C_COUNT.name.into(), q2c.n as f64));
         }
         // A latency of no samples is no figure (not 0 us): left out.
         let measured = |name: &str| self.latency.get(name).filter(|l| l.n > 0);
-        if let Some(q2c) = measured("q2c") {
+        if let Some(q2c) = self.q2c.filter(|l| l.n > 0) {
             out.push((metrics::TRACE_Q2C_MEAN_US.name.into(), us(q2c.avg)));
             out.push((metrics::TRACE_Q2C_P50_US.name.into(), us(q2c.p50)));
             out.push((metrics::TRACE_Q2C_P99_US.name.into(), us(q2c.p99)));
             out.push((metrics::TRACE_Q2C_MAX_US.name.into(), us(q2c.max)));
+        }
+        // Summed over each part, as the I2D it is a share of.
+        if measured("q2c").is_some() {
             out.push((metrics::TRACE_I2D_PCT.name.into(), self.i2d_pct));
         }
         if let Some(d2c) = measured("d2c") {
@@ -854,6 +865,68 @@ mod tests {
         let one = metrics(&report, &traced[..1], &summary(0, 0, 0));
         assert!(one.iter().all(|(k, _)| !k.contains(':')), "{one:?}");
         assert!(one.contains(&("trace_q2c_count".to_string(), 10.0)));
+    }
+
+    /// Bios the block layer split count once, whole, in the Q2C figures (what the workload
+    /// saw), on one device and over several; btt's per-part view stays in the I2D share.
+    #[test]
+    fn a_split_bio_counts_once_whole_in_the_q2c_figures() {
+        use crate::trace::blk_io_trace::{action, category, code, Event};
+        let (sdb, sdc) = (8 << 20 | 16, 8 << 20 | 32);
+        let traced = [Traced::new("sdb", "8:16"), Traced::new("sdc", "8:32")];
+        let mut a = analyze::Analyzer::new(options(&traced, &[]));
+        let at = |time: u64, c: u8, device: u32, sector: u64, sectors: u32| Event {
+            version: 7,
+            time,
+            sector,
+            bytes: sectors * 512,
+            action: action(c, category::WRITE),
+            pid: 1,
+            device,
+            ..Event::default()
+        };
+        for i in 0..10u64 {
+            // On sdb a 1 MiB write cut in two halves, done 100 and 300 us after its Q.
+            let (t, s) = (i * 1_000_000, i * 4096);
+            a.feed(&at(t, code::QUEUE, sdb, s, 2048));
+            a.feed(&at(t + 10, code::SPLIT, sdb, s, 1024));
+            for (part, done) in [(0, 100_000), (1, 300_000)] {
+                let ps = s + part * 1024;
+                a.feed(&at(t + 20 + part, code::GETRQ, sdb, ps, 1024));
+                a.feed(&at(t + 30 + part, code::INSERT, sdb, ps, 1024));
+                a.feed(&at(t + 40 + part, code::ISSUE, sdb, ps, 1024));
+                a.feed(&at(t + done, code::COMPLETE, sdb, ps, 1024));
+            }
+            // On sdc a 4 KiB write, done in 500 us.
+            a.feed(&at(t, code::QUEUE, sdc, s, 8));
+            a.feed(&at(t + 20, code::GETRQ, sdc, s, 8));
+            a.feed(&at(t + 30, code::INSERT, sdc, s, 8));
+            a.feed(&at(t + 40, code::ISSUE, sdc, s, 8));
+            a.feed(&at(t + 500_000, code::COMPLETE, sdc, s, 8));
+        }
+        let report = a.finish();
+        let close = |m: &BTreeMap<String, f64>, name: &str, want: f64| {
+            let got = m[name];
+            assert!((got - want).abs() < 1e-6 * want, "{name}: {got} vs {want}");
+        };
+        let one: BTreeMap<String, f64> = metrics(&report, &traced[..1], &summary(0, 0, 0))
+            .into_iter()
+            .collect();
+        // Ten bios of 300 us, where btt counts twenty parts of 200 us on average.
+        close(&one, "trace_q2c_count", 10.0);
+        close(&one, "trace_q2c_mean_us", 300.0);
+        close(&one, "trace_q2c_max_us", 300.0);
+        assert_eq!(report.devices[0].latency["q2c"].n, 20);
+        // I2D (10 ns per part) over the parts' summed Q2C (400 us per bio).
+        close(&one, "trace_i2d_pct", 100.0 * 20.0 / 400_000.0);
+        let both: BTreeMap<String, f64> = metrics(&report, &traced, &summary(0, 0, 0))
+            .into_iter()
+            .collect();
+        close(&both, "trace_q2c_count", 20.0);
+        close(&both, "trace_q2c_mean_us", 400.0);
+        close(&both, "sdb:trace_q2c_mean_us", 300.0);
+        close(&both, "sdc:trace_q2c_mean_us", 500.0);
+        assert_eq!(report.all["q2c"].n, 30);
     }
 
     /// A target with devices below it (a dm device over two disks): the run's figures are

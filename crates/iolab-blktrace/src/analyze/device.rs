@@ -637,6 +637,15 @@ impl Device {
         }
     }
 
+    /// Q2C per bio as issued, all directions together.
+    pub fn issued_q2c_all(&self) -> Latency {
+        let mut all = self.issued_q2c[0].clone();
+        for l in &self.issued_q2c[1..] {
+            all.merge(l);
+        }
+        all
+    }
+
     /// A part of a split bio that will never complete (replaced by a later Q on its sector):
     /// its bio is not timed whole, and its slot is free once no other part is to complete.
     fn part_gone(&mut self, split_bio: u32) {

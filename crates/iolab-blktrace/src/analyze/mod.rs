@@ -289,6 +289,8 @@ impl Analyzer {
         self.last_time = self.last_time.max(side.max_time);
         let mut devices = Vec::new();
         let mut all = BioLatencies::default();
+        // Q2C per bio as issued over the same devices, if any of them split bios.
+        let (mut all_issued, mut all_split) = (Latency::default(), false);
         let mut by_name: BTreeMap<String, (Vec<u32>, BioLatencies, u64, u64)> = BTreeMap::new();
         let origin = self.first_time.unwrap_or(0);
         for (i, d) in self.devices.iter_mut().enumerate() {
@@ -314,6 +316,8 @@ impl Analyzer {
             let covered = self.opts.all_devices.as_ref();
             if covered.is_none_or(|names| names.contains(&dev_name(d.device))) {
                 all.merge(&d.lat);
+                all_issued.merge(&d.issued_q2c_all());
+                all_split |= d.splits > 0;
             }
             for p in &d.procs {
                 let pid = p.pid;
@@ -371,6 +375,7 @@ impl Analyzer {
             ignored_before_first_q: self.ignored_before_first_q,
             duration: self.last_time.saturating_sub(origin) as f64 / 1e9,
             all: latency_map(&all),
+            all_q2c_as_issued: all_split.then(|| summary_or_empty(&all_issued)),
             devices,
             processes,
         }
@@ -507,6 +512,7 @@ fn device_report(
             .filter(|(_, l)| l.n > 0)
             .map(|(dir, l)| (dir.to_string(), summary_or_empty(l)))
             .collect(),
+        q2c_as_issued: (d.splits > 0).then(|| summary_or_empty(&d.issued_q2c_all())),
         bios_as_issued_q2c: crate::blk_io_trace::DIRECTIONS
             .iter()
             .zip(&d.issued_q2c)
@@ -640,6 +646,10 @@ pub struct Report {
     pub duration: f64,
     /// btt's "All Devices" latencies.
     pub all: BTreeMap<String, LatencySummary>,
+    /// Q2C per bio as issued over the same devices, reads and writes together, where any
+    /// of them split bios (else `all`'s q2c is it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_q2c_as_issued: Option<LatencySummary>,
     pub devices: Vec<DeviceReport>,
     pub processes: Vec<ProcessReport>,
 }
@@ -686,6 +696,10 @@ pub struct DeviceReport {
     /// `by_direction`'s): the bios not split and each split bio once, whole.
     #[serde(default)]
     pub bios_as_issued_q2c: BTreeMap<String, LatencySummary>,
+    /// The same over all directions, where the trace has splits (else `latency`'s q2c is
+    /// it): what an experiment's `trace_q2c_*` figures are made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q2c_as_issued: Option<LatencySummary>,
     /// Requests in the driver at each dispatch, including the one dispatched.
     pub dispatch_depth: CountSummary,
     /// Size of each dispatched request in sectors.
@@ -1791,6 +1805,10 @@ mod tests {
         let d = &a.finish().devices[0];
         assert_eq!(d.latency["q2c"].n, 5);
         assert!((d.latency["q2c"].avg - 5000e-9).abs() < 1e-12);
+        // As issued, the same five bios (an experiment's `trace_q2c_*`).
+        let issued = d.q2c_as_issued.as_ref().unwrap();
+        assert_eq!(issued.n, 5);
+        assert!((issued.avg - 5000e-9).abs() < 1e-12);
         assert_eq!(d.bio_bytes_completed, 5 * 128 * 512);
         // btt's total, from the Cs, holds only the last pieces.
         assert_eq!(d.merge.total, 5 * 8);
