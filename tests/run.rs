@@ -1426,7 +1426,10 @@ fn real_fio_matrix_stores_eight_sane_runs_and_restores_every_knob() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("8 run(s) stored"), "{stdout}");
+    assert!(
+        stdout.contains("8 run(s) ok and 0 failed, stored"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("see it again: iolab show 1 --summary --db"),
         "{stdout}"
@@ -1691,7 +1694,7 @@ fn two_runs_with_different_state_dirs_cannot_share_a_device() {
     let first_err = String::from_utf8_lossy(&first.stderr);
     assert!(first.status.success(), "{first_err}");
     assert!(
-        String::from_utf8_lossy(&first.stdout).contains("4 run(s) stored"),
+        String::from_utf8_lossy(&first.stdout).contains("4 run(s) ok and 0 failed, stored"),
         "{first_err}"
     );
     let a = Store::open_existing(dir.path().join("a.db")).unwrap();

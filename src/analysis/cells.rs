@@ -33,10 +33,11 @@ pub(crate) struct CellRuns {
 impl CellRuns {
     /// `rq_affinity=1,placement=far`, written as runs' cell keys are (a level holding a
     /// comma in double quotes), so it can be matched with what `runs` lists and given to
-    /// `compare` as a selector; `all` for runs without factors.
+    /// `compare` as a selector; `base` for runs without factors, the cell key they are
+    /// stored under.
     pub(crate) fn label(&self) -> String {
         if self.levels.is_empty() {
-            "all".to_string()
+            super::import::BASE_CELL.to_string()
         } else {
             self.levels
                 .iter()
@@ -49,7 +50,7 @@ impl CellRuns {
     /// Only the levels, `1/far`: short enough for a table whose header names the factors.
     pub(crate) fn short_label(&self) -> String {
         if self.levels.is_empty() {
-            "all".to_string()
+            super::import::BASE_CELL.to_string()
         } else {
             self.levels
                 .iter()
@@ -295,6 +296,13 @@ mod tests {
         assert_eq!(cells[1].ok, [3]);
         assert_eq!(cells[1].failed.len(), 1);
         assert_eq!(cells[2].short_label(), "1/far");
+        // Without factors, one cell, named as its runs are stored (and as `runs` lists them).
+        let plain = group(&runs, &[]);
+        assert_eq!(plain.len(), 1);
+        assert_eq!(
+            (plain[0].label(), plain[0].short_label()),
+            ("base".into(), "base".into())
+        );
     }
 
     #[test]

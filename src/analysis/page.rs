@@ -84,7 +84,7 @@ pub(crate) fn factor_comparisons(
             let (mut cmp, skipped) =
                 compare_cells(&base, &cand, &triples, min_effect_pct, &undirected)?;
             for c in &mut cmp {
-                let at = if c.cell == "all" {
+                let at = if c.cell == super::import::BASE_CELL {
                     String::new()
                 } else {
                     format!(" at {}", c.cell)

@@ -10,7 +10,8 @@
 //! name = "rq_affinity vs placement"
 //! seed = 42
 //! repetitions = 5              # or { target_ci = 0.02, min = 3, max = 30 }
-//! warmup = true                # one unrecorded run per cell before its first
+//! warmup = true                # one run per cell before its first, stored as a warm-up
+//!                              # and left out of every figure
 //! split_cpus = false           # true: one CPU of the placement per fio job clone
 //! trace = true                 # record and analyse a block trace of each measured run
 //! # [trace]                    # the same, with a cap on the traces kept (instead of trace = true)

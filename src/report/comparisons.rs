@@ -7,7 +7,7 @@ use crate::stats::across::AcrossCells;
 use crate::stats::compare::{Test, VerdictReason};
 use crate::stats::Comparison;
 
-use super::format::{number, p_value, signed_pct};
+use super::format::{p_value, signed, signed_pct};
 use super::table::{Cell, Column, Table};
 
 /// One row; in `compare --json` the full [`Comparison`] (baseline and candidate summaries,
@@ -159,15 +159,17 @@ pub(crate) fn comparison_table_in_family(
         let constant = rows
             .iter()
             .any(|r| r.comparison.reason == VerdictReason::NoVariance);
+        // Apart, so that the legend is word for word the same in every table and is said
+        // once where several are printed together.
         table.notes.push(format!(
-            "~: no difference shown (CI includes 0, |change| < {min_effect}%, or p >= {}{})",
+            "~: no difference shown (CI includes 0, |change| < {min_effect}%, or p >= {})",
             rows[0].comparison.alpha,
-            if constant {
-                "; p -: neither side varies, so Welch's t has no p and cannot decide"
-            } else {
-                ""
-            }
         ));
+        if constant {
+            table
+                .notes
+                .push("p -: neither side varies, so Welch's t has no p and cannot decide".into());
+        }
     }
     // A percentile bootstrap of very few runs under-covers: at 2 vs 2 and 3 vs 3 its interval
     // is the range of the cross ratios, which misses a true change of 0 whenever the sides do
@@ -228,10 +230,8 @@ pub(crate) fn comparison_table_in_family(
 fn ci_bound(x: f64) -> String {
     if x > 10_000.0 {
         ">+10,000".to_string()
-    } else if x.abs() >= 1_000.0 {
-        format!("{}{}", if x < 0.0 { "-" } else { "+" }, number(x.abs()))
     } else {
-        format!("{x:+.1}")
+        signed(x)
     }
 }
 
@@ -339,6 +339,34 @@ mod tests {
     use crate::report::table::MAX_WIDTH;
     use crate::stats::compare::{adjust_family, compare, CompareOptions};
     use crate::stats::Direction;
+
+    /// A table with a side that does not vary says why beside the `~` legend, not inside
+    /// it: the legend stays word for word that of the other tables, so `compare` prints it
+    /// once (it printed two legends, one longer).
+    #[test]
+    fn the_legend_is_the_same_whether_or_not_a_side_varies() {
+        let opts = CompareOptions::new(Direction::HigherIsBetter);
+        let varying = compare(&[1.0, 1.1, 0.9], &[1.2, 1.3, 1.1], &opts).unwrap();
+        let constant = compare(&[2.0, 2.0, 2.0], &[2.0, 2.0, 2.0], &opts).unwrap();
+        let table = |c: &Comparison| {
+            let row = ComparisonRow {
+                cell: "base".into(),
+                metric: None,
+                comparison: c,
+            };
+            comparison_table("m", None, &[row])
+        };
+        let (a, b) = (table(&varying), table(&constant));
+        let legend = |t: &Table| t.notes.iter().find(|n| n.starts_with("~:")).cloned();
+        assert!(legend(&a).is_some());
+        assert_eq!(legend(&a), legend(&b));
+        assert!(b
+            .notes
+            .iter()
+            .any(|n| n.starts_with("p -: neither side varies")));
+        let both = crate::analysis::compare::render_tables(&[a, b]);
+        assert_eq!(both.matches("~: no difference shown").count(), 1, "{both}");
+    }
 
     #[test]
     fn kernel_regression_table_like_seeds_001() {
@@ -509,7 +537,7 @@ mod tests {
             .find(|l| l.starts_with("placement=far"))
             .unwrap();
         assert!(
-            row.contains("+2900.0%") && row.contains("[+48, +68] abs"),
+            row.contains("+2,900%") && row.contains("[+48, +68] abs"),
             "{text}"
         );
         assert!(row.contains("regressed"), "{text}");

@@ -2,7 +2,9 @@
 //! 1% change, thousands separators so 69112 reads as 69,112, and ASCII only so the text
 //! survives any mail client.
 
-/// At least four significant digits, no decimals from 1000 up, commas between thousands.
+/// Four significant digits, no decimals from 1000 up, commas between thousands. At most six
+/// decimals, so below 0.001 fewer digits show (a stddev of 0.0000193 is `0.000019`, beside
+/// means of a few units that is what a reader needs), and below 0.000001 an exponent.
 /// Non-finite values print as `nan`/`inf` rather than panicking.
 pub(crate) fn number(x: f64) -> String {
     if !x.is_finite() {
@@ -77,9 +79,34 @@ pub(crate) fn log_tick(x: f64) -> String {
     }
 }
 
-/// A signed percentage with one decimal: `+12.3%`, `-0.4%`.
+/// A signed percentage: `+12.3%`, `-0.4%`, `+1,117%`; see [`signed`].
 pub(crate) fn signed_pct(x: f64) -> String {
-    format!("{x:+.1}%")
+    format!("{}%", signed(x))
+}
+
+/// A signed number of percent: one decimal below 1,000, whole and grouped from there
+/// (`+1,117`, as a table's other numbers). One that one decimal would round to zero keeps
+/// the digits that show its sign is real: a CI bound of -0.01% printed `-0.0` read as a CI
+/// holding 0.
+pub(crate) fn signed(x: f64) -> String {
+    let sign = if x < 0.0 { "-" } else { "+" };
+    if !x.is_finite() {
+        return format!("{x}").to_lowercase();
+    }
+    if x.abs() >= 999.95 {
+        return format!("{sign}{}", number(x.abs()));
+    }
+    if x != 0.0 && x.abs() < 0.05 {
+        // Up to three decimals; smaller still is said as such.
+        let decimals = (-x.abs().log10()).ceil().clamp(2.0, 3.0) as usize;
+        let text = format!("{:.*}", decimals, x.abs());
+        return if text.trim_end_matches(['0', '.']).is_empty() {
+            format!("{sign}<0.001")
+        } else {
+            format!("{sign}{text}")
+        };
+    }
+    format!("{sign}{:.1}", x.abs())
 }
 
 /// A p-value with 3 decimals, or `<0.001`.
@@ -184,7 +211,14 @@ mod tests {
         assert_eq!(number(1.2e-7), "1.2e-7");
         assert_eq!(number(-3.0e-9), "-3.0e-9");
         assert_eq!(p_value(0.0004), "<0.001");
-        assert_eq!(signed_pct(-0.04), "-0.0%");
+        assert_eq!(signed_pct(-0.04), "-0.04%");
+        assert_eq!(signed_pct(-0.0), "+0.0%");
+        assert_eq!(signed_pct(0.0031), "+0.003%");
+        assert_eq!(signed_pct(-0.0001), "-<0.001%");
+        assert_eq!(signed_pct(-0.06), "-0.1%");
+        assert_eq!(signed_pct(12.34), "+12.3%");
+        assert_eq!(signed_pct(1116.9), "+1,117%");
+        assert_eq!(signed_pct(-999.96), "-1,000%");
         assert_eq!(short(100.0), "100");
         assert_eq!(short(2.5), "2.5");
         assert_eq!(short(1000.0), "1,000");

@@ -959,8 +959,8 @@ impl Store {
         self.bases(experiment_id, false)
     }
 
-    /// The same of its measured runs only: what `show` and `report` sum up beside tables
-    /// that leave the warm-ups out.
+    /// The same of its measured runs that succeeded only: what `show` and `report` sum up
+    /// beside tables of their metrics (a warm-up's or a failed run's are in none).
     pub fn measured_run_bases(&self, experiment_id: i64) -> Result<Vec<RunBasis>> {
         self.bases(experiment_id, true)
     }
@@ -970,7 +970,7 @@ impl Store {
             .conn
             .prepare(if measured_only {
                 "SELECT id, sample_window, checks, environment FROM runs
-                 WHERE experiment_id = ?1 AND warmup = 0 ORDER BY id"
+                 WHERE experiment_id = ?1 AND warmup = 0 AND status = 'ok' ORDER BY id"
             } else {
                 "SELECT id, sample_window, checks, environment FROM runs
                  WHERE experiment_id = ?1 ORDER BY id"
@@ -1535,8 +1535,17 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
+        // So is a failed run's: it has no metrics in the tables.
+        let failed = db
+            .insert_run(&NewRun {
+                experiment_id: 1,
+                cell_key: "c".into(),
+                status: RunStatus::Failed("fio exited with 1".into()),
+                ..Default::default()
+            })
+            .unwrap();
         let ids = |b: Vec<RunBasis>| b.iter().map(|b| b.run_id).collect::<Vec<_>>();
-        assert_eq!(ids(db.run_bases(1).unwrap()), [1, id, warmup]);
+        assert_eq!(ids(db.run_bases(1).unwrap()), [1, id, warmup, failed]);
         assert_eq!(ids(db.measured_run_bases(1).unwrap()), [1, id]);
     }
 }

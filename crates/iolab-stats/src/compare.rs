@@ -306,8 +306,9 @@ fn decide(c: &mut Comparison) {
         (None, _) => (
             VerdictReason::TooFewSamples,
             format!(
-                "n = {n1} vs {n2}: no test can decide with a single run on a side; use at \
-                 least 3 runs per side (Welch's t), 4 for Mann-Whitney, 6 for a median CI"
+                "n = {n1} vs {n2}: no test can decide with a single run on a side; Welch's \
+                 t needs 2 per side (3 or more to find less than a large change), \
+                 Mann-Whitney 4, a median CI 6"
             ),
         ),
         (Some(_), None) => (

@@ -261,11 +261,12 @@ fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
         .count();
     let _ = writeln!(
         out,
-        "experiment {} \"{}\": {ran} run(s) stored in {}, {} failed, {na} cell(s) not applicable{}",
+        "experiment {} \"{}\": {ran} run(s) ok and {} failed, stored in {}, {na} cell(s) not \
+         applicable{}",
         o.experiment_id,
         o.plan.experiment,
-        o.db_path.display(),
         o.failed_runs,
+        o.db_path.display(),
         if o.interrupted { " (interrupted)" } else { "" }
     );
     out.push_str(&super::summary::table(&o.cells).render_text(MAX_WIDTH));
