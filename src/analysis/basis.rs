@@ -274,13 +274,18 @@ fn figure(v: f64) -> String {
     }
 }
 
-/// The failed checks of the given runs (any experiments), in run order: what `compare`
-/// lists under each side, so a disagreement behind a compared figure is never passed over.
+/// The failed checks of the given runs that succeeded (any experiments), in run order: what
+/// `compare` lists under each side, so a disagreement behind a compared figure is never
+/// passed over. A failed run is in no figure (as in `show`, `Store::measured_run_bases`).
 pub(crate) fn findings_of_runs(
     store: &crate::store::Store,
     runs: &[crate::store::Run],
 ) -> anyhow::Result<Vec<Finding>> {
-    let ids: std::collections::BTreeSet<i64> = runs.iter().map(|r| r.id).collect();
+    let ids: std::collections::BTreeSet<i64> = runs
+        .iter()
+        .filter(|r| r.status == crate::store::RunStatus::Ok)
+        .map(|r| r.id)
+        .collect();
     let experiments: std::collections::BTreeSet<i64> =
         runs.iter().map(|r| r.experiment_id).collect();
     let mut bases = Vec::new();
@@ -371,6 +376,36 @@ mod tests {
             ),
             "{t}"
         );
+    }
+
+    /// `compare` lists the findings of the runs its figures come from: a failed run's
+    /// checks (a hosts-mode run whose other hosts were judged) are not among them.
+    #[test]
+    fn compare_lists_no_finding_of_a_failed_run() {
+        use crate::store::{NewExperiment, NewRun, RunStatus, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("f.db")).unwrap();
+        let e = store
+            .create_experiment(&NewExperiment {
+                name: "f".into(),
+                ..Default::default()
+            })
+            .unwrap();
+        for status in [RunStatus::Ok, RunStatus::Failed("fio exited with 1".into())] {
+            store
+                .insert_run(&NewRun {
+                    experiment_id: e,
+                    cell_key: "base".into(),
+                    status,
+                    checks: basis(0, "disagrees", 0).checks,
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        let runs = store.runs(e).unwrap();
+        let found = findings_of_runs(&store, &runs).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].run, runs[0].id);
     }
 
     #[test]

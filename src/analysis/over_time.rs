@@ -21,16 +21,19 @@ const X_LABEL: &str = "seconds since the run's measured interval began";
 /// The cell named by `--cell` (its full or short label), or the first with stored series
 /// (per-second, or a program engine's own).
 /// The cell `want` names, by its full or short label (or the full one with spaces between
-/// the levels, as labels were written before); an error listing the cells if none.
+/// the levels, as labels were written before; `all` for the one cell of an experiment
+/// without factors, as `show` called it before it said `base`); an error listing the cells
+/// if none.
 pub(crate) fn named_cell<'a>(loaded: &'a Loaded, want: &str) -> anyhow::Result<&'a CellRuns> {
     let spaced = |c: &CellRuns| {
         let levels: Vec<String> = c.levels.iter().map(|(f, l)| format!("{f}={l}")).collect();
         levels.join(" ")
     };
+    let earlier = |c: &CellRuns| c.levels.is_empty() && want == "all";
     loaded
         .cells
         .iter()
-        .find(|c| c.label() == want || c.short_label() == want || spaced(c) == want)
+        .find(|c| c.label() == want || c.short_label() == want || spaced(c) == want || earlier(c))
         .ok_or_else(|| {
             let labels: Vec<String> = loaded.cells.iter().map(CellRuns::label).collect();
             anyhow::anyhow!(

@@ -678,6 +678,31 @@ mod tests {
     use super::*;
     use crate::store::RunStatus;
 
+    /// The one cell of an experiment without factors is `base`, and `all` (what `show`
+    /// called it before) still names it; in an experiment with factors `all` names nothing.
+    #[test]
+    fn the_cell_of_an_experiment_without_factors_is_named_base_or_all() {
+        let (with_factors, _) = loaded_3x2x2();
+        let runs: Vec<Run> = (1..=2)
+            .map(|id| Run {
+                id,
+                cell_levels: serde_json::json!({}),
+                ..with_factors.runs[0].clone()
+            })
+            .collect();
+        let plain = Loaded {
+            factors: Vec::new(),
+            cells: group(&runs, &[]),
+            runs,
+            experiment: with_factors.experiment.clone(),
+        };
+        for want in ["base", "all"] {
+            let cell = crate::analysis::over_time::named_cell(&plain, want).unwrap();
+            assert_eq!(cell.ok, [1, 2]);
+        }
+        assert!(crate::analysis::over_time::named_cell(&with_factors, "all").is_err());
+    }
+
     fn loaded_3x2x2() -> (Loaded, Values) {
         let mut runs = Vec::new();
         let mut values = Values::new();

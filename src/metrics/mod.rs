@@ -318,15 +318,16 @@ listed! {
     TRACE_COMPLETED_MB: "trace_completed_mb", Some("MB"), None,
         "MB (10^6 bytes) of the bios completed on the target in the trace, each as queued; reads and writes (a discard moves no data)";
     TRACE_Q2C_MEAN_US: "trace_q2c_mean_us", US, Some(Lower),
-        "mean time from queue to completion per bio as issued: btt's Q2C, except that a bio the block layer split counts once, from its Q to its last part's C (btt counts each part; `trace analyze` shows both)";
-    TRACE_Q2C_P50_US: "trace_q2c_p50_us", US, Some(Lower), "median Q2C";
-    TRACE_Q2C_P99_US: "trace_q2c_p99_us", US, Some(Lower), "99th percentile Q2C";
-    TRACE_Q2C_MAX_US: "trace_q2c_max_us", US, Some(Lower), "longest Q2C";
+        "mean time from queue to completion per bio as issued: btt's Q2C, except that a bio the block layer split counts once, from its Q to its last part's C (btt counts each part; `trace analyze` shows both, by direction)";
+    TRACE_Q2C_P50_US: "trace_q2c_p50_us", US, Some(Lower), "median Q2C per bio as issued";
+    TRACE_Q2C_P99_US: "trace_q2c_p99_us", US, Some(Lower),
+        "99th percentile Q2C per bio as issued";
+    TRACE_Q2C_MAX_US: "trace_q2c_max_us", US, Some(Lower), "longest Q2C per bio as issued";
     TRACE_D2C_MEAN_US: "trace_d2c_mean_us", US, Some(Lower),
-        "mean time from dispatch to completion (btt D2C): the device's share";
+        "mean time from dispatch to completion (btt D2C): the device's share, per request (each part of a split bio is one)";
     TRACE_D2C_P99_US: "trace_d2c_p99_us", US, Some(Lower), "99th percentile D2C";
     TRACE_I2D_PCT: "trace_i2d_pct", PCT, Some(Lower),
-        "share of the summed Q2C between insert and dispatch: in the I/O scheduler, a plug \
+        "share of btt's summed Q2C (each part of a split bio counted) between insert and dispatch: in the I/O scheduler, a plug \
          or waiting for the driver (btt's I2D overhead)";
     TRACE_MERGE_RATIO: "trace_merge_ratio", None, None, "bios per dispatched request (btt's Q/D)";
     TRACE_REQUEST_KB_MEAN: "trace_request_kb_mean", Some("KiB"), None,

@@ -280,10 +280,18 @@ fn difference_cells(change: Option<f64>, d: f64, low: Option<f64>, high: Option<
     }
 }
 
-/// `+0.16`, `-3.2`, `+12345`: two significant digits below 100, whole numbers above.
+/// `+0.16`, `-3.2`, `+12345`: two significant digits below 100, whole numbers above; an
+/// exponent below a millionth, where six decimals would say `+0.000000`.
 fn signed_two_digits(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
+    if x == 0.0 {
+        // -0.0 too: a bound of "-0" read as below zero.
+        return "0".into();
+    }
+    if !x.is_finite() {
         return format!("{x}");
+    }
+    if x.abs() < 1e-6 {
+        return format!("{x:+.1e}");
     }
     let decimals = (1 - x.abs().log10().floor() as i32).clamp(0, 6) as usize;
     format!("{x:+.decimals$}")
@@ -325,7 +333,15 @@ pub(crate) fn across_note(level: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::ci_bound;
+    use super::{ci_bound, signed_two_digits};
+
+    #[test]
+    fn a_difference_bound_near_zero_keeps_its_sign_and_digits() {
+        assert_eq!(signed_two_digits(-0.0), "0");
+        assert_eq!(signed_two_digits(1e-7), "+1.0e-7");
+        assert_eq!(signed_two_digits(-0.0123), "-0.012");
+        assert_eq!(signed_two_digits(12345.0), "+12345");
+    }
 
     #[test]
     fn a_ci_bound_past_ten_thousand_percent_is_said_as_such() {

@@ -109,10 +109,13 @@ pub(crate) fn signed(x: f64) -> String {
     format!("{sign}{:.1}", x.abs())
 }
 
-/// A p-value with 3 decimals, or `<0.001`.
+/// A p-value with 3 decimals, or `<0.001`; with 4 where 3 would round one below 0.05 (the
+/// level a verdict needs) up to `0.050`, printed beside a verdict it seemed to miss.
 pub(crate) fn p_value(p: f64) -> String {
     if p < 0.001 {
         "<0.001".into()
+    } else if (0.0495..0.05).contains(&p) {
+        format!("{p:.4}")
     } else {
         format!("{p:.3}")
     }
@@ -211,6 +214,9 @@ mod tests {
         assert_eq!(number(1.2e-7), "1.2e-7");
         assert_eq!(number(-3.0e-9), "-3.0e-9");
         assert_eq!(p_value(0.0004), "<0.001");
+        assert_eq!(p_value(0.0497), "0.0497");
+        assert_eq!(p_value(0.0503), "0.050");
+        assert_eq!(p_value(0.0494), "0.049");
         assert_eq!(signed_pct(-0.04), "-0.04%");
         assert_eq!(signed_pct(-0.0), "+0.0%");
         assert_eq!(signed_pct(0.0031), "+0.003%");

@@ -222,7 +222,7 @@ fn render_unescaped(c: &Comparison, name_a: &str, name_b: &str) -> String {
             // so is a latency only one trace has.
             let ch = match (r.change_points, r.change_pct, r.a, r.b) {
                 (Some(pts), ..) => format!("{pts:+.1} pt"),
-                (None, Some(p), _, _) => format!("{p:+.1}%"),
+                (None, Some(p), _, _) => crate::report::format::signed_pct(p),
                 (None, None, Some(_), Some(b)) if b != 0.0 => "from 0".into(),
                 (None, None, None, Some(_)) => "only B".into(),
                 (None, None, Some(_), None) => "only A".into(),

@@ -260,7 +260,9 @@ pub fn compare(
         reason: VerdictReason::NotSignificant,
         explanation: String::new(),
         direction: opts.direction,
-        min_effect_pct: 100.0 * opts.min_effect,
+        // Rounded past any digit a user types: 100 * 0.07 is 7.000000000000001, which the
+        // legend printed.
+        min_effect_pct: (100.0 * opts.min_effect * 1e9).round() / 1e9,
         alpha: opts.alpha,
         seed: opts.seed,
         resamples: opts.resamples,
@@ -355,7 +357,7 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
     if lo <= 0.0 && hi >= 0.0 {
         (
             VerdictReason::CiIncludesZero,
-            format!("the CI [{lo:+.1}%, {hi:+.1}%] includes 0"),
+            format!("the CI [{}%, {}%] includes 0", bound(lo), bound(hi)),
         )
     } else if change.abs() < c.min_effect_pct {
         below_min_effect(change, c.min_effect_pct)
@@ -367,8 +369,22 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
     } else {
         (
             VerdictReason::Significant,
-            format!("{change:+.1}% [{lo:+.1}%, {hi:+.1}%], {adjusted}{name} p = {p:.3}"),
+            format!(
+                "{change:+.1}% [{}%, {}%], {adjusted}{name} p = {p:.3}",
+                bound(lo),
+                bound(hi)
+            ),
         )
+    }
+}
+
+/// A CI bound in percent with one decimal, or the digits that keep its sign where one
+/// decimal would round it to zero (`[-6.0%, -0.0%]` read as a CI holding 0).
+fn bound(x: f64) -> String {
+    if x != 0.0 && x.abs() < 0.05 {
+        format!("{x:+.3}")
+    } else {
+        format!("{:+.1}", x + 0.0)
     }
 }
 
@@ -430,6 +446,19 @@ mod tests {
 
     fn opts() -> CompareOptions {
         CompareOptions::new(Direction::HigherIsBetter)
+    }
+
+    /// A minimum effect is said as typed (7%, not 7.000000000000001%), and a CI bound that
+    /// one decimal would round to zero keeps its sign's digits.
+    #[test]
+    fn the_explanations_say_the_numbers_as_a_reader_would_check_them() {
+        let mut o = opts();
+        o.min_effect = 0.07;
+        let c = compare(&[100.0, 101.0, 99.0], &[100.0, 101.0, 99.5], &o).unwrap();
+        assert_eq!(c.min_effect_pct, 7.0);
+        assert_eq!(bound(-0.01), "-0.010");
+        assert_eq!(bound(-0.0), "+0.0");
+        assert_eq!(bound(-6.04), "-6.0");
     }
 
     #[test]

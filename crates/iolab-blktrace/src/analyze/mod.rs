@@ -1671,6 +1671,37 @@ mod tests {
         assert_eq!(q2c(Some("8,16")), (10, 300.0, 9));
     }
 
+    /// Q2C as issued over the devices "All Devices" covers: there only where one of those
+    /// splits bios, and over their bios only (an experiment's stacked legs stay out).
+    #[test]
+    fn q2c_as_issued_over_all_devices_covers_the_same_devices() {
+        let issued = |all_devices: Option<&str>| {
+            let mut a = Analyzer::new(Options {
+                all_devices: all_devices.map(|d| [d.to_string()].into()),
+                ..Options::default()
+            });
+            for i in 0..10u64 {
+                let (t, s) = (i * 1_000_000, i * 4096);
+                // On 8,0 a 4 KiB write done in 100 us.
+                a.feed(&ev(t, code::QUEUE, 8 << 20, s, 4096));
+                a.feed(&ev(t + 100_000, code::COMPLETE, 8 << 20, s, 4096));
+                // On 8,16 a 1 MiB write cut in two halves, done 100 and 300 us after its Q.
+                let dev = 8 << 20 | 16;
+                a.feed(&ev(t, code::QUEUE, dev, s, 2048 * 512));
+                a.feed(&ev(t + 10, code::SPLIT, dev, s, 1024 * 512));
+                a.feed(&ev(t + 100_000, code::COMPLETE, dev, s, 1024 * 512));
+                a.feed(&ev(t + 300_000, code::COMPLETE, dev, s + 1024, 1024 * 512));
+            }
+            let r = a.finish();
+            assert_eq!(r.devices[1].q2c_as_issued.as_ref().unwrap().n, 10);
+            assert_eq!(r.devices[0].q2c_as_issued, None);
+            r.all_q2c_as_issued.map(|l| (l.n, (l.avg * 1e6).round()))
+        };
+        assert_eq!(issued(None), Some((20, 200.0)));
+        assert_eq!(issued(Some("8,16")), Some((10, 300.0)));
+        assert_eq!(issued(Some("8,0")), None);
+    }
+
     /// A bio split in three (two X, as a 1.5 MiB read on a queue that takes 512 KiB): one Q,
     /// then each part's G, D and C. Each part finds its Q2G as in btt, and unlike in btt is
     /// dispatched and completed with its own D2C and Q2C from the Q's time; nothing is left
