@@ -381,7 +381,9 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
 /// A CI bound in percent with one decimal, or the digits that keep its sign where one
 /// decimal would round it to zero (`[-6.0%, -0.0%]` read as a CI holding 0).
 fn bound(x: f64) -> String {
-    if x != 0.0 && x.abs() < 0.05 {
+    if x != 0.0 && x.abs() < 0.0005 {
+        format!("{x:+.0e}")
+    } else if x != 0.0 && x.abs() < 0.05 {
         format!("{x:+.3}")
     } else {
         format!("{:+.1}", x + 0.0)
@@ -459,6 +461,7 @@ mod tests {
         assert_eq!(bound(-0.01), "-0.010");
         assert_eq!(bound(-0.0), "+0.0");
         assert_eq!(bound(-6.04), "-6.0");
+        assert_eq!(bound(-0.0001), "-1e-4");
     }
 
     #[test]
