@@ -619,6 +619,24 @@ fn show_prints_pivot_tables_with_na_failed_and_outliers() {
     let runs = on["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6, "{on}");
     assert!(runs[0]["read_iops"].as_f64().unwrap() > 0.0, "{on}");
+    // And the table's figures, mean and stddev as numbers: the IOPS column's mean is the
+    // mean of the runs' read and write IOPS.
+    let row = summary["summary"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cell"] == "rq_affinity=0,placement=on")
+        .unwrap_or_else(|| panic!("{summary}"));
+    let iops: Vec<f64> = runs
+        .iter()
+        .map(|r| r["read_iops"].as_f64().unwrap() + r["write_iops"].as_f64().unwrap_or(0.0))
+        .collect();
+    let mean = iops.iter().sum::<f64>() / iops.len() as f64;
+    assert!(
+        (row["IOPS"]["mean"].as_f64().unwrap() - mean).abs() < 1e-9 * mean,
+        "{row}"
+    );
+    assert!(row["IOPS"]["stddev"].as_f64().unwrap() > 0.0, "{row}");
 
     let csv = ok(&db, &["show", "1", "--csv", "--metric", "read_iops"]);
     assert_eq!(csv.lines().count(), 1 + 9, "{csv}");

@@ -10,12 +10,13 @@ use crate::output::Render;
 use crate::report::table::{Table, MAX_WIDTH};
 use crate::store::Store;
 
-/// The cells of one experiment as `iolab run` summed them up.
+/// The cells of one experiment as `iolab run` summed them up: in JSON each cell's runs, and
+/// the table as `run --json` has it (`summary`: its rows' figures with mean and stddev).
 #[derive(Debug, Serialize)]
 pub(crate) struct RunSummary {
     pub experiment: i64,
     pub cells: Vec<CellResult>,
-    #[serde(skip)]
+    #[serde(rename = "summary")]
     table: Table,
 }
 

@@ -136,17 +136,19 @@ const ENGINE_COLUMNS: [(Metric, &str, Option<&str>); 6] = [
     (metrics::TP_MB_PER_S, "MB/s", None),
 ];
 
-/// Mean and sample standard deviation (None with one value).
-pub(crate) fn mean_stddev(values: &[f64]) -> Option<(f64, Option<f64>)> {
-    let s = crate::stats::summarize(values).ok()?;
-    Some((s.mean, s.stddev))
-}
-
-fn stat_text(values: &[f64]) -> TableCell {
-    match mean_stddev(values) {
-        None => TableCell::Missing,
-        Some((mean, Some(sd))) => TableCell::text(format!("{} +-{}", number(mean), number(sd))),
-        Some((mean, None)) => TableCell::text(number(mean)),
+/// `mean +-stddev` (the mean alone of one value); in JSON the values' whole summary, so a
+/// script reads the numbers the text rounds.
+fn stat_cell(values: &[f64]) -> TableCell {
+    let Ok(summary) = crate::stats::summarize(values) else {
+        return TableCell::Missing;
+    };
+    let text = match summary.stddev {
+        Some(sd) => format!("{} +-{}", number(summary.mean), number(sd)),
+        None => number(summary.mean),
+    };
+    TableCell::Stat {
+        summary: Box::new(summary),
+        text,
     }
 }
 
@@ -214,7 +216,7 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
                     .filter_map(|h| h.iter().find(|(k, _)| k == id).map(|(_, v)| *v))
                     .collect()
             };
-            row.push(stat_text(&values));
+            row.push(stat_cell(&values));
         }
         t.push(row);
     }
@@ -374,6 +376,13 @@ mod tests {
         assert!(text.contains("rq_affinity=1"), "{text}");
         assert!(text.contains("rq_affinity=1  2  1,100 +-141.4"), "{text}");
         assert!(text.contains("2.000 +-1.414"), "{text}");
+        // In JSON, the numbers themselves.
+        let json = serde_json::to_value(table(&cells)).unwrap();
+        let row = &json["rows"][0];
+        assert_eq!(row["cell"], "rq_affinity=1");
+        assert_eq!(row["IOPS"]["mean"], 1100.0);
+        assert!((row["IOPS"]["stddev"].as_f64().unwrap() - 141.421356).abs() < 1e-6);
+        assert_eq!(row["IOPS"]["n"], 2);
         assert!(!text.contains("placement=far  "), "{text}");
         assert!(
             text.contains("not applicable: placement=far: no other node"),
