@@ -1939,3 +1939,88 @@ fn a_report_or_chart_is_not_written_through_a_link() {
         assert!(std::fs::metadata(&link).unwrap().len() > 1000);
     }
 }
+
+/// Three experiments whose five runs each print one of fio's p99 buckets, every run alike:
+/// 1,056.768 us, the next bucket up (1,073.152) and the one after (1,089.536).
+fn db_of_p99_buckets(dir: &Path) -> PathBuf {
+    use iolab::store::{NewExperiment, NewRun, Store};
+    let db = dir.join("buckets.db");
+    let mut store = Store::open(&db).unwrap();
+    for (i, p99) in [1056.768, 1073.152, 1089.536].into_iter().enumerate() {
+        let id = store
+            .create_experiment(&NewExperiment {
+                name: format!("p99 bucket {i}"),
+                file_text: "name = \"p\"\n[workload]\nrw = \"randread\"\n".into(),
+                seed: 1,
+                planned_order: json!([]),
+                host: "db7".into(),
+                kernel: "6.12".into(),
+                part_of: None,
+            })
+            .unwrap();
+        for rep in 1..=5 {
+            let at = f64::from(100 * i as u32 + 10 * rep);
+            store
+                .insert_run(&NewRun {
+                    experiment_id: id,
+                    cell_key: String::new(),
+                    cell_levels: json!({}),
+                    repetition: rep,
+                    start_unix: 1_795_300_000.0 + at,
+                    end_unix: 1_795_300_004.0 + at,
+                    metrics: vec![
+                        ("read_iops".into(), 1000.0 + f64::from(rep)),
+                        ("read_clat_p99_us".into(), p99),
+                    ],
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+        store.set_experiment_status(id, "done").unwrap();
+    }
+    db
+}
+
+/// fio prints a percentile as the middle of its bucket. Runs that all print one bucket have
+/// no spread, yet their true p99 lies anywhere in it: `show` draws the CI over the bucket,
+/// and `compare` calls runs one bucket apart `~` (their true change may be nothing) and
+/// runs two buckets apart a regression.
+#[test]
+fn percentiles_from_fios_buckets_are_as_precise_as_the_buckets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_of_p99_buckets(dir.path());
+    let shown: Value = serde_json::from_str(&ok(
+        &db,
+        &["show", "1", "--metric", "read_clat_p99_us", "--json"],
+    ))
+    .unwrap();
+    let text = shown.to_string();
+    assert!(
+        text.contains(r#""ci_mean":{"high":1064.96,"low":1048.576}"#),
+        "{text}"
+    );
+    let shown = ok(&db, &["show", "1", "--metric", "read_clat_p99_us"]);
+    assert!(
+        shown.contains("CI as wide as the latency histogram's buckets in base"),
+        "{shown}"
+    );
+    let compare = |b: &str, c: &str| -> Value {
+        let out = ok(
+            &db,
+            &["compare", b, c, "--metric", "read_clat_p99_us", "--json"],
+        );
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["comparisons"][0].clone()
+    };
+    let next = compare("1", "2");
+    assert_eq!(next["verdict"], "~", "{next}");
+    assert_eq!(next["ci_low_pct"], 0.0, "{next}");
+    assert_eq!(next["ci_widened_to_buckets"], true, "{next}");
+    let after = compare("1", "3");
+    assert_eq!(after["verdict"], "regressed", "{after}");
+    let text = ok(&db, &["compare", "1", "2", "--metric", "read_clat_p99_us"]);
+    assert!(text.contains("buckets"), "{text}");
+    // IOPS are values as measured: no bucket in their CI.
+    let iops = ok(&db, &["show", "1", "--metric", "read_iops"]);
+    assert!(!iops.contains("buckets"), "{iops}");
+}

@@ -369,6 +369,7 @@ pub(crate) fn compare_cells(
         };
         let mut opts = CompareOptions::new(direction);
         opts.min_effect = min_effect_pct / 100.0;
+        opts.resolution = crate::metrics::resolution(metric);
         for &(b, c) in &measurable {
             let pick = |cell: &CellRuns, vals: &Values| -> Vec<f64> {
                 cell.ok

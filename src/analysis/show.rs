@@ -116,7 +116,11 @@ pub(crate) fn summarise(
         summaries.push(if v.is_empty() {
             None
         } else {
-            Some(summarize(&v).map_err(|e| anyhow::anyhow!("{metric} in {}: {e}", c.label()))?)
+            let summary = match crate::metrics::resolution(metric) {
+                Some(r) => crate::stats::summarize_buckets(&v, &r),
+                None => summarize(&v),
+            };
+            Some(summary.map_err(|e| anyhow::anyhow!("{metric} in {}: {e}", c.label()))?)
         });
         run_ids.push(ids);
     }
@@ -339,6 +343,17 @@ pub(crate) fn pivot_tables(loaded: &Loaded, layout: &Layout, mc: &MetricCells) -
                 }
             }
         });
+        let bucketed: Vec<String> = loaded
+            .cells
+            .iter()
+            .zip(&mc.summaries)
+            .filter(|(cell, s)| {
+                s.as_ref().is_some_and(|s| s.ci_widened_to_buckets)
+                    && fixed.iter().all(|(f, l)| cell.level(f) == Some(l))
+            })
+            .map(|(cell, _)| cell.label())
+            .collect();
+        t.notes.extend(bucket_note(&mc.metric, &bucketed));
         if !fixed.is_empty() {
             let with: Vec<String> = fixed.iter().map(|(f, l)| format!("{f}={l}")).collect();
             if let Some(title) = &mut t.title {
@@ -348,6 +363,21 @@ pub(crate) fn pivot_tables(loaded: &Loaded, layout: &Layout, mc: &MetricCells) -
         out.push(t);
     }
     out
+}
+
+/// The note under a table where the buckets of a latency histogram widened some CIs
+/// (`stats::summarize_buckets`): a reader sees a CI wider than the runs' spread.
+fn bucket_note(metric: &str, cells: &[String]) -> Option<String> {
+    let r = crate::metrics::resolution(metric)?;
+    (!cells.is_empty()).then(|| {
+        format!(
+            "CI as wide as the latency histogram's buckets in {}: the runs' values fell into \
+             too few of its buckets ({} per power of two, each value its bucket's middle) for \
+             their spread to show how precise they are",
+            cells.join("; "),
+            1u32 << r.sub_bits
+        )
+    })
 }
 
 /// Per cell: n, mean, median, stddev, CV, CI of the mean, outliers.
@@ -381,6 +411,7 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
     let mut na_notes = Vec::new();
     let mut any_outliers = false;
     let mut below_zero = Vec::new();
+    let mut bucketed = Vec::new();
     for (i, cell) in loaded.cells.iter().enumerate() {
         let label = cell.short_label();
         if !cell.failed.is_empty() {
@@ -395,6 +426,9 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
                 any_outliers |= !s.outliers.is_empty();
                 if s.min >= 0.0 && s.ci_mean.is_some_and(|c| c.low < 0.0) {
                     below_zero.push(format!("{} (n = {})", cell.label(), s.n));
+                }
+                if s.ci_widened_to_buckets {
+                    bucketed.push(cell.label());
                 }
                 let opt = |x: Option<f64>| x.map_or(Cell::Missing, Cell::number);
                 t.push(vec![
@@ -448,6 +482,7 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
             below_zero.join("; ")
         ));
     }
+    t.notes.extend(bucket_note(&mc.metric, &bucketed));
     if any_outliers {
         t.notes.push(
             "out: runs flagged by the modified z-score (> 3.5 on the MAD; only in cells of 6 \

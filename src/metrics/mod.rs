@@ -22,6 +22,7 @@ pub(crate) mod render;
 use std::sync::OnceLock;
 
 use crate::stats::direction::Direction;
+use crate::stats::Resolution;
 
 /// Where a metric's value comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -475,6 +476,23 @@ pub(crate) fn workload_own(name: &str) -> bool {
 /// which says nothing on its own, so `compare` reports `changed`.
 pub(crate) fn direction(name: &str) -> Option<Direction> {
     lookup(name).and_then(|m| m.direction)
+}
+
+/// How finely `name` was measured, where its values are latency histogram buckets'
+/// representatives: fio's completion-latency percentiles and the trace's. Their CIs are
+/// never narrower than those buckets (`stats::resolution`). `None`: values as measured.
+pub(crate) fn resolution(name: &str) -> Option<Resolution> {
+    let m = exact(name)?;
+    let fio = [FIO_READ, FIO_WRITE, FIO_TRIM]
+        .iter()
+        .flat_map(|d| [d.clat_p50_us, d.clat_p99_us, d.clat_p999_us]);
+    if fio.into_iter().any(|p| p.name == m.name) {
+        return Some(Resolution::FIO_NS_AS_US);
+    }
+    [TRACE_Q2C_P50_US, TRACE_Q2C_P99_US, TRACE_D2C_P99_US]
+        .iter()
+        .any(|p| p.name == m.name)
+        .then_some(Resolution::TRACE_NS_AS_US)
 }
 
 /// The listed names from one source, in table order.

@@ -218,6 +218,22 @@ pub(crate) fn comparison_table_in_family(
                 .to_string(),
         );
     }
+    let bucketed: Vec<String> = rows
+        .iter()
+        .filter(|r| r.comparison.ci_widened_to_buckets)
+        .map(|r| match &r.metric {
+            Some(m) if with_metric => format!("{} {m}", r.cell),
+            _ => r.cell.clone(),
+        })
+        .collect();
+    if !bucketed.is_empty() {
+        table.notes.push(format!(
+            "95% CI as wide as the latency histogram's buckets in {}: each run's value is its \
+             bucket's middle, and the runs fell into too few buckets for their spread to show \
+             how precise the medians are",
+            bucketed.join("; ")
+        ));
+    }
     if let Some(why) = too_few {
         table.notes.push(format!("(n): {why}"));
     }

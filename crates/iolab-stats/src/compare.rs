@@ -46,6 +46,7 @@ use super::direction::Direction;
 use super::error::StatsError;
 use super::fdr::benjamini_hochberg;
 use super::mann_whitney::{mann_whitney_u, min_two_sided_p, MwuMethod};
+use super::resolution::Resolution;
 use super::summary::{summarize, Summary};
 use super::welch::welch_t_test;
 
@@ -59,6 +60,9 @@ pub struct CompareOptions {
     pub seed: u64,
     pub resamples: usize,
     pub mwu_method: MwuMethod,
+    /// Where the values are histogram buckets' representatives (latency percentiles): the
+    /// CI of the change is then never narrower than the buckets allow.
+    pub resolution: Option<Resolution>,
 }
 
 impl CompareOptions {
@@ -70,6 +74,7 @@ impl CompareOptions {
             seed: DEFAULT_SEED,
             resamples: DEFAULT_RESAMPLES,
             mwu_method: MwuMethod::AutoExact,
+            resolution: None,
         }
     }
 }
@@ -169,6 +174,10 @@ pub struct Comparison {
     pub difference_ci_low: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub difference_ci_high: Option<f64>,
+    /// The CI was widened to what the histogram's buckets allow (see [`Resolution`]): the
+    /// runs fell into too few buckets for their spread to show how precise the medians are.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ci_widened_to_buckets: bool,
     pub p_mannwhitney: f64,
     pub mannwhitney_method: MwuMethod,
     /// `None` when undefined (a group with n < 2, or no variance in either group).
@@ -243,13 +252,26 @@ pub fn compare(
             opts.resamples,
         )
     });
+    let mut ci = ci.map(|ci| (ci.low, ci.high));
+    let mut difference_ci = difference_ci.map(|d| d.map(|ci| (ci.low, ci.high)));
+    let mut ci_widened_to_buckets = false;
+    if let Some(r) = &opts.resolution {
+        let bounds = bucket_bounds(baseline, candidate, r);
+        if let (Some(ci), Some((ratio, _))) = (ci.as_mut(), bounds) {
+            ci_widened_to_buckets |= widen(ci, ratio);
+        }
+        if let (Some(Some(ci)), Some((_, difference))) = (difference_ci.as_mut(), bounds) {
+            ci_widened_to_buckets |= widen(ci, difference);
+        }
+    }
     let mut c = Comparison {
         change_pct: change.map(|c| 100.0 * c),
-        ci_low_pct: ci.map(|ci| 100.0 * ci.low),
-        ci_high_pct: ci.map(|ci| 100.0 * ci.high),
+        ci_low_pct: ci.map(|ci| 100.0 * ci.0),
+        ci_high_pct: ci.map(|ci| 100.0 * ci.1),
         difference: difference_ci.map(|_| cand.median - base.median),
-        difference_ci_low: difference_ci.flatten().map(|ci| ci.low),
-        difference_ci_high: difference_ci.flatten().map(|ci| ci.high),
+        difference_ci_low: difference_ci.flatten().map(|ci| ci.0),
+        difference_ci_high: difference_ci.flatten().map(|ci| ci.1),
+        ci_widened_to_buckets,
         p_mannwhitney: mwu.p,
         mannwhitney_method: mwu.method,
         p_welch: welch.map(|w| w.p),
@@ -271,6 +293,32 @@ pub fn compare(
     };
     decide(&mut c);
     Ok(c)
+}
+
+/// The relative change and the difference of the medians that the buckets alone allow,
+/// each true median lying anywhere between its bounds ([`Resolution::median_bounds`]):
+/// `None` unless all are positive (latencies), as the ratio's bounds need.
+fn bucket_bounds(
+    baseline: &[f64],
+    candidate: &[f64],
+    r: &Resolution,
+) -> Option<((f64, f64), (f64, f64))> {
+    let (b_low, b_high) = r.median_bounds(baseline)?;
+    let (c_low, c_high) = r.median_bounds(candidate)?;
+    (b_low > 0.0 && c_low > 0.0).then(|| {
+        (
+            (c_low / b_high - 1.0, c_high / b_low - 1.0),
+            (c_low - b_high, c_high - b_low),
+        )
+    })
+}
+
+/// Stretches `ci` to cover `bounds`; whether it had to.
+fn widen(ci: &mut (f64, f64), bounds: (f64, f64)) -> bool {
+    let wider = (ci.0.min(bounds.0), ci.1.max(bounds.1));
+    let widened = wider != *ci;
+    *ci = wider;
+    widened
 }
 
 fn rename(e: StatsError, group: &str) -> StatsError {
@@ -357,7 +405,12 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
     if lo <= 0.0 && hi >= 0.0 {
         (
             VerdictReason::CiIncludesZero,
-            format!("the CI [{}%, {}%] includes 0", bound(lo), bound(hi)),
+            format!(
+                "the CI [{}%, {}%]{} includes 0",
+                bound(lo),
+                bound(hi),
+                widened_note(c)
+            ),
         )
     } else if change.abs() < c.min_effect_pct {
         below_min_effect(change, c.min_effect_pct)
@@ -370,9 +423,10 @@ fn decide_on(c: &Comparison, test: Test, p: f64) -> (VerdictReason, String) {
         (
             VerdictReason::Significant,
             format!(
-                "{change:+.1}% [{}%, {}%], {adjusted}{name} p = {p:.3}",
+                "{change:+.1}% [{}%, {}%]{}, {adjusted}{name} p = {p:.3}",
                 bound(lo),
-                bound(hi)
+                bound(hi),
+                widened_note(c).trim_end_matches(',')
             ),
         )
     }
@@ -387,6 +441,15 @@ fn bound(x: f64) -> String {
         format!("{x:+.3}")
     } else {
         format!("{:+.1}", x + 0.0)
+    }
+}
+
+/// Said after a CI the buckets widened, so that a reader does not look for it in the runs.
+fn widened_note(c: &Comparison) -> &'static str {
+    if c.ci_widened_to_buckets {
+        ", as wide as the latency histogram's buckets make it,"
+    } else {
+        ""
     }
 }
 
@@ -422,7 +485,10 @@ fn decide_on_difference(
     if lo <= 0.0 && hi >= 0.0 {
         (
             VerdictReason::CiIncludesZero,
-            format!("{why}: its CI [{lo:+}, {hi:+}] includes 0"),
+            format!(
+                "{why}: its CI [{lo:+}, {hi:+}]{} includes 0",
+                widened_note(c)
+            ),
         )
     } else if let Some(change) = c.change_pct.filter(|x| x.abs() < c.min_effect_pct) {
         below_min_effect(change, c.min_effect_pct)
@@ -437,7 +503,10 @@ fn decide_on_difference(
     } else {
         (
             VerdictReason::Significant,
-            format!("{why}: {d:+} [{lo:+}, {hi:+}], {adjusted}{name} p = {p:.3}"),
+            format!(
+                "{why}: {d:+} [{lo:+}, {hi:+}]{}, {adjusted}{name} p = {p:.3}",
+                widened_note(c).trim_end_matches(',')
+            ),
         )
     }
 }
@@ -448,6 +517,37 @@ mod tests {
 
     fn opts() -> CompareOptions {
         CompareOptions::new(Direction::HigherIsBetter)
+    }
+
+    /// fio prints a percentile as its bucket's middle, so runs whose true p99s differ by a
+    /// hair print values a bucket (1.55% here) apart, every run alike: a CI of no width
+    /// called that a regression. The buckets say the change may be anything from 0 to 3.1%.
+    #[test]
+    fn runs_a_bucket_apart_are_not_a_change_when_the_values_are_buckets() {
+        let mut o = CompareOptions::new(Direction::LowerIsBetter);
+        let (base, next) = ([1056.768; 5], [1073.152; 5]);
+        let plain = compare(&base, &next, &o).unwrap();
+        assert_eq!(plain.verdict, Verdict::Regressed);
+        assert_eq!(plain.ci_low_pct, plain.ci_high_pct);
+        o.resolution = Some(Resolution::FIO_NS_AS_US);
+        let c = compare(&base, &next, &o).unwrap();
+        assert_eq!(c.reason, VerdictReason::CiIncludesZero);
+        assert_eq!(c.ci_low_pct, Some(0.0));
+        assert!((c.ci_high_pct.unwrap() - 100.0 * (1081.344 / 1048.576 - 1.0)).abs() < 1e-9);
+        assert!(c.ci_widened_to_buckets);
+        assert!(c.explanation.contains("buckets"), "{}", c.explanation);
+        // Two buckets apart, the change is real whichever values the buckets hold.
+        let c = compare(&base, &[1089.536; 5], &o).unwrap();
+        assert_eq!(c.verdict, Verdict::Regressed);
+        assert!((c.ci_low_pct.unwrap() - 100.0 * (1081.344 / 1064.96 - 1.0)).abs() < 1e-9);
+        // Runs spread over many buckets keep the CI their spread gives.
+        let spread = [1000.0, 1100.0, 1200.0, 1050.0, 1150.0];
+        let wide = [1300.0, 1400.0, 1500.0, 1350.0, 1450.0];
+        let c = compare(&spread, &wide, &o).unwrap();
+        o.resolution = None;
+        let plain = compare(&spread, &wide, &o).unwrap();
+        assert!(!c.ci_widened_to_buckets);
+        assert_eq!(c, plain);
     }
 
     /// A minimum effect is said as typed (7%, not 7.000000000000001%), and a CI bound that

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::distributions::{binomial_half_cdfs, t_quantile};
 use super::error::{check_finite, StatsError};
 use super::order::{mad, median_of_sorted, sorted};
+use super::resolution::Resolution;
 
 /// Confidence level used for every interval in a summary.
 pub const CONFIDENCE: f64 = 0.95;
@@ -73,6 +74,10 @@ pub struct Summary {
     pub ci_median: Option<MedianInterval>,
     /// Indices (into the input, in input order) of values flagged as outliers.
     pub outliers: Vec<usize>,
+    /// The mean's CI was widened to what the values' histogram buckets allow
+    /// ([`summarize_buckets`]): the runs fell into too few buckets for their spread to show.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ci_widened_to_buckets: bool,
 }
 
 impl Summary {
@@ -112,7 +117,28 @@ pub fn summarize(values: &[f64]) -> Result<Summary, StatsError> {
         ci_mean,
         ci_median: median_ci(&s, CONFIDENCE),
         outliers: outliers(values, median),
+        ci_widened_to_buckets: false,
     })
+}
+
+/// [`summarize`] for values that are histogram buckets' representatives (latency
+/// percentiles): each CI is then at least as wide as the buckets the values stand for, as
+/// runs that all print one bucket's value still leave the true value anywhere in it.
+pub fn summarize_buckets(values: &[f64], r: &Resolution) -> Result<Summary, StatsError> {
+    let mut s = summarize(values)?;
+    if let (Some(ci), Some((low, high))) = (s.ci_mean.as_mut(), r.mean_bounds(values)) {
+        let wider = Interval {
+            low: ci.low.min(low),
+            high: ci.high.max(high),
+        };
+        s.ci_widened_to_buckets |= wider != *ci;
+        *ci = wider;
+    }
+    // The median's CI is two of the values: the true ones lie anywhere in their buckets.
+    if let Some(ci) = s.ci_median.as_mut() {
+        (ci.low, ci.high) = (r.bucket(ci.low).0, r.bucket(ci.high).1);
+    }
+    Ok(s)
 }
 
 pub(crate) fn mean(values: &[f64]) -> f64 {
@@ -188,6 +214,29 @@ pub fn outliers(values: &[f64], median: f64) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Six runs that all printed fio's bucket of 1,056,768 ns: their spread says nothing,
+    /// the bucket says the true p99 is anywhere from 1,048.576 to 1,064.96 us.
+    #[test]
+    fn runs_in_one_bucket_have_the_buckets_width_as_their_ci() {
+        let r = Resolution::FIO_NS_AS_US;
+        let runs = [1056.768; 6];
+        let s = summarize_buckets(&runs, &r).unwrap();
+        let ci = s.ci_mean.unwrap();
+        assert_eq!((ci.low, ci.high), (1048.576, 1064.96));
+        assert!(s.ci_widened_to_buckets);
+        let m = s.ci_median.unwrap();
+        assert_eq!((m.low, m.high), (1048.576, 1064.96));
+        // Runs spread over many buckets keep the mean's CI their spread gives.
+        let spread = [900.0, 1000.0, 1100.0, 1200.0, 1050.0, 950.0];
+        let (plain, bucketed) = (
+            summarize(&spread).unwrap(),
+            summarize_buckets(&spread, &r).unwrap(),
+        );
+        assert_eq!(plain.ci_mean, bucketed.ci_mean);
+        assert!(!bucketed.ci_widened_to_buckets);
+        assert_eq!(summarize_buckets(&[1056.768], &r).unwrap().ci_mean, None);
+    }
 
     #[test]
     fn single_value_has_no_spread_or_ci() {

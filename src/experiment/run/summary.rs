@@ -137,9 +137,18 @@ const ENGINE_COLUMNS: [(Metric, &str, Option<&str>); 6] = [
 ];
 
 /// `mean +-stddev` (the mean alone of one value); in JSON the values' whole summary, so a
-/// script reads the numbers the text rounds.
-fn stat_cell(values: &[f64]) -> TableCell {
-    let Ok(summary) = crate::stats::summarize(values) else {
+/// script reads the numbers the text rounds, its CI as `show` draws it for the column.
+fn stat_cell(id: &str, values: &[f64]) -> TableCell {
+    // The p99 column is fio's, of the dominant direction: its values are fio's buckets.
+    let resolution = match id {
+        CLAT_P99_US => Some(crate::stats::Resolution::FIO_NS_AS_US),
+        _ => metrics::resolution(id),
+    };
+    let summary = match resolution {
+        Some(r) => crate::stats::summarize_buckets(values, &r),
+        None => crate::stats::summarize(values),
+    };
+    let Ok(summary) = summary else {
         return TableCell::Missing;
     };
     let text = match summary.stddev {
@@ -216,7 +225,7 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
                     .filter_map(|h| h.iter().find(|(k, _)| k == id).map(|(_, v)| *v))
                     .collect()
             };
-            row.push(stat_cell(&values));
+            row.push(stat_cell(id, &values));
         }
         t.push(row);
     }
