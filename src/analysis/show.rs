@@ -371,9 +371,9 @@ fn bucket_note(metric: &str, cells: &[String]) -> Option<String> {
     let r = crate::metrics::resolution(metric)?;
     (!cells.is_empty()).then(|| {
         format!(
-            "CI as wide as the latency histogram's buckets in {}: the runs' values fell into \
-             too few of its buckets ({} per power of two, each value its bucket's middle) for \
-             their spread to show how precise they are",
+            "CI with the latency histogram's buckets in {}: each run's value stands for a \
+             bucket ({} per power of two) the true value may lie anywhere in, so the interval \
+             also holds how far the buckets' edges lie from the values",
             cells.join("; "),
             1u32 << r.sub_bits
         )

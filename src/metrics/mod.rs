@@ -515,6 +515,37 @@ pub(crate) fn across_devices() -> impl Iterator<Item = (&'static Metric, Across)
 mod tests {
     use super::*;
 
+    /// fio's and the trace's percentiles are histogram buckets' values, under any prefix;
+    /// means, extremes and sockperf's percentiles (computed from its samples) are not.
+    #[test]
+    fn the_percentiles_read_from_a_histogram_have_its_resolution() {
+        for name in [
+            "read_clat_p50_us",
+            "write_clat_p99_us",
+            "trim_clat_p999_us",
+            "db7:read_clat_p99_us",
+        ] {
+            assert_eq!(resolution(name), Some(Resolution::FIO_NS_AS_US), "{name}");
+        }
+        for name in [
+            "trace_q2c_p50_us",
+            "trace_q2c_p99_us",
+            "sdb:trace_d2c_p99_us",
+        ] {
+            assert_eq!(resolution(name), Some(Resolution::TRACE_NS_AS_US), "{name}");
+        }
+        for name in [
+            "read_clat_mean_us",
+            "read_clat_max_us",
+            "trace_q2c_max_us",
+            "rr_lat_p99_us",
+            "read_iops",
+            "my_p99_us",
+        ] {
+            assert_eq!(resolution(name), None, "{name}");
+        }
+    }
+
     /// The naming rules describe the listed metrics too, so a user reading a name can tell
     /// its unit and direction; `idle_pct` is the one exception the docs state.
     #[test]

@@ -53,8 +53,8 @@ const NOTES: &[&str] = &[
     "Latency percentiles from a histogram are their bucket's value, not the sample's: fio's \
      `*_clat_p50_us`, `*_clat_p99_us` and `*_clat_p999_us` within 0.4 to 0.8% (64 buckets per \
      power of two), the trace's `trace_q2c_p50_us`, `trace_q2c_p99_us` and `trace_d2c_p99_us` \
-     within 0.2 to 0.4% (128). Their CIs in `show` and `compare` are never narrower than the \
-     buckets.",
+     within 0.2 to 0.4% (128). Their CIs in `show` and a cell's CI in `compare` hold what the \
+     buckets leave open.",
 ];
 
 /// The text table: name, unit, better, source and description, one metric a line.

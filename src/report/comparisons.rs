@@ -91,9 +91,17 @@ pub(crate) fn comparison_table_in_family(
         }
         row.push(Cell::number(c.baseline.median));
         row.push(Cell::number(c.candidate.median));
+        // A change under the minimum effect must not print as reaching it.
+        let below = (c.reason == VerdictReason::BelowMinEffect).then_some(c.min_effect_pct);
         row.extend(match c.difference {
-            Some(d) => difference_cells(c.change_pct, d, c.difference_ci_low, c.difference_ci_high),
-            None => change_cells(c.change_pct, c.ci_low_pct, c.ci_high_pct),
+            Some(d) => difference_cells(
+                c.change_pct,
+                below,
+                d,
+                c.difference_ci_low,
+                c.difference_ci_high,
+            ),
+            None => change_cells(c.change_pct, below, c.ci_low_pct, c.ci_high_pct),
         });
         row.push(match c.p_adjusted.or(c.p_test) {
             Some(p) => Cell::Number {
@@ -228,9 +236,9 @@ pub(crate) fn comparison_table_in_family(
         .collect();
     if !bucketed.is_empty() {
         table.notes.push(format!(
-            "95% CI as wide as the latency histogram's buckets in {}: each run's value is its \
-             bucket's middle, and the runs fell into too few buckets for their spread to show \
-             how precise the medians are",
+            "95% CI with the latency histogram's buckets in {}: each run's value stands for a \
+             bucket the true value may lie anywhere in, so the interval is drawn over the \
+             buckets' edges too (runs one bucket apart may differ by nothing)",
             bucketed.join("; ")
         ));
     }
@@ -252,12 +260,17 @@ fn ci_bound(x: f64) -> String {
 }
 
 /// The `change` and `95% CI` cells: a signed percentage and `[low, high]`.
-fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
+fn change_cells(
+    change: Option<f64>,
+    below: Option<f64>,
+    low: Option<f64>,
+    high: Option<f64>,
+) -> [Cell; 2] {
     [
         match change {
             Some(x) => Cell::Number {
                 value: x,
-                text: signed_pct(x),
+                text: change_text(x, below),
             },
             None => Cell::Missing,
         },
@@ -273,12 +286,39 @@ fn change_cells(change: Option<f64>, low: Option<f64>, high: Option<f64>) -> [Ce
     ]
 }
 
+/// A relative change in percent as tables print it, with as many more decimals (up to four)
+/// as it takes not to round a change that is `below` the minimum effect up to it (else
+/// `+<1%`): `+1.0%` beside a `~` that says the change is under 1% read as a contradiction.
+fn change_text(x: f64, below: Option<f64>) -> String {
+    let rounds_up = |m: &f64| {
+        format!("{:.1}", x.abs())
+            .parse::<f64>()
+            .is_ok_and(|v| v >= *m)
+    };
+    let Some(min_effect) = below.filter(rounds_up) else {
+        return signed_pct(x);
+    };
+    let sign = if x < 0.0 { "-" } else { "+" };
+    (2..=4)
+        .map(|decimals| format!("{:.*}", decimals, x.abs()))
+        .find(|shown| shown.parse::<f64>().is_ok_and(|v| v < min_effect))
+        .map_or(format!("{sign}<{min_effect}%"), |shown| {
+            format!("{sign}{shown}%")
+        })
+}
+
 /// The `change` and `95% CI` cells where the difference `d` of the medians stands in for the
 /// relative change's CI. The change: the relative one where it exists, else `from 0` (`-` when
 /// both medians are 0). The CI in the metric's unit with two significant digits, so the row
 /// still fits 80 columns, marked `abs` beside a relative change so it is not read as percent.
-fn difference_cells(change: Option<f64>, d: f64, low: Option<f64>, high: Option<f64>) -> [Cell; 2] {
-    let [relative, _] = change_cells(change, None, None);
+fn difference_cells(
+    change: Option<f64>,
+    below: Option<f64>,
+    d: f64,
+    low: Option<f64>,
+    high: Option<f64>,
+) -> [Cell; 2] {
+    let [relative, _] = change_cells(change, below, None, None);
     let (Some(lo), Some(hi)) = (low, high) else {
         return [relative, Cell::Missing];
     };
@@ -324,7 +364,12 @@ pub(crate) fn across_row(label: &str, metric: Option<&str>, s: &AcrossCells) -> 
     let number = |v: Option<f64>| v.map_or(Cell::Missing, Cell::number);
     row.push(number(s.geomean_baseline));
     row.push(number(s.geomean_candidate));
-    row.extend(change_cells(s.change_pct, s.ci_low_pct, s.ci_high_pct));
+    row.extend(change_cells(
+        s.change_pct,
+        None,
+        s.ci_low_pct,
+        s.ci_high_pct,
+    ));
     row.push(Cell::Missing); // p: the geomean is summarised, not tested
                              // A metric without a better side has only changed and unchanged cells.
     row.push(Cell::text(if s.changed > 0 {
@@ -398,6 +443,29 @@ mod tests {
             .any(|n| n.starts_with("p -: neither side varies")));
         let both = crate::analysis::compare::render_tables(&[a, b]);
         assert_eq!(both.matches("~: no difference shown").count(), 1, "{both}");
+    }
+
+    /// A change of 0.996% under a 1% minimum effect printed `+1.0%` in its `~` row.
+    #[test]
+    fn a_change_below_the_minimum_effect_never_prints_as_reaching_it() {
+        assert_eq!(change_text(0.996, Some(1.0)), "+0.996%");
+        assert_eq!(change_text(-0.99994, Some(1.0)), "-0.9999%");
+        assert_eq!(change_text(0.999996, Some(1.0)), "+<1%");
+        assert_eq!(change_text(0.94, Some(1.0)), "+0.9%");
+        assert_eq!(change_text(0.003, Some(1.0)), "+0.003%");
+        assert_eq!(change_text(0.996, None), "+1.0%");
+        let opts = CompareOptions::new(Direction::HigherIsBetter);
+        let base = [1000.0, 1000.5, 999.5, 1000.2, 999.8];
+        let cand: Vec<f64> = base.iter().map(|x| x * 1.00996).collect();
+        let c = compare(&base, &cand, &opts).unwrap();
+        assert_eq!(c.reason, VerdictReason::BelowMinEffect);
+        let row = ComparisonRow {
+            cell: "base".into(),
+            metric: None,
+            comparison: &c,
+        };
+        let text = comparison_table("m", None, &[row]).render_text(MAX_WIDTH);
+        assert!(text.contains("+0.996%"), "{text}");
     }
 
     #[test]

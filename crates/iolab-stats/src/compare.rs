@@ -255,13 +255,26 @@ pub fn compare(
     let mut ci = ci.map(|ci| (ci.low, ci.high));
     let mut difference_ci = difference_ci.map(|d| d.map(|ci| (ci.low, ci.high)));
     let mut ci_widened_to_buckets = false;
-    if let Some(r) = &opts.resolution {
-        let bounds = bucket_bounds(baseline, candidate, r);
-        if let (Some(ci), Some((ratio, _))) = (ci.as_mut(), bounds) {
-            ci_widened_to_buckets |= widen(ci, ratio);
+    if let (Some(r), true) = (&opts.resolution, sampled) {
+        // The same resamples drawn over the buckets' edges: the low end pairs the baseline's
+        // high edges with the candidate's low ones, the high end the reverse, so that in
+        // every resample the change lies between the two, as the true values' would.
+        let ((b_low, b_high), (c_low, c_high)) = (r.edges(baseline), r.edges(candidate));
+        let level = 1.0 - opts.alpha;
+        let (seed, resamples) = (opts.seed, opts.resamples);
+        if let Some(ci) = ci.as_mut() {
+            let low = median_ratio_ci(&b_high, &c_low, level, seed, resamples);
+            let high = median_ratio_ci(&b_low, &c_high, level, seed, resamples);
+            if let (Some(low), Some(high)) = (low, high) {
+                ci_widened_to_buckets |= widen(ci, (low.low, high.high));
+            }
         }
-        if let (Some(Some(ci)), Some((_, difference))) = (difference_ci.as_mut(), bounds) {
-            ci_widened_to_buckets |= widen(ci, difference);
+        if let Some(Some(ci)) = difference_ci.as_mut() {
+            let low = median_difference_ci(&b_high, &c_low, level, seed, resamples);
+            let high = median_difference_ci(&b_low, &c_high, level, seed, resamples);
+            if let (Some(low), Some(high)) = (low, high) {
+                ci_widened_to_buckets |= widen(ci, (low.low, high.high));
+            }
         }
     }
     let mut c = Comparison {
@@ -293,24 +306,6 @@ pub fn compare(
     };
     decide(&mut c);
     Ok(c)
-}
-
-/// The relative change and the difference of the medians that the buckets alone allow,
-/// each true median lying anywhere between its bounds ([`Resolution::median_bounds`]):
-/// `None` unless all are positive (latencies), as the ratio's bounds need.
-fn bucket_bounds(
-    baseline: &[f64],
-    candidate: &[f64],
-    r: &Resolution,
-) -> Option<((f64, f64), (f64, f64))> {
-    let (b_low, b_high) = r.median_bounds(baseline)?;
-    let (c_low, c_high) = r.median_bounds(candidate)?;
-    (b_low > 0.0 && c_low > 0.0).then(|| {
-        (
-            (c_low / b_high - 1.0, c_high / b_low - 1.0),
-            (c_low - b_high, c_high - b_low),
-        )
-    })
 }
 
 /// Stretches `ci` to cover `bounds`; whether it had to.
@@ -447,7 +442,7 @@ fn bound(x: f64) -> String {
 /// Said after a CI the buckets widened, so that a reader does not look for it in the runs.
 fn widened_note(c: &Comparison) -> &'static str {
     if c.ci_widened_to_buckets {
-        ", as wide as the latency histogram's buckets make it,"
+        ", over the latency histogram's buckets' edges,"
     } else {
         ""
     }
@@ -540,14 +535,18 @@ mod tests {
         let c = compare(&base, &[1089.536; 5], &o).unwrap();
         assert_eq!(c.verdict, Verdict::Regressed);
         assert!((c.ci_low_pct.unwrap() - 100.0 * (1081.344 / 1064.96 - 1.0)).abs() < 1e-9);
-        // Runs spread over many buckets keep the CI their spread gives.
-        let spread = [1000.0, 1100.0, 1200.0, 1050.0, 1150.0];
-        let wide = [1300.0, 1400.0, 1500.0, 1350.0, 1450.0];
-        let c = compare(&spread, &wide, &o).unwrap();
+        // Two runs a bucket up and three two buckets up: half the resamples take the
+        // nearer bucket, whose change may be nothing; the CI drawn over the edges says so.
+        let mixed = [1073.152, 1073.152, 1089.536, 1089.536, 1089.536];
+        let c = compare(&base, &mixed, &o).unwrap();
+        assert_eq!(c.ci_low_pct, Some(0.0));
+        assert_eq!(c.verdict, Verdict::NoDifference);
+        // Values below 128 ns are exact: the CI is the runs' own.
+        let (fast, faster) = ([0.1, 0.11, 0.12, 0.1], [0.05, 0.06, 0.05, 0.055]);
+        let c = compare(&fast, &faster, &o).unwrap();
         o.resolution = None;
-        let plain = compare(&spread, &wide, &o).unwrap();
         assert!(!c.ci_widened_to_buckets);
-        assert_eq!(c, plain);
+        assert_eq!(c, compare(&fast, &faster, &o).unwrap());
     }
 
     /// A minimum effect is said as typed (7%, not 7.000000000000001%), and a CI bound that

@@ -11,9 +11,6 @@
 
 use serde::Serialize;
 
-use super::order::{median_of_sorted, sorted};
-use super::summary::mean;
-
 /// Values that are log-linear histogram buckets' representatives: `2^sub_bits` buckets per
 /// power of two, counted in a unit `units_per_value` times finer than the metric's (1000
 /// for nanosecond buckets of a metric in microseconds). Below `2^(sub_bits + 1)` units every
@@ -45,7 +42,8 @@ impl Resolution {
     /// in integers, so that two neighbouring buckets share an edge to the last bit.
     pub fn bucket(&self, value: f64) -> (f64, f64) {
         let units = (value * self.units_per_value).round();
-        if !(units >= (2u64 << self.sub_bits) as f64 && units < u64::MAX as f64) {
+        // Past 2^62 units (53 days in ns) no latency histogram has a bucket to stand for.
+        if !(units >= (2u64 << self.sub_bits) as f64 && units < (1u64 << 62) as f64) {
             return (value, value);
         }
         let units = units as u64;
@@ -58,21 +56,11 @@ impl Resolution {
         )
     }
 
-    /// Where the median of the true values lies, given the measured ones: between the
-    /// median of their buckets' low edges and that of their high edges (the edges grow
-    /// with the value, so they sort as the values do).
-    pub fn median_bounds(&self, values: &[f64]) -> Option<(f64, f64)> {
-        let edges: (Vec<f64>, Vec<f64>) = values.iter().map(|&v| self.bucket(v)).unzip();
-        Some((
-            median_of_sorted(&sorted(&edges.0))?,
-            median_of_sorted(&sorted(&edges.1))?,
-        ))
-    }
-
-    /// Where the mean of the true values lies, given the measured ones.
-    pub fn mean_bounds(&self, values: &[f64]) -> Option<(f64, f64)> {
-        let edges: (Vec<f64>, Vec<f64>) = values.iter().map(|&v| self.bucket(v)).unzip();
-        (!values.is_empty()).then(|| (mean(&edges.0), mean(&edges.1)))
+    /// The low and the high edges of the values' buckets, in the values' order. The edges
+    /// grow with the value, so any median or mean of the true values lies between the same
+    /// statistic of the low edges and of the high ones.
+    pub fn edges(&self, values: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        values.iter().map(|&v| self.bucket(v)).unzip()
     }
 }
 
@@ -103,13 +91,14 @@ mod tests {
     }
 
     #[test]
-    fn the_true_median_and_mean_lie_between_the_edges_of_the_buckets() {
+    fn the_edges_keep_the_values_order_and_the_trace_starts_at_256_ns() {
         let fio = Resolution::FIO_NS_AS_US;
-        let runs = [1056.768, 1073.152, 1056.768];
-        assert_eq!(fio.median_bounds(&runs), Some((1048.576, 1064.96)));
-        let (low, high) = fio.mean_bounds(&runs).unwrap();
-        assert!((low - (2.0 * 1048.576 + 1064.96) / 3.0).abs() < 1e-9);
-        assert!((high - (2.0 * 1064.96 + 1081.344) / 3.0).abs() < 1e-9);
-        assert_eq!(fio.median_bounds(&[]), None);
+        let (low, high) = fio.edges(&[1073.152, 1056.768]);
+        assert_eq!(low, [1064.96, 1048.576]);
+        assert_eq!(high, [1081.344, 1064.96]);
+        let trace = Resolution::TRACE_NS_AS_US;
+        assert_eq!(trace.bucket(0.255), (0.255, 0.255));
+        assert_eq!(trace.bucket(0.257), (0.256, 0.258));
+        assert_eq!(fio.bucket(1e16), (1e16, 1e16));
     }
 }

@@ -52,7 +52,8 @@ pub struct MedianInterval {
     /// 1-based ranks of the order statistics that bound the interval.
     pub rank_low: usize,
     pub rank_high: usize,
-    /// Exact coverage of [x_(rank_low), x_(rank_high)] for a continuous distribution.
+    /// Exact coverage of [x_(rank_low), x_(rank_high)] for a continuous distribution (for
+    /// histogram buckets' values, of the two values' buckets' outer edges).
     pub confidence: f64,
 }
 
@@ -74,8 +75,7 @@ pub struct Summary {
     pub ci_median: Option<MedianInterval>,
     /// Indices (into the input, in input order) of values flagged as outliers.
     pub outliers: Vec<usize>,
-    /// The mean's CI was widened to what the values' histogram buckets allow
-    /// ([`summarize_buckets`]): the runs fell into too few buckets for their spread to show.
+    /// The CIs hold what the values' histogram buckets leave open ([`summarize_buckets`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub ci_widened_to_buckets: bool,
 }
@@ -122,17 +122,16 @@ pub fn summarize(values: &[f64]) -> Result<Summary, StatsError> {
 }
 
 /// [`summarize`] for values that are histogram buckets' representatives (latency
-/// percentiles): each CI is then at least as wide as the buckets the values stand for, as
-/// runs that all print one bucket's value still leave the true value anywhere in it.
+/// percentiles): each CI then also holds what the buckets leave open, as runs that all
+/// print one bucket's value still leave the true value anywhere in it.
 pub fn summarize_buckets(values: &[f64], r: &Resolution) -> Result<Summary, StatsError> {
     let mut s = summarize(values)?;
-    if let (Some(ci), Some((low, high))) = (s.ci_mean.as_mut(), r.mean_bounds(values)) {
-        let wider = Interval {
-            low: ci.low.min(low),
-            high: ci.high.max(high),
-        };
-        s.ci_widened_to_buckets |= wider != *ci;
-        *ci = wider;
+    // The true mean lies as far from the measured one as the mean of the buckets' edges.
+    let (low, high) = r.edges(values);
+    let (below, above) = (s.mean - mean(&low), mean(&high) - s.mean);
+    if let Some(ci) = s.ci_mean.as_mut() {
+        s.ci_widened_to_buckets = below > 0.0 || above > 0.0;
+        (ci.low, ci.high) = (ci.low - below, ci.high + above);
     }
     // The median's CI is two of the values: the true ones lie anywhere in their buckets.
     if let Some(ci) = s.ci_median.as_mut() {
@@ -227,13 +226,21 @@ mod tests {
         assert!(s.ci_widened_to_buckets);
         let m = s.ci_median.unwrap();
         assert_eq!((m.low, m.high), (1048.576, 1064.96));
-        // Runs spread over many buckets keep the mean's CI their spread gives.
-        let spread = [900.0, 1000.0, 1100.0, 1200.0, 1050.0, 950.0];
+        // Elsewhere the interval also grows by how far, on average, the buckets' edges lie
+        // from the values.
+        let spread = [1056.768, 1089.536, 1122.304, 1056.768, 1155.072, 1089.536];
         let (plain, bucketed) = (
             summarize(&spread).unwrap(),
             summarize_buckets(&spread, &r).unwrap(),
         );
-        assert_eq!(plain.ci_mean, bucketed.ci_mean);
+        let (low, high) = r.edges(&spread);
+        let (p, b) = (plain.ci_mean.unwrap(), bucketed.ci_mean.unwrap());
+        assert!((b.low - (p.low - (plain.mean - mean(&low)))).abs() < 1e-9);
+        assert!((b.high - (p.high + (mean(&high) - plain.mean))).abs() < 1e-9);
+        // Below 128 ns fio's values are exact: nothing to add.
+        let exact = [0.1, 0.11, 0.12];
+        let bucketed = summarize_buckets(&exact, &r).unwrap();
+        assert_eq!(bucketed.ci_mean, summarize(&exact).unwrap().ci_mean);
         assert!(!bucketed.ci_widened_to_buckets);
         assert_eq!(summarize_buckets(&[1056.768], &r).unwrap().ci_mean, None);
     }
