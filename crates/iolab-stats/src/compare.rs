@@ -40,7 +40,8 @@
 use serde::Serialize;
 
 use super::bootstrap::{
-    median_difference_ci, median_ratio_ci, relative_change, DEFAULT_RESAMPLES, DEFAULT_SEED,
+    median_difference_ci, median_ratio_ci, relative_change, BootstrapCi, DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
 };
 use super::direction::Direction;
 use super::error::StatsError;
@@ -262,19 +263,19 @@ pub fn compare(
         let ((b_low, b_high), (c_low, c_high)) = (r.edges(baseline), r.edges(candidate));
         let level = 1.0 - opts.alpha;
         let (seed, resamples) = (opts.seed, opts.resamples);
-        if let Some(ci) = ci.as_mut() {
-            let low = median_ratio_ci(&b_high, &c_low, level, seed, resamples);
-            let high = median_ratio_ci(&b_low, &c_high, level, seed, resamples);
-            if let (Some(low), Some(high)) = (low, high) {
-                ci_widened_to_buckets |= widen(ci, (low.low, high.high));
+        let over_edges = |ci: &mut (f64, f64), draw: Draw| {
+            let low = draw(&b_high, &c_low, level, seed, resamples);
+            let high = draw(&b_low, &c_high, level, seed, resamples);
+            match (low, high) {
+                (Some(low), Some(high)) => widen(ci, (low.low, high.high)),
+                _ => false,
             }
+        };
+        if let Some(ci) = ci.as_mut() {
+            ci_widened_to_buckets |= over_edges(ci, median_ratio_ci);
         }
         if let Some(Some(ci)) = difference_ci.as_mut() {
-            let low = median_difference_ci(&b_high, &c_low, level, seed, resamples);
-            let high = median_difference_ci(&b_low, &c_high, level, seed, resamples);
-            if let (Some(low), Some(high)) = (low, high) {
-                ci_widened_to_buckets |= widen(ci, (low.low, high.high));
-            }
+            ci_widened_to_buckets |= over_edges(ci, median_difference_ci);
         }
     }
     let mut c = Comparison {
@@ -307,6 +308,10 @@ pub fn compare(
     decide(&mut c);
     Ok(c)
 }
+
+/// A bootstrap CI of the medians' ratio or difference: (baseline, candidate, level, seed,
+/// resamples).
+type Draw = fn(&[f64], &[f64], f64, u64, usize) -> Option<BootstrapCi>;
 
 /// Stretches `ci` to cover `bounds`; whether it had to.
 fn widen(ci: &mut (f64, f64), bounds: (f64, f64)) -> bool {
