@@ -111,7 +111,7 @@ fn boot_as(
 ) -> Boot {
     let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::Builder::new()
-        .prefix("iolab-lab-out.")
+        .prefix(&format!("iolab-lab-out-{}.", std::process::id()))
         .tempdir_in("/dev/shm")
         .unwrap();
     // scripts/lab puts the binary under test (LAB_IOLAB) first on the guest's PATH, copied
@@ -2188,7 +2188,7 @@ fn guests_run_one_hosts_mode_experiment_and_their_figures_add_up() {
     }
     let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::Builder::new()
-        .prefix("iolab-lab-out.")
+        .prefix(&format!("iolab-lab-out-{}.", std::process::id()))
         .tempdir_in("/dev/shm")
         .unwrap();
     // Runs on this machine once both servers answer; LAB_FIO_SERVERS lists them.

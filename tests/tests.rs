@@ -22,6 +22,7 @@ mod preflight;
 mod run;
 mod snapshot;
 mod stats;
+mod stopped_runs;
 mod store;
 mod target;
 mod trace;

@@ -1,0 +1,217 @@
+//! A test run that is stopped or killed leaves the machine as it found it: `scripts/guarded`
+//! (what scripts/test runs its tests under) stops a step and everything it started on
+//! SIGTERM, removes what it left and puts back the knobs it changed; `scripts/leftovers`
+//! removes only what dead processes made, never what a running one still uses.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::root_or_skip;
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name)
+}
+
+/// Whether a network namespace of that exact name exists.
+fn namespace(name: &str) -> bool {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(name))
+}
+
+fn loops_over(file: &str) -> String {
+    let out = Command::new("losetup").args(["-j", file]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A process id that was in use a moment ago and is not now.
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+/// Its status, its output, and SIGINT not ignored: tests send it to what they start, and a
+/// shell's background command (without job control) would start with it ignored.
+#[test]
+fn a_guarded_step_that_ends_by_itself_gives_its_status() {
+    let out = Command::new(script("guarded"))
+        .args([
+            "/dev/null",
+            "sh",
+            "-c",
+            "grep SigIgn /proc/self/status; exit 3",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ignored = stdout.trim().trim_start_matches("SigIgn:").trim();
+    let ignored = u64::from_str_radix(ignored, 16).unwrap();
+    assert_eq!(ignored & (1 << (libc::SIGINT - 1)), 0, "{stdout}");
+}
+
+/// The step makes what a test makes (an image in /dev/shm with a loop device over it whose
+/// scheduler and read-ahead it changes, a network namespace with a process in it) and waits;
+/// SIGTERM to scripts/guarded must leave none of it.
+#[test]
+fn a_stopped_step_is_stopped_and_what_it_made_and_changed_is_put_back() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    // The listing of settings to put back is written by the step, once it knows its device:
+    // scripts/guarded reads it when stopped.
+    let step = format!(
+        r#"set -e
+img=/dev/shm/iolab-test-guarded-$$.img
+truncate -s 16M "$img"
+dev=$(losetup -f --show "$img")
+echo "$img $dev" > {d}/made
+q=/sys/block/${{dev#/dev/}}/queue
+printf '%s\n' "$q/scheduler=$(cat $q/scheduler)" "$q/read_ahead_kb=$(cat $q/read_ahead_kb)" > {d}/state
+in_use=$(sed 's/.*\[\(.*\)\].*/\1/' $q/scheduler)
+other=$(tr -d '[]' < $q/scheduler | tr ' ' '\n' | grep -vx "$in_use" | grep . | head -n 1)
+echo "$other" > $q/scheduler
+echo 4321 > $q/read_ahead_kb
+ip netns add iolabt-guarded-$$
+ip netns exec iolabt-guarded-$$ sleep 300 &
+echo "iolabt-guarded-$$ $! $other" >> {d}/made
+touch {d}/ready
+exec sleep 300"#
+    );
+    let mut guard = Command::new(script("guarded"))
+        .arg(dir.path().join("state"))
+        .args(["bash", "-c", &step])
+        // Not iolab's scratch devices: tests beside this one leave some on purpose.
+        .env("LEFTOVERS", "")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !dir.path().join("ready").exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the step never got ready"
+        );
+        if let Some(status) = guard.try_wait().unwrap() {
+            panic!("the step failed: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let made = std::fs::read_to_string(dir.path().join("made")).unwrap();
+    let made: Vec<&str> = made.split_whitespace().collect();
+    let [img, dev, ns, in_ns, other] = made[..] else {
+        panic!("{made:?}")
+    };
+    let state = std::fs::read_to_string(dir.path().join("state")).unwrap();
+    let queue = format!("/sys/block/{}/queue", dev.trim_start_matches("/dev/"));
+    assert!(!other.is_empty() && state.contains(&format!("{queue}/scheduler=")));
+    assert!(loops_over(img).contains(dev) && namespace(ns));
+
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(guard.id() as i32, libc::SIGTERM) };
+    let out = guard.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+
+    // Nothing of the step is left, and its device has the settings it had.
+    assert_eq!(loops_over(img), "", "{stderr}");
+    assert!(!Path::new(img).exists(), "{stderr}");
+    assert!(!namespace(ns), "{stderr}");
+    assert!(!Path::new(&format!("/proc/{in_ns}")).exists(), "{stderr}");
+    for line in state.lines() {
+        let (path, was) = line.split_once('=').unwrap();
+        let now = std::fs::read_to_string(path).unwrap();
+        assert_eq!(now.trim_end(), was.trim_end(), "{path}: {stderr}");
+    }
+    assert!(
+        stderr.contains(&format!("put back {queue}/scheduler")),
+        "{stderr}"
+    );
+}
+
+/// What a live process made stays (this test binary's own image, device and namespace, as
+/// every test names them); what a dead one made goes.
+#[test]
+fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
+    if !root_or_skip() {
+        return;
+    }
+    let me = std::process::id();
+    let live_img = format!("/dev/shm/iolab-test-leftovers-{me}.img");
+    let live_ns = format!("iolabt-leftovers-{me}");
+    let dead = dead_pid();
+    let dead_img = format!("/dev/shm/iolab-test-leftovers-{dead}.img");
+    let dead_ns = format!("iolabt-leftovers-{dead}");
+    let dead_dir = format!("/dev/shm/iolab-lab-out-{dead}.x1");
+    // Left without --scratch: tests beside this one leave such files for `iolab restore`.
+    let dead_scratch = format!("/dev/shm/iolab-scratch-{dead}-0.img");
+    std::fs::write(&dead_scratch, "left").unwrap();
+    std::fs::File::create(&live_img)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    std::fs::write(&dead_img, "left").unwrap();
+    std::fs::create_dir(&dead_dir).unwrap();
+    let out = Command::new("losetup")
+        .args(["-f", "--show", &live_img])
+        .output()
+        .unwrap();
+    let live_dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // Put away whatever the assertions leave.
+    struct Cleanup(Vec<Vec<String>>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for cmd in &self.0 {
+                let _ = Command::new(&cmd[0]).args(&cmd[1..]).status();
+            }
+        }
+    }
+    let _cleanup = Cleanup(vec![
+        vec!["losetup".into(), "-d".into(), live_dev.clone()],
+        vec![
+            "rm".into(),
+            "-rf".into(),
+            live_img.clone(),
+            dead_img.clone(),
+        ],
+        vec![
+            "rm".into(),
+            "-rf".into(),
+            dead_dir.clone(),
+            dead_scratch.clone(),
+        ],
+        vec!["ip".into(), "netns".into(), "del".into(), live_ns.clone()],
+        vec!["ip".into(), "netns".into(), "del".into(), dead_ns.clone()],
+    ]);
+    assert!(out.status.success() && live_dev.starts_with("/dev/loop"));
+    for ns in [&live_ns, &dead_ns] {
+        assert!(Command::new("ip")
+            .args(["netns", "add", ns])
+            .status()
+            .unwrap()
+            .success());
+    }
+
+    let out = Command::new(script("leftovers")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(loops_over(&live_img).contains(&live_dev), "{stderr}");
+    assert!(namespace(&live_ns), "{stderr}");
+    assert!(!Path::new(&dead_img).exists(), "{stderr}");
+    assert!(!Path::new(&dead_dir).exists(), "{stderr}");
+    assert!(Path::new(&dead_scratch).exists(), "{stderr}");
+    assert!(!namespace(&dead_ns), "{stderr}");
+    assert!(
+        stderr.contains(&format!("deleted network namespace {dead_ns}")),
+        "{stderr}"
+    );
+}
