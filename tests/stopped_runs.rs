@@ -3,11 +3,16 @@
 //! SIGTERM, removes what it left and puts back the knobs it changed; `scripts/leftovers`
 //! removes only what dead processes made, never what a running one still uses.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::root_or_skip;
+
+/// Held by the tests that run scripts/leftovers: one run's leftovers would take the other's
+/// dead step's device before its own run could.
+static LEFTOVERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -36,34 +41,46 @@ fn dead_pid() -> u32 {
     pid
 }
 
-/// Its status, its output, and SIGINT not ignored: tests send it to what they start, and a
-/// shell's background command (without job control) would start with it ignored.
+/// Its status, its output, and SIGINT and SIGQUIT not ignored: tests send them to what they
+/// start, and a shell's background command (without job control) starts with them ignored;
+/// here scripts/guarded itself is started so.
 #[test]
 fn a_guarded_step_that_ends_by_itself_gives_its_status() {
-    let out = Command::new(script("guarded"))
-        .args([
-            "/dev/null",
-            "sh",
-            "-c",
-            "grep SigIgn /proc/self/status; exit 3",
-        ])
-        .output()
-        .unwrap();
+    let mut guarded = Command::new(script("guarded"));
+    guarded.args([
+        "/dev/null",
+        "sh",
+        "-c",
+        "grep SigIgn /proc/self/status; exit 3",
+    ]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        guarded.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+            Ok(())
+        })
+    };
+    let out = guarded.output().unwrap();
     assert_eq!(out.status.code(), Some(3));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let ignored = stdout.trim().trim_start_matches("SigIgn:").trim();
     let ignored = u64::from_str_radix(ignored, 16).unwrap();
-    assert_eq!(ignored & (1 << (libc::SIGINT - 1)), 0, "{stdout}");
+    for signal in [libc::SIGINT, libc::SIGQUIT] {
+        assert_eq!(ignored & (1 << (signal - 1)), 0, "{signal}: {stdout}");
+    }
 }
 
 /// The step makes what a test makes (an image in /dev/shm with a loop device over it whose
-/// scheduler and read-ahead it changes, a network namespace with a process in it) and waits;
+/// scheduler and read-ahead it changes, a network namespace with a process in it, a process
+/// whose parent has gone) and waits;
 /// SIGTERM to scripts/guarded must leave none of it.
 #[test]
 fn a_stopped_step_is_stopped_and_what_it_made_and_changed_is_put_back() {
     if !root_or_skip() {
         return;
     }
+    let _alone = LEFTOVERS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display();
     // The listing of settings to put back is written by the step, once it knows its device:
@@ -83,6 +100,7 @@ echo 4321 > $q/read_ahead_kb
 ip netns add iolabt-guarded-$$
 ip netns exec iolabt-guarded-$$ sleep 300 &
 echo "iolabt-guarded-$$ $! $other" >> {d}/made
+(sleep 300 & echo $! > {d}/orphan)
 touch {d}/ready
 exec sleep 300"#
     );
@@ -127,72 +145,110 @@ exec sleep 300"#
     assert!(!Path::new(img).exists(), "{stderr}");
     assert!(!namespace(ns), "{stderr}");
     assert!(!Path::new(&format!("/proc/{in_ns}")).exists(), "{stderr}");
+    // Started by the step and left by its parent: no longer below the step, but in its group.
+    let orphan = std::fs::read_to_string(dir.path().join("orphan")).unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{}", orphan.trim())).exists(),
+        "{stderr}"
+    );
     for line in state.lines() {
         let (path, was) = line.split_once('=').unwrap();
         let now = std::fs::read_to_string(path).unwrap();
         assert_eq!(now.trim_end(), was.trim_end(), "{path}: {stderr}");
     }
+    // Put back while the device is still the step's: a detached loop device keeps its knobs,
+    // and a test beside this one may attach it at once and read them as its own.
+    let put_back = stderr.find(&format!("put back {queue}/scheduler"));
+    let detached = stderr.find(&format!("detached {dev} "));
     assert!(
-        stderr.contains(&format!("put back {queue}/scheduler")),
+        matches!((put_back, detached), (Some(p), Some(d)) if p < d),
         "{stderr}"
     );
 }
 
+/// Attaches a loop device over a file, as a test does.
+fn attach(file: &str) -> String {
+    let out = Command::new("losetup")
+        .args(["-f", "--show", file])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Puts away whatever the assertions leave: loop devices only while still over the file they
+/// were attached to (one detached already may be another test's by now), then files and
+/// namespaces.
+struct Cleanup {
+    loops: Vec<(String, String)>,
+    paths: Vec<String>,
+    namespaces: Vec<String>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for (dev, file) in &self.loops {
+            let backing = format!("/sys/block/{}/loop/backing_file", &dev["/dev/".len()..]);
+            let over = std::fs::read_to_string(backing).unwrap_or_default();
+            if over.trim_end().trim_end_matches(" (deleted)") == file {
+                let _ = Command::new("losetup").args(["-d", dev]).status();
+            }
+        }
+        let _ = Command::new("rm").arg("-rf").args(&self.paths).status();
+        for ns in &self.namespaces {
+            let _ = Command::new("ip")
+                .args(["netns", "del", ns])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 /// What a live process made stays (this test binary's own image, device and namespace, as
-/// every test names them); what a dead one made goes.
+/// every test names them); what a dead one made goes, but not a loop device over another file
+/// that had its name.
 #[test]
 fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
     if !root_or_skip() {
         return;
     }
+    let _alone = LEFTOVERS.lock().unwrap_or_else(|e| e.into_inner());
     let me = std::process::id();
     let live_img = format!("/dev/shm/iolab-test-leftovers-{me}.img");
     let live_ns = format!("iolabt-leftovers-{me}");
     let dead = dead_pid();
     let dead_img = format!("/dev/shm/iolab-test-leftovers-{dead}.img");
+    let renamed_img = format!("/dev/shm/iolab-test-leftovers2-{dead}.img");
     let dead_ns = format!("iolabt-leftovers-{dead}");
     let dead_dir = format!("/dev/shm/iolab-lab-out-{dead}.x1");
     // Left without --scratch: tests beside this one leave such files for `iolab restore`.
     let dead_scratch = format!("/dev/shm/iolab-scratch-{dead}-0.img");
-    std::fs::write(&dead_scratch, "left").unwrap();
-    std::fs::File::create(&live_img)
-        .unwrap()
-        .set_len(16 << 20)
-        .unwrap();
-    std::fs::write(&dead_img, "left").unwrap();
-    std::fs::create_dir(&dead_dir).unwrap();
-    let out = Command::new("losetup")
-        .args(["-f", "--show", &live_img])
-        .output()
-        .unwrap();
-    let live_dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    // Put away whatever the assertions leave.
-    struct Cleanup(Vec<Vec<String>>);
-    impl Drop for Cleanup {
-        fn drop(&mut self) {
-            for cmd in &self.0 {
-                let _ = Command::new(&cmd[0]).args(&cmd[1..]).status();
-            }
-        }
-    }
-    let _cleanup = Cleanup(vec![
-        vec!["losetup".into(), "-d".into(), live_dev.clone()],
-        vec![
-            "rm".into(),
-            "-rf".into(),
+    let mut cleanup = Cleanup {
+        loops: Vec::new(),
+        paths: vec![
             live_img.clone(),
             dead_img.clone(),
-        ],
-        vec![
-            "rm".into(),
-            "-rf".into(),
+            renamed_img.clone(),
             dead_dir.clone(),
             dead_scratch.clone(),
         ],
-        vec!["ip".into(), "netns".into(), "del".into(), live_ns.clone()],
-        vec!["ip".into(), "netns".into(), "del".into(), dead_ns.clone()],
-    ]);
-    assert!(out.status.success() && live_dev.starts_with("/dev/loop"));
+        namespaces: vec![live_ns.clone(), dead_ns.clone()],
+    };
+    std::fs::write(&dead_scratch, "left").unwrap();
+    for img in [&live_img, &dead_img, &renamed_img] {
+        std::fs::File::create(img)
+            .unwrap()
+            .set_len(16 << 20)
+            .unwrap();
+        let dev = attach(img);
+        cleanup.loops.push((dev, img.to_string()));
+    }
+    let [live_dev, dead_dev, renamed_dev] = [0, 1, 2].map(|i| cleanup.loops[i].0.clone());
+    // The file under the last device goes, and another takes its name: the device is over a
+    // file that is not this one, as with another /dev/shm's file seen from a container.
+    std::fs::remove_file(&renamed_img).unwrap();
+    std::fs::write(&renamed_img, "another").unwrap();
+    std::fs::create_dir(&dead_dir).unwrap();
     for ns in [&live_ns, &dead_ns] {
         assert!(Command::new("ip")
             .args(["netns", "add", ns])
@@ -206,8 +262,22 @@ fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
     assert!(out.status.success(), "{stderr}");
     assert!(loops_over(&live_img).contains(&live_dev), "{stderr}");
     assert!(namespace(&live_ns), "{stderr}");
-    assert!(!Path::new(&dead_img).exists(), "{stderr}");
-    assert!(!Path::new(&dead_dir).exists(), "{stderr}");
+    assert_eq!(loops_over(&dead_img), "", "{stderr}");
+    assert!(
+        stderr.contains(&format!("detached {dead_dev} ")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(&format!("detached {renamed_dev} ")),
+        "{stderr}"
+    );
+    let over = format!("/sys/block/{}/loop/backing_file", &renamed_dev[5..]);
+    assert!(std::fs::read_to_string(over)
+        .unwrap()
+        .contains(&renamed_img));
+    for gone in [&dead_img, &renamed_img, &dead_dir] {
+        assert!(!Path::new(gone).exists(), "{gone}: {stderr}");
+    }
     assert!(Path::new(&dead_scratch).exists(), "{stderr}");
     assert!(!namespace(&dead_ns), "{stderr}");
     assert!(
