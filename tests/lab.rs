@@ -100,6 +100,15 @@ fn boot_with(machine: &str, script: &str, timeout_s: u32, during: &dyn Fn(&Path,
     boot_as(machine, script, timeout_s, during, false)
 }
 
+/// A guest's output directory in /dev/shm, named with this process's id, so that
+/// scripts/leftovers knows it for a dead run's.
+fn lab_out_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("iolab-lab-out-{}.", std::process::id()))
+        .tempdir_in("/dev/shm")
+        .unwrap()
+}
+
 /// Like `boot_with`; with `systemd`, systemd is the guest's first process and runs the script
 /// as a service (`LAB_SYSTEMD=1`), so the script can start and stop units.
 fn boot_as(
@@ -110,10 +119,7 @@ fn boot_as(
     systemd: bool,
 ) -> Boot {
     let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let out = tempfile::Builder::new()
-        .prefix(&format!("iolab-lab-out-{}.", std::process::id()))
-        .tempdir_in("/dev/shm")
-        .unwrap();
+    let out = lab_out_dir();
     // scripts/lab puts the binary under test (LAB_IOLAB) first on the guest's PATH, copied
     // into the guest's RAM without its debug info; an installed iolab must not stand in.
     let script = format!(
@@ -2187,10 +2193,7 @@ fn guests_run_one_hosts_mode_experiment_and_their_figures_add_up() {
         return;
     }
     let _one = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let out = tempfile::Builder::new()
-        .prefix(&format!("iolab-lab-out-{}.", std::process::id()))
-        .tempdir_in("/dev/shm")
-        .unwrap();
+    let out = lab_out_dir();
     // Runs on this machine once both servers answer; LAB_FIO_SERVERS lists them.
     let script = format!(
         r#"set -e

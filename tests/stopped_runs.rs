@@ -33,6 +33,16 @@ fn loops_over(file: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The file a loop device is over ("" when detached), as its driver names it (a deleted one
+/// marked " (deleted)").
+fn backing_file(dev: &str) -> String {
+    let name = dev.trim_start_matches("/dev/");
+    std::fs::read_to_string(format!("/sys/block/{name}/loop/backing_file"))
+        .unwrap_or_default()
+        .trim_end()
+        .to_string()
+}
+
 /// A process id that was in use a moment ago and is not now.
 fn dead_pid() -> u32 {
     let mut child = Command::new("true").spawn().unwrap();
@@ -193,9 +203,7 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         for (dev, file) in &self.loops {
-            let backing = format!("/sys/block/{}/loop/backing_file", &dev["/dev/".len()..]);
-            let over = std::fs::read_to_string(backing).unwrap_or_default();
-            if over.trim_end().trim_end_matches(" (deleted)") == file {
+            if backing_file(dev).trim_end_matches(" (deleted)") == file {
                 let _ = Command::new("losetup").args(["-d", dev]).status();
             }
         }
@@ -276,10 +284,7 @@ fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
         !stderr.contains(&format!("detached {renamed_dev} ")),
         "{stderr}"
     );
-    let over = format!("/sys/block/{}/loop/backing_file", &renamed_dev[5..]);
-    assert!(std::fs::read_to_string(over)
-        .unwrap()
-        .contains(&renamed_img));
+    assert!(backing_file(&renamed_dev).contains(&renamed_img));
     for gone in [&dead_img, &renamed_img, &dead_dir] {
         assert!(!Path::new(gone).exists(), "{gone}: {stderr}");
     }
