@@ -295,3 +295,71 @@ fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
         "{stderr}"
     );
 }
+
+/// Unmounts a directory when dropped (before the `Cleanup` declared ahead of it detaches).
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A dead process's loop device that something mounts stays attached (`losetup -d` would
+/// only mark it to go when closed, and whoever mounted it may be using it), and the run says
+/// so and fails; once unmounted, the next run detaches it.
+#[test]
+fn leftovers_leave_a_dead_process_device_that_is_mounted() {
+    if !root_or_skip() {
+        return;
+    }
+    let _alone = LEFTOVERS.lock().unwrap_or_else(|e| e.into_inner());
+    let img = format!("/dev/shm/iolab-test-mounted-{}.img", dead_pid());
+    let mut cleanup = Cleanup {
+        loops: Vec::new(),
+        paths: vec![img.clone()],
+        namespaces: Vec::new(),
+    };
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let dev = attach(&img);
+    cleanup.loops.push((dev.clone(), img.clone()));
+    let mkfs = Command::new("mkfs.ext2")
+        .args(["-q", &dev])
+        .output()
+        .expect("mkfs.ext2 (e2fsprogs)");
+    assert!(mkfs.status.success(), "{mkfs:?}");
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Command::new("mount")
+        .arg(&dev)
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success());
+    let mounted = Mounted(dir.path().to_path_buf());
+
+    let out = Command::new(script("leftovers")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("left {dev} (over {img}")) && stderr.contains("mounted or held"),
+        "{stderr}"
+    );
+    assert!(backing_file(&dev).starts_with(&img), "{stderr}");
+    assert!(
+        std::fs::read_to_string("/proc/mounts")
+            .unwrap()
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(dev.as_str())),
+        "{stderr}"
+    );
+
+    drop(mounted);
+    let out = Command::new(script("leftovers")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("detached {dev} ")), "{stderr}");
+    assert_eq!(backing_file(&dev), "", "{stderr}");
+}
