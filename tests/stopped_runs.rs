@@ -51,6 +51,19 @@ fn dead_pid() -> u32 {
     pid
 }
 
+/// A stand-in for the tests' `iolab restore`, in `dir`, that says which state directory it
+/// was run on ("default" for iolab's own).
+fn restore_stand_in(dir: &Path) -> String {
+    let path = dir.join("restore");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\necho \"restore-called ${IOLAB_STATE_DIR:-default}\" >&2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
 /// Its status, its output, and SIGINT and SIGQUIT not ignored: tests send them to what they
 /// start, and a shell's background command (without job control) starts with them ignored;
 /// here scripts/guarded itself is started so.
@@ -114,14 +127,24 @@ echo "iolabt-guarded-$$ $! $other" >> {d}/made
 touch {d}/ready
 exec sleep 300"#
     );
+    // The run's temporary directory, with what killed tests left there: a state directory
+    // with a knob journal, and one with only a tracefs journal.
+    let tests_tmp = dir.path().join("tests-tmp");
+    let knobs_state = tests_tmp.join(".tmpA/state");
+    let tracer_state = tests_tmp.join(".tmpB/state");
+    std::fs::create_dir_all(&knobs_state).unwrap();
+    std::fs::create_dir_all(tracer_state.join("tracer")).unwrap();
+    std::fs::write(knobs_state.join("journal.json"), "{}").unwrap();
+    std::fs::write(tracer_state.join("tracer/journal.json"), "{}").unwrap();
     let mut guard = Command::new(script("guarded"))
         .arg(dir.path().join("state"))
         .args(["bash", "-c", &step])
         // Not iolab's scratch devices: tests beside this one leave some on purpose.
         .env("LEFTOVERS", "")
-        // Not `iolab restore` on iolab's own state directory, for the same reason: its call
-        // is seen in the output.
-        .env("IOLAB_RESTORE", "echo restore-called")
+        // Not `iolab restore` on iolab's own state directory, for the same reason: its calls
+        // are seen in the output.
+        .env("IOLAB_RESTORE", restore_stand_in(dir.path()))
+        .env("IOLAB_TESTS_TMP", &tests_tmp)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -172,7 +195,17 @@ exec sleep 300"#
     // Put back while the device is still the step's: a detached loop device keeps its knobs,
     // and a test beside this one may attach it at once and read them as its own.
     // And `iolab restore` first, which puts back its journals' exact values.
-    let restored = stderr.find("restore-called");
+    // Each killed test's own state directory is restored too, after iolab's own.
+    let restored = stderr.find("restore-called default");
+    for state in [&knobs_state, &tracer_state] {
+        let at = stderr.find(&format!("restore-called {}\n", state.display()));
+        assert!(
+            matches!((restored, at), (Some(r), Some(a)) if r < a),
+            "{}: {stderr}",
+            state.display()
+        );
+    }
+    let restored = stderr.rfind("restore-called");
     let put_back = stderr.find(&format!("put back {queue}/scheduler"));
     let detached = stderr.find(&format!("detached {dev} "));
     assert!(
@@ -236,6 +269,12 @@ fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
     let dead_dir = format!("/dev/shm/iolab-lab-out-{dead}.x1");
     // Left without --scratch: tests beside this one leave such files for `iolab restore`.
     let dead_scratch = format!("/dev/shm/iolab-scratch-{dead}-0.img");
+    // Test runs' temporary directories (where leftovers looks: its $TMPDIR is ours), one with
+    // a killed test's state directory in it.
+    let tmp = std::env::temp_dir();
+    let live_run = tmp.join(format!("iolab-tests-{me}-leftovers"));
+    let dead_run = tmp.join(format!("iolab-tests-{dead}-leftovers"));
+    let dead_state = dead_run.join(".tmpA/state");
     let mut cleanup = Cleanup {
         loops: Vec::new(),
         paths: vec![
@@ -244,10 +283,16 @@ fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
             renamed_img.clone(),
             dead_dir.clone(),
             dead_scratch.clone(),
+            live_run.display().to_string(),
+            dead_run.display().to_string(),
         ],
         namespaces: vec![live_ns.clone(), dead_ns.clone()],
     };
     std::fs::write(&dead_scratch, "left").unwrap();
+    std::fs::create_dir_all(&live_run).unwrap();
+    std::fs::create_dir_all(&dead_state).unwrap();
+    std::fs::write(dead_state.join("journal.json"), "{}").unwrap();
+    let stand_in_dir = tempfile::tempdir().unwrap();
     for img in [&live_img, &dead_img, &renamed_img] {
         std::fs::File::create(img)
             .unwrap()
@@ -270,9 +315,17 @@ fn leftovers_of_a_dead_process_go_and_those_of_a_live_one_stay() {
             .success());
     }
 
-    let out = Command::new(script("leftovers")).output().unwrap();
+    let out = Command::new(script("leftovers"))
+        .env("IOLAB_RESTORE", restore_stand_in(stand_in_dir.path()))
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("restore-called {}\n", dead_state.display())),
+        "{stderr}"
+    );
+    assert!(!dead_run.exists() && live_run.exists(), "{stderr}");
     assert!(loops_over(&live_img).contains(&live_dev), "{stderr}");
     assert!(namespace(&live_ns), "{stderr}");
     assert_eq!(loops_over(&dead_img), "", "{stderr}");
