@@ -17,7 +17,6 @@ use super::sectormap::SectorMap;
 
 use super::latency::Latency;
 use super::samples::{Kind, Sample, Sums};
-use super::seek::Seeks;
 use super::timeline::Timeline;
 use crate::blk_io_trace::{category, code, Io, DISCARD, READ, WRITE};
 
@@ -242,9 +241,6 @@ pub struct Device {
     // Dispatch depth at each D (requests in the driver including this one).
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
-    /// D2D seek distances (btt's), counted here where every D is handled (a nonzero one is
-    /// also a seek in the timeline's interval); Q2Q's are the side stage's.
-    pub d2d_seeks: Seeks,
     queued: SectorMap<Queued>,
     in_driver: KeyMap<InDriver>,
     pub procs: Vec<ProcStats>,
@@ -313,7 +309,6 @@ impl Device {
             btt_live: None,
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
-            d2d_seeks: Seeks::default(),
             queued: SectorMap::default(),
             in_driver: KeyMap::default(),
             procs: Vec::new(),
@@ -554,9 +549,6 @@ impl Device {
         self.dispatch_depth.add(depth);
         self.dispatch_sectors.add(u64::from(ev.bytes >> 9));
         self.timeline.driver_depth(t, depth);
-        if self.d2d_seeks.add(ev.sector, end) != 0 {
-            self.timeline.seek(t);
-        }
         if self.live_start == NONE {
             if self.last_live_end == t {
                 // Dispatched at the very nanosecond the last request completed: btt's

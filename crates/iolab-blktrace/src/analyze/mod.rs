@@ -115,7 +115,7 @@ pub struct Analyzer {
 impl Analyzer {
     pub fn new(opts: Options) -> Self {
         Analyzer {
-            side: Some(SideStage::default()),
+            side: Some(SideStage::new(opts.interval_ns)),
             opts,
             devices: Vec::new(),
             index: HashMap::new(),
@@ -267,7 +267,8 @@ impl Analyzer {
     }
 
     pub fn finish(mut self) -> Report {
-        let mut side = self.side.take().unwrap_or_default();
+        let interval = self.opts.interval_ns;
+        let mut side = self.side.take().unwrap_or_else(|| SideStage::new(interval));
         side.settle();
         self.finish_with(&side)
     }
@@ -336,8 +337,10 @@ impl Analyzer {
                 e.2 += p.bytes;
                 e.3 += p.queued;
             }
-            d.d2d_seeks.settle();
-            let sk = (side.q2q_seeks(d.device), d.d2d_seeks.summary());
+            let sk = side.seeks(d.device);
+            if let Some(seeks) = side.seek_counts(d.device) {
+                d.timeline.add_seeks(seeks);
+            }
             if let Some(last) = side.last_record(d.device) {
                 d.last_time = d.last_time.max(last);
             }
@@ -823,7 +826,7 @@ pub struct ProcessReport {
 
 /// Opens and analyses traces in one call.
 ///
-/// Reading, decoding, Q2Q seek and plug counting run on a second thread: it hands batches of compact
+/// Reading, decoding, Q2Q and D2D seek and plug counting run on a second thread: it hands batches of compact
 /// records ([`Io`], 32 bytes) to the state machine through a bounded channel and gets each
 /// batch back, with the latency samples the state machine recorded from it when the state
 /// machine is the busier of the two (it sums them itself when it is ahead). Batches and sample
@@ -846,6 +849,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
     /// A batch used, with the samples recorded per device index.
     type Used = (IoBatch, Vec<(usize, Vec<Sample>)>);
     let mut events = super::merge::open_trace(names)?;
+    let interval = opts.interval_ns;
     let (full_tx, full_rx) = sync_channel::<Full>(8);
     // Batches read and not yet taken by the state machine: when there are none, the state
     // machine is ahead of the reader and sums its samples itself; else it hands them over.
@@ -869,7 +873,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
             if let Some(cpu) = reader_cpu {
                 apart::pin_to(cpu);
             }
-            let mut side = SideStage::default();
+            let mut side = SideStage::new(interval);
             let mut sums = AllSums::default();
             let mut spares: Vec<Vec<Sample>> = Vec::new();
             let mut sum = |used: Vec<(usize, Vec<Sample>)>, spares: &mut Vec<Vec<Sample>>| {
@@ -1042,6 +1046,33 @@ mod tests {
                 && why.contains("use --interval 2s or longer"),
             "{why}"
         );
+    }
+
+    /// The timeline's seeks are the dispatches at a nonzero D2D distance, in the interval of
+    /// their D (counted on the side stage, over the state machine's intervals).
+    #[test]
+    fn the_timelines_seeks_are_the_dispatches_that_moved() {
+        let dev = 8 << 20;
+        let mut a = Analyzer::new(Options {
+            interval_ns: 1000,
+            ..Default::default()
+        });
+        // (time, sector): from sector 0 (no move), far on (a seek), right after it (none),
+        // back (a seek) and far on again (a seek).
+        for (t, sector) in [(0, 0), (200, 1000), (1100, 1008), (1300, 50), (1600, 5000)] {
+            a.feed(&ev(t, code::QUEUE, dev, sector, 4096));
+            a.feed(&ev(t + 10, code::ISSUE, dev, sector, 4096));
+            a.feed(&ev(t + 50, code::COMPLETE, dev, sector, 4096));
+        }
+        let r = a.finish();
+        let d = &r.devices[0];
+        assert_eq!(d.seek_d2d.as_ref().map(|s| s.nseeks), Some(5));
+        let seeks: Vec<f64> = d
+            .timeline
+            .iter()
+            .map(|p| (p.seeks_per_s * p.interval * 1e6).round() / 1e6)
+            .collect();
+        assert_eq!(seeks, [1.0, 2.0], "{:?}", d.timeline);
     }
 
     /// Rows 10 ms apart are told apart (with one decimal they all read 0.0), and the last

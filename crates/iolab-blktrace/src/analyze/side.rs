@@ -1,9 +1,10 @@
-//! The statistics that need no Q/D/C matching — seek distances between Qs (Q2Q; those between
-//! Ds are the state machine's, which handles every D anyway), plugging (P, U, UT), and the
-//! Q2Q times (per device, per process and across
-//! devices) with the bytes each process queued — kept apart from the state machine so
-//! `analyze_paths` can compute them on the reader thread, which then drops plug records from
-//! the batches: the two threads end up with similar work. Notify records other than process names (the
+//! The statistics that need no Q/D/C matching — seek distances between Qs (Q2Q) and between Ds
+//! (D2D, with the seeks per timeline interval), plugging (P, U, UT), and the Q2Q times (per
+//! device, per process and across devices) with the bytes each process queued — kept apart
+//! from the state machine so `analyze_paths` can compute them on the reader thread, which then
+//! drops plug records from the batches: the two threads end up with similar work. (D2D seeks
+//! were the state machine's, which handles every D anyway: 8% of its instructions on the
+//! mixed benchmark trace, whose reader thread had the fewer.) Notify records other than process names (the
 //! tracer's messages; BFQ writes several per request) are only counted, so they stop here too. Same filters as the analyzer: no notify/PC
 //! records, no zero-byte IOs, nothing before a device's first Q (or remap).
 
@@ -12,6 +13,7 @@ use std::collections::HashMap;
 use super::device::delta;
 use super::latency::Latency;
 use super::seek::{SeekSummary, Seeks};
+use super::timeline::SeekCounts;
 use crate::blk_io_trace::{category, code, Io};
 
 /// One process's Q2Q (min/avg/max/N, as the analyzer keeps per process) and bytes queued.
@@ -85,6 +87,9 @@ impl QueueTimes {
 struct SideDevice {
     device: u32,
     q2q: Seeks,
+    d2d: Seeks,
+    /// The D2D seeks of nonzero distance, per interval of the device's timeline.
+    seek_times: SeekCounts,
     times: QueueTimes,
     /// The last record counted here; the device's last of all is the later of this and the
     /// state machine's (see [`SideStage::last_record`]).
@@ -150,10 +155,12 @@ pub struct SideStage {
     /// Q2Q across all devices (btt's "All Devices" Q2Q).
     pub all_q2q: Latency,
     last_q: Option<u64>,
+    /// The timelines' interval (`Options::interval_ns`).
+    interval: u64,
 }
 
-impl Default for SideStage {
-    fn default() -> Self {
+impl SideStage {
+    pub fn new(interval: u64) -> Self {
         SideStage {
             devices: Vec::new(),
             last: 0,
@@ -165,11 +172,10 @@ impl Default for SideStage {
             notify_min_time: u64::MAX,
             all_q2q: Latency::default(),
             last_q: None,
+            interval,
         }
     }
-}
 
-impl SideStage {
     /// Returns false when the record was consumed here (plug/unplug) and need not reach the
     /// state machine. Inlined into the reader's loop: most records (G, I, M, C, ...) concern
     /// nothing here and pass straight on, without a call.
@@ -178,7 +184,12 @@ impl SideStage {
         let counted = ev.categories() & (category::NOTIFY | category::PC) != 0
             || matches!(
                 ev.code(),
-                code::QUEUE | code::PLUG | code::UNPLUG_IO | code::UNPLUG_TIMER | code::REMAP
+                code::QUEUE
+                    | code::ISSUE
+                    | code::PLUG
+                    | code::UNPLUG_IO
+                    | code::UNPLUG_TIMER
+                    | code::REMAP
             );
         !counted || self.count(ev)
     }
@@ -220,6 +231,12 @@ impl SideStage {
                     self.all_q2q.add(delta(prev, ev.time));
                 }
                 self.last_q = Some(ev.time);
+            }
+            code::ISSUE if ev.bytes > 0 => {
+                let distance = d.d2d.add(ev.sector, ev.end_sector());
+                if distance != 0 {
+                    d.seek_times.seek(ev.time);
+                }
             }
             code::PLUG => {
                 d.plug_records += 1;
@@ -270,6 +287,9 @@ impl SideStage {
         self.devices.push(SideDevice {
             device: ev.device,
             q2q: Seeks::default(),
+            d2d: Seeks::default(),
+            // The state machine starts the device's timeline at this same record.
+            seek_times: SeekCounts::new(ev.time, self.interval),
             times: QueueTimes::default(),
             last: ev.time,
             plugged: false,
@@ -285,42 +305,44 @@ impl SideStage {
         Some(self.devices.len() - 1)
     }
 
+    fn device(&self, dev: u32) -> Option<&SideDevice> {
+        self.devices.iter().find(|d| d.device == dev)
+    }
+
     /// The Q2Q times of a device and its processes.
     pub fn queue_times(&self, dev: u32) -> Option<&QueueTimes> {
-        self.devices
-            .iter()
-            .find(|d| d.device == dev)
-            .map(|d| &d.times)
+        self.device(dev).map(|d| &d.times)
     }
 
     /// Folds every device's pending seek distances (see [`Seeks::settle`]).
     pub fn settle(&mut self) {
         for d in &mut self.devices {
             d.q2q.settle();
+            d.d2d.settle();
         }
     }
 
-    /// A device's Q2Q seeks.
-    pub fn q2q_seeks(&self, dev: u32) -> Option<SeekSummary> {
-        self.devices
-            .iter()
-            .find(|d| d.device == dev)
-            .and_then(|d| d.q2q.summary())
+    /// A device's Q2Q and D2D seeks.
+    pub fn seeks(&self, dev: u32) -> (Option<SeekSummary>, Option<SeekSummary>) {
+        self.device(dev)
+            .map_or((None, None), |d| (d.q2q.summary(), d.d2d.summary()))
+    }
+
+    /// A device's D2D seeks of nonzero distance per interval of its timeline.
+    pub fn seek_counts(&self, dev: u32) -> Option<&SeekCounts> {
+        self.device(dev).map(|d| &d.seek_times)
     }
 
     /// The time of the device's last record counted here (plugs included).
     pub fn last_record(&self, dev: u32) -> Option<u64> {
-        self.devices
-            .iter()
-            .find(|d| d.device == dev)
-            .map(|d| d.last)
+        self.device(dev).map(|d| d.last)
     }
 
     /// Plug statistics over btt's span of the device, `(first, last)` (its records with data,
     /// which the state machine sees: btt's `% Time Q Plugged` divides by it), closing a plug
     /// still open at its end, as btt does.
     pub fn plugs(&self, dev: u32, (first, last): (u64, u64)) -> Option<PlugStats> {
-        let d = self.devices.iter().find(|d| d.device == dev)?;
+        let d = self.device(dev)?;
         let mut stats = PlugStats {
             plugs: d.plugs,
             timer_unplugs: d.timer_unplugs,

@@ -1,10 +1,11 @@
 //! A per-interval timeline of one device: completed IOs and bytes (IOPS, MB/s), time-weighted
 //! queue depth (bios queued, not completed) and driver depth (requests dispatched, not
 //! completed), mean Q2C of the bios completed in the interval, and seeks (dispatches at a
-//! nonzero distance from the previous dispatch, by btt's seek-distance rule). Memory grows with
-//! the trace's duration / interval, not with its number of events, and is capped at
-//! [`MAX_INTERVALS`]: a trace that would need more intervals is marked as overflowed (the
-//! caller refuses it with the numbers) instead of allocating or looping without end.
+//! nonzero distance from the previous dispatch, by btt's seek-distance rule; counted apart, in
+//! [`SeekCounts`]). Memory grows with the trace's duration / interval, not with its number of
+//! events, and is capped at [`MAX_INTERVALS`]: a trace that would need more intervals is
+//! marked as overflowed (the caller refuses it with the numbers) instead of allocating or
+//! looping without end.
 
 use serde::Serialize;
 
@@ -52,50 +53,34 @@ struct DepthClock {
 /// 100 s at 1 ms; more is a mistaken `--interval`, not a wish for a longer chart.
 pub const MAX_INTERVALS: u64 = 100_000;
 
+/// Which interval of a timeline a time falls in. Nearly every event falls in the interval of
+/// the one before, so that one's window is kept: this saves two 64-bit divisions per event.
 #[derive(Debug, Clone)]
-pub struct Timeline {
+struct Intervals {
     origin: u64,
     interval: u64,
-    buckets: Vec<Bucket>,
     /// Set when an event fell beyond `MAX_INTERVALS` intervals: the timeline is incomplete.
     overflowed: bool,
     /// The end of the last interval allowed (saturating: a huge interval ends at u64::MAX).
     limit: u64,
-    queue: DepthClock,
-    driver: DepthClock,
-    /// The bucket most recently used and its time window: nearly every event falls in it,
-    /// and this saves two 64-bit divisions per event.
+    /// The interval most recently used and its time window.
     win_idx: usize,
     win_start: u64,
     win_end: u64,
 }
 
-impl Timeline {
-    pub fn new(origin: u64, interval: u64) -> Self {
-        Timeline {
+impl Intervals {
+    fn new(origin: u64, interval: u64) -> Self {
+        let interval = interval.max(1);
+        Intervals {
             origin,
-            interval: interval.max(1),
-            buckets: Vec::new(),
+            interval,
             overflowed: false,
-            limit: origin.saturating_add(interval.max(1).saturating_mul(MAX_INTERVALS)),
-            queue: DepthClock {
-                depth: 0,
-                since: origin,
-            },
-            driver: DepthClock {
-                depth: 0,
-                since: origin,
-            },
+            limit: origin.saturating_add(interval.saturating_mul(MAX_INTERVALS)),
             win_idx: 0,
             win_start: 1,
             win_end: 0,
         }
-    }
-
-    /// True when events fell beyond [`MAX_INTERVALS`] intervals, or closing the timeline at
-    /// `end` ([`Timeline::finish`]) would reach past them: the points would be incomplete.
-    pub fn overflows(&self, end: u64) -> bool {
-        self.overflowed || end >= self.limit
     }
 
     /// `t`, or the last instant of the last allowed interval when `t` lies beyond it.
@@ -108,34 +93,87 @@ impl Timeline {
         }
     }
 
-    /// The bucket index of `t`, growing the bucket list as needed (never past the limit).
-    #[inline]
+    /// True when both `from` and `t` lie in the current window.
+    #[inline(always)]
+    fn holds(&self, from: u64, t: u64) -> bool {
+        from >= self.win_start && t < self.win_end
+    }
+
+    /// The index of the interval of `t` (never past the limit).
+    #[inline(always)]
     fn index(&mut self, t: u64) -> usize {
-        if t >= self.win_start && t < self.win_end {
+        if self.holds(t, t) {
             return self.win_idx;
         }
         self.move_window(t)
     }
 
-    /// [`Timeline::index`] for a `t` outside the current bucket's window.
+    /// [`Intervals::index`] for a `t` outside the current window.
     #[inline(never)]
     fn move_window(&mut self, t: u64) -> usize {
         let t = self.clamp(t);
         let i = (t.saturating_sub(self.origin) / self.interval) as usize;
         self.win_idx = i;
-        self.win_start = self
-            .origin
-            .saturating_add((i as u64).saturating_mul(self.interval));
+        self.win_start = self.start_of(i);
         self.win_end = self.win_start.saturating_add(self.interval);
         if t < self.origin {
-            // Before the origin (out-of-order input): counted in the first bucket.
+            // Before the origin (out-of-order input): counted in the first interval.
             self.win_start = 1;
             self.win_end = 0;
         }
+        i
+    }
+
+    fn start_of(&self, i: usize) -> u64 {
+        self.origin
+            .saturating_add((i as u64).saturating_mul(self.interval))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    at: Intervals,
+    buckets: Vec<Bucket>,
+    queue: DepthClock,
+    driver: DepthClock,
+}
+
+impl Timeline {
+    pub fn new(origin: u64, interval: u64) -> Self {
+        Timeline {
+            at: Intervals::new(origin, interval),
+            buckets: Vec::new(),
+            queue: DepthClock {
+                depth: 0,
+                since: origin,
+            },
+            driver: DepthClock {
+                depth: 0,
+                since: origin,
+            },
+        }
+    }
+
+    /// True when events fell beyond [`MAX_INTERVALS`] intervals, or closing the timeline at
+    /// `end` ([`Timeline::finish`]) would reach past them: the points would be incomplete.
+    pub fn overflows(&self, end: u64) -> bool {
+        self.at.overflowed || end >= self.at.limit
+    }
+
+    /// The bucket index of `t`, growing the bucket list as needed (never past the limit).
+    #[inline]
+    fn index(&mut self, t: u64) -> usize {
+        let i = self.at.index(t);
         if i >= self.buckets.len() {
-            self.buckets.resize(i + 1, Bucket::default());
+            self.grow(i);
         }
         i
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        self.buckets.resize(i + 1, Bucket::default());
     }
 
     #[inline]
@@ -156,11 +194,11 @@ impl Timeline {
             &mut self.driver
         };
         let from = clock.since;
-        if from >= self.win_start && t < self.win_end {
+        if self.at.holds(from, t) {
             if t > from {
                 clock.since = t;
                 let area = u128::from(clock.depth) * u128::from(t - from);
-                let b = &mut self.buckets[self.win_idx];
+                let b = &mut self.buckets[self.at.win_idx];
                 if QUEUE {
                     b.queue_area += area;
                 } else {
@@ -174,13 +212,13 @@ impl Timeline {
 
     #[inline(never)]
     fn advance_slow(&mut self, which: bool, t: u64) {
-        let t = self.clamp(t);
-        let (origin, interval) = (self.origin, self.interval);
+        let t = self.at.clamp(t);
+        let (origin, interval) = (self.at.origin, self.at.interval);
         let clock = if which { &self.queue } else { &self.driver };
         let (depth, mut from) = (clock.depth, clock.since);
-        if t > from && depth > 0 && from >= self.win_start && t < self.win_end {
+        if t > from && depth > 0 && self.at.holds(from, t) {
             let area = u128::from(depth) * u128::from(t - from);
-            let b = &mut self.buckets[self.win_idx];
+            let b = &mut self.buckets[self.at.win_idx];
             if which {
                 b.queue_area += area;
             } else {
@@ -236,10 +274,19 @@ impl Timeline {
         *sum += u64::from(bytes);
     }
 
-    /// A dispatch at `t` moved the head (a nonzero seek distance).
-    #[inline]
-    pub fn seek(&mut self, t: u64) {
-        self.bucket(t).seeks += 1;
+    /// Takes in the seeks counted apart, over the same intervals.
+    pub fn add_seeks(&mut self, seeks: &SeekCounts) {
+        debug_assert_eq!(
+            (self.at.origin, self.at.interval),
+            (seeks.at.origin, seeks.at.interval)
+        );
+        self.at.overflowed |= seeks.at.overflowed;
+        if let Some(last) = seeks.counts.len().checked_sub(1) {
+            self.index(seeks.at.start_of(last));
+        }
+        for (b, n) in self.buckets.iter_mut().zip(&seeks.counts) {
+            b.seeks += n;
+        }
     }
 
     #[inline]
@@ -259,18 +306,16 @@ impl Timeline {
     pub fn finish(mut self, end: u64, trace_origin: u64) -> Vec<TimelinePoint> {
         self.advance::<true>(end);
         self.advance::<false>(end);
-        let start_of = |i: usize| {
-            self.origin
-                .saturating_add((i as u64).saturating_mul(self.interval))
-        };
+        let interval = self.at.interval;
+        let start_of = |i: usize| self.at.start_of(i);
         let Some(last) = self.buckets.len().checked_sub(1) else {
             return Vec::new();
         };
-        let covered = end.saturating_sub(start_of(last)).min(self.interval);
-        let last_span = if last > 0 && covered < self.interval / 2 {
+        let covered = end.saturating_sub(start_of(last)).min(interval);
+        let last_span = if last > 0 && covered < interval / 2 {
             let sliver = self.buckets.pop().unwrap_or_default();
             self.buckets[last - 1].absorb(&sliver);
-            self.interval + covered
+            interval + covered
         } else {
             covered.max(1)
         };
@@ -280,7 +325,7 @@ impl Timeline {
             .enumerate()
             .map(|(i, b)| {
                 let start = start_of(i);
-                let span = if i + 1 == n { last_span } else { self.interval } as f64;
+                let span = if i + 1 == n { last_span } else { interval } as f64;
                 let dur = span / 1e9;
                 TimelinePoint {
                     start: start.saturating_sub(trace_origin) as f64 / 1e9,
@@ -303,6 +348,36 @@ impl Timeline {
                 }
             })
             .collect()
+    }
+}
+
+/// Seeks (dispatches at a nonzero distance from the previous dispatch) per interval of a
+/// device's timeline, counted apart from it: seek distances are counted on the analysis's
+/// reader thread (`side.rs`), the rest of the timeline on the state machine's, and
+/// [`Timeline::add_seeks`] brings them together at the end.
+#[derive(Debug, Clone)]
+pub struct SeekCounts {
+    at: Intervals,
+    counts: Vec<u64>,
+}
+
+impl SeekCounts {
+    /// Over the intervals of `Timeline::new(origin, interval)`.
+    pub fn new(origin: u64, interval: u64) -> Self {
+        SeekCounts {
+            at: Intervals::new(origin, interval),
+            counts: Vec::new(),
+        }
+    }
+
+    /// A dispatch at `t` moved the head.
+    #[inline]
+    pub fn seek(&mut self, t: u64) {
+        let i = self.at.index(t);
+        if i >= self.counts.len() {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
     }
 }
 
@@ -352,10 +427,12 @@ mod tests {
 
     #[test]
     fn seeks_are_counted_per_interval() {
+        let mut seeks = SeekCounts::new(0, 1000);
+        seeks.seek(10);
+        seeks.seek(20);
+        seeks.seek(1500);
         let mut t = Timeline::new(0, 1000);
-        t.seek(10);
-        t.seek(20);
-        t.seek(1500);
+        t.add_seeks(&seeks);
         let pts = t.finish(2000, 0);
         // 2 seeks in the first 1000 ns bucket: 2e6 per second; 1 in the second.
         assert!((pts[0].seeks_per_s - 2.0e6).abs() < 1e-3);
