@@ -242,6 +242,13 @@ pub fn open_trace(names: &[PathBuf]) -> Result<Merged<Source>, TraceError> {
     Ok(merged)
 }
 
+impl Merged<Source> {
+    /// The inputs' total length when all are plain files (known before reading them).
+    pub fn plain_len(&self) -> Option<u64> {
+        self.streams.iter().map(RecordStream::plain_len).sum()
+    }
+}
+
 /// For each name that is one CPU's file of a recording (`NAME.blktrace.N[.gz]`) whose other
 /// CPUs' files lie beside it unnamed, what that means: that file alone is a part of the trace
 /// (its requests dispatched on one CPU and completed on another never complete).

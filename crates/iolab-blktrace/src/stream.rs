@@ -190,6 +190,16 @@ impl RecordStream<Source> {
     }
 }
 
+impl RecordStream<Source> {
+    /// The file's length when it is a plain file, read as it is; `None` for a stream.
+    pub fn plain_len(&self) -> Option<u64> {
+        match &self.src {
+            Source::File(f) if self.plain_file => f.metadata().ok().map(|m| m.len()),
+            _ => None,
+        }
+    }
+}
+
 impl<R: Read> RecordStream<R> {
     pub fn new(name: String, src: R) -> Self {
         RecordStream {

@@ -205,6 +205,28 @@ impl Analyzer {
         }
     }
 
+    /// Feeds a batch read by [`super::merge::Merged::read_io_batch`] (its records with their
+    /// whole events where those matter).
+    fn feed_batch(&mut self, batch: &super::stream::IoBatch) {
+        if batch.extra.is_empty() {
+            for io in &batch.ios {
+                self.feed_io(io, None);
+            }
+        } else {
+            let mut extra = batch.extra.iter().peekable();
+            for (i, io) in batch.ios.iter().enumerate() {
+                let full = match extra.peek() {
+                    Some((at, ev)) if *at == i => {
+                        extra.next();
+                        Some(ev)
+                    }
+                    _ => None,
+                };
+                self.feed_io(io, full);
+            }
+        }
+    }
+
     /// Notify records (process names are kept) and PC records: only counted.
     #[cold]
     #[inline(never)]
@@ -824,31 +846,104 @@ pub struct ProcessReport {
     pub latency: BTreeMap<String, LatencySummary>,
 }
 
-/// Opens and analyses traces in one call.
-///
-/// Reading, decoding, Q2Q and D2D seek and plug counting run on a second thread: it hands batches of compact
-/// records ([`Io`], 32 bytes) to the state machine through a bounded channel and gets each
-/// batch back, with the latency samples the state machine recorded from it when the state
-/// machine is the busier of the two (it sums them itself when it is ahead). Batches and sample
-/// buffers are recycled, so memory stays constant. On two cores the two halves overlap, each
-/// thread pinned to a CPU of its own while they run (`analyze::apart`).
+/// Batches of 8192 records (256 KiB) in a pool of four: enough to keep both threads of
+/// [`analyze_apart`] busy, and small enough to stay in the caches and cost few page faults. A
+/// hand-over that finds the other thread asleep wakes it, tens of microseconds in a VM: with
+/// 4096 a 2.2 M-event trace took 10-15% longer, 500 k events up to 8% (as the machine's load
+/// went); 16384 gained nothing more.
+const BATCH: usize = 8192;
+
+/// Plain trace files up to this size (about 85,000 records) are analysed on the calling
+/// thread alone: starting a second thread, pinning both and waking each other costs more
+/// than it saves on so few records. On the 2-vCPU VM of the trace benchmark, medians of 20-30
+/// alternating runs: one thread took 3.4 ms on 1,000 records against 3.9 ms, 4.6 against 5.6
+/// ms on 20,000, and 7.3 against 7.5 ms on 100,000, where two threads were faster from
+/// 150,000 (8.6 against 9.1 ms) on.
+const ONE_THREAD_BYTES: u64 = 4 << 20;
+
+/// Opens and analyses traces in one call: small files on this thread ([`analyze_here`]),
+/// the rest on two ([`analyze_apart`]).
 pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Report, TraceError> {
+    let events = super::merge::open_trace(names)?;
+    let apart = events.plain_len().is_none_or(|n| n > ONE_THREAD_BYTES);
+    analyze_opened(events, names, opts, apart)
+}
+
+/// [`analyze_paths`] on the traces opened, on two threads when `apart`.
+fn analyze_opened(
+    events: super::merge::Merged<super::stream::Source>,
+    names: &[std::path::PathBuf],
+    opts: Options,
+    apart: bool,
+) -> Result<Report, TraceError> {
+    let (a, side) = if apart {
+        analyze_apart(events, opts)?
+    } else {
+        analyze_here(events, opts)?
+    };
+    if let Some(why) = a.timeline_overflow() {
+        return Err(TraceError::Input(why));
+    }
+    let report = a.finish_with(&side);
+    if report.events + report.notify_events + report.pc_events == 0 {
+        let names: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
+        return Err(TraceError::Input(format!(
+            "{}: holds no block events (an empty file; if it is a capture, nothing reached the \
+             device while recording: see what `iolab trace record` said)",
+            names.join(", ")
+        )));
+    }
+    Ok(report)
+}
+
+/// Reads and analyses every record on the calling thread.
+fn analyze_here(
+    mut events: super::merge::Merged<super::stream::Source>,
+    opts: Options,
+) -> Result<(Analyzer, SideStage), TraceError> {
+    let mut side = SideStage::new(opts.interval_ns);
+    let mut a = Analyzer::new(opts);
+    a.side = None;
+    let mut batch = super::stream::IoBatch {
+        ios: Vec::with_capacity(BATCH),
+        extra: Vec::new(),
+    };
+    loop {
+        batch.clear();
+        let more = events.read_io_batch(&mut batch, BATCH, &mut |io: &Io| side.feed(io))?;
+        a.feed_batch(&batch);
+        if !more {
+            break;
+        }
+    }
+    if let Some(why) = events.inputs_apart() {
+        return Err(TraceError::Input(why));
+    }
+    side.settle();
+    Ok((a, side))
+}
+
+/// Reading, decoding, Q2Q and D2D seek and plug counting run on a second thread: it hands
+/// batches of compact records ([`Io`], 32 bytes) to the state machine through a bounded
+/// channel and gets each batch back, with the latency samples the state machine recorded
+/// from it when the state machine is the busier of the two (it sums them itself when it is
+/// ahead). Batches and sample buffers are recycled, so memory stays constant. On two cores
+/// the two halves overlap, each thread pinned to a CPU of its own while they run
+/// (`analyze::apart`).
+fn analyze_apart(
+    mut events: super::merge::Merged<super::stream::Source>,
+    opts: Options,
+) -> Result<(Analyzer, SideStage), TraceError> {
     use super::stream::IoBatch;
     use std::sync::mpsc::sync_channel;
-    // Batches of 8192 records (256 KiB) in a pool of four: enough to keep both threads
-    // busy, and small enough to stay in the caches and cost few page faults. A hand-over
-    // that finds the other thread asleep wakes it, tens of microseconds in a VM: with 4096
-    // a 2.2 M-event trace took 10-15% longer, 500 k events up to 8% (as the machine's load
-    // went); 16384 gained nothing more. The first batches are shorter, so the state machine
-    // starts within a fraction of a millisecond.
-    const BATCH: usize = 8192;
+    // The first batches are shorter, so the state machine starts within a fraction of a
+    // millisecond.
     const POOL: usize = 4;
     const FIRST: usize = 512;
     /// A batch read, with empty sample buffers for the state machine to fill.
     type Full = Result<(IoBatch, Vec<Vec<Sample>>), TraceError>;
     /// A batch used, with the samples recorded per device index.
     type Used = (IoBatch, Vec<(usize, Vec<Sample>)>);
-    let mut events = super::merge::open_trace(names)?;
     let interval = opts.interval_ns;
     let (full_tx, full_rx) = sync_channel::<Full>(8);
     // Batches read and not yet taken by the state machine: when there are none, the state
@@ -939,23 +1034,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
                 break;
             }
         };
-        if batch.extra.is_empty() {
-            for io in &batch.ios {
-                a.feed_io(io, None);
-            }
-        } else {
-            let mut extra = batch.extra.iter().peekable();
-            for (i, io) in batch.ios.iter().enumerate() {
-                let full = match extra.peek() {
-                    Some((at, ev)) if *at == i => {
-                        extra.next();
-                        Some(ev)
-                    }
-                    _ => None,
-                };
-                a.feed_io(io, full);
-            }
-        }
+        a.feed_batch(&batch);
         let mut used = Vec::new();
         let ahead = waiting.load(std::sync::atomic::Ordering::Relaxed) <= 0;
         for (i, d) in a.devices.iter_mut().enumerate() {
@@ -980,19 +1059,7 @@ pub fn analyze_paths(names: &[std::path::PathBuf], opts: Options) -> Result<Repo
         .map_err(|_| TraceError::Input("the reader thread failed".into()))?;
     a.sums.merge(&sums);
     result?;
-    if let Some(why) = a.timeline_overflow() {
-        return Err(TraceError::Input(why));
-    }
-    let report = a.finish_with(&side);
-    if report.events + report.notify_events + report.pc_events == 0 {
-        let names: Vec<String> = names.iter().map(|n| n.display().to_string()).collect();
-        return Err(TraceError::Input(format!(
-            "{}: holds no block events (an empty file; if it is a capture, nothing reached the \
-             device while recording: see what `iolab trace record` said)",
-            names.join(", ")
-        )));
-    }
-    Ok(report)
+    Ok((a, side))
 }
 
 /// A duration in nanoseconds as a `--interval` value, rounded up to whole milliseconds.
@@ -1268,9 +1335,10 @@ mod tests {
         assert!(!render::render(&r).contains("unknown"));
     }
 
-    /// The latency samples are summed on the reader thread by `analyze_paths` and in place by
-    /// `Analyzer::run` (a few thousand at a time): both give the same report, over several
-    /// batches, devices and processes, reads and writes, merges and splits.
+    /// The latency samples are summed on the reader thread by `analyze_paths` on two threads,
+    /// and in place on one and by `Analyzer::feed` (a few thousand at a time): all give the
+    /// same report, over several batches, devices and processes, reads and writes, merges and
+    /// splits.
     #[test]
     fn samples_summed_on_the_reader_thread_give_the_same_report() {
         let mut events = Vec::new();
@@ -1315,7 +1383,10 @@ mod tests {
         let file = dir.join("trace.bin");
         std::fs::write(&file, &bytes).unwrap();
         let cpus = apart::tests::mine();
-        let threaded = analyze_paths(std::slice::from_ref(&file), Options::default());
+        let names = std::slice::from_ref(&file);
+        let open = || super::super::merge::open_trace(names).unwrap();
+        let threaded = analyze_opened(open(), names, Options::default(), true);
+        let one_thread = analyze_opened(open(), names, Options::default(), false);
         std::fs::remove_dir_all(&dir).unwrap();
         // Its two threads were pinned apart; the caller may run where it could before (what it
         // starts next inherits that).
@@ -1325,12 +1396,11 @@ mod tests {
             a.feed(e);
         }
         let here = a.finish();
-        let (threaded, here) = (
-            serde_json::to_string(&threaded.unwrap()).unwrap(),
-            serde_json::to_string(&here).unwrap(),
-        );
+        let [threaded, one_thread, here] = [threaded.unwrap(), one_thread.unwrap(), here]
+            .map(|r| serde_json::to_string(&r).unwrap());
         assert!(here.contains("\"d2c\""), "{here}");
         assert_eq!(threaded, here);
+        assert_eq!(one_thread, here);
     }
 
     /// A device-mapper device (253,0) queues and remaps to a virtio disk (254,0): no major is
