@@ -188,9 +188,7 @@ impl RecordStream<Source> {
         s.plain_file = true;
         Ok(s)
     }
-}
 
-impl RecordStream<Source> {
     /// The file's length when it is a plain file, read as it is; `None` for a stream.
     pub fn plain_len(&self) -> Option<u64> {
         match &self.src {

@@ -4,9 +4,10 @@
 //! from the state machine so `analyze_paths` can compute them on the reader thread, which then
 //! drops plug records from the batches: the two threads end up with similar work. (D2D seeks
 //! were the state machine's, which handles every D anyway: 8% of its instructions on the
-//! mixed benchmark trace, whose reader thread had the fewer.) Notify records other than process names (the
-//! tracer's messages; BFQ writes several per request) are only counted, so they stop here too. Same filters as the analyzer: no notify/PC
-//! records, no zero-byte IOs, nothing before a device's first Q (or remap).
+//! mixed benchmark trace, whose reader thread had the fewer.) Notify records other than
+//! process names (the tracer's messages; BFQ writes several per request) are only counted, so
+//! they stop here too. Same filters as the analyzer: no notify/PC records, no zero-byte IOs,
+//! nothing before a device's first Q (or remap).
 
 use std::collections::HashMap;
 
