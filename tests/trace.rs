@@ -3397,6 +3397,66 @@ fn compressed_traces_are_analysed_and_exported_unchanged() {
         // Nor is the output directory made (it was left behind, empty).
         assert!(!bad_out.exists(), "{name}");
     }
+    // Standard input is checked as it is copied: what does not begin with a record makes
+    // nothing (`/dev/zero` filled the disk), and garbage after whole records leaves nothing.
+    for (bytes, says) in [
+        (vec![0u8; 1 << 20], "not a blktrace record"),
+        (
+            [&whole[..], &[0x5a; 1000]].concat(),
+            "not a blktrace record",
+        ),
+    ] {
+        let bad_out = dir.path().join("refused");
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["trace", "export", "-", "-o"])
+            .arg(&bad_out)
+            .write_stdin(bytes)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{err}");
+        assert!(!bad_out.exists());
+    }
+
+    // Files of an earlier trace of the name in the directory, numbered above those written,
+    // would be read with them: removed, and said. The compressed trace exported into its
+    // own directory keeps its files.
+    let stale = [
+        out_dir.join(format!("fx.blktrace.{cpus}")),
+        out_dir.join(format!("fx.blktrace.{}.gz", cpus + 1)),
+    ];
+    for f in &stale {
+        std::fs::copy(fixture("fx.bin"), f).unwrap();
+    }
+    let json = iolab_json(&[
+        "trace",
+        "export",
+        base.to_str().unwrap(),
+        "--json",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    let removed: Vec<String> = serde_json::from_value(json["removed"].clone()).unwrap();
+    let stale: Vec<String> = stale.iter().map(|f| f.display().to_string()).collect();
+    assert_eq!(removed, stale);
+    let exported = iolab_json(&[
+        "trace",
+        "analyze",
+        "--json",
+        out_dir.join("fx").to_str().unwrap(),
+    ]);
+    assert_eq!(exported, plain);
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["trace", "export", base.to_str().unwrap(), "-o"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for cpu in 0..cpus {
+        assert!(dir.path().join(format!("fx.blktrace.{cpu}.gz")).is_file());
+    }
 }
 
 #[test]

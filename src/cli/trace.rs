@@ -28,9 +28,11 @@ pub(crate) enum TraceCommand {
 
 /// Write a trace as plain NAME.blktrace.N files, which blkparse and btt read.
 ///
-/// The trace may be an experiment's compressed NAME.blktrace.N.gz files, or any trace.
+/// The trace may be an experiment's compressed NAME.blktrace.N.gz files, or any trace. Files
+/// of an earlier trace of the same name in DIR numbered above the ones written are removed,
+/// and said (blkparse and btt would read them with these).
 #[derive(Debug, clap::Args)]
-#[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]})")))]
+#[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]}, and \"removed\": [...] when files of an earlier trace were)")))]
 pub(crate) struct ExportArgs {
     /// Trace base name (NAME.blktrace.N[.gz]) or one file (written as FILE.blktrace.0, without
     /// a .gz ending); - reads standard input (written as stdin.blktrace.0).
@@ -168,8 +170,20 @@ pub(super) fn run(args: TraceArgs) -> anyhow::Result<()> {
         TraceCommand::Analyze(a) => analyze(a),
         TraceCommand::Compare(a) => compare(a),
         TraceCommand::Export(a) => {
-            let files = trace::keep::export(&a.input, &a.output)?;
-            crate::output::print(&Wrote::of(&files), a.out)
+            let exported = trace::keep::export(&a.input, &a.output)?;
+            let wrote = Wrote::of(&exported.files).removing(
+                &exported.earlier_removed,
+                "a file of an earlier trace of this name, which blkparse, btt and `iolab \
+                 trace analyze` would read with these",
+                a.out.json,
+            );
+            for why in &exported.earlier_left {
+                say!(
+                    "iolab: WARNING: {}: it would be read with the files exported; remove it",
+                    crate::report::format::terminal_safe(why)
+                );
+            }
+            crate::output::print(&wrote, a.out)
         }
         TraceCommand::Plot(a) => {
             let mut files = Vec::new();
@@ -182,25 +196,19 @@ pub(super) fn run(args: TraceArgs) -> anyhow::Result<()> {
                     files.push(p);
                 }
             }
-            let mut wrote = Wrote::of(&files);
-            wrote.removed = trace::plot::remove_earlier(&a.output, &files)
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
-            if !a.out.json {
-                for r in &wrote.removed {
-                    let r = crate::report::format::terminal_safe(r);
-                    say!("iolab: removed {r}: an earlier plot's chart, not drawn this time");
-                }
-            }
+            let wrote = Wrote::of(&files).removing(
+                &trace::plot::remove_earlier(&a.output, &files),
+                "an earlier plot's chart, not drawn this time",
+                a.out.json,
+            );
             crate::output::print(&wrote, a.out)
         }
     }
 }
 
 /// The files `plot` or `export` wrote: a path per line, or `{"files": [...]}`; and the
-/// charts of an earlier plot that `plot` removed, said on standard error (`"removed"` in
-/// JSON), so that the paths on standard output stay the files written.
+/// files of an earlier plot or export that they removed, said on standard error
+/// (`"removed"` in JSON), so that the paths on standard output stay the files written.
 #[derive(serde::Serialize)]
 struct Wrote {
     files: Vec<String>,
@@ -214,6 +222,18 @@ impl Wrote {
             files: paths.iter().map(|p| p.display().to_string()).collect(),
             removed: Vec::new(),
         }
+    }
+
+    /// With the files `removed`, each said on standard error with `why` (unless `json`).
+    fn removing(mut self, removed: &[PathBuf], why: &str, json: bool) -> Wrote {
+        self.removed = removed.iter().map(|p| p.display().to_string()).collect();
+        if !json {
+            for r in &self.removed {
+                let r = crate::report::format::terminal_safe(r);
+                say!("iolab: removed {r}: {why}");
+            }
+        }
+        self
     }
 }
 

@@ -228,7 +228,15 @@ fn smt_and_idle(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
     {
         f.push(Finding::info("cpuidle.governor", gov));
     }
-    let cmdline = root.attr("/proc/cmdline").unwrap_or_default();
+    let cmdline = root.attr("/proc/cmdline");
+    if cmdline.is_none() && !root.is_live() {
+        // A snapshot leaves the command line out (it can hold secrets).
+        f.push(Finding::info(
+            "cstate.limits",
+            "not recorded (this root holds no /proc/cmdline: a snapshot leaves it out)",
+        ));
+    }
+    let cmdline = cmdline.unwrap_or_default();
     let mut limits = Vec::new();
     for p in ["intel_idle.max_cstate", "processor.max_cstate", "idle"] {
         if let Some(v) = parse::cmdline_param(&cmdline, p) {
@@ -347,8 +355,17 @@ fn pids(root: &SysRoot) -> Vec<u32> {
         .collect()
 }
 
+/// Said of a process check on a root that holds no processes (a snapshot copies none): a
+/// live machine always has some, so "not running" would be a guess.
+const NO_PROCESSES: &str = "not recorded (this root holds no processes: a snapshot copies none)";
+
 fn irqbalance(root: &SysRoot, f: &mut Vec<Finding>) {
-    let running: Vec<u32> = pids(root)
+    let all = pids(root);
+    if all.is_empty() {
+        f.push(Finding::info("irqbalance", NO_PROCESSES));
+        return;
+    }
+    let running: Vec<u32> = all
         .into_iter()
         .filter(|p| root.attr(&format!("/proc/{p}/comm")).as_deref() == Some("irqbalance"))
         .collect();
@@ -372,7 +389,12 @@ fn running_or_not(key: &str, pids: &[u32], advice: &str) -> Finding {
 /// interrupts of the devices an experiment holds alone, but moves every other one during runs.
 fn irq_daemon(root: &SysRoot, f: &mut Vec<Finding>) {
     let me = std::process::id();
-    let running: Vec<u32> = pids(root)
+    let all = pids(root);
+    if all.is_empty() {
+        f.push(Finding::info("iolab_irq_daemon", NO_PROCESSES));
+        return;
+    }
+    let running: Vec<u32> = all
         .into_iter()
         .filter(|p| *p != me && root.attr(&format!("/proc/{p}/comm")).as_deref() == Some("iolab"))
         .filter(|p| {
@@ -596,6 +618,7 @@ mod tests {
                     &format!("{driver}\n"),
                 ),
                 ("/sys/module/intel_idle/parameters/max_cstate", "9\n"),
+                ("/proc/cmdline", "ro quiet\n"),
             ]);
             let mut f = Vec::new();
             smt_and_idle(&SysRoot::at(dir.path()).unwrap(), &[], &mut f);
@@ -706,6 +729,23 @@ mod tests {
                 .as_deref(),
             Some("warn")
         );
+    }
+
+    /// A snapshot holds no processes and no kernel command line: what depends on them is
+    /// said to be unknown, not "not running" (irqbalance was running when it was taken).
+    #[test]
+    fn a_snapshot_root_says_what_it_cannot_know() {
+        let dir = tree(&[
+            ("/sys/devices/system/cpu/online", "0\n"),
+            ("/proc/loadavg", "0.01 0.02 0.00 1/100 5\n"),
+        ]);
+        let f = collect(&SysRoot::at(dir.path()).unwrap(), Duration::ZERO);
+        for key in ["irqbalance", "iolab_irq_daemon"] {
+            assert!(by_key(&f, key).value.starts_with("not recorded"), "{f:#?}");
+        }
+        assert!(by_key(&f, "cstate.limits")
+            .value
+            .starts_with("not recorded"));
     }
 
     #[test]

@@ -353,7 +353,7 @@ impl Writers {
             }
             files.push(p);
         }
-        let (earlier_removed, earlier_left) = remove_earlier_files(&self.base, max);
+        let (earlier_removed, earlier_left) = remove_earlier_files(&self.base, max, true);
         Ok(Written {
             files,
             counts: self.counts,
@@ -373,28 +373,20 @@ struct Written {
 }
 
 /// Removes the files of an earlier recording under `base` that this one did not replace: the
-/// CPUs above `max` (a recording on more CPUs, or of a CPU now idle), and every compressed
-/// `.gz` copy. Left there, `trace analyze NAME` would read them with this recording's
-/// files, as one trace of two recordings.
-fn remove_earlier_files(base: &Path, max: u32) -> (Vec<PathBuf>, Vec<String>) {
-    let dir = match base.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let Some(stem) = base.file_name().and_then(|n| n.to_str()) else {
-        return (Vec::new(), Vec::new());
-    };
-    let mut earlier: Vec<PathBuf> = std::fs::read_dir(dir)
+/// CPUs above `max` (a recording on more CPUs, or of a CPU now idle), and with `every_gz`
+/// every compressed `.gz` copy (below `max` the plain files written are read first). Left
+/// there, `trace analyze NAME` would read them with this recording's files, as one trace of
+/// two recordings.
+pub(crate) fn remove_earlier_files(
+    base: &Path,
+    max: u32,
+    every_gz: bool,
+) -> (Vec<PathBuf>, Vec<String>) {
+    let earlier: Vec<PathBuf> = super::stream::cpu_files_of(base)
         .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let (base, cpu, gz) = super::stream::cpu_file(&name)?;
-            (base == stem && (gz || cpu > max)).then(|| dir.join(&name))
-        })
+        .filter(|&(_, cpu, gz)| (every_gz && gz) || cpu > max)
+        .map(|(path, _, _)| path)
         .collect();
-    earlier.sort();
     let mut removed = Vec::new();
     let mut left = Vec::new();
     for path in earlier {

@@ -67,6 +67,11 @@ pub(crate) fn diagnose(r: &Report) -> Vec<Finding> {
     out
 }
 
+/// The least mean Q2G, in seconds, and the fewest bios, that can show bios waiting for a
+/// free request (see `waiting_for_requests`).
+const MIN_TAG_WAIT_S: f64 = 10e-6;
+const MIN_TAG_WAIT_BIOS: u64 = 20;
+
 /// The rules, in the order their findings are listed; each looks at one device.
 const RULES: [fn(&DeviceReport) -> Option<Finding>; 10] = [
     i2d_dominant,
@@ -145,10 +150,14 @@ fn allocation_sleeps(d: &DeviceReport) -> Option<Finding> {
 /// sleep itself): a long Q2G is what shows it there.
 fn waiting_for_requests(d: &DeviceReport) -> Option<Finding> {
     let o = &d.overhead;
-    if o.q2g < 10.0 {
+    let (q2g_n, q2g_avg) = lat(d, "q2g");
+    // Getting a free request costs a few microseconds of CPU time: on a fast device that can
+    // be a tenth of Q2C without any wait (2 reads of an idle loop device: 5 us of 45). A wait
+    // for a tag lasts until a request completes and the sleeper is woken, tens of
+    // microseconds at the least; and a handful of bios says nothing either way.
+    if o.q2g < 10.0 || q2g_avg < MIN_TAG_WAIT_S || q2g_n < MIN_TAG_WAIT_BIOS {
         return None;
     }
-    let (_, q2g_avg) = lat(d, "q2g");
     let q2g_p99 = d.latency.get("q2g").map_or(0.0, |s| s.p99);
     let mut evidence = vec![
         format!("Q2G {:.1}% of summed Q2C", o.q2g),
@@ -533,6 +542,30 @@ mod tests {
             "{}",
             wait.message
         );
+    }
+
+    /// Q2G a tenth of Q2C or more is no wait for a request when it is the few microseconds
+    /// getting one costs (a fast device), or when there are only a handful of bios (2 reads
+    /// of an idle loop device were called a shortage of tags).
+    #[test]
+    fn quick_or_rare_request_allocation_is_not_called_a_wait() {
+        let found = |bios: u64, q2g: u64, q2c: u64| {
+            let mut a = Analyzer::new(Options::default());
+            let mut t = 1_000_000;
+            for i in 0..bios {
+                a.feed(&ev(t, code::QUEUE, i * 8));
+                a.feed(&ev(t + q2g, code::GETRQ, i * 8));
+                a.feed(&ev(t + q2g + 1_000, code::ISSUE, i * 8));
+                a.feed(&ev(t + q2c, code::COMPLETE, i * 8));
+                t += q2c + 1;
+            }
+            let f = diagnose(&a.finish());
+            f.iter().any(|f| f.code == "waiting_for_requests")
+        };
+        assert!(found(200, 300_000, 1_000_000));
+        assert!(!found(200, 5_000, 45_000), "5 us of 45");
+        assert!(!found(2, 300_000, 1_000_000), "two bios");
+        assert!(found(20, 15_000, 45_000));
     }
 
     /// 1 MiB bios cut into four parts, each part getting its request after the one before

@@ -61,15 +61,38 @@ pub fn compress(base: &Path) -> anyhow::Result<Compressed> {
     Ok(sizes)
 }
 
+/// What `export` wrote, and the files of an earlier export (or recording) of the same name in
+/// that directory that it removed or could not remove (with why): blkparse, btt and `trace
+/// analyze` would read those with the files written, as one trace of two recordings.
+pub(crate) struct Exported {
+    pub files: Vec<PathBuf>,
+    pub earlier_removed: Vec<PathBuf>,
+    pub earlier_left: Vec<String>,
+}
+
 /// Writes the trace `name` (plain or compressed per-CPU files, or one file) as plain files
-/// blkparse and btt read, `DIR/BASENAME.blktrace.N`; returns them.
-pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// blkparse and btt read, `DIR/BASENAME.blktrace.N`.
+pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Exported> {
     let inputs = resolve_input(name)?;
     // blkparse and btt must not be handed garbage, an empty file or a record cut short,
     // which `trace analyze` refuses too. Files are checked before anything is made; standard
-    // input, which cannot be read twice, as written.
+    // input and pipes, which cannot be read twice, record by record as they are copied.
     for input in inputs.iter().filter(|i| !super::stream::reads_once(i)) {
         whole_records(input).map_err(|why| anyhow::anyhow!("nothing exported: {why}"))?;
+    }
+    let mut streams = Vec::new();
+    for input in &inputs {
+        let mut stream = RecordStream::open(input)?;
+        // A stream that does not begin with a record is refused before a file is made.
+        match stream.peek_time() {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => anyhow::bail!("nothing exported: {e}"),
+            None => anyhow::bail!(
+                "nothing exported: {} holds no trace records",
+                input.display()
+            ),
+        }
+        streams.push(stream);
     }
     let made = !out_dir.exists();
     crate::sys::own_dir::make_own_dir(out_dir.parent().unwrap_or(Path::new("")), out_dir)
@@ -104,17 +127,18 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
         }
     }
     let mut written = Vec::new();
-    for (input, out) in inputs.iter().zip(outs) {
-        let once = super::stream::reads_once(input);
-        let mut stream = RecordStream::open(input)?;
-        let mut w = BufWriter::new(
-            crate::sys::own_dir::create_named_file(&out).map_err(anyhow::Error::msg)?,
-        );
-        io::copy(stream.source_mut(), &mut w)
-            .and_then(|_| w.flush())
-            .with_context(|| format!("writing {} from {}", out.display(), input.display()))?;
-        drop(w);
-        if let Some(why) = once.then(|| whole_records(&out).err()).flatten() {
+    for ((input, mut stream), out) in inputs.iter().zip(streams).zip(outs) {
+        let copied = (|| -> anyhow::Result<()> {
+            let mut w = BufWriter::new(
+                crate::sys::own_dir::create_named_file(&out).map_err(anyhow::Error::msg)?,
+            );
+            stream
+                .copy_records(&mut w)
+                .map_err(|e| anyhow::anyhow!("nothing exported: {e}"))?;
+            w.flush()
+                .with_context(|| format!("writing {} from {}", out.display(), input.display()))
+        })();
+        if let Err(e) = copied {
             let _ = std::fs::remove_file(&out);
             for done in &written {
                 let _ = std::fs::remove_file(done);
@@ -123,11 +147,20 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Vec<PathBuf>
                 // Only if empty: nothing of the user's goes.
                 let _ = std::fs::remove_dir(out_dir);
             }
-            anyhow::bail!("nothing exported: {why}");
+            return Err(e);
         }
         written.push(out);
     }
-    Ok(written)
+    // The trace exported may be beside its compressed files (`-o` its own directory): only
+    // files above the CPUs written go, which no input is.
+    let max = u32::try_from(written.len().saturating_sub(1)).unwrap_or(u32::MAX);
+    let (earlier_removed, earlier_left) =
+        super::capture::remove_earlier_files(&out_dir.join(&base), max, false);
+    Ok(Exported {
+        files: written,
+        earlier_removed,
+        earlier_left,
+    })
 }
 
 /// Whether `a` and `b` name one file (by device and inode: paths can differ, links too).

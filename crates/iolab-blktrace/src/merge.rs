@@ -118,8 +118,38 @@ impl<R: Read> Merged<R> {
             for i in 0..self.streams.len() {
                 self.push_head(i)?;
             }
+            if let Some(why) = self.copies() {
+                self.failed = true;
+                return Err(TraceError::Input(why));
+            }
         }
         Ok(())
+    }
+
+    /// Said when two streams begin with the same record, byte for byte (time, sector, CPU
+    /// and sequence number): copies of one recording, whose records would count twice
+    /// (another name, a gzip copy, the same files exported elsewhere). Two recordings, or
+    /// two CPUs of one, never begin alike.
+    fn copies(&self) -> Option<String> {
+        for (i, a) in self.streams.iter().enumerate() {
+            let first = a.next_header();
+            if first.len() < crate::blk_io_trace::V7_HEADER {
+                continue;
+            }
+            if let Some(b) = self.streams[i + 1..]
+                .iter()
+                .find(|b| b.next_header() == first)
+            {
+                return Some(format!(
+                    "{} and {} begin with the same record (time, sector, CPU and sequence \
+                     number alike): copies of one recording, whose records would count twice; \
+                     name one of them",
+                    a.name(),
+                    b.name()
+                ));
+            }
+        }
+        None
     }
 
     /// Appends records in time order to `out` until it holds `max`, offering each to `keep`
@@ -258,7 +288,8 @@ pub fn unread_cpu_files(names: &[PathBuf]) -> Vec<String> {
     let mut notes = Vec::new();
     for name in names {
         let recording = recording_of(name);
-        if recording == name.display().to_string() || seen.contains(&recording) {
+        // A name that is not there is an error of its own, said next.
+        if recording == name.display().to_string() || seen.contains(&recording) || !name.exists() {
             continue;
         }
         let Ok(files) = resolve_input(std::path::Path::new(&recording)) else {
@@ -358,6 +389,25 @@ mod tests {
         assert!(apart.contains("later begins"), "{apart}");
         let twice = analyse(&[&a, &b, &a]).unwrap_err().to_string();
         assert!(twice.contains("are the same file"), "{twice}");
+        // A copy under another name, compressed or not, or a CPU's file copied as another
+        // CPU's: the same records would count twice.
+        let copy = dir.join("copy");
+        std::fs::copy(&a, &copy).unwrap();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &std::fs::read(&a).unwrap()).unwrap();
+        let gz_copy = dir.join("copy.gz");
+        std::fs::write(&gz_copy, gz.finish().unwrap()).unwrap();
+        for copied in [&copy, &gz_copy] {
+            let twice = analyse(&[&a, &b, copied]).unwrap_err().to_string();
+            assert!(
+                twice.contains("begin with the same record") && twice.contains("copy"),
+                "{twice}"
+            );
+        }
+        std::fs::copy(&a, dir.join("c.blktrace.0")).unwrap();
+        std::fs::copy(&a, dir.join("c.blktrace.1")).unwrap();
+        let twice = analyse(&[&dir.join("c")]).unwrap_err().to_string();
+        assert!(twice.contains("c.blktrace.0 and "), "{twice}");
         // The CPU files of one recording, named one by one, are one input.
         let cpu0 = file("r.blktrace.0", &[(100, 'q')]);
         let cpu1 = file("r.blktrace.1.gz", &[(5_000_000_100, 'q')]);

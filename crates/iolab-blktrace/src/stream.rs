@@ -325,6 +325,34 @@ impl<R: Read> RecordStream<R> {
         Some(self.decode_next()?.map(|(ev, _)| (ev.time, ev.is_notify())))
     }
 
+    /// The undecoded bytes of the next record's header, as far as they have been read (call
+    /// after [`RecordStream::peek_time`]): two streams whose first headers are equal, time,
+    /// sector, CPU and sequence number alike, are copies of one recording.
+    pub fn next_header(&self) -> &[u8] {
+        let p = self.pending();
+        &p[..p.len().min(blk_io_trace::V7_HEADER)]
+    }
+
+    /// Copies the records to `out` as they are stored (decompressed), each only once it has
+    /// been decoded whole: garbage, or a stream that is not a trace at all (`/dev/zero`, a
+    /// pipe of anything else), fails at its first bad record, having written only the whole
+    /// records before it. Returns the records copied.
+    pub fn copy_records(&mut self, out: &mut impl io::Write) -> Result<u64, TraceError> {
+        let mut records = 0;
+        while let Some(decoded) = self.decode_next() {
+            let (_, n) = decoded?;
+            out.write_all(&self.pending()[..n])
+                .map_err(|source| TraceError::Io {
+                    path: self.name.clone(),
+                    source,
+                })?;
+            self.start += n;
+            self.offset += n as u64;
+            records += 1;
+        }
+        Ok(records)
+    }
+
     /// The next record and its length in bytes, not consumed; `None` at a clean end of input.
     fn decode_next(&mut self) -> Option<Result<(Event, usize), TraceError>> {
         if self.failed {
@@ -572,6 +600,31 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
             name.display()
         )));
     }
+    use std::os::unix::fs::FileTypeExt;
+    if std::fs::metadata(name).is_ok_and(|m| m.file_type().is_block_device()) {
+        return Err(TraceError::Input(format!(
+            "{}: is a block device, not a trace; record one with `iolab trace record -d {}`",
+            name.display(),
+            name.file_name().unwrap_or_default().to_string_lossy()
+        )));
+    }
+    // A recording's files are numbered without a gap (an idle CPU's file is there, empty):
+    // files past a missing number belong to the trace, and without it are not read.
+    let missing = files.len();
+    if let Some(after) = cpu_files_of(name)
+        .into_iter()
+        .map(|(_, cpu, _)| cpu)
+        .filter(|&n| n as usize > missing)
+        .min()
+    {
+        return Err(TraceError::Input(format!(
+            "{name}.blktrace.{missing}: missing, while {name}.blktrace.{after} is there: a \
+             recording's files are numbered without a gap (blkparse stops at the first \
+             missing one), so part of this trace is gone; to analyse what is there, \
+             name its files one by one",
+            name = name.display(),
+        )));
+    }
     if files.is_empty() {
         return Err(TraceError::Input(format!(
             "{}: no such trace (neither a file nor {}.blktrace.0 or .blktrace.0.gz)",
@@ -582,10 +635,70 @@ pub fn resolve_input(name: &Path) -> Result<Vec<PathBuf>, TraceError> {
     Ok(files)
 }
 
+/// The files `NAME.blktrace.N[.gz]` of the name `name` in its directory, whatever their
+/// numbers, with (N, compressed); in name order.
+pub fn cpu_files_of(name: &Path) -> Vec<(PathBuf, u32, bool)> {
+    let dir = match name.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Some(stem) = name.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(PathBuf, u32, bool)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let file = e.file_name().into_string().ok()?;
+            let (base, cpu, gz) = cpu_file(&file)?;
+            (base == stem).then(|| (dir.join(&file), cpu, gz))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::blk_io_trace::{action, category, code, encode, Endian, Payload};
+
+    /// A base name stands for its CPUs' files numbered from 0 without a gap: one missing is
+    /// said (those after it are part of the trace), as is a block device named for a trace.
+    #[test]
+    fn a_recording_missing_a_cpus_file_or_a_device_named_is_said_so() {
+        let dir = std::env::temp_dir().join(format!("iolab-resolve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = dir.join("t");
+        for cpu in [0, 2] {
+            std::fs::write(dir.join(format!("t.blktrace.{cpu}")), b"x").unwrap();
+        }
+        let err = resolve_input(&t).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{}.blktrace.1: missing, while ", t.display()))
+                && err.contains("t.blktrace.2 is there"),
+            "{err}"
+        );
+        std::fs::remove_file(dir.join("t.blktrace.0")).unwrap();
+        let err = resolve_input(&t).unwrap_err().to_string();
+        assert!(err.contains("t.blktrace.0: missing"), "{err}");
+        std::fs::write(dir.join("t.blktrace.0.gz"), b"x").unwrap();
+        std::fs::write(dir.join("t.blktrace.1"), b"x").unwrap();
+        assert_eq!(resolve_input(&t).unwrap().len(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+        // Only the device's metadata is read.
+        let device = std::fs::read_dir("/sys/block")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| Path::new("/dev").join(e.file_name()))
+            .find(|d| d.exists());
+        if let Some(device) = device {
+            let err = resolve_input(&device).unwrap_err().to_string();
+            assert!(err.contains("is a block device, not a trace"), "{err}");
+        }
+    }
 
     fn ev(t: u64) -> Event {
         Event {
