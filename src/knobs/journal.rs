@@ -71,6 +71,12 @@ pub struct JournalEntry {
     /// name that another disk has now alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) disk: Option<String>,
+    /// An interrupt's first step back (its old CPU) that a restore is writing or wrote, its
+    /// mask not yet back: kept until then, so that a restore cut short, which left the
+    /// interrupt on that CPU, is finished by the next one. Without it, the old CPU read at
+    /// restore is someone else's pin (on a 2-CPU machine, every value is some entry's).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) restoring: bool,
 }
 
 /// The file's content.
@@ -449,6 +455,7 @@ impl Journal {
                 self.file.entries.push(JournalEntry {
                     serving: irq_move::serving(&self.root, &dependent),
                     disk: disk_identity::of(&self.root, &dependent),
+                    restoring: false,
                     path: dependent,
                     old: now.clone(),
                     new: now,
@@ -518,6 +525,7 @@ impl Journal {
                         loaded_module: None,
                         serving: serving.clone(),
                         disk: None,
+                        restoring: false,
                     });
                     first = eff;
                 }
@@ -534,6 +542,7 @@ impl Journal {
             loaded_module: sched_module::loaded_by(&self.root, path, value),
             serving,
             disk: disk_identity::of(&self.root, path),
+            restoring: false,
         });
         self.persist()?;
         if let Err(e) = settle_then_write(self.root.is_live(), Path::new(&file), value) {
@@ -919,9 +928,22 @@ fn restore_entries(
     let mut report = RestoreReport::default();
     let mut failed: Vec<KnobError> = Vec::new();
     let mut kept: Vec<JournalEntry> = Vec::new();
+    // Interrupts' first steps back (`JournalEntry::restoring`), kept while their masks are not.
+    let mut stepping: Vec<JournalEntry> = Vec::new();
+    let left = |entries: &[JournalEntry], stepping: &[JournalEntry], kept: &[JournalEntry]| {
+        let mut left = entries.to_vec();
+        left.extend(
+            stepping
+                .iter()
+                .filter(|s| entries.iter().any(|e| e.path == s.path))
+                .cloned(),
+        );
+        left.extend(kept.iter().rev().cloned());
+        left
+    };
     let mut unsaved = None;
     let mut judged = std::collections::HashSet::new();
-    while let Some(entry) = entries.pop() {
+    while let Some(mut entry) = entries.pop() {
         if let Some((path, value)) = linked_restore(&entry, entries) {
             // Every entry of both forms goes with this one write, which restores or keeps them.
             let group = take_linked(entry, entries);
@@ -983,6 +1005,16 @@ fn restore_entries(
                 Ok(Located::File(file)) => {
                     let live = root.is_live();
                     let someone_else = newest_of_file.then(|| overridden(&file, &entry)).flatten();
+                    let step = irq_move::effective_of(&entry.path).is_some()
+                        && entries.iter().any(|e| e.path == entry.path);
+                    if step && !entry.restoring {
+                        entry.restoring = true;
+                        let mut now = left(entries, &stepping, &kept);
+                        now.push(entry.clone());
+                        // Unsaved, the mark is missing only if this restore is cut short
+                        // too; the save after the write says why.
+                        let _ = save(&now);
+                    }
                     let written = match as_found(&file, &entry) {
                         true => Ok(()),
                         false => retry_while_busy(
@@ -1003,6 +1035,9 @@ fn restore_entries(
                                 }
                             }
                             report.overridden.extend(someone_else);
+                            if step {
+                                stepping.push(entry.clone());
+                            }
                             report.restored.push(entry)
                         }
                         Err(_) if entries.iter().any(|e| e.path == entry.path) => {
@@ -1016,12 +1051,10 @@ fn restore_entries(
                 }
             }
         }
-        let mut left: Vec<JournalEntry> = entries.clone();
-        left.extend(kept.iter().rev().cloned());
         // A journal that cannot be rewritten now (a full or read-only disk) still lists every
         // change not yet put back, and some already put back, which a later restore writes
         // again to the same effect: putting the rest back matters more than the record.
-        unsaved = save(&left).err();
+        unsaved = save(&left(entries, &stepping, &kept)).err();
     }
     kept.reverse();
     *entries = kept;
@@ -1057,7 +1090,8 @@ fn delivered_now(root: &SysRoot, restored: &[JournalEntry]) -> BTreeMap<String, 
 /// Whether an interrupt's affinity file, at its newest entry `entry`, reads a value none of
 /// its entries (`entry`, and the older ones among `older`) holds: not what iolab found, not
 /// what it wrote, not the CPU a restore cut short had put it back on first. Changed by
-/// someone else since.
+/// someone else since. The old CPU of the newest entry is iolab's only when a restore began
+/// to write it (`restoring`): else someone pinned the interrupt there.
 fn changed_since(file: &Path, entry: &JournalEntry, older: &[JournalEntry]) -> bool {
     if irq_move::effective_of(&entry.path).is_none() {
         return false;
@@ -1065,9 +1099,16 @@ fn changed_since(file: &Path, entry: &JournalEntry, older: &[JournalEntry]) -> b
     let Ok(now) = read_attr(&file.display().to_string()) else {
         return false;
     };
-    !std::iter::once(entry)
-        .chain(older.iter().filter(|e| e.path == entry.path))
-        .flat_map(|e| [&e.old, &e.new])
+    let newest = [&entry.new]
+        .into_iter()
+        .chain(entry.restoring.then_some(&entry.old));
+    !newest
+        .chain(
+            older
+                .iter()
+                .filter(|e| e.path == entry.path)
+                .flat_map(|e| [&e.old, &e.new]),
+        )
         .any(|v| irq_move::same_cpus(&entry.path, &now, v))
 }
 
@@ -1520,8 +1561,9 @@ mod tests {
     }
 
     /// A placement stays after iolab exits, so an administrator may pin an interrupt since:
-    /// restore leaves a value none of the file's entries holds, and says so. A value iolab
-    /// could have left itself (the CPU a restore cut short put it back on first) is finished.
+    /// restore leaves a value none of the file's entries holds, and says so; the CPU it was
+    /// delivered to before iolab's move too (iolab's own first step back only once a restore
+    /// began it: on a 2-CPU machine every pin was some entry's value, and was overwritten).
     /// An experiment's journal puts everything back, as its run reports.
     #[test]
     fn a_placement_leaves_an_affinity_someone_changed_since() {
@@ -1531,7 +1573,7 @@ mod tests {
         // (placement journal, what someone writes after iolab's move, what restore leaves)
         for (placement, since, left) in [
             (true, "7", "7"),
-            (true, "4", "4-7"),
+            (true, "4", "4"),
             (true, "4,5,6,7", "4-7"),
             (false, "7", "4-7"),
         ] {
@@ -1559,6 +1601,42 @@ mod tests {
             drop(j);
             Journal::check_clean_in(state.path()).unwrap();
         }
+    }
+
+    /// A restore marks an interrupt's first step back (its old CPU) in the journal before
+    /// writing it, and keeps it there until the old mask is back: a restore cut short in
+    /// between (killed while it waits for the move) left the interrupt on that CPU, and the
+    /// next restore finishes the job rather than calling the CPU someone else's pin.
+    #[test]
+    fn a_restore_cut_short_after_its_first_step_is_finished_by_the_next() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let live = &sys.irq(33, "4-7\n", "4\n");
+        let mut j = sys.journal(state.path());
+        j.placements_only();
+        j.set(live, "5").unwrap();
+        let mut entries = j.entries().to_vec();
+        let mut saves: Vec<(String, Vec<JournalEntry>)> = Vec::new();
+        let report = restore_entries(&sys.root, &mut entries, true, |left| {
+            saves.push((sys.read(live).trim().to_string(), left.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert!(report.changed_since.is_empty(), "{report:?}");
+        assert_eq!(sys.read(live).trim(), "4-7");
+        // Marked before the write; kept, marked, after it until the mask is back; then gone.
+        let step = |left: &[JournalEntry]| left.iter().find(|e| e.old == "4").cloned();
+        assert_eq!(saves[0].0, "5");
+        assert!(step(&saves[0].1).is_some_and(|e| e.restoring), "{saves:?}");
+        assert_eq!(saves[1].0, "4");
+        assert!(step(&saves[1].1).is_some_and(|e| e.restoring), "{saves:?}");
+        assert!(saves.last().unwrap().1.is_empty());
+        // The journal as the cut-short restore saved it, the interrupt left on CPU 4.
+        let mut cut_short = saves[1].1.clone();
+        let report = restore_entries(&sys.root, &mut cut_short, true, |_| Ok(())).unwrap();
+        assert!(report.changed_since.is_empty(), "{report:?}");
+        assert_eq!(sys.read(live).trim(), "4-7");
+        drop(j);
     }
 
     #[test]
@@ -1835,6 +1913,7 @@ mod tests {
                 loaded_module: None,
                 serving: None,
                 disk: None,
+                restoring: false,
             })
             .collect();
         entries.push(JournalEntry {
@@ -1845,6 +1924,7 @@ mod tests {
             loaded_module: None,
             serving: None,
             disk: None,
+            restoring: false,
         });
         let file = JournalFile {
             pid: 1,
@@ -1889,6 +1969,7 @@ mod tests {
             loaded_module: None,
             serving: None,
             disk: None,
+            restoring: false,
         }
     }
 

@@ -526,6 +526,7 @@ mod tests {
             loaded_module: None,
             serving: None,
             disk: None,
+            restoring: false,
         };
         let irq = "/proc/irq/29/smp_affinity_list";
         let sched = "/sys/block/sda/queue/scheduler";
@@ -572,6 +573,7 @@ mod tests {
             loaded_module: None,
             serving: None,
             disk: None,
+            restoring: false,
         };
         let tracer = super::super::RestoreReport {
             restored: vec![entry("/sys/kernel/tracing/current_tracer", "nop", "blk")],

@@ -120,6 +120,7 @@ pub(crate) mod tests {
             loaded_module: None,
             serving: None,
             disk: None,
+            restoring: false,
         }
     }
 
