@@ -1033,6 +1033,14 @@ fn malformed_experiment_files_give_precise_errors() {
     // About the whole file: no line and column.
     assert!(String::from_utf8_lossy(&out.stderr)
         .contains("iolab: error: nowhere.toml: cannot read the experiment file"));
+    // Not a file at all: read, /dev/zero took all the machine's memory.
+    let out = iolab()
+        .args(["run", "--dry-run", "/dev/zero"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("/dev/zero: cannot read the experiment file: not a regular file"));
 }
 
 #[test]

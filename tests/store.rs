@@ -826,3 +826,44 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
     };
     assert_eq!(compare(&here), compare(&there));
 }
+
+/// A tag named like a factor of other experiments (an import's `--tag rq_affinity=huh`) hid
+/// that factor from every selector: `rq_affinity=1` was read as the tag, which no run had.
+/// A value the tag has selects by the tag; any other, the factor's level.
+#[test]
+fn a_tag_named_like_a_factor_leaves_the_factors_levels_selectable() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut db = Store::open(&path).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    for rep in 0..3 {
+        for (cell, iops) in [("1", 100.0), ("2", 200.0)] {
+            db.insert_run(&run(e, cell, rep, iops + f64::from(rep)))
+                .unwrap();
+        }
+    }
+    let other = db.create_experiment(&experiment()).unwrap();
+    let mut tagged = run(other, "x", 0, 5.0);
+    tagged.cell_levels = json!({});
+    tagged.tags = vec![("rq_affinity".into(), "huh".into())];
+    db.insert_run(&tagged).unwrap();
+    drop(db);
+    let compare = |a: &str, b: &str| {
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["compare", "--db", path.to_str().unwrap(), a, b])
+            .args(["--metric", "read_iops", "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = compare("rq_affinity=1", "rq_affinity=2");
+    assert!(out.status.success(), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.to_string().contains("read_iops"), "{json}");
+    let out = compare("rq_affinity=1", "rq_affinity=7");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("factor rq_affinity has no level \"7\""),
+        "{err}"
+    );
+}

@@ -202,15 +202,16 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                 }
             }
             let names = store.tag_names()?;
-            let (tag_pairs, level_pairs): (Vec<_>, Vec<_>) =
-                tags.iter().partition(|(n, _)| names.contains(n));
-            for (n, v) in &tag_pairs {
-                let values = store.tag_values(n)?;
-                if !values.contains(v) {
-                    bail!(
-                        "selector {text:?}: no run has {n}={v}; {n} takes: {}",
-                        values.join(", ")
-                    );
+            // A tag's value selects by the tag; any other value of its name, a factor's level
+            // (a tag named like a factor of other experiments, e.g. an import's `--tag
+            // bs=huh`, hid `bs=4k` of every experiment).
+            let mut tag_pairs = Vec::new();
+            let mut level_pairs = Vec::new();
+            for (n, v) in tags {
+                if names.contains(n) && store.tag_values(n)?.contains(v) {
+                    tag_pairs.push((n, v));
+                } else {
+                    level_pairs.push((n, v));
                 }
             }
             let mut runs: Vec<Run> = if tag_pairs.is_empty() {
@@ -236,6 +237,12 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                     .iter()
                     .filter_map(|r| super::cells::run_levels(r).remove(n.as_str()))
                     .collect();
+                if levels.is_empty() && names.contains(*n) {
+                    bail!(
+                        "selector {text:?}: no run has {n}={v}; {n} takes: {}",
+                        store.tag_values(n)?.join(", ")
+                    );
+                }
                 if levels.is_empty() {
                     bail!(
                         "selector {text:?}: {n:?} is neither a run tag nor a factor of the selected \
@@ -259,7 +266,7 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                 }
                 runs.retain(|r| super::cells::run_levels(r).get(n.as_str()) == Some(v));
             }
-            fixed = level_pairs.iter().map(|(n, _)| n.clone()).collect();
+            fixed = level_pairs.iter().map(|(n, _)| n.to_string()).collect();
             (runs, text.to_string())
         }
     };

@@ -79,7 +79,7 @@ pub fn load(path: &Path) -> Result<Experiment, ExperimentError> {
 /// `env` (`--job-env`).
 pub fn load_with_env(path: &Path, env: &[String]) -> Result<Experiment, ExperimentError> {
     let source = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ExperimentError {
+    let text = crate::sys::user_file::read_text(path).map_err(|e| ExperimentError {
         source_name: source.clone(),
         diagnostics: vec![Diagnostic {
             line: 0,

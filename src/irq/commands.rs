@@ -132,8 +132,8 @@ fn planned(
 ) -> Result<(plan::Plan, Machine)> {
     match source {
         PlanSource::File(file) => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read the plan {}", file.display()))?;
+            let text = crate::sys::user_file::read_text(&file)
+                .map_err(|why| anyhow::anyhow!("cannot read the plan {}: {why}", file.display()))?;
             let p: plan::Plan = serde_json::from_str(&text).with_context(|| {
                 format!(
                     "{}: not a plan written by `iolab irq plan --json`",

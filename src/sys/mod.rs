@@ -8,6 +8,7 @@ pub mod parse;
 pub(crate) mod process;
 pub(crate) mod reaper;
 mod root;
+pub(crate) mod user_file;
 
 pub(crate) use root::MODES_FILE;
 pub use root::{SysError, SysRoot};

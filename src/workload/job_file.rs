@@ -122,7 +122,6 @@ impl JobSource for Disk {
     /// and only then read, through that same resolved handle, so a link swapped in between
     /// changes nothing.
     fn read(&self, path: &Path) -> Result<String, String> {
-        use std::io::Read;
         use std::os::fd::AsRawFd;
         use std::os::unix::fs::OpenOptionsExt;
         let handle = std::fs::OpenOptions::new()
@@ -146,11 +145,7 @@ impl JobSource for Disk {
         if !meta.is_file() {
             return Err("not a regular file".to_string());
         }
-        let mut text = String::new();
-        std::fs::File::open(&by_fd)
-            .and_then(|mut f| f.read_to_string(&mut text))
-            .map_err(|e| e.to_string())?;
-        Ok(text)
+        crate::sys::user_file::read_text(&by_fd)
     }
     fn var(&self, name: &str) -> Result<String, String> {
         if !self.env.iter().any(|n| n == name) {
