@@ -867,3 +867,44 @@ fn a_tag_named_like_a_factor_leaves_the_factors_levels_selectable() {
         "{err}"
     );
 }
+
+/// Cells are keyed without the factors either selector fixes: where only one side fixes one,
+/// each cell of the other pools that factor's levels, and the comparison says so.
+#[test]
+fn a_factor_fixed_on_one_side_only_is_said_to_be_pooled_on_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut db = Store::open(&path).unwrap();
+    for _ in 0..2 {
+        let e = db.create_experiment(&experiment()).unwrap();
+        for rep in 0..3 {
+            for sched in ["none", "mq-deadline"] {
+                for rq in ["1", "2"] {
+                    let mut r = run(e, rq, rep, 100.0 + f64::from(rep));
+                    r.cell_key = format!("scheduler={sched},rq_affinity={rq}");
+                    r.cell_levels = json!({ "scheduler": sched, "rq_affinity": rq });
+                    db.insert_run(&r).unwrap();
+                }
+            }
+        }
+    }
+    drop(db);
+    let warnings = |a: &str, b: &str| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["compare", "--db", path.to_str().unwrap(), a, b])
+            .args(["--metric", "read_iops", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["warnings"].to_string()
+    };
+    let w = warnings("2", "experiment=1,scheduler=none");
+    assert!(
+        w.contains("each cell of experiment 2 pools the levels of scheduler (mq-deadline, none)"),
+        "{w}"
+    );
+    let w = warnings("experiment=2,scheduler=none", "experiment=1,scheduler=none");
+    assert!(!w.contains("pools"), "{w}");
+}

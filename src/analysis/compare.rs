@@ -943,6 +943,8 @@ pub(crate) fn compare_selectors(
             &targets_of(store, &cand)?,
         ))
         .chain(shared_warning(&shared))
+        .chain(pooled_levels_warning(&base, &cand))
+        .chain(pooled_levels_warning(&cand, &base))
         .collect();
     // Only imports store one output twice: a run iolab made has an output of its own (a
     // program's may repeat itself, and is still a measurement each time).
@@ -1014,6 +1016,40 @@ pub(crate) fn compare_selectors(
         warnings,
     };
     Ok(CompareOutput { text, doc, csv })
+}
+
+/// Said when `other`'s selector fixes a factor that `side` leaves free and whose levels
+/// vary among `side`'s runs: cells are keyed without the factors either selector fixes, so
+/// each of `side`'s cells pools those levels, and a change may be the factor's, not the one
+/// compared.
+fn pooled_levels_warning(side: &Group, other: &Group) -> Option<String> {
+    let pooled: Vec<(&str, String)> = other
+        .fixed
+        .iter()
+        .filter(|f| !side.fixed.contains(f))
+        .filter_map(|f| {
+            let levels: BTreeSet<String> = side
+                .runs
+                .iter()
+                .filter_map(|r| super::cells::run_levels(r).remove(f))
+                .collect();
+            let levels: Vec<String> = levels
+                .iter()
+                .map(|l| crate::experiment::plan::quote_label(l))
+                .collect();
+            (levels.len() > 1).then(|| (f.as_str(), format!("{f} ({})", levels.join(", "))))
+        })
+        .collect();
+    let (first, _) = pooled.first()?;
+    let said: Vec<&str> = pooled.iter().map(|(_, s)| s.as_str()).collect();
+    Some(format!(
+        "warning: each cell of {} pools the levels of {}, which only the other side ({}) \
+         fixes: fix them on both sides (e.g. experiment=N,{first}=LEVEL) to compare like with \
+         like",
+        side.label,
+        said.join(", "),
+        other.label,
+    ))
 }
 
 /// The cells of both sides, by the factors that vary across them (those a selector fixed
