@@ -535,6 +535,58 @@ fn bad_input_is_refused_with_a_reason() {
             out.status
         );
     }
+    // Said before measuring, not after the hour asked for, and a metrics file that cannot be
+    // written at the start, as a bad --listen is (these read this machine only).
+    let state = tempfile::tempdir().unwrap();
+    let (missing, dir_path) = (
+        state.path().join("missing/iolab.prom"),
+        state.path().display().to_string(),
+    );
+    let daemon = [
+        "irq",
+        "daemon",
+        "--force",
+        "--min-interval",
+        "1h",
+        "--max-interval",
+        "2h",
+    ];
+    let cases: [(Vec<&str>, i32, &str); 4] = [
+        (
+            vec!["irq", "plan", "--over", "1h", "--unpin", "99999"],
+            2,
+            "--unpin: no IRQ 99999 here",
+        ),
+        (
+            [&daemon[..], &["--unpin", "99999"]].concat(),
+            2,
+            "--unpin: no IRQ 99999 here",
+        ),
+        (
+            [&daemon[..], &["--metrics-file", missing.to_str().unwrap()]].concat(),
+            1,
+            "--metrics-file",
+        ),
+        (
+            [&daemon[..], &["--metrics-file", &dir_path]].concat(),
+            1,
+            "--metrics-file",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let out = iolab()
+            .args(&args)
+            .env("IOLAB_STATE_DIR", state.path())
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(code) && stderr.contains(says),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("plan.json");
     std::fs::write(&bad, "{\"moves\": 3}").unwrap();

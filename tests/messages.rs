@@ -275,8 +275,8 @@ fn inspect_root_that_is_not_a_snapshot_says_so() {
         assert!(!ok);
         assert!(
             err.contains(&format!(
-                "{shown} is not a snapshot or machine root (no sys/devices/system/cpu/); make \
-                 one with `iolab snapshot -o {shown}`"
+                "{shown} is not a snapshot or machine root (no sys/devices/system/cpu/); \
+                 `iolab snapshot -o DIR` makes one (DIR new or empty)"
             )),
             "{cmd:?}: {err}"
         );

@@ -14,9 +14,10 @@ pub(crate) struct SnapshotArgs {
     /// The directory to create (must not exist, or be empty).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
-    /// Time between the two readings of the counters (e.g. 5s, 500ms, 2).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = super::inspect::parse_interval)]
-    pub interval: Duration,
+    /// Time between the two readings of the counters (e.g. 5s, 500ms, 2) [default: 5s]. A
+    /// --root snapshot that holds two readings is copied with them as they were taken.
+    #[arg(long, value_name = "DURATION", value_parser = super::inspect::parse_interval)]
+    pub interval: Option<Duration>,
     /// Snapshot another machine root (e.g. an earlier snapshot) instead of this machine.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -29,6 +30,16 @@ pub(super) fn run(args: SnapshotArgs) -> anyhow::Result<()> {
         Some(dir) => crate::sys::SysRoot::machine_root(dir)?,
         None => crate::sys::SysRoot::live(),
     };
-    let captured = crate::snapshot::take(&source, &args.output, args.interval)?;
+    if let (Some(dir), Some(_)) = (&args.root, args.interval) {
+        if crate::snapshot::has_second_reading(&source) {
+            return Err(super::usage(format!(
+                "--interval: {} holds its two readings of the counters, which are copied as \
+                 they were taken; leave out --interval",
+                dir.display()
+            )));
+        }
+    }
+    let interval = args.interval.unwrap_or(Duration::from_secs(5));
+    let captured = crate::snapshot::take(&source, &args.output, interval)?;
     crate::output::print(&captured, args.out)
 }

@@ -39,14 +39,15 @@ pub(crate) fn plan_now(
     wait: &dyn Fn(Duration) -> bool,
     options: plan::Options,
 ) -> Result<Option<(Planned, Machine)>> {
-    let Some((m, secs)) = crate::model::Machine::measure(root, over, wait)? else {
-        return Ok(None);
-    };
     // A snapshot's placement journal is not this machine's: judge it by what it shows.
     let before = if root.is_live() {
         apply::before_iolab(&apply::journal_dir())?
     } else {
         Default::default()
+    };
+    super::check_options(&Machine::read(root)?, &before, &options)?;
+    let Some((m, secs)) = crate::model::Machine::measure(root, over, wait)? else {
+        return Ok(None);
     };
     let plan = super::plan_for(&m, &before, options)?;
     Ok(Some((
@@ -152,10 +153,11 @@ fn planned(
             Ok((p, m))
         }
         PlanSource::Measure { over, options } => {
+            let before = apply::before_iolab(dir)?;
+            super::check_options(&Machine::read(root)?, &before, &options)?;
             let Some((m, _)) = crate::model::Machine::measure(root, over, wait)? else {
                 bail!("interrupted before the measurement ended; nothing was changed");
             };
-            let before = apply::before_iolab(dir)?;
             Ok((super::plan_for(&m, &before, options)?, m))
         }
     }

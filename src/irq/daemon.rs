@@ -102,6 +102,12 @@ pub(crate) fn run(
     log: &mut dyn FnMut(Level, &str),
     publish: &mut dyn FnMut(&Figures),
 ) -> Result<()> {
+    // Settings that cannot mean anything here are said before anything is taken or measured.
+    super::check_options(
+        &crate::model::Machine::read(root)?,
+        &apply::before_iolab(dir)?,
+        &s.plan,
+    )?;
     // Read before the journal is taken over, which clears it.
     let killed_daemons = crate::knobs::undone_if_killed(dir);
     let mut journal = apply::take_placement(dir, root)?;

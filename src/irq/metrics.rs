@@ -294,6 +294,12 @@ impl Outlets {
         listen: Option<&str>,
         log: &mut dyn FnMut(super::daemon::Level, &str),
     ) -> anyhow::Result<Self> {
+        // A path that cannot be written (no such directory, a directory) is said at the
+        // start, as a bad --listen address is, not warned about at every look.
+        if let Some(path) = &file {
+            write_textfile(path, "# iolab irq daemon: its first look is under way\n")
+                .with_context(|| format!("--metrics-file {}", path.display()))?;
+        }
         let served = match listen {
             Some(addr) => {
                 let (bound, slot) = serve(addr)?;

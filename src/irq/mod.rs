@@ -53,6 +53,24 @@ pub(crate) fn plan_for(
     before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
     options: plan::Options,
 ) -> Result<plan::Plan> {
+    let offline = check_options(m, before_iolab, &options)?;
+    let mut p = plan::plan(
+        &inputs::sources(m, before_iolab),
+        &inputs::slots(m),
+        options,
+    );
+    p.banned_offline = offline;
+    Ok(p)
+}
+
+/// [`plan_for`]'s checks of `--unpin` and `--ban-cpus` alone, on a machine as read (no rates
+/// needed): made before a measurement too, so a mistyped IRQ is said at once rather than
+/// after seconds of measuring. Returns the banned CPUs that are offline.
+pub(crate) fn check_options(
+    m: &Machine,
+    before_iolab: &std::collections::BTreeMap<u32, Vec<u32>>,
+    options: &plan::Options,
+) -> Result<Vec<u32>> {
     let sources = inputs::sources(m, before_iolab);
     if let plan::Unpin::Irqs(list) = &options.unpin {
         let missing: Vec<u32> = list
@@ -101,9 +119,7 @@ pub(crate) fn plan_for(
             format_cpulist(&options.banned)
         )));
     }
-    let mut p = plan::plan(&sources, &inputs::slots(m), options);
-    p.banned_offline = offline;
-    Ok(p)
+    Ok(offline)
 }
 
 /// Machines to test on: copies of the fixture trees under tests/fixtures/machines.

@@ -296,9 +296,14 @@ fn prepare_dir(out: &Path) -> anyhow::Result<()> {
 /// The counter files as read: (path, contents).
 type Reading = Vec<(&'static str, Vec<u8>)>;
 
+/// Whether `source` is a snapshot that holds a second reading of the counters.
+pub(crate) fn has_second_reading(source: &SysRoot) -> bool {
+    !source.is_live() && source.exists(&format!("{LATER_DIR}/proc/interrupts"))
+}
+
 /// The second reading of a snapshot root and its interval (`snapshot.json`), if it has one.
 fn earlier_second_reading(source: &SysRoot) -> anyhow::Result<Option<(Reading, u64)>> {
-    if source.is_live() || !source.exists(&format!("{LATER_DIR}/proc/interrupts")) {
+    if !has_second_reading(source) {
         return Ok(None);
     }
     let interval_ns = crate::model::snapshot_interval_ns(source)?;

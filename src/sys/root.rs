@@ -48,7 +48,7 @@ pub enum SysError {
     },
     #[error("{path}: not a directory (expected a machine root such as / or a snapshot made by `iolab snapshot`)")]
     BadRoot { path: String },
-    #[error("{path} is not a snapshot or machine root (no {missing}); make one with `iolab snapshot -o {path}`")]
+    #[error("{path} is not a snapshot or machine root (no {missing}); `iolab snapshot -o DIR` makes one (DIR new or empty)")]
     NotMachineRoot { path: String, missing: String },
 }
 
