@@ -377,6 +377,9 @@ fn import_adds_to_the_one_experiment_named_or_says_which_are() {
     let out: Value =
         serde_json::from_str(&ok(&db, &["import", "--json", "--experiment", "5", &a])).unwrap();
     assert_eq!(out["experiment_id"], 5, "{out}");
+    // A number is an id: a mistyped one makes no experiment named by it.
+    let e = err(&db, &["import", "--experiment", "99", &a]);
+    assert!(e.contains("no experiment 99 (ids: 1, 2, 3, 4, 5)"), "{e}");
     let store = iolab::store::Store::open_existing(&db).unwrap();
     assert_eq!(store.runs(4).unwrap().len(), 2);
     assert_eq!(store.runs(5).unwrap().len(), 2);

@@ -467,6 +467,16 @@ impl Destination {
                 e.name,
                 e.status
             ),
+            // A number names an experiment by its id: a mistyped one would make a new
+            // experiment named by the number.
+            None if name.parse::<i64>().is_ok() => bail!(
+                "nothing imported: no experiment {name} (ids: {}); a new experiment needs a \
+                 name that is not a number",
+                all.iter()
+                    .map(|e| e.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             None => Ok(None),
         }
     }

@@ -47,8 +47,8 @@ pub(crate) struct ImportArgs {
     #[arg(long = "tag", value_name = "NAME=VALUE")]
     pub tags: Vec<String>,
     /// Add the runs to the imported experiment of this name (created when missing), or of
-    /// this id where several share a name. Without it, a new experiment named after the
-    /// first file.
+    /// this id where several share a name (a number that is no experiment's id is refused,
+    /// not made a name). Without it, a new experiment named after the first file.
     #[arg(long, value_name = "NAME|ID")]
     pub experiment: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).

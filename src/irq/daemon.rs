@@ -197,7 +197,7 @@ impl Daemon<'_> {
             }
             self.banned_offline = p.banned_offline.clone();
         }
-        let moved = self.apply(&m, &p);
+        let (moved, said) = self.apply(&m, &p);
         let next = next_interval(self.interval, moved, self.s);
         (self.publish)(&Figures {
             cpu: p.cpu_before.clone(),
@@ -218,8 +218,13 @@ impl Daemon<'_> {
             } else {
                 let why = if p.moves.is_empty() {
                     super::render::why_nothing_moves(&p)
-                } else {
+                } else if said {
                     "no move could be made (see above)"
+                } else {
+                    // The interrupts' affinities name their new CPUs; each moves when it
+                    // next fires, after this look's measurement was taken.
+                    "the moves planned are made already, and take effect as the interrupts \
+                     next fire"
                 };
                 (
                     Level::Info,
@@ -237,17 +242,20 @@ impl Daemon<'_> {
         Ok(true)
     }
 
-    /// Makes the plan's moves that can be made (each one that cannot is said, with why);
-    /// true when any was.
-    fn apply(&mut self, m: &crate::model::Machine, p: &super::plan::Plan) -> bool {
+    /// Makes the plan's moves that can be made (each one that cannot is said, with why):
+    /// whether any was made, and whether any was said not to be.
+    fn apply(&mut self, m: &crate::model::Machine, p: &super::plan::Plan) -> (bool, bool) {
         let slots = super::inputs::slots(m);
         let mut possible = Vec::new();
+        let mut said = false;
         for mv in &p.moves {
             if let Some(why) = apply::problem(mv, m, &slots) {
                 let line = format!("left IRQ {} where it is: {why}", mv.irq);
                 (self.log)(Level::Notice, &line);
+                said = true;
             } else if let Some(why) = apply::in_use_elsewhere(self.root, m, mv) {
                 (self.log)(Level::Notice, &why);
+                said = true;
             } else {
                 possible.push(mv.clone());
             }
@@ -255,6 +263,7 @@ impl Daemon<'_> {
         let (done, left) = apply::apply_each(self.root, m, &possible, &mut self.journal);
         for why in &left {
             (self.log)(Level::Notice, why);
+            said = true;
         }
         if let Err(e) = apply::unpin_in_place(self.root, &p.unpinned_in_place, &mut self.journal) {
             (self.log)(Level::Notice, &crate::cli::error_text(&e));
@@ -275,7 +284,7 @@ impl Daemon<'_> {
         if !done.is_empty() {
             self.last_move_look = self.looks;
         }
-        !done.is_empty()
+        (!done.is_empty(), said)
     }
 
     /// Says how long the placement held (a daemon that keeps moving is fighting something),
@@ -416,6 +425,51 @@ mod tests {
         assert_eq!(
             offline,
             ["--ban-cpus: CPU 20 is offline now (banned should it come online)"],
+            "{lines:?}"
+        );
+    }
+
+    /// The look after a move measured before the interrupt moved (it moves when it next
+    /// fires) plans the same move, already written: said so, not "(see above)" over nothing.
+    #[test]
+    fn a_move_planned_again_before_it_took_effect_is_said_to_be_made() {
+        let machine = super::super::fixture::two_node();
+        // eth0's eight queue interrupts piled onto CPU 4 (100,000 more each in the reading).
+        let later = machine.path().join("later/proc/interrupts");
+        let text = std::fs::read_to_string(&later).unwrap();
+        let piled: Vec<String> = text
+            .lines()
+            .map(|l| match l.contains("eth0-TxRx-") {
+                false => l.to_string(),
+                true => {
+                    let mut t: Vec<String> = l.split_whitespace().map(String::from).collect();
+                    t[5] = (t[5].parse::<u64>().unwrap() + 100_000).to_string();
+                    t.join(" ")
+                }
+            })
+            .collect();
+        std::fs::write(&later, piled.join("\n") + "\n").unwrap();
+        let root = SysRoot::at(machine.path()).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let s = Settings {
+            plan: Options::default(),
+            min_interval: Duration::from_secs(1),
+            max_interval: Duration::from_secs(2),
+            cycles: Some(2),
+            keep: false,
+        };
+        let (result, lines) = run_logged(&root, state.path(), &s);
+        result.unwrap();
+        assert!(
+            lines.iter().any(|l| l.starts_with("moved IRQ ")),
+            "{lines:?}"
+        );
+        let second = lines
+            .iter()
+            .find(|l| l.starts_with("nothing moved over "))
+            .expect("the second look");
+        assert!(
+            second.contains("the moves planned are made already") && !second.contains("above"),
             "{lines:?}"
         );
     }

@@ -5,7 +5,8 @@
 
 use super::table::{Align, Cell, Column, Table};
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML element content and attribute values. Controls and bidi overrides
+/// are shown as `\u{..}`, as in the terminal: a browser reorders text by them too.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -15,6 +16,8 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            '\n' | '\t' => out.push(c),
+            c if super::format::needs_escape(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -170,6 +173,8 @@ mod tests {
         );
         assert!(html.contains("<td>regressed-on-purpose</td>"), "{html}");
         assert!(html.contains("<li>n = 5</li>"), "{html}");
+        // A name that would reorder what the page shows is shown as the terminal shows it.
+        assert_eq!(escape("exp\u{202e}1\u{7}"), "exp\\u{202e}1\\u{7}");
     }
 
     #[test]
