@@ -796,13 +796,13 @@ pub fn pending(dir: &Path) -> Result<Vec<JournalEntry>, KnobError> {
     Ok(pending_under(dir)?.1)
 }
 
-/// Whether the journal in `dir` holds placements of an owner that was to put them back when
-/// it stopped (`Journal::undone_if_killed`).
+/// Whether the journal in `dir` is of an owner that was to put its placements back when it
+/// stopped (`Journal::undone_if_killed`), whether it made any or not.
 pub(crate) fn undone_if_killed(dir: &Path) -> bool {
     read_journal(&dir.join(JOURNAL))
         .ok()
         .flatten()
-        .is_some_and(|j| j.undo_if_killed && !j.entries.is_empty())
+        .is_some_and(|j| j.undo_if_killed)
 }
 
 /// [`pending`], with the machine root its paths lie under ("/" for the live machine).
@@ -864,6 +864,11 @@ pub(crate) fn replay_if(
     let Some(mut file) = read_journal(&path)? else {
         return Ok(None);
     };
+    // Nothing in it (a daemon killed before it moved anything): removed, nothing to say.
+    if file.entries.is_empty() && wanted(file.undo_if_killed) {
+        remove_journal(dir)?;
+        return Ok(None);
+    }
     if from_earlier_boot(&file) {
         remove_journal(dir)?;
         return Ok(Some(RestoreReport {
@@ -1637,6 +1642,24 @@ mod tests {
         assert!(report.changed_since.is_empty(), "{report:?}");
         assert_eq!(sys.read(live).trim(), "4-7");
         drop(j);
+    }
+
+    /// A daemon killed before it moved anything leaves a journal with no entries: restore and
+    /// rollback remove it and have nothing to report (it stayed, and rollback printed nothing).
+    #[test]
+    fn an_empty_journal_left_by_a_kill_is_removed_quietly() {
+        let sys = Fake::new();
+        let state = tempfile::tempdir().unwrap();
+        let mut j = sys.journal(state.path());
+        j.placements_only();
+        j.undone_if_killed().unwrap();
+        // What the killed daemon's journal reads (its lock, held by this process, let go).
+        let left = j.file.header();
+        drop(j);
+        write_journal(state.path(), &left).unwrap();
+        assert!(undone_if_killed(state.path()));
+        assert_eq!(replay(state.path(), &sys.root).unwrap(), None);
+        assert!(!state.path().join(JOURNAL).exists());
     }
 
     #[test]

@@ -56,13 +56,17 @@ pub(crate) struct Leftovers {
     /// The knob journal is a running iolab's (text only).
     #[serde(skip)]
     knobs_in_use: bool,
-    /// Interrupt placements by `iolab irq apply` or an `iolab irq daemon --keep`, which are
-    /// meant to stay (text only).
-    #[serde(skip)]
+    /// Interrupts placed by `iolab irq apply` or an `iolab irq daemon --keep`, which are meant
+    /// to stay, so restore leaves them (`iolab irq rollback` puts them back); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
     irq_placements_in_effect: usize,
     /// The names of this machine's interrupts, for the lines of those put back (text only).
     #[serde(skip)]
     irq_names: BTreeMap<u32, String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Undoes what was left in `state_dir` (and fio's run directories in it).
@@ -628,6 +632,9 @@ mod tests {
             text.contains("the affinity of 7 interrupt(s) set by `iolab irq apply` (or by an"),
             "{text}"
         );
+        // Scripts are told too.
+        let json = serde_json::to_value(&left).unwrap();
+        assert_eq!(json["irq_placements_in_effect"], 7, "{json}");
         // No knob journal, but tracefs settings put back: not "nothing to restore".
         assert!(!text.contains("nothing to restore"), "{text}");
         let nothing = Leftovers {
