@@ -188,7 +188,12 @@ fn nics(s: &mut String, m: &Machine) {
             let _ = writeln!(s, "  {}  virtual (no device)", n.name);
             continue;
         }
-        let node = n.node.map_or("-".to_string(), |v| v.to_string());
+        // As for disks: a numa_node of -1 on a one-node machine still means that node.
+        let node = match (n.node, m.nodes.as_slice()) {
+            (Some(v), _) => v.to_string(),
+            (None, [only]) => format!("{} (the only one)", only.node),
+            (None, _) => "-".to_string(),
+        };
         let _ = writeln!(
             s,
             "  {}  driver {}  device {}  pci {}  node {}  {} IRQs",
@@ -559,5 +564,22 @@ mod tests {
         );
         let t = super::tree(&m);
         assert!(!t.contains("node unknown"), "{t}");
+        // A network interface's controller too (this VM's eth0 read "node -" beside its
+        // disk's node 0).
+        m.nics = vec![crate::model::nics::Nic {
+            name: "eth0".into(),
+            is_virtual: false,
+            driver: Some("virtio_net".into()),
+            device: Some("virtio2".into()),
+            pci: Some("0000:00:03.0".into()),
+            node: None,
+            irqs: Vec::new(),
+        }];
+        let mut text = String::new();
+        super::nics(&mut text, &m);
+        assert!(
+            text.contains(&format!("  node {only} (the only one)  ")),
+            "{text}"
+        );
     }
 }

@@ -503,8 +503,8 @@ pub fn check_option(name: &str, value: &str, policy: &OptionPolicy) -> Result<()
         Rule::LogName => {
             if !is_plain_name(value) {
                 return Err(bad_value(
-                    "a plain file-name prefix (letters, digits, '_', '-', '.'; no '/'): fio \
-                     writes the log into the run's own directory"
+                    "a plain file-name prefix (letters, digits, '_', '-', '.'; no '/', and not \
+                     '.' or '..'): fio writes the log into the run's own directory"
                         .to_string(),
                 ));
             }
