@@ -57,6 +57,10 @@ pub struct BlockDevice {
     pub(crate) knobs: BTreeMap<String, String>,
     /// What each knob accepts, where that is known.
     pub(crate) allowed: BTreeMap<String, Allowed>,
+    /// The I/O scheduler's own settings (`queue/iosched/*`: mq-deadline's read_expire, bfq's
+    /// slice_idle, ...), which an experiment varies as `queue/iosched/NAME`; empty with none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) iosched: BTreeMap<String, String>,
     /// blk-mq hardware queues (empty for bio-based devices such as zram or md).
     pub(crate) queues: Vec<HwQueue>,
     /// IRQ numbers that complete this device's I/O.
@@ -134,6 +138,16 @@ pub(crate) const FIXED: &[(&str, &str)] = &[
 
 fn choices(values: &[&str]) -> Allowed {
     Allowed::Choices(values.iter().map(|s| s.to_string()).collect())
+}
+
+/// The current scheduler's settings, by name.
+fn read_iosched(root: &SysRoot, name: &str) -> BTreeMap<String, String> {
+    let dir = format!("/sys/block/{name}/queue/iosched");
+    root.list_optional(&dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|k| Some((k.clone(), root.attr(&format!("{dir}/{k}"))?)))
+        .collect()
 }
 
 /// Reads the queue knobs and what they accept.
@@ -317,6 +331,7 @@ pub(crate) fn read_device(
         },
         knobs,
         allowed,
+        iosched: read_iosched(root, name),
         queues: read_queues(root, name, warn),
         irqs: Vec::new(),
         placement: None,
@@ -432,5 +447,27 @@ mod tests {
         listed.sort_unstable();
         knobs.sort_unstable();
         assert_eq!(listed, knobs);
+        // And the scheduler's own settings, which experiments vary too.
+        assert!(script.contains("/queue/iosched/"), "{script}");
+    }
+
+    /// The scheduler's settings are read as they are, each by its name (shown by `inspect`).
+    #[test]
+    fn the_schedulers_settings_are_read_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let iosched = dir.path().join("sys/block/sdb/queue/iosched");
+        std::fs::create_dir_all(&iosched).unwrap();
+        std::fs::write(iosched.join("read_expire"), "500\n").unwrap();
+        std::fs::write(iosched.join("fifo_batch"), "16\n").unwrap();
+        let root = crate::sys::SysRoot::at(dir.path()).unwrap();
+        let read = super::read_iosched(&root, "sdb");
+        assert_eq!(
+            read.into_iter().collect::<Vec<_>>(),
+            [
+                ("fifo_batch".to_string(), "16".to_string()),
+                ("read_expire".to_string(), "500".to_string())
+            ]
+        );
+        assert!(super::read_iosched(&root, "sdc").is_empty());
     }
 }

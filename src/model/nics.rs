@@ -136,6 +136,7 @@ pub(crate) fn with_nic_target(mut m: super::Machine, name: &str) -> Result<super
         slaves: Vec::new(),
         knobs: Default::default(),
         allowed: Default::default(),
+        iosched: Default::default(),
         queues: Vec::new(),
         irqs: traffic_irqs(&m, nic),
         placement: None,

@@ -328,6 +328,11 @@ fn device(s: &mut String, m: &Machine, d: &BlockDevice) {
     if !knobs.is_empty() {
         wrapped(s, "    knobs:", &knobs);
     }
+    if !d.iosched.is_empty() {
+        let settings: Vec<String> = d.iosched.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let scheduler = d.knobs.get("scheduler").map_or("", String::as_str);
+        wrapped(s, &format!("    {scheduler} (queue/iosched/):"), &settings);
+    }
     // With io_poll=1 the device has poll queues (the kernel sets it only then), and those
     // are the queues that take no interrupt while the others do.
     let polls = d.knobs.get("io_poll").is_some_and(|v| v.trim() == "1")
