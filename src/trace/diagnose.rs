@@ -64,6 +64,22 @@ pub(crate) fn diagnose(r: &Report) -> Vec<Finding> {
     for d in &r.devices {
         device_findings(d, &mut out);
     }
+    // Events, and not one bio timed: "nothing stands out" would read as a healthy trace.
+    if r.devices.iter().all(|d| lat(d, "q2c").0 == 0) {
+        out.push(Finding {
+            dev: "all".into(),
+            code: "nothing_timed".into(),
+            severity: "info".into(),
+            message: "no bio carrying data was queued and completed in this trace, so there is \
+                      nothing to time (only empty flushes, an fsync's, or a cut that left out \
+                      every completion); record while the workload runs"
+                .into(),
+            evidence: vec![format!(
+                "{} events; {} before any bio was queued",
+                r.events, r.ignored_before_first_q
+            )],
+        });
+    }
     out
 }
 
@@ -542,6 +558,31 @@ mod tests {
             "{}",
             wait.message
         );
+    }
+
+    /// A trace of only an fsync's empty flushes has nothing to time: said, where "nothing
+    /// stands out" read as a healthy trace.
+    #[test]
+    fn a_trace_with_nothing_timed_says_so() {
+        let mut a = Analyzer::new(Options::default());
+        for t in 0..10u64 {
+            a.feed(&Event {
+                bytes: 0,
+                action: action(code::QUEUE, category::WRITE | category::FLUSH),
+                ..ev(1_000 + t, code::QUEUE, 0)
+            });
+        }
+        let f = diagnose(&a.finish());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].code, "nothing_timed");
+        assert!(f[0].evidence[0].starts_with("10 events"), "{f:?}");
+        let mut a = Analyzer::new(Options::default());
+        a.feed(&ev(1_000, code::QUEUE, 8));
+        a.feed(&ev(2_000, code::ISSUE, 8));
+        a.feed(&ev(3_000, code::COMPLETE, 8));
+        assert!(diagnose(&a.finish())
+            .iter()
+            .all(|f| f.code != "nothing_timed"));
     }
 
     /// Q2G a tenth of Q2C or more is no wait for a request when it is the few microseconds
