@@ -45,7 +45,7 @@ pub(crate) fn plan_now(
     } else {
         Default::default()
     };
-    super::check_options(&Machine::read(root)?, &before, &options)?;
+    super::check_options(&Machine::read_for_irqs(root)?, &before, &options)?;
     let Some((m, secs)) = crate::model::Machine::measure(root, over, wait)? else {
         return Ok(None);
     };
@@ -154,7 +154,7 @@ fn planned(
         }
         PlanSource::Measure { over, options } => {
             let before = apply::before_iolab(dir)?;
-            super::check_options(&Machine::read(root)?, &before, &options)?;
+            super::check_options(&Machine::read_for_irqs(root)?, &before, &options)?;
             let Some((m, _)) = crate::model::Machine::measure(root, over, wait)? else {
                 bail!("interrupted before the measurement ended; nothing was changed");
             };

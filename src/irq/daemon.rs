@@ -104,7 +104,7 @@ pub(crate) fn run(
 ) -> Result<()> {
     // Settings that cannot mean anything here are said before anything is taken or measured.
     super::check_options(
-        &crate::model::Machine::read(root)?,
+        &crate::model::Machine::read_for_irqs(root)?,
         &apply::before_iolab(dir)?,
         &s.plan,
     )?;

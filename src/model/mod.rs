@@ -84,6 +84,12 @@ impl Machine {
         Machine::read_model(root, true)
     }
 
+    /// The model as the interrupt commands need it (no scheduler module index, a megabyte
+    /// they never use).
+    pub(crate) fn read_for_irqs(root: &SysRoot) -> Result<Machine, SysError> {
+        Machine::read_model(root, false)
+    }
+
     /// The model; without `schedulers`, the module index is not read (the interrupt commands
     /// measure the machine at every look and never set a scheduler).
     fn read_model(root: &SysRoot, schedulers: bool) -> Result<Machine, SysError> {
