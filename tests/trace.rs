@@ -3265,14 +3265,17 @@ fn compressed_traces_are_analysed_and_exported_unchanged() {
     let gz = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);
     assert_eq!(plain, gz);
     let out_dir = dir.path().join("plain");
-    let json = iolab_json(&[
-        "trace",
-        "export",
-        base.to_str().unwrap(),
-        "--json",
-        "-o",
-        out_dir.to_str().unwrap(),
-    ]);
+    let export_json = || {
+        iolab_json(&[
+            "trace",
+            "export",
+            base.to_str().unwrap(),
+            "--json",
+            "-o",
+            out_dir.to_str().unwrap(),
+        ])
+    };
+    let json = export_json();
     let files: Vec<String> = serde_json::from_value(json["files"].clone()).unwrap();
     let expected: Vec<String> = (0..cpus)
         .map(|cpu| {
@@ -3429,14 +3432,7 @@ fn compressed_traces_are_analysed_and_exported_unchanged() {
     for f in &stale {
         std::fs::copy(fixture("fx.bin"), f).unwrap();
     }
-    let json = iolab_json(&[
-        "trace",
-        "export",
-        base.to_str().unwrap(),
-        "--json",
-        "-o",
-        out_dir.to_str().unwrap(),
-    ]);
+    let json = export_json();
     let removed: Vec<String> = serde_json::from_value(json["removed"].clone()).unwrap();
     let stale: Vec<String> = stale.iter().map(|f| f.display().to_string()).collect();
     assert_eq!(removed, stale);
