@@ -1548,7 +1548,13 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     // fio's job file lives in the run's private directory, named after iolab's pid.
     let job_tag = format!("/fio/run-{}-", child.id());
     child.kill().unwrap();
-    child.wait().unwrap();
+    // Not reaped until the end: a killed iolab stays a zombie until its parent waits for it
+    // (a second or more from some shells), and a zombie runs nothing.
+    let zombie = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+            .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+    });
+    assert!(zombie, "the killed run never became a zombie");
     assert!(changed, "the run never changed a knob");
     // fio learns of iolab's death (PR_SET_PDEATHSIG) and stops long before its 20 s are up.
     assert!(
@@ -1637,6 +1643,7 @@ fn sigkill_leaves_a_journal_that_restore_undoes_and_run_refuses_until_then() {
     let all = db.experiments().unwrap();
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].status, "interrupted");
+    child.wait().unwrap();
 }
 
 #[test]

@@ -49,9 +49,12 @@ pub(crate) fn own_start() -> Option<u64> {
 }
 
 /// Whether `pid` runs and is the process a marker recorded as started at `started` (a marker
-/// written before starts were recorded is judged by its pid alone).
+/// written before starts were recorded is judged by its pid alone). A zombie runs no more:
+/// a killed iolab stays one until its parent reaps it (a second or more, from some shells),
+/// and `iolab restore` run meanwhile took it for a live run and left its experiment `running`.
 pub(crate) fn still_running(pid: u32, started: Option<u64>) -> bool {
-    start_ticks(pid).is_some_and(|now| started.is_none_or(|s| s == now))
+    stat_of(pid as i32)
+        .is_some_and(|s| !matches!(s.state, 'Z' | 'X') && started.is_none_or(|t| t == s.start))
 }
 
 #[cfg(test)]
@@ -68,6 +71,14 @@ mod tests {
         assert!(!still_running(me, Some(start + 1)));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let gone = child.id();
+        // Exited, not reaped yet: a zombie, which runs no more.
+        let zombie = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            stat_of(gone as i32).is_some_and(|s| s.state == 'Z')
+        });
+        assert!(zombie, "the child never became a zombie");
+        assert!(start_ticks(gone).is_some());
+        assert!(!still_running(gone, None));
         child.wait().unwrap();
         assert!(!still_running(gone, None));
     }
