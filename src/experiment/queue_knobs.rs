@@ -128,6 +128,52 @@ pub(crate) const QUEUE_KNOBS: &[QueueKnob] = &[
     },
 ];
 
+/// The settings each in-tree I/O scheduler offers under `queue/iosched/` (block/mq-deadline.c,
+/// kyber-iosched.c and bfq-iosched.c; as Linux 6.x names them, older kernels a subset: a name
+/// an older one lacks fails when written). Every one takes an integer. The device's current
+/// scheduler is known better by what its directory holds; a scheduler not listed here (out
+/// of tree) is checked only when written.
+const SCHEDULER_SETTINGS: &[(&str, &[&str])] = &[
+    ("none", &[]),
+    (
+        "mq-deadline",
+        &[
+            "async_depth",
+            "fifo_batch",
+            "front_merges",
+            "prio_aging_expire",
+            "read_expire",
+            "write_expire",
+            "writes_starved",
+        ],
+    ),
+    ("kyber", &["read_lat_nsec", "write_lat_nsec"]),
+    (
+        "bfq",
+        &[
+            "back_seek_max",
+            "back_seek_penalty",
+            "fifo_expire_async",
+            "fifo_expire_sync",
+            "low_latency",
+            "max_budget",
+            "slice_idle",
+            "slice_idle_us",
+            "strict_guarantees",
+            "timeout_sync",
+        ],
+    ),
+];
+
+/// The settings of in-tree scheduler `scheduler` under `queue/iosched/`; `None` for one not
+/// in the kernel's tree.
+pub(crate) fn scheduler_settings(scheduler: &str) -> Option<&'static [&'static str]> {
+    SCHEDULER_SETTINGS
+        .iter()
+        .find(|(s, _)| *s == scheduler)
+        .map(|(_, settings)| *settings)
+}
+
 /// The kernel's request timeout for SCSI disks and NVMe namespaces, in milliseconds.
 const KERNEL_IO_TIMEOUT_MS: i64 = 30_000;
 

@@ -377,6 +377,15 @@ impl Walker<'_> {
                     None
                 }
             },
+            // Every I/O scheduler's setting is an integer (a time, a depth, a switch).
+            None if attribute.starts_with("iosched/") && text.trim().parse::<i64>().is_err() => {
+                self.error(
+                    item.span(),
+                    format!("`{text}` is not a value of `{factor}`"),
+                    Some("an integer: every I/O scheduler setting takes one".to_string()),
+                );
+                None
+            }
             None => Some(Level {
                 label: text.clone(),
                 value: LevelValue::Knob(text),
@@ -455,7 +464,8 @@ mod tests {
     fn impossible_levels_are_refused_with_the_allowed_values() {
         let errs = errors(
             "name = \"n\"\n[factors]\nrq_affinity = [0, 3]\nplacement = [\"on\", \"nearby\"]\n\
-             scheduler = [\"cfq\"]\nhipri = [\"yes\"]\nbs = []\nnomerges = 1\n",
+             scheduler = [\"cfq\"]\nhipri = [\"yes\"]\nbs = []\nnomerges = 1\n\
+             \"queue/iosched/fifo_batch\" = [8, \"x\"]\n",
         );
         let text = errs.join("\n");
         assert!(
@@ -483,6 +493,10 @@ mod tests {
         assert!(text.contains("x.toml:7:6: `bs` has no levels"), "{text}");
         assert!(
             text.contains("x.toml:8:12: the levels of `nomerges` must be a list"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x.toml:9:34: `x` is not a value of `queue/iosched/fifo_batch`"),
             "{text}"
         );
     }

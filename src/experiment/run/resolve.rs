@@ -10,6 +10,8 @@
 //! Pure: it reads only the `Machine` given to it and returns paths relative to the live
 //! system (`/sys/...`, `/proc/...`); the loop maps them under its `SysRoot`.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
 use super::super::factor::{FactorKind, IrqPlacement, LevelValue, Pinning};
@@ -166,8 +168,11 @@ fn check_knob_levels(exp: &Experiment, dev: &BlockDevice, on_demand: &[String]) 
             continue;
         };
         let at = format!("{}:{}", exp.source, f.line);
-        // Scheduler-specific attributes (iosched/...) appear only once that scheduler is
-        // active, so they are checked when written.
+        if let Some(setting) = attribute.strip_prefix("iosched/") {
+            errors.extend(check_scheduler_setting(exp, dev, setting, &at, &f.name));
+            continue;
+        }
+        // Any other deeper attribute is checked when written.
         if attribute.contains('/') {
             continue;
         }
@@ -223,6 +228,98 @@ fn check_knob_levels(exp: &Experiment, dev: &BlockDevice, on_demand: &[String]) 
         }
     }
     errors
+}
+
+/// The settings scheduler `scheduler` offers on `dev` (`queue/iosched/`): read from the
+/// device when it is the current one, else as the kernel's tree has them; `None` for a
+/// scheduler out of the tree, whose settings are known only once selected.
+fn scheduler_settings_on(dev: &BlockDevice, scheduler: &str) -> Option<Vec<String>> {
+    let current = dev.knobs.get("scheduler").map(String::as_str);
+    if current == Some(scheduler) && !dev.iosched.is_empty() {
+        return Some(dev.iosched.keys().cloned().collect());
+    }
+    let settings = crate::experiment::queue_knobs::scheduler_settings(scheduler)?;
+    Some(settings.iter().map(|s| s.to_string()).collect())
+}
+
+/// The scheduler a cell runs under on `dev`: its level of `scheduler`, else the device's.
+fn cell_scheduler<'a>(knobs: &'a [(String, String)], dev: &'a BlockDevice) -> Option<&'a str> {
+    knobs
+        .iter()
+        .find(|(attr, _)| attr == "scheduler")
+        .map(|(_, v)| v.as_str())
+        .or(dev.knobs.get("scheduler").map(String::as_str))
+}
+
+/// Why a cell cannot set one of its `queue/iosched/` levels: its scheduler has no such
+/// setting (`none` has none at all).
+fn lacking_scheduler_setting(dev: &BlockDevice, knobs: &[(String, String)]) -> Option<String> {
+    let scheduler = cell_scheduler(knobs, dev)?;
+    let settings = scheduler_settings_on(dev, scheduler)?;
+    knobs.iter().find_map(|(attr, _)| {
+        let setting = attr.strip_prefix("iosched/")?;
+        (!settings.iter().any(|s| s == setting))
+            .then(|| format!("scheduler {scheduler} has no setting queue/iosched/{setting}"))
+    })
+}
+
+/// A `queue/iosched/SETTING` factor that no scheduler of the experiment offers (a typo, or
+/// another scheduler's), refused before anything is changed: it failed at the first cell's
+/// write, with the scheduler already switched. Cells under a scheduler without it (`none`)
+/// are not applicable (`resolve_cell`).
+fn check_scheduler_setting(
+    exp: &Experiment,
+    dev: &BlockDevice,
+    setting: &str,
+    at: &str,
+    factor: &str,
+) -> Option<String> {
+    let scheduler_factor = exp.factors.iter().find(
+        |f| matches!(&f.kind, FactorKind::QueueKnob { attribute } if attribute == "scheduler"),
+    );
+    let schedulers: Vec<String> = match scheduler_factor {
+        Some(f) => f
+            .levels
+            .iter()
+            .filter_map(|l| match &l.value {
+                LevelValue::Knob(v) => Some(v.clone()),
+                _ => None,
+            })
+            .collect(),
+        None => vec![dev.knobs.get("scheduler")?.clone()],
+    };
+    let mut offered = BTreeSet::new();
+    for s in &schedulers {
+        let settings = scheduler_settings_on(dev, s)?;
+        if settings.iter().any(|x| x == setting) {
+            return None;
+        }
+        offered.extend(settings);
+    }
+    let hint = crate::suggest::closest(setting, offered.iter().map(String::as_str))
+        .map(|s| format!(" (did you mean `queue/iosched/{s}`?)"))
+        .unwrap_or_default();
+    let has = if offered.is_empty() {
+        "none".to_string()
+    } else {
+        offered.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    Some(match (scheduler_factor, schedulers.as_slice()) {
+        (None, [current]) => format!(
+            "{at}: `{factor}`: /dev/{}'s scheduler, {current}, has no setting `{setting}`{hint} \
+             (its settings: {has}); a `scheduler` factor selects one for the runs",
+            dev.name
+        ),
+        (_, [one]) => format!(
+            "{at}: `{factor}`: scheduler {one} has no setting `{setting}`{hint} (its settings: \
+             {has})"
+        ),
+        (_, many) => format!(
+            "{at}: `{factor}`: no scheduler of the experiment ({}) has a setting `{setting}`\
+             {hint} (theirs: {has})",
+            many.join(", ")
+        ),
+    })
 }
 
 /// What selecting a scheduler that is not loaded yet does to the machine beyond the knob.
@@ -361,6 +458,9 @@ fn resolve_cell(exp: &Experiment, cell: &Cell, m: &Machine, dev: &BlockDevice) -
         out.not_applicable = Some(lacking.join("; "));
     }
     if let Some(why) = cannot_poll(exp, cell, m, dev, &knobs) {
+        out.not_applicable.get_or_insert(why);
+    }
+    if let Some(why) = lacking_scheduler_setting(dev, &knobs) {
         out.not_applicable.get_or_insert(why);
     }
     out.writes
@@ -884,6 +984,59 @@ mod tests {
             e.contains("x.toml:3: `max_sectors_kb = 99999999` is not possible on /dev/loop3; it takes 4 to"),
             "{e}"
         );
+    }
+
+    /// A `queue/iosched/` setting no scheduler of the experiment has is refused with the file's
+    /// line (it failed at the first cell's write, the scheduler already switched); a cell
+    /// under a scheduler without it is not applicable. The device's current scheduler is
+    /// judged by what its directory holds.
+    #[test]
+    fn scheduler_settings_are_checked_against_the_schedulers_of_the_cells() {
+        let mut m = machine("thisvm"); // loop3: none, loop0: mq-deadline
+        let file = |factors: &str| format!("name = \"n\"\n[factors]\n{factors}");
+        let typo = file("scheduler = [\"mq-deadline\"]\n\"queue/iosched/fifo_batchh\" = [8]\n");
+        let e = resolve(&typo, &m, "loop3").unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "x.toml:4: `queue/iosched/fifo_batchh`: scheduler mq-deadline has no setting \
+                 `fifo_batchh` (did you mean `queue/iosched/fifo_batch`?) (its settings: \
+                 async_depth, fifo_batch,"
+            ),
+            "{e}"
+        );
+        let none_only = file("\"queue/iosched/fifo_batch\" = [8]\n");
+        let e = resolve(&none_only, &m, "loop3").unwrap_err().to_string();
+        assert!(
+            e.contains("/dev/loop3's scheduler, none, has no setting `fifo_batch`")
+                && e.contains("a `scheduler` factor selects one"),
+            "{e}"
+        );
+        assert_eq!(resolve(&none_only, &m, "loop0").unwrap().len(), 1);
+        let other =
+            file("scheduler = [\"mq-deadline\", \"kyber\"]\n\"queue/iosched/slice_idle\" = [0]\n");
+        let e = resolve(&other, &m, "loop3").unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "no scheduler of the experiment (mq-deadline, kyber) has a setting `slice_idle`"
+            ),
+            "{e}"
+        );
+        let cross = file("scheduler = [\"none\", \"kyber\", \"mq-deadline\"]\n\"queue/iosched/fifo_batch\" = [8]\n");
+        let r = resolve(&cross, &m, "loop3").unwrap();
+        let why: Vec<Option<&str>> = r.iter().map(|c| c.not_applicable.as_deref()).collect();
+        assert_eq!(
+            why,
+            [
+                Some("scheduler none has no setting queue/iosched/fifo_batch"),
+                Some("scheduler kyber has no setting queue/iosched/fifo_batch"),
+                None
+            ]
+        );
+        // The current scheduler's own directory decides (a kernel may have more or fewer).
+        let loop0 = m.devices.iter_mut().find(|d| d.name == "loop0").unwrap();
+        loop0.iosched.insert("read_expire".into(), "500".into());
+        let e = resolve(&none_only, &m, "loop0").unwrap_err().to_string();
+        assert!(e.contains("(its settings: read_expire)"), "{e}");
     }
 
     /// A scheduler the kernel would load on demand is possible although the disk does not
