@@ -362,6 +362,32 @@ fn fstrim_trims_the_targets_file_system_before_every_run() {
         "{err}"
     );
     assert!(!dir.path().join("r.db").exists());
+    // A dry run says so too (it planned the trim), and of the default target, which is a
+    // new scratch device: it holds no file system.
+    let err = runloop::dry_run(&exp(&elsewhere), &s, &RealFio::default())
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no file system on the target"), "{err}");
+    let scratch_target = text.replace(&format!("device = \"{}\"\n", scratch.name()), "");
+    for refused in [
+        runloop::dry_run(&exp(&scratch_target), &s, &RealFio::default()).map(|_| ()),
+        runloop::run(
+            &exp(&scratch_target),
+            &s,
+            &RealFio::default(),
+            &CancelToken::new(),
+            &mut Quiet,
+        )
+        .map(|_| ()),
+    ] {
+        let err = refused.unwrap_err().to_string();
+        assert!(
+            err.contains("the default target is a new scratch device"),
+            "{err}"
+        );
+    }
+    assert!(!dir.path().join("r.db").exists());
 }
 
 /// `server_cpus` pins the server iolab starts (`spawn_group` sets its affinity before exec,

@@ -920,11 +920,15 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
         Some(devs) => {
             refuse_empty(settings.root.is_live(), &m, &devs)?;
             check_writes(exp, settings, &devs)?;
+            if let Some(mount) = &exp.prepare.fstrim {
+                check_fstrim(settings, &m, &devs, mount)?;
+            }
             let mut p = plan(exp, &m, &devs, false)?;
             p.stacked = stacked_devices(&m, &devs);
             Ok(p)
         }
         None => {
+            refuse_fstrim_of_scratch(exp)?;
             let count = scratch_count(exp, settings);
             let (m, stand_ins) = with_new_scratch_models(m, count, settings.root.is_live())?;
             let mut p = plan(exp, &m, &stand_ins, true)?;
@@ -936,6 +940,19 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
             ));
             Ok(p)
         }
+    }
+}
+
+/// `[prepare] fstrim` with the default target: a new scratch device holds no file system.
+fn refuse_fstrim_of_scratch(exp: &Experiment) -> Result<()> {
+    match &exp.prepare.fstrim {
+        Some(mount) => anyhow::bail!(
+            "[prepare] fstrim = \"{}\": the default target is a new scratch device, which holds \
+             no file system to trim; name the device whose file system is mounted there \
+             ([target] device)",
+            mount.display()
+        ),
+        None => Ok(()),
     }
 }
 
@@ -1092,6 +1109,9 @@ pub fn run(
     } else {
         named_devices(exp, settings)
     };
+    if named.is_none() {
+        refuse_fstrim_of_scratch(exp)?;
+    }
     // Hosts whose agent starts their fio server: started now that the devices' writes are
     // checked; each stops when its session ends.
     for note in hosts::serve(exp, &mut controlled, first_write(exp).is_some())? {
