@@ -89,7 +89,7 @@ impl Walker<'_> {
             );
             return EngineSpec::Fio;
         }
-        match (engine.as_str(), table) {
+        let spec = match (engine.as_str(), table) {
             ("command", Some(t)) => {
                 if !allow_exec {
                     self.error(
@@ -110,7 +110,9 @@ impl Walker<'_> {
                 .net_table(t, "sockperf", SOCKPERF_OPTIONS, 11111)
                 .map_or(EngineSpec::Fio, |n| EngineSpec::Sockperf(Sockperf(n))),
             _ => EngineSpec::Fio,
-        }
+        };
+        self.engine_broken = engine != "fio" && spec.program().is_none();
+        spec
     }
 
     /// What a program engine cannot go with: fio's `[workload]`, fio options and `hipri` as
@@ -123,7 +125,7 @@ impl Walker<'_> {
     ) {
         use crate::experiment::FactorKind;
         let Some(e) = self.engine.program() else {
-            if let Some((nic, line)) = &target.nic {
+            if let (Some((nic, line)), false) = (&target.nic, self.engine_broken) {
                 self.diags.push(super::Diagnostic {
                     line: *line,
                     column: 1,

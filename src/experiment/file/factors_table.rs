@@ -189,6 +189,9 @@ impl Walker<'_> {
                 option: name.to_string(),
             });
         }
+        if self.engine_broken {
+            return None;
+        }
         let knobs = queue_knobs::names();
         let hint = crate::suggest::closest(name, SPECIAL_FACTORS.iter().chain(&knobs).copied())
             .or_else(|| options::suggest(name))

@@ -723,4 +723,21 @@ mod tests {
         let bad = errors(&ok.replace("\"eth1\"", "\"../x\"")).join("\n");
         assert!(bad.contains("not a network interface name"), "{bad}");
     }
+
+    /// A typo in the engine's table is the one error: the engine's options as factors, and
+    /// its `nic` target, are not judged as fio's in its place.
+    #[test]
+    fn an_engine_tables_typo_is_said_once_not_again_by_its_factors() {
+        let text = "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"10.0.0.2\"\n\
+                    paralel = 2\n[target]\nnic = \"eth1\"\n[factors]\nparallel = [1, 2]\n\
+                    bitrate = [\"1G\"]\n";
+        assert_eq!(
+            errors(text),
+            [
+                "x.toml:5:1: unknown key `paralel` in [iperf3] (did you mean `parallel`?)",
+                "    allowed: server, port, netns, server_netns, server_cpus, time, parallel, \
+                 reverse, udp, bitrate, length, window, omit, zerocopy"
+            ]
+        );
+    }
 }

@@ -104,6 +104,7 @@ pub(crate) fn parse_with(
         dir: Path::new(source).parent().unwrap_or(Path::new("")),
         engine: EngineSpec::Fio,
         engine_line: 0,
+        engine_broken: false,
     };
     let fail = |w: Walker| ExperimentError {
         source_name: source.to_string(),

@@ -111,6 +111,10 @@ pub(super) struct Walker<'t> {
     pub(super) engine: EngineSpec,
     /// The line of the engine's table, for problems found after it was read.
     pub(super) engine_line: usize,
+    /// A program engine the file names whose table has errors (`engine` is then fio's): its
+    /// options cannot be told from unknown names until the table is right, so factors and
+    /// a `nic` target are not judged against fio in its place.
+    pub(super) engine_broken: bool,
 }
 
 /// A TOML scalar in fio's text form: booleans become 1/0, integers decimal.
