@@ -35,9 +35,10 @@ struct Held {
     buffers: u64,
 }
 
-/// What one job section's options (fio's last setting of each counts) hold on a machine with
-/// `mem_total` bytes; `Err` names a value iolab cannot read.
-fn held_by(options: &[(String, String)], mem_total: u64) -> Result<Held, String> {
+/// What one job section's options (fio's last setting of each counts) hold on `mem`'s
+/// machine; `Err` names a value iolab cannot read.
+fn held_by(options: &[(String, String)], mem: &Memory) -> Result<Held, String> {
+    let mem_total = mem.total_kib.map_or(u64::MAX, |t| t << 10);
     let last = |name: &str| {
         options
             .iter()
@@ -45,14 +46,22 @@ fn held_by(options: &[(String, String)], mem_total: u64) -> Result<Held, String>
             .find(|(n, _)| canonical(n) == name)
             .map(|(_, v)| v.trim())
     };
+    // fio's keywords stand alone for what fio reads there; in an expression (`$ncpus*2`,
+    // which fio hands to bc) they are not worked out here.
+    let value = |v: &str| match v {
+        "$ncpus" => mem.cpus,
+        "$mb_memory" => mem.total_kib.map(|k| k >> 10),
+        "$pagesize" => Some(page_size()),
+        _ => parse_size(v),
+    };
     let count = |name: &str| match last(name) {
         None => Ok(1),
-        Some(n) => parse_size(n).ok_or_else(|| format!("{name} = {n}")),
+        Some(n) => value(n).ok_or_else(|| format!("{name} = {n}")),
     };
     let jobs = count("numjobs")?;
     let pinned = match last("lockmem") {
         None => 0,
-        Some(l) => parse_size(l)
+        Some(l) => value(l)
             .ok_or_else(|| format!("lockmem = {l}"))?
             .min(mem_total.saturating_sub(FIO_LEAVES)),
     };
@@ -62,7 +71,7 @@ fn held_by(options: &[(String, String)], mem_total: u64) -> Result<Held, String>
         .iter()
         .filter_map(|o| last(o))
         .flat_map(|v| v.split([',', '-', ':', '/']))
-        .filter_map(parse_size)
+        .filter_map(value)
         .max()
         .unwrap_or(FIO_DEFAULT_BS);
     Ok(Held {
@@ -73,10 +82,25 @@ fn held_by(options: &[(String, String)], mem_total: u64) -> Result<Held, String>
     })
 }
 
+/// The CPUs online on `root`'s machine, as fio counts them for `$ncpus`.
+pub(crate) fn cpus_online(root: &SysRoot) -> Option<u64> {
+    let text = root.attr("/sys/devices/system/cpu/online")?;
+    let cpus = crate::sys::parse::cpulist::cpulist(&text).ok()?;
+    Some(cpus.len() as u64)
+}
+
+/// This machine's page size: fio's `$pagesize`.
+fn page_size() -> u64 {
+    // SAFETY: sysconf(3) reads a constant of the running system.
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+}
+
 /// A machine's memory (KiB, from its /proc/meminfo) and how messages name it and that file.
 pub(crate) struct Memory<'a> {
     pub total_kib: Option<u64>,
     pub available_kib: Option<u64>,
+    /// CPUs online: fio's `$ncpus`.
+    pub cpus: Option<u64>,
     pub machine: &'a str,
     pub meminfo: &'a str,
 }
@@ -100,6 +124,7 @@ pub(crate) fn check(exp: &Experiment, root: &SysRoot, scratch_bytes: u64) -> Res
         &Memory {
             total_kib: kib("MemTotal"),
             available_kib: kib("MemAvailable"),
+            cpus: cpus_online(root),
             machine,
             meminfo: meminfo_name,
         },
@@ -117,7 +142,7 @@ pub(crate) fn check_on(exp: &Experiment, mem: &Memory, scratch_bytes: u64) -> Re
         };
         let mut held = Held::default();
         for options in std::iter::once(&job.options).chain(job.also.iter().map(|j| &j.options)) {
-            let h = held_by(options, total.map_or(u64::MAX, |t| t << 10)).map_err(|what| {
+            let h = held_by(options, mem).map_err(|what| {
                 anyhow::anyhow!("{what}: iolab cannot tell how much memory the jobs hold")
             })?;
             held.pinned = held.pinned.saturating_add(h.pinned);
@@ -202,7 +227,16 @@ mod tests {
             .iter()
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
-        held_by(&options, 8 << 30)
+        held_by(
+            &options,
+            &Memory {
+                total_kib: Some(8 << 20),
+                available_kib: Some(4 << 20),
+                cpus: Some(6),
+                machine: "m",
+                meminfo: "m/meminfo",
+            },
+        )
     }
 
     #[test]
@@ -240,5 +274,19 @@ mod tests {
             );
         }
         assert!(held(&[("lockmem", "1.5g")]).is_err());
+        // fio's keywords, alone, are the numbers fio puts in their place: 6 CPUs, 8192 MB
+        // (bytes, to lockmem); not in an expression (which fio hands to bc).
+        assert_eq!(
+            held(&[("numjobs", "$ncpus"), ("bs", "$pagesize")]).map(|h| h.buffers),
+            Ok(6 * page_size())
+        );
+        assert_eq!(
+            held(&[("lockmem", "$mb_memory")]).map(|h| h.pinned),
+            Ok(8192)
+        );
+        assert_eq!(
+            held(&[("numjobs", "$ncpus*2")]),
+            Err("numjobs = $ncpus*2".to_string())
+        );
     }
 }

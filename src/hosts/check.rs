@@ -306,6 +306,7 @@ mod tests {
             landlock_abi: Some(2),
             mem_total_kib: None,
             mem_available_kib: None,
+            cpus_online: None,
             clock_unix: clock,
         }
     }

@@ -33,6 +33,9 @@ pub(crate) struct Hello {
     pub mem_total_kib: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_available_kib: Option<u64>,
+    /// CPUs online there: what fio's `$ncpus` stands for in a job (`numjobs = $ncpus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_online: Option<u64>,
     /// The host's clock (seconds since the Unix epoch, sub-second) when it answered.
     pub clock_unix: f64,
 }
@@ -66,6 +69,7 @@ pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
         landlock_abi: crate::workload::confine::abi_version().ok(),
         mem_total_kib: meminfo("MemTotal"),
         mem_available_kib: meminfo("MemAvailable"),
+        cpus_online: crate::experiment::job_memory::cpus_online(root),
         clock_unix: crate::store::time::now_unix(),
     }
 }

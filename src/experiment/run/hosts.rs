@@ -206,6 +206,7 @@ fn memory_of_hosts(
             &crate::experiment::job_memory::Memory {
                 total_kib: hello.and_then(|h| h.mem_total_kib),
                 available_kib: hello.and_then(|h| h.mem_available_kib),
+                cpus: hello.and_then(|h| h.cpus_online),
                 machine: &machine,
                 meminfo: &format!("the /proc/meminfo of {machine}"),
             },
@@ -1372,6 +1373,7 @@ mod tests {
                     landlock_abi: None,
                     mem_total_kib: None,
                     mem_available_kib: None,
+                    cpus_online: None,
                     clock_unix: 0.0,
                 };
                 set(i, &mut hello);
