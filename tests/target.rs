@@ -553,7 +553,14 @@ fn an_unknown_device_is_a_clear_error() {
     let err = target::check_write_allowed("nosuchdisk9", true, None).unwrap_err();
     assert!(
         err.to_string()
-            .contains("nosuchdisk9: no such block device"),
+            .contains("/dev/nosuchdisk9: no such block device"),
+        "{err}"
+    );
+    // A file under /dev is named as written, not by what follows "/dev/".
+    let err = target::check_write_allowed("shm/x.img", true, None).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("/dev/shm/x.img: no such block device"),
         "{err}"
     );
 }

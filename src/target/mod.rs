@@ -28,7 +28,7 @@ pub enum TargetError {
     Sys(#[from] crate::sys::SysError),
     #[error(transparent)]
     State(#[from] crate::knobs::KnobError),
-    #[error("{device}: no such block device (see `iolab inspect` for the devices here)")]
+    #[error("/dev/{device}: no such block device (see `iolab inspect` for the devices here)")]
     NoDevice { device: String },
     #[error("scratch device {file}: losetup failed: {why}")]
     Losetup { file: String, why: String },
