@@ -1777,6 +1777,23 @@ fn agents_serve_fio_for_the_run_and_stop_it_after() {
         !settings.state_dir.join("hosts.json").exists(),
         "a run refused before its first cell left its list of hosts"
     );
+    // An address of this machine's own, served on a host in another network namespace: this
+    // machine's fio client would reach whatever listens here (a server of anyone's,
+    // unconfined), not the host's agent's. Refused before any host is touched.
+    let loopback = text.replacen(
+        &format!("fio = \"{},8765\"", addrs[0]),
+        "fio = \"127.0.0.1,18796\"",
+        1,
+    );
+    assert_ne!(loopback, text);
+    let refused = iolab::experiment::file::parse("served.toml", &loopback).unwrap();
+    let err = runloop::run(&refused, &settings, &runner, &cancel, &mut Quiet)
+        .expect_err("refused: the client would not reach the host's server");
+    assert!(
+        format!("{err:#}").contains("127.0.0.1 is an address of this machine"),
+        "{err:#}"
+    );
+    assert!(!settings.state_dir.join("hosts.json").exists());
     // The refused run ended only once its agents had: the next run starts at once, not
     // refused by the first host's agent still stopping its server.
     let outcome = runloop::run(&exp, &settings, &runner, &cancel, &mut Quiet)

@@ -307,6 +307,7 @@ mod tests {
             mem_total_kib: None,
             mem_available_kib: None,
             cpus_online: None,
+            net_ns: None,
             clock_unix: clock,
         }
     }

@@ -36,6 +36,10 @@ pub(crate) struct Hello {
     /// CPUs online there: what fio's `$ncpus` stands for in a job (`numjobs = $ncpus`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus_online: Option<u64>,
+    /// The agent's network namespace ("net:[4026531840]"): with the boot id, whether an
+    /// address of this machine's own (127.0.0.1) reaches the host's fio server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_ns: Option<String>,
     /// The host's clock (seconds since the Unix epoch, sub-second) when it answered.
     pub clock_unix: f64,
 }
@@ -70,6 +74,13 @@ pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
         mem_total_kib: meminfo("MemTotal"),
         mem_available_kib: meminfo("MemAvailable"),
         cpus_online: crate::experiment::job_memory::cpus_online(root),
+        net_ns: own_net_ns(),
         clock_unix: crate::store::time::now_unix(),
     }
+}
+
+/// This process's network namespace, as /proc names it ("net:[4026531840]").
+pub(crate) fn own_net_ns() -> Option<String> {
+    let link = std::fs::read_link("/proc/self/ns/net").ok()?;
+    Some(link.to_string_lossy().into_owned())
 }

@@ -143,6 +143,10 @@ pub fn connect(exp: &Experiment, options: &SshOptions, max_skew: Duration) -> Re
     if !unconfinable.is_empty() {
         bail!("{}", unconfinable.join("\n"));
     }
+    let astray = served_out_of_reach(exp, &specs, &report.hosts);
+    if !astray.is_empty() {
+        bail!("{}", astray.join("\n"));
+    }
     memory_of_hosts(exp, &specs, &report.hosts)?;
     if exp.trace {
         let here = crate::sys::SysRoot::live().attr(crate::hosts::facts::BOOT_ID);
@@ -189,6 +193,64 @@ fn without_landlock(
             })
         })
         .collect()
+}
+
+/// Why a host's agent would start its fio server where this machine's fio client does not
+/// connect: `serve = true` listens on the host's `fio` address, and an address of this
+/// machine's own (127.0.0.1, or one of its interfaces') reaches a server here, run by
+/// anyone, unconfined, unless the host shares this machine's network (the same kernel and
+/// network namespace: `ssh localhost`). The job went there, said to be confined.
+fn served_out_of_reach(
+    exp: &Experiment,
+    specs: &[&HostSpec],
+    checked: &[check::HostCheck],
+) -> Vec<String> {
+    let here = (
+        crate::sys::SysRoot::live().attr(crate::hosts::facts::BOOT_ID),
+        crate::hosts::facts::own_net_ns(),
+    );
+    specs
+        .iter()
+        .zip(checked)
+        .filter_map(|(s, c)| {
+            if s.serve.as_deref() != Some(s.fio.as_str()) {
+                return None; // the user's own server, or a port forward's host side
+            }
+            let hello = c.hello.as_ref()?;
+            let shared = here.0.is_some()
+                && here.1.is_some()
+                && (hello.boot_id.clone(), hello.net_ns.clone()) == here;
+            if shared {
+                return None;
+            }
+            let addresses = crate::hosts::fio_server::socket_addresses(&s.fio).ok()?;
+            let own = addresses.iter().find(|a| own_address(a.ip()))?;
+            Some(format!(
+                "{}: `fio = \"{}\"` with `serve = true`: {} is an address of this machine, so \
+                 its fio client would reach a server here, not the confined one the host's \
+                 agent starts; name an address of the host that this machine reaches, or, \
+                 through a port forward, `serve = \"ADDRESS,PORT\"` with the host's side of it",
+                describe(exp, s),
+                s.fio,
+                own.ip()
+            ))
+        })
+        .collect()
+}
+
+/// Whether `ip` is this machine's own: a loopback address, or one a socket can be bound to
+/// here (unless the kernel lets sockets bind any address: then loopback alone is known).
+fn own_address(ip: std::net::IpAddr) -> bool {
+    if ip.is_loopback() {
+        return true;
+    }
+    let any_binds = [
+        "/proc/sys/net/ipv4/ip_nonlocal_bind",
+        "/proc/sys/net/ipv6/ip_nonlocal_bind",
+    ]
+    .iter()
+    .any(|p| std::fs::read_to_string(p).is_ok_and(|v| v.trim() != "0"));
+    !any_binds && std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// Refuses a cell whose fio jobs would hold more memory than a host can spare, as on this
@@ -1374,6 +1436,7 @@ mod tests {
                     mem_total_kib: None,
                     mem_available_kib: None,
                     cpus_online: None,
+                    net_ns: None,
                     clock_unix: 0.0,
                 };
                 set(i, &mut hello);
