@@ -532,21 +532,30 @@ impl Failure {
     }
 }
 
+/// A shell function, run on the host, that fails (saying why) unless directory $1 and every
+/// directory above it belong to root or the ssh user and no one else can write to them (an
+/// ancestor may be shared if sticky, as /tmp is: no one can then rename what is in it). The
+/// binary copied there runs as root (an agent, and `iolab restore` later): anyone who could
+/// replace it would run their own program as root.
+const SAFE_DIR: &str = "safe_dir() { \
+    me=$(id -u) && p=$(cd \"$1\" && pwd -P) && top=$p || return 1; \
+    while :; do \
+        set -- $(stat -c '%u %a' \"$p\") || return 1; \
+        if [ \"$1\" != 0 ] && [ \"$1\" != \"$me\" ]; then \
+            echo \"$p belongs to user id $1, so its owner could replace iolab there\" >&2; return 1; fi; \
+        if [ $((0$2 & 022)) != 0 ] && { [ \"$p\" = \"$top\" ] || [ $((0$2 & 01000)) = 0 ]; }; then \
+            echo \"$p can be written by others (mode $2), who could replace iolab there\" >&2; return 1; fi; \
+        [ \"$p\" = / ] && return 0; p=$(dirname \"$p\"); \
+    done; }";
+
 /// Copies this binary to `options.remote_dir/iolab` on `host` (through a temporary name, so
-/// a running agent's file is never overwritten in place) and returns the remote path.
+/// a running agent's file is never overwritten in place, and removed if the copy fails) and
+/// returns the remote path. The directory must be the ssh user's own (`SAFE_DIR`).
 pub(crate) fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<String> {
     check_destination(host)?;
     let exe = std::env::current_exe().context("cannot find this iolab's own file")?;
     let binary = std::fs::File::open(&exe).with_context(|| format!("{}", exe.display()))?;
-    let dir = shell_quote(&options.remote_dir);
-    let target = format!("{}/iolab", options.remote_dir);
-    let tmp = shell_quote(&format!("{target}.copy-$$"));
-    // `$$` expands remotely; the quotes keep the directory literal.
-    let tmp = tmp.replace("$$", "'$$'");
-    let remote = format!(
-        "umask 022 && mkdir -p {dir} && cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {}",
-        shell_quote(&target)
-    );
+    let (target, remote) = install_script(&options.remote_dir);
     let (status, _, said) = output_kept(command(options, host, &remote).stdin(binary))
         .context("cannot run ssh; install the OpenSSH client (Debian: openssh-client)")?;
     if !status.success() {
@@ -556,6 +565,22 @@ pub(crate) fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<St
         );
     }
     Ok(target)
+}
+
+/// The path iolab is installed at in `remote_dir`, and the shell command that installs it
+/// there from its standard input.
+fn install_script(remote_dir: &str) -> (String, String) {
+    let dir = shell_quote(remote_dir);
+    let target = format!("{remote_dir}/iolab");
+    let tmp = shell_quote(&format!("{target}.copy-$$"));
+    // `$$` expands remotely; the quotes keep the directory literal.
+    let tmp = tmp.replace("$$", "'$$'");
+    let script = format!(
+        "{SAFE_DIR}; umask 022 && mkdir -p {dir} && safe_dir {dir} && \
+         {{ cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {} || {{ rm -f {tmp}; exit 1; }}; }}",
+        shell_quote(&target)
+    );
+    (target, script)
 }
 
 /// Runs `work` while another thread asks each session's agent, every `every`, to take the
@@ -590,6 +615,80 @@ pub(crate) fn while_renewing<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The install script, run here as ssh would run it there: it installs into a directory
+    /// of the user's own; refuses one others can write to or another user owns (the copy runs
+    /// as root: its owner could replace it); and leaves no partial copy when the copy fails.
+    #[test]
+    fn the_binary_is_installed_only_where_no_one_else_can_replace_it() {
+        use std::os::unix::fs::{chown, PermissionsExt};
+        let base = tempfile::tempdir().unwrap();
+        let run = |dir: &std::path::Path, input: std::fs::File| {
+            let (target, script) = install_script(&dir.display().to_string());
+            let out = std::process::Command::new("sh")
+                .args(["-c", &script])
+                .stdin(input)
+                .output()
+                .unwrap();
+            let left: Vec<String> = std::fs::read_dir(dir)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+                target,
+                left,
+            )
+        };
+        let payload = base.path().join("payload");
+        std::fs::write(&payload, "#!/bin/sh\n").unwrap();
+        let open = || std::fs::File::open(&payload).unwrap();
+
+        let own = base.path().join("own/bin");
+        let (ok, said, target, _) = run(&own, open());
+        assert!(ok, "{said}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"#!/bin/sh\n");
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+
+        let shared = base.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let (ok, said, _, left) = run(&shared, open());
+        assert!(
+            !ok && said.contains("can be written by others (mode 777)"),
+            "{said}"
+        );
+        assert!(left.is_empty(), "{left:?}");
+        // Below a shared directory, too, unless it is sticky (as /tmp is).
+        let (ok, said, _, _) = run(&shared.join("sub"), open());
+        assert!(
+            !ok && said.contains("shared can be written by others"),
+            "{said}"
+        );
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let (ok, said, _, _) = run(&shared.join("sub2"), open());
+        assert!(ok, "{said}");
+
+        if crate::sys::is_root() {
+            let foreign = base.path().join("foreign");
+            std::fs::create_dir(&foreign).unwrap();
+            chown(&foreign, Some(65534), None).unwrap();
+            let (ok, said, _, left) = run(&foreign, open());
+            assert!(!ok && said.contains("belongs to user id 65534"), "{said}");
+            assert!(left.is_empty(), "{left:?}");
+        }
+
+        // A copy that fails (its input cannot be read) leaves nothing behind.
+        let failing = base.path().join("failing");
+        let (ok, _, _, left) = run(&failing, std::fs::File::open(base.path()).unwrap());
+        assert!(!ok);
+        assert!(left.is_empty(), "{left:?}");
+    }
 
     #[test]
     fn the_command_line_is_batch_mode_with_the_users_options() {
