@@ -706,6 +706,48 @@ fn restore_replays_what_a_killed_agent_left_and_a_hangup_restores_at_once() {
     }
 }
 
+/// A device the host does not have is refused before its lock is taken: a lock file is named
+/// after it and stays, so a name the controller made up (a newline, an escape sequence)
+/// would be left on the host.
+#[test]
+fn an_agent_takes_no_lock_for_a_device_its_host_does_not_have() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let (mut child, mut out, _) = local_agent(state.path());
+    let locks = Path::new("/run/lock/iolab");
+    for name in ["nosuchdisk9", "bb evil\\nname", "bb-\\u001b[31mred"] {
+        for request in [
+            format!(
+                "{{\"op\":\"fio_serve\",\"listen\":\"127.0.0.1,18774\",\"device\":\"{name}\"}}"
+            ),
+            format!("{{\"op\":\"trace_start\",\"device\":\"{name}\"}}"),
+        ] {
+            let answer = ask(&mut child, &mut out, &request);
+            assert!(
+                answer.contains("\"ok\":false") && answer.contains("no block device"),
+                "{answer}"
+            );
+        }
+    }
+    let _ = ask(&mut child, &mut out, "{\"op\":\"bye\"}");
+    let _ = child.wait();
+    let left: Vec<String> = std::fs::read_dir(locks)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.contains("nosuchdisk9") || n.contains("bb")),
+        "{left:?}"
+    );
+}
+
 /// The device an agent samples is its session's until the session ends, as a local run's is:
 /// another iolab cannot take it meanwhile, even with no knob of it set (a controller varying
 /// only fio options), and a `restore` between runs keeps it.

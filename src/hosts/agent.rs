@@ -420,6 +420,16 @@ impl Session {
     /// drive or change them meanwhile (a controller varying only fio options sets no knob,
     /// which would have taken them).
     fn lock_devices(&mut self, devices: &[String]) -> Result<(), String> {
+        // A lock file is named after its device, and stays: none for a name the controller
+        // made up (a newline, an escape sequence, a device this host does not have).
+        for d in devices {
+            let plain = crate::target::remote_device_name(d).is_ok_and(|n| n == *d);
+            if !plain || !self.root.exists(&format!("/sys/block/{d}")) {
+                return Err(format!(
+                    "no block device {d:?} on this host (`iolab inspect` lists them)"
+                ));
+            }
+        }
         let resources = devices.iter().map(|d| Resource::Device(d.clone()));
         self.journal()?.lock(resources).map_err(|e| e.to_string())
     }
