@@ -581,6 +581,59 @@ fn a_database_on_read_only_media_is_readable_and_writes_say_why_not() {
     );
 }
 
+/// A hosts experiment's parts are each as their own runs went: the aggregate failed (a host
+/// died before any run of all hosts completed) while the others' own runs all measured.
+#[test]
+fn each_hosts_part_is_marked_by_its_own_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("h.db")).unwrap();
+    let aggregate = store.create_experiment(&experiment()).unwrap();
+    let part = |store: &mut Store, host: &str| {
+        store
+            .create_experiment(&NewExperiment {
+                host: host.into(),
+                part_of: Some(aggregate),
+                ..experiment()
+            })
+            .unwrap()
+    };
+    let (lived, died, idle) = (
+        part(&mut store, "h1"),
+        part(&mut store, "h2"),
+        part(&mut store, "h3"),
+    );
+    let failed = |exp| NewRun {
+        status: RunStatus::Failed("unreachable".into()),
+        ..run(exp, "1", 0, 0.0)
+    };
+    store.insert_run(&failed(aggregate)).unwrap();
+    store.insert_run(&run(lived, "1", 0, 50.0)).unwrap();
+    store.insert_run(&failed(died)).unwrap();
+    store
+        .insert_run(&NewRun {
+            warmup: true,
+            ..run(died, "1", 0, 9.0)
+        })
+        .unwrap();
+    store.set_experiment_status(aggregate, "failed").unwrap();
+    store.set_part_statuses_by_runs(aggregate).unwrap();
+    let status = |id| {
+        store
+            .experiments()
+            .unwrap()
+            .into_iter()
+            .find(|e| e.id == id)
+            .unwrap()
+            .status
+    };
+    assert_eq!(status(aggregate), "failed");
+    assert_eq!(status(lived), "done");
+    // Its warm-up measured, but no run that counts.
+    assert_eq!(status(died), "failed");
+    // Nothing tried, nothing failed.
+    assert_eq!(status(idle), "done");
+}
+
 /// Case 1 on two machines: each ran the experiment into its own database; `import` of one
 /// into the other copies every experiment with everything kept about its runs, under new ids,
 /// adds `--tag`s, points traces at where they are, skips what is already there, and `compare`

@@ -641,6 +641,31 @@ impl Store {
         Ok(())
     }
 
+    /// Marks each host's own experiment of aggregate `id` by its own runs, as a run marks
+    /// its experiment: `failed` when every run tried failed (no measured run is `ok`), else
+    /// `done`. A host that left mid-run fails its own part, not the others', whose runs all
+    /// went on.
+    pub fn set_part_statuses_by_runs(&mut self, id: i64) -> Result<()> {
+        let runs_of = |status: &str| {
+            format!(
+                "EXISTS (SELECT 1 FROM runs WHERE runs.experiment_id = experiments.id \
+                 AND runs.warmup = 0 AND runs.status = '{status}')"
+            )
+        };
+        self.conn
+            .execute(
+                &format!(
+                    "UPDATE experiments SET status = CASE WHEN {} OR NOT {} THEN 'done' \
+                     ELSE 'failed' END WHERE part_of = ?1",
+                    runs_of("ok"),
+                    runs_of("failed")
+                ),
+                params![id],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+
     /// Stores one run with its tags, metrics and samples in a single transaction, committed
     /// before returning. `host` and `kernel` tags are copied from the experiment unless the
     /// run's own tags set them (imported runs from other machines).

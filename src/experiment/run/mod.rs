@@ -1260,6 +1260,10 @@ pub fn run(
         _ => "failed",
     };
     store.set_experiment_status(experiment_id, status)?;
+    // A run that went to its end: each host's own experiment is as its own runs went.
+    if matches!((&looped, &restored), (Ok(r), Ok(_)) if !r.interrupted) {
+        store.set_part_statuses_by_runs(experiment_id)?;
+    }
     registered.finish();
     drop(journal); // releases the machine-wide locks
     let restored = restored?;
