@@ -146,6 +146,24 @@ pub(crate) fn align_to_activity(samples: &SampleRun, measured_ms: u64) -> Aligne
     )
 }
 
+/// Aligns this machine's `samples` (its `local_devices`, beside fio servers alone) with fio's
+/// measured interval, placed where their I/O stopped; up to where fio exited when they saw
+/// none (a device named beside the ones fio drives, idle): over the whole span, as before,
+/// its figures were diluted by everything before the servers' jobs began.
+pub(crate) fn align_to_local_activity(samples: &SampleRun, measured_ms: u64) -> Aligned {
+    let placed = align_to_activity(samples, measured_ms);
+    if placed.window.basis == DEVICE_IO_END {
+        return placed;
+    }
+    let mut exit = align_to_fio_exit(samples, measured_ms);
+    let said = "no I/O completed on this machine's devices to place fio's measured interval by";
+    exit.window.note = Some(match exit.window.note.take() {
+        Some(note) => format!("{said}; {note}"),
+        None => said.to_string(),
+    });
+    exit
+}
+
 /// The note of a window placed where the device's I/O stopped, should the readings cover
 /// only part of the `measured_ms` it lasted.
 fn part_of(measured_ms: f64) -> String {
@@ -652,6 +670,38 @@ mod tests {
         let whole = align_to_fio_exit(&samples, 2550).summary;
         let diluted = whole.unwrap().devices["loop0"]["dev_r_per_s"];
         assert!(diluted < 0.8 * 40_000.0, "{diluted}");
+    }
+
+    /// This machine's devices beside fio servers place fio's interval where their I/O
+    /// stopped; idle ones place nothing, and the figures are up to fio's exit, as without
+    /// them, not over the whole span.
+    #[test]
+    fn idle_local_devices_leave_the_window_at_fios_exit() {
+        let times: Vec<f64> = (0..=51).map(|i| i as f64 * 0.05).collect();
+        let busy = on_loop0(
+            crate::sample::window::tests::readings(&times, 40_000.0),
+            vec![30],
+        );
+        assert_eq!(
+            align_to_local_activity(&busy, 2000).window.basis,
+            DEVICE_IO_END
+        );
+        let idle = on_loop0(
+            crate::sample::window::tests::readings(&times, 0.0),
+            vec![30],
+        );
+        let a = align_to_local_activity(&idle, 2000);
+        assert_eq!(a.window.basis, FIO_EXIT);
+        assert!((a.window.start_s - 0.55).abs() < 1e-3, "{:?}", a.window);
+        assert!(
+            a.window
+                .note
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("no I/O completed on this"),
+            "{:?}",
+            a.window
+        );
     }
 
     /// A size-bound run's window rests on fio's final report, late by fio's reaping: it is

@@ -274,8 +274,8 @@ fn measure(
 
 /// This machine's figures while fio ran on other hosts. With no host to say when fio
 /// measured (fio servers alone), this machine's own devices do, as a host's device does on
-/// the host: for fio's longest runtime, up to where their I/O stopped; without devices, up
-/// to where fio exited.
+/// the host: for fio's longest runtime, up to where their I/O stopped; without devices (or
+/// with none busy), up to where fio exited.
 fn local_figures(
     plan: &Plan,
     samples: &SampleRun,
@@ -284,7 +284,7 @@ fn local_figures(
 ) -> LocalFigures {
     let runtime = outcome.report.as_ref().and_then(hosts::longest_measured_ms);
     let aligned = match (hosts_span, runtime) {
-        (None, Some(ms)) if !plan.local.is_empty() => align::align_to_activity(samples, ms),
+        (None, Some(ms)) if !plan.local.is_empty() => align::align_to_local_activity(samples, ms),
         (None, Some(ms)) => align::align_to_fio_exit(samples, ms),
         _ => align::align_to_unix_span(samples, hosts_span),
     };
