@@ -392,13 +392,10 @@ impl Walker<'_> {
                 continue;
             };
             let h = h.trim().to_string();
-            if !h
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || ".:,-_[]".contains(c))
-            {
+            if let Some(problem) = super::host_table::fio_address_problem(&h) {
                 self.error(
                     item.span(),
-                    format!("`{h}` is not a fio server address"),
+                    problem,
                     Some("\"host\", \"host,port\", \"ip:1.2.3.4,8765\"".to_string()),
                 );
             } else if let Some(o) = out.iter().find(|o| super::host_table::same_server(o, &h)) {
@@ -672,11 +669,20 @@ mod tests {
             text.contains("x.toml:7:1: factor `placement` changes this machine"),
             "{text}"
         );
-        let text = errors("name = \"n\"\n[target]\nhosts = [\"h;rm\", \"ok\"]\n").join("\n");
+        let text = errors(
+            "name = \"n\"\n[target]\nhosts = [\"h;rm\", \"ok\", \"h2,99999\", \"0.0.0.0\"]\n",
+        )
+        .join("\n");
         assert!(
             text.contains("`h;rm` is not a fio server address"),
             "{text}"
         );
+        // Checked as a [[target.host]]'s `fio` is: fio's client refused them at every run.
+        assert!(
+            text.contains("`h2,99999`: `99999` is not a port (1 to 65535)"),
+            "{text}"
+        );
+        assert!(text.contains("`0.0.0.0` names no host"), "{text}");
         assert!(
             text.contains("the default scratch device does not exist"),
             "{text}"
