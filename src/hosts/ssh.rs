@@ -420,10 +420,7 @@ impl Connection {
     }
 
     fn ssh_said(&self) -> String {
-        self.stderr
-            .lock()
-            .map(|s| String::from_utf8_lossy(&s).trim().to_string())
-            .unwrap_or_default()
+        self.stderr.lock().map(|s| ssh_text(&s)).unwrap_or_default()
     }
 
     fn ssh_said_suffix(&self) -> String {
@@ -567,6 +564,16 @@ pub(crate) fn copy_binary(host: &str, options: &SshOptions) -> anyhow::Result<St
     Ok(target)
 }
 
+/// What ssh wrote to its standard error, in lines: ssh ends its own with "\r\n" (its
+/// terminal habit), whose "\r" was shown escaped.
+fn ssh_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .replace("\r\n", "\n")
+        .replace('\r', "")
+        .trim()
+        .to_string()
+}
+
 /// The path iolab is installed at in `remote_dir`, and the shell command that installs it
 /// there from its standard input.
 fn install_script(remote_dir: &str) -> (String, String) {
@@ -615,6 +622,15 @@ pub(crate) fn while_renewing<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_ssh_said_is_read_in_lines_without_its_carriage_returns() {
+        let said = b"No ED25519 host key is known for h.\r\nHost key verification failed.\r\n";
+        assert_eq!(
+            ssh_text(said),
+            "No ED25519 host key is known for h.\nHost key verification failed."
+        );
+    }
 
     /// The install script, run here as ssh would run it there: it installs into a directory
     /// of the user's own; refuses one others can write to or another user owns (the copy runs
