@@ -919,6 +919,20 @@ fn a_tag_named_like_a_factor_leaves_the_factors_levels_selectable() {
         err.contains("factor rq_affinity has no level \"7\""),
         "{err}"
     );
+    // A tag whose value is also a level (`--tag rq_affinity=1` on an import): the selector
+    // takes both, the tagged runs and those at that level; it read the tag alone, and no
+    // cell of the import's matched the other side's.
+    let mut db = Store::open(&path).unwrap();
+    let imported = db.create_experiment(&experiment()).unwrap();
+    let mut tagged = run(imported, "y", 0, 7.0);
+    tagged.cell_levels = json!({});
+    tagged.tags = vec![("rq_affinity".into(), "1".into())];
+    db.insert_run(&tagged).unwrap();
+    drop(db);
+    let out = compare("rq_affinity=1", "rq_affinity=2");
+    assert!(out.status.success(), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["baseline"]["runs"], 4, "{json}");
 }
 
 /// Cells are keyed without the factors either selector fixes: where only one side fixes one,

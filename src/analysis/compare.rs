@@ -202,9 +202,10 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                 }
             }
             let names = store.tag_names()?;
-            // A tag's value selects by the tag; any other value of its name, a factor's level
-            // (a tag named like a factor of other experiments, e.g. an import's `--tag
-            // bs=huh`, hid `bs=4k` of every experiment).
+            // A tag's value selects the runs with that tag and those whose factor of that name
+            // is at that level (a tag named like a factor of other experiments, e.g. an
+            // import's `--tag scheduler=none`, hid `scheduler=none` of every experiment); any
+            // other value of its name, a factor's level.
             let mut tag_pairs = Vec::new();
             let mut level_pairs = Vec::new();
             for (n, v) in tags {
@@ -214,24 +215,28 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                     level_pairs.push((n, v));
                 }
             }
-            let mut runs: Vec<Run> = if tag_pairs.is_empty() {
-                let ids: Vec<i64> = match experiment {
-                    Some(id) => vec![*id],
-                    None => store.experiments()?.iter().map(|e| e.id).collect(),
-                };
-                let mut all = Vec::new();
-                for id in ids {
-                    all.extend(store.runs(id)?);
-                }
-                all
-            } else {
-                let pairs: Vec<(&str, &str)> = tag_pairs
-                    .iter()
-                    .map(|(n, v)| (n.as_str(), v.as_str()))
-                    .collect();
-                store.runs_by_ids(&store.select_runs(&pairs)?)?
+            let ids: Vec<i64> = match experiment {
+                Some(id) => vec![*id],
+                None => store.experiments()?.iter().map(|e| e.id).collect(),
             };
-            runs.retain(|r| !r.warmup && experiment.is_none_or(|e| r.experiment_id == e));
+            let mut runs = Vec::new();
+            for id in ids {
+                runs.extend(store.runs(id)?);
+            }
+            runs.retain(|r| !r.warmup);
+            for (n, v) in &tag_pairs {
+                let tagged: BTreeSet<i64> = store.select_runs(&[(n, v)])?.into_iter().collect();
+                runs.retain(|r| {
+                    tagged.contains(&r.id)
+                        || super::cells::run_levels(r).get(n.as_str()) == Some(*v)
+                });
+                // A factor some of them vary is fixed by this side as a level pair's is.
+                if runs.iter().any(|r| {
+                    !tagged.contains(&r.id) && super::cells::run_levels(r).contains_key(n.as_str())
+                }) {
+                    fixed.push(n.to_string());
+                }
+            }
             for (n, v) in &level_pairs {
                 let levels: BTreeSet<String> = runs
                     .iter()
@@ -266,7 +271,7 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                 }
                 runs.retain(|r| super::cells::run_levels(r).get(n.as_str()) == Some(v));
             }
-            fixed = level_pairs.iter().map(|(n, _)| n.to_string()).collect();
+            fixed.extend(level_pairs.iter().map(|(n, _)| n.to_string()));
             (runs, text.to_string())
         }
     };

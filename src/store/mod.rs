@@ -1037,29 +1037,6 @@ impl Store {
             .map_err(self.err())
     }
 
-    /// Non-warm-up runs by id, ascending by id; unknown ids are absent. Lets `compare` work on
-    /// runs chosen by tags across experiments without one query per run.
-    pub(crate) fn runs_by_ids(&self, run_ids: &[i64]) -> Result<Vec<Run>> {
-        let mut out = Vec::with_capacity(run_ids.len());
-        for chunk in run_ids.chunks(ID_CHUNK) {
-            let marks = vec!["?"; chunk.len()].join(",");
-            let sql = format!(
-                "SELECT id, experiment_id, cell_key, cell_levels, repetition, warmup, start_unix,
-                        end_unix, status, reason
-                 FROM runs WHERE warmup = 0 AND id IN ({marks})"
-            );
-            let mut st = self.conn.prepare_cached(&sql).map_err(self.err())?;
-            let rows = st
-                .query_map(rusqlite::params_from_iter(chunk), run_from_row)
-                .map_err(self.err())?;
-            for row in rows {
-                out.push(row.map_err(self.err())?);
-            }
-        }
-        out.sort_by_key(|r| r.id);
-        Ok(out)
-    }
-
     /// The groups of runs among `run_ids` that hold the same fio output (one measurement
     /// stored in several experiments, as imports may do), each sorted; none for runs whose
     /// outputs all differ.
