@@ -1796,10 +1796,7 @@ fn compare_decides_at_three_runs_and_sums_up_across_cells() {
         ),
         (&Value::from(0), &Value::from(6), &Value::from(0))
     );
-    assert_eq!(
-        across["ci_method"],
-        "t interval on the log ratios across cells"
-    );
+    assert_eq!(across["ci_method"], iolab::stats::across::CI_METHOD);
     let geomean_line = text.lines().find(|l| l.starts_with("geomean")).unwrap();
     assert!(
         geomean_line.contains(&format!("{:+.1}%", pct(geomean))),
