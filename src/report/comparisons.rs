@@ -7,7 +7,7 @@ use crate::stats::across::AcrossCells;
 use crate::stats::compare::{Test, VerdictReason};
 use crate::stats::Comparison;
 
-use super::format::{p_value, signed, signed_pct};
+use super::format::{p_value, signed_pair, signed_pct};
 use super::table::{Cell, Column, Table};
 
 /// One row; in `compare --json` the full [`Comparison`] (baseline and candidate summaries,
@@ -248,15 +248,20 @@ pub(crate) fn comparison_table_in_family(
     table
 }
 
-/// One end of a relative change's CI, in percent. Past +10,000% it says only that: a CI that
-/// wide (a geometric mean over two cells, whose t has one degree of freedom) tells nothing
-/// more, and its ten digits made the table unreadable; `--json` has the number.
-fn ci_bound(x: f64) -> String {
-    if x > 10_000.0 {
-        ">+10,000".to_string()
-    } else {
-        signed(x)
-    }
+/// A relative change's CI, in percent, both ends with the same decimals. Past +10,000% an
+/// end says only that: a CI that wide (a geometric mean over two cells, whose t has one
+/// degree of freedom) tells nothing more, and its ten digits made the table unreadable;
+/// `--json` has the number.
+fn ci_text(low: f64, high: f64) -> String {
+    let (lo, hi) = signed_pair(low, high);
+    let capped = |x: f64, text: String| {
+        if x > 10_000.0 {
+            ">+10,000".to_string()
+        } else {
+            text
+        }
+    };
+    format!("[{}, {}]", capped(low, lo), capped(high, hi))
 }
 
 /// The `change` and `95% CI` cells: a signed percentage and `[low, high]`.
@@ -279,7 +284,7 @@ fn change_cells(
                 low: lo,
                 high: hi,
                 difference: false,
-                text: format!("[{}, {}]", ci_bound(lo), ci_bound(hi)),
+                text: ci_text(lo, hi),
             },
             _ => Cell::Missing,
         },
@@ -394,7 +399,7 @@ pub(crate) fn across_note(level: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{ci_bound, signed_two_digits};
+    use super::{ci_text, signed_two_digits};
 
     #[test]
     fn a_difference_bound_near_zero_keeps_its_sign_and_digits() {
@@ -406,10 +411,18 @@ mod tests {
 
     #[test]
     fn a_ci_bound_past_ten_thousand_percent_is_said_as_such() {
-        assert_eq!(ci_bound(-31.04), "-31.0");
-        assert_eq!(ci_bound(8_929.4), "+8,929");
-        assert_eq!(ci_bound(1_019_758_498.1), ">+10,000");
-        assert_eq!(ci_bound(10_000.0), "+10,000");
+        assert_eq!(ci_text(-31.04, 8_929.4), "[-31.0, +8,929]");
+        assert_eq!(ci_text(10_000.0, 1_019_758_498.1), "[+10,000, >+10,000]");
+    }
+
+    /// Both ends with the decimals the finer needs: `[-0.1, -0.01]` showed -0.0505 as twice
+    /// what it was beside -0.0101.
+    #[test]
+    fn both_ends_of_an_interval_have_the_same_decimals() {
+        assert_eq!(ci_text(-0.0505, -0.0101), "[-0.05, -0.01]");
+        assert_eq!(ci_text(-2.5, 0.004), "[-2.500, +0.004]");
+        assert_eq!(ci_text(-2.5, 3.0), "[-2.5, +3.0]");
+        assert_eq!(ci_text(0.0, 0.0), "[+0.0, +0.0]");
     }
 
     use super::*;

@@ -89,6 +89,26 @@ pub(crate) fn signed_pct(x: f64) -> String {
 /// the digits that show its sign is real: a CI bound of -0.01% printed `-0.0` read as a CI
 /// holding 0.
 pub(crate) fn signed(x: f64) -> String {
+    signed_to(x, decimals_for(x))
+}
+
+/// Both ends of an interval with the decimals the finer one needs: `[-0.1, -0.01]` read the
+/// low end as twice what it was (-0.0505).
+pub(crate) fn signed_pair(low: f64, high: f64) -> (String, String) {
+    let decimals = decimals_for(low).max(decimals_for(high));
+    (signed_to(low, decimals), signed_to(high, decimals))
+}
+
+/// The decimals [`signed`] gives `x`: one, or up to three for one that one would round to 0.
+fn decimals_for(x: f64) -> usize {
+    if x.is_finite() && x != 0.0 && x.abs() < 0.05 {
+        (-x.abs().log10()).ceil().clamp(2.0, 3.0) as usize
+    } else {
+        1
+    }
+}
+
+fn signed_to(x: f64, decimals: usize) -> String {
     let sign = if x < 0.0 { "-" } else { "+" };
     if !x.is_finite() {
         return format!("{x}").to_lowercase();
@@ -96,17 +116,12 @@ pub(crate) fn signed(x: f64) -> String {
     if x.abs() >= 999.95 {
         return format!("{sign}{}", number(x.abs()));
     }
-    if x != 0.0 && x.abs() < 0.05 {
-        // Up to three decimals; smaller still is said as such.
-        let decimals = (-x.abs().log10()).ceil().clamp(2.0, 3.0) as usize;
-        let text = format!("{:.*}", decimals, x.abs());
-        return if text.trim_end_matches(['0', '.']).is_empty() {
-            format!("{sign}<0.001")
-        } else {
-            format!("{sign}{text}")
-        };
+    let text = format!("{:.*}", decimals, x.abs());
+    if x != 0.0 && text.trim_end_matches(['0', '.']).is_empty() {
+        // Smaller still than three decimals show: said as such.
+        return format!("{sign}<0.001");
     }
-    format!("{sign}{:.1}", x.abs())
+    format!("{sign}{text}")
 }
 
 /// A p-value with 3 decimals, or `<0.001`; with 4 where 3 would round one below 0.05 (the
