@@ -692,7 +692,7 @@ fn knob_levels_that_risk_data_are_refused_on_a_device_that_holds_it() {
         "write_cache = [\"write back\"]",
         "io_timeout = [60000]",
         "read_ahead_kb = [0, 512]",
-        "\"queue/iosched/fifo_batch\" = [8]",
+        "scheduler = [\"mq-deadline\"]\n\"queue/iosched/fifo_batch\" = [8]",
     ] {
         let r = plan(harmless);
         assert_eq!(r.code, Some(0), "{harmless}: {}", r.stderr);
