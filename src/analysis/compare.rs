@@ -230,10 +230,8 @@ pub(crate) fn resolve(store: &Store, text: &str) -> anyhow::Result<Group> {
                     tagged.contains(&r.id)
                         || super::cells::run_levels(r).get(n.as_str()) == Some(*v)
                 });
-                // A factor some of them vary is fixed by this side as a level pair's is.
-                if runs.iter().any(|r| {
-                    !tagged.contains(&r.id) && super::cells::run_levels(r).contains_key(n.as_str())
-                }) {
+                // Runs kept by their level: a factor this side fixes, as a level pair's.
+                if runs.iter().any(|r| !tagged.contains(&r.id)) {
                     fixed.push(n.to_string());
                 }
             }

@@ -73,21 +73,15 @@ fn one_spelling(option: &str, value: &str, kb_base_1000: bool) -> String {
         }
         format!("{n}{}", ["", "k", "m", "g", "t"][unit])
     };
+    // Each part, and the separator after it (`,` between directions, `-` of a range).
     let mut out = String::new();
-    let mut part = String::new();
-    for c in value.chars().chain(std::iter::once('\0')) {
-        if matches!(c, ',' | '-' | ':' | '\0') {
-            match bytes(&part) {
-                Some(n) => out.push_str(&spelled(n)),
-                None => return value.to_string(),
-            }
-            if c != '\0' {
-                out.push(c);
-            }
-            part.clear();
-        } else {
-            part.push(c);
-        }
+    for piece in value.split_inclusive([',', '-', ':']) {
+        let part = piece.trim_end_matches([',', '-', ':']);
+        let Some(n) = bytes(part) else {
+            return value.to_string();
+        };
+        out.push_str(&spelled(n));
+        out.push_str(&piece[part.len()..]);
     }
     out
 }

@@ -82,13 +82,6 @@ fn held_by(options: &[(String, String)], mem: &Memory) -> Result<Held, String> {
     })
 }
 
-/// The CPUs online on `root`'s machine, as fio counts them for `$ncpus`.
-pub(crate) fn cpus_online(root: &SysRoot) -> Option<u64> {
-    let text = root.attr("/sys/devices/system/cpu/online")?;
-    let cpus = crate::sys::parse::cpulist::cpulist(&text).ok()?;
-    Some(cpus.len() as u64)
-}
-
 /// This machine's page size: fio's `$pagesize`.
 fn page_size() -> u64 {
     // SAFETY: sysconf(3) reads a constant of the running system.
@@ -124,7 +117,7 @@ pub(crate) fn check(exp: &Experiment, root: &SysRoot, scratch_bytes: u64) -> Res
         &Memory {
             total_kib: kib("MemTotal"),
             available_kib: kib("MemAvailable"),
-            cpus: cpus_online(root),
+            cpus: crate::sys::online_cpus(root).map(|c| c.len() as u64),
             machine,
             meminfo: meminfo_name,
         },

@@ -73,7 +73,7 @@ pub(crate) fn hello(root: &SysRoot, fio: Option<String>) -> Hello {
         landlock_abi: crate::workload::confine::abi_version().ok(),
         mem_total_kib: meminfo("MemTotal"),
         mem_available_kib: meminfo("MemAvailable"),
-        cpus_online: crate::experiment::job_memory::cpus_online(root),
+        cpus_online: crate::sys::online_cpus(root).map(|c| c.len() as u64),
         net_ns: own_net_ns(),
         clock_unix: crate::store::time::now_unix(),
     }

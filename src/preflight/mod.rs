@@ -101,9 +101,7 @@ pub(crate) fn snapshot_reads(root: &SysRoot) -> anyhow::Result<()> {
 }
 
 fn online_cpus(root: &SysRoot) -> Vec<u32> {
-    root.attr("/sys/devices/system/cpu/online")
-        .and_then(|s| crate::sys::parse::cpulist(&s).ok())
-        .unwrap_or_default()
+    crate::sys::online_cpus(root).unwrap_or_default()
 }
 
 fn identity(root: &SysRoot, f: &mut Vec<Finding>) {

@@ -42,6 +42,13 @@ pub(crate) fn realtime_minus_monotonic_ns() -> f64 {
     read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC)
 }
 
+/// The CPUs online on `root`'s machine (`/sys/devices/system/cpu/online`); `None` when it
+/// cannot be read.
+pub(crate) fn online_cpus(root: &SysRoot) -> Option<Vec<u32>> {
+    let text = root.attr("/sys/devices/system/cpu/online")?;
+    parse::cpulist(&text).ok()
+}
+
 /// True when this process runs with effective uid 0 (from /proc/self/status, so no libc call).
 /// Commands that write knobs or create devices check it to give a clear error; tests that need
 /// real devices skip themselves without it.

@@ -52,10 +52,7 @@ pub(crate) fn auto_buffer_kb() -> u64 {
         .ok()
         .and_then(|m| crate::preflight::parse::meminfo_kib(&m, "MemTotal"));
     // Every online CPU gets a buffer, wherever iolab itself may run.
-    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|t| crate::sys::parse::cpulist::cpulist(t.trim()).ok())
-        .map_or(1, |c| c.len() as u64);
+    let cpus = crate::sys::online_cpus(&crate::sys::SysRoot::live()).map_or(1, |c| c.len() as u64);
     buffer_kb_for(mem_kib.unwrap_or(0), cpus)
 }
 
