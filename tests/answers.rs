@@ -380,6 +380,9 @@ fn import_adds_to_the_one_experiment_named_or_says_which_are() {
     // A number is an id: a mistyped one makes no experiment named by it.
     let e = err(&db, &["import", "--experiment", "99", &a]);
     assert!(e.contains("no experiment 99 (ids: 1, 2, 3, 4, 5)"), "{e}");
+    // A blank name would list as nothing.
+    let e = err(&db, &["import", "--experiment", " ", &a]);
+    assert!(e.contains("needs a name that is not blank"), "{e}");
     let store = iolab::store::Store::open_existing(&db).unwrap();
     assert_eq!(store.runs(4).unwrap().len(), 2);
     assert_eq!(store.runs(5).unwrap().len(), 2);
@@ -1392,6 +1395,34 @@ fn plots_of_imported_runs_say_what_is_missing() {
             out.to_str().unwrap(),
         ],
     );
+    // Reads alone: no write latency, said as such (not blamed on the output format); and
+    // plain json runs alone: json+ named.
+    let reads = dir.path().join("reads.db");
+    ok(&reads, &["import", &fixture("randread_2jobs_jsonplus.out")]);
+    let latency = |db: &std::path::Path, metric: &str| {
+        err(
+            db,
+            &[
+                "plot",
+                "1",
+                "--kind",
+                "latency",
+                "--metric",
+                metric,
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        )
+    };
+    let e = latency(&reads, "write_iops");
+    assert!(
+        e.contains("no run did write I/O, so there is no write latency") && !e.contains("json+"),
+        "{e}"
+    );
+    let plain = dir.path().join("plain.db");
+    ok(&plain, &["import", &fixture("randread_1job_json.out")]);
+    let e = latency(&plain, "read_iops");
+    assert!(e.contains("--output-format=json+"), "{e}");
     // One run, no factor: one bar, titled for what it is (no CI is drawn).
     let one = dir.path().join("one.db");
     ok(&one, &["import", &fixture("randread_1job_json.out")]);

@@ -453,6 +453,33 @@ fn two_processes_creating_one_new_database_at_once_both_succeed() {
     }
 }
 
+/// A command kept waiting by another process's lock says so, then goes on when it is free.
+#[test]
+fn a_command_waiting_for_a_locked_database_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    drop(Store::open(&db).unwrap());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let child = crate::common::iolab()
+        .args(["import", "--db", db.to_str().unwrap(), &fio_fixture()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    conn.execute_batch("COMMIT").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(
+        said.matches("waiting for the results database, locked by another process")
+            .count(),
+        1,
+        "{said}"
+    );
+}
+
 #[test]
 fn a_finished_run_waits_out_a_database_locked_for_longer_than_the_old_timeout() {
     let dir = tempfile::tempdir().unwrap();
@@ -837,7 +864,10 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
             "import fio outputs and databases apart",
         ),
         (vec![here.as_path()], "the database the runs would go into"),
-        (vec![foreign.as_path()], "not an iolab results database"),
+        (
+            vec![foreign.as_path()],
+            "not an iolab results database (import reads fio outputs and iolab databases)",
+        ),
     ] {
         let out = Command::cargo_bin("iolab")
             .unwrap()

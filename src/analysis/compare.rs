@@ -403,26 +403,7 @@ pub(crate) fn compare_cells(
             jobs.push((b, metric, opts.clone(), x, y));
         }
     }
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(jobs.len().max(1));
-    let chunk = jobs.len().div_ceil(threads).max(1);
-    let results: Vec<Result<Comparison, crate::stats::StatsError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = jobs
-            .chunks(chunk)
-            .map(|part| {
-                s.spawn(move || {
-                    part.iter()
-                        .map(|(_, _, opts, x, y)| compare(x, y, opts))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
+    let results = super::map_on_every_core(&jobs, |(_, _, opts, x, y)| compare(x, y, opts));
     for ((b, metric, ..), result) in jobs.iter().zip(results) {
         let comparison = result.map_err(|e| anyhow::anyhow!("{} {metric}: {e}", b.label()))?;
         out.push(Compared {

@@ -719,7 +719,14 @@ pub(crate) fn merge_databases(
                 f.display()
             );
         }
-        sources.push(Store::open_existing(f)?);
+        // A file to import is named as such, not through --db.
+        sources.push(Store::open_existing(f).map_err(|e| match e {
+            crate::store::StoreError::Foreign { path } => anyhow::anyhow!(
+                "{path}: this SQLite file is not an iolab results database (import reads fio \
+                 outputs and iolab databases)"
+            ),
+            e => e.into(),
+        })?);
     }
     let mut dest = Store::open(db)?;
     let refs: Vec<&Store> = sources.iter().collect();

@@ -383,6 +383,7 @@ fn latency(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<
     };
     let mut series = Vec::new();
     let mut without_bins = 0usize;
+    let mut without_io = 0usize;
     for cell in &loaded.cells {
         // One cell at a time (memory stays bounded), its runs parsed on every core.
         let mut texts = Vec::with_capacity(cell.ok.len());
@@ -392,38 +393,28 @@ fn latency(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<
                 None => without_bins += 1,
             }
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let chunk = texts.len().div_ceil(threads).max(1);
-        let parsed: Vec<anyhow::Result<Option<std::collections::BTreeMap<u64, u64>>>> =
-            std::thread::scope(|s| {
-                let handles: Vec<_> = texts
-                    .chunks(chunk)
-                    .map(|part| {
-                        s.spawn(move || {
-                            part.iter()
-                                .map(|(id, text)| {
-                                    fio_json::clat_bins(text, dir)
-                                        .with_context(|| format!("run {id}: stored fio output"))
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                    .collect()
-            });
+        let parsed = super::map_on_every_core(&texts, |(id, text)| {
+            fio_json::clat_bins(text, dir).with_context(|| format!("run {id}: stored fio output"))
+        });
         let mut merged = LatencyHistogram::new();
         for bins in parsed {
             match bins? {
-                Some(b) => merged.merge(&LatencyHistogram::from_pairs(b)),
-                None => without_bins += 1,
+                fio_json::ClatBins::Histogram(b) => merged.merge(&LatencyHistogram::from_pairs(b)),
+                fio_json::ClatBins::NotJsonPlus => without_bins += 1,
+                fio_json::ClatBins::NoIo => without_io += 1,
             }
         }
         if !merged.is_empty() {
             series.push((cell.label(), merged));
         }
+    }
+    if series.is_empty() && without_bins == 0 && without_io > 0 {
+        bail!(
+            "experiment {}: no run did {} I/O, so there is no {} latency to plot",
+            loaded.experiment.id,
+            dir.name(),
+            dir.name()
+        );
     }
     if series.is_empty() {
         bail!(

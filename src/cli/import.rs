@@ -49,13 +49,21 @@ pub(crate) struct ImportArgs {
     /// Add the runs to the imported experiment of this name (created when missing), or of
     /// this id where several share a name (a number that is no experiment's id is refused,
     /// not made a name). Without it, a new experiment named after the first file.
-    #[arg(long, value_name = "NAME|ID")]
+    #[arg(long, value_name = "NAME|ID", value_parser = parse_experiment_name)]
     pub experiment: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
     #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
     #[command(flatten)]
     pub out: crate::output::OutputArgs,
+}
+
+/// An experiment's name as given: a blank one would be listed as nothing at all.
+fn parse_experiment_name(s: &str) -> Result<String, String> {
+    match s.trim() {
+        "" => Err("an experiment needs a name that is not blank".into()),
+        _ => Ok(s.to_string()),
+    }
 }
 
 pub(super) fn run(args: ImportArgs) -> anyhow::Result<()> {

@@ -531,11 +531,13 @@ impl Failure {
 
 /// A shell function, run on the host, that fails (saying why) unless directory $1 and every
 /// directory above it belong to root or the ssh user and no one else can write to them (an
-/// ancestor may be shared if sticky, as /tmp is: no one can then rename what is in it). The
-/// binary copied there runs as root (an agent, and `iolab restore` later): anyone who could
-/// replace it would run their own program as root.
+/// ancestor may be shared if sticky, as /tmp is: no one can then rename what is in it; so may
+/// $1 itself when $2 says it is only the ancestor of the directory to make). The binary
+/// copied there runs as root (an agent, and `iolab restore` later): anyone who could replace
+/// it would run their own program as root.
 const SAFE_DIR: &str = "safe_dir() { \
     me=$(id -u) && p=$(cd \"$1\" && pwd -P) && top=$p || return 1; \
+    [ -n \"$2\" ] && top=; \
     while :; do \
         set -- $(stat -c '%u %a' \"$p\") || return 1; \
         if [ \"$1\" != 0 ] && [ \"$1\" != \"$me\" ]; then \
@@ -582,8 +584,11 @@ fn install_script(remote_dir: &str) -> (String, String) {
     let tmp = shell_quote(&format!("{target}.copy-$$"));
     // `$$` expands remotely; the quotes keep the directory literal.
     let tmp = tmp.replace("$$", "'$$'");
+    // The nearest existing directory is checked before anything is made below it, so a
+    // refused destination leaves no new directory behind.
     let script = format!(
-        "{SAFE_DIR}; umask 022 && mkdir -p {dir} && safe_dir {dir} && \
+        "{SAFE_DIR}; umask 022 && a={dir} && while [ ! -e \"$a\" ]; do a=$(dirname \"$a\"); done && \
+         safe_dir \"$a\" above && mkdir -p {dir} && safe_dir {dir} && \
          {{ cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {} || {{ rm -f {tmp}; exit 1; }}; }}",
         shell_quote(&target)
     );
@@ -680,12 +685,14 @@ mod tests {
             "{said}"
         );
         assert!(left.is_empty(), "{left:?}");
-        // Below a shared directory, too, unless it is sticky (as /tmp is).
-        let (ok, said, _, _) = run(&shared.join("sub"), open());
+        // Below a shared directory, too, unless it is sticky (as /tmp is); and nothing is
+        // made there first.
+        let (ok, said, _, left) = run(&shared.join("sub/bin"), open());
         assert!(
             !ok && said.contains("shared can be written by others"),
             "{said}"
         );
+        assert!(!shared.join("sub").exists(), "{left:?}");
         std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let (ok, said, _, _) = run(&shared.join("sub2"), open());
         assert!(ok, "{said}");

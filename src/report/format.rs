@@ -23,6 +23,11 @@ pub(crate) fn number(x: f64) -> String {
         // Six decimals would show it as 0.000000.
         return format!("{x:.1e}");
     }
+    if magnitude > 15 {
+        // Past a double's 15-16 significant digits, the rest would be noise (1e300 printed
+        // as 301 of them).
+        return format!("{x:.3e}");
+    }
     let decimals = (3 - magnitude).clamp(0, 6) as usize;
     let text = format!("{:.*}", decimals, x.abs());
     let (int_part, frac) = match text.split_once('.') {
@@ -55,7 +60,10 @@ fn text_is_nonzero(int_part: &str, frac: &Option<String>) -> bool {
 /// Like [`number`] without trailing zeros (`100`, `2.5`, `1,000`), for axis ticks.
 pub(crate) fn short(x: f64) -> String {
     let t = number(x);
-    if t.contains('.') {
+    if let Some((mantissa, exponent)) = t.split_once('e') {
+        let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+        format!("{mantissa}e{exponent}")
+    } else if t.contains('.') {
         t.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         t
@@ -228,6 +236,11 @@ mod tests {
         assert_eq!(number(0.00012344), "0.000123");
         assert_eq!(number(1.2e-7), "1.2e-7");
         assert_eq!(number(-3.0e-9), "-3.0e-9");
+        assert_eq!(number(1e300), "1.000e300");
+        assert_eq!(number(-2.5e16), "-2.500e16");
+        assert_eq!(number(9.9e15), "9,900,000,000,000,000");
+        assert_eq!(short(1e300), "1e300");
+        assert_eq!(short(-3.0e-9), "-3e-9");
         assert_eq!(p_value(0.0004), "<0.001");
         assert_eq!(p_value(0.0497), "0.0497");
         assert_eq!(p_value(0.0503), "0.050");

@@ -1,9 +1,10 @@
 //! A plain-text table that fits a mailing-list post, plus CSV and JSON of the same table.
 //!
 //! One `Table` value feeds all three emitters so `show`, `compare` and `report` print the
-//! same facts in every format. Text is ASCII, columns are aligned (numbers right, labels
-//! left), units sit in the headers, and a table wider than the limit (80 columns) is split
-//! into blocks that repeat the first column, the way people cut tables for email by hand.
+//! same facts in every format. Columns are aligned (numbers right, labels left) by the width
+//! each character takes on a terminal, units sit in the headers, and a table wider than the
+//! limit (80 columns) is split into blocks that repeat the first column, the way people cut
+//! tables for email by hand.
 
 use std::collections::BTreeMap;
 
@@ -148,8 +149,8 @@ impl Table {
             .map(|c| {
                 self.rows
                     .iter()
-                    .map(|r| safe(r[c].shown()).len())
-                    .chain([safe(&self.columns[c].header()).len()])
+                    .map(|r| width_of(&safe(r[c].shown())))
+                    .chain([width_of(&safe(&self.columns[c].header()))])
                     .max()
                     .unwrap_or(0)
             })
@@ -349,7 +350,7 @@ pub(crate) fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
-        if !line.trim().is_empty() && line.len() + 1 + word.len() > width {
+        if !line.trim().is_empty() && width_of(&line) + 1 + width_of(word) > width {
             out.push_str(line.trim_end());
             out.push('\n');
             line = "  ".to_string();
@@ -363,10 +364,17 @@ pub(crate) fn wrap(text: &str, width: usize) -> String {
     out
 }
 
+/// The columns `s` takes on a terminal: a CJK character two, a combining mark none (names
+/// from files and the database may hold either).
+fn width_of(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
 fn pad(s: &str, width: usize, align: Align) -> String {
+    let fill = " ".repeat(width.saturating_sub(width_of(s)));
     match align {
-        Align::Left => format!("{s:<width$}"),
-        Align::Right => format!("{s:>width$}"),
+        Align::Left => format!("{s}{fill}"),
+        Align::Right => format!("{fill}{s}"),
     }
 }
 
@@ -464,6 +472,20 @@ mod tests {
         insta::assert_snapshot!(text);
         assert!(text.is_ascii());
         assert!(text.lines().all(|l| !l.ends_with(' ')));
+    }
+
+    /// Names from files may be in any script: a column lines up by the width each character
+    /// takes on a terminal (two for CJK, one for an accented letter), not by its bytes.
+    #[test]
+    fn columns_line_up_by_display_width() {
+        let mut t = Table::new(vec![Column::label("variant"), Column::number("iops", None)]);
+        for name in ["ext4", "日本語", "ünïcode"] {
+            t.push(vec![Cell::text(name), Cell::number(1.0)]);
+        }
+        let text = t.render_text(MAX_WIDTH);
+        let ends: Vec<usize> = text.lines().map(width_of).collect();
+        assert!(ends.iter().all(|&w| w == ends[0]), "{text}");
+        assert!(text.contains("日本語   "), "{text}");
     }
 
     #[test]

@@ -68,6 +68,10 @@ pub enum StoreError {
     Missing { path: String },
     #[error("{path}: no experiment with id {id}")]
     NoExperiment { path: String, id: i64 },
+    #[error(
+        "{path}: this SQLite file is not an iolab results database; name another file with --db"
+    )]
+    Foreign { path: String },
     #[error("{path}: {what}")]
     Invalid { path: String, what: String },
 }
@@ -429,7 +433,7 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(uri, flags).map_err(wrap)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        conn.busy_handler(Some(wait_for_lock)).map_err(wrap)?;
         conn.execute_batch("PRAGMA trusted_schema = OFF;")
             .map_err(wrap)?;
         Ok(Store { conn, path: shown })
@@ -479,7 +483,7 @@ impl Store {
         let wrap = |source| StoreError::from_sqlite(&path, source);
         // Long enough that a `show` in another terminal, another iolab creating the file, or
         // an admin's sqlite3 session holding the lock for a while never costs a finished run.
-        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(wrap)?;
+        self.conn.busy_handler(Some(wait_for_lock)).map_err(wrap)?;
         // trusted_schema off: nothing a file's schema defines may call functions with side
         // effects (the file may be someone else's).
         self.conn
@@ -540,11 +544,8 @@ impl Store {
     fn ours_error(&self, e: Option<rusqlite::Error>) -> StoreError {
         match e {
             Some(source) => StoreError::from_sqlite(&self.path, source),
-            None => StoreError::Invalid {
+            None => StoreError::Foreign {
                 path: self.path.clone(),
-                what:
-                    "this SQLite file is not an iolab results database; name another file with --db"
-                        .into(),
             },
         }
     }
@@ -1220,6 +1221,40 @@ impl Store {
 }
 
 /// True for SQLite's "the file is locked by another connection" answers.
+/// SQLite's busy handler: waits for another connection's lock up to `BUSY_TIMEOUT`, and says
+/// so once a wait has lasted a second (a minute's silence looks like a hang).
+fn wait_for_lock(attempt: i32) -> bool {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    static SAID: AtomicBool = AtomicBool::new(false);
+    thread_local! {
+        static SINCE: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    let now = Instant::now();
+    // Attempt 0 starts a new wait.
+    let since = SINCE.with(|s| {
+        if attempt == 0 || s.get().is_none() {
+            s.set(Some(now));
+        }
+        s.get().unwrap_or(now)
+    });
+    let waited = now.duration_since(since);
+    if waited >= BUSY_TIMEOUT {
+        return false;
+    }
+    if waited >= Duration::from_secs(1) && !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "iolab: waiting for the results database, locked by another process (an iolab \
+             writing to it, or a sqlite3 session in a transaction); giving up after {}s",
+            BUSY_TIMEOUT.as_secs()
+        );
+    }
+    // Short sleeps at first (most locks are a commit's milliseconds), then 20 ms.
+    std::thread::sleep(Duration::from_millis((attempt as u64 + 1).min(20)));
+    true
+}
+
 fn busy(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),

@@ -538,6 +538,8 @@ struct BinsJob {
 
 #[derive(serde::Deserialize)]
 struct BinsDir {
+    #[serde(default)]
+    total_ios: u64,
     clat_ns: Option<BinsClat>,
 }
 
@@ -547,20 +549,26 @@ struct BinsClat {
     bins: Option<BTreeMap<u64, u64>>,
 }
 
+/// One direction's completion-latency histogram in one fio output, or why there is none.
+#[derive(Debug, PartialEq)]
+pub(crate) enum ClatBins {
+    Histogram(BTreeMap<u64, u64>),
+    /// No job did I/O in that direction (a read-only job's writes).
+    NoIo,
+    /// I/O was done but no job has `json+` bins for it (plain `json` output).
+    NotJsonPlus,
+}
+
 /// The completion-latency histogram of one direction, merged over every job of the last
 /// complete document (like [`parse`]; client mode's "All clients" sum is left out so nothing
-/// counts twice). `Ok(None)` when no job has `json+` bins for that direction; a bucket key
-/// that is not a number makes the document malformed.
-pub(crate) fn clat_bins(
-    output: &str,
-    dir: Dir,
-) -> Result<Option<BTreeMap<u64, u64>>, FioJsonError> {
+/// counts twice). A bucket key that is not a number makes the document malformed.
+pub(crate) fn clat_bins(output: &str, dir: Dir) -> Result<ClatBins, FioJsonError> {
     let start = first_document_start(output, 0).ok_or_else(|| FioJsonError::NoDocument {
         excerpt: excerpt(output),
     })?;
     let (last, _) = last_document::<BinsDoc>(output, start)?;
     let Some(doc) = last else {
-        return Ok(None);
+        return Ok(ClatBins::NotJsonPlus);
     };
     let client_mode = doc.jobs.is_empty();
     let jobs = if client_mode {
@@ -569,6 +577,7 @@ pub(crate) fn clat_bins(
         doc.jobs
     };
     let mut merged: Option<BTreeMap<u64, u64>> = None;
+    let mut io_done = false;
     for job in jobs {
         if client_mode && job.jobname == "All clients" {
             continue;
@@ -578,6 +587,7 @@ pub(crate) fn clat_bins(
             Dir::Write => job.write,
             Dir::Trim => job.trim,
         };
+        io_done |= d.as_ref().is_some_and(|d| d.total_ios > 0);
         let Some(bins) = d.and_then(|d| d.clat_ns).and_then(|c| c.bins) else {
             continue;
         };
@@ -587,7 +597,11 @@ pub(crate) fn clat_bins(
             *at = at.saturating_add(n);
         }
     }
-    Ok(merged)
+    Ok(match merged {
+        Some(bins) => ClatBins::Histogram(bins),
+        None if io_done => ClatBins::NotJsonPlus,
+        None => ClatBins::NoIo,
+    })
 }
 
 /// Figures of one direction summed or combined over every job.
@@ -806,12 +820,16 @@ mod tests {
                 Dir::Write => j.write.clat.bins.as_ref(),
                 Dir::Trim => j.trim.clat.bins.as_ref(),
             }));
-            let fast = clat_bins(&text, d).unwrap().unwrap();
+            let ClatBins::Histogram(fast) = clat_bins(&text, d).unwrap() else {
+                panic!("{file}: no histogram");
+            };
             assert!(!fast.is_empty(), "{file}");
             assert_eq!(fast, expected, "{file}");
         }
         let plain = std::fs::read_to_string(dir.join("randread_1job_json.out")).unwrap();
-        assert_eq!(clat_bins(&plain, Dir::Read).unwrap(), None);
+        assert_eq!(clat_bins(&plain, Dir::Read).unwrap(), ClatBins::NotJsonPlus);
+        let read_only = std::fs::read_to_string(dir.join("randread_2jobs_jsonplus.out")).unwrap();
+        assert_eq!(clat_bins(&read_only, Dir::Write).unwrap(), ClatBins::NoIo);
     }
 
     /// Servers behind one address (port forwards to guests) differ by port alone: each
