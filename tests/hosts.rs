@@ -1117,6 +1117,22 @@ fn controlled_hosts_are_checked_and_modelled_before_the_first_run() {
         "{text}"
     );
 
+    // Two of them (one kernel) driving one device are refused before anything runs: each
+    // part would run fio on it at once.
+    let shared: Vec<(String, String)> = hosts[..2]
+        .iter()
+        .map(|(addr, _)| (addr.clone(), hosts[0].1.clone()))
+        .collect();
+    let text = refusal(&controlled_experiment(&shared, factors));
+    assert!(
+        text.contains(&format!("host {} (hosts.toml line", hosts[0].0))
+            && text.contains(&format!(
+                "are one running kernel (the same boot id) and both drive /dev/{}",
+                hosts[0].1
+            )),
+        "{text}"
+    );
+
     // A host that cannot be reached refuses the whole run, naming it.
     let mut broken = hosts.clone();
     broken.push(("nosuchhost.invalid".into(), hosts[0].1.clone()));

@@ -148,6 +148,9 @@ pub fn connect(exp: &Experiment, options: &SshOptions, max_skew: Duration) -> Re
         bail!("{}", astray.join("\n"));
     }
     memory_of_hosts(exp, &specs, &report.hosts)?;
+    if let Some(why) = one_device_each(exp, &specs, &report.hosts)? {
+        bail!("{why}");
+    }
     if exp.trace {
         let here = crate::sys::SysRoot::live().attr(crate::hosts::facts::BOOT_ID);
         if let Some(why) = one_tracer_each(exp, &specs, &report.hosts, here.as_deref()) {
@@ -276,6 +279,34 @@ fn memory_of_hosts(
         )?;
     }
     Ok(())
+}
+
+/// Why the hosts cannot run as listed, if two of them are one running kernel (the same boot
+/// id: two names of one machine, `h` and `root@h`, or two network namespaces of it) driving
+/// one device: both parts would run fio on it at once, and the second's server failed to
+/// start only once the first run began. Devices are machine-wide, whatever the namespace.
+fn one_device_each(
+    exp: &Experiment,
+    specs: &[&HostSpec],
+    checked: &[check::HostCheck],
+) -> Result<Option<String>> {
+    let mut seen: Vec<(&HostSpec, &str, String)> = Vec::new();
+    for (spec, c) in specs.iter().zip(checked) {
+        let Some(id) = c.hello.as_ref().and_then(|h| h.boot_id.as_deref()) else {
+            continue;
+        };
+        let device = host_device(exp, spec)?;
+        if let Some((other, ..)) = seen.iter().find(|(_, i, d)| *i == id && *d == device) {
+            return Ok(Some(format!(
+                "{} and {} are one running kernel (the same boot id) and both drive /dev/{device}: \
+                 name each machine's device once",
+                describe(exp, other),
+                describe(exp, spec)
+            )));
+        }
+        seen.push((spec, id, device));
+    }
+    Ok(None)
 }
 
 /// Why `trace = true` cannot record as asked, if it cannot: a kernel has one block tracer,
@@ -1551,6 +1582,43 @@ mod tests {
         );
         assert_eq!(
             super::one_tracer_each(&local, &specs, &ids, Some("b3")),
+            None
+        );
+    }
+
+    /// Two names of one machine driving one device are refused before anything starts; one
+    /// machine's two devices, or one device name on two machines, pass.
+    #[test]
+    fn one_machines_device_is_driven_by_one_host_entry() {
+        let checked = |ids: [Option<&str>; 2]| {
+            checked_hosts(|i, hello| hello.boot_id = ids[i].map(str::to_string))
+        };
+        let same = exp(["device = \"sdb\"\n"; 2], "bs = [\"4k\"]\n");
+        let specs: Vec<&crate::experiment::file::HostSpec> =
+            same.target.host_specs.iter().collect();
+        let why = super::one_device_each(&same, &specs, &checked([Some("b1"), Some("b1")]))
+            .unwrap()
+            .expect("refused");
+        assert!(
+            why.starts_with(
+                "host h0 (x.toml line 2) and host h1 (x.toml line 6) are one running kernel \
+                 (the same boot id) and both drive /dev/sdb"
+            ),
+            "{why}"
+        );
+        for ids in [[Some("b1"), Some("b2")], [None, None]] {
+            assert_eq!(
+                super::one_device_each(&same, &specs, &checked(ids)).unwrap(),
+                None
+            );
+        }
+        let two = exp(
+            ["device = \"sdb\"\n", "device = \"sdc\"\n"],
+            "bs = [\"4k\"]\n",
+        );
+        let specs: Vec<&crate::experiment::file::HostSpec> = two.target.host_specs.iter().collect();
+        assert_eq!(
+            super::one_device_each(&two, &specs, &checked([Some("b1"), Some("b1")])).unwrap(),
             None
         );
     }
