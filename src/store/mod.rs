@@ -1220,7 +1220,6 @@ impl Store {
     }
 }
 
-/// True for SQLite's "the file is locked by another connection" answers.
 /// SQLite's busy handler: waits for another connection's lock up to `BUSY_TIMEOUT`, and says
 /// so once a wait has lasted a second (a minute's silence looks like a hang).
 fn wait_for_lock(attempt: i32) -> bool {
@@ -1255,6 +1254,7 @@ fn wait_for_lock(attempt: i32) -> bool {
     true
 }
 
+/// True for SQLite's "the file is locked by another connection" answers.
 fn busy(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),
