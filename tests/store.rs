@@ -1005,3 +1005,64 @@ fn a_factor_fixed_on_one_side_only_is_said_to_be_pooled_on_the_other() {
     let w = warnings("experiment=2,scheduler=none", "experiment=1,scheduler=none");
     assert!(!w.contains("pools"), "{w}");
 }
+
+/// A tag reused across experiments of different workloads pools them into one cell: the
+/// comparison names the cell and what its jobs differ in. The same job on another device
+/// is the same workload, and an import's fio output counts by its job options.
+#[test]
+fn a_cell_pooling_different_fio_jobs_is_said_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut db = Store::open(&path).unwrap();
+    let job = |device: &str, rw: &str| format!("[rr]\nfilename={device}\nrw={rw}\nbs=4k\n");
+    // (kernel, job file, fio output): the last stands for an import (no job file).
+    let experiments = [
+        ("6.1.0", Some(job("/dev/loop0", "randread")), None),
+        ("6.1.0", Some(job("/dev/loop1", "read")), None),
+        ("6.2.0", Some(job("/dev/loop2", "randread")), None),
+        (
+            "6.2.0",
+            None,
+            Some(
+                r#"{"jobs": [{"job options": {"name": "seq", "filename": "/dev/sdb", "rw": "randread", "blocksize": "4k"}}]}"#,
+            ),
+        ),
+    ];
+    for (kernel, job_file, output) in experiments {
+        let mut e = experiment();
+        e.kernel = kernel.into();
+        let e = db.create_experiment(&e).unwrap();
+        for rep in 0..3 {
+            let mut r = run(e, "1", rep, 100.0 + f64::from(rep));
+            r.cell_key = "base".into();
+            r.cell_levels = json!({});
+            r.job_file = job_file.clone();
+            r.fio_json = output.map(str::to_string);
+            db.insert_run(&r).unwrap();
+        }
+    }
+    drop(db);
+    let compare = |a: &str, b: &str| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["compare", "--db", path.to_str().unwrap(), a, b])
+            .args(["--metric", "read_iops"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = compare("kernel=6.1.0", "kernel=6.2.0");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "warning: kernel=6.1.0: cell base pools runs of different fio jobs (they differ in \
+             rw: randread, read)"
+        ),
+        "{text}"
+    );
+    // The other side pools one workload on two devices, one of them imported.
+    assert_eq!(flat.matches("different fio jobs").count(), 1, "{text}");
+    let text = compare("experiment=1", "kernel=6.2.0");
+    assert!(!text.contains("different fio jobs"), "{text}");
+}

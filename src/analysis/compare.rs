@@ -930,6 +930,10 @@ pub(crate) fn compare_selectors(
         .chain(pooled_levels_warning(&base, &cand))
         .chain(pooled_levels_warning(&cand, &base))
         .collect();
+    let workloads = workloads_of(store, &[&cells.base, &cells.cand])?;
+    for (label, side) in [(&base.label, &cells.base), (&cand.label, &cells.cand)] {
+        warnings.extend(super::workloads::pooled_warning(label, side, &workloads));
+    }
     // Only imports store one output twice: a run iolab made has an output of its own (a
     // program's may repeat itself, and is still a measurement each time).
     for g in [&base, &cand] {
@@ -1000,6 +1004,23 @@ pub(crate) fn compare_selectors(
         warnings,
     };
     Ok(CompareOutput { text, doc, csv })
+}
+
+/// The workload of every run of `sides`' cells that has one, by run id.
+fn workloads_of(
+    store: &Store,
+    sides: &[&Vec<CellRuns>],
+) -> anyhow::Result<BTreeMap<i64, super::workloads::Workload>> {
+    let ids: Vec<i64> = sides
+        .iter()
+        .flat_map(|cells| cells.iter())
+        .flat_map(|c| c.ok.iter().copied())
+        .collect();
+    Ok(store
+        .job_texts(&ids)?
+        .iter()
+        .filter_map(|(id, text)| Some((*id, super::workloads::of(text)?)))
+        .collect())
 }
 
 /// Said when `other`'s selector fixes a factor that `side` leaves free and whose levels

@@ -24,7 +24,7 @@ pub(crate) const DEFAULT_LEVEL: &str = "default";
 
 /// Options naming where a job ran, what it was called or which random numbers it drew, not
 /// how it ran (a seed per repetition is how runs are made independent).
-fn says_where(option: &str) -> bool {
+pub(crate) fn says_where(option: &str) -> bool {
     matches!(
         option,
         "name" | "description" | "filename" | "directory" | "filename_format" | "randseed"
@@ -42,7 +42,7 @@ const FIO_DEFAULT_BS: &str = "4k";
 /// plain number, or number with a unit letter (k, m, g, t, either case: 1024 apart unless the
 /// job says `kb_base=1000`), as the largest unit that holds it whole (`4096` -> `4k`).
 /// Anything else, as written (fio's `KiB` is 1000 in its default mode: left alone).
-fn one_spelling(option: &str, value: &str, kb_base_1000: bool) -> String {
+pub(crate) fn one_spelling(option: &str, value: &str, kb_base_1000: bool) -> String {
     let option = crate::workload::options::canonical(option);
     if !SIZE_OPTIONS.contains(&option) {
         return value.to_string();

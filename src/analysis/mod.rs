@@ -16,6 +16,7 @@ pub(crate) mod placements;
 pub(crate) mod plots;
 pub(crate) mod show;
 pub(crate) mod summary;
+pub(crate) mod workloads;
 
 /// `f` of every item, in order, the items split evenly over the machine's cores (parsing
 /// stored fio outputs and comparing many cells are each independent and CPU-bound).

@@ -279,6 +279,15 @@ pub struct RunTexts {
     pub trace: Option<String>,
 }
 
+/// Where a run's fio options are read from ([`Store::job_texts`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum JobText {
+    /// The job file iolab wrote for the run.
+    JobFile(String),
+    /// fio's JSON output (its `job options`), for a run stored without a job file.
+    FioOutput(String),
+}
+
 /// What a run's figures rest on (schema version 3; absent for older runs).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunBasis {
@@ -1082,6 +1091,35 @@ impl Store {
             }
         }
         out.sort();
+        Ok(out)
+    }
+
+    /// What each of `run_ids` ran: its job file, or, for a run stored without one (an
+    /// import), its fio output, whose job options say the same. Runs with neither are left
+    /// out. The output is read only where there is no job file: it can be large.
+    pub(crate) fn job_texts(&self, run_ids: &[i64]) -> Result<Vec<(i64, JobText)>> {
+        let mut out = Vec::new();
+        for chunk in run_ids.chunks(ID_CHUNK) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            let sql = format!(
+                "SELECT id, job_file, CASE WHEN job_file IS NULL THEN fio_json END FROM runs \
+                 WHERE id IN ({marks}) AND (job_file IS NOT NULL OR fio_json IS NOT NULL)"
+            );
+            let mut st = self.conn.prepare_cached(&sql).map_err(self.err())?;
+            let rows = st
+                .query_map(rusqlite::params_from_iter(chunk), |r| {
+                    let id: i64 = r.get(0)?;
+                    let text = match r.get::<_, Option<String>>(1)? {
+                        Some(job) => JobText::JobFile(job),
+                        None => JobText::FioOutput(r.get(2)?),
+                    };
+                    Ok((id, text))
+                })
+                .map_err(self.err())?;
+            for row in rows {
+                out.push(row.map_err(self.err())?);
+            }
+        }
         Ok(out)
     }
 
