@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::facts::{self, Hello};
 use super::protocol::Request;
 use super::ssh::{Connection, SshOptions};
-use crate::report::format::terminal_safe;
+use crate::report::format::{display_width, pad_right, terminal_safe};
 use crate::store::time::now_unix;
 use crate::sys::SysRoot;
 
@@ -254,13 +254,13 @@ pub(crate) fn render(report: &Report) -> String {
         }
     }
     let widths: Vec<usize> = (0..6)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .map(|c| rows.iter().map(|r| display_width(&r[c])).max().unwrap_or(0))
         .collect();
     let mut out = String::new();
     for r in &rows {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
-            let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+            let _ = write!(line, "{}  ", pad_right(cell, widths[c]));
         }
         out.push_str(line.trim_end());
         out.push('\n');

@@ -185,6 +185,19 @@ pub(crate) fn terminal_safe_lines(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// The columns `s` takes on a terminal: a CJK character two, a combining mark none (names
+/// from files and the database may hold either, and a column padded by characters or bytes
+/// would not line up).
+pub(crate) fn display_width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// `s` followed by the spaces that make it `width` terminal columns wide (as `{:<width}`
+/// would, counting columns rather than characters).
+pub(crate) fn pad_right(s: &str, width: usize) -> String {
+    format!("{s}{}", " ".repeat(width.saturating_sub(display_width(s))))
+}
+
 /// Names for a message: the first dozen joined by ", ", then how many more ("none" for none),
 /// so a machine with hundreds of devices still gets a readable line.
 pub(crate) fn some_names<S: AsRef<str>>(names: &[S]) -> String {

@@ -12,7 +12,9 @@ use crate::stats::Summary;
 
 // Cells hold names from files and the database (experiments, tags, devices, jobs): the text
 // form escapes what a terminal would act on; CSV and JSON keep the exact text.
-use super::format::{terminal_safe as safe, terminal_safe_lines as safe_lines};
+use super::format::{
+    display_width as width_of, terminal_safe as safe, terminal_safe_lines as safe_lines,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Align {
@@ -362,12 +364,6 @@ pub(crate) fn wrap(text: &str, width: usize) -> String {
     out.push_str(line.trim_end());
     out.push('\n');
     out
-}
-
-/// The columns `s` takes on a terminal: a CJK character two, a combining mark none (names
-/// from files and the database may hold either).
-fn width_of(s: &str) -> usize {
-    unicode_width::UnicodeWidthStr::width(s)
 }
 
 fn pad(s: &str, width: usize, align: Align) -> String {

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{time::format_utc, Experiment, Run, Store};
 use crate::output::sorted_keys;
-use crate::report::format::terminal_safe as safe;
+use crate::report::format::{display_width, pad_right, terminal_safe as safe};
 
 /// `iolab runs`' result. JSON: the list of experiments, or `{experiment, runs}` with every
 /// object's keys sorted, as scripts have always read it.
@@ -77,16 +77,22 @@ fn experiments_table(exps: &[Experiment]) -> String {
     // Names and cell keys whole, however long: cut short, two could not be told apart.
     let names = width(exps.iter().map(|e| safe(&e.name)), "name");
     let mut out = format!(
-        "{:>4}  {:<19}  {:<names$}  {:<11}  {:>4}  {:>6}  {:>4}  host / kernel\n",
-        "id", "created (UTC)", "name", "status", "ok", "failed", "n/a"
+        "{:>4}  {:<19}  {}  {:<11}  {:>4}  {:>6}  {:>4}  host / kernel\n",
+        "id",
+        "created (UTC)",
+        pad_right("name", names),
+        "status",
+        "ok",
+        "failed",
+        "n/a"
     );
     for e in exps {
         let _ = writeln!(
             out,
-            "{:>4}  {:<19}  {:<names$}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}{}",
+            "{:>4}  {:<19}  {}  {:<11}  {:>4}  {:>6}  {:>4}  {} / {}{}",
             e.id,
             format_utc(e.created_unix),
-            safe(&e.name),
+            pad_right(&safe(&e.name), names),
             safe(&e.status),
             e.runs_ok,
             e.runs_failed,
@@ -121,9 +127,9 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
     let traced = runs.iter().any(|r| r.trace.is_some());
     let cells = width(runs.iter().map(|r| safe(&r.run.cell_key)), "cell");
     let header = format!(
-        "{:>6}  {:<cells$}  {:>3}  {:<19}  {:>7}  {:<10}{}",
+        "{:>6}  {}  {:>3}  {:<19}  {:>7}  {:<10}{}",
         "run",
-        "cell",
+        pad_right("cell", cells),
         "rep",
         "start (UTC)",
         "secs",
@@ -140,9 +146,9 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
             let _ = write!(status, ": {}", safe(reason));
         }
         let line = format!(
-            "{:>6}  {:<cells$}  {:>3}  {:<19}  {:>7.1}  {:<10}{}",
+            "{:>6}  {}  {:>3}  {:<19}  {:>7.1}  {:<10}{}",
             r.id,
-            safe(&r.cell_key),
+            pad_right(&safe(&r.cell_key), cells),
             r.repetition,
             format_utc(r.start_unix),
             r.end_unix - r.start_unix,
@@ -157,10 +163,10 @@ fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
     out
 }
 
-/// The width of a column holding `values` under `header`, in characters.
+/// The width of a column holding `values` under `header`, in terminal columns.
 fn width<S: AsRef<str>>(values: impl Iterator<Item = S>, header: &str) -> usize {
     values
-        .map(|v| v.as_ref().chars().count())
+        .map(|v| display_width(v.as_ref()))
         .chain([header.len()])
         .max()
         .unwrap_or(0)
@@ -227,6 +233,33 @@ mod tests {
             listed.contains("the twenty characters it once had  done"),
             "{listed}"
         );
+        // Columns line up on a terminal, where a CJK character takes two columns and an
+        // accent none of its own.
+        let keys = [
+            "scheduler=日本語日本語",
+            "scheduler=u\u{308}nicode",
+            "scheduler=none",
+        ];
+        let text = runs_table(&experiment(2, "名前"), &keys.map(|k| run(1, k)));
+        let columns: Vec<usize> = text
+            .lines()
+            .skip(2)
+            .map(|l| crate::report::format::display_width(&l[..l.find("1970").unwrap()]))
+            .collect();
+        assert!(columns.iter().all(|c| *c == columns[0]), "{text}");
+        let listed =
+            experiments_table(&[experiment(2, "日本語の名前"), experiment(3, "ascii name")]);
+        let columns: Vec<usize> = listed
+            .lines()
+            .map(|l| {
+                crate::report::format::display_width(
+                    &l[..l
+                        .find("  done")
+                        .unwrap_or_else(|| l.find("  status").unwrap())],
+                )
+            })
+            .collect();
+        assert!(columns.iter().all(|c| *c == columns[0]), "{listed}");
     }
 
     #[test]
