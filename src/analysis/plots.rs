@@ -187,9 +187,17 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
                 f.levels.iter().position(|x| x == l)
             })
             .unwrap_or(0);
+        // Marked as `show` marks a cell without figures.
+        let missing = match (cell.ok.is_empty(), cell.failed.is_empty()) {
+            (true, _) if !cell.not_applicable.is_empty() => "n/a",
+            (true, false) => "failed",
+            (true, true) => "no runs",
+            (false, _) => "no value",
+        };
         bars.push(Bar {
             label: cell.short_label(),
             value: s.as_ref().map(|s| s.mean),
+            missing,
             ci: s.as_ref().and_then(|s| s.ci_mean).map(|c| (c.low, c.high)),
             group,
             outliers: s.as_ref().is_some_and(|s| !s.outliers.is_empty()),

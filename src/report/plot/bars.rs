@@ -14,8 +14,10 @@ use super::{
 pub(crate) struct Bar {
     pub label: String,
     /// `None` where the configuration has no value (not applicable here, or no run
-    /// succeeded): its slot stays, labelled `LABEL: no value`, with no bar.
+    /// succeeded): its slot stays, labelled `LABEL: WHY` (`missing`), with no bar.
     pub value: Option<f64>,
+    /// Why a configuration has no value, as `show` marks it (`n/a`, `failed`).
+    pub missing: &'static str,
     /// 95% CI (low, high) drawn as a whisker; `None` for n < 2.
     pub ci: Option<(f64, f64)>,
     /// Bars with the same group share a colour (e.g. the rq_affinity level).
@@ -47,7 +49,7 @@ pub(crate) fn bars_with_ci(title: &str, y_label: &str, bars: &[Bar]) -> Result<S
         .iter()
         .map(|b| match b.value {
             Some(_) => format!("{}{}", b.label, if b.outliers { "*" } else { "" }),
-            None => format!("{}: no value", b.label),
+            None => format!("{}: {}", b.label, b.missing),
         })
         .collect();
 
@@ -125,6 +127,7 @@ mod tests {
         Bar {
             label: label.into(),
             value: Some(value),
+            missing: "n/a",
             ci: Some((value * 0.97, value * 1.03)),
             group,
             outliers: label == "far/rq=1",
@@ -214,7 +217,7 @@ mod tests {
         assert_eq!(rects_filled(&doc, color(1)), 0);
         let labels = texts(&doc);
         assert!(
-            labels.iter().any(|t| t == "hipri=true: no value"),
+            labels.iter().any(|t| t == "hipri=true: n/a"),
             "{labels:?}"
         );
         assert!(matches!(
