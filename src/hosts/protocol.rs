@@ -295,7 +295,25 @@ pub(crate) fn parse_request(line: usize, text: &str) -> Result<Request, String> 
             ))
         }
     };
-    serde_json::from_value::<Request>(value).map_err(|e| {
+    // serde lets an op without fields (`bye`) through with any fields beside its tag, which
+    // `deny_unknown_fields` refuses for every other op: a field sent in vain is a mistake of
+    // the sender's, said as the others are.
+    let request = serde_json::from_value::<Request>(value.clone());
+    let bare = matches!(
+        request,
+        Ok(Request::Hello
+            | Request::Inspect
+            | Request::Restore
+            | Request::TraceStop
+            | Request::Bye)
+    );
+    let mut fields = value.as_object().into_iter().flat_map(|o| o.keys());
+    if let Some(extra) = fields.find(|k| *k != "op").filter(|_| bare) {
+        return Err(format!(
+            "request line {line}: op {op:?}: unknown field `{extra}`, op {op:?} takes none"
+        ));
+    }
+    request.map_err(|e| {
         if e.to_string().starts_with("unknown variant") {
             format!("request line {line}: unknown op {op:?}; ops: {OPS}")
         } else {
@@ -438,6 +456,16 @@ mod tests {
         let e =
             parse_request(6, r#"{"op":"set","path":"/sys/x","value":"1","extra":1}"#).unwrap_err();
         assert!(e.contains("extra"), "{e}");
+        // Ops without fields too.
+        for op in ["hello", "inspect", "restore", "trace_stop", "bye"] {
+            let e = parse_request(8, &format!(r#"{{"op":"{op}","device":"sdb"}}"#)).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "request line 8: op \"{op}\": unknown field `device`, op \"{op}\" takes none"
+                )
+            );
+        }
         let e = parse_request(8, r#"[1,2]"#).unwrap_err();
         assert!(e.starts_with("request line 8"), "{e}");
     }

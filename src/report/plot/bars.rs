@@ -216,10 +216,7 @@ mod tests {
         assert_eq!(rects_filled(&doc, color(0)), 1);
         assert_eq!(rects_filled(&doc, color(1)), 0);
         let labels = texts(&doc);
-        assert!(
-            labels.iter().any(|t| t == "hipri=true: n/a"),
-            "{labels:?}"
-        );
+        assert!(labels.iter().any(|t| t == "hipri=true: n/a"), "{labels:?}");
         assert!(matches!(
             bars_with_ci(
                 "t",
