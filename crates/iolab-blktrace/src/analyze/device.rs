@@ -1,7 +1,9 @@
 //! The per-device state machine that reproduces btt's statistics event by event.
 //!
 //! btt's definitions: a Q is remembered by its start sector (a new Q on the same sector
-//! replaces the old one — counted here as "replaced"); G, S, I and M find the Q whose sectors
+//! replaces the old one — counted here as "replaced"; unlike btt, not one of the other
+//! direction still in flight: a read and a write of one block at once are both timed); G, S,
+//! I and M find the Q whose sectors
 //! hold their start sector (so each part of a split bio, which starts inside the one queued
 //! bio, gets its own Q2G and G2I); D and C take every remembered Q whose range lies
 //! inside theirs; C forgets its Qs; every delta is clamped to at least 1 ns. Where btt falls
@@ -242,6 +244,11 @@ pub struct Device {
     pub dispatch_depth: Latency,
     pub dispatch_sectors: Latency,
     queued: SectorMap<Queued>,
+    /// Bios queued on the start sector of a later one of the other direction while still in
+    /// flight (a read and a write of one block at once), kept apart so that neither replaces
+    /// the other: nearly always empty, and looked at only when not.
+    aside: SectorMap<Queued>,
+    /// The requests in the driver, by [`driver_key`].
     in_driver: KeyMap<InDriver>,
     pub procs: Vec<ProcStats>,
     /// Latency samples not yet summed (see `samples.rs`): whoever drives the device takes
@@ -250,6 +257,13 @@ pub struct Device {
     proc_index: HashMap<u32, u32>,
     last_proc: (u32, u32),
     pub timeline: Timeline,
+}
+
+/// A request in the driver is found by its start sector and direction: a read and a write
+/// of one block may be in the driver at once.
+#[inline(always)]
+fn driver_key(ev: &Io) -> u64 {
+    ev.sector << 2 | ev.direction() as u64
 }
 
 #[inline(always)]
@@ -310,6 +324,7 @@ impl Device {
             dispatch_depth: Latency::default(),
             dispatch_sectors: Latency::default(),
             queued: SectorMap::default(),
+            aside: SectorMap::default(),
             in_driver: KeyMap::default(),
             procs: Vec::new(),
             samples: Vec::new(),
@@ -321,7 +336,30 @@ impl Device {
 
     /// Bios queued and never completed so far (at the end: never completed).
     pub fn bios_in_flight(&self) -> u64 {
-        self.queued.len() as u64
+        self.queued_len()
+    }
+
+    /// Bios queued and not completed, both maps.
+    #[inline(always)]
+    fn queued_len(&self) -> u64 {
+        (self.queued.len() + self.aside.len()) as u64
+    }
+
+    /// The queued bio a G, S, I or M is about: the one whose sectors hold its start sector,
+    /// as btt finds it, unless one of the event's own direction was put aside there.
+    #[inline(always)]
+    fn named_mut(&mut self, ev: &Io) -> Option<&mut Queued> {
+        if !self.aside.is_empty() {
+            let direction = ev.direction() as u8;
+            if self
+                .aside
+                .get_mut(ev.sector)
+                .is_some_and(|q| q.direction == direction)
+            {
+                return self.aside.get_mut(ev.sector);
+            }
+        }
+        self.queued.containing_mut(ev.sector, |q| q.end)
     }
 
     /// Requests dispatched and never completed so far.
@@ -349,45 +387,47 @@ impl Device {
             // One flush cannot be told from another (no sector, no size): counted, not timed.
             code::QUEUE if ev.categories() & category::FLUSH != 0 => self.n_flushes += 1,
             code::GETRQ if sized => {
-                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
+                if let Some(q) = self.named_mut(ev) {
                     q.g = t;
-                    let proc = q.proc;
+                    let (proc, queued, slept) = (q.proc, q.time, q.s);
                     self.samples
-                        .push(Sample::new(Kind::Q2G, proc, delta(q.time, t)));
-                    if q.s != NONE {
+                        .push(Sample::new(Kind::Q2G, proc, delta(queued, t)));
+                    if slept != NONE {
                         self.samples
-                            .push(Sample::new(Kind::S2G, proc, delta(q.s, t)));
+                            .push(Sample::new(Kind::S2G, proc, delta(slept, t)));
                     }
                 }
             }
             code::SLEEPRQ => {
                 self.sleeps += 1;
-                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
+                if let Some(q) = self.named_mut(ev) {
                     q.s = t;
                 }
             }
             code::INSERT if sized => {
-                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
+                if let Some(q) = self.named_mut(ev) {
                     q.i = t;
-                    if q.g != NONE {
+                    let (proc, got) = (q.proc, q.g);
+                    if got != NONE {
                         self.samples
-                            .push(Sample::new(Kind::G2I, q.proc, delta(q.g, t)));
+                            .push(Sample::new(Kind::G2I, proc, delta(got, t)));
                     }
                 }
             }
             code::BACKMERGE | code::FRONTMERGE if sized => {
                 self.act_q = self.act_q.saturating_sub(1);
-                if let Some(q) = self.queued.containing_mut(ev.sector, |q| q.end) {
+                if let Some(q) = self.named_mut(ev) {
                     q.m = t;
+                    let (proc, queued) = (q.proc, q.time);
                     self.samples
-                        .push(Sample::new(Kind::Q2M, q.proc, delta(q.time, t)));
+                        .push(Sample::new(Kind::Q2M, proc, delta(queued, t)));
                 }
             }
             code::REQUEUE if sized => {
                 self.n_requeue += 1;
                 self.act_q += 1;
                 // The request leaves the driver; its D will come again.
-                if self.in_driver.remove(ev.sector).is_some() {
+                if self.in_driver.remove(driver_key(ev)).is_some() {
                     self.timeline.driver_depth(t, self.in_driver.len() as u64);
                 }
             }
@@ -456,10 +496,19 @@ impl Device {
             },
         );
         if let Some(old) = old {
-            self.replaced += 1;
-            self.part_gone(old.split_bio);
+            if old.direction != direction as u8 {
+                // Still in flight, of the other direction: both are timed.
+                let end = old.end;
+                if let Some(older) = self.aside.insert(ev.sector, end, old) {
+                    self.replaced += 1;
+                    self.part_gone(older.split_bio);
+                }
+            } else {
+                self.replaced += 1;
+                self.part_gone(old.split_bio);
+            }
         }
-        self.timeline.queue_depth(t, self.queued.len() as u64);
+        self.timeline.queue_depth(t, self.queued_len());
     }
 
     /// A split (X) comes in two forms. The block layer's (a bio over the queue's limits)
@@ -497,7 +546,8 @@ impl Device {
                 self.part_gone(old.split_bio);
             }
             // Each part is a bio in the queue from here on, as the state machine counts them.
-            self.timeline.queue_depth(ev.time, self.queued.len() as u64);
+            let depth = self.queued_len();
+            self.timeline.queue_depth(ev.time, depth);
         } else if let Some((key, q)) = self.queued.take_below(from, |q| q.end) {
             // Device-mapper's: the rest of the bio, to its end. Anything else is put back.
             let at = if q.end == to { from } else { key };
@@ -517,7 +567,7 @@ impl Device {
         // A request holds bios of its own direction only: a discard dispatched over a read
         // still in the driver (btt gives the read the discard's D) is not the read's.
         let direction = ev.direction() as u8;
-        self.queued.for_range_mut(ev.sector, end, |_, q| {
+        let mut dispatched = |_, q: &mut Queued| {
             if q.end > end || q.direction != direction {
                 return;
             }
@@ -529,17 +579,22 @@ impl Device {
                 samples.push(Sample::new(Kind::M2D, q.proc, delta(q.m, t)));
             }
             q.d = t;
-        });
+        };
+        self.queued.for_range_mut(ev.sector, end, &mut dispatched);
+        if !self.aside.is_empty() {
+            self.aside.for_range_mut(ev.sector, end, &mut dispatched);
+        }
         let earlier = self.in_driver.insert(
-            ev.sector,
+            driver_key(ev),
             InDriver {
                 d: t,
                 first_q,
                 bios,
             },
         );
-        // A request dispatched on the start sector of one still in the driver (two readers
-        // of one block): the earlier is not matched to a completion, and is counted.
+        // A request dispatched on the start sector of one of its direction still in the
+        // driver (two readers of one block): the earlier is not matched to a completion, and
+        // is counted.
         if earlier.is_some() {
             self.replaced_requests += 1;
         }
@@ -580,39 +635,41 @@ impl Device {
         let completed = &mut self.bio_sectors_completed;
         let before = *completed;
         let direction = ev.direction() as u8;
-        self.queued.remove_range_if(
-            ev.sector,
-            end,
-            |q| q.end <= end && q.direction == direction,
-            |_, q| {
-                // Data moved: a discard (trim) moves none.
-                if usize::from(q.direction) != DISCARD {
-                    *completed += u64::from(q.sectors);
-                }
-                let q2c = delta(q.time, t);
-                timeline.q2c(t, q2c);
-                let direction = usize::from(q.direction);
-                let q2c_kind = if q.split_bio == NO_SPLIT {
-                    Kind::Q2C[direction]
-                } else {
-                    Kind::Q2C_PART[direction]
-                };
-                let d2c_kind = Kind::D2C[direction];
-                samples.push(Sample::new(q2c_kind, q.proc, q2c));
-                if q.d != NONE {
-                    samples.push(Sample::new(d2c_kind, q.proc, delta(q.d, t)));
-                }
-                // Every part shares the bio's Q time, so its last part's Q2C is the bio's.
-                if q.split_bio != NO_SPLIT && split_bios.part_done(q.split_bio, false) {
-                    whole_split_q2c[direction].add(q2c);
-                }
-            },
-        );
+        let completes = |q: &Queued| q.end <= end && q.direction == direction;
+        let mut completed_bio = |_, q: Queued| {
+            // Data moved: a discard (trim) moves none.
+            if usize::from(q.direction) != DISCARD {
+                *completed += u64::from(q.sectors);
+            }
+            let q2c = delta(q.time, t);
+            timeline.q2c(t, q2c);
+            let direction = usize::from(q.direction);
+            let q2c_kind = if q.split_bio == NO_SPLIT {
+                Kind::Q2C[direction]
+            } else {
+                Kind::Q2C_PART[direction]
+            };
+            let d2c_kind = Kind::D2C[direction];
+            samples.push(Sample::new(q2c_kind, q.proc, q2c));
+            if q.d != NONE {
+                samples.push(Sample::new(d2c_kind, q.proc, delta(q.d, t)));
+            }
+            // Every part shares the bio's Q time, so its last part's Q2C is the bio's.
+            if q.split_bio != NO_SPLIT && split_bios.part_done(q.split_bio, false) {
+                whole_split_q2c[direction].add(q2c);
+            }
+        };
+        self.queued
+            .remove_range_if(ev.sector, end, completes, &mut completed_bio);
+        if !self.aside.is_empty() {
+            self.aside
+                .remove_range_if(ev.sector, end, completes, &mut completed_bio);
+        }
         if t >= self.window.0 && t < self.window.1 {
             self.bio_sectors_in_window += self.bio_sectors_completed - before;
         }
-        self.timeline.queue_depth(t, self.queued.len() as u64);
-        if let Some(r) = self.in_driver.remove(ev.sector) {
+        self.timeline.queue_depth(t, self.queued_len());
+        if let Some(r) = self.in_driver.remove(driver_key(ev)) {
             // Summed here, like the dispatch depth: the two threads stay about even.
             self.req_d2c.add(delta(r.d, t));
             self.req_q2c.add(delta(r.first_q, t));

@@ -1591,6 +1591,60 @@ mod tests {
         assert_eq!(d.per_request["d2c"].n, 1);
     }
 
+    /// A read and a write of one block at once (two programs, one random reader and one
+    /// random writer): the write is queued on the read's start sector while the read is in
+    /// flight, and the two complete apart. Neither replaces the other: both are timed, in the
+    /// driver too (btt drops one).
+    #[test]
+    fn a_read_and_a_write_of_one_block_in_flight_are_both_timed() {
+        let dev = 7 << 20;
+        let rw = |t, c, read: bool| Event {
+            action: action(
+                c,
+                if read {
+                    category::READ
+                } else {
+                    category::WRITE
+                },
+            ),
+            ..ev(t, c, dev, 64, 4096)
+        };
+        let mut a = Analyzer::new(Options::default());
+        for (t, c, read) in [
+            (0, code::QUEUE, true),
+            (10, code::GETRQ, true),
+            (20, code::ISSUE, true),
+            (30, code::QUEUE, false),
+            (40, code::GETRQ, false),
+            (50, code::ISSUE, false),
+            (100, code::COMPLETE, true),
+            (230, code::COMPLETE, false),
+        ] {
+            a.feed(&rw(t, c, read));
+        }
+        let d = &a.finish().devices[0];
+        assert_eq!(d.never_completed.replaced_bios, 0);
+        assert_eq!(d.never_completed.replaced_requests, 0);
+        assert_eq!(d.never_completed.bios, 0);
+        assert_eq!(d.latency["q2g"].n, 2);
+        assert_eq!(d.latency["q2c"].n, 2);
+        assert_eq!(d.latency["d2c"].n, 2);
+        assert!(
+            (d.latency["q2c"].avg - 150e-9).abs() < 1e-15,
+            "{:?}",
+            d.latency["q2c"]
+        );
+        assert_eq!(d.per_request["d2c"].n, 2);
+        // Two reads of one block are still one replacing the other, as btt counts them.
+        let mut a = Analyzer::new(Options::default());
+        for (t, c) in [(0, code::QUEUE), (30, code::QUEUE), (100, code::COMPLETE)] {
+            a.feed(&rw(t, c, true));
+        }
+        let d = &a.finish().devices[0];
+        assert_eq!(d.never_completed.replaced_bios, 1);
+        assert_eq!(d.latency["q2c"].n, 1);
+    }
+
     /// With a window, the bytes of the bios completed inside it are counted apart, each
     /// where its C falls (the start counts, the end does not), a split bio's parts too; a
     /// report without one says nothing about it.
