@@ -218,9 +218,9 @@ fio_direction!(FIO_TRIM, FIO_TRIM_LIST, "trim":
 listed! {
     FIO_CPU, Fio;
     FIO_USR_PCT: "fio_usr_pct", PCT, Some(Lower),
-        "CPU share of fio's own threads in user mode, summed over jobs";
+        "CPU share of fio's own threads in user mode, summed over jobs (a group_reporting group's members each count)";
     FIO_SYS_PCT: "fio_sys_pct", PCT, Some(Lower),
-        "CPU share of fio's own threads in the kernel, summed over jobs";
+        "CPU share of fio's own threads in the kernel, summed over jobs (a group_reporting group's members each count)";
 }
 
 /// The I/Os a device completed, its weight in the means over several devices.

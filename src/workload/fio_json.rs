@@ -103,9 +103,15 @@ pub struct JobResult {
     pub read: Direction,
     pub write: Direction,
     pub(crate) trim: Direction,
-    /// Percent of one CPU spent by this job's own threads in user and system mode.
+    /// Percent of one CPU spent by this job's own threads in user and system mode. For a
+    /// group (`group_reporting`), fio divides the group's CPU time by its members' summed
+    /// run times: the mean of one member, not the group's sum.
     pub(crate) usr_cpu: f64,
     pub(crate) sys_cpu: f64,
+    /// The jobs this entry reports together: 1, or a group's members, which fio does not
+    /// write in its JSON but gives away in `job_runtime` (their run times summed) against
+    /// the entry's own `runtime` (the longest member's).
+    pub(crate) members: u32,
     /// The options fio echoed (valueless booleans such as `hipri` are missing: fio drops them).
     pub(crate) options: BTreeMap<String, String>,
 }
@@ -391,6 +397,13 @@ fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
             )
         })?,
     };
+    let read = direction_from_value(v, "read", path, true)?;
+    let write = direction_from_value(v, "write", path, true)?;
+    let trim = direction_from_value(v, "trim", path, false)?;
+    let members = group_members(
+        checked(v, "job_runtime", path, limits::RUNTIME_MS)?,
+        [&read, &write, &trim].map(|d| d.runtime_ms),
+    );
     Ok(JobResult {
         name: v
             .get("jobname")
@@ -406,13 +419,28 @@ fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
             .and_then(Value::as_u64)
             .and_then(|p| u16::try_from(p).ok()),
         error,
-        read: direction_from_value(v, "read", path, true)?,
-        write: direction_from_value(v, "write", path, true)?,
-        trim: direction_from_value(v, "trim", path, false)?,
+        read,
+        write,
+        trim,
+        members,
         usr_cpu: checked(v, "usr_cpu", path, limits::CPU_PCT)?,
         sys_cpu: checked(v, "sys_cpu", path, limits::CPU_PCT)?,
         options,
     })
+}
+
+/// How many jobs an entry reports together, from `job_runtime` (the members' run times
+/// summed, after any ramp) over the longest direction's run time: 1 for a job of its own
+/// (1000 ms against 1001), 2 for a group of two; 1 where fio wrote no `job_runtime` (before
+/// 3.13). Members of different lengths give the group's CPU time over its longest run.
+fn group_members(job_runtime_ms: f64, runtimes_ms: [u64; 3]) -> u32 {
+    let longest = runtimes_ms.into_iter().max().unwrap_or(0);
+    if longest == 0 {
+        return 1;
+    }
+    (job_runtime_ms / longest as f64)
+        .round()
+        .clamp(1.0, f64::from(u32::MAX)) as u32
 }
 
 /// fio writes `read` and `write` objects for every job (zeros when unused) and `trim` since
@@ -788,14 +816,15 @@ impl FioReport {
                 push(&m.clat_stddev_us, clat.stddev_ns / 1e3);
             }
         }
-        out.push((
-            metrics::FIO_USR_PCT.name.to_string(),
-            self.jobs.iter().map(|j| j.usr_cpu).sum(),
-        ));
-        out.push((
-            metrics::FIO_SYS_PCT.name.to_string(),
-            self.jobs.iter().map(|j| j.sys_cpu).sum(),
-        ));
+        // Summed over jobs: a group's figure is one member's mean (see `JobResult::usr_cpu`).
+        let summed = |cpu: fn(&JobResult) -> f64| -> f64 {
+            self.jobs
+                .iter()
+                .map(|j| cpu(j) * f64::from(j.members.max(1)))
+                .sum()
+        };
+        out.push((metrics::FIO_USR_PCT.name.to_string(), summed(|j| j.usr_cpu)));
+        out.push((metrics::FIO_SYS_PCT.name.to_string(), summed(|j| j.sys_cpu)));
         out
     }
 }
@@ -850,6 +879,29 @@ mod tests {
         // A report without ports: by address alone.
         report.jobs.iter_mut().for_each(|j| j.port = None);
         assert_eq!(report.of_client(("127.0.0.1", 8765)).jobs.len(), 2);
+    }
+
+    /// fio 3.33, `numjobs=2 --group_reporting --ramp_time=1 --runtime=1`: one entry whose
+    /// CPU figures are one member's mean (18.25% user), summed over both here as they are
+    /// for jobs reported apart.
+    #[test]
+    fn a_groups_cpu_is_summed_over_its_members() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio");
+        let text = std::fs::read_to_string(dir.join("randread_2jobs_group_json.out")).unwrap();
+        let report = parse(&text).unwrap();
+        assert_eq!(report.jobs.len(), 1);
+        assert_eq!(report.jobs[0].members, 2);
+        let metric = |name: &str| {
+            let m = report.metrics();
+            m.iter().find(|(n, _)| n == name).map(|(_, v)| *v).unwrap()
+        };
+        assert!((metric("fio_usr_pct") - 36.5).abs() < 1e-9);
+        assert!((metric("fio_sys_pct") - 161.6).abs() < 1e-9);
+        // Jobs reported apart are one each (1000 ms against 1001 ms), as before.
+        let text = std::fs::read_to_string(dir.join("randread_2jobs_jsonplus.out")).unwrap();
+        assert!(parse(&text).unwrap().jobs.iter().all(|j| j.members == 1));
+        assert_eq!(group_members(0.0, [0, 0, 0]), 1);
+        assert_eq!(group_members(3000.0, [0, 1000, 999]), 3);
     }
 
     fn job_json(name: &str, iops: f64, n: u64, mean: f64, sd: f64, bins: Option<&str>) -> String {
