@@ -1028,7 +1028,13 @@ fn a_cell_pooling_different_fio_jobs_is_said_to() {
             ),
         ),
     ];
-    for (kernel, job_file, output) in experiments {
+    // Two more of 6.1.0 at a level the other side lacks: a cell not compared, said as such,
+    // not warned of.
+    let more = [
+        ("6.1.0", Some(job("/dev/loop0", "randwrite")), None),
+        ("6.1.0", Some(job("/dev/loop0", "write")), None),
+    ];
+    for (i, (kernel, job_file, output)) in experiments.into_iter().chain(more).enumerate() {
         let mut e = experiment();
         e.kernel = kernel.into();
         let e = db.create_experiment(&e).unwrap();
@@ -1036,6 +1042,10 @@ fn a_cell_pooling_different_fio_jobs_is_said_to() {
             let mut r = run(e, "1", rep, 100.0 + f64::from(rep));
             r.cell_key = "base".into();
             r.cell_levels = json!({});
+            if i >= 4 {
+                r.cell_key = "bs=64k".into();
+                r.cell_levels = json!({ "bs": "64k" });
+            }
             r.job_file = job_file.clone();
             r.fio_json = output.map(str::to_string);
             db.insert_run(&r).unwrap();
@@ -1056,9 +1066,13 @@ fn a_cell_pooling_different_fio_jobs_is_said_to() {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains(
-            "warning: kernel=6.1.0: cell base pools runs of different fio jobs (they differ in \
+            "warning: kernel=6.1.0: cell bs=- pools runs of different fio jobs (they differ in \
              rw: randread, read)"
         ),
+        "{text}"
+    );
+    assert!(
+        flat.contains("not compared (no matching cell): bs=64k"),
         "{text}"
     );
     // The other side pools one workload on two devices, one of them imported.

@@ -930,8 +930,13 @@ pub(crate) fn compare_selectors(
         .chain(pooled_levels_warning(&base, &cand))
         .chain(pooled_levels_warning(&cand, &base))
         .collect();
-    let workloads = workloads_of(store, &[&cells.base, &cells.cand])?;
-    for (label, side) in [(&base.label, &cells.base), (&cand.label, &cells.cand)] {
+    // Only cells compared: one found on one side alone is listed as such below.
+    let compared_cells = cells.compared();
+    let workloads = workloads_of(store, &compared_cells)?;
+    for (label, side) in [
+        (&base.label, &compared_cells[0]),
+        (&cand.label, &compared_cells[1]),
+    ] {
         warnings.extend(super::workloads::pooled_warning(label, side, &workloads));
     }
     // Only imports store one output twice: a run iolab made has an output of its own (a
@@ -1009,7 +1014,7 @@ pub(crate) fn compare_selectors(
 /// The workload of every run of `sides`' cells that has one, by run id.
 fn workloads_of(
     store: &Store,
-    sides: &[&Vec<CellRuns>],
+    sides: &[Vec<CellRuns>],
 ) -> anyhow::Result<BTreeMap<i64, super::workloads::Workload>> {
     let ids: Vec<i64> = sides
         .iter()
@@ -1115,6 +1120,23 @@ impl Matched {
             cand: ccells,
             unmatched: only_base.into_iter().chain(only_cand).collect(),
         })
+    }
+}
+
+impl Matched {
+    /// The cells of each side that the other side has too.
+    fn compared(&self) -> [Vec<CellRuns>; 2] {
+        let on_both = |these: &[CellRuns], those: &[CellRuns]| -> Vec<CellRuns> {
+            these
+                .iter()
+                .filter(|x| those.iter().any(|y| y.levels == x.levels))
+                .cloned()
+                .collect()
+        };
+        [
+            on_both(&self.base, &self.cand),
+            on_both(&self.cand, &self.base),
+        ]
     }
 }
 
