@@ -1446,8 +1446,8 @@ $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
             "{}",
             b.text(&format!("dry-{dev}.txt"))
         );
-        // The trace's diagnosis names the cutting: 16 pieces of 4 KiB per 64 KiB bio (a few
-        // unsplit 4 KiB reads, fio's and the kernel's look at a new device, lower the mean).
+        // The trace's diagnosis names the cutting: 16 pieces of 4 KiB per 64 KiB bio split
+        // (over the bios split: the few unsplit 4 KiB reads of a new device are left out).
         let analysed = b.json(&format!("analyze-{dev}.json"));
         let findings = analysed["findings"].as_array().unwrap();
         let split = findings
@@ -1456,7 +1456,7 @@ $IOLAB show 1 --db /tmp/local.db --json --metric read_iops \
             .and_then(|f| f["message"].as_str())
             .unwrap_or_else(|| panic!("{dev}: {findings:?}"));
         let words: Vec<&str> = split.split_whitespace().collect();
-        let (pieces, kib): (f64, f64) = (words[3].parse().unwrap(), words[7].parse().unwrap());
+        let (pieces, kib): (f64, f64) = (words[3].parse().unwrap(), words[8].parse().unwrap());
         assert!(
             (15.5..=16.0).contains(&pieces) && kib == 4.0,
             "{dev}: {split}"

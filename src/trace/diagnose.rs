@@ -326,36 +326,40 @@ fn device_bound(d: &DeviceReport) -> Option<Finding> {
 }
 
 /// Case 4: 4 KiB LVM stripes cut every 1 MiB request into 4 KiB pieces, which cost dom0's
-/// CPUs and were merged again below. Each X adds a piece to its bio, in either form.
+/// CPUs and were merged again below. Each X adds a piece to its bio, in either form. The
+/// figures are of the bios split, not of all (a large reader split into 64 KiB pieces beside
+/// a buffered writer's small bios is 16 pieces of 64 KiB, not 1.6 of 27).
 fn split_bios(d: &DeviceReport) -> Option<Finding> {
     let bios = d.reads + d.writes;
     if !(bios > 0 && d.splits >= 100 && d.splits * 10 >= bios) {
         return None;
     }
-    let pieces = bios + d.splits;
-    // Over the bytes queued, which go with the bios queued even in a trace cut mid-workload
-    // (the bytes completed left some out: 1021 KiB per bio where each was 1024 KiB); a report
-    // saved before iolab counted them has only the bytes completed.
-    let bytes = if d.bio_bytes_queued > 0 {
-        d.bio_bytes_queued
+    // A report saved before iolab counted the bios split has only the totals: over all bios.
+    let (split, bytes) = if d.bios_split > 0 {
+        (d.bios_split, d.split_bio_bytes)
+    } else if d.bio_bytes_queued > 0 {
+        (bios, d.bio_bytes_queued)
     } else {
-        d.bio_bytes_completed
+        (bios, d.bio_bytes_completed)
     };
+    let pieces = split + d.splits;
     let kib = |n: u64| bytes as f64 / 1024.0 / n as f64;
     Some(find(
         d,
         "split_bios",
         "info",
         format!(
-            "bios are split: {:.1} pieces per bio, {:.1} KiB each",
-            pieces as f64 / bios as f64,
+            "bios are split: {:.1} pieces per bio split, {:.1} KiB each",
+            pieces as f64 / split as f64,
             kib(pieces)
         ),
         vec![
             format!(
-                "{} splits (X) over {bios} bios queued, {:.0} KiB per bio",
+                "{} splits (X) cut {split} of the {bios} bios queued ({:.0}%), {:.0} KiB per \
+                 bio split",
                 d.splits,
-                kib(bios)
+                100.0 * split as f64 / bios as f64,
+                kib(split)
             ),
             "a stripe or chunk smaller than the I/O (dm, md) or the queue's limits \
              (max_sectors_kb, max_segments) cut each one: more CPU per byte, and pieces \
@@ -741,32 +745,50 @@ mod tests {
     /// whole, over the bytes queued.
     #[test]
     fn bios_cut_into_small_pieces_are_a_finding() {
-        let mut a = Analyzer::new(Options::default());
-        for i in 0..21u64 {
-            let (t, s) = (i * 100_000, i * 128);
-            a.feed(&Event {
-                bytes: 64 << 10,
-                ..ev(t, code::QUEUE, s)
-            });
-            for k in 1..16u64 {
+        // 21 bios of 64 KiB cut as dm cuts them, and `small` bios of 4 KiB never split.
+        let finding = |small: u64| {
+            let mut a = Analyzer::new(Options::default());
+            for i in 0..21u64 {
+                let (t, s) = (i * 100_000, i * 128);
                 a.feed(&Event {
-                    bytes: (128 - 8 * k as u32) * 512,
-                    ..ev(t + k, code::SPLIT, s + 8 * k)
+                    bytes: 64 << 10,
+                    ..ev(t, code::QUEUE, s)
                 });
+                for k in 1..16u64 {
+                    a.feed(&Event {
+                        bytes: (128 - 8 * k as u32) * 512,
+                        ..ev(t + k, code::SPLIT, s + 8 * k)
+                    });
+                }
+                if i < 20 {
+                    a.feed(&ev(t + 50_000, code::COMPLETE, s + 120));
+                }
             }
-            if i < 20 {
-                a.feed(&ev(t + 50_000, code::COMPLETE, s + 120));
+            for i in 0..small {
+                a.feed(&ev(3_000_000 + i * 1_000, code::QUEUE, 100_000 + i * 8));
             }
-        }
-        let f = diagnose(&a.finish());
-        let split = f.iter().find(|f| f.code == "split_bios").unwrap();
+            let f = diagnose(&a.finish());
+            let split = f.into_iter().find(|f| f.code == "split_bios").unwrap();
+            (split.message, split.evidence[0].clone())
+        };
+        let (message, evidence) = finding(0);
         assert_eq!(
-            split.message,
-            "bios are split: 16.0 pieces per bio, 4.0 KiB each"
+            message,
+            "bios are split: 16.0 pieces per bio split, 4.0 KiB each"
         );
         assert_eq!(
-            split.evidence[0],
-            "315 splits (X) over 21 bios queued, 64 KiB per bio"
+            evidence,
+            "315 splits (X) cut 21 of the 21 bios queued (100%), 64 KiB per bio split"
+        );
+        // Beside as many small bios never split, the figures are still the split bios'.
+        let (message, evidence) = finding(21);
+        assert_eq!(
+            message,
+            "bios are split: 16.0 pieces per bio split, 4.0 KiB each"
+        );
+        assert_eq!(
+            evidence,
+            "315 splits (X) cut 21 of the 42 bios queued (50%), 64 KiB per bio split"
         );
     }
 

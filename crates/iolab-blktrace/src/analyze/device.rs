@@ -74,6 +74,8 @@ struct Queued {
     end: u64,
     /// Read, write or discard ([`Io::direction`]).
     direction: u8,
+    /// Split (X) at least once, in either form.
+    split: bool,
     /// Index into `Device::procs`.
     proc: u32,
     /// The bio's size as queued, in sectors (for a part of a split bio, the part's): what
@@ -215,6 +217,9 @@ pub struct Device {
     pub cgroup_events: u64,
     pub remaps: u64,
     pub splits: u64,
+    /// Bios split at least once, and their sectors as queued whole.
+    pub bios_split: u64,
+    pub split_bio_sectors: u64,
     pub sleeps: u64,
     /// Sectors of the bios queued, reads and writes (a discard moves no data).
     pub bio_sectors_queued: u64,
@@ -306,6 +311,8 @@ impl Device {
             cgroup_events: 0,
             remaps: 0,
             splits: 0,
+            bios_split: 0,
+            split_bio_sectors: 0,
             sleeps: 0,
             bio_sectors_queued: 0,
             bio_sectors_completed: 0,
@@ -485,6 +492,7 @@ impl Device {
                 time: t,
                 end: ev.end_sector(),
                 direction: direction as u8,
+                split: false,
                 proc: pi,
                 sectors: ev.bytes >> 9,
                 split_bio: NO_SPLIT,
@@ -536,6 +544,11 @@ impl Device {
             } else {
                 self.split_bios.add_part(q.split_bio);
             }
+            if !q.split {
+                q.split = true;
+                self.bios_split += 1;
+                self.split_bio_sectors += u64::from(q.sectors);
+            }
             let mut rest = q.clone();
             let front = (to - from) as u32;
             rest.sectors = q.sectors.saturating_sub(front);
@@ -548,9 +561,15 @@ impl Device {
             // Each part is a bio in the queue from here on, as the state machine counts them.
             let depth = self.queued_len();
             self.timeline.queue_depth(ev.time, depth);
-        } else if let Some((key, q)) = self.queued.take_below(from, |q| q.end) {
+        } else if let Some((key, mut q)) = self.queued.take_below(from, |q| q.end) {
             // Device-mapper's: the rest of the bio, to its end. Anything else is put back.
-            let at = if q.end == to { from } else { key };
+            let rest = q.end == to;
+            if rest && !q.split {
+                q.split = true;
+                self.bios_split += 1;
+                self.split_bio_sectors += u64::from(q.sectors);
+            }
+            let at = if rest { from } else { key };
             let end = q.end;
             self.queued.insert(at, end, q);
         }

@@ -551,6 +551,8 @@ fn device_report(
         cgroup_events: d.cgroup_events,
         remaps: d.remaps,
         splits: d.splits,
+        bios_split: d.bios_split,
+        split_bio_bytes: d.split_bio_sectors * 512,
         bio_bytes_completed: d.bio_sectors_completed * 512,
         bio_bytes_queued: d.bio_sectors_queued * 512,
         bio_bytes_in_window: opts
@@ -735,6 +737,12 @@ pub struct DeviceReport {
     pub cgroup_events: u64,
     pub remaps: u64,
     pub splits: u64,
+    /// Bios split at least once (in either form), and their bytes as queued whole: what the
+    /// splits cut, apart from the bios never split.
+    #[serde(default)]
+    pub bios_split: u64,
+    #[serde(default)]
+    pub split_bio_bytes: u64,
     /// Bytes of the bios completed, each as queued: a device-mapper device's C names only the
     /// last piece of a bio it split, so the merge table's total (btt's, from the Cs) falls short.
     /// Reads and writes: a discard moves no data.
@@ -1888,6 +1896,8 @@ mod tests {
         let report = a.finish();
         let d = &report.devices[0];
         assert_eq!(d.splits, 20);
+        // Ten bios split (the second cut of each is of a part), each whole as queued.
+        assert_eq!((d.bios_split, d.split_bio_bytes), (10, 10 * 3072 * 512));
         // btt completes none of these requests: what it prints for the active periods is not
         // iolab's to say.
         assert_eq!(d.active_periods.btt_pct_live, None);
