@@ -3207,8 +3207,8 @@ fn plot_draws_rates_overlays_and_directions_apart() {
             );
         }
     }
-    // More labels than traces is an error that says how many; a label without --with has
-    // no chart to name.
+    // More or fewer labels than traces is an error that says how many; a label without
+    // --with has no chart to name.
     let fx = fixture("fx").to_str().unwrap().to_string();
     for (args, said) in [
         (
@@ -3216,6 +3216,10 @@ fn plot_draws_rates_overlays_and_directions_apart() {
                 "--with", &fx, "--label", "a", "--label", "b", "--label", "c",
             ],
             "3 --label given for 2 traces",
+        ),
+        (
+            vec!["--with", &fx, "--label", "a"],
+            "1 --label given for 2 traces",
         ),
         (
             vec!["--label", "a"],

@@ -75,8 +75,8 @@ pub(crate) struct PlotArgs {
     /// in all, one colour each). --dev picks the device in each of them too.
     #[arg(long = "with", value_name = "NAME|FILE")]
     pub with: Vec<PathBuf>,
-    /// Legend label of each trace on that chart, in order: the main trace first, then each
-    /// --with (default: the names given).
+    /// Legend label of each trace on that chart, one per trace, in order: the main trace
+    /// first, then each --with (none: the names given).
     #[arg(long = "label", value_name = "TEXT")]
     pub labels: Vec<String>,
     /// Also write a PNG copy of each chart (2x scale, rendered inside iolab).

@@ -167,7 +167,7 @@ pub(crate) fn render(s: &Summary) -> String {
 
 fn render_unescaped(s: &Summary) -> String {
     let mut o = format!(
-        "recorded {} events of {} in {:.1}s ({}) into {} file(s); {} process(es) named\n",
+        "recorded {} events of {} in {:.1}s ({}) into {} file(s); {} process name(s) kept in the trace\n",
         s.events(),
         listed(&s.devices),
         s.elapsed.as_secs_f64(),
@@ -1228,6 +1228,8 @@ mod tests {
             text.starts_with("recorded 127 events of sdb, sdc and sdd in 3.0s"),
             "{text}"
         );
+        // What was counted: names the trace holds for its processes, not processes acted on.
+        assert!(text.contains("; 1 process name(s) kept in the trace\n"), "{text}");
         assert!(
             text.contains("block events by device: sdb 120, sdc 0, sdd 7\n"),
             "{text}"

@@ -198,7 +198,8 @@ fn check_inputs(names: &[PathBuf], with: &[PathBuf], labels: &[String]) -> anyho
             TRACE_COLOURS.len()
         );
     }
-    if labels.len() > with.len() + 1 {
+    // Some labels but not all would leave the reader to guess which trace is which.
+    if !labels.is_empty() && labels.len() != with.len() + 1 {
         anyhow::bail!(
             "{} --label given for {} traces: give one per trace (the main one, then each --with)",
             labels.len(),
