@@ -1080,3 +1080,56 @@ fn a_cell_pooling_different_fio_jobs_is_said_to() {
     let text = compare("experiment=1", "kernel=6.2.0");
     assert!(!text.contains("different fio jobs"), "{text}");
 }
+
+/// An experiment stopped early: `show`, its JSON and the report say what the plan had that
+/// was never run, so a level none of whose runs came is not silently missing from the tables.
+#[test]
+fn a_cell_never_run_is_named_by_show_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut db = Store::open(&path).unwrap();
+    let mut e = experiment();
+    let planned =
+        |cell: usize, round: u32| json!({ "cell": cell, "round": round, "warmup": false });
+    e.planned_order = json!({
+        "cells": ["rq_affinity=1", "rq_affinity=2"],
+        "runs": [
+            { "cell": 0, "round": 1, "warmup": true },
+            planned(0, 1), planned(1, 1), planned(0, 2), planned(1, 2),
+        ],
+        "adaptive": false,
+    });
+    let id = db.create_experiment(&e).unwrap();
+    let mut stored = run(id, "1", 1, 100.0);
+    stored.cell_key = "rq_affinity=1".into();
+    db.insert_run(&stored).unwrap();
+    db.set_experiment_status(id, "interrupted").unwrap();
+    drop(db);
+    let iolab = |args: &[&str]| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(args)
+            .args(["--db", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = iolab(&["show", "1"]);
+    let said = "stopped early: 1 of 4 planned runs stored; never run, so in no table: \
+                rq_affinity=2";
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(said), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&iolab(&["show", "1", "--json"])).unwrap();
+    assert_eq!(
+        json["not_run"],
+        json!({ "runs_planned": 4, "runs_stored": 1, "cells": ["rq_affinity=2"] })
+    );
+    let page = dir.path().join("r.html");
+    iolab(&["report", "1", "-o", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<th>not run</th><td>stopped early: 1 of 4"),
+        "report"
+    );
+}

@@ -135,6 +135,9 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
         ),
         ("factors", loaded.factor_list()),
     ];
+    if let Some(n) = &loaded.not_run {
+        rows.push(("not run", n.text()));
+    }
     // What the run recorded about itself, not about the machine: shown with the experiment.
     for (key, label) in ABOUT_THE_RUN {
         if let Some(f) = env.iter().find(|f| f.key == key) {

@@ -25,6 +25,73 @@ pub(crate) struct Loaded {
     pub factors: Vec<Factor>,
     pub cells: Vec<CellRuns>,
     pub runs: Vec<Run>,
+    /// What the plan had that the store does not (an experiment stopped early).
+    pub not_run: Option<NotRun>,
+}
+
+/// What an experiment planned and never ran (stopped early: interrupted, killed): the
+/// factors and cells come from the runs stored, so without this a level none of whose runs
+/// came would be missing from every table without a word.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct NotRun {
+    /// Runs planned (repetitions, not warm-ups); `None` for adaptive repetitions, which
+    /// stop when the figures settle.
+    pub runs_planned: Option<usize>,
+    pub runs_stored: usize,
+    /// The cells planned of which no run is stored.
+    pub cells: Vec<String>,
+}
+
+impl NotRun {
+    /// Compares the stored plan (`experiments.planned_order`: `cells` by key, `runs` each
+    /// with its cell index and whether a warm-up, `adaptive`) with the runs stored; `None`
+    /// when everything planned is there, or there is no plan (an import).
+    fn of(planned: &serde_json::Value, runs: &[Run]) -> Option<NotRun> {
+        let cells: Vec<&str> = planned
+            .get("cells")?
+            .as_array()?
+            .iter()
+            .filter_map(|c| c.as_str())
+            .collect();
+        let runs_planned = planned
+            .get("runs")?
+            .as_array()?
+            .iter()
+            .filter(|r| r.get("warmup").and_then(|w| w.as_bool()) != Some(true))
+            .count();
+        let adaptive = planned.get("adaptive").and_then(|a| a.as_bool()) == Some(true);
+        let stored: std::collections::BTreeSet<&str> =
+            runs.iter().map(|r| r.cell_key.as_str()).collect();
+        let missing: Vec<String> = cells
+            .iter()
+            .filter(|c| !stored.contains(*c))
+            .map(|c| c.to_string())
+            .collect();
+        let short = !adaptive && runs.len() < runs_planned;
+        (short || !missing.is_empty()).then(|| NotRun {
+            runs_planned: (!adaptive).then_some(runs_planned),
+            runs_stored: runs.len(),
+            cells: missing,
+        })
+    }
+
+    /// One line for people: how many runs of the plan are stored, and the cells never run.
+    pub(crate) fn text(&self) -> String {
+        let mut out = match self.runs_planned {
+            Some(planned) => format!(
+                "stopped early: {} of {planned} planned runs stored",
+                self.runs_stored
+            ),
+            None => "stopped early".to_string(),
+        };
+        if !self.cells.is_empty() {
+            out.push_str(&format!(
+                "; never run, so in no table: {}",
+                self.cells.join("; ")
+            ));
+        }
+        out
+    }
 }
 
 impl Loaded {
@@ -73,18 +140,20 @@ impl Loaded {
 
 pub(crate) fn load(store: &Store, id: i64) -> anyhow::Result<Loaded> {
     let experiment = store.experiment(id)?;
-    let (file_text, _) = store.experiment_texts(id)?;
+    let (file_text, planned) = store.experiment_texts(id)?;
     let runs: Vec<Run> = store.runs(id)?.into_iter().filter(|r| !r.warmup).collect();
     if runs.is_empty() {
         bail!("experiment {id} \"{}\" has no runs stored", experiment.name);
     }
     let factors = factors_of(&declared_factors(&file_text), &runs);
     let cells = group(&runs, &factors);
+    let not_run = NotRun::of(&planned, &runs);
     Ok(Loaded {
         experiment,
         factors,
         cells,
         runs,
+        not_run,
     })
 }
 
@@ -165,6 +234,9 @@ pub(crate) struct ShowDoc {
     pub basis: super::basis::Basis,
     /// Where each cell's workload was pinned, and why (`[]` when it was not).
     pub placements: Vec<super::placements::Placed>,
+    /// What the plan had that was never run (left out when everything was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<NotRun>,
 }
 
 /// A metric shown and its unit (null when it has none).
@@ -532,6 +604,12 @@ fn header(loaded: &Loaded) -> String {
         e.runs_not_applicable
     );
     out.push_str(&format!("factors: {}\n", safe(&loaded.factor_list())));
+    if let Some(n) = &loaded.not_run {
+        out.push_str(&crate::report::table::wrap(
+            &safe(&n.text()),
+            crate::report::table::MAX_WIDTH,
+        ));
+    }
     out
 }
 
@@ -641,6 +719,7 @@ fn show_doc(
         tables,
         basis,
         placements,
+        not_run: loaded.not_run,
         experiment: loaded.experiment,
         factors: loaded.factors,
     }

@@ -1229,7 +1229,10 @@ mod tests {
             "{text}"
         );
         // What was counted: names the trace holds for its processes, not processes acted on.
-        assert!(text.contains("; 1 process name(s) kept in the trace\n"), "{text}");
+        assert!(
+            text.contains("; 1 process name(s) kept in the trace\n"),
+            "{text}"
+        );
         assert!(
             text.contains("block events by device: sdb 120, sdc 0, sdd 7\n"),
             "{text}"
