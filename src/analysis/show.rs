@@ -790,6 +790,44 @@ pub(crate) fn long_table(loaded: &Loaded, per_metric: &[MetricCells]) -> Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Adaptive repetitions stop when the figures settle: fewer runs than the cap is no
+    /// shortfall, a cell with none still is; a plan fully run, or none (an import), says
+    /// nothing.
+    #[test]
+    fn what_was_not_run_is_told_from_the_plan() {
+        let run = |key: &str| Run {
+            id: 1,
+            experiment_id: 1,
+            cell_key: key.into(),
+            cell_levels: serde_json::json!({}),
+            repetition: 1,
+            warmup: false,
+            start_unix: 0.0,
+            end_unix: 1.0,
+            status: crate::store::RunStatus::Ok,
+        };
+        let plan = |adaptive: bool| {
+            serde_json::json!({
+                "cells": ["a", "b"],
+                "runs": (0..6).map(|i| serde_json::json!({"cell": i % 2, "round": 1 + i / 2, "warmup": false})).collect::<Vec<_>>(),
+                "adaptive": adaptive,
+            })
+        };
+        assert_eq!(NotRun::of(&plan(true), &[run("a"), run("b")]), None);
+        assert_eq!(
+            NotRun::of(&plan(true), &[run("a")]),
+            Some(NotRun {
+                runs_planned: None,
+                runs_stored: 1,
+                cells: vec!["b".into()]
+            })
+        );
+        let short = NotRun::of(&plan(false), &[run("a"), run("b")]).unwrap();
+        assert_eq!((short.runs_planned, short.cells.len()), (Some(6), 0));
+        assert_eq!(short.text(), "stopped early: 2 of 6 planned runs stored");
+        assert_eq!(NotRun::of(&serde_json::Value::Null, &[run("a")]), None);
+    }
     use crate::store::RunStatus;
 
     /// The one cell of an experiment without factors is `base`, and `all` (what `show`
@@ -809,6 +847,7 @@ mod tests {
             cells: group(&runs, &[]),
             runs,
             experiment: with_factors.experiment.clone(),
+            not_run: None,
         };
         for want in ["base", "all"] {
             let cell = crate::analysis::over_time::named_cell(&plain, want).unwrap();
@@ -863,6 +902,7 @@ mod tests {
                 factors,
                 cells,
                 runs,
+                not_run: None,
             },
             values,
         )
