@@ -166,7 +166,8 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
     };
     let first = import(&[&qd16[0], &qd16[1]]);
     assert_eq!(first["factors"], json!([]), "{first}");
-    let second = import(&[&qd1[0], &qd1[1]]);
+    // Named out of the order they ran: stored in the order they ran.
+    let second = import(&[&qd1[1], &qd1[0]]);
     assert_eq!(second["factors"], json!(["iodepth"]), "{second}");
     assert_eq!(second["regrouped"], 2, "{second}");
     let keys = |db: &Path| -> Vec<String> {
@@ -185,6 +186,27 @@ fn an_imported_sweep_has_a_cell_per_option_value() {
     let third = import(&[&elsewhere]);
     assert_eq!(third["places"], json!(["filename"]), "{third}");
     assert_eq!(third["regrouped"], 0, "{third}");
+    // Each cell counts its own repetitions; run ids follow the time each ran.
+    let store = iolab::store::Store::open_existing(&db).unwrap();
+    let runs = store.runs(1).unwrap();
+    let reps: Vec<(&str, u32)> = runs
+        .iter()
+        .map(|r| (r.cell_key.as_str(), r.repetition))
+        .collect();
+    assert_eq!(
+        reps,
+        [
+            ("iodepth=16", 1),
+            ("iodepth=16", 2),
+            ("iodepth=1", 1),
+            ("iodepth=1", 2),
+            ("iodepth=1", 3)
+        ]
+    );
+    assert!(runs
+        .windows(2)
+        .all(|w| w[0].id < w[1].id && w[0].start_unix < w[1].start_unix));
+    drop(store);
     let shown = ok(&db, &["show", "1", "--metric", "read_iops"]);
     assert!(shown.contains("factors: iodepth (1, 16)"), "{shown}");
     // Three runs at depth 1, two at 16: the cells' own means, not one of all five.

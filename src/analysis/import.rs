@@ -329,8 +329,22 @@ pub(crate) fn import_files(
             regrouped += 1;
         }
     }
+    // Each cell counts its own repetitions, from its last already stored (under its cell as
+    // regrouped): numbered across the experiment, a cell's runs read as repetitions 3 and 4.
+    let mut last_rep: BTreeMap<String, u32> = BTreeMap::new();
+    for (run, config) in &before {
+        let rep = last_rep.entry(cells.cell(config).0).or_default();
+        *rep = (*rep).max(run.repetition);
+    }
+    // Stored in the order they ran (fio's timestamp, else the file's time), so run ids and
+    // `runs` follow time, not file names.
+    let mut parsed: Vec<(Parsed, &_)> = parsed.into_iter().zip(&configs).collect();
+    parsed.sort_by(|(a, _), (b, _)| {
+        let end = |p: &Parsed| p.timestamp.or(p.mtime).unwrap_or(f64::INFINITY);
+        end(a).total_cmp(&end(b))
+    });
     let mut runs = Vec::with_capacity(parsed.len());
-    for (i, (p, config)) in parsed.into_iter().zip(&configs).enumerate() {
+    for (p, config) in parsed {
         let status = status_of(&p.report);
         let metrics = if status == RunStatus::Ok {
             p.report.metrics()
@@ -339,8 +353,16 @@ pub(crate) fn import_files(
         };
         let (file, run_in_file) = (p.path.display().to_string(), p.part.map(|(k, _)| k));
         let tags = run_tags(opts, &p.report, &kernel);
-        let repetition = to.first_rep + i as u32;
         let cell = cells.cell(config);
+        let last = last_rep.entry(cell.0.clone()).or_default();
+        *last = last.checked_add(1).ok_or_else(|| {
+            anyhow::anyhow!(
+                "cell {} of experiment {:?} already has repetition {last}, the last there can be",
+                cell.0,
+                to.name
+            )
+        })?;
+        let repetition = *last;
         let run = new_run(
             p,
             to.id,
@@ -417,12 +439,10 @@ impl ImportOptions {
     }
 }
 
-/// The experiment the runs go into: the imported one named by `--experiment`, whose
-/// repetitions go on after its last, or a new one.
+/// The experiment the runs go into: the imported one named by `--experiment`, or a new one.
 struct Destination {
     id: i64,
     name: String,
-    first_rep: u32,
     created: bool,
 }
 
@@ -489,22 +509,9 @@ impl Destination {
         kernel: &str,
     ) -> anyhow::Result<Destination> {
         if let Some(e) = existing {
-            let reps = store
-                .runs(e.id)?
-                .iter()
-                .map(|r| r.repetition)
-                .max()
-                .unwrap_or(0);
-            let next = reps.checked_add(1).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "experiment {:?} already has repetition {reps}, the last there can be",
-                    e.name
-                )
-            })?;
             return Ok(Destination {
                 id: e.id,
                 name: e.name,
-                first_rep: next,
                 created: false,
             });
         }
@@ -537,7 +544,6 @@ impl Destination {
         Ok(Destination {
             id,
             name,
-            first_rep: 1,
             created: true,
         })
     }
