@@ -384,6 +384,12 @@ fn import_adds_to_the_one_experiment_named_or_says_which_are() {
         e.contains("experiment 3 \"measured\" is not an imported one"),
         "{e}"
     );
+    // Nor by name, and no new one takes its name.
+    let e = err(&db, &["import", "--experiment", "measured", &c]);
+    assert!(
+        e.contains("experiment 3 is named \"measured\" and is not an imported one"),
+        "{e}"
+    );
     ok(&db, &["import", "--experiment", "same", &a]);
     ok(&db, &["import", "--experiment", "same", &b]);
     // Imported experiments can share a name: imports of files named alike, or a merge.

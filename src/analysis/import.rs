@@ -474,6 +474,15 @@ impl Destination {
         if let Some(e) = named.pop() {
             return Ok(Some(e.clone()));
         }
+        // A new experiment named like one `run` made would pass for it (or it for the
+        // import) in every list: the name is taken.
+        if let Some(e) = all.iter().find(|e| &e.name == name) {
+            bail!(
+                "nothing imported: experiment {} is named {name:?} and is not an imported one                  (its status is {}); runs are added only to experiments `import` made: name                  the import otherwise",
+                e.id,
+                e.status
+            );
+        }
         let by_id = name
             .parse::<i64>()
             .ok()

@@ -46,9 +46,10 @@ pub(crate) struct ImportArgs {
     /// Tag every imported run, e.g. kernel=6.1 or variant=stock (repeatable).
     #[arg(long = "tag", value_name = "NAME=VALUE")]
     pub tags: Vec<String>,
-    /// Add the runs to the imported experiment of this name (created when missing), or of
-    /// this id where several share a name (a number that is no experiment's id is refused,
-    /// not made a name). Without it, a new experiment named after the first file.
+    /// Add the runs to the imported experiment of this name (created when missing; the name
+    /// of an experiment `run` made is refused), or of this id where several share a name (a
+    /// number that is no experiment's id is refused, not made a name). Without it, a new
+    /// experiment named after the first file.
     #[arg(long, value_name = "NAME|ID", value_parser = parse_experiment_name)]
     pub experiment: Option<String>,
     /// Results database (default: $IOLAB_DB, else iolab.db in the current directory).
