@@ -735,11 +735,18 @@ fn importing_another_database_merges_its_experiments_whole_and_once() {
         Store::open_existing(&here).unwrap(),
     );
     for (from, to) in ids.iter().copied().chain([(part, 5)]) {
-        // The same experiment but for its ids (a part's parent is the merged one).
+        // The same experiment but for its ids (a part's parent is the merged one) and the
+        // tag the merge added to its runs.
         let without_ids = |e: iolab::store::Experiment| {
             let mut v = serde_json::to_value(e).unwrap();
             let parent = v.as_object_mut().unwrap().remove("part_of");
             v["id"] = json!(null);
+            if let Some(tags) = v.get_mut("tags").and_then(|t| t.as_array_mut()) {
+                tags.retain(|t| t != "site=lab2");
+                if tags.is_empty() {
+                    v.as_object_mut().unwrap().remove("tags");
+                }
+            }
             (v, parent.is_some())
         };
         let (a, b) = (src.experiment(from).unwrap(), dest.experiment(to).unwrap());
@@ -1132,4 +1139,56 @@ fn a_cell_never_run_is_named_by_show_and_report() {
         html.contains("<th>not run</th><td>stopped early: 1 of 4"),
         "report"
     );
+}
+
+/// The tags runs carry are shown where the experiments are (`runs`, `runs N`, `show`), and
+/// in their JSON: what `compare` selects them by. Host and kernel, shown as such, are not
+/// repeated.
+#[test]
+fn run_tags_are_shown_with_their_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut db = Store::open(&path).unwrap();
+    let id = db.create_experiment(&experiment()).unwrap();
+    for (rep, variant) in [(1, "stock"), (2, "backport")] {
+        let mut r = run(id, "1", rep, 100.0);
+        r.tags = vec![("variant".into(), variant.into())];
+        db.insert_run(&r).unwrap();
+    }
+    db.create_experiment(&experiment()).unwrap();
+    drop(db);
+    let iolab = |args: &[&str]| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(args)
+            .args(["--db", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed = iolab(&["runs"]);
+    let first = listed.lines().nth(1).unwrap();
+    assert!(
+        first.ends_with("box1 / 6.1.0  tags: variant=backport, variant=stock"),
+        "{listed}"
+    );
+    assert!(!listed.lines().nth(2).unwrap().contains("tags"), "{listed}");
+    assert!(iolab(&["runs", "1"])
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with("tags: variant=backport, variant=stock"));
+    let json: serde_json::Value = serde_json::from_str(&iolab(&["runs", "--json"])).unwrap();
+    let experiments = json
+        .as_array()
+        .or(json["experiments"].as_array())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        experiments[0]["tags"],
+        json!(["variant=backport", "variant=stock"])
+    );
+    assert!(experiments[1].get("tags").is_none(), "{json}");
+    assert!(iolab(&["show", "1"]).contains("\ntags: variant=backport, variant=stock\n"));
 }

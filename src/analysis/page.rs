@@ -135,6 +135,9 @@ fn environment_section(store: &Store, loaded: &Loaded) -> anyhow::Result<String>
         ),
         ("factors", loaded.factor_list()),
     ];
+    if !e.tags.is_empty() {
+        rows.push(("tags", e.tags.join(", ")));
+    }
     if let Some(n) = &loaded.not_run {
         rows.push(("not run", n.text()));
     }

@@ -603,6 +603,9 @@ fn header(loaded: &Loaded) -> String {
         e.runs_failed,
         e.runs_not_applicable
     );
+    if !e.tags.is_empty() {
+        out.push_str(&format!("tags: {}\n", safe(&e.tags.join(", "))));
+    }
     out.push_str(&format!("factors: {}\n", safe(&loaded.factor_list())));
     if let Some(n) = &loaded.not_run {
         out.push_str(&crate::report::table::wrap(
@@ -890,6 +893,7 @@ mod tests {
             created_unix: 0.0,
             host: "h".into(),
             kernel: "k".into(),
+            tags: Vec::new(),
             status: "done".into(),
             part_of: None,
             runs_ok: runs.len() as u64,

@@ -102,23 +102,33 @@ fn experiments_table(exps: &[Experiment]) -> String {
             match e.part_of {
                 Some(p) => format!("  (one host of experiment {p})"),
                 None => String::new(),
-            }
+            } + &tags_text(e)
         );
     }
     out
+}
+
+/// "  tags: a=1, b=2" for an experiment whose runs carry tags (what `compare` selects them
+/// by), else nothing.
+fn tags_text(e: &Experiment) -> String {
+    if e.tags.is_empty() {
+        return String::new();
+    }
+    format!("  tags: {}", safe(&e.tags.join(", ")))
 }
 
 /// One line per run of one experiment, in the order they ran; where runs kept traces, a last
 /// column says where.
 fn runs_table(exp: &Experiment, runs: &[ListedRun]) -> String {
     let mut out = format!(
-        "experiment {} \"{}\" ({}){}, {} on {}\n",
+        "experiment {} \"{}\" ({}){}, {} on {}{}\n",
         exp.id,
         safe(&exp.name),
         safe(&exp.status),
         exp.seed_text(),
         safe(&exp.kernel),
-        safe(&exp.host)
+        safe(&exp.host),
+        tags_text(exp)
     );
     if runs.is_empty() {
         out.push_str("no runs stored\n");
@@ -190,6 +200,7 @@ mod tests {
             runs_ok: 0,
             runs_failed: 0,
             runs_not_applicable: 0,
+            tags: Vec::new(),
         }
     }
 

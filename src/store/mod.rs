@@ -239,6 +239,10 @@ pub struct Experiment {
     pub runs_ok: u64,
     pub runs_failed: u64,
     pub runs_not_applicable: u64,
+    /// The tags its runs carry (`name=value`, sorted), but for the host and kernel above:
+    /// what `compare` selects them by.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 impl Experiment {
@@ -805,7 +809,11 @@ impl Store {
         self.experiments_where("1", [])
     }
 
-    fn experiments_where<P: rusqlite::Params>(&self, cond: &str, p: P) -> Result<Vec<Experiment>> {
+    fn experiments_where<P: rusqlite::Params + Copy>(
+        &self,
+        cond: &str,
+        p: P,
+    ) -> Result<Vec<Experiment>> {
         let sql = format!(
             "SELECT e.id, e.name, e.seed, e.created_unix, e.host, e.kernel, e.status, e.part_of,
                     COALESCE(SUM(r.status = 'ok'), 0),
@@ -829,11 +837,37 @@ impl Store {
                     runs_ok: r.get::<_, i64>(8)? as u64,
                     runs_failed: r.get::<_, i64>(9)? as u64,
                     runs_not_applicable: r.get::<_, i64>(10)? as u64,
+                    tags: Vec::new(),
                 })
             })
             .map_err(self.err())?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-            .map_err(self.err())
+        let mut exps = rows
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(self.err())?;
+        drop(st);
+        let sql = format!(
+            "SELECT DISTINCT r.experiment_id, t.name, t.value FROM run_tags t
+             JOIN runs r ON r.id = t.run_id JOIN experiments e ON e.id = r.experiment_id
+             WHERE {cond} ORDER BY 1, 2, 3"
+        );
+        let mut st = self.conn.prepare(&sql).map_err(self.err())?;
+        let mut rows = st.query(p).map_err(self.err())?;
+        while let Some(row) = rows.next().map_err(self.err())? {
+            let (id, name, value): (i64, String, String) = (
+                row.get(0).map_err(self.err())?,
+                row.get(1).map_err(self.err())?,
+                row.get(2).map_err(self.err())?,
+            );
+            let Some(e) = exps.iter_mut().find(|e| e.id == id) else {
+                continue;
+            };
+            let said =
+                (name == "host" && value == e.host) || (name == "kernel" && value == e.kernel);
+            if !said {
+                e.tags.push(format!("{name}={value}"));
+            }
+        }
+        Ok(exps)
     }
 
     /// The experiments that are part of experiment `id` (its controlled hosts' own), by id.
