@@ -335,6 +335,15 @@ fn a_fio_output_is_not_stored_twice_in_one_experiment() {
         fixture("randread_2jobs_jsonplus.out"),
     );
     let e = err(&db, &["import", &a, &b, &a]);
+    assert!(
+        e.contains("1 of 3 files cannot be imported") && e.contains(&format!("{a}: named twice")),
+        "{e}"
+    );
+    assert!(!db.exists(), "a refused import stored something");
+    // The same output under two names.
+    let copy = dir.path().join("copy.json");
+    std::fs::copy(&a, &copy).unwrap();
+    let e = err(&db, &["import", &a, copy.to_str().unwrap()]);
     assert!(e.contains("holds the same fio output as"), "{e}");
     assert!(!db.exists(), "a refused import stored something");
     ok(&db, &["import", "--experiment", "nightly", &a]);

@@ -264,7 +264,11 @@ pub(crate) fn read_files(files: &[PathBuf]) -> anyhow::Result<Vec<Parsed>> {
     }
     let mut parsed: Vec<Parsed> = Vec::with_capacity(files.len());
     let mut errors = Vec::new();
-    for f in files {
+    for (i, f) in files.iter().enumerate() {
+        if files[..i].contains(f) {
+            errors.push(format!("{}: named twice", f.display()));
+            continue;
+        }
         match read_one(f) {
             Ok(runs) => {
                 for p in runs {
@@ -286,7 +290,7 @@ pub(crate) fn read_files(files: &[PathBuf]) -> anyhow::Result<Vec<Parsed>> {
     }
     if !errors.is_empty() {
         bail!(
-            "nothing imported; {} of {} files could not be read:\n  {}",
+            "nothing imported; {} of {} files cannot be imported:\n  {}",
             errors.len(),
             files.len(),
             errors.join("\n  ")

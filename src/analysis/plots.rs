@@ -94,8 +94,6 @@ impl crate::output::Render for Written {
     }
 }
 
-/// Draws experiment `id`'s chart from the database at `db` and writes it to `output`, as SVG
-/// or PNG by its extension (checked before the database is opened).
 /// Whether a chart written to `output` is a PNG (else an SVG): its extension says, and any
 /// other extension is refused.
 pub(crate) fn is_png(output: &std::path::Path) -> Result<bool, String> {
@@ -106,6 +104,17 @@ pub(crate) fn is_png(output: &std::path::Path) -> Result<bool, String> {
     match ext.as_deref() {
         Some("svg") => Ok(false),
         Some("png") => Ok(true),
+        // `.svg` alone is a hidden file's name, with no extension.
+        None if output
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| [".svg", ".png"].contains(&n.to_ascii_lowercase().as_str())) =>
+        {
+            Err(format!(
+                "{}: a name is needed before the extension (e.g. chart.svg)",
+                output.display()
+            ))
+        }
         _ => Err(format!(
             "{}: the output must end in .svg or .png (the extension picks the format)",
             output.display()
@@ -113,6 +122,8 @@ pub(crate) fn is_png(output: &std::path::Path) -> Result<bool, String> {
     }
 }
 
+/// Draws experiment `id`'s chart from the database at `db` and writes it to `output`, as SVG
+/// or PNG by its extension (checked before the database is opened).
 pub(crate) fn write_chart(
     db: &std::path::Path,
     id: i64,
@@ -660,7 +671,20 @@ fn cpu(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Stri
 
 #[cfg(test)]
 mod tests {
-    use super::mean_within;
+    use super::{is_png, mean_within};
+
+    #[test]
+    fn the_extension_picks_the_format_and_a_bare_one_is_said_to_lack_a_name() {
+        let of = |p: &str| is_png(std::path::Path::new(p));
+        assert_eq!(of("a/chart.SVG"), Ok(false));
+        assert_eq!(of("chart.png"), Ok(true));
+        assert!(of("chart.pdf")
+            .unwrap_err()
+            .contains("must end in .svg or .png"));
+        assert!(of("dir/.svg")
+            .unwrap_err()
+            .contains("a name is needed before the extension"));
+    }
 
     #[test]
     fn a_series_is_averaged_over_the_part_of_each_interval_in_the_window() {
