@@ -698,3 +698,42 @@ fn knob_levels_that_risk_data_are_refused_on_a_device_that_holds_it() {
         assert_eq!(r.code, Some(0), "{harmless}: {}", r.stderr);
     }
 }
+
+/// `--device` in place of a file's scratch target: the plan says the keys that size scratch
+/// devices go unused (a file naming a device with them is refused), with their lines.
+#[test]
+fn a_device_given_for_a_scratch_target_says_its_size_goes_unused() {
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = root().join("tests/fixtures/machines/two-node-nvme");
+    let path = dir.path().join("s.toml");
+    std::fs::write(
+        &path,
+        "name = \"s\"\n[target]\nsize = \"2G\"\ncount = 2\n[workload]\nrw = \"read\"\n\
+         runtime = \"1s\"\ntime_based = 1\n",
+    )
+    .unwrap();
+    let out = crate::common::run_within(
+        crate::common::iolab()
+            .args([
+                "run",
+                path.to_str().unwrap(),
+                "--dry-run",
+                "--device",
+                "nvme0n1",
+                "--root",
+            ])
+            .arg(&snapshot),
+        std::time::Duration::from_secs(30),
+    );
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, Some(0), "{text}");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let file = path.display().to_string();
+    assert!(
+        flat.contains(&format!(
+            "--device nvme0n1 replaces the file's scratch target, so `count` ({file}:4) and \
+             `size` ({file}:3) go unused (they size scratch devices only)"
+        )),
+        "{text}"
+    );
+}

@@ -26,6 +26,9 @@ pub struct TargetSpec {
     pub(crate) count: u32,
     /// Size of the scratch device in bytes.
     pub(crate) size_bytes: u64,
+    /// The keys that size the scratch devices (`count`, `size`) as the file gives them,
+    /// each with its line: a `--device` that replaces the scratch target says they go unused.
+    pub(crate) scratch_keys: Vec<(&'static str, usize)>,
     /// The CPU that stands in for the device's interrupt CPU when placing fio `on`, `near`
     /// or `far` — for devices that take no interrupt (the loop device of the default
     /// target). When set it is used even if the device has interrupts.
@@ -119,9 +122,18 @@ impl Walker<'_> {
             (true, Some((n, _))) => *n,
             _ => 1,
         };
+        let given = [
+            ("count", k.count.as_ref().map(|(_, s)| s.start)),
+            ("size", k.size.as_ref().map(|(_, s)| s.start)),
+        ];
+        let scratch_keys = given
+            .into_iter()
+            .filter_map(|(key, at)| Some((key, self.position(at?).0)))
+            .collect();
         Some(TargetSpec {
             device: k.device,
             count,
+            scratch_keys,
             size_bytes: k.size.map_or(DEFAULT_SCRATCH_BYTES, |(b, _)| b),
             anchor_cpu: k.anchor_cpu,
             hosts: host_specs.iter().map(|h| h.fio.clone()).collect(),

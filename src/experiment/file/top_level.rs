@@ -223,6 +223,7 @@ impl Walker<'_> {
                 device: TargetDevice::Scratch,
                 count: 1,
                 size_bytes: DEFAULT_SCRATCH_BYTES,
+                scratch_keys: Vec::new(),
                 anchor_cpu: None,
                 nic: None,
                 hosts: Vec::new(),

@@ -543,6 +543,30 @@ fn device_args(exp: &Experiment, settings: &Settings) -> Option<Vec<String>> {
     }
 }
 
+/// Said where `--device` replaces a file's scratch target whose `size` or `count` the file
+/// sets: they size scratch devices only (a file naming a device with them is refused).
+fn scratch_keys_unused(exp: &Experiment, settings: &Settings) -> Option<String> {
+    let d = settings.device.as_deref().filter(|d| *d != "default")?;
+    if exp.target.device != TargetDevice::Scratch || exp.target.scratch_keys.is_empty() {
+        return None;
+    }
+    let keys: Vec<String> = exp
+        .target
+        .scratch_keys
+        .iter()
+        .map(|(key, line)| format!("`{key}` ({}:{line})", exp.source))
+        .collect();
+    let (verb, they) = match keys.len() {
+        1 => ("goes", "it sizes"),
+        _ => ("go", "they size"),
+    };
+    Some(format!(
+        "--device {d} replaces the file's scratch target, so {} {verb} unused ({they} scratch \
+         devices only)",
+        keys.join(" and ")
+    ))
+}
+
 /// The bytes the run's scratch devices can take in /dev/shm: their size when a cell writes,
 /// 0 when nothing writes (a read of a sparse file allocates nothing) or the run makes none.
 fn scratch_in_memory(exp: &Experiment, settings: &Settings) -> u64 {
@@ -925,6 +949,7 @@ fn dry_plan(exp: &Experiment, settings: &Settings) -> Result<Plan> {
             }
             let mut p = plan(exp, &m, &devs, false)?;
             p.stacked = stacked_devices(&m, &devs);
+            p.notes.extend(scratch_keys_unused(exp, settings));
             Ok(p)
         }
         None => {
