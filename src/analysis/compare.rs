@@ -352,7 +352,15 @@ pub(crate) fn compare_cells(
                 None => format!("every {side} run failed"),
             })
         };
-        match why(b, "baseline").or_else(|| why(c, "candidate")) {
+        // Not applicable for one reason on both sides is said once, of both.
+        let both = b
+            .not_applicable_reason()
+            .filter(|r| c.not_applicable_reason() == Some(r));
+        let reason = match both {
+            Some(r) => Some(format!("not applicable on either side: {r}")),
+            None => why(b, "baseline").or_else(|| why(c, "candidate")),
+        };
+        match reason {
             Some(reason) => not_comparable.push((reason, b.label())),
             None => measurable.push((b, c)),
         }
