@@ -1088,6 +1088,18 @@ fn a_cell_pooling_different_fio_jobs_is_said_to() {
     assert!(!text.contains("different fio jobs"), "{text}");
 }
 
+/// What `iolab ARGS --db DB` prints, having succeeded.
+fn stdout_ok(db: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(args)
+        .args(["--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// An experiment stopped early: `show`, its JSON and the report say what the plan had that
 /// was never run, so a level none of whose runs came is not silently missing from the tables.
 #[test]
@@ -1112,16 +1124,7 @@ fn a_cell_never_run_is_named_by_show_and_report() {
     db.insert_run(&stored).unwrap();
     db.set_experiment_status(id, "interrupted").unwrap();
     drop(db);
-    let iolab = |args: &[&str]| {
-        let out = Command::cargo_bin("iolab")
-            .unwrap()
-            .args(args)
-            .args(["--db", path.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let iolab = |args: &[&str]| stdout_ok(&path, args);
     let text = iolab(&["show", "1"]);
     let said = "stopped early: 1 of 4 planned runs stored; never run, so in no table: \
                 rq_affinity=2";
@@ -1157,16 +1160,7 @@ fn run_tags_are_shown_with_their_experiment() {
     }
     db.create_experiment(&experiment()).unwrap();
     drop(db);
-    let iolab = |args: &[&str]| {
-        let out = Command::cargo_bin("iolab")
-            .unwrap()
-            .args(args)
-            .args(["--db", path.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let iolab = |args: &[&str]| stdout_ok(&path, args);
     let listed = iolab(&["runs"]);
     let first = listed.lines().nth(1).unwrap();
     assert!(
