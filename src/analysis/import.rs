@@ -482,7 +482,9 @@ impl Destination {
         // import) in every list: the name is taken.
         if let Some(e) = all.iter().find(|e| &e.name == name) {
             bail!(
-                "nothing imported: experiment {} is named {name:?} and is not an imported one                  (its status is {}); runs are added only to experiments `import` made: name                  the import otherwise",
+                "nothing imported: experiment {} is named {name:?} and is not an imported one \
+                 (its status is {}); runs are added only to experiments `import` made: name \
+                 the import otherwise",
                 e.id,
                 e.status
             );

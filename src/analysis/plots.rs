@@ -199,11 +199,11 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
             })
             .unwrap_or(0);
         // Marked as `show` marks a cell without figures.
-        let missing = match (cell.ok.is_empty(), cell.failed.is_empty()) {
-            (true, _) if !cell.not_applicable.is_empty() => "n/a",
-            (true, false) => "failed",
-            (true, true) => "no runs",
-            (false, _) => "no value",
+        let missing = match (cell.not_applicable_reason(), cell.ok.is_empty()) {
+            (Some(_), _) => "n/a",
+            (None, true) if !cell.failed.is_empty() => "failed",
+            (None, true) => "no runs",
+            (None, false) => "no value",
         };
         bars.push(Bar {
             label: cell.short_label(),

@@ -858,9 +858,11 @@ impl Store {
                 row.get(1).map_err(self.err())?,
                 row.get(2).map_err(self.err())?,
             );
-            let Some(e) = exps.iter_mut().find(|e| e.id == id) else {
+            // Both ordered by id.
+            let Ok(at) = exps.binary_search_by_key(&id, |e| e.id) else {
                 continue;
             };
+            let e = &mut exps[at];
             let said =
                 (name == "host" && value == e.host) || (name == "kernel" && value == e.kernel);
             if !said {
