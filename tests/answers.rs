@@ -269,6 +269,51 @@ fn compare_says_when_the_sides_ran_on_different_targets() {
     assert!(!text.contains("ran on"), "{text}");
 }
 
+/// Each run stores its device's queue settings. Two kernels whose default schedulers differ
+/// measure the schedulers too (seeds/001): `show` lists the settings, and `compare` names
+/// those that held on each side and differ between them.
+#[test]
+fn compare_names_queue_settings_the_two_sides_ran_under_apart() {
+    let (_dir, db) = two_kernels();
+    let set = |experiment: i64, scheduler: &str| {
+        let env = format!(
+            r#"{{"queues": {{"loop{experiment}": {{"scheduler": "{scheduler}",
+                "nr_requests": "64", "read_ahead_kb": "128"}}}}}}"#
+        );
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute(
+                "UPDATE runs SET environment = ?1 WHERE experiment_id = ?2",
+                rusqlite::params![env, experiment],
+            )
+            .unwrap();
+    };
+    set(1, "mq-deadline");
+    set(2, "none");
+    let text = ok(&db, &["compare", "1", "2", "--metric", "read_iops"]);
+    let flat = text.replace("\n  ", " ");
+    assert!(
+        flat.contains(
+            "warning: the baseline's and the candidate's device queues were set apart where \
+             no selector says so (scheduler mq-deadline against none)"
+        ),
+        "{text}"
+    );
+    assert_mail_friendly(&text);
+    let show = ok(&db, &["show", "1"]);
+    assert!(
+        show.replace("\n  ", " ").contains(
+            "queue of loop1 at run start: scheduler mq-deadline, nr_requests 64, read_ahead_kb \
+             128\n"
+        ),
+        "{show}"
+    );
+    assert_mail_friendly(&show);
+    set(2, "mq-deadline");
+    let text = ok(&db, &["compare", "1", "2", "--metric", "read_iops"]);
+    assert!(!text.contains("queues were set apart"), "{text}");
+}
+
 /// One fio output imported into two experiments under the same tags would count twice on a
 /// side of a comparison: compare says which runs hold the same output.
 #[test]

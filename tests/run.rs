@@ -1508,6 +1508,27 @@ fn real_fio_matrix_stores_eight_sane_runs_and_restores_every_knob() {
         show.contains("fio notes: note: both iodepth >= 1 and synchronous I/O engine"),
         "{show}"
     );
+    // Each run stored its queue as it ran, read back from the device: the factors' two levels
+    // each, the fixed levels one.
+    let flat = show.replace("\n  ", " ");
+    let head = format!("queue of {} at run start: ", dev.name());
+    let line = flat
+        .lines()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("{show}"));
+    let either = |a: &str, b: &str| line.contains(a) || line.contains(b);
+    assert!(
+        either(
+            "scheduler none | mq-deadline,",
+            "scheduler mq-deadline | none,"
+        ),
+        "{line}"
+    );
+    assert!(either("rq_affinity 0 | 2,", "rq_affinity 2 | 0,"), "{line}");
+    assert!(
+        line.contains(", nr_requests 16, read_ahead_kb 4,"),
+        "{line}"
+    );
 }
 
 /// Waits until `cond` holds, up to `limit`.

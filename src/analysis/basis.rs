@@ -45,6 +45,9 @@ pub(crate) struct Basis {
     /// for the memory figures.
     pub text: BTreeMap<String, Vec<String>>,
     pub memory_kib: BTreeMap<String, (u64, u64)>,
+    /// Device -> queue knob -> its distinct values at run start, in run order.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub queues: BTreeMap<String, BTreeMap<String, Vec<String>>>,
 }
 
 /// Sums up the stored bases of an experiment's runs (runs without any are skipped).
@@ -101,6 +104,20 @@ pub(crate) fn summarise(bases: &[RunBasis]) -> Basis {
         };
         for (k, v) in env {
             match v {
+                Value::Object(devices) if k == "queues" => {
+                    for (device, knobs) in devices {
+                        let seen = b.queues.entry(device.clone()).or_default();
+                        for (knob, value) in knobs.as_object().into_iter().flatten() {
+                            let Some(value) = value.as_str() else {
+                                continue;
+                            };
+                            let values = seen.entry(knob.clone()).or_default();
+                            if !values.iter().any(|v| v == value) {
+                                values.push(value.to_string());
+                            }
+                        }
+                    }
+                }
                 Value::Number(n) => {
                     let Some(n) = n.as_u64() else { continue };
                     let e = b.memory_kib.entry(k.clone()).or_insert((n, n));
@@ -211,6 +228,16 @@ pub(crate) fn text(b: &Basis) -> String {
     if !mem.is_empty() {
         out.push_str(&format!("memory at run start: {}\n", mem.join(", ")));
     }
+    for (device, knobs) in &b.queues {
+        out.push_str(&crate::report::table::wrap(
+            &format!(
+                "queue of {} at run start: {}",
+                safe(device),
+                queue_text(knobs)
+            ),
+            crate::report::table::MAX_WIDTH,
+        ));
+    }
     if !b.checks.is_empty() {
         let parts: Vec<String> = b
             .checks
@@ -247,6 +274,30 @@ pub(crate) fn text(b: &Basis) -> String {
     out
 }
 
+/// A device's queue settings over runs, in the order `inspect` lists knobs: `knob value`, or
+/// `knob a | b` where runs differed (a factor, or a setting that changed under the runs).
+fn queue_text(knobs: &BTreeMap<String, Vec<String>>) -> String {
+    let known = crate::model::devices::KNOBS;
+    let others = knobs
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !known.contains(k));
+    known
+        .iter()
+        .copied()
+        .chain(others)
+        .filter_map(|knob| {
+            let values: Vec<String> = knobs
+                .get(knob)?
+                .iter()
+                .map(|v| safe(v).into_owned())
+                .collect();
+            Some(format!("{} {}", safe(knob), values.join(" | ")))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One failed check, both figures and the limit.
 pub(crate) fn finding_line(f: &Finding) -> String {
     let line = format!(
@@ -274,13 +325,13 @@ fn figure(v: f64) -> String {
     }
 }
 
-/// The failed checks of the given runs that succeeded (any experiments), in run order: what
-/// `compare` lists under each side, so a disagreement behind a compared figure is never
+/// The bases of the given runs that succeeded (any experiments) summed up, in run order:
+/// what `compare` lists under each side, so a disagreement behind a compared figure is never
 /// passed over. A failed run is in no figure (as in `show`, `Store::measured_run_bases`).
-pub(crate) fn findings_of_runs(
+pub(crate) fn of_runs(
     store: &crate::store::Store,
     runs: &[crate::store::Run],
-) -> anyhow::Result<Vec<Finding>> {
+) -> anyhow::Result<Basis> {
     let ids: std::collections::BTreeSet<i64> = runs
         .iter()
         .filter(|r| r.status == crate::store::RunStatus::Ok)
@@ -298,7 +349,7 @@ pub(crate) fn findings_of_runs(
         );
     }
     bases.sort_by_key(|b| b.run_id);
-    Ok(summarise(&bases).findings)
+    Ok(summarise(&bases))
 }
 
 /// The same as an HTML section for the report.
@@ -403,7 +454,7 @@ mod tests {
                 .unwrap();
         }
         let runs = store.runs(e).unwrap();
-        let found = findings_of_runs(&store, &runs).unwrap();
+        let found = of_runs(&store, &runs).unwrap().findings;
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].run, runs[0].id);
     }

@@ -734,6 +734,64 @@ fn targets_warning(base: &BTreeSet<String>, cand: &BTreeSet<String>) -> Option<S
     })
 }
 
+/// Queue settings that held through each side's runs but differ between the sides, unless a
+/// selector names them (`scheduler=none` against `scheduler=mq-deadline` compares exactly
+/// that): two kernels with different default schedulers, or a loop device left tuned by an
+/// earlier user, measure those settings too (seeds/001: "the none scheduler fixes it"). One
+/// device a side is compared whatever its name (scratch devices get any free loop device);
+/// several by name.
+fn queues_warning(a: &str, b: &str, base: &Queues, cand: &Queues) -> Option<String> {
+    let named = |knob: &str| {
+        [a, b].iter().any(|s| {
+            s.split(',').any(|t| {
+                t.trim_start()
+                    .strip_prefix(knob)
+                    .is_some_and(|r| r.starts_with('='))
+            })
+        })
+    };
+    let pairs: Vec<(&String, &Knobs, &Knobs)> = if base.len() == 1 && cand.len() == 1 {
+        base.iter()
+            .zip(cand.values())
+            .map(|((d, b), c)| (d, b, c))
+            .collect()
+    } else {
+        base.iter()
+            .filter_map(|(d, b)| Some((d, b, cand.get(d)?)))
+            .collect()
+    };
+    let several = pairs.len() > 1;
+    let mut differences = Vec::new();
+    for (device, b, c) in pairs {
+        for (knob, bv) in b {
+            let (Some(cv), false) = (c.get(knob), named(knob)) else {
+                continue;
+            };
+            if let ([x], [y]) = (bv.as_slice(), cv.as_slice()) {
+                if x != y {
+                    let on = if several {
+                        format!("{device} ")
+                    } else {
+                        String::new()
+                    };
+                    differences.push(format!("{on}{knob} {x} against {y}"));
+                }
+            }
+        }
+    }
+    (!differences.is_empty()).then(|| {
+        format!(
+            "warning: the baseline's and the candidate's device queues were set apart where no \
+             selector says so ({}): every change below is also theirs; set them alike (a \
+             knob of the experiment file) to see the rest alone",
+            differences.join(", ")
+        )
+    })
+}
+
+type Knobs = BTreeMap<String, Vec<String>>;
+type Queues = BTreeMap<String, Knobs>;
+
 /// Runs on both sides make them look alike: the tests take the sides as independent.
 fn shared_warning(shared: &[i64]) -> Option<String> {
     (!shared.is_empty()).then(|| {
@@ -923,9 +981,9 @@ pub(crate) fn compare_selectors(
     let (base_hosts, cand_hosts) = (hosts_of(store, &base)?, hosts_of(store, &cand)?);
     // The cross-checks of the compared runs: a figure in the table may rest on a run whose
     // fio and kernel figures disagree, and the reader must see that next to the verdict.
-    let (bf, cf) = (
-        super::basis::findings_of_runs(store, &base.runs)?,
-        super::basis::findings_of_runs(store, &cand.runs)?,
+    let (base_basis, cand_basis) = (
+        super::basis::of_runs(store, &base.runs)?,
+        super::basis::of_runs(store, &cand.runs)?,
     );
     let mut text = compare_heading(&base, &cand, &cells.factors);
     let mut warnings: Vec<String> = hosts_warnings(a, b, &base_hosts, &cand_hosts)
@@ -934,6 +992,7 @@ pub(crate) fn compare_selectors(
             &targets_of(store, &base)?,
             &targets_of(store, &cand)?,
         ))
+        .chain(queues_warning(a, b, &base_basis.queues, &cand_basis.queues))
         .chain(shared_warning(&shared))
         .chain(pooled_levels_warning(&base, &cand))
         .chain(pooled_levels_warning(&cand, &base))
@@ -979,6 +1038,7 @@ pub(crate) fn compare_selectors(
     if let Some(hint) = &hint {
         text.push_str(&crate::report::table::wrap(hint, MAX_WIDTH));
     }
+    let (bf, cf) = (base_basis.findings, cand_basis.findings);
     text.push_str(&findings_text(&[(&base.label, &bf), (&cand.label, &cf)]));
     let mut csv_table = long_table(&format!("{} -> {}", base.label, cand.label), &compared);
     add_findings_column(
@@ -1169,6 +1229,65 @@ fn compare_heading(base: &Group, cand: &Group, factors: &[Factor]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device's knobs with their values over a side's runs.
+    type Given<'a> = (&'a str, &'a [(&'a str, &'a [&'a str])]);
+
+    fn queues(devices: &[Given]) -> Queues {
+        devices
+            .iter()
+            .map(|(d, knobs)| {
+                let knobs = knobs
+                    .iter()
+                    .map(|(k, vs)| (k.to_string(), vs.iter().map(|v| v.to_string()).collect()))
+                    .collect();
+                (d.to_string(), knobs)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn queue_settings_held_apart_on_the_two_sides_are_named_unless_selected() {
+        let base = queues(&[(
+            "loop0",
+            &[
+                ("scheduler", &["mq-deadline"]),
+                ("rq_affinity", &["1", "2"]),
+                ("nr_requests", &["64"]),
+            ],
+        )]);
+        let cand = queues(&[(
+            "loop3",
+            &[
+                ("scheduler", &["none"]),
+                ("rq_affinity", &["2"]),
+                ("nr_requests", &["64"]),
+            ],
+        )]);
+        // One device a side, whatever its name; a knob that varied on a side is a factor.
+        let w = queues_warning("kernel=6.1", "kernel=6.6", &base, &cand).unwrap();
+        assert!(
+            w.contains("no selector says so (scheduler mq-deadline against none)"),
+            "{w}"
+        );
+        assert!(!w.contains("rq_affinity") && !w.contains("loop"), "{w}");
+        assert_eq!(
+            queues_warning("scheduler=mq-deadline", "scheduler=none", &base, &cand),
+            None
+        );
+        assert_eq!(queues_warning("1", "2", &base, &base), None);
+        // Several devices: matched by name, and named.
+        let two = |s: &'static str| {
+            queues(&[
+                ("sda", &[("scheduler", &[s])]),
+                ("sdb", &[("scheduler", &["none"])]),
+            ])
+        };
+        let w = queues_warning("1", "2", &two("bfq"), &two("kyber")).unwrap();
+        assert!(w.contains("(sda scheduler bfq against kyber)"), "{w}");
+        // A side with no settings recorded (imported, older runs) says nothing.
+        assert_eq!(queues_warning("1", "2", &base, &Queues::new()), None);
+    }
 
     #[test]
     fn selectors_are_ids_or_tag_lists() {

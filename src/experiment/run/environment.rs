@@ -3,7 +3,11 @@
 //! kernel's own allocations), on the fio and iolab that produced them, and on the kernel's
 //! command line (C-state limits, `nohz_full`, IOMMU and polling settings live there). These
 //! change between runs of one experiment, so they are read at each run's start rather than
-//! once per experiment as preflight is.
+//! once per experiment as preflight is. So are the queue settings of the devices the run
+//! drove, factors or not: a kernel whose default scheduler changed measures another
+//! scheduler (seeds/001), and a loop device keeps whatever its last user left it with.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -37,6 +41,10 @@ pub(crate) struct RunEnvironment {
     /// (see `notes_of`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) fio_notes: Option<String>,
+    /// Device -> queue knob (`model::devices::KNOBS`, those readable) -> its value, read
+    /// once the cell's knobs were written.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) queues: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl RunEnvironment {
@@ -47,9 +55,9 @@ impl RunEnvironment {
     }
 }
 
-/// What is known before fio starts: memory (KiB), the kernel command line, iolab's version.
-/// A file that cannot be read leaves its keys out.
-pub(crate) fn at_start(root: &SysRoot) -> RunEnvironment {
+/// What is known before fio starts: memory (KiB), the kernel command line, iolab's version,
+/// the queue settings of `devices`. A file that cannot be read leaves its keys out.
+pub(crate) fn at_start(root: &SysRoot, devices: &[&str]) -> RunEnvironment {
     let mut env = of_iolab();
     if let Ok(Some(meminfo)) = root.read_optional("/proc/meminfo") {
         let kib = |field| meminfo_kib(&meminfo, field);
@@ -59,6 +67,18 @@ pub(crate) fn at_start(root: &SysRoot) -> RunEnvironment {
         env.page_cache_kib = kib("Cached");
     }
     env.kernel_cmdline = root.attr("/proc/cmdline").map(|c| c.trim().to_string());
+    for &device in devices {
+        let knobs: BTreeMap<String, String> = crate::model::devices::KNOBS
+            .iter()
+            .filter_map(|&knob| {
+                let text = root.attr(&crate::knobs::queue_attr_path(device, knob))?;
+                Some((knob.to_string(), crate::knobs::current_choice(&text)))
+            })
+            .collect();
+        if !knobs.is_empty() {
+            env.queues.insert(device.to_string(), knobs);
+        }
+    }
     env
 }
 
@@ -159,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn memory_cmdline_and_versions_are_read_from_the_root() {
+    fn memory_cmdline_versions_and_queues_are_read_from_the_root() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("proc")).unwrap();
         std::fs::write(
@@ -174,12 +194,21 @@ mod tests {
             "BOOT_IMAGE=/vmlinuz ro quiet\n",
         )
         .unwrap();
+        let queue = dir.path().join("sys/block/sdb/queue");
+        std::fs::create_dir_all(&queue).unwrap();
+        std::fs::write(queue.join("scheduler"), "none [mq-deadline] kyber\n").unwrap();
+        std::fs::write(queue.join("nr_requests"), "64\n").unwrap();
         let root = SysRoot::at(dir.path()).unwrap();
         let report = FioReport {
             version: Some("fio-3.33".into()),
             ..Default::default()
         };
-        let env = with_fio(at_start(&root), Some(&report));
+        // A device with no readable queue (gone, or a partition's name) is left out.
+        let env = with_fio(at_start(&root, &["sdb", "sdz"]), Some(&report));
+        assert_eq!(
+            env["queues"],
+            serde_json::json!({"sdb": {"scheduler": "mq-deadline", "nr_requests": "64"}})
+        );
         assert_eq!(env["mem_total_kib"], 4026532);
         assert_eq!(env["mem_free_kib"], 123456);
         assert_eq!(env["page_cache_kib"], 777777, "Cached, not SwapCached");
@@ -191,7 +220,7 @@ mod tests {
             .starts_with(env!("CARGO_PKG_VERSION")));
         // Nothing readable: only what iolab knows of itself.
         let empty = tempfile::tempdir().unwrap();
-        let env = at_start(&SysRoot::at(empty.path()).unwrap());
+        let env = at_start(&SysRoot::at(empty.path()).unwrap(), &["sdb"]);
         assert_eq!(env, of_iolab(), "{env:?}");
         assert_eq!(env.to_value().as_object().unwrap().len(), 1);
     }

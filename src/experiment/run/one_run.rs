@@ -216,7 +216,7 @@ fn measure(
     let env_at_start = if remote {
         environment::of_iolab()
     } else {
-        environment::at_start(&lp.settings.root)
+        environment::at_start(&lp.settings.root, &device_names(&watches))
     };
     let sampler = crate::sample::start(&lp.settings.root, &watches, cadence)?;
     hosts::sample_start(exp, lp.hosts, cadence, &mut parts, lp.position);
@@ -487,6 +487,15 @@ fn watches(plan: &Plan, remote: bool) -> Vec<crate::sample::Watch> {
         .collect()
 }
 
+/// The block devices among the watched ones (a network workload watches its NIC too).
+fn device_names(watches: &[crate::sample::Watch]) -> Vec<&str> {
+    watches
+        .iter()
+        .filter(|w| !w.nic)
+        .map(|w| w.device.as_str())
+        .collect()
+}
+
 /// One run of a program engine (`command`, `iperf3`, `sockperf`) under the sampler, whose
 /// figures are taken over the whole sampled span (the program says nothing about when it
 /// measured), with the engine's metrics and per-interval series. `Ok(None)` when interrupted.
@@ -499,7 +508,7 @@ fn engine_run(
 ) -> Result<Option<RunResult>> {
     let engine = exp.engine.engine();
     let watches = watches(plan, false);
-    let env_at_start = environment::at_start(&lp.settings.root);
+    let env_at_start = environment::at_start(&lp.settings.root, &device_names(&watches));
     let every = crate::sample::Cadence::every(lp.settings.sample_interval);
     let sampler = crate::sample::start(&lp.settings.root, &watches, every)?;
     let ran = lp.runner.run_program(inv);
