@@ -69,10 +69,12 @@ pub(crate) struct PlanningArgs {
     pub any_node: bool,
     /// Move pinned interrupts anyway: `all`, or IRQ numbers such as 40,41. A pin is an
     /// affinity of one CPU or of one core's SMT threads (a user's or a start-up script's);
-    /// pins are respected unless named here, and `plan` says when they pile heavy
-    /// interrupts up and how much less the busiest CPU would carry without them. `iolab irq
-    /// rollback` restores the pins. Managed interrupts (a queue's, placed by its driver) cannot
-    /// be moved: `all` leaves them, and naming one is refused.
+    /// unless named here, an interrupt pinned to one CPU stays there and one pinned to a
+    /// core's threads stays on them, and `plan` says when pins pile heavy interrupts up and
+    /// how much less the busiest CPU would carry without them. Any other affinity is kept
+    /// whether named or not (the plan moves within it). `iolab irq rollback` restores the
+    /// pins. Managed interrupts (a queue's, placed by its driver) cannot be moved: `all`
+    /// leaves them, and naming one is refused.
     #[arg(long, value_name = "all|IRQ,...", value_parser = parse_unpin)]
     pub unpin: Option<plan::Unpin>,
     /// Keep these CPUs free of moved interrupts (a list such as 0,2-3, like irqbalance's

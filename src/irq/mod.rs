@@ -112,11 +112,14 @@ pub(crate) fn check_options(
             format_cpulist(&m.possible)
         )));
     }
-    if m.cpus.iter().all(|c| options.banned.contains(&c.cpu)) {
+    // Isolated and nohz_full CPUs take no interrupts anyway.
+    let slots = inputs::slots(m);
+    if slots.iter().all(|s| options.banned.contains(&s.cpu)) {
         return Err(crate::cli::usage(format!(
-            "--ban-cpus: {} is every CPU here: no interrupt could be moved anywhere; leave out \
-             a CPU to take them",
-            format_cpulist(&options.banned)
+            "--ban-cpus: {} is every CPU here that takes interrupts ({}): no interrupt could \
+             be moved anywhere; leave out a CPU to take them",
+            format_cpulist(&options.banned),
+            format_cpulist(&slots.iter().map(|s| s.cpu).collect::<Vec<_>>())
         )));
     }
     Ok(offline)
@@ -181,6 +184,12 @@ mod tests {
         );
         let err = banning(vec![3, 99]).unwrap_err().to_string();
         assert_eq!(err, "--ban-cpus: CPU 99 does not exist here (CPUs: 0-31)");
+        // CPU 14 is isolated: banning the other online CPUs leaves none to take interrupts.
+        let err = banning((0..14).collect()).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--ban-cpus: 0-13 is every CPU here that takes interrupts (0-13)"),
+            "{err}"
+        );
     }
 
     /// A managed interrupt named in `--unpin` was passed over in silence: the user asked for a

@@ -125,8 +125,12 @@ impl Unpin {
 }
 
 /// True when `allowed` confines an interrupt to one core: one CPU, or SMT threads of one
-/// core. Such a mask is a pin (a user's or a script's choice), not a fence to balance within.
+/// core. Such a mask is a pin (a user's or a script's choice), not a fence to balance within;
+/// one that allows every CPU that can take interrupts (a machine of one core) is the default.
 pub(crate) fn is_pin(allowed: &[u32], slots: &[Slot]) -> bool {
+    if slots.len() > 1 && slots.iter().all(|s| allowed.contains(&s.cpu)) {
+        return false;
+    }
     if allowed.len() == 1 {
         return true;
     }
@@ -230,6 +234,10 @@ pub struct Plan {
     /// Banned CPUs that exist but are offline now (banned should they come online).
     #[serde(default)]
     pub(crate) banned_offline: Vec<u32>,
+    /// Heavy interrupts were measured on CPUs that are to take none (banned, isolated,
+    /// nohz_full): they move off whatever the gain.
+    #[serde(default)]
+    pub(crate) forced: bool,
 }
 
 /// Plans the placement of `sources` over `slots`, and says when pins keep the load unbalanced.
@@ -279,6 +287,13 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
     let takes_moves = |c: &u32| placeable(c) && !options.banned.contains(c);
     let all: Vec<u32> = slots.iter().map(|s| s.cpu).collect();
     let mut fixed: BTreeMap<u32, f64> = slots.iter().map(|s| (s.cpu, 0.0)).collect();
+    // CPUs kept quiet on purpose (isolated, nohz_full) that took interrupts anyway: their
+    // load counts in the busiest CPU, and heavy interrupts on them leave (below).
+    for src in sources {
+        for (cpu, _) in src.per_cpu.iter().filter(|(_, r)| **r > 0.0) {
+            fixed.entry(*cpu).or_insert(0.0);
+        }
+    }
     let mut before = fixed.clone();
     // Each heavy interrupt with the CPUs it may go to, and why they are off its node if they are.
     let mut heavy: Vec<(&Source, Vec<u32>, Option<String>)> = Vec::new();
@@ -290,17 +305,26 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
             }
         }
         let rate = src.rate();
-        let unpinned = options.unpin.covers(src.irq) && !src.managed;
+        // `--unpin` lifts pins; any other mask is a fence the plan stays inside.
+        let pin = is_pin(&src.allowed, slots);
+        let unpinned = options.unpin.covers(src.irq) && !src.managed && pin;
         let mask = if unpinned { &all } else { &src.allowed };
         let allowed: Vec<u32> = mask.iter().copied().filter(takes_moves).collect();
         let why = if src.managed {
             Some("managed by the kernel".to_string())
         } else if src.allowed.len() == 1 && !unpinned {
+            // A pin to one core's threads is kept on them, balanced between them.
             Some(format!("pinned to CPU {} by its affinity", src.allowed[0]))
         } else if !options.is_heavy(rate) {
             Some(format!("light (under {}/s)", options.heavy))
-        } else if allowed.is_empty() && mask.iter().any(placeable) {
+        } else if allowed.is_empty() && mask.iter().all(placeable) {
             Some("its affinity allows only banned CPUs".into())
+        } else if allowed.is_empty() && mask.iter().any(placeable) {
+            Some(
+                "its affinity allows only banned CPUs and CPUs that take no interrupts \
+                 (offline or isolated)"
+                    .into(),
+            )
         } else if allowed.is_empty() {
             Some("no CPU its affinity allows can take interrupts (offline or isolated)".into())
         } else {
@@ -347,10 +371,11 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         *after.get_mut(&best).expect("candidates are slots") += rate;
         chosen.push(best);
     }
-    // Heavy interrupts on a banned CPU leave it whatever the gain.
+    // Heavy interrupts on a banned CPU, or on one kept quiet, leave it whatever the gain.
+    let off_limits = |c: &u32| options.banned.contains(c) || !placeable(c);
     let on_banned = heavy
         .iter()
-        .any(|(src, _, _)| on_cpus(src).iter().any(|c| options.banned.contains(c)));
+        .any(|(src, _, _)| on_cpus(src).iter().any(off_limits));
     // Where each goes; None: it stays where it is.
     let greedy: Vec<Option<u32>> = heavy
         .iter()
@@ -430,6 +455,7 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         pins_seen,
         off_node,
         banned_offline: Vec::new(),
+        forced: on_banned,
     }
 }
 
@@ -586,7 +612,8 @@ fn peaks(load: &BTreeMap<u32, f64>, slots: &[Slot]) -> Peaks {
     Peaks {
         package: peak(&|s| (s.package, 0)),
         core: peak(&|s| (s.package, s.core)),
-        cpu: peak(&|s| (s.cpu, 0)),
+        // Over every CPU measured: one kept quiet that took interrupts is the busiest too.
+        cpu: load.values().copied().fold(0.0, f64::max),
     }
 }
 
@@ -875,12 +902,74 @@ mod tests {
         assert_eq!(one.pinned, None);
     }
 
+    /// Isolated and nohz_full CPUs are no slots. Heavy interrupts measured on one left it
+    /// whatever the gain (as off a banned CPU), and it counts as the busiest CPU: the plan had
+    /// called the machine balanced, its busiest CPU at 0/s.
+    #[test]
+    fn heavy_interrupts_on_a_cpu_kept_quiet_are_moved_off() {
+        let sources = vec![
+            src(70, &[(8, 20_000.0)], &[4, 5, 8]),
+            src(71, &[(8, 20_000.0)], &[4, 5, 8]),
+            src(72, &[(8, 50.0)], &[4, 5, 8]),
+        ];
+        let p = plan(&sources, &box8(), Options::default());
+        assert!(!p.balanced && !p.nothing_heavy);
+        let mut to: Vec<u32> = moved(&p).iter().map(|m| m.1).collect();
+        to.sort_unstable();
+        assert_eq!(to, vec![4, 5]);
+        assert_eq!(p.peaks_before.cpu, 40_050.0);
+        assert_eq!(p.cpu_before[&8], 40_050.0);
+        // The light one stays: the quiet CPU keeps its load.
+        assert_eq!(p.cpu_after[&8], 50.0);
+        assert!(p.gain_pct > 0.0, "{}", p.gain_pct);
+        assert!(p.forced);
+        let text = super::super::render::plan_text(&p, 2.0);
+        assert!(
+            text.contains("lower; moves off CPUs that are to take none need no gain)"),
+            "{text}"
+        );
+        // With nowhere else to go, it stays, and says why; nothing moves, and not because
+        // nothing is heavy.
+        let stuck = vec![src(73, &[(8, 20_000.0)], &[8, 9])];
+        let p = plan(&stuck, &box8(), Options::default());
+        assert!(p.moves.is_empty());
+        assert_eq!(
+            p.kept[0].why,
+            "no CPU its affinity allows can take interrupts (offline or isolated)"
+        );
+        assert_eq!(
+            super::super::render::why_nothing_moves(&p),
+            "no heavy interrupt can be moved (why: under kept)"
+        );
+        // Only banned CPUs and a quiet one in its mask.
+        let p = plan(
+            &[src(74, &[(8, 20_000.0)], &[3, 8])],
+            &box8(),
+            Options {
+                banned: vec![3],
+                ..Options::default()
+            },
+        );
+        assert_eq!(
+            p.kept[0].why,
+            "its affinity allows only banned CPUs and CPUs that take no interrupts (offline or \
+             isolated)"
+        );
+    }
+
     #[test]
     fn masks_confined_to_one_cores_threads_are_pins_too() {
         // CPUs 0 and 2 are one core's two threads in box8.
         assert!(is_pin(&[0, 2], &box8()));
         assert!(!is_pin(&[0, 1], &box8()));
         assert!(!is_pin(&[0, 4], &box8()));
+        // Every CPU of a machine of one core (two threads) is its default, no pin.
+        let one_core: Vec<Slot> = box8()
+            .into_iter()
+            .filter(|s| [0, 2].contains(&s.cpu))
+            .collect();
+        assert!(!is_pin(&[0, 2], &one_core));
+        assert!(is_pin(&[2], &one_core));
         let p = plan(&pinned_four(&[0, 2]), &box8(), Options::default());
         // Balanced within the mask (two on each thread) ...
         assert_eq!(moved(&p), vec![(41, 2), (42, 2)]);
@@ -919,6 +1008,28 @@ mod tests {
             one.pinned.expect("three pins remain").irqs,
             vec![40, 41, 43]
         );
+        // `--unpin` lifts pins only: a wider mask named in it is still kept to.
+        let fenced = vec![
+            src(60, &[(0, 10_000.0)], &[0, 1, 4]),
+            src(61, &[(0, 10_000.0)], &[0, 1, 4]),
+            src(62, &[(0, 10_000.0)], &[0, 1, 4]),
+        ];
+        for unpin in [Unpin::All, Unpin::Irqs(vec![60, 61, 62])] {
+            let p = plan(
+                &fenced,
+                &box8(),
+                Options {
+                    unpin,
+                    ..Options::default()
+                },
+            );
+            assert!(
+                p.moves.iter().all(|m| [0, 1, 4].contains(&m.to)),
+                "{:?}",
+                p.moves
+            );
+            assert!(!p.moves.is_empty());
+        }
         // Managed interrupts stay managed whatever --unpin says.
         let mut managed = sources.clone();
         for s in &mut managed {

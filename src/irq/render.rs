@@ -87,13 +87,17 @@ fn plan_text_unescaped(p: &Plan, measured_s: f64) -> String {
             rate(x.package)
         )
     };
+    let need = if p.forced {
+        "moves off CPUs that are to take none need no gain".to_string()
+    } else {
+        format!("moves need {}%", p.options.min_gain_pct)
+    };
     let _ = writeln!(
         out,
-        "busiest: now {}; planned {} ({:.0}% lower; moves need {}%)",
+        "busiest: now {}; planned {} ({:.0}% lower; {need})",
         peaks(&p.peaks_before),
         peaks(&p.peaks_after),
         p.gain_pct,
-        p.options.min_gain_pct
     );
     if let Some(pin) = &p.pinned {
         out.push_str(&pinned_text(pin));
@@ -144,6 +148,8 @@ pub(crate) fn why_nothing_moves(p: &Plan) -> &'static str {
         "the heavy interrupts are balanced"
     } else if p.kept.iter().any(|k| k.why == "already well placed") {
         "every heavy interrupt is already well placed"
+    } else if p.kept.iter().any(|k| p.options.is_heavy(k.rate)) {
+        "no heavy interrupt can be moved (why: under kept)"
     } else {
         "no movable interrupt is heavy"
     }
