@@ -378,14 +378,14 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
         std::fs::write(
             &file,
             format!(
-                "name = \"shm\"\n[target]\nsize = \"4G\"\n[workload]\nrw = \"{rw}\"\n\
-                 runtime = \"1s\"\n"
+                "name = \"shm\"\n[target]\nsize = \"4G\"\n[workload]\nruntime = \"1s\"\n\
+                 rw = {rw}\n"
             ),
         )
         .unwrap();
         plan_on(&with_loops, &file)
     };
-    let (ok, err) = scratch("write");
+    let (ok, err) = scratch("\"write\"");
     assert!(!ok, "{err}");
     assert!(
         err.contains(
@@ -395,8 +395,16 @@ fn holding_more_memory_than_the_machine_can_spare_is_refused() {
         ) && err.contains("lower the block size, iodepth, numjobs or [target] size"),
         "{err}"
     );
-    let (ok, err) = scratch("read");
+    let (ok, err) = scratch("\"read\"");
     assert!(ok, "{err}");
+    // Cells of reads and writes: the cell that fills the scratch devices is named, not the
+    // first cell checked (a read, which blamed the workload's writes on itself).
+    let (ok, err) = scratch("\"read\"\n[factors]\nrw = [\"read\", \"write\"]");
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("4.0 GiB of scratch devices in /dev/shm, which cell `rw=write` fills"),
+        "{err}"
+    );
 }
 
 /// A writable copy of the fixture machine `name` in `dir`.

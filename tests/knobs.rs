@@ -170,6 +170,50 @@ fn an_elevators_own_settings_come_back_with_it() {
     assert_eq!(knobs::read_attr(&fifo).unwrap(), "7");
 }
 
+/// A value the kernel takes but keeps as another is no level a cell can run at: results
+/// stored under it would be another level's. read_ahead_kb is kept in whole pages (5 reads
+/// 4) and mq-deadline keeps a fifo_batch below 0 as 0: a cell's writes (`set_all`) fail
+/// naming both values, and the knob is put back like any other.
+#[test]
+fn a_value_the_kernel_keeps_as_another_fails_a_cells_knobs() {
+    if !root_or_skip() {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let dev = ScratchDevice::create_in(state.path(), 16 << 20).unwrap();
+    let ra = queue_attr_path(dev.name(), "read_ahead_kb");
+    let before = knobs::read_attr(&ra).unwrap();
+    let mut j = Journal::begin_in(state.path()).unwrap();
+    let msg = j.set_all([(ra.as_str(), "5")]).unwrap_err().to_string();
+    assert!(
+        msg.contains("wrote \"5\", but the kernel keeps \"4\" (it clamps or rounds"),
+        "{msg}"
+    );
+    // Kept as written: no error.
+    j.set_all([(ra.as_str(), "8")]).unwrap();
+    j.restore().unwrap();
+    assert_eq!(knobs::read_attr(&ra).unwrap(), before);
+    drop(j);
+    let sched = queue_attr_path(dev.name(), "scheduler");
+    let fifo = queue_attr_path(dev.name(), "iosched/fifo_batch");
+    let sched_before = knobs::read_attr(&sched).unwrap();
+    let mut j = Journal::begin_in(state.path()).unwrap();
+    if j.set(&sched, "mq-deadline").is_err() {
+        crate::common::skip("no mq-deadline elevator here");
+        return;
+    }
+    let msg = j
+        .set_all([(sched.as_str(), "mq-deadline"), (fifo.as_str(), "-8")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("wrote \"-8\", but the kernel keeps \"0\""),
+        "{msg}"
+    );
+    j.restore().unwrap();
+    assert_eq!(knobs::read_attr(&sched).unwrap(), sched_before);
+}
+
 /// A value the kernel prints but will not take back is found before the knob changes: a
 /// loop device's discard_max_bytes reads 4294966784, no multiple of its 4096-byte
 /// granularity, so once changed it could never be put back (restore failed every time and

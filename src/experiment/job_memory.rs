@@ -167,8 +167,16 @@ pub(crate) fn check_on(exp: &Experiment, mem: &Memory, scratch_bytes: u64) -> Re
                 size(held.buffers)
             ));
             if scratch_bytes > 0 {
+                // Filled by the cells that write, and held from then on by every cell.
+                let writer = super::cells(exp)
+                    .into_iter()
+                    .find(|c| c.writes(exp).is_some())
+                    .filter(|_| !exp.factors.is_empty())
+                    .map_or("the workload writes".to_string(), |c| {
+                        format!("cell `{}` fills (they hold it for the runs after)", c.key)
+                    });
                 parts.push(format!(
-                    "{} of scratch devices in /dev/shm, which the workload writes",
+                    "{} of scratch devices in /dev/shm, which {writer}",
                     size(scratch_bytes)
                 ));
             }

@@ -468,6 +468,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cells(&timed)[0].nominal_seconds(&timed), Some(5.0));
+        // fio waits its startdelay first.
+        for (delay, total) in [("\"3s\"", 8.0), ("\"2m\"", 125.0)] {
+            let delayed = parse(
+                "t.toml",
+                &format!(
+                    "name = \"t\"\n[workload]\nruntime = \"4s\"\nramp_time = 1\n\
+                     time_based = true\nstartdelay = {delay}\n"
+                ),
+            )
+            .unwrap();
+            assert_eq!(cells(&delayed)[0].nominal_seconds(&delayed), Some(total));
+        }
     }
 
     #[test]

@@ -5,6 +5,28 @@
 use std::io;
 use std::time::{Duration, Instant};
 
+/// Whether an attribute that reads `now` after `written` was written keeps that value: the
+/// same choice of a list (`[mq-deadline] none`), number (`08` and `8`), words (a sysctl's
+/// tabs), or switch (`Y` and `1`). An interrupt's mask reads back in another form (the
+/// placement journal keeps what iolab wrote), and a `wbt_lat_usec` of -1 asks for the default,
+/// which reads as itself.
+pub(super) fn keeps(path: &str, written: &str, now: &str) -> bool {
+    if path.starts_with("/proc/irq/") || (path.ends_with("/wbt_lat_usec") && written.trim() == "-1")
+    {
+        return true;
+    }
+    let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (w, n) = (words(&current_choice(written)), words(&current_choice(now)));
+    let switch = |t: &str| match t {
+        "Y" | "y" => Some(1),
+        "N" | "n" => Some(0),
+        _ => t.parse::<i64>().ok(),
+    };
+    w == n
+        || matches!((switch(&w), switch(&n)), (Some(a), Some(b)) if a == b)
+        || matches!((w.parse::<f64>(), n.parse::<f64>()), (Ok(a), Ok(b)) if a == b)
+}
+
 /// The value an attribute holds now, as it must be written back to restore it. Multiple-choice
 /// attributes (`queue/scheduler`, THP's `enabled`, tracefs' `trace_clock`) print every choice
 /// with the active one in brackets: "[mq-deadline] none" -> "mq-deadline". tracefs'
@@ -125,6 +147,39 @@ pub(crate) fn explain_write_error(path: &str, e: &io::Error, current_text: Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_is_kept_when_it_reads_back_as_the_same_choice_number_words_or_switch() {
+        let q = "/sys/block/sda/queue";
+        assert!(keeps(
+            &format!("{q}/scheduler"),
+            "mq-deadline",
+            "none [mq-deadline] kyber"
+        ));
+        assert!(!keeps(
+            &format!("{q}/scheduler"),
+            "kyber",
+            "none [mq-deadline] kyber"
+        ));
+        assert!(keeps(&format!("{q}/nr_requests"), "064", "64\n"));
+        assert!(!keeps(&format!("{q}/read_ahead_kb"), "5", "4"));
+        assert!(!keeps(&format!("{q}/iosched/fifo_batch"), "-8", "0"));
+        assert!(keeps(
+            &format!("{q}/write_cache"),
+            "write back",
+            "write back\n"
+        ));
+        assert!(keeps(
+            "/proc/sys/net/ipv4/tcp_rmem",
+            "4096 131072 6291456",
+            "4096\t131072\t6291456"
+        ));
+        assert!(keeps("/sys/module/m/parameters/p", "1", "Y"));
+        // The default asked for reads as itself; an interrupt's mask in another form.
+        assert!(keeps(&format!("{q}/wbt_lat_usec"), "-1", "2000"));
+        assert!(!keeps(&format!("{q}/wbt_lat_usec"), "-2", "2000"));
+        assert!(keeps("/proc/irq/45/smp_affinity_list", "1", "0x2"));
+    }
 
     #[test]
     fn bracketed_choice_is_the_current_value() {

@@ -592,7 +592,9 @@ impl Journal {
     /// after its own write: a later write can change an earlier knob (switching the scheduler
     /// resets `nr_requests`; some kernels reset `read_ahead_kb` when a queue limit is
     /// written), and what runs must be what was asked for. A knob changed that way is
-    /// written again, once. Returns the paths written again.
+    /// written again, once. A value the kernel took but keeps as another (mq-deadline's
+    /// `fifo_batch` of -8 reads 0, a `read_ahead_kb` of 5 reads 4) is an error: results
+    /// stored under the level asked for would be another's. Returns the paths written again.
     pub fn set_all<'a>(
         &mut self,
         writes: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -603,7 +605,15 @@ impl Journal {
             // A knob written twice (an interrupt moved to its CPU, then given its mask) is
             // held to its last value.
             written.retain(|(p, _, _)| *p != path);
-            written.push((path, value, self.read(path)?));
+            let now = self.read(path)?;
+            if !super::attr::keeps(path, value, &now) {
+                return Err(KnobError::NotHeld {
+                    path: self.shown(path),
+                    value: value.to_string(),
+                    now: super::current_choice(&now),
+                });
+            }
+            written.push((path, value, now));
         }
         let mut again = Vec::new();
         for (path, value, after) in &written {

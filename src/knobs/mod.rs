@@ -82,6 +82,12 @@ pub enum KnobError {
         value: String,
         now: String,
     },
+    #[error("{path}: wrote {value:?}, but the kernel keeps {now:?} (it clamps or rounds what it is given): what would run is not the level asked for; use a value it keeps as written")]
+    NotHeld {
+        path: String,
+        value: String,
+        now: String,
+    },
     #[error("not used as iolab's state directory: {why}. iolab trusts what it keeps there (it writes journaled values back, stops processes and detaches loop devices it finds named there), so it must be a directory of iolab's user that nobody else can write to or replace; choose another (IOLAB_STATE_DIR=DIR)")]
     UntrustedState { why: String },
     #[error(transparent)]

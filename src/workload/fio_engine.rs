@@ -49,7 +49,9 @@ impl Engine for Fio {
         let secs = |text: &str| duration::duration(text).ok().map(|d| d.as_secs_f64());
         let runtime = secs(get("runtime")?)?;
         let ramp = get("ramp_time").and_then(secs).unwrap_or(0.0);
-        Some(runtime + ramp)
+        // fio waits `startdelay` before it starts.
+        let delay = get("startdelay").and_then(secs).unwrap_or(0.0);
+        Some(runtime + ramp + delay)
     }
 
     /// The final report's figures (status reports before it only place the window).
