@@ -178,27 +178,23 @@ fn snapshot_of_fixture(name: &str, dir: &Path, extra: &[&str]) -> String {
 }
 
 /// `iolab snapshot --root MACHINE -o DIR` with `extra` arguments; its standard output.
-/// A root with a second reading is copied with it, and refuses an interval.
+/// A root is copied with the readings it holds (two, or one), and refuses an interval.
 fn snapshot_of(machine: &Path, dir: &Path, extra: &[&str]) -> String {
     let mut cmd = crate::common::iolab();
     cmd.arg("snapshot");
-    if machine.join("later").is_dir() {
-        let refused = crate::common::iolab()
-            .args(["snapshot", "--interval", "10ms", "--root"])
-            .arg(machine)
-            .arg("-o")
-            .arg(dir)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&refused.stderr);
-        assert!(
-            refused.status.code() == Some(2) && err.contains("leave out --interval"),
-            "{err}"
-        );
-        assert!(!dir.exists());
-    } else {
-        cmd.args(["--interval", "10ms"]);
-    }
+    let refused = crate::common::iolab()
+        .args(["snapshot", "--interval", "10ms", "--root"])
+        .arg(machine)
+        .arg("-o")
+        .arg(dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        refused.status.code() == Some(2) && err.contains("leave out --interval"),
+        "{err}"
+    );
+    assert!(!dir.exists());
     crate::common::stdout_of(
         cmd.arg("--root")
             .arg(machine)
@@ -216,14 +212,32 @@ fn snapshot_of_a_fixture_reproduces_its_model() {
         snapshot_of_fixture(name, &dir, &[]);
         let (original, _) = inspect_json(&machines().join(name));
         let (copy, _) = inspect_json(&dir);
-        if machines().join(name).join("later").is_dir() {
-            // A snapshot's second reading is kept, not taken again of files that do not
-            // change (every rate read 0: IRQ 160's 100,000/s went).
-            assert!(original["rates"].is_object(), "{name}");
-            assert_eq!(copy, original, "{name}");
-        } else {
-            assert_eq!(without_rates(copy), without_rates(original), "{name}");
-        }
+        // A snapshot's second reading is kept, not taken again of files that do not change
+        // (every rate read 0: IRQ 160's 100,000/s went); one without stays without rates
+        // (a made-up second reading showed every rate as a measured 0).
+        assert_eq!(
+            original["rates"].is_object(),
+            machines().join(name).join("later").is_dir(),
+            "{name}"
+        );
+        assert_eq!(copy, original, "{name}");
+        assert!(!dir.join("later").exists() || original["rates"].is_object());
+    }
+    // A copy was taken when its source was.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("copy");
+    snapshot_of_fixture("two-node-nvme", &dir, &[]);
+    let meta = |d: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(d.join("snapshot.json")).unwrap()).unwrap()
+    };
+    let (was, copy) = (meta(&machines().join("two-node-nvme")), meta(&dir));
+    for key in [
+        "captured_at",
+        "captured_at_unix_ms",
+        "interval_ns",
+        "requested_interval_ns",
+    ] {
+        assert_eq!(copy[key], was[key], "{key}");
     }
 }
 
@@ -380,7 +394,7 @@ fn a_broken_second_reading_is_named() {
         )
     };
     let no_stat = tmp.path().join("no-stat");
-    snapshot_of_fixture("scsi-hba", &no_stat, &[]);
+    snapshot_of_fixture("two-node-nvme", &no_stat, &[]);
     assert_eq!(plan(&no_stat).0, Some(0));
     std::fs::remove_file(no_stat.join("later/proc/stat")).unwrap();
     let (code, err) = plan(&no_stat);
@@ -390,7 +404,7 @@ fn a_broken_second_reading_is_named() {
         "{err}"
     );
     let bad_meta = tmp.path().join("bad-meta");
-    snapshot_of_fixture("scsi-hba", &bad_meta, &[]);
+    snapshot_of_fixture("two-node-nvme", &bad_meta, &[]);
     std::fs::write(bad_meta.join("snapshot.json"), "garbage").unwrap();
     let (code, err) = plan(&bad_meta);
     assert_eq!(code, Some(1));
@@ -420,5 +434,7 @@ fn extra_readers_add_their_files() {
     assert_eq!(meta.hostname.as_deref(), Some("storage-hba"));
     assert!(dir.join("sys/devices/system/cpu/cpu3/topology").is_dir());
     assert!(dir.join("proc/sys/kernel/hostname").is_file());
-    assert!(dir.join("later/proc/interrupts").is_file());
+    // Of one reading, the copy holds one.
+    assert!(!dir.join("later").exists());
+    assert_eq!(meta.interval_ns, 0);
 }

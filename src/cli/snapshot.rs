@@ -15,7 +15,8 @@ pub(crate) struct SnapshotArgs {
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: PathBuf,
     /// Time between the two readings of the counters (e.g. 5s, 500ms, 2) [default: 5s]. A
-    /// --root snapshot that holds two readings is copied with them as they were taken.
+    /// --root snapshot is copied with the readings it holds, as they were taken (one
+    /// without a second reading stays without rates).
     #[arg(long, value_name = "DURATION", value_parser = super::inspect::parse_interval)]
     pub interval: Option<Duration>,
     /// Snapshot another machine root (e.g. an earlier snapshot) instead of this machine.
@@ -31,13 +32,16 @@ pub(super) fn run(args: SnapshotArgs) -> anyhow::Result<()> {
         None => crate::sys::SysRoot::live(),
     };
     if let (Some(dir), Some(_)) = (&args.root, args.interval) {
-        if crate::snapshot::has_second_reading(&source) {
-            return Err(super::usage(format!(
-                "--interval: {} holds its two readings of the counters, which are copied as \
-                 they were taken; leave out --interval",
-                dir.display()
-            )));
-        }
+        let held = if crate::snapshot::has_second_reading(&source) {
+            "holds its two readings of the counters, which are copied as they were taken"
+        } else {
+            "holds one reading of the counters, and files that do not change read again \
+             would make up rates of 0"
+        };
+        return Err(super::usage(format!(
+            "--interval: {} {held}; leave out --interval",
+            dir.display()
+        )));
     }
     let interval = args.interval.unwrap_or(Duration::from_secs(5));
     let captured = crate::snapshot::take(&source, &args.output, interval)?;

@@ -32,10 +32,14 @@ pub struct SnapshotMeta {
     pub(crate) kernel: Option<String>,
     /// UTC, RFC 3339, when the first reading of the counters was taken.
     pub(crate) captured_at: String,
-    pub(crate) captured_at_unix_ms: u128,
-    /// Measured time between the two readings of the counters.
-    pub(crate) interval_ns: u64,
-    pub(crate) requested_interval_ns: u64,
+    /// The same in milliseconds (a copy of a snapshot that did not say has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) captured_at_unix_ms: Option<u128>,
+    /// Measured time between the two readings of the counters; 0 with one reading.
+    pub interval_ns: u64,
+    /// The time asked for between them (a copy keeps its source's, if it said).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) requested_interval_ns: Option<u64>,
     /// The regular files the snapshot holds besides this description, and their bytes (as
     /// on disk: a file read twice is one file, of its last content).
     pub(crate) files: usize,
@@ -213,31 +217,41 @@ pub fn capture_with(
     for (abs, bytes) in &first {
         m.write(abs, bytes).map_err(io(&out, abs))?;
     }
-    // A snapshot of a snapshot keeps its second reading and the time between the two: a
-    // second reading of files that do not change would show every rate as 0.
+    // A snapshot of a snapshot keeps its second reading and the time between the two, or
+    // stays without one: a second reading of files that do not change would show every rate
+    // as a measured 0.
     let (second, interval_ns) = match earlier_second_reading(source)? {
-        Some(kept) => kept,
+        Some((kept, ns)) => (Some(kept), ns),
+        None if !source.is_live() => (None, 0),
         None => {
             std::thread::sleep(interval.saturating_sub(started.elapsed()));
             let second = read_counters(source)?;
-            (second, started.elapsed().as_nanos() as u64)
+            (Some(second), started.elapsed().as_nanos() as u64)
         }
     };
-    for (abs, bytes) in &second {
+    for (abs, bytes) in second.iter().flatten() {
         let later = format!("{LATER_DIR}{abs}");
         m.write(&later, bytes).map_err(io(&out, &later))?;
     }
 
+    // A copy was taken when its source was.
+    let earlier = earlier_times(source);
     let unix = captured_at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let mut meta = SnapshotMeta {
         format: "iolab-snapshot/1".to_string(),
         iolab_version: env!("CARGO_PKG_VERSION").to_string(),
         hostname: source.attr("/proc/sys/kernel/hostname"),
         kernel: source.attr("/proc/sys/kernel/osrelease"),
-        captured_at: rfc3339(unix.as_secs()),
-        captured_at_unix_ms: unix.as_millis(),
+        captured_at: earlier
+            .as_ref()
+            .map_or_else(|| rfc3339(unix.as_secs()), |e| e.0.clone()),
+        captured_at_unix_ms: earlier.as_ref().map_or(Some(unix.as_millis()), |e| e.1),
         interval_ns,
-        requested_interval_ns: interval.as_nanos() as u64,
+        requested_interval_ns: if source.is_live() {
+            Some(interval.as_nanos() as u64)
+        } else {
+            earlier.as_ref().and_then(|e| e.2)
+        },
         files: 0,
         bytes: 0,
         unreadable: m.unreadable.clone(),
@@ -299,6 +313,22 @@ type Reading = Vec<(&'static str, Vec<u8>)>;
 /// Whether `source` is a snapshot that holds a second reading of the counters.
 pub(crate) fn has_second_reading(source: &SysRoot) -> bool {
     !source.is_live() && source.exists(&format!("{LATER_DIR}/proc/interrupts"))
+}
+
+/// When a snapshot root's first reading was taken (`captured_at`, in milliseconds too where
+/// it says) and the interval asked for, from its `snapshot.json`; `None` for the live
+/// machine or a tree that does not say when.
+fn earlier_times(source: &SysRoot) -> Option<(String, Option<u128>, Option<u64>)> {
+    if source.is_live() {
+        return None;
+    }
+    let meta: serde_json::Value = serde_json::from_str(&source.read(SNAPSHOT_META).ok()?).ok()?;
+    let number = |key: &str| meta.get(key).and_then(serde_json::Value::as_u64);
+    Some((
+        meta.get("captured_at")?.as_str()?.to_string(),
+        number("captured_at_unix_ms").map(u128::from),
+        number("requested_interval_ns"),
+    ))
 }
 
 /// The second reading of a snapshot root and its interval (`snapshot.json`), if it has one.
