@@ -264,6 +264,23 @@ fn live_interval_gives_rates() {
     assert!(loc.unwrap()["rate"]["total"].as_f64().unwrap() >= 0.0);
 }
 
+/// `--interval` with `--root` contradict each other: a usage error, exit 2, as for `irq plan
+/// --over` (it exited 1, like a machine that could not be read).
+#[test]
+fn an_interval_of_a_snapshot_is_a_usage_error() {
+    let out = iolab()
+        .args(["inspect", "--interval", "1s", "--root"])
+        .arg(machines().join("two-node-nvme"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--interval measures the live machine"),
+        "{err}"
+    );
+}
+
 /// A copy of a fixture in a temp dir that a test may damage.
 fn scratch_copy(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

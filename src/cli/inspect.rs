@@ -38,6 +38,13 @@ pub(super) fn run(args: InspectArgs) -> anyhow::Result<()> {
         Some(dir) => SysRoot::machine_root(dir)?,
         None => SysRoot::live(),
     };
+    // Two options that contradict each other: a usage error (exit 2), like `irq plan --over`.
+    if args.root.is_some() && args.interval.is_some() {
+        return Err(super::usage(
+            "--interval measures the live machine; a snapshot (--root) carries its own \
+             second reading",
+        ));
+    }
     let machine = Machine::observe(&root, args.interval)?;
     for w in &machine.warnings {
         say!(

@@ -14,8 +14,9 @@ pub(crate) struct PreflightArgs {
     /// Read a snapshot directory made by `iolab snapshot` instead of this machine.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// How long to watch per-process CPU use, in milliseconds (1 to 60000).
-    #[arg(long, value_name = "MS", default_value_t = 200,
+    /// How long to watch per-process CPU use, in milliseconds (1 to 60000; this machine
+    /// only: a snapshot holds no processes).
+    #[arg(long, value_name = "MS", default_value_t = 200, conflicts_with = "root",
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub sample_ms: u64,
     #[command(flatten)]

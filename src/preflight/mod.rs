@@ -129,9 +129,20 @@ fn identity(root: &SysRoot, f: &mut Vec<Finding>) {
             Finding::info("virtualization", hv.unwrap_or_else(|| "guest (hypervisor flag)".into()))
                 .note("a guest: steal time, virtual interrupts and host load add noise; compare only runs from the same host"),
         );
+    } else if !root.is_live() && !root.exists("/proc/cpuinfo") {
+        f.push(Finding::info(
+            "virtualization",
+            not_in_root("/proc/cpuinfo"),
+        ));
     } else {
         f.push(Finding::info("virtualization", "none detected"));
     }
+}
+
+/// What a snapshot root that lacks `file` says of the finding read from it: unknown, not
+/// absent (a snapshot made before preflight's files were copied, or a hand-made tree).
+fn not_in_root(file: &str) -> String {
+    format!("not recorded (this root holds no {file})")
 }
 
 fn frequency(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
@@ -141,7 +152,12 @@ fn frequency(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
             .collect()
     };
     let governors = per_cpu("scaling_governor");
-    if governors.is_empty() {
+    if governors.is_empty() && !root.is_live() {
+        f.push(Finding::info(
+            "cpufreq.governor",
+            "none in this root (fixed frequency, a VM, or not recorded)",
+        ));
+    } else if governors.is_empty() {
         f.push(Finding::info(
             "cpufreq.governor",
             "none (no cpufreq: fixed frequency or a VM)",
@@ -213,6 +229,10 @@ fn smt_and_idle(root: &SysRoot, cpus: &[u32], f: &mut Vec<Finding>) {
                 finding
             });
         }
+        None if !root.is_live() => f.push(Finding::info(
+            "smt",
+            not_in_root("/sys/devices/system/cpu/smt/control"),
+        )),
         None => f.push(Finding::info("smt", "not exposed")),
     }
     let base = "/sys/devices/system/cpu/cpuidle";
@@ -744,6 +764,18 @@ mod tests {
         assert!(by_key(&f, "cstate.limits")
             .value
             .starts_with("not recorded"));
+        // Files a snapshot did not copy are unknown, not absent ("none detected" of a guest).
+        assert_eq!(
+            by_key(&f, "virtualization").value,
+            "not recorded (this root holds no /proc/cpuinfo)"
+        );
+        assert_eq!(
+            by_key(&f, "smt").value,
+            "not recorded (this root holds no /sys/devices/system/cpu/smt/control)"
+        );
+        assert!(by_key(&f, "cpufreq.governor")
+            .value
+            .contains("or not recorded"));
     }
 
     #[test]
