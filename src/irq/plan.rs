@@ -483,15 +483,22 @@ fn fewest_moves(
             })
             .map(|s| s.cpu)
             .collect();
-        let mut best: Option<(f64, usize, u32)> = None;
+        // The move that lowers the peaks most; of equal ones, the one onto the least loaded
+        // CPU (onto a CPU already busy, it only passes the peak on, and the next move has to
+        // take it off again: three moves where two did).
+        let mut best: Option<([f64; 2], usize, u32)> = None;
         for (i, (src, cands, _)) in heavy.iter().enumerate() {
             if to[i].is_some() || !src.per_cpu.keys().any(|c| busiest.contains(c)) {
                 continue;
             }
             for &c in cands.iter().filter(|c| on_cpus(src) != [**c]) {
                 let gain = now.cost() - peaks(&moved(&load, src, c), slots).cost();
-                if gain > frac * src.rate() && best.is_none_or(|b| gain > b.0) {
-                    best = Some((gain, i, c));
+                let key = [-gain, load[&c]];
+                let better = |b: &([f64; 2], usize, u32)| {
+                    close_cmp([key[0], key[1], 0.0], [b.0[0], b.0[1], 0.0]) == Ordering::Less
+                };
+                if gain > frac * src.rate() && best.as_ref().is_none_or(better) {
+                    best = Some((key, i, c));
                 }
             }
         }
@@ -900,6 +907,28 @@ mod tests {
         // A lone pinned interrupt is no pile-up: moving it would gain nothing.
         let one = plan(&pinned_four(&[0])[..1], &box8(), Options::default());
         assert_eq!(one.pinned, None);
+    }
+
+    /// Three heavy interrupts on CPU 0 and one on CPU 1: two moves, onto idle CPUs, balance
+    /// them. The first move went to CPU 1 (as good for the peaks at that step), and the
+    /// interrupt there had to move on: three moves, against the rule that one interrupt
+    /// leaves its CPU only when that lowers it.
+    #[test]
+    fn of_equal_moves_the_one_onto_an_idle_cpu_is_taken() {
+        let sources = vec![
+            src(80, &[(0, 10_000.0)], &[0, 1, 2, 3]),
+            src(81, &[(0, 10_000.0)], &[0, 1, 2, 3]),
+            src(82, &[(0, 10_000.0)], &[0, 1, 2, 3]),
+            src(83, &[(1, 10_000.0)], &[0, 1, 2, 3]),
+        ];
+        let p = plan(&sources, &box8(), Options::default());
+        assert_eq!(p.moves.len(), 2, "{:?}", p.moves);
+        assert!(
+            p.moves.iter().all(|m| [2, 3].contains(&m.to)),
+            "{:?}",
+            p.moves
+        );
+        assert_eq!(p.peaks_after.cpu, 10_000.0);
     }
 
     /// Isolated and nohz_full CPUs are no slots. Heavy interrupts measured on one left it
