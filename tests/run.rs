@@ -1117,6 +1117,30 @@ fn dry_run_warns_of_a_queue_depth_the_engine_cannot_reach() {
     assert!(!text.contains("warning:"), "{text}");
 }
 
+/// `split_cpus` promises each job clone a CPU of its own: the plan says where there are more
+/// clones than CPUs (fio hands them out in turn), and only there.
+#[test]
+fn dry_run_warns_where_split_cpus_clones_must_share_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("split.toml");
+    std::fs::write(
+        &path,
+        "name = \"split\"\nsplit_cpus = true\n[target]\nanchor_cpu = 1\n[workload]\n\
+         rw = \"randread\"\nruntime = \"1s\"\n[factors]\nnumjobs = [1, 2]\nplacement = [\"on\"]\n",
+    )
+    .unwrap();
+    let text = dry_run_text(dir.path(), &path);
+    assert!(
+        text.contains(
+            "warning: split_cpus: more fio job clones than CPUs in the placement, so clones \
+             share CPUs (fio hands the CPUs out in turn), in cells numjobs=2,placement=on (2 \
+             clones on CPU 1)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("numjobs=1,placement=on (1"), "{text}");
+}
+
 /// Across fio servers the plan says what its estimate leaves out: the second fio's server
 /// waits before it sees each run's start.
 #[test]

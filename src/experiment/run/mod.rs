@@ -262,6 +262,7 @@ pub(crate) fn plan(
         .map(|r| resolved[r.cell].nominal_seconds)
         .sum::<Option<f64>>();
     let mut warnings = warnings(exp, &cells);
+    warnings.extend(shared_split_cpus(exp, &cells, &resolved));
     if resolved.iter().all(|c| c.not_applicable.is_some()) {
         warnings.push(format!(
             "no cell can run here: all {} are not applicable (each says why), so a run would \
@@ -296,6 +297,47 @@ pub(crate) fn plan(
         hosts: Vec::new(),
         stabilise: Vec::new(),
         prepare: exp.prepare.steps(),
+    })
+}
+
+/// `split_cpus` gives each of fio's job clones a CPU of the placement of its own only while
+/// there are as many CPUs; past that fio hands them out in turn and clones share CPUs. Said
+/// once, with the cells where it happens.
+fn shared_split_cpus(
+    exp: &Experiment,
+    cells: &[crate::experiment::Cell],
+    resolved: &[ResolvedCell],
+) -> Option<String> {
+    if !exp.split_cpus {
+        return None;
+    }
+    let shared: Vec<String> = resolved
+        .iter()
+        .filter(|r| r.not_applicable.is_none())
+        .filter_map(|r| {
+            let cpus = r.cpus.as_ref()?;
+            let options = cells[r.index].fio_options(exp);
+            let numjobs: usize = options
+                .iter()
+                .rev()
+                .find(|(n, _)| n == "numjobs")
+                .and_then(|(_, v)| v.trim().parse().ok())
+                .unwrap_or(1);
+            (numjobs > cpus.len()).then(|| {
+                format!(
+                    "{} ({numjobs} clones on CPU {})",
+                    cells[r.index].key,
+                    crate::sys::parse::format_cpulist(cpus)
+                )
+            })
+        })
+        .collect();
+    (!shared.is_empty()).then(|| {
+        format!(
+            "split_cpus: more fio job clones than CPUs in the placement, so clones share CPUs \
+             (fio hands the CPUs out in turn), in cells {}",
+            shared.join("; ")
+        )
     })
 }
 
