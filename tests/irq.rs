@@ -82,20 +82,26 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
     let root = pileup();
     let p = plan_json(root.path(), &[]);
     let moves = p["moves"].as_array().unwrap();
-    // Queue 0 (the busiest) stays on CPU 4; the other seven leave it.
-    assert_eq!(moves.len(), 7, "{p:#}");
+    // Queue 0 (150,000/s) and four of the 50,000/s ones leave CPU 4, each for a CPU of its
+    // own; three stay: the busiest CPU carries 150,000/s, as with seven moves (queue 0
+    // staying), which move as much.
+    assert_eq!(moves.len(), 5, "{p:#}");
     let node1 = [4u64, 5, 6, 7, 12, 13];
     let mut targets: Vec<u64> = moves.iter().map(|m| m["to"].as_u64().unwrap()).collect();
     for m in moves {
-        assert!((161..=167).contains(&m["irq"].as_u64().unwrap()), "{m}");
+        assert!((160..=167).contains(&m["irq"].as_u64().unwrap()), "{m}");
         assert_eq!(m["from"], serde_json::json!([4]));
     }
-    assert!(targets.iter().all(|t| node1.contains(t)), "{targets:?}");
+    assert!(moves.iter().any(|m| m["irq"] == 160), "{p:#}");
+    assert!(
+        targets.iter().all(|t| node1.contains(t) && *t != 4),
+        "{targets:?}"
+    );
     targets.sort();
     targets.dedup();
-    assert!(targets.len() >= 5, "{targets:?}");
+    assert_eq!(targets.len(), 5, "{targets:?}");
     assert_eq!(p["peaks_before"]["cpu"].as_f64().unwrap(), 500_000.0);
-    assert!(p["peaks_after"]["cpu"].as_f64().unwrap() <= 150_000.0 + 50_000.0);
+    assert_eq!(p["peaks_after"]["cpu"].as_f64().unwrap(), 150_000.0);
     let kept = p["kept"].as_array().unwrap();
     let why = |irq: u64| {
         kept.iter()
@@ -103,12 +109,15 @@ fn a_pileup_is_spread_over_the_nics_node_and_never_onto_an_isolated_cpu() {
             .map(|k| k["why"].as_str().unwrap().to_string())
             .unwrap_or_default()
     };
-    assert_eq!(why(160), "already well placed");
+    let stayed: Vec<u64> = (161..=167)
+        .filter(|&irq| why(irq) == "already well placed")
+        .collect();
+    assert_eq!(stayed.len(), 3, "{p:#}");
     assert_eq!(why(122), "managed by the kernel");
 
     // The text view says the same.
     let text = plan_text(root.path());
-    assert!(text.contains("eth0-TxRx-7"), "{text}");
+    assert!(text.contains("eth0-TxRx-0"), "{text}");
     assert!(text.contains("managed by the kernel"), "{text}");
     assert!(
         text.contains("busiest: now CPU at 500000/s, core at "),
@@ -376,9 +385,12 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
             "{err}"
         );
         assert_eq!(std::fs::read_to_string(file(161)).unwrap(), original);
+        // The moves made before 161 go back with their journal.
+        drop(j);
+        let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
         // The daemon's way: every other move is made, 161 stays, and says why.
         let (done, left) = apply::apply_each(&root, &m, &p.moves, &mut j);
-        assert_eq!(done.len() + left.len(), 7, "{done:?} {left:?}");
+        assert_eq!(done.len() + left.len(), p.moves.len(), "{done:?} {left:?}");
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(
             left[0].starts_with("left IRQ 161 (eth0-TxRx-1) where it is: ")
@@ -392,7 +404,7 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
     let mut j = iolab::knobs::Journal::resume_at(state.path(), &root).unwrap();
     let done = apply::apply(&root, &m, &p.moves, &mut j).unwrap();
     j.keep();
-    assert_eq!(done.len(), 7);
+    assert_eq!(done.len(), p.moves.len());
     let to161 = p.moves.iter().find(|m| m.irq == 161).unwrap().to;
     assert_eq!(
         std::fs::read_to_string(file(161)).unwrap(),
@@ -423,10 +435,10 @@ fn a_placement_written_into_a_tree_comes_back_through_the_journal() {
         .unwrap()
         .unwrap();
     // An interrupt delivered to fewer CPUs than its mask goes back in two writes (its CPU,
-    // then its mask): six interrupts, six files.
+    // then its mask): one file for each interrupt moved but 161.
     let files: std::collections::BTreeSet<&str> =
         report.restored.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(files.len(), 6);
+    assert_eq!(files.len(), p.moves.len() - 1);
     assert!(!files.iter().any(|f| f.contains("/161/")), "{files:?}");
     assert_eq!(
         std::fs::read_to_string(file(161)).unwrap(),
