@@ -312,6 +312,8 @@ fn plan_within(sources: &[Source], slots: &[Slot], options: Options) -> Plan {
         let allowed: Vec<u32> = mask.iter().copied().filter(takes_moves).collect();
         let why = if src.managed {
             Some("managed by the kernel".to_string())
+        } else if src.allowed.is_empty() {
+            Some("its affinity could not be read".into())
         } else if src.allowed.len() == 1 && !unpinned {
             // A pin to one core's threads is kept on them, balanced between them.
             Some(format!("pinned to CPU {} by its affinity", src.allowed[0]))
@@ -971,6 +973,12 @@ mod tests {
             "no heavy interrupt can be moved (why: under kept)"
         );
         // Only banned CPUs and a quiet one in its mask.
+        let unread = plan(
+            &[src(75, &[(2, 20_000.0)], &[])],
+            &box8(),
+            Options::default(),
+        );
+        assert_eq!(unread.kept[0].why, "its affinity could not be read");
         let p = plan(
             &[src(74, &[(8, 20_000.0)], &[3, 8])],
             &box8(),
