@@ -120,6 +120,18 @@ pub(crate) const KNOBS: &[&str] = &[
     "write_cache",
 ];
 
+/// The [`KNOBS`] of `device`'s queue that can be read under `root`, each as its current
+/// value (a list's chosen entry): what a run records, and what a scratch device puts back.
+pub(crate) fn queue_settings(root: &SysRoot, device: &str) -> Vec<(String, String)> {
+    KNOBS
+        .iter()
+        .filter_map(|&knob| {
+            let text = root.attr(&crate::knobs::queue_attr_path(device, knob))?;
+            Some((knob.to_string(), crate::knobs::current_choice(&text)))
+        })
+        .collect()
+}
+
 /// Queue knobs that kernels from some release on keep as they are, and why: a factor of one
 /// is refused there rather than failing every run (each write is checked to hold).
 pub(crate) const FIXED: &[(&str, &str)] = &[

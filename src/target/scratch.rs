@@ -256,16 +256,10 @@ pub struct QueueSettings(Vec<(String, String)>);
 impl QueueSettings {
     /// The settings of `name`'s queue as they are now (those that can be read).
     pub fn read(name: &str) -> QueueSettings {
-        QueueSettings(
-            crate::model::devices::KNOBS
-                .iter()
-                .filter_map(|knob| {
-                    let path = crate::knobs::queue_attr_path(name, knob);
-                    let text = crate::knobs::read_attr(&path).ok()?;
-                    Some((knob.to_string(), crate::knobs::current_choice(&text)))
-                })
-                .collect(),
-        )
+        QueueSettings(crate::model::devices::queue_settings(
+            &crate::sys::SysRoot::live(),
+            name,
+        ))
     }
 
     /// The settings named like a queue knob iolab reads: those of a marker come from a file,

@@ -68,12 +68,8 @@ pub(crate) fn at_start(root: &SysRoot, devices: &[&str]) -> RunEnvironment {
     }
     env.kernel_cmdline = root.attr("/proc/cmdline").map(|c| c.trim().to_string());
     for &device in devices {
-        let knobs: BTreeMap<String, String> = crate::model::devices::KNOBS
-            .iter()
-            .filter_map(|&knob| {
-                let text = root.attr(&crate::knobs::queue_attr_path(device, knob))?;
-                Some((knob.to_string(), crate::knobs::current_choice(&text)))
-            })
+        let knobs: BTreeMap<String, String> = crate::model::devices::queue_settings(root, device)
+            .into_iter()
             .collect();
         if !knobs.is_empty() {
             env.queues.insert(device.to_string(), knobs);
