@@ -266,7 +266,28 @@ fn a_run_and_its_dry_run_refuse_what_would_stop_it_later() {
             text.contains("warning: the run would stop before it starts: ") && text.contains(why),
             "{db}: {text}"
         );
+        // Scripts read it apart from the warnings: the plan is there, and why it would stop.
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["run", example, "--dry-run", "--json", "--db", db])
+            .output()
+            .unwrap();
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stops = plan["would_stop"].as_array().expect("would_stop");
+        assert!(
+            stops.iter().any(|s| s.as_str().unwrap().contains(why)),
+            "{db}: {plan}"
+        );
+        assert!(!plan.to_string().contains("would stop before"), "{plan}");
     }
+    // A plan that would run has none.
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["run", example, "--dry-run", "--json", "--db", ok_db])
+        .output()
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(plan.get("would_stop").is_none(), "{plan}");
     let cases: &[(&[&str], &str)] = &[
         (
             &["--db", gone],

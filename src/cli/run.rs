@@ -44,7 +44,9 @@ pub(crate) struct RunArgs {
     /// with the results, in the job file of each run.
     #[arg(long = "job-env", value_name = "NAME")]
     pub job_env: Vec<String>,
-    /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop.
+    /// Print the resolved plan (cells, CPUs and why, knob writes, order, time) and stop. What
+    /// would stop the run itself before its first run (a leftover of a killed run, a store it
+    /// cannot write) is said, and listed under `would_stop` with --json; the exit status is 0.
     #[arg(long)]
     pub dry_run: bool,
     /// With --dry-run: plan against a snapshot made by `iolab snapshot` on another machine

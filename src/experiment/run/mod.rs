@@ -164,6 +164,10 @@ pub struct Plan {
     /// its runs, and `run --json` has them here.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) warnings: Vec<String>,
+    /// In a dry run, why the run itself would stop before its first run (a leftover of a
+    /// killed run, a store it cannot write): the plan is still shown, and scripts read this.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) would_stop: Vec<String>,
     /// Controlled hosts' own plans, in a dry run: what each host's part of every cell does
     /// there (its device, the devices below it, per cell its CPUs and what is set).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -294,6 +298,7 @@ pub(crate) fn plan(
             .chain(scratch.then(|| network_on_a_scratch_device(exp)).flatten())
             .collect(),
         warnings,
+        would_stop: Vec::new(),
         hosts: Vec::new(),
         stabilise: Vec::new(),
         prepare: exp.prepare.steps(),
@@ -460,6 +465,7 @@ fn remote_plan(exp: &Experiment, devices: &[String]) -> Plan {
                 .to_string(),
         ],
         warnings: warnings(exp, &matrix),
+        would_stop: Vec::new(),
         hosts: Vec::new(),
         stabilise: Vec::new(),
         prepare: exp.prepare.steps(),
@@ -809,8 +815,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     // A plan is worth having where results cannot be stored (a snapshot's machine, a
     // read-only directory), but the run itself would stop at once: said, not refused.
     if let Err(e) = Store::check_writable(&settings.db_path) {
-        p.warnings
-            .push(format!("the run would stop before it starts: {e}"));
+        p.would_stop.push(e.to_string());
     }
     // A recording killed with the tracer on: a run stops before it starts, traced or not.
     let tracer_dir = settings.state_dir.join(crate::knobs::TRACER_DIR);
@@ -834,31 +839,26 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     };
     if settings.root.is_live() {
         if let Some(e) = Journal::leftover_in(&settings.state_dir) {
-            p.warnings
-                .push(format!("the run would stop before it starts: {e}"));
+            p.would_stop.push(e.to_string());
         }
         if let Some(e) = &tracer_leftover {
-            p.warnings
-                .push(format!("the run would stop before it starts: {e}"));
+            p.would_stop.push(e.to_string());
         }
         // A recording of this state directory at work: a run that records stops at once.
         if let Some(pid) = Journal::live_owner_in(&tracer_dir).filter(|_| exp.trace) {
-            p.warnings.push(format!(
-                "the run would stop before it starts: a recording of iolab (pid {pid}) holds \
-                 the tracer; the experiment records a trace of each run"
+            p.would_stop.push(format!(
+                "a recording of iolab (pid {pid}) holds the tracer; the experiment records a \
+                 trace of each run"
             ));
         }
         if let Err(e) = crate::hosts::touched::check_clean(&settings.state_dir) {
-            p.warnings
-                .push(format!("the run would stop before it starts: {e:#}"));
+            p.would_stop.push(format!("{e:#}"));
         }
         if let Err(e) = check_netns(exp) {
-            p.warnings
-                .push(format!("the run would stop before it starts: {e}"));
+            p.would_stop.push(e.to_string());
         }
         if let Err(e) = keeps_files_safely(exp, settings) {
-            p.warnings
-                .push(format!("the run would stop before it starts: {e}"));
+            p.would_stop.push(e.to_string());
         }
         // A run refuses a state directory others could write to; a dry run makes none.
         if let Some(Err(e)) = settings
@@ -866,8 +866,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
             .exists()
             .then(|| crate::knobs::trusted_state_dir(&settings.state_dir))
         {
-            p.warnings
-                .push(format!("the run would stop before it starts: {e}"));
+            p.would_stop.push(e.to_string());
         }
     }
     // Settling is part of every measured run's time.

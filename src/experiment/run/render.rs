@@ -116,6 +116,9 @@ fn plan_text_unescaped(plan: &Plan, exp: &crate::experiment::Experiment) -> Stri
     for w in &plan.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
+    for why in &plan.would_stop {
+        let _ = writeln!(out, "warning: the run would stop before it starts: {why}");
+    }
     out
 }
 
