@@ -596,6 +596,31 @@ fn runtimes_that_are_not_durations_are_refused_with_the_range() {
     }
 }
 
+/// An adaptive metric of a direction a cell does not do (fio reports 0, the cell would run
+/// `max` times) stops the plan; one every cell measures plans.
+#[test]
+fn an_adaptive_metric_no_cell_measures_is_refused_before_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ad.toml");
+    let file = |metric: &str| {
+        format!(
+            "name = \"ad\"\nrepetitions = {{ target_ci = 0.05, metric = \"{metric}\" }}\n\
+             [workload]\nbs = \"4k\"\n[factors]\nrw = [\"randread\", \"randwrite\"]\n"
+        )
+    };
+    std::fs::write(&path, file("read_iops")).unwrap();
+    let r = dry_run(&path);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cell rw=randwrite does no read I/O"),
+        "{}",
+        r.stderr
+    );
+    std::fs::write(&path, file("dev_util_pct")).unwrap();
+    let r = dry_run(&path);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+}
+
 /// An option written in [workload] or an engine's table that a factor sets in every cell runs
 /// nowhere: the plan says so, and still plans.
 #[test]

@@ -3,6 +3,10 @@
 
 use std::sync::OnceLock;
 
+use crate::experiment::{Experiment, Repetitions};
+use crate::metrics::{FIO_READ_LIST, FIO_TRIM_LIST, FIO_WRITE_LIST};
+use crate::workload::options;
+
 /// Every listed metric name, in the registry's order: fio's (per direction), the sampler's,
 /// the network engines', then a traced run's. A `command`'s are the file's own.
 pub(crate) fn known() -> &'static [String] {
@@ -22,6 +26,54 @@ pub(crate) fn is_known(name: &str) -> bool {
     crate::metrics::exact(name).is_some()
 }
 
+/// Refuses an adaptive `metric` that is one direction's fio figure when a cell does no I/O
+/// that way (`read_iops` of a `randwrite`): fio reports it as 0 there, a CI of zeros never
+/// narrows, and the cell would run `max` times for nothing.
+pub(crate) fn check_adaptive(exp: &Experiment) -> Result<(), String> {
+    let Repetitions::Adaptive {
+        metric: Some(metric),
+        ..
+    } = &exp.repetitions
+    else {
+        return Ok(());
+    };
+    if !exp.engine.engine().runs_job_file() {
+        return Ok(());
+    }
+    let lists = [FIO_READ_LIST, FIO_WRITE_LIST, FIO_TRIM_LIST];
+    let Some(way) = lists
+        .iter()
+        .position(|list| list.iter().any(|m| m.name == metric))
+    else {
+        return Ok(());
+    };
+    let cells = crate::experiment::plan::cells(exp);
+    let without: Vec<String> = cells
+        .iter()
+        .filter(|cell| {
+            let opts = cell.fio_options(exp);
+            options::directions(opts.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+                .is_some_and(|d| !d[way])
+        })
+        .map(|cell| format!("cell {}", cell.key))
+        .collect();
+    let which = match without.len() {
+        0 => return Ok(()),
+        1 if cells.len() == 1 => "the workload does no".to_string(),
+        n if n == cells.len() => "no cell does".to_string(),
+        1 => format!("{} does no", without[0]),
+        _ => format!("{} do no", crate::trace::capture::listed(&without)),
+    };
+    Err(format!(
+        "repetitions: metric `{metric}` is a {} figure, and {which} {} I/O: fio reports 0 \
+         there, whose confidence interval never narrows, so each such cell would run its \
+         maximum of repetitions; name a figure every cell measures (without `metric`, the \
+         total IOPS decides)",
+        ["read", "write", "trim"][way],
+        ["read", "write", "trim"][way],
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -39,6 +91,46 @@ mod tests {
 
     fn read(path: PathBuf) -> String {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn adaptive(metric: &str, workload: &str, factors: &str) -> Result<(), String> {
+        let text = format!(
+            "name = \"t\"\nrepetitions = {{ target_ci = 0.05, metric = \"{metric}\" }}\n\
+             [workload]\n{workload}\n[factors]\n{factors}\n"
+        );
+        check_adaptive(&crate::experiment::parse("t.toml", &text).unwrap())
+    }
+
+    #[test]
+    fn an_adaptive_metric_of_a_direction_a_cell_does_not_do_is_refused() {
+        let e = adaptive("write_iops", "rw = \"randread\"", "bs = [\"4k\", \"8k\"]").unwrap_err();
+        assert!(
+            e.contains("`write_iops` is a write figure, and no cell does write I/O"),
+            "{e}"
+        );
+        let e = adaptive(
+            "read_clat_p99_us",
+            "bs = \"4k\"",
+            "rw = [\"randread\", \"randwrite\"]",
+        )
+        .unwrap_err();
+        assert!(e.contains("and cell rw=randwrite does no read I/O"), "{e}");
+        assert!(!e.contains("rw=randread"), "{e}");
+        // Figures every cell has, a mix, a verifying writer, another engine's figures.
+        assert!(adaptive("read_iops", "rw = \"randrw\"", "bs = [\"4k\"]").is_ok());
+        assert!(adaptive(
+            "read_iops",
+            "rw = \"write\"\nverify = \"crc32c\"",
+            "bs = [\"4k\"]"
+        )
+        .is_ok());
+        assert!(adaptive("dev_r_per_s", "rw = \"write\"", "bs = [\"4k\"]").is_ok());
+        assert!(adaptive(
+            "write_iops",
+            "rw = \"randrw\"\nrwmixread = 100",
+            "bs = [\"4k\"]"
+        )
+        .is_err());
     }
 
     /// Looks every recorded name up exactly and says which listed names of `source` no

@@ -882,6 +882,33 @@ pub(crate) fn writes<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) 
     None
 }
 
+/// The directions a job's I/O takes, `[read, write, trim]`, as fio's `rw` and a mix's shares
+/// decide; `None` for an `rw` iolab does not know. A verifying job reads back what it wrote.
+pub(crate) fn directions<'a>(
+    options: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<[bool; 3]> {
+    let (mut rw, mut mix_read, mut verify) = ("read", None, false);
+    for (name, value) in options {
+        let value = fio_trim(value);
+        match canonical(name) {
+            "rw" => rw = value,
+            "rwmixread" => mix_read = value.parse::<u32>().ok(),
+            "rwmixwrite" => mix_read = value.parse::<u32>().ok().map(|w| 100u32.saturating_sub(w)),
+            "verify" => verify = !matches!(value, "0" | "none"),
+            _ => {}
+        }
+    }
+    let [read, write, trim] = match fio_trim(rw.split(':').next().unwrap_or("")) {
+        "read" | "randread" => [true, false, false],
+        "write" | "randwrite" => [false, true, false],
+        "rw" | "readwrite" | "randrw" => [mix_read != Some(0), mix_read != Some(100), false],
+        "trim" | "randtrim" => [false, false, true],
+        "trimwrite" | "randtrimwrite" => [false, true, true],
+        _ => return None,
+    };
+    Some([read || (verify && write), write, trim])
+}
+
 /// Whether these options make fio run a program or load code (allowed by `allow_exec`).
 pub(crate) fn runs_programs<'a>(options: impl IntoIterator<Item = (&'a str, &'a str)>) -> bool {
     options.into_iter().any(|(name, value)| match rule(name) {
@@ -894,6 +921,33 @@ pub(crate) fn runs_programs<'a>(options: impl IntoIterator<Item = (&'a str, &'a 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directions_follow_rw_its_mix_and_verify() {
+        let d = |opts: &[(&str, &str)]| directions(opts.iter().copied());
+        assert_eq!(d(&[]), Some([true, false, false]));
+        assert_eq!(d(&[("rw", "randwrite")]), Some([false, true, false]));
+        assert_eq!(d(&[("readwrite", "randrw")]), Some([true, true, false]));
+        assert_eq!(
+            d(&[("rw", "randrw"), ("rwmixread", "100")]),
+            Some([true, false, false])
+        );
+        assert_eq!(
+            d(&[("rw", "rw"), ("rwmixwrite", "100")]),
+            Some([false, true, false])
+        );
+        assert_eq!(d(&[("rw", "randread:8")]), Some([true, false, false]));
+        assert_eq!(d(&[("rw", "trimwrite")]), Some([false, true, true]));
+        assert_eq!(
+            d(&[("rw", "write"), ("verify", "crc32c")]),
+            Some([true, true, false])
+        );
+        assert_eq!(
+            d(&[("rw", "write"), ("verify", "0")]),
+            Some([false, true, false])
+        );
+        assert_eq!(d(&[("rw", "sideways")]), None);
+    }
 
     #[test]
     fn programs_are_run_by_exec_options_and_engines_that_are_not_block_engines() {

@@ -799,6 +799,7 @@ pub fn dry_run(exp: &Experiment, settings: &Settings, runner: &dyn FioRunner) ->
     let unchecked = super::job_check::check_jobs(exp, runner)?;
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     super::system_knobs::check_factors_here(exp, &settings.root)?;
+    crate::experiment::metrics::check_adaptive(exp).map_err(anyhow::Error::msg)?;
     let mut p = dry_plan(exp, settings)?;
     if exp.stabilise.advice || !exp.stabilise.settings.is_empty() {
         let m = Machine::read(&settings.root)?;
@@ -1478,6 +1479,7 @@ fn refuse_before_touching(
     }
     super::job_memory::check(exp, &settings.root, scratch_in_memory(exp, settings))?;
     super::system_knobs::check_factors_here(exp, &settings.root)?;
+    crate::experiment::metrics::check_adaptive(exp).map_err(anyhow::Error::msg)?;
     Journal::check_clean_in(&settings.state_dir)?;
     if settings.root.is_live() {
         check_netns(exp)?;
