@@ -1023,6 +1023,80 @@ fn compare_finds_the_regression_and_leaves_noise_alone() {
     assert_eq!(json["across_cells"].as_array().unwrap().len(), 2, "{json}");
 }
 
+/// A change every run shows (4 runs a side, none overlapping) stays significant beside
+/// metrics whose runs are all one value: those are no test, and are not in the family. Counted
+/// (Mann-Whitney gives them p = 1), they turned it into `~` at 4 runs a side where 3 runs a
+/// side, with Welch's t, which gives them no p, called it improved.
+#[test]
+fn metrics_of_one_value_throughout_do_not_weaken_a_real_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let db_arg = db.to_str().unwrap();
+    for (side, values) in [
+        ("c", ["100000", "100100", "99900", "100050"]),
+        ("d", ["100500", "100600", "100400", "100550"]),
+    ] {
+        let files: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(i, iops)| {
+                let at = if side == "c" { 20 } else { 30 } + i as u32;
+                fio_output(dir.path(), &format!("{side}{i}.json"), iops, at, &[])
+            })
+            .collect();
+        let mut args = vec!["import", "--db", db_arg, "--tag"];
+        let tag = format!("variant={side}");
+        args.push(&tag);
+        args.extend(files.iter().map(String::as_str));
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .args(&args)
+            .assert()
+            .success();
+    }
+    let json: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "compare",
+            "variant=c",
+            "variant=d",
+            "--min-effect",
+            "0.1",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let cmps = json["comparisons"].as_array().unwrap();
+    let iops = cmps.iter().find(|c| c["metric"] == "read_iops").unwrap();
+    assert_eq!(iops["verdict"], "improved", "{iops}");
+    // Only the IOPS vary: the latencies and the bandwidth of the fixture are one value.
+    assert_eq!(json["family_size"], 1, "{json}");
+    let text = ok(
+        &db,
+        &["compare", "variant=c", "variant=d", "--min-effect", "0.1"],
+    );
+    assert!(text.contains("adjusted over 1\n  comparison;"), "{text}");
+    assert!(text.contains("not counted in the adjustment"), "{text}");
+    assert_eq!(text.matches("\np: two-sided").count(), 1, "{text}");
+    // A metric named twice is one measurement: compared once, counted once.
+    let twice: Value = serde_json::from_str(&ok(
+        &db,
+        &[
+            "compare",
+            "variant=c",
+            "variant=d",
+            "--metric",
+            "read_iops",
+            "--metric",
+            "read_iops",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    assert_eq!(twice["comparisons"].as_array().unwrap().len(), 1, "{twice}");
+    assert_eq!(twice["family_size"], 1, "{twice}");
+}
+
 #[test]
 fn compare_takes_the_better_direction_from_the_user() {
     let (_dir, db) = two_kernels();
@@ -1184,6 +1258,30 @@ fn compare_errors_name_what_exists() {
     assert!(e.contains("selects no runs"), "{e}");
     let e = err(&db, &["compare", "kernel", "2"]);
     assert!(e.contains("NAME=VALUE"), "{e}");
+    // What cannot be a selector, or options that contradict each other, is a usage error
+    // (exit 2); a selector of what is not stored fails (exit 1): scripts tell them apart.
+    let code = |args: &[&str]| {
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .env_remove("IOLAB_DB")
+            .arg(args[0])
+            .arg("--db")
+            .arg(&db)
+            .args(&args[1..])
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    for bad in ["kernel", "", "kernel=6.1,", "experiment=abc", "Kernel=6.1"] {
+        assert_eq!(code(&["compare", bad, "2"]), Some(2), "{bad:?}");
+    }
+    assert_eq!(code(&["compare", "kernel=6.2", "2"]), Some(1));
+    assert_eq!(code(&["compare", "1", "7"]), Some(1));
+    assert_eq!(
+        code(&["show", "1", "--rows", "placement", "--cols", "placement"]),
+        Some(2)
+    );
 }
 
 #[test]

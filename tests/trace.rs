@@ -1077,7 +1077,7 @@ fn two_devices_are_recorded_together_and_analysed_apart() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&twice.stderr);
-    assert!(!twice.status.success(), "{err}");
+    assert_eq!(twice.status.code(), Some(2), "{err}");
     assert!(err.contains("named twice"), "{err}");
     assert_eq!((tracefs_state(&a.dev), tracefs_state(&b.dev)), before);
 }
@@ -1675,6 +1675,22 @@ fn plot_writes_four_svg_charts() {
         err.contains("--dev 9,9 is not in the trace; it has 7,0"),
         "{err}"
     );
+    // A number that is none is a usage error.
+    let bad = Command::cargo_bin("iolab")
+        .unwrap()
+        .args([
+            "trace",
+            "plot",
+            fixture("fx").to_str().unwrap(),
+            "--dev",
+            "7,0x",
+            "-o",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--dev 7,0x: bad minor"));
 }
 
 #[test]
@@ -3207,8 +3223,8 @@ fn plot_draws_rates_overlays_and_directions_apart() {
             );
         }
     }
-    // More or fewer labels than traces is an error that says how many; a label without
-    // --with has no chart to name.
+    // More or fewer labels than traces is a usage error (exit 2) that says how many; a label
+    // without --with has no chart to name.
     let fx = fixture("fx").to_str().unwrap().to_string();
     for (args, said) in [
         (
@@ -3234,7 +3250,7 @@ fn plot_draws_rates_overlays_and_directions_apart() {
             .arg(dir.path())
             .output()
             .unwrap();
-        assert_eq!(bad.status.code(), Some(1));
+        assert_eq!(bad.status.code(), Some(2));
         let err = String::from_utf8_lossy(&bad.stderr);
         assert!(err.contains(said), "{err}");
     }

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use serde::Serialize;
 
 use crate::report::comparisons::{
@@ -42,31 +42,37 @@ pub(crate) enum Selector {
 }
 
 impl Selector {
+    /// A selector's text read; what cannot be one is a usage error (exit 2), apart from a
+    /// selector that names nothing stored (`resolve`).
     pub(crate) fn parse(text: &str) -> anyhow::Result<Selector> {
+        Self::parse_text(text).map_err(crate::cli::usage)
+    }
+
+    fn parse_text(text: &str) -> Result<Selector, String> {
         let text = text.trim();
         if let Ok(id) = text.parse::<i64>() {
             return Ok(Selector::Experiment(id));
         }
         let mut tags = Vec::new();
         let mut experiment = None;
-        for part in parts(text).map_err(|e| anyhow::anyhow!("selector {text:?}: {e}"))? {
+        for part in parts(text).map_err(|e| format!("selector {text:?}: {e}"))? {
             let Some(name) = &part.name else {
-                bail!(
+                return Err(format!(
                     "selector {text:?}: {:?} is neither an experiment id nor NAME=VALUE \
                      (e.g. 3, kernel=6.1, or variant=stock,host=db7; a value holding ',' \
                      goes in double quotes, as tables print it: cpus_allowed=\"0,1\")",
                     part.text
-                );
+                ));
             };
             let (name, value) = (name.trim(), part.value.as_str());
             if name.is_empty() || value.is_empty() {
-                bail!(
+                return Err(format!(
                     "selector {text:?}: {:?} needs a name and a value",
                     part.text
-                );
+                ));
             }
             if name == crate::store::tags::EXPERIMENT {
-                experiment = Some(value.parse().with_context(|| {
+                experiment = Some(value.parse().map_err(|_| {
                     format!("selector {text:?}: experiment={value:?} is not an id")
                 })?);
             } else {
@@ -74,7 +80,7 @@ impl Selector {
                 // commas: no tag holds one, a factor level may (`cpus_allowed = ["0,1"]`).
                 crate::store::tags::check_name(name)
                     .and_then(|()| crate::store::tags::check_printable(name, value))
-                    .map_err(|e| anyhow::anyhow!("selector {text:?}: {e}"))?;
+                    .map_err(|e| format!("selector {text:?}: {e}"))?;
                 tags.push((name.to_string(), value.to_string()));
             }
         }
@@ -478,12 +484,9 @@ pub(crate) fn across(compared: &[Compared]) -> Vec<Across> {
         .collect()
 }
 
-/// How many comparisons of the family have a p-value (the Benjamini-Hochberg family).
+/// How many comparisons the Benjamini-Hochberg adjustment counted.
 fn family_size(compared: &[Compared]) -> usize {
-    compared
-        .iter()
-        .filter(|c| c.comparison.p_test.is_some())
-        .count()
+    compared.iter().filter(|c| c.comparison.in_family()).count()
 }
 
 /// Adds each summary's row after the last row of its group and metric (`rows[i]` is the

@@ -306,15 +306,15 @@ pub(crate) fn layout(
     rows: Option<&str>,
     cols: Option<&str>,
 ) -> anyhow::Result<Option<Layout>> {
+    if rows.is_some() && rows == cols {
+        return Err(crate::cli::usage(format!(
+            "--rows and --cols name the same factor {:?}",
+            rows.unwrap_or("")
+        )));
+    }
     let varying = loaded.varying();
     for name in [rows, cols].into_iter().flatten() {
         loaded.factor(name)?;
-    }
-    if rows.is_some() && rows == cols {
-        bail!(
-            "--rows and --cols name the same factor {:?}",
-            rows.unwrap_or("")
-        );
     }
     if varying.len() < 2 {
         // `--rows F` of the one factor that varies: the plain table already has a row per

@@ -91,7 +91,7 @@ pub(super) fn run(args: CompareArgs) -> anyhow::Result<()> {
         &baseline,
         &candidate,
         &CompareRequest {
-            metrics: args.metrics,
+            metrics: super::metrics_once(args.metrics),
             min_effect_pct: args.min_effect,
             better: args.better.into_iter().collect(),
         },

@@ -118,6 +118,15 @@ pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     Usage(message.into()).into()
 }
 
+/// `--metric`s (show, compare, report) in the order given, each once: a metric named twice
+/// is one measurement, and compared twice it counted twice in the family's adjustment and
+/// in the across-cells summary.
+pub(crate) fn metrics_once(mut names: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
+}
+
 /// `--tag NAME=VALUE`s (run, import): each well formed, each name once (a run has one value
 /// per tag; the last of two would otherwise win unseen).
 pub(crate) fn parse_tags(texts: &[String]) -> anyhow::Result<Vec<(String, String)>> {

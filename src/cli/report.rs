@@ -61,7 +61,7 @@ pub(super) fn run(args: ReportArgs) -> anyhow::Result<()> {
         &db,
         id,
         &ReportOptions {
-            metrics: args.metrics,
+            metrics: super::metrics_once(args.metrics),
             min_effect_pct: args.min_effect,
             cell: args.cell,
         },

@@ -68,7 +68,7 @@ pub(super) fn run(args: ShowArgs) -> anyhow::Result<()> {
         &db,
         id,
         &ShowOptions {
-            metrics: args.metrics,
+            metrics: super::metrics_once(args.metrics),
             rows: args.rows,
             cols: args.cols,
         },

@@ -31,10 +31,7 @@ pub(crate) fn comparison_table(
     unit: Option<&str>,
     rows: &[ComparisonRow<'_>],
 ) -> Table {
-    let family = rows
-        .iter()
-        .filter(|r| r.comparison.p_test.is_some())
-        .count();
+    let family = rows.iter().filter(|r| r.comparison.in_family()).count();
     comparison_table_in_family(title, unit, rows, family)
 }
 
@@ -126,7 +123,9 @@ pub(crate) fn comparison_table_in_family(
         });
         table.push(row);
     }
-    let adjusted = rows.iter().any(|r| r.comparison.p_adjusted.is_some());
+    // Tables of one family share one legend: a table of rows left out of the adjustment
+    // (runs all one value) is still part of an adjusted family.
+    let adjusted = family > 0 && rows.iter().any(|r| r.comparison.p_test.is_some());
     table.notes.push(format!(
         "baseline, candidate: medians; change: of the medians, 95% CI by bootstrap (seed {})",
         rows.first().map_or(0, |r| r.comparison.seed)
@@ -162,6 +161,16 @@ pub(crate) fn comparison_table_in_family(
     };
     if any_p {
         table.notes.push(p_legend);
+    }
+    if rows
+        .iter()
+        .any(|r| r.comparison.p_test.is_some() && !r.comparison.in_family())
+    {
+        table.notes.push(
+            "p of a row whose runs are all one value, on both sides: no evidence either way, \
+             so not counted in the adjustment"
+                .to_string(),
+        );
     }
     if let Some(min_effect) = rows.first().map(|r| r.comparison.min_effect_pct) {
         let constant = rows

@@ -743,9 +743,12 @@ fn record_until(
     }
     let mut traced: Vec<(String, PathBuf)> = Vec::new();
     for device in &cfg.devices {
+        if device.trim().is_empty() {
+            return Err(crate::cli::usage("-d names no device (an empty name)"));
+        }
         let (name, dir) = device_dir(device)?;
         if traced.iter().any(|(n, _)| *n == name) {
-            bail!("{device}: named twice");
+            return Err(crate::cli::usage(format!("{device}: named twice")));
         }
         traced.push((name, dir));
     }

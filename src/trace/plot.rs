@@ -185,26 +185,26 @@ pub(crate) fn plot(
 /// trace that can be read only once (each is read twice).
 fn check_inputs(names: &[PathBuf], with: &[PathBuf], labels: &[String]) -> anyhow::Result<()> {
     if !labels.is_empty() && with.is_empty() {
-        anyhow::bail!(
+        return Err(crate::cli::usage(
             "--label names the traces of the chart of several (sectors-overlay.svg), drawn only \
-             with --with: add the traces to draw beside this one"
-        );
+             with --with: add the traces to draw beside this one",
+        ));
     }
     if with.len() >= TRACE_COLOURS.len() {
-        anyhow::bail!(
+        return Err(crate::cli::usage(format!(
             "{} traces on one chart: it draws at most {} (one colour each; more would share \
              colours); plot them in groups",
             with.len() + 1,
             TRACE_COLOURS.len()
-        );
+        )));
     }
     // Some labels but not all would leave the reader to guess which trace is which.
     if !labels.is_empty() && labels.len() != with.len() + 1 {
-        anyhow::bail!(
+        return Err(crate::cli::usage(format!(
             "{} --label given for {} traces: give one per trace (the main one, then each --with)",
             labels.len(),
             with.len() + 1
-        );
+        )));
     }
     if let Some(once) = names
         .iter()
@@ -655,7 +655,7 @@ fn parse_dev(s: &str) -> anyhow::Result<u32> {
 /// number a trace recorded here carries).
 fn wanted_dev(s: &str) -> anyhow::Result<u32> {
     if s.contains(',') {
-        return parse_dev(s);
+        return parse_dev(s).map_err(|e| crate::cli::usage(format!("--dev {e}")));
     }
     let name = s.trim_start_matches("/dev/");
     match super::capture::device_number(name) {

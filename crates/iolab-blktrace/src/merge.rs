@@ -73,6 +73,21 @@ impl<R: Read> Merged<R> {
                 spans.push((first, last, name));
             }
         }
+        // blkparse writes a merged file's times from its own first record, which is at 0:
+        // two such files share no clock, though both seem to begin together.
+        if let [a, b, ..] = spans
+            .iter()
+            .filter(|s| s.0 == 0)
+            .map(|s| s.2)
+            .collect::<Vec<_>>()[..]
+        {
+            return Some(format!(
+                "{a} and {b} both begin at time 0: each is a merged trace (blkparse -d counts \
+                 times from its own first record), so their clocks cannot be lined up, and \
+                 merged they would read as one recording; analyse each apart, or compare them \
+                 (`iolab trace compare A B`)"
+            ));
+        }
         spans.sort();
         let mut ended = spans.first()?.1;
         let mut latest = spans.first()?.2;
@@ -183,7 +198,13 @@ impl<R: Read> Merged<R> {
                 self.failed = true;
                 return Err(e);
             }
-            if let Some(last) = out.ios[before..].iter().rev().find(|io| !io.is_notify()) {
+            // A stream's records come in time order: the first and last of each run bound it
+            // (the first matters where notify records, at other times, open a merged file).
+            let read = &out.ios[before..];
+            if let Some(first) = read.iter().find(|io| !io.is_notify()) {
+                self.saw(i, first.time);
+            }
+            if let Some(last) = read.iter().rev().find(|io| !io.is_notify()) {
                 self.saw(i, last.time);
             }
             self.push_head(i)?;
@@ -387,6 +408,14 @@ mod tests {
         let merged = file("merged", &[(0, 'q'), (83_346_903_544_922, 'n'), (200, 'q')]);
         let apart = analyse(&[&merged, &later]).unwrap_err().to_string();
         assert!(apart.contains("later begins"), "{apart}");
+        // Two merged files: each begins at 0, on a clock of its own, and they seem to overlap.
+        let merged2 = dir.join("merged2");
+        std::fs::write(&merged2, stream_of(&[(0, 'q'), (150, 'q')], 1)).unwrap();
+        let apart = analyse(&[&merged, &merged2]).unwrap_err().to_string();
+        assert!(
+            apart.contains("merged and") && apart.contains("merged2 both begin at time 0"),
+            "{apart}"
+        );
         let twice = analyse(&[&a, &b, &a]).unwrap_err().to_string();
         assert!(twice.contains("are the same file"), "{twice}");
         // A copy under another name, compressed or not, or a CPU's file copied as another

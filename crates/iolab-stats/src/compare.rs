@@ -335,13 +335,30 @@ fn rename(e: StatsError, group: &str) -> StatsError {
     }
 }
 
+impl Comparison {
+    /// Whether this comparison counts in a Benjamini–Hochberg family: it has a p-value (not
+    /// one run on a side, nor Welch's t on groups that do not vary), and its groups are not
+    /// one value throughout. Such groups carry no evidence either way; Mann-Whitney gives
+    /// them p = 1 where Welch's t gives none, and counting them made a change significant
+    /// at 3 runs a side `~` at 4 (the same unchanged metrics, now with a p, doubled the
+    /// family).
+    pub fn in_family(&self) -> bool {
+        let (b, c) = (&self.baseline, &self.candidate);
+        let one_value = b.min == b.max && c.min == c.max && b.min == c.min;
+        self.p_test.is_some() && !one_value
+    }
+}
+
 /// Applies Benjamini–Hochberg to the deciding p-values of a family of comparisons (all
-/// cells × metrics shown together) and re-decides every verdict on the adjusted p.
-/// Comparisons without a p-value (one run on a side) are not counted in the family.
+/// cells × metrics shown together) and re-decides every verdict on the adjusted p. Only
+/// comparisons [`in_family`](Comparison::in_family) count; the others keep their own p.
 pub fn adjust_family(comparisons: &mut [Comparison]) {
     let ps: Vec<f64> = comparisons
         .iter()
-        .map(|c| c.p_test.unwrap_or(f64::NAN))
+        .map(|c| match c.p_test {
+            Some(p) if c.in_family() => p,
+            _ => f64::NAN,
+        })
         .collect();
     for (c, q) in comparisons.iter_mut().zip(benjamini_hochberg(&ps)) {
         c.p_adjusted = (!q.is_nan()).then_some(q);
@@ -724,6 +741,37 @@ mod tests {
         assert_eq!(family[0].reason, VerdictReason::NotSignificant);
         assert!(family[0].explanation.contains("BH-adjusted Welch"));
         assert_eq!(family[6].p_adjusted, None);
+    }
+
+    /// Groups of one value throughout (a latency bucket every run fell in) are no test: with
+    /// 4 runs a side Mann-Whitney gives them p = 1, and counted they halved the evidence of
+    /// a real change, which 3 runs a side (Welch, no p for them) called significant.
+    #[test]
+    fn groups_of_one_value_throughout_are_not_in_the_family() {
+        let b = [1000.0, 1001.0, 999.0, 1000.5];
+        let c = [1050.0, 1051.0, 1049.0, 1050.5];
+        let same = [16.384; 4];
+        let mut family = vec![
+            compare(&b, &c, &opts()).unwrap(),
+            compare(&same, &same, &opts()).unwrap(),
+            compare(&same, &same, &opts()).unwrap(),
+        ];
+        let p = family[0].p_test.unwrap();
+        assert_eq!(family[1].p_test, Some(1.0));
+        assert!(family[0].in_family() && !family[1].in_family());
+        adjust_family(&mut family);
+        assert!((family[0].p_adjusted.unwrap() - p).abs() < 1e-12);
+        assert_eq!(
+            family[0].verdict,
+            Verdict::Improved,
+            "{}",
+            family[0].explanation
+        );
+        assert_eq!(family[1].p_adjusted, None);
+        assert_eq!(family[1].verdict, Verdict::NoDifference);
+        // One value on each side, different values: a change, and in the family.
+        let other = [20.48; 4];
+        assert!(compare(&same, &other, &opts()).unwrap().in_family());
     }
 
     #[test]
