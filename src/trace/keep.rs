@@ -5,6 +5,7 @@
 //! gzip (flate2's pure-Rust backend) because it builds offline here and every machine can
 //! also undo it with `gunzip`.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -111,45 +112,61 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Exported> {
             _ => file,
         }
     };
-    // Before anything is written: an output that is one of the inputs (`-o .` beside a
-    // recording, by whatever path) would be emptied before it is read.
-    let outs: Vec<PathBuf> = (0..inputs.len())
-        .map(|cpu| out_dir.join(format!("{base}.blktrace.{cpu}")))
-        .collect();
-    for out in &outs {
-        if let Some(input) = inputs.iter().find(|i| same_file(i, out)) {
-            anyhow::bail!(
-                "{} is {}, part of the trace being exported: exporting would overwrite it; \
-                 choose another -o DIR",
-                out.display(),
-                input.display()
-            );
-        }
-    }
-    let mut written = Vec::new();
-    for ((input, mut stream), out) in inputs.iter().zip(streams).zip(outs) {
-        let copied = (|| -> anyhow::Result<()> {
-            let mut w = BufWriter::new(
-                crate::sys::own_dir::create_named_file(&out).map_err(anyhow::Error::msg)?,
-            );
+    // Each CPU's records go to its own file, which is how blkparse reads them (it takes a
+    // file's records to be of the CPU its name gives): a recording's files one to one, and a
+    // merged file (blkparse -d's) parted by the CPU of each record.
+    let mut outs: BTreeMap<u32, (PathBuf, BufWriter<std::fs::File>)> = BTreeMap::new();
+    let copied = (|| -> anyhow::Result<()> {
+        for (i, mut stream) in streams.into_iter().enumerate() {
+            let own_cpu = (inputs.len() > 1).then_some(i as u32);
             stream
-                .copy_records(&mut w)
+                .copy_records(|cpu, record| {
+                    let cpu = own_cpu.unwrap_or(cpu);
+                    let out = match outs.entry(cpu) {
+                        std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            let path = cpu_out(out_dir, &base, cpu, &inputs)?;
+                            let file = crate::sys::own_dir::create_named_file(&path)
+                                .map_err(io::Error::other)?;
+                            v.insert((path, BufWriter::new(file)))
+                        }
+                    };
+                    out.1
+                        .write_all(record)
+                        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.0.display())))
+                })
                 .map_err(|e| anyhow::anyhow!("nothing exported: {e}"))?;
-            w.flush()
-                .with_context(|| format!("writing {} from {}", out.display(), input.display()))
-        })();
-        if let Err(e) = copied {
-            let _ = std::fs::remove_file(&out);
-            for done in &written {
-                let _ = std::fs::remove_file(done);
-            }
-            if made {
-                // Only if empty: nothing of the user's goes.
-                let _ = std::fs::remove_dir(out_dir);
-            }
-            return Err(e);
         }
-        written.push(out);
+        // blkparse stops at the first CPU without a file: those without records get an
+        // empty one.
+        let last = outs.keys().next_back().copied().unwrap_or(0);
+        for cpu in 0..last {
+            if let std::collections::btree_map::Entry::Vacant(v) = outs.entry(cpu) {
+                let path = cpu_out(out_dir, &base, cpu, &inputs)?;
+                let file =
+                    crate::sys::own_dir::create_named_file(&path).map_err(anyhow::Error::msg)?;
+                v.insert((path, BufWriter::new(file)));
+            }
+        }
+        for (path, w) in outs.values_mut() {
+            w.flush()
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    })();
+    let written: Vec<PathBuf> = std::mem::take(&mut outs)
+        .into_values()
+        .map(|(p, _)| p)
+        .collect();
+    if let Err(e) = copied {
+        for done in &written {
+            let _ = std::fs::remove_file(done);
+        }
+        if made {
+            // Only if empty: nothing of the user's goes.
+            let _ = std::fs::remove_dir(out_dir);
+        }
+        return Err(e);
     }
     // The trace exported may be beside its compressed files (`-o` its own directory): only
     // files above the CPUs written go, which no input is.
@@ -161,6 +178,31 @@ pub(crate) fn export(name: &Path, out_dir: &Path) -> anyhow::Result<Exported> {
         earlier_removed,
         earlier_left,
     })
+}
+
+/// Trace records name CPUs of the machine that recorded them: beyond this, a record's CPU
+/// is damage, and would have a file made for every CPU below it.
+const MOST_CPUS: u32 = 8192;
+
+/// The file CPU `cpu`'s records are exported to, refused when it is one of the `inputs` (an
+/// export into the recording's own directory, by whatever path, would empty it before it is
+/// read) or the CPU cannot be.
+fn cpu_out(dir: &Path, base: &str, cpu: u32, inputs: &[PathBuf]) -> io::Result<PathBuf> {
+    if cpu >= MOST_CPUS {
+        return Err(io::Error::other(format!(
+            "a record names CPU {cpu}, beyond any machine's {MOST_CPUS}: the trace is damaged"
+        )));
+    }
+    let out = dir.join(format!("{base}.blktrace.{cpu}"));
+    if let Some(input) = inputs.iter().find(|i| same_file(i, &out)) {
+        return Err(io::Error::other(format!(
+            "{} is {}, part of the trace being exported: exporting would overwrite it; choose \
+             another -o DIR",
+            out.display(),
+            input.display()
+        )));
+    }
+    Ok(out)
 }
 
 /// Whether `a` and `b` name one file (by device and inode: paths can differ, links too).

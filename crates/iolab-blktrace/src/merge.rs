@@ -113,10 +113,18 @@ impl<R: Read> Merged<R> {
     fn push_head(&mut self, i: usize) -> Result<(), TraceError> {
         match self.streams[i].peek_time() {
             Some(Ok((t, notify))) => {
-                if !notify {
+                // A notify record (a process name, a message) goes with the records before
+                // it in its stream, not by its own time, which may be on another clock: a
+                // blkparse-merged file keeps the process names' boot-clock times before I/O
+                // timed from 0, and a CPU's part of it, ordered by those times, held back
+                // every record of its CPU until the other CPUs' had all gone.
+                let key = if notify {
+                    t.min(self.spans[i].1)
+                } else {
                     self.saw(i, t);
-                }
-                self.heads.push(Reverse((t, i)));
+                    t
+                };
+                self.heads.push(Reverse((key, i)));
                 Ok(())
             }
             Some(Err(e)) => {
@@ -505,6 +513,26 @@ mod tests {
             got,
             vec![(1, 0), (2, 1), (4, 0), (4, 0), (4, 1), (9, 0), (10, 1)]
         );
+    }
+
+    /// A CPU's part of a blkparse-merged file opens with process names at boot-clock times
+    /// before its I/O, timed from 0: the names go with their stream, and its I/O interleaves
+    /// with the other CPU's by time, in batches and record by record alike.
+    #[test]
+    fn notify_records_do_not_hold_back_their_stream() {
+        let a = stream_of(&[(83_346_903_544_922, 'n'), (0, 'q'), (200, 'q')], 0);
+        let b = stream_of(&[(100, 'q'), (300, 'q')], 1);
+        let times: Vec<u64> = batched(&[a.clone(), b.clone()], 8192)
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect();
+        assert_eq!(times, vec![83_346_903_544_922, 0, 100, 200, 300]);
+        let m = Merged::new(vec![
+            RecordStream::new("a".into(), &a[..]),
+            RecordStream::new("b".into(), &b[..]),
+        ]);
+        let got: Vec<u64> = m.map(|e| e.unwrap().time).collect();
+        assert_eq!(got, times);
     }
 
     #[test]

@@ -333,19 +333,21 @@ impl<R: Read> RecordStream<R> {
         &p[..p.len().min(blk_io_trace::V7_HEADER)]
     }
 
-    /// Copies the records to `out` as they are stored (decompressed), each only once it has
-    /// been decoded whole: garbage, or a stream that is not a trace at all (`/dev/zero`, a
-    /// pipe of anything else), fails at its first bad record, having written only the whole
-    /// records before it. Returns the records copied.
-    pub fn copy_records(&mut self, out: &mut impl io::Write) -> Result<u64, TraceError> {
+    /// Hands each record to `out` as it is stored (decompressed), with the CPU it names, each
+    /// only once it has been decoded whole: garbage, or a stream that is not a trace at all
+    /// (`/dev/zero`, a pipe of anything else), fails at its first bad record, having handed
+    /// over only the whole records before it. Returns the records copied.
+    pub fn copy_records(
+        &mut self,
+        mut out: impl FnMut(u32, &[u8]) -> io::Result<()>,
+    ) -> Result<u64, TraceError> {
         let mut records = 0;
         while let Some(decoded) = self.decode_next() {
-            let (_, n) = decoded?;
-            out.write_all(&self.pending()[..n])
-                .map_err(|source| TraceError::Io {
-                    path: self.name.clone(),
-                    source,
-                })?;
+            let (ev, n) = decoded?;
+            out(ev.cpu, &self.pending()[..n]).map_err(|source| TraceError::Io {
+                path: self.name.clone(),
+                source,
+            })?;
             self.start += n;
             self.offset += n as u64;
             records += 1;
@@ -478,7 +480,8 @@ impl<R: Read> RecordStream<R> {
                     let Some((io, n)) = blk_io_trace::decode_io_native_v7(&data[used..]) else {
                         break;
                     };
-                    if !admit(io.time) {
+                    // Notify records are not ordered by their times (see `Merged::push_head`).
+                    if !io.is_notify() && !admit(io.time) {
                         refused = true;
                         break;
                     }
@@ -497,7 +500,7 @@ impl<R: Read> RecordStream<R> {
                 }
             }
             match self.decode_next() {
-                Some(Ok((ev, _))) if !admit(ev.time) => return Ok(true),
+                Some(Ok((ev, _))) if !ev.is_notify() && !admit(ev.time) => return Ok(true),
                 Some(Ok((ev, n))) => {
                     self.start += n;
                     self.offset += n as u64;
