@@ -1095,6 +1095,24 @@ fn metrics_of_one_value_throughout_do_not_weaken_a_real_change() {
     .unwrap();
     assert_eq!(twice["comparisons"].as_array().unwrap().len(), 1, "{twice}");
     assert_eq!(twice["family_size"], 1, "{twice}");
+    // CSV has the same columns whatever the rows hold: with one run on a side (no interval)
+    // as with intervals of a change.
+    let one = fio_output(dir.path(), "e0.json", "100200", 40, &[]);
+    Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["import", "--db", db_arg, "--tag", "variant=e", &one])
+        .assert()
+        .success();
+    let header = |b: &str| {
+        let csv = ok(&db, &["compare", "variant=c", b, "--csv"]);
+        csv.lines().next().unwrap().to_string()
+    };
+    let (two_sided, one_run) = (header("variant=d"), header("variant=e"));
+    assert!(
+        two_sided.contains(",95% CI low,95% CI high,95% CI of,"),
+        "{two_sided}"
+    );
+    assert_eq!(two_sided, one_run);
 }
 
 #[test]

@@ -46,7 +46,7 @@ pub(super) fn parse_min_effect(text: &str) -> Result<f64, String> {
 /// not pick hosts (`host=H`), a warning says the machines mix into the figures.
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print JSON with a `comparisons` array")))]
-#[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric (the CI as `95% CI low` and `95% CI high`)")))]
+#[command(mut_arg("csv", |a| a.help("Print CSV, one row per cell and metric (the CI as `95% CI low`, `95% CI high` and `95% CI of`: change, in %, or difference, in the metric's unit; empty without a CI)")))]
 pub(crate) struct CompareArgs {
     /// Baseline: experiment id or tag selector.
     #[arg(value_name = "A")]

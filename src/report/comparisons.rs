@@ -55,7 +55,7 @@ pub(crate) fn comparison_table_in_family(
         Column::number("baseline", None),
         Column::number("candidate", None),
         Column::number("change", None),
-        Column::number("95% CI", None),
+        Column::interval("95% CI"),
         Column::number("p", None),
         Column::label("verdict"),
     ]);

@@ -31,6 +31,10 @@ pub(crate) struct Column {
     /// Left out of the text form (its one value said in a note, to stay within 80
     /// characters); CSV and JSON keep it, so scripts see the same columns every time.
     pub text_hidden: bool,
+    /// Holds confidence intervals: in CSV always three columns (low, high, and whether it
+    /// bounds a change or a difference), whatever its rows hold, so that scripts find the
+    /// same columns in every output.
+    pub interval: bool,
 }
 
 impl Column {
@@ -40,6 +44,7 @@ impl Column {
             unit: None,
             align: Align::Left,
             text_hidden: false,
+            interval: false,
         }
     }
     pub(crate) fn number(name: &str, unit: Option<&str>) -> Self {
@@ -48,6 +53,14 @@ impl Column {
             unit: unit.map(Into::into),
             align: Align::Right,
             text_hidden: false,
+            interval: false,
+        }
+    }
+    /// A column of [`Cell::Interval`]s (or none where a row has no interval).
+    pub(crate) fn interval(name: &str) -> Self {
+        Column {
+            interval: true,
+            ..Column::number(name, None)
         }
     }
     fn header(&self) -> String {
@@ -211,7 +224,9 @@ impl Table {
         let split: Vec<&[&str]> = (0..self.columns.len())
             .map(|c| {
                 let mut cells = self.rows.iter().map(|r| &r[c]);
-                if cells.clone().any(|x| matches!(x, Cell::Stat { .. })) {
+                if self.columns[c].interval {
+                    &["low", "high", "of"][..]
+                } else if cells.clone().any(|x| matches!(x, Cell::Stat { .. })) {
                     &["mean", "ci_low", "ci_high", "n"][..]
                 } else if cells.clone().any(Cell::is_difference) {
                     &["low", "high", "of"][..]
@@ -500,6 +515,30 @@ mod tests {
         assert!(text.lines().all(|l| l.len() <= MAX_WIDTH), "{text}");
         assert_eq!(text.matches("bs ").count(), 2, "{text}");
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn an_interval_column_has_the_same_csv_columns_whatever_its_rows_hold() {
+        let mut t = Table::new(vec![Column::label("cell"), Column::interval("95% CI")]);
+        t.push(vec![Cell::text("a"), Cell::Missing]);
+        assert_eq!(
+            t.to_csv(),
+            "cell,95% CI low,95% CI high,95% CI of\r\na,,,\r\n"
+        );
+        t.push(vec![
+            Cell::text("b"),
+            Cell::Interval {
+                low: -1.5,
+                high: 2.0,
+                difference: false,
+                text: "[-1.5, +2.0]".into(),
+            },
+        ]);
+        assert!(
+            t.to_csv().ends_with("b,-1.5,2,change\r\n"),
+            "{}",
+            t.to_csv()
+        );
     }
 
     #[test]
