@@ -1009,6 +1009,18 @@ pub(crate) fn compare_selectors(
     ] {
         warnings.extend(super::workloads::pooled_warning(label, side, &workloads));
     }
+    let named: BTreeSet<&str> = base
+        .fixed
+        .iter()
+        .chain(&cand.fixed)
+        .map(String::as_str)
+        .collect();
+    warnings.extend(super::workloads::across_warning(
+        &compared_cells[0],
+        &compared_cells[1],
+        &named,
+        &workloads,
+    ));
     // Only imports store one output twice: a run iolab made has an output of its own (a
     // program's may repeat itself, and is still a measurement each time).
     for g in [&base, &cand] {

@@ -177,6 +177,59 @@ pub(crate) fn pooled_warning(
     ))
 }
 
+/// Said when matched cells ran different fio jobs on the two sides (each side's cell one
+/// job): two experiment ids mistyped, a random read against a sequential write, would
+/// otherwise show as a change of everything. Options the selectors name (`named`, the
+/// factors they fix: `bs=4k` against `bs=64k` is the comparison asked for) are not said.
+pub(crate) fn across_warning(
+    base: &[CellRuns],
+    cand: &[CellRuns],
+    named: &BTreeSet<&str>,
+    workloads: &BTreeMap<i64, Workload>,
+) -> Option<String> {
+    let only = |cell: &CellRuns| -> Option<Workload> {
+        let distinct: BTreeSet<&Workload> =
+            cell.ok.iter().filter_map(|id| workloads.get(id)).collect();
+        (distinct.len() == 1).then(|| distinct.into_iter().next().cloned())?
+    };
+    // Option -> (baseline's values, candidate's values), over every matched cell.
+    let mut differ: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+    for b in base {
+        let Some(c) = cand.iter().find(|c| c.levels == b.levels) else {
+            continue;
+        };
+        let (Some(wb), Some(wc)) = (only(b), only(c)) else {
+            continue;
+        };
+        for (name, _) in differences(&[&wb, &wc]) {
+            if named.contains(name.as_str()) {
+                continue;
+            }
+            let values = |w: &Workload| -> BTreeSet<String> {
+                w.iter()
+                    .map(|j| j.get(&name).cloned().unwrap_or_else(|| "not set".into()))
+                    .collect()
+            };
+            let entry = differ.entry(name.clone()).or_default();
+            entry.0.extend(values(&wb));
+            entry.1.extend(values(&wc));
+        }
+    }
+    if differ.is_empty() {
+        return None;
+    }
+    let joined = |v: &BTreeSet<String>| v.iter().cloned().collect::<Vec<_>>().join(", ");
+    let said: Vec<String> = differ
+        .iter()
+        .map(|(n, (b, c))| format!("{n}: {} against {}", joined(b), joined(c)))
+        .collect();
+    Some(format!(
+        "warning: the two sides ran different fio jobs ({}): their figures differ for that \
+         too, not only for what the selectors name",
+        said.join("; ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +309,37 @@ mod tests {
         assert!(w.contains("direct: 1, not set"), "{w}");
         // Runs without a known workload say nothing.
         assert_eq!(pooled_warning("x", &[cell(&[1, 9])], &workloads), None);
+    }
+
+    #[test]
+    fn sides_of_different_jobs_are_named_with_what_differs_unless_a_selector_names_it() {
+        let workloads: BTreeMap<i64, Workload> = [
+            (1, of(&job_file("/dev/loop0", "randread")).unwrap()),
+            (2, of(&job_file("/dev/loop1", "randread")).unwrap()),
+            (3, of(&job_file("/dev/loop2", "write")).unwrap()),
+        ]
+        .into_iter()
+        .collect();
+        let none = BTreeSet::new();
+        // Another device is the same job.
+        assert_eq!(
+            across_warning(&[cell(&[1])], &[cell(&[2])], &none, &workloads),
+            None
+        );
+        let w = across_warning(&[cell(&[1])], &[cell(&[3])], &none, &workloads).unwrap();
+        assert!(
+            w.contains("different fio jobs (rw: randread against write)"),
+            "{w}"
+        );
+        let rw: BTreeSet<&str> = ["rw"].into_iter().collect();
+        assert_eq!(
+            across_warning(&[cell(&[1])], &[cell(&[3])], &rw, &workloads),
+            None
+        );
+        // A side pooling two jobs is said by `pooled_warning`, not here.
+        assert_eq!(
+            across_warning(&[cell(&[1, 3])], &[cell(&[3])], &none, &workloads),
+            None
+        );
     }
 }
