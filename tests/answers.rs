@@ -366,6 +366,28 @@ fn compare_names_runs_of_one_side_that_hold_one_fio_output() {
         json["warnings"].to_string().contains("runs 1 and 3"),
         "{json}"
     );
+    assert!(!text.contains("share measurements"), "{text}");
+    // The same output imported under each side's tag: the sides share it.
+    ok(
+        &db,
+        &[
+            "import",
+            "--tag",
+            "variant=z",
+            "--experiment",
+            "four",
+            &c,
+            &b,
+        ],
+    );
+    let text = ok(
+        &db,
+        &["compare", "variant=y", "variant=z", "--metric", "read_iops"],
+    );
+    assert!(
+        text.contains("run 4 of variant=y and run 7 of variant=z hold the same fio output"),
+        "{text}"
+    );
 }
 
 /// One fio output imported twice would be two repetitions with no spread: a file given twice,

@@ -1023,16 +1023,46 @@ pub(crate) fn compare_selectors(
     ));
     // Only imports store one output twice: a run iolab made has an output of its own (a
     // program's may repeat itself, and is still a measurement each time).
-    for g in [&base, &cand] {
-        let ids: Vec<i64> = g
-            .runs
+    let imported_ok = |g: &Group| -> BTreeSet<i64> {
+        g.runs
             .iter()
             .filter(|r| r.status == crate::store::RunStatus::Ok)
             .filter(|r| imported.contains(&r.experiment_id))
             .map(|r| r.id)
-            .collect();
+            .collect()
+    };
+    let (base_ids, cand_ids) = (imported_ok(&base), imported_ok(&cand));
+    for (g, ids) in [(&base, &base_ids), (&cand, &cand_ids)] {
+        let ids: Vec<i64> = ids.iter().copied().collect();
         let repeated = store.runs_with_one_output(&ids)?;
         warnings.extend(repeated_output_warning(&g.label, &repeated));
+    }
+    // One output imported twice, once under each side's tag: the sides share a measurement.
+    let both: Vec<i64> = base_ids.union(&cand_ids).copied().collect();
+    let shared_outputs: Vec<(i64, i64)> = store
+        .runs_with_one_output(&both)?
+        .iter()
+        .filter_map(|g| {
+            let b = g
+                .iter()
+                .find(|id| base_ids.contains(id) && !cand_ids.contains(id))?;
+            let c = g
+                .iter()
+                .find(|id| cand_ids.contains(id) && !base_ids.contains(id))?;
+            Some((*b, *c))
+        })
+        .collect();
+    if let Some(&(b, c)) = shared_outputs.first() {
+        warnings.push(format!(
+            "warning: run {b} of {} and run {c} of {} hold the same fio output{}: the sides \
+             share measurements, and a change between them is no change at all",
+            base.label,
+            cand.label,
+            match shared_outputs.len() {
+                1 => String::new(),
+                n => format!(" ({n} such pairs)"),
+            }
+        ));
     }
     for w in &warnings {
         text.push_str(&crate::report::table::wrap(
