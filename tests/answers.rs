@@ -1349,8 +1349,10 @@ fn plot_writes_each_kind_as_svg_or_png() {
             .join("|");
         assert!(texts.contains(expect), "{kind}: {texts}");
         if kind == "bars" {
-            // A cell not applicable here is marked as `show` marks it.
+            // A cell not applicable here is marked as `show` marks it; the title says what
+            // the colours follow.
             assert!(texts.contains("0/far: n/a"), "{texts}");
+            assert!(texts.contains("coloured by rq_affinity"), "{texts}");
         }
     }
     // Two kernels on one chart (case 4's stock vs backport), told apart by their tag.

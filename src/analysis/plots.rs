@@ -226,7 +226,14 @@ fn bars(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<Str
     } else {
         "mean (no CI: one run per cell)"
     };
-    let title = format!("{metric} {cells_named}: {shown}");
+    // The labels give every level; the colour says which one of them it follows.
+    let coloured = match by {
+        Some(f) if bars.iter().any(|b| b.group != bars[0].group) => {
+            format!(", coloured by {}", f.name)
+        }
+        _ => String::new(),
+    };
+    let title = format!("{metric} {cells_named}: {shown}{coloured}");
     Ok(bars_with_ci(&title, &y_label(&metric), &bars)?)
 }
 
