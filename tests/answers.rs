@@ -1137,6 +1137,42 @@ fn metrics_of_one_value_throughout_do_not_weaken_a_real_change() {
     assert_eq!(two_sided, one_run);
 }
 
+/// A cell whose runs failed for different reasons says each reason, with its count.
+#[test]
+fn show_names_every_reason_runs_of_a_cell_failed_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.db");
+    let db_arg = db.to_str().unwrap();
+    let good = fio_output(dir.path(), "ok.json", "1000", 0, &[]);
+    let eio = fio_output(
+        dir.path(),
+        "eio.json",
+        "1000",
+        10,
+        &[("\"error\" : 0", "\"error\" : 5")],
+    );
+    let idle = fio_output(
+        dir.path(),
+        "idle.json",
+        "0",
+        20,
+        &[
+            ("\"io_bytes\" : 1128169472", "\"io_bytes\" : 0"),
+            ("\"io_kbytes\" : 1101728", "\"io_kbytes\" : 0"),
+            ("\"total_ios\" : 275432", "\"total_ios\" : 0"),
+            ("\"N\" : 275432", "\"N\" : 0"),
+        ],
+    );
+    Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["import", "--db", db_arg, &good, &eio, &idle])
+        .assert()
+        .success();
+    let text = ok(&db, &["show", "1"]);
+    assert!(text.contains("base: 2 (1: "), "{text}");
+    assert!(text.contains("; 1: "), "{text}");
+}
+
 #[test]
 fn compare_takes_the_better_direction_from_the_user() {
     let (_dir, db) = two_kernels();

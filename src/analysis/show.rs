@@ -487,10 +487,25 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
     for (i, cell) in loaded.cells.iter().enumerate() {
         let label = cell.short_label();
         if !cell.failed.is_empty() {
+            // Each reason once, with how many runs failed so where there are several.
+            let mut reasons: Vec<(&str, usize)> = Vec::new();
+            for (_, why) in &cell.failed {
+                match reasons.iter_mut().find(|(r, _)| r == why) {
+                    Some((_, n)) => *n += 1,
+                    None => reasons.push((why, 1)),
+                }
+            }
+            let said: Vec<String> = match reasons.as_slice() {
+                [(why, _)] => vec![why.to_string()],
+                _ => reasons
+                    .iter()
+                    .map(|(why, n)| format!("{n}: {why}"))
+                    .collect(),
+            };
             failed_notes.push(format!(
                 "{label}: {} ({})",
                 cell.failed.len(),
-                cell.failed[0].1
+                said.join("; ")
             ));
         }
         match &mc.summaries[i] {
