@@ -1325,7 +1325,9 @@ fn a_command_outliving_the_duration_is_stopped_and_left_out_of_the_trace() {
     let out = Command::cargo_bin("iolab")
         .unwrap()
         .args(["trace", "record", "--json", "-d", &scratch.dev])
-        .args(["--duration", "1s", "-o"])
+        // Long enough for fio to start on a loaded machine (at 1 s, under a parallel test
+        // run, it sometimes had not begun its I/O when the recording ended).
+        .args(["--duration", "3s", "-o"])
         .arg(&base)
         .args([
             "--",
@@ -1337,7 +1339,7 @@ fn a_command_outliving_the_duration_is_stopped_and_left_out_of_the_trace() {
             "--direct=1",
             "--rate_iops=2000",
             "--time_based",
-            "--runtime=6",
+            "--runtime=10",
         ])
         .arg(format!("--filename={}", scratch.dev))
         .timeout(std::time::Duration::from_secs(60))
@@ -1347,10 +1349,10 @@ fn a_command_outliving_the_duration_is_stopped_and_left_out_of_the_trace() {
     assert!(out.status.success(), "{err}");
     let recorded: Value = serde_json::from_slice(&out.stdout).unwrap();
     let seconds = recorded["seconds"].as_f64().unwrap();
-    assert!((1.0..1.5).contains(&seconds), "{recorded}");
+    assert!((3.0..3.5).contains(&seconds), "{recorded}");
     // Why it stopped is said as the limit, not as a second time beside the first.
     assert_eq!(
-        recorded["stopped_by"], "--duration 1s reached",
+        recorded["stopped_by"], "--duration 3s reached",
         "{recorded}"
     );
     let report = iolab_json(&["trace", "analyze", "--json", base.to_str().unwrap()]);

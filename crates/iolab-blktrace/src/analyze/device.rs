@@ -515,6 +515,19 @@ impl Device {
                 self.replaced += 1;
                 self.part_gone(old.split_bio);
             }
+        } else if !self.aside.is_empty()
+            && self
+                .aside
+                .get_mut(ev.sector)
+                .is_some_and(|q| q.direction == direction as u8)
+        {
+            // A bio of this direction put aside there and never completed is replaced like
+            // any other: left, it would be found before this one by its G, I and M (a CPU's
+            // file analysed alone gave Q2Gs of seconds).
+            if let Some(older) = self.aside.remove(ev.sector) {
+                self.replaced += 1;
+                self.part_gone(older.split_bio);
+            }
         }
         self.timeline.queue_depth(t, self.queued_len());
     }

@@ -1651,6 +1651,24 @@ mod tests {
         let d = &a.finish().devices[0];
         assert_eq!(d.never_completed.replaced_bios, 1);
         assert_eq!(d.latency["q2c"].n, 1);
+        // A write put aside that never completes (its C in a CPU's file not read), then the
+        // read done and a new write there: the new write's G finds the new write, which
+        // replaced the old one, not the old one (a Q2G of 1 s).
+        let mut a = Analyzer::new(Options::default());
+        for (t, c, read) in [
+            (0, code::QUEUE, false),
+            (10, code::QUEUE, true),
+            (20, code::ISSUE, true),
+            (30, code::COMPLETE, true),
+            (1_000_000_000, code::QUEUE, false),
+            (1_000_000_010, code::GETRQ, false),
+        ] {
+            a.feed(&rw(t, c, read));
+        }
+        let d = &a.finish().devices[0];
+        assert_eq!(d.latency["q2g"].n, 1);
+        assert!(d.latency["q2g"].max < 1e-6, "{:?}", d.latency["q2g"]);
+        assert_eq!(d.never_completed.replaced_bios, 1);
     }
 
     /// With a window, the bytes of the bios completed inside it are counted apart, each
