@@ -34,8 +34,9 @@ pub(crate) enum TraceCommand {
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("json", |a| a.help("Print the files written as JSON ({\"files\": [...]}, and \"removed\": [...] when files of an earlier trace were)")))]
 pub(crate) struct ExportArgs {
-    /// Trace base name (NAME.blktrace.N[.gz]) or one file (written as FILE.blktrace.0, without
-    /// a .gz ending); - reads standard input (written as stdin.blktrace.0).
+    /// Trace base name (NAME.blktrace.N[.gz]) or one file, such as blkparse -d's merged one
+    /// (written as FILE.blktrace.N, without a .gz ending, one file per CPU with that CPU's
+    /// records, as blkparse reads them); - reads standard input (written as stdin.blktrace.N).
     #[arg(value_name = "NAME|FILE")]
     pub input: PathBuf,
     /// Directory for the plain files.
