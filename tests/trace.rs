@@ -1665,19 +1665,22 @@ fn plot_writes_four_svg_charts() {
         .to_ascii_lowercase();
     assert!(sectors.matches("#1f77b4").count() > 100, "reads");
     assert!(sectors.matches("#d62728").count() > 100, "writes");
-    let bad = Command::cargo_bin("iolab")
-        .unwrap()
-        .args([
-            "trace",
-            "plot",
-            fixture("fx").to_str().unwrap(),
-            "--dev",
-            "9,9",
-            "-o",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let plot_dev = |dev: &str| {
+        Command::cargo_bin("iolab")
+            .unwrap()
+            .args([
+                "trace",
+                "plot",
+                fixture("fx").to_str().unwrap(),
+                "--dev",
+                dev,
+                "-o",
+            ])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let bad = plot_dev("9,9");
     assert_eq!(bad.status.code(), Some(1));
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(
@@ -1685,19 +1688,7 @@ fn plot_writes_four_svg_charts() {
         "{err}"
     );
     // A number that is none is a usage error.
-    let bad = Command::cargo_bin("iolab")
-        .unwrap()
-        .args([
-            "trace",
-            "plot",
-            fixture("fx").to_str().unwrap(),
-            "--dev",
-            "7,0x",
-            "-o",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let bad = plot_dev("7,0x");
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--dev 7,0x: bad minor"));
 }
