@@ -436,19 +436,29 @@ fn a_trace_piped_into_standard_input_is_analysed_like_the_file() {
         want
     );
 
-    let refused = |args: &[&str], says: &str| {
+    let refused = |args: &[&str], code: i32, says: &str| {
         let out = piped(args, bytes.clone());
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     };
+    // Standard input named twice is a usage error, as is a file named twice.
     refused(
         &["trace", "compare", "-", "-"],
+        2,
         "standard input is named more than once",
     );
+    refused(
+        &["trace", "analyze", "-", "-"],
+        2,
+        "standard input is named more than once",
+    );
+    let fx = file.to_str().unwrap();
+    refused(&["trace", "analyze", fx, fx], 2, "named twice");
     let plots = dir.path().join("plots");
     refused(
         &["trace", "plot", "-", "-o", plots.to_str().unwrap()],
+        1,
         "trace plot reads each trace twice",
     );
     assert!(!plots.exists());

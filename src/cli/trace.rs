@@ -1,7 +1,7 @@
 //! `iolab trace ...`: record block traces through tracefs, analyse them like btt (and
 //! beyond), compare two traces. Argument parsing only; the work is in `crate::trace`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -263,8 +263,23 @@ fn options(interval: Duration) -> anyhow::Result<trace::analyze::Options> {
     })
 }
 
+/// Standard input named twice, or a file named twice as it is written, is a command line
+/// that cannot mean anything: a usage error. (Other names of one file are found as the trace
+/// is opened.)
+fn named_once<'a>(names: impl IntoIterator<Item = &'a Path> + Clone) -> anyhow::Result<()> {
+    trace::stream::stdin_once(names.clone()).map_err(|e| crate::cli::usage(e.to_string()))?;
+    let mut seen = std::collections::BTreeSet::new();
+    match names.into_iter().find(|n| !seen.insert(*n)) {
+        Some(twice) => Err(crate::cli::usage(format!(
+            "{}: named twice; its records would count twice",
+            twice.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
-    trace::stream::stdin_once(args.inputs.iter().map(PathBuf::as_path))?;
+    named_once(args.inputs.iter().map(PathBuf::as_path))?;
     for note in trace::merge::unread_cpu_files(&args.inputs) {
         say!(
             "note: {}",
@@ -276,7 +291,10 @@ fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
 }
 
 fn compare(args: CompareArgs) -> anyhow::Result<()> {
-    trace::stream::stdin_once([args.a.as_path(), args.b.as_path()])?;
+    // A trace compared with itself is allowed (it shows no change); standard input twice is
+    // not one trace read twice but nothing.
+    trace::stream::stdin_once([args.a.as_path(), args.b.as_path()])
+        .map_err(|e| crate::cli::usage(e.to_string()))?;
     // The comparison reads no timeline: none is built, so no span is too long for one.
     let opts = trace::analyze::Options {
         timeline: false,
