@@ -1032,15 +1032,26 @@ pub(crate) fn compare_selectors(
             .collect()
     };
     let (base_ids, cand_ids) = (imported_ok(&base), imported_ok(&cand));
+    // One reading of the outputs of both sides: a group within a side counts one measurement
+    // as several runs; one across the sides (a file imported under each side's tag) is a
+    // measurement the sides share.
+    let both: Vec<i64> = base_ids.union(&cand_ids).copied().collect();
+    let groups = store.runs_with_one_output(&both)?;
     for (g, ids) in [(&base, &base_ids), (&cand, &cand_ids)] {
-        let ids: Vec<i64> = ids.iter().copied().collect();
-        let repeated = store.runs_with_one_output(&ids)?;
+        let repeated: Vec<Vec<i64>> = groups
+            .iter()
+            .map(|group| {
+                group
+                    .iter()
+                    .copied()
+                    .filter(|id| ids.contains(id))
+                    .collect()
+            })
+            .filter(|within: &Vec<i64>| within.len() > 1)
+            .collect();
         warnings.extend(repeated_output_warning(&g.label, &repeated));
     }
-    // One output imported twice, once under each side's tag: the sides share a measurement.
-    let both: Vec<i64> = base_ids.union(&cand_ids).copied().collect();
-    let shared_outputs: Vec<(i64, i64)> = store
-        .runs_with_one_output(&both)?
+    let shared_outputs: Vec<(i64, i64)> = groups
         .iter()
         .filter_map(|g| {
             let b = g

@@ -102,6 +102,13 @@ fn of_fio_output(text: &str) -> Workload {
         .collect()
 }
 
+/// The values a workload's jobs give `name` ("not set" where a job leaves it out).
+fn values_in(w: &Workload, name: &str) -> BTreeSet<String> {
+    w.iter()
+        .map(|j| j.get(name).cloned().unwrap_or_else(|| "not set".into()))
+        .collect()
+}
+
 /// The options whose values differ among `workloads`, each with the values seen ("not set"
 /// where a workload leaves it out).
 fn differences(workloads: &[&Workload]) -> Vec<(String, BTreeSet<String>)> {
@@ -110,11 +117,6 @@ fn differences(workloads: &[&Workload]) -> Vec<(String, BTreeSet<String>)> {
         .flat_map(|w| w.iter())
         .flat_map(|j| j.keys())
         .collect();
-    let values_in = |w: &Workload, name: &str| -> BTreeSet<String> {
-        w.iter()
-            .map(|j| j.get(name).cloned().unwrap_or_else(|| "not set".into()))
-            .collect()
-    };
     names
         .into_iter()
         .filter_map(|name| {
@@ -187,10 +189,11 @@ pub(crate) fn across_warning(
     named: &BTreeSet<&str>,
     workloads: &BTreeMap<i64, Workload>,
 ) -> Option<String> {
-    let only = |cell: &CellRuns| -> Option<Workload> {
+    let only = |cell: &CellRuns| -> Option<&Workload> {
         let distinct: BTreeSet<&Workload> =
             cell.ok.iter().filter_map(|id| workloads.get(id)).collect();
-        (distinct.len() == 1).then(|| distinct.into_iter().next().cloned())?
+        let first = distinct.first().copied();
+        first.filter(|_| distinct.len() == 1)
     };
     // Option -> (baseline's values, candidate's values), over every matched cell.
     let mut differ: BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
@@ -201,18 +204,13 @@ pub(crate) fn across_warning(
         let (Some(wb), Some(wc)) = (only(b), only(c)) else {
             continue;
         };
-        for (name, _) in differences(&[&wb, &wc]) {
+        for (name, _) in differences(&[wb, wc]) {
             if named.contains(name.as_str()) {
                 continue;
             }
-            let values = |w: &Workload| -> BTreeSet<String> {
-                w.iter()
-                    .map(|j| j.get(&name).cloned().unwrap_or_else(|| "not set".into()))
-                    .collect()
-            };
             let entry = differ.entry(name.clone()).or_default();
-            entry.0.extend(values(&wb));
-            entry.1.extend(values(&wc));
+            entry.0.extend(values_in(wb, &name));
+            entry.1.extend(values_in(wc, &name));
         }
     }
     if differ.is_empty() {
