@@ -57,6 +57,7 @@ pub(crate) fn check_adaptive(exp: &Experiment) -> Result<(), String> {
         })
         .map(|cell| format!("cell {}", cell.key))
         .collect();
+    let direction = ["read", "write", "trim"][way];
     let which = match without.len() {
         0 => return Ok(()),
         1 if cells.len() == 1 => "the workload does no".to_string(),
@@ -65,12 +66,10 @@ pub(crate) fn check_adaptive(exp: &Experiment) -> Result<(), String> {
         _ => format!("{} do no", crate::trace::capture::listed(&without)),
     };
     Err(format!(
-        "repetitions: metric `{metric}` is a {} figure, and {which} {} I/O: fio reports 0 \
-         there, whose confidence interval never narrows, so each such cell would run its \
-         maximum of repetitions; name a figure every cell measures (without `metric`, the \
-         total IOPS decides)",
-        ["read", "write", "trim"][way],
-        ["read", "write", "trim"][way],
+        "repetitions: metric `{metric}` is a {direction} figure, and {which} {direction} I/O: \
+         fio reports 0 there, whose confidence interval never narrows, so each such cell would \
+         run its maximum of repetitions; name a figure every cell measures (without `metric`, \
+         the total IOPS decides)"
     ))
 }
 
