@@ -583,8 +583,10 @@ fn output_dir_ready(output: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The device's kernel name and its tracefs directory in sysfs. A link to the device
+/// (/dev/disk/by-id/..., /dev/mapper/NAME, /dev/block/MAJ:MIN) names it too.
 fn device_dir(device: &str) -> anyhow::Result<(String, PathBuf)> {
-    let name = device.trim_start_matches("/dev/").to_string();
+    let name = crate::target::device_name(device);
     if name.is_empty() || name.contains('/') || name.contains("..") {
         bail!("{device}: not a block device name (try e.g. loop0 or /dev/loop0)");
     }
@@ -1186,6 +1188,29 @@ mod tests {
         std::fs::write(&plain, "old").unwrap();
         create_output(&plain).unwrap();
         assert_eq!(std::fs::read(&plain).unwrap(), b"");
+    }
+
+    /// A link to a block device (as udev makes in /dev/disk/by-id) names the device. Only
+    /// sysfs is read.
+    #[test]
+    fn a_link_to_a_block_device_names_it() {
+        let traced = std::fs::read_dir("/sys/class/block")
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| {
+                Path::new("/dev").join(n).exists()
+                    && Path::new("/sys/class/block").join(n).join("trace/enable").exists()
+            })
+            .expect("a block device with a block trace in /dev and /sys/class/block");
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("by-id-link");
+        std::os::unix::fs::symlink(Path::new("/dev").join(&traced), &link).unwrap();
+        let (name, sys) = device_dir(link.to_str().unwrap()).unwrap();
+        assert_eq!(name, traced);
+        assert_eq!(sys, Path::new("/sys/class/block").join(&traced).join("trace"));
+        let e = device_dir("/dev/../etc/passwd").unwrap_err().to_string();
+        assert!(e.contains("not a block device name"), "{e}");
     }
 
     #[test]
