@@ -635,6 +635,20 @@ fn cells_that_cannot_run_here_are_recorded_once_with_their_reason() {
             .count(),
         4
     );
+    // Finished: each not-applicable cell's one run is all the plan was to give it, so `show`
+    // says nothing was left out (it said "stopped early: 8 of 12 planned runs stored").
+    let show = iolab()
+        .args(["show", &out.experiment_id.to_string(), "--json", "--db"])
+        .arg(lab.dir.path().join("results.db"))
+        .output()
+        .unwrap();
+    assert!(
+        show.status.success(),
+        "{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert!(shown["not_run"].is_null(), "{}", shown["not_run"]);
 }
 
 #[test]

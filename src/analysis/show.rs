@@ -40,6 +40,9 @@ pub(crate) struct NotRun {
     pub runs_stored: usize,
     /// The cells planned of which no run is stored.
     pub cells: Vec<String>,
+    /// The experiment is still running: its runs are still coming, not stopped.
+    #[serde(skip)]
+    pub running: bool,
 }
 
 impl NotRun {
@@ -53,15 +56,33 @@ impl NotRun {
             .iter()
             .filter_map(|c| c.as_str())
             .collect();
+        let stored: std::collections::BTreeSet<&str> =
+            runs.iter().map(|r| r.cell_key.as_str()).collect();
+        // A cell found not applicable is stored once, as one run, however many repetitions
+        // the plan gave it: that one run is all it was to have.
+        let not_applicable: std::collections::BTreeSet<&str> = runs
+            .iter()
+            .filter(|r| matches!(r.status, crate::store::RunStatus::NotApplicable(_)))
+            .map(|r| r.cell_key.as_str())
+            .collect();
+        let mut counted_once = std::collections::BTreeSet::new();
         let runs_planned = planned
             .get("runs")?
             .as_array()?
             .iter()
             .filter(|r| r.get("warmup").and_then(|w| w.as_bool()) != Some(true))
+            .filter(|r| {
+                let key = r
+                    .get("cell")
+                    .and_then(|c| c.as_u64())
+                    .and_then(|c| cells.get(usize::try_from(c).ok()?));
+                match key {
+                    Some(key) if not_applicable.contains(key) => counted_once.insert(*key),
+                    _ => true,
+                }
+            })
             .count();
         let adaptive = planned.get("adaptive").and_then(|a| a.as_bool()) == Some(true);
-        let stored: std::collections::BTreeSet<&str> =
-            runs.iter().map(|r| r.cell_key.as_str()).collect();
         let missing: Vec<String> = cells
             .iter()
             .filter(|c| !stored.contains(*c))
@@ -72,21 +93,27 @@ impl NotRun {
             runs_planned: (!adaptive).then_some(runs_planned),
             runs_stored: runs.len(),
             cells: missing,
+            running: false,
         })
     }
 
     /// One line for people: how many runs of the plan are stored, and the cells never run.
     pub(crate) fn text(&self) -> String {
+        let (state, so_far, not_yet) = if self.running {
+            ("running", " so far", "not run yet")
+        } else {
+            ("stopped early", "", "never run")
+        };
         let mut out = match self.runs_planned {
             Some(planned) => format!(
-                "stopped early: {} of {planned} planned runs stored",
+                "{state}: {} of {planned} planned runs stored{so_far}",
                 self.runs_stored
             ),
-            None => "stopped early".to_string(),
+            None => state.to_string(),
         };
         if !self.cells.is_empty() {
             out.push_str(&format!(
-                "; never run, so in no table: {}",
+                "; {not_yet}, so in no table: {}",
                 self.cells.join("; ")
             ));
         }
@@ -147,7 +174,10 @@ pub(crate) fn load(store: &Store, id: i64) -> anyhow::Result<Loaded> {
     }
     let factors = factors_of(&declared_factors(&file_text), &runs);
     let cells = group(&runs, &factors);
-    let not_run = NotRun::of(&planned, &runs);
+    let not_run = NotRun::of(&planned, &runs).map(|n| NotRun {
+        running: experiment.status == "running",
+        ..n
+    });
     Ok(Loaded {
         experiment,
         factors,
@@ -838,13 +868,29 @@ mod tests {
             Some(NotRun {
                 runs_planned: None,
                 runs_stored: 1,
-                cells: vec!["b".into()]
+                cells: vec!["b".into()],
+                running: false,
             })
         );
         let short = NotRun::of(&plan(false), &[run("a"), run("b")]).unwrap();
         assert_eq!((short.runs_planned, short.cells.len()), (Some(6), 0));
         assert_eq!(short.text(), "stopped early: 2 of 6 planned runs stored");
+        let coming = NotRun {
+            running: true,
+            ..short
+        };
+        assert_eq!(coming.text(), "running: 2 of 6 planned runs stored so far");
         assert_eq!(NotRun::of(&serde_json::Value::Null, &[run("a")]), None);
+        // A cell found not applicable is stored once whatever its repetitions: with the
+        // other cell's three runs, nothing is missing; with two of them, one run is.
+        let not_applicable = || Run {
+            status: RunStatus::NotApplicable("far: one cache domain".into()),
+            ..run("b")
+        };
+        let done = [run("a"), not_applicable(), run("a"), run("a")];
+        assert_eq!(NotRun::of(&plan(false), &done), None);
+        let cut = NotRun::of(&plan(false), &done[..3]).unwrap();
+        assert_eq!(cut.text(), "stopped early: 3 of 4 planned runs stored");
     }
     use crate::store::RunStatus;
 

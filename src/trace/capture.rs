@@ -1200,7 +1200,10 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .find(|n| {
                 Path::new("/dev").join(n).exists()
-                    && Path::new("/sys/class/block").join(n).join("trace/enable").exists()
+                    && Path::new("/sys/class/block")
+                        .join(n)
+                        .join("trace/enable")
+                        .exists()
             })
             .expect("a block device with a block trace in /dev and /sys/class/block");
         let dir = tempfile::tempdir().unwrap();
@@ -1208,7 +1211,10 @@ mod tests {
         std::os::unix::fs::symlink(Path::new("/dev").join(&traced), &link).unwrap();
         let (name, sys) = device_dir(link.to_str().unwrap()).unwrap();
         assert_eq!(name, traced);
-        assert_eq!(sys, Path::new("/sys/class/block").join(&traced).join("trace"));
+        assert_eq!(
+            sys,
+            Path::new("/sys/class/block").join(&traced).join("trace")
+        );
         let e = device_dir("/dev/../etc/passwd").unwrap_err().to_string();
         assert!(e.contains("not a block device name"), "{e}");
     }
