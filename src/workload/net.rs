@@ -100,8 +100,16 @@ fn seconds(opts: &[(String, String)]) -> f64 {
         .unwrap_or(10.0)
 }
 
+/// How long the client runs: `time`, after iperf3's `omit` warm-up when there is one.
+fn run_seconds(opts: &[(String, String)]) -> f64 {
+    let omit: f64 = get(opts, "omit")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(0.0);
+    seconds(opts) + omit
+}
+
 fn time_limit(opts: &[(String, String)]) -> Duration {
-    Duration::from_secs_f64(seconds(opts) * 2.0 + 30.0)
+    Duration::from_secs_f64(run_seconds(opts) * 2.0 + 30.0)
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -166,7 +174,7 @@ impl Engine for Iperf3 {
     }
 
     fn nominal_seconds(&self, o: &[(String, String)]) -> Option<f64> {
-        Some(seconds(o))
+        Some(run_seconds(o))
     }
 
     fn metrics(&self, stdout: &str, _: &str) -> Result<Figures, String> {
@@ -210,11 +218,16 @@ pub(crate) fn iperf3_figures(stdout: &str) -> Result<Figures, String> {
         out.push((metrics::NET_RETRANSMITS.name.to_string(), r));
     }
     let (mut t, mut v) = (Vec::new(), Vec::new());
+    // The intervals of `omit`'s warm-up are reported too, flagged, on a clock of their own
+    // (the measured ones start again at 0); the end sums leave them out, so do these.
     for i in doc
         .get("intervals")
         .and_then(|i| i.as_array())
         .into_iter()
         .flatten()
+        .filter(|i| {
+            super::engine::json_path(i, "sum.omitted") != Some(&serde_json::Value::Bool(true))
+        })
     {
         if let (Some(end), Some(bps)) = (num(i, "sum.end"), num(i, "sum.bits_per_second")) {
             t.push(end);
@@ -384,8 +397,10 @@ pub(crate) fn sockperf_figures(output: &str) -> Result<Figures, String> {
         }
     } else if let Some(rate) = text.lines().find_map(|l| after(l, "Summary: Message Rate")) {
         out.push((metrics::TP_MSG_PER_S.name.to_string(), rate));
+        // sockperf's "MBps" are MiB/s (2^20 bytes: 124,552 msg/s of 1400 bytes it calls
+        // 166.295 MBps); iolab's MB/s are 10^6 bytes.
         if let Some(bw) = text.lines().find_map(|l| after(l, "Summary: BandWidth")) {
-            out.push((metrics::TP_MB_PER_S.name.to_string(), bw));
+            out.push((metrics::TP_MB_PER_S.name.to_string(), bw * 1.048576));
         }
     } else {
         return Err("neither a [Valid Duration] nor a `Summary: Message Rate` line".into());
@@ -428,6 +443,13 @@ mod tests {
                 "{n}"
             );
         }
+        // With `omit`, its intervals are not the run's: `iperf3 -J -t 2 -O 1 -i 0.5 -b 1G`
+        // over loopback reported two omitted half-seconds, then four measured from 0 again.
+        let f = iperf3_figures(&fixture("iperf3-omit.json")).unwrap();
+        let (_, t, v) = &f.series[0];
+        assert_eq!(t, &[0.500014, 0.999982, 1.500002, 1.999987]);
+        assert!((v[0] - 1002.3).abs() < 0.1, "{v:?}");
+        assert!((get(&f, "net_interval_min_mbit_per_s") - 998.3).abs() < 0.1);
         let e = iperf3_figures(r#"{"error": "unable to connect to server"}"#).unwrap_err();
         assert!(e.contains("unable to connect"), "{e}");
     }
@@ -455,7 +477,9 @@ mod tests {
         assert_eq!(get(&f, "rr_lat_max_us"), 2761.599);
         let f = sockperf_figures(&fixture("sockperf-throughput.txt")).unwrap();
         assert_eq!(get(&f, "tp_msg_per_s"), 124552.0);
-        assert_eq!(get(&f, "tp_mb_per_s"), 166.295);
+        // 124,552 messages of 1400 bytes a second: 174.37 MB/s, which sockperf gives as
+        // 166.295 "MBps" (MiB/s).
+        assert!((get(&f, "tp_mb_per_s") - 124552.0 * 1400.0 / 1e6).abs() < 0.01);
         listed_as_sockperf(&f);
         assert!(sockperf_figures("sockperf: error").is_err());
     }
@@ -482,6 +506,11 @@ mod tests {
             "server: ip netns exec b iperf3 -s -1 -B 10.1.0.2 -p 5202 ; client: ip netns exec \
              a iperf3 -c 10.1.0.2 -p 5202 -J -i 1 -t 3 -P 4 -R"
         );
+        // `omit`'s warm-up comes before `time`: a run takes both, and is given time for both.
+        let warmed = [("time".into(), "10".into()), ("omit".into(), "60".into())];
+        let inv = Iperf3(net.clone()).invocation(&warmed).unwrap();
+        assert_eq!(inv.time_limit, Duration::from_secs(70 * 2 + 30));
+        assert_eq!(Iperf3(net.clone()).nominal_seconds(&warmed), Some(70.0));
         let inv = Sockperf(net)
             .invocation(&[("msg_size".into(), "64".into())])
             .unwrap();
