@@ -52,6 +52,20 @@ impl EngineSpec {
     pub(crate) fn program(&self) -> Option<&dyn Engine> {
         Some(self.engine()).filter(|e| !e.runs_job_file())
     }
+
+    /// The network namespaces a network engine's client and server run in, when set.
+    pub(crate) fn namespaces(&self) -> Vec<&str> {
+        let net = match self {
+            EngineSpec::Iperf3(e) => &e.0,
+            EngineSpec::Sockperf(e) => &e.0,
+            EngineSpec::Fio | EngineSpec::Command(_) => return Vec::new(),
+        };
+        [&net.netns, &net.server_netns]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 /// A workload engine: options in, what to run out; output in, metrics out. Pure.

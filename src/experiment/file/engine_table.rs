@@ -197,8 +197,11 @@ impl Walker<'_> {
             diags.push(super::Diagnostic {
                 line: 0,
                 column: 0,
-                message: format!("`hosts` runs fio on other machines, but the engine is {name}"),
-                allowed: Some("remove [target] hosts".to_string()),
+                message: format!(
+                    "`hosts` ([target] hosts or [[target.host]]) runs fio on other machines, but \
+                     the engine is {name}"
+                ),
+                allowed: Some("no hosts, or the fio engine".to_string()),
             });
         }
         if let EngineSpec::Command(c) = &self.engine {
@@ -218,6 +221,49 @@ impl Walker<'_> {
             }
         }
         self.diags.extend(diags);
+    }
+
+    /// `sysctl.net.*` controls are (nearly all) each network namespace's own: iolab writes
+    /// its own namespace's, so with the client or server in a namespace of its own they
+    /// would change nothing the engine runs in, while its figures were stored under them.
+    pub(super) fn net_sysctls_fit(
+        &mut self,
+        factors: &[crate::experiment::Factor],
+        stabilise: &super::Stabilise,
+        stabilise_span: Option<std::ops::Range<usize>>,
+    ) {
+        use crate::experiment::system_knobs::SystemKnob;
+        use crate::experiment::FactorKind;
+        let namespaces = self.engine.namespaces();
+        if namespaces.is_empty() {
+            return;
+        }
+        let is_net = |k: &SystemKnob| matches!(k, SystemKnob::Sysctl(n) if n.starts_with("net."));
+        let why = format!(
+            "net.* sysctls belong to each network namespace, and iolab sets this one's, not \
+             those the {} runs in ({})",
+            self.engine.name(),
+            namespaces.join(", ")
+        );
+        let allowed = "set it in those namespaces yourself (ip netns exec NAME sysctl -w ...), \
+                       or leave netns and server_netns out";
+        for f in factors {
+            if matches!(&f.kind, FactorKind::System(k) if is_net(k)) {
+                self.diags.push(super::Diagnostic {
+                    line: f.line,
+                    column: 1,
+                    message: format!("factor `{}`: {why}", f.name),
+                    allowed: Some(allowed.to_string()),
+                });
+            }
+        }
+        if let Some((knob, _)) = stabilise.settings.iter().find(|(k, _)| is_net(k)) {
+            self.error(
+                stabilise_span.unwrap_or(0..0),
+                format!("[stabilise] `{}`: {why}", knob.name()),
+                Some(allowed.to_string()),
+            );
+        }
     }
 
     /// Whether a `command` engine reads a metric of this name (a regex group, a JSON name).

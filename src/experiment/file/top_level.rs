@@ -125,6 +125,7 @@ pub(crate) fn parse_with(
     let text = w.with_job_file(&mut top, &policy);
     w.conflicts(&top.workload, &top.workload_spans, &top.factors);
     w.engine_fits(&top.workload_spans, &top.factors, &top.target);
+    w.net_sysctls_fit(&top.factors, &top.stabilise, top.stabilise_span.clone());
     w.matrix_size(top.factors_span.clone(), &top.factors, &top.repetitions);
     w.fits_hosts(&top);
     if !w.diags.is_empty() {
@@ -166,6 +167,7 @@ struct TopLevel {
     trace_span: Range<usize>,
     /// Where `[prepare]` or `[stabilise]` is named (the first of the two), for refusals.
     machine_tables_span: Option<Range<usize>>,
+    stabilise_span: Option<Range<usize>>,
     target: TargetSpec,
     workload: Vec<(String, String)>,
     /// Where each workload option came from: its key's span and, for an option of the job
@@ -219,6 +221,7 @@ impl Walker<'_> {
             trace_settings: TraceSettings::default(),
             trace_span: 0..0,
             machine_tables_span: None,
+            stabilise_span: None,
             target: TargetSpec {
                 device: TargetDevice::Scratch,
                 count: 1,
@@ -282,6 +285,7 @@ impl Walker<'_> {
                 "stabilise" => {
                     top.stabilise = self.stabilise(value);
                     top.machine_tables_span.get_or_insert(key.span());
+                    top.stabilise_span = Some(key.span());
                 }
                 other => self.unknown_key(key.span(), other, "the top level", TOP_KEYS),
             }
@@ -383,7 +387,11 @@ impl Walker<'_> {
                 f.kind,
                 FactorKind::QueueKnob { .. } | FactorKind::Placement | FactorKind::IrqAffinity
             );
-            let here_only = !matches!(f.kind, FactorKind::Fio { .. } | FactorKind::Polling);
+            // A program engine's options are refused with `hosts` as a whole (engine_fits).
+            let here_only = !matches!(
+                f.kind,
+                FactorKind::Fio { .. } | FactorKind::Polling | FactorKind::Engine { .. }
+            );
             if here_only && !(controlled && on_hosts) {
                 self.diags.push(Diagnostic {
                     line: f.line,
@@ -393,7 +401,15 @@ impl Walker<'_> {
                          machines",
                         f.name
                     ),
-                    allowed: Some("fio options and hipri".to_string()),
+                    allowed: Some(if controlled {
+                        "fio options, hipri, queue knobs, placement and irq_cpu (set on each \
+                         host by its agent); system knobs are set on no host"
+                            .to_string()
+                    } else {
+                        "fio options and hipri (queue knobs, placement and irq_cpu too when every \
+                         host is a [[target.host]] with `ssh`)"
+                            .to_string()
+                    }),
                 });
             }
         }
@@ -428,6 +444,52 @@ mod tests {
         )
         .unwrap();
         assert!(quiet.warnings.is_empty(), "{:?}", quiet.warnings);
+    }
+
+    /// A network engine in namespaces of its own runs under their net.* sysctls, not this
+    /// namespace's that iolab would set: refused, as factor and in [stabilise]; other
+    /// sysctls, and net.* ones without namespaces, are taken.
+    #[test]
+    fn net_sysctls_are_refused_where_the_engine_runs_in_other_namespaces() {
+        let text = "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"10.1.0.2\"\n\
+                    netns = \"cli\"\nserver_netns = \"srv\"\ntime = 1\n[factors]\n\
+                    \"sysctl.net.ipv4.tcp_rmem\" = [\"4096 131072 6291456\"]\n\
+                    sysctl.vm.dirty_ratio = [10]\n[stabilise]\n\"sysctl.net.core.somaxconn\" = 1024\n";
+        let err = parse("x.toml", text).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "x.toml:9:1: factor `sysctl.net.ipv4.tcp_rmem`: net.* sysctls belong to each \
+                 network namespace, and iolab sets this one's, not those the iperf3 runs in \
+                 (cli, srv)"
+            ),
+            "{err}"
+        );
+        assert!(
+            err.contains("x.toml:11:2: [stabilise] `sysctl.net.core.somaxconn`"),
+            "{err}"
+        );
+        assert!(!err.contains("dirty_ratio"), "{err}");
+        let here = text
+            .replace("netns = \"cli\"\nserver_netns = \"srv\"\n", "")
+            .replace("\"sysctl.net.core.somaxconn\" = 1024\n", "");
+        parse("x.toml", &here).unwrap();
+    }
+
+    /// A program engine with hosts is refused once, for what it is: its options are not
+    /// also said to change this machine.
+    #[test]
+    fn a_program_engine_with_hosts_is_refused_once() {
+        let text = "name = \"n\"\nengine = \"iperf3\"\n[iperf3]\nserver = \"10.1.0.2\"\n\
+                    [target]\nhosts = [\"10.0.0.1\"]\n[factors]\nparallel = [1, 2]\n";
+        let err = parse("x.toml", text).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "`hosts` ([target] hosts or [[target.host]]) runs fio on other machines, but the \
+                 engine is iperf3"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains("parallel"), "{err}");
     }
 
     /// The refusal named line 1 of the file: it now names the table's.
