@@ -2320,3 +2320,77 @@ fn percentiles_from_fios_buckets_are_as_precise_as_the_buckets() {
     let iops = ok(&db, &["show", "1", "--metric", "read_iops"]);
     assert!(!iops.contains("buckets"), "{iops}");
 }
+
+/// `plot --kind lines --by F` draws one line per level of F: with a third factor varying,
+/// each line joined that factor's cells at one x into a zig-zag. Refused, naming it; without
+/// `--by`, one line per combination.
+#[test]
+fn lines_by_a_factor_refuse_to_join_the_cells_of_another() {
+    use iolab::store::{NewExperiment, NewRun, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("three.db");
+    let mut store = Store::open(&db).unwrap();
+    let id = store
+        .create_experiment(&NewExperiment {
+            name: "three factors".into(),
+            file_text: "[factors]\nnr_requests = [32, 256]\nscheduler = [\"none\", \"bfq\"]\n\
+                        read_ahead_kb = [0, 512]\n"
+                .into(),
+            seed: 1,
+            planned_order: json!([]),
+            host: "h".into(),
+            kernel: "k".into(),
+            part_of: None,
+        })
+        .unwrap();
+    for rep in 1..=2 {
+        for nr in [32, 256] {
+            for sched in ["none", "bfq"] {
+                for ra in [0, 512] {
+                    let key = format!("nr_requests={nr},scheduler={sched},read_ahead_kb={ra}");
+                    store
+                        .insert_run(&NewRun {
+                            experiment_id: id,
+                            cell_key: key,
+                            cell_levels: json!({"nr_requests": nr.to_string(),
+                                "scheduler": sched, "read_ahead_kb": ra.to_string()}),
+                            repetition: rep,
+                            metrics: vec![(
+                                "read_iops".into(),
+                                1000.0 + f64::from(nr + ra) + f64::from(rep),
+                            )],
+                            ..Default::default()
+                        })
+                        .unwrap();
+                }
+            }
+        }
+    }
+    drop(store);
+    let svg = dir.path().join("l.svg");
+    let plot = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["plot", "1", "--kind", "lines", "--x", "nr_requests"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--metric", "read_iops", "-o", svg.to_str().unwrap()]);
+        args.into_iter().map(String::from).collect()
+    };
+    let args = plot(&["--by", "scheduler"]);
+    let e = err(&db, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        e.contains(
+            "--by scheduler draws one line per level, but experiment 1 also varies \
+             read_ahead_kb (0, 512)"
+        ),
+        "{e}"
+    );
+    assert!(!svg.exists());
+    let args = plot(&[]);
+    ok(&db, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    for line in [
+        "scheduler=none read_ahead_kb=0",
+        "scheduler=bfq read_ahead_kb=512",
+    ] {
+        assert!(drawn.contains(line), "{line}");
+    }
+}

@@ -285,6 +285,28 @@ fn lines(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow::Result<St
         }
         experiments.push(other);
     }
+    // A factor neither on the x axis nor drawing lines would put several cells at one x of
+    // a line, joined into a zig-zag as if one series.
+    if req.by.is_some() {
+        for exp in &experiments {
+            let pooled: Vec<String> = exp
+                .varying()
+                .into_iter()
+                .filter(|f| f.name != x.name && by.iter().all(|b| b.name != f.name))
+                .map(|f| format!("{} ({})", f.name, f.levels.join(", ")))
+                .collect();
+            if !pooled.is_empty() {
+                bail!(
+                    "--by {} draws one line per level, but experiment {} also varies {}: each \
+                     line would join cells of those levels at one x; leave --by out for one \
+                     line per combination",
+                    by[0].name,
+                    exp.experiment.id,
+                    pooled.join(" and ")
+                );
+            }
+        }
+    }
     let labels = variant_labels(store, &experiments)?;
     for (e, exp) in experiments.iter().enumerate() {
         let values = metrics::values(store, &exp.ok_run_ids(), &metric)?;

@@ -41,7 +41,8 @@ pub(crate) struct PlotArgs {
     /// lines: the numeric factor on the x axis (default: the first numeric factor).
     #[arg(long, value_name = "FACTOR")]
     pub x: Option<String>,
-    /// bars: factor that colours the bars; lines: factor that makes one line per level.
+    /// bars: factor that colours the bars; lines: factor that makes one line per level (any
+    /// other factor but --x must then have one level; without --by, one line per combination).
     #[arg(long, value_name = "FACTOR")]
     pub by: Option<String>,
     /// heatmap, cpu, irq-over-time: the run to draw (default: the first successful run with
