@@ -1186,3 +1186,44 @@ fn run_tags_are_shown_with_their_experiment() {
     assert!(experiments[1].get("tags").is_none(), "{json}");
     assert!(iolab(&["show", "1"]).contains("\ntags: variant=backport, variant=stock\n"));
 }
+
+/// A placement is fio's CPU pinning (`cpus_allowed`): comparing two placements compares two
+/// pinnings, which is what was asked, not a difference of jobs to warn of. Another option's
+/// difference still is.
+#[test]
+fn comparing_placements_does_not_warn_of_their_cpu_pinning() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let mut db = Store::open(&path).unwrap();
+    let e = db.create_experiment(&experiment()).unwrap();
+    for (place, cpus, bs) in [("on", "0", "4k"), ("near", "1", "4k"), ("far", "1", "8k")] {
+        for rep in 0..3 {
+            let mut r = run(e, "1", rep, 100.0 + f64::from(rep));
+            r.cell_key = format!("placement={place}");
+            r.cell_levels = json!({ "placement": place });
+            r.job_file = Some(format!(
+                "[rr]\nfilename=/dev/loop0\nrw=randread\nbs={bs}\ncpus_allowed={cpus}\n"
+            ));
+            db.insert_run(&r).unwrap();
+        }
+    }
+    drop(db);
+    let compare = |a: &str, b: &str| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["compare", "--db", path.to_str().unwrap(), a, b])
+            .args(["--metric", "read_iops"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = compare("placement=on", "placement=near");
+    assert!(!text.contains("different fio jobs"), "{text}");
+    let text = compare("placement=on", "placement=far");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("different fio jobs (bs: 4k against 8k)"),
+        "{text}"
+    );
+}

@@ -1009,12 +1009,16 @@ pub(crate) fn compare_selectors(
     ] {
         warnings.extend(super::workloads::pooled_warning(label, side, &workloads));
     }
-    let named: BTreeSet<&str> = base
+    let mut named: BTreeSet<&str> = base
         .fixed
         .iter()
         .chain(&cand.fixed)
         .map(String::as_str)
         .collect();
+    // A placement is fio's CPU pinning: naming one names those options.
+    if named.contains("placement") {
+        named.extend(["cpus_allowed", "cpus_allowed_policy"]);
+    }
     warnings.extend(super::workloads::across_warning(
         &compared_cells[0],
         &compared_cells[1],
