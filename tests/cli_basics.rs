@@ -169,6 +169,22 @@ fn misuse_exits_2_saying_why() {
             ],
             "--tag v is given twice",
         ),
+        (
+            &["run", example, "--dry-run", "--tag", "kernel=6", "--db", db],
+            "this machine's running kernel",
+        ),
+        (
+            &[
+                "run",
+                example,
+                "--dry-run",
+                "--tag",
+                "scheduler=x",
+                "--db",
+                db,
+            ],
+            "scheduler is a factor of",
+        ),
     ];
     for (args, why) in cases {
         let out = Command::cargo_bin("iolab")

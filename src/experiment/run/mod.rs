@@ -749,7 +749,8 @@ fn expendable<'a>(settings: &'a Settings, device: &str) -> Option<&'a str> {
 /// machine (with `hosts` the kernels are theirs and only the user can say them), and every
 /// factor of the experiment: `compare` reads `NAME=VALUE` as a tag when any run has a tag of
 /// that name and as a factor level otherwise, so such a tag would hide the factor from every
-/// selector. The name and value rule itself is `store::tags::parse_tag`.
+/// selector. The name and value rule itself is `store::tags::parse_tag`. Refusals are usage
+/// errors (exit 2).
 pub(crate) fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<()> {
     let host_why = if exp.target.hosts.is_empty() {
         "iolab tags every run with this machine's host name".to_string()
@@ -777,10 +778,11 @@ pub(crate) fn check_tags(exp: &Experiment, tags: &[(String, String)]) -> Result<
         .iter()
         .map(|(n, w)| (n.as_str(), w.as_str()))
         .collect();
-    crate::store::tags::check_reserved(tags, &reserved).map_err(|e| anyhow::anyhow!(e))?;
+    // A tag refused is the command line's mistake, whatever the rule: a usage error.
+    crate::store::tags::check_reserved(tags, &reserved).map_err(crate::cli::usage)?;
     for (n, v) in tags {
-        crate::store::tags::check_name(n).map_err(|e| anyhow::anyhow!(e))?;
-        crate::store::tags::check_value(n, v).map_err(|e| anyhow::anyhow!(e))?;
+        crate::store::tags::check_name(n).map_err(crate::cli::usage)?;
+        crate::store::tags::check_value(n, v).map_err(crate::cli::usage)?;
     }
     Ok(())
 }
