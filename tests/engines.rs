@@ -662,15 +662,11 @@ fn replayed_engine_runs_are_stored_exactly() {
     );
 }
 
-/// A program that forks a child and waits; the child's pid is left in `pidfile`.
-fn forking(pidfile: &std::path::Path, limit: Duration) -> iolab::workload::Invocation {
+/// `sh -c script` as a program engine's run, pinned to CPU 0, given `limit`.
+fn shell(script: &str, limit: Duration) -> iolab::workload::Invocation {
     iolab::workload::Invocation {
         cell_key: "base".into(),
-        argv: vec![
-            "sh".into(),
-            "-c".into(),
-            format!("sleep 300 & echo $! > {}; wait", pidfile.display()),
-        ],
+        argv: vec!["sh".into(), "-c".into(), script.into()],
         netns: None,
         cpus: Some(vec![0]),
         server: None,
@@ -678,30 +674,50 @@ fn forking(pidfile: &std::path::Path, limit: Duration) -> iolab::workload::Invoc
     }
 }
 
-fn gone_soon(pid: &str) -> bool {
-    let t = std::time::Instant::now();
-    while t.elapsed() < Duration::from_secs(5) {
-        // A zombie is gone too: it runs nothing.
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Err(_) => return true,
-            Ok(s) if s.split_whitespace().nth(2) == Some("Z") => return true,
-            Ok(_) => std::thread::sleep(Duration::from_millis(50)),
-        }
-    }
-    false
+/// The processes running (not zombies) whose command line holds `sleep MARKER`: a program
+/// may run in a PID namespace of its own, where the pids it sees are not this machine's.
+fn sleeping(marker: &str) -> Vec<String> {
+    let wanted = format!("sleep\0{marker}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&wanted))
+                && std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .and_then(|r| r.split_whitespace().next())
+                        != Some("Z")
+                })
+        })
+        .collect()
 }
 
-fn pid_in(path: &std::path::Path) -> String {
+/// Waits up to 10 s for `sleep MARKER` to run.
+fn started(marker: &str) {
     let t = std::time::Instant::now();
-    loop {
-        if let Ok(p) = std::fs::read_to_string(path) {
-            if !p.trim().is_empty() {
-                return p.trim().to_string();
-            }
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "no pid file");
+    while sleeping(marker).is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "sleep {marker} never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether no `sleep MARKER` is left within 5 s.
+fn none_left(marker: &str) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        if sleeping(marker).is_empty() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 /// Ctrl-C (the cancel token) stops a program engine's program and what it forked.
@@ -716,21 +732,19 @@ fn cancelling_stops_the_program_and_its_children() {
         grace: Duration::from_secs(1),
         ..RealFio::default()
     };
-    let pidfile = dir.path().join("child.pid");
-    let inv = forking(&pidfile, Duration::from_secs(600));
-    let (pidfile2, cancel2) = (pidfile.clone(), cancel.clone());
+    let inv = shell("sleep 300.101 & wait", Duration::from_secs(600));
+    let cancel2 = cancel.clone();
     let watcher = std::thread::spawn(move || {
-        let pid = pid_in(&pidfile2);
+        started("300.101");
         cancel2.cancel();
-        pid
     });
     let ran = runner.run_program(&inv).unwrap();
-    let child = watcher.join().unwrap();
+    watcher.join().unwrap();
     assert!(ran.raw.cancelled);
     assert!(ran.elapsed < Duration::from_secs(60), "{:?}", ran.elapsed);
     assert!(
-        gone_soon(&child),
-        "the program's child {child} outlived the cancel"
+        none_left("300.101"),
+        "the program's child outlived the cancel"
     );
     assert!(
         ran.command_line.starts_with("taskset -c 0 sh -c"),
@@ -749,14 +763,13 @@ fn a_program_past_its_time_limit_is_killed_with_its_children() {
         grace: Duration::from_secs(1),
         ..RealFio::default()
     };
-    let pidfile = dir.path().join("child.pid");
     let ran = runner
-        .run_program(&forking(&pidfile, Duration::from_secs(1)))
+        .run_program(&shell("sleep 300.102 & wait", Duration::from_secs(1)))
         .unwrap();
     assert_eq!(ran.raw.timed_out, Some(Duration::from_secs(1)));
     // The child (sleep 300) holds the output pipes: only a group kill ends the run early.
     assert!(ran.elapsed < Duration::from_secs(120), "{:?}", ran.elapsed);
-    assert!(gone_soon(&pid_in(&pidfile)));
+    assert!(none_left("300.102"));
     let engine = iolab::workload::command::CommandEngine {
         program: "sh".into(),
         args: Vec::new(),
@@ -771,4 +784,60 @@ fn a_program_past_its_time_limit_is_killed_with_its_children() {
         matches!(&status, iolab::workload::FioStatus::Crash { reason } if reason.contains("did not finish within 1 s")),
         "{status:?}"
     );
+}
+
+/// What a program started ends with it, also what left its process group: a `setsid` child
+/// and a plain background one outlived a run that ended well (loading the machine through
+/// the next runs), and a `setsid` child holding the output pipes kept a run past its time
+/// limit waiting for it (1 min 17 s for a 1 s limit). The program runs in a PID namespace of
+/// its own, which needs root.
+#[test]
+fn a_program_leaves_nothing_running_however_it_ends() {
+    use iolab::workload::FioRunner;
+    if !crate::common::root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runner = RealFio {
+        work_dir: dir.path().join("state/fio"),
+        grace: Duration::from_secs(1),
+        ..RealFio::default()
+    };
+    let ran = runner
+        .run_program(&shell(
+            "setsid sleep 300.103 >/dev/null 2>&1 & sleep 300.104 >/dev/null 2>&1 & \
+             sleep 0.2; echo x_per_s=1",
+            Duration::from_secs(60),
+        ))
+        .unwrap();
+    let engine = iolab::workload::command::CommandEngine {
+        program: "sh".into(),
+        args: Vec::new(),
+        regex: vec!["x_per_s=(?P<x_per_s>[0-9]+)".into()],
+        json: Vec::new(),
+        from_stderr: false,
+        time_limit: Duration::from_secs(60),
+        vars: Vec::new(),
+    };
+    let (status, figures) = iolab::workload::engine::classify(&engine, &ran.raw);
+    assert!(
+        matches!(status, iolab::workload::FioStatus::Success),
+        "{status:?}"
+    );
+    assert!(figures.is_some());
+    assert!(ran.elapsed < Duration::from_secs(30), "{:?}", ran.elapsed);
+    assert!(none_left("300.103"), "the setsid child outlived the run");
+    assert!(
+        none_left("300.104"),
+        "the background child outlived the run"
+    );
+    let ran = runner
+        .run_program(&shell(
+            "setsid sleep 300.105 & sleep 300.106",
+            Duration::from_secs(1),
+        ))
+        .unwrap();
+    assert_eq!(ran.raw.timed_out, Some(Duration::from_secs(1)));
+    assert!(ran.elapsed < Duration::from_secs(30), "{:?}", ran.elapsed);
+    assert!(none_left("300.105") && none_left("300.106"));
 }

@@ -495,6 +495,32 @@ impl RealFio {
     }
 }
 
+/// `argv` as the first process of a PID namespace of its own (util-linux `unshare`): when it
+/// ends (exits, is killed, runs out of time) the kernel ends every process it started, also
+/// those that left its process group (`setsid`, a daemon). Those would go on loading the
+/// machine through the next runs and, holding its output pipes, keep its run from ending.
+/// The namespace needs root; without it, or without unshare, ending the group is all there is.
+fn in_own_pid_namespace(argv: Vec<String>) -> Vec<String> {
+    let unshare = std::path::Path::new("unshare");
+    let Some(unshare) = crate::sys::is_root()
+        .then(|| super::confine::resolve(unshare))
+        .flatten()
+    else {
+        return argv;
+    };
+    // --kill-child: the program is killed with unshare (iolab's SIGKILL to the group reaches
+    // unshare; the program, its namespace's init, heeds no signal it has no handler for).
+    let mut wrapped = vec![
+        unshare.display().to_string(),
+        "--pid".into(),
+        "--fork".into(),
+        "--kill-child".into(),
+        "--".into(),
+    ];
+    wrapped.extend(argv);
+    wrapped
+}
+
 /// Runs `argv` (a program and its arguments) in `cwd`.
 fn program(argv: &[String], cwd: &std::path::Path) -> Result<Command> {
     let (first, rest) = argv
@@ -526,7 +552,7 @@ impl RealFio {
         };
         let start = Instant::now();
         let mut raw = super::process::run(
-            program(&inv.client_argv(&d), dir.path())?,
+            program(&in_own_pid_namespace(inv.client_argv(&d)), dir.path())?,
             inv.cpus.as_deref(),
             &limits,
         )?;
