@@ -451,10 +451,15 @@ pub(crate) fn restored_lines(
             }
             (true, _) => format!("; through {} first, where it was delivered", first.old),
         };
+        // Some sysctls separate their fields by tabs (`net.ipv4.tcp_rmem`), which the
+        // terminal's escaping would show as \u{9}: shown as spaces, as sysctl(8) does.
+        let shown = |v: &str| v.replace('\t', " ");
         let _ = writeln!(
             out,
             "restored {} = {} ({name}was {}{through})",
-            first.path, last.old, first.new
+            first.path,
+            shown(&last.old),
+            shown(&first.new)
         );
     }
     for c in &r.changed_since {
@@ -541,6 +546,11 @@ mod tests {
                 entry(sched, "bfq", "none"),
                 entry(sched, "mq-deadline", "bfq"),
                 entry("/sys/block/sda/queue/nr_requests", "64", "64"),
+                entry(
+                    "/proc/sys/net/ipv4/tcp_rmem",
+                    "4096\t131072\t6291456",
+                    "4096\t87380\t33554432",
+                ),
             ],
             ..Default::default()
         };
@@ -553,7 +563,9 @@ mod tests {
             "restored /proc/irq/29/smp_affinity_list = 0-7 (virtio2-input.0; was 1; through 0 \
              first, where it was delivered)\n\
              restored /sys/block/sda/queue/scheduler = mq-deadline (was none)\n\
-             restored /sys/block/sda/queue/nr_requests = 64 (was 64)\n"
+             restored /sys/block/sda/queue/nr_requests = 64 (was 64)\n\
+             restored /proc/sys/net/ipv4/tcp_rmem = 4096 131072 6291456 (was 4096 87380 \
+             33554432)\n"
         );
         // One that did not fire in time is delivered elsewhere in its mask: said so.
         let r = super::super::RestoreReport {

@@ -290,7 +290,8 @@ pub(crate) fn command_line(argv: &[String]) -> String {
 
 /// `; WHO said: ...` with the last three non-empty lines of a program's stderr, or nothing.
 pub(crate) fn said(who: &str, stderr: &str) -> String {
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    let plain = without_colours(stderr);
+    let lines: Vec<&str> = plain.lines().filter(|l| !l.trim().is_empty()).collect();
     if lines.is_empty() {
         return String::new();
     }
@@ -298,9 +299,46 @@ pub(crate) fn said(who: &str, stderr: &str) -> String {
     format!("; {who} said: {}", tail.join(" | "))
 }
 
+/// `text` without its terminal colour codes (sockperf colours its banner and notes even into
+/// a pipe): escaped for the terminal, they would show as `\u{1b}[2;35m` among the words.
+/// Any other control character stays, for the escaping to show.
+fn without_colours(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\u{1b}') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates, then one final byte (ECMA-48 CSI).
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// sockperf's coloured lines, as it printed them failing to bind.
+    #[test]
+    fn what_a_program_said_is_told_without_its_colours() {
+        let stderr = "sockperf: \u{1b}[2;35m== version #3.7-no.git == \u{1b}[0m\n\
+                      sockperf: ERROR: bind\u{7}\n";
+        assert_eq!(
+            said("the server", stderr),
+            "; the server said: sockperf: == version #3.7-no.git ==  | sockperf: ERROR: \
+             bind\u{7}"
+        );
+    }
 
     /// A program that prints more than is kept is read to its end, so it finishes, but its
     /// run is not judged from the part kept.
