@@ -27,6 +27,8 @@ pub(crate) struct Loaded {
     pub runs: Vec<Run>,
     /// What the plan had that the store does not (an experiment stopped early).
     pub not_run: Option<NotRun>,
+    /// fio ran the workload, not a program engine.
+    pub runs_fio: bool,
 }
 
 /// What an experiment planned and never ran (stopped early: interrupted, killed): the
@@ -184,6 +186,7 @@ pub(crate) fn load(store: &Store, id: i64) -> anyhow::Result<Loaded> {
         cells,
         runs,
         not_run,
+        runs_fio: super::cells::runs_fio(&file_text),
     })
 }
 
@@ -912,6 +915,7 @@ mod tests {
             runs,
             experiment: with_factors.experiment.clone(),
             not_run: None,
+            runs_fio: true,
         };
         for want in ["base", "all"] {
             let cell = crate::analysis::over_time::named_cell(&plain, want).unwrap();
@@ -968,6 +972,7 @@ mod tests {
                 cells,
                 runs,
                 not_run: None,
+                runs_fio: true,
             },
             values,
         )

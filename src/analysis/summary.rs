@@ -51,7 +51,7 @@ pub(crate) fn of_experiment(store: &Store, id: i64) -> anyhow::Result<RunSummary
     }
     Ok(RunSummary {
         experiment: id,
-        table: summary::table(&cells),
+        table: summary::table(&cells, loaded.runs_fio),
         cells,
     })
 }

@@ -1136,6 +1136,9 @@ pub struct Outcome {
     /// The rounds ran out at `max` while some cells were still imprecise.
     pub capped_cells: Vec<String>,
     pub primary_metric: String,
+    /// fio ran the workload (not a program engine): its columns head the closing table
+    /// even when no run succeeded.
+    pub(crate) runs_fio: bool,
     /// Controlled hosts that may still have knobs set (gone mid-run, or no answer to `bye`),
     /// with why; `iolab restore` puts them back once they answer.
     pub hosts_left: Vec<String>,
@@ -1354,6 +1357,7 @@ pub fn run(
         interrupted: looped.interrupted,
         capped_cells,
         primary_metric: looped.primary_metric,
+        runs_fio: exp.engine.program().is_none(),
         hosts_left,
         host_parts,
     })

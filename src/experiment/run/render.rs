@@ -272,7 +272,7 @@ fn outcome_text_unescaped(o: &Outcome, db_given: bool) -> String {
         o.db_path.display(),
         if o.interrupted { " (interrupted)" } else { "" }
     );
-    out.push_str(&super::summary::table(&o.cells).render_text(MAX_WIDTH));
+    out.push_str(&super::summary::table(&o.cells, o.runs_fio).render_text(MAX_WIDTH));
     if !o.capped_cells.is_empty() {
         let _ = writeln!(
             out,
@@ -355,7 +355,7 @@ impl<'a> OutcomeDoc<'a> {
             failed_runs: o.failed_runs,
             capped_cells: &o.capped_cells,
             primary_metric: &o.primary_metric,
-            summary: super::summary::table(&o.cells),
+            summary: super::summary::table(&o.cells, o.runs_fio),
             cells: &o.cells,
             knob_changes: &o.knob_changes,
             restored: &o.restored,

@@ -162,8 +162,9 @@ fn stat_cell(id: &str, values: &[f64]) -> TableCell {
 }
 
 /// The summary table (cells that ran) and the notes under it (not applicable, failures,
-/// capped cells).
-pub(crate) fn table(cells: &[CellResult]) -> Table {
+/// capped cells). `runs_fio`: the workload is fio's, not a program engine's (whose runs, if
+/// none succeeded, have no figures to tell it by).
+pub(crate) fn table(cells: &[CellResult], runs_fio: bool) -> Table {
     let heads: Vec<Vec<Vec<(&str, f64)>>> = cells
         .iter()
         .map(|c| c.runs.iter().map(|m| headline(m)).collect())
@@ -177,7 +178,7 @@ pub(crate) fn table(cells: &[CellResult]) -> Table {
     // fio's columns as always, unless every run is a network engine's; an engine's columns
     // when some run has them; the machine's (usr, sys, ints/s) when some run has them (runs
     // on fio servers iolab does not control have none).
-    let engine_only = any_run(cells) && !any(IOPS);
+    let engine_only = (any_run(cells) || !runs_fio) && !any(IOPS);
     let engine_columns = ENGINE_COLUMNS.map(|(m, heading, unit)| (m.name, heading, unit));
     // A command's own metrics, each a column of its own.
     let own: std::collections::BTreeSet<&str> = cells
@@ -329,12 +330,29 @@ mod tests {
             runs: vec![m(&[("read_iops", 100.0), ("a:sys_pct", 4.0)])],
             ..CellResult::default()
         };
-        let t = table(&[cell]);
+        let t = table(&[cell], true);
         assert!(
             t.notes.iter().any(|n| n.contains("mean of the hosts")),
             "{:?}",
             t.notes
         );
+    }
+
+    /// A program engine's experiment none of whose runs succeeded has no figures to tell
+    /// its engine by: fio's columns (IOPS, MB/s, clat) are not shown for it, fio's are for
+    /// fio's.
+    #[test]
+    fn a_program_engines_failed_runs_get_no_fio_columns() {
+        let failed = || CellResult {
+            key: "parallel=1".into(),
+            failures: vec!["iperf3 reported: unable to connect to server".into()],
+            ..CellResult::default()
+        };
+        let text = table(&[failed()], false).render_text(200);
+        assert!(!text.contains("IOPS") && !text.contains("clat"), "{text}");
+        assert!(text.contains("unable to connect"), "{text}");
+        let text = table(&[failed()], true).render_text(200);
+        assert!(text.contains("IOPS"), "{text}");
     }
 
     /// A command's runs have no I/O figures: no IOPS or MB/s of 0, its own metrics instead.
@@ -348,7 +366,7 @@ mod tests {
             ],
             ..CellResult::default()
         };
-        let text = table(&[cell]).render_text(200);
+        let text = table(&[cell], true).render_text(200);
         let head = text.lines().next().unwrap();
         assert!(
             !head.contains("IOPS") && !head.contains("MB/s  clat"),
@@ -381,12 +399,12 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let text = table(&cells).render_text(200);
+        let text = table(&cells, true).render_text(200);
         assert!(text.contains("rq_affinity=1"), "{text}");
         assert!(text.contains("rq_affinity=1  2  1,100 +-141.4"), "{text}");
         assert!(text.contains("2.000 +-1.414"), "{text}");
         // In JSON, the numbers themselves.
-        let json = serde_json::to_value(table(&cells)).unwrap();
+        let json = serde_json::to_value(table(&cells, true)).unwrap();
         let row = &json["rows"][0];
         assert_eq!(row["cell"], "rq_affinity=1");
         assert_eq!(row["IOPS"]["mean"], 1100.0);
@@ -418,7 +436,8 @@ mod tests {
             ])],
             ..Default::default()
         };
-        let text = table(&[cell("hipri=false", 0.5), cell("hipri=true", 0.0)]).render_text(200);
+        let text =
+            table(&[cell("hipri=false", 0.5), cell("hipri=true", 0.0)], true).render_text(200);
         assert!(
             text.contains("ints/s") && text.contains("ints/IO"),
             "{text}"
@@ -446,7 +465,7 @@ mod engine_tests {
             ]],
             ..Default::default()
         };
-        let text = table(&[cell]).render_text(200);
+        let text = table(&[cell], true).render_text(200);
         assert!(
             text.contains("trans/s") && text.contains("29,000"),
             "{text}"
