@@ -2394,3 +2394,74 @@ fn lines_by_a_factor_refuse_to_join_the_cells_of_another() {
         assert!(drawn.contains(line), "{line}");
     }
 }
+
+/// An experiment none of whose runs succeeded: every view says so with why, rather than
+/// that some series is missing (`plot --kind heatmap` said "no sampled irq series (imported
+/// fio outputs carry none)"), and the report lists the reasons.
+#[test]
+fn an_experiment_whose_runs_all_failed_says_so_and_why_everywhere() {
+    use iolab::store::{NewExperiment, NewRun, RunStatus, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("failed.db");
+    let mut store = Store::open(&db).unwrap();
+    let id = store
+        .create_experiment(&NewExperiment {
+            name: "read-ahead".into(),
+            file_text: "[factors]\nread_ahead_kb = [5, 6]\n".into(),
+            seed: 1,
+            planned_order: json!([]),
+            host: "h".into(),
+            kernel: "k".into(),
+            part_of: None,
+        })
+        .unwrap();
+    for (ra, why) in [
+        (
+            "5",
+            "wrote \"5\" to read_ahead_kb, but the kernel keeps \"4\"",
+        ),
+        (
+            "6",
+            "wrote \"6\" to read_ahead_kb, but the kernel keeps \"4\"",
+        ),
+        (
+            "6",
+            "wrote \"6\" to read_ahead_kb, but the kernel keeps \"4\"",
+        ),
+    ] {
+        store
+            .insert_run(&NewRun {
+                experiment_id: id,
+                cell_key: format!("read_ahead_kb={ra}"),
+                cell_levels: json!({ "read_ahead_kb": ra }),
+                repetition: 1,
+                status: RunStatus::Failed(why.into()),
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    drop(store);
+    let svg = dir.path().join("p.svg");
+    for kind in ["heatmap", "over-time", "latency", "bars", "cpu"] {
+        let e = err(
+            &db,
+            &["plot", "1", "--kind", kind, "-o", svg.to_str().unwrap()],
+        );
+        assert!(
+            e.contains(
+                "experiment 1 has no successful runs (3 failed, 0 not applicable); most often: \
+                 wrote \"6\" to read_ahead_kb, but the kernel keeps \"4\" (2 runs)"
+            ),
+            "{kind}: {e}"
+        );
+    }
+    let e = err(&db, &["show", "1"]);
+    assert!(e.contains("most often: wrote \"6\""), "{e}");
+    let page = dir.path().join("r.html");
+    ok(&db, &["report", "1", "-o", page.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<li>wrote &quot;6&quot; to read_ahead_kb, but the kernel keeps &quot;4&quot; (2 runs)</li>"),
+        "{html}"
+    );
+}

@@ -323,6 +323,18 @@ pub(crate) fn report(
             "<p class=\"missing\">No successful runs: {} failed, {} not applicable.</p>\n",
             loaded.experiment.runs_failed, loaded.experiment.runs_not_applicable
         ));
+        let reasons = loaded.failure_reasons();
+        if !reasons.is_empty() {
+            p.body.push_str("<p>Why they failed:</p>\n<ul>\n");
+            for (why, n) in reasons {
+                p.body.push_str(&format!(
+                    "<li>{} ({n} run{})</li>\n",
+                    html::escape(&why),
+                    if n == 1 { "" } else { "s" }
+                ));
+            }
+            p.body.push_str("</ul>\n");
+        }
     } else {
         let chosen = metrics::choose(store, &[(&label, &ok)], &opts.metrics)?;
         p.summary.metrics = chosen.iter().map(|(m, _)| m.clone()).collect();

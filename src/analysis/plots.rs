@@ -152,6 +152,9 @@ pub(crate) fn plot(store: &Store, loaded: &Loaded, req: &PlotRequest) -> anyhow:
     if !req.with.is_empty() && req.kind != Kind::Lines {
         bail!("--with draws several experiments on one chart; only --kind lines supports it");
     }
+    if let Some(why) = loaded.no_successful_runs() {
+        bail!(why);
+    }
     let svg = match req.kind {
         Kind::Bars => bars(store, loaded, req)?,
         Kind::Lines => lines(store, loaded, req)?,

@@ -132,6 +132,50 @@ impl Loaded {
     }
 
     /// Factors with more than one level: the ones a table or chart can spread out.
+    /// Why the runs failed, each reason once with how many runs it ended, the commonest
+    /// first (ties in the order met).
+    pub(crate) fn failure_reasons(&self) -> Vec<(String, usize)> {
+        let mut reasons: Vec<(String, usize)> = Vec::new();
+        for (_, why) in self.cells.iter().flat_map(|c| &c.failed) {
+            match reasons.iter_mut().find(|(r, _)| r == why) {
+                Some((_, n)) => *n += 1,
+                None => reasons.push((why.clone(), 1)),
+            }
+        }
+        reasons.sort_by(|a, b| b.1.cmp(&a.1));
+        reasons
+    }
+
+    /// `Some(why)` when no run succeeded: nothing to show, draw or compare, and why.
+    pub(crate) fn no_successful_runs(&self) -> Option<String> {
+        if !self.ok_run_ids().is_empty() {
+            return None;
+        }
+        let id = self.experiment.id;
+        let reasons = self.failure_reasons();
+        let why = match reasons.first() {
+            Some((first, n)) => format!(
+                "; {}{first}{}",
+                if reasons.len() > 1 {
+                    "most often: "
+                } else {
+                    ""
+                },
+                if *n > 1 {
+                    format!(" ({n} runs)")
+                } else {
+                    String::new()
+                }
+            ),
+            None => String::new(),
+        };
+        Some(format!(
+            "experiment {id} has no successful runs ({} failed, {} not applicable){why}; \
+             `iolab runs {id}` lists them",
+            self.experiment.runs_failed, self.experiment.runs_not_applicable
+        ))
+    }
+
     pub(crate) fn varying(&self) -> Vec<&Factor> {
         self.factors.iter().filter(|f| f.levels.len() > 1).collect()
     }
@@ -680,12 +724,8 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
     let loaded = load(store, id)?;
     let ok = loaded.ok_run_ids();
     let label = format!("experiment {id}");
-    if ok.is_empty() {
-        bail!(
-            "experiment {id} has no successful runs ({} failed, {} not applicable); `iolab runs {id}` lists them",
-            loaded.experiment.runs_failed,
-            loaded.experiment.runs_not_applicable
-        );
+    if let Some(why) = loaded.no_successful_runs() {
+        bail!(why);
     }
     let chosen = metrics::choose(store, &[(&label, &ok)], &opts.metrics)?;
     let lay = layout(&loaded, opts.rows.as_deref(), opts.cols.as_deref())?;
