@@ -142,7 +142,7 @@ impl Loaded {
                 None => reasons.push((why.clone(), 1)),
             }
         }
-        reasons.sort_by(|a, b| b.1.cmp(&a.1));
+        reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
         reasons
     }
 
