@@ -174,6 +174,14 @@ fn misuse_exits_2_saying_why() {
             "this machine's running kernel",
         ),
         (
+            &["run", example, "--dry-run", "--copy-binary", "--db", db],
+            "--copy-binary acts on the hosts of [[target.host]] tables",
+        ),
+        (
+            &["hosts", "check", "h1", "--remote-dir", "rel/bin"],
+            "`rel/bin` is relative",
+        ),
+        (
             &[
                 "run",
                 example,

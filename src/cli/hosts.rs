@@ -47,12 +47,39 @@ pub(crate) struct RemoteArgs {
     /// Copy this iolab binary to hosts that lack it or speak another protocol.
     #[arg(long)]
     pub copy_binary: bool,
-    /// Where --copy-binary puts the binary on the hosts.
-    #[arg(long, value_name = "DIR", default_value = REMOTE_DIR)]
+    /// Where --copy-binary puts the binary on the hosts (an absolute path).
+    #[arg(long, value_name = "DIR", default_value = REMOTE_DIR, value_parser = parse_remote_dir)]
     pub remote_dir: String,
 }
 
+/// A directory on the hosts: absolute, since a relative one lands in whatever directory the
+/// ssh user's session starts in (its home), which nobody meant.
+fn parse_remote_dir(text: &str) -> Result<String, String> {
+    if text.starts_with('/') {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "`{text}` is relative: it would be taken from the ssh user's home on each host; \
+             give an absolute path such as {REMOTE_DIR}"
+        ))
+    }
+}
+
 impl RemoteArgs {
+    /// The first of these options given other than as its default: for a command whose
+    /// experiment has no host to reach, where it would do nothing.
+    pub(crate) fn given(&self) -> Option<&'static str> {
+        if self.copy_binary {
+            Some("--copy-binary")
+        } else if self.remote_iolab != "iolab" {
+            Some("--remote-iolab")
+        } else if self.remote_dir != REMOTE_DIR {
+            Some("--remote-dir")
+        } else {
+            None
+        }
+    }
+
     /// The ssh options these make (more from $IOLAB_SSH).
     pub(crate) fn options(&self) -> SshOptions {
         SshOptions {

@@ -104,6 +104,12 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     settings.destructive_devices = args.destructive_device.clone();
     settings.sample_interval = Duration::from_millis(args.sample_ms.max(10));
     settings.ssh = args.remote.options();
+    if let (true, Some(flag)) = (exp.target.host_specs.is_empty(), args.remote.given()) {
+        return Err(super::usage(format!(
+            "{flag} acts on the hosts of [[target.host]] tables (iolab over ssh); {} has none",
+            args.experiment.display()
+        )));
+    }
     if let Some(dir) = &args.root {
         settings.root = crate::sys::SysRoot::machine_root(dir)?;
     }
