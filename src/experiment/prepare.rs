@@ -45,7 +45,8 @@ impl Prepare {
         if let Some(mount) = &self.fstrim {
             out.push(format!("fstrim {}", mount.display()));
         }
-        if let Some(settle) = self.settle {
+        // A settle of no time is no step ("settle 0ns").
+        if let Some(settle) = self.settle.filter(|d| !d.is_zero()) {
             out.push(format!("settle {settle:?}"));
         }
         out
@@ -162,6 +163,12 @@ mod tests {
         std::fs::create_dir(&file).unwrap();
         let err = p.before_run(&root, &CancelToken::new()).unwrap_err();
         assert!(err.contains("cannot drop caches"), "{err}");
+        assert_eq!(p.steps()[2], "settle 60s");
+        let none = Prepare {
+            settle: Some(Duration::ZERO),
+            ..p
+        };
+        assert_eq!(none.steps().len(), 2, "{:?}", none.steps());
     }
 
     #[test]
