@@ -269,8 +269,8 @@ pub(crate) fn plan(
     warnings.extend(shared_split_cpus(exp, &cells, &resolved));
     if resolved.iter().all(|c| c.not_applicable.is_some()) {
         warnings.push(format!(
-            "no cell can run here: all {} are not applicable (each says why), so a run would \
-             stop before it starts",
+            "no cell can run here: all {} are not applicable (each says why); the experiment \
+             is refused before it starts",
             resolved.len()
         ));
     }
