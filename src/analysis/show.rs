@@ -746,7 +746,8 @@ pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result
     let placements = super::placements::from_environment(&store.environment(id)?);
     header.push_str(&super::placements::text(&placements));
     let (analysed, kept) = store.trace_counts(id)?;
-    if let Some(note) = crate::experiment::run::trace::kept_note(analysed, kept) {
+    let on_hosts = loaded.experiment.part_of.is_some() || !store.parts(id)?.is_empty();
+    if let Some(note) = crate::experiment::run::trace::kept_note(analysed, kept, on_hosts) {
         header.push_str(&note);
         header.push('\n');
     }

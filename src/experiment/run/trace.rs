@@ -588,12 +588,18 @@ pub(crate) fn keeping(settings: &crate::experiment::file::TraceSettings) -> Stri
 }
 
 /// What `show` says when traced runs were analysed but their traces not kept: `analysed`
-/// runs carry `trace_*` metrics, `kept` of them name their trace files.
-pub(crate) fn kept_note(analysed: u64, kept: u64) -> Option<String> {
+/// runs carry `trace_*` metrics, `kept` of them name their trace files. `on_hosts`: the runs
+/// were traced on controlled hosts, whose agents keep no trace files, whatever `[trace]` says.
+pub(crate) fn kept_note(analysed: u64, kept: u64, on_hosts: bool) -> Option<String> {
+    let why = if on_hosts {
+        "by the hosts that ran them, which keep no trace files"
+    } else {
+        "and not kept ([trace] keep / keep_max)"
+    };
     (kept < analysed).then(|| {
         format!(
             "traces: {kept} of {analysed} traced runs keep their trace files; the other {} \
-             were analysed (trace_* metrics) and not kept ([trace] keep / keep_max)",
+             were analysed (trace_* metrics) {why}",
             analysed - kept
         )
     })
@@ -1137,14 +1143,21 @@ mod tests {
 
     #[test]
     fn show_notes_traces_analysed_but_not_kept() {
-        assert_eq!(kept_note(4, 4), None);
-        assert_eq!(kept_note(0, 0), None);
-        let note = kept_note(6, 2).unwrap();
+        assert_eq!(kept_note(4, 4, false), None);
+        assert_eq!(kept_note(0, 0, false), None);
+        let note = kept_note(6, 2, false).unwrap();
         assert!(
             note.starts_with("traces: 2 of 6 traced runs keep"),
             "{note}"
         );
         assert!(note.contains("the other 4 were analysed"), "{note}");
+        assert!(note.ends_with("([trace] keep / keep_max)"), "{note}");
+        // Controlled hosts keep none, whatever [trace] says: it is not the reason.
+        let note = kept_note(2, 0, true).unwrap();
+        assert!(
+            note.ends_with("by the hosts that ran them, which keep no trace files"),
+            "{note}"
+        );
     }
 
     #[test]
