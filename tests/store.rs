@@ -659,6 +659,23 @@ fn each_hosts_part_is_marked_by_its_own_runs() {
     assert_eq!(status(died), "failed");
     // Nothing tried, nothing failed.
     assert_eq!(status(idle), "done");
+    // `--host` on a host's own part: it already is that host's runs, and the message says so
+    // (it said only a run on controlled hosts stores each host's own).
+    drop(store);
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["show", &lived.to_string(), "--host", "h1", "--db"])
+        .arg(dir.path().join("h.db"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "experiment {lived} is already host h1's own runs (part of experiment {aggregate}); \
+             drop --host"
+        )),
+        "{err}"
+    );
 }
 
 /// Case 1 on two machines: each ran the experiment into its own database; `import` of one

@@ -880,7 +880,14 @@ impl Store {
     /// The experiment holding host `host`'s own runs of experiment `id` (`--host`); an error
     /// that lists the hosts there are when `host` is not one of them.
     pub(crate) fn part_on_host(&self, id: i64, host: &str) -> anyhow::Result<i64> {
-        self.experiment(id)?;
+        let experiment = self.experiment(id)?;
+        if let Some(whole) = experiment.part_of {
+            anyhow::bail!(
+                "experiment {id} is already host {}'s own runs (part of experiment {whole}); \
+                 drop --host, or name experiment {whole} with it",
+                experiment.host
+            );
+        }
         let parts = self.parts(id)?;
         if let Some(p) = parts.iter().find(|p| p.host == host) {
             return Ok(p.id);
