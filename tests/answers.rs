@@ -1494,6 +1494,24 @@ fn plot_writes_each_kind_as_svg_or_png() {
         e.contains("no cell \"nope\"") && e.contains("its cells:"),
         "{e}"
     );
+    // A cell that is not applicable here is said to be, not to lack a series ("stored: none").
+    let e = err(
+        &db,
+        &[
+            "plot",
+            "1",
+            "--kind",
+            "over-time",
+            "--cell",
+            "rq_affinity=0,placement=far",
+            "-o",
+            over.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        e.contains("cell rq_affinity=0,placement=far is not applicable here: no CPU on another"),
+        "{e}"
+    );
     let e = err(
         &db,
         &[

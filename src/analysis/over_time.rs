@@ -50,7 +50,19 @@ fn chosen_cell<'a>(
     cell: Option<&str>,
 ) -> anyhow::Result<&'a CellRuns> {
     if let Some(want) = cell {
-        return named_cell(loaded, want);
+        let c = named_cell(loaded, want)?;
+        // Said as what it is, not as a series missing from its runs.
+        if let Some((_, why)) = c.not_applicable.first().filter(|_| c.ok.is_empty()) {
+            bail!("cell {} is not applicable here: {why}", c.label());
+        }
+        if let Some((_, why)) = c.failed.first().filter(|_| c.ok.is_empty()) {
+            bail!(
+                "cell {} has no successful run ({} failed; the first: {why})",
+                c.label(),
+                c.failed.len()
+            );
+        }
+        return Ok(c);
     }
     for c in &loaded.cells {
         for id in &c.ok {

@@ -55,9 +55,9 @@ const NOTES: &[&str] = &[
      power of two), the trace's `trace_q2c_p50_us`, `trace_q2c_p99_us` and `trace_d2c_p99_us` \
      within 0.2 to 0.4% (128). Their CIs in `show` and a cell's CI in `compare` hold what the \
      buckets leave open.",
-    "The sampler's CPU shares (`usr_pct` to `steal_pct`, and per CPU in its series) come from \
-     /proc/stat's ticks of 10 ms: over fewer than 20 ticks (a run of 0.1 s on two CPUs) they \
-     would be coarser than 5%, and are left out.",
+    "The sampler's CPU shares (`usr_pct` to `steal_pct`) come from /proc/stat's ticks of 10 \
+     ms: over a run of fewer than 20 ticks, all CPUs together (0.1 s on two CPUs), they would \
+     be coarser than 5%, and are left out.",
 ];
 
 /// The text table: name, unit, better, source and description, one metric a line.

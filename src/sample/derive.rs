@@ -158,6 +158,27 @@ pub struct Summary {
     pub devices: BTreeMap<String, BTreeMap<&'static str, f64>>,
 }
 
+/// Fewest ticks (USER_HZ, 10 ms each, over all CPUs) a run's CPU shares are given from:
+/// their resolution is then 5%. Over fewer they are no measurement: a 7 ms command run's one
+/// tick was "usr 100%, idle 0%". (The per-interval series keep theirs: each is a point of a
+/// curve, not a run's figure.)
+const MIN_TICKS: u64 = 20;
+
+/// Ticks that passed between two /proc/stat lines, all kinds together.
+fn ticks(
+    before: &crate::sys::parse::stat::CpuTimes,
+    after: &crate::sys::parse::stat::CpuTimes,
+) -> u64 {
+    let total = |t: &crate::sys::parse::stat::CpuTimes| {
+        [
+            t.user, t.nice, t.system, t.idle, t.iowait, t.irq, t.softirq, t.steal,
+        ]
+        .iter()
+        .fold(0u64, |a, b| a.saturating_add(*b))
+    };
+    total(after).saturating_sub(total(before))
+}
+
 /// Summarises readings; `device_irqs[i]` are the IRQ numbers serving `devices[i]`.
 pub(crate) fn summary(
     readings: &[Reading],
@@ -170,7 +191,8 @@ pub(crate) fn summary(
     }
     let whole = interval(first, last, devices);
     let mut system = BTreeMap::new();
-    if let Some(c) = &whole.all_cpus {
+    let enough_ticks = ticks(&first.all_cpus, &last.all_cpus) >= MIN_TICKS;
+    if let (Some(c), true) = (&whole.all_cpus, enough_ticks) {
         system.insert(metrics::USR_PCT.name, c.usr_pct + c.nice_pct);
         system.insert(metrics::SYS_PCT.name, c.sys_pct);
         system.insert(metrics::IRQ_PCT.name, c.irq_pct);

@@ -313,6 +313,19 @@ mod tests {
         }
     }
 
+    /// A run of a few milliseconds passes a tick or two: its CPU shares ("usr 100%") are
+    /// left out, its interrupt rate kept.
+    #[test]
+    fn a_run_of_few_ticks_has_no_cpu_shares() {
+        let (a, mut b, devices) = two_readings();
+        b.all_cpus = a.all_cpus.clone();
+        b.all_cpus.user += 1;
+        let s = summary(&[a, b], &devices, &[vec![], vec![], vec![]]).unwrap();
+        assert!(!s.system.contains_key("usr_pct"), "{:?}", s.system);
+        assert!(!s.system.contains_key("idle_pct"), "{:?}", s.system);
+        assert!(s.system.contains_key("irq_per_s"), "{:?}", s.system);
+    }
+
     #[test]
     fn counters_that_go_backwards_give_no_value() {
         let (a, b, devices) = two_readings();
