@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn a_run_of_few_ticks_has_no_cpu_shares() {
         let (a, mut b, devices) = two_readings();
-        b.all_cpus = a.all_cpus.clone();
+        b.all_cpus = a.all_cpus;
         b.all_cpus.user += 1;
         let s = summary(&[a, b], &devices, &[vec![], vec![], vec![]]).unwrap();
         assert!(!s.system.contains_key("usr_pct"), "{:?}", s.system);
