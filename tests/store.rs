@@ -1244,3 +1244,58 @@ fn comparing_placements_does_not_warn_of_their_cpu_pinning() {
         "{text}"
     );
 }
+
+/// Two imported runs of two cells that ended in one second of fio's whole-second clock (jobs
+/// on two devices at once): merged one after the other into another database, the second
+/// was taken for the first already there, never came, and gave the first its cell.
+#[test]
+fn a_grown_imported_experiment_merges_each_run_of_the_same_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/fio/randread_1job_json.out"),
+    )
+    .unwrap();
+    let mut other: serde_json::Value = serde_json::from_str(&fixture).unwrap();
+    other["jobs"][0]["job options"]["bs"] = json!("8k");
+    other["jobs"][0]["job options"]["filename"] = json!("/dev/loop1");
+    let (a, b) = (dir.path().join("a4k.json"), dir.path().join("b8k.json"));
+    std::fs::write(&a, &fixture).unwrap();
+    std::fs::write(&b, serde_json::to_string_pretty(&other).unwrap()).unwrap();
+    let (src, dst) = (dir.path().join("S.db"), dir.path().join("D.db"));
+    let import = |db: &std::path::Path, args: &[&std::path::Path]| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["import", "--db"])
+            .arg(db)
+            .args(["--experiment", "e"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    let merge = || {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["import", "--db"])
+            .arg(&dst)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    import(&src, &[&a]);
+    merge();
+    import(&src, &[&b]);
+    merge();
+    let store = Store::open_existing(&dst).unwrap();
+    let id = store.experiments().unwrap()[0].id;
+    let mut cells: Vec<String> = store
+        .runs(id)
+        .unwrap()
+        .iter()
+        .map(|r| r.cell_key.clone())
+        .collect();
+    cells.sort();
+    assert_eq!(cells, ["bs=4k", "bs=8k"]);
+}

@@ -247,12 +247,14 @@ fn copy_experiment(
     Ok(to)
 }
 
-/// What tells one run from the others of its experiment, in both databases.
-const RUN_IDENTITY: &str = "repetition, warmup, start_unix, end_unix, cell_key";
+/// What tells one run from the others of its experiment, in both databases. fio's output
+/// is among them: two imported runs of two cells (each repetition 1) that ended in the same
+/// second of fio's whole-second clock were taken for one, and the second never came.
+const RUN_IDENTITY: &str = "repetition, warmup, start_unix, end_unix, fio_json, cell_key";
 /// The columns of [`RUN_IDENTITY`] an imported experiment's runs are told apart by: their
 /// cells change when a later import sets another fio option apart (`analysis::import_cells`),
 /// and each has a repetition of its own.
-const IMPORTED_IDENTITY_COLUMNS: usize = 4;
+const IMPORTED_IDENTITY_COLUMNS: usize = 5;
 
 /// Copies the runs of source experiment `from` that its copy `to` here lacks (by
 /// [`RUN_IDENTITY`]); returns how many. The runs of an imported one found here take the cells
@@ -286,11 +288,16 @@ fn copy_new_runs(
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
-    let placeholders: Vec<String> = (2..2 + columns.len()).map(|i| format!("?{i}")).collect();
+    // IS, not =: a run of a program engine has no fio output (NULL), and NULL = NULL is not
+    // true.
+    let same: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{c} IS ?{}", i + 2))
+        .collect();
     let mut here = tx.prepare_cached(&format!(
-        "SELECT id FROM runs WHERE experiment_id = ?1 AND ({}) = ({})",
-        columns.join(", "),
-        placeholders.join(", ")
+        "SELECT id FROM runs WHERE experiment_id = ?1 AND {}",
+        same.join(" AND ")
     ))?;
     let mut regroup =
         tx.prepare_cached("UPDATE runs SET cell_key = ?1, cell_levels = ?2 WHERE id = ?3")?;
