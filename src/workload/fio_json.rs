@@ -279,10 +279,11 @@ fn report_from_value(doc: &Value) -> Result<FioReport, FioJsonError> {
         return Err(FioJsonError::NoJobs);
     };
     let list = if client_mode { "client_stats" } else { "jobs" };
+    let global_options = options_of(doc.get("global options"));
     let mut jobs = Vec::new();
     let mut all_clients = None;
     for (i, entry) in entries.iter().enumerate() {
-        let job = job_from_value(entry, &format!("{list}[{i}]"))?;
+        let job = job_from_value(entry, &format!("{list}[{i}]"), &global_options)?;
         if client_mode && job.name == "All clients" {
             all_clients = Some(job);
         } else {
@@ -294,7 +295,7 @@ fn report_from_value(doc: &Value) -> Result<FioReport, FioJsonError> {
     }
     Ok(FioReport {
         version,
-        global_options: options_of(doc.get("global options")),
+        global_options,
         jobs,
         client_mode,
         all_clients,
@@ -375,7 +376,11 @@ fn options_of(v: Option<&Value>) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
+fn job_from_value(
+    v: &Value,
+    path: &str,
+    global: &BTreeMap<String, String>,
+) -> Result<JobResult, FioJsonError> {
     if !v.is_object() {
         return Err(invalid(
             path,
@@ -403,6 +408,7 @@ fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
     let members = group_members(
         checked(v, "job_runtime", path, limits::RUNTIME_MS)?,
         [&read, &write, &trim].map(|d| d.runtime_ms),
+        verifies(&options, global),
     );
     Ok(JobResult {
         name: v
@@ -432,15 +438,30 @@ fn job_from_value(v: &Value, path: &str) -> Result<JobResult, FioJsonError> {
 /// How many jobs an entry reports together, from `job_runtime` (the members' run times
 /// summed, after any ramp) over the longest direction's run time: 1 for a job of its own
 /// (1000 ms against 1001), 2 for a group of two; 1 where fio wrote no `job_runtime` (before
-/// 3.13). Members of different lengths give the group's CPU time over its longest run.
-fn group_members(job_runtime_ms: f64, runtimes_ms: [u64; 3]) -> u32 {
-    let longest = runtimes_ms.into_iter().max().unwrap_or(0);
-    if longest == 0 {
+/// 3.13). Members of different lengths give the group's CPU time over its longest run. A
+/// job that `verifies` reads back what it wrote after writing it: its directions ran one
+/// after the other, so each member's run time is theirs summed (a single such job, 350 ms of
+/// writes and 180 of verify reads, was taken for a group of two, and its CPU doubled).
+fn group_members(job_runtime_ms: f64, runtimes_ms: [u64; 3], verifies: bool) -> u32 {
+    let one_member = if verifies {
+        runtimes_ms.into_iter().sum::<u64>()
+    } else {
+        runtimes_ms.into_iter().max().unwrap_or(0)
+    };
+    if one_member == 0 {
         return 1;
     }
-    (job_runtime_ms / longest as f64)
+    (job_runtime_ms / one_member as f64)
         .round()
         .clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
+/// Whether a job reads back what it writes (`verify`, unless `do_verify=0`), as its own
+/// options or the global ones say.
+fn verifies(job: &BTreeMap<String, String>, global: &BTreeMap<String, String>) -> bool {
+    let option = |name: &str| job.get(name).or_else(|| global.get(name));
+    let on = option("verify").is_some_and(|v| !matches!(v.as_str(), "0" | "none" | ""));
+    on && option("do_verify").is_none_or(|v| v != "0")
 }
 
 /// fio writes `read` and `write` objects for every job (zeros when unused) and `trim` since
@@ -900,8 +921,24 @@ mod tests {
         // Jobs reported apart are one each (1000 ms against 1001 ms), as before.
         let text = std::fs::read_to_string(dir.join("randread_2jobs_jsonplus.out")).unwrap();
         assert!(parse(&text).unwrap().jobs.iter().all(|j| j.members == 1));
-        assert_eq!(group_members(0.0, [0, 0, 0]), 1);
-        assert_eq!(group_members(3000.0, [0, 1000, 999]), 3);
+        assert_eq!(group_members(0.0, [0, 0, 0], false), 1);
+        assert_eq!(group_members(3000.0, [0, 1000, 999], false), 3);
+        // fio 3.33, `--rw=write --bs=64k --size=64M --verify=crc32c`: one job, 350 ms of
+        // writes, then 180 ms reading them back (job_runtime 530).
+        assert_eq!(group_members(530.0, [180, 350, 0], true), 1);
+        assert_eq!(group_members(1060.0, [180, 350, 0], true), 2);
+        let opts = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        assert!(verifies(&opts(&[("verify", "crc32c")]), &opts(&[])));
+        assert!(verifies(&opts(&[]), &opts(&[("verify", "md5")])));
+        assert!(!verifies(
+            &opts(&[("verify", "crc32c"), ("do_verify", "0")]),
+            &opts(&[])
+        ));
+        assert!(!verifies(&opts(&[("verify", "0")]), &opts(&[])));
     }
 
     fn job_json(name: &str, iops: f64, n: u64, mean: f64, sd: f64, bins: Option<&str>) -> String {
