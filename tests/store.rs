@@ -1299,3 +1299,40 @@ fn a_grown_imported_experiment_merges_each_run_of_the_same_second() {
     cells.sort();
     assert_eq!(cells, ["bs=4k", "bs=8k"]);
 }
+
+/// Jobs in several reporting groups may have run one after another (`stonewall`), which
+/// fio's JSON does not tell from `new_group`: their summed rates come with a warning, and
+/// jobs of one group with none.
+#[test]
+fn jobs_in_several_reporting_groups_are_imported_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/fio/randrw_2jobs_json.out"),
+    )
+    .unwrap();
+    let start = fixture.find('{').unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&fixture[start..]).unwrap();
+    let together = dir.path().join("together.json");
+    std::fs::write(&together, serde_json::to_string(&doc).unwrap()).unwrap();
+    doc["jobs"][1]["groupid"] = json!(1);
+    let phases = dir.path().join("phases.json");
+    std::fs::write(&phases, serde_json::to_string(&doc).unwrap()).unwrap();
+    let import = |file: &std::path::Path| -> serde_json::Value {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(["import", "--json", "--db"])
+            .arg(file.with_extension("db"))
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(import(&together)["warnings"], json!([]));
+    let warned = import(&phases)["warnings"].to_string();
+    assert!(
+        warned.contains("its jobs are in 2 reporting groups (new_group or stonewall)"),
+        "{warned}"
+    );
+}

@@ -58,6 +58,8 @@ pub(crate) struct ImportSummary {
     pub places: Vec<String>,
     /// Runs stored before whose cell changed with the options these outputs set apart.
     pub regrouped: usize,
+    /// What the figures may not mean, by file.
+    pub warnings: Vec<String>,
     pub runs: Vec<ImportedRun>,
     /// The database the runs went into (for the text only).
     #[serde(skip)]
@@ -106,6 +108,9 @@ impl crate::output::Render for ImportSummary {
                  tag them apart (--tag NAME=VALUE) to compare them\n",
                 safe(&self.places.join(", "))
             ));
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("warning: {}\n", safe(w)));
         }
         let mut files: Vec<(&str, usize)> = Vec::new();
         for r in self.runs.iter().filter(|r| r.run_in_file.is_some()) {
@@ -316,6 +321,18 @@ pub(crate) fn import_files(
         None => Vec::new(),
     };
     let configs: Vec<_> = parsed.iter().map(|p| configuration(&p.report)).collect();
+    let warnings = parsed
+        .iter()
+        .filter_map(|p| {
+            let groups = p.report.groups()?;
+            Some(format!(
+                "{}: its jobs are in {groups} reporting groups (new_group or stonewall); \
+                 their rates are summed, which holds if the groups ran together (new_group), \
+                 not one after another (stonewall), and fio's JSON does not say which",
+                name_of(&p.path, p.part)
+            ))
+        })
+        .collect();
     let all: Vec<_> = before
         .iter()
         .map(|(_, c)| c.clone())
@@ -395,6 +412,7 @@ pub(crate) fn import_files(
         factors: cells.factors,
         places: cells.places,
         regrouped,
+        warnings,
         runs,
         db_path: store.path().to_string(),
     })

@@ -100,6 +100,8 @@ pub struct JobResult {
     pub(crate) port: Option<u16>,
     /// fio's errno for this job; 0 means no error.
     pub(crate) error: i64,
+    /// Its reporting group (`groupid`): a job after `new_group` or `stonewall` starts one.
+    pub(crate) group: u64,
     pub read: Direction,
     pub write: Direction,
     pub(crate) trim: Direction,
@@ -425,6 +427,7 @@ fn job_from_value(
             .and_then(Value::as_u64)
             .and_then(|p| u16::try_from(p).ok()),
         error,
+        group: v.get("groupid").and_then(Value::as_u64).unwrap_or(0),
         read,
         write,
         trim,
@@ -813,6 +816,14 @@ impl FioReport {
     /// for directions that did I/O; percentiles only where they are exact; trim only if used.
     /// `fio_usr_pct`/`fio_sys_pct` are summed over jobs: percent of one CPU, so two jobs each
     /// keeping a CPU half busy give 100.
+    /// How many reporting groups its jobs are in, when more than one: fio starts one at
+    /// `new_group` (the jobs still run together) and at `stonewall` (they run after the ones
+    /// before), and its JSON does not say which.
+    pub(crate) fn groups(&self) -> Option<usize> {
+        let groups: std::collections::BTreeSet<u64> = self.jobs.iter().map(|j| j.group).collect();
+        (groups.len() > 1).then_some(groups.len())
+    }
+
     pub fn metrics(&self) -> Vec<(String, f64)> {
         let mut out = Vec::new();
         for dir in Dir::ALL {

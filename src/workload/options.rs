@@ -193,8 +193,6 @@ pub enum Shape {
     Pattern,
     /// Lower-case words, digits, `,`, `:` and `_` (`read,write`, `wait_before,write`).
     Words,
-    /// Another job's name: letters, digits, `_`, `-`, `.`.
-    JobName,
     /// Free text fio only prints (a job description): anything without control characters.
     Text,
 }
@@ -370,7 +368,14 @@ fn explicit_rule(canon: &str) -> Option<Rule> {
             Value(Choice { modifier: true })
         }
         "description" => Value(Text),
-        "wait_for" => Value(JobName),
+        // iolab writes one job per target device, run at once, and sums their rates; a job
+        // made to wait for another ran after it, and a sum of rates of different moments is
+        // no rate the devices reached together.
+        "stonewall" | "wait_for_previous" | "wait_for" => Refused(
+            "makes a job wait for the one before it: iolab runs one job per target device at \
+             once and sums their rates, which holds only for jobs that ran together; measure \
+             phases that must follow each other as cells or experiments of their own",
+        ),
         "bssplit" | "cmdprio_bssplit" => Value(SizeSplit),
         "randseed" | "filesize" | "number_ios" | "verify_backlog" | "trim_backlog" | "zonesize"
         | "zonecapacity" | "zonerange" | "lockmem" => Value(Number),
@@ -637,7 +642,6 @@ impl Shape {
             Shape::Words => {
                 only(&|c| c.is_ascii_lowercase() || c.is_ascii_digit() || ",:_".contains(c))
             }
-            Shape::JobName => only(&|c| c.is_ascii_alphanumeric() || "_-.".contains(c)),
             Shape::Text => !v.chars().any(char::is_control),
         }
     }
@@ -696,7 +700,6 @@ impl Shape {
                                a file ('name') is refused"
                 .into(),
             Shape::Words => "lower-case words, digits, ',' and ':'".into(),
-            Shape::JobName => "a job name (letters, digits, '_', '-', '.')".into(),
             Shape::Text => "text without control characters".into(),
         }
     }
@@ -1188,6 +1191,11 @@ mod tests {
             ..DEFAULT
         };
         check_option("allow_mounted_write", "1", &destructive).unwrap();
+        // Jobs that wait for others ran after them: their rates summed were no moment's.
+        for n in ["stonewall", "wait_for_previous", "wait_for"] {
+            let e = check_option(n, "", &DEFAULT).unwrap_err().to_string();
+            assert!(e.contains("sums their rates"), "{n}: {e}");
+        }
     }
 
     #[test]
