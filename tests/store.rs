@@ -1336,3 +1336,33 @@ fn jobs_in_several_reporting_groups_are_imported_with_a_warning() {
         "{warned}"
     );
 }
+
+/// A trim workload (fio 3.33, `--rw=randtrim --bs=64k` on a loop device): `show` shows its
+/// trims and `--summary` counts them (it printed IOPS 0 and MB/s 0, and `show` refused,
+/// listing read_iops, all 0, as a metric present).
+#[test]
+fn a_trim_workloads_figures_are_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fio/randtrim_1job_json.out");
+    let run = |args: &[&str]| {
+        let out = Command::cargo_bin("iolab")
+            .unwrap()
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["import", fixture.to_str().unwrap()]);
+    let shown = run(&["show", "1"]);
+    assert!(shown.contains("trim_iops"), "{shown}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&run(&["show", "1", "--summary", "--json"])).unwrap();
+    let row = &summary["summary"]["rows"][0];
+    assert_eq!(row["IOPS"]["mean"], json!(24483.516484), "{row}");
+    assert_eq!(row["MB/s"]["mean"], json!(1604.551736), "{row}");
+}

@@ -56,7 +56,8 @@ pub(crate) fn choose(
         }
         if out.is_empty() {
             bail!(
-                "none of the default metrics has values in {}; metrics present: {}",
+                "none of the default metrics has a value other than 0 in {}; metrics \
+                 present: {}",
                 describe(groups),
                 present(store, groups)?.join(", ")
             );

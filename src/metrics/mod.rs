@@ -398,6 +398,11 @@ pub(crate) const HEADLINE: &[Metric] = &[
     READ_CLAT_P99_US,
     WRITE_CLAT_MEAN_US,
     WRITE_CLAT_P99_US,
+    // A trim workload's; all 0 or absent elsewhere, so not shown there.
+    TRIM_IOPS,
+    TRIM_BW_MBS,
+    TRIM_CLAT_MEAN_US,
+    TRIM_CLAT_P99_US,
     USR_PCT,
     SYS_PCT,
     IRQ_PER_S,

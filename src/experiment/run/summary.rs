@@ -46,22 +46,23 @@ fn runs_as_objects<S: serde::Serializer>(
 /// column ids below: a metric's name where a column is one metric, else the column's own id.
 pub(crate) fn headline(figures: &[(String, f64)]) -> Vec<(&'static str, f64)> {
     let get = |m: &Metric| figures.iter().find(|(k, _)| k == m.name).map(|(_, v)| *v);
-    let r = get(&metrics::READ_IOPS);
-    let w = get(&metrics::WRITE_IOPS);
-    let dir = if w.unwrap_or(0.0) > r.unwrap_or(0.0) {
-        &metrics::FIO_WRITE
-    } else {
-        &metrics::FIO_READ
-    };
+    // Reads, writes and trims; the latency columns are the busiest direction's.
+    let fio = [&metrics::FIO_READ, &metrics::FIO_WRITE, &metrics::FIO_TRIM];
+    let iops = fio.map(|d| get(&d.iops));
+    let dir = fio
+        .iter()
+        .zip(&iops)
+        .fold((fio[0], 0.0), |(best, most), (d, v)| match v {
+            Some(v) if *v > most => (*d, *v),
+            _ => (best, most),
+        })
+        .0;
     let mut out = Vec::new();
     // Only fio's runs have I/O figures: a network engine's or a command's own take their
     // place (a 0 here would read as a workload that did nothing).
-    if r.is_some() || w.is_some() {
-        out.push((IOPS, r.unwrap_or(0.0) + w.unwrap_or(0.0)));
-        out.push((
-            MB_S,
-            get(&metrics::READ_BW_MBS).unwrap_or(0.0) + get(&metrics::WRITE_BW_MBS).unwrap_or(0.0),
-        ));
+    if iops.iter().any(Option::is_some) {
+        out.push((IOPS, iops.iter().flatten().sum()));
+        out.push((MB_S, fio.iter().filter_map(|d| get(&d.bw_mbs)).sum()));
     }
     for (m, _, _) in &ENGINE_COLUMNS {
         if let Some(v) = get(m) {
@@ -283,6 +284,23 @@ mod tests {
 
     fn m(pairs: &[(&str, f64)]) -> Vec<(String, f64)> {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn a_trim_workloads_headline_is_its_trims() {
+        let h = headline(&m(&[
+            ("read_iops", 0.0),
+            ("write_iops", 0.0),
+            ("trim_iops", 54750.0),
+            ("read_bw_mbs", 0.0),
+            ("write_bw_mbs", 0.0),
+            ("trim_bw_mbs", 3588.0),
+            ("trim_clat_mean_us", 70.0),
+        ]));
+        assert_eq!(
+            h,
+            vec![(IOPS, 54750.0), (MB_S, 3588.0), (CLAT_MEAN_US, 70.0)]
+        );
     }
 
     #[test]
