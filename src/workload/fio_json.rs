@@ -493,6 +493,15 @@ fn direction_from_value(
         }
         None => return Ok(Direction::default()),
     };
+    // fio before 3.0 wrote latencies in microseconds (`clat`) and bandwidth in KiB/s
+    // (`bw`) alone: read as today's, its bandwidth was 0 and its latencies missing.
+    if v.get("bw_bytes").is_none() && v.get("clat_ns").is_none() && v.get("clat").is_some() {
+        return Err(invalid(
+            &path,
+            "has `clat` and `bw` but no `clat_ns` or `bw_bytes`: the layout of fio before 3.0 \
+             (microseconds, KiB/s), which iolab does not read; run fio 3.0 or later",
+        ));
+    }
     Ok(Direction {
         iops: checked(v, "iops", &path, limits::IOPS)?,
         bw_bytes: checked(v, "bw_bytes", &path, limits::BW_BYTES)?,
@@ -911,6 +920,26 @@ mod tests {
         // A report without ports: by address alone.
         report.jobs.iter_mut().for_each(|j| j.port = None);
         assert_eq!(report.of_client(("127.0.0.1", 8765)).jobs.len(), 2);
+    }
+
+    /// fio 2.x's layout (latencies in µs under `clat`, bandwidth in KiB/s only) is refused,
+    /// not read as a run of no bandwidth and no latency.
+    #[test]
+    fn fio_2_json_is_refused_by_name() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio");
+        let text = std::fs::read_to_string(dir.join("randread_1job_json.out")).unwrap();
+        let mut doc: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+        doc["fio version"] = Value::from("fio-2.2.10");
+        for d in ["read", "write", "trim"] {
+            let x = doc["jobs"][0][d].as_object_mut().unwrap();
+            x.remove("bw_bytes");
+            for l in ["slat", "clat", "lat"] {
+                let ns = x.remove(&format!("{l}_ns")).unwrap();
+                x.insert(l.into(), ns);
+            }
+        }
+        let e = parse(&doc.to_string()).unwrap_err().to_string();
+        assert!(e.contains("the layout of fio before 3.0"), "{e}");
     }
 
     /// fio 3.33, `numjobs=2 --group_reporting --ramp_time=1 --runtime=1`: one entry whose
