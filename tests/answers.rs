@@ -424,6 +424,34 @@ fn a_fio_output_is_not_stored_twice_in_one_experiment() {
     ok(&db, &["import", "--experiment", "nightly", &b]);
     ok(&db, &["import", "--experiment", "other", &a]);
     assert_eq!(store.runs(1).unwrap().len(), 2);
+    // One measurement in other bytes: rewritten compactly, behind another first line, or its
+    // status-interval reports cut away to the last. It was stored again each time.
+    let text = std::fs::read_to_string(&a).unwrap();
+    let doc: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+    let compact = dir.path().join("compact.json");
+    std::fs::write(&compact, doc.to_string()).unwrap();
+    let prefixed = dir.path().join("prefixed.json");
+    std::fs::write(&prefixed, format!("fio-3.33\n{text}")).unwrap();
+    for other in [&compact, &prefixed] {
+        let e = err(
+            &db,
+            &["import", "--experiment", "nightly", other.to_str().unwrap()],
+        );
+        assert!(
+            e.contains("is stored already in experiment 1, as run 1"),
+            "{e}"
+        );
+    }
+    let e = err(&db, &["import", &a, compact.to_str().unwrap()]);
+    assert!(e.contains("hold one measurement"), "{e}");
+    let interval = fixture("status_interval_json.out");
+    let whole = std::fs::read_to_string(&interval).unwrap();
+    let last = &whole[whole.rfind("\n{").unwrap() + 1..];
+    let cut = dir.path().join("last-report.json");
+    std::fs::write(&cut, last).unwrap();
+    let e = err(&db, &["import", &interval, cut.to_str().unwrap()]);
+    assert!(e.contains("hold one measurement"), "{e}");
+    assert_eq!(store.runs(1).unwrap().len(), 2);
 }
 
 /// `--experiment` names one imported experiment: by a name no other shares, else by its id.

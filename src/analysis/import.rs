@@ -311,6 +311,7 @@ pub(crate) fn import_files(
     parsed: Vec<Parsed>,
     opts: &ImportOptions,
 ) -> anyhow::Result<ImportSummary> {
+    refuse_repeats(&parsed)?;
     let existing = Destination::existing(store, opts)?;
     if let Some(e) = &existing {
         refuse_duplicates(store, &parsed, e.id)?;
@@ -438,11 +439,41 @@ fn stored_configurations(
 /// would count as two repetitions, with a spread of zero. (The same file in another
 /// experiment is another question, such as the same output under other tags.)
 fn refuse_duplicates(store: &Store, parsed: &[Parsed], experiment: i64) -> anyhow::Result<()> {
+    // By measurement, not by bytes: the same output reformatted, or behind another first
+    // line, was stored again.
+    let mut stored = BTreeMap::new();
+    for run in store.runs(experiment)? {
+        let text = store.run_texts(run.id)?.and_then(|t| t.fio_json);
+        if let Some(key) = text.as_deref().and_then(fio_json::measurement_key) {
+            stored.entry(key).or_insert(run.id);
+        }
+    }
     for p in parsed {
-        if let Some(run) = store.run_with_fio_json(experiment, &p.text)? {
+        let key = fio_json::measurement_key(&p.text);
+        if let Some(run) = key.and_then(|k| stored.get(&k)) {
             bail!(
                 "nothing imported: {} is stored already in experiment {experiment}, as run \
                  {run}: one measurement would count as two runs",
+                p.name()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Refuses two of the files (or fio runs of files) given that hold one measurement
+/// ([`fio_json::measurement_key`]): stored twice, it would count as two repetitions.
+fn refuse_repeats(parsed: &[Parsed]) -> anyhow::Result<()> {
+    let mut seen: BTreeMap<String, &Parsed> = BTreeMap::new();
+    for p in parsed {
+        let Some(key) = fio_json::measurement_key(&p.text) else {
+            continue;
+        };
+        if let Some(first) = seen.insert(key, p) {
+            bail!(
+                "nothing imported: {} and {} hold one measurement (fio's last report is the \
+                 same): stored twice, it would count as two runs",
+                first.name(),
                 p.name()
             );
         }

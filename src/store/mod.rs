@@ -1002,17 +1002,6 @@ impl Store {
         Ok(())
     }
 
-    pub fn run_with_fio_json(&self, experiment_id: i64, fio_json: &str) -> Result<Option<i64>> {
-        self.conn
-            .query_row(
-                "SELECT id FROM runs WHERE experiment_id = ?1 AND fio_json = ?2 LIMIT 1",
-                rusqlite::params![experiment_id, fio_json],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(self.err())
-    }
-
     /// The stored fio JSON, command line and job file of one run.
     pub fn run_texts(&self, run_id: i64) -> Result<Option<RunTexts>> {
         self.conn

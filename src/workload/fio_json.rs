@@ -182,6 +182,16 @@ const PUBLISHED_PERCENTILES: [(f64, PercentileMetric); 3] = [
     (99.9, |m| &m.clat_p999_us),
 ];
 
+/// What tells one fio measurement from another whatever its file looks like: its last
+/// document (status-interval output holds several, each cumulative), as parsed, written
+/// again. The same output reformatted, behind another first line, or with its interval
+/// documents cut away is the same measurement. `None` when there is no document.
+pub(crate) fn measurement_key(output: &str) -> Option<String> {
+    let start = first_document_start(output, 0)?;
+    let (last, _) = last_document::<Value>(output, start).ok()?;
+    last.map(|doc| doc.to_string())
+}
+
 /// Parses fio's stdout. Starts at the first line beginning with `{`, reads every complete
 /// document that follows and keeps the last one (status-interval documents are cumulative).
 pub fn parse(output: &str) -> Result<FioReport, FioJsonError> {
