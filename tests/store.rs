@@ -1366,3 +1366,26 @@ fn a_trim_workloads_figures_are_shown() {
     assert_eq!(row["IOPS"]["mean"], json!(24483.516484), "{row}");
     assert_eq!(row["MB/s"]["mean"], json!(1604.551736), "{row}");
 }
+
+/// `--db` naming a directory says so (it said SQLite could not open the file, and to check
+/// that its directory exists).
+#[test]
+fn a_database_that_is_a_directory_is_said_to_be_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fio/randread_1job_json.out");
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .arg("import")
+        .arg(&fixture)
+        .arg("--db")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("it is a directory; name a file in it"),
+        "{err}"
+    );
+}

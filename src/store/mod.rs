@@ -348,6 +348,12 @@ impl Store {
         if let Some(why) = access::read_only_reason(path) {
             return Err(StoreError::ReadOnly { path: shown, why });
         }
+        if path.is_dir() {
+            return Err(StoreError::ReadOnly {
+                path: shown,
+                why: "it is a directory; name a file in it".into(),
+            });
+        }
         let conn =
             Connection::open(path).map_err(|source| StoreError::from_sqlite(&shown, source))?;
         let mut store = Store { conn, path: shown };
