@@ -213,7 +213,11 @@ pub(crate) fn table(cells: &[CellResult], runs_fio: bool) -> Table {
         }
         let mut row = vec![
             TableCell::text(&c.key),
-            TableCell::text(c.runs.len().to_string()),
+            // A number in JSON, as in `show`'s tables; a count in the text.
+            TableCell::Number {
+                value: c.runs.len() as f64,
+                text: c.runs.len().to_string(),
+            },
         ];
         for (id, _, _) in &shown {
             let values: Vec<f64> = if own.contains(id) {
@@ -425,6 +429,7 @@ mod tests {
         let json = serde_json::to_value(table(&cells, true)).unwrap();
         let row = &json["rows"][0];
         assert_eq!(row["cell"], "rq_affinity=1");
+        assert_eq!(row["n"], 2.0);
         assert_eq!(row["IOPS"]["mean"], 1100.0);
         assert!((row["IOPS"]["stddev"].as_f64().unwrap() - 141.421356).abs() < 1e-6);
         assert_eq!(row["IOPS"]["n"], 2);
