@@ -131,7 +131,6 @@ impl Loaded {
             .collect()
     }
 
-    /// Factors with more than one level: the ones a table or chart can spread out.
     /// Why the runs failed, each reason once with how many runs it ended, the commonest
     /// first (ties in the order met).
     pub(crate) fn failure_reasons(&self) -> Vec<(String, usize)> {
@@ -176,6 +175,7 @@ impl Loaded {
         ))
     }
 
+    /// Factors with more than one level: the ones a table or chart can spread out.
     pub(crate) fn varying(&self) -> Vec<&Factor> {
         self.factors.iter().filter(|f| f.levels.len() > 1).collect()
     }
