@@ -662,6 +662,20 @@ fn replayed_engine_runs_are_stored_exactly() {
     );
 }
 
+/// A `command` engine running `sh`, reading the metric `regex`, given `limit_s` seconds: to
+/// judge a run's output as the engine would.
+fn sh_engine(regex: &str, limit_s: u64) -> iolab::workload::command::CommandEngine {
+    iolab::workload::command::CommandEngine {
+        program: "sh".into(),
+        args: Vec::new(),
+        regex: vec![regex.into()],
+        json: Vec::new(),
+        from_stderr: false,
+        time_limit: Duration::from_secs(limit_s),
+        vars: Vec::new(),
+    }
+}
+
 /// `sh -c script` as a program engine's run, pinned to CPU 0, given `limit`.
 fn shell(script: &str, limit: Duration) -> iolab::workload::Invocation {
     iolab::workload::Invocation {
@@ -770,16 +784,7 @@ fn a_program_past_its_time_limit_is_killed_with_its_children() {
     // The child (sleep 300) holds the output pipes: only a group kill ends the run early.
     assert!(ran.elapsed < Duration::from_secs(120), "{:?}", ran.elapsed);
     assert!(none_left("300.102"));
-    let engine = iolab::workload::command::CommandEngine {
-        program: "sh".into(),
-        args: Vec::new(),
-        regex: vec!["(?P<x>1)".into()],
-        json: Vec::new(),
-        from_stderr: false,
-        time_limit: Duration::from_secs(1),
-        vars: Vec::new(),
-    };
-    let (status, _) = iolab::workload::engine::classify(&engine, &ran.raw);
+    let (status, _) = iolab::workload::engine::classify(&sh_engine("(?P<x>1)", 1), &ran.raw);
     assert!(
         matches!(&status, iolab::workload::FioStatus::Crash { reason } if reason.contains("did not finish within 1 s")),
         "{status:?}"
@@ -810,15 +815,7 @@ fn a_program_leaves_nothing_running_however_it_ends() {
             Duration::from_secs(60),
         ))
         .unwrap();
-    let engine = iolab::workload::command::CommandEngine {
-        program: "sh".into(),
-        args: Vec::new(),
-        regex: vec!["x_per_s=(?P<x_per_s>[0-9]+)".into()],
-        json: Vec::new(),
-        from_stderr: false,
-        time_limit: Duration::from_secs(60),
-        vars: Vec::new(),
-    };
+    let engine = sh_engine("x_per_s=(?P<x_per_s>[0-9]+)", 60);
     let (status, figures) = iolab::workload::engine::classify(&engine, &ran.raw);
     assert!(
         matches!(status, iolab::workload::FioStatus::Success),

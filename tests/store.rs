@@ -1076,16 +1076,7 @@ fn a_cell_pooling_different_fio_jobs_is_said_to() {
         }
     }
     drop(db);
-    let compare = |a: &str, b: &str| {
-        let out = Command::cargo_bin("iolab")
-            .unwrap()
-            .args(["compare", "--db", path.to_str().unwrap(), a, b])
-            .args(["--metric", "read_iops"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let compare = |a: &str, b: &str| compare_read_iops(&path, a, b);
     let text = compare("kernel=6.1.0", "kernel=6.2.0");
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
@@ -1225,16 +1216,7 @@ fn comparing_placements_does_not_warn_of_their_cpu_pinning() {
         }
     }
     drop(db);
-    let compare = |a: &str, b: &str| {
-        let out = Command::cargo_bin("iolab")
-            .unwrap()
-            .args(["compare", "--db", path.to_str().unwrap(), a, b])
-            .args(["--metric", "read_iops"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let compare = |a: &str, b: &str| compare_read_iops(&path, a, b);
     let text = compare("placement=on", "placement=near");
     assert!(!text.contains("different fio jobs"), "{text}");
     let text = compare("placement=on", "placement=far");
@@ -1388,4 +1370,17 @@ fn a_database_that_is_a_directory_is_said_to_be_one() {
         err.contains("it is a directory; name a file in it"),
         "{err}"
     );
+}
+
+/// What `iolab compare A B --metric read_iops` prints on the database at `db`, having succeeded.
+fn compare_read_iops(db: &std::path::Path, a: &str, b: &str) -> String {
+    let out = Command::cargo_bin("iolab")
+        .unwrap()
+        .args(["compare", "--db"])
+        .arg(db)
+        .args([a, b, "--metric", "read_iops"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
 }
