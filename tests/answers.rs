@@ -2372,23 +2372,14 @@ fn percentiles_from_fios_buckets_are_as_precise_as_the_buckets() {
 /// `--by`, one line per combination.
 #[test]
 fn lines_by_a_factor_refuse_to_join_the_cells_of_another() {
-    use iolab::store::{NewExperiment, NewRun, Store};
+    use iolab::store::NewRun;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("three.db");
-    let mut store = Store::open(&db).unwrap();
-    let id = store
-        .create_experiment(&NewExperiment {
-            name: "three factors".into(),
-            file_text: "[factors]\nnr_requests = [32, 256]\nscheduler = [\"none\", \"bfq\"]\n\
-                        read_ahead_kb = [0, 512]\n"
-                .into(),
-            seed: 1,
-            planned_order: json!([]),
-            host: "h".into(),
-            kernel: "k".into(),
-            part_of: None,
-        })
-        .unwrap();
+    let (mut store, id) = store_with_experiment(
+        &db,
+        "[factors]\nnr_requests = [32, 256]\nscheduler = [\"none\", \"bfq\"]\n\
+         read_ahead_kb = [0, 512]\n",
+    );
     for rep in 1..=2 {
         for nr in [32, 256] {
             for sched in ["none", "bfq"] {
@@ -2446,21 +2437,10 @@ fn lines_by_a_factor_refuse_to_join_the_cells_of_another() {
 /// fio outputs carry none)"), and the report lists the reasons.
 #[test]
 fn an_experiment_whose_runs_all_failed_says_so_and_why_everywhere() {
-    use iolab::store::{NewExperiment, NewRun, RunStatus, Store};
+    use iolab::store::{NewRun, RunStatus};
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("failed.db");
-    let mut store = Store::open(&db).unwrap();
-    let id = store
-        .create_experiment(&NewExperiment {
-            name: "read-ahead".into(),
-            file_text: "[factors]\nread_ahead_kb = [5, 6]\n".into(),
-            seed: 1,
-            planned_order: json!([]),
-            host: "h".into(),
-            kernel: "k".into(),
-            part_of: None,
-        })
-        .unwrap();
+    let (mut store, id) = store_with_experiment(&db, "[factors]\nread_ahead_kb = [5, 6]\n");
     for (ra, why) in [
         (
             "5",
@@ -2510,4 +2490,21 @@ fn an_experiment_whose_runs_all_failed_says_so_and_why_everywhere() {
         html.contains("<li>wrote &quot;6&quot; to read_ahead_kb, but the kernel keeps &quot;4&quot; (2 runs)</li>"),
         "{html}"
     );
+}
+
+/// A new database at `db` holding one experiment of `file_text`, for runs a test adds.
+fn store_with_experiment(db: &Path, file_text: &str) -> (iolab::store::Store, i64) {
+    let mut store = iolab::store::Store::open(db).unwrap();
+    let id = store
+        .create_experiment(&iolab::store::NewExperiment {
+            name: "t".into(),
+            file_text: file_text.into(),
+            seed: 1,
+            planned_order: json!([]),
+            host: "h".into(),
+            kernel: "k".into(),
+            part_of: None,
+        })
+        .unwrap();
+    (store, id)
 }

@@ -676,6 +676,16 @@ fn sh_engine(regex: &str, limit_s: u64) -> iolab::workload::command::CommandEngi
     }
 }
 
+/// A runner of program engines with its state under `dir`, giving a program 1 s after
+/// SIGTERM.
+fn program_runner(dir: &std::path::Path) -> RealFio {
+    RealFio {
+        work_dir: dir.join("state/fio"),
+        grace: Duration::from_secs(1),
+        ..RealFio::default()
+    }
+}
+
 /// `sh -c script` as a program engine's run, pinned to CPU 0, given `limit`.
 fn shell(script: &str, limit: Duration) -> iolab::workload::Invocation {
     iolab::workload::Invocation {
@@ -772,11 +782,7 @@ fn cancelling_stops_the_program_and_its_children() {
 fn a_program_past_its_time_limit_is_killed_with_its_children() {
     use iolab::workload::FioRunner;
     let dir = tempfile::tempdir().unwrap();
-    let runner = RealFio {
-        work_dir: dir.path().join("state/fio"),
-        grace: Duration::from_secs(1),
-        ..RealFio::default()
-    };
+    let runner = program_runner(dir.path());
     let ran = runner
         .run_program(&shell("sleep 300.102 & wait", Duration::from_secs(1)))
         .unwrap();
@@ -803,11 +809,7 @@ fn a_program_leaves_nothing_running_however_it_ends() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let runner = RealFio {
-        work_dir: dir.path().join("state/fio"),
-        grace: Duration::from_secs(1),
-        ..RealFio::default()
-    };
+    let runner = program_runner(dir.path());
     let ran = runner
         .run_program(&shell(
             "setsid sleep 300.103 >/dev/null 2>&1 & sleep 300.104 >/dev/null 2>&1 & \

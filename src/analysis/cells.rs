@@ -98,8 +98,6 @@ pub(crate) fn run_levels(run: &Run) -> BTreeMap<String, String> {
     }
 }
 
-/// Factor order and declared level order from an experiment file's `[factors]` table; empty
-/// when the text is not TOML or has no factors (imported experiments).
 /// Whether the experiment file's workload is fio's (no `engine`, or `engine = "fio"`), not a
 /// program engine's. An import has no file: fio's outputs.
 pub(crate) fn runs_fio(file_text: &str) -> bool {
@@ -111,6 +109,8 @@ pub(crate) fn runs_fio(file_text: &str) -> bool {
         .is_none_or(|e| e == "fio")
 }
 
+/// Factor order and declared level order from an experiment file's `[factors]` table; empty
+/// when the text is not TOML or has no factors (imported experiments).
 pub(crate) fn declared_factors(file_text: &str) -> Vec<Factor> {
     let Ok(doc) = file_text.parse::<toml::Table>() else {
         return Vec::new();

@@ -311,10 +311,14 @@ pub(crate) fn import_files(
     parsed: Vec<Parsed>,
     opts: &ImportOptions,
 ) -> anyhow::Result<ImportSummary> {
-    refuse_repeats(&parsed)?;
+    let keys: Vec<Option<String>> = parsed
+        .iter()
+        .map(|p| fio_json::measurement_key(&p.text))
+        .collect();
+    refuse_repeats(&parsed, &keys)?;
     let existing = Destination::existing(store, opts)?;
     if let Some(e) = &existing {
-        refuse_duplicates(store, &parsed, e.id)?;
+        refuse_duplicates(store, &parsed, &keys, e.id)?;
     }
     let kernel = opts.tag("kernel").unwrap_or_else(|| UNKNOWN.to_string());
     let before = match &existing {
@@ -438,7 +442,13 @@ fn stored_configurations(
 /// `--experiment` adds to (`read_files` refuses one given twice): one measurement stored twice
 /// would count as two repetitions, with a spread of zero. (The same file in another
 /// experiment is another question, such as the same output under other tags.)
-fn refuse_duplicates(store: &Store, parsed: &[Parsed], experiment: i64) -> anyhow::Result<()> {
+/// `keys`: each of `parsed`'s [`fio_json::measurement_key`].
+fn refuse_duplicates(
+    store: &Store,
+    parsed: &[Parsed],
+    keys: &[Option<String>],
+    experiment: i64,
+) -> anyhow::Result<()> {
     // By measurement, not by bytes: the same output reformatted, or behind another first
     // line, was stored again.
     let mut stored = BTreeMap::new();
@@ -448,9 +458,8 @@ fn refuse_duplicates(store: &Store, parsed: &[Parsed], experiment: i64) -> anyho
             stored.entry(key).or_insert(run.id);
         }
     }
-    for p in parsed {
-        let key = fio_json::measurement_key(&p.text);
-        if let Some(run) = key.and_then(|k| stored.get(&k)) {
+    for (p, key) in parsed.iter().zip(keys) {
+        if let Some(run) = key.as_ref().and_then(|k| stored.get(k)) {
             bail!(
                 "nothing imported: {} is stored already in experiment {experiment}, as run \
                  {run}: one measurement would count as two runs",
@@ -461,12 +470,12 @@ fn refuse_duplicates(store: &Store, parsed: &[Parsed], experiment: i64) -> anyho
     Ok(())
 }
 
-/// Refuses two of the files (or fio runs of files) given that hold one measurement
-/// ([`fio_json::measurement_key`]): stored twice, it would count as two repetitions.
-fn refuse_repeats(parsed: &[Parsed]) -> anyhow::Result<()> {
-    let mut seen: BTreeMap<String, &Parsed> = BTreeMap::new();
-    for p in parsed {
-        let Some(key) = fio_json::measurement_key(&p.text) else {
+/// Refuses two of the files (or fio runs of files) given that hold one measurement (the same
+/// of `keys`, [`fio_json::measurement_key`]): stored twice, it would count as two repetitions.
+fn refuse_repeats(parsed: &[Parsed], keys: &[Option<String>]) -> anyhow::Result<()> {
+    let mut seen: BTreeMap<&str, &Parsed> = BTreeMap::new();
+    for (p, key) in parsed.iter().zip(keys) {
+        let Some(key) = key else {
             continue;
         };
         if let Some(first) = seen.insert(key, p) {

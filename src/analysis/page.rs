@@ -329,7 +329,7 @@ pub(crate) fn report(
             for (why, n) in reasons {
                 p.body.push_str(&format!(
                     "<li>{} ({n} run{})</li>\n",
-                    html::escape(&why),
+                    html::escape(why),
                     if n == 1 { "" } else { "s" }
                 ));
             }

@@ -133,14 +133,8 @@ impl Loaded {
 
     /// Why the runs failed, each reason once with how many runs it ended, the commonest
     /// first (ties in the order met).
-    pub(crate) fn failure_reasons(&self) -> Vec<(String, usize)> {
-        let mut reasons: Vec<(String, usize)> = Vec::new();
-        for (_, why) in self.cells.iter().flat_map(|c| &c.failed) {
-            match reasons.iter_mut().find(|(r, _)| r == why) {
-                Some((_, n)) => *n += 1,
-                None => reasons.push((why.clone(), 1)),
-            }
-        }
+    pub(crate) fn failure_reasons(&self) -> Vec<(&str, usize)> {
+        let mut reasons = counted(self.cells.iter().flat_map(|c| &c.failed));
         reasons.sort_by_key(|r| std::cmp::Reverse(r.1));
         reasons
     }
@@ -565,13 +559,7 @@ pub(crate) fn detail_table(loaded: &Loaded, mc: &MetricCells) -> Table {
         let label = cell.short_label();
         if !cell.failed.is_empty() {
             // Each reason once, with how many runs failed so where there are several.
-            let mut reasons: Vec<(&str, usize)> = Vec::new();
-            for (_, why) in &cell.failed {
-                match reasons.iter_mut().find(|(r, _)| r == why) {
-                    Some((_, n)) => *n += 1,
-                    None => reasons.push((why, 1)),
-                }
-            }
+            let reasons = counted(&cell.failed);
             let said: Vec<String> = match reasons.as_slice() {
                 [(why, _)] => vec![why.to_string()],
                 _ => reasons
@@ -718,6 +706,19 @@ fn cell_summary(s: &Summary, ids: &[i64]) -> CellSummary {
             .filter_map(|&i| ids.get(i).copied())
             .collect(),
     }
+}
+
+/// The reasons of failed runs (run, why), each once with how many runs it ended, in the
+/// order met.
+fn counted<'a>(failed: impl IntoIterator<Item = &'a (i64, String)>) -> Vec<(&'a str, usize)> {
+    let mut reasons: Vec<(&str, usize)> = Vec::new();
+    for (_, why) in failed {
+        match reasons.iter_mut().find(|(r, _)| r == why) {
+            Some((_, n)) => *n += 1,
+            None => reasons.push((why, 1)),
+        }
+    }
+    reasons
 }
 
 pub(crate) fn show(store: &Store, id: i64, opts: &ShowOptions) -> anyhow::Result<Shown> {

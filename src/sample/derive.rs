@@ -164,21 +164,6 @@ pub struct Summary {
 /// curve, not a run's figure.)
 const MIN_TICKS: u64 = 20;
 
-/// Ticks that passed between two /proc/stat lines, all kinds together.
-fn ticks(
-    before: &crate::sys::parse::stat::CpuTimes,
-    after: &crate::sys::parse::stat::CpuTimes,
-) -> u64 {
-    let total = |t: &crate::sys::parse::stat::CpuTimes| {
-        [
-            t.user, t.nice, t.system, t.idle, t.iowait, t.irq, t.softirq, t.steal,
-        ]
-        .iter()
-        .fold(0u64, |a, b| a.saturating_add(*b))
-    };
-    total(after).saturating_sub(total(before))
-}
-
 /// Summarises readings; `device_irqs[i]` are the IRQ numbers serving `devices[i]`.
 pub(crate) fn summary(
     readings: &[Reading],
@@ -191,7 +176,8 @@ pub(crate) fn summary(
     }
     let whole = interval(first, last, devices);
     let mut system = BTreeMap::new();
-    let enough_ticks = ticks(&first.all_cpus, &last.all_cpus) >= MIN_TICKS;
+    let ticks = last.all_cpus.total().saturating_sub(first.all_cpus.total());
+    let enough_ticks = ticks >= MIN_TICKS;
     if let (Some(c), true) = (&whole.all_cpus, enough_ticks) {
         system.insert(metrics::USR_PCT.name, c.usr_pct + c.nice_pct);
         system.insert(metrics::SYS_PCT.name, c.sys_pct);

@@ -830,11 +830,6 @@ impl FioReport {
         }
     }
 
-    /// iolab's stable metric names (docs/architecture.md). Read and write IOPS and bandwidth
-    /// are always present (0 for an unused direction, which is a real figure); latencies only
-    /// for directions that did I/O; percentiles only where they are exact; trim only if used.
-    /// `fio_usr_pct`/`fio_sys_pct` are summed over jobs: percent of one CPU, so two jobs each
-    /// keeping a CPU half busy give 100.
     /// How many reporting groups its jobs are in, when more than one: fio starts one at
     /// `new_group` (the jobs still run together) and at `stonewall` (they run after the ones
     /// before), and its JSON does not say which.
@@ -843,6 +838,11 @@ impl FioReport {
         (groups.len() > 1).then_some(groups.len())
     }
 
+    /// iolab's stable metric names (docs/architecture.md). Read and write IOPS and bandwidth
+    /// are always present (0 for an unused direction, which is a real figure); latencies only
+    /// for directions that did I/O; percentiles only where they are exact; trim only if used.
+    /// `fio_usr_pct`/`fio_sys_pct` are summed over jobs: percent of one CPU, so two jobs each
+    /// keeping a CPU half busy give 100.
     pub fn metrics(&self) -> Vec<(String, f64)> {
         let mut out = Vec::new();
         for dir in Dir::ALL {

@@ -24,7 +24,6 @@ pub(crate) struct CpuTimes {
 impl CpuTimes {
     /// All ticks. guest and guest_nice are already counted in user and nice, so they are
     /// left out, as top and mpstat do.
-    #[cfg(test)]
     pub(crate) fn total(&self) -> u64 {
         [
             self.nice,
